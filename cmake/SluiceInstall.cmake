@@ -1,0 +1,19 @@
+include_guard(GLOBAL)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS sluice EXPORT sluiceTargets)
+if(TARGET sluice_cbc)
+  install(TARGETS sluice_cbc EXPORT sluiceTargets)
+endif()
+install(DIRECTORY include/sluice DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY data/ DESTINATION ${SLUICE_INSTALL_DATADIR})
+install(EXPORT sluiceTargets NAMESPACE sluice:: DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
+
+configure_package_config_file(cmake/sluiceConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/sluiceConfig.cmake
+  INSTALL_DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
+# Header-only: the package fits any architecture.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/sluiceConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
+install(FILES ${PROJECT_BINARY_DIR}/sluiceConfig.cmake ${PROJECT_BINARY_DIR}/sluiceConfigVersion.cmake
+  DESTINATION ${SLUICE_INSTALL_CMAKEDIR})

@@ -1,0 +1,43 @@
+#pragma once
+// Errors raised by sluice. Bad input is always reported, never clamped or ignored.
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace sluice {
+
+// Input that violates a documented precondition: the message names the field and the value.
+class invalid_input : public std::invalid_argument {
+public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// A well-formed problem that has no solution (for example no strategy fits the GPU count).
+class infeasible : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+template <class... Parts>
+std::string concat(Parts&&... parts) {
+  std::ostringstream out;
+  out.precision(17);
+  (out << ... << std::forward<Parts>(parts));
+  return out.str();
+}
+
+template <class... Parts>
+[[noreturn]] void fail(Parts&&... parts) {
+  throw invalid_input(concat(std::forward<Parts>(parts)...));
+}
+
+template <class... Parts>
+void require(bool condition, Parts&&... parts) {
+  if (!condition) fail(std::forward<Parts>(parts)...);
+}
+
+}  // namespace detail
+}  // namespace sluice

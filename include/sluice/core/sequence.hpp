@@ -1,0 +1,26 @@
+#pragma once
+// One training sequence: an identifier (its index in the dataset or batch) and its length in tokens.
+#include <cstdint>
+
+#include "sluice/core/error.hpp"
+
+namespace sluice {
+
+class Sequence {
+public:
+  Sequence(std::int64_t id, std::int64_t length) : id_(id), length_(length) {
+    detail::require(id >= 0, "sequence: id must be >= 0, got ", id);
+    detail::require(length > 0, "sequence ", id, ": length must be > 0, got ", length);
+  }
+
+  [[nodiscard]] std::int64_t id() const noexcept { return id_; }
+  [[nodiscard]] std::int64_t length() const noexcept { return length_; }
+
+  friend bool operator==(const Sequence&, const Sequence&) = default;
+
+private:
+  std::int64_t id_;
+  std::int64_t length_;
+};
+
+}  // namespace sluice

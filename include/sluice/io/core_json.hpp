@@ -1,0 +1,74 @@
+#pragma once
+// JSON for the core vocabulary types.
+#include <cstdint>
+#include <vector>
+
+#include "sluice/core/scheme.hpp"
+#include "sluice/core/sequence.hpp"
+#include "sluice/core/strategy.hpp"
+#include "sluice/io/json.hpp"
+
+namespace sluice::io {
+template <>
+struct document_traits<Strategy> {
+  static constexpr std::string_view format = "sluice.strategy";
+  static constexpr int version = 1;
+};
+}  // namespace sluice::io
+
+namespace nlohmann {
+
+template <>
+struct adl_serializer<sluice::Scheme> {
+  static void to_json(json& out, const sluice::Scheme& scheme) { out = {{"tp", scheme.tp()}, {"pp", scheme.pp()}}; }
+  static sluice::Scheme from_json(const json& in) {
+    // Degrees absent from the document default to 1, so older documents stay readable as degrees are added.
+    return sluice::Scheme(sluice::Degrees{.tp = sluice::io::field_or<int>(in, "tp", 1, "scheme"),
+                                          .pp = sluice::io::field_or<int>(in, "pp", 1, "scheme")});
+  }
+};
+
+template <>
+struct adl_serializer<sluice::StrategyPart> {
+  static void to_json(json& out, const sluice::StrategyPart& part) {
+    out = json(part.scheme);
+    out["pipelines"] = part.pipelines;
+  }
+  static sluice::StrategyPart from_json(const json& in) {
+    return {in.get<sluice::Scheme>(), sluice::io::field<int>(in, "pipelines", "strategy part")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::Strategy> {
+  static void to_json(json& out, const sluice::Strategy& strategy) { out = {{"parts", strategy.parts()}}; }
+  static sluice::Strategy from_json(const json& in) {
+    return sluice::Strategy(sluice::io::field<std::vector<sluice::StrategyPart>>(in, "parts", "strategy"));
+  }
+};
+
+template <>
+struct adl_serializer<sluice::Pipeline> {
+  static void to_json(json& out, const sluice::Pipeline& pipeline) {
+    out = json(pipeline.scheme);
+    out["index"] = pipeline.index;
+    out["max_len"] = pipeline.max_len;
+  }
+  static sluice::Pipeline from_json(const json& in) {
+    return {sluice::io::field<int>(in, "index", "pipeline"), in.get<sluice::Scheme>(),
+            sluice::io::field<std::int64_t>(in, "max_len", "pipeline")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::Sequence> {
+  static void to_json(json& out, const sluice::Sequence& sequence) {
+    out = {{"id", sequence.id()}, {"length", sequence.length()}};
+  }
+  static sluice::Sequence from_json(const json& in) {
+    return {sluice::io::field<std::int64_t>(in, "id", "sequence"),
+            sluice::io::field<std::int64_t>(in, "length", "sequence")};
+  }
+};
+
+}  // namespace nlohmann
