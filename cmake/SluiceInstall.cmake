@@ -1,7 +1,7 @@
 include_guard(GLOBAL)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS sluice EXPORT sluiceTargets)
+install(TARGETS sluice_headers EXPORT sluiceTargets)
 if(TARGET sluice_cbc)
   install(TARGETS sluice_cbc EXPORT sluiceTargets)
 endif()

@@ -1,0 +1,66 @@
+#pragma once
+// Quadratic latency model (Hydraulis App. B.2): the forward+backward time of one sequence of length l
+// on one pipeline stage is T(l) = a·l² + b·l + c seconds. The quadratic term is attention, the linear
+// term the rest of the compute and the activation communication, the constant per-launch overhead.
+#include <cmath>
+#include <cstdint>
+#include <ranges>
+
+#include "sluice/core/error.hpp"
+
+namespace sluice::cost {
+
+class QuadraticLatency {
+public:
+  QuadraticLatency() = default;
+  QuadraticLatency(double a, double b, double c) : a_(a), b_(b), c_(c) {
+    detail::require(std::isfinite(a) && a >= 0, "latency: coefficient a must be finite and >= 0, got ", a);
+    detail::require(std::isfinite(b) && b >= 0, "latency: coefficient b must be finite and >= 0, got ", b);
+    detail::require(std::isfinite(c) && c >= 0, "latency: coefficient c must be finite and >= 0, got ", c);
+  }
+
+  [[nodiscard]] double a() const noexcept { return a_; }
+  [[nodiscard]] double b() const noexcept { return b_; }
+  [[nodiscard]] double c() const noexcept { return c_; }
+
+  // a·l² + b·l: a sequence's share of a packed micro-batch. Packing with FlashAttention's varlen kernels
+  // makes attention cost Σ lᵢ², not (Σ lᵢ)², so a packed micro-batch costs Σ (a·lᵢ² + b·lᵢ) ...
+  [[nodiscard]] double sequence_time(std::int64_t length) const noexcept {
+    const auto l = static_cast<double>(length);
+    return (a_ * l + b_) * l;
+  }
+  // ... plus c once per micro-batch (launch overhead is paid per kernel, not per packed sequence).
+  [[nodiscard]] double microbatch_overhead() const noexcept { return c_; }
+
+  // T(l): one sequence run alone as a micro-batch.
+  [[nodiscard]] double operator()(std::int64_t length) const noexcept { return sequence_time(length) + c_; }
+
+  template <std::ranges::input_range Lengths>
+  [[nodiscard]] double microbatch_time(const Lengths& lengths) const {
+    double total = c_;
+    for (const auto length : lengths) total += sequence_time(static_cast<std::int64_t>(length));
+    return total;
+  }
+
+  // UtilLen: the shortest length whose kernel efficiency b·l / (b·l + c) reaches `threshold` of its
+  // asymptote (the share of time not lost to fixed overhead). Attention's a·l² is real work, not
+  // inefficiency, so it is left out; with it, throughput would have no asymptote.
+  [[nodiscard]] std::int64_t util_len(double threshold = 0.85) const {
+    detail::require(std::isfinite(threshold) && threshold > 0 && threshold < 1,
+                    "latency: UtilLen threshold must be in (0, 1), got ", threshold);
+    if (c_ == 0) return 1;
+    detail::require(b_ > 0, "latency: UtilLen is undefined when b = 0 and c > 0 (no per-token asymptote)");
+    const double length = threshold * c_ / ((1 - threshold) * b_);
+    detail::require(length < 0x1p62, "latency: UtilLen overflows (c / b too large)");
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(length)));
+  }
+
+  friend bool operator==(const QuadraticLatency&, const QuadraticLatency&) = default;
+
+private:
+  double a_ = 0;
+  double b_ = 0;
+  double c_ = 0;
+};
+
+}  // namespace sluice::cost

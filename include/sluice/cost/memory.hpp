@@ -1,0 +1,146 @@
+#pragma once
+// Memory models. LinearMemory is one scheme's peak memory as a function of sequence length;
+// TransformerMemorySpec derives it for any scheme from Hydraulis App. B.1.
+#include <cmath>
+#include <cstdint>
+#include <map>
+
+#include "sluice/core/error.hpp"
+#include "sluice/core/scheme.hpp"
+
+namespace sluice::cost {
+
+// Peak memory fixed_bytes + bytes_per_token·l against budget_bytes; MaxLen is the longest length that
+// fits, rounded down to `granularity` (kernels and allocators work in blocks, so do the planners).
+class LinearMemory {
+public:
+  LinearMemory(double fixed_bytes, double bytes_per_token, double budget_bytes, std::int64_t granularity)
+      : fixed_(fixed_bytes), per_token_(bytes_per_token), budget_(budget_bytes), granularity_(granularity) {
+    detail::require(std::isfinite(fixed_bytes) && fixed_bytes >= 0,
+                    "memory: fixed bytes must be finite and >= 0, got ", fixed_bytes);
+    detail::require(std::isfinite(bytes_per_token) && bytes_per_token > 0,
+                    "memory: bytes per token must be finite and > 0, got ", bytes_per_token);
+    detail::require(std::isfinite(budget_bytes) && budget_bytes >= 0,
+                    "memory: budget must be finite and >= 0, got ", budget_bytes);
+    detail::require(granularity >= 1, "memory: granularity must be >= 1, got ", granularity);
+  }
+
+  [[nodiscard]] double fixed_bytes() const noexcept { return fixed_; }
+  [[nodiscard]] double bytes_per_token() const noexcept { return per_token_; }
+  [[nodiscard]] double budget_bytes() const noexcept { return budget_; }
+  [[nodiscard]] std::int64_t granularity() const noexcept { return granularity_; }
+
+  [[nodiscard]] double bytes(std::int64_t length) const noexcept {
+    return fixed_ + per_token_ * static_cast<double>(length);
+  }
+
+  // 0 when not even the fixed part fits: the scheme cannot run on this GPU.
+  [[nodiscard]] std::int64_t max_len() const noexcept {
+    const double tokens = (budget_ - fixed_) / per_token_;
+    if (!(tokens >= static_cast<double>(granularity_))) return 0;
+    const double blocks = std::floor(tokens / static_cast<double>(granularity_));
+    return static_cast<std::int64_t>(std::min(blocks, 0x1p52)) * granularity_;
+  }
+
+  friend bool operator==(const LinearMemory&, const LinearMemory&) = default;
+
+private:
+  double fixed_;
+  double per_token_;
+  double budget_;
+  std::int64_t granularity_;
+};
+
+// Hydraulis App. B.1, for a Transformer of `layers` layers, hidden size H and vocabulary V, trained
+// with mixed-precision Adam whose fp32 parameters and optimizer states are sharded over all N GPUs:
+//   activations   layers·l·H/TP·A           (the first stage holds PP in-flight micro-batches of layers/PP)
+//   model states  layers·H²/N·B·α + (layers/PP)·H²/TP·B·(1−α)
+//   embedding     H·V/N·16·α + H·V/TP·e·(1−α),  e = 32 when PP = 1 (embedding and LM head on one stage), else 16
+// budget = GPU memory − context overhead (CUDA/NCCL) − safety margin. A (bytes per token, hidden unit and
+// layer) depends on TP and comes from profiling; B (bytes per H² per layer) ≈ 16 bytes × parameters/H².
+// An uneven layer split is charged at its fullest stage, ceil(layers/PP).
+struct TransformerMemorySpec {
+  int layers = 0;
+  std::int64_t hidden = 0;
+  std::int64_t vocab = 0;
+  std::map<int, double> activation_bytes;  // A by TP degree
+  double state_bytes = 0;                  // B
+  double alpha = 0.75;                     // share of fp32 states (sharded over N): 32·3 / (32·3 + 16·2)
+  double gpu_memory_bytes = 0;
+  double context_overhead_bytes = 0;
+  double safety_margin_bytes = 0;
+  std::int64_t granularity = 128;
+
+  void validate() const {
+    detail::require(layers >= 1, "memory model: layers must be >= 1, got ", layers);
+    detail::require(hidden >= 1, "memory model: hidden must be >= 1, got ", hidden);
+    detail::require(vocab >= 1, "memory model: vocab must be >= 1, got ", vocab);
+    detail::require(!activation_bytes.empty(), "memory model: activation constants A are missing");
+    for (const auto& [tp, a] : activation_bytes) {
+      detail::require(tp >= 1, "memory model: A is given for tp ", tp, ", which is not a TP degree");
+      detail::require(std::isfinite(a) && a > 0, "memory model: A for tp ", tp, " must be finite and > 0, got ", a);
+    }
+    detail::require(std::isfinite(state_bytes) && state_bytes > 0,
+                    "memory model: B must be finite and > 0, got ", state_bytes);
+    detail::require(std::isfinite(alpha) && alpha >= 0 && alpha <= 1, "memory model: alpha must be in [0, 1], got ",
+                    alpha);
+    detail::require(std::isfinite(gpu_memory_bytes) && gpu_memory_bytes > 0,
+                    "memory model: GPU memory must be finite and > 0, got ", gpu_memory_bytes);
+    detail::require(std::isfinite(context_overhead_bytes) && context_overhead_bytes >= 0,
+                    "memory model: context overhead must be finite and >= 0, got ", context_overhead_bytes);
+    detail::require(std::isfinite(safety_margin_bytes) && safety_margin_bytes >= 0,
+                    "memory model: safety margin must be finite and >= 0, got ", safety_margin_bytes);
+    detail::require(granularity >= 1, "memory model: granularity must be >= 1, got ", granularity);
+  }
+
+  [[nodiscard]] double activation_constant(int tp) const {
+    const auto it = activation_bytes.find(tp);
+    detail::require(it != activation_bytes.end(), "memory model: no activation constant A for tp ", tp);
+    return it->second;
+  }
+
+  [[nodiscard]] double budget_bytes() const noexcept {
+    return gpu_memory_bytes - context_overhead_bytes - safety_margin_bytes;
+  }
+
+  [[nodiscard]] double model_state_bytes(const Scheme& scheme, std::int64_t cluster_gpus) const {
+    check(scheme, cluster_gpus);
+    const double h2 = static_cast<double>(hidden) * static_cast<double>(hidden);
+    const double sharded = layers * h2 / static_cast<double>(cluster_gpus) * state_bytes * alpha;
+    const double replicated = static_cast<double>(stage_layers(scheme)) * h2 / scheme.tp() * state_bytes * (1 - alpha);
+    return sharded + replicated;
+  }
+
+  [[nodiscard]] double embedding_bytes(const Scheme& scheme, std::int64_t cluster_gpus) const {
+    check(scheme, cluster_gpus);
+    const double params = static_cast<double>(hidden) * static_cast<double>(vocab);
+    const double half_precision = scheme.pp() == 1 ? 32.0 : 16.0;
+    return params / static_cast<double>(cluster_gpus) * 16.0 * alpha + params / scheme.tp() * half_precision * (1 - alpha);
+  }
+
+  // Peak activation bytes per token of a micro-batch, summed over the in-flight micro-batches of the first stage.
+  [[nodiscard]] double activation_bytes_per_token(const Scheme& scheme) const {
+    const double in_flight_layers = static_cast<double>(stage_layers(scheme) * scheme.pp());
+    return in_flight_layers * static_cast<double>(hidden) / scheme.tp() * activation_constant(scheme.tp());
+  }
+
+  [[nodiscard]] LinearMemory for_scheme(const Scheme& scheme, std::int64_t cluster_gpus) const {
+    return {model_state_bytes(scheme, cluster_gpus) + embedding_bytes(scheme, cluster_gpus),
+            activation_bytes_per_token(scheme), std::max(0.0, budget_bytes()), granularity};
+  }
+
+private:
+  [[nodiscard]] std::int64_t stage_layers(const Scheme& scheme) const noexcept {
+    return (layers + scheme.pp() - 1) / scheme.pp();
+  }
+
+  void check(const Scheme& scheme, std::int64_t cluster_gpus) const {
+    detail::require(cluster_gpus >= 1, "memory model: cluster GPU count must be >= 1, got ", cluster_gpus);
+    detail::require(scheme.gpus() <= cluster_gpus, "memory model: scheme ", scheme.name(), " needs ", scheme.gpus(),
+                    " GPUs but the cluster has ", cluster_gpus);
+    detail::require(scheme.pp() <= layers, "memory model: scheme ", scheme.name(), " has more stages than the ",
+                    layers, " layers");
+  }
+};
+
+}  // namespace sluice::cost

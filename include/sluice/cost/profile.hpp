@@ -1,0 +1,140 @@
+#pragma once
+// A Profile: the parallel schemes of one (model, GPU type, cluster) with their cost models, resolved
+// for a cluster of N GPUs (MaxLen depends on N because optimizer states are sharded over all GPUs).
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+#include "sluice/core/scheme.hpp"
+#include "sluice/core/strategy.hpp"
+#include "sluice/cost/concepts.hpp"
+#include "sluice/cost/latency.hpp"
+#include "sluice/cost/memory.hpp"
+
+namespace sluice::cost {
+
+static_assert(LatencyModel<QuadraticLatency>);
+static_assert(MemoryModel<LinearMemory>);
+
+// One scheme as a profile file gives it: measured or fitted latency, and optionally MaxLen and UtilLen
+// stated outright (otherwise derived from the memory model and the latency curve).
+struct SchemeEntry {
+  Scheme scheme;
+  QuadraticLatency latency;
+  std::optional<std::int64_t> max_len;
+  std::optional<std::int64_t> util_len;
+  friend bool operator==(const SchemeEntry&, const SchemeEntry&) = default;
+};
+
+// A scheme ready for planning.
+struct SchemeCost {
+  Scheme scheme;
+  QuadraticLatency latency;
+  std::int64_t max_len = 0;   // longest sequence one micro-batch may hold; 0 = the scheme does not fit
+  std::int64_t util_len = 1;  // length at which GEMMs reach the utilisation threshold
+  std::optional<LinearMemory> memory;
+};
+
+struct ModelInfo {
+  std::string name;
+  int layers = 0;
+  std::int64_t hidden = 0;
+  std::int64_t vocab = 0;
+  friend bool operator==(const ModelInfo&, const ModelInfo&) = default;
+};
+
+struct ProfileSpec {
+  std::string name;
+  std::string source;  // where the numbers come from
+  ModelInfo model;
+  std::int64_t gpus = 0;  // cluster size the profile is resolved for
+  int gpus_per_node = 8;
+  double util_threshold = 0.85;
+  std::optional<TransformerMemorySpec> memory;
+  std::vector<SchemeEntry> schemes;
+};
+
+class Profile {
+public:
+  explicit Profile(ProfileSpec spec) : spec_(std::move(spec)) {
+    detail::require(spec_.gpus >= 1, "profile ", spec_.name, ": cluster GPU count must be >= 1, got ", spec_.gpus);
+    detail::require(spec_.gpus_per_node >= 1, "profile ", spec_.name, ": gpus_per_node must be >= 1, got ",
+                    spec_.gpus_per_node);
+    detail::require(!spec_.schemes.empty(), "profile ", spec_.name, ": has no schemes");
+    if (spec_.memory) spec_.memory->validate();
+    std::vector<Scheme> seen;
+    for (const SchemeEntry& entry : spec_.schemes) {
+      detail::require(std::ranges::find(seen, entry.scheme) == seen.end(), "profile ", spec_.name, ": scheme ",
+                      entry.scheme.name(), " is listed twice");
+      seen.push_back(entry.scheme);
+      if (entry.max_len)
+        detail::require(*entry.max_len >= 0, "profile ", spec_.name, ": ", entry.scheme.name(),
+                        ": max_len must be >= 0, got ", *entry.max_len);
+      if (entry.util_len)
+        detail::require(*entry.util_len >= 1, "profile ", spec_.name, ": ", entry.scheme.name(),
+                        ": util_len must be >= 1, got ", *entry.util_len);
+      if (!entry.max_len)
+        detail::require(spec_.memory.has_value(), "profile ", spec_.name, ": ", entry.scheme.name(),
+                        " has no max_len and the profile has no memory model to derive it");
+      // Schemes larger than the cluster stay in the spec (with_gpus may enlarge it) but are not usable here.
+      if (entry.scheme.gpus() <= spec_.gpus) schemes_.push_back(resolve(entry));
+    }
+    detail::require(!schemes_.empty(), "profile ", spec_.name, ": no scheme fits a cluster of ", spec_.gpus, " GPUs");
+    std::ranges::sort(schemes_, [](const SchemeCost& x, const SchemeCost& y) { return x.scheme > y.scheme; });
+  }
+
+  [[nodiscard]] const ProfileSpec& spec() const noexcept { return spec_; }
+  [[nodiscard]] const std::string& name() const noexcept { return spec_.name; }
+  [[nodiscard]] std::int64_t gpus() const noexcept { return spec_.gpus; }
+
+  // The same profile resolved for a cluster of another size.
+  [[nodiscard]] Profile with_gpus(std::int64_t gpus) const {
+    ProfileSpec spec = spec_;
+    spec.gpus = gpus;
+    return Profile(std::move(spec));
+  }
+
+  // Usable schemes, in canonical order (TP, then PP, descending).
+  [[nodiscard]] std::span<const SchemeCost> schemes() const noexcept { return schemes_; }
+
+  [[nodiscard]] const SchemeCost* find(const Scheme& scheme) const noexcept {
+    const auto it = std::ranges::find(schemes_, scheme, &SchemeCost::scheme);
+    return it == schemes_.end() ? nullptr : &*it;
+  }
+
+  [[nodiscard]] const SchemeCost& at(const Scheme& scheme) const {
+    const SchemeCost* cost = find(scheme);
+    detail::require(cost != nullptr, "profile ", spec_.name, ": no usable scheme ", scheme.name(), " for ", spec_.gpus,
+                    " GPUs");
+    return *cost;
+  }
+
+  [[nodiscard]] std::int64_t max_len(const Scheme& scheme) const { return at(scheme).max_len; }
+
+  // The strategy's pipelines, ordered by MaxLen; raises invalid_input if a scheme is not in the profile
+  // or the strategy needs more GPUs than the cluster has.
+  [[nodiscard]] std::vector<Pipeline> pipelines(const Strategy& strategy) const {
+    strategy.require_fits(spec_.gpus);
+    return strategy.pipelines([this](const Scheme& scheme) { return max_len(scheme); });
+  }
+
+private:
+  [[nodiscard]] SchemeCost resolve(const SchemeEntry& entry) const {
+    SchemeCost cost{entry.scheme, entry.latency, 0, 1, std::nullopt};
+    // A stated MaxLen needs no memory model, so a missing activation constant for its TP is no error.
+    if (spec_.memory && (!entry.max_len || spec_.memory->activation_bytes.contains(entry.scheme.tp())))
+      cost.memory = spec_.memory->for_scheme(entry.scheme, spec_.gpus);
+    cost.max_len = entry.max_len ? *entry.max_len : cost.memory->max_len();
+    cost.util_len = entry.util_len ? *entry.util_len : entry.latency.util_len(spec_.util_threshold);
+    return cost;
+  }
+
+  ProfileSpec spec_;
+  std::vector<SchemeCost> schemes_;
+};
+
+}  // namespace sluice::cost

@@ -1,0 +1,59 @@
+#pragma once
+// The profiles and length files shipped with sluice, found at run time: $SLUICE_DATA_DIR if set, else
+// the directory the build or the install recorded (source tree when built in place, share/sluice once installed).
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+
+namespace sluice::io {
+
+inline constexpr std::string_view default_profile = "llama2-7b";
+inline constexpr std::string_view default_lengths = "man-pages";
+
+inline std::filesystem::path bundled_data_dir() {
+  if (const char* from_environment = std::getenv("SLUICE_DATA_DIR"); from_environment && *from_environment)
+    return from_environment;
+#ifdef SLUICE_BUNDLED_DATA_DIR
+  return SLUICE_BUNDLED_DATA_DIR;
+#else
+  detail::fail("sluice: bundled data directory unknown; set SLUICE_DATA_DIR");
+#endif
+}
+
+// Bundled file names of one kind ("profiles" → *.json, "lengths" → *.lengths.txt), without the suffix.
+inline std::vector<std::string> bundled_names(std::string_view kind) {
+  const std::string suffix = kind == "profiles" ? ".json" : ".lengths.txt";
+  std::vector<std::string> names;
+  const auto dir = bundled_data_dir() / kind;
+  std::error_code error;
+  for (const auto& file : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = file.path().filename().string();
+    if (name.size() > suffix.size() && name.ends_with(suffix)) names.push_back(name.substr(0, name.size() - suffix.size()));
+  }
+  std::ranges::sort(names);
+  return names;
+}
+
+// `name_or_path` is an existing file, or the name of a bundled one ("llama2-7b", "man-pages").
+inline std::filesystem::path resolve_data_file(std::string_view name_or_path, std::string_view kind) {
+  const std::filesystem::path given(name_or_path);
+  std::error_code error;
+  if (std::filesystem::is_regular_file(given, error)) return given;
+  const bool plain_name = given.filename() == given && !name_or_path.empty();
+  if (plain_name) {
+    const std::string suffix = kind == "profiles" ? ".json" : ".lengths.txt";
+    const auto bundled = bundled_data_dir() / kind / (std::string(name_or_path) + suffix);
+    if (std::filesystem::is_regular_file(bundled, error)) return bundled;
+  }
+  std::string known;
+  for (const auto& name : bundled_names(kind)) known += (known.empty() ? "" : ", ") + name;
+  detail::fail(name_or_path, ": no such file, and not a bundled ", kind == "profiles" ? "profile" : "length file",
+               " (bundled: ", known.empty() ? "none found" : known, ")");
+}
+
+}  // namespace sluice::io

@@ -1,0 +1,249 @@
+#pragma once
+// JSON for the cost models and profiles. The profile document ("sluice.profile", version 1) is
+// documented in docs/formats.md.
+#include <charconv>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sluice/cost/fit.hpp"
+#include "sluice/cost/grid.hpp"
+#include "sluice/cost/latency.hpp"
+#include "sluice/cost/memory.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice/io/core_json.hpp"
+#include "sluice/io/json.hpp"
+
+namespace sluice::io {
+template <>
+struct document_traits<cost::Profile> {
+  static constexpr std::string_view format = "sluice.profile";
+  static constexpr int version = 1;
+};
+template <>
+struct document_traits<cost::ProfileSpec> : document_traits<cost::Profile> {};
+template <>
+struct document_traits<cost::FitResult> {
+  static constexpr std::string_view format = "sluice.latency_fit";
+  static constexpr int version = 1;
+};
+
+namespace detail_json {
+// JSON object keys must be strings; TP degrees are written as "1", "2", ...
+inline json tp_map(const std::map<int, double>& values) {
+  json out = json::object();
+  for (const auto& [tp, value] : values) out[std::to_string(tp)] = value;
+  return out;
+}
+inline std::map<int, double> tp_map(const json& in, std::string_view where) {
+  sluice::detail::require(in.is_object(), where, ": expected an object keyed by TP degree");
+  std::map<int, double> out;
+  for (const auto& [key, value] : in.items()) {
+    std::string_view digits = key;
+    if (digits.starts_with("tp")) digits.remove_prefix(2);
+    int tp = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), tp);
+    sluice::detail::require(error == std::errc{} && end == digits.data() + digits.size() && !digits.empty(), where,
+                            ": key '", key, "' is not a TP degree");
+    sluice::detail::require(value.is_number(), where, ": value for '", key, "' is not a number");
+    out[tp] = value.get<double>();
+  }
+  return out;
+}
+}  // namespace detail_json
+}  // namespace sluice::io
+
+namespace nlohmann {
+
+template <>
+struct adl_serializer<sluice::cost::QuadraticLatency> {
+  static void to_json(json& out, const sluice::cost::QuadraticLatency& model) {
+    out = {{"a", model.a()}, {"b", model.b()}, {"c", model.c()}};
+  }
+  static sluice::cost::QuadraticLatency from_json(const json& in) {
+    using sluice::io::field;
+    return {field<double>(in, "a", "latency"), field<double>(in, "b", "latency"), field<double>(in, "c", "latency")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::cost::LinearMemory> {
+  static void to_json(json& out, const sluice::cost::LinearMemory& memory) {
+    out = {{"fixed_bytes", memory.fixed_bytes()},
+           {"bytes_per_token", memory.bytes_per_token()},
+           {"budget_bytes", memory.budget_bytes()},
+           {"granularity", memory.granularity()}};
+  }
+  static sluice::cost::LinearMemory from_json(const json& in) {
+    using sluice::io::field;
+    return {field<double>(in, "fixed_bytes", "memory"), field<double>(in, "bytes_per_token", "memory"),
+            field<double>(in, "budget_bytes", "memory"), field<std::int64_t>(in, "granularity", "memory")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::cost::ModelInfo> {
+  static void to_json(json& out, const sluice::cost::ModelInfo& model) {
+    out = {{"name", model.name}, {"layers", model.layers}, {"hidden", model.hidden}, {"vocab", model.vocab}};
+  }
+  static sluice::cost::ModelInfo from_json(const json& in) {
+    using sluice::io::field;
+    using sluice::io::field_or;
+    return {field_or<std::string>(in, "name", "", "model"), field<int>(in, "layers", "model"),
+            field<std::int64_t>(in, "hidden", "model"), field<std::int64_t>(in, "vocab", "model")};
+  }
+};
+
+// The memory coefficients; layers, hidden and vocab live in the profile's "model" object.
+template <>
+struct adl_serializer<sluice::cost::TransformerMemorySpec> {
+  static void to_json(json& out, const sluice::cost::TransformerMemorySpec& spec) {
+    out = {{"activation_bytes", sluice::io::detail_json::tp_map(spec.activation_bytes)},
+           {"state_bytes", spec.state_bytes},
+           {"alpha", spec.alpha},
+           {"gpu_memory_bytes", spec.gpu_memory_bytes},
+           {"context_overhead_bytes", spec.context_overhead_bytes},
+           {"safety_margin_bytes", spec.safety_margin_bytes},
+           {"granularity", spec.granularity}};
+  }
+  static sluice::cost::TransformerMemorySpec from_json(const json& in) {
+    using sluice::io::field;
+    using sluice::io::field_or;
+    sluice::cost::TransformerMemorySpec spec;
+    spec.activation_bytes =
+        sluice::io::detail_json::tp_map(field<json>(in, "activation_bytes", "memory"), "memory.activation_bytes");
+    spec.state_bytes = field<double>(in, "state_bytes", "memory");
+    spec.alpha = field_or<double>(in, "alpha", spec.alpha, "memory");
+    spec.gpu_memory_bytes = field<double>(in, "gpu_memory_bytes", "memory");
+    spec.context_overhead_bytes = field_or<double>(in, "context_overhead_bytes", 0.0, "memory");
+    spec.safety_margin_bytes = field_or<double>(in, "safety_margin_bytes", 0.0, "memory");
+    spec.granularity = field_or<std::int64_t>(in, "granularity", spec.granularity, "memory");
+    return spec;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::cost::SchemeEntry> {
+  static void to_json(json& out, const sluice::cost::SchemeEntry& entry) {
+    out = json(entry.scheme);
+    out["latency"] = entry.latency;
+    if (entry.max_len) out["max_len"] = *entry.max_len;
+    if (entry.util_len) out["util_len"] = *entry.util_len;
+  }
+  static sluice::cost::SchemeEntry from_json(const json& in) {
+    using sluice::io::field;
+    sluice::cost::SchemeEntry entry{in.get<sluice::Scheme>(), field<sluice::cost::QuadraticLatency>(in, "latency", "scheme"),
+                                    std::nullopt, std::nullopt};
+    if (in.contains("max_len")) entry.max_len = field<std::int64_t>(in, "max_len", "scheme");
+    if (in.contains("util_len")) entry.util_len = field<std::int64_t>(in, "util_len", "scheme");
+    return entry;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::cost::SchemeCost> {
+  static void to_json(json& out, const sluice::cost::SchemeCost& cost) {
+    out = json(cost.scheme);
+    out["latency"] = cost.latency;
+    out["max_len"] = cost.max_len;
+    out["util_len"] = cost.util_len;
+    if (cost.memory) out["memory"] = *cost.memory;
+  }
+  static sluice::cost::SchemeCost from_json(const json& in) {
+    using sluice::io::field;
+    sluice::cost::SchemeCost cost{in.get<sluice::Scheme>(), field<sluice::cost::QuadraticLatency>(in, "latency", "scheme"),
+                                  field<std::int64_t>(in, "max_len", "scheme"),
+                                  field<std::int64_t>(in, "util_len", "scheme"), std::nullopt};
+    if (in.contains("memory")) cost.memory = field<sluice::cost::LinearMemory>(in, "memory", "scheme");
+    return cost;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::cost::ProfileSpec> {
+  static void to_json(json& out, const sluice::cost::ProfileSpec& spec) {
+    out = {{"name", spec.name},
+           {"source", spec.source},
+           {"model", spec.model},
+           {"cluster", {{"gpus", spec.gpus}, {"gpus_per_node", spec.gpus_per_node}}},
+           {"util_threshold", spec.util_threshold},
+           {"schemes", spec.schemes}};
+    if (spec.memory) out["memory"] = *spec.memory;
+  }
+  static sluice::cost::ProfileSpec from_json(const json& in) {
+    using sluice::io::field;
+    using sluice::io::field_or;
+    sluice::cost::ProfileSpec spec;
+    spec.name = field<std::string>(in, "name", "profile");
+    spec.source = field_or<std::string>(in, "source", "", "profile");
+    spec.model = field<sluice::cost::ModelInfo>(in, "model", "profile");
+    const auto cluster = field<json>(in, "cluster", "profile");
+    spec.gpus = field<std::int64_t>(cluster, "gpus", "profile.cluster");
+    spec.gpus_per_node = field_or<int>(cluster, "gpus_per_node", spec.gpus_per_node, "profile.cluster");
+    spec.util_threshold = field_or<double>(in, "util_threshold", spec.util_threshold, "profile");
+    spec.schemes = field<std::vector<sluice::cost::SchemeEntry>>(in, "schemes", "profile");
+    if (in.contains("memory")) {
+      auto memory = field<sluice::cost::TransformerMemorySpec>(in, "memory", "profile");
+      memory.layers = spec.model.layers;
+      memory.hidden = spec.model.hidden;
+      memory.vocab = spec.model.vocab;
+      spec.memory = std::move(memory);
+    }
+    return spec;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::cost::Profile> {
+  static void to_json(json& out, const sluice::cost::Profile& profile) { out = profile.spec(); }
+  static sluice::cost::Profile from_json(const json& in) {
+    return sluice::cost::Profile(in.get<sluice::cost::ProfileSpec>());
+  }
+};
+
+template <>
+struct adl_serializer<sluice::cost::LatencySample> {
+  static void to_json(json& out, const sluice::cost::LatencySample& sample) {
+    out = {{"length", sample.length}, {"seconds", sample.seconds}};
+  }
+  static sluice::cost::LatencySample from_json(const json& in) {
+    return {sluice::io::field<std::int64_t>(in, "length", "sample"), sluice::io::field<double>(in, "seconds", "sample")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::cost::FitResult> {
+  static void to_json(json& out, const sluice::cost::FitResult& fit) {
+    out = {{"latency", fit.model}, {"relative_rms_error", fit.relative_rms_error}, {"samples", fit.samples}};
+  }
+  static sluice::cost::FitResult from_json(const json& in) {
+    using sluice::io::field;
+    return {field<sluice::cost::QuadraticLatency>(in, "latency", "fit"), field<double>(in, "relative_rms_error", "fit"),
+            field<std::size_t>(in, "samples", "fit")};
+  }
+};
+
+template <std::size_t D>
+struct adl_serializer<sluice::cost::RectilinearGrid<D>> {
+  static void to_json(json& out, const sluice::cost::RectilinearGrid<D>& grid) {
+    out = {{"axes", grid.axes()}, {"values", grid.values()}};
+  }
+  static sluice::cost::RectilinearGrid<D> from_json(const json& in) {
+    using sluice::io::field;
+    return {field<std::array<std::vector<double>, D>>(in, "axes", "grid"), field<std::vector<double>>(in, "values", "grid")};
+  }
+};
+
+template <std::size_t D>
+struct adl_serializer<sluice::cost::GridCostModel<D>> {
+  static void to_json(json& out, const sluice::cost::GridCostModel<D>& model) {
+    out = {{"time", model.time}, {"memory", model.memory}};
+  }
+  static sluice::cost::GridCostModel<D> from_json(const json& in) {
+    using sluice::io::field;
+    return {field<sluice::cost::RectilinearGrid<D>>(in, "time", "grid cost model"),
+            field<sluice::cost::RectilinearGrid<D>>(in, "memory", "grid cost model")};
+  }
+};
+
+}  // namespace nlohmann

@@ -1,0 +1,70 @@
+#pragma once
+// Importer for the Hetu/Hydraulis `strategy_pool_*.json` profile layout:
+//   strategies[{tp, pp, a, b, c}]                         latency per sequence, milliseconds
+//   memory_regression{A{tpK}, B, alpha, gap, safe_bound}  A, B in bytes; gap and safe_bound in MiB
+//   model_config{H, L, V}
+//   cluster_config{gpus_per_node, gpu_memory_bound, utilization_seqlen{tpK}}  memory bound in MiB
+// comm_cost is not used: sluice's estimates do not take it (the authors' planners ignore it too).
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "sluice/cost/profile.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/io/json.hpp"
+
+namespace sluice::io {
+
+inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view source, std::int64_t gpus) {
+  constexpr double mib = 1024.0 * 1024.0;
+  constexpr double ms = 1e-3;
+  const std::string where(source);
+  const auto model = field<json>(pool, "model_config", where);
+  const auto memory = field<json>(pool, "memory_regression", where);
+  const auto cluster = field<json>(pool, "cluster_config", where);
+
+  cost::ProfileSpec spec;
+  spec.name = where;
+  spec.source = "imported from the Hetu/Hydraulis strategy_pool file " + where;
+  spec.model = {"", field<int>(model, "L", where + ".model_config"), field<std::int64_t>(model, "H", where + ".model_config"),
+                field<std::int64_t>(model, "V", where + ".model_config")};
+  spec.gpus = gpus;
+  spec.gpus_per_node = field<int>(cluster, "gpus_per_node", where + ".cluster_config");
+
+  cost::TransformerMemorySpec memory_spec;
+  memory_spec.layers = spec.model.layers;
+  memory_spec.hidden = spec.model.hidden;
+  memory_spec.vocab = spec.model.vocab;
+  memory_spec.activation_bytes = detail_json::tp_map(field<json>(memory, "A", where + ".memory_regression"),
+                                                     where + ".memory_regression.A");
+  memory_spec.state_bytes = field<double>(memory, "B", where + ".memory_regression");
+  memory_spec.alpha = field<double>(memory, "alpha", where + ".memory_regression");
+  memory_spec.context_overhead_bytes = field<double>(memory, "gap", where + ".memory_regression") * mib;
+  memory_spec.safety_margin_bytes = field<double>(memory, "safe_bound", where + ".memory_regression") * mib;
+  memory_spec.gpu_memory_bytes = field<double>(cluster, "gpu_memory_bound", where + ".cluster_config") * mib;
+  spec.memory = memory_spec;
+
+  std::map<int, double> util_by_tp;
+  if (cluster.contains("utilization_seqlen"))
+    util_by_tp = detail_json::tp_map(cluster.at("utilization_seqlen"), where + ".cluster_config.utilization_seqlen");
+
+  const auto strategies = field<json>(pool, "strategies", where);
+  sluice::detail::require(strategies.is_array(), where, ": 'strategies' must be an array");
+  for (std::size_t i = 0; i < strategies.size(); ++i) {
+    const json& item = strategies[i];
+    const std::string item_where = where + ".strategies[" + std::to_string(i) + "]";
+    cost::SchemeEntry entry{Scheme(field<int>(item, "tp", item_where), field<int>(item, "pp", item_where)),
+                            cost::QuadraticLatency(field<double>(item, "a", item_where) * ms,
+                                                   field<double>(item, "b", item_where) * ms,
+                                                   field<double>(item, "c", item_where) * ms),
+                            std::nullopt, std::nullopt};
+    if (const auto it = util_by_tp.find(entry.scheme.tp()); it != util_by_tp.end()) {
+      sluice::detail::require(it->second >= 1, item_where, ": utilization_seqlen must be >= 1, got ", it->second);
+      entry.util_len = static_cast<std::int64_t>(it->second);
+    }
+    spec.schemes.push_back(entry);
+  }
+  return spec;
+}
+
+}  // namespace sluice::io

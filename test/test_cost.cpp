@@ -1,0 +1,271 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "sluice/core/random.hpp"
+#include "sluice/cost/concepts.hpp"
+#include "sluice/cost/fit.hpp"
+#include "sluice/cost/grid.hpp"
+#include "sluice/cost/latency.hpp"
+#include "sluice/cost/memory.hpp"
+
+using namespace sluice;
+using namespace sluice::cost;
+
+static_assert(LatencyModel<QuadraticLatency>);
+static_assert(MemoryModel<LinearMemory>);
+
+TEST_CASE("latency: T(l), packed micro-batch cost with c charged once") {
+  const QuadraticLatency model(2, 3, 5);
+  CHECK(model(10) == 235.0);
+  CHECK(model.sequence_time(10) == 230.0);
+  CHECK(model.microbatch_overhead() == 5.0);
+  const std::vector<int> lengths = {10, 20};
+  CHECK(model.microbatch_time(lengths) == 230.0 + 860.0 + 5.0);
+  CHECK(model.microbatch_time(std::vector<int>{}) == 5.0);
+}
+
+TEST_CASE("latency: UtilLen") {
+  // θ·c / ((1 − θ)·b) = 0.75·3 / (0.25·0.25) = 36, exactly representable.
+  CHECK(QuadraticLatency(1e-6, 0.25, 3).util_len(0.75) == 36);
+  // Efficiency b·l/(b·l + c) at UtilLen reaches the threshold, one token less does not.
+  const QuadraticLatency model(1.372e-9, 9.465e-5, 1.505e-2);
+  const auto util = model.util_len();
+  auto efficiency = [&](std::int64_t length) {
+    const auto l = static_cast<double>(length);
+    return model.b() * l / (model.b() * l + model.c());
+  };
+  CHECK(efficiency(util) >= 0.85);
+  CHECK(efficiency(util - 1) < 0.85);
+  CHECK(QuadraticLatency(1, 1, 0).util_len() == 1);
+  CHECK_THROWS_AS(QuadraticLatency(1, 0, 1).util_len(), invalid_input);
+  CHECK_THROWS_AS(model.util_len(1.0), invalid_input);
+  CHECK_THROWS_AS(model.util_len(0.0), invalid_input);
+  CHECK_THROWS_AS(model.util_len(std::nan("")), invalid_input);
+}
+
+TEST_CASE("latency: NaN, infinite and negative coefficients are rejected") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH_AS(QuadraticLatency(-1, 0, 0), doctest::Contains("coefficient a"), invalid_input);
+  CHECK_THROWS_WITH_AS(QuadraticLatency(0, nan, 0), doctest::Contains("coefficient b"), invalid_input);
+  CHECK_THROWS_WITH_AS(QuadraticLatency(0, 0, inf), doctest::Contains("coefficient c"), invalid_input);
+}
+
+namespace {
+std::vector<LatencySample> samples_of(const QuadraticLatency& truth, double noise, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<LatencySample> samples;
+  for (std::int64_t length = 256; length <= 65536; length *= 2)
+    for (int repeat = 0; repeat < 3; ++repeat)
+      samples.push_back({length, truth(length) * (1 + noise * rng.normal())});
+  return samples;
+}
+double relative_rms(const QuadraticLatency& model, const std::vector<LatencySample>& samples) {
+  double sum = 0;
+  for (const auto& s : samples) sum += std::pow((model(s.length) - s.seconds) / s.seconds, 2);
+  return std::sqrt(sum / static_cast<double>(samples.size()));
+}
+}  // namespace
+
+TEST_CASE("fit: recovers exact coefficients without noise") {
+  const QuadraticLatency truth(1.372e-9, 9.465e-5, 1.505e-2);
+  const auto fit = fit_quadratic(samples_of(truth, 0.0, 1));
+  CHECK(fit.model.a() == doctest::Approx(truth.a()).epsilon(1e-9));
+  CHECK(fit.model.b() == doctest::Approx(truth.b()).epsilon(1e-9));
+  CHECK(fit.model.c() == doctest::Approx(truth.c()).epsilon(1e-9));
+  CHECK(fit.relative_rms_error < 1e-10);
+  CHECK(fit.samples == 27);
+}
+
+TEST_CASE("fit: recovers known coefficients from noisy samples") {
+  const QuadraticLatency truth(2.125e-9, 1.414e-4, 1.229e-1);
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    const auto samples = samples_of(truth, 0.01, seed);
+    const auto fit = fit_quadratic(samples);
+    CHECK(fit.model.a() == doctest::Approx(truth.a()).epsilon(0.05));
+    CHECK(fit.model.b() == doctest::Approx(truth.b()).epsilon(0.05));
+    CHECK(fit.model.c() == doctest::Approx(truth.c()).epsilon(0.05));
+    CHECK(fit.relative_rms_error == doctest::Approx(relative_rms(fit.model, samples)).epsilon(1e-9));
+    CHECK(fit.relative_rms_error < 0.02);
+  }
+}
+
+TEST_CASE("fit: constrained to a, b, c >= 0 and optimal among non-negative coefficients") {
+  // Purely linear truth with noise: an unconstrained fit would give a slightly negative a or c.
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    const QuadraticLatency truth(0, 4.9e-4, 0);
+    const auto samples = samples_of(truth, 0.02, seed);
+    const auto fit = fit_quadratic(samples);
+    CHECK(fit.model.a() >= 0);
+    CHECK(fit.model.b() >= 0);
+    CHECK(fit.model.c() >= 0);
+    // Brute force: no non-negative point in a neighbourhood fits better.
+    Rng rng(seed + 100);
+    for (int trial = 0; trial < 2000; ++trial) {
+      auto perturb = [&](double value, double scale) { return std::max(0.0, value + scale * (rng.uniform() - 0.5)); };
+      const QuadraticLatency other(perturb(fit.model.a(), 1e-10), perturb(fit.model.b(), 2e-5), perturb(fit.model.c(), 2e-3));
+      REQUIRE(relative_rms(other, samples) >= fit.relative_rms_error - 1e-12);
+    }
+  }
+}
+
+TEST_CASE("fit: bad samples") {
+  CHECK_THROWS_AS(fit_quadratic(std::vector<LatencySample>{}), invalid_input);
+  CHECK_THROWS_WITH_AS(fit_quadratic(std::vector<LatencySample>{{1, 1.0}, {2, 2.0}, {2, 2.1}}),
+                       doctest::Contains("3 or more distinct lengths"), invalid_input);
+  CHECK_THROWS_AS(fit_quadratic(std::vector<LatencySample>{{0, 1.0}, {2, 2.0}, {3, 3.0}}), invalid_input);
+  CHECK_THROWS_AS(fit_quadratic(std::vector<LatencySample>{{1, -1.0}, {2, 2.0}, {3, 3.0}}), invalid_input);
+  CHECK_THROWS_AS(fit_quadratic(std::vector<LatencySample>{{1, std::nan("")}, {2, 2.0}, {3, 3.0}}), invalid_input);
+}
+
+namespace {
+TransformerMemorySpec tiny_spec() {
+  TransformerMemorySpec spec;
+  spec.layers = 4;
+  spec.hidden = 10;
+  spec.vocab = 100;
+  spec.activation_bytes = {{1, 2.0}, {2, 3.0}};
+  spec.state_bytes = 5;
+  spec.alpha = 0.5;
+  spec.gpu_memory_bytes = 1e6;
+  spec.context_overhead_bytes = 1000;
+  spec.safety_margin_bytes = 1000;
+  spec.granularity = 1;
+  return spec;
+}
+}  // namespace
+
+TEST_CASE("memory: Hydraulis B.1 terms against hand-computed values") {
+  const auto spec = tiny_spec();
+  spec.validate();
+  const Scheme tp2pp2(2, 2);
+  // states: 4·100/4·5·0.5 + (4/2)·100/2·5·0.5 = 250 + 250
+  CHECK(spec.model_state_bytes(tp2pp2, 4) == 500.0);
+  // embedding: 1000/4·16·0.5 + 1000/2·16·0.5 = 2000 + 4000
+  CHECK(spec.embedding_bytes(tp2pp2, 4) == 6000.0);
+  // activations: (2 layers · 2 in flight)·10/2·3 = 60 bytes per token
+  CHECK(spec.activation_bytes_per_token(tp2pp2) == 60.0);
+  const auto memory = spec.for_scheme(tp2pp2, 4);
+  CHECK(memory.bytes(100) == 6500.0 + 6000.0);
+  CHECK(memory.max_len() == 16525);  // (998000 − 6500) / 60 = 16525.0
+  // PP = 1: embedding and LM head on one stage, 32 bytes per parameter in the replicated part.
+  const Scheme tp1pp1(1, 1);
+  CHECK(spec.model_state_bytes(tp1pp1, 4) == 250.0 + 1000.0);
+  CHECK(spec.embedding_bytes(tp1pp1, 4) == 2000.0 + 16000.0);
+  CHECK(spec.activation_bytes_per_token(tp1pp1) == 80.0);
+}
+
+TEST_CASE("memory: MaxLen matches a direct solve, rounded to the granularity") {
+  auto spec = tiny_spec();
+  for (std::int64_t granularity : {1, 7, 128}) {
+    spec.granularity = granularity;
+    for (const Scheme scheme : {Scheme(1, 1), Scheme(2, 1), Scheme(2, 2), Scheme(1, 4)}) {
+      for (std::int64_t gpus : {4, 8}) {
+        const auto memory = spec.for_scheme(scheme, gpus);
+        // Largest multiple of the granularity whose peak memory fits, by bisection on memory(l).
+        std::int64_t lo = 0;
+        std::int64_t hi = 1 << 30;
+        while (hi - lo > 1) {
+          const std::int64_t mid = (lo + hi) / 2;
+          (memory.bytes(mid * granularity) <= memory.budget_bytes() ? lo : hi) = mid;
+        }
+        CAPTURE(scheme.name());
+        CHECK(memory.max_len() == lo * granularity);
+      }
+    }
+  }
+}
+
+TEST_CASE("memory: more GPUs shard more states, so MaxLen never shrinks") {
+  const auto spec = tiny_spec();
+  CHECK(spec.for_scheme(Scheme(2, 2), 8).max_len() >= spec.for_scheme(Scheme(2, 2), 4).max_len());
+}
+
+TEST_CASE("memory: a scheme that cannot hold its states has MaxLen 0") {
+  auto spec = tiny_spec();
+  spec.gpu_memory_bytes = 2500;
+  CHECK(spec.for_scheme(Scheme(2, 2), 4).max_len() == 0);
+  CHECK(LinearMemory(10, 1, 5, 1).max_len() == 0);
+}
+
+TEST_CASE("memory: bad input") {
+  auto spec = tiny_spec();
+  CHECK_THROWS_WITH_AS(spec.for_scheme(Scheme(4, 1), 8), doctest::Contains("no activation constant A for tp 4"),
+                       invalid_input);
+  CHECK_THROWS_WITH_AS(spec.for_scheme(Scheme(2, 4), 4), doctest::Contains("needs 8 GPUs"), invalid_input);
+  CHECK_THROWS_AS(spec.for_scheme(Scheme(1, 8), 8), invalid_input);  // more stages than layers
+  CHECK_THROWS_AS(spec.for_scheme(Scheme(1, 1), 0), invalid_input);
+  auto bad = spec;
+  bad.alpha = 1.5;
+  CHECK_THROWS_AS(bad.validate(), invalid_input);
+  bad = spec;
+  bad.state_bytes = std::nan("");
+  CHECK_THROWS_AS(bad.validate(), invalid_input);
+  bad = spec;
+  bad.activation_bytes[2] = -1;
+  CHECK_THROWS_AS(bad.validate(), invalid_input);
+  bad = spec;
+  bad.layers = 0;
+  CHECK_THROWS_AS(bad.validate(), invalid_input);
+  bad = spec;
+  bad.safety_margin_bytes = -1;
+  CHECK_THROWS_AS(bad.validate(), invalid_input);
+  CHECK_THROWS_AS(LinearMemory(0, 0, 10, 1), invalid_input);
+  CHECK_THROWS_AS(LinearMemory(-1, 1, 10, 1), invalid_input);
+  CHECK_THROWS_AS(LinearMemory(0, 1, 10, 0), invalid_input);
+}
+
+TEST_CASE("grid: bilinear interpolation reproduces a bilinear function exactly") {
+  const std::vector<double> sizes = {1, 2, 4, 8};
+  const std::vector<double> lengths = {32, 64, 128, 512, 2048};
+  auto f = [](double x, double y) { return 2 * x + 3 * y + 0.5 * x * y + 7; };
+  std::vector<double> values;
+  for (double x : sizes)
+    for (double y : lengths) values.push_back(f(x, y));
+  const RectilinearGrid<2> grid({sizes, lengths}, values);
+  CHECK(grid({1, 32}) == doctest::Approx(f(1, 32)));
+  CHECK(grid({3, 100}) == doctest::Approx(f(3, 100)));
+  CHECK(grid({8, 2048}) == doctest::Approx(f(8, 2048)));
+  CHECK(grid({5.5, 1000}) == doctest::Approx(f(5.5, 1000)));
+  // Hand-computed: between (2,64)=f and (4,128), midpoint of the cell.
+  CHECK(grid({3, 96}) == doctest::Approx((f(2, 64) + f(4, 64) + f(2, 128) + f(4, 128)) / 4));
+  CHECK_THROWS_WITH_AS(grid({16, 100}), doctest::Contains("outside"), invalid_input);
+  CHECK_THROWS_AS(grid({1, 16}), invalid_input);
+  CHECK_THROWS_AS(grid({std::nan(""), 100}), invalid_input);
+  // Extrapolation continues the edge cell linearly: exact for a bilinear function.
+  CHECK(grid({16, 4096}, OutOfGrid::extrapolate) == doctest::Approx(f(16, 4096)));
+  CHECK(grid({0.5, 16}, OutOfGrid::extrapolate) == doctest::Approx(f(0.5, 16)));
+}
+
+TEST_CASE("grid: encoder–decoder cost model over (micro-batch size, input, target)") {
+  const std::vector<double> sizes = {1, 4};
+  const std::vector<double> inputs = {64, 256, 1024};
+  const std::vector<double> targets = {16, 64, 256};
+  auto f = [](double b, double i, double t) { return b * (i + 2 * t) + 0.01 * i * t + 1; };
+  std::vector<double> time;
+  std::vector<double> memory;
+  for (double b : sizes)
+    for (double i : inputs)
+      for (double t : targets) {
+        time.push_back(f(b, i, t));
+        memory.push_back(1000 * b * (i + t));
+      }
+  const EncoderDecoderGridCostModel model{RectilinearGrid<3>({sizes, inputs, targets}, time),
+                                          RectilinearGrid<3>({sizes, inputs, targets}, memory)};
+  CHECK(model.seconds({2, 100, 32}) == doctest::Approx(f(2, 100, 32)));
+  CHECK(model.bytes({3, 512, 100}) == doctest::Approx(1000.0 * 3 * 612));
+  CHECK_THROWS_AS(model.seconds({2, 2048, 32}), invalid_input);
+}
+
+TEST_CASE("grid: bad tables") {
+  using Axes = std::array<std::vector<double>, 2>;
+  CHECK_THROWS_WITH_AS(RectilinearGrid<2>(Axes{{{1, 2}, {1, 2}}}, {1, 2, 3}), doctest::Contains("expected 4 values"),
+                       invalid_input);
+  CHECK_THROWS_AS(RectilinearGrid<2>(Axes{{{1}, {1, 2}}}, {1, 2}), invalid_input);
+  CHECK_THROWS_AS(RectilinearGrid<2>(Axes{{{2, 1}, {1, 2}}}, {1, 2, 3, 4}), invalid_input);
+  CHECK_THROWS_AS(RectilinearGrid<2>(Axes{{{1, 1}, {1, 2}}}, {1, 2, 3, 4}), invalid_input);
+  CHECK_THROWS_AS(RectilinearGrid<2>(Axes{{{1, 2}, {1, 2}}}, {1, 2, std::nan(""), 4}), invalid_input);
+}
