@@ -11,7 +11,8 @@ install(EXPORT sluiceTargets NAMESPACE sluice:: DESTINATION ${SLUICE_INSTALL_CMA
 
 configure_package_config_file(cmake/sluiceConfig.cmake.in
   ${PROJECT_BINARY_DIR}/sluiceConfig.cmake
-  INSTALL_DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
+  INSTALL_DESTINATION ${SLUICE_INSTALL_CMAKEDIR}
+  PATH_VARS SLUICE_INSTALL_DATADIR)
 # Header-only: the package fits any architecture.
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/sluiceConfigVersion.cmake
   COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)

@@ -1,0 +1,45 @@
+#pragma once
+// The sluice command-line tool, as a function so that tests run it in-process.
+// Exit codes: 0 success, 2 bad input (one line on stderr naming the problem), 1 internal error.
+#include <exception>
+#include <ostream>
+#include <span>
+#include <string_view>
+
+#include "inspect.hpp"
+#include "sluice/core/error.hpp"
+
+namespace sluice::cli {
+
+inline constexpr std::string_view usage =
+    "usage: sluice <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  inspect   dataset statistics and histogram; per scheme MaxLen, UtilLen and T(l)\n"
+    "\n"
+    "`sluice <command> --help` describes a command's options.\n";
+
+inline int run(std::span<const std::string_view> args, std::ostream& out, std::ostream& err) {
+  try {
+    if (args.empty()) {
+      err << usage;
+      return 2;
+    }
+    const std::string_view command = args.front();
+    const auto rest = args.subspan(1);
+    if (command == "--help" || command == "-h" || command == "help") {
+      out << usage;
+      return 0;
+    }
+    if (command == "inspect") return inspect(rest, out);
+    detail::fail("unknown command '", command, "' (try sluice --help)");
+  } catch (const invalid_input& error) {
+    err << "sluice: error: " << error.what() << "\n";
+    return 2;
+  } catch (const std::exception& error) {
+    err << "sluice: internal error: " << error.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,71 @@
+#pragma once
+// Command-line parsing for the sluice tool: `--name value`, `--name=value` and boolean `--flag`s.
+// Every mistake is an invalid_input naming the option, so the tool exits 2 with one line.
+#include <charconv>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "sluice/core/error.hpp"
+
+namespace sluice::cli {
+
+class Options {
+public:
+  // `valued` options take a value, `flags` do not; anything else is an error.
+  Options(std::span<const std::string_view> args, const std::set<std::string, std::less<>>& valued,
+          const std::set<std::string, std::less<>>& flags) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      std::string_view arg = args[i];
+      detail::require(arg.starts_with("--") && arg.size() > 2, "unexpected argument '", arg, "'");
+      arg.remove_prefix(2);
+      std::optional<std::string_view> inline_value;
+      if (const auto eq = arg.find('='); eq != std::string_view::npos) {
+        inline_value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+      }
+      const std::string name(arg);
+      detail::require(!values_.contains(name), "option --", name, " given twice");
+      if (flags.contains(name)) {
+        detail::require(!inline_value, "option --", name, " takes no value");
+        values_[name] = "";
+      } else if (valued.contains(name)) {
+        if (!inline_value) {
+          detail::require(i + 1 < args.size(), "option --", name, " needs a value");
+          inline_value = args[++i];
+        }
+        values_[name] = std::string(*inline_value);
+      } else {
+        detail::fail("unknown option --", name);
+      }
+    }
+  }
+
+  [[nodiscard]] bool flag(std::string_view name) const { return values_.contains(std::string(name)); }
+
+  [[nodiscard]] std::optional<std::string> text(std::string_view name) const {
+    const auto it = values_.find(std::string(name));
+    if (it == values_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  // A positive integer, or nullopt when absent.
+  [[nodiscard]] std::optional<std::int64_t> positive(std::string_view name) const {
+    const auto value = text(name);
+    if (!value) return std::nullopt;
+    std::int64_t number = 0;
+    const auto [end, error] = std::from_chars(value->data(), value->data() + value->size(), number);
+    detail::require(error == std::errc{} && end == value->data() + value->size() && number > 0, "option --", name,
+                    ": expected a positive integer, got '", *value, "'");
+    return number;
+  }
+
+private:
+  std::map<std::string, std::string, std::less<>> values_;
+};
+
+}  // namespace sluice::cli

@@ -1,0 +1,47 @@
+# ctest driver: builds and runs test/consumer against this sluice, by add_subdirectory or by
+# find_package after installing the build tree into a scratch prefix.
+# Inputs: MODE, SOURCE_DIR, BUILD_DIR (sluice's build tree), WORK_DIR, GENERATOR.
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+function(run_checked)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  if(NOT result EQUAL 0)
+    message(FATAL_ERROR "command failed (${result}): ${ARGN}\n${output}")
+  endif()
+  set(last_output "${output}" PARENT_SCOPE)
+endfunction()
+
+# An installed consumer must read the installed data, not the source tree it was built from.
+function(expect_installed_data)
+  string(FIND "${last_output}" "${WORK_DIR}/prefix/share/sluice/" found)
+  if(found EQUAL -1)
+    message(FATAL_ERROR "expected data from ${WORK_DIR}/prefix/share/sluice, got:\n${last_output}")
+  endif()
+endfunction()
+
+set(configure_args -S ${SOURCE_DIR}/test/consumer -B ${WORK_DIR}/build -G ${GENERATOR} -DCMAKE_BUILD_TYPE=Release)
+if(MODE STREQUAL "find_package")
+  run_checked(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+  # Nothing from the source tree may leak into the installed package.
+  file(GLOB_RECURSE installed_configs ${WORK_DIR}/prefix/*.cmake)
+  foreach(config IN LISTS installed_configs)
+    file(READ ${config} text)
+    string(FIND "${text}" "${SOURCE_DIR}" leak)
+    if(NOT leak EQUAL -1)
+      message(FATAL_ERROR "${config} refers to the source tree")
+    endif()
+  endforeach()
+  list(APPEND configure_args -DSLUICE_CONSUMER_MODE=find_package -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
+else()
+  list(APPEND configure_args -DSLUICE_CONSUMER_MODE=add_subdirectory -DSLUICE_SOURCE_DIR=${SOURCE_DIR})
+endif()
+run_checked(${CMAKE_COMMAND} ${configure_args})
+run_checked(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+run_checked(${WORK_DIR}/build/consumer)
+if(MODE STREQUAL "find_package")
+  expect_installed_data()
+  # The installed tool finds its bundled data from its own location.
+  run_checked(${WORK_DIR}/prefix/bin/sluice inspect --json)
+  expect_installed_data()
+endif()

@@ -1,0 +1,234 @@
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/io/strategy_pool.hpp"
+
+using namespace sluice;
+using namespace sluice::cost;
+
+namespace {
+Profile bundled(std::string_view name) {
+  return io::read_document<Profile>(io::resolve_data_file(name, "profiles"));
+}
+
+// A strategy_pool file in the Hetu/Hydraulis layout (milliseconds, MiB).
+const char* const strategy_pool_text = R"({
+  "strategies": [
+    {"tp": 1, "pp": 2, "a": 1.372e-6, "b": 0.09465, "c": 15.05},
+    {"tp": 4, "pp": 1, "a": 1.030e-6, "b": 0.05648, "c": 56.70},
+    {"tp": 8, "pp": 1, "a": 5.069e-7, "b": 0.03662, "c": 44.32}
+  ],
+  "memory_regression": {"A": {"tp1": 38, "tp2": 39, "tp4": 42, "tp8": 48}, "B": 210, "alpha": 0.75,
+                        "gap": 5000, "safe_bound": 6144},
+  "model_config": {"H": 4096, "L": 32, "V": 30592},
+  "cluster_config": {"gpus_per_node": 8, "gpu_memory_bound": 81252,
+                     "utilization_seqlen": {"tp1": 384, "tp4": 768, "tp8": 1024}},
+  "comm_cost": {"hetero_dp": 0.1}
+})";
+}  // namespace
+
+TEST_CASE("bundled profiles load and resolve") {
+  const auto names = io::bundled_names("profiles");
+  CHECK(names == std::vector<std::string>{"llama2-13b", "llama2-32b", "llama2-7b"});
+  const Profile p7 = bundled("llama2-7b");
+  CHECK(p7.gpus() == 16);
+  CHECK(p7.schemes().size() == 13);
+  CHECK(bundled("llama2-13b").schemes().size() == 5);
+  CHECK(bundled("llama2-32b").schemes().size() == 15);
+  // Coefficients converted from the published milliseconds to seconds.
+  const SchemeCost& tp8 = p7.at(Scheme(8, 1));
+  CHECK(tp8.latency.a() == doctest::Approx(5.069e-10));
+  CHECK(tp8.latency.b() == doctest::Approx(3.662e-5));
+  CHECK(tp8.latency.c() == doctest::Approx(4.432e-2));
+  CHECK(tp8.util_len == 1024);
+  for (const Profile& profile : {p7, bundled("llama2-13b"), bundled("llama2-32b")}) {
+    for (const SchemeCost& scheme : profile.schemes()) {
+      CAPTURE(profile.name());
+      CAPTURE(scheme.scheme.name());
+      CHECK(scheme.max_len % 128 == 0);
+      REQUIRE(scheme.memory.has_value());
+      CHECK(scheme.max_len == scheme.memory->max_len());
+      if (scheme.max_len > 0) {
+        CHECK(scheme.memory->bytes(scheme.max_len) <= scheme.memory->budget_bytes());
+      } else {
+        CHECK(scheme.memory->bytes(scheme.memory->granularity()) > scheme.memory->budget_bytes());
+      }
+    }
+  }
+  // 32B model states alone overflow 80 GB at TP·PP = 2: those schemes hold nothing.
+  CHECK(bundled("llama2-32b").max_len(Scheme(1, 2)) == 0);
+  CHECK(bundled("llama2-32b").max_len(Scheme(2, 1)) == 0);
+  // More TP splits activations further: MaxLen grows with TP at a fixed PP.
+  CHECK(p7.max_len(Scheme(8, 1)) > p7.max_len(Scheme(4, 1)));
+  CHECK(p7.max_len(Scheme(4, 1)) > p7.max_len(Scheme(2, 1)));
+}
+
+TEST_CASE("profile: resolved for another cluster size") {
+  const Profile p16 = bundled("llama2-7b");
+  const Profile p8 = p16.with_gpus(8);
+  CHECK(p8.find(Scheme(16, 1)) == nullptr);  // needs 16 GPUs
+  CHECK(p16.find(Scheme(16, 1)) != nullptr);
+  CHECK_THROWS_WITH_AS(p8.at(Scheme(16, 1)), doctest::Contains("no usable scheme tp16pp1"), invalid_input);
+  // Fewer GPUs shard the optimizer states less: MaxLen never grows.
+  for (const SchemeCost& scheme : p8.schemes()) CHECK(scheme.max_len <= p16.max_len(scheme.scheme));
+  CHECK_THROWS_AS(p16.with_gpus(0), invalid_input);
+}
+
+TEST_CASE("profile: strategy pipelines ordered by MaxLen and checked against the cluster") {
+  const Profile profile = bundled("llama2-7b");
+  const Strategy strategy({{Scheme(1, 4), 2}, {Scheme(8, 1), 1}});
+  const auto pipelines = profile.pipelines(strategy);
+  REQUIRE(pipelines.size() == 3);
+  CHECK(pipelines[0].scheme == Scheme(8, 1));
+  CHECK(pipelines[0].max_len == profile.max_len(Scheme(8, 1)));
+  CHECK(pipelines[1].max_len >= pipelines[2].max_len);
+  CHECK_THROWS_WITH_AS(profile.pipelines(Strategy({{Scheme(8, 1), 3}})), doctest::Contains("needs 24 GPUs"),
+                       invalid_input);
+  CHECK_THROWS_AS(profile.pipelines(Strategy({{Scheme(3, 1), 1}})), invalid_input);
+}
+
+TEST_CASE("profile JSON round trip") {
+  const Profile profile = bundled("llama2-32b");
+  const auto document = io::to_document(profile);
+  CHECK(document.at("format") == "sluice.profile");
+  CHECK(document.at("version") == 1);
+  const auto again = io::from_document<Profile>(document);
+  CHECK(io::json(again) == io::json(profile));
+  REQUIRE(again.schemes().size() == profile.schemes().size());
+  for (std::size_t i = 0; i < profile.schemes().size(); ++i) {
+    CHECK(again.schemes()[i].max_len == profile.schemes()[i].max_len);
+    CHECK(again.schemes()[i].latency == profile.schemes()[i].latency);
+  }
+  const auto path = std::filesystem::temp_directory_path() / "sluice_test_profile.json";
+  io::write_document(path, profile);
+  CHECK(io::json(io::read_document<Profile>(path)) == io::json(profile));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("cost types JSON round trip") {
+  const QuadraticLatency latency(1e-9, 2e-5, 3e-2);
+  CHECK(io::json(latency).get<QuadraticLatency>() == latency);
+  const LinearMemory memory(1e9, 1e5, 7e10, 128);
+  CHECK(io::json(memory).get<LinearMemory>() == memory);
+  const FitResult fit{latency, 0.01, 12};
+  const auto fit_again = io::from_document<FitResult>(io::to_document(fit));
+  CHECK(fit_again.model == latency);
+  CHECK(fit_again.samples == 12);
+  const LatencySample sample{4096, 0.5};
+  CHECK(io::json(sample).get<LatencySample>().seconds == 0.5);
+  const RectilinearGrid<2> grid({std::vector<double>{1, 2}, std::vector<double>{32, 64, 128}}, {1, 2, 3, 4, 5, 6});
+  const auto grid_again = io::json(grid).get<RectilinearGrid<2>>();
+  CHECK(grid_again.values() == grid.values());
+  CHECK(grid_again({1.5, 100}) == grid({1.5, 100}));
+  const DecoderGridCostModel model{grid, grid};
+  CHECK(io::json(io::json(model).get<DecoderGridCostModel>()) == io::json(model));
+  const Profile profile = bundled("llama2-7b");
+  const SchemeCost& cost = profile.at(Scheme(2, 2));
+  const auto cost_again = io::json(cost).get<SchemeCost>();
+  CHECK(cost_again.max_len == cost.max_len);
+  CHECK(cost_again.memory == cost.memory);
+}
+
+TEST_CASE("profile: bad documents name the problem") {
+  auto document = io::to_document(bundled("llama2-7b"));
+  auto expect_error = [&](io::json bad, const char* fragment) {
+    CAPTURE(fragment);
+    CHECK_THROWS_WITH_AS(io::from_document<Profile>(bad, "p.json"), doctest::Contains(fragment), invalid_input);
+  };
+  auto bad = document;
+  bad["schemes"][0]["latency"]["a"] = -1.0;
+  expect_error(bad, "coefficient a");
+  bad = document;
+  bad["schemes"][0]["latency"]["b"] = "fast";
+  expect_error(bad, "field 'b'");
+  bad = document;
+  bad["schemes"].push_back(bad["schemes"][0]);
+  expect_error(bad, "listed twice");
+  bad = document;
+  bad["schemes"] = io::json::array();
+  expect_error(bad, "no schemes");
+  bad = document;
+  bad["cluster"]["gpus"] = 0;
+  expect_error(bad, "GPU count");
+  bad = document;
+  bad["memory"]["activation_bytes"]["x"] = 3;
+  expect_error(bad, "not a TP degree");
+  bad = document;
+  bad["memory"]["alpha"] = 2;
+  expect_error(bad, "alpha");
+  bad = document;
+  bad.erase("memory");
+  expect_error(bad, "no memory model");
+  bad = document;
+  bad["cluster"]["gpus"] = 1;
+  expect_error(bad, "no scheme fits");
+  bad = document;
+  bad.erase("model");
+  expect_error(bad, "missing field 'model'");
+  bad = document;
+  bad["version"] = 2;
+  expect_error(bad, "version 2");
+  CHECK_THROWS_WITH_AS(io::read_document<Profile>("/nonexistent/profile.json"), doctest::Contains("cannot open"),
+                       invalid_input);
+  CHECK_THROWS_WITH_AS(io::resolve_data_file("no-such-profile", "profiles"), doctest::Contains("llama2-7b"),
+                       invalid_input);
+}
+
+TEST_CASE("profile: MaxLen given outright needs no memory model") {
+  ProfileSpec spec;
+  spec.name = "measured";
+  spec.gpus = 8;
+  spec.schemes = {{Scheme(8, 1), QuadraticLatency(1e-9, 1e-5, 1e-2), 65536, 1024},
+                  {Scheme(2, 2), QuadraticLatency(2e-9, 2e-5, 1e-2), 16384, std::nullopt}};
+  const Profile profile(spec);
+  CHECK(profile.max_len(Scheme(8, 1)) == 65536);
+  CHECK(profile.at(Scheme(8, 1)).util_len == 1024);
+  CHECK(profile.at(Scheme(2, 2)).util_len == QuadraticLatency(2e-9, 2e-5, 1e-2).util_len());
+  CHECK_FALSE(profile.at(Scheme(2, 2)).memory.has_value());
+  spec.schemes[0].max_len = -1;
+  CHECK_THROWS_AS(Profile{spec}, invalid_input);
+}
+
+TEST_CASE("strategy_pool import: units converted, memory and UtilLen carried over") {
+  const auto spec = io::import_strategy_pool(io::parse(strategy_pool_text, "pool.json"), "pool.json", 8);
+  const Profile imported(spec);
+  CHECK(imported.schemes().size() == 3);
+  const SchemeCost& tp1 = imported.at(Scheme(1, 2));
+  CHECK(tp1.latency.a() == doctest::Approx(1.372e-9));
+  CHECK(tp1.latency.c() == doctest::Approx(1.505e-2));
+  CHECK(tp1.util_len == 384);
+  // The same numbers as the bundled 7B profile (whose safety margin is 6 GiB = 6144 MiB).
+  const Profile reference = bundled("llama2-7b").with_gpus(8);
+  for (const SchemeCost& scheme : imported.schemes()) CHECK(scheme.max_len == reference.max_len(scheme.scheme));
+}
+
+TEST_CASE("strategy_pool import: bad files") {
+  auto pool = io::parse(strategy_pool_text, "pool.json");
+  auto expect_error = [](const io::json& bad, const char* fragment) {
+    CAPTURE(fragment);
+    CHECK_THROWS_WITH_AS(Profile(io::import_strategy_pool(bad, "pool.json", 8)), doctest::Contains(fragment),
+                         invalid_input);
+  };
+  auto bad = pool;
+  bad.erase("model_config");
+  expect_error(bad, "model_config");
+  bad = pool;
+  bad["strategies"][1]["c"] = -3;
+  expect_error(bad, "coefficient c");
+  bad = pool;
+  bad["strategies"] = 5;
+  expect_error(bad, "must be an array");
+  bad = pool;
+  bad["memory_regression"]["A"] = io::json::array();
+  expect_error(bad, "keyed by TP");
+  bad = pool;
+  bad["strategies"][0]["tp"] = 0;
+  expect_error(bad, "tp must be");
+  bad = pool;
+  bad["cluster_config"]["utilization_seqlen"]["tp8"] = 0;
+  expect_error(bad, "utilization_seqlen");
+}
