@@ -5,6 +5,7 @@
 
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
+#include "sluice/io/solver_json.hpp"
 #include "sluice/io/strategy_pool.hpp"
 
 using namespace sluice;
@@ -231,4 +232,61 @@ TEST_CASE("strategy_pool import: bad files") {
   bad = pool;
   bad["cluster_config"]["utilization_seqlen"]["tp8"] = 0;
   expect_error(bad, "utilization_seqlen");
+}
+
+TEST_CASE("MILP model and solution JSON round trip, infinities included") {
+  solver::Model model;
+  model.set_sense(solver::Sense::maximize);
+  model.set_objective_offset(2.5);
+  const int x = model.add_variable(0, solver::infinity, solver::VarType::integer, 3, "x");
+  const int y = model.add_binary(-1, "y");
+  const int z = model.add_variable(-solver::infinity, 4, solver::VarType::continuous, 0.5);
+  model.add_less_equal({{x, 2.0}, {y, 1.0}}, 7, "cap");
+  model.add_constraint(std::vector<int>{x, z}, std::vector<double>{1.0, -1.0}, -3, solver::infinity);
+  const auto document = io::to_document(model);
+  CHECK(document.at("format") == "sluice.milp");
+  CHECK(document.at("variables")[0].at("upper") == "inf");
+  const auto again = io::from_document<solver::Model>(document);
+  CHECK(io::json(again) == io::json(model));
+  CHECK(again.sense() == solver::Sense::maximize);
+  CHECK(again.upper_bounds()[0] == solver::infinity);
+  CHECK(again.lower_bounds()[2] == -solver::infinity);
+  CHECK(again.variable_name(1) == "y");
+  CHECK(again.num_nonzeros() == model.num_nonzeros());
+  const std::vector<double> point = {3, 1, 4};
+  CHECK(again.evaluate_objective(point) == model.evaluate_objective(point));
+  CHECK(again.is_feasible(point, 1e-9) == model.is_feasible(point, 1e-9));
+
+  const solver::Solution solution{solver::SolveStatus::feasible, 12.5, solver::infinity, {3, 1, 4}, 0.25};
+  const auto solution_again = io::from_document<solver::Solution>(io::to_document(solution));
+  CHECK(solution_again.status == solver::SolveStatus::feasible);
+  CHECK(solution_again.objective == 12.5);
+  CHECK(solution_again.best_bound == solver::infinity);
+  CHECK(solution_again.values == solution.values);
+}
+
+TEST_CASE("MILP JSON: bad documents") {
+  solver::Model model;
+  model.add_binary(1, "b");
+  model.add_less_equal({{0, 1.0}}, 1);
+  const auto document = io::to_document(model);
+  auto bad = document;
+  bad["variables"][0]["type"] = "boolean";
+  CHECK_THROWS_WITH_AS(io::from_document<solver::Model>(bad), doctest::Contains("unknown variable type"), invalid_input);
+  bad = document;
+  bad["variables"][0]["lower"] = "-infinity";
+  CHECK_THROWS_WITH_AS(io::from_document<solver::Model>(bad), doctest::Contains("\"inf\""), invalid_input);
+  bad = document;
+  bad["constraints"][0]["terms"][0] = io::json::array({5, 1.0});
+  CHECK_THROWS_AS(io::from_document<solver::Model>(bad), invalid_input);
+  bad = document;
+  bad["constraints"][0]["terms"][0] = "x";
+  CHECK_THROWS_WITH_AS(io::from_document<solver::Model>(bad), doctest::Contains("[variable index, coefficient]"),
+                       invalid_input);
+  bad = document;
+  bad["variables"][0]["objective"] = nullptr;
+  CHECK_THROWS_AS(io::from_document<solver::Model>(bad), invalid_input);
+  auto solution = io::to_document(solver::Solution{});
+  solution["status"] = "great";
+  CHECK_THROWS_WITH_AS(io::from_document<solver::Solution>(solution), doctest::Contains("unknown status"), invalid_input);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sluice/core/random.hpp"
+#include "sluice/io/solver_json.hpp"
 #include "sluice/solver/cbc.hpp"
 #include "sluice/solver/milp.hpp"
 
@@ -517,6 +518,10 @@ TEST_CASE("cbc: the same model gives the same solution") {
   CHECK(second.values == first.values);
   CHECK(second.objective == first.objective);
   CHECK(second.best_bound == first.best_bound);
+
+  // A model saved as JSON and read back solves to the same solution.
+  const auto reloaded = sluice::io::from_document<Model>(sluice::io::to_document(model));
+  CHECK(solver::solve_with_cbc(reloaded).values == first.values);
 
   // CBC's deterministic parallel mode: repeatable, and the same optimum.
   const auto parallel = solver::solve_with_cbc(model, {.threads = 2});

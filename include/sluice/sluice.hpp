@@ -27,4 +27,5 @@
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/data_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/solver_json.hpp"
 #include "sluice/io/strategy_pool.hpp"

@@ -298,4 +298,26 @@ private:
   std::vector<std::string> row_name_;
 };
 
+// The result of solving a Model, whatever the backend.
+enum class SolveStatus {
+  optimal,     // search finished: the solution is optimal (within relative_gap)
+  feasible,    // stopped (time limit, or CBC gave up on numerical trouble) with an incumbent or the warm start
+  infeasible,  // proven to have no solution
+  unbounded,   // the linear relaxation is unbounded (CBC stops there, whether or not an integer point exists)
+  no_solution  // stopped (time limit, or numerical trouble) before finding any solution
+};
+
+struct Solution {
+  SolveStatus status = SolveStatus::no_solution;
+  // Objective of `values` including the model's offset; with no values, +infinity when minimising
+  // (-infinity when maximising), and the opposite infinity when unbounded.
+  double objective = 0.0;
+  // The best bound the solver proved on the objective, in the model's sense and with its offset: <= objective
+  // when minimising, >= when maximising (up to CBC's tolerances); -infinity (+infinity) when it has none.
+  double best_bound = 0.0;
+  // One value per variable (integer and binary variables exactly integral), or empty without a solution.
+  std::vector<double> values;
+  double seconds = 0.0;  // wall clock for the whole call
+};
+
 }  // namespace sluice::solver

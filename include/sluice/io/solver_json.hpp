@@ -1,0 +1,156 @@
+#pragma once
+// JSON for MILP models and solutions ("sluice.milp" and "sluice.milp_solution", version 1), so that a
+// planner's model can be saved, inspected and solved again elsewhere. JSON has no infinity: infinite
+// values are written as the strings "inf" and "-inf".
+#include <cmath>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/io/json.hpp"
+#include "sluice/solver/milp.hpp"
+
+namespace sluice::io {
+template <>
+struct document_traits<solver::Model> {
+  static constexpr std::string_view format = "sluice.milp";
+  static constexpr int version = 1;
+};
+template <>
+struct document_traits<solver::Solution> {
+  static constexpr std::string_view format = "sluice.milp_solution";
+  static constexpr int version = 1;
+};
+
+namespace detail_json {
+inline json extended_number(double value) {
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return value;
+}
+inline double extended_number(const json& value, std::string_view where) {
+  if (value.is_string()) {
+    if (value == "inf") return solver::infinity;
+    if (value == "-inf") return -solver::infinity;
+  }
+  sluice::detail::require(value.is_number(), where, ": expected a number, \"inf\" or \"-inf\"");
+  return value.get<double>();
+}
+inline double extended_field(const json& object, std::string_view key, std::string_view where) {
+  sluice::detail::require(object.contains(key), where, ": missing field '", key, "'");
+  return extended_number(object.at(key), std::string(where) + "." + std::string(key));
+}
+}  // namespace detail_json
+}  // namespace sluice::io
+
+NLOHMANN_JSON_SERIALIZE_ENUM(sluice::solver::Sense, {{sluice::solver::Sense::minimize, "minimize"},
+                                                     {sluice::solver::Sense::maximize, "maximize"}})
+
+namespace nlohmann {
+
+template <>
+struct adl_serializer<sluice::solver::VarType> {
+  static void to_json(json& out, sluice::solver::VarType type) {
+    using enum sluice::solver::VarType;
+    out = type == continuous ? "continuous" : type == integer ? "integer" : "binary";
+  }
+  static sluice::solver::VarType from_json(const json& in) {
+    using enum sluice::solver::VarType;
+    if (in == "continuous") return continuous;
+    if (in == "integer") return integer;
+    if (in == "binary") return binary;
+    sluice::detail::fail("milp: unknown variable type ", in.dump());
+  }
+};
+
+template <>
+struct adl_serializer<sluice::solver::SolveStatus> {
+  static constexpr std::string_view names[] = {"optimal", "feasible", "infeasible", "unbounded", "no_solution"};
+  static void to_json(json& out, sluice::solver::SolveStatus status) {
+    out = names[static_cast<std::size_t>(status)];
+  }
+  static sluice::solver::SolveStatus from_json(const json& in) {
+    for (std::size_t i = 0; i < std::size(names); ++i)
+      if (in == names[i]) return static_cast<sluice::solver::SolveStatus>(i);
+    sluice::detail::fail("milp solution: unknown status ", in.dump());
+  }
+};
+
+template <>
+struct adl_serializer<sluice::solver::Model> {
+  static void to_json(json& out, const sluice::solver::Model& model) {
+    using sluice::io::detail_json::extended_number;
+    json variables = json::array();
+    for (int var = 0; var < model.num_variables(); ++var) {
+      const auto v = static_cast<std::size_t>(var);
+      variables.push_back({{"name", model.variable_name(var)},
+                           {"type", model.types()[v]},
+                           {"lower", extended_number(model.lower_bounds()[v])},
+                           {"upper", extended_number(model.upper_bounds()[v])},
+                           {"objective", model.objective_coefficients()[v]}});
+    }
+    json constraints = json::array();
+    for (int r = 0; r < model.num_constraints(); ++r) {
+      const sluice::solver::RowView row = model.row(r);
+      json terms = json::array();
+      for (std::size_t k = 0; k < row.vars.size(); ++k) terms.push_back({row.vars[k], row.coefs[k]});
+      constraints.push_back({{"name", model.constraint_name(r)},
+                             {"lower", extended_number(row.lower)},
+                             {"upper", extended_number(row.upper)},
+                             {"terms", std::move(terms)}});
+    }
+    out = {{"sense", model.sense()},
+           {"objective_offset", model.objective_offset()},
+           {"variables", std::move(variables)},
+           {"constraints", std::move(constraints)}};
+  }
+  static sluice::solver::Model from_json(const json& in) {
+    using sluice::io::field;
+    using sluice::io::field_or;
+    using sluice::io::detail_json::extended_field;
+    sluice::solver::Model model;
+    model.set_sense(field_or<sluice::solver::Sense>(in, "sense", sluice::solver::Sense::minimize, "milp"));
+    model.set_objective_offset(field_or<double>(in, "objective_offset", 0.0, "milp"));
+    for (const json& variable : field<std::vector<json>>(in, "variables", "milp"))
+      model.add_variable(extended_field(variable, "lower", "milp variable"),
+                         extended_field(variable, "upper", "milp variable"),
+                         field<sluice::solver::VarType>(variable, "type", "milp variable"),
+                         field<double>(variable, "objective", "milp variable"),
+                         field_or<std::string>(variable, "name", "", "milp variable"));
+    for (const json& constraint : field<std::vector<json>>(in, "constraints", "milp")) {
+      std::vector<int> vars;
+      std::vector<double> coefs;
+      for (const json& term : field<std::vector<json>>(constraint, "terms", "milp constraint")) {
+        sluice::detail::require(term.is_array() && term.size() == 2 && term[0].is_number_integer() &&
+                                    term[1].is_number(),
+                                "milp constraint: each term must be [variable index, coefficient]");
+        vars.push_back(term[0].get<int>());
+        coefs.push_back(term[1].get<double>());
+      }
+      model.add_constraint(vars, coefs, extended_field(constraint, "lower", "milp constraint"),
+                           extended_field(constraint, "upper", "milp constraint"),
+                           field_or<std::string>(constraint, "name", "", "milp constraint"));
+    }
+    return model;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::solver::Solution> {
+  static void to_json(json& out, const sluice::solver::Solution& solution) {
+    using sluice::io::detail_json::extended_number;
+    out = {{"status", solution.status},
+           {"objective", extended_number(solution.objective)},
+           {"best_bound", extended_number(solution.best_bound)},
+           {"values", solution.values},
+           {"seconds", solution.seconds}};
+  }
+  static sluice::solver::Solution from_json(const json& in) {
+    using sluice::io::field;
+    using sluice::io::detail_json::extended_field;
+    return {field<sluice::solver::SolveStatus>(in, "status", "milp solution"),
+            extended_field(in, "objective", "milp solution"), extended_field(in, "best_bound", "milp solution"),
+            field<std::vector<double>>(in, "values", "milp solution"), field<double>(in, "seconds", "milp solution")};
+  }
+};
+
+}  // namespace nlohmann
