@@ -63,6 +63,16 @@ TEST_CASE("strategy: multiset semantics, GPU count, canonical order") {
   CHECK_THROWS_AS(Strategy({{Scheme(1, 1), -1}}), invalid_input);
 }
 
+TEST_CASE("strategy: parse is the inverse of name") {
+  const Strategy strategy({{Scheme(16, 1), 1}, {Scheme(8, 1), 6}});
+  CHECK(Strategy::parse(strategy.name()) == strategy);
+  CHECK(Strategy::parse("tp8pp1+tp8pp1+2*<4,2>") == Strategy({{Scheme(8, 1), 2}, {Scheme(4, 2), 2}}));
+  for (const char* text : {"", "+", "x*tp1pp1", "0*tp1pp1", "2*", "tp1pp1+", "*tp1pp1", "2*tp1"}) {
+    CAPTURE(text);
+    CHECK_THROWS_AS(Strategy::parse(text), invalid_input);
+  }
+}
+
 TEST_CASE("strategy: pipelines ordered by MaxLen, ties in canonical order") {
   const Strategy strategy({{Scheme(1, 4), 2}, {Scheme(8, 1), 1}, {Scheme(4, 2), 1}});
   auto max_len = [](const Scheme& scheme) -> std::int64_t { return scheme.tp() >= 4 ? 32768 : 8192; };

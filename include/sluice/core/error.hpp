@@ -19,6 +19,12 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+// A plan that breaks one of its invariants, found by a validator: a bug in a planner or a plan edited by hand.
+class invalid_plan : public std::logic_error {
+public:
+  using std::logic_error::logic_error;
+};
+
 namespace detail {
 
 template <class... Parts>

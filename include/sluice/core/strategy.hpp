@@ -1,9 +1,11 @@
 #pragma once
 // A heterogeneous strategy: a multiset of parallel schemes, each run by some number of pipelines.
 #include <algorithm>
+#include <charconv>
 #include <concepts>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -75,6 +77,28 @@ public:
       text += std::to_string(part.pipelines) + '*' + part.scheme.name();
     }
     return text;
+  }
+
+  // Inverse of name(): "2*tp4pp2+1*tp1pp8"; a part without "N*" counts one pipeline.
+  static Strategy parse(std::string_view text) {
+    std::vector<StrategyPart> parts;
+    std::string_view rest = text;
+    while (true) {
+      const auto plus = rest.find('+');
+      std::string_view part = rest.substr(0, plus);
+      int pipelines = 1;
+      if (const auto star = part.find('*'); star != std::string_view::npos) {
+        const std::string_view count = part.substr(0, star);
+        const auto [end, error] = std::from_chars(count.data(), count.data() + count.size(), pipelines);
+        detail::require(error == std::errc{} && end == count.data() + count.size() && !count.empty(),
+                        "strategy: cannot parse pipeline count '", count, "' in '", text, "'");
+        part.remove_prefix(star + 1);
+      }
+      parts.push_back({Scheme::parse(part), pipelines});
+      if (plus == std::string_view::npos) break;
+      rest.remove_prefix(plus + 1);
+    }
+    return Strategy(std::move(parts));
   }
 
   // Every pipeline, ordered by MaxLen descending (ties keep the canonical scheme order), as the
