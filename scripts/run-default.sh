@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
-cmake --preset release -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF >/dev/null
-cmake --build --preset release --target sluice --parallel "$(nproc)"
-./build/release/examples/cli/sluice inspect --context 32768 --bin-width 2048 "$@"
+# Its own build tree, so that the test presets' trees keep their settings.
+cmake -S . -B build/default -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF >/dev/null
+cmake --build build/default --target sluice --parallel "$(nproc)"
+./build/default/examples/cli/sluice inspect --context 32768 --bin-width 2048 "$@"
