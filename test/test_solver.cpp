@@ -551,6 +551,8 @@ TEST_CASE("cbc: a feasible warm start is used and never made worse") {
     REQUIRE(model.is_feasible(warm, 1e-9));
     const auto solution = solver::solve_with_cbc(model, {.warm_start = warm});
     REQUIRE(solution.status == SolveStatus::optimal);
+    // A proof of optimality is also the bound, even where the start cut CBC's root LP off.
+    CHECK(solution.best_bound == doctest::Approx(solution.objective).epsilon(1e-9));
     CHECK(solution.objective <= model.evaluate_objective(warm) + 1e-9);
     CHECK(std::abs(solution.objective - *brute_force_makespan(instance)) <= 1e-6);
   }
