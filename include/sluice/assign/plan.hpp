@@ -1,0 +1,244 @@
+#pragma once
+// The per-iteration routine (Hydraulis Fig. 6, steps 1–4): for every candidate strategy that can hold
+// the batch, dispatch the sequences across its pipelines, pack each pipeline, estimate the iteration as
+// the slowest pipeline, and choose the candidate with the lowest estimate.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "sluice/assign/dispatch.hpp"
+#include "sluice/assign/packing.hpp"
+#include "sluice/assign/types.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/sequence.hpp"
+#include "sluice/core/strategy.hpp"
+#include "sluice/cost/profile.hpp"
+
+namespace sluice::assign {
+
+struct PlanOptions {
+  DispatchOptions dispatch;
+};
+
+// The candidate strategies an iteration chooses among (the output of strategy proposal, or a user's list).
+struct CandidateSet {
+  std::vector<Strategy> strategies;
+  friend bool operator==(const CandidateSet&, const CandidateSet&) = default;
+};
+
+struct PipelinePlan {
+  int index = 0;  // MaxLen order, as Profile::pipelines gives it
+  Scheme scheme;
+  std::int64_t max_len = 0;
+  std::vector<MicroBatch> micro_batches;  // in execution order
+  double estimate = 0;                    // (max micro-batch time)·(PP − 1 + V); 0 when idle
+  friend bool operator==(const PipelinePlan&, const PipelinePlan&) = default;
+};
+
+struct CandidateEstimate {
+  Strategy strategy;
+  std::optional<double> estimate;  // empty: the strategy cannot hold the batch's longest sequence
+  friend bool operator==(const CandidateEstimate&, const CandidateEstimate&) = default;
+};
+
+struct IterationPlan {
+  Strategy strategy;
+  std::vector<PipelinePlan> pipelines;
+  double estimate = 0;              // max over pipelines: the iteration's propagation time
+  double dispatch_objective = 0;    // Eq. 3 of the chosen dispatch (a lower bound on `estimate`)
+  double dispatch_lower_bound = 0;  // a bound on the optimum of Eq. 3 for the chosen strategy
+  std::size_t chosen = 0;           // index into `candidates`
+  std::vector<CandidateEstimate> candidates;
+  friend bool operator==(const IterationPlan&, const IterationPlan&) = default;
+};
+
+namespace detail {
+
+inline void require_batch(std::span<const Sequence> batch) {
+  sluice::detail::require(!batch.empty(), "plan: the batch is empty");
+  std::unordered_set<std::int64_t> ids;
+  ids.reserve(batch.size());
+  for (const Sequence& sequence : batch)
+    sluice::detail::require(ids.insert(sequence.id()).second, "plan: sequence id ", sequence.id(),
+                            " appears twice in the batch");
+}
+
+inline std::vector<cost::SchemeCost> pipeline_costs(const Strategy& strategy, const cost::Profile& profile) {
+  std::vector<cost::SchemeCost> costs;
+  for (const Pipeline& pipeline : profile.pipelines(strategy)) costs.push_back(profile.at(pipeline.scheme));
+  return costs;
+}
+
+inline std::int64_t longest(std::span<const Sequence> batch) {
+  return std::ranges::max(batch, {}, &Sequence::length).length();
+}
+
+// One candidate fully planned: dispatch, then pack every pipeline.
+inline IterationPlan plan_candidate(std::span<const Sequence> batch, const Strategy& strategy,
+                                    std::span<const cost::SchemeCost> costs, const PlanOptions& options) {
+  const Dispatch dispatch = dispatch_greedy(batch, costs, options.dispatch);
+  IterationPlan plan{strategy, {}, 0, dispatch.objective, dispatch.lower_bound, 0, {}};
+  std::vector<std::vector<Sequence>> assigned(costs.size());
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    assigned[static_cast<std::size_t>(dispatch.pipeline_of[i])].push_back(batch[i]);
+  for (std::size_t j = 0; j < costs.size(); ++j) {
+    PipelinePlan pipeline{static_cast<int>(j), costs[j].scheme, costs[j].max_len, {}, 0};
+    if (!assigned[j].empty()) {
+      Packing packing = pack(assigned[j], costs[j]);
+      pipeline.micro_batches = std::move(packing.micro_batches);
+      pipeline.estimate = packing.estimate;
+    }
+    plan.estimate = std::max(plan.estimate, pipeline.estimate);
+    plan.pipelines.push_back(std::move(pipeline));
+  }
+  return plan;
+}
+
+}  // namespace detail
+
+// Candidates whose longest-MaxLen pipeline cannot hold the batch's longest sequence are skipped
+// (reported with no estimate); ties between estimates go to the earlier candidate.
+inline IterationPlan plan_iteration(std::span<const Sequence> batch, std::span<const Strategy> candidates,
+                                    const cost::Profile& profile, const PlanOptions& options = {}) {
+  detail::require_batch(batch);
+  sluice::detail::require(!candidates.empty(), "plan: no candidate strategies");
+  const std::int64_t longest = detail::longest(batch);
+
+  std::optional<IterationPlan> best;
+  std::vector<CandidateEstimate> estimates;
+  std::int64_t widest = 0;
+  for (std::size_t k = 0; k < candidates.size(); ++k) {
+    const auto costs = detail::pipeline_costs(candidates[k], profile);
+    widest = std::max(widest, costs.front().max_len);
+    if (costs.front().max_len < longest) {
+      estimates.push_back({candidates[k], std::nullopt});
+      continue;
+    }
+    IterationPlan plan = detail::plan_candidate(batch, candidates[k], costs, options);
+    estimates.push_back({candidates[k], plan.estimate});
+    if (!best || plan.estimate < best->estimate) {
+      plan.chosen = k;
+      best = std::move(plan);
+    }
+  }
+  sluice::detail::require(best.has_value(), "plan: the batch's longest sequence has ", longest,
+                          " tokens but no candidate holds more than ", widest, " (MaxLen)");
+  best->candidates = std::move(estimates);
+  return *std::move(best);
+}
+
+// Megatron-LM-style baseline: one static homogeneous strategy, sequences packed best-fit-decreasing into
+// fixed-length bins of `capacity_tokens` (the context length, or MaxLen), bins dealt round-robin to the
+// pipelines. (The other baseline, a homogeneous strategy with sluice's two-stage assignment, is
+// plan_iteration with that single candidate.)
+inline IterationPlan plan_fixed_length(std::span<const Sequence> batch, const Strategy& strategy,
+                                       const cost::Profile& profile, std::int64_t capacity_tokens) {
+  detail::require_batch(batch);
+  sluice::detail::require(strategy.is_homogeneous(), "plan: the fixed-length baseline needs a homogeneous strategy, got ",
+                          strategy.name());
+  const auto costs = detail::pipeline_costs(strategy, profile);
+  const cost::SchemeCost& scheme = costs.front();
+  const Packing packs = pack_fixed_length(batch, scheme, capacity_tokens);
+  IterationPlan plan{strategy, {}, 0, 0, 0, 0, {}};
+  for (std::size_t j = 0; j < costs.size(); ++j)
+    plan.pipelines.push_back({static_cast<int>(j), scheme.scheme, scheme.max_len, {}, 0});
+  for (std::size_t k = 0; k < packs.micro_batches.size(); ++k)
+    plan.pipelines[k % costs.size()].micro_batches.push_back(packs.micro_batches[k]);
+  for (PipelinePlan& pipeline : plan.pipelines) {
+    double slowest = 0;
+    for (const MicroBatch& micro_batch : pipeline.micro_batches) slowest = std::max(slowest, micro_batch.seconds);
+    const auto count = static_cast<double>(pipeline.micro_batches.size());
+    pipeline.estimate = count == 0 ? 0 : slowest * (scheme.scheme.pp() - 1 + count);
+    plan.estimate = std::max(plan.estimate, pipeline.estimate);
+  }
+  std::unordered_map<std::int64_t, int> pipeline_of_id;
+  for (const PipelinePlan& pipeline : plan.pipelines)
+    for (const MicroBatch& micro_batch : pipeline.micro_batches)
+      for (const std::int64_t id : micro_batch.sequence_ids) pipeline_of_id[id] = pipeline.index;
+  std::vector<int> pipeline_of;
+  for (const Sequence& sequence : batch) pipeline_of.push_back(pipeline_of_id.at(sequence.id()));
+  plan.dispatch_objective = dispatch_objective(batch, costs, pipeline_of);
+  plan.dispatch_lower_bound = dispatch_lower_bound(batch, costs);
+  plan.candidates = {{strategy, plan.estimate}};
+  return plan;
+}
+
+// Checks every invariant of an iteration plan against its batch and profile; raises invalid_plan naming
+// the first broken one.
+inline void validate(const IterationPlan& plan, std::span<const Sequence> batch, const cost::Profile& profile) {
+  auto check = [](bool condition, auto&&... parts) {
+    if (!condition) throw invalid_plan(sluice::detail::concat("plan: ", parts...));
+  };
+  constexpr double tolerance = 1e-9;
+  auto close = [](double x, double y) { return std::abs(x - y) <= tolerance * std::max({1.0, std::abs(x), std::abs(y)}); };
+
+  check(plan.strategy.gpus() <= profile.gpus(), "strategy ", plan.strategy.name(), " needs ", plan.strategy.gpus(),
+        " GPUs but the cluster has ", profile.gpus());
+  std::vector<Pipeline> expected;
+  try {
+    expected = profile.pipelines(plan.strategy);
+  } catch (const invalid_input& error) {
+    check(false, "strategy does not fit the profile: ", error.what());
+  }
+  check(plan.pipelines.size() == expected.size(), "has ", plan.pipelines.size(), " pipelines, strategy ",
+        plan.strategy.name(), " has ", expected.size());
+
+  std::unordered_map<std::int64_t, std::int64_t> length_of;
+  for (const Sequence& sequence : batch) length_of.emplace(sequence.id(), sequence.length());
+  std::unordered_set<std::int64_t> seen;
+  double slowest_pipeline = 0;
+  for (std::size_t j = 0; j < plan.pipelines.size(); ++j) {
+    const PipelinePlan& pipeline = plan.pipelines[j];
+    check(pipeline.index == static_cast<int>(j), "pipeline ", j, " has index ", pipeline.index);
+    check(pipeline.scheme == expected[j].scheme && pipeline.max_len == expected[j].max_len, "pipeline ", j, " is ",
+          pipeline.scheme.name(), " (MaxLen ", pipeline.max_len, "), the strategy's pipeline ", j, " in MaxLen order is ",
+          expected[j].scheme.name(), " (MaxLen ", expected[j].max_len, ")");
+    const cost::SchemeCost& scheme = profile.at(pipeline.scheme);
+    double slowest = 0;
+    for (std::size_t m = 0; m < pipeline.micro_batches.size(); ++m) {
+      const MicroBatch& micro_batch = pipeline.micro_batches[m];
+      check(!micro_batch.sequence_ids.empty(), "pipeline ", j, " micro-batch ", m, " is empty");
+      std::int64_t tokens = 0;
+      double seconds = scheme.latency.microbatch_overhead();
+      for (const std::int64_t id : micro_batch.sequence_ids) {
+        const auto it = length_of.find(id);
+        check(it != length_of.end(), "pipeline ", j, " micro-batch ", m, " holds sequence ", id, ", not in the batch");
+        check(seen.insert(id).second, "sequence ", id, " is planned more than once");
+        tokens += it->second;
+        seconds += scheme.latency.sequence_time(it->second);
+      }
+      check(tokens == micro_batch.tokens, "pipeline ", j, " micro-batch ", m, " says ", micro_batch.tokens,
+            " tokens, its sequences hold ", tokens);
+      check(tokens <= pipeline.max_len, "pipeline ", j, " micro-batch ", m, " holds ", tokens, " tokens, above MaxLen ",
+            pipeline.max_len);
+      check(close(seconds, micro_batch.seconds), "pipeline ", j, " micro-batch ", m, " says ", micro_batch.seconds,
+            " s, its cost model gives ", seconds);
+      slowest = std::max(slowest, seconds);
+    }
+    const auto count = static_cast<double>(pipeline.micro_batches.size());
+    const double estimate = count == 0 ? 0 : slowest * (pipeline.scheme.pp() - 1 + count);
+    check(close(estimate, pipeline.estimate), "pipeline ", j, " estimate ", pipeline.estimate, " s, its micro-batches give ",
+          estimate);
+    slowest_pipeline = std::max(slowest_pipeline, estimate);
+  }
+  check(seen.size() == length_of.size(), "plans ", seen.size(), " of the batch's ", length_of.size(), " sequences");
+  check(close(plan.estimate, slowest_pipeline), "estimate ", plan.estimate, " s, its slowest pipeline takes ",
+        slowest_pipeline);
+  check(plan.dispatch_lower_bound <= plan.estimate * (1 + tolerance), "dispatch lower bound ", plan.dispatch_lower_bound,
+        " exceeds the estimate ", plan.estimate);
+  check(plan.chosen < plan.candidates.size(), "chosen candidate ", plan.chosen, " of ", plan.candidates.size());
+  const CandidateEstimate& chosen = plan.candidates[plan.chosen];
+  check(chosen.strategy == plan.strategy && chosen.estimate && close(*chosen.estimate, plan.estimate),
+        "chosen candidate ", plan.chosen, " is not the planned strategy with its estimate");
+  for (std::size_t k = 0; k < plan.candidates.size(); ++k)
+    check(!plan.candidates[k].estimate || *plan.candidates[k].estimate >= plan.estimate * (1 - tolerance),
+          "candidate ", k, " has a lower estimate than the chosen one");
+}
+
+}  // namespace sluice::assign

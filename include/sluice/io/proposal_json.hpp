@@ -1,0 +1,150 @@
+#pragma once
+// JSON for strategy proposals: "sluice.proposal" version 1 (docs/formats.md, docs/proposal.md), and the
+// proposal options on their own.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/io/core_json.hpp"
+#include "sluice/io/json.hpp"
+#include "sluice/proposal/propose.hpp"
+
+namespace sluice::io {
+template <>
+struct document_traits<proposal::Proposal> {
+  static constexpr std::string_view format = "sluice.proposal";
+  static constexpr int version = 1;
+};
+
+namespace detail_json {
+// Optional values are written as null and read from null or absence.
+template <class T>
+json optional_value(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+template <class T>
+std::optional<T> optional_field(const json& object, std::string_view key, std::string_view where) {
+  sluice::detail::require(object.is_object(), where, ": expected a JSON object");
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::nullopt;
+  return field<T>(object, key, where);
+}
+}  // namespace detail_json
+}  // namespace sluice::io
+
+namespace nlohmann {
+
+template <>
+struct adl_serializer<sluice::proposal::Origin> {
+  static constexpr std::string_view names[] = {"integer_dp", "relaxed_rounding", "homogeneous"};
+  static void to_json(json& out, sluice::proposal::Origin origin) { out = names[static_cast<std::size_t>(origin)]; }
+  static sluice::proposal::Origin from_json(const json& in) {
+    sluice::detail::require(in.is_string(), "proposal candidate: origin must be a string");
+    const auto text = in.get<std::string>();
+    for (std::size_t i = 0; i < std::size(names); ++i)
+      if (text == names[i]) return static_cast<sluice::proposal::Origin>(i);
+    sluice::detail::fail("proposal candidate: unknown origin '", text,
+                         "' (expected integer_dp, relaxed_rounding or homogeneous)");
+  }
+};
+
+template <>
+struct adl_serializer<sluice::proposal::ProposeOptions> {
+  static void to_json(json& out, const sluice::proposal::ProposeOptions& options) {
+    using sluice::io::detail_json::optional_value;
+    out = {{"gpus", optional_value(options.gpus)},
+           {"max_len", optional_value(options.max_len)},
+           {"length_step", options.length_step},
+           {"gpu_step", options.gpu_step},
+           {"relaxed", options.relaxed},
+           {"replica_step", options.replica_step},
+           {"tokens_per_iteration", options.tokens_per_iteration},
+           {"sequence_constant", options.sequence_constant},
+           {"fill_term", options.fill_term},
+           {"tp_within_node", options.tp_within_node},
+           {"max_candidates", options.max_candidates}};
+  }
+  // Absent fields take their defaults; propose() validates the values.
+  static sluice::proposal::ProposeOptions from_json(const json& in) {
+    using sluice::io::field_or;
+    using sluice::io::detail_json::optional_field;
+    constexpr std::string_view where = "proposal options";
+    const sluice::proposal::ProposeOptions defaults;
+    return {.gpus = optional_field<std::int64_t>(in, "gpus", where),
+            .max_len = optional_field<std::int64_t>(in, "max_len", where),
+            .length_step = field_or(in, "length_step", defaults.length_step, where),
+            .gpu_step = field_or(in, "gpu_step", defaults.gpu_step, where),
+            .relaxed = field_or(in, "relaxed", defaults.relaxed, where),
+            .replica_step = field_or(in, "replica_step", defaults.replica_step, where),
+            .tokens_per_iteration = field_or(in, "tokens_per_iteration", defaults.tokens_per_iteration, where),
+            .sequence_constant = field_or(in, "sequence_constant", defaults.sequence_constant, where),
+            .fill_term = field_or(in, "fill_term", defaults.fill_term, where),
+            .tp_within_node = field_or(in, "tp_within_node", defaults.tp_within_node, where),
+            .max_candidates = field_or(in, "max_candidates", defaults.max_candidates, where)};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::proposal::ProposedCandidate> {
+  // "name" repeats the strategy in its short spelling, for readers; it is not read back.
+  static void to_json(json& out, const sluice::proposal::ProposedCandidate& candidate) {
+    out = {{"strategy", candidate.strategy}, {"name", candidate.strategy.name()}, {"estimate", candidate.estimate},
+           {"min_len", candidate.min_len},   {"max_len", candidate.max_len},        {"share", candidate.share},
+           {"origin", candidate.origin}};
+  }
+  static sluice::proposal::ProposedCandidate from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "proposal candidate";
+    return {field<sluice::Strategy>(in, "strategy", where),   field<double>(in, "estimate", where),
+            field<std::int64_t>(in, "min_len", where),        field<std::int64_t>(in, "max_len", where),
+            field<double>(in, "share", where),                field<sluice::proposal::Origin>(in, "origin", where)};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::proposal::LengthOptimum> {
+  static void to_json(json& out, const sluice::proposal::LengthOptimum& point) {
+    out = {{"max_len", point.max_len},
+           {"integer", point.integer},
+           {"relaxed", sluice::io::detail_json::optional_value(point.relaxed)},
+           {"share", point.share}};
+  }
+  static sluice::proposal::LengthOptimum from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "proposal by_length";
+    return {field<std::int64_t>(in, "max_len", where), field<double>(in, "integer", where),
+            sluice::io::detail_json::optional_field<double>(in, "relaxed", where), field<double>(in, "share", where)};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::proposal::Proposal> {
+  static void to_json(json& out, const sluice::proposal::Proposal& proposal) {
+    out = {{"profile", proposal.profile},
+           {"options", proposal.options},
+           {"sequences_per_iteration", proposal.sequences_per_iteration},
+           {"integer_optimum", proposal.integer_optimum},
+           {"relaxed_optimum", sluice::io::detail_json::optional_value(proposal.relaxed_optimum)},
+           {"considered", proposal.considered},
+           {"candidates", proposal.candidates},
+           {"by_length", proposal.by_length}};
+  }
+  static sluice::proposal::Proposal from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "proposal";
+    sluice::proposal::Proposal proposal;
+    proposal.profile = field<std::string>(in, "profile", where);
+    proposal.options = field<sluice::proposal::ProposeOptions>(in, "options", where);
+    proposal.sequences_per_iteration = field<double>(in, "sequences_per_iteration", where);
+    proposal.integer_optimum = field<double>(in, "integer_optimum", where);
+    proposal.relaxed_optimum = sluice::io::detail_json::optional_field<double>(in, "relaxed_optimum", where);
+    proposal.considered = field<std::int64_t>(in, "considered", where);
+    proposal.candidates = field<std::vector<sluice::proposal::ProposedCandidate>>(in, "candidates", where);
+    proposal.by_length = field<std::vector<sluice::proposal::LengthOptimum>>(in, "by_length", where);
+    sluice::detail::require(!proposal.candidates.empty(), where, ": has no candidates");
+    return proposal;
+  }
+};
+
+}  // namespace nlohmann
