@@ -9,4 +9,8 @@ bash scripts/install-deps.sh
 cmake -S . -B build/default -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF >/dev/null
 cmake --build build/default --target sluice --parallel "$(nproc)"
-./build/default/examples/cli/sluice inspect --context 32768 --bin-width 2048 "$@"
+sluice=./build/default/examples/cli/sluice
+"${sluice}" inspect --context 32768 --bin-width 2048
+echo
+# Propose candidate strategies from the length distribution, then plan ten iterations with them.
+"${sluice}" plan --propose --context 32768 "$@"

@@ -1,33 +1,16 @@
 #include <doctest/doctest.h>
 
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "cli.hpp"
+#include "cli_harness.hpp"
 
-namespace {
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Result run(std::vector<std::string_view> args) {
-  std::ostringstream out;
-  std::ostringstream err;
-  const int code = sluice::cli::run(args, out, err);
-  return {code, out.str(), err.str()};
-}
-
-bool one_line(const std::string& text) {
-  return !text.empty() && text.back() == '\n' && text.find('\n') == text.size() - 1;
-}
-}  // namespace
+using sluice::test::one_line;
+using sluice::test::run_cli;
 
 TEST_CASE("cli: inspect on the bundled defaults") {
-  const auto result = run({"inspect"});
+  const auto result = run_cli({"inspect"});
   CHECK(result.code == 0);
   CHECK(result.err.empty());
   CHECK(result.out.find("man-pages") != std::string::npos);
@@ -37,7 +20,7 @@ TEST_CASE("cli: inspect on the bundled defaults") {
 }
 
 TEST_CASE("cli: inspect --json is one parseable document") {
-  const auto result = run({"inspect", "--profile", "llama2-32b", "--gpus=64", "--lengths", "cpython-stdlib",
+  const auto result = run_cli({"inspect", "--profile", "llama2-32b", "--gpus=64", "--lengths", "cpython-stdlib",
                            "--context", "32768", "--bin-width", "4096", "--json"});
   REQUIRE(result.code == 0);
   const auto document = sluice::io::json::parse(result.out);
@@ -52,12 +35,35 @@ TEST_CASE("cli: inspect --json is one parseable document") {
   for (const auto& scheme : document.at("profile").at("schemes")) CHECK(scheme.at("times").size() == 4);
 }
 
+TEST_CASE("cli: plan over inline candidates, text and JSON") {
+  const auto text = run_cli({"plan", "--profile", "llama2-32b", "--gpus", "64", "--tokens", "100000", "--iterations", "3",
+                         "--strategies", "1*tp16pp1+6*tp8pp1,4*tp16pp1"});
+  CHECK(text.code == 0);
+  CHECK(text.err.empty());
+  CHECK(text.out.find("tokens/s") != std::string::npos);
+  const auto result = run_cli({"plan", "--profile", "llama2-32b", "--gpus", "64", "--tokens", "100000", "--iterations",
+                           "3", "--strategies", "1*tp16pp1+6*tp8pp1,4*tp16pp1", "--seed", "0", "--json"});
+  REQUIRE(result.code == 0);
+  const auto document = sluice::io::json::parse(result.out);
+  CHECK(document.at("format") == "sluice.plan_run");
+  REQUIRE(document.at("iterations").size() == 3);
+  for (const auto& iteration : document.at("iterations"))
+    CHECK(iteration.at("plan").at("estimate") == iteration.at("estimate"));
+  // The same seed gives the same plans; the thread count does not change them.
+  const auto threaded = run_cli({"plan", "--profile", "llama2-32b", "--gpus", "64", "--tokens", "100000", "--iterations",
+                             "3", "--strategies", "1*tp16pp1+6*tp8pp1,4*tp16pp1", "--threads", "2", "--json"});
+  REQUIRE(threaded.code == 0);
+  const auto again = sluice::io::json::parse(threaded.out);
+  for (std::size_t k = 0; k < 3; ++k)
+    CHECK(again.at("iterations")[k].at("plan") == document.at("iterations")[k].at("plan"));
+}
+
 TEST_CASE("cli: help and usage") {
-  CHECK(run({"--help"}).code == 0);
-  const auto help = run({"inspect", "--help"});
+  CHECK(run_cli({"--help"}).code == 0);
+  const auto help = run_cli({"inspect", "--help"});
   CHECK(help.code == 0);
   CHECK(help.out.find("--context") != std::string::npos);
-  const auto bare = run({});
+  const auto bare = run_cli({});
   CHECK(bare.code == 2);
   CHECK(bare.err.find("usage") != std::string::npos);
 }
@@ -77,10 +83,16 @@ TEST_CASE("cli: bad input exits 2 with one line naming the problem") {
       {{"inspect", "--profile", "no-such-profile"}, "no-such-profile: no such file"},
       {{"inspect", "--lengths", "/nonexistent/lengths.txt"}, "/nonexistent/lengths.txt: no such file"},
       {{"inspect", "--gpus", "1"}, "no scheme fits a cluster of 1 GPUs"},
+      {{"plan"}, "--strategies or --propose is required"},
+      {{"plan", "--strategies", "1*tp3pp1"}, "no usable scheme tp3pp1"},
+      {{"plan", "--strategies", "4*tp16pp1", "--gpus", "32"}, "needs 64 GPUs"},
+      {{"plan", "--strategies", "4*tp16pp1", "--profile", "llama2-32b", "--tokens", "0"}, "--tokens"},
+      {{"plan", "--strategies", "4**tp16pp1"}, "cannot parse"},
+      {{"plan", "--strategies", "4*tp16pp1", "--profile", "llama2-32b", "--seed", "-1"}, "--seed: expected an integer >= 0"},
   };
   for (const auto& [args, fragment] : cases) {
     CAPTURE(fragment);
-    const auto result = run(args);
+    const auto result = run_cli(args);
     CHECK(result.code == 2);
     CHECK(result.out.empty());
     CHECK(one_line(result.err));

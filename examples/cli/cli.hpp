@@ -7,6 +7,8 @@
 #include <string_view>
 
 #include "inspect.hpp"
+#include "plan.hpp"
+#include "propose.hpp"
 #include "sluice/core/error.hpp"
 
 namespace sluice::cli {
@@ -16,6 +18,8 @@ inline constexpr std::string_view usage =
     "\n"
     "commands:\n"
     "  inspect   dataset statistics and histogram; per scheme MaxLen, UtilLen and T(l)\n"
+    "  plan      plan K iterations over candidate strategies: dispatch, packing, choice\n"
+    "  propose   propose the candidate strategies worth considering for a dataset and a profile\n"
     "\n"
     "`sluice <command> --help` describes a command's options.\n";
 
@@ -32,6 +36,8 @@ inline int run(std::span<const std::string_view> args, std::ostream& out, std::o
       return 0;
     }
     if (command == "inspect") return inspect(rest, out);
+    if (command == "plan") return plan(rest, out);
+    if (command == "propose") return propose(rest, out);
     detail::fail("unknown command '", command, "' (try sluice --help)");
   } catch (const invalid_input& error) {
     err << "sluice: error: " << error.what() << "\n";

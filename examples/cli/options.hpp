@@ -53,16 +53,20 @@ public:
     return it->second;
   }
 
-  // A positive integer, or nullopt when absent.
-  [[nodiscard]] std::optional<std::int64_t> positive(std::string_view name) const {
+  // An integer >= `minimum`, or nullopt when absent.
+  [[nodiscard]] std::optional<std::int64_t> integer(std::string_view name, std::int64_t minimum) const {
     const auto value = text(name);
     if (!value) return std::nullopt;
     std::int64_t number = 0;
     const auto [end, error] = std::from_chars(value->data(), value->data() + value->size(), number);
-    detail::require(error == std::errc{} && end == value->data() + value->size() && number > 0, "option --", name,
-                    ": expected a positive integer, got '", *value, "'");
+    if (error != std::errc{} || end != value->data() + value->size() || number < minimum) {
+      if (minimum == 1) detail::fail("option --", name, ": expected a positive integer, got '", *value, "'");
+      detail::fail("option --", name, ": expected an integer >= ", minimum, ", got '", *value, "'");
+    }
     return number;
   }
+
+  [[nodiscard]] std::optional<std::int64_t> positive(std::string_view name) const { return integer(name, 1); }
 
 private:
   std::map<std::string, std::string, std::less<>> values_;

@@ -1,0 +1,165 @@
+#pragma once
+// `sluice propose`: the candidate strategies worth considering for a dataset and a profile (Hydraulis §7).
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <iomanip>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "options.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice/data/dataset.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/io/proposal_json.hpp"
+#include "sluice/proposal/propose.hpp"
+
+namespace sluice::cli {
+
+inline constexpr std::string_view propose_usage =
+    "usage: sluice propose [--profile P] [--lengths F] [--gpus N] [--max-len L] [--tokens T] [--step S]\n"
+    "                      [--relaxed] [--length-step W] [--candidates K] [--cross-node-tp] [--eq2-cost]\n"
+    "                      [--no-fill] [--json]\n"
+    "\n"
+    "Proposes the heterogeneous strategies worth considering before training: the strategy-proposal DP\n"
+    "over GPU budgets and lengths, for every maximum length L up to --max-len, from the dataset's\n"
+    "length distribution; with --relaxed, also the continuous relaxation and its nearby integer strategies.\n"
+    "\n"
+    "  --profile P      profile JSON file or bundled name (default llama2-7b)\n"
+    "  --lengths F      length file or bundled name (default man-pages)\n"
+    "  --gpus N         cluster size (default: the profile's own)\n"
+    "  --max-len L      longest length planned for; longer sequences are truncated to it (default: the\n"
+    "                   longest sequence, or the longest MaxLen of a usable scheme when that is shorter)\n"
+    "  --tokens T       tokens per iteration, to scale the dataset to one iteration (default 100000)\n"
+    "  --step S         GPU budget step of the DP, in GPUs: 1, 4, or 0.1 with --relaxed\n"
+    "                   (default 1, or 0.1 with --relaxed)\n"
+    "  --relaxed        also run the continuous relaxation (replica step 0.1) and round its solutions\n"
+    "  --length-step W  length grid in tokens (default 128)\n"
+    "  --candidates K   at most K candidates (default 8)\n"
+    "  --cross-node-tp  allow schemes whose TP spans nodes (TP > the profile's gpus_per_node)\n"
+    "  --eq2-cost       per sequence a·l² + b·l, as the dispatch stage (Eq. 2) charges it, not a·l² + b·l + c\n"
+    "                   as the authors' proposal code does\n"
+    "  --no-fill        leave out the (PP - 1)·T(longest) pipeline fill term of each interval\n"
+    "  --json           print one sluice.proposal JSON document\n";
+
+namespace detail_propose {
+
+// "0.1", "1", "4", "2.5" GPUs as tenths.
+inline std::int64_t parse_step(std::string_view text) {
+  std::int64_t tenths = 0;
+  std::size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9' && tenths < (std::int64_t{1} << 40))
+    tenths = tenths * 10 + (text[i++] - '0');
+  bool valid = i > 0 && tenths < (std::int64_t{1} << 40);
+  tenths *= 10;
+  if (valid && i < text.size()) {
+    valid = text[i] == '.' && i + 2 == text.size() && text[i + 1] >= '0' && text[i + 1] <= '9';
+    if (valid) tenths += text[i + 1] - '0';
+  }
+  sluice::detail::require(valid && tenths > 0, "option --step: expected a positive number of GPUs with at most one ",
+                          "decimal (0.1, 1, 4), got '", text, "'");
+  return tenths;
+}
+
+// The longest MaxLen among the schemes the proposal may use, or 0 when none.
+inline std::int64_t widest_usable(const cost::Profile& profile, const proposal::ProposeOptions& options) {
+  std::int64_t widest = 0;
+  for (const cost::SchemeCost& scheme : profile.schemes()) {
+    if (scheme.scheme.gpus() > options.gpus.value_or(profile.gpus()) || scheme.max_len < options.length_step) continue;
+    if (options.tp_within_node && scheme.scheme.tp() > profile.spec().gpus_per_node) continue;
+    widest = std::max(widest, scheme.max_len);
+  }
+  return widest;
+}
+
+// Lmax from --max-len, else the shorter of the longest sequence and the widest usable MaxLen; the
+// dataset is truncated to it, as a trainer with that context would.
+inline std::int64_t choose_max_len(std::optional<std::int64_t> given, const data::LengthDataset& dataset,
+                                   const cost::Profile& profile, const proposal::ProposeOptions& options) {
+  if (given) return *given;
+  const std::int64_t longest = std::ranges::max(dataset.lengths());
+  const std::int64_t widest = widest_usable(profile, options);
+  return widest > 0 ? std::min(longest, widest) : longest;
+}
+
+inline void print(std::ostream& out, const proposal::Proposal& result, const data::LengthDataset& dataset,
+                  double seconds) {
+  const auto& options = result.options;
+  out << "propose: " << result.profile << " on " << *options.gpus << " GPUs, " << dataset.source() << ", lengths up to "
+      << *options.max_len << " (step " << options.length_step << ")";
+  if (dataset.truncated_count() > 0) out << ", " << dataset.truncated_count() << " sequences truncated";
+  out << "\n" << std::fixed << std::setprecision(0) << "  " << options.tokens_per_iteration
+      << " tokens per iteration = " << std::setprecision(1) << result.sequences_per_iteration << " sequences; GPU step "
+      << static_cast<double>(options.gpu_step) / 10
+      << (options.relaxed ? ", relaxed (replica step 0.1)" : "") << "\n";
+  out << std::setprecision(3) << "  integer optimum at max length " << result.integer_optimum << " s";
+  if (result.relaxed_optimum) out << ", relaxed optimum " << *result.relaxed_optimum << " s";
+  out << "\n\n  " << result.candidates.size() << " candidates of " << result.considered << " distinct strategies\n";
+  out << "     #  GPUs  estimate (s)  proposed for L in     share  origin            strategy\n";
+  static constexpr std::string_view origins[] = {"integer_dp", "relaxed_rounding", "homogeneous"};
+  for (std::size_t c = 0; c < result.candidates.size(); ++c) {
+    const auto& candidate = result.candidates[c];
+    const std::string range = "[" + std::to_string(candidate.min_len) + ", " + std::to_string(candidate.max_len) + "]";
+    out << std::setw(6) << c << std::setw(6) << candidate.strategy.gpus() << std::setprecision(3) << std::setw(14)
+        << candidate.estimate << "  " << std::left << std::setw(18) << range << std::right << std::setw(7)
+        << candidate.share << "  " << std::left << std::setw(18) << origins[static_cast<std::size_t>(candidate.origin)]
+        << std::right << candidate.strategy.name() << "\n";
+  }
+  out << std::setprecision(2)
+      << "\n  estimate: the interval objective (seconds per iteration) at the candidate's longest L;\n"
+      << "  share: estimated share of iterations whose longest sequence falls in its L range\n"
+      << "  proposal took " << seconds * 1e3 << " ms\n";
+}
+
+}  // namespace detail_propose
+
+// The options of `sluice propose` that `sluice plan --propose` shares.
+inline proposal::ProposeOptions propose_options(const Options& options, const cost::Profile& profile) {
+  proposal::ProposeOptions result;
+  result.gpus = profile.gpus();
+  result.relaxed = options.flag("relaxed");
+  result.gpu_step = options.text("step") ? detail_propose::parse_step(*options.text("step")) : result.relaxed ? 1 : 10;
+  if (const auto step = options.positive("length-step")) result.length_step = *step;
+  if (const auto tokens = options.positive("tokens")) result.tokens_per_iteration = static_cast<double>(*tokens);
+  if (const auto candidates = options.positive("candidates")) result.max_candidates = *candidates;
+  result.tp_within_node = !options.flag("cross-node-tp");
+  result.sequence_constant = !options.flag("eq2-cost");
+  result.fill_term = !options.flag("no-fill");
+  return result;
+}
+
+inline int propose(std::span<const std::string_view> args, std::ostream& out) {
+  const Options options(args, {"profile", "lengths", "gpus", "max-len", "tokens", "step", "length-step", "candidates"},
+                        {"relaxed", "cross-node-tp", "eq2-cost", "no-fill", "json", "help"});
+  if (options.flag("help")) {
+    out << propose_usage;
+    return 0;
+  }
+  cost::Profile profile = io::read_document<cost::Profile>(
+      io::resolve_data_file(options.text("profile").value_or(std::string(io::default_profile)), "profiles"));
+  if (const auto gpus = options.positive("gpus")) profile = profile.with_gpus(*gpus);
+  proposal::ProposeOptions settings = propose_options(options, profile);
+
+  const data::LengthDataset loaded = data::LengthDataset::load(
+      io::resolve_data_file(options.text("lengths").value_or(std::string(io::default_lengths)), "lengths"));
+  settings.max_len = detail_propose::choose_max_len(options.positive("max-len"), loaded, profile, settings);
+  const data::LengthDataset dataset = loaded.truncated(*settings.max_len);
+
+  const auto start = std::chrono::steady_clock::now();
+  const proposal::Proposal result = proposal::propose(dataset, profile, settings);
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  proposal::validate(result, profile);
+
+  if (options.flag("json")) {
+    out << io::to_document(result).dump(2) << "\n";
+  } else {
+    detail_propose::print(out, result, dataset, elapsed.count());
+  }
+  return 0;
+}
+
+}  // namespace sluice::cli
