@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,24 @@ TEST_CASE("cli: plan over inline candidates, text and JSON") {
   const auto again = sluice::io::json::parse(threaded.out);
   for (std::size_t k = 0; k < 3; ++k)
     CHECK(again.at("iterations")[k].at("plan") == document.at("iterations")[k].at("plan"));
+}
+
+TEST_CASE("cli: --svg writes pictures") {
+  const auto directory = std::filesystem::temp_directory_path() / "sluice_test_cli_svg";
+  std::filesystem::create_directories(directory);
+  const std::string histogram = (directory / "lengths.svg").string();
+  const std::string loads = (directory / "loads.svg").string();
+  CHECK(run_cli({"inspect", "--svg", histogram}).code == 0);
+  CHECK(run_cli({"plan", "--strategies", "4*tp4pp1", "--iterations", "2", "--svg", loads}).code == 0);
+  for (const std::string& path : {histogram, loads}) {
+    const std::string svg = sluice::io::read_text_file(path);
+    CHECK(svg.starts_with("<svg xmlns="));
+    CHECK(svg.ends_with("</svg>\n"));
+  }
+  std::filesystem::remove_all(directory);
+  const auto unwritable = run_cli({"inspect", "--svg", "/nonexistent/dir/out.svg"});
+  CHECK(unwritable.code == 2);
+  CHECK(unwritable.err.find("/nonexistent/dir/out.svg: cannot open file for writing") != std::string::npos);
 }
 
 TEST_CASE("cli: help and usage") {

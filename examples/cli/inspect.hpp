@@ -3,6 +3,7 @@
 // MaxLen, UtilLen and T(l) at a few lengths.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iomanip>
 #include <ostream>
 #include <span>
@@ -15,11 +16,13 @@
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/data_json.hpp"
+#include "sluice/io/svg.hpp"
 
 namespace sluice::cli {
 
 inline constexpr std::string_view inspect_usage =
-    "usage: sluice inspect [--profile P] [--lengths F] [--context L] [--gpus N] [--bin-width W] [--json]\n"
+    "usage: sluice inspect [--profile P] [--lengths F] [--context L] [--gpus N] [--bin-width W] [--svg F]\n"
+    "                      [--json]\n"
     "\n"
     "Statistics and histogram of a length dataset, and per parallel scheme of a profile its MaxLen,\n"
     "UtilLen and forward+backward time T(l) of one stage at a few lengths.\n"
@@ -29,6 +32,7 @@ inline constexpr std::string_view inspect_usage =
     "  --context L    truncate sequences longer than L tokens, as a trainer would\n"
     "  --gpus N       cluster size the profile is resolved for (default: the profile's own)\n"
     "  --bin-width W  histogram bin width in tokens (default 1024)\n"
+    "  --svg F        also write the histogram as a picture (counts on a log scale) to F\n"
     "  --json         print one sluice.inspect JSON document instead of tables\n";
 
 inline constexpr std::int64_t inspect_lengths[] = {1024, 4096, 16384, 32768};
@@ -97,7 +101,7 @@ inline void print_tables(std::ostream& out, const data::LengthDataset& dataset, 
 }  // namespace detail_inspect
 
 inline int inspect(std::span<const std::string_view> args, std::ostream& out) {
-  const Options options(args, {"profile", "lengths", "context", "gpus", "bin-width"}, {"json", "help"});
+  const Options options(args, {"profile", "lengths", "context", "gpus", "bin-width", "svg"}, {"json", "help"});
   if (options.flag("help")) {
     out << inspect_usage;
     return 0;
@@ -113,6 +117,10 @@ inline int inspect(std::span<const std::string_view> args, std::ostream& out) {
   if (const auto context = options.positive("context")) dataset = dataset.truncated(*context);
   const auto histogram = dataset.histogram(options.positive("bin-width").value_or(1024));
 
+  if (const auto svg = options.text("svg")) {
+    const std::string name = std::filesystem::path(dataset.source()).filename().string();
+    io::write_text_file(*svg, io::histogram_svg(histogram, "sequence lengths: " + name, true));
+  }
   if (options.flag("json")) {
     out << detail_inspect::inspect_json(dataset, histogram, profile).dump(2) << "\n";
   } else {

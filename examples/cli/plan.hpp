@@ -23,12 +23,14 @@
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/proposal_json.hpp"
+#include "sluice/io/svg.hpp"
 
 namespace sluice::cli {
 
 inline constexpr std::string_view plan_usage =
     "usage: sluice plan (--strategies S | --propose) [--profile P] [--lengths F] [--gpus N] [--tokens T]\n"
-    "                   [--iterations K] [--context L] [--seed X] [--trials T] [--threads N] [--json]\n"
+    "                   [--iterations K] [--context L] [--seed X] [--trials T] [--threads N] [--svg F]\n"
+    "                   [--json]\n"
     "\n"
     "Plans K iterations: each draws a batch of about T tokens from the dataset, dispatches and packs it for\n"
     "every candidate strategy, and keeps the candidate with the lowest estimated propagation time.\n"
@@ -46,6 +48,7 @@ inline constexpr std::string_view plan_usage =
     "  --seed X        sampler and dispatch seed (default 0)\n"
     "  --trials T      dispatch trials (default 100)\n"
     "  --threads N     dispatch threads (default 1; the plan does not depend on it)\n"
+    "  --svg F         also write a picture of every iteration's pipeline loads (micro-batches) to F\n"
     "  --json          print one sluice.plan_run JSON document, with every iteration's full plan\n";
 
 namespace detail_plan {
@@ -94,7 +97,7 @@ inline double deviation(const std::vector<double>& values) {
 inline int plan(std::span<const std::string_view> args, std::ostream& out) {
   const Options options(args,
                         {"strategies", "profile", "lengths", "gpus", "tokens", "iterations", "context", "seed", "trials",
-                         "threads"},
+                         "threads", "svg"},
                         {"propose", "json", "help"});
   if (options.flag("help")) {
     out << plan_usage;
@@ -144,6 +147,13 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out) {
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     assign::validate(plan, batch.sequences, profile);
     records.push_back({std::move(batch), std::move(plan), elapsed.count()});
+  }
+
+  if (const auto svg = options.text("svg")) {
+    std::vector<assign::IterationPlan> plans;
+    for (const auto& record : records) plans.push_back(record.plan);
+    io::write_text_file(*svg, io::pipeline_loads_svg(plans, "sluice plan: " + profile.name() + " on " +
+                                                                std::to_string(profile.gpus()) + " GPUs"));
   }
 
   std::vector<double> estimates;

@@ -40,3 +40,4 @@
 #include "sluice/io/proposal_json.hpp"
 #include "sluice/io/solver_json.hpp"
 #include "sluice/io/strategy_pool.hpp"
+#include "sluice/io/svg.hpp"

@@ -1,0 +1,222 @@
+#pragma once
+// Self-contained SVG pictures (no scripts, no external fonts or styles): a length histogram and the
+// pipeline loads of planned iterations (Hydraulis Fig. 12b: how even the pipelines' times are).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdarg>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "sluice/assign/plan.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/data/dataset.hpp"
+
+namespace sluice::io {
+
+namespace detail {
+
+// printf into a std::string (GCC 12 has no <format>); the attribute lets -Wformat check every call.
+[[gnu::format(printf, 1, 2)]] inline std::string printf_string(const char* format, ...) {
+  std::va_list arguments;
+  va_start(arguments, format);
+  std::va_list copy;
+  va_copy(copy, arguments);
+  const int size = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  std::string result(static_cast<std::size_t>(std::max(size, 0)), '\0');
+  if (size > 0) std::vsnprintf(result.data(), result.size() + 1, format, arguments);
+  va_end(arguments);
+  return result;
+}
+
+inline std::string xml_escape(std::string_view text) {
+  std::string escaped;
+  escaped.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&': escaped += "&amp;"; break;
+      case '<': escaped += "&lt;"; break;
+      case '>': escaped += "&gt;"; break;
+      case '"': escaped += "&quot;"; break;
+      case '\'': escaped += "&apos;"; break;
+      default: escaped += c;
+    }
+  }
+  return escaped;
+}
+
+// Appends elements in drawing order; coordinates in user units (1 unit = 1 CSS pixel at 100%).
+class SvgCanvas {
+public:
+  SvgCanvas(double width, double height) : width_(width), height_(height) {}
+
+  // A tooltip (<title>) makes exact values readable in any browser without scripts.
+  void rect(double x, double y, double w, double h, std::string_view fill, std::string_view tooltip = {}) {
+    // A thin white outline keeps adjacent bars apart.
+    body_ += printf_string(R"(<rect x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill="%s" stroke="white" )"
+                           R"(stroke-width="0.5")",
+                           x, y, std::max(w, 0.0), std::max(h, 0.0), std::string(fill).c_str());
+    if (tooltip.empty()) {
+      body_ += "/>\n";
+    } else {
+      body_.append("><title>").append(xml_escape(tooltip)).append("</title></rect>\n");
+    }
+  }
+  void line(double x1, double y1, double x2, double y2, std::string_view stroke, bool dashed = false) {
+    body_ += printf_string(R"(<line x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f" stroke="%s"%s/>)", x1, y1, x2, y2,
+                           std::string(stroke).c_str(), dashed ? R"( stroke-dasharray="4 3")" : "");
+    body_ += "\n";
+  }
+  void text(double x, double y, std::string_view content, std::string_view anchor = "start", int size = 11,
+            bool vertical = false) {
+    body_ += printf_string(R"(<text x="%.2f" y="%.2f" font-size="%d" text-anchor="%s")", x, y, size,
+                           std::string(anchor).c_str());
+    if (vertical) body_ += printf_string(R"svg( transform="rotate(-90 %.2f %.2f)")svg", x, y);
+    body_.append(">").append(xml_escape(content)).append("</text>\n");
+  }
+  [[nodiscard]] std::string str() const {
+    return printf_string(R"(<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" )"
+                         R"(viewBox="0 0 %.0f %.0f" font-family="sans-serif">)",
+                         width_, height_, width_, height_) +
+           "\n" R"(<rect width="100%" height="100%" fill="white"/>)" "\n" + body_ + "</svg>\n";
+  }
+
+private:
+  double width_;
+  double height_;
+  std::string body_;
+};
+
+// A "nice" step (1, 2 or 5 × 10^k) giving about `ticks` intervals over [0, top].
+inline double tick_step(double top, int ticks) {
+  const double raw = top / ticks;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  for (const double factor : {1.0, 2.0, 5.0})
+    if (raw <= factor * magnitude) return factor * magnitude;
+  return 10.0 * magnitude;
+}
+
+inline std::string tick_label(double value) {
+  if (value >= 1e6 && std::fmod(value, 1e6) == 0) return printf_string("%.0fM", value / 1e6);
+  if (value >= 1e3 && std::fmod(value, 1e3) == 0) return printf_string("%.0fK", value / 1e3);
+  return printf_string("%g", value);
+}
+
+}  // namespace detail
+
+// Bars of the histogram's counts over length; `log_counts` draws counts on a log10(1 + count) scale, which
+// keeps a long tail visible beside the head.
+inline std::string histogram_svg(const data::LengthHistogram& histogram, std::string_view title,
+                                 bool log_counts = false) {
+  sluice::detail::require(!histogram.bins.empty(), "histogram_svg: the histogram has no bins");
+  constexpr double width = 760, height = 360, left = 60, right = 20, top = 36, bottom = 44;
+  const double plot_w = width - left - right;
+  const double plot_h = height - top - bottom;
+  std::int64_t most = 0;
+  for (const data::HistogramBin& bin : histogram.bins) most = std::max(most, bin.count);
+  auto scale = [&](double count) { return log_counts ? std::log10(1.0 + count) : count; };
+  const double y_max = std::max(scale(static_cast<double>(most)), 1.0);
+
+  detail::SvgCanvas svg(width, height);
+  svg.text(width / 2, 22, title, "middle", 14);
+  const double lower = static_cast<double>(histogram.bins.front().lower);
+  const double upper = static_cast<double>(histogram.bins.back().upper);
+  auto x_of = [&](double length) { return left + plot_w * (length - lower) / (upper - lower); };
+  auto y_of = [&](double value) { return top + plot_h * (1.0 - value / y_max); };
+  for (const data::HistogramBin& bin : histogram.bins) {
+    if (bin.count == 0) continue;
+    const double x = x_of(static_cast<double>(bin.lower));
+    const double y = y_of(scale(static_cast<double>(bin.count)));
+    svg.rect(x, y, x_of(static_cast<double>(bin.upper)) - x, top + plot_h - y, "#4c72b0",
+             detail::printf_string("(%lld, %lld]: %lld sequences", static_cast<long long>(bin.lower),
+                                   static_cast<long long>(bin.upper), static_cast<long long>(bin.count)));
+  }
+  svg.line(left, top + plot_h, left + plot_w, top + plot_h, "black");
+  svg.line(left, top, left, top + plot_h, "black");
+  const double x_step = detail::tick_step(upper - lower, 8);
+  for (double tick = std::ceil(lower / x_step) * x_step; tick <= upper; tick += x_step) {
+    svg.line(x_of(tick), top + plot_h, x_of(tick), top + plot_h + 4, "black");
+    svg.text(x_of(tick), top + plot_h + 16, detail::tick_label(tick), "middle");
+  }
+  svg.text(left + plot_w / 2, height - 8, "sequence length (tokens)", "middle");
+  if (log_counts) {
+    for (double decade = 1; decade <= static_cast<double>(most); decade *= 10) {
+      const double y = y_of(scale(decade));
+      svg.line(left - 4, y, left, y, "black");
+      svg.text(left - 6, y + 4, detail::tick_label(decade), "end");
+    }
+  } else {
+    const double y_step = detail::tick_step(y_max, 5);
+    for (double tick = 0; tick <= y_max; tick += y_step) {
+      svg.line(left - 4, y_of(tick), left, y_of(tick), "black");
+      svg.text(left - 6, y_of(tick) + 4, detail::tick_label(tick), "end");
+    }
+  }
+  svg.text(16, top + plot_h / 2, log_counts ? "sequences (log scale)" : "sequences", "middle", 11, true);
+  return svg.str();
+}
+
+// One panel per iteration: a bar per pipeline, split into its micro-batches (each Σ T' + c), with the
+// pipeline's estimate (max micro-batch · (PP − 1 + V)) marked and the iteration's estimate as a dashed line.
+inline std::string pipeline_loads_svg(std::span<const assign::IterationPlan> iterations, std::string_view title) {
+  sluice::detail::require(!iterations.empty(), "pipeline_loads_svg: no iterations");
+  constexpr double width = 760, left = 150, right = 30, top = 36, bar = 14, gap = 4, panel_gap = 26;
+  double longest = 0;
+  double height = top + 46;
+  for (const assign::IterationPlan& plan : iterations) {
+    sluice::detail::require(!plan.pipelines.empty(), "pipeline_loads_svg: an iteration has no pipelines");
+    longest = std::max(longest, plan.estimate);
+    for (const assign::PipelinePlan& pipeline : plan.pipelines) {
+      double busy = 0;
+      for (const assign::MicroBatch& micro_batch : pipeline.micro_batches) busy += micro_batch.seconds;
+      longest = std::max(longest, busy);
+    }
+    height += panel_gap + static_cast<double>(plan.pipelines.size()) * (bar + gap);
+  }
+  sluice::detail::require(longest > 0, "pipeline_loads_svg: every pipeline is idle");
+  const double plot_w = width - left - right;
+  auto x_of = [&](double seconds) { return left + plot_w * seconds / longest; };
+
+  detail::SvgCanvas svg(width, height);
+  svg.text(width / 2, 22, title, "middle", 14);
+  double y = top;
+  for (std::size_t k = 0; k < iterations.size(); ++k) {
+    const assign::IterationPlan& plan = iterations[k];
+    y += panel_gap;
+    svg.text(left, y - 8,
+             detail::printf_string("iteration %zu: %s, estimate %.3f s", k, plan.strategy.name().c_str(),
+                                   plan.estimate));
+    const double panel_top = y;
+    for (const assign::PipelinePlan& pipeline : plan.pipelines) {
+      svg.text(left - 6, y + bar - 3,
+               detail::printf_string("pipeline %d: tp%dpp%d", pipeline.index, pipeline.scheme.tp(),
+                                     pipeline.scheme.pp()),
+               "end");
+      double x = 0;
+      for (std::size_t m = 0; m < pipeline.micro_batches.size(); ++m) {
+        const assign::MicroBatch& micro_batch = pipeline.micro_batches[m];
+        svg.rect(x_of(x), y, x_of(x + micro_batch.seconds) - x_of(x), bar, m % 2 == 0 ? "#4c72b0" : "#8fa8d0",
+                 detail::printf_string("micro-batch %zu: %zu sequences, %lld tokens, %.4f s", m,
+                                       micro_batch.sequence_ids.size(), static_cast<long long>(micro_batch.tokens),
+                                       micro_batch.seconds));
+        x += micro_batch.seconds;
+      }
+      if (pipeline.estimate > 0) svg.line(x_of(pipeline.estimate), y - 1, x_of(pipeline.estimate), y + bar + 1, "#c44e52");
+      y += bar + gap;
+    }
+    svg.line(x_of(plan.estimate), panel_top - 2, x_of(plan.estimate), y, "#c44e52", true);
+  }
+  svg.line(left, y + 4, left + plot_w, y + 4, "black");
+  const double step = detail::tick_step(longest, 8);
+  for (double tick = 0; tick <= longest; tick += step) {
+    svg.line(x_of(tick), y + 4, x_of(tick), y + 8, "black");
+    svg.text(x_of(tick), y + 20, detail::printf_string("%g", tick), "middle");
+  }
+  svg.text(left + plot_w / 2, y + 36, "seconds (bars: micro-batches; red: each pipeline's 1F1B estimate)", "middle");
+  return svg.str();
+}
+
+}  // namespace sluice::io
