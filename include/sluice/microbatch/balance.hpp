@@ -1,0 +1,168 @@
+#pragma once
+// Data-parallel replica balancing (DynaPipe §4): split the micro-batch times among |D| replicas to minimise
+// the largest sum. balance_kk is Karmarkar–Karp multi-way largest differencing (max/OPT <= 4/3 − 1/(3|D|),
+// Michiels et al. 2012); balance_lpt is greedy longest-processing-time first (the same bound, Graham 1969).
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <queue>
+#include <span>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+#include "sluice/microbatch/types.hpp"
+
+namespace sluice::microbatch {
+
+namespace detail {
+
+inline void check_balance_input(std::span<const double> times, int replicas, const char* where) {
+  sluice::detail::require(replicas >= 1, where, ": replicas must be >= 1, got ", replicas);
+  sluice::detail::require(!times.empty(), where, ": no micro-batch times");
+  for (std::size_t i = 0; i < times.size(); ++i)
+    sluice::detail::require(std::isfinite(times[i]) && times[i] >= 0, where, ": time of micro-batch ", i,
+                            " must be finite and >= 0, got ", times[i]);
+}
+
+// Canonical form: each replica's micro-batches ascending, replicas ordered by their first micro-batch
+// (empty ones last), loads summed in that order.
+inline ReplicaAssignment canonical(std::vector<std::vector<std::size_t>> replicas, std::span<const double> times) {
+  for (auto& items : replicas) std::ranges::sort(items);
+  std::ranges::sort(replicas, [](const auto& x, const auto& y) {
+    if (x.empty() || y.empty()) return !x.empty() && y.empty();
+    return x.front() < y.front();
+  });
+  ReplicaAssignment result{std::move(replicas), {}, 0};
+  for (const auto& items : result.replicas) {
+    double load = 0;
+    for (const std::size_t i : items) load += times[i];
+    result.loads.push_back(load);
+    result.max_load = std::max(result.max_load, load);
+  }
+  return result;
+}
+
+}  // namespace detail
+
+inline ReplicaAssignment balance_kk(std::span<const double> times, int replicas) {
+  detail::check_balance_input(times, replicas, "balance_kk");
+  const std::size_t m = times.size();
+  const auto d = static_cast<std::size_t>(replicas);
+  // Partial solutions: d subsets each, sums sorted descending; subsets are linked lists over `next`, so
+  // merging two subsets is O(1).
+  std::vector<double> sum(m * d, 0.0);
+  std::vector<std::ptrdiff_t> head(m * d, -1);
+  std::vector<std::ptrdiff_t> tail(m * d, -1);
+  std::vector<std::ptrdiff_t> next(m, -1);
+  using Entry = std::tuple<double, std::size_t>;  // (max − min, solution); the largest difference first, then the lowest id
+  auto later = [](const Entry& x, const Entry& y) {
+    return std::get<0>(x) != std::get<0>(y) ? std::get<0>(x) < std::get<0>(y) : std::get<1>(x) > std::get<1>(y);
+  };
+  std::vector<Entry> storage;
+  storage.reserve(m);
+  std::priority_queue<Entry, std::vector<Entry>, decltype(later)> heap(later, std::move(storage));
+  for (std::size_t i = 0; i < m; ++i) {
+    sum[i * d] = times[i];
+    head[i * d] = tail[i * d] = static_cast<std::ptrdiff_t>(i);
+    heap.emplace(times[i], i);
+  }
+  std::vector<std::size_t> slot(d);
+  std::vector<double> merged_sum(d);
+  std::vector<std::ptrdiff_t> merged_head(d);
+  std::vector<std::ptrdiff_t> merged_tail(d);
+  while (heap.size() > 1) {
+    const std::size_t a = std::get<1>(heap.top());
+    heap.pop();
+    const std::size_t b = std::get<1>(heap.top());
+    heap.pop();
+    // Largest subset of one with the smallest of the other, and so on.
+    for (std::size_t k = 0; k < d; ++k) {
+      const std::size_t x = a * d + k;
+      const std::size_t y = b * d + (d - 1 - k);
+      merged_sum[k] = sum[x] + sum[y];
+      if (head[x] < 0) {
+        merged_head[k] = head[y];
+        merged_tail[k] = tail[y];
+      } else {
+        merged_head[k] = head[x];
+        merged_tail[k] = head[y] < 0 ? tail[x] : tail[y];
+        if (head[y] >= 0) next[static_cast<std::size_t>(tail[x])] = head[y];
+      }
+    }
+    for (std::size_t k = 0; k < d; ++k) slot[k] = k;
+    std::ranges::stable_sort(slot, [&](std::size_t x, std::size_t y) { return merged_sum[x] > merged_sum[y]; });
+    for (std::size_t k = 0; k < d; ++k) {
+      sum[a * d + k] = merged_sum[slot[k]];
+      head[a * d + k] = merged_head[slot[k]];
+      tail[a * d + k] = merged_tail[slot[k]];
+    }
+    heap.emplace(sum[a * d] - sum[a * d + d - 1], a);
+  }
+  const std::size_t root = std::get<1>(heap.top());
+  std::vector<std::vector<std::size_t>> assignment(d);
+  for (std::size_t k = 0; k < d; ++k)
+    for (std::ptrdiff_t i = head[root * d + k]; i >= 0; i = next[static_cast<std::size_t>(i)])
+      assignment[k].push_back(static_cast<std::size_t>(i));
+  return detail::canonical(std::move(assignment), times);
+}
+
+inline ReplicaAssignment balance_lpt(std::span<const double> times, int replicas) {
+  detail::check_balance_input(times, replicas, "balance_lpt");
+  std::vector<std::size_t> order(times.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::ranges::stable_sort(order, [&](std::size_t x, std::size_t y) { return times[x] > times[y]; });
+  std::vector<std::vector<std::size_t>> assignment(static_cast<std::size_t>(replicas));
+  std::vector<double> load(assignment.size(), 0.0);
+  for (const std::size_t i : order) {
+    const auto least = static_cast<std::size_t>(std::ranges::min_element(load) - load.begin());
+    assignment[least].push_back(i);
+    load[least] += times[i];
+  }
+  return detail::canonical(std::move(assignment), times);
+}
+
+// The micro-batch times of a partition, in order: what the balancers take.
+inline std::vector<double> micro_batch_times(const Partition& partition) {
+  std::vector<double> times;
+  times.reserve(partition.micro_batches.size());
+  for (const MicroBatch& micro_batch : partition.micro_batches) times.push_back(micro_batch.seconds);
+  return times;
+}
+
+// Raises invalid_plan unless there are `replicas` lists, every micro-batch index appears exactly once, each
+// list ascending, and loads and max_load recompute (relative 1e-9).
+inline void validate(const ReplicaAssignment& assignment, std::span<const double> times, int replicas) {
+  sluice::detail::require(replicas >= 1, "replica assignment: replicas must be >= 1, got ", replicas);
+  auto check = [](bool condition, auto&&... parts) {
+    if (!condition) throw invalid_plan(sluice::detail::concat("replica assignment: ", parts...));
+  };
+  auto close = [](double x, double y) {
+    return x == y || std::abs(x - y) <= 1e-9 * std::max({1.0, std::abs(x), std::abs(y)});
+  };
+  const auto d = static_cast<std::size_t>(replicas);
+  check(assignment.replicas.size() == d, "has ", assignment.replicas.size(), " replicas, expected ", d);
+  check(assignment.loads.size() == d, "has ", assignment.loads.size(), " loads, expected ", d);
+  std::vector<bool> seen(times.size(), false);
+  double max_load = 0;
+  for (std::size_t r = 0; r < d; ++r) {
+    double load = 0;
+    const auto& items = assignment.replicas[r];
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      check(items[k] < times.size(), "replica ", r, " holds micro-batch ", items[k], " of ", times.size());
+      check(k == 0 || items[k - 1] < items[k], "replica ", r, " is not in ascending micro-batch order");
+      check(!seen[items[k]], "micro-batch ", items[k], " is on more than one replica");
+      seen[items[k]] = true;
+      load += times[items[k]];
+    }
+    check(close(load, assignment.loads[r]), "replica ", r, " says load ", assignment.loads[r], ", its micro-batches give ",
+          load);
+    max_load = std::max(max_load, load);
+  }
+  check(std::ranges::all_of(seen, [](bool x) { return x; }), "some micro-batch is on no replica");
+  check(close(max_load, assignment.max_load), "max_load ", assignment.max_load, ", its replicas give ", max_load);
+}
+
+}  // namespace sluice::microbatch
