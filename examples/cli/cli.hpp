@@ -9,6 +9,7 @@
 #include "inspect.hpp"
 #include "plan.hpp"
 #include "propose.hpp"
+#include "search.hpp"
 #include "sluice/core/error.hpp"
 
 namespace sluice::cli {
@@ -20,6 +21,7 @@ inline constexpr std::string_view usage =
     "  inspect   dataset statistics and histogram; per scheme MaxLen, UtilLen and T(l)\n"
     "  plan      plan K iterations over candidate strategies: dispatch, packing, choice\n"
     "  propose   propose the candidate strategies worth considering for a dataset and a profile\n"
+    "  search    hybrid-parallel strategy and pipeline partition search for a model on a cluster\n"
     "\n"
     "`sluice <command> --help` describes a command's options.\n";
 
@@ -38,6 +40,7 @@ inline int run(std::span<const std::string_view> args, std::ostream& out, std::o
     if (command == "inspect") return inspect(rest, out);
     if (command == "plan") return plan(rest, out);
     if (command == "propose") return propose(rest, out);
+    if (command == "search") return search_command(rest, out);
     detail::fail("unknown command '", command, "' (try sluice --help)");
   } catch (const invalid_input& error) {
     err << "sluice: error: " << error.what() << "\n";

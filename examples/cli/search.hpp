@@ -1,0 +1,190 @@
+#pragma once
+// `sluice search`: Galvatron-BMW's hybrid-parallel search for one model on one cluster: the per-layer
+// strategies, the pipeline partition, the micro-batches and the estimated throughput, beside Base's and
+// the baselines'.
+#include <charconv>
+#include <cstdint>
+#include <filesystem>
+#include <iomanip>
+#include <ostream>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "options.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/search_json.hpp"
+#include "sluice/search/search.hpp"
+
+namespace sluice::cli {
+
+inline constexpr std::string_view search_usage =
+    "usage: sluice search --model M --cluster C [--memory E] [--granularity G] [--batch B] [--batch-step S]\n"
+    "                     [--max-batch B] [--schedule 1f1b|gpipe] [--json]\n"
+    "\n"
+    "Searches per-layer hybrid strategies (DP, sharded DP, TP, PP, checkpointing) and the pipeline partition\n"
+    "that maximise the estimated throughput under a per-device memory budget (Galvatron-BMW), and the same\n"
+    "search restricted to the baselines' spaces (DP, SDP, TP, PP, DP+TP, DP+PP).\n"
+    "\n"
+    "  --model M        sluice.model JSON file or bundled name (gpt-48, bert-huge-32, vit-huge-32, ...)\n"
+    "  --cluster C      sluice.cluster JSON file or bundled name (titan-8, a100-8, a100-64)\n"
+    "  --memory E       per-device budget, bytes or with a unit: 16GiB, 512MiB (default: device memory)\n"
+    "  --granularity G  memory step of the layer DP (default 16MiB)\n"
+    "  --batch B        fixed global batch in samples (default: sweep B = S, 2S, ... while a plan fits)\n"
+    "  --batch-step S   sweep step (default 8)\n"
+    "  --max-batch B    sweep limit (default 1024)\n"
+    "  --schedule X     1f1b (default) or gpipe\n"
+    "  --json           print one sluice.search JSON document\n";
+
+namespace detail_search_cli {
+
+// "16GiB", "512MiB", "1.5GiB", "1000000": bytes, rounded down.
+inline std::int64_t parse_bytes(std::string_view option, const std::string& text) {
+  double number = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+  const std::string_view unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
+  double scale = 0;
+  if (unit.empty() || unit == "B")
+    scale = 1;
+  else if (unit == "KiB")
+    scale = 0x1p10;
+  else if (unit == "MiB")
+    scale = 0x1p20;
+  else if (unit == "GiB")
+    scale = 0x1p30;
+  else if (unit == "TiB")
+    scale = 0x1p40;
+  else if (unit == "KB")
+    scale = 1e3;
+  else if (unit == "MB")
+    scale = 1e6;
+  else if (unit == "GB")
+    scale = 1e9;
+  else if (unit == "TB")
+    scale = 1e12;
+  const double bytes = number * scale;
+  sluice::detail::require(error == std::errc{} && scale > 0 && bytes >= 1 && bytes < 0x1p62, "option --", option,
+                          ": expected a positive size such as 16GiB or 512MiB, got '", text, "'");
+  return static_cast<std::int64_t>(bytes);
+}
+
+inline std::filesystem::path resolve(const std::string& name_or_path, std::string_view kind) {
+  const std::filesystem::path given(name_or_path);
+  std::error_code error;
+  if (std::filesystem::is_regular_file(given, error)) return given;
+  if (given.filename() == given && !name_or_path.empty()) {
+    const auto bundled = io::bundled_data_dir() / kind / (name_or_path + ".json");
+    if (std::filesystem::is_regular_file(bundled, error)) return bundled;
+  }
+  std::string known;
+  for (const auto& file : std::filesystem::directory_iterator(io::bundled_data_dir() / kind, error))
+    if (file.path().extension() == ".json") known += (known.empty() ? "" : ", ") + file.path().stem().string();
+  sluice::detail::fail(name_or_path, ": no such file, and not a bundled ", kind.substr(0, kind.size() - 1),
+                       " (bundled: ", known.empty() ? "none found" : known, ")");
+}
+
+inline std::string gib(double bytes) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(2) << bytes / 0x1p30 << " GiB";
+  return out.str();
+}
+
+inline void print_plan(std::ostream& out, std::string_view label, const search::Plan& plan) {
+  out << "  " << label;
+  if (plan.method != label) out << " (" << plan.method << "'s plan)";
+  out << ": " << std::fixed << std::setprecision(3) << plan.throughput << " samples/s, batch " << plan.global_batch
+      << ", pp " << plan.pp << ", " << plan.micro_batches << " micro-batches, " << std::setprecision(4)
+      << plan.iteration_seconds << " s per iteration, partition [";
+  const auto sizes = plan.partition();
+  for (std::size_t i = 0; i < sizes.size(); ++i) out << (i ? "," : "") << sizes[i];
+  out << "]\n";
+}
+
+}  // namespace detail_search_cli
+
+inline int search_command(std::span<const std::string_view> args, std::ostream& out) {
+  const Options options(args,
+                        {"model", "cluster", "memory", "granularity", "batch", "batch-step", "max-batch", "schedule"},
+                        {"json", "help"});
+  if (options.flag("help")) {
+    out << search_usage;
+    return 0;
+  }
+  const auto model_name = options.text("model");
+  const auto cluster_name = options.text("cluster");
+  sluice::detail::require(model_name.has_value(), "option --model is required (see sluice search --help)");
+  sluice::detail::require(cluster_name.has_value(), "option --cluster is required (see sluice search --help)");
+  const auto model = io::read_document<search::ModelSpec>(detail_search_cli::resolve(*model_name, "models"));
+  const auto cluster = io::read_document<search::ClusterSpec>(detail_search_cli::resolve(*cluster_name, "clusters"));
+
+  search::SearchOptions settings;
+  if (const auto memory = options.text("memory"))
+    settings.memory_bytes = detail_search_cli::parse_bytes("memory", *memory);
+  if (const auto granularity = options.text("granularity"))
+    settings.granularity_bytes = detail_search_cli::parse_bytes("granularity", *granularity);
+  settings.global_batch = options.positive("batch").value_or(0);
+  settings.batch_step = options.positive("batch-step").value_or(settings.batch_step);
+  settings.max_batch = options.positive("max-batch").value_or(settings.max_batch);
+  if (const auto schedule = options.text("schedule")) {
+    sluice::detail::require(*schedule == "1f1b" || *schedule == "gpipe",
+                            "option --schedule: expected 1f1b or gpipe, got '", *schedule, "'");
+    settings.schedule = *schedule == "gpipe" ? search::Schedule::gpipe : search::Schedule::one_f_one_b;
+  }
+
+  search::SearchReport report;
+  try {
+    report = search::search(model, cluster, settings);
+  } catch (const infeasible& error) {
+    sluice::detail::fail(error.what());
+  }
+  search::validate(report, model, cluster, settings);
+
+  if (options.flag("json")) {
+    io::json document = io::to_document(report);
+    document["model"] = model.name;
+    document["cluster"] = cluster.name;
+    document["memory_bytes"] = settings.memory_bytes > 0 ? settings.memory_bytes : cluster.memory_bytes;
+    out << document.dump(2) << "\n";
+    return 0;
+  }
+
+  const search::Plan& best = report.best;
+  out << "search: " << model.name << " (" << model.layers.size() << " layers) on " << cluster.name << " ("
+      << cluster.gpus << " GPUs), "
+      << detail_search_cli::gib(
+             static_cast<double>(settings.memory_bytes > 0 ? settings.memory_bytes : cluster.memory_bytes))
+      << " per device\n\n";
+  out << "best plan (" << best.method << "): " << std::fixed << std::setprecision(3) << best.throughput
+      << " samples/s, global batch " << best.global_batch << ", pp " << best.pp << ", " << best.micro_batches
+      << " micro-batches, " << std::setprecision(4) << best.iteration_seconds << " s per iteration\n";
+  out << "  stage  layers   memory      time/mb (s)  strategies\n";
+  for (std::size_t i = 0; i < best.stages.size(); ++i) {
+    const search::StagePlan& stage = best.stages[i];
+    const int last = stage.first_layer + static_cast<int>(stage.strategies.size()) - 1;
+    out << std::setw(7) << i << std::setw(5) << stage.first_layer << "-" << std::left << std::setw(4) << last
+        << std::right << std::setw(11) << detail_search_cli::gib(stage.memory_bytes) << std::setprecision(4)
+        << std::setw(13) << stage.time_nosync << "  ";
+    // Runs of equal strategies: "sdp8+ckpt x12, tp2*dp4 x4".
+    for (std::size_t k = 0; k < stage.strategies.size();) {
+      std::size_t j = k;
+      while (j < stage.strategies.size() && stage.strategies[j] == stage.strategies[k]) ++j;
+      out << (k ? ", " : "") << stage.strategies[k].name() << " x" << j - k;
+      k = j;
+    }
+    out << "\n";
+  }
+  out << "\ncompared:\n";
+  detail_search_cli::print_plan(out, "bmw", best);
+  if (report.base) detail_search_cli::print_plan(out, "base", *report.base);
+  for (const search::Baseline& baseline : report.baselines) {
+    if (baseline.plan) {
+      detail_search_cli::print_plan(out, baseline.name, *baseline.plan);
+    } else {
+      out << "  " << baseline.name << ": out of memory\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,144 @@
+#pragma once
+// Analytic per-layer cost estimator (Galvatron-BMW Sec. V, App. C/D): memory as tensor shapes times
+// dtype size, compute from a profiled or FLOP-derived forward time (backward = 2x forward), and
+// communication as volume over the bandwidth of the link level a group spans. Overlapping the backward
+// with the gradient communication slows both by γ (T = γ·min(Tc, Tm) + |Tc − Tm|).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+#include "sluice/search/model.hpp"
+#include "sluice/search/space.hpp"
+
+namespace sluice::cost {
+
+// One layer under one strategy, for one micro-batch of `micro_batch` samples spread over the stage.
+struct LayerCost {
+  double forward_bytes = 0;   // O_f: activations kept until the backward, per in-flight micro-batch
+  double backward_bytes = 0;  // O_b: extra activations live during this layer's backward (CKPT recompute)
+  double state_bytes = 0;     // O_ms: parameters, gradients, optimizer states
+  double time_sync = 0;       // forward + backward, with the gradient synchronisation (last micro-batch)
+  double time_nosync = 0;     // forward + backward without it (gradient accumulation)
+};
+
+class AnalyticEstimator {
+ public:
+  AnalyticEstimator(search::ModelSpec model, search::ClusterSpec cluster)
+      : model_(std::move(model)), cluster_(std::move(cluster)) {
+    model_.validate();
+    cluster_.validate();
+    for (const search::LayerSpec& layer : model_.layers) {
+      const auto s = static_cast<double>(layer.sequence);
+      const auto h = static_cast<double>(layer.hidden);
+      // Matmuls: 2 FLOPs per parameter per token; attention scores and values: 4·s·span·h.
+      const double flops = 2.0 * static_cast<double>(layer.parameter_count()) * s +
+                           4.0 * s * static_cast<double>(layer.attention_span()) * h;
+      seconds_per_sample_.push_back(layer.forward_seconds > 0 ? layer.forward_seconds
+                                                              : flops / (cluster_.flops * cluster_.efficiency));
+    }
+  }
+
+  [[nodiscard]] const search::ModelSpec& model() const noexcept { return model_; }
+  [[nodiscard]] const search::ClusterSpec& cluster() const noexcept { return cluster_; }
+  [[nodiscard]] int layers() const noexcept { return static_cast<int>(model_.layers.size()); }
+
+  // Activation bytes of one sample kept by a non-CKPT layer (Megatron's count, generalised to any FFN
+  // width, attention span and dtype): 10·s·h unsplit, (8h + 4·ffn)·s and 5·a·s·span split by TP, at
+  // 2-byte elements.
+  [[nodiscard]] double activation_bytes(int layer, int tp) const noexcept {
+    const search::LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
+    const auto s = static_cast<double>(spec.sequence);
+    const auto h = static_cast<double>(spec.hidden);
+    const double split = (8.0 * h + 4.0 * static_cast<double>(spec.ffn)) * s +
+                         5.0 * static_cast<double>(spec.heads) * s * static_cast<double>(spec.attention_span());
+    return (10.0 * s * h + split / tp) * model_.dtype_bytes / 2.0;
+  }
+
+  // The layer input (boundary activation) of one sample, replicated over TP.
+  [[nodiscard]] double boundary_bytes(int layer) const noexcept {
+    const search::LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
+    return static_cast<double>(spec.sequence * spec.hidden) * model_.dtype_bytes;
+  }
+
+  [[nodiscard]] LayerCost layer(int layer, const search::LayerStrategy& strategy, std::int64_t micro_batch) const {
+    const search::LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
+    const double tp = strategy.tp;
+    const double dp = strategy.dp;
+    const double b = static_cast<double>(micro_batch) / dp;  // samples per device
+    const double q = model_.dtype_bytes;
+    const double params = static_cast<double>(spec.parameter_count()) / tp;  // per device, before ZeRO
+    const std::int64_t group = strategy.group();
+
+    LayerCost cost;
+    const double boundary = b * boundary_bytes(layer);
+    const double intermediate = b * activation_bytes(layer, strategy.tp) - boundary;
+    cost.forward_bytes = strategy.ckpt ? boundary : boundary + intermediate;
+    cost.backward_bytes = strategy.ckpt ? intermediate : 0.0;
+    cost.state_bytes = model_.state_bytes_per_param * params / (strategy.sdp ? dp : 1.0);
+
+    // TP takes the consecutive ranks when inner, so its group spans tp ranks; the other dimension then
+    // strides over the whole stage group, and the other way round.
+    const double tp_bandwidth = cluster_.bandwidth(strategy.tp_inner ? strategy.tp : group);
+    const double dp_bandwidth = cluster_.bandwidth(strategy.tp_inner ? group : strategy.dp);
+
+    const double forward = seconds_per_sample_[static_cast<std::size_t>(layer)] * b / tp;
+    const double backward = (strategy.ckpt ? 3.0 : 2.0) * forward;
+    const double all_reduces = spec.decoder ? 3.0 : 2.0;  // per pass
+    const double tp_pass = strategy.tp > 1 ? all_reduces * 2.0 * (tp - 1) / tp * b *
+                                                 static_cast<double>(spec.sequence * spec.hidden) * q / tp_bandwidth
+                                           : 0.0;
+    const double tp_backward = strategy.ckpt ? 2.0 * tp_pass : tp_pass;  // the recompute repeats the forward's
+    const double gather = strategy.sdp ? (dp - 1) / dp * params * q / dp_bandwidth : 0.0;
+    const double gradient = strategy.dp == 1 ? 0.0
+                            : strategy.sdp   ? gather                                          // reduce-scatter
+                                             : 2.0 * (dp - 1) / dp * params * q / dp_bandwidth;  // all-reduce
+
+    const double forward_time = forward + tp_pass + gather;
+    const double backward_work = backward + tp_backward;
+    cost.time_nosync = forward_time + backward_work + gather;
+    cost.time_sync = forward_time + overlap(backward_work, gradient) + gather;
+    return cost;
+  }
+
+  // R: resharding the activation between two layers whose TP layouts differ, forward and backward.
+  [[nodiscard]] double transition(int layer, const search::LayerStrategy& from, const search::LayerStrategy& to,
+                                  std::int64_t micro_batch) const noexcept {
+    if (from.same_layout(to)) return 0.0;
+    const double tp = std::max(from.tp, to.tp);
+    const double b = static_cast<double>(micro_batch) / to.dp;
+    const double volume = (tp - 1) / tp * b * boundary_bytes(layer);
+    return 2.0 * volume / cluster_.bandwidth(to.group());
+  }
+
+  // Point-to-point time per micro-batch between stage `group`-blocks: the activation forward and its
+  // gradient backward, spread over the stage's devices.
+  [[nodiscard]] double p2p(int boundary_layer, std::int64_t group, std::int64_t micro_batch) const noexcept {
+    const double volume =
+        static_cast<double>(micro_batch) * boundary_bytes(boundary_layer) / static_cast<double>(group);
+    return 2.0 * volume / cluster_.bandwidth(2 * group);
+  }
+
+  // Memory a stage holds besides its layers: the reserved context, the embedding on the first stage and
+  // the head on the last, sharded over the stage's devices.
+  [[nodiscard]] double stage_extra_bytes(int stage, int stages, std::int64_t group) const noexcept {
+    double params = 0;
+    if (stage == 0) params += static_cast<double>(model_.embedding_params);
+    if (stage == stages - 1) params += static_cast<double>(model_.head_params);
+    return static_cast<double>(cluster_.reserved_bytes) +
+           model_.state_bytes_per_param * params / static_cast<double>(group);
+  }
+
+  [[nodiscard]] double overlap(double compute, double communication) const noexcept {
+    return cluster_.overlap_slowdown * std::min(compute, communication) + std::abs(compute - communication);
+  }
+
+ private:
+  search::ModelSpec model_;
+  search::ClusterSpec cluster_;
+  std::vector<double> seconds_per_sample_;
+};
+
+}  // namespace sluice::cost

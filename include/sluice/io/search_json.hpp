@@ -1,0 +1,217 @@
+#pragma once
+// JSON for the hybrid-parallel search: the model ("sluice.model"), the cluster ("sluice.cluster") and
+// the search report ("sluice.search"), each version 1. A model lists its layers in runs: {"count": 48,
+// "hidden": 4096, ...}; consecutive equal layers are written back as one run.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sluice/io/json.hpp"
+#include "sluice/search/model.hpp"
+#include "sluice/search/search.hpp"
+
+namespace sluice::io {
+template <>
+struct document_traits<search::ModelSpec> {
+  static constexpr std::string_view format = "sluice.model";
+  static constexpr int version = 1;
+};
+template <>
+struct document_traits<search::ClusterSpec> {
+  static constexpr std::string_view format = "sluice.cluster";
+  static constexpr int version = 1;
+};
+template <>
+struct document_traits<search::SearchReport> {
+  static constexpr std::string_view format = "sluice.search";
+  static constexpr int version = 1;
+};
+}  // namespace sluice::io
+
+namespace nlohmann {
+
+template <>
+struct adl_serializer<sluice::search::ModelSpec> {
+  static void to_json(json& out, const sluice::search::ModelSpec& model) {
+    json runs = json::array();
+    for (std::size_t i = 0; i < model.layers.size();) {
+      std::size_t j = i;
+      while (j < model.layers.size() && model.layers[j] == model.layers[i]) ++j;
+      const sluice::search::LayerSpec& layer = model.layers[i];
+      json run = {{"count", j - i},       {"type", layer.type}, {"hidden", layer.hidden},
+                  {"heads", layer.heads}, {"ffn", layer.ffn},   {"sequence", layer.sequence}};
+      if (layer.window > 0) run["window"] = layer.window;
+      if (layer.params > 0) run["params"] = layer.params;
+      if (layer.decoder) run["decoder"] = true;
+      if (layer.forward_seconds > 0) run["forward_seconds"] = layer.forward_seconds;
+      runs.push_back(std::move(run));
+      i = j;
+    }
+    out = {{"name", model.name},
+           {"dtype_bytes", model.dtype_bytes},
+           {"state_bytes_per_param", model.state_bytes_per_param},
+           {"embedding_params", model.embedding_params},
+           {"head_params", model.head_params},
+           {"layers", std::move(runs)}};
+  }
+  static sluice::search::ModelSpec from_json(const json& in) {
+    using sluice::io::field;
+    using sluice::io::field_or;
+    sluice::search::ModelSpec model;
+    model.name = field_or<std::string>(in, "name", "", "model");
+    model.dtype_bytes = field_or<int>(in, "dtype_bytes", model.dtype_bytes, "model");
+    model.state_bytes_per_param = field_or<double>(in, "state_bytes_per_param", model.state_bytes_per_param, "model");
+    model.embedding_params = field_or<std::int64_t>(in, "embedding_params", 0, "model");
+    model.head_params = field_or<std::int64_t>(in, "head_params", 0, "model");
+    const json runs = field<json>(in, "layers", "model");
+    sluice::detail::require(runs.is_array() && !runs.empty(), "model: 'layers' must be a non-empty array of runs");
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      const auto where = sluice::detail::concat("model.layers[", r, "]");
+      const auto count = field<std::int64_t>(runs[r], "count", where);
+      sluice::detail::require(count >= 1 && count <= 65536, where, ": count must be in [1, 65536], got ", count);
+      sluice::search::LayerSpec layer;
+      layer.type = field_or<std::string>(runs[r], "type", layer.type, where);
+      layer.hidden = field<std::int64_t>(runs[r], "hidden", where);
+      layer.heads = field<std::int64_t>(runs[r], "heads", where);
+      layer.ffn = field_or<std::int64_t>(runs[r], "ffn", 4 * layer.hidden, where);
+      layer.sequence = field<std::int64_t>(runs[r], "sequence", where);
+      layer.window = field_or<std::int64_t>(runs[r], "window", 0, where);
+      layer.params = field_or<std::int64_t>(runs[r], "params", 0, where);
+      layer.decoder = field_or<bool>(runs[r], "decoder", false, where);
+      layer.forward_seconds = field_or<double>(runs[r], "forward_seconds", 0.0, where);
+      sluice::detail::require(model.layers.size() + static_cast<std::size_t>(count) <= 65536,
+                              "model: more than 65536 layers");
+      model.layers.insert(model.layers.end(), static_cast<std::size_t>(count), layer);
+    }
+    model.validate();
+    return model;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::search::ClusterSpec> {
+  static void to_json(json& out, const sluice::search::ClusterSpec& cluster) {
+    json levels = json::array();
+    for (const auto& level : cluster.levels) levels.push_back({{"size", level.size}, {"bandwidth", level.bandwidth}});
+    out = {{"name", cluster.name},
+           {"gpus", cluster.gpus},
+           {"memory_bytes", cluster.memory_bytes},
+           {"reserved_bytes", cluster.reserved_bytes},
+           {"flops", cluster.flops},
+           {"efficiency", cluster.efficiency},
+           {"overlap_slowdown", cluster.overlap_slowdown},
+           {"levels", std::move(levels)}};
+  }
+  static sluice::search::ClusterSpec from_json(const json& in) {
+    using sluice::io::field;
+    using sluice::io::field_or;
+    sluice::search::ClusterSpec cluster;
+    cluster.name = field_or<std::string>(in, "name", "", "cluster");
+    cluster.gpus = field<std::int64_t>(in, "gpus", "cluster");
+    cluster.memory_bytes = field<std::int64_t>(in, "memory_bytes", "cluster");
+    cluster.reserved_bytes = field_or<std::int64_t>(in, "reserved_bytes", 0, "cluster");
+    cluster.flops = field<double>(in, "flops", "cluster");
+    cluster.efficiency = field_or<double>(in, "efficiency", cluster.efficiency, "cluster");
+    cluster.overlap_slowdown = field_or<double>(in, "overlap_slowdown", cluster.overlap_slowdown, "cluster");
+    const json levels = field<json>(in, "levels", "cluster");
+    sluice::detail::require(levels.is_array(), "cluster: 'levels' must be an array");
+    for (std::size_t i = 0; i < levels.size(); ++i) {
+      const auto where = sluice::detail::concat("cluster.levels[", i, "]");
+      cluster.levels.push_back(
+          {field<std::int64_t>(levels[i], "size", where), field<double>(levels[i], "bandwidth", where)});
+    }
+    cluster.validate();
+    return cluster;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::search::LayerStrategy> {
+  static void to_json(json& out, const sluice::search::LayerStrategy& strategy) {
+    out = {{"name", strategy.name()},       {"tp", strategy.tp},    {"dp", strategy.dp}, {"sdp", strategy.sdp},
+           {"tp_inner", strategy.tp_inner}, {"ckpt", strategy.ckpt}};
+  }
+  static sluice::search::LayerStrategy from_json(const json& in) {
+    using sluice::io::field;
+    return {field<int>(in, "tp", "strategy"), field<int>(in, "dp", "strategy"), field<bool>(in, "sdp", "strategy"),
+            field<bool>(in, "tp_inner", "strategy"), field<bool>(in, "ckpt", "strategy")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::search::StagePlan> {
+  static void to_json(json& out, const sluice::search::StagePlan& stage) {
+    out = {{"first_layer", stage.first_layer},
+           {"time_sync", stage.time_sync},
+           {"time_nosync", stage.time_nosync},
+           {"memory_bytes", stage.memory_bytes},
+           {"strategies", stage.strategies}};
+  }
+  static sluice::search::StagePlan from_json(const json& in) {
+    using sluice::io::field;
+    return {field<int>(in, "first_layer", "stage"),
+            field<std::vector<sluice::search::LayerStrategy>>(in, "strategies", "stage"),
+            field<double>(in, "time_sync", "stage"), field<double>(in, "time_nosync", "stage"),
+            field<double>(in, "memory_bytes", "stage")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::search::Plan> {
+  static void to_json(json& out, const sluice::search::Plan& plan) {
+    out = {{"method", plan.method},
+           {"gpus", plan.gpus},
+           {"pp", plan.pp},
+           {"global_batch", plan.global_batch},
+           {"micro_batches", plan.micro_batches},
+           {"partition", plan.partition()},
+           {"iteration_seconds", plan.iteration_seconds},
+           {"throughput", plan.throughput},
+           {"stages", plan.stages}};
+  }
+  static sluice::search::Plan from_json(const json& in) {
+    using sluice::io::field;
+    sluice::search::Plan plan;
+    plan.method = field<std::string>(in, "method", "plan");
+    plan.gpus = field<std::int64_t>(in, "gpus", "plan");
+    plan.pp = field<int>(in, "pp", "plan");
+    plan.global_batch = field<std::int64_t>(in, "global_batch", "plan");
+    plan.micro_batches = field<int>(in, "micro_batches", "plan");
+    plan.iteration_seconds = field<double>(in, "iteration_seconds", "plan");
+    plan.throughput = field<double>(in, "throughput", "plan");
+    plan.stages = field<std::vector<sluice::search::StagePlan>>(in, "stages", "plan");
+    return plan;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::search::SearchReport> {
+  static void to_json(json& out, const sluice::search::SearchReport& report) {
+    json baselines = json::array();
+    for (const auto& baseline : report.baselines)
+      baselines.push_back({{"name", baseline.name}, {"plan", baseline.plan ? json(*baseline.plan) : json(nullptr)}});
+    out = {{"best", report.best},
+           {"base", report.base ? json(*report.base) : json(nullptr)},
+           {"baselines", std::move(baselines)}};
+  }
+  static sluice::search::SearchReport from_json(const json& in) {
+    using sluice::io::field;
+    auto optional_plan = [](const json& value) -> std::optional<sluice::search::Plan> {
+      if (value.is_null()) return std::nullopt;
+      return value.get<sluice::search::Plan>();
+    };
+    sluice::search::SearchReport report;
+    report.best = field<sluice::search::Plan>(in, "best", "search");
+    report.base = optional_plan(field<json>(in, "base", "search"));
+    const json baselines = field<json>(in, "baselines", "search");
+    sluice::detail::require(baselines.is_array(), "search: 'baselines' must be an array");
+    for (std::size_t i = 0; i < baselines.size(); ++i) {
+      const auto where = sluice::detail::concat("search.baselines[", i, "]");
+      report.baselines.push_back(
+          {field<std::string>(baselines[i], "name", where), optional_plan(field<json>(baselines[i], "plan", where))});
+    }
+    return report;
+  }
+};
+
+}  // namespace nlohmann

@@ -1,0 +1,122 @@
+#pragma once
+// Model and cluster descriptions for the hybrid-parallel search (Galvatron-BMW): the layers of one
+// Transformer and the GPUs it trains on, with a hierarchy of links.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+
+namespace sluice::search {
+
+// One Transformer layer. Parameters default to the dense layer's 4h² + 2h·ffn + 9h + ffn when 0.
+struct LayerSpec {
+  std::string type = "encoder";  // free-form label; layers of one type usually share every field
+  std::int64_t hidden = 0;
+  std::int64_t heads = 0;
+  std::int64_t ffn = 0;
+  std::int64_t sequence = 0;  // tokens per sample
+  std::int64_t window = 0;    // tokens each token attends to (Swin's windows); 0 = the whole sequence
+  std::int64_t params = 0;
+  bool decoder = false;        // cross-attention: 3 TP all-reduces per pass instead of 2
+  double forward_seconds = 0;  // profiled forward time of one sample on one GPU; 0 = analytic from FLOPs
+  friend bool operator==(const LayerSpec&, const LayerSpec&) = default;
+
+  [[nodiscard]] std::int64_t attention_span() const noexcept { return window > 0 ? window : sequence; }
+  [[nodiscard]] std::int64_t parameter_count() const {
+    return params > 0 ? params : 4 * hidden * hidden + 2 * hidden * ffn + 9 * hidden + ffn;
+  }
+};
+
+struct ModelSpec {
+  std::string name;
+  std::vector<LayerSpec> layers;
+  std::int64_t embedding_params = 0;  // input embedding, held by the first stage
+  std::int64_t head_params = 0;       // output head, held by the last stage
+  int dtype_bytes = 2;                // activations and communicated tensors
+  double state_bytes_per_param = 16;  // parameters + gradients + optimizer states (mixed-precision Adam)
+  friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
+
+  void validate() const {
+    detail::require(!layers.empty(), "model ", name, ": has no layers");
+    detail::require(dtype_bytes >= 1 && dtype_bytes <= 8, "model ", name, ": dtype_bytes must be in [1, 8], got ",
+                    dtype_bytes);
+    detail::require(std::isfinite(state_bytes_per_param) && state_bytes_per_param > 0, "model ", name,
+                    ": state_bytes_per_param must be finite and > 0, got ", state_bytes_per_param);
+    detail::require(embedding_params >= 0, "model ", name, ": embedding_params must be >= 0, got ", embedding_params);
+    detail::require(head_params >= 0, "model ", name, ": head_params must be >= 0, got ", head_params);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const LayerSpec& layer = layers[i];
+      const auto where = detail::concat("model ", name, ": layer ", i);
+      detail::require(layer.hidden >= 1 && layer.hidden <= (1 << 20), where, ": hidden must be in [1, 2^20], got ",
+                      layer.hidden);
+      detail::require(layer.heads >= 1 && layer.hidden % layer.heads == 0, where,
+                      ": heads must be >= 1 and divide hidden, got ", layer.heads);
+      detail::require(layer.ffn >= 1 && layer.ffn <= (1 << 22), where, ": ffn must be in [1, 2^22], got ", layer.ffn);
+      detail::require(layer.sequence >= 1 && layer.sequence <= (1 << 24), where,
+                      ": sequence must be in [1, 2^24], got ", layer.sequence);
+      detail::require(layer.window >= 0 && layer.window <= layer.sequence, where,
+                      ": window must be in [0, sequence], got ", layer.window);
+      detail::require(layer.params >= 0, where, ": params must be >= 0, got ", layer.params);
+      detail::require(std::isfinite(layer.forward_seconds) && layer.forward_seconds >= 0, where,
+                      ": forward_seconds must be finite and >= 0, got ", layer.forward_seconds);
+    }
+  }
+};
+
+// GPUs [0, size) of every aligned block of `size` consecutive ranks talk over links of `bandwidth`
+// bytes/s; the levels nest (NVLink inside a node, then the network across nodes).
+struct LinkLevel {
+  std::int64_t size = 0;
+  double bandwidth = 0;
+  friend bool operator==(const LinkLevel&, const LinkLevel&) = default;
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::int64_t gpus = 0;
+  std::int64_t memory_bytes = 0;    // device memory
+  std::int64_t reserved_bytes = 0;  // CUDA context and allocator slack, charged to every device
+  double flops = 0;                 // peak dense FLOP/s of one GPU at the model's dtype
+  double efficiency = 0.5;          // achieved share of `flops` in matmuls
+  double overlap_slowdown = 1.3;    // γ: compute and communication both slow down when they overlap
+  std::vector<LinkLevel> levels;    // innermost first; the last spans the cluster
+  friend bool operator==(const ClusterSpec&, const ClusterSpec&) = default;
+
+  void validate() const {
+    detail::require(gpus >= 1 && gpus <= (1 << 20) && (gpus & (gpus - 1)) == 0, "cluster ", name,
+                    ": gpus must be a power of 2 in [1, 2^20], got ", gpus);
+    detail::require(memory_bytes >= 1, "cluster ", name, ": memory_bytes must be >= 1, got ", memory_bytes);
+    detail::require(reserved_bytes >= 0 && reserved_bytes < memory_bytes, "cluster ", name,
+                    ": reserved_bytes must be in [0, memory_bytes), got ", reserved_bytes);
+    detail::require(std::isfinite(flops) && flops > 0, "cluster ", name, ": flops must be finite and > 0, got ", flops);
+    detail::require(std::isfinite(efficiency) && efficiency > 0 && efficiency <= 1, "cluster ", name,
+                    ": efficiency must be in (0, 1], got ", efficiency);
+    detail::require(std::isfinite(overlap_slowdown) && overlap_slowdown >= 1, "cluster ", name,
+                    ": overlap_slowdown must be finite and >= 1, got ", overlap_slowdown);
+    detail::require(!levels.empty(), "cluster ", name, ": has no link levels");
+    std::int64_t inner = 1;
+    for (std::size_t i = 0; i < levels.size(); ++i) {
+      const LinkLevel& level = levels[i];
+      detail::require(level.size > inner && level.size % inner == 0 && (level.size & (level.size - 1)) == 0, "cluster ",
+                      name, ": level ", i, ": size must be a power of 2 larger than the level inside it, got ",
+                      level.size);
+      detail::require(std::isfinite(level.bandwidth) && level.bandwidth > 0, "cluster ", name, ": level ", i,
+                      ": bandwidth must be finite and > 0, got ", level.bandwidth);
+      inner = level.size;
+    }
+    detail::require(inner >= gpus, "cluster ", name, ": the outermost link level spans ", inner,
+                    " GPUs, fewer than the cluster's ", gpus);
+  }
+
+  // Bandwidth of a communication group whose ranks span `span` consecutive ranks (a group of g ranks at
+  // stride t spans g·t): the innermost level that holds the whole span.
+  [[nodiscard]] double bandwidth(std::int64_t span) const noexcept {
+    for (const LinkLevel& level : levels)
+      if (level.size >= span) return level.bandwidth;
+    return levels.back().bandwidth;
+  }
+};
+
+}  // namespace sluice::search

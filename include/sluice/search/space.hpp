@@ -1,0 +1,153 @@
+#pragma once
+// The per-layer search space (Galvatron-BMW Sec. III): decision trees over DP, SDP (ZeRO-3) and TP for
+// the N/P devices of one pipeline stage, each with and without activation checkpointing (CKPT).
+// Takeaway 1 puts PP outermost (PP is partitioned first), Takeaway 2 gives every group of a stage the
+// same strategy, Takeaway 3 drops every tree that mixes DP and SDP.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+
+namespace sluice::search {
+
+enum class Paradigm { dp, sdp, tp };
+
+// One decision tree: its levels from the outermost (strided ranks, slower links) to the innermost
+// (consecutive ranks); every degree is a power of 2 >= 2 and no paradigm appears twice.
+struct DecisionTree {
+  std::vector<std::pair<Paradigm, int>> levels;
+  friend bool operator==(const DecisionTree&, const DecisionTree&) = default;
+};
+
+// One layer's strategy inside a stage of tp·dp GPUs. `tp_inner`: TP takes the consecutive ranks (it
+// is true whenever tp or dp is 1, where the order means nothing). `sdp`: the dp replicas shard model
+// states (ZeRO-3); false whenever dp is 1.
+struct LayerStrategy {
+  int tp = 1;
+  int dp = 1;
+  bool sdp = false;
+  bool tp_inner = true;
+  bool ckpt = false;
+  friend bool operator==(const LayerStrategy&, const LayerStrategy&) = default;
+
+  [[nodiscard]] int group() const noexcept { return tp * dp; }
+  // TP groups and activation layout: two strategies with the same layout need no resharding between them.
+  [[nodiscard]] bool same_layout(const LayerStrategy& other) const noexcept {
+    return tp == other.tp && tp_inner == other.tp_inner;
+  }
+
+  // "tp2*sdp4+ckpt": levels outer to inner.
+  [[nodiscard]] std::string name() const {
+    const std::string data = (sdp ? "sdp" : "dp") + std::to_string(dp);
+    const std::string model = "tp" + std::to_string(tp);
+    std::string text;
+    if (tp == 1)
+      text = data;
+    else if (dp == 1)
+      text = model;
+    else
+      text = tp_inner ? data + "*" + model : model + "*" + data;
+    return ckpt ? text + "+ckpt" : text;
+  }
+};
+
+struct SpaceOptions {
+  bool dp = true;
+  bool sdp = true;
+  bool tp = true;
+  bool ckpt = true;
+  bool tp_outer = true;         // allow TP on the strided (outer) ranks; Megatron keeps TP inner
+  std::vector<int> pp_degrees;  // empty: every power of 2 up to min(GPUs, layers)
+  int max_tp = 0;               // 0: no limit; TP must also divide every layer's heads
+};
+
+namespace detail_space {
+
+inline void trees(int remaining, std::vector<std::pair<Paradigm, int>>& prefix, unsigned used, bool takeaway3,
+                  std::vector<DecisionTree>& out) {
+  if (remaining == 1) {
+    if (!prefix.empty()) out.push_back({prefix});
+    return;
+  }
+  for (const Paradigm paradigm : {Paradigm::dp, Paradigm::sdp, Paradigm::tp}) {
+    const unsigned bit = 1U << static_cast<unsigned>(paradigm);
+    if ((used & bit) != 0) continue;
+    const bool mixes_data =
+        (paradigm == Paradigm::dp && (used & 2U) != 0) || (paradigm == Paradigm::sdp && (used & 1U) != 0);
+    if (takeaway3 && mixes_data) continue;
+    for (int degree = 2; degree <= remaining; degree *= 2) {
+      if (remaining % degree != 0) continue;
+      prefix.emplace_back(paradigm, degree);
+      trees(remaining / degree, prefix, used | bit, takeaway3, out);
+      prefix.pop_back();
+    }
+  }
+}
+
+inline bool power_of_two(std::int64_t value) noexcept { return value >= 1 && (value & (value - 1)) == 0; }
+
+}  // namespace detail_space
+
+// Every decision tree for a group of `group` devices (a power of 2); group 1 has one empty tree (the
+// layer sits whole on one device: pure PP).
+inline std::vector<DecisionTree> decision_trees(int group, bool takeaway3) {
+  detail::require(detail_space::power_of_two(group) && group <= (1 << 20),
+                  "search space: group size must be a power of 2 in [1, 2^20], got ", group);
+  std::vector<DecisionTree> out;
+  if (group == 1) return {DecisionTree{}};
+  std::vector<std::pair<Paradigm, int>> prefix;
+  detail_space::trees(group, prefix, 0, takeaway3, out);
+  return out;
+}
+
+// Strategies per layer over every PP degree, with and without CKPT: 68 for 8 GPUs, 44 after Takeaway 3.
+inline std::int64_t count_strategies(std::int64_t gpus, bool takeaway3) {
+  detail::require(detail_space::power_of_two(gpus) && gpus <= (1 << 20),
+                  "search space: gpus must be a power of 2 in [1, 2^20], got ", gpus);
+  std::int64_t total = 0;
+  for (std::int64_t pp = 1; pp <= gpus; pp *= 2)
+    total += 2 * static_cast<std::int64_t>(decision_trees(static_cast<int>(gpus / pp), takeaway3).size());
+  return total;
+}
+
+// A pruned tree (no DP x SDP) as a layer strategy.
+inline LayerStrategy to_strategy(const DecisionTree& tree, bool ckpt) {
+  LayerStrategy strategy;
+  strategy.ckpt = ckpt;
+  bool tp_seen_last = false;
+  for (const auto& [paradigm, degree] : tree.levels) {
+    if (paradigm == Paradigm::tp) {
+      strategy.tp = degree;
+      tp_seen_last = true;
+    } else {
+      detail::require(strategy.dp == 1, "search space: a tree that mixes DP and SDP has no layer strategy");
+      strategy.dp = degree;
+      strategy.sdp = paradigm == Paradigm::sdp;
+      tp_seen_last = false;
+    }
+  }
+  strategy.tp_inner = strategy.tp == 1 || strategy.dp == 1 || tp_seen_last;
+  return strategy;
+}
+
+// The strategies one stage of `group` devices may use under `options`, in tree order, CKPT variants after.
+inline std::vector<LayerStrategy> stage_strategies(int group, const SpaceOptions& options, std::int64_t heads_gcd = 0) {
+  std::vector<LayerStrategy> out;
+  for (const bool ckpt : {false, true}) {
+    if (ckpt && !options.ckpt) continue;
+    for (const DecisionTree& tree : decision_trees(group, true)) {
+      const LayerStrategy strategy = to_strategy(tree, ckpt);
+      if (strategy.tp > 1 && !options.tp) continue;
+      if (strategy.dp > 1 && !(strategy.sdp ? options.sdp : options.dp)) continue;
+      if (!strategy.tp_inner && !options.tp_outer) continue;
+      if (options.max_tp > 0 && strategy.tp > options.max_tp) continue;
+      if (heads_gcd > 0 && heads_gcd % strategy.tp != 0) continue;
+      out.push_back(strategy);
+    }
+  }
+  return out;
+}
+
+}  // namespace sluice::search

@@ -1,0 +1,91 @@
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli_harness.hpp"
+#include "sluice/io/search_json.hpp"
+
+using sluice::test::one_line;
+using sluice::test::run_cli;
+
+TEST_CASE("cli: search on a bundled model and cluster, text") {
+  const auto result = run_cli({"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--memory", "16GiB",
+                               "--granularity", "64MiB", "--max-batch", "64"});
+  CHECK(result.code == 0);
+  CHECK(result.err.empty());
+  CHECK(result.out.find("bert-huge-32 (32 layers) on titan-8 (8 GPUs), 16.00 GiB per device") != std::string::npos);
+  CHECK(result.out.find("best plan (") != std::string::npos);
+  CHECK(result.out.find("samples/s") != std::string::npos);
+  for (const std::string_view name : {"bmw", "base", "dp+tp", "dp+pp", "sdp"})
+    CHECK(result.out.find(name) != std::string::npos);
+}
+
+TEST_CASE("cli: search --json is one sluice.search document whose plans validate") {
+  const auto result = run_cli({"search", "--model", "t5-large-32", "--cluster", "titan-8", "--memory=12GiB",
+                               "--granularity", "64MiB", "--batch", "32", "--json"});
+  REQUIRE(result.code == 0);
+  const auto document = sluice::io::json::parse(result.out);
+  CHECK(document.at("format") == "sluice.search");
+  CHECK(document.at("model") == "t5-large-32");
+  CHECK(document.at("memory_bytes") == 12LL << 30);
+  CHECK(document.at("best").at("global_batch") == 32);
+  CHECK(document.at("baselines").size() == 6);
+  const auto report = sluice::io::from_document<sluice::search::SearchReport>(document);
+  const auto model = sluice::io::read_document<sluice::search::ModelSpec>(sluice::io::bundled_data_dir() / "models" /
+                                                                          "t5-large-32.json");
+  const auto cluster = sluice::io::read_document<sluice::search::ClusterSpec>(sluice::io::bundled_data_dir() /
+                                                                              "clusters" / "titan-8.json");
+  sluice::search::SearchOptions options;
+  options.memory_bytes = 12LL << 30;
+  options.granularity_bytes = 64LL << 20;
+  options.global_batch = 32;
+  sluice::search::validate(report, model, cluster, options);
+  // Round trip.
+  CHECK(sluice::io::json(report) ==
+        sluice::io::json(sluice::io::from_document<sluice::search::SearchReport>(sluice::io::to_document(report))));
+  CHECK(sluice::io::json(model) ==
+        sluice::io::json(sluice::io::from_document<sluice::search::ModelSpec>(sluice::io::to_document(model))));
+}
+
+TEST_CASE("cli: search --help and bad input") {
+  const auto help = run_cli({"search", "--help"});
+  CHECK(help.code == 0);
+  CHECK(help.out.find("usage: sluice search") != std::string::npos);
+  const std::vector<std::vector<std::string_view>> bad = {
+      {"search"},
+      {"search", "--model", "bert-huge-32"},
+      {"search", "--model", "no-such-model", "--cluster", "titan-8"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--memory", "16XB"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--memory", "0"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--memory", "64GiB"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--memory", "1GiB", "--batch", "8"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--granularity", "1"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--schedule", "zb"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--batch", "0"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--frobnicate"},
+  };
+  for (const auto& args : bad) {
+    CAPTURE(args.size());
+    const auto result = run_cli(args);
+    CHECK(result.code == 2);
+    CHECK(one_line(result.err));
+    CHECK(result.out.empty());
+  }
+  const auto missing = run_cli({"search", "--model", "no-such-model", "--cluster", "titan-8"});
+  CHECK(missing.err.find("bert-huge-32") != std::string::npos);  // lists the bundled models
+  const auto small =
+      run_cli({"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--memory", "1GiB", "--batch", "8"});
+  CHECK(small.err.find("no strategy fits") != std::string::npos);
+  // A malformed model file names the field.
+  const auto path = std::filesystem::temp_directory_path() / "sluice-test-bad-model.json";
+  sluice::io::write_text_file(path,
+                              R"({"format": "sluice.model", "version": 1, "layers": [{"count": 2, "hidden": 64}]})");
+  const std::string file = path.string();
+  const auto malformed = run_cli({"search", "--model", file, "--cluster", "titan-8"});
+  CHECK(malformed.code == 2);
+  CHECK(malformed.err.find("heads") != std::string::npos);
+  std::filesystem::remove(path);
+}

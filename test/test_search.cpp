@@ -1,0 +1,585 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+#include "sluice/core/random.hpp"
+#include "sluice/cost/analytic_profile.hpp"
+#include "sluice/cost/estimator.hpp"
+#include "sluice/search/dp.hpp"
+#include "sluice/search/model.hpp"
+#include "sluice/search/partition.hpp"
+#include "sluice/search/search.hpp"
+#include "sluice/search/space.hpp"
+
+using namespace sluice;
+using search::LayerStrategy;
+
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr std::int64_t GiB = std::int64_t{1} << 30;
+constexpr std::int64_t MiB = std::int64_t{1} << 20;
+
+search::ModelSpec small_model(int layers, std::int64_t hidden = 1024, std::int64_t sequence = 512) {
+  search::ModelSpec model;
+  model.name = "test";
+  model.embedding_params = 50'000 * hidden;
+  model.head_params = 50'000 * hidden;
+  for (int i = 0; i < layers; ++i)
+    model.layers.push_back({.type = "encoder", .hidden = hidden, .heads = 16, .ffn = 4 * hidden, .sequence = sequence});
+  return model;
+}
+
+search::ClusterSpec node(std::int64_t gpus, std::int64_t memory = 24 * GiB) {
+  return {.name = "node",
+          .gpus = gpus,
+          .memory_bytes = memory,
+          .reserved_bytes = 1 * GiB,
+          .flops = 125e12,
+          .efficiency = 0.5,
+          .overlap_slowdown = 1.3,
+          .levels = {{.size = std::max<std::int64_t>(8, gpus <= 8 ? gpus : 8), .bandwidth = 100e9},
+                     {.size = std::max<std::int64_t>(gpus, 16), .bandwidth = 10e9}}};
+}
+
+}  // namespace
+
+TEST_CASE("search space: the paper's strategy counts") {
+  CHECK(search::count_strategies(8, false) == 68);
+  CHECK(search::count_strategies(8, true) == 44);
+  CHECK(search::count_strategies(16, false) == 146);
+  CHECK(search::count_strategies(16, true) == 74);
+  CHECK(search::count_strategies(64, false) == 458);
+  CHECK(search::count_strategies(64, true) == 158);
+  for (std::int64_t n = 0; n <= 10; ++n) {
+    CHECK(search::count_strategies(std::int64_t{1} << n, true) == 2 * (2 * n * n + n + 1));
+    CHECK(search::count_strategies(std::int64_t{1} << n, false) == 2 * (n * n * n + 2 * n + 1));
+  }
+  // Per PP degree on 8 GPUs: the stage DP only sees its own group's strategies.
+  const search::SpaceOptions full;
+  CHECK(search::stage_strategies(8, full).size() == 22);
+  CHECK(search::stage_strategies(4, full).size() == 14);
+  CHECK(search::stage_strategies(2, full).size() == 6);
+  CHECK(search::stage_strategies(1, full).size() == 2);
+  // Fig. 3: P = 2, g = 4: the two DP x SDP trees go, S3..S6 stay (4 trees mixing TP, plus pure ones).
+  CHECK(search::decision_trees(4, false).size() == 9);
+  CHECK(search::decision_trees(4, true).size() == 7);
+  // Every pruned strategy is distinct and fills its group.
+  for (int group = 1; group <= 64; group *= 2) {
+    const auto strategies = search::stage_strategies(group, full);
+    for (std::size_t i = 0; i < strategies.size(); ++i) {
+      CHECK(strategies[i].group() == group);
+      for (std::size_t j = 0; j < i; ++j) CHECK_FALSE(strategies[i] == strategies[j]);
+    }
+  }
+}
+
+TEST_CASE("search space: DP+TP and DP+PP have 4 candidates each on 8 GPUs (Sec. VII-C)") {
+  std::size_t dp_tp = 0;
+  std::size_t dp_pp = 0;
+  for (const auto& [name, space] : search::baseline_spaces(8)) {
+    for (int pp = 1; pp <= 8; pp *= 2) {
+      if (!space.pp_degrees.empty() && std::ranges::find(space.pp_degrees, pp) == space.pp_degrees.end()) continue;
+      const std::size_t count = search::stage_strategies(8 / pp, space).size();
+      if (name == "dp+tp") dp_tp += count;
+      if (name == "dp+pp") dp_pp += count;
+    }
+  }
+  CHECK(dp_tp == 4);
+  CHECK(dp_pp == 4);
+  CHECK(LayerStrategy{.tp = 2, .dp = 4, .sdp = true, .tp_inner = true, .ckpt = true}.name() == "sdp4*tp2+ckpt");
+  CHECK(LayerStrategy{.tp = 2, .dp = 4, .sdp = false, .tp_inner = false}.name() == "tp2*dp4");
+}
+
+namespace {
+
+// A random stage problem: `strategies` strategies in `layouts` layouts; memory in whole granules when
+// `aligned`, no backward memory when `forward_only`.
+search::StageProblem random_problem(Rng& rng, int layers, int strategies, int layouts, double granularity, bool aligned,
+                                    bool forward_only) {
+  search::StageProblem problem;
+  problem.layers = layers;
+  problem.strategies = strategies;
+  problem.layouts = layouts;
+  for (int s = 0; s < strategies; ++s)
+    problem.layout.push_back(s < layouts ? s : static_cast<int>(rng.uniform_int(0, layouts - 1)));
+  auto memory = [&] {
+    return aligned ? granularity * static_cast<double>(rng.uniform_int(0, 6)) : granularity * 6 * rng.uniform();
+  };
+  for (int l = 0; l < layers; ++l)
+    for (int s = 0; s < strategies; ++s) {
+      problem.forward_bytes.push_back(memory());
+      problem.state_bytes.push_back(memory());
+      problem.backward_bytes.push_back(forward_only ? 0.0 : memory());
+      problem.time.push_back(1.0 + 9.0 * rng.uniform());
+    }
+  for (int l = 0; l < layers; ++l)
+    for (int from = 0; from < layouts; ++from)
+      for (int to = 0; to < layouts; ++to) problem.transition.push_back(from == to ? 0.0 : 2.0 * rng.uniform());
+  problem.budget = granularity * static_cast<double>(rng.uniform_int(layers, 12 * layers));
+  return problem;
+}
+
+// Every plan: the cheapest whose Eq. 2 peak fits (inf if none).
+double brute_force(const search::StageProblem& problem) {
+  double best = inf;
+  std::vector<int> choice(static_cast<std::size_t>(problem.layers), 0);
+  while (true) {
+    if (search::plan_memory(problem, choice) <= problem.budget)
+      best = std::min(best, search::plan_time(problem, choice));
+    std::size_t k = 0;
+    while (k < choice.size() && ++choice[k] == problem.strategies) choice[k++] = 0;
+    if (k == choice.size()) return best;
+  }
+}
+
+void check_solution(const search::StageProblem& problem, const search::StageSolution& solution) {
+  if (!solution.feasible) return;
+  REQUIRE(solution.choice.size() == static_cast<std::size_t>(problem.layers));
+  CHECK(search::plan_memory(problem, solution.choice) <= problem.budget);
+  CHECK(solution.memory == doctest::Approx(search::plan_memory(problem, solution.choice)));
+  CHECK(solution.time == doctest::Approx(search::plan_time(problem, solution.choice)));
+}
+
+}  // namespace
+
+TEST_CASE("layer DP: the Pareto variant equals brute force; the discretised DP is feasible and no better") {
+  Rng rng(7);
+  search::StageWorkspace work;
+  const double granularity = 1000;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int layers = static_cast<int>(rng.uniform_int(1, 4));
+    const int strategies = static_cast<int>(rng.uniform_int(1, 4));
+    const int layouts = static_cast<int>(rng.uniform_int(1, strategies));
+    const auto problem = random_problem(rng, layers, strategies, layouts, granularity, false, false);
+    const double expected = brute_force(problem);
+    const auto exact = search::solve_stage_exact(problem);
+    check_solution(problem, exact);
+    CHECK(exact.feasible == (expected < inf));
+    if (exact.feasible) CHECK(exact.time == doctest::Approx(expected).epsilon(1e-12));
+    const auto discrete = search::solve_stage(problem, granularity, work);
+    check_solution(problem, discrete);
+    if (discrete.feasible) CHECK(discrete.time >= expected * (1 - 1e-12));
+  }
+}
+
+TEST_CASE("layer DP: whole granules give the exact optimum; otherwise within one granule per layer") {
+  Rng rng(11);
+  search::StageWorkspace work;
+  const double granularity = 4096;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int layers = static_cast<int>(rng.uniform_int(1, 4));
+    const int strategies = static_cast<int>(rng.uniform_int(1, 5));
+    const int layouts = static_cast<int>(rng.uniform_int(1, strategies));
+    const bool aligned = trial % 2 == 0;
+    auto problem = random_problem(rng, layers, strategies, layouts, granularity, aligned, true);
+    const auto discrete = search::solve_stage(problem, granularity, work);
+    const auto exact = search::solve_stage_exact(problem);
+    check_solution(problem, discrete);
+    if (aligned) {
+      CHECK(discrete.feasible == exact.feasible);
+      if (exact.feasible) CHECK(discrete.time == doctest::Approx(exact.time).epsilon(1e-12));
+      continue;
+    }
+    if (exact.feasible && discrete.feasible) CHECK(discrete.time >= exact.time * (1 - 1e-12));
+    if (!exact.feasible) CHECK_FALSE(discrete.feasible);
+    // Rounding costs at most one granule per layer: the exact optimum with that much less memory is
+    // never better than the discretised DP.
+    problem.budget -= granularity * layers;
+    const auto tighter = search::solve_stage_exact(problem);
+    if (tighter.feasible) {
+      REQUIRE(discrete.feasible);
+      CHECK(discrete.time <= tighter.time * (1 + 1e-12));
+    }
+  }
+}
+
+TEST_CASE("layer DP: Algorithm 3's check rejects plans whose backward peak overflows") {
+  // Two layers, two strategies: A keeps activations (O_f 6, O_b 0, fast), B checkpoints (O_f 1, O_b 5, slow).
+  search::StageProblem problem;
+  problem.layers = 2;
+  problem.strategies = 2;
+  problem.layouts = 1;
+  problem.layout = {0, 0};
+  problem.forward_bytes = {6, 1, 6, 1};
+  problem.backward_bytes = {0, 5, 0, 5};
+  problem.state_bytes = {0, 0, 0, 0};
+  problem.time = {1, 2, 1, 2};
+  problem.transition = {0, 0};
+  problem.budget = 7;
+  search::StageWorkspace work;
+  // A,A needs 12; B,B peaks at 1 + 1 + 5 = 7; A,B peaks at 6 + 1 + 5 = 12; B,A at 1 + 6 = 7.
+  const auto solution = search::solve_stage(problem, 1, work);
+  REQUIRE(solution.feasible);
+  CHECK(solution.choice == std::vector<int>{1, 0});
+  CHECK(solution.time == 3);
+  CHECK(solution.memory == 7);
+  CHECK(search::solve_stage_exact(problem).time == 3);
+  problem.budget = 6.5;
+  CHECK_FALSE(search::solve_stage(problem, 1, work).feasible);
+  CHECK_FALSE(search::solve_stage_exact(problem).feasible);
+}
+
+TEST_CASE("layer DP: bad input") {
+  search::StageProblem problem;
+  search::StageWorkspace work;
+  CHECK_THROWS_AS(search::solve_stage(problem, 1, work), invalid_input);
+  problem.layers = 1;
+  problem.strategies = 1;
+  problem.layout = {0};
+  problem.forward_bytes = {1};
+  problem.backward_bytes = {0};
+  problem.state_bytes = {1};
+  problem.time = {1};
+  problem.transition = {0};
+  problem.budget = 10;
+  CHECK(search::solve_stage(problem, 1, work).feasible);
+  CHECK_THROWS_AS(search::solve_stage(problem, 0, work), invalid_input);
+  CHECK_THROWS_AS(search::solve_stage(problem, 1e-9 * 10, work), invalid_input);
+  problem.time = {-1};
+  CHECK_THROWS_AS(search::solve_stage(problem, 1, work), invalid_input);
+  problem.time = {1};
+  problem.layout = {1};
+  CHECK_THROWS_AS(search::solve_stage(problem, 1, work), invalid_input);
+  problem.layout = {0};
+  problem.forward_bytes = {1, 2};
+  CHECK_THROWS_AS(search::solve_stage_exact(problem), invalid_input);
+  // A backtracking table past 2^28 entries asks for a coarser granularity.
+  problem.layers = 300;
+  problem.forward_bytes.assign(300, 1);
+  problem.backward_bytes.assign(300, 0);
+  problem.state_bytes.assign(300, 1);
+  problem.time.assign(300, 1);
+  problem.transition.assign(300, 0);
+  problem.budget = 1 << 20;
+  CHECK_THROWS_AS(search::solve_stage(problem, 1, work), invalid_input);
+  CHECK(search::solve_stage(problem, 64, work).feasible);
+}
+
+TEST_CASE("partition: min-max split equals brute force") {
+  Rng rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int layers = static_cast<int>(rng.uniform_int(1, 9));
+    const int stages = static_cast<int>(rng.uniform_int(1, layers));
+    std::vector<double> weight;
+    for (int l = 0; l < layers; ++l) weight.push_back(rng.uniform());
+    std::vector<double> factor;
+    for (int i = 0; i < stages; ++i) factor.push_back(1 + rng.uniform());
+    auto cost = [&](int stage, int first, int count) {
+      double sum = 0;
+      for (int l = first; l < first + count; ++l) sum += weight[static_cast<std::size_t>(l)];
+      return factor[static_cast<std::size_t>(stage)] * sum;
+    };
+    auto value = [&](const std::vector<int>& sizes) {
+      double peak = 0;
+      int first = 0;
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        peak = std::max(peak, cost(static_cast<int>(i), first, sizes[i]));
+        first += sizes[i];
+      }
+      return peak;
+    };
+    double best = inf;
+    std::function<void(std::vector<int>&, int)> all = [&](std::vector<int>& sizes, int left) {
+      if (static_cast<int>(sizes.size()) == stages - 1) {
+        sizes.push_back(left);
+        best = std::min(best, value(sizes));
+        sizes.pop_back();
+        return;
+      }
+      for (int count = 1; left - count >= stages - static_cast<int>(sizes.size()) - 1; ++count) {
+        sizes.push_back(count);
+        all(sizes, left - count);
+        sizes.pop_back();
+      }
+    };
+    std::vector<int> sizes;
+    all(sizes, layers);
+    const auto split = search::min_max_partition(layers, stages, cost);
+    REQUIRE(split.size() == static_cast<std::size_t>(stages));
+    for (const int count : split) CHECK(count >= 1);
+    CHECK(value(split) == doctest::Approx(best).epsilon(1e-12));
+  }
+  CHECK(search::even_partition(10, 4) == std::vector<int>{2, 2, 3, 3});
+  CHECK_THROWS_AS(search::even_partition(3, 4), invalid_input);
+  const std::vector<double> equal{1, 1, 1, 1};
+  CHECK(search::balance(equal) == doctest::Approx(0.75));
+}
+
+TEST_CASE("estimator: memory and time follow the strategies") {
+  const cost::AnalyticEstimator estimator(small_model(4), node(8));
+  const auto dp = estimator.layer(0, {.tp = 1, .dp = 8}, 64);
+  const auto sdp = estimator.layer(0, {.tp = 1, .dp = 8, .sdp = true}, 64);
+  const auto tp = estimator.layer(0, {.tp = 8, .dp = 1}, 64);
+  const auto dp_ckpt = estimator.layer(0, {.tp = 1, .dp = 8, .ckpt = true}, 64);
+  CHECK(sdp.state_bytes == doctest::Approx(dp.state_bytes / 8));
+  CHECK(tp.state_bytes == doctest::Approx(dp.state_bytes / 8));
+  CHECK(sdp.forward_bytes == doctest::Approx(dp.forward_bytes));
+  CHECK(dp_ckpt.forward_bytes < dp.forward_bytes);
+  CHECK(dp_ckpt.backward_bytes + dp_ckpt.forward_bytes == doctest::Approx(dp.forward_bytes));
+  CHECK(dp_ckpt.time_nosync > dp.time_nosync);
+  // Gradient sync costs only on the last micro-batch; SDP communicates 1.5x DP's volume.
+  CHECK(dp.time_sync > dp.time_nosync);
+  CHECK(sdp.time_nosync > dp.time_nosync);
+  // Per sample, TP replicates the boundary activation but splits the rest (TP holds 64 samples, DP 8).
+  CHECK(tp.forward_bytes / 64 > dp.forward_bytes / 8 / 8);
+  CHECK(tp.forward_bytes / 64 < dp.forward_bytes / 8);
+  // Overlap: γ·min + |difference|.
+  CHECK(estimator.overlap(2, 1) == doctest::Approx(2.3));
+  CHECK(estimator.overlap(1, 0) == doctest::Approx(1));
+  // R is free between strategies of one layout and costs otherwise.
+  CHECK(estimator.transition(1, {.tp = 2, .dp = 4}, {.tp = 2, .dp = 4, .sdp = true, .ckpt = true}, 64) == 0);
+  CHECK(estimator.transition(1, {.tp = 2, .dp = 4}, {.tp = 1, .dp = 8}, 64) > 0);
+  CHECK(estimator.transition(1, {.tp = 2, .dp = 4}, {.tp = 2, .dp = 4, .tp_inner = false}, 64) > 0);
+  // With a faster inner link (4 GPUs), TP on the consecutive ranks beats TP across them.
+  auto islands = node(8);
+  islands.levels = {{.size = 4, .bandwidth = 100e9}, {.size = 8, .bandwidth = 10e9}};
+  const cost::AnalyticEstimator split(small_model(4), islands);
+  CHECK(split.layer(0, {.tp = 2, .dp = 4}, 64).time_nosync <
+        split.layer(0, {.tp = 2, .dp = 4, .tp_inner = false}, 64).time_nosync);
+}
+
+namespace {
+
+search::SearchOptions quick_options(std::int64_t memory) {
+  search::SearchOptions options;
+  options.memory_bytes = memory;
+  options.granularity_bytes = 64 * MiB;
+#ifdef NDEBUG
+  options.max_batch = 256;
+#else
+  options.max_batch = 64;
+#endif
+  options.batch_step = 8;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("search: BMW >= Base >= every baseline, every plan valid, more memory never lowers the optimum") {
+  struct Case {
+    int layers;
+    std::int64_t hidden;
+    std::int64_t sequence;
+    std::int64_t gpus;
+    bool islands = false;  // 4-GPU islands with a 10x slower link between them
+  };
+  const std::vector<Case> small_cases = {
+      {8, 1024, 512, 8}, {12, 1536, 1024, 8}, {6, 2048, 256, 4}, {16, 1024, 512, 16}, {8, 2048, 512, 8, true}};
+#ifdef NDEBUG
+  std::vector<Case> cases = small_cases;
+  cases.insert(cases.end(), {{24, 1024, 1024, 8}, {32, 1280, 512, 8, true}, {12, 4096, 2048, 16}});
+  const std::vector<std::int64_t> budgets = {3 * GiB, 4 * GiB, 5 * GiB, 6 * GiB, 8 * GiB, 10 * GiB, 12 * GiB, 16 * GiB};
+#else
+  const std::vector<Case> cases = small_cases;
+  const std::vector<std::int64_t> budgets = {4 * GiB, 6 * GiB, 8 * GiB, 12 * GiB};
+#endif
+  for (const Case& c : cases) {
+    const auto model = small_model(c.layers, c.hidden, c.sequence);
+    auto cluster = node(c.gpus, 16 * GiB);
+    if (c.islands) cluster.levels = {{.size = 4, .bandwidth = 100e9}, {.size = 8, .bandwidth = 10e9}};
+    double previous_best = 0;
+    double previous_base = 0;
+    for (const std::int64_t memory : budgets) {
+      if (memory > cluster.memory_bytes) continue;
+      CAPTURE(c.layers);
+      CAPTURE(c.gpus);
+      CAPTURE(memory);
+      const auto options = quick_options(memory);
+      search::SearchReport report;
+      try {
+        report = search::search(model, cluster, options);
+      } catch (const infeasible&) {
+        CHECK(previous_best == 0);
+        continue;
+      }
+      search::validate(report, model, cluster, options);
+      REQUIRE(report.base.has_value());
+      CHECK(report.best.throughput >= report.base->throughput);
+      for (const auto& baseline : report.baselines)
+        if (baseline.plan) CHECK(report.base->throughput >= baseline.plan->throughput);
+      CHECK(report.best.throughput >= previous_best);
+      CHECK(report.base->throughput >= previous_base);
+      previous_best = report.best.throughput;
+      previous_base = report.base->throughput;
+      // The standalone Base search is what the report's Base started from.
+      const auto own = search::search_base(model, cluster, options);
+      if (own) {
+        search::validate(*own, model, cluster, options, options.space);
+        CHECK(report.base->throughput >= own->throughput);
+      }
+    }
+    CHECK(previous_best > 0);
+  }
+}
+
+TEST_CASE("search: BMW's accepted adjustments keep Eq. 7/8") {
+  const auto model = small_model(16, 1024, 1024);
+  const auto cluster = node(8, 16 * GiB);
+  auto options = quick_options(6 * GiB);
+  options.global_batch = 64;
+  std::size_t accepted = 0;
+  for (const int pp : {2, 4, 8})
+    for (const int m : {1, 2, 4, 8}) {
+      if ((64 / m) % (8 / pp) != 0) continue;
+      const auto trace = search::balance_trace(model, cluster, options, pp, 64, m);
+      CHECK(trace.memory_balanced.size() == static_cast<std::size_t>(pp));
+      CHECK(trace.time_balanced.size() == static_cast<std::size_t>(pp));
+      if (trace.accepted.empty()) continue;
+      // Re-derive the balance of p_m and p_t from a search pinned to them.
+      auto alphas = [&](const std::vector<int>& sizes) {
+        search::detail_search::Searcher searcher(model, cluster, options);
+        auto context = searcher.context(options.space, pp, 64, m);
+        const auto evaluation = context.evaluate(sizes);
+        return std::pair{evaluation.feasible ? search::balance(evaluation.times()) : -1.0,
+                         evaluation.feasible ? search::balance(evaluation.memories()) : -1.0};
+      };
+      const auto [t_m, m_m] = alphas(trace.memory_balanced);
+      const auto [t_t, m_t] = alphas(trace.time_balanced);
+      double last_t = t_m;
+      for (const auto& step : trace.accepted) {
+        ++accepted;
+        const auto [t, mem] = alphas(step.sizes);
+        CHECK(t == doctest::Approx(step.alpha_time));
+        CHECK(mem == doctest::Approx(step.alpha_memory));
+        CHECK(t >= last_t);
+        CHECK(t >= t_m);
+        CHECK(mem <= m_m);
+        if (t_t >= 0) {
+          CHECK(t <= t_t);
+          CHECK(mem >= m_t);
+        }
+        last_t = t;
+      }
+      REQUIRE(trace.best.has_value());
+    }
+  CHECK(accepted > 0);
+}
+
+TEST_CASE("search: a fixed batch and GPipe") {
+  const auto model = small_model(8);
+  const auto cluster = node(8, 16 * GiB);
+  auto options = quick_options(8 * GiB);
+  options.global_batch = 32;
+  options.schedule = search::Schedule::gpipe;
+  const auto report = search::search(model, cluster, options);
+  search::validate(report, model, cluster, options);
+  CHECK(report.best.global_batch == 32);
+  for (const auto& baseline : report.baselines)
+    if (baseline.plan) CHECK(baseline.plan->global_batch == 32);
+  // A validator catches a tampered plan.
+  auto broken = report.best;
+  broken.stages.front().memory_bytes += 1e6;
+  CHECK_THROWS_AS(search::validate(broken, model, cluster, options, options.space), invalid_plan);
+  broken = report.best;
+  broken.throughput *= 2;
+  CHECK_THROWS_AS(search::validate(broken, model, cluster, options, options.space), invalid_plan);
+  broken = report.best;
+  broken.micro_batches = 3;
+  CHECK_THROWS_AS(search::validate(broken, model, cluster, options, options.space), invalid_plan);
+  broken = report.best;
+  broken.stages.front().strategies.front().tp *= 2;
+  CHECK_THROWS_AS(search::validate(broken, model, cluster, options, options.space), invalid_plan);
+}
+
+TEST_CASE("search: bad input and infeasible problems") {
+  const auto model = small_model(4);
+  const auto cluster = node(8, 16 * GiB);
+  auto options = quick_options(8 * GiB);
+  options.global_batch = 16;
+  auto bad = options;
+  bad.memory_bytes = 32 * GiB;
+  CHECK_THROWS_AS(search::search(model, cluster, bad), invalid_input);
+  bad = options;
+  bad.granularity_bytes = 0;
+  CHECK_THROWS_AS(search::search(model, cluster, bad), invalid_input);
+  bad.granularity_bytes = 1;
+  CHECK_THROWS_AS(search::search(model, cluster, bad), invalid_input);
+  bad = options;
+  bad.global_batch = -1;
+  CHECK_THROWS_AS(search::search(model, cluster, bad), invalid_input);
+  bad = options;
+  bad.space.pp_degrees = {3};
+  CHECK_THROWS_AS(search::search(model, cluster, bad), invalid_input);
+  auto bad_model = model;
+  bad_model.layers[1].heads = 7;
+  CHECK_THROWS_AS(search::search(bad_model, cluster, options), invalid_input);
+  bad_model = model;
+  bad_model.layers.clear();
+  CHECK_THROWS_AS(search::search(bad_model, cluster, options), invalid_input);
+  auto bad_cluster = cluster;
+  bad_cluster.gpus = 6;
+  CHECK_THROWS_AS(search::search(model, bad_cluster, options), invalid_input);
+  bad_cluster = cluster;
+  bad_cluster.levels = {{.size = 4, .bandwidth = 1e9}};
+  CHECK_THROWS_AS(search::search(model, bad_cluster, options), invalid_input);
+  bad_cluster = cluster;
+  bad_cluster.levels.front().bandwidth = 0;
+  CHECK_THROWS_AS(search::search(model, bad_cluster, options), invalid_input);
+  // A budget below the reserved context fits nothing.
+  auto tiny = options;
+  tiny.memory_bytes = 512 * MiB;
+  CHECK_THROWS_AS(search::search(model, cluster, tiny), infeasible);
+  // A space with no strategy for any stage of these 8 GPUs (TP only, at most 2-way, no pipeline); the
+  // baselines outside it are reported but not adopted.
+  auto narrow = options;
+  narrow.space = {.dp = false, .sdp = false, .tp = true, .ckpt = false, .pp_degrees = {1}, .max_tp = 2};
+  CHECK_THROWS_AS(search::search(model, cluster, narrow), infeasible);
+  narrow.space.max_tp = 0;
+  const auto tp_only = search::search(model, cluster, narrow);
+  search::validate(tp_only, model, cluster, narrow);
+  for (const auto& stage : tp_only.best.stages)
+    for (const auto& strategy : stage.strategies) CHECK(strategy.tp == 8);
+  // A global batch that no stage group divides.
+  auto odd = options;
+  odd.global_batch = 3;
+  CHECK_THROWS_AS(search::search(model, cluster, odd), infeasible);
+  CHECK_THROWS_AS(search::balance_trace(model, cluster, options, 3, 16, 1), invalid_input);
+  CHECK_THROWS_AS(search::balance_trace(model, cluster, options, 2, 16, 3), invalid_input);
+  CHECK_THROWS_AS(search::count_strategies(6, true), invalid_input);
+  CHECK_THROWS_AS(search::decision_trees(0, true), invalid_input);
+}
+
+TEST_CASE("analytic profile: T(l) fitted to the estimator, MaxLen from its memory") {
+  const auto model = small_model(8, 2048, 1024);
+  const auto cluster = node(16, 40 * GiB);
+  cost::AnalyticProfileOptions options;
+  options.memory_bytes = 24 * GiB;
+  const cost::Profile profile = cost::analytic_profile(model, cluster, options);
+  CHECK(profile.gpus() == 16);
+  CHECK(profile.schemes().size() == 13);  // TP 1, 2: PP 1..8; TP 4: PP 1..4; TP 8: PP 1, 2
+  for (const cost::SchemeCost& scheme : profile.schemes()) {
+    CAPTURE(scheme.scheme.name());
+    for (const std::int64_t length : {700, 3000, 20000}) {
+      const double expected = cost::analytic_stage_time(model, cluster, scheme.scheme, length);
+      CHECK(scheme.latency(length) == doctest::Approx(expected).epsilon(0.02));
+    }
+    REQUIRE(scheme.max_len > 0);
+    CHECK(scheme.max_len % options.granularity == 0);
+    CHECK(cost::analytic_stage_memory(model, cluster, scheme.scheme, scheme.max_len) <=
+          static_cast<double>(options.memory_bytes));
+    if (scheme.max_len < options.max_length)
+      CHECK(cost::analytic_stage_memory(model, cluster, scheme.scheme, scheme.max_len + options.granularity) >
+            static_cast<double>(options.memory_bytes));
+    // More TP splits states and activations: MaxLen never shrinks.
+    if (scheme.scheme.tp() > 1) {
+      if (const auto* narrower = profile.find(Scheme(scheme.scheme.tp() / 2, scheme.scheme.pp())))
+        CHECK(scheme.max_len >= narrower->max_len);
+    }
+  }
+  auto bad = options;
+  bad.memory_bytes = 64 * GiB;
+  CHECK_THROWS_AS(cost::analytic_profile(model, cluster, bad), invalid_input);
+  bad = options;
+  bad.max_length = 512;
+  CHECK_THROWS_AS(cost::analytic_profile(model, cluster, bad), invalid_input);
+  bad = options;
+  bad.granularity = 0;
+  CHECK_THROWS_AS(cost::analytic_profile(model, cluster, bad), invalid_input);
+}
