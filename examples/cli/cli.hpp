@@ -10,6 +10,7 @@
 #include "plan.hpp"
 #include "propose.hpp"
 #include "search.hpp"
+#include "shard.hpp"
 #include "sluice/core/error.hpp"
 
 namespace sluice::cli {
@@ -22,6 +23,7 @@ inline constexpr std::string_view usage =
     "  plan      plan K iterations over candidate strategies: dispatch, packing, choice\n"
     "  propose   propose the candidate strategies worth considering for a dataset and a profile\n"
     "  search    hybrid-parallel strategy and pipeline partition search for a model on a cluster\n"
+    "  shard     pull/push LNK plans between the optimizer layout and a strategy, and their cost\n"
     "\n"
     "`sluice <command> --help` describes a command's options.\n";
 
@@ -41,6 +43,7 @@ inline int run(std::span<const std::string_view> args, std::ostream& out, std::o
     if (command == "plan") return plan(rest, out);
     if (command == "propose") return propose(rest, out);
     if (command == "search") return search_command(rest, out);
+    if (command == "shard") return shard(rest, out);
     detail::fail("unknown command '", command, "' (try sluice --help)");
   } catch (const invalid_input& error) {
     err << "sluice: error: " << error.what() << "\n";

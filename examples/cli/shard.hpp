@@ -1,0 +1,159 @@
+#pragma once
+// `sluice shard`: what optimization–propagation disaggregation costs one strategy: its placement, the pull
+// and push LNK plans against the fixed optimizer layout, bytes per link class and α–β times.
+#include <filesystem>
+#include <iomanip>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "options.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/core_json.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/io/shard_json.hpp"
+#include "sluice/shard/cost.hpp"
+#include "sluice/shard/model.hpp"
+#include "sluice/shard/placement.hpp"
+#include "sluice/shard/pull_push.hpp"
+
+namespace sluice::cli {
+
+inline constexpr std::string_view shard_usage =
+    "usage: sluice shard --gpus N --strategy S [--model M] [--previous S] [--gpus-per-node G] [--no-match]\n"
+    "                    [--json] [--plans]\n"
+    "\n"
+    "Plans the pull (parameters from the optimizer layout into the strategy's placement) and the push\n"
+    "(reduce-scatter across pipelines, then gradients to their optimizer owners) of one iteration, and\n"
+    "reports the bytes per link class and the α–β time of each phase.\n"
+    "\n"
+    "  --gpus N           cluster size; the optimizer states are sharded over all N GPUs\n"
+    "  --strategy S       a strategy like '1*tp16pp1+6*tp8pp1', or a sluice.strategy JSON file\n"
+    "  --model M          a sluice.shard_model JSON file, or a profile (JSON file or bundled name) whose model\n"
+    "                     is taken as a LLaMA-like stack of layers (default llama2-7b)\n"
+    "  --previous S       keep the optimizer states in strategy S's own layout instead of fully sharded: the\n"
+    "                     cost of switching from S\n"
+    "  --gpus-per-node G  GPUs per node, for placement and link classes (default 8)\n"
+    "  --no-match         reduce-scatter pieces in pipeline order, not matched to their optimizer owners\n"
+    "  --json             print one sluice.shard_run JSON document\n"
+    "  --plans            with --json, include the placement, the layout and both full plans\n";
+
+namespace detail_shard {
+
+inline Strategy read_strategy(const std::string& text) {
+  std::error_code error;
+  if (std::filesystem::is_regular_file(text, error)) return io::read_document<Strategy>(text);
+  return Strategy::parse(text);
+}
+
+inline shard::Model read_model(const std::string& text) {
+  std::error_code error;
+  if (std::filesystem::is_regular_file(text, error)) {
+    const io::json document = io::read_json_file(text);
+    if (document.is_object() && document.contains("format") &&
+        document.at("format") == io::document_traits<shard::Model>::format)
+      return io::from_document<shard::Model>(document, text);
+  }
+  const cost::Profile profile = io::read_document<cost::Profile>(io::resolve_data_file(text, "profiles"));
+  return shard::llama_like(profile.spec().model);
+}
+
+inline void phase_row(std::ostream& out, std::string_view name, const shard::PhaseCost& phase) {
+  out << "  " << std::left << std::setw(16) << name << std::right << std::setw(10) << phase.messages << std::setw(12)
+      << static_cast<double>(phase.bytes.local) * 1e-9 << std::setw(12) << static_cast<double>(phase.bytes.intra_node) * 1e-9
+      << std::setw(12) << static_cast<double>(phase.bytes.inter_node) * 1e-9 << std::setw(12) << phase.seconds << "\n";
+}
+
+}  // namespace detail_shard
+
+inline int shard(std::span<const std::string_view> args, std::ostream& out) {
+  const Options options(args, {"gpus", "strategy", "model", "previous", "gpus-per-node"},
+                        {"no-match", "json", "plans", "help"});
+  if (options.flag("help")) {
+    out << shard_usage;
+    return 0;
+  }
+  const auto gpus = options.positive("gpus");
+  sluice::detail::require(gpus.has_value(), "option --gpus is required (see sluice shard --help)");
+  const auto strategy_text = options.text("strategy");
+  sluice::detail::require(strategy_text.has_value(), "option --strategy is required (see sluice shard --help)");
+  sluice::detail::require(!options.flag("plans") || options.flag("json"), "option --plans needs --json");
+  const Strategy strategy = detail_shard::read_strategy(*strategy_text);
+  const shard::Model model =
+      detail_shard::read_model(options.text("model").value_or(std::string(io::default_profile)));
+  const std::int64_t per_node = options.positive("gpus-per-node").value_or(8);
+  sluice::detail::require(per_node <= *gpus, "option --gpus-per-node: ", per_node, " exceeds --gpus ", *gpus);
+  const shard::PlacementOptions placement_options{.gpus_per_node = static_cast<int>(per_node)};
+  shard::Cluster cluster;
+  cluster.gpus_per_node = static_cast<int>(per_node);
+
+  // A strategy that cannot be placed is the user's input to fix, so it exits 2 like any bad input.
+  auto place = [&](const Strategy& placed) {
+    try {
+      return shard::place(placed, *gpus, model.layers, placement_options);
+    } catch (const infeasible& error) {
+      sluice::detail::fail(error.what());
+    }
+  };
+  const shard::Placement placement = place(strategy);
+  const std::optional<Strategy> previous =
+      options.text("previous") ? std::optional(detail_shard::read_strategy(*options.text("previous"))) : std::nullopt;
+  const shard::OptimizerLayout layout =
+      previous ? shard::aligned_layout(place(*previous)) : shard::sharded_layout(*gpus, model.layers);
+  const shard::PullPlan pull = shard::plan_pull(placement, layout, model);
+  const shard::PushPlan push = shard::plan_push(placement, layout, model, {.match_owners = !options.flag("no-match")});
+  shard::validate(pull, placement, layout, model);
+  shard::validate(push, placement, layout, model);
+  const shard::ShardCost cost = shard::plan_cost(pull, push, cluster);
+
+  if (options.flag("json")) {
+    io::json blocks = io::json::array();
+    for (std::size_t b = 0; b < pull.blocks.size(); ++b)
+      blocks.push_back({{"layers", {pull.blocks[b].layer_begin, pull.blocks[b].layer_end}},
+                        {"pull_granularity", pull.blocks[b].granularity},
+                        {"push_granularity", push.blocks[b].granularity}});
+    io::json document{{"format", "sluice.shard_run"},
+                      {"version", 1},
+                      {"gpus", *gpus},
+                      {"strategy", strategy},
+                      {"previous", previous ? io::json(*previous) : io::json(nullptr)},
+                      {"model", model},
+                      {"cluster", cluster},
+                      {"grid", push.grid},
+                      {"pipelines", push.pipelines},
+                      {"blocks", std::move(blocks)},
+                      {"pull_sends", pull.sends.size()},
+                      {"pull_local_moves", pull.local_moves.size()},
+                      {"push_sends", push.sends.size()},
+                      {"push_local_moves", push.local_moves.size()},
+                      {"rs_groups", push.rs_groups.size()},
+                      {"cost", cost}};
+    if (options.flag("plans")) {
+      document["placement"] = io::to_document(placement);
+      document["layout"] = io::to_document(layout);
+      document["pull"] = io::to_document(pull);
+      document["push"] = io::to_document(push);
+    }
+    out << document.dump(2) << "\n";
+    return 0;
+  }
+
+  out << "shard: " << strategy.name() << " on " << *gpus << " GPUs (" << per_node << " per node), model " << model.name
+      << " (" << model.layers << " layers, " << std::fixed << std::setprecision(2)
+      << static_cast<double>(model.layer_elements() * model.layers) * 1e-9 << " G parameters)\n";
+  out << "optimizer layout: " << (previous ? "aligned to " + previous->name() : std::string("fully sharded")) << "; "
+      << push.pipelines << " pipelines, TP grid " << push.grid << ", " << pull.blocks.size() << (pull.blocks.size() == 1 ? " layer block" : " layer blocks");
+  if (pull.blocks.size() == 1)
+    out << ", mutual slices: pull " << pull.blocks[0].granularity << ", push " << push.blocks[0].granularity;
+  out << "\n\n  phase             messages    local GB    intra GB    inter GB    time (s)\n" << std::setprecision(3);
+  detail_shard::phase_row(out, "pull", cost.pull);
+  detail_shard::phase_row(out, "reduce-scatter", cost.reduce_scatter);
+  detail_shard::phase_row(out, "push", cost.push);
+  out << "\n  total " << cost.seconds() << " s per iteration if nothing overlaps computation\n";
+  return 0;
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,304 @@
+#pragma once
+// JSON for the LNK planning types, all version 1: models ("sluice.shard_model"), placements
+// ("sluice.placement"), optimizer layouts ("sluice.optimizer_layout"), pull plans ("sluice.pull_plan") and
+// push plans ("sluice.push_plan"); costs and clusters are written inside other documents.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sluice/io/core_json.hpp"
+#include "sluice/io/json.hpp"
+#include "sluice/shard/cost.hpp"
+#include "sluice/shard/model.hpp"
+#include "sluice/shard/placement.hpp"
+#include "sluice/shard/pull_push.hpp"
+
+namespace sluice::io {
+template <>
+struct document_traits<shard::Model> {
+  static constexpr std::string_view format = "sluice.shard_model";
+  static constexpr int version = 1;
+};
+template <>
+struct document_traits<shard::Placement> {
+  static constexpr std::string_view format = "sluice.placement";
+  static constexpr int version = 1;
+};
+template <>
+struct document_traits<shard::OptimizerLayout> {
+  static constexpr std::string_view format = "sluice.optimizer_layout";
+  static constexpr int version = 1;
+};
+template <>
+struct document_traits<shard::PullPlan> {
+  static constexpr std::string_view format = "sluice.pull_plan";
+  static constexpr int version = 1;
+};
+template <>
+struct document_traits<shard::PushPlan> {
+  static constexpr std::string_view format = "sluice.push_plan";
+  static constexpr int version = 1;
+};
+
+namespace detail_shard {
+
+// A layer range [begin, end) as a two-element array.
+inline std::pair<int, int> layer_range(const json& in, std::string_view where) {
+  const auto range = field<std::vector<int>>(in, "layers", where);
+  sluice::detail::require(range.size() == 2, where, ": field 'layers' must be [begin, end], got ", range.size(),
+                          " numbers");
+  return {range[0], range[1]};
+}
+
+}  // namespace detail_shard
+}  // namespace sluice::io
+
+namespace nlohmann {
+
+template <>
+struct adl_serializer<sluice::shard::Tensor> {
+  static void to_json(json& out, const sluice::shard::Tensor& tensor) {
+    out = {{"name", tensor.name}, {"elements", tensor.elements}};
+  }
+  static sluice::shard::Tensor from_json(const json& in) {
+    using sluice::io::field;
+    return {field<std::string>(in, "name", "tensor"), field<std::int64_t>(in, "elements", "tensor")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::Model> {
+  static void to_json(json& out, const sluice::shard::Model& model) {
+    out = {{"name", model.name},
+           {"layers", model.layers},
+           {"param_bytes", model.param_bytes},
+           {"grad_bytes", model.grad_bytes},
+           {"tensors", model.tensors}};
+  }
+  static sluice::shard::Model from_json(const json& in) {
+    using sluice::io::field;
+    using sluice::io::field_or;
+    sluice::shard::Model model{field_or<std::string>(in, "name", "", "shard model"), field<int>(in, "layers", "shard model"),
+                               field<std::vector<sluice::shard::Tensor>>(in, "tensors", "shard model"),
+                               field_or<int>(in, "param_bytes", 2, "shard model"),
+                               field_or<int>(in, "grad_bytes", 2, "shard model")};
+    model.validate();
+    return model;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::Stage> {
+  static void to_json(json& out, const sluice::shard::Stage& stage) {
+    out = {{"layers", {stage.layer_begin, stage.layer_end}}, {"ranks", stage.ranks}};
+  }
+  static sluice::shard::Stage from_json(const json& in) {
+    const auto [begin, end] = sluice::io::detail_shard::layer_range(in, "stage");
+    return {begin, end, sluice::io::field<std::vector<int>>(in, "ranks", "stage")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::PipelinePlacement> {
+  static void to_json(json& out, const sluice::shard::PipelinePlacement& pipeline) {
+    out = json(pipeline.scheme);
+    out["stages"] = pipeline.stages;
+  }
+  static sluice::shard::PipelinePlacement from_json(const json& in) {
+    return {in.get<sluice::Scheme>(), sluice::io::field<std::vector<sluice::shard::Stage>>(in, "stages", "pipeline")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::Placement> {
+  static void to_json(json& out, const sluice::shard::Placement& placement) {
+    out = {{"gpus", placement.gpus}, {"layers", placement.layers}, {"pipelines", placement.pipelines}};
+  }
+  static sluice::shard::Placement from_json(const json& in) {
+    using sluice::io::field;
+    return {field<std::int64_t>(in, "gpus", "placement"), field<int>(in, "layers", "placement"),
+            field<std::vector<sluice::shard::PipelinePlacement>>(in, "pipelines", "placement")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::OwnerGroup> {
+  static void to_json(json& out, const sluice::shard::OwnerGroup& group) {
+    out = {{"layers", {group.layer_begin, group.layer_end}}, {"owners", group.owners}};
+  }
+  static sluice::shard::OwnerGroup from_json(const json& in) {
+    const auto [begin, end] = sluice::io::detail_shard::layer_range(in, "owner group");
+    return {begin, end, sluice::io::field<std::vector<int>>(in, "owners", "owner group")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::OptimizerLayout> {
+  static void to_json(json& out, const sluice::shard::OptimizerLayout& layout) {
+    out = {{"gpus", layout.gpus}, {"layers", layout.layers}, {"groups", layout.groups}};
+  }
+  static sluice::shard::OptimizerLayout from_json(const json& in) {
+    using sluice::io::field;
+    return {field<std::int64_t>(in, "gpus", "optimizer layout"), field<int>(in, "layers", "optimizer layout"),
+            field<std::vector<sluice::shard::OwnerGroup>>(in, "groups", "optimizer layout")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::SliceBlock> {
+  static void to_json(json& out, const sluice::shard::SliceBlock& block) {
+    out = {{"layers", {block.layer_begin, block.layer_end}}, {"granularity", block.granularity}};
+  }
+  static sluice::shard::SliceBlock from_json(const json& in) {
+    const auto [begin, end] = sluice::io::detail_shard::layer_range(in, "slice block");
+    return {begin, end, sluice::io::field<std::int64_t>(in, "granularity", "slice block")};
+  }
+};
+
+// A piece as [block, begin, end].
+template <>
+struct adl_serializer<sluice::shard::Piece> {
+  static void to_json(json& out, const sluice::shard::Piece& piece) { out = {piece.block, piece.begin, piece.end}; }
+  static sluice::shard::Piece from_json(const json& in) {
+    sluice::detail::require(in.is_array() && in.size() == 3, "piece: expected [block, begin, end], got ", in.dump());
+    try {
+      return {in[0].get<int>(), in[1].get<std::int64_t>(), in[2].get<std::int64_t>()};
+    } catch (const json::exception& error) {
+      sluice::detail::fail("piece: ", error.what());
+    }
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::Message> {
+  static void to_json(json& out, const sluice::shard::Message& message) {
+    out = {{"src", message.src},
+           {"dst", message.dst},
+           {"first_piece", message.first_piece},
+           {"piece_count", message.piece_count},
+           {"bytes", message.bytes}};
+  }
+  static sluice::shard::Message from_json(const json& in) {
+    using sluice::io::field;
+    return {field<int>(in, "src", "message"), field<int>(in, "dst", "message"),
+            field<std::size_t>(in, "first_piece", "message"), field<std::size_t>(in, "piece_count", "message"),
+            field<std::int64_t>(in, "bytes", "message")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::PullPlan> {
+  static void to_json(json& out, const sluice::shard::PullPlan& plan) {
+    out = {{"gpus", plan.gpus},         {"blocks", plan.blocks},         {"pieces", plan.pieces},
+           {"sends", plan.sends},       {"local_moves", plan.local_moves}, {"send_bytes", plan.send_bytes},
+           {"local_bytes", plan.local_bytes}};
+  }
+  static sluice::shard::PullPlan from_json(const json& in) {
+    using sluice::io::field;
+    using sluice::shard::Message;
+    return {field<std::int64_t>(in, "gpus", "pull plan"),
+            field<std::vector<sluice::shard::SliceBlock>>(in, "blocks", "pull plan"),
+            field<std::vector<sluice::shard::Piece>>(in, "pieces", "pull plan"),
+            field<std::vector<Message>>(in, "sends", "pull plan"),
+            field<std::vector<Message>>(in, "local_moves", "pull plan"),
+            field<std::int64_t>(in, "send_bytes", "pull plan"),
+            field<std::int64_t>(in, "local_bytes", "pull plan")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::RsGroup> {
+  static void to_json(json& out, const sluice::shard::RsGroup& group) {
+    out = {{"block", group.block}, {"segment", group.segment}, {"members", group.members}, {"bytes", group.bytes}};
+  }
+  static sluice::shard::RsGroup from_json(const json& in) {
+    using sluice::io::field;
+    return {field<int>(in, "block", "reduce-scatter group"), field<std::int64_t>(in, "segment", "reduce-scatter group"),
+            field<std::vector<int>>(in, "members", "reduce-scatter group"),
+            field<std::int64_t>(in, "bytes", "reduce-scatter group")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::PushPlan> {
+  static void to_json(json& out, const sluice::shard::PushPlan& plan) {
+    out = {{"gpus", plan.gpus},
+           {"grid", plan.grid},
+           {"pipelines", plan.pipelines},
+           {"blocks", plan.blocks},
+           {"rs_groups", plan.rs_groups},
+           {"pieces", plan.pieces},
+           {"sends", plan.sends},
+           {"local_moves", plan.local_moves},
+           {"send_bytes", plan.send_bytes},
+           {"local_bytes", plan.local_bytes}};
+  }
+  static sluice::shard::PushPlan from_json(const json& in) {
+    using sluice::io::field;
+    using sluice::shard::Message;
+    return {field<std::int64_t>(in, "gpus", "push plan"),
+            field<std::int64_t>(in, "grid", "push plan"),
+            field<int>(in, "pipelines", "push plan"),
+            field<std::vector<sluice::shard::SliceBlock>>(in, "blocks", "push plan"),
+            field<std::vector<sluice::shard::RsGroup>>(in, "rs_groups", "push plan"),
+            field<std::vector<sluice::shard::Piece>>(in, "pieces", "push plan"),
+            field<std::vector<Message>>(in, "sends", "push plan"),
+            field<std::vector<Message>>(in, "local_moves", "push plan"),
+            field<std::int64_t>(in, "send_bytes", "push plan"),
+            field<std::int64_t>(in, "local_bytes", "push plan")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::Link> {
+  static void to_json(json& out, const sluice::shard::Link& link) {
+    out = {{"latency", link.latency}, {"bandwidth", link.bandwidth}};
+  }
+  static sluice::shard::Link from_json(const json& in) {
+    using sluice::io::field;
+    return {field<double>(in, "latency", "link"), field<double>(in, "bandwidth", "link")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::Cluster> {
+  static void to_json(json& out, const sluice::shard::Cluster& cluster) {
+    out = {{"gpus_per_node", cluster.gpus_per_node},
+           {"local", cluster.local},
+           {"intra_node", cluster.intra_node},
+           {"inter_node", cluster.inter_node}};
+  }
+  static sluice::shard::Cluster from_json(const json& in) {
+    using sluice::io::field_or;
+    const sluice::shard::Cluster defaults;
+    sluice::shard::Cluster cluster{field_or<int>(in, "gpus_per_node", defaults.gpus_per_node, "cluster"),
+                                   field_or<sluice::shard::Link>(in, "local", defaults.local, "cluster"),
+                                   field_or<sluice::shard::Link>(in, "intra_node", defaults.intra_node, "cluster"),
+                                   field_or<sluice::shard::Link>(in, "inter_node", defaults.inter_node, "cluster")};
+    cluster.validate();
+    return cluster;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::LinkBytes> {
+  static void to_json(json& out, const sluice::shard::LinkBytes& bytes) {
+    out = {{"local", bytes.local}, {"intra_node", bytes.intra_node}, {"inter_node", bytes.inter_node}};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::PhaseCost> {
+  static void to_json(json& out, const sluice::shard::PhaseCost& phase) {
+    out = {{"bytes", phase.bytes}, {"messages", phase.messages}, {"seconds", phase.seconds}};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::shard::ShardCost> {
+  static void to_json(json& out, const sluice::shard::ShardCost& cost) {
+    out = {{"pull", cost.pull}, {"reduce_scatter", cost.reduce_scatter}, {"push", cost.push}, {"seconds", cost.seconds()}};
+  }
+};
+
+}  // namespace nlohmann

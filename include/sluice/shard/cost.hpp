@@ -1,0 +1,161 @@
+#pragma once
+// The cost of the LNK: bytes per link class and an α–β time, for the pull, the push's reduce-scatter and
+// the push's LNK of one iteration. This is what changing strategy costs under optimization–propagation
+// disaggregation: the optimizer layout stays fixed, so the cost depends on the candidate strategy alone.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+#include "sluice/core/strategy.hpp"
+#include "sluice/shard/model.hpp"
+#include "sluice/shard/placement.hpp"
+#include "sluice/shard/pull_push.hpp"
+
+namespace sluice::shard {
+
+// A message of b bytes over the link costs latency + b / bandwidth seconds.
+struct Link {
+  double latency = 0;    // α, seconds per message
+  double bandwidth = 0;  // β, bytes per second
+  friend bool operator==(const Link&, const Link&) = default;
+};
+
+// A two-level hierarchy: GPUs of one node share fast links, nodes talk over the network. The defaults are
+// an A800 node (NVLink, about 200 GB/s per direction) with one 200 Gb/s NIC per GPU, and device-memory copies.
+struct Cluster {
+  int gpus_per_node = 8;
+  Link local{2e-6, 1e12};
+  Link intra_node{5e-6, 200e9};
+  Link inter_node{1e-5, 25e9};
+
+  void validate() const {
+    sluice::detail::require(gpus_per_node >= 1, "shard cluster: gpus_per_node must be >= 1, got ", gpus_per_node);
+    auto check = [](const Link& link, const char* name) {
+      sluice::detail::require(std::isfinite(link.latency) && link.latency >= 0, "shard cluster: ", name,
+                              " latency must be finite and >= 0, got ", link.latency);
+      sluice::detail::require(std::isfinite(link.bandwidth) && link.bandwidth > 0, "shard cluster: ", name,
+                              " bandwidth must be finite and > 0, got ", link.bandwidth);
+    };
+    check(local, "local");
+    check(intra_node, "intra_node");
+    check(inter_node, "inter_node");
+  }
+  friend bool operator==(const Cluster&, const Cluster&) = default;
+};
+
+enum class LinkClass { local, intra_node, inter_node };
+
+struct LinkBytes {
+  std::int64_t local = 0;
+  std::int64_t intra_node = 0;
+  std::int64_t inter_node = 0;
+  [[nodiscard]] std::int64_t total() const noexcept { return local + intra_node + inter_node; }
+  friend bool operator==(const LinkBytes&, const LinkBytes&) = default;
+};
+
+struct PhaseCost {
+  LinkBytes bytes;
+  std::int64_t messages = 0;  // point-to-point messages (local moves included); ring steps for a reduce-scatter
+  double seconds = 0;
+  friend bool operator==(const PhaseCost&, const PhaseCost&) = default;
+};
+
+struct ShardCost {
+  PhaseCost pull;
+  PhaseCost reduce_scatter;
+  PhaseCost push;
+  // The three phases back to back: what the LNK adds to an iteration when none of it overlaps computation.
+  [[nodiscard]] double seconds() const noexcept { return pull.seconds + reduce_scatter.seconds + push.seconds; }
+  friend bool operator==(const ShardCost&, const ShardCost&) = default;
+};
+
+inline LinkClass link_class(int a, int b, int gpus_per_node) noexcept {
+  if (a == b) return LinkClass::local;
+  return a / gpus_per_node == b / gpus_per_node ? LinkClass::intra_node : LinkClass::inter_node;
+}
+
+namespace detail {
+
+inline const Link& link(const Cluster& cluster, LinkClass c) noexcept {
+  return c == LinkClass::local ? cluster.local : c == LinkClass::intra_node ? cluster.intra_node : cluster.inter_node;
+}
+
+inline void add(LinkBytes& bytes, LinkClass c, std::int64_t amount) noexcept {
+  (c == LinkClass::local ? bytes.local : c == LinkClass::intra_node ? bytes.intra_node : bytes.inter_node) += amount;
+}
+
+// Point-to-point phase: every rank sends and receives at once, each link class on its own hardware, the
+// messages of one rank over one class back to back. Phase time = the busiest (rank, class, direction).
+inline PhaseCost message_cost(std::int64_t gpus, const std::vector<Message>& sends,
+                              const std::vector<Message>& local_moves, const Cluster& cluster) {
+  PhaseCost cost;
+  std::vector<double> busy(static_cast<std::size_t>(gpus) * 6, 0.0);  // (rank, class, out/in)
+  for (const std::vector<Message>* list : {&sends, &local_moves})
+    for (const Message& message : *list) {
+      const LinkClass c = link_class(message.src, message.dst, cluster.gpus_per_node);
+      const Link& l = link(cluster, c);
+      const double seconds = l.latency + static_cast<double>(message.bytes) / l.bandwidth;
+      const auto slot = static_cast<std::size_t>(c) * 2;
+      busy[static_cast<std::size_t>(message.src) * 6 + slot] += seconds;
+      busy[static_cast<std::size_t>(message.dst) * 6 + slot + 1] += seconds;
+      add(cost.bytes, c, message.bytes);
+      ++cost.messages;
+    }
+  for (const double seconds : busy) cost.seconds = std::max(cost.seconds, seconds);
+  return cost;
+}
+
+// Ring reduce-scatter per group over its members in rank order: D − 1 steps, each member sending one
+// D-th of the segment to its successor; a step takes as long as the ring's slowest hop. A rank's groups
+// run one after another; phase time = the busiest rank.
+inline PhaseCost reduce_scatter_cost(const PushPlan& plan, const Cluster& cluster) {
+  PhaseCost cost;
+  std::vector<double> busy(static_cast<std::size_t>(plan.gpus), 0.0);
+  std::vector<int> ring;
+  for (const RsGroup& group : plan.rs_groups) {
+    const auto d = static_cast<std::int64_t>(group.members.size());
+    if (d < 2) continue;
+    ring = group.members;
+    std::ranges::sort(ring);
+    const double chunk = static_cast<double>(group.bytes) / static_cast<double>(d);
+    double step = 0;
+    for (std::size_t i = 0; i < ring.size(); ++i) {
+      const int next = ring[(i + 1) % ring.size()];
+      const LinkClass c = link_class(ring[i], next, cluster.gpus_per_node);
+      step = std::max(step, link(cluster, c).latency + chunk / link(cluster, c).bandwidth);
+      // The D − 1 chunks of one member sum to the segment less the member's own piece.
+      add(cost.bytes, c, group.bytes - group.bytes / d);
+    }
+    cost.messages += d * (d - 1);
+    const double seconds = static_cast<double>(d - 1) * step;
+    for (const int rank : ring) busy[static_cast<std::size_t>(rank)] += seconds;
+  }
+  for (const double seconds : busy) cost.seconds = std::max(cost.seconds, seconds);
+  return cost;
+}
+
+}  // namespace detail
+
+inline ShardCost plan_cost(const PullPlan& pull, const PushPlan& push, const Cluster& cluster) {
+  cluster.validate();
+  return {detail::message_cost(pull.gpus, pull.sends, pull.local_moves, cluster), detail::reduce_scatter_cost(push, cluster),
+          detail::message_cost(push.gpus, push.sends, push.local_moves, cluster)};
+}
+
+// What one iteration under `candidate` pays to pull parameters from and push gradients to `layout`.
+inline ShardCost iteration_cost(const OptimizerLayout& layout, const Strategy& candidate, const Model& model,
+                                const Cluster& cluster, const PlacementOptions& options = {}) {
+  const Placement placement = place(candidate, layout.gpus, model.layers, options);
+  return plan_cost(plan_pull(placement, layout, model), plan_push(placement, layout, model), cluster);
+}
+
+// The same when the optimizer states follow a previous strategy's layout (aligned_layout of its placement)
+// instead of the fixed fully sharded one.
+inline ShardCost switching_cost(const Strategy& previous, const Strategy& candidate, std::int64_t gpus,
+                                const Model& model, const Cluster& cluster, const PlacementOptions& options = {}) {
+  return iteration_cost(aligned_layout(place(previous, gpus, model.layers, options)), candidate, model, cluster, options);
+}
+
+}  // namespace sluice::shard

@@ -1,0 +1,267 @@
+#pragma once
+// Where a strategy runs (which rank holds which layers and which TP fraction) and where the optimizer
+// states live (which rank owns which segment of every parameter). Pull and push plans go between the two.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <numeric>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+#include "sluice/core/strategy.hpp"
+
+namespace sluice::shard {
+
+inline constexpr std::int64_t max_gpus = std::int64_t{1} << 24;
+
+// One pipeline stage: layers [layer_begin, layer_end); TP rank t is GPU ranks[t] and holds the fraction
+// [t/TP, (t+1)/TP) of every parameter of those layers.
+struct Stage {
+  int layer_begin = 0;
+  int layer_end = 0;
+  std::vector<int> ranks;
+  friend bool operator==(const Stage&, const Stage&) = default;
+};
+
+struct PipelinePlacement {
+  Scheme scheme;
+  std::vector<Stage> stages;  // pp of them, in pipeline order
+  friend bool operator==(const PipelinePlacement&, const PipelinePlacement&) = default;
+};
+
+struct Placement {
+  std::int64_t gpus = 0;  // cluster size N; ranks not in any stage are idle in propagation
+  int layers = 0;
+  std::vector<PipelinePlacement> pipelines;
+  friend bool operator==(const Placement&, const Placement&) = default;
+};
+
+enum class PipelineOrder { tp_descending, tp_ascending };
+
+struct PlacementOptions {
+  int gpus_per_node = 8;
+  // A TP group of at most gpus_per_node GPUs never straddles a node, a larger one starts on a node boundary;
+  // the skipped ranks stay idle.
+  bool tp_within_node = true;
+  PipelineOrder order = PipelineOrder::tp_descending;
+  // Layers per stage for schemes of a given PP degree; absent degrees split evenly (stage s holds
+  // [floor(s·L/PP), floor((s+1)·L/PP))).
+  std::map<int, std::vector<int>> stage_layers = {};
+};
+
+// Pipelines take contiguous rank blocks in `order` (ties keep the strategy's canonical order), stage after
+// stage, TP rank after TP rank. Raises invalid_input for bad options, infeasible when the strategy does not fit.
+inline Placement place(const Strategy& strategy, std::int64_t gpus, int layers, const PlacementOptions& options = {}) {
+  sluice::detail::require(gpus >= 1 && gpus <= max_gpus, "shard placement: gpus must be in [1, ", max_gpus, "], got ", gpus);
+  sluice::detail::require(layers >= 1, "shard placement: layers must be >= 1, got ", layers);
+  sluice::detail::require(options.gpus_per_node >= 1, "shard placement: gpus_per_node must be >= 1, got ", options.gpus_per_node);
+  strategy.require_fits(gpus);
+  for (const auto& [pp, counts] : options.stage_layers) {
+    sluice::detail::require(static_cast<int>(counts.size()) == pp, "shard placement: stage_layers for pp ", pp, " has ",
+                    counts.size(), " entries");
+    std::int64_t total = 0;
+    for (const int count : counts) {
+      sluice::detail::require(count >= 1, "shard placement: stage_layers for pp ", pp, " has a stage of ", count, " layers");
+      total += count;
+    }
+    sluice::detail::require(total == layers, "shard placement: stage_layers for pp ", pp, " sum to ", total, ", the model has ",
+                    layers, " layers");
+  }
+  std::vector<StrategyPart> parts = strategy.parts();
+  if (options.order == PipelineOrder::tp_ascending)
+    std::ranges::stable_sort(parts, [](const StrategyPart& x, const StrategyPart& y) { return x.scheme.tp() < y.scheme.tp(); });
+
+  Placement placement{gpus, layers, {}};
+  const std::int64_t node = options.gpus_per_node;
+  std::int64_t cursor = 0;
+  for (const StrategyPart& part : parts) {
+    const int pp = part.scheme.pp();
+    const int tp = part.scheme.tp();
+    sluice::detail::require(pp <= layers, "shard placement: scheme ", part.scheme.name(), " has more stages than the ", layers,
+                    " layers");
+    std::vector<int> bounds(static_cast<std::size_t>(pp) + 1, 0);
+    const auto custom = options.stage_layers.find(pp);
+    for (int s = 0; s < pp; ++s)
+      bounds[static_cast<std::size_t>(s) + 1] =
+          custom != options.stage_layers.end()
+              ? bounds[static_cast<std::size_t>(s)] + custom->second[static_cast<std::size_t>(s)]
+              : static_cast<int>(std::int64_t{s + 1} * layers / pp);
+    for (int copy = 0; copy < part.pipelines; ++copy) {
+      PipelinePlacement pipeline{part.scheme, {}};
+      for (int s = 0; s < pp; ++s) {
+        if (options.tp_within_node) {
+          const bool straddles = tp <= node ? cursor / node != (cursor + tp - 1) / node : cursor % node != 0;
+          if (straddles) cursor = (cursor / node + 1) * node;
+        }
+        if (cursor + tp > gpus)
+          throw infeasible(sluice::detail::concat("shard placement: strategy ", strategy.name(), " does not fit ", gpus,
+                                          " GPUs", options.tp_within_node ? " keeping TP groups inside nodes" : ""));
+        Stage stage{bounds[static_cast<std::size_t>(s)], bounds[static_cast<std::size_t>(s) + 1], {}};
+        for (int t = 0; t < tp; ++t) stage.ranks.push_back(static_cast<int>(cursor + t));
+        cursor += tp;
+        pipeline.stages.push_back(std::move(stage));
+      }
+      placement.pipelines.push_back(std::move(pipeline));
+    }
+  }
+  return placement;
+}
+
+namespace detail {
+template <class... Parts>
+void check_plan(bool condition, Parts&&... parts) {
+  if (!condition) throw invalid_plan(sluice::detail::concat(std::forward<Parts>(parts)...));
+}
+}  // namespace detail
+
+// Every pipeline has PP stages of TP ranks; each pipeline's stages tile [0, layers) in order; no rank is used twice.
+inline void validate(const Placement& placement) {
+  using detail::check_plan;
+  check_plan(placement.gpus >= 1 && placement.gpus <= max_gpus, "placement: gpus ", placement.gpus, " out of range");
+  check_plan(placement.layers >= 1, "placement: layers ", placement.layers, " must be >= 1");
+  check_plan(!placement.pipelines.empty(), "placement: has no pipelines");
+  std::vector<char> used(static_cast<std::size_t>(placement.gpus), 0);
+  for (std::size_t j = 0; j < placement.pipelines.size(); ++j) {
+    const PipelinePlacement& pipeline = placement.pipelines[j];
+    check_plan(static_cast<int>(pipeline.stages.size()) == pipeline.scheme.pp(), "placement: pipeline ", j, " (",
+               pipeline.scheme.name(), ") has ", pipeline.stages.size(), " stages");
+    int next = 0;
+    for (std::size_t s = 0; s < pipeline.stages.size(); ++s) {
+      const Stage& stage = pipeline.stages[s];
+      check_plan(stage.layer_begin == next && stage.layer_end > stage.layer_begin, "placement: pipeline ", j, " stage ", s,
+                 " holds layers [", stage.layer_begin, ", ", stage.layer_end, "), expected to start at ", next);
+      next = stage.layer_end;
+      check_plan(static_cast<int>(stage.ranks.size()) == pipeline.scheme.tp(), "placement: pipeline ", j, " stage ", s,
+                 " has ", stage.ranks.size(), " ranks, tp is ", pipeline.scheme.tp());
+      for (const int rank : stage.ranks) {
+        check_plan(rank >= 0 && rank < placement.gpus, "placement: pipeline ", j, " stage ", s, " uses rank ", rank,
+                   " outside [0, ", placement.gpus, ")");
+        check_plan(!used[static_cast<std::size_t>(rank)], "placement: rank ", rank, " is used twice");
+        used[static_cast<std::size_t>(rank)] = 1;
+      }
+    }
+    check_plan(next == placement.layers, "placement: pipeline ", j, " covers layers up to ", next, " of ",
+               placement.layers);
+  }
+}
+
+// The fixed optimizer layout: for the layers of each group, the parameter is split evenly into
+// owners.size() segments and segment r lives on GPU owners[r] (a rank may own several segments).
+struct OwnerGroup {
+  int layer_begin = 0;
+  int layer_end = 0;
+  std::vector<int> owners;
+  friend bool operator==(const OwnerGroup&, const OwnerGroup&) = default;
+};
+
+struct OptimizerLayout {
+  std::int64_t gpus = 0;
+  int layers = 0;
+  std::vector<OwnerGroup> groups;  // tile [0, layers) in order
+  friend bool operator==(const OptimizerLayout&, const OptimizerLayout&) = default;
+};
+
+inline void validate(const OptimizerLayout& layout) {
+  using detail::check_plan;
+  check_plan(layout.gpus >= 1 && layout.gpus <= max_gpus, "optimizer layout: gpus ", layout.gpus, " out of range");
+  check_plan(layout.layers >= 1, "optimizer layout: layers ", layout.layers, " must be >= 1");
+  int next = 0;
+  for (std::size_t g = 0; g < layout.groups.size(); ++g) {
+    const OwnerGroup& group = layout.groups[g];
+    check_plan(group.layer_begin == next && group.layer_end > group.layer_begin, "optimizer layout: group ", g,
+               " holds layers [", group.layer_begin, ", ", group.layer_end, "), expected to start at ", next);
+    next = group.layer_end;
+    check_plan(!group.owners.empty(), "optimizer layout: group ", g, " has no owners");
+    for (const int rank : group.owners)
+      check_plan(rank >= 0 && rank < layout.gpus, "optimizer layout: group ", g, " names rank ", rank, " outside [0, ",
+                 layout.gpus, ")");
+  }
+  check_plan(next == layout.layers, "optimizer layout: groups cover layers up to ", next, " of ", layout.layers);
+}
+
+// Hydraulis' layout: every parameter sharded over all N GPUs, segment r on GPU r.
+inline OptimizerLayout sharded_layout(std::int64_t gpus, int layers) {
+  sluice::detail::require(gpus >= 1 && gpus <= max_gpus, "optimizer layout: gpus must be in [1, ", max_gpus, "], got ",
+                          gpus);
+  sluice::detail::require(layers >= 1, "optimizer layout: layers must be >= 1, got ", layers);
+  std::vector<int> owners(static_cast<std::size_t>(gpus));
+  std::iota(owners.begin(), owners.end(), 0);
+  return {gpus, layers, {{0, layers, std::move(owners)}}};
+}
+
+namespace detail {
+
+// A maximal layer range on which the owner group and every pipeline's stage are constant.
+struct Block {
+  int layer_begin = 0;
+  int layer_end = 0;
+  std::size_t group = 0;
+  std::vector<const Stage*> stages;  // per pipeline
+};
+
+inline std::vector<Block> blocks(const Placement& placement, const OptimizerLayout* layout) {
+  std::vector<char> cut(static_cast<std::size_t>(placement.layers) + 1, 0);
+  cut.front() = cut.back() = 1;
+  if (layout != nullptr)
+    for (const OwnerGroup& group : layout->groups) cut[static_cast<std::size_t>(group.layer_begin)] = 1;
+  for (const PipelinePlacement& pipeline : placement.pipelines)
+    for (const Stage& stage : pipeline.stages) cut[static_cast<std::size_t>(stage.layer_begin)] = 1;
+  std::vector<Block> result;
+  std::vector<std::size_t> stage_index(placement.pipelines.size(), 0);
+  std::size_t group = 0;
+  int begin = 0;
+  for (int layer = 1; layer <= placement.layers; ++layer) {
+    if (!cut[static_cast<std::size_t>(layer)]) continue;
+    Block block{begin, layer, 0, {}};
+    if (layout != nullptr) {
+      while (layout->groups[group].layer_end <= begin) ++group;
+      block.group = group;
+    }
+    for (std::size_t j = 0; j < placement.pipelines.size(); ++j) {
+      const auto& stages = placement.pipelines[j].stages;
+      while (stages[stage_index[j]].layer_end <= begin) ++stage_index[j];
+      block.stages.push_back(&stages[stage_index[j]]);
+    }
+    result.push_back(std::move(block));
+    begin = layer;
+  }
+  return result;
+}
+
+// LCM of the TP degrees: the push's TP grid (TPmax when every degree divides it, as powers of two do).
+inline std::int64_t tp_grid(const Placement& placement) {
+  std::int64_t grid = 1;
+  for (const PipelinePlacement& pipeline : placement.pipelines) {
+    grid = std::lcm(grid, std::int64_t{pipeline.scheme.tp()});
+    sluice::detail::require(grid <= (std::int64_t{1} << 30), "shard: the LCM of the TP degrees exceeds 2^30");
+  }
+  return grid;
+}
+
+}  // namespace detail
+
+// The layout a push under `placement` leaves behind when its LNK is pruned: segment u·D + q (of D·G, G the
+// LCM of the TP degrees) on pipeline q's rank holding TP-grid segment u. A strategy's own layout: pulling
+// from it for the same placement is an all-gather, pushing into it is a reduce-scatter alone.
+inline OptimizerLayout aligned_layout(const Placement& placement) {
+  validate(placement);
+  const std::int64_t grid = detail::tp_grid(placement);
+  OptimizerLayout layout{placement.gpus, placement.layers, {}};
+  for (const detail::Block& block : detail::blocks(placement, nullptr)) {
+    std::vector<int> owners;
+    owners.reserve(static_cast<std::size_t>(grid) * block.stages.size());
+    for (std::int64_t u = 0; u < grid; ++u)
+      for (std::size_t q = 0; q < block.stages.size(); ++q) {
+        const std::int64_t tp = placement.pipelines[q].scheme.tp();
+        owners.push_back(block.stages[q]->ranks[static_cast<std::size_t>(u * tp / grid)]);
+      }
+    if (!layout.groups.empty() && layout.groups.back().owners == owners) {
+      layout.groups.back().layer_end = block.layer_end;
+    } else {
+      layout.groups.push_back({block.layer_begin, block.layer_end, std::move(owners)});
+    }
+  }
+  return layout;
+}
+
+}  // namespace sluice::shard
