@@ -140,6 +140,51 @@ TEST_CASE("plan_iteration: bad input") {
   CHECK_THROWS_AS(cost::QuadraticLatency(std::numeric_limits<double>::quiet_NaN(), 0, 0), invalid_input);
 }
 
+TEST_CASE("plan_iteration: a per-candidate overhead is added before choosing") {
+  const auto batch = batch_of(2, 200'000);
+  const IterationPlan plain = plan_iteration(batch, candidates64(), profile64());
+  REQUIRE(plain.overhead == 0);
+  // Charging the plain choice more than the gap to every other candidate moves the choice to the next best.
+  std::vector<double> overhead(candidates64().size(), 0.0);
+  double runner_up = std::numeric_limits<double>::infinity();
+  std::size_t runner_up_index = 0;
+  for (std::size_t k = 0; k < plain.candidates.size(); ++k)
+    if (k != plain.chosen && plain.candidates[k].estimate && *plain.candidates[k].estimate < runner_up) {
+      runner_up = *plain.candidates[k].estimate;
+      runner_up_index = k;
+    }
+  REQUIRE(std::isfinite(runner_up));
+  overhead[plain.chosen] = runner_up - plain.estimate + 1.0;
+  PlanOptions options;
+  options.candidate_overhead = overhead;
+  const IterationPlan charged = plan_iteration(batch, candidates64(), profile64(), options);
+  CHECK_NOTHROW(validate(charged, batch, profile64()));
+  CHECK(charged.chosen == runner_up_index);
+  CHECK(charged.overhead == 0);
+  CHECK(charged.candidates[plain.chosen].overhead == overhead[plain.chosen]);
+  // A uniform overhead never changes the choice, only the total.
+  options.candidate_overhead.assign(candidates64().size(), 0.25);
+  const IterationPlan uniform = plan_iteration(batch, candidates64(), profile64(), options);
+  CHECK(uniform.chosen == plain.chosen);
+  CHECK(uniform.total() == doctest::Approx(plain.estimate + 0.25));
+  const IterationPlan again = io::from_document<IterationPlan>(io::to_document(charged));
+  CHECK(again == charged);
+  // The validator refuses a choice that the overhead makes worse than another candidate.
+  IterationPlan broken = charged;
+  broken.candidates[plain.chosen].overhead = 0;
+  CHECK_THROWS_AS(validate(broken, batch, profile64()), invalid_plan);
+
+  options.candidate_overhead = {1.0};
+  CHECK_THROWS_WITH_AS(plan_iteration(batch, candidates64(), profile64(), options),
+                       doctest::Contains("candidate_overhead has 1 entries"), invalid_input);
+  options.candidate_overhead.assign(candidates64().size(), 0.0);
+  options.candidate_overhead[1] = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH_AS(plan_iteration(batch, candidates64(), profile64(), options),
+                       doctest::Contains("candidate_overhead[1]"), invalid_input);
+  options.candidate_overhead[1] = -1;
+  CHECK_THROWS_AS(plan_iteration(batch, candidates64(), profile64(), options), invalid_input);
+}
+
 TEST_CASE("fixed-length baseline: best-fit-decreasing bins dealt round-robin") {
   const auto batch = batch_of(2, 200'000);
   const Strategy strategy = Strategy::parse("4*tp16pp1");
@@ -193,7 +238,7 @@ TEST_CASE("validate: each invariant, broken on purpose") {
       {"exceeds the estimate", [](IterationPlan& p) { p.dispatch_lower_bound = p.estimate * 2; }},
       {"chosen candidate 9", [](IterationPlan& p) { p.chosen = 9; }},
       {"not the planned strategy", [](IterationPlan& p) { p.chosen = (p.chosen + 1) % p.candidates.size(); }},
-      {"lower estimate than the chosen", [](IterationPlan& p) { p.candidates[(p.chosen + 1) % 4].estimate = 1e-3; }},
+      {"lower estimate + overhead than the chosen", [](IterationPlan& p) { p.candidates[(p.chosen + 1) % 4].estimate = 1e-3; }},
       {"needs 128 GPUs", [](IterationPlan& p) { p.strategy = Strategy::parse("8*tp16pp1"); }},
   };
   for (const auto& [fragment, breaker] : breaks) {

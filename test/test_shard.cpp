@@ -12,6 +12,11 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/core/strategy.hpp"
+#include "sluice/assign/plan.hpp"
+#include "sluice/data/sampler.hpp"
+#include "sluice/data/synthetic.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/cost_json.hpp"
 #include "sluice/io/shard_json.hpp"
 #include "sluice/shard/check.hpp"
 #include "sluice/shard/cost.hpp"
@@ -421,6 +426,32 @@ TEST_CASE("shard: the LLaMA-like model from a profile's model description") {
   CHECK(model.tensors.size() == 4);
   CHECK(model.tensors[3].elements == 17920 * 6656);
   CHECK(llama_like({"LLaMA-7B", 32, 4096, 32000}).tensors[3].elements == 11008 * 4096);
+}
+
+TEST_CASE("shard: plan_iteration charges every candidate its pull and push") {
+  const cost::Profile profile =
+      io::read_document<cost::Profile>(io::resolve_data_file("llama2-32b", "profiles")).with_gpus(64);
+  const Model model = llama_like(profile.spec().model);
+  const OptimizerLayout layout = sharded_layout(64, model.layers);
+  const std::vector<Strategy> candidates = {Strategy::parse("1*tp16pp1+6*tp8pp1"), Strategy::parse("4*tp16pp1"),
+                                            Strategy::parse("2*tp16pp1+4*tp8pp1")};
+  const std::vector<double> overhead = iteration_costs(layout, candidates, model, Cluster{});
+  REQUIRE(overhead.size() == candidates.size());
+  for (std::size_t k = 0; k < candidates.size(); ++k) {
+    CHECK(overhead[k] == iteration_cost(layout, candidates[k], model, Cluster{}).seconds());
+    CHECK(overhead[k] > 0);
+  }
+  const data::LengthDataset dataset =
+      data::LengthDataset(data::synthetic_lengths({.count = 5000, .seed = 3}), "synthetic").truncated(32768);
+  data::BatchSampler sampler(dataset, {.tokens_per_batch = 200'000, .seed = 3});
+  const auto batch = sampler.next().sequences;
+  assign::PlanOptions options;
+  options.candidate_overhead = overhead;
+  const assign::IterationPlan plan = assign::plan_iteration(batch, candidates, profile, options);
+  CHECK_NOTHROW(assign::validate(plan, batch, profile));
+  CHECK(plan.overhead == overhead[plan.chosen]);
+  for (const assign::CandidateEstimate& candidate : plan.candidates)
+    if (candidate.estimate) CHECK(*candidate.estimate + candidate.overhead >= plan.total());
 }
 
 TEST_CASE("shard: JSON round trips for models, placements, layouts and plans") {

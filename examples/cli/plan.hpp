@@ -24,13 +24,14 @@
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/proposal_json.hpp"
 #include "sluice/io/svg.hpp"
+#include "sluice/shard/cost.hpp"
 
 namespace sluice::cli {
 
 inline constexpr std::string_view plan_usage =
     "usage: sluice plan (--strategies S | --propose) [--profile P] [--lengths F] [--gpus N] [--tokens T]\n"
     "                   [--iterations K] [--context L] [--seed X] [--trials T] [--threads N] [--svg F]\n"
-    "                   [--json]\n"
+    "                   [--lnk] [--json]\n"
     "\n"
     "Plans K iterations: each draws a batch of about T tokens from the dataset, dispatches and packs it for\n"
     "every candidate strategy, and keeps the candidate with the lowest estimated propagation time.\n"
@@ -49,6 +50,9 @@ inline constexpr std::string_view plan_usage =
     "  --trials T      dispatch trials (default 100)\n"
     "  --threads N     dispatch threads (default 1; the plan does not depend on it)\n"
     "  --svg F         also write a picture of every iteration's pipeline loads (micro-batches) to F\n"
+    "  --lnk           add each candidate's parameter pull and gradient push (Hydraulis §5: fully sharded\n"
+    "                  optimizer states, the profile's model as LLaMA-like layers, sluice shard's default\n"
+    "                  links) to its estimate before choosing\n"
     "  --json          print one sluice.plan_run JSON document, with every iteration's full plan\n";
 
 namespace detail_plan {
@@ -98,7 +102,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out) {
   const Options options(args,
                         {"strategies", "profile", "lengths", "gpus", "tokens", "iterations", "context", "seed", "trials",
                          "threads", "svg"},
-                        {"propose", "json", "help"});
+                        {"propose", "lnk", "json", "help"});
   if (options.flag("help")) {
     out << plan_usage;
     return 0;
@@ -137,6 +141,11 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out) {
   plan_options.dispatch.trials = static_cast<int>(std::min<std::int64_t>(options.positive("trials").value_or(100), 1 << 20));
   plan_options.dispatch.threads = static_cast<int>(std::min<std::int64_t>(options.positive("threads").value_or(1), 256));
   plan_options.dispatch.seed = static_cast<std::uint64_t>(seed);
+  if (options.flag("lnk")) {
+    const shard::Model model = shard::llama_like(profile.spec().model);
+    plan_options.candidate_overhead = shard::iteration_costs(shard::sharded_layout(profile.gpus(), model.layers),
+                                                             candidates, model, shard::Cluster{});
+  }
 
   const std::int64_t iterations = options.positive("iterations").value_or(10);
   std::vector<detail_plan::IterationRecord> records;
@@ -161,7 +170,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out) {
   std::map<std::string, int> chosen;
   double tokens = 0;
   for (const auto& record : records) {
-    estimates.push_back(record.plan.estimate);
+    estimates.push_back(record.plan.total());
     planning.push_back(record.planning_seconds);
     ++chosen[record.plan.strategy.name()];
     tokens += static_cast<double>(record.batch.tokens);
@@ -177,6 +186,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out) {
                                  {"tokens", records[k].batch.tokens},
                                  {"strategy", records[k].plan.strategy.name()},
                                  {"estimate", records[k].plan.estimate},
+                                 {"overhead", records[k].plan.overhead},
                                  {"planning_seconds", records[k].planning_seconds},
                                  {"plan", records[k].plan}});
     out << io::json{{"format", "sluice.plan_run"},
@@ -199,16 +209,17 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out) {
 
   out << "plan: " << profile.name() << " on " << profile.gpus() << " GPUs, " << candidates.size()
       << " candidates, context " << context << ", " << dataset.source() << "\n\n";
-  out << "  iter  sequences    tokens  estimate (s)  dispatch bound (s)  plan (ms)  strategy\n";
+  out << "  iter  sequences    tokens  estimate (s)  lnk (s)  dispatch bound (s)  plan (ms)  strategy\n";
   out << std::fixed;
   for (std::size_t k = 0; k < records.size(); ++k) {
     const auto& record = records[k];
     out << std::setw(6) << k << std::setw(11) << record.batch.sequences.size() << std::setw(10) << record.batch.tokens
-        << std::setprecision(3) << std::setw(14) << record.plan.estimate << std::setw(20)
+        << std::setprecision(3) << std::setw(14) << record.plan.estimate << std::setw(9) << record.plan.overhead
+        << std::setw(20)
         << record.plan.dispatch_lower_bound << std::setprecision(2) << std::setw(11) << record.planning_seconds * 1e3
         << "  " << record.plan.strategy.name() << "\n";
   }
-  out << std::setprecision(3) << "\nestimate " << detail_plan::mean(estimates) << " ± "
+  out << std::setprecision(3) << (options.flag("lnk") ? "\nestimate + lnk " : "\nestimate ") << detail_plan::mean(estimates) << " ± "
       << detail_plan::deviation(estimates) << " s per iteration, " << std::setprecision(0) << tokens / seconds
       << " tokens/s; planning " << std::setprecision(2) << detail_plan::mean(planning) * 1e3 << " ms per iteration\n";
   out << "chosen:";

@@ -24,6 +24,10 @@ namespace sluice::assign {
 
 struct PlanOptions {
   DispatchOptions dispatch;
+  // Seconds each candidate adds to an iteration outside propagation, one per candidate (or none): the cost of
+  // pulling parameters into its layout and pushing gradients back (shard::iteration_costs). The choice
+  // minimises estimate + overhead.
+  std::vector<double> candidate_overhead;
 };
 
 // The candidate strategies an iteration chooses among (the output of strategy proposal, or a user's list).
@@ -44,6 +48,7 @@ struct PipelinePlan {
 struct CandidateEstimate {
   Strategy strategy;
   std::optional<double> estimate;  // empty: the strategy cannot hold the batch's longest sequence
+  double overhead = 0;             // PlanOptions::candidate_overhead
   friend bool operator==(const CandidateEstimate&, const CandidateEstimate&) = default;
 };
 
@@ -55,6 +60,8 @@ struct IterationPlan {
   double dispatch_lower_bound = 0;  // a bound on the optimum of Eq. 3 for the chosen strategy
   std::size_t chosen = 0;           // index into `candidates`
   std::vector<CandidateEstimate> candidates;
+  double overhead = 0;  // the chosen candidate's PlanOptions::candidate_overhead
+  [[nodiscard]] double total() const noexcept { return estimate + overhead; }
   friend bool operator==(const IterationPlan&, const IterationPlan&) = default;
 };
 
@@ -83,7 +90,7 @@ inline std::int64_t longest(std::span<const Sequence> batch) {
 inline IterationPlan plan_candidate(std::span<const Sequence> batch, const Strategy& strategy,
                                     std::span<const cost::SchemeCost> costs, const PlanOptions& options) {
   const Dispatch dispatch = dispatch_greedy(batch, costs, options.dispatch);
-  IterationPlan plan{strategy, {}, 0, dispatch.objective, dispatch.lower_bound, 0, {}};
+  IterationPlan plan{strategy, {}, 0, dispatch.objective, dispatch.lower_bound, 0, {}, 0};
   std::vector<std::vector<Sequence>> assigned(costs.size());
   for (std::size_t i = 0; i < batch.size(); ++i)
     assigned[static_cast<std::size_t>(dispatch.pipeline_of[i])].push_back(batch[i]);
@@ -103,11 +110,17 @@ inline IterationPlan plan_candidate(std::span<const Sequence> batch, const Strat
 }  // namespace detail
 
 // Candidates whose longest-MaxLen pipeline cannot hold the batch's longest sequence are skipped
-// (reported with no estimate); ties between estimates go to the earlier candidate.
+// (reported with no estimate); ties between estimate + overhead go to the earlier candidate.
 inline IterationPlan plan_iteration(std::span<const Sequence> batch, std::span<const Strategy> candidates,
                                     const cost::Profile& profile, const PlanOptions& options = {}) {
   detail::require_batch(batch);
   sluice::detail::require(!candidates.empty(), "plan: no candidate strategies");
+  const std::vector<double>& overheads = options.candidate_overhead;
+  sluice::detail::require(overheads.empty() || overheads.size() == candidates.size(), "plan: candidate_overhead has ",
+                          overheads.size(), " entries for ", candidates.size(), " candidates");
+  for (std::size_t k = 0; k < overheads.size(); ++k)
+    sluice::detail::require(std::isfinite(overheads[k]) && overheads[k] >= 0, "plan: candidate_overhead[", k,
+                            "] must be finite and >= 0, got ", overheads[k]);
   const std::int64_t longest = detail::longest(batch);
 
   std::optional<IterationPlan> best;
@@ -116,13 +129,15 @@ inline IterationPlan plan_iteration(std::span<const Sequence> batch, std::span<c
   for (std::size_t k = 0; k < candidates.size(); ++k) {
     const auto costs = detail::pipeline_costs(candidates[k], profile);
     widest = std::max(widest, costs.front().max_len);
+    const double overhead = overheads.empty() ? 0 : overheads[k];
     if (costs.front().max_len < longest) {
-      estimates.push_back({candidates[k], std::nullopt});
+      estimates.push_back({candidates[k], std::nullopt, overhead});
       continue;
     }
     IterationPlan plan = detail::plan_candidate(batch, candidates[k], costs, options);
-    estimates.push_back({candidates[k], plan.estimate});
-    if (!best || plan.estimate < best->estimate) {
+    plan.overhead = overhead;
+    estimates.push_back({candidates[k], plan.estimate, overhead});
+    if (!best || plan.total() < best->total()) {
       plan.chosen = k;
       best = std::move(plan);
     }
@@ -145,7 +160,7 @@ inline IterationPlan plan_fixed_length(std::span<const Sequence> batch, const St
   const auto costs = detail::pipeline_costs(strategy, profile);
   const cost::SchemeCost& scheme = costs.front();
   const Packing packs = pack_fixed_length(batch, scheme, capacity_tokens);
-  IterationPlan plan{strategy, {}, 0, 0, 0, 0, {}};
+  IterationPlan plan{strategy, {}, 0, 0, 0, 0, {}, 0};
   for (std::size_t j = 0; j < costs.size(); ++j)
     plan.pipelines.push_back({static_cast<int>(j), scheme.scheme, scheme.max_len, {}, 0});
   for (std::size_t k = 0; k < packs.micro_batches.size(); ++k)
@@ -234,11 +249,16 @@ inline void validate(const IterationPlan& plan, std::span<const Sequence> batch,
         " exceeds the estimate ", plan.estimate);
   check(plan.chosen < plan.candidates.size(), "chosen candidate ", plan.chosen, " of ", plan.candidates.size());
   const CandidateEstimate& chosen = plan.candidates[plan.chosen];
-  check(chosen.strategy == plan.strategy && chosen.estimate && close(*chosen.estimate, plan.estimate),
-        "chosen candidate ", plan.chosen, " is not the planned strategy with its estimate");
-  for (std::size_t k = 0; k < plan.candidates.size(); ++k)
-    check(!plan.candidates[k].estimate || *plan.candidates[k].estimate >= plan.estimate * (1 - tolerance),
-          "candidate ", k, " has a lower estimate than the chosen one");
+  check(chosen.strategy == plan.strategy && chosen.estimate && close(*chosen.estimate, plan.estimate) &&
+            chosen.overhead == plan.overhead,
+        "chosen candidate ", plan.chosen, " is not the planned strategy with its estimate and overhead");
+  for (std::size_t k = 0; k < plan.candidates.size(); ++k) {
+    const CandidateEstimate& candidate = plan.candidates[k];
+    check(std::isfinite(candidate.overhead) && candidate.overhead >= 0, "candidate ", k, " has overhead ",
+          candidate.overhead);
+    check(!candidate.estimate || *candidate.estimate + candidate.overhead >= plan.total() * (1 - tolerance),
+          "candidate ", k, " has a lower estimate + overhead than the chosen one");
+  }
 }
 
 }  // namespace sluice::assign

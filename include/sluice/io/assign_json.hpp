@@ -109,12 +109,14 @@ struct adl_serializer<sluice::assign::PipelinePlan> {
 template <>
 struct adl_serializer<sluice::assign::CandidateEstimate> {
   static void to_json(json& out, const sluice::assign::CandidateEstimate& candidate) {
-    out = {{"strategy", candidate.strategy}, {"estimate", nullptr}};
+    out = {{"strategy", candidate.strategy}, {"estimate", nullptr}, {"overhead", candidate.overhead}};
     if (candidate.estimate) out["estimate"] = *candidate.estimate;
   }
   static sluice::assign::CandidateEstimate from_json(const json& in) {
     using sluice::io::field;
-    sluice::assign::CandidateEstimate candidate{field<sluice::Strategy>(in, "strategy", "candidate"), std::nullopt};
+    using sluice::io::field_or;
+    sluice::assign::CandidateEstimate candidate{field<sluice::Strategy>(in, "strategy", "candidate"), std::nullopt,
+                                                field_or<double>(in, "overhead", 0.0, "candidate")};
     if (in.contains("estimate") && !in.at("estimate").is_null())
       candidate.estimate = field<double>(in, "estimate", "candidate");
     return candidate;
@@ -130,17 +132,20 @@ struct adl_serializer<sluice::assign::IterationPlan> {
            {"dispatch_objective", plan.dispatch_objective},
            {"dispatch_lower_bound", plan.dispatch_lower_bound},
            {"chosen", plan.chosen},
-           {"candidates", plan.candidates}};
+           {"candidates", plan.candidates},
+           {"overhead", plan.overhead}};
   }
   static sluice::assign::IterationPlan from_json(const json& in) {
     using sluice::io::field;
+    using sluice::io::field_or;
     return {field<sluice::Strategy>(in, "strategy", "plan"),
             field<std::vector<sluice::assign::PipelinePlan>>(in, "pipelines", "plan"),
             field<double>(in, "estimate", "plan"),
             field<double>(in, "dispatch_objective", "plan"),
             field<double>(in, "dispatch_lower_bound", "plan"),
             field<std::size_t>(in, "chosen", "plan"),
-            field<std::vector<sluice::assign::CandidateEstimate>>(in, "candidates", "plan")};
+            field<std::vector<sluice::assign::CandidateEstimate>>(in, "candidates", "plan"),
+            field_or<double>(in, "overhead", 0.0, "plan")};
   }
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -149,6 +150,18 @@ inline ShardCost iteration_cost(const OptimizerLayout& layout, const Strategy& c
                                 const Cluster& cluster, const PlacementOptions& options = {}) {
   const Placement placement = place(candidate, layout.gpus, model.layers, options);
   return plan_cost(plan_pull(placement, layout, model), plan_push(placement, layout, model), cluster);
+}
+
+// Per candidate, the seconds iteration_cost adds to an iteration: what assign::PlanOptions::candidate_overhead
+// takes, so that the per-iteration choice accounts for pulling and pushing each candidate's layout.
+inline std::vector<double> iteration_costs(const OptimizerLayout& layout, std::span<const Strategy> candidates,
+                                           const Model& model, const Cluster& cluster,
+                                           const PlacementOptions& options = {}) {
+  std::vector<double> seconds;
+  seconds.reserve(candidates.size());
+  for (const Strategy& candidate : candidates)
+    seconds.push_back(iteration_cost(layout, candidate, model, cluster, options).seconds());
+  return seconds;
 }
 
 // The same when the optimizer states follow a previous strategy's layout (aligned_layout of its placement)
