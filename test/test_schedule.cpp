@@ -480,7 +480,7 @@ TEST_CASE("execution plan JSON round trip and Chrome trace") {
     (cat == "forward" || cat == "backward" ? ops : transfers) += 1;
     last_end = std::max(last_end, event.at("ts").get<double>() + event.at("dur").get<double>());
   }
-  CHECK(metadata == 8);
+  CHECK(metadata == 1 + 8);  // the process name, then two thread names per stage
   CHECK(ops == 2 * 12 * 4);
   CHECK(transfers == 2 * 12 * 3);
   CHECK(last_end == doctest::Approx(chosen.simulation.makespan * 1e6));

@@ -9,6 +9,7 @@
 #include "inspect.hpp"
 #include "plan.hpp"
 #include "propose.hpp"
+#include "schedule.hpp"
 #include "search.hpp"
 #include "shard.hpp"
 #include "sluice/core/error.hpp"
@@ -22,6 +23,7 @@ inline constexpr std::string_view usage =
     "  inspect   dataset statistics and histogram; per scheme MaxLen, UtilLen and T(l)\n"
     "  plan      plan K iterations over candidate strategies: dispatch, packing, choice\n"
     "  propose   propose the candidate strategies worth considering for a dataset and a profile\n"
+    "  schedule  DynaPipe in one pipeline: micro-batch DP, replica balancing, adaptive schedule, instructions\n"
     "  search    hybrid-parallel strategy and pipeline partition search for a model on a cluster\n"
     "  shard     pull/push LNK plans between the optimizer layout and a strategy, and their cost\n"
     "\n"
@@ -42,10 +44,15 @@ inline int run(std::span<const std::string_view> args, std::ostream& out, std::o
     if (command == "inspect") return inspect(rest, out);
     if (command == "plan") return plan(rest, out);
     if (command == "propose") return propose(rest, out);
+    if (command == "schedule") return schedule_command(rest, out);
     if (command == "search") return search_command(rest, out);
     if (command == "shard") return shard(rest, out);
     detail::fail("unknown command '", command, "' (try sluice --help)");
   } catch (const invalid_input& error) {
+    err << "sluice: error: " << error.what() << "\n";
+    return 2;
+  } catch (const infeasible& error) {
+    // The input asks for what no plan can do (a sequence no scheme holds, a budget nothing fits).
     err << "sluice: error: " << error.what() << "\n";
     return 2;
   } catch (const std::exception& error) {

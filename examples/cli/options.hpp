@@ -2,6 +2,7 @@
 // Command-line parsing for the sluice tool: `--name value`, `--name=value` and boolean `--flag`s.
 // Every mistake is an invalid_input naming the option, so the tool exits 2 with one line.
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -67,6 +68,17 @@ public:
   }
 
   [[nodiscard]] std::optional<std::int64_t> positive(std::string_view name) const { return integer(name, 1); }
+
+  // A finite real >= `minimum`, or nullopt when absent.
+  [[nodiscard]] std::optional<double> real(std::string_view name, double minimum) const {
+    const auto value = text(name);
+    if (!value) return std::nullopt;
+    double number = 0;
+    const auto [end, error] = std::from_chars(value->data(), value->data() + value->size(), number);
+    if (error != std::errc{} || end != value->data() + value->size() || !std::isfinite(number) || number < minimum)
+      detail::fail("option --", name, ": expected a number >= ", minimum, ", got '", *value, "'");
+    return number;
+  }
 
 private:
   std::map<std::string, std::string, std::less<>> values_;

@@ -132,12 +132,7 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
     settings.schedule = *schedule == "gpipe" ? search::Schedule::gpipe : search::Schedule::one_f_one_b;
   }
 
-  search::SearchReport report;
-  try {
-    report = search::search(model, cluster, settings);
-  } catch (const infeasible& error) {
-    sluice::detail::fail(error.what());
-  }
+  const search::SearchReport report = search::search(model, cluster, settings);
   search::validate(report, model, cluster, settings);
 
   if (options.flag("json")) {

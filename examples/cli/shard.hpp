@@ -90,14 +90,8 @@ inline int shard(std::span<const std::string_view> args, std::ostream& out) {
   shard::Cluster cluster;
   cluster.gpus_per_node = static_cast<int>(per_node);
 
-  // A strategy that cannot be placed is the user's input to fix, so it exits 2 like any bad input.
-  auto place = [&](const Strategy& placed) {
-    try {
-      return shard::place(placed, *gpus, model.layers, placement_options);
-    } catch (const infeasible& error) {
-      sluice::detail::fail(error.what());
-    }
-  };
+  // A strategy that cannot be placed raises sluice::infeasible: exit 2, like any bad input.
+  auto place = [&](const Strategy& placed) { return shard::place(placed, *gpus, model.layers, placement_options); };
   const shard::Placement placement = place(strategy);
   const std::optional<Strategy> previous =
       options.text("previous") ? std::optional(detail_shard::read_strategy(*options.text("previous"))) : std::nullopt;

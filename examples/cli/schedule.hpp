@@ -1,0 +1,262 @@
+#pragma once
+// `sluice schedule`: DynaPipe inside one pipeline scheme. A mini-batch is drawn from a dataset, cut into
+// micro-batches by the DP, balanced over the data-parallel replicas and scheduled per replica; the same
+// pipeline is then run with token-based micro-batching and with fixed-length packing for comparison.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iomanip>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "options.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice/data/dataset.hpp"
+#include "sluice/data/sampler.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/chrome_trace.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/io/microbatch_json.hpp"
+#include "sluice/io/schedule_json.hpp"
+#include "sluice/microbatch/baselines.hpp"
+#include "sluice/microbatch/cost.hpp"
+#include "sluice/schedule/plan_pipeline.hpp"
+
+namespace sluice::cli {
+
+inline constexpr std::string_view schedule_usage =
+    "usage: sluice schedule --stages C [--profile P] [--lengths F] [--tp T] [--replicas D]\n"
+    "                       [--schedule cyclic|1f1b] [--tokens T] [--context L] [--seed X] [--layout L]\n"
+    "                       [--interval S] [--bandwidth B] [--latency S] [--json] [--trace F]\n"
+    "\n"
+    "Plans one mini-batch on the profile's <T, C> pipeline as DynaPipe does: orders the sequences, cuts them\n"
+    "into micro-batches with the DP under the per-micro-batch memory limit (1/C of what a stage has left),\n"
+    "balances them over D data-parallel replicas (Karmarkar-Karp) and schedules every replica (adaptive cyclic\n"
+    "or 1F1B, best injection order), then simulates the same pipeline with token-based micro-batching and with\n"
+    "fixed-length packing.\n"
+    "\n"
+    "  --stages C      pipeline stages (the scheme's PP), required\n"
+    "  --profile P     profile JSON file or bundled name (default llama2-7b)\n"
+    "  --lengths F     length file or bundled name (default man-pages)\n"
+    "  --tp T          the scheme's tensor-parallel degree (default 1)\n"
+    "  --replicas D    data-parallel replicas of the pipeline (default 1)\n"
+    "  --schedule K    cyclic (adaptive, the default) or 1f1b\n"
+    "  --tokens T      tokens in the mini-batch (default 65536)\n"
+    "  --context L     truncate longer sequences (default: the scheme's MaxLen)\n"
+    "  --seed X        sampler and injection-order seed (default 1)\n"
+    "  --layout L      padded (one sequence per row, DynaPipe; the default) or packed (one row)\n"
+    "  --interval S    tmax thinning interval of the DP in seconds (default 5e-6; 0 = exact)\n"
+    "  --bandwidth B   stage-to-stage bandwidth in GB/s (default 100)\n"
+    "  --latency S     stage-to-stage latency in seconds (default 1e-5)\n"
+    "  --json          print one sluice.schedule_run JSON document, with every replica's execution plan\n"
+    "  --trace F       write the replicas' simulated timelines as Chrome-trace JSON to F\n";
+
+namespace detail_schedule {
+
+struct Alternative {
+  std::string name;
+  std::optional<schedule::PipelineRunPlan> plan;  // empty: a micro-batch does not fit (out of memory)
+  std::string failure;
+};
+
+// The same pipeline and schedule search with the paper's baseline micro-batching (§7): token-based
+// micro-batching and Megatron-style packing, each with the most tokens a micro-batch may hold (the context,
+// or fewer when the memory limit allows fewer).
+inline std::vector<Alternative> baselines(std::span<const microbatch::Sample> samples,
+                                          const microbatch::QuadraticStageCost& model,
+                                          const schedule::PipelinePlanOptions& options, std::int64_t context) {
+  const microbatch::PartitionContext partition_context{options.stages, options.replicas, options.micro_batch_memory};
+  const std::vector<microbatch::Sample> ordered = microbatch::order_samples(samples, options.ordering);
+  const auto capacity = std::min<std::int64_t>(
+      context, static_cast<std::int64_t>(std::floor(options.micro_batch_memory / model.bytes_per_token())));
+  std::vector<Alternative> result;
+  auto run = [&](std::string name, auto make_partition) {
+    Alternative alternative{std::move(name), std::nullopt, {}};
+    try {
+      alternative.plan = schedule::schedule_partition(make_partition(), options);
+    } catch (const infeasible& error) {
+      alternative.failure = error.what();
+    }
+    result.push_back(std::move(alternative));
+  };
+  run("token-based", [&] {
+    return microbatch::token_based(std::span<const microbatch::Sample>(ordered), model, capacity, partition_context);
+  });
+  run("fixed-length packing", [&] {
+    return microbatch::fixed_length_packing(samples, model, microbatch::FixedRows{capacity, 0, 1}, partition_context);
+  });
+  return result;
+}
+
+inline io::json replica_json(const schedule::ReplicaSchedule& replica) {
+  if (replica.micro_batches.empty()) return {{"micro_batches", io::json::array()}};
+  const schedule::PipelineSchedule& s = replica.schedule;
+  return {{"micro_batches", replica.micro_batches},
+          {"kind", s.kind == schedule::ScheduleKind::cyclic ? "cyclic" : "1f1b"},
+          {"memory_aware", s.memory_aware},
+          {"injection", s.injection},
+          {"makespan", s.simulation.makespan},
+          {"peak_memory", s.simulation.peak_memory},
+          {"idle", s.simulation.idle},
+          {"candidates", s.candidates},
+          {"plan", io::to_document(s.plan)}};
+}
+
+inline void print_replicas(std::ostream& out, const schedule::PipelineRunPlan& plan, int stages) {
+  out << "  replica  micro-batches  load (s)  schedule               makespan (s)  1F1B (s)  peak GiB  instructions\n";
+  for (std::size_t r = 0; r < plan.replicas.size(); ++r) {
+    const schedule::ReplicaSchedule& replica = plan.replicas[r];
+    out << std::setw(9) << r << std::setw(15) << replica.micro_batches.size() << std::setw(10)
+        << plan.assignment.loads[r];
+    if (replica.micro_batches.empty()) {
+      out << "  (idle)\n";
+      continue;
+    }
+    const schedule::PipelineSchedule& s = replica.schedule;
+    const std::string kind = s.kind == schedule::ScheduleKind::cyclic
+                                 ? (s.memory_aware ? "cyclic, memory-aware" : "cyclic")
+                                 : "1F1B";
+    const schedule::Simulation one_f_one_b = schedule::simulate(
+        replica.problem, schedule::one_f_one_b(schedule::identity_injection(replica.micro_batches.size()), stages));
+    double peak = 0;
+    for (const double bytes : s.simulation.peak_memory) peak = std::max(peak, bytes);
+    std::size_t instructions = 0;
+    for (const auto& rank : s.plan.ranks) instructions += rank.size();
+    out << "  " << std::left << std::setw(21) << kind << std::right << std::setw(14) << s.simulation.makespan
+        << std::setw(10) << one_f_one_b.makespan << std::setw(10) << peak / 0x1p30 << std::setw(14) << instructions
+        << "\n";
+  }
+}
+
+}  // namespace detail_schedule
+
+inline int schedule_command(std::span<const std::string_view> args, std::ostream& out) {
+  const Options options(args,
+                        {"stages", "profile", "lengths", "tp", "replicas", "schedule", "tokens", "context", "seed",
+                         "layout", "interval", "bandwidth", "latency", "trace"},
+                        {"json", "help"});
+  if (options.flag("help")) {
+    out << schedule_usage;
+    return 0;
+  }
+  const auto stages = options.positive("stages");
+  sluice::detail::require(stages.has_value(), "option --stages is required (see sluice schedule --help)");
+  const cost::Profile profile = io::read_document<cost::Profile>(
+      io::resolve_data_file(options.text("profile").value_or(std::string(io::default_profile)), "profiles"));
+  const auto tp = options.positive("tp").value_or(1);
+  sluice::detail::require(*stages <= 1024 && tp <= 1024, "options --stages and --tp must be <= 1024");
+  const Scheme scheme(static_cast<int>(tp), static_cast<int>(*stages));
+  const cost::SchemeCost& scheme_cost = profile.at(scheme);
+  sluice::detail::require(scheme_cost.max_len > 0, "scheme ", scheme.name(), " of profile ", profile.name(),
+                          " cannot hold any sequence (MaxLen 0)");
+  const microbatch::StageCostSetup setup = microbatch::stage_cost(scheme_cost);
+
+  schedule::PipelinePlanOptions plan_options;
+  plan_options.stages = scheme.pp();
+  plan_options.replicas = static_cast<int>(std::min<std::int64_t>(options.positive("replicas").value_or(1), 1 << 16));
+  plan_options.micro_batch_memory = setup.memory_limit;
+  const std::string kind = options.text("schedule").value_or("cyclic");
+  sluice::detail::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '",
+                          kind, "'");
+  plan_options.schedule.kind = kind == "cyclic" ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b;
+  const std::int64_t seed = options.integer("seed", 0).value_or(1);
+  plan_options.schedule.seed = static_cast<std::uint64_t>(seed);
+  plan_options.layout = microbatch::parse_layout(options.text("layout").value_or("padded"));
+  sluice::detail::require(plan_options.layout != microbatch::Layout::fixed_rows,
+                          "option --layout: expected padded or packed, got 'fixed_rows'");
+  plan_options.tmax_interval = options.real("interval", 0).value_or(5e-6);
+  plan_options.problem.hidden = std::max<std::int64_t>(profile.spec().model.hidden, 1);
+  plan_options.problem.link = {options.real("latency", 0).value_or(1e-5),
+                               options.real("bandwidth", 1e-9).value_or(100) * 1e9};
+
+  const std::int64_t context = options.positive("context").value_or(scheme_cost.max_len);
+  const data::LengthDataset dataset =
+      data::LengthDataset::load(
+          io::resolve_data_file(options.text("lengths").value_or(std::string(io::default_lengths)), "lengths"))
+          .truncated(context);
+  data::BatchSampler sampler(dataset, {.tokens_per_batch = options.positive("tokens").value_or(65'536),
+                                       .seed = static_cast<std::uint64_t>(seed)});
+  const data::Batch batch = sampler.next();
+  std::vector<microbatch::Sample> samples;
+  for (const Sequence& sequence : batch.sequences) samples.push_back({sequence.id(), sequence.length(), 0});
+  const std::span<const microbatch::Sample> span(samples);
+
+  const schedule::PipelineRunPlan plan = schedule::plan_pipeline(span, setup.model, plan_options);
+  schedule::validate(plan, span, setup.model, plan_options);
+  const std::vector<detail_schedule::Alternative> alternatives =
+      detail_schedule::baselines(span, setup.model, plan_options, context);
+
+  if (const auto trace = options.text("trace")) {
+    std::vector<schedule::Simulation> timelines;
+    std::vector<std::string> names;
+    for (std::size_t r = 0; r < plan.replicas.size(); ++r)
+      if (!plan.replicas[r].micro_batches.empty()) {
+        timelines.push_back(plan.replicas[r].schedule.simulation);
+        names.push_back("replica " + std::to_string(r));
+      }
+    io::write_text_file(*trace, io::chrome_trace(timelines, names).dump());
+  }
+
+  const double tokens = static_cast<double>(batch.tokens);
+  if (options.flag("json")) {
+    io::json replicas = io::json::array();
+    for (const schedule::ReplicaSchedule& replica : plan.replicas)
+      replicas.push_back(detail_schedule::replica_json(replica));
+    io::json baselines = io::json::array();
+    for (const auto& alternative : alternatives)
+      baselines.push_back({{"name", alternative.name},
+                           {"makespan", alternative.plan ? io::json(alternative.plan->makespan) : io::json(nullptr)},
+                           {"micro_batches", alternative.plan ? alternative.plan->partition.micro_batches.size() : 0},
+                           {"failure", alternative.failure}});
+    out << io::json{{"format", "sluice.schedule_run"},
+                    {"version", 1},
+                    {"profile", profile.name()},
+                    {"scheme", scheme},
+                    {"replicas", plan_options.replicas},
+                    {"schedule", kind},
+                    {"context", context},
+                    {"sequences", batch.sequences.size()},
+                    {"tokens", batch.tokens},
+                    {"micro_batch_memory", setup.memory_limit},
+                    {"partition", plan.partition},
+                    {"assignment", plan.assignment},
+                    {"replica_schedules", std::move(replicas)},
+                    {"makespan", plan.makespan},
+                    {"tokens_per_second", tokens / plan.makespan},
+                    {"baselines", std::move(baselines)}}
+               .dump(2)
+        << "\n";
+    return 0;
+  }
+
+  out << "schedule: " << profile.name() << " " << scheme.name() << ", " << plan_options.replicas << " replica"
+      << (plan_options.replicas == 1 ? "" : "s") << ", " << kind << "; " << dataset.source() << ", context " << context
+      << "\n";
+  out << std::fixed << std::setprecision(3);
+  out << "batch: " << batch.sequences.size() << " sequences, " << batch.tokens << " tokens; "
+      << plan.partition.micro_batches.size() << " micro-batches (" << microbatch::layout_name(plan.partition.layout)
+      << "), DP objective " << plan.partition.objective << " s, limit " << setup.memory_limit / 0x1p30
+      << " GiB per micro-batch\n\n";
+  detail_schedule::print_replicas(out, plan, scheme.pp());
+  out << "\niteration " << plan.makespan << " s (slowest replica), " << std::setprecision(0) << tokens / plan.makespan
+      << " tokens/s\n\n";
+  out << std::setprecision(3) << "  micro-batching                  micro-batches  iteration (s)  DP speedup\n";
+  out << "  " << std::left << std::setw(30) << "DP (DynaPipe)" << std::right << std::setw(15)
+      << plan.partition.micro_batches.size() << std::setw(15) << plan.makespan << std::setw(12) << 1.0 << "\n";
+  for (const auto& alternative : alternatives) {
+    out << "  " << std::left << std::setw(30) << alternative.name << std::right;
+    if (alternative.plan)
+      out << std::setw(15) << alternative.plan->partition.micro_batches.size() << std::setw(15)
+          << alternative.plan->makespan << std::setw(12) << alternative.plan->makespan / plan.makespan << "\n";
+    else
+      out << "  out of memory: " << alternative.failure << "\n";
+  }
+  return 0;
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,96 @@
+#pragma once
+// Scheduling problems for the micro-batches sluice's planners produce: DynaPipe's micro-batch DP (any
+// MicroBatchCostModel) and Hydraulis' packing of one pipeline of an iteration plan (a profile's scheme).
+// The cost models charge forward + backward together; the scheduler needs them apart.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sluice/assign/plan.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice/microbatch/types.hpp"
+#include "sluice/schedule/instructions.hpp"
+
+namespace sluice::schedule {
+
+struct ProblemOptions {
+  std::int64_t hidden = 1;     // elements per token of a boundary tensor
+  int element_bytes = 2;       // bf16 activations
+  Link link;                   // between neighbouring stages
+  double backward_ratio = 2;   // backward seconds = ratio × forward seconds (2: no recomputation)
+  friend bool operator==(const ProblemOptions&, const ProblemOptions&) = default;
+};
+
+namespace detail {
+
+inline void require_options(const ProblemOptions& options) {
+  sluice::detail::require(std::isfinite(options.backward_ratio) && options.backward_ratio > 0,
+                          "schedule problem: backward_ratio must be finite and > 0, got ", options.backward_ratio);
+}
+
+// A micro-batch that costs the same on every stage (the planners' stage models are per stage).
+inline MicroBatchCost uniform_micro_batch(int stages, double seconds, double activation_bytes, std::int64_t tokens,
+                                          double backward_ratio) {
+  const double forward = seconds / (1 + backward_ratio);
+  const auto c = static_cast<std::size_t>(stages);
+  return {std::vector<double>(c, forward), std::vector<double>(c, seconds - forward),
+          std::vector<double>(c, activation_bytes), tokens};
+}
+
+inline Problem empty_problem(int stages, double stage_memory_limit, const ProblemOptions& options) {
+  require_options(options);
+  sluice::detail::require(stages >= 1, "schedule problem: stages must be >= 1, got ", stages);
+  Problem problem;
+  problem.stages = stages;
+  problem.memory_limit.assign(static_cast<std::size_t>(stages), stage_memory_limit);
+  problem.hidden = options.hidden;
+  problem.element_bytes = options.element_bytes;
+  problem.link = options.link;
+  return problem;
+}
+
+}  // namespace detail
+
+// The micro-batches `indices` of a partition (in that order) on a pipeline of `stages` stages whose stages may
+// each hold `stage_memory_limit` activation bytes. A micro-batch's boundary tensor has rows × (input + target)
+// tokens; its time and memory are the partition's, which are per stage.
+inline Problem problem_for(const microbatch::Partition& partition, std::span<const std::size_t> indices, int stages,
+                           double stage_memory_limit, const ProblemOptions& options) {
+  Problem problem = detail::empty_problem(stages, stage_memory_limit, options);
+  for (const std::size_t index : indices) {
+    sluice::detail::require(index < partition.micro_batches.size(), "schedule problem: micro-batch index ", index,
+                            " outside the partition's ", partition.micro_batches.size());
+    const microbatch::MicroBatch& mb = partition.micro_batches[index];
+    problem.micro_batches.push_back(detail::uniform_micro_batch(
+        stages, mb.seconds, mb.bytes, mb.shape.rows * (mb.shape.input + mb.shape.target), options.backward_ratio));
+  }
+  require_problem(problem);
+  return problem;
+}
+
+// One pipeline of a Hydraulis iteration plan on its scheme: every stage runs the packed micro-batch's time;
+// its activation is the scheme's memory per token divided by PP (LinearMemory charges the PP micro-batches the
+// first stage holds under 1F1B), and a stage may hold what the budget leaves after the model states.
+inline Problem problem_for(const assign::PipelinePlan& pipeline, const cost::SchemeCost& scheme,
+                           const ProblemOptions& options) {
+  sluice::detail::require(pipeline.scheme == scheme.scheme, "schedule problem: pipeline ", pipeline.index, " runs ",
+                          pipeline.scheme.name(), " but the cost is for ", scheme.scheme.name());
+  sluice::detail::require(scheme.memory.has_value(), "schedule problem: scheme ", scheme.scheme.name(),
+                          " has no memory model");
+  sluice::detail::require(!pipeline.micro_batches.empty(), "schedule problem: pipeline ", pipeline.index,
+                          " has no micro-batches");
+  const cost::LinearMemory& memory = *scheme.memory;
+  const int stages = scheme.scheme.pp();
+  Problem problem = detail::empty_problem(stages, memory.budget_bytes() - memory.fixed_bytes(), options);
+  const double bytes_per_token = memory.bytes_per_token() / stages;
+  for (const assign::MicroBatch& mb : pipeline.micro_batches)
+    problem.micro_batches.push_back(detail::uniform_micro_batch(
+        stages, mb.seconds, bytes_per_token * static_cast<double>(mb.tokens), mb.tokens, options.backward_ratio));
+  require_problem(problem);
+  return problem;
+}
+
+}  // namespace sluice::schedule

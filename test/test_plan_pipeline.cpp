@@ -1,0 +1,183 @@
+// The whole DynaPipe pipeline planner (order → DP → replica balancing → schedule per replica) and the
+// scheduling of Hydraulis iteration plans.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "sluice/assign/plan.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/random.hpp"
+#include "sluice/data/dataset.hpp"
+#include "sluice/data/sampler.hpp"
+#include "sluice/data/synthetic.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/microbatch/baselines.hpp"
+#include "sluice/microbatch/cost.hpp"
+#include "sluice/schedule/iteration.hpp"
+#include "sluice/schedule/orders.hpp"
+#include "sluice/schedule/plan_pipeline.hpp"
+#include "sluice/schedule/simulate.hpp"
+
+using namespace sluice;
+
+namespace {
+
+const cost::Profile& profile7b() {
+  static const cost::Profile profile = io::read_document<cost::Profile>(io::resolve_data_file("llama2-7b", "profiles"));
+  return profile;
+}
+
+std::vector<Sequence> batch_of(std::uint64_t seed, std::int64_t tokens, std::int64_t context) {
+  const data::LengthDataset dataset =
+      data::LengthDataset(data::synthetic_lengths({.count = 5000, .seed = seed}), "synthetic").truncated(context);
+  data::BatchSampler sampler(dataset, {.tokens_per_batch = tokens, .seed = seed});
+  return sampler.next().sequences;
+}
+
+std::vector<microbatch::Sample> samples_of(std::span<const Sequence> batch) {
+  std::vector<microbatch::Sample> samples;
+  for (const Sequence& sequence : batch) samples.push_back({sequence.id(), sequence.length(), 0});
+  return samples;
+}
+
+schedule::PipelinePlanOptions options_for(const microbatch::StageCostSetup& setup, int stages, int replicas) {
+  schedule::PipelinePlanOptions options;
+  options.stages = stages;
+  options.replicas = replicas;
+  options.micro_batch_memory = setup.memory_limit;
+  options.problem = {.hidden = 4096, .element_bytes = 2, .link = {1e-5, 1e11}};
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("plan_pipeline: valid, every sample once, makespan of the slowest replica, deterministic") {
+  for (const int pp : {2, 4}) {
+    const microbatch::StageCostSetup setup = microbatch::stage_cost(profile7b().at(Scheme(1, pp)));
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+      CAPTURE(pp);
+      CAPTURE(seed);
+      const int replicas = 1 + static_cast<int>(seed % 4);
+      const auto samples = samples_of(batch_of(seed, 40'000 * replicas, 8192));
+      schedule::PipelinePlanOptions options = options_for(setup, pp, replicas);
+      options.schedule.kind = seed % 2 == 0 ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b;
+      const schedule::PipelineRunPlan plan =
+          schedule::plan_pipeline(std::span<const microbatch::Sample>(samples), setup.model, options);
+      CHECK_NOTHROW(schedule::validate(plan, std::span<const microbatch::Sample>(samples), setup.model, options));
+      REQUIRE(plan.replicas.size() == static_cast<std::size_t>(replicas));
+      std::size_t scheduled = 0;
+      for (const schedule::ReplicaSchedule& replica : plan.replicas) {
+        scheduled += replica.micro_batches.size();
+        if (!replica.micro_batches.empty())
+          CHECK(replica.schedule.plan.ranks.size() == static_cast<std::size_t>(pp));
+      }
+      CHECK(scheduled == plan.partition.micro_batches.size());
+      CHECK(plan == schedule::plan_pipeline(std::span<const microbatch::Sample>(samples), setup.model, options));
+    }
+  }
+}
+
+TEST_CASE("plan_pipeline: baselines through schedule_partition, and validators reject tampering") {
+  const microbatch::StageCostSetup setup = microbatch::stage_cost(profile7b().at(Scheme(1, 4)));
+  const auto samples = samples_of(batch_of(3, 65'536, 8192));
+  const schedule::PipelinePlanOptions options = options_for(setup, 4, 2);
+  const std::span<const microbatch::Sample> span(samples);
+  const microbatch::PartitionContext context{4, 2, setup.memory_limit};
+  const auto ordered = microbatch::order_samples(span, microbatch::Ordering::length);
+  const schedule::PipelineRunPlan token_based = schedule::schedule_partition(
+      microbatch::token_based(std::span<const microbatch::Sample>(ordered), setup.model, 8192, context), options);
+  CHECK_NOTHROW(schedule::validate(token_based, span, setup.model, options));
+  const schedule::PipelineRunPlan dp = schedule::plan_pipeline(span, setup.model, options);
+  CHECK(dp.partition.objective <= token_based.partition.objective * (1 + 1e-12));
+
+  schedule::PipelineRunPlan broken = dp;
+  broken.makespan *= 1.5;
+  CHECK_THROWS_AS(schedule::validate(broken, span, setup.model, options), invalid_plan);
+  broken = dp;
+  broken.replicas.front().problem.micro_batches.front().forward.front() *= 2;
+  CHECK_THROWS_AS(schedule::validate(broken, span, setup.model, options), invalid_plan);
+  broken = dp;
+  std::swap(broken.replicas.front().micro_batches, broken.replicas.back().micro_batches);
+  CHECK_THROWS_AS(schedule::validate(broken, span, setup.model, options), invalid_plan);
+}
+
+TEST_CASE("plan_pipeline: bad input and infeasible batches") {
+  const microbatch::StageCostSetup setup = microbatch::stage_cost(profile7b().at(Scheme(1, 4)));
+  const auto samples = samples_of(batch_of(2, 30'000, 8192));
+  const std::span<const microbatch::Sample> span(samples);
+  schedule::PipelinePlanOptions options = options_for(setup, 4, 1);
+  options.stage_memory = -1;
+  CHECK_THROWS_AS(schedule::plan_pipeline(span, setup.model, options), invalid_input);
+  options = options_for(setup, 0, 1);
+  CHECK_THROWS_AS(schedule::plan_pipeline(span, setup.model, options), invalid_input);
+  options = options_for(setup, 4, 1);
+  options.problem.backward_ratio = 0;
+  CHECK_THROWS_AS(schedule::plan_pipeline(span, setup.model, options), invalid_input);
+  CHECK_THROWS_AS(schedule::plan_pipeline(std::span<const microbatch::Sample>(), setup.model, options_for(setup, 4, 1)),
+                  invalid_input);
+  // A sample longer than the per-micro-batch memory allows.
+  std::vector<microbatch::Sample> too_long = samples;
+  too_long.push_back({999'999, 10'000'000, 0});
+  CHECK_THROWS_AS(
+      schedule::plan_pipeline(std::span<const microbatch::Sample>(too_long), setup.model, options_for(setup, 4, 1)),
+      infeasible);
+  // Stages that cannot hold even one micro-batch: no schedule fits.
+  options = options_for(setup, 4, 1);
+  options.stage_memory = 1;
+  CHECK_THROWS_AS(schedule::plan_pipeline(span, setup.model, options), infeasible);
+}
+
+TEST_CASE("schedule_iteration: every pipeline of a Hydraulis plan scheduled; 1F1B within the packing estimate") {
+  const cost::Profile profile = profile7b().with_gpus(16);
+  const std::vector<Strategy> candidates = {Strategy::parse("2*tp2pp2+2*tp1pp4"), Strategy::parse("4*tp1pp4"),
+                                            Strategy::parse("1*tp4pp2+4*tp1pp2")};
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    CAPTURE(seed);
+    const auto batch = batch_of(seed, 120'000, 16384);
+    const assign::IterationPlan plan = assign::plan_iteration(batch, candidates, profile);
+    for (const auto kind : {schedule::ScheduleKind::one_f_one_b, schedule::ScheduleKind::cyclic}) {
+      // Free links: the estimate (max micro-batch time)·(PP − 1 + V) bounds 1F1B, whose makespan is a longest path
+      // that only grows when every micro-batch takes the slowest one's time.
+      const schedule::IterationSchedule scheduled = schedule::schedule_iteration(plan, profile, {.kind = kind});
+      CHECK_NOTHROW(schedule::validate(scheduled, plan, profile));
+      REQUIRE(scheduled.pipelines.size() == plan.pipelines.size());
+      for (std::size_t j = 0; j < plan.pipelines.size(); ++j) {
+        if (!scheduled.pipelines[j]) continue;
+        const schedule::Simulation& simulation = scheduled.pipelines[j]->schedule.simulation;
+        CHECK(simulation.makespan <= plan.pipelines[j].estimate * (1 + 1e-9));
+        if (kind == schedule::ScheduleKind::cyclic) {
+          const auto& problem = scheduled.pipelines[j]->problem;
+          const schedule::Simulation one_f_one_b = schedule::simulate(
+              problem, schedule::one_f_one_b(schedule::identity_injection(problem.micro_batches.size()), problem.stages));
+          CHECK(simulation.makespan <= one_f_one_b.makespan * (1 + 1e-12));
+        }
+      }
+      CHECK(scheduled.makespan <= plan.estimate * (1 + 1e-9));
+    }
+  }
+}
+
+TEST_CASE("schedule problems: bad input") {
+  const cost::Profile profile = profile7b().with_gpus(16);
+  const auto batch = batch_of(5, 50'000, 16384);
+  const std::vector<Strategy> candidates = {Strategy::parse("4*tp1pp4")};
+  const assign::IterationPlan plan = assign::plan_iteration(batch, candidates, profile);
+  const assign::PipelinePlan& pipeline = plan.pipelines.front();
+  CHECK_THROWS_AS(schedule::problem_for(pipeline, profile.at(Scheme(1, 2)), {}), invalid_input);
+  cost::SchemeCost no_memory = profile.at(pipeline.scheme);
+  no_memory.memory.reset();
+  CHECK_THROWS_AS(schedule::problem_for(pipeline, no_memory, {}), invalid_input);
+  assign::PipelinePlan idle = pipeline;
+  idle.micro_batches.clear();
+  CHECK_THROWS_AS(schedule::problem_for(idle, profile.at(pipeline.scheme), {}), invalid_input);
+  CHECK_THROWS_AS(schedule::problem_for(pipeline, profile.at(pipeline.scheme), {.hidden = 0, .element_bytes = 2, .link = {}, .backward_ratio = 2}), invalid_input);
+  const microbatch::Partition partition{microbatch::Layout::packed, {}, 0, 0};
+  const std::vector<std::size_t> outside = {0};
+  CHECK_THROWS_AS(schedule::problem_for(partition, outside, 2, 1e9, {}), invalid_input);
+}
