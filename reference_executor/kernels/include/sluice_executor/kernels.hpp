@@ -1,0 +1,114 @@
+#pragma once
+// The reference executor's custom GPU kernels (sm_90): bf16 storage, fp32 arithmetic. Each function
+// checks its arguments on the host (sluice::invalid_input, a std::invalid_argument, naming the argument),
+// enqueues its work on `stream` and throws std::runtime_error if the launch fails; nothing synchronises.
+// Device-side data (cu_seqlens values, targets) cannot be checked on the host: their preconditions are
+// stated below. sluice_executor/reference.hpp holds the float64 CPU version of every operation here.
+//
+// Layouts: the tokens of a micro-batch's sequences are packed back to back; cu_seqlens is a device
+// int32 array of num_seqs + 1 offsets {0, l0, l0 + l1, ...}. Activations are row-major [tokens, cols].
+// q, k and v (and dq, dk, dv) take a row stride so that they can be the column ranges of one packed QKV
+// buffer [tokens, 3 * hidden]: q = qkv, k = qkv + hidden, v = qkv + 2 * hidden, stride 3 * hidden.
+// Head h occupies columns [h * head_dim, (h + 1) * head_dim).
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice::executor::kernels {
+
+using bf16 = __nv_bfloat16;
+
+// The packed sequences of one micro-batch. Preconditions on the device data: cu_seqlens[0] == 0, offsets
+// never decrease, cu_seqlens[num_seqs] == total_tokens, and no sequence is longer than max_seqlen (tokens of
+// a longer one past max_seqlen would be left unwritten by attention).
+struct VarlenBatch {
+  const std::int32_t* cu_seqlens = nullptr;  // device, num_seqs + 1 offsets
+  int num_seqs = 0;
+  int max_seqlen = 0;
+  int total_tokens = 0;
+};
+
+// The attention heads of one layer: hidden = num_heads * head_dim.
+struct HeadShape {
+  int num_heads = 0;
+  int head_dim = 0;
+};
+
+// ---- Attention (FlashAttention-2 style, causal within each sequence, scale 1 / sqrt(head_dim)) ----
+// head_dim must be 64 or 128. Tiles are read 8 bf16 (16 bytes) at a time, so q, k, v and dout must be
+// 16-byte aligned and qkv_row_stride a multiple of 8 elements. Row strides are at least hidden.
+
+// out: [total_tokens, hidden] (row stride hidden); lse: [num_heads, total_tokens] fp32, the natural
+// log-sum-exp of each query's scaled scores, kept for the backward.
+void attention_forward(const VarlenBatch& batch, const HeadShape& heads, const bf16* q, const bf16* k, const bf16* v,
+                       std::int64_t qkv_row_stride, bf16* out, float* lse, cudaStream_t stream);
+
+// Gradients given dout [total_tokens, hidden] and the forward's out and lse. dq, dk, dv (row stride
+// dqkv_row_stride; they may be the column ranges of one packed buffer, but must not overlap the inputs)
+// are overwritten, not accumulated. delta is a workspace of num_heads * total_tokens floats (rowsum(dout ∘
+// out) per head and token). Deterministic: no atomics (dq is computed in its own pass over key tiles, dk
+// and dv in a pass over query tiles).
+void attention_backward(const VarlenBatch& batch, const HeadShape& heads, const bf16* q, const bf16* k, const bf16* v,
+                        std::int64_t qkv_row_stride, const bf16* out, const bf16* dout, const float* lse, bf16* dq,
+                        bf16* dk, bf16* dv, std::int64_t dqkv_row_stride, float* delta, cudaStream_t stream);
+
+// ---- RMSNorm ----
+
+// y = x / sqrt(mean(x^2) + eps) * weight; x, y: [rows, cols]; weight: [cols]; rstd: [rows] fp32.
+void rmsnorm_forward(const bf16* x, const bf16* weight, int rows, int cols, float eps, bf16* y, float* rstd,
+                     cudaStream_t stream);
+
+// Floats of workspace rmsnorm_backward needs for `cols` columns.
+std::size_t rmsnorm_backward_workspace_floats(int cols);
+
+// dx: [rows, cols] (overwritten); dweight_accum: [cols] fp32, added to (micro-batches accumulate; zero it
+// with fill_zero first for a fresh gradient). The weight gradient is a deterministic two-stage reduction
+// over a fixed number of row chunks through `workspace` (rmsnorm_backward_workspace_floats(cols) floats).
+void rmsnorm_backward(const bf16* x, const bf16* weight, const float* rstd, const bf16* dy, int rows, int cols,
+                      bf16* dx, float* dweight_accum, float* workspace, cudaStream_t stream);
+
+// ---- Rotary embedding ("rotate_half", LLaMA) ----
+// In every head, the pair (x_i, x_{i + head_dim/2}) turns by position * theta^(-2i / head_dim), where a
+// token's position is its index within its own sequence. In place on the first hidden columns of each of
+// the batch.total_tokens rows of q and of k (which share row_stride); head_dim must be even.
+
+void rope_forward(const VarlenBatch& batch, const HeadShape& heads, bf16* q, bf16* k, std::int64_t row_stride,
+                  double theta, cudaStream_t stream);
+
+// The gradient: rotation by the negative angle, in place on dq and dk.
+void rope_backward(const VarlenBatch& batch, const HeadShape& heads, bf16* dq, bf16* dk, std::int64_t row_stride,
+                   double theta, cudaStream_t stream);
+
+// ---- SwiGLU ----
+
+// gate_up: [rows, 2 * ffn] (gate in the first ffn columns, up in the second); out = silu(gate) * up: [rows, ffn].
+void swiglu_forward(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStream_t stream);
+
+// dgate_up: [rows, 2 * ffn] from dout [rows, ffn].
+void swiglu_backward(const bf16* gate_up, const bf16* dout, int rows, int ffn, bf16* dgate_up, cudaStream_t stream);
+
+// ---- Elementwise ----
+
+// out = a + b (out may be a or b).
+void add(const bf16* a, const bf16* b, bf16* out, std::int64_t count, cudaStream_t stream);
+// accum += b.
+void add_inplace(bf16* accum, const bf16* b, std::int64_t count, cudaStream_t stream);
+// Round to nearest even.
+void convert(const float* in, bf16* out, std::int64_t count, cudaStream_t stream);
+void convert(const bf16* in, float* out, std::int64_t count, cudaStream_t stream);
+void fill_zero(bf16* data, std::int64_t count, cudaStream_t stream);
+void fill_zero(float* data, std::int64_t count, cudaStream_t stream);
+
+// ---- Loss ----
+
+// Cross-entropy over logits [rows, vocab] with targets [rows] (int32, -1 = ignored row), softmax in fp32:
+// row_loss[r] = logsumexp(logits_r) - logits_r[target] (0 for ignored rows); dlogits = (softmax -
+// onehot(target)) * scale (zero rows for ignored ones); *loss_sum_accum += Σ row_loss, summed in a fixed
+// order (deterministic). A target outside [0, vocab) other than -1 makes that row's loss NaN (so that it
+// shows in the sum) and its dlogits softmax * scale.
+void cross_entropy(const bf16* logits, const std::int32_t* targets, int rows, int vocab, float scale, float* row_loss,
+                   bf16* dlogits, float* loss_sum_accum, cudaStream_t stream);
+
+}  // namespace sluice::executor::kernels

@@ -1,0 +1,545 @@
+// The executor's GPU kernels against the float64 CPU references, on random inputs with fixed seeds.
+// Inputs are rounded to bf16 first and the references see exactly those values, so every difference
+// comes from the kernels' own arithmetic: fp32 accumulation and the bf16 rounding of intermediates and
+// outputs. bf16 keeps 8 significant bits, so one rounding moves a value by at most u = 2^-8 = 3.9e-3 of
+// itself; the tolerances below are stated in terms of u.
+//
+// Without a CUDA device every GPU case passes with a message; the wrappers' argument checks run anyway
+// (they throw before touching the device).
+#include <doctest/doctest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sluice/core/random.hpp"
+#include "sluice_executor/kernels.hpp"
+#include "sluice_executor/reference.hpp"
+
+namespace kernels = sluice::executor::kernels;
+namespace ref = sluice::executor::reference;
+using kernels::bf16;
+
+namespace {
+
+constexpr double kBf16Rounding = 0x1.0p-8;  // u: relative change of one round to nearest bf16
+
+bool gpu_available() {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess || count == 0) {
+    MESSAGE("no CUDA device (" << std::string(cudaGetErrorString(error)) << ", " << count
+                               << " devices): GPU checks skipped");
+    return false;
+  }
+  return true;
+}
+
+void check_cuda(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(error));
+}
+
+template <class T>
+class DeviceBuffer {
+public:
+  explicit DeviceBuffer(std::size_t count) : count_(count) {
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<std::size_t>(count, 1) * sizeof(T)), "cudaMalloc");
+  }
+  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { cudaFree(data_); }
+
+  T* get() const { return data_; }
+  void upload(const std::vector<T>& host) {
+    REQUIRE(host.size() == count_);
+    check_cuda(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+  std::vector<T> download() const {
+    check_cuda(cudaDeviceSynchronize(), "kernel execution");
+    std::vector<T> host(count_);
+    check_cuda(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+    return host;
+  }
+
+private:
+  T* data_ = nullptr;
+  std::size_t count_;
+};
+
+// Values drawn as scale * N(0, 1) and rounded to bf16, in both forms.
+struct Bf16Values {
+  std::vector<bf16> rounded;
+  std::vector<double> exact;  // the rounded values, exactly
+};
+
+Bf16Values random_bf16(sluice::Rng& rng, std::size_t count, double scale = 1.0, double offset = 0.0) {
+  Bf16Values values;
+  values.rounded.reserve(count);
+  values.exact.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const bf16 value = __float2bfloat16(static_cast<float>(offset + scale * rng.normal()));
+    values.rounded.push_back(value);
+    values.exact.push_back(static_cast<double>(__bfloat162float(value)));
+  }
+  return values;
+}
+
+std::vector<bf16> to_bf16(std::span<const double> values) {
+  std::vector<bf16> rounded(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) rounded[i] = __float2bfloat16(static_cast<float>(values[i]));
+  return rounded;
+}
+
+std::vector<float> to_float(std::span<const double> values) {
+  std::vector<float> narrowed(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) narrowed[i] = static_cast<float>(values[i]);
+  return narrowed;
+}
+
+std::vector<double> to_double(const std::vector<bf16>& values) {
+  std::vector<double> widened(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) widened[i] = static_cast<double>(__bfloat162float(values[i]));
+  return widened;
+}
+
+std::vector<double> to_double(const std::vector<float>& values) { return {values.begin(), values.end()}; }
+
+double max_abs(std::span<const double> values) {
+  double largest = 0.0;
+  for (double value : values) largest = std::max(largest, std::abs(value));
+  return largest;
+}
+
+// Whole-tensor error measures of actual against expected.
+struct Errors {
+  double relative_l2 = 0.0;  // ||actual - expected|| / ||expected||
+  double max_abs = 0.0;      // max |actual - expected|
+};
+
+Errors compare(std::span<const double> actual, std::span<const double> expected) {
+  REQUIRE(actual.size() == expected.size());
+  double difference_squares = 0.0;
+  double expected_squares = 0.0;
+  Errors errors;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double difference = actual[i] - expected[i];
+    REQUIRE(std::isfinite(actual[i]));
+    difference_squares += difference * difference;
+    expected_squares += expected[i] * expected[i];
+    errors.max_abs = std::max(errors.max_abs, std::abs(difference));
+  }
+  errors.relative_l2 = std::sqrt(difference_squares / std::max(expected_squares, 1e-300));
+  return errors;
+}
+
+// Every element within one bf16 rounding of the expected value, for kernels that compute in fp32 from
+// exact inputs and round once: |actual - expected| <= u·|expected| + fp32 error. The fp32 error is a few
+// ulps of the result (1e-5 relative leaves a wide margin) plus `cancellation`, the absolute error where
+// the kernel subtracts nearly equal fp32 terms.
+void check_within_rounding(std::span<const double> actual, std::span<const double> expected, double cancellation) {
+  constexpr double kFp32Relative = 1e-5;
+  REQUIRE(actual.size() == expected.size());
+  std::size_t failures = 0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double bound = (kBf16Rounding + kFp32Relative) * std::abs(expected[i]) + cancellation;
+    if (!(std::abs(actual[i] - expected[i]) <= bound)) {
+      if (++failures <= 5) {
+        CAPTURE(i);
+        CAPTURE(actual[i]);
+        CAPTURE(expected[i]);
+        FAIL_CHECK("outside one bf16 rounding");
+      }
+    }
+  }
+  CHECK(failures == 0);
+}
+
+std::vector<std::int32_t> offsets_of(const std::vector<int>& lengths) {
+  std::vector<std::int32_t> offsets{0};
+  for (int length : lengths) offsets.push_back(offsets.back() + length);
+  return offsets;
+}
+
+// A packed batch on the device and on the host.
+struct Batch {
+  std::vector<std::int32_t> cu_seqlens;
+  DeviceBuffer<std::int32_t> device_cu_seqlens;
+  kernels::VarlenBatch varlen;
+
+  explicit Batch(const std::vector<int>& lengths)
+      : cu_seqlens(offsets_of(lengths)),
+        device_cu_seqlens(cu_seqlens),
+        varlen{device_cu_seqlens.get(), static_cast<int>(lengths.size()),
+               *std::max_element(lengths.begin(), lengths.end()), cu_seqlens.back()} {}
+
+  [[nodiscard]] std::size_t tokens() const { return static_cast<std::size_t>(cu_seqlens.back()); }
+};
+
+// Lengths 1, 7 and 300, tile edges (64, 65, 128) and an empty sequence.
+const std::vector<int> kAttentionLengths{7, 0, 300, 1, 65, 128, 64};
+
+void check_attention_forward(int head_dim) {
+  CAPTURE(head_dim);
+  sluice::Rng rng(static_cast<std::uint64_t>(100 + head_dim));
+  const Batch batch(kAttentionLengths);
+  const ref::HeadShape heads{2, head_dim};
+  const std::size_t tokens = batch.tokens();
+  const auto hidden = static_cast<std::size_t>(2 * head_dim);
+  const std::size_t stride = 3 * hidden;
+  const Bf16Values qkv = random_bf16(rng, tokens * stride);
+
+  const DeviceBuffer<bf16> device_qkv(qkv.rounded);
+  DeviceBuffer<bf16> device_out(tokens * hidden);
+  DeviceBuffer<float> device_lse(2 * tokens);
+  kernels::attention_forward(batch.varlen, {2, head_dim}, device_qkv.get(), device_qkv.get() + hidden,
+                             device_qkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), device_out.get(),
+                             device_lse.get(), nullptr);
+
+  std::vector<double> out(tokens * hidden);
+  std::vector<double> lse(2 * tokens);
+  const std::span<const double> all(qkv.exact);
+  ref::attention_forward(batch.cu_seqlens, heads, all, all.subspan(hidden), all.subspan(2 * hidden), stride, out, lse);
+
+  // Each output is Σ p_j v_j / Σ p_j with p_j rounded to bf16 before the P·V product and the result
+  // rounded once: |error| <= u·Σ p_j|v_j| / Σ p_j + u·|out| <= 2u·max|v| per element, and about u/2 in
+  // the norm, since the roundings have random signs. LSE stays in fp32 throughout.
+  const Errors out_errors = compare(to_double(device_out.download()), out);
+  CHECK(out_errors.relative_l2 <= 1e-2);
+  CHECK(out_errors.max_abs <= 2 * kBf16Rounding * max_abs(qkv.exact));
+  const Errors lse_errors = compare(to_double(device_lse.download()), lse);
+  CHECK(lse_errors.max_abs <= 1e-3);
+}
+
+void check_attention_backward(int head_dim) {
+  CAPTURE(head_dim);
+  sluice::Rng rng(static_cast<std::uint64_t>(200 + head_dim));
+  const Batch batch(kAttentionLengths);
+  const ref::HeadShape heads{2, head_dim};
+  const std::size_t tokens = batch.tokens();
+  const auto hidden = static_cast<std::size_t>(2 * head_dim);
+  const std::size_t stride = 3 * hidden;
+  const Bf16Values qkv = random_bf16(rng, tokens * stride);
+  const Bf16Values dout = random_bf16(rng, tokens * hidden);
+
+  // Both sides start from the reference forward, its output rounded to bf16 as the GPU would store it,
+  // so that this checks the backward alone.
+  std::vector<double> out(tokens * hidden);
+  std::vector<double> lse(2 * tokens);
+  const std::span<const double> all(qkv.exact);
+  ref::attention_forward(batch.cu_seqlens, heads, all, all.subspan(hidden), all.subspan(2 * hidden), stride, out, lse);
+  const std::vector<bf16> stored_out = to_bf16(out);
+  const std::vector<double> stored_out_exact = to_double(stored_out);
+
+  std::vector<double> dqkv(tokens * stride);
+  const std::span<double> gradient(dqkv);
+  ref::attention_backward(batch.cu_seqlens, heads, all, all.subspan(hidden), all.subspan(2 * hidden), stride,
+                          stored_out_exact, dout.exact, lse, gradient, gradient.subspan(hidden),
+                          gradient.subspan(2 * hidden), stride);
+
+  const DeviceBuffer<bf16> device_qkv(qkv.rounded);
+  const DeviceBuffer<bf16> device_out(stored_out);
+  const DeviceBuffer<bf16> device_dout(dout.rounded);
+  const DeviceBuffer<float> device_lse(to_float(lse));
+  DeviceBuffer<bf16> device_dqkv(tokens * stride);
+  DeviceBuffer<float> delta(2 * tokens);
+  const auto run = [&] {
+    kernels::attention_backward(batch.varlen, {2, head_dim}, device_qkv.get(), device_qkv.get() + hidden,
+                                device_qkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), device_out.get(),
+                                device_dout.get(), device_lse.get(), device_dqkv.get(), device_dqkv.get() + hidden,
+                                device_dqkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), delta.get(),
+                                nullptr);
+    return device_dqkv.download();
+  };
+  const std::vector<bf16> first = run();
+  const std::vector<double> actual = to_double(first);
+
+  // dV = Σ Pᵀ dO with P rounded to bf16; dQ and dK go through dS = P ∘ (dP - delta) rounded to bf16, where
+  // dP - delta can cancel: in the norm each is a few u off, so 2e-2 leaves a wide margin while a wrong tile,
+  // mask or stride gives errors of order 1. The max-abs bound catches a single bad row that the norm hides.
+  for (std::size_t part = 0; part < 3; ++part) {
+    CAPTURE(part);  // 0 dq, 1 dk, 2 dv
+    std::vector<double> actual_part;
+    std::vector<double> expected_part;
+    for (std::size_t t = 0; t < tokens; ++t) {
+      for (std::size_t c = 0; c < hidden; ++c) {
+        actual_part.push_back(actual[t * stride + part * hidden + c]);
+        expected_part.push_back(dqkv[t * stride + part * hidden + c]);
+      }
+    }
+    const Errors errors = compare(actual_part, expected_part);
+    CHECK(errors.relative_l2 <= 2e-2);
+    CHECK(errors.max_abs <= 5e-2 * max_abs(expected_part));
+  }
+  // No atomics: a second run gives the same bits.
+  const std::vector<bf16> second = run();
+  CHECK(std::memcmp(first.data(), second.data(), first.size() * sizeof(bf16)) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("attention forward kernel matches the reference (head_dim 64 and 128)") {
+  if (!gpu_available()) return;
+  check_attention_forward(64);
+  check_attention_forward(128);
+}
+
+TEST_CASE("attention backward kernels match the reference (head_dim 64 and 128)") {
+  if (!gpu_available()) return;
+  check_attention_backward(64);
+  check_attention_backward(128);
+}
+
+TEST_CASE("RMSNorm kernels match the reference") {
+  if (!gpu_available()) return;
+  sluice::Rng rng(300);
+  const int rows = 37;
+  const int cols = 1000;  // not a multiple of the block size
+  const auto count = static_cast<std::size_t>(rows * cols);
+  const float eps = 1e-5f;
+  const Bf16Values x = random_bf16(rng, count);
+  const Bf16Values weight = random_bf16(rng, static_cast<std::size_t>(cols), 0.1, 1.0);
+  const Bf16Values dy = random_bf16(rng, count);
+
+  std::vector<double> y(count);
+  std::vector<double> rstd(static_cast<std::size_t>(rows));
+  ref::rmsnorm_forward(x.exact, weight.exact, static_cast<double>(eps), y, rstd);
+  constexpr double kEarlier = 0.25;  // the weight gradient is added to what the accumulator holds
+  std::vector<double> dx(count);
+  std::vector<double> dweight(static_cast<std::size_t>(cols), kEarlier);
+  ref::rmsnorm_backward(x.exact, weight.exact, rstd, dy.exact, dx, dweight);
+
+  const DeviceBuffer<bf16> device_x(x.rounded);
+  const DeviceBuffer<bf16> device_weight(weight.rounded);
+  const DeviceBuffer<bf16> device_dy(dy.rounded);
+  DeviceBuffer<bf16> device_y(count);
+  DeviceBuffer<float> device_rstd(static_cast<std::size_t>(rows));
+  kernels::rmsnorm_forward(device_x.get(), device_weight.get(), rows, cols, eps, device_y.get(), device_rstd.get(),
+                           nullptr);
+  // y: products only, no cancellation. rstd: fp32 only.
+  check_within_rounding(to_double(device_y.download()), y, 0.0);
+  CHECK(compare(to_double(device_rstd.download()), rstd).relative_l2 <= 1e-5);
+
+  // The backward gets the reference's rstd, so that it is checked alone.
+  const DeviceBuffer<float> reference_rstd(to_float(rstd));
+  DeviceBuffer<bf16> device_dx(count);
+  DeviceBuffer<float> device_dweight(std::vector<float>(static_cast<std::size_t>(cols), static_cast<float>(kEarlier)));
+  DeviceBuffer<float> workspace(kernels::rmsnorm_backward_workspace_floats(cols));
+  kernels::rmsnorm_backward(device_x.get(), device_weight.get(), reference_rstd.get(), device_dy.get(), rows, cols,
+                            device_dx.get(), device_dweight.get(), workspace.get(), nullptr);
+  // dx = rstd (dy∘w - x̂ mean(dy∘w∘x̂)) cancels where the two terms meet: fp32 error there is about
+  // 1e-6 of the terms, well inside 1e-4 of the largest dx.
+  check_within_rounding(to_double(device_dx.download()), dx, 1e-4 * max_abs(dx));
+  // dweight: fp32 sums of 37 products, no rounding to bf16.
+  const Errors dweight_errors = compare(to_double(device_dweight.download()), dweight);
+  CHECK(dweight_errors.max_abs <= 1e-4 * max_abs(dweight));
+}
+
+TEST_CASE("RoPE kernels match the reference and leave the v columns alone") {
+  if (!gpu_available()) return;
+  sluice::Rng rng(400);
+  const Batch batch({7, 0, 300, 1, 64});
+  const int num_heads = 3;
+  const int head_dim = 64;
+  const ref::HeadShape heads{num_heads, head_dim};
+  const auto hidden = static_cast<std::size_t>(num_heads * head_dim);
+  const std::size_t stride = 3 * hidden;
+  const std::size_t tokens = batch.tokens();
+  const double theta = 10000.0;
+
+  for (const bool backward : {false, true}) {
+    CAPTURE(backward);
+    const Bf16Values qkv = random_bf16(rng, tokens * stride);
+    std::vector<double> expected = qkv.exact;
+    const std::span<double> expected_all(expected);
+    DeviceBuffer<bf16> device_qkv(qkv.rounded);
+    if (backward) {
+      ref::rope_backward(batch.cu_seqlens, heads, expected_all, expected_all.subspan(hidden), stride, theta);
+      kernels::rope_backward(batch.varlen, {num_heads, head_dim}, device_qkv.get(), device_qkv.get() + hidden,
+                             static_cast<std::int64_t>(stride), theta, nullptr);
+    } else {
+      ref::rope_forward(batch.cu_seqlens, heads, expected_all, expected_all.subspan(hidden), stride, theta);
+      kernels::rope_forward(batch.varlen, {num_heads, head_dim}, device_qkv.get(), device_qkv.get() + hidden,
+                            static_cast<std::int64_t>(stride), theta, nullptr);
+    }
+    const std::vector<bf16> actual = device_qkv.download();
+    // Each output is x1 cos - x2 sin in fp32 from exact inputs (|x| < 8, so the cancellation error is
+    // below 1e-6), rounded once; the angle is computed in double. v columns must come back bit for bit.
+    check_within_rounding(to_double(actual), expected, 1e-5);
+    std::size_t changed_v = 0;
+    for (std::size_t t = 0; t < tokens; ++t) {
+      changed_v +=
+          static_cast<std::size_t>(std::memcmp(&actual[t * stride + 2 * hidden], &qkv.rounded[t * stride + 2 * hidden],
+                                               hidden * sizeof(bf16)) != 0);
+    }
+    CHECK(changed_v == 0);
+  }
+}
+
+TEST_CASE("SwiGLU kernels match the reference") {
+  if (!gpu_available()) return;
+  sluice::Rng rng(500);
+  const int rows = 19;
+  const int ffn = 300;
+  const auto count = static_cast<std::size_t>(rows * ffn);
+  const Bf16Values gate_up = random_bf16(rng, 2 * count, 2.0);
+  const Bf16Values dout = random_bf16(rng, count);
+  std::vector<double> out(count);
+  ref::swiglu_forward(gate_up.exact, static_cast<std::size_t>(ffn), out);
+  std::vector<double> dgate_up(2 * count);
+  ref::swiglu_backward(gate_up.exact, dout.exact, static_cast<std::size_t>(ffn), dgate_up);
+
+  const DeviceBuffer<bf16> device_gate_up(gate_up.rounded);
+  const DeviceBuffer<bf16> device_dout(dout.rounded);
+  DeviceBuffer<bf16> device_out(count);
+  DeviceBuffer<bf16> device_dgate_up(2 * count);
+  kernels::swiglu_forward(device_gate_up.get(), rows, ffn, device_out.get(), nullptr);
+  kernels::swiglu_backward(device_gate_up.get(), device_dout.get(), rows, ffn, device_dgate_up.get(), nullptr);
+  // fp32 sigmoid and products from exact inputs, one rounding; silu'(gate) = σ(1 + gate(1 - σ)) cancels
+  // near gate = -1.28, where its fp32 error is ~1e-7 of the gradient's scale.
+  check_within_rounding(to_double(device_out.download()), out, 0.0);
+  check_within_rounding(to_double(device_dgate_up.download()), dgate_up, 1e-5 * max_abs(dgate_up));
+}
+
+TEST_CASE("elementwise kernels: add, conversions, zero fill") {
+  if (!gpu_available()) return;
+  sluice::Rng rng(600);
+  const std::size_t count = 100'003;  // not a multiple of the block size
+  const Bf16Values a = random_bf16(rng, count);
+  const Bf16Values b = random_bf16(rng, count, 1e-2);
+  std::vector<bf16> sum(count);
+  for (std::size_t i = 0; i < count; ++i)
+    sum[i] = __float2bfloat16(__bfloat162float(a.rounded[i]) + __bfloat162float(b.rounded[i]));
+  const auto n = static_cast<std::int64_t>(count);
+
+  // Same fp32 sum and the same round to nearest even as on the host: identical bits.
+  DeviceBuffer<bf16> device_a(a.rounded);
+  const DeviceBuffer<bf16> device_b(b.rounded);
+  DeviceBuffer<bf16> device_out(count);
+  kernels::add(device_a.get(), device_b.get(), device_out.get(), n, nullptr);
+  std::vector<bf16> out = device_out.download();
+  CHECK(std::memcmp(out.data(), sum.data(), count * sizeof(bf16)) == 0);
+  kernels::add_inplace(device_a.get(), device_b.get(), n, nullptr);
+  out = device_a.download();
+  CHECK(std::memcmp(out.data(), sum.data(), count * sizeof(bf16)) == 0);
+
+  std::vector<float> floats(count);
+  for (std::size_t i = 0; i < count; ++i) floats[i] = static_cast<float>(rng.normal());
+  const DeviceBuffer<float> device_floats(floats);
+  kernels::convert(device_floats.get(), device_out.get(), n, nullptr);
+  out = device_out.download();
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const bf16 expected = __float2bfloat16(floats[i]);
+    mismatches += static_cast<std::size_t>(std::memcmp(&out[i], &expected, sizeof(bf16)) != 0);
+  }
+  CHECK(mismatches == 0);
+
+  DeviceBuffer<float> widened(count);
+  kernels::convert(device_a.get(), widened.get(), n, nullptr);
+  const std::vector<float> widened_host = widened.download();
+  mismatches = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    mismatches += static_cast<std::size_t>(widened_host[i] != __bfloat162float(sum[i]));
+  CHECK(mismatches == 0);
+
+  kernels::fill_zero(device_a.get(), n, nullptr);
+  kernels::fill_zero(widened.get(), n, nullptr);
+  out = device_a.download();
+  const std::vector<float> zeros = widened.download();
+  CHECK(std::all_of(out.begin(), out.end(), [](bf16 value) { return __bfloat162float(value) == 0.0f; }));
+  CHECK(std::all_of(zeros.begin(), zeros.end(), [](float value) { return value == 0.0f; }));
+}
+
+TEST_CASE("cross-entropy kernel matches the reference") {
+  if (!gpu_available()) return;
+  sluice::Rng rng(700);
+  const int rows = 13;
+  const int vocab = 1000;  // not a multiple of the block size
+  const Bf16Values logits = random_bf16(rng, static_cast<std::size_t>(rows * vocab), 2.0);
+  std::vector<std::int32_t> targets(static_cast<std::size_t>(rows));
+  for (std::size_t r = 0; r < targets.size(); ++r) targets[r] = static_cast<std::int32_t>(rng.below(vocab));
+  targets[0] = 0;
+  targets[1] = vocab - 1;
+  targets[2] = -1;
+  targets[7] = -1;
+  const double scale = 1.0 / 11.0;  // the counted targets
+
+  std::vector<double> row_loss(targets.size());
+  std::vector<double> dlogits(logits.exact.size());
+  const double loss_sum =
+      ref::cross_entropy(logits.exact, targets, static_cast<std::size_t>(vocab), scale, row_loss, dlogits);
+
+  const DeviceBuffer<bf16> device_logits(logits.rounded);
+  const DeviceBuffer<std::int32_t> device_targets(targets);
+  DeviceBuffer<float> device_row_loss(targets.size());
+  DeviceBuffer<bf16> device_dlogits(dlogits.size());
+  constexpr float kEarlier = 1.5f;  // the loss sum is added to the accumulator
+  DeviceBuffer<float> device_loss_sum(std::vector<float>{kEarlier});
+  kernels::cross_entropy(device_logits.get(), device_targets.get(), rows, vocab, static_cast<float>(scale),
+                         device_row_loss.get(), device_dlogits.get(), device_loss_sum.get(), nullptr);
+
+  // Row losses and their sum stay in fp32 (losses of a few units, ~1e-6 relative); dlogits is fp32
+  // softmax rounded once, with slack for the fp32 error of probabilities near 1 minus the one-hot.
+  const Errors loss_errors = compare(to_double(device_row_loss.download()), row_loss);
+  CHECK(loss_errors.max_abs <= 1e-4);
+  CHECK(static_cast<double>(device_loss_sum.download()[0]) == doctest::Approx(kEarlier + loss_sum).epsilon(1e-5));
+  check_within_rounding(to_double(device_dlogits.download()), dlogits, 1e-6 * scale);
+}
+
+TEST_CASE("kernel wrappers name bad arguments before touching the device") {
+  // Plausible non-null device addresses: the wrappers reject the arguments before any CUDA call.
+  auto* fake = reinterpret_cast<bf16*>(std::uintptr_t{1} << 20);
+  auto* fake_floats = reinterpret_cast<float*>(std::uintptr_t{1} << 21);
+  const auto* fake_offsets = reinterpret_cast<const std::int32_t*>(std::uintptr_t{1} << 22);
+  const kernels::VarlenBatch batch{fake_offsets, 2, 300, 400};
+  const kernels::HeadShape heads{4, 64};
+  const std::int64_t stride = 3 * 256;
+
+  CHECK_THROWS_WITH_AS(kernels::attention_forward(batch, {4, 96}, fake, fake, fake, stride, fake, fake_floats, nullptr),
+                       doctest::Contains("head_dim"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      kernels::attention_forward(batch, heads, nullptr, fake, fake, stride, fake, fake_floats, nullptr),
+      doctest::Contains("q:"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      kernels::attention_forward(batch, heads, fake + 1, fake, fake, stride, fake, fake_floats, nullptr),
+      doctest::Contains("16-byte"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::attention_forward(batch, heads, fake, fake, fake, 200, fake, fake_floats, nullptr),
+                       doctest::Contains("qkv_row_stride"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      kernels::attention_forward(batch, heads, fake, fake, fake, 3 * 256 + 4, fake, fake_floats, nullptr),
+      doctest::Contains("multiple of 8"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      kernels::attention_forward({nullptr, 2, 300, 400}, heads, fake, fake, fake, stride, fake, fake_floats, nullptr),
+      doctest::Contains("cu_seqlens"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::attention_backward(batch, heads, fake, fake, fake, stride, fake, fake, fake_floats,
+                                                   fake, fake, fake, stride, nullptr, nullptr),
+                       doctest::Contains("delta"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::rmsnorm_forward(fake, fake, 0, 16, 1e-5f, fake, fake_floats, nullptr),
+                       doctest::Contains("rows"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      kernels::rmsnorm_backward(fake, fake, fake_floats, fake, 4, 16, fake, fake_floats, nullptr, nullptr),
+      doctest::Contains("workspace"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::rope_forward(batch, {4, 63}, fake, fake, stride, 10000.0, nullptr),
+                       doctest::Contains("even"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::rope_backward(batch, heads, fake, nullptr, stride, 10000.0, nullptr),
+                       doctest::Contains("dk"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::swiglu_forward(fake, 4, 0, fake, nullptr), doctest::Contains("ffn"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::add(fake, nullptr, fake, 10, nullptr), doctest::Contains("b:"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::convert(fake_floats, fake, -1, nullptr), doctest::Contains("count"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::cross_entropy(fake, fake_offsets, 4, 0, 1.0f, fake_floats, fake, fake_floats, nullptr),
+                       doctest::Contains("vocab"), std::invalid_argument);
+  CHECK(kernels::rmsnorm_backward_workspace_floats(1000) >= 1000);
+}
