@@ -1,0 +1,64 @@
+// Profiles the executor's model on this machine's GPU: for each scheme <1, PP>, forward + backward of a stage of
+// ceil(layers / PP) layers over a sweep of sequence lengths, fitted to T(l) = a·l² + b·l + c, with the activation
+// memory constant; writes the sluice profile JSON (sluice.profile v1) that the planners read.
+//
+//   sluice_profile_gpu [--layers 8 --hidden 1024 --heads 8 --ffn 2816 --vocab 32000 --model-seed 1]
+//                      [--pp 1,2,4] [--lengths 256,512,1024,2048,4096,8192] [--repetitions 5] [--device 0]
+//                      [--gpus 8] [--out executor_profile.json]
+//
+// Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.
+#include <cstdint>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "options.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/io/json.hpp"
+#include "sluice_executor/cuda.hpp"
+#include "sluice_executor/profiler.hpp"
+
+namespace ex = sluice::executor;
+
+namespace {
+
+int run(int argc, char** argv) {
+  examples::Arguments arguments(argc, argv, {});
+  const ex::ModelConfig model = examples::model_from(arguments);
+  const std::vector<int> pps = arguments.integers<int>("pp", {1, 2, 4});
+  ex::cuda::ProfilerOptions options;
+  options.lengths = arguments.integers<std::int64_t>("lengths", options.lengths);
+  options.repetitions = arguments.integer<int>("repetitions", options.repetitions);
+  options.device = arguments.integer<int>("device", 0);
+  options.cluster_gpus = arguments.integer<std::int64_t>("gpus", 8);
+  const std::string out = arguments.text("out", "executor_profile.json");
+  arguments.require_all_used();
+  if (ex::cuda::device_count() == 0) {
+    std::cerr << "sluice_profile_gpu: no CUDA device\n";
+    return 2;
+  }
+  const sluice::cost::Profile profile(ex::cuda::profile_gpu(model, pps, options));
+  sluice::io::write_document(out, profile);
+  for (const sluice::cost::SchemeCost& scheme : profile.schemes())
+    std::cout << scheme.scheme.name() << ": T(l) = " << scheme.latency.a() << " l^2 + " << scheme.latency.b() << " l + "
+              << scheme.latency.c() << " s, MaxLen " << scheme.max_len << "\n";
+  std::cout << "profile: " << out << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const sluice::invalid_input& error) {
+    std::cerr << "sluice_profile_gpu: " << error.what() << "\n";
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << "sluice_profile_gpu: " << error.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,154 @@
+// GPU benchmarks of the reference executor (docs/executor.md reports them). Each skips with an error when no CUDA
+// device is present. Times are CUDA-event times of the GPU work (manual time); counters:
+//   BM_AttentionForwardBackward/<tokens>  one causal sequence, 32 heads × 128 (LLaMA-7B's attention). Forward
+//       FLOPs 2·tokens²·hidden (QKᵀ and PV are 2·tokens²·hidden each, halved by the causal mask), backward 2.5× the
+//       forward (five products instead of two): TFLOP/s = 7·tokens²·hidden / time.
+//   BM_Gemm/8192                          bf16 × bf16 → bf16 with fp32 accumulation through cublasGemmEx,
+//       2·n³ FLOPs: the device's GEMM rate to compare attention with.
+//   BM_LayerStack/<tokens>                forward + backward of 4 LLaMA-7B-shaped decoder layers (hidden 4096,
+//       32 heads, ffn 11008) on `tokens` tokens packed from sequences of 2048: tokens/s.
+#include <benchmark/benchmark.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "device.hpp"
+#include "device_stage.hpp"
+#include "sluice_executor/cuda.hpp"
+#include "sluice_executor/job.hpp"
+#include "sluice_executor/kernels.hpp"
+#include "sluice_executor/model.hpp"
+
+namespace ex = sluice::executor;
+namespace cu = sluice::executor::cuda;
+namespace kn = sluice::executor::kernels;
+
+namespace {
+
+constexpr int heads = 32;
+constexpr int head_dim = 128;
+constexpr int hidden = heads * head_dim;
+
+bool skip_without_gpu(benchmark::State& state) {
+  if (cu::device_count() > 0) return false;
+  state.SkipWithError("no CUDA device");
+  return true;
+}
+
+// Times `work` (enqueued on `stream`) with CUDA events, one benchmark iteration each.
+template <class Work>
+void time_on_stream(benchmark::State& state, cudaStream_t stream, Work&& work) {
+  work();  // warm-up: cuBLAS heuristics, the allocator's pool
+  SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const cu::Event start, end;
+  for (auto _ : state) {
+    start.record(stream);
+    work();
+    end.record(stream);
+    SLUICE_CUDA_CHECK(cudaEventSynchronize(end.get()));
+    state.SetIterationTime(cu::seconds_between(start, end));
+  }
+}
+
+void fill_bf16(void* data, std::size_t elements, cudaStream_t stream) {
+  // Small values keep softmax and products finite; the timing does not depend on them.
+  const std::vector<float> values(elements, 0.01f);
+  const cu::DeviceBuffer staged = cu::upload(values, stream);
+  kn::convert(staged.as<const float>(), static_cast<cu::bf16*>(data), static_cast<std::int64_t>(elements), stream);
+  SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void BM_AttentionForwardBackward(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const auto tokens = static_cast<int>(state.range(0));
+  const cu::Stream stream;
+  const std::vector<std::int32_t> offsets{0, tokens};
+  const cu::DeviceBuffer cu_seqlens = cu::upload(offsets, stream.get());
+  const kn::VarlenBatch batch{cu_seqlens.as<const std::int32_t>(), 1, tokens, tokens};
+  const kn::HeadShape shape{heads, head_dim};
+  const auto rows = static_cast<std::size_t>(tokens);
+  const cu::DeviceBuffer qkv(rows * 3 * hidden * sizeof(cu::bf16)), dqkv(rows * 3 * hidden * sizeof(cu::bf16));
+  const cu::DeviceBuffer out(rows * hidden * sizeof(cu::bf16)), dout(rows * hidden * sizeof(cu::bf16));
+  const cu::DeviceBuffer lse(rows * heads * sizeof(float)), delta(rows * heads * sizeof(float));
+  fill_bf16(qkv.as<void>(), rows * 3 * hidden, stream.get());
+  fill_bf16(dout.as<void>(), rows * hidden, stream.get());
+  const cu::bf16* q = qkv.as<const cu::bf16>();
+  cu::bf16* dq = dqkv.as<cu::bf16>();
+  time_on_stream(state, stream.get(), [&] {
+    kn::attention_forward(batch, shape, q, q + hidden, q + 2 * hidden, 3 * hidden, out.as<cu::bf16>(), lse.as<float>(),
+                          stream.get());
+    kn::attention_backward(batch, shape, q, q + hidden, q + 2 * hidden, 3 * hidden, out.as<const cu::bf16>(),
+                           dout.as<const cu::bf16>(), lse.as<const float>(), dq, dq + hidden, dq + 2 * hidden,
+                           3 * hidden, delta.as<float>(), stream.get());
+  });
+  const double flops = 7.0 * static_cast<double>(tokens) * static_cast<double>(tokens) * hidden;
+  state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionForwardBackward)
+    ->Arg(4096)
+    ->Arg(16384)
+    ->Arg(32768)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_Gemm(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const auto n = static_cast<int>(state.range(0));
+  const cu::Stream stream;
+  const cu::CublasHandle cublas(stream.get());
+  const auto elements = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
+  const cu::DeviceBuffer a(elements * sizeof(cu::bf16)), b(elements * sizeof(cu::bf16)), c(elements * sizeof(cu::bf16));
+  fill_bf16(a.as<void>(), elements, stream.get());
+  fill_bf16(b.as<void>(), elements, stream.get());
+  const float alpha = 1.0f, beta = 0.0f;
+  time_on_stream(state, stream.get(), [&] {
+    SLUICE_CUBLAS_CHECK(cublasGemmEx(cublas.get(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a.as<const void>(),
+                                     CUDA_R_16BF, n, b.as<const void>(), CUDA_R_16BF, n, &beta, c.as<void>(),
+                                     CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  });
+  const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Gemm)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+void BM_LayerStack(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const auto tokens = static_cast<std::int32_t>(state.range(0));
+  ex::ModelConfig model;
+  model.layers = 4;
+  model.hidden = hidden;
+  model.heads = heads;
+  model.ffn = 11008;
+  model.vocab = 32000;
+  const cu::Stream stream;
+  cu::StreamAllocator allocator(stream.get());
+  cu::DeviceStage stage(model, 0, model.layers, false, false, allocator);
+  constexpr std::int32_t sequence = 2048;
+  ex::PackedMicroBatch packed;
+  packed.cu_seqlens.push_back(0);
+  while (packed.cu_seqlens.back() < tokens)
+    packed.cu_seqlens.push_back(std::min(tokens, packed.cu_seqlens.back() + sequence));
+  packed.tokens.assign(static_cast<std::size_t>(tokens), 0);
+  packed.targets.assign(static_cast<std::size_t>(tokens), -1);
+  packed.max_seqlen = std::min(tokens, sequence);
+  const cu::DeviceMicroBatch micro_batch = cu::upload_micro_batch(packed, stream.get());
+  const auto elements = static_cast<std::size_t>(tokens) * hidden;
+  const cu::DeviceBuffer input(elements * sizeof(cu::bf16)), output(elements * sizeof(cu::bf16));
+  const cu::DeviceBuffer grad_output(elements * sizeof(cu::bf16)), grad_input(elements * sizeof(cu::bf16));
+  fill_bf16(input.as<void>(), elements, stream.get());
+  fill_bf16(grad_output.as<void>(), elements, stream.get());
+  time_on_stream(state, stream.get(), [&] {
+    cu::StageSaved saved;
+    stage.forward(micro_batch, input.as<const void>(), output.as<cu::bf16>(), 0, nullptr, saved);
+    stage.backward(micro_batch, grad_output.as<const cu::bf16>(), grad_input.as<cu::bf16>(), saved);
+  });
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_LayerStack)->Arg(8192)->Arg(16384)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace

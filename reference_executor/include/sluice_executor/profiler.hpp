@@ -1,0 +1,114 @@
+#pragma once
+// Profiling the executor's model on a GPU to close the cost-model loop: for each scheme <1, PP>, one stage of
+// ceil(layers / PP) layers runs forward and backward on single sequences over a sweep of lengths (median of several
+// repetitions, timed with CUDA events), its activation memory read from the stage allocator's high-water mark. The
+// samples are fitted by cost::fit_quadratic and assembled into a sluice profile (profile_spec), which the planners
+// read like any other (io::write_document writes it as sluice.profile JSON).
+//
+// profile_stage and profile_gpu need sluice::executor (CUDA); profile_spec is plain C++.
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+#include "sluice/core/scheme.hpp"
+#include "sluice/cost/fit.hpp"
+#include "sluice/cost/memory.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice_executor/model.hpp"
+
+namespace sluice::executor::cuda {
+
+struct ProfilerOptions {
+  std::vector<std::int64_t> lengths{256, 512, 1024, 2048, 4096, 8192};
+  int repetitions = 5;  // timed runs per length; the median is kept
+  int warmup = 2;       // untimed runs per length first
+  int device = 0;
+  double safety_margin_bytes = 4.0 * (1 << 30);  // kept free by the memory model (fragmentation, NCCL buffers)
+  std::int64_t cluster_gpus = 0;                 // GPUs the profile is resolved for; 0: the largest PP profiled
+};
+
+struct StageSample {
+  std::int64_t length = 0;
+  double seconds = 0;           // forward + backward
+  double activation_bytes = 0;  // the stage's peak allocation during forward + backward
+};
+
+struct StageProfile {
+  int pp = 1;
+  int layers = 0;  // layers of the profiled stage: ceil(model layers / pp)
+  std::vector<StageSample> samples;
+  cost::FitResult fit;
+  double activation_bytes_per_token = 0;  // the largest bytes / length over the samples
+};
+
+// Measures one stage of the <1, pp> scheme; raises invalid_input for bad options or a model the CUDA kernels
+// cannot run, std::runtime_error without a device.
+StageProfile profile_stage(const ModelConfig& model, int pp, const ProfilerOptions& options);
+
+// What the memory model needs from the device: its memory, and what the CUDA context and libraries take.
+struct DeviceMemory {
+  double total_bytes = 0;
+  double context_bytes = 0;
+};
+
+// The sluice profile of the measured stages: a <1, PP> scheme per stage with its fitted latency, and the
+// Hydraulis memory model with A (activation bytes per token, hidden unit and layer) the largest measured and B
+// the mixed-precision Adam states (16 bytes per parameter) of a layer. When a fit has no linear term the
+// UtilLen is stated as the longest length profiled (the fixed cost never amortises within the sweep).
+inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const StageProfile> stages,
+                                      const DeviceMemory& memory, const ProfilerOptions& options,
+                                      const std::string& device) {
+  validate(model);
+  sluice::detail::require(!stages.empty(), "profile: no stages measured");
+  sluice::detail::require(memory.total_bytes > 0 && memory.context_bytes >= 0, "profile: device memory ",
+                          memory.total_bytes, " bytes with ", memory.context_bytes, " bytes of context is not valid");
+  const auto h = static_cast<double>(model.hidden);
+  const auto f = static_cast<double>(model.ffn);
+  cost::ProfileSpec spec;
+  spec.name = "executor";
+  spec.source = "sluice reference executor profiler on " + device +
+                ": forward + backward of one sequence through ceil(layers / PP) decoder layers (bf16, cuBLAS GEMMs, "
+                "the executor's attention kernels), median of " +
+                std::to_string(options.repetitions) +
+                " runs per length; activation bytes from the stage "
+                "allocator's high-water mark";
+  spec.model = {"executor decoder", model.layers, model.hidden, model.vocab};
+  int deepest = 1;
+  double activation_constant = 0;
+  std::int64_t longest = 1;
+  for (const StageProfile& stage : stages) {
+    sluice::detail::require(stage.layers >= 1 && !stage.samples.empty(), "profile: stage of pp ", stage.pp,
+                            " has no layers or samples");
+    deepest = std::max(deepest, stage.pp);
+    activation_constant = std::max(activation_constant, stage.activation_bytes_per_token / (stage.layers * h));
+    for (const StageSample& sample : stage.samples) longest = std::max(longest, sample.length);
+  }
+  sluice::detail::require(activation_constant > 0, "profile: no activation memory was measured");
+  spec.gpus = options.cluster_gpus > 0 ? options.cluster_gpus : deepest;
+  cost::TransformerMemorySpec memory_model;
+  memory_model.layers = model.layers;
+  memory_model.hidden = model.hidden;
+  memory_model.vocab = model.vocab;
+  memory_model.activation_bytes = {{1, activation_constant}};
+  // Per layer: 4H² (q, k, v, output) + 3HF (gate, up, down) + 2H (norms) parameters, 16 bytes each.
+  memory_model.state_bytes = 16 * (4 * h * h + 3 * h * f + 2 * h) / (h * h);
+  memory_model.gpu_memory_bytes = memory.total_bytes;
+  memory_model.context_overhead_bytes = memory.context_bytes;
+  memory_model.safety_margin_bytes = options.safety_margin_bytes;
+  spec.memory = memory_model;
+  for (const StageProfile& stage : stages) {
+    std::optional<std::int64_t> util_len;
+    if (stage.fit.model.b() == 0 && stage.fit.model.c() > 0) util_len = longest;
+    spec.schemes.push_back({Scheme(1, stage.pp), stage.fit.model, std::nullopt, util_len});
+  }
+  return spec;
+}
+
+// profile_stage for every PP, and the profile of them on that device.
+cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const int> pps, const ProfilerOptions& options);
+
+}  // namespace sluice::executor::cuda

@@ -1,0 +1,86 @@
+#pragma once
+// The CUDA backend of the interpreter: every rank's stage, static slots, micro-batch metadata and timing events on
+// its device. Shared by the local (one GPU) and NCCL (one GPU per rank) runs.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "device.hpp"
+#include "device_stage.hpp"
+#include "sluice_executor/interpreter.hpp"
+#include "sluice_executor/job.hpp"
+
+namespace sluice::executor::cuda {
+
+class CudaBackend {
+public:
+  struct Stamp {
+    int rank = 0;
+    int event = 0;
+  };
+
+  // devices[r]: the device of global rank r. `serialize` (all ranks on one device): one stream for every rank.
+  CudaBackend(const Job& job, const JobLayout& layout, const std::vector<int>& devices, bool serialize);
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+  ~CudaBackend();
+
+  // Interpreter interface; call with the rank's device current.
+  void load_input(int rank, int micro_batch, int slot);
+  void forward(int rank, int micro_batch, int input_slot, int output_slot);
+  void backward(int rank, int micro_batch, int grad_slot, int output_slot);
+  [[nodiscard]] Stamp stamp(int rank);
+  [[nodiscard]] double seconds(Stamp stamp) const;
+
+  // Zeroes the rank's gradients and loss sums and forgets its timing events (device current, streams idle).
+  void reset(int rank);
+  // Records the rank's time origin once its device is idle; ranks sharing a device share the first one's origin.
+  void mark_origin(int rank);
+
+  [[nodiscard]] int device(int rank) const { return at(rank).device; }
+  [[nodiscard]] cudaStream_t stream(int rank) const { return at(rank).stream; }
+  [[nodiscard]] void* slot(int rank, int slot) const;
+  [[nodiscard]] const Event& origin(int rank) const;
+  [[nodiscard]] DeviceStage& stage(int rank) const { return *at(rank).stage; }
+  [[nodiscard]] std::size_t ranks() const noexcept { return ranks_.size(); }
+
+  // After the run has finished on every device: the loss, summed over micro-batches in pipeline order.
+  [[nodiscard]] double loss() const;
+  // The rank's fp32 gradient of a tensor it holds, as doubles.
+  [[nodiscard]] std::vector<double> download_gradient(int rank, std::size_t tensor) const;
+
+private:
+  struct Rank {
+    int device = 0;
+    cudaStream_t stream = nullptr;
+    int origin_rank = 0;
+    std::unique_ptr<StreamAllocator> allocator;
+    std::unique_ptr<DeviceStage> stage;
+    DeviceBuffer slots;
+    std::size_t slot_bytes = 0;
+    std::vector<DeviceMicroBatch> micro_batches;
+    DeviceBuffer losses;  // float per micro-batch: the sums of its cross-entropies (last stage)
+    std::unique_ptr<Event> origin;
+    std::vector<Event> events;
+    std::vector<StageSaved> saved;  // per micro-batch, from its forward to its backward; freed first
+  };
+
+  Rank& at(int rank) { return ranks_[static_cast<std::size_t>(rank)]; }
+  [[nodiscard]] const Rank& at(int rank) const { return ranks_[static_cast<std::size_t>(rank)]; }
+
+  const JobLayout& layout_;
+  std::vector<std::unique_ptr<Stream>> streams_;  // outlive the ranks' stream-ordered memory
+  std::vector<int> stream_devices_;
+  std::vector<Rank> ranks_;
+};
+
+// The data-parallel reduction when all ranks share one device: each tensor's gradients added over the pipelines
+// that hold it, in pipeline order, then the loss and the gradients downloaded. Every stream must be idle.
+ModelResult reduce_on_device(const Job& job, CudaBackend& backend);
+
+// The loss and every tensor's gradient as its first holder has it (after an all-reduce every holder has the sum).
+ModelResult collect_result(const Job& job, const CudaBackend& backend);
+
+}  // namespace sluice::executor::cuda

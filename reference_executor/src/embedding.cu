@@ -1,0 +1,59 @@
+// Token embedding kernels (embedding.hpp).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "embedding.hpp"
+
+namespace sluice::executor::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void embedding_forward_kernel(const __nv_bfloat16* table, const std::int32_t* ids, int hidden,
+                                         __nv_bfloat16* out) {
+  const std::int64_t token = blockIdx.x;
+  const std::int64_t row = ids[token];
+  for (int c = static_cast<int>(threadIdx.x); c < hidden; c += static_cast<int>(blockDim.x))
+    out[token * hidden + c] = table[row * hidden + c];
+}
+
+__global__ void embedding_backward_kernel(const __nv_bfloat16* dout, const std::int32_t* unique_ids,
+                                          const std::int32_t* offsets, const std::int32_t* positions, int hidden,
+                                          float* dtable) {
+  const int u = static_cast<int>(blockIdx.x);
+  const int c = static_cast<int>(blockIdx.y * blockDim.x + threadIdx.x);
+  if (c >= hidden) return;
+  float sum = 0.0f;
+  for (int k = offsets[u]; k < offsets[u + 1]; ++k)
+    sum += __bfloat162float(dout[static_cast<std::int64_t>(positions[k]) * hidden + c]);
+  dtable[static_cast<std::int64_t>(unique_ids[u]) * hidden + c] += sum;
+}
+
+void check_launch(const char* kernel) {
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string(kernel) + " launch failed: " + cudaGetErrorString(status));
+}
+
+}  // namespace
+
+void embedding_forward(const __nv_bfloat16* table, const std::int32_t* ids, int tokens, int hidden, __nv_bfloat16* out,
+                       cudaStream_t stream) {
+  if (tokens == 0) return;
+  embedding_forward_kernel<<<static_cast<unsigned>(tokens), kThreads, 0, stream>>>(table, ids, hidden, out);
+  check_launch("embedding_forward_kernel");
+}
+
+void embedding_backward(const __nv_bfloat16* dout, const std::int32_t* unique_ids, const std::int32_t* offsets,
+                        const std::int32_t* positions, int unique, int hidden, float* dtable, cudaStream_t stream) {
+  if (unique == 0) return;
+  const dim3 grid(static_cast<unsigned>(unique), static_cast<unsigned>((hidden + kThreads - 1) / kThreads));
+  embedding_backward_kernel<<<grid, kThreads, 0, stream>>>(dout, unique_ids, offsets, positions, hidden, dtable);
+  check_launch("embedding_backward_kernel");
+}
+
+}  // namespace sluice::executor::cuda

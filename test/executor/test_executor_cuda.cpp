@@ -1,0 +1,161 @@
+// The CUDA backend: sluice's plans on the local transport (streams per rank, and serialized) and on NCCL give the
+// float64 host backend's loss and gradients within bf16 tolerance; the profiler yields a valid profile; the trace
+// is valid JSON. Cases that need a GPU (or several) pass with a message when none is present; the checks of bad
+// input run everywhere.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "plan_fixtures.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/random.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/io/json.hpp"
+#include "sluice_executor/cuda.hpp"
+#include "sluice_executor/host_backend.hpp"
+#include "sluice_executor/profiler.hpp"
+#include "sluice_executor/trace.hpp"
+
+using namespace sluice;
+using namespace sluice::executor;
+using schedule::ScheduleKind;
+
+namespace {
+
+// bf16 keeps 8 significant bits (relative rounding 2^-9 per value); through a few layers of bf16 activations
+// with fp32 accumulation the loss stays within 1% of float64 and every gradient tensor within 5% (norm of the
+// difference over the float64 norm). The float64 side uses the same (bf16-representable) weights.
+constexpr double loss_tolerance = 1e-2;
+constexpr double gradient_tolerance = 5e-2;
+
+bool has_gpus(int wanted) {
+  const int count = cuda::device_count();
+  if (count >= wanted) return true;
+  MESSAGE("skipped: needs ", wanted, " CUDA device(s), found ", count);
+  return false;
+}
+
+// Head dimension 64, as the attention kernels need.
+ModelConfig gpu_model() {
+  ModelConfig model;
+  model.layers = 3;
+  model.hidden = 128;
+  model.heads = 2;
+  model.ffn = 192;
+  model.vocab = 96;
+  model.seed = 11;
+  return model;
+}
+
+double relative_difference(const std::vector<double>& values, const std::vector<double>& reference) {
+  double difference = 0, norm = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    difference += (values[i] - reference[i]) * (values[i] - reference[i]);
+    norm += reference[i] * reference[i];
+  }
+  return std::sqrt(difference) / std::max(std::sqrt(norm), 1e-300);
+}
+
+void check_close(const ModelConfig& model, const ModelResult& gpu, const ModelResult& host) {
+  CHECK(std::abs(gpu.loss - host.loss) <= loss_tolerance * std::abs(host.loss));
+  const std::vector<ParameterTensor> tensors = parameter_tensors(model);
+  REQUIRE(gpu.gradients.size() == tensors.size());
+  for (std::size_t t = 0; t < tensors.size(); ++t) {
+    CAPTURE(tensors[t].name());
+    CHECK(relative_difference(gpu.gradients[t], host.gradients[t]) <= gradient_tolerance);
+  }
+}
+
+std::vector<Job> gpu_jobs() {
+  const ModelConfig model = gpu_model();
+  Rng rng(5);
+  const std::vector<Sequence> batch = fixtures::random_batch(rng);
+  const std::vector<Strategy> strategies = fixtures::strategies();
+  return {fixtures::hydraulis_job(model, batch, 5, std::vector<Strategy>{strategies[0]}, ScheduleKind::cyclic),
+          fixtures::hydraulis_job(model, batch, 5, std::vector<Strategy>{strategies[2]}, ScheduleKind::one_f_one_b),
+          fixtures::dynapipe_job(model, batch, 5, 2, 2, microbatch::Layout::padded, ScheduleKind::cyclic)};
+}
+
+}  // namespace
+
+TEST_CASE("executor cuda: models the kernels cannot run and missing devices are reported") {
+  ModelConfig model = gpu_model();
+  model.hidden = 96;  // head dimension 48
+  const std::vector<Sequence> batch{Sequence(0, 5), Sequence(1, 3)};
+  const Job job = fixtures::single_pipeline_job(model, batch, 1, 1, ScheduleKind::one_f_one_b);
+  CHECK_THROWS_WITH_AS(cuda::run_local(job), doctest::Contains("head dimension"), invalid_input);
+  if (cuda::nccl_available())
+    CHECK_THROWS_WITH_AS(cuda::run_nccl(job), doctest::Contains("head dimension"), invalid_input);
+  if (cuda::device_count() == 0) {
+    const Job runnable = fixtures::single_pipeline_job(gpu_model(), batch, 1, 1, ScheduleKind::one_f_one_b);
+    CHECK_THROWS_AS(cuda::run_local(runnable), std::runtime_error);
+  }
+}
+
+TEST_CASE("executor cuda: plans on the local transport match the float64 host backend") {
+  if (!has_gpus(1)) return;
+  for (const Job& job : gpu_jobs()) {
+    const ModelResult host = run_on_host(job).result;
+    for (const bool serialize : {false, true}) {
+      CAPTURE(serialize);
+      cuda::LocalOptions options;
+      options.serialize = serialize;
+      const RunReport report = cuda::run_local(job, options);
+      check_close(job.model, report.result, host);
+      CHECK(report.makespan > 0);
+    }
+  }
+}
+
+TEST_CASE("executor cuda: a pipeline on NCCL, one GPU per rank, matches the float64 host backend") {
+  if (!cuda::nccl_available()) {
+    MESSAGE("skipped: this build has no NCCL transport");
+    return;
+  }
+  const Job job = gpu_jobs().back();
+  std::size_t ranks = 0;
+  for (const PipelineJob& pipeline : job.pipelines) ranks += static_cast<std::size_t>(pipeline.plan.stages);
+  if (!has_gpus(static_cast<int>(ranks))) return;
+  check_close(job.model, cuda::run_nccl(job).result, run_on_host(job).result);
+}
+
+TEST_CASE("executor cuda: the profiler fits a valid profile of a tiny model") {
+  if (!has_gpus(1)) return;
+  ModelConfig model = gpu_model();
+  model.layers = 2;
+  cuda::ProfilerOptions options;
+  options.lengths = {64, 128, 256, 512};
+  options.repetitions = 3;
+  options.warmup = 1;
+  const std::vector<int> pps{1, 2};
+  const cost::Profile profile(cuda::profile_gpu(model, pps, options));
+  CHECK(profile.schemes().size() == 2);
+  for (const cost::SchemeCost& scheme : profile.schemes()) {
+    CHECK(scheme.max_len > 0);
+    CHECK(scheme.latency(512) > 0);
+  }
+  const auto document = io::to_document(profile);
+  CHECK(io::from_document<cost::Profile>(io::parse(document.dump(), "profile")).spec().schemes ==
+        profile.spec().schemes);
+}
+
+TEST_CASE("executor cuda: a run's Chrome trace is valid JSON with an event per instruction") {
+  if (!has_gpus(1)) return;
+  const Job job = gpu_jobs().front();
+  const RunReport report = cuda::run_local(job);
+  const io::json trace = io::parse(chrome_trace(job, report).dump(), "trace");
+  std::size_t instructions = 0, events = 0;
+  for (const PipelineJob& pipeline : job.pipelines)
+    for (const auto& list : pipeline.plan.ranks) instructions += list.size();
+  for (const io::json& event : trace.at("traceEvents"))
+    if (event.at("ph") == "X" && event.at("tid").get<int>() % 2 == 0) ++events;
+  CHECK(events == instructions);
+  CHECK(std::isfinite(compare(job, report).replayed));
+}
