@@ -334,15 +334,16 @@ inline SystemRun dynapipe(const Setup& setup, std::span<const std::vector<Sequen
   return *std::move(best);
 }
 
-// (4) sluice: every iteration, each proposed candidate dispatched and packed (two-stage assignment) and its
+// (4) sluice: every iteration, each candidate (propose_candidates) dispatched and packed (two-stage assignment) and its
 // pipelines scheduled by the adaptive cyclic search (1F1B kept when faster); the candidate with the lowest
 // simulated makespan is kept (schedule::plan_simulated_iteration).
 inline SystemRun sluice_run(const Setup& setup, std::span<const std::vector<Sequence>> batches,
                             std::span<const Strategy> candidates, Progress& progress) {
   SystemRun run;
   run.name = "sluice";
-  run.configuration = sluice::detail::concat(candidates.size(), " proposed candidates; two-stage assignment, ",
-                                             "adaptive schedule; the fastest simulated candidate per iteration");
+  run.configuration = sluice::detail::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
+                                             "strategies holding the context); two-stage assignment, adaptive ",
+                                             "schedule; the fastest simulated candidate per iteration");
   run.strategies.assign(candidates.begin(), candidates.end());
   const schedule::ScheduleOptions cyclic{schedule::ScheduleKind::cyclic, setup.seed, 0};
   for (std::size_t k = 0; k < batches.size(); ++k) {
@@ -357,8 +358,12 @@ inline SystemRun sluice_run(const Setup& setup, std::span<const std::vector<Sequ
   return run;
 }
 
-// sluice's candidates: proposal::propose on the dataset for the context, the cluster and the token budget, or
-// nothing (with the reason) when no usable scheme holds the context.
+// sluice's candidates: proposal::propose on the dataset for the context, the cluster and the token budget, then
+// every homogeneous strategy holding the context that the proposal left out; or nothing (with the reason) when no
+// usable scheme holds the context. The proposal's objective spreads an interval's work evenly over its pipelines,
+// so it undervalues the wide schemes a batch's longest sequence needs alone (one 32K sequence on ⟨4, 1⟩ takes
+// 3 s however many ⟨4, 1⟩ pipelines there are); the homogeneous strategies give those batches a fallback, as the
+// authors' code always adds its homogeneous layout.
 inline std::vector<Strategy> propose_candidates(const Setup& setup, const data::LengthDataset& dataset,
                                                 std::string& failure) {
   proposal::ProposeOptions options;
@@ -378,7 +383,10 @@ inline std::vector<Strategy> propose_candidates(const Setup& setup, const data::
   }
   const proposal::Proposal result = proposal::propose(dataset, setup.profile, options);
   proposal::validate(result, setup.profile);
-  return result.strategies();
+  std::vector<Strategy> candidates = result.strategies();
+  for (const Strategy& strategy : homogeneous_strategies(setup, setup.context))
+    if (std::ranges::find(candidates, strategy) == candidates.end()) candidates.push_back(strategy);
+  return candidates;
 }
 
 // The four systems on the same batches; `dataset` (truncated to the context) is what sluice proposes from.
