@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine, builds the sluice tool and runs the main job on the bundled data:
-# `sluice inspect` of the man-pages lengths with the LLaMA2-7B profile. Extra arguments go to sluice inspect.
+# `sluice simulate` of 50 iterations of the man-pages lengths (about 100K tokens each, context 32K) with the
+# LLaMA2-7B profile on 16 GPUs, comparing Megatron-LM, HotSPa, DynaPipe and sluice. It prints the comparison
+# table and writes the pictures (SVG) and a Chrome trace into build/default/pictures.
+# Extra arguments go to sluice simulate (e.g. --profile llama2-32b --gpus 64 --cross-node-tp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,8 +12,6 @@ bash scripts/install-deps.sh
 cmake -S . -B build/default -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF >/dev/null
 cmake --build build/default --target sluice --parallel "$(nproc)"
-sluice=./build/default/examples/cli/sluice
-"${sluice}" inspect --context 32768 --bin-width 2048
-echo
-# Propose candidate strategies from the length distribution, then plan ten iterations with them.
-"${sluice}" plan --propose --context 32768 "$@"
+pictures=build/default/pictures
+./build/default/examples/cli/sluice simulate --iterations 50 --svg "${pictures}" --trace "${pictures}/trace.json" "$@"
+echo "open the pictures in a browser: ${pictures}/*.svg; the trace in ui.perfetto.dev: ${pictures}/trace.json"

@@ -7,7 +7,6 @@
 
 #include "cli_harness.hpp"
 
-using sluice::test::one_line;
 using sluice::test::run_cli;
 
 TEST_CASE("cli: inspect on the bundled defaults") {
@@ -88,7 +87,7 @@ TEST_CASE("cli: help and usage") {
 }
 
 TEST_CASE("cli: bad input exits 2 with one line naming the problem") {
-  const std::vector<std::pair<std::vector<std::string_view>, std::string_view>> cases = {
+  const std::vector<sluice::test::BadInput> cases = {
       {{"frobnicate"}, "unknown command 'frobnicate'"},
       {{"inspect", "--bogus"}, "unknown option --bogus"},
       {{"inspect", "--gpus"}, "--gpus needs a value"},
@@ -109,12 +108,5 @@ TEST_CASE("cli: bad input exits 2 with one line naming the problem") {
       {{"plan", "--strategies", "4**tp16pp1"}, "cannot parse"},
       {{"plan", "--strategies", "4*tp16pp1", "--profile", "llama2-32b", "--seed", "-1"}, "--seed: expected an integer >= 0"},
   };
-  for (const auto& [args, fragment] : cases) {
-    CAPTURE(fragment);
-    const auto result = run_cli(args);
-    CHECK(result.code == 2);
-    CHECK(result.out.empty());
-    CHECK(one_line(result.err));
-    CHECK(result.err.find(fragment) != std::string::npos);
-  }
+  sluice::test::check_bad_input(cases);
 }

@@ -10,7 +10,6 @@
 #include "cli_harness.hpp"
 #include "sluice/io/proposal_json.hpp"
 
-using sluice::test::one_line;
 using sluice::test::run_cli;
 
 TEST_CASE("cli: propose --json is one sluice.proposal document") {
@@ -32,7 +31,7 @@ TEST_CASE("cli: propose --json is one sluice.proposal document") {
 
 TEST_CASE("cli: propose prints a table, relaxed with a fractional step") {
   const auto result = run_cli({"propose", "--profile", "llama2-32b", "--gpus", "64", "--lengths", "cpython-stdlib",
-                           "--max-len", "16384", "--relaxed", "--step", "0.5", "--length-step", "1024", "--candidates",
+                           "--context", "16384", "--relaxed", "--step", "0.5", "--length-step", "1024", "--candidates",
                            "4", "--eq2-cost", "--no-fill"});
   REQUIRE(result.code == 0);
   CHECK(result.out.find("relaxed optimum") != std::string::npos);
@@ -69,7 +68,7 @@ TEST_CASE("cli: plan takes a proposal, from a file or with --propose") {
 }
 
 TEST_CASE("cli: propose and plan --propose reject bad input with exit 2 and one line") {
-  const std::vector<std::pair<std::vector<std::string_view>, std::string_view>> cases = {
+  const std::vector<sluice::test::BadInput> cases = {
       {{"propose", "--bogus"}, "unknown option --bogus"},
       {{"propose", "--gpus", "0"}, "--gpus: expected a positive integer"},
       {{"propose", "--step", "0"}, "option --step: expected a positive number of GPUs"},
@@ -77,21 +76,14 @@ TEST_CASE("cli: propose and plan --propose reject bad input with exit 2 and one 
       {{"propose", "--step", "abc"}, "got 'abc'"},
       {{"propose", "--step", "1.5"}, "gpu_step must be whole GPUs"},
       {{"propose", "--relaxed", "--step", "0.3"}, "or 1, 2 or 5 tenths when relaxed, got 3"},
-      {{"propose", "--max-len", "64"}, "max_len must be >= length_step = 128"},
+      {{"propose", "--context", "64"}, "max_len must be >= length_step = 128"},
       {{"propose", "--tokens", "0"}, "--tokens: expected a positive integer"},
       {{"propose", "--candidates", "-1"}, "--candidates: expected a positive integer"},
       {{"propose", "--relaxed=1"}, "--relaxed takes no value"},
-      {{"propose", "--profile", "llama2-32b", "--gpus", "64", "--max-len", "40000"},
+      {{"propose", "--profile", "llama2-32b", "--gpus", "64", "--context", "40000"},
        "exceeds the longest MaxLen of a usable scheme (27904, tp8pp4)"},
       {{"plan", "--propose", "--strategies", "4*tp16pp1"}, "--strategies and --propose cannot be combined"},
       {{"plan"}, "--strategies or --propose is required"},
   };
-  for (const auto& [args, fragment] : cases) {
-    CAPTURE(fragment);
-    const auto result = run_cli(args);
-    CHECK(result.code == 2);
-    CHECK(result.out.empty());
-    CHECK(one_line(result.err));
-    CHECK(result.err.find(fragment) != std::string::npos);
-  }
+  sluice::test::check_bad_input(cases);
 }

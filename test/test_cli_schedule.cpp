@@ -10,7 +10,6 @@
 #include "sluice/io/schedule_json.hpp"
 #include "sluice/schedule/deadlock.hpp"
 
-using sluice::test::one_line;
 using sluice::test::run_cli;
 
 TEST_CASE("cli: schedule prints the replicas and the baselines") {
@@ -56,7 +55,7 @@ TEST_CASE("cli: schedule help and bad input") {
   CHECK(help.out.find("--stages") != std::string::npos);
   CHECK(run_cli({"--help"}).out.find("schedule") != std::string::npos);
 
-  std::vector<std::pair<std::vector<std::string_view>, std::string_view>> cases = {
+  std::vector<sluice::test::BadInput> cases = {
       {{"schedule"}, "option --stages is required"},
       {{"schedule", "--stages", "0"}, "--stages: expected a positive integer"},
       {{"schedule", "--stages", "3"}, "tp1pp3"},
@@ -73,16 +72,9 @@ TEST_CASE("cli: schedule help and bad input") {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "sluice_test_cli_schedule_bad";
   std::filesystem::create_directories(dir);
   const std::string lengths = (dir / "long.txt").string();
-  sluice::io::write_text_file(lengths, "100\n10000000\n");
+  sluice::io::write_text_file(lengths, "10000000\n");
   const std::string context = "10000000";
   cases.push_back({{"schedule", "--stages", "4", "--lengths", lengths, "--context", context}, "alone needs"});
-  for (const auto& [args, fragment] : cases) {
-    CAPTURE(fragment);
-    const auto result = run_cli(args);
-    CHECK(result.code == 2);
-    CHECK(result.out.empty());
-    CHECK(one_line(result.err));
-    CHECK(result.err.find(fragment) != std::string::npos);
-  }
+  sluice::test::check_bad_input(cases);
   std::filesystem::remove_all(dir);
 }

@@ -9,7 +9,6 @@
 #include "sluice/io/shard_json.hpp"
 #include "sluice/shard/check.hpp"
 
-using sluice::test::one_line;
 using sluice::test::run_cli;
 
 TEST_CASE("cli: shard prints the cost of each phase") {
@@ -68,7 +67,7 @@ TEST_CASE("cli: shard help and bad input") {
   CHECK(help.out.find("--strategy") != std::string::npos);
   CHECK(run_cli({"--help"}).out.find("shard") != std::string::npos);
 
-  const std::vector<std::pair<std::vector<std::string_view>, std::string_view>> cases = {
+  const std::vector<sluice::test::BadInput> cases = {
       {{"shard", "--strategy", "1*tp8pp1"}, "option --gpus is required"},
       {{"shard", "--gpus", "8"}, "option --strategy is required"},
       {{"shard", "--gpus", "0", "--strategy", "1*tp8pp1"}, "--gpus: expected a positive integer"},
@@ -82,12 +81,5 @@ TEST_CASE("cli: shard help and bad input") {
       {{"shard", "--gpus", "8", "--strategy", "1*tp8pp1", "--previous", "2*tp8pp1"}, "needs 16 GPUs"},
       {{"shard", "--gpus", "8", "--strategy", "1*tp8pp1", "--bogus"}, "unknown option --bogus"},
   };
-  for (const auto& [args, fragment] : cases) {
-    CAPTURE(fragment);
-    const auto result = run_cli(args);
-    CHECK(result.code == 2);
-    CHECK(result.out.empty());
-    CHECK(one_line(result.err));
-    CHECK(result.err.find(fragment) != std::string::npos);
-  }
+  sluice::test::check_bad_input(cases);
 }

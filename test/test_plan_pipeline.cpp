@@ -181,3 +181,47 @@ TEST_CASE("schedule problems: bad input") {
   const std::vector<std::size_t> outside = {0};
   CHECK_THROWS_AS(schedule::problem_for(partition, outside, 2, 1e9, {}), invalid_input);
 }
+
+TEST_CASE("plan_simulated_iteration: the fastest simulated candidate, valid and deterministic") {
+  const cost::Profile profile = profile7b().with_gpus(16);
+  // The last candidate holds at most tp1pp8's MaxLen (about 12K tokens), below every batch's longest sequence.
+  const std::vector<Strategy> candidates = {Strategy::parse("2*tp2pp2+2*tp1pp4"), Strategy::parse("4*tp2pp2"),
+                                            Strategy::parse("1*tp4pp2+4*tp1pp2"), Strategy::parse("2*tp1pp8")};
+  const schedule::ProblemOptions problem{.hidden = 4096, .element_bytes = 2, .link = {1e-5, 1e11}, .backward_ratio = 2};
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    CAPTURE(seed);
+    auto batch = batch_of(seed, 80'000, 16384);
+    batch.emplace_back(1'000'000, 16000);  // longer than the last candidate holds
+    const schedule::SimulatedIteration iteration =
+        schedule::plan_simulated_iteration(batch, candidates, profile, {}, {}, problem);
+    CHECK_NOTHROW(schedule::validate(iteration, batch, candidates, profile, {}, problem));
+    REQUIRE(iteration.makespans.size() == candidates.size());
+    CHECK_FALSE(iteration.makespans.back().has_value());
+    // Each candidate planned and scheduled alone simulates no faster than the one kept.
+    for (std::size_t k = 0; k + 1 < candidates.size(); ++k) {
+      const assign::IterationPlan alone = assign::plan_iteration(batch, std::span(&candidates[k], 1), profile);
+      const double makespan = schedule::schedule_iteration(alone, profile, {}, problem).makespan;
+      CHECK(iteration.makespans[k] == makespan);
+      CHECK(makespan >= iteration.schedule.makespan);
+    }
+    CHECK(schedule::plan_simulated_iteration(batch, candidates, profile, {}, {}, problem).schedule ==
+          iteration.schedule);
+    // An overhead large enough moves the choice to another candidate.
+    assign::PlanOptions penalised;
+    penalised.candidate_overhead.assign(candidates.size(), 0.0);
+    penalised.candidate_overhead[iteration.chosen] = 1e3;
+    const auto moved = schedule::plan_simulated_iteration(batch, candidates, profile, penalised, {}, problem);
+    CHECK(moved.chosen != iteration.chosen);
+    CHECK_NOTHROW(schedule::validate(moved, batch, candidates, profile, penalised, problem));
+    // A broken choice is caught.
+    schedule::SimulatedIteration broken = iteration;
+    broken.makespans[(iteration.chosen + 1) % 3] = iteration.schedule.makespan / 2;
+    CHECK_THROWS_AS(schedule::validate(broken, batch, candidates, profile, {}, problem), invalid_plan);
+  }
+  auto batch = batch_of(1, 80'000, 16384);
+  batch.emplace_back(1'000'000, 16000);
+  const std::vector<Strategy> short_only = {Strategy::parse("2*tp1pp8")};
+  CHECK_THROWS_WITH_AS(schedule::plan_simulated_iteration(batch, short_only, profile), doctest::Contains("MaxLen"),
+                       invalid_input);
+  CHECK_THROWS_AS(schedule::plan_simulated_iteration(batch, std::span<const Strategy>{}, profile), invalid_input);
+}

@@ -2,7 +2,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,63 +11,13 @@
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/svg.hpp"
+#include "sluice/schedule/pipeline.hpp"
+#include "xml_check.hpp"
 
 using namespace sluice;
 
-namespace {
-
-// Checks XML well-formedness as far as these pictures need: one root, properly nested and closed tags,
-// quoted attributes, and character data with no raw '<' or stray '&'. Returns the empty string when
-// well-formed, else what is wrong.
-std::string xml_problem(std::string_view xml) {
-  std::vector<std::string> open;
-  bool root_closed = false;
-  std::size_t i = 0;
-  const std::regex attributes(R"(^(\s+[A-Za-z_:][-\w:.]*="[^"<&]*(&(amp|lt|gt|quot|apos);[^"<&]*)*")*\s*/?$)");
-  while (i < xml.size()) {
-    if (xml[i] == '<') {
-      const std::size_t end = xml.find('>', i);
-      if (end == std::string_view::npos) return "unterminated tag";
-      std::string_view tag = xml.substr(i + 1, end - i - 1);
-      i = end + 1;
-      if (tag.starts_with('/')) {
-        if (open.empty() || open.back() != tag.substr(1)) return "mismatched </" + std::string(tag.substr(1)) + ">";
-        open.pop_back();
-        if (open.empty()) root_closed = true;
-        continue;
-      }
-      if (root_closed) return "content after the root element";
-      const std::size_t name_end = tag.find_first_of(" \t\n/");
-      const std::string name(tag.substr(0, name_end));
-      if (name.empty()) return "empty tag name";
-      const std::string rest(name_end == std::string_view::npos ? "" : tag.substr(name_end));
-      if (!std::regex_match(rest, attributes)) return "bad attributes in <" + name + ">";
-      if (!tag.ends_with('/')) open.push_back(name);
-    } else {
-      if (xml[i] == '&') {
-        const std::size_t semicolon = xml.find(';', i);
-        if (semicolon == std::string_view::npos) return "unterminated entity";
-        const std::string_view entity = xml.substr(i, semicolon - i + 1);
-        if (entity != "&amp;" && entity != "&lt;" && entity != "&gt;" && entity != "&quot;" && entity != "&apos;")
-          return "unknown entity " + std::string(entity);
-      } else if (open.empty() && xml[i] != '\n' && !root_closed) {
-        return "text outside the root element";
-      }
-      ++i;
-    }
-  }
-  if (!open.empty()) return "unclosed <" + open.back() + ">";
-  if (!root_closed) return "no root element";
-  return "";
-}
-
-std::size_t count(std::string_view text, std::string_view needle) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(needle); at != std::string_view::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
-
-}  // namespace
+using sluice::test::count;
+using sluice::test::xml_problem;
 
 TEST_CASE("svg: the checker rejects broken documents") {
   CHECK(xml_problem(R"(<svg a="1"><rect/></svg>)").empty());
@@ -122,4 +71,38 @@ TEST_CASE("svg: pipeline loads of planned iterations") {
   CHECK(svg.find("iteration 2: " + iterations[2].strategy.name()) != std::string::npos);
 
   CHECK_THROWS_AS((void)io::pipeline_loads_svg({}, "none"), invalid_input);
+}
+
+TEST_CASE("svg: pipeline timeline, one row per rank") {
+  // Two pipelines: three micro-batches on three stages over a slow link (every transfer drawn), and one on one.
+  sluice::schedule::Problem problem;
+  problem.stages = 3;
+  for (int i = 0; i < 3; ++i)
+    problem.micro_batches.push_back({{0.1, 0.1, 0.1}, {0.2, 0.2, 0.2}, {1, 1, 1}, 1000 * (i + 1)});
+  problem.memory_limit = {1e9, 1e9, 1e9};
+  problem.hidden = 1024;
+  problem.link = {1e-3, 1e9};
+  sluice::schedule::Problem single = problem;
+  single.stages = 1;
+  single.micro_batches = {{{0.3}, {0.6}, {1}, 500}};
+  single.memory_limit = {1e9};
+  const std::vector<sluice::schedule::Simulation> pipelines = {
+      sluice::schedule::schedule_pipeline(problem).simulation, sluice::schedule::schedule_pipeline(single).simulation};
+  const std::vector<std::string> names = {"pipeline 0 (tp1pp3)", "pipeline 1 <tp2pp1>"};
+  const std::string svg = io::timeline_svg(pipelines, names, "timeline & more");
+  CAPTURE(svg);
+  CHECK(xml_problem(svg) == "");
+  // Background, four legend boxes, 2·m·c compute boxes, and a transfer box per op that sends.
+  const std::size_t compute = 2 * 3 * 3 + 2;
+  const std::size_t transfers = 2 * 3 * 2;
+  CHECK(count(svg, "<rect") == 1 + 4 + compute + transfers);
+  CHECK(count(svg, "sends the activation") == 6);
+  CHECK(count(svg, "sends the gradient") == 6);
+  CHECK(count(svg, ", stage ") >= 4);
+  CHECK(svg.find("pipeline 1 &lt;tp2pp1&gt;, stage 0: forward of micro-batch 0") != std::string::npos);
+  CHECK(svg.find("timeline &amp; more") != std::string::npos);
+  CHECK(svg.find(">2</text>") != std::string::npos);  // micro-batch ids label their boxes
+
+  CHECK_THROWS_AS((void)io::timeline_svg(pipelines, std::span(names).first(1), "t"), invalid_input);
+  CHECK_THROWS_AS((void)io::timeline_svg({}, {}, "t"), invalid_input);
 }

@@ -12,6 +12,8 @@
 #include "schedule.hpp"
 #include "search.hpp"
 #include "shard.hpp"
+#include "simulate.hpp"
+#include "trace.hpp"
 #include "sluice/core/error.hpp"
 
 namespace sluice::cli {
@@ -29,7 +31,9 @@ inline constexpr std::string_view usage =
     "\n"
     "`sluice <command> --help` describes a command's options.\n";
 
-inline int run(std::span<const std::string_view> args, std::ostream& out, std::ostream& err) {
+// `terminal`: stderr when it is a terminal, for progress bars of long runs; nullptr otherwise.
+inline int run(std::span<const std::string_view> args, std::ostream& out, std::ostream& err,
+               std::ostream* terminal = nullptr) {
   try {
     if (args.empty()) {
       err << usage;
@@ -42,11 +46,13 @@ inline int run(std::span<const std::string_view> args, std::ostream& out, std::o
       return 0;
     }
     if (command == "inspect") return inspect(rest, out);
-    if (command == "plan") return plan(rest, out);
+    if (command == "plan") return plan(rest, out, terminal);
     if (command == "propose") return propose(rest, out);
     if (command == "schedule") return schedule_command(rest, out);
     if (command == "search") return search_command(rest, out);
     if (command == "shard") return shard(rest, out);
+    if (command == "simulate") return simulate(rest, out, terminal);
+    if (command == "trace") return trace(rest, out);
     detail::fail("unknown command '", command, "' (try sluice --help)");
   } catch (const invalid_input& error) {
     err << "sluice: error: " << error.what() << "\n";

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "inputs.hpp"
 #include "options.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
@@ -106,14 +107,8 @@ inline int inspect(std::span<const std::string_view> args, std::ostream& out) {
     out << inspect_usage;
     return 0;
   }
-  const auto profile_path =
-      io::resolve_data_file(options.text("profile").value_or(std::string(io::default_profile)), "profiles");
-  cost::Profile profile = io::read_document<cost::Profile>(profile_path);
-  if (const auto gpus = options.positive("gpus")) profile = profile.with_gpus(*gpus);
-
-  const auto lengths_path =
-      io::resolve_data_file(options.text("lengths").value_or(std::string(io::default_lengths)), "lengths");
-  data::LengthDataset dataset = data::LengthDataset::load(lengths_path);
+  const cost::Profile profile = load_profile(options);
+  data::LengthDataset dataset = load_lengths(options);
   if (const auto context = options.positive("context")) dataset = dataset.truncated(*context);
   const auto histogram = dataset.histogram(options.positive("bin-width").value_or(1024));
 

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -16,5 +18,5 @@ int main(int argc, char** argv) {
     if (std::filesystem::is_directory(installed / "profiles", error)) setenv("SLUICE_DATA_DIR", installed.c_str(), 0);
   }
   const std::vector<std::string_view> args(argv + 1, argv + argc);
-  return sluice::cli::run(args, std::cout, std::cerr);
+  return sluice::cli::run(args, std::cout, std::cerr, isatty(STDERR_FILENO) != 0 ? &std::cerr : nullptr);
 }

@@ -3,7 +3,6 @@
 // chosen strategy, the estimated propagation time and the planning time, then a summary.
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <filesystem>
 #include <iomanip>
 #include <map>
@@ -13,8 +12,11 @@
 #include <string_view>
 #include <vector>
 
+#include "inputs.hpp"
 #include "options.hpp"
+#include "progress.hpp"
 #include "propose.hpp"
+#include "statistics.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
@@ -31,15 +33,15 @@ namespace sluice::cli {
 inline constexpr std::string_view plan_usage =
     "usage: sluice plan (--strategies S | --propose) [--profile P] [--lengths F] [--gpus N] [--tokens T]\n"
     "                   [--iterations K] [--context L] [--seed X] [--trials T] [--threads N] [--svg F]\n"
-    "                   [--lnk] [--json]\n"
+    "                   [--cross-node-tp] [--lnk] [--json]\n"
     "\n"
     "Plans K iterations: each draws a batch of about T tokens from the dataset, dispatches and packs it for\n"
     "every candidate strategy, and keeps the candidate with the lowest estimated propagation time.\n"
     "\n"
     "  --strategies S  a sluice.candidates or sluice.proposal JSON file, or strategies written like\n"
     "                  '1*tp16pp1+6*tp8pp1,4*tp16pp1' (comma-separated)\n"
-    "  --propose       use the candidates of `sluice propose` on the same profile, lengths, GPUs, tokens\n"
-    "                  and context (default options otherwise)\n"
+    "  --propose       use the candidates of `sluice propose` on the same profile, lengths, GPUs, tokens,\n"
+    "                  context and --cross-node-tp (default options otherwise)\n"
     "  --profile P     profile JSON file or bundled name (default llama2-7b)\n"
     "  --lengths F     length file or bundled name (default man-pages)\n"
     "  --gpus N        cluster size (default: the profile's own)\n"
@@ -50,6 +52,7 @@ inline constexpr std::string_view plan_usage =
     "  --trials T      dispatch trials (default 100)\n"
     "  --threads N     dispatch threads (default 1; the plan does not depend on it)\n"
     "  --svg F         also write a picture of every iteration's pipeline loads (micro-batches) to F\n"
+    "  --cross-node-tp with --propose, allow schemes whose TP spans nodes\n"
     "  --lnk           add each candidate's parameter pull and gradient push (Hydraulis §5: fully sharded\n"
     "                  optimizer states, the profile's model as LLaMA-like layers, sluice shard's default\n"
     "                  links) to its estimate before choosing\n"
@@ -83,26 +86,13 @@ struct IterationRecord {
   double planning_seconds = 0;
 };
 
-inline double mean(const std::vector<double>& values) {
-  double sum = 0;
-  for (double value : values) sum += value;
-  return sum / static_cast<double>(values.size());
-}
-
-inline double deviation(const std::vector<double>& values) {
-  const double centre = mean(values);
-  double sum = 0;
-  for (double value : values) sum += (value - centre) * (value - centre);
-  return values.size() > 1 ? std::sqrt(sum / static_cast<double>(values.size() - 1)) : 0.0;
-}
-
 }  // namespace detail_plan
 
-inline int plan(std::span<const std::string_view> args, std::ostream& out) {
+inline int plan(std::span<const std::string_view> args, std::ostream& out, std::ostream* terminal = nullptr) {
   const Options options(args,
                         {"strategies", "profile", "lengths", "gpus", "tokens", "iterations", "context", "seed", "trials",
                          "threads", "svg"},
-                        {"propose", "lnk", "json", "help"});
+                        {"propose", "cross-node-tp", "lnk", "json", "help"});
   if (options.flag("help")) {
     out << plan_usage;
     return 0;
@@ -113,11 +103,8 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out) {
   sluice::detail::require(!strategies_text.has_value() || !options.flag("propose"),
                           "options --strategies and --propose cannot be combined");
 
-  cost::Profile profile = io::read_document<cost::Profile>(
-      io::resolve_data_file(options.text("profile").value_or(std::string(io::default_profile)), "profiles"));
-  if (const auto gpus = options.positive("gpus")) profile = profile.with_gpus(*gpus);
-  const data::LengthDataset loaded = data::LengthDataset::load(
-      io::resolve_data_file(options.text("lengths").value_or(std::string(io::default_lengths)), "lengths"));
+  const cost::Profile profile = load_profile(options);
+  const data::LengthDataset loaded = load_lengths(options);
 
   std::vector<Strategy> candidates;
   if (strategies_text) {
@@ -134,13 +121,10 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out) {
   const std::int64_t context = options.positive("context").value_or(widest);
 
   const data::LengthDataset dataset = loaded.truncated(context);
-  const std::int64_t seed = options.integer("seed", 0).value_or(0);
-  data::BatchSampler sampler(dataset, {.tokens_per_batch = options.positive("tokens").value_or(100'000),
-                                       .seed = static_cast<std::uint64_t>(seed)});
+  data::BatchSampler sampler(dataset,
+                             {.tokens_per_batch = options.positive("tokens").value_or(100'000), .seed = seed_of(options)});
   assign::PlanOptions plan_options;
-  plan_options.dispatch.trials = static_cast<int>(std::min<std::int64_t>(options.positive("trials").value_or(100), 1 << 20));
-  plan_options.dispatch.threads = static_cast<int>(std::min<std::int64_t>(options.positive("threads").value_or(1), 256));
-  plan_options.dispatch.seed = static_cast<std::uint64_t>(seed);
+  plan_options.dispatch = dispatch_options(options);
   if (options.flag("lnk")) {
     const shard::Model model = shard::llama_like(profile.spec().model);
     plan_options.candidate_overhead = shard::iteration_costs(shard::sharded_layout(profile.gpus(), model.layers),
@@ -149,6 +133,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out) {
 
   const std::int64_t iterations = options.positive("iterations").value_or(10);
   std::vector<detail_plan::IterationRecord> records;
+  Progress progress(terminal, "plan", iterations);
   for (std::int64_t k = 0; k < iterations; ++k) {
     data::Batch batch = sampler.next();
     const auto start = std::chrono::steady_clock::now();
@@ -156,6 +141,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out) {
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     assign::validate(plan, batch.sequences, profile);
     records.push_back({std::move(batch), std::move(plan), elapsed.count()});
+    progress.advance();
   }
 
   if (const auto svg = options.text("svg")) {
@@ -175,7 +161,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out) {
     ++chosen[record.plan.strategy.name()];
     tokens += static_cast<double>(record.batch.tokens);
   }
-  const double seconds = detail_plan::mean(estimates) * static_cast<double>(records.size());
+  const double seconds = mean(estimates) * static_cast<double>(records.size());
 
   if (options.flag("json")) {
     io::json iterations_json = io::json::array();
@@ -197,10 +183,10 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out) {
                     {"candidates", assign::CandidateSet{candidates}},
                     {"iterations", std::move(iterations_json)},
                     {"summary",
-                     {{"mean_estimate", detail_plan::mean(estimates)},
-                      {"stddev_estimate", detail_plan::deviation(estimates)},
+                     {{"mean_estimate", mean(estimates)},
+                      {"stddev_estimate", deviation(estimates)},
                       {"tokens_per_second", tokens / seconds},
-                      {"mean_planning_seconds", detail_plan::mean(planning)},
+                      {"mean_planning_seconds", mean(planning)},
                       {"chosen", chosen}}}}
                .dump(2)
         << "\n";
@@ -219,9 +205,9 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out) {
         << record.plan.dispatch_lower_bound << std::setprecision(2) << std::setw(11) << record.planning_seconds * 1e3
         << "  " << record.plan.strategy.name() << "\n";
   }
-  out << std::setprecision(3) << (options.flag("lnk") ? "\nestimate + lnk " : "\nestimate ") << detail_plan::mean(estimates) << " ± "
-      << detail_plan::deviation(estimates) << " s per iteration, " << std::setprecision(0) << tokens / seconds
-      << " tokens/s; planning " << std::setprecision(2) << detail_plan::mean(planning) * 1e3 << " ms per iteration\n";
+  out << std::setprecision(3) << (options.flag("lnk") ? "\nestimate + lnk " : "\nestimate ") << mean(estimates) << " ± "
+      << deviation(estimates) << " s per iteration, " << std::setprecision(0) << tokens / seconds
+      << " tokens/s; planning " << std::setprecision(2) << mean(planning) * 1e3 << " ms per iteration\n";
   out << "chosen:";
   for (const auto& [name, count] : chosen) out << "  " << name << " ×" << count;
   out << "\n";

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "inputs.hpp"
 #include "options.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
@@ -21,18 +22,18 @@
 namespace sluice::cli {
 
 inline constexpr std::string_view propose_usage =
-    "usage: sluice propose [--profile P] [--lengths F] [--gpus N] [--max-len L] [--tokens T] [--step S]\n"
+    "usage: sluice propose [--profile P] [--lengths F] [--gpus N] [--context L] [--tokens T] [--step S]\n"
     "                      [--relaxed] [--length-step W] [--candidates K] [--cross-node-tp] [--eq2-cost]\n"
     "                      [--no-fill] [--json]\n"
     "\n"
     "Proposes the heterogeneous strategies worth considering before training: the strategy-proposal DP\n"
-    "over GPU budgets and lengths, for every maximum length L up to --max-len, from the dataset's\n"
+    "over GPU budgets and lengths, for every maximum length L up to --context, from the dataset's\n"
     "length distribution; with --relaxed, also the continuous relaxation and its nearby integer strategies.\n"
     "\n"
     "  --profile P      profile JSON file or bundled name (default llama2-7b)\n"
     "  --lengths F      length file or bundled name (default man-pages)\n"
     "  --gpus N         cluster size (default: the profile's own)\n"
-    "  --max-len L      longest length planned for; longer sequences are truncated to it (default: the\n"
+    "  --context L      Lmax, the longest length planned for; longer sequences are truncated to it (default: the\n"
     "                   longest sequence, or the longest MaxLen of a usable scheme when that is shorter)\n"
     "  --tokens T       tokens per iteration, to scale the dataset to one iteration (default 100000)\n"
     "  --step S         GPU budget step of the DP, in GPUs: 1, 4, or 0.1 with --relaxed\n"
@@ -76,7 +77,7 @@ inline std::int64_t widest_usable(const cost::Profile& profile, const proposal::
   return widest;
 }
 
-// Lmax from --max-len, else the shorter of the longest sequence and the widest usable MaxLen; the
+// Lmax from --context, else the shorter of the longest sequence and the widest usable MaxLen; the
 // dataset is truncated to it, as a trainer with that context would.
 inline std::int64_t choose_max_len(std::optional<std::int64_t> given, const data::LengthDataset& dataset,
                                    const cost::Profile& profile, const proposal::ProposeOptions& options) {
@@ -133,20 +134,17 @@ inline proposal::ProposeOptions propose_options(const Options& options, const co
 }
 
 inline int propose(std::span<const std::string_view> args, std::ostream& out) {
-  const Options options(args, {"profile", "lengths", "gpus", "max-len", "tokens", "step", "length-step", "candidates"},
+  const Options options(args, {"profile", "lengths", "gpus", "context", "tokens", "step", "length-step", "candidates"},
                         {"relaxed", "cross-node-tp", "eq2-cost", "no-fill", "json", "help"});
   if (options.flag("help")) {
     out << propose_usage;
     return 0;
   }
-  cost::Profile profile = io::read_document<cost::Profile>(
-      io::resolve_data_file(options.text("profile").value_or(std::string(io::default_profile)), "profiles"));
-  if (const auto gpus = options.positive("gpus")) profile = profile.with_gpus(*gpus);
+  const cost::Profile profile = load_profile(options);
   proposal::ProposeOptions settings = propose_options(options, profile);
 
-  const data::LengthDataset loaded = data::LengthDataset::load(
-      io::resolve_data_file(options.text("lengths").value_or(std::string(io::default_lengths)), "lengths"));
-  settings.max_len = detail_propose::choose_max_len(options.positive("max-len"), loaded, profile, settings);
+  const data::LengthDataset loaded = load_lengths(options);
+  settings.max_len = detail_propose::choose_max_len(options.positive("context"), loaded, profile, settings);
   const data::LengthDataset dataset = loaded.truncated(*settings.max_len);
 
   const auto start = std::chrono::steady_clock::now();

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "inputs.hpp"
 #include "options.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/cost/profile.hpp"
@@ -48,7 +49,7 @@ inline constexpr std::string_view schedule_usage =
     "  --schedule K    cyclic (adaptive, the default) or 1f1b\n"
     "  --tokens T      tokens in the mini-batch (default 65536)\n"
     "  --context L     truncate longer sequences (default: the scheme's MaxLen)\n"
-    "  --seed X        sampler and injection-order seed (default 1)\n"
+    "  --seed X        sampler and injection-order seed (default 0)\n"
     "  --layout L      padded (one sequence per row, DynaPipe; the default) or packed (one row)\n"
     "  --interval S    tmax thinning interval of the DP in seconds (default 5e-6; 0 = exact)\n"
     "  --bandwidth B   stage-to-stage bandwidth in GB/s (default 100)\n"
@@ -146,8 +147,7 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
   }
   const auto stages = options.positive("stages");
   sluice::detail::require(stages.has_value(), "option --stages is required (see sluice schedule --help)");
-  const cost::Profile profile = io::read_document<cost::Profile>(
-      io::resolve_data_file(options.text("profile").value_or(std::string(io::default_profile)), "profiles"));
+  const cost::Profile profile = load_profile(options);
   const auto tp = options.positive("tp").value_or(1);
   sluice::detail::require(*stages <= 1024 && tp <= 1024, "options --stages and --tp must be <= 1024");
   const Scheme scheme(static_cast<int>(tp), static_cast<int>(*stages));
@@ -164,23 +164,18 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
   sluice::detail::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '",
                           kind, "'");
   plan_options.schedule.kind = kind == "cyclic" ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b;
-  const std::int64_t seed = options.integer("seed", 0).value_or(1);
-  plan_options.schedule.seed = static_cast<std::uint64_t>(seed);
+  const std::uint64_t seed = seed_of(options);
+  plan_options.schedule.seed = seed;
   plan_options.layout = microbatch::parse_layout(options.text("layout").value_or("padded"));
   sluice::detail::require(plan_options.layout != microbatch::Layout::fixed_rows,
                           "option --layout: expected padded or packed, got 'fixed_rows'");
   plan_options.tmax_interval = options.real("interval", 0).value_or(5e-6);
   plan_options.problem.hidden = std::max<std::int64_t>(profile.spec().model.hidden, 1);
-  plan_options.problem.link = {options.real("latency", 0).value_or(1e-5),
-                               options.real("bandwidth", 1e-9).value_or(100) * 1e9};
+  plan_options.problem.link = link_of(options);
 
   const std::int64_t context = options.positive("context").value_or(scheme_cost.max_len);
-  const data::LengthDataset dataset =
-      data::LengthDataset::load(
-          io::resolve_data_file(options.text("lengths").value_or(std::string(io::default_lengths)), "lengths"))
-          .truncated(context);
-  data::BatchSampler sampler(dataset, {.tokens_per_batch = options.positive("tokens").value_or(65'536),
-                                       .seed = static_cast<std::uint64_t>(seed)});
+  const data::LengthDataset dataset = load_lengths(options).truncated(context);
+  data::BatchSampler sampler(dataset, {.tokens_per_batch = options.positive("tokens").value_or(65'536), .seed = seed});
   const data::Batch batch = sampler.next();
   std::vector<microbatch::Sample> samples;
   for (const Sequence& sequence : batch.sequences) samples.push_back({sequence.id(), sequence.length(), 0});

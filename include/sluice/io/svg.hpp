@@ -1,6 +1,7 @@
 #pragma once
-// Self-contained SVG pictures (no scripts, no external fonts or styles): a length histogram and the
-// pipeline loads of planned iterations (Hydraulis Fig. 12b: how even the pipelines' times are).
+// Self-contained SVG pictures (no scripts, no external fonts or styles): a length histogram, the pipeline
+// loads of planned iterations (Hydraulis Fig. 12b: how even the pipelines' times are), and the simulated
+// timeline of pipelines (every rank's forward, backward and transfers).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "sluice/assign/plan.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/data/dataset.hpp"
+#include "sluice/schedule/simulate.hpp"
 
 namespace sluice::io {
 
@@ -216,6 +218,77 @@ inline std::string pipeline_loads_svg(std::span<const assign::IterationPlan> ite
     svg.text(x_of(tick), y + 20, detail::printf_string("%g", tick), "middle");
   }
   svg.text(left + plot_w / 2, y + 36, "seconds (bars: micro-batches; red: each pipeline's 1F1B estimate)", "middle");
+  return svg.str();
+}
+
+// One row per rank (stage j of pipeline k, named names[k]): its forward (blue) and backward (orange) passes
+// labelled with their micro-batch ids, and under them the transfers it sends, activations (green) and
+// gradients (purple), from send start to arrival at the neighbour. Every box's tooltip gives its exact times.
+inline std::string timeline_svg(std::span<const schedule::Simulation> pipelines, std::span<const std::string> names,
+                                std::string_view title) {
+  sluice::detail::require(pipelines.size() == names.size(), "timeline_svg: ", pipelines.size(), " pipelines, ",
+                          names.size(), " names");
+  constexpr double width = 1000, left = 170, right = 20, top = 56, compute_h = 14, send_h = 4, row_gap = 5,
+                   pipeline_gap = 10;
+  constexpr const char* forward_colour = "#4c72b0";
+  constexpr const char* backward_colour = "#dd8452";
+  constexpr const char* activation_colour = "#55a868";
+  constexpr const char* gradient_colour = "#8172b2";
+  double makespan = 0;
+  std::size_t rows = 0;
+  for (const schedule::Simulation& simulation : pipelines) {
+    makespan = std::max(makespan, simulation.makespan);
+    rows += simulation.stages.size();
+  }
+  sluice::detail::require(rows > 0 && makespan > 0, "timeline_svg: nothing ran");
+  const double plot_w = width - left - right;
+  const double row_h = compute_h + send_h + 1 + row_gap;
+  const double height = top + static_cast<double>(rows) * row_h + static_cast<double>(pipelines.size()) * pipeline_gap + 44;
+  auto x_of = [&](double seconds) { return left + plot_w * seconds / makespan; };
+
+  detail::SvgCanvas svg(width, height);
+  svg.text(width / 2, 22, title, "middle", 14);
+  double legend_x = left;
+  for (const auto& [colour, label] : {std::pair{forward_colour, "forward"}, {backward_colour, "backward"},
+                                      {activation_colour, "send activation"}, {gradient_colour, "send gradient"}}) {
+    svg.rect(legend_x, 32, 10, 10, colour);
+    svg.text(legend_x + 14, 41, label);
+    legend_x += 130;
+  }
+  double y = top;
+  for (std::size_t k = 0; k < pipelines.size(); ++k) {
+    const schedule::Simulation& simulation = pipelines[k];
+    for (std::size_t j = 0; j < simulation.stages.size(); ++j) {
+      svg.text(left - 6, y + compute_h - 3, detail::printf_string("%s, stage %zu", names[k].c_str(), j), "end");
+      for (const schedule::OpTiming& op : simulation.stages[j]) {
+        const bool forward = op.pass == schedule::Pass::forward;
+        const double x = x_of(op.start);
+        const double w = x_of(op.end) - x;
+        svg.rect(x, y, w, compute_h, forward ? forward_colour : backward_colour,
+                 detail::printf_string("%s, stage %zu: %s of micro-batch %d, %.4f-%.4f s", names[k].c_str(), j,
+                                       forward ? "forward" : "backward", op.micro_batch, op.start, op.end));
+        const std::string id = std::to_string(op.micro_batch);
+        // A label only where it fits inside its box (about 6 units per digit at font size 9).
+        if (w >= 6.0 * static_cast<double>(id.size()) + 2) svg.text(x + w / 2, y + compute_h - 4, id, "middle", 9);
+        if (op.arrival > op.send_start)
+          // At least one unit wide: a fast link's transfers would otherwise vanish beside the compute.
+          svg.rect(x_of(op.send_start), y + compute_h + 1, std::max(x_of(op.arrival) - x_of(op.send_start), 1.0), send_h,
+                   forward ? activation_colour : gradient_colour,
+                   detail::printf_string("%s, stage %zu: sends the %s of micro-batch %d to stage %zu, %.4f-%.4f s",
+                                         names[k].c_str(), j, forward ? "activation" : "gradient", op.micro_batch,
+                                         forward ? j + 1 : j - 1, op.send_start, op.arrival));
+      }
+      y += row_h;
+    }
+    y += pipeline_gap;
+  }
+  svg.line(left, y, left + plot_w, y, "black");
+  const double step = detail::tick_step(makespan, 10);
+  for (double tick = 0; tick <= makespan; tick += step) {
+    svg.line(x_of(tick), y, x_of(tick), y + 4, "black");
+    svg.text(x_of(tick), y + 16, detail::printf_string("%g", tick), "middle");
+  }
+  svg.text(left + plot_w / 2, y + 32, "seconds (simulated; labels: micro-batch ids)", "middle");
   return svg.str();
 }
 

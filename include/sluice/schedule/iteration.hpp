@@ -1,9 +1,12 @@
 #pragma once
 // Scheduling every pipeline of a Hydraulis iteration plan: each pipeline's packed micro-batches become a
-// scheduling problem on its scheme, scheduled by schedule_pipeline (1F1B, or the adaptive cyclic search).
+// scheduling problem on its scheme, scheduled by schedule_pipeline (1F1B, or the adaptive cyclic search);
+// and the per-iteration choice among candidate strategies judged by that simulation.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "sluice/assign/plan.hpp"
@@ -16,11 +19,13 @@ namespace sluice::schedule {
 struct ScheduledPipeline {
   Problem problem;
   PipelineSchedule schedule;
+  friend bool operator==(const ScheduledPipeline&, const ScheduledPipeline&) = default;
 };
 
 struct IterationSchedule {
   std::vector<std::optional<ScheduledPipeline>> pipelines;  // by pipeline index; empty for an idle pipeline
   double makespan = 0;                                      // the slowest pipeline's simulated time
+  friend bool operator==(const IterationSchedule&, const IterationSchedule&) = default;
 };
 
 // Raises sluice::infeasible when a pipeline's micro-batches fit no schedule within its memory.
@@ -61,6 +66,82 @@ inline void validate(const IterationSchedule& schedule, const assign::IterationP
     makespan = std::max(makespan, scheduled->schedule.simulation.makespan);
   }
   check(makespan == schedule.makespan, "makespan ", schedule.makespan, " s, its pipelines give ", makespan);
+}
+
+// Hydraulis' per-iteration choice (assign::plan_iteration) with the simulator as the judge: every candidate
+// that holds the batch's longest sequence is dispatched and packed alone, then scheduled; the candidate with the
+// lowest simulated makespan + overhead is kept (ties to the earlier). plan_iteration judges by the packing
+// estimate (max micro-batch)·(PP − 1 + V), which ignores how a schedule overlaps unequal micro-batches.
+struct SimulatedIteration {
+  assign::IterationPlan plan;  // the kept candidate planned alone: its `candidates` holds only that candidate
+  IterationSchedule schedule;
+  std::size_t chosen = 0;                        // index into the candidates
+  std::vector<std::optional<double>> makespans;  // per candidate; empty when it cannot hold the batch
+  [[nodiscard]] double total() const noexcept { return schedule.makespan + plan.overhead; }
+  friend bool operator==(const SimulatedIteration&, const SimulatedIteration&) = default;
+};
+
+// Raises invalid_input as plan_iteration does (no candidate holds the batch, bad options).
+inline SimulatedIteration plan_simulated_iteration(std::span<const Sequence> batch,
+                                                   std::span<const Strategy> candidates,
+                                                   const cost::Profile& profile,
+                                                   const assign::PlanOptions& plan_options = {},
+                                                   const ScheduleOptions& schedule = {},
+                                                   const ProblemOptions& problem = {}) {
+  sluice::detail::require(!candidates.empty(), "plan: no candidate strategies");
+  const std::vector<double>& overheads = plan_options.candidate_overhead;
+  sluice::detail::require(overheads.empty() || overheads.size() == candidates.size(), "plan: candidate_overhead has ",
+                          overheads.size(), " entries for ", candidates.size(), " candidates");
+  std::int64_t longest = 0;
+  for (const Sequence& sequence : batch) longest = std::max(longest, sequence.length());
+  std::optional<SimulatedIteration> best;
+  std::vector<std::optional<double>> makespans;
+  std::int64_t widest = 0;
+  for (std::size_t k = 0; k < candidates.size(); ++k) {
+    const std::int64_t max_len = profile.pipelines(candidates[k]).front().max_len;
+    widest = std::max(widest, max_len);
+    if (max_len < longest) {
+      makespans.emplace_back();
+      continue;
+    }
+    assign::PlanOptions alone = plan_options;
+    if (!overheads.empty()) alone.candidate_overhead = {overheads[k]};
+    SimulatedIteration candidate{assign::plan_iteration(batch, std::span(&candidates[k], 1), profile, alone), {}, k, {}};
+    candidate.schedule = schedule_iteration(candidate.plan, profile, schedule, problem);
+    makespans.emplace_back(candidate.schedule.makespan);
+    if (!best || candidate.total() < best->total()) best = std::move(candidate);
+  }
+  sluice::detail::require(best.has_value(), "plan: the batch's longest sequence has ", longest,
+                          " tokens but no candidate holds more than ", widest, " (MaxLen)");
+  best->makespans = std::move(makespans);
+  return *std::move(best);
+}
+
+// Raises invalid_plan unless the plan and its schedule are valid for the batch, the plan runs the chosen
+// candidate, and no other candidate's simulated makespan + overhead is lower.
+inline void validate(const SimulatedIteration& iteration, std::span<const Sequence> batch,
+                     std::span<const Strategy> candidates, const cost::Profile& profile,
+                     const assign::PlanOptions& plan_options = {}, const ProblemOptions& problem = {}) {
+  auto check = [](bool condition, auto&&... parts) {
+    if (!condition) throw invalid_plan(sluice::detail::concat("simulated iteration: ", parts...));
+  };
+  assign::validate(iteration.plan, batch, profile);
+  validate(iteration.schedule, iteration.plan, profile, problem);
+  check(iteration.makespans.size() == candidates.size(), "has ", iteration.makespans.size(), " makespans for ",
+        candidates.size(), " candidates");
+  check(iteration.chosen < candidates.size() && candidates[iteration.chosen] == iteration.plan.strategy,
+        "chosen candidate ", iteration.chosen, " is not the planned strategy ", iteration.plan.strategy.name());
+  check(iteration.makespans[iteration.chosen] == iteration.schedule.makespan, "chosen candidate's makespan is not ",
+        "its schedule's");
+  const std::vector<double>& overheads = plan_options.candidate_overhead;
+  check(iteration.plan.overhead == (overheads.empty() ? 0.0 : overheads[iteration.chosen]),
+        "overhead is not the chosen candidate's");
+  for (std::size_t k = 0; k < candidates.size(); ++k) {
+    if (!iteration.makespans[k]) continue;
+    const double total = *iteration.makespans[k] + (overheads.empty() ? 0.0 : overheads[k]);
+    check(total >= iteration.total(), "candidate ", k, " simulates faster (", total, " s) than the chosen one (",
+          iteration.total(), " s)");
+  }
 }
 
 }  // namespace sluice::schedule

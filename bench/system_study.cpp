@@ -1,0 +1,443 @@
+// The end-to-end study: sluice against Megatron-LM, HotSPa and DynaPipe (the systems of `sluice simulate`) on the
+// Hydraulis paper's scenarios and its Fig. 11 sweeps, with the bundled profiles and length data. Prints the whole
+// of docs/study.md; `bash scripts/study.sh` regenerates it.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "simulate.hpp"
+#include "systems.hpp"
+#include "sluice/data/dataset.hpp"
+#include "sluice/data/sampler.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/proposal/propose.hpp"
+
+namespace {
+
+using namespace sluice;
+using cli::detail_simulate::Summary;
+
+constexpr int iterations = 100;  // the paper averages 100 iterations (after 20 warm-up ones)
+constexpr std::uint64_t seed = 0;
+const char* const system_names[] = {"Megatron-LM", "HotSPa", "DynaPipe", "sluice"};
+
+struct Scenario {
+  std::string model;
+  std::int64_t gpus = 0;
+  std::int64_t context = 0;
+  std::string lengths;
+  std::int64_t tokens = 100'000;
+  bool cross_node_tp = false;
+  auto key() const { return std::tie(model, gpus, context, lengths, tokens, cross_node_tp); }
+  friend bool operator<(const Scenario& x, const Scenario& y) { return x.key() < y.key(); }
+};
+
+struct Result {
+  cli::systems::Comparison comparison;
+  std::vector<Summary> summaries;
+  [[nodiscard]] bool feasible(std::size_t s) const { return !comparison.systems[s].failure; }
+  [[nodiscard]] bool any_failed() const {
+    for (std::size_t s = 0; s < 4; ++s)
+      if (!feasible(s)) return true;
+    return false;
+  }
+  // The fastest feasible of the given baselines (by mean iteration), if any.
+  [[nodiscard]] std::optional<std::size_t> best_of(std::initializer_list<std::size_t> baselines) const {
+    std::optional<std::size_t> best;
+    for (const std::size_t s : baselines)
+      if (feasible(s) && (!best || summaries[s].seconds < summaries[*best].seconds)) best = s;
+    return best;
+  }
+};
+
+const cost::Profile& profile(const std::string& model) {
+  static std::map<std::string, cost::Profile> loaded;
+  auto it = loaded.find(model);
+  if (it == loaded.end())
+    it = loaded.emplace(model, io::read_document<cost::Profile>(io::resolve_data_file("llama2-" + model, "profiles")))
+             .first;
+  return it->second;
+}
+
+const data::LengthDataset& lengths(const std::string& name) {
+  static std::map<std::string, data::LengthDataset> loaded;
+  auto it = loaded.find(name);
+  if (it == loaded.end())
+    it = loaded.emplace(name, data::LengthDataset::load(io::resolve_data_file(name, "lengths"))).first;
+  return it->second;
+}
+
+cli::systems::Setup setup_of(const Scenario& scenario) {
+  cli::systems::Setup setup{profile(scenario.model).with_gpus(scenario.gpus), scenario.context, scenario.tokens,
+                            scenario.cross_node_tp, {}, {}, seed};
+  setup.problem = {.hidden = setup.profile.spec().model.hidden, .element_bytes = 2, .link = {1e-5, 100e9},
+                   .backward_ratio = 2};
+  setup.plan.dispatch.seed = seed;
+  return setup;
+}
+
+std::vector<data::Batch> batches_of(const Scenario& scenario) {
+  data::BatchSampler sampler(lengths(scenario.lengths).truncated(scenario.context),
+                             {.tokens_per_batch = scenario.tokens, .seed = seed});
+  std::vector<data::Batch> batches;
+  for (int k = 0; k < iterations; ++k) batches.push_back(sampler.next());
+  return batches;
+}
+
+std::vector<std::vector<Sequence>> sequences_of(const std::vector<data::Batch>& batches) {
+  std::vector<std::vector<Sequence>> sequences;
+  for (const data::Batch& batch : batches) sequences.push_back(batch.sequences);
+  return sequences;
+}
+
+const Result& run(const Scenario& scenario) {
+  static std::map<Scenario, Result> cache;
+  if (const auto it = cache.find(scenario); it != cache.end()) return it->second;
+  const std::vector<data::Batch> batches = batches_of(scenario);
+  Result result{cli::systems::compare(setup_of(scenario), lengths(scenario.lengths).truncated(scenario.context),
+                                      sequences_of(batches), nullptr),
+                {}};
+  for (const cli::systems::SystemRun& system : result.comparison.systems)
+    result.summaries.push_back(system.failure ? Summary{}
+                                              : cli::detail_simulate::summarize(system, batches,
+                                                                                result.comparison.systems.back()));
+  return cache.emplace(scenario, std::move(result)).first->second;
+}
+
+// sluice's mean iteration with the proposal's candidates alone, without the homogeneous fallback.
+double proposal_only(const Scenario& scenario) {
+  const cli::systems::Setup setup = setup_of(scenario);
+  proposal::ProposeOptions options;
+  options.gpus = setup.profile.gpus();
+  options.max_len = setup.context;
+  options.tokens_per_iteration = static_cast<double>(setup.tokens);
+  options.tp_within_node = !setup.cross_node_tp;
+  const std::vector<Strategy> candidates =
+      proposal::propose(lengths(scenario.lengths).truncated(scenario.context), setup.profile, options).strategies();
+  cli::Progress quiet(nullptr, "", 1);
+  return cli::mean(cli::systems::sluice_run(setup, sequences_of(batches_of(scenario)), candidates, quiet).seconds());
+}
+
+std::string fixed(double value, int precision) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(precision) << value;
+  return out.str();
+}
+
+std::string k_tokens(std::int64_t tokens) { return std::to_string(tokens / 1024) + "K"; }
+
+std::string seconds_cell(const Result& result, std::size_t s) {
+  if (!result.feasible(s)) return "infeasible";
+  return fixed(result.summaries[s].seconds, 2) + " ± " + fixed(result.summaries[s].seconds_stddev, 2);
+}
+
+std::string speedup_cell(const Result& result, std::optional<std::size_t> s) {
+  if (!s || !result.feasible(*s) || !result.feasible(3)) return "–";
+  return fixed(*result.summaries[*s].speedup, 2) + "×";
+}
+
+std::string label(const Scenario& scenario) {
+  return scenario.cross_node_tp ? "TP across nodes" : "TP within a node";
+}
+
+// Every speedup of sluice over the best of `baselines`, over the scenarios where both ran.
+struct Range {
+  std::vector<double> values;
+  void add(const Result& result, std::initializer_list<std::size_t> baselines) {
+    const auto best = result.best_of(baselines);
+    if (best && result.feasible(3)) values.push_back(*result.summaries[*best].speedup);
+  }
+  [[nodiscard]] std::vector<double> sorted() const {
+    std::vector<double> result = values;
+    std::sort(result.begin(), result.end());
+    return result;
+  }
+  [[nodiscard]] std::string median() const { return values.empty() ? "–" : fixed(sorted()[values.size() / 2], 2) + "×"; }
+  [[nodiscard]] std::string text() const {
+    if (values.empty()) return "none";
+    return fixed(sorted().front(), 2) + "–" + fixed(sorted().back(), 2) + "× (median " + median() + ", " +
+           std::to_string(values.size()) + " scenarios)";
+  }
+};
+
+// The scenario, and when some system cannot run it with TP within a node, the same with TP across nodes.
+std::vector<Scenario> variants(Scenario scenario) {
+  std::vector<Scenario> result{scenario};
+  if (run(scenario).any_failed()) {
+    scenario.cross_node_tp = true;
+    result.push_back(scenario);
+  }
+  return result;
+}
+
+// The paper's Fig. 10 scenarios: 7B on 8 and 16 GPUs, 13B on 16 and 32, 32B on 32 and 64, × context 16K and 32K ×
+// both length files, 100K tokens per iteration; each with its TP-across-nodes variant where needed.
+std::vector<Scenario> paper_scenarios() {
+  std::vector<Scenario> result;
+  for (const auto& [model, gpus] : std::vector<std::pair<std::string, std::int64_t>>{
+           {"7b", 8}, {"7b", 16}, {"13b", 16}, {"13b", 32}, {"32b", 32}, {"32b", 64}})
+    for (const std::int64_t context : {16384, 32768})
+      for (const std::string lengths_name : {"man-pages", "cpython-stdlib"})
+        for (const Scenario& scenario : variants({model, gpus, context, lengths_name, 100'000, false}))
+          result.push_back(scenario);
+  return result;
+}
+
+void scenario_cells(const Scenario& scenario) {
+  std::cout << "| " << scenario.model << " | " << scenario.gpus << " | " << k_tokens(scenario.context) << " | "
+            << scenario.lengths << " | " << label(scenario);
+}
+
+void end_to_end(Range& paper_baselines, Range& all_baselines, Range& over_megatron, double& switching_max) {
+  std::cout << "| model | GPUs | context | lengths | TP | Megatron-LM (s) | HotSPa (s) | DynaPipe (s) | sluice (s) | "
+               "sluice over Megatron-LM | over HotSPa | over DynaPipe | over the best of Megatron-LM and HotSPa |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const Scenario& scenario : paper_scenarios()) {
+    const Result& result = run(scenario);
+    scenario_cells(scenario);
+    for (std::size_t s = 0; s < 4; ++s) std::cout << " | " << seconds_cell(result, s);
+    std::cout << " | " << speedup_cell(result, 0) << " | " << speedup_cell(result, 1) << " | "
+              << speedup_cell(result, 2) << " | " << speedup_cell(result, result.best_of({0, 1})) << " |\n";
+    paper_baselines.add(result, {0, 1});
+    all_baselines.add(result, {0, 1, 2});
+    over_megatron.add(result, {0});
+    if (result.feasible(1)) switching_max = std::max(switching_max, result.summaries[1].switching);
+  }
+}
+
+void balance() {
+  std::cout << "| model | GPUs | context | lengths | TP | Megatron-LM | HotSPa | DynaPipe | sluice |\n"
+               "|---|---|---|---|---|---|---|---|---|\n";
+  for (const Scenario& scenario : paper_scenarios()) {
+    const Result& result = run(scenario);
+    if (!result.feasible(3)) continue;
+    scenario_cells(scenario);
+    for (std::size_t s = 0; s < 4; ++s) {
+      std::cout << " | ";
+      if (!result.feasible(s)) {
+        std::cout << "–";
+        continue;
+      }
+      std::cout << fixed(result.summaries[s].imbalance, 2);
+      if (result.summaries[s].idle >= 0.005)
+        std::cout << " (" << fixed(result.summaries[s].idle * 100, 0) << "% idle)";
+    }
+    std::cout << " |\n";
+  }
+}
+
+void sweep(const std::string& factor, const std::vector<Scenario>& scenarios, const std::string& value_header,
+           const std::function<std::string(const Scenario&)>& value) {
+  std::cout << "\n**" << factor << "**\n\n| " << value_header
+            << " | TP | Megatron-LM (s) | HotSPa (s) | DynaPipe (s) | sluice (s) | sluice over the best baseline |\n"
+               "|---|---|---|---|---|---|---|\n";
+  for (const Scenario& base : scenarios)
+    for (const Scenario& scenario : variants(base)) {
+      const Result& result = run(scenario);
+      std::cout << "| " << value(scenario) << " | " << label(scenario);
+      for (std::size_t s = 0; s < 4; ++s) std::cout << " | " << seconds_cell(result, s);
+      const auto best = result.best_of({0, 1, 2});
+      std::cout << " | " << speedup_cell(result, best);
+      if (best && result.feasible(3)) std::cout << " (" << system_names[*best] << ")";
+      std::cout << " |\n";
+    }
+}
+
+void chosen(const Scenario& scenario) {
+  const Result& result = run(scenario);
+  const cli::systems::SystemRun& sluice = result.comparison.systems[3];
+  std::map<std::string, int> counts;
+  for (const cli::systems::IterationOutcome& outcome : sluice.iterations) ++counts[outcome.strategy];
+  std::vector<std::pair<int, std::string>> ranked;
+  for (const auto& [name, count] : counts) ranked.emplace_back(-count, name);
+  std::sort(ranked.begin(), ranked.end());
+  std::cout << "| strategy | iterations |\n|---|---|\n";
+  for (const auto& [count, name] : ranked) std::cout << "| `" << name << "` | " << -count << " |\n";
+  std::cout << "\nThe baselines' configurations in this scenario: Megatron-LM `"
+            << result.comparison.systems[0].strategies.front().name() << "`; HotSPa";
+  for (std::size_t b = 0; b < result.comparison.bounds.size(); ++b)
+    std::cout << (b == 0 ? " " : ", ") << "`" << result.comparison.systems[1].strategies[b].name() << "` for lengths up to "
+              << result.comparison.bounds[b];
+  std::cout << "; DynaPipe `" << result.comparison.systems[2].strategies.front().name() << "`.\n";
+}
+
+}  // namespace
+
+int main() {
+  const auto start = std::chrono::steady_clock::now();
+  std::cout << R"(# Study: sluice against Megatron-LM, HotSPa and DynaPipe
+
+Generated by `bash scripts/study.sh` (the program `bench/system_study.cpp`); edit the program, not this file.
+
+The Hydraulis paper (§8, Fig. 10–12) measures its system against Megatron-LM, DeepSpeed and HotSPa on 64 A800
+GPUs. This study replays its scenarios with sluice's planners and simulator on the bundled data: the LLaMA2
+7B/13B/32B profiles (`data/profiles`, the authors' fitted cost coefficients) and two real length distributions,
+`man-pages` (prose, standing in for CommonCrawl) and `cpython-stdlib` (code, standing in for GitHub).
+
+**How every number is made.** Each scenario draws )" << iterations
+            << R"( iterations of about 100K tokens (the paper's default; the
+sweeps vary it) with the seeded sampler (seed 0), sequences truncated to the context, and runs the four systems of
+[`sluice simulate`](cli.md#sluice-simulate) on the same batches:
+
+- **Megatron-LM**: the best homogeneous strategy using all GPUs (DP·TP·PP = N) that holds the context, chosen by
+  its mean over the iterations; sequences packed best-fit-decreasing into bins of the context, 1F1B.
+- **HotSPa**: a homogeneous strategy per length range (<4K, 4K–16K, 16K–32K, as the paper's Appendix F), each the
+  best by mean for its range; the ranges run one after another, and every range on another strategy than the
+  first range's pays pulling the parameters into its layout and pushing the gradients back (`shard::`).
+- **DynaPipe**: the best homogeneous strategy under DynaPipe's micro-batch DP, Karmarkar–Karp balancing over its
+  pipelines and adaptive schedule. It is not among the paper's baselines; it is here because sluice has it.
+- **sluice**: the proposed heterogeneous candidates (`proposal::propose`) and the homogeneous strategies holding
+  the context; every iteration each candidate is dispatched and packed (two-stage assignment) and scheduled
+  (adaptive, 1F1B kept when faster), and the fastest simulated one runs.
+
+An iteration's time is, for every system, the simulated makespan of its slowest pipeline (`schedule::`): each
+micro-batch takes the profile's Σ (a·l² + b·l) + c over its sequences on each stage (DynaPipe's padded rows as
+padded), a third forward and two thirds backward, and activations cross 100 GB/s stage-to-stage links with 10 µs latency.
+Every plan is validated. No system is charged the optimizer step or the gradient synchronisation; sluice is not
+charged its per-iteration parameter pull and gradient push, which Hydraulis overlaps with computation (paper,
+Table 1: 1.18 s against a homogeneous strategy's 1.11 s). "Infeasible" means no strategy of that system holds the
+context with the profile's memory model; where a system is infeasible with TP within a node (8 GPUs), the
+scenario is repeated with TP across nodes allowed for every system. Times are mean ± standard deviation over the
+iterations; a speedup is the mean over iterations of the baseline's time over sluice's.
+
+## End to end (the paper's Fig. 10)
+
+)";
+  Range paper_baselines, all_baselines, over_megatron;
+  double switching_max = 0;
+  end_to_end(paper_baselines, all_baselines, over_megatron, switching_max);
+  std::cout << "\nsluice over the best of Megatron-LM and HotSPa (the paper's baselines without DeepSpeed): "
+            << paper_baselines.text() << ". Over the best of all three baselines: " << all_baselines.text()
+            << ". Over Megatron-LM: " << over_megatron.text()
+            << ". The paper reports 1.32–2.66× over its best baseline.\n";
+
+  std::cout << R"(
+## Load balance (the paper's Fig. 12b)
+
+The slowest busy pipeline's simulated time over the fastest one's, mean over the iterations (1.00 = every busy
+pipeline finishes together), and in parentheses the mean share of pipelines left without work. The paper reports
+the gap between the slowest and the fastest rank as 0.36–0.65× for Megatron-LM and 0.02–0.10× for Hydraulis; read
+as (max − min)/min these are ratios of 1.36–1.65 and 1.02–1.10, read as (max − min)/max 1.56–2.86 and 1.02–1.11.
+
+)";
+  balance();
+
+  std::cout << R"(
+## Scalability (the paper's Fig. 11)
+
+LLaMA2-7B on `man-pages`, from the paper's defaults (16 GPUs, context 32K, 200K tokens per iteration), one factor
+varied at a time.
+)";
+  std::vector<Scenario> by_gpus, by_context, by_tokens;
+  for (const std::int64_t gpus : {16, 32, 64}) by_gpus.push_back({"7b", gpus, 32768, "man-pages", 200'000, false});
+  for (const std::int64_t context : {16384, 32768, 65536, 131072})
+    by_context.push_back({"7b", 16, context, "man-pages", 200'000, false});
+  for (const std::int64_t tokens : {100'000, 200'000, 400'000, 800'000})
+    by_tokens.push_back({"7b", 16, 32768, "man-pages", tokens, false});
+  sweep("GPUs", by_gpus, "GPUs", [](const Scenario& s) { return std::to_string(s.gpus); });
+  sweep("Maximum length", by_context, "context", [](const Scenario& s) { return k_tokens(s.context); });
+  sweep("Tokens per iteration", by_tokens, "tokens", [](const Scenario& s) { return std::to_string(s.tokens / 1000) + "K"; });
+  // The paper's Fig. 11 observations, checked against the sweeps: seconds per 100K more tokens, 100K to 800K.
+  std::string slopes;
+  for (std::size_t s = 0; s < 4; ++s)
+    slopes += std::string(s == 0 ? "" : ", ") + system_names[s] + " " +
+              fixed((run(by_tokens[3]).summaries[s].seconds - run(by_tokens[0]).summaries[s].seconds) / 7, 2);
+  const Result& many = run(by_gpus[2]);
+  std::cout << "\nThe paper's text gives no numbers for Fig. 11, only its shape. Latency falls sub-linearly with more "
+               "GPUs: here from 16 to 64 GPUs sluice goes from "
+            << fixed(run(by_gpus[0]).summaries[3].seconds, 2) << " s to " << fixed(many.summaries[3].seconds, 2)
+            << " s. HotSPa falls behind Megatron-LM at 64 GPUs: here "
+            << fixed(many.summaries[1].seconds, 2) << " s against " << fixed(many.summaries[0].seconds, 2)
+            << " s. Megatron-LM needs TP across nodes for 128K: here every system does (only ⟨16, 1⟩ holds 128K). "
+               "Latency grows about linearly with the tokens per iteration, HotSPa's and Hydraulis' with a lower "
+               "slope: here, in seconds per 100K more tokens, "
+            << slopes << ".\n";
+
+  const Scenario case_study{"32b", 64, 32768, "man-pages", 100'000, true};
+  std::cout << R"(
+## What sluice chose (the paper's Fig. 12a)
+
+LLaMA2-32B on 64 GPUs, context 32K, `man-pages`, TP across nodes allowed (only ⟨16, 1⟩ holds 32K tokens there):
+how often each candidate was the fastest over the )"
+            << iterations << " iterations.\n\n";
+  chosen(case_study);
+
+  // Facts the discussion below quotes, taken from the runs above.
+  std::map<std::string, int> strongest;
+  double megatron_low = 1e300, megatron_high = 0, sluice_low = 1e300, sluice_high = 0;
+  for (const Scenario& scenario : paper_scenarios()) {
+    const Result& result = run(scenario);
+    if (!result.feasible(3)) continue;
+    if (const auto best = result.best_of({0, 1, 2})) ++strongest[system_names[*best]];
+    if (result.feasible(0)) {
+      megatron_low = std::min(megatron_low, result.summaries[0].imbalance);
+      megatron_high = std::max(megatron_high, result.summaries[0].imbalance);
+    }
+    sluice_low = std::min(sluice_low, result.summaries[3].imbalance);
+    sluice_high = std::max(sluice_high, result.summaries[3].imbalance);
+  }
+  std::string strongest_text;
+  for (const auto& [name, count] : strongest)
+    strongest_text += (strongest_text.empty() ? "" : ", ") + name + " in " + std::to_string(count);
+  auto over_best = [](const Scenario& scenario) { return speedup_cell(run(scenario), run(scenario).best_of({0, 1, 2})); };
+
+  std::cout << R"(
+## Against the paper, honestly
+
+- **Estimates, not measurements.** Every time above is sluice's simulation from fitted per-stage cost models. The
+  paper measures real runs, where a packed or padded micro-batch, the TP collectives and the pipeline transfers
+  cost more than a quadratic fit and a uniform link charge, and where memory fragmentation and stragglers widen
+  the gaps that a plan leaves. Its absolute times are not comparable with these; its ratios are the target, and
+  ours are below its 1.32–2.66×: a median of )"
+            << paper_baselines.median() << " over the best of Megatron-LM and HotSPa, " << all_baselines.median()
+            << R"( with DynaPipe among the baselines.
+- **Stronger baselines.** Our Megatron-LM and HotSPa get the best strategy by simulated mean among all homogeneous
+  strategies (the paper's are tuned by hand, Appendix F), a packed micro-batch is charged Σ (a·l² + b·l) + c over
+  its sequences (varlen attention, no cross-sequence attention cost), and both get the scheduler's 1F1B injection-order search.
+  DynaPipe, which the paper does not compare against, is the strongest baseline here (best of the three: )"
+            << strongest_text << R"( scenarios): its micro-batching removes most of the packing imbalance that the paper attributes
+  to Megatron-LM, leaving sluice the gain of heterogeneous strategies. DeepSpeed (Ulysses sequence parallelism) is
+  not modelled: the profiles have no SP schemes.
+- **Cheap switching.** HotSPa's switching is charged as the α–β time of moving parameters and gradients between
+  layouts: at most )"
+            << fixed(switching_max, 2) << R"( s per iteration in these scenarios, where the paper measured nearly 2 s of a
+  6.7 s iteration ("GitHub 7B 8 GPUs F1"). Measured hot switching also pays re-allocation and synchronisation that
+  the α–β model leaves out, so HotSPa fares better here than in the paper.
+- **Load balance.** Megatron-LM's imbalance ranges from )"
+            << fixed(megatron_low, 2) << " to " << fixed(megatron_high, 2) << R"(: 100K tokens fill only a few bins of the
+  context, dealt round-robin, so when a strategy has about as many pipelines as an iteration has bins, some pipeline
+  gets only the last, nearly empty bin (and some get none). sluice's ranges from )"
+            << fixed(sluice_low, 2) << " to " << fixed(sluice_high, 2) << R"(, above the paper's 0.02–0.10 gap: the dispatch
+  minimises the slowest pipeline's time, not the spread, so in a heterogeneous strategy a pipeline that suits few
+  of the batch's sequences may finish early; it idles, but it does not delay the iteration.
+- **The candidate set.** sluice runs the proposal's candidates and every homogeneous strategy that holds the
+  context. The proposal's objective spreads an interval's work evenly over its pipelines, which undervalues the
+  wide schemes that a batch's longest sequence needs alone. With the proposal's candidates alone, sluice takes
+  )" << fixed(proposal_only(by_gpus[2]), 2) << " s per iteration on 64 GPUs in the GPU sweep above, against DynaPipe's "
+            << fixed(run(by_gpus[2]).summaries[2].seconds, 2) << " s and "
+            << fixed(run(by_gpus[2]).summaries[3].seconds, 2) << R"( s with the homogeneous fallback (the authors' code,
+  too, always adds a homogeneous layout).
+- **Where the gains come from.** Over the best baseline, sluice's speedup grows with the context (the sweep: )"
+            << over_best(by_context[0]) << " at 16K, " << over_best(by_context[2]) << R"( at 64K), where a homogeneous strategy must
+  use the large TP or PP that is slow for the many short sequences, and shrinks with the tokens per iteration
+  ()" << over_best(by_tokens[0]) << " at 100K, " << over_best(by_tokens[3])
+            << R"( at 800K), where every pipeline gets enough sequences to balance.
+- **The data.** `man-pages` and `cpython-stdlib` are smaller and differently shaped than CommonCrawl and GitHub,
+  and the paper's F1–F3 token counts are only in its figure; every Fig. 10 scenario here uses 100K tokens.
+)";
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  std::cout << "\nThis study simulated " << iterations << " iterations of every scenario in "
+            << fixed(elapsed.count(), 0) << " s on one core.\n";
+  return 0;
+}

@@ -1,0 +1,47 @@
+#pragma once
+// The inputs the planning commands read the same way, so that an option means the same in every command:
+// --profile (resolved for --gpus), --lengths, sluice's dispatch (--trials, --threads, --seed) and the
+// stage-to-stage link of simulated pipelines (--bandwidth, --latency).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "options.hpp"
+#include "sluice/assign/dispatch.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice/data/dataset.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/schedule/instructions.hpp"
+
+namespace sluice::cli {
+
+inline cost::Profile load_profile(const Options& options) {
+  cost::Profile profile = io::read_document<cost::Profile>(
+      io::resolve_data_file(options.text("profile").value_or(std::string(io::default_profile)), "profiles"));
+  if (const auto gpus = options.positive("gpus")) profile = profile.with_gpus(*gpus);
+  return profile;
+}
+
+inline data::LengthDataset load_lengths(const Options& options) {
+  return data::LengthDataset::load(
+      io::resolve_data_file(options.text("lengths").value_or(std::string(io::default_lengths)), "lengths"));
+}
+
+inline std::uint64_t seed_of(const Options& options) {
+  return static_cast<std::uint64_t>(options.integer("seed", 0).value_or(0));
+}
+
+inline assign::DispatchOptions dispatch_options(const Options& options) {
+  assign::DispatchOptions dispatch;
+  dispatch.trials = static_cast<int>(std::min<std::int64_t>(options.positive("trials").value_or(100), 1 << 20));
+  dispatch.threads = static_cast<int>(std::min<std::int64_t>(options.positive("threads").value_or(1), 256));
+  dispatch.seed = seed_of(options);
+  return dispatch;
+}
+
+inline schedule::Link link_of(const Options& options) {
+  return {options.real("latency", 0).value_or(1e-5), options.real("bandwidth", 1e-9).value_or(100) * 1e9};
+}
+
+}  // namespace sluice::cli

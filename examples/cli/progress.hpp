@@ -1,0 +1,57 @@
+#pragma once
+// A progress bar on stderr for the tool's long loops. main() passes stderr only when it is a terminal, so
+// redirected output and the in-process tests never see one; the bar appears once a run has lasted a second
+// and is erased when the loop ends (or an error unwinds it), so error messages stay one line.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <iomanip>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+namespace sluice::cli {
+
+class Progress {
+public:
+  // `terminal`: where to draw, or nullptr for no bar. `total`: the steps the loop will take.
+  Progress(std::ostream* terminal, std::string_view label, std::int64_t total)
+      : terminal_(terminal), label_(label), total_(std::max<std::int64_t>(total, 1)) {}
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+  ~Progress() { erase(); }
+
+  void advance(std::int64_t steps = 1) {
+    done_ = std::min(done_ + steps, total_);
+    if (terminal_ == nullptr) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start_ < delay || now - drawn_ < interval) return;
+    drawn_ = now;
+    constexpr int cells = 30;
+    const auto filled = static_cast<int>(done_ * cells / total_);
+    const std::chrono::duration<double> elapsed = now - start_;
+    *terminal_ << '\r' << label_ << " [" << std::string(static_cast<std::size_t>(filled), '#')
+               << std::string(static_cast<std::size_t>(cells - filled), '.') << "] " << done_ << '/' << total_ << "  "
+               << std::fixed << std::setprecision(0) << elapsed.count() << " s" << std::flush;
+    visible_ = true;
+  }
+
+private:
+  static constexpr std::chrono::seconds delay{1};
+  static constexpr std::chrono::milliseconds interval{100};
+
+  void erase() {
+    if (visible_) *terminal_ << "\r\033[K" << std::flush;
+    visible_ = false;
+  }
+
+  std::ostream* terminal_;
+  std::string label_;
+  std::int64_t total_;
+  std::int64_t done_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point drawn_{};
+  bool visible_ = false;
+};
+
+}  // namespace sluice::cli

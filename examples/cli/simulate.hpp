@@ -1,0 +1,314 @@
+#pragma once
+// `sluice simulate`: over K iterations of a dataset, the simulated iteration time of Megatron-LM, HotSPa,
+// DynaPipe and sluice (systems.hpp), with tokens per second, sluice's speedup over each and the load imbalance
+// between pipelines; optionally the pictures of the run and a Chrome trace of its first iteration.
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <iomanip>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <set>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "inputs.hpp"
+#include "options.hpp"
+#include "statistics.hpp"
+#include "systems.hpp"
+#include "sluice/data/dataset.hpp"
+#include "sluice/data/sampler.hpp"
+#include "sluice/io/assign_json.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/chrome_trace.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/io/data_json.hpp"
+#include "sluice/io/svg.hpp"
+
+namespace sluice::cli {
+
+inline constexpr std::string_view simulate_usage =
+    "usage: sluice simulate [--profile P] [--lengths F] [--gpus N] [--tokens T] [--iterations K] [--context L]\n"
+    "                       [--seed X] [--trials T] [--threads N] [--bandwidth B] [--latency S]\n"
+    "                       [--cross-node-tp] [--svg DIR] [--trace F] [--json]\n"
+    "\n"
+    "Simulates K iterations of the dataset under four systems, every iteration estimated the same way (the\n"
+    "slowest pipeline's simulated makespan):\n"
+    "  megatron  the best homogeneous strategy, sequences packed into bins of the context, 1F1B\n"
+    "  hotspa    a homogeneous strategy per length range (<4K, 4K-16K, 16K-64K, ... up to the context), the\n"
+    "            ranges run one after another, strategy switching charged\n"
+    "  dynapipe  the best homogeneous strategy under DynaPipe: micro-batch DP, replica balancing, adaptive schedule\n"
+    "  sluice    proposed heterogeneous strategies, two-stage assignment, adaptive schedule, fastest kept\n"
+    "and reports each one's iteration time, tokens per second, sluice's speedup over it and the load imbalance\n"
+    "(slowest / fastest busy pipeline), mean ± standard deviation over the iterations.\n"
+    "\n"
+    "  --profile P      profile JSON file or bundled name (default llama2-7b)\n"
+    "  --lengths F      length file or bundled name (default man-pages)\n"
+    "  --gpus N         cluster size (default: the profile's own)\n"
+    "  --tokens T       tokens per iteration (default 100000)\n"
+    "  --iterations K   iterations to simulate (default 10)\n"
+    "  --context L      truncate longer sequences; every system must hold L tokens (default 32768)\n"
+    "  --seed X         sampler, dispatch and schedule seed (default 0)\n"
+    "  --trials T       sluice's dispatch trials (default 100)\n"
+    "  --threads N      sluice's dispatch threads (default 1; the result does not depend on it)\n"
+    "  --bandwidth B    stage-to-stage bandwidth in GB/s (default 100)\n"
+    "  --latency S      stage-to-stage latency in seconds (default 1e-5)\n"
+    "  --cross-node-tp  allow schemes whose TP spans nodes, for every system\n"
+    "  --svg DIR        write pictures into DIR: lengths.svg, loads-megatron.svg, loads-sluice.svg and\n"
+    "                   timeline-<system>.svg (iteration 0 of each system)\n"
+    "  --trace F        write iteration 0 of every system as Chrome-trace JSON to F (ui.perfetto.dev)\n"
+    "  --json           print one sluice.simulate_run JSON document\n";
+
+namespace detail_simulate {
+
+// The options simulate and trace share.
+inline const std::set<std::string, std::less<>> scenario_options = {
+    "profile", "lengths", "gpus", "tokens", "context", "seed", "trials", "threads", "bandwidth", "latency"};
+
+struct Scenario {
+  systems::Setup setup;
+  data::LengthDataset dataset;  // truncated to the context
+  std::vector<data::Batch> batches;
+  [[nodiscard]] std::vector<std::vector<Sequence>> sequences() const {
+    std::vector<std::vector<Sequence>> result;
+    for (const data::Batch& batch : batches) result.push_back(batch.sequences);
+    return result;
+  }
+};
+
+inline Scenario read_scenario(const Options& options, std::int64_t iterations) {
+  const std::int64_t context = options.positive("context").value_or(32768);
+  data::LengthDataset dataset = load_lengths(options).truncated(context);
+  const std::int64_t tokens = options.positive("tokens").value_or(100'000);
+  const std::uint64_t seed = seed_of(options);
+
+  systems::Setup setup{load_profile(options), context, tokens, options.flag("cross-node-tp"), {}, {}, seed};
+  setup.problem.hidden = std::max<std::int64_t>(setup.profile.spec().model.hidden, 1);
+  setup.problem.link = link_of(options);
+  setup.plan.dispatch = dispatch_options(options);
+
+  data::BatchSampler sampler(dataset, {.tokens_per_batch = tokens, .seed = seed});
+  std::vector<data::Batch> batches;
+  for (std::int64_t k = 0; k < iterations; ++k) batches.push_back(sampler.next());
+  return {std::move(setup), std::move(dataset), std::move(batches)};
+}
+
+inline std::string describe(const Scenario& scenario) {
+  const systems::Setup& setup = scenario.setup;
+  return sluice::detail::concat(setup.profile.name(), " on ", setup.profile.gpus(), " GPUs; ",
+                                std::filesystem::path(scenario.dataset.source()).filename().string(), ", context ",
+                                setup.context, setup.cross_node_tp ? ", TP across nodes allowed" : "");
+}
+
+struct Summary {
+  double seconds = 0, seconds_stddev = 0;
+  double tokens_per_second = 0, tokens_per_second_stddev = 0;
+  std::optional<double> speedup, speedup_stddev;  // sluice over this system; empty when either failed
+  double imbalance = 0, idle = 0, switching = 0;
+};
+
+inline Summary summarize(const systems::SystemRun& run, std::span<const data::Batch> batches,
+                         const systems::SystemRun& sluice) {
+  Summary summary;
+  std::vector<double> seconds, throughput, speedups, imbalances, idle, switching;
+  for (std::size_t k = 0; k < run.iterations.size(); ++k) {
+    const systems::IterationOutcome& outcome = run.iterations[k];
+    seconds.push_back(outcome.seconds);
+    throughput.push_back(static_cast<double>(batches[k].tokens) / outcome.seconds);
+    imbalances.push_back(outcome.imbalance);
+    idle.push_back(outcome.idle);
+    switching.push_back(outcome.switching);
+    if (!sluice.failure) speedups.push_back(outcome.seconds / sluice.iterations[k].seconds);
+  }
+  summary.seconds = mean(seconds);
+  summary.seconds_stddev = deviation(seconds);
+  summary.tokens_per_second = mean(throughput);
+  summary.tokens_per_second_stddev = deviation(throughput);
+  if (!speedups.empty()) {
+    summary.speedup = mean(speedups);
+    summary.speedup_stddev = deviation(speedups);
+  }
+  summary.imbalance = mean(imbalances);
+  summary.idle = mean(idle);
+  summary.switching = mean(switching);
+  return summary;
+}
+
+inline io::json run_json(const systems::SystemRun& run, const Summary& summary) {
+  io::json iterations = io::json::array();
+  for (const systems::IterationOutcome& outcome : run.iterations)
+    iterations.push_back({{"seconds", outcome.seconds},
+                          {"switching", outcome.switching},
+                          {"imbalance", outcome.imbalance},
+                          {"idle", outcome.idle},
+                          {"strategy", outcome.strategy}});
+  io::json document{{"name", run.name},
+                    {"failure", run.failure ? io::json(*run.failure) : io::json(nullptr)},
+                    {"configuration", run.configuration},
+                    {"strategies", run.strategies},
+                    {"iterations", std::move(iterations)}};
+  if (!run.failure)
+    document["summary"] = {{"mean_seconds", summary.seconds},
+                           {"stddev_seconds", summary.seconds_stddev},
+                           {"mean_tokens_per_second", summary.tokens_per_second},
+                           {"stddev_tokens_per_second", summary.tokens_per_second_stddev},
+                           {"speedup", summary.speedup ? io::json(*summary.speedup) : io::json(nullptr)},
+                           {"speedup_stddev", summary.speedup_stddev ? io::json(*summary.speedup_stddev) : io::json(nullptr)},
+                           {"imbalance", summary.imbalance},
+                           {"idle", summary.idle},
+                           {"switching_seconds", summary.switching}};
+  return document;
+}
+
+inline std::string plus_minus(double value, double stddev, int precision) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(precision) << value << " ± " << stddev;
+  return text.str();
+}
+
+// Pictures into `directory` (created if missing); returns the files written.
+inline std::vector<std::string> write_pictures(const std::filesystem::path& directory, const Scenario& scenario,
+                                               const systems::Comparison& comparison) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  sluice::detail::require(!error, directory.string(), ": cannot create directory (", error.message(), ")");
+  std::vector<std::string> written;
+  auto write = [&](const std::string& name, const std::string& svg) {
+    const std::filesystem::path path = directory / name;
+    io::write_text_file(path, svg);
+    written.push_back(path.string());
+  };
+  const std::string where = describe(scenario);
+  write("lengths.svg", io::histogram_svg(scenario.dataset.histogram(std::max<std::int64_t>(scenario.setup.context / 64, 64)),
+                                         "sequence lengths: " + where, true));
+  for (const systems::SystemRun& run : comparison.systems) {
+    if (run.failure) continue;
+    if (!run.plans.empty())
+      write("loads-" + run.name + ".svg",
+            io::pipeline_loads_svg(run.plans, run.name + ": pipeline loads of the first iterations, " + where));
+    write("timeline-" + run.name + ".svg", io::timeline_svg(run.first.pipelines, run.first.names,
+                                                            run.name + ": iteration 0, " + where));
+  }
+  return written;
+}
+
+inline void write_trace(const std::filesystem::path& path, const systems::Comparison& comparison) {
+  std::vector<schedule::Simulation> pipelines;
+  std::vector<std::string> names;
+  for (const systems::SystemRun& run : comparison.systems) {
+    if (run.failure) continue;
+    pipelines.insert(pipelines.end(), run.first.pipelines.begin(), run.first.pipelines.end());
+    for (const std::string& name : run.first.names) names.push_back(run.name + ": " + name);
+  }
+  io::write_text_file(path, io::chrome_trace(pipelines, names).dump());
+}
+
+inline void print(std::ostream& out, const Scenario& scenario, const systems::Comparison& comparison,
+                  const std::vector<Summary>& summaries) {
+  const systems::Setup& setup = scenario.setup;
+  out << "simulate: " << describe(scenario) << "; " << scenario.batches.size() << " iterations of about "
+      << setup.tokens << " tokens (seed " << setup.seed << ")\n";
+  out << "each iteration: the simulated makespan of its slowest pipeline; stage-to-stage links "
+      << setup.problem.link.bandwidth / 1e9 << " GB/s, " << setup.problem.link.latency << " s; backward "
+      << setup.problem.backward_ratio << " x forward\n\n";
+  out << "  system    iteration (s)      tokens/s             sluice speedup    imbalance   idle\n";
+  for (std::size_t s = 0; s < comparison.systems.size(); ++s) {
+    const systems::SystemRun& run = comparison.systems[s];
+    out << "  " << std::left << std::setw(10) << run.name << std::right;
+    if (run.failure) {
+      out << "infeasible: " << *run.failure << "\n";
+      continue;
+    }
+    const Summary& summary = summaries[s];
+    out << std::left << std::setw(19) << plus_minus(summary.seconds, summary.seconds_stddev, 3) << std::setw(21)
+        << plus_minus(summary.tokens_per_second, summary.tokens_per_second_stddev, 0) << std::setw(18)
+        << (summary.speedup ? plus_minus(*summary.speedup, *summary.speedup_stddev, 3) : std::string("-"))
+        << std::right << std::fixed << std::setprecision(3) << std::setw(9) << summary.imbalance << std::setw(7)
+        << std::setprecision(0) << summary.idle * 100 << "%\n";
+  }
+  out << "\n";
+  for (const systems::SystemRun& run : comparison.systems)
+    if (!run.failure) out << "  " << std::left << std::setw(10) << run.name << std::right << run.configuration << "\n";
+  const systems::SystemRun& sluice = comparison.systems.back();
+  if (!sluice.failure) {
+    std::map<std::string, int> chosen;
+    for (const systems::IterationOutcome& outcome : sluice.iterations) ++chosen[outcome.strategy];
+    out << "  sluice chose:";
+    for (const auto& [name, count] : chosen) out << "  " << name << " x" << count;
+    out << "\n";
+  }
+  const Summary& hotspa = summaries[1];
+  if (!comparison.systems[1].failure)
+    out << std::setprecision(3) << "  hotspa's switching: " << hotspa.switching << " s per iteration on average\n";
+  out << "\n  imbalance: slowest / fastest busy pipeline, mean over iterations; idle: pipelines without work\n";
+}
+
+}  // namespace detail_simulate
+
+inline int simulate(std::span<const std::string_view> args, std::ostream& out, std::ostream* terminal) {
+  std::set<std::string, std::less<>> valued = detail_simulate::scenario_options;
+  valued.insert({"iterations", "svg", "trace"});
+  const Options options(args, valued, {"cross-node-tp", "json", "help"});
+  if (options.flag("help")) {
+    out << simulate_usage;
+    return 0;
+  }
+  const detail_simulate::Scenario scenario =
+      detail_simulate::read_scenario(options, options.positive("iterations").value_or(10));
+  const std::vector<std::vector<Sequence>> sequences = scenario.sequences();
+  const systems::Comparison comparison = systems::compare(scenario.setup, scenario.dataset, sequences, terminal);
+  bool any = false;
+  for (const systems::SystemRun& run : comparison.systems) any = any || !run.failure;
+  if (!any) throw infeasible("simulate: no system can run this scenario: " + *comparison.systems.back().failure);
+
+  std::vector<detail_simulate::Summary> summaries;
+  for (const systems::SystemRun& run : comparison.systems)
+    summaries.push_back(run.failure ? detail_simulate::Summary{}
+                                    : detail_simulate::summarize(run, scenario.batches, comparison.systems.back()));
+  std::vector<std::string> pictures;
+  if (const auto svg = options.text("svg")) pictures = detail_simulate::write_pictures(*svg, scenario, comparison);
+  if (const auto trace = options.text("trace")) detail_simulate::write_trace(*trace, comparison);
+
+  if (options.flag("json")) {
+    const systems::Setup& setup = scenario.setup;
+    io::json runs = io::json::array();
+    for (std::size_t s = 0; s < comparison.systems.size(); ++s)
+      runs.push_back(detail_simulate::run_json(comparison.systems[s], summaries[s]));
+    io::json batches = io::json::array();
+    for (const data::Batch& batch : scenario.batches)
+      batches.push_back({{"sequences", batch.sequences.size()}, {"tokens", batch.tokens}});
+    out << io::json{{"format", "sluice.simulate_run"},
+                    {"version", 1},
+                    {"profile", setup.profile.name()},
+                    {"gpus", setup.profile.gpus()},
+                    {"lengths", scenario.dataset.source()},
+                    {"context", setup.context},
+                    {"tokens", setup.tokens},
+                    {"seed", setup.seed},
+                    {"cross_node_tp", setup.cross_node_tp},
+                    {"link", {{"latency", setup.problem.link.latency}, {"bandwidth", setup.problem.link.bandwidth}}},
+                    {"backward_ratio", setup.problem.backward_ratio},
+                    {"batches", std::move(batches)},
+                    {"length_ranges", comparison.bounds},
+                    {"candidates", assign::CandidateSet{comparison.candidates}},
+                    {"systems", std::move(runs)},
+                    {"pictures", pictures}}
+               .dump(2)
+        << "\n";
+    return 0;
+  }
+  detail_simulate::print(out, scenario, comparison, summaries);
+  if (!pictures.empty()) {
+    out << "\npictures:";
+    for (const std::string& picture : pictures) out << " " << picture;
+    out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace sluice::cli

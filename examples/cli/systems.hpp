@@ -1,0 +1,425 @@
+#pragma once
+// The four systems `sluice simulate` and the study compare on the same batches, estimated the same way: an
+// iteration takes the simulated makespan of schedule:: (the slowest pipeline; stage-to-stage links in
+// Setup::problem), every plan validated. docs/cli.md defines them:
+//   megatron  the best homogeneous strategy, fixed-length packing into bins of the context, 1F1B;
+//   hotspa    a homogeneous strategy per length range, the ranges run one after another, switching charged;
+//   dynapipe  DynaPipe's micro-batch DP, replica balancing and adaptive schedule on the best homogeneous strategy;
+//   sluice    proposed heterogeneous candidates, two-stage assignment, adaptive schedule, the fastest kept.
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "progress.hpp"
+#include "statistics.hpp"
+#include "sluice/assign/plan.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice/data/dataset.hpp"
+#include "sluice/data/sampler.hpp"
+#include "sluice/microbatch/cost.hpp"
+#include "sluice/proposal/propose.hpp"
+#include "sluice/schedule/iteration.hpp"
+#include "sluice/schedule/plan_pipeline.hpp"
+#include "sluice/shard/cost.hpp"
+#include "sluice/shard/model.hpp"
+
+namespace sluice::cli::systems {
+
+struct Setup {
+  cost::Profile profile;      // resolved for the cluster: every system uses all profile.gpus() GPUs at most
+  std::int64_t context = 0;   // the batches' sequences are at most this long; every system must hold it
+  std::int64_t tokens = 0;    // per iteration (the proposal's normalisation)
+  bool cross_node_tp = false;  // allow schemes whose TP exceeds a node, for every system alike
+  schedule::ProblemOptions problem;  // hidden size and stage-to-stage link of every simulated pipeline
+  assign::PlanOptions plan;          // sluice's dispatch (trials, seed, threads)
+  std::uint64_t seed = 0;            // the schedule search's k-means seed
+};
+
+struct IterationOutcome {
+  double seconds = 0;    // simulated iteration time; HotSPa: its length ranges' times and switching, summed
+  double switching = 0;  // HotSPa's share of `seconds` spent switching strategies
+  double imbalance = 1;  // slowest / fastest busy pipeline (HotSPa: weighted by each range's time)
+  double idle = 0;       // share of pipelines without work (HotSPa: weighted likewise)
+  std::string strategy;  // what ran
+};
+
+// The pipelines of one simulated iteration, for pictures and traces.
+struct Timeline {
+  std::vector<schedule::Simulation> pipelines;
+  std::vector<std::string> names;
+};
+
+struct SystemRun {
+  std::string name;
+  std::optional<std::string> failure;  // why the system cannot run this scenario
+  std::string configuration;           // what it was configured with, in words
+  std::vector<Strategy> strategies;    // its static strategies (HotSPa: one per length range); sluice: candidates
+  std::vector<IterationOutcome> iterations;
+  std::vector<assign::IterationPlan> plans;  // the first few iterations' plans, where the system makes them
+  Timeline first;                            // iteration 0's pipelines
+  [[nodiscard]] std::vector<double> seconds() const {
+    std::vector<double> result;
+    for (const IterationOutcome& outcome : iterations) result.push_back(outcome.seconds);
+    return result;
+  }
+};
+
+struct Comparison {
+  std::vector<SystemRun> systems;    // megatron, hotspa, dynapipe, sluice
+  std::vector<Strategy> candidates;  // sluice's proposed strategies
+  std::vector<std::int64_t> bounds;  // HotSPa's length ranges (0, b0], (b0, b1], ...
+};
+
+// Iterations whose plans a SystemRun keeps for pictures (Hydraulis Fig. 12b shows five).
+inline constexpr std::size_t pictured_iterations = 5;
+
+// Homogeneous strategies Megatron-LM can run: DP·TP·PP = N (every GPU used), a scheme whose MaxLen holds
+// `length` tokens and, unless allowed, whose TP stays within a node. In the profile's canonical order.
+inline std::vector<Strategy> homogeneous_strategies(const Setup& setup, std::int64_t length) {
+  std::vector<Strategy> result;
+  const cost::Profile& profile = setup.profile;
+  for (const cost::SchemeCost& scheme : profile.schemes()) {
+    if (profile.gpus() % scheme.scheme.gpus() != 0 || scheme.max_len < length) continue;
+    if (!setup.cross_node_tp && scheme.scheme.tp() > profile.spec().gpus_per_node) continue;
+    result.push_back(Strategy::homogeneous(scheme.scheme, static_cast<int>(profile.gpus() / scheme.scheme.gpus())));
+  }
+  return result;
+}
+
+// HotSPa's length ranges: upper bounds 4K, 16K, 64K, ... (×4) below the context, then the context; the paper's
+// (Appendix F) <4K, 4K–16K for a 16K context and <4K, 4K–16K, 16K–32K for 32K.
+inline std::vector<std::int64_t> bucket_bounds(std::int64_t context) {
+  std::vector<std::int64_t> bounds;
+  for (std::int64_t bound = 4096; bound < context; bound *= 4) bounds.push_back(bound);
+  bounds.push_back(context);
+  return bounds;
+}
+
+inline double imbalance(std::span<const double> busy_seconds) {
+  double slowest = 0, fastest = std::numeric_limits<double>::infinity();
+  for (const double seconds : busy_seconds) {
+    slowest = std::max(slowest, seconds);
+    fastest = std::min(fastest, seconds);
+  }
+  return busy_seconds.empty() ? 1.0 : slowest / fastest;
+}
+
+inline std::string pipeline_name(std::size_t index, const Scheme& scheme) {
+  return "pipeline " + std::to_string(index) + " (" + scheme.name() + ")";
+}
+
+inline Timeline timeline_of(const assign::IterationPlan& plan, const schedule::IterationSchedule& schedule) {
+  Timeline timeline;
+  for (std::size_t j = 0; j < schedule.pipelines.size(); ++j)
+    if (schedule.pipelines[j]) {
+      timeline.pipelines.push_back(schedule.pipelines[j]->schedule.simulation);
+      timeline.names.push_back(pipeline_name(j, plan.pipelines[j].scheme));
+    }
+  return timeline;
+}
+
+// The busy pipelines' makespans, their imbalance and idle share, of a scheduled iteration plan.
+inline IterationOutcome outcome_of(const schedule::IterationSchedule& schedule, const Strategy& strategy) {
+  std::vector<double> busy;
+  for (const auto& pipeline : schedule.pipelines)
+    if (pipeline) busy.push_back(pipeline->schedule.simulation.makespan);
+  const double idle = 1.0 - static_cast<double>(busy.size()) / static_cast<double>(schedule.pipelines.size());
+  return {schedule.makespan, 0, imbalance(busy), idle, strategy.name()};
+}
+
+inline SystemRun failed(std::string name, std::string reason) {
+  SystemRun run;
+  run.name = std::move(name);
+  run.failure = std::move(reason);
+  return run;
+}
+
+namespace detail_systems {
+
+// One homogeneous strategy over every batch: fixed-length packing into `capacity`-token bins, 1F1B.
+inline SystemRun fixed_length_run(const Setup& setup, std::span<const std::vector<Sequence>> batches,
+                                  const Strategy& strategy, std::int64_t capacity, Progress& progress) {
+  SystemRun run;
+  run.strategies = {strategy};
+  const schedule::ScheduleOptions one_f_one_b{schedule::ScheduleKind::one_f_one_b, setup.seed, 0};
+  for (std::size_t k = 0; k < batches.size(); ++k) {
+    progress.advance();
+    if (batches[k].empty()) {  // a length range this batch has nothing in
+      run.iterations.push_back({0, 0, 1, 0, strategy.name()});
+      continue;
+    }
+    const assign::IterationPlan plan = assign::plan_fixed_length(batches[k], strategy, setup.profile, capacity);
+    assign::validate(plan, batches[k], setup.profile);
+    const schedule::IterationSchedule scheduled =
+        schedule::schedule_iteration(plan, setup.profile, one_f_one_b, setup.problem);
+    schedule::validate(scheduled, plan, setup.profile, setup.problem);
+    run.iterations.push_back(outcome_of(scheduled, strategy));
+    if (k == 0) run.first = timeline_of(plan, scheduled);
+    if (k < pictured_iterations) run.plans.push_back(plan);
+  }
+  return run;
+}
+
+// DynaPipe on one homogeneous strategy over every batch: its pipelines are the data-parallel replicas.
+inline SystemRun dynapipe_run(const Setup& setup, std::span<const std::vector<Sequence>> batches,
+                              const Strategy& strategy, Progress& progress) {
+  const StrategyPart& part = strategy.parts().front();
+  const microbatch::StageCostSetup cost = microbatch::stage_cost(setup.profile.at(part.scheme));
+  schedule::PipelinePlanOptions options;
+  options.stages = part.scheme.pp();
+  options.replicas = part.pipelines;
+  options.micro_batch_memory = cost.memory_limit;
+  options.schedule = {schedule::ScheduleKind::cyclic, setup.seed, 0};
+  options.problem = setup.problem;
+  SystemRun run;
+  run.strategies = {strategy};
+  for (std::size_t k = 0; k < batches.size(); ++k) {
+    progress.advance();
+    std::vector<microbatch::Sample> samples;
+    for (const Sequence& sequence : batches[k]) samples.push_back({sequence.id(), sequence.length(), 0});
+    const std::span<const microbatch::Sample> span(samples);
+    const schedule::PipelineRunPlan plan = schedule::plan_pipeline(span, cost.model, options);
+    schedule::validate(plan, span, cost.model, options);
+    std::vector<double> busy;
+    for (std::size_t r = 0; r < plan.replicas.size(); ++r) {
+      if (plan.replicas[r].micro_batches.empty()) continue;
+      const schedule::Simulation& simulation = plan.replicas[r].schedule.simulation;
+      busy.push_back(simulation.makespan);
+      if (k == 0) {
+        run.first.pipelines.push_back(simulation);
+        run.first.names.push_back(pipeline_name(r, part.scheme));
+      }
+    }
+    const double idle = 1.0 - static_cast<double>(busy.size()) / static_cast<double>(plan.replicas.size());
+    run.iterations.push_back({plan.makespan, 0, imbalance(busy), idle, strategy.name()});
+  }
+  return run;
+}
+
+// The run of the strategy with the lowest mean iteration over the batches (ties to the earlier).
+inline std::optional<SystemRun> best_of(std::span<const Strategy> strategies,
+                                        const std::function<SystemRun(const Strategy&)>& evaluate) {
+  std::optional<SystemRun> best;
+  double best_mean = std::numeric_limits<double>::infinity();
+  for (const Strategy& strategy : strategies) {
+    SystemRun run = evaluate(strategy);
+    const double seconds = mean(run.seconds());
+    if (!best || seconds < best_mean) {
+      best_mean = seconds;
+      best = std::move(run);
+    }
+  }
+  return best;
+}
+
+inline std::string no_homogeneous(const Setup& setup, std::int64_t length) {
+  return sluice::detail::concat("no homogeneous strategy of ", setup.profile.name(), " on ", setup.profile.gpus(),
+                                " GPUs holds ", length, " tokens",
+                                setup.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)");
+}
+
+// What running a range on `to` adds when the optimizer states stay in `home`'s layout: pulling the parameters
+// into `to`'s layout and pushing the gradients back (shard::switching_cost); nothing when `to` is `home`. Its
+// reduce-scatter is left out: every system synchronises gradients once and none is charged for it.
+inline double switching_seconds(const Setup& setup, const Strategy& home, const Strategy& to) {
+  if (to == home) return 0;
+  shard::Cluster cluster;
+  cluster.gpus_per_node = setup.profile.spec().gpus_per_node;
+  const shard::ShardCost cost =
+      shard::switching_cost(home, to, setup.profile.gpus(), shard::llama_like(setup.profile.spec().model), cluster,
+                            {.gpus_per_node = cluster.gpus_per_node});
+  return cost.pull.seconds + cost.push.seconds;
+}
+
+}  // namespace detail_systems
+
+// (1) Megatron-LM: one static homogeneous strategy, the best by mean over the batches of those holding the
+// context; sequences packed best-fit-decreasing into bins of the context (assign::plan_fixed_length), bins dealt
+// round-robin to the pipelines; 1F1B.
+inline SystemRun megatron(const Setup& setup, std::span<const std::vector<Sequence>> batches,
+                          std::span<const Strategy> strategies, Progress& progress) {
+  auto best = detail_systems::best_of(strategies, [&](const Strategy& strategy) {
+    return detail_systems::fixed_length_run(setup, batches, strategy, setup.context, progress);
+  });
+  if (!best) return failed("megatron", detail_systems::no_homogeneous(setup, setup.context));
+  best->name = "megatron";
+  best->configuration = sluice::detail::concat(best->strategies.front().name(), ", the fastest of ",
+                                               strategies.size(), " homogeneous strategies holding ", setup.context,
+                                               " tokens; fixed-length packing into ", setup.context,
+                                               "-token bins; 1F1B");
+  return *std::move(best);
+}
+
+// (2) HotSPa: each iteration's sequences bucketed by length range, each range run on its own homogeneous
+// strategy (the best by mean of those holding the range's upper bound, fixed-length packing into bins of that
+// bound, 1F1B), the ranges one after another. The optimizer states stay in the first range's strategy's layout;
+// a range on another strategy pays the switch there and back (detail_systems::switching_seconds).
+inline SystemRun hotspa(const Setup& setup, std::span<const std::vector<Sequence>> batches,
+                        std::span<const std::int64_t> bounds, std::span<const std::vector<Strategy>> strategies,
+                        Progress& progress) {
+  std::vector<SystemRun> ranges;
+  std::vector<Strategy> chosen;
+  std::string configuration;
+  std::int64_t lower = 0;
+  for (std::size_t b = 0; b < bounds.size(); ++b) {
+    std::vector<std::vector<Sequence>> bucket(batches.size());
+    for (std::size_t k = 0; k < batches.size(); ++k)
+      for (const Sequence& sequence : batches[k])
+        if (sequence.length() > lower && sequence.length() <= bounds[b]) bucket[k].push_back(sequence);
+    const std::int64_t upper = bounds[b];
+    auto best = detail_systems::best_of(strategies[b], [&](const Strategy& strategy) {
+      return detail_systems::fixed_length_run(setup, bucket, strategy, upper, progress);
+    });
+    if (!best) return failed("hotspa", detail_systems::no_homogeneous(setup, upper));
+    chosen.push_back(best->strategies.front());
+    configuration += sluice::detail::concat(b == 0 ? "" : " | ", "(", lower, ", ", upper, "]: ", chosen.back().name());
+    ranges.push_back(*std::move(best));
+    lower = upper;
+  }
+  std::vector<double> switch_seconds;
+  for (const Strategy& strategy : chosen) switch_seconds.push_back(detail_systems::switching_seconds(setup, chosen[0], strategy));
+
+  SystemRun run;
+  run.name = "hotspa";
+  run.configuration = configuration + "; fixed-length packing, 1F1B; switching charged";
+  run.strategies = chosen;
+  for (std::size_t k = 0; k < batches.size(); ++k) {
+    IterationOutcome total{0, 0, 0, 0, {}};
+    double weighted_imbalance = 0, weighted_idle = 0, busy_seconds = 0;
+    for (std::size_t b = 0; b < ranges.size(); ++b) {
+      const IterationOutcome& range = ranges[b].iterations[k];
+      if (range.seconds == 0) continue;  // nothing of this batch in the range
+      total.seconds += range.seconds + switch_seconds[b];
+      total.switching += switch_seconds[b];
+      weighted_imbalance += range.seconds * range.imbalance;
+      weighted_idle += range.seconds * range.idle;
+      busy_seconds += range.seconds;
+      total.strategy += (total.strategy.empty() ? "" : " | ") + range.strategy;
+    }
+    total.imbalance = weighted_imbalance / busy_seconds;
+    total.idle = weighted_idle / busy_seconds;
+    run.iterations.push_back(std::move(total));
+  }
+  // Pictures show the range that holds the most of iteration 0's time.
+  std::size_t widest = 0;
+  for (std::size_t b = 1; b < ranges.size(); ++b)
+    if (ranges[b].iterations.front().seconds > ranges[widest].iterations.front().seconds) widest = b;
+  run.first = std::move(ranges[widest].first);
+  return run;
+}
+
+// (3) DynaPipe on the best homogeneous strategy (by mean, of those holding the context): per iteration the
+// mini-batch is ordered, cut into micro-batches by the DP under the per-micro-batch memory limit of the profile's
+// ⟨TP, PP⟩ scheme (microbatch::stage_cost), balanced over the strategy's pipelines as data-parallel replicas
+// (Karmarkar–Karp), and every replica scheduled by the adaptive cyclic search (1F1B kept when faster).
+inline SystemRun dynapipe(const Setup& setup, std::span<const std::vector<Sequence>> batches,
+                          std::span<const Strategy> strategies, Progress& progress) {
+  auto best = detail_systems::best_of(strategies, [&](const Strategy& strategy) {
+    return detail_systems::dynapipe_run(setup, batches, strategy, progress);
+  });
+  if (!best) return failed("dynapipe", detail_systems::no_homogeneous(setup, setup.context));
+  best->name = "dynapipe";
+  best->configuration = sluice::detail::concat(best->strategies.front().name(), ", the fastest of ",
+                                               strategies.size(),
+                                               " homogeneous strategies under DynaPipe; micro-batch DP (padded), ",
+                                               "Karmarkar-Karp over its pipelines, adaptive schedule");
+  return *std::move(best);
+}
+
+// (4) sluice: every iteration, each candidate (propose_candidates) dispatched and packed (two-stage assignment) and its
+// pipelines scheduled by the adaptive cyclic search (1F1B kept when faster); the candidate with the lowest
+// simulated makespan is kept (schedule::plan_simulated_iteration).
+inline SystemRun sluice_run(const Setup& setup, std::span<const std::vector<Sequence>> batches,
+                            std::span<const Strategy> candidates, Progress& progress) {
+  SystemRun run;
+  run.name = "sluice";
+  run.configuration = sluice::detail::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
+                                             "strategies holding the context); two-stage assignment, adaptive ",
+                                             "schedule; the fastest simulated candidate per iteration");
+  run.strategies.assign(candidates.begin(), candidates.end());
+  const schedule::ScheduleOptions cyclic{schedule::ScheduleKind::cyclic, setup.seed, 0};
+  for (std::size_t k = 0; k < batches.size(); ++k) {
+    const schedule::SimulatedIteration iteration =
+        schedule::plan_simulated_iteration(batches[k], candidates, setup.profile, setup.plan, cyclic, setup.problem);
+    schedule::validate(iteration, batches[k], candidates, setup.profile, setup.plan, setup.problem);
+    progress.advance(static_cast<std::int64_t>(candidates.size()));
+    run.iterations.push_back(outcome_of(iteration.schedule, iteration.plan.strategy));
+    if (k == 0) run.first = timeline_of(iteration.plan, iteration.schedule);
+    if (k < pictured_iterations) run.plans.push_back(iteration.plan);
+  }
+  return run;
+}
+
+// sluice's candidates: proposal::propose on the dataset for the context, the cluster and the token budget, then
+// every homogeneous strategy holding the context that the proposal left out; or nothing (with the reason) when no
+// usable scheme holds the context. The proposal's objective spreads an interval's work evenly over its pipelines,
+// so it undervalues the wide schemes a batch's longest sequence needs alone (one 32K sequence on ⟨4, 1⟩ takes
+// 3 s however many ⟨4, 1⟩ pipelines there are); the homogeneous strategies give those batches a fallback, as the
+// authors' code always adds its homogeneous layout.
+inline std::vector<Strategy> propose_candidates(const Setup& setup, const data::LengthDataset& dataset,
+                                                std::string& failure) {
+  proposal::ProposeOptions options;
+  options.gpus = setup.profile.gpus();
+  options.max_len = setup.context;
+  options.tokens_per_iteration = static_cast<double>(setup.tokens);
+  options.tp_within_node = !setup.cross_node_tp;
+  bool held = false;
+  for (const cost::SchemeCost& scheme : setup.profile.schemes())
+    held = held || (scheme.max_len >= setup.context &&
+                    (setup.cross_node_tp || scheme.scheme.tp() <= setup.profile.spec().gpus_per_node));
+  if (!held) {
+    failure = sluice::detail::concat("no scheme of ", setup.profile.name(), " on ", setup.profile.gpus(),
+                                     " GPUs holds ", setup.context, " tokens",
+                                     setup.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)");
+    return {};
+  }
+  const proposal::Proposal result = proposal::propose(dataset, setup.profile, options);
+  proposal::validate(result, setup.profile);
+  std::vector<Strategy> candidates = result.strategies();
+  for (const Strategy& strategy : homogeneous_strategies(setup, setup.context))
+    if (std::ranges::find(candidates, strategy) == candidates.end()) candidates.push_back(strategy);
+  return candidates;
+}
+
+// The four systems on the same batches; `dataset` (truncated to the context) is what sluice proposes from.
+// `terminal`: where a progress bar may be drawn, or nullptr.
+inline Comparison compare(const Setup& setup, const data::LengthDataset& dataset,
+                          std::span<const std::vector<Sequence>> batches, std::ostream* terminal) {
+  sluice::detail::require(!batches.empty(), "simulate: no iterations to simulate");
+  Comparison comparison;
+  comparison.bounds = bucket_bounds(setup.context);
+  const std::vector<Strategy> homogeneous = homogeneous_strategies(setup, setup.context);
+  std::vector<std::vector<Strategy>> by_range;
+  for (const std::int64_t bound : comparison.bounds) by_range.push_back(homogeneous_strategies(setup, bound));
+  std::string sluice_failure;
+  comparison.candidates = propose_candidates(setup, dataset, sluice_failure);
+
+  // Steps: one per (strategy, batch) evaluated, a sluice iteration counting one per candidate.
+  std::int64_t steps = 2 * static_cast<std::int64_t>(homogeneous.size()) +
+                       static_cast<std::int64_t>(comparison.candidates.size());
+  if (!homogeneous.empty())
+    for (const auto& strategies : by_range) steps += static_cast<std::int64_t>(strategies.size());
+  Progress progress(terminal, "simulate", steps * static_cast<std::int64_t>(batches.size()));
+
+  comparison.systems.push_back(megatron(setup, batches, homogeneous, progress));
+  if (homogeneous.empty())  // the last range is the context's: HotSPa cannot run either
+    comparison.systems.push_back(failed("hotspa", detail_systems::no_homogeneous(setup, setup.context)));
+  else
+    comparison.systems.push_back(hotspa(setup, batches, comparison.bounds, by_range, progress));
+  comparison.systems.push_back(dynapipe(setup, batches, homogeneous, progress));
+  if (comparison.candidates.empty())
+    comparison.systems.push_back(failed("sluice", sluice_failure));
+  else
+    comparison.systems.push_back(sluice_run(setup, batches, comparison.candidates, progress));
+  return comparison;
+}
+
+}  // namespace sluice::cli::systems

@@ -1,0 +1,165 @@
+#pragma once
+// `sluice trace`: one iteration planned as sluice's system does it (proposed or given candidates, two-stage
+// assignment, every pipeline scheduled, the fastest simulated candidate kept), and its pipeline timeline as an
+// SVG picture and as Chrome-trace JSON.
+#include <cstdint>
+#include <filesystem>
+#include <iomanip>
+#include <ostream>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "options.hpp"
+#include "plan.hpp"
+#include "simulate.hpp"
+#include "systems.hpp"
+#include "sluice/io/assign_json.hpp"
+#include "sluice/io/chrome_trace.hpp"
+#include "sluice/io/svg.hpp"
+#include "sluice/schedule/iteration.hpp"
+
+namespace sluice::cli {
+
+inline constexpr std::string_view trace_usage =
+    "usage: sluice trace [--profile P] [--lengths F] [--gpus N] [--tokens T] [--context L] [--seed X]\n"
+    "                    [--iteration I] [--strategies S] [--schedule cyclic|1f1b] [--trials T] [--threads N]\n"
+    "                    [--bandwidth B] [--latency S] [--cross-node-tp] [--svg F] [--trace F] [--json]\n"
+    "\n"
+    "Plans iteration I of the dataset as sluice simulate's sluice system does (every candidate dispatched,\n"
+    "packed and scheduled, the fastest simulated kept), prints its pipelines, and writes their timeline: per\n"
+    "rank its forward, backward and sends, with micro-batch ids.\n"
+    "\n"
+    "  --profile P      profile JSON file or bundled name (default llama2-7b)\n"
+    "  --lengths F      length file or bundled name (default man-pages)\n"
+    "  --gpus N         cluster size (default: the profile's own)\n"
+    "  --tokens T       tokens per iteration (default 100000)\n"
+    "  --context L      truncate longer sequences (default 32768)\n"
+    "  --seed X         sampler, dispatch and schedule seed (default 0)\n"
+    "  --iteration I    which iteration of the seeded sampler, from 0 (default 0; as in sluice simulate)\n"
+    "  --strategies S   candidates as for sluice plan (default: proposed for the dataset, as sluice simulate)\n"
+    "  --schedule K     cyclic (adaptive, 1F1B kept when faster; the default) or 1f1b\n"
+    "  --trials T       dispatch trials (default 100)\n"
+    "  --threads N      dispatch threads (default 1; the plan does not depend on it)\n"
+    "  --bandwidth B    stage-to-stage bandwidth in GB/s (default 100)\n"
+    "  --latency S      stage-to-stage latency in seconds (default 1e-5)\n"
+    "  --cross-node-tp  let proposed candidates use schemes whose TP spans nodes\n"
+    "  --svg F          write the timeline as a self-contained SVG picture to F\n"
+    "  --trace F        write the timeline as Chrome-trace JSON to F (ui.perfetto.dev)\n"
+    "  --json           print one sluice.trace_run JSON document\n";
+
+inline int trace(std::span<const std::string_view> args, std::ostream& out) {
+  std::set<std::string, std::less<>> valued = detail_simulate::scenario_options;
+  valued.insert({"iteration", "strategies", "schedule", "svg", "trace"});
+  const Options options(args, valued, {"cross-node-tp", "json", "help"});
+  if (options.flag("help")) {
+    out << trace_usage;
+    return 0;
+  }
+  const std::string kind = options.text("schedule").value_or("cyclic");
+  sluice::detail::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '",
+                          kind, "'");
+  const std::int64_t index = options.integer("iteration", 0).value_or(0);
+  sluice::detail::require(index < (std::int64_t{1} << 20), "option --iteration: expected at most 2^20, got ", index);
+  const detail_simulate::Scenario scenario = detail_simulate::read_scenario(options, index + 1);
+  const systems::Setup& setup = scenario.setup;
+  const data::Batch& batch = scenario.batches.back();
+
+  std::vector<Strategy> candidates;
+  if (const auto strategies = options.text("strategies")) {
+    candidates = detail_plan::read_candidates(*strategies);
+  } else {
+    std::string failure;
+    candidates = systems::propose_candidates(setup, scenario.dataset, failure);
+    if (candidates.empty()) throw infeasible("trace: " + failure);
+  }
+  const schedule::ScheduleOptions schedule_options{
+      kind == "cyclic" ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b, setup.seed, 0};
+  const schedule::SimulatedIteration iteration = schedule::plan_simulated_iteration(
+      batch.sequences, candidates, setup.profile, setup.plan, schedule_options, setup.problem);
+  schedule::validate(iteration, batch.sequences, candidates, setup.profile, setup.plan, setup.problem);
+  const systems::Timeline timeline = systems::timeline_of(iteration.plan, iteration.schedule);
+  const std::string title = sluice::detail::concat("sluice: iteration ", index, ", ", iteration.plan.strategy.name(),
+                                                   ", ", detail_simulate::describe(scenario));
+  if (const auto svg = options.text("svg"))
+    io::write_text_file(*svg, io::timeline_svg(timeline.pipelines, timeline.names, title));
+  if (const auto trace_file = options.text("trace"))
+    io::write_text_file(*trace_file, io::chrome_trace(timeline.pipelines, timeline.names).dump());
+
+  if (options.flag("json")) {
+    io::json candidate_json = io::json::array();
+    for (std::size_t k = 0; k < candidates.size(); ++k)
+      candidate_json.push_back(
+          {{"strategy", candidates[k]},
+           {"makespan", iteration.makespans[k] ? io::json(*iteration.makespans[k]) : io::json(nullptr)}});
+    io::json pipelines = io::json::array();
+    for (std::size_t j = 0; j < iteration.schedule.pipelines.size(); ++j) {
+      const auto& scheduled = iteration.schedule.pipelines[j];
+      if (!scheduled) continue;
+      const schedule::PipelineSchedule& s = scheduled->schedule;
+      pipelines.push_back({{"index", j},
+                           {"micro_batches", iteration.plan.pipelines[j].micro_batches.size()},
+                           {"kind", s.kind == schedule::ScheduleKind::cyclic ? "cyclic" : "1f1b"},
+                           {"memory_aware", s.memory_aware},
+                           {"makespan", s.simulation.makespan},
+                           {"estimate", iteration.plan.pipelines[j].estimate},
+                           {"peak_memory", s.simulation.peak_memory}});
+    }
+    out << io::json{{"format", "sluice.trace_run"},
+                    {"version", 1},
+                    {"profile", setup.profile.name()},
+                    {"gpus", setup.profile.gpus()},
+                    {"lengths", scenario.dataset.source()},
+                    {"context", setup.context},
+                    {"iteration", index},
+                    {"sequences", batch.sequences.size()},
+                    {"tokens", batch.tokens},
+                    {"schedule", kind},
+                    {"candidates", std::move(candidate_json)},
+                    {"chosen", iteration.chosen},
+                    {"makespan", iteration.schedule.makespan},
+                    {"plan", iteration.plan},
+                    {"pipelines", std::move(pipelines)}}
+               .dump(2)
+        << "\n";
+    return 0;
+  }
+
+  out << "trace: " << detail_simulate::describe(scenario) << "; iteration " << index << ": " << batch.sequences.size()
+      << " sequences, " << batch.tokens << " tokens\n\n";
+  out << "  candidate  simulated (s)  strategy\n" << std::fixed << std::setprecision(3);
+  for (std::size_t k = 0; k < candidates.size(); ++k) {
+    out << std::setw(11) << k << std::setw(15);
+    if (iteration.makespans[k])
+      out << *iteration.makespans[k];
+    else
+      out << "-";
+    out << "  " << candidates[k].name() << (k == iteration.chosen ? "  <- chosen" : "") << "\n";
+  }
+  out << "\n  pipeline  scheme     micro-batches  schedule               makespan (s)  estimate (s)  peak GiB\n";
+  for (std::size_t j = 0; j < iteration.schedule.pipelines.size(); ++j) {
+    const assign::PipelinePlan& pipeline = iteration.plan.pipelines[j];
+    out << std::setw(10) << j << "  " << std::left << std::setw(11) << pipeline.scheme.name() << std::right
+        << std::setw(13) << pipeline.micro_batches.size();
+    const auto& scheduled = iteration.schedule.pipelines[j];
+    if (!scheduled) {
+      out << "  (idle)\n";
+      continue;
+    }
+    const schedule::PipelineSchedule& s = scheduled->schedule;
+    double peak = 0;
+    for (const double bytes : s.simulation.peak_memory) peak = std::max(peak, bytes);
+    out << "  " << std::left << std::setw(21)
+        << (s.kind == schedule::ScheduleKind::one_f_one_b ? "1F1B" : s.memory_aware ? "cyclic, memory-aware" : "cyclic")
+        << std::right << std::setw(14) << s.simulation.makespan << std::setw(14) << pipeline.estimate << std::setw(10)
+        << peak / 0x1p30 << "\n";
+  }
+  out << "\niteration " << iteration.schedule.makespan << " s simulated (packing estimate " << iteration.plan.estimate
+      << " s), " << std::setprecision(0) << static_cast<double>(batch.tokens) / iteration.schedule.makespan
+      << " tokens/s\n";
+  return 0;
+}
+
+}  // namespace sluice::cli

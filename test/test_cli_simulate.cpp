@@ -1,0 +1,251 @@
+// sluice simulate and sluice trace, and the contract every subcommand keeps: --help, --json, exit code 2 with
+// one line for bad options.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cli_harness.hpp"
+#include "sluice/io/assign_json.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "systems.hpp"
+#include "xml_check.hpp"
+
+using sluice::test::one_line;
+using sluice::test::run_cli;
+using sluice::test::xml_problem;
+
+namespace {
+
+// Small enough to stay quick under the sanitizers: three iterations of 40,000 tokens.
+const std::vector<std::string_view> small = {"--iterations", "3", "--tokens", "40000", "--trials", "8"};
+
+std::vector<std::string_view> with(std::vector<std::string_view> args, const std::vector<std::string_view>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("cli: simulate compares the four systems on the bundled data") {
+  const auto result = run_cli(with({"simulate"}, small));
+  REQUIRE(result.code == 0);
+  CHECK(result.err.empty());
+  for (const std::string_view name : {"megatron", "hotspa", "dynapipe", "sluice"})
+    CHECK(result.out.find("\n  " + std::string(name) + " ") != std::string::npos);
+  CHECK(result.out.find("llama2-7b on 16 GPUs") != std::string::npos);
+  CHECK(result.out.find("sluice speedup") != std::string::npos);
+  CHECK(result.out.find("sluice chose:") != std::string::npos);
+}
+
+TEST_CASE("cli: simulate --json: every system, its iterations and summary; deterministic for a seed") {
+  const auto result = run_cli(with({"simulate", "--json", "--seed", "3"}, small));
+  REQUIRE(result.code == 0);
+  const auto document = sluice::io::json::parse(result.out);
+  CHECK(document.at("format") == "sluice.simulate_run");
+  CHECK(document.at("context") == 32768);
+  CHECK(document.at("length_ranges") == sluice::io::json({4096, 16384, 32768}));
+  REQUIRE(document.at("systems").size() == 4);
+  const auto& sluice_run = document.at("systems")[3];
+  CHECK(sluice_run.at("name") == "sluice");
+  CHECK(sluice_run.at("summary").at("speedup").get<double>() == 1.0);
+  for (const auto& system : document.at("systems")) {
+    CAPTURE(system.at("name"));
+    CHECK(system.at("failure").is_null());
+    REQUIRE(system.at("iterations").size() == 3);
+    for (const auto& iteration : system.at("iterations")) {
+      CHECK(iteration.at("seconds").get<double>() > 0);
+      CHECK(iteration.at("imbalance").get<double>() >= 1.0);
+      CHECK(iteration.at("switching").get<double>() <= iteration.at("seconds").get<double>());
+    }
+  }
+  // The chosen homogeneous strategies use every GPU.
+  for (const std::size_t s : {0, 2}) {
+    const auto strategy = document.at("systems")[s].at("strategies")[0].get<sluice::Strategy>();
+    CHECK(strategy.gpus() == 16);
+  }
+  // The same seed gives the same document; the dispatch threads do not change it.
+  const auto again = run_cli(with({"simulate", "--json", "--seed", "3", "--threads", "2"}, small));
+  REQUIRE(again.code == 0);
+  CHECK(again.out == result.out);
+}
+
+TEST_CASE("cli: simulate writes well-formed pictures and a Chrome trace") {
+  const auto dir = std::filesystem::temp_directory_path() / "sluice_test_cli_simulate";
+  std::filesystem::remove_all(dir);
+  const std::string pictures = (dir / "pictures").string();
+  const std::string trace = (dir / "trace.json").string();
+  std::filesystem::create_directories(dir);
+  const auto result = run_cli(with({"simulate", "--svg", pictures, "--trace", trace}, small));
+  REQUIRE(result.code == 0);
+  for (const std::string_view name :
+       {"lengths.svg", "loads-megatron.svg", "loads-sluice.svg", "timeline-megatron.svg", "timeline-hotspa.svg",
+        "timeline-dynapipe.svg", "timeline-sluice.svg"}) {
+    CAPTURE(name);
+    const std::string svg = sluice::io::read_text_file(std::filesystem::path(pictures) / name);
+    CHECK(xml_problem(svg) == "");
+    CHECK(result.out.find(name) != std::string::npos);
+  }
+  const auto events = sluice::io::read_json_file(trace).at("traceEvents");
+  bool every_system = true;
+  for (const std::string_view name : {"megatron: ", "hotspa: ", "dynapipe: ", "sluice: "})
+    every_system = every_system && events.dump().find(name) != std::string::npos;
+  CHECK(every_system);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cli: simulate reports a system that cannot run the scenario, and fails when none can") {
+  // 40 GPUs: the schemes holding 22000 tokens within a node (tp8pp2, tp8pp3, tp8pp4) do not divide 40 GPUs.
+  const auto partial = run_cli({"simulate", "--profile", "llama2-32b", "--gpus", "40", "--context", "22000",
+                                "--iterations", "2", "--tokens", "30000", "--trials", "4", "--json"});
+  REQUIRE(partial.code == 0);
+  const auto document = sluice::io::json::parse(partial.out);
+  for (const std::size_t s : {0, 1, 2}) {
+    const auto& failure = document.at("systems")[s].at("failure");
+    REQUIRE(failure.is_string());
+    CHECK(failure.get<std::string>().find("holds 22000 tokens with TP within a node") != std::string::npos);
+  }
+  CHECK(document.at("systems")[3].at("failure").is_null());
+  const auto none = run_cli({"simulate", "--profile", "llama2-32b", "--gpus", "32", "--iterations", "1"});
+  CHECK(none.code == 2);
+  CHECK(one_line(none.err));
+  CHECK(none.err.find("no system can run this scenario") != std::string::npos);
+}
+
+TEST_CASE("systems: length ranges, homogeneous strategies, and the four systems' plans") {
+  using namespace sluice::cli::systems;
+  CHECK(bucket_bounds(16384) == std::vector<std::int64_t>{4096, 16384});
+  CHECK(bucket_bounds(32768) == std::vector<std::int64_t>{4096, 16384, 32768});
+  CHECK(bucket_bounds(131072) == std::vector<std::int64_t>{4096, 16384, 65536, 131072});
+  CHECK(bucket_bounds(2048) == std::vector<std::int64_t>{2048});
+
+  const auto profile = sluice::io::read_document<sluice::cost::Profile>(
+      sluice::io::resolve_data_file("llama2-7b", "profiles"));
+  Setup setup{profile.with_gpus(8), 16384, 30000, false, {}, {}, 1};
+  setup.problem = {.hidden = 4096, .element_bytes = 2, .link = {1e-5, 1e11}, .backward_ratio = 2};
+  setup.plan.dispatch.trials = 4;
+  const std::vector<sluice::Strategy> homogeneous = homogeneous_strategies(setup, 16384);
+  REQUIRE(!homogeneous.empty());
+  for (const sluice::Strategy& strategy : homogeneous) {
+    CHECK(strategy.is_homogeneous());
+    CHECK(strategy.gpus() == 8);
+    CHECK(setup.profile.pipelines(strategy).front().max_len >= 16384);
+  }
+  const auto dataset = sluice::data::LengthDataset::load(sluice::io::resolve_data_file("cpython-stdlib", "lengths"))
+                           .truncated(setup.context);
+  sluice::data::BatchSampler sampler(dataset, {.tokens_per_batch = setup.tokens, .seed = 1});
+  std::vector<std::vector<sluice::Sequence>> batches;
+  for (int k = 0; k < 2; ++k) batches.push_back(sampler.next().sequences);
+  const Comparison comparison = compare(setup, dataset, batches, nullptr);
+  REQUIRE(comparison.systems.size() == 4);
+  for (const SystemRun& run : comparison.systems) {
+    CAPTURE(run.name);
+    REQUIRE_FALSE(run.failure.has_value());
+    CHECK(run.iterations.size() == 2);
+    CHECK_FALSE(run.first.pipelines.empty());
+  }
+  // Megatron's strategy is the fastest homogeneous one by mean: none of the others, run alone, beats it.
+  const double megatron_mean = sluice::cli::mean(comparison.systems[0].seconds());
+  for (const sluice::Strategy& strategy : homogeneous) {
+    sluice::cli::Progress quiet(nullptr, "", 1);
+    const SystemRun alone = megatron(setup, batches, std::vector{strategy}, quiet);
+    CHECK(sluice::cli::mean(alone.seconds()) >= megatron_mean);
+  }
+  // sluice keeps, per iteration, the fastest simulated of its candidates: no candidate alone beats it.
+  const SystemRun& sluice_system = comparison.systems[3];
+  for (const sluice::Strategy& candidate : comparison.candidates) {
+    sluice::cli::Progress quiet(nullptr, "", 1);
+    const std::vector<sluice::Strategy> one{candidate};
+    const auto holds = setup.profile.pipelines(candidate).front().max_len;
+    for (std::size_t k = 0; k < batches.size(); ++k) {
+      std::int64_t longest = 0;
+      for (const sluice::Sequence& sequence : batches[k]) longest = std::max(longest, sequence.length());
+      if (holds < longest) continue;
+      const SystemRun alone = sluice_run(setup, std::span(batches).subspan(k, 1), one, quiet);
+      CHECK(alone.iterations[0].seconds >= sluice_system.iterations[k].seconds);
+    }
+  }
+}
+
+TEST_CASE("cli: trace plans one iteration and writes its timeline") {
+  const auto dir = std::filesystem::temp_directory_path() / "sluice_test_cli_trace";
+  std::filesystem::create_directories(dir);
+  const std::string svg = (dir / "timeline.svg").string();
+  const std::string trace = (dir / "trace.json").string();
+  const auto text = run_cli({"trace", "--tokens", "40000", "--trials", "8", "--svg", svg, "--trace", trace});
+  REQUIRE(text.code == 0);
+  CHECK(text.out.find("<- chosen") != std::string::npos);
+  CHECK(text.out.find("tokens/s") != std::string::npos);
+  CHECK(xml_problem(sluice::io::read_text_file(svg)) == "");
+  CHECK(sluice::io::read_json_file(trace).at("traceEvents").size() > 4);
+
+  const auto result = run_cli({"trace", "--tokens", "40000", "--context", "16384", "--iteration", "2", "--strategies",
+                               "2*tp2pp4,4*tp1pp4", "--schedule", "1f1b", "--json"});
+  REQUIRE(result.code == 0);
+  const auto document = sluice::io::json::parse(result.out);
+  CHECK(document.at("format") == "sluice.trace_run");
+  CHECK(document.at("iteration") == 2);
+  REQUIRE(document.at("candidates").size() == 2);
+  const auto chosen = document.at("chosen").get<std::size_t>();
+  for (const auto& candidate : document.at("candidates"))
+    if (!candidate.at("makespan").is_null())
+      CHECK(candidate.at("makespan").get<double>() >= document.at("makespan").get<double>());
+  CHECK(document.at("candidates")[chosen].at("makespan") == document.at("makespan"));
+  for (const auto& pipeline : document.at("pipelines")) CHECK(pipeline.at("kind") == "1f1b");
+  const auto plan = document.at("plan").get<sluice::assign::IterationPlan>();
+  CHECK(plan.strategy.name() == document.at("candidates")[chosen].at("strategy").get<sluice::Strategy>().name());
+  // The same iteration of simulate's sampler: the batch simulate's sluice plans as its iteration 2.
+  CHECK(document.at("tokens").get<std::int64_t>() <= 40000);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cli: every subcommand takes --help and --json, and rejects a bad option with one line") {
+  const std::vector<std::vector<std::string_view>> runs = {
+      {"inspect", "--bin-width", "8192"},
+      {"propose", "--length-step", "1024"},
+      {"plan", "--strategies", "4*tp4pp1", "--iterations", "1", "--tokens", "20000", "--trials", "4"},
+      {"schedule", "--stages", "2", "--tokens", "20000"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--batch", "8"},
+      {"shard", "--gpus", "16", "--strategy", "4*tp4pp1"},
+      {"simulate", "--iterations", "1", "--tokens", "20000", "--trials", "4"},
+      {"trace", "--tokens", "20000", "--trials", "4"},
+  };
+  for (const auto& args : runs) {
+    const std::string command(args.front());
+    CAPTURE(command);
+    const auto help = run_cli({args.front(), "--help"});
+    CHECK(help.code == 0);
+    CHECK(help.out.starts_with("usage: sluice " + command));
+    CHECK(help.out.find("--json") != std::string::npos);
+    const auto document = run_cli(with(args, {"--json"}));
+    REQUIRE(document.code == 0);
+    CHECK(sluice::io::json::parse(document.out).at("format").get<std::string>().starts_with("sluice."));
+    const auto bad = run_cli({args.front(), "--no-such-option"});
+    CHECK(bad.code == 2);
+    CHECK(bad.out.empty());
+    CHECK(one_line(bad.err));
+    CHECK(bad.err.find("unknown option --no-such-option") != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: simulate and trace bad input") {
+  const std::vector<sluice::test::BadInput> cases = {
+      {{"simulate", "--iterations", "0"}, "--iterations: expected a positive integer"},
+      {{"simulate", "--context", "-1"}, "--context: expected a positive integer"},
+      {{"simulate", "--bandwidth", "0"}, "--bandwidth: expected a number >="},
+      {{"simulate", "--lengths", "no-such-lengths"}, "no-such-lengths"},
+      {{"simulate", "--svg"}, "--svg needs a value"},
+      {{"simulate", "--svg", "/proc/sluice-test"}, "/proc/sluice-test: cannot create directory"},
+      {{"simulate", "--profile", "llama2-32b", "--gpus", "1"}, "no scheme fits a cluster of 1 GPUs"},
+      {{"trace", "--schedule", "gpipe"}, "expected cyclic or 1f1b"},
+      {{"trace", "--iteration", "-1"}, "--iteration: expected an integer >= 0"},
+      {{"trace", "--strategies", "2*tp3pp1"}, "no usable scheme tp3pp1"},
+      {{"trace", "--strategies", "4*tp1pp4"}, "no candidate holds more than"},
+      {{"trace", "--profile", "llama2-32b", "--gpus", "32"}, "holds 32768 tokens with TP within a node"},
+  };
+  sluice::test::check_bad_input(cases);
+}
