@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli_harness.hpp"
+#include "sluice/io/json.hpp"
 
 using sluice::test::run_cli;
 
@@ -77,7 +78,17 @@ TEST_CASE("cli: --svg writes pictures") {
 }
 
 TEST_CASE("cli: help and usage") {
-  CHECK(run_cli({"--help"}).code == 0);
+  const auto usage = run_cli({"--help"});
+  CHECK(usage.code == 0);
+  // Every command is listed and answers --help.
+  for (const std::string_view command :
+       {"inspect", "plan", "propose", "schedule", "search", "shard", "simulate", "trace"}) {
+    CAPTURE(command);
+    CHECK(usage.out.find("  " + std::string(command) + " ") != std::string::npos);
+    const auto command_help = run_cli({command, "--help"});
+    CHECK(command_help.code == 0);
+    CHECK(command_help.out.find("usage: sluice " + std::string(command)) != std::string::npos);
+  }
   const auto help = run_cli({"inspect", "--help"});
   CHECK(help.code == 0);
   CHECK(help.out.find("--context") != std::string::npos);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli_harness.hpp"
+#include "sluice/io/bundled.hpp"
 #include "sluice/io/search_json.hpp"
 
 using sluice::test::one_line;
