@@ -3,6 +3,8 @@
 // sizes, and one-line errors (exit code 2).
 #include <charconv>
 #include <cstdint>
+#include <exception>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <set>
@@ -101,6 +103,20 @@ inline sluice::executor::ModelConfig model_from(Arguments& arguments) {
   model.seed = arguments.integer<std::uint64_t>("model-seed", 1);
   sluice::executor::validate(model);
   return model;
+}
+
+// Runs a program's body with the examples' exit codes: 2 for bad input, 1 for anything else, one line on stderr.
+template <typename Body>
+int run_program(std::string_view program, Body&& body) {
+  try {
+    return body();
+  } catch (const sluice::invalid_input& error) {
+    std::cerr << program << ": " << error.what() << "\n";
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << program << ": " << error.what() << "\n";
+    return 1;
+  }
 }
 
 }  // namespace examples

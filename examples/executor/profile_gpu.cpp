@@ -8,13 +8,11 @@
 //
 // Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.
 #include <cstdint>
-#include <exception>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "options.hpp"
-#include "sluice/core/error.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
@@ -52,13 +50,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const sluice::invalid_input& error) {
-    std::cerr << "sluice_profile_gpu: " << error.what() << "\n";
-    return 2;
-  } catch (const std::exception& error) {
-    std::cerr << "sluice_profile_gpu: " << error.what() << "\n";
-    return 1;
-  }
+  return examples::run_program("sluice_profile_gpu", [&] { return run(argc, argv); });
 }

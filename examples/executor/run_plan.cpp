@@ -12,7 +12,6 @@
 // Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.
 #include <algorithm>
 #include <cstdint>
-#include <exception>
 #include <iostream>
 #include <span>
 #include <string>
@@ -40,8 +39,9 @@ namespace ex = sluice::executor;
 
 namespace {
 
-sluice::cost::Profile load_profile(examples::Arguments& arguments, const ex::ModelConfig& model, std::int64_t gpus) {
-  if (arguments.flag("profile-from-gpu")) {
+// `path` empty: profile this machine's GPU.
+sluice::cost::Profile load_profile(const std::string& path, const ex::ModelConfig& model, std::int64_t gpus) {
+  if (path.empty()) {
     std::vector<int> pps;
     for (const int pp : {1, 2, 4})
       if (pp <= model.layers) pps.push_back(pp);
@@ -49,8 +49,6 @@ sluice::cost::Profile load_profile(examples::Arguments& arguments, const ex::Mod
     options.cluster_gpus = gpus;
     return sluice::cost::Profile(ex::cuda::profile_gpu(model, pps, options));
   }
-  const std::string path = arguments.text("profile", "");
-  sluice::detail::require(!path.empty(), "give --profile FILE or --profile-from-gpu");
   return sluice::io::read_document<sluice::cost::Profile>(sluice::io::resolve_data_file(path, "profiles"))
       .with_gpus(gpus);
 }
@@ -78,12 +76,15 @@ int run(int argc, char** argv) {
   const int replicas = arguments.integer<int>("replicas", 2);
   const bool serialize = arguments.flag("serialize");
   const std::string trace_path = arguments.text("trace", "run_trace.json");
+  const bool profile_from_gpu = arguments.flag("profile-from-gpu");
+  const std::string profile_path = arguments.text("profile", "");
+  arguments.require_all_used();
+  sluice::detail::require(profile_from_gpu != !profile_path.empty(), "give one of --profile FILE and --profile-from-gpu");
   if (ex::cuda::device_count() == 0) {
     std::cerr << "sluice_run_plan: no CUDA device\n";
     return 2;
   }
-  const sluice::cost::Profile profile = load_profile(arguments, model, gpus);
-  arguments.require_all_used();
+  const sluice::cost::Profile profile = load_profile(profile_path, model, gpus);
 
   const sluice::data::LengthDataset dataset =
       sluice::data::LengthDataset(sluice::data::synthetic_lengths({.count = 5000, .seed = seed}), "synthetic")
@@ -126,13 +127,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const sluice::invalid_input& error) {
-    std::cerr << "sluice_run_plan: " << error.what() << "\n";
-    return 2;
-  } catch (const std::exception& error) {
-    std::cerr << "sluice_run_plan: " << error.what() << "\n";
-    return 1;
-  }
+  return examples::run_program("sluice_run_plan", [&] { return run(argc, argv); });
 }

@@ -102,6 +102,29 @@ inline void rope_rotate(std::span<const std::int32_t> cu_seqlens, HeadShape head
   }
 }
 
+struct AttentionSizes {
+  std::size_t tokens;
+  std::size_t num_heads;
+  std::size_t head_dim;
+  std::size_t hidden;
+};
+
+// The checks attention_forward and attention_backward share: q, k, v rows and the out and lse sizes.
+inline AttentionSizes attention_sizes(std::span<const std::int32_t> cu_seqlens, HeadShape heads, std::size_t q_size,
+                                      std::size_t k_size, std::size_t v_size, std::size_t qkv_row_stride,
+                                      std::size_t out_size, std::size_t lse_size) {
+  const std::size_t tokens = packed_tokens(cu_seqlens);
+  const std::size_t num_heads = positive(heads.num_heads, "num_heads");
+  const std::size_t head_dim = positive(heads.head_dim, "head_dim");
+  const std::size_t hidden = num_heads * head_dim;
+  require_rows(q_size, tokens, hidden, qkv_row_stride, "q");
+  require_rows(k_size, tokens, hidden, qkv_row_stride, "k");
+  require_rows(v_size, tokens, hidden, qkv_row_stride, "v");
+  require_size(out_size, tokens * hidden, "out");
+  require_size(lse_size, num_heads * tokens, "lse");
+  return {tokens, num_heads, head_dim, hidden};
+}
+
 }  // namespace detail
 
 // Causal attention within each packed sequence, softmax scale 1 / sqrt(head_dim).
@@ -110,15 +133,8 @@ inline void rope_rotate(std::span<const std::int32_t> cu_seqlens, HeadShape head
 inline void attention_forward(std::span<const std::int32_t> cu_seqlens, HeadShape heads, std::span<const double> q,
                               std::span<const double> k, std::span<const double> v, std::size_t qkv_row_stride,
                               std::span<double> out, std::span<double> lse) {
-  const std::size_t tokens = detail::packed_tokens(cu_seqlens);
-  const std::size_t num_heads = detail::positive(heads.num_heads, "num_heads");
-  const std::size_t head_dim = detail::positive(heads.head_dim, "head_dim");
-  const std::size_t hidden = num_heads * head_dim;
-  detail::require_rows(q.size(), tokens, hidden, qkv_row_stride, "q");
-  detail::require_rows(k.size(), tokens, hidden, qkv_row_stride, "k");
-  detail::require_rows(v.size(), tokens, hidden, qkv_row_stride, "v");
-  detail::require_size(out.size(), tokens * hidden, "out");
-  detail::require_size(lse.size(), num_heads * tokens, "lse");
+  const auto [tokens, num_heads, head_dim, hidden] =
+      detail::attention_sizes(cu_seqlens, heads, q.size(), k.size(), v.size(), qkv_row_stride, out.size(), lse.size());
 
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
   std::vector<double> weights;  // one query's scores, then its softmax numerators
@@ -161,16 +177,9 @@ inline void attention_backward(std::span<const std::int32_t> cu_seqlens, HeadSha
                                std::span<const double> out, std::span<const double> dout, std::span<const double> lse,
                                std::span<double> dq, std::span<double> dk, std::span<double> dv,
                                std::size_t dqkv_row_stride) {
-  const std::size_t tokens = detail::packed_tokens(cu_seqlens);
-  const std::size_t num_heads = detail::positive(heads.num_heads, "num_heads");
-  const std::size_t head_dim = detail::positive(heads.head_dim, "head_dim");
-  const std::size_t hidden = num_heads * head_dim;
-  detail::require_rows(q.size(), tokens, hidden, qkv_row_stride, "q");
-  detail::require_rows(k.size(), tokens, hidden, qkv_row_stride, "k");
-  detail::require_rows(v.size(), tokens, hidden, qkv_row_stride, "v");
-  detail::require_size(out.size(), tokens * hidden, "out");
+  const auto [tokens, num_heads, head_dim, hidden] =
+      detail::attention_sizes(cu_seqlens, heads, q.size(), k.size(), v.size(), qkv_row_stride, out.size(), lse.size());
   detail::require_size(dout.size(), tokens * hidden, "dout");
-  detail::require_size(lse.size(), num_heads * tokens, "lse");
   detail::require_rows(dq.size(), tokens, hidden, dqkv_row_stride, "dq");
   detail::require_rows(dk.size(), tokens, hidden, dqkv_row_stride, "dk");
   detail::require_rows(dv.size(), tokens, hidden, dqkv_row_stride, "dv");

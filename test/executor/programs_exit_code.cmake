@@ -1,0 +1,20 @@
+# Runs the executor's programs with bad input and checks the contract: exit code 2 and exactly one line on
+# stderr, holding `fragment`. Arguments are checked before the programs look for a GPU: this runs anywhere.
+function(expect_bad_input fragment tool)
+  execute_process(COMMAND ${tool} ${ARGN} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(REGEX MATCHALL "\n" newlines "${err}")
+  list(LENGTH newlines lines)
+  string(FIND "${err}" "${fragment}" at)
+  if(NOT code EQUAL 2 OR NOT lines EQUAL 1 OR NOT out STREQUAL "" OR at EQUAL -1)
+    message(FATAL_ERROR "${tool} ${ARGN}: exit code ${code}, expected 2 with one line on stderr holding "
+                        "'${fragment}', got\n${err}${out}")
+  endif()
+endfunction()
+
+foreach(tool ${RUN_PLAN} ${PROFILE_GPU})
+  expect_bad_input("no-such-option" ${tool} --no-such-option 1)
+  expect_bad_input("layers" ${tool} --layers 0)
+  expect_bad_input("many" ${tool} --hidden many)
+endforeach()
+expect_bad_input("give one of" ${RUN_PLAN})
+expect_bad_input("give one of" ${RUN_PLAN} --profile-from-gpu --profile llama2-7b.json)
