@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The reference executor's checks on a GPU machine, from a release build: the GPU tests, the executor
+# benchmarks, the profiler and sluice_run_plan on the profile it wrote. Logs go to OUT_DIR.
+#   scripts/gpu-check.sh [BUILD_DIR=build/release] [OUT_DIR=gpu-check]
+set -uo pipefail
+build=${1:-build/release}
+out=${2:-gpu-check}
+mkdir -p "${out}"
+status=0
+
+step() {  # step NAME COMMAND...: runs, logs to OUT_DIR/NAME.log, remembers a failure and goes on
+  local name=$1
+  shift
+  echo "=== ${name}: $*"
+  timeout 240 "$@" 2>&1 | tee "${out}/${name}.log"
+  local code=${PIPESTATUS[0]}
+  [ "${code}" -eq 0 ] || { echo "!!! ${name} exited ${code}"; status=1; }
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "${out}/device.txt"
+step kernels "${build}/test/executor/test_executor_kernels"
+step cuda "${build}/test/executor/test_executor_cuda"
+step host "${build}/test/executor/test_executor_host"
+step bench "${build}/reference_executor/sluice_executor_bench" --benchmark_repetitions=3 \
+  --benchmark_report_aggregates_only=true --benchmark_out="${out}/bench.json" --benchmark_out_format=json
+step profile "${build}/examples/executor/sluice_profile_gpu" --out "${out}/executor_profile.json"
+if [ -f "${out}/executor_profile.json" ]; then
+  step run_streams "${build}/examples/executor/sluice_run_plan" --profile "${out}/executor_profile.json" \
+    --trace "${out}/run_trace.json"
+  step run_serialized "${build}/examples/executor/sluice_run_plan" --profile "${out}/executor_profile.json" \
+    --serialize --trace "${out}/run_trace_serialized.json"
+  step run_dynapipe "${build}/examples/executor/sluice_run_plan" --profile "${out}/executor_profile.json" \
+    --dynapipe --pp 2 --replicas 2 --serialize --trace "${out}/run_trace_dynapipe.json"
+fi
+exit "${status}"
