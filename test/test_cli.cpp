@@ -1,11 +1,15 @@
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <iomanip>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cli_harness.hpp"
+#include "progress.hpp"
 #include "sluice/io/json.hpp"
 
 using sluice::test::run_cli;
@@ -120,4 +124,23 @@ TEST_CASE("cli: bad input exits 2 with one line naming the problem") {
       {{"plan", "--strategies", "4*tp16pp1", "--profile", "llama2-32b", "--seed", "-1"}, "--seed: expected an integer >= 0"},
   };
   sluice::test::check_bad_input(cases);
+}
+
+TEST_CASE("cli: the progress bar draws on a terminal once its delay has passed and erases itself") {
+  std::ostringstream terminal;
+  terminal << std::setprecision(3);
+  {
+    sluice::cli::Progress progress(&terminal, "simulate", 4, std::chrono::milliseconds(0));
+    progress.advance(2);
+    CHECK(terminal.str() == "\rsimulate [###############...............] 2/4  0 s");
+  }
+  CHECK(terminal.str() == "\rsimulate [###############...............] 2/4  0 s\r\033[K");
+  CHECK(terminal.precision() == 3);
+
+  std::ostringstream short_run;
+  {
+    sluice::cli::Progress progress(&short_run, "plan", 4);  // the default delay: a second
+    progress.advance(4);
+  }
+  CHECK(short_run.str().empty());
 }

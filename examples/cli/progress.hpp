@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <iomanip>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -14,9 +13,11 @@ namespace sluice::cli {
 
 class Progress {
 public:
-  // `terminal`: where to draw, or nullptr for no bar. `total`: the steps the loop will take.
-  Progress(std::ostream* terminal, std::string_view label, std::int64_t total)
-      : terminal_(terminal), label_(label), total_(std::max<std::int64_t>(total, 1)) {}
+  // `terminal`: where to draw, or nullptr for no bar. `total`: the steps the loop will take. `delay`: how long
+  // a run lasts before the bar appears.
+  Progress(std::ostream* terminal, std::string_view label, std::int64_t total,
+           std::chrono::milliseconds delay = std::chrono::seconds(1))
+      : terminal_(terminal), label_(label), total_(std::max<std::int64_t>(total, 1)), delay_(delay) {}
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
   ~Progress() { erase(); }
@@ -25,19 +26,20 @@ public:
     done_ = std::min(done_ + steps, total_);
     if (terminal_ == nullptr) return;
     const auto now = std::chrono::steady_clock::now();
-    if (now - start_ < delay || now - drawn_ < interval) return;
+    if (now - start_ < delay_ || now - drawn_ < interval) return;
     drawn_ = now;
     constexpr int cells = 30;
     const auto filled = static_cast<int>(done_ * cells / total_);
-    const std::chrono::duration<double> elapsed = now - start_;
-    *terminal_ << '\r' << label_ << " [" << std::string(static_cast<std::size_t>(filled), '#')
-               << std::string(static_cast<std::size_t>(cells - filled), '.') << "] " << done_ << '/' << total_ << "  "
-               << std::fixed << std::setprecision(0) << elapsed.count() << " s" << std::flush;
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now - start_).count();
+    // One string, so that the terminal stream's formatting flags stay as they were.
+    *terminal_ << '\r' + label_ + " [" + std::string(static_cast<std::size_t>(filled), '#') +
+                      std::string(static_cast<std::size_t>(cells - filled), '.') + "] " + std::to_string(done_) + '/' +
+                      std::to_string(total_) + "  " + std::to_string(seconds) + " s"
+               << std::flush;
     visible_ = true;
   }
 
 private:
-  static constexpr std::chrono::seconds delay{1};
   static constexpr std::chrono::milliseconds interval{100};
 
   void erase() {
@@ -48,6 +50,7 @@ private:
   std::ostream* terminal_;
   std::string label_;
   std::int64_t total_;
+  std::chrono::milliseconds delay_;
   std::int64_t done_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point drawn_{};
