@@ -110,7 +110,7 @@ const Result& run(const Scenario& scenario) {
                 {}};
   for (const cli::systems::SystemRun& system : result.comparison.systems)
     result.summaries.push_back(system.failure ? Summary{}
-                                              : cli::detail_simulate::summarize(system, batches,
+                                              : cli::detail_simulate::summarize(system, result.comparison.batches,
                                                                                 result.comparison.systems.back()));
   return cache.emplace(scenario, std::move(result)).first->second;
 }

@@ -4,9 +4,11 @@
 #include <exception>
 #include <ostream>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "inspect.hpp"
+#include "outputs.hpp"
 #include "plan.hpp"
 #include "propose.hpp"
 #include "schedule.hpp"
@@ -35,38 +37,68 @@ constexpr std::string_view usage =
     "\n"
     "`sluice <command> --help` describes a command's options.\n";
 
+// One line however the message was made: control characters (a newline or ESC inside a file name, a JSON
+// string or an option) are written as escapes, so that nothing from the input reaches the terminal raw.
+std::string printable(std::string_view message) {
+  std::string result;
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      result += "\\n";
+    } else if (c == '\t') {
+      result += "\\t";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      constexpr std::string_view digits = "0123456789abcdef";
+      result += {'\\', 'x', digits[byte >> 4], digits[byte & 0xf]};
+    } else {
+      result += c;
+    }
+  }
+  return result;
+}
+
+int dispatch(std::string_view command, std::span<const std::string_view> rest, std::ostream& out, Outputs& outputs,
+             std::ostream* terminal) {
+  if (command == "--help" || command == "-h" || command == "help") {
+    out << usage;
+    return 0;
+  }
+  if (command == "inspect") return inspect(rest, out, outputs);
+  if (command == "plan") return plan(rest, out, outputs, terminal);
+  if (command == "propose") return propose(rest, out);
+  if (command == "schedule") return schedule_command(rest, out, outputs);
+  if (command == "search") return search_command(rest, out);
+  if (command == "shard") return shard(rest, out);
+  if (command == "simulate") return simulate(rest, out, outputs, terminal);
+  if (command == "trace") return trace(rest, out, outputs);
+  detail::fail("unknown command '", command, "' (try sluice --help)");
+}
+
 }  // namespace
 
 int run(std::span<const std::string_view> args, std::ostream& out, std::ostream& err, std::ostream* terminal) {
   try {
-    if (args.empty()) {
-      err << usage;
-      return 2;
+    // Declared inside the try: on any failure its destructor removes what the command staged or created.
+    Outputs outputs;
+    detail::require(!args.empty(), "no command given (try sluice --help)");
+    const int code = dispatch(args.front(), args.subspan(1), out, outputs, terminal);
+    // Output that could not be written (a full disk, a closed pipe) is a failure, not a silent success.
+    out.flush();
+    if (!out) {
+      err << "sluice: error: cannot write standard output\n";
+      return 1;
     }
-    const std::string_view command = args.front();
-    const auto rest = args.subspan(1);
-    if (command == "--help" || command == "-h" || command == "help") {
-      out << usage;
-      return 0;
-    }
-    if (command == "inspect") return inspect(rest, out);
-    if (command == "plan") return plan(rest, out, terminal);
-    if (command == "propose") return propose(rest, out);
-    if (command == "schedule") return schedule_command(rest, out);
-    if (command == "search") return search_command(rest, out);
-    if (command == "shard") return shard(rest, out);
-    if (command == "simulate") return simulate(rest, out, terminal);
-    if (command == "trace") return trace(rest, out);
-    detail::fail("unknown command '", command, "' (try sluice --help)");
+    outputs.commit();
+    return code;
   } catch (const invalid_input& error) {
-    err << "sluice: error: " << error.what() << "\n";
+    err << "sluice: error: " << printable(error.what()) << "\n";
     return 2;
   } catch (const infeasible& error) {
     // The input asks for what no plan can do (a sequence no scheme holds, a budget nothing fits).
-    err << "sluice: error: " << error.what() << "\n";
+    err << "sluice: error: " << printable(error.what()) << "\n";
     return 2;
   } catch (const std::exception& error) {
-    err << "sluice: internal error: " << error.what() << "\n";
+    err << "sluice: internal error: " << printable(error.what()) << "\n";
     return 1;
   }
 }

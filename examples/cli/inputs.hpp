@@ -19,7 +19,7 @@ namespace sluice::cli {
 inline cost::Profile load_profile(const Options& options) {
   cost::Profile profile = io::read_document<cost::Profile>(
       io::resolve_data_file(options.text("profile").value_or(std::string(io::default_profile)), "profiles"));
-  if (const auto gpus = options.positive("gpus")) profile = profile.with_gpus(*gpus);
+  if (const auto gpus = options.integer("gpus")) profile = profile.with_gpus(*gpus);
   return profile;
 }
 
@@ -29,19 +29,19 @@ inline data::LengthDataset load_lengths(const Options& options) {
 }
 
 inline std::uint64_t seed_of(const Options& options) {
-  return static_cast<std::uint64_t>(options.integer("seed", 0).value_or(0));
+  return static_cast<std::uint64_t>(options.integer("seed").value_or(0));
 }
 
 inline assign::DispatchOptions dispatch_options(const Options& options) {
   assign::DispatchOptions dispatch;
-  dispatch.trials = static_cast<int>(std::min<std::int64_t>(options.positive("trials").value_or(100), 1 << 20));
-  dispatch.threads = static_cast<int>(std::min<std::int64_t>(options.positive("threads").value_or(1), 256));
+  dispatch.trials = static_cast<int>(options.integer("trials").value_or(100));
+  dispatch.threads = static_cast<int>(options.integer("threads").value_or(1));
   dispatch.seed = seed_of(options);
   return dispatch;
 }
 
 inline schedule::Link link_of(const Options& options) {
-  return {options.real("latency", 0).value_or(1e-5), options.real("bandwidth", 1e-9).value_or(100) * 1e9};
+  return {options.real("latency").value_or(1e-5), options.real("bandwidth").value_or(100) * 1e9};
 }
 
 }  // namespace sluice::cli

@@ -12,6 +12,7 @@
 
 #include "inputs.hpp"
 #include "options.hpp"
+#include "outputs.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/io/bundled.hpp"
@@ -101,7 +102,7 @@ inline void print_tables(std::ostream& out, const data::LengthDataset& dataset, 
 
 }  // namespace detail_inspect
 
-inline int inspect(std::span<const std::string_view> args, std::ostream& out) {
+inline int inspect(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
   const Options options(args, {"profile", "lengths", "context", "gpus", "bin-width", "svg"}, {"json", "help"});
   if (options.flag("help")) {
     out << inspect_usage;
@@ -109,12 +110,12 @@ inline int inspect(std::span<const std::string_view> args, std::ostream& out) {
   }
   const cost::Profile profile = load_profile(options);
   data::LengthDataset dataset = load_lengths(options);
-  if (const auto context = options.positive("context")) dataset = dataset.truncated(*context);
-  const auto histogram = dataset.histogram(options.positive("bin-width").value_or(1024));
+  if (const auto context = options.integer("context")) dataset = dataset.truncated(*context);
+  const auto histogram = dataset.histogram(options.integer("bin-width").value_or(1024));
 
   if (const auto svg = options.text("svg")) {
     const std::string name = std::filesystem::path(dataset.source()).filename().string();
-    io::write_text_file(*svg, io::histogram_svg(histogram, "sequence lengths: " + name, true));
+    outputs.write(*svg, io::histogram_svg(histogram, "sequence lengths: " + name, true));
   }
   if (options.flag("json")) {
     out << detail_inspect::inspect_json(dataset, histogram, profile).dump(2) << "\n";

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,6 +15,37 @@
 #include "sluice/core/error.hpp"
 
 namespace sluice::cli {
+
+// The range of every numeric option, the same in every command. Maxima keep each command's time and memory
+// bounded (docs/limits.md gives what a run takes at them); an option past its range is an error, never clamped.
+struct OptionLimit {
+  double minimum;
+  double maximum;
+};
+
+inline const std::map<std::string, OptionLimit, std::less<>> option_limits = {
+    {"bandwidth", {1e-3, 1e5}},         // GB/s: from a slow network link to past any NVLink
+    {"batch", {1, 1 << 20}},            // samples per global batch (search)
+    {"batch-step", {1, 1 << 20}},
+    {"bin-width", {1, 1 << 30}},        // tokens
+    {"candidates", {1, 1024}},
+    {"context", {1, 1 << 20}},          // tokens
+    {"gpus", {1, 1 << 16}},
+    {"gpus-per-node", {1, 1024}},
+    {"iteration", {0, (1 << 20) - 1}},  // which sampled iteration (trace)
+    {"iterations", {1, 10'000}},
+    {"interval", {0, 1}},               // seconds (schedule's tmax thinning)
+    {"latency", {0, 1}},                // seconds
+    {"length-step", {1, 1 << 20}},      // tokens
+    {"max-batch", {1, 1 << 20}},
+    {"replicas", {1, 1 << 16}},
+    {"seed", {0, 0x1p63}},              // any non-negative 64-bit integer
+    {"stages", {1, 1024}},
+    {"threads", {1, 256}},
+    {"tokens", {1, 1 << 24}},           // per iteration
+    {"tp", {1, 1024}},
+    {"trials", {1, 10'000}},
+};
 
 class Options {
 public:
@@ -54,33 +86,40 @@ public:
     return it->second;
   }
 
-  // An integer >= `minimum`, or nullopt when absent.
-  [[nodiscard]] std::optional<std::int64_t> integer(std::string_view name, std::int64_t minimum) const {
+  // The value of a numeric option within its documented range (option_limits), or nullopt when absent.
+  [[nodiscard]] std::optional<std::int64_t> integer(std::string_view name) const {
     const auto value = text(name);
     if (!value) return std::nullopt;
+    const OptionLimit& limit = limit_of(name);
+    const auto minimum = static_cast<std::int64_t>(limit.minimum);
+    const std::int64_t maximum = limit.maximum >= 0x1p63 ? INT64_MAX : static_cast<std::int64_t>(limit.maximum);
     std::int64_t number = 0;
     const auto [end, error] = std::from_chars(value->data(), value->data() + value->size(), number);
-    if (error != std::errc{} || end != value->data() + value->size() || number < minimum) {
-      if (minimum == 1) detail::fail("option --", name, ": expected a positive integer, got '", *value, "'");
-      detail::fail("option --", name, ": expected an integer >= ", minimum, ", got '", *value, "'");
-    }
+    if (error != std::errc{} || end != value->data() + value->size() || number < minimum || number > maximum)
+      detail::fail("option --", name, ": expected an integer from ", minimum, " to ", maximum, ", got '", *value, "'");
     return number;
   }
 
-  [[nodiscard]] std::optional<std::int64_t> positive(std::string_view name) const { return integer(name, 1); }
-
-  // A finite real >= `minimum`, or nullopt when absent.
-  [[nodiscard]] std::optional<double> real(std::string_view name, double minimum) const {
+  [[nodiscard]] std::optional<double> real(std::string_view name) const {
     const auto value = text(name);
     if (!value) return std::nullopt;
+    const OptionLimit& limit = limit_of(name);
     double number = 0;
     const auto [end, error] = std::from_chars(value->data(), value->data() + value->size(), number);
-    if (error != std::errc{} || end != value->data() + value->size() || !std::isfinite(number) || number < minimum)
-      detail::fail("option --", name, ": expected a number >= ", minimum, ", got '", *value, "'");
+    if (error != std::errc{} || end != value->data() + value->size() || !std::isfinite(number) ||
+        number < limit.minimum || number > limit.maximum)
+      detail::fail("option --", name, ": expected a number from ", limit.minimum, " to ", limit.maximum, ", got '",
+                   *value, "'");
     return number;
   }
 
 private:
+  static const OptionLimit& limit_of(std::string_view name) {
+    const auto it = option_limits.find(name);
+    if (it == option_limits.end()) throw std::logic_error("option --" + std::string(name) + " has no documented range");
+    return it->second;
+  }
+
   std::map<std::string, std::string, std::less<>> values_;
 };
 

@@ -14,6 +14,7 @@
 
 #include "inputs.hpp"
 #include "options.hpp"
+#include "outputs.hpp"
 #include "progress.hpp"
 #include "propose.hpp"
 #include "statistics.hpp"
@@ -24,6 +25,7 @@
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
+#include "sluice/io/json_stream.hpp"
 #include "sluice/io/proposal_json.hpp"
 #include "sluice/io/svg.hpp"
 #include "sluice/shard/cost.hpp"
@@ -51,7 +53,7 @@ inline constexpr std::string_view plan_usage =
     "  --seed X        sampler and dispatch seed (default 0)\n"
     "  --trials T      dispatch trials (default 100)\n"
     "  --threads N     dispatch threads (default 1; the plan does not depend on it)\n"
-    "  --svg F         also write a picture of every iteration's pipeline loads (micro-batches) to F\n"
+    "  --svg F         also write a picture of the pipeline loads (micro-batches) of the first 100 iterations\n"
     "  --cross-node-tp with --propose, allow schemes whose TP spans nodes\n"
     "  --lnk           add each candidate's parameter pull and gradient push (Hydraulis §5: fully sharded\n"
     "                  optimizer states, the profile's model as LLaMA-like layers, sluice shard's default\n"
@@ -80,15 +82,13 @@ inline std::vector<Strategy> read_candidates(const std::string& text) {
   return strategies;
 }
 
-struct IterationRecord {
-  data::Batch batch;
-  assign::IterationPlan plan;
-  double planning_seconds = 0;
-};
+// Iterations drawn in the --svg picture: enough to see the loads vary, few enough to read.
+inline constexpr std::size_t pictured_iterations = 100;
 
 }  // namespace detail_plan
 
-inline int plan(std::span<const std::string_view> args, std::ostream& out, std::ostream* terminal = nullptr) {
+inline int plan(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs,
+                std::ostream* terminal = nullptr) {
   const Options options(args,
                         {"strategies", "profile", "lengths", "gpus", "tokens", "iterations", "context", "seed", "trials",
                          "threads", "svg"},
@@ -111,18 +111,18 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, std::
     candidates = detail_plan::read_candidates(*strategies_text);
   } else {
     proposal::ProposeOptions settings = propose_options(options, profile);
-    settings.max_len = detail_propose::choose_max_len(options.positive("context"), loaded, profile, settings);
+    settings.max_len = detail_propose::choose_max_len(options.integer("context"), loaded, profile, settings);
     candidates = proposal::propose(loaded.truncated(*settings.max_len), profile, settings).strategies();
   }
 
   std::int64_t widest = 0;
   for (const Strategy& strategy : candidates) widest = std::max(widest, profile.pipelines(strategy).front().max_len);
   sluice::detail::require(widest > 0, "no candidate strategy can hold any sequence (every MaxLen is 0)");
-  const std::int64_t context = options.positive("context").value_or(widest);
+  const std::int64_t context = options.integer("context").value_or(widest);
 
   const data::LengthDataset dataset = loaded.truncated(context);
   data::BatchSampler sampler(dataset,
-                             {.tokens_per_batch = options.positive("tokens").value_or(100'000), .seed = seed_of(options)});
+                             {.tokens_per_batch = options.integer("tokens").value_or(100'000), .seed = seed_of(options)});
   assign::PlanOptions plan_options;
   plan_options.dispatch = dispatch_options(options);
   if (options.flag("lnk")) {
@@ -131,79 +131,75 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, std::
                                                              candidates, model, shard::Cluster{});
   }
 
-  const std::int64_t iterations = options.positive("iterations").value_or(10);
-  std::vector<detail_plan::IterationRecord> records;
+  const std::int64_t iterations = options.integer("iterations").value_or(10);
+  const bool json = options.flag("json");
+  // Iterations are streamed: each is sampled, planned, written and dropped, so memory does not grow with K.
+  // What stays per iteration is three numbers for the summary, and the first plans for the picture.
+  std::vector<double> estimates;
+  std::vector<double> planning;
+  std::map<std::string, int> chosen;
+  std::vector<assign::IterationPlan> pictured;
+  double tokens = 0;
+  io::JsonObjectStream document(out);
+  if (json) {
+    document.member("candidates", assign::CandidateSet{candidates});
+    document.member("context", context);
+    document.member("format", "sluice.plan_run");
+    document.member("gpus", profile.gpus());
+    document.open_array("iterations");
+  } else {
+    out << "plan: " << profile.name() << " on " << profile.gpus() << " GPUs, " << candidates.size()
+        << " candidates, context " << context << ", " << dataset.source() << "\n\n";
+    out << "  iter  sequences    tokens  estimate (s)  lnk (s)  dispatch bound (s)  plan (ms)  strategy\n";
+    out << std::fixed;
+  }
   Progress progress(terminal, "plan", iterations);
   for (std::int64_t k = 0; k < iterations; ++k) {
-    data::Batch batch = sampler.next();
+    const data::Batch batch = sampler.next();
     const auto start = std::chrono::steady_clock::now();
     assign::IterationPlan plan = assign::plan_iteration(batch.sequences, candidates, profile, plan_options);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     assign::validate(plan, batch.sequences, profile);
-    records.push_back({std::move(batch), std::move(plan), elapsed.count()});
+    estimates.push_back(plan.total());
+    planning.push_back(elapsed.count());
+    ++chosen[plan.strategy.name()];
+    tokens += static_cast<double>(batch.tokens);
+    if (json) {
+      document.element(io::json{{"iteration", k},
+                                {"epoch", batch.epoch},
+                                {"sequences", batch.sequences.size()},
+                                {"tokens", batch.tokens},
+                                {"strategy", plan.strategy.name()},
+                                {"estimate", plan.estimate},
+                                {"overhead", plan.overhead},
+                                {"planning_seconds", elapsed.count()},
+                                {"plan", plan}});
+    } else {
+      out << std::setw(6) << k << std::setw(11) << batch.sequences.size() << std::setw(10) << batch.tokens
+          << std::setprecision(3) << std::setw(14) << plan.estimate << std::setw(9) << plan.overhead << std::setw(20)
+          << plan.dispatch_lower_bound << std::setprecision(2) << std::setw(11) << elapsed.count() * 1e3 << "  "
+          << plan.strategy.name() << "\n";
+    }
+    if (options.text("svg") && pictured.size() < detail_plan::pictured_iterations) pictured.push_back(std::move(plan));
     progress.advance();
   }
 
-  if (const auto svg = options.text("svg")) {
-    std::vector<assign::IterationPlan> plans;
-    for (const auto& record : records) plans.push_back(record.plan);
-    io::write_text_file(*svg, io::pipeline_loads_svg(plans, "sluice plan: " + profile.name() + " on " +
-                                                                std::to_string(profile.gpus()) + " GPUs"));
-  }
+  if (const auto svg = options.text("svg"))
+    outputs.write(*svg, io::pipeline_loads_svg(pictured, "sluice plan: " + profile.name() + " on " +
+                                                             std::to_string(profile.gpus()) + " GPUs"));
 
-  std::vector<double> estimates;
-  std::vector<double> planning;
-  std::map<std::string, int> chosen;
-  double tokens = 0;
-  for (const auto& record : records) {
-    estimates.push_back(record.plan.total());
-    planning.push_back(record.planning_seconds);
-    ++chosen[record.plan.strategy.name()];
-    tokens += static_cast<double>(record.batch.tokens);
-  }
-  const double seconds = mean(estimates) * static_cast<double>(records.size());
-
-  if (options.flag("json")) {
-    io::json iterations_json = io::json::array();
-    for (std::size_t k = 0; k < records.size(); ++k)
-      iterations_json.push_back({{"iteration", k},
-                                 {"epoch", records[k].batch.epoch},
-                                 {"sequences", records[k].batch.sequences.size()},
-                                 {"tokens", records[k].batch.tokens},
-                                 {"strategy", records[k].plan.strategy.name()},
-                                 {"estimate", records[k].plan.estimate},
-                                 {"overhead", records[k].plan.overhead},
-                                 {"planning_seconds", records[k].planning_seconds},
-                                 {"plan", records[k].plan}});
-    out << io::json{{"format", "sluice.plan_run"},
-                    {"version", 1},
-                    {"profile", profile.name()},
-                    {"gpus", profile.gpus()},
-                    {"context", context},
-                    {"candidates", assign::CandidateSet{candidates}},
-                    {"iterations", std::move(iterations_json)},
-                    {"summary",
-                     {{"mean_estimate", mean(estimates)},
-                      {"stddev_estimate", deviation(estimates)},
-                      {"tokens_per_second", tokens / seconds},
-                      {"mean_planning_seconds", mean(planning)},
-                      {"chosen", chosen}}}}
-               .dump(2)
-        << "\n";
+  const double seconds = mean(estimates) * static_cast<double>(estimates.size());
+  if (json) {
+    document.close_array();
+    document.member("profile", profile.name());
+    document.member("summary", io::json{{"mean_estimate", mean(estimates)},
+                                        {"stddev_estimate", deviation(estimates)},
+                                        {"tokens_per_second", tokens / seconds},
+                                        {"mean_planning_seconds", mean(planning)},
+                                        {"chosen", chosen}});
+    document.member("version", 1);
+    document.close();
     return 0;
-  }
-
-  out << "plan: " << profile.name() << " on " << profile.gpus() << " GPUs, " << candidates.size()
-      << " candidates, context " << context << ", " << dataset.source() << "\n\n";
-  out << "  iter  sequences    tokens  estimate (s)  lnk (s)  dispatch bound (s)  plan (ms)  strategy\n";
-  out << std::fixed;
-  for (std::size_t k = 0; k < records.size(); ++k) {
-    const auto& record = records[k];
-    out << std::setw(6) << k << std::setw(11) << record.batch.sequences.size() << std::setw(10) << record.batch.tokens
-        << std::setprecision(3) << std::setw(14) << record.plan.estimate << std::setw(9) << record.plan.overhead
-        << std::setw(20)
-        << record.plan.dispatch_lower_bound << std::setprecision(2) << std::setw(11) << record.planning_seconds * 1e3
-        << "  " << record.plan.strategy.name() << "\n";
   }
   out << std::setprecision(3) << (options.flag("lnk") ? "\nestimate + lnk " : "\nestimate ") << mean(estimates) << " ± "
       << deviation(estimates) << " s per iteration, " << std::setprecision(0) << tokens / seconds

@@ -124,9 +124,9 @@ inline proposal::ProposeOptions propose_options(const Options& options, const co
   result.gpus = profile.gpus();
   result.relaxed = options.flag("relaxed");
   result.gpu_step = options.text("step") ? detail_propose::parse_step(*options.text("step")) : result.relaxed ? 1 : 10;
-  if (const auto step = options.positive("length-step")) result.length_step = *step;
-  if (const auto tokens = options.positive("tokens")) result.tokens_per_iteration = static_cast<double>(*tokens);
-  if (const auto candidates = options.positive("candidates")) result.max_candidates = *candidates;
+  if (const auto step = options.integer("length-step")) result.length_step = *step;
+  if (const auto tokens = options.integer("tokens")) result.tokens_per_iteration = static_cast<double>(*tokens);
+  if (const auto candidates = options.integer("candidates")) result.max_candidates = *candidates;
   result.tp_within_node = !options.flag("cross-node-tp");
   result.sequence_constant = !options.flag("eq2-cost");
   result.fill_term = !options.flag("no-fill");
@@ -144,7 +144,7 @@ inline int propose(std::span<const std::string_view> args, std::ostream& out) {
   proposal::ProposeOptions settings = propose_options(options, profile);
 
   const data::LengthDataset loaded = load_lengths(options);
-  settings.max_len = detail_propose::choose_max_len(options.positive("context"), loaded, profile, settings);
+  settings.max_len = detail_propose::choose_max_len(options.integer("context"), loaded, profile, settings);
   const data::LengthDataset dataset = loaded.truncated(*settings.max_len);
 
   const auto start = std::chrono::steady_clock::now();

@@ -15,6 +15,7 @@
 
 #include "inputs.hpp"
 #include "options.hpp"
+#include "outputs.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
@@ -136,7 +137,7 @@ inline void print_replicas(std::ostream& out, const schedule::PipelineRunPlan& p
 
 }  // namespace detail_schedule
 
-inline int schedule_command(std::span<const std::string_view> args, std::ostream& out) {
+inline int schedule_command(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
   const Options options(args,
                         {"stages", "profile", "lengths", "tp", "replicas", "schedule", "tokens", "context", "seed",
                          "layout", "interval", "bandwidth", "latency", "trace"},
@@ -145,11 +146,10 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
     out << schedule_usage;
     return 0;
   }
-  const auto stages = options.positive("stages");
+  const auto stages = options.integer("stages");
   sluice::detail::require(stages.has_value(), "option --stages is required (see sluice schedule --help)");
   const cost::Profile profile = load_profile(options);
-  const auto tp = options.positive("tp").value_or(1);
-  sluice::detail::require(*stages <= 1024 && tp <= 1024, "options --stages and --tp must be <= 1024");
+  const auto tp = options.integer("tp").value_or(1);
   const Scheme scheme(static_cast<int>(tp), static_cast<int>(*stages));
   const cost::SchemeCost& scheme_cost = profile.at(scheme);
   sluice::detail::require(scheme_cost.max_len > 0, "scheme ", scheme.name(), " of profile ", profile.name(),
@@ -158,7 +158,7 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
 
   schedule::PipelinePlanOptions plan_options;
   plan_options.stages = scheme.pp();
-  plan_options.replicas = static_cast<int>(std::min<std::int64_t>(options.positive("replicas").value_or(1), 1 << 16));
+  plan_options.replicas = static_cast<int>(options.integer("replicas").value_or(1));
   plan_options.micro_batch_memory = setup.memory_limit;
   const std::string kind = options.text("schedule").value_or("cyclic");
   sluice::detail::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '",
@@ -169,13 +169,13 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
   plan_options.layout = microbatch::parse_layout(options.text("layout").value_or("padded"));
   sluice::detail::require(plan_options.layout != microbatch::Layout::fixed_rows,
                           "option --layout: expected padded or packed, got 'fixed_rows'");
-  plan_options.tmax_interval = options.real("interval", 0).value_or(5e-6);
+  plan_options.tmax_interval = options.real("interval").value_or(5e-6);
   plan_options.problem.hidden = std::max<std::int64_t>(profile.spec().model.hidden, 1);
   plan_options.problem.link = link_of(options);
 
-  const std::int64_t context = options.positive("context").value_or(scheme_cost.max_len);
+  const std::int64_t context = options.integer("context").value_or(scheme_cost.max_len);
   const data::LengthDataset dataset = load_lengths(options).truncated(context);
-  data::BatchSampler sampler(dataset, {.tokens_per_batch = options.positive("tokens").value_or(65'536), .seed = seed});
+  data::BatchSampler sampler(dataset, {.tokens_per_batch = options.integer("tokens").value_or(65'536), .seed = seed});
   const data::Batch batch = sampler.next();
   std::vector<microbatch::Sample> samples;
   for (const Sequence& sequence : batch.sequences) samples.push_back({sequence.id(), sequence.length(), 0});
@@ -194,7 +194,7 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
         timelines.push_back(plan.replicas[r].schedule.simulation);
         names.push_back("replica " + std::to_string(r));
       }
-    io::write_text_file(*trace, io::chrome_trace(timelines, names).dump());
+    outputs.write(*trace, io::chrome_trace(timelines, names).dump());
   }
 
   const double tokens = static_cast<double>(batch.tokens);

@@ -123,9 +123,9 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
     settings.memory_bytes = detail_search_cli::parse_bytes("memory", *memory);
   if (const auto granularity = options.text("granularity"))
     settings.granularity_bytes = detail_search_cli::parse_bytes("granularity", *granularity);
-  settings.global_batch = options.positive("batch").value_or(0);
-  settings.batch_step = options.positive("batch-step").value_or(settings.batch_step);
-  settings.max_batch = options.positive("max-batch").value_or(settings.max_batch);
+  settings.global_batch = options.integer("batch").value_or(0);
+  settings.batch_step = options.integer("batch-step").value_or(settings.batch_step);
+  settings.max_batch = options.integer("max-batch").value_or(settings.max_batch);
   if (const auto schedule = options.text("schedule")) {
     sluice::detail::require(*schedule == "1f1b" || *schedule == "gpipe",
                             "option --schedule: expected 1f1b or gpipe, got '", *schedule, "'");

@@ -76,7 +76,7 @@ inline int shard(std::span<const std::string_view> args, std::ostream& out) {
     out << shard_usage;
     return 0;
   }
-  const auto gpus = options.positive("gpus");
+  const auto gpus = options.integer("gpus");
   sluice::detail::require(gpus.has_value(), "option --gpus is required (see sluice shard --help)");
   const auto strategy_text = options.text("strategy");
   sluice::detail::require(strategy_text.has_value(), "option --strategy is required (see sluice shard --help)");
@@ -84,7 +84,7 @@ inline int shard(std::span<const std::string_view> args, std::ostream& out) {
   const Strategy strategy = detail_shard::read_strategy(*strategy_text);
   const shard::Model model =
       detail_shard::read_model(options.text("model").value_or(std::string(io::default_profile)));
-  const std::int64_t per_node = options.positive("gpus-per-node").value_or(8);
+  const std::int64_t per_node = options.integer("gpus-per-node").value_or(8);
   sluice::detail::require(per_node <= *gpus, "option --gpus-per-node: ", per_node, " exceeds --gpus ", *gpus);
   const shard::PlacementOptions placement_options{.gpus_per_node = static_cast<int>(per_node)};
   shard::Cluster cluster;

@@ -19,6 +19,7 @@
 
 #include "inputs.hpp"
 #include "options.hpp"
+#include "outputs.hpp"
 #include "statistics.hpp"
 #include "systems.hpp"
 #include "sluice/data/dataset.hpp"
@@ -73,29 +74,23 @@ inline const std::set<std::string, std::less<>> scenario_options = {
 struct Scenario {
   systems::Setup setup;
   data::LengthDataset dataset;  // truncated to the context
-  std::vector<data::Batch> batches;
-  [[nodiscard]] std::vector<std::vector<Sequence>> sequences() const {
-    std::vector<std::vector<Sequence>> result;
-    for (const data::Batch& batch : batches) result.push_back(batch.sequences);
-    return result;
+  // The seeded sampler of the scenario's iterations, one batch at a time.
+  [[nodiscard]] data::BatchSampler sampler() const {
+    return data::BatchSampler(dataset, {.tokens_per_batch = setup.tokens, .seed = setup.seed});
   }
 };
 
-inline Scenario read_scenario(const Options& options, std::int64_t iterations) {
-  const std::int64_t context = options.positive("context").value_or(32768);
+inline Scenario read_scenario(const Options& options) {
+  const std::int64_t context = options.integer("context").value_or(32768);
   data::LengthDataset dataset = load_lengths(options).truncated(context);
-  const std::int64_t tokens = options.positive("tokens").value_or(100'000);
+  const std::int64_t tokens = options.integer("tokens").value_or(100'000);
   const std::uint64_t seed = seed_of(options);
 
   systems::Setup setup{load_profile(options), context, tokens, options.flag("cross-node-tp"), {}, {}, seed};
   setup.problem.hidden = std::max<std::int64_t>(setup.profile.spec().model.hidden, 1);
   setup.problem.link = link_of(options);
   setup.plan.dispatch = dispatch_options(options);
-
-  data::BatchSampler sampler(dataset, {.tokens_per_batch = tokens, .seed = seed});
-  std::vector<data::Batch> batches;
-  for (std::int64_t k = 0; k < iterations; ++k) batches.push_back(sampler.next());
-  return {std::move(setup), std::move(dataset), std::move(batches)};
+  return {std::move(setup), std::move(dataset)};
 }
 
 inline std::string describe(const Scenario& scenario) {
@@ -112,7 +107,7 @@ struct Summary {
   double imbalance = 0, idle = 0, switching = 0;
 };
 
-inline Summary summarize(const systems::SystemRun& run, std::span<const data::Batch> batches,
+inline Summary summarize(const systems::SystemRun& run, std::span<const systems::BatchSize> batches,
                          const systems::SystemRun& sluice) {
   Summary summary;
   std::vector<double> seconds, throughput, speedups, imbalances, idle, switching;
@@ -172,15 +167,13 @@ inline std::string plus_minus(double value, double stddev, int precision) {
 }
 
 // Pictures into `directory` (created if missing); returns the files written.
-inline std::vector<std::string> write_pictures(const std::filesystem::path& directory, const Scenario& scenario,
-                                               const systems::Comparison& comparison) {
-  std::error_code error;
-  std::filesystem::create_directories(directory, error);
-  sluice::detail::require(!error, directory.string(), ": cannot create directory (", error.message(), ")");
+inline std::vector<std::string> write_pictures(Outputs& outputs, const std::filesystem::path& directory,
+                                               const Scenario& scenario, const systems::Comparison& comparison) {
+  outputs.directory(directory);
   std::vector<std::string> written;
   auto write = [&](const std::string& name, const std::string& svg) {
     const std::filesystem::path path = directory / name;
-    io::write_text_file(path, svg);
+    outputs.write(path, svg);
     written.push_back(path.string());
   };
   const std::string where = describe(scenario);
@@ -197,7 +190,7 @@ inline std::vector<std::string> write_pictures(const std::filesystem::path& dire
   return written;
 }
 
-inline void write_trace(const std::filesystem::path& path, const systems::Comparison& comparison) {
+inline void write_trace(Outputs& outputs, const std::filesystem::path& path, const systems::Comparison& comparison) {
   std::vector<schedule::Simulation> pipelines;
   std::vector<std::string> names;
   for (const systems::SystemRun& run : comparison.systems) {
@@ -205,13 +198,13 @@ inline void write_trace(const std::filesystem::path& path, const systems::Compar
     pipelines.insert(pipelines.end(), run.first.pipelines.begin(), run.first.pipelines.end());
     for (const std::string& name : run.first.names) names.push_back(run.name + ": " + name);
   }
-  io::write_text_file(path, io::chrome_trace(pipelines, names).dump());
+  outputs.write(path, io::chrome_trace(pipelines, names).dump());
 }
 
 inline void print(std::ostream& out, const Scenario& scenario, const systems::Comparison& comparison,
                   const std::vector<Summary>& summaries) {
   const systems::Setup& setup = scenario.setup;
-  out << "simulate: " << describe(scenario) << "; " << scenario.batches.size() << " iterations of about "
+  out << "simulate: " << describe(scenario) << "; " << comparison.batches.size() << " iterations of about "
       << setup.tokens << " tokens (seed " << setup.seed << ")\n";
   out << "each iteration: the simulated makespan of its slowest pipeline; stage-to-stage links "
       << setup.problem.link.bandwidth / 1e9 << " GB/s, " << setup.problem.link.latency << " s; backward "
@@ -250,7 +243,8 @@ inline void print(std::ostream& out, const Scenario& scenario, const systems::Co
 
 }  // namespace detail_simulate
 
-inline int simulate(std::span<const std::string_view> args, std::ostream& out, std::ostream* terminal) {
+inline int simulate(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs,
+                    std::ostream* terminal) {
   std::set<std::string, std::less<>> valued = detail_simulate::scenario_options;
   valued.insert({"iterations", "svg", "trace"});
   const Options options(args, valued, {"cross-node-tp", "json", "help"});
@@ -258,10 +252,11 @@ inline int simulate(std::span<const std::string_view> args, std::ostream& out, s
     out << simulate_usage;
     return 0;
   }
-  const detail_simulate::Scenario scenario =
-      detail_simulate::read_scenario(options, options.positive("iterations").value_or(10));
-  const std::vector<std::vector<Sequence>> sequences = scenario.sequences();
-  const systems::Comparison comparison = systems::compare(scenario.setup, scenario.dataset, sequences, terminal);
+  const detail_simulate::Scenario scenario = detail_simulate::read_scenario(options);
+  data::BatchSampler sampler = scenario.sampler();
+  const systems::Comparison comparison =
+      systems::compare(scenario.setup, scenario.dataset, static_cast<std::size_t>(options.integer("iterations").value_or(10)),
+                       [&] { return sampler.next().sequences; }, terminal);
   bool any = false;
   for (const systems::SystemRun& run : comparison.systems) any = any || !run.failure;
   if (!any) throw infeasible("simulate: no system can run this scenario: " + *comparison.systems.back().failure);
@@ -269,10 +264,10 @@ inline int simulate(std::span<const std::string_view> args, std::ostream& out, s
   std::vector<detail_simulate::Summary> summaries;
   for (const systems::SystemRun& run : comparison.systems)
     summaries.push_back(run.failure ? detail_simulate::Summary{}
-                                    : detail_simulate::summarize(run, scenario.batches, comparison.systems.back()));
+                                    : detail_simulate::summarize(run, comparison.batches, comparison.systems.back()));
   std::vector<std::string> pictures;
-  if (const auto svg = options.text("svg")) pictures = detail_simulate::write_pictures(*svg, scenario, comparison);
-  if (const auto trace = options.text("trace")) detail_simulate::write_trace(*trace, comparison);
+  if (const auto svg = options.text("svg")) pictures = detail_simulate::write_pictures(outputs, *svg, scenario, comparison);
+  if (const auto trace = options.text("trace")) detail_simulate::write_trace(outputs, *trace, comparison);
 
   if (options.flag("json")) {
     const systems::Setup& setup = scenario.setup;
@@ -280,8 +275,8 @@ inline int simulate(std::span<const std::string_view> args, std::ostream& out, s
     for (std::size_t s = 0; s < comparison.systems.size(); ++s)
       runs.push_back(detail_simulate::run_json(comparison.systems[s], summaries[s]));
     io::json batches = io::json::array();
-    for (const data::Batch& batch : scenario.batches)
-      batches.push_back({{"sequences", batch.sequences.size()}, {"tokens", batch.tokens}});
+    for (const systems::BatchSize& batch : comparison.batches)
+      batches.push_back({{"sequences", batch.sequences}, {"tokens", batch.tokens}});
     out << io::json{{"format", "sluice.simulate_run"},
                     {"version", 1},
                     {"profile", setup.profile.name()},

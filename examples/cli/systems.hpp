@@ -72,7 +72,14 @@ struct SystemRun {
   }
 };
 
+// What a compared batch held.
+struct BatchSize {
+  std::size_t sequences = 0;
+  std::int64_t tokens = 0;
+};
+
 struct Comparison {
+  std::vector<BatchSize> batches;    // per iteration
   std::vector<SystemRun> systems;    // megatron, hotspa, dynapipe, sluice
   std::vector<Strategy> candidates;  // sluice's proposed strategies
   std::vector<std::int64_t> bounds;  // HotSPa's length ranges (0, b0], (b0, b1], ...
@@ -144,33 +151,37 @@ inline SystemRun failed(std::string name, std::string reason) {
 
 namespace detail_systems {
 
-// One homogeneous strategy over every batch: fixed-length packing into `capacity`-token bins, 1F1B.
-inline SystemRun fixed_length_run(const Setup& setup, std::span<const std::vector<Sequence>> batches,
-                                  const Strategy& strategy, std::int64_t capacity, Progress& progress) {
-  SystemRun run;
-  run.strategies = {strategy};
-  const schedule::ScheduleOptions one_f_one_b{schedule::ScheduleKind::one_f_one_b, setup.seed, 0};
-  for (std::size_t k = 0; k < batches.size(); ++k) {
-    progress.advance();
-    if (batches[k].empty()) {  // a length range this batch has nothing in
-      run.iterations.push_back({0, 0, 1, 0, strategy.name()});
-      continue;
-    }
-    const assign::IterationPlan plan = assign::plan_fixed_length(batches[k], strategy, setup.profile, capacity);
-    assign::validate(plan, batches[k], setup.profile);
-    const schedule::IterationSchedule scheduled =
-        schedule::schedule_iteration(plan, setup.profile, one_f_one_b, setup.problem);
-    schedule::validate(scheduled, plan, setup.profile, setup.problem);
-    run.iterations.push_back(outcome_of(scheduled, strategy));
-    if (k == 0) run.first = timeline_of(plan, scheduled);
-    if (k < pictured_iterations) run.plans.push_back(plan);
-  }
-  return run;
+// Every system runs iteration by iteration (so that a long run streams its batches): a SystemRun per strategy
+// accumulates the iterations, and the system's choice among its strategies is made once all have run.
+inline std::vector<SystemRun> runs_of(std::span<const Strategy> strategies) {
+  std::vector<SystemRun> runs(strategies.size());
+  for (std::size_t s = 0; s < strategies.size(); ++s) runs[s].strategies = {strategies[s]};
+  return runs;
 }
 
-// DynaPipe on one homogeneous strategy over every batch: its pipelines are the data-parallel replicas.
-inline SystemRun dynapipe_run(const Setup& setup, std::span<const std::vector<Sequence>> batches,
-                              const Strategy& strategy, Progress& progress) {
+// Iteration k of one homogeneous strategy (run.strategies[0]): fixed-length packing into `capacity`-token bins, 1F1B.
+inline void fixed_length_iteration(const Setup& setup, std::span<const Sequence> batch, std::size_t k,
+                                   std::int64_t capacity, SystemRun& run) {
+  const Strategy& strategy = run.strategies.front();
+  if (batch.empty()) {  // a length range this batch has nothing in
+    run.iterations.push_back({0, 0, 1, 0, strategy.name()});
+    return;
+  }
+  const schedule::ScheduleOptions one_f_one_b{schedule::ScheduleKind::one_f_one_b, setup.seed, 0};
+  const assign::IterationPlan plan = assign::plan_fixed_length(batch, strategy, setup.profile, capacity);
+  assign::validate(plan, batch, setup.profile);
+  const schedule::IterationSchedule scheduled =
+      schedule::schedule_iteration(plan, setup.profile, one_f_one_b, setup.problem);
+  schedule::validate(scheduled, plan, setup.profile, setup.problem);
+  run.iterations.push_back(outcome_of(scheduled, strategy));
+  if (k == 0) run.first = timeline_of(plan, scheduled);
+  if (k < pictured_iterations) run.plans.push_back(plan);
+}
+
+// Iteration k of DynaPipe on one homogeneous strategy (run.strategies[0]): its pipelines are the data-parallel
+// replicas.
+inline void dynapipe_iteration(const Setup& setup, std::span<const Sequence> batch, std::size_t k, SystemRun& run) {
+  const Strategy& strategy = run.strategies.front();
   const StrategyPart& part = strategy.parts().front();
   const microbatch::StageCostSetup cost = microbatch::stage_cost(setup.profile.at(part.scheme));
   schedule::PipelinePlanOptions options;
@@ -179,38 +190,41 @@ inline SystemRun dynapipe_run(const Setup& setup, std::span<const std::vector<Se
   options.micro_batch_memory = cost.memory_limit;
   options.schedule = {schedule::ScheduleKind::cyclic, setup.seed, 0};
   options.problem = setup.problem;
-  SystemRun run;
-  run.strategies = {strategy};
-  for (std::size_t k = 0; k < batches.size(); ++k) {
-    progress.advance();
-    std::vector<microbatch::Sample> samples;
-    for (const Sequence& sequence : batches[k]) samples.push_back({sequence.id(), sequence.length(), 0});
-    const std::span<const microbatch::Sample> span(samples);
-    const schedule::PipelineRunPlan plan = schedule::plan_pipeline(span, cost.model, options);
-    schedule::validate(plan, span, cost.model, options);
-    std::vector<double> busy;
-    for (std::size_t r = 0; r < plan.replicas.size(); ++r) {
-      if (plan.replicas[r].micro_batches.empty()) continue;
-      const schedule::Simulation& simulation = plan.replicas[r].schedule.simulation;
-      busy.push_back(simulation.makespan);
-      if (k == 0) {
-        run.first.pipelines.push_back(simulation);
-        run.first.names.push_back(pipeline_name(r, part.scheme));
-      }
+  std::vector<microbatch::Sample> samples;
+  for (const Sequence& sequence : batch) samples.push_back({sequence.id(), sequence.length(), 0});
+  const std::span<const microbatch::Sample> span(samples);
+  const schedule::PipelineRunPlan plan = schedule::plan_pipeline(span, cost.model, options);
+  schedule::validate(plan, span, cost.model, options);
+  std::vector<double> busy;
+  for (std::size_t r = 0; r < plan.replicas.size(); ++r) {
+    if (plan.replicas[r].micro_batches.empty()) continue;
+    const schedule::Simulation& simulation = plan.replicas[r].schedule.simulation;
+    busy.push_back(simulation.makespan);
+    if (k == 0) {
+      run.first.pipelines.push_back(simulation);
+      run.first.names.push_back(pipeline_name(r, part.scheme));
     }
-    const double idle = 1.0 - static_cast<double>(busy.size()) / static_cast<double>(plan.replicas.size());
-    run.iterations.push_back({plan.makespan, 0, imbalance(busy), idle, strategy.name()});
   }
-  return run;
+  const double idle = 1.0 - static_cast<double>(busy.size()) / static_cast<double>(plan.replicas.size());
+  run.iterations.push_back({plan.makespan, 0, imbalance(busy), idle, strategy.name()});
 }
 
-// The run of the strategy with the lowest mean iteration over the batches (ties to the earlier).
-inline std::optional<SystemRun> best_of(std::span<const Strategy> strategies,
-                                        const std::function<SystemRun(const Strategy&)>& evaluate) {
+// Iteration k of sluice over its candidates (run.strategies).
+inline void sluice_iteration(const Setup& setup, std::span<const Sequence> batch, std::size_t k, SystemRun& run) {
+  const schedule::ScheduleOptions cyclic{schedule::ScheduleKind::cyclic, setup.seed, 0};
+  const schedule::SimulatedIteration iteration =
+      schedule::plan_simulated_iteration(batch, run.strategies, setup.profile, setup.plan, cyclic, setup.problem);
+  schedule::validate(iteration, batch, run.strategies, setup.profile, setup.plan, setup.problem);
+  run.iterations.push_back(outcome_of(iteration.schedule, iteration.plan.strategy));
+  if (k == 0) run.first = timeline_of(iteration.plan, iteration.schedule);
+  if (k < pictured_iterations) run.plans.push_back(iteration.plan);
+}
+
+// The run with the lowest mean iteration (ties to the earlier).
+inline std::optional<SystemRun> best_of(std::vector<SystemRun> runs) {
   std::optional<SystemRun> best;
   double best_mean = std::numeric_limits<double>::infinity();
-  for (const Strategy& strategy : strategies) {
-    SystemRun run = evaluate(strategy);
+  for (SystemRun& run : runs) {
     const double seconds = mean(run.seconds());
     if (!best || seconds < best_mean) {
       best_mean = seconds;
@@ -218,6 +232,14 @@ inline std::optional<SystemRun> best_of(std::span<const Strategy> strategies,
     }
   }
   return best;
+}
+
+// The sequences of `batch` in the length range (lower, upper].
+inline std::vector<Sequence> bucket(std::span<const Sequence> batch, std::int64_t lower, std::int64_t upper) {
+  std::vector<Sequence> result;
+  for (const Sequence& sequence : batch)
+    if (sequence.length() > lower && sequence.length() <= upper) result.push_back(sequence);
+  return result;
 }
 
 inline std::string no_homogeneous(const Setup& setup, std::int64_t length) {
@@ -243,41 +265,44 @@ inline double switching_seconds(const Setup& setup, const Strategy& home, const 
 
 // (1) Megatron-LM: one static homogeneous strategy, the best by mean over the batches of those holding the
 // context; sequences packed best-fit-decreasing into bins of the context (assign::plan_fixed_length), bins dealt
-// round-robin to the pipelines; 1F1B.
-inline SystemRun megatron(const Setup& setup, std::span<const std::vector<Sequence>> batches,
-                          std::span<const Strategy> strategies, Progress& progress) {
-  auto best = detail_systems::best_of(strategies, [&](const Strategy& strategy) {
-    return detail_systems::fixed_length_run(setup, batches, strategy, setup.context, progress);
-  });
+// round-robin to the pipelines; 1F1B. `runs`: each homogeneous strategy's run over every batch.
+inline SystemRun megatron_of(const Setup& setup, std::vector<SystemRun> runs) {
+  const std::size_t considered = runs.size();
+  auto best = detail_systems::best_of(std::move(runs));
   if (!best) return failed("megatron", detail_systems::no_homogeneous(setup, setup.context));
   best->name = "megatron";
-  best->configuration = sluice::detail::concat(best->strategies.front().name(), ", the fastest of ",
-                                               strategies.size(), " homogeneous strategies holding ", setup.context,
+  best->configuration = sluice::detail::concat(best->strategies.front().name(), ", the fastest of ", considered,
+                                               " homogeneous strategies holding ", setup.context,
                                                " tokens; fixed-length packing into ", setup.context,
                                                "-token bins; 1F1B");
   return *std::move(best);
 }
 
+inline SystemRun megatron(const Setup& setup, std::span<const std::vector<Sequence>> batches,
+                          std::span<const Strategy> strategies, Progress& progress) {
+  std::vector<SystemRun> runs = detail_systems::runs_of(strategies);
+  for (SystemRun& run : runs)
+    for (std::size_t k = 0; k < batches.size(); ++k) {
+      progress.advance();
+      detail_systems::fixed_length_iteration(setup, batches[k], k, setup.context, run);
+    }
+  return megatron_of(setup, std::move(runs));
+}
+
 // (2) HotSPa: each iteration's sequences bucketed by length range, each range run on its own homogeneous
 // strategy (the best by mean of those holding the range's upper bound, fixed-length packing into bins of that
 // bound, 1F1B), the ranges one after another. The optimizer states stay in the first range's strategy's layout;
-// a range on another strategy pays the switch there and back (detail_systems::switching_seconds).
-inline SystemRun hotspa(const Setup& setup, std::span<const std::vector<Sequence>> batches,
-                        std::span<const std::int64_t> bounds, std::span<const std::vector<Strategy>> strategies,
-                        Progress& progress) {
+// a range on another strategy pays the switch there and back (detail_systems::switching_seconds). `ranges[b]`:
+// the runs of range b's strategies over every batch's bucket.
+inline SystemRun hotspa_of(const Setup& setup, std::span<const std::int64_t> bounds,
+                           std::vector<std::vector<SystemRun>> ranges_runs) {
   std::vector<SystemRun> ranges;
   std::vector<Strategy> chosen;
   std::string configuration;
   std::int64_t lower = 0;
   for (std::size_t b = 0; b < bounds.size(); ++b) {
-    std::vector<std::vector<Sequence>> bucket(batches.size());
-    for (std::size_t k = 0; k < batches.size(); ++k)
-      for (const Sequence& sequence : batches[k])
-        if (sequence.length() > lower && sequence.length() <= bounds[b]) bucket[k].push_back(sequence);
     const std::int64_t upper = bounds[b];
-    auto best = detail_systems::best_of(strategies[b], [&](const Strategy& strategy) {
-      return detail_systems::fixed_length_run(setup, bucket, strategy, upper, progress);
-    });
+    auto best = detail_systems::best_of(std::move(ranges_runs[b]));
     if (!best) return failed("hotspa", detail_systems::no_homogeneous(setup, upper));
     chosen.push_back(best->strategies.front());
     configuration += sluice::detail::concat(b == 0 ? "" : " | ", "(", lower, ", ", upper, "]: ", chosen.back().name());
@@ -291,7 +316,7 @@ inline SystemRun hotspa(const Setup& setup, std::span<const std::vector<Sequence
   run.name = "hotspa";
   run.configuration = configuration + "; fixed-length packing, 1F1B; switching charged";
   run.strategies = chosen;
-  for (std::size_t k = 0; k < batches.size(); ++k) {
+  for (std::size_t k = 0; k < ranges.front().iterations.size(); ++k) {
     IterationOutcome total{0, 0, 0, 0, {}};
     double weighted_imbalance = 0, weighted_idle = 0, busy_seconds = 0;
     for (std::size_t b = 0; b < ranges.size(); ++b) {
@@ -320,15 +345,12 @@ inline SystemRun hotspa(const Setup& setup, std::span<const std::vector<Sequence
 // mini-batch is ordered, cut into micro-batches by the DP under the per-micro-batch memory limit of the profile's
 // ⟨TP, PP⟩ scheme (microbatch::stage_cost), balanced over the strategy's pipelines as data-parallel replicas
 // (Karmarkar–Karp), and every replica scheduled by the adaptive cyclic search (1F1B kept when faster).
-inline SystemRun dynapipe(const Setup& setup, std::span<const std::vector<Sequence>> batches,
-                          std::span<const Strategy> strategies, Progress& progress) {
-  auto best = detail_systems::best_of(strategies, [&](const Strategy& strategy) {
-    return detail_systems::dynapipe_run(setup, batches, strategy, progress);
-  });
+inline SystemRun dynapipe_of(const Setup& setup, std::vector<SystemRun> runs) {
+  const std::size_t considered = runs.size();
+  auto best = detail_systems::best_of(std::move(runs));
   if (!best) return failed("dynapipe", detail_systems::no_homogeneous(setup, setup.context));
   best->name = "dynapipe";
-  best->configuration = sluice::detail::concat(best->strategies.front().name(), ", the fastest of ",
-                                               strategies.size(),
+  best->configuration = sluice::detail::concat(best->strategies.front().name(), ", the fastest of ", considered,
                                                " homogeneous strategies under DynaPipe; micro-batch DP (padded), ",
                                                "Karmarkar-Karp over its pipelines, adaptive schedule");
   return *std::move(best);
@@ -336,24 +358,23 @@ inline SystemRun dynapipe(const Setup& setup, std::span<const std::vector<Sequen
 
 // (4) sluice: every iteration, each candidate (propose_candidates) dispatched and packed (two-stage assignment) and its
 // pipelines scheduled by the adaptive cyclic search (1F1B kept when faster); the candidate with the lowest
-// simulated makespan is kept (schedule::plan_simulated_iteration).
-inline SystemRun sluice_run(const Setup& setup, std::span<const std::vector<Sequence>> batches,
-                            std::span<const Strategy> candidates, Progress& progress) {
+// simulated makespan is kept (schedule::plan_simulated_iteration). Iterations are added by sluice_iteration.
+inline SystemRun sluice_system(std::span<const Strategy> candidates) {
   SystemRun run;
   run.name = "sluice";
   run.configuration = sluice::detail::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
                                              "strategies holding the context); two-stage assignment, adaptive ",
                                              "schedule; the fastest simulated candidate per iteration");
   run.strategies.assign(candidates.begin(), candidates.end());
-  const schedule::ScheduleOptions cyclic{schedule::ScheduleKind::cyclic, setup.seed, 0};
+  return run;
+}
+
+inline SystemRun sluice_run(const Setup& setup, std::span<const std::vector<Sequence>> batches,
+                            std::span<const Strategy> candidates, Progress& progress) {
+  SystemRun run = sluice_system(candidates);
   for (std::size_t k = 0; k < batches.size(); ++k) {
-    const schedule::SimulatedIteration iteration =
-        schedule::plan_simulated_iteration(batches[k], candidates, setup.profile, setup.plan, cyclic, setup.problem);
-    schedule::validate(iteration, batches[k], candidates, setup.profile, setup.plan, setup.problem);
+    detail_systems::sluice_iteration(setup, batches[k], k, run);
     progress.advance(static_cast<std::int64_t>(candidates.size()));
-    run.iterations.push_back(outcome_of(iteration.schedule, iteration.plan.strategy));
-    if (k == 0) run.first = timeline_of(iteration.plan, iteration.schedule);
-    if (k < pictured_iterations) run.plans.push_back(iteration.plan);
   }
   return run;
 }
@@ -389,11 +410,12 @@ inline std::vector<Strategy> propose_candidates(const Setup& setup, const data::
   return candidates;
 }
 
-// The four systems on the same batches; `dataset` (truncated to the context) is what sluice proposes from.
-// `terminal`: where a progress bar may be drawn, or nullptr.
-inline Comparison compare(const Setup& setup, const data::LengthDataset& dataset,
-                          std::span<const std::vector<Sequence>> batches, std::ostream* terminal) {
-  sluice::detail::require(!batches.empty(), "simulate: no iterations to simulate");
+// The four systems on `iterations` batches drawn one at a time from `next_batch`: every system plans a batch, then
+// it is dropped, so memory does not grow with the batches' size times their number. `dataset` (truncated to the
+// context) is what sluice proposes from. `terminal`: where a progress bar may be drawn, or nullptr.
+inline Comparison compare(const Setup& setup, const data::LengthDataset& dataset, std::size_t iterations,
+                          const std::function<std::vector<Sequence>()>& next_batch, std::ostream* terminal) {
+  sluice::detail::require(iterations > 0, "simulate: no iterations to simulate");
   Comparison comparison;
   comparison.bounds = bucket_bounds(setup.context);
   const std::vector<Strategy> homogeneous = homogeneous_strategies(setup, setup.context);
@@ -407,19 +429,56 @@ inline Comparison compare(const Setup& setup, const data::LengthDataset& dataset
                        static_cast<std::int64_t>(comparison.candidates.size());
   if (!homogeneous.empty())
     for (const auto& strategies : by_range) steps += static_cast<std::int64_t>(strategies.size());
-  Progress progress(terminal, "simulate", steps * static_cast<std::int64_t>(batches.size()));
+  Progress progress(terminal, "simulate", steps * static_cast<std::int64_t>(iterations));
 
-  comparison.systems.push_back(megatron(setup, batches, homogeneous, progress));
-  if (homogeneous.empty())  // the last range is the context's: HotSPa cannot run either
+  std::vector<SystemRun> megatron_runs = detail_systems::runs_of(homogeneous);
+  std::vector<std::vector<SystemRun>> hotspa_runs;
+  if (!homogeneous.empty())  // else the last range, the context's, has no strategy either
+    for (const auto& strategies : by_range) hotspa_runs.push_back(detail_systems::runs_of(strategies));
+  std::vector<SystemRun> dynapipe_runs = detail_systems::runs_of(homogeneous);
+  SystemRun sluice = sluice_system(comparison.candidates);
+  for (std::size_t k = 0; k < iterations; ++k) {
+    const std::vector<Sequence> batch = next_batch();
+    std::int64_t tokens = 0;
+    for (const Sequence& sequence : batch) tokens += sequence.length();
+    comparison.batches.push_back({batch.size(), tokens});
+    for (SystemRun& run : megatron_runs) {
+      progress.advance();
+      detail_systems::fixed_length_iteration(setup, batch, k, setup.context, run);
+    }
+    std::int64_t lower = 0;
+    for (std::size_t b = 0; b < hotspa_runs.size(); ++b) {
+      const std::vector<Sequence> range = detail_systems::bucket(batch, lower, comparison.bounds[b]);
+      for (SystemRun& run : hotspa_runs[b]) {
+        progress.advance();
+        detail_systems::fixed_length_iteration(setup, range, k, comparison.bounds[b], run);
+      }
+      lower = comparison.bounds[b];
+    }
+    for (SystemRun& run : dynapipe_runs) {
+      progress.advance();
+      detail_systems::dynapipe_iteration(setup, batch, k, run);
+    }
+    if (!comparison.candidates.empty()) {
+      detail_systems::sluice_iteration(setup, batch, k, sluice);
+      progress.advance(static_cast<std::int64_t>(comparison.candidates.size()));
+    }
+  }
+
+  comparison.systems.push_back(megatron_of(setup, std::move(megatron_runs)));
+  if (homogeneous.empty())
     comparison.systems.push_back(failed("hotspa", detail_systems::no_homogeneous(setup, setup.context)));
   else
-    comparison.systems.push_back(hotspa(setup, batches, comparison.bounds, by_range, progress));
-  comparison.systems.push_back(dynapipe(setup, batches, homogeneous, progress));
-  if (comparison.candidates.empty())
-    comparison.systems.push_back(failed("sluice", sluice_failure));
-  else
-    comparison.systems.push_back(sluice_run(setup, batches, comparison.candidates, progress));
+    comparison.systems.push_back(hotspa_of(setup, comparison.bounds, std::move(hotspa_runs)));
+  comparison.systems.push_back(dynapipe_of(setup, std::move(dynapipe_runs)));
+  comparison.systems.push_back(comparison.candidates.empty() ? failed("sluice", sluice_failure) : std::move(sluice));
   return comparison;
+}
+
+inline Comparison compare(const Setup& setup, const data::LengthDataset& dataset,
+                          std::span<const std::vector<Sequence>> batches, std::ostream* terminal) {
+  std::size_t next = 0;
+  return compare(setup, dataset, batches.size(), [&] { return batches[next++]; }, terminal);
 }
 
 }  // namespace sluice::cli::systems

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "options.hpp"
+#include "outputs.hpp"
 #include "plan.hpp"
 #include "simulate.hpp"
 #include "systems.hpp"
@@ -50,7 +51,7 @@ inline constexpr std::string_view trace_usage =
     "  --trace F        write the timeline as Chrome-trace JSON to F (ui.perfetto.dev)\n"
     "  --json           print one sluice.trace_run JSON document\n";
 
-inline int trace(std::span<const std::string_view> args, std::ostream& out) {
+inline int trace(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
   std::set<std::string, std::less<>> valued = detail_simulate::scenario_options;
   valued.insert({"iteration", "strategies", "schedule", "svg", "trace"});
   const Options options(args, valued, {"cross-node-tp", "json", "help"});
@@ -61,11 +62,12 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out) {
   const std::string kind = options.text("schedule").value_or("cyclic");
   sluice::detail::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '",
                           kind, "'");
-  const std::int64_t index = options.integer("iteration", 0).value_or(0);
-  sluice::detail::require(index < (std::int64_t{1} << 20), "option --iteration: expected at most 2^20, got ", index);
-  const detail_simulate::Scenario scenario = detail_simulate::read_scenario(options, index + 1);
+  const std::int64_t index = options.integer("iteration").value_or(0);
+  const detail_simulate::Scenario scenario = detail_simulate::read_scenario(options);
   const systems::Setup& setup = scenario.setup;
-  const data::Batch& batch = scenario.batches.back();
+  data::BatchSampler sampler = scenario.sampler();
+  for (std::int64_t k = 0; k < index; ++k) sampler.next();  // the iterations before it, drawn and dropped
+  const data::Batch batch = sampler.next();
 
   std::vector<Strategy> candidates;
   if (const auto strategies = options.text("strategies")) {
@@ -84,9 +86,9 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out) {
   const std::string title = sluice::detail::concat("sluice: iteration ", index, ", ", iteration.plan.strategy.name(),
                                                    ", ", detail_simulate::describe(scenario));
   if (const auto svg = options.text("svg"))
-    io::write_text_file(*svg, io::timeline_svg(timeline.pipelines, timeline.names, title));
+    outputs.write(*svg, io::timeline_svg(timeline.pipelines, timeline.names, title));
   if (const auto trace_file = options.text("trace"))
-    io::write_text_file(*trace_file, io::chrome_trace(timeline.pipelines, timeline.names).dump());
+    outputs.write(*trace_file, io::chrome_trace(timeline.pipelines, timeline.names).dump());
 
   if (options.flag("json")) {
     io::json candidate_json = io::json::array();

@@ -656,8 +656,17 @@ public:
       : problem_(problem),
         pipeline_of_(pipeline_of),
         members_(static_cast<std::size_t>(problem.pipelines())),
-        loads_(static_cast<std::size_t>(problem.pipelines())) {
+        loads_(static_cast<std::size_t>(problem.pipelines())),
+        length_class_(static_cast<std::size_t>(problem.sequences())) {
     for (int i = 0; i < problem.sequences(); ++i) members_[pipeline_of[i]].push_back(i);
+    std::vector<std::int64_t> lengths;
+    for (int i = 0; i < problem.sequences(); ++i) lengths.push_back(problem.length(i));
+    std::ranges::sort(lengths);
+    lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+    for (int i = 0; i < problem.sequences(); ++i)
+      length_class_[i] = static_cast<int>(std::ranges::lower_bound(lengths, problem.length(i)) - lengths.begin());
+    moved_seen_.assign(lengths.size(), 0);
+    partner_seen_.assign(lengths.size(), 0);
     for (int p = 0; p < problem.pipelines(); ++p) recompute(p);
   }
 
@@ -671,7 +680,10 @@ public:
       const double current = loads_[p].bound;
       Step step;
       step.value = current - current * 1e-12;
-      for (const int i : members_[p]) consider_moves(p, i, step);
+      ++moved_stamp_;
+      for (const int i : members_[p]) {
+        if (first_of_class(moved_seen_, moved_stamp_, i)) consider_moves(p, i, step);
+      }
       if (step.sequence < 0) return;
       apply(p, step);
     }
@@ -694,7 +706,17 @@ private:
     int partner = -1;  // −1: a move
   };
 
-  void consider_moves(int p, int i, Step& step) const {
+  // Sequences of one length are interchangeable: their times and limits are equal, so every move or swap of a
+  // later one has the value of the earlier one's and, compared strictly, never replaces it. Looking at the first
+  // of each length per pipeline keeps the result and makes a batch of many equal lengths cheap.
+  bool first_of_class(std::vector<std::uint64_t>& seen, std::uint64_t stamp, int i) {
+    std::uint64_t& mark = seen[static_cast<std::size_t>(length_class_[i])];
+    if (mark == stamp) return false;
+    mark = stamp;
+    return true;
+  }
+
+  void consider_moves(int p, int i, Step& step) {
     const int limit = problem_.limit(i);
     const std::int64_t length = problem_.length(i);
     const double without = bound_after(p, i, -1);
@@ -715,8 +737,10 @@ private:
         const double value = std::max(without, bound_after(q, -1, i));
         if (value < step.value) step = {value, i, q, -1};
       }
+      ++partner_stamp_;
       for (const int k : members_[q]) {
         if (problem_.length(k) >= length || problem_.limit(k) <= p) continue;
+        if (!first_of_class(partner_seen_, partner_stamp_, k)) continue;
         if (floor + (1 + group.pp_minus_1) * problem_.time(k, g) >= step.value) continue;
         const double new_p = bound_after(p, i, k);
         if (new_p >= step.value) continue;
@@ -806,6 +830,9 @@ private:
   std::vector<int>& pipeline_of_;
   std::vector<std::vector<int>> members_;  // per pipeline, its sequences in batch order
   std::vector<Load> loads_;
+  std::vector<int> length_class_;  // per sequence, the rank of its length among the batch's distinct lengths
+  std::vector<std::uint64_t> moved_seen_, partner_seen_;  // per length class, the stamp it was last seen under
+  std::uint64_t moved_stamp_ = 0, partner_stamp_ = 0;
 };
 
 }  // namespace detail

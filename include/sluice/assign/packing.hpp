@@ -324,18 +324,27 @@ private:
     };
     for (std::size_t t = middle; t < last; ++t) {  // transfer >= half the gap: the peak is on q
       if (load_[q] + out_weight - in_weight - weight_[member_[t]] >= best.peak) break;
-      try_b(member_[t]);
+      if (t == middle || !same_sequence(t, t - 1)) try_b(member_[t]);
     }
     for (std::size_t t = middle; t-- > first;) {  // transfer < half the gap: the peak is on p
       if (load_[p] - (out_weight - in_weight - weight_[member_[t]]) >= best.peak) break;
-      try_b(member_[t]);
+      if (t + 1 == middle || !same_sequence(t, t + 1)) try_b(member_[t]);
     }
+  }
+
+  // Members at positions s and t of member_ of equal length, hence equal time: exchanging either gives the same
+  // peak, so an exchange with the later one never beats (strictly) the same exchange with the earlier one and
+  // need not be tried. This keeps the result and makes micro-batches of many equal lengths cheap to balance.
+  [[nodiscard]] bool same_sequence(std::size_t s, std::size_t t) const noexcept {
+    return length_[member_[s]] == length_[member_[t]] && weight_[member_[s]] == weight_[member_[t]];
   }
 
   // Every exchange of `outs` (1 or 2) sequences of p for `ins` (0, 1 or 2) sequences of q.
   void exchanges(std::size_t p, std::size_t q, int outs, int ins, Exchange& best) const {
     for (std::size_t x = start_[p]; x < start_[p + 1]; ++x) {
+      if (x > start_[p] && same_sequence(x, x - 1)) continue;
       for (std::size_t y = outs == 1 ? x : x + 1; y < (outs == 1 ? x + 1 : start_[p + 1]); ++y) {
+        if (outs == 2 && y > x + 1 && same_sequence(y, y - 1)) continue;
         const std::size_t a = member_[x];
         const std::size_t a2 = outs == 1 ? none : member_[y];
         const double out_weight = weight_[a] + (outs == 1 ? 0 : weight_[a2]);
@@ -346,6 +355,7 @@ private:
           scan(p, q, start_[q], out_weight, out_tokens, 0, 0, {.out = {a, a2}}, 0, best);
         } else {
           for (std::size_t t = start_[q]; t < start_[q + 1]; ++t) {
+            if (t > start_[q] && same_sequence(t, t - 1)) continue;
             const std::size_t b = member_[t];
             scan(p, q, t + 1, out_weight, out_tokens, weight_[b], length_[b], {.out = {a, a2}, .in = {b, none}}, 1,
                  best);

@@ -65,10 +65,16 @@ struct IterationPlan {
   friend bool operator==(const IterationPlan&, const IterationPlan&) = default;
 };
 
+// The most sequences one iteration's batch may hold: dispatch indexes them with int, and at this size planning one
+// candidate takes seconds even in the worst case (every sequence one token long; docs/limits.md).
+inline constexpr std::size_t max_batch_sequences = std::size_t{1} << 20;
+
 namespace detail {
 
 inline void require_batch(std::span<const Sequence> batch) {
   sluice::detail::require(!batch.empty(), "plan: the batch is empty");
+  sluice::detail::require(batch.size() <= max_batch_sequences, "plan: the batch has ", batch.size(),
+                          " sequences, more than the ", max_batch_sequences, " a plan may hold");
   std::unordered_set<std::int64_t> ids;
   ids.reserve(batch.size());
   for (const Sequence& sequence : batch)

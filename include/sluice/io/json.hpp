@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sluice/core/error.hpp"
+#include "sluice/io/files.hpp"
 
 namespace sluice::io {
 
@@ -66,14 +67,6 @@ inline std::string read_text_file(const std::filesystem::path& path) {
 }
 
 inline json read_json_file(const std::filesystem::path& path) { return parse(read_text_file(path), path.string()); }
-
-inline void write_text_file(const std::filesystem::path& path, std::string_view text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  detail::require(static_cast<bool>(out), path.string(), ": cannot open file for writing");
-  out << text;
-  out.flush();
-  detail::require(static_cast<bool>(out), path.string(), ": write error");
-}
 
 template <Document T>
 json to_document(const T& value) {
