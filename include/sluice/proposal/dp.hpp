@@ -30,6 +30,9 @@ inline constexpr double infinity = std::numeric_limits<double>::infinity();
 
 // More DP states than this means a grid far finer than the problem needs.
 inline constexpr std::int64_t max_dp_states = std::int64_t{1} << 24;
+// The DP's work is its states times the replica counts each may try; past this (about ten seconds on one core) a
+// cluster of tens of thousands of GPUs at a one-GPU step would run for hours, so the grid must be coarser.
+inline constexpr double max_dp_steps = 0x1p31;
 
 // The budget grid of one DP: budgets 0, unit, 2·unit, ..., top·unit tenths of a GPU.
 struct Grid {
@@ -78,6 +81,12 @@ public:
       }
       offsets_.push_back(static_cast<std::int64_t>(shifts_.size()));
     }
+    double steps = 0;  // every (budget, replica count) a state tries, per length point
+    for (const std::int64_t shift : shifts_) steps += static_cast<double>(top_ - shift + 1);
+    steps *= static_cast<double>(axis.bins);
+    sluice::detail::require(steps <= max_dp_steps, "proposal: the DP would take ", steps, " steps (", top_ + 1,
+                            " budgets x ", axis.bins, " lengths), more than ", max_dp_steps,
+                            "; use a coarser gpu_step or length_step");
     replicas_.resize(static_cast<std::size_t>(most + 1));
     for (std::int64_t d = 1; d <= most; ++d)
       replicas_[static_cast<std::size_t>(d)] = static_cast<double>(d * replica_step) / 10.0;

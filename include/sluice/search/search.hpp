@@ -109,7 +109,12 @@ inline std::int64_t budget(const SearchOptions& options, const ClusterSpec& clus
   return options.memory_bytes > 0 ? options.memory_bytes : cluster.memory_bytes;
 }
 
-inline void check(const SearchOptions& options, const ClusterSpec& cluster) {
+// The search's work grows with the batches swept times the layers times the layer DP's memory units; past this
+// bound (about 4x the bundled gpt-48 search on a100-8) it would run for many minutes, so it is refused
+// (docs/limits.md gives the time at the bound).
+inline constexpr double max_search_work = 0x1p26;
+
+inline void check(const SearchOptions& options, const ClusterSpec& cluster, std::size_t layers) {
   detail::require(options.memory_bytes >= 0, "search: memory_bytes must be >= 0, got ", options.memory_bytes);
   detail::require(options.memory_bytes <= cluster.memory_bytes, "search: memory_bytes ", options.memory_bytes,
                   " exceeds the device memory of cluster ", cluster.name, " (", cluster.memory_bytes, ")");
@@ -122,6 +127,12 @@ inline void check(const SearchOptions& options, const ClusterSpec& cluster) {
   detail::require(options.batch_step >= 1, "search: batch_step must be >= 1, got ", options.batch_step);
   detail::require(options.max_batch >= options.batch_step && options.max_batch <= (1 << 24),
                   "search: max_batch must be in [batch_step, 2^24], got ", options.max_batch);
+  const double sweeps =
+      options.global_batch > 0 ? 1.0 : static_cast<double>(options.max_batch / options.batch_step);
+  const double units = static_cast<double>(budget(options, cluster) / options.granularity_bytes);
+  detail::require(sweeps * static_cast<double>(layers) * units <= max_search_work, "search: ", sweeps,
+                  " batch sizes x ", layers, " layers x ", units, " memory units is more than the ", max_search_work,
+                  " a search may take (use a coarser --granularity, a fixed --batch or a larger --batch-step)");
   detail::require(options.space.max_tp >= 0, "search: space.max_tp must be >= 0, got ", options.space.max_tp);
   for (const int pp : options.space.pp_degrees)
     detail::require(pp >= 1 && pp <= cluster.gpus && (pp & (pp - 1)) == 0,
@@ -491,7 +502,7 @@ class Searcher {
  public:
   Searcher(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options)
       : estimator_(model, cluster), options_(options), heads_(heads_gcd(model)) {
-    check(options_, estimator_.cluster());
+    check(options_, estimator_.cluster(), model.layers.size());
   }
 
   [[nodiscard]] const cost::AnalyticEstimator& estimator() const noexcept { return estimator_; }
