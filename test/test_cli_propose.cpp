@@ -70,15 +70,15 @@ TEST_CASE("cli: plan takes a proposal, from a file or with --propose") {
 TEST_CASE("cli: propose and plan --propose reject bad input with exit 2 and one line") {
   const std::vector<sluice::test::BadInput> cases = {
       {{"propose", "--bogus"}, "unknown option --bogus"},
-      {{"propose", "--gpus", "0"}, "--gpus: expected a positive integer"},
+      {{"propose", "--gpus", "0"}, "--gpus: expected an integer from 1 to"},
       {{"propose", "--step", "0"}, "option --step: expected a positive number of GPUs"},
       {{"propose", "--step", "0.15"}, "option --step: expected a positive number of GPUs"},
       {{"propose", "--step", "abc"}, "got 'abc'"},
       {{"propose", "--step", "1.5"}, "gpu_step must be whole GPUs"},
       {{"propose", "--relaxed", "--step", "0.3"}, "or 1, 2 or 5 tenths when relaxed, got 3"},
       {{"propose", "--context", "64"}, "max_len must be >= length_step = 128"},
-      {{"propose", "--tokens", "0"}, "--tokens: expected a positive integer"},
-      {{"propose", "--candidates", "-1"}, "--candidates: expected a positive integer"},
+      {{"propose", "--tokens", "0"}, "--tokens: expected an integer from 1 to"},
+      {{"propose", "--candidates", "-1"}, "--candidates: expected an integer from 1 to"},
       {{"propose", "--relaxed=1"}, "--relaxed takes no value"},
       {{"propose", "--profile", "llama2-32b", "--gpus", "64", "--context", "40000"},
        "exceeds the longest MaxLen of a usable scheme (27904, tp8pp4)"},

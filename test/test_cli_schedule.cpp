@@ -57,15 +57,15 @@ TEST_CASE("cli: schedule help and bad input") {
 
   std::vector<sluice::test::BadInput> cases = {
       {{"schedule"}, "option --stages is required"},
-      {{"schedule", "--stages", "0"}, "--stages: expected a positive integer"},
+      {{"schedule", "--stages", "0"}, "--stages: expected an integer from 1 to"},
       {{"schedule", "--stages", "3"}, "tp1pp3"},
       {{"schedule", "--stages", "4", "--schedule", "gpipe"}, "expected cyclic or 1f1b"},
       {{"schedule", "--stages", "4", "--layout", "fixed_rows"}, "expected padded or packed"},
       {{"schedule", "--stages", "4", "--layout", "rows"}, "expected padded, packed or fixed_rows"},
-      {{"schedule", "--stages", "4", "--interval", "-1"}, "--interval: expected a number >= 0"},
+      {{"schedule", "--stages", "4", "--interval", "-1"}, "--interval: expected a number from 0 to 1"},
       {{"schedule", "--stages", "4", "--bandwidth", "fast"}, "--bandwidth: expected a number"},
       {{"schedule", "--stages", "4", "--lengths", "no-such-lengths"}, "no-such-lengths"},
-      {{"schedule", "--stages", "4", "--tokens", "-5"}, "--tokens: expected a positive integer"},
+      {{"schedule", "--stages", "4", "--tokens", "-5"}, "--tokens: expected an integer from 1 to"},
       {{"schedule", "--stages", "4", "--bogus"}, "unknown option --bogus"},
   };
   // A sequence longer than the scheme can hold at all: no partition exists.
