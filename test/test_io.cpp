@@ -1,10 +1,21 @@
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "sluice/io/bundled.hpp"
+#include "sluice/io/core_json.hpp"
 #include "sluice/io/cost_json.hpp"
+#include "sluice/io/data_json.hpp"
+#include "sluice/io/microbatch_json.hpp"
+#include "sluice/io/proposal_json.hpp"
+#include "sluice/io/schedule_json.hpp"
+#include "sluice/io/search_json.hpp"
+#include "sluice/io/shard_json.hpp"
 #include "sluice/io/solver_json.hpp"
 #include "sluice/io/strategy_pool.hpp"
 
@@ -289,4 +300,237 @@ TEST_CASE("MILP JSON: bad documents") {
   auto solution = io::to_document(solver::Solution{});
   solution["status"] = "great";
   CHECK_THROWS_WITH_AS(io::from_document<solver::Solution>(solution), doctest::Contains("unknown status"), invalid_input);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Hardening: nesting, strict numbers, ranges checked before converting, one-line messages.
+
+namespace {
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const invalid_input& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+std::string nested_arrays(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+std::string nested_objects(std::size_t depth) {
+  std::string text;
+  for (std::size_t i = 0; i < depth; ++i) text += R"({"a":)";
+  text += "0";
+  return text + std::string(depth, '}');
+}
+
+io::json bundled_json(std::string_view kind, std::string_view file) {
+  return io::read_json_file(io::bundled_data_dir() / kind / file);
+}
+
+// `document` with the value at `pointer` replaced by the JSON text `literal`, read as a T from "doc.json".
+template <class T>
+std::string read_error(io::json document, const std::string& pointer, std::string_view literal) {
+  document[io::json::json_pointer(pointer)] = "@slot@";
+  std::string text = document.dump();
+  text.replace(text.find("\"@slot@\""), 8, literal);
+  return error_of([&] { (void)io::from_document<T>(io::parse(text, "doc.json"), "doc.json"); });
+}
+
+bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
+
+}  // namespace
+
+TEST_CASE("JSON nesting: 100k objects or 1M arrays in any document are rejected naming the source") {
+  const std::string objects = nested_objects(100'000);
+  const std::string arrays = nested_arrays(1'000'000);
+  for (const std::string_view format :
+       {"sluice.profile", "sluice.strategy", "sluice.candidates", "sluice.proposal", "sluice.model", "sluice.cluster",
+        "sluice.shard_model", "sluice.execution_plan"}) {
+    CAPTURE(format);
+    for (const std::string* deep : {&objects, &arrays}) {
+      const std::string text =
+          R"({"format": ")" + std::string(format) + R"(", "version": 1, "parts": )" + *deep + "}";
+      CHECK_THROWS_WITH_AS(io::parse(text, "deep.json"),
+                           doctest::Contains("deep.json: JSON nested deeper than 256 levels"), invalid_input);
+    }
+  }
+  const auto path = std::filesystem::temp_directory_path() / "sluice_test_deep.json";
+  io::write_text_file(path, R"({"format": "sluice.profile", "version": 1, "model": )" + arrays + "}");
+  CHECK(contains(error_of([&] { (void)io::read_document<Profile>(path); }), path.string() + ": JSON nested deeper"));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("JSON nesting: the limit is 256 levels, the document object being the first") {
+  // 1 (document) + 255 arrays = 256 levels parse; one more is rejected.
+  const auto document = [](std::size_t arrays) { return R"({"parts": )" + nested_arrays(arrays) + "}"; };
+  CHECK(io::max_json_depth == 256);
+  CHECK_NOTHROW(io::parse(document(255), "at.json"));
+  CHECK_THROWS_WITH_AS(io::parse(document(256), "past.json"), doctest::Contains("past.json: JSON nested deeper"),
+                       invalid_input);
+  // Brackets inside strings, escaped quotes included, do not count.
+  CHECK_NOTHROW(io::parse(R"({"s": "\")" + std::string(1000, '[') + R"("})", "string.json"));
+  // At the limit a document is read (and rejected for its content) without running out of stack.
+  CHECK(contains(error_of([&] {
+                   (void)io::from_document<Strategy>(
+                       io::parse(R"({"format": "sluice.strategy", "version": 1, "parts": )" + nested_arrays(255) + "}",
+                                 "at.json"),
+                       "at.json");
+                 }),
+                 "at.json: strategy: field 'parts'[0]"));
+  // A value built in memory, not parsed by io::parse, is checked too; so is a strategy_pool file.
+  const io::json deep = io::json::parse(R"({"format": "sluice.strategy", "version": 1, "parts": )" +
+                                        nested_arrays(300) + "}");
+  CHECK_THROWS_WITH_AS(io::from_document<Strategy>(deep, "memory"), doctest::Contains("memory: JSON nested deeper"),
+                       invalid_input);
+  CHECK_THROWS_WITH_AS(io::import_strategy_pool(deep, "pool.json", 8), doctest::Contains("pool.json: JSON nested"),
+                       invalid_input);
+}
+
+TEST_CASE("JSON numbers: integers are integers of their type's range, never narrowed, rounded or coerced") {
+  const io::json strategy = io::to_document(Strategy::parse("2*tp4pp2"));
+  CHECK(contains(read_error<Strategy>(strategy, "/parts/0/pipelines", "4294967298"),
+                 "doc.json: strategy: field 'parts'[0]: strategy part: field 'pipelines': expected an integer in "
+                 "[-2147483648, 2147483647], got 4294967298"));
+  CHECK(contains(read_error<Strategy>(strategy, "/parts/0/tp", "4294967304"), "field 'tp': expected an integer"));
+  CHECK(contains(read_error<Strategy>(strategy, "/parts/0/pp", "1.9"), "field 'pp': expected an integer"));
+  CHECK(contains(read_error<Strategy>(strategy, "/parts/0/pp", "1.9"), "got 1.9"));
+  CHECK(contains(read_error<Strategy>(strategy, "/parts/0/pipelines", "true"), "got true"));
+  // Integral floats are not integers either: sluice writes integers without a fraction or exponent.
+  CHECK(contains(read_error<Strategy>(strategy, "/parts/0/pipelines", "2.0"), "got 2.0"));
+  CHECK(contains(read_error<Strategy>(strategy, "/parts/0/pipelines", "2e0"), "got 2.0"));
+  for (const std::string_view version : {"1.9", "true", "1.0", "\"1\"", "4294967297"})
+    CHECK(contains(read_error<Strategy>(strategy, "/version", version), "doc.json: field 'version'"));
+
+  const io::json profile = io::to_document(bundled("llama2-7b"));
+  CHECK(contains(read_error<Profile>(profile, "/cluster/gpus", "16.9"), "profile.cluster: field 'gpus'"));
+  CHECK(contains(read_error<Profile>(profile, "/cluster/gpus", "16.9"), "got 16.9"));
+  // int64 fields: past the range, whether the parser holds the value as unsigned or as a float.
+  CHECK(contains(read_error<Profile>(profile, "/cluster/gpus", "9223372036854775808"),
+                 "expected an integer in [-9223372036854775808, 9223372036854775807], got 9223372036854775808"));
+  CHECK(contains(read_error<Profile>(profile, "/cluster/gpus", "18446744073709551616"), "field 'gpus'"));
+  // Numbers are numbers, booleans booleans, strings strings.
+  CHECK(contains(read_error<Profile>(profile, "/util_threshold", "true"), "field 'util_threshold': expected a number"));
+  CHECK(contains(read_error<Profile>(profile, "/memory/alpha", "\"0.5\""), "got \"0.5\""));
+  CHECK(contains(read_error<Profile>(profile, "/name", "5"), "field 'name': expected a string, got 5"));
+  CHECK(contains(read_error<Profile>(profile, "/memory/activation_bytes/8", "true"), "value for \"8\""));
+  CHECK(read_error<Profile>(profile, "/memory/alpha", "1") == "(no error)");  // an integer is a number
+  CHECK(contains(error_of([] { (void)io::json::parse(R"({"tokens_per_batch": 8, "drop_last": 1})")
+                                     .get<data::SamplerOptions>(); }),
+                 "field 'drop_last': expected true or false, got 1"));
+  CHECK(io::json::parse(R"({"tokens_per_batch": 8, "seed": 18446744073709551615})").get<data::SamplerOptions>().seed ==
+        std::numeric_limits<std::uint64_t>::max());
+  CHECK(contains(error_of([] { (void)io::json::parse(R"({"tokens_per_batch": 8, "seed": -1})")
+                                     .get<data::SamplerOptions>(); }),
+                 "expected an integer in [0, 18446744073709551615], got -1"));
+
+  // Element by element: vectors, nested vectors, arrays, optionals, TP-keyed maps, pieces and MILP terms.
+  CHECK(contains(error_of([] { (void)io::as<std::vector<int>>(io::json::parse("[1, 2.5]"), "list"); }),
+                 "list[1]: expected an integer"));
+  CHECK(contains(error_of([] {
+                   (void)io::json::parse(R"({"replicas": [[0, -1]], "loads": [1.0], "max_load": 1.0})")
+                       .get<microbatch::ReplicaAssignment>();
+                 }),
+                 "field 'replicas'[0][1]: expected an integer in [0, 18446744073709551615], got -1"));
+  const io::json plan = io::json::parse(R"({"format": "sluice.execution_plan", "version": 1, "stages": 1,
+      "micro_batches": 1, "buffer_slots": 0, "ranks": [[{"op": "forward", "micro_batch": 0, "stage": 0, "peer": -1,
+      "buffer": -1, "output": -1, "shape": [64, 16]}]]})");
+  CHECK(read_error<schedule::ExecutionPlan>(plan, "/ranks/0/0/shape/1", "16") == "(no error)");
+  CHECK(contains(read_error<schedule::ExecutionPlan>(plan, "/ranks/0/0/shape/1", "16.5"), "field 'shape'[1]"));
+  CHECK(contains(read_error<schedule::ExecutionPlan>(plan, "/ranks/0/0/shape", "[64]"),
+                 "expected an array of 2 elements, got 1 elements"));
+  CHECK(contains(error_of([] { (void)io::json::parse(R"({"max_len": 8, "integer": 1, "relaxed": true, "share": 1})")
+                                     .get<proposal::LengthOptimum>(); }),
+                 "field 'relaxed': expected a number, got true"));
+  CHECK_FALSE(io::json::parse(R"({"max_len": 8, "integer": 1, "relaxed": null, "share": 1})")
+                  .get<proposal::LengthOptimum>()
+                  .relaxed.has_value());
+  CHECK(contains(error_of([] { (void)io::json::parse("[0, 1.5, 2]").get<shard::Piece>(); }), "piece: begin"));
+  auto pool = io::parse(strategy_pool_text, "pool.json");
+  pool["cluster_config"]["utilization_seqlen"]["tp8"] = 1024.5;
+  CHECK(contains(error_of([&] { (void)io::import_strategy_pool(pool, "pool.json", 8); }),
+                 "pool.json.cluster_config.utilization_seqlen: value for \"tp8\": expected an integer"));
+  solver::Model milp;
+  milp.add_binary(1, "b");
+  auto milp_document = io::to_document(milp);
+  milp_document["sense"] = "maximise";  // once read as minimize without a word
+  CHECK(contains(error_of([&] { (void)io::from_document<solver::Model>(milp_document); }),
+                 "sense must be \"minimize\" or \"maximize\", got \"maximise\""));
+}
+
+TEST_CASE("profile: util_threshold must be in (0, 1) even when every scheme states its UtilLen") {
+  ProfileSpec spec;
+  spec.name = "stated";
+  spec.gpus = 8;
+  spec.schemes = {{Scheme(8, 1), QuadraticLatency(1e-9, 1e-5, 1e-2), 65536, 1024}};
+  const io::json document = io::to_document(Profile(spec));
+  for (const std::string_view threshold : {"0", "1", "0.0", "1.0", "-0.5", "1.5"}) {
+    CAPTURE(threshold);
+    CHECK(contains(read_error<Profile>(document, "/util_threshold", threshold), "util_threshold must be in (0, 1)"));
+  }
+  spec.util_threshold = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH_AS(Profile{spec}, doctest::Contains("util_threshold must be in (0, 1), got nan"), invalid_input);
+  spec.util_threshold = 0.5;
+  CHECK_NOTHROW(Profile{spec});
+}
+
+TEST_CASE("JSON numbers: errors quote the value as written, not as converted") {
+  const io::json cluster = bundled_json("clusters", "a100-8.json");
+  const std::string memory = read_error<search::ClusterSpec>(cluster, "/memory_bytes", "1e308");
+  CHECK(contains(memory, "doc.json: cluster: field 'memory_bytes': expected an integer"));
+  CHECK(contains(memory, "got 1e+308"));
+  CHECK_FALSE(contains(memory, "got -9223372036854775808"));
+  CHECK(contains(read_error<search::ClusterSpec>(cluster, "/gpus", "1099511627776"),
+                 "gpus must be a power of 2 in [1, 2^20], got 1099511627776"));
+  CHECK(contains(read_error<search::ClusterSpec>(cluster, "/gpus", "1099511627776"), "doc.json: "));
+  // A huge GPU memory gives the longest MaxLen an int64 holds in whole blocks, never a wrapped one, whatever
+  // the granularity.
+  io::json profile = io::to_document(bundled("llama2-7b"));
+  profile["memory"]["gpu_memory_bytes"] = 1e308;
+  for (const std::int64_t granularity : {std::int64_t{128}, std::int64_t{1} << 40, std::int64_t{3}}) {
+    CAPTURE(granularity);
+    profile["memory"]["granularity"] = granularity;
+    const Profile huge = io::from_document<Profile>(profile, "huge.json");
+    for (const SchemeCost& scheme : huge.schemes()) {
+      CHECK(scheme.max_len > 0);
+      CHECK(scheme.max_len % granularity == 0);
+    }
+  }
+  // 2^31 − 1 layers: the per-stage layer count does not wrap to a negative memory.
+  profile = io::to_document(bundled("llama2-7b"));
+  profile["model"]["layers"] = std::numeric_limits<int>::max();
+  const Profile layered = io::from_document<Profile>(profile, "layers.json");
+  for (const SchemeCost& scheme : layered.schemes()) CHECK(scheme.max_len == 0);
+  // Errors from the memory and latency models name the profile and the scheme.
+  profile = io::to_document(bundled("llama2-7b"));
+  profile["memory"]["activation_bytes"].erase("8");
+  CHECK(contains(read_error<Profile>(profile, "/name", "\"p7\""), "doc.json: profile p7: tp8pp1: memory model: no "
+                                                                   "activation constant A for tp 8"));
+}
+
+TEST_CASE("JSON errors stay on one line whatever the strings in the file hold") {
+  const io::json strategy = io::to_document(Strategy::parse("1*tp1pp1"));
+  const std::string format = read_error<Strategy>(strategy, "/format", R"("sluice.strategy\nversion: 2")");
+  CHECK(format.find('\n') == std::string::npos);
+  CHECK(contains(format, R"(got "sluice.strategy\nversion: 2")"));
+  auto profile = io::to_document(bundled("llama2-7b"));
+  profile["memory"]["activation_bytes"]["tp\n8"] = 1;
+  const std::string key = error_of([&] { (void)io::from_document<Profile>(profile, "p.json"); });
+  CHECK(key.find('\n') == std::string::npos);
+  CHECK(contains(key, R"(key "tp\n8" is not a TP degree)"));
+  const std::string long_string = read_error<Strategy>(strategy, "/format", '"' + std::string(10'000, 'x') + '"');
+  CHECK(long_string.size() < 200);
+}
+
+TEST_CASE("every bundled JSON file reads") {
+  for (const auto& name : io::bundled_names("profiles")) CHECK_NOTHROW(bundled(name));
+  for (const auto& file : std::filesystem::directory_iterator(io::bundled_data_dir() / "models")) {
+    CAPTURE(file.path());
+    CHECK_NOTHROW(io::read_document<search::ModelSpec>(file.path()));
+  }
+  for (const auto& file : std::filesystem::directory_iterator(io::bundled_data_dir() / "clusters")) {
+    CAPTURE(file.path());
+    CHECK_NOTHROW(io::read_document<search::ClusterSpec>(file.path()));
+  }
 }

@@ -1,8 +1,10 @@
 #pragma once
 // Memory models. LinearMemory is one scheme's peak memory as a function of sequence length;
 // TransformerMemorySpec derives it for any scheme from Hydraulis App. B.1.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 
 #include "sluice/core/error.hpp"
@@ -38,8 +40,10 @@ public:
   [[nodiscard]] std::int64_t max_len() const noexcept {
     const double tokens = (budget_ - fixed_) / per_token_;
     if (!(tokens >= static_cast<double>(granularity_))) return 0;
-    const double blocks = std::floor(tokens / static_cast<double>(granularity_));
-    return static_cast<std::int64_t>(std::min(blocks, 0x1p52)) * granularity_;
+    // At most 2^52 blocks (exact in a double), and never more than an int64 holds for a huge granularity.
+    const auto most_blocks = static_cast<double>(std::numeric_limits<std::int64_t>::max() / granularity_);
+    const double blocks = std::min({std::floor(tokens / static_cast<double>(granularity_)), 0x1p52, most_blocks});
+    return static_cast<std::int64_t>(blocks) * granularity_;
   }
 
   friend bool operator==(const LinearMemory&, const LinearMemory&) = default;
@@ -131,7 +135,7 @@ struct TransformerMemorySpec {
 
 private:
   [[nodiscard]] std::int64_t stage_layers(const Scheme& scheme) const noexcept {
-    return (layers + scheme.pp() - 1) / scheme.pp();
+    return (std::int64_t{layers} + scheme.pp() - 1) / scheme.pp();
   }
 
   void check(const Scheme& scheme, std::int64_t cluster_gpus) const {

@@ -2,6 +2,7 @@
 // A Profile: the parallel schemes of one (model, GPU type, cluster) with their cost models, resolved
 // for a cluster of N GPUs (MaxLen depends on N because optimizer states are sharded over all GPUs).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -64,8 +65,11 @@ public:
     detail::require(spec_.gpus >= 1, "profile ", spec_.name, ": cluster GPU count must be >= 1, got ", spec_.gpus);
     detail::require(spec_.gpus_per_node >= 1, "profile ", spec_.name, ": gpus_per_node must be >= 1, got ",
                     spec_.gpus_per_node);
+    // A documented bound of the profile: a bad threshold is reported whether or not a scheme derives its UtilLen.
+    detail::require(std::isfinite(spec_.util_threshold) && spec_.util_threshold > 0 && spec_.util_threshold < 1,
+                    "profile ", spec_.name, ": util_threshold must be in (0, 1), got ", spec_.util_threshold);
     detail::require(!spec_.schemes.empty(), "profile ", spec_.name, ": has no schemes");
-    if (spec_.memory) spec_.memory->validate();
+    if (spec_.memory) named([&] { spec_.memory->validate(); });
     std::vector<Scheme> seen;
     for (const SchemeEntry& entry : spec_.schemes) {
       detail::require(std::ranges::find(seen, entry.scheme) == seen.end(), "profile ", spec_.name, ": scheme ",
@@ -81,7 +85,7 @@ public:
         detail::require(spec_.memory.has_value(), "profile ", spec_.name, ": ", entry.scheme.name(),
                         " has no max_len and the profile has no memory model to derive it");
       // Schemes larger than the cluster stay in the spec (with_gpus may enlarge it) but are not usable here.
-      if (entry.scheme.gpus() <= spec_.gpus) schemes_.push_back(resolve(entry));
+      if (entry.scheme.gpus() <= spec_.gpus) schemes_.push_back(named([&] { return resolve(entry); }, entry.scheme));
     }
     detail::require(!schemes_.empty(), "profile ", spec_.name, ": no scheme fits a cluster of ", spec_.gpus, " GPUs");
     std::ranges::sort(schemes_, [](const SchemeCost& x, const SchemeCost& y) { return x.scheme > y.scheme; });
@@ -123,6 +127,17 @@ public:
   }
 
 private:
+  // Runs `check`, naming the profile (and the scheme) in the invalid_input it raises: the memory and latency
+  // models name the bad value, not the profile it came from.
+  template <class Check>
+  auto named(Check&& check, std::optional<Scheme> scheme = std::nullopt) const -> decltype(check()) {
+    try {
+      return check();
+    } catch (const invalid_input& error) {
+      detail::fail("profile ", spec_.name, ": ", scheme ? scheme->name() + ": " : "", error.what());
+    }
+  }
+
   [[nodiscard]] SchemeCost resolve(const SchemeEntry& entry) const {
     SchemeCost cost{entry.scheme, entry.latency, 0, 1, std::nullopt};
     // A stated MaxLen needs no memory model, so a missing activation constant for its TP is no error.

@@ -35,18 +35,19 @@ inline json tp_map(const std::map<int, double>& values) {
   for (const auto& [tp, value] : values) out[std::to_string(tp)] = value;
   return out;
 }
-inline std::map<int, double> tp_map(const json& in, std::string_view where) {
-  sluice::detail::require(in.is_object(), where, ": expected an object keyed by TP degree");
-  std::map<int, double> out;
+// Values read as Value (double for the activation constants, std::int64_t for token counts).
+template <class Value = double>
+std::map<int, Value> tp_map(const json& in, std::string_view where) {
+  sluice::detail::require(in.is_object(), where, ": expected an object keyed by TP degree, got ", describe(in));
+  std::map<int, Value> out;
   for (const auto& [key, value] : in.items()) {
     std::string_view digits = key;
     if (digits.starts_with("tp")) digits.remove_prefix(2);
     int tp = 0;
     const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), tp);
     sluice::detail::require(error == std::errc{} && end == digits.data() + digits.size() && !digits.empty(), where,
-                            ": key '", key, "' is not a TP degree");
-    sluice::detail::require(value.is_number(), where, ": value for '", key, "' is not a number");
-    out[tp] = value.get<double>();
+                            ": key ", describe(key), " is not a TP degree");
+    out[tp] = convert<Value>(value, [&] { return sluice::detail::concat(where, ": value for ", describe(key)); });
   }
   return out;
 }

@@ -3,11 +3,25 @@
 // or an adl_serializer specialisation for types without a default constructor). A file holds one
 // *document*: {"format": "sluice.<kind>", "version": N, ...payload}. Readers check both and turn every
 // parse or type error into sluice::invalid_input naming the source and the field.
+//
+// Values are read strictly (io::convert, behind io::field): an integer field takes a JSON integer within its
+// C++ type's range (never a fraction such as 16.0 or 1e3, never true), a number field any finite JSON number
+// but not a boolean, a boolean field only true or false, a string field only a string. Nothing is rounded,
+// wrapped or coerced, so a value read is the value written.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +31,11 @@
 namespace sluice::io {
 
 using json = nlohmann::json;
+
+// Deepest nesting of arrays and objects a reader accepts (the document object is level 1). Copying and
+// converting a JSON value recurses once per level, so unbounded nesting would overflow the stack; sluice's
+// own documents need about ten levels.
+inline constexpr int max_json_depth = 256;
 
 // Specialised next to each top-level type: static constexpr std::string_view format; static constexpr int version.
 template <class T>
@@ -28,28 +47,163 @@ concept Document = requires {
   { document_traits<T>::version } -> std::convertible_to<int>;
 };
 
+namespace detail_json {
+
+// A JSON value as an error message quotes it: scalars as JSON text (strings escaped, so the message stays on
+// one line, and cut short), arrays and objects by kind only.
+inline std::string describe(const json& value) {
+  if (value.is_array()) return "an array";
+  if (value.is_object()) return "an object";
+  if (value.is_number_float() && !std::isfinite(value.get<double>())) return detail::concat(value.get<double>());
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  constexpr std::size_t longest = 64;
+  if (text.size() > longest) {
+    std::size_t cut = longest;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+    text = text.substr(0, cut) + "...";
+  }
+  return text;
+}
+
+// Rejects text whose arrays and objects nest deeper than max_json_depth, before anything is built from it.
+// One linear pass; brackets inside strings (escapes included) do not count.
+inline void require_text_depth(std::string_view text, std::string_view source) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      detail::require(++depth <= max_json_depth, source, ": JSON nested deeper than ", max_json_depth,
+                      " levels (at byte ", i, ")");
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+}
+
+// The same limit for a value already in memory (built by a caller rather than by io::parse); iterative, so
+// a deep value is reported, not recursed into.
+inline void require_depth(const json& value, std::string_view source) {
+  std::vector<std::pair<const json*, int>> pending{{&value, 1}};
+  while (!pending.empty()) {
+    const auto [node, depth] = pending.back();
+    pending.pop_back();
+    if (!node->is_structured()) continue;
+    detail::require(depth <= max_json_depth, source, ": JSON nested deeper than ", max_json_depth, " levels");
+    for (const json& child : *node) pending.emplace_back(&child, depth + 1);
+  }
+}
+
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+template <class T>
+struct is_array : std::false_type {};
+template <class T, std::size_t N>
+struct is_array<std::array<T, N>> : std::true_type {};
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+}  // namespace detail_json
+
+// `value` as a T, strictly (see the top of this file). `context()` names the value in errors; it is called
+// only when one is raised. Vectors, arrays and optionals (null = empty) convert element by element, naming
+// the element's index; other types go through their adl_serializer, whose errors are prefixed with the context.
+template <class T, class Context>
+T convert(const json& value, const Context& context) {
+  using detail_json::describe;
+  if constexpr (std::same_as<T, json>) {
+    return value;
+  } else if constexpr (std::same_as<T, bool>) {
+    detail::require(value.is_boolean(), context(), ": expected true or false, got ", describe(value));
+    return value.template get<bool>();
+  } else if constexpr (std::integral<T>) {
+    if (value.is_number_unsigned()) {
+      const auto number = value.template get<std::uint64_t>();
+      if (std::in_range<T>(number)) return static_cast<T>(number);
+    } else if (value.is_number_integer()) {
+      const auto number = value.template get<std::int64_t>();
+      if (std::in_range<T>(number)) return static_cast<T>(number);
+    }
+    detail::fail(context(), ": expected an integer in [", +std::numeric_limits<T>::min(), ", ",
+                 +std::numeric_limits<T>::max(), "], got ", describe(value));
+  } else if constexpr (std::floating_point<T>) {
+    detail::require(value.is_number(), context(), ": expected a number, got ", describe(value));
+    const auto number = value.template get<double>();
+    detail::require(std::isfinite(number) && std::abs(number) <= std::numeric_limits<T>::max(), context(),
+                    ": expected a finite number, got ", describe(value));
+    return static_cast<T>(number);
+  } else if constexpr (std::same_as<T, std::string>) {
+    detail::require(value.is_string(), context(), ": expected a string, got ", describe(value));
+    return value.template get_ref<const std::string&>();
+  } else if constexpr (detail_json::is_vector<T>::value) {
+    detail::require(value.is_array(), context(), ": expected an array, got ", describe(value));
+    T out;
+    out.reserve(value.size());
+    for (std::size_t i = 0; i < value.size(); ++i)
+      out.push_back(convert<typename T::value_type>(value[i], [&] { return detail::concat(context(), "[", i, "]"); }));
+    return out;
+  } else if constexpr (detail_json::is_array<T>::value) {
+    constexpr std::size_t size = std::tuple_size_v<T>;
+    detail::require(value.is_array() && value.size() == size, context(), ": expected an array of ", size,
+                    " elements, got ", value.is_array() ? detail::concat(value.size(), " elements") : describe(value));
+    T out;
+    for (std::size_t i = 0; i < size; ++i)
+      out[i] = convert<typename T::value_type>(value[i], [&] { return detail::concat(context(), "[", i, "]"); });
+    return out;
+  } else if constexpr (detail_json::is_optional<T>::value) {
+    if (value.is_null()) return std::nullopt;
+    return convert<typename T::value_type>(value, context);
+  } else {
+    try {
+      return value.template get<T>();
+    } catch (const json::exception& error) {
+      detail::fail(context(), ": ", error.what());
+    } catch (const invalid_input& error) {
+      detail::fail(context(), ": ", error.what());
+    }
+  }
+}
+
+// `value` as a T, named `where` in errors.
+template <class T>
+T as(const json& value, std::string_view where) {
+  return convert<T>(value, [&] { return std::string(where); });
+}
+
 // A required field, converted to T; errors name the field and the enclosing object.
 template <class T>
 T field(const json& object, std::string_view key, std::string_view where) {
-  detail::require(object.is_object(), where, ": expected a JSON object");
+  detail::require(object.is_object(), where, ": expected a JSON object, got ", detail_json::describe(object));
   const auto it = object.find(key);
   detail::require(it != object.end(), where, ": missing field '", key, "'");
-  try {
-    return it->template get<T>();
-  } catch (const json::exception& error) {
-    detail::fail(where, ": field '", key, "': ", error.what());
-  }
+  return convert<T>(*it, [&] { return detail::concat(where, ": field '", key, "'"); });
 }
 
 // An optional field: `fallback` when absent.
 template <class T>
 T field_or(const json& object, std::string_view key, T fallback, std::string_view where) {
-  detail::require(object.is_object(), where, ": expected a JSON object");
+  detail::require(object.is_object(), where, ": expected a JSON object, got ", detail_json::describe(object));
   if (!object.contains(key)) return fallback;
   return field<T>(object, key, where);
 }
 
 inline json parse(std::string_view text, std::string_view source) {
+  detail_json::require_text_depth(text, source);
   try {
     return json::parse(text);
   } catch (const json::exception& error) {
@@ -80,11 +234,13 @@ json to_document(const T& value) {
   return document;
 }
 
+// Every error names `source`.
 template <Document T>
 T from_document(const json& document, std::string_view source = "JSON document") {
+  detail_json::require_depth(document, source);
   const auto format = field<std::string>(document, "format", source);
   detail::require(format == document_traits<T>::format, source, ": expected format '", document_traits<T>::format,
-                  "', got '", format, "'");
+                  "', got ", detail_json::describe(document.at("format")));
   const auto version = field<int>(document, "version", source);
   detail::require(version == document_traits<T>::version, source, ": unsupported ", format, " version ", version,
                   " (this build reads version ", document_traits<T>::version, ")");
@@ -92,11 +248,7 @@ T from_document(const json& document, std::string_view source = "JSON document")
   payload.erase("format");
   payload.erase("version");
   if (payload.size() == 1 && payload.contains("value")) payload = json(document.at("value"));
-  try {
-    return payload.get<T>();
-  } catch (const json::exception& error) {
-    detail::fail(source, ": ", error.what());
-  }
+  return convert<T>(payload, [&] { return std::string(source); });
 }
 
 template <Document T>

@@ -25,10 +25,7 @@ json optional_value(const std::optional<T>& value) {
 }
 template <class T>
 std::optional<T> optional_field(const json& object, std::string_view key, std::string_view where) {
-  sluice::detail::require(object.is_object(), where, ": expected a JSON object");
-  const auto it = object.find(key);
-  if (it == object.end() || it->is_null()) return std::nullopt;
-  return field<T>(object, key, where);
+  return field_or<std::optional<T>>(object, key, std::nullopt, where);
 }
 }  // namespace detail_json
 }  // namespace sluice::io
@@ -40,8 +37,7 @@ struct adl_serializer<sluice::proposal::Origin> {
   static constexpr std::string_view names[] = {"integer_dp", "relaxed_rounding", "homogeneous"};
   static void to_json(json& out, sluice::proposal::Origin origin) { out = names[static_cast<std::size_t>(origin)]; }
   static sluice::proposal::Origin from_json(const json& in) {
-    sluice::detail::require(in.is_string(), "proposal candidate: origin must be a string");
-    const auto text = in.get<std::string>();
+    const auto text = sluice::io::as<std::string>(in, "proposal candidate: origin");
     for (std::size_t i = 0; i < std::size(names); ++i)
       if (text == names[i]) return static_cast<sluice::proposal::Origin>(i);
     sluice::detail::fail("proposal candidate: unknown origin '", text,

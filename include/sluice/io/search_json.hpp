@@ -2,6 +2,8 @@
 // JSON for the hybrid-parallel search: the model ("sluice.model"), the cluster ("sluice.cluster") and
 // the search report ("sluice.search"), each version 1. A model lists its layers in runs: {"count": 48,
 // "hidden": 4096, ...}; consecutive equal layers are written back as one run.
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,7 +75,9 @@ struct adl_serializer<sluice::search::ModelSpec> {
       layer.type = field_or<std::string>(runs[r], "type", layer.type, where);
       layer.hidden = field<std::int64_t>(runs[r], "hidden", where);
       layer.heads = field<std::int64_t>(runs[r], "heads", where);
-      layer.ffn = field_or<std::int64_t>(runs[r], "ffn", 4 * layer.hidden, where);
+      // 4·hidden when absent, formed only where it cannot overflow (validate() rejects such a hidden size anyway).
+      const bool widenable = layer.hidden >= 1 && layer.hidden <= std::numeric_limits<std::int64_t>::max() / 4;
+      layer.ffn = field_or<std::int64_t>(runs[r], "ffn", widenable ? 4 * layer.hidden : 0, where);
       layer.sequence = field<std::int64_t>(runs[r], "sequence", where);
       layer.window = field_or<std::int64_t>(runs[r], "window", 0, where);
       layer.params = field_or<std::int64_t>(runs[r], "params", 0, where);
@@ -196,19 +200,16 @@ struct adl_serializer<sluice::search::SearchReport> {
   }
   static sluice::search::SearchReport from_json(const json& in) {
     using sluice::io::field;
-    auto optional_plan = [](const json& value) -> std::optional<sluice::search::Plan> {
-      if (value.is_null()) return std::nullopt;
-      return value.get<sluice::search::Plan>();
-    };
+    using OptionalPlan = std::optional<sluice::search::Plan>;
     sluice::search::SearchReport report;
     report.best = field<sluice::search::Plan>(in, "best", "search");
-    report.base = optional_plan(field<json>(in, "base", "search"));
+    report.base = field<OptionalPlan>(in, "base", "search");
     const json baselines = field<json>(in, "baselines", "search");
     sluice::detail::require(baselines.is_array(), "search: 'baselines' must be an array");
     for (std::size_t i = 0; i < baselines.size(); ++i) {
       const auto where = sluice::detail::concat("search.baselines[", i, "]");
       report.baselines.push_back(
-          {field<std::string>(baselines[i], "name", where), optional_plan(field<json>(baselines[i], "plan", where))});
+          {field<std::string>(baselines[i], "name", where), field<OptionalPlan>(baselines[i], "plan", where)});
     }
     return report;
   }

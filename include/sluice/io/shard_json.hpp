@@ -2,6 +2,7 @@
 // JSON for the LNK planning types, all version 1: models ("sluice.shard_model"), placements
 // ("sluice.placement"), optimizer layouts ("sluice.optimizer_layout"), pull plans ("sluice.pull_plan") and
 // push plans ("sluice.push_plan"); costs and clusters are written inside other documents.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -160,12 +161,10 @@ template <>
 struct adl_serializer<sluice::shard::Piece> {
   static void to_json(json& out, const sluice::shard::Piece& piece) { out = {piece.block, piece.begin, piece.end}; }
   static sluice::shard::Piece from_json(const json& in) {
-    sluice::detail::require(in.is_array() && in.size() == 3, "piece: expected [block, begin, end], got ", in.dump());
-    try {
-      return {in[0].get<int>(), in[1].get<std::int64_t>(), in[2].get<std::int64_t>()};
-    } catch (const json::exception& error) {
-      sluice::detail::fail("piece: ", error.what());
-    }
+    using sluice::io::as;
+    const auto items = as<std::array<json, 3>>(in, "piece [block, begin, end]");
+    return {as<int>(items[0], "piece: block"), as<std::int64_t>(items[1], "piece: begin"),
+            as<std::int64_t>(items[2], "piece: end")};
   }
 };
 

@@ -2,6 +2,7 @@
 // JSON for MILP models and solutions ("sluice.milp" and "sluice.milp_solution", version 1), so that a
 // planner's model can be saved, inspected and solved again elsewhere. JSON has no infinity: infinite
 // values are written as the strings "inf" and "-inf".
+#include <array>
 #include <cmath>
 #include <string>
 #include <string_view>
@@ -32,8 +33,8 @@ inline double extended_number(const json& value, std::string_view where) {
     if (value == "inf") return solver::infinity;
     if (value == "-inf") return -solver::infinity;
   }
-  sluice::detail::require(value.is_number(), where, ": expected a number, \"inf\" or \"-inf\"");
-  return value.get<double>();
+  sluice::detail::require(value.is_number(), where, ": expected a number, \"inf\" or \"-inf\", got ", describe(value));
+  return as<double>(value, where);
 }
 inline double extended_field(const json& object, std::string_view key, std::string_view where) {
   sluice::detail::require(object.contains(key), where, ": missing field '", key, "'");
@@ -42,10 +43,20 @@ inline double extended_field(const json& object, std::string_view key, std::stri
 }  // namespace detail_json
 }  // namespace sluice::io
 
-NLOHMANN_JSON_SERIALIZE_ENUM(sluice::solver::Sense, {{sluice::solver::Sense::minimize, "minimize"},
-                                                     {sluice::solver::Sense::maximize, "maximize"}})
-
 namespace nlohmann {
+
+template <>
+struct adl_serializer<sluice::solver::Sense> {
+  static void to_json(json& out, sluice::solver::Sense sense) {
+    out = sense == sluice::solver::Sense::minimize ? "minimize" : "maximize";
+  }
+  static sluice::solver::Sense from_json(const json& in) {
+    if (in == "minimize") return sluice::solver::Sense::minimize;
+    if (in == "maximize") return sluice::solver::Sense::maximize;
+    sluice::detail::fail("milp: sense must be \"minimize\" or \"maximize\", got ",
+                         sluice::io::detail_json::describe(in));
+  }
+};
 
 template <>
 struct adl_serializer<sluice::solver::VarType> {
@@ -58,7 +69,7 @@ struct adl_serializer<sluice::solver::VarType> {
     if (in == "continuous") return continuous;
     if (in == "integer") return integer;
     if (in == "binary") return binary;
-    sluice::detail::fail("milp: unknown variable type ", in.dump());
+    sluice::detail::fail("milp: unknown variable type ", sluice::io::detail_json::describe(in));
   }
 };
 
@@ -71,7 +82,7 @@ struct adl_serializer<sluice::solver::SolveStatus> {
   static sluice::solver::SolveStatus from_json(const json& in) {
     for (std::size_t i = 0; i < std::size(names); ++i)
       if (in == names[i]) return static_cast<sluice::solver::SolveStatus>(i);
-    sluice::detail::fail("milp solution: unknown status ", in.dump());
+    sluice::detail::fail("milp solution: unknown status ", sluice::io::detail_json::describe(in));
   }
 };
 
@@ -120,11 +131,10 @@ struct adl_serializer<sluice::solver::Model> {
       std::vector<int> vars;
       std::vector<double> coefs;
       for (const json& term : field<std::vector<json>>(constraint, "terms", "milp constraint")) {
-        sluice::detail::require(term.is_array() && term.size() == 2 && term[0].is_number_integer() &&
-                                    term[1].is_number(),
-                                "milp constraint: each term must be [variable index, coefficient]");
-        vars.push_back(term[0].get<int>());
-        coefs.push_back(term[1].get<double>());
+        const auto pair =
+            sluice::io::as<std::array<json, 2>>(term, "milp constraint: term [variable index, coefficient]");
+        vars.push_back(sluice::io::as<int>(pair[0], "milp constraint: term variable index"));
+        coefs.push_back(sluice::io::as<double>(pair[1], "milp constraint: term coefficient"));
       }
       model.add_constraint(vars, coefs, extended_field(constraint, "lower", "milp constraint"),
                            extended_field(constraint, "upper", "milp constraint"),

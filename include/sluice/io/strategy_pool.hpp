@@ -3,7 +3,7 @@
 //   strategies[{tp, pp, a, b, c}]                         latency per sequence, milliseconds
 //   memory_regression{A{tpK}, B, alpha, gap, safe_bound}  A, B in bytes; gap and safe_bound in MiB
 //   model_config{H, L, V}
-//   cluster_config{gpus_per_node, gpu_memory_bound, utilization_seqlen{tpK}}  memory bound in MiB
+//   cluster_config{gpus_per_node, gpu_memory_bound, utilization_seqlen{tpK}}  memory bound in MiB, lengths integers
 // comm_cost is not used: sluice's estimates do not take it (the authors' planners ignore it too).
 #include <cstdint>
 #include <string>
@@ -15,10 +15,23 @@
 
 namespace sluice::io {
 
+namespace detail_json {
+// Runs `make`, naming `where` in the invalid_input it raises: constructors name a bad value, not its place.
+template <class Make>
+auto located(std::string_view where, Make&& make) -> decltype(make()) {
+  try {
+    return make();
+  } catch (const invalid_input& error) {
+    sluice::detail::fail(where, ": ", error.what());
+  }
+}
+}  // namespace detail_json
+
 inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view source, std::int64_t gpus) {
   constexpr double mib = 1024.0 * 1024.0;
   constexpr double ms = 1e-3;
   const std::string where(source);
+  detail_json::require_depth(pool, where);
   const auto model = field<json>(pool, "model_config", where);
   const auto memory = field<json>(pool, "memory_regression", where);
   const auto cluster = field<json>(pool, "cluster_config", where);
@@ -42,25 +55,31 @@ inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view
   memory_spec.context_overhead_bytes = field<double>(memory, "gap", where + ".memory_regression") * mib;
   memory_spec.safety_margin_bytes = field<double>(memory, "safe_bound", where + ".memory_regression") * mib;
   memory_spec.gpu_memory_bytes = field<double>(cluster, "gpu_memory_bound", where + ".cluster_config") * mib;
+  detail_json::located(where, [&] { memory_spec.validate(); });
   spec.memory = memory_spec;
 
-  std::map<int, double> util_by_tp;
+  std::map<int, std::int64_t> util_by_tp;
   if (cluster.contains("utilization_seqlen"))
-    util_by_tp = detail_json::tp_map(cluster.at("utilization_seqlen"), where + ".cluster_config.utilization_seqlen");
+    util_by_tp = detail_json::tp_map<std::int64_t>(cluster.at("utilization_seqlen"),
+                                                   where + ".cluster_config.utilization_seqlen");
 
   const auto strategies = field<json>(pool, "strategies", where);
-  sluice::detail::require(strategies.is_array(), where, ": 'strategies' must be an array");
+  sluice::detail::require(strategies.is_array(), where, ": 'strategies' must be an array, got ",
+                          detail_json::describe(strategies));
   for (std::size_t i = 0; i < strategies.size(); ++i) {
     const json& item = strategies[i];
     const std::string item_where = where + ".strategies[" + std::to_string(i) + "]";
-    cost::SchemeEntry entry{Scheme(field<int>(item, "tp", item_where), field<int>(item, "pp", item_where)),
-                            cost::QuadraticLatency(field<double>(item, "a", item_where) * ms,
-                                                   field<double>(item, "b", item_where) * ms,
-                                                   field<double>(item, "c", item_where) * ms),
+    const int tp = field<int>(item, "tp", item_where);
+    const int pp = field<int>(item, "pp", item_where);
+    const double a = field<double>(item, "a", item_where) * ms;
+    const double b = field<double>(item, "b", item_where) * ms;
+    const double c = field<double>(item, "c", item_where) * ms;
+    cost::SchemeEntry entry{detail_json::located(item_where, [&] { return Scheme(tp, pp); }),
+                            detail_json::located(item_where, [&] { return cost::QuadraticLatency(a, b, c); }),
                             std::nullopt, std::nullopt};
     if (const auto it = util_by_tp.find(entry.scheme.tp()); it != util_by_tp.end()) {
       sluice::detail::require(it->second >= 1, item_where, ": utilization_seqlen must be >= 1, got ", it->second);
-      entry.util_len = static_cast<std::int64_t>(it->second);
+      entry.util_len = it->second;
     }
     spec.schemes.push_back(entry);
   }
