@@ -30,7 +30,7 @@ inline constexpr std::string_view shard_usage =
     "(reduce-scatter across pipelines, then gradients to their optimizer owners) of one iteration, and\n"
     "reports the bytes per link class and the α–β time of each phase.\n"
     "\n"
-    "  --gpus N           cluster size; the optimizer states are sharded over all N GPUs\n"
+    "  --gpus N           cluster size, at most 16384; the optimizer states are sharded over all N GPUs\n"
     "  --strategy S       a strategy like '1*tp16pp1+6*tp8pp1', or a sluice.strategy JSON file\n"
     "  --model M          a sluice.shard_model JSON file, or a profile (JSON file or bundled name) whose model\n"
     "                     is taken as a LLaMA-like stack of layers (default llama2-7b)\n"
@@ -39,7 +39,12 @@ inline constexpr std::string_view shard_usage =
     "  --gpus-per-node G  GPUs per node, for placement and link classes (default 8)\n"
     "  --no-match         reduce-scatter pieces in pipeline order, not matched to their optimizer owners\n"
     "  --json             print one sluice.shard_run JSON document\n"
-    "  --plans            with --json, include the placement, the layout and both full plans\n";
+    "  --plans            with --json, include the placement, the layout and both full plans\n"
+    "\n"
+    "A plan may cut at most 67108864 pieces (about N^2/TP for the pull): past that, or past 16384 GPUs,\n"
+    "the command exits 2 naming the value.\n";
+
+static_assert(shard::max_gpus == 16384 && shard::max_plan_pieces == 67108864, "shard_usage states the shard limits");
 
 namespace detail_shard {
 
@@ -78,6 +83,8 @@ inline int shard(std::span<const std::string_view> args, std::ostream& out) {
   }
   const auto gpus = options.integer("gpus");
   sluice::detail::require(gpus.has_value(), "option --gpus is required (see sluice shard --help)");
+  sluice::detail::require(*gpus <= shard::max_gpus, "option --gpus: ", *gpus, " exceeds the shard planner's maximum of ",
+                          shard::max_gpus, " GPUs");
   const auto strategy_text = options.text("strategy");
   sluice::detail::require(strategy_text.has_value(), "option --strategy is required (see sluice shard --help)");
   sluice::detail::require(!options.flag("plans") || options.flag("json"), "option --plans needs --json");

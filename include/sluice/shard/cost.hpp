@@ -89,23 +89,41 @@ inline void add(LinkBytes& bytes, LinkClass c, std::int64_t amount) noexcept {
 
 // Point-to-point phase: every rank sends and receives at once, each link class on its own hardware, the
 // messages of one rank over one class back to back. Phase time = the busiest (rank, class, direction).
+// Messages are added one at a time; each (rank, class, direction) sums its own in the order they come.
+class MessageCosts {
+public:
+  MessageCosts(std::int64_t gpus, const Cluster& cluster)
+      : cluster_(cluster), busy_(static_cast<std::size_t>(gpus) * 6, 0.0) {}  // (rank, class, out/in)
+
+  void add(int src, int dst, std::int64_t bytes) {
+    const LinkClass c = link_class(src, dst, cluster_.gpus_per_node);
+    const Link& l = link(cluster_, c);
+    const double seconds = l.latency + static_cast<double>(bytes) / l.bandwidth;
+    const auto slot = static_cast<std::size_t>(c) * 2;
+    busy_[static_cast<std::size_t>(src) * 6 + slot] += seconds;
+    busy_[static_cast<std::size_t>(dst) * 6 + slot + 1] += seconds;
+    detail::add(cost_.bytes, c, bytes);
+    ++cost_.messages;
+  }
+
+  [[nodiscard]] PhaseCost finish() const {
+    PhaseCost cost = cost_;
+    for (const double seconds : busy_) cost.seconds = std::max(cost.seconds, seconds);
+    return cost;
+  }
+
+private:
+  Cluster cluster_;
+  std::vector<double> busy_;
+  PhaseCost cost_;
+};
+
 inline PhaseCost message_cost(std::int64_t gpus, const std::vector<Message>& sends,
                               const std::vector<Message>& local_moves, const Cluster& cluster) {
-  PhaseCost cost;
-  std::vector<double> busy(static_cast<std::size_t>(gpus) * 6, 0.0);  // (rank, class, out/in)
+  MessageCosts costs(gpus, cluster);
   for (const std::vector<Message>* list : {&sends, &local_moves})
-    for (const Message& message : *list) {
-      const LinkClass c = link_class(message.src, message.dst, cluster.gpus_per_node);
-      const Link& l = link(cluster, c);
-      const double seconds = l.latency + static_cast<double>(message.bytes) / l.bandwidth;
-      const auto slot = static_cast<std::size_t>(c) * 2;
-      busy[static_cast<std::size_t>(message.src) * 6 + slot] += seconds;
-      busy[static_cast<std::size_t>(message.dst) * 6 + slot + 1] += seconds;
-      add(cost.bytes, c, message.bytes);
-      ++cost.messages;
-    }
-  for (const double seconds : busy) cost.seconds = std::max(cost.seconds, seconds);
-  return cost;
+    for (const Message& message : *list) costs.add(message.src, message.dst, message.bytes);
+  return costs.finish();
 }
 
 // Ring reduce-scatter per group over its members in rank order: D − 1 steps, each member sending one
@@ -145,11 +163,23 @@ inline ShardCost plan_cost(const PullPlan& pull, const PushPlan& push, const Clu
           detail::message_cost(push.gpus, push.sends, push.local_moves, cluster)};
 }
 
-// What one iteration under `candidate` pays to pull parameters from and push gradients to `layout`.
+// What one iteration under `candidate` pays to pull parameters from and push gradients to `layout`: exactly
+// plan_cost of both plans, but the pull's messages are priced as they are planned, never stored (the pull
+// is the large plan: about N²/TP messages). Sends and local moves come interleaved in (src, dst) order,
+// which changes no sum: local moves have their own link class.
 inline ShardCost iteration_cost(const OptimizerLayout& layout, const Strategy& candidate, const Model& model,
                                 const Cluster& cluster, const PlacementOptions& options = {}) {
   const Placement placement = place(candidate, layout.gpus, model.layers, options);
-  return plan_cost(plan_pull(placement, layout, model), plan_push(placement, layout, model), cluster);
+  const detail::PullSetup pull = detail::pull_setup(placement, layout, model);
+  const PushPlan push = plan_push(placement, layout, model);
+  cluster.validate();
+  detail::MessageCosts pull_costs(placement.gpus, cluster);
+  detail::for_each_pull_message(placement, layout, model, pull,
+                                [&](int src, int dst, std::span<const detail::SliceRun>, std::int64_t bytes) {
+                                  pull_costs.add(src, dst, bytes);
+                                });
+  return {pull_costs.finish(), detail::reduce_scatter_cost(push, cluster),
+          detail::message_cost(push.gpus, push.sends, push.local_moves, cluster)};
 }
 
 // Per candidate, the seconds iteration_cost adds to an iteration: what assign::PlanOptions::candidate_overhead

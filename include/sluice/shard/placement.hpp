@@ -12,7 +12,13 @@
 
 namespace sluice::shard {
 
-inline constexpr std::int64_t max_gpus = std::int64_t{1} << 24;
+// Limits of the shard planner (docs/shard.md, "Limits"). The pull moves about N²/TP pieces, so the cluster
+// size is bounded where the benchmarked strategy mix (TP 8 and 16) still plans in seconds; any plan, however
+// many GPUs, is bounded by its piece count, checked before anything of that size is allocated.
+inline constexpr std::int64_t max_gpus = std::int64_t{1} << 14;
+// Pieces of one pull or push plan before adjacent slices are merged (about 56 bytes each once planned), and
+// owner entries of an aligned layout.
+inline constexpr std::int64_t max_plan_pieces = std::int64_t{1} << 26;
 
 // One pipeline stage: layers [layer_begin, layer_end); TP rank t is GPU ranks[t] and holds the fraction
 // [t/TP, (t+1)/TP) of every parameter of those layers.
@@ -196,10 +202,12 @@ struct Block {
   int layer_begin = 0;
   int layer_end = 0;
   std::size_t group = 0;
-  std::vector<const Stage*> stages;  // per pipeline
+  std::vector<const Stage*> stages;  // per pipeline; left empty by block_ranges
 };
 
-inline std::vector<Block> blocks(const Placement& placement, const OptimizerLayout* layout) {
+// The blocks without their stages: O(layers + blocks), so plan sizes can be checked before the blocks'
+// blocks × pipelines stage table is built.
+inline std::vector<Block> block_ranges(const Placement& placement, const OptimizerLayout* layout) {
   std::vector<char> cut(static_cast<std::size_t>(placement.layers) + 1, 0);
   cut.front() = cut.back() = 1;
   if (layout != nullptr)
@@ -207,7 +215,6 @@ inline std::vector<Block> blocks(const Placement& placement, const OptimizerLayo
   for (const PipelinePlacement& pipeline : placement.pipelines)
     for (const Stage& stage : pipeline.stages) cut[static_cast<std::size_t>(stage.layer_begin)] = 1;
   std::vector<Block> result;
-  std::vector<std::size_t> stage_index(placement.pipelines.size(), 0);
   std::size_t group = 0;
   int begin = 0;
   for (int layer = 1; layer <= placement.layers; ++layer) {
@@ -217,13 +224,22 @@ inline std::vector<Block> blocks(const Placement& placement, const OptimizerLayo
       while (layout->groups[group].layer_end <= begin) ++group;
       block.group = group;
     }
-    for (std::size_t j = 0; j < placement.pipelines.size(); ++j) {
-      const auto& stages = placement.pipelines[j].stages;
-      while (stages[stage_index[j]].layer_end <= begin) ++stage_index[j];
-      block.stages.push_back(&stages[stage_index[j]]);
-    }
     result.push_back(std::move(block));
     begin = layer;
+  }
+  return result;
+}
+
+inline std::vector<Block> blocks(const Placement& placement, const OptimizerLayout* layout) {
+  std::vector<Block> result = block_ranges(placement, layout);
+  std::vector<std::size_t> stage_index(placement.pipelines.size(), 0);
+  for (Block& block : result) {
+    block.stages.reserve(placement.pipelines.size());
+    for (std::size_t j = 0; j < placement.pipelines.size(); ++j) {
+      const auto& stages = placement.pipelines[j].stages;
+      while (stages[stage_index[j]].layer_end <= block.layer_begin) ++stage_index[j];
+      block.stages.push_back(&stages[stage_index[j]]);
+    }
   }
   return result;
 }
@@ -246,6 +262,13 @@ inline std::int64_t tp_grid(const Placement& placement) {
 inline OptimizerLayout aligned_layout(const Placement& placement) {
   validate(placement);
   const std::int64_t grid = detail::tp_grid(placement);
+  const auto pipelines = static_cast<std::int64_t>(placement.pipelines.size());
+  const auto block_count = static_cast<std::int64_t>(detail::block_ranges(placement, nullptr).size());
+  // grid ≤ 2^30, and pipelines and blocks (each starting at a stage) ≤ 2^14: the product fits in 64 bits.
+  const std::int64_t owners_listed = block_count * grid * pipelines;
+  sluice::detail::require(owners_listed <= max_plan_pieces, "shard aligned layout: ", block_count, " blocks x TP grid ",
+                          grid, " x ", pipelines, " pipelines = ", owners_listed, " owner entries, more than the maximum ",
+                          max_plan_pieces);
   OptimizerLayout layout{placement.gpus, placement.layers, {}};
   for (const detail::Block& block : detail::blocks(placement, nullptr)) {
     std::vector<int> owners;

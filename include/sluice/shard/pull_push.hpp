@@ -5,10 +5,12 @@
 // `granularity` equal slices (each tensor on its own, slice k being elements [floor(k·E/M), floor((k+1)·E/M))),
 // fine enough that every TP fraction, optimizer segment and reduce-scatter piece is a whole number of slices.
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <numeric>
 #include <span>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -113,6 +115,54 @@ inline std::int64_t piece_bytes(const Model& model, int bytes_per_element, const
   return elements * (block.layer_end - block.layer_begin) * bytes_per_element;
 }
 
+// The elements of one layer in slices [0, k): piece_bytes of [a, b) is (prefix(b) - prefix(a)) · layers · bytes,
+// so a piece cut at boundaries whose prefixes are known costs no division.
+inline std::int64_t slice_prefix(const Model& model, std::int64_t k, std::int64_t granularity) noexcept {
+  std::int64_t elements = 0;
+  for (const Tensor& tensor : model.tensors) elements += slice_start(k, tensor.elements, granularity);
+  return elements;
+}
+
+// Cells of the common refinement of two partitions of [0, M) into a and b equal parts (both dividing M):
+// a + b boundaries less the gcd(a, b) they share.
+inline std::int64_t refinement_cells(std::int64_t a, std::int64_t b) noexcept { return a + b - std::gcd(a, b); }
+
+inline void require_owner_counts(const OptimizerLayout& layout) {
+  for (std::size_t g = 0; g < layout.groups.size(); ++g)
+    sluice::detail::require(static_cast<std::int64_t>(layout.groups[g].owners.size()) <= max_plan_pieces,
+                            "shard: optimizer layout group ", g, " has ", layout.groups[g].owners.size(),
+                            " owner segments, more than the maximum ", max_plan_pieces);
+}
+
+// Pieces of the pull before merging: per block and pipeline, the TP fractions cut by the owner segments.
+// O(blocks · distinct TP degrees). Owners ≤ 2^26, blocks ≤ 2^17 and pipelines ≤ 2^14: no overflow.
+inline std::int64_t pull_piece_count(const Placement& placement, const OptimizerLayout& layout) {
+  require_owner_counts(layout);
+  std::map<std::int64_t, std::int64_t> pipelines_of_tp;
+  for (const PipelinePlacement& pipeline : placement.pipelines) ++pipelines_of_tp[pipeline.scheme.tp()];
+  std::int64_t pieces = 0;
+  for (const Block& block : block_ranges(placement, &layout)) {
+    const auto n = static_cast<std::int64_t>(layout.groups[block.group].owners.size());
+    for (const auto& [tp, count] : pipelines_of_tp) pieces += count * refinement_cells(tp, n);
+  }
+  return pieces;
+}
+
+// Pieces of the push before merging: per block, the D·G reduce-scatter pieces cut by the owner segments.
+inline std::int64_t push_piece_count(const Placement& placement, const OptimizerLayout& layout, std::int64_t grid) {
+  require_owner_counts(layout);
+  const std::int64_t rs_pieces = static_cast<std::int64_t>(placement.pipelines.size()) * grid;
+  std::int64_t pieces = 0;
+  for (const Block& block : block_ranges(placement, &layout))
+    pieces += refinement_cells(rs_pieces, static_cast<std::int64_t>(layout.groups[block.group].owners.size()));
+  return pieces;
+}
+
+inline void require_plan_size(const char* what, std::int64_t pieces) {
+  sluice::detail::require(pieces <= max_plan_pieces, "shard ", what, ": the plan would cut ", pieces,
+                          " pieces (before merging), more than the maximum ", max_plan_pieces);
+}
+
 struct RawPiece {
   int src;
   int dst;
@@ -179,35 +229,207 @@ inline std::int64_t tp_lcm(const Placement& placement) {
 
 }  // namespace detail
 
+namespace detail {
+
+// A run of mutual slices [begin, end) of a block, with slice_prefix at both ends; `rank` is the rank it goes
+// to (for a source's own segments, the source).
+struct SliceRun {
+  int rank = 0;
+  int block = 0;
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  std::int64_t prefix_begin = 0;
+  std::int64_t prefix_end = 0;
+};
+
+// Stable sort by rank: O(k) when already sorted, O(k · log runs) otherwise (merges of the ascending runs).
+inline void sort_by_rank(std::vector<SliceRun>& items, std::vector<SliceRun>& scratch, std::vector<std::size_t>& runs) {
+  runs.assign(1, 0);
+  for (std::size_t i = 1; i < items.size(); ++i)
+    if (items[i].rank < items[i - 1].rank) runs.push_back(i);
+  runs.push_back(items.size());
+  const auto by_rank = [](const SliceRun& x, const SliceRun& y) { return x.rank < y.rank; };
+  while (runs.size() > 2) {
+    scratch.resize(items.size());
+    std::size_t kept = 0;
+    for (std::size_t k = 0; k + 1 < runs.size(); k += 2) {
+      const std::size_t end = k + 2 < runs.size() ? runs[k + 2] : runs[k + 1];
+      const auto first = items.begin() + static_cast<std::ptrdiff_t>(runs[k]);
+      const auto middle = items.begin() + static_cast<std::ptrdiff_t>(runs[k + 1]);
+      const auto last = items.begin() + static_cast<std::ptrdiff_t>(end);
+      std::merge(first, middle, middle, last, scratch.begin() + static_cast<std::ptrdiff_t>(runs[k]), by_rank);
+      runs[kept++] = runs[k];
+    }
+    runs[kept++] = items.size();
+    runs.resize(kept);
+    items.swap(scratch);
+  }
+}
+
+// The segments each rank owns, by rank, each rank's in (group, segment) order: O(N + owner entries).
+struct Ownership {
+  struct Segment {
+    std::size_t group;
+    std::int64_t segment;
+  };
+  std::vector<std::size_t> start;  // rank r owns segments[start[r], start[r + 1])
+  std::vector<Segment> segments;
+};
+
+inline Ownership ownership(const OptimizerLayout& layout) {
+  Ownership owned;
+  owned.start.assign(static_cast<std::size_t>(layout.gpus) + 1, 0);
+  for (const OwnerGroup& group : layout.groups)
+    for (const int rank : group.owners) ++owned.start[static_cast<std::size_t>(rank) + 1];
+  std::partial_sum(owned.start.begin(), owned.start.end(), owned.start.begin());
+  owned.segments.resize(owned.start.back());
+  std::vector<std::size_t> next(owned.start.begin(), owned.start.end() - 1);
+  for (std::size_t g = 0; g < layout.groups.size(); ++g)
+    for (std::size_t r = 0; r < layout.groups[g].owners.size(); ++r)
+      owned.segments[next[static_cast<std::size_t>(layout.groups[g].owners[r])]++] = {g, static_cast<std::int64_t>(r)};
+  return owned;
+}
+
+// What plan_pull and the pull's cost share: the inputs checked, the blocks and their granularities.
+struct PullSetup {
+  std::vector<Block> blocks;
+  std::vector<SliceBlock> slices;
+  std::int64_t pieces_before_merging = 0;
+};
+
+inline PullSetup pull_setup(const Placement& placement, const OptimizerLayout& layout, const Model& model) {
+  require_compatible(placement, layout, model);
+  const std::int64_t tps = tp_lcm(placement);
+  PullSetup setup;
+  for (const Block& block : block_ranges(placement, &layout))
+    setup.slices.push_back({block.layer_begin, block.layer_end,
+                            checked_lcm(static_cast<std::int64_t>(layout.groups[block.group].owners.size()), tps)});
+  setup.pieces_before_merging = pull_piece_count(placement, layout);
+  require_plan_size("pull", setup.pieces_before_merging);
+  setup.blocks = blocks(placement, &layout);
+  return setup;
+}
+
+// Calls emit(src, dst, runs, bytes) for every message of the pull, in (src, dst) order, `runs` being its
+// pieces. Per source rank: its owned segments per block, cut by each pipeline's TP fractions (pipeline by
+// pipeline, so that destinations mostly come in rank order), a run of slices extended while the next one
+// continues it for the same destination, then a stable sort by destination. This is the order, merging and
+// byte count of sorting all (owner, rank) pieces by (src, dst), without holding them: the time is
+// O(N + owner entries + pieces before merging), the memory beyond the output O(N + blocks · Σ TP + one
+// source's pieces).
+template <class Emit>
+void for_each_pull_message(const Placement& placement, const OptimizerLayout& layout, const Model& model,
+                           const PullSetup& setup, Emit&& emit) {
+  const Ownership owned = ownership(layout);
+  const std::size_t pipelines = placement.pipelines.size();
+  std::vector<std::size_t> first_block(layout.groups.size() + 1, setup.blocks.size());
+  for (std::size_t b = setup.blocks.size(); b-- > 0;) first_block[setup.blocks[b].group] = b;
+  // Flat tables: the TP degrees (as indices into the distinct ones), and per block the ranks of every
+  // pipeline's stage one after another (pipeline j's at holder_offset[j]), so a destination is one load.
+  std::vector<std::int64_t> degrees;
+  for (const PipelinePlacement& pipeline : placement.pipelines) degrees.push_back(pipeline.scheme.tp());
+  std::ranges::sort(degrees);
+  degrees.erase(std::unique(degrees.begin(), degrees.end()), degrees.end());
+  std::vector<std::size_t> kind(pipelines);
+  std::vector<std::size_t> holder_offset(pipelines + 1, 0);
+  for (std::size_t j = 0; j < pipelines; ++j) {
+    const std::int64_t tp = placement.pipelines[j].scheme.tp();
+    kind[j] = static_cast<std::size_t>(std::ranges::lower_bound(degrees, tp) - degrees.begin());
+    holder_offset[j + 1] = holder_offset[j] + static_cast<std::size_t>(tp);
+  }
+  const std::size_t holders = holder_offset.back();
+  std::vector<int> holder_ranks;
+  holder_ranks.reserve(setup.blocks.size() * holders);
+  for (const Block& block : setup.blocks)
+    for (const Stage* stage : block.stages) holder_ranks.insert(holder_ranks.end(), stage->ranks.begin(), stage->ranks.end());
+  std::vector<std::int64_t> widths;  // per (block, TP degree)
+  for (const SliceBlock& block : setup.slices)
+    for (const std::int64_t tp : degrees) widths.push_back(block.granularity / tp);
+
+  std::vector<SliceRun> spans;
+  std::vector<std::int64_t> first_tp_rank;  // per (span, TP degree): the TP rank holding the span's first slice
+  std::vector<SliceRun> items;
+  std::vector<SliceRun> scratch;
+  std::vector<std::size_t> runs;
+  for (std::size_t src = 0; src + 1 < owned.start.size(); ++src) {
+    // The source's segments in (block, segment) order.
+    spans.clear();
+    for (std::size_t e = owned.start[src]; e < owned.start[src + 1];) {
+      const std::size_t g = owned.segments[e].group;
+      std::size_t group_end = e;
+      while (group_end < owned.start[src + 1] && owned.segments[group_end].group == g) ++group_end;
+      const auto n = static_cast<std::int64_t>(layout.groups[g].owners.size());
+      for (std::size_t b = first_block[g]; b < first_block[g + 1]; ++b) {
+        const std::int64_t m = setup.slices[b].granularity;
+        for (std::size_t k = e; k < group_end; ++k) {
+          const std::int64_t begin = owned.segments[k].segment * (m / n);
+          const std::int64_t end = begin + m / n;
+          spans.push_back({static_cast<int>(src), static_cast<int>(b), begin, end, slice_prefix(model, begin, m),
+                           slice_prefix(model, end, m)});
+        }
+      }
+      e = group_end;
+    }
+    if (spans.empty()) continue;
+    first_tp_rank.clear();
+    for (const SliceRun& span : spans)
+      for (std::size_t k = 0; k < degrees.size(); ++k)
+        first_tp_rank.push_back(span.begin / widths[static_cast<std::size_t>(span.block) * degrees.size() + k]);
+    items.clear();
+    for (std::size_t j = 0; j < pipelines; ++j) {
+      for (std::size_t i = 0; i < spans.size(); ++i) {
+        const SliceRun& span = spans[i];
+        const auto b = static_cast<std::size_t>(span.block);
+        const std::int64_t width = widths[b * degrees.size() + kind[j]];
+        const int* ranks = holder_ranks.data() + b * holders + holder_offset[j];
+        for (std::int64_t t = first_tp_rank[i * degrees.size() + kind[j]]; t * width < span.end; ++t) {
+          const int dst = ranks[t];
+          const std::int64_t begin = std::max(span.begin, t * width);
+          const std::int64_t end = std::min(span.end, (t + 1) * width);
+          const std::int64_t m = setup.slices[b].granularity;
+          const std::int64_t prefix_end = end == span.end ? span.prefix_end : slice_prefix(model, end, m);
+          if (!items.empty() && items.back().rank == dst && items.back().block == span.block && items.back().end == begin) {
+            items.back().end = end;
+            items.back().prefix_end = prefix_end;
+          } else {
+            items.push_back({dst, span.block, begin, end, begin == span.begin ? span.prefix_begin : slice_prefix(model, begin, m),
+                             prefix_end});
+          }
+        }
+      }
+    }
+    sort_by_rank(items, scratch, runs);
+    for (std::size_t i = 0; i < items.size();) {
+      const std::size_t first = i;
+      std::int64_t bytes = 0;
+      for (; i < items.size() && items[i].rank == items[first].rank; ++i) {
+        const SliceBlock& block = setup.slices[static_cast<std::size_t>(items[i].block)];
+        bytes += (items[i].prefix_end - items[i].prefix_begin) * (block.layer_end - block.layer_begin) * model.param_bytes;
+      }
+      emit(static_cast<int>(src), items[first].rank, std::span<const SliceRun>(items.data() + first, i - first), bytes);
+    }
+  }
+}
+
+}  // namespace detail
+
 // Pull: per block, M = LCM(n, TP_1..TP_K) (n = the block's optimizer segments); TP rank t of a pipeline
 // needs slices [t·M/TP, (t+1)·M/TP) and takes each from the owner of its segment.
 inline PullPlan plan_pull(const Placement& placement, const OptimizerLayout& layout, const Model& model) {
-  detail::require_compatible(placement, layout, model);
-  const std::int64_t tps = detail::tp_lcm(placement);
-  PullPlan plan{placement.gpus, {}, {}, {}, {}, 0, 0};
-  std::vector<detail::RawPiece> raw;
-  const auto blocks = detail::blocks(placement, &layout);
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
-    const detail::Block& block = blocks[b];
-    const std::vector<int>& owners = layout.groups[block.group].owners;
-    const auto n = static_cast<std::int64_t>(owners.size());
-    const std::int64_t m = detail::checked_lcm(n, tps);
-    plan.blocks.push_back({block.layer_begin, block.layer_end, m});
-    const std::int64_t step = m / n;
-    for (std::size_t j = 0; j < block.stages.size(); ++j) {
-      const std::int64_t tp = placement.pipelines[j].scheme.tp();
-      for (std::int64_t t = 0; t < tp; ++t) {
-        const int dst = block.stages[j]->ranks[static_cast<std::size_t>(t)];
-        const std::int64_t need_begin = t * (m / tp);
-        const std::int64_t need_end = need_begin + m / tp;
-        for (std::int64_t r = need_begin / step; r * step < need_end; ++r)
-          raw.push_back({owners[static_cast<std::size_t>(r)], dst,
-                         {static_cast<int>(b), std::max(r * step, need_begin), std::min((r + 1) * step, need_end)}});
-      }
-    }
-  }
-  detail::batch(raw, plan.gpus, model, model.param_bytes, plan.blocks, plan.pieces, plan.sends, plan.local_moves,
-                plan.send_bytes, plan.local_bytes);
+  const detail::PullSetup setup = detail::pull_setup(placement, layout, model);
+  PullPlan plan{placement.gpus, setup.slices, {}, {}, {}, 0, 0};
+  // Merging only shrinks the plan: capacity for the pieces before merging never reallocates, and the pages
+  // of what stays unused are never touched.
+  plan.pieces.reserve(static_cast<std::size_t>(setup.pieces_before_merging));
+  plan.sends.reserve(static_cast<std::size_t>(setup.pieces_before_merging));
+  plan.local_moves.reserve(static_cast<std::size_t>(std::min(setup.pieces_before_merging, placement.gpus)));
+  detail::for_each_pull_message(
+      placement, layout, model, setup,
+      [&](int src, int dst, std::span<const detail::SliceRun> runs, std::int64_t bytes) {
+        (src == dst ? plan.local_moves : plan.sends).push_back({src, dst, plan.pieces.size(), runs.size(), bytes});
+        (src == dst ? plan.local_bytes : plan.send_bytes) += bytes;
+        for (const detail::SliceRun& run : runs) plan.pieces.push_back({run.block, run.begin, run.end});
+      });
   return plan;
 }
 
@@ -271,9 +493,12 @@ inline PushPlan plan_push(const Placement& placement, const OptimizerLayout& lay
   detail::require_compatible(placement, layout, model);
   const std::int64_t grid = detail::tp_grid(placement);
   const auto d = static_cast<std::int64_t>(placement.pipelines.size());
+  const std::int64_t pieces_before_merging = detail::push_piece_count(placement, layout, grid);
+  detail::require_plan_size("push", pieces_before_merging);
   PushPlan plan{placement.gpus, grid, static_cast<int>(d), {}, {}, {}, {}, {}, 0, 0};
   const std::int64_t pieces_per_block = d * grid;
   std::vector<detail::RawPiece> raw;
+  raw.reserve(static_cast<std::size_t>(pieces_before_merging));
   std::vector<int> position_of_rank(static_cast<std::size_t>(placement.gpus), -1);
   std::vector<int> holder(static_cast<std::size_t>(pieces_per_block));
   std::vector<int> members(static_cast<std::size_t>(d));
@@ -324,14 +549,38 @@ inline std::vector<SliceBlock> expected_blocks(const std::vector<Block>& blocks,
   return result;
 }
 
+// slice_prefix remembered at the last two positions asked for: consecutive pieces of a plan mostly share their
+// boundaries (one owner segment sent to every pipeline), and then cost no division.
+class PrefixMemo {
+public:
+  explicit PrefixMemo(const Model& model) : model_(model) {}
+  std::int64_t operator()(int block, std::int64_t position, std::int64_t granularity) {
+    for (std::size_t i = 0; i < 2; ++i)
+      if (block_[i] == block && position_[i] == position) return value_[i];
+    block_[next_] = block;
+    position_[next_] = position;
+    value_[next_] = slice_prefix(model_, position, granularity);
+    return value_[std::exchange(next_, 1 - next_)];
+  }
+
+private:
+  const Model& model_;
+  std::array<int, 2> block_ = {-1, -1};
+  std::array<std::int64_t, 2> position_ = {0, 0};
+  std::array<std::int64_t, 2> value_ = {0, 0};
+  std::size_t next_ = 0;
+};
+
 // Checks the message lists of a plan: ranks, ordering (one message per pair), piece bounds, each piece in
-// exactly one message, bytes; returns every piece with its (src, dst).
-inline std::vector<RawPiece> check_messages(const char* what, std::int64_t gpus, const std::vector<SliceBlock>& blocks,
-                                            const std::vector<Piece>& pieces, const std::vector<Message>& sends,
-                                            const std::vector<Message>& local_moves, std::int64_t send_bytes,
-                                            std::int64_t local_bytes, const Model& model, int bytes_per_element) {
+// exactly one message, a message's pieces in (block, slice) order without overlap, bytes; calls
+// visit(src, dst, piece) for every piece. O(pieces), no copy of them.
+template <class Visit>
+void check_messages(const char* what, std::int64_t gpus, const std::vector<SliceBlock>& blocks,
+                    const std::vector<Piece>& pieces, const std::vector<Message>& sends,
+                    const std::vector<Message>& local_moves, std::int64_t send_bytes, std::int64_t local_bytes,
+                    const Model& model, int bytes_per_element, Visit&& visit) {
   std::vector<char> used(pieces.size(), 0);
-  std::vector<RawPiece> all;
+  PrefixMemo prefix(model);
   for (const bool local : {false, true}) {
     const std::vector<Message>& messages = local ? local_moves : sends;
     std::int64_t total = 0;
@@ -357,8 +606,14 @@ inline std::vector<RawPiece> check_messages(const char* what, std::int64_t gpus,
         const SliceBlock& block = blocks[static_cast<std::size_t>(piece.block)];
         check_plan(piece.begin >= 0 && piece.begin < piece.end && piece.end <= block.granularity, what, ": piece ", p,
                    " covers slices [", piece.begin, ", ", piece.end, ") of ", block.granularity);
-        bytes += piece_bytes(model, bytes_per_element, block, piece.begin, piece.end);
-        all.push_back({message.src, message.dst, piece});
+        if (p > message.first_piece) {
+          const Piece& previous = pieces[p - 1];
+          check_plan(previous.block < piece.block || (previous.block == piece.block && previous.end <= piece.begin), what,
+                     ": message ", i, " has pieces ", p - 1, " and ", p, " out of order or overlapping");
+        }
+        bytes += (prefix(piece.block, piece.end, block.granularity) - prefix(piece.block, piece.begin, block.granularity)) *
+                 (block.layer_end - block.layer_begin) * bytes_per_element;
+        visit(message.src, message.dst, piece);
       }
       check_plan(bytes == message.bytes, what, ": message ", i, " says ", message.bytes, " bytes, its pieces hold ", bytes);
       total += bytes;
@@ -367,13 +622,11 @@ inline std::vector<RawPiece> check_messages(const char* what, std::int64_t gpus,
                local ? local_bytes : send_bytes, ", the messages hold ", total);
   }
   check_plan(std::ranges::all_of(used, [](char u) { return u != 0; }), what, ": a piece belongs to no message");
-  return all;
 }
 
-// Every slice of [k0, k1) at `granularity` lies in a segment (of `count` equal ones) that `holder_of` maps to `rank`.
+// Every slice of [k0, k1) lies in a segment (of `step` slices each) that `holder_of` maps to `rank`.
 template <class HolderOf>
-bool held_by(int rank, std::int64_t k0, std::int64_t k1, std::int64_t granularity, std::int64_t count, HolderOf&& holder_of) {
-  const std::int64_t step = granularity / count;
+bool held_by(int rank, std::int64_t k0, std::int64_t k1, std::int64_t step, HolderOf&& holder_of) {
   for (std::int64_t s = k0 / step; s * step < k1; ++s)
     if (holder_of(s) != rank) return false;
   return true;
@@ -382,55 +635,71 @@ bool held_by(int rank, std::int64_t k0, std::int64_t k1, std::int64_t granularit
 }  // namespace detail
 
 // Checks every invariant of a pull plan against its inputs; raises invalid_plan naming the first broken one.
+// O(N + pieces + blocks · Σ TP): pieces from different sources cannot overlap (each slice has one
+// owner) nor can those of one message, so a rank whose pieces all lie in its TP fraction and add up to its
+// width receives that fraction exactly.
 inline void validate(const PullPlan& plan, const Placement& placement, const OptimizerLayout& layout, const Model& model) {
   using detail::check_plan;
   detail::require_compatible(placement, layout, model);
   check_plan(plan.gpus == placement.gpus, "pull: plan for ", plan.gpus, " GPUs, placement has ", placement.gpus);
+  detail::require_plan_size("pull", detail::pull_piece_count(placement, layout));
   const auto blocks = detail::blocks(placement, &layout);
   check_plan(plan.blocks == detail::expected_blocks(blocks, layout, detail::tp_lcm(placement)),
              "pull: blocks or granularities differ from LCM(owners, TP degrees) per block");
-  std::vector<detail::RawPiece> all =
-      detail::check_messages("pull", plan.gpus, plan.blocks, plan.pieces, plan.sends, plan.local_moves, plan.send_bytes,
-                             plan.local_bytes, model, model.param_bytes);
-  for (const detail::RawPiece& item : all) {
-    const auto& owners = layout.groups[blocks[static_cast<std::size_t>(item.piece.block)].group].owners;
-    check_plan(detail::held_by(item.src, item.piece.begin, item.piece.end,
-                               plan.blocks[static_cast<std::size_t>(item.piece.block)].granularity,
-                               static_cast<std::int64_t>(owners.size()),
-                               [&](std::int64_t s) { return owners[static_cast<std::size_t>(s)]; }),
-               "pull: rank ", item.src, " sends slices [", item.piece.begin, ", ", item.piece.end, ") of block ",
-               item.piece.block, " that it does not own");
+  // Where each placed rank sits: pipeline, stage and TP rank. A block has Σ TP holders, one per (pipeline,
+  // TP rank): their slices received are counted at block · Σ TP + (TP ranks of earlier pipelines) + TP rank.
+  struct Seat {
+    std::size_t pipeline = 0;
+    const Stage* stage = nullptr;
+    std::int64_t tp_rank = 0;
+    std::size_t counter = 0;
+  };
+  std::vector<Seat> seats(static_cast<std::size_t>(placement.gpus));
+  std::size_t holders = 0;
+  for (std::size_t j = 0; j < placement.pipelines.size(); ++j) {
+    for (const Stage& stage : placement.pipelines[j].stages)
+      for (std::size_t t = 0; t < stage.ranks.size(); ++t)
+        seats[static_cast<std::size_t>(stage.ranks[t])] = {j, &stage, static_cast<std::int64_t>(t), holders + t};
+    holders += static_cast<std::size_t>(placement.pipelines[j].scheme.tp());
   }
-  // Every rank of every stage receives exactly its TP fraction, nothing else.
-  std::ranges::sort(all, [](const detail::RawPiece& x, const detail::RawPiece& y) {
-    return std::tuple(x.piece.block, x.dst, x.piece.begin) < std::tuple(y.piece.block, y.dst, y.piece.begin);
-  });
-  std::size_t next = 0;
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
-    std::vector<std::pair<int, std::int64_t>> needs;  // (dst, TP rank) of every rank holding the block
+  std::vector<std::int64_t> received(blocks.size() * holders, 0);
+  std::vector<std::int64_t> owner_step;
+  for (std::size_t b = 0; b < blocks.size(); ++b)
+    owner_step.push_back(plan.blocks[b].granularity /
+                         static_cast<std::int64_t>(layout.groups[blocks[b].group].owners.size()));
+  detail::check_messages(
+      "pull", plan.gpus, plan.blocks, plan.pieces, plan.sends, plan.local_moves, plan.send_bytes, plan.local_bytes, model,
+      model.param_bytes, [&](int src, int dst, const Piece& piece) {
+        const auto b = static_cast<std::size_t>(piece.block);
+        const auto& owners = layout.groups[blocks[b].group].owners;
+        check_plan(detail::held_by(src, piece.begin, piece.end, owner_step[b],
+                                   [&](std::int64_t s) { return owners[static_cast<std::size_t>(s)]; }),
+                   "pull: rank ", src, " sends slices [", piece.begin, ", ", piece.end, ") of block ", b,
+                   " that it does not own");
+        const Seat& seat = seats[static_cast<std::size_t>(dst)];
+        check_plan(seat.stage != nullptr && blocks[b].stages[seat.pipeline] == seat.stage, "pull: rank ", dst,
+                   " receives slices of block ", b, " that it does not hold");
+        // Within [t·M/TP, (t+1)·M/TP), multiplied out: M ≤ 2^40 and TP ≤ 2^16.
+        const auto tp = static_cast<std::int64_t>(seat.stage->ranks.size());
+        const std::int64_t m = plan.blocks[b].granularity;
+        check_plan(piece.begin * tp >= seat.tp_rank * m && piece.end * tp <= (seat.tp_rank + 1) * m, "pull: rank ", dst,
+                   " receives slices [", piece.begin, ", ", piece.end, ") of block ", b, " outside its TP fraction ",
+                   seat.tp_rank, " of ", tp);
+        received[b * holders + seat.counter] += piece.end - piece.begin;
+      });
+  for (std::size_t b = 0; b < blocks.size(); ++b)
     for (std::size_t j = 0; j < blocks[b].stages.size(); ++j)
-      for (std::size_t t = 0; t < blocks[b].stages[j]->ranks.size(); ++t)
-        needs.emplace_back(blocks[b].stages[j]->ranks[t], static_cast<std::int64_t>(j));
-    std::ranges::sort(needs);
-    for (const auto& [dst, j] : needs) {
-      const Stage& stage = *blocks[b].stages[static_cast<std::size_t>(j)];
-      const auto t = static_cast<std::int64_t>(std::ranges::find(stage.ranks, dst) - stage.ranks.begin());
-      const std::int64_t width = plan.blocks[b].granularity / static_cast<std::int64_t>(stage.ranks.size());
-      std::int64_t covered = t * width;
-      while (next < all.size() && all[next].piece.block == static_cast<int>(b) && all[next].dst == dst) {
-        check_plan(all[next].piece.begin == covered, "pull: rank ", dst, " in block ", b, " receives slice ",
-                   all[next].piece.begin, " where slice ", covered, " was due");
-        covered = all[next++].piece.end;
+      for (const int rank : blocks[b].stages[j]->ranks) {
+        const Seat& seat = seats[static_cast<std::size_t>(rank)];
+        const std::int64_t width = plan.blocks[b].granularity / static_cast<std::int64_t>(seat.stage->ranks.size());
+        check_plan(received[b * holders + seat.counter] == width, "pull: rank ", rank, " in block ", b, " receives ",
+                   received[b * holders + seat.counter], " of the ", width, " slices of its TP fraction");
       }
-      check_plan(covered == (t + 1) * width, "pull: rank ", dst, " in block ", b, " receives slices up to ", covered,
-                 " of its [", t * width, ", ", (t + 1) * width, ")");
-    }
-    check_plan(next == all.size() || all[next].piece.block != static_cast<int>(b), "pull: rank ", all[next].dst,
-               " receives slices of block ", b, " that it does not hold");
-  }
 }
 
 // Checks every invariant of a push plan against its inputs; raises invalid_plan naming the first broken one.
+// O(N + pieces + reduce-scatter members): a slice has one reduce-scatter holder and one owner, so pieces of
+// different messages cannot overlap, and a block whose pieces add up to its granularity is covered once.
 inline void validate(const PushPlan& plan, const Placement& placement, const OptimizerLayout& layout, const Model& model) {
   using detail::check_plan;
   detail::require_compatible(placement, layout, model);
@@ -439,21 +708,24 @@ inline void validate(const PushPlan& plan, const Placement& placement, const Opt
   const auto d = static_cast<std::int64_t>(placement.pipelines.size());
   check_plan(plan.grid == grid && plan.pipelines == d, "push: grid ", plan.grid, " and ", plan.pipelines,
              " pipelines, expected ", grid, " and ", d);
+  detail::require_plan_size("push", detail::push_piece_count(placement, layout, grid));
   const auto blocks = detail::blocks(placement, &layout);
   check_plan(plan.blocks == detail::expected_blocks(blocks, layout, d * grid),
              "push: blocks or granularities differ from LCM(owners, D·G) per block");
   check_plan(plan.rs_groups.size() == blocks.size() * static_cast<std::size_t>(grid), "push: ", plan.rs_groups.size(),
              " reduce-scatter groups, expected ", blocks.size() * static_cast<std::size_t>(grid));
+  std::vector<int> expected;
+  std::vector<int> members;
   for (std::size_t g = 0; g < plan.rs_groups.size(); ++g) {
     const RsGroup& group = plan.rs_groups[g];
     const std::size_t b = g / static_cast<std::size_t>(grid);
     const auto u = static_cast<std::int64_t>(g % static_cast<std::size_t>(grid));
     check_plan(group.block == static_cast<int>(b) && group.segment == u, "push: group ", g, " is (block ", group.block,
                ", segment ", group.segment, "), expected (", b, ", ", u, ")");
-    std::vector<int> expected;
+    expected.clear();
     for (std::size_t q = 0; q < blocks[b].stages.size(); ++q)
       expected.push_back(blocks[b].stages[q]->ranks[static_cast<std::size_t>(u * placement.pipelines[q].scheme.tp() / grid)]);
-    std::vector<int> members = group.members;
+    members = group.members;
     std::ranges::sort(expected);
     std::ranges::sort(members);
     check_plan(members == expected, "push: group ", g, " does not hold one rank per pipeline holding segment ", u);
@@ -461,40 +733,29 @@ inline void validate(const PushPlan& plan, const Placement& placement, const Opt
     check_plan(group.bytes == detail::piece_bytes(model, model.grad_bytes, plan.blocks[b], u * step, (u + 1) * step),
                "push: group ", g, " says ", group.bytes, " bytes");
   }
-  std::vector<detail::RawPiece> all =
-      detail::check_messages("push", plan.gpus, plan.blocks, plan.pieces, plan.sends, plan.local_moves, plan.send_bytes,
-                             plan.local_bytes, model, model.grad_bytes);
-  for (const detail::RawPiece& item : all) {
-    const auto b = static_cast<std::size_t>(item.piece.block);
-    const auto& owners = layout.groups[blocks[b].group].owners;
-    const std::int64_t m = plan.blocks[b].granularity;
-    check_plan(detail::held_by(item.src, item.piece.begin, item.piece.end, m, d * grid,
-                               [&](std::int64_t h) {
-                                 return plan.rs_groups[b * static_cast<std::size_t>(grid) + static_cast<std::size_t>(h / d)]
-                                     .members[static_cast<std::size_t>(h % d)];
-                               }),
-               "push: rank ", item.src, " sends slices [", item.piece.begin, ", ", item.piece.end, ") of block ", b,
-               " that its reduce-scatter did not leave on it");
-    check_plan(detail::held_by(item.dst, item.piece.begin, item.piece.end, m, static_cast<std::int64_t>(owners.size()),
-                               [&](std::int64_t s) { return owners[static_cast<std::size_t>(s)]; }),
-               "push: rank ", item.dst, " receives slices [", item.piece.begin, ", ", item.piece.end, ") of block ", b,
-               " that it does not own");
-  }
-  // Every slice of every block reaches its owner exactly once.
-  std::ranges::sort(all, [](const detail::RawPiece& x, const detail::RawPiece& y) {
-    return std::pair(x.piece.block, x.piece.begin) < std::pair(y.piece.block, y.piece.begin);
-  });
-  std::size_t next = 0;
-  for (std::size_t b = 0; b < plan.blocks.size(); ++b) {
-    std::int64_t covered = 0;
-    while (next < all.size() && all[next].piece.block == static_cast<int>(b)) {
-      check_plan(all[next].piece.begin == covered, "push: block ", b, " moves slice ", all[next].piece.begin,
-                 " where slice ", covered, " was due");
-      covered = all[next++].piece.end;
-    }
-    check_plan(covered == plan.blocks[b].granularity, "push: block ", b, " moves slices up to ", covered, " of ",
-               plan.blocks[b].granularity);
-  }
+  std::vector<std::int64_t> moved(blocks.size(), 0);
+  detail::check_messages(
+      "push", plan.gpus, plan.blocks, plan.pieces, plan.sends, plan.local_moves, plan.send_bytes, plan.local_bytes, model,
+      model.grad_bytes, [&](int src, int dst, const Piece& piece) {
+        const auto b = static_cast<std::size_t>(piece.block);
+        const auto& owners = layout.groups[blocks[b].group].owners;
+        const std::int64_t m = plan.blocks[b].granularity;
+        check_plan(detail::held_by(src, piece.begin, piece.end, m / (d * grid),
+                                   [&](std::int64_t h) {
+                                     return plan.rs_groups[b * static_cast<std::size_t>(grid) + static_cast<std::size_t>(h / d)]
+                                         .members[static_cast<std::size_t>(h % d)];
+                                   }),
+                   "push: rank ", src, " sends slices [", piece.begin, ", ", piece.end, ") of block ", b,
+                   " that its reduce-scatter did not leave on it");
+        check_plan(detail::held_by(dst, piece.begin, piece.end, m / static_cast<std::int64_t>(owners.size()),
+                                   [&](std::int64_t s) { return owners[static_cast<std::size_t>(s)]; }),
+                   "push: rank ", dst, " receives slices [", piece.begin, ", ", piece.end, ") of block ", b,
+                   " that it does not own");
+        moved[b] += piece.end - piece.begin;
+      });
+  for (std::size_t b = 0; b < plan.blocks.size(); ++b)
+    check_plan(moved[b] == plan.blocks[b].granularity, "push: block ", b, " moves ", moved[b], " of its ",
+               plan.blocks[b].granularity, " slices");
 }
 
 }  // namespace sluice::shard

@@ -1,0 +1,198 @@
+#pragma once
+// The LNK planner as it was before the pull stopped holding every (owner, rank) piece: each plan generated
+// as raw pieces, sorted by (src, dst) with two stable counting passes, merged and batched. Kept verbatim (its
+// shared helpers, blocks, granularities and byte counts, are the library's) as the oracle that plan_pull and
+// plan_push must match bit for bit.
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include "sluice/shard/model.hpp"
+#include "sluice/shard/placement.hpp"
+#include "sluice/shard/pull_push.hpp"
+
+namespace sluice::test::shard_oracle {
+
+using namespace sluice::shard;
+namespace lib = sluice::shard::detail;
+
+struct RawPiece {
+  int src;
+  int dst;
+  Piece piece;
+};
+
+// Sorts raw pieces by (src, dst) keeping generation order within a pair (two stable counting passes),
+// merges adjacent slices, and emits one message per pair.
+inline void batch(std::vector<RawPiece>& raw, std::int64_t gpus, const Model& model, int bytes_per_element,
+                  const std::vector<SliceBlock>& blocks, std::vector<Piece>& pieces, std::vector<Message>& sends,
+                  std::vector<Message>& local_moves, std::int64_t& send_bytes, std::int64_t& local_bytes) {
+  std::vector<RawPiece> sorted(raw.size());
+  std::vector<std::size_t> start(static_cast<std::size_t>(gpus) + 1);
+  auto pass = [&](std::vector<RawPiece>& from, std::vector<RawPiece>& to, auto key) {
+    std::ranges::fill(start, 0);
+    for (const RawPiece& item : from) ++start[static_cast<std::size_t>(key(item)) + 1];
+    std::partial_sum(start.begin(), start.end(), start.begin());
+    for (const RawPiece& item : from) to[start[static_cast<std::size_t>(key(item))]++] = item;
+  };
+  pass(raw, sorted, [](const RawPiece& item) { return item.dst; });
+  pass(sorted, raw, [](const RawPiece& item) { return item.src; });
+
+  pieces.clear();
+  pieces.reserve(raw.size());
+  sends.reserve(raw.size());
+  send_bytes = local_bytes = 0;
+  for (std::size_t i = 0; i < raw.size();) {
+    const int src = raw[i].src;
+    const int dst = raw[i].dst;
+    Message message{src, dst, pieces.size(), 0, 0};
+    for (; i < raw.size() && raw[i].src == src && raw[i].dst == dst; ++i) {
+      const Piece& piece = raw[i].piece;
+      if (message.piece_count > 0 && pieces.back().block == piece.block && pieces.back().end == piece.begin) {
+        pieces.back().end = piece.end;
+      } else {
+        pieces.push_back(piece);
+        ++message.piece_count;
+      }
+    }
+    for (std::size_t p = message.first_piece; p < pieces.size(); ++p)
+      message.bytes += lib::piece_bytes(model, bytes_per_element, blocks[static_cast<std::size_t>(pieces[p].block)],
+                                   pieces[p].begin, pieces[p].end);
+    (src == dst ? local_bytes : send_bytes) += message.bytes;
+    (src == dst ? local_moves : sends).push_back(message);
+  }
+}
+
+// Pull: per block, M = LCM(n, TP_1..TP_K) (n = the block's optimizer segments); TP rank t of a pipeline
+// needs slices [t·M/TP, (t+1)·M/TP) and takes each from the owner of its segment.
+inline PullPlan plan_pull(const Placement& placement, const OptimizerLayout& layout, const Model& model) {
+  lib::require_compatible(placement, layout, model);
+  const std::int64_t tps = lib::tp_lcm(placement);
+  PullPlan plan{placement.gpus, {}, {}, {}, {}, 0, 0};
+  std::vector<RawPiece> raw;
+  const auto blocks = lib::blocks(placement, &layout);
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const lib::Block& block = blocks[b];
+    const std::vector<int>& owners = layout.groups[block.group].owners;
+    const auto n = static_cast<std::int64_t>(owners.size());
+    const std::int64_t m = lib::checked_lcm(n, tps);
+    plan.blocks.push_back({block.layer_begin, block.layer_end, m});
+    const std::int64_t step = m / n;
+    for (std::size_t j = 0; j < block.stages.size(); ++j) {
+      const std::int64_t tp = placement.pipelines[j].scheme.tp();
+      for (std::int64_t t = 0; t < tp; ++t) {
+        const int dst = block.stages[j]->ranks[static_cast<std::size_t>(t)];
+        const std::int64_t need_begin = t * (m / tp);
+        const std::int64_t need_end = need_begin + m / tp;
+        for (std::int64_t r = need_begin / step; r * step < need_end; ++r)
+          raw.push_back({owners[static_cast<std::size_t>(r)], dst,
+                         {static_cast<int>(b), std::max(r * step, need_begin), std::min((r + 1) * step, need_end)}});
+      }
+    }
+  }
+  batch(raw, plan.gpus, model, model.param_bytes, plan.blocks, plan.pieces, plan.sends, plan.local_moves,
+                plan.send_bytes, plan.local_bytes);
+  return plan;
+}
+
+// Orders one RS group's pieces: result[i] = the member that receives piece i.
+inline std::vector<int> order_pieces(std::span<const int> members, std::int64_t first_piece, std::int64_t pieces_per_block,
+                                     std::span<const int> owners, std::vector<int>& position_of_rank, bool match) {
+  if (!match) return {members.begin(), members.end()};
+  const std::size_t d = members.size();
+  std::vector<int> result(d, -1);
+  for (std::size_t q = 0; q < d; ++q) position_of_rank[static_cast<std::size_t>(members[q])] = static_cast<int>(q);
+  struct Candidate {
+    std::int64_t overlap;
+    std::size_t piece;
+    int member;
+  };
+  std::vector<Candidate> candidates;
+  const auto n = static_cast<std::int64_t>(owners.size());
+  const std::int64_t m = lib::checked_lcm(n, pieces_per_block);
+  const std::int64_t piece_step = m / pieces_per_block;
+  const std::int64_t owner_step = m / n;
+  for (std::size_t i = 0; i < d; ++i) {
+    const std::int64_t begin = (first_piece + static_cast<std::int64_t>(i)) * piece_step;
+    const std::int64_t end = begin + piece_step;
+    for (std::int64_t r = begin / owner_step; r * owner_step < end; ++r) {
+      const int member = position_of_rank[static_cast<std::size_t>(owners[static_cast<std::size_t>(r)])];
+      if (member >= 0)
+        candidates.push_back({std::min((r + 1) * owner_step, end) - std::max(r * owner_step, begin), i, member});
+    }
+  }
+  for (std::size_t q = 0; q < d; ++q) position_of_rank[static_cast<std::size_t>(members[q])] = -1;
+  std::ranges::sort(candidates, [](const Candidate& x, const Candidate& y) {
+    if (x.overlap != y.overlap) return x.overlap > y.overlap;
+    if (x.piece != y.piece) return x.piece < y.piece;
+    return x.member < y.member;
+  });
+  std::vector<char> taken(d, 0);
+  for (const Candidate& candidate : candidates) {
+    if (result[candidate.piece] >= 0 || taken[static_cast<std::size_t>(candidate.member)]) continue;
+    result[candidate.piece] = members[static_cast<std::size_t>(candidate.member)];
+    taken[static_cast<std::size_t>(candidate.member)] = 1;
+  }
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < d; ++i) {
+    if (result[i] >= 0) continue;
+    while (taken[next]) ++next;
+    result[i] = members[next];
+    taken[next] = 1;
+  }
+  return result;
+}
+
+// Push: per block and TP-grid segment u, a reduce-scatter over the D ranks holding u (one per pipeline)
+// leaves piece u·D + i of D·G on members[i]; then per block, M' = LCM(n, D·G) slices move from their piece
+// holder to their optimizer owner.
+inline PushPlan plan_push(const Placement& placement, const OptimizerLayout& layout, const Model& model,
+                          const PushOptions& options = {}) {
+  lib::require_compatible(placement, layout, model);
+  const std::int64_t grid = lib::tp_grid(placement);
+  const auto d = static_cast<std::int64_t>(placement.pipelines.size());
+  PushPlan plan{placement.gpus, grid, static_cast<int>(d), {}, {}, {}, {}, {}, 0, 0};
+  const std::int64_t pieces_per_block = d * grid;
+  std::vector<RawPiece> raw;
+  std::vector<int> position_of_rank(static_cast<std::size_t>(placement.gpus), -1);
+  std::vector<int> holder(static_cast<std::size_t>(pieces_per_block));
+  std::vector<int> members(static_cast<std::size_t>(d));
+  const auto blocks = lib::blocks(placement, &layout);
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const lib::Block& block = blocks[b];
+    const std::vector<int>& owners = layout.groups[block.group].owners;
+    const auto n = static_cast<std::int64_t>(owners.size());
+    const std::int64_t m = lib::checked_lcm(n, pieces_per_block);
+    plan.blocks.push_back({block.layer_begin, block.layer_end, m});
+    const SliceBlock& slices = plan.blocks.back();
+    for (std::int64_t u = 0; u < grid; ++u) {
+      for (std::size_t q = 0; q < block.stages.size(); ++q) {
+        const std::int64_t tp = placement.pipelines[q].scheme.tp();
+        members[q] = block.stages[q]->ranks[static_cast<std::size_t>(u * tp / grid)];
+      }
+      std::vector<int> order =
+          order_pieces(members, u * d, pieces_per_block, owners, position_of_rank, options.match_owners);
+      std::ranges::copy(order, holder.begin() + u * d);
+      const std::int64_t step = m / grid;
+      plan.rs_groups.push_back({static_cast<int>(b), u, std::move(order),
+                                lib::piece_bytes(model, model.grad_bytes, slices, u * step, (u + 1) * step)});
+    }
+    const std::int64_t piece_step = m / pieces_per_block;
+    const std::int64_t owner_step = m / n;
+    for (std::int64_t position = 0, h = 0, r = 0; position < m;) {
+      const std::int64_t end = std::min((h + 1) * piece_step, (r + 1) * owner_step);
+      raw.push_back({holder[static_cast<std::size_t>(h)], owners[static_cast<std::size_t>(r)],
+                     {static_cast<int>(b), position, end}});
+      position = end;
+      if (end == (h + 1) * piece_step) ++h;
+      if (end == (r + 1) * owner_step) ++r;
+    }
+  }
+  batch(raw, plan.gpus, model, model.grad_bytes, plan.blocks, plan.pieces, plan.sends, plan.local_moves,
+                plan.send_bytes, plan.local_bytes);
+  return plan;
+}
+
+}  // namespace sluice::test::shard_oracle
