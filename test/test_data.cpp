@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -8,10 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <istream>
 #include <limits>
 #include <numeric>
 #include <optional>
 #include <span>
+#include <sstream>
+#include <streambuf>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -148,14 +152,14 @@ private:
   std::filesystem::path path_;
 };
 
-// Byte flips (biased towards the header, where counts and sizes live), truncations and splices.
+// Byte flips (biased towards the header, where counts and sizes live), truncations, splices and garbage lines.
 Bytes mutate(const Bytes& valid, Rng& rng) {
   Bytes out = valid;
   auto random_byte = [&rng] { return static_cast<std::byte>(rng.below(256)); };
   auto position = [&rng](std::size_t size) {
     return static_cast<std::size_t>(rng.below(2) == 0 ? rng.below(std::min<std::size_t>(size, 48)) : rng.below(size));
   };
-  switch (rng.below(4)) {
+  switch (rng.below(5)) {
     case 0:
       for (std::uint64_t flips = 1 + rng.below(4); flips > 0; --flips) out[position(out.size())] = random_byte();
       break;
@@ -169,6 +173,21 @@ Bytes mutate(const Bytes& valid, Rng& rng) {
       out.insert(out.begin() + static_cast<std::ptrdiff_t>(at), chunk.begin(), chunk.end());
       break;
     }
+    case 3: {  // a garbage line after a line end (or first): signs, words, control and high bytes
+      constexpr std::string_view pieces[] = {"-", "+", ".", "e", "nan", "NaN", "inf", "0x", "#", " ", "\t", "\r",
+                                             "\x1b[2J", "\x7f", "\x85", "\xe2\x80\xa8", "9223372036854775808", "0"};
+      std::string line;
+      for (std::uint64_t parts = rng.below(6); parts > 0; --parts) {
+        line += rng.below(3) == 0 ? std::string(1, static_cast<char>(rng.below(256)))
+                                  : std::string(pieces[rng.below(std::size(pieces))]);
+      }
+      line += '\n';
+      std::size_t at = static_cast<std::size_t>(rng.below(out.size() + 1));
+      while (at > 0 && out[at - 1] != std::byte{'\n'}) --at;
+      const Bytes inserted = bytes_of(line);
+      out.insert(out.begin() + static_cast<std::ptrdiff_t>(at), inserted.begin(), inserted.end());
+      break;
+    }
     default: {  // an extreme value over 8 bytes: the overflow cases of counts and offsets
       const std::size_t at = position(out.size());
       const std::byte fill = rng.below(2) == 0 ? std::byte{0xff} : std::byte{0x7f};
@@ -179,26 +198,92 @@ Bytes mutate(const Bytes& valid, Rng& rng) {
   return out;
 }
 
-// Every input must give a valid result or raise invalid_input naming the source: nothing else (a crash,
-// undefined behaviour, another exception type).
-void fuzz(const std::function<std::vector<std::int64_t>(std::span<const std::byte>, std::string_view)>& parse,
-          const std::vector<Bytes>& valid, std::string_view alphabet, std::uint64_t seed) {
-  constexpr std::string_view source = "fuzz.input";
+// A message fit for one line of any terminal: printable ASCII only (no line break, control or non-ASCII byte).
+bool one_line(std::string_view message) {
+  return std::ranges::all_of(message, [](char c) { return c >= 0x20 && c < 0x7f; });
+}
+
+// A reader's lengths, or the message of the invalid_input it raised; any other exception fails the test case.
+struct Outcome {
+  std::vector<std::int64_t> lengths;
+  std::string error;
+};
+
+template <class Read>
+Outcome outcome_of(Read&& read) {
+  try {
+    return {read(), {}};
+  } catch (const invalid_input& error) {
+    return {{}, error.what()};
+  }
+}
+
+// The three ways into a format's reader: bytes in memory and a file (sizes known in advance), and a stream (size
+// unknown, so that counts are checked as the data arrives).
+struct Reader {
+  std::vector<std::int64_t> (*bytes)(std::span<const std::byte>, std::string_view);
+  std::vector<std::int64_t> (*stream)(std::istream&, std::string_view);
+  std::string extension;
+};
+
+std::vector<std::int64_t> text_from_bytes(std::span<const std::byte> bytes, std::string_view source) {
+  return parse_lengths_text(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), source);
+}
+
+const Reader text_reader{text_from_bytes, parse_lengths_text, ".txt"};
+const Reader npy_reader{parse_lengths_npy, parse_lengths_npy, ".npy"};
+const Reader idx_reader{parse_lengths_megatron_idx, parse_lengths_megatron_idx, ".idx"};
+
+// Reads `input` the three ways (the file way every `file_every`-th call): all accept it with the same lengths, or
+// all reject it with a one-line message that starts with the source name. Returns whether it was accepted.
+class ReadAllWays {
+public:
+  ReadAllWays(const Reader& reader, std::uint64_t file_every) : reader_(reader), file_every_(file_every) {}
+
+  bool operator()(const Bytes& input) {
+    constexpr std::string_view source = "fuzz.input";
+    const Outcome in_memory = outcome_of([&] { return reader_.bytes(input, source); });
+    std::istringstream stream(std::string(reinterpret_cast<const char*>(input.data()), input.size()));
+    const Outcome streamed = outcome_of([&] { return reader_.stream(stream, source); });
+    for (const Outcome* outcome : {&in_memory, &streamed}) check(*outcome, source);
+    REQUIRE(in_memory.error.empty() == streamed.error.empty());
+    REQUIRE(in_memory.lengths == streamed.lengths);
+    if (++calls_ % file_every_ == 0) {
+      const auto path = dir_.write("fuzz" + reader_.extension, input);
+      const Outcome from_file = outcome_of([&] { return read_lengths(path); });
+      check(from_file, path.string());
+      REQUIRE(from_file.error.empty() == in_memory.error.empty());
+      REQUIRE(from_file.lengths == in_memory.lengths);
+    }
+    return in_memory.error.empty();
+  }
+
+private:
+  static void check(const Outcome& outcome, std::string_view source) {
+    if (outcome.error.empty()) {
+      REQUIRE_FALSE(outcome.lengths.empty());
+      for (const std::int64_t length : outcome.lengths) REQUIRE((length >= 1 && length <= max_plausible_length));
+      return;
+    }
+    INFO(outcome.error);
+    REQUIRE(outcome.error.starts_with(std::string(source) + ": "));
+    REQUIRE(one_line(outcome.error));
+  }
+
+  const Reader& reader_;
+  std::uint64_t file_every_;
+  std::uint64_t calls_ = 0;
+  TempDir dir_;
+};
+
+// Random bytes, then valid files mutated (truncations, byte flips biased to the header, spliced garbage, garbage
+// lines, extreme counts): every input gives lengths or invalid_input, the same each way in (see ReadAllWays).
+void fuzz(const Reader& reader, const std::vector<Bytes>& valid, std::string_view alphabet, std::uint64_t seed) {
   Rng rng(seed);
+  ReadAllWays read(reader, 25);
   int accepted = 0;
   int rejected = 0;
-  int unnamed = 0;
-  auto run = [&](const Bytes& input) {
-    try {
-      const auto lengths = parse(input, source);
-      REQUIRE_FALSE(lengths.empty());
-      for (const std::int64_t length : lengths) REQUIRE((length >= 1 && length <= max_plausible_length));
-      ++accepted;
-    } catch (const invalid_input& error) {
-      ++rejected;
-      if (!std::string_view(error.what()).starts_with(std::string(source) + ": ")) ++unnamed;
-    }
-  };
+  auto run = [&](const Bytes& input) { ++(read(input) ? accepted : rejected); };
   auto random_byte = [&] {
     return alphabet.empty() || rng.below(8) == 0 ? static_cast<std::byte>(rng.below(256))
                                                  : static_cast<std::byte>(alphabet[rng.below(alphabet.size())]);
@@ -218,7 +303,59 @@ void fuzz(const std::function<std::vector<std::int64_t>(std::span<const std::byt
   CHECK(accepted + rejected == 20000);
   CHECK(accepted > 0);
   CHECK(rejected > 0);
-  CHECK(unnamed == 0);
+}
+
+// A stream of `head`, then `filler` repeated over `filler_bytes`, then `tail`, made as it is read: a file of any
+// size without the memory. Counts the bytes it hands out, to show how far a reader went.
+class GeneratedStream : public std::streambuf {
+public:
+  GeneratedStream(std::string head, std::string filler, std::uint64_t filler_bytes, std::string tail)
+      : head_(std::move(head)), filler_(std::move(filler)), filler_bytes_(filler_bytes), tail_(std::move(tail)) {}
+  [[nodiscard]] std::uint64_t handed_out() const noexcept { return handed_out_; }
+
+protected:
+  int_type underflow() override {
+    const std::uint64_t size = head_.size() + filler_bytes_ + tail_.size();
+    std::size_t count = 0;
+    for (; count < buffer_.size() && handed_out_ < size; ++count, ++handed_out_) buffer_[count] = at(handed_out_);
+    if (count == 0) return traits_type::eof();
+    setg(buffer_.data(), buffer_.data(), buffer_.data() + count);
+    return traits_type::to_int_type(buffer_.front());
+  }
+
+private:
+  char at(std::uint64_t position) const {
+    if (position < head_.size()) return head_[position];
+    position -= head_.size();
+    if (position < filler_bytes_) return filler_[position % filler_.size()];
+    return tail_[position - filler_bytes_];
+  }
+
+  std::string head_;
+  std::string filler_;
+  std::uint64_t filler_bytes_;
+  std::string tail_;
+  std::uint64_t handed_out_ = 0;
+  std::array<char, 4096> buffer_{};
+};
+
+// Rejections of `input` read from memory, from a stream and from a file: each message holds `message` and is
+// one line.
+void check_rejected_all_ways(const Reader& reader, const Bytes& input, std::string_view message) {
+  const TempDir dir;
+  const auto path = dir.write("bad" + reader.extension, input);
+  std::istringstream stream(std::string(reinterpret_cast<const char*>(input.data()), input.size()));
+  const std::string errors[] = {error_of([&] { (void)reader.bytes(input, "bad"); }),
+                                error_of([&] { (void)reader.stream(stream, "bad"); }),
+                                error_of([&] { (void)read_lengths(path); })};
+  for (const std::string& error : errors) {
+    CAPTURE(error);
+    CHECK(contains(error, message));
+    CHECK(one_line(error));
+  }
+  CHECK(errors[0].starts_with("bad: "));
+  CHECK(errors[1].starts_with("bad: "));
+  CHECK(errors[2].starts_with(path.string() + ": "));
 }
 
 }  // namespace
@@ -263,14 +400,152 @@ TEST_CASE("text lengths: files, dispatch by extension, missing file") {
   CHECK(contains(error_of([&] { LengthDataset::load(missing); }), missing + ": cannot open file"));
   const auto empty = dir.write("empty.txt", {});
   CHECK(contains(error_of([&] { read_lengths(empty); }), empty.string() + ": no lengths"));
+  CHECK(error_of([&] { read_lengths(path.parent_path()); }) == path.parent_path().string() + ": is a directory");
 }
 
 TEST_CASE("text lengths: random and mutated inputs give lengths or invalid_input") {
   const std::vector<Bytes> valid = {bytes_of("# c\n12\n 34 \r\n\n5 # x\n"), bytes_of("1\n2\n3\n4294967296\n")};
-  fuzz([](std::span<const std::byte> bytes, std::string_view source) {
-    return parse_lengths_text(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), source);
-  },
-       valid, "0123456789 \t\r\n#-+.e", 101);
+  fuzz(text_reader, valid, "0123456789 \t\r\n#-+.e", 101);
+}
+
+TEST_CASE("text lengths: zero, negative, past int64, NaN and other non-numbers name the line") {
+  const std::pair<std::string_view, std::string_view> cases[] = {
+      {"7\n0\n", "bad.txt: line 2: length must be >= 1, got 0"},
+      {"-0\n", "bad.txt: line 1: length must be >= 1, got 0"},
+      {"-9223372036854775808\n", "bad.txt: line 1: length must be >= 1, got -9223372036854775808"},
+      {"9223372036854775807\n",
+       "bad.txt: line 1: length 9223372036854775807 exceeds the plausible maximum 4294967296"},
+      {"9223372036854775808\n", "bad.txt: line 1: '9223372036854775808' is out of range"},
+      {"-9223372036854775809\n", "bad.txt: line 1: '-9223372036854775809' is out of range"},
+      {"nan\n", "bad.txt: line 1: 'nan' is not an integer length"},
+      {"NaN\n", "bad.txt: line 1: 'NaN' is not an integer length"},
+      {"inf\n", "bad.txt: line 1: 'inf' is not an integer length"},
+      {"1e3\n", "bad.txt: line 1: '1e3' is not an integer length"},
+      {"0x10\n", "bad.txt: line 1: '0x10' is not an integer length"},
+      {"12 # ok\n13 14 # no\n", "bad.txt: line 2: '13 14' is not an integer length"},
+      {"5\n\n\n1,024\n", "bad.txt: line 4: '1,024' is not an integer length"},
+      // 40 characters are allowed (leading zeros); 41 are not, whatever they are.
+      {"0000000000000000000000000000000000000042\n00000000000000000000000000000000000000042\n",
+       "bad.txt: line 2: '0000000000000000000000000000000000000004...' is not an integer length"},
+  };
+  for (const auto& [text, message] : cases) {
+    CAPTURE(text);
+    CHECK(error_of([&] { parse_lengths_text(text, "bad.txt"); }) == message);
+  }
+  CHECK(parse_lengths_text("0000000000000000000000000000000000000042\n", "a.txt") == std::vector<std::int64_t>{42});
+}
+
+TEST_CASE("text lengths: a bad line is reported before the rest of a 4 GiB stream is read") {
+  constexpr std::uint64_t huge = std::uint64_t{1} << 32;
+  struct Case {
+    std::string head;
+    std::string filler;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"oops\n", "1\n", "huge.txt: line 1: 'oops' is not an integer length"},
+      {"12\n# c\n\n0\n", "1\n", "huge.txt: line 4: length must be >= 1, got 0"},
+      // No line end at all, or garbage after a value: rejected once the value passes 40 characters.
+      {"", "7", "huge.txt: line 1: '" + std::string(40, '7') + "...' is not an integer length"},
+      {"5 ", "x", "huge.txt: line 1: '5 " + std::string(38, 'x') + "...' is not an integer length"},
+      {"", std::string(1, '\0'), "huge.txt: line 1: '" + [] {
+         std::string zeros;
+         for (int i = 0; i < 40; ++i) zeros += "\\x00";
+         return zeros;
+       }() + "...' is not an integer length"},
+  };
+  for (const Case& bad : cases) {
+    CAPTURE(bad.message);
+    GeneratedStream file(bad.head, bad.filler, huge, "");
+    std::istream in(&file);
+    CHECK(error_of([&] { parse_lengths_text(in, "huge.txt"); }) == bad.message);
+    CHECK(file.handed_out() <= 128 * 1024);  // a chunk or two of the 4 GiB
+  }
+}
+
+TEST_CASE("text lengths: long whitespace, comments and blank runs are read in constant memory") {
+  constexpr std::uint64_t long_run = std::uint64_t{1} << 20;  // 16 chunks
+  auto read = [](std::string head, std::string filler, std::string tail) {
+    GeneratedStream file(std::move(head), std::move(filler), long_run, std::move(tail));
+    std::istream in(&file);
+    return outcome_of([&] { return parse_lengths_text(in, "long.txt"); });
+  };
+  CHECK(read("5", " \t", "\r\n6\n").lengths == std::vector<std::int64_t>{5, 6});
+  CHECK(read("# ", "comment", "\n9").lengths == std::vector<std::int64_t>{9});
+  CHECK(read("4\n", "\n", "3").lengths == std::vector<std::int64_t>{4, 3});
+  CHECK(read("", "\n", "x").error == "long.txt: line 1048577: 'x' is not an integer length");
+  CHECK(read("5", " ", "6\n").error == "long.txt: line 1: '5" + std::string(39, ' ') + "...' is not an integer length");
+}
+
+TEST_CASE("text lengths: the result does not depend on where the reader's chunks split lines") {
+  // `text` after a comment line that puts the first chunk boundary `offset` bytes into it.
+  auto split_at = [](const std::string& text, std::size_t offset) {
+    std::string content(1, '#');  // appended: GCC 12 warns falsely (-Wrestrict) on "#" + string
+    return content.append(data::detail::chunk_bytes - offset - 2, 'x').append("\n").append(text);
+  };
+  // Lines that carry state across a split: a 40-character value padded on both sides, a value followed by long
+  // whitespace, a long comment, a value and a comment.
+  const std::string tricky = "  " + std::string(38, '0') + "42 \t # c\n7" + std::string(100, ' ') + "\r\n# " +
+                             std::string(100, '#') + "\n\t 8#9\n";
+  for (std::size_t offset = 0; offset <= tricky.size(); ++offset) {
+    CAPTURE(offset);
+    REQUIRE(parse_lengths_text(split_at(tricky, offset), "a.txt") == std::vector<std::int64_t>{42, 7, 8});
+  }
+  const std::pair<std::string, std::string> bad[] = {
+      {" " + std::string(39, '0') + "42 \n", "'" + std::string(39, '0') + "4...' is not an integer length"},
+      {"7" + std::string(100, ' ') + "5\n", "'7" + std::string(39, ' ') + "...' is not an integer length"},
+      {"5\n" + std::string(100, ' ') + "1 2\n", "'1 2' is not an integer length"},
+  };
+  for (const auto& [text, message] : bad) {
+    for (std::size_t offset = 0; offset <= text.size(); ++offset) {
+      CAPTURE(offset);
+      const std::string line = text.starts_with("5\n") ? "3" : "2";
+      REQUIRE(error_of([&] { parse_lengths_text(split_at(text, offset), "a.txt"); }) ==
+              "a.txt: line " + line + ": " + message);
+    }
+  }
+}
+
+TEST_CASE("text lengths: a bad first line of a 32 MiB file is reported with its line number") {
+  const TempDir dir;
+  std::string body(32 << 20, '\n');
+  for (std::size_t i = 0; i < body.size(); i += 2) body[i] = '1';
+  const auto first = dir.write("first.txt", bytes_of("oops\n" + body));
+  CHECK(error_of([&] { read_lengths(first); }) == first.string() + ": line 1: 'oops' is not an integer length");
+  CHECK(error_of([&] { LengthDataset::load(first); }) == first.string() + ": line 1: 'oops' is not an integer length");
+  const auto third = dir.write("third.txt", bytes_of("1\n2\n-5\n" + body));
+  CHECK(error_of([&] { read_lengths(third); }) == third.string() + ": line 3: length must be >= 1, got -5");
+  body.resize(2 << 20);  // 1 Mi lines, read to the end
+  const auto last = dir.write("last.txt", bytes_of(body + "abc"));
+  CHECK(error_of([&] { read_lengths(last); }) ==
+        last.string() + ": line " + std::to_string((1 << 20) + 1) + ": 'abc' is not an integer length");
+  CHECK(read_lengths(dir.write("good.txt", bytes_of(body))).size() == (1 << 20));
+}
+
+TEST_CASE("lengths: control characters from the content or the file name are escaped, messages stay one line") {
+  const std::pair<std::string_view, std::string_view> text_cases[] = {
+      {"\x1b[2J5\n", "bad.txt: line 1: '\\x1b[2J5' is not an integer length"},
+      {std::string_view("1\n2\r\n3\0\n", 8), "bad.txt: line 3: '3\\x00' is not an integer length"},
+      {"5\v6\n", "bad.txt: line 1: '5\\x0b6' is not an integer length"},
+      {"5\r6\n", "bad.txt: line 1: '5\\x0d6' is not an integer length"},
+      {"\xe2\x80\xa8" "7\n", "bad.txt: line 1: '\\xe2\\x80\\xa87' is not an integer length"},
+      {"\x7f\x85\n", "bad.txt: line 1: '\\x7f\\x85' is not an integer length"},
+  };
+  for (const auto& [text, message] : text_cases) {
+    CAPTURE(message);
+    CHECK(error_of([&] { parse_lengths_text(text, "bad.txt"); }) == message);
+  }
+  const Bytes three = encode<std::int32_t>({1, 2, 3});
+  check_rejected_all_ways(npy_reader, make_npy("{'de\nscr': '<i4', 'fortran_order': False, 'shape': (3,)}", three),
+                          ": header: unexpected key 'de\\x0ascr'");
+  check_rejected_all_ways(npy_reader, make_npy(npy_dict("<i4\x1b[0m", "(3,)"), three),
+                          ": unsupported dtype '<i4\\x1b[0m'");
+  check_rejected_all_ways(npy_reader, make_npy(npy_dict("<i4", "(3,\t1)"), three), "got '(3,\\x091)'");
+  const TempDir dir;
+  const auto odd_name = dir.write("bad\nname\x1b.txt", bytes_of("x\n"));
+  const std::string error = error_of([&] { read_lengths(odd_name); });
+  CHECK(contains(error, "bad\\x0aname\\x1b.txt: line 1: 'x' is not an integer length"));
+  CHECK(one_line(error));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -379,7 +654,57 @@ TEST_CASE("npy lengths: random and mutated inputs give lengths or invalid_input"
       make_npy(npy_dict("<u2", "(4,)"), encode<std::uint16_t>({1, 2, 3, 4}), 3),
       make_npy("{'shape':(1,),'descr':'<u4','fortran_order':True}", encode<std::uint32_t>({9})),
   };
-  fuzz(parse_lengths_npy, valid, "", 202);
+  fuzz(npy_reader, valid, "", 202);
+}
+
+TEST_CASE("npy lengths: every truncation is rejected, from memory, a stream and a file") {
+  const Bytes good = make_npy(npy_dict("<i4", "(3,)"), encode<std::int32_t>({1, 2, 3}));
+  const std::size_t data_start = good.size() - 12;
+  for (std::size_t size = 0; size < good.size(); ++size) {
+    CAPTURE(size);
+    const Bytes cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(size));
+    if (size < 8) {
+      check_rejected_all_ways(npy_reader, cut, ": too short for a .npy file (" + std::to_string(size) + " bytes)");
+    } else if (size < 10) {
+      check_rejected_all_ways(npy_reader, cut, ": truncated .npy header");
+    } else if (size < data_start) {
+      check_rejected_all_ways(npy_reader, cut, "runs past the end of the file");
+    } else {
+      const std::string held = std::to_string((size - data_start) / 4);
+      check_rejected_all_ways(npy_reader, cut, "truncated data: header says 3 values, file holds " + held);
+    }
+  }
+}
+
+TEST_CASE("npy lengths: counts past the file or the limit, absurd headers, values out of range") {
+  const Bytes three = encode<std::int32_t>({1, 2, 3});
+  const std::string limit = std::to_string(max_length_count);
+  const std::pair<Bytes, std::string> cases[] = {
+      {make_npy(npy_dict("<i4", "(" + limit + ",)"), three),
+       ": truncated data: header says " + limit + " values, file holds 3"},
+      {make_npy(npy_dict("<i4", "(" + std::to_string(max_length_count + 1) + ",)"), three),
+       ": header says 268435457 values, more than the limit of 268435456 lengths per file"},
+      {make_npy(npy_dict("<i4", "(18446744073709551615,)"), three),
+       ": header says 18446744073709551615 values, more than the limit"},
+      {make_npy(npy_dict("<i4", "(" + std::string(4000, '9') + ",)"), three, 2), "'shape' must be a tuple"},
+      {make_npy(npy_dict("<u8", "(3,)"), three), "unsupported dtype '<u8'"},
+      {make_npy(npy_dict("<f8", "(3,)"), three), "unsupported dtype '<f8'"},
+      {make_npy(npy_dict("<i4", "(1, 3)"), three), "shape must be one-dimensional"},
+      {make_npy(npy_dict("<i4", "(3,)") + std::string(70000, ' '), three, 2),
+       "exceeds the limit of 65535 bytes"},
+      {make_npy(npy_dict("<i8", "(3,)"), encode<std::int64_t>({5, std::numeric_limits<std::int64_t>::min(), 1})),
+       ": index 1: length must be >= 1, got -9223372036854775808"},
+      {make_npy(npy_dict("<i8", "(1,)"), encode<std::int64_t>({std::numeric_limits<std::int64_t>::max()})),
+       ": index 0: length 9223372036854775807 exceeds the plausible maximum"},
+      {make_npy(npy_dict("<u4", "(2,)"), encode<std::uint32_t>({7, 0})), ": index 1: length must be >= 1, got 0"},
+  };
+  for (const auto& [bytes, message] : cases) {
+    CAPTURE(message);
+    check_rejected_all_ways(npy_reader, bytes, message);
+  }
+  Bytes huge_header = make_npy(npy_dict("<i4", "(3,)"), three, 2);
+  huge_header[8] = huge_header[9] = huge_header[10] = huge_header[11] = std::byte{0xff};
+  check_rejected_all_ways(npy_reader, huge_header, ": header length 4294967295 exceeds the limit of 65535 bytes");
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -415,7 +740,7 @@ TEST_CASE("megatron idx lengths: bad files name the source and the problem") {
       {make_idx({.lengths = {}}), "no lengths (sequence count is 0)"},
       {truncated, "header says 3 sequences and 4 documents, but only"},
       {make_idx({.lengths = three, .sequence_count = std::uint64_t{1} << 62}),
-       "truncated: header says 4611686018427387904"},
+       "header says 4611686018427387904 sequences, more than the limit of 268435456 lengths per file"},
       {make_idx({.lengths = three, .document_count = ~std::uint64_t{0}}), "truncated: header says 3 sequences and"},
       {make_idx({.lengths = three, .trailer = 2}), "2 unexpected bytes after the document indices"},
       {make_idx({.lengths = three, .trailer = 4}), "4 unexpected bytes"},
@@ -456,7 +781,47 @@ TEST_CASE("megatron idx lengths: random and mutated inputs give lengths or inval
       make_idx({.dtype = 8, .lengths = {1, 2, 3, 4}, .trailer = 4}),
       make_idx({.dtype = 5, .lengths = {100}, .documents = std::vector<std::int64_t>{0, 0, 1}}),
   };
-  fuzz(parse_lengths_megatron_idx, valid, "", 303);
+  fuzz(idx_reader, valid, "", 303);
+}
+
+TEST_CASE("megatron idx lengths: every truncation is rejected, from memory, a stream and a file") {
+  const Bytes good = make_idx({.lengths = {5, 6, 7}});
+  for (std::size_t size = 0; size < good.size(); ++size) {
+    CAPTURE(size);
+    const Bytes cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(size));
+    if (size < 9) {
+      check_rejected_all_ways(idx_reader, cut, ": not a Megatron .idx file (bad magic)");
+    } else if (size < 34) {
+      const std::string header = std::to_string(size);
+      check_rejected_all_ways(idx_reader, cut, ": truncated .idx header (" + header + " bytes, needs 34)");
+    } else {
+      check_rejected_all_ways(idx_reader, cut,
+                              ": truncated: header says 3 sequences and 4 documents, but only " +
+                                  std::to_string(size - 34) + " bytes follow the header");
+    }
+  }
+}
+
+TEST_CASE("megatron idx lengths: counts past the file or the limit, lengths out of range") {
+  const std::vector<std::int32_t> three = {5, 6, 7};
+  const std::string limit = std::to_string(max_length_count);
+  const std::pair<Bytes, std::string> cases[] = {
+      {make_idx({.lengths = three, .sequence_count = max_length_count}),
+       ": truncated: header says " + limit + " sequences and 4 documents, but only 68 bytes follow the header"},
+      {make_idx({.lengths = three, .sequence_count = max_length_count + 1}),
+       ": header says 268435457 sequences, more than the limit of 268435456 lengths per file"},
+      {make_idx({.lengths = three, .sequence_count = ~std::uint64_t{0}}),
+       ": header says 18446744073709551615 sequences, more than the limit"},
+      {make_idx({.lengths = three, .document_count = std::uint64_t{1} << 61}),
+       ": truncated: header says 3 sequences and 2305843009213693952 documents"},
+      {make_idx({.lengths = {5, std::numeric_limits<std::int32_t>::min()}}),
+       ": sequence 1: length must be >= 1, got -2147483648"},
+      {make_idx({.lengths = {0}}), ": sequence 0: length must be >= 1, got 0"},
+  };
+  for (const auto& [bytes, message] : cases) {
+    CAPTURE(message);
+    check_rejected_all_ways(idx_reader, bytes, message);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -51,15 +51,19 @@ struct LengthHistogram {
 // More bins than this means a bin width far too small for the data (a width of 1 over lengths up to 4 Gi).
 inline constexpr std::int64_t max_histogram_bins = std::int64_t{1} << 22;
 
+// The limits on count and length keep the token total at most 2^60: it cannot overflow.
+static_assert(max_plausible_length <=
+              std::numeric_limits<std::int64_t>::max() / static_cast<std::int64_t>(max_length_count));
+
 class LengthDataset {
 public:
   LengthDataset(std::vector<std::int64_t> lengths, std::string source)
       : lengths_(std::move(lengths)), source_(std::move(source)) {
     detail::require(!lengths_.empty(), source_, ": no lengths");
+    detail::require(lengths_.size() <= max_length_count, source_, ": ", lengths_.size(),
+                    " lengths, more than the limit of ", max_length_count);
     for (std::size_t i = 0; i < lengths_.size(); ++i) {
       detail::check_length(lengths_[i], source_, "index", i);
-      detail::require(tokens_ <= std::numeric_limits<std::int64_t>::max() - lengths_[i], source_,
-                      ": total token count overflows");
       tokens_ += lengths_[i];
     }
   }

@@ -1,19 +1,24 @@
 #pragma once
-// Sequence-length readers: plain text, NumPy .npy and Megatron-LM .idx (formats in docs/formats.md).
-// Every reader takes the content and a source name for messages; the read_* functions read a file first.
-// Files come from outside, so every count, offset and value is checked before it is used.
+// Sequence-length readers: plain text, NumPy .npy and Megatron-LM .idx (formats and limits in docs/formats.md).
+// Every reader takes the content (bytes in memory, or a stream) and a source name for messages; the read_*
+// functions read a file. Files come from outside, so every count, offset and value is checked before it is used,
+// sizes against the file's size before anything is allocated, and a file is read in chunks: memory follows the
+// lengths kept, not the file's size, and a bad line is reported as soon as it is read.
 #include <algorithm>
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <istream>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -23,10 +28,25 @@ namespace sluice::data {
 // No tokenizer run produces a document of 4 Gi tokens; a larger value means a misread file.
 inline constexpr std::int64_t max_plausible_length = std::int64_t{1} << 32;
 
+// The most lengths one file (or LengthDataset) may hold: 268,435,456, more documents than a corpus shard holds.
+// At this count the lengths take 2 GiB, reading a text file peaks at 3 GiB and takes 13 s of CPU, an .npy file
+// 2 GiB and 3 s, and LengthDataset::stats sorts a 2 GiB copy (measurements in docs/formats.md).
+inline constexpr std::uint64_t max_length_count = std::uint64_t{1} << 28;
+
+// The longest value a text line may hold (after trimming, before a comment): 2^32 has 10 digits, and the cap
+// keeps a file without line ends from filling memory.
+inline constexpr std::size_t max_text_value_chars = 40;
+
+// NumPy pads a 1-D integer array's header to 128 bytes; a much longer one is a misread or hostile file.
+inline constexpr std::uint32_t max_npy_header_bytes = 65535;
+
 namespace detail {
 
 using sluice::detail::fail;
 using sluice::detail::require;
+
+// At most this many bytes are read at a time.
+inline constexpr std::size_t chunk_bytes = std::size_t{1} << 16;
 
 // `where` and `position` say where the value came from ("line", 12), to be named in the message.
 inline void check_length(std::int64_t value, std::string_view source, std::string_view where, std::uint64_t position) {
@@ -44,29 +64,260 @@ T load_le(const std::byte* bytes) noexcept {
   return static_cast<T>(value);
 }
 
+// Control bytes as \xHH, so that a message stays one line and sends no terminal escape sequence; with
+// `ascii_only`, bytes from 0x80 up too (file content, which need not be UTF-8).
+inline std::string escaped(std::string_view text, bool ascii_only) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f && (byte < 0x80 || !ascii_only)) {
+      out.push_back(c);
+      continue;
+    }
+    constexpr std::string_view hex = "0123456789abcdef";
+    out.append("\\x").push_back(hex[byte >> 4]);
+    out.push_back(hex[byte & 0xfU]);
+  }
+  return out;
+}
+
+// A source name for messages: file names may hold control characters too.
+inline std::string source_name(std::string_view source) { return escaped(source, false); }
+
 // A quoted excerpt of bad text, kept short so that a binary file does not flood the message.
 inline std::string excerpt(std::string_view text) {
   constexpr std::size_t limit = 40;
   std::string quoted(1, '\'');  // built by appending: GCC 12 warns falsely (-Wrestrict) on "'" + string
-  quoted.append(text.substr(0, limit)).append(text.size() > limit ? "...'" : "'");
+  quoted.append(escaped(text.substr(0, limit), true)).append(text.size() > limit ? "...'" : "'");
   return quoted;
 }
 
-inline std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  require(static_cast<bool>(in), path.string(), ": cannot open file");
-  std::string content;
-  std::error_code size_error;
-  const auto size = std::filesystem::file_size(path, size_error);
-  if (!size_error) content.reserve(size);  // a hint only: pipes and special files have no size
-  char buffer[1 << 16];
-  while (in.read(buffer, sizeof buffer), in.gcount() > 0) content.append(buffer, static_cast<std::size_t>(in.gcount()));
-  require(!in.bad(), path.string(), ": cannot read file");
-  return content;
+inline std::string_view as_chars(std::span<const std::byte> bytes) noexcept {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
-inline std::span<const std::byte> as_bytes(const std::string& content) noexcept {
-  return std::as_bytes(std::span(content.data(), content.size()));
+// Bytes in memory, handed out in pieces as a stream's are.
+class SpanBytes {
+public:
+  explicit SpanBytes(std::span<const std::byte> bytes) noexcept : rest_(bytes) {}
+  // Up to `count` bytes; fewer only at the end.
+  std::span<const std::byte> next(std::size_t count) noexcept {
+    const auto piece = rest_.first(std::min(count, rest_.size()));
+    rest_ = rest_.subspan(piece.size());
+    return piece;
+  }
+  [[nodiscard]] std::optional<std::uint64_t> left() const noexcept { return rest_.size(); }
+
+private:
+  std::span<const std::byte> rest_;
+};
+
+// A stream read through one buffer: a piece is valid until the next call. `size` is the stream's length where
+// known (a regular file's), so that counts can be checked against it before anything is read or allocated.
+class StreamBytes {
+public:
+  StreamBytes(std::istream& in, std::string_view source, std::optional<std::uint64_t> size)
+      : in_(in), source_(source), size_(size) {}
+  std::span<const std::byte> next(std::size_t count) {
+    if (buffer_.size() < count) buffer_.resize(count);
+    in_.read(reinterpret_cast<char*>(buffer_.data()), static_cast<std::streamsize>(count));
+    require(!in_.bad(), source_, ": cannot read file");
+    const auto piece = std::span<const std::byte>(buffer_).first(static_cast<std::size_t>(in_.gcount()));
+    read_ += piece.size();
+    return piece;
+  }
+  // The file may have changed since its size was taken: the readers still check every read.
+  [[nodiscard]] std::optional<std::uint64_t> left() const noexcept {
+    if (!size_) return std::nullopt;
+    return *size_ > read_ ? *size_ - read_ : 0;
+  }
+
+private:
+  std::istream& in_;
+  std::string_view source_;
+  std::optional<std::uint64_t> size_;
+  std::uint64_t read_ = 0;
+  std::vector<std::byte> buffer_;
+};
+
+// Reads to the end; returns how many bytes were left.
+template <class Bytes>
+std::uint64_t skip_rest(Bytes& bytes) {
+  std::uint64_t count = 0;
+  for (auto piece = bytes.next(chunk_bytes); !piece.empty(); piece = bytes.next(chunk_bytes)) count += piece.size();
+  return count;
+}
+
+// Reads `count` items of `item_size` bytes in chunks of whole items, calling use(chunk, index of its first item);
+// on a short read calls truncated(bytes of these items read), which must throw.
+template <class Bytes, class Use, class Truncated>
+void read_items(Bytes& bytes, std::uint64_t count, std::size_t item_size, Use&& use, Truncated&& truncated) {
+  const std::uint64_t per_chunk = chunk_bytes / item_size;
+  for (std::uint64_t index = 0; index < count;) {
+    const auto items = static_cast<std::size_t>(std::min(count - index, per_chunk));
+    const auto chunk = bytes.next(items * item_size);
+    if (chunk.size() < items * item_size) truncated(index * item_size + chunk.size());
+    use(chunk, index);
+    index += items;
+  }
+}
+
+// Gathers checked lengths. A count verified against the file's size is reserved at once. A count not known in
+// advance grows in blocks, so that growing never copies what is held, of length - 1 in 32 bits (lengths are in
+// [1, 2^32]); each block is freed once copied out, so the peak is at most 1.5 times the lengths returned, where
+// a doubling vector reaches 3 times.
+class LengthCollector {
+public:
+  // `verified_count`: a count already checked against the file's size (0: not known).
+  LengthCollector(std::string_view source, std::uint64_t verified_count)
+      : source_(source), verified_(verified_count > 0) {
+    lengths_.reserve(static_cast<std::size_t>(verified_count));
+  }
+
+  void push(std::int64_t value, std::string_view where, std::uint64_t position) {
+    check_length(value, source_, where, position);
+    require(count_ < max_length_count, source_, ": ", where, " ", position, ": more than ", max_length_count,
+            " lengths, the limit per file");
+    ++count_;
+    if (verified_) {
+      lengths_.push_back(value);
+      return;
+    }
+    if (blocks_.empty() || blocks_.back().size() == blocks_.back().capacity()) {
+      constexpr std::uint64_t smallest = std::uint64_t{1} << 12;
+      constexpr std::uint64_t largest = std::uint64_t{1} << 20;  // 4 MiB
+      blocks_.emplace_back().reserve(static_cast<std::size_t>(std::clamp(count_, smallest, largest)));
+    }
+    static_assert(max_plausible_length - 1 <= std::numeric_limits<std::uint32_t>::max());
+    blocks_.back().push_back(static_cast<std::uint32_t>(value - 1));
+  }
+
+  [[nodiscard]] std::uint64_t count() const noexcept { return count_; }
+
+  std::vector<std::int64_t> take() {
+    if (verified_) return std::move(lengths_);
+    lengths_.reserve(static_cast<std::size_t>(count_));
+    for (std::vector<std::uint32_t>& block : blocks_) {
+      for (const std::uint32_t below : block) lengths_.push_back(std::int64_t{below} + 1);
+      std::vector<std::uint32_t>().swap(block);  // frees it (assigning {} would keep the capacity)
+    }
+    return std::move(lengths_);
+  }
+
+private:
+  std::string_view source_;
+  bool verified_;
+  std::vector<std::int64_t> lengths_;
+  std::vector<std::vector<std::uint32_t>> blocks_;
+  std::uint64_t count_ = 0;
+};
+
+// One length per line, fed in pieces that may split lines anywhere: the result does not depend on where.
+// A line's value keeps at most max_text_value_chars characters, and whitespace after it is counted, not kept,
+// so a line of any length needs constant memory; an overlong value is rejected as soon as it is seen.
+class TextLengthParser {
+public:
+  explicit TextLengthParser(std::string_view source) : source_(source), lengths_(source, 0) {}
+
+  void feed(std::string_view piece) {
+    while (true) {
+      const std::size_t newline = piece.find('\n');
+      if (newline == std::string_view::npos) {
+        add_to_line(piece);
+        return;
+      }
+      if (value_.empty() && !in_comment_) {
+        end_value(value_of(piece.substr(0, newline)));  // the whole line is in this piece: no copy
+      } else {
+        add_to_line(piece.substr(0, newline));
+        end_value(value_);
+      }
+      next_line();
+      piece.remove_prefix(newline + 1);
+    }
+  }
+
+  std::vector<std::int64_t> finish() {
+    end_value(value_);  // the last line needs no line end
+    require(lengths_.count() > 0, source_, ": no lengths (the file is empty or holds only comments)");
+    return lengths_.take();
+  }
+
+private:
+  static bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+  // A whole line's value: before any '#', without surrounding whitespace.
+  static std::string_view value_of(std::string_view line) noexcept {
+    line = line.substr(0, line.find('#'));
+    while (!line.empty() && is_space(line.front())) line.remove_prefix(1);
+    while (!line.empty() && is_space(line.back())) line.remove_suffix(1);
+    return line;
+  }
+
+  void reject(std::string_view value) const {
+    fail(source_, ": line ", line_, ": ", excerpt(value), " is not an integer length");
+  }
+
+  // A piece of a line split over two reads: the value is gathered in value_, its length capped.
+  void add_to_line(std::string_view piece) {
+    if (in_comment_) return;
+    if (const std::size_t hash = piece.find('#'); hash != std::string_view::npos) {
+      piece = piece.substr(0, hash);
+      in_comment_ = true;
+    }
+    if (value_.empty()) {
+      while (!piece.empty() && is_space(piece.front())) piece.remove_prefix(1);
+    }
+    std::size_t body = piece.size();
+    while (body > 0 && is_space(piece[body - 1])) --body;
+    if (body > 0) {
+      if (value_.size() + space_count_ + body > max_text_value_chars) reject(value_ + spaces_ + std::string(piece));
+      value_.append(spaces_).append(piece.substr(0, body));
+      spaces_.clear();
+      space_count_ = 0;
+    }
+    // Whitespace after the value so far: kept only as far as a value could still reach.
+    const std::string_view trailing = piece.substr(body);
+    spaces_.append(trailing.substr(0, std::min(trailing.size(), max_text_value_chars + 1 - spaces_.size())));
+    space_count_ += trailing.size();
+  }
+
+  void end_value(std::string_view value) {
+    if (value.empty()) return;
+    if (value.size() > max_text_value_chars) reject(value);
+    std::int64_t length = 0;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), length);
+    require(error != std::errc::result_out_of_range, source_, ": line ", line_, ": ", excerpt(value),
+            " is out of range");
+    if (error != std::errc{} || end != value.data() + value.size()) reject(value);
+    lengths_.push(length, "line", line_);
+  }
+
+  void next_line() {
+    value_.clear();
+    spaces_.clear();
+    space_count_ = 0;
+    in_comment_ = false;
+    ++line_;
+  }
+
+  std::string_view source_;
+  LengthCollector lengths_;
+  std::uint64_t line_ = 1;
+  std::string value_;          // from the first to the last non-space character before any '#'
+  std::string spaces_;         // whitespace after value_, up to max_text_value_chars + 1 characters
+  std::uint64_t space_count_ = 0;
+  bool in_comment_ = false;
+};
+
+template <class Bytes>
+std::vector<std::int64_t> text_lengths(Bytes& bytes, std::string_view source) {
+  TextLengthParser parser(source);
+  for (auto piece = bytes.next(chunk_bytes); !piece.empty(); piece = bytes.next(chunk_bytes)) {
+    parser.feed(as_chars(piece));
+  }
+  return parser.finish();
 }
 
 // The header of a .npy file is a Python dict literal; this reads the subset NumPy writes.
@@ -178,19 +429,17 @@ private:
 };
 
 template <class T>
-void append_values(std::span<const std::byte> data, std::string_view source, std::string_view where,
-                   std::vector<std::int64_t>& out) {
+void append_values(std::span<const std::byte> data, std::string_view where, std::uint64_t first,
+                   LengthCollector& out) {
   for (std::size_t i = 0; i < data.size(); i += sizeof(T)) {
-    const auto value = static_cast<std::int64_t>(load_le<T>(data.data() + i));
-    check_length(value, source, where, i / sizeof(T));
-    out.push_back(value);
+    out.push(static_cast<std::int64_t>(load_le<T>(data.data() + i)), where, first + i / sizeof(T));
   }
 }
 
 struct NpyDtype {
   std::string_view descr;
   std::size_t size;
-  void (*append)(std::span<const std::byte>, std::string_view, std::string_view, std::vector<std::int64_t>&);
+  void (*append)(std::span<const std::byte>, std::string_view, std::uint64_t, LengthCollector&);
 };
 
 inline constexpr NpyDtype npy_dtypes[] = {{"<i2", 2, append_values<std::int16_t>},
@@ -199,159 +448,218 @@ inline constexpr NpyDtype npy_dtypes[] = {{"<i2", 2, append_values<std::int16_t>
                                           {"<u2", 2, append_values<std::uint16_t>},
                                           {"<u4", 4, append_values<std::uint32_t>}};
 
+template <class Bytes>
+std::vector<std::int64_t> npy_lengths(Bytes& bytes, std::string_view source) {
+  constexpr std::string_view magic = "\x93NUMPY";
+  const auto start = bytes.next(magic.size() + 2);
+  require(start.size() == magic.size() + 2, source, ": too short for a .npy file (", start.size(), " bytes)");
+  require(as_chars(start.first(magic.size())) == magic, source, ": not a .npy file (bad magic)");
+  const auto major = std::to_integer<int>(start[6]);
+  const auto minor = std::to_integer<int>(start[7]);
+  require(major >= 1 && major <= 3 && minor == 0, source, ": unsupported .npy version ", major, ".", minor,
+          " (expected 1.0, 2.0 or 3.0)");
+  const std::size_t length_size = major == 1 ? 2 : 4;
+  const auto length_field = bytes.next(length_size);
+  require(length_field.size() == length_size, source, ": truncated .npy header");
+  const std::uint32_t header_length =
+      major == 1 ? load_le<std::uint16_t>(length_field.data()) : load_le<std::uint32_t>(length_field.data());
+  require(header_length <= max_npy_header_bytes, source, ": header length ", header_length, " exceeds the limit of ",
+          max_npy_header_bytes, " bytes");
+  const std::string header_text(as_chars(bytes.next(header_length)));  // a copy: the next read reuses the buffer
+  require(header_text.size() == header_length, source, ": header length ", header_length,
+          " runs past the end of the file (", header_text.size(), " bytes follow)");
+  const NpyHeader header(header_text, source);
+
+  require(header.descr.empty() || header.descr.front() != '>', source, ": big-endian dtype ", excerpt(header.descr),
+          " is not supported");
+  const auto dtype = std::ranges::find(npy_dtypes, header.descr, &NpyDtype::descr);
+  require(dtype != std::end(npy_dtypes), source, ": unsupported dtype ", excerpt(header.descr),
+          " (expected <i2, <i4, <i8, <u2 or <u4)");
+  require(header.shape_is_tuple && header.shape.size() == 1, source,
+          ": shape must be one-dimensional, written (N,), got ", excerpt(header.shape_text));
+  const std::uint64_t count = header.shape.front();
+  require(count >= 1, source, ": no lengths (shape is (0,))");
+  require(count <= max_length_count, source, ": header says ", count, " values, more than the limit of ",
+          max_length_count, " lengths per file");
+
+  auto truncated = [&](std::uint64_t held) {
+    fail(source, ": truncated data: header says ", count, " values, file holds ", held);
+  };
+  auto trailing = [&](std::uint64_t extra) {
+    require(extra == 0, source, ": ", extra, " trailing bytes after the ", count, " values");
+  };
+  const auto left = bytes.left();
+  if (left) {
+    if (count > *left / dtype->size) truncated(*left / dtype->size);
+    trailing(*left - count * dtype->size);
+  }
+  LengthCollector lengths(source, left ? count : 0);
+  read_items(
+      bytes, count, dtype->size,
+      [&](std::span<const std::byte> chunk, std::uint64_t first) { dtype->append(chunk, "index", first, lengths); },
+      [&](std::uint64_t read) { truncated(read / dtype->size); });
+  trailing(skip_rest(bytes));
+  return lengths.take();
+}
+
 // Megatron-LM's DType codes and their element sizes (index 0 is unused).
 inline constexpr std::size_t megatron_dtype_sizes[] = {0, 1, 1, 2, 4, 8, 8, 4, 2};
+
+template <class Bytes>
+std::vector<std::int64_t> megatron_idx_lengths(Bytes& bytes, std::string_view source) {
+  constexpr std::string_view magic{"MMIDIDX\0\0", 9};
+  constexpr std::size_t header_size = 9 + 8 + 1 + 8 + 8;
+  const auto header = bytes.next(header_size);
+  require(header.size() >= magic.size() && as_chars(header.first(magic.size())) == magic, source,
+          ": not a Megatron .idx file (bad magic)");
+  require(header.size() == header_size, source, ": truncated .idx header (", header.size(), " bytes, needs ",
+          header_size, ")");
+  const auto version = load_le<std::uint64_t>(header.data() + 9);
+  require(version == 1, source, ": unsupported .idx version ", version, " (expected 1)");
+  const auto dtype_code = std::to_integer<std::size_t>(header[17]);
+  require(dtype_code >= 1 && dtype_code < std::size(megatron_dtype_sizes), source, ": unknown dtype code ",
+          dtype_code, " (expected 1 to 8)");
+  const auto dtype_size = static_cast<std::int64_t>(megatron_dtype_sizes[dtype_code]);
+  const auto sequences = load_le<std::uint64_t>(header.data() + 18);
+  const auto documents = load_le<std::uint64_t>(header.data() + 26);
+  require(sequences >= 1, source, ": no lengths (sequence count is 0)");
+  require(sequences <= max_length_count, source, ": header says ", sequences, " sequences, more than the limit of ",
+          max_length_count, " lengths per file");
+
+  auto truncated = [&](std::uint64_t body) {
+    fail(source, ": truncated: header says ", sequences, " sequences and ", documents, " documents, but only ", body,
+         " bytes follow the header");
+  };
+  auto check_rest = [&](std::uint64_t rest) {
+    require(rest == 0 || rest == sequences, source, ": ", rest,
+            " unexpected bytes after the document indices (expected 0, or ", sequences, " bytes of sequence modes)");
+  };
+  const auto left = bytes.left();
+  if (left) {
+    // Divide rather than multiply: the document count comes from the file and its product could overflow.
+    if (sequences > *left / 12 || documents > (*left - sequences * 12) / 8) truncated(*left);
+    check_rest(*left - sequences * 12 - documents * 8);
+  }
+
+  LengthCollector collector(source, left ? sequences : 0);
+  read_items(
+      bytes, sequences, 4,
+      [&](std::span<const std::byte> chunk, std::uint64_t first) {
+        append_values<std::int32_t>(chunk, "sequence", first, collector);
+      },
+      truncated);
+  std::vector<std::int64_t> lengths = collector.take();
+
+  // Pointers are byte offsets into the .bin file: each sequence starts where the previous one ends.
+  std::int64_t expected = 0;
+  read_items(
+      bytes, sequences, 8,
+      [&](std::span<const std::byte> chunk, std::uint64_t first) {
+        for (std::size_t at = 0; at < chunk.size(); at += 8) {
+          const std::uint64_t i = first + at / 8;
+          const auto pointer = load_le<std::int64_t>(chunk.data() + at);
+          require(pointer == expected, source, ": sequence ", i, ": pointer ", pointer, " should be ", expected,
+                  " (the previous pointer plus the previous length times ", dtype_size, " bytes)");
+          // No overflow: at most 2^28 lengths below 2^31 tokens of at most 8 bytes stay below 2^62.
+          expected = pointer + lengths[static_cast<std::size_t>(i)] * dtype_size;
+        }
+      },
+      [&](std::uint64_t read) { truncated(sequences * 4 + read); });
+
+  std::int64_t previous = 0;
+  read_items(
+      bytes, documents, 8,
+      [&](std::span<const std::byte> chunk, std::uint64_t first) {
+        for (std::size_t at = 0; at < chunk.size(); at += 8) {
+          const std::uint64_t i = first + at / 8;
+          const auto index = load_le<std::int64_t>(chunk.data() + at);
+          require(i > 0 || index == 0, source, ": document index 0 must be 0, got ", index);
+          require(index >= previous, source, ": document index ", i, " (", index,
+                  ") is smaller than the one before it (", previous, ")");
+          previous = index;
+        }
+      },
+      [&](std::uint64_t read) { truncated(sequences * 12 + read); });
+  check_rest(skip_rest(bytes));
+  require(documents >= 1 && static_cast<std::uint64_t>(previous) == sequences, source,
+          ": the last document index must equal the sequence count ", sequences, ", got ",
+          documents == 0 ? std::string("no document indices") : std::to_string(previous));
+  return lengths;
+}
+
+// A file opened for reading, with its size where it has one (pipes and devices have none).
+struct OpenFile {
+  explicit OpenFile(const std::filesystem::path& path)
+      : name(source_name(path.string())), stream(path, std::ios::binary) {
+    require(static_cast<bool>(stream), name, ": cannot open file");
+    std::error_code error;
+    require(!std::filesystem::is_directory(path, error), name, ": is a directory");
+    if (const auto bytes = std::filesystem::file_size(path, error); !error) size = bytes;
+  }
+  std::string name;
+  std::ifstream stream;
+  std::optional<std::uint64_t> size;
+};
+
+template <class Read>
+std::vector<std::int64_t> read_file(const std::filesystem::path& path, Read read) {
+  OpenFile file(path);
+  StreamBytes bytes(file.stream, file.name, file.size);
+  return read(bytes, file.name);
+}
 
 }  // namespace detail
 
 // One length per line; '#' starts a comment; blank lines and surrounding whitespace are ignored.
 inline std::vector<std::int64_t> parse_lengths_text(std::string_view content, std::string_view source) {
-  std::vector<std::int64_t> lengths;
-  lengths.reserve(static_cast<std::size_t>(std::ranges::count(content, '\n')) + 1);
-  std::uint64_t line_number = 0;
-  while (!content.empty()) {
-    ++line_number;
-    const std::size_t newline = content.find('\n');
-    std::string_view line = content.substr(0, newline);
-    content.remove_prefix(newline == std::string_view::npos ? content.size() : newline + 1);
-    line = line.substr(0, line.find('#'));
-    auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; };
-    while (!line.empty() && is_space(line.front())) line.remove_prefix(1);
-    while (!line.empty() && is_space(line.back())) line.remove_suffix(1);
-    if (line.empty()) continue;
-    std::int64_t value = 0;
-    const auto [end, error] = std::from_chars(line.data(), line.data() + line.size(), value);
-    detail::require(error != std::errc::result_out_of_range, source, ": line ", line_number, ": ",
-                    detail::excerpt(line), " is out of range");
-    detail::require(error == std::errc{} && end == line.data() + line.size(), source, ": line ", line_number, ": ",
-                    detail::excerpt(line), " is not an integer length");
-    detail::check_length(value, source, "line", line_number);
-    lengths.push_back(value);
-  }
-  detail::require(!lengths.empty(), source, ": no lengths (the file is empty or holds only comments)");
-  return lengths;
+  detail::SpanBytes bytes(std::as_bytes(std::span(content.data(), content.size())));
+  return detail::text_lengths(bytes, detail::source_name(source));
+}
+
+// Reads to the end of the stream (stdin, a decompressor's output); the stream's exception mask must be clear.
+inline std::vector<std::int64_t> parse_lengths_text(std::istream& in, std::string_view source) {
+  const std::string name = detail::source_name(source);
+  detail::StreamBytes bytes(in, name, std::nullopt);
+  return detail::text_lengths(bytes, name);
 }
 
 // NumPy .npy, versions 1.0, 2.0 and 3.0; a 1-D array of dtype <i2, <i4, <i8, <u2 or <u4.
 inline std::vector<std::int64_t> parse_lengths_npy(std::span<const std::byte> bytes, std::string_view source) {
-  constexpr std::string_view magic = "\x93NUMPY";
-  detail::require(bytes.size() >= magic.size() + 2, source, ": too short for a .npy file (", bytes.size(), " bytes)");
-  detail::require(std::ranges::equal(bytes.first(magic.size()), magic,
-                                     [](std::byte b, char c) { return b == static_cast<std::byte>(c); }),
-                  source, ": not a .npy file (bad magic)");
-  const auto major = std::to_integer<int>(bytes[6]);
-  const auto minor = std::to_integer<int>(bytes[7]);
-  detail::require(major >= 1 && major <= 3 && minor == 0, source, ": unsupported .npy version ", major, ".", minor,
-                  " (expected 1.0, 2.0 or 3.0)");
-  const std::size_t length_size = major == 1 ? 2 : 4;
-  detail::require(bytes.size() >= 8 + length_size, source, ": truncated .npy header");
-  const std::size_t header_length = major == 1 ? detail::load_le<std::uint16_t>(bytes.data() + 8)
-                                               : detail::load_le<std::uint32_t>(bytes.data() + 8);
-  const std::size_t header_start = 8 + length_size;
-  detail::require(header_length <= bytes.size() - header_start, source, ": header length ", header_length,
-                  " runs past the end of the file (", bytes.size() - header_start, " bytes follow)");
-  const auto header_bytes = bytes.subspan(header_start, header_length);
-  const detail::NpyHeader header(
-      std::string_view(reinterpret_cast<const char*>(header_bytes.data()), header_bytes.size()), source);
+  detail::SpanBytes pieces(bytes);
+  return detail::npy_lengths(pieces, detail::source_name(source));
+}
 
-  detail::require(header.descr.empty() || header.descr.front() != '>', source, ": big-endian dtype ",
-                  detail::excerpt(header.descr), " is not supported");
-  const auto dtype = std::ranges::find(detail::npy_dtypes, header.descr, &detail::NpyDtype::descr);
-  detail::require(dtype != std::end(detail::npy_dtypes), source, ": unsupported dtype ",
-                  detail::excerpt(header.descr), " (expected <i2, <i4, <i8, <u2 or <u4)");
-  detail::require(header.shape_is_tuple && header.shape.size() == 1, source,
-                  ": shape must be one-dimensional, written (N,), got ", detail::excerpt(header.shape_text));
-  const std::uint64_t count = header.shape.front();
-  detail::require(count >= 1, source, ": no lengths (shape is (0,))");
-
-  const auto data = bytes.subspan(header_start + header_length);
-  const std::size_t held = data.size() / dtype->size;
-  detail::require(count <= held, source, ": truncated data: header says ", count, " values, file holds ", held);
-  detail::require(count == held && data.size() % dtype->size == 0, source, ": ",
-                  data.size() - count * dtype->size, " trailing bytes after the ", count, " values");
-
-  std::vector<std::int64_t> lengths;
-  lengths.reserve(count);
-  dtype->append(data, source, "index", lengths);
-  return lengths;
+// A stream has no size to check the header against: its values are gathered as they are read.
+inline std::vector<std::int64_t> parse_lengths_npy(std::istream& in, std::string_view source) {
+  const std::string name = detail::source_name(source);
+  detail::StreamBytes bytes(in, name, std::nullopt);
+  return detail::npy_lengths(bytes, name);
 }
 
 // Megatron-LM indexed dataset index (.idx), version 1: returns the sequence lengths.
 inline std::vector<std::int64_t> parse_lengths_megatron_idx(std::span<const std::byte> bytes,
                                                             std::string_view source) {
-  constexpr std::string_view magic{"MMIDIDX\0\0", 9};
-  constexpr std::size_t header_size = 9 + 8 + 1 + 8 + 8;
-  detail::require(bytes.size() >= magic.size() &&
-                      std::ranges::equal(bytes.first(magic.size()), magic,
-                                         [](std::byte b, char c) { return b == static_cast<std::byte>(c); }),
-                  source, ": not a Megatron .idx file (bad magic)");
-  detail::require(bytes.size() >= header_size, source, ": truncated .idx header (", bytes.size(), " bytes, needs ",
-                  header_size, ")");
-  const auto version = detail::load_le<std::uint64_t>(bytes.data() + 9);
-  detail::require(version == 1, source, ": unsupported .idx version ", version, " (expected 1)");
-  const auto dtype_code = std::to_integer<std::size_t>(bytes[17]);
-  detail::require(dtype_code >= 1 && dtype_code < std::size(detail::megatron_dtype_sizes), source,
-                  ": unknown dtype code ", dtype_code, " (expected 1 to 8)");
-  const auto dtype_size = static_cast<std::int64_t>(detail::megatron_dtype_sizes[dtype_code]);
-  const auto sequences = detail::load_le<std::uint64_t>(bytes.data() + 18);
-  const auto documents = detail::load_le<std::uint64_t>(bytes.data() + 26);
-  detail::require(sequences >= 1, source, ": no lengths (sequence count is 0)");
+  detail::SpanBytes pieces(bytes);
+  return detail::megatron_idx_lengths(pieces, detail::source_name(source));
+}
 
-  // Divide rather than multiply: the counts come from the file and their products could overflow.
-  const std::size_t body = bytes.size() - header_size;
-  detail::require(sequences <= body / 12 && documents <= (body - sequences * 12) / 8, source,
-                  ": truncated: header says ", sequences, " sequences and ", documents, " documents, but only ", body,
-                  " bytes follow the header");
-  const std::size_t rest = body - sequences * 12 - documents * 8;
-  detail::require(rest == 0 || rest == sequences, source, ": ", rest,
-                  " unexpected bytes after the document indices (expected 0, or ", sequences,
-                  " bytes of sequence modes)");
-
-  const std::byte* const lengths_at = bytes.data() + header_size;
-  const std::byte* const pointers_at = lengths_at + sequences * 4;
-  const std::byte* const documents_at = pointers_at + sequences * 8;
-  std::vector<std::int64_t> lengths;
-  lengths.reserve(sequences);
-  detail::append_values<std::int32_t>(std::span(lengths_at, sequences * 4), source, "sequence", lengths);
-
-  // Pointers are byte offsets into the .bin file: each sequence starts where the previous one ends.
-  std::int64_t expected = 0;
-  for (std::size_t i = 0; i < sequences; ++i) {
-    const auto pointer = detail::load_le<std::int64_t>(pointers_at + i * 8);
-    detail::require(pointer == expected, source, ": sequence ", i, ": pointer ", pointer, " should be ", expected,
-                    " (the previous pointer plus the previous length times ", dtype_size, " bytes)");
-    const std::int64_t step = lengths[i] * dtype_size;  // <= 2^34: lengths are positive int32
-    detail::require(pointer <= std::numeric_limits<std::int64_t>::max() - step, source, ": sequence ", i,
-                    ": data offset overflows");
-    expected = pointer + step;
-  }
-
-  std::int64_t previous = 0;
-  for (std::size_t i = 0; i < documents; ++i) {
-    const auto index = detail::load_le<std::int64_t>(documents_at + i * 8);
-    detail::require(i > 0 || index == 0, source, ": document index 0 must be 0, got ", index);
-    detail::require(index >= previous, source, ": document index ", i, " (", index,
-                    ") is smaller than the one before it (", previous, ")");
-    previous = index;
-  }
-  detail::require(documents >= 1 && static_cast<std::uint64_t>(previous) == sequences, source,
-                  ": the last document index must equal the sequence count ", sequences, ", got ",
-                  documents == 0 ? std::string("no document indices") : std::to_string(previous));
-  return lengths;
+inline std::vector<std::int64_t> parse_lengths_megatron_idx(std::istream& in, std::string_view source) {
+  const std::string name = detail::source_name(source);
+  detail::StreamBytes bytes(in, name, std::nullopt);
+  return detail::megatron_idx_lengths(bytes, name);
 }
 
 inline std::vector<std::int64_t> read_lengths_text(const std::filesystem::path& path) {
-  return parse_lengths_text(detail::read_file(path), path.string());
+  return detail::read_file(path, [](auto& bytes, std::string_view name) { return detail::text_lengths(bytes, name); });
 }
 
 inline std::vector<std::int64_t> read_lengths_npy(const std::filesystem::path& path) {
-  const std::string content = detail::read_file(path);
-  return parse_lengths_npy(detail::as_bytes(content), path.string());
+  return detail::read_file(path, [](auto& bytes, std::string_view name) { return detail::npy_lengths(bytes, name); });
 }
 
 inline std::vector<std::int64_t> read_lengths_megatron_idx(const std::filesystem::path& path) {
-  const std::string content = detail::read_file(path);
-  return parse_lengths_megatron_idx(detail::as_bytes(content), path.string());
+  return detail::read_file(
+      path, [](auto& bytes, std::string_view name) { return detail::megatron_idx_lengths(bytes, name); });
 }
 
 // By extension: .npy, .idx, anything else is text.
