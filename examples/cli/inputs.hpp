@@ -40,8 +40,13 @@ inline assign::DispatchOptions dispatch_options(const Options& options) {
   return dispatch;
 }
 
+// --latency in seconds and --bandwidth in GB/s, within schedule::Link's physical ranges.
 inline schedule::Link link_of(const Options& options) {
-  return {options.real("latency", 0).value_or(1e-5), options.real("bandwidth", 1e-9).value_or(100) * 1e9};
+  constexpr double giga = 1e9;
+  return {options.real("latency", 0, schedule::Link::max_latency, "seconds").value_or(1e-5),
+          options.real("bandwidth", schedule::Link::min_bandwidth / giga, schedule::Link::max_bandwidth / giga, "GB/s")
+                  .value_or(100) *
+              giga};
 }
 
 }  // namespace sluice::cli

@@ -73,14 +73,32 @@ public:
   [[nodiscard]] std::optional<double> real(std::string_view name, double minimum) const {
     const auto value = text(name);
     if (!value) return std::nullopt;
-    double number = 0;
-    const auto [end, error] = std::from_chars(value->data(), value->data() + value->size(), number);
-    if (error != std::errc{} || end != value->data() + value->size() || !std::isfinite(number) || number < minimum)
+    const std::optional<double> number = parse_real(*value);
+    if (!number || *number < minimum)
       detail::fail("option --", name, ": expected a number >= ", minimum, ", got '", *value, "'");
     return number;
   }
 
+  // A finite real in [minimum, maximum] (in `unit`), or nullopt when absent.
+  [[nodiscard]] std::optional<double> real(std::string_view name, double minimum, double maximum,
+                                           std::string_view unit) const {
+    const auto value = text(name);
+    if (!value) return std::nullopt;
+    const std::optional<double> number = parse_real(*value);
+    if (!number || *number < minimum || *number > maximum)
+      detail::fail("option --", name, ": expected a number >= ", detail::shortest(minimum), " and <= ",
+                   detail::shortest(maximum), " (", unit, "), got '", *value, "'");
+    return number;
+  }
+
 private:
+  static std::optional<double> parse_real(std::string_view text) {
+    double number = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+    if (error != std::errc{} || end != text.data() + text.size() || !std::isfinite(number)) return std::nullopt;
+    return number;
+  }
+
   std::map<std::string, std::string, std::less<>> values_;
 };
 
