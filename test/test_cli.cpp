@@ -6,13 +6,39 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cli_harness.hpp"
 #include "progress.hpp"
+#include "sluice/io/bundled.hpp"
 #include "sluice/io/json.hpp"
 
 using sluice::test::run_cli;
+
+namespace {
+
+// Bad input: exit 2, nothing on stdout, and one stderr line "sluice: error: ..." holding `fragment`.
+void expect_error(const std::vector<std::string_view>& args, std::string_view fragment) {
+  const auto result = run_cli(args);
+  CAPTURE(args.front());
+  CAPTURE(result.err);
+  CHECK(result.code == 2);
+  CHECK(result.out.empty());
+  CHECK(sluice::test::one_line(result.err));
+  CHECK(result.err.starts_with("sluice: error: "));
+  CHECK(result.err.find(fragment) != std::string::npos);
+}
+
+// The bundled 7B profile with every scheme's latency replaced, written to `path`.
+std::string profile_with_latency(const std::filesystem::path& path, double a, double b, double c) {
+  sluice::io::json document = sluice::io::read_json_file(sluice::io::resolve_data_file("llama2-7b", "profiles"));
+  for (auto& scheme : document.at("schemes")) scheme["latency"] = {{"a", a}, {"b", b}, {"c", c}};
+  sluice::io::write_text_file(path, document.dump());
+  return path.string();
+}
+
+}  // namespace
 
 TEST_CASE("cli: inspect on the bundled defaults") {
   const auto result = run_cli({"inspect"});
@@ -143,4 +169,56 @@ TEST_CASE("cli: the progress bar draws on a terminal once its delay has passed a
     progress.advance(4);
   }
   CHECK(short_run.str().empty());
+}
+
+TEST_CASE("cli: profiles whose stage times overflow or vanish are bad input in plan, schedule, simulate and trace") {
+  // Found by fuzzing: a = 1e300 crashed plan (SIGSEGV) and hung schedule; coefficients of 1e-20 gave an internal
+  // error ("send ... comes before the forward") in schedule and simulate.
+  const auto dir = std::filesystem::temp_directory_path() / "sluice_test_cli_extreme_profiles";
+  std::filesystem::create_directories(dir);
+  const std::string huge = profile_with_latency(dir / "huge.json", 1e300, 1e-4, 1e-2);
+  const std::string tiny = profile_with_latency(dir / "tiny.json", 1e-20, 1e-20, 1e-20);
+  for (const auto& [profile, fragment] : {std::pair{huge, std::string_view(" s is above 1e+06 s")},
+                                          std::pair{tiny, std::string_view("is below 1e-09 s")}}) {
+    CAPTURE(profile);
+    const std::string_view path = profile;
+    expect_error({"plan", "--profile", path, "--strategies", "1*tp8pp2", "--iterations", "1"}, fragment);
+    expect_error({"schedule", "--profile", path, "--stages", "2"}, fragment);
+    expect_error({"simulate", "--profile", path, "--iterations", "1"}, fragment);
+    expect_error({"trace", "--profile", path}, fragment);
+    expect_error({"inspect", "--profile", path}, "profile llama2-7b: tp1pp2: latency T(");
+  }
+  // Extreme but valid: a vanishing activation constant lets 2^59 tokens fit, and T stays in range. schedule's
+  // baselines once cast the tokens that fit a micro-batch (about 1e300) to an integer.
+  sluice::io::json document = sluice::io::read_json_file(profile_with_latency(dir / "roomy.json", 0, 1e-13, 1e-2));
+  for (auto& constant : document.at("memory").at("activation_bytes")) constant = 1e-300;
+  sluice::io::write_text_file(dir / "roomy.json", document.dump());
+  const std::string roomy = (dir / "roomy.json").string();
+  const auto result = run_cli({"schedule", "--profile", roomy, "--stages", "2", "--tokens", "20000"});
+  CHECK(result.code == 0);
+  CHECK(result.err.empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cli: --bandwidth and --latency are bounded to physical links in schedule, simulate and trace") {
+  // Found by fuzzing: the documented minimum --bandwidth 1e-9 (1 byte/s) and --latency 1e6 made transfers of
+  // months, and the simulator's own validator rejected its schedule. The options now take 1 MB/s to 10 TB/s and
+  // up to one second.
+  for (const std::string_view command : {"schedule", "simulate", "trace"}) {
+    std::vector<std::string_view> args = {command};
+    if (command == "schedule") args.insert(args.end(), {"--stages", "2"});
+    auto with = [&](std::string_view option, std::string_view value) {
+      std::vector<std::string_view> full = args;
+      full.insert(full.end(), {option, value});
+      return full;
+    };
+    expect_error(with("--bandwidth", "1e-9"), "option --bandwidth: expected a number from 0.001 to 10000");
+    expect_error(with("--bandwidth", "20000"), "option --bandwidth");
+    expect_error(with("--latency", "1e6"), "option --latency: expected a number from 0 to 1, got '1e6'");
+    expect_error(with("--latency", "-1"), "option --latency");
+  }
+  // The slowest link allowed still plans, and its schedule passes the simulator's validator.
+  const auto slow = run_cli({"schedule", "--stages", "4", "--tokens", "20000", "--bandwidth", "0.001", "--latency", "1"});
+  CHECK(slow.code == 0);
+  CHECK(slow.err.empty());
 }

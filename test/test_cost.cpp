@@ -1,7 +1,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "sluice/core/random.hpp"
@@ -10,6 +12,7 @@
 #include "sluice/cost/grid.hpp"
 #include "sluice/cost/latency.hpp"
 #include "sluice/cost/memory.hpp"
+#include "sluice/cost/profile.hpp"
 
 using namespace sluice;
 using namespace sluice::cost;
@@ -268,4 +271,58 @@ TEST_CASE("grid: bad tables") {
   CHECK_THROWS_AS(RectilinearGrid<2>(Axes{{{2, 1}, {1, 2}}}, {1, 2, 3, 4}), invalid_input);
   CHECK_THROWS_AS(RectilinearGrid<2>(Axes{{{1, 1}, {1, 2}}}, {1, 2, 3, 4}), invalid_input);
   CHECK_THROWS_AS(RectilinearGrid<2>(Axes{{{1, 2}, {1, 2}}}, {1, 2, std::nan(""), 4}), invalid_input);
+}
+
+namespace {
+
+// A profile of one scheme, ⟨1, 2⟩ on 4 GPUs, with the given latency and a stated MaxLen (or tiny_spec's memory).
+ProfileSpec one_scheme(QuadraticLatency latency, std::optional<std::int64_t> max_len = 32768) {
+  ProfileSpec spec;
+  spec.name = "p";
+  spec.gpus = 4;
+  spec.memory = tiny_spec();
+  spec.schemes = {{Scheme(1, 2), latency, max_len, 64}};
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("profile: T(1) and T(MaxLen) must lie in [1 ns, 1e6 s], or the profile is refused naming the scheme") {
+  // Found by fuzzing: every coefficient 1e-20 (or a = 1e-30 alone) made stage times that vanish on a simulated
+  // timeline, and a = 1e300 or 1e308 made every packing estimate infinite.
+  CHECK_THROWS_WITH_AS(Profile(one_scheme({1e-20, 1e-20, 1e-20})),
+                       "profile p: tp1pp2: latency T(1) = a + b + c = 2.9999999999999997e-20 s is below 1e-09 s "
+                       "(a = 1e-20, b = 1e-20, c = 1e-20)",
+                       invalid_input);
+  CHECK_THROWS_WITH_AS(Profile(one_scheme({1e-30, 0, 0})), doctest::Contains("profile p: tp1pp2: latency T(1) = "),
+                       invalid_input);
+  CHECK_THROWS_WITH_AS(Profile(one_scheme({1e300, 1e-4, 1e-2}, 20000)),
+                       "profile p: tp1pp2: latency T(max_len = 20000) = inf s is above 1e+06 s (a = 1e+300, "
+                       "b = 1e-04, c = 0.01): the coefficients or max_len are out of range",
+                       invalid_input);
+  CHECK_THROWS_WITH_AS(Profile(one_scheme({1e308, 0, 0}, 1)), doctest::Contains("T(max_len = 1) = 1e+308 s is above"),
+                       invalid_input);
+  // A scheme that holds nothing is still checked, at one token.
+  CHECK_THROWS_WITH_AS(Profile(one_scheme({0, 0, 2e6}, 0)), doctest::Contains("T(max_len = 1) = 2e+06 s"),
+                       invalid_input);
+  // Tiny but positive coefficients are fine while T stays in range: the bounds are inclusive.
+  const QuadraticLatency tiny_a(1e-30, 1e-4, 1e-2);
+  CHECK(Profile(one_scheme(tiny_a)).at(Scheme(1, 2)).latency(32768) == tiny_a(32768));
+  CHECK_NOTHROW(Profile(one_scheme({4.9e-324, 0, 1e-9})));
+  CHECK_NOTHROW(Profile(one_scheme({0, 0, 1e6})));
+  CHECK_NOTHROW(Profile(one_scheme({0, 1e-9, 0}, 0)));
+}
+
+TEST_CASE("profile: a memory model that derives an absurd MaxLen, or overflows, is refused naming the scheme") {
+  // A vanishing activation constant lets 2^52 tokens fit, which no scheme runs in 1e6 s.
+  ProfileSpec spec = one_scheme({0, 1e-4, 1e-2}, std::nullopt);
+  spec.memory->activation_bytes[1] = 1e-300;
+  CHECK_THROWS_WITH_AS(Profile{spec}, doctest::Contains("profile p: tp1pp2: latency T(max_len = 4503599627370496)"),
+                       invalid_input);
+  spec = one_scheme({0, 1e-4, 1e-2}, std::nullopt);
+  spec.memory->state_bytes = 1e308;
+  CHECK_THROWS_WITH_AS(Profile{spec}, doctest::Contains("profile p: tp1pp2: memory: fixed bytes must be finite"),
+                       invalid_input);
+  // The same memory model with realistic constants resolves.
+  CHECK(Profile(one_scheme({0, 1e-4, 1e-2}, std::nullopt)).max_len(Scheme(1, 2)) > 0);
 }

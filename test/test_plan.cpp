@@ -140,6 +140,35 @@ TEST_CASE("plan_iteration: bad input") {
   CHECK_THROWS_AS(cost::QuadraticLatency(std::numeric_limits<double>::quiet_NaN(), 0, 0), invalid_input);
 }
 
+TEST_CASE("infinite cost estimates are bad input naming the scheme, never an unset choice") {
+  // Found by fuzzing: a = 1e300 with 20,000-token sequences made every packing estimate infinite, so no V beat
+  // the initial "infinite" best and pack read its choice out of range.
+  const cost::SchemeCost huge{Scheme(1, 2), cost::QuadraticLatency(1e300, 0, 0.01), 32768, 1, std::nullopt};
+  const std::vector<Sequence> long_ones = {Sequence(0, 20000), Sequence(1, 20000), Sequence(2, 20000)};
+  CHECK_THROWS_WITH_AS(pack(long_ones, huge), doctest::Contains("pack: tp1pp2: the estimate of 3 sequences"),
+                       invalid_input);
+  CHECK_THROWS_AS(pack_with_v(long_ones, huge, 1), invalid_input);
+  CHECK_THROWS_AS(pack_fixed_length(long_ones, huge, 32768), invalid_input);
+  // Each sequence's time finite (1e308 s), their sum not.
+  const std::vector<Sequence> two = {Sequence(0, 10000), Sequence(1, 10000)};
+  CHECK_THROWS_WITH_AS(pack(two, huge), doctest::Contains("overflows"), invalid_input);
+  const std::vector<cost::SchemeCost> pipelines = {huge};
+  CHECK_THROWS_WITH_AS(dispatch_greedy(long_ones, pipelines),
+                       doctest::Contains("dispatch: pipeline 0 (tp1pp2): the batch's Eq. 2 bound overflows"),
+                       invalid_input);
+  // One short sequence still packs: its estimate is finite.
+  const std::vector<Sequence> short_one = {Sequence(0, 1)};
+  const Packing packing = pack(short_one, huge);
+  CHECK(packing.estimate == (1e300 + 0.01) * 2);
+  // Through a profile, such coefficients never reach the planners: the profile names itself and the scheme.
+  auto document = io::json(profile64().spec());
+  document["schemes"][0]["latency"]["a"] = 1e300;
+  const std::string expected = "profile llama2-32b: tp" + document["schemes"][0]["tp"].dump() + "pp" +
+                               document["schemes"][0]["pp"].dump() + ": latency T(max_len = ";
+  CHECK_THROWS_WITH_AS(cost::Profile(document.get<cost::ProfileSpec>()), doctest::Contains(expected.c_str()),
+                       invalid_input);
+}
+
 TEST_CASE("plan_iteration: a per-candidate overhead is added before choosing") {
   const auto batch = batch_of(2, 200'000);
   const IterationPlan plain = plan_iteration(batch, candidates64(), profile64());

@@ -134,9 +134,10 @@ TEST_CASE("1F1B and GPipe take (m + c - 1)(t_f + t_b) for m >= c uniform micro-b
 }
 
 TEST_CASE("the simulator charges latency + bytes / bandwidth per transfer, one at a time per link direction") {
-  // Two stages, two micro-batches; forward 1, backward 2; a transfer takes 0.5 + 64·16·2 / 4096 = 1 s.
+  // Two stages, two micro-batches; forward 1, backward 2; a transfer takes 0.5 + 64·8192·2 / 2^21 = 1 s.
   Problem problem = uniform_problem(2, 2, 1, 2);
-  problem.link = {0.5, 4096};
+  problem.hidden = 8192;
+  problem.link = {0.5, 0x1p21};
   const Simulation simulation = simulate(problem, one_f_one_b(identity_injection(2), 2));
   validate(simulation, problem, one_f_one_b(identity_injection(2), 2));
   // Stage 0: F0 [0,1] (arrives 2), F1 [1,2] (arrives 3), B0 [6,8], B1 [9,11].
@@ -597,6 +598,60 @@ TEST_CASE("validators reject broken orders, simulations, plans and schedules") {
   }
 }
 
+TEST_CASE("timelines of large timestamps validate: durations are checked relative to the timestamps") {
+  // Found by fuzzing `sluice simulate --bandwidth 1e-9`: transfers of days next to ops of 66 ms, and the validator
+  // compared end − start (rounded at the timestamps' scale) to the cost within 1e-9 s. Here a transfer takes
+  // 1 + 2^20·2^26·2 / 1e6 ≈ 1.4e8 s on the slowest link allowed.
+  for (int c = 2; c <= 4; ++c) {
+    CAPTURE(c);
+    Problem problem = uniform_problem(4, c, 0.0655720812, 2 * 0.0655720812);
+    for (MicroBatchCost& mb : problem.micro_batches) mb.tokens = 1 << 20;
+    problem.hidden = std::int64_t{1} << 26;
+    problem.link = {1, Link::min_bandwidth};
+    const Order order = one_f_one_b(identity_injection(4), c);
+    const Simulation simulation = simulate(problem, order);
+    CHECK(simulation.makespan > 1e8);
+    CHECK_NOTHROW(validate(simulation, problem, order));
+    for (const ScheduleKind kind : {ScheduleKind::cyclic, ScheduleKind::one_f_one_b}) {
+      const PipelineSchedule schedule = schedule_pipeline(problem, {kind, 1, 0});
+      CHECK_NOTHROW(validate(schedule, problem));
+    }
+  }
+}
+
+TEST_CASE("an op too short for its timeline is bad input, not a misordered plan") {
+  // Found by fuzzing profiles with every coefficient 1e-20: on stage 1 an op of 1e-20 s starting after a 1e-5 s
+  // transfer ended where it started, and its send sorted before it ("send ... comes before the backward").
+  Problem problem = uniform_problem(3, 2, 1e-20, 2e-20);
+  problem.link = {1e-5, inf};
+  CHECK_THROWS_WITH_AS(require_problem(problem),
+                       doctest::Contains("schedule: micro-batch 0 forward[0] = 1e-20 s is below 2^-40 of the"),
+                       invalid_input);
+  CHECK_THROWS_AS(schedule_pipeline(problem), invalid_input);
+  CHECK_THROWS_AS(simulate(problem, one_f_one_b(identity_injection(3), 2)), invalid_input);
+  // The same ops on free links share no timeline with anything longer: they are fine.
+  problem.link = {0, inf};
+  CHECK_NOTHROW(validate(schedule_pipeline(problem), problem));
+  // Totals that overflow are refused as well.
+  Problem huge = uniform_problem(3, 2, 1e308, 1e308);
+  CHECK_THROWS_WITH_AS(require_problem(huge), doctest::Contains("take inf s in all (overflow)"), invalid_input);
+}
+
+TEST_CASE("links: latency in [0, 1] s, bandwidth in [1e6, 1e13] bytes/s or +inf") {
+  CHECK_NOTHROW(validate(Link{}));
+  CHECK_NOTHROW(validate(Link{0, Link::min_bandwidth}));
+  CHECK_NOTHROW(validate(Link{Link::max_latency, Link::max_bandwidth}));
+  CHECK_THROWS_WITH_AS(validate(Link{1.5, 1e9}), "schedule: link latency must be in [0, 1] s, got 1.5", invalid_input);
+  CHECK_THROWS_AS(validate(Link{std::nan(""), 1e9}), invalid_input);
+  CHECK_THROWS_WITH_AS(validate(Link{0, 1}), "schedule: link bandwidth must be in [1e+06, 1e+13] bytes/s or +inf, got 1",
+                       invalid_input);
+  CHECK_THROWS_AS(validate(Link{0, 2e13}), invalid_input);
+  CHECK_THROWS_AS(validate(Link{0, std::nan("")}), invalid_input);
+  Problem problem = uniform_problem(3, 2, 1, 2);
+  problem.link = {0, 1e3};
+  CHECK_THROWS_WITH_AS(schedule_pipeline(problem), doctest::Contains("link bandwidth"), invalid_input);
+}
+
 TEST_CASE("bad input names the field and the value") {
   const Problem good = uniform_problem(3, 2, 1, 2);
   auto rejects = [&](auto edit, const char* text) {
@@ -612,9 +667,9 @@ TEST_CASE("bad input names the field and the value") {
   rejects([](Problem& p) { p.memory_limit[0] = std::nan(""); }, "memory_limit[0]");
   rejects([](Problem& p) { p.hidden = 0; }, "hidden must be >= 1, got 0");
   rejects([](Problem& p) { p.element_bytes = 0; }, "element_bytes must be >= 1, got 0");
-  rejects([](Problem& p) { p.link.latency = -1; }, "latency must be finite and >= 0, got -1");
+  rejects([](Problem& p) { p.link.latency = -1; }, "latency must be in [0, 1] s, got -1");
   rejects([](Problem& p) { p.link.latency = inf; }, "latency");
-  rejects([](Problem& p) { p.link.bandwidth = 0; }, "bandwidth must be > 0, got 0");
+  rejects([](Problem& p) { p.link.bandwidth = 0; }, "bandwidth must be in [1e+06, 1e+13] bytes/s or +inf, got 0");
   rejects([](Problem& p) { p.micro_batches[1].forward.pop_back(); }, "micro-batch 1 has 1 forward");
   rejects([](Problem& p) { p.micro_batches[2].activation.push_back(1); }, "micro-batch 2 has 2 forward, 2 backward and 3");
   rejects([](Problem& p) { p.micro_batches[0].tokens = 0; }, "micro-batch 0 tokens must be >= 1, got 0");

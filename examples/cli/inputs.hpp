@@ -40,6 +40,7 @@ inline assign::DispatchOptions dispatch_options(const Options& options) {
   return dispatch;
 }
 
+// --latency in seconds and --bandwidth in GB/s, within schedule::Link's physical ranges (option_limits).
 inline schedule::Link link_of(const Options& options) {
   return {options.real("latency").value_or(1e-5), options.real("bandwidth").value_or(100) * 1e9};
 }

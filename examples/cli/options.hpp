@@ -24,7 +24,7 @@ struct OptionLimit {
 };
 
 inline const std::map<std::string, OptionLimit, std::less<>> option_limits = {
-    {"bandwidth", {1e-3, 1e5}},         // GB/s: from a slow network link to past any NVLink
+    {"bandwidth", {1e-3, 1e4}},         // GB/s: schedule::Link's physical range (1e6 to 1e13 bytes/s)
     {"batch", {1, 1 << 20}},            // samples per global batch (search)
     {"batch-step", {1, 1 << 20}},
     {"bin-width", {1, 1 << 30}},        // tokens
@@ -35,7 +35,7 @@ inline const std::map<std::string, OptionLimit, std::less<>> option_limits = {
     {"iteration", {0, (1 << 20) - 1}},  // which sampled iteration (trace)
     {"iterations", {1, 10'000}},
     {"interval", {0, 1}},               // seconds (schedule's tmax thinning)
-    {"latency", {0, 1}},                // seconds
+    {"latency", {0, 1}},                // seconds: schedule::Link::max_latency
     {"length-step", {1, 1 << 20}},      // tokens
     {"max-batch", {1, 1 << 20}},
     {"replicas", {1, 1 << 16}},

@@ -53,8 +53,8 @@ inline constexpr std::string_view schedule_usage =
     "  --seed X        sampler and injection-order seed (default 0)\n"
     "  --layout L      padded (one sequence per row, DynaPipe; the default) or packed (one row)\n"
     "  --interval S    tmax thinning interval of the DP in seconds (default 5e-6; 0 = exact)\n"
-    "  --bandwidth B   stage-to-stage bandwidth in GB/s (default 100)\n"
-    "  --latency S     stage-to-stage latency in seconds (default 1e-5)\n"
+    "  --bandwidth B   stage-to-stage bandwidth in GB/s, 0.001 to 10000 (default 100)\n"
+    "  --latency S     stage-to-stage latency in seconds, 0 to 1 (default 1e-5)\n"
     "  --json          print one sluice.schedule_run JSON document, with every replica's execution plan\n"
     "  --trace F       write the replicas' simulated timelines as Chrome-trace JSON to F\n";
 
@@ -74,8 +74,9 @@ inline std::vector<Alternative> baselines(std::span<const microbatch::Sample> sa
                                           const schedule::PipelinePlanOptions& options, std::int64_t context) {
   const microbatch::PartitionContext partition_context{options.stages, options.replicas, options.micro_batch_memory};
   const std::vector<microbatch::Sample> ordered = microbatch::order_samples(samples, options.ordering);
-  const auto capacity = std::min<std::int64_t>(
-      context, static_cast<std::int64_t>(std::floor(options.micro_batch_memory / model.bytes_per_token())));
+  // Compared in double first: a tiny bytes_per_token makes the quotient exceed any int64.
+  const double fits = std::floor(options.micro_batch_memory / model.bytes_per_token());
+  const std::int64_t capacity = fits >= static_cast<double>(context) ? context : static_cast<std::int64_t>(fits);
   std::vector<Alternative> result;
   auto run = [&](std::string name, auto make_partition) {
     Alternative alternative{std::move(name), std::nullopt, {}};

@@ -108,6 +108,22 @@ public:
       feasible_groups_[i] = static_cast<int>(fits - groups_.begin());
       for (std::size_t g = 0; g < g_count; ++g) time_[i * g_count + g] = latency_[g].sequence_time(sequence.length());
     }
+    // Eq. 2 of a pipeline holding every sequence it can bounds every value computed here; when it is finite, so
+    // are they (an infinite bound would tie with "no assignment yet").
+    for (std::size_t g = 0; g < g_count; ++g) {
+      double sum = 0;
+      double longest = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        if (feasible_groups_[i] > static_cast<int>(g)) {
+          sum += time_[i * g_count + g];
+          longest = std::max(longest, time_[i * g_count + g]);
+        }
+      const double worst = bound_of(static_cast<int>(g), sum, static_cast<std::int64_t>(n), longest);
+      const Scheme& scheme = pipelines[static_cast<std::size_t>(groups_[g].first)].scheme;
+      require(std::isfinite(worst), "dispatch: pipeline ", groups_[g].first, " (", scheme.name(),
+              "): the batch's Eq. 2 bound overflows (", worst, " s; latency a = ", latency_[g].a(), ", b = ",
+              latency_[g].b(), ", c = ", latency_[g].c(), ")");
+    }
   }
 
   [[nodiscard]] int sequences() const noexcept { return static_cast<int>(length_.size()); }

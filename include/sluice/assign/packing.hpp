@@ -99,6 +99,13 @@ public:
       prefix_[i + 1] = prefix_[i] + weight_[i];
     }
     const auto count = static_cast<std::int64_t>(n);
+    // Every packing's estimate is at most (Σ T' + c)·(PP − 1 + U); when that is finite, so is every estimate
+    // and bound compared below (an infinite one would compare equal to "no packing yet").
+    const double worst = estimate(prefix_.back(), count);
+    sluice::detail::require(std::isfinite(worst), "pack: ", scheme.scheme.name(), ": the estimate of ", n,
+                            " sequences (", total_tokens_, " tokens) overflows: (sum of T'(l) + c)·(PP - 1 + ", n,
+                            ") = ", worst, " s (latency a = ", scheme.latency.a(), ", b = ", scheme.latency.b(),
+                            ", c = ", overhead_, ")");
     const std::int64_t lo = std::max<std::int64_t>(1, (total_tokens_ + capacity_ - 1) / capacity_);
     range_ = {lo, std::max(lo, std::min(count, total_tokens_ / scheme.util_len))};
     bin_of_.resize(n);
@@ -445,8 +452,9 @@ inline Packing pack(std::span<const Sequence> sequences, const cost::SchemeCost&
   std::int64_t best_v = 0;
   double best = std::numeric_limits<double>::infinity();
   for (std::int64_t v = range.lo; v <= count && (v <= range.hi || best_v == 0); ++v) {
-    if (heuristic.longest_bound(v) >= best) break;
-    if (heuristic.estimate(heuristic.lower_bound(v), v) >= best || !heuristic.solve(v)) continue;
+    // The bounds prune only once some V is packed, so the loop cannot end without a packing.
+    if (best_v != 0 && heuristic.longest_bound(v) >= best) break;
+    if ((best_v != 0 && heuristic.estimate(heuristic.lower_bound(v), v) >= best) || !heuristic.solve(v)) continue;
     const double estimate = heuristic.estimate(heuristic.max_load(), v);
     if (estimate < best) {
       best = estimate;
@@ -454,6 +462,10 @@ inline Packing pack(std::span<const Sequence> sequences, const cost::SchemeCost&
       best_bins.assign(heuristic.bins().begin(), heuristic.bins().end());
     }
   }
+  // V = U packs whenever every sequence fits MaxLen (checked above); kept as a guard, never an out-of-range read.
+  if (best_v == 0)
+    throw infeasible(sluice::detail::concat("pack: no packing of ", count, " sequences within max_len ",
+                                            scheme.max_len, " of ", scheme.scheme.name(), " found"));
   return heuristic.to_packing(best_bins, static_cast<std::size_t>(best_v));
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 // Errors raised by sluice. Bad input is always reported, never clamped or ignored.
+#include <charconv>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -33,6 +34,13 @@ std::string concat(Parts&&... parts) {
   out.precision(17);
   (out << ... << std::forward<Parts>(parts));
   return out.str();
+}
+
+// The shortest text that reads back as `value` ("1e-09", not concat's "1.0000000000000001e-09"), for limits and
+// coefficients a message quotes.
+inline std::string shortest(double value) {
+  char text[32];
+  return std::string(text, std::to_chars(text, text + sizeof text, value).ptr);
 }
 
 template <class... Parts>

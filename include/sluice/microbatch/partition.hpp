@@ -220,6 +220,13 @@ bool partition_with(std::span<const Sample> ordered, const Model& model, std::si
   const auto [sum_free, max_free] = dp.solve(std::numeric_limits<double>::infinity());
   std::vector<std::size_t> best_runs = dp.runs();
   double best = c1 * max_free + sum_free / d;
+  // Every sample fits alone, so only an overflow leaves no finite partition (and no runs to rebuild it from).
+  if (!std::isfinite(best)) {
+    double slowest = 0;
+    for (std::size_t e = 0; e < table.size(); ++e) slowest = std::max(slowest, table.time(e, 0));
+    sluice::detail::fail("partition: the times of cost model ", index, " overflow: ", ordered.size(),
+                         " samples sum to ", sum_free, " s, the slowest alone takes ", slowest, " s");
+  }
   if (options.stages > 1) {
     // The smallest feasible tmax: every sample alone fits, and a run costs at least each of its samples.
     double lo = 0;
@@ -248,8 +255,8 @@ bool partition_with(std::span<const Sample> ordered, const Model& model, std::si
 
 // Partitions the samples, in the given order, with the first cost model (recomputation level) under which
 // every sample fits the memory limit alone (then a partition exists). Raises invalid_input on bad samples,
-// options or cost values (NaN, negative) and sluice::infeasible when some sample exceeds the limit under
-// every model.
+// options or cost values (NaN, negative, or times whose sum overflows) and sluice::infeasible when some sample
+// exceeds the limit under every model.
 template <MicroBatchCostModel Model>
 Partition partition(std::span<const Sample> ordered, std::span<const Model> models, const PartitionOptions& options) {
   check_samples(ordered, "partition");

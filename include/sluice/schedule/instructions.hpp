@@ -27,10 +27,31 @@ struct MicroBatchCost {
 // A point-to-point link between neighbouring stages: a transfer of b bytes takes latency + b / bandwidth.
 // Free communication is {0, +inf}.
 struct Link {
+  // Physical ranges (validate(Link)): latency up to a second, 1e5 times a cross-node RDMA round trip; bandwidth
+  // from 1 MB/s, below any interconnect a GPU trains over, to 10 TB/s, above NVLink's 1.8 TB/s per GPU; or
+  // +inf. Outside them a transfer would dwarf every stage's compute (or round to nothing), which no schedule
+  // is meaningfully planned for.
+  static constexpr double max_latency = 1;
+  static constexpr double min_bandwidth = 1e6;
+  static constexpr double max_bandwidth = 1e13;
+
   double latency = 0;
   double bandwidth = std::numeric_limits<double>::infinity();  // bytes per second
   friend bool operator==(const Link&, const Link&) = default;
 };
+
+// Raises invalid_input unless latency is in [0, max_latency] s and bandwidth in [min_bandwidth, max_bandwidth]
+// bytes/s or +inf.
+inline void validate(const Link& link) {
+  using sluice::detail::shortest;
+  sluice::detail::require(link.latency >= 0 && link.latency <= Link::max_latency,
+                          "schedule: link latency must be in [0, ", shortest(Link::max_latency), "] s, got ",
+                          shortest(link.latency));
+  sluice::detail::require((link.bandwidth >= Link::min_bandwidth && link.bandwidth <= Link::max_bandwidth) ||
+                              link.bandwidth == std::numeric_limits<double>::infinity(),
+                          "schedule: link bandwidth must be in [", shortest(Link::min_bandwidth), ", ",
+                          shortest(Link::max_bandwidth), "] bytes/s or +inf, got ", shortest(link.bandwidth));
+}
 
 // One pipeline's scheduling problem. memory_limit[j] is the activation budget of stage j in bytes (+inf for
 // none); a boundary tensor is tokens × hidden elements of element_bytes each.
@@ -138,6 +159,10 @@ inline constexpr InstructionKind start_of(InstructionKind wait) {
   return static_cast<InstructionKind>(static_cast<int>(wait) - 1);
 }
 
+// The shortest op a problem may hold, relative to the total of its ops and transfers (require_problem): 2^-40,
+// 4096 ulps of any time of its simulation.
+inline constexpr double time_resolution = 0x1p-40;
+
 // Seconds to move one boundary tensor of micro-batch i.
 inline double transfer_time(const Problem& problem, std::size_t i) {
   const double bytes = static_cast<double>(problem.micro_batches[i].tokens) * static_cast<double>(problem.hidden) *
@@ -161,10 +186,7 @@ inline void require_problem(const Problem& problem) {
             "] must be > 0, got ", problem.memory_limit[j]);
   require(problem.hidden >= 1, "schedule: hidden must be >= 1, got ", problem.hidden);
   require(problem.element_bytes >= 1, "schedule: element_bytes must be >= 1, got ", problem.element_bytes);
-  require(std::isfinite(problem.link.latency) && problem.link.latency >= 0,
-          "schedule: link latency must be finite and >= 0, got ", problem.link.latency);
-  require(problem.link.bandwidth > 0 && !std::isnan(problem.link.bandwidth),
-          "schedule: link bandwidth must be > 0, got ", problem.link.bandwidth);
+  validate(problem.link);
   for (std::size_t i = 0; i < problem.micro_batches.size(); ++i) {
     const MicroBatchCost& mb = problem.micro_batches[i];
     require(mb.forward.size() == stages && mb.backward.size() == stages && mb.activation.size() == stages,
@@ -178,6 +200,27 @@ inline void require_problem(const Problem& problem) {
               "] must be finite and > 0, got ", mb.backward[j]);
       require(std::isfinite(mb.activation[j]) && mb.activation[j] >= 0, "schedule: micro-batch ", i,
               " activation[", j, "] must be finite and >= 0, got ", mb.activation[j]);
+    }
+  }
+  // No time in a simulation exceeds the sum of every op and transfer (a timestamp is the end of a chain of
+  // them). An op shorter than time_resolution of that sum could vanish in floating point where it starts:
+  // its end would equal its start and events that must follow it could sort before it.
+  double total = 0;
+  for (std::size_t i = 0; i < problem.micro_batches.size(); ++i) {
+    const MicroBatchCost& mb = problem.micro_batches[i];
+    for (std::size_t j = 0; j < stages; ++j) total += mb.forward[j] + mb.backward[j];
+    total += 2.0 * static_cast<double>(stages - 1) * transfer_time(problem, i);
+  }
+  require(std::isfinite(total), "schedule: the ops and transfers of the ", problem.micro_batches.size(),
+          " micro-batches take ", total, " s in all (overflow)");
+  for (std::size_t i = 0; i < problem.micro_batches.size(); ++i) {
+    const MicroBatchCost& mb = problem.micro_batches[i];
+    for (std::size_t j = 0; j < stages; ++j) {
+      const bool forward = mb.forward[j] <= mb.backward[j];
+      const double op = forward ? mb.forward[j] : mb.backward[j];
+      require(op >= time_resolution * total, "schedule: micro-batch ", i, forward ? " forward[" : " backward[", j,
+              "] = ", sluice::detail::shortest(op), " s is below 2^-40 of the ", sluice::detail::shortest(total),
+              " s all ops and transfers take: a simulated timeline cannot resolve it");
     }
   }
 }

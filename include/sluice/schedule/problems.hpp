@@ -84,7 +84,12 @@ inline Problem problem_for(const assign::PipelinePlan& pipeline, const cost::Sch
                           " has no micro-batches");
   const cost::LinearMemory& memory = *scheme.memory;
   const int stages = scheme.scheme.pp();
-  Problem problem = detail::empty_problem(stages, memory.budget_bytes() - memory.fixed_bytes(), options);
+  // A stated MaxLen may outlive a memory model in which not even the model states fit.
+  const double activation_budget = memory.budget_bytes() - memory.fixed_bytes();
+  sluice::detail::require(activation_budget > 0, "schedule problem: scheme ", scheme.scheme.name(),
+                          " leaves no memory for activations (model states ", memory.fixed_bytes(), " bytes, budget ",
+                          memory.budget_bytes(), " bytes)");
+  Problem problem = detail::empty_problem(stages, activation_budget, options);
   const double bytes_per_token = memory.bytes_per_token() / stages;
   for (const assign::MicroBatch& mb : pipeline.micro_batches)
     problem.micro_batches.push_back(detail::uniform_micro_batch(
