@@ -40,6 +40,16 @@ struct SchemeCost {
   std::optional<LinearMemory> memory;
 };
 
+// The range a usable scheme's latency must stay in, so that every time a planner derives from it is finite and
+// positive: T(1) = a + b + c at least min_stage_seconds (a nanosecond: no step of a GPU is shorter; a kernel
+// launch alone takes microseconds), and T(max(MaxLen, 1)) at most max_stage_seconds (about 11.6 days for one
+// sequence on one stage). T is non-decreasing in l (a, b, c >= 0), so these two ends bound the whole usable
+// range; T'(l) = a·l² + b·l and c may each be 0. Any two stage times then differ by at most 1e15, inside a
+// double's resolution; a simulated timeline too long to resolve its shortest op is refused by
+// schedule::require_problem.
+inline constexpr double min_stage_seconds = 1e-9;
+inline constexpr double max_stage_seconds = 1e6;
+
 struct ModelInfo {
   std::string name;
   int layers = 0;
@@ -145,6 +155,16 @@ private:
       cost.memory = spec_.memory->for_scheme(entry.scheme, spec_.gpus);
     cost.max_len = entry.max_len ? *entry.max_len : cost.memory->max_len();
     cost.util_len = entry.util_len ? *entry.util_len : entry.latency.util_len(spec_.util_threshold);
+    using detail::shortest;
+    const QuadraticLatency& t = entry.latency;
+    const std::string coefficients =
+        "(a = " + shortest(t.a()) + ", b = " + shortest(t.b()) + ", c = " + shortest(t.c()) + ")";
+    detail::require(t(1) >= min_stage_seconds, "latency T(1) = a + b + c = ", shortest(t(1)), " s is below ",
+                    shortest(min_stage_seconds), " s ", coefficients);
+    const std::int64_t longest = std::max<std::int64_t>(cost.max_len, 1);
+    detail::require(t(longest) <= max_stage_seconds, "latency T(max_len = ", longest, ") = ", shortest(t(longest)),
+                    " s is above ", shortest(max_stage_seconds), " s ", coefficients,
+                    ": the coefficients or max_len are out of range");
     return cost;
   }
 

@@ -25,7 +25,10 @@ class StagedFile {
 public:
   StagedFile(std::filesystem::path target, std::string_view text) : target_(std::move(target)) {
     const std::filesystem::path directory = target_.has_parent_path() ? target_.parent_path() : ".";
-    std::string name = (directory / ("." + target_.filename().string() + ".sluice-XXXXXX")).string();
+    std::string hidden(".");  // appended, not `"." + name`: GCC 12 warns (-Wrestrict) on that falsely
+    hidden += target_.filename().string();
+    hidden += ".sluice-XXXXXX";
+    std::string name = (directory / hidden).string();
     const int fd = ::mkstemp(name.data());
     if (fd < 0) fail("cannot open file for writing");
     temporary_ = name;
