@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -109,6 +110,208 @@ bool authors_thinning_feasible(std::span<const Sample> ordered, const QuadraticS
   return std::ranges::any_of(kept, [&](double t) { return t >= needed; });
 }
 
+// The dense DP this library used before the band, kept verbatim as the oracle: an n×n run table, and one DP
+// pass per tmax candidate in ascending order until the bound stops the search. The banded DP must return
+// exactly its partition, objective bits included.
+namespace dense {
+
+class RunTable {
+public:
+  template <class Model>
+  RunTable(std::span<const Sample> ordered, const Model& model, Layout layout, double memory_limit)
+      : n_(ordered.size()), time_(n_ * n_), reach_(n_) {
+    for (std::size_t e = 0; e < n_; ++e) {
+      std::int64_t max_input = 0;
+      std::int64_t max_target = 0;
+      std::int64_t sum_input = 0;
+      std::int64_t sum_target = 0;
+      std::size_t k = 0;
+      for (; k <= e; ++k) {
+        const Sample& sample = ordered[e - k];
+        max_input = std::max(max_input, sample.input);
+        max_target = std::max(max_target, sample.target);
+        sum_input += sample.input;
+        sum_target += sample.target;
+        const Shape shape = microbatch::detail::run_shape(layout, static_cast<std::int64_t>(k + 1), max_input,
+                                                          max_target, sum_input, sum_target);
+        const double bytes = microbatch::detail::checked_cost(static_cast<double>(model.bytes(shape)), "bytes", shape);
+        const double seconds =
+            microbatch::detail::checked_cost(static_cast<double>(model.seconds(shape)), "seconds", shape);
+        if (bytes > memory_limit || seconds == inf) break;
+        time_[e * n_ + k] = seconds;
+      }
+      reach_[e] = k;
+    }
+  }
+
+  [[nodiscard]] std::size_t size() const noexcept { return n_; }
+  [[nodiscard]] std::size_t reach(std::size_t e) const noexcept { return reach_[e]; }
+  [[nodiscard]] double time(std::size_t e, std::size_t k) const noexcept { return time_[e * n_ + k]; }
+  [[nodiscard]] const double* row(std::size_t e) const noexcept { return time_.data() + e * n_; }
+  [[nodiscard]] std::size_t first_unfit() const noexcept {
+    for (std::size_t e = 0; e < n_; ++e)
+      if (reach_[e] == 0) return e;
+    return n_;
+  }
+
+private:
+  std::size_t n_;
+  std::vector<double> time_;
+  std::vector<std::size_t> reach_;
+};
+
+class PartitionDp {
+public:
+  explicit PartitionDp(const RunTable& table) : table_(table), f_(table.size() + 1), run_(table.size() + 1) {}
+
+  std::pair<double, double> solve(double tmax) noexcept {
+    const std::size_t n = table_.size();
+    f_[0] = 0;
+    for (std::size_t e = 1; e <= n; ++e) {
+      const double* row = table_.row(e - 1);
+      const std::size_t reach = table_.reach(e - 1);
+      double best = inf;
+      std::size_t length = 0;
+      for (std::size_t k = 0; k < reach; ++k) {
+        const double t = row[k];
+        if (t > tmax) break;
+        const double value = f_[e - 1 - k] + t;
+        if (value < best) {
+          best = value;
+          length = k + 1;
+        }
+      }
+      f_[e] = best;
+      run_[e] = length;
+    }
+    if (f_[n] == inf) return {inf, inf};
+    double slowest = 0;
+    for (std::size_t e = n; e > 0; e -= run_[e]) slowest = std::max(slowest, table_.time(e - 1, run_[e] - 1));
+    return {f_[n], slowest};
+  }
+
+  [[nodiscard]] const std::vector<std::size_t>& runs() const noexcept { return run_; }
+
+private:
+  const RunTable& table_;
+  std::vector<double> f_;
+  std::vector<std::size_t> run_;
+};
+
+std::vector<double> tmax_candidates(const RunTable& table, double lo, double hi, double interval) {
+  std::vector<double> values;
+  for (std::size_t e = 0; e < table.size(); ++e)
+    for (std::size_t k = 0; k < table.reach(e); ++k) {
+      const double t = table.time(e, k);
+      if (t > lo && t < hi) values.push_back(t);
+    }
+  std::ranges::sort(values);
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  if (interval == 0) return values;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < values.size();) {
+    std::size_t j = i;
+    while (j + 1 < values.size() && values[j + 1] <= values[i] + interval) ++j;
+    values[kept++] = values[j];
+    i = j + 1;
+  }
+  values.resize(kept);
+  return values;
+}
+
+template <class Model>
+Partition build_partition(std::span<const Sample> ordered, const Model& model, Layout layout,
+                          const std::vector<std::size_t>& runs, const RunTable& table, int stages, int replicas) {
+  std::vector<std::size_t> ends;
+  for (std::size_t e = ordered.size(); e > 0; e -= runs[e]) ends.push_back(e);
+  std::ranges::reverse(ends);
+  Partition partition{layout, {}, 0, 0};
+  std::size_t start = 0;
+  for (const std::size_t end : ends) {
+    MicroBatch micro_batch;
+    std::int64_t max_input = 0;
+    std::int64_t max_target = 0;
+    std::int64_t sum_input = 0;
+    std::int64_t sum_target = 0;
+    for (std::size_t i = start; i < end; ++i) {
+      micro_batch.sample_ids.push_back(ordered[i].id);
+      max_input = std::max(max_input, ordered[i].input);
+      max_target = std::max(max_target, ordered[i].target);
+      sum_input += ordered[i].input;
+      sum_target += ordered[i].target;
+    }
+    const auto count = static_cast<std::int64_t>(end - start);
+    micro_batch.row_sizes =
+        layout == Layout::packed ? std::vector<std::int64_t>{count} : std::vector<std::int64_t>(end - start, 1);
+    micro_batch.shape = microbatch::detail::run_shape(layout, count, max_input, max_target, sum_input, sum_target);
+    micro_batch.seconds = table.time(end - 1, end - start - 1);
+    micro_batch.bytes = static_cast<double>(model.bytes(micro_batch.shape));
+    partition.micro_batches.push_back(std::move(micro_batch));
+    start = end;
+  }
+  partition.objective = partition_objective(partition.micro_batches, stages, replicas);
+  return partition;
+}
+
+// One cost model; raises sluice::infeasible when a sample does not fit alone.
+template <class Model>
+Partition partition(std::span<const Sample> ordered, const Model& model, const PartitionOptions& options) {
+  const RunTable table(ordered, model, options.layout, options.memory_limit);
+  if (table.first_unfit() != table.size()) throw sluice::infeasible("dense: a sample does not fit alone");
+  const double c1 = options.stages - 1;
+  const double d = options.replicas;
+  PartitionDp dp(table);
+  const auto [sum_free, max_free] = dp.solve(inf);
+  std::vector<std::size_t> best_runs = dp.runs();
+  double best = c1 * max_free + sum_free / d;
+  if (options.stages > 1) {
+    double lo = 0;
+    for (std::size_t e = 0; e < table.size(); ++e) lo = std::max(lo, table.time(e, 0));
+    auto consider = [&](double tmax) {
+      const auto [sum, slowest] = dp.solve(tmax);
+      const double objective = c1 * slowest + sum / d;
+      if (objective < best) {
+        best = objective;
+        best_runs = dp.runs();
+      }
+    };
+    consider(lo);
+    const double hi = (best - sum_free / d) / c1;
+    for (const double tmax : tmax_candidates(table, lo, hi, options.tmax_interval)) {
+      if (c1 * tmax + sum_free / d >= best) break;
+      consider(tmax);
+    }
+  }
+  return build_partition(ordered, model, options.layout, best_runs, table, options.stages, options.replicas);
+}
+
+}  // namespace dense
+
+// A profiled-grid stage cost (rows × length) with random values: monotone (running sums of positive steps) or
+// noisy (rows of a run then sometimes get faster as it grows, which the tmax search's bounds must allow for).
+GridStageCost<2> random_grid(Rng& rng, bool monotone) {
+  const std::vector<double> rows = {1, 2, 4, 8, 16, 32, 64};
+  const std::vector<double> lengths = {16, 64, 256, 1024, 4096};
+  std::vector<double> time(rows.size() * lengths.size());
+  std::vector<double> memory(time.size());
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    for (std::size_t l = 0; l < lengths.size(); ++l) {
+      const std::size_t i = r * lengths.size() + l;
+      const double base = rows[r] * lengths[l] * 1e-5 + 0.01;
+      time[i] = monotone ? base * (1 + 0.1 * rng.uniform()) : base * (0.5 + rng.uniform());
+      memory[i] = rows[r] * lengths[l];
+    }
+  // Monotone: each value at least its lower neighbours in both axes.
+  if (monotone)
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      for (std::size_t l = 0; l < lengths.size(); ++l) {
+        const std::size_t i = r * lengths.size() + l;
+        if (r > 0) time[i] = std::max(time[i], time[i - lengths.size()]);
+        if (l > 0) time[i] = std::max(time[i], time[i - 1]);
+      }
+  return GridStageCost<2>(cost::GridCostModel<2>{cost::RectilinearGrid<2>({rows, lengths}, time),
+                                                 cost::RectilinearGrid<2>({rows, lengths}, memory)});
+}
 }  // namespace
 
 TEST_CASE("orderings: length, (input, target) and a 2-opt-optimal open path") {
@@ -143,39 +346,151 @@ TEST_CASE("partition DP equals brute force over all cuts of <= 10 ordered sample
   Rng rng(11);
   int instances = 0;
   int infeasible_cases = 0;
-  for (int trial = 0; trial < 600; ++trial) {
+  int on_grids = 0;
+  for (int trial = 0; trial < 1200; ++trial) {
     const std::size_t n = 1 + static_cast<std::size_t>(rng.below(10));
     const bool encoder_decoder = rng.below(3) == 0;
     const auto ordering = encoder_decoder ? (rng.below(2) == 0 ? Ordering::path : Ordering::input_target)
                                           : Ordering::length;
-    const auto ordered = order_samples(random_samples(rng, n, encoder_decoder, 2000), ordering);
-    const QuadraticStageCost model = random_model(rng);
+    const bool grid = rng.below(3) == 0;
+    const auto ordered = order_samples(random_samples(rng, n, encoder_decoder, grid ? 1500 : 2000), ordering);
     PartitionOptions options;
     options.stages = 1 + static_cast<int>(rng.below(6));
     options.replicas = 1 + static_cast<int>(rng.below(4));
     options.layout = rng.below(3) == 0 ? Layout::packed : Layout::padded;
     options.memory_limit = rng.below(4) == 0 ? inf : 500.0 + rng.uniform() * 8000.0;
     options.tmax_interval = 0;
-    const double expected = brute_force(std::span<const Sample>(ordered), model, options);
-    const PartitionContext context{options.stages, options.replicas, options.memory_limit};
-    if (expected == inf) {
-      CHECK_THROWS_AS(partition(std::span<const Sample>(ordered), model, options), sluice::infeasible);
-      ++infeasible_cases;
-      continue;
+    const double thinning = rng.uniform() * 0.2;
+    auto check_model = [&](const auto& model) {
+      const double expected = brute_force(std::span<const Sample>(ordered), model, options);
+      const PartitionContext context{options.stages, options.replicas, options.memory_limit};
+      if (expected == inf) {
+        CHECK_THROWS_AS(partition(std::span<const Sample>(ordered), model, options), sluice::infeasible);
+        ++infeasible_cases;
+        return;
+      }
+      const Partition exact = partition(std::span<const Sample>(ordered), model, options);
+      validate(exact, std::span<const Sample>(ordered), model, context);
+      CHECK(close(exact.objective, expected));
+      CHECK(exact == dense::partition(std::span<const Sample>(ordered), model, options));
+      // Thinned: never infeasible, and within (c − 1)·interval of the exact objective.
+      PartitionOptions thinned_options = options;
+      thinned_options.tmax_interval = thinning;
+      const Partition thinned = partition(std::span<const Sample>(ordered), model, thinned_options);
+      validate(thinned, std::span<const Sample>(ordered), model, context);
+      CHECK(thinned.objective >= exact.objective * (1 - 1e-12));
+      CHECK(thinned.objective <= exact.objective + (options.stages - 1) * thinning + 1e-12);
+      CHECK(thinned == dense::partition(std::span<const Sample>(ordered), model, thinned_options));
+      ++instances;
+    };
+    if (grid) {
+      check_model(random_grid(rng, true));
+      ++on_grids;
+    } else {
+      check_model(random_model(rng));
     }
-    const Partition exact = partition(std::span<const Sample>(ordered), model, options);
-    validate(exact, std::span<const Sample>(ordered), model, context);
-    CHECK(close(exact.objective, expected));
-    // Thinned: never infeasible, and within (c − 1)·interval of the exact objective.
-    options.tmax_interval = rng.uniform() * 0.2;
-    const Partition thinned = partition(std::span<const Sample>(ordered), model, options);
-    validate(thinned, std::span<const Sample>(ordered), model, context);
-    CHECK(thinned.objective >= exact.objective * (1 - 1e-12));
-    CHECK(thinned.objective <= exact.objective + (options.stages - 1) * options.tmax_interval + 1e-12);
-    ++instances;
   }
-  MESSAGE("DP = brute force on ", instances, " feasible instances; ", infeasible_cases, " infeasible ones raised");
-  CHECK(instances > 300);
+  MESSAGE("DP = brute force on ", instances, " feasible instances (", on_grids, " on profiled grids); ",
+          infeasible_cases, " infeasible ones raised");
+  CHECK(instances > 600);
+}
+
+TEST_CASE("banded DP = the dense DP it replaced, bit for bit, on seeded random batches") {
+#ifdef NDEBUG
+  const int trials = 1500;
+#else
+  const int trials = 250;
+#endif
+  Rng rng(29);
+  int compared = 0;
+  int infeasible_cases = 0;
+  int noisy = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    const std::size_t n = 1 + static_cast<std::size_t>(rng.below(rng.below(4) == 0 ? 400 : 120));
+    // 0-1 quadratic, 2 the 7B-like one, 3 grid, 4 noisy grid, 5 one time for every run (all candidates tie)
+    const int kind = static_cast<int>(rng.below(6));
+    const bool encoder_decoder = kind < 2 && rng.below(3) == 0;
+    const std::int64_t longest = kind >= 3 ? 1500 : 1 + static_cast<std::int64_t>(rng.below(4) == 0 ? 8192 : 600);
+    const auto ordering = encoder_decoder ? (rng.below(2) == 0 ? Ordering::path : Ordering::input_target)
+                                          : Ordering::length;
+    auto samples = random_samples(rng, n, encoder_decoder, longest);
+    if (rng.below(4) == 0)
+      for (Sample& sample : samples) sample.input = 1 + sample.input % 4;  // many equal run times
+    const auto ordered = rng.below(5) == 0 ? samples : order_samples(samples, ordering);
+    PartitionOptions options;
+    options.stages = 1 + static_cast<int>(rng.below(8));
+    options.replicas = 1 + static_cast<int>(rng.below(4));
+    options.layout = rng.below(3) == 0 ? Layout::packed : Layout::padded;
+    const double per_run = kind >= 3 ? 1024.0 : static_cast<double>(longest);
+    options.memory_limit = rng.below(4) == 0 ? inf : per_run * (0.5 + rng.uniform() * 20.0);
+    const int interval = static_cast<int>(rng.below(4));
+    options.tmax_interval = interval == 0   ? 0.0
+                            : interval == 1 ? 5e-6
+                            : interval == 2 ? rng.uniform() * 0.05
+                                            : rng.uniform() * 2;
+    auto compare = [&](const auto& model) {
+      Partition banded;
+      Partition oracle;
+      bool banded_fits = true;
+      bool oracle_fits = true;
+      try {
+        banded = partition(std::span<const Sample>(ordered), model, options);
+      } catch (const sluice::infeasible&) {
+        banded_fits = false;
+      }
+      try {
+        oracle = dense::partition(std::span<const Sample>(ordered), model, options);
+      } catch (const sluice::infeasible&) {
+        oracle_fits = false;
+      }
+      REQUIRE(banded_fits == oracle_fits);
+      if (!banded_fits) {
+        ++infeasible_cases;
+        return;
+      }
+      CHECK(banded == oracle);
+      CHECK(std::bit_cast<std::uint64_t>(banded.objective) == std::bit_cast<std::uint64_t>(oracle.objective));
+      ++compared;
+    };
+    if (kind <= 1) {
+      compare(random_model(rng));
+    } else if (kind == 2) {
+      compare(QuadraticStageCost(cost::QuadraticLatency(9.555e-10, 4.552e-05, 0.01427), 1.0));
+    } else if (kind == 5) {
+      compare(ConstantCost{0.01 + rng.uniform(), 1});
+    } else {
+      noisy += kind == 4 ? 1 : 0;
+      compare(random_grid(rng, kind == 3));
+    }
+  }
+  MESSAGE("banded = dense on ", compared, " batches (", noisy, " with noisy grid times); ", infeasible_cases,
+          " infeasible on both");
+  CHECK(compared > trials / 2);
+}
+
+TEST_CASE("the run table is a band: large batches of short samples fit, past max_run_table_cells refused") {
+  // 30,000 samples of 1-8 tokens, at most 64 tokens per micro-batch: the band is at most 64 runs wide, where the
+  // dense table had 30,000² cells (7.2 GB).
+  Rng rng(31);
+  std::vector<Sample> samples;
+  for (std::int64_t i = 0; i < 30'000; ++i) samples.push_back({i, rng.uniform_int(1, 8), 0});
+  const QuadraticStageCost model(cost::QuadraticLatency(9.555e-10, 4.552e-05, 0.01427), 1.0);
+  const auto ordered = order_samples(samples, Ordering::length);
+  const PartitionOptions options{.stages = 4, .replicas = 2, .memory_limit = 64};
+  const Partition result = partition(std::span<const Sample>(ordered), model, options);
+  validate(result, std::span<const Sample>(ordered), model, PartitionContext{4, 2, 64});
+  CHECK(std::ranges::all_of(result.micro_batches,
+                            [](const MicroBatch& mb) { return mb.shape.rows * mb.shape.input <= 64; }));
+  MESSAGE("30,000 samples of 1-8 tokens: ", result.micro_batches.size(), " micro-batches, objective ",
+          result.objective);
+  // Without a memory limit every prefix is a feasible run: 9,000 samples need 9,000 · 9,001 / 2 > 2^25 cells.
+  std::vector<Sample> unlimited(samples.begin(), samples.begin() + 9'000);
+  try {
+    (void)partition(std::span<const Sample>(unlimited), model, PartitionOptions{.stages = 4});
+    FAIL("no exception for 9,000 samples without a memory limit");
+  } catch (const sluice::invalid_input& error) {
+    CHECK_MESSAGE(std::string(error.what()).find("max_run_table_cells") != std::string::npos, error.what());
+  }
 }
 
 TEST_CASE("thinned tmax vs exact on random mini-batches: within (c - 1) * interval") {
