@@ -194,6 +194,16 @@ TEST_CASE("memory: a scheme that cannot hold its states has MaxLen 0") {
   CHECK(LinearMemory(10, 1, 5, 1).max_len() == 0);
 }
 
+TEST_CASE("memory: MaxLen stops at 2^52 tokens whatever the granularity") {
+  // Found by fuzzing under UBSan: 2^52 blocks of 4096 tokens overflowed int64.
+  constexpr std::int64_t most = std::int64_t{1} << 52;
+  CHECK(LinearMemory(0, 1e-300, 1e10, 4096).max_len() == most);
+  CHECK(LinearMemory(0, 1e-300, 1e10, 3).max_len() == most / 3 * 3);
+  CHECK(LinearMemory(0, 1e-300, 1e10, most).max_len() == most);
+  CHECK_THROWS_WITH_AS(LinearMemory(0, 1, 10, most + 1), doctest::Contains("granularity must be in [1, 2^52]"),
+                       invalid_input);
+}
+
 TEST_CASE("memory: bad input") {
   auto spec = tiny_spec();
   CHECK_THROWS_WITH_AS(spec.for_scheme(Scheme(4, 1), 8), doctest::Contains("no activation constant A for tp 4"),

@@ -13,9 +13,13 @@
 namespace sluice::cost {
 
 // Peak memory fixed_bytes + bytes_per_token·l against budget_bytes; MaxLen is the longest length that
-// fits, rounded down to `granularity` (kernels and allocators work in blocks, so do the planners).
+// fits, rounded down to `granularity` (kernels and allocators work in blocks, so do the planners), and at most
+// max_tokens.
 class LinearMemory {
 public:
+  // 2^52: every count of tokens up to it is exact in a double, and far beyond any sequence.
+  static constexpr std::int64_t max_tokens = std::int64_t{1} << 52;
+
   LinearMemory(double fixed_bytes, double bytes_per_token, double budget_bytes, std::int64_t granularity)
       : fixed_(fixed_bytes), per_token_(bytes_per_token), budget_(budget_bytes), granularity_(granularity) {
     detail::require(std::isfinite(fixed_bytes) && fixed_bytes >= 0,
@@ -24,7 +28,8 @@ public:
                     "memory: bytes per token must be finite and > 0, got ", bytes_per_token);
     detail::require(std::isfinite(budget_bytes) && budget_bytes >= 0,
                     "memory: budget must be finite and >= 0, got ", budget_bytes);
-    detail::require(granularity >= 1, "memory: granularity must be >= 1, got ", granularity);
+    detail::require(granularity >= 1 && granularity <= max_tokens, "memory: granularity must be in [1, 2^52], got ",
+                    granularity);
   }
 
   [[nodiscard]] double fixed_bytes() const noexcept { return fixed_; }
@@ -40,10 +45,8 @@ public:
   [[nodiscard]] std::int64_t max_len() const noexcept {
     const double tokens = (budget_ - fixed_) / per_token_;
     if (!(tokens >= static_cast<double>(granularity_))) return 0;
-    // At most 2^52 blocks (exact in a double), and never more than an int64 holds for a huge granularity.
-    const auto most_blocks = static_cast<double>(std::numeric_limits<std::int64_t>::max() / granularity_);
-    const double blocks = std::min({std::floor(tokens / static_cast<double>(granularity_)), 0x1p52, most_blocks});
-    return static_cast<std::int64_t>(blocks) * granularity_;
+    const double blocks = std::floor(tokens / static_cast<double>(granularity_));
+    return static_cast<std::int64_t>(std::min(blocks, static_cast<double>(max_tokens / granularity_))) * granularity_;
   }
 
   friend bool operator==(const LinearMemory&, const LinearMemory&) = default;
@@ -94,7 +97,8 @@ struct TransformerMemorySpec {
                     "memory model: context overhead must be finite and >= 0, got ", context_overhead_bytes);
     detail::require(std::isfinite(safety_margin_bytes) && safety_margin_bytes >= 0,
                     "memory model: safety margin must be finite and >= 0, got ", safety_margin_bytes);
-    detail::require(granularity >= 1, "memory model: granularity must be >= 1, got ", granularity);
+    detail::require(granularity >= 1 && granularity <= LinearMemory::max_tokens,
+                    "memory model: granularity must be in [1, 2^52], got ", granularity);
   }
 
   [[nodiscard]] double activation_constant(int tp) const {

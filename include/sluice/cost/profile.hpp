@@ -157,14 +157,16 @@ private:
     cost.util_len = entry.util_len ? *entry.util_len : entry.latency.util_len(spec_.util_threshold);
     using detail::shortest;
     const QuadraticLatency& t = entry.latency;
-    const std::string coefficients =
-        "(a = " + shortest(t.a()) + ", b = " + shortest(t.b()) + ", c = " + shortest(t.c()) + ")";
-    detail::require(t(1) >= min_stage_seconds, "latency T(1) = a + b + c = ", shortest(t(1)), " s is below ",
-                    shortest(min_stage_seconds), " s ", coefficients);
+    auto coefficients = [&t] {
+      return "(a = " + shortest(t.a()) + ", b = " + shortest(t.b()) + ", c = " + shortest(t.c()) + ")";
+    };
+    if (!(t(1) >= min_stage_seconds))
+      detail::fail("latency T(1) = a + b + c = ", shortest(t(1)), " s is below ", shortest(min_stage_seconds), " s ",
+                   coefficients());
     const std::int64_t longest = std::max<std::int64_t>(cost.max_len, 1);
-    detail::require(t(longest) <= max_stage_seconds, "latency T(max_len = ", longest, ") = ", shortest(t(longest)),
-                    " s is above ", shortest(max_stage_seconds), " s ", coefficients,
-                    ": the coefficients or max_len are out of range");
+    if (!(t(longest) <= max_stage_seconds))
+      detail::fail("latency T(max_len = ", longest, ") = ", shortest(t(longest)), " s is above ",
+                   shortest(max_stage_seconds), " s ", coefficients(), ": the coefficients or max_len are out of range");
     return cost;
   }
 

@@ -43,14 +43,15 @@ struct Link {
 // Raises invalid_input unless latency is in [0, max_latency] s and bandwidth in [min_bandwidth, max_bandwidth]
 // bytes/s or +inf.
 inline void validate(const Link& link) {
+  // The messages are formatted only on failure: simulate() checks its link on every call.
   using sluice::detail::shortest;
-  sluice::detail::require(link.latency >= 0 && link.latency <= Link::max_latency,
-                          "schedule: link latency must be in [0, ", shortest(Link::max_latency), "] s, got ",
-                          shortest(link.latency));
-  sluice::detail::require((link.bandwidth >= Link::min_bandwidth && link.bandwidth <= Link::max_bandwidth) ||
-                              link.bandwidth == std::numeric_limits<double>::infinity(),
-                          "schedule: link bandwidth must be in [", shortest(Link::min_bandwidth), ", ",
-                          shortest(Link::max_bandwidth), "] bytes/s or +inf, got ", shortest(link.bandwidth));
+  if (!(link.latency >= 0 && link.latency <= Link::max_latency))
+    sluice::detail::fail("schedule: link latency must be in [0, ", shortest(Link::max_latency), "] s, got ",
+                         shortest(link.latency));
+  if (!((link.bandwidth >= Link::min_bandwidth && link.bandwidth <= Link::max_bandwidth) ||
+        link.bandwidth == std::numeric_limits<double>::infinity()))
+    sluice::detail::fail("schedule: link bandwidth must be in [", shortest(Link::min_bandwidth), ", ",
+                         shortest(Link::max_bandwidth), "] bytes/s or +inf, got ", shortest(link.bandwidth));
 }
 
 // One pipeline's scheduling problem. memory_limit[j] is the activation budget of stage j in bytes (+inf for
@@ -218,9 +219,11 @@ inline void require_problem(const Problem& problem) {
     for (std::size_t j = 0; j < stages; ++j) {
       const bool forward = mb.forward[j] <= mb.backward[j];
       const double op = forward ? mb.forward[j] : mb.backward[j];
-      require(op >= time_resolution * total, "schedule: micro-batch ", i, forward ? " forward[" : " backward[", j,
-              "] = ", sluice::detail::shortest(op), " s is below 2^-40 of the ", sluice::detail::shortest(total),
-              " s all ops and transfers take: a simulated timeline cannot resolve it");
+      if (op < time_resolution * total)
+        sluice::detail::fail("schedule: micro-batch ", i, forward ? " forward[" : " backward[", j, "] = ",
+                             sluice::detail::shortest(op), " s is below 2^-40 of the ",
+                             sluice::detail::shortest(total),
+                             " s all ops and transfers take: a simulated timeline cannot resolve it");
     }
   }
 }
