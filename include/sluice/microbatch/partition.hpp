@@ -294,8 +294,8 @@ inline TmaxCandidates tmax_candidates(const RunTable& table, double lo, double h
 //   - Σ t is non-increasing in tmax, and a candidate whose partition is not its predecessor's has needed, so
 //     slowest up to dip(), above that predecessor: in a gap below a probed candidate b, the objective of a new
 //     partition is at least c1·(first time above the predecessor − dip) + f(b)/|D|.
-// A gap whose bound cannot beat the best position found is dropped, others are probed in the middle. Passes:
-// at most one per candidate, in practice a few dozen to a few hundred (docs/microbatch.md).
+// A gap whose bound cannot beat the best position found is dropped, others are probed at their middle time.
+// Passes: at most one per candidate; 3 to ~150 on the batches measured in docs/microbatch.md.
 class TmaxSearch {
 public:
   TmaxSearch(const RunTable& table, PartitionDp& dp, double lo, double c1, double d, double interval)
