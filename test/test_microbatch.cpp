@@ -483,6 +483,13 @@ TEST_CASE("the run table is a band: large batches of short samples fit, past max
                             [](const MicroBatch& mb) { return mb.shape.rows * mb.shape.input <= 64; }));
   MESSAGE("30,000 samples of 1-8 tokens: ", result.micro_batches.size(), " micro-batches, objective ",
           result.objective);
+  // A profiled grid forbids more than 4 rows: without a memory limit the band is still 4 wide.
+  cost::RectilinearGrid<2> time({std::vector<double>{1, 4}, std::vector<double>{32, 128}}, {1, 2, 4, 8});
+  cost::RectilinearGrid<2> memory({std::vector<double>{1, 4}, std::vector<double>{32, 128}}, {1, 4, 4, 16});
+  const GridStageCost<2> grid(cost::GridCostModel<2>{time, memory});
+  std::vector<Sample> gridded(samples.begin(), samples.begin() + 20'000);
+  const Partition on_grid = partition(std::span<const Sample>(gridded), grid, PartitionOptions{.stages = 4});
+  validate(on_grid, std::span<const Sample>(gridded), grid, PartitionContext{4, 1, inf});
   // Without a memory limit every prefix is a feasible run: 9,000 samples need 9,000 · 9,001 / 2 > 2^25 cells.
   std::vector<Sample> unlimited(samples.begin(), samples.begin() + 9'000);
   try {

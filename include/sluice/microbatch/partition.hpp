@@ -93,15 +93,17 @@ public:
       sluice::detail::fail("partition: ", n_, " samples exceed max_run_table_cells (", max_run_table_cells,
                            " run-table cells, at least one per sample)");
     offset_.assign(n_ + 1, 0);
-    // Memory alone bounds a row (a time can only end it sooner), so the size is known, and refused, before
-    // allocating: offset_[e + 1] holds row e's runs that fit, up to the first over the limit or with bytes that
-    // the checks below reject.
+    // Memory bounds a row (a time can only end it sooner), so the size is known, and refused, before
+    // allocating: offset_[e + 1] holds row e's runs that fit, up to the first over the limit, with bytes that
+    // the checks below reject, or forbidden (+inf bytes, and then +inf seconds, under an infinite limit).
     std::size_t cells = 0;
     std::size_t longest = 0;
     for (std::size_t e = 0; e < n_; ++e) {
       const std::size_t fit = extend(ordered, layout, e, [&](const Shape& shape, std::size_t) {
+        constexpr double inf = std::numeric_limits<double>::infinity();
         const auto bytes = static_cast<double>(model.bytes(shape));
-        return bytes >= 0 && bytes <= memory_limit;
+        return bytes >= 0 && bytes <= memory_limit &&
+               !(bytes == inf && static_cast<double>(model.seconds(shape)) == inf);
       });
       offset_[e + 1] = fit;
       longest = std::max(longest, fit);
@@ -292,8 +294,8 @@ inline TmaxCandidates tmax_candidates(const RunTable& table, double lo, double h
 //   - Σ t is non-increasing in tmax, and a candidate whose partition is not its predecessor's has needed, so
 //     slowest up to dip(), above that predecessor: in a gap below a probed candidate b, the objective of a new
 //     partition is at least c1·(first time above the predecessor − dip) + f(b)/|D|.
-// A gap whose bound cannot beat the best position found is dropped, others are probed in the middle. Passes:
-// at most one per candidate, in practice a few dozen to a few hundred (docs/microbatch.md).
+// A gap whose bound cannot beat the best position found is dropped, others are probed at their middle time.
+// Passes: at most one per candidate; 3 to ~150 on the batches measured in docs/microbatch.md.
 class TmaxSearch {
 public:
   TmaxSearch(const RunTable& table, PartitionDp& dp, double lo, double c1, double d, double interval)
