@@ -484,18 +484,17 @@ TEST_CASE("JSON numbers: errors quote the value as written, not as converted") {
   CHECK(contains(read_error<search::ClusterSpec>(cluster, "/gpus", "1099511627776"),
                  "gpus must be a power of 2 in [1, 2^20], got 1099511627776"));
   CHECK(contains(read_error<search::ClusterSpec>(cluster, "/gpus", "1099511627776"), "doc.json: "));
-  // A huge GPU memory gives the longest MaxLen an int64 holds in whole blocks, never a wrapped one, whatever
-  // the granularity.
+  // A huge GPU memory gives a MaxLen capped at 2^52 tokens, never a wrapped one, whatever the granularity; no
+  // scheme runs that many tokens within the profile's time range, so the profile is refused naming the scheme.
   io::json profile = io::to_document(bundled("llama2-7b"));
   profile["memory"]["gpu_memory_bytes"] = 1e308;
   for (const std::int64_t granularity : {std::int64_t{128}, std::int64_t{1} << 40, std::int64_t{3}}) {
     CAPTURE(granularity);
     profile["memory"]["granularity"] = granularity;
-    const Profile huge = io::from_document<Profile>(profile, "huge.json");
-    for (const SchemeCost& scheme : huge.schemes()) {
-      CHECK(scheme.max_len > 0);
-      CHECK(scheme.max_len % granularity == 0);
-    }
+    const std::string error = read_error<Profile>(profile, "/name", "\"huge\"");
+    CHECK(contains(error, "profile huge: tp"));
+    CHECK(contains(error, "latency T(max_len = "));
+    CHECK_FALSE(contains(error, "max_len = -"));
   }
   // 2^31 − 1 layers: the per-stage layer count does not wrap to a negative memory.
   profile = io::to_document(bundled("llama2-7b"));
