@@ -124,7 +124,7 @@ TEST_CASE("cli: help and usage") {
   CHECK(help.out.find("--context") != std::string::npos);
   const auto bare = run_cli({});
   CHECK(bare.code == 2);
-  CHECK(bare.err.find("usage") != std::string::npos);
+  CHECK(bare.err.find("--help") != std::string::npos);
 }
 
 TEST_CASE("cli: bad input exits 2 with one line naming the problem") {
@@ -132,10 +132,10 @@ TEST_CASE("cli: bad input exits 2 with one line naming the problem") {
       {{"frobnicate"}, "unknown command 'frobnicate'"},
       {{"inspect", "--bogus"}, "unknown option --bogus"},
       {{"inspect", "--gpus"}, "--gpus needs a value"},
-      {{"inspect", "--gpus", "x"}, "--gpus: expected a positive integer, got 'x'"},
-      {{"inspect", "--gpus", "0"}, "--gpus: expected a positive integer"},
-      {{"inspect", "--context=-5"}, "--context: expected a positive integer"},
-      {{"inspect", "--bin-width", "12k"}, "--bin-width: expected a positive integer"},
+      {{"inspect", "--gpus", "x"}, "--gpus: expected an integer from 1 to 65536, got 'x'"},
+      {{"inspect", "--gpus", "0"}, "--gpus: expected an integer from 1 to"},
+      {{"inspect", "--context=-5"}, "--context: expected an integer from 1 to"},
+      {{"inspect", "--bin-width", "12k"}, "--bin-width: expected an integer from 1 to"},
       {{"inspect", "--json=yes"}, "--json takes no value"},
       {{"inspect", "--json", "--json"}, "given twice"},
       {{"inspect", "stray"}, "unexpected argument 'stray'"},
@@ -147,7 +147,7 @@ TEST_CASE("cli: bad input exits 2 with one line naming the problem") {
       {{"plan", "--strategies", "4*tp16pp1", "--gpus", "32"}, "needs 64 GPUs"},
       {{"plan", "--strategies", "4*tp16pp1", "--profile", "llama2-32b", "--tokens", "0"}, "--tokens"},
       {{"plan", "--strategies", "4**tp16pp1"}, "cannot parse"},
-      {{"plan", "--strategies", "4*tp16pp1", "--profile", "llama2-32b", "--seed", "-1"}, "--seed: expected an integer >= 0"},
+      {{"plan", "--strategies", "4*tp16pp1", "--profile", "llama2-32b", "--seed", "-1"}, "--seed: expected an integer from 0 to"},
   };
   sluice::test::check_bad_input(cases);
 }

@@ -72,8 +72,8 @@ TEST_CASE("cli: schedule help and bad input") {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "sluice_test_cli_schedule_bad";
   std::filesystem::create_directories(dir);
   const std::string lengths = (dir / "long.txt").string();
-  sluice::io::write_text_file(lengths, "10000000\n");
-  const std::string context = "10000000";
+  sluice::io::write_text_file(lengths, "1048576\n");
+  const std::string context = "1048576";
   cases.push_back({{"schedule", "--stages", "4", "--lengths", lengths, "--context", context}, "alone needs"});
   sluice::test::check_bad_input(cases);
   std::filesystem::remove_all(dir);
