@@ -40,11 +40,16 @@ inline void validate(const DispatchOptions& options) {
 namespace detail {
 
 // Eq. 2 as sluice uses it, for a non-empty pipeline j holding S_j (PP, c, MaxLen of its scheme):
-//   bound_j = Σ_{S_j} T'(l) + c·V_lo + (T'(max_{S_j} l) + c)·(PP − 1),   V_lo = max(1, ⌈tokens(S_j) / MaxLen⌉).
+//   bound_j = max( Σ_{S_j} T'(l) + c·V_lo + (T'(max_{S_j} l) + c)·(PP − 1),   (T'(max_{S_j} l) + c)·(PP − 1 + V_lo) ),
+//   V_lo = max(1, ⌈tokens(S_j) / MaxLen⌉).
 // It never exceeds the 1F1B estimate X·(PP − 1 + V) of any packing of S_j into V micro-batches, where X is
 // the slowest micro-batch: every micro-batch costs its Σ T' plus c, so X·V ≥ Σ_{S_j} T' + V·c ≥ Σ T' + V_lo·c
 // (a micro-batch holds at most MaxLen tokens, so V ≥ V_lo); and the micro-batch holding the longest sequence
-// costs at least T'(max l) + c, so X·(PP − 1) ≥ (T'(max l) + c)·(PP − 1). An empty pipeline costs 0.
+// costs at least T'(max l) + c, so X·(PP − 1) ≥ (T'(max l) + c)·(PP − 1), and X·(PP − 1 + V) is at least
+// (T'(max l) + c)·(PP − 1 + V_lo). An empty pipeline costs 0.
+// The second term is the step a pipeline takes when its tokens pass a multiple of MaxLen: the slowest
+// micro-batch is paid once more. Without it, a pipeline holding a sequence near MaxLen plus a little more
+// looks cheap here and doubles once packed. With V_lo = 1 it never exceeds the first term.
 // The paper's Eq. 2 charges c per sequence instead (T = T' + c); the authors' code drops it. Charging it per
 // micro-batch, as packing does, keeps the bound true and tight.
 struct DispatchGroup {
@@ -155,8 +160,9 @@ public:
   }
   [[nodiscard]] double bound_of(int g, double sum, std::int64_t micro_batches, double longest_time) const noexcept {
     const DispatchGroup& group = groups_[g];
-    return sum + group.overhead * static_cast<double>(micro_batches) +
-           group.pp_minus_1 * (longest_time + group.overhead);
+    const auto v = static_cast<double>(micro_batches);
+    return std::max(sum + group.overhead * v + group.pp_minus_1 * (longest_time + group.overhead),
+                    (longest_time + group.overhead) * (group.pp_minus_1 + v));
   }
 
   // Eq. 2 of every pipeline for an assignment, summing T' in batch order (the canonical value every
@@ -497,10 +503,11 @@ private:
 // bounds, and it is cheap to search:
 // - Pipelines of one group are interchangeable, so the empty ones are taken in index order and only the
 //   lowest-index empty pipeline of a group is evaluated.
-// - The non-empty pipelines of a group are kept sorted by bound; since new_j ≥ bound_j + T'(l), a group's
-//   scan stops at the first pipeline with bound_j + T'(l) above the best new bound found so far.
-// - Evaluating a pipeline is O(1): its state is the bound without the longest-sequence term (`base`),
-//   T' of its longest sequence and the tokens left in its last micro-batch (`room`).
+// - The non-empty pipelines of a group are kept sorted by bound; since new_j ≥ bound_j, a group's scan stops
+//   at the first pipeline whose bound is above the best new bound found so far.
+// - Evaluating a pipeline is O(1): its state is the first term of the bound without the longest-sequence
+//   term (`base`), T' of its longest sequence, its micro-batch count V_lo and the tokens left in its last
+//   micro-batch (`room`).
 // Random trials draw their order lazily (a forward Fisher–Yates, one step per placement). A trial is
 // abandoned once its running maximum reaches this worker's best: its objective can only be larger, or
 // equal with a larger trial index. The longest-first trial (index −1, LPT) runs first: it is usually the
@@ -553,9 +560,10 @@ private:
     int pipeline;
   };
   struct State {
-    double base;        // Σ T' + c·V + c·(PP − 1): the bound without (PP − 1)·T'(longest)
-    double longest;     // T' of the longest sequence
-    std::int64_t room;  // V·MaxLen − tokens
+    double base;                 // Σ T' + c·V + c·(PP − 1): the first term without (PP − 1)·T'(longest)
+    double longest;              // T' of the longest sequence
+    std::int64_t micro_batches;  // V_lo
+    std::int64_t room;           // V·MaxLen − tokens
   };
 
   // Runs one trial; false when abandoned. Trial −1 takes the longest-first order; the others put pinned
@@ -593,7 +601,7 @@ private:
     auto consider = [&](double value, int pipeline, int g, int position) {
       if (value < best || (value == best && pipeline < best_pipeline)) {
         best = value;
-        threshold = value + value * 1e-12;  // covers rounding in new_j ≥ bound_j + T'
+        threshold = value + value * 1e-12;  // covers rounding in new_j ≥ bound_j
         best_pipeline = pipeline;
         best_group = g;
         best_position = position;
@@ -607,10 +615,13 @@ private:
       if (used < group.count) consider(empty_bound(group, t), group.first + used, g, -1);
       const Entry* list = entries_.data() + group.first;
       for (int position = 0; position < used; ++position) {
-        if (list[position].bound + t > threshold) break;
+        if (list[position].bound > threshold) break;
         const State& state = states_[list[position].pipeline];
-        const double extra = length > state.room ? group.overhead : 0.0;
-        consider(state.base + t + extra + group.pp_minus_1 * std::max(state.longest, t), list[position].pipeline, g,
+        const bool new_micro_batch = length > state.room;
+        const double longest = std::max(state.longest, t);
+        const double sum_term = state.base + t + (new_micro_batch ? group.overhead : 0.0) + group.pp_minus_1 * longest;
+        const auto v = static_cast<double>(state.micro_batches + (new_micro_batch ? 1 : 0));
+        consider(std::max(sum_term, (longest + group.overhead) * (group.pp_minus_1 + v)), list[position].pipeline, g,
                  position);
       }
     }
@@ -621,12 +632,13 @@ private:
     State& state = states_[best_pipeline];
     int position = best_position;
     if (position < 0) {
-      state = {t + group.overhead + group.pp_minus_1 * group.overhead, t, group.max_len - length};
+      state = {t + group.overhead + group.pp_minus_1 * group.overhead, t, 1, group.max_len - length};
       position = used_[best_group]++;
       for (; position > 0 && list[position - 1].bound > best; --position) list[position] = list[position - 1];
     } else {
       const bool new_micro_batch = length > state.room;
       state.base = state.base + t + (new_micro_batch ? group.overhead : 0.0);
+      state.micro_batches += new_micro_batch ? 1 : 0;
       state.room += new_micro_batch ? group.max_len - length : -length;
       state.longest = std::max(state.longest, t);
       const int end = used_[best_group];
@@ -636,7 +648,8 @@ private:
     return best;
   }
 
-  // Written as the non-empty update computes it, so that the stored bound equals the evaluated one.
+  // Written as the non-empty update computes it, so that the stored bound equals the evaluated one. With one
+  // micro-batch the bound's second term never exceeds its first.
   static double empty_bound(const DispatchGroup& group, double t) noexcept {
     return t + group.overhead + group.pp_minus_1 * group.overhead + group.pp_minus_1 * t;
   }

@@ -31,9 +31,12 @@ struct ExactDispatch {
 //   Σ_{p < J_i} m_ip = 1                                       each sequence on one feasible pipeline
 //   m_ip ≤ v_p,   Σ_i l_i·m_ip ≤ MaxLen_p·v_p,   v_p ∈ ℤ≥0       v_p ≥ V_lo (0 exactly when p is empty)
 //   (T'_p(l_i) + c_p)·(PP_p − 1)·m_ip ≤ E_p   (PP_p > 1)       E_p ≥ the longest-sequence term
-//   Σ_i T'_p(l_i)·m_ip + c_p·v_p + E_p ≤ z                     z ≥ Eq. 2 of every pipeline
+//   Σ_i T'_p(l_i)·m_ip + c_p·v_p + E_p ≤ z                     z ≥ Eq. 2's first term of every pipeline
+//   (T'_p(l_i) + c_p)·(PP_p − 1 + v_p) − M_ip·(1 − m_ip) ≤ z    z ≥ its second term (the V step), where
+//                                                               M_ip = (T'_p(l_i) + c_p)·(PP_p − 1 + V_max,p)
 //   Σ_i l_i·m_ip ≥ Σ_i l_i·m_i,p+1   for p, p+1 of one group   symmetry breaking
 //   z ≥ dispatch_lower_bound
+// The V-step rows are needed only where v_p can exceed 1 (with one micro-batch the first term dominates).
 // Minimising z lets v_p and E_p sit above V_lo and the max-term only where that costs nothing, so the
 // optimum of the MILP is the optimum of Eq. 3. Pipelines of one group are interchangeable: any solution can
 // be relabelled so that their tokens decrease, so ordering them removes only symmetric copies. The greedy
@@ -59,12 +62,13 @@ struct ExactDispatch {
   }
   std::vector<int> v(static_cast<std::size_t>(usable));
   std::vector<int> e(static_cast<std::size_t>(usable), -1);
+  std::vector<std::int64_t> most(static_cast<std::size_t>(usable));  // V_max,p
   for (int p = 0; p < usable; ++p) {
     const detail::DispatchGroup& group = problem.group(problem.group_of(p));
     std::int64_t tokens = 0;
     for (int i = 0; i < n; ++i) tokens += p < problem.limit(i) ? problem.length(i) : 0;
-    const std::int64_t most = std::max<std::int64_t>(1, (tokens + group.max_len - 1) / group.max_len);
-    v[p] = model.add_variable(0, static_cast<double>(most), solver::VarType::integer, 0.0);
+    most[p] = std::max<std::int64_t>(1, (tokens + group.max_len - 1) / group.max_len);
+    v[p] = model.add_variable(0, static_cast<double>(most[p]), solver::VarType::integer, 0.0);
     if (group.pp_minus_1 > 0) e[p] = model.add_variable(0, solver::infinity, solver::VarType::continuous, 0.0);
   }
   auto m = [&](int i, int p) { return first_m[i] + p; };
@@ -88,6 +92,11 @@ struct ExactDispatch {
         model.add_less_equal({{m(i, p), group.pp_minus_1 * (problem.time(i, g) + group.overhead)}, {e[p], -1.0}}, 0.0);
       memory.add(m(i, p), static_cast<double>(problem.length(i)));
       bound.add(m(i, p), problem.time(i, g));
+      if (most[p] > 1) {
+        const double slowest = problem.time(i, g) + group.overhead;
+        const double big_m = slowest * (group.pp_minus_1 + static_cast<double>(most[p]));
+        model.add_less_equal({{v[p], slowest}, {m(i, p), big_m}, {z, -1.0}}, big_m - slowest * group.pp_minus_1);
+      }
     }
     model.add_less_equal(memory, 0.0);
     model.add_less_equal(bound, 0.0);
@@ -132,8 +141,13 @@ struct ExactDispatch {
     const detail::DispatchGroup& group = problem.group(g);
     warm[v[p]] = static_cast<double>((load[p] + group.max_len - 1) / group.max_len);
     double value = group.overhead * warm[v[p]] + (e[p] >= 0 ? warm[e[p]] : 0.0);
-    for (int i = 0; i < n; ++i) value += warm[m(i, p)] * (p < problem.limit(i) ? problem.time(i, g) : 0.0);
-    level = std::max(level, value);
+    double slowest = 0.0;
+    for (int i = 0; i < n; ++i) {
+      if (p >= problem.limit(i) || warm[m(i, p)] == 0.0) continue;
+      value += problem.time(i, g);
+      slowest = std::max(slowest, problem.time(i, g) + group.overhead);
+    }
+    level = std::max({level, value, slowest * (group.pp_minus_1 + warm[v[p]])});
   }
   warm[z] = level;
 
