@@ -552,6 +552,14 @@ TEST_CASE("dispatch: near MaxLen, Eq. 2 bounds every packing, and greedy + local
     CHECK(dispatch.lower_bound <= best_bound * (1 + 1e-9));
     const double planned = packed_objective(instance, dispatch.pipeline_of);
     CHECK(planned <= 1.01 * best_packed);
+    // Without the V step, Eq. 2 is its first term alone, and the result says so.
+    const Dispatch first_term =
+        assign::dispatch_greedy(instance.batch, instance.pipelines, {.trials = 8, .threads = 1, .seed = 3, .v_step = false});
+    assign::validate(first_term, instance.batch, instance.pipelines);
+    CHECK_FALSE(first_term.v_step);
+    CHECK(close(first_term.objective, first_term_objective(instance, first_term.pipeline_of), 1e-12));
+    CHECK(first_term.objective >= first_term_best * (1 - 1e-12));
+    CHECK(first_term.lower_bound <= first_term_best * (1 + 1e-9));
     worst_ratio = std::max(worst_ratio, planned / best_packed);
     stepped += first_term_packed > best_packed * (1 + 1e-9) ? 1 : 0;
     if (k % 5 == 0) {

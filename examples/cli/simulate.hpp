@@ -44,7 +44,9 @@ inline constexpr std::string_view simulate_usage =
     "  hotspa    a homogeneous strategy per length range (<4K, 4K-16K, 16K-64K, ... up to the context), the\n"
     "            ranges run one after another, strategy switching charged\n"
     "  dynapipe  the best homogeneous strategy under DynaPipe: micro-batch DP, replica balancing, adaptive schedule\n"
-    "  sluice    proposed heterogeneous strategies, two-stage assignment, adaptive schedule, fastest kept\n"
+    "  sluice    proposed heterogeneous strategies, two-stage assignment, adaptive schedule, fastest kept;\n"
+    "            its per-iteration parameter pull and gradient push (fully sharded optimizer states, Hydraulis\n"
+    "            section 5) charged, less the part that hides under the forward and backward passes layer by layer\n"
     "and reports each one's iteration time, tokens per second, sluice's speedup over it and the load imbalance\n"
     "(slowest / fastest busy pipeline), mean ± standard deviation over the iterations.\n"
     "\n"
@@ -104,13 +106,15 @@ struct Summary {
   double seconds = 0, seconds_stddev = 0;
   double tokens_per_second = 0, tokens_per_second_stddev = 0;
   std::optional<double> speedup, speedup_stddev;  // sluice over this system; empty when either failed
-  double imbalance = 0, idle = 0, switching = 0;
+  double imbalance = 0, idle = 0;
+  double switching = 0;    // mean seconds charged for layout moves (included in `seconds`)
+  double layout_move = 0;  // mean α–β seconds of those moves before overlap
 };
 
 inline Summary summarize(const systems::SystemRun& run, std::span<const systems::BatchSize> batches,
                          const systems::SystemRun& sluice) {
   Summary summary;
-  std::vector<double> seconds, throughput, speedups, imbalances, idle, switching;
+  std::vector<double> seconds, throughput, speedups, imbalances, idle, switching, layout_move;
   for (std::size_t k = 0; k < run.iterations.size(); ++k) {
     const systems::IterationOutcome& outcome = run.iterations[k];
     seconds.push_back(outcome.seconds);
@@ -118,6 +122,7 @@ inline Summary summarize(const systems::SystemRun& run, std::span<const systems:
     imbalances.push_back(outcome.imbalance);
     idle.push_back(outcome.idle);
     switching.push_back(outcome.switching);
+    layout_move.push_back(outcome.layout_move);
     if (!sluice.failure) speedups.push_back(outcome.seconds / sluice.iterations[k].seconds);
   }
   summary.seconds = mean(seconds);
@@ -131,6 +136,7 @@ inline Summary summarize(const systems::SystemRun& run, std::span<const systems:
   summary.imbalance = mean(imbalances);
   summary.idle = mean(idle);
   summary.switching = mean(switching);
+  summary.layout_move = mean(layout_move);
   return summary;
 }
 
@@ -139,6 +145,7 @@ inline io::json run_json(const systems::SystemRun& run, const Summary& summary) 
   for (const systems::IterationOutcome& outcome : run.iterations)
     iterations.push_back({{"seconds", outcome.seconds},
                           {"switching", outcome.switching},
+                          {"layout_move", outcome.layout_move},
                           {"imbalance", outcome.imbalance},
                           {"idle", outcome.idle},
                           {"strategy", outcome.strategy}});
@@ -156,7 +163,8 @@ inline io::json run_json(const systems::SystemRun& run, const Summary& summary) 
                            {"speedup_stddev", summary.speedup_stddev ? io::json(*summary.speedup_stddev) : io::json(nullptr)},
                            {"imbalance", summary.imbalance},
                            {"idle", summary.idle},
-                           {"switching_seconds", summary.switching}};
+                           {"switching_seconds", summary.switching},
+                           {"layout_move_seconds", summary.layout_move}};
   return document;
 }
 
@@ -238,6 +246,12 @@ inline void print(std::ostream& out, const Scenario& scenario, const systems::Co
   const Summary& hotspa = summaries[1];
   if (!comparison.systems[1].failure)
     out << std::setprecision(3) << "  hotspa's switching: " << hotspa.switching << " s per iteration on average\n";
+  if (!sluice.failure) {
+    const Summary& charged = summaries.back();
+    out << std::setprecision(3) << "  sluice's pull and push: " << charged.layout_move << " s per iteration before overlap, "
+        << charged.switching << " s exposed; sluice without them " << charged.seconds - charged.switching
+        << " s, with none of them overlapped " << charged.seconds - charged.switching + charged.layout_move << " s\n";
+  }
   out << "\n  imbalance: slowest / fastest busy pipeline, mean over iterations; idle: pipelines without work\n";
 }
 

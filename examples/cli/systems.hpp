@@ -5,7 +5,8 @@
 //   megatron  the best homogeneous strategy, fixed-length packing into bins of the context, 1F1B;
 //   hotspa    a homogeneous strategy per length range, the ranges run one after another, switching charged;
 //   dynapipe  DynaPipe's micro-batch DP, replica balancing and adaptive schedule on the best homogeneous strategy;
-//   sluice    proposed heterogeneous candidates, two-stage assignment, adaptive schedule, the fastest kept.
+//   sluice    proposed heterogeneous candidates, two-stage assignment, adaptive schedule, the fastest kept;
+//             its per-iteration parameter pull and gradient push charged, less a modelled overlap.
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -45,7 +46,9 @@ struct Setup {
 
 struct IterationOutcome {
   double seconds = 0;    // simulated iteration time; HotSPa: its length ranges' times and switching, summed
-  double switching = 0;  // HotSPa's share of `seconds` spent switching strategies
+  double switching = 0;  // share of `seconds` spent moving parameters and gradients between layouts (HotSPa's
+                         // switches; sluice's pull and push, the part not overlapped)
+  double layout_move = 0;  // the α–β time of those moves before any overlap (switching <= layout_move)
   double imbalance = 1;  // slowest / fastest busy pipeline (HotSPa: weighted by each range's time)
   double idle = 0;       // share of pipelines without work (HotSPa: weighted likewise)
   std::string strategy;  // what ran
@@ -62,6 +65,7 @@ struct SystemRun {
   std::optional<std::string> failure;  // why the system cannot run this scenario
   std::string configuration;           // what it was configured with, in words
   std::vector<Strategy> strategies;    // its static strategies (HotSPa: one per length range); sluice: candidates
+  std::vector<double> layout_moves;    // sluice: each candidate's pull-and-push seconds before overlap
   std::vector<IterationOutcome> iterations;
   std::vector<assign::IterationPlan> plans;  // the first few iterations' plans, where the system makes them
   Timeline first;                            // iteration 0's pipelines
@@ -139,7 +143,7 @@ inline IterationOutcome outcome_of(const schedule::IterationSchedule& schedule, 
   for (const auto& pipeline : schedule.pipelines)
     if (pipeline) busy.push_back(pipeline->schedule.simulation.makespan);
   const double idle = 1.0 - static_cast<double>(busy.size()) / static_cast<double>(schedule.pipelines.size());
-  return {schedule.makespan, 0, imbalance(busy), idle, strategy.name()};
+  return {schedule.makespan, 0, 0, imbalance(busy), idle, strategy.name()};
 }
 
 inline SystemRun failed(std::string name, std::string reason) {
@@ -159,12 +163,59 @@ inline std::vector<SystemRun> runs_of(std::span<const Strategy> strategies) {
   return runs;
 }
 
+inline shard::Cluster cluster_of(const Setup& setup) {
+  shard::Cluster cluster;
+  cluster.gpus_per_node = setup.profile.spec().gpus_per_node;
+  return cluster;
+}
+
+// The α–β seconds of a pull of the parameters into `cost`'s strategy and the push of its gradients back. The
+// reduce-scatter is left out: every system synchronises gradients once and none is charged for it.
+inline double pull_and_push(const shard::ShardCost& cost) { return cost.pull.seconds + cost.push.seconds; }
+
+// What running a range on `to` adds when the optimizer states stay in `home`'s layout (shard::switching_cost);
+// nothing when `to` is `home`. HotSPa switches between its ranges, so the whole move is exposed.
+inline double switching_seconds(const Setup& setup, const Strategy& home, const Strategy& to) {
+  if (to == home) return 0;
+  const shard::Cluster cluster = cluster_of(setup);
+  return pull_and_push(shard::switching_cost(home, to, setup.profile.gpus(),
+                                             shard::llama_like(setup.profile.spec().model), cluster,
+                                             {.gpus_per_node = cluster.gpus_per_node}));
+}
+
+// sluice's pull and push per candidate: Hydraulis §5 keeps the optimizer states fully sharded over every GPU
+// (shard::sharded_layout) and each iteration pulls the parameters into the chosen strategy's layout and pushes
+// its gradients back.
+inline std::vector<double> sluice_layout_moves(const Setup& setup, std::span<const Strategy> candidates) {
+  const shard::Model model = shard::llama_like(setup.profile.spec().model);
+  const shard::OptimizerLayout layout = shard::sharded_layout(setup.profile.gpus(), model.layers);
+  const shard::Cluster cluster = cluster_of(setup);
+  std::vector<double> seconds;
+  for (const Strategy& candidate : candidates)
+    seconds.push_back(pull_and_push(
+        shard::iteration_cost(layout, candidate, model, cluster, {.gpus_per_node = cluster.gpus_per_node})));
+  return seconds;
+}
+
+// The part of a pull-and-push of `move` seconds that an iteration of `compute` seconds cannot hide. Hydraulis
+// (§5) pulls layer by layer ahead of the forward pass and pushes each layer's gradients as the backward pass
+// produces them. Modelled with the move split evenly over the model's layers and over pull and push: the first
+// layer's pull precedes all compute and the last gradients' push follows it; every other layer's share hides
+// under the forward pass (the pull, a third of the compute) or the backward pass (the push, two thirds) as far
+// as that pass is long enough. Links are taken as free of the pipelines' own traffic.
+inline double exposed_layout_move(double move, double compute, int layers) {
+  const double half = move / 2;
+  const double per_layer = half / layers;
+  const double hidden = half - per_layer;
+  return 2 * per_layer + std::max(0.0, hidden - compute / 3) + std::max(0.0, hidden - 2 * compute / 3);
+}
+
 // Iteration k of one homogeneous strategy (run.strategies[0]): fixed-length packing into `capacity`-token bins, 1F1B.
 inline void fixed_length_iteration(const Setup& setup, std::span<const Sequence> batch, std::size_t k,
                                    std::int64_t capacity, SystemRun& run) {
   const Strategy& strategy = run.strategies.front();
   if (batch.empty()) {  // a length range this batch has nothing in
-    run.iterations.push_back({0, 0, 1, 0, strategy.name()});
+    run.iterations.push_back({0, 0, 0, 1, 0, strategy.name()});
     return;
   }
   const schedule::ScheduleOptions one_f_one_b{schedule::ScheduleKind::one_f_one_b, setup.seed, 0};
@@ -206,16 +257,40 @@ inline void dynapipe_iteration(const Setup& setup, std::span<const Sequence> bat
     }
   }
   const double idle = 1.0 - static_cast<double>(busy.size()) / static_cast<double>(plan.replicas.size());
-  run.iterations.push_back({plan.makespan, 0, imbalance(busy), idle, strategy.name()});
+  run.iterations.push_back({plan.makespan, 0, 0, imbalance(busy), idle, strategy.name()});
 }
 
-// Iteration k of sluice over its candidates (run.strategies).
+// Iteration k of sluice over its candidates (run.strategies). The choice adds each candidate's pull-and-push share
+// that no overlap can hide (exposed_layout_move with unbounded compute); the iteration is then charged what its
+// simulated makespan leaves exposed. Every candidate is dispatched twice: charging the V step agrees with
+// packing's 1F1B estimate, leaving it out with a schedule that overlaps unequal micro-batches; the simulator
+// judges (ties to the V step).
 inline void sluice_iteration(const Setup& setup, std::span<const Sequence> batch, std::size_t k, SystemRun& run) {
   const schedule::ScheduleOptions cyclic{schedule::ScheduleKind::cyclic, setup.seed, 0};
-  const schedule::SimulatedIteration iteration =
-      schedule::plan_simulated_iteration(batch, run.strategies, setup.profile, setup.plan, cyclic, setup.problem);
-  schedule::validate(iteration, batch, run.strategies, setup.profile, setup.plan, setup.problem);
-  run.iterations.push_back(outcome_of(iteration.schedule, iteration.plan.strategy));
+  const int layers = shard::llama_like(setup.profile.spec().model).layers;
+  assign::PlanOptions plan = setup.plan;
+  plan.candidate_overhead.clear();
+  for (const double move : run.layout_moves)
+    plan.candidate_overhead.push_back(exposed_layout_move(move, std::numeric_limits<double>::infinity(), layers));
+  std::optional<schedule::SimulatedIteration> kept;
+  bool kept_v_step = true;
+  for (const bool v_step : {true, false}) {
+    plan.dispatch.v_step = v_step;
+    schedule::SimulatedIteration candidate =
+        schedule::plan_simulated_iteration(batch, run.strategies, setup.profile, plan, cyclic, setup.problem);
+    if (!kept || candidate.total() < kept->total()) {
+      kept = std::move(candidate);
+      kept_v_step = v_step;
+    }
+  }
+  plan.dispatch.v_step = kept_v_step;
+  const schedule::SimulatedIteration& iteration = *kept;
+  schedule::validate(iteration, batch, run.strategies, setup.profile, plan, setup.problem);
+  IterationOutcome outcome = outcome_of(iteration.schedule, iteration.plan.strategy);
+  outcome.layout_move = run.layout_moves[iteration.chosen];
+  outcome.switching = exposed_layout_move(outcome.layout_move, outcome.seconds, layers);
+  outcome.seconds += outcome.switching;
+  run.iterations.push_back(std::move(outcome));
   if (k == 0) run.first = timeline_of(iteration.plan, iteration.schedule);
   if (k < pictured_iterations) run.plans.push_back(iteration.plan);
 }
@@ -248,18 +323,6 @@ inline std::string no_homogeneous(const Setup& setup, std::int64_t length) {
                                 setup.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)");
 }
 
-// What running a range on `to` adds when the optimizer states stay in `home`'s layout: pulling the parameters
-// into `to`'s layout and pushing the gradients back (shard::switching_cost); nothing when `to` is `home`. Its
-// reduce-scatter is left out: every system synchronises gradients once and none is charged for it.
-inline double switching_seconds(const Setup& setup, const Strategy& home, const Strategy& to) {
-  if (to == home) return 0;
-  shard::Cluster cluster;
-  cluster.gpus_per_node = setup.profile.spec().gpus_per_node;
-  const shard::ShardCost cost =
-      shard::switching_cost(home, to, setup.profile.gpus(), shard::llama_like(setup.profile.spec().model), cluster,
-                            {.gpus_per_node = cluster.gpus_per_node});
-  return cost.pull.seconds + cost.push.seconds;
-}
 
 }  // namespace detail_systems
 
@@ -317,13 +380,14 @@ inline SystemRun hotspa_of(const Setup& setup, std::span<const std::int64_t> bou
   run.configuration = configuration + "; fixed-length packing, 1F1B; switching charged";
   run.strategies = chosen;
   for (std::size_t k = 0; k < ranges.front().iterations.size(); ++k) {
-    IterationOutcome total{0, 0, 0, 0, {}};
+    IterationOutcome total{0, 0, 0, 0, 0, {}};
     double weighted_imbalance = 0, weighted_idle = 0, busy_seconds = 0;
     for (std::size_t b = 0; b < ranges.size(); ++b) {
       const IterationOutcome& range = ranges[b].iterations[k];
       if (range.seconds == 0) continue;  // nothing of this batch in the range
       total.seconds += range.seconds + switch_seconds[b];
       total.switching += switch_seconds[b];
+      total.layout_move += switch_seconds[b];
       weighted_imbalance += range.seconds * range.imbalance;
       weighted_idle += range.seconds * range.idle;
       busy_seconds += range.seconds;
@@ -358,20 +422,23 @@ inline SystemRun dynapipe_of(const Setup& setup, std::vector<SystemRun> runs) {
 
 // (4) sluice: every iteration, each candidate (propose_candidates) dispatched and packed (two-stage assignment) and its
 // pipelines scheduled by the adaptive cyclic search (1F1B kept when faster); the candidate with the lowest
-// simulated makespan is kept (schedule::plan_simulated_iteration). Iterations are added by sluice_iteration.
-inline SystemRun sluice_system(std::span<const Strategy> candidates) {
+// simulated makespan plus pull and push is kept (schedule::plan_simulated_iteration). Iterations are added by
+// sluice_iteration.
+inline SystemRun sluice_system(const Setup& setup, std::span<const Strategy> candidates) {
   SystemRun run;
   run.name = "sluice";
   run.configuration = sluice::detail::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
                                              "strategies holding the context); two-stage assignment, adaptive ",
-                                             "schedule; the fastest simulated candidate per iteration");
+                                             "schedule; the fastest simulated candidate per iteration; pull and ",
+                                             "push charged, less the modelled overlap");
   run.strategies.assign(candidates.begin(), candidates.end());
+  if (!candidates.empty()) run.layout_moves = detail_systems::sluice_layout_moves(setup, candidates);
   return run;
 }
 
 inline SystemRun sluice_run(const Setup& setup, std::span<const std::vector<Sequence>> batches,
                             std::span<const Strategy> candidates, Progress& progress) {
-  SystemRun run = sluice_system(candidates);
+  SystemRun run = sluice_system(setup, candidates);
   for (std::size_t k = 0; k < batches.size(); ++k) {
     detail_systems::sluice_iteration(setup, batches[k], k, run);
     progress.advance(static_cast<std::int64_t>(candidates.size()));
@@ -436,7 +503,7 @@ inline Comparison compare(const Setup& setup, const data::LengthDataset& dataset
   if (!homogeneous.empty())  // else the last range, the context's, has no strategy either
     for (const auto& strategies : by_range) hotspa_runs.push_back(detail_systems::runs_of(strategies));
   std::vector<SystemRun> dynapipe_runs = detail_systems::runs_of(homogeneous);
-  SystemRun sluice = sluice_system(comparison.candidates);
+  SystemRun sluice = sluice_system(setup, comparison.candidates);
   for (std::size_t k = 0; k < iterations; ++k) {
     const std::vector<Sequence> batch = next_batch();
     std::int64_t tokens = 0;

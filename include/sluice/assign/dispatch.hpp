@@ -30,6 +30,10 @@ struct DispatchOptions {
   std::uint64_t seed = 0;     // trial t orders the batch with Rng::stream(seed, t)
   bool local_search = true;   // improve the best trial with moves and swaps
   bool longest_first = true;  // also try the longest-first (LPT) order, ahead of the random trials
+  // Charge the V step (Eq. 2's second term, below). Off, Eq. 2 is its first term alone: the pipeline time
+  // Σ micro-batches + (PP − 1)·slowest that a schedule overlapping unequal micro-batches comes close to, where
+  // the 1F1B estimate (packing's objective) charges the slowest micro-batch V times.
+  bool v_step = true;
 };
 
 inline void validate(const DispatchOptions& options) {
@@ -65,7 +69,7 @@ struct DispatchGroup {
 // and T'(l) of every sequence on every group.
 class DispatchProblem {
 public:
-  DispatchProblem(std::span<const Sequence> batch, PipelineCosts pipelines) {
+  DispatchProblem(std::span<const Sequence> batch, PipelineCosts pipelines, bool v_step = true) : v_step_(v_step) {
     using sluice::detail::require;
     require(!batch.empty(), "dispatch: the batch is empty");
     require(!pipelines.empty(), "dispatch: no pipelines");
@@ -131,6 +135,7 @@ public:
     }
   }
 
+  [[nodiscard]] bool v_step() const noexcept { return v_step_; }
   [[nodiscard]] int sequences() const noexcept { return static_cast<int>(length_.size()); }
   [[nodiscard]] int pipelines() const noexcept { return static_cast<int>(group_of_.size()); }
   [[nodiscard]] int groups() const noexcept { return static_cast<int>(groups_.size()); }
@@ -161,8 +166,8 @@ public:
   [[nodiscard]] double bound_of(int g, double sum, std::int64_t micro_batches, double longest_time) const noexcept {
     const DispatchGroup& group = groups_[g];
     const auto v = static_cast<double>(micro_batches);
-    return std::max(sum + group.overhead * v + group.pp_minus_1 * (longest_time + group.overhead),
-                    (longest_time + group.overhead) * (group.pp_minus_1 + v));
+    const double first = sum + group.overhead * v + group.pp_minus_1 * (longest_time + group.overhead);
+    return v_step_ ? std::max(first, (longest_time + group.overhead) * (group.pp_minus_1 + v)) : first;
   }
 
   // Eq. 2 of every pipeline for an assignment, summing T' in batch order (the canonical value every
@@ -193,6 +198,7 @@ public:
   }
 
 private:
+  bool v_step_ = true;
   std::vector<DispatchGroup> groups_;
   std::vector<cost::QuadraticLatency> latency_;
   std::vector<int> group_of_;
@@ -621,8 +627,9 @@ private:
         const double longest = std::max(state.longest, t);
         const double sum_term = state.base + t + (new_micro_batch ? group.overhead : 0.0) + group.pp_minus_1 * longest;
         const auto v = static_cast<double>(state.micro_batches + (new_micro_batch ? 1 : 0));
-        consider(std::max(sum_term, (longest + group.overhead) * (group.pp_minus_1 + v)), list[position].pipeline, g,
-                 position);
+        const double value =
+            problem_.v_step() ? std::max(sum_term, (longest + group.overhead) * (group.pp_minus_1 + v)) : sum_term;
+        consider(value, list[position].pipeline, g, position);
       }
     }
     assignment_[i] = best_pipeline;
@@ -870,20 +877,22 @@ private:
 // Raises invalid_input if the input is malformed or a sequence sits on a pipeline that cannot hold it.
 [[nodiscard]] inline std::vector<double> dispatch_pipeline_bounds(std::span<const Sequence> batch,
                                                                   PipelineCosts pipelines,
-                                                                  std::span<const int> pipeline_of) {
-  return detail::DispatchProblem(batch, pipelines).bounds(pipeline_of);
+                                                                  std::span<const int> pipeline_of,
+                                                                  bool v_step = true) {
+  return detail::DispatchProblem(batch, pipelines, v_step).bounds(pipeline_of);
 }
 
 // Eq. 3: the largest Eq. 2 bound over the pipelines.
 [[nodiscard]] inline double dispatch_objective(std::span<const Sequence> batch, PipelineCosts pipelines,
-                                               std::span<const int> pipeline_of) {
-  const std::vector<double> bounds = dispatch_pipeline_bounds(batch, pipelines, pipeline_of);
+                                               std::span<const int> pipeline_of, bool v_step = true) {
+  const std::vector<double> bounds = dispatch_pipeline_bounds(batch, pipelines, pipeline_of, v_step);
   return *std::ranges::max_element(bounds);
 }
 
 // A lower bound on the optimum of Eq. 3, computed without a solver (derivation above).
-[[nodiscard]] inline double dispatch_lower_bound(std::span<const Sequence> batch, PipelineCosts pipelines) {
-  const detail::DispatchProblem problem(batch, pipelines);
+[[nodiscard]] inline double dispatch_lower_bound(std::span<const Sequence> batch, PipelineCosts pipelines,
+                                                bool v_step = true) {
+  const detail::DispatchProblem problem(batch, pipelines, v_step);
   return detail::DispatchLowerBound(problem).compute();
 }
 
@@ -896,7 +905,7 @@ private:
 [[nodiscard]] inline Dispatch dispatch_greedy(std::span<const Sequence> batch, PipelineCosts pipelines,
                                               const DispatchOptions& options = {}) {
   validate(options);
-  const detail::DispatchProblem problem(batch, pipelines);
+  const detail::DispatchProblem problem(batch, pipelines, options.v_step);
   const int n = problem.sequences();
   const detail::DispatchGroup& first = problem.group(0);
   int top = 0;  // pipelines sharing the largest MaxLen
@@ -941,6 +950,7 @@ private:
   result.pipeline_bounds = problem.bounds(result.pipeline_of);
   result.objective = *std::ranges::max_element(result.pipeline_bounds);
   result.lower_bound = lower_bound;
+  result.v_step = options.v_step;
   return result;
 }
 
@@ -952,7 +962,7 @@ inline void validate(const Dispatch& dispatch, std::span<const Sequence> batch, 
     if (!condition) throw invalid_plan(sluice::detail::concat("dispatch: ", parts...));
   };
   auto close = [](double x, double y) { return std::abs(x - y) <= 1e-9 * std::max({1.0, std::abs(x), std::abs(y)}); };
-  const detail::DispatchProblem problem(batch, pipelines);
+  const detail::DispatchProblem problem(batch, pipelines, dispatch.v_step);
   check(dispatch.pipeline_of.size() == batch.size(), "pipeline_of has ", dispatch.pipeline_of.size(),
         " entries for a batch of ", batch.size(), " sequences");
   for (std::size_t i = 0; i < batch.size(); ++i) {

@@ -17,9 +17,10 @@ using PipelineCosts = std::span<const cost::SchemeCost>;
 // Stage 1 result. `pipeline_of[i]` is the pipeline of batch[i] (batch order, not sequence id).
 struct Dispatch {
   std::vector<int> pipeline_of;
-  std::vector<double> pipeline_bounds;  // Eq. 2 per pipeline: Σ T'(l) + c·V_lo + (T'(max l) + c)·(PP − 1)
+  std::vector<double> pipeline_bounds;  // Eq. 2 per pipeline (dispatch.hpp)
   double objective = 0;                 // Eq. 3: max over pipelines
   double lower_bound = 0;               // a bound on the optimum of Eq. 3, computed without a solver
+  bool v_step = true;                   // Eq. 2 charged the V step (DispatchOptions::v_step)
 };
 
 // One packed micro-batch: its sequences (ids from the batch), tokens, and estimated time Σ T'(l) + c.

@@ -53,12 +53,14 @@ struct adl_serializer<sluice::assign::Dispatch> {
     out = {{"pipeline_of", dispatch.pipeline_of},
            {"pipeline_bounds", dispatch.pipeline_bounds},
            {"objective", dispatch.objective},
-           {"lower_bound", dispatch.lower_bound}};
+           {"lower_bound", dispatch.lower_bound},
+           {"v_step", dispatch.v_step}};
   }
   static sluice::assign::Dispatch from_json(const json& in) {
     using sluice::io::field;
     return {field<std::vector<int>>(in, "pipeline_of", "dispatch"), field<std::vector<double>>(in, "pipeline_bounds", "dispatch"),
-            field<double>(in, "objective", "dispatch"), field<double>(in, "lower_bound", "dispatch")};
+            field<double>(in, "objective", "dispatch"), field<double>(in, "lower_bound", "dispatch"),
+            sluice::io::field_or<bool>(in, "v_step", true, "dispatch")};
   }
 };
 
