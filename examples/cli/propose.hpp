@@ -48,7 +48,8 @@ inline constexpr std::string_view propose_usage =
     "  --no-fill        leave out the (PP - 1)·T(longest) pipeline fill term of each interval\n"
     "  --sampled        choose the K candidates by what they deliver: the mean planned time (dispatch + packing\n"
     "                   estimate) of batches of T tokens sampled from the dataset, over a pool of the DP's\n"
-    "                   strategies at every max length, the homogeneous ones and their neighbours\n"
+    "                   strategies at every max length (both per-sequence costs), the homogeneous ones and\n"
+    "                   neighbours of the best\n"
     "  --batches N      with --sampled, batches the set is chosen on (default 48)\n"
     "  --held-out N     with --sampled, the next batches, which only measure (default 32)\n"
     "  --seed S         with --sampled, the batch sampler's and dispatch's seed (default 0)\n"
@@ -133,8 +134,8 @@ inline void print_sampled(std::ostream& out, const proposal::SampledProposal& re
   out << "\n" << std::fixed << std::setprecision(0) << "  batches of " << options.tokens_per_iteration
       << " tokens: chosen on " << result.choosing_batches << ", measured on the next " << result.held_out_batches
       << " (seed " << result.seed << ", " << result.trials << " dispatch trials per plan)\n"
-      << "  pool of " << result.pool_size << " strategies (" << result.paper.considered << " from the DP, "
-      << result.rounds << " neighbour rounds), " << result.plans << " plans\n\n";
+      << "  pool of " << result.pool_size << " strategies after " << result.rounds << " neighbour rounds, "
+      << result.plans << " plans\n\n";
   out << "  " << result.candidates.size() << " candidates\n     #  GPUs  wins  source       strategy\n";
   static constexpr std::string_view sources[] = {"proposal_dp", "homogeneous", "neighbour"};
   for (std::size_t c = 0; c < result.candidates.size(); ++c) {

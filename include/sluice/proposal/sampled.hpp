@@ -52,7 +52,8 @@ struct SampledOptions {
   std::function<double(const Strategy&)> overhead;
 };
 
-// Where a pool strategy came from, by priority when several sources give it.
+// Where a pool strategy came from (proposal_dp: the DP under either per-sequence cost), by priority when several
+// sources give it.
 enum class PoolSource { proposal_dp, homogeneous, neighbour };
 
 struct SampledCandidate {
@@ -341,8 +342,12 @@ inline SampledProposal propose_sampled(const data::LengthDataset& dataset, const
     const bool holds = profile.pipelines(strategy).front().max_len >= max_len;
     pool.emplace(name, PoolEntry{strategy, source, holds, plan_times(strategy, batches.choosing)});
   };
-  // The DP's candidates in its order: the paper's K first, so the cap never drops them.
+  // The DP's candidates in its order: the paper's K first, so the cap never drops them. Then the DP's under the
+  // other per-sequence cost (sequence_constant flipped): neither interval cost predicts the planned time well.
   for (const ProposedCandidate& candidate : full.candidates) add(candidate.strategy, PoolSource::proposal_dp);
+  all.sequence_constant = !all.sequence_constant;
+  for (const ProposedCandidate& candidate : propose(dataset, profile, all).candidates)
+    add(candidate.strategy, PoolSource::proposal_dp);
   std::vector<Strategy> homogeneous;
   for (const cost::SchemeCost& scheme : usable) {
     homogeneous.push_back(Strategy::homogeneous(scheme.scheme, static_cast<int>(gpus / scheme.scheme.gpus())));
@@ -406,7 +411,8 @@ inline SampledProposal propose_sampled(const data::LengthDataset& dataset, const
   const auto first = std::ranges::find_if(members, [&](const Member& m) { return pool.at(m.name).holds; });
   std::rotate(members.begin(), first, first + 1);
   // A member that wins nothing changes no batch's time; dropping it spares every iteration a plan.
-  std::erase_if(members, [&](const Member& m) { return m.wins == 0 && m.name != members.front().name; });
+  const std::string first_name = members.front().name;
+  std::erase_if(members, [&](const Member& m) { return m.wins == 0 && m.name != first_name; });
   for (const Member& member : members) {
     const PoolEntry& entry = pool.at(member.name);
     result.candidates.push_back({entry.strategy, member.wins, entry.source});
