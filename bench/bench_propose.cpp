@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
@@ -11,6 +12,7 @@
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/proposal/propose.hpp"
+#include "sluice/proposal/sampled.hpp"
 
 namespace {
 
@@ -36,6 +38,25 @@ void run(benchmark::State& state, std::int64_t gpus, const ProposeOptions& optio
   state.counters["optimum_s"] = optimum;
 }
 
+// The sampled proposal with its defaults (48 choosing and 32 held-out batches, 4 dispatch trials, pool of 256)
+// over the paper DP of BM_Propose/64.
+void run_sampled(benchmark::State& state, const ProposeOptions& paper) {
+  const sluice::cost::Profile profile =
+      sluice::io::read_document<sluice::cost::Profile>(sluice::io::resolve_data_file("llama2-32b", "profiles"))
+          .with_gpus(64);
+  sluice::proposal::SampledOptions options;
+  options.paper = paper;
+  std::optional<sluice::proposal::SampledProposal> result;
+  for (auto _ : state) {
+    result = sluice::proposal::propose_sampled(dataset(), profile, options);
+    benchmark::DoNotOptimize(result);
+  }
+  state.counters["pool"] = static_cast<double>(result->pool_size);
+  state.counters["plans"] = static_cast<double>(result->plans);
+  state.counters["held_out_s"] = result->held_out_mean;
+  state.counters["paper_held_out_s"] = result->paper_held_out_mean;
+}
+
 ProposeOptions options(std::int64_t gpus, std::int64_t length_step, std::int64_t gpu_step, bool relaxed,
                        double tokens) {
   ProposeOptions result;
@@ -58,6 +79,8 @@ const bool registered = [] {
   benchmark::RegisterBenchmark("BM_Propose/1024", run, 1024, options(1024, 1024, 40, false, 3'200'000))
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_Propose/64_fine", run, 64, options(64, 128, 1, true, 200'000))
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_ProposeSampled/64", run_sampled, options(64, 128, 10, false, 200'000))
       ->Unit(benchmark::kMillisecond);
   return true;
 }();

@@ -2,14 +2,17 @@
 // lengths (seed 1), 50 batches of 200,000 tokens are planned by assign::plan_iteration (dispatch, packing,
 // estimate) over: the whole proposed candidate set (the per-iteration choice), each proposed candidate
 // alone, and each homogeneous strategy that holds the context; with the authors' interval cost (c per
-// sequence) and with the dispatch stage's (Eq. 2). docs/proposal.md reports the output.
+// sequence) and with the dispatch stage's (Eq. 2). Then the sampled proposal (proposal::propose_sampled) against
+// the other candidate sets, on held-out batches of the bundled data sets. docs/proposal.md reports the output.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <iomanip>
 #include <iostream>
 #include <limits>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sluice/assign/plan.hpp"
@@ -19,6 +22,7 @@
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/proposal/propose.hpp"
+#include "sluice/proposal/sampled.hpp"
 
 namespace {
 
@@ -99,6 +103,76 @@ void study(const std::string& title, const data::LengthDataset& lengths, const c
   std::cout << "\n";
 }
 
+// Mean planned time (plan_iteration's estimate, default dispatch: 100 trials) of a candidate set over the batches.
+double held_out_mean(const std::vector<data::Batch>& sample, const std::vector<Strategy>& candidates,
+                     const cost::Profile& profile) {
+  double sum = 0;
+  for (const data::Batch& batch : sample) sum += assign::plan_iteration(batch.sequences, candidates, profile).estimate;
+  return sum / static_cast<double>(sample.size());
+}
+
+struct Setting {
+  std::string_view model;
+  std::int64_t gpus;
+  bool cross_node_tp;
+};
+
+// Per data set, model and tokens per iteration: the held-out mean planned time of the best homogeneous strategy,
+// the paper-objective set (c per sequence), the Eq. 2 set, the authors' pair (32B only) and the sampled set.
+void sampled_study() {
+  constexpr std::int64_t context = 32768;
+  const Setting settings[] = {{"llama2-7b", 16, false}, {"llama2-13b", 32, false}, {"llama2-32b", 64, true}};
+  const std::vector<Strategy> authors = {Strategy::parse("4*tp16pp1"), Strategy::parse("1*tp16pp1+6*tp8pp1")};
+  std::cout << "## sampled proposal against the other candidate sets (held-out batches)\n\n"
+            << "| data | model, GPUs | tokens | best homogeneous | paper objective | Eq. 2 cost | authors' pair "
+               "| sampled | best other / sampled | pool, plans, time |\n"
+            << "|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const std::string_view data_set : {"man-pages", "cpython-stdlib"}) {
+    const data::LengthDataset dataset =
+        data::LengthDataset::load(io::resolve_data_file(data_set, "lengths")).truncated(context);
+    for (const Setting& setting : settings) {
+      const cost::Profile profile =
+          io::read_document<cost::Profile>(io::resolve_data_file(setting.model, "profiles")).with_gpus(setting.gpus);
+      for (const std::int64_t tokens_per_batch : {100'000, 200'000}) {
+        proposal::SampledOptions options;
+        options.paper.max_len = context;
+        options.paper.tokens_per_iteration = static_cast<double>(tokens_per_batch);
+        options.paper.tp_within_node = !setting.cross_node_tp;
+        const auto start = std::chrono::steady_clock::now();
+        const proposal::SampledProposal result = proposal::propose_sampled(dataset, profile, options);
+        const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+        proposal::validate(result, profile);
+        const std::vector<data::Batch> held_out = proposal::detail::draw_batches(dataset, options).held_out;
+
+        const double homogeneous = held_out_mean(held_out, {Strategy::parse(result.best_homogeneous)}, profile);
+        const double paper = held_out_mean(held_out, result.paper.strategies(), profile);
+        proposal::ProposeOptions eq2 = options.paper;
+        eq2.sequence_constant = false;
+        const double eq2_mean = held_out_mean(held_out, proposal::propose(dataset, profile, eq2).strategies(), profile);
+        const bool with_authors = setting.gpus == 64;
+        const double authors_mean = with_authors ? held_out_mean(held_out, authors, profile) : 0;
+        const double sampled = held_out_mean(held_out, result.strategies(), profile);
+        double best_other = std::min({homogeneous, paper, eq2_mean});
+        if (with_authors) best_other = std::min(best_other, authors_mean);
+
+        std::cout << std::fixed << std::setprecision(3) << "| " << data_set << " | " << setting.model.substr(7) << ", "
+                  << setting.gpus << (setting.cross_node_tp ? " (TP across nodes)" : "") << " | "
+                  << tokens_per_batch / 1000 << "K | " << homogeneous << " (" << result.best_homogeneous << ") | "
+                  << paper << " | " << eq2_mean << " | ";
+        if (with_authors) {
+          std::cout << authors_mean;
+        } else {
+          std::cout << "–";
+        }
+        std::cout << " | " << sampled << " (" << result.candidates.size() << ") | " << best_other / sampled << " | "
+                  << result.pool_size << ", " << result.plans << ", " << std::setprecision(1) << elapsed.count()
+                  << " s |\n";
+      }
+    }
+  }
+  std::cout << "\n";
+}
+
 }  // namespace
 
 int main() {
@@ -115,5 +189,7 @@ int main() {
   options.max_len = 27904;  // the longest MaxLen with TP within a node (tp8pp4)
   options.tp_within_node = true;
   study("context 27904, TP within a node", lengths, profile, options);
+
+  sampled_study();
   return 0;
 }

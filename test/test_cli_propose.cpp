@@ -87,3 +87,53 @@ TEST_CASE("cli: propose and plan --propose reject bad input with exit 2 and one 
   };
   sluice::test::check_bad_input(cases);
 }
+
+TEST_CASE("cli: propose --sampled chooses by planned time; plan takes its document") {
+  // Small and quick: 13 batches of 20K tokens on 8 GPUs.
+  const std::vector<std::string_view> base = {"propose", "--sampled", "--gpus", "8", "--context", "8192",
+                                              "--length-step", "512", "--tokens", "20000", "--candidates", "3",
+                                              "--batches", "8", "--held-out", "5", "--trials", "2", "--seed", "3"};
+  const auto text = run_cli(base);
+  REQUIRE(text.code == 0);
+  CHECK(text.err.empty());
+  CHECK(text.out.find("chosen on 8, measured on the next 5 (seed 3, 2 dispatch trials per plan)") != std::string::npos);
+  CHECK(text.out.find("sampled set") != std::string::npos);
+  CHECK(text.out.find("the DP's") != std::string::npos);
+  CHECK(text.out.find("best homogeneous, ") != std::string::npos);
+
+  std::vector<std::string_view> json_args = base;
+  json_args.push_back("--json");
+  const auto json = run_cli(json_args);
+  REQUIRE(json.code == 0);
+  const auto document = sluice::io::json::parse(json.out);
+  CHECK(document.at("format") == "sluice.sampled_proposal");
+  const auto result = sluice::io::from_document<sluice::proposal::SampledProposal>(document);
+  CHECK(result.choosing_batches == 8);
+  CHECK(result.held_out_batches == 5);
+  CHECK(result.seed == 3);
+  CHECK(result.trials == 2);
+  CHECK(result.candidates.size() <= 3);
+  CHECK(result.choosing_mean <= result.paper_choosing_mean);
+
+  const auto path = std::filesystem::temp_directory_path() / "sluice_test_cli_sampled.json";
+  {
+    std::ofstream file(path);
+    file << json.out;
+  }
+  const std::string path_text = path.string();
+  const auto planned = run_cli({"plan", "--strategies", path_text, "--gpus", "8", "--context", "8192", "--tokens",
+                                "20000", "--iterations", "1", "--trials", "2", "--json"});
+  std::filesystem::remove(path);
+  REQUIRE(planned.code == 0);
+  CHECK(sluice::io::json::parse(planned.out).at("candidates").at("strategies").get<std::vector<sluice::Strategy>>() ==
+        result.strategies());
+
+  const std::vector<sluice::test::BadInput> cases = {
+      {{"propose", "--batches", "4"}, "option --batches needs --sampled"},
+      {{"propose", "--seed", "1"}, "option --seed needs --sampled"},
+      {{"propose", "--sampled", "--batches", "0"}, "--batches: expected an integer from 1 to 1024"},
+      {{"propose", "--sampled", "--held-out", "1025"}, "--held-out: expected an integer from 1 to 1024"},
+      {{"propose", "--sampled", "--candidates", "65"}, "max_candidates must be in [1, 64], got 65"},
+  };
+  sluice::test::check_bad_input(cases);
+}

@@ -27,11 +27,13 @@ inline const std::map<std::string, OptionLimit, std::less<>> option_limits = {
     {"bandwidth", {1e-3, 1e4}},         // GB/s: schedule::Link's physical range (1e6 to 1e13 bytes/s)
     {"batch", {1, 1 << 20}},            // samples per global batch (search)
     {"batch-step", {1, 1 << 20}},
+    {"batches", {1, 1024}},             // choosing batches (propose --sampled): one plan per pool strategy each
     {"bin-width", {1, 1 << 30}},        // tokens
     {"candidates", {1, 1024}},
     {"context", {1, 1 << 20}},          // tokens
     {"gpus", {1, 1 << 16}},
     {"gpus-per-node", {1, 1024}},
+    {"held-out", {1, 1024}},            // held-out batches (propose --sampled)
     {"iteration", {0, (1 << 20) - 1}},  // which sampled iteration (trace)
     {"iterations", {1, 10'000}},
     {"interval", {0, 1}},               // seconds (schedule's tmax thinning)

@@ -40,8 +40,8 @@ inline constexpr std::string_view plan_usage =
     "Plans K iterations: each draws a batch of about T tokens from the dataset, dispatches and packs it for\n"
     "every candidate strategy, and keeps the candidate with the lowest estimated propagation time.\n"
     "\n"
-    "  --strategies S  a sluice.candidates or sluice.proposal JSON file, or strategies written like\n"
-    "                  '1*tp16pp1+6*tp8pp1,4*tp16pp1' (comma-separated)\n"
+    "  --strategies S  a sluice.candidates, sluice.proposal or sluice.sampled_proposal JSON file, or strategies\n"
+    "                  written like '1*tp16pp1+6*tp8pp1,4*tp16pp1' (comma-separated)\n"
     "  --propose       use the candidates of `sluice propose` on the same profile, lengths, GPUs, tokens,\n"
     "                  context and --cross-node-tp (default options otherwise)\n"
     "  --profile P     profile JSON file or bundled name (default llama2-7b)\n"
@@ -69,6 +69,9 @@ inline std::vector<Strategy> read_candidates(const std::string& text) {
     if (document.is_object() && document.contains("format") &&
         document.at("format") == io::document_traits<proposal::Proposal>::format)
       return io::from_document<proposal::Proposal>(document, text).strategies();
+    if (document.is_object() && document.contains("format") &&
+        document.at("format") == io::document_traits<proposal::SampledProposal>::format)
+      return io::from_document<proposal::SampledProposal>(document, text).strategies();
     return io::from_document<assign::CandidateSet>(document, text).strategies;
   }
   std::vector<Strategy> strategies;

@@ -18,13 +18,14 @@
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/proposal_json.hpp"
 #include "sluice/proposal/propose.hpp"
+#include "sluice/proposal/sampled.hpp"
 
 namespace sluice::cli {
 
 inline constexpr std::string_view propose_usage =
     "usage: sluice propose [--profile P] [--lengths F] [--gpus N] [--context L] [--tokens T] [--step S]\n"
     "                      [--relaxed] [--length-step W] [--candidates K] [--cross-node-tp] [--eq2-cost]\n"
-    "                      [--no-fill] [--json]\n"
+    "                      [--no-fill] [--sampled [--batches N] [--held-out N] [--seed S] [--trials T]] [--json]\n"
     "\n"
     "Proposes the heterogeneous strategies worth considering before training: the strategy-proposal DP\n"
     "over GPU budgets and lengths, for every maximum length L up to --context, from the dataset's\n"
@@ -45,7 +46,15 @@ inline constexpr std::string_view propose_usage =
     "  --eq2-cost       per sequence a·l² + b·l, as the dispatch stage (Eq. 2) charges it, not a·l² + b·l + c\n"
     "                   as the authors' proposal code does\n"
     "  --no-fill        leave out the (PP - 1)·T(longest) pipeline fill term of each interval\n"
-    "  --json           print one sluice.proposal JSON document\n";
+    "  --sampled        choose the K candidates by what they deliver: the mean planned time (dispatch + packing\n"
+    "                   estimate) of batches of T tokens sampled from the dataset, over a pool of the DP's\n"
+    "                   strategies at every max length (both per-sequence costs), the homogeneous ones and\n"
+    "                   neighbours of the best\n"
+    "  --batches N      with --sampled, batches the set is chosen on (default 48)\n"
+    "  --held-out N     with --sampled, the next batches, which only measure (default 32)\n"
+    "  --seed S         with --sampled, the batch sampler's and dispatch's seed (default 0)\n"
+    "  --trials T       with --sampled, dispatch trials per plan (default 4)\n"
+    "  --json           print one sluice.proposal JSON document (with --sampled, sluice.sampled_proposal)\n";
 
 namespace detail_propose {
 
@@ -116,6 +125,40 @@ inline void print(std::ostream& out, const proposal::Proposal& result, const dat
       << "  proposal took " << seconds * 1e3 << " ms\n";
 }
 
+inline void print_sampled(std::ostream& out, const proposal::SampledProposal& result,
+                          const data::LengthDataset& dataset, double seconds) {
+  const auto& options = result.paper.options;
+  out << "propose --sampled: " << result.paper.profile << " on " << *options.gpus << " GPUs, " << dataset.source()
+      << ", lengths up to " << *options.max_len;
+  if (dataset.truncated_count() > 0) out << ", " << dataset.truncated_count() << " sequences truncated";
+  out << "\n" << std::fixed << std::setprecision(0) << "  batches of " << options.tokens_per_iteration
+      << " tokens: chosen on " << result.choosing_batches << ", measured on the next " << result.held_out_batches
+      << " (seed " << result.seed << ", " << result.trials << " dispatch trials per plan)\n"
+      << "  pool of " << result.pool_size << " strategies after " << result.rounds << " neighbour rounds, "
+      << result.plans << " plans\n\n";
+  out << "  " << result.candidates.size() << " candidates\n     #  GPUs  wins  source       strategy\n";
+  static constexpr std::string_view sources[] = {"proposal_dp", "homogeneous", "neighbour"};
+  for (std::size_t c = 0; c < result.candidates.size(); ++c) {
+    const auto& candidate = result.candidates[c];
+    out << std::setw(6) << c << std::setw(6) << candidate.strategy.gpus() << std::setw(6) << candidate.wins << "  "
+        << std::left << std::setw(13) << sources[static_cast<std::size_t>(candidate.source)] << std::right
+        << candidate.strategy.name() << "\n";
+  }
+  out << std::setprecision(3) << "\n  mean planned time (s)             choosing  held-out\n"
+      << "    sampled set                     " << std::setw(8) << result.choosing_mean << std::setw(10)
+      << result.held_out_mean << "\n"
+      << "    the DP's " << std::left << std::setw(23)
+      << (std::to_string(result.paper.candidates.size()) + " candidates") << std::right << std::setw(8)
+      << result.paper_choosing_mean << std::setw(10) << result.paper_held_out_mean << "\n"
+      << "    best homogeneous, " << std::left << std::setw(14) << result.best_homogeneous << std::right
+      << std::setw(8) << "-" << std::setw(10) << result.best_homogeneous_held_out_mean << "\n"
+      << "  held out: " << std::setprecision(2) << result.paper_held_out_mean / result.held_out_mean
+      << "x faster than the DP's candidates, " << result.best_homogeneous_held_out_mean / result.held_out_mean
+      << "x than the best homogeneous strategy\n"
+      << "  wins: choosing batches on which the candidate plans fastest\n"
+      << "  proposal took " << seconds << " s\n";
+}
+
 }  // namespace detail_propose
 
 // The options of `sluice propose` that `sluice plan --propose` shares.
@@ -134,18 +177,42 @@ inline proposal::ProposeOptions propose_options(const Options& options, const co
 }
 
 inline int propose(std::span<const std::string_view> args, std::ostream& out) {
-  const Options options(args, {"profile", "lengths", "gpus", "context", "tokens", "step", "length-step", "candidates"},
-                        {"relaxed", "cross-node-tp", "eq2-cost", "no-fill", "json", "help"});
+  const Options options(args,
+                        {"profile", "lengths", "gpus", "context", "tokens", "step", "length-step", "candidates",
+                         "batches", "held-out", "seed", "trials"},
+                        {"relaxed", "cross-node-tp", "eq2-cost", "no-fill", "sampled", "json", "help"});
   if (options.flag("help")) {
     out << propose_usage;
     return 0;
   }
+  const bool sampled = options.flag("sampled");
+  for (const std::string_view name : {"batches", "held-out", "seed", "trials"})
+    sluice::detail::require(sampled || !options.text(name), "option --", name, " needs --sampled");
   const cost::Profile profile = load_profile(options);
   proposal::ProposeOptions settings = propose_options(options, profile);
 
   const data::LengthDataset loaded = load_lengths(options);
   settings.max_len = detail_propose::choose_max_len(options.integer("context"), loaded, profile, settings);
   const data::LengthDataset dataset = loaded.truncated(*settings.max_len);
+
+  if (sampled) {
+    proposal::SampledOptions sampling;
+    sampling.paper = settings;
+    if (const auto batches = options.integer("batches")) sampling.choosing_batches = static_cast<int>(*batches);
+    if (const auto held_out = options.integer("held-out")) sampling.held_out_batches = static_cast<int>(*held_out);
+    sampling.seed = sampling.dispatch.seed = seed_of(options);
+    if (const auto trials = options.integer("trials")) sampling.dispatch.trials = static_cast<int>(*trials);
+    const auto start = std::chrono::steady_clock::now();
+    const proposal::SampledProposal result = proposal::propose_sampled(dataset, profile, sampling);
+    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    proposal::validate(result, profile);
+    if (options.flag("json")) {
+      out << io::to_document(result).dump(2) << "\n";
+    } else {
+      detail_propose::print_sampled(out, result, dataset, elapsed.count());
+    }
+    return 0;
+  }
 
   const auto start = std::chrono::steady_clock::now();
   const proposal::Proposal result = proposal::propose(dataset, profile, settings);

@@ -1,6 +1,6 @@
 #pragma once
-// JSON for strategy proposals: "sluice.proposal" version 1 (docs/formats.md, docs/proposal.md), and the
-// proposal options on their own.
+// JSON for strategy proposals: "sluice.proposal" version 1 and "sluice.sampled_proposal" version 1
+// (docs/formats.md, docs/proposal.md), and the proposal options on their own.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -9,11 +9,17 @@
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/proposal/propose.hpp"
+#include "sluice/proposal/sampled.hpp"
 
 namespace sluice::io {
 template <>
 struct document_traits<proposal::Proposal> {
   static constexpr std::string_view format = "sluice.proposal";
+  static constexpr int version = 1;
+};
+template <>
+struct document_traits<proposal::SampledProposal> {
+  static constexpr std::string_view format = "sluice.sampled_proposal";
   static constexpr int version = 1;
 };
 
@@ -140,6 +146,80 @@ struct adl_serializer<sluice::proposal::Proposal> {
     proposal.by_length = field<std::vector<sluice::proposal::LengthOptimum>>(in, "by_length", where);
     sluice::detail::require(!proposal.candidates.empty(), where, ": has no candidates");
     return proposal;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::proposal::PoolSource> {
+  static constexpr std::string_view names[] = {"proposal_dp", "homogeneous", "neighbour"};
+  static void to_json(json& out, sluice::proposal::PoolSource source) { out = names[static_cast<std::size_t>(source)]; }
+  static sluice::proposal::PoolSource from_json(const json& in) {
+    const auto text = sluice::io::as<std::string>(in, "sampled proposal candidate: source");
+    for (std::size_t i = 0; i < std::size(names); ++i)
+      if (text == names[i]) return static_cast<sluice::proposal::PoolSource>(i);
+    sluice::detail::fail("sampled proposal candidate: unknown source '", text,
+                         "' (expected proposal_dp, homogeneous or neighbour)");
+  }
+};
+
+template <>
+struct adl_serializer<sluice::proposal::SampledCandidate> {
+  // "name" is for readers; it is not read back.
+  static void to_json(json& out, const sluice::proposal::SampledCandidate& candidate) {
+    out = {{"strategy", candidate.strategy},
+           {"name", candidate.strategy.name()},
+           {"wins", candidate.wins},
+           {"source", candidate.source}};
+  }
+  static sluice::proposal::SampledCandidate from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "sampled proposal candidate";
+    return {field<sluice::Strategy>(in, "strategy", where), field<std::int64_t>(in, "wins", where),
+            field<sluice::proposal::PoolSource>(in, "source", where)};
+  }
+};
+
+// The paper's proposal is nested as a sluice.proposal document's fields.
+template <>
+struct adl_serializer<sluice::proposal::SampledProposal> {
+  static void to_json(json& out, const sluice::proposal::SampledProposal& result) {
+    out = {{"paper", result.paper},
+           {"choosing_batches", result.choosing_batches},
+           {"held_out_batches", result.held_out_batches},
+           {"seed", result.seed},
+           {"trials", result.trials},
+           {"candidates", result.candidates},
+           {"choosing_mean", result.choosing_mean},
+           {"held_out_mean", result.held_out_mean},
+           {"paper_choosing_mean", result.paper_choosing_mean},
+           {"paper_held_out_mean", result.paper_held_out_mean},
+           {"best_homogeneous", result.best_homogeneous},
+           {"best_homogeneous_held_out_mean", result.best_homogeneous_held_out_mean},
+           {"pool_size", result.pool_size},
+           {"plans", result.plans},
+           {"rounds", result.rounds}};
+  }
+  static sluice::proposal::SampledProposal from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "sampled proposal";
+    sluice::proposal::SampledProposal result;
+    result.paper = field<sluice::proposal::Proposal>(in, "paper", where);
+    result.choosing_batches = field<int>(in, "choosing_batches", where);
+    result.held_out_batches = field<int>(in, "held_out_batches", where);
+    result.seed = field<std::uint64_t>(in, "seed", where);
+    result.trials = field<int>(in, "trials", where);
+    result.candidates = field<std::vector<sluice::proposal::SampledCandidate>>(in, "candidates", where);
+    result.choosing_mean = field<double>(in, "choosing_mean", where);
+    result.held_out_mean = field<double>(in, "held_out_mean", where);
+    result.paper_choosing_mean = field<double>(in, "paper_choosing_mean", where);
+    result.paper_held_out_mean = field<double>(in, "paper_held_out_mean", where);
+    result.best_homogeneous = field<std::string>(in, "best_homogeneous", where);
+    result.best_homogeneous_held_out_mean = field<double>(in, "best_homogeneous_held_out_mean", where);
+    result.pool_size = field<std::int64_t>(in, "pool_size", where);
+    result.plans = field<std::int64_t>(in, "plans", where);
+    result.rounds = field<std::int64_t>(in, "rounds", where);
+    sluice::detail::require(!result.candidates.empty(), where, ": has no candidates");
+    return result;
   }
 };
 
