@@ -27,6 +27,7 @@
 #include "sluice/data/sampler.hpp"
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/proposal/propose.hpp"
+#include "sluice/proposal/sampled.hpp"
 #include "sluice/schedule/iteration.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice/shard/cost.hpp"
@@ -446,12 +447,11 @@ inline SystemRun sluice_run(const Setup& setup, std::span<const std::vector<Sequ
   return run;
 }
 
-// sluice's candidates: proposal::propose on the dataset for the context, the cluster and the token budget, then
-// every homogeneous strategy holding the context that the proposal left out; or nothing (with the reason) when no
-// usable scheme holds the context. The proposal's objective spreads an interval's work evenly over its pipelines,
-// so it undervalues the wide schemes a batch's longest sequence needs alone (one 32K sequence on ⟨4, 1⟩ takes
-// 3 s however many ⟨4, 1⟩ pipelines there are); the homogeneous strategies give those batches a fallback, as the
-// authors' code always adds its homogeneous layout.
+// sluice's candidates: proposal::propose_sampled on the dataset for the context, the cluster and the token budget
+// (the set of at most 8 strategies with the lowest mean planned time over sampled batches, from a pool seeded by the
+// paper's DP), then every homogeneous strategy holding the context that the set left out; or nothing (with the
+// reason) when no usable scheme holds the context. The homogeneous strategies give batches unlike the sampled ones
+// a fallback, as the authors' code always adds its homogeneous layout.
 inline std::vector<Strategy> propose_candidates(const Setup& setup, const data::LengthDataset& dataset,
                                                 std::string& failure) {
   proposal::ProposeOptions options;
@@ -469,7 +469,11 @@ inline std::vector<Strategy> propose_candidates(const Setup& setup, const data::
                                      setup.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)");
     return {};
   }
-  const proposal::Proposal result = proposal::propose(dataset, setup.profile, options);
+  proposal::SampledOptions sampling;
+  sampling.paper = options;
+  sampling.seed = setup.seed + 1;  // batches other than the simulated ones (drawn with setup.seed)
+  sampling.dispatch.seed = setup.seed;
+  const proposal::SampledProposal result = proposal::propose_sampled(dataset, setup.profile, sampling);
   proposal::validate(result, setup.profile);
   std::vector<Strategy> candidates = result.strategies();
   for (const Strategy& strategy : homogeneous_strategies(setup, setup.context))
