@@ -144,6 +144,8 @@ TEST_CASE("cli: every numeric option has a documented range and is refused outsi
       {{"simulate", "--tokens", "16777217"}, "--tokens"},
       {{"trace", "--iteration", "1048576"}, "--iteration"},
       {{"inspect", "--context", "1048577"}, "--context"},
+      {{"propose", "--sampled", "--batches", "1025"}, "--batches"},
+      {{"propose", "--sampled", "--held-out", "0"}, "--held-out"},
   };
   sluice::test::check_bad_input(cases);
 }
