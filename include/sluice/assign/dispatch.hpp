@@ -509,8 +509,8 @@ private:
 // bounds, and it is cheap to search:
 // - Pipelines of one group are interchangeable, so the empty ones are taken in index order and only the
 //   lowest-index empty pipeline of a group is evaluated.
-// - The non-empty pipelines of a group are kept sorted by bound; since new_j ≥ bound_j, a group's scan stops
-//   at the first pipeline whose bound is above the best new bound found so far.
+// - The non-empty pipelines of a group are kept sorted by the bound's first term A_j; since new_j ≥ A_j + T'(l),
+//   a group's scan stops at the first pipeline with A_j + T'(l) above the best new bound found so far.
 // - Evaluating a pipeline is O(1): its state is the first term of the bound without the longest-sequence
 //   term (`base`), T' of its longest sequence, its micro-batch count V_lo and the tokens left in its last
 //   micro-batch (`room`).
@@ -561,8 +561,8 @@ public:
   [[nodiscard]] const std::vector<int>& best_assignment() const noexcept { return best_assignment_; }
 
 private:
-  struct Entry {  // a non-empty pipeline in its group's list, sorted by bound
-    double bound;
+  struct Entry {  // a non-empty pipeline in its group's list, sorted by the first term of its bound
+    double first_term;
     int pipeline;
   };
   struct State {
@@ -600,14 +600,16 @@ private:
   double place(int i) {
     const std::int64_t length = problem_.length(i);
     double best = std::numeric_limits<double>::infinity();
+    double best_first_term = best;
     double threshold = best;
     int best_pipeline = std::numeric_limits<int>::max();
     int best_group = -1;
     int best_position = -1;  // in the group's sorted list; −1: its next empty pipeline
-    auto consider = [&](double value, int pipeline, int g, int position) {
+    auto consider = [&](double value, double first_term, int pipeline, int g, int position) {
       if (value < best || (value == best && pipeline < best_pipeline)) {
         best = value;
-        threshold = value + value * 1e-12;  // covers rounding in new_j ≥ bound_j
+        best_first_term = first_term;
+        threshold = value + value * 1e-12;  // covers rounding in new_j ≥ A_j + T'
         best_pipeline = pipeline;
         best_group = g;
         best_position = position;
@@ -618,10 +620,13 @@ private:
       const DispatchGroup& group = problem_.group(g);
       const double t = problem_.time(i, g);
       const int used = used_[g];
-      if (used < group.count) consider(empty_bound(group, t), group.first + used, g, -1);
+      if (used < group.count) {
+        const double bound = empty_bound(group, t);
+        consider(bound, bound, group.first + used, g, -1);
+      }
       const Entry* list = entries_.data() + group.first;
       for (int position = 0; position < used; ++position) {
-        if (list[position].bound > threshold) break;
+        if (list[position].first_term + t > threshold) break;
         const State& state = states_[list[position].pipeline];
         const bool new_micro_batch = length > state.room;
         const double longest = std::max(state.longest, t);
@@ -629,7 +634,7 @@ private:
         const auto v = static_cast<double>(state.micro_batches + (new_micro_batch ? 1 : 0));
         const double value =
             problem_.v_step() ? std::max(sum_term, (longest + group.overhead) * (group.pp_minus_1 + v)) : sum_term;
-        consider(value, list[position].pipeline, g, position);
+        consider(value, sum_term, list[position].pipeline, g, position);
       }
     }
     assignment_[i] = best_pipeline;
@@ -641,7 +646,8 @@ private:
     if (position < 0) {
       state = {t + group.overhead + group.pp_minus_1 * group.overhead, t, 1, group.max_len - length};
       position = used_[best_group]++;
-      for (; position > 0 && list[position - 1].bound > best; --position) list[position] = list[position - 1];
+      for (; position > 0 && list[position - 1].first_term > best_first_term; --position)
+        list[position] = list[position - 1];
     } else {
       const bool new_micro_batch = length > state.room;
       state.base = state.base + t + (new_micro_batch ? group.overhead : 0.0);
@@ -649,9 +655,10 @@ private:
       state.room += new_micro_batch ? group.max_len - length : -length;
       state.longest = std::max(state.longest, t);
       const int end = used_[best_group];
-      for (; position + 1 < end && list[position + 1].bound < best; ++position) list[position] = list[position + 1];
+      for (; position + 1 < end && list[position + 1].first_term < best_first_term; ++position)
+        list[position] = list[position + 1];
     }
-    list[position] = {best, best_pipeline};
+    list[position] = {best_first_term, best_pipeline};
     return best;
   }
 
