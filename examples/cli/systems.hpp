@@ -324,7 +324,6 @@ inline std::string no_homogeneous(const Setup& setup, std::int64_t length) {
                                 setup.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)");
 }
 
-
 }  // namespace detail_systems
 
 // (1) Megatron-LM: one static homogeneous strategy, the best by mean over the batches of those holding the
