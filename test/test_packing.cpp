@@ -392,7 +392,7 @@ TEST_CASE("packing: validate names the broken invariant") {
   broken([](Packing& p) { p.micro_batches.clear(); }, "no micro-batches");
   broken([](Packing& p) { p.micro_batches.push_back({}); }, "micro-batch 3 is empty");
   broken([](Packing& p) { p.micro_batches[2].sequence_ids.push_back(9); }, "holds sequence 9, not among");
-  broken([](Packing& p) { p.micro_batches[2].sequence_ids.push_back(0); }, "sequence 0 is packed more than once");
+  broken([](Packing& p) { p.micro_batches[2].sequence_ids.push_back(0); }, "holds sequence 0, already placed");
   broken([](Packing& p) { p.micro_batches.pop_back(); }, "packs 3 of 4 sequences");
   broken([](Packing& p) { p.micro_batches[0].tokens = 1; }, "says 1 tokens");
   broken([](Packing& p) { p.micro_batches[0].seconds = 1; }, "says 1 s");
@@ -404,5 +404,5 @@ TEST_CASE("packing: validate names the broken invariant") {
         p.micro_batches[1].seconds = 1.375;
         p.micro_batches.pop_back();
       },
-      "above max_len 1024");
+      "above MaxLen 1024");
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sluice/assign/types.hpp"
+#include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
 #include "sluice/cost/profile.hpp"
@@ -497,39 +498,58 @@ inline Packing pack_fixed_length(std::span<const Sequence> sequences, const cost
   return items.to_packing(bin_of, bins);
 }
 
-// Checks a Packing against its sequences and scheme; raises invalid_plan naming the first broken invariant:
-// at least one micro-batch, none empty, every sequence exactly once and nothing else, tokens right and within
-// MaxLen, each micro-batch's seconds Σ T'(l) + c and the estimate (relative tolerance 1e-9).
-inline void validate(const Packing& packing, std::span<const Sequence> sequences, const cost::SchemeCost& scheme) {
-  auto check = [](bool condition, auto&&... parts) {
-    if (!condition) throw invalid_plan(sluice::detail::concat("packing: ", parts...));
-  };
-  auto close = [](double x, double y) { return std::abs(x - y) <= 1e-9 * std::max({1.0, std::abs(x), std::abs(y)}); };
-  check(!packing.micro_batches.empty(), "has no micro-batches");
-  std::unordered_map<std::int64_t, std::int64_t> length_of;
-  for (const Sequence& sequence : sequences) length_of.emplace(sequence.id(), sequence.length());
-  std::unordered_set<std::int64_t> seen;
-  for (std::size_t m = 0; m < packing.micro_batches.size(); ++m) {
-    const MicroBatch& micro_batch = packing.micro_batches[m];
+namespace detail {
+
+// The checks a Packing and an IterationPlan share, over one pipeline's micro-batches: none empty, each
+// sequence from `length_of` and not in `placed` yet, tokens right and within `max_len`, seconds Σ T'(l) + c
+// (relative tolerance 1e-9). Returns the slowest micro-batch's recomputed seconds.
+inline double check_micro_batches(const PlanCheck& check, std::span<const MicroBatch> micro_batches,
+                                  const std::unordered_map<std::int64_t, std::int64_t>& length_of,
+                                  std::unordered_set<std::int64_t>& placed, const cost::SchemeCost& scheme,
+                                  std::int64_t max_len) {
+  double slowest = 0;
+  for (std::size_t m = 0; m < micro_batches.size(); ++m) {
+    const MicroBatch& micro_batch = micro_batches[m];
     check(!micro_batch.sequence_ids.empty(), "micro-batch ", m, " is empty");
     std::int64_t tokens = 0;
     double seconds = scheme.latency.microbatch_overhead();
     for (const std::int64_t id : micro_batch.sequence_ids) {
       const auto it = length_of.find(id);
       check(it != length_of.end(), "micro-batch ", m, " holds sequence ", id, ", not among the sequences");
-      check(seen.insert(id).second, "sequence ", id, " is packed more than once");
+      check(placed.insert(id).second, "micro-batch ", m, " holds sequence ", id, ", already placed");
       tokens += it->second;
       seconds += scheme.latency.sequence_time(it->second);
     }
     check(tokens == micro_batch.tokens, "micro-batch ", m, " says ", micro_batch.tokens, " tokens, its sequences hold ",
           tokens);
-    check(tokens <= scheme.max_len, "micro-batch ", m, " holds ", tokens, " tokens, above max_len ", scheme.max_len);
-    check(close(seconds, micro_batch.seconds), "micro-batch ", m, " says ", micro_batch.seconds,
+    check(tokens <= max_len, "micro-batch ", m, " holds ", tokens, " tokens, above MaxLen ", max_len);
+    check(nearly_equal(seconds, micro_batch.seconds), "micro-batch ", m, " says ", micro_batch.seconds,
           " s, the cost model gives ", seconds);
+    slowest = std::max(slowest, seconds);
   }
-  check(seen.size() == length_of.size(), "packs ", seen.size(), " of ", length_of.size(), " sequences");
+  return slowest;
+}
+
+inline std::unordered_map<std::int64_t, std::int64_t> length_by_id(std::span<const Sequence> sequences) {
+  std::unordered_map<std::int64_t, std::int64_t> length_of;
+  for (const Sequence& sequence : sequences) length_of.emplace(sequence.id(), sequence.length());
+  return length_of;
+}
+
+}  // namespace detail
+
+// Checks a Packing against its sequences and scheme; raises invalid_plan naming the first broken invariant:
+// at least one micro-batch, every sequence exactly once and nothing else, each micro-batch as
+// detail::check_micro_batches requires, and the estimate.
+inline void validate(const Packing& packing, std::span<const Sequence> sequences, const cost::SchemeCost& scheme) {
+  const PlanCheck check("packing: ");
+  check(!packing.micro_batches.empty(), "has no micro-batches");
+  const auto length_of = detail::length_by_id(sequences);
+  std::unordered_set<std::int64_t> placed;
+  detail::check_micro_batches(check, packing.micro_batches, length_of, placed, scheme, scheme.max_len);
+  check(placed.size() == length_of.size(), "packs ", placed.size(), " of ", length_of.size(), " sequences");
   const double estimate = packing_estimate(packing.micro_batches, scheme.scheme.pp());
-  check(close(estimate, packing.estimate), "estimate ", packing.estimate, " s, its micro-batches give ", estimate);
+  check(nearly_equal(estimate, packing.estimate), "estimate ", packing.estimate, " s, its micro-batches give ", estimate);
 }
 
 }  // namespace sluice::assign

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/microbatch/types.hpp"
 
@@ -136,12 +137,7 @@ inline std::vector<double> micro_batch_times(const Partition& partition) {
 // list ascending, and loads and max_load recompute (relative 1e-9).
 inline void validate(const ReplicaAssignment& assignment, std::span<const double> times, int replicas) {
   sluice::detail::require(replicas >= 1, "replica assignment: replicas must be >= 1, got ", replicas);
-  auto check = [](bool condition, auto&&... parts) {
-    if (!condition) throw invalid_plan(sluice::detail::concat("replica assignment: ", parts...));
-  };
-  auto close = [](double x, double y) {
-    return x == y || std::abs(x - y) <= 1e-9 * std::max({1.0, std::abs(x), std::abs(y)});
-  };
+  const PlanCheck check("replica assignment: ");
   const auto d = static_cast<std::size_t>(replicas);
   check(assignment.replicas.size() == d, "has ", assignment.replicas.size(), " replicas, expected ", d);
   check(assignment.loads.size() == d, "has ", assignment.loads.size(), " loads, expected ", d);
@@ -157,12 +153,12 @@ inline void validate(const ReplicaAssignment& assignment, std::span<const double
       seen[items[k]] = true;
       load += times[items[k]];
     }
-    check(close(load, assignment.loads[r]), "replica ", r, " says load ", assignment.loads[r], ", its micro-batches give ",
+    check(nearly_equal(load, assignment.loads[r]), "replica ", r, " says load ", assignment.loads[r], ", its micro-batches give ",
           load);
     max_load = std::max(max_load, load);
   }
   check(std::ranges::all_of(seen, [](bool x) { return x; }), "some micro-batch is on no replica");
-  check(close(max_load, assignment.max_load), "max_load ", assignment.max_load, ", its replicas give ", max_load);
+  check(nearly_equal(max_load, assignment.max_load), "max_load ", assignment.max_load, ", its replicas give ", max_load);
 }
 
 }  // namespace sluice::microbatch

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/microbatch/order.hpp"
 #include "sluice/microbatch/types.hpp"
@@ -533,12 +534,7 @@ void validate(const Partition& partition, std::span<const Sample> samples, const
   sluice::detail::require(context.replicas >= 1, "partition context: replicas must be >= 1, got ", context.replicas);
   sluice::detail::require(!std::isnan(context.memory_limit) && context.memory_limit > 0,
                           "partition context: memory_limit must be > 0, got ", context.memory_limit);
-  auto check = [](bool condition, auto&&... parts) {
-    if (!condition) throw invalid_plan(sluice::detail::concat("partition: ", parts...));
-  };
-  auto close = [](double x, double y) {
-    return x == y || std::abs(x - y) <= 1e-9 * std::max({1.0, std::abs(x), std::abs(y)});
-  };
+  const PlanCheck check("partition: ");
   check(!partition.micro_batches.empty(), "has no micro-batches");
   std::unordered_map<std::int64_t, const Sample*> by_id;
   for (const Sample& sample : samples) by_id.emplace(sample.id, &sample);
@@ -583,15 +579,15 @@ void validate(const Partition& partition, std::span<const Sample> samples, const
             mb.shape.input, ", ", mb.shape.target, ") is not its samples' (", max_input, ", ", max_target, ")");
     const double seconds = model.seconds(mb.shape);
     const double bytes = model.bytes(mb.shape);
-    check(std::isfinite(seconds) && close(seconds, mb.seconds), "micro-batch ", m, " says ", mb.seconds,
+    check(std::isfinite(seconds) && nearly_equal(seconds, mb.seconds), "micro-batch ", m, " says ", mb.seconds,
           " s, the cost model gives ", seconds);
-    check(close(bytes, mb.bytes), "micro-batch ", m, " says ", mb.bytes, " bytes, the cost model gives ", bytes);
+    check(nearly_equal(bytes, mb.bytes), "micro-batch ", m, " says ", mb.bytes, " bytes, the cost model gives ", bytes);
     check(bytes <= context.memory_limit, "micro-batch ", m, " needs ", bytes, " bytes, above the limit ",
           context.memory_limit);
   }
   check(seen.size() == by_id.size(), "places ", seen.size(), " of ", by_id.size(), " samples");
   const double objective = partition_objective(partition.micro_batches, context.stages, context.replicas);
-  check(close(objective, partition.objective), "objective ", partition.objective, ", its micro-batches give ",
+  check(nearly_equal(objective, partition.objective), "objective ", partition.objective, ", its micro-batches give ",
         objective);
 }
 

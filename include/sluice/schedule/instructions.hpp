@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 
 namespace sluice::schedule {
@@ -231,9 +232,7 @@ inline void require_problem(const Problem& problem) {
 // Checks that every stage runs each micro-batch's forward and backward exactly once, forward first, and that
 // the orders cannot wait on each other forever (replayed as the simulator replays them). Raises invalid_plan.
 inline void validate(const Order& order, int micro_batches, int stages) {
-  auto check = [](bool condition, auto&&... parts) {
-    if (!condition) throw invalid_plan(sluice::detail::concat("order: ", parts...));
-  };
+  const PlanCheck check("order: ");
   check(order.stages.size() == static_cast<std::size_t>(stages), "has ", order.stages.size(), " stages, expected ",
         stages);
   const auto m = static_cast<std::size_t>(micro_batches);

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/schedule/comm.hpp"
@@ -209,9 +210,7 @@ inline PipelineSchedule schedule_pipeline(const Problem& problem, const Schedule
 // consistent; the simulation is the order's (re-simulated) and within the memory limits; the execution plan is
 // valid, is the order's communication plan, and finishes under NCCL's rules. Raises invalid_plan.
 inline void validate(const PipelineSchedule& schedule, const Problem& problem) {
-  auto check = [](bool condition, auto&&... parts) {
-    if (!condition) throw invalid_plan(sluice::detail::concat("pipeline schedule: ", parts...));
-  };
+  const PlanCheck check("pipeline schedule: ");
   const std::size_t m = problem.micro_batches.size();
   std::vector<int> sorted = schedule.injection;
   std::sort(sorted.begin(), sorted.end());

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/microbatch/balance.hpp"
 #include "sluice/microbatch/order.hpp"
@@ -101,9 +102,7 @@ PipelineRunPlan plan_pipeline(std::span<const microbatch::Sample> samples, const
 template <microbatch::MicroBatchCostModel Model>
 void validate(const PipelineRunPlan& plan, std::span<const microbatch::Sample> samples, std::span<const Model> models,
               const PipelinePlanOptions& options) {
-  auto check = [](bool condition, auto&&... parts) {
-    if (!condition) throw invalid_plan(sluice::detail::concat("pipeline plan: ", parts...));
-  };
+  const PlanCheck check("pipeline plan: ");
   microbatch::validate(plan.partition, samples, models,
                        {options.stages, options.replicas, options.micro_batch_memory});
   microbatch::validate(plan.assignment, microbatch::micro_batch_times(plan.partition), options.replicas);

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/schedule/instructions.hpp"
 
@@ -115,16 +116,11 @@ inline Simulation simulate(const Problem& problem, const Order& order) {
 // op before its stage is free or its input has arrived; transfers one at a time per link direction; the
 // makespan, peaks and idle times as recomputed. Raises invalid_plan.
 inline void validate(const Simulation& simulation, const Problem& problem, const Order& order) {
-  auto check = [](bool condition, auto&&... parts) {
-    if (!condition) throw invalid_plan(sluice::detail::concat("simulation: ", parts...));
-  };
+  const PlanCheck check("simulation: ");
   validate(order, static_cast<int>(problem.micro_batches.size()), problem.stages);
   const auto c = static_cast<std::size_t>(problem.stages);
   const auto m = problem.micro_batches.size();
   constexpr double tolerance = 1e-9;
-  auto close = [](double x, double y) {
-    return std::abs(x - y) <= tolerance * std::max({1.0, std::abs(x), std::abs(y)});
-  };
   // A duration recomputed as end − start carries the rounding of the timestamps, not of the duration: it is
   // compared relative to the larger of them (transfers of seconds next to ops of milliseconds are common).
   auto close_at = [](double x, double y, double scale) {
@@ -174,15 +170,15 @@ inline void validate(const Simulation& simulation, const Problem& problem, const
       makespan = std::max(makespan, t.end);
     }
   }
-  check(close(makespan, simulation.makespan), "makespan ", simulation.makespan, ", its ops end at ", makespan);
+  check(nearly_equal(makespan, simulation.makespan), "makespan ", simulation.makespan, ", its ops end at ", makespan);
   const std::vector<double> peaks = peak_memory(problem, order);
   check(simulation.peak_memory.size() == c && simulation.idle.size() == c, "peak_memory or idle has the wrong size");
   for (std::size_t j = 0; j < c; ++j) {
-    check(close(peaks[j], simulation.peak_memory[j]), "stage ", j, " peak ", simulation.peak_memory[j],
+    check(nearly_equal(peaks[j], simulation.peak_memory[j]), "stage ", j, " peak ", simulation.peak_memory[j],
           " bytes, its order holds ", peaks[j]);
     double busy = 0;
     for (const MicroBatchCost& mb : problem.micro_batches) busy += mb.forward[j] + mb.backward[j];
-    check(close(simulation.idle[j], makespan - busy), "stage ", j, " idle ", simulation.idle[j], " s, expected ",
+    check(nearly_equal(simulation.idle[j], makespan - busy), "stage ", j, " idle ", simulation.idle[j], " s, expected ",
           makespan - busy);
   }
 }
