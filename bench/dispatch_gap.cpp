@@ -93,13 +93,13 @@ void near_max_len(double cbc_seconds, int iterations) {
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (int b = 0, shown = 0; shown < iterations && b < 1000; ++b) {
     const std::vector<Sequence> batch = sampler.next().sequences;
-    if (std::ranges::max(batch, {}, &Sequence::length).length() < 29'000) continue;
+    if (longest_length(batch) < 29'000) continue;
     ++shown;
     const assign::IterationPlan plan = assign::plan_iteration(batch, std::span(&strategy, 1), profile);
     const assign::ExactDispatch exact = assign::dispatch_exact(batch, pipelines, {.time_limit_seconds = cbc_seconds});
     const double cbc = packed(batch, pipelines, exact.dispatch.pipeline_of);
     std::printf("| %d | %zu | %lld | %.4f | %.4f | %.4f | %s | %.2f%% |\n", b, batch.size(),
-                static_cast<long long>(std::ranges::max(batch, {}, &Sequence::length).length()), plan.estimate, cbc,
+                static_cast<long long>(longest_length(batch)), plan.estimate, cbc,
                 exact.dispatch.objective, status_name(exact.status), 100 * (plan.estimate / cbc - 1));
     std::fflush(stdout);
   }

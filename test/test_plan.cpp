@@ -243,8 +243,8 @@ TEST_CASE("validate: each invariant, broken on purpose") {
       {"in MaxLen order", [](IterationPlan& p) { std::swap(p.pipelines.front().scheme, p.pipelines.back().scheme); }},
       {"MaxLen", [](IterationPlan& p) { p.pipelines.back().max_len += 128; }},
       {"is empty", [&](IterationPlan& p) { first_busy(p).micro_batches.front().sequence_ids.clear(); }},
-      {"not in the batch", [&](IterationPlan& p) { first_busy(p).micro_batches.front().sequence_ids.push_back(1 << 30); }},
-      {"more than once",
+      {"not among the sequences", [&](IterationPlan& p) { first_busy(p).micro_batches.front().sequence_ids.push_back(1 << 30); }},
+      {"already placed",
        [&](IterationPlan& p) {
          auto& pipeline = first_busy(p);
          pipeline.micro_batches[1].sequence_ids.push_back(pipeline.micro_batches[0].sequence_ids.front());
@@ -261,7 +261,7 @@ TEST_CASE("validate: each invariant, broken on purpose") {
          for (auto& pipeline : p.pipelines) pipeline.micro_batches.clear();
          p.pipelines.front().micro_batches.push_back(all);
        }},
-      {"its cost model gives", [&](IterationPlan& p) { first_busy(p).micro_batches.front().seconds *= 1.01; }},
+      {"the cost model gives", [&](IterationPlan& p) { first_busy(p).micro_batches.front().seconds *= 1.01; }},
       {"its micro-batches give", [&](IterationPlan& p) { first_busy(p).estimate *= 1.01; }},
       {"its slowest pipeline", [](IterationPlan& p) { p.estimate *= 0.99; }},
       {"exceeds the estimate", [](IterationPlan& p) { p.dispatch_lower_bound = p.estimate * 2; }},

@@ -12,9 +12,11 @@
 #include <unordered_set>
 #include <vector>
 
+#include "sluice/assign/choose.hpp"
 #include "sluice/assign/dispatch.hpp"
 #include "sluice/assign/packing.hpp"
 #include "sluice/assign/types.hpp"
+#include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
 #include "sluice/core/strategy.hpp"
@@ -40,7 +42,7 @@ struct PipelinePlan {
   int index = 0;  // MaxLen order, as Profile::pipelines gives it
   Scheme scheme;
   std::int64_t max_len = 0;
-  std::vector<MicroBatch> micro_batches;  // in execution order
+  std::vector<MicroBatch> micro_batches{};  // in execution order
   double estimate = 0;                    // (max micro-batch time)·(PP − 1 + V); 0 when idle
   friend bool operator==(const PipelinePlan&, const PipelinePlan&) = default;
 };
@@ -54,54 +56,31 @@ struct CandidateEstimate {
 
 struct IterationPlan {
   Strategy strategy;
-  std::vector<PipelinePlan> pipelines;
+  std::vector<PipelinePlan> pipelines{};
   double estimate = 0;              // max over pipelines: the iteration's propagation time
   double dispatch_objective = 0;    // Eq. 3 of the chosen dispatch (a lower bound on `estimate`)
   double dispatch_lower_bound = 0;  // a bound on the optimum of Eq. 3 for the chosen strategy
   std::size_t chosen = 0;           // index into `candidates`
-  std::vector<CandidateEstimate> candidates;
+  std::vector<CandidateEstimate> candidates{};
   double overhead = 0;  // the chosen candidate's PlanOptions::candidate_overhead
   [[nodiscard]] double total() const noexcept { return estimate + overhead; }
   friend bool operator==(const IterationPlan&, const IterationPlan&) = default;
 };
 
-// The most sequences one iteration's batch may hold: dispatch indexes them with int, and at this size planning one
-// candidate takes seconds even in the worst case (every sequence one token long; docs/limits.md).
-inline constexpr std::size_t max_batch_sequences = std::size_t{1} << 20;
-
 namespace detail {
-
-inline void require_batch(std::span<const Sequence> batch) {
-  sluice::detail::require(!batch.empty(), "plan: the batch is empty");
-  sluice::detail::require(batch.size() <= max_batch_sequences, "plan: the batch has ", batch.size(),
-                          " sequences, more than the ", max_batch_sequences, " a plan may hold");
-  std::unordered_set<std::int64_t> ids;
-  ids.reserve(batch.size());
-  for (const Sequence& sequence : batch)
-    sluice::detail::require(ids.insert(sequence.id()).second, "plan: sequence id ", sequence.id(),
-                            " appears twice in the batch");
-}
-
-inline std::vector<cost::SchemeCost> pipeline_costs(const Strategy& strategy, const cost::Profile& profile) {
-  std::vector<cost::SchemeCost> costs;
-  for (const Pipeline& pipeline : profile.pipelines(strategy)) costs.push_back(profile.at(pipeline.scheme));
-  return costs;
-}
-
-inline std::int64_t longest(std::span<const Sequence> batch) {
-  return std::ranges::max(batch, {}, &Sequence::length).length();
-}
 
 // One candidate fully planned: dispatch, then pack every pipeline.
 inline IterationPlan plan_candidate(std::span<const Sequence> batch, const Strategy& strategy,
                                     std::span<const cost::SchemeCost> costs, const PlanOptions& options) {
   const Dispatch dispatch = dispatch_greedy(batch, costs, options.dispatch);
-  IterationPlan plan{strategy, {}, 0, dispatch.objective, dispatch.lower_bound, 0, {}, 0};
+  IterationPlan plan{.strategy = strategy,
+                     .dispatch_objective = dispatch.objective,
+                     .dispatch_lower_bound = dispatch.lower_bound};
   std::vector<std::vector<Sequence>> assigned(costs.size());
   for (std::size_t i = 0; i < batch.size(); ++i)
     assigned[static_cast<std::size_t>(dispatch.pipeline_of[i])].push_back(batch[i]);
   for (std::size_t j = 0; j < costs.size(); ++j) {
-    PipelinePlan pipeline{static_cast<int>(j), costs[j].scheme, costs[j].max_len, {}, 0};
+    PipelinePlan pipeline{.index = static_cast<int>(j), .scheme = costs[j].scheme, .max_len = costs[j].max_len};
     if (!assigned[j].empty()) {
       Packing packing = pack(assigned[j], costs[j]);
       pipeline.micro_batches = std::move(packing.micro_batches);
@@ -115,43 +94,24 @@ inline IterationPlan plan_candidate(std::span<const Sequence> batch, const Strat
 
 }  // namespace detail
 
-// Candidates whose longest-MaxLen pipeline cannot hold the batch's longest sequence are skipped
-// (reported with no estimate); ties between estimate + overhead go to the earlier candidate.
+// Hydraulis' choice judged by the packing estimate (choose.hpp): candidates that cannot hold the batch's longest
+// sequence are reported with no estimate; ties between estimate + overhead go to the earlier candidate.
 inline IterationPlan plan_iteration(std::span<const Sequence> batch, std::span<const Strategy> candidates,
                                     const cost::Profile& profile, const PlanOptions& options = {}) {
-  detail::require_batch(batch);
-  sluice::detail::require(!candidates.empty(), "plan: no candidate strategies");
-  const std::vector<double>& overheads = options.candidate_overhead;
-  sluice::detail::require(overheads.empty() || overheads.size() == candidates.size(), "plan: candidate_overhead has ",
-                          overheads.size(), " entries for ", candidates.size(), " candidates");
-  for (std::size_t k = 0; k < overheads.size(); ++k)
-    sluice::detail::require(std::isfinite(overheads[k]) && overheads[k] >= 0, "plan: candidate_overhead[", k,
-                            "] must be finite and >= 0, got ", overheads[k]);
-  const std::int64_t longest = detail::longest(batch);
-
-  std::optional<IterationPlan> best;
-  std::vector<CandidateEstimate> estimates;
-  std::int64_t widest = 0;
-  for (std::size_t k = 0; k < candidates.size(); ++k) {
-    const auto costs = detail::pipeline_costs(candidates[k], profile);
-    widest = std::max(widest, costs.front().max_len);
-    const double overhead = overheads.empty() ? 0 : overheads[k];
-    if (costs.front().max_len < longest) {
-      estimates.push_back({candidates[k], std::nullopt, overhead});
-      continue;
-    }
-    IterationPlan plan = detail::plan_candidate(batch, candidates[k], costs, options);
-    plan.overhead = overhead;
-    estimates.push_back({candidates[k], plan.estimate, overhead});
-    if (!best || plan.total() < best->total()) {
-      plan.chosen = k;
-      best = std::move(plan);
-    }
-  }
-  sluice::detail::require(best.has_value(), "plan: the batch's longest sequence has ", longest,
-                          " tokens but no candidate holds more than ", widest, " (MaxLen)");
-  best->candidates = std::move(estimates);
-  return *std::move(best);
+  auto choice = choose_candidate(batch, candidates, profile, options.candidate_overhead,
+                                 [&](std::size_t k, std::span<const cost::SchemeCost> costs, double overhead) {
+                                   IterationPlan plan = detail::plan_candidate(batch, candidates[k], costs, options);
+                                   plan.overhead = overhead;
+                                   const double estimate = plan.estimate;
+                                   return Judged<IterationPlan>{.plan = std::move(plan), .score = estimate};
+                                 });
+  IterationPlan plan = std::move(choice.plan);
+  plan.chosen = choice.chosen;
+  for (std::size_t k = 0; k < candidates.size(); ++k)
+    plan.candidates.push_back({.strategy = candidates[k],
+                               .estimate = choice.scores[k],
+                               .overhead = options.candidate_overhead.empty() ? 0 : options.candidate_overhead[k]});
+  return plan;
 }
 
 // Megatron-LM-style baseline: one static homogeneous strategy, sequences packed best-fit-decreasing into
@@ -166,9 +126,9 @@ inline IterationPlan plan_fixed_length(std::span<const Sequence> batch, const St
   const auto costs = detail::pipeline_costs(strategy, profile);
   const cost::SchemeCost& scheme = costs.front();
   const Packing packs = pack_fixed_length(batch, scheme, capacity_tokens);
-  IterationPlan plan{strategy, {}, 0, 0, 0, 0, {}, 0};
+  IterationPlan plan{.strategy = strategy};
   for (std::size_t j = 0; j < costs.size(); ++j)
-    plan.pipelines.push_back({static_cast<int>(j), scheme.scheme, scheme.max_len, {}, 0});
+    plan.pipelines.push_back({.index = static_cast<int>(j), .scheme = scheme.scheme, .max_len = scheme.max_len});
   for (std::size_t k = 0; k < packs.micro_batches.size(); ++k)
     plan.pipelines[k % costs.size()].micro_batches.push_back(packs.micro_batches[k]);
   for (PipelinePlan& pipeline : plan.pipelines) {
@@ -186,18 +146,15 @@ inline IterationPlan plan_fixed_length(std::span<const Sequence> batch, const St
   for (const Sequence& sequence : batch) pipeline_of.push_back(pipeline_of_id.at(sequence.id()));
   plan.dispatch_objective = dispatch_objective(batch, costs, pipeline_of);
   plan.dispatch_lower_bound = dispatch_lower_bound(batch, costs);
-  plan.candidates = {{strategy, plan.estimate}};
+  plan.candidates = {{.strategy = strategy, .estimate = plan.estimate}};
   return plan;
 }
 
 // Checks every invariant of an iteration plan against its batch and profile; raises invalid_plan naming
 // the first broken one.
 inline void validate(const IterationPlan& plan, std::span<const Sequence> batch, const cost::Profile& profile) {
-  auto check = [](bool condition, auto&&... parts) {
-    if (!condition) throw invalid_plan(sluice::detail::concat("plan: ", parts...));
-  };
+  const PlanCheck check("plan: ");
   constexpr double tolerance = 1e-9;
-  auto close = [](double x, double y) { return std::abs(x - y) <= tolerance * std::max({1.0, std::abs(x), std::abs(y)}); };
 
   check(plan.strategy.gpus() <= profile.gpus(), "strategy ", plan.strategy.name(), " needs ", plan.strategy.gpus(),
         " GPUs but the cluster has ", profile.gpus());
@@ -210,9 +167,8 @@ inline void validate(const IterationPlan& plan, std::span<const Sequence> batch,
   check(plan.pipelines.size() == expected.size(), "has ", plan.pipelines.size(), " pipelines, strategy ",
         plan.strategy.name(), " has ", expected.size());
 
-  std::unordered_map<std::int64_t, std::int64_t> length_of;
-  for (const Sequence& sequence : batch) length_of.emplace(sequence.id(), sequence.length());
-  std::unordered_set<std::int64_t> seen;
+  const auto length_of = detail::length_by_id(batch);
+  std::unordered_set<std::int64_t> placed;
   double slowest_pipeline = 0;
   for (std::size_t j = 0; j < plan.pipelines.size(); ++j) {
     const PipelinePlan& pipeline = plan.pipelines[j];
@@ -220,42 +176,22 @@ inline void validate(const IterationPlan& plan, std::span<const Sequence> batch,
     check(pipeline.scheme == expected[j].scheme && pipeline.max_len == expected[j].max_len, "pipeline ", j, " is ",
           pipeline.scheme.name(), " (MaxLen ", pipeline.max_len, "), the strategy's pipeline ", j, " in MaxLen order is ",
           expected[j].scheme.name(), " (MaxLen ", expected[j].max_len, ")");
-    const cost::SchemeCost& scheme = profile.at(pipeline.scheme);
-    double slowest = 0;
-    for (std::size_t m = 0; m < pipeline.micro_batches.size(); ++m) {
-      const MicroBatch& micro_batch = pipeline.micro_batches[m];
-      check(!micro_batch.sequence_ids.empty(), "pipeline ", j, " micro-batch ", m, " is empty");
-      std::int64_t tokens = 0;
-      double seconds = scheme.latency.microbatch_overhead();
-      for (const std::int64_t id : micro_batch.sequence_ids) {
-        const auto it = length_of.find(id);
-        check(it != length_of.end(), "pipeline ", j, " micro-batch ", m, " holds sequence ", id, ", not in the batch");
-        check(seen.insert(id).second, "sequence ", id, " is planned more than once");
-        tokens += it->second;
-        seconds += scheme.latency.sequence_time(it->second);
-      }
-      check(tokens == micro_batch.tokens, "pipeline ", j, " micro-batch ", m, " says ", micro_batch.tokens,
-            " tokens, its sequences hold ", tokens);
-      check(tokens <= pipeline.max_len, "pipeline ", j, " micro-batch ", m, " holds ", tokens, " tokens, above MaxLen ",
-            pipeline.max_len);
-      check(close(seconds, micro_batch.seconds), "pipeline ", j, " micro-batch ", m, " says ", micro_batch.seconds,
-            " s, its cost model gives ", seconds);
-      slowest = std::max(slowest, seconds);
-    }
+    const double slowest = detail::check_micro_batches(check.part("pipeline ", j, " "), pipeline.micro_batches,
+                                                       length_of, placed, profile.at(pipeline.scheme), pipeline.max_len);
     const auto count = static_cast<double>(pipeline.micro_batches.size());
     const double estimate = count == 0 ? 0 : slowest * (pipeline.scheme.pp() - 1 + count);
-    check(close(estimate, pipeline.estimate), "pipeline ", j, " estimate ", pipeline.estimate, " s, its micro-batches give ",
-          estimate);
+    check(nearly_equal(estimate, pipeline.estimate), "pipeline ", j, " estimate ", pipeline.estimate,
+          " s, its micro-batches give ", estimate);
     slowest_pipeline = std::max(slowest_pipeline, estimate);
   }
-  check(seen.size() == length_of.size(), "plans ", seen.size(), " of the batch's ", length_of.size(), " sequences");
-  check(close(plan.estimate, slowest_pipeline), "estimate ", plan.estimate, " s, its slowest pipeline takes ",
+  check(placed.size() == length_of.size(), "plans ", placed.size(), " of the batch's ", length_of.size(), " sequences");
+  check(nearly_equal(plan.estimate, slowest_pipeline), "estimate ", plan.estimate, " s, its slowest pipeline takes ",
         slowest_pipeline);
   check(plan.dispatch_lower_bound <= plan.estimate * (1 + tolerance), "dispatch lower bound ", plan.dispatch_lower_bound,
         " exceeds the estimate ", plan.estimate);
   check(plan.chosen < plan.candidates.size(), "chosen candidate ", plan.chosen, " of ", plan.candidates.size());
   const CandidateEstimate& chosen = plan.candidates[plan.chosen];
-  check(chosen.strategy == plan.strategy && chosen.estimate && close(*chosen.estimate, plan.estimate) &&
+  check(chosen.strategy == plan.strategy && chosen.estimate && nearly_equal(*chosen.estimate, plan.estimate) &&
             chosen.overhead == plan.overhead,
         "chosen candidate ", plan.chosen, " is not the planned strategy with its estimate and overhead");
   for (std::size_t k = 0; k < plan.candidates.size(); ++k) {

@@ -1,6 +1,8 @@
 #pragma once
 // One training sequence: an identifier (its index in the dataset or batch) and its length in tokens.
+#include <algorithm>
 #include <cstdint>
+#include <span>
 
 #include "sluice/core/error.hpp"
 
@@ -22,5 +24,12 @@ private:
   std::int64_t id_;
   std::int64_t length_;
 };
+
+// The length of a batch's longest sequence, 0 for an empty batch: what every scheme a batch may run on must hold.
+[[nodiscard]] inline std::int64_t longest_length(std::span<const Sequence> batch) noexcept {
+  std::int64_t longest = 0;
+  for (const Sequence& sequence : batch) longest = std::max(longest, sequence.length());
+  return longest;
+}
 
 }  // namespace sluice

@@ -19,6 +19,7 @@
 
 #include "sluice/assign/dispatch.hpp"
 #include "sluice/assign/plan.hpp"
+#include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
@@ -317,7 +318,7 @@ inline SampledProposal propose_sampled(const data::LengthDataset& dataset, const
     const std::int64_t widest = profile.pipelines(strategy).front().max_len;
     std::vector<double> times;
     for (const data::Batch& batch : sample) {
-      if (assign::detail::longest(batch.sequences) > widest) {
+      if (longest_length(batch.sequences) > widest) {
         times.push_back(detail::infinity);
         continue;
       }
@@ -459,9 +460,7 @@ inline SampledProposal propose_sampled(const data::LengthDataset& dataset, const
 // invariant.
 inline void validate(const SampledProposal& proposal, const cost::Profile& profile) {
   validate(proposal.paper, profile);
-  auto check = [](bool condition, auto&&... parts) {
-    if (!condition) throw invalid_plan(sluice::detail::concat("sampled proposal: ", parts...));
-  };
+  const PlanCheck check("sampled proposal: ");
   constexpr double tolerance = 1e-9;
   const std::int64_t gpus = *proposal.paper.options.gpus;
   const std::int64_t max_len = *proposal.paper.options.max_len;

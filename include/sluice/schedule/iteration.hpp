@@ -9,7 +9,9 @@
 #include <span>
 #include <vector>
 
+#include "sluice/assign/choose.hpp"
 #include "sluice/assign/plan.hpp"
+#include "sluice/core/check.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/problems.hpp"
@@ -49,9 +51,7 @@ inline IterationSchedule schedule_iteration(const assign::IterationPlan& plan, c
 // pipelines have none, and the makespan is the slowest pipeline's.
 inline void validate(const IterationSchedule& schedule, const assign::IterationPlan& plan, const cost::Profile& profile,
                      const ProblemOptions& problem = {}) {
-  auto check = [](bool condition, auto&&... parts) {
-    if (!condition) throw invalid_plan(sluice::detail::concat("iteration schedule: ", parts...));
-  };
+  const PlanCheck check("iteration schedule: ");
   check(schedule.pipelines.size() == plan.pipelines.size(), "has ", schedule.pipelines.size(), " pipelines, the plan ",
         plan.pipelines.size());
   double makespan = 0;
@@ -88,33 +88,22 @@ inline SimulatedIteration plan_simulated_iteration(std::span<const Sequence> bat
                                                    const assign::PlanOptions& plan_options = {},
                                                    const ScheduleOptions& schedule = {},
                                                    const ProblemOptions& problem = {}) {
-  sluice::detail::require(!candidates.empty(), "plan: no candidate strategies");
-  const std::vector<double>& overheads = plan_options.candidate_overhead;
-  sluice::detail::require(overheads.empty() || overheads.size() == candidates.size(), "plan: candidate_overhead has ",
-                          overheads.size(), " entries for ", candidates.size(), " candidates");
-  std::int64_t longest = 0;
-  for (const Sequence& sequence : batch) longest = std::max(longest, sequence.length());
-  std::optional<SimulatedIteration> best;
-  std::vector<std::optional<double>> makespans;
-  std::int64_t widest = 0;
-  for (std::size_t k = 0; k < candidates.size(); ++k) {
-    const std::int64_t max_len = profile.pipelines(candidates[k]).front().max_len;
-    widest = std::max(widest, max_len);
-    if (max_len < longest) {
-      makespans.emplace_back();
-      continue;
-    }
-    assign::PlanOptions alone = plan_options;
-    if (!overheads.empty()) alone.candidate_overhead = {overheads[k]};
-    SimulatedIteration candidate{assign::plan_iteration(batch, std::span(&candidates[k], 1), profile, alone), {}, k, {}};
-    candidate.schedule = schedule_iteration(candidate.plan, profile, schedule, problem);
-    makespans.emplace_back(candidate.schedule.makespan);
-    if (!best || candidate.total() < best->total()) best = std::move(candidate);
-  }
-  sluice::detail::require(best.has_value(), "plan: the batch's longest sequence has ", longest,
-                          " tokens but no candidate holds more than ", widest, " (MaxLen)");
-  best->makespans = std::move(makespans);
-  return *std::move(best);
+  auto choice = assign::choose_candidate(
+      batch, candidates, profile, plan_options.candidate_overhead,
+      [&](std::size_t k, std::span<const cost::SchemeCost>, double overhead) {
+        assign::PlanOptions alone = plan_options;
+        if (!alone.candidate_overhead.empty()) alone.candidate_overhead = {overhead};
+        SimulatedIteration candidate{.plan = assign::plan_iteration(batch, std::span(&candidates[k], 1), profile, alone),
+                                     .schedule = {},
+                                     .chosen = k,
+                                     .makespans = {}};
+        candidate.schedule = schedule_iteration(candidate.plan, profile, schedule, problem);
+        const double makespan = candidate.schedule.makespan;
+        return assign::Judged<SimulatedIteration>{.plan = std::move(candidate), .score = makespan};
+      });
+  SimulatedIteration result = std::move(choice.plan);
+  result.makespans = std::move(choice.scores);
+  return result;
 }
 
 // Raises invalid_plan unless the plan and its schedule are valid for the batch, the plan runs the chosen
@@ -122,9 +111,7 @@ inline SimulatedIteration plan_simulated_iteration(std::span<const Sequence> bat
 inline void validate(const SimulatedIteration& iteration, std::span<const Sequence> batch,
                      std::span<const Strategy> candidates, const cost::Profile& profile,
                      const assign::PlanOptions& plan_options = {}, const ProblemOptions& problem = {}) {
-  auto check = [](bool condition, auto&&... parts) {
-    if (!condition) throw invalid_plan(sluice::detail::concat("simulated iteration: ", parts...));
-  };
+  const PlanCheck check("simulated iteration: ");
   assign::validate(iteration.plan, batch, profile);
   validate(iteration.schedule, iteration.plan, profile, problem);
   check(iteration.makespans.size() == candidates.size(), "has ", iteration.makespans.size(), " makespans for ",
