@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
@@ -197,6 +198,135 @@ inline std::vector<std::vector<std::int64_t>> roundings(std::span<const SchemeTa
   return result;
 }
 
+// The candidates found so far, keyed by their pipelines per scheme (tables order).
+class Entries {
+public:
+  Entry& at(std::vector<std::int64_t> pipelines) {
+    auto [it, inserted] = entries_.try_emplace(pipelines);
+    if (inserted) it->second.pipelines = std::move(pipelines);
+    return it->second;
+  }
+  [[nodiscard]] const std::map<std::vector<std::int64_t>, Entry>& all() const noexcept { return entries_; }
+
+private:
+  std::map<std::vector<std::int64_t>, Entry> entries_;
+};
+
+// Share of iterations whose longest sequence lies in bin j, sequences drawn independently.
+inline std::vector<double> longest_in_bin_shares(const LengthAxis& axis, std::int64_t bins, double sequences) {
+  std::vector<double> share(static_cast<std::size_t>(bins + 1));
+  for (std::int64_t j = 1; j <= bins; ++j)
+    share[static_cast<std::size_t>(j)] = std::pow(axis.cdf[static_cast<std::size_t>(j)], sequences) -
+                                         std::pow(axis.cdf[static_cast<std::size_t>(j - 1)], sequences);
+  return share;
+}
+
+// The relaxed optimum at every bin rounded to whole pipelines, each rounding with its pooled estimate (§4.2).
+inline void add_roundings(Entries& entries, const Dp& relaxed, std::span<const SchemeTable> tables,
+                          const LengthAxis& axis, std::int64_t bins, std::int64_t gpus, std::int64_t replica_step) {
+  std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> rounded;  // pipelines → bins
+  for (std::int64_t j = axis.first_nonempty; j <= bins; ++j) {
+    std::vector<std::int64_t> tenths = aggregate(relaxed, j, tables.size());
+    for (std::int64_t& units : tenths) units *= replica_step;
+    for (auto& pipelines : roundings(tables, tenths, gpus, axis.upper[static_cast<std::size_t>(j)]))
+      rounded[std::move(pipelines)].push_back(j);
+  }
+  for (auto& [pipelines, at_bins] : rounded) {
+    std::vector<std::pair<std::size_t, std::int64_t>> parts;
+    for (std::size_t k = 0; k < tables.size(); ++k)
+      if (pipelines[k] > 0) parts.emplace_back(k, pipelines[k]);
+    const std::vector<double> objective = pooled_objective(tables, axis, parts, at_bins.back());
+    Entry& found = entries.at(pipelines);
+    for (const std::int64_t j : at_bins) {
+      found.rounded_bins.push_back(j);
+      found.rounded_estimates.push_back(objective[static_cast<std::size_t>(j)]);
+    }
+  }
+}
+
+// The best homogeneous strategy for Lmax (all GPUs as copies of one scheme holding Lmax) is always a candidate.
+inline void add_best_homogeneous(Entries& entries, std::span<const SchemeTable> tables, const LengthAxis& axis,
+                                 std::int64_t bins, std::int64_t gpus, std::int64_t max_len) {
+  std::optional<std::size_t> best;
+  double best_estimate = infinity;
+  for (std::size_t k = 0; k < tables.size() && tables[k].max_len >= max_len; ++k) {
+    const double estimate = tables[k].interval(0, bins, axis.last_nonempty[static_cast<std::size_t>(bins)]) /
+                            static_cast<double>(gpus / tables[k].gpus);
+    if (estimate < best_estimate) {
+      best = k;
+      best_estimate = estimate;
+    }
+  }
+  std::vector<std::int64_t> pipelines(tables.size());
+  pipelines[*best] = gpus / tables[*best].gpus;
+  Entry& found = entries.at(std::move(pipelines));
+  found.homogeneous = true;
+  found.homogeneous_estimate = best_estimate;
+}
+
+struct Ranked {
+  ProposedCandidate candidate;
+  std::string name;
+  bool at_max_len = false;
+  bool homogeneous = false;
+};
+
+// Every entry as a candidate: the bins it serves, its estimate at the highest of them, its share of iterations.
+inline std::vector<Ranked> rank(const Entries& entries, const Dp& integer, std::span<const SchemeTable> tables,
+                                const LengthAxis& axis, std::int64_t bins, std::span<const double> bin_share) {
+  std::vector<Ranked> ranked;
+  for (const auto& [key, found] : entries.all()) {
+    std::vector<std::int64_t> served = found.integer_bins;
+    served.insert(served.end(), found.rounded_bins.begin(), found.rounded_bins.end());
+    if (found.homogeneous) served.push_back(bins);
+    std::ranges::sort(served);
+    const auto [first_dup, end] = std::ranges::unique(served);
+    served.erase(first_dup, end);
+    const std::int64_t high = served.back();
+    double estimate = found.homogeneous && high == bins ? found.homogeneous_estimate : infinity;
+    if (!found.rounded_bins.empty() && found.rounded_bins.back() == high)
+      estimate = std::min(estimate, found.rounded_estimates.back());
+    if (!found.integer_bins.empty() && found.integer_bins.back() == high)
+      estimate = std::min(estimate, integer.optimum(high));
+    double share = 0;
+    for (const std::int64_t j : served) share += bin_share[static_cast<std::size_t>(j)];
+    const Origin origin = !found.integer_bins.empty()   ? Origin::integer_dp
+                          : !found.rounded_bins.empty() ? Origin::relaxed_rounding
+                                                        : Origin::homogeneous;
+    Strategy strategy = to_strategy(tables, found.pipelines);
+    std::string name = strategy.name();
+    ranked.push_back({.candidate = {.strategy = std::move(strategy),
+                                    .estimate = estimate,
+                                    .min_len = axis.upper[static_cast<std::size_t>(served.front())],
+                                    .max_len = axis.upper[static_cast<std::size_t>(high)],
+                                    .share = share,
+                                    .origin = origin},
+                      .name = std::move(name),
+                      .at_max_len = high == bins,
+                      .homogeneous = found.homogeneous});
+  }
+  return ranked;
+}
+
+// The best candidate at Lmax, the best homogeneous one, then by share (the iterations a candidate was proposed
+// for), estimate and name.
+inline void order(std::vector<Ranked>& ranked) {
+  auto by_estimate = [](const Ranked& x, const Ranked& y) {
+    return std::tie(x.candidate.estimate, x.name) < std::tie(y.candidate.estimate, y.name);
+  };
+  const auto best_at_max = std::ranges::min_element(ranked, [&](const Ranked& x, const Ranked& y) {
+    return x.at_max_len != y.at_max_len ? x.at_max_len : by_estimate(x, y);
+  });
+  std::iter_swap(ranked.begin(), best_at_max);
+  const auto homogeneous = std::ranges::find_if(ranked, &Ranked::homogeneous);
+  auto rest = ranked.begin() + 1;
+  if (homogeneous != ranked.begin()) std::iter_swap(rest++, homogeneous);
+  std::sort(rest, ranked.end(), [&](const Ranked& x, const Ranked& y) {
+    if (x.candidate.share != y.candidate.share) return x.candidate.share > y.candidate.share;
+    return by_estimate(x, y);
+  });
+}
+
 }  // namespace detail
 
 inline Proposal propose(const data::LengthDataset& dataset, const cost::Profile& profile,
@@ -227,130 +357,35 @@ inline Proposal propose(const data::LengthDataset& dataset, const cost::Profile&
   proposal.options = options;
   proposal.profile = profile.name();
   proposal.sequences_per_iteration = weight * static_cast<double>(lengths.size());
-
-  // Share of iterations whose longest sequence lies in bin j, sequences drawn independently.
-  std::vector<double> bin_share(static_cast<std::size_t>(bins + 1));
-  for (std::int64_t j = 1; j <= bins; ++j)
-    bin_share[static_cast<std::size_t>(j)] =
-        std::pow(axis.cdf[static_cast<std::size_t>(j)], proposal.sequences_per_iteration) -
-        std::pow(axis.cdf[static_cast<std::size_t>(j - 1)], proposal.sequences_per_iteration);
+  const std::vector<double> bin_share = detail::longest_in_bin_shares(axis, bins, proposal.sequences_per_iteration);
 
   const detail::Dp integer(tables, axis, integer_grid);
   sluice::detail::require(integer.optimum(bins) < detail::infinity, "proposal: gpu_step = ", options.gpu_step,
                           " tenths is too coarse: no scheme holding max_len fits the budget grid of ", gpus, " GPUs");
   proposal.integer_optimum = integer.optimum(bins);
-
-  std::map<std::vector<std::int64_t>, detail::Entry> entries;
-  auto entry = [&](std::vector<std::int64_t> pipelines) -> detail::Entry& {
-    auto [it, inserted] = entries.try_emplace(pipelines);
-    if (inserted) it->second.pipelines = std::move(pipelines);
-    return it->second;
-  };
-  for (std::int64_t j = axis.first_nonempty; j <= bins; ++j) {
-    std::vector<std::int64_t> units = detail::aggregate(integer, j, tables.size());
-    entry(std::move(units)).integer_bins.push_back(j);
-  }
-
+  detail::Entries entries;
+  for (std::int64_t j = axis.first_nonempty; j <= bins; ++j)
+    entries.at(detail::aggregate(integer, j, tables.size())).integer_bins.push_back(j);
   std::optional<detail::Dp> relaxed;
   if (options.relaxed) {
     relaxed.emplace(tables, axis, *relaxed_grid);
     proposal.relaxed_optimum = relaxed->optimum(bins);
-    std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> rounded;  // pipelines → bins
-    for (std::int64_t j = axis.first_nonempty; j <= bins; ++j) {
-      std::vector<std::int64_t> tenths = detail::aggregate(*relaxed, j, tables.size());
-      for (std::int64_t& units : tenths) units *= options.replica_step;
-      for (auto& pipelines : detail::roundings(tables, tenths, gpus, axis.upper[static_cast<std::size_t>(j)]))
-        rounded[std::move(pipelines)].push_back(j);
-    }
-    for (auto& [pipelines, at_bins] : rounded) {
-      std::vector<std::pair<std::size_t, std::int64_t>> parts;
-      for (std::size_t k = 0; k < tables.size(); ++k)
-        if (pipelines[k] > 0) parts.emplace_back(k, pipelines[k]);
-      const std::vector<double> objective = detail::pooled_objective(tables, axis, parts, at_bins.back());
-      detail::Entry& found = entry(pipelines);
-      for (const std::int64_t j : at_bins) {
-        found.rounded_bins.push_back(j);
-        found.rounded_estimates.push_back(objective[static_cast<std::size_t>(j)]);
-      }
-    }
+    detail::add_roundings(entries, *relaxed, tables, axis, bins, gpus, options.replica_step);
   }
+  detail::add_best_homogeneous(entries, tables, axis, bins, gpus, *options.max_len);
 
-  // The best homogeneous strategy for Lmax (all GPUs as copies of one scheme holding Lmax) is always a candidate.
-  {
-    std::optional<std::size_t> best;
-    double best_estimate = detail::infinity;
-    for (std::size_t k = 0; k < tables.size() && tables[k].max_len >= *options.max_len; ++k) {
-      const double estimate = tables[k].interval(0, bins, axis.last_nonempty[static_cast<std::size_t>(bins)]) /
-                              static_cast<double>(gpus / tables[k].gpus);
-      if (estimate < best_estimate) {
-        best = k;
-        best_estimate = estimate;
-      }
-    }
-    std::vector<std::int64_t> pipelines(tables.size());
-    pipelines[*best] = gpus / tables[*best].gpus;
-    detail::Entry& found = entry(std::move(pipelines));
-    found.homogeneous = true;
-    found.homogeneous_estimate = best_estimate;
-  }
-
-  struct Ranked {
-    ProposedCandidate candidate;
-    std::string name;
-    bool at_max_len = false;
-    bool homogeneous = false;
-  };
-  std::vector<Ranked> ranked;
-  for (const auto& [key, found] : entries) {
-    std::vector<std::int64_t> served = found.integer_bins;
-    served.insert(served.end(), found.rounded_bins.begin(), found.rounded_bins.end());
-    if (found.homogeneous) served.push_back(bins);
-    std::ranges::sort(served);
-    const auto [first_dup, end] = std::ranges::unique(served);
-    served.erase(first_dup, end);
-    const std::int64_t high = served.back();
-    double estimate = found.homogeneous && high == bins ? found.homogeneous_estimate : detail::infinity;
-    if (!found.rounded_bins.empty() && found.rounded_bins.back() == high)
-      estimate = std::min(estimate, found.rounded_estimates.back());
-    if (!found.integer_bins.empty() && found.integer_bins.back() == high)
-      estimate = std::min(estimate, integer.optimum(high));
-    double share = 0;
-    for (const std::int64_t j : served) share += bin_share[static_cast<std::size_t>(j)];
-    const Origin origin = !found.integer_bins.empty()   ? Origin::integer_dp
-                          : !found.rounded_bins.empty() ? Origin::relaxed_rounding
-                                                        : Origin::homogeneous;
-    Strategy strategy = detail::to_strategy(tables, found.pipelines);
-    std::string name = strategy.name();
-    ranked.push_back({{std::move(strategy), estimate, axis.upper[static_cast<std::size_t>(served.front())],
-                       axis.upper[static_cast<std::size_t>(high)], share, origin},
-                      std::move(name), high == bins, found.homogeneous});
-  }
+  std::vector<detail::Ranked> ranked = detail::rank(entries, integer, tables, axis, bins, bin_share);
   proposal.considered = static_cast<std::int64_t>(ranked.size());
-
-  // Order: the best candidate at Lmax, the best homogeneous one, then by share (the iterations a
-  // candidate was proposed for), estimate and name.
-  auto by_estimate = [](const Ranked& x, const Ranked& y) {
-    return std::tie(x.candidate.estimate, x.name) < std::tie(y.candidate.estimate, y.name);
-  };
-  const auto best_at_max = std::ranges::min_element(ranked, [&](const Ranked& x, const Ranked& y) {
-    return x.at_max_len != y.at_max_len ? x.at_max_len : by_estimate(x, y);
-  });
-  std::iter_swap(ranked.begin(), best_at_max);
-  const auto homogeneous = std::ranges::find_if(ranked, &Ranked::homogeneous);
-  auto rest = ranked.begin() + 1;
-  if (homogeneous != ranked.begin()) std::iter_swap(rest++, homogeneous);
-  std::sort(rest, ranked.end(), [&](const Ranked& x, const Ranked& y) {
-    if (x.candidate.share != y.candidate.share) return x.candidate.share > y.candidate.share;
-    return by_estimate(x, y);
-  });
+  detail::order(ranked);
   for (auto& item : ranked) {
     if (std::ssize(proposal.candidates) == options.max_candidates) break;
     proposal.candidates.push_back(std::move(item.candidate));
   }
-
   for (std::int64_t j = axis.first_nonempty; j <= bins; ++j) {
-    LengthOptimum point{axis.upper[static_cast<std::size_t>(j)], integer.optimum(j), std::nullopt,
-                        bin_share[static_cast<std::size_t>(j)]};
+    LengthOptimum point{.max_len = axis.upper[static_cast<std::size_t>(j)],
+                        .integer = integer.optimum(j),
+                        .relaxed = std::nullopt,
+                        .share = bin_share[static_cast<std::size_t>(j)]};
     if (relaxed) point.relaxed = relaxed->optimum(j);
     proposal.by_length.push_back(point);
   }
@@ -359,9 +394,7 @@ inline Proposal propose(const data::LengthDataset& dataset, const cost::Profile&
 
 // Checks a proposal against the profile it was made for; raises invalid_plan naming the first broken invariant.
 inline void validate(const Proposal& proposal, const cost::Profile& profile) {
-  auto check = [](bool condition, auto&&... parts) {
-    if (!condition) throw invalid_plan(sluice::detail::concat("proposal: ", parts...));
-  };
+  const PlanCheck check("proposal: ");
   check(proposal.options.gpus && proposal.options.max_len, "options are not resolved (gpus, max_len)");
   const std::int64_t gpus = *proposal.options.gpus;
   const std::int64_t max_len = *proposal.options.max_len;
