@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_check.hpp"
+#include "sluice_executor/cuda_check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice_executor/cuda.hpp"
 #include "sluice_executor/kernels.hpp"

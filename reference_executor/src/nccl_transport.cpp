@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "cuda_backend.hpp"
-#include "cuda_check.hpp"
+#include "sluice_executor/cuda_check.hpp"
 #include "device.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice_executor/cuda.hpp"
