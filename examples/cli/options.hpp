@@ -1,7 +1,6 @@
 #pragma once
-// Command-line parsing for the sluice tool: `--name value`, `--name=value` and boolean `--flag`s.
-// Every mistake is an invalid_input naming the option, so the tool exits 2 with one line.
-#include <charconv>
+// Command-line options of the sluice tool: `--name value`, `--name=value` and boolean `--flag`s, read by the
+// examples' parsing core, with the documented range of every numeric option.
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -12,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "../common/options.hpp"
 #include "sluice/core/error.hpp"
 
 namespace sluice::cli {
@@ -53,32 +53,9 @@ class Options {
 public:
   // `valued` options take a value, `flags` do not; anything else is an error.
   Options(std::span<const std::string_view> args, const std::set<std::string, std::less<>>& valued,
-          const std::set<std::string, std::less<>>& flags) {
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      std::string_view arg = args[i];
-      detail::require(arg.starts_with("--") && arg.size() > 2, "unexpected argument '", arg, "'");
-      arg.remove_prefix(2);
-      std::optional<std::string_view> inline_value;
-      if (const auto eq = arg.find('='); eq != std::string_view::npos) {
-        inline_value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-      }
-      const std::string name(arg);
-      detail::require(!values_.contains(name), "option --", name, " given twice");
-      if (flags.contains(name)) {
-        detail::require(!inline_value, "option --", name, " takes no value");
-        values_[name] = "";
-      } else if (valued.contains(name)) {
-        if (!inline_value) {
-          detail::require(i + 1 < args.size(), "option --", name, " needs a value");
-          inline_value = args[++i];
-        }
-        values_[name] = std::string(*inline_value);
-      } else {
-        detail::fail("unknown option --", name);
-      }
-    }
-  }
+          const std::set<std::string, std::less<>>& flags)
+      : values_(command_line::parse_options(args, {.flags = flags, .valued = valued, .others_valued = false,
+                                               .inline_values = true, .repeats = false})) {}
 
   [[nodiscard]] bool flag(std::string_view name) const { return values_.contains(std::string(name)); }
 
@@ -95,9 +72,8 @@ public:
     const OptionLimit& limit = limit_of(name);
     const auto minimum = static_cast<std::int64_t>(limit.minimum);
     const std::int64_t maximum = limit.maximum >= 0x1p63 ? INT64_MAX : static_cast<std::int64_t>(limit.maximum);
-    std::int64_t number = 0;
-    const auto [end, error] = std::from_chars(value->data(), value->data() + value->size(), number);
-    if (error != std::errc{} || end != value->data() + value->size() || number < minimum || number > maximum)
+    const auto number = command_line::parse_number<std::int64_t>(*value);
+    if (!number || *number < minimum || *number > maximum)
       detail::fail("option --", name, ": expected an integer from ", minimum, " to ", maximum, ", got '", *value, "'");
     return number;
   }
@@ -106,10 +82,8 @@ public:
     const auto value = text(name);
     if (!value) return std::nullopt;
     const OptionLimit& limit = limit_of(name);
-    double number = 0;
-    const auto [end, error] = std::from_chars(value->data(), value->data() + value->size(), number);
-    if (error != std::errc{} || end != value->data() + value->size() || !std::isfinite(number) ||
-        number < limit.minimum || number > limit.maximum)
+    const auto number = command_line::parse_number<double>(*value);
+    if (!number || !std::isfinite(*number) || *number < limit.minimum || *number > limit.maximum)
       detail::fail("option --", name, ": expected a number from ", limit.minimum, " to ", limit.maximum, ", got '",
                    *value, "'");
     return number;

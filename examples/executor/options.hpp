@@ -1,7 +1,6 @@
 #pragma once
-// Command-line parsing shared by the executor examples: "--name value" pairs and "--flag" switches, the model's
-// sizes, and one-line errors (exit code 2).
-#include <charconv>
+// Command-line options of the executor examples, read by the examples' parsing core: "--name value" pairs and
+// "--flag" switches with each program's defaults, the model's sizes, --help, and one-line errors (exit code 2).
 #include <cstdint>
 #include <exception>
 #include <iostream>
@@ -13,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/options.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice_executor/model.hpp"
 
@@ -20,19 +20,13 @@ namespace examples {
 
 class Arguments {
 public:
-  // `flags` take no value; every other option takes one.
-  Arguments(int argc, char** argv, std::set<std::string> flags) : flags_(std::move(flags)) {
-    for (int i = 1; i < argc; ++i) {
-      const std::string_view word = argv[i];
-      sluice::detail::require(word.starts_with("--"), "expected an option (--name), got '", word, "'");
-      const std::string name(word.substr(2));
-      if (flags_.contains(name)) {
-        values_[name] = "1";
-        continue;
-      }
-      sluice::detail::require(i + 1 < argc, "option --", name, " needs a value");
-      values_[name] = argv[++i];
-    }
+  // `flags` (and --help) take no value; every other option takes one, the last given counting.
+  Arguments(int argc, char** argv, std::set<std::string, std::less<>> flags) {
+    flags.insert("help");
+    const std::vector<std::string_view> words(argv + 1, argv + argc);
+    values_ = sluice::command_line::parse_options(words, {.flags = std::move(flags), .valued = {},
+                                                          .others_valued = true, .inline_values = false,
+                                                          .repeats = true});
   }
 
   [[nodiscard]] bool flag(const std::string& name) { return take(name).has_value(); }
@@ -79,15 +73,12 @@ private:
 
   template <class Integer>
   static Integer parse(const std::string& name, std::string_view text) {
-    Integer value{};
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-    sluice::detail::require(error == std::errc{} && end == text.data() + text.size() && !text.empty(), "option --",
-                            name, ": '", text, "' is not an integer");
-    return value;
+    const auto value = sluice::command_line::parse_number<Integer>(text);
+    sluice::detail::require(value.has_value(), "option --", name, ": '", text, "' is not an integer");
+    return *value;
   }
 
-  std::set<std::string> flags_;
-  std::map<std::string, std::string> values_;
+  sluice::command_line::OptionValues values_;
   std::set<std::string> used_;
 };
 
@@ -103,6 +94,13 @@ inline sluice::executor::ModelConfig model_from(Arguments& arguments) {
   model.seed = arguments.integer<std::uint64_t>("model-seed", 1);
   sluice::executor::validate(model);
   return model;
+}
+
+// Prints `usage` when --help was given: the program then exits 0 without reading its other options.
+inline bool print_help(Arguments& arguments, std::string_view usage) {
+  if (!arguments.flag("help")) return false;
+  std::cout << usage;
+  return true;
 }
 
 // Runs a program's body with the examples' exit codes: 2 for bad input, 1 for anything else, one line on stderr.

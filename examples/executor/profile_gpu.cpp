@@ -1,15 +1,11 @@
 // Profiles the executor's model on this machine's GPU: for each scheme <1, PP>, forward + backward of a stage of
 // ceil(layers / PP) layers over a sweep of sequence lengths, fitted to T(l) = a·l² + b·l + c, with the activation
 // memory constant; writes the sluice profile JSON (sluice.profile v1) that the planners read.
-//
-//   sluice_profile_gpu [--layers 8 --hidden 1024 --heads 8 --ffn 2816 --vocab 32000 --model-seed 1]
-//                      [--pp 1,2,4] [--lengths 256,512,1024,2048,4096,8192] [--repetitions 5] [--device 0]
-//                      [--gpus 8] [--out executor_profile.json]
-//
-// Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.
+// Usage below (--help prints it).
 #include <cstdint>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "options.hpp"
@@ -23,8 +19,16 @@ namespace ex = sluice::executor;
 
 namespace {
 
+constexpr std::string_view usage =
+    "usage: sluice_profile_gpu [--layers 8 --hidden 1024 --heads 8 --ffn 2816 --vocab 32000 --model-seed 1]\n"
+    "                          [--pp 1,2,4] [--lengths 256,512,1024,2048,4096,8192] [--repetitions 5] [--device 0]\n"
+    "                          [--gpus 8] [--out executor_profile.json]\n"
+    "Profiles the executor's model on this GPU and writes a sluice profile (sluice.profile v1).\n"
+    "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n";
+
 int run(int argc, char** argv) {
   examples::Arguments arguments(argc, argv, {});
+  if (examples::print_help(arguments, usage)) return 0;
   const ex::ModelConfig model = examples::model_from(arguments);
   const std::vector<int> pps = arguments.integers<int>("pp", {1, 2, 4});
   ex::cuda::ProfilerOptions options;

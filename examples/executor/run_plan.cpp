@@ -1,20 +1,16 @@
 // Plans one batch with sluice, runs the plan on this machine's GPU (every rank on one device, the local
 // transport), writes the run's Chrome trace and prints the predicted against the measured times.
-//
-//   sluice_run_plan [--layers 8 --hidden 1024 --heads 8 --ffn 2816 --vocab 32000 --model-seed 1]
-//                   [--tokens 32768] [--context 8192] [--seed 1] [--gpus 4]
-//                   [--profile FILE|NAME | --profile-from-gpu] [--dynapipe --pp 2 --replicas 2]
-//                   [--serialize] [--trace run_trace.json]
+// Usage below (--help prints it).
 //
 // Hydraulis (default): plan_iteration over the homogeneous strategies of the profile's schemes on --gpus GPUs,
 // scheduled with the adaptive cyclic schedule. --dynapipe: DynaPipe's plan_pipeline with --pp stages and
 // --replicas replicas. --serialize runs the ranks one op at a time (per-op times free of contention).
-// Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "options.hpp"
@@ -38,6 +34,14 @@
 namespace ex = sluice::executor;
 
 namespace {
+
+constexpr std::string_view usage =
+    "usage: sluice_run_plan [--layers 8 --hidden 1024 --heads 8 --ffn 2816 --vocab 32000 --model-seed 1]\n"
+    "                       [--tokens 32768] [--context 8192] [--seed 1] [--gpus 4]\n"
+    "                       [--profile FILE|NAME | --profile-from-gpu] [--dynapipe --pp 2 --replicas 2]\n"
+    "                       [--serialize] [--trace run_trace.json]\n"
+    "Plans one batch with sluice, runs it on this GPU and prints the predicted against the measured times.\n"
+    "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n";
 
 // `path` empty: profile this machine's GPU.
 sluice::cost::Profile load_profile(const std::string& path, const ex::ModelConfig& model, std::int64_t gpus) {
@@ -66,6 +70,7 @@ std::vector<sluice::Strategy> homogeneous_strategies(const sluice::cost::Profile
 
 int run(int argc, char** argv) {
   examples::Arguments arguments(argc, argv, {"profile-from-gpu", "dynapipe", "serialize"});
+  if (examples::print_help(arguments, usage)) return 0;
   const ex::ModelConfig model = examples::model_from(arguments);
   const auto tokens = arguments.integer<std::int64_t>("tokens", 32768);
   const auto context = arguments.integer<std::int64_t>("context", 8192);

@@ -39,6 +39,7 @@
 #include "sluice/schedule/comm.hpp"
 #include "sluice/schedule/deadlock.hpp"
 #include "sluice/schedule/instructions.hpp"
+#include "sluice/schedule/interpreter.hpp"
 #include "sluice/schedule/iteration.hpp"
 #include "sluice/schedule/orders.hpp"
 #include "sluice/schedule/pipeline.hpp"

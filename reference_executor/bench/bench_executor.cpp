@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cuda_check.hpp"
+#include "sluice_executor/cuda_check.hpp"
 #include "device.hpp"
 #include "device_stage.hpp"
 #include "sluice/core/random.hpp"

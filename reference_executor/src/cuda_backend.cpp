@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_check.hpp"
+#include "sluice_executor/cuda_check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice_executor/cuda.hpp"
 #include "sluice_executor/kernels.hpp"
@@ -293,7 +293,7 @@ RunReport run_local(const Job& job, const LocalOptions& options) {
     for (int r = 0; r < static_cast<int>(backend.ranks()); ++r) backend.reset(r);
     backend.mark_origin(0);
     LocalTransport transport(backend, options.serialize);
-    Interpreter<CudaBackend, LocalTransport> interpreter(job, job_layout, backend, transport);
+    auto interpreter = make_interpreter(job, backend, transport);
     interpreter.run();
     SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
     if (iteration == options.warmup) {

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_check.hpp"
+#include "sluice_executor/cuda_check.hpp"
 
 namespace sluice::executor::cuda {
 

@@ -3,10 +3,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
 #include "embedding.hpp"
+#include "sluice_executor/cuda_check.hpp"
 
 namespace sluice::executor::cuda {
 namespace {
@@ -33,19 +32,13 @@ __global__ void embedding_backward_kernel(const __nv_bfloat16* dout, const std::
   dtable[static_cast<std::int64_t>(unique_ids[u]) * hidden + c] += sum;
 }
 
-void check_launch(const char* kernel) {
-  const cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess)
-    throw std::runtime_error(std::string(kernel) + " launch failed: " + cudaGetErrorString(status));
-}
-
 }  // namespace
 
 void embedding_forward(const __nv_bfloat16* table, const std::int32_t* ids, int tokens, int hidden, __nv_bfloat16* out,
                        cudaStream_t stream) {
   if (tokens == 0) return;
   embedding_forward_kernel<<<static_cast<unsigned>(tokens), kThreads, 0, stream>>>(table, ids, hidden, out);
-  check_launch("embedding_forward_kernel");
+  SLUICE_LAUNCH_CHECK("embedding_forward_kernel");
 }
 
 void embedding_backward(const __nv_bfloat16* dout, const std::int32_t* unique_ids, const std::int32_t* offsets,
@@ -53,7 +46,7 @@ void embedding_backward(const __nv_bfloat16* dout, const std::int32_t* unique_id
   if (unique == 0) return;
   const dim3 grid(static_cast<unsigned>(unique), static_cast<unsigned>((hidden + kThreads - 1) / kThreads));
   embedding_backward_kernel<<<grid, kThreads, 0, stream>>>(dout, unique_ids, offsets, positions, hidden, dtable);
-  check_launch("embedding_backward_kernel");
+  SLUICE_LAUNCH_CHECK("embedding_backward_kernel");
 }
 
 }  // namespace sluice::executor::cuda

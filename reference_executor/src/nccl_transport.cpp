@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "cuda_backend.hpp"
-#include "cuda_check.hpp"
+#include "sluice_executor/cuda_check.hpp"
 #include "device.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice_executor/cuda.hpp"
@@ -192,9 +192,8 @@ void wait_unless_failed(const Event& done, const std::atomic<bool>& failed) {
 
 RunReport run_nccl(const Job& job, const NcclOptions& options) {
   sluice::detail::require(options.warmup >= 0, "run_nccl: warmup must be >= 0, got ", options.warmup);
-  const JobLayout job_layout = layout(job);
+  const JobLayout job_layout = layout(job);  // its dry run rejects a plan NCCL would deadlock on
   require_gpu_model(job.model);
-  check_plan(job, job_layout);  // a plan NCCL would deadlock on is rejected here rather than hanging the GPUs
   const int ranks = static_cast<int>(job_layout.ranks.size());
   const int visible = device_count();
   if (options.first_device < 0 || options.first_device + ranks > visible)
@@ -220,7 +219,7 @@ RunReport run_nccl(const Job& job, const NcclOptions& options) {
   RunReport report;
   for (int iteration = 0; iteration <= options.warmup; ++iteration) {
     NcclTransport transport(backend, communicators);
-    Interpreter<CudaBackend, NcclTransport> interpreter(job, job_layout, backend, transport);
+    auto interpreter = make_interpreter(job, backend, transport);
     std::barrier start_line(ranks);
     std::atomic<bool> failed{false};
     std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_check.hpp"
+#include "sluice_executor/cuda_check.hpp"
 #include "device.hpp"
 #include "device_stage.hpp"
 #include "sluice/core/error.hpp"

@@ -18,3 +18,11 @@ foreach(tool ${RUN_PLAN} ${PROFILE_GPU})
 endforeach()
 expect_bad_input("give one of" ${RUN_PLAN})
 expect_bad_input("give one of" ${RUN_PLAN} --profile-from-gpu --profile llama2-7b.json)
+
+# --help: the usage on stdout, exit code 0, before any option is checked.
+foreach(tool ${RUN_PLAN} ${PROFILE_GPU})
+  execute_process(COMMAND ${tool} --help --layers 0 RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT code EQUAL 0 OR NOT err STREQUAL "" OR NOT out MATCHES "^usage: ")
+    message(FATAL_ERROR "${tool} --help: exit code ${code}, expected 0 with the usage on stdout, got\n${err}${out}")
+  endif()
+endforeach()

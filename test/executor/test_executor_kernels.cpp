@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "sluice/core/random.hpp"
+#include "sluice_executor/cuda_check.hpp"
 #include "sluice_executor/kernels.hpp"
 #include "sluice_executor/reference.hpp"
 
@@ -45,15 +46,11 @@ bool gpu_available() {
   return true;
 }
 
-void check_cuda(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(error));
-}
-
 template <class T>
 class DeviceBuffer {
 public:
   explicit DeviceBuffer(std::size_t count) : count_(count) {
-    check_cuda(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<std::size_t>(count, 1) * sizeof(T)), "cudaMalloc");
+    SLUICE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<std::size_t>(count, 1) * sizeof(T)));
   }
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -63,12 +60,12 @@ public:
   T* get() const { return data_; }
   void upload(const std::vector<T>& host) {
     REQUIRE(host.size() == count_);
-    check_cuda(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy to device");
+    SLUICE_CUDA_CHECK(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice));
   }
   std::vector<T> download() const {
-    check_cuda(cudaDeviceSynchronize(), "kernel execution");
+    SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<T> host(count_);
-    check_cuda(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+    SLUICE_CUDA_CHECK(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost));
     return host;
   }
 

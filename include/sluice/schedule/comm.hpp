@@ -18,6 +18,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/schedule/instructions.hpp"
+#include "sluice/schedule/interpreter.hpp"
 #include "sluice/schedule/simulate.hpp"
 
 namespace sluice::schedule {
@@ -150,13 +151,11 @@ inline ExecutionPlan plan_comm(const Problem& problem, const Order& order, const
   return plan;
 }
 
-// Checks every invariant of an execution plan against its problem: one rank per stage; every instruction's
-// stage, peer, shape and slots; per micro-batch and rank, each expected instruction exactly once and in a
-// valid order (input loaded or received before the forward, gradient received before the backward, Waits
-// after their Starts, sends after the op that produces them); slots written only when free, read only
-// while they hold the right tensor, freed after their last use and all free at the end; between every two
-// ranks, the sends of one and the receives of the other in the same order and with the same shapes; the
-// compute orders consistent and within the stages' memory limits. Raises invalid_plan.
+// Checks every invariant of an execution plan against its problem: one rank per stage; every instruction's shape
+// (the micro-batch's boundary tensor, or its input ids); then a dry run of the interpreter (interpreter.hpp), which
+// checks stages, peers, slots, each micro-batch's loads, receives, compute, sends and frees, and pairs the sends
+// and receives as NCCL runs them until every rank finishes; finally the compute orders consistent and within the
+// stages' memory limits. Raises invalid_plan.
 inline void validate(const ExecutionPlan& plan, const Problem& problem) {
   auto check = [](bool condition, auto&&... parts) {
     if (!condition) throw invalid_plan(sluice::detail::concat("execution plan: ", parts...));
@@ -171,185 +170,30 @@ inline void validate(const ExecutionPlan& plan, const Problem& problem) {
   // Every slot is written by some instruction; the bound also keeps a hostile plan from sizing the slot table.
   check(plan.buffer_slots >= 0 && static_cast<std::size_t>(plan.buffer_slots) <= instructions, "buffer_slots ",
         plan.buffer_slots, " for ", instructions, " instructions");
-
-  // What a slot holds: none, or a tensor (kind, micro-batch).
-  enum Tensor : int { none, act_in, act_out, grad_in, grad_out };
-  struct Held {
-    Tensor tensor = none;
-    int micro_batch = -1;
-  };
-  // Per (rank, micro-batch) progress bits.
-  enum Step : unsigned { loaded = 1u, recv_act = 2u, recv_act_done = 4u, forwarded = 8u, send_act = 16u,
-                         send_act_done = 32u, recv_grad = 64u, recv_grad_done = 128u, backwarded = 256u,
-                         send_grad = 512u, send_grad_done = 1024u, freed_act_in = 2048u, freed_act_out = 4096u,
-                         freed_grad_in = 8192u, freed_grad_out = 16384u };
-  Order order;
-  order.stages.resize(static_cast<std::size_t>(c));
   for (int rank = 0; rank < c; ++rank) {
-    const bool first = rank == 0, last = rank + 1 == c;
-    std::vector<Held> slots(static_cast<std::size_t>(std::max(plan.buffer_slots, 0)));
-    std::vector<unsigned> done(m, 0);
-    std::vector<int> slot_of_act_in(m, -1), slot_of_act_out(m, -1), slot_of_grad_in(m, -1), slot_of_grad_out(m, -1);
     const std::vector<Instruction>& list = plan.ranks[static_cast<std::size_t>(rank)];
     for (std::size_t k = 0; k < list.size(); ++k) {
       const Instruction& in = list[k];
-      check(in.stage == rank, "rank ", rank, " instruction ", k, " is for stage ", in.stage);
       check(in.micro_batch >= 0 && static_cast<std::size_t>(in.micro_batch) < m, "rank ", rank, " instruction ", k,
             " names micro-batch ", in.micro_batch);
-      const auto i = static_cast<std::size_t>(in.micro_batch);
       const TensorShape act = detail::activation_shape(problem, in.micro_batch);
-      unsigned& d = done[i];
-      const detail::InstructionAt here{rank, k, &in};
-      auto once = [&](Step step) {
-        check(!(d & step), here, " appears twice");
-        d |= step;
-      };
-      auto need = [&](unsigned steps, const char* what) { check((d & steps) == steps, here, " comes before ", what); };
-      auto slot_ok = [&](int slot) {
-        check(slot >= 0 && slot < plan.buffer_slots, here, " uses slot ", slot, " outside [0, ", plan.buffer_slots,
-              ")");
-        return static_cast<std::size_t>(slot);
-      };
-      auto write = [&](int slot, Tensor tensor, std::vector<int>& slot_of) {
-        Held& held = slots[slot_ok(slot)];
-        check(held.tensor == none, here, " writes slot ", slot, ", which still holds a tensor of micro-batch ",
-              held.micro_batch);
-        held = {tensor, in.micro_batch};
-        slot_of[i] = slot;
-      };
-      auto read = [&](int slot, Tensor tensor, const std::vector<int>& slot_of) {
-        check(slot == slot_of[i] && slot >= 0 && slots[slot_ok(slot)].tensor == tensor &&
-                  slots[static_cast<std::size_t>(slot)].micro_batch == in.micro_batch,
-              here, " reads slot ", slot, ", which does not hold its tensor");
-      };
-      const bool is_comm = is_send(in.kind) || is_recv(in.kind);
-      if (is_comm) {
-        const bool toward_next = carries_activation(in.kind) == is_send(in.kind);
-        check(in.peer == (toward_next ? rank + 1 : rank - 1) && in.peer >= 0 && in.peer < c, here, " has peer ",
-              in.peer);
-      } else {
-        check(in.peer == -1, here, " has peer ", in.peer);
-      }
-      check(in.kind == InstructionKind::forward || in.kind == InstructionKind::backward || in.output == -1, here,
-            " has output slot ", in.output);
-      switch (in.kind) {
-        case InstructionKind::load_input:
-          check(first, here, " is not on the first stage");
-          check(in.shape == TensorShape{act.rows, 1}, here, " has a wrong shape");
-          once(loaded);
-          write(in.buffer, act_in, slot_of_act_in);
-          break;
-        case InstructionKind::recv_act_start:
-          check(!first, here, " is on the first stage");
-          once(recv_act);
-          write(in.buffer, act_in, slot_of_act_in);
-          break;
-        case InstructionKind::recv_act_wait:
-          need(recv_act, "its start");
-          once(recv_act_done);
-          read(in.buffer, act_in, slot_of_act_in);
-          break;
-        case InstructionKind::forward:
-          need(first ? loaded : recv_act_done, "its input");
-          once(forwarded);
-          read(in.buffer, act_in, slot_of_act_in);
-          if (last) check(in.output == -1, here, " on the last stage has output slot ", in.output);
-          else write(in.output, act_out, slot_of_act_out);
-          order.stages[static_cast<std::size_t>(rank)].push_back({in.micro_batch, Pass::forward});
-          break;
-        case InstructionKind::send_act_start:
-          check(!last, here, " is on the last stage");
-          need(forwarded, "the forward");
-          once(send_act);
-          read(in.buffer, act_out, slot_of_act_out);
-          break;
-        case InstructionKind::send_act_wait:
-          need(send_act, "its start");
-          once(send_act_done);
-          read(in.buffer, act_out, slot_of_act_out);
-          break;
-        case InstructionKind::recv_grad_start:
-          check(!last, here, " is on the last stage");
-          once(recv_grad);
-          write(in.buffer, grad_in, slot_of_grad_in);
-          break;
-        case InstructionKind::recv_grad_wait:
-          need(recv_grad, "its start");
-          once(recv_grad_done);
-          read(in.buffer, grad_in, slot_of_grad_in);
-          break;
-        case InstructionKind::backward:
-          need(forwarded | (last ? 0u : recv_grad_done), "its forward and gradient");
-          once(backwarded);
-          read(slot_of_act_in[i], act_in, slot_of_act_in);
-          if (last) check(in.buffer == -1, here, " on the last stage reads slot ", in.buffer);
-          else {
-            read(in.buffer, grad_in, slot_of_grad_in);
-            read(slot_of_act_out[i], act_out, slot_of_act_out);
-          }
-          if (first) check(in.output == -1, here, " on the first stage has output slot ", in.output);
-          else write(in.output, grad_out, slot_of_grad_out);
-          order.stages[static_cast<std::size_t>(rank)].push_back({in.micro_batch, Pass::backward});
-          break;
-        case InstructionKind::send_grad_start:
-          check(!first, here, " is on the first stage");
-          need(backwarded, "the backward");
-          once(send_grad);
-          read(in.buffer, grad_out, slot_of_grad_out);
-          break;
-        case InstructionKind::send_grad_wait:
-          need(send_grad, "its start");
-          once(send_grad_done);
-          read(in.buffer, grad_out, slot_of_grad_out);
-          break;
-        case InstructionKind::free_buffer: {
-          const Held held = slots[slot_ok(in.buffer)];
-          check(held.tensor != none && held.micro_batch == in.micro_batch, here, " frees slot ", in.buffer,
-                ", which does not hold a tensor of its micro-batch");
-          const bool ids = first && held.tensor == act_in;
-          check(in.shape == (ids ? TensorShape{act.rows, 1} : act), here, " has a wrong shape");
-          switch (held.tensor) {
-            case act_in: need(backwarded, "the backward"); once(freed_act_in); break;
-            case act_out: need(backwarded | send_act_done, "the backward and the send's wait"); once(freed_act_out); break;
-            case grad_in: need(backwarded, "the backward"); once(freed_grad_in); break;
-            default: need(send_grad_done, "the send's wait"); once(freed_grad_out); break;
-          }
-          slots[static_cast<std::size_t>(in.buffer)] = {};
-          break;
-        }
-      }
-      if (in.kind != InstructionKind::free_buffer && in.kind != InstructionKind::load_input)
-        check(in.shape == act, here, " has shape ", in.shape.rows, "x", in.shape.cols, ", expected ", act.rows, "x",
-              act.cols);
-    }
-    unsigned expected = forwarded | backwarded | freed_act_in;
-    if (first) expected |= loaded;
-    else expected |= recv_act | recv_act_done | send_grad | send_grad_done | freed_grad_out;
-    if (!last) expected |= send_act | send_act_done | recv_grad | recv_grad_done | freed_act_out | freed_grad_in;
-    for (std::size_t i = 0; i < m; ++i)
-      check(done[i] == expected, "rank ", rank, " micro-batch ", i, " misses instructions (steps ", done[i], " of ",
-            expected, ")");
-  }
-  // Pairing: between ranks j and j + 1, j's sends and receives match j + 1's receives and sends in order.
-  for (int j = 0; j + 1 < c; ++j) {
-    std::vector<const Instruction*> left, right;
-    for (const Instruction& in : plan.ranks[static_cast<std::size_t>(j)])
-      if (is_comm_start(in.kind) && in.peer == j + 1) left.push_back(&in);
-    for (const Instruction& in : plan.ranks[static_cast<std::size_t>(j + 1)])
-      if (is_comm_start(in.kind) && in.peer == j) right.push_back(&in);
-    check(left.size() == right.size(), "ranks ", j, " and ", j + 1, " issue ", left.size(), " and ", right.size(),
-          " operations to each other");
-    for (std::size_t k = 0; k < left.size(); ++k) {
-      const bool match = left[k]->micro_batch == right[k]->micro_batch && left[k]->shape == right[k]->shape &&
-                         ((left[k]->kind == InstructionKind::send_act_start &&
-                           right[k]->kind == InstructionKind::recv_act_start) ||
-                          (left[k]->kind == InstructionKind::recv_grad_start &&
-                           right[k]->kind == InstructionKind::send_grad_start));
-      check(match, "operation ", k, " between ranks ", j, " and ", j + 1, " is ", name(left[k]->kind), " micro-batch ",
-            left[k]->micro_batch, " on rank ", j, " but ", name(right[k]->kind), " micro-batch ", right[k]->micro_batch,
-            " on rank ", j + 1);
+      const TensorShape ids{act.rows, 1};
+      // A free's shape is the tensor's it frees, which the dry run compares.
+      const bool shaped = in.kind == InstructionKind::load_input ? in.shape == ids
+                          : in.kind == InstructionKind::free_buffer ? in.shape == act || (rank == 0 && in.shape == ids)
+                                                                    : in.shape == act;
+      check(shaped, detail::InstructionAt{rank, k, &in}, " has shape ", in.shape.rows, "x", in.shape.cols,
+            ", expected ", act.rows, "x", in.kind == InstructionKind::load_input ? 1 : act.cols);
     }
   }
+  dry_run({&plan});
+  Order order;
+  order.stages.resize(static_cast<std::size_t>(c));
+  for (int rank = 0; rank < c; ++rank)
+    for (const Instruction& in : plan.ranks[static_cast<std::size_t>(rank)])
+      if (in.kind == InstructionKind::forward || in.kind == InstructionKind::backward)
+        order.stages[static_cast<std::size_t>(rank)].push_back(
+            {in.micro_batch, in.kind == InstructionKind::forward ? Pass::forward : Pass::backward});
   try {
     validate(order, static_cast<int>(m), c);
   } catch (const invalid_plan& error) {

@@ -386,7 +386,7 @@ inline RunReport run_on_host(const Job& job) {
   const JobLayout job_layout = layout(job);
   host::Backend backend(job, job_layout);
   host::Transport transport(backend);
-  Interpreter<host::Backend, host::Transport> interpreter(job, job_layout, backend, transport);
+  auto interpreter = make_interpreter(job, backend, transport);
   interpreter.run();
   RunReport report;
   report.result = backend.result();

@@ -25,6 +25,7 @@
 #include "sluice/core/sequence.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/schedule/instructions.hpp"
+#include "sluice/schedule/interpreter.hpp"
 #include "sluice/schedule/iteration.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice/schedule/simulate.hpp"
@@ -54,6 +55,13 @@ struct Job {
   std::vector<PipelineJob> pipelines;
   friend bool operator==(const Job&, const Job&) = default;
 };
+
+// Every pipeline's plan, in global rank order (JobLayout's).
+inline std::vector<const schedule::ExecutionPlan*> pipeline_plans(const Job& job) {
+  std::vector<const schedule::ExecutionPlan*> plans;
+  for (const PipelineJob& pipeline : job.pipelines) plans.push_back(&pipeline.plan);
+  return plans;
+}
 
 // Stage j gets layers / stages layers, plus one of the remainder for the first (layers mod stages) stages.
 inline std::vector<int> even_layer_split(int layers, int stages) {
@@ -162,15 +170,9 @@ inline void set_packed_shapes(schedule::ExecutionPlan& plan, std::span<const std
   }
 }
 
-}  // namespace detail
-
-// Checks the job: the model (invalid_input), every sequence's tokens (invalid_input), and the consistency of
-// plans, layer ranges, micro-batches and sequences (invalid_plan): every sequence in exactly one micro-batch of
-// one pipeline, every instruction's stage, micro-batch, peer, slots and shape (the packed token count) right.
-// Slot lifetimes and send/receive pairing are checked as the interpreter runs.
-inline void validate(const Job& job) {
+// Every sequence's tokens in the vocabulary, ids unique, at least one next-token target; returns id -> index.
+inline std::unordered_map<std::int64_t, std::size_t> validate_sequences(const Job& job) {
   using sluice::detail::require;
-  validate(job.model);
   require(!job.sequences.empty(), "job: no sequences");
   std::unordered_map<std::int64_t, std::size_t> index;
   std::int64_t targets = 0;
@@ -186,93 +188,86 @@ inline void validate(const Job& job) {
     targets += static_cast<std::int64_t>(sequence.tokens.size()) - 1;
   }
   require(targets >= 1, "job: no sequence has two or more tokens, so there is no next-token target");
-  if (job.pipelines.empty()) detail::broken_plan("no pipelines");
+  return index;
+}
 
+// Pipeline p's plan counts, layer boundaries and micro-batches; records where each sequence is placed and returns
+// each micro-batch's packed token count.
+inline std::vector<std::int64_t> validate_pipeline(const Job& job, std::size_t p,
+                                                   const std::unordered_map<std::int64_t, std::size_t>& index,
+                                                   std::unordered_map<std::int64_t, std::size_t>& placed) {
+  const PipelineJob& pipeline = job.pipelines[p];
+  const schedule::ExecutionPlan& plan = pipeline.plan;
+  const int c = plan.stages;
+  if (c < 1 || plan.ranks.size() != static_cast<std::size_t>(c))
+    broken_plan("pipeline ", p, " has ", plan.ranks.size(), " rank lists for ", c, " stages");
+  const auto& b = pipeline.layer_boundaries;
+  if (b.size() != static_cast<std::size_t>(c) + 1 || b.front() != 0 || b.back() != job.model.layers ||
+      !std::is_sorted(b.begin(), b.end()))
+    broken_plan("pipeline ", p, " layer boundaries do not split the ", job.model.layers, " layers into ", c,
+                " stages in order");
+  const std::size_t m = pipeline.micro_batches.size();
+  if (m == 0 || plan.micro_batches != static_cast<int>(m))
+    broken_plan("pipeline ", p, " plan has ", plan.micro_batches, " micro-batches, the job lists ", m);
+  if (plan.buffer_slots < 1) broken_plan("pipeline ", p, " plan has ", plan.buffer_slots, " buffer slots");
+  std::vector<std::int64_t> tokens(m);
+  for (std::size_t i = 0; i < m; ++i) {
+    if (pipeline.micro_batches[i].empty()) broken_plan("pipeline ", p, " micro-batch ", i, " is empty");
+    for (const std::int64_t id : pipeline.micro_batches[i]) {
+      if (!index.contains(id))
+        broken_plan("pipeline ", p, " micro-batch ", i, " names sequence ", id, ", which the job lacks");
+      if (!placed.emplace(id, p).second) broken_plan("sequence ", id, " is in more than one micro-batch");
+    }
+    tokens[i] = packed_length(index, job.sequences, pipeline.micro_batches[i]);
+    if (tokens[i] > std::numeric_limits<std::int32_t>::max())
+      broken_plan("pipeline ", p, " micro-batch ", i, " packs ", tokens[i], " tokens (at most 2^31 - 1)");
+  }
+  return tokens;
+}
+
+// Every instruction of pipeline p names one of its micro-batches and has the shape of the packed micro-batch:
+// tokens × hidden, or tokens × 1 for input ids.
+inline void validate_shapes(const schedule::ExecutionPlan& plan, std::size_t p, std::span<const std::int64_t> tokens,
+                            std::int64_t hidden) {
+  using K = schedule::InstructionKind;
+  for (std::size_t j = 0; j < plan.ranks.size(); ++j) {
+    const auto& list = plan.ranks[j];
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const schedule::Instruction& in = list[k];
+      auto fail = [&](auto&&... parts) {
+        broken_plan("pipeline ", p, " rank ", j, " instruction ", k, " (", schedule::name(in.kind), "): ", parts...);
+      };
+      if (in.micro_batch < 0 || static_cast<std::size_t>(in.micro_batch) >= tokens.size())
+        fail("names micro-batch ", in.micro_batch, " outside [0, ", tokens.size(), ")");
+      const std::int64_t rows = tokens[static_cast<std::size_t>(in.micro_batch)];
+      const bool ids = in.kind == K::load_input || (in.kind == K::free_buffer && in.shape.cols == 1 && j == 0);
+      if (in.shape != schedule::TensorShape{rows, ids ? 1 : hidden})
+        fail("has shape [", in.shape.rows, ", ", in.shape.cols, "], the packed micro-batch is [", rows, ", ",
+             ids ? 1 : hidden, "]");
+    }
+  }
+}
+
+}  // namespace detail
+
+// Checks the job: the model (invalid_input), every sequence's tokens (invalid_input), and the consistency of
+// plans, layer ranges, micro-batches and sequences (invalid_plan): every sequence in exactly one micro-batch of
+// one pipeline, every instruction's micro-batch and shape (the packed token count) right; then a dry run of the
+// interpreter checks every instruction's stage, peer and slots, slot lifetimes and send/receive pairing.
+inline void validate(const Job& job) {
+  validate(job.model);
+  const auto index = detail::validate_sequences(job);
+  if (job.pipelines.empty()) detail::broken_plan("no pipelines");
   std::unordered_map<std::int64_t, std::size_t> placed;  // sequence id -> pipeline
   for (std::size_t p = 0; p < job.pipelines.size(); ++p) {
-    const PipelineJob& pipeline = job.pipelines[p];
-    const schedule::ExecutionPlan& plan = pipeline.plan;
-    const int c = plan.stages;
-    if (c < 1 || plan.ranks.size() != static_cast<std::size_t>(c))
-      detail::broken_plan("pipeline ", p, " has ", plan.ranks.size(), " rank lists for ", c, " stages");
-    const auto& b = pipeline.layer_boundaries;
-    if (b.size() != static_cast<std::size_t>(c) + 1 || b.front() != 0 || b.back() != job.model.layers ||
-        !std::is_sorted(b.begin(), b.end()))
-      detail::broken_plan("pipeline ", p, " layer boundaries do not split the ", job.model.layers, " layers into ", c,
-                          " stages in order");
-    const std::size_t m = pipeline.micro_batches.size();
-    if (m == 0 || plan.micro_batches != static_cast<int>(m))
-      detail::broken_plan("pipeline ", p, " plan has ", plan.micro_batches, " micro-batches, the job lists ", m);
-    if (plan.buffer_slots < 1) detail::broken_plan("pipeline ", p, " plan has ", plan.buffer_slots, " buffer slots");
-    std::vector<std::int64_t> tokens(m);
-    for (std::size_t i = 0; i < m; ++i) {
-      if (pipeline.micro_batches[i].empty()) detail::broken_plan("pipeline ", p, " micro-batch ", i, " is empty");
-      for (const std::int64_t id : pipeline.micro_batches[i]) {
-        if (!index.contains(id))
-          detail::broken_plan("pipeline ", p, " micro-batch ", i, " names sequence ", id, ", which the job lacks");
-        if (!placed.emplace(id, p).second) detail::broken_plan("sequence ", id, " is in more than one micro-batch");
-      }
-      tokens[i] = detail::packed_length(index, job.sequences, pipeline.micro_batches[i]);
-      if (tokens[i] > std::numeric_limits<std::int32_t>::max())
-        detail::broken_plan("pipeline ", p, " micro-batch ", i, " packs ", tokens[i], " tokens (at most 2^31 - 1)");
-    }
-    for (int j = 0; j < c; ++j) {
-      const auto& list = plan.ranks[static_cast<std::size_t>(j)];
-      for (std::size_t k = 0; k < list.size(); ++k) {
-        const schedule::Instruction& in = list[k];
-        auto fail = [&](auto&&... parts) {
-          detail::broken_plan("pipeline ", p, " rank ", j, " instruction ", k, " (", schedule::name(in.kind),
-                              "): ", parts...);
-        };
-        auto slot_ok = [&](int slot, bool allowed, const char* what) {
-          if (!allowed) {
-            if (slot != -1) fail(what, " must be -1 here, got ", slot);
-          } else if (slot < 0 || slot >= plan.buffer_slots) {
-            fail(what, " ", slot, " outside [0, ", plan.buffer_slots, ")");
-          }
-        };
-        if (in.stage != j) fail("is for stage ", in.stage);
-        if (in.micro_batch < 0 || static_cast<std::size_t>(in.micro_batch) >= m)
-          fail("names micro-batch ", in.micro_batch, " outside [0, ", m, ")");
-        const std::int64_t rows = tokens[static_cast<std::size_t>(in.micro_batch)];
-        using K = schedule::InstructionKind;
-        const bool ids = in.kind == K::load_input || (in.kind == K::free_buffer && in.shape.cols == 1 && j == 0);
-        if (in.shape != schedule::TensorShape{rows, ids ? 1 : job.model.hidden})
-          fail("has shape [", in.shape.rows, ", ", in.shape.cols, "], the packed micro-batch is [", rows, ", ",
-               ids ? 1 : job.model.hidden, "]");
-        const bool comm = schedule::is_send(in.kind) || schedule::is_recv(in.kind);
-        if (comm) {
-          const bool toward_next = schedule::carries_activation(in.kind) == schedule::is_send(in.kind);
-          const int peer = toward_next ? j + 1 : j - 1;
-          if (in.peer != peer || peer < 0 || peer >= c) fail("has peer ", in.peer);
-        } else if (in.peer != -1) {
-          fail("has peer ", in.peer);
-        }
-        switch (in.kind) {
-          case K::load_input:
-            if (j != 0) fail("is not on the first stage");
-            slot_ok(in.buffer, true, "buffer");
-            slot_ok(in.output, false, "output");
-            break;
-          case K::forward:
-            slot_ok(in.buffer, true, "buffer");
-            slot_ok(in.output, j + 1 < c, "output");
-            break;
-          case K::backward:
-            slot_ok(in.buffer, j + 1 < c, "buffer");
-            slot_ok(in.output, j > 0, "output");
-            break;
-          default:
-            slot_ok(in.buffer, true, "buffer");
-            slot_ok(in.output, false, "output");
-            break;
-        }
-      }
-    }
+    const std::vector<std::int64_t> tokens = detail::validate_pipeline(job, p, index, placed);
+    detail::validate_shapes(job.pipelines[p].plan, p, tokens, job.model.hidden);
   }
   if (placed.size() != job.sequences.size())
     for (const SequenceTokens& sequence : job.sequences)
       if (!placed.contains(sequence.id)) detail::broken_plan("sequence ", sequence.id, " is in no micro-batch");
+  // A plan NCCL would deadlock on is rejected here rather than hanging the GPUs.
+  schedule::dry_run(pipeline_plans(job), {.context = "executor"});
 }
 
 // Validates the job and derives its ranks, packed micro-batches and loss normaliser.

@@ -15,6 +15,7 @@
 
 #include "device_reduce.cuh"
 #include "host_checks.hpp"
+#include "sluice_executor/cuda_check.hpp"
 #include "sluice_executor/kernels.hpp"
 
 namespace sluice::executor::kernels {
@@ -452,12 +453,12 @@ template <typename Kernel, typename Args>
 void launch_tiled(Kernel kernel, std::size_t shared_bytes, const VarlenBatch& batch, const HeadShape& heads,
                   const Args& args, cudaStream_t stream, const char* name) {
   // Blocks want more than the default 48 KB of dynamic shared memory.
-  detail::check_cuda(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)), name);
+  SLUICE_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
   const dim3 grid(static_cast<unsigned int>(detail::ceil_div(batch.max_seqlen, kTile)),
                   static_cast<unsigned int>(heads.num_heads), static_cast<unsigned int>(batch.num_seqs));
   kernel<<<grid, kThreads, shared_bytes, stream>>>(args);
-  detail::check_launch(name);
+  SLUICE_LAUNCH_CHECK(name);
 }
 
 void check_shapes(const VarlenBatch& batch, const HeadShape& heads) {
@@ -540,7 +541,7 @@ void attention_backward(const VarlenBatch& batch, const HeadShape& heads, const 
   const std::int64_t delta_warps = static_cast<std::int64_t>(batch.total_tokens) * heads.num_heads;
   attention_delta_kernel<<<static_cast<unsigned int>(detail::ceil_div(delta_warps * 32, kDeltaThreads)), kDeltaThreads,
                            0, stream>>>(out, dout, batch.total_tokens, heads.num_heads, heads.head_dim, delta);
-  detail::check_launch("attention_backward (delta)");
+  SLUICE_LAUNCH_CHECK("attention_backward (delta)");
 
   BackwardArgs args{};
   args.cu_seqlens = batch.cu_seqlens;

@@ -9,6 +9,7 @@
 
 #include "device_reduce.cuh"
 #include "host_checks.hpp"
+#include "sluice_executor/cuda_check.hpp"
 #include "sluice_executor/kernels.hpp"
 
 namespace sluice::executor::kernels {
@@ -73,9 +74,9 @@ void cross_entropy(const bf16* logits, const std::int32_t* targets, int rows, in
   detail::require_pointer(loss_sum_accum, "loss_sum_accum");
   cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(logits, targets, vocab, scale,
                                                                                     row_loss, dlogits);
-  detail::check_launch("cross_entropy");
+  SLUICE_LAUNCH_CHECK("cross_entropy");
   sum_into_kernel<<<1, kSumThreads, 0, stream>>>(row_loss, rows, loss_sum_accum);
-  detail::check_launch("cross_entropy (loss sum)");
+  SLUICE_LAUNCH_CHECK("cross_entropy (loss sum)");
 }
 
 }  // namespace sluice::executor::kernels

@@ -1,11 +1,7 @@
 #pragma once
-// Host-side argument and launch checks shared by the kernel wrappers.
-#include <cuda_runtime_api.h>
-
+// Host-side argument checks shared by the kernel wrappers (launches are checked with SLUICE_LAUNCH_CHECK).
 #include <algorithm>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
 #include "sluice/core/error.hpp"
 
@@ -26,13 +22,6 @@ inline void require_aligned16(const void* pointer, const char* name) {
 inline void require_positive(std::int64_t value, const char* name) {
   require(value > 0, name, ": must be > 0, got ", value);
 }
-
-inline void check_cuda(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(error));
-}
-
-// Call right after a launch: a bad configuration is reported here rather than at the next synchronisation.
-inline void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
 
 inline std::int64_t ceil_div(std::int64_t value, std::int64_t divisor) { return (value + divisor - 1) / divisor; }
 

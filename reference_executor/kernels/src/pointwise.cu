@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "host_checks.hpp"
+#include "sluice_executor/cuda_check.hpp"
 #include "sluice_executor/kernels.hpp"
 
 namespace sluice::executor::kernels {
@@ -73,7 +74,7 @@ void swiglu_forward(const bf16* gate_up, int rows, int ffn, bf16* out, cudaStrea
   detail::require_pointer(out, "out");
   const std::int64_t count = static_cast<std::int64_t>(rows) * ffn;
   swiglu_forward_kernel<<<detail::grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(gate_up, rows, ffn, out);
-  detail::check_launch("swiglu_forward");
+  SLUICE_LAUNCH_CHECK("swiglu_forward");
 }
 
 void swiglu_backward(const bf16* gate_up, const bf16* dout, int rows, int ffn, bf16* dgate_up, cudaStream_t stream) {
@@ -84,7 +85,7 @@ void swiglu_backward(const bf16* gate_up, const bf16* dout, int rows, int ffn, b
   const std::int64_t count = static_cast<std::int64_t>(rows) * ffn;
   swiglu_backward_kernel<<<detail::grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(gate_up, dout, rows, ffn,
                                                                                                dgate_up);
-  detail::check_launch("swiglu_backward");
+  SLUICE_LAUNCH_CHECK("swiglu_backward");
 }
 
 void add(const bf16* a, const bf16* b, bf16* out, std::int64_t count, cudaStream_t stream) {
@@ -94,7 +95,7 @@ void add(const bf16* a, const bf16* b, bf16* out, std::int64_t count, cudaStream
   detail::require_pointer(out, "out");
   if (count == 0) return;
   add_kernel<<<detail::grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(a, b, out, count);
-  detail::check_launch("add");
+  SLUICE_LAUNCH_CHECK("add");
 }
 
 void add_inplace(bf16* accum, const bf16* b, std::int64_t count, cudaStream_t stream) {
@@ -103,7 +104,7 @@ void add_inplace(bf16* accum, const bf16* b, std::int64_t count, cudaStream_t st
   detail::require_pointer(b, "b");
   if (count == 0) return;
   add_kernel<<<detail::grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(accum, b, accum, count);
-  detail::check_launch("add_inplace");
+  SLUICE_LAUNCH_CHECK("add_inplace");
 }
 
 void convert(const float* in, bf16* out, std::int64_t count, cudaStream_t stream) {
@@ -112,7 +113,7 @@ void convert(const float* in, bf16* out, std::int64_t count, cudaStream_t stream
   detail::require_pointer(out, "out");
   if (count == 0) return;
   float_to_bf16_kernel<<<detail::grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(in, out, count);
-  detail::check_launch("convert (float to bf16)");
+  SLUICE_LAUNCH_CHECK("convert (float to bf16)");
 }
 
 void convert(const bf16* in, float* out, std::int64_t count, cudaStream_t stream) {
@@ -121,20 +122,20 @@ void convert(const bf16* in, float* out, std::int64_t count, cudaStream_t stream
   detail::require_pointer(out, "out");
   if (count == 0) return;
   bf16_to_float_kernel<<<detail::grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(in, out, count);
-  detail::check_launch("convert (bf16 to float)");
+  SLUICE_LAUNCH_CHECK("convert (bf16 to float)");
 }
 
 // All-zero bits are +0.0 in both bf16 and fp32, so a byte fill is the zero fill.
 void fill_zero(bf16* data, std::int64_t count, cudaStream_t stream) {
   check_count(count);
   detail::require_pointer(data, "data");
-  detail::check_cuda(cudaMemsetAsync(data, 0, static_cast<std::size_t>(count) * sizeof(bf16), stream), "fill_zero");
+  SLUICE_CUDA_CHECK(cudaMemsetAsync(data, 0, static_cast<std::size_t>(count) * sizeof(bf16), stream));
 }
 
 void fill_zero(float* data, std::int64_t count, cudaStream_t stream) {
   check_count(count);
   detail::require_pointer(data, "data");
-  detail::check_cuda(cudaMemsetAsync(data, 0, static_cast<std::size_t>(count) * sizeof(float), stream), "fill_zero");
+  SLUICE_CUDA_CHECK(cudaMemsetAsync(data, 0, static_cast<std::size_t>(count) * sizeof(float), stream));
 }
 
 }  // namespace sluice::executor::kernels

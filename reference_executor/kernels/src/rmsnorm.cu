@@ -9,6 +9,7 @@
 
 #include "device_reduce.cuh"
 #include "host_checks.hpp"
+#include "sluice_executor/cuda_check.hpp"
 #include "sluice_executor/kernels.hpp"
 
 namespace sluice::executor::kernels {
@@ -99,7 +100,7 @@ void rmsnorm_forward(const bf16* x, const bf16* weight, int rows, int cols, floa
   detail::require_pointer(y, "y");
   detail::require_pointer(rstd, "rstd");
   rmsnorm_forward_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(x, weight, cols, eps, y, rstd);
-  detail::check_launch("rmsnorm_forward");
+  SLUICE_LAUNCH_CHECK("rmsnorm_forward");
 }
 
 std::size_t rmsnorm_backward_workspace_floats(int cols) {
@@ -119,13 +120,13 @@ void rmsnorm_backward(const bf16* x, const bf16* weight, const float* rstd, cons
   detail::require_pointer(workspace, "workspace");
   rmsnorm_backward_dx_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(x, weight, rstd, dy, cols,
                                                                                           dx);
-  detail::check_launch("rmsnorm_backward (dx)");
+  SLUICE_LAUNCH_CHECK("rmsnorm_backward (dx)");
   const auto column_blocks = static_cast<unsigned int>(detail::ceil_div(cols, kColumnThreads));
   rmsnorm_dweight_partial_kernel<<<dim3(column_blocks, kDweightChunks), kColumnThreads, 0, stream>>>(x, rstd, dy, rows,
                                                                                                      cols, workspace);
-  detail::check_launch("rmsnorm_backward (dweight partial sums)");
+  SLUICE_LAUNCH_CHECK("rmsnorm_backward (dweight partial sums)");
   rmsnorm_dweight_finish_kernel<<<column_blocks, kColumnThreads, 0, stream>>>(workspace, cols, dweight_accum);
-  detail::check_launch("rmsnorm_backward (dweight)");
+  SLUICE_LAUNCH_CHECK("rmsnorm_backward (dweight)");
 }
 
 }  // namespace sluice::executor::kernels

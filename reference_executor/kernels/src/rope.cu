@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "host_checks.hpp"
+#include "sluice_executor/cuda_check.hpp"
 #include "sluice_executor/kernels.hpp"
 
 namespace sluice::executor::kernels {
@@ -92,7 +93,7 @@ void launch_rope(const VarlenBatch& batch, const HeadShape& heads, bf16* q, bf16
   args.theta = theta;
   args.direction = direction;
   rope_kernel<<<static_cast<unsigned int>(batch.total_tokens), kThreads, 0, stream>>>(args);
-  detail::check_launch(name);
+  SLUICE_LAUNCH_CHECK(name);
 }
 
 }  // namespace
