@@ -8,9 +8,7 @@
 #include "sluice/core/sequence.hpp"
 #include "sluice/core/strategy.hpp"
 
-#include "sluice/cost/analytic_profile.hpp"
 #include "sluice/cost/concepts.hpp"
-#include "sluice/cost/estimator.hpp"
 #include "sluice/cost/fit.hpp"
 #include "sluice/cost/grid.hpp"
 #include "sluice/cost/latency.hpp"
@@ -46,7 +44,9 @@
 #include "sluice/schedule/problems.hpp"
 #include "sluice/schedule/simulate.hpp"
 
+#include "sluice/search/analytic_profile.hpp"
 #include "sluice/search/dp.hpp"
+#include "sluice/search/estimator.hpp"
 #include "sluice/search/model.hpp"
 #include "sluice/search/partition.hpp"
 #include "sluice/search/search.hpp"
