@@ -5,7 +5,7 @@
 // (in steps of `granularity`) whose first-stage memory (1F1B keeps PP micro-batches in flight there)
 // fits the budget.
 // It adapts a search model to the cost vocabulary, so it lives in search/ (search depends on cost, never
-// the reverse).
+// the reverse). It fits T(l) with cost/fit.hpp, so unlike the rest of search/ it needs Eigen: link sluice::fit.
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
