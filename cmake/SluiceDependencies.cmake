@@ -13,11 +13,13 @@ find_package(Eigen3 3.3 ${sluice_component_dependency} NO_MODULE)
 find_package(nlohmann_json 3.9 ${sluice_component_dependency})
 
 # CBC is optional: without it sluice::cbc is not defined and the exact MILP paths are unavailable.
+# SLUICE_USE_CBC=OFF builds as if it were absent, to check that configuration where CBC is installed.
+option(SLUICE_USE_CBC "Use CBC when pkg-config finds it" ON)
 find_package(PkgConfig QUIET)
-if(PkgConfig_FOUND)
+if(PkgConfig_FOUND AND SLUICE_USE_CBC)
   pkg_check_modules(CBC QUIET IMPORTED_TARGET cbc)
 endif()
-if(CBC_FOUND)
+if(SLUICE_USE_CBC AND CBC_FOUND)
   set(SLUICE_HAVE_CBC ON)
 else()
   set(SLUICE_HAVE_CBC OFF)
