@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build pkg-config git
-  libboost-dev libeigen3-dev nlohmann-json3-dev
+  libeigen3-dev nlohmann-json3-dev
   coinor-libcbc-dev doctest-dev libbenchmark-dev
 )
 

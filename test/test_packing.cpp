@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "sluice/assign/packing.hpp"
+#if SLUICE_HAVE_CBC
 #include "sluice/assign/packing_cbc.hpp"
+#endif
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/core/sequence.hpp"
@@ -21,7 +23,9 @@
 using namespace sluice;
 using assign::MicroBatch;
 using assign::Packing;
+#if SLUICE_HAVE_CBC
 using solver::SolveStatus;
+#endif
 
 // CBC's deterministic parallel search (threads > 1) leaks a branching object per solve inside libCbc.
 #if defined(__SANITIZE_ADDRESS__)
@@ -155,10 +159,12 @@ TEST_CASE("packing: hand-computed example") {
   const std::vector<MicroBatch> expected = {{{0}, 768, 0.875}, {{2, 3}, 768, 0.875}, {{1}, 512, 0.625}};
   CHECK(packing.micro_batches == expected);
 
+#if SLUICE_HAVE_CBC
   const auto exact = assign::pack_exact(sequences, tiny_scheme);
   CHECK(exact.status == SolveStatus::optimal);
   CHECK(exact.packing == packing);
   CHECK(exact.best_bound == doctest::Approx(3.5).epsilon(tolerance));
+#endif
 
   // One micro-batch per V: V = 2 has no packing, V = 4 is one sequence per micro-batch.
   CHECK_THROWS_AS(assign::pack_with_v(sequences, tiny_scheme, 2), infeasible);
@@ -183,9 +189,11 @@ TEST_CASE("packing: when no V of the range packs, V goes on upward to the first 
   const Packing packing = assign::pack(sequences, scheme);
   assign::validate(packing, sequences, scheme);
   CHECK(packing.micro_batches.size() == 3);
+#if SLUICE_HAVE_CBC
   const auto exact = assign::pack_exact(sequences, scheme);
   CHECK(exact.status == SolveStatus::optimal);
   CHECK(exact.packing == packing);
+#endif
 }
 
 TEST_CASE("packing: heuristic and exact against brute force over every set partition") {
@@ -197,7 +205,9 @@ TEST_CASE("packing: heuristic and exact against brute force over every set parti
 #else
   constexpr int instances = 100;
 #endif
+#if SLUICE_HAVE_CBC
   const solver::CbcOptions patient{.time_limit_seconds = 60};
+#endif
   int heuristic_optimal = 0;
   int heuristic_within_one = 0;
   for (int k = 0; k < instances; ++k) {
@@ -227,11 +237,13 @@ TEST_CASE("packing: heuristic and exact against brute force over every set parti
     const auto hi = std::max(static_cast<std::size_t>(range.hi), brute.fewest_micro_batches());
     const double optimum = brute.optimum(hi);
 
+#if SLUICE_HAVE_CBC
     const auto exact = assign::pack_exact(sequences, scheme, patient);
     assign::validate(exact.packing, sequences, scheme);
     CHECK(exact.status == SolveStatus::optimal);
     CHECK(exact.packing.estimate == doctest::Approx(optimum).epsilon(tolerance));
     CHECK(exact.best_bound <= exact.packing.estimate);
+#endif
 
     const Packing heuristic = assign::pack(sequences, scheme);
     assign::validate(heuristic, sequences, scheme);
@@ -246,6 +258,7 @@ TEST_CASE("packing: heuristic and exact against brute force over every set parti
   CHECK(heuristic_within_one >= 0.95 * instances);
 }
 
+#if SLUICE_HAVE_CBC
 TEST_CASE("packing: heuristic against CBC on 32B-profile instances with long-tail lengths") {
   const auto profile = io::read_document<cost::Profile>(io::resolve_data_file("llama2-32b", "profiles"));
   // Release runs all 200 instances with 0.1 s per V for CBC (the authors' code gives it 0.5 s;
@@ -300,6 +313,8 @@ TEST_CASE("packing: CBC survives time limits that expire during its first millis
     }
   }
 }
+
+#endif
 
 TEST_CASE("packing: deterministic, and independent of the input order") {
   const auto profile = io::read_document<cost::Profile>(io::resolve_data_file("llama2-32b", "profiles"));
@@ -370,11 +385,13 @@ TEST_CASE("packing: bad input is rejected, naming the value") {
   CHECK_THROWS_WITH_AS(assign::pack_fixed_length(sequences, tiny_scheme, 700),
                        doctest::Contains("sequence 0 has length 768, above the capacity 700"), invalid_input);
   CHECK_THROWS_AS(assign::pack_fixed_length({}, tiny_scheme, 1024), invalid_input);
+#if SLUICE_HAVE_CBC
   CHECK_THROWS_AS(assign::pack_exact({}, tiny_scheme), invalid_input);
   solver::CbcOptions warm;
   warm.warm_start = std::vector<double>{};
   CHECK_THROWS_WITH_AS(assign::pack_exact(sequences, tiny_scheme, warm), doctest::Contains("warm_start"),
                        invalid_input);
+#endif
   CHECK_THROWS_AS(assign::packing_estimate({}, 1), invalid_input);
   const std::vector<MicroBatch> one = {{{0}, 1, 1.0}};
   CHECK_THROWS_WITH_AS(assign::packing_estimate(one, 0), doctest::Contains("pp must be >= 1, got 0"), invalid_input);

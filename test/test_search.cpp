@@ -9,8 +9,8 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
-#include "sluice/cost/analytic_profile.hpp"
-#include "sluice/cost/estimator.hpp"
+#include "sluice/search/analytic_profile.hpp"
+#include "sluice/search/estimator.hpp"
 #include "sluice/search/dp.hpp"
 #include "sluice/search/model.hpp"
 #include "sluice/search/partition.hpp"
@@ -313,7 +313,7 @@ TEST_CASE("partition: min-max split equals brute force") {
 }
 
 TEST_CASE("estimator: memory and time follow the strategies") {
-  const cost::AnalyticEstimator estimator(small_model(4), node(8));
+  const search::AnalyticEstimator estimator(small_model(4), node(8));
   const auto dp = estimator.layer(0, {.tp = 1, .dp = 8}, 64);
   const auto sdp = estimator.layer(0, {.tp = 1, .dp = 8, .sdp = true}, 64);
   const auto tp = estimator.layer(0, {.tp = 8, .dp = 1}, 64);
@@ -340,7 +340,7 @@ TEST_CASE("estimator: memory and time follow the strategies") {
   // With a faster inner link (4 GPUs), TP on the consecutive ranks beats TP across them.
   auto islands = node(8);
   islands.levels = {{.size = 4, .bandwidth = 100e9}, {.size = 8, .bandwidth = 10e9}};
-  const cost::AnalyticEstimator split(small_model(4), islands);
+  const search::AnalyticEstimator split(small_model(4), islands);
   CHECK(split.layer(0, {.tp = 2, .dp = 4}, 64).time_nosync <
         split.layer(0, {.tp = 2, .dp = 4, .tp_inner = false}, 64).time_nosync);
 }
@@ -549,23 +549,23 @@ TEST_CASE("search: bad input and infeasible problems") {
 TEST_CASE("analytic profile: T(l) fitted to the estimator, MaxLen from its memory") {
   const auto model = small_model(8, 2048, 1024);
   const auto cluster = node(16, 40 * GiB);
-  cost::AnalyticProfileOptions options;
+  search::AnalyticProfileOptions options;
   options.memory_bytes = 24 * GiB;
-  const cost::Profile profile = cost::analytic_profile(model, cluster, options);
+  const cost::Profile profile = search::analytic_profile(model, cluster, options);
   CHECK(profile.gpus() == 16);
   CHECK(profile.schemes().size() == 13);  // TP 1, 2: PP 1..8; TP 4: PP 1..4; TP 8: PP 1, 2
   for (const cost::SchemeCost& scheme : profile.schemes()) {
     CAPTURE(scheme.scheme.name());
     for (const std::int64_t length : {700, 3000, 20000}) {
-      const double expected = cost::analytic_stage_time(model, cluster, scheme.scheme, length);
+      const double expected = search::analytic_stage_time(model, cluster, scheme.scheme, length);
       CHECK(scheme.latency(length) == doctest::Approx(expected).epsilon(0.02));
     }
     REQUIRE(scheme.max_len > 0);
     CHECK(scheme.max_len % options.granularity == 0);
-    CHECK(cost::analytic_stage_memory(model, cluster, scheme.scheme, scheme.max_len) <=
+    CHECK(search::analytic_stage_memory(model, cluster, scheme.scheme, scheme.max_len) <=
           static_cast<double>(options.memory_bytes));
     if (scheme.max_len < options.max_length)
-      CHECK(cost::analytic_stage_memory(model, cluster, scheme.scheme, scheme.max_len + options.granularity) >
+      CHECK(search::analytic_stage_memory(model, cluster, scheme.scheme, scheme.max_len + options.granularity) >
             static_cast<double>(options.memory_bytes));
     // More TP splits states and activations: MaxLen never shrinks.
     if (scheme.scheme.tp() > 1) {
@@ -575,11 +575,11 @@ TEST_CASE("analytic profile: T(l) fitted to the estimator, MaxLen from its memor
   }
   auto bad = options;
   bad.memory_bytes = 64 * GiB;
-  CHECK_THROWS_AS(cost::analytic_profile(model, cluster, bad), invalid_input);
+  CHECK_THROWS_AS(search::analytic_profile(model, cluster, bad), invalid_input);
   bad = options;
   bad.max_length = 512;
-  CHECK_THROWS_AS(cost::analytic_profile(model, cluster, bad), invalid_input);
+  CHECK_THROWS_AS(search::analytic_profile(model, cluster, bad), invalid_input);
   bad = options;
   bad.granularity = 0;
-  CHECK_THROWS_AS(cost::analytic_profile(model, cluster, bad), invalid_input);
+  CHECK_THROWS_AS(search::analytic_profile(model, cluster, bad), invalid_input);
 }

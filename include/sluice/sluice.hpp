@@ -1,67 +1,13 @@
 #pragma once
-// Umbrella header: everything in sluice that needs no compiled library.
-// The CBC backend is separate: include "sluice/solver/cbc.hpp" (or assign/*_cbc.hpp) and link sluice::cbc.
+// Umbrella header: everything in sluice that needs no compiled library; link sluice::all (the planners,
+// sluice::fit for Eigen and sluice::io for JSON). A trainer that only plans includes "sluice/planners.hpp"
+// and links sluice::sluice. The CBC backend is separate: include "sluice/solver/cbc.hpp" (or
+// assign/*_cbc.hpp) and link sluice::cbc.
 
-#include "sluice/core/error.hpp"
-#include "sluice/core/random.hpp"
-#include "sluice/core/scheme.hpp"
-#include "sluice/core/sequence.hpp"
-#include "sluice/core/strategy.hpp"
+#include "sluice/planners.hpp"
 
-#include "sluice/cost/analytic_profile.hpp"
-#include "sluice/cost/concepts.hpp"
-#include "sluice/cost/estimator.hpp"
 #include "sluice/cost/fit.hpp"
-#include "sluice/cost/grid.hpp"
-#include "sluice/cost/latency.hpp"
-#include "sluice/cost/memory.hpp"
-#include "sluice/cost/profile.hpp"
-
-#include "sluice/data/dataset.hpp"
-#include "sluice/data/readers.hpp"
-#include "sluice/data/sampler.hpp"
-#include "sluice/data/synthetic.hpp"
-
-#include "sluice/solver/milp.hpp"
-
-#include "sluice/assign/dispatch.hpp"
-#include "sluice/assign/packing.hpp"
-#include "sluice/assign/plan.hpp"
-#include "sluice/assign/types.hpp"
-
-#include "sluice/microbatch/balance.hpp"
-#include "sluice/microbatch/baselines.hpp"
-#include "sluice/microbatch/cost.hpp"
-#include "sluice/microbatch/order.hpp"
-#include "sluice/microbatch/partition.hpp"
-#include "sluice/microbatch/types.hpp"
-
-#include "sluice/schedule/comm.hpp"
-#include "sluice/schedule/deadlock.hpp"
-#include "sluice/schedule/instructions.hpp"
-#include "sluice/schedule/interpreter.hpp"
-#include "sluice/schedule/iteration.hpp"
-#include "sluice/schedule/orders.hpp"
-#include "sluice/schedule/pipeline.hpp"
-#include "sluice/schedule/plan_pipeline.hpp"
-#include "sluice/schedule/problems.hpp"
-#include "sluice/schedule/simulate.hpp"
-
-#include "sluice/search/dp.hpp"
-#include "sluice/search/model.hpp"
-#include "sluice/search/partition.hpp"
-#include "sluice/search/search.hpp"
-#include "sluice/search/space.hpp"
-
-#include "sluice/shard/check.hpp"
-#include "sluice/shard/cost.hpp"
-#include "sluice/shard/model.hpp"
-#include "sluice/shard/placement.hpp"
-#include "sluice/shard/pull_push.hpp"
-
-#include "sluice/proposal/dp.hpp"
-#include "sluice/proposal/intervals.hpp"
-#include "sluice/proposal/propose.hpp"
+#include "sluice/search/analytic_profile.hpp"
 
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/bundled.hpp"

@@ -1,4 +1,4 @@
-// Uses sluice through its umbrella header and reads a bundled profile, proving the data dir is found.
+// Uses sluice through its umbrella header (sluice::all) and reads a bundled profile, proving the data dir is found.
 #include <iostream>
 
 #include <sluice/sluice.hpp>

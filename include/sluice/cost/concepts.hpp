@@ -1,6 +1,9 @@
 #pragma once
-// What the planners need from a cost model. Planners are templates over these concepts so that cost
-// evaluation inlines into their inner loops (no virtual calls there).
+// The interface of a profile's per-sequence cost models, checked against QuadraticLatency and LinearMemory
+// (cost/profile.hpp). Dispatch, packing and proposal are not templates over these: each has one latency model,
+// QuadraticLatency, a concrete class whose calls inline. The planner with two model types, the micro-batch DP
+// (the quadratic closed form and the profiled grid), is a template over microbatch::MicroBatchCostModel
+// (microbatch/types.hpp), which prices a whole micro-batch shape.
 #include <concepts>
 #include <cstdint>
 

@@ -2,6 +2,7 @@
 // Least-squares fit of T(l) = a·l² + b·l + c to measured (length, seconds) samples, with a, b, c >= 0.
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -13,17 +14,6 @@
 #include "sluice/cost/latency.hpp"
 
 namespace sluice::cost {
-
-struct LatencySample {
-  std::int64_t length = 0;
-  double seconds = 0;
-};
-
-struct FitResult {
-  QuadraticLatency model;
-  double relative_rms_error = 0;  // sqrt(mean(((T(l) - t) / t)²)) over the samples
-  std::size_t samples = 0;
-};
 
 // Minimises the *relative* squared error, so that short sequences (milliseconds) weigh as much as
 // long ones (seconds). Non-negativity is exact: with three coefficients the optimum is the

@@ -3,6 +3,7 @@
 // on one pipeline stage is T(l) = a·l² + b·l + c seconds. The quadratic term is attention, the linear
 // term the rest of the compute and the activation communication, the constant per-launch overhead.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <ranges>
 
@@ -61,6 +62,19 @@ private:
   double a_ = 0;
   double b_ = 0;
   double c_ = 0;
+};
+
+// A measured (length, seconds) pair and the fit made from such samples (cost/fit.hpp). They live here, not
+// beside the fit, so that reading and writing them needs no Eigen.
+struct LatencySample {
+  std::int64_t length = 0;
+  double seconds = 0;
+};
+
+struct FitResult {
+  QuadraticLatency model;
+  double relative_rms_error = 0;  // sqrt(mean(((T(l) - t) / t)²)) over the samples
+  std::size_t samples = 0;
 };
 
 }  // namespace sluice::cost

@@ -11,10 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include <boost/histogram/axis/integer.hpp>
-#include <boost/histogram/indexed.hpp>
-#include <boost/histogram/make_histogram.hpp>
-
 #include "sluice/core/error.hpp"
 #include "sluice/data/readers.hpp"
 
@@ -131,16 +127,15 @@ public:
     const std::int64_t last = (max - 1) / bin_width;
     detail::require(last - first < max_histogram_bins, source_, ": bin width ", bin_width, " gives ",
                     last - first + 1, " bins (at most ", max_histogram_bins, "); use a wider bin");
-    namespace bh = boost::histogram;
-    // An exact integer axis over bin indices: every index lies in [first, last], so no flow bins.
-    using Axis = bh::axis::integer<std::int64_t, bh::use_default, bh::axis::option::none_t>;
-    auto counts = bh::make_histogram_with(std::vector<std::int64_t>(), Axis(first, last + 1));
-    for (const std::int64_t length : lengths_) counts((length - 1) / bin_width);
+    // A plain count per bin index: the bins are dense and exact, and the planners that take a dataset
+    // stay free of Boost (Boost.Histogram gave these same counts).
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(last - first + 1), 0);
+    for (const std::int64_t length : lengths_) ++counts[static_cast<std::size_t>((length - 1) / bin_width - first)];
     LengthHistogram result{.bin_width = bin_width, .bins = {}};
-    result.bins.reserve(static_cast<std::size_t>(last - first + 1));
-    for (auto&& bin : bh::indexed(counts)) {
-      const std::int64_t k = bin.bin();  // an integer axis's bin is its value
-      result.bins.push_back({.lower = k * bin_width, .upper = (k + 1) * bin_width, .count = *bin});
+    result.bins.reserve(counts.size());
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      const std::int64_t k = first + static_cast<std::int64_t>(i);
+      result.bins.push_back({.lower = k * bin_width, .upper = (k + 1) * bin_width, .count = counts[i]});
     }
     return result;
   }

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "sluice/cost/fit.hpp"
 #include "sluice/cost/grid.hpp"
 #include "sluice/cost/latency.hpp"
 #include "sluice/cost/memory.hpp"

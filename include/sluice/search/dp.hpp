@@ -133,110 +133,127 @@ class StageWorkspace {
 
 inline constexpr std::int64_t max_memory_units = std::int64_t{1} << 20;
 
-inline StageSolution solve_stage(const StageProblem& problem, double granularity, StageWorkspace& work) {
-  detail::require(std::isfinite(granularity) && granularity >= 1, "layer DP: granularity must be >= 1 byte, got ",
-                  granularity);
-  problem.validate();
-  StageSolution solution;
-  if (problem.budget < 0) return solution;
+namespace detail_dp {
+
+// The DP's memory axis: budget / granularity units, refused when the tables would not fit.
+inline int memory_units(const StageProblem& problem, double granularity) {
   const double units_real = std::floor(problem.budget / granularity);
   detail::require(units_real <= static_cast<double>(max_memory_units), "layer DP: budget / granularity = ", units_real,
                   " exceeds ", max_memory_units, " units (use a coarser granularity)");
   const int units = static_cast<int>(units_real);
-  const int layers = problem.layers;
-  const int strategies = problem.strategies;
-  const int layouts = problem.layouts;
   const auto width = static_cast<std::size_t>(units) + 1;
-  const auto S = static_cast<std::size_t>(strategies);
-  const auto K = static_cast<std::size_t>(layouts);
-  detail::require(width * static_cast<std::size_t>(layers) * S <= (std::size_t{1} << 28), "layer DP: ", width,
-                  " memory units x ", layers, " layers x ", S, " strategies exceed the 2^28-entry backtracking table",
-                  " (use a coarser granularity)");
-  work.reserve(width, static_cast<std::size_t>(layers), S, K);
-  constexpr double inf = std::numeric_limits<double>::infinity();
+  const auto S = static_cast<std::size_t>(problem.strategies);
+  detail::require(width * static_cast<std::size_t>(problem.layers) * S <= (std::size_t{1} << 28), "layer DP: ", width,
+                  " memory units x ", problem.layers, " layers x ", S,
+                  " strategies exceed the 2^28-entry backtracking table", " (use a coarser granularity)");
+  return units;
+}
 
+// w(l,s) in units (units + 1 when it can never fit); returns max O_b, which Alg. 3's unchecked bound needs.
+inline double fill_weights(const StageProblem& problem, double granularity, int units, StageWorkspace& work) {
   double backward_peak = 0;
-  for (int l = 0; l < layers; ++l)
-    for (int s = 0; s < strategies; ++s) {
+  for (int l = 0; l < problem.layers; ++l)
+    for (int s = 0; s < problem.strategies; ++s) {
       const std::size_t cell = problem.at(l, s);
       backward_peak = std::max(backward_peak, problem.backward_bytes[cell]);
       const double w = std::ceil((problem.forward_bytes[cell] + problem.state_bytes[cell]) / granularity);
       work.weight[cell] = w > units ? units + 1 : static_cast<std::int32_t>(w);
     }
+  return backward_peak;
+}
 
-  double* previous = work.previous.data();
-  double* current = work.current.data();
+// f[0][e][s]: the first layer pays no transition.
+inline void first_layer(const StageProblem& problem, std::size_t width, const StageWorkspace& work, double* table) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const auto S = static_cast<std::size_t>(problem.strategies);
   for (std::size_t e = 0; e < width; ++e)
     for (std::size_t s = 0; s < S; ++s) {
       const std::int32_t w = work.weight[s];
-      previous[e * S + s] = static_cast<std::int32_t>(e) >= w ? problem.time[s] : inf;
+      table[e * S + s] = static_cast<std::int32_t>(e) >= w ? problem.time[s] : inf;
     }
+}
 
-  for (int l = 1; l < layers; ++l) {
-    double* by_layout = work.by_layout.data();
-    int* by_layout_arg = work.by_layout_arg.data();
-    double* into = work.into.data();
-    int* into_arg = work.into_arg.data();
-    // The cheapest previous strategy of each layout, then the cheapest way into each layout.
-    for (std::size_t e = 0; e < width; ++e) {
-      double* row = by_layout + e * K;
-      int* arg = by_layout_arg + e * K;
-      std::fill(row, row + K, inf);
-      std::fill(arg, arg + K, -1);
-      const double* values = previous + e * S;
-      for (std::size_t s = 0; s < S; ++s) {
-        const auto k = static_cast<std::size_t>(problem.layout[s]);
-        if (values[s] < row[k]) {
-          row[k] = values[s];
-          arg[k] = static_cast<int>(s);
-        }
-      }
-    }
-    const double* moves = problem.transition.data() + static_cast<std::size_t>(l) * K * K;
-    for (std::size_t e = 0; e < width; ++e) {
-      const double* row = by_layout + e * K;
-      const int* arg = by_layout_arg + e * K;
-      for (std::size_t to = 0; to < K; ++to) {
-        double best = inf;
-        int best_arg = -1;
-        for (std::size_t from = 0; from < K; ++from) {
-          const double value = row[from] + moves[from * K + to];
-          if (value < best) {
-            best = value;
-            best_arg = arg[from];
-          }
-        }
-        into[e * K + to] = best;
-        into_arg[e * K + to] = best_arg;
-      }
-    }
-    const std::int32_t* weights = work.weight.data() + static_cast<std::size_t>(l) * S;
-    const double* times = problem.time.data() + static_cast<std::size_t>(l) * S;
-    std::uint16_t* predecessor = work.predecessor.data() + static_cast<std::size_t>(l) * width * S;
-    for (std::size_t e = 0; e < width; ++e)
-      for (std::size_t s = 0; s < S; ++s) {
-        const std::int32_t w = weights[s];
-        double value = inf;
-        std::uint16_t from = 0;
-        if (static_cast<std::int32_t>(e) >= w) {
-          const std::size_t cell = (e - static_cast<std::size_t>(w)) * K + static_cast<std::size_t>(problem.layout[s]);
-          if (into[cell] < inf) {
-            value = into[cell] + times[s];
-            from = static_cast<std::uint16_t>(into_arg[cell]);
-          }
-        }
-        current[e * S + s] = value;
-        predecessor[e * S + s] = from;
-      }
-    std::swap(previous, current);
-  }
-
-  // Alg. 3: every plan whose forward memory fits E − max O_b is feasible without a check.
-  const double unchecked = std::floor((problem.budget - backward_peak) / granularity);
-  std::vector<int> choice(static_cast<std::size_t>(layers));
-  double best = inf;
+// The cheapest previous strategy of each layout, then the cheapest way into each layout of layer l (with R).
+inline void best_into_layouts(const StageProblem& problem, int l, std::size_t width, const double* previous,
+                              StageWorkspace& work) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const auto S = static_cast<std::size_t>(problem.strategies);
+  const auto K = static_cast<std::size_t>(problem.layouts);
+  double* by_layout = work.by_layout.data();
+  int* by_layout_arg = work.by_layout_arg.data();
   for (std::size_t e = 0; e < width; ++e) {
+    double* row = by_layout + e * K;
+    int* arg = by_layout_arg + e * K;
+    std::fill(row, row + K, inf);
+    std::fill(arg, arg + K, -1);
     const double* values = previous + e * S;
+    for (std::size_t s = 0; s < S; ++s) {
+      const auto k = static_cast<std::size_t>(problem.layout[s]);
+      if (values[s] < row[k]) {
+        row[k] = values[s];
+        arg[k] = static_cast<int>(s);
+      }
+    }
+  }
+  const double* moves = problem.transition.data() + static_cast<std::size_t>(l) * K * K;
+  for (std::size_t e = 0; e < width; ++e) {
+    const double* row = by_layout + e * K;
+    const int* arg = by_layout_arg + e * K;
+    for (std::size_t to = 0; to < K; ++to) {
+      double best = inf;
+      int best_arg = -1;
+      for (std::size_t from = 0; from < K; ++from) {
+        const double value = row[from] + moves[from * K + to];
+        if (value < best) {
+          best = value;
+          best_arg = arg[from];
+        }
+      }
+      work.into[e * K + to] = best;
+      work.into_arg[e * K + to] = best_arg;
+    }
+  }
+}
+
+// f[l][e][s] = c(l,s) + (the cheapest way into s's layout at e − w(l,s)), and its predecessor for backtracking.
+inline void relax_layer(const StageProblem& problem, int l, std::size_t width, StageWorkspace& work, double* current) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const auto S = static_cast<std::size_t>(problem.strategies);
+  const auto K = static_cast<std::size_t>(problem.layouts);
+  const double* into = work.into.data();
+  const int* into_arg = work.into_arg.data();
+  const std::int32_t* weights = work.weight.data() + static_cast<std::size_t>(l) * S;
+  const double* times = problem.time.data() + static_cast<std::size_t>(l) * S;
+  std::uint16_t* predecessor = work.predecessor.data() + static_cast<std::size_t>(l) * width * S;
+  for (std::size_t e = 0; e < width; ++e)
+    for (std::size_t s = 0; s < S; ++s) {
+      const std::int32_t w = weights[s];
+      double value = inf;
+      std::uint16_t from = 0;
+      if (static_cast<std::int32_t>(e) >= w) {
+        const std::size_t cell = (e - static_cast<std::size_t>(w)) * K + static_cast<std::size_t>(problem.layout[s]);
+        if (into[cell] < inf) {
+          value = into[cell] + times[s];
+          from = static_cast<std::uint16_t>(into_arg[cell]);
+        }
+      }
+      current[e * S + s] = value;
+      predecessor[e * S + s] = from;
+    }
+}
+
+// Backtracks each budget e's cheapest plan from the last layer's table and keeps the cheapest that fits Eq. 2.
+// Alg. 3: every plan whose forward memory fits E − max O_b is feasible without a check.
+inline StageSolution best_feasible(const StageProblem& problem, double granularity, std::size_t width,
+                                   double backward_peak, const StageWorkspace& work, const double* last_layer) {
+  const int layers = problem.layers;
+  const auto S = static_cast<std::size_t>(problem.strategies);
+  const double unchecked = std::floor((problem.budget - backward_peak) / granularity);
+  StageSolution solution;
+  std::vector<int> choice(static_cast<std::size_t>(layers));
+  double best = std::numeric_limits<double>::infinity();
+  for (std::size_t e = 0; e < width; ++e) {
+    const double* values = last_layer + e * S;
     std::size_t last = 0;
     for (std::size_t s = 1; s < S; ++s)
       if (values[s] < values[last]) last = s;
@@ -258,6 +275,29 @@ inline StageSolution solve_stage(const StageProblem& problem, double granularity
   }
   if (solution.feasible) solution.time = plan_time(problem, solution.choice);
   return solution;
+}
+
+}  // namespace detail_dp
+
+inline StageSolution solve_stage(const StageProblem& problem, double granularity, StageWorkspace& work) {
+  detail::require(std::isfinite(granularity) && granularity >= 1, "layer DP: granularity must be >= 1 byte, got ",
+                  granularity);
+  problem.validate();
+  if (problem.budget < 0) return {};
+  const int units = detail_dp::memory_units(problem, granularity);
+  const auto width = static_cast<std::size_t>(units) + 1;
+  work.reserve(width, static_cast<std::size_t>(problem.layers), static_cast<std::size_t>(problem.strategies),
+               static_cast<std::size_t>(problem.layouts));
+  const double backward_peak = detail_dp::fill_weights(problem, granularity, units, work);
+  double* previous = work.previous.data();
+  double* current = work.current.data();
+  detail_dp::first_layer(problem, width, work, previous);
+  for (int l = 1; l < problem.layers; ++l) {
+    detail_dp::best_into_layouts(problem, l, width, previous, work);
+    detail_dp::relax_layer(problem, l, width, work, current);
+    std::swap(previous, current);
+  }
+  return detail_dp::best_feasible(problem, granularity, width, backward_peak, work, previous);
 }
 
 // The exact optimum of min Σ c + Σ R subject to Eq. 2's E_all <= budget: labels (Σ O_f, Σ O_ms, peak so

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
-#include "sluice/cost/estimator.hpp"
 #include "sluice/search/dp.hpp"
+#include "sluice/search/estimator.hpp"
 #include "sluice/search/model.hpp"
 #include "sluice/search/partition.hpp"
 #include "sluice/search/space.hpp"
@@ -203,7 +203,7 @@ struct Evaluation {
 // (stage, first layer, layer count) so that partitions differing in one boundary reuse the rest.
 class Context {
  public:
-  Context(const cost::AnalyticEstimator& estimator, const SearchOptions& options, std::vector<LayerStrategy> strategies,
+  Context(const AnalyticEstimator& estimator, const SearchOptions& options, std::vector<LayerStrategy> strategies,
           int pp, std::int64_t batch, int micro_batches, StageWorkspace& work)
       : estimator_(estimator),
         options_(options),
@@ -243,7 +243,7 @@ class Context {
   [[nodiscard]] std::int64_t batch() const noexcept { return batch_; }
   [[nodiscard]] std::int64_t group() const noexcept { return group_; }
   [[nodiscard]] const std::vector<LayerStrategy>& strategies() const noexcept { return strategies_; }
-  [[nodiscard]] const cost::LayerCost& cost(int layer, std::size_t strategy) const noexcept {
+  [[nodiscard]] const LayerCost& cost(int layer, std::size_t strategy) const noexcept {
     return costs_[static_cast<std::size_t>(layer) * strategies_.size() + strategy];
   }
 
@@ -281,7 +281,7 @@ class Context {
     prefix_state_.assign(1, 0.0);
     prefix_time_.assign(1, 0.0);
     for (int l = 0; l < layers_; ++l) {
-      const cost::LayerCost cost = estimator_.layer(l, initial, micro_batch_);
+      const LayerCost cost = estimator_.layer(l, initial, micro_batch_);
       prefix_forward_.push_back(prefix_forward_.back() + cost.forward_bytes);
       prefix_state_.push_back(prefix_state_.back() + cost.state_bytes);
       prefix_time_.push_back(prefix_time_.back() + cost.time_nosync);
@@ -316,7 +316,7 @@ class Context {
     problem_.time.clear();
     for (int l = first; l < first + count; ++l)
       for (std::size_t s = 0; s < S; ++s) {
-        const cost::LayerCost& c = cost(l, s);
+        const LayerCost& c = cost(l, s);
         problem_.forward_bytes.push_back(factor * c.forward_bytes);
         problem_.backward_bytes.push_back(c.backward_bytes);
         problem_.state_bytes.push_back(c.state_bytes);
@@ -337,7 +337,7 @@ class Context {
     result.memory = solution.memory + extra;
     for (int l = 0; l < count; ++l) {
       const auto s = static_cast<std::size_t>(solution.choice[static_cast<std::size_t>(l)]);
-      const cost::LayerCost& c = cost(first + l, s);
+      const LayerCost& c = cost(first + l, s);
       result.time_sync += c.time_sync;
       result.time_nosync += c.time_nosync;
       if (l > 0) {
@@ -357,7 +357,7 @@ class Context {
     return result;
   }
 
-  const cost::AnalyticEstimator& estimator_;
+  const AnalyticEstimator& estimator_;
   const SearchOptions& options_;
   std::vector<LayerStrategy> strategies_;
   int pp_;
@@ -369,7 +369,7 @@ class Context {
   StageWorkspace& work_;
   std::vector<std::size_t> representative_;
   std::vector<int> layout_;
-  std::vector<cost::LayerCost> costs_;
+  std::vector<LayerCost> costs_;
   std::vector<double> transition_;
   std::map<std::tuple<int, int, int>, StageResult> cache_;
   StageProblem problem_;
@@ -505,7 +505,7 @@ class Searcher {
     check(options_, estimator_.cluster(), model.layers.size());
   }
 
-  [[nodiscard]] const cost::AnalyticEstimator& estimator() const noexcept { return estimator_; }
+  [[nodiscard]] const AnalyticEstimator& estimator() const noexcept { return estimator_; }
 
   Context context(const SpaceOptions& space, int pp, std::int64_t batch, int micro_batches) {
     const auto group = static_cast<int>(estimator_.cluster().gpus / pp);
@@ -550,7 +550,7 @@ class Searcher {
   [[nodiscard]] const SearchOptions& options() const noexcept { return options_; }
 
  private:
-  cost::AnalyticEstimator estimator_;
+  AnalyticEstimator estimator_;
   SearchOptions options_;
   std::int64_t heads_;
   StageWorkspace work_;
@@ -612,7 +612,7 @@ inline SearchReport search(const ModelSpec& model, const ClusterSpec& cluster, c
 inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options,
                      const SpaceOptions& space) {
   auto fail = [](auto&&... parts) { throw invalid_plan(detail::concat("search plan: ", parts...)); };
-  const cost::AnalyticEstimator estimator(model, cluster);
+  const AnalyticEstimator estimator(model, cluster);
   const int layers = estimator.layers();
   if (plan.gpus != cluster.gpus) fail("gpus ", plan.gpus, " != cluster's ", cluster.gpus);
   const std::vector<int> degrees = detail_search::pp_degrees(space, cluster.gpus, layers);
@@ -646,7 +646,7 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
         fail("stage ", i, " layer ", stage.first_layer + static_cast<int>(k), ": strategy ", strategy.name(),
              " is not in the space of a ", group, "-GPU stage");
       const int layer = stage.first_layer + static_cast<int>(k);
-      const cost::LayerCost c = estimator.layer(layer, strategy, micro_batch);
+      const LayerCost c = estimator.layer(layer, strategy, micro_batch);
       const double move = k > 0 ? estimator.transition(layer, stage.strategies[k - 1], strategy, micro_batch) : 0.0;
       sync += c.time_sync + move;
       nosync += c.time_nosync + move;

@@ -13,7 +13,7 @@
 #include "sluice/search/model.hpp"
 #include "sluice/search/space.hpp"
 
-namespace sluice::cost {
+namespace sluice::search {
 
 // One layer under one strategy, for one micro-batch of `micro_batch` samples spread over the stage.
 struct LayerCost {
@@ -26,11 +26,11 @@ struct LayerCost {
 
 class AnalyticEstimator {
  public:
-  AnalyticEstimator(search::ModelSpec model, search::ClusterSpec cluster)
+  AnalyticEstimator(ModelSpec model, ClusterSpec cluster)
       : model_(std::move(model)), cluster_(std::move(cluster)) {
     model_.validate();
     cluster_.validate();
-    for (const search::LayerSpec& layer : model_.layers) {
+    for (const LayerSpec& layer : model_.layers) {
       const auto s = static_cast<double>(layer.sequence);
       const auto h = static_cast<double>(layer.hidden);
       // Matmuls: 2 FLOPs per parameter per token; attention scores and values: 4·s·span·h.
@@ -41,15 +41,15 @@ class AnalyticEstimator {
     }
   }
 
-  [[nodiscard]] const search::ModelSpec& model() const noexcept { return model_; }
-  [[nodiscard]] const search::ClusterSpec& cluster() const noexcept { return cluster_; }
+  [[nodiscard]] const ModelSpec& model() const noexcept { return model_; }
+  [[nodiscard]] const ClusterSpec& cluster() const noexcept { return cluster_; }
   [[nodiscard]] int layers() const noexcept { return static_cast<int>(model_.layers.size()); }
 
   // Activation bytes of one sample kept by a non-CKPT layer (Megatron's count, generalised to any FFN
   // width, attention span and dtype): 10·s·h unsplit, (8h + 4·ffn)·s and 5·a·s·span split by TP, at
   // 2-byte elements.
   [[nodiscard]] double activation_bytes(int layer, int tp) const noexcept {
-    const search::LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
+    const LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
     const auto s = static_cast<double>(spec.sequence);
     const auto h = static_cast<double>(spec.hidden);
     const double split = (8.0 * h + 4.0 * static_cast<double>(spec.ffn)) * s +
@@ -59,12 +59,12 @@ class AnalyticEstimator {
 
   // The layer input (boundary activation) of one sample, replicated over TP.
   [[nodiscard]] double boundary_bytes(int layer) const noexcept {
-    const search::LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
+    const LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
     return static_cast<double>(spec.sequence * spec.hidden) * model_.dtype_bytes;
   }
 
-  [[nodiscard]] LayerCost layer(int layer, const search::LayerStrategy& strategy, std::int64_t micro_batch) const {
-    const search::LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
+  [[nodiscard]] LayerCost layer(int layer, const LayerStrategy& strategy, std::int64_t micro_batch) const {
+    const LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
     const double tp = strategy.tp;
     const double dp = strategy.dp;
     const double b = static_cast<double>(micro_batch) / dp;  // samples per device
@@ -104,7 +104,7 @@ class AnalyticEstimator {
   }
 
   // R: resharding the activation between two layers whose TP layouts differ, forward and backward.
-  [[nodiscard]] double transition(int layer, const search::LayerStrategy& from, const search::LayerStrategy& to,
+  [[nodiscard]] double transition(int layer, const LayerStrategy& from, const LayerStrategy& to,
                                   std::int64_t micro_batch) const noexcept {
     if (from.same_layout(to)) return 0.0;
     const double tp = std::max(from.tp, to.tp);
@@ -136,9 +136,9 @@ class AnalyticEstimator {
   }
 
  private:
-  search::ModelSpec model_;
-  search::ClusterSpec cluster_;
+  ModelSpec model_;
+  ClusterSpec cluster_;
   std::vector<double> seconds_per_sample_;
 };
 
-}  // namespace sluice::cost
+}  // namespace sluice::search

@@ -4,6 +4,8 @@
 // sequence of length l on the slowest stage of an even partition, and MaxLen is the longest length
 // (in steps of `granularity`) whose first-stage memory (1F1B keeps PP micro-batches in flight there)
 // fits the budget.
+// It adapts a search model to the cost vocabulary, so it lives in search/ (search depends on cost, never
+// the reverse). It fits T(l) with cost/fit.hpp, so unlike the rest of search/ it needs Eigen: link sluice::fit.
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -12,13 +14,13 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/scheme.hpp"
-#include "sluice/cost/estimator.hpp"
 #include "sluice/cost/fit.hpp"
 #include "sluice/cost/profile.hpp"
+#include "sluice/search/estimator.hpp"
 #include "sluice/search/model.hpp"
 #include "sluice/search/partition.hpp"
 
-namespace sluice::cost {
+namespace sluice::search {
 
 struct AnalyticProfileOptions {
   std::int64_t memory_bytes = 0;  // per-device budget; 0 = the cluster's device memory
@@ -31,8 +33,8 @@ struct AnalyticProfileOptions {
 namespace detail_analytic {
 
 // The model with every layer's sequence set to `length` (windows capped by it).
-inline search::ModelSpec at_length(search::ModelSpec model, std::int64_t length) {
-  for (search::LayerSpec& layer : model.layers) {
+inline ModelSpec at_length(ModelSpec model, std::int64_t length) {
+  for (LayerSpec& layer : model.layers) {
     layer.sequence = length;
     layer.window = std::min(layer.window, length);
   }
@@ -42,11 +44,11 @@ inline search::ModelSpec at_length(search::ModelSpec model, std::int64_t length)
 }  // namespace detail_analytic
 
 // Stage time of one sequence of `length` tokens for ⟨tp, pp⟩: the slowest stage of the even partition.
-inline double analytic_stage_time(const search::ModelSpec& model, const search::ClusterSpec& cluster,
+inline double analytic_stage_time(const ModelSpec& model, const ClusterSpec& cluster,
                                   const Scheme& scheme, std::int64_t length) {
   const AnalyticEstimator estimator(detail_analytic::at_length(model, length), cluster);
-  const search::LayerStrategy strategy{.tp = scheme.tp(), .dp = 1};
-  const std::vector<int> sizes = search::even_partition(estimator.layers(), scheme.pp());
+  const LayerStrategy strategy{.tp = scheme.tp(), .dp = 1};
+  const std::vector<int> sizes = even_partition(estimator.layers(), scheme.pp());
   double slowest = 0;
   int first = 0;
   for (const int count : sizes) {
@@ -59,11 +61,11 @@ inline double analytic_stage_time(const search::ModelSpec& model, const search::
 }
 
 // First-stage memory of one sequence of `length` tokens for ⟨tp, pp⟩, with PP sequences in flight.
-inline double analytic_stage_memory(const search::ModelSpec& model, const search::ClusterSpec& cluster,
+inline double analytic_stage_memory(const ModelSpec& model, const ClusterSpec& cluster,
                                     const Scheme& scheme, std::int64_t length) {
   const AnalyticEstimator estimator(detail_analytic::at_length(model, length), cluster);
-  const search::LayerStrategy strategy{.tp = scheme.tp(), .dp = 1};
-  const int count = search::even_partition(estimator.layers(), scheme.pp()).front();
+  const LayerStrategy strategy{.tp = scheme.tp(), .dp = 1};
+  const int count = even_partition(estimator.layers(), scheme.pp()).front();
   double states = 0;
   double forward = 0;
   double peak = 0;
@@ -76,7 +78,7 @@ inline double analytic_stage_memory(const search::ModelSpec& model, const search
   return states + peak + estimator.stage_extra_bytes(0, scheme.pp(), scheme.tp());
 }
 
-inline ProfileSpec analytic_profile_spec(const search::ModelSpec& model, const search::ClusterSpec& cluster,
+inline cost::ProfileSpec analytic_profile_spec(const ModelSpec& model, const ClusterSpec& cluster,
                                          const AnalyticProfileOptions& options = {}) {
   model.validate();
   cluster.validate();
@@ -91,9 +93,9 @@ inline ProfileSpec analytic_profile_spec(const search::ModelSpec& model, const s
   detail::require(options.max_tp >= 1, "analytic profile: max_tp must be >= 1, got ", options.max_tp);
   const double budget = static_cast<double>(options.memory_bytes > 0 ? options.memory_bytes : cluster.memory_bytes);
   std::int64_t heads = 0;
-  for (const search::LayerSpec& layer : model.layers) heads = std::gcd(heads, layer.heads);
+  for (const LayerSpec& layer : model.layers) heads = std::gcd(heads, layer.heads);
 
-  ProfileSpec spec;
+  cost::ProfileSpec spec;
   spec.name = model.name + "@" + cluster.name;
   spec.source = "sluice analytic estimator";
   spec.model = {model.name, static_cast<int>(model.layers.size()), model.layers.front().hidden, 0};
@@ -102,10 +104,10 @@ inline ProfileSpec analytic_profile_spec(const search::ModelSpec& model, const s
   for (int tp = 1; tp <= options.max_tp && tp <= cluster.gpus && heads % tp == 0; tp *= 2)
     for (int pp = 1; std::int64_t{tp} * pp <= cluster.gpus && pp <= static_cast<int>(model.layers.size()); pp *= 2) {
       const Scheme scheme(tp, pp);
-      std::vector<LatencySample> samples;
+      std::vector<cost::LatencySample> samples;
       for (std::int64_t length = options.min_length; length <= options.max_length; length *= 2)
         samples.push_back({length, analytic_stage_time(model, cluster, scheme, length)});
-      const QuadraticLatency latency = fit_quadratic(samples).model;
+      const cost::QuadraticLatency latency = cost::fit_quadratic(samples).model;
       // MaxLen: bisection over multiples of the granularity (memory grows with the length).
       std::int64_t fits = 0;
       std::int64_t fails = options.max_length / options.granularity + 1;
@@ -123,9 +125,9 @@ inline ProfileSpec analytic_profile_spec(const search::ModelSpec& model, const s
   return spec;
 }
 
-inline Profile analytic_profile(const search::ModelSpec& model, const search::ClusterSpec& cluster,
+inline cost::Profile analytic_profile(const ModelSpec& model, const ClusterSpec& cluster,
                                 const AnalyticProfileOptions& options = {}) {
-  return Profile(analytic_profile_spec(model, cluster, options));
+  return cost::Profile(analytic_profile_spec(model, cluster, options));
 }
 
-}  // namespace sluice::cost
+}  // namespace sluice::search

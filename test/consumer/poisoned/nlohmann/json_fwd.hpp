@@ -1,0 +1,1 @@
+#error "a planner header included <nlohmann/json_fwd.hpp>"
