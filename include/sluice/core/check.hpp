@@ -22,7 +22,12 @@ public:
 
   template <class... Parts>
   void operator()(bool condition, Parts&&... parts) const {
-    if (!condition) throw invalid_plan(detail::concat(prefix_, std::forward<Parts>(parts)...));
+    if (!condition) fail(std::forward<Parts>(parts)...);
+  }
+
+  template <class... Parts>
+  [[noreturn]] void fail(Parts&&... parts) const {
+    throw invalid_plan(detail::concat(prefix_, std::forward<Parts>(parts)...));
   }
 
   // The check of a part: its messages read "<whole><part>…" ("plan: " then "pipeline 3 ").

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/schedule/instructions.hpp"
 #include "sluice/schedule/interpreter.hpp"
@@ -157,9 +158,7 @@ inline ExecutionPlan plan_comm(const Problem& problem, const Order& order, const
 // and receives as NCCL runs them until every rank finishes; finally the compute orders consistent and within the
 // stages' memory limits. Raises invalid_plan.
 inline void validate(const ExecutionPlan& plan, const Problem& problem) {
-  auto check = [](bool condition, auto&&... parts) {
-    if (!condition) throw invalid_plan(sluice::detail::concat("execution plan: ", parts...));
-  };
+  const PlanCheck check("execution plan: ");
   const int c = problem.stages;
   const auto m = problem.micro_batches.size();
   check(plan.stages == c && plan.ranks.size() == static_cast<std::size_t>(c), "has ", plan.ranks.size(),

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/search/dp.hpp"
 #include "sluice/search/estimator.hpp"
@@ -611,39 +612,38 @@ inline SearchReport search(const ModelSpec& model, const ClusterSpec& cluster, c
 // stage's space, and every time and memory figure re-derived from the estimator (memory within budget).
 inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options,
                      const SpaceOptions& space) {
-  auto fail = [](auto&&... parts) { throw invalid_plan(detail::concat("search plan: ", parts...)); };
+  const PlanCheck check("search plan: ");
   const AnalyticEstimator estimator(model, cluster);
   const int layers = estimator.layers();
-  if (plan.gpus != cluster.gpus) fail("gpus ", plan.gpus, " != cluster's ", cluster.gpus);
+  if (plan.gpus != cluster.gpus) check.fail("gpus ", plan.gpus, " != cluster's ", cluster.gpus);
   const std::vector<int> degrees = detail_search::pp_degrees(space, cluster.gpus, layers);
-  if (std::ranges::find(degrees, plan.pp) == degrees.end()) fail("pp ", plan.pp, " is not an allowed degree");
+  if (std::ranges::find(degrees, plan.pp) == degrees.end()) check.fail("pp ", plan.pp, " is not an allowed degree");
   const std::int64_t group = cluster.gpus / plan.pp;
   if (plan.global_batch < 1 || plan.micro_batches < 1 || plan.global_batch % plan.micro_batches != 0 ||
       (plan.global_batch / plan.micro_batches) % group != 0 || (plan.pp == 1 && plan.micro_batches != 1) ||
       (plan.pp > 1 && !detail_space::power_of_two(plan.global_batch / plan.micro_batches / group)))
-    fail("global batch ", plan.global_batch, " and ", plan.micro_batches,
+    check.fail("global batch ", plan.global_batch, " and ", plan.micro_batches,
          " micro-batches: not a power-of-2 multiple of the stage group ", group, " per micro-batch");
-  if (plan.stages.size() != static_cast<std::size_t>(plan.pp)) fail(plan.stages.size(), " stages for pp ", plan.pp);
+  if (plan.stages.size() != static_cast<std::size_t>(plan.pp)) check.fail(plan.stages.size(), " stages for pp ", plan.pp);
   const std::vector<LayerStrategy> allowed =
       stage_strategies(static_cast<int>(group), space, detail_search::heads_gcd(model));
   const std::int64_t micro_batch = plan.global_batch / plan.micro_batches;
   const double budget = static_cast<double>(detail_search::budget(options, cluster));
-  auto close = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::max({1.0, std::abs(a), std::abs(b)}); };
   int next = 0;
   double slowest = 0;
   double total = 0;
   for (int i = 0; i < plan.pp; ++i) {
     const StagePlan& stage = plan.stages[static_cast<std::size_t>(i)];
-    if (stage.first_layer != next) fail("stage ", i, " starts at layer ", stage.first_layer, ", expected ", next);
-    if (stage.strategies.empty()) fail("stage ", i, " has no layers");
+    if (stage.first_layer != next) check.fail("stage ", i, " starts at layer ", stage.first_layer, ", expected ", next);
+    if (stage.strategies.empty()) check.fail("stage ", i, " has no layers");
     next += static_cast<int>(stage.strategies.size());
-    if (next > layers) fail("the stages hold more than the model's ", layers, " layers");
+    if (next > layers) check.fail("the stages hold more than the model's ", layers, " layers");
     const double factor = detail_search::in_flight(options.schedule, i, plan.pp, plan.micro_batches);
     double sync = 0, nosync = 0, states = 0, forward = 0, peak = 0;
     for (std::size_t k = 0; k < stage.strategies.size(); ++k) {
       const LayerStrategy& strategy = stage.strategies[k];
       if (std::ranges::find(allowed, strategy) == allowed.end())
-        fail("stage ", i, " layer ", stage.first_layer + static_cast<int>(k), ": strategy ", strategy.name(),
+        check.fail("stage ", i, " layer ", stage.first_layer + static_cast<int>(k), ": strategy ", strategy.name(),
              " is not in the space of a ", group, "-GPU stage");
       const int layer = stage.first_layer + static_cast<int>(k);
       const LayerCost c = estimator.layer(layer, strategy, micro_batch);
@@ -660,18 +660,18 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
       nosync += p2p;
     }
     const double memory = states + peak + estimator.stage_extra_bytes(i, plan.pp, group);
-    if (!close(memory, stage.memory_bytes)) fail("stage ", i, ": memory ", stage.memory_bytes, " != ", memory);
-    if (memory > budget * (1 + 1e-12)) fail("stage ", i, ": memory ", memory, " exceeds the budget ", budget);
-    if (!close(sync, stage.time_sync) || !close(nosync, stage.time_nosync))
-      fail("stage ", i, ": times ", stage.time_sync, "/", stage.time_nosync, " != ", sync, "/", nosync);
+    if (!nearly_equal(memory, stage.memory_bytes)) check.fail("stage ", i, ": memory ", stage.memory_bytes, " != ", memory);
+    if (memory > budget * (1 + 1e-12)) check.fail("stage ", i, ": memory ", memory, " exceeds the budget ", budget);
+    if (!nearly_equal(sync, stage.time_sync) || !nearly_equal(nosync, stage.time_nosync))
+      check.fail("stage ", i, ": times ", stage.time_sync, "/", stage.time_nosync, " != ", sync, "/", nosync);
     slowest = std::max(slowest, nosync);
     total += sync;
   }
-  if (next != layers) fail("the stages hold ", next, " of ", layers, " layers");
+  if (next != layers) check.fail("the stages hold ", next, " of ", layers, " layers");
   const double iteration = (plan.micro_batches - 1) * slowest + total;
-  if (!close(iteration, plan.iteration_seconds)) fail("iteration ", plan.iteration_seconds, " != Eq. 9's ", iteration);
-  if (!close(plan.throughput, static_cast<double>(plan.global_batch) / iteration))
-    fail("throughput ", plan.throughput, " != B / C = ", static_cast<double>(plan.global_batch) / iteration);
+  if (!nearly_equal(iteration, plan.iteration_seconds)) check.fail("iteration ", plan.iteration_seconds, " != Eq. 9's ", iteration);
+  if (!nearly_equal(plan.throughput, static_cast<double>(plan.global_batch) / iteration))
+    check.fail("throughput ", plan.throughput, " != B / C = ", static_cast<double>(plan.global_batch) / iteration);
 }
 
 // A report's plans, each against the space that produced it.
