@@ -5,6 +5,7 @@ set -u
 tool=$1
 update=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
+data=$(cd "$here/../../data" && pwd)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 failures=0
@@ -16,8 +17,9 @@ while read -r name args; do
   if ! "$tool" ${args//@/$scratch/} > "$scratch/$name.json" 2> "$scratch/err"; then
     echo "FAIL: $name: sluice $args"; cat "$scratch/err"; failures=$((failures + 1)); continue
   fi
-  # Wall-clock planning times are measured, not planned: blanked before comparing.
-  sed -i -E 's/("(mean_)?planning_seconds": )[^,}]*/\1"measured"/' "$scratch/$name.json"
+  # Wall-clock planning times are measured, not planned, and the bundled data's path depends on the checkout:
+  # both are blanked before comparing.
+  sed -i -E -e 's/("(mean_)?planning_seconds": )[^,}]*/\1"measured"/' -e "s|$data/|<data>/|g" "$scratch/$name.json" ${extra:+"$scratch/$extra"}
   for file in "$name.json" ${extra:+"$name.${extra#*.}"}; do
     produced=$scratch/$file
     [ "$file" = "$name.json" ] || produced=$scratch/$extra
