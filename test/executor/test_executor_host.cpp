@@ -318,6 +318,12 @@ TEST_CASE("executor host: bad configurations and jobs are rejected naming the fi
   job = good;
   job.pipelines[0].micro_batches.pop_back();
   CHECK_THROWS_AS(validate(job), invalid_plan);
+  job = good;
+  job.pipelines[0].plan.buffer_slots = 1 << 30;  // refused before any slot table is sized
+  CHECK_THROWS_WITH_AS(validate(job), doctest::Contains("buffer slots"), invalid_plan);
+  job = good;
+  std::swap(rank_list(job, 1).front(), rank_list(job, 1)[1]);  // a Wait before its Start: validate's dry run sees it
+  CHECK_THROWS_WITH_AS(validate(job), doctest::Contains("executor: rank 1"), invalid_plan);
 }
 
 TEST_CASE("executor host: measured stages become a valid sluice profile") {

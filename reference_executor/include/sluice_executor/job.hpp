@@ -209,7 +209,11 @@ inline std::vector<std::int64_t> validate_pipeline(const Job& job, std::size_t p
   const std::size_t m = pipeline.micro_batches.size();
   if (m == 0 || plan.micro_batches != static_cast<int>(m))
     broken_plan("pipeline ", p, " plan has ", plan.micro_batches, " micro-batches, the job lists ", m);
-  if (plan.buffer_slots < 1) broken_plan("pipeline ", p, " plan has ", plan.buffer_slots, " buffer slots");
+  std::size_t instructions = 0;
+  for (const std::vector<schedule::Instruction>& list : plan.ranks) instructions += list.size();
+  // Every slot is written by some instruction; the bound also keeps a hostile plan from sizing the slot tables.
+  if (plan.buffer_slots < 1 || static_cast<std::size_t>(plan.buffer_slots) > instructions)
+    broken_plan("pipeline ", p, " plan has ", plan.buffer_slots, " buffer slots for ", instructions, " instructions");
   std::vector<std::int64_t> tokens(m);
   for (std::size_t i = 0; i < m; ++i) {
     if (pipeline.micro_batches[i].empty()) broken_plan("pipeline ", p, " micro-batch ", i, " is empty");
