@@ -8,7 +8,8 @@
 #include <set>
 #include <span>
 
-#include <Eigen/Dense>
+#include <Eigen/Core>
+#include <Eigen/QR>
 
 #include "sluice/core/error.hpp"
 #include "sluice/cost/latency.hpp"
