@@ -59,8 +59,13 @@
 #include "sluice/shard/pull_push.hpp"
 
 #include "sluice/proposal/dp.hpp"
+#include "sluice/proposal/homogeneous.hpp"
 #include "sluice/proposal/intervals.hpp"
+#include "sluice/proposal/max_len.hpp"
 #include "sluice/proposal/propose.hpp"
+
+#include "sluice/compare/compare.hpp"
+#include "sluice/compare/microbatching.hpp"
 
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/bundled.hpp"
