@@ -50,9 +50,9 @@ public:
 
   // Progress steps per iteration: one per strategy of every range.
   [[nodiscard]] std::size_t steps() const {
-    std::size_t steps = 0;
-    for (const std::vector<SystemRun>& runs : ranges_) steps += runs.size();
-    return steps;
+    std::size_t total = 0;
+    for (const std::vector<SystemRun>& runs : ranges_) total += runs.size();
+    return total;
   }
 
   // Buckets the next iteration and runs every range's bucket on each of the range's strategies.

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <string_view>
+#include <vector>
 
 #include "sluice/assign/plan.hpp"
+#include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/proposal/homogeneous.hpp"
 #include "sluice/schedule/problems.hpp"
@@ -15,13 +17,13 @@
 namespace sluice::compare {
 
 struct Options {
-  cost::Profile profile;        // resolved for the cluster: every system uses all profile.gpus() GPUs at most
-  std::int64_t context = 0;     // the batches' sequences are at most this long; every system must hold it
-  std::int64_t tokens = 0;      // per iteration (the proposal's normalisation)
-  bool cross_node_tp = false;   // allow schemes whose TP exceeds a node, for every system alike
+  cost::Profile profile;               // resolved for the cluster: every system uses all profile.gpus() GPUs at most
+  std::int64_t context = 0;            // the batches' sequences are at most this long; every system must hold it
+  std::int64_t tokens = 0;             // per iteration (the proposal's normalisation)
+  bool cross_node_tp = false;          // allow schemes whose TP exceeds a node, for every system alike
   schedule::ProblemOptions problem{};  // hidden size and stage-to-stage link of every simulated pipeline
   assign::PlanOptions plan{};          // sluice's dispatch (trials, seed, threads)
-  std::uint64_t seed = 0;            // the schedule search's k-means seed
+  std::uint64_t seed = 0;              // the schedule search's k-means seed
 };
 
 // The homogeneous strategies every GPU of `options`' cluster runs that hold `length` tokens.

@@ -45,10 +45,11 @@ inline SluiceCandidates propose_candidates(const Options& options, const data::L
   for (const cost::SchemeCost& scheme : options.profile.schemes())
     held = held || (scheme.max_len >= options.context &&
                     (options.cross_node_tp || scheme.scheme.tp() <= options.profile.spec().gpus_per_node));
-  if (!held)
-    return {.failure = sluice::detail::concat(
-                "no scheme of ", options.profile.name(), " on ", options.profile.gpus(), " GPUs holds ", options.context,
-                " tokens", options.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)")};
+  if (!held) {
+    const char* const hint = options.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)";
+    return {.failure = sluice::detail::concat("no scheme of ", options.profile.name(), " on ", options.profile.gpus(),
+                                              " GPUs holds ", options.context, " tokens", hint)};
+  }
   proposal::SampledOptions sampling;
   sampling.paper = paper;
   sampling.seed = options.seed + 1;  // batches other than the simulated ones (drawn with options.seed)
