@@ -12,12 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "schedule.hpp"
+#include "sluice/compare/microbatching.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/microbatch/cost.hpp"
+#include "sluice/microbatch/types.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 
 namespace {
@@ -64,14 +65,13 @@ void study(const std::string& lengths, const cost::Profile& profile, int stages,
   double seconds = 0;
   for (int b = 0; b < batches; ++b) {
     const data::Batch batch = sampler.next();
-    std::vector<microbatch::Sample> samples;
-    for (const Sequence& sequence : batch.sequences) samples.push_back({sequence.id(), sequence.length(), 0});
+    const std::vector<microbatch::Sample> samples = microbatch::samples_of(batch.sequences);
     const std::span<const microbatch::Sample> span(samples);
     const schedule::PipelineRunPlan plan = schedule::plan_pipeline(span, setup.model, options);
     schedule::validate(plan, span, setup.model, options);
     seconds += plan.makespan / batches;
     adaptive.add(schedule::plan_pipeline(span, setup.model, one_f_one_b).makespan / plan.makespan);
-    const auto alternatives = cli::detail_schedule::baselines(span, setup.model, options, context);
+    const auto alternatives = compare::microbatching_baselines(span, setup.model, options, context);
     if (alternatives[0].plan) token_based.add(alternatives[0].plan->makespan / plan.makespan);
     if (alternatives[1].plan) packing.add(alternatives[1].plan->makespan / plan.makespan);
   }

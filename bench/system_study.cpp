@@ -1,6 +1,6 @@
-// The end-to-end study: sluice against Megatron-LM, HotSPa and DynaPipe (the systems of `sluice simulate`) on the
-// Hydraulis paper's scenarios and its Fig. 11 sweeps, with the bundled profiles and length data. Prints the whole
-// of docs/study.md; `bash scripts/study.sh` regenerates it.
+// The end-to-end study: sluice against Megatron-LM, HotSPa and DynaPipe (compare::, what `sluice simulate` prints)
+// on the Hydraulis paper's scenarios and its Fig. 11 sweeps, with the bundled profiles and length data. Prints the
+// whole of docs/study.md; `bash scripts/study.sh` regenerates it.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -15,8 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "simulate.hpp"
-#include "systems.hpp"
+#include "sluice/compare/compare.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
 #include "sluice/io/bundled.hpp"
@@ -26,11 +25,22 @@
 namespace {
 
 using namespace sluice;
-using cli::detail_simulate::Summary;
+using compare::Summary;
+using compare::System;
 
 constexpr int iterations = 100;  // the paper averages 100 iterations (after 20 warm-up ones)
 constexpr std::uint64_t seed = 0;
-const char* const system_names[] = {"Megatron-LM", "HotSPa", "DynaPipe", "sluice"};
+
+// The names the paper's tables give the systems.
+std::string paper_name(System system) {
+  switch (system) {
+    case System::megatron: return "Megatron-LM";
+    case System::hotspa: return "HotSPa";
+    case System::dynapipe: return "DynaPipe";
+    case System::sluice: return "sluice";
+  }
+  return "";
+}
 
 struct Scenario {
   std::string model;
@@ -44,22 +54,25 @@ struct Scenario {
 };
 
 struct Result {
-  cli::systems::Comparison comparison;
-  std::vector<Summary> summaries;
-  [[nodiscard]] bool feasible(std::size_t s) const { return !comparison.systems[s].failure; }
+  compare::Comparison comparison;
+  compare::BySystem<Summary> summaries;
+  [[nodiscard]] bool feasible(System s) const { return !comparison.systems[s].failure; }
   [[nodiscard]] bool any_failed() const {
-    for (std::size_t s = 0; s < 4; ++s)
+    for (const System s : compare::all_systems)
       if (!feasible(s)) return true;
     return false;
   }
   // The fastest feasible of the given baselines (by mean iteration), if any.
-  [[nodiscard]] std::optional<std::size_t> best_of(std::initializer_list<std::size_t> baselines) const {
-    std::optional<std::size_t> best;
-    for (const std::size_t s : baselines)
+  [[nodiscard]] std::optional<System> best_of(std::initializer_list<System> baselines) const {
+    std::optional<System> best;
+    for (const System s : baselines)
       if (feasible(s) && (!best || summaries[s].seconds < summaries[*best].seconds)) best = s;
     return best;
   }
 };
+
+constexpr std::initializer_list<System> megatron_and_hotspa = {System::megatron, System::hotspa};
+constexpr std::initializer_list<System> three_baselines = {System::megatron, System::hotspa, System::dynapipe};
 
 const cost::Profile& profile(const std::string& model) {
   static std::map<std::string, cost::Profile> loaded;
@@ -78,13 +91,18 @@ const data::LengthDataset& lengths(const std::string& name) {
   return it->second;
 }
 
-cli::systems::Setup setup_of(const Scenario& scenario) {
-  cli::systems::Setup setup{profile(scenario.model).with_gpus(scenario.gpus), scenario.context, scenario.tokens,
-                            scenario.cross_node_tp, {}, {}, seed};
-  setup.problem = {.hidden = setup.profile.spec().model.hidden, .element_bytes = 2, .link = {1e-5, 100e9},
-                   .backward_ratio = 2};
-  setup.plan.dispatch.seed = seed;
-  return setup;
+compare::Options setup_of(const Scenario& scenario) {
+  const cost::Profile& base = profile(scenario.model);
+  return {.profile = base.with_gpus(scenario.gpus),
+          .context = scenario.context,
+          .tokens = scenario.tokens,
+          .cross_node_tp = scenario.cross_node_tp,
+          .problem = {.hidden = base.spec().model.hidden,
+                      .element_bytes = 2,
+                      .link = {.latency = 1e-5, .bandwidth = 100e9},
+                      .backward_ratio = 2},
+          .plan = {.dispatch = {.seed = seed}, .candidate_overhead = {}},
+          .seed = seed};
 }
 
 std::vector<data::Batch> batches_of(const Scenario& scenario) {
@@ -105,19 +123,16 @@ const Result& run(const Scenario& scenario) {
   static std::map<Scenario, Result> cache;
   if (const auto it = cache.find(scenario); it != cache.end()) return it->second;
   const std::vector<data::Batch> batches = batches_of(scenario);
-  Result result{cli::systems::compare(setup_of(scenario), lengths(scenario.lengths).truncated(scenario.context),
-                                      sequences_of(batches), nullptr),
-                {}};
-  for (const cli::systems::SystemRun& system : result.comparison.systems)
-    result.summaries.push_back(system.failure ? Summary{}
-                                              : cli::detail_simulate::summarize(system, result.comparison.batches,
-                                                                                result.comparison.systems.back()));
+  compare::Comparison comparison = compare::compare(
+      setup_of(scenario), lengths(scenario.lengths).truncated(scenario.context), sequences_of(batches));
+  compare::BySystem<Summary> summaries = compare::summarize(comparison);
+  Result result{.comparison = std::move(comparison), .summaries = summaries};
   return cache.emplace(scenario, std::move(result)).first->second;
 }
 
 // sluice's mean iteration with the paper DP's candidates alone, without the homogeneous fallback.
 double proposal_only(const Scenario& scenario) {
-  const cli::systems::Setup setup = setup_of(scenario);
+  const compare::Options setup = setup_of(scenario);
   proposal::ProposeOptions options;
   options.gpus = setup.profile.gpus();
   options.max_len = setup.context;
@@ -125,8 +140,9 @@ double proposal_only(const Scenario& scenario) {
   options.tp_within_node = !setup.cross_node_tp;
   const std::vector<Strategy> candidates =
       proposal::propose(lengths(scenario.lengths).truncated(scenario.context), setup.profile, options).strategies();
-  cli::Progress quiet(nullptr, "", 1);
-  return cli::mean(cli::systems::sluice_run(setup, sequences_of(batches_of(scenario)), candidates, quiet).seconds());
+  compare::Sluice sluice(setup, candidates);
+  for (const data::Batch& batch : batches_of(scenario)) sluice.add(batch.sequences);
+  return compare::mean(std::move(sluice).result().seconds());
 }
 
 std::string fixed(double value, int precision) {
@@ -137,13 +153,13 @@ std::string fixed(double value, int precision) {
 
 std::string k_tokens(std::int64_t tokens) { return std::to_string(tokens / 1024) + "K"; }
 
-std::string seconds_cell(const Result& result, std::size_t s) {
+std::string seconds_cell(const Result& result, System s) {
   if (!result.feasible(s)) return "infeasible";
   return fixed(result.summaries[s].seconds, 2) + " ± " + fixed(result.summaries[s].seconds_stddev, 2);
 }
 
-std::string speedup_cell(const Result& result, std::optional<std::size_t> s) {
-  if (!s || !result.feasible(*s) || !result.feasible(3)) return "–";
+std::string speedup_cell(const Result& result, std::optional<System> s) {
+  if (!s || !result.feasible(*s) || !result.feasible(System::sluice)) return "–";
   return fixed(*result.summaries[*s].speedup, 2) + "×";
 }
 
@@ -154,9 +170,9 @@ std::string label(const Scenario& scenario) {
 // Every speedup of sluice over the best of `baselines`, over the scenarios where both ran.
 struct Range {
   std::vector<double> values;
-  void add(const Result& result, std::initializer_list<std::size_t> baselines) {
+  void add(const Result& result, std::initializer_list<System> baselines) {
     const auto best = result.best_of(baselines);
-    if (best && result.feasible(3)) values.push_back(*result.summaries[*best].speedup);
+    if (best && result.feasible(System::sluice)) values.push_back(*result.summaries[*best].speedup);
   }
   [[nodiscard]] std::vector<double> sorted() const {
     std::vector<double> result = values;
@@ -199,20 +215,28 @@ void scenario_cells(const Scenario& scenario) {
             << scenario.lengths << " | " << label(scenario);
 }
 
-void end_to_end(Range& paper_baselines, Range& all_baselines, Range& over_megatron, double& switching_max) {
+// What the end-to-end table adds up to, quoted after it and in the discussion.
+struct Totals {
+  Range paper_baselines, all_baselines, over_megatron;
+  double switching_max = 0;
+};
+
+void end_to_end(Totals& totals) {
   std::cout << "| model | GPUs | context | lengths | TP | Megatron-LM (s) | HotSPa (s) | DynaPipe (s) | sluice (s) | "
                "sluice over Megatron-LM | over HotSPa | over DynaPipe | over the best of Megatron-LM and HotSPa |\n"
                "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Scenario& scenario : paper_scenarios()) {
     const Result& result = run(scenario);
     scenario_cells(scenario);
-    for (std::size_t s = 0; s < 4; ++s) std::cout << " | " << seconds_cell(result, s);
-    std::cout << " | " << speedup_cell(result, 0) << " | " << speedup_cell(result, 1) << " | "
-              << speedup_cell(result, 2) << " | " << speedup_cell(result, result.best_of({0, 1})) << " |\n";
-    paper_baselines.add(result, {0, 1});
-    all_baselines.add(result, {0, 1, 2});
-    over_megatron.add(result, {0});
-    if (result.feasible(1)) switching_max = std::max(switching_max, result.summaries[1].switching);
+    for (const System s : compare::all_systems) std::cout << " | " << seconds_cell(result, s);
+    std::cout << " | " << speedup_cell(result, System::megatron) << " | " << speedup_cell(result, System::hotspa)
+              << " | " << speedup_cell(result, System::dynapipe) << " | "
+              << speedup_cell(result, result.best_of(megatron_and_hotspa)) << " |\n";
+    totals.paper_baselines.add(result, megatron_and_hotspa);
+    totals.all_baselines.add(result, three_baselines);
+    totals.over_megatron.add(result, {System::megatron});
+    if (result.feasible(System::hotspa))
+      totals.switching_max = std::max(totals.switching_max, result.summaries[System::hotspa].switching);
   }
 }
 
@@ -223,21 +247,21 @@ void layout_moves() {
   Range charged, free, exposed;
   for (const Scenario& scenario : paper_scenarios()) {
     const Result& result = run(scenario);
-    const auto best = result.best_of({0, 1, 2});
-    if (!best || !result.feasible(3)) continue;
-    const cli::systems::SystemRun& sluice = result.comparison.systems[3];
-    const cli::systems::SystemRun& baseline = result.comparison.systems[*best];
+    const auto best = result.best_of(three_baselines);
+    if (!best || !result.feasible(System::sluice)) continue;
+    const compare::SystemRun& sluice = result.comparison.systems[System::sluice];
+    const compare::SystemRun& baseline = result.comparison.systems[*best];
     // Speedups as the summaries compute them: the mean over iterations of the baseline's time over sluice's.
     auto speedup = [&](auto seconds_of) {
       std::vector<double> ratios;
       for (std::size_t k = 0; k < sluice.iterations.size(); ++k)
         ratios.push_back(baseline.iterations[k].seconds / seconds_of(sluice.iterations[k]));
-      return cli::mean(ratios);
+      return compare::mean(ratios);
     };
-    auto without = [](const cli::systems::IterationOutcome& o) { return o.seconds - o.switching; };
-    auto all = [](const cli::systems::IterationOutcome& o) { return o.seconds - o.switching + o.layout_move; };
-    auto with = [](const cli::systems::IterationOutcome& o) { return o.seconds; };
-    const Summary& summary = result.summaries[3];
+    auto without = [](const compare::IterationOutcome& o) { return o.seconds - o.switching; };
+    auto all = [](const compare::IterationOutcome& o) { return o.seconds - o.switching + o.layout_move; };
+    auto with = [](const compare::IterationOutcome& o) { return o.seconds; };
+    const Summary& summary = result.summaries[System::sluice];
     scenario_cells(scenario);
     std::cout << " | " << fixed(summary.layout_move, 3) << " | " << fixed(summary.switching, 3) << " | "
               << fixed(summary.seconds, 2) << " | " << fixed(speedup(with), 2) << "× | "
@@ -255,10 +279,10 @@ void layout_moves() {
 // Of the scenario's lengths truncated to the context, the share of the best baseline's compute that is quadratic:
 // Σ a·l² / Σ (a·l² + b·l) on the scheme of that baseline's (first) strategy. Heterogeneous strategies pay off
 // through it: the linear part costs the same on every scheme per GPU.
-double quadratic_share(const Scenario& scenario, std::size_t baseline) {
+double quadratic_share(const Scenario& scenario, System baseline) {
   const Result& result = run(scenario);
   const Scheme& scheme = result.comparison.systems[baseline].strategies.front().parts().front().scheme;
-  const cli::systems::Setup setup = setup_of(scenario);
+  const compare::Options setup = setup_of(scenario);
   const cost::QuadraticLatency& latency = setup.profile.at(scheme).latency;
   double quadratic = 0, linear = 0;
   const data::LengthDataset truncated = lengths(scenario.lengths).truncated(scenario.context);
@@ -275,11 +299,11 @@ void below_goal(double goal) {
   std::vector<std::string> lines;
   for (const Scenario& scenario : paper_scenarios()) {
     const Result& result = run(scenario);
-    const auto best = result.best_of({0, 1, 2});
-    if (!best || !result.feasible(3) || *result.summaries[*best].speedup >= goal) continue;
+    const auto best = result.best_of(three_baselines);
+    if (!best || !result.feasible(System::sluice) || *result.summaries[*best].speedup >= goal) continue;
     lines.push_back(scenario.model + " on " + std::to_string(scenario.gpus) + " GPUs, " + k_tokens(scenario.context) +
                     ", " + scenario.lengths + ": " + fixed(*result.summaries[*best].speedup, 2) + "× over " +
-                    system_names[*best] + " (`" + result.comparison.systems[*best].strategies.front().name() +
+                    paper_name(*best) + " (`" + result.comparison.systems[*best].strategies.front().name() +
                     "`), quadratic share " + fixed(100 * quadratic_share(scenario, *best), 0) + "%");
   }
   std::cout << "\nBelow " << fixed(goal, 1) << "× over the best of the three baselines: " << lines.size()
@@ -298,9 +322,9 @@ void balance() {
                "|---|---|---|---|---|---|---|---|---|\n";
   for (const Scenario& scenario : paper_scenarios()) {
     const Result& result = run(scenario);
-    if (!result.feasible(3)) continue;
+    if (!result.feasible(System::sluice)) continue;
     scenario_cells(scenario);
-    for (std::size_t s = 0; s < 4; ++s) {
+    for (const System s : compare::all_systems) {
       std::cout << " | ";
       if (!result.feasible(s)) {
         std::cout << "–";
@@ -323,36 +347,35 @@ void sweep(const std::string& factor, const std::vector<Scenario>& scenarios, co
     for (const Scenario& scenario : variants(base)) {
       const Result& result = run(scenario);
       std::cout << "| " << value(scenario) << " | " << label(scenario);
-      for (std::size_t s = 0; s < 4; ++s) std::cout << " | " << seconds_cell(result, s);
-      const auto best = result.best_of({0, 1, 2});
+      for (const System s : compare::all_systems) std::cout << " | " << seconds_cell(result, s);
+      const auto best = result.best_of(three_baselines);
       std::cout << " | " << speedup_cell(result, best);
-      if (best && result.feasible(3)) std::cout << " (" << system_names[*best] << ")";
+      if (best && result.feasible(System::sluice)) std::cout << " (" << paper_name(*best) << ")";
       std::cout << " |\n";
     }
 }
 
 void chosen(const Scenario& scenario) {
   const Result& result = run(scenario);
-  const cli::systems::SystemRun& sluice = result.comparison.systems[3];
+  const compare::SystemRun& sluice = result.comparison.systems[System::sluice];
   std::map<std::string, int> counts;
-  for (const cli::systems::IterationOutcome& outcome : sluice.iterations) ++counts[outcome.strategy];
+  for (const compare::IterationOutcome& outcome : sluice.iterations) ++counts[outcome.strategy];
   std::vector<std::pair<int, std::string>> ranked;
   for (const auto& [name, count] : counts) ranked.emplace_back(-count, name);
   std::sort(ranked.begin(), ranked.end());
   std::cout << "| strategy | iterations |\n|---|---|\n";
   for (const auto& [count, name] : ranked) std::cout << "| `" << name << "` | " << -count << " |\n";
   std::cout << "\nThe baselines' configurations in this scenario: Megatron-LM `"
-            << result.comparison.systems[0].strategies.front().name() << "`; HotSPa";
+            << result.comparison.systems[System::megatron].strategies.front().name() << "`; HotSPa";
   for (std::size_t b = 0; b < result.comparison.bounds.size(); ++b)
-    std::cout << (b == 0 ? " " : ", ") << "`" << result.comparison.systems[1].strategies[b].name() << "` for lengths up to "
+    std::cout << (b == 0 ? " " : ", ") << "`" << result.comparison.systems[System::hotspa].strategies[b].name() << "` for lengths up to "
               << result.comparison.bounds[b];
-  std::cout << "; DynaPipe `" << result.comparison.systems[2].strategies.front().name() << "`.\n";
+  std::cout << "; DynaPipe `" << result.comparison.systems[System::dynapipe].strategies.front().name() << "`.\n";
 }
 
-}  // namespace
 
-int main() {
-  const auto start = std::chrono::steady_clock::now();
+// How every number is made.
+void method_section() {
   std::cout << R"(# Study: sluice against Megatron-LM, HotSPa and DynaPipe
 
 Generated by `bash scripts/study.sh` (the program `bench/system_study.cpp`); edit the program, not this file.
@@ -403,15 +426,23 @@ iterations; a speedup is the mean over iterations of the baseline's time over sl
 ## End to end (the paper's Fig. 10)
 
 )";
-  Range paper_baselines, all_baselines, over_megatron;
-  double switching_max = 0;
-  end_to_end(paper_baselines, all_baselines, over_megatron, switching_max);
+}
+
+// The paper's Fig. 10: every system on every scenario, and where sluice falls short.
+Totals end_to_end_section() {
+  Totals totals;
+  end_to_end(totals);
   std::cout << "\nsluice over the best of Megatron-LM and HotSPa (the paper's baselines without DeepSpeed): "
-            << paper_baselines.text() << ". Over the best of all three baselines: " << all_baselines.text()
-            << ". Over Megatron-LM: " << over_megatron.text()
+            << totals.paper_baselines.text()
+            << ". Over the best of all three baselines: " << totals.all_baselines.text()
+            << ". Over Megatron-LM: " << totals.over_megatron.text()
             << ". The paper reports 1.32–2.66× over its best baseline.\n";
   below_goal(1.3);
+  return totals;
+}
 
+// sluice's pull and push: charged, left out, all exposed.
+void layout_move_section() {
   std::cout << R"(
 ## What sluice's pull and push cost
 
@@ -421,7 +452,10 @@ the move (as earlier versions of this study charged it), and with all of it expo
 
 )";
   layout_moves();
+}
 
+// The paper's Fig. 12b.
+void balance_section() {
   std::cout << R"(
 ## Load balance (the paper's Fig. 12b)
 
@@ -432,38 +466,52 @@ as (max − min)/min these are ratios of 1.36–1.65 and 1.02–1.10, read as (m
 
 )";
   balance();
+}
 
+// The scenarios of the paper's Fig. 11, one factor varied at a time.
+struct Sweeps {
+  std::vector<Scenario> by_gpus, by_context, by_tokens;
+};
+
+// The paper's Fig. 11: the sweeps and the shape the paper describes.
+Sweeps scalability_section() {
   std::cout << R"(
 ## Scalability (the paper's Fig. 11)
 
 LLaMA2-7B on `man-pages`, from the paper's defaults (16 GPUs, context 32K, 200K tokens per iteration), one factor
 varied at a time.
 )";
-  std::vector<Scenario> by_gpus, by_context, by_tokens;
-  for (const std::int64_t gpus : {16, 32, 64}) by_gpus.push_back({"7b", gpus, 32768, "man-pages", 200'000, false});
+  Sweeps sweeps;
+  for (const std::int64_t gpus : {16, 32, 64}) sweeps.by_gpus.push_back({"7b", gpus, 32768, "man-pages", 200'000, false});
   for (const std::int64_t context : {16384, 32768, 65536, 131072})
-    by_context.push_back({"7b", 16, context, "man-pages", 200'000, false});
+    sweeps.by_context.push_back({"7b", 16, context, "man-pages", 200'000, false});
   for (const std::int64_t tokens : {100'000, 200'000, 400'000, 800'000})
-    by_tokens.push_back({"7b", 16, 32768, "man-pages", tokens, false});
-  sweep("GPUs", by_gpus, "GPUs", [](const Scenario& s) { return std::to_string(s.gpus); });
-  sweep("Maximum length", by_context, "context", [](const Scenario& s) { return k_tokens(s.context); });
-  sweep("Tokens per iteration", by_tokens, "tokens", [](const Scenario& s) { return std::to_string(s.tokens / 1000) + "K"; });
+    sweeps.by_tokens.push_back({"7b", 16, 32768, "man-pages", tokens, false});
+  sweep("GPUs", sweeps.by_gpus, "GPUs", [](const Scenario& s) { return std::to_string(s.gpus); });
+  sweep("Maximum length", sweeps.by_context, "context", [](const Scenario& s) { return k_tokens(s.context); });
+  sweep("Tokens per iteration", sweeps.by_tokens, "tokens", [](const Scenario& s) { return std::to_string(s.tokens / 1000) + "K"; });
   // The paper's Fig. 11 observations, checked against the sweeps: seconds per 100K more tokens, 100K to 800K.
   std::string slopes;
-  for (std::size_t s = 0; s < 4; ++s)
-    slopes += std::string(s == 0 ? "" : ", ") + system_names[s] + " " +
-              fixed((run(by_tokens[3]).summaries[s].seconds - run(by_tokens[0]).summaries[s].seconds) / 7, 2);
-  const Result& many = run(by_gpus[2]);
+  for (const System s : compare::all_systems)
+    slopes += std::string(slopes.empty() ? "" : ", ") + paper_name(s) + " " +
+              fixed((run(sweeps.by_tokens[3]).summaries[s].seconds - run(sweeps.by_tokens[0]).summaries[s].seconds) / 7, 2);
+  const Result& many = run(sweeps.by_gpus[2]);
   std::cout << "\nThe paper's text gives no numbers for Fig. 11, only its shape. Latency falls sub-linearly with more "
                "GPUs: here from 16 to 64 GPUs sluice goes from "
-            << fixed(run(by_gpus[0]).summaries[3].seconds, 2) << " s to " << fixed(many.summaries[3].seconds, 2)
+            << fixed(run(sweeps.by_gpus[0]).summaries[System::sluice].seconds, 2) << " s to "
+            << fixed(many.summaries[System::sluice].seconds, 2)
             << " s. HotSPa falls behind Megatron-LM at 64 GPUs: here "
-            << fixed(many.summaries[1].seconds, 2) << " s against " << fixed(many.summaries[0].seconds, 2)
+            << fixed(many.summaries[System::hotspa].seconds, 2) << " s against "
+            << fixed(many.summaries[System::megatron].seconds, 2)
             << " s. Megatron-LM needs TP across nodes for 128K: here every system does (only ⟨16, 1⟩ holds 128K). "
                "Latency grows about linearly with the tokens per iteration, HotSPa's and Hydraulis' with a lower "
                "slope: here, in seconds per 100K more tokens, "
             << slopes << ".\n";
+  return sweeps;
+}
 
+// The paper's Fig. 12a: what sluice chose in the 32B case.
+void case_study_section() {
   const Scenario case_study{"32b", 64, 32768, "man-pages", 100'000, true};
   std::cout << R"(
 ## What sluice chose (the paper's Fig. 12a)
@@ -472,25 +520,30 @@ LLaMA2-32B on 64 GPUs, context 32K, `man-pages`, TP across nodes allowed (only �
 how often each candidate was the fastest over the )"
             << iterations << " iterations.\n\n";
   chosen(case_study);
+}
 
+// Where these numbers differ from the paper's, and why.
+void discussion_section(const Totals& totals, const Sweeps& sweeps) {
   // Facts the discussion below quotes, taken from the runs above.
   std::map<std::string, int> strongest;
   double megatron_low = 1e300, megatron_high = 0, sluice_low = 1e300, sluice_high = 0;
   for (const Scenario& scenario : paper_scenarios()) {
     const Result& result = run(scenario);
-    if (!result.feasible(3)) continue;
-    if (const auto best = result.best_of({0, 1, 2})) ++strongest[system_names[*best]];
-    if (result.feasible(0)) {
-      megatron_low = std::min(megatron_low, result.summaries[0].imbalance);
-      megatron_high = std::max(megatron_high, result.summaries[0].imbalance);
+    if (!result.feasible(System::sluice)) continue;
+    if (const auto best = result.best_of(three_baselines)) ++strongest[paper_name(*best)];
+    if (result.feasible(System::megatron)) {
+      megatron_low = std::min(megatron_low, result.summaries[System::megatron].imbalance);
+      megatron_high = std::max(megatron_high, result.summaries[System::megatron].imbalance);
     }
-    sluice_low = std::min(sluice_low, result.summaries[3].imbalance);
-    sluice_high = std::max(sluice_high, result.summaries[3].imbalance);
+    sluice_low = std::min(sluice_low, result.summaries[System::sluice].imbalance);
+    sluice_high = std::max(sluice_high, result.summaries[System::sluice].imbalance);
   }
   std::string strongest_text;
   for (const auto& [name, count] : strongest)
     strongest_text += (strongest_text.empty() ? "" : ", ") + name + " in " + std::to_string(count);
-  auto over_best = [](const Scenario& scenario) { return speedup_cell(run(scenario), run(scenario).best_of({0, 1, 2})); };
+  auto over_best = [](const Scenario& scenario) {
+    return speedup_cell(run(scenario), run(scenario).best_of(three_baselines));
+  };
 
   std::cout << R"(
 ## Against the paper, honestly
@@ -500,7 +553,7 @@ how often each candidate was the fastest over the )"
   cost more than a quadratic fit and a uniform link charge, and where memory fragmentation and stragglers widen
   the gaps that a plan leaves. Its absolute times are not comparable with these; its ratios are the target, and
   ours are below its 1.32–2.66×: a median of )"
-            << paper_baselines.median() << " over the best of Megatron-LM and HotSPa, " << all_baselines.median()
+            << totals.paper_baselines.median() << " over the best of Megatron-LM and HotSPa, " << totals.all_baselines.median()
             << R"( with DynaPipe among the baselines.
 - **Stronger baselines.** Our Megatron-LM and HotSPa get the best strategy by simulated mean among all homogeneous
   strategies (the paper's are tuned by hand, Appendix F), a packed micro-batch is charged Σ (a·l² + b·l) + c over
@@ -511,7 +564,7 @@ how often each candidate was the fastest over the )"
   not modelled: the profiles have no SP schemes.
 - **Cheap switching.** HotSPa's switching is charged as the α–β time of moving parameters and gradients between
   layouts: at most )"
-            << fixed(switching_max, 2) << R"( s per iteration in these scenarios, where the paper measured nearly 2 s of a
+            << fixed(totals.switching_max, 2) << R"( s per iteration in these scenarios, where the paper measured nearly 2 s of a
   6.7 s iteration ("GitHub 7B 8 GPUs F1"). Measured hot switching also pays re-allocation and synchronisation that
   the α–β model leaves out, so HotSPa fares better here than in the paper.
 - **Load balance.** Megatron-LM's imbalance ranges from )"
@@ -523,19 +576,32 @@ how often each candidate was the fastest over the )"
   of the batch's sequences may finish early; it idles, but it does not delay the iteration.
 - **The candidate set.** The paper's proposal objective spreads an interval's work evenly over its pipelines,
   which undervalues the wide schemes that a batch's longest sequence needs alone. With the paper DP's candidates
-  alone, sluice takes )" << fixed(proposal_only(by_gpus[2]), 2)
+  alone, sluice takes )" << fixed(proposal_only(sweeps.by_gpus[2]), 2)
             << " s per iteration on 64 GPUs in the GPU sweep above, against DynaPipe's "
-            << fixed(run(by_gpus[2]).summaries[2].seconds, 2) << " s and "
-            << fixed(run(by_gpus[2]).summaries[3].seconds, 2) << R"( s with the set proposed by sampled batches and the
+            << fixed(run(sweeps.by_gpus[2]).summaries[System::dynapipe].seconds, 2) << " s and "
+            << fixed(run(sweeps.by_gpus[2]).summaries[System::sluice].seconds, 2) << R"( s with the set proposed by sampled batches and the
   homogeneous fallback (the authors' code, too, always adds a homogeneous layout).
 - **Where the gains come from.** Over the best baseline, sluice's speedup grows with the context (the sweep: )"
-            << over_best(by_context[0]) << " at 16K, " << over_best(by_context[2]) << R"( at 64K), where a homogeneous strategy must
+            << over_best(sweeps.by_context[0]) << " at 16K, " << over_best(sweeps.by_context[2]) << R"( at 64K), where a homogeneous strategy must
   use the large TP or PP that is slow for the many short sequences, and shrinks with the tokens per iteration
-  ()" << over_best(by_tokens[0]) << " at 100K, " << over_best(by_tokens[3])
+  ()" << over_best(sweeps.by_tokens[0]) << " at 100K, " << over_best(sweeps.by_tokens[3])
             << R"( at 800K), where every pipeline gets enough sequences to balance.
 - **The data.** `man-pages` and `cpython-stdlib` are smaller and differently shaped than CommonCrawl and GitHub,
   and the paper's F1–F3 token counts are only in its figure; every Fig. 10 scenario here uses 100K tokens.
 )";
+}
+
+}  // namespace
+
+int main() {
+  const auto start = std::chrono::steady_clock::now();
+  method_section();
+  const Totals totals = end_to_end_section();
+  layout_move_section();
+  balance_section();
+  const Sweeps sweeps = scalability_section();
+  case_study_section();
+  discussion_section(totals, sweeps);
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   std::cout << "\nThis study simulated " << iterations << " iterations of every scenario in "
             << fixed(elapsed.count(), 0) << " s on one core.\n";

@@ -10,9 +10,6 @@
 
 #include "cli_harness.hpp"
 #include "sluice/io/assign_json.hpp"
-#include "sluice/io/bundled.hpp"
-#include "sluice/io/cost_json.hpp"
-#include "systems.hpp"
 #include "xml_check.hpp"
 
 using sluice::test::one_line;
@@ -114,61 +111,6 @@ TEST_CASE("cli: simulate reports a system that cannot run the scenario, and fail
   CHECK(none.code == 2);
   CHECK(one_line(none.err));
   CHECK(none.err.find("no system can run this scenario") != std::string::npos);
-}
-
-TEST_CASE("systems: length ranges, homogeneous strategies, and the four systems' plans") {
-  using namespace sluice::cli::systems;
-  CHECK(bucket_bounds(16384) == std::vector<std::int64_t>{4096, 16384});
-  CHECK(bucket_bounds(32768) == std::vector<std::int64_t>{4096, 16384, 32768});
-  CHECK(bucket_bounds(131072) == std::vector<std::int64_t>{4096, 16384, 65536, 131072});
-  CHECK(bucket_bounds(2048) == std::vector<std::int64_t>{2048});
-
-  const auto profile = sluice::io::read_document<sluice::cost::Profile>(
-      sluice::io::resolve_data_file("llama2-7b", "profiles"));
-  Setup setup{profile.with_gpus(8), 16384, 30000, false, {}, {}, 1};
-  setup.problem = {.hidden = 4096, .element_bytes = 2, .link = {1e-5, 1e11}, .backward_ratio = 2};
-  setup.plan.dispatch.trials = 4;
-  const std::vector<sluice::Strategy> homogeneous = homogeneous_strategies(setup, 16384);
-  REQUIRE(!homogeneous.empty());
-  for (const sluice::Strategy& strategy : homogeneous) {
-    CHECK(strategy.is_homogeneous());
-    CHECK(strategy.gpus() == 8);
-    CHECK(setup.profile.pipelines(strategy).front().max_len >= 16384);
-  }
-  const auto dataset = sluice::data::LengthDataset::load(sluice::io::resolve_data_file("cpython-stdlib", "lengths"))
-                           .truncated(setup.context);
-  sluice::data::BatchSampler sampler(dataset, {.tokens_per_batch = setup.tokens, .seed = 1});
-  std::vector<std::vector<sluice::Sequence>> batches;
-  for (int k = 0; k < 2; ++k) batches.push_back(sampler.next().sequences);
-  const Comparison comparison = compare(setup, dataset, batches, nullptr);
-  REQUIRE(comparison.systems.size() == 4);
-  for (const SystemRun& run : comparison.systems) {
-    CAPTURE(run.name);
-    REQUIRE_FALSE(run.failure.has_value());
-    CHECK(run.iterations.size() == 2);
-    CHECK_FALSE(run.first.pipelines.empty());
-  }
-  // Megatron's strategy is the fastest homogeneous one by mean: none of the others, run alone, beats it.
-  const double megatron_mean = sluice::cli::mean(comparison.systems[0].seconds());
-  for (const sluice::Strategy& strategy : homogeneous) {
-    sluice::cli::Progress quiet(nullptr, "", 1);
-    const SystemRun alone = megatron(setup, batches, std::vector{strategy}, quiet);
-    CHECK(sluice::cli::mean(alone.seconds()) >= megatron_mean);
-  }
-  // sluice keeps, per iteration, the fastest simulated of its candidates: no candidate alone beats it.
-  const SystemRun& sluice_system = comparison.systems[3];
-  for (const sluice::Strategy& candidate : comparison.candidates) {
-    sluice::cli::Progress quiet(nullptr, "", 1);
-    const std::vector<sluice::Strategy> one{candidate};
-    const auto holds = setup.profile.pipelines(candidate).front().max_len;
-    for (std::size_t k = 0; k < batches.size(); ++k) {
-      std::int64_t longest = 0;
-      for (const sluice::Sequence& sequence : batches[k]) longest = std::max(longest, sequence.length());
-      if (holds < longest) continue;
-      const SystemRun alone = sluice_run(setup, std::span(batches).subspan(k, 1), one, quiet);
-      CHECK(alone.iterations[0].seconds >= sluice_system.iterations[k].seconds);
-    }
-  }
 }
 
 TEST_CASE("cli: trace plans one iteration and writes its timeline") {

@@ -144,8 +144,7 @@ schedule::ProblemOptions random_problem_options(Rng& rng) {
 // DynaPipe on one scheme: the micro-batch DP, replica balancing, a schedule per replica.
 void plan_pipeline_case(Rng& rng, const microbatch::QuadraticStageCost& model, double memory_limit, int stages,
                         std::span<const Sequence> batch, const schedule::ProblemOptions& problem) {
-  std::vector<microbatch::Sample> samples;
-  for (const Sequence& sequence : batch) samples.push_back({sequence.id(), sequence.length(), 0});
+  const std::vector<microbatch::Sample> samples = microbatch::samples_of(batch);
   schedule::PipelinePlanOptions options;
   options.stages = stages;
   options.replicas = static_cast<int>(rng.uniform_int(1, 3));

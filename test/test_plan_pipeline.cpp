@@ -40,12 +40,6 @@ std::vector<Sequence> batch_of(std::uint64_t seed, std::int64_t tokens, std::int
   return sampler.next().sequences;
 }
 
-std::vector<microbatch::Sample> samples_of(std::span<const Sequence> batch) {
-  std::vector<microbatch::Sample> samples;
-  for (const Sequence& sequence : batch) samples.push_back({sequence.id(), sequence.length(), 0});
-  return samples;
-}
-
 schedule::PipelinePlanOptions options_for(const microbatch::StageCostSetup& setup, int stages, int replicas) {
   schedule::PipelinePlanOptions options;
   options.stages = stages;
@@ -64,7 +58,7 @@ TEST_CASE("plan_pipeline: valid, every sample once, makespan of the slowest repl
       CAPTURE(pp);
       CAPTURE(seed);
       const int replicas = 1 + static_cast<int>(seed % 4);
-      const auto samples = samples_of(batch_of(seed, 40'000 * replicas, 8192));
+      const auto samples = microbatch::samples_of(batch_of(seed, 40'000 * replicas, 8192));
       schedule::PipelinePlanOptions options = options_for(setup, pp, replicas);
       options.schedule.kind = seed % 2 == 0 ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b;
       const schedule::PipelineRunPlan plan =
@@ -85,7 +79,7 @@ TEST_CASE("plan_pipeline: valid, every sample once, makespan of the slowest repl
 
 TEST_CASE("plan_pipeline: baselines through schedule_partition, and validators reject tampering") {
   const microbatch::StageCostSetup setup = microbatch::stage_cost(profile7b().at(Scheme(1, 4)));
-  const auto samples = samples_of(batch_of(3, 65'536, 8192));
+  const auto samples = microbatch::samples_of(batch_of(3, 65'536, 8192));
   const schedule::PipelinePlanOptions options = options_for(setup, 4, 2);
   const std::span<const microbatch::Sample> span(samples);
   const microbatch::PartitionContext context{4, 2, setup.memory_limit};
@@ -109,7 +103,7 @@ TEST_CASE("plan_pipeline: baselines through schedule_partition, and validators r
 
 TEST_CASE("plan_pipeline: bad input and infeasible batches") {
   const microbatch::StageCostSetup setup = microbatch::stage_cost(profile7b().at(Scheme(1, 4)));
-  const auto samples = samples_of(batch_of(2, 30'000, 8192));
+  const auto samples = microbatch::samples_of(batch_of(2, 30'000, 8192));
   const std::span<const microbatch::Sample> span(samples);
   schedule::PipelinePlanOptions options = options_for(setup, 4, 1);
   options.stage_memory = -1;

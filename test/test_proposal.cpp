@@ -15,6 +15,7 @@
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/proposal_json.hpp"
+#include "sluice/proposal/max_len.hpp"
 #include "sluice/proposal/propose.hpp"
 
 using namespace sluice;
@@ -392,4 +393,28 @@ TEST_CASE("proposal: bad input names the field") {
   no_node.max_len = 200;
   CHECK_THROWS_WITH_AS(proposal::propose(data::LengthDataset({300}, "one"), cost::Profile(spec), no_node),
                        doctest::Contains("longer than max_len = 200"), invalid_input);
+}
+
+TEST_CASE("proposal: the default max length is the longest sequence, capped by the widest usable MaxLen") {
+  const cost::Profile profile =
+      io::read_document<cost::Profile>(io::resolve_data_file("llama2-7b", "profiles")).with_gpus(16);
+  ProposeOptions options;
+  std::int64_t widest_within_node = 0, widest_of_8_gpus = 0;
+  for (const cost::SchemeCost& scheme : profile.schemes()) {
+    const bool within_node = scheme.scheme.tp() <= profile.spec().gpus_per_node;
+    if (within_node) widest_within_node = std::max(widest_within_node, scheme.max_len);
+    if (within_node && scheme.scheme.gpus() <= 8) widest_of_8_gpus = std::max(widest_of_8_gpus, scheme.max_len);
+  }
+  CHECK(proposal::widest_usable_max_len(profile, options) == widest_within_node);
+  options.gpus = 8;
+  CHECK(proposal::widest_usable_max_len(profile, options) == widest_of_8_gpus);
+  options.gpus.reset();
+
+  const data::LengthDataset longer(std::vector<std::int64_t>{100, 2 * widest_within_node}, "longer");
+  CHECK(proposal::default_max_len(longer, profile, options) == widest_within_node);
+  const data::LengthDataset shorter(std::vector<std::int64_t>{100, 3000}, "shorter");
+  CHECK(proposal::default_max_len(shorter, profile, options) == 3000);
+  options.length_step = 1 << 30;  // no scheme holds a step: the longest sequence, so that propose() says why
+  CHECK(proposal::widest_usable_max_len(profile, options) == 0);
+  CHECK(proposal::default_max_len(longer, profile, options) == 2 * widest_within_node);
 }

@@ -39,7 +39,7 @@ inline constexpr std::string_view inspect_usage =
 
 inline constexpr std::int64_t inspect_lengths[] = {1024, 4096, 16384, 32768};
 
-namespace detail_inspect {
+namespace inspect_report {
 
 inline io::json inspect_json(const data::LengthDataset& dataset, const data::LengthHistogram& histogram,
                              const cost::Profile& profile) {
@@ -100,7 +100,7 @@ inline void print_tables(std::ostream& out, const data::LengthDataset& dataset, 
   out << "  T in ms for one sequence on one stage; * = longer than the scheme's MaxLen\n";
 }
 
-}  // namespace detail_inspect
+}  // namespace inspect_report
 
 inline int inspect(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
   const Options options(args, {"profile", "lengths", "context", "gpus", "bin-width", "svg"}, {"json", "help"});
@@ -118,9 +118,9 @@ inline int inspect(std::span<const std::string_view> args, std::ostream& out, Ou
     outputs.write(*svg, io::histogram_svg(histogram, "sequence lengths: " + name, true));
   }
   if (options.flag("json")) {
-    out << detail_inspect::inspect_json(dataset, histogram, profile).dump(2) << "\n";
+    out << inspect_report::inspect_json(dataset, histogram, profile).dump(2) << "\n";
   } else {
-    detail_inspect::print_tables(out, dataset, histogram, profile);
+    inspect_report::print_tables(out, dataset, histogram, profile);
   }
   return 0;
 }

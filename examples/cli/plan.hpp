@@ -12,13 +12,14 @@
 #include <string_view>
 #include <vector>
 
+#include "candidates.hpp"
 #include "inputs.hpp"
 #include "options.hpp"
 #include "outputs.hpp"
 #include "progress.hpp"
 #include "propose.hpp"
-#include "statistics.hpp"
 #include "sluice/assign/plan.hpp"
+#include "sluice/compare/statistics.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
@@ -60,36 +61,6 @@ inline constexpr std::string_view plan_usage =
     "                  links) to its estimate before choosing\n"
     "  --json          print one sluice.plan_run JSON document, with every iteration's full plan\n";
 
-namespace detail_plan {
-
-inline std::vector<Strategy> read_candidates(const std::string& text) {
-  std::error_code error;
-  if (std::filesystem::is_regular_file(text, error)) {
-    const io::json document = io::read_json_file(text);
-    if (document.is_object() && document.contains("format") &&
-        document.at("format") == io::document_traits<proposal::Proposal>::format)
-      return io::from_document<proposal::Proposal>(document, text).strategies();
-    if (document.is_object() && document.contains("format") &&
-        document.at("format") == io::document_traits<proposal::SampledProposal>::format)
-      return io::from_document<proposal::SampledProposal>(document, text).strategies();
-    return io::from_document<assign::CandidateSet>(document, text).strategies;
-  }
-  std::vector<Strategy> strategies;
-  std::string_view rest = text;
-  while (true) {
-    const auto comma = rest.find(',');
-    strategies.push_back(Strategy::parse(rest.substr(0, comma)));
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  return strategies;
-}
-
-// Iterations drawn in the --svg picture: enough to see the loads vary, few enough to read.
-inline constexpr std::size_t pictured_iterations = 100;
-
-}  // namespace detail_plan
-
 inline int plan(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs,
                 std::ostream* terminal = nullptr) {
   const Options options(args,
@@ -111,10 +82,10 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
 
   std::vector<Strategy> candidates;
   if (strategies_text) {
-    candidates = detail_plan::read_candidates(*strategies_text);
+    candidates = read_candidates(*strategies_text);
   } else {
     proposal::ProposeOptions settings = propose_options(options, profile);
-    settings.max_len = detail_propose::choose_max_len(options.integer("context"), loaded, profile, settings);
+    settings.max_len = max_len_of(options, loaded, profile, settings);
     candidates = proposal::propose(loaded.truncated(*settings.max_len), profile, settings).strategies();
   }
 
@@ -142,6 +113,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
   std::vector<double> planning;
   std::map<std::string, int> chosen;
   std::vector<assign::IterationPlan> pictured;
+  constexpr std::size_t pictured_iterations = 100;  // enough to see the loads vary, few enough to read
   double tokens = 0;
   io::JsonObjectStream document(out);
   if (json) {
@@ -183,7 +155,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
           << plan.dispatch_lower_bound << std::setprecision(2) << std::setw(11) << elapsed.count() * 1e3 << "  "
           << plan.strategy.name() << "\n";
     }
-    if (options.text("svg") && pictured.size() < detail_plan::pictured_iterations) pictured.push_back(std::move(plan));
+    if (options.text("svg") && pictured.size() < pictured_iterations) pictured.push_back(std::move(plan));
     progress.advance();
   }
 
@@ -191,22 +163,23 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
     outputs.write(*svg, io::pipeline_loads_svg(pictured, "sluice plan: " + profile.name() + " on " +
                                                              std::to_string(profile.gpus()) + " GPUs"));
 
-  const double seconds = mean(estimates) * static_cast<double>(estimates.size());
+  const double seconds = compare::mean(estimates) * static_cast<double>(estimates.size());
   if (json) {
     document.close_array();
     document.member("profile", profile.name());
-    document.member("summary", io::json{{"mean_estimate", mean(estimates)},
-                                        {"stddev_estimate", deviation(estimates)},
+    document.member("summary", io::json{{"mean_estimate", compare::mean(estimates)},
+                                        {"stddev_estimate", compare::deviation(estimates)},
                                         {"tokens_per_second", tokens / seconds},
-                                        {"mean_planning_seconds", mean(planning)},
+                                        {"mean_planning_seconds", compare::mean(planning)},
                                         {"chosen", chosen}});
     document.member("version", 1);
     document.close();
     return 0;
   }
-  out << std::setprecision(3) << (options.flag("lnk") ? "\nestimate + lnk " : "\nestimate ") << mean(estimates) << " ± "
-      << deviation(estimates) << " s per iteration, " << std::setprecision(0) << tokens / seconds
-      << " tokens/s; planning " << std::setprecision(2) << mean(planning) * 1e3 << " ms per iteration\n";
+  out << std::setprecision(3) << (options.flag("lnk") ? "\nestimate + lnk " : "\nestimate ") << compare::mean(estimates)
+      << " ± "
+      << compare::deviation(estimates) << " s per iteration, " << std::setprecision(0) << tokens / seconds
+      << " tokens/s; planning " << std::setprecision(2) << compare::mean(planning) * 1e3 << " ms per iteration\n";
   out << "chosen:";
   for (const auto& [name, count] : chosen) out << "  " << name << " ×" << count;
   out << "\n";

@@ -4,7 +4,9 @@
 // and is erased when the loop ends (or an error unwinds it), so error messages stay one line.
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -22,8 +24,12 @@ public:
   Progress& operator=(const Progress&) = delete;
   ~Progress() { erase(); }
 
-  void advance(std::int64_t steps = 1) {
-    done_ = std::min(done_ + steps, total_);
+  void advance(std::int64_t steps = 1) { report(done_ + steps, total_); }
+
+  // `done` of `total` steps, for loops that learn their total as they run.
+  void report(std::int64_t done, std::int64_t total) {
+    total_ = std::max<std::int64_t>(total, 1);
+    done_ = std::min(done, total_);
     if (terminal_ == nullptr) return;
     const auto now = std::chrono::steady_clock::now();
     if (now - start_ < delay_ || now - drawn_ < interval) return;
@@ -37,6 +43,13 @@ public:
                       std::to_string(total_) + "  " + std::to_string(seconds) + " s"
                << std::flush;
     visible_ = true;
+  }
+
+  // This bar as the progress callback of a library loop (compare::Progress).
+  [[nodiscard]] std::function<void(std::size_t, std::size_t)> callback() {
+    return [this](std::size_t done, std::size_t total) {
+      report(static_cast<std::int64_t>(done), static_cast<std::int64_t>(total));
+    };
   }
 
 private:

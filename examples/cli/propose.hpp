@@ -17,6 +17,7 @@
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/proposal_json.hpp"
+#include "sluice/proposal/max_len.hpp"
 #include "sluice/proposal/propose.hpp"
 #include "sluice/proposal/sampled.hpp"
 
@@ -56,7 +57,7 @@ inline constexpr std::string_view propose_usage =
     "  --trials T       with --sampled, dispatch trials per plan (default 4)\n"
     "  --json           print one sluice.proposal JSON document (with --sampled, sluice.sampled_proposal)\n";
 
-namespace detail_propose {
+namespace propose_inputs {
 
 // "0.1", "1", "4", "2.5" GPUs as tenths.
 inline std::int64_t parse_step(std::string_view text) {
@@ -75,26 +76,9 @@ inline std::int64_t parse_step(std::string_view text) {
   return tenths;
 }
 
-// The longest MaxLen among the schemes the proposal may use, or 0 when none.
-inline std::int64_t widest_usable(const cost::Profile& profile, const proposal::ProposeOptions& options) {
-  std::int64_t widest = 0;
-  for (const cost::SchemeCost& scheme : profile.schemes()) {
-    if (scheme.scheme.gpus() > options.gpus.value_or(profile.gpus()) || scheme.max_len < options.length_step) continue;
-    if (options.tp_within_node && scheme.scheme.tp() > profile.spec().gpus_per_node) continue;
-    widest = std::max(widest, scheme.max_len);
-  }
-  return widest;
-}
+}  // namespace propose_inputs
 
-// Lmax from --context, else the shorter of the longest sequence and the widest usable MaxLen; the
-// dataset is truncated to it, as a trainer with that context would.
-inline std::int64_t choose_max_len(std::optional<std::int64_t> given, const data::LengthDataset& dataset,
-                                   const cost::Profile& profile, const proposal::ProposeOptions& options) {
-  if (given) return *given;
-  const std::int64_t longest = std::ranges::max(dataset.lengths());
-  const std::int64_t widest = widest_usable(profile, options);
-  return widest > 0 ? std::min(longest, widest) : longest;
-}
+namespace propose_report {
 
 inline void print(std::ostream& out, const proposal::Proposal& result, const data::LengthDataset& dataset,
                   double seconds) {
@@ -159,14 +143,14 @@ inline void print_sampled(std::ostream& out, const proposal::SampledProposal& re
       << "  proposal took " << seconds << " s\n";
 }
 
-}  // namespace detail_propose
+}  // namespace propose_report
 
 // The options of `sluice propose` that `sluice plan --propose` shares.
 inline proposal::ProposeOptions propose_options(const Options& options, const cost::Profile& profile) {
   proposal::ProposeOptions result;
   result.gpus = profile.gpus();
   result.relaxed = options.flag("relaxed");
-  result.gpu_step = options.text("step") ? detail_propose::parse_step(*options.text("step")) : result.relaxed ? 1 : 10;
+  result.gpu_step = options.text("step") ? propose_inputs::parse_step(*options.text("step")) : result.relaxed ? 1 : 10;
   if (const auto step = options.integer("length-step")) result.length_step = *step;
   if (const auto tokens = options.integer("tokens")) result.tokens_per_iteration = static_cast<double>(*tokens);
   if (const auto candidates = options.integer("candidates")) result.max_candidates = *candidates;
@@ -174,6 +158,13 @@ inline proposal::ProposeOptions propose_options(const Options& options, const co
   result.sequence_constant = !options.flag("eq2-cost");
   result.fill_term = !options.flag("no-fill");
   return result;
+}
+
+// Lmax: --context, else proposal::default_max_len of the dataset.
+inline std::int64_t max_len_of(const Options& options, const data::LengthDataset& dataset, const cost::Profile& profile,
+                               const proposal::ProposeOptions& settings) {
+  if (const auto context = options.integer("context")) return *context;
+  return proposal::default_max_len(dataset, profile, settings);
 }
 
 inline int propose(std::span<const std::string_view> args, std::ostream& out) {
@@ -192,7 +183,7 @@ inline int propose(std::span<const std::string_view> args, std::ostream& out) {
   proposal::ProposeOptions settings = propose_options(options, profile);
 
   const data::LengthDataset loaded = load_lengths(options);
-  settings.max_len = detail_propose::choose_max_len(options.integer("context"), loaded, profile, settings);
+  settings.max_len = max_len_of(options, loaded, profile, settings);
   const data::LengthDataset dataset = loaded.truncated(*settings.max_len);
 
   if (sampled) {
@@ -209,7 +200,7 @@ inline int propose(std::span<const std::string_view> args, std::ostream& out) {
     if (options.flag("json")) {
       out << io::to_document(result).dump(2) << "\n";
     } else {
-      detail_propose::print_sampled(out, result, dataset, elapsed.count());
+      propose_report::print_sampled(out, result, dataset, elapsed.count());
     }
     return 0;
   }
@@ -222,7 +213,7 @@ inline int propose(std::span<const std::string_view> args, std::ostream& out) {
   if (options.flag("json")) {
     out << io::to_document(result).dump(2) << "\n";
   } else {
-    detail_propose::print(out, result, dataset, elapsed.count());
+    propose_report::print(out, result, dataset, elapsed.count());
   }
   return 0;
 }

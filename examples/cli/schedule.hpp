@@ -3,10 +3,8 @@
 // micro-batches by the DP, balanced over the data-parallel replicas and scheduled per replica; the same
 // pipeline is then run with token-based micro-batching and with fixed-length packing for comparison.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <iomanip>
-#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -16,6 +14,7 @@
 #include "inputs.hpp"
 #include "options.hpp"
 #include "outputs.hpp"
+#include "sluice/compare/microbatching.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
@@ -58,43 +57,7 @@ inline constexpr std::string_view schedule_usage =
     "  --json          print one sluice.schedule_run JSON document, with every replica's execution plan\n"
     "  --trace F       write the replicas' simulated timelines as Chrome-trace JSON to F\n";
 
-namespace detail_schedule {
-
-struct Alternative {
-  std::string name;
-  std::optional<schedule::PipelineRunPlan> plan;  // empty: a micro-batch does not fit (out of memory)
-  std::string failure;
-};
-
-// The same pipeline and schedule search with the paper's baseline micro-batching (§7): token-based
-// micro-batching and Megatron-style packing, each with the most tokens a micro-batch may hold (the context,
-// or fewer when the memory limit allows fewer).
-inline std::vector<Alternative> baselines(std::span<const microbatch::Sample> samples,
-                                          const microbatch::QuadraticStageCost& model,
-                                          const schedule::PipelinePlanOptions& options, std::int64_t context) {
-  const microbatch::PartitionContext partition_context{options.stages, options.replicas, options.micro_batch_memory};
-  const std::vector<microbatch::Sample> ordered = microbatch::order_samples(samples, options.ordering);
-  // Compared in double first: a tiny bytes_per_token makes the quotient exceed any int64.
-  const double fits = std::floor(options.micro_batch_memory / model.bytes_per_token());
-  const std::int64_t capacity = fits >= static_cast<double>(context) ? context : static_cast<std::int64_t>(fits);
-  std::vector<Alternative> result;
-  auto run = [&](std::string name, auto make_partition) {
-    Alternative alternative{std::move(name), std::nullopt, {}};
-    try {
-      alternative.plan = schedule::schedule_partition(make_partition(), options);
-    } catch (const infeasible& error) {
-      alternative.failure = error.what();
-    }
-    result.push_back(std::move(alternative));
-  };
-  run("token-based", [&] {
-    return microbatch::token_based(std::span<const microbatch::Sample>(ordered), model, capacity, partition_context);
-  });
-  run("fixed-length packing", [&] {
-    return microbatch::fixed_length_packing(samples, model, microbatch::FixedRows{capacity, 0, 1}, partition_context);
-  });
-  return result;
-}
+namespace schedule_report {
 
 inline io::json replica_json(const schedule::ReplicaSchedule& replica) {
   if (replica.micro_batches.empty()) return {{"micro_batches", io::json::array()}};
@@ -136,7 +99,7 @@ inline void print_replicas(std::ostream& out, const schedule::PipelineRunPlan& p
   }
 }
 
-}  // namespace detail_schedule
+}  // namespace schedule_report
 
 inline int schedule_command(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
   const Options options(args,
@@ -178,14 +141,13 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
   const data::LengthDataset dataset = load_lengths(options).truncated(context);
   data::BatchSampler sampler(dataset, {.tokens_per_batch = options.integer("tokens").value_or(65'536), .seed = seed});
   const data::Batch batch = sampler.next();
-  std::vector<microbatch::Sample> samples;
-  for (const Sequence& sequence : batch.sequences) samples.push_back({sequence.id(), sequence.length(), 0});
+  const std::vector<microbatch::Sample> samples = microbatch::samples_of(batch.sequences);
   const std::span<const microbatch::Sample> span(samples);
 
   const schedule::PipelineRunPlan plan = schedule::plan_pipeline(span, setup.model, plan_options);
   schedule::validate(plan, span, setup.model, plan_options);
-  const std::vector<detail_schedule::Alternative> alternatives =
-      detail_schedule::baselines(span, setup.model, plan_options, context);
+  const std::vector<compare::MicrobatchingBaseline> alternatives =
+      compare::microbatching_baselines(span, setup.model, plan_options, context);
 
   if (const auto trace = options.text("trace")) {
     std::vector<schedule::Simulation> timelines;
@@ -202,7 +164,7 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
   if (options.flag("json")) {
     io::json replicas = io::json::array();
     for (const schedule::ReplicaSchedule& replica : plan.replicas)
-      replicas.push_back(detail_schedule::replica_json(replica));
+      replicas.push_back(schedule_report::replica_json(replica));
     io::json baselines = io::json::array();
     for (const auto& alternative : alternatives)
       baselines.push_back({{"name", alternative.name},
@@ -238,7 +200,7 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
       << plan.partition.micro_batches.size() << " micro-batches (" << microbatch::layout_name(plan.partition.layout)
       << "), DP objective " << plan.partition.objective << " s, limit " << setup.memory_limit / 0x1p30
       << " GiB per micro-batch\n\n";
-  detail_schedule::print_replicas(out, plan, scheme.pp());
+  schedule_report::print_replicas(out, plan, scheme.pp());
   out << "\niteration " << plan.makespan << " s (slowest replica), " << std::setprecision(0) << tokens / plan.makespan
       << " tokens/s\n\n";
   out << std::setprecision(3) << "  micro-batching                  micro-batches  iteration (s)  DP speedup\n";

@@ -37,7 +37,7 @@ inline constexpr std::string_view search_usage =
     "  --schedule X     1f1b (default) or gpipe\n"
     "  --json           print one sluice.search JSON document\n";
 
-namespace detail_search_cli {
+namespace search_inputs {
 
 // "16GiB", "512MiB", "1.5GiB", "1000000": bytes, rounded down.
 inline std::int64_t parse_bytes(std::string_view option, const std::string& text) {
@@ -84,6 +84,10 @@ inline std::filesystem::path resolve(const std::string& name_or_path, std::strin
                        " (bundled: ", known.empty() ? "none found" : known, ")");
 }
 
+}  // namespace search_inputs
+
+namespace search_report {
+
 inline std::string gib(double bytes) {
   std::ostringstream out;
   out << std::fixed << std::setprecision(2) << bytes / 0x1p30 << " GiB";
@@ -101,7 +105,7 @@ inline void print_plan(std::ostream& out, std::string_view label, const search::
   out << "]\n";
 }
 
-}  // namespace detail_search_cli
+}  // namespace search_report
 
 inline int search_command(std::span<const std::string_view> args, std::ostream& out) {
   const Options options(args,
@@ -115,14 +119,14 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
   const auto cluster_name = options.text("cluster");
   sluice::detail::require(model_name.has_value(), "option --model is required (see sluice search --help)");
   sluice::detail::require(cluster_name.has_value(), "option --cluster is required (see sluice search --help)");
-  const auto model = io::read_document<search::ModelSpec>(detail_search_cli::resolve(*model_name, "models"));
-  const auto cluster = io::read_document<search::ClusterSpec>(detail_search_cli::resolve(*cluster_name, "clusters"));
+  const auto model = io::read_document<search::ModelSpec>(search_inputs::resolve(*model_name, "models"));
+  const auto cluster = io::read_document<search::ClusterSpec>(search_inputs::resolve(*cluster_name, "clusters"));
 
   search::SearchOptions settings;
   if (const auto memory = options.text("memory"))
-    settings.memory_bytes = detail_search_cli::parse_bytes("memory", *memory);
+    settings.memory_bytes = search_inputs::parse_bytes("memory", *memory);
   if (const auto granularity = options.text("granularity"))
-    settings.granularity_bytes = detail_search_cli::parse_bytes("granularity", *granularity);
+    settings.granularity_bytes = search_inputs::parse_bytes("granularity", *granularity);
   settings.global_batch = options.integer("batch").value_or(0);
   settings.batch_step = options.integer("batch-step").value_or(settings.batch_step);
   settings.max_batch = options.integer("max-batch").value_or(settings.max_batch);
@@ -147,7 +151,7 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
   const search::Plan& best = report.best;
   out << "search: " << model.name << " (" << model.layers.size() << " layers) on " << cluster.name << " ("
       << cluster.gpus << " GPUs), "
-      << detail_search_cli::gib(
+      << search_report::gib(
              static_cast<double>(settings.memory_bytes > 0 ? settings.memory_bytes : cluster.memory_bytes))
       << " per device\n\n";
   out << "best plan (" << best.method << "): " << std::fixed << std::setprecision(3) << best.throughput
@@ -158,7 +162,7 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
     const search::StagePlan& stage = best.stages[i];
     const int last = stage.first_layer + static_cast<int>(stage.strategies.size()) - 1;
     out << std::setw(7) << i << std::setw(5) << stage.first_layer << "-" << std::left << std::setw(4) << last
-        << std::right << std::setw(11) << detail_search_cli::gib(stage.memory_bytes) << std::setprecision(4)
+        << std::right << std::setw(11) << search_report::gib(stage.memory_bytes) << std::setprecision(4)
         << std::setw(13) << stage.time_nosync << "  ";
     // Runs of equal strategies: "sdp8+ckpt x12, tp2*dp4 x4".
     for (std::size_t k = 0; k < stage.strategies.size();) {
@@ -170,11 +174,11 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
     out << "\n";
   }
   out << "\ncompared:\n";
-  detail_search_cli::print_plan(out, "bmw", best);
-  if (report.base) detail_search_cli::print_plan(out, "base", *report.base);
+  search_report::print_plan(out, "bmw", best);
+  if (report.base) search_report::print_plan(out, "base", *report.base);
   for (const search::Baseline& baseline : report.baselines) {
     if (baseline.plan) {
-      detail_search_cli::print_plan(out, baseline.name, *baseline.plan);
+      search_report::print_plan(out, baseline.name, *baseline.plan);
     } else {
       out << "  " << baseline.name << ": out of memory\n";
     }

@@ -46,7 +46,7 @@ inline constexpr std::string_view shard_usage =
 
 static_assert(shard::max_gpus == 16384 && shard::max_plan_pieces == 67108864, "shard_usage states the shard limits");
 
-namespace detail_shard {
+namespace shard_inputs {
 
 inline Strategy read_strategy(const std::string& text) {
   std::error_code error;
@@ -66,13 +66,17 @@ inline shard::Model read_model(const std::string& text) {
   return shard::llama_like(profile.spec().model);
 }
 
+}  // namespace shard_inputs
+
+namespace shard_report {
+
 inline void phase_row(std::ostream& out, std::string_view name, const shard::PhaseCost& phase) {
   out << "  " << std::left << std::setw(16) << name << std::right << std::setw(10) << phase.messages << std::setw(12)
       << static_cast<double>(phase.bytes.local) * 1e-9 << std::setw(12) << static_cast<double>(phase.bytes.intra_node) * 1e-9
       << std::setw(12) << static_cast<double>(phase.bytes.inter_node) * 1e-9 << std::setw(12) << phase.seconds << "\n";
 }
 
-}  // namespace detail_shard
+}  // namespace shard_report
 
 inline int shard(std::span<const std::string_view> args, std::ostream& out) {
   const Options options(args, {"gpus", "strategy", "model", "previous", "gpus-per-node"},
@@ -88,9 +92,9 @@ inline int shard(std::span<const std::string_view> args, std::ostream& out) {
   const auto strategy_text = options.text("strategy");
   sluice::detail::require(strategy_text.has_value(), "option --strategy is required (see sluice shard --help)");
   sluice::detail::require(!options.flag("plans") || options.flag("json"), "option --plans needs --json");
-  const Strategy strategy = detail_shard::read_strategy(*strategy_text);
+  const Strategy strategy = shard_inputs::read_strategy(*strategy_text);
   const shard::Model model =
-      detail_shard::read_model(options.text("model").value_or(std::string(io::default_profile)));
+      shard_inputs::read_model(options.text("model").value_or(std::string(io::default_profile)));
   const std::int64_t per_node = options.integer("gpus-per-node").value_or(8);
   sluice::detail::require(per_node <= *gpus, "option --gpus-per-node: ", per_node, " exceeds --gpus ", *gpus);
   const shard::PlacementOptions placement_options{.gpus_per_node = static_cast<int>(per_node)};
@@ -101,7 +105,7 @@ inline int shard(std::span<const std::string_view> args, std::ostream& out) {
   auto place = [&](const Strategy& placed) { return shard::place(placed, *gpus, model.layers, placement_options); };
   const shard::Placement placement = place(strategy);
   const std::optional<Strategy> previous =
-      options.text("previous") ? std::optional(detail_shard::read_strategy(*options.text("previous"))) : std::nullopt;
+      options.text("previous") ? std::optional(shard_inputs::read_strategy(*options.text("previous"))) : std::nullopt;
   const shard::OptimizerLayout layout =
       previous ? shard::aligned_layout(place(*previous)) : shard::sharded_layout(*gpus, model.layers);
   const shard::PullPlan pull = shard::plan_pull(placement, layout, model);
@@ -150,9 +154,9 @@ inline int shard(std::span<const std::string_view> args, std::ostream& out) {
   if (pull.blocks.size() == 1)
     out << ", mutual slices: pull " << pull.blocks[0].granularity << ", push " << push.blocks[0].granularity;
   out << "\n\n  phase             messages    local GB    intra GB    inter GB    time (s)\n" << std::setprecision(3);
-  detail_shard::phase_row(out, "pull", cost.pull);
-  detail_shard::phase_row(out, "reduce-scatter", cost.reduce_scatter);
-  detail_shard::phase_row(out, "push", cost.push);
+  shard_report::phase_row(out, "pull", cost.pull);
+  shard_report::phase_row(out, "reduce-scatter", cost.reduce_scatter);
+  shard_report::phase_row(out, "push", cost.push);
   out << "\n  total " << cost.seconds() << " s per iteration if nothing overlaps computation\n";
   return 0;
 }

@@ -1,6 +1,6 @@
 #pragma once
 // `sluice simulate`: over K iterations of a dataset, the simulated iteration time of Megatron-LM, HotSPa,
-// DynaPipe and sluice (systems.hpp), with tokens per second, sluice's speedup over each and the load imbalance
+// DynaPipe and sluice (compare::), with tokens per second, sluice's speedup over each and the load imbalance
 // between pipelines; optionally the pictures of the run and a Chrome trace of its first iteration.
 #include <algorithm>
 #include <cstdint>
@@ -17,11 +17,11 @@
 #include <system_error>
 #include <vector>
 
-#include "inputs.hpp"
 #include "options.hpp"
 #include "outputs.hpp"
-#include "statistics.hpp"
-#include "systems.hpp"
+#include "progress.hpp"
+#include "scenario.hpp"
+#include "sluice/compare/compare.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
 #include "sluice/io/assign_json.hpp"
@@ -67,82 +67,11 @@ inline constexpr std::string_view simulate_usage =
     "  --trace F        write iteration 0 of every system as Chrome-trace JSON to F (ui.perfetto.dev)\n"
     "  --json           print one sluice.simulate_run JSON document\n";
 
-namespace detail_simulate {
+namespace simulate_report {
 
-// The options simulate and trace share.
-inline const std::set<std::string, std::less<>> scenario_options = {
-    "profile", "lengths", "gpus", "tokens", "context", "seed", "trials", "threads", "bandwidth", "latency"};
-
-struct Scenario {
-  systems::Setup setup;
-  data::LengthDataset dataset;  // truncated to the context
-  // The seeded sampler of the scenario's iterations, one batch at a time.
-  [[nodiscard]] data::BatchSampler sampler() const {
-    return data::BatchSampler(dataset, {.tokens_per_batch = setup.tokens, .seed = setup.seed});
-  }
-};
-
-inline Scenario read_scenario(const Options& options) {
-  const std::int64_t context = options.integer("context").value_or(32768);
-  data::LengthDataset dataset = load_lengths(options).truncated(context);
-  const std::int64_t tokens = options.integer("tokens").value_or(100'000);
-  const std::uint64_t seed = seed_of(options);
-
-  systems::Setup setup{load_profile(options), context, tokens, options.flag("cross-node-tp"), {}, {}, seed};
-  setup.problem.hidden = std::max<std::int64_t>(setup.profile.spec().model.hidden, 1);
-  setup.problem.link = link_of(options);
-  setup.plan.dispatch = dispatch_options(options);
-  return {std::move(setup), std::move(dataset)};
-}
-
-inline std::string describe(const Scenario& scenario) {
-  const systems::Setup& setup = scenario.setup;
-  return sluice::detail::concat(setup.profile.name(), " on ", setup.profile.gpus(), " GPUs; ",
-                                std::filesystem::path(scenario.dataset.source()).filename().string(), ", context ",
-                                setup.context, setup.cross_node_tp ? ", TP across nodes allowed" : "");
-}
-
-struct Summary {
-  double seconds = 0, seconds_stddev = 0;
-  double tokens_per_second = 0, tokens_per_second_stddev = 0;
-  std::optional<double> speedup, speedup_stddev;  // sluice over this system; empty when either failed
-  double imbalance = 0, idle = 0;
-  double switching = 0;    // mean seconds charged for layout moves (included in `seconds`)
-  double layout_move = 0;  // mean α–β seconds of those moves before overlap
-};
-
-inline Summary summarize(const systems::SystemRun& run, std::span<const systems::BatchSize> batches,
-                         const systems::SystemRun& sluice) {
-  Summary summary;
-  std::vector<double> seconds, throughput, speedups, imbalances, idle, switching, layout_move;
-  for (std::size_t k = 0; k < run.iterations.size(); ++k) {
-    const systems::IterationOutcome& outcome = run.iterations[k];
-    seconds.push_back(outcome.seconds);
-    throughput.push_back(static_cast<double>(batches[k].tokens) / outcome.seconds);
-    imbalances.push_back(outcome.imbalance);
-    idle.push_back(outcome.idle);
-    switching.push_back(outcome.switching);
-    layout_move.push_back(outcome.layout_move);
-    if (!sluice.failure) speedups.push_back(outcome.seconds / sluice.iterations[k].seconds);
-  }
-  summary.seconds = mean(seconds);
-  summary.seconds_stddev = deviation(seconds);
-  summary.tokens_per_second = mean(throughput);
-  summary.tokens_per_second_stddev = deviation(throughput);
-  if (!speedups.empty()) {
-    summary.speedup = mean(speedups);
-    summary.speedup_stddev = deviation(speedups);
-  }
-  summary.imbalance = mean(imbalances);
-  summary.idle = mean(idle);
-  summary.switching = mean(switching);
-  summary.layout_move = mean(layout_move);
-  return summary;
-}
-
-inline io::json run_json(const systems::SystemRun& run, const Summary& summary) {
+inline io::json run_json(const compare::SystemRun& run, const compare::Summary& summary) {
   io::json iterations = io::json::array();
-  for (const systems::IterationOutcome& outcome : run.iterations)
+  for (const compare::IterationOutcome& outcome : run.iterations)
     iterations.push_back({{"seconds", outcome.seconds},
                           {"switching", outcome.switching},
                           {"layout_move", outcome.layout_move},
@@ -168,6 +97,34 @@ inline io::json run_json(const systems::SystemRun& run, const Summary& summary) 
   return document;
 }
 
+inline io::json comparison_json(const Scenario& scenario, const compare::Comparison& comparison,
+                                const compare::BySystem<compare::Summary>& summaries,
+                                const std::vector<std::string>& pictures) {
+  const compare::Options& setup = scenario.settings;
+  io::json runs = io::json::array();
+  for (const compare::System system : compare::all_systems)
+    runs.push_back(run_json(comparison.systems[system], summaries[system]));
+  io::json batches = io::json::array();
+  for (const compare::BatchSize& batch : comparison.batches)
+    batches.push_back({{"sequences", batch.sequences}, {"tokens", batch.tokens}});
+  return {{"format", "sluice.simulate_run"},
+          {"version", 1},
+          {"profile", setup.profile.name()},
+          {"gpus", setup.profile.gpus()},
+          {"lengths", scenario.dataset.source()},
+          {"context", setup.context},
+          {"tokens", setup.tokens},
+          {"seed", setup.seed},
+          {"cross_node_tp", setup.cross_node_tp},
+          {"link", {{"latency", setup.problem.link.latency}, {"bandwidth", setup.problem.link.bandwidth}}},
+          {"backward_ratio", setup.problem.backward_ratio},
+          {"batches", std::move(batches)},
+          {"length_ranges", comparison.bounds},
+          {"candidates", assign::CandidateSet{comparison.candidates}},
+          {"systems", std::move(runs)},
+          {"pictures", pictures}};
+}
+
 inline std::string plus_minus(double value, double stddev, int precision) {
   std::ostringstream text;
   text << std::fixed << std::setprecision(precision) << value << " ± " << stddev;
@@ -176,7 +133,7 @@ inline std::string plus_minus(double value, double stddev, int precision) {
 
 // Pictures into `directory` (created if missing); returns the files written.
 inline std::vector<std::string> write_pictures(Outputs& outputs, const std::filesystem::path& directory,
-                                               const Scenario& scenario, const systems::Comparison& comparison) {
+                                               const Scenario& scenario, const compare::Comparison& comparison) {
   outputs.directory(directory);
   std::vector<std::string> written;
   auto write = [&](const std::string& name, const std::string& svg) {
@@ -185,9 +142,9 @@ inline std::vector<std::string> write_pictures(Outputs& outputs, const std::file
     written.push_back(path.string());
   };
   const std::string where = describe(scenario);
-  write("lengths.svg", io::histogram_svg(scenario.dataset.histogram(std::max<std::int64_t>(scenario.setup.context / 64, 64)),
-                                         "sequence lengths: " + where, true));
-  for (const systems::SystemRun& run : comparison.systems) {
+  const std::int64_t bin_width = std::max<std::int64_t>(scenario.settings.context / 64, 64);
+  write("lengths.svg", io::histogram_svg(scenario.dataset.histogram(bin_width), "sequence lengths: " + where, true));
+  for (const compare::SystemRun& run : comparison.systems) {
     if (run.failure) continue;
     if (!run.plans.empty())
       write("loads-" + run.name + ".svg",
@@ -198,10 +155,10 @@ inline std::vector<std::string> write_pictures(Outputs& outputs, const std::file
   return written;
 }
 
-inline void write_trace(Outputs& outputs, const std::filesystem::path& path, const systems::Comparison& comparison) {
+inline void write_trace(Outputs& outputs, const std::filesystem::path& path, const compare::Comparison& comparison) {
   std::vector<schedule::Simulation> pipelines;
   std::vector<std::string> names;
-  for (const systems::SystemRun& run : comparison.systems) {
+  for (const compare::SystemRun& run : comparison.systems) {
     if (run.failure) continue;
     pipelines.insert(pipelines.end(), run.first.pipelines.begin(), run.first.pipelines.end());
     for (const std::string& name : run.first.names) names.push_back(run.name + ": " + name);
@@ -209,23 +166,23 @@ inline void write_trace(Outputs& outputs, const std::filesystem::path& path, con
   outputs.write(path, io::chrome_trace(pipelines, names).dump());
 }
 
-inline void print(std::ostream& out, const Scenario& scenario, const systems::Comparison& comparison,
-                  const std::vector<Summary>& summaries) {
-  const systems::Setup& setup = scenario.setup;
+inline void print(std::ostream& out, const Scenario& scenario, const compare::Comparison& comparison,
+                  const compare::BySystem<compare::Summary>& summaries) {
+  const compare::Options& setup = scenario.settings;
   out << "simulate: " << describe(scenario) << "; " << comparison.batches.size() << " iterations of about "
       << setup.tokens << " tokens (seed " << setup.seed << ")\n";
   out << "each iteration: the simulated makespan of its slowest pipeline; stage-to-stage links "
       << setup.problem.link.bandwidth / 1e9 << " GB/s, " << setup.problem.link.latency << " s; backward "
       << setup.problem.backward_ratio << " x forward\n\n";
   out << "  system    iteration (s)      tokens/s             sluice speedup    imbalance   idle\n";
-  for (std::size_t s = 0; s < comparison.systems.size(); ++s) {
-    const systems::SystemRun& run = comparison.systems[s];
+  for (const compare::System system : compare::all_systems) {
+    const compare::SystemRun& run = comparison.systems[system];
     out << "  " << std::left << std::setw(10) << run.name << std::right;
     if (run.failure) {
       out << "infeasible: " << *run.failure << "\n";
       continue;
     }
-    const Summary& summary = summaries[s];
+    const compare::Summary& summary = summaries[system];
     out << std::left << std::setw(19) << plus_minus(summary.seconds, summary.seconds_stddev, 3) << std::setw(21)
         << plus_minus(summary.tokens_per_second, summary.tokens_per_second_stddev, 0) << std::setw(18)
         << (summary.speedup ? plus_minus(*summary.speedup, *summary.speedup_stddev, 3) : std::string("-"))
@@ -233,21 +190,21 @@ inline void print(std::ostream& out, const Scenario& scenario, const systems::Co
         << std::setprecision(0) << summary.idle * 100 << "%\n";
   }
   out << "\n";
-  for (const systems::SystemRun& run : comparison.systems)
+  for (const compare::SystemRun& run : comparison.systems)
     if (!run.failure) out << "  " << std::left << std::setw(10) << run.name << std::right << run.configuration << "\n";
-  const systems::SystemRun& sluice = comparison.systems.back();
+  const compare::SystemRun& sluice = comparison.systems[compare::System::sluice];
   if (!sluice.failure) {
     std::map<std::string, int> chosen;
-    for (const systems::IterationOutcome& outcome : sluice.iterations) ++chosen[outcome.strategy];
+    for (const compare::IterationOutcome& outcome : sluice.iterations) ++chosen[outcome.strategy];
     out << "  sluice chose:";
     for (const auto& [name, count] : chosen) out << "  " << name << " x" << count;
     out << "\n";
   }
-  const Summary& hotspa = summaries[1];
-  if (!comparison.systems[1].failure)
+  const compare::Summary& hotspa = summaries[compare::System::hotspa];
+  if (!comparison.systems[compare::System::hotspa].failure)
     out << std::setprecision(3) << "  hotspa's switching: " << hotspa.switching << " s per iteration on average\n";
   if (!sluice.failure) {
-    const Summary& charged = summaries.back();
+    const compare::Summary& charged = summaries[compare::System::sluice];
     out << std::setprecision(3) << "  sluice's pull and push: " << charged.layout_move << " s per iteration before overlap, "
         << charged.switching << " s exposed; sluice without them " << charged.seconds - charged.switching
         << " s, with none of them overlapped " << charged.seconds - charged.switching + charged.layout_move << " s\n";
@@ -255,63 +212,37 @@ inline void print(std::ostream& out, const Scenario& scenario, const systems::Co
   out << "\n  imbalance: slowest / fastest busy pipeline, mean over iterations; idle: pipelines without work\n";
 }
 
-}  // namespace detail_simulate
+}  // namespace simulate_report
 
 inline int simulate(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs,
                     std::ostream* terminal) {
-  std::set<std::string, std::less<>> valued = detail_simulate::scenario_options;
+  std::set<std::string, std::less<>> valued = scenario_options;
   valued.insert({"iterations", "svg", "trace"});
   const Options options(args, valued, {"cross-node-tp", "json", "help"});
   if (options.flag("help")) {
     out << simulate_usage;
     return 0;
   }
-  const detail_simulate::Scenario scenario = detail_simulate::read_scenario(options);
+  const Scenario scenario = read_scenario(options);
   data::BatchSampler sampler = scenario.sampler();
-  const systems::Comparison comparison =
-      systems::compare(scenario.setup, scenario.dataset, static_cast<std::size_t>(options.integer("iterations").value_or(10)),
-                       [&] { return sampler.next().sequences; }, terminal);
-  bool any = false;
-  for (const systems::SystemRun& run : comparison.systems) any = any || !run.failure;
-  if (!any) throw infeasible("simulate: no system can run this scenario: " + *comparison.systems.back().failure);
+  Progress progress(terminal, "simulate", 0);
+  const compare::Comparison comparison = compare::compare(
+      scenario.settings, scenario.dataset, static_cast<std::size_t>(options.integer("iterations").value_or(10)),
+      [&] { return sampler.next().sequences; }, progress.callback());
+  if (!comparison.any_ran())
+    throw infeasible("simulate: no system can run this scenario: " +
+                     *comparison.systems[compare::System::sluice].failure);
 
-  std::vector<detail_simulate::Summary> summaries;
-  for (const systems::SystemRun& run : comparison.systems)
-    summaries.push_back(run.failure ? detail_simulate::Summary{}
-                                    : detail_simulate::summarize(run, comparison.batches, comparison.systems.back()));
+  const compare::BySystem<compare::Summary> summaries = compare::summarize(comparison);
   std::vector<std::string> pictures;
-  if (const auto svg = options.text("svg")) pictures = detail_simulate::write_pictures(outputs, *svg, scenario, comparison);
-  if (const auto trace = options.text("trace")) detail_simulate::write_trace(outputs, *trace, comparison);
+  if (const auto svg = options.text("svg")) pictures = simulate_report::write_pictures(outputs, *svg, scenario, comparison);
+  if (const auto trace = options.text("trace")) simulate_report::write_trace(outputs, *trace, comparison);
 
   if (options.flag("json")) {
-    const systems::Setup& setup = scenario.setup;
-    io::json runs = io::json::array();
-    for (std::size_t s = 0; s < comparison.systems.size(); ++s)
-      runs.push_back(detail_simulate::run_json(comparison.systems[s], summaries[s]));
-    io::json batches = io::json::array();
-    for (const systems::BatchSize& batch : comparison.batches)
-      batches.push_back({{"sequences", batch.sequences}, {"tokens", batch.tokens}});
-    out << io::json{{"format", "sluice.simulate_run"},
-                    {"version", 1},
-                    {"profile", setup.profile.name()},
-                    {"gpus", setup.profile.gpus()},
-                    {"lengths", scenario.dataset.source()},
-                    {"context", setup.context},
-                    {"tokens", setup.tokens},
-                    {"seed", setup.seed},
-                    {"cross_node_tp", setup.cross_node_tp},
-                    {"link", {{"latency", setup.problem.link.latency}, {"bandwidth", setup.problem.link.bandwidth}}},
-                    {"backward_ratio", setup.problem.backward_ratio},
-                    {"batches", std::move(batches)},
-                    {"length_ranges", comparison.bounds},
-                    {"candidates", assign::CandidateSet{comparison.candidates}},
-                    {"systems", std::move(runs)},
-                    {"pictures", pictures}}
-               .dump(2)
-        << "\n";
+    out << simulate_report::comparison_json(scenario, comparison, summaries, pictures).dump(2) << "\n";
     return 0;
   }
-  detail_simulate::print(out, scenario, comparison, summaries);
+  simulate_report::print(out, scenario, comparison, summaries);
   if (!pictures.empty()) {
     out << "\npictures:";
     for (const std::string& picture : pictures) out << " " << picture;

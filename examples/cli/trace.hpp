@@ -10,13 +10,15 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "candidates.hpp"
 #include "options.hpp"
 #include "outputs.hpp"
-#include "plan.hpp"
-#include "simulate.hpp"
-#include "systems.hpp"
+#include "scenario.hpp"
+#include "sluice/compare/results.hpp"
+#include "sluice/compare/sluice.hpp"
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/chrome_trace.hpp"
 #include "sluice/io/svg.hpp"
@@ -52,7 +54,7 @@ inline constexpr std::string_view trace_usage =
     "  --json           print one sluice.trace_run JSON document\n";
 
 inline int trace(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
-  std::set<std::string, std::less<>> valued = detail_simulate::scenario_options;
+  std::set<std::string, std::less<>> valued = scenario_options;
   valued.insert({"iteration", "strategies", "schedule", "svg", "trace"});
   const Options options(args, valued, {"cross-node-tp", "json", "help"});
   if (options.flag("help")) {
@@ -63,28 +65,30 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out, Outp
   sluice::detail::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '",
                           kind, "'");
   const std::int64_t index = options.integer("iteration").value_or(0);
-  const detail_simulate::Scenario scenario = detail_simulate::read_scenario(options);
-  const systems::Setup& setup = scenario.setup;
+  const Scenario scenario = read_scenario(options);
+  const compare::Options& setup = scenario.settings;
   data::BatchSampler sampler = scenario.sampler();
   for (std::int64_t k = 0; k < index; ++k) sampler.next();  // the iterations before it, drawn and dropped
   const data::Batch batch = sampler.next();
 
   std::vector<Strategy> candidates;
   if (const auto strategies = options.text("strategies")) {
-    candidates = detail_plan::read_candidates(*strategies);
+    candidates = read_candidates(*strategies);
   } else {
-    std::string failure;
-    candidates = systems::propose_candidates(setup, scenario.dataset, failure);
-    if (candidates.empty()) throw infeasible("trace: " + failure);
+    compare::SluiceCandidates proposed = compare::propose_candidates(setup, scenario.dataset);
+    if (proposed.failure) throw infeasible("trace: " + *proposed.failure);
+    candidates = std::move(proposed.strategies);
   }
   const schedule::ScheduleOptions schedule_options{
-      kind == "cyclic" ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b, setup.seed, 0};
+      .kind = kind == "cyclic" ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b,
+      .seed = setup.seed,
+      .clusters = 0};
   const schedule::SimulatedIteration iteration = schedule::plan_simulated_iteration(
       batch.sequences, candidates, setup.profile, setup.plan, schedule_options, setup.problem);
   schedule::validate(iteration, batch.sequences, candidates, setup.profile, setup.plan, setup.problem);
-  const systems::Timeline timeline = systems::timeline_of(iteration.plan, iteration.schedule);
+  const compare::Timeline timeline = compare::timeline_of(iteration.plan, iteration.schedule);
   const std::string title = sluice::detail::concat("sluice: iteration ", index, ", ", iteration.plan.strategy.name(),
-                                                   ", ", detail_simulate::describe(scenario));
+                                                   ", ", describe(scenario));
   if (const auto svg = options.text("svg"))
     outputs.write(*svg, io::timeline_svg(timeline.pipelines, timeline.names, title));
   if (const auto trace_file = options.text("trace"))
@@ -129,7 +133,7 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out, Outp
     return 0;
   }
 
-  out << "trace: " << detail_simulate::describe(scenario) << "; iteration " << index << ": " << batch.sequences.size()
+  out << "trace: " << describe(scenario) << "; iteration " << index << ": " << batch.sequences.size()
       << " sequences, " << batch.tokens << " tokens\n\n";
   out << "  candidate  simulated (s)  strategy\n" << std::fixed << std::setprecision(3);
   for (std::size_t k = 0; k < candidates.size(); ++k) {

@@ -100,8 +100,7 @@ int run(int argc, char** argv) {
 
   ex::Job job;
   if (dynapipe) {
-    std::vector<sluice::microbatch::Sample> samples;
-    for (const sluice::Sequence& sequence : batch) samples.push_back({sequence.id(), sequence.length(), 0});
+    const std::vector<sluice::microbatch::Sample> samples = sluice::microbatch::samples_of(batch);
     const sluice::microbatch::StageCostSetup setup = sluice::microbatch::stage_cost(profile.at(sluice::Scheme(1, pp)));
     sluice::schedule::PipelinePlanOptions options;
     options.stages = pp;

@@ -1,6 +1,6 @@
 #pragma once
 // Every planner and its vocabulary: core, cost models, data, assign, microbatch, schedule, proposal, search,
-// shard and the MILP model type. Needs only the sluice::sluice target: no Eigen, no JSON.
+// shard, the comparison of systems and the MILP model type. Needs only the sluice::sluice target: no Eigen, no JSON.
 // Not here: cost/fit.hpp and search/analytic_profile.hpp (sluice::fit, Eigen), the JSON layer in io/
 // (sluice::io), and the CBC backend (sluice::cbc).
 
@@ -62,6 +62,20 @@
 #include "sluice/shard/pull_push.hpp"
 
 #include "sluice/proposal/dp.hpp"
+#include "sluice/proposal/homogeneous.hpp"
 #include "sluice/proposal/intervals.hpp"
+#include "sluice/proposal/max_len.hpp"
 #include "sluice/proposal/propose.hpp"
 #include "sluice/proposal/sampled.hpp"
+
+#include "sluice/compare/compare.hpp"
+#include "sluice/compare/dynapipe.hpp"
+#include "sluice/compare/hotspa.hpp"
+#include "sluice/compare/layout_move.hpp"
+#include "sluice/compare/megatron.hpp"
+#include "sluice/compare/microbatching.hpp"
+#include "sluice/compare/options.hpp"
+#include "sluice/compare/results.hpp"
+#include "sluice/compare/sluice.hpp"
+#include "sluice/compare/statistics.hpp"
+#include "sluice/compare/summary.hpp"

@@ -103,8 +103,7 @@ inline ex::Job hydraulis_job(const ex::ModelConfig& model, std::span<const sluic
 inline ex::Job dynapipe_job(const ex::ModelConfig& model, std::span<const sluice::Sequence> batch,
                             std::uint64_t token_seed, int stages, int replicas, sluice::microbatch::Layout layout,
                             sluice::schedule::ScheduleKind kind) {
-  std::vector<sluice::microbatch::Sample> samples;
-  for (const sluice::Sequence& sequence : batch) samples.push_back({sequence.id(), sequence.length(), 0});
+  const std::vector<sluice::microbatch::Sample> samples = sluice::microbatch::samples_of(batch);
   const sluice::microbatch::QuadraticStageCost cost(sluice::cost::QuadraticLatency(1e-6, 1e-4, 1e-3), 1.0);
   sluice::schedule::PipelinePlanOptions options;
   options.stages = stages;

@@ -4,10 +4,12 @@
 // are templates over. Algorithms: docs/microbatch.md.
 #include <concepts>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/sequence.hpp"
 
 namespace sluice::microbatch {
 
@@ -19,6 +21,14 @@ struct Sample {
   std::int64_t target = 0;
   friend bool operator==(const Sample&, const Sample&) = default;
 };
+
+// A decoder-only batch as samples: each sequence's id and its whole length as the input.
+inline std::vector<Sample> samples_of(std::span<const Sequence> sequences) {
+  std::vector<Sample> samples;
+  samples.reserve(sequences.size());
+  for (const Sequence& sequence : sequences) samples.push_back({.id = sequence.id(), .input = sequence.length()});
+  return samples;
+}
 
 // What a micro-batch costs is charged for: `rows` rows, each padded to `input` input and `target` target tokens.
 struct Shape {

@@ -1,9 +1,10 @@
 #pragma once
-// Mean and sample standard deviation of per-iteration values, as the tool's summaries report them.
+// Mean and sample standard deviation of per-iteration values, as the comparison's summaries (Hydraulis §8:
+// mean iteration time over the iterations) report them.
 #include <cmath>
 #include <vector>
 
-namespace sluice::cli {
+namespace sluice::compare {
 
 inline double mean(const std::vector<double>& values) {
   double sum = 0;
@@ -18,4 +19,4 @@ inline double deviation(const std::vector<double>& values) {
   return values.size() > 1 ? std::sqrt(sum / static_cast<double>(values.size() - 1)) : 0.0;
 }
 
-}  // namespace sluice::cli
+}  // namespace sluice::compare

@@ -1,0 +1,104 @@
+#pragma once
+// The headline comparison of Hydraulis §8 (Fig. 10–12): Megatron-LM-style fixed-length packing, HotSPa-style
+// length ranges, DynaPipe and sluice on the same batches, every iteration estimated the same way (the simulated
+// makespan of its slowest pipeline, stage-to-stage links in Options::problem), every plan validated; with each
+// system's summary. `sluice simulate` prints it; docs/study.md is made of it.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sluice/compare/dynapipe.hpp"
+#include "sluice/compare/hotspa.hpp"
+#include "sluice/compare/megatron.hpp"
+#include "sluice/compare/options.hpp"
+#include "sluice/compare/results.hpp"
+#include "sluice/compare/sluice.hpp"
+#include "sluice/compare/summary.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/sequence.hpp"
+#include "sluice/data/dataset.hpp"
+
+namespace sluice::compare {
+
+struct Comparison {
+  std::vector<BatchSize> batches;    // per iteration
+  BySystem<SystemRun> systems;
+  std::vector<Strategy> candidates;  // sluice's proposed strategies
+  std::vector<std::int64_t> bounds;  // HotSPa's length ranges (0, b0], (b0, b1], ...
+  [[nodiscard]] bool any_ran() const {
+    for (const SystemRun& run : systems)
+      if (!run.failure) return true;
+    return false;
+  }
+};
+
+// The four systems on `iterations` batches drawn one at a time from `next_batch`: every system plans a batch, then
+// it is dropped, so memory does not grow with the batches' size times their number. `dataset` (truncated to the
+// context) is what sluice proposes from.
+inline Comparison compare(const Options& options, const data::LengthDataset& dataset, std::size_t iterations,
+                          const std::function<std::vector<Sequence>()>& next_batch, const Progress& progress = {}) {
+  sluice::detail::require(iterations > 0, "compare: no iterations to compare");
+  Comparison comparison;
+  SluiceCandidates candidates = propose_candidates(options, dataset);
+  comparison.candidates = candidates.strategies;
+  Megatron megatron(options);
+  HotSpa hotspa(options);
+  DynaPipe dynapipe(options);
+  std::optional<Sluice> sluice;
+  if (!candidates.strategies.empty()) sluice.emplace(options, candidates.strategies);
+  comparison.bounds = hotspa.bounds();
+
+  const std::size_t steps = megatron.steps() + hotspa.steps() + dynapipe.steps() + (sluice ? sluice->steps() : 0);
+  std::size_t done = 0;
+  auto advance = [&](std::size_t by) {
+    done += by;
+    if (progress) progress(done, steps * iterations);
+  };
+  for (std::size_t k = 0; k < iterations; ++k) {
+    const std::vector<Sequence> batch = next_batch();
+    std::int64_t tokens = 0;
+    for (const Sequence& sequence : batch) tokens += sequence.length();
+    comparison.batches.push_back({.sequences = batch.size(), .tokens = tokens});
+    megatron.add(batch);
+    advance(megatron.steps());
+    hotspa.add(batch);
+    advance(hotspa.steps());
+    dynapipe.add(batch);
+    advance(dynapipe.steps());
+    if (sluice) {
+      sluice->add(batch);
+      advance(sluice->steps());
+    }
+  }
+
+  comparison.systems[System::megatron] = std::move(megatron).result();
+  comparison.systems[System::hotspa] = std::move(hotspa).result();
+  comparison.systems[System::dynapipe] = std::move(dynapipe).result();
+  comparison.systems[System::sluice] =
+      sluice ? std::move(*sluice).result() : detail::failed(System::sluice, *std::move(candidates.failure));
+  return comparison;
+}
+
+// The four systems on given batches.
+inline Comparison compare(const Options& options, const data::LengthDataset& dataset,
+                          std::span<const std::vector<Sequence>> batches, const Progress& progress = {}) {
+  std::size_t next = 0;
+  return compare(options, dataset, batches.size(), [&] { return batches[next++]; }, progress);
+}
+
+// Each system's summary over the comparison's iterations (a failed system's is left empty), speedups of sluice's.
+inline BySystem<Summary> summarize(const Comparison& comparison) {
+  BySystem<Summary> summaries;
+  const SystemRun& sluice = comparison.systems[System::sluice];
+  for (const System system : all_systems)
+    if (!comparison.systems[system].failure)
+      summaries[system] = summarize(comparison.systems[system], comparison.batches, sluice);
+  return summaries;
+}
+
+}  // namespace sluice::compare

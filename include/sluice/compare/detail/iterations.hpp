@@ -1,0 +1,171 @@
+#pragma once
+// The pieces the compared systems share: one iteration of a strategy planned, validated, scheduled and measured
+// (fixed-length packing and 1F1B for the Megatron-LM and HotSPa baselines, DynaPipe §4–5 for DynaPipe, Hydraulis
+// §6 for sluice), and the choice of a system's strategy by mean iteration. Not for callers: the systems'
+// headers use them.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sluice/assign/plan.hpp"
+#include "sluice/compare/layout_move.hpp"
+#include "sluice/compare/options.hpp"
+#include "sluice/compare/results.hpp"
+#include "sluice/compare/statistics.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/microbatch/cost.hpp"
+#include "sluice/microbatch/types.hpp"
+#include "sluice/schedule/iteration.hpp"
+#include "sluice/schedule/plan_pipeline.hpp"
+#include "sluice/shard/model.hpp"
+
+namespace sluice::compare::detail {
+
+inline double imbalance(std::span<const double> busy_seconds) {
+  double slowest = 0, fastest = std::numeric_limits<double>::infinity();
+  for (const double seconds : busy_seconds) {
+    slowest = std::max(slowest, seconds);
+    fastest = std::min(fastest, seconds);
+  }
+  return busy_seconds.empty() ? 1.0 : slowest / fastest;
+}
+
+// The busy pipelines' makespans, their imbalance and idle share, of a scheduled iteration plan.
+inline IterationOutcome outcome_of(const schedule::IterationSchedule& schedule, const Strategy& strategy) {
+  std::vector<double> busy;
+  for (const auto& pipeline : schedule.pipelines)
+    if (pipeline) busy.push_back(pipeline->schedule.simulation.makespan);
+  const double idle = 1.0 - static_cast<double>(busy.size()) / static_cast<double>(schedule.pipelines.size());
+  return {.seconds = schedule.makespan, .imbalance = imbalance(busy), .idle = idle, .strategy = strategy.name()};
+}
+
+inline SystemRun failed(System system, std::string reason) {
+  SystemRun run;
+  run.name = name(system);
+  run.failure = std::move(reason);
+  return run;
+}
+
+inline std::string no_homogeneous(const Options& options, std::int64_t length) {
+  return sluice::detail::concat("no homogeneous strategy of ", options.profile.name(), " on ", options.profile.gpus(),
+                                " GPUs holds ", length, " tokens",
+                                options.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)");
+}
+
+// Every system runs iteration by iteration (so that a long run streams its batches): a SystemRun per strategy
+// accumulates the iterations, and the system's choice among its strategies is made once all have run.
+inline std::vector<SystemRun> runs_of(std::span<const Strategy> strategies) {
+  std::vector<SystemRun> runs(strategies.size());
+  for (std::size_t s = 0; s < strategies.size(); ++s) runs[s].strategies = {strategies[s]};
+  return runs;
+}
+
+// The run with the lowest mean iteration (ties to the earlier).
+inline std::optional<SystemRun> best_of(std::vector<SystemRun> runs) {
+  std::optional<SystemRun> best;
+  double best_mean = std::numeric_limits<double>::infinity();
+  for (SystemRun& run : runs) {
+    const double seconds = mean(run.seconds());
+    if (!best || seconds < best_mean) {
+      best_mean = seconds;
+      best = std::move(run);
+    }
+  }
+  return best;
+}
+
+// Iteration k of one homogeneous strategy (run.strategies[0]): fixed-length packing into `capacity`-token bins, 1F1B.
+inline void fixed_length_iteration(const Options& options, std::span<const Sequence> batch, std::size_t k,
+                                   std::int64_t capacity, SystemRun& run) {
+  const Strategy& strategy = run.strategies.front();
+  if (batch.empty()) {  // a length range this batch has nothing in
+    run.iterations.push_back({.strategy = strategy.name()});
+    return;
+  }
+  const schedule::ScheduleOptions one_f_one_b{
+      .kind = schedule::ScheduleKind::one_f_one_b, .seed = options.seed, .clusters = 0};
+  const assign::IterationPlan plan = assign::plan_fixed_length(batch, strategy, options.profile, capacity);
+  assign::validate(plan, batch, options.profile);
+  const schedule::IterationSchedule scheduled =
+      schedule::schedule_iteration(plan, options.profile, one_f_one_b, options.problem);
+  schedule::validate(scheduled, plan, options.profile, options.problem);
+  run.iterations.push_back(outcome_of(scheduled, strategy));
+  if (k == 0) run.first = timeline_of(plan, scheduled);
+  if (k < pictured_iterations) run.plans.push_back(plan);
+}
+
+// Iteration k of DynaPipe on one homogeneous strategy (run.strategies[0]): its pipelines are the data-parallel
+// replicas.
+inline void dynapipe_iteration(const Options& options, std::span<const Sequence> batch, std::size_t k,
+                               SystemRun& run) {
+  const Strategy& strategy = run.strategies.front();
+  const StrategyPart& part = strategy.parts().front();
+  const microbatch::StageCostSetup cost = microbatch::stage_cost(options.profile.at(part.scheme));
+  schedule::PipelinePlanOptions pipeline;
+  pipeline.stages = part.scheme.pp();
+  pipeline.replicas = part.pipelines;
+  pipeline.micro_batch_memory = cost.memory_limit;
+  pipeline.schedule = {.kind = schedule::ScheduleKind::cyclic, .seed = options.seed, .clusters = 0};
+  pipeline.problem = options.problem;
+  const std::vector<microbatch::Sample> samples = microbatch::samples_of(batch);
+  const std::span<const microbatch::Sample> span(samples);
+  const schedule::PipelineRunPlan plan = schedule::plan_pipeline(span, cost.model, pipeline);
+  schedule::validate(plan, span, cost.model, pipeline);
+  std::vector<double> busy;
+  for (std::size_t r = 0; r < plan.replicas.size(); ++r) {
+    if (plan.replicas[r].micro_batches.empty()) continue;
+    const schedule::Simulation& simulation = plan.replicas[r].schedule.simulation;
+    busy.push_back(simulation.makespan);
+    if (k == 0) {
+      run.first.pipelines.push_back(simulation);
+      run.first.names.push_back(pipeline_name(r, part.scheme));
+    }
+  }
+  const double idle = 1.0 - static_cast<double>(busy.size()) / static_cast<double>(plan.replicas.size());
+  run.iterations.push_back(
+      {.seconds = plan.makespan, .imbalance = imbalance(busy), .idle = idle, .strategy = strategy.name()});
+}
+
+// Iteration k of sluice over its candidates (run.strategies). The choice adds each candidate's pull-and-push share
+// that no overlap can hide (exposed_layout_move with unbounded compute); the iteration is then charged what its
+// simulated makespan leaves exposed. Every candidate is dispatched twice: charging the V step agrees with
+// packing's 1F1B estimate, leaving it out with a schedule that overlaps unequal micro-batches; the simulator
+// judges (ties to the V step).
+inline void sluice_iteration(const Options& options, std::span<const Sequence> batch, std::size_t k,
+                             SystemRun& run) {
+  const schedule::ScheduleOptions cyclic{.kind = schedule::ScheduleKind::cyclic, .seed = options.seed, .clusters = 0};
+  const int layers = shard::llama_like(options.profile.spec().model).layers;
+  assign::PlanOptions plan = options.plan;
+  plan.candidate_overhead.clear();
+  for (const double move : run.layout_moves)
+    plan.candidate_overhead.push_back(exposed_layout_move(move, std::numeric_limits<double>::infinity(), layers));
+  std::optional<schedule::SimulatedIteration> kept;
+  bool kept_v_step = true;
+  for (const bool v_step : {true, false}) {
+    plan.dispatch.v_step = v_step;
+    schedule::SimulatedIteration candidate =
+        schedule::plan_simulated_iteration(batch, run.strategies, options.profile, plan, cyclic, options.problem);
+    if (!kept || candidate.total() < kept->total()) {
+      kept = std::move(candidate);
+      kept_v_step = v_step;
+    }
+  }
+  plan.dispatch.v_step = kept_v_step;
+  const schedule::SimulatedIteration& iteration = *kept;
+  schedule::validate(iteration, batch, run.strategies, options.profile, plan, options.problem);
+  IterationOutcome outcome = outcome_of(iteration.schedule, iteration.plan.strategy);
+  outcome.layout_move = run.layout_moves[iteration.chosen];
+  outcome.switching = exposed_layout_move(outcome.layout_move, outcome.seconds, layers);
+  outcome.seconds += outcome.switching;
+  run.iterations.push_back(std::move(outcome));
+  if (k == 0) run.first = timeline_of(iteration.plan, iteration.schedule);
+  if (k < pictured_iterations) run.plans.push_back(iteration.plan);
+}
+
+}  // namespace sluice::compare::detail

@@ -1,0 +1,67 @@
+#pragma once
+// What every compared system is given (Hydraulis §8's setting: the same cluster, batches and cost model for
+// every system), the systems' names, and the progress callback of long comparisons.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "sluice/assign/plan.hpp"
+#include "sluice/core/strategy.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice/proposal/homogeneous.hpp"
+#include "sluice/schedule/problems.hpp"
+
+namespace sluice::compare {
+
+struct Options {
+  cost::Profile profile;               // resolved for the cluster: every system uses all profile.gpus() GPUs at most
+  std::int64_t context = 0;            // the batches' sequences are at most this long; every system must hold it
+  std::int64_t tokens = 0;             // per iteration (the proposal's normalisation)
+  bool cross_node_tp = false;          // allow schemes whose TP exceeds a node, for every system alike
+  schedule::ProblemOptions problem{};  // hidden size and stage-to-stage link of every simulated pipeline
+  assign::PlanOptions plan{};          // sluice's dispatch (trials, seed, threads)
+  std::uint64_t seed = 0;              // the schedule search's k-means seed
+};
+
+// The homogeneous strategies every GPU of `options`' cluster runs that hold `length` tokens.
+inline std::vector<Strategy> homogeneous_strategies(const Options& options, std::int64_t length) {
+  return proposal::homogeneous_strategies(options.profile,
+                                          {.holds = length, .tp_within_node = !options.cross_node_tp});
+}
+
+// The compared systems, in the order reports list them.
+enum class System { megatron, hotspa, dynapipe, sluice };
+inline constexpr std::array<System, 4> all_systems = {System::megatron, System::hotspa, System::dynapipe,
+                                                      System::sluice};
+
+// The stable name of a system: JSON documents, picture files and tables use it.
+constexpr std::string_view name(System system) {
+  switch (system) {
+    case System::megatron: return "megatron";
+    case System::hotspa: return "hotspa";
+    case System::dynapipe: return "dynapipe";
+    case System::sluice: return "sluice";
+  }
+  return "";
+}
+
+// One value per system, looked up by the system's name; iterated in all_systems' order.
+template <class T>
+struct BySystem {
+  std::array<T, all_systems.size()> values;
+  T& operator[](System system) { return values[static_cast<std::size_t>(system)]; }
+  const T& operator[](System system) const { return values[static_cast<std::size_t>(system)]; }
+  auto begin() { return values.begin(); }
+  auto end() { return values.end(); }
+  auto begin() const { return values.begin(); }
+  auto end() const { return values.end(); }
+};
+
+// Called as a comparison advances: `done` of `total` steps (one step: one strategy planned and simulated on one
+// batch), `done` never decreasing. Empty: nobody is told.
+using Progress = std::function<void(std::size_t done, std::size_t total)>;
+
+}  // namespace sluice::compare

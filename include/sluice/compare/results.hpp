@@ -1,0 +1,74 @@
+#pragma once
+// What a compared system returns (one SystemRun per system): per iteration the simulated time, the strategy
+// that ran, the time charged for moving parameters between layouts and the load imbalance between pipelines,
+// the measures of Hydraulis §8 (Fig. 10 and 12); and iteration 0's pipelines for pictures.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sluice/assign/plan.hpp"
+#include "sluice/core/strategy.hpp"
+#include "sluice/schedule/iteration.hpp"
+#include "sluice/schedule/simulate.hpp"
+
+namespace sluice::compare {
+
+struct IterationOutcome {
+  double seconds = 0;    // simulated iteration time; HotSPa: its length ranges' times and switching, summed
+  double switching = 0;  // share of `seconds` spent moving parameters and gradients between layouts (HotSPa's
+                         // switches; sluice's pull and push, the part not overlapped)
+  double layout_move = 0;  // the α–β time of those moves before any overlap (switching <= layout_move)
+  double imbalance = 1;  // slowest / fastest busy pipeline (HotSPa: weighted by each range's time)
+  double idle = 0;       // share of pipelines without work (HotSPa: weighted likewise)
+  std::string strategy{};  // what ran
+};
+
+// The pipelines of one simulated iteration, for pictures and traces.
+struct Timeline {
+  std::vector<schedule::Simulation> pipelines;
+  std::vector<std::string> names;
+};
+
+struct SystemRun {
+  std::string name;
+  std::optional<std::string> failure;  // why the system cannot run this scenario
+  std::string configuration;           // what it was configured with, in words
+  std::vector<Strategy> strategies;    // its static strategies (HotSPa: one per length range); sluice: candidates
+  std::vector<double> layout_moves;    // sluice: each candidate's pull-and-push seconds before overlap
+  std::vector<IterationOutcome> iterations;
+  std::vector<assign::IterationPlan> plans;  // the first few iterations' plans, where the system makes them
+  Timeline first;                            // iteration 0's pipelines
+  [[nodiscard]] std::vector<double> seconds() const {
+    std::vector<double> result;
+    for (const IterationOutcome& outcome : iterations) result.push_back(outcome.seconds);
+    return result;
+  }
+};
+
+// What a compared batch held.
+struct BatchSize {
+  std::size_t sequences = 0;
+  std::int64_t tokens = 0;
+};
+
+// Iterations whose plans a SystemRun keeps for pictures (Hydraulis Fig. 12b shows five).
+inline constexpr std::size_t pictured_iterations = 5;
+
+inline std::string pipeline_name(std::size_t index, const Scheme& scheme) {
+  return "pipeline " + std::to_string(index) + " (" + scheme.name() + ")";
+}
+
+// The busy pipelines of a scheduled iteration plan, named by index and scheme.
+inline Timeline timeline_of(const assign::IterationPlan& plan, const schedule::IterationSchedule& schedule) {
+  Timeline timeline;
+  for (std::size_t j = 0; j < schedule.pipelines.size(); ++j)
+    if (schedule.pipelines[j]) {
+      timeline.pipelines.push_back(schedule.pipelines[j]->schedule.simulation);
+      timeline.names.push_back(pipeline_name(j, plan.pipelines[j].scheme));
+    }
+  return timeline;
+}
+
+}  // namespace sluice::compare

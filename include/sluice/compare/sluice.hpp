@@ -1,0 +1,94 @@
+#pragma once
+// sluice as Hydraulis runs it: candidates proposed before training (§7; here by sampled batches,
+// proposal::propose_sampled, with the homogeneous strategies as a fallback), then every iteration each candidate
+// dispatched and packed (two-stage assignment, §6) and its pipelines scheduled by the adaptive cyclic search
+// (DynaPipe §5, 1F1B kept when faster); the candidate with the lowest simulated makespan plus pull and push (§5)
+// is kept (schedule::plan_simulated_iteration).
+#include <algorithm>
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sluice/compare/detail/iterations.hpp"
+#include "sluice/compare/layout_move.hpp"
+#include "sluice/compare/options.hpp"
+#include "sluice/compare/results.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/sequence.hpp"
+#include "sluice/data/dataset.hpp"
+#include "sluice/proposal/propose.hpp"
+#include "sluice/proposal/sampled.hpp"
+
+namespace sluice::compare {
+
+// sluice's candidates, or why there are none.
+struct SluiceCandidates {
+  std::vector<Strategy> strategies{};
+  std::optional<std::string> failure{};  // set exactly when `strategies` is empty
+};
+
+// proposal::propose_sampled on the dataset (truncated to the context) for the context, the cluster and the token
+// budget (the set of at most 8 strategies with the lowest mean planned time over sampled batches, from a pool
+// seeded by the paper's DP), then every homogeneous strategy holding the context that the set left out; or
+// nothing (with the reason) when no usable scheme holds the context. The homogeneous strategies give batches
+// unlike the sampled ones a fallback, as the authors' code always adds its homogeneous layout.
+inline SluiceCandidates propose_candidates(const Options& options, const data::LengthDataset& dataset) {
+  proposal::ProposeOptions paper;
+  paper.gpus = options.profile.gpus();
+  paper.max_len = options.context;
+  paper.tokens_per_iteration = static_cast<double>(options.tokens);
+  paper.tp_within_node = !options.cross_node_tp;
+  bool held = false;
+  for (const cost::SchemeCost& scheme : options.profile.schemes())
+    held = held || (scheme.max_len >= options.context &&
+                    (options.cross_node_tp || scheme.scheme.tp() <= options.profile.spec().gpus_per_node));
+  if (!held) {
+    const char* const hint = options.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)";
+    return {.failure = sluice::detail::concat("no scheme of ", options.profile.name(), " on ", options.profile.gpus(),
+                                              " GPUs holds ", options.context, " tokens", hint)};
+  }
+  proposal::SampledOptions sampling;
+  sampling.paper = paper;
+  sampling.seed = options.seed + 1;  // batches other than the simulated ones (drawn with options.seed)
+  sampling.dispatch.seed = options.seed;
+  const proposal::SampledProposal result = proposal::propose_sampled(dataset, options.profile, sampling);
+  proposal::validate(result, options.profile);
+  std::vector<Strategy> candidates = result.strategies();
+  for (const Strategy& strategy : homogeneous_strategies(options, options.context))
+    if (std::ranges::find(candidates, strategy) == candidates.end()) candidates.push_back(strategy);
+  return {.strategies = std::move(candidates)};
+}
+
+class Sluice {
+public:
+  // Chooses among `candidates` (not empty) every iteration. `options` must outlive the system.
+  Sluice(const Options& options, std::span<const Strategy> candidates) : options_(&options) {
+    sluice::detail::require(!candidates.empty(), "compare: sluice needs at least one candidate strategy");
+    run_.name = name(System::sluice);
+    run_.configuration = sluice::detail::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
+                                                "strategies holding the context); two-stage assignment, adaptive ",
+                                                "schedule; the fastest simulated candidate per iteration; pull and ",
+                                                "push charged, less the modelled overlap");
+    run_.strategies.assign(candidates.begin(), candidates.end());
+    run_.layout_moves = sluice_layout_moves(options, candidates);
+  }
+
+  // Progress steps per iteration: one per candidate.
+  [[nodiscard]] std::size_t steps() const { return run_.strategies.size(); }
+
+  // Plans every candidate on the next iteration and keeps the fastest simulated.
+  void add(std::span<const Sequence> batch) {
+    detail::sluice_iteration(*options_, batch, run_.iterations.size(), run_);
+  }
+
+  [[nodiscard]] SystemRun result() && { return std::move(run_); }
+
+private:
+  const Options* options_;
+  SystemRun run_;
+};
+
+}  // namespace sluice::compare

@@ -1,0 +1,52 @@
+#pragma once
+// The statistics a comparison reports per system, over its iterations (Hydraulis §8: mean iteration time and
+// throughput, Fig. 10; sluice's speedup over each system; load imbalance, Fig. 12b; layout moves, §5).
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "sluice/compare/results.hpp"
+#include "sluice/compare/statistics.hpp"
+
+namespace sluice::compare {
+
+struct Summary {
+  double seconds = 0, seconds_stddev = 0;
+  double tokens_per_second = 0, tokens_per_second_stddev = 0;
+  std::optional<double> speedup, speedup_stddev;  // sluice over this system; empty when either failed
+  double imbalance = 0, idle = 0;
+  double switching = 0;    // mean seconds charged for layout moves (included in `seconds`)
+  double layout_move = 0;  // mean α–β seconds of those moves before overlap
+};
+
+// The summary of `run` (not failed) over `batches`, its speedups those of `sluice` over it, iteration by iteration.
+inline Summary summarize(const SystemRun& run, std::span<const BatchSize> batches, const SystemRun& sluice) {
+  Summary summary;
+  std::vector<double> seconds, throughput, speedups, imbalances, idle, switching, layout_move;
+  for (std::size_t k = 0; k < run.iterations.size(); ++k) {
+    const IterationOutcome& outcome = run.iterations[k];
+    seconds.push_back(outcome.seconds);
+    throughput.push_back(static_cast<double>(batches[k].tokens) / outcome.seconds);
+    imbalances.push_back(outcome.imbalance);
+    idle.push_back(outcome.idle);
+    switching.push_back(outcome.switching);
+    layout_move.push_back(outcome.layout_move);
+    if (!sluice.failure) speedups.push_back(outcome.seconds / sluice.iterations[k].seconds);
+  }
+  summary.seconds = mean(seconds);
+  summary.seconds_stddev = deviation(seconds);
+  summary.tokens_per_second = mean(throughput);
+  summary.tokens_per_second_stddev = deviation(throughput);
+  if (!speedups.empty()) {
+    summary.speedup = mean(speedups);
+    summary.speedup_stddev = deviation(speedups);
+  }
+  summary.imbalance = mean(imbalances);
+  summary.idle = mean(idle);
+  summary.switching = mean(switching);
+  summary.layout_move = mean(layout_move);
+  return summary;
+}
+
+}  // namespace sluice::compare

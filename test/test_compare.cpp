@@ -1,0 +1,212 @@
+// compare::: the four systems of Hydraulis §8 on the same batches: each one's plans valid, names stable, the
+// progress callback monotone, each system's choice the fastest of its options, and the results those the
+// command line recorded (test/golden/simulate.json, which `sluice simulate` must reproduce byte for byte).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sluice/compare/compare.hpp"
+#include "sluice/compare/microbatching.hpp"
+#include "sluice/data/dataset.hpp"
+#include "sluice/data/sampler.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/io/json.hpp"
+#include "sluice/microbatch/cost.hpp"
+#include "sluice/microbatch/types.hpp"
+#include "sluice/schedule/plan_pipeline.hpp"
+
+namespace {
+
+using sluice::compare::System;
+
+sluice::cost::Profile bundled_profile(const std::string& name) {
+  return sluice::io::read_document<sluice::cost::Profile>(sluice::io::resolve_data_file(name, "profiles"));
+}
+
+sluice::data::LengthDataset bundled_lengths(const std::string& name, std::int64_t context) {
+  return sluice::data::LengthDataset::load(sluice::io::resolve_data_file(name, "lengths")).truncated(context);
+}
+
+std::vector<std::vector<sluice::Sequence>> batches_of(const sluice::data::LengthDataset& dataset, std::int64_t tokens,
+                                                      std::uint64_t seed, int count) {
+  sluice::data::BatchSampler sampler(dataset, {.tokens_per_batch = tokens, .seed = seed});
+  std::vector<std::vector<sluice::Sequence>> batches;
+  for (int k = 0; k < count; ++k) batches.push_back(sampler.next().sequences);
+  return batches;
+}
+
+// LLaMA2-7B on 8 GPUs, context 16K, 30K tokens per iteration: small enough to stay quick under the sanitizers.
+sluice::compare::Options small_options() {
+  return {.profile = bundled_profile("llama2-7b").with_gpus(8),
+          .context = 16384,
+          .tokens = 30000,
+          .problem = {.hidden = 4096, .element_bytes = 2, .link = {.latency = 1e-5, .bandwidth = 1e11},
+                      .backward_ratio = 2},
+          .plan = {.dispatch = {.trials = 4}, .candidate_overhead = {}},
+          .seed = 1};
+}
+
+}  // namespace
+
+TEST_CASE("compare: names, length ranges and homogeneous strategies") {
+  CHECK(sluice::compare::name(System::megatron) == "megatron");
+  CHECK(sluice::compare::name(System::hotspa) == "hotspa");
+  CHECK(sluice::compare::name(System::dynapipe) == "dynapipe");
+  CHECK(sluice::compare::name(System::sluice) == "sluice");
+  CHECK(sluice::compare::bucket_bounds(16384) == std::vector<std::int64_t>{4096, 16384});
+  CHECK(sluice::compare::bucket_bounds(32768) == std::vector<std::int64_t>{4096, 16384, 32768});
+  CHECK(sluice::compare::bucket_bounds(131072) == std::vector<std::int64_t>{4096, 16384, 65536, 131072});
+  CHECK(sluice::compare::bucket_bounds(2048) == std::vector<std::int64_t>{2048});
+
+  const sluice::compare::Options options = small_options();
+  const std::vector<sluice::Strategy> homogeneous = sluice::compare::homogeneous_strategies(options, 16384);
+  REQUIRE(!homogeneous.empty());
+  for (const sluice::Strategy& strategy : homogeneous) {
+    CHECK(strategy.is_homogeneous());
+    CHECK(strategy.gpus() == 8);
+    CHECK(options.profile.pipelines(strategy).front().max_len >= 16384);
+    CHECK(strategy.parts().front().scheme.tp() <= options.profile.spec().gpus_per_node);
+  }
+}
+
+TEST_CASE("compare: the four systems' plans, progress and choices") {
+  const sluice::compare::Options options = small_options();
+  const auto dataset = bundled_lengths("cpython-stdlib", options.context);
+  const auto batches = batches_of(dataset, options.tokens, 1, 2);
+  std::vector<std::pair<std::size_t, std::size_t>> reports;
+  const sluice::compare::Comparison comparison = sluice::compare::compare(
+      options, dataset, batches, [&](std::size_t done, std::size_t total) { reports.emplace_back(done, total); });
+
+  for (const System system : sluice::compare::all_systems) {
+    const sluice::compare::SystemRun& run = comparison.systems[system];
+    CAPTURE(run.name);
+    CHECK(run.name == sluice::compare::name(system));
+    REQUIRE_FALSE(run.failure.has_value());
+    CHECK(run.iterations.size() == 2);
+    CHECK_FALSE(run.first.pipelines.empty());
+    // The plans a system keeps for pictures are those of the batches it was given.
+    for (std::size_t k = 0; k < run.plans.size(); ++k)
+      CHECK_NOTHROW(sluice::assign::validate(run.plans[k], batches[k], options.profile));
+  }
+  CHECK(comparison.systems[System::megatron].plans.size() == 2);
+  CHECK(comparison.systems[System::sluice].plans.size() == 2);
+  CHECK(comparison.systems[System::hotspa].strategies.size() == comparison.bounds.size());
+
+  // One report per system and iteration, counts never decreasing, ending at the total.
+  REQUIRE(reports.size() == 8);
+  for (std::size_t r = 1; r < reports.size(); ++r) {
+    CHECK(reports[r].first >= reports[r - 1].first);
+    CHECK(reports[r].second == reports.front().second);
+  }
+  CHECK(reports.back().first == reports.back().second);
+
+  // Megatron's strategy is the fastest homogeneous one by mean: none of the others, run alone, beats it.
+  const double megatron_mean = sluice::compare::mean(comparison.systems[System::megatron].seconds());
+  for (const sluice::Strategy& strategy : sluice::compare::homogeneous_strategies(options, options.context)) {
+    sluice::compare::Megatron alone(options, std::vector{strategy});
+    for (const auto& batch : batches) alone.add(batch);
+    CHECK(sluice::compare::mean(std::move(alone).result().seconds()) >= megatron_mean);
+  }
+  // sluice keeps, per iteration, the fastest simulated of its candidates: no candidate alone beats it.
+  const sluice::compare::SystemRun& sluice_run = comparison.systems[System::sluice];
+  for (const sluice::Strategy& candidate : comparison.candidates) {
+    const auto holds = options.profile.pipelines(candidate).front().max_len;
+    for (std::size_t k = 0; k < batches.size(); ++k) {
+      std::int64_t longest = 0;
+      for (const sluice::Sequence& sequence : batches[k]) longest = std::max(longest, sequence.length());
+      if (holds < longest) continue;
+      sluice::compare::Sluice alone(options, std::vector{candidate});
+      alone.add(batches[k]);
+      CHECK(std::move(alone).result().iterations[0].seconds >= sluice_run.iterations[k].seconds);
+    }
+  }
+
+  const sluice::compare::BySystem<sluice::compare::Summary> summaries = sluice::compare::summarize(comparison);
+  CHECK(*summaries[System::sluice].speedup == doctest::Approx(1.0));
+  CHECK(summaries[System::megatron].seconds == doctest::Approx(megatron_mean));
+}
+
+TEST_CASE("compare: a system that cannot hold the context fails with the reason, the others run") {
+  // 40 GPUs: the schemes holding 22000 tokens within a node (tp8pp2, tp8pp3, tp8pp4) do not divide 40 GPUs.
+  const sluice::compare::Options options{.profile = bundled_profile("llama2-32b").with_gpus(40),
+                                         .context = 22000,
+                                         .tokens = 30000,
+                                         .plan = {.dispatch = {.trials = 4}, .candidate_overhead = {}}};
+  const auto dataset = bundled_lengths("man-pages", options.context);
+  const sluice::compare::Comparison comparison =
+      sluice::compare::compare(options, dataset, batches_of(dataset, options.tokens, 0, 1));
+  for (const System system : {System::megatron, System::hotspa, System::dynapipe}) {
+    REQUIRE(comparison.systems[system].failure.has_value());
+    CHECK(comparison.systems[system].failure->find("holds 22000 tokens with TP within a node") != std::string::npos);
+  }
+  CHECK_FALSE(comparison.systems[System::sluice].failure.has_value());
+  CHECK(comparison.any_ran());
+}
+
+TEST_CASE("compare: the results are those `sluice simulate` recorded") {
+  // test/golden/simulate.json: sluice simulate --iterations 2 --tokens 50000 --trials 2 --json, every other
+  // option at its default.
+  const auto golden = sluice::io::read_json_file(std::filesystem::path(SLUICE_BUNDLED_DATA_DIR) / ".." / "test" /
+                                                 "golden" / "simulate.json");
+  const sluice::cost::Profile profile = bundled_profile("llama2-7b");
+  const std::int64_t hidden = profile.spec().model.hidden;
+  const sluice::compare::Options options{.profile = profile,
+                                         .context = 32768,
+                                         .tokens = 50000,
+                                         .problem = {.hidden = hidden, .link = {.latency = 1e-5, .bandwidth = 100e9}},
+                                         .plan = {.dispatch = {.trials = 2}, .candidate_overhead = {}}};
+  const auto dataset = bundled_lengths("man-pages", options.context);
+  const sluice::compare::Comparison comparison =
+      sluice::compare::compare(options, dataset, batches_of(dataset, options.tokens, 0, 2));
+  REQUIRE(golden.at("systems").size() == sluice::compare::all_systems.size());
+  for (std::size_t s = 0; s < sluice::compare::all_systems.size(); ++s) {
+    const sluice::compare::SystemRun& run = comparison.systems[sluice::compare::all_systems[s]];
+    const auto& recorded = golden.at("systems")[s];
+    CAPTURE(run.name);
+    CHECK(recorded.at("name") == run.name);
+    CHECK(recorded.at("configuration") == run.configuration);
+    REQUIRE(recorded.at("iterations").size() == run.iterations.size());
+    for (std::size_t k = 0; k < run.iterations.size(); ++k) {
+      const auto& iteration = recorded.at("iterations")[k];
+      CHECK(iteration.at("seconds").get<double>() == run.iterations[k].seconds);
+      CHECK(iteration.at("switching").get<double>() == run.iterations[k].switching);
+      CHECK(iteration.at("imbalance").get<double>() == run.iterations[k].imbalance);
+      CHECK(iteration.at("strategy") == run.iterations[k].strategy);
+    }
+  }
+  CHECK(golden.at("length_ranges").get<std::vector<std::int64_t>>() == comparison.bounds);
+}
+
+TEST_CASE("compare: DynaPipe's micro-batching against token-based micro-batching and packing") {
+  const sluice::cost::Profile profile = bundled_profile("llama2-7b");
+  const sluice::microbatch::StageCostSetup setup = sluice::microbatch::stage_cost(profile.at(sluice::Scheme(1, 4)));
+  sluice::schedule::PipelinePlanOptions options;
+  options.stages = 4;
+  options.replicas = 2;
+  options.micro_batch_memory = setup.memory_limit;
+  const auto dataset = bundled_lengths("man-pages", 8192);
+  const std::vector<sluice::microbatch::Sample> samples =
+      sluice::microbatch::samples_of(batches_of(dataset, 32768, 0, 1).front());
+  const std::span<const sluice::microbatch::Sample> span(samples);
+  const auto baselines = sluice::compare::microbatching_baselines(span, setup.model, options, 8192);
+  REQUIRE(baselines.size() == 2);
+  CHECK(baselines[0].name == "token-based");
+  CHECK(baselines[1].name == "fixed-length packing");
+  for (const auto& baseline : baselines) {
+    CAPTURE(baseline.name);
+    REQUIRE(baseline.plan.has_value());
+    CHECK(baseline.failure.empty());
+    std::size_t placed = 0;
+    for (const auto& micro_batch : baseline.plan->partition.micro_batches) placed += micro_batch.sample_ids.size();
+    CHECK(placed == samples.size());
+    CHECK(baseline.plan->makespan > 0);
+  }
+}
