@@ -38,8 +38,8 @@ inline data::LengthDataset scenario_dataset() {
 // `gpus` = 64 or 1024: 200K resp. 3.2M tokens per batch. `batch_number` counts the sampler's batches
 // (seed 1) from 1, so scenario(64, k) for k = 1..10 are ten consecutive iterations.
 inline AssignScenario scenario(int gpus, int batch_number = 1) {
-  detail::require(gpus == 64 || gpus == 1024, "bench scenario: gpus must be 64 or 1024, got ", gpus);
-  detail::require(batch_number >= 1, "bench scenario: batch_number must be >= 1, got ", batch_number);
+  sluice::require(gpus == 64 || gpus == 1024, "bench scenario: gpus must be 64 or 1024, got ", gpus);
+  sluice::require(batch_number >= 1, "bench scenario: batch_number must be >= 1, got ", batch_number);
   const int scale = gpus / 64;
   cost::Profile profile =
       io::read_document<cost::Profile>(io::resolve_data_file("llama2-32b", "profiles")).with_gpus(gpus);

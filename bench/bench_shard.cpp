@@ -63,7 +63,8 @@ void BM_IterationCost(benchmark::State& state) {
   const sluice::shard::OptimizerLayout layout = sluice::shard::sharded_layout(state.range(0), scenario.model.layers);
   double seconds = 0;
   for (auto _ : state) {
-    seconds = sluice::shard::iteration_cost(layout, scenario.strategy, scenario.model, sluice::shard::Cluster{}).seconds();
+    seconds =
+        sluice::shard::iteration_cost(layout, scenario.strategy, scenario.model, sluice::shard::Cluster{}).seconds();
     benchmark::DoNotOptimize(seconds);
   }
   state.counters["lnk_s"] = seconds;

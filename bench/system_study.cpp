@@ -179,7 +179,9 @@ struct Range {
     std::sort(result.begin(), result.end());
     return result;
   }
-  [[nodiscard]] std::string median() const { return values.empty() ? "–" : fixed(sorted()[values.size() / 2], 2) + "×"; }
+  [[nodiscard]] std::string median() const {
+    return values.empty() ? "–" : fixed(sorted()[values.size() / 2], 2) + "×";
+  }
   [[nodiscard]] std::string text() const {
     if (values.empty()) return "none";
     return fixed(sorted().front(), 2) + "–" + fixed(sorted().back(), 2) + "× (median " + median() + ", " +
@@ -368,8 +370,8 @@ void chosen(const Scenario& scenario) {
   std::cout << "\nThe baselines' configurations in this scenario: Megatron-LM `"
             << result.comparison.systems[System::megatron].strategies.front().name() << "`; HotSPa";
   for (std::size_t b = 0; b < result.comparison.bounds.size(); ++b)
-    std::cout << (b == 0 ? " " : ", ") << "`" << result.comparison.systems[System::hotspa].strategies[b].name() << "` for lengths up to "
-              << result.comparison.bounds[b];
+    std::cout << (b == 0 ? " " : ", ") << "`" << result.comparison.systems[System::hotspa].strategies[b].name()
+              << "` for lengths up to " << result.comparison.bounds[b];
   std::cout << "; DynaPipe `" << result.comparison.systems[System::dynapipe].strategies.front().name() << "`.\n";
 }
 
@@ -385,8 +387,8 @@ GPUs. This study replays its scenarios with sluice's planners and simulator on t
 7B/13B/32B profiles (`data/profiles`, the authors' fitted cost coefficients) and two real length distributions,
 `man-pages` (prose, standing in for CommonCrawl) and `cpython-stdlib` (code, standing in for GitHub).
 
-**How every number is made.** Each scenario draws )" << iterations
-            << R"( iterations of about 100K tokens (the paper's default; the
+**How every number is made.** Each scenario draws )"
+            << iterations << R"( iterations of about 100K tokens (the paper's default; the
 sweeps vary it) with the seeded sampler (seed 0), sequences truncated to the context, and runs the four systems of
 [`sluice simulate`](cli.md#sluice-simulate) on the same batches:
 
@@ -482,19 +484,22 @@ LLaMA2-7B on `man-pages`, from the paper's defaults (16 GPUs, context 32K, 200K 
 varied at a time.
 )";
   Sweeps sweeps;
-  for (const std::int64_t gpus : {16, 32, 64}) sweeps.by_gpus.push_back({"7b", gpus, 32768, "man-pages", 200'000, false});
+  for (const std::int64_t gpus : {16, 32, 64})
+    sweeps.by_gpus.push_back({"7b", gpus, 32768, "man-pages", 200'000, false});
   for (const std::int64_t context : {16384, 32768, 65536, 131072})
     sweeps.by_context.push_back({"7b", 16, context, "man-pages", 200'000, false});
   for (const std::int64_t tokens : {100'000, 200'000, 400'000, 800'000})
     sweeps.by_tokens.push_back({"7b", 16, 32768, "man-pages", tokens, false});
   sweep("GPUs", sweeps.by_gpus, "GPUs", [](const Scenario& s) { return std::to_string(s.gpus); });
   sweep("Maximum length", sweeps.by_context, "context", [](const Scenario& s) { return k_tokens(s.context); });
-  sweep("Tokens per iteration", sweeps.by_tokens, "tokens", [](const Scenario& s) { return std::to_string(s.tokens / 1000) + "K"; });
+  sweep("Tokens per iteration", sweeps.by_tokens, "tokens",
+        [](const Scenario& s) { return std::to_string(s.tokens / 1000) + "K"; });
   // The paper's Fig. 11 observations, checked against the sweeps: seconds per 100K more tokens, 100K to 800K.
   std::string slopes;
   for (const System s : compare::all_systems)
-    slopes += std::string(slopes.empty() ? "" : ", ") + paper_name(s) + " " +
-              fixed((run(sweeps.by_tokens[3]).summaries[s].seconds - run(sweeps.by_tokens[0]).summaries[s].seconds) / 7, 2);
+    slopes +=
+        std::string(slopes.empty() ? "" : ", ") + paper_name(s) + " " +
+        fixed((run(sweeps.by_tokens[3]).summaries[s].seconds - run(sweeps.by_tokens[0]).summaries[s].seconds) / 7, 2);
   const Result& many = run(sweeps.by_gpus[2]);
   std::cout << "\nThe paper's text gives no numbers for Fig. 11, only its shape. Latency falls sub-linearly with more "
                "GPUs: here from 16 to 64 GPUs sluice goes from "
@@ -553,38 +558,46 @@ void discussion_section(const Totals& totals, const Sweeps& sweeps) {
   cost more than a quadratic fit and a uniform link charge, and where memory fragmentation and stragglers widen
   the gaps that a plan leaves. Its absolute times are not comparable with these; its ratios are the target, and
   ours are below its 1.32–2.66×: a median of )"
-            << totals.paper_baselines.median() << " over the best of Megatron-LM and HotSPa, " << totals.all_baselines.median()
-            << R"( with DynaPipe among the baselines.
+            << totals.paper_baselines.median() << " over the best of Megatron-LM and HotSPa, "
+            << totals.all_baselines.median() << R"( with DynaPipe among the baselines.
 - **Stronger baselines.** Our Megatron-LM and HotSPa get the best strategy by simulated mean among all homogeneous
   strategies (the paper's are tuned by hand, Appendix F), a packed micro-batch is charged Σ (a·l² + b·l) + c over
   its sequences (varlen attention, no cross-sequence attention cost), and both get the scheduler's 1F1B injection-order search.
   DynaPipe, which the paper does not compare against, is the strongest baseline here (best of the three: )"
-            << strongest_text << R"( scenarios): its micro-batching removes most of the packing imbalance that the paper attributes
+            << strongest_text
+            << R"( scenarios): its micro-batching removes most of the packing imbalance that the paper attributes
   to Megatron-LM, leaving sluice the gain of heterogeneous strategies. DeepSpeed (Ulysses sequence parallelism) is
   not modelled: the profiles have no SP schemes.
 - **Cheap switching.** HotSPa's switching is charged as the α–β time of moving parameters and gradients between
   layouts: at most )"
-            << fixed(totals.switching_max, 2) << R"( s per iteration in these scenarios, where the paper measured nearly 2 s of a
+            << fixed(totals.switching_max, 2)
+            << R"( s per iteration in these scenarios, where the paper measured nearly 2 s of a
   6.7 s iteration ("GitHub 7B 8 GPUs F1"). Measured hot switching also pays re-allocation and synchronisation that
   the α–β model leaves out, so HotSPa fares better here than in the paper.
 - **Load balance.** Megatron-LM's imbalance ranges from )"
-            << fixed(megatron_low, 2) << " to " << fixed(megatron_high, 2) << R"(: 100K tokens fill only a few bins of the
+            << fixed(megatron_low, 2) << " to " << fixed(megatron_high, 2)
+            << R"(: 100K tokens fill only a few bins of the
   context, dealt round-robin, so when a strategy has about as many pipelines as an iteration has bins, some pipeline
   gets only the last, nearly empty bin (and some get none). sluice's ranges from )"
-            << fixed(sluice_low, 2) << " to " << fixed(sluice_high, 2) << R"(, above the paper's 0.02–0.10 gap: the dispatch
+            << fixed(sluice_low, 2) << " to " << fixed(sluice_high, 2)
+            << R"(, above the paper's 0.02–0.10 gap: the dispatch
   minimises the slowest pipeline's time, not the spread, so in a heterogeneous strategy a pipeline that suits few
   of the batch's sequences may finish early; it idles, but it does not delay the iteration.
 - **The candidate set.** The paper's proposal objective spreads an interval's work evenly over its pipelines,
   which undervalues the wide schemes that a batch's longest sequence needs alone. With the paper DP's candidates
-  alone, sluice takes )" << fixed(proposal_only(sweeps.by_gpus[2]), 2)
+  alone, sluice takes )"
+            << fixed(proposal_only(sweeps.by_gpus[2]), 2)
             << " s per iteration on 64 GPUs in the GPU sweep above, against DynaPipe's "
             << fixed(run(sweeps.by_gpus[2]).summaries[System::dynapipe].seconds, 2) << " s and "
-            << fixed(run(sweeps.by_gpus[2]).summaries[System::sluice].seconds, 2) << R"( s with the set proposed by sampled batches and the
+            << fixed(run(sweeps.by_gpus[2]).summaries[System::sluice].seconds, 2)
+            << R"( s with the set proposed by sampled batches and the
   homogeneous fallback (the authors' code, too, always adds a homogeneous layout).
 - **Where the gains come from.** Over the best baseline, sluice's speedup grows with the context (the sweep: )"
-            << over_best(sweeps.by_context[0]) << " at 16K, " << over_best(sweeps.by_context[2]) << R"( at 64K), where a homogeneous strategy must
+            << over_best(sweeps.by_context[0]) << " at 16K, " << over_best(sweeps.by_context[2])
+            << R"( at 64K), where a homogeneous strategy must
   use the large TP or PP that is slow for the many short sequences, and shrinks with the tokens per iteration
-  ()" << over_best(sweeps.by_tokens[0]) << " at 100K, " << over_best(sweeps.by_tokens[3])
+  ()" << over_best(sweeps.by_tokens[0])
+            << " at 100K, " << over_best(sweeps.by_tokens[3])
             << R"( at 800K), where every pipeline gets enough sequences to balance.
 - **The data.** `man-pages` and `cpython-stdlib` are smaller and differently shaped than CommonCrawl and GitHub,
   and the paper's F1–F3 token counts are only in its figure; every Fig. 10 scenario here uses 100K tokens.

@@ -67,8 +67,8 @@ TEST_CASE("cli: inspect --json is one parseable document") {
 }
 
 TEST_CASE("cli: plan over inline candidates, text and JSON") {
-  const auto text = run_cli({"plan", "--profile", "llama2-32b", "--gpus", "64", "--tokens", "100000", "--iterations", "3",
-                         "--strategies", "1*tp16pp1+6*tp8pp1,4*tp16pp1"});
+  const auto text = run_cli({"plan", "--profile", "llama2-32b", "--gpus", "64", "--tokens", "100000", "--iterations",
+                             "3", "--strategies", "1*tp16pp1+6*tp8pp1,4*tp16pp1"});
   CHECK(text.code == 0);
   CHECK(text.err.empty());
   CHECK(text.out.find("tokens/s") != std::string::npos);
@@ -81,8 +81,9 @@ TEST_CASE("cli: plan over inline candidates, text and JSON") {
   for (const auto& iteration : document.at("iterations"))
     CHECK(iteration.at("plan").at("estimate") == iteration.at("estimate"));
   // The same seed gives the same plans; the thread count does not change them.
-  const auto threaded = run_cli({"plan", "--profile", "llama2-32b", "--gpus", "64", "--tokens", "100000", "--iterations",
-                             "3", "--strategies", "1*tp16pp1+6*tp8pp1,4*tp16pp1", "--threads", "2", "--json"});
+  const auto threaded =
+      run_cli({"plan", "--profile", "llama2-32b", "--gpus", "64", "--tokens", "100000", "--iterations", "3",
+               "--strategies", "1*tp16pp1+6*tp8pp1,4*tp16pp1", "--threads", "2", "--json"});
   REQUIRE(threaded.code == 0);
   const auto again = sluice::io::json::parse(threaded.out);
   for (std::size_t k = 0; k < 3; ++k)
@@ -147,7 +148,8 @@ TEST_CASE("cli: bad input exits 2 with one line naming the problem") {
       {{"plan", "--strategies", "4*tp16pp1", "--gpus", "32"}, "needs 64 GPUs"},
       {{"plan", "--strategies", "4*tp16pp1", "--profile", "llama2-32b", "--tokens", "0"}, "--tokens"},
       {{"plan", "--strategies", "4**tp16pp1"}, "cannot parse"},
-      {{"plan", "--strategies", "4*tp16pp1", "--profile", "llama2-32b", "--seed", "-1"}, "--seed: expected an integer from 0 to"},
+      {{"plan", "--strategies", "4*tp16pp1", "--profile", "llama2-32b", "--seed", "-1"},
+       "--seed: expected an integer from 0 to"},
   };
   sluice::test::check_bad_input(cases);
 }
@@ -218,7 +220,8 @@ TEST_CASE("cli: --bandwidth and --latency are bounded to physical links in sched
     expect_error(with("--latency", "-1"), "option --latency");
   }
   // The slowest link allowed still plans, and its schedule passes the simulator's validator.
-  const auto slow = run_cli({"schedule", "--stages", "4", "--tokens", "20000", "--bandwidth", "0.001", "--latency", "1"});
+  const auto slow =
+      run_cli({"schedule", "--stages", "4", "--tokens", "20000", "--bandwidth", "0.001", "--latency", "1"});
   CHECK(slow.code == 0);
   CHECK(slow.err.empty());
 }

@@ -190,7 +190,9 @@ TEST_CASE("cli: generated numeric option values keep the contract") {
         const std::string flag = "--" + std::string(option);
         // Replace the base's own setting of the option, if any.
         for (std::size_t i = 0; i + 1 < args.size(); ++i)
-          if (args[i] == flag) args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+          if (args[i] == flag)
+            args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
+                       args.begin() + static_cast<std::ptrdiff_t>(i) + 2);
         args.push_back(flag);
         args.push_back(value);
         CAPTURE(args);
@@ -199,7 +201,8 @@ TEST_CASE("cli: generated numeric option values keep the contract") {
         ++runs;
         char* end = nullptr;
         const double number = std::strtod(value.c_str(), &end);
-        const bool numeric = !value.empty() && end == value.c_str() + value.size() && value.find_first_of(" +x") == std::string::npos;
+        const bool numeric =
+            !value.empty() && end == value.c_str() + value.size() && value.find_first_of(" +x") == std::string::npos;
         if (!numeric || number < limit.minimum || number > limit.maximum) {
           CHECK(result.code == 2);
           CHECK(result.err.find(flag) != std::string::npos);

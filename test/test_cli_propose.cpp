@@ -53,8 +53,9 @@ TEST_CASE("cli: plan takes a proposal, from a file or with --propose") {
     file << proposed.out;
   }
   const std::string path_text = path.string();
-  const auto from_file = run_cli({"plan", "--strategies", path_text, "--profile", "llama2-32b", "--gpus", "64", "--lengths",
-                              "cpython-stdlib", "--tokens", "200000", "--iterations", "2", "--trials", "4", "--json"});
+  const auto from_file =
+      run_cli({"plan", "--strategies", path_text, "--profile", "llama2-32b", "--gpus", "64", "--lengths",
+               "cpython-stdlib", "--tokens", "200000", "--iterations", "2", "--trials", "4", "--json"});
   std::filesystem::remove(path);
   REQUIRE(from_file.code == 0);
   const auto proposal = sluice::io::from_document<sluice::proposal::Proposal>(sluice::io::json::parse(proposed.out));

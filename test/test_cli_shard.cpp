@@ -80,7 +80,8 @@ TEST_CASE("cli: shard help and bad input") {
       {{"shard", "--gpus", "8", "--strategy", "1*tp8pp1", "--plans"}, "--plans needs --json"},
       {{"shard", "--gpus", "8", "--strategy", "1*tp8pp1", "--previous", "2*tp8pp1"}, "needs 16 GPUs"},
       {{"shard", "--gpus", "8", "--strategy", "1*tp8pp1", "--bogus"}, "unknown option --bogus"},
-      {{"shard", "--gpus", "16385", "--strategy", "1*tp8pp1"}, "--gpus: 16385 exceeds the shard planner's maximum of 16384"},
+      {{"shard", "--gpus", "16385", "--strategy", "1*tp8pp1"},
+       "--gpus: 16385 exceeds the shard planner's maximum of 16384"},
       {{"shard", "--gpus", "16384", "--strategy", "16384*tp1pp1"},
        "the plan would cut 268435456 pieces (before merging), more than the maximum 67108864"},
   };

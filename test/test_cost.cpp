@@ -109,7 +109,8 @@ TEST_CASE("fit: constrained to a, b, c >= 0 and optimal among non-negative coeff
     Rng rng(seed + 100);
     for (int trial = 0; trial < 2000; ++trial) {
       auto perturb = [&](double value, double scale) { return std::max(0.0, value + scale * (rng.uniform() - 0.5)); };
-      const QuadraticLatency other(perturb(fit.model.a(), 1e-10), perturb(fit.model.b(), 2e-5), perturb(fit.model.c(), 2e-3));
+      const QuadraticLatency other(perturb(fit.model.a(), 1e-10), perturb(fit.model.b(), 2e-5),
+                                   perturb(fit.model.c(), 2e-3));
       REQUIRE(relative_rms(other, samples) >= fit.relative_rms_error - 1e-12);
     }
   }

@@ -110,7 +110,8 @@ std::vector<Sequence> random_batch(Rng& rng, std::int64_t context, std::int64_t 
   std::vector<Sequence> batch;
   const auto count = rng.uniform_int(1, 24);
   for (std::int64_t i = 0; i < count; ++i) {
-    const std::int64_t top = std::min<std::int64_t>(context, std::int64_t{1} << static_cast<int>(rng.uniform_int(0, 40)));
+    const std::int64_t top =
+        std::min<std::int64_t>(context, std::int64_t{1} << static_cast<int>(rng.uniform_int(0, 40)));
     batch.emplace_back(i, rng.uniform_int(1, std::max<std::int64_t>(top, 1)));
   }
   if (rng.uniform() < 0.1 && widest < std::numeric_limits<std::int64_t>::max())

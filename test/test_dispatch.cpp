@@ -523,7 +523,9 @@ TEST_CASE("dispatch: the V step keeps a sequence near MaxLen from being joined p
   }
 }
 
-TEST_CASE("dispatch: near MaxLen, Eq. 2 bounds every packing, and greedy + local search plans within 1% of brute force and CBC") {
+TEST_CASE(
+    "dispatch: near MaxLen, Eq. 2 bounds every packing, and greedy + local search plans within 1% of brute force and "
+    "CBC") {
   Rng rng(20261123);
 #ifdef NDEBUG
   const int instances = 300;
@@ -561,8 +563,8 @@ TEST_CASE("dispatch: near MaxLen, Eq. 2 bounds every packing, and greedy + local
     const double planned = packed_objective(instance, dispatch.pipeline_of);
     CHECK(planned <= 1.01 * best_packed);
     // Without the V step, Eq. 2 is its first term alone, and the result says so.
-    const Dispatch first_term =
-        assign::dispatch_greedy(instance.batch, instance.pipelines, {.trials = 8, .threads = 1, .seed = 3, .v_step = false});
+    const Dispatch first_term = assign::dispatch_greedy(instance.batch, instance.pipelines,
+                                                        {.trials = 8, .threads = 1, .seed = 3, .v_step = false});
     assign::validate(first_term, instance.batch, instance.pipelines);
     CHECK_FALSE(first_term.v_step);
     CHECK(close(first_term.objective, first_term_objective(instance, first_term.pipeline_of), 1e-12));

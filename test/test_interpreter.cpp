@@ -186,7 +186,8 @@ TEST_CASE("interpreter: the dry-run validator rejects each class of broken plan"
     std::vector<Instruction>& list = plan.ranks[0];
     const int live = list[find(list, K::forward, 0)].output;  // held until the backward of micro-batch 0
     list[find(list, K::forward, 1)].output = live;
-    const std::string expected = "writes slot " + std::to_string(live) + ", which still holds a tensor of micro-batch 0";
+    const std::string expected =
+        "writes slot " + std::to_string(live) + ", which still holds a tensor of micro-batch 0";
     CHECK_THROWS_WITH_AS(validate(plan, problem), doctest::Contains(expected.c_str()), invalid_plan);
   }
   SUBCASE("a sent slot freed before the send's Wait") {

@@ -283,7 +283,8 @@ TEST_CASE("MILP JSON: bad documents") {
   const auto document = io::to_document(model);
   auto bad = document;
   bad["variables"][0]["type"] = "boolean";
-  CHECK_THROWS_WITH_AS(io::from_document<solver::Model>(bad), doctest::Contains("unknown variable type"), invalid_input);
+  CHECK_THROWS_WITH_AS(io::from_document<solver::Model>(bad), doctest::Contains("unknown variable type"),
+                       invalid_input);
   bad = document;
   bad["variables"][0]["lower"] = "-infinity";
   CHECK_THROWS_WITH_AS(io::from_document<solver::Model>(bad), doctest::Contains("\"inf\""), invalid_input);
@@ -299,7 +300,8 @@ TEST_CASE("MILP JSON: bad documents") {
   CHECK_THROWS_AS(io::from_document<solver::Model>(bad), invalid_input);
   auto solution = io::to_document(solver::Solution{});
   solution["status"] = "great";
-  CHECK_THROWS_WITH_AS(io::from_document<solver::Solution>(solution), doctest::Contains("unknown status"), invalid_input);
+  CHECK_THROWS_WITH_AS(io::from_document<solver::Solution>(solution), doctest::Contains("unknown status"),
+                       invalid_input);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

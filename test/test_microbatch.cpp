@@ -228,7 +228,7 @@ Partition build_partition(std::span<const Sample> ordered, const Model& model, L
   Partition partition{layout, {}, 0, 0};
   std::size_t start = 0;
   for (const std::size_t end : ends) {
-    MicroBatch micro_batch;
+    ShapedMicroBatch micro_batch;
     std::int64_t max_input = 0;
     std::int64_t max_target = 0;
     std::int64_t sum_input = 0;
@@ -336,7 +336,8 @@ TEST_CASE("orderings: length, (input, target) and a 2-opt-optimal open path") {
     for (std::size_t i = 0; i < path.size(); ++i)
       for (std::size_t j = i + 1; j < path.size(); ++j) {
         auto moved = path;
-        std::reverse(moved.begin() + static_cast<std::ptrdiff_t>(i), moved.begin() + static_cast<std::ptrdiff_t>(j) + 1);
+        std::reverse(moved.begin() + static_cast<std::ptrdiff_t>(i),
+                     moved.begin() + static_cast<std::ptrdiff_t>(j) + 1);
         CHECK(path_length(moved) >= length);
       }
   }
@@ -480,7 +481,7 @@ TEST_CASE("the run table is a band: large batches of short samples fit, past max
   const Partition result = partition(std::span<const Sample>(ordered), model, options);
   validate(result, std::span<const Sample>(ordered), model, PartitionContext{4, 2, 64});
   CHECK(std::ranges::all_of(result.micro_batches,
-                            [](const MicroBatch& mb) { return mb.shape.rows * mb.shape.input <= 64; }));
+                            [](const ShapedMicroBatch& mb) { return mb.shape.rows * mb.shape.input <= 64; }));
   MESSAGE("30,000 samples of 1-8 tokens: ", result.micro_batches.size(), " micro-batches, objective ",
           result.objective);
   // A profiled grid forbids more than 4 rows: without a memory limit the band is still 4 wide.
@@ -571,7 +572,8 @@ TEST_CASE("recomputation escalation and infeasibility") {
   options.stages = 2;
   options.memory_limit = 60;
   const auto ordered = order_samples(samples, Ordering::length);
-  const Partition result = partition(std::span<const Sample>(ordered), std::span<const QuadraticStageCost>(models), options);
+  const Partition result =
+      partition(std::span<const Sample>(ordered), std::span<const QuadraticStageCost>(models), options);
   CHECK(result.cost_model == 1);
   validate(result, std::span<const Sample>(ordered), std::span<const QuadraticStageCost>(models),
            PartitionContext{2, 1, 60});
@@ -587,7 +589,7 @@ TEST_CASE("recomputation escalation and infeasibility") {
   const std::vector<Sample> short_ones = {{0, 100, 0}, {1, 90, 0}, {2, 80, 0}, {3, 70, 0}, {4, 60, 0}};
   const Partition on_grid = partition(std::span<const Sample>(short_ones), grid, PartitionOptions{.stages = 2});
   validate(on_grid, std::span<const Sample>(short_ones), grid, PartitionContext{2, 1, inf});
-  for (const MicroBatch& mb : on_grid.micro_batches) CHECK(mb.shape.rows <= 4);
+  for (const ShapedMicroBatch& mb : on_grid.micro_batches) CHECK(mb.shape.rows <= 4);
   const std::vector<Sample> too_long = {{0, 200, 0}};
   CHECK_THROWS_AS(partition(std::span<const Sample>(too_long), grid, PartitionOptions{}), sluice::infeasible);
 }
@@ -653,9 +655,10 @@ TEST_CASE("baselines: token-based and fixed-length packing, and the DP is never 
     const std::int64_t budget = 8192 * (1 + static_cast<std::int64_t>(rng.below(4)));
     const Partition tokens = token_based(std::span<const Sample>(ordered), model, budget, context);
     validate(tokens, std::span<const Sample>(ordered), model, context);
-    for (const MicroBatch& mb : tokens.micro_batches)
+    for (const ShapedMicroBatch& mb : tokens.micro_batches)
       CHECK((mb.shape.rows == 1 || mb.shape.rows * (mb.shape.input + mb.shape.target) <= budget));
-    const Partition packed = fixed_length_packing(std::span<const Sample>(samples), model, FixedRows{8192, 0, 2}, context);
+    const Partition packed =
+        fixed_length_packing(std::span<const Sample>(samples), model, FixedRows{8192, 0, 2}, context);
     validate(packed, std::span<const Sample>(samples), model, context);
     PartitionOptions options{.stages = 4, .replicas = 2, .memory_limit = inf, .layout = Layout::padded,
                              .tmax_interval = 0};
@@ -664,9 +667,11 @@ TEST_CASE("baselines: token-based and fixed-length packing, and the DP is never 
   }
   // Out of memory: the baselines raise infeasible rather than return a plan that cannot run.
   const std::vector<Sample> two = {{0, 100, 0}, {1, 100, 0}};
-  CHECK_THROWS_AS(token_based(std::span<const Sample>(two), model, 1000, PartitionContext{1, 1, 150}), sluice::infeasible);
-  CHECK_THROWS_AS(fixed_length_packing(std::span<const Sample>(two), model, FixedRows{200, 0, 1}, PartitionContext{1, 1, 150}),
+  CHECK_THROWS_AS(token_based(std::span<const Sample>(two), model, 1000, PartitionContext{1, 1, 150}),
                   sluice::infeasible);
+  CHECK_THROWS_AS(
+      fixed_length_packing(std::span<const Sample>(two), model, FixedRows{200, 0, 1}, PartitionContext{1, 1, 150}),
+      sluice::infeasible);
 }
 
 TEST_CASE("validators reject broken results") {
@@ -788,10 +793,14 @@ TEST_CASE("bad input raises invalid_input naming the field") {
   raises([&] { (void)partition(std::span<const Sample>(good), model, PartitionOptions{.layout = Layout::fixed_rows}); },
          "layout");
   const std::vector<QuadraticStageCost> none;
-  raises([&] { (void)partition(std::span<const Sample>(good), std::span<const QuadraticStageCost>(none), PartitionOptions{}); },
-         "no cost models");
+  raises(
+      [&] {
+        (void)partition(std::span<const Sample>(good), std::span<const QuadraticStageCost>(none), PartitionOptions{});
+      },
+      "no cost models");
   // A memory limit below any single sample is a well-formed problem without a solution.
-  CHECK_THROWS_AS(partition(std::span<const Sample>(good), model, PartitionOptions{.memory_limit = 5}), sluice::infeasible);
+  CHECK_THROWS_AS(partition(std::span<const Sample>(good), model, PartitionOptions{.memory_limit = 5}),
+                  sluice::infeasible);
 
   const std::vector<double> times = {1, 2};
   const std::vector<double> nan_times = {1, nan};
@@ -822,7 +831,8 @@ TEST_CASE("JSON round trip of partitions and replica assignments; the bundled 7B
   const Partition result = partition(std::span<const Sample>(ordered), setup.model, options);
   validate(result, std::span<const Sample>(samples), setup.model, PartitionContext{4, 4, setup.memory_limit});
   // Every micro-batch fits the 1F1B per-micro-batch limit.
-  CHECK(std::ranges::all_of(result.micro_batches, [&](const MicroBatch& mb) { return mb.bytes <= setup.memory_limit; }));
+  CHECK(std::ranges::all_of(result.micro_batches,
+                            [&](const ShapedMicroBatch& mb) { return mb.bytes <= setup.memory_limit; }));
   const auto document = io::to_document(result);
   CHECK(document.at("format") == "sluice.micro_batches");
   CHECK(io::from_document<Partition>(document) == result);

@@ -131,7 +131,8 @@ TEST_CASE("plan_iteration: bad input") {
                        invalid_input);
   CHECK_THROWS_WITH_AS(plan_iteration(batch, std::vector<Strategy>{Strategy::parse("5*tp16pp1")}, profile64()),
                        doctest::Contains("needs 80 GPUs"), invalid_input);
-  CHECK_THROWS_AS(plan_iteration(batch, std::vector<Strategy>{Strategy::parse("1*tp3pp1")}, profile64()), invalid_input);
+  CHECK_THROWS_AS(plan_iteration(batch, std::vector<Strategy>{Strategy::parse("1*tp3pp1")}, profile64()),
+                  invalid_input);
   // NaN coefficients never reach a planner: the profile refuses them.
   auto spec = profile64().spec();
   auto document = io::json(spec);
@@ -243,7 +244,8 @@ TEST_CASE("validate: each invariant, broken on purpose") {
       {"in MaxLen order", [](IterationPlan& p) { std::swap(p.pipelines.front().scheme, p.pipelines.back().scheme); }},
       {"MaxLen", [](IterationPlan& p) { p.pipelines.back().max_len += 128; }},
       {"is empty", [&](IterationPlan& p) { first_busy(p).micro_batches.front().sequence_ids.clear(); }},
-      {"not among the sequences", [&](IterationPlan& p) { first_busy(p).micro_batches.front().sequence_ids.push_back(1 << 30); }},
+      {"not among the sequences",
+       [&](IterationPlan& p) { first_busy(p).micro_batches.front().sequence_ids.push_back(1 << 30); }},
       {"already placed",
        [&](IterationPlan& p) {
          auto& pipeline = first_busy(p);
@@ -267,7 +269,8 @@ TEST_CASE("validate: each invariant, broken on purpose") {
       {"exceeds the estimate", [](IterationPlan& p) { p.dispatch_lower_bound = p.estimate * 2; }},
       {"chosen candidate 9", [](IterationPlan& p) { p.chosen = 9; }},
       {"not the planned strategy", [](IterationPlan& p) { p.chosen = (p.chosen + 1) % p.candidates.size(); }},
-      {"lower estimate + overhead than the chosen", [](IterationPlan& p) { p.candidates[(p.chosen + 1) % 4].estimate = 1e-3; }},
+      {"lower estimate + overhead than the chosen",
+       [](IterationPlan& p) { p.candidates[(p.chosen + 1) % 4].estimate = 1e-3; }},
       {"needs 128 GPUs", [](IterationPlan& p) { p.strategy = Strategy::parse("8*tp16pp1"); }},
   };
   for (const auto& [fragment, breaker] : breaks) {

@@ -148,7 +148,8 @@ TEST_CASE("schedule_iteration: every pipeline of a Hydraulis plan scheduled; 1F1
         if (kind == schedule::ScheduleKind::cyclic) {
           const auto& problem = scheduled.pipelines[j]->problem;
           const schedule::Simulation one_f_one_b = schedule::simulate(
-              problem, schedule::one_f_one_b(schedule::identity_injection(problem.micro_batches.size()), problem.stages));
+              problem,
+              schedule::one_f_one_b(schedule::identity_injection(problem.micro_batches.size()), problem.stages));
           CHECK(simulation.makespan <= one_f_one_b.makespan * (1 + 1e-12));
         }
       }
@@ -170,7 +171,9 @@ TEST_CASE("schedule problems: bad input") {
   assign::PipelinePlan idle = pipeline;
   idle.micro_batches.clear();
   CHECK_THROWS_AS(schedule::problem_for(idle, profile.at(pipeline.scheme), {}), invalid_input);
-  CHECK_THROWS_AS(schedule::problem_for(pipeline, profile.at(pipeline.scheme), {.hidden = 0, .element_bytes = 2, .link = {}, .backward_ratio = 2}), invalid_input);
+  CHECK_THROWS_AS(schedule::problem_for(pipeline, profile.at(pipeline.scheme),
+                                        {.hidden = 0, .element_bytes = 2, .link = {}, .backward_ratio = 2}),
+                  invalid_input);
   const microbatch::Partition partition{microbatch::Layout::packed, {}, 0, 0};
   const std::vector<std::size_t> outside = {0};
   CHECK_THROWS_AS(schedule::problem_for(partition, outside, 2, 1e9, {}), invalid_input);

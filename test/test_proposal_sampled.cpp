@@ -195,7 +195,8 @@ TEST_CASE("sampled proposal: never worse than the paper's set or a homogeneous s
   CHECK(result.choosing_mean <= paper_choosing * (1 + 1e-12));
   double best_homogeneous = inf;
   for (const cost::SchemeCost& scheme : profile.schemes()) {
-    const std::vector<Strategy> alone = {Strategy::homogeneous(scheme.scheme, static_cast<int>(8 / scheme.scheme.gpus()))};
+    const std::vector<Strategy> alone = {
+        Strategy::homogeneous(scheme.scheme, static_cast<int>(8 / scheme.scheme.gpus()))};
     CHECK(result.choosing_mean <= planned_mean(batches.choosing, alone, profile, options) * (1 + 1e-12));
     if (scheme.max_len >= 500)
       best_homogeneous = std::min(best_homogeneous, planned_mean(batches.held_out, alone, profile, options));
@@ -232,7 +233,8 @@ TEST_CASE("sampled proposal: JSON round trip") {
   const io::json document = io::to_document(result);
   CHECK(document.at("format") == "sluice.sampled_proposal");
   CHECK(document.at("candidates").at(0).at("name") == result.candidates.front().strategy.name());
-  const auto read = io::from_document<proposal::SampledProposal>(io::parse(document.dump(), "round trip"), "round trip");
+  const auto read =
+      io::from_document<proposal::SampledProposal>(io::parse(document.dump(), "round trip"), "round trip");
   CHECK(read == result);
   io::json bad = document;
   bad["candidates"][0]["source"] = "guessed";

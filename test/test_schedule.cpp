@@ -259,7 +259,8 @@ TEST_CASE("1F1B kind keeps a 1F1B order, searched over injection orders") {
   CHECK(chosen.candidates == static_cast<int>(injection_candidates(problem, {ScheduleKind::one_f_one_b, 5, 0}).size()));
   CHECK(chosen.simulation.makespan <= simulate(problem, one_f_one_b(identity_injection(30), 4)).makespan);
   // Deterministic for a seed.
-  CHECK(schedule_pipeline(problem, {ScheduleKind::cyclic, 9, 0}) == schedule_pipeline(problem, {ScheduleKind::cyclic, 9, 0}));
+  CHECK(schedule_pipeline(problem, {ScheduleKind::cyclic, 9, 0}) ==
+        schedule_pipeline(problem, {ScheduleKind::cyclic, 9, 0}));
 }
 
 TEST_CASE("k-means groups micro-batches by time and the search tries every group order") {
@@ -516,7 +517,8 @@ TEST_CASE("validators reject broken orders, simulations, plans and schedules") {
     Simulation simulation = good.simulation;
     simulation.stages[1][0].start -= 0.5;
     simulation.stages[1][0].end -= 0.5;
-    CHECK_THROWS_WITH_AS(validate(simulation, problem, good.order), doctest::Contains("before its input"), invalid_plan);
+    CHECK_THROWS_WITH_AS(validate(simulation, problem, good.order), doctest::Contains("before its input"),
+                         invalid_plan);
     simulation = good.simulation;
     simulation.stages[0][1].end += 1;
     CHECK_THROWS_AS(validate(simulation, problem, good.order), invalid_plan);
@@ -542,7 +544,9 @@ TEST_CASE("validators reject broken orders, simulations, plans and schedules") {
     auto find = [](const std::vector<Instruction>& list, K kind) {
       return static_cast<std::size_t>(std::ranges::find(list, kind, &Instruction::kind) - list.begin());
     };
-    broken([&](ExecutionPlan& plan) { plan.ranks[1].erase(plan.ranks[1].begin() + static_cast<std::ptrdiff_t>(find(plan.ranks[1], K::recv_act_wait))); });
+    broken([&](ExecutionPlan& plan) {
+      plan.ranks[1].erase(plan.ranks[1].begin() + static_cast<std::ptrdiff_t>(find(plan.ranks[1], K::recv_act_wait)));
+    });
     broken([&](ExecutionPlan& plan) {
       const std::size_t k = find(plan.ranks[1], K::recv_act_wait);
       std::swap(plan.ranks[1][k], plan.ranks[1][k + 1]);  // forward before its input arrives
@@ -643,8 +647,8 @@ TEST_CASE("links: latency in [0, 1] s, bandwidth in [1e6, 1e13] bytes/s or +inf"
   CHECK_NOTHROW(validate(Link{Link::max_latency, Link::max_bandwidth}));
   CHECK_THROWS_WITH_AS(validate(Link{1.5, 1e9}), "schedule: link latency must be in [0, 1] s, got 1.5", invalid_input);
   CHECK_THROWS_AS(validate(Link{std::nan(""), 1e9}), invalid_input);
-  CHECK_THROWS_WITH_AS(validate(Link{0, 1}), "schedule: link bandwidth must be in [1e+06, 1e+13] bytes/s or +inf, got 1",
-                       invalid_input);
+  CHECK_THROWS_WITH_AS(validate(Link{0, 1}),
+                       "schedule: link bandwidth must be in [1e+06, 1e+13] bytes/s or +inf, got 1", invalid_input);
   CHECK_THROWS_AS(validate(Link{0, 2e13}), invalid_input);
   CHECK_THROWS_AS(validate(Link{0, std::nan("")}), invalid_input);
   Problem problem = uniform_problem(3, 2, 1, 2);
@@ -671,35 +675,41 @@ TEST_CASE("bad input names the field and the value") {
   rejects([](Problem& p) { p.link.latency = inf; }, "latency");
   rejects([](Problem& p) { p.link.bandwidth = 0; }, "bandwidth must be in [1e+06, 1e+13] bytes/s or +inf, got 0");
   rejects([](Problem& p) { p.micro_batches[1].forward.pop_back(); }, "micro-batch 1 has 1 forward");
-  rejects([](Problem& p) { p.micro_batches[2].activation.push_back(1); }, "micro-batch 2 has 2 forward, 2 backward and 3");
+  rejects([](Problem& p) { p.micro_batches[2].activation.push_back(1); },
+          "micro-batch 2 has 2 forward, 2 backward and 3");
   rejects([](Problem& p) { p.micro_batches[0].tokens = 0; }, "micro-batch 0 tokens must be >= 1, got 0");
-  rejects([](Problem& p) { p.micro_batches[0].forward[1] = 0; }, "micro-batch 0 forward[1] must be finite and > 0, got 0");
+  rejects([](Problem& p) { p.micro_batches[0].forward[1] = 0; },
+          "micro-batch 0 forward[1] must be finite and > 0, got 0");
   rejects([](Problem& p) { p.micro_batches[1].backward[0] = inf; }, "micro-batch 1 backward[0]");
-  rejects([](Problem& p) { p.micro_batches[2].activation[0] = -1; }, "micro-batch 2 activation[0] must be finite and >= 0, got -1");
+  rejects([](Problem& p) { p.micro_batches[2].activation[0] = -1; },
+          "micro-batch 2 activation[0] must be finite and >= 0, got -1");
 
-  CHECK_THROWS_WITH_AS(schedule_pipeline(good, {ScheduleKind::cyclic, 1, 7}), doctest::Contains("clusters must be in [0, 6], got 7"),
-                       invalid_input);
+  CHECK_THROWS_WITH_AS(schedule_pipeline(good, {ScheduleKind::cyclic, 1, 7}),
+                       doctest::Contains("clusters must be in [0, 6], got 7"), invalid_input);
   CHECK_THROWS_AS(schedule_pipeline(good, {ScheduleKind::cyclic, 1, -1}), invalid_input);
   CHECK_THROWS_AS(schedule_pipeline(good, {static_cast<ScheduleKind>(5), 1, 0}), invalid_input);
-  CHECK_THROWS_WITH_AS(cluster_micro_batches(good, 0, 1), doctest::Contains("clusters must be >= 1, got 0"), invalid_input);
+  CHECK_THROWS_WITH_AS(cluster_micro_batches(good, 0, 1), doctest::Contains("clusters must be >= 1, got 0"),
+                       invalid_input);
 
   const std::vector<int> duplicate{0, 0, 1}, outside{0, 1, 3}, short_order{0, 1};
   CHECK_THROWS_WITH_AS(one_f_one_b(duplicate, 2), doctest::Contains("micro-batch 0 twice"), invalid_input);
   CHECK_THROWS_WITH_AS(gpipe(outside, 2), doctest::Contains("micro-batch 3 outside [0, 3)"), invalid_input);
-  CHECK_THROWS_WITH_AS(one_f_one_b(identity_injection(2), 0), doctest::Contains("stages must be >= 1, got 0"), invalid_input);
+  CHECK_THROWS_WITH_AS(one_f_one_b(identity_injection(2), 0), doctest::Contains("stages must be >= 1, got 0"),
+                       invalid_input);
   CHECK_THROWS_AS(gpipe(std::vector<int>{}, 2), invalid_input);
   const std::vector<double> limits{inf, inf}, one_limit{inf}, zero_limit{0, inf};
   CHECK_THROWS_WITH_AS(adaptive_cyclic(good, short_order, limits), doctest::Contains("2 entries for 3 micro-batches"),
                        invalid_input);
-  CHECK_THROWS_WITH_AS(adaptive_cyclic(good, identity_injection(3), one_limit), doctest::Contains("1 memory limits for 2 stages"),
-                       invalid_input);
-  CHECK_THROWS_WITH_AS(adaptive_cyclic(good, identity_injection(3), zero_limit), doctest::Contains("memory limit[0] must be > 0"),
-                       invalid_input);
+  CHECK_THROWS_WITH_AS(adaptive_cyclic(good, identity_injection(3), one_limit),
+                       doctest::Contains("1 memory limits for 2 stages"), invalid_input);
+  CHECK_THROWS_WITH_AS(adaptive_cyclic(good, identity_injection(3), zero_limit),
+                       doctest::Contains("memory limit[0] must be > 0"), invalid_input);
   const std::vector<double> small{0.5, inf};
-  CHECK_THROWS_WITH_AS(adaptive_cyclic(good, identity_injection(3), small), doctest::Contains("above its limit"), infeasible);
+  CHECK_THROWS_WITH_AS(adaptive_cyclic(good, identity_injection(3), small), doctest::Contains("above its limit"),
+                       infeasible);
   // A simulation of another problem's order.
   CHECK_THROWS_AS(simulate(good, one_f_one_b(identity_injection(2), 2)), invalid_plan);
-  CHECK_THROWS_AS(plan_comm(good, one_f_one_b(identity_injection(3), 2), simulate(uniform_problem(3, 2, 2, 2),
-                                                                                 one_f_one_b(identity_injection(3), 2))),
+  CHECK_THROWS_AS(plan_comm(good, one_f_one_b(identity_injection(3), 2),
+                            simulate(uniform_problem(3, 2, 2, 2), one_f_one_b(identity_injection(3), 2))),
                   invalid_plan);
 }

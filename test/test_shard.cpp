@@ -179,8 +179,10 @@ TEST_CASE("shard: Fig. 7 granularity, optimizer in 4 and gradient pieces in 6 gi
   CHECK(planned.push.rs_groups.size() == 2);
 }
 
-TEST_CASE("shard: the same strategy in both phases prunes the push LNK and, homogeneous, makes the pull an all-gather") {
-  for (const char* text : {"8*tp1pp1", "2*tp4pp1", "2*tp2pp2", "1*tp8pp1", "1*tp4pp1+2*tp2pp1", "1*tp2pp2+1*tp2pp1+2*tp1pp1"}) {
+TEST_CASE(
+    "shard: the same strategy in both phases prunes the push LNK and, homogeneous, makes the pull an all-gather") {
+  for (const char* text :
+       {"8*tp1pp1", "2*tp4pp1", "2*tp2pp2", "1*tp8pp1", "1*tp4pp1+2*tp2pp1", "1*tp2pp2+1*tp2pp1+2*tp1pp1"}) {
     CAPTURE(text);
     const Strategy strategy = Strategy::parse(text);
     const Model model = small_model(4);
@@ -229,8 +231,8 @@ TEST_CASE("shard: random strategies and layouts over N <= 64 move every element 
     const bool powers_of_two = rng.below(2) == 0;
     const Strategy strategy = random_strategy(rng, gpus, layers, powers_of_two);
     CAPTURE(strategy.name());
-    const Placement placement =
-        place(strategy, gpus, layers, {.gpus_per_node = static_cast<int>(rng.uniform_int(1, 8)), .tp_within_node = false});
+    const Placement placement = place(
+        strategy, gpus, layers, {.gpus_per_node = static_cast<int>(rng.uniform_int(1, 8)), .tp_within_node = false});
     const OptimizerLayout layout = random_layout(rng, gpus, layers);
     const Planned matched = plan_and_check(placement, layout, model, rng());
     const Planned natural = plan_and_check(placement, layout, model, rng(), {.match_owners = false});
@@ -265,7 +267,8 @@ TEST_CASE("shard: plans and costs match the previous planner bit for bit") {
     const int layers = static_cast<int>(rng.uniform_int(1, 8));
     Model model{"random", layers, {}, static_cast<int>(rng.uniform_int(1, 4)), static_cast<int>(rng.uniform_int(1, 4))};
     const auto tensors = rng.uniform_int(1, 3);
-    for (std::int64_t p = 0; p < tensors; ++p) model.tensors.push_back({std::to_string(p), rng.uniform_int(1, 100'000)});
+    for (std::int64_t p = 0; p < tensors; ++p)
+      model.tensors.push_back({std::to_string(p), rng.uniform_int(1, 100'000)});
     const Strategy strategy = random_strategy(rng, gpus, layers, rng.below(2) == 0);
     CAPTURE(strategy.name());
     const PlacementOptions placement_options{.gpus_per_node = static_cast<int>(rng.uniform_int(1, 8)),
@@ -320,16 +323,19 @@ TEST_CASE("shard: the limits, 16,384 GPUs and 2^26 pieces per plan, are checked 
   const Model model = small_model(2);
   CHECK(max_gpus == 16384);
   CHECK(max_plan_pieces == std::int64_t{1} << 26);
-  CHECK_THROWS_WITH_AS(place(Strategy::parse("1*tp8pp1"), 16385, 2), doctest::Contains("gpus must be in [1, 16384], got 16385"),
+  CHECK_THROWS_WITH_AS(place(Strategy::parse("1*tp8pp1"), 16385, 2),
+                       doctest::Contains("gpus must be in [1, 16384], got 16385"), invalid_input);
+  CHECK_THROWS_WITH_AS(sharded_layout(16385, 2), doctest::Contains("gpus must be in [1, 16384], got 16385"),
                        invalid_input);
-  CHECK_THROWS_WITH_AS(sharded_layout(16385, 2), doctest::Contains("gpus must be in [1, 16384], got 16385"), invalid_input);
   // 16,384 tp1 pipelines on the fully sharded layout: every rank pulls a piece from every owner, 2^28 pieces.
   const Strategy data_parallel = Strategy::parse("16384*tp1pp1");
   const Placement wide = place(data_parallel, 16384, 2);
   const OptimizerLayout sharded = sharded_layout(16384, 2);
-  const char* too_many = "shard pull: the plan would cut 268435456 pieces (before merging), more than the maximum 67108864";
+  const char* too_many =
+      "shard pull: the plan would cut 268435456 pieces (before merging), more than the maximum 67108864";
   CHECK_THROWS_WITH_AS(plan_pull(wide, sharded, model), doctest::Contains(too_many), invalid_input);
-  CHECK_THROWS_WITH_AS(iteration_cost(sharded, data_parallel, model, Cluster{}), doctest::Contains(too_many), invalid_input);
+  CHECK_THROWS_WITH_AS(iteration_cost(sharded, data_parallel, model, Cluster{}), doctest::Contains(too_many),
+                       invalid_input);
   // The push has only N + D·G - gcd pieces per block: 16,384 + 16,384 - 16,384.
   CHECK(plan_push(wide, sharded, model).pieces.size() == 16384);
   // TP 8192 and 8191 make a TP grid of 8192·8191: 2 pipelines · 67,100,672 reduce-scatter pieces.
@@ -382,7 +388,8 @@ TEST_CASE("shard: costs per link class and α–β times") {
   // Two tp1 pipelines on ranks 0 and 1 (one node): a 2-member ring, one step of half the 16-byte layer.
   const Placement pair = place(Strategy::parse("2*tp1pp1"), 2, 1);
   const OptimizerLayout pair_layout = sharded_layout(2, 1);
-  const ShardCost pair_cost = plan_cost(plan_pull(pair, pair_layout, model), plan_push(pair, pair_layout, model), cluster);
+  const ShardCost pair_cost =
+      plan_cost(plan_pull(pair, pair_layout, model), plan_push(pair, pair_layout, model), cluster);
   CHECK(pair_cost.reduce_scatter.seconds == doctest::Approx(2e-6 + 8.0 / 100));
   CHECK(pair_cost.reduce_scatter.bytes.intra_node == 16);
   CHECK(pair_cost.reduce_scatter.messages == 2);
@@ -466,8 +473,8 @@ TEST_CASE("shard: bad input names the field and the value") {
   CHECK_THROWS_WITH_AS(place(strategy, 4, 0), doctest::Contains("layers must be >= 1, got 0"), invalid_input);
   CHECK_THROWS_WITH_AS(place(Strategy::parse("1*tp1pp3"), 4, 2), doctest::Contains("more stages than the 2 layers"),
                        invalid_input);
-  CHECK_THROWS_WITH_AS(place(strategy, 4, 2, {.gpus_per_node = 0}), doctest::Contains("gpus_per_node must be >= 1, got 0"),
-                       invalid_input);
+  CHECK_THROWS_WITH_AS(place(strategy, 4, 2, {.gpus_per_node = 0}),
+                       doctest::Contains("gpus_per_node must be >= 1, got 0"), invalid_input);
   CHECK_THROWS_WITH_AS(place(Strategy::parse("1*tp1pp2"), 2, 2, {.stage_layers = {{2, {1}}}}),
                        doctest::Contains("stage_layers for pp 2 has 1 entries"), invalid_input);
   CHECK_THROWS_WITH_AS(place(Strategy::parse("1*tp1pp2"), 2, 2, {.stage_layers = {{2, {2, 1}}}}),
@@ -490,7 +497,8 @@ TEST_CASE("shard: bad input names the field and the value") {
   bad_model([](Model& m) { m.tensors[1].name = ""; }, "empty name");
   bad_model([](Model& m) { m.param_bytes = 0; }, "param_bytes must be in [1, 16], got 0");
   bad_model([](Model& m) { m.grad_bytes = 17; }, "grad_bytes must be in [1, 16], got 17");
-  CHECK_THROWS_WITH_AS(llama_like({"x", 2, 0, 10}), doctest::Contains("hidden must be in [1, 2^20], got 0"), invalid_input);
+  CHECK_THROWS_WITH_AS(llama_like({"x", 2, 0, 10}), doctest::Contains("hidden must be in [1, 2^20], got 0"),
+                       invalid_input);
 
   const Placement placement = place(strategy, 4, 2);
   CHECK_THROWS_WITH_AS(plan_pull(placement, sharded_layout(8, 2), model),
@@ -511,7 +519,8 @@ TEST_CASE("shard: bad input names the field and the value") {
   bad_cluster([](Cluster& c) { c.gpus_per_node = 0; }, "gpus_per_node must be >= 1, got 0");
   bad_cluster([](Cluster& c) { c.intra_node.bandwidth = 0; }, "intra_node bandwidth must be finite and > 0, got 0");
   bad_cluster([](Cluster& c) { c.inter_node.latency = -1; }, "inter_node latency must be finite and >= 0, got -1");
-  bad_cluster([](Cluster& c) { c.local.bandwidth = std::numeric_limits<double>::infinity(); }, "local bandwidth must be finite and > 0");
+  bad_cluster([](Cluster& c) { c.local.bandwidth = std::numeric_limits<double>::infinity(); },
+              "local bandwidth must be finite and > 0");
 }
 
 TEST_CASE("shard: the LLaMA-like model from a profile's model description") {

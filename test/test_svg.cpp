@@ -62,7 +62,8 @@ TEST_CASE("svg: pipeline loads of planned iterations") {
     for (std::size_t i = 0; i < lengths.size(); ++i) batch.emplace_back(static_cast<std::int64_t>(i), lengths[i]);
     iterations.push_back(assign::plan_iteration(batch, candidates, profile));
     assign::validate(iterations.back(), batch, profile);
-    for (const assign::PipelinePlan& pipeline : iterations.back().pipelines) micro_batches += pipeline.micro_batches.size();
+    for (const assign::PipelinePlan& pipeline : iterations.back().pipelines)
+      micro_batches += pipeline.micro_batches.size();
   }
   const std::string svg = io::pipeline_loads_svg(iterations, "pipeline loads");
   CHECK(xml_problem(svg) == "");

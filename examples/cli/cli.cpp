@@ -71,7 +71,7 @@ int dispatch(std::string_view command, std::span<const std::string_view> rest, s
   if (command == "shard") return shard(rest, out);
   if (command == "simulate") return simulate(rest, out, outputs, terminal);
   if (command == "trace") return trace(rest, out, outputs);
-  detail::fail("unknown command '", command, "' (try sluice --help)");
+  sluice::fail("unknown command '", command, "' (try sluice --help)");
 }
 
 }  // namespace
@@ -80,7 +80,7 @@ int run(std::span<const std::string_view> args, std::ostream& out, std::ostream&
   try {
     // Declared inside the try: on any failure its destructor removes what the command staged or created.
     Outputs outputs;
-    detail::require(!args.empty(), "no command given (try sluice --help)");
+    sluice::require(!args.empty(), "no command given (try sluice --help)");
     const int code = dispatch(args.front(), args.subspan(1), out, outputs, terminal);
     // Output that could not be written (a full disk, a closed pipe) is a failure, not a silent success.
     out.flush();

@@ -85,14 +85,16 @@ inline void print_tables(std::ostream& out, const data::LengthDataset& dataset, 
   out << "\nprofile " << profile.name() << " (" << model.name << ", " << model.layers << " layers, hidden "
       << model.hidden << ") on " << profile.gpus() << " GPUs\n";
   out << "  scheme     GPUs   MaxLen  UtilLen";
-  for (const std::int64_t length : inspect_lengths) out << std::setw(10) << ("T(" + std::to_string(length / 1024) + "K)");
+  for (const std::int64_t length : inspect_lengths)
+    out << std::setw(10) << ("T(" + std::to_string(length / 1024) + "K)");
   out << "\n";
   for (const cost::SchemeCost& scheme : profile.schemes()) {
     out << "  " << std::left << std::setw(10) << scheme.scheme.name() << std::right << std::setw(5)
         << scheme.scheme.gpus() << std::setw(9) << scheme.max_len << std::setw(9) << scheme.util_len;
     for (const std::int64_t length : inspect_lengths) {
       std::ostringstream cell;
-      cell << std::fixed << std::setprecision(1) << scheme.latency(length) * 1e3 << (length <= scheme.max_len ? " " : "*");
+      cell << std::fixed << std::setprecision(1) << scheme.latency(length) * 1e3
+           << (length <= scheme.max_len ? " " : "*");
       out << std::setw(10) << cell.str();
     }
     out << "\n";

@@ -74,7 +74,7 @@ public:
     const std::int64_t maximum = limit.maximum >= 0x1p63 ? INT64_MAX : static_cast<std::int64_t>(limit.maximum);
     const auto number = command_line::parse_number<std::int64_t>(*value);
     if (!number || *number < minimum || *number > maximum)
-      detail::fail("option --", name, ": expected an integer from ", minimum, " to ", maximum, ", got '", *value, "'");
+      sluice::fail("option --", name, ": expected an integer from ", minimum, " to ", maximum, ", got '", *value, "'");
     return number;
   }
 
@@ -84,7 +84,7 @@ public:
     const OptionLimit& limit = limit_of(name);
     const auto number = command_line::parse_number<double>(*value);
     if (!number || !std::isfinite(*number) || *number < limit.minimum || *number > limit.maximum)
-      detail::fail("option --", name, ": expected a number from ", limit.minimum, " to ", limit.maximum, ", got '",
+      sluice::fail("option --", name, ": expected a number from ", limit.minimum, " to ", limit.maximum, ", got '",
                    *value, "'");
     return number;
   }

@@ -34,11 +34,10 @@ public:
     }
     for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
       std::filesystem::create_directory(*it, error);
-      sluice::detail::require(!error, directory.string(), ": cannot create directory (", error.message(), ")");
+      sluice::require(!error, directory.string(), ": cannot create directory (", error.message(), ")");
       created_.push_back(*it);
     }
-    sluice::detail::require(std::filesystem::is_directory(directory, error), directory.string(),
-                            ": not a directory");
+    sluice::require(std::filesystem::is_directory(directory, error), directory.string(), ": not a directory");
   }
 
   void write(const std::filesystem::path& path, std::string_view text) { staged_.emplace_back(path, text); }

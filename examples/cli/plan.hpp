@@ -72,9 +72,9 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
     return 0;
   }
   const auto strategies_text = options.text("strategies");
-  sluice::detail::require(strategies_text.has_value() || options.flag("propose"),
+  sluice::require(strategies_text.has_value() || options.flag("propose"),
                           "option --strategies or --propose is required (see sluice plan --help)");
-  sluice::detail::require(!strategies_text.has_value() || !options.flag("propose"),
+  sluice::require(!strategies_text.has_value() || !options.flag("propose"),
                           "options --strategies and --propose cannot be combined");
 
   const cost::Profile profile = load_profile(options);
@@ -91,7 +91,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
 
   std::int64_t widest = 0;
   for (const Strategy& strategy : candidates) widest = std::max(widest, profile.pipelines(strategy).front().max_len);
-  sluice::detail::require(widest > 0, "no candidate strategy can hold any sequence (every MaxLen is 0)");
+  sluice::require(widest > 0, "no candidate strategy can hold any sequence (every MaxLen is 0)");
   const std::int64_t context = options.integer("context").value_or(widest);
 
   const data::LengthDataset dataset = loaded.truncated(context);

@@ -71,8 +71,8 @@ inline std::int64_t parse_step(std::string_view text) {
     valid = text[i] == '.' && i + 2 == text.size() && text[i + 1] >= '0' && text[i + 1] <= '9';
     if (valid) tenths += text[i + 1] - '0';
   }
-  sluice::detail::require(valid && tenths > 0, "option --step: expected a positive number of GPUs with at most one ",
-                          "decimal (0.1, 1, 4), got '", text, "'");
+  sluice::require(valid && tenths > 0, "option --step: expected a positive number of GPUs with at most one ",
+                  "decimal (0.1, 1, 4), got '", text, "'");
   return tenths;
 }
 
@@ -178,7 +178,7 @@ inline int propose(std::span<const std::string_view> args, std::ostream& out) {
   }
   const bool sampled = options.flag("sampled");
   for (const std::string_view name : {"batches", "held-out", "seed", "trials"})
-    sluice::detail::require(sampled || !options.text(name), "option --", name, " needs --sampled");
+    sluice::require(sampled || !options.text(name), "option --", name, " needs --sampled");
   const cost::Profile profile = load_profile(options);
   proposal::ProposeOptions settings = propose_options(options, profile);
 

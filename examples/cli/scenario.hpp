@@ -47,9 +47,9 @@ inline Scenario read_scenario(const Options& options) {
 
 inline std::string describe(const Scenario& scenario) {
   const compare::Options& settings = scenario.settings;
-  return sluice::detail::concat(settings.profile.name(), " on ", settings.profile.gpus(), " GPUs; ",
-                                std::filesystem::path(scenario.dataset.source()).filename().string(), ", context ",
-                                settings.context, settings.cross_node_tp ? ", TP across nodes allowed" : "");
+  return sluice::concat(settings.profile.name(), " on ", settings.profile.gpus(), " GPUs; ",
+                        std::filesystem::path(scenario.dataset.source()).filename().string(), ", context ",
+                        settings.context, settings.cross_node_tp ? ", TP across nodes allowed" : "");
 }
 
 }  // namespace sluice::cli

@@ -111,12 +111,12 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
     return 0;
   }
   const auto stages = options.integer("stages");
-  sluice::detail::require(stages.has_value(), "option --stages is required (see sluice schedule --help)");
+  sluice::require(stages.has_value(), "option --stages is required (see sluice schedule --help)");
   const cost::Profile profile = load_profile(options);
   const auto tp = options.integer("tp").value_or(1);
   const Scheme scheme(static_cast<int>(tp), static_cast<int>(*stages));
   const cost::SchemeCost& scheme_cost = profile.at(scheme);
-  sluice::detail::require(scheme_cost.max_len > 0, "scheme ", scheme.name(), " of profile ", profile.name(),
+  sluice::require(scheme_cost.max_len > 0, "scheme ", scheme.name(), " of profile ", profile.name(),
                           " cannot hold any sequence (MaxLen 0)");
   const microbatch::StageCostSetup setup = microbatch::stage_cost(scheme_cost);
 
@@ -125,13 +125,13 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
   plan_options.replicas = static_cast<int>(options.integer("replicas").value_or(1));
   plan_options.micro_batch_memory = setup.memory_limit;
   const std::string kind = options.text("schedule").value_or("cyclic");
-  sluice::detail::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '",
+  sluice::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '",
                           kind, "'");
   plan_options.schedule.kind = kind == "cyclic" ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b;
   const std::uint64_t seed = seed_of(options);
   plan_options.schedule.seed = seed;
   plan_options.layout = microbatch::parse_layout(options.text("layout").value_or("padded"));
-  sluice::detail::require(plan_options.layout != microbatch::Layout::fixed_rows,
+  sluice::require(plan_options.layout != microbatch::Layout::fixed_rows,
                           "option --layout: expected padded or packed, got 'fixed_rows'");
   plan_options.tmax_interval = options.real("interval").value_or(5e-6);
   plan_options.problem.hidden = std::max<std::int64_t>(profile.spec().model.hidden, 1);

@@ -64,8 +64,8 @@ inline std::int64_t parse_bytes(std::string_view option, const std::string& text
   else if (unit == "TB")
     scale = 1e12;
   const double bytes = number * scale;
-  sluice::detail::require(error == std::errc{} && scale > 0 && bytes >= 1 && bytes < 0x1p62, "option --", option,
-                          ": expected a positive size such as 16GiB or 512MiB, got '", text, "'");
+  sluice::require(error == std::errc{} && scale > 0 && bytes >= 1 && bytes < 0x1p62, "option --", option,
+                  ": expected a positive size such as 16GiB or 512MiB, got '", text, "'");
   return static_cast<std::int64_t>(bytes);
 }
 
@@ -80,8 +80,8 @@ inline std::filesystem::path resolve(const std::string& name_or_path, std::strin
   std::string known;
   for (const auto& file : std::filesystem::directory_iterator(io::bundled_data_dir() / kind, error))
     if (file.path().extension() == ".json") known += (known.empty() ? "" : ", ") + file.path().stem().string();
-  sluice::detail::fail(name_or_path, ": no such file, and not a bundled ", kind.substr(0, kind.size() - 1),
-                       " (bundled: ", known.empty() ? "none found" : known, ")");
+  sluice::fail(name_or_path, ": no such file, and not a bundled ", kind.substr(0, kind.size() - 1),
+               " (bundled: ", known.empty() ? "none found" : known, ")");
 }
 
 }  // namespace search_inputs
@@ -117,8 +117,8 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
   }
   const auto model_name = options.text("model");
   const auto cluster_name = options.text("cluster");
-  sluice::detail::require(model_name.has_value(), "option --model is required (see sluice search --help)");
-  sluice::detail::require(cluster_name.has_value(), "option --cluster is required (see sluice search --help)");
+  sluice::require(model_name.has_value(), "option --model is required (see sluice search --help)");
+  sluice::require(cluster_name.has_value(), "option --cluster is required (see sluice search --help)");
   const auto model = io::read_document<search::ModelSpec>(search_inputs::resolve(*model_name, "models"));
   const auto cluster = io::read_document<search::ClusterSpec>(search_inputs::resolve(*cluster_name, "clusters"));
 
@@ -131,8 +131,8 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
   settings.batch_step = options.integer("batch-step").value_or(settings.batch_step);
   settings.max_batch = options.integer("max-batch").value_or(settings.max_batch);
   if (const auto schedule = options.text("schedule")) {
-    sluice::detail::require(*schedule == "1f1b" || *schedule == "gpipe",
-                            "option --schedule: expected 1f1b or gpipe, got '", *schedule, "'");
+    sluice::require(*schedule == "1f1b" || *schedule == "gpipe", "option --schedule: expected 1f1b or gpipe, got '",
+                    *schedule, "'");
     settings.schedule = *schedule == "gpipe" ? search::Schedule::gpipe : search::Schedule::one_f_one_b;
   }
 

@@ -72,8 +72,9 @@ namespace shard_report {
 
 inline void phase_row(std::ostream& out, std::string_view name, const shard::PhaseCost& phase) {
   out << "  " << std::left << std::setw(16) << name << std::right << std::setw(10) << phase.messages << std::setw(12)
-      << static_cast<double>(phase.bytes.local) * 1e-9 << std::setw(12) << static_cast<double>(phase.bytes.intra_node) * 1e-9
-      << std::setw(12) << static_cast<double>(phase.bytes.inter_node) * 1e-9 << std::setw(12) << phase.seconds << "\n";
+      << static_cast<double>(phase.bytes.local) * 1e-9 << std::setw(12)
+      << static_cast<double>(phase.bytes.intra_node) * 1e-9 << std::setw(12)
+      << static_cast<double>(phase.bytes.inter_node) * 1e-9 << std::setw(12) << phase.seconds << "\n";
 }
 
 }  // namespace shard_report
@@ -86,17 +87,17 @@ inline int shard(std::span<const std::string_view> args, std::ostream& out) {
     return 0;
   }
   const auto gpus = options.integer("gpus");
-  sluice::detail::require(gpus.has_value(), "option --gpus is required (see sluice shard --help)");
-  sluice::detail::require(*gpus <= shard::max_gpus, "option --gpus: ", *gpus, " exceeds the shard planner's maximum of ",
-                          shard::max_gpus, " GPUs");
+  sluice::require(gpus.has_value(), "option --gpus is required (see sluice shard --help)");
+  sluice::require(*gpus <= shard::max_gpus, "option --gpus: ", *gpus, " exceeds the shard planner's maximum of ",
+                  shard::max_gpus, " GPUs");
   const auto strategy_text = options.text("strategy");
-  sluice::detail::require(strategy_text.has_value(), "option --strategy is required (see sluice shard --help)");
-  sluice::detail::require(!options.flag("plans") || options.flag("json"), "option --plans needs --json");
+  sluice::require(strategy_text.has_value(), "option --strategy is required (see sluice shard --help)");
+  sluice::require(!options.flag("plans") || options.flag("json"), "option --plans needs --json");
   const Strategy strategy = shard_inputs::read_strategy(*strategy_text);
   const shard::Model model =
       shard_inputs::read_model(options.text("model").value_or(std::string(io::default_profile)));
   const std::int64_t per_node = options.integer("gpus-per-node").value_or(8);
-  sluice::detail::require(per_node <= *gpus, "option --gpus-per-node: ", per_node, " exceeds --gpus ", *gpus);
+  sluice::require(per_node <= *gpus, "option --gpus-per-node: ", per_node, " exceeds --gpus ", *gpus);
   const shard::PlacementOptions placement_options{.gpus_per_node = static_cast<int>(per_node)};
   shard::Cluster cluster;
   cluster.gpus_per_node = static_cast<int>(per_node);
@@ -150,7 +151,8 @@ inline int shard(std::span<const std::string_view> args, std::ostream& out) {
       << " (" << model.layers << " layers, " << std::fixed << std::setprecision(2)
       << static_cast<double>(model.layer_elements() * model.layers) * 1e-9 << " G parameters)\n";
   out << "optimizer layout: " << (previous ? "aligned to " + previous->name() : std::string("fully sharded")) << "; "
-      << push.pipelines << " pipelines, TP grid " << push.grid << ", " << pull.blocks.size() << (pull.blocks.size() == 1 ? " layer block" : " layer blocks");
+      << push.pipelines << " pipelines, TP grid " << push.grid << ", " << pull.blocks.size()
+      << (pull.blocks.size() == 1 ? " layer block" : " layer blocks");
   if (pull.blocks.size() == 1)
     out << ", mutual slices: pull " << pull.blocks[0].granularity << ", push " << push.blocks[0].granularity;
   out << "\n\n  phase             messages    local GB    intra GB    inter GB    time (s)\n" << std::setprecision(3);

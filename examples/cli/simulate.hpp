@@ -84,16 +84,17 @@ inline io::json run_json(const compare::SystemRun& run, const compare::Summary& 
                     {"strategies", run.strategies},
                     {"iterations", std::move(iterations)}};
   if (!run.failure)
-    document["summary"] = {{"mean_seconds", summary.seconds},
-                           {"stddev_seconds", summary.seconds_stddev},
-                           {"mean_tokens_per_second", summary.tokens_per_second},
-                           {"stddev_tokens_per_second", summary.tokens_per_second_stddev},
-                           {"speedup", summary.speedup ? io::json(*summary.speedup) : io::json(nullptr)},
-                           {"speedup_stddev", summary.speedup_stddev ? io::json(*summary.speedup_stddev) : io::json(nullptr)},
-                           {"imbalance", summary.imbalance},
-                           {"idle", summary.idle},
-                           {"switching_seconds", summary.switching},
-                           {"layout_move_seconds", summary.layout_move}};
+    document["summary"] = {
+        {"mean_seconds", summary.seconds},
+        {"stddev_seconds", summary.seconds_stddev},
+        {"mean_tokens_per_second", summary.tokens_per_second},
+        {"stddev_tokens_per_second", summary.tokens_per_second_stddev},
+        {"speedup", summary.speedup ? io::json(*summary.speedup) : io::json(nullptr)},
+        {"speedup_stddev", summary.speedup_stddev ? io::json(*summary.speedup_stddev) : io::json(nullptr)},
+        {"imbalance", summary.imbalance},
+        {"idle", summary.idle},
+        {"switching_seconds", summary.switching},
+        {"layout_move_seconds", summary.layout_move}};
   return document;
 }
 
@@ -205,9 +206,10 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
     out << std::setprecision(3) << "  hotspa's switching: " << hotspa.switching << " s per iteration on average\n";
   if (!sluice.failure) {
     const compare::Summary& charged = summaries[compare::System::sluice];
-    out << std::setprecision(3) << "  sluice's pull and push: " << charged.layout_move << " s per iteration before overlap, "
-        << charged.switching << " s exposed; sluice without them " << charged.seconds - charged.switching
-        << " s, with none of them overlapped " << charged.seconds - charged.switching + charged.layout_move << " s\n";
+    out << std::setprecision(3) << "  sluice's pull and push: " << charged.layout_move
+        << " s per iteration before overlap, " << charged.switching << " s exposed; sluice without them "
+        << charged.seconds - charged.switching << " s, with none of them overlapped "
+        << charged.seconds - charged.switching + charged.layout_move << " s\n";
   }
   out << "\n  imbalance: slowest / fastest busy pipeline, mean over iterations; idle: pipelines without work\n";
 }
@@ -235,7 +237,8 @@ inline int simulate(std::span<const std::string_view> args, std::ostream& out, O
 
   const compare::BySystem<compare::Summary> summaries = compare::summarize(comparison);
   std::vector<std::string> pictures;
-  if (const auto svg = options.text("svg")) pictures = simulate_report::write_pictures(outputs, *svg, scenario, comparison);
+  if (const auto svg = options.text("svg"))
+    pictures = simulate_report::write_pictures(outputs, *svg, scenario, comparison);
   if (const auto trace = options.text("trace")) simulate_report::write_trace(outputs, *trace, comparison);
 
   if (options.flag("json")) {

@@ -62,7 +62,7 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out, Outp
     return 0;
   }
   const std::string kind = options.text("schedule").value_or("cyclic");
-  sluice::detail::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '",
+  sluice::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '",
                           kind, "'");
   const std::int64_t index = options.integer("iteration").value_or(0);
   const Scenario scenario = read_scenario(options);
@@ -87,7 +87,7 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out, Outp
       batch.sequences, candidates, setup.profile, setup.plan, schedule_options, setup.problem);
   schedule::validate(iteration, batch.sequences, candidates, setup.profile, setup.plan, setup.problem);
   const compare::Timeline timeline = compare::timeline_of(iteration.plan, iteration.schedule);
-  const std::string title = sluice::detail::concat("sluice: iteration ", index, ", ", iteration.plan.strategy.name(),
+  const std::string title = sluice::concat("sluice: iteration ", index, ", ", iteration.plan.strategy.name(),
                                                    ", ", describe(scenario));
   if (const auto svg = options.text("svg"))
     outputs.write(*svg, io::timeline_svg(timeline.pipelines, timeline.names, title));

@@ -34,8 +34,10 @@ inline OptionValues parse_options(std::span<const std::string_view> args, const 
   OptionValues values;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
-    if (syntax.others_valued) detail::require(arg.starts_with("--"), "expected an option (--name), got '", arg, "'");
-    else detail::require(arg.starts_with("--") && arg.size() > 2, "unexpected argument '", arg, "'");
+    if (syntax.others_valued)
+      sluice::require(arg.starts_with("--"), "expected an option (--name), got '", arg, "'");
+    else
+      sluice::require(arg.starts_with("--") && arg.size() > 2, "unexpected argument '", arg, "'");
     arg.remove_prefix(2);
     std::optional<std::string_view> inline_value;
     if (const auto eq = arg.find('='); syntax.inline_values && eq != std::string_view::npos) {
@@ -43,18 +45,18 @@ inline OptionValues parse_options(std::span<const std::string_view> args, const 
       arg = arg.substr(0, eq);
     }
     const std::string name(arg);
-    detail::require(syntax.repeats || !values.contains(name), "option --", name, " given twice");
+    sluice::require(syntax.repeats || !values.contains(name), "option --", name, " given twice");
     if (syntax.flags.contains(name)) {
-      detail::require(!inline_value, "option --", name, " takes no value");
+      sluice::require(!inline_value, "option --", name, " takes no value");
       values[name] = "";
     } else if (syntax.others_valued || syntax.valued.contains(name)) {
       if (!inline_value) {
-        detail::require(i + 1 < args.size(), "option --", name, " needs a value");
+        sluice::require(i + 1 < args.size(), "option --", name, " needs a value");
         inline_value = args[++i];
       }
       values[name] = std::string(*inline_value);
     } else {
-      detail::fail("unknown option --", name);
+      sluice::fail("unknown option --", name);
     }
   }
   return values;

@@ -60,7 +60,7 @@ public:
 
   // Raises invalid_input naming any option nobody asked for.
   void require_all_used() const {
-    for (const auto& [name, value] : values_) sluice::detail::require(used_.contains(name), "unknown option --", name);
+    for (const auto& [name, value] : values_) sluice::require(used_.contains(name), "unknown option --", name);
   }
 
 private:
@@ -74,7 +74,7 @@ private:
   template <class Integer>
   static Integer parse(const std::string& name, std::string_view text) {
     const auto value = sluice::command_line::parse_number<Integer>(text);
-    sluice::detail::require(value.has_value(), "option --", name, ": '", text, "' is not an integer");
+    sluice::require(value.has_value(), "option --", name, ": '", text, "' is not an integer");
     return *value;
   }
 

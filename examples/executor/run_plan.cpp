@@ -64,7 +64,7 @@ std::vector<sluice::Strategy> homogeneous_strategies(const sluice::cost::Profile
     if (gpus % scheme.scheme.gpus() == 0 && scheme.max_len > 0)
       strategies.emplace_back(
           std::vector<sluice::StrategyPart>{{scheme.scheme, static_cast<int>(gpus / scheme.scheme.gpus())}});
-  sluice::detail::require(!strategies.empty(), "the profile has no scheme that divides ", gpus, " GPUs");
+  sluice::require(!strategies.empty(), "the profile has no scheme that divides ", gpus, " GPUs");
   return strategies;
 }
 
@@ -84,7 +84,7 @@ int run(int argc, char** argv) {
   const bool profile_from_gpu = arguments.flag("profile-from-gpu");
   const std::string profile_path = arguments.text("profile", "");
   arguments.require_all_used();
-  sluice::detail::require(profile_from_gpu != !profile_path.empty(), "give one of --profile FILE and --profile-from-gpu");
+  sluice::require(profile_from_gpu != !profile_path.empty(), "give one of --profile FILE and --profile-from-gpu");
   if (ex::cuda::device_count() == 0) {
     std::cerr << "sluice_run_plan: no CUDA device\n";
     return 2;

@@ -37,12 +37,12 @@ std::string device_name(int device) {
 
 CudaBackend::CudaBackend(const Job& job, const JobLayout& layout, const std::vector<int>& devices, bool serialize)
     : layout_(layout) {
-  sluice::detail::require(devices.size() == layout.ranks.size(), "CUDA backend: ", devices.size(), " devices for ",
-                          layout.ranks.size(), " ranks");
+  sluice::require(devices.size() == layout.ranks.size(), "CUDA backend: ", devices.size(), " devices for ",
+                  layout.ranks.size(), " ranks");
   require_gpu_model(job.model);
   if (serialize)
-    sluice::detail::require(std::all_of(devices.begin(), devices.end(), [&](int d) { return d == devices.front(); }),
-                            "CUDA backend: serialized ranks must share one device");
+    sluice::require(std::all_of(devices.begin(), devices.end(), [&](int d) { return d == devices.front(); }),
+                    "CUDA backend: serialized ranks must share one device");
   ranks_.reserve(layout.ranks.size());
   for (std::size_t r = 0; r < layout.ranks.size(); ++r) {
     const RankInfo& info = layout.ranks[r];
@@ -279,7 +279,7 @@ private:
 }  // namespace
 
 RunReport run_local(const Job& job, const LocalOptions& options) {
-  sluice::detail::require(options.warmup >= 0, "run_local: warmup must be >= 0, got ", options.warmup);
+  sluice::require(options.warmup >= 0, "run_local: warmup must be >= 0, got ", options.warmup);
   const JobLayout job_layout = layout(job);
   require_gpu_model(job.model);
   const int devices = device_count();

@@ -61,11 +61,11 @@ DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, cudaStr
 void require_gpu_model(const ModelConfig& model) {
   validate(model);
   const std::int64_t dimension = head_dim(model);
-  sluice::detail::require(dimension == 64 || dimension == 128,
-                          "model: the CUDA attention kernels need a head dimension (hidden / heads) of 64 or 128, got ",
-                          dimension);
-  sluice::detail::require(model.hidden % 8 == 0 && model.ffn % 8 == 0, "model: the CUDA kernels need hidden (",
-                          model.hidden, ") and ffn (", model.ffn, ") to be multiples of 8");
+  sluice::require(dimension == 64 || dimension == 128,
+                  "model: the CUDA attention kernels need a head dimension (hidden / heads) of 64 or 128, got ",
+                  dimension);
+  sluice::require(model.hidden % 8 == 0 && model.ffn % 8 == 0, "model: the CUDA kernels need hidden (", model.hidden,
+                  ") and ffn (", model.ffn, ") to be multiples of 8");
 }
 
 DeviceStage::DeviceStage(const ModelConfig& model, int first_layer, int end_layer, bool first, bool last,

@@ -191,7 +191,7 @@ void wait_unless_failed(const Event& done, const std::atomic<bool>& failed) {
 }  // namespace
 
 RunReport run_nccl(const Job& job, const NcclOptions& options) {
-  sluice::detail::require(options.warmup >= 0, "run_nccl: warmup must be >= 0, got ", options.warmup);
+  sluice::require(options.warmup >= 0, "run_nccl: warmup must be >= 0, got ", options.warmup);
   const JobLayout job_layout = layout(job);  // its dry run rejects a plan NCCL would deadlock on
   require_gpu_model(job.model);
   const int ranks = static_cast<int>(job_layout.ranks.size());

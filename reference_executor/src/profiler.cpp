@@ -24,7 +24,7 @@ namespace sluice::executor::cuda {
 namespace {
 
 void require_options(const ModelConfig& model, int pp, const ProfilerOptions& options) {
-  using sluice::detail::require;
+  using sluice::require;
   require_gpu_model(model);
   require(pp >= 1 && pp <= model.layers, "profiler: pp must be in [1, layers = ", model.layers, "], got ", pp);
   require(options.repetitions >= 1, "profiler: repetitions must be >= 1, got ", options.repetitions);
@@ -106,7 +106,7 @@ StageProfile profile_stage(const ModelConfig& model, int pp, const ProfilerOptio
 }
 
 cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const int> pps, const ProfilerOptions& options) {
-  sluice::detail::require(!pps.empty(), "profiler: no PP degrees to profile");
+  sluice::require(!pps.empty(), "profiler: no PP degrees to profile");
   require_options(model, pps.front(), options);
   DeviceMemory memory;
   {

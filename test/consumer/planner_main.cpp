@@ -16,8 +16,9 @@ int main() {
   const sluice::cost::Profile profile(spec);
   std::vector<sluice::Sequence> batch;
   for (int i = 0; i < 64; ++i) batch.emplace_back(i, 128 + 97 * i);
-  const std::vector<sluice::Strategy> candidates{sluice::Strategy({{sluice::Scheme(2, 1), 4}}),
-                                                 sluice::Strategy({{sluice::Scheme(1, 1), 4}, {sluice::Scheme(2, 1), 2}})};
+  const std::vector<sluice::Strategy> candidates{
+      sluice::Strategy({{sluice::Scheme(2, 1), 4}}),
+      sluice::Strategy({{sluice::Scheme(1, 1), 4}, {sluice::Scheme(2, 1), 2}})};
   const sluice::assign::IterationPlan plan = sluice::assign::plan_iteration(batch, candidates, profile);
   sluice::assign::validate(plan, batch, profile);
   std::cout << plan.strategy.name() << " " << plan.estimate << " s\n";

@@ -42,22 +42,22 @@ struct Choice {
 namespace detail {
 
 inline void require_batch(std::span<const Sequence> batch) {
-  sluice::detail::require(!batch.empty(), "plan: the batch is empty");
-  sluice::detail::require(batch.size() <= max_batch_sequences, "plan: the batch has ", batch.size(),
-                          " sequences, more than the ", max_batch_sequences, " a plan may hold");
+  sluice::require(!batch.empty(), "plan: the batch is empty");
+  sluice::require(batch.size() <= max_batch_sequences, "plan: the batch has ", batch.size(),
+                  " sequences, more than the ", max_batch_sequences, " a plan may hold");
   std::unordered_set<std::int64_t> ids;
   ids.reserve(batch.size());
   for (const Sequence& sequence : batch)
-    sluice::detail::require(ids.insert(sequence.id()).second, "plan: sequence id ", sequence.id(),
-                            " appears twice in the batch");
+    sluice::require(ids.insert(sequence.id()).second, "plan: sequence id ", sequence.id(),
+                    " appears twice in the batch");
 }
 
 inline void require_overheads(std::span<const double> overheads, std::size_t candidates) {
-  sluice::detail::require(overheads.empty() || overheads.size() == candidates, "plan: candidate_overhead has ",
-                          overheads.size(), " entries for ", candidates, " candidates");
+  sluice::require(overheads.empty() || overheads.size() == candidates, "plan: candidate_overhead has ",
+                  overheads.size(), " entries for ", candidates, " candidates");
   for (std::size_t k = 0; k < overheads.size(); ++k)
-    sluice::detail::require(std::isfinite(overheads[k]) && overheads[k] >= 0, "plan: candidate_overhead[", k,
-                            "] must be finite and >= 0, got ", overheads[k]);
+    sluice::require(std::isfinite(overheads[k]) && overheads[k] >= 0, "plan: candidate_overhead[", k,
+                    "] must be finite and >= 0, got ", overheads[k]);
 }
 
 // A strategy's pipelines as the assignment sees them: their schemes' costs in MaxLen order.
@@ -79,7 +79,7 @@ auto choose_candidate(std::span<const Sequence> batch, std::span<const Strategy>
                       const cost::Profile& profile, std::span<const double> overheads, Judge&& judge) {
   using Plan = decltype(judge(std::size_t{}, std::span<const cost::SchemeCost>{}, 0.0).plan);
   detail::require_batch(batch);
-  sluice::detail::require(!candidates.empty(), "plan: no candidate strategies");
+  sluice::require(!candidates.empty(), "plan: no candidate strategies");
   detail::require_overheads(overheads, candidates.size());
   const std::int64_t longest = longest_length(batch);
 
@@ -103,8 +103,8 @@ auto choose_candidate(std::span<const Sequence> batch, std::span<const Strategy>
       best_total = total;
     }
   }
-  sluice::detail::require(best.has_value(), "plan: the batch's longest sequence has ", longest,
-                          " tokens but no candidate holds more than ", widest, " (MaxLen)");
+  sluice::require(best.has_value(), "plan: the batch's longest sequence has ", longest,
+                  " tokens but no candidate holds more than ", widest, " (MaxLen)");
   best->scores = std::move(scores);
   return *std::move(best);
 }

@@ -42,8 +42,8 @@ struct DispatchOptions {
 };
 
 inline void validate(const DispatchOptions& options) {
-  sluice::detail::require(options.trials >= 1, "dispatch: trials must be >= 1, got ", options.trials);
-  sluice::detail::require(options.threads >= 1, "dispatch: threads must be >= 1, got ", options.threads);
+  sluice::require(options.trials >= 1, "dispatch: trials must be >= 1, got ", options.trials);
+  sluice::require(options.threads >= 1, "dispatch: threads must be >= 1, got ", options.threads);
 }
 
 // Eq. 2 of every pipeline for `pipeline_of` (pipeline of batch[i], batch order); empty pipelines are 0.

@@ -186,8 +186,8 @@ private:
 [[nodiscard]] inline ExactDispatch dispatch_exact(std::span<const Sequence> batch, PipelineCosts pipelines,
                                                   const solver::CbcOptions& options = {.time_limit_seconds = 30}) {
   const auto start = std::chrono::steady_clock::now();
-  sluice::detail::require(!options.warm_start.has_value(),
-                          "dispatch_exact: options.warm_start must be empty (the greedy dispatch is the warm start)");
+  sluice::require(!options.warm_start.has_value(),
+                  "dispatch_exact: options.warm_start must be empty (the greedy dispatch is the warm start)");
   const detail::DispatchProblem problem(batch, pipelines);
   const Dispatch greedy = dispatch_greedy(batch, pipelines);
   const detail::DispatchMilp milp(problem, greedy.lower_bound);

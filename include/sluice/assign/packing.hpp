@@ -34,8 +34,8 @@ struct MicroBatchRange {
 
 // (max micro-batch time)·(PP − 1 + V), V = the number of micro-batches.
 inline double packing_estimate(std::span<const MicroBatch> micro_batches, int pp) {
-  sluice::detail::require(pp >= 1, "packing: pp must be >= 1, got ", pp);
-  sluice::detail::require(!micro_batches.empty(), "packing: no micro-batches");
+  sluice::require(pp >= 1, "packing: pp must be >= 1, got ", pp);
+  sluice::require(!micro_batches.empty(), "packing: no micro-batches");
   double slowest = 0;
   for (const MicroBatch& micro_batch : micro_batches) slowest = std::max(slowest, micro_batch.seconds);
   return slowest * (pp - 1 + static_cast<double>(micro_batches.size()));
@@ -47,7 +47,7 @@ namespace detail {
 // distinct ids, and every sequence within `capacity` (MaxLen, or a smaller fixed bin size).
 inline std::int64_t pack_check_input(std::span<const Sequence> sequences, const cost::SchemeCost& scheme,
                                      std::int64_t capacity) {
-  using sluice::detail::require;
+  using sluice::require;
   const std::string name = scheme.scheme.name();
   require(scheme.max_len > 0, "pack: max_len of ", name, " must be > 0, got ", scheme.max_len);
   require(scheme.util_len >= 1, "pack: util_len of ", name, " must be >= 1, got ", scheme.util_len);
@@ -103,10 +103,9 @@ public:
     // Every packing's estimate is at most (Σ T' + c)·(PP − 1 + U); when that is finite, so is every estimate
     // and bound compared below (an infinite one would compare equal to "no packing yet").
     const double worst = estimate(prefix_.back(), count);
-    sluice::detail::require(std::isfinite(worst), "pack: ", scheme.scheme.name(), ": the estimate of ", n,
-                            " sequences (", total_tokens_, " tokens) overflows: (sum of T'(l) + c)·(PP - 1 + ", n,
-                            ") = ", worst, " s (latency a = ", scheme.latency.a(), ", b = ", scheme.latency.b(),
-                            ", c = ", overhead_, ")");
+    sluice::require(std::isfinite(worst), "pack: ", scheme.scheme.name(), ": the estimate of ", n, " sequences (",
+                    total_tokens_, " tokens) overflows: (sum of T'(l) + c)·(PP - 1 + ", n, ") = ", worst,
+                    " s (latency a = ", scheme.latency.a(), ", b = ", scheme.latency.b(), ", c = ", overhead_, ")");
     const std::int64_t lo = std::max<std::int64_t>(1, (total_tokens_ + capacity_ - 1) / capacity_);
     range_ = {lo, std::max(lo, std::min(count, total_tokens_ / scheme.util_len))};
     bin_of_.resize(n);
@@ -434,11 +433,11 @@ inline MicroBatchRange micro_batch_range(std::span<const Sequence> sequences, co
 // no packing of v micro-batches within MaxLen (one may still exist: bin packing is NP-hard).
 inline Packing pack_with_v(std::span<const Sequence> sequences, const cost::SchemeCost& scheme, std::int64_t v) {
   detail::PackHeuristic heuristic(sequences, scheme);
-  sluice::detail::require(v >= 1 && v <= static_cast<std::int64_t>(heuristic.size()), "pack: v must be in [1, ",
-                          heuristic.size(), "] (the sequence count), got ", v);
+  sluice::require(v >= 1 && v <= static_cast<std::int64_t>(heuristic.size()), "pack: v must be in [1, ",
+                  heuristic.size(), "] (the sequence count), got ", v);
   if (!heuristic.solve(v))
-    throw infeasible(sluice::detail::concat("pack: no packing of ", heuristic.size(), " sequences into ", v,
-                                            " micro-batches within max_len ", scheme.max_len, " found"));
+    throw infeasible(sluice::concat("pack: no packing of ", heuristic.size(), " sequences into ", v,
+                                    " micro-batches within max_len ", scheme.max_len, " found"));
   return heuristic.to_packing(heuristic.bins(), static_cast<std::size_t>(v));
 }
 
@@ -465,8 +464,8 @@ inline Packing pack(std::span<const Sequence> sequences, const cost::SchemeCost&
   }
   // V = U packs whenever every sequence fits MaxLen (checked above); kept as a guard, never an out-of-range read.
   if (best_v == 0)
-    throw infeasible(sluice::detail::concat("pack: no packing of ", count, " sequences within max_len ",
-                                            scheme.max_len, " of ", scheme.scheme.name(), " found"));
+    throw infeasible(sluice::concat("pack: no packing of ", count, " sequences within max_len ", scheme.max_len, " of ",
+                                    scheme.scheme.name(), " found"));
   return heuristic.to_packing(best_bins, static_cast<std::size_t>(best_v));
 }
 
@@ -475,9 +474,9 @@ inline Packing pack(std::span<const Sequence> sequences, const cost::SchemeCost&
 // is kept in an ordered set, so each sequence finds its bin in O(log U).
 inline Packing pack_fixed_length(std::span<const Sequence> sequences, const cost::SchemeCost& scheme,
                                  std::int64_t capacity_tokens) {
-  sluice::detail::require(capacity_tokens >= 1 && capacity_tokens <= scheme.max_len,
-                          "pack_fixed_length: capacity_tokens must be in [1, max_len = ", scheme.max_len, "] of ",
-                          scheme.scheme.name(), ", got ", capacity_tokens);
+  sluice::require(capacity_tokens >= 1 && capacity_tokens <= scheme.max_len,
+                  "pack_fixed_length: capacity_tokens must be in [1, max_len = ", scheme.max_len, "] of ",
+                  scheme.scheme.name(), ", got ", capacity_tokens);
   const detail::PackHeuristic items(sequences, scheme, capacity_tokens);
   // (free tokens, bin) of every bin with room: the first that fits is the fullest, the earliest opened among equals.
   std::set<std::pair<std::int64_t, std::size_t>> room;
@@ -549,7 +548,8 @@ inline void validate(const Packing& packing, std::span<const Sequence> sequences
   detail::check_micro_batches(check, packing.micro_batches, length_of, placed, scheme, scheme.max_len);
   check(placed.size() == length_of.size(), "packs ", placed.size(), " of ", length_of.size(), " sequences");
   const double estimate = packing_estimate(packing.micro_batches, scheme.scheme.pp());
-  check(nearly_equal(estimate, packing.estimate), "estimate ", packing.estimate, " s, its micro-batches give ", estimate);
+  check(nearly_equal(estimate, packing.estimate), "estimate ", packing.estimate, " s, its micro-batches give ",
+        estimate);
 }
 
 }  // namespace sluice::assign

@@ -99,8 +99,8 @@ inline std::vector<double> pack_warm_start(const PackModel& built, std::span<con
 inline ExactPacking pack_exact(std::span<const Sequence> sequences, const cost::SchemeCost& scheme,
                                const solver::CbcOptions& options = {.time_limit_seconds = 0.5}) {
   const auto start = std::chrono::steady_clock::now();
-  sluice::detail::require(!options.warm_start.has_value(),
-                          "pack_exact: options.warm_start must be empty (each V is warm-started from the heuristic)");
+  sluice::require(!options.warm_start.has_value(),
+                  "pack_exact: options.warm_start must be empty (each V is warm-started from the heuristic)");
   detail::PackHeuristic heuristic(sequences, scheme);
   const MicroBatchRange range = heuristic.range();
   const auto count = static_cast<std::int64_t>(heuristic.size());

@@ -121,8 +121,8 @@ inline IterationPlan plan_iteration(std::span<const Sequence> batch, std::span<c
 inline IterationPlan plan_fixed_length(std::span<const Sequence> batch, const Strategy& strategy,
                                        const cost::Profile& profile, std::int64_t capacity_tokens) {
   detail::require_batch(batch);
-  sluice::detail::require(strategy.is_homogeneous(), "plan: the fixed-length baseline needs a homogeneous strategy, got ",
-                          strategy.name());
+  sluice::require(strategy.is_homogeneous(), "plan: the fixed-length baseline needs a homogeneous strategy, got ",
+                  strategy.name());
   const auto costs = detail::pipeline_costs(strategy, profile);
   const cost::SchemeCost& scheme = costs.front();
   const Packing packs = pack_fixed_length(batch, scheme, capacity_tokens);
@@ -174,10 +174,11 @@ inline void validate(const IterationPlan& plan, std::span<const Sequence> batch,
     const PipelinePlan& pipeline = plan.pipelines[j];
     check(pipeline.index == static_cast<int>(j), "pipeline ", j, " has index ", pipeline.index);
     check(pipeline.scheme == expected[j].scheme && pipeline.max_len == expected[j].max_len, "pipeline ", j, " is ",
-          pipeline.scheme.name(), " (MaxLen ", pipeline.max_len, "), the strategy's pipeline ", j, " in MaxLen order is ",
-          expected[j].scheme.name(), " (MaxLen ", expected[j].max_len, ")");
-    const double slowest = detail::check_micro_batches(check.part("pipeline ", j, " "), pipeline.micro_batches,
-                                                       length_of, placed, profile.at(pipeline.scheme), pipeline.max_len);
+          pipeline.scheme.name(), " (MaxLen ", pipeline.max_len, "), the strategy's pipeline ", j,
+          " in MaxLen order is ", expected[j].scheme.name(), " (MaxLen ", expected[j].max_len, ")");
+    const double slowest =
+        detail::check_micro_batches(check.part("pipeline ", j, " "), pipeline.micro_batches, length_of, placed,
+                                    profile.at(pipeline.scheme), pipeline.max_len);
     const auto count = static_cast<double>(pipeline.micro_batches.size());
     const double estimate = count == 0 ? 0 : slowest * (pipeline.scheme.pp() - 1 + count);
     check(nearly_equal(estimate, pipeline.estimate), "pipeline ", j, " estimate ", pipeline.estimate,
@@ -187,8 +188,8 @@ inline void validate(const IterationPlan& plan, std::span<const Sequence> batch,
   check(placed.size() == length_of.size(), "plans ", placed.size(), " of the batch's ", length_of.size(), " sequences");
   check(nearly_equal(plan.estimate, slowest_pipeline), "estimate ", plan.estimate, " s, its slowest pipeline takes ",
         slowest_pipeline);
-  check(plan.dispatch_lower_bound <= plan.estimate * (1 + tolerance), "dispatch lower bound ", plan.dispatch_lower_bound,
-        " exceeds the estimate ", plan.estimate);
+  check(plan.dispatch_lower_bound <= plan.estimate * (1 + tolerance), "dispatch lower bound ",
+        plan.dispatch_lower_bound, " exceeds the estimate ", plan.estimate);
   check(plan.chosen < plan.candidates.size(), "chosen candidate ", plan.chosen, " of ", plan.candidates.size());
   const CandidateEstimate& chosen = plan.candidates[plan.chosen];
   check(chosen.strategy == plan.strategy && chosen.estimate && nearly_equal(*chosen.estimate, plan.estimate) &&

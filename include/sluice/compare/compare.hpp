@@ -42,7 +42,7 @@ struct Comparison {
 // context) is what sluice proposes from.
 inline Comparison compare(const Options& options, const data::LengthDataset& dataset, std::size_t iterations,
                           const std::function<std::vector<Sequence>()>& next_batch, const Progress& progress = {}) {
-  sluice::detail::require(iterations > 0, "compare: no iterations to compare");
+  sluice::require(iterations > 0, "compare: no iterations to compare");
   Comparison comparison;
   SluiceCandidates candidates = propose_candidates(options, dataset);
   comparison.candidates = candidates.strategies;

@@ -33,9 +33,9 @@ public:
   // The fastest strategy's run; a failure when no homogeneous strategy holds the context.
   [[nodiscard]] SystemRun result() && {
     return std::move(runs_).best(System::dynapipe, [](const Strategy& strategy, std::size_t considered) {
-      return sluice::detail::concat(strategy.name(), ", the fastest of ", considered,
-                                    " homogeneous strategies under DynaPipe; micro-batch DP (padded), ",
-                                    "Karmarkar-Karp over its pipelines, adaptive schedule");
+      return sluice::concat(strategy.name(), ", the fastest of ", considered,
+                            " homogeneous strategies under DynaPipe; micro-batch DP (padded), ",
+                            "Karmarkar-Karp over its pipelines, adaptive schedule");
     });
   }
 

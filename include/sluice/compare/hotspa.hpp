@@ -114,7 +114,7 @@ inline SystemRun HotSpa::result() && {
     auto best = detail::best_of(std::move(ranges_[b]));
     if (!best) return detail::failed(System::hotspa, detail::no_homogeneous(*options_, upper));
     chosen.push_back(best->strategies.front());
-    configuration += sluice::detail::concat(b == 0 ? "" : " | ", "(", lower, ", ", upper, "]: ", chosen.back().name());
+    configuration += sluice::concat(b == 0 ? "" : " | ", "(", lower, ", ", upper, "]: ", chosen.back().name());
     ranges.push_back(*std::move(best));
     lower = upper;
   }

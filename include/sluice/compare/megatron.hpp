@@ -37,9 +37,8 @@ public:
   [[nodiscard]] SystemRun result() && {
     const std::int64_t context = runs_.options().context;
     return std::move(runs_).best(System::megatron, [&](const Strategy& strategy, std::size_t considered) {
-      return sluice::detail::concat(strategy.name(), ", the fastest of ", considered,
-                                    " homogeneous strategies holding ", context, " tokens; fixed-length packing into ",
-                                    context, "-token bins; 1F1B");
+      return sluice::concat(strategy.name(), ", the fastest of ", considered, " homogeneous strategies holding ",
+                            context, " tokens; fixed-length packing into ", context, "-token bins; 1F1B");
     });
   }
 

@@ -47,8 +47,8 @@ inline SluiceCandidates propose_candidates(const Options& options, const data::L
                     (options.cross_node_tp || scheme.scheme.tp() <= options.profile.spec().gpus_per_node));
   if (!held) {
     const char* const hint = options.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)";
-    return {.failure = sluice::detail::concat("no scheme of ", options.profile.name(), " on ", options.profile.gpus(),
-                                              " GPUs holds ", options.context, " tokens", hint)};
+    return {.failure = sluice::concat("no scheme of ", options.profile.name(), " on ", options.profile.gpus(),
+                                      " GPUs holds ", options.context, " tokens", hint)};
   }
   proposal::SampledOptions sampling;
   sampling.paper = paper;
@@ -66,12 +66,12 @@ class Sluice {
 public:
   // Chooses among `candidates` (not empty) every iteration. `options` must outlive the system.
   Sluice(const Options& options, std::span<const Strategy> candidates) : options_(&options) {
-    sluice::detail::require(!candidates.empty(), "compare: sluice needs at least one candidate strategy");
+    sluice::require(!candidates.empty(), "compare: sluice needs at least one candidate strategy");
     run_.name = name(System::sluice);
-    run_.configuration = sluice::detail::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
-                                                "strategies holding the context); two-stage assignment, adaptive ",
-                                                "schedule; the fastest simulated candidate per iteration; pull and ",
-                                                "push charged, less the modelled overlap");
+    run_.configuration = sluice::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
+                                        "strategies holding the context); two-stage assignment, adaptive ",
+                                        "schedule; the fastest simulated candidate per iteration; pull and ",
+                                        "push charged, less the modelled overlap");
     run_.strategies.assign(candidates.begin(), candidates.end());
     run_.layout_moves = sluice_layout_moves(options, candidates);
   }

@@ -27,13 +27,13 @@ public:
 
   template <class... Parts>
   [[noreturn]] void fail(Parts&&... parts) const {
-    throw invalid_plan(detail::concat(prefix_, std::forward<Parts>(parts)...));
+    throw invalid_plan(sluice::concat(prefix_, std::forward<Parts>(parts)...));
   }
 
   // The check of a part: its messages read "<whole><part>…" ("plan: " then "pipeline 3 ").
   template <class... Parts>
   [[nodiscard]] PlanCheck part(Parts&&... parts) const {
-    return PlanCheck(detail::concat(prefix_, std::forward<Parts>(parts)...));
+    return PlanCheck(sluice::concat(prefix_, std::forward<Parts>(parts)...));
   }
 
 private:

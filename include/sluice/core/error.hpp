@@ -26,8 +26,8 @@ public:
   using std::logic_error::logic_error;
 };
 
-namespace detail {
-
+// The helpers every check in sluice raises its errors with; public so that code building on sluice reports
+// bad input the same way.
 template <class... Parts>
 std::string concat(Parts&&... parts) {
   std::ostringstream out;
@@ -53,5 +53,4 @@ void require(bool condition, Parts&&... parts) {
   if (!condition) fail(std::forward<Parts>(parts)...);
 }
 
-}  // namespace detail
 }  // namespace sluice

@@ -54,7 +54,7 @@ public:
 
   // Uniform integer in [0, bound), unbiased (Lemire's multiply-and-reject).
   std::uint64_t below(std::uint64_t bound) {
-    detail::require(bound > 0, "rng: bound must be > 0");
+    sluice::require(bound > 0, "rng: bound must be > 0");
     detail::uint128 product = static_cast<detail::uint128>((*this)()) * bound;
     auto low = static_cast<std::uint64_t>(product);
     if (low < bound) {
@@ -69,7 +69,7 @@ public:
 
   // Uniform integer in [lo, hi].
   std::int64_t uniform_int(std::int64_t lo, std::int64_t hi) {
-    detail::require(lo <= hi, "rng: empty range [", lo, ", ", hi, "]");
+    sluice::require(lo <= hi, "rng: empty range [", lo, ", ", hi, "]");
     const auto span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);
     if (span == std::numeric_limits<std::uint64_t>::max()) return static_cast<std::int64_t>((*this)());
     return static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + below(span + 1));

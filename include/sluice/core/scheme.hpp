@@ -22,8 +22,8 @@ public:
 
   constexpr Scheme() = default;
   explicit Scheme(Degrees degrees) : tp_(degrees.tp), pp_(degrees.pp) {
-    detail::require(tp_ >= 1 && tp_ <= max_degree, "scheme: tp must be in [1, ", max_degree, "], got ", tp_);
-    detail::require(pp_ >= 1 && pp_ <= max_degree, "scheme: pp must be in [1, ", max_degree, "], got ", pp_);
+    sluice::require(tp_ >= 1 && tp_ <= max_degree, "scheme: tp must be in [1, ", max_degree, "], got ", tp_);
+    sluice::require(pp_ >= 1 && pp_ <= max_degree, "scheme: pp must be in [1, ", max_degree, "], got ", pp_);
   }
   Scheme(int tp, int pp) : Scheme(Degrees{.tp = tp, .pp = pp}) {}
 
@@ -44,12 +44,12 @@ public:
         value = value * 10 + (rest[digits] - '0');
         ++digits;
       }
-      detail::require(digits > 0, "scheme: cannot parse '", text, "' (expected tpNppM or <N,M>)");
+      sluice::require(digits > 0, "scheme: cannot parse '", text, "' (expected tpNppM or <N,M>)");
       rest.remove_prefix(digits);
       return static_cast<int>(value > max_degree ? max_degree + 1 : value);
     };
     auto expect = [&](std::string_view& rest, std::string_view token) {
-      detail::require(rest.substr(0, token.size()) == token, "scheme: cannot parse '", text,
+      sluice::require(rest.substr(0, token.size()) == token, "scheme: cannot parse '", text,
                       "' (expected tpNppM or <N,M>)");
       rest.remove_prefix(token.size());
     };
@@ -68,7 +68,7 @@ public:
       expect(rest, "pp");
       pp = number(rest);
     }
-    detail::require(rest.empty(), "scheme: trailing characters in '", text, "'");
+    sluice::require(rest.empty(), "scheme: trailing characters in '", text, "'");
     return Scheme(tp, pp);
   }
 

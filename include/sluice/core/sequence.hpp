@@ -11,8 +11,8 @@ namespace sluice {
 class Sequence {
 public:
   Sequence(std::int64_t id, std::int64_t length) : id_(id), length_(length) {
-    detail::require(id >= 0, "sequence: id must be >= 0, got ", id);
-    detail::require(length > 0, "sequence ", id, ": length must be > 0, got ", length);
+    sluice::require(id >= 0, "sequence: id must be >= 0, got ", id);
+    sluice::require(length > 0, "sequence ", id, ": length must be > 0, got ", length);
   }
 
   [[nodiscard]] std::int64_t id() const noexcept { return id_; }

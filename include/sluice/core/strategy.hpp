@@ -35,14 +35,14 @@ public:
   // Parts naming the same scheme are merged; the stored order is canonical (TP, then PP, descending),
   // so equal multisets compare equal whatever order they were written in.
   explicit Strategy(std::vector<StrategyPart> parts) {
-    detail::require(!parts.empty(), "strategy: needs at least one scheme");
+    sluice::require(!parts.empty(), "strategy: needs at least one scheme");
     std::ranges::sort(parts, [](const StrategyPart& x, const StrategyPart& y) { return x.scheme > y.scheme; });
     for (const StrategyPart& part : parts) {
-      detail::require(part.pipelines >= 1 && part.pipelines <= max_pipelines, "strategy: pipeline count of ",
+      sluice::require(part.pipelines >= 1 && part.pipelines <= max_pipelines, "strategy: pipeline count of ",
                       part.scheme.name(), " must be in [1, ", max_pipelines, "], got ", part.pipelines);
       if (!parts_.empty() && parts_.back().scheme == part.scheme) {
         parts_.back().pipelines += part.pipelines;
-        detail::require(parts_.back().pipelines <= max_pipelines, "strategy: too many pipelines of ",
+        sluice::require(parts_.back().pipelines <= max_pipelines, "strategy: too many pipelines of ",
                         part.scheme.name());
       } else {
         parts_.push_back(part);
@@ -64,8 +64,8 @@ public:
 
   // Raises invalid_input when the strategy needs more GPUs than the cluster has.
   void require_fits(std::int64_t cluster_gpus) const {
-    detail::require(cluster_gpus >= 1, "strategy: cluster GPU count must be >= 1, got ", cluster_gpus);
-    detail::require(gpus_ <= cluster_gpus, "strategy ", name(), " needs ", gpus_, " GPUs but the cluster has ",
+    sluice::require(cluster_gpus >= 1, "strategy: cluster GPU count must be >= 1, got ", cluster_gpus);
+    sluice::require(gpus_ <= cluster_gpus, "strategy ", name(), " needs ", gpus_, " GPUs but the cluster has ",
                     cluster_gpus);
   }
 
@@ -90,7 +90,7 @@ public:
       if (const auto star = part.find('*'); star != std::string_view::npos) {
         const std::string_view count = part.substr(0, star);
         const auto [end, error] = std::from_chars(count.data(), count.data() + count.size(), pipelines);
-        detail::require(error == std::errc{} && end == count.data() + count.size() && !count.empty(),
+        sluice::require(error == std::errc{} && end == count.data() + count.size() && !count.empty(),
                         "strategy: cannot parse pipeline count '", count, "' in '", text, "'");
         part.remove_prefix(star + 1);
       }

@@ -24,12 +24,12 @@ inline FitResult fit_quadratic(std::span<const LatencySample> samples) {
   std::set<std::int64_t> distinct;
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const LatencySample& sample = samples[i];
-    detail::require(sample.length > 0, "fit: sample ", i, ": length must be > 0, got ", sample.length);
-    detail::require(std::isfinite(sample.seconds) && sample.seconds > 0, "fit: sample ", i,
+    sluice::require(sample.length > 0, "fit: sample ", i, ": length must be > 0, got ", sample.length);
+    sluice::require(std::isfinite(sample.seconds) && sample.seconds > 0, "fit: sample ", i,
                     ": seconds must be finite and > 0, got ", sample.seconds);
     distinct.insert(sample.length);
   }
-  detail::require(distinct.size() >= 3, "fit: needs samples at 3 or more distinct lengths, got ", distinct.size());
+  sluice::require(distinct.size() >= 3, "fit: needs samples at 3 or more distinct lengths, got ", distinct.size());
 
   const auto rows = static_cast<Eigen::Index>(samples.size());
   Eigen::MatrixXd design(rows, 3);

@@ -29,16 +29,16 @@ public:
     std::size_t expected = 1;
     for (std::size_t d = 0; d < D; ++d) {
       const auto& axis = axes_[d];
-      detail::require(axis.size() >= 2, "grid: axis ", d, " needs at least 2 points, got ", axis.size());
+      sluice::require(axis.size() >= 2, "grid: axis ", d, " needs at least 2 points, got ", axis.size());
       for (std::size_t i = 0; i < axis.size(); ++i) {
-        detail::require(std::isfinite(axis[i]), "grid: axis ", d, " point ", i, " is not finite");
-        detail::require(i == 0 || axis[i] > axis[i - 1], "grid: axis ", d, " must be strictly increasing at point ", i);
+        sluice::require(std::isfinite(axis[i]), "grid: axis ", d, " point ", i, " is not finite");
+        sluice::require(i == 0 || axis[i] > axis[i - 1], "grid: axis ", d, " must be strictly increasing at point ", i);
       }
       expected *= axis.size();
     }
-    detail::require(values_.size() == expected, "grid: expected ", expected, " values, got ", values_.size());
+    sluice::require(values_.size() == expected, "grid: expected ", expected, " values, got ", values_.size());
     for (std::size_t i = 0; i < values_.size(); ++i)
-      detail::require(std::isfinite(values_[i]), "grid: value ", i, " is not finite");
+      sluice::require(std::isfinite(values_[i]), "grid: value ", i, " is not finite");
   }
 
   [[nodiscard]] const std::array<std::vector<double>, D>& axes() const noexcept { return axes_; }
@@ -50,9 +50,9 @@ public:
     for (std::size_t d = 0; d < D; ++d) {
       const auto& axis = axes_[d];
       const double x = point[d];
-      detail::require(std::isfinite(x), "grid: query coordinate ", d, " is not finite");
+      sluice::require(std::isfinite(x), "grid: query coordinate ", d, " is not finite");
       if (policy == OutOfGrid::error)
-        detail::require(x >= axis.front() && x <= axis.back(), "grid: query ", x, " on axis ", d, " is outside [",
+        sluice::require(x >= axis.front() && x <= axis.back(), "grid: query ", x, " on axis ", d, " is outside [",
                         axis.front(), ", ", axis.back(), "]");
       // Cell whose lower corner is the last point <= x, clamped to the first/last cell (which extrapolates linearly).
       const auto upper = std::upper_bound(axis.begin(), axis.end(), x);

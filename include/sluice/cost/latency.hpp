@@ -15,9 +15,9 @@ class QuadraticLatency {
 public:
   QuadraticLatency() = default;
   QuadraticLatency(double a, double b, double c) : a_(a), b_(b), c_(c) {
-    detail::require(std::isfinite(a) && a >= 0, "latency: coefficient a must be finite and >= 0, got ", a);
-    detail::require(std::isfinite(b) && b >= 0, "latency: coefficient b must be finite and >= 0, got ", b);
-    detail::require(std::isfinite(c) && c >= 0, "latency: coefficient c must be finite and >= 0, got ", c);
+    sluice::require(std::isfinite(a) && a >= 0, "latency: coefficient a must be finite and >= 0, got ", a);
+    sluice::require(std::isfinite(b) && b >= 0, "latency: coefficient b must be finite and >= 0, got ", b);
+    sluice::require(std::isfinite(c) && c >= 0, "latency: coefficient c must be finite and >= 0, got ", c);
   }
 
   [[nodiscard]] double a() const noexcept { return a_; }
@@ -47,12 +47,12 @@ public:
   // asymptote (the share of time not lost to fixed overhead). Attention's a·l² is real work, not
   // inefficiency, so it is left out; with it, throughput would have no asymptote.
   [[nodiscard]] std::int64_t util_len(double threshold = 0.85) const {
-    detail::require(std::isfinite(threshold) && threshold > 0 && threshold < 1,
+    sluice::require(std::isfinite(threshold) && threshold > 0 && threshold < 1,
                     "latency: UtilLen threshold must be in (0, 1), got ", threshold);
     if (c_ == 0) return 1;
-    detail::require(b_ > 0, "latency: UtilLen is undefined when b = 0 and c > 0 (no per-token asymptote)");
+    sluice::require(b_ > 0, "latency: UtilLen is undefined when b = 0 and c > 0 (no per-token asymptote)");
     const double length = threshold * c_ / ((1 - threshold) * b_);
-    detail::require(length < 0x1p62, "latency: UtilLen overflows (c / b too large)");
+    sluice::require(length < 0x1p62, "latency: UtilLen overflows (c / b too large)");
     return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(length)));
   }
 

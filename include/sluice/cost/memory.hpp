@@ -22,13 +22,13 @@ public:
 
   LinearMemory(double fixed_bytes, double bytes_per_token, double budget_bytes, std::int64_t granularity)
       : fixed_(fixed_bytes), per_token_(bytes_per_token), budget_(budget_bytes), granularity_(granularity) {
-    detail::require(std::isfinite(fixed_bytes) && fixed_bytes >= 0,
-                    "memory: fixed bytes must be finite and >= 0, got ", fixed_bytes);
-    detail::require(std::isfinite(bytes_per_token) && bytes_per_token > 0,
+    sluice::require(std::isfinite(fixed_bytes) && fixed_bytes >= 0, "memory: fixed bytes must be finite and >= 0, got ",
+                    fixed_bytes);
+    sluice::require(std::isfinite(bytes_per_token) && bytes_per_token > 0,
                     "memory: bytes per token must be finite and > 0, got ", bytes_per_token);
-    detail::require(std::isfinite(budget_bytes) && budget_bytes >= 0,
-                    "memory: budget must be finite and >= 0, got ", budget_bytes);
-    detail::require(granularity >= 1 && granularity <= max_tokens, "memory: granularity must be in [1, 2^52], got ",
+    sluice::require(std::isfinite(budget_bytes) && budget_bytes >= 0, "memory: budget must be finite and >= 0, got ",
+                    budget_bytes);
+    sluice::require(granularity >= 1 && granularity <= max_tokens, "memory: granularity must be in [1, 2^52], got ",
                     granularity);
   }
 
@@ -79,31 +79,31 @@ struct TransformerMemorySpec {
   std::int64_t granularity = 128;
 
   void validate() const {
-    detail::require(layers >= 1, "memory model: layers must be >= 1, got ", layers);
-    detail::require(hidden >= 1, "memory model: hidden must be >= 1, got ", hidden);
-    detail::require(vocab >= 1, "memory model: vocab must be >= 1, got ", vocab);
-    detail::require(!activation_bytes.empty(), "memory model: activation constants A are missing");
+    sluice::require(layers >= 1, "memory model: layers must be >= 1, got ", layers);
+    sluice::require(hidden >= 1, "memory model: hidden must be >= 1, got ", hidden);
+    sluice::require(vocab >= 1, "memory model: vocab must be >= 1, got ", vocab);
+    sluice::require(!activation_bytes.empty(), "memory model: activation constants A are missing");
     for (const auto& [tp, a] : activation_bytes) {
-      detail::require(tp >= 1, "memory model: A is given for tp ", tp, ", which is not a TP degree");
-      detail::require(std::isfinite(a) && a > 0, "memory model: A for tp ", tp, " must be finite and > 0, got ", a);
+      sluice::require(tp >= 1, "memory model: A is given for tp ", tp, ", which is not a TP degree");
+      sluice::require(std::isfinite(a) && a > 0, "memory model: A for tp ", tp, " must be finite and > 0, got ", a);
     }
-    detail::require(std::isfinite(state_bytes) && state_bytes > 0,
-                    "memory model: B must be finite and > 0, got ", state_bytes);
-    detail::require(std::isfinite(alpha) && alpha >= 0 && alpha <= 1, "memory model: alpha must be in [0, 1], got ",
+    sluice::require(std::isfinite(state_bytes) && state_bytes > 0, "memory model: B must be finite and > 0, got ",
+                    state_bytes);
+    sluice::require(std::isfinite(alpha) && alpha >= 0 && alpha <= 1, "memory model: alpha must be in [0, 1], got ",
                     alpha);
-    detail::require(std::isfinite(gpu_memory_bytes) && gpu_memory_bytes > 0,
+    sluice::require(std::isfinite(gpu_memory_bytes) && gpu_memory_bytes > 0,
                     "memory model: GPU memory must be finite and > 0, got ", gpu_memory_bytes);
-    detail::require(std::isfinite(context_overhead_bytes) && context_overhead_bytes >= 0,
+    sluice::require(std::isfinite(context_overhead_bytes) && context_overhead_bytes >= 0,
                     "memory model: context overhead must be finite and >= 0, got ", context_overhead_bytes);
-    detail::require(std::isfinite(safety_margin_bytes) && safety_margin_bytes >= 0,
+    sluice::require(std::isfinite(safety_margin_bytes) && safety_margin_bytes >= 0,
                     "memory model: safety margin must be finite and >= 0, got ", safety_margin_bytes);
-    detail::require(granularity >= 1 && granularity <= LinearMemory::max_tokens,
+    sluice::require(granularity >= 1 && granularity <= LinearMemory::max_tokens,
                     "memory model: granularity must be in [1, 2^52], got ", granularity);
   }
 
   [[nodiscard]] double activation_constant(int tp) const {
     const auto it = activation_bytes.find(tp);
-    detail::require(it != activation_bytes.end(), "memory model: no activation constant A for tp ", tp);
+    sluice::require(it != activation_bytes.end(), "memory model: no activation constant A for tp ", tp);
     return it->second;
   }
 
@@ -123,7 +123,8 @@ struct TransformerMemorySpec {
     check(scheme, cluster_gpus);
     const double params = static_cast<double>(hidden) * static_cast<double>(vocab);
     const double half_precision = scheme.pp() == 1 ? 32.0 : 16.0;
-    return params / static_cast<double>(cluster_gpus) * 16.0 * alpha + params / scheme.tp() * half_precision * (1 - alpha);
+    return params / static_cast<double>(cluster_gpus) * 16.0 * alpha +
+           params / scheme.tp() * half_precision * (1 - alpha);
   }
 
   // Peak activation bytes per token of a micro-batch, summed over the in-flight micro-batches of the first stage.
@@ -143,11 +144,11 @@ private:
   }
 
   void check(const Scheme& scheme, std::int64_t cluster_gpus) const {
-    detail::require(cluster_gpus >= 1, "memory model: cluster GPU count must be >= 1, got ", cluster_gpus);
-    detail::require(scheme.gpus() <= cluster_gpus, "memory model: scheme ", scheme.name(), " needs ", scheme.gpus(),
+    sluice::require(cluster_gpus >= 1, "memory model: cluster GPU count must be >= 1, got ", cluster_gpus);
+    sluice::require(scheme.gpus() <= cluster_gpus, "memory model: scheme ", scheme.name(), " needs ", scheme.gpus(),
                     " GPUs but the cluster has ", cluster_gpus);
-    detail::require(scheme.pp() <= layers, "memory model: scheme ", scheme.name(), " has more stages than the ",
-                    layers, " layers");
+    sluice::require(scheme.pp() <= layers, "memory model: scheme ", scheme.name(), " has more stages than the ", layers,
+                    " layers");
   }
 };
 

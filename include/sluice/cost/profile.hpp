@@ -72,32 +72,32 @@ struct ProfileSpec {
 class Profile {
 public:
   explicit Profile(ProfileSpec spec) : spec_(std::move(spec)) {
-    detail::require(spec_.gpus >= 1, "profile ", spec_.name, ": cluster GPU count must be >= 1, got ", spec_.gpus);
-    detail::require(spec_.gpus_per_node >= 1, "profile ", spec_.name, ": gpus_per_node must be >= 1, got ",
+    sluice::require(spec_.gpus >= 1, "profile ", spec_.name, ": cluster GPU count must be >= 1, got ", spec_.gpus);
+    sluice::require(spec_.gpus_per_node >= 1, "profile ", spec_.name, ": gpus_per_node must be >= 1, got ",
                     spec_.gpus_per_node);
     // A documented bound of the profile: a bad threshold is reported whether or not a scheme derives its UtilLen.
-    detail::require(std::isfinite(spec_.util_threshold) && spec_.util_threshold > 0 && spec_.util_threshold < 1,
+    sluice::require(std::isfinite(spec_.util_threshold) && spec_.util_threshold > 0 && spec_.util_threshold < 1,
                     "profile ", spec_.name, ": util_threshold must be in (0, 1), got ", spec_.util_threshold);
-    detail::require(!spec_.schemes.empty(), "profile ", spec_.name, ": has no schemes");
+    sluice::require(!spec_.schemes.empty(), "profile ", spec_.name, ": has no schemes");
     if (spec_.memory) named([&] { spec_.memory->validate(); });
     std::vector<Scheme> seen;
     for (const SchemeEntry& entry : spec_.schemes) {
-      detail::require(std::ranges::find(seen, entry.scheme) == seen.end(), "profile ", spec_.name, ": scheme ",
+      sluice::require(std::ranges::find(seen, entry.scheme) == seen.end(), "profile ", spec_.name, ": scheme ",
                       entry.scheme.name(), " is listed twice");
       seen.push_back(entry.scheme);
       if (entry.max_len)
-        detail::require(*entry.max_len >= 0, "profile ", spec_.name, ": ", entry.scheme.name(),
+        sluice::require(*entry.max_len >= 0, "profile ", spec_.name, ": ", entry.scheme.name(),
                         ": max_len must be >= 0, got ", *entry.max_len);
       if (entry.util_len)
-        detail::require(*entry.util_len >= 1, "profile ", spec_.name, ": ", entry.scheme.name(),
+        sluice::require(*entry.util_len >= 1, "profile ", spec_.name, ": ", entry.scheme.name(),
                         ": util_len must be >= 1, got ", *entry.util_len);
       if (!entry.max_len)
-        detail::require(spec_.memory.has_value(), "profile ", spec_.name, ": ", entry.scheme.name(),
+        sluice::require(spec_.memory.has_value(), "profile ", spec_.name, ": ", entry.scheme.name(),
                         " has no max_len and the profile has no memory model to derive it");
       // Schemes larger than the cluster stay in the spec (with_gpus may enlarge it) but are not usable here.
       if (entry.scheme.gpus() <= spec_.gpus) schemes_.push_back(named([&] { return resolve(entry); }, entry.scheme));
     }
-    detail::require(!schemes_.empty(), "profile ", spec_.name, ": no scheme fits a cluster of ", spec_.gpus, " GPUs");
+    sluice::require(!schemes_.empty(), "profile ", spec_.name, ": no scheme fits a cluster of ", spec_.gpus, " GPUs");
     std::ranges::sort(schemes_, [](const SchemeCost& x, const SchemeCost& y) { return x.scheme > y.scheme; });
   }
 
@@ -122,7 +122,7 @@ public:
 
   [[nodiscard]] const SchemeCost& at(const Scheme& scheme) const {
     const SchemeCost* cost = find(scheme);
-    detail::require(cost != nullptr, "profile ", spec_.name, ": no usable scheme ", scheme.name(), " for ", spec_.gpus,
+    sluice::require(cost != nullptr, "profile ", spec_.name, ": no usable scheme ", scheme.name(), " for ", spec_.gpus,
                     " GPUs");
     return *cost;
   }
@@ -144,7 +144,7 @@ private:
     try {
       return check();
     } catch (const invalid_input& error) {
-      detail::fail("profile ", spec_.name, ": ", scheme ? scheme->name() + ": " : "", error.what());
+      sluice::fail("profile ", spec_.name, ": ", scheme ? scheme->name() + ": " : "", error.what());
     }
   }
 
@@ -155,18 +155,19 @@ private:
       cost.memory = spec_.memory->for_scheme(entry.scheme, spec_.gpus);
     cost.max_len = entry.max_len ? *entry.max_len : cost.memory->max_len();
     cost.util_len = entry.util_len ? *entry.util_len : entry.latency.util_len(spec_.util_threshold);
-    using detail::shortest;
+    using sluice::shortest;
     const QuadraticLatency& t = entry.latency;
     auto coefficients = [&t] {
       return "(a = " + shortest(t.a()) + ", b = " + shortest(t.b()) + ", c = " + shortest(t.c()) + ")";
     };
     if (!(t(1) >= min_stage_seconds))
-      detail::fail("latency T(1) = a + b + c = ", shortest(t(1)), " s is below ", shortest(min_stage_seconds), " s ",
+      sluice::fail("latency T(1) = a + b + c = ", shortest(t(1)), " s is below ", shortest(min_stage_seconds), " s ",
                    coefficients());
     const std::int64_t longest = std::max<std::int64_t>(cost.max_len, 1);
     if (!(t(longest) <= max_stage_seconds))
-      detail::fail("latency T(max_len = ", longest, ") = ", shortest(t(longest)), " s is above ",
-                   shortest(max_stage_seconds), " s ", coefficients(), ": the coefficients or max_len are out of range");
+      sluice::fail("latency T(max_len = ", longest, ") = ", shortest(t(longest)), " s is above ",
+                   shortest(max_stage_seconds), " s ", coefficients(),
+                   ": the coefficients or max_len are out of range");
     return cost;
   }
 

@@ -55,8 +55,8 @@ class LengthDataset {
 public:
   LengthDataset(std::vector<std::int64_t> lengths, std::string source)
       : lengths_(std::move(lengths)), source_(std::move(source)) {
-    detail::require(!lengths_.empty(), source_, ": no lengths");
-    detail::require(lengths_.size() <= max_length_count, source_, ": ", lengths_.size(),
+    sluice::require(!lengths_.empty(), source_, ": no lengths");
+    sluice::require(lengths_.size() <= max_length_count, source_, ": ", lengths_.size(),
                     " lengths, more than the limit of ", max_length_count);
     for (std::size_t i = 0; i < lengths_.size(); ++i) {
       detail::check_length(lengths_[i], source_, "index", i);
@@ -70,7 +70,7 @@ public:
   // Lengths above `context` become `context`, as a trainer truncates documents. Truncating an already
   // truncated dataset keeps the tighter context, and the count stays relative to the original lengths.
   [[nodiscard]] LengthDataset truncated(std::int64_t context) const {
-    detail::require(context >= 1, source_, ": context must be >= 1, got ", context);
+    sluice::require(context >= 1, source_, ": context must be >= 1, got ", context);
     if (context_ && *context_ <= context) return *this;
     std::vector<std::int64_t> cut(lengths_);
     std::int64_t count = 0;
@@ -121,12 +121,12 @@ public:
 
   // Bin k holds the lengths in (k * bin_width, (k + 1) * bin_width].
   [[nodiscard]] LengthHistogram histogram(std::int64_t bin_width) const {
-    detail::require(bin_width >= 1, source_, ": histogram bin width must be >= 1, got ", bin_width);
+    sluice::require(bin_width >= 1, source_, ": histogram bin width must be >= 1, got ", bin_width);
     const auto [min, max] = std::ranges::minmax(lengths_);
     const std::int64_t first = (min - 1) / bin_width;
     const std::int64_t last = (max - 1) / bin_width;
-    detail::require(last - first < max_histogram_bins, source_, ": bin width ", bin_width, " gives ",
-                    last - first + 1, " bins (at most ", max_histogram_bins, "); use a wider bin");
+    sluice::require(last - first < max_histogram_bins, source_, ": bin width ", bin_width, " gives ", last - first + 1,
+                    " bins (at most ", max_histogram_bins, "); use a wider bin");
     // A plain count per bin index: the bins are dense and exact, and the planners that take a dataset
     // stay free of Boost (Boost.Histogram gave these same counts).
     std::vector<std::int64_t> counts(static_cast<std::size_t>(last - first + 1), 0);

@@ -42,8 +42,8 @@ inline constexpr std::uint32_t max_npy_header_bytes = 65535;
 
 namespace detail {
 
-using sluice::detail::fail;
-using sluice::detail::require;
+using sluice::fail;
+using sluice::require;
 
 // At most this many bytes are read at a time.
 inline constexpr std::size_t chunk_bytes = std::size_t{1} << 16;

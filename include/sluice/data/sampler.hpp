@@ -36,10 +36,10 @@ class BatchSampler {
 public:
   BatchSampler(const LengthDataset& dataset, SamplerOptions options)
       : lengths_(dataset.lengths().begin(), dataset.lengths().end()), order_(lengths_.size()), options_(options) {
-    detail::require(options.tokens_per_batch >= 1, dataset.source(), ": sampler: tokens_per_batch must be >= 1, got ",
+    sluice::require(options.tokens_per_batch >= 1, dataset.source(), ": sampler: tokens_per_batch must be >= 1, got ",
                     options.tokens_per_batch);
     // Otherwise every epoch would be one short batch, and drop_last would skip them all.
-    detail::require(!options.drop_last || dataset.tokens() >= options.tokens_per_batch, dataset.source(),
+    sluice::require(!options.drop_last || dataset.tokens() >= options.tokens_per_batch, dataset.source(),
                     ": sampler: drop_last with tokens_per_batch ", options.tokens_per_batch,
                     " would drop every batch: the dataset holds only ", dataset.tokens(), " tokens");
     start_epoch(0);

@@ -30,7 +30,7 @@ struct SyntheticOptions {
 };
 
 inline void validate(const SyntheticOptions& options) {
-  using detail::require;
+  using sluice::require;
   require(options.count >= 1, "synthetic: count must be >= 1, got ", options.count);
   require(std::isfinite(options.median) && options.median > 0, "synthetic: median must be finite and > 0, got ",
           options.median);

@@ -30,8 +30,8 @@ struct adl_serializer<sluice::assign::MicroBatch> {
   }
   static sluice::assign::MicroBatch from_json(const json& in) {
     using sluice::io::field;
-    return {field<std::vector<std::int64_t>>(in, "sequences", "micro-batch"), field<std::int64_t>(in, "tokens", "micro-batch"),
-            field<double>(in, "seconds", "micro-batch")};
+    return {field<std::vector<std::int64_t>>(in, "sequences", "micro-batch"),
+            field<std::int64_t>(in, "tokens", "micro-batch"), field<double>(in, "seconds", "micro-batch")};
   }
 };
 
@@ -58,9 +58,9 @@ struct adl_serializer<sluice::assign::Dispatch> {
   }
   static sluice::assign::Dispatch from_json(const json& in) {
     using sluice::io::field;
-    return {field<std::vector<int>>(in, "pipeline_of", "dispatch"), field<std::vector<double>>(in, "pipeline_bounds", "dispatch"),
-            field<double>(in, "objective", "dispatch"), field<double>(in, "lower_bound", "dispatch"),
-            sluice::io::field_or<bool>(in, "v_step", true, "dispatch")};
+    return {field<std::vector<int>>(in, "pipeline_of", "dispatch"),
+            field<std::vector<double>>(in, "pipeline_bounds", "dispatch"), field<double>(in, "objective", "dispatch"),
+            field<double>(in, "lower_bound", "dispatch"), sluice::io::field_or<bool>(in, "v_step", true, "dispatch")};
   }
 };
 

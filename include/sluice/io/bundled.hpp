@@ -21,7 +21,7 @@ inline std::filesystem::path bundled_data_dir() {
 #ifdef SLUICE_BUNDLED_DATA_DIR
   return SLUICE_BUNDLED_DATA_DIR;
 #else
-  detail::fail("sluice: bundled data directory unknown; set SLUICE_DATA_DIR");
+  sluice::fail("sluice: bundled data directory unknown; set SLUICE_DATA_DIR");
 #endif
 }
 
@@ -33,7 +33,8 @@ inline std::vector<std::string> bundled_names(std::string_view kind) {
   std::error_code error;
   for (const auto& file : std::filesystem::directory_iterator(dir, error)) {
     const std::string name = file.path().filename().string();
-    if (name.size() > suffix.size() && name.ends_with(suffix)) names.push_back(name.substr(0, name.size() - suffix.size()));
+    if (name.size() > suffix.size() && name.ends_with(suffix))
+      names.push_back(name.substr(0, name.size() - suffix.size()));
   }
   std::ranges::sort(names);
   return names;
@@ -52,7 +53,7 @@ inline std::filesystem::path resolve_data_file(std::string_view name_or_path, st
   }
   std::string known;
   for (const auto& name : bundled_names(kind)) known += (known.empty() ? "" : ", ") + name;
-  detail::fail(name_or_path, ": no such file, and not a bundled ", kind == "profiles" ? "profile" : "length file",
+  sluice::fail(name_or_path, ": no such file, and not a bundled ", kind == "profiles" ? "profile" : "length file",
                " (bundled: ", known.empty() ? "none found" : known, ")");
 }
 

@@ -20,13 +20,19 @@ inline void append_chrome_trace(json& events, const schedule::Simulation& simula
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", process_name}}}});
   for (std::size_t j = 0; j < simulation.stages.size(); ++j) {
     const auto compute = static_cast<int>(2 * j), sends = compute + 1;
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", compute},
-                      {"args", {{"name", sluice::detail::concat("stage ", j)}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", sends},
-                      {"args", {{"name", sluice::detail::concat("stage ", j, " sends")}}}});
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", pid},
+                      {"tid", compute},
+                      {"args", {{"name", sluice::concat("stage ", j)}}}});
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", pid},
+                      {"tid", sends},
+                      {"args", {{"name", sluice::concat("stage ", j, " sends")}}}});
     for (const schedule::OpTiming& t : simulation.stages[j]) {
       const bool forward = t.pass == schedule::Pass::forward;
-      const std::string label = sluice::detail::concat(forward ? "F" : "B", t.micro_batch);
+      const std::string label = sluice::concat(forward ? "F" : "B", t.micro_batch);
       events.push_back({{"name", label},
                         {"cat", forward ? "forward" : "backward"},
                         {"ph", "X"},
@@ -36,7 +42,7 @@ inline void append_chrome_trace(json& events, const schedule::Simulation& simula
                         {"dur", (t.end - t.start) * 1e6},
                         {"args", {{"micro_batch", t.micro_batch}, {"stage", j}}}});
       if (t.arrival > t.end || t.send_start > t.end)
-        events.push_back({{"name", sluice::detail::concat(forward ? "act " : "grad ", t.micro_batch)},
+        events.push_back({{"name", sluice::concat(forward ? "act " : "grad ", t.micro_batch)},
                           {"cat", forward ? "send_act" : "send_grad"},
                           {"ph", "X"},
                           {"pid", pid},
@@ -50,8 +56,8 @@ inline void append_chrome_trace(json& events, const schedule::Simulation& simula
 
 // Pipelines side by side (names[k] names pipelines[k]); the makespan is the slowest pipeline's.
 inline json chrome_trace(std::span<const schedule::Simulation> pipelines, std::span<const std::string> names) {
-  sluice::detail::require(pipelines.size() == names.size(), "chrome trace: ", pipelines.size(), " pipelines, ",
-                          names.size(), " names");
+  sluice::require(pipelines.size() == names.size(), "chrome trace: ", pipelines.size(), " pipelines, ", names.size(),
+                  " names");
   json events = json::array();
   double makespan = 0;
   for (std::size_t k = 0; k < pipelines.size(); ++k) {

@@ -37,16 +37,16 @@ inline json tp_map(const std::map<int, double>& values) {
 // Values read as Value (double for the activation constants, std::int64_t for token counts).
 template <class Value = double>
 std::map<int, Value> tp_map(const json& in, std::string_view where) {
-  sluice::detail::require(in.is_object(), where, ": expected an object keyed by TP degree, got ", describe(in));
+  sluice::require(in.is_object(), where, ": expected an object keyed by TP degree, got ", describe(in));
   std::map<int, Value> out;
   for (const auto& [key, value] : in.items()) {
     std::string_view digits = key;
     if (digits.starts_with("tp")) digits.remove_prefix(2);
     int tp = 0;
     const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), tp);
-    sluice::detail::require(error == std::errc{} && end == digits.data() + digits.size() && !digits.empty(), where,
-                            ": key ", describe(key), " is not a TP degree");
-    out[tp] = convert<Value>(value, [&] { return sluice::detail::concat(where, ": value for ", describe(key)); });
+    sluice::require(error == std::errc{} && end == digits.data() + digits.size() && !digits.empty(), where, ": key ",
+                    describe(key), " is not a TP degree");
+    out[tp] = convert<Value>(value, [&] { return sluice::concat(where, ": value for ", describe(key)); });
   }
   return out;
 }
@@ -132,8 +132,9 @@ struct adl_serializer<sluice::cost::SchemeEntry> {
   }
   static sluice::cost::SchemeEntry from_json(const json& in) {
     using sluice::io::field;
-    sluice::cost::SchemeEntry entry{in.get<sluice::Scheme>(), field<sluice::cost::QuadraticLatency>(in, "latency", "scheme"),
-                                    std::nullopt, std::nullopt};
+    sluice::cost::SchemeEntry entry{in.get<sluice::Scheme>(),
+                                    field<sluice::cost::QuadraticLatency>(in, "latency", "scheme"), std::nullopt,
+                                    std::nullopt};
     if (in.contains("max_len")) entry.max_len = field<std::int64_t>(in, "max_len", "scheme");
     if (in.contains("util_len")) entry.util_len = field<std::int64_t>(in, "util_len", "scheme");
     return entry;
@@ -151,9 +152,9 @@ struct adl_serializer<sluice::cost::SchemeCost> {
   }
   static sluice::cost::SchemeCost from_json(const json& in) {
     using sluice::io::field;
-    sluice::cost::SchemeCost cost{in.get<sluice::Scheme>(), field<sluice::cost::QuadraticLatency>(in, "latency", "scheme"),
-                                  field<std::int64_t>(in, "max_len", "scheme"),
-                                  field<std::int64_t>(in, "util_len", "scheme"), std::nullopt};
+    sluice::cost::SchemeCost cost{
+        in.get<sluice::Scheme>(), field<sluice::cost::QuadraticLatency>(in, "latency", "scheme"),
+        field<std::int64_t>(in, "max_len", "scheme"), field<std::int64_t>(in, "util_len", "scheme"), std::nullopt};
     if (in.contains("memory")) cost.memory = field<sluice::cost::LinearMemory>(in, "memory", "scheme");
     return cost;
   }
@@ -207,7 +208,8 @@ struct adl_serializer<sluice::cost::LatencySample> {
     out = {{"length", sample.length}, {"seconds", sample.seconds}};
   }
   static sluice::cost::LatencySample from_json(const json& in) {
-    return {sluice::io::field<std::int64_t>(in, "length", "sample"), sluice::io::field<double>(in, "seconds", "sample")};
+    return {sluice::io::field<std::int64_t>(in, "length", "sample"),
+            sluice::io::field<double>(in, "seconds", "sample")};
   }
 };
 
@@ -230,7 +232,8 @@ struct adl_serializer<sluice::cost::RectilinearGrid<D>> {
   }
   static sluice::cost::RectilinearGrid<D> from_json(const json& in) {
     using sluice::io::field;
-    return {field<std::array<std::vector<double>, D>>(in, "axes", "grid"), field<std::vector<double>>(in, "values", "grid")};
+    return {field<std::array<std::vector<double>, D>>(in, "axes", "grid"),
+            field<std::vector<double>>(in, "values", "grid")};
   }
 };
 

@@ -74,17 +74,16 @@ struct adl_serializer<sluice::data::LengthHistogram> {
         .bin_width = field<std::int64_t>(in, "bin_width", "length histogram"),
         .bins = field<std::vector<sluice::data::HistogramBin>>(in, "bins", "length histogram")};
     const std::int64_t width = histogram.bin_width;
-    sluice::detail::require(width >= 1, "length histogram: bin_width must be >= 1, got ", width);
+    sluice::require(width >= 1, "length histogram: bin_width must be >= 1, got ", width);
     for (std::size_t i = 0; i < histogram.bins.size(); ++i) {
       const auto& bin = histogram.bins[i];
       const bool follows = i == 0 || bin.lower == histogram.bins[i - 1].upper;
       const bool aligned = bin.lower >= 0 && bin.lower % width == 0 &&
                            bin.lower <= std::numeric_limits<std::int64_t>::max() - width &&
                            bin.upper == bin.lower + width;
-      sluice::detail::require(aligned && follows,
-                              "length histogram: bin ", i, " (", bin.lower, ", ", bin.upper,
-                              "] is not the next bin of width ", width);
-      sluice::detail::require(bin.count >= 0, "length histogram: bin ", i, ": count must be >= 0, got ", bin.count);
+      sluice::require(aligned && follows, "length histogram: bin ", i, " (", bin.lower, ", ", bin.upper,
+                      "] is not the next bin of width ", width);
+      sluice::require(bin.count >= 0, "length histogram: bin ", i, ": count must be >= 0, got ", bin.count);
     }
     return histogram;
   }

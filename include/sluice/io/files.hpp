@@ -62,7 +62,7 @@ public:
     std::filesystem::rename(temporary_, target_, error);
     if (error) {
       discard();
-      detail::fail(target_.string(), ": cannot write file (", error.message(), ")");
+      sluice::fail(target_.string(), ": cannot write file (", error.message(), ")");
     }
     temporary_.clear();
   }
@@ -71,7 +71,7 @@ private:
   [[noreturn]] void fail(std::string_view what) {
     const int error = errno;
     discard();
-    detail::fail(target_.string(), ": ", what, " (", std::strerror(error), ")");
+    sluice::fail(target_.string(), ": ", what, " (", std::strerror(error), ")");
   }
 
   void discard() noexcept {

@@ -54,7 +54,7 @@ namespace detail_json {
 inline std::string describe(const json& value) {
   if (value.is_array()) return "an array";
   if (value.is_object()) return "an object";
-  if (value.is_number_float() && !std::isfinite(value.get<double>())) return detail::concat(value.get<double>());
+  if (value.is_number_float() && !std::isfinite(value.get<double>())) return sluice::concat(value.get<double>());
   std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
   constexpr std::size_t longest = 64;
   if (text.size() > longest) {
@@ -84,7 +84,7 @@ inline void require_text_depth(std::string_view text, std::string_view source) {
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
-      detail::require(++depth <= max_json_depth, source, ": JSON nested deeper than ", max_json_depth,
+      sluice::require(++depth <= max_json_depth, source, ": JSON nested deeper than ", max_json_depth,
                       " levels (at byte ", i, ")");
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
@@ -100,7 +100,7 @@ inline void require_depth(const json& value, std::string_view source) {
     const auto [node, depth] = pending.back();
     pending.pop_back();
     if (!node->is_structured()) continue;
-    detail::require(depth <= max_json_depth, source, ": JSON nested deeper than ", max_json_depth, " levels");
+    sluice::require(depth <= max_json_depth, source, ": JSON nested deeper than ", max_json_depth, " levels");
     for (const json& child : *node) pending.emplace_back(&child, depth + 1);
   }
 }
@@ -129,7 +129,7 @@ T convert(const json& value, const Context& context) {
   if constexpr (std::same_as<T, json>) {
     return value;
   } else if constexpr (std::same_as<T, bool>) {
-    detail::require(value.is_boolean(), context(), ": expected true or false, got ", describe(value));
+    sluice::require(value.is_boolean(), context(), ": expected true or false, got ", describe(value));
     return value.template get<bool>();
   } else if constexpr (std::integral<T>) {
     if (value.is_number_unsigned()) {
@@ -139,31 +139,31 @@ T convert(const json& value, const Context& context) {
       const auto number = value.template get<std::int64_t>();
       if (std::in_range<T>(number)) return static_cast<T>(number);
     }
-    detail::fail(context(), ": expected an integer in [", +std::numeric_limits<T>::min(), ", ",
+    sluice::fail(context(), ": expected an integer in [", +std::numeric_limits<T>::min(), ", ",
                  +std::numeric_limits<T>::max(), "], got ", describe(value));
   } else if constexpr (std::floating_point<T>) {
-    detail::require(value.is_number(), context(), ": expected a number, got ", describe(value));
+    sluice::require(value.is_number(), context(), ": expected a number, got ", describe(value));
     const auto number = value.template get<double>();
-    detail::require(std::isfinite(number) && std::abs(number) <= std::numeric_limits<T>::max(), context(),
+    sluice::require(std::isfinite(number) && std::abs(number) <= std::numeric_limits<T>::max(), context(),
                     ": expected a finite number, got ", describe(value));
     return static_cast<T>(number);
   } else if constexpr (std::same_as<T, std::string>) {
-    detail::require(value.is_string(), context(), ": expected a string, got ", describe(value));
+    sluice::require(value.is_string(), context(), ": expected a string, got ", describe(value));
     return value.template get_ref<const std::string&>();
   } else if constexpr (detail_json::is_vector<T>::value) {
-    detail::require(value.is_array(), context(), ": expected an array, got ", describe(value));
+    sluice::require(value.is_array(), context(), ": expected an array, got ", describe(value));
     T out;
     out.reserve(value.size());
     for (std::size_t i = 0; i < value.size(); ++i)
-      out.push_back(convert<typename T::value_type>(value[i], [&] { return detail::concat(context(), "[", i, "]"); }));
+      out.push_back(convert<typename T::value_type>(value[i], [&] { return sluice::concat(context(), "[", i, "]"); }));
     return out;
   } else if constexpr (detail_json::is_array<T>::value) {
     constexpr std::size_t size = std::tuple_size_v<T>;
-    detail::require(value.is_array() && value.size() == size, context(), ": expected an array of ", size,
-                    " elements, got ", value.is_array() ? detail::concat(value.size(), " elements") : describe(value));
+    sluice::require(value.is_array() && value.size() == size, context(), ": expected an array of ", size,
+                    " elements, got ", value.is_array() ? sluice::concat(value.size(), " elements") : describe(value));
     T out;
     for (std::size_t i = 0; i < size; ++i)
-      out[i] = convert<typename T::value_type>(value[i], [&] { return detail::concat(context(), "[", i, "]"); });
+      out[i] = convert<typename T::value_type>(value[i], [&] { return sluice::concat(context(), "[", i, "]"); });
     return out;
   } else if constexpr (detail_json::is_optional<T>::value) {
     if (value.is_null()) return std::nullopt;
@@ -172,9 +172,9 @@ T convert(const json& value, const Context& context) {
     try {
       return value.template get<T>();
     } catch (const json::exception& error) {
-      detail::fail(context(), ": ", error.what());
+      sluice::fail(context(), ": ", error.what());
     } catch (const invalid_input& error) {
-      detail::fail(context(), ": ", error.what());
+      sluice::fail(context(), ": ", error.what());
     }
   }
 }
@@ -188,16 +188,16 @@ T as(const json& value, std::string_view where) {
 // A required field, converted to T; errors name the field and the enclosing object.
 template <class T>
 T field(const json& object, std::string_view key, std::string_view where) {
-  detail::require(object.is_object(), where, ": expected a JSON object, got ", detail_json::describe(object));
+  sluice::require(object.is_object(), where, ": expected a JSON object, got ", detail_json::describe(object));
   const auto it = object.find(key);
-  detail::require(it != object.end(), where, ": missing field '", key, "'");
-  return convert<T>(*it, [&] { return detail::concat(where, ": field '", key, "'"); });
+  sluice::require(it != object.end(), where, ": missing field '", key, "'");
+  return convert<T>(*it, [&] { return sluice::concat(where, ": field '", key, "'"); });
 }
 
 // An optional field: `fallback` when absent.
 template <class T>
 T field_or(const json& object, std::string_view key, T fallback, std::string_view where) {
-  detail::require(object.is_object(), where, ": expected a JSON object, got ", detail_json::describe(object));
+  sluice::require(object.is_object(), where, ": expected a JSON object, got ", detail_json::describe(object));
   if (!object.contains(key)) return fallback;
   return field<T>(object, key, where);
 }
@@ -207,16 +207,16 @@ inline json parse(std::string_view text, std::string_view source) {
   try {
     return json::parse(text);
   } catch (const json::exception& error) {
-    detail::fail(source, ": not valid JSON: ", error.what());
+    sluice::fail(source, ": not valid JSON: ", error.what());
   }
 }
 
 inline std::string read_text_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  detail::require(static_cast<bool>(in), path.string(), ": cannot open file");
+  sluice::require(static_cast<bool>(in), path.string(), ": cannot open file");
   std::ostringstream content;
   content << in.rdbuf();
-  detail::require(!in.bad(), path.string(), ": read error");
+  sluice::require(!in.bad(), path.string(), ": read error");
   return std::move(content).str();
 }
 
@@ -239,10 +239,10 @@ template <Document T>
 T from_document(const json& document, std::string_view source = "JSON document") {
   detail_json::require_depth(document, source);
   const auto format = field<std::string>(document, "format", source);
-  detail::require(format == document_traits<T>::format, source, ": expected format '", document_traits<T>::format,
+  sluice::require(format == document_traits<T>::format, source, ": expected format '", document_traits<T>::format,
                   "', got ", detail_json::describe(document.at("format")));
   const auto version = field<int>(document, "version", source);
-  detail::require(version == document_traits<T>::version, source, ": unsupported ", format, " version ", version,
+  sluice::require(version == document_traits<T>::version, source, ": unsupported ", format, " version ", version,
                   " (this build reads version ", document_traits<T>::version, ")");
   json payload = document;
   payload.erase("format");

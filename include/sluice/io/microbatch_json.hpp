@@ -49,15 +49,15 @@ struct adl_serializer<sluice::microbatch::Shape> {
 };
 
 template <>
-struct adl_serializer<sluice::microbatch::MicroBatch> {
-  static void to_json(json& out, const sluice::microbatch::MicroBatch& micro_batch) {
+struct adl_serializer<sluice::microbatch::ShapedMicroBatch> {
+  static void to_json(json& out, const sluice::microbatch::ShapedMicroBatch& micro_batch) {
     out = {{"samples", micro_batch.sample_ids},
            {"row_sizes", micro_batch.row_sizes},
            {"shape", micro_batch.shape},
            {"seconds", micro_batch.seconds},
            {"bytes", micro_batch.bytes}};
   }
-  static sluice::microbatch::MicroBatch from_json(const json& in) {
+  static sluice::microbatch::ShapedMicroBatch from_json(const json& in) {
     using sluice::io::field;
     return {field<std::vector<std::int64_t>>(in, "samples", "micro-batch"),
             field<std::vector<std::int64_t>>(in, "row_sizes", "micro-batch"),
@@ -77,7 +77,7 @@ struct adl_serializer<sluice::microbatch::Partition> {
   static sluice::microbatch::Partition from_json(const json& in) {
     using sluice::io::field;
     return {sluice::microbatch::parse_layout(field<std::string>(in, "layout", "micro-batch partition")),
-            field<std::vector<sluice::microbatch::MicroBatch>>(in, "micro_batches", "micro-batch partition"),
+            field<std::vector<sluice::microbatch::ShapedMicroBatch>>(in, "micro_batches", "micro-batch partition"),
             field<double>(in, "objective", "micro-batch partition"),
             field<std::size_t>(in, "cost_model", "micro-batch partition")};
   }

@@ -46,8 +46,8 @@ struct adl_serializer<sluice::proposal::Origin> {
     const auto text = sluice::io::as<std::string>(in, "proposal candidate: origin");
     for (std::size_t i = 0; i < std::size(names); ++i)
       if (text == names[i]) return static_cast<sluice::proposal::Origin>(i);
-    sluice::detail::fail("proposal candidate: unknown origin '", text,
-                         "' (expected integer_dp, relaxed_rounding or homogeneous)");
+    sluice::fail("proposal candidate: unknown origin '", text,
+                 "' (expected integer_dp, relaxed_rounding or homogeneous)");
   }
 };
 
@@ -144,7 +144,7 @@ struct adl_serializer<sluice::proposal::Proposal> {
     proposal.considered = field<std::int64_t>(in, "considered", where);
     proposal.candidates = field<std::vector<sluice::proposal::ProposedCandidate>>(in, "candidates", where);
     proposal.by_length = field<std::vector<sluice::proposal::LengthOptimum>>(in, "by_length", where);
-    sluice::detail::require(!proposal.candidates.empty(), where, ": has no candidates");
+    sluice::require(!proposal.candidates.empty(), where, ": has no candidates");
     return proposal;
   }
 };
@@ -157,8 +157,8 @@ struct adl_serializer<sluice::proposal::PoolSource> {
     const auto text = sluice::io::as<std::string>(in, "sampled proposal candidate: source");
     for (std::size_t i = 0; i < std::size(names); ++i)
       if (text == names[i]) return static_cast<sluice::proposal::PoolSource>(i);
-    sluice::detail::fail("sampled proposal candidate: unknown source '", text,
-                         "' (expected proposal_dp, homogeneous or neighbour)");
+    sluice::fail("sampled proposal candidate: unknown source '", text,
+                 "' (expected proposal_dp, homogeneous or neighbour)");
   }
 };
 
@@ -218,7 +218,7 @@ struct adl_serializer<sluice::proposal::SampledProposal> {
     result.pool_size = field<std::int64_t>(in, "pool_size", where);
     result.plans = field<std::int64_t>(in, "plans", where);
     result.rounds = field<std::int64_t>(in, "rounds", where);
-    sluice::detail::require(!result.candidates.empty(), where, ": has no candidates");
+    sluice::require(!result.candidates.empty(), where, ": has no candidates");
     return result;
   }
 };

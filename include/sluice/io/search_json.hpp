@@ -66,11 +66,11 @@ struct adl_serializer<sluice::search::ModelSpec> {
     model.embedding_params = field_or<std::int64_t>(in, "embedding_params", 0, "model");
     model.head_params = field_or<std::int64_t>(in, "head_params", 0, "model");
     const json runs = field<json>(in, "layers", "model");
-    sluice::detail::require(runs.is_array() && !runs.empty(), "model: 'layers' must be a non-empty array of runs");
+    sluice::require(runs.is_array() && !runs.empty(), "model: 'layers' must be a non-empty array of runs");
     for (std::size_t r = 0; r < runs.size(); ++r) {
-      const auto where = sluice::detail::concat("model.layers[", r, "]");
+      const auto where = sluice::concat("model.layers[", r, "]");
       const auto count = field<std::int64_t>(runs[r], "count", where);
-      sluice::detail::require(count >= 1 && count <= 65536, where, ": count must be in [1, 65536], got ", count);
+      sluice::require(count >= 1 && count <= 65536, where, ": count must be in [1, 65536], got ", count);
       sluice::search::LayerSpec layer;
       layer.type = field_or<std::string>(runs[r], "type", layer.type, where);
       layer.hidden = field<std::int64_t>(runs[r], "hidden", where);
@@ -83,8 +83,7 @@ struct adl_serializer<sluice::search::ModelSpec> {
       layer.params = field_or<std::int64_t>(runs[r], "params", 0, where);
       layer.decoder = field_or<bool>(runs[r], "decoder", false, where);
       layer.forward_seconds = field_or<double>(runs[r], "forward_seconds", 0.0, where);
-      sluice::detail::require(model.layers.size() + static_cast<std::size_t>(count) <= 65536,
-                              "model: more than 65536 layers");
+      sluice::require(model.layers.size() + static_cast<std::size_t>(count) <= 65536, "model: more than 65536 layers");
       model.layers.insert(model.layers.end(), static_cast<std::size_t>(count), layer);
     }
     model.validate();
@@ -118,9 +117,9 @@ struct adl_serializer<sluice::search::ClusterSpec> {
     cluster.efficiency = field_or<double>(in, "efficiency", cluster.efficiency, "cluster");
     cluster.overlap_slowdown = field_or<double>(in, "overlap_slowdown", cluster.overlap_slowdown, "cluster");
     const json levels = field<json>(in, "levels", "cluster");
-    sluice::detail::require(levels.is_array(), "cluster: 'levels' must be an array");
+    sluice::require(levels.is_array(), "cluster: 'levels' must be an array");
     for (std::size_t i = 0; i < levels.size(); ++i) {
-      const auto where = sluice::detail::concat("cluster.levels[", i, "]");
+      const auto where = sluice::concat("cluster.levels[", i, "]");
       cluster.levels.push_back(
           {field<std::int64_t>(levels[i], "size", where), field<double>(levels[i], "bandwidth", where)});
     }
@@ -205,9 +204,9 @@ struct adl_serializer<sluice::search::SearchReport> {
     report.best = field<sluice::search::Plan>(in, "best", "search");
     report.base = field<OptionalPlan>(in, "base", "search");
     const json baselines = field<json>(in, "baselines", "search");
-    sluice::detail::require(baselines.is_array(), "search: 'baselines' must be an array");
+    sluice::require(baselines.is_array(), "search: 'baselines' must be an array");
     for (std::size_t i = 0; i < baselines.size(); ++i) {
-      const auto where = sluice::detail::concat("search.baselines[", i, "]");
+      const auto where = sluice::concat("search.baselines[", i, "]");
       report.baselines.push_back(
           {field<std::string>(baselines[i], "name", where), field<OptionalPlan>(baselines[i], "plan", where)});
     }

@@ -46,8 +46,7 @@ namespace detail_shard {
 // A layer range [begin, end) as a two-element array.
 inline std::pair<int, int> layer_range(const json& in, std::string_view where) {
   const auto range = field<std::vector<int>>(in, "layers", where);
-  sluice::detail::require(range.size() == 2, where, ": field 'layers' must be [begin, end], got ", range.size(),
-                          " numbers");
+  sluice::require(range.size() == 2, where, ": field 'layers' must be [begin, end], got ", range.size(), " numbers");
   return {range[0], range[1]};
 }
 
@@ -79,10 +78,10 @@ struct adl_serializer<sluice::shard::Model> {
   static sluice::shard::Model from_json(const json& in) {
     using sluice::io::field;
     using sluice::io::field_or;
-    sluice::shard::Model model{field_or<std::string>(in, "name", "", "shard model"), field<int>(in, "layers", "shard model"),
-                               field<std::vector<sluice::shard::Tensor>>(in, "tensors", "shard model"),
-                               field_or<int>(in, "param_bytes", 2, "shard model"),
-                               field_or<int>(in, "grad_bytes", 2, "shard model")};
+    sluice::shard::Model model{
+        field_or<std::string>(in, "name", "", "shard model"), field<int>(in, "layers", "shard model"),
+        field<std::vector<sluice::shard::Tensor>>(in, "tensors", "shard model"),
+        field_or<int>(in, "param_bytes", 2, "shard model"), field_or<int>(in, "grad_bytes", 2, "shard model")};
     model.validate();
     return model;
   }
@@ -296,7 +295,8 @@ struct adl_serializer<sluice::shard::PhaseCost> {
 template <>
 struct adl_serializer<sluice::shard::ShardCost> {
   static void to_json(json& out, const sluice::shard::ShardCost& cost) {
-    out = {{"pull", cost.pull}, {"reduce_scatter", cost.reduce_scatter}, {"push", cost.push}, {"seconds", cost.seconds()}};
+    out = {
+        {"pull", cost.pull}, {"reduce_scatter", cost.reduce_scatter}, {"push", cost.push}, {"seconds", cost.seconds()}};
   }
 };
 

@@ -33,11 +33,11 @@ inline double extended_number(const json& value, std::string_view where) {
     if (value == "inf") return solver::infinity;
     if (value == "-inf") return -solver::infinity;
   }
-  sluice::detail::require(value.is_number(), where, ": expected a number, \"inf\" or \"-inf\", got ", describe(value));
+  sluice::require(value.is_number(), where, ": expected a number, \"inf\" or \"-inf\", got ", describe(value));
   return as<double>(value, where);
 }
 inline double extended_field(const json& object, std::string_view key, std::string_view where) {
-  sluice::detail::require(object.contains(key), where, ": missing field '", key, "'");
+  sluice::require(object.contains(key), where, ": missing field '", key, "'");
   return extended_number(object.at(key), std::string(where) + "." + std::string(key));
 }
 }  // namespace detail_json
@@ -53,8 +53,7 @@ struct adl_serializer<sluice::solver::Sense> {
   static sluice::solver::Sense from_json(const json& in) {
     if (in == "minimize") return sluice::solver::Sense::minimize;
     if (in == "maximize") return sluice::solver::Sense::maximize;
-    sluice::detail::fail("milp: sense must be \"minimize\" or \"maximize\", got ",
-                         sluice::io::detail_json::describe(in));
+    sluice::fail("milp: sense must be \"minimize\" or \"maximize\", got ", sluice::io::detail_json::describe(in));
   }
 };
 
@@ -69,7 +68,7 @@ struct adl_serializer<sluice::solver::VarType> {
     if (in == "continuous") return continuous;
     if (in == "integer") return integer;
     if (in == "binary") return binary;
-    sluice::detail::fail("milp: unknown variable type ", sluice::io::detail_json::describe(in));
+    sluice::fail("milp: unknown variable type ", sluice::io::detail_json::describe(in));
   }
 };
 
@@ -82,7 +81,7 @@ struct adl_serializer<sluice::solver::SolveStatus> {
   static sluice::solver::SolveStatus from_json(const json& in) {
     for (std::size_t i = 0; i < std::size(names); ++i)
       if (in == names[i]) return static_cast<sluice::solver::SolveStatus>(i);
-    sluice::detail::fail("milp solution: unknown status ", sluice::io::detail_json::describe(in));
+    sluice::fail("milp solution: unknown status ", sluice::io::detail_json::describe(in));
   }
 };
 

@@ -22,7 +22,7 @@ auto located(std::string_view where, Make&& make) -> decltype(make()) {
   try {
     return make();
   } catch (const invalid_input& error) {
-    sluice::detail::fail(where, ": ", error.what());
+    sluice::fail(where, ": ", error.what());
   }
 }
 }  // namespace detail_json
@@ -39,7 +39,8 @@ inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view
   cost::ProfileSpec spec;
   spec.name = where;
   spec.source = "imported from the Hetu/Hydraulis strategy_pool file " + where;
-  spec.model = {"", field<int>(model, "L", where + ".model_config"), field<std::int64_t>(model, "H", where + ".model_config"),
+  spec.model = {"", field<int>(model, "L", where + ".model_config"),
+                field<std::int64_t>(model, "H", where + ".model_config"),
                 field<std::int64_t>(model, "V", where + ".model_config")};
   spec.gpus = gpus;
   spec.gpus_per_node = field<int>(cluster, "gpus_per_node", where + ".cluster_config");
@@ -64,8 +65,8 @@ inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view
                                                    where + ".cluster_config.utilization_seqlen");
 
   const auto strategies = field<json>(pool, "strategies", where);
-  sluice::detail::require(strategies.is_array(), where, ": 'strategies' must be an array, got ",
-                          detail_json::describe(strategies));
+  sluice::require(strategies.is_array(), where, ": 'strategies' must be an array, got ",
+                  detail_json::describe(strategies));
   for (std::size_t i = 0; i < strategies.size(); ++i) {
     const json& item = strategies[i];
     const std::string item_where = where + ".strategies[" + std::to_string(i) + "]";
@@ -78,7 +79,7 @@ inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view
                             detail_json::located(item_where, [&] { return cost::QuadraticLatency(a, b, c); }),
                             std::nullopt, std::nullopt};
     if (const auto it = util_by_tp.find(entry.scheme.tp()); it != util_by_tp.end()) {
-      sluice::detail::require(it->second >= 1, item_where, ": utilization_seqlen must be >= 1, got ", it->second);
+      sluice::require(it->second >= 1, item_where, ": utilization_seqlen must be >= 1, got ", it->second);
       entry.util_len = it->second;
     }
     spec.schemes.push_back(entry);

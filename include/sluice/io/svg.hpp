@@ -113,7 +113,7 @@ inline std::string tick_label(double value) {
 // keeps a long tail visible beside the head.
 inline std::string histogram_svg(const data::LengthHistogram& histogram, std::string_view title,
                                  bool log_counts = false) {
-  sluice::detail::require(!histogram.bins.empty(), "histogram_svg: the histogram has no bins");
+  sluice::require(!histogram.bins.empty(), "histogram_svg: the histogram has no bins");
   constexpr double width = 760, height = 360, left = 60, right = 20, top = 36, bottom = 44;
   const double plot_w = width - left - right;
   const double plot_h = height - top - bottom;
@@ -164,12 +164,12 @@ inline std::string histogram_svg(const data::LengthHistogram& histogram, std::st
 // One panel per iteration: a bar per pipeline, split into its micro-batches (each Σ T' + c), with the
 // pipeline's estimate (max micro-batch · (PP − 1 + V)) marked and the iteration's estimate as a dashed line.
 inline std::string pipeline_loads_svg(std::span<const assign::IterationPlan> iterations, std::string_view title) {
-  sluice::detail::require(!iterations.empty(), "pipeline_loads_svg: no iterations");
+  sluice::require(!iterations.empty(), "pipeline_loads_svg: no iterations");
   constexpr double width = 760, left = 150, right = 30, top = 36, bar = 14, gap = 4, panel_gap = 26;
   double longest = 0;
   double height = top + 46;
   for (const assign::IterationPlan& plan : iterations) {
-    sluice::detail::require(!plan.pipelines.empty(), "pipeline_loads_svg: an iteration has no pipelines");
+    sluice::require(!plan.pipelines.empty(), "pipeline_loads_svg: an iteration has no pipelines");
     longest = std::max(longest, plan.estimate);
     for (const assign::PipelinePlan& pipeline : plan.pipelines) {
       double busy = 0;
@@ -178,7 +178,7 @@ inline std::string pipeline_loads_svg(std::span<const assign::IterationPlan> ite
     }
     height += panel_gap + static_cast<double>(plan.pipelines.size()) * (bar + gap);
   }
-  sluice::detail::require(longest > 0, "pipeline_loads_svg: every pipeline is idle");
+  sluice::require(longest > 0, "pipeline_loads_svg: every pipeline is idle");
   const double plot_w = width - left - right;
   auto x_of = [&](double seconds) { return left + plot_w * seconds / longest; };
 
@@ -206,7 +206,8 @@ inline std::string pipeline_loads_svg(std::span<const assign::IterationPlan> ite
                                        micro_batch.seconds));
         x += micro_batch.seconds;
       }
-      if (pipeline.estimate > 0) svg.line(x_of(pipeline.estimate), y - 1, x_of(pipeline.estimate), y + bar + 1, "#c44e52");
+      if (pipeline.estimate > 0)
+        svg.line(x_of(pipeline.estimate), y - 1, x_of(pipeline.estimate), y + bar + 1, "#c44e52");
       y += bar + gap;
     }
     svg.line(x_of(plan.estimate), panel_top - 2, x_of(plan.estimate), y, "#c44e52", true);
@@ -226,8 +227,8 @@ inline std::string pipeline_loads_svg(std::span<const assign::IterationPlan> ite
 // gradients (purple), from send start to arrival at the neighbour. Every box's tooltip gives its exact times.
 inline std::string timeline_svg(std::span<const schedule::Simulation> pipelines, std::span<const std::string> names,
                                 std::string_view title) {
-  sluice::detail::require(pipelines.size() == names.size(), "timeline_svg: ", pipelines.size(), " pipelines, ",
-                          names.size(), " names");
+  sluice::require(pipelines.size() == names.size(), "timeline_svg: ", pipelines.size(), " pipelines, ", names.size(),
+                  " names");
   constexpr double width = 1000, left = 170, right = 20, top = 56, compute_h = 14, send_h = 4, row_gap = 5,
                    pipeline_gap = 10;
   constexpr const char* forward_colour = "#4c72b0";
@@ -240,10 +241,11 @@ inline std::string timeline_svg(std::span<const schedule::Simulation> pipelines,
     makespan = std::max(makespan, simulation.makespan);
     rows += simulation.stages.size();
   }
-  sluice::detail::require(rows > 0 && makespan > 0, "timeline_svg: nothing ran");
+  sluice::require(rows > 0 && makespan > 0, "timeline_svg: nothing ran");
   const double plot_w = width - left - right;
   const double row_h = compute_h + send_h + 1 + row_gap;
-  const double height = top + static_cast<double>(rows) * row_h + static_cast<double>(pipelines.size()) * pipeline_gap + 44;
+  const double height =
+      top + static_cast<double>(rows) * row_h + static_cast<double>(pipelines.size()) * pipeline_gap + 44;
   auto x_of = [&](double seconds) { return left + plot_w * seconds / makespan; };
 
   detail::SvgCanvas svg(width, height);
@@ -272,8 +274,8 @@ inline std::string timeline_svg(std::span<const schedule::Simulation> pipelines,
         if (w >= 6.0 * static_cast<double>(id.size()) + 2) svg.text(x + w / 2, y + compute_h - 4, id, "middle", 9);
         if (op.arrival > op.send_start)
           // At least one unit wide: a fast link's transfers would otherwise vanish beside the compute.
-          svg.rect(x_of(op.send_start), y + compute_h + 1, std::max(x_of(op.arrival) - x_of(op.send_start), 1.0), send_h,
-                   forward ? activation_colour : gradient_colour,
+          svg.rect(x_of(op.send_start), y + compute_h + 1, std::max(x_of(op.arrival) - x_of(op.send_start), 1.0),
+                   send_h, forward ? activation_colour : gradient_colour,
                    detail::printf_string("%s, stage %zu: sends the %s of micro-batch %d to stage %zu, %.4f-%.4f s",
                                          names[k].c_str(), j, forward ? "activation" : "gradient", op.micro_batch,
                                          forward ? j + 1 : j - 1, op.send_start, op.arrival));

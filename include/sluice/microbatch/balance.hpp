@@ -21,11 +21,11 @@ namespace sluice::microbatch {
 namespace detail {
 
 inline void check_balance_input(std::span<const double> times, int replicas, const char* where) {
-  sluice::detail::require(replicas >= 1, where, ": replicas must be >= 1, got ", replicas);
-  sluice::detail::require(!times.empty(), where, ": no micro-batch times");
+  sluice::require(replicas >= 1, where, ": replicas must be >= 1, got ", replicas);
+  sluice::require(!times.empty(), where, ": no micro-batch times");
   for (std::size_t i = 0; i < times.size(); ++i)
-    sluice::detail::require(std::isfinite(times[i]) && times[i] >= 0, where, ": time of micro-batch ", i,
-                            " must be finite and >= 0, got ", times[i]);
+    sluice::require(std::isfinite(times[i]) && times[i] >= 0, where, ": time of micro-batch ", i,
+                    " must be finite and >= 0, got ", times[i]);
 }
 
 // Canonical form: each replica's micro-batches ascending, replicas ordered by their first micro-batch
@@ -58,7 +58,8 @@ inline ReplicaAssignment balance_kk(std::span<const double> times, int replicas)
   std::vector<std::ptrdiff_t> head(m * d, -1);
   std::vector<std::ptrdiff_t> tail(m * d, -1);
   std::vector<std::ptrdiff_t> next(m, -1);
-  using Entry = std::tuple<double, std::size_t>;  // (max − min, solution); the largest difference first, then the lowest id
+  using Entry =
+      std::tuple<double, std::size_t>;  // (max − min, solution); the largest difference first, then the lowest id
   auto later = [](const Entry& x, const Entry& y) {
     return std::get<0>(x) != std::get<0>(y) ? std::get<0>(x) < std::get<0>(y) : std::get<1>(x) > std::get<1>(y);
   };
@@ -129,14 +130,14 @@ inline ReplicaAssignment balance_lpt(std::span<const double> times, int replicas
 inline std::vector<double> micro_batch_times(const Partition& partition) {
   std::vector<double> times;
   times.reserve(partition.micro_batches.size());
-  for (const MicroBatch& micro_batch : partition.micro_batches) times.push_back(micro_batch.seconds);
+  for (const ShapedMicroBatch& micro_batch : partition.micro_batches) times.push_back(micro_batch.seconds);
   return times;
 }
 
 // Raises invalid_plan unless there are `replicas` lists, every micro-batch index appears exactly once, each
 // list ascending, and loads and max_load recompute (relative 1e-9).
 inline void validate(const ReplicaAssignment& assignment, std::span<const double> times, int replicas) {
-  sluice::detail::require(replicas >= 1, "replica assignment: replicas must be >= 1, got ", replicas);
+  sluice::require(replicas >= 1, "replica assignment: replicas must be >= 1, got ", replicas);
   const PlanCheck check("replica assignment: ");
   const auto d = static_cast<std::size_t>(replicas);
   check(assignment.replicas.size() == d, "has ", assignment.replicas.size(), " replicas, expected ", d);
@@ -153,12 +154,13 @@ inline void validate(const ReplicaAssignment& assignment, std::span<const double
       seen[items[k]] = true;
       load += times[items[k]];
     }
-    check(nearly_equal(load, assignment.loads[r]), "replica ", r, " says load ", assignment.loads[r], ", its micro-batches give ",
-          load);
+    check(nearly_equal(load, assignment.loads[r]), "replica ", r, " says load ", assignment.loads[r],
+          ", its micro-batches give ", load);
     max_load = std::max(max_load, load);
   }
   check(std::ranges::all_of(seen, [](bool x) { return x; }), "some micro-batch is on no replica");
-  check(nearly_equal(max_load, assignment.max_load), "max_load ", assignment.max_load, ", its replicas give ", max_load);
+  check(nearly_equal(max_load, assignment.max_load), "max_load ", assignment.max_load, ", its replicas give ",
+        max_load);
 }
 
 }  // namespace sluice::microbatch

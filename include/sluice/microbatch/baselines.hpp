@@ -31,14 +31,14 @@ struct FixedRows {
 namespace detail {
 
 inline void check_context(const PartitionContext& context, const char* where) {
-  sluice::detail::require(context.stages >= 1, where, ": stages must be >= 1, got ", context.stages);
-  sluice::detail::require(context.replicas >= 1, where, ": replicas must be >= 1, got ", context.replicas);
-  sluice::detail::require(!std::isnan(context.memory_limit) && context.memory_limit > 0, where,
-                          ": memory_limit must be > 0 bytes, got ", context.memory_limit);
+  sluice::require(context.stages >= 1, where, ": stages must be >= 1, got ", context.stages);
+  sluice::require(context.replicas >= 1, where, ": replicas must be >= 1, got ", context.replicas);
+  sluice::require(!std::isnan(context.memory_limit) && context.memory_limit > 0, where,
+                  ": memory_limit must be > 0 bytes, got ", context.memory_limit);
 }
 
 template <MicroBatchCostModel Model>
-void price(MicroBatch& micro_batch, const Model& model, const PartitionContext& context, std::size_t index,
+void price(ShapedMicroBatch& micro_batch, const Model& model, const PartitionContext& context, std::size_t index,
            const char* where) {
   const Shape& shape = micro_batch.shape;
   micro_batch.seconds = static_cast<double>(model.seconds(shape));
@@ -46,10 +46,9 @@ void price(MicroBatch& micro_batch, const Model& model, const PartitionContext& 
   (void)checked_cost(micro_batch.seconds, "seconds", shape);
   (void)checked_cost(micro_batch.bytes, "bytes", shape);
   if (!(micro_batch.bytes <= context.memory_limit) || micro_batch.seconds == std::numeric_limits<double>::infinity())
-    throw infeasible(sluice::detail::concat(where, ": micro-batch ", index, " (", shape.rows, " rows of ", shape.input,
-                                            " + ", shape.target, " tokens) needs ", micro_batch.bytes,
-                                            " bytes, above the limit ", context.memory_limit,
-                                            " bytes (or the cost model forbids the shape)"));
+    throw infeasible(sluice::concat(where, ": micro-batch ", index, " (", shape.rows, " rows of ", shape.input, " + ",
+                                    shape.target, " tokens) needs ", micro_batch.bytes, " bytes, above the limit ",
+                                    context.memory_limit, " bytes (or the cost model forbids the shape)"));
 }
 
 }  // namespace detail
@@ -61,16 +60,16 @@ Partition token_based(std::span<const Sample> ordered, const Model& model, std::
                       const PartitionContext& context) {
   check_samples(ordered, "token_based");
   detail::check_context(context, "token_based");
-  sluice::detail::require(tokens_per_micro_batch >= 1, "token_based: tokens_per_micro_batch must be >= 1, got ",
-                          tokens_per_micro_batch);
+  sluice::require(tokens_per_micro_batch >= 1, "token_based: tokens_per_micro_batch must be >= 1, got ",
+                  tokens_per_micro_batch);
   Partition partition{Layout::padded, {}, 0, 0};
-  MicroBatch current;
+  ShapedMicroBatch current;
   auto close = [&] {
     current.shape.rows = static_cast<std::int64_t>(current.sample_ids.size());
     current.row_sizes.assign(current.sample_ids.size(), 1);
     detail::price(current, model, context, partition.micro_batches.size(), "token_based");
     partition.micro_batches.push_back(std::move(current));
-    current = MicroBatch{};
+    current = ShapedMicroBatch{};
   };
   for (const Sample& sample : ordered) {
     const std::int64_t input = std::max(current.shape.input, sample.input);
@@ -98,10 +97,9 @@ Partition fixed_length_packing(std::span<const Sample> samples, const Model& mod
                                const PartitionContext& context) {
   check_samples(samples, "fixed_length_packing");
   detail::check_context(context, "fixed_length_packing");
-  sluice::detail::require(rows.input >= 1, "fixed_length_packing: row input capacity must be >= 1, got ", rows.input);
-  sluice::detail::require(rows.target >= 0, "fixed_length_packing: row target capacity must be >= 0, got ",
-                          rows.target);
-  sluice::detail::require(rows.rows >= 1, "fixed_length_packing: rows per micro-batch must be >= 1, got ", rows.rows);
+  sluice::require(rows.input >= 1, "fixed_length_packing: row input capacity must be >= 1, got ", rows.input);
+  sluice::require(rows.target >= 0, "fixed_length_packing: row target capacity must be >= 0, got ", rows.target);
+  sluice::require(rows.rows >= 1, "fixed_length_packing: rows per micro-batch must be >= 1, got ", rows.rows);
   const std::vector<Sample> sorted = order_samples(samples, Ordering::input_target);
   struct Row {
     std::int64_t input = 0;
@@ -110,9 +108,9 @@ Partition fixed_length_packing(std::span<const Sample> samples, const Model& mod
   };
   std::vector<Row> packed;
   for (const Sample& sample : sorted) {
-    sluice::detail::require(sample.input <= rows.input && sample.target <= rows.target, "fixed_length_packing: sample ",
-                            sample.id, " (input ", sample.input, ", target ", sample.target,
-                            ") is longer than a row (", rows.input, ", ", rows.target, ")");
+    sluice::require(sample.input <= rows.input && sample.target <= rows.target, "fixed_length_packing: sample ",
+                    sample.id, " (input ", sample.input, ", target ", sample.target, ") is longer than a row (",
+                    rows.input, ", ", rows.target, ")");
     const auto fit = std::ranges::find_if(packed, [&](const Row& row) {
       return row.input + sample.input <= rows.input && row.target + sample.target <= rows.target;
     });
@@ -124,7 +122,7 @@ Partition fixed_length_packing(std::span<const Sample> samples, const Model& mod
   Partition partition{Layout::fixed_rows, {}, 0, 0};
   for (std::size_t first = 0; first < packed.size(); first += static_cast<std::size_t>(rows.rows)) {
     const std::size_t last = std::min(packed.size(), first + static_cast<std::size_t>(rows.rows));
-    MicroBatch micro_batch;
+    ShapedMicroBatch micro_batch;
     for (std::size_t r = first; r < last; ++r) {
       micro_batch.sample_ids.insert(micro_batch.sample_ids.end(), packed[r].ids.begin(), packed[r].ids.end());
       micro_batch.row_sizes.push_back(static_cast<std::int64_t>(packed[r].ids.size()));

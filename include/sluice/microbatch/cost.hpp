@@ -22,8 +22,8 @@ class QuadraticStageCost {
 public:
   QuadraticStageCost(cost::QuadraticLatency latency, double bytes_per_token)
       : latency_(latency), bytes_per_token_(bytes_per_token) {
-    sluice::detail::require(std::isfinite(bytes_per_token) && bytes_per_token > 0,
-                            "stage cost: bytes_per_token must be finite and > 0, got ", bytes_per_token);
+    sluice::require(std::isfinite(bytes_per_token) && bytes_per_token > 0,
+                    "stage cost: bytes_per_token must be finite and > 0, got ", bytes_per_token);
   }
 
   [[nodiscard]] const cost::QuadraticLatency& latency() const noexcept { return latency_; }
@@ -50,15 +50,14 @@ struct StageCostSetup {
 };
 
 inline StageCostSetup stage_cost(const cost::SchemeCost& scheme) {
-  sluice::detail::require(scheme.memory.has_value(), "stage cost: scheme ", scheme.scheme.name(),
-                          " has no memory model");
+  sluice::require(scheme.memory.has_value(), "stage cost: scheme ", scheme.scheme.name(), " has no memory model");
   const cost::LinearMemory& memory = *scheme.memory;
   // LinearMemory charges the PP in-flight micro-batches of the first stage; one micro-batch holds 1/PP of that.
   const double pp = scheme.scheme.pp();
   const double limit = (memory.budget_bytes() - memory.fixed_bytes()) / pp;
-  sluice::detail::require(limit > 0, "stage cost: scheme ", scheme.scheme.name(),
-                          " leaves no memory for activations (model states ", memory.fixed_bytes(), " bytes, budget ",
-                          memory.budget_bytes(), " bytes)");
+  sluice::require(limit > 0, "stage cost: scheme ", scheme.scheme.name(),
+                  " leaves no memory for activations (model states ", memory.fixed_bytes(), " bytes, budget ",
+                  memory.budget_bytes(), " bytes)");
   return {QuadraticStageCost(scheme.latency, memory.bytes_per_token() / pp), limit};
 }
 

@@ -25,19 +25,19 @@ enum class Ordering {
 // Raises invalid_input unless there is at least one sample, ids are >= 0 and distinct, every input is >= 1,
 // every target >= 0, and the total token count fits in int64.
 inline void check_samples(std::span<const Sample> samples, std::string_view where) {
-  sluice::detail::require(!samples.empty(), where, ": no samples");
+  sluice::require(!samples.empty(), where, ": no samples");
   std::unordered_set<std::int64_t> ids;
   ids.reserve(samples.size());
   std::int64_t total = 0;
   constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
   for (const Sample& sample : samples) {
-    sluice::detail::require(sample.id >= 0, where, ": sample id must be >= 0, got ", sample.id);
-    sluice::detail::require(ids.insert(sample.id).second, where, ": sample id ", sample.id, " appears twice");
-    sluice::detail::require(sample.input >= 1, where, ": sample ", sample.id, ": input length must be >= 1, got ",
+    sluice::require(sample.id >= 0, where, ": sample id must be >= 0, got ", sample.id);
+    sluice::require(ids.insert(sample.id).second, where, ": sample id ", sample.id, " appears twice");
+    sluice::require(sample.input >= 1, where, ": sample ", sample.id, ": input length must be >= 1, got ",
                     sample.input);
-    sluice::detail::require(sample.target >= 0, where, ": sample ", sample.id, ": target length must be >= 0, got ",
+    sluice::require(sample.target >= 0, where, ": sample ", sample.id, ": target length must be >= 0, got ",
                     sample.target);
-    sluice::detail::require(sample.input <= max - sample.target && total <= max - sample.input - sample.target, where,
+    sluice::require(sample.input <= max - sample.target && total <= max - sample.input - sample.target, where,
                     ": total token count overflows");
     total += sample.input + sample.target;
   }

@@ -41,7 +41,7 @@ struct PartitionOptions {
 };
 
 inline void validate(const PartitionOptions& options) {
-  using sluice::detail::require;
+  using sluice::require;
   require(options.stages >= 1, "partition: stages must be >= 1, got ", options.stages);
   require(options.replicas >= 1, "partition: replicas must be >= 1, got ", options.replicas);
   require(!std::isnan(options.memory_limit) && options.memory_limit > 0,
@@ -62,8 +62,8 @@ inline Shape run_shape(Layout layout, std::int64_t count, std::int64_t max_input
 
 inline double checked_cost(double value, const char* what, const Shape& shape) {
   if (std::isnan(value) || value < 0)
-    sluice::detail::fail("partition: cost model ", what, " of shape (rows ", shape.rows, ", input ", shape.input,
-                         ", target ", shape.target, ") must be >= 0, got ", value);
+    sluice::fail("partition: cost model ", what, " of shape (rows ", shape.rows, ", input ", shape.input, ", target ",
+                 shape.target, ") must be >= 0, got ", value);
   return value;
 }
 
@@ -91,8 +91,8 @@ public:
   RunTable(std::span<const Sample> ordered, const Model& model, Layout layout, double memory_limit)
       : n_(ordered.size()) {
     if (n_ > max_run_table_cells)
-      sluice::detail::fail("partition: ", n_, " samples exceed max_run_table_cells (", max_run_table_cells,
-                           " run-table cells, at least one per sample)");
+      sluice::fail("partition: ", n_, " samples exceed max_run_table_cells (", max_run_table_cells,
+                   " run-table cells, at least one per sample)");
     offset_.assign(n_ + 1, 0);
     // Memory bounds a row (a time can only end it sooner), so the size is known, and refused, before
     // allocating: offset_[e + 1] holds row e's runs that fit, up to the first over the limit, with bytes that
@@ -110,9 +110,9 @@ public:
       longest = std::max(longest, fit);
       cells += fit;
       if (cells > max_run_table_cells)
-        sluice::detail::fail("partition: ", n_, " samples with micro-batches of up to ", longest,
-                             " samples (so far) need more than ", max_run_table_cells,
-                             " run-table cells (max_run_table_cells); split the batch or lower memory_limit");
+        sluice::fail("partition: ", n_, " samples with micro-batches of up to ", longest,
+                     " samples (so far) need more than ", max_run_table_cells,
+                     " run-table cells (max_run_table_cells); split the batch or lower memory_limit");
     }
     time_.reserve(cells);
     // The times, every cost checked in the order of the runs (bytes, then seconds), as the rows are extended.
@@ -441,7 +441,7 @@ Partition build_partition(std::span<const Sample> ordered, const Model& model, L
   partition.micro_batches.reserve(ends.size());
   std::size_t start = 0;
   for (const std::size_t end : ends) {
-    MicroBatch micro_batch;
+    ShapedMicroBatch micro_batch;
     std::int64_t max_input = 0;
     std::int64_t max_target = 0;
     std::int64_t sum_input = 0;
@@ -482,8 +482,8 @@ bool partition_with(std::span<const Sample> ordered, const Model& model, std::si
     slowest = std::max(slowest, table.time(e, 0));
   }
   if (!std::isfinite(singles))
-    sluice::detail::fail("partition: the times of cost model ", index, " overflow: ", ordered.size(),
-                         " samples sum to ", singles, " s, the slowest alone takes ", slowest, " s");
+    sluice::fail("partition: the times of cost model ", index, " overflow: ", ordered.size(), " samples sum to ",
+                 singles, " s, the slowest alone takes ", slowest, " s");
   // With c = 1 the objective is Σ t / |D| and no tmax beats ∞.
   double tmax = std::numeric_limits<double>::infinity();
   if (options.stages > 1) {
@@ -505,13 +505,13 @@ template <MicroBatchCostModel Model>
 Partition partition(std::span<const Sample> ordered, std::span<const Model> models, const PartitionOptions& options) {
   check_samples(ordered, "partition");
   validate(options);
-  sluice::detail::require(!models.empty(), "partition: no cost models");
+  sluice::require(!models.empty(), "partition: no cost models");
   Partition result;
   for (std::size_t m = 0; m < models.size(); ++m)
     if (detail::partition_with(ordered, models[m], m, options, result)) return result;
   const Sample& sample = ordered[detail::first_unfit(ordered, models.back(), options.layout, options.memory_limit)];
   const Shape alone = detail::run_shape(options.layout, 1, sample.input, sample.target, sample.input, sample.target);
-  throw infeasible(sluice::detail::concat(
+  throw infeasible(sluice::concat(
       "partition: sample ", sample.id, " (input ", sample.input, ", target ", sample.target, ") alone needs ",
       models.back().bytes(alone), " bytes and ", models.back().seconds(alone), " s under the last of ", models.size(),
       " cost models; the memory limit is ", options.memory_limit, " bytes per micro-batch, so no partition fits"));
@@ -530,17 +530,17 @@ Partition partition(std::span<const Sample> ordered, const Model& model, const P
 template <MicroBatchCostModel Model>
 void validate(const Partition& partition, std::span<const Sample> samples, const Model& model,
               const PartitionContext& context) {
-  sluice::detail::require(context.stages >= 1, "partition context: stages must be >= 1, got ", context.stages);
-  sluice::detail::require(context.replicas >= 1, "partition context: replicas must be >= 1, got ", context.replicas);
-  sluice::detail::require(!std::isnan(context.memory_limit) && context.memory_limit > 0,
-                          "partition context: memory_limit must be > 0, got ", context.memory_limit);
+  sluice::require(context.stages >= 1, "partition context: stages must be >= 1, got ", context.stages);
+  sluice::require(context.replicas >= 1, "partition context: replicas must be >= 1, got ", context.replicas);
+  sluice::require(!std::isnan(context.memory_limit) && context.memory_limit > 0,
+                  "partition context: memory_limit must be > 0, got ", context.memory_limit);
   const PlanCheck check("partition: ");
   check(!partition.micro_batches.empty(), "has no micro-batches");
   std::unordered_map<std::int64_t, const Sample*> by_id;
   for (const Sample& sample : samples) by_id.emplace(sample.id, &sample);
   std::unordered_set<std::int64_t> seen;
   for (std::size_t m = 0; m < partition.micro_batches.size(); ++m) {
-    const MicroBatch& mb = partition.micro_batches[m];
+    const ShapedMicroBatch& mb = partition.micro_batches[m];
     check(!mb.sample_ids.empty(), "micro-batch ", m, " is empty");
     check(static_cast<std::int64_t>(mb.row_sizes.size()) == mb.shape.rows, "micro-batch ", m, " has ",
           mb.row_sizes.size(), " rows but its shape says ", mb.shape.rows);
@@ -596,7 +596,7 @@ template <MicroBatchCostModel Model>
 void validate(const Partition& partition, std::span<const Sample> samples, std::span<const Model> models,
               const PartitionContext& context) {
   if (partition.cost_model >= models.size())
-    throw invalid_plan(sluice::detail::concat("partition: cost model ", partition.cost_model, " of ", models.size()));
+    throw invalid_plan(sluice::concat("partition: cost model ", partition.cost_model, " of ", models.size()));
   validate(partition, samples, models[partition.cost_model], context);
 }
 

@@ -57,7 +57,7 @@ inline Layout parse_layout(std::string_view name) {
   if (name == "padded") return Layout::padded;
   if (name == "packed") return Layout::packed;
   if (name == "fixed_rows") return Layout::fixed_rows;
-  sluice::detail::fail("micro-batch layout: expected padded, packed or fixed_rows, got '", name, "'");
+  sluice::fail("micro-batch layout: expected padded, packed or fixed_rows, got '", name, "'");
 }
 
 // Time (seconds, forward + backward on one pipeline stage) and stored activation memory (bytes, on one stage)
@@ -69,20 +69,22 @@ concept MicroBatchCostModel = requires(const M& model, const Shape& shape) {
   { model.bytes(shape) } -> std::convertible_to<double>;
 };
 
-struct MicroBatch {
+// One of DynaPipe's micro-batches: samples in rows, padded to a shape (assign::MicroBatch is Hydraulis' packed
+// micro-batch of whole sequences, without a shape).
+struct ShapedMicroBatch {
   std::vector<std::int64_t> sample_ids;  // row by row
   std::vector<std::int64_t> row_sizes;   // samples per row, summing to sample_ids.size(); shape.rows entries
   Shape shape;
   double seconds = 0;  // cost model's time of `shape`
   double bytes = 0;    // cost model's memory of `shape`
-  friend bool operator==(const MicroBatch&, const MicroBatch&) = default;
+  friend bool operator==(const ShapedMicroBatch&, const ShapedMicroBatch&) = default;
 };
 
 // A mini-batch cut into micro-batches. objective = (c − 1)·max_M t(M) + Σ_M t(M) / |D| (Eq. 1 with the
 // data-parallel lower bound, §4), c = stages and |D| = replicas of the options it was made with.
 struct Partition {
   Layout layout = Layout::padded;
-  std::vector<MicroBatch> micro_batches;
+  std::vector<ShapedMicroBatch> micro_batches;
   double objective = 0;
   std::size_t cost_model = 0;  // index of the cost model (recomputation level) it was planned with
   friend bool operator==(const Partition&, const Partition&) = default;
@@ -95,10 +97,10 @@ struct PartitionContext {
   double memory_limit = 0;  // bytes per micro-batch
 };
 
-inline double partition_objective(const std::vector<MicroBatch>& micro_batches, int stages, int replicas) {
+inline double partition_objective(const std::vector<ShapedMicroBatch>& micro_batches, int stages, int replicas) {
   double slowest = 0;
   double total = 0;
-  for (const MicroBatch& micro_batch : micro_batches) {
+  for (const ShapedMicroBatch& micro_batch : micro_batches) {
     slowest = slowest < micro_batch.seconds ? micro_batch.seconds : slowest;
     total += micro_batch.seconds;
   }

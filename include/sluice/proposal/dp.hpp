@@ -48,9 +48,9 @@ struct Grid {
     Grid grid{lattice % gpu_step == 0 ? lattice : gpu_step, 0, replica_step};
     grid.top = 10 * gpus / grid.unit;
     const std::int64_t lengths = bins + 1;
-    sluice::detail::require(lengths <= max_dp_states && grid.top + 1 <= max_dp_states / lengths,
-                            "proposal: the DP grid has ", grid.top + 1, " budgets x ", lengths,
-                            " lengths, more than ", max_dp_states, " states; use a coarser gpu_step or length_step");
+    sluice::require(lengths <= max_dp_states && grid.top + 1 <= max_dp_states / lengths, "proposal: the DP grid has ",
+                    grid.top + 1, " budgets x ", lengths, " lengths, more than ", max_dp_states,
+                    " states; use a coarser gpu_step or length_step");
     return grid;
   }
 };
@@ -84,9 +84,8 @@ public:
     double steps = 0;  // every (budget, replica count) a state tries, per length point
     for (const std::int64_t shift : shifts_) steps += static_cast<double>(top_ - shift + 1);
     steps *= static_cast<double>(axis.bins);
-    sluice::detail::require(steps <= max_dp_steps, "proposal: the DP would take ", steps, " steps (", top_ + 1,
-                            " budgets x ", axis.bins, " lengths), more than ", max_dp_steps,
-                            "; use a coarser gpu_step or length_step");
+    sluice::require(steps <= max_dp_steps, "proposal: the DP would take ", steps, " steps (", top_ + 1, " budgets x ",
+                    axis.bins, " lengths), more than ", max_dp_steps, "; use a coarser gpu_step or length_step");
     replicas_.resize(static_cast<std::size_t>(most + 1));
     for (std::int64_t d = 1; d <= most; ++d)
       replicas_[static_cast<std::size_t>(d)] = static_cast<double>(d * replica_step) / 10.0;

@@ -86,7 +86,7 @@ namespace detail {
 // Options checked against the inputs, with gpus and max_len filled in.
 inline ProposeOptions resolve(const data::LengthDataset& dataset, const cost::Profile& profile,
                               ProposeOptions options) {
-  using sluice::detail::require;
+  using sluice::require;
   const std::int64_t longest = std::ranges::max(dataset.lengths());
   if (!options.gpus) options.gpus = profile.gpus();
   if (!options.max_len) options.max_len = longest;
@@ -119,16 +119,15 @@ inline std::vector<cost::SchemeCost> usable_schemes(const cost::Profile& profile
     if (options.tp_within_node && scheme.scheme.tp() > profile.spec().gpus_per_node) continue;
     usable.push_back(scheme);
   }
-  sluice::detail::require(!usable.empty(), "proposal: no scheme of profile ", profile.name(), " fits ", *options.gpus,
-                          " GPUs", options.tp_within_node ? " with TP within a node" : "", " and holds length_step = ",
-                          options.length_step, " tokens");
+  sluice::require(!usable.empty(), "proposal: no scheme of profile ", profile.name(), " fits ", *options.gpus, " GPUs",
+                  options.tp_within_node ? " with TP within a node" : "",
+                  " and holds length_step = ", options.length_step, " tokens");
   std::ranges::stable_sort(usable, [](const auto& x, const auto& y) { return x.max_len > y.max_len; });
   const cost::SchemeCost& widest = usable.front();
-  sluice::detail::require(widest.max_len >= *options.max_len, "proposal: max_len = ", *options.max_len,
-                          " exceeds the longest MaxLen of a usable scheme (", widest.max_len, ", ",
-                          widest.scheme.name(), ")",
-                          options.tp_within_node ? "; lower max_len or allow TP across nodes (tp_within_node = false)"
-                                                 : "; lower max_len");
+  sluice::require(
+      widest.max_len >= *options.max_len, "proposal: max_len = ", *options.max_len,
+      " exceeds the longest MaxLen of a usable scheme (", widest.max_len, ", ", widest.scheme.name(), ")",
+      options.tp_within_node ? "; lower max_len or allow TP across nodes (tp_within_node = false)" : "; lower max_len");
   return usable;
 }
 
@@ -360,8 +359,8 @@ inline Proposal propose(const data::LengthDataset& dataset, const cost::Profile&
   const std::vector<double> bin_share = detail::longest_in_bin_shares(axis, bins, proposal.sequences_per_iteration);
 
   const detail::Dp integer(tables, axis, integer_grid);
-  sluice::detail::require(integer.optimum(bins) < detail::infinity, "proposal: gpu_step = ", options.gpu_step,
-                          " tenths is too coarse: no scheme holding max_len fits the budget grid of ", gpus, " GPUs");
+  sluice::require(integer.optimum(bins) < detail::infinity, "proposal: gpu_step = ", options.gpu_step,
+                  " tenths is too coarse: no scheme holding max_len fits the budget grid of ", gpus, " GPUs");
   proposal.integer_optimum = integer.optimum(bins);
   detail::Entries entries;
   for (std::int64_t j = axis.first_nonempty; j <= bins; ++j)

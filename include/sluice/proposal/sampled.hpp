@@ -197,8 +197,8 @@ inline constexpr std::size_t selection_starts = 8;
 // one row with holds[row] (a row that can serve any batch, so finite everywhere). Local search (improve_set) from
 // `start` when given and from each of the selection_starts best holding rows alone; the best result wins, ties to
 // the earlier start. A heuristic: the tests compare it with brute force.
-inline Selection select_set(const std::vector<std::vector<double>>& times, std::size_t k, const std::vector<bool>& holds,
-                            const std::vector<std::size_t>& start = {}) {
+inline Selection select_set(const std::vector<std::vector<double>>& times, std::size_t k,
+                            const std::vector<bool>& holds, const std::vector<std::size_t>& start = {}) {
   std::vector<std::pair<double, std::size_t>> alone;
   for (std::size_t r = 0; r < times.size(); ++r)
     if (holds[r]) alone.emplace_back(set_total(times, std::span(&r, 1)), r);
@@ -223,7 +223,8 @@ struct SampledBatches {
 
 inline SampledBatches draw_batches(const data::LengthDataset& dataset, const SampledOptions& options) {
   data::BatchSampler sampler(
-      dataset, {.tokens_per_batch = static_cast<std::int64_t>(options.paper.tokens_per_iteration), .seed = options.seed});
+      dataset,
+      {.tokens_per_batch = static_cast<std::int64_t>(options.paper.tokens_per_iteration), .seed = options.seed});
   SampledBatches batches;
   for (int b = 0; b < options.choosing_batches; ++b) batches.choosing.push_back(sampler.next());
   for (int b = 0; b < options.held_out_batches; ++b) batches.held_out.push_back(sampler.next());
@@ -231,7 +232,7 @@ inline SampledBatches draw_batches(const data::LengthDataset& dataset, const Sam
 }
 
 inline void require_sampled_options(const SampledOptions& options) {
-  using sluice::detail::require;
+  using sluice::require;
   require(options.choosing_batches >= 1 && options.choosing_batches <= max_sampled_batches,
           "sampled proposal: choosing_batches must be in [1, ", max_sampled_batches, "], got ",
           options.choosing_batches);
@@ -267,7 +268,8 @@ inline std::vector<Strategy> neighbours(const Strategy& strategy, std::span<cons
     for (std::size_t p = 0; p < strategy.parts().size(); ++p) {
       const StrategyPart& part = strategy.parts()[p];
       if (part.scheme == target) continue;
-      const std::int64_t traded = std::max<std::int64_t>(1, (size - idle + part.scheme.gpus() - 1) / part.scheme.gpus());
+      const std::int64_t traded =
+          std::max<std::int64_t>(1, (size - idle + part.scheme.gpus() - 1) / part.scheme.gpus());
       if (traded > part.pipelines) continue;
       std::vector<StrategyPart> parts = strategy.parts();
       parts[p].pipelines -= static_cast<int>(traded);
@@ -293,7 +295,8 @@ inline SampledProposal propose_sampled(const data::LengthDataset& dataset, const
   SampledProposal result;
   result.paper = full;
   result.paper.options.max_candidates = k;
-  if (std::ssize(result.paper.candidates) > k) result.paper.candidates.erase(result.paper.candidates.begin() + k, result.paper.candidates.end());
+  if (std::ssize(result.paper.candidates) > k)
+    result.paper.candidates.erase(result.paper.candidates.begin() + k, result.paper.candidates.end());
   result.choosing_batches = options.choosing_batches;
   result.held_out_batches = options.held_out_batches;
   result.seed = options.seed;
@@ -308,8 +311,8 @@ inline SampledProposal propose_sampled(const data::LengthDataset& dataset, const
   auto overhead_of = [&](const Strategy& strategy) {
     if (!options.overhead) return 0.0;
     const double overhead = options.overhead(strategy);
-    sluice::detail::require(std::isfinite(overhead) && overhead >= 0, "sampled proposal: overhead of ",
-                            strategy.name(), " must be finite and >= 0, got ", overhead);
+    sluice::require(std::isfinite(overhead) && overhead >= 0, "sampled proposal: overhead of ", strategy.name(),
+                    " must be finite and >= 0, got ", overhead);
     return overhead;
   };
   // Planned time of a strategy on each batch: its estimate + overhead, or +inf when it cannot hold the batch.
@@ -423,7 +426,8 @@ inline SampledProposal propose_sampled(const data::LengthDataset& dataset, const
   std::map<std::string, std::vector<double>> held_out;
   auto held_out_mean = [&](const std::vector<Strategy>& set) {
     for (const Strategy& strategy : set)
-      if (!held_out.contains(strategy.name())) held_out.emplace(strategy.name(), plan_times(strategy, batches.held_out));
+      if (!held_out.contains(strategy.name()))
+        held_out.emplace(strategy.name(), plan_times(strategy, batches.held_out));
     double sum = 0;
     for (std::size_t b = 0; b < batches.held_out.size(); ++b) {
       double best = detail::infinity;

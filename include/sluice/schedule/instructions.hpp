@@ -45,14 +45,14 @@ struct Link {
 // bytes/s or +inf.
 inline void validate(const Link& link) {
   // The messages are formatted only on failure: simulate() checks its link on every call.
-  using sluice::detail::shortest;
+  using sluice::shortest;
   if (!(link.latency >= 0 && link.latency <= Link::max_latency))
-    sluice::detail::fail("schedule: link latency must be in [0, ", shortest(Link::max_latency), "] s, got ",
-                         shortest(link.latency));
+    sluice::fail("schedule: link latency must be in [0, ", shortest(Link::max_latency), "] s, got ",
+                 shortest(link.latency));
   if (!((link.bandwidth >= Link::min_bandwidth && link.bandwidth <= Link::max_bandwidth) ||
         link.bandwidth == std::numeric_limits<double>::infinity()))
-    sluice::detail::fail("schedule: link bandwidth must be in [", shortest(Link::min_bandwidth), ", ",
-                         shortest(Link::max_bandwidth), "] bytes/s or +inf, got ", shortest(link.bandwidth));
+    sluice::fail("schedule: link bandwidth must be in [", shortest(Link::min_bandwidth), ", ",
+                 shortest(Link::max_bandwidth), "] bytes/s or +inf, got ", shortest(link.bandwidth));
 }
 
 // One pipeline's scheduling problem. memory_limit[j] is the activation budget of stage j in bytes (+inf for
@@ -92,14 +92,14 @@ struct TensorShape {
 // Starts launch on the rank's communication stream for that peer and return at once; Waits make the compute
 // stream wait for the transfer to finish.
 enum class InstructionKind : std::uint8_t {
-  load_input,       // write micro-batch input ids into `buffer` (first stage only)
-  forward,          // read `buffer` (input activation or ids), write `output` (activation for the next stage; -1 on the last)
-  backward,         // read `buffer` (gradient from the next stage; -1 on the last), write `output` (gradient for the
-                    // previous stage; -1 on the first); also reads the micro-batch's forward input and output slots
-  free_buffer,      // release slot `buffer`
-  send_act_start,   // send `buffer` to `peer` (the next stage)
+  load_input,  // write micro-batch input ids into `buffer` (first stage only)
+  forward,   // read `buffer` (input activation or ids), write `output` (activation for the next stage; -1 on the last)
+  backward,  // read `buffer` (gradient from the next stage; -1 on the last), write `output` (gradient for the
+             // previous stage; -1 on the first); also reads the micro-batch's forward input and output slots
+  free_buffer,     // release slot `buffer`
+  send_act_start,  // send `buffer` to `peer` (the next stage)
   send_act_wait,
-  recv_act_start,   // receive into `buffer` from `peer` (the previous stage)
+  recv_act_start,  // receive into `buffer` from `peer` (the previous stage)
   recv_act_wait,
   send_grad_start,  // send `buffer` to `peer` (the previous stage)
   send_grad_wait,
@@ -112,7 +112,9 @@ inline constexpr std::string_view instruction_names[] = {
     "send_act_start", "send_act_wait",  "recv_act_start",  "recv_act_wait",
     "send_grad_start", "send_grad_wait", "recv_grad_start", "recv_grad_wait"};
 
-inline constexpr std::string_view name(InstructionKind kind) { return instruction_names[static_cast<std::size_t>(kind)]; }
+inline constexpr std::string_view name(InstructionKind kind) {
+  return instruction_names[static_cast<std::size_t>(kind)];
+}
 
 // One instruction of a rank. `shape` is the shape of the tensor the instruction moves, computes or frees;
 // buffer ids are slots in [0, ExecutionPlan::buffer_slots), reused after free_buffer.
@@ -174,7 +176,7 @@ inline double transfer_time(const Problem& problem, std::size_t i) {
 
 // Raises invalid_input naming the first field that breaks a precondition.
 inline void require_problem(const Problem& problem) {
-  using sluice::detail::require;
+  using sluice::require;
   require(problem.stages >= 1, "schedule: stages must be >= 1, got ", problem.stages);
   require(!problem.micro_batches.empty(), "schedule: no micro-batches");
   // Micro-batch ids are ints in orders and instructions.
@@ -221,10 +223,9 @@ inline void require_problem(const Problem& problem) {
       const bool forward = mb.forward[j] <= mb.backward[j];
       const double op = forward ? mb.forward[j] : mb.backward[j];
       if (op < time_resolution * total)
-        sluice::detail::fail("schedule: micro-batch ", i, forward ? " forward[" : " backward[", j, "] = ",
-                             sluice::detail::shortest(op), " s is below 2^-40 of the ",
-                             sluice::detail::shortest(total),
-                             " s all ops and transfers take: a simulated timeline cannot resolve it");
+        sluice::fail("schedule: micro-batch ", i, forward ? " forward[" : " backward[", j, "] = ", sluice::shortest(op),
+                     " s is below 2^-40 of the ", sluice::shortest(total),
+                     " s all ops and transfers take: a simulated timeline cannot resolve it");
     }
   }
 }

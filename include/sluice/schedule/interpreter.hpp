@@ -252,21 +252,20 @@ private:
 
   [[nodiscard]] std::string where(int rank) const {
     const RankState& state = at(rank);
-    std::string text = sluice::detail::concat("rank ", rank);
-    if (name_pipelines_) text += sluice::detail::concat(" (pipeline ", state.pipeline, " stage ", state.stage, ")");
+    std::string text = sluice::concat("rank ", rank);
+    if (name_pipelines_) text += sluice::concat(" (pipeline ", state.pipeline, " stage ", state.stage, ")");
     if (state.next < state.list->size()) {
       const Instruction& in = (*state.list)[state.next];
-      text += sluice::detail::concat(" instruction ", state.next, " (", name(in.kind), " micro-batch ", in.micro_batch,
-                                     ")");
+      text += sluice::concat(" instruction ", state.next, " (", name(in.kind), " micro-batch ", in.micro_batch, ")");
     }
     return text;
   }
 
   [[noreturn]] void fail(int rank, auto&&... parts) const {
-    throw invalid_plan(sluice::detail::concat(options_.context, ": ", where(rank), ": ", parts...));
+    throw invalid_plan(sluice::concat(options_.context, ": ", where(rank), ": ", parts...));
   }
   [[noreturn]] void fail_comm(CommOutcome outcome, std::vector<int> cycle, auto&&... parts) const {
-    throw comm_failure(outcome, std::move(cycle), sluice::detail::concat(options_.context, ": ", parts...));
+    throw comm_failure(outcome, std::move(cycle), sluice::concat(options_.context, ": ", parts...));
   }
 
   Held& slot(int rank, int id) {
@@ -399,8 +398,8 @@ private:
   }
 
   std::string describe(const Transfer& t) const {
-    return sluice::detail::concat(t.send ? "send of " : "receive of ", t.activation ? "act " : "grad ", t.micro_batch,
-                                  " on rank ", t.rank);
+    return sluice::concat(t.send ? "send of " : "receive of ", t.activation ? "act " : "grad ", t.micro_batch,
+                          " on rank ", t.rank);
   }
 
   // Pairs the heads of the two ranks' queues toward each other, as NCCL would run them.

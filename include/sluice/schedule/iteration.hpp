@@ -93,10 +93,11 @@ inline SimulatedIteration plan_simulated_iteration(std::span<const Sequence> bat
       [&](std::size_t k, std::span<const cost::SchemeCost>, double overhead) {
         assign::PlanOptions alone = plan_options;
         if (!alone.candidate_overhead.empty()) alone.candidate_overhead = {overhead};
-        SimulatedIteration candidate{.plan = assign::plan_iteration(batch, std::span(&candidates[k], 1), profile, alone),
-                                     .schedule = {},
-                                     .chosen = k,
-                                     .makespans = {}};
+        SimulatedIteration candidate{
+            .plan = assign::plan_iteration(batch, std::span(&candidates[k], 1), profile, alone),
+            .schedule = {},
+            .chosen = k,
+            .makespans = {}};
         candidate.schedule = schedule_iteration(candidate.plan, profile, schedule, problem);
         const double makespan = candidate.schedule.makespan;
         return assign::Judged<SimulatedIteration>{.plan = std::move(candidate), .score = makespan};

@@ -16,16 +16,15 @@ namespace sluice::schedule {
 namespace detail {
 
 inline void require_injection(std::span<const int> injection, std::size_t micro_batches, int stages) {
-  sluice::detail::require(stages >= 1, "schedule: stages must be >= 1, got ", stages);
-  sluice::detail::require(injection.size() == micro_batches, "schedule: injection order has ", injection.size(),
-                          " entries for ", micro_batches, " micro-batches");
-  sluice::detail::require(!injection.empty(), "schedule: no micro-batches");
+  sluice::require(stages >= 1, "schedule: stages must be >= 1, got ", stages);
+  sluice::require(injection.size() == micro_batches, "schedule: injection order has ", injection.size(),
+                  " entries for ", micro_batches, " micro-batches");
+  sluice::require(!injection.empty(), "schedule: no micro-batches");
   std::vector<char> seen(injection.size(), 0);
   for (const int i : injection) {
-    sluice::detail::require(i >= 0 && static_cast<std::size_t>(i) < injection.size(),
-                            "schedule: injection order names micro-batch ", i, " outside [0, ", injection.size(), ")");
-    sluice::detail::require(!seen[static_cast<std::size_t>(i)], "schedule: injection order names micro-batch ", i,
-                            " twice");
+    sluice::require(i >= 0 && static_cast<std::size_t>(i) < injection.size(),
+                    "schedule: injection order names micro-batch ", i, " outside [0, ", injection.size(), ")");
+    sluice::require(!seen[static_cast<std::size_t>(i)], "schedule: injection order names micro-batch ", i, " twice");
     seen[static_cast<std::size_t>(i)] = 1;
   }
 }
@@ -78,15 +77,14 @@ inline Order adaptive_cyclic(const Problem& problem, std::span<const int> inject
   detail::require_injection(injection, problem.micro_batches.size(), problem.stages);
   const auto c = static_cast<std::size_t>(problem.stages);
   const std::size_t m = injection.size();
-  sluice::detail::require(limits.size() == c, "schedule: ", limits.size(), " memory limits for ", c, " stages");
+  sluice::require(limits.size() == c, "schedule: ", limits.size(), " memory limits for ", c, " stages");
   for (std::size_t j = 0; j < c; ++j) {
-    sluice::detail::require(limits[j] > 0 && !std::isnan(limits[j]), "schedule: memory limit[", j, "] must be > 0, got ",
-                            limits[j]);
+    sluice::require(limits[j] > 0 && !std::isnan(limits[j]), "schedule: memory limit[", j, "] must be > 0, got ",
+                    limits[j]);
     for (std::size_t i = 0; i < m; ++i)
       if (problem.micro_batches[i].activation[j] > limits[j])
-        throw infeasible(sluice::detail::concat("schedule: micro-batch ", i, " needs ",
-                                                problem.micro_batches[i].activation[j], " activation bytes on stage ", j,
-                                                ", above its limit ", limits[j]));
+        throw infeasible(sluice::concat("schedule: micro-batch ", i, " needs ", problem.micro_batches[i].activation[j],
+                                        " activation bytes on stage ", j, ", above its limit ", limits[j]));
   }
   // Queues as arrays with a read head; each stage receives each micro-batch once per pass.
   std::vector<std::vector<int>> forward_queue(c), backward_queue(c), unlocked_f(c), unlocked_b(c);

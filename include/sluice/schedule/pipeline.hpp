@@ -45,7 +45,7 @@ struct PipelineSchedule {
 // by their first member; empty groups are dropped.
 inline std::vector<std::vector<int>> cluster_micro_batches(const Problem& problem, int k, std::uint64_t seed) {
   require_problem(problem);
-  sluice::detail::require(k >= 1, "schedule: clusters must be >= 1, got ", k);
+  sluice::require(k >= 1, "schedule: clusters must be >= 1, got ", k);
   const std::size_t m = problem.micro_batches.size();
   const std::size_t last = static_cast<std::size_t>(problem.stages) - 1;
   constexpr std::size_t dims = 4;
@@ -57,7 +57,8 @@ inline std::vector<std::vector<int>> cluster_micro_batches(const Problem& proble
   }
   auto distance = [&](std::size_t i, const double* centre) {
     double sum = 0;
-    for (std::size_t d = 0; d < dims; ++d) sum += (points[i * dims + d] - centre[d]) * (points[i * dims + d] - centre[d]);
+    for (std::size_t d = 0; d < dims; ++d)
+      sum += (points[i * dims + d] - centre[d]) * (points[i * dims + d] - centre[d]);
     return sum;
   };
   const std::size_t most = std::min(static_cast<std::size_t>(k), m);
@@ -124,8 +125,8 @@ inline std::vector<std::vector<int>> cluster_micro_batches(const Problem& proble
 // every permutation of the micro-batches when there are at most k of them. Duplicates are dropped.
 inline std::vector<std::vector<int>> injection_candidates(const Problem& problem, const ScheduleOptions& options) {
   require_problem(problem);
-  sluice::detail::require(options.clusters >= 0 && options.clusters <= 6, "schedule: clusters must be in [0, 6], got ",
-                          options.clusters);
+  sluice::require(options.clusters >= 0 && options.clusters <= 6, "schedule: clusters must be in [0, 6], got ",
+                  options.clusters);
   const std::size_t m = problem.micro_batches.size();
   const int k = options.clusters > 0 ? options.clusters : (m > 20 ? 3 : 4);
   std::vector<std::vector<int>> candidates{identity_injection(m)};
@@ -168,8 +169,8 @@ inline bool fits(const Simulation& simulation, const Problem& problem) {
 // limits, invalid_input for a bad problem or options.
 inline PipelineSchedule schedule_pipeline(const Problem& problem, const ScheduleOptions& options = {}) {
   require_problem(problem);
-  sluice::detail::require(options.kind == ScheduleKind::cyclic || options.kind == ScheduleKind::one_f_one_b,
-                          "schedule: unknown schedule kind ", static_cast<int>(options.kind));
+  sluice::require(options.kind == ScheduleKind::cyclic || options.kind == ScheduleKind::one_f_one_b,
+                  "schedule: unknown schedule kind ", static_cast<int>(options.kind));
   const std::vector<std::vector<int>> injections = injection_candidates(problem, options);
   std::optional<PipelineSchedule> best;
   int simulated = 0;
@@ -198,8 +199,8 @@ inline PipelineSchedule schedule_pipeline(const Problem& problem, const Schedule
   for (const std::vector<int>& injection : injections)
     consider(ScheduleKind::one_f_one_b, false, injection, one_f_one_b(injection, problem.stages));
   if (!best)
-    throw infeasible(sluice::detail::concat("schedule: no schedule of ", problem.micro_batches.size(),
-                                            " micro-batches on ", problem.stages, " stages fits the memory limits"));
+    throw infeasible(sluice::concat("schedule: no schedule of ", problem.micro_batches.size(), " micro-batches on ",
+                                    problem.stages, " stages fits the memory limits"));
   best->plan = plan_comm(problem, best->order, best->simulation);
   best->candidates = simulated;
   return *std::move(best);

@@ -60,8 +60,8 @@ inline double stage_memory(const PipelinePlanOptions& options) {
 // The second half of the planner for any partition (the DP's, or a baseline's): balance its micro-batches over
 // the replicas and schedule each replica. Raises sluice::infeasible when no schedule of a replica fits.
 inline PipelineRunPlan schedule_partition(microbatch::Partition partition, const PipelinePlanOptions& options) {
-  sluice::detail::require(options.stage_memory >= 0 && !std::isnan(options.stage_memory),
-                          "plan_pipeline: stage_memory must be >= 0, got ", options.stage_memory);
+  sluice::require(options.stage_memory >= 0 && !std::isnan(options.stage_memory),
+                  "plan_pipeline: stage_memory must be >= 0, got ", options.stage_memory);
   PipelineRunPlan plan;
   plan.partition = std::move(partition);
   plan.assignment = microbatch::balance_kk(microbatch::micro_batch_times(plan.partition), options.replicas);
@@ -106,8 +106,8 @@ void validate(const PipelineRunPlan& plan, std::span<const microbatch::Sample> s
   microbatch::validate(plan.partition, samples, models,
                        {options.stages, options.replicas, options.micro_batch_memory});
   microbatch::validate(plan.assignment, microbatch::micro_batch_times(plan.partition), options.replicas);
-  check(plan.replicas.size() == plan.assignment.replicas.size(), "has ", plan.replicas.size(), " replica schedules for ",
-        plan.assignment.replicas.size(), " replicas");
+  check(plan.replicas.size() == plan.assignment.replicas.size(), "has ", plan.replicas.size(),
+        " replica schedules for ", plan.assignment.replicas.size(), " replicas");
   double makespan = 0;
   for (std::size_t r = 0; r < plan.replicas.size(); ++r) {
     const ReplicaSchedule& replica = plan.replicas[r];

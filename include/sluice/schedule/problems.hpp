@@ -27,8 +27,8 @@ struct ProblemOptions {
 namespace detail {
 
 inline void require_options(const ProblemOptions& options) {
-  sluice::detail::require(std::isfinite(options.backward_ratio) && options.backward_ratio > 0,
-                          "schedule problem: backward_ratio must be finite and > 0, got ", options.backward_ratio);
+  sluice::require(std::isfinite(options.backward_ratio) && options.backward_ratio > 0,
+                  "schedule problem: backward_ratio must be finite and > 0, got ", options.backward_ratio);
 }
 
 // A micro-batch that costs the same on every stage (the planners' stage models are per stage).
@@ -42,7 +42,7 @@ inline MicroBatchCost uniform_micro_batch(int stages, double seconds, double act
 
 inline Problem empty_problem(int stages, double stage_memory_limit, const ProblemOptions& options) {
   require_options(options);
-  sluice::detail::require(stages >= 1, "schedule problem: stages must be >= 1, got ", stages);
+  sluice::require(stages >= 1, "schedule problem: stages must be >= 1, got ", stages);
   Problem problem;
   problem.stages = stages;
   problem.memory_limit.assign(static_cast<std::size_t>(stages), stage_memory_limit);
@@ -61,9 +61,9 @@ inline Problem problem_for(const microbatch::Partition& partition, std::span<con
                            double stage_memory_limit, const ProblemOptions& options) {
   Problem problem = detail::empty_problem(stages, stage_memory_limit, options);
   for (const std::size_t index : indices) {
-    sluice::detail::require(index < partition.micro_batches.size(), "schedule problem: micro-batch index ", index,
-                            " outside the partition's ", partition.micro_batches.size());
-    const microbatch::MicroBatch& mb = partition.micro_batches[index];
+    sluice::require(index < partition.micro_batches.size(), "schedule problem: micro-batch index ", index,
+                    " outside the partition's ", partition.micro_batches.size());
+    const microbatch::ShapedMicroBatch& mb = partition.micro_batches[index];
     problem.micro_batches.push_back(detail::uniform_micro_batch(
         stages, mb.seconds, mb.bytes, mb.shape.rows * (mb.shape.input + mb.shape.target), options.backward_ratio));
   }
@@ -76,19 +76,18 @@ inline Problem problem_for(const microbatch::Partition& partition, std::span<con
 // first stage holds under 1F1B), and a stage may hold what the budget leaves after the model states.
 inline Problem problem_for(const assign::PipelinePlan& pipeline, const cost::SchemeCost& scheme,
                            const ProblemOptions& options) {
-  sluice::detail::require(pipeline.scheme == scheme.scheme, "schedule problem: pipeline ", pipeline.index, " runs ",
-                          pipeline.scheme.name(), " but the cost is for ", scheme.scheme.name());
-  sluice::detail::require(scheme.memory.has_value(), "schedule problem: scheme ", scheme.scheme.name(),
-                          " has no memory model");
-  sluice::detail::require(!pipeline.micro_batches.empty(), "schedule problem: pipeline ", pipeline.index,
-                          " has no micro-batches");
+  sluice::require(pipeline.scheme == scheme.scheme, "schedule problem: pipeline ", pipeline.index, " runs ",
+                  pipeline.scheme.name(), " but the cost is for ", scheme.scheme.name());
+  sluice::require(scheme.memory.has_value(), "schedule problem: scheme ", scheme.scheme.name(), " has no memory model");
+  sluice::require(!pipeline.micro_batches.empty(), "schedule problem: pipeline ", pipeline.index,
+                  " has no micro-batches");
   const cost::LinearMemory& memory = *scheme.memory;
   const int stages = scheme.scheme.pp();
   // A stated MaxLen may outlive a memory model in which not even the model states fit.
   const double activation_budget = memory.budget_bytes() - memory.fixed_bytes();
-  sluice::detail::require(activation_budget > 0, "schedule problem: scheme ", scheme.scheme.name(),
-                          " leaves no memory for activations (model states ", memory.fixed_bytes(), " bytes, budget ",
-                          memory.budget_bytes(), " bytes)");
+  sluice::require(activation_budget > 0, "schedule problem: scheme ", scheme.scheme.name(),
+                  " leaves no memory for activations (model states ", memory.fixed_bytes(), " bytes, budget ",
+                  memory.budget_bytes(), " bytes)");
   Problem problem = detail::empty_problem(stages, activation_budget, options);
   const double bytes_per_token = memory.bytes_per_token() / stages;
   for (const assign::MicroBatch& mb : pipeline.micro_batches)

@@ -159,8 +159,9 @@ inline void validate(const Simulation& simulation, const Problem& problem, const
       const double ready = t.pass == Pass::forward ? (j == 0 ? 0.0 : forward_arrival[(j - 1) * m + i])
                                                    : (j + 1 == c ? forward_arrival[j * m + i]
                                                                  : backward_arrival[(j + 1) * m + i]);
-      check(t.start >= ready * (1 - tolerance), "stage ", j, " starts ", t.pass == Pass::forward ? "forward" : "backward",
-            " of micro-batch ", i, " at ", t.start, " before its input arrives at ", ready);
+      check(t.start >= ready * (1 - tolerance), "stage ", j, " starts ",
+            t.pass == Pass::forward ? "forward" : "backward", " of micro-batch ", i, " at ", t.start,
+            " before its input arrives at ", ready);
       if (t.send_start != t.end || t.arrival != t.end) {
         double& link = t.pass == Pass::forward ? down : up;
         check(t.send_start >= link * (1 - tolerance), "stage ", j, " micro-batch ", i,

@@ -82,15 +82,15 @@ inline cost::ProfileSpec analytic_profile_spec(const ModelSpec& model, const Clu
                                          const AnalyticProfileOptions& options = {}) {
   model.validate();
   cluster.validate();
-  detail::require(options.memory_bytes >= 0 && options.memory_bytes <= cluster.memory_bytes,
+  sluice::require(options.memory_bytes >= 0 && options.memory_bytes <= cluster.memory_bytes,
                   "analytic profile: memory_bytes must be in [0, the device memory ", cluster.memory_bytes, "], got ",
                   options.memory_bytes);
-  detail::require(options.min_length >= 1, "analytic profile: min_length must be >= 1, got ", options.min_length);
-  detail::require(options.max_length >= 4 * options.min_length && options.max_length <= (1 << 24),
+  sluice::require(options.min_length >= 1, "analytic profile: min_length must be >= 1, got ", options.min_length);
+  sluice::require(options.max_length >= 4 * options.min_length && options.max_length <= (1 << 24),
                   "analytic profile: max_length must be in [4·min_length, 2^24], got ", options.max_length);
-  detail::require(options.granularity >= 1 && options.granularity <= options.max_length,
+  sluice::require(options.granularity >= 1 && options.granularity <= options.max_length,
                   "analytic profile: granularity must be in [1, max_length], got ", options.granularity);
-  detail::require(options.max_tp >= 1, "analytic profile: max_tp must be >= 1, got ", options.max_tp);
+  sluice::require(options.max_tp >= 1, "analytic profile: max_tp must be >= 1, got ", options.max_tp);
   const double budget = static_cast<double>(options.memory_bytes > 0 ? options.memory_bytes : cluster.memory_bytes);
   std::int64_t heads = 0;
   for (const LayerSpec& layer : model.layers) heads = std::gcd(heads, layer.heads);

@@ -44,28 +44,28 @@ struct StageProblem {
   }
 
   void validate() const {
-    detail::require(layers >= 1, "stage problem: layers must be >= 1, got ", layers);
-    detail::require(strategies >= 1 && strategies <= 65535, "stage problem: strategies must be in [1, 65535], got ",
+    sluice::require(layers >= 1, "stage problem: layers must be >= 1, got ", layers);
+    sluice::require(strategies >= 1 && strategies <= 65535, "stage problem: strategies must be in [1, 65535], got ",
                     strategies);
-    detail::require(layouts >= 1 && layouts <= strategies, "stage problem: layouts must be in [1, strategies], got ",
+    sluice::require(layouts >= 1 && layouts <= strategies, "stage problem: layouts must be in [1, strategies], got ",
                     layouts);
     const auto cells = static_cast<std::size_t>(layers) * static_cast<std::size_t>(strategies);
-    detail::require(layout.size() == static_cast<std::size_t>(strategies), "stage problem: layout has ", layout.size(),
+    sluice::require(layout.size() == static_cast<std::size_t>(strategies), "stage problem: layout has ", layout.size(),
                     " entries, expected ", strategies);
-    for (const int k : layout) detail::require(k >= 0 && k < layouts, "stage problem: layout id ", k, " out of range");
+    for (const int k : layout) sluice::require(k >= 0 && k < layouts, "stage problem: layout id ", k, " out of range");
     for (const auto* table : {&forward_bytes, &backward_bytes, &state_bytes, &time}) {
-      detail::require(table->size() == cells, "stage problem: a cost table has ", table->size(), " entries, expected ",
+      sluice::require(table->size() == cells, "stage problem: a cost table has ", table->size(), " entries, expected ",
                       cells);
       for (const double value : *table)
-        detail::require(std::isfinite(value) && value >= 0, "stage problem: costs must be finite and >= 0, got ",
+        sluice::require(std::isfinite(value) && value >= 0, "stage problem: costs must be finite and >= 0, got ",
                         value);
     }
-    detail::require(transition.size() == static_cast<std::size_t>(layers) * static_cast<std::size_t>(layouts * layouts),
+    sluice::require(transition.size() == static_cast<std::size_t>(layers) * static_cast<std::size_t>(layouts * layouts),
                     "stage problem: transition has ", transition.size(), " entries");
     for (const double value : transition)
-      detail::require(std::isfinite(value) && value >= 0, "stage problem: transitions must be finite and >= 0, got ",
+      sluice::require(std::isfinite(value) && value >= 0, "stage problem: transitions must be finite and >= 0, got ",
                       value);
-    detail::require(std::isfinite(budget), "stage problem: budget must be finite, got ", budget);
+    sluice::require(std::isfinite(budget), "stage problem: budget must be finite, got ", budget);
   }
 };
 
@@ -138,12 +138,12 @@ namespace detail_dp {
 // The DP's memory axis: budget / granularity units, refused when the tables would not fit.
 inline int memory_units(const StageProblem& problem, double granularity) {
   const double units_real = std::floor(problem.budget / granularity);
-  detail::require(units_real <= static_cast<double>(max_memory_units), "layer DP: budget / granularity = ", units_real,
+  sluice::require(units_real <= static_cast<double>(max_memory_units), "layer DP: budget / granularity = ", units_real,
                   " exceeds ", max_memory_units, " units (use a coarser granularity)");
   const int units = static_cast<int>(units_real);
   const auto width = static_cast<std::size_t>(units) + 1;
   const auto S = static_cast<std::size_t>(problem.strategies);
-  detail::require(width * static_cast<std::size_t>(problem.layers) * S <= (std::size_t{1} << 28), "layer DP: ", width,
+  sluice::require(width * static_cast<std::size_t>(problem.layers) * S <= (std::size_t{1} << 28), "layer DP: ", width,
                   " memory units x ", problem.layers, " layers x ", S,
                   " strategies exceed the 2^28-entry backtracking table", " (use a coarser granularity)");
   return units;
@@ -280,7 +280,7 @@ inline StageSolution best_feasible(const StageProblem& problem, double granulari
 }  // namespace detail_dp
 
 inline StageSolution solve_stage(const StageProblem& problem, double granularity, StageWorkspace& work) {
-  detail::require(std::isfinite(granularity) && granularity >= 1, "layer DP: granularity must be >= 1 byte, got ",
+  sluice::require(std::isfinite(granularity) && granularity >= 1, "layer DP: granularity must be >= 1 byte, got ",
                   granularity);
   problem.validate();
   if (problem.budget < 0) return {};

@@ -39,27 +39,27 @@ struct ModelSpec {
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 
   void validate() const {
-    detail::require(!layers.empty(), "model ", name, ": has no layers");
-    detail::require(dtype_bytes >= 1 && dtype_bytes <= 8, "model ", name, ": dtype_bytes must be in [1, 8], got ",
+    sluice::require(!layers.empty(), "model ", name, ": has no layers");
+    sluice::require(dtype_bytes >= 1 && dtype_bytes <= 8, "model ", name, ": dtype_bytes must be in [1, 8], got ",
                     dtype_bytes);
-    detail::require(std::isfinite(state_bytes_per_param) && state_bytes_per_param > 0, "model ", name,
+    sluice::require(std::isfinite(state_bytes_per_param) && state_bytes_per_param > 0, "model ", name,
                     ": state_bytes_per_param must be finite and > 0, got ", state_bytes_per_param);
-    detail::require(embedding_params >= 0, "model ", name, ": embedding_params must be >= 0, got ", embedding_params);
-    detail::require(head_params >= 0, "model ", name, ": head_params must be >= 0, got ", head_params);
+    sluice::require(embedding_params >= 0, "model ", name, ": embedding_params must be >= 0, got ", embedding_params);
+    sluice::require(head_params >= 0, "model ", name, ": head_params must be >= 0, got ", head_params);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const LayerSpec& layer = layers[i];
-      const auto where = detail::concat("model ", name, ": layer ", i);
-      detail::require(layer.hidden >= 1 && layer.hidden <= (1 << 20), where, ": hidden must be in [1, 2^20], got ",
+      const auto where = sluice::concat("model ", name, ": layer ", i);
+      sluice::require(layer.hidden >= 1 && layer.hidden <= (1 << 20), where, ": hidden must be in [1, 2^20], got ",
                       layer.hidden);
-      detail::require(layer.heads >= 1 && layer.hidden % layer.heads == 0, where,
+      sluice::require(layer.heads >= 1 && layer.hidden % layer.heads == 0, where,
                       ": heads must be >= 1 and divide hidden, got ", layer.heads);
-      detail::require(layer.ffn >= 1 && layer.ffn <= (1 << 22), where, ": ffn must be in [1, 2^22], got ", layer.ffn);
-      detail::require(layer.sequence >= 1 && layer.sequence <= (1 << 24), where,
+      sluice::require(layer.ffn >= 1 && layer.ffn <= (1 << 22), where, ": ffn must be in [1, 2^22], got ", layer.ffn);
+      sluice::require(layer.sequence >= 1 && layer.sequence <= (1 << 24), where,
                       ": sequence must be in [1, 2^24], got ", layer.sequence);
-      detail::require(layer.window >= 0 && layer.window <= layer.sequence, where,
+      sluice::require(layer.window >= 0 && layer.window <= layer.sequence, where,
                       ": window must be in [0, sequence], got ", layer.window);
-      detail::require(layer.params >= 0, where, ": params must be >= 0, got ", layer.params);
-      detail::require(std::isfinite(layer.forward_seconds) && layer.forward_seconds >= 0, where,
+      sluice::require(layer.params >= 0, where, ": params must be >= 0, got ", layer.params);
+      sluice::require(std::isfinite(layer.forward_seconds) && layer.forward_seconds >= 0, where,
                       ": forward_seconds must be finite and >= 0, got ", layer.forward_seconds);
     }
   }
@@ -85,28 +85,28 @@ struct ClusterSpec {
   friend bool operator==(const ClusterSpec&, const ClusterSpec&) = default;
 
   void validate() const {
-    detail::require(gpus >= 1 && gpus <= (1 << 20) && (gpus & (gpus - 1)) == 0, "cluster ", name,
+    sluice::require(gpus >= 1 && gpus <= (1 << 20) && (gpus & (gpus - 1)) == 0, "cluster ", name,
                     ": gpus must be a power of 2 in [1, 2^20], got ", gpus);
-    detail::require(memory_bytes >= 1, "cluster ", name, ": memory_bytes must be >= 1, got ", memory_bytes);
-    detail::require(reserved_bytes >= 0 && reserved_bytes < memory_bytes, "cluster ", name,
+    sluice::require(memory_bytes >= 1, "cluster ", name, ": memory_bytes must be >= 1, got ", memory_bytes);
+    sluice::require(reserved_bytes >= 0 && reserved_bytes < memory_bytes, "cluster ", name,
                     ": reserved_bytes must be in [0, memory_bytes), got ", reserved_bytes);
-    detail::require(std::isfinite(flops) && flops > 0, "cluster ", name, ": flops must be finite and > 0, got ", flops);
-    detail::require(std::isfinite(efficiency) && efficiency > 0 && efficiency <= 1, "cluster ", name,
+    sluice::require(std::isfinite(flops) && flops > 0, "cluster ", name, ": flops must be finite and > 0, got ", flops);
+    sluice::require(std::isfinite(efficiency) && efficiency > 0 && efficiency <= 1, "cluster ", name,
                     ": efficiency must be in (0, 1], got ", efficiency);
-    detail::require(std::isfinite(overlap_slowdown) && overlap_slowdown >= 1, "cluster ", name,
+    sluice::require(std::isfinite(overlap_slowdown) && overlap_slowdown >= 1, "cluster ", name,
                     ": overlap_slowdown must be finite and >= 1, got ", overlap_slowdown);
-    detail::require(!levels.empty(), "cluster ", name, ": has no link levels");
+    sluice::require(!levels.empty(), "cluster ", name, ": has no link levels");
     std::int64_t inner = 1;
     for (std::size_t i = 0; i < levels.size(); ++i) {
       const LinkLevel& level = levels[i];
-      detail::require(level.size > inner && level.size % inner == 0 && (level.size & (level.size - 1)) == 0, "cluster ",
+      sluice::require(level.size > inner && level.size % inner == 0 && (level.size & (level.size - 1)) == 0, "cluster ",
                       name, ": level ", i, ": size must be a power of 2 larger than the level inside it, got ",
                       level.size);
-      detail::require(std::isfinite(level.bandwidth) && level.bandwidth > 0, "cluster ", name, ": level ", i,
+      sluice::require(std::isfinite(level.bandwidth) && level.bandwidth > 0, "cluster ", name, ": level ", i,
                       ": bandwidth must be finite and > 0, got ", level.bandwidth);
       inner = level.size;
     }
-    detail::require(inner >= gpus, "cluster ", name, ": the outermost link level spans ", inner,
+    sluice::require(inner >= gpus, "cluster ", name, ": the outermost link level spans ", inner,
                     " GPUs, fewer than the cluster's ", gpus);
   }
 

@@ -15,7 +15,7 @@ namespace sluice::search {
 // L layers over P stages; the remainder goes to the deepest stages, which hold fewer in-flight
 // micro-batches under 1F1B.
 inline std::vector<int> even_partition(int layers, int stages) {
-  detail::require(stages >= 1 && stages <= layers, "partition: stages must be in [1, layers = ", layers, "], got ",
+  sluice::require(stages >= 1 && stages <= layers, "partition: stages must be in [1, layers = ", layers, "], got ",
                   stages);
   std::vector<int> sizes(static_cast<std::size_t>(stages), layers / stages);
   for (int i = 0; i < layers % stages; ++i) ++sizes[static_cast<std::size_t>(stages - 1 - i)];
@@ -26,7 +26,7 @@ inline std::vector<int> even_partition(int layers, int stages) {
 // O(P·L²) calls. Ties go to the split whose stages end earliest.
 template <class Cost>
 std::vector<int> min_max_partition(int layers, int stages, Cost&& cost) {
-  detail::require(stages >= 1 && stages <= layers, "partition: stages must be in [1, layers = ", layers, "], got ",
+  sluice::require(stages >= 1 && stages <= layers, "partition: stages must be in [1, layers = ", layers, "], got ",
                   stages);
   constexpr double inf = std::numeric_limits<double>::infinity();
   const auto width = static_cast<std::size_t>(layers) + 1;

@@ -116,27 +116,27 @@ inline std::int64_t budget(const SearchOptions& options, const ClusterSpec& clus
 inline constexpr double max_search_work = 0x1p26;
 
 inline void check(const SearchOptions& options, const ClusterSpec& cluster, std::size_t layers) {
-  detail::require(options.memory_bytes >= 0, "search: memory_bytes must be >= 0, got ", options.memory_bytes);
-  detail::require(options.memory_bytes <= cluster.memory_bytes, "search: memory_bytes ", options.memory_bytes,
+  sluice::require(options.memory_bytes >= 0, "search: memory_bytes must be >= 0, got ", options.memory_bytes);
+  sluice::require(options.memory_bytes <= cluster.memory_bytes, "search: memory_bytes ", options.memory_bytes,
                   " exceeds the device memory of cluster ", cluster.name, " (", cluster.memory_bytes, ")");
-  detail::require(options.granularity_bytes >= 1, "search: granularity_bytes must be >= 1, got ",
+  sluice::require(options.granularity_bytes >= 1, "search: granularity_bytes must be >= 1, got ",
                   options.granularity_bytes);
-  detail::require(budget(options, cluster) / options.granularity_bytes <= max_memory_units,
+  sluice::require(budget(options, cluster) / options.granularity_bytes <= max_memory_units,
                   "search: memory / granularity_bytes must be <= ", max_memory_units, ", got ",
                   budget(options, cluster) / options.granularity_bytes);
-  detail::require(options.global_batch >= 0, "search: global_batch must be >= 0, got ", options.global_batch);
-  detail::require(options.batch_step >= 1, "search: batch_step must be >= 1, got ", options.batch_step);
-  detail::require(options.max_batch >= options.batch_step && options.max_batch <= (1 << 24),
+  sluice::require(options.global_batch >= 0, "search: global_batch must be >= 0, got ", options.global_batch);
+  sluice::require(options.batch_step >= 1, "search: batch_step must be >= 1, got ", options.batch_step);
+  sluice::require(options.max_batch >= options.batch_step && options.max_batch <= (1 << 24),
                   "search: max_batch must be in [batch_step, 2^24], got ", options.max_batch);
   const double sweeps =
       options.global_batch > 0 ? 1.0 : static_cast<double>(options.max_batch / options.batch_step);
   const double units = static_cast<double>(budget(options, cluster) / options.granularity_bytes);
-  detail::require(sweeps * static_cast<double>(layers) * units <= max_search_work, "search: ", sweeps,
+  sluice::require(sweeps * static_cast<double>(layers) * units <= max_search_work, "search: ", sweeps,
                   " batch sizes x ", layers, " layers x ", units, " memory units is more than the ", max_search_work,
                   " a search may take (use a coarser --granularity, a fixed --batch or a larger --batch-step)");
-  detail::require(options.space.max_tp >= 0, "search: space.max_tp must be >= 0, got ", options.space.max_tp);
+  sluice::require(options.space.max_tp >= 0, "search: space.max_tp must be >= 0, got ", options.space.max_tp);
   for (const int pp : options.space.pp_degrees)
-    detail::require(pp >= 1 && pp <= cluster.gpus && (pp & (pp - 1)) == 0,
+    sluice::require(pp >= 1 && pp <= cluster.gpus && (pp & (pp - 1)) == 0,
                     "search: pp degree must be a power of 2 in [1, ", cluster.gpus, "], got ", pp);
 }
 
@@ -570,10 +570,10 @@ inline std::optional<Plan> search_base(const ModelSpec& model, const ClusterSpec
 inline BalanceTrace balance_trace(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options,
                                   int pp, std::int64_t batch, int micro_batches) {
   detail_search::Searcher searcher(model, cluster, options);
-  detail::require(
+  sluice::require(
       pp >= 1 && pp <= static_cast<int>(model.layers.size()) && cluster.gpus % pp == 0 && (pp & (pp - 1)) == 0,
       "balance: pp must be a power of 2 dividing the GPU count and <= layers, got ", pp);
-  detail::require(micro_batches >= 1 && batch >= 1 && batch % micro_batches == 0 &&
+  sluice::require(micro_batches >= 1 && batch >= 1 && batch % micro_batches == 0 &&
                       (batch / micro_batches) % (cluster.gpus / pp) == 0,
                   "balance: batch ", batch, " / micro_batches ", micro_batches,
                   " must be a whole multiple of the stage group ", cluster.gpus / pp);
@@ -600,7 +600,7 @@ inline SearchReport search(const ModelSpec& model, const ClusterSpec& cluster, c
   std::optional<Plan> best = searcher.sweep(options.space, true, "bmw");
   detail_search::keep_better(best, base);
   if (!best)
-    throw infeasible(detail::concat("search: no strategy fits ", model.name, " on the ", cluster.gpus,
+    throw infeasible(sluice::concat("search: no strategy fits ", model.name, " on the ", cluster.gpus,
                                     " GPUs of cluster ", cluster.name, " within ",
                                     detail_search::budget(options, cluster), " bytes per device"));
   report.best = std::move(*best);
@@ -624,7 +624,8 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
       (plan.pp > 1 && !detail_space::power_of_two(plan.global_batch / plan.micro_batches / group)))
     check.fail("global batch ", plan.global_batch, " and ", plan.micro_batches,
          " micro-batches: not a power-of-2 multiple of the stage group ", group, " per micro-batch");
-  if (plan.stages.size() != static_cast<std::size_t>(plan.pp)) check.fail(plan.stages.size(), " stages for pp ", plan.pp);
+  if (plan.stages.size() != static_cast<std::size_t>(plan.pp))
+    check.fail(plan.stages.size(), " stages for pp ", plan.pp);
   const std::vector<LayerStrategy> allowed =
       stage_strategies(static_cast<int>(group), space, detail_search::heads_gcd(model));
   const std::int64_t micro_batch = plan.global_batch / plan.micro_batches;
@@ -660,7 +661,8 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
       nosync += p2p;
     }
     const double memory = states + peak + estimator.stage_extra_bytes(i, plan.pp, group);
-    if (!nearly_equal(memory, stage.memory_bytes)) check.fail("stage ", i, ": memory ", stage.memory_bytes, " != ", memory);
+    if (!nearly_equal(memory, stage.memory_bytes))
+      check.fail("stage ", i, ": memory ", stage.memory_bytes, " != ", memory);
     if (memory > budget * (1 + 1e-12)) check.fail("stage ", i, ": memory ", memory, " exceeds the budget ", budget);
     if (!nearly_equal(sync, stage.time_sync) || !nearly_equal(nosync, stage.time_nosync))
       check.fail("stage ", i, ": times ", stage.time_sync, "/", stage.time_nosync, " != ", sync, "/", nosync);
@@ -669,7 +671,8 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
   }
   if (next != layers) check.fail("the stages hold ", next, " of ", layers, " layers");
   const double iteration = (plan.micro_batches - 1) * slowest + total;
-  if (!nearly_equal(iteration, plan.iteration_seconds)) check.fail("iteration ", plan.iteration_seconds, " != Eq. 9's ", iteration);
+  if (!nearly_equal(iteration, plan.iteration_seconds))
+    check.fail("iteration ", plan.iteration_seconds, " != Eq. 9's ", iteration);
   if (!nearly_equal(plan.throughput, static_cast<double>(plan.global_batch) / iteration))
     check.fail("throughput ", plan.throughput, " != B / C = ", static_cast<double>(plan.global_batch) / iteration);
 }
@@ -692,7 +695,7 @@ inline void validate(const SearchReport& report, const ModelSpec& model, const C
     if (baseline.plan) validate(*baseline.plan, model, cluster, options, space_of(*baseline.plan));
     if (baseline.plan && detail_search::within(*baseline.plan, options.space, model) &&
         (!report.base || baseline.plan->throughput > report.base->throughput))
-      throw invalid_plan(detail::concat("search report: baseline ", baseline.name, " beats Base"));
+      throw invalid_plan(sluice::concat("search report: baseline ", baseline.name, " beats Base"));
   }
   if (report.base && report.base->throughput > report.best.throughput)
     throw invalid_plan("search report: Base beats BMW");

@@ -93,7 +93,7 @@ inline bool power_of_two(std::int64_t value) noexcept { return value >= 1 && (va
 // Every decision tree for a group of `group` devices (a power of 2); group 1 has one empty tree (the
 // layer sits whole on one device: pure PP).
 inline std::vector<DecisionTree> decision_trees(int group, bool takeaway3) {
-  detail::require(detail_space::power_of_two(group) && group <= (1 << 20),
+  sluice::require(detail_space::power_of_two(group) && group <= (1 << 20),
                   "search space: group size must be a power of 2 in [1, 2^20], got ", group);
   std::vector<DecisionTree> out;
   if (group == 1) return {DecisionTree{}};
@@ -104,7 +104,7 @@ inline std::vector<DecisionTree> decision_trees(int group, bool takeaway3) {
 
 // Strategies per layer over every PP degree, with and without CKPT: 68 for 8 GPUs, 44 after Takeaway 3.
 inline std::int64_t count_strategies(std::int64_t gpus, bool takeaway3) {
-  detail::require(detail_space::power_of_two(gpus) && gpus <= (1 << 20),
+  sluice::require(detail_space::power_of_two(gpus) && gpus <= (1 << 20),
                   "search space: gpus must be a power of 2 in [1, 2^20], got ", gpus);
   std::int64_t total = 0;
   for (std::int64_t pp = 1; pp <= gpus; pp *= 2)
@@ -122,7 +122,7 @@ inline LayerStrategy to_strategy(const DecisionTree& tree, bool ckpt) {
       strategy.tp = degree;
       tp_seen_last = true;
     } else {
-      detail::require(strategy.dp == 1, "search space: a tree that mixes DP and SDP has no layer strategy");
+      sluice::require(strategy.dp == 1, "search space: a tree that mixes DP and SDP has no layer strategy");
       strategy.dp = degree;
       strategy.sdp = paradigm == Paradigm::sdp;
       tp_seen_last = false;

@@ -47,7 +47,8 @@ namespace detail {
 
 // Calls visit(layer, tensor, element) for every element of a piece.
 template <class Visit>
-void for_each_element(const Model& model, const SliceBlock& block, std::int64_t begin, std::int64_t end, Visit&& visit) {
+void for_each_element(const Model& model, const SliceBlock& block, std::int64_t begin, std::int64_t end,
+                      Visit&& visit) {
   for (int layer = block.layer_begin; layer < block.layer_end; ++layer)
     for (std::size_t p = 0; p < model.tensors.size(); ++p) {
       const std::int64_t elements = model.tensors[p].elements;
@@ -118,11 +119,12 @@ inline void compare(const char* what, const HostBuffers& expected, const HostBuf
       for (std::size_t p = 0; p < model.tensors.size(); ++p)
         for (std::int64_t e = 0; e < model.tensors[p].elements; ++e) {
           const std::size_t i = expected.index(rank, layer, p, e);
-          check_plan(expected.present(i) == actual.present(i), what, ": rank ", rank, expected.present(i) ? " lacks" : " has",
-                     " element ", e, " of ", model.tensors[p].name, " in layer ", layer);
+          check_plan(expected.present(i) == actual.present(i), what, ": rank ", rank,
+                     expected.present(i) ? " lacks" : " has", " element ", e, " of ", model.tensors[p].name,
+                     " in layer ", layer);
           check_plan(!expected.present(i) || expected.value(i) == actual.value(i), what, ": rank ", rank, " has ",
-                     actual.value(i), " at element ", e, " of ", model.tensors[p].name, " in layer ", layer, ", expected ",
-                     expected.value(i));
+                     actual.value(i), " at element ", e, " of ", model.tensors[p].name, " in layer ", layer,
+                     ", expected ", expected.value(i));
         }
 }
 
@@ -148,7 +150,8 @@ inline void check_pull(const PullPlan& plan, const Placement& placement, const O
   };
   HostBuffers optimizer(model, plan.gpus);
   detail::for_each_owned(layout, model, [&](int rank, int layer, std::size_t p, std::int64_t begin, std::int64_t end) {
-    for (std::int64_t e = begin; e < end; ++e) optimizer.set(optimizer.index(rank, layer, p, e), global_at(layer, p, e));
+    for (std::int64_t e = begin; e < end; ++e)
+      optimizer.set(optimizer.index(rank, layer, p, e), global_at(layer, p, e));
   });
   HostBuffers expected(model, plan.gpus);
   detail::for_each_held(placement, model,
@@ -201,14 +204,15 @@ inline void check_push(const PushPlan& plan, const Placement& placement, const O
                                  std::int64_t sum = 0;
                                  for (const int member : group.members) {
                                    const std::size_t source = gradients.index(member, layer, p, e);
-                                   detail::check_plan(gradients.present(source), "push: rank ", member, " reduces element ", e,
-                                              " of ", model.tensors[p].name, " in layer ", layer,
-                                              ", for which it has no gradient");
+                                   detail::check_plan(gradients.present(source), "push: rank ", member,
+                                                      " reduces element ", e, " of ", model.tensors[p].name,
+                                                      " in layer ", layer, ", for which it has no gradient");
                                    sum += gradients.value(source);
                                  }
                                  const std::size_t target = reduced.index(receiver, layer, p, e);
-                                 detail::check_plan(!reduced.present(target), "push: rank ", receiver, " is given element ", e,
-                                            " of ", model.tensors[p].name, " in layer ", layer, " by two reduce-scatters");
+                                 detail::check_plan(!reduced.present(target), "push: rank ", receiver,
+                                                    " is given element ", e, " of ", model.tensors[p].name,
+                                                    " in layer ", layer, " by two reduce-scatters");
                                  reduced.set(target, sum);
                                });
     }

@@ -32,12 +32,12 @@ struct Cluster {
   Link inter_node{1e-5, 25e9};
 
   void validate() const {
-    sluice::detail::require(gpus_per_node >= 1, "shard cluster: gpus_per_node must be >= 1, got ", gpus_per_node);
+    sluice::require(gpus_per_node >= 1, "shard cluster: gpus_per_node must be >= 1, got ", gpus_per_node);
     auto check = [](const Link& link, const char* name) {
-      sluice::detail::require(std::isfinite(link.latency) && link.latency >= 0, "shard cluster: ", name,
-                              " latency must be finite and >= 0, got ", link.latency);
-      sluice::detail::require(std::isfinite(link.bandwidth) && link.bandwidth > 0, "shard cluster: ", name,
-                              " bandwidth must be finite and > 0, got ", link.bandwidth);
+      sluice::require(std::isfinite(link.latency) && link.latency >= 0, "shard cluster: ", name,
+                      " latency must be finite and >= 0, got ", link.latency);
+      sluice::require(std::isfinite(link.bandwidth) && link.bandwidth > 0, "shard cluster: ", name,
+                      " bandwidth must be finite and > 0, got ", link.bandwidth);
     };
     check(local, "local");
     check(intra_node, "intra_node");
@@ -159,7 +159,8 @@ inline PhaseCost reduce_scatter_cost(const PushPlan& plan, const Cluster& cluste
 
 inline ShardCost plan_cost(const PullPlan& pull, const PushPlan& push, const Cluster& cluster) {
   cluster.validate();
-  return {detail::message_cost(pull.gpus, pull.sends, pull.local_moves, cluster), detail::reduce_scatter_cost(push, cluster),
+  return {detail::message_cost(pull.gpus, pull.sends, pull.local_moves, cluster),
+          detail::reduce_scatter_cost(push, cluster),
           detail::message_cost(push.gpus, push.sends, push.local_moves, cluster)};
 }
 
@@ -198,7 +199,8 @@ inline std::vector<double> iteration_costs(const OptimizerLayout& layout, std::s
 // instead of the fixed fully sharded one.
 inline ShardCost switching_cost(const Strategy& previous, const Strategy& candidate, std::int64_t gpus,
                                 const Model& model, const Cluster& cluster, const PlacementOptions& options = {}) {
-  return iteration_cost(aligned_layout(place(previous, gpus, model.layers, options)), candidate, model, cluster, options);
+  return iteration_cost(aligned_layout(place(previous, gpus, model.layers, options)), candidate, model, cluster,
+                        options);
 }
 
 }  // namespace sluice::shard

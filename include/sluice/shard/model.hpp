@@ -31,20 +31,20 @@ struct Model {
   int grad_bytes = 2;   // bytes per pushed gradient element
 
   void validate() const {
-    sluice::detail::require(layers >= 1 && layers <= max_layers, "shard model ", name, ": layers must be in [1, ", max_layers,
+    sluice::require(layers >= 1 && layers <= max_layers, "shard model ", name, ": layers must be in [1, ", max_layers,
                     "], got ", layers);
-    sluice::detail::require(!tensors.empty(), "shard model ", name, ": has no tensors");
+    sluice::require(!tensors.empty(), "shard model ", name, ": has no tensors");
     std::set<std::string, std::less<>> seen;
     for (const Tensor& tensor : tensors) {
-      sluice::detail::require(!tensor.name.empty(), "shard model ", name, ": a tensor has an empty name");
-      sluice::detail::require(seen.insert(tensor.name).second, "shard model ", name, ": tensor '", tensor.name,
+      sluice::require(!tensor.name.empty(), "shard model ", name, ": a tensor has an empty name");
+      sluice::require(seen.insert(tensor.name).second, "shard model ", name, ": tensor '", tensor.name,
                       "' is listed twice");
-      sluice::detail::require(tensor.elements >= 1 && tensor.elements <= max_elements, "shard model ", name, ": tensor '",
+      sluice::require(tensor.elements >= 1 && tensor.elements <= max_elements, "shard model ", name, ": tensor '",
                       tensor.name, "' elements must be in [1, ", max_elements, "], got ", tensor.elements);
     }
-    sluice::detail::require(param_bytes >= 1 && param_bytes <= 16, "shard model ", name, ": param_bytes must be in [1, 16], got ",
-                    param_bytes);
-    sluice::detail::require(grad_bytes >= 1 && grad_bytes <= 16, "shard model ", name, ": grad_bytes must be in [1, 16], got ",
+    sluice::require(param_bytes >= 1 && param_bytes <= 16, "shard model ", name,
+                    ": param_bytes must be in [1, 16], got ", param_bytes);
+    sluice::require(grad_bytes >= 1 && grad_bytes <= 16, "shard model ", name, ": grad_bytes must be in [1, 16], got ",
                     grad_bytes);
   }
 
@@ -68,7 +68,7 @@ struct Model {
 // multiple of 256 (LLaMA's rule: 11008 for H = 4096, 17920 for H = 6656). Norm weights (2H per layer) are
 // replicated across TP rather than split and are left out.
 inline Model llama_like(const cost::ModelInfo& info) {
-  sluice::detail::require(info.hidden >= 1 && info.hidden <= (std::int64_t{1} << 20), "shard model ", info.name,
+  sluice::require(info.hidden >= 1 && info.hidden <= (std::int64_t{1} << 20), "shard model ", info.name,
                   ": hidden must be in [1, 2^20], got ", info.hidden);
   const std::int64_t h = info.hidden;
   const std::int64_t ffn = (8 * h / 3 + 255) / 256 * 256;

@@ -58,24 +58,26 @@ struct PlacementOptions {
 // Pipelines take contiguous rank blocks in `order` (ties keep the strategy's canonical order), stage after
 // stage, TP rank after TP rank. Raises invalid_input for bad options, infeasible when the strategy does not fit.
 inline Placement place(const Strategy& strategy, std::int64_t gpus, int layers, const PlacementOptions& options = {}) {
-  sluice::detail::require(gpus >= 1 && gpus <= max_gpus, "shard placement: gpus must be in [1, ", max_gpus, "], got ", gpus);
-  sluice::detail::require(layers >= 1, "shard placement: layers must be >= 1, got ", layers);
-  sluice::detail::require(options.gpus_per_node >= 1, "shard placement: gpus_per_node must be >= 1, got ", options.gpus_per_node);
+  sluice::require(gpus >= 1 && gpus <= max_gpus, "shard placement: gpus must be in [1, ", max_gpus, "], got ", gpus);
+  sluice::require(layers >= 1, "shard placement: layers must be >= 1, got ", layers);
+  sluice::require(options.gpus_per_node >= 1, "shard placement: gpus_per_node must be >= 1, got ",
+                  options.gpus_per_node);
   strategy.require_fits(gpus);
   for (const auto& [pp, counts] : options.stage_layers) {
-    sluice::detail::require(static_cast<int>(counts.size()) == pp, "shard placement: stage_layers for pp ", pp, " has ",
+    sluice::require(static_cast<int>(counts.size()) == pp, "shard placement: stage_layers for pp ", pp, " has ",
                     counts.size(), " entries");
     std::int64_t total = 0;
     for (const int count : counts) {
-      sluice::detail::require(count >= 1, "shard placement: stage_layers for pp ", pp, " has a stage of ", count, " layers");
+      sluice::require(count >= 1, "shard placement: stage_layers for pp ", pp, " has a stage of ", count, " layers");
       total += count;
     }
-    sluice::detail::require(total == layers, "shard placement: stage_layers for pp ", pp, " sum to ", total, ", the model has ",
+    sluice::require(total == layers, "shard placement: stage_layers for pp ", pp, " sum to ", total, ", the model has ",
                     layers, " layers");
   }
   std::vector<StrategyPart> parts = strategy.parts();
   if (options.order == PipelineOrder::tp_ascending)
-    std::ranges::stable_sort(parts, [](const StrategyPart& x, const StrategyPart& y) { return x.scheme.tp() < y.scheme.tp(); });
+    std::ranges::stable_sort(
+        parts, [](const StrategyPart& x, const StrategyPart& y) { return x.scheme.tp() < y.scheme.tp(); });
 
   Placement placement{gpus, layers, {}};
   const std::int64_t node = options.gpus_per_node;
@@ -83,7 +85,7 @@ inline Placement place(const Strategy& strategy, std::int64_t gpus, int layers, 
   for (const StrategyPart& part : parts) {
     const int pp = part.scheme.pp();
     const int tp = part.scheme.tp();
-    sluice::detail::require(pp <= layers, "shard placement: scheme ", part.scheme.name(), " has more stages than the ", layers,
+    sluice::require(pp <= layers, "shard placement: scheme ", part.scheme.name(), " has more stages than the ", layers,
                     " layers");
     std::vector<int> bounds(static_cast<std::size_t>(pp) + 1, 0);
     const auto custom = options.stage_layers.find(pp);
@@ -100,7 +102,7 @@ inline Placement place(const Strategy& strategy, std::int64_t gpus, int layers, 
           if (straddles) cursor = (cursor / node + 1) * node;
         }
         if (cursor + tp > gpus)
-          throw infeasible(sluice::detail::concat("shard placement: strategy ", strategy.name(), " does not fit ", gpus,
+          throw infeasible(sluice::concat("shard placement: strategy ", strategy.name(), " does not fit ", gpus,
                                           " GPUs", options.tp_within_node ? " keeping TP groups inside nodes" : ""));
         Stage stage{bounds[static_cast<std::size_t>(s)], bounds[static_cast<std::size_t>(s) + 1], {}};
         for (int t = 0; t < tp; ++t) stage.ranks.push_back(static_cast<int>(cursor + t));
@@ -116,7 +118,7 @@ inline Placement place(const Strategy& strategy, std::int64_t gpus, int layers, 
 namespace detail {
 template <class... Parts>
 void check_plan(bool condition, Parts&&... parts) {
-  if (!condition) throw invalid_plan(sluice::detail::concat(std::forward<Parts>(parts)...));
+  if (!condition) throw invalid_plan(sluice::concat(std::forward<Parts>(parts)...));
 }
 }  // namespace detail
 
@@ -134,8 +136,8 @@ inline void validate(const Placement& placement) {
     int next = 0;
     for (std::size_t s = 0; s < pipeline.stages.size(); ++s) {
       const Stage& stage = pipeline.stages[s];
-      check_plan(stage.layer_begin == next && stage.layer_end > stage.layer_begin, "placement: pipeline ", j, " stage ", s,
-                 " holds layers [", stage.layer_begin, ", ", stage.layer_end, "), expected to start at ", next);
+      check_plan(stage.layer_begin == next && stage.layer_end > stage.layer_begin, "placement: pipeline ", j, " stage ",
+                 s, " holds layers [", stage.layer_begin, ", ", stage.layer_end, "), expected to start at ", next);
       next = stage.layer_end;
       check_plan(static_cast<int>(stage.ranks.size()) == pipeline.scheme.tp(), "placement: pipeline ", j, " stage ", s,
                  " has ", stage.ranks.size(), " ranks, tp is ", pipeline.scheme.tp());
@@ -187,9 +189,8 @@ inline void validate(const OptimizerLayout& layout) {
 
 // Hydraulis' layout: every parameter sharded over all N GPUs, segment r on GPU r.
 inline OptimizerLayout sharded_layout(std::int64_t gpus, int layers) {
-  sluice::detail::require(gpus >= 1 && gpus <= max_gpus, "optimizer layout: gpus must be in [1, ", max_gpus, "], got ",
-                          gpus);
-  sluice::detail::require(layers >= 1, "optimizer layout: layers must be >= 1, got ", layers);
+  sluice::require(gpus >= 1 && gpus <= max_gpus, "optimizer layout: gpus must be in [1, ", max_gpus, "], got ", gpus);
+  sluice::require(layers >= 1, "optimizer layout: layers must be >= 1, got ", layers);
   std::vector<int> owners(static_cast<std::size_t>(gpus));
   std::iota(owners.begin(), owners.end(), 0);
   return {gpus, layers, {{0, layers, std::move(owners)}}};
@@ -249,7 +250,7 @@ inline std::int64_t tp_grid(const Placement& placement) {
   std::int64_t grid = 1;
   for (const PipelinePlacement& pipeline : placement.pipelines) {
     grid = std::lcm(grid, std::int64_t{pipeline.scheme.tp()});
-    sluice::detail::require(grid <= (std::int64_t{1} << 30), "shard: the LCM of the TP degrees exceeds 2^30");
+    sluice::require(grid <= (std::int64_t{1} << 30), "shard: the LCM of the TP degrees exceeds 2^30");
   }
   return grid;
 }
@@ -266,9 +267,9 @@ inline OptimizerLayout aligned_layout(const Placement& placement) {
   const auto block_count = static_cast<std::int64_t>(detail::block_ranges(placement, nullptr).size());
   // grid ≤ 2^30, and pipelines and blocks (each starting at a stage) ≤ 2^14: the product fits in 64 bits.
   const std::int64_t owners_listed = block_count * grid * pipelines;
-  sluice::detail::require(owners_listed <= max_plan_pieces, "shard aligned layout: ", block_count, " blocks x TP grid ",
-                          grid, " x ", pipelines, " pipelines = ", owners_listed, " owner entries, more than the maximum ",
-                          max_plan_pieces);
+  sluice::require(owners_listed <= max_plan_pieces, "shard aligned layout: ", block_count, " blocks x TP grid ", grid,
+                  " x ", pipelines, " pipelines = ", owners_listed, " owner entries, more than the maximum ",
+                  max_plan_pieces);
   OptimizerLayout layout{placement.gpus, placement.layers, {}};
   for (const detail::Block& block : detail::blocks(placement, nullptr)) {
     std::vector<int> owners;

@@ -102,8 +102,8 @@ inline std::int64_t slice_start(std::int64_t k, std::int64_t elements, std::int6
 
 inline std::int64_t checked_lcm(std::int64_t a, std::int64_t b) {
   const std::int64_t g = std::gcd(a, b);
-  sluice::detail::require(a / g <= max_granularity / b, "shard: the mutual-slice granularity LCM(", a, ", ", b,
-                          ") exceeds 2^40");
+  sluice::require(a / g <= max_granularity / b, "shard: the mutual-slice granularity LCM(", a, ", ", b,
+                  ") exceeds 2^40");
   return a / g * b;
 }
 
@@ -111,7 +111,8 @@ inline std::int64_t piece_bytes(const Model& model, int bytes_per_element, const
                                 std::int64_t end) noexcept {
   std::int64_t elements = 0;
   for (const Tensor& tensor : model.tensors)
-    elements += slice_start(end, tensor.elements, block.granularity) - slice_start(begin, tensor.elements, block.granularity);
+    elements +=
+        slice_start(end, tensor.elements, block.granularity) - slice_start(begin, tensor.elements, block.granularity);
   return elements * (block.layer_end - block.layer_begin) * bytes_per_element;
 }
 
@@ -129,9 +130,9 @@ inline std::int64_t refinement_cells(std::int64_t a, std::int64_t b) noexcept { 
 
 inline void require_owner_counts(const OptimizerLayout& layout) {
   for (std::size_t g = 0; g < layout.groups.size(); ++g)
-    sluice::detail::require(static_cast<std::int64_t>(layout.groups[g].owners.size()) <= max_plan_pieces,
-                            "shard: optimizer layout group ", g, " has ", layout.groups[g].owners.size(),
-                            " owner segments, more than the maximum ", max_plan_pieces);
+    sluice::require(static_cast<std::int64_t>(layout.groups[g].owners.size()) <= max_plan_pieces,
+                    "shard: optimizer layout group ", g, " has ", layout.groups[g].owners.size(),
+                    " owner segments, more than the maximum ", max_plan_pieces);
 }
 
 // Pieces of the pull before merging: per block and pipeline, the TP fractions cut by the owner segments.
@@ -159,8 +160,8 @@ inline std::int64_t push_piece_count(const Placement& placement, const Optimizer
 }
 
 inline void require_plan_size(const char* what, std::int64_t pieces) {
-  sluice::detail::require(pieces <= max_plan_pieces, "shard ", what, ": the plan would cut ", pieces,
-                          " pieces (before merging), more than the maximum ", max_plan_pieces);
+  sluice::require(pieces <= max_plan_pieces, "shard ", what, ": the plan would cut ", pieces,
+                  " pieces (before merging), more than the maximum ", max_plan_pieces);
 }
 
 struct RawPiece {
@@ -214,11 +215,10 @@ inline void require_compatible(const Placement& placement, const OptimizerLayout
   model.validate();
   validate(placement);
   validate(layout);
-  sluice::detail::require(placement.gpus == layout.gpus, "shard: the placement has ", placement.gpus,
-                          " GPUs, the optimizer layout ", layout.gpus);
-  sluice::detail::require(placement.layers == model.layers && layout.layers == model.layers, "shard: the model has ",
-                          model.layers, " layers, the placement ", placement.layers, ", the optimizer layout ",
-                          layout.layers);
+  sluice::require(placement.gpus == layout.gpus, "shard: the placement has ", placement.gpus,
+                  " GPUs, the optimizer layout ", layout.gpus);
+  sluice::require(placement.layers == model.layers && layout.layers == model.layers, "shard: the model has ",
+                  model.layers, " layers, the placement ", placement.layers, ", the optimizer layout ", layout.layers);
 }
 
 inline std::int64_t tp_lcm(const Placement& placement) {
@@ -341,7 +341,8 @@ void for_each_pull_message(const Placement& placement, const OptimizerLayout& la
   std::vector<int> holder_ranks;
   holder_ranks.reserve(setup.blocks.size() * holders);
   for (const Block& block : setup.blocks)
-    for (const Stage* stage : block.stages) holder_ranks.insert(holder_ranks.end(), stage->ranks.begin(), stage->ranks.end());
+    for (const Stage* stage : block.stages)
+      holder_ranks.insert(holder_ranks.end(), stage->ranks.begin(), stage->ranks.end());
   std::vector<std::int64_t> widths;  // per (block, TP degree)
   for (const SliceBlock& block : setup.slices)
     for (const std::int64_t tp : degrees) widths.push_back(block.granularity / tp);
@@ -388,12 +389,13 @@ void for_each_pull_message(const Placement& placement, const OptimizerLayout& la
           const std::int64_t end = std::min(span.end, (t + 1) * width);
           const std::int64_t m = setup.slices[b].granularity;
           const std::int64_t prefix_end = end == span.end ? span.prefix_end : slice_prefix(model, end, m);
-          if (!items.empty() && items.back().rank == dst && items.back().block == span.block && items.back().end == begin) {
+          if (!items.empty() && items.back().rank == dst && items.back().block == span.block &&
+              items.back().end == begin) {
             items.back().end = end;
             items.back().prefix_end = prefix_end;
           } else {
-            items.push_back({dst, span.block, begin, end, begin == span.begin ? span.prefix_begin : slice_prefix(model, begin, m),
-                             prefix_end});
+            items.push_back({dst, span.block, begin, end,
+                             begin == span.begin ? span.prefix_begin : slice_prefix(model, begin, m), prefix_end});
           }
         }
       }
@@ -404,7 +406,8 @@ void for_each_pull_message(const Placement& placement, const OptimizerLayout& la
       std::int64_t bytes = 0;
       for (; i < items.size() && items[i].rank == items[first].rank; ++i) {
         const SliceBlock& block = setup.slices[static_cast<std::size_t>(items[i].block)];
-        bytes += (items[i].prefix_end - items[i].prefix_begin) * (block.layer_end - block.layer_begin) * model.param_bytes;
+        bytes +=
+            (items[i].prefix_end - items[i].prefix_begin) * (block.layer_end - block.layer_begin) * model.param_bytes;
       }
       emit(static_cast<int>(src), items[first].rank, std::span<const SliceRun>(items.data() + first, i - first), bytes);
     }
@@ -436,8 +439,9 @@ inline PullPlan plan_pull(const Placement& placement, const OptimizerLayout& lay
 namespace detail {
 
 // Orders one RS group's pieces: result[i] = the member that receives piece i.
-inline std::vector<int> order_pieces(std::span<const int> members, std::int64_t first_piece, std::int64_t pieces_per_block,
-                                     std::span<const int> owners, std::vector<int>& position_of_rank, bool match) {
+inline std::vector<int> order_pieces(std::span<const int> members, std::int64_t first_piece,
+                                     std::int64_t pieces_per_block, std::span<const int> owners,
+                                     std::vector<int>& position_of_rank, bool match) {
   if (!match) return {members.begin(), members.end()};
   const std::size_t d = members.size();
   std::vector<int> result(d, -1);
@@ -586,8 +590,8 @@ void check_messages(const char* what, std::int64_t gpus, const std::vector<Slice
     std::int64_t total = 0;
     for (std::size_t i = 0; i < messages.size(); ++i) {
       const Message& message = messages[i];
-      check_plan(message.src >= 0 && message.src < gpus && message.dst >= 0 && message.dst < gpus, what, ": message ", i,
-                 " goes ", message.src, " -> ", message.dst, ", outside [0, ", gpus, ")");
+      check_plan(message.src >= 0 && message.src < gpus && message.dst >= 0 && message.dst < gpus, what, ": message ",
+                 i, " goes ", message.src, " -> ", message.dst, ", outside [0, ", gpus, ")");
       check_plan((message.src == message.dst) == local, what, ": message ", i, " (", message.src, " -> ", message.dst,
                  ") is in the ", local ? "local moves" : "sends");
       if (i > 0)
@@ -608,14 +612,16 @@ void check_messages(const char* what, std::int64_t gpus, const std::vector<Slice
                    " covers slices [", piece.begin, ", ", piece.end, ") of ", block.granularity);
         if (p > message.first_piece) {
           const Piece& previous = pieces[p - 1];
-          check_plan(previous.block < piece.block || (previous.block == piece.block && previous.end <= piece.begin), what,
-                     ": message ", i, " has pieces ", p - 1, " and ", p, " out of order or overlapping");
+          check_plan(previous.block < piece.block || (previous.block == piece.block && previous.end <= piece.begin),
+                     what, ": message ", i, " has pieces ", p - 1, " and ", p, " out of order or overlapping");
         }
-        bytes += (prefix(piece.block, piece.end, block.granularity) - prefix(piece.block, piece.begin, block.granularity)) *
-                 (block.layer_end - block.layer_begin) * bytes_per_element;
+        bytes +=
+            (prefix(piece.block, piece.end, block.granularity) - prefix(piece.block, piece.begin, block.granularity)) *
+            (block.layer_end - block.layer_begin) * bytes_per_element;
         visit(message.src, message.dst, piece);
       }
-      check_plan(bytes == message.bytes, what, ": message ", i, " says ", message.bytes, " bytes, its pieces hold ", bytes);
+      check_plan(bytes == message.bytes, what, ": message ", i, " says ", message.bytes, " bytes, its pieces hold ",
+                 bytes);
       total += bytes;
     }
     check_plan(total == (local ? local_bytes : send_bytes), what, ": ", local ? "local" : "send", " bytes say ",
@@ -638,7 +644,8 @@ bool held_by(int rank, std::int64_t k0, std::int64_t k1, std::int64_t step, Hold
 // O(N + pieces + blocks · Σ TP): pieces from different sources cannot overlap (each slice has one
 // owner) nor can those of one message, so a rank whose pieces all lie in its TP fraction and add up to its
 // width receives that fraction exactly.
-inline void validate(const PullPlan& plan, const Placement& placement, const OptimizerLayout& layout, const Model& model) {
+inline void validate(const PullPlan& plan, const Placement& placement, const OptimizerLayout& layout,
+                     const Model& model) {
   using detail::check_plan;
   detail::require_compatible(placement, layout, model);
   check_plan(plan.gpus == placement.gpus, "pull: plan for ", plan.gpus, " GPUs, placement has ", placement.gpus);
@@ -668,8 +675,8 @@ inline void validate(const PullPlan& plan, const Placement& placement, const Opt
     owner_step.push_back(plan.blocks[b].granularity /
                          static_cast<std::int64_t>(layout.groups[blocks[b].group].owners.size()));
   detail::check_messages(
-      "pull", plan.gpus, plan.blocks, plan.pieces, plan.sends, plan.local_moves, plan.send_bytes, plan.local_bytes, model,
-      model.param_bytes, [&](int src, int dst, const Piece& piece) {
+      "pull", plan.gpus, plan.blocks, plan.pieces, plan.sends, plan.local_moves, plan.send_bytes, plan.local_bytes,
+      model, model.param_bytes, [&](int src, int dst, const Piece& piece) {
         const auto b = static_cast<std::size_t>(piece.block);
         const auto& owners = layout.groups[blocks[b].group].owners;
         check_plan(detail::held_by(src, piece.begin, piece.end, owner_step[b],
@@ -700,7 +707,8 @@ inline void validate(const PullPlan& plan, const Placement& placement, const Opt
 // Checks every invariant of a push plan against its inputs; raises invalid_plan naming the first broken one.
 // O(N + pieces + reduce-scatter members): a slice has one reduce-scatter holder and one owner, so pieces of
 // different messages cannot overlap, and a block whose pieces add up to its granularity is covered once.
-inline void validate(const PushPlan& plan, const Placement& placement, const OptimizerLayout& layout, const Model& model) {
+inline void validate(const PushPlan& plan, const Placement& placement, const OptimizerLayout& layout,
+                     const Model& model) {
   using detail::check_plan;
   detail::require_compatible(placement, layout, model);
   check_plan(plan.gpus == placement.gpus, "push: plan for ", plan.gpus, " GPUs, placement has ", placement.gpus);
@@ -724,7 +732,8 @@ inline void validate(const PushPlan& plan, const Placement& placement, const Opt
                ", segment ", group.segment, "), expected (", b, ", ", u, ")");
     expected.clear();
     for (std::size_t q = 0; q < blocks[b].stages.size(); ++q)
-      expected.push_back(blocks[b].stages[q]->ranks[static_cast<std::size_t>(u * placement.pipelines[q].scheme.tp() / grid)]);
+      expected.push_back(
+          blocks[b].stages[q]->ranks[static_cast<std::size_t>(u * placement.pipelines[q].scheme.tp() / grid)]);
     members = group.members;
     std::ranges::sort(expected);
     std::ranges::sort(members);
@@ -735,16 +744,17 @@ inline void validate(const PushPlan& plan, const Placement& placement, const Opt
   }
   std::vector<std::int64_t> moved(blocks.size(), 0);
   detail::check_messages(
-      "push", plan.gpus, plan.blocks, plan.pieces, plan.sends, plan.local_moves, plan.send_bytes, plan.local_bytes, model,
-      model.grad_bytes, [&](int src, int dst, const Piece& piece) {
+      "push", plan.gpus, plan.blocks, plan.pieces, plan.sends, plan.local_moves, plan.send_bytes, plan.local_bytes,
+      model, model.grad_bytes, [&](int src, int dst, const Piece& piece) {
         const auto b = static_cast<std::size_t>(piece.block);
         const auto& owners = layout.groups[blocks[b].group].owners;
         const std::int64_t m = plan.blocks[b].granularity;
-        check_plan(detail::held_by(src, piece.begin, piece.end, m / (d * grid),
-                                   [&](std::int64_t h) {
-                                     return plan.rs_groups[b * static_cast<std::size_t>(grid) + static_cast<std::size_t>(h / d)]
-                                         .members[static_cast<std::size_t>(h % d)];
-                                   }),
+        check_plan(detail::held_by(
+                       src, piece.begin, piece.end, m / (d * grid),
+                       [&](std::int64_t h) {
+                         return plan.rs_groups[b * static_cast<std::size_t>(grid) + static_cast<std::size_t>(h / d)]
+                             .members[static_cast<std::size_t>(h % d)];
+                       }),
                    "push: rank ", src, " sends slices [", piece.begin, ", ", piece.end, ") of block ", b,
                    " that its reduce-scatter did not leave on it");
         check_plan(detail::held_by(dst, piece.begin, piece.end, m / static_cast<std::int64_t>(owners.size()),

@@ -201,18 +201,18 @@ inline Solution solve_with_cbc(const Model& model, const CbcOptions& options = {
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&start] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   const int n = model.num_variables();
-  detail::require(n > 0, "cbc: the model is empty (no variables)");
-  detail::require(options.time_limit_seconds > 0.0, "cbc: time_limit_seconds must be > 0 (or infinity), got ",
+  sluice::require(n > 0, "cbc: the model is empty (no variables)");
+  sluice::require(options.time_limit_seconds > 0.0, "cbc: time_limit_seconds must be > 0 (or infinity), got ",
                   options.time_limit_seconds);
-  detail::require(options.threads >= 1 && options.threads <= 99, "cbc: threads must be in [1, 99], got ",
+  sluice::require(options.threads >= 1 && options.threads <= 99, "cbc: threads must be in [1, 99], got ",
                   options.threads);
-  detail::require(std::isfinite(options.relative_gap) && options.relative_gap >= 0.0,
+  sluice::require(std::isfinite(options.relative_gap) && options.relative_gap >= 0.0,
                   "cbc: relative_gap must be finite and >= 0, got ", options.relative_gap);
   if (options.warm_start) {
     const std::vector<double>& warm = *options.warm_start;
-    detail::require(warm.size() == static_cast<std::size_t>(n), "cbc: warm_start has ", warm.size(),
+    sluice::require(warm.size() == static_cast<std::size_t>(n), "cbc: warm_start has ", warm.size(),
                     " values but the model has ", n, " variables");
-    detail::require(model.is_feasible(warm, 1e-6), "cbc: warm_start is not a feasible point of the model");
+    sluice::require(model.is_feasible(warm, 1e-6), "cbc: warm_start is not a feasible point of the model");
   }
 
   OsiClpSolverInterface lp = detail::cbc_problem(model);

@@ -75,7 +75,7 @@ public:
   int add_variable(double lower, double upper, VarType type, double objective_coefficient, std::string name = {}) {
     const int var = num_variables();
     check_bounds(var, name, lower, upper, type);
-    detail::require(std::isfinite(objective_coefficient), "milp: objective coefficient of ", describe(var, name),
+    sluice::require(std::isfinite(objective_coefficient), "milp: objective coefficient of ", describe(var, name),
                     " must be finite, got ", objective_coefficient);
     lower_.push_back(lower);
     upper_.push_back(upper);
@@ -94,19 +94,19 @@ public:
   int add_constraint(std::span<const int> vars, std::span<const double> coefs, double lower, double upper,
                      std::string name = {}) {
     const int row = num_constraints();
-    detail::require(vars.size() == coefs.size(), "milp: ", describe_row(row, name), " has ", vars.size(),
+    sluice::require(vars.size() == coefs.size(), "milp: ", describe_row(row, name), " has ", vars.size(),
                     " variables but ", coefs.size(), " coefficients");
-    detail::require(!std::isnan(lower) && !std::isnan(upper), "milp: ", describe_row(row, name),
-                    " has a NaN bound [", lower, ", ", upper, "]");
-    detail::require(lower != infinity, "milp: lower bound of ", describe_row(row, name), " must not be +infinity");
-    detail::require(upper != -infinity, "milp: upper bound of ", describe_row(row, name), " must not be -infinity");
-    detail::require(lower <= upper, "milp: ", describe_row(row, name), " has lower bound ", lower,
-                    " > upper bound ", upper);
+    sluice::require(!std::isnan(lower) && !std::isnan(upper), "milp: ", describe_row(row, name), " has a NaN bound [",
+                    lower, ", ", upper, "]");
+    sluice::require(lower != infinity, "milp: lower bound of ", describe_row(row, name), " must not be +infinity");
+    sluice::require(upper != -infinity, "milp: upper bound of ", describe_row(row, name), " must not be -infinity");
+    sluice::require(lower <= upper, "milp: ", describe_row(row, name), " has lower bound ", lower, " > upper bound ",
+                    upper);
     for (std::size_t k = 0; k < vars.size(); ++k) {
-      detail::require(vars[k] >= 0 && vars[k] < num_variables(), "milp: ", describe_row(row, name),
+      sluice::require(vars[k] >= 0 && vars[k] < num_variables(), "milp: ", describe_row(row, name),
                       " refers to unknown variable ", vars[k], " (the model has ", num_variables(), ")");
-      detail::require(std::isfinite(coefs[k]), "milp: coefficient of ", describe(vars[k], var_name_[vars[k]]),
-                      " in ", describe_row(row, name), " must be finite, got ", coefs[k]);
+      sluice::require(std::isfinite(coefs[k]), "milp: coefficient of ", describe(vars[k], var_name_[vars[k]]), " in ",
+                      describe_row(row, name), " must be finite, got ", coefs[k]);
     }
 
     std::vector<std::size_t> order(vars.size());
@@ -119,7 +119,7 @@ public:
       if (!std::isfinite(coef)) {
         row_vars_.resize(row_start_.back());  // leave the model as it was
         row_coefs_.resize(row_start_.back());
-        detail::fail("milp: coefficients of ", describe(var, var_name_[var]), " in ", describe_row(row, name),
+        sluice::fail("milp: coefficients of ", describe(var, var_name_[var]), " in ", describe_row(row, name),
                      " overflow when summed");
       }
       if (coef != 0.0) {
@@ -144,19 +144,19 @@ public:
     return add_constraint(expr, rhs, infinity, std::move(name));
   }
   int add_equal(const LinearExpr& expr, double rhs, std::string name = {}) {
-    detail::require(std::isfinite(rhs), "milp: right-hand side of equality ", describe_row(num_constraints(), name),
+    sluice::require(std::isfinite(rhs), "milp: right-hand side of equality ", describe_row(num_constraints(), name),
                     " must be finite, got ", rhs);
     return add_constraint(expr, rhs, rhs, std::move(name));
   }
 
   void set_sense(Sense sense) noexcept { sense_ = sense; }
   void set_objective_offset(double offset) {
-    detail::require(std::isfinite(offset), "milp: objective offset must be finite, got ", offset);
+    sluice::require(std::isfinite(offset), "milp: objective offset must be finite, got ", offset);
     offset_ = offset;
   }
   void set_objective_coefficient(int var, double coef) {
     check_var(var, "set_objective_coefficient");
-    detail::require(std::isfinite(coef), "milp: objective coefficient of ", describe(var, var_name_[var]),
+    sluice::require(std::isfinite(coef), "milp: objective coefficient of ", describe(var, var_name_[var]),
                     " must be finite, got ", coef);
     objective_[var] = coef;
   }
@@ -219,7 +219,7 @@ public:
   // A point with a NaN or infinite value is not feasible.
   [[nodiscard]] bool is_feasible(std::span<const double> x, double tolerance) const {
     check_size(x, "is_feasible");
-    detail::require(std::isfinite(tolerance) && tolerance >= 0.0,
+    sluice::require(std::isfinite(tolerance) && tolerance >= 0.0,
                     "milp: is_feasible tolerance must be finite and >= 0, got ", tolerance);
     auto slack = [tolerance](double magnitude) { return tolerance * std::max(1.0, std::abs(magnitude)); };
     for (std::size_t j = 0; j < x.size(); ++j) {
@@ -242,42 +242,42 @@ public:
 
 private:
   static std::string describe(int var, const std::string& name) {
-    return name.empty() ? detail::concat("variable ", var) : detail::concat("variable ", var, " '", name, "'");
+    return name.empty() ? sluice::concat("variable ", var) : sluice::concat("variable ", var, " '", name, "'");
   }
   static std::string describe_row(int row, const std::string& name) {
-    return name.empty() ? detail::concat("constraint ", row) : detail::concat("constraint ", row, " '", name, "'");
+    return name.empty() ? sluice::concat("constraint ", row) : sluice::concat("constraint ", row, " '", name, "'");
   }
 
   static void check_bounds(int var, const std::string& name, double lower, double upper, VarType type) {
-    detail::require(!std::isnan(lower) && !std::isnan(upper), "milp: ", describe(var, name), " has a NaN bound [",
+    sluice::require(!std::isnan(lower) && !std::isnan(upper), "milp: ", describe(var, name), " has a NaN bound [",
                     lower, ", ", upper, "]");
-    detail::require(lower != infinity, "milp: lower bound of ", describe(var, name), " must not be +infinity");
-    detail::require(upper != -infinity, "milp: upper bound of ", describe(var, name), " must not be -infinity");
-    detail::require(lower <= upper, "milp: ", describe(var, name), " has lower bound ", lower, " > upper bound ",
+    sluice::require(lower != infinity, "milp: lower bound of ", describe(var, name), " must not be +infinity");
+    sluice::require(upper != -infinity, "milp: upper bound of ", describe(var, name), " must not be -infinity");
+    sluice::require(lower <= upper, "milp: ", describe(var, name), " has lower bound ", lower, " > upper bound ",
                     upper);
     if (type == VarType::binary) {
-      detail::require(lower >= 0.0 && upper <= 1.0, "milp: binary ", describe(var, name),
+      sluice::require(lower >= 0.0 && upper <= 1.0, "milp: binary ", describe(var, name),
                       " needs bounds inside [0, 1], got [", lower, ", ", upper, "]");
     }
   }
 
   void check_var(int var, const char* where) const {
-    detail::require(var >= 0 && var < num_variables(), "milp: ", where, ": unknown variable ", var, " (the model has ",
+    sluice::require(var >= 0 && var < num_variables(), "milp: ", where, ": unknown variable ", var, " (the model has ",
                     num_variables(), ")");
   }
   void check_row(int row, const char* where) const {
-    detail::require(row >= 0 && row < num_constraints(), "milp: ", where, ": unknown constraint ", row,
+    sluice::require(row >= 0 && row < num_constraints(), "milp: ", where, ": unknown constraint ", row,
                     " (the model has ", num_constraints(), ")");
   }
   void check_size(std::span<const double> x, const char* where) const {
-    detail::require(x.size() == lower_.size(), "milp: ", where, ": expected ", lower_.size(), " values, got ",
+    sluice::require(x.size() == lower_.size(), "milp: ", where, ": expected ", lower_.size(), " values, got ",
                     x.size());
   }
   void check_point(std::span<const double> x, const char* where) const {
     check_size(x, where);
     for (std::size_t j = 0; j < x.size(); ++j) {
-      detail::require(std::isfinite(x[j]), "milp: ", where, ": value of ",
-                      describe(static_cast<int>(j), var_name_[j]), " must be finite, got ", x[j]);
+      sluice::require(std::isfinite(x[j]), "milp: ", where, ": value of ", describe(static_cast<int>(j), var_name_[j]),
+                      " must be finite, got ", x[j]);
     }
   }
 

@@ -87,19 +87,19 @@ public:
         last_(last),
         tensors_(stage_tensors(model, first_layer, end_layer, first, last)) {
     validate(model);
-    sluice::detail::require(first_layer >= 0 && first_layer <= end_layer && end_layer <= model.layers,
-                            "stage: layers [", first_layer, ", ", end_layer, ") outside [0, ", model.layers, "]");
+    sluice::require(first_layer >= 0 && first_layer <= end_layer && end_layer <= model.layers, "stage: layers [",
+                    first_layer, ", ", end_layer, ") outside [0, ", model.layers, "]");
     const std::vector<ParameterTensor> shapes = parameter_tensors(model);
-    sluice::detail::require(parameters.empty() || parameters.size() == shapes.size(), "stage: ", parameters.size(),
-                            " parameter tensors given, the model has ", shapes.size());
+    sluice::require(parameters.empty() || parameters.size() == shapes.size(), "stage: ", parameters.size(),
+                    " parameter tensors given, the model has ", shapes.size());
     parameters_.resize(shapes.size());
     gradients_.resize(shapes.size());
     for (std::size_t t = tensors_.begin; t < tensors_.end; ++t) {
       if (parameters.empty()) {
         parameters_[t] = initial_values(model, t);
       } else {
-        sluice::detail::require(parameters[t].size() == shapes[t].size(), "stage: tensor ", shapes[t].name(), " has ",
-                                parameters[t].size(), " values, expected ", shapes[t].size());
+        sluice::require(parameters[t].size() == shapes[t].size(), "stage: tensor ", shapes[t].name(), " has ",
+                        parameters[t].size(), " values, expected ", shapes[t].size());
         parameters_[t] = parameters[t];
       }
       gradients_[t].assign(shapes[t].size(), 0.0);

@@ -65,8 +65,8 @@ inline std::vector<const schedule::ExecutionPlan*> pipeline_plans(const Job& job
 
 // Stage j gets layers / stages layers, plus one of the remainder for the first (layers mod stages) stages.
 inline std::vector<int> even_layer_split(int layers, int stages) {
-  sluice::detail::require(layers >= 1, "layer split: layers must be >= 1, got ", layers);
-  sluice::detail::require(stages >= 1, "layer split: stages must be >= 1, got ", stages);
+  sluice::require(layers >= 1, "layer split: layers must be >= 1, got ", layers);
+  sluice::require(stages >= 1, "layer split: stages must be >= 1, got ", stages);
   std::vector<int> boundaries{0};
   for (int j = 0; j < stages; ++j) boundaries.push_back(boundaries.back() + layers / stages + (j < layers % stages));
   return boundaries;
@@ -76,8 +76,8 @@ inline std::vector<int> even_layer_split(int layers, int stages) {
 // do not depend on the rest of the batch.
 inline std::vector<SequenceTokens> make_tokens(std::span<const Sequence> batch, std::int64_t vocab,
                                                std::uint64_t seed) {
-  sluice::detail::require(vocab >= 2 && vocab <= std::numeric_limits<std::int32_t>::max(),
-                          "tokens: vocab must be in [2, 2^31), got ", vocab);
+  sluice::require(vocab >= 2 && vocab <= std::numeric_limits<std::int32_t>::max(),
+                  "tokens: vocab must be in [2, 2^31), got ", vocab);
   std::vector<SequenceTokens> sequences;
   sequences.reserve(batch.size());
   for (const Sequence& sequence : batch) {
@@ -125,7 +125,7 @@ struct JobLayout {
 
 namespace detail {
 
-[[noreturn]] inline void broken_plan(auto&&... parts) { throw invalid_plan(sluice::detail::concat("job: ", parts...)); }
+[[noreturn]] inline void broken_plan(auto&&... parts) { throw invalid_plan(sluice::concat("job: ", parts...)); }
 
 inline std::int64_t packed_length(const std::unordered_map<std::int64_t, std::size_t>& index,
                                   std::span<const SequenceTokens> sequences, std::span<const std::int64_t> ids) {
@@ -172,7 +172,7 @@ inline void set_packed_shapes(schedule::ExecutionPlan& plan, std::span<const std
 
 // Every sequence's tokens in the vocabulary, ids unique, at least one next-token target; returns id -> index.
 inline std::unordered_map<std::int64_t, std::size_t> validate_sequences(const Job& job) {
-  using sluice::detail::require;
+  using sluice::require;
   require(!job.sequences.empty(), "job: no sequences");
   std::unordered_map<std::int64_t, std::size_t> index;
   std::int64_t targets = 0;
@@ -314,8 +314,8 @@ inline JobLayout layout(const Job& job) {
 // pipeline's PP stages; instruction shapes are set to the packed micro-batches and the model's hidden size.
 inline Job job_from_iteration(const ModelConfig& model, std::vector<SequenceTokens> sequences,
                               const assign::IterationPlan& plan, const schedule::IterationSchedule& schedule) {
-  sluice::detail::require(schedule.pipelines.size() == plan.pipelines.size(), "job: the schedule has ",
-                          schedule.pipelines.size(), " pipelines, the plan ", plan.pipelines.size());
+  sluice::require(schedule.pipelines.size() == plan.pipelines.size(), "job: the schedule has ",
+                  schedule.pipelines.size(), " pipelines, the plan ", plan.pipelines.size());
   Job job{model, std::move(sequences), {}};
   const auto index = detail::sequence_index(job.sequences);
   for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
@@ -327,7 +327,7 @@ inline Job job_from_iteration(const ModelConfig& model, std::vector<SequenceToke
     std::vector<std::int64_t> tokens;
     for (const assign::MicroBatch& mb : plan.pipelines[p].micro_batches) {
       for (const std::int64_t id : mb.sequence_ids)
-        sluice::detail::require(index.contains(id), "job: sequence ", id, " has no tokens");
+        sluice::require(index.contains(id), "job: sequence ", id, " has no tokens");
       pipeline.micro_batches.push_back(mb.sequence_ids);
       tokens.push_back(detail::packed_length(index, job.sequences, mb.sequence_ids));
     }
@@ -364,11 +364,11 @@ inline Job job_from_pipeline_plan(const ModelConfig& model, std::vector<Sequence
     pipeline.layer_boundaries = even_layer_split(model.layers, pipeline.plan.stages);
     std::vector<std::int64_t> tokens;
     for (const std::size_t i : replica.micro_batches) {
-      sluice::detail::require(i < plan.partition.micro_batches.size(), "job: replica micro-batch ", i,
-                              " outside the partition");
+      sluice::require(i < plan.partition.micro_batches.size(), "job: replica micro-batch ", i,
+                      " outside the partition");
       const std::vector<std::int64_t>& ids = plan.partition.micro_batches[i].sample_ids;
       for (const std::int64_t id : ids)
-        sluice::detail::require(index.contains(id), "job: sample ", id, " has no sequence tokens");
+        sluice::require(index.contains(id), "job: sample ", id, " has no sequence tokens");
       pipeline.micro_batches.push_back(ids);
       tokens.push_back(detail::packed_length(index, job.sequences, ids));
     }

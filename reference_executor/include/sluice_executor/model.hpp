@@ -32,7 +32,7 @@ struct ModelConfig {
 
 // Raises invalid_input naming the first field out of range.
 inline void validate(const ModelConfig& model) {
-  using sluice::detail::require;
+  using sluice::require;
   require(model.layers >= 1 && model.layers <= 4096, "model: layers must be in [1, 4096], got ", model.layers);
   require(model.hidden >= 2 && model.hidden <= (1 << 20), "model: hidden must be in [2, 1048576], got ", model.hidden);
   require(model.heads >= 1 && model.heads <= model.hidden, "model: heads must be in [1, hidden = ", model.hidden,
@@ -137,7 +137,7 @@ inline double round_to_bf16(double value) {
 // uniform in [0.9, 1.1] (not all ones, so that their gradients are exercised).
 inline std::vector<double> initial_values(const ModelConfig& model, std::size_t index) {
   const std::vector<ParameterTensor> tensors = parameter_tensors(model);
-  sluice::detail::require(index < tensors.size(), "model: tensor index ", index, " outside [0, ", tensors.size(), ")");
+  sluice::require(index < tensors.size(), "model: tensor index ", index, " outside [0, ", tensors.size(), ")");
   const ParameterTensor& tensor = tensors[index];
   Rng rng = Rng::stream(model.seed, index);
   std::vector<double> values(tensor.size());

@@ -63,9 +63,9 @@ inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const 
                                       const DeviceMemory& memory, const ProfilerOptions& options,
                                       const std::string& device) {
   validate(model);
-  sluice::detail::require(!stages.empty(), "profile: no stages measured");
-  sluice::detail::require(memory.total_bytes > 0 && memory.context_bytes >= 0, "profile: device memory ",
-                          memory.total_bytes, " bytes with ", memory.context_bytes, " bytes of context is not valid");
+  sluice::require(!stages.empty(), "profile: no stages measured");
+  sluice::require(memory.total_bytes > 0 && memory.context_bytes >= 0, "profile: device memory ", memory.total_bytes,
+                  " bytes with ", memory.context_bytes, " bytes of context is not valid");
   const auto h = static_cast<double>(model.hidden);
   const auto f = static_cast<double>(model.ffn);
   cost::ProfileSpec spec;
@@ -81,13 +81,13 @@ inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const 
   double activation_constant = 0;
   std::int64_t longest = 1;
   for (const StageProfile& stage : stages) {
-    sluice::detail::require(stage.layers >= 1 && !stage.samples.empty(), "profile: stage of pp ", stage.pp,
-                            " has no layers or samples");
+    sluice::require(stage.layers >= 1 && !stage.samples.empty(), "profile: stage of pp ", stage.pp,
+                    " has no layers or samples");
     deepest = std::max(deepest, stage.pp);
     activation_constant = std::max(activation_constant, stage.activation_bytes_per_token / (stage.layers * h));
     for (const StageSample& sample : stage.samples) longest = std::max(longest, sample.length);
   }
-  sluice::detail::require(activation_constant > 0, "profile: no activation memory was measured");
+  sluice::require(activation_constant > 0, "profile: no activation memory was measured");
   spec.gpus = options.cluster_gpus > 0 ? options.cluster_gpus : deepest;
   cost::TransformerMemorySpec memory_model;
   memory_model.layers = model.layers;

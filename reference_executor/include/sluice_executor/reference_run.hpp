@@ -28,13 +28,13 @@ inline ModelResult run_unpacked(const ModelConfig& model, std::span<const Sequen
   validate(model);
   std::int64_t targets = 0;
   for (const SequenceTokens& sequence : sequences) {
-    sluice::detail::require(!sequence.tokens.empty(), "reference: sequence ", sequence.id, " has no tokens");
+    sluice::require(!sequence.tokens.empty(), "reference: sequence ", sequence.id, " has no tokens");
     for (const std::int32_t token : sequence.tokens)
-      sluice::detail::require(token >= 0 && token < model.vocab, "reference: sequence ", sequence.id, " has token ",
-                              token, " outside [0, ", model.vocab, ")");
+      sluice::require(token >= 0 && token < model.vocab, "reference: sequence ", sequence.id, " has token ", token,
+                      " outside [0, ", model.vocab, ")");
     targets += static_cast<std::int64_t>(sequence.tokens.size()) - 1;
   }
-  sluice::detail::require(targets >= 1, "reference: no sequence has a next-token target");
+  sluice::require(targets >= 1, "reference: no sequence has a next-token target");
   host::Stage stage(model, 0, model.layers, true, true, parameters);
   ModelResult result;
   for (const SequenceTokens& sequence : sequences) {

@@ -29,35 +29,33 @@ namespace sluice::executor {
 
 inline io::json chrome_trace(const Job& job, const RunReport& report) {
   const JobLayout job_layout = layout(job);
-  sluice::detail::require(report.instructions.size() == job_layout.ranks.size(), "trace: the report has ",
-                          report.instructions.size(), " ranks, the job ", job_layout.ranks.size());
+  sluice::require(report.instructions.size() == job_layout.ranks.size(), "trace: the report has ",
+                  report.instructions.size(), " ranks, the job ", job_layout.ranks.size());
   io::json events = io::json::array();
   for (std::size_t p = 0; p < job.pipelines.size(); ++p)
-    events.push_back({{"name", "process_name"},
-                      {"ph", "M"},
-                      {"pid", p},
-                      {"args", {{"name", sluice::detail::concat("pipeline ", p)}}}});
+    events.push_back(
+        {{"name", "process_name"}, {"ph", "M"}, {"pid", p}, {"args", {{"name", sluice::concat("pipeline ", p)}}}});
   for (std::size_t r = 0; r < job_layout.ranks.size(); ++r) {
     const RankInfo& info = job_layout.ranks[r];
     const auto& list =
         job.pipelines[static_cast<std::size_t>(info.pipeline)].plan.ranks[static_cast<std::size_t>(info.stage)];
-    sluice::detail::require(report.instructions[r].size() == list.size(), "trace: rank ", r, " has ",
-                            report.instructions[r].size(), " timings for ", list.size(), " instructions");
+    sluice::require(report.instructions[r].size() == list.size(), "trace: rank ", r, " has ",
+                    report.instructions[r].size(), " timings for ", list.size(), " instructions");
     const int compute = 2 * info.stage;
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},
                       {"pid", info.pipeline},
                       {"tid", compute},
-                      {"args", {{"name", sluice::detail::concat("rank ", r, " (stage ", info.stage, ")")}}}});
+                      {"args", {{"name", sluice::concat("rank ", r, " (stage ", info.stage, ")")}}}});
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},
                       {"pid", info.pipeline},
                       {"tid", compute + 1},
-                      {"args", {{"name", sluice::detail::concat("rank ", r, " receives")}}}});
+                      {"args", {{"name", sluice::concat("rank ", r, " receives")}}}});
     for (std::size_t k = 0; k < list.size(); ++k) {
       const schedule::Instruction& in = list[k];
       const InstructionTiming& t = report.instructions[r][k];
-      events.push_back({{"name", sluice::detail::concat(schedule::name(in.kind), " ", in.micro_batch)},
+      events.push_back({{"name", sluice::concat(schedule::name(in.kind), " ", in.micro_batch)},
                         {"cat", schedule::name(in.kind)},
                         {"ph", "X"},
                         {"pid", info.pipeline},
@@ -69,7 +67,7 @@ inline io::json chrome_trace(const Job& job, const RunReport& report) {
   }
   for (const TransferTiming& t : report.transfers) {
     const RankInfo& to = job_layout.ranks[static_cast<std::size_t>(t.to_rank)];
-    events.push_back({{"name", sluice::detail::concat(t.activation ? "act " : "grad ", t.micro_batch)},
+    events.push_back({{"name", sluice::concat(t.activation ? "act " : "grad ", t.micro_batch)},
                       {"cat", t.activation ? "activation" : "gradient"},
                       {"ph", "X"},
                       {"pid", to.pipeline},
@@ -114,8 +112,8 @@ struct TimingTable {
 
 inline TimingTable compare(const Job& job, const RunReport& report) {
   const JobLayout job_layout = layout(job);
-  sluice::detail::require(report.instructions.size() == job_layout.ranks.size(), "timing table: the report has ",
-                          report.instructions.size(), " ranks, the job ", job_layout.ranks.size());
+  sluice::require(report.instructions.size() == job_layout.ranks.size(), "timing table: the report has ",
+                  report.instructions.size(), " ranks, the job ", job_layout.ranks.size());
   constexpr double nan = std::numeric_limits<double>::quiet_NaN();
   // Op times shorter than this are timer noise; the simulator needs positive times.
   constexpr double resolution = 1e-9;

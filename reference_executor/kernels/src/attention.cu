@@ -464,24 +464,24 @@ void launch_tiled(Kernel kernel, std::size_t shared_bytes, const VarlenBatch& ba
 void check_shapes(const VarlenBatch& batch, const HeadShape& heads) {
   detail::require_pointer(batch.cu_seqlens, "cu_seqlens");
   // Sequences and heads index the grid's z and y dimensions, at most 65535 each.
-  detail::require(batch.num_seqs >= 1 && batch.num_seqs <= 65535, "num_seqs: must be in [1, 65535], got ",
+  sluice::require(batch.num_seqs >= 1 && batch.num_seqs <= 65535, "num_seqs: must be in [1, 65535], got ",
                   batch.num_seqs);
   detail::require_positive(batch.max_seqlen, "max_seqlen");
   detail::require_positive(batch.total_tokens, "total_tokens");
-  detail::require(heads.num_heads >= 1 && heads.num_heads <= 65535, "num_heads: must be in [1, 65535], got ",
+  sluice::require(heads.num_heads >= 1 && heads.num_heads <= 65535, "num_heads: must be in [1, 65535], got ",
                   heads.num_heads);
-  detail::require(heads.head_dim == 64 || heads.head_dim == 128, "head_dim: must be 64 or 128, got ", heads.head_dim);
+  sluice::require(heads.head_dim == 64 || heads.head_dim == 128, "head_dim: must be 64 or 128, got ", heads.head_dim);
 }
 
 void check_row_stride(std::int64_t row_stride, const HeadShape& heads, const char* name) {
   const std::int64_t hidden = static_cast<std::int64_t>(heads.num_heads) * heads.head_dim;
-  detail::require(row_stride >= hidden, name, ": must be >= num_heads * head_dim = ", hidden, ", got ", row_stride);
+  sluice::require(row_stride >= hidden, name, ": must be >= num_heads * head_dim = ", hidden, ", got ", row_stride);
 }
 
 // q, k, v and dout are read 16 bytes at a time.
 void check_vector_row_stride(std::int64_t row_stride, const HeadShape& heads, const char* name) {
   check_row_stride(row_stride, heads, name);
-  detail::require(row_stride % 8 == 0, name, ": must be a multiple of 8 elements (16 bytes), got ", row_stride);
+  sluice::require(row_stride % 8 == 0, name, ": must be a multiple of 8 elements (16 bytes), got ", row_stride);
 }
 
 float softmax_scale(const HeadShape& heads) {

@@ -66,7 +66,7 @@ void cross_entropy(const bf16* logits, const std::int32_t* targets, int rows, in
                    bf16* dlogits, float* loss_sum_accum, cudaStream_t stream) {
   detail::require_positive(rows, "rows");
   detail::require_positive(vocab, "vocab");
-  detail::require(std::isfinite(scale), "scale: must be finite, got ", scale);
+  sluice::require(std::isfinite(scale), "scale: must be finite, got ", scale);
   detail::require_pointer(logits, "logits");
   detail::require_pointer(targets, "targets");
   detail::require_pointer(row_loss, "row_loss");

@@ -7,7 +7,7 @@
 
 namespace sluice::executor::kernels::detail {
 
-using sluice::detail::require;
+using sluice::require;
 
 inline void require_pointer(const void* pointer, const char* name) {
   require(pointer != nullptr, name, ": must not be a null pointer");

@@ -64,7 +64,7 @@ void check_swiglu_shape(int rows, int ffn) {
   detail::require_positive(ffn, "ffn");
 }
 
-void check_count(std::int64_t count) { detail::require(count >= 0, "count: must be >= 0, got ", count); }
+void check_count(std::int64_t count) { sluice::require(count >= 0, "count: must be >= 0, got ", count); }
 
 }  // namespace
 

@@ -94,7 +94,7 @@ void check_rows(int rows, int cols) {
 void rmsnorm_forward(const bf16* x, const bf16* weight, int rows, int cols, float eps, bf16* y, float* rstd,
                      cudaStream_t stream) {
   check_rows(rows, cols);
-  detail::require(eps >= 0.0f, "eps: must be >= 0, got ", eps);
+  sluice::require(eps >= 0.0f, "eps: must be >= 0, got ", eps);
   detail::require_pointer(x, "x");
   detail::require_pointer(weight, "weight");
   detail::require_pointer(y, "y");

@@ -76,12 +76,12 @@ void launch_rope(const VarlenBatch& batch, const HeadShape& heads, bf16* q, bf16
   detail::require_positive(batch.total_tokens, "total_tokens");
   detail::require_positive(heads.num_heads, "num_heads");
   detail::require_positive(heads.head_dim, "head_dim");
-  detail::require(heads.head_dim % 2 == 0, "head_dim: must be even for rotary embedding, got ", heads.head_dim);
+  sluice::require(heads.head_dim % 2 == 0, "head_dim: must be even for rotary embedding, got ", heads.head_dim);
   detail::require_pointer(q, q_name);
   detail::require_pointer(k, k_name);
   const std::int64_t hidden = static_cast<std::int64_t>(heads.num_heads) * heads.head_dim;
-  detail::require(row_stride >= hidden, "row_stride: must be >= num_heads * head_dim = ", hidden, ", got ", row_stride);
-  detail::require(theta > 0.0, "theta: must be > 0, got ", theta);
+  sluice::require(row_stride >= hidden, "row_stride: must be >= num_heads * head_dim = ", hidden, ", got ", row_stride);
+  sluice::require(theta > 0.0, "theta: must be > 0, got ", theta);
   RopeArgs args{};
   args.q = q;
   args.k = k;

@@ -43,7 +43,7 @@ struct DispatchGroup {
 class DispatchProblem {
 public:
   DispatchProblem(std::span<const Sequence> batch, PipelineCosts pipelines, bool v_step = true) : v_step_(v_step) {
-    using sluice::detail::require;
+    using sluice::require;
     require(!batch.empty(), "dispatch: the batch is empty");
     require(!pipelines.empty(), "dispatch: no pipelines");
     require(pipelines.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max() / 2),
@@ -53,12 +53,11 @@ public:
     for (std::size_t j = 0; j < pipelines.size(); ++j) {
       const cost::SchemeCost& cost = pipelines[j];
       if (cost.max_len < 0)
-        sluice::detail::fail("dispatch: pipeline ", j, " (", cost.scheme.name(), "): max_len must be >= 0, got ",
-                             cost.max_len);
+        sluice::fail("dispatch: pipeline ", j, " (", cost.scheme.name(), "): max_len must be >= 0, got ", cost.max_len);
       if (j > 0 && cost.max_len > pipelines[j - 1].max_len)
-        sluice::detail::fail("dispatch: pipelines must be ordered by max_len descending, but pipeline ", j, " (",
-                             cost.scheme.name(), ", max_len ", cost.max_len, ") follows pipeline ", j - 1,
-                             " (max_len ", pipelines[j - 1].max_len, ")");
+        sluice::fail("dispatch: pipelines must be ordered by max_len descending, but pipeline ", j, " (",
+                     cost.scheme.name(), ", max_len ", cost.max_len, ") follows pipeline ", j - 1, " (max_len ",
+                     pipelines[j - 1].max_len, ")");
       const bool same = j > 0 && cost.scheme == pipelines[j - 1].scheme && cost.latency == pipelines[j - 1].latency &&
                         cost.max_len == pipelines[j - 1].max_len;
       if (same) {
@@ -146,7 +145,7 @@ public:
   // Eq. 2 of every pipeline for an assignment, summing T' in batch order (the canonical value every
   // function here reports). Checks the assignment.
   [[nodiscard]] std::vector<double> bounds(std::span<const int> pipeline_of) const {
-    using sluice::detail::require;
+    using sluice::require;
     const int n = sequences();
     require(pipeline_of.size() == length_.size(), "dispatch: the assignment has ", pipeline_of.size(),
             " entries for a batch of ", n, " sequences");

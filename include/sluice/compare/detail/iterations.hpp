@@ -53,9 +53,9 @@ inline SystemRun failed(System system, std::string reason) {
 }
 
 inline std::string no_homogeneous(const Options& options, std::int64_t length) {
-  return sluice::detail::concat("no homogeneous strategy of ", options.profile.name(), " on ", options.profile.gpus(),
-                                " GPUs holds ", length, " tokens",
-                                options.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)");
+  return sluice::concat("no homogeneous strategy of ", options.profile.name(), " on ", options.profile.gpus(),
+                        " GPUs holds ", length, " tokens",
+                        options.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)");
 }
 
 // Every system runs iteration by iteration (so that a long run streams its batches): a SystemRun per strategy

@@ -31,7 +31,7 @@ struct HeadShape {
 
 namespace detail {
 
-using sluice::detail::require;
+using sluice::require;
 
 // Tokens in the packed batch, after checking that cu_seqlens starts at 0 and never decreases.
 inline std::size_t packed_tokens(std::span<const std::int32_t> cu_seqlens) {
@@ -226,8 +226,8 @@ inline void rmsnorm_forward(std::span<const double> x, std::span<const double> w
                             std::span<double> rstd) {
   const std::size_t rows = rstd.size();
   const std::size_t cols = weight.size();
-  sluice::detail::require(cols > 0, "weight: must not be empty");
-  sluice::detail::require(eps >= 0.0, "eps: must be >= 0, got ", eps);
+  sluice::require(cols > 0, "weight: must not be empty");
+  sluice::require(eps >= 0.0, "eps: must be >= 0, got ", eps);
   detail::require_size(x.size(), rows * cols, "x");
   detail::require_size(y.size(), rows * cols, "y");
   for (std::size_t r = 0; r < rows; ++r) {
@@ -244,7 +244,7 @@ inline void rmsnorm_backward(std::span<const double> x, std::span<const double> 
                              std::span<const double> dy, std::span<double> dx, std::span<double> dweight_accum) {
   const std::size_t rows = rstd.size();
   const std::size_t cols = weight.size();
-  sluice::detail::require(cols > 0, "weight: must not be empty");
+  sluice::require(cols > 0, "weight: must not be empty");
   detail::require_size(x.size(), rows * cols, "x");
   detail::require_size(dy.size(), rows * cols, "dy");
   detail::require_size(dx.size(), rows * cols, "dx");
@@ -280,9 +280,9 @@ inline void rope_backward(std::span<const std::int32_t> cu_seqlens, HeadShape he
 
 // out = silu(gate) * up, where each row of gate_up [rows, 2 * ffn] holds gate then up; out: [rows, ffn].
 inline void swiglu_forward(std::span<const double> gate_up, std::size_t ffn, std::span<double> out) {
-  sluice::detail::require(ffn > 0, "ffn: must be > 0");
-  sluice::detail::require(gate_up.size() % (2 * ffn) == 0, "gate_up: ", gate_up.size(),
-                          " values is not a whole number of rows of 2 * ffn = ", 2 * ffn);
+  sluice::require(ffn > 0, "ffn: must be > 0");
+  sluice::require(gate_up.size() % (2 * ffn) == 0, "gate_up: ", gate_up.size(),
+                  " values is not a whole number of rows of 2 * ffn = ", 2 * ffn);
   const std::size_t rows = gate_up.size() / (2 * ffn);
   detail::require_size(out.size(), rows * ffn, "out");
   for (std::size_t r = 0; r < rows; ++r) {
@@ -297,9 +297,9 @@ inline void swiglu_forward(std::span<const double> gate_up, std::size_t ffn, std
 // dgate_up [rows, 2 * ffn] from dout [rows, ffn]: dgate = dout * up * silu'(gate), dup = dout * silu(gate).
 inline void swiglu_backward(std::span<const double> gate_up, std::span<const double> dout, std::size_t ffn,
                             std::span<double> dgate_up) {
-  sluice::detail::require(ffn > 0, "ffn: must be > 0");
-  sluice::detail::require(gate_up.size() % (2 * ffn) == 0, "gate_up: ", gate_up.size(),
-                          " values is not a whole number of rows of 2 * ffn = ", 2 * ffn);
+  sluice::require(ffn > 0, "ffn: must be > 0");
+  sluice::require(gate_up.size() % (2 * ffn) == 0, "gate_up: ", gate_up.size(),
+                  " values is not a whole number of rows of 2 * ffn = ", 2 * ffn);
   const std::size_t rows = gate_up.size() / (2 * ffn);
   detail::require_size(dout.size(), rows * ffn, "dout");
   detail::require_size(dgate_up.size(), rows * 2 * ffn, "dgate_up");
@@ -321,15 +321,15 @@ inline void swiglu_backward(std::span<const double> gate_up, std::span<const dou
 inline double cross_entropy(std::span<const double> logits, std::span<const std::int32_t> targets, std::size_t vocab,
                             double scale, std::span<double> row_loss, std::span<double> dlogits) {
   const std::size_t rows = targets.size();
-  sluice::detail::require(vocab > 0, "vocab: must be > 0");
+  sluice::require(vocab > 0, "vocab: must be > 0");
   detail::require_size(logits.size(), rows * vocab, "logits");
   detail::require_size(row_loss.size(), rows, "row_loss");
   detail::require_size(dlogits.size(), rows * vocab, "dlogits");
   double loss_sum = 0.0;
   for (std::size_t r = 0; r < rows; ++r) {
     const std::int32_t target = targets[r];
-    sluice::detail::require(target == -1 || (target >= 0 && static_cast<std::size_t>(target) < vocab), "targets[", r,
-                            "]: must be -1 or in [0, ", vocab, "), got ", target);
+    sluice::require(target == -1 || (target >= 0 && static_cast<std::size_t>(target) < vocab), "targets[", r,
+                    "]: must be -1 or in [0, ", vocab, "), got ", target);
     const auto row = logits.subspan(r * vocab, vocab);
     const auto gradient = dlogits.subspan(r * vocab, vocab);
     if (target == -1) {
