@@ -61,42 +61,18 @@ inline constexpr std::string_view plan_usage =
     "                  links) to its estimate before choosing\n"
     "  --json          print one sluice.plan_run JSON document, with every iteration's full plan\n";
 
-inline int plan(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs,
-                std::ostream* terminal = nullptr) {
-  const Options options(args,
-                        {"strategies", "profile", "lengths", "gpus", "tokens", "iterations", "context", "seed", "trials",
-                         "threads", "svg"},
-                        {"propose", "cross-node-tp", "lnk", "json", "help"});
-  if (options.flag("help")) {
-    out << plan_usage;
-    return 0;
-  }
-  const auto strategies_text = options.text("strategies");
-  sluice::require(strategies_text.has_value() || options.flag("propose"),
-                          "option --strategies or --propose is required (see sluice plan --help)");
-  sluice::require(!strategies_text.has_value() || !options.flag("propose"),
-                          "options --strategies and --propose cannot be combined");
+namespace plan_inputs {
 
-  const cost::Profile profile = load_profile(options);
-  const data::LengthDataset loaded = load_lengths(options);
+inline std::vector<Strategy> candidates_of(const Options& options, const cost::Profile& profile,
+                                           const data::LengthDataset& loaded) {
+  if (const auto text = options.text("strategies")) return read_candidates(*text);
+  proposal::ProposeOptions settings = propose_options(options, profile);
+  settings.max_len = max_len_of(options, loaded, profile, settings);
+  return proposal::propose(loaded.truncated(*settings.max_len), profile, settings).strategies();
+}
 
-  std::vector<Strategy> candidates;
-  if (strategies_text) {
-    candidates = read_candidates(*strategies_text);
-  } else {
-    proposal::ProposeOptions settings = propose_options(options, profile);
-    settings.max_len = max_len_of(options, loaded, profile, settings);
-    candidates = proposal::propose(loaded.truncated(*settings.max_len), profile, settings).strategies();
-  }
-
-  std::int64_t widest = 0;
-  for (const Strategy& strategy : candidates) widest = std::max(widest, profile.pipelines(strategy).front().max_len);
-  sluice::require(widest > 0, "no candidate strategy can hold any sequence (every MaxLen is 0)");
-  const std::int64_t context = options.integer("context").value_or(widest);
-
-  const data::LengthDataset dataset = loaded.truncated(context);
-  data::BatchSampler sampler(dataset,
-                             {.tokens_per_batch = options.integer("tokens").value_or(100'000), .seed = seed_of(options)});
+inline assign::PlanOptions plan_options_of(const Options& options, const cost::Profile& profile,
+                                           std::span<const Strategy> candidates) {
   assign::PlanOptions plan_options;
   plan_options.dispatch = dispatch_options(options);
   if (options.flag("lnk")) {
@@ -104,30 +80,118 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
     plan_options.candidate_overhead = shard::iteration_costs(shard::sharded_layout(profile.gpus(), model.layers),
                                                              candidates, model, shard::Cluster{});
   }
+  return plan_options;
+}
 
-  const std::int64_t iterations = options.integer("iterations").value_or(10);
-  const bool json = options.flag("json");
-  // Iterations are streamed: each is sampled, planned, written and dropped, so memory does not grow with K.
-  // What stays per iteration is three numbers for the summary, and the first plans for the picture.
+}  // namespace plan_inputs
+
+namespace plan_report {
+
+// Iterations are streamed: each is sampled, planned, written and dropped, so memory does not grow with K. What
+// stays per iteration is three numbers for the summary.
+struct Tally {
   std::vector<double> estimates;
   std::vector<double> planning;
   std::map<std::string, int> chosen;
-  std::vector<assign::IterationPlan> pictured;
-  constexpr std::size_t pictured_iterations = 100;  // enough to see the loads vary, few enough to read
   double tokens = 0;
-  io::JsonObjectStream document(out);
+};
+
+inline void begin(io::JsonObjectStream& document, std::ostream& out, bool json, const cost::Profile& profile,
+                  std::span<const Strategy> candidates, std::int64_t context, const data::LengthDataset& dataset) {
   if (json) {
-    document.member("candidates", assign::CandidateSet{candidates});
+    document.member("candidates", assign::CandidateSet{{candidates.begin(), candidates.end()}});
     document.member("context", context);
     document.member("format", "sluice.plan_run");
     document.member("gpus", profile.gpus());
     document.open_array("iterations");
-  } else {
-    out << "plan: " << profile.name() << " on " << profile.gpus() << " GPUs, " << candidates.size()
-        << " candidates, context " << context << ", " << dataset.source() << "\n\n";
-    out << "  iter  sequences    tokens  estimate (s)  lnk (s)  dispatch bound (s)  plan (ms)  strategy\n";
-    out << std::fixed;
+    return;
   }
+  out << "plan: " << profile.name() << " on " << profile.gpus() << " GPUs, " << candidates.size()
+      << " candidates, context " << context << ", " << dataset.source() << "\n\n";
+  out << "  iter  sequences    tokens  estimate (s)  lnk (s)  dispatch bound (s)  plan (ms)  strategy\n";
+  out << std::fixed;
+}
+
+inline void iteration(io::JsonObjectStream& document, std::ostream& out, bool json, std::int64_t k,
+                      const data::Batch& batch, const assign::IterationPlan& plan, double seconds) {
+  if (json) {
+    document.element(io::json{{"iteration", k},
+                              {"epoch", batch.epoch},
+                              {"sequences", batch.sequences.size()},
+                              {"tokens", batch.tokens},
+                              {"strategy", plan.strategy.name()},
+                              {"estimate", plan.estimate},
+                              {"overhead", plan.overhead},
+                              {"planning_seconds", seconds},
+                              {"plan", plan}});
+    return;
+  }
+  out << std::setw(6) << k << std::setw(11) << batch.sequences.size() << std::setw(10) << batch.tokens
+      << std::setprecision(3) << std::setw(14) << plan.estimate << std::setw(9) << plan.overhead << std::setw(20)
+      << plan.dispatch_lower_bound << std::setprecision(2) << std::setw(11) << seconds * 1e3 << "  "
+      << plan.strategy.name() << "\n";
+}
+
+inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json, bool lnk,
+                    const cost::Profile& profile, const Tally& tally) {
+  const double seconds = compare::mean(tally.estimates) * static_cast<double>(tally.estimates.size());
+  if (json) {
+    document.close_array();
+    document.member("profile", profile.name());
+    document.member("summary", io::json{{"mean_estimate", compare::mean(tally.estimates)},
+                                        {"stddev_estimate", compare::deviation(tally.estimates)},
+                                        {"tokens_per_second", tally.tokens / seconds},
+                                        {"mean_planning_seconds", compare::mean(tally.planning)},
+                                        {"chosen", tally.chosen}});
+    document.member("version", 1);
+    document.close();
+    return;
+  }
+  out << std::setprecision(3) << (lnk ? "\nestimate + lnk " : "\nestimate ") << compare::mean(tally.estimates)
+      << " ± " << compare::deviation(tally.estimates) << " s per iteration, " << std::setprecision(0)
+      << tally.tokens / seconds << " tokens/s; planning " << std::setprecision(2) << compare::mean(tally.planning) * 1e3
+      << " ms per iteration\n";
+  out << "chosen:";
+  for (const auto& [name, count] : tally.chosen) out << "  " << name << " ×" << count;
+  out << "\n";
+}
+
+}  // namespace plan_report
+
+inline int plan(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs,
+                std::ostream* terminal = nullptr) {
+  const Options options(args,
+                        {"strategies", "profile", "lengths", "gpus", "tokens", "iterations", "context", "seed",
+                         "trials", "threads", "svg"},
+                        {"propose", "cross-node-tp", "lnk", "json", "help"});
+  if (options.flag("help")) {
+    out << plan_usage;
+    return 0;
+  }
+  const bool given = options.text("strategies").has_value();
+  sluice::require(given || options.flag("propose"),
+                  "option --strategies or --propose is required (see sluice plan --help)");
+  sluice::require(!given || !options.flag("propose"), "options --strategies and --propose cannot be combined");
+
+  const cost::Profile profile = load_profile(options);
+  const data::LengthDataset loaded = load_lengths(options);
+  const std::vector<Strategy> candidates = plan_inputs::candidates_of(options, profile, loaded);
+  std::int64_t widest = 0;
+  for (const Strategy& strategy : candidates) widest = std::max(widest, profile.pipelines(strategy).front().max_len);
+  sluice::require(widest > 0, "no candidate strategy can hold any sequence (every MaxLen is 0)");
+  const std::int64_t context = options.integer("context").value_or(widest);
+  const data::LengthDataset dataset = loaded.truncated(context);
+  data::BatchSampler sampler(
+      dataset, {.tokens_per_batch = options.integer("tokens").value_or(100'000), .seed = seed_of(options)});
+  const assign::PlanOptions plan_options = plan_inputs::plan_options_of(options, profile, candidates);
+
+  const std::int64_t iterations = options.integer("iterations").value_or(10);
+  const bool json = options.flag("json");
+  plan_report::Tally tally;
+  std::vector<assign::IterationPlan> pictured;
+  constexpr std::size_t pictured_iterations = 100;  // enough to see the loads vary, few enough to read
+  io::JsonObjectStream document(out);
+  plan_report::begin(document, out, json, profile, candidates, context, dataset);
   Progress progress(terminal, "plan", iterations);
   for (std::int64_t k = 0; k < iterations; ++k) {
     const data::Batch batch = sampler.next();
@@ -135,54 +199,18 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
     assign::IterationPlan plan = assign::plan_iteration(batch.sequences, candidates, profile, plan_options);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     assign::validate(plan, batch.sequences, profile);
-    estimates.push_back(plan.total());
-    planning.push_back(elapsed.count());
-    ++chosen[plan.strategy.name()];
-    tokens += static_cast<double>(batch.tokens);
-    if (json) {
-      document.element(io::json{{"iteration", k},
-                                {"epoch", batch.epoch},
-                                {"sequences", batch.sequences.size()},
-                                {"tokens", batch.tokens},
-                                {"strategy", plan.strategy.name()},
-                                {"estimate", plan.estimate},
-                                {"overhead", plan.overhead},
-                                {"planning_seconds", elapsed.count()},
-                                {"plan", plan}});
-    } else {
-      out << std::setw(6) << k << std::setw(11) << batch.sequences.size() << std::setw(10) << batch.tokens
-          << std::setprecision(3) << std::setw(14) << plan.estimate << std::setw(9) << plan.overhead << std::setw(20)
-          << plan.dispatch_lower_bound << std::setprecision(2) << std::setw(11) << elapsed.count() * 1e3 << "  "
-          << plan.strategy.name() << "\n";
-    }
+    tally.estimates.push_back(plan.total());
+    tally.planning.push_back(elapsed.count());
+    ++tally.chosen[plan.strategy.name()];
+    tally.tokens += static_cast<double>(batch.tokens);
+    plan_report::iteration(document, out, json, k, batch, plan, elapsed.count());
     if (options.text("svg") && pictured.size() < pictured_iterations) pictured.push_back(std::move(plan));
     progress.advance();
   }
-
   if (const auto svg = options.text("svg"))
     outputs.write(*svg, io::pipeline_loads_svg(pictured, "sluice plan: " + profile.name() + " on " +
                                                              std::to_string(profile.gpus()) + " GPUs"));
-
-  const double seconds = compare::mean(estimates) * static_cast<double>(estimates.size());
-  if (json) {
-    document.close_array();
-    document.member("profile", profile.name());
-    document.member("summary", io::json{{"mean_estimate", compare::mean(estimates)},
-                                        {"stddev_estimate", compare::deviation(estimates)},
-                                        {"tokens_per_second", tokens / seconds},
-                                        {"mean_planning_seconds", compare::mean(planning)},
-                                        {"chosen", chosen}});
-    document.member("version", 1);
-    document.close();
-    return 0;
-  }
-  out << std::setprecision(3) << (options.flag("lnk") ? "\nestimate + lnk " : "\nestimate ") << compare::mean(estimates)
-      << " ± "
-      << compare::deviation(estimates) << " s per iteration, " << std::setprecision(0) << tokens / seconds
-      << " tokens/s; planning " << std::setprecision(2) << compare::mean(planning) * 1e3 << " ms per iteration\n";
-  out << "chosen:";
-  for (const auto& [name, count] : chosen) out << "  " << name << " ×" << count;
-  out << "\n";
+  plan_report::summary(document, out, json, options.flag("lnk"), profile, tally);
   return 0;
 }
 

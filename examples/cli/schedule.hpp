@@ -99,7 +99,108 @@ inline void print_replicas(std::ostream& out, const schedule::PipelineRunPlan& p
   }
 }
 
+// One `sluice schedule` run, for its JSON document and its printout.
+struct Run {
+  const cost::Profile& profile;
+  Scheme scheme;
+  const schedule::PipelinePlanOptions& options;
+  std::string_view kind;
+  std::int64_t context = 0;
+  const data::LengthDataset& dataset;
+  const data::Batch& batch;
+  double memory_limit = 0;
+  const schedule::PipelineRunPlan& plan;
+  std::span<const compare::MicrobatchingBaseline> alternatives;
+};
+
+inline io::json document(const Run& run) {
+  io::json replicas = io::json::array();
+  for (const schedule::ReplicaSchedule& replica : run.plan.replicas)
+    replicas.push_back(schedule_report::replica_json(replica));
+  io::json baselines = io::json::array();
+  for (const auto& alternative : run.alternatives)
+    baselines.push_back({{"name", alternative.name},
+                         {"makespan", alternative.plan ? io::json(alternative.plan->makespan) : io::json(nullptr)},
+                         {"micro_batches", alternative.plan ? alternative.plan->partition.micro_batches.size() : 0},
+                         {"failure", alternative.failure}});
+  return io::json{{"format", "sluice.schedule_run"},
+                  {"version", 1},
+                  {"profile", run.profile.name()},
+                  {"scheme", run.scheme},
+                  {"replicas", run.options.replicas},
+                  {"schedule", std::string(run.kind)},
+                  {"context", run.context},
+                  {"sequences", run.batch.sequences.size()},
+                  {"tokens", run.batch.tokens},
+                  {"micro_batch_memory", run.memory_limit},
+                  {"partition", run.plan.partition},
+                  {"assignment", run.plan.assignment},
+                  {"replica_schedules", std::move(replicas)},
+                  {"makespan", run.plan.makespan},
+                  {"tokens_per_second", static_cast<double>(run.batch.tokens) / run.plan.makespan},
+                  {"baselines", std::move(baselines)}};
+}
+
+inline void print(std::ostream& out, const Run& run) {
+  out << "schedule: " << run.profile.name() << " " << run.scheme.name() << ", " << run.options.replicas << " replica"
+      << (run.options.replicas == 1 ? "" : "s") << ", " << run.kind << "; " << run.dataset.source() << ", context "
+      << run.context << "\n";
+  out << std::fixed << std::setprecision(3);
+  out << "batch: " << run.batch.sequences.size() << " sequences, " << run.batch.tokens << " tokens; "
+      << run.plan.partition.micro_batches.size() << " micro-batches ("
+      << microbatch::layout_name(run.plan.partition.layout) << "), DP objective " << run.plan.partition.objective
+      << " s, limit " << run.memory_limit / 0x1p30 << " GiB per micro-batch\n\n";
+  schedule_report::print_replicas(out, run.plan, run.scheme.pp());
+  out << "\niteration " << run.plan.makespan << " s (slowest replica), " << std::setprecision(0)
+      << static_cast<double>(run.batch.tokens) / run.plan.makespan << " tokens/s\n\n";
+  out << std::setprecision(3) << "  micro-batching                  micro-batches  iteration (s)  DP speedup\n";
+  out << "  " << std::left << std::setw(30) << "DP (DynaPipe)" << std::right << std::setw(15)
+      << run.plan.partition.micro_batches.size() << std::setw(15) << run.plan.makespan << std::setw(12) << 1.0 << "\n";
+  for (const auto& alternative : run.alternatives) {
+    out << "  " << std::left << std::setw(30) << alternative.name << std::right;
+    if (alternative.plan)
+      out << std::setw(15) << alternative.plan->partition.micro_batches.size() << std::setw(15)
+          << alternative.plan->makespan << std::setw(12) << alternative.plan->makespan / run.plan.makespan << "\n";
+    else
+      out << "  out of memory: " << alternative.failure << "\n";
+  }
+}
+
+inline void write_trace(Outputs& outputs, const std::filesystem::path& path, const schedule::PipelineRunPlan& plan) {
+  std::vector<schedule::Simulation> timelines;
+  std::vector<std::string> names;
+  for (std::size_t r = 0; r < plan.replicas.size(); ++r)
+    if (!plan.replicas[r].micro_batches.empty()) {
+      timelines.push_back(plan.replicas[r].schedule.simulation);
+      names.push_back("replica " + std::to_string(r));
+    }
+  outputs.write(path, io::chrome_trace(timelines, names).dump());
+}
+
 }  // namespace schedule_report
+
+namespace schedule_inputs {
+
+inline schedule::PipelinePlanOptions plan_options_of(const Options& options, const cost::Profile& profile,
+                                                     const Scheme& scheme, const microbatch::StageCostSetup& setup) {
+  schedule::PipelinePlanOptions plan_options;
+  plan_options.stages = scheme.pp();
+  plan_options.replicas = static_cast<int>(options.integer("replicas").value_or(1));
+  plan_options.micro_batch_memory = setup.memory_limit;
+  const std::string kind = options.text("schedule").value_or("cyclic");
+  sluice::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '", kind, "'");
+  plan_options.schedule.kind = kind == "cyclic" ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b;
+  plan_options.schedule.seed = seed_of(options);
+  plan_options.layout = microbatch::parse_layout(options.text("layout").value_or("padded"));
+  sluice::require(plan_options.layout != microbatch::Layout::fixed_rows,
+                  "option --layout: expected padded or packed, got 'fixed_rows'");
+  plan_options.tmax_interval = options.real("interval").value_or(5e-6);
+  plan_options.problem.hidden = std::max<std::int64_t>(profile.spec().model.hidden, 1);
+  plan_options.problem.link = link_of(options);
+  return plan_options;
+}
+
+}  // namespace schedule_inputs
 
 inline int schedule_command(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
   const Options options(args,
@@ -117,29 +218,14 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
   const Scheme scheme(static_cast<int>(tp), static_cast<int>(*stages));
   const cost::SchemeCost& scheme_cost = profile.at(scheme);
   sluice::require(scheme_cost.max_len > 0, "scheme ", scheme.name(), " of profile ", profile.name(),
-                          " cannot hold any sequence (MaxLen 0)");
+                  " cannot hold any sequence (MaxLen 0)");
   const microbatch::StageCostSetup setup = microbatch::stage_cost(scheme_cost);
-
-  schedule::PipelinePlanOptions plan_options;
-  plan_options.stages = scheme.pp();
-  plan_options.replicas = static_cast<int>(options.integer("replicas").value_or(1));
-  plan_options.micro_batch_memory = setup.memory_limit;
-  const std::string kind = options.text("schedule").value_or("cyclic");
-  sluice::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '",
-                          kind, "'");
-  plan_options.schedule.kind = kind == "cyclic" ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b;
-  const std::uint64_t seed = seed_of(options);
-  plan_options.schedule.seed = seed;
-  plan_options.layout = microbatch::parse_layout(options.text("layout").value_or("padded"));
-  sluice::require(plan_options.layout != microbatch::Layout::fixed_rows,
-                          "option --layout: expected padded or packed, got 'fixed_rows'");
-  plan_options.tmax_interval = options.real("interval").value_or(5e-6);
-  plan_options.problem.hidden = std::max<std::int64_t>(profile.spec().model.hidden, 1);
-  plan_options.problem.link = link_of(options);
+  const schedule::PipelinePlanOptions plan_options = schedule_inputs::plan_options_of(options, profile, scheme, setup);
 
   const std::int64_t context = options.integer("context").value_or(scheme_cost.max_len);
   const data::LengthDataset dataset = load_lengths(options).truncated(context);
-  data::BatchSampler sampler(dataset, {.tokens_per_batch = options.integer("tokens").value_or(65'536), .seed = seed});
+  data::BatchSampler sampler(dataset, {.tokens_per_batch = options.integer("tokens").value_or(65'536),
+                                       .seed = plan_options.schedule.seed});
   const data::Batch batch = sampler.next();
   const std::vector<microbatch::Sample> samples = microbatch::samples_of(batch.sequences);
   const std::span<const microbatch::Sample> span(samples);
@@ -148,72 +234,23 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
   schedule::validate(plan, span, setup.model, plan_options);
   const std::vector<compare::MicrobatchingBaseline> alternatives =
       compare::microbatching_baselines(span, setup.model, plan_options, context);
+  if (const auto trace = options.text("trace")) schedule_report::write_trace(outputs, *trace, plan);
 
-  if (const auto trace = options.text("trace")) {
-    std::vector<schedule::Simulation> timelines;
-    std::vector<std::string> names;
-    for (std::size_t r = 0; r < plan.replicas.size(); ++r)
-      if (!plan.replicas[r].micro_batches.empty()) {
-        timelines.push_back(plan.replicas[r].schedule.simulation);
-        names.push_back("replica " + std::to_string(r));
-      }
-    outputs.write(*trace, io::chrome_trace(timelines, names).dump());
-  }
-
-  const double tokens = static_cast<double>(batch.tokens);
-  if (options.flag("json")) {
-    io::json replicas = io::json::array();
-    for (const schedule::ReplicaSchedule& replica : plan.replicas)
-      replicas.push_back(schedule_report::replica_json(replica));
-    io::json baselines = io::json::array();
-    for (const auto& alternative : alternatives)
-      baselines.push_back({{"name", alternative.name},
-                           {"makespan", alternative.plan ? io::json(alternative.plan->makespan) : io::json(nullptr)},
-                           {"micro_batches", alternative.plan ? alternative.plan->partition.micro_batches.size() : 0},
-                           {"failure", alternative.failure}});
-    out << io::json{{"format", "sluice.schedule_run"},
-                    {"version", 1},
-                    {"profile", profile.name()},
-                    {"scheme", scheme},
-                    {"replicas", plan_options.replicas},
-                    {"schedule", kind},
-                    {"context", context},
-                    {"sequences", batch.sequences.size()},
-                    {"tokens", batch.tokens},
-                    {"micro_batch_memory", setup.memory_limit},
-                    {"partition", plan.partition},
-                    {"assignment", plan.assignment},
-                    {"replica_schedules", std::move(replicas)},
-                    {"makespan", plan.makespan},
-                    {"tokens_per_second", tokens / plan.makespan},
-                    {"baselines", std::move(baselines)}}
-               .dump(2)
-        << "\n";
-    return 0;
-  }
-
-  out << "schedule: " << profile.name() << " " << scheme.name() << ", " << plan_options.replicas << " replica"
-      << (plan_options.replicas == 1 ? "" : "s") << ", " << kind << "; " << dataset.source() << ", context " << context
-      << "\n";
-  out << std::fixed << std::setprecision(3);
-  out << "batch: " << batch.sequences.size() << " sequences, " << batch.tokens << " tokens; "
-      << plan.partition.micro_batches.size() << " micro-batches (" << microbatch::layout_name(plan.partition.layout)
-      << "), DP objective " << plan.partition.objective << " s, limit " << setup.memory_limit / 0x1p30
-      << " GiB per micro-batch\n\n";
-  schedule_report::print_replicas(out, plan, scheme.pp());
-  out << "\niteration " << plan.makespan << " s (slowest replica), " << std::setprecision(0) << tokens / plan.makespan
-      << " tokens/s\n\n";
-  out << std::setprecision(3) << "  micro-batching                  micro-batches  iteration (s)  DP speedup\n";
-  out << "  " << std::left << std::setw(30) << "DP (DynaPipe)" << std::right << std::setw(15)
-      << plan.partition.micro_batches.size() << std::setw(15) << plan.makespan << std::setw(12) << 1.0 << "\n";
-  for (const auto& alternative : alternatives) {
-    out << "  " << std::left << std::setw(30) << alternative.name << std::right;
-    if (alternative.plan)
-      out << std::setw(15) << alternative.plan->partition.micro_batches.size() << std::setw(15)
-          << alternative.plan->makespan << std::setw(12) << alternative.plan->makespan / plan.makespan << "\n";
-    else
-      out << "  out of memory: " << alternative.failure << "\n";
-  }
+  const std::string kind = options.text("schedule").value_or("cyclic");
+  const schedule_report::Run run{.profile = profile,
+                                 .scheme = scheme,
+                                 .options = plan_options,
+                                 .kind = kind,
+                                 .context = context,
+                                 .dataset = dataset,
+                                 .batch = batch,
+                                 .memory_limit = setup.memory_limit,
+                                 .plan = plan,
+                                 .alternatives = alternatives};
+  if (options.flag("json"))
+    out << schedule_report::document(run).dump(2) << "\n";
+  else
+    schedule_report::print(out, run);
   return 0;
 }
 

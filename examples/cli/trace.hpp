@@ -53,86 +53,60 @@ inline constexpr std::string_view trace_usage =
     "  --trace F        write the timeline as Chrome-trace JSON to F (ui.perfetto.dev)\n"
     "  --json           print one sluice.trace_run JSON document\n";
 
-inline int trace(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
-  std::set<std::string, std::less<>> valued = scenario_options;
-  valued.insert({"iteration", "strategies", "schedule", "svg", "trace"});
-  const Options options(args, valued, {"cross-node-tp", "json", "help"});
-  if (options.flag("help")) {
-    out << trace_usage;
-    return 0;
-  }
-  const std::string kind = options.text("schedule").value_or("cyclic");
-  sluice::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '",
-                          kind, "'");
-  const std::int64_t index = options.integer("iteration").value_or(0);
-  const Scenario scenario = read_scenario(options);
+namespace trace_inputs {
+
+// The candidates as given, or proposed as sluice simulate proposes them.
+inline std::vector<Strategy> candidates_of(const Options& options, const Scenario& scenario) {
+  if (const auto strategies = options.text("strategies")) return read_candidates(*strategies);
+  compare::SluiceCandidates proposed = compare::propose_candidates(scenario.settings, scenario.dataset);
+  if (proposed.failure) throw infeasible("trace: " + *proposed.failure);
+  return std::move(proposed.strategies);
+}
+
+}  // namespace trace_inputs
+
+namespace trace_report {
+
+inline io::json document(const Scenario& scenario, std::int64_t index, const data::Batch& batch, std::string_view kind,
+                         std::span<const Strategy> candidates, const schedule::SimulatedIteration& iteration) {
   const compare::Options& setup = scenario.settings;
-  data::BatchSampler sampler = scenario.sampler();
-  for (std::int64_t k = 0; k < index; ++k) sampler.next();  // the iterations before it, drawn and dropped
-  const data::Batch batch = sampler.next();
-
-  std::vector<Strategy> candidates;
-  if (const auto strategies = options.text("strategies")) {
-    candidates = read_candidates(*strategies);
-  } else {
-    compare::SluiceCandidates proposed = compare::propose_candidates(setup, scenario.dataset);
-    if (proposed.failure) throw infeasible("trace: " + *proposed.failure);
-    candidates = std::move(proposed.strategies);
+  io::json candidate_json = io::json::array();
+  for (std::size_t k = 0; k < candidates.size(); ++k)
+    candidate_json.push_back(
+        {{"strategy", candidates[k]},
+         {"makespan", iteration.makespans[k] ? io::json(*iteration.makespans[k]) : io::json(nullptr)}});
+  io::json pipelines = io::json::array();
+  for (std::size_t j = 0; j < iteration.schedule.pipelines.size(); ++j) {
+    const auto& scheduled = iteration.schedule.pipelines[j];
+    if (!scheduled) continue;
+    const schedule::PipelineSchedule& s = scheduled->schedule;
+    pipelines.push_back({{"index", j},
+                         {"micro_batches", iteration.plan.pipelines[j].micro_batches.size()},
+                         {"kind", s.kind == schedule::ScheduleKind::cyclic ? "cyclic" : "1f1b"},
+                         {"memory_aware", s.memory_aware},
+                         {"makespan", s.simulation.makespan},
+                         {"estimate", iteration.plan.pipelines[j].estimate},
+                         {"peak_memory", s.simulation.peak_memory}});
   }
-  const schedule::ScheduleOptions schedule_options{
-      .kind = kind == "cyclic" ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b,
-      .seed = setup.seed,
-      .clusters = 0};
-  const schedule::SimulatedIteration iteration = schedule::plan_simulated_iteration(
-      batch.sequences, candidates, setup.profile, setup.plan, schedule_options, setup.problem);
-  schedule::validate(iteration, batch.sequences, candidates, setup.profile, setup.plan, setup.problem);
-  const compare::Timeline timeline = compare::timeline_of(iteration.plan, iteration.schedule);
-  const std::string title = sluice::concat("sluice: iteration ", index, ", ", iteration.plan.strategy.name(),
-                                                   ", ", describe(scenario));
-  if (const auto svg = options.text("svg"))
-    outputs.write(*svg, io::timeline_svg(timeline.pipelines, timeline.names, title));
-  if (const auto trace_file = options.text("trace"))
-    outputs.write(*trace_file, io::chrome_trace(timeline.pipelines, timeline.names).dump());
+  return io::json{{"format", "sluice.trace_run"},
+                  {"version", 1},
+                  {"profile", setup.profile.name()},
+                  {"gpus", setup.profile.gpus()},
+                  {"lengths", scenario.dataset.source()},
+                  {"context", setup.context},
+                  {"iteration", index},
+                  {"sequences", batch.sequences.size()},
+                  {"tokens", batch.tokens},
+                  {"schedule", std::string(kind)},
+                  {"candidates", std::move(candidate_json)},
+                  {"chosen", iteration.chosen},
+                  {"makespan", iteration.schedule.makespan},
+                  {"plan", iteration.plan},
+                  {"pipelines", std::move(pipelines)}};
+}
 
-  if (options.flag("json")) {
-    io::json candidate_json = io::json::array();
-    for (std::size_t k = 0; k < candidates.size(); ++k)
-      candidate_json.push_back(
-          {{"strategy", candidates[k]},
-           {"makespan", iteration.makespans[k] ? io::json(*iteration.makespans[k]) : io::json(nullptr)}});
-    io::json pipelines = io::json::array();
-    for (std::size_t j = 0; j < iteration.schedule.pipelines.size(); ++j) {
-      const auto& scheduled = iteration.schedule.pipelines[j];
-      if (!scheduled) continue;
-      const schedule::PipelineSchedule& s = scheduled->schedule;
-      pipelines.push_back({{"index", j},
-                           {"micro_batches", iteration.plan.pipelines[j].micro_batches.size()},
-                           {"kind", s.kind == schedule::ScheduleKind::cyclic ? "cyclic" : "1f1b"},
-                           {"memory_aware", s.memory_aware},
-                           {"makespan", s.simulation.makespan},
-                           {"estimate", iteration.plan.pipelines[j].estimate},
-                           {"peak_memory", s.simulation.peak_memory}});
-    }
-    out << io::json{{"format", "sluice.trace_run"},
-                    {"version", 1},
-                    {"profile", setup.profile.name()},
-                    {"gpus", setup.profile.gpus()},
-                    {"lengths", scenario.dataset.source()},
-                    {"context", setup.context},
-                    {"iteration", index},
-                    {"sequences", batch.sequences.size()},
-                    {"tokens", batch.tokens},
-                    {"schedule", kind},
-                    {"candidates", std::move(candidate_json)},
-                    {"chosen", iteration.chosen},
-                    {"makespan", iteration.schedule.makespan},
-                    {"plan", iteration.plan},
-                    {"pipelines", std::move(pipelines)}}
-               .dump(2)
-        << "\n";
-    return 0;
-  }
-
+inline void print(std::ostream& out, const Scenario& scenario, std::int64_t index, const data::Batch& batch,
+                  std::span<const Strategy> candidates, const schedule::SimulatedIteration& iteration) {
   out << "trace: " << describe(scenario) << "; iteration " << index << ": " << batch.sequences.size()
       << " sequences, " << batch.tokens << " tokens\n\n";
   out << "  candidate  simulated (s)  strategy\n" << std::fixed << std::setprecision(3);
@@ -165,6 +139,46 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out, Outp
   out << "\niteration " << iteration.schedule.makespan << " s simulated (packing estimate " << iteration.plan.estimate
       << " s), " << std::setprecision(0) << static_cast<double>(batch.tokens) / iteration.schedule.makespan
       << " tokens/s\n";
+}
+
+}  // namespace trace_report
+
+inline int trace(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
+  std::set<std::string, std::less<>> valued = scenario_options;
+  valued.insert({"iteration", "strategies", "schedule", "svg", "trace"});
+  const Options options(args, valued, {"cross-node-tp", "json", "help"});
+  if (options.flag("help")) {
+    out << trace_usage;
+    return 0;
+  }
+  const std::string kind = options.text("schedule").value_or("cyclic");
+  sluice::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '", kind, "'");
+  const std::int64_t index = options.integer("iteration").value_or(0);
+  const Scenario scenario = read_scenario(options);
+  const compare::Options& setup = scenario.settings;
+  data::BatchSampler sampler = scenario.sampler();
+  for (std::int64_t k = 0; k < index; ++k) sampler.next();  // the iterations before it, drawn and dropped
+  const data::Batch batch = sampler.next();
+
+  const std::vector<Strategy> candidates = trace_inputs::candidates_of(options, scenario);
+  const schedule::ScheduleOptions schedule_options{
+      .kind = kind == "cyclic" ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b,
+      .seed = setup.seed,
+      .clusters = 0};
+  const schedule::SimulatedIteration iteration = schedule::plan_simulated_iteration(
+      batch.sequences, candidates, setup.profile, setup.plan, schedule_options, setup.problem);
+  schedule::validate(iteration, batch.sequences, candidates, setup.profile, setup.plan, setup.problem);
+  const compare::Timeline timeline = compare::timeline_of(iteration.plan, iteration.schedule);
+  const std::string title =
+      sluice::concat("sluice: iteration ", index, ", ", iteration.plan.strategy.name(), ", ", describe(scenario));
+  if (const auto svg = options.text("svg"))
+    outputs.write(*svg, io::timeline_svg(timeline.pipelines, timeline.names, title));
+  if (const auto trace_file = options.text("trace"))
+    outputs.write(*trace_file, io::chrome_trace(timeline.pipelines, timeline.names).dump());
+  if (options.flag("json"))
+    out << trace_report::document(scenario, index, batch, kind, candidates, iteration).dump(2) << "\n";
+  else
+    trace_report::print(out, scenario, index, batch, candidates, iteration);
   return 0;
 }
 
