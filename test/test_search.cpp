@@ -434,7 +434,7 @@ TEST_CASE("search: BMW's accepted adjustments keep Eq. 7/8") {
       if (trace.accepted.empty()) continue;
       // Re-derive the balance of p_m and p_t from a search pinned to them.
       auto alphas = [&](const std::vector<int>& sizes) {
-        search::detail_search::Searcher searcher(model, cluster, options);
+        search::detail::Searcher searcher(model, cluster, options);
         auto context = searcher.context(options.space, pp, 64, m);
         const auto evaluation = context.evaluate(sizes);
         return std::pair{evaluation.feasible ? search::balance(evaluation.times()) : -1.0,

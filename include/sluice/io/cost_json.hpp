@@ -27,7 +27,7 @@ struct document_traits<cost::FitResult> {
   static constexpr int version = 1;
 };
 
-namespace detail_json {
+namespace detail {
 // JSON object keys must be strings; TP degrees are written as "1", "2", ...
 inline json tp_map(const std::map<int, double>& values) {
   json out = json::object();
@@ -50,7 +50,7 @@ std::map<int, Value> tp_map(const json& in, std::string_view where) {
   }
   return out;
 }
-}  // namespace detail_json
+}  // namespace detail
 }  // namespace sluice::io
 
 namespace nlohmann {
@@ -98,7 +98,7 @@ struct adl_serializer<sluice::cost::ModelInfo> {
 template <>
 struct adl_serializer<sluice::cost::TransformerMemorySpec> {
   static void to_json(json& out, const sluice::cost::TransformerMemorySpec& spec) {
-    out = {{"activation_bytes", sluice::io::detail_json::tp_map(spec.activation_bytes)},
+    out = {{"activation_bytes", sluice::io::detail::tp_map(spec.activation_bytes)},
            {"state_bytes", spec.state_bytes},
            {"alpha", spec.alpha},
            {"gpu_memory_bytes", spec.gpu_memory_bytes},
@@ -111,7 +111,7 @@ struct adl_serializer<sluice::cost::TransformerMemorySpec> {
     using sluice::io::field_or;
     sluice::cost::TransformerMemorySpec spec;
     spec.activation_bytes =
-        sluice::io::detail_json::tp_map(field<json>(in, "activation_bytes", "memory"), "memory.activation_bytes");
+        sluice::io::detail::tp_map(field<json>(in, "activation_bytes", "memory"), "memory.activation_bytes");
     spec.state_bytes = field<double>(in, "state_bytes", "memory");
     spec.alpha = field_or<double>(in, "alpha", spec.alpha, "memory");
     spec.gpu_memory_bytes = field<double>(in, "gpu_memory_bytes", "memory");

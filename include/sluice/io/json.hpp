@@ -47,7 +47,7 @@ concept Document = requires {
   { document_traits<T>::version } -> std::convertible_to<int>;
 };
 
-namespace detail_json {
+namespace detail {
 
 // A JSON value as an error message quotes it: scalars as JSON text (strings escaped, so the message stays on
 // one line, and cut short), arrays and objects by kind only.
@@ -118,14 +118,14 @@ struct is_optional : std::false_type {};
 template <class T>
 struct is_optional<std::optional<T>> : std::true_type {};
 
-}  // namespace detail_json
+}  // namespace detail
 
 // `value` as a T, strictly (see the top of this file). `context()` names the value in errors; it is called
 // only when one is raised. Vectors, arrays and optionals (null = empty) convert element by element, naming
 // the element's index; other types go through their adl_serializer, whose errors are prefixed with the context.
 template <class T, class Context>
 T convert(const json& value, const Context& context) {
-  using detail_json::describe;
+  using detail::describe;
   if constexpr (std::same_as<T, json>) {
     return value;
   } else if constexpr (std::same_as<T, bool>) {
@@ -150,14 +150,14 @@ T convert(const json& value, const Context& context) {
   } else if constexpr (std::same_as<T, std::string>) {
     sluice::require(value.is_string(), context(), ": expected a string, got ", describe(value));
     return value.template get_ref<const std::string&>();
-  } else if constexpr (detail_json::is_vector<T>::value) {
+  } else if constexpr (detail::is_vector<T>::value) {
     sluice::require(value.is_array(), context(), ": expected an array, got ", describe(value));
     T out;
     out.reserve(value.size());
     for (std::size_t i = 0; i < value.size(); ++i)
       out.push_back(convert<typename T::value_type>(value[i], [&] { return sluice::concat(context(), "[", i, "]"); }));
     return out;
-  } else if constexpr (detail_json::is_array<T>::value) {
+  } else if constexpr (detail::is_array<T>::value) {
     constexpr std::size_t size = std::tuple_size_v<T>;
     sluice::require(value.is_array() && value.size() == size, context(), ": expected an array of ", size,
                     " elements, got ", value.is_array() ? sluice::concat(value.size(), " elements") : describe(value));
@@ -165,7 +165,7 @@ T convert(const json& value, const Context& context) {
     for (std::size_t i = 0; i < size; ++i)
       out[i] = convert<typename T::value_type>(value[i], [&] { return sluice::concat(context(), "[", i, "]"); });
     return out;
-  } else if constexpr (detail_json::is_optional<T>::value) {
+  } else if constexpr (detail::is_optional<T>::value) {
     if (value.is_null()) return std::nullopt;
     return convert<typename T::value_type>(value, context);
   } else {
@@ -188,7 +188,7 @@ T as(const json& value, std::string_view where) {
 // A required field, converted to T; errors name the field and the enclosing object.
 template <class T>
 T field(const json& object, std::string_view key, std::string_view where) {
-  sluice::require(object.is_object(), where, ": expected a JSON object, got ", detail_json::describe(object));
+  sluice::require(object.is_object(), where, ": expected a JSON object, got ", detail::describe(object));
   const auto it = object.find(key);
   sluice::require(it != object.end(), where, ": missing field '", key, "'");
   return convert<T>(*it, [&] { return sluice::concat(where, ": field '", key, "'"); });
@@ -197,13 +197,13 @@ T field(const json& object, std::string_view key, std::string_view where) {
 // An optional field: `fallback` when absent.
 template <class T>
 T field_or(const json& object, std::string_view key, T fallback, std::string_view where) {
-  sluice::require(object.is_object(), where, ": expected a JSON object, got ", detail_json::describe(object));
+  sluice::require(object.is_object(), where, ": expected a JSON object, got ", detail::describe(object));
   if (!object.contains(key)) return fallback;
   return field<T>(object, key, where);
 }
 
 inline json parse(std::string_view text, std::string_view source) {
-  detail_json::require_text_depth(text, source);
+  detail::require_text_depth(text, source);
   try {
     return json::parse(text);
   } catch (const json::exception& error) {
@@ -237,10 +237,10 @@ json to_document(const T& value) {
 // Every error names `source`.
 template <Document T>
 T from_document(const json& document, std::string_view source = "JSON document") {
-  detail_json::require_depth(document, source);
+  detail::require_depth(document, source);
   const auto format = field<std::string>(document, "format", source);
   sluice::require(format == document_traits<T>::format, source, ": expected format '", document_traits<T>::format,
-                  "', got ", detail_json::describe(document.at("format")));
+                  "', got ", detail::describe(document.at("format")));
   const auto version = field<int>(document, "version", source);
   sluice::require(version == document_traits<T>::version, source, ": unsupported ", format, " version ", version,
                   " (this build reads version ", document_traits<T>::version, ")");

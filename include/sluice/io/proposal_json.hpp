@@ -23,7 +23,7 @@ struct document_traits<proposal::SampledProposal> {
   static constexpr int version = 1;
 };
 
-namespace detail_json {
+namespace detail {
 // Optional values are written as null and read from null or absence.
 template <class T>
 json optional_value(const std::optional<T>& value) {
@@ -33,7 +33,7 @@ template <class T>
 std::optional<T> optional_field(const json& object, std::string_view key, std::string_view where) {
   return field_or<std::optional<T>>(object, key, std::nullopt, where);
 }
-}  // namespace detail_json
+}  // namespace detail
 }  // namespace sluice::io
 
 namespace nlohmann {
@@ -54,7 +54,7 @@ struct adl_serializer<sluice::proposal::Origin> {
 template <>
 struct adl_serializer<sluice::proposal::ProposeOptions> {
   static void to_json(json& out, const sluice::proposal::ProposeOptions& options) {
-    using sluice::io::detail_json::optional_value;
+    using sluice::io::detail::optional_value;
     out = {{"gpus", optional_value(options.gpus)},
            {"max_len", optional_value(options.max_len)},
            {"length_step", options.length_step},
@@ -70,7 +70,7 @@ struct adl_serializer<sluice::proposal::ProposeOptions> {
   // Absent fields take their defaults; propose() validates the values.
   static sluice::proposal::ProposeOptions from_json(const json& in) {
     using sluice::io::field_or;
-    using sluice::io::detail_json::optional_field;
+    using sluice::io::detail::optional_field;
     constexpr std::string_view where = "proposal options";
     const sluice::proposal::ProposeOptions defaults;
     return {.gpus = optional_field<std::int64_t>(in, "gpus", where),
@@ -109,14 +109,14 @@ struct adl_serializer<sluice::proposal::LengthOptimum> {
   static void to_json(json& out, const sluice::proposal::LengthOptimum& point) {
     out = {{"max_len", point.max_len},
            {"integer", point.integer},
-           {"relaxed", sluice::io::detail_json::optional_value(point.relaxed)},
+           {"relaxed", sluice::io::detail::optional_value(point.relaxed)},
            {"share", point.share}};
   }
   static sluice::proposal::LengthOptimum from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "proposal by_length";
     return {field<std::int64_t>(in, "max_len", where), field<double>(in, "integer", where),
-            sluice::io::detail_json::optional_field<double>(in, "relaxed", where), field<double>(in, "share", where)};
+            sluice::io::detail::optional_field<double>(in, "relaxed", where), field<double>(in, "share", where)};
   }
 };
 
@@ -127,7 +127,7 @@ struct adl_serializer<sluice::proposal::Proposal> {
            {"options", proposal.options},
            {"sequences_per_iteration", proposal.sequences_per_iteration},
            {"integer_optimum", proposal.integer_optimum},
-           {"relaxed_optimum", sluice::io::detail_json::optional_value(proposal.relaxed_optimum)},
+           {"relaxed_optimum", sluice::io::detail::optional_value(proposal.relaxed_optimum)},
            {"considered", proposal.considered},
            {"candidates", proposal.candidates},
            {"by_length", proposal.by_length}};
@@ -140,7 +140,7 @@ struct adl_serializer<sluice::proposal::Proposal> {
     proposal.options = field<sluice::proposal::ProposeOptions>(in, "options", where);
     proposal.sequences_per_iteration = field<double>(in, "sequences_per_iteration", where);
     proposal.integer_optimum = field<double>(in, "integer_optimum", where);
-    proposal.relaxed_optimum = sluice::io::detail_json::optional_field<double>(in, "relaxed_optimum", where);
+    proposal.relaxed_optimum = sluice::io::detail::optional_field<double>(in, "relaxed_optimum", where);
     proposal.considered = field<std::int64_t>(in, "considered", where);
     proposal.candidates = field<std::vector<sluice::proposal::ProposedCandidate>>(in, "candidates", where);
     proposal.by_length = field<std::vector<sluice::proposal::LengthOptimum>>(in, "by_length", where);

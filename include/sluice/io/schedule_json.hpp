@@ -39,7 +39,7 @@ struct adl_serializer<sluice::schedule::Instruction> {
     const auto op = field<std::string>(in, "op", where);
     const auto& names = sluice::schedule::instruction_names;
     const auto it = std::find(std::begin(names), std::end(names), op);
-    sluice::require(it != std::end(names), where, ": unknown op ", sluice::io::detail_json::describe(op));
+    sluice::require(it != std::end(names), where, ": unknown op ", sluice::io::detail::describe(op));
     const auto shape = field<std::array<std::int64_t, 2>>(in, "shape", where);
     return {static_cast<sluice::schedule::InstructionKind>(it - std::begin(names)),
             field<int>(in, "micro_batch", where),

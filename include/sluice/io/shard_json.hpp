@@ -41,7 +41,7 @@ struct document_traits<shard::PushPlan> {
   static constexpr int version = 1;
 };
 
-namespace detail_shard {
+namespace detail {
 
 // A layer range [begin, end) as a two-element array.
 inline std::pair<int, int> layer_range(const json& in, std::string_view where) {
@@ -50,7 +50,7 @@ inline std::pair<int, int> layer_range(const json& in, std::string_view where) {
   return {range[0], range[1]};
 }
 
-}  // namespace detail_shard
+}  // namespace detail
 }  // namespace sluice::io
 
 namespace nlohmann {
@@ -93,7 +93,7 @@ struct adl_serializer<sluice::shard::Stage> {
     out = {{"layers", {stage.layer_begin, stage.layer_end}}, {"ranks", stage.ranks}};
   }
   static sluice::shard::Stage from_json(const json& in) {
-    const auto [begin, end] = sluice::io::detail_shard::layer_range(in, "stage");
+    const auto [begin, end] = sluice::io::detail::layer_range(in, "stage");
     return {begin, end, sluice::io::field<std::vector<int>>(in, "ranks", "stage")};
   }
 };
@@ -127,7 +127,7 @@ struct adl_serializer<sluice::shard::OwnerGroup> {
     out = {{"layers", {group.layer_begin, group.layer_end}}, {"owners", group.owners}};
   }
   static sluice::shard::OwnerGroup from_json(const json& in) {
-    const auto [begin, end] = sluice::io::detail_shard::layer_range(in, "owner group");
+    const auto [begin, end] = sluice::io::detail::layer_range(in, "owner group");
     return {begin, end, sluice::io::field<std::vector<int>>(in, "owners", "owner group")};
   }
 };
@@ -150,7 +150,7 @@ struct adl_serializer<sluice::shard::SliceBlock> {
     out = {{"layers", {block.layer_begin, block.layer_end}}, {"granularity", block.granularity}};
   }
   static sluice::shard::SliceBlock from_json(const json& in) {
-    const auto [begin, end] = sluice::io::detail_shard::layer_range(in, "slice block");
+    const auto [begin, end] = sluice::io::detail::layer_range(in, "slice block");
     return {begin, end, sluice::io::field<std::int64_t>(in, "granularity", "slice block")};
   }
 };

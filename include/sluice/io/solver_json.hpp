@@ -23,7 +23,7 @@ struct document_traits<solver::Solution> {
   static constexpr int version = 1;
 };
 
-namespace detail_json {
+namespace detail {
 inline json extended_number(double value) {
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
   return value;
@@ -40,7 +40,7 @@ inline double extended_field(const json& object, std::string_view key, std::stri
   sluice::require(object.contains(key), where, ": missing field '", key, "'");
   return extended_number(object.at(key), std::string(where) + "." + std::string(key));
 }
-}  // namespace detail_json
+}  // namespace detail
 }  // namespace sluice::io
 
 namespace nlohmann {
@@ -53,7 +53,7 @@ struct adl_serializer<sluice::solver::Sense> {
   static sluice::solver::Sense from_json(const json& in) {
     if (in == "minimize") return sluice::solver::Sense::minimize;
     if (in == "maximize") return sluice::solver::Sense::maximize;
-    sluice::fail("milp: sense must be \"minimize\" or \"maximize\", got ", sluice::io::detail_json::describe(in));
+    sluice::fail("milp: sense must be \"minimize\" or \"maximize\", got ", sluice::io::detail::describe(in));
   }
 };
 
@@ -68,7 +68,7 @@ struct adl_serializer<sluice::solver::VarType> {
     if (in == "continuous") return continuous;
     if (in == "integer") return integer;
     if (in == "binary") return binary;
-    sluice::fail("milp: unknown variable type ", sluice::io::detail_json::describe(in));
+    sluice::fail("milp: unknown variable type ", sluice::io::detail::describe(in));
   }
 };
 
@@ -81,14 +81,14 @@ struct adl_serializer<sluice::solver::SolveStatus> {
   static sluice::solver::SolveStatus from_json(const json& in) {
     for (std::size_t i = 0; i < std::size(names); ++i)
       if (in == names[i]) return static_cast<sluice::solver::SolveStatus>(i);
-    sluice::fail("milp solution: unknown status ", sluice::io::detail_json::describe(in));
+    sluice::fail("milp solution: unknown status ", sluice::io::detail::describe(in));
   }
 };
 
 template <>
 struct adl_serializer<sluice::solver::Model> {
   static void to_json(json& out, const sluice::solver::Model& model) {
-    using sluice::io::detail_json::extended_number;
+    using sluice::io::detail::extended_number;
     json variables = json::array();
     for (int var = 0; var < model.num_variables(); ++var) {
       const auto v = static_cast<std::size_t>(var);
@@ -116,7 +116,7 @@ struct adl_serializer<sluice::solver::Model> {
   static sluice::solver::Model from_json(const json& in) {
     using sluice::io::field;
     using sluice::io::field_or;
-    using sluice::io::detail_json::extended_field;
+    using sluice::io::detail::extended_field;
     sluice::solver::Model model;
     model.set_sense(field_or<sluice::solver::Sense>(in, "sense", sluice::solver::Sense::minimize, "milp"));
     model.set_objective_offset(field_or<double>(in, "objective_offset", 0.0, "milp"));
@@ -146,7 +146,7 @@ struct adl_serializer<sluice::solver::Model> {
 template <>
 struct adl_serializer<sluice::solver::Solution> {
   static void to_json(json& out, const sluice::solver::Solution& solution) {
-    using sluice::io::detail_json::extended_number;
+    using sluice::io::detail::extended_number;
     out = {{"status", solution.status},
            {"objective", extended_number(solution.objective)},
            {"best_bound", extended_number(solution.best_bound)},
@@ -155,7 +155,7 @@ struct adl_serializer<sluice::solver::Solution> {
   }
   static sluice::solver::Solution from_json(const json& in) {
     using sluice::io::field;
-    using sluice::io::detail_json::extended_field;
+    using sluice::io::detail::extended_field;
     return {field<sluice::solver::SolveStatus>(in, "status", "milp solution"),
             extended_field(in, "objective", "milp solution"), extended_field(in, "best_bound", "milp solution"),
             field<std::vector<double>>(in, "values", "milp solution"), field<double>(in, "seconds", "milp solution")};

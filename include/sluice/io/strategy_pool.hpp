@@ -15,7 +15,7 @@
 
 namespace sluice::io {
 
-namespace detail_json {
+namespace detail {
 // Runs `make`, naming `where` in the invalid_input it raises: constructors name a bad value, not its place.
 template <class Make>
 auto located(std::string_view where, Make&& make) -> decltype(make()) {
@@ -25,13 +25,13 @@ auto located(std::string_view where, Make&& make) -> decltype(make()) {
     sluice::fail(where, ": ", error.what());
   }
 }
-}  // namespace detail_json
+}  // namespace detail
 
 inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view source, std::int64_t gpus) {
   constexpr double mib = 1024.0 * 1024.0;
   constexpr double ms = 1e-3;
   const std::string where(source);
-  detail_json::require_depth(pool, where);
+  detail::require_depth(pool, where);
   const auto model = field<json>(pool, "model_config", where);
   const auto memory = field<json>(pool, "memory_regression", where);
   const auto cluster = field<json>(pool, "cluster_config", where);
@@ -49,24 +49,24 @@ inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view
   memory_spec.layers = spec.model.layers;
   memory_spec.hidden = spec.model.hidden;
   memory_spec.vocab = spec.model.vocab;
-  memory_spec.activation_bytes = detail_json::tp_map(field<json>(memory, "A", where + ".memory_regression"),
+  memory_spec.activation_bytes = detail::tp_map(field<json>(memory, "A", where + ".memory_regression"),
                                                      where + ".memory_regression.A");
   memory_spec.state_bytes = field<double>(memory, "B", where + ".memory_regression");
   memory_spec.alpha = field<double>(memory, "alpha", where + ".memory_regression");
   memory_spec.context_overhead_bytes = field<double>(memory, "gap", where + ".memory_regression") * mib;
   memory_spec.safety_margin_bytes = field<double>(memory, "safe_bound", where + ".memory_regression") * mib;
   memory_spec.gpu_memory_bytes = field<double>(cluster, "gpu_memory_bound", where + ".cluster_config") * mib;
-  detail_json::located(where, [&] { memory_spec.validate(); });
+  detail::located(where, [&] { memory_spec.validate(); });
   spec.memory = memory_spec;
 
   std::map<int, std::int64_t> util_by_tp;
   if (cluster.contains("utilization_seqlen"))
-    util_by_tp = detail_json::tp_map<std::int64_t>(cluster.at("utilization_seqlen"),
+    util_by_tp = detail::tp_map<std::int64_t>(cluster.at("utilization_seqlen"),
                                                    where + ".cluster_config.utilization_seqlen");
 
   const auto strategies = field<json>(pool, "strategies", where);
   sluice::require(strategies.is_array(), where, ": 'strategies' must be an array, got ",
-                  detail_json::describe(strategies));
+                  detail::describe(strategies));
   for (std::size_t i = 0; i < strategies.size(); ++i) {
     const json& item = strategies[i];
     const std::string item_where = where + ".strategies[" + std::to_string(i) + "]";
@@ -75,8 +75,8 @@ inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view
     const double a = field<double>(item, "a", item_where) * ms;
     const double b = field<double>(item, "b", item_where) * ms;
     const double c = field<double>(item, "c", item_where) * ms;
-    cost::SchemeEntry entry{detail_json::located(item_where, [&] { return Scheme(tp, pp); }),
-                            detail_json::located(item_where, [&] { return cost::QuadraticLatency(a, b, c); }),
+    cost::SchemeEntry entry{detail::located(item_where, [&] { return Scheme(tp, pp); }),
+                            detail::located(item_where, [&] { return cost::QuadraticLatency(a, b, c); }),
                             std::nullopt, std::nullopt};
     if (const auto it = util_by_tp.find(entry.scheme.tp()); it != util_by_tp.end()) {
       sluice::require(it->second >= 1, item_where, ": utilization_seqlen must be >= 1, got ", it->second);

@@ -30,7 +30,7 @@ struct AnalyticProfileOptions {
   int max_tp = 8;                  // TP degrees 1, 2, ..., max_tp (and dividing every layer's heads)
 };
 
-namespace detail_analytic {
+namespace detail {
 
 // The model with every layer's sequence set to `length` (windows capped by it).
 inline ModelSpec at_length(ModelSpec model, std::int64_t length) {
@@ -41,12 +41,12 @@ inline ModelSpec at_length(ModelSpec model, std::int64_t length) {
   return model;
 }
 
-}  // namespace detail_analytic
+}  // namespace detail
 
 // Stage time of one sequence of `length` tokens for ⟨tp, pp⟩: the slowest stage of the even partition.
 inline double analytic_stage_time(const ModelSpec& model, const ClusterSpec& cluster,
                                   const Scheme& scheme, std::int64_t length) {
-  const AnalyticEstimator estimator(detail_analytic::at_length(model, length), cluster);
+  const AnalyticEstimator estimator(detail::at_length(model, length), cluster);
   const LayerStrategy strategy{.tp = scheme.tp(), .dp = 1};
   const std::vector<int> sizes = even_partition(estimator.layers(), scheme.pp());
   double slowest = 0;
@@ -63,7 +63,7 @@ inline double analytic_stage_time(const ModelSpec& model, const ClusterSpec& clu
 // First-stage memory of one sequence of `length` tokens for ⟨tp, pp⟩, with PP sequences in flight.
 inline double analytic_stage_memory(const ModelSpec& model, const ClusterSpec& cluster,
                                     const Scheme& scheme, std::int64_t length) {
-  const AnalyticEstimator estimator(detail_analytic::at_length(model, length), cluster);
+  const AnalyticEstimator estimator(detail::at_length(model, length), cluster);
   const LayerStrategy strategy{.tp = scheme.tp(), .dp = 1};
   const int count = even_partition(estimator.layers(), scheme.pp()).front();
   double states = 0;

@@ -133,7 +133,7 @@ class StageWorkspace {
 
 inline constexpr std::int64_t max_memory_units = std::int64_t{1} << 20;
 
-namespace detail_dp {
+namespace detail {
 
 // The DP's memory axis: budget / granularity units, refused when the tables would not fit.
 inline int memory_units(const StageProblem& problem, double granularity) {
@@ -277,27 +277,27 @@ inline StageSolution best_feasible(const StageProblem& problem, double granulari
   return solution;
 }
 
-}  // namespace detail_dp
+}  // namespace detail
 
 inline StageSolution solve_stage(const StageProblem& problem, double granularity, StageWorkspace& work) {
   sluice::require(std::isfinite(granularity) && granularity >= 1, "layer DP: granularity must be >= 1 byte, got ",
                   granularity);
   problem.validate();
   if (problem.budget < 0) return {};
-  const int units = detail_dp::memory_units(problem, granularity);
+  const int units = detail::memory_units(problem, granularity);
   const auto width = static_cast<std::size_t>(units) + 1;
   work.reserve(width, static_cast<std::size_t>(problem.layers), static_cast<std::size_t>(problem.strategies),
                static_cast<std::size_t>(problem.layouts));
-  const double backward_peak = detail_dp::fill_weights(problem, granularity, units, work);
+  const double backward_peak = detail::fill_weights(problem, granularity, units, work);
   double* previous = work.previous.data();
   double* current = work.current.data();
-  detail_dp::first_layer(problem, width, work, previous);
+  detail::first_layer(problem, width, work, previous);
   for (int l = 1; l < problem.layers; ++l) {
-    detail_dp::best_into_layouts(problem, l, width, previous, work);
-    detail_dp::relax_layer(problem, l, width, work, current);
+    detail::best_into_layouts(problem, l, width, previous, work);
+    detail::relax_layer(problem, l, width, work, current);
     std::swap(previous, current);
   }
-  return detail_dp::best_feasible(problem, granularity, width, backward_peak, work, previous);
+  return detail::best_feasible(problem, granularity, width, backward_peak, work, previous);
 }
 
 // The exact optimum of min Σ c + Σ R subject to Eq. 2's E_all <= budget: labels (Σ O_f, Σ O_ms, peak so

@@ -98,7 +98,7 @@ inline std::vector<std::pair<std::string, SpaceOptions>> baseline_spaces(std::in
   return {{"dp", dp}, {"sdp", sdp}, {"tp", tp}, {"pp", pp}, {"dp+tp", dp_tp}, {"dp+pp", dp_pp}};
 }
 
-namespace detail_search {
+namespace detail {
 
 inline std::int64_t heads_gcd(const ModelSpec& model) {
   std::int64_t value = 0;
@@ -419,7 +419,7 @@ inline void keep_better(std::optional<Plan>& best, std::optional<Plan> candidate
   if (candidate && (!best || candidate->throughput > best->throughput)) best = std::move(candidate);
 }
 
-}  // namespace detail_search
+}  // namespace detail
 
 // One accepted PP_Partition_Adjust step, with Eq. 6's balance degrees of the new partition.
 struct Adjustment {
@@ -437,7 +437,7 @@ struct BalanceTrace {
   double best_iteration = std::numeric_limits<double>::infinity();
 };
 
-namespace detail_search {
+namespace detail {
 
 inline BalanceTrace balance_partition(Context& context, int layers) {
   BalanceTrace trace;
@@ -557,19 +557,19 @@ class Searcher {
   StageWorkspace work_;
 };
 
-}  // namespace detail_search
+}  // namespace detail
 
 // Galvatron-Base (Alg. 1) over `space`: even partitions, every P and m, the batch sweep.
 inline std::optional<Plan> search_base(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options,
                                        const std::string& method = "base") {
-  detail_search::Searcher searcher(model, cluster, options);
+  detail::Searcher searcher(model, cluster, options);
   return searcher.sweep(options.space, false, method);
 }
 
 // The BMW partition search of one (B, P, m) over the options' space (for inspection and tests).
 inline BalanceTrace balance_trace(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options,
                                   int pp, std::int64_t batch, int micro_batches) {
-  detail_search::Searcher searcher(model, cluster, options);
+  detail::Searcher searcher(model, cluster, options);
   sluice::require(
       pp >= 1 && pp <= static_cast<int>(model.layers.size()) && cluster.gpus % pp == 0 && (pp & (pp - 1)) == 0,
       "balance: pp must be a power of 2 dividing the GPU count and <= layers, got ", pp);
@@ -577,32 +577,32 @@ inline BalanceTrace balance_trace(const ModelSpec& model, const ClusterSpec& clu
                       (batch / micro_batches) % (cluster.gpus / pp) == 0,
                   "balance: batch ", batch, " / micro_batches ", micro_batches,
                   " must be a whole multiple of the stage group ", cluster.gpus / pp);
-  detail_search::Context context = searcher.context(options.space, pp, batch, micro_batches);
-  return detail_search::balance_partition(context, static_cast<int>(model.layers.size()));
+  detail::Context context = searcher.context(options.space, pp, batch, micro_batches);
+  return detail::balance_partition(context, static_cast<int>(model.layers.size()));
 }
 
 // Base, the baselines and BMW. Base keeps the best of its own search and the baselines' (those inside
 // the options' space), BMW the best of its own and Base's, so BMW >= Base >= every such baseline. Raises
 // sluice::infeasible when nothing in the space fits.
 inline SearchReport search(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options) {
-  detail_search::Searcher searcher(model, cluster, options);
+  detail::Searcher searcher(model, cluster, options);
   SearchReport report;
   std::optional<Plan> base = searcher.sweep(options.space, false, "base");
   for (auto& [name, space] : baseline_spaces(cluster.gpus)) {
     space.max_tp = options.space.max_tp;
     Baseline baseline{name, searcher.sweep(space, false, name)};
     // A baseline outside a restricted search space is compared, never adopted.
-    if (baseline.plan && detail_search::within(*baseline.plan, options.space, model))
-      detail_search::keep_better(base, baseline.plan);
+    if (baseline.plan && detail::within(*baseline.plan, options.space, model))
+      detail::keep_better(base, baseline.plan);
     report.baselines.push_back(std::move(baseline));
   }
   report.base = base;
   std::optional<Plan> best = searcher.sweep(options.space, true, "bmw");
-  detail_search::keep_better(best, base);
+  detail::keep_better(best, base);
   if (!best)
     throw infeasible(sluice::concat("search: no strategy fits ", model.name, " on the ", cluster.gpus,
                                     " GPUs of cluster ", cluster.name, " within ",
-                                    detail_search::budget(options, cluster), " bytes per device"));
+                                    detail::budget(options, cluster), " bytes per device"));
   report.best = std::move(*best);
   return report;
 }
@@ -616,20 +616,20 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
   const AnalyticEstimator estimator(model, cluster);
   const int layers = estimator.layers();
   if (plan.gpus != cluster.gpus) check.fail("gpus ", plan.gpus, " != cluster's ", cluster.gpus);
-  const std::vector<int> degrees = detail_search::pp_degrees(space, cluster.gpus, layers);
+  const std::vector<int> degrees = detail::pp_degrees(space, cluster.gpus, layers);
   if (std::ranges::find(degrees, plan.pp) == degrees.end()) check.fail("pp ", plan.pp, " is not an allowed degree");
   const std::int64_t group = cluster.gpus / plan.pp;
   if (plan.global_batch < 1 || plan.micro_batches < 1 || plan.global_batch % plan.micro_batches != 0 ||
       (plan.global_batch / plan.micro_batches) % group != 0 || (plan.pp == 1 && plan.micro_batches != 1) ||
-      (plan.pp > 1 && !detail_space::power_of_two(plan.global_batch / plan.micro_batches / group)))
+      (plan.pp > 1 && !detail::power_of_two(plan.global_batch / plan.micro_batches / group)))
     check.fail("global batch ", plan.global_batch, " and ", plan.micro_batches,
          " micro-batches: not a power-of-2 multiple of the stage group ", group, " per micro-batch");
   if (plan.stages.size() != static_cast<std::size_t>(plan.pp))
     check.fail(plan.stages.size(), " stages for pp ", plan.pp);
   const std::vector<LayerStrategy> allowed =
-      stage_strategies(static_cast<int>(group), space, detail_search::heads_gcd(model));
+      stage_strategies(static_cast<int>(group), space, detail::heads_gcd(model));
   const std::int64_t micro_batch = plan.global_batch / plan.micro_batches;
-  const double budget = static_cast<double>(detail_search::budget(options, cluster));
+  const double budget = static_cast<double>(detail::budget(options, cluster));
   int next = 0;
   double slowest = 0;
   double total = 0;
@@ -639,7 +639,7 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
     if (stage.strategies.empty()) check.fail("stage ", i, " has no layers");
     next += static_cast<int>(stage.strategies.size());
     if (next > layers) check.fail("the stages hold more than the model's ", layers, " layers");
-    const double factor = detail_search::in_flight(options.schedule, i, plan.pp, plan.micro_batches);
+    const double factor = detail::in_flight(options.schedule, i, plan.pp, plan.micro_batches);
     double sync = 0, nosync = 0, states = 0, forward = 0, peak = 0;
     for (std::size_t k = 0; k < stage.strategies.size(); ++k) {
       const LayerStrategy& strategy = stage.strategies[k];
@@ -693,7 +693,7 @@ inline void validate(const SearchReport& report, const ModelSpec& model, const C
   if (report.base) validate(*report.base, model, cluster, options, space_of(*report.base));
   for (const Baseline& baseline : report.baselines) {
     if (baseline.plan) validate(*baseline.plan, model, cluster, options, space_of(*baseline.plan));
-    if (baseline.plan && detail_search::within(*baseline.plan, options.space, model) &&
+    if (baseline.plan && detail::within(*baseline.plan, options.space, model) &&
         (!report.base || baseline.plan->throughput > report.base->throughput))
       throw invalid_plan(sluice::concat("search report: baseline ", baseline.name, " beats Base"));
   }

@@ -63,7 +63,7 @@ struct SpaceOptions {
   int max_tp = 0;               // 0: no limit; TP must also divide every layer's heads
 };
 
-namespace detail_space {
+namespace detail {
 
 inline void trees(int remaining, std::vector<std::pair<Paradigm, int>>& prefix, unsigned used, bool takeaway3,
                   std::vector<DecisionTree>& out) {
@@ -88,23 +88,23 @@ inline void trees(int remaining, std::vector<std::pair<Paradigm, int>>& prefix, 
 
 inline bool power_of_two(std::int64_t value) noexcept { return value >= 1 && (value & (value - 1)) == 0; }
 
-}  // namespace detail_space
+}  // namespace detail
 
 // Every decision tree for a group of `group` devices (a power of 2); group 1 has one empty tree (the
 // layer sits whole on one device: pure PP).
 inline std::vector<DecisionTree> decision_trees(int group, bool takeaway3) {
-  sluice::require(detail_space::power_of_two(group) && group <= (1 << 20),
+  sluice::require(detail::power_of_two(group) && group <= (1 << 20),
                   "search space: group size must be a power of 2 in [1, 2^20], got ", group);
   std::vector<DecisionTree> out;
   if (group == 1) return {DecisionTree{}};
   std::vector<std::pair<Paradigm, int>> prefix;
-  detail_space::trees(group, prefix, 0, takeaway3, out);
+  detail::trees(group, prefix, 0, takeaway3, out);
   return out;
 }
 
 // Strategies per layer over every PP degree, with and without CKPT: 68 for 8 GPUs, 44 after Takeaway 3.
 inline std::int64_t count_strategies(std::int64_t gpus, bool takeaway3) {
-  sluice::require(detail_space::power_of_two(gpus) && gpus <= (1 << 20),
+  sluice::require(detail::power_of_two(gpus) && gpus <= (1 << 20),
                   "search space: gpus must be a power of 2 in [1, 2^20], got ", gpus);
   std::int64_t total = 0;
   for (std::int64_t pp = 1; pp <= gpus; pp *= 2)
