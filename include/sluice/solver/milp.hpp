@@ -96,12 +96,7 @@ public:
     const int row = num_constraints();
     sluice::require(vars.size() == coefs.size(), "milp: ", describe_row(row, name), " has ", vars.size(),
                     " variables but ", coefs.size(), " coefficients");
-    sluice::require(!std::isnan(lower) && !std::isnan(upper), "milp: ", describe_row(row, name), " has a NaN bound [",
-                    lower, ", ", upper, "]");
-    sluice::require(lower != infinity, "milp: lower bound of ", describe_row(row, name), " must not be +infinity");
-    sluice::require(upper != -infinity, "milp: upper bound of ", describe_row(row, name), " must not be -infinity");
-    sluice::require(lower <= upper, "milp: ", describe_row(row, name), " has lower bound ", lower, " > upper bound ",
-                    upper);
+    check_interval(describe_row(row, name), lower, upper);
     for (std::size_t k = 0; k < vars.size(); ++k) {
       sluice::require(vars[k] >= 0 && vars[k] < num_variables(), "milp: ", describe_row(row, name),
                       " refers to unknown variable ", vars[k], " (the model has ", num_variables(), ")");
@@ -241,6 +236,15 @@ public:
   }
 
 private:
+  // The bounds of a variable or a row: no NaN, not empty, and not +inf below or -inf above.
+  static void check_interval(const std::string& what, double lower, double upper) {
+    sluice::require(!std::isnan(lower) && !std::isnan(upper), "milp: ", what, " has a NaN bound [", lower, ", ", upper,
+                    "]");
+    sluice::require(lower != infinity, "milp: lower bound of ", what, " must not be +infinity");
+    sluice::require(upper != -infinity, "milp: upper bound of ", what, " must not be -infinity");
+    sluice::require(lower <= upper, "milp: ", what, " has lower bound ", lower, " > upper bound ", upper);
+  }
+
   static std::string describe(int var, const std::string& name) {
     return name.empty() ? sluice::concat("variable ", var) : sluice::concat("variable ", var, " '", name, "'");
   }
@@ -249,12 +253,7 @@ private:
   }
 
   static void check_bounds(int var, const std::string& name, double lower, double upper, VarType type) {
-    sluice::require(!std::isnan(lower) && !std::isnan(upper), "milp: ", describe(var, name), " has a NaN bound [",
-                    lower, ", ", upper, "]");
-    sluice::require(lower != infinity, "milp: lower bound of ", describe(var, name), " must not be +infinity");
-    sluice::require(upper != -infinity, "milp: upper bound of ", describe(var, name), " must not be -infinity");
-    sluice::require(lower <= upper, "milp: ", describe(var, name), " has lower bound ", lower, " > upper bound ",
-                    upper);
+    check_interval(describe(var, name), lower, upper);
     if (type == VarType::binary) {
       sluice::require(lower >= 0.0 && upper <= 1.0, "milp: binary ", describe(var, name),
                       " needs bounds inside [0, 1], got [", lower, ", ", upper, "]");
