@@ -100,13 +100,8 @@ TEST_CASE("compare: the four systems' plans, progress and choices") {
   CHECK(comparison.systems[System::sluice].plans.size() == 2);
   CHECK(comparison.systems[System::hotspa].strategies.size() == comparison.bounds.size());
 
-  // One report per system and iteration, counts never decreasing, ending at the total.
-  REQUIRE(reports.size() == 8);
-  for (std::size_t r = 1; r < reports.size(); ++r) {
-    CHECK(reports[r].first >= reports[r - 1].first);
-    CHECK(reports[r].second == reports.front().second);
-  }
-  CHECK(reports.back().first == reports.back().second);
+  // One report per iteration, counting iterations.
+  CHECK(reports == std::vector<std::pair<std::size_t, std::size_t>>{{1, 2}, {2, 2}});
 
   // Megatron's strategy is the fastest homogeneous one by mean: none of the others, run alone, beats it.
   const double megatron_mean = sluice::compare::mean(comparison.systems[System::megatron].seconds());

@@ -17,6 +17,7 @@
 using namespace sluice;
 
 using sluice::test::count;
+using sluice::test::text_outside;
 using sluice::test::xml_problem;
 
 TEST_CASE("svg: the checker rejects broken documents") {
@@ -38,6 +39,7 @@ TEST_CASE("svg: length histogram") {
     const std::string svg = io::histogram_svg(histogram, "lengths <synthetic> & more", log_counts);
     CAPTURE(svg);
     CHECK(xml_problem(svg) == "");
+    CHECK(text_outside(svg) == "");
     CHECK(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     // One bar per non-empty bin, plus the white background.
     CHECK(count(svg, "<rect") == non_empty + 1);
@@ -67,9 +69,14 @@ TEST_CASE("svg: pipeline loads of planned iterations") {
   }
   const std::string svg = io::pipeline_loads_svg(iterations, "pipeline loads");
   CHECK(xml_problem(svg) == "");
+  CHECK(text_outside(svg) == "");
   CHECK(count(svg, "<rect") == micro_batches + 1);
   CHECK(count(svg, "stroke-dasharray") == iterations.size());
   CHECK(svg.find("iteration 2: " + iterations[2].strategy.name()) != std::string::npos);
+
+  // A title longer than the plot widens the picture instead of running off both edges.
+  const std::string long_title(300, 'x');
+  CHECK(text_outside(io::pipeline_loads_svg(iterations, long_title)) == "");
 
   CHECK_THROWS_AS((void)io::pipeline_loads_svg({}, "none"), invalid_input);
 }
@@ -93,6 +100,7 @@ TEST_CASE("svg: pipeline timeline, one row per rank") {
   const std::string svg = io::timeline_svg(pipelines, names, "timeline & more");
   CAPTURE(svg);
   CHECK(xml_problem(svg) == "");
+  CHECK(text_outside(svg) == "");
   // Background, four legend boxes, 2·m·c compute boxes, and a transfer box per op that sends.
   const std::size_t compute = 2 * 3 * 3 + 2;
   const std::size_t transfers = 2 * 3 * 2;
@@ -103,6 +111,11 @@ TEST_CASE("svg: pipeline timeline, one row per rank") {
   CHECK(svg.find("pipeline 1 &lt;tp2pp1&gt;, stage 0: forward of micro-batch 0") != std::string::npos);
   CHECK(svg.find("timeline &amp; more") != std::string::npos);
   CHECK(svg.find(">2</text>") != std::string::npos);  // micro-batch ids label their boxes
+
+  // Long row labels (a 32B strategy's) widen the left margin; a long title widens the picture.
+  const std::vector<std::string> long_names = {"pipeline 0: tp8pp2 of 1*tp8pp2+2*tp4pp4+3*tp2pp8, MaxLen 32768",
+                                               "pipeline 1"};
+  CHECK(text_outside(io::timeline_svg(pipelines, long_names, std::string(200, 't'))) == "");
 
   CHECK_THROWS_AS((void)io::timeline_svg(pipelines, std::span(names).first(1), "t"), invalid_input);
   CHECK_THROWS_AS((void)io::timeline_svg({}, {}, "t"), invalid_input);

@@ -53,6 +53,27 @@ inline std::string xml_problem(std::string_view xml) {
   return "";
 }
 
+// The first <text> of an SVG picture whose extent, estimated as io::detail::text_width does, leaves the
+// picture's [0, width]; empty when every text fits. Vertical (rotated) texts are skipped.
+inline std::string text_outside(const std::string& svg) {
+  const std::regex picture(R"re(<svg [^>]*width="([0-9.]+)")re");
+  std::smatch size;
+  if (!std::regex_search(svg, size, picture)) return "no width";
+  const double width = std::stod(size[1]);
+  const std::regex text(R"re(<text x="([-0-9.]+)" y="[-0-9.]+" font-size="(\d+)" text-anchor="(\w+)"([^>]*)>([^<]*)</text>)re");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), text); it != std::sregex_iterator(); ++it) {
+    const std::smatch& match = *it;
+    if (match[4].str().find("rotate") != std::string::npos) continue;
+    const double x = std::stod(match[1]);
+    const std::string content = std::regex_replace(match[5].str(), std::regex("&\\w+;"), "&");  // one character each
+    const double extent = 0.6 * std::stod(match[2]) * static_cast<double>(content.size());
+    const std::string anchor = match[3];
+    const double begin = anchor == "start" ? x : anchor == "middle" ? x - extent / 2 : x - extent;
+    if (begin < -0.01 || begin + extent > width + 0.01) return match[5];
+  }
+  return "";
+}
+
 inline std::size_t count(std::string_view text, std::string_view needle) {
   std::size_t n = 0;
   for (std::size_t at = text.find(needle); at != std::string_view::npos; at = text.find(needle, at + 1)) ++n;

@@ -53,27 +53,16 @@ inline Comparison compare(const Options& options, const data::LengthDataset& dat
   if (!candidates.strategies.empty()) sluice.emplace(options, candidates.strategies);
   comparison.bounds = hotspa.bounds();
 
-  const std::size_t steps = megatron.steps() + hotspa.steps() + dynapipe.steps() + (sluice ? sluice->steps() : 0);
-  std::size_t done = 0;
-  auto advance = [&](std::size_t by) {
-    done += by;
-    if (progress) progress(done, steps * iterations);
-  };
   for (std::size_t k = 0; k < iterations; ++k) {
     const std::vector<Sequence> batch = next_batch();
     std::int64_t tokens = 0;
     for (const Sequence& sequence : batch) tokens += sequence.length();
     comparison.batches.push_back({.sequences = batch.size(), .tokens = tokens});
     megatron.add(batch);
-    advance(megatron.steps());
     hotspa.add(batch);
-    advance(hotspa.steps());
     dynapipe.add(batch);
-    advance(dynapipe.steps());
-    if (sluice) {
-      sluice->add(batch);
-      advance(sluice->steps());
-    }
+    if (sluice) sluice->add(batch);
+    if (progress) progress(k + 1, iterations);
   }
 
   comparison.systems[System::megatron] = std::move(megatron).result();

@@ -24,9 +24,6 @@ public:
   // Chooses among `strategies` (homogeneous, each holding the context).
   DynaPipe(const Options& options, std::span<const Strategy> strategies) : runs_(options, strategies) {}
 
-  // Progress steps per iteration: one per strategy.
-  [[nodiscard]] std::size_t steps() const { return runs_.steps(); }
-
   // Micro-batches, balances, schedules and measures the next iteration on every strategy.
   void add(std::span<const Sequence> batch) { runs_.add(batch, detail::dynapipe_iteration); }
 

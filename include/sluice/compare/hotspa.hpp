@@ -48,13 +48,6 @@ public:
   // The length ranges' upper bounds: (0, b0], (b0, b1], ...
   [[nodiscard]] const std::vector<std::int64_t>& bounds() const { return bounds_; }
 
-  // Progress steps per iteration: one per strategy of every range.
-  [[nodiscard]] std::size_t steps() const {
-    std::size_t total = 0;
-    for (const std::vector<SystemRun>& runs : ranges_) total += runs.size();
-    return total;
-  }
-
   // Buckets the next iteration and runs every range's bucket on each of the range's strategies.
   void add(std::span<const Sequence> batch) {
     std::int64_t lower = 0;

@@ -23,9 +23,6 @@ public:
   // Chooses among `strategies` (homogeneous, each holding the context).
   Megatron(const Options& options, std::span<const Strategy> strategies) : runs_(options, strategies) {}
 
-  // Progress steps per iteration: one per strategy.
-  [[nodiscard]] std::size_t steps() const { return runs_.steps(); }
-
   // Packs, schedules and measures the next iteration on every strategy.
   void add(std::span<const Sequence> batch) {
     runs_.add(batch, [](const Options& options, std::span<const Sequence> sequences, std::size_t k, SystemRun& run) {

@@ -60,8 +60,7 @@ struct BySystem {
   auto end() const { return values.end(); }
 };
 
-// Called as a comparison advances: `done` of `total` steps (one step: one strategy planned and simulated on one
-// batch), `done` never decreasing. Empty: nobody is told.
-using Progress = std::function<void(std::size_t done, std::size_t total)>;
+// Called after every iteration with the iterations done and the iterations asked for. Empty: nobody is told.
+using Progress = std::function<void(std::size_t iterations_done, std::size_t iterations)>;
 
 }  // namespace sluice::compare

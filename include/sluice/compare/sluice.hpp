@@ -76,9 +76,6 @@ public:
     run_.layout_moves = sluice_layout_moves(options, candidates);
   }
 
-  // Progress steps per iteration: one per candidate.
-  [[nodiscard]] std::size_t steps() const { return run_.strategies.size(); }
-
   // Plans every candidate on the next iteration and keeps the fastest simulated.
   void add(std::span<const Sequence> batch) {
     detail::sluice_iteration(*options_, batch, run_.iterations.size(), run_);

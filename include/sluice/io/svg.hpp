@@ -107,6 +107,19 @@ inline std::string tick_label(double value) {
   return printf_string("%g", value);
 }
 
+// An upper estimate of `text`'s width at font size `size` in sans-serif: 0.6 em per byte is wider than common
+// sans fonts' average glyph, and counts a multi-byte character more than once. Pictures size their margins with
+// it so that no title or label is cut at the picture's edge.
+inline double text_width(std::string_view text, int size) {
+  return 0.6 * size * static_cast<double>(text.size());
+}
+
+// The picture's width: the plot's and its margins', widened where the centred title would not fit.
+inline double picture_width(double left, double plot_w, double right, std::string_view title) {
+  constexpr int title_size = 14;
+  return std::max(left + plot_w + right, text_width(title, title_size) + 2 * 10);
+}
+
 }  // namespace detail
 
 // Bars of the histogram's counts over length; `log_counts` draws counts on a log10(1 + count) scale, which
@@ -114,7 +127,8 @@ inline std::string tick_label(double value) {
 inline std::string histogram_svg(const data::LengthHistogram& histogram, std::string_view title,
                                  bool log_counts = false) {
   sluice::require(!histogram.bins.empty(), "histogram_svg: the histogram has no bins");
-  constexpr double width = 760, height = 360, left = 60, right = 20, top = 36, bottom = 44;
+  constexpr double height = 360, left = 60, right = 20, top = 36, bottom = 44;
+  const double width = detail::picture_width(left, 680, right, title);
   const double plot_w = width - left - right;
   const double plot_h = height - top - bottom;
   std::int64_t most = 0;
@@ -165,21 +179,33 @@ inline std::string histogram_svg(const data::LengthHistogram& histogram, std::st
 // pipeline's estimate (max micro-batch · (PP − 1 + V)) marked and the iteration's estimate as a dashed line.
 inline std::string pipeline_loads_svg(std::span<const assign::IterationPlan> iterations, std::string_view title) {
   sluice::require(!iterations.empty(), "pipeline_loads_svg: no iterations");
-  constexpr double width = 760, left = 150, right = 30, top = 36, bar = 14, gap = 4, panel_gap = 26;
+  constexpr double right = 30, top = 36, bar = 14, gap = 4, panel_gap = 26, plot_w = 580;
+  auto panel_label = [](std::size_t k, const assign::IterationPlan& plan) {
+    return detail::printf_string("iteration %zu: %s, estimate %.3f s", k, plan.strategy.name().c_str(), plan.estimate);
+  };
+  auto row_label = [](const assign::PipelinePlan& pipeline) {
+    return detail::printf_string("pipeline %d: tp%dpp%d", pipeline.index, pipeline.scheme.tp(), pipeline.scheme.pp());
+  };
   double longest = 0;
   double height = top + 46;
-  for (const assign::IterationPlan& plan : iterations) {
+  double left = 150;
+  double widest_panel_label = 0;
+  for (std::size_t k = 0; k < iterations.size(); ++k) {
+    const assign::IterationPlan& plan = iterations[k];
     sluice::require(!plan.pipelines.empty(), "pipeline_loads_svg: an iteration has no pipelines");
     longest = std::max(longest, plan.estimate);
+    widest_panel_label = std::max(widest_panel_label, detail::text_width(panel_label(k, plan), 11));
     for (const assign::PipelinePlan& pipeline : plan.pipelines) {
       double busy = 0;
       for (const assign::MicroBatch& micro_batch : pipeline.micro_batches) busy += micro_batch.seconds;
       longest = std::max(longest, busy);
+      left = std::max(left, detail::text_width(row_label(pipeline), 11) + 12);
     }
     height += panel_gap + static_cast<double>(plan.pipelines.size()) * (bar + gap);
   }
   sluice::require(longest > 0, "pipeline_loads_svg: every pipeline is idle");
-  const double plot_w = width - left - right;
+  // Panel labels start at the plot's left edge; the axis caption is centred under the plot.
+  const double width = std::max(detail::picture_width(left, plot_w, right, title), left + widest_panel_label + right);
   auto x_of = [&](double seconds) { return left + plot_w * seconds / longest; };
 
   detail::SvgCanvas svg(width, height);
@@ -188,15 +214,10 @@ inline std::string pipeline_loads_svg(std::span<const assign::IterationPlan> ite
   for (std::size_t k = 0; k < iterations.size(); ++k) {
     const assign::IterationPlan& plan = iterations[k];
     y += panel_gap;
-    svg.text(left, y - 8,
-             detail::printf_string("iteration %zu: %s, estimate %.3f s", k, plan.strategy.name().c_str(),
-                                   plan.estimate));
+    svg.text(left, y - 8, panel_label(k, plan));
     const double panel_top = y;
     for (const assign::PipelinePlan& pipeline : plan.pipelines) {
-      svg.text(left - 6, y + bar - 3,
-               detail::printf_string("pipeline %d: tp%dpp%d", pipeline.index, pipeline.scheme.tp(),
-                                     pipeline.scheme.pp()),
-               "end");
+      svg.text(left - 6, y + bar - 3, row_label(pipeline), "end");
       double x = 0;
       for (std::size_t m = 0; m < pipeline.micro_batches.size(); ++m) {
         const assign::MicroBatch& micro_batch = pipeline.micro_batches[m];
@@ -229,20 +250,23 @@ inline std::string timeline_svg(std::span<const schedule::Simulation> pipelines,
                                 std::string_view title) {
   sluice::require(pipelines.size() == names.size(), "timeline_svg: ", pipelines.size(), " pipelines, ", names.size(),
                   " names");
-  constexpr double width = 1000, left = 170, right = 20, top = 56, compute_h = 14, send_h = 4, row_gap = 5,
-                   pipeline_gap = 10;
+  constexpr double right = 20, top = 56, compute_h = 14, send_h = 4, row_gap = 5, pipeline_gap = 10, plot_w = 810;
+  auto row_label = [&](std::size_t k, std::size_t j) { return detail::printf_string("%s, stage %zu", names[k].c_str(), j); };
   constexpr const char* forward_colour = "#4c72b0";
   constexpr const char* backward_colour = "#dd8452";
   constexpr const char* activation_colour = "#55a868";
   constexpr const char* gradient_colour = "#8172b2";
   double makespan = 0;
   std::size_t rows = 0;
-  for (const schedule::Simulation& simulation : pipelines) {
-    makespan = std::max(makespan, simulation.makespan);
-    rows += simulation.stages.size();
+  double left = 170;
+  for (std::size_t k = 0; k < pipelines.size(); ++k) {
+    makespan = std::max(makespan, pipelines[k].makespan);
+    rows += pipelines[k].stages.size();
+    if (!pipelines[k].stages.empty())
+      left = std::max(left, detail::text_width(row_label(k, pipelines[k].stages.size() - 1), 11) + 12);
   }
   sluice::require(rows > 0 && makespan > 0, "timeline_svg: nothing ran");
-  const double plot_w = width - left - right;
+  const double width = detail::picture_width(left, plot_w, right, title);
   const double row_h = compute_h + send_h + 1 + row_gap;
   const double height =
       top + static_cast<double>(rows) * row_h + static_cast<double>(pipelines.size()) * pipeline_gap + 44;
@@ -261,7 +285,7 @@ inline std::string timeline_svg(std::span<const schedule::Simulation> pipelines,
   for (std::size_t k = 0; k < pipelines.size(); ++k) {
     const schedule::Simulation& simulation = pipelines[k];
     for (std::size_t j = 0; j < simulation.stages.size(); ++j) {
-      svg.text(left - 6, y + compute_h - 3, detail::printf_string("%s, stage %zu", names[k].c_str(), j), "end");
+      svg.text(left - 6, y + compute_h - 3, row_label(k, j), "end");
       for (const schedule::OpTiming& op : simulation.stages[j]) {
         const bool forward = op.pass == schedule::Pass::forward;
         const double x = x_of(op.start);

@@ -23,9 +23,6 @@ public:
 
   [[nodiscard]] const Options& options() const { return *options_; }
 
-  // Progress steps per iteration: one per strategy.
-  [[nodiscard]] std::size_t steps() const { return runs_.size(); }
-
   // `iteration(options, batch, k, run)` adds iteration k of the batch to each strategy's run.
   template <class Iteration>
   void add(std::span<const Sequence> batch, Iteration iteration) {
