@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli_harness.hpp"
+#include "xml_check.hpp"
 #include "sluice/io/schedule_json.hpp"
 #include "sluice/schedule/deadlock.hpp"
 
@@ -22,12 +23,13 @@ TEST_CASE("cli: schedule prints the replicas and the baselines") {
   CHECK(result.out.find("fixed-length packing") != std::string::npos);
 }
 
-TEST_CASE("cli: schedule --json is one document whose execution plans finish; --trace writes Chrome JSON") {
+TEST_CASE("cli: schedule --json is one document whose execution plans finish; --trace and --svg draw the replicas") {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "sluice_test_cli_schedule";
   std::filesystem::create_directories(dir);
   const std::string trace = (dir / "trace.json").string();
+  const std::string svg = (dir / "timeline.svg").string();
   const auto result = run_cli({"schedule", "--stages", "2", "--replicas", "3", "--schedule", "1f1b", "--tokens",
-                               "40000", "--lengths", "cpython-stdlib", "--json", "--trace", trace});
+                               "40000", "--lengths", "cpython-stdlib", "--json", "--trace", trace, "--svg", svg});
   REQUIRE(result.code == 0);
   const auto document = sluice::io::json::parse(result.out);
   CHECK(document.at("format") == "sluice.schedule_run");
@@ -46,6 +48,10 @@ TEST_CASE("cli: schedule --json is one document whose execution plans finish; --
   CHECK(document.at("baselines").size() == 2);
   const auto events = sluice::io::read_json_file(trace).at("traceEvents");
   CHECK(events.size() > 10);
+  const std::string picture = sluice::io::read_text_file(svg);
+  CHECK(sluice::test::xml_problem(picture) == "");
+  CHECK(sluice::test::text_outside(picture) == "");
+  CHECK(picture.find("replica 0, stage 1") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

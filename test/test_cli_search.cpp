@@ -22,6 +22,10 @@ TEST_CASE("cli: search on a bundled model and cluster, text") {
   CHECK(result.out.find("samples/s") != std::string::npos);
   for (const std::string_view name : {"bmw", "base", "dp+tp", "dp+pp", "sdp"})
     CHECK(result.out.find(name) != std::string::npos);
+  // The best batch is the sweep's limit here, and BMW's balanced partition is the even split: both are said.
+  CHECK(result.out.find("the best plan's batch is the sweep's limit (--max-batch 64)") != std::string::npos);
+  CHECK(result.out.find("(bmw's plan is base's: its balanced partition is the even split base uses)") !=
+        std::string::npos);
 }
 
 TEST_CASE("cli: search --json is one sluice.search document whose plans validate") {

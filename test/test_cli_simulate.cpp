@@ -104,7 +104,7 @@ TEST_CASE("cli: simulate reports a system that cannot run the scenario, and fail
   for (const std::size_t s : {0, 1, 2}) {
     const auto& failure = document.at("systems")[s].at("failure");
     REQUIRE(failure.is_string());
-    CHECK(failure.get<std::string>().find("holds 22000 tokens with TP within a node") != std::string::npos);
+    CHECK(failure.get<std::string>().find("holds 22000 tokens (one scheme, replicated") != std::string::npos);
   }
   CHECK(document.at("systems")[3].at("failure").is_null());
   const auto none = run_cli({"simulate", "--profile", "llama2-32b", "--gpus", "32", "--iterations", "1"});
@@ -124,6 +124,12 @@ TEST_CASE("cli: trace plans one iteration and writes its timeline") {
   CHECK(text.out.find("tokens/s") != std::string::npos);
   CHECK(xml_problem(sluice::io::read_text_file(svg)) == "");
   CHECK(sluice::io::read_json_file(trace).at("traceEvents").size() > 4);
+  // A candidate that cannot hold the batch shows "-", and the table says what that means.
+  const auto unplanned = run_cli({"trace", "--tokens", "50000", "--strategies", "4*tp4pp1,8*tp1pp2"});
+  REQUIRE(unplanned.code == 0);
+  CHECK(unplanned.out.find("-  8*tp1pp2") != std::string::npos);
+  CHECK(unplanned.out.find("-: not planned, no pipeline of the candidate holds the batch's longest sequence (12344 "
+                           "tokens)") != std::string::npos);
 
   const auto result = run_cli({"trace", "--tokens", "40000", "--context", "16384", "--iteration", "2", "--strategies",
                                "2*tp2pp4,4*tp1pp4", "--schedule", "1f1b", "--json"});
@@ -178,6 +184,7 @@ TEST_CASE("cli: simulate and trace bad input") {
   const std::vector<sluice::test::BadInput> cases = {
       {{"simulate", "--iterations", "0"}, "--iterations: expected an integer from 1 to"},
       {{"simulate", "--context", "-1"}, "--context: expected an integer from 1 to"},
+      {{"simulate", "--context", "10"}, "--context 10 is shorter than the length grid's step 128"},
       {{"simulate", "--bandwidth", "0"}, "--bandwidth: expected a number from"},
       {{"simulate", "--lengths", "no-such-lengths"}, "no-such-lengths"},
       {{"simulate", "--svg"}, "--svg needs a value"},

@@ -140,7 +140,8 @@ TEST_CASE("compare: a system that cannot hold the context fails with the reason,
       sluice::compare::compare(options, dataset, batches_of(dataset, options.tokens, 0, 1));
   for (const System system : {System::megatron, System::hotspa, System::dynapipe}) {
     REQUIRE(comparison.systems[system].failure.has_value());
-    CHECK(comparison.systems[system].failure->find("holds 22000 tokens with TP within a node") != std::string::npos);
+    CHECK(comparison.systems[system].failure->find("holds 22000 tokens (one scheme, replicated to fill every GPU") !=
+          std::string::npos);
   }
   CHECK_FALSE(comparison.systems[System::sluice].failure.has_value());
   CHECK(comparison.any_ran());
@@ -204,4 +205,27 @@ TEST_CASE("compare: DynaPipe's micro-batching against token-based micro-batching
     CHECK(placed == samples.size());
     CHECK(baseline.plan->makespan > 0);
   }
+}
+
+TEST_CASE("compare: a system with no strategy says why, suggesting --cross-node-tp only where it helps") {
+  const auto dataset = bundled_lengths("cpython-stdlib", 16384);
+  const auto batches = batches_of(dataset, 30000, 1, 1);
+  // 7 GPUs: one scheme must fill them all, and no scheme of 1 or 7 GPUs holds 16K; wider TP would not help.
+  sluice::compare::Options seven = small_options();
+  seven.profile = bundled_profile("llama2-7b").with_gpus(7);
+  sluice::compare::Megatron megatron(seven);
+  for (const auto& batch : batches) megatron.add(batch);
+  const auto failure = std::move(megatron).result().failure;
+  REQUIRE(failure.has_value());
+  CHECK(failure->find("must hold it") != std::string::npos);
+  CHECK(failure->find("--cross-node-tp") == std::string::npos);
+  // LLaMA2-32B on 32 GPUs at 32K: only TP 16 holds it, so crossing nodes would.
+  sluice::compare::Options wide = small_options();
+  wide.profile = bundled_profile("llama2-32b").with_gpus(32);
+  wide.context = 32768;
+  sluice::compare::Megatron crossing(wide);
+  for (const auto& batch : batches) crossing.add(batch);
+  const auto crossing_failure = std::move(crossing).result().failure;
+  REQUIRE(crossing_failure.has_value());
+  CHECK(crossing_failure->find("try --cross-node-tp") != std::string::npos);
 }

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -188,6 +189,19 @@ TEST_CASE("profile: bad documents name the problem") {
                        invalid_input);
   CHECK_THROWS_WITH_AS(io::resolve_data_file("no-such-profile", "profiles"), doctest::Contains("llama2-7b"),
                        invalid_input);
+}
+
+TEST_CASE("bundled data: a SLUICE_DATA_DIR without the data is named in the error") {
+  const std::string empty = (std::filesystem::temp_directory_path() / "sluice-test-empty-data-dir").string();
+  std::filesystem::create_directories(empty);
+  REQUIRE(::setenv("SLUICE_DATA_DIR", empty.c_str(), 1) == 0);
+  CHECK_THROWS_WITH_AS(io::resolve_data_file("llama2-7b", "profiles"),
+                       ("llama2-7b: no such file, and no bundled profiles in " + empty +
+                        "/profiles (the directory SLUICE_DATA_DIR names)")
+                           .c_str(),
+                       invalid_input);
+  REQUIRE(::unsetenv("SLUICE_DATA_DIR") == 0);
+  CHECK(std::filesystem::is_regular_file(io::resolve_data_file("llama2-7b", "profiles")));
 }
 
 TEST_CASE("profile: MaxLen given outright needs no memory model") {

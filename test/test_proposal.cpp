@@ -328,6 +328,9 @@ TEST_CASE("proposal: JSON round trip") {
     CHECK(document.at("format") == "sluice.proposal");
     CHECK(document.at("candidates").at(0).at("name") == result.candidates.front().strategy.name());
     CHECK(document.at("relaxed_optimum").is_null() == !relaxed);
+    // Steps in GPUs and pipelines, as `sluice propose` prints them.
+    CHECK(document.at("options").at("gpu_step") == (relaxed ? 0.5 : 1.0));
+    CHECK(document.at("options").at("replica_step") == 0.1);
     const auto read = io::from_document<proposal::Proposal>(io::parse(document.dump(), "round trip"), "round trip");
     CHECK(read == result);
   }
@@ -335,6 +338,10 @@ TEST_CASE("proposal: JSON round trip") {
   ProposeOptions expected;
   expected.gpus = 64;
   CHECK(io::json::parse(R"({"gpus": 64})").get<ProposeOptions>() == expected);
+  expected.gpu_step = 1;
+  CHECK(io::json::parse(R"({"gpus": 64, "gpu_step": 0.1})").get<ProposeOptions>() == expected);
+  CHECK_THROWS_WITH_AS((void)io::json::parse(R"({"gpu_step": 0.15})").get<ProposeOptions>(),
+                       doctest::Contains("gpu_step must be a positive multiple of 0.1, got 0.1499"), invalid_input);
   io::json bad = io::to_document(proposal::propose(small_dataset(), small_profile(), small_options(8)));
   bad["candidates"][0]["origin"] = "guessed";
   CHECK_THROWS_WITH_AS(io::from_document<proposal::Proposal>(bad), doctest::Contains("unknown origin 'guessed'"),

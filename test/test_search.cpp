@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -393,13 +394,19 @@ TEST_CASE("search: BMW >= Base >= every baseline, every plan valid, more memory 
       CAPTURE(memory);
       const auto options = quick_options(memory);
       search::SearchReport report;
+      std::vector<std::pair<std::size_t, std::size_t>> reports;
       try {
-        report = search::search(model, cluster, options);
+        report = search::search(model, cluster, options,
+                                [&](std::size_t done, std::size_t searches) { reports.emplace_back(done, searches); });
       } catch (const infeasible&) {
         CHECK(previous_best == 0);
         continue;
       }
       search::validate(report, model, cluster, options);
+      // One progress report per search: Base, each baseline, BMW.
+      const std::size_t searches = report.baselines.size() + 2;
+      REQUIRE(reports.size() == searches);
+      for (std::size_t k = 0; k < searches; ++k) CHECK(reports[k] == std::pair{k + 1, searches});
       REQUIRE(report.base.has_value());
       CHECK(report.best.throughput >= report.base->throughput);
       for (const auto& baseline : report.baselines)

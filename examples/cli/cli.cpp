@@ -67,7 +67,7 @@ int dispatch(std::string_view command, std::span<const std::string_view> rest, s
   if (command == "plan") return plan(rest, out, outputs, terminal);
   if (command == "propose") return propose(rest, out);
   if (command == "schedule") return schedule_command(rest, out, outputs);
-  if (command == "search") return search_command(rest, out);
+  if (command == "search") return search_command(rest, out, terminal);
   if (command == "shard") return shard(rest, out);
   if (command == "simulate") return simulate(rest, out, outputs, terminal);
   if (command == "trace") return trace(rest, out, outputs);

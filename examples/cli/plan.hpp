@@ -96,7 +96,7 @@ struct Tally {
   double tokens = 0;
 };
 
-inline void begin(io::JsonObjectStream& document, std::ostream& out, bool json, const cost::Profile& profile,
+inline void begin(io::JsonObjectStream& document, std::ostream& out, bool json, bool lnk, const cost::Profile& profile,
                   std::span<const Strategy> candidates, std::int64_t context, const data::LengthDataset& dataset) {
   if (json) {
     document.member("candidates", assign::CandidateSet{{candidates.begin(), candidates.end()}});
@@ -108,11 +108,13 @@ inline void begin(io::JsonObjectStream& document, std::ostream& out, bool json, 
   }
   out << "plan: " << profile.name() << " on " << profile.gpus() << " GPUs, " << candidates.size()
       << " candidates, context " << context << ", " << dataset.source() << "\n\n";
-  out << "  iter  sequences    tokens  estimate (s)  lnk (s)  dispatch bound (s)  plan (ms)  strategy\n";
+  out << "  iter  sequences    tokens  " << (lnk ? "propagation (s)  pull/push (s)  " : "")
+      << "estimate (s)  dispatch bound (s)  plan (ms)  strategy\n";
   out << std::fixed;
 }
 
-inline void iteration(io::JsonObjectStream& document, std::ostream& out, bool json, std::int64_t k,
+// `estimate`: what the plan was chosen by, the propagation plus (with --lnk) the parameter pull and gradient push.
+inline void iteration(io::JsonObjectStream& document, std::ostream& out, bool json, bool lnk, std::int64_t k,
                       const data::Batch& batch, const assign::IterationPlan& plan, double seconds) {
   if (json) {
     document.element(io::json{{"iteration", k},
@@ -120,15 +122,17 @@ inline void iteration(io::JsonObjectStream& document, std::ostream& out, bool js
                               {"sequences", batch.sequences.size()},
                               {"tokens", batch.tokens},
                               {"strategy", plan.strategy.name()},
-                              {"estimate", plan.estimate},
-                              {"overhead", plan.overhead},
+                              {"estimate", plan.total()},
+                              {"propagation", plan.estimate},
+                              {"pull_push", plan.overhead},
                               {"planning_seconds", seconds},
                               {"plan", plan}});
     return;
   }
   out << std::setw(6) << k << std::setw(11) << batch.sequences.size() << std::setw(10) << batch.tokens
-      << std::setprecision(3) << std::setw(14) << plan.estimate << std::setw(9) << plan.overhead << std::setw(20)
-      << plan.dispatch_lower_bound << std::setprecision(2) << std::setw(11) << seconds * 1e3 << "  "
+      << std::setprecision(3);
+  if (lnk) out << std::setw(17) << plan.estimate << std::setw(15) << plan.overhead;
+  out << std::setw(14) << plan.total() << std::setw(20) << plan.dispatch_lower_bound << std::setprecision(2) << std::setw(11) << seconds * 1e3 << "  "
       << plan.strategy.name() << "\n";
 }
 
@@ -143,7 +147,7 @@ inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json
                                         {"tokens_per_second", tally.tokens / seconds},
                                         {"mean_planning_seconds", compare::mean(tally.planning)},
                                         {"chosen", tally.chosen}});
-    document.member("version", 1);
+    document.member("version", 2);
     document.close();
     return;
   }
@@ -191,7 +195,8 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
   std::vector<assign::IterationPlan> pictured;
   constexpr std::size_t pictured_iterations = 100;  // enough to see the loads vary, few enough to read
   io::JsonObjectStream document(out);
-  plan_report::begin(document, out, json, profile, candidates, context, dataset);
+  const bool lnk = options.flag("lnk");
+  plan_report::begin(document, out, json, lnk, profile, candidates, context, dataset);
   Progress progress(terminal, "plan", iterations);
   for (std::int64_t k = 0; k < iterations; ++k) {
     const data::Batch batch = sampler.next();
@@ -203,14 +208,14 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
     tally.planning.push_back(elapsed.count());
     ++tally.chosen[plan.strategy.name()];
     tally.tokens += static_cast<double>(batch.tokens);
-    plan_report::iteration(document, out, json, k, batch, plan, elapsed.count());
+    plan_report::iteration(document, out, json, lnk, k, batch, plan, elapsed.count());
     if (options.text("svg") && pictured.size() < pictured_iterations) pictured.push_back(std::move(plan));
     progress.advance();
   }
   if (const auto svg = options.text("svg"))
     outputs.write(*svg, io::pipeline_loads_svg(pictured, "sluice plan: " + profile.name() + " on " +
                                                              std::to_string(profile.gpus()) + " GPUs"));
-  plan_report::summary(document, out, json, options.flag("lnk"), profile, tally);
+  plan_report::summary(document, out, json, lnk, profile, tally);
   return 0;
 }
 

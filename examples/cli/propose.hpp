@@ -163,7 +163,11 @@ inline proposal::ProposeOptions propose_options(const Options& options, const co
 // Lmax: --context, else proposal::default_max_len of the dataset.
 inline std::int64_t max_len_of(const Options& options, const data::LengthDataset& dataset, const cost::Profile& profile,
                                const proposal::ProposeOptions& settings) {
-  if (const auto context = options.integer("context")) return *context;
+  if (const auto context = options.integer("context")) {
+    sluice::require(*context >= settings.length_step, "--context ", *context, " is shorter than the length grid's step ",
+                    settings.length_step, " (--length-step)");
+    return *context;
+  }
   return proposal::default_max_len(dataset, profile, settings);
 }
 

@@ -14,6 +14,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
+#include "sluice/proposal/propose.hpp"
 
 namespace sluice::cli {
 
@@ -32,6 +33,10 @@ struct Scenario {
 
 inline Scenario read_scenario(const Options& options) {
   const std::int64_t context = options.integer("context").value_or(32768);
+  // sluice proposes its candidates on a length grid of this step, up to the context.
+  const std::int64_t length_step = proposal::ProposeOptions{}.length_step;
+  sluice::require(context >= length_step, "--context ", context, " is shorter than the length grid's step ", length_step,
+                  " that sluice proposes strategies on");
   data::LengthDataset dataset = load_lengths(options).truncated(context);
   cost::Profile profile = load_profile(options);
   const std::int64_t hidden = std::max<std::int64_t>(profile.spec().model.hidden, 1);

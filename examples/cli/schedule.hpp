@@ -24,6 +24,7 @@
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/microbatch_json.hpp"
 #include "sluice/io/schedule_json.hpp"
+#include "sluice/io/svg.hpp"
 #include "sluice/microbatch/baselines.hpp"
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
@@ -33,7 +34,7 @@ namespace sluice::cli {
 inline constexpr std::string_view schedule_usage =
     "usage: sluice schedule --stages C [--profile P] [--lengths F] [--tp T] [--replicas D]\n"
     "                       [--schedule cyclic|1f1b] [--tokens T] [--context L] [--seed X] [--layout L]\n"
-    "                       [--interval S] [--bandwidth B] [--latency S] [--json] [--trace F]\n"
+    "                       [--interval S] [--bandwidth B] [--latency S] [--json] [--trace F] [--svg F]\n"
     "\n"
     "Plans one mini-batch on the profile's <T, C> pipeline as DynaPipe does: orders the sequences, cuts them\n"
     "into micro-batches with the DP under the per-micro-batch memory limit (1/C of what a stage has left),\n"
@@ -55,7 +56,8 @@ inline constexpr std::string_view schedule_usage =
     "  --bandwidth B   stage-to-stage bandwidth in GB/s, 0.001 to 10000 (default 100)\n"
     "  --latency S     stage-to-stage latency in seconds, 0 to 1 (default 1e-5)\n"
     "  --json          print one sluice.schedule_run JSON document, with every replica's execution plan\n"
-    "  --trace F       write the replicas' simulated timelines as Chrome-trace JSON to F\n";
+    "  --trace F       write the replicas' simulated timelines as Chrome-trace JSON to F\n"
+    "  --svg F         draw the replicas' simulated timelines as a self-contained SVG picture in F\n";
 
 namespace schedule_report {
 
@@ -74,7 +76,10 @@ inline io::json replica_json(const schedule::ReplicaSchedule& replica) {
 }
 
 inline void print_replicas(std::ostream& out, const schedule::PipelineRunPlan& plan, int stages) {
-  out << "  replica  micro-batches  load (s)  schedule               makespan (s)  1F1B (s)  peak GiB  instructions\n";
+  // The last timing column is plain 1F1B in the micro-batches' input order: what the chosen schedule and
+  // injection order gain over it.
+  out << "  replica  micro-batches  load (s)  schedule               makespan (s)  1F1B in input order (s)  peak GiB"
+         "  instructions\n";
   for (std::size_t r = 0; r < plan.replicas.size(); ++r) {
     const schedule::ReplicaSchedule& replica = plan.replicas[r];
     out << std::setw(9) << r << std::setw(15) << replica.micro_batches.size() << std::setw(10)
@@ -86,7 +91,7 @@ inline void print_replicas(std::ostream& out, const schedule::PipelineRunPlan& p
     const schedule::PipelineSchedule& s = replica.schedule;
     const std::string kind = s.kind == schedule::ScheduleKind::cyclic
                                  ? (s.memory_aware ? "cyclic, memory-aware" : "cyclic")
-                                 : "1F1B";
+                                 : "1F1B, best order";
     const schedule::Simulation one_f_one_b = schedule::simulate(
         replica.problem, schedule::one_f_one_b(schedule::identity_injection(replica.micro_batches.size()), stages));
     double peak = 0;
@@ -94,7 +99,7 @@ inline void print_replicas(std::ostream& out, const schedule::PipelineRunPlan& p
     std::size_t instructions = 0;
     for (const auto& rank : s.plan.ranks) instructions += rank.size();
     out << "  " << std::left << std::setw(21) << kind << std::right << std::setw(14) << s.simulation.makespan
-        << std::setw(10) << one_f_one_b.makespan << std::setw(10) << peak / 0x1p30 << std::setw(14) << instructions
+        << std::setw(25) << one_f_one_b.makespan << std::setw(10) << peak / 0x1p30 << std::setw(14) << instructions
         << "\n";
   }
 }
@@ -166,7 +171,9 @@ inline void print(std::ostream& out, const Run& run) {
   }
 }
 
-inline void write_trace(Outputs& outputs, const std::filesystem::path& path, const schedule::PipelineRunPlan& plan) {
+// The simulated timelines of the replicas that have work, as a Chrome trace (--trace) and an SVG picture (--svg).
+inline void write_timelines(Outputs& outputs, const Options& options, const schedule::PipelineRunPlan& plan,
+                            std::string_view title) {
   std::vector<schedule::Simulation> timelines;
   std::vector<std::string> names;
   for (std::size_t r = 0; r < plan.replicas.size(); ++r)
@@ -174,7 +181,8 @@ inline void write_trace(Outputs& outputs, const std::filesystem::path& path, con
       timelines.push_back(plan.replicas[r].schedule.simulation);
       names.push_back("replica " + std::to_string(r));
     }
-  outputs.write(path, io::chrome_trace(timelines, names).dump());
+  if (const auto trace = options.text("trace")) outputs.write(*trace, io::chrome_trace(timelines, names).dump());
+  if (const auto svg = options.text("svg")) outputs.write(*svg, io::timeline_svg(timelines, names, title));
 }
 
 }  // namespace schedule_report
@@ -205,7 +213,7 @@ inline schedule::PipelinePlanOptions plan_options_of(const Options& options, con
 inline int schedule_command(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
   const Options options(args,
                         {"stages", "profile", "lengths", "tp", "replicas", "schedule", "tokens", "context", "seed",
-                         "layout", "interval", "bandwidth", "latency", "trace"},
+                         "layout", "interval", "bandwidth", "latency", "trace", "svg"},
                         {"json", "help"});
   if (options.flag("help")) {
     out << schedule_usage;
@@ -234,7 +242,9 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
   schedule::validate(plan, span, setup.model, plan_options);
   const std::vector<compare::MicrobatchingBaseline> alternatives =
       compare::microbatching_baselines(span, setup.model, plan_options, context);
-  if (const auto trace = options.text("trace")) schedule_report::write_trace(outputs, *trace, plan);
+  schedule_report::write_timelines(outputs, options, plan,
+                                   sluice::concat("sluice schedule: ", profile.name(), " ", scheme.name(), ", ",
+                                                  plan.replicas.size(), " replicas, ", batch.tokens, " tokens"));
 
   const std::string kind = options.text("schedule").value_or("cyclic");
   const schedule_report::Run run{.profile = profile,

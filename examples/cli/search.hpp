@@ -4,7 +4,6 @@
 // the baselines'.
 #include <charconv>
 #include <cstdint>
-#include <filesystem>
 #include <iomanip>
 #include <ostream>
 #include <span>
@@ -13,6 +12,7 @@
 #include <string_view>
 
 #include "options.hpp"
+#include "progress.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/search_json.hpp"
 #include "sluice/search/search.hpp"
@@ -69,21 +69,6 @@ inline std::int64_t parse_bytes(std::string_view option, const std::string& text
   return static_cast<std::int64_t>(bytes);
 }
 
-inline std::filesystem::path resolve(const std::string& name_or_path, std::string_view kind) {
-  const std::filesystem::path given(name_or_path);
-  std::error_code error;
-  if (std::filesystem::is_regular_file(given, error)) return given;
-  if (given.filename() == given && !name_or_path.empty()) {
-    const auto bundled = io::bundled_data_dir() / kind / (name_or_path + ".json");
-    if (std::filesystem::is_regular_file(bundled, error)) return bundled;
-  }
-  std::string known;
-  for (const auto& file : std::filesystem::directory_iterator(io::bundled_data_dir() / kind, error))
-    if (file.path().extension() == ".json") known += (known.empty() ? "" : ", ") + file.path().stem().string();
-  sluice::fail(name_or_path, ": no such file, and not a bundled ", kind.substr(0, kind.size() - 1),
-               " (bundled: ", known.empty() ? "none found" : known, ")");
-}
-
 }  // namespace search_inputs
 
 namespace search_report {
@@ -105,9 +90,15 @@ inline void print_plan(std::ostream& out, std::string_view label, const search::
   out << "]\n";
 }
 
+// The same strategies, partition, batch and micro-batches, whichever search found them.
+inline bool same_plan(const search::Plan& x, const search::Plan& y) {
+  return x.pp == y.pp && x.global_batch == y.global_batch && x.micro_batches == y.micro_batches &&
+         x.stages == y.stages;
+}
+
 }  // namespace search_report
 
-inline int search_command(std::span<const std::string_view> args, std::ostream& out) {
+inline int search_command(std::span<const std::string_view> args, std::ostream& out, std::ostream* terminal = nullptr) {
   const Options options(args,
                         {"model", "cluster", "memory", "granularity", "batch", "batch-step", "max-batch", "schedule"},
                         {"json", "help"});
@@ -119,8 +110,8 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
   const auto cluster_name = options.text("cluster");
   sluice::require(model_name.has_value(), "option --model is required (see sluice search --help)");
   sluice::require(cluster_name.has_value(), "option --cluster is required (see sluice search --help)");
-  const auto model = io::read_document<search::ModelSpec>(search_inputs::resolve(*model_name, "models"));
-  const auto cluster = io::read_document<search::ClusterSpec>(search_inputs::resolve(*cluster_name, "clusters"));
+  const auto model = io::read_document<search::ModelSpec>(io::resolve_data_file(*model_name, "models"));
+  const auto cluster = io::read_document<search::ClusterSpec>(io::resolve_data_file(*cluster_name, "clusters"));
 
   search::SearchOptions settings;
   if (const auto memory = options.text("memory"))
@@ -136,14 +127,21 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
     settings.schedule = *schedule == "gpipe" ? search::Schedule::gpipe : search::Schedule::one_f_one_b;
   }
 
-  const search::SearchReport report = search::search(model, cluster, settings);
+  search::SearchReport report;
+  {
+    Progress progress(terminal, "search", 0);
+    report = search::search(model, cluster, settings, progress.callback());
+  }
   search::validate(report, model, cluster, settings);
+  // The sweep stops at --max-batch: a best plan there may have been beaten by a larger batch.
+  const bool at_sweep_limit = settings.global_batch == 0 && report.best.global_batch + settings.batch_step > settings.max_batch;
 
   if (options.flag("json")) {
     io::json document = io::to_document(report);
     document["model"] = model.name;
     document["cluster"] = cluster.name;
     document["memory_bytes"] = settings.memory_bytes > 0 ? settings.memory_bytes : cluster.memory_bytes;
+    document["at_sweep_limit"] = at_sweep_limit;
     out << document.dump(2) << "\n";
     return 0;
   }
@@ -173,9 +171,19 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
     }
     out << "\n";
   }
+  if (at_sweep_limit)
+    out << "\nthe best plan's batch is the sweep's limit (--max-batch " << settings.max_batch
+        << "): larger batches, not searched, may run faster\n";
   out << "\ncompared:\n";
   search_report::print_plan(out, "bmw", best);
-  if (report.base) search_report::print_plan(out, "base", *report.base);
+  if (report.base) {
+    search_report::print_plan(out, "base", *report.base);
+    if (search_report::same_plan(best, *report.base))
+      out << "    (bmw's plan is base's: "
+          << (best.pp == 1 ? "one stage leaves no partition to balance"
+                           : "its balanced partition is the even split base uses")
+          << ")\n";
+  }
   for (const search::Baseline& baseline : report.baselines) {
     if (baseline.plan) {
       search_report::print_plan(out, baseline.name, *baseline.plan);

@@ -109,7 +109,7 @@ inline io::json comparison_json(const Scenario& scenario, const compare::Compari
   for (const compare::BatchSize& batch : comparison.batches)
     batches.push_back({{"sequences", batch.sequences}, {"tokens", batch.tokens}});
   return {{"format", "sluice.simulate_run"},
-          {"version", 1},
+          {"version", 2},
           {"profile", setup.profile.name()},
           {"gpus", setup.profile.gpus()},
           {"lengths", scenario.dataset.source()},
@@ -117,7 +117,10 @@ inline io::json comparison_json(const Scenario& scenario, const compare::Compari
           {"tokens", setup.tokens},
           {"seed", setup.seed},
           {"cross_node_tp", setup.cross_node_tp},
-          {"link", {{"latency", setup.problem.link.latency}, {"bandwidth", setup.problem.link.bandwidth}}},
+          // The option takes GB/s; the document names its units (version 1 wrote bytes/s as "bandwidth").
+          {"link",
+           {{"latency_seconds", setup.problem.link.latency},
+            {"bandwidth_bytes_per_second", setup.problem.link.bandwidth}}},
           {"backward_ratio", setup.problem.backward_ratio},
           {"batches", std::move(batches)},
           {"length_ranges", comparison.bounds},

@@ -19,6 +19,7 @@
 #include "scenario.hpp"
 #include "sluice/compare/results.hpp"
 #include "sluice/compare/sluice.hpp"
+#include "sluice/core/sequence.hpp"
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/chrome_trace.hpp"
 #include "sluice/io/svg.hpp"
@@ -110,14 +111,19 @@ inline void print(std::ostream& out, const Scenario& scenario, std::int64_t inde
   out << "trace: " << describe(scenario) << "; iteration " << index << ": " << batch.sequences.size()
       << " sequences, " << batch.tokens << " tokens\n\n";
   out << "  candidate  simulated (s)  strategy\n" << std::fixed << std::setprecision(3);
+  bool unplanned = false;
   for (std::size_t k = 0; k < candidates.size(); ++k) {
     out << std::setw(11) << k << std::setw(15);
     if (iteration.makespans[k])
       out << *iteration.makespans[k];
     else
       out << "-";
+    unplanned = unplanned || !iteration.makespans[k];
     out << "  " << candidates[k].name() << (k == iteration.chosen ? "  <- chosen" : "") << "\n";
   }
+  if (unplanned)
+    out << "  -: not planned, no pipeline of the candidate holds the batch's longest sequence ("
+        << longest_length(batch.sequences) << " tokens)\n";
   out << "\n  pipeline  scheme     micro-batches  schedule               makespan (s)  estimate (s)  peak GiB\n";
   for (std::size_t j = 0; j < iteration.schedule.pipelines.size(); ++j) {
     const assign::PipelinePlan& pipeline = iteration.plan.pipelines[j];

@@ -42,11 +42,15 @@ inline SluiceCandidates propose_candidates(const Options& options, const data::L
   paper.tokens_per_iteration = static_cast<double>(options.tokens);
   paper.tp_within_node = !options.cross_node_tp;
   bool held = false;
-  for (const cost::SchemeCost& scheme : options.profile.schemes())
-    held = held || (scheme.max_len >= options.context &&
-                    (options.cross_node_tp || scheme.scheme.tp() <= options.profile.spec().gpus_per_node));
+  bool held_across_nodes = false;  // by a scheme whose TP crosses a node: --cross-node-tp would help
+  for (const cost::SchemeCost& scheme : options.profile.schemes()) {
+    if (scheme.max_len < options.context) continue;
+    const bool within_node = scheme.scheme.tp() <= options.profile.spec().gpus_per_node;
+    held = held || options.cross_node_tp || within_node;
+    held_across_nodes = held_across_nodes || !within_node;
+  }
   if (!held) {
-    const char* const hint = options.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)";
+    const char* const hint = held_across_nodes ? " with TP within a node (try --cross-node-tp)" : "";
     return {.failure = sluice::concat("no scheme of ", options.profile.name(), " on ", options.profile.gpus(),
                                       " GPUs holds ", options.context, " tokens", hint)};
   }

@@ -25,9 +25,20 @@ inline std::filesystem::path bundled_data_dir() {
 #endif
 }
 
-// Bundled file names of one kind ("profiles" → *.json, "lengths" → *.lengths.txt), without the suffix.
+namespace detail {
+// The file name suffix of a bundled kind: *.lengths.txt for "lengths", *.json for "profiles", "models" and "clusters".
+inline std::string bundled_suffix(std::string_view kind) { return kind == "lengths" ? ".lengths.txt" : ".json"; }
+// One file of the kind, in words.
+inline std::string bundled_noun(std::string_view kind) {
+  if (kind == "lengths") return "length file";
+  return std::string(kind.substr(0, kind.size() - (kind.ends_with('s') ? 1 : 0)));
+}
+}  // namespace detail
+
+// Bundled file names of one kind ("profiles", "models", "clusters" → *.json, "lengths" → *.lengths.txt), without
+// the suffix.
 inline std::vector<std::string> bundled_names(std::string_view kind) {
-  const std::string suffix = kind == "profiles" ? ".json" : ".lengths.txt";
+  const std::string suffix = detail::bundled_suffix(kind);
   std::vector<std::string> names;
   const auto dir = bundled_data_dir() / kind;
   std::error_code error;
@@ -40,21 +51,25 @@ inline std::vector<std::string> bundled_names(std::string_view kind) {
   return names;
 }
 
-// `name_or_path` is an existing file, or the name of a bundled one ("llama2-7b", "man-pages").
+// `name_or_path` is an existing file, or the name of a bundled one ("llama2-7b", "man-pages", "gpt-48").
 inline std::filesystem::path resolve_data_file(std::string_view name_or_path, std::string_view kind) {
   const std::filesystem::path given(name_or_path);
   std::error_code error;
   if (std::filesystem::is_regular_file(given, error)) return given;
   const bool plain_name = given.filename() == given && !name_or_path.empty();
   if (plain_name) {
-    const std::string suffix = kind == "profiles" ? ".json" : ".lengths.txt";
-    const auto bundled = bundled_data_dir() / kind / (std::string(name_or_path) + suffix);
+    const auto bundled = bundled_data_dir() / kind / (std::string(name_or_path) + detail::bundled_suffix(kind));
     if (std::filesystem::is_regular_file(bundled, error)) return bundled;
   }
   std::string known;
   for (const auto& name : bundled_names(kind)) known += (known.empty() ? "" : ", ") + name;
-  sluice::fail(name_or_path, ": no such file, and not a bundled ", kind == "profiles" ? "profile" : "length file",
-               " (bundled: ", known.empty() ? "none found" : known, ")");
+  const std::string what = detail::bundled_noun(kind);
+  if (!known.empty()) sluice::fail(name_or_path, ": no such file, and not a bundled ", what, " (bundled: ", known, ")");
+  // Nothing bundled where we looked: name the place and what chose it, usually a wrong SLUICE_DATA_DIR.
+  const char* const from_environment = std::getenv("SLUICE_DATA_DIR");
+  sluice::fail(name_or_path, ": no such file, and no bundled ", kind, " in ", (bundled_data_dir() / kind).string(),
+               from_environment && *from_environment ? " (the directory SLUICE_DATA_DIR names)"
+                                                     : " (the data directory recorded at build time)");
 }
 
 }  // namespace sluice::io

@@ -1,6 +1,9 @@
 #pragma once
-// JSON for strategy proposals: "sluice.proposal" version 1 and "sluice.sampled_proposal" version 1
-// (docs/formats.md, docs/proposal.md), and the proposal options on their own.
+// JSON for strategy proposals: "sluice.proposal" version 2 and "sluice.sampled_proposal" version 2
+// (docs/formats.md, docs/proposal.md), and the proposal options on their own. Version 2 writes the budget and
+// replica steps in GPUs and pipelines (0.1), as the command line shows them; version 1 wrote tenths.
+#include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,12 +18,12 @@ namespace sluice::io {
 template <>
 struct document_traits<proposal::Proposal> {
   static constexpr std::string_view format = "sluice.proposal";
-  static constexpr int version = 1;
+  static constexpr int version = 2;
 };
 template <>
 struct document_traits<proposal::SampledProposal> {
   static constexpr std::string_view format = "sluice.sampled_proposal";
-  static constexpr int version = 1;
+  static constexpr int version = 2;
 };
 
 namespace detail {
@@ -32,6 +35,16 @@ json optional_value(const std::optional<T>& value) {
 template <class T>
 std::optional<T> optional_field(const json& object, std::string_view key, std::string_view where) {
   return field_or<std::optional<T>>(object, key, std::nullopt, where);
+}
+// A step the library counts in tenths (of a GPU, of a pipeline), written as the number of whole units.
+inline json tenths_value(std::int64_t tenths) { return static_cast<double>(tenths) / 10; }
+inline std::int64_t tenths_field(const json& object, std::string_view key, std::int64_t fallback,
+                                 std::string_view where) {
+  const double units = field_or(object, key, static_cast<double>(fallback) / 10, where);
+  const double tenths = std::round(units * 10);
+  sluice::require(std::isfinite(units) && std::abs(units * 10 - tenths) < 1e-6 && tenths >= 1 && tenths <= 0x1p40,
+                  where, ": ", key, " must be a positive multiple of 0.1, got ", units);
+  return static_cast<std::int64_t>(tenths);
 }
 }  // namespace detail
 }  // namespace sluice::io
@@ -55,12 +68,13 @@ template <>
 struct adl_serializer<sluice::proposal::ProposeOptions> {
   static void to_json(json& out, const sluice::proposal::ProposeOptions& options) {
     using sluice::io::detail::optional_value;
+    using sluice::io::detail::tenths_value;
     out = {{"gpus", optional_value(options.gpus)},
            {"max_len", optional_value(options.max_len)},
            {"length_step", options.length_step},
-           {"gpu_step", options.gpu_step},
+           {"gpu_step", tenths_value(options.gpu_step)},
            {"relaxed", options.relaxed},
-           {"replica_step", options.replica_step},
+           {"replica_step", tenths_value(options.replica_step)},
            {"tokens_per_iteration", options.tokens_per_iteration},
            {"sequence_constant", options.sequence_constant},
            {"fill_term", options.fill_term},
@@ -71,14 +85,15 @@ struct adl_serializer<sluice::proposal::ProposeOptions> {
   static sluice::proposal::ProposeOptions from_json(const json& in) {
     using sluice::io::field_or;
     using sluice::io::detail::optional_field;
+    using sluice::io::detail::tenths_field;
     constexpr std::string_view where = "proposal options";
     const sluice::proposal::ProposeOptions defaults;
     return {.gpus = optional_field<std::int64_t>(in, "gpus", where),
             .max_len = optional_field<std::int64_t>(in, "max_len", where),
             .length_step = field_or(in, "length_step", defaults.length_step, where),
-            .gpu_step = field_or(in, "gpu_step", defaults.gpu_step, where),
+            .gpu_step = tenths_field(in, "gpu_step", defaults.gpu_step, where),
             .relaxed = field_or(in, "relaxed", defaults.relaxed, where),
-            .replica_step = field_or(in, "replica_step", defaults.replica_step, where),
+            .replica_step = tenths_field(in, "replica_step", defaults.replica_step, where),
             .tokens_per_iteration = field_or(in, "tokens_per_iteration", defaults.tokens_per_iteration, where),
             .sequence_constant = field_or(in, "sequence_constant", defaults.sequence_constant, where),
             .fill_term = field_or(in, "fill_term", defaults.fill_term, where),

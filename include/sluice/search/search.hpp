@@ -7,8 +7,10 @@
 // TP, GPipe, Megatron DP+TP and DeepSpeed DP+PP.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -584,13 +586,24 @@ inline BalanceTrace balance_trace(const ModelSpec& model, const ClusterSpec& clu
 // Base, the baselines and BMW. Base keeps the best of its own search and the baselines' (those inside
 // the options' space), BMW the best of its own and Base's, so BMW >= Base >= every such baseline. Raises
 // sluice::infeasible when nothing in the space fits.
-inline SearchReport search(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options) {
+// `progress`, when given, is called after each of the searches (Base, every baseline, BMW) with the searches
+// done and their number.
+inline SearchReport search(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options,
+                           const std::function<void(std::size_t done, std::size_t searches)>& progress = {}) {
   detail::Searcher searcher(model, cluster, options);
   SearchReport report;
+  std::vector<std::pair<std::string, SpaceOptions>> spaces = baseline_spaces(cluster.gpus);
+  const std::size_t searches = spaces.size() + 2;
+  std::size_t done = 0;
+  auto advance = [&] {
+    if (progress) progress(++done, searches);
+  };
   std::optional<Plan> base = searcher.sweep(options.space, false, "base");
-  for (auto& [name, space] : baseline_spaces(cluster.gpus)) {
+  advance();
+  for (auto& [name, space] : spaces) {
     space.max_tp = options.space.max_tp;
     Baseline baseline{name, searcher.sweep(space, false, name)};
+    advance();
     // A baseline outside a restricted search space is compared, never adopted.
     if (baseline.plan && detail::within(*baseline.plan, options.space, model))
       detail::keep_better(base, baseline.plan);
@@ -598,6 +611,7 @@ inline SearchReport search(const ModelSpec& model, const ClusterSpec& cluster, c
   }
   report.base = base;
   std::optional<Plan> best = searcher.sweep(options.space, true, "bmw");
+  advance();
   detail::keep_better(best, base);
   if (!best)
     throw infeasible(sluice::concat("search: no strategy fits ", model.name, " on the ", cluster.gpus,

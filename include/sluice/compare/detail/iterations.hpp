@@ -21,6 +21,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/microbatch/types.hpp"
+#include "sluice/proposal/homogeneous.hpp"
 #include "sluice/schedule/iteration.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice/shard/model.hpp"
@@ -52,10 +53,15 @@ inline SystemRun failed(System system, std::string reason) {
   return run;
 }
 
+// Why no homogeneous strategy holds `length`, suggesting --cross-node-tp only where it would find one.
 inline std::string no_homogeneous(const Options& options, std::int64_t length) {
+  const bool across_nodes_would_hold =
+      !options.cross_node_tp &&
+      !proposal::homogeneous_strategies(options.profile, {.holds = length, .tp_within_node = false}).empty();
   return sluice::concat("no homogeneous strategy of ", options.profile.name(), " on ", options.profile.gpus(),
                         " GPUs holds ", length, " tokens",
-                        options.cross_node_tp ? "" : " with TP within a node (try --cross-node-tp)");
+                        across_nodes_would_hold ? " with TP within a node (try --cross-node-tp)"
+                                                : " (one scheme, replicated to fill every GPU, must hold it)");
 }
 
 // Every system runs iteration by iteration (so that a long run streams its batches): a SystemRun per strategy
