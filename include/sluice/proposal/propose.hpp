@@ -155,7 +155,7 @@ inline std::vector<std::int64_t> aggregate(const Dp& dp, std::int64_t j, std::si
   return units;
 }
 
-// The integer strategies near a relaxed solution (Hydraulis §7, specs §9): per scheme the floor or the
+// The integer strategies near a relaxed solution (Hydraulis §7, which leaves the details open): per scheme the floor or the
 // ceiling of its replica count, every combination; those that fit N GPUs get the leftover GPUs filled
 // (first with pipelines of the solution's schemes, largest deficit first, then with the largest usable
 // scheme that fits), and are kept when they hold L_j.
