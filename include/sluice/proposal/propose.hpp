@@ -26,8 +26,8 @@
 namespace sluice::proposal {
 
 struct ProposeOptions {
-  std::optional<std::int64_t> gpus;     // N (>= 1, <= the profile's cluster); default: the profile's cluster
-  std::optional<std::int64_t> max_len;  // Lmax (>= length_step); default: the dataset's longest sequence
+  std::optional<std::int64_t> gpus{};   // N (>= 1, <= the profile's cluster); default: the profile's cluster
+  std::optional<std::int64_t> max_len{};  // Lmax (>= length_step); default: the dataset's longest sequence
   std::int64_t length_step = 128;       // Δl, the length grid (>= 1)
   std::int64_t gpu_step = 10;           // budget step n, tenths of a GPU: a multiple of 10, or 1, 2, 5 when relaxed
   bool relaxed = false;                 // also run the continuous relaxation and round its solutions
