@@ -2,13 +2,10 @@ include_guard(GLOBAL)
 include(CMakePackageConfigHelpers)
 
 install(TARGETS sluice_headers EXPORT sluiceTargets)
-if(TARGET sluice_cbc)
-  install(TARGETS sluice_cbc EXPORT sluiceTargets)
-endif()
 install(EXPORT sluiceTargets NAMESPACE sluice:: DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
 # The components with a dependency each get their own export file, which the package config loads only
 # when that component is asked for (see sluiceConfig.cmake.in).
-foreach(component IN ITEMS fit io all)
+foreach(component IN ITEMS fit io all cbc)
   if(TARGET sluice_${component})
     install(TARGETS sluice_${component} EXPORT sluice-${component}-targets)
     install(EXPORT sluice-${component}-targets NAMESPACE sluice:: DESTINATION ${SLUICE_INSTALL_CMAKEDIR})

@@ -15,6 +15,11 @@ endfunction()
 
 expect_exit(0 inspect --json)
 expect_exit(0 --help)
+# --version: the project's version, on stdout.
+execute_process(COMMAND ${TOOL} --version RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT code EQUAL 0 OR NOT out STREQUAL "sluice ${VERSION}\n" OR NOT err STREQUAL "")
+  message(FATAL_ERROR "sluice --version: exit code ${code}, expected 0 and 'sluice ${VERSION}', got\n${err}${out}")
+endif()
 expect_exit(2 inspect --gpus zero)
 expect_exit(2 inspect --lengths /nonexistent/file.npy)
 expect_exit(2 nosuchcommand)

@@ -117,7 +117,7 @@ private:
   std::vector<std::int64_t> tokens_;
 };
 
-// The V range as hydraulis.md §3 [code] writes it, computed independently of the library.
+// The V range of Hydraulis App. C as the authors' code rounds it (ceil, floor, at least the lower bound), computed independently of the library.
 assign::MicroBatchRange spec_range(std::span<const Sequence> sequences, const cost::SchemeCost& scheme) {
   std::int64_t total = 0;
   for (const Sequence& sequence : sequences) total += sequence.length();

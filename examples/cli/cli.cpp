@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "../common/version.hpp"
 #include "inspect.hpp"
 #include "outputs.hpp"
 #include "plan.hpp"
@@ -35,7 +36,7 @@ constexpr std::string_view usage =
     "  simulate  Megatron-LM, HotSPa, DynaPipe and sluice on the same batches: simulated time, speedups\n"
     "  trace     one planned iteration's pipeline timelines as SVG and Chrome-trace JSON\n"
     "\n"
-    "`sluice <command> --help` describes a command's options.\n";
+    "`sluice <command> --help` describes a command's options; `sluice --version` prints the version.\n";
 
 // One line however the message was made: control characters (a newline or ESC inside a file name, a JSON
 // string or an option) are written as escapes, so that nothing from the input reaches the terminal raw.
@@ -61,6 +62,10 @@ int dispatch(std::string_view command, std::span<const std::string_view> rest, s
              std::ostream* terminal) {
   if (command == "--help" || command == "-h" || command == "help") {
     out << usage;
+    return 0;
+  }
+  if (command == "--version") {
+    out << sluice::command_line::version << "\n";
     return 0;
   }
   if (command == "inspect") return inspect(rest, out, outputs);

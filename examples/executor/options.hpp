@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../common/options.hpp"
+#include "../common/version.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice_executor/model.hpp"
 
@@ -23,6 +24,7 @@ public:
   // `flags` (and --help) take no value; every other option takes one, the last given counting.
   Arguments(int argc, char** argv, std::set<std::string, std::less<>> flags) {
     flags.insert("help");
+    flags.insert("version");
     const std::vector<std::string_view> words(argv + 1, argv + argc);
     values_ = sluice::command_line::parse_options(words, {.flags = std::move(flags), .valued = {},
                                                           .others_valued = true, .inline_values = false,
@@ -96,10 +98,16 @@ inline sluice::executor::ModelConfig model_from(Arguments& arguments) {
   return model;
 }
 
-// Prints `usage` when --help was given: the program then exits 0 without reading its other options.
-inline bool print_help(Arguments& arguments, std::string_view usage) {
-  if (!arguments.flag("help")) return false;
-  std::cout << usage;
+// Prints `usage` when --help was given, else the version when --version was: the program then exits 0 without
+// reading its other options.
+inline bool print_help_or_version(Arguments& arguments, std::string_view usage) {
+  if (arguments.flag("help")) {
+    std::cout << usage;
+  } else if (arguments.flag("version")) {
+    std::cout << sluice::command_line::version << "\n";
+  } else {
+    return false;
+  }
   return true;
 }
 

@@ -24,11 +24,12 @@ constexpr std::string_view usage =
     "                          [--pp 1,2,4] [--lengths 256,512,1024,2048,4096,8192] [--repetitions 5] [--device 0]\n"
     "                          [--gpus 8] [--out executor_profile.json]\n"
     "Profiles the executor's model on this GPU and writes a sluice profile (sluice.profile v1).\n"
-    "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n";
+    "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n"
+    "--help prints this; --version prints the version.\n";
 
 int run(int argc, char** argv) {
   examples::Arguments arguments(argc, argv, {});
-  if (examples::print_help(arguments, usage)) return 0;
+  if (examples::print_help_or_version(arguments, usage)) return 0;
   const ex::ModelConfig model = examples::model_from(arguments);
   const std::vector<int> pps = arguments.integers<int>("pp", {1, 2, 4});
   ex::cuda::ProfilerOptions options;

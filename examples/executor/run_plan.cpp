@@ -41,7 +41,8 @@ constexpr std::string_view usage =
     "                       [--profile FILE|NAME | --profile-from-gpu] [--dynapipe --pp 2 --replicas 2]\n"
     "                       [--serialize] [--trace run_trace.json]\n"
     "Plans one batch with sluice, runs it on this GPU and prints the predicted against the measured times.\n"
-    "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n";
+    "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n"
+    "--help prints this; --version prints the version.\n";
 
 // `path` empty: profile this machine's GPU.
 sluice::cost::Profile load_profile(const std::string& path, const ex::ModelConfig& model, std::int64_t gpus) {
@@ -70,7 +71,7 @@ std::vector<sluice::Strategy> homogeneous_strategies(const sluice::cost::Profile
 
 int run(int argc, char** argv) {
   examples::Arguments arguments(argc, argv, {"profile-from-gpu", "dynapipe", "serialize"});
-  if (examples::print_help(arguments, usage)) return 0;
+  if (examples::print_help_or_version(arguments, usage)) return 0;
   const ex::ModelConfig model = examples::model_from(arguments);
   const auto tokens = arguments.integer<std::int64_t>("tokens", 32768);
   const auto context = arguments.integer<std::int64_t>("context", 8192);

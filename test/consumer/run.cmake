@@ -1,5 +1,6 @@
 # ctest driver: builds and runs test/consumer against this sluice, by add_subdirectory or by
 # find_package after installing the build tree into a scratch prefix.
+# MODE: add_subdirectory, find_package or find_package_cbc (only the cbc component).
 # Inputs: MODE, SOURCE_DIR, BUILD_DIR (sluice's build tree), WORK_DIR, GENERATOR.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -21,7 +22,7 @@ function(expect_installed_data)
 endfunction()
 
 set(configure_args -S ${SOURCE_DIR}/test/consumer -B ${WORK_DIR}/build -G ${GENERATOR} -DCMAKE_BUILD_TYPE=Release)
-if(MODE STREQUAL "find_package")
+if(MODE MATCHES "^find_package")
   run_checked(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
   # Nothing from the source tree may leak into the installed package.
   file(GLOB_RECURSE installed_configs ${WORK_DIR}/prefix/*.cmake)
@@ -36,7 +37,18 @@ if(MODE STREQUAL "find_package")
 else()
   list(APPEND configure_args -DSLUICE_CONSUMER_MODE=add_subdirectory -DSLUICE_SOURCE_DIR=${SOURCE_DIR})
 endif()
-run_checked(${CMAKE_COMMAND} ${configure_args})
+
+# find_package_cbc: a consumer that asks for the cbc component links sluice::cbc and solves with CBC.
+if(MODE STREQUAL "find_package_cbc")
+  run_checked(${CMAKE_COMMAND} ${configure_args} -DSLUICE_CONSUMER_CBC=ON)
+  run_checked(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+  run_checked(${WORK_DIR}/build/cbc_consumer)
+  return()
+endif()
+# Otherwise pkg-config finds no CBC, as on a machine without it: only a consumer asking for cbc needs it.
+file(MAKE_DIRECTORY ${WORK_DIR}/no-pkgconfig)
+run_checked(${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${WORK_DIR}/no-pkgconfig PKG_CONFIG_LIBDIR=${WORK_DIR}/no-pkgconfig
+            ${CMAKE_COMMAND} ${configure_args})
 run_checked(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run_checked(${WORK_DIR}/build/planner_consumer)
 run_checked(${WORK_DIR}/build/consumer)

@@ -25,11 +25,11 @@
 namespace sluice::assign {
 
 struct PlanOptions {
-  DispatchOptions dispatch;
+  DispatchOptions dispatch{};
   // Seconds each candidate adds to an iteration outside propagation, one per candidate (or none): the cost of
   // pulling parameters into its layout and pushing gradients back (shard::iteration_costs). The choice
   // minimises estimate + overhead.
-  std::vector<double> candidate_overhead;
+  std::vector<double> candidate_overhead{};
 };
 
 // The candidate strategies an iteration chooses among (the output of strategy proposal, or a user's list).

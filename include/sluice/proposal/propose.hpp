@@ -26,8 +26,8 @@
 namespace sluice::proposal {
 
 struct ProposeOptions {
-  std::optional<std::int64_t> gpus;     // N (>= 1, <= the profile's cluster); default: the profile's cluster
-  std::optional<std::int64_t> max_len;  // Lmax (>= length_step); default: the dataset's longest sequence
+  std::optional<std::int64_t> gpus{};   // N (>= 1, <= the profile's cluster); default: the profile's cluster
+  std::optional<std::int64_t> max_len{};  // Lmax (>= length_step); default: the dataset's longest sequence
   std::int64_t length_step = 128;       // Δl, the length grid (>= 1)
   std::int64_t gpu_step = 10;           // budget step n, tenths of a GPU: a multiple of 10, or 1, 2, 5 when relaxed
   bool relaxed = false;                 // also run the continuous relaxation and round its solutions
@@ -155,7 +155,7 @@ inline std::vector<std::int64_t> aggregate(const Dp& dp, std::int64_t j, std::si
   return units;
 }
 
-// The integer strategies near a relaxed solution (Hydraulis §7, specs §9): per scheme the floor or the
+// The integer strategies near a relaxed solution (Hydraulis §7, which leaves the details open): per scheme the floor or the
 // ceiling of its replica count, every combination; those that fit N GPUs get the leftover GPUs filled
 // (first with pipelines of the solution's schemes, largest deficit first, then with the largest usable
 // scheme that fits), and are kept when they hold L_j.

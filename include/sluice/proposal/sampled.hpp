@@ -39,7 +39,7 @@ inline constexpr double max_sampled_tokens = 1 << 24;     // paper.tokens_per_it
 struct SampledOptions {
   // The proposal DP whose candidates (at every grid max length) seed the pool. Its max_candidates is K, the size
   // of the chosen set, and its tokens_per_iteration the token budget of a sampled batch.
-  ProposeOptions paper;
+  ProposeOptions paper{};
   int choosing_batches = 48;  // batches the set is chosen on
   int held_out_batches = 32;  // the next batches, which only measure
   std::uint64_t seed = 0;     // the batch sampler's

@@ -30,8 +30,8 @@ struct PipelinePlanOptions {
   microbatch::Ordering ordering = microbatch::Ordering::length;
   microbatch::Layout layout = microbatch::Layout::padded;
   double tmax_interval = 5e-6;
-  ScheduleOptions schedule;
-  ProblemOptions problem;
+  ScheduleOptions schedule{};
+  ProblemOptions problem{};
 };
 
 struct ReplicaSchedule {

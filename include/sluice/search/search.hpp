@@ -40,7 +40,7 @@ struct SearchOptions {
   std::int64_t batch_step = 8;
   std::int64_t max_batch = 1024;
   Schedule schedule = Schedule::one_f_one_b;
-  SpaceOptions space;
+  SpaceOptions space{};
 };
 
 struct StagePlan {

@@ -59,7 +59,7 @@ struct SpaceOptions {
   bool tp = true;
   bool ckpt = true;
   bool tp_outer = true;         // allow TP on the strided (outer) ranks; Megatron keeps TP inner
-  std::vector<int> pp_degrees;  // empty: every power of 2 up to min(GPUs, layers)
+  std::vector<int> pp_degrees{};  // empty: every power of 2 up to min(GPUs, layers)
   int max_tp = 0;               // 0: no limit; TP must also divide every layer's heads
 };
 
