@@ -209,6 +209,8 @@ TEST_CASE("cli: fit's bad inputs exit 2 with one line naming the input") {
   const std::string header_only = write("header_only.csv", header);
   const std::string two_lengths = write("two.csv", header + "1,1,512,0.1,\n1,1,1024,0.2,\n1,1,1024,0.21,\n");
   const std::string bad_scheme = write("scheme.csv", header + "0,1,512,0.1,\n");
+  // TP 3: the base's memory model has no activation constant for it, and the samples no peak bytes.
+  const std::string no_memory = write("tp3.csv", header + "3,1,512,0.1,\n3,1,1024,0.2,\n3,1,2048,0.4,\n");
   const std::string huge_scheme = write("huge.csv", header + "1,99999999,512,0.1,\n");
   const std::string short_row = write("short.csv", header + "1,1,512\n");
   const std::string text_cell = write("text.csv", header + "1,1,abc,0.1,\n");
@@ -237,6 +239,8 @@ TEST_CASE("cli: fit's bad inputs exit 2 with one line naming the input") {
        "fit: scheme tp1pp1: fit: needs samples at 3 or more distinct lengths, got 2"},
       {{"fit", "--samples", bad_scheme, "--base", "llama2-7b"}, "scheme.csv: line 2: scheme: tp must be in"},
       {{"fit", "--samples", huge_scheme, "--base", "llama2-7b"}, "huge.csv: line 2: scheme: pp must be in"},
+      {{"fit", "--samples", no_memory, "--base", "llama2-7b"},
+       "tp3pp1: memory model: no activation constant A for tp 3"},
       {{"fit", "--samples", short_row, "--base", "llama2-7b"}, "short.csv: line 2: expected 5 comma-separated"},
       {{"fit", "--samples", text_cell, "--base", "llama2-7b"}, "text.csv: line 2: tokens: 'abc' is not an integer"},
       {{"fit", "--samples", unknown_column, "--base", "llama2-7b"}, "column.csv: line 1: unknown column 'watts'"},
