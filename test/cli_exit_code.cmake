@@ -24,7 +24,7 @@ expect_exit(2 inspect --gpus zero)
 expect_exit(2 inspect --lengths /nonexistent/file.npy)
 expect_exit(2 nosuchcommand)
 # Every subcommand: --help succeeds, an unknown option is bad input.
-foreach(command inspect plan propose schedule search shard simulate trace)
+foreach(command inspect plan propose schedule search shard simulate trace fit)
   expect_exit(0 ${command} --help)
   expect_exit(2 ${command} --no-such-option)
 endforeach()

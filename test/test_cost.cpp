@@ -125,6 +125,25 @@ TEST_CASE("fit: bad samples") {
   CHECK_THROWS_AS(fit_quadratic(std::vector<LatencySample>{{1, std::nan("")}, {2, 2.0}, {3, 3.0}}), invalid_input);
 }
 
+TEST_CASE("memory fit: recovers fixed + per_token·l, non-negative, and refuses bad samples") {
+  std::vector<MemorySample> samples;
+  for (const std::int64_t length : {512, 1024, 2048, 4096, 8192})
+    samples.push_back({length, 2.4e10 + 4.98e6 * static_cast<double>(length)});
+  const MemoryFit exact = fit_linear_memory(samples);
+  CHECK(exact.fixed_bytes == doctest::Approx(2.4e10).epsilon(1e-12));
+  CHECK(exact.bytes_per_token == doctest::Approx(4.98e6).epsilon(1e-12));
+  CHECK(exact.relative_rms_error < 1e-12);
+  CHECK(exact.samples == 5);
+  // Memory that shrinks with the length: the non-negative optimum has no per-token term.
+  const MemoryFit shrinking = fit_linear_memory(std::vector<MemorySample>{{1000, 3e9}, {2000, 2e9}, {4000, 1e9}});
+  CHECK(shrinking.bytes_per_token == 0);
+  CHECK(shrinking.fixed_bytes > 0);
+  CHECK_THROWS_WITH_AS(fit_linear_memory(std::vector<MemorySample>{{512, 1e9}, {512, 1.1e9}}),
+                       doctest::Contains("2 or more distinct lengths, got 1"), invalid_input);
+  CHECK_THROWS_WITH_AS(fit_linear_memory(std::vector<MemorySample>{{512, 1e9}, {1024, std::nan("")}}),
+                       doctest::Contains("sample 1: bytes must be finite and > 0"), invalid_input);
+}
+
 namespace {
 TransformerMemorySpec tiny_spec() {
   TransformerMemorySpec spec;

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "../common/version.hpp"
+#include "fit.hpp"
 #include "inspect.hpp"
 #include "outputs.hpp"
 #include "plan.hpp"
@@ -27,6 +28,7 @@ constexpr std::string_view usage =
     "usage: sluice <command> [options]\n"
     "\n"
     "commands:\n"
+    "  fit       measured samples of one's own model and cluster -> a sluice profile, with each fit's error\n"
     "  inspect   dataset statistics and histogram; per scheme MaxLen, UtilLen and T(l)\n"
     "  plan      plan K iterations over candidate strategies: dispatch, packing, choice\n"
     "  propose   propose the candidate strategies worth considering for a dataset and a profile\n"
@@ -68,6 +70,7 @@ int dispatch(std::string_view command, std::span<const std::string_view> rest, s
     out << sluice::command_line::version << "\n";
     return 0;
   }
+  if (command == "fit") return fit_command(rest, out, outputs);
   if (command == "inspect") return inspect(rest, out, outputs);
   if (command == "plan") return plan(rest, out, outputs, terminal);
   if (command == "propose") return propose(rest, out);

@@ -12,15 +12,16 @@
 #include "sluice/data/dataset.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
+#include "sluice/io/strategy_pool.hpp"
 #include "sluice/schedule/instructions.hpp"
 
 namespace sluice::cli {
 
+// A sluice.profile or a Hetu strategy_pool file (io::read_profile tells them apart).
 inline cost::Profile load_profile(const Options& options) {
-  cost::Profile profile = io::read_document<cost::Profile>(
-      io::resolve_data_file(options.text("profile").value_or(std::string(io::default_profile)), "profiles"));
-  if (const auto gpus = options.integer("gpus")) profile = profile.with_gpus(*gpus);
-  return profile;
+  return io::read_profile(
+      io::resolve_data_file(options.text("profile").value_or(std::string(io::default_profile)), "profiles"),
+      options.integer("gpus"));
 }
 
 inline data::LengthDataset load_lengths(const Options& options) {

@@ -15,6 +15,7 @@
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/shard_json.hpp"
+#include "sluice/io/strategy_pool.hpp"
 #include "sluice/shard/cost.hpp"
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
@@ -62,7 +63,7 @@ inline shard::Model read_model(const std::string& text) {
         document.at("format") == io::document_traits<shard::Model>::format)
       return io::from_document<shard::Model>(document, text);
   }
-  const cost::Profile profile = io::read_document<cost::Profile>(io::resolve_data_file(text, "profiles"));
+  const cost::Profile profile = io::read_profile(io::resolve_data_file(text, "profiles"));
   return shard::llama_like(profile.spec().model);
 }
 

@@ -12,6 +12,7 @@
 #include "sluice/cost/profile.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/samples.hpp"
 #include "sluice_executor/cuda.hpp"
 #include "sluice_executor/profiler.hpp"
 
@@ -22,8 +23,9 @@ namespace {
 constexpr std::string_view usage =
     "usage: sluice_profile_gpu [--layers 8 --hidden 1024 --heads 8 --ffn 2816 --vocab 32000 --model-seed 1]\n"
     "                          [--pp 1,2,4] [--lengths 256,512,1024,2048,4096,8192] [--repetitions 5] [--device 0]\n"
-    "                          [--gpus 8] [--out executor_profile.json]\n"
-    "Profiles the executor's model on this GPU and writes a sluice profile (sluice.profile v1).\n"
+    "                          [--gpus 8] [--out executor_profile.json] [--samples F]\n"
+    "Profiles the executor's model on this GPU and writes a sluice profile (sluice.profile v1); --samples F also\n"
+    "writes the measured samples as the CSV `sluice fit` reads (docs/profiling.md).\n"
     "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n"
     "--help prints this; --version prints the version.\n";
 
@@ -38,17 +40,22 @@ int run(int argc, char** argv) {
   options.device = arguments.integer<int>("device", 0);
   options.cluster_gpus = arguments.integer<std::int64_t>("gpus", 8);
   const std::string out = arguments.text("out", "executor_profile.json");
+  const std::string samples = arguments.text("samples", "");
   arguments.require_all_used();
   if (ex::cuda::device_count() == 0) {
     std::cerr << "sluice_profile_gpu: no CUDA device\n";
     return 2;
   }
-  const sluice::cost::Profile profile(ex::cuda::profile_gpu(model, pps, options));
+  std::vector<ex::cuda::StageProfile> stages;
+  const sluice::cost::Profile profile(ex::cuda::profile_gpu(model, pps, options, &stages));
   sluice::io::write_document(out, profile);
+  if (!samples.empty())
+    sluice::io::write_text_file(samples, sluice::io::profile_samples_csv(ex::cuda::profile_samples(stages)));
   for (const sluice::cost::SchemeCost& scheme : profile.schemes())
     std::cout << scheme.scheme.name() << ": T(l) = " << scheme.latency.a() << " l^2 + " << scheme.latency.b() << " l + "
               << scheme.latency.c() << " s, MaxLen " << scheme.max_len << "\n";
   std::cout << "profile: " << out << "\n";
+  if (!samples.empty()) std::cout << "samples: " << samples << "\n";
   return 0;
 }
 

@@ -24,6 +24,7 @@
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/strategy_pool.hpp"
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice_executor/cuda.hpp"
@@ -54,8 +55,7 @@ sluice::cost::Profile load_profile(const std::string& path, const ex::ModelConfi
     options.cluster_gpus = gpus;
     return sluice::cost::Profile(ex::cuda::profile_gpu(model, pps, options));
   }
-  return sluice::io::read_document<sluice::cost::Profile>(sluice::io::resolve_data_file(path, "profiles"))
-      .with_gpus(gpus);
+  return sluice::io::read_profile(sluice::io::resolve_data_file(path, "profiles"), gpus);  // or a strategy_pool
 }
 
 // Every homogeneous strategy of a scheme the profile has that fills the GPUs.

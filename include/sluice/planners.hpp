@@ -16,6 +16,7 @@
 #include "sluice/cost/latency.hpp"
 #include "sluice/cost/memory.hpp"
 #include "sluice/cost/profile.hpp"
+#include "sluice/cost/samples.hpp"
 
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/readers.hpp"

@@ -18,6 +18,7 @@
 #include "sluice/io/json.hpp"
 #include "sluice/io/microbatch_json.hpp"
 #include "sluice/io/proposal_json.hpp"
+#include "sluice/io/samples.hpp"
 #include "sluice/io/schedule_json.hpp"
 #include "sluice/io/search_json.hpp"
 #include "sluice/io/shard_json.hpp"

@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sluice_executor/cuda_check.hpp"
@@ -105,7 +106,8 @@ StageProfile profile_stage(const ModelConfig& model, int pp, const ProfilerOptio
   return profile;
 }
 
-cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const int> pps, const ProfilerOptions& options) {
+cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const int> pps, const ProfilerOptions& options,
+                              std::vector<StageProfile>* measured) {
   sluice::require(!pps.empty(), "profiler: no PP degrees to profile");
   require_options(model, pps.front(), options);
   DeviceMemory memory;
@@ -118,7 +120,9 @@ cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const int> pps
   }
   std::vector<StageProfile> stages;
   for (const int pp : pps) stages.push_back(profile_stage(model, pp, options));
-  return profile_spec(model, stages, memory, options, device_name(options.device));
+  cost::ProfileSpec spec = profile_spec(model, stages, memory, options, device_name(options.device));
+  if (measured) *measured = std::move(stages);
+  return spec;
 }
 
 }  // namespace sluice::executor::cuda

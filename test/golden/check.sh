@@ -13,6 +13,8 @@ while read -r name args; do
   case "$name" in ''|'#'*) continue ;; esac
   # "@file" in the arguments names a file the command writes, compared (or recorded) as NAME.file.
   extra=$(grep -o '@[^ ]*' <<< "$args" | tr -d '@')
+  # "<data>" names the bundled data directory, written back as "<data>" in the output below.
+  args=${args//<data>/$data}
   # shellcheck disable=SC2086
   if ! "$tool" ${args//@/$scratch/} > "$scratch/$name.json" 2> "$scratch/err"; then
     echo "FAIL: $name: sluice $args"; cat "$scratch/err"; failures=$((failures + 1)); continue

@@ -1,54 +1,53 @@
 #pragma once
-// Least-squares fit of T(l) = a·l² + b·l + c to measured (length, seconds) samples, with a, b, c >= 0.
+// Least-squares fits of measured samples: T(l) = a·l² + b·l + c to (length, seconds) with a, b, c >= 0, a
+// scheme's peak memory fixed + per_token·l to (length, bytes) with both >= 0, and a whole profile from per-scheme
+// samples (fit_profile, what `sluice fit` runs).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <optional>
 #include <set>
 #include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include <Eigen/Core>
 #include <Eigen/QR>
 
 #include "sluice/core/error.hpp"
 #include "sluice/cost/latency.hpp"
+#include "sluice/cost/memory.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice/cost/samples.hpp"
 
 namespace sluice::cost {
 
-// Minimises the *relative* squared error, so that short sequences (milliseconds) weigh as much as
-// long ones (seconds). Non-negativity is exact: with three coefficients the optimum is the
-// unconstrained least-squares solution on one of the seven supports, so every support is solved and
-// the best non-negative one kept (the KKT conditions make this the NNLS optimum).
-inline FitResult fit_quadratic(std::span<const LatencySample> samples) {
-  std::set<std::int64_t> distinct;
-  for (std::size_t i = 0; i < samples.size(); ++i) {
-    const LatencySample& sample = samples[i];
-    sluice::require(sample.length > 0, "fit: sample ", i, ": length must be > 0, got ", sample.length);
-    sluice::require(std::isfinite(sample.seconds) && sample.seconds > 0, "fit: sample ", i,
-                    ": seconds must be finite and > 0, got ", sample.seconds);
-    distinct.insert(sample.length);
-  }
-  sluice::require(distinct.size() >= 3, "fit: needs samples at 3 or more distinct lengths, got ", distinct.size());
+namespace detail {
 
-  const auto rows = static_cast<Eigen::Index>(samples.size());
-  Eigen::MatrixXd design(rows, 3);
-  Eigen::VectorXd target = Eigen::VectorXd::Ones(rows);  // t / t after dividing each row by t
-  for (Eigen::Index r = 0; r < rows; ++r) {
-    const auto l = static_cast<double>(samples[static_cast<std::size_t>(r)].length);
-    const double t = samples[static_cast<std::size_t>(r)].seconds;
-    design.row(r) << l * l / t, l / t, 1.0 / t;
-  }
+// The non-negative least-squares solution of design·x ≈ 1 (each row already divided by its measured value, so the
+// residual is the relative error), and its mean squared residual. Non-negativity is exact: with at most three
+// coefficients the optimum is the unconstrained least-squares solution on one of the 2^N − 1 supports, so every
+// support is solved and the best non-negative one kept (the KKT conditions make this the NNLS optimum).
+template <int N>
+std::pair<Eigen::Matrix<double, N, 1>, double> relative_nnls(const Eigen::MatrixXd& design) {
+  const Eigen::Index rows = design.rows();
+  const Eigen::VectorXd target = Eigen::VectorXd::Ones(rows);
   // Columns differ by many orders of magnitude (l² vs 1); scale them for a well-conditioned solve.
-  const Eigen::Vector3d scale = design.colwise().norm().transpose();
+  const Eigen::Matrix<double, N, 1> scale = design.colwise().norm().transpose();
   const Eigen::MatrixXd scaled = design * scale.cwiseInverse().asDiagonal();
 
-  Eigen::Vector3d best = Eigen::Vector3d::Zero();
+  Eigen::Matrix<double, N, 1> best = Eigen::Matrix<double, N, 1>::Zero();
   double best_residual = target.squaredNorm();
-  for (unsigned support = 1; support < 8; ++support) {
-    std::array<Eigen::Index, 3> columns{};
+  for (unsigned support = 1; support < (1U << N); ++support) {
+    std::array<Eigen::Index, N> columns{};
     Eigen::Index count = 0;
-    for (Eigen::Index k = 0; k < 3; ++k)
+    for (Eigen::Index k = 0; k < N; ++k)
       if (support & (1U << k)) columns[static_cast<std::size_t>(count++)] = k;
     Eigen::MatrixXd sub(rows, count);
     for (Eigen::Index j = 0; j < count; ++j) sub.col(j) = scaled.col(columns[static_cast<std::size_t>(j)]);
@@ -61,9 +60,139 @@ inline FitResult fit_quadratic(std::span<const LatencySample> samples) {
       for (Eigen::Index j = 0; j < count; ++j) best[columns[static_cast<std::size_t>(j)]] = solution[j];
     }
   }
-  const Eigen::Vector3d coefficients = best.cwiseQuotient(scale);
-  return {QuadraticLatency(coefficients[0], coefficients[1], coefficients[2]),
-          std::sqrt(best_residual / static_cast<double>(rows)), samples.size()};
+  return {best.cwiseQuotient(scale), best_residual / static_cast<double>(rows)};
+}
+
+// Every sample's length > 0 and value finite and > 0, at `lengths` or more distinct lengths (one per coefficient).
+template <class Sample>
+void check_samples(std::span<const Sample> samples, double Sample::*value, std::string_view fit, std::string_view name,
+                   std::size_t lengths) {
+  std::set<std::int64_t> distinct;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const Sample& sample = samples[i];
+    sluice::require(sample.length > 0, fit, ": sample ", i, ": length must be > 0, got ", sample.length);
+    sluice::require(std::isfinite(sample.*value) && sample.*value > 0, fit, ": sample ", i, ": ", name,
+                    " must be finite and > 0, got ", sample.*value);
+    distinct.insert(sample.length);
+  }
+  sluice::require(distinct.size() >= lengths, fit, ": needs samples at ", lengths, " or more distinct lengths, got ",
+                  distinct.size());
+}
+
+}  // namespace detail
+
+// Minimises the *relative* squared error, so that short sequences (milliseconds) weigh as much as long ones
+// (seconds).
+inline FitResult fit_quadratic(std::span<const LatencySample> samples) {
+  detail::check_samples(samples, &LatencySample::seconds, "fit", "seconds", 3);
+
+  const auto rows = static_cast<Eigen::Index>(samples.size());
+  Eigen::MatrixXd design(rows, 3);
+  for (Eigen::Index r = 0; r < rows; ++r) {
+    const auto l = static_cast<double>(samples[static_cast<std::size_t>(r)].length);
+    const double t = samples[static_cast<std::size_t>(r)].seconds;
+    design.row(r) << l * l / t, l / t, 1.0 / t;
+  }
+  const auto [coefficients, mean_square] = detail::relative_nnls<3>(design);
+  return {QuadraticLatency(coefficients[0], coefficients[1], coefficients[2]), std::sqrt(mean_square),
+          samples.size()};
+}
+
+// Peak bytes = fixed + per_token·l on the relative error, both >= 0. Needs samples at 2 or more distinct lengths.
+inline MemoryFit fit_linear_memory(std::span<const MemorySample> samples) {
+  detail::check_samples(samples, &MemorySample::bytes, "memory fit", "bytes", 2);
+  const auto rows = static_cast<Eigen::Index>(samples.size());
+  Eigen::MatrixXd design(rows, 2);
+  for (Eigen::Index r = 0; r < rows; ++r) {
+    const MemorySample& sample = samples[static_cast<std::size_t>(r)];
+    design.row(r) << 1.0 / sample.bytes, static_cast<double>(sample.length) / sample.bytes;
+  }
+  const auto [coefficients, mean_square] = detail::relative_nnls<2>(design);
+  return {coefficients[0], coefficients[1], std::sqrt(mean_square), samples.size()};
+}
+
+struct FitProfileOptions {
+  std::string name = "fitted";
+  std::string source;
+  // The largest relative RMS error a fit may leave, latency and memory alike; a worse fit is refused, since its
+  // coefficients would not describe the samples. In (0, 1].
+  double max_error = 0.05;
+};
+
+struct SchemeFit {
+  Scheme scheme;
+  FitResult latency;
+  std::optional<MemoryFit> memory;  // when the samples carry peak bytes
+};
+
+struct ProfileFit {
+  Profile profile;
+  std::vector<SchemeFit> schemes;  // ascending by (TP, PP)
+};
+
+// The profile of `base` (model, cluster, memory budget, util_threshold) with its schemes replaced by those
+// measured in `samples`: each scheme's latency fitted by fit_quadratic, and, where its samples carry peak bytes,
+// MaxLen stated as the longest length whose fitted peak fixed + per_token·l fits the base's memory budget (GPU
+// memory less context overhead and safety margin, rounded down to its granularity). Schemes without peak bytes
+// derive MaxLen from the base's memory model. Raises invalid_input naming the scheme for too few lengths, a fit
+// whose relative RMS error exceeds options.max_error, or memory that does not grow with length.
+inline ProfileFit fit_profile(std::span<const ProfileSample> samples, const ProfileSpec& base,
+                              const FitProfileOptions& options) {
+  sluice::require(std::isfinite(options.max_error) && options.max_error > 0 && options.max_error <= 1,
+                  "fit: max_error must be in (0, 1], got ", options.max_error);
+  sluice::require(!samples.empty(), "fit: no samples");
+  std::map<Scheme, std::vector<const ProfileSample*>> by_scheme;
+  for (const ProfileSample& sample : samples) by_scheme[sample.scheme].push_back(&sample);
+
+  ProfileSpec spec = base;
+  spec.name = options.name;
+  spec.source = options.source;
+  spec.schemes.clear();
+  std::vector<SchemeFit> fits;
+  auto percent = [](double error) { return sluice::shortest(std::round(error * 1e4) / 1e2) + "%"; };
+  for (const auto& [scheme, group] : by_scheme) {
+    const std::string where = "fit: scheme " + scheme.name();
+    auto named = [&](auto&& fit) {
+      try {
+        return fit();
+      } catch (const invalid_input& error) {
+        sluice::fail(where, ": ", error.what());
+      }
+    };
+    std::vector<LatencySample> latencies;
+    std::vector<MemorySample> peaks;
+    std::int64_t longest = 0;
+    for (const ProfileSample* sample : group) {
+      latencies.push_back({sample->tokens, sample->seconds});
+      if (sample->peak_bytes) peaks.push_back({sample->tokens, *sample->peak_bytes});
+      longest = std::max(longest, sample->tokens);
+    }
+    sluice::require(peaks.empty() || peaks.size() == group.size(), where, ": peak bytes are given for ", peaks.size(),
+                    " of its ", group.size(), " samples (all or none)");
+    SchemeFit fit{scheme, named([&] { return fit_quadratic(latencies); }), std::nullopt};
+    sluice::require(fit.latency.relative_rms_error <= options.max_error, where, ": latency fit's relative RMS error ",
+                    percent(fit.latency.relative_rms_error), " exceeds the limit ", percent(options.max_error),
+                    " (the samples are not a·l² + b·l + c)");
+    SchemeEntry entry{scheme, fit.latency.model, std::nullopt, std::nullopt};
+    // No linear term: the fixed cost never amortises within the samples, so UtilLen is the longest length measured.
+    if (fit.latency.model.b() == 0 && fit.latency.model.c() > 0) entry.util_len = longest;
+    if (!peaks.empty()) {
+      fit.memory = named([&] { return fit_linear_memory(peaks); });
+      sluice::require(fit.memory->relative_rms_error <= options.max_error, where,
+                      ": memory fit's relative RMS error ", percent(fit.memory->relative_rms_error),
+                      " exceeds the limit ", percent(options.max_error), " (peak bytes are not fixed + per_token·l)");
+      sluice::require(fit.memory->bytes_per_token > 0, where,
+                      ": peak bytes do not grow with the length (fitted bytes per token 0)");
+      sluice::require(base.memory.has_value(), where, ": the base profile ", base.name,
+                      " has no memory model to give the GPU's memory budget");
+      const LinearMemory memory(fit.memory->fixed_bytes, fit.memory->bytes_per_token,
+                                std::max(0.0, base.memory->budget_bytes()), base.memory->granularity);
+      entry.max_len = memory.max_len();
+    }
+    spec.schemes.push_back(entry);
+    fits.push_back(std::move(fit));
+  }
+  return {Profile(std::move(spec)), std::move(fits)};
 }
 
 }  // namespace sluice::cost

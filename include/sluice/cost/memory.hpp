@@ -3,6 +3,7 @@
 // TransformerMemorySpec derives it for any scheme from Hydraulis App. B.1.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -56,6 +57,20 @@ private:
   double per_token_;
   double budget_;
   std::int64_t granularity_;
+};
+
+// A measured (length, peak bytes) pair and the linear fit made from such samples (cost/fit.hpp). Here, not beside
+// the fit, so that reading and writing them needs no Eigen.
+struct MemorySample {
+  std::int64_t length = 0;
+  double bytes = 0;
+};
+
+struct MemoryFit {
+  double fixed_bytes = 0;
+  double bytes_per_token = 0;
+  double relative_rms_error = 0;  // sqrt(mean(((bytes(l) - m) / m)²)) over the samples
+  std::size_t samples = 0;
 };
 
 // Hydraulis App. B.1, for a Transformer of `layers` layers, hidden size H and vocabulary V, trained

@@ -5,7 +5,11 @@
 //   model_config{H, L, V}
 //   cluster_config{gpus_per_node, gpu_memory_bound, utilization_seqlen{tpK}}  memory bound in MiB, lengths integers
 // comm_cost is not used: sluice's estimates do not take it (the authors' planners ignore it too).
+// read_profile reads either this layout or a sluice.profile document, as every `--profile` of the CLI does.
+#include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -85,6 +89,27 @@ inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view
     spec.schemes.push_back(entry);
   }
   return spec;
+}
+
+// A Hetu/Hydraulis strategy_pool file rather than a sluice document: it has their two top-level fields and no
+// "format".
+inline bool is_strategy_pool(const json& document) {
+  return document.is_object() && document.contains("strategies") && document.contains("memory_regression") &&
+         !document.contains("format");
+}
+
+// A profile file of either kind, told apart by is_strategy_pool, resolved for `gpus` GPUs when given; otherwise
+// for the profile's own cluster, or, for a pool (which states no cluster size), the largest scheme's GPU count.
+inline cost::Profile read_profile(const std::filesystem::path& path, std::optional<std::int64_t> gpus = std::nullopt) {
+  const json document = read_json_file(path);
+  if (!is_strategy_pool(document)) {
+    cost::Profile profile = from_document<cost::Profile>(document, path.string());
+    return gpus ? profile.with_gpus(*gpus) : profile;
+  }
+  cost::ProfileSpec spec = import_strategy_pool(document, path.string(), gpus.value_or(0));
+  if (!gpus)
+    for (const cost::SchemeEntry& entry : spec.schemes) spec.gpus = std::max(spec.gpus, entry.scheme.gpus());
+  return cost::Profile(std::move(spec));
 }
 
 }  // namespace sluice::io

@@ -18,6 +18,7 @@
 #include "sluice/cost/fit.hpp"
 #include "sluice/cost/memory.hpp"
 #include "sluice/cost/profile.hpp"
+#include "sluice/cost/samples.hpp"
 #include "sluice_executor/model.hpp"
 
 namespace sluice::executor::cuda {
@@ -108,7 +109,19 @@ inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const 
   return spec;
 }
 
-// profile_stage for every PP, and the profile of them on that device.
-cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const int> pps, const ProfilerOptions& options);
+// The stages' (length, seconds) as the samples `sluice fit` reads (docs/profiling.md). Peak bytes are left out:
+// one stage's activations are not the training iteration's peak that the memory fit needs.
+inline std::vector<cost::ProfileSample> profile_samples(std::span<const StageProfile> stages) {
+  std::vector<cost::ProfileSample> samples;
+  for (const StageProfile& stage : stages)
+    for (const StageSample& sample : stage.samples)
+      samples.push_back({Scheme(1, stage.pp), sample.length, sample.seconds, std::nullopt});
+  return samples;
+}
+
+// profile_stage for every PP, and the profile of them on that device; the stages measured go to `measured` when
+// given.
+cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const int> pps, const ProfilerOptions& options,
+                              std::vector<StageProfile>* measured = nullptr);
 
 }  // namespace sluice::executor::cuda

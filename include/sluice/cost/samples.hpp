@@ -1,0 +1,27 @@
+#pragma once
+// Measured samples of one's own model and cluster, as `sluice fit` reads them (docs/profiling.md): per parallel
+// scheme, the forward+backward seconds of one micro-batch of one sequence on one pipeline stage, and optionally
+// the first stage's peak memory during training with micro-batches of that length. No Eigen here, so that
+// reading and writing samples does not need it; the fit is in cost/fit.hpp.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "sluice/core/scheme.hpp"
+
+namespace sluice::cost {
+
+struct ProfileSample {
+  Scheme scheme;
+  std::int64_t tokens = 0;  // the micro-batch's one sequence
+  double seconds = 0;       // forward + backward of that micro-batch on one stage
+  std::optional<double> peak_bytes;
+  friend bool operator==(const ProfileSample&, const ProfileSample&) = default;
+};
+
+struct ProfileSamples {
+  std::vector<ProfileSample> samples;
+  friend bool operator==(const ProfileSamples&, const ProfileSamples&) = default;
+};
+
+}  // namespace sluice::cost
