@@ -13,5 +13,8 @@ cmake -S . -B build/default -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF >/dev/null
 cmake --build build/default --target sluice --parallel "$(nproc)"
 pictures=build/default/pictures
-./build/default/examples/cli/sluice simulate --iterations 50 --svg "${pictures}" --trace "${pictures}/trace.json" "$@"
+# The main job's context is 32K (simulate's own default follows the data: docs/cli.md, "The context").
+context=(--context 32768)
+for arg in "$@"; do case $arg in --context | --context=*) context=() ;; esac; done
+./build/default/examples/cli/sluice simulate --iterations 50 "${context[@]}" --svg "${pictures}" --trace "${pictures}/trace.json" "$@"
 echo "open the pictures in a browser: ${pictures}/*.svg; the trace in ui.perfetto.dev: ${pictures}/trace.json"
