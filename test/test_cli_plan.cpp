@@ -198,6 +198,21 @@ TEST_CASE("cli: --context defaults by one rule in propose, plan, simulate and tr
     REQUIRE(result.code == 0);
     CHECK(sluice::io::json::parse(result.out).at("context") == 16384);
   }
+  // A dataset shorter than every MaxLen: its longest sequence, in every command (schedule's candidate is its scheme).
+  std::string lengths;
+  for (int i = 1; i <= 200; ++i) lengths += std::to_string(i * 25) + "\n";
+  const TempFile short_lengths("short.txt", lengths);
+  for (const std::vector<std::string_view>& args :
+       {std::vector<std::string_view>{"schedule", "--stages", "2", "--tokens", "20000", "--json"},
+        std::vector<std::string_view>{"simulate", "--iterations", "1", "--tokens", "20000", "--trials", "2", "--json"},
+        std::vector<std::string_view>{"plan", "--strategies", candidates, "--iterations", "1", "--json"}}) {
+    CAPTURE(args.front());
+    std::vector<std::string_view> with_lengths = args;
+    with_lengths.insert(with_lengths.end(), {"--lengths", short_lengths.text()});
+    const auto result = run_cli(with_lengths);
+    REQUIRE(result.code == 0);
+    CHECK(sluice::io::json::parse(result.out).at("context") == 5000);
+  }
   // --context still wins.
   const auto explicit_context = run_cli({"plan", "--strategies", file.text(), "--context", "8192", "--iterations", "1",
                                          "--tokens", "20000", "--json"});
