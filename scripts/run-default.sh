@@ -6,7 +6,8 @@
 #   - LLaMA2-32B on 64 GPUs, context 27,904 (the longest a TP-within-a-node scheme holds): pipelined schemes
 #     (tp8pp4, tp8pp2) and heterogeneous strategies, chosen per iteration.
 # Each prints the comparison table and writes its pictures (SVG) and a Chrome trace into build/default/pictures/.
-# Extra arguments go to both runs of sluice simulate (e.g. --iterations 100 --seed 3).
+# Extra arguments go to both runs of sluice simulate (e.g. --iterations 100 --seed 3); each run sets its own
+# --profile, --gpus and --context.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +24,6 @@ run() {
     --trace "${pictures}/${name}/trace.json" "$@"
   echo
 }
-run llama2-7b-16gpus "$@"
+run llama2-7b-16gpus --context 32768 "$@"
 run llama2-32b-64gpus --profile llama2-32b --gpus 64 --context 27904 "$@"
 echo "open the pictures in a browser: ${pictures}/*/*.svg; the traces in ui.perfetto.dev: ${pictures}/*/trace.json"

@@ -77,7 +77,7 @@ TEST_CASE("cli: propose and plan --propose reject bad input with exit 2 and one 
       {{"propose", "--step", "abc"}, "got 'abc'"},
       {{"propose", "--step", "1.5"}, "gpu_step must be whole GPUs"},
       {{"propose", "--relaxed", "--step", "0.3"}, "or 1, 2 or 5 tenths when relaxed, got 3"},
-      {{"propose", "--context", "64"}, "--context 64 is shorter than the length grid's step 128 (--length-step)"},
+      {{"propose", "--context", "64"}, "--context 64 is shorter than the length grid's step 128 that strategies are proposed on"},
       {{"propose", "--tokens", "0"}, "--tokens: expected an integer from 1 to"},
       {{"propose", "--candidates", "-1"}, "--candidates: expected an integer from 1 to"},
       {{"propose", "--relaxed=1"}, "--relaxed takes no value"},

@@ -44,8 +44,9 @@ TEST_CASE("cli: simulate --json: every system, its iterations and summary; deter
   REQUIRE(result.code == 0);
   const auto document = sluice::io::json::parse(result.out);
   CHECK(document.at("format") == "sluice.simulate_run");
-  CHECK(document.at("context") == 32768);
-  CHECK(document.at("length_ranges") == sluice::io::json({4096, 16384, 32768}));
+  // The default context: the longest MaxLen of a usable scheme, shorter than the longest sequence (239,191).
+  CHECK(document.at("context") == 84224);
+  CHECK(document.at("length_ranges") == sluice::io::json({4096, 16384, 65536, 84224}));
   REQUIRE(document.at("systems").size() == 4);
   const auto& sluice_run = document.at("systems")[3];
   CHECK(sluice_run.at("name") == "sluice");
@@ -107,7 +108,9 @@ TEST_CASE("cli: simulate reports a system that cannot run the scenario, and fail
     CHECK(failure.get<std::string>().find("holds 22000 tokens (one scheme, replicated") != std::string::npos);
   }
   CHECK(document.at("systems")[3].at("failure").is_null());
-  const auto none = run_cli({"simulate", "--profile", "llama2-32b", "--gpus", "32", "--iterations", "1"});
+  // The default context is one a usable scheme holds; 32768 is past every scheme of 32 GPUs within a node.
+  const auto none =
+      run_cli({"simulate", "--profile", "llama2-32b", "--gpus", "32", "--iterations", "1", "--context", "32768"});
   CHECK(none.code == 2);
   CHECK(one_line(none.err));
   CHECK(none.err.find("no system can run this scenario") != std::string::npos);
@@ -193,8 +196,9 @@ TEST_CASE("cli: simulate and trace bad input") {
       {{"trace", "--schedule", "gpipe"}, "expected cyclic or 1f1b"},
       {{"trace", "--iteration", "-1"}, "--iteration: expected an integer from 0 to"},
       {{"trace", "--strategies", "2*tp3pp1"}, "no usable scheme tp3pp1"},
-      {{"trace", "--strategies", "4*tp1pp4"}, "no candidate holds more than"},
-      {{"trace", "--profile", "llama2-32b", "--gpus", "32"}, "holds 32768 tokens with TP within a node"},
+      {{"trace", "--strategies", "4*tp1pp4", "--context", "32768"}, "no candidate holds more than"},
+      {{"trace", "--profile", "llama2-32b", "--gpus", "32", "--context", "32768"},
+       "holds 32768 tokens with TP within a node"},
   };
   sluice::test::check_bad_input(cases);
 }

@@ -4,14 +4,18 @@
 // stage-to-stage link of simulated pipelines (--bandwidth, --latency).
 #include <algorithm>
 #include <cstdint>
+#include <iostream>
 #include <string>
+#include <string_view>
 
 #include "options.hpp"
 #include "sluice/assign/dispatch.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
+#include "sluice/data/sampler.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
+#include "sluice/io/data_json.hpp"
 #include "sluice/io/strategy_pool.hpp"
 #include "sluice/schedule/instructions.hpp"
 
@@ -39,6 +43,18 @@ inline assign::DispatchOptions dispatch_options(const Options& options) {
   dispatch.threads = static_cast<int>(options.integer("threads").value_or(1));
   dispatch.seed = seed_of(options);
   return dispatch;
+}
+
+// --batch F: the batch as given ("-": standard input), never truncated, so no sequence may be longer than
+// `longest`, which `holder` names ("any candidate holds (widest MaxLen 44160)").
+inline data::Batch given_batch(const std::string& file, std::int64_t longest, std::string_view holder) {
+  data::Batch batch{.sequences = io::read_batch(file, std::cin)};
+  for (const Sequence& sequence : batch.sequences) {
+    sluice::require(sequence.length() <= longest, "option --batch: ", file == "-" ? "standard input" : file,
+                    ": sequence ", sequence.id(), " has length ", sequence.length(), ", longer than ", holder);
+    batch.tokens += sequence.length();
+  }
+  return batch;
 }
 
 // --latency in seconds and --bandwidth in GB/s, within schedule::Link's physical ranges (option_limits).

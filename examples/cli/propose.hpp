@@ -36,7 +36,8 @@ inline constexpr std::string_view propose_usage =
     "  --lengths F      length file or bundled name (default man-pages)\n"
     "  --gpus N         cluster size (default: the profile's own)\n"
     "  --context L      Lmax, the longest length planned for; longer sequences are truncated to it (default: the\n"
-    "                   longest sequence, or the longest MaxLen of a usable scheme when that is shorter)\n"
+    "                   longest sequence, or the longest MaxLen of a usable scheme when that is shorter; plan\n"
+    "                   --strategies of this proposal's JSON uses it as its context)\n"
     "  --tokens T       tokens per iteration, to scale the dataset to one iteration (default 100000)\n"
     "  --step S         GPU budget step of the DP, in GPUs: 1, 4, or 0.1 with --relaxed\n"
     "                   (default 1, or 0.1 with --relaxed)\n"
@@ -160,12 +161,17 @@ inline proposal::ProposeOptions propose_options(const Options& options, const co
   return result;
 }
 
-// Lmax: --context, else proposal::default_max_len of the dataset.
+// Strategies are proposed on a grid of lengths up to the context: it must hold one step.
+inline void require_context_on_grid(std::int64_t context, std::int64_t length_step) {
+  sluice::require(context >= length_step, "--context ", context, " is shorter than the length grid's step ", length_step,
+                  " that strategies are proposed on");
+}
+
+// Lmax: --context, else proposal::default_max_len of the dataset (context.hpp: the rule of every command).
 inline std::int64_t max_len_of(const Options& options, const data::LengthDataset& dataset, const cost::Profile& profile,
                                const proposal::ProposeOptions& settings) {
   if (const auto context = options.integer("context")) {
-    sluice::require(*context >= settings.length_step, "--context ", *context, " is shorter than the length grid's step ",
-                    settings.length_step, " (--length-step)");
+    require_context_on_grid(*context, settings.length_step);
     return *context;
   }
   return proposal::default_max_len(dataset, profile, settings);

@@ -1,15 +1,20 @@
 #pragma once
 // The scenario `simulate` and `trace` share: the options that set up compare:: (profile, lengths, cluster,
-// tokens, context, seeds, dispatch, links), read the same way in both, and its seeded batches.
+// tokens, context, seeds, dispatch, links), read the same way in both, and its seeded batches or the one batch
+// given with --batch.
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 
+#include "candidates.hpp"
+#include "context.hpp"
 #include "inputs.hpp"
 #include "options.hpp"
+#include "propose.hpp"
 #include "sluice/compare/options.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/data/dataset.hpp"
@@ -20,25 +25,28 @@ namespace sluice::cli {
 
 // The options simulate and trace share.
 inline const std::set<std::string, std::less<>> scenario_options = {
-    "profile", "lengths", "gpus", "tokens", "context", "seed", "trials", "threads", "bandwidth", "latency"};
+    "profile", "lengths", "gpus", "tokens", "context", "seed", "trials", "threads", "bandwidth", "latency", "batch"};
 
 struct Scenario {
   compare::Options settings;
   data::LengthDataset dataset;  // truncated to the context
+  std::optional<data::Batch> batch;  // --batch: the one batch to run, as given (no longer than the context)
   // The seeded sampler of the scenario's iterations, one batch at a time.
   [[nodiscard]] data::BatchSampler sampler() const {
     return data::BatchSampler(dataset, {.tokens_per_batch = settings.tokens, .seed = settings.seed});
   }
 };
 
-inline Scenario read_scenario(const Options& options) {
-  const std::int64_t context = options.integer("context").value_or(32768);
-  // sluice proposes its candidates on a length grid of this step, up to the context.
-  const std::int64_t length_step = proposal::ProposeOptions{}.length_step;
-  sluice::require(context >= length_step, "--context ", context, " is shorter than the length grid's step ", length_step,
-                  " that sluice proposes strategies on");
-  data::LengthDataset dataset = load_lengths(options).truncated(context);
+// `given`: the candidates of --strategies (trace), which the context's default follows (context.hpp).
+inline Scenario read_scenario(const Options& options, const Candidates* given = nullptr) {
   cost::Profile profile = load_profile(options);
+  const data::LengthDataset loaded = load_lengths(options);
+  const std::int64_t context = context_of(options, loaded, profile, given);
+  require_context_on_grid(context, proposal::ProposeOptions{}.length_step);
+  data::LengthDataset dataset = loaded.truncated(context);
+  std::optional<data::Batch> batch;
+  if (const auto file = options.text("batch"))
+    batch = given_batch(*file, context, sluice::concat("the context ", context, " every system must hold"));
   const std::int64_t hidden = std::max<std::int64_t>(profile.spec().model.hidden, 1);
   compare::Options settings{.profile = std::move(profile),
                             .context = context,
@@ -47,7 +55,7 @@ inline Scenario read_scenario(const Options& options) {
                             .problem = {.hidden = hidden, .link = link_of(options)},
                             .plan = {.dispatch = dispatch_options(options), .candidate_overhead = {}},
                             .seed = seed_of(options)};
-  return {.settings = std::move(settings), .dataset = std::move(dataset)};
+  return {.settings = std::move(settings), .dataset = std::move(dataset), .batch = std::move(batch)};
 }
 
 inline std::string describe(const Scenario& scenario) {

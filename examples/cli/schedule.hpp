@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <iomanip>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "context.hpp"
 #include "inputs.hpp"
 #include "options.hpp"
 #include "outputs.hpp"
@@ -49,7 +51,8 @@ inline constexpr std::string_view schedule_usage =
     "  --replicas D    data-parallel replicas of the pipeline (default 1)\n"
     "  --schedule K    cyclic (adaptive, the default) or 1f1b\n"
     "  --tokens T      tokens in the mini-batch (default 65536)\n"
-    "  --context L     truncate longer sequences (default: the scheme's MaxLen)\n"
+    "  --context L     truncate longer sequences (default: the longest sequence, or the scheme's MaxLen when\n"
+    "                  shorter: the rule of every command, with this scheme as the one candidate)\n"
     "  --seed X        sampler and injection-order seed (default 0)\n"
     "  --layout L      padded (one sequence per row, DynaPipe; the default) or packed (one row)\n"
     "  --interval S    tmax thinning interval of the DP in seconds (default 5e-6; 0 = exact)\n"
@@ -230,8 +233,10 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
   const microbatch::StageCostSetup setup = microbatch::stage_cost(scheme_cost);
   const schedule::PipelinePlanOptions plan_options = schedule_inputs::plan_options_of(options, profile, scheme, setup);
 
-  const std::int64_t context = options.integer("context").value_or(scheme_cost.max_len);
-  const data::LengthDataset dataset = load_lengths(options).truncated(context);
+  const data::LengthDataset loaded = load_lengths(options);
+  const Candidates only{{Strategy::parse("1*" + scheme.name())}, std::nullopt};
+  const std::int64_t context = context_of(options, loaded, profile, &only);
+  const data::LengthDataset dataset = loaded.truncated(context);
   data::BatchSampler sampler(dataset, {.tokens_per_batch = options.integer("tokens").value_or(65'536),
                                        .seed = plan_options.schedule.seed});
   const data::Batch batch = sampler.next();

@@ -34,8 +34,8 @@
 namespace sluice::cli {
 
 inline constexpr std::string_view simulate_usage =
-    "usage: sluice simulate [--profile P] [--lengths F] [--gpus N] [--tokens T] [--iterations K] [--context L]\n"
-    "                       [--seed X] [--trials T] [--threads N] [--bandwidth B] [--latency S]\n"
+    "usage: sluice simulate [--profile P] [--lengths F] [--gpus N] [--tokens T] [--iterations K | --batch F]\n"
+    "                       [--context L] [--seed X] [--trials T] [--threads N] [--bandwidth B] [--latency S]\n"
     "                       [--cross-node-tp] [--svg DIR] [--trace F] [--json]\n"
     "\n"
     "Simulates K iterations of the dataset under four systems, every iteration estimated the same way (the\n"
@@ -55,7 +55,9 @@ inline constexpr std::string_view simulate_usage =
     "  --gpus N         cluster size (default: the profile's own)\n"
     "  --tokens T       tokens per iteration (default 100000)\n"
     "  --iterations K   iterations to simulate (default 10)\n"
-    "  --context L      truncate longer sequences; every system must hold L tokens (default 32768)\n"
+    "  --batch F        simulate exactly this batch, once (F or - for standard input: as sluice plan --batch)\n"
+    "  --context L      truncate longer sequences; every system must hold L tokens (default: the longest\n"
+    "                   sequence, or the longest MaxLen of a usable scheme when shorter, as sluice propose)\n"
     "  --seed X         sampler, dispatch and schedule seed (default 0)\n"
     "  --trials T       sluice's dispatch trials (default 100)\n"
     "  --threads N      sluice's dispatch threads (default 1; the result does not depend on it)\n"
@@ -228,12 +230,16 @@ inline int simulate(std::span<const std::string_view> args, std::ostream& out, O
     out << simulate_usage;
     return 0;
   }
+  sluice::require(!options.text("batch") || !options.text("iterations"),
+                  "options --batch and --iterations cannot be combined: a given batch is simulated once");
   const Scenario scenario = read_scenario(options);
   data::BatchSampler sampler = scenario.sampler();
   Progress progress(terminal, "simulate", 0);
+  const auto iterations = scenario.batch ? std::size_t{1}
+                                         : static_cast<std::size_t>(options.integer("iterations").value_or(10));
   const compare::Comparison comparison = compare::compare(
-      scenario.settings, scenario.dataset, static_cast<std::size_t>(options.integer("iterations").value_or(10)),
-      [&] { return sampler.next().sequences; }, progress.callback());
+      scenario.settings, scenario.dataset, iterations,
+      [&] { return scenario.batch ? scenario.batch->sequences : sampler.next().sequences; }, progress.callback());
   if (!comparison.any_ran())
     throw infeasible("simulate: no system can run this scenario: " +
                      *comparison.systems[compare::System::sluice].failure);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <iomanip>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <span>
@@ -29,8 +30,8 @@ namespace sluice::cli {
 
 inline constexpr std::string_view trace_usage =
     "usage: sluice trace [--profile P] [--lengths F] [--gpus N] [--tokens T] [--context L] [--seed X]\n"
-    "                    [--iteration I] [--strategies S] [--schedule cyclic|1f1b] [--trials T] [--threads N]\n"
-    "                    [--bandwidth B] [--latency S] [--cross-node-tp] [--svg F] [--trace F] [--json]\n"
+    "                    [--iteration I | --batch F] [--strategies S] [--schedule cyclic|1f1b] [--trials T]\n"
+    "                    [--threads N] [--bandwidth B] [--latency S] [--cross-node-tp] [--svg F] [--trace F] [--json]\n"
     "\n"
     "Plans iteration I of the dataset as sluice simulate's sluice system does (every candidate dispatched,\n"
     "packed and scheduled, the fastest simulated kept), prints its pipelines, and writes their timeline: per\n"
@@ -40,7 +41,9 @@ inline constexpr std::string_view trace_usage =
     "  --lengths F      length file or bundled name (default man-pages)\n"
     "  --gpus N         cluster size (default: the profile's own)\n"
     "  --tokens T       tokens per iteration (default 100000)\n"
-    "  --context L      truncate longer sequences (default 32768)\n"
+    "  --context L      truncate longer sequences (default: a proposal file's max_len; else the longest\n"
+    "                   sequence, or the longest MaxLen of a usable scheme (of the --strategies given) when shorter)\n"
+    "  --batch F        trace exactly this batch (F or - for standard input: as sluice plan --batch reads it)\n"
     "  --seed X         sampler, dispatch and schedule seed (default 0)\n"
     "  --iteration I    which iteration of the seeded sampler, from 0 (default 0; as in sluice simulate)\n"
     "  --strategies S   candidates as for sluice plan (default: proposed for the dataset, as sluice simulate)\n"
@@ -57,8 +60,8 @@ inline constexpr std::string_view trace_usage =
 namespace trace_inputs {
 
 // The candidates as given, or proposed as sluice simulate proposes them.
-inline std::vector<Strategy> candidates_of(const Options& options, const Scenario& scenario) {
-  if (const auto strategies = options.text("strategies")) return read_candidates(*strategies);
+inline std::vector<Strategy> candidates_of(const std::optional<Candidates>& given, const Scenario& scenario) {
+  if (given) return given->strategies;
   compare::SluiceCandidates proposed = compare::propose_candidates(scenario.settings, scenario.dataset);
   if (proposed.failure) throw infeasible("trace: " + *proposed.failure);
   return std::move(proposed.strategies);
@@ -159,14 +162,19 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out, Outp
   }
   const std::string kind = options.text("schedule").value_or("cyclic");
   sluice::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '", kind, "'");
+  sluice::require(!options.text("batch") || !options.text("iteration"),
+                  "options --batch and --iteration cannot be combined: a given batch is its own iteration");
   const std::int64_t index = options.integer("iteration").value_or(0);
-  const Scenario scenario = read_scenario(options);
+  const auto strategies = options.text("strategies");
+  const std::optional<Candidates> given = strategies ? std::optional(read_candidates(*strategies)) : std::nullopt;
+  const Scenario scenario = read_scenario(options, given ? &*given : nullptr);
   const compare::Options& setup = scenario.settings;
   data::BatchSampler sampler = scenario.sampler();
-  for (std::int64_t k = 0; k < index; ++k) sampler.next();  // the iterations before it, drawn and dropped
-  const data::Batch batch = sampler.next();
+  if (!scenario.batch)
+    for (std::int64_t k = 0; k < index; ++k) sampler.next();  // the iterations before it, drawn and dropped
+  const data::Batch batch = scenario.batch ? *scenario.batch : sampler.next();
 
-  const std::vector<Strategy> candidates = trace_inputs::candidates_of(options, scenario);
+  const std::vector<Strategy> candidates = trace_inputs::candidates_of(given, scenario);
   const schedule::ScheduleOptions schedule_options{
       .kind = kind == "cyclic" ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b,
       .seed = setup.seed,

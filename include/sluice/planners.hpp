@@ -61,6 +61,7 @@
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
 #include "sluice/shard/pull_push.hpp"
+#include "sluice/shard/ranks.hpp"
 
 #include "sluice/proposal/dp.hpp"
 #include "sluice/proposal/homogeneous.hpp"

@@ -1,7 +1,8 @@
 #pragma once
 // JSON for the LNK planning types, all version 1: models ("sluice.shard_model"), placements
-// ("sluice.placement"), optimizer layouts ("sluice.optimizer_layout"), pull plans ("sluice.pull_plan") and
-// push plans ("sluice.push_plan"); costs and clusters are written inside other documents.
+// ("sluice.placement"), rank placements ("sluice.rank_placement"), optimizer layouts ("sluice.optimizer_layout"),
+// pull plans ("sluice.pull_plan") and push plans ("sluice.push_plan"); costs and clusters are written inside other
+// documents.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -13,6 +14,7 @@
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
 #include "sluice/shard/pull_push.hpp"
+#include "sluice/shard/ranks.hpp"
 
 namespace sluice::io {
 template <>
@@ -23,6 +25,11 @@ struct document_traits<shard::Model> {
 template <>
 struct document_traits<shard::Placement> {
   static constexpr std::string_view format = "sluice.placement";
+  static constexpr int version = 1;
+};
+template <>
+struct document_traits<shard::RankPlacement> {
+  static constexpr std::string_view format = "sluice.rank_placement";
   static constexpr int version = 1;
 };
 template <>
@@ -297,6 +304,52 @@ struct adl_serializer<sluice::shard::ShardCost> {
   static void to_json(json& out, const sluice::shard::ShardCost& cost) {
     out = {
         {"pull", cost.pull}, {"reduce_scatter", cost.reduce_scatter}, {"push", cost.push}, {"seconds", cost.seconds()}};
+  }
+};
+
+// Pipelines in plan order, each with its index in shard::place's order ("placement_index"), so that a trainer
+// reads plan pipeline j's ranks at pipelines[j].
+template <>
+struct adl_serializer<sluice::shard::RankPlacement> {
+  static void to_json(json& out, const sluice::shard::RankPlacement& ranks) {
+    json pipelines = json::array();
+    for (std::size_t j = 0; j < ranks.plan_order.size(); ++j) {
+      json pipeline = ranks.placement.pipelines.at(ranks.plan_order[j]);
+      pipeline["index"] = j;
+      pipeline["placement_index"] = ranks.plan_order[j];
+      pipelines.push_back(std::move(pipeline));
+    }
+    out = {{"gpus", ranks.placement.gpus},
+           {"layers", ranks.placement.layers},
+           {"gpus_per_node", ranks.gpus_per_node},
+           {"tp_within_node", ranks.tp_within_node},
+           {"pipelines", std::move(pipelines)},
+           {"groups", {{"tp", ranks.groups.tp}, {"pp", ranks.groups.pp}, {"dp", ranks.groups.dp}}}};
+  }
+  static sluice::shard::RankPlacement from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "rank placement";
+    const auto pipelines = field<std::vector<json>>(in, "pipelines", where);
+    sluice::shard::RankPlacement ranks{{field<std::int64_t>(in, "gpus", where), field<int>(in, "layers", where), {}},
+                                       field<int>(in, "gpus_per_node", where),
+                                       field<bool>(in, "tp_within_node", where),
+                                       {},
+                                       {}};
+    ranks.placement.pipelines.resize(pipelines.size());
+    std::vector<char> seen(pipelines.size(), 0);
+    for (const json& pipeline : pipelines) {
+      const auto p = field<std::size_t>(pipeline, "placement_index", where);
+      sluice::require(p < pipelines.size() && !seen[p], where, ": placement_index ", p,
+                      " is out of range or repeated");
+      seen[p] = 1;
+      ranks.placement.pipelines[p] = pipeline.get<sluice::shard::PipelinePlacement>();
+      ranks.plan_order.push_back(p);
+    }
+    const json& groups = in.contains("groups") ? in.at("groups") : json::object();
+    ranks.groups = {field<std::vector<std::vector<int>>>(groups, "tp", "process groups"),
+                    field<std::vector<std::vector<int>>>(groups, "pp", "process groups"),
+                    field<std::vector<std::vector<int>>>(groups, "dp", "process groups")};
+    return ranks;
   }
 };
 

@@ -4,7 +4,9 @@
 // strategy can hold every (truncated) sequence.
 #include <algorithm>
 #include <cstdint>
+#include <span>
 
+#include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/proposal/propose.hpp"
@@ -29,6 +31,16 @@ inline std::int64_t default_max_len(const data::LengthDataset& dataset, const co
                                     const ProposeOptions& options) {
   const std::int64_t longest = std::ranges::max(dataset.lengths());
   const std::int64_t widest = widest_usable_max_len(profile, options);
+  return widest > 0 ? std::min(longest, widest) : longest;
+}
+
+// The same rule when the candidates are already chosen: the dataset's longest sequence, or the longest MaxLen among
+// the candidates' pipelines when that is shorter, so that some candidate holds every truncated sequence.
+inline std::int64_t default_max_len(const data::LengthDataset& dataset, const cost::Profile& profile,
+                                    std::span<const Strategy> candidates) {
+  const std::int64_t longest = std::ranges::max(dataset.lengths());
+  std::int64_t widest = 0;
+  for (const Strategy& strategy : candidates) widest = std::max(widest, profile.pipelines(strategy).front().max_len);
   return widest > 0 ? std::min(longest, widest) : longest;
 }
 
