@@ -227,10 +227,12 @@ TEST_CASE("planner: destruction mid-run terminates, with a slow consumer or one 
     CHECK(counting.pulled.load() <= 6);
   }
   SUBCASE("stop() from another thread wakes a waiting next()") {
+    // The only plan finishes after next() has returned, so next() can return only because of stop().
+    std::atomic<bool> returned{false};
     Planner<int> planner(
         [] { return std::optional<std::vector<Sequence>>(std::vector<Sequence>{Sequence(0, 1)}); },
-        [](std::int64_t, std::span<const Sequence>) {
-          std::this_thread::sleep_for(200ms);
+        [&](std::int64_t, std::span<const Sequence>) {
+          returned.wait(false);
           return 1;
         },
         {.lookahead = 1, .threads = 1});
@@ -239,6 +241,8 @@ TEST_CASE("planner: destruction mid-run terminates, with a slow consumer or one 
       planner.stop();
     });
     CHECK_FALSE(planner.next().has_value());
+    returned = true;
+    returned.notify_all();
     stopper.join();
     planner.stop();
     CHECK_FALSE(planner.next().has_value());

@@ -179,7 +179,7 @@ private:
       lock.lock();
       if (!batch) {
         source_done_ = true;
-        source_error_ = error;
+        source_error_ = std::move(error);  // moved: only the consumer holds it when it is freed
         lock.unlock();
         work_.notify_all();
         ready_.notify_all();
@@ -212,7 +212,7 @@ private:
       Slot& done = slot(iteration);
       done.batch = std::move(batch);
       done.plan = std::move(plan);
-      done.error = error;
+      done.error = std::move(error);
       done.done = true;
       if (iteration == delivered_) ready_.notify_one();
     }
