@@ -134,6 +134,23 @@ TEST_CASE("planner: simulated plans equal plan_simulated_iteration's") {
   CHECK_FALSE(planner.next().has_value());
 }
 
+TEST_CASE("planner: a plan function seeded by the iteration index equals the synchronous loop") {
+  const auto all = batches(8);
+  auto seeded = [](std::int64_t iteration, std::span<const Sequence> batch) {
+    assign::PlanOptions options = plan_options;
+    options.dispatch.seed = static_cast<std::uint64_t>(iteration);
+    return assign::plan_iteration(batch, candidates16(), profile16(), options);
+  };
+  CountingSource counting{.batches = all};
+  Planner<assign::IterationPlan> planner(counting.source(), seeded, {.lookahead = 3, .threads = 3});
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    auto planned = planner.next();
+    REQUIRE(planned.has_value());
+    CHECK(planned->plan == seeded(static_cast<std::int64_t>(k), all[k]));
+  }
+  CHECK_FALSE(planner.next().has_value());
+}
+
 TEST_CASE("planner: the window fills to `lookahead` and no further while the consumer waits") {
   const auto all = batches(12);
   for (const int threads : {1, 4}) {
