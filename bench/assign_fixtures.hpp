@@ -52,4 +52,12 @@ inline AssignScenario scenario(int gpus, int batch_number = 1) {
   return {std::move(profile), std::move(strategy), std::move(batch), std::move(pipelines)};
 }
 
+// Four candidates that all hold the 32K context (each keeps at least one <16,1> pipeline), scaled with the cluster.
+inline std::vector<Strategy> scenario_candidates(int gpus) {
+  const int scale = gpus / 64;
+  return {Strategy({{Scheme(16, 1), scale}, {Scheme(8, 1), 6 * scale}}), Strategy({{Scheme(16, 1), 4 * scale}}),
+          Strategy({{Scheme(16, 1), 2 * scale}, {Scheme(8, 1), 4 * scale}}),
+          Strategy({{Scheme(16, 1), 3 * scale}, {Scheme(8, 1), 2 * scale}})};
+}
+
 }  // namespace sluice::bench

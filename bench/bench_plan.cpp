@@ -9,21 +9,11 @@
 
 namespace {
 
-// Four candidates that all hold the 32K context (each keeps at least one <16,1> pipeline), scaled with the cluster.
-std::vector<sluice::Strategy> candidates(int gpus) {
-  const int scale = gpus / 64;
-  using sluice::Scheme;
-  return {sluice::Strategy({{Scheme(16, 1), scale}, {Scheme(8, 1), 6 * scale}}),
-          sluice::Strategy({{Scheme(16, 1), 4 * scale}}),
-          sluice::Strategy({{Scheme(16, 1), 2 * scale}, {Scheme(8, 1), 4 * scale}}),
-          sluice::Strategy({{Scheme(16, 1), 3 * scale}, {Scheme(8, 1), 2 * scale}})};
-}
-
 // Arg: GPUs. One thread, 100 dispatch trials per candidate.
 void BM_PlanIteration(benchmark::State& state) {
   const int gpus = static_cast<int>(state.range(0));
   const sluice::bench::AssignScenario scenario = sluice::bench::scenario(gpus);
-  const auto strategies = candidates(gpus);
+  const auto strategies = sluice::bench::scenario_candidates(gpus);
   std::optional<sluice::assign::IterationPlan> plan;  // no default-constructible Strategy
   for (auto _ : state) {
     plan = sluice::assign::plan_iteration(scenario.batch, strategies, scenario.profile);

@@ -46,6 +46,7 @@
 #include "sluice/schedule/orders.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
+#include "sluice/schedule/planner.hpp"
 #include "sluice/schedule/problems.hpp"
 #include "sluice/schedule/simulate.hpp"
 

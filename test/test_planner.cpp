@@ -1,0 +1,293 @@
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "sluice/assign/plan.hpp"
+#include "sluice/data/dataset.hpp"
+#include "sluice/data/readers.hpp"
+#include "sluice/data/sampler.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/schedule/iteration.hpp"
+#include "sluice/schedule/planner.hpp"
+
+using namespace sluice;
+using namespace std::chrono_literals;
+using schedule::Planned;
+using schedule::Planner;
+using schedule::PlannerOptions;
+
+namespace {
+
+// LLaMA2-7B on 16 GPUs, batches of about 20K tokens of the bundled man pages: each plan takes milliseconds.
+const cost::Profile& profile16() {
+  static const cost::Profile profile =
+      io::read_document<cost::Profile>(io::resolve_data_file("llama2-7b", "profiles")).with_gpus(16);
+  return profile;
+}
+
+const std::vector<Strategy>& candidates16() {
+  static const std::vector<Strategy> candidates = {Strategy::parse("4*tp4pp1"),
+                                                   Strategy::parse("1*tp4pp1+1*tp2pp1+5*tp1pp2")};
+  return candidates;
+}
+
+const assign::PlanOptions plan_options{.dispatch = {.trials = 8, .seed = 7}, .candidate_overhead = {}};
+
+std::vector<std::vector<Sequence>> batches(int count) {
+  const data::LengthDataset dataset =
+      data::LengthDataset(data::read_lengths(io::resolve_data_file("man-pages", "lengths")), "man-pages")
+          .truncated(16384);
+  data::BatchSampler sampler(dataset, {.tokens_per_batch = 20'000, .seed = 3});
+  std::vector<std::vector<Sequence>> result;
+  for (int k = 0; k < count; ++k) result.push_back(sampler.next().sequences);
+  return result;
+}
+
+// Hands out `batches` in order and counts the calls; records the largest lead over what the consumer holds.
+struct CountingSource {
+  std::vector<std::vector<Sequence>> batches;
+  std::atomic<std::int64_t> pulled{0};
+  std::atomic<std::int64_t> consumed{0};  // the consumer's count of next() calls returned
+  std::atomic<std::int64_t> lead{0};      // the largest (pulled − consumed) seen inside the source
+
+  schedule::BatchSource source() {
+    return [this]() -> std::optional<std::vector<Sequence>> {
+      const std::int64_t index = pulled.load();
+      const std::int64_t ahead = index + 1 - consumed.load();
+      std::int64_t seen = lead.load();
+      while (ahead > seen && !lead.compare_exchange_weak(seen, ahead)) {
+      }
+      if (index >= static_cast<std::int64_t>(batches.size())) return std::nullopt;
+      pulled.store(index + 1);
+      return batches[static_cast<std::size_t>(index)];
+    };
+  }
+};
+
+std::vector<assign::IterationPlan> synchronous(const std::vector<std::vector<Sequence>>& all) {
+  std::vector<assign::IterationPlan> plans;
+  for (const auto& batch : all) plans.push_back(assign::plan_iteration(batch, candidates16(), profile16(), plan_options));
+  return plans;
+}
+
+template <class Predicate>
+bool eventually(Predicate done) {
+  for (int tries = 0; tries < 2000 && !done(); ++tries) std::this_thread::sleep_for(5ms);
+  return done();
+}
+
+}  // namespace
+
+TEST_CASE("planner: results in iteration order equal a synchronous loop, whatever threads and lookahead") {
+  const auto all = batches(10);
+  const auto expected = synchronous(all);
+  for (const int threads : {1, 2, 4}) {
+    for (const int lookahead : {1, 3}) {
+      CAPTURE(threads);
+      CAPTURE(lookahead);
+      CountingSource counting{.batches = all};
+      auto planner = schedule::plan_ahead(profile16(), candidates16(), plan_options, counting.source(),
+                                          {.lookahead = lookahead, .threads = threads});
+      for (std::size_t k = 0; k < all.size(); ++k) {
+        auto planned = planner.next();
+        REQUIRE(planned.has_value());
+        counting.consumed.fetch_add(1);
+        CHECK(planned->iteration == static_cast<std::int64_t>(k));
+        CHECK(planned->batch == all[k]);
+        CHECK(planned->plan == expected[k]);
+        CHECK_NOTHROW(assign::validate(planned->plan, planned->batch, profile16()));
+        // Never more than `lookahead` pulled beyond what next() has delivered.
+        CHECK(counting.pulled.load() <= static_cast<std::int64_t>(k) + 1 + lookahead);
+      }
+      CHECK_FALSE(planner.next().has_value());
+      CHECK_FALSE(planner.next().has_value());
+      // Inside the source, next() may have delivered one more than the consumer has counted.
+      CHECK(counting.lead.load() <= lookahead + 1);
+      const schedule::PlannerWaits waits = planner.waits();
+      CHECK(waits.calls == static_cast<std::int64_t>(all.size()) + 2);
+      CHECK(waits.waited <= waits.calls);
+      CHECK(waits.seconds >= waits.max_seconds);
+    }
+  }
+}
+
+TEST_CASE("planner: simulated plans equal plan_simulated_iteration's") {
+  const auto all = batches(4);
+  const schedule::ScheduleOptions cyclic{.kind = schedule::ScheduleKind::cyclic, .seed = 1, .clusters = 0};
+  const schedule::ProblemOptions problem{};
+  CountingSource counting{.batches = all};
+  auto planner = schedule::plan_simulated_ahead(profile16(), candidates16(), plan_options, cyclic, problem,
+                                                counting.source(), {.lookahead = 2, .threads = 2});
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    auto planned = planner.next();
+    REQUIRE(planned.has_value());
+    CHECK(planned->plan ==
+          schedule::plan_simulated_iteration(all[k], candidates16(), profile16(), plan_options, cyclic, problem));
+  }
+  CHECK_FALSE(planner.next().has_value());
+}
+
+TEST_CASE("planner: a plan function seeded by the iteration index equals the synchronous loop") {
+  const auto all = batches(8);
+  auto seeded = [](std::int64_t iteration, std::span<const Sequence> batch) {
+    assign::PlanOptions options = plan_options;
+    options.dispatch.seed = static_cast<std::uint64_t>(iteration);
+    return assign::plan_iteration(batch, candidates16(), profile16(), options);
+  };
+  CountingSource counting{.batches = all};
+  Planner<assign::IterationPlan> planner(counting.source(), seeded, {.lookahead = 3, .threads = 3});
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    auto planned = planner.next();
+    REQUIRE(planned.has_value());
+    CHECK(planned->plan == seeded(static_cast<std::int64_t>(k), all[k]));
+  }
+  CHECK_FALSE(planner.next().has_value());
+}
+
+TEST_CASE("planner: the window fills to `lookahead` and no further while the consumer waits") {
+  const auto all = batches(12);
+  for (const int threads : {1, 4}) {
+    CAPTURE(threads);
+    CountingSource counting{.batches = all};
+    auto planner = schedule::plan_ahead(profile16(), candidates16(), plan_options, counting.source(),
+                                        {.lookahead = 3, .threads = threads});
+    REQUIRE(eventually([&] { return counting.pulled.load() == 3; }));
+    std::this_thread::sleep_for(30ms);
+    CHECK(counting.pulled.load() == 3);
+    REQUIRE(planner.next().has_value());
+    counting.consumed.fetch_add(1);
+    REQUIRE(eventually([&] { return counting.pulled.load() == 4; }));
+    std::this_thread::sleep_for(30ms);
+    CHECK(counting.pulled.load() == 4);
+  }
+}
+
+TEST_CASE("planner: a planning error reaches the consumer at its iteration, and later ones still come") {
+  auto all = batches(6);
+  const std::int64_t bad = 3;
+  // Longer than the MaxLen of every candidate: plan_iteration raises invalid_input.
+  all[bad].emplace_back(1'000'000'000, 1'000'000);
+  for (const int threads : {1, 3}) {
+    CAPTURE(threads);
+    CountingSource counting{.batches = all};
+    auto planner = schedule::plan_ahead(profile16(), candidates16(), plan_options, counting.source(),
+                                        {.lookahead = 4, .threads = threads});
+    for (std::int64_t k = 0; k < bad; ++k) {
+      auto planned = planner.next();
+      REQUIRE(planned.has_value());
+      CHECK(planned->iteration == k);
+    }
+    CHECK_THROWS_AS(planner.next(), invalid_input);
+    for (std::int64_t k = bad + 1; k < static_cast<std::int64_t>(all.size()); ++k) {
+      auto planned = planner.next();
+      REQUIRE(planned.has_value());
+      CHECK(planned->iteration == k);
+    }
+    CHECK_FALSE(planner.next().has_value());
+  }
+}
+
+TEST_CASE("planner: an error of the source is raised at its iteration and ends the run") {
+  const auto all = batches(3);
+  std::size_t given = 0;
+  Planner<std::size_t> planner(
+      [&]() -> std::optional<std::vector<Sequence>> {
+        if (given == all.size()) throw std::runtime_error("source broke");
+        return all[given++];
+      },
+      [](std::int64_t, std::span<const Sequence> batch) { return batch.size(); }, {.lookahead = 2, .threads = 2});
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    auto planned = planner.next();
+    REQUIRE(planned.has_value());
+    CHECK(planned->plan == all[k].size());
+  }
+  CHECK_THROWS_WITH_AS(planner.next(), "source broke", std::runtime_error);
+  CHECK_FALSE(planner.next().has_value());
+}
+
+TEST_CASE("planner: an empty source ends at once") {
+  auto planner = schedule::plan_ahead(
+      profile16(), candidates16(), plan_options, [] { return std::optional<std::vector<Sequence>>(); },
+      {.lookahead = 2, .threads = 3});
+  CHECK_FALSE(planner.next().has_value());
+  CHECK_FALSE(planner.next().has_value());
+}
+
+TEST_CASE("planner: destruction mid-run terminates, with a slow consumer or one that never consumes") {
+  const auto all = batches(20);
+  SUBCASE("never consumes") {
+    CountingSource counting{.batches = all};
+    {
+      auto planner = schedule::plan_ahead(profile16(), candidates16(), plan_options, counting.source(),
+                                          {.lookahead = 2, .threads = 2});
+      REQUIRE(eventually([&] { return counting.pulled.load() == 2; }));
+    }
+    CHECK(counting.pulled.load() == 2);
+  }
+  SUBCASE("slow consumer") {
+    CountingSource counting{.batches = all};
+    {
+      auto planner = schedule::plan_ahead(profile16(), candidates16(), plan_options, counting.source(),
+                                          {.lookahead = 3, .threads = 4});
+      for (int k = 0; k < 3; ++k) {
+        REQUIRE(planner.next().has_value());
+        std::this_thread::sleep_for(10ms);
+      }
+    }
+    CHECK(counting.pulled.load() <= 6);
+  }
+  SUBCASE("stop() from another thread wakes a waiting next()") {
+    // The only plan finishes after next() has returned, so next() can return only because of stop().
+    std::atomic<bool> returned{false};
+    Planner<int> planner(
+        [] { return std::optional<std::vector<Sequence>>(std::vector<Sequence>{Sequence(0, 1)}); },
+        [&](std::int64_t, std::span<const Sequence>) {
+          returned.wait(false);
+          return 1;
+        },
+        {.lookahead = 1, .threads = 1});
+    std::jthread stopper([&] {
+      std::this_thread::sleep_for(20ms);
+      planner.stop();
+    });
+    CHECK_FALSE(planner.next().has_value());
+    returned = true;
+    returned.notify_all();
+    stopper.join();
+    planner.stop();
+    CHECK_FALSE(planner.next().has_value());
+  }
+}
+
+TEST_CASE("planner: bad options and inputs raise invalid_input naming them") {
+  const auto source = [] { return std::optional<std::vector<Sequence>>(); };
+  const auto plan = [](std::int64_t, std::span<const Sequence>) { return 0; };
+  CHECK_THROWS_WITH_AS(Planner<int>(source, plan, {.lookahead = 0, .threads = 1}),
+                       "planner: lookahead must be in [1, 64], got 0", invalid_input);
+  CHECK_THROWS_WITH_AS(Planner<int>(source, plan, {.lookahead = 65, .threads = 1}),
+                       "planner: lookahead must be in [1, 64], got 65", invalid_input);
+  CHECK_THROWS_WITH_AS(Planner<int>(source, plan, {.lookahead = 1, .threads = 0}),
+                       "planner: threads must be in [1, 256], got 0", invalid_input);
+  CHECK_THROWS_WITH_AS(Planner<int>(source, plan, {.lookahead = 1, .threads = 257}),
+                       "planner: threads must be in [1, 256], got 257", invalid_input);
+  CHECK_THROWS_WITH_AS(Planner<int>(schedule::BatchSource(), plan, {}), "planner: the batch source is empty",
+                       invalid_input);
+  CHECK_THROWS_WITH_AS(Planner<int>(source, Planner<int>::PlanFunction(), {}), "planner: the plan function is empty",
+                       invalid_input);
+  CHECK_THROWS_WITH_AS(schedule::plan_ahead(profile16(), {}, plan_options, source, {}),
+                       "planner: no candidate strategies", invalid_input);
+  CHECK_THROWS_WITH_AS(
+      schedule::plan_ahead(profile16(), candidates16(), {.dispatch = {.trials = 0}, .candidate_overhead = {}}, source,
+                           {}),
+      "dispatch: trials must be >= 1, got 0", invalid_input);
+  CHECK_THROWS_WITH_AS(
+      schedule::plan_ahead(profile16(), candidates16(), {.dispatch = {}, .candidate_overhead = {1.0}}, source, {}),
+      "plan: candidate_overhead has 1 entries for 2 candidates", invalid_input);
+}
