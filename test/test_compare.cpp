@@ -149,13 +149,14 @@ TEST_CASE("compare: a system that cannot hold the context fails with the reason,
 
 TEST_CASE("compare: the results are those `sluice simulate` recorded") {
   // test/golden/simulate.json: sluice simulate --iterations 2 --tokens 50000 --trials 2 --json, every other
-  // option at its default.
+  // option at its default (the context: the longest MaxLen of llama2-7b's schemes on 16 GPUs with TP within a
+  // node, shorter than the longest man page).
   const auto golden = sluice::io::read_json_file(std::filesystem::path(SLUICE_BUNDLED_DATA_DIR) / ".." / "test" /
                                                  "golden" / "simulate.json");
   const sluice::cost::Profile profile = bundled_profile("llama2-7b");
   const std::int64_t hidden = profile.spec().model.hidden;
   const sluice::compare::Options options{.profile = profile,
-                                         .context = 32768,
+                                         .context = 84224,
                                          .tokens = 50000,
                                          .problem = {.hidden = hidden, .link = {.latency = 1e-5, .bandwidth = 100e9}},
                                          .plan = {.dispatch = {.trials = 2}, .candidate_overhead = {}}};

@@ -25,9 +25,13 @@ sh_lines() {  # FILE [SECTION-HEADING]
     }' "$1"
 }
 
-# Files the examples name as the reader's own: a profile and a NumPy length file (int32, little-endian).
+# Files the examples name as the reader's own: a profile, measured samples, a trainer's batch and a NumPy length
+# file (int32, little-endian).
 fixtures() {
   cp "${source_dir}/data/profiles/llama2-7b.json" my_profile.json
+  cp "${source_dir}/data/samples/example.samples.csv" my_samples.csv
+  echo '[{"id": 3, "length": 4096}, {"id": 8, "length": 17000}, {"id": 12, "length": 950}, {"id": 20, "length": 2300}]' \
+    > my-batch.json
   local lengths=()
   mapfile -t lengths < <(grep -E '^[0-9]+$' "${source_dir}/data/lengths/cpython-stdlib.lengths.txt")
   local header="{'descr': '<i4', 'fortran_order': False, 'shape': (${#lengths[@]},), }"
