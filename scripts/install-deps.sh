@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages sluice needs to build, test and benchmark, skipping those present.
-# Usage: scripts/install-deps.sh   (as root, or with sudo available)
+# Usage: scripts/install-deps.sh [--tests]   (as root, or with sudo available)
+#   --tests also installs what only the test suite uses: PyTorch (CPU), for sluice.torch and the training example.
 set -euo pipefail
 
 packages=(
   g++ cmake ninja-build pkg-config git
   libeigen3-dev nlohmann-json3-dev
   coinor-libcbc-dev doctest-dev libbenchmark-dev
+  python3-dev pybind11-dev python3-numpy python3-pytest
 )
+if [ "${1:-}" = "--tests" ]; then packages+=(python3-torch); fi
 
 missing=()
 for package in "${packages[@]}"; do

@@ -28,7 +28,10 @@ public:
 
 // The helpers every check in sluice raises its errors with; public so that code building on sluice reports
 // bad input the same way.
+// Constrained to streamable parts so that argument-dependent lookup from other libraries' variadic helpers
+// (pybind11's signature descriptors over sluice types) never picks it.
 template <class... Parts>
+  requires(requires(std::ostream& out, Parts&& part) { out << std::forward<Parts>(part); } && ...)
 std::string concat(Parts&&... parts) {
   std::ostringstream out;
   out.precision(17);

@@ -1,0 +1,33 @@
+# The Python package (examples/python): on at top level when an interpreter with NumPy, its headers and
+# pybind11 are found, off otherwise. The interpreter is Python_EXECUTABLE if given, else the first of `python3`
+# on PATH and /usr/bin/python3 that imports NumPy: Debian's python3-numpy belongs to /usr/bin/python3, which a
+# python3 earlier on PATH without NumPy (pyenv, a bare virtual environment) would otherwise hide.
+include_guard(GLOBAL)
+set(sluice_python_default OFF)
+if(SLUICE_TOP_LEVEL AND NOT DEFINED SLUICE_BUILD_PYTHON OR SLUICE_BUILD_PYTHON)
+  if(NOT Python_EXECUTABLE)
+    find_program(sluice_path_python3 NAMES python3 NO_CACHE)
+    foreach(candidate IN ITEMS ${sluice_path_python3} /usr/bin/python3)
+      execute_process(COMMAND ${candidate} -c "import numpy" RESULT_VARIABLE no_numpy OUTPUT_QUIET ERROR_QUIET)
+      if(no_numpy EQUAL 0)
+        set(Python_EXECUTABLE ${candidate} CACHE FILEPATH "The interpreter the sluice Python package is built for")
+        break()
+      endif()
+    endforeach()
+  endif()
+  find_package(Python 3.9 QUIET COMPONENTS Interpreter Development.Module NumPy)
+  if(Python_FOUND)
+    set(PYBIND11_FINDPYTHON ON)
+    find_package(pybind11 2.10 QUIET CONFIG)
+  endif()
+  if(Python_FOUND AND pybind11_FOUND)
+    set(sluice_python_default ${SLUICE_TOP_LEVEL})
+  else()
+    message(STATUS "sluice: Python package off (needs Python >= 3.9 with NumPy, its headers and pybind11 >= 2.10: "
+                   "Debian's python3-dev python3-numpy pybind11-dev; or set Python_EXECUTABLE)")
+  endif()
+endif()
+option(SLUICE_BUILD_PYTHON "Build the Python package (pybind11)" ${sluice_python_default})
+if(SLUICE_BUILD_PYTHON AND NOT (Python_FOUND AND pybind11_FOUND))
+  message(FATAL_ERROR "SLUICE_BUILD_PYTHON is ON but Python with NumPy or pybind11 was not found")
+endif()

@@ -1,0 +1,99 @@
+#pragma once
+// Shared by the binding files: NumPy conversions, JSON documents and the GIL rule.
+// Conventions every bound function follows:
+//   - options are keyword-only arguments named as the C++ options' fields, defaulting to the C++ defaults;
+//   - a batch is `lengths` (1-D integer array) with optional `ids` (default: 0 … n−1, the array positions);
+//   - arrays out are read-only NumPy views of the C++ result (the view keeps its owner alive), never copies;
+//   - planning runs without the GIL: inputs are converted to C++ values first, results converted after.
+#include <concepts>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <pybind11/numpy.h>
+#include <pybind11/operators.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include "sluice/sluice.hpp"
+
+namespace sluice::python {
+
+namespace py = pybind11;
+
+// Integers out of a 1-D array (or a list): NumPy integer dtypes only, C-contiguous, within int64. Raises
+// InvalidInput naming `what` otherwise (a float array, NaN, booleans, 2-D, a strided view, values past int64).
+std::vector<std::int64_t> integers_from(const py::handle& values, std::string_view what);
+
+// The batch a planner takes: lengths[i] with ids[i] (default i). Raises InvalidInput for a bad length.
+std::vector<Sequence> batch_from(const py::handle& lengths, const py::handle& ids);
+
+// A read-only 1-D NumPy view of `values`, which `owner` keeps alive.
+template <class T>
+py::array_t<T> view_of(std::span<const T> values, const py::handle& owner) {
+  py::array_t<T> array({static_cast<py::ssize_t>(values.size())}, {static_cast<py::ssize_t>(sizeof(T))},
+                       values.data(), owner);
+  py::detail::array_proxy(array.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return array;
+}
+
+// A fresh array that owns a copy (for values computed on the fly, not held by any result).
+template <class T>
+py::array_t<T> array_of(std::span<const T> values) {
+  py::array_t<T> array(static_cast<py::ssize_t>(values.size()));
+  std::copy(values.begin(), values.end(), array.mutable_data());
+  return array;
+}
+
+// The batch's ids and its lengths, each as a fresh int64 array.
+py::array_t<std::int64_t> ids_of(std::span<const Sequence> batch);
+py::array_t<std::int64_t> lengths_of(std::span<const Sequence> batch);
+
+// Elements of a vector member as Python objects that refer into `owner` (no copies; `owner` stays alive).
+template <class T>
+py::list internal_list(const std::vector<T>& values, const py::handle& owner) {
+  py::list list;
+  for (const T& value : values) list.append(py::cast(&value, py::return_value_policy::reference_internal, owner));
+  return list;
+}
+
+// The options of plan_iteration from its keyword arguments (the dispatch's, and one overhead per candidate).
+assign::PlanOptions plan_options(int trials, int threads, std::uint64_t seed, bool local_search, bool longest_first,
+                                 bool v_step, const py::handle& candidate_overhead);
+
+// to_json / from_json / save / load and == for a type with an io document format.
+template <class T>
+void def_document(py::class_<T>& cls) {
+  cls.def(
+         "to_json", [](const T& value, int indent) { return io::to_document(value).dump(indent); },
+         py::arg("indent") = 2, "The sluice JSON document, as the command-line tool writes it.")
+      .def_static(
+          "from_json",
+          [](std::string_view text) { return io::from_document<T>(io::parse(text, "JSON text"), "JSON text"); },
+          py::arg("text"), "Reads a document written by to_json or by the command-line tool.")
+      .def(
+          "save", [](const T& value, const std::filesystem::path& path) { io::write_document(path, value); },
+          py::arg("path"), "Writes the JSON document atomically (a temporary file renamed into place).")
+      .def_static(
+          "load", [](const std::filesystem::path& path) { return io::read_document<T>(path); }, py::arg("path"))
+      .def(py::pickle([](const T& value) { return io::to_document(value).dump(); },
+                      [](const std::string& text) { return io::from_document<T>(io::parse(text, "pickle"), "pickle"); }));
+  if constexpr (std::equality_comparable<T>) cls.def(py::self == py::self);
+}
+
+void bind_core(py::module_& module);
+void bind_data(py::module_& module);
+void bind_cost(py::module_& module);
+void bind_assign(py::module_& module);
+void bind_planner(py::module_& module);
+void bind_proposal(py::module_& module);
+void bind_schedule(py::module_& module);
+void bind_compare(py::module_& module);
+void bind_shard(py::module_& module);
+void bind_search(py::module_& module);
+
+}  // namespace sluice::python

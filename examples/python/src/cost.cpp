@@ -1,0 +1,157 @@
+// Profiles: bundled, from JSON files (sluice's or Hetu's strategy_pool), and fitted from measured samples.
+#include "bindings.hpp"
+
+namespace sluice::python {
+
+namespace {
+
+std::vector<cost::ProfileSample> samples_from(const std::vector<std::string>& schemes, const py::handle& tokens,
+                                              const py::handle& seconds, const py::handle& peak_bytes) {
+  const std::vector<std::int64_t> token_values = integers_from(tokens, "tokens");
+  const auto second_values = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(seconds);
+  sluice::require(static_cast<bool>(second_values) && second_values.ndim() == 1, "seconds: expected a 1-D array");
+  sluice::require(schemes.size() == token_values.size() &&
+                      static_cast<std::size_t>(second_values.size()) == token_values.size(),
+                  "fit: schemes, tokens and seconds need the same length, got ", schemes.size(), ", ",
+                  token_values.size(), " and ", second_values.size());
+  std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> peak_values;
+  if (!peak_bytes.is_none()) {
+    peak_values = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(peak_bytes);
+    sluice::require(static_cast<bool>(*peak_values) && peak_values->ndim() == 1 &&
+                        static_cast<std::size_t>(peak_values->size()) == token_values.size(),
+                    "peak_bytes: expected a 1-D array as long as tokens");
+  }
+  std::vector<cost::ProfileSample> samples;
+  for (std::size_t i = 0; i < schemes.size(); ++i) {
+    cost::ProfileSample sample{.scheme = Scheme::parse(schemes[i]),
+                               .tokens = token_values[i],
+                               .seconds = second_values.at(static_cast<py::ssize_t>(i)),
+                               .peak_bytes = std::nullopt};
+    if (peak_values) sample.peak_bytes = peak_values->at(static_cast<py::ssize_t>(i));
+    io::detail::check_sample(sample, "sample " + std::to_string(i));
+    samples.push_back(sample);
+  }
+  return samples;
+}
+
+}  // namespace
+
+void bind_cost(py::module_& module) {
+  py::class_<cost::QuadraticLatency>(module, "QuadraticLatency", "T(l) = a·l² + b·l + c seconds for one stage.")
+      .def(py::init<double, double, double>(), py::arg("a"), py::arg("b"), py::arg("c"))
+      .def_property_readonly("a", &cost::QuadraticLatency::a)
+      .def_property_readonly("b", &cost::QuadraticLatency::b)
+      .def_property_readonly("c", &cost::QuadraticLatency::c)
+      .def("__call__", [](const cost::QuadraticLatency& latency, std::int64_t length) { return latency(length); },
+           py::arg("length"))
+      .def(
+          "__call__",
+          [](const cost::QuadraticLatency& latency, const py::array& lengths) {
+            const std::vector<std::int64_t> values = integers_from(lengths, "lengths");
+            std::vector<double> seconds(values.size());
+            for (std::size_t i = 0; i < values.size(); ++i) seconds[i] = latency(values[i]);
+            return array_of<double>(seconds);
+          },
+          py::arg("lengths"))
+      .def(py::self == py::self);
+
+  py::class_<cost::SchemeCost>(module, "SchemeCost", "A scheme of a profile, ready for planning.")
+      .def_readonly("scheme", &cost::SchemeCost::scheme)
+      .def_readonly("latency", &cost::SchemeCost::latency)
+      .def_readonly("max_len", &cost::SchemeCost::max_len)
+      .def_readonly("util_len", &cost::SchemeCost::util_len);
+
+  py::class_<cost::Profile> profile(module, "Profile",
+                                    "The parallel schemes of one model on one cluster with their cost models.");
+  profile
+      .def_static(
+          "bundled",
+          [](std::string_view name, std::optional<std::int64_t> gpus) {
+            return io::read_profile(io::resolve_data_file(name, "profiles"), gpus);
+          },
+          py::arg("name") = std::string(io::default_profile), py::arg("gpus") = py::none(),
+          "A bundled profile by name ('llama2-7b', …) or a path, resolved for `gpus` GPUs (default: its own).")
+      .def_static(
+          "read", [](const std::filesystem::path& path, std::optional<std::int64_t> gpus) {
+            return io::read_profile(path, gpus);
+          },
+          py::arg("path"), py::arg("gpus") = py::none(), "A sluice profile or a Hetu strategy_pool JSON file.")
+      .def_property_readonly("name", &cost::Profile::name)
+      .def_property_readonly("gpus", &cost::Profile::gpus)
+      .def_property_readonly("gpus_per_node", [](const cost::Profile& value) { return value.spec().gpus_per_node; })
+      .def_property_readonly("model", [](const cost::Profile& value) { return value.spec().model.name; })
+      .def_property_readonly("schemes",
+                             [](const py::object& self) {
+                               py::list list;
+                               for (const cost::SchemeCost& scheme : self.cast<const cost::Profile&>().schemes())
+                                 list.append(py::cast(&scheme, py::return_value_policy::reference_internal, self));
+                               return list;
+                             })
+      .def("with_gpus", &cost::Profile::with_gpus, py::arg("gpus"))
+      .def("max_len", [](const cost::Profile& value, const Scheme& scheme) { return value.max_len(scheme); },
+           py::arg("scheme"))
+      .def("at", &cost::Profile::at, py::arg("scheme"), py::return_value_policy::reference_internal)
+      .def("pipelines", &cost::Profile::pipelines, py::arg("strategy"),
+           "The strategy's pipelines in MaxLen order, as plans index them.")
+      .def("__repr__", [](const cost::Profile& value) {
+        return "<sluice.Profile " + value.name() + " for " + std::to_string(value.gpus()) + " GPUs>";
+      });
+  def_document(profile);
+
+  py::class_<cost::FitResult>(module, "FitResult")
+      .def_readonly("model", &cost::FitResult::model)
+      .def_readonly("relative_rms_error", &cost::FitResult::relative_rms_error)
+      .def_readonly("samples", &cost::FitResult::samples);
+  py::class_<cost::MemoryFit>(module, "MemoryFit")
+      .def_readonly("fixed_bytes", &cost::MemoryFit::fixed_bytes)
+      .def_readonly("bytes_per_token", &cost::MemoryFit::bytes_per_token)
+      .def_readonly("relative_rms_error", &cost::MemoryFit::relative_rms_error);
+  py::class_<cost::SchemeFit>(module, "SchemeFit")
+      .def_readonly("scheme", &cost::SchemeFit::scheme)
+      .def_readonly("latency", &cost::SchemeFit::latency)
+      .def_readonly("memory", &cost::SchemeFit::memory);
+  py::class_<cost::ProfileFit>(module, "ProfileFit")
+      .def_readonly("profile", &cost::ProfileFit::profile)
+      .def_readonly("schemes", &cost::ProfileFit::schemes);
+
+  const cost::FitProfileOptions fit;
+  module.def(
+      "fit_profile",
+      [](const std::vector<std::string>& schemes, const py::handle& tokens, const py::handle& seconds,
+         const cost::Profile& base, const py::handle& peak_bytes, std::string name, std::string source,
+         double max_error) {
+        const std::vector<cost::ProfileSample> samples = samples_from(schemes, tokens, seconds, peak_bytes);
+        const py::gil_scoped_release release;
+        return cost::fit_profile(samples, base.spec(),
+                                 {.name = std::move(name), .source = std::move(source), .max_error = max_error});
+      },
+      py::arg("schemes"), py::arg("tokens"), py::arg("seconds"), py::kw_only(), py::arg("base"),
+      py::arg("peak_bytes") = py::none(), py::arg("name") = fit.name, py::arg("source") = fit.source,
+      py::arg("max_error") = fit.max_error,
+      "A profile from measured (scheme, tokens, seconds[, peak bytes]) samples: T(l) = a·l² + b·l + c fitted per "
+      "scheme by non-negative least squares; `base` gives the model, cluster and memory budget.");
+  module.def(
+      "read_profile_samples",
+      [](const std::filesystem::path& path) {
+        const cost::ProfileSamples read = io::read_profile_samples(path);
+        py::list schemes;
+        std::vector<std::int64_t> tokens;
+        std::vector<double> seconds;
+        std::vector<double> peaks;
+        for (const cost::ProfileSample& sample : read.samples) {
+          schemes.append(sample.scheme.name());
+          tokens.push_back(sample.tokens);
+          seconds.push_back(sample.seconds);
+          if (sample.peak_bytes) peaks.push_back(*sample.peak_bytes);
+        }
+        py::object peak = peaks.size() == read.samples.size() && !peaks.empty()
+                              ? py::object(array_of<double>(peaks))
+                              : py::object(py::none());
+        return py::dict(py::arg("schemes") = schemes, py::arg("tokens") = array_of<std::int64_t>(tokens),
+                        py::arg("seconds") = array_of<double>(seconds), py::arg("peak_bytes") = peak);
+      },
+      py::arg("path"),
+      "Samples from a CSV or sluice.profile_samples JSON file, as keyword arguments of fit_profile.");
+}
+
+}  // namespace sluice::python
