@@ -1,7 +1,9 @@
-# cmake -DOUTPUT=<file> -DFRAGMENTS=<a.pyi;b.pyi;…> -P join_stubs.cmake: the fragments, in name order, as one stub.
-list(SORT FRAGMENTS)
+# cmake -DOUTPUT=<file> -DFRAGMENTS_DIR=<dir> -P join_stubs.cmake: the dir's *.pyi fragments, in name order, as one
+# stub file (a directory, not a list, because a list's separators do not survive a build command line).
+file(GLOB fragments ${FRAGMENTS_DIR}/*.pyi)
+list(SORT fragments)
 set(joined "# Generated from examples/python/stubs/*.pyi: edit those.\n")
-foreach(fragment IN LISTS FRAGMENTS)
+foreach(fragment IN LISTS fragments)
   file(READ ${fragment} text)
   string(APPEND joined "\n${text}")
 endforeach()

@@ -1,4 +1,7 @@
 // Profiles: bundled, from JSON files (sluice's or Hetu's strategy_pool), and fitted from measured samples.
+#include <cmath>
+#include <limits>
+
 #include "bindings.hpp"
 
 namespace sluice::python {
@@ -27,7 +30,9 @@ std::vector<cost::ProfileSample> samples_from(const std::vector<std::string>& sc
                                .tokens = token_values[i],
                                .seconds = second_values.at(static_cast<py::ssize_t>(i)),
                                .peak_bytes = std::nullopt};
-    if (peak_values) sample.peak_bytes = peak_values->at(static_cast<py::ssize_t>(i));
+    // NaN marks a sample measured without its peak memory, as read_profile_samples gives it.
+    if (peak_values && !std::isnan(peak_values->at(static_cast<py::ssize_t>(i))))
+      sample.peak_bytes = peak_values->at(static_cast<py::ssize_t>(i));
     io::detail::check_sample(sample, "sample " + std::to_string(i));
     samples.push_back(sample);
   }
@@ -129,7 +134,8 @@ void bind_cost(py::module_& module) {
       py::arg("peak_bytes") = py::none(), py::arg("name") = fit.name, py::arg("source") = fit.source,
       py::arg("max_error") = fit.max_error,
       "A profile from measured (scheme, tokens, seconds[, peak bytes]) samples: T(l) = a·l² + b·l + c fitted per "
-      "scheme by non-negative least squares; `base` gives the model, cluster and memory budget.");
+      "scheme by non-negative least squares; `base` gives the model, cluster and memory budget. A NaN peak_bytes "
+      "marks a sample measured without its peak memory.");
   module.def(
       "read_profile_samples",
       [](const std::filesystem::path& path) {
@@ -138,20 +144,21 @@ void bind_cost(py::module_& module) {
         std::vector<std::int64_t> tokens;
         std::vector<double> seconds;
         std::vector<double> peaks;
+        bool any_peak = false;
         for (const cost::ProfileSample& sample : read.samples) {
           schemes.append(sample.scheme.name());
           tokens.push_back(sample.tokens);
           seconds.push_back(sample.seconds);
-          if (sample.peak_bytes) peaks.push_back(*sample.peak_bytes);
+          peaks.push_back(sample.peak_bytes.value_or(std::numeric_limits<double>::quiet_NaN()));
+          any_peak = any_peak || sample.peak_bytes.has_value();
         }
-        py::object peak = peaks.size() == read.samples.size() && !peaks.empty()
-                              ? py::object(array_of<double>(peaks))
-                              : py::object(py::none());
+        py::object peak = any_peak ? py::object(array_of<double>(peaks)) : py::object(py::none());
         return py::dict(py::arg("schemes") = schemes, py::arg("tokens") = array_of<std::int64_t>(tokens),
                         py::arg("seconds") = array_of<double>(seconds), py::arg("peak_bytes") = peak);
       },
       py::arg("path"),
-      "Samples from a CSV or sluice.profile_samples JSON file, as keyword arguments of fit_profile.");
+      "Samples from a CSV or sluice.profile_samples JSON file, as keyword arguments of fit_profile (peak_bytes: "
+      "NaN where a sample has none; None when none has).");
 }
 
 }  // namespace sluice::python

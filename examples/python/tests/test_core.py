@@ -1,0 +1,155 @@
+"""Schemes, strategies, length data, profiles and fits: against the command-line tool and the rules of the API."""
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sluice
+from conftest import assert_close_json, json_of, without_header
+
+SOURCE = Path(__file__).resolve().parents[3]
+
+
+def test_scheme_and_strategy_values():
+    scheme = sluice.Scheme.parse("tp4pp2")
+    assert (scheme.tp, scheme.pp, scheme.gpus, scheme.name) == (4, 2, 8, "tp4pp2")
+    assert scheme == sluice.Scheme(4, 2) == sluice.Scheme.parse("<4,2>")
+    assert hash(scheme) == hash(sluice.Scheme(4, 2)) and pickle.loads(pickle.dumps(scheme)) == scheme
+    strategy = sluice.Strategy("1*tp8pp1+2*tp2pp2")
+    assert strategy.gpus == 16 and strategy.pipeline_count == 3 and not strategy.is_homogeneous
+    assert strategy == sluice.Strategy([sluice.StrategyPart(sluice.Scheme(8, 1), 1),
+                                        sluice.StrategyPart(sluice.Scheme(2, 2), 2)])
+    assert sluice.Strategy.from_json(strategy.to_json()) == strategy
+    assert pickle.loads(pickle.dumps(strategy)) == strategy
+    assert sluice.Strategy.homogeneous(sluice.Scheme(4, 1), 4).name == "4*tp4pp1"
+
+
+@pytest.mark.parametrize("text", ["", "tp0pp1", "2*", "3*tp4pp", "1*tp8pp1+", "x"])
+def test_bad_strategy_text_raises_invalid_input(text):
+    with pytest.raises(sluice.InvalidInput):
+        sluice.Strategy.parse(text)
+
+
+def test_dataset_and_profile_match_inspect(cli):
+    document = cli("inspect", "--profile", "llama2-13b", "--gpus", "32", "--lengths", "cpython-stdlib",
+                   "--context", "32768", "--bin-width", "512")
+    dataset = sluice.LengthDataset.bundled("cpython-stdlib").truncated(32768)
+    stats = dataset.stats()
+    expected = document["dataset"]["stats"]
+    assert {key: getattr(stats, key) for key in expected} == pytest.approx(expected, rel=1e-12)
+    histogram = dataset.histogram(512)
+    bins = document["dataset"]["histogram"]["bins"]
+    assert histogram.lower.tolist() == [b["lower"] for b in bins]
+    assert histogram.upper.tolist() == [b["upper"] for b in bins]
+    assert histogram.counts.tolist() == [b["count"] for b in bins]
+
+    profile = sluice.Profile.bundled("llama2-13b", gpus=32)
+    assert profile.gpus == document["profile"]["gpus"] and profile.name == document["profile"]["name"]
+    assert len(profile.schemes) == len(document["profile"]["schemes"])
+    for bound, shown in zip(profile.schemes, document["profile"]["schemes"]):
+        assert (bound.scheme.tp, bound.scheme.pp, bound.max_len, bound.util_len) == (
+            shown["tp"], shown["pp"], shown["max_len"], shown["util_len"])
+        assert (bound.latency.a, bound.latency.b, bound.latency.c) == pytest.approx(
+            (shown["latency"]["a"], shown["latency"]["b"], shown["latency"]["c"]), rel=1e-12)
+        lengths = np.array([time["length"] for time in shown["times"]])
+        assert bound.latency(lengths) == pytest.approx([time["seconds"] for time in shown["times"]], rel=1e-12)
+        assert profile.max_len(bound.scheme) == bound.max_len and profile.at(bound.scheme).max_len == bound.max_len
+
+
+def test_dataset_lengths_are_a_read_only_view():
+    dataset = sluice.LengthDataset(np.array([5, 9, 3], dtype=np.int32), "three")
+    lengths = dataset.lengths
+    assert lengths.dtype == np.int64 and lengths.tolist() == [5, 9, 3] and not lengths.flags.writeable
+    assert lengths.base is not None  # a view of the C++ vector, which it keeps alive
+    del dataset
+    assert lengths.tolist() == [5, 9, 3]
+    with pytest.raises(ValueError):
+        lengths[0] = 1
+
+
+@pytest.mark.parametrize("values, message", [
+    (np.array([1.0, 2.0]), "integer array"),
+    (np.array([1.0, np.nan]), "NaN"),
+    (np.array([[1, 2], [3, 4]]), "1-D"),
+    (np.arange(10)[::2], "contiguous"),
+    (np.array([2**63], dtype=np.uint64), "int64 range"),
+    (np.array([True, False]), "integer array"),
+    (np.array([4, 0, 7]), "lengths"),
+    (np.array([4, -3]), "lengths"),
+    ([], "lengths"),
+])
+def test_bad_lengths_raise_invalid_input(values, message):
+    with pytest.raises(sluice.InvalidInput, match=message):
+        sluice.LengthDataset(values)
+    with pytest.raises(sluice.InvalidInput):
+        sluice.plan_iteration(values, ["1*tp16pp1"], sluice.Profile.bundled())
+
+
+def test_sampler_is_seeded_and_never_ends():
+    dataset = sluice.LengthDataset.bundled("man-pages").truncated(32768)
+    first = [batch for _, batch in zip(range(3), sluice.BatchSampler(dataset, tokens_per_batch=50_000, seed=7))]
+    again = [batch for _, batch in zip(range(3), sluice.BatchSampler(dataset, tokens_per_batch=50_000, seed=7))]
+    assert first == again and first[0] != first[1]
+    for batch in first:
+        assert batch.tokens == batch.lengths.sum() <= 50_000 and len(batch) == len(batch.ids)
+        assert np.array_equal(dataset.lengths[batch.ids], batch.lengths)
+    with pytest.raises(sluice.InvalidInput):
+        sluice.BatchSampler(dataset, tokens_per_batch=0)
+
+
+def test_synthetic_lengths_are_seeded():
+    a = sluice.synthetic_lengths(count=1000, seed=3)
+    assert np.array_equal(a, sluice.synthetic_lengths(count=1000, seed=3))
+    assert not np.array_equal(a, sluice.synthetic_lengths(count=1000, seed=4))
+    assert a.min() >= 16 and a.max() <= 131072 and len(a) == 1000
+    with pytest.raises(sluice.InvalidInput):
+        sluice.synthetic_lengths(count=-1)
+    assert "llama2-7b" in sluice.bundled_names("profiles") and "man-pages" in sluice.bundled_names("lengths")
+
+
+def test_profile_documents_round_trip(tmp_path):
+    profile = sluice.Profile.bundled("llama2-32b", gpus=64)
+    text = profile.to_json()
+    assert sluice.Profile.from_json(text).to_json() == text
+    assert pickle.loads(pickle.dumps(profile)).to_json() == text
+    profile.save(tmp_path / "p.json")
+    assert sluice.Profile.load(tmp_path / "p.json").to_json() == text == sluice.Profile.read(tmp_path / "p.json").to_json()
+    assert profile.with_gpus(32).gpus == 32
+    assert [p.max_len for p in profile.pipelines("1*tp16pp1+6*tp8pp1")] == sorted(
+        (p.max_len for p in profile.pipelines("1*tp16pp1+6*tp8pp1")), reverse=True)
+    with pytest.raises(sluice.InvalidInput):
+        sluice.Profile.bundled("no-such-profile")
+    with pytest.raises(sluice.InvalidInput):
+        sluice.Profile.from_json('{"format": "sluice.profile", "version": 1')
+    with pytest.raises(sluice.InvalidInput):
+        profile.save(tmp_path / "missing-dir" / "p.json")
+    assert not (tmp_path / "missing-dir").exists()
+
+
+def test_fit_matches_the_tool(cli):
+    samples_file = SOURCE / "data" / "samples" / "example.samples.csv"
+    document = cli("fit", "--samples", samples_file, "--base", "llama2-7b")
+    samples = sluice.read_profile_samples(samples_file)
+    fit = sluice.fit_profile(**samples, base=sluice.Profile.bundled("llama2-7b"), name="example.samples",
+                             source=document["profile"].get("source", ""))
+    assert_close_json(without_header(json_of(fit.profile)), without_header(document["profile"]), rel=1e-9)
+    by_scheme = {(s["tp"], s["pp"]): s for s in document["schemes"]}
+    for scheme_fit in fit.schemes:
+        shown = by_scheme[(scheme_fit.scheme.tp, scheme_fit.scheme.pp)]
+        assert scheme_fit.latency.samples == shown["samples"]
+        assert scheme_fit.latency.relative_rms_error == pytest.approx(shown["latency_error"], rel=1e-6, abs=1e-12)
+        if shown.get("memory"):
+            assert scheme_fit.memory.bytes_per_token == pytest.approx(shown["memory"]["bytes_per_token"], rel=1e-9)
+        else:  # measured without peak memory: MaxLen from the base profile's memory model
+            assert scheme_fit.memory is None
+
+
+def test_fit_rejects_bad_samples():
+    base = sluice.Profile.bundled("llama2-7b")
+    with pytest.raises(sluice.InvalidInput):
+        sluice.fit_profile(["tp1pp1"] * 3, [1024, 2048, 4096], [0.1, float("nan"), 0.3], base=base)
+    with pytest.raises(sluice.InvalidInput):
+        sluice.fit_profile(["tp1pp1"] * 2, [1024, 2048, 4096], [0.1, 0.2, 0.3], base=base)
+    with pytest.raises(sluice.InvalidInput):
+        sluice.fit_profile(["tp1pp1"] * 3, [1024, -2048, 4096], [0.1, 0.2, 0.3], base=base)

@@ -1,0 +1,134 @@
+"""sluice.Planner: the order and results of synchronous planning, a bounded window, errors at their iteration, and
+a clean stop at any point."""
+import itertools
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import sluice
+from conftest import CANDIDATES_64
+
+
+@pytest.fixture(scope="module")
+def batches():
+    dataset = sluice.LengthDataset.bundled("cpython-stdlib").truncated(32768)
+    return list(itertools.islice(sluice.BatchSampler(dataset, tokens_per_batch=200_000, seed=3), 6))
+
+
+@pytest.mark.parametrize("threads, lookahead", [(1, 1), (2, 2), (4, 3)])
+def test_plans_equal_synchronous_planning_in_order(profile_64, batches, threads, lookahead):
+    with sluice.Planner(profile_64, CANDIDATES_64, batches, threads=threads, lookahead=lookahead, seed=4) as planner:
+        delivered = list(planner)
+    assert [planned.iteration for planned in delivered] == list(range(len(batches)))
+    for planned, batch in zip(delivered, batches):
+        assert np.array_equal(planned.ids, batch.ids) and np.array_equal(planned.lengths, batch.lengths)
+        assert planned.plan == sluice.plan_iteration(batch.lengths, CANDIDATES_64, profile_64, ids=batch.ids, seed=4)
+        planned.plan.validate(planned.lengths, profile_64, ids=planned.ids)
+    assert planner.waits.calls == len(batches) + 1  # the last call found the source ended
+
+
+def test_sources_of_arrays_and_pairs(profile_64, batches):
+    pairs = [(batch.ids, batch.lengths) for batch in batches[:2]]
+    arrays = [batch.lengths.astype(np.int32) for batch in batches[:2]]
+    from_pairs = [planned.plan for planned in sluice.Planner(profile_64, CANDIDATES_64, pairs)]
+    from_arrays = list(sluice.Planner(profile_64, CANDIDATES_64, arrays))
+    assert from_pairs == [sluice.plan_iteration(l, CANDIDATES_64, profile_64, ids=i) for i, l in pairs]
+    assert [p.ids.tolist() for p in from_arrays] == [list(range(len(a))) for a in arrays]
+
+
+def test_window_is_bounded(profile_64, batches):
+    pulled = []
+
+    def source():
+        for batch in itertools.cycle(batches):
+            pulled.append(batch.index)
+            yield batch
+
+    lookahead = 2
+    with sluice.Planner(profile_64, CANDIDATES_64, source(), lookahead=lookahead, threads=2) as planner:
+        for planned in itertools.islice(planner, 20):
+            # Batches pulled beyond those delivered (this one included): at most lookahead, so memory stays flat.
+            assert len(pulled) - planned.iteration <= lookahead + 1
+    assert planner.closed
+
+
+def test_planning_error_reaches_its_iteration(profile_64, batches):
+    source = [batches[0], np.array([1000, 500_000]), batches[1]]
+    planner = sluice.Planner(profile_64, CANDIDATES_64, source)
+    assert next(planner).iteration == 0
+    with pytest.raises(sluice.InvalidInput, match="no candidate holds"):
+        next(planner)
+    assert next(planner).iteration == 2  # the run goes on after a bad batch
+    with pytest.raises(StopIteration):
+        next(planner)
+
+
+def test_source_error_ends_the_run(profile_64, batches):
+    def source():
+        yield batches[0]
+        yield np.array([4096, -1])  # an invalid batch: raised when pulled, it ends the source
+        yield batches[1]
+
+    planner = sluice.Planner(profile_64, CANDIDATES_64, source())
+    assert next(planner).iteration == 0
+    with pytest.raises(sluice.InvalidInput, match="lengths"):
+        next(planner)
+    with pytest.raises(StopIteration):
+        next(planner)
+
+    def failing():
+        yield batches[0]
+        raise KeyError("the data loader broke")
+
+    planner = sluice.Planner(profile_64, CANDIDATES_64, failing())
+    assert next(planner).iteration == 0
+    with pytest.raises(KeyError, match="data loader"):
+        next(planner)
+
+
+def test_close_mid_run_and_from_another_thread(profile_64, batches):
+    endless = itertools.cycle(batches)
+    planner = sluice.Planner(profile_64, CANDIDATES_64, endless, lookahead=3, threads=2)
+    assert [next(planner).iteration for _ in range(3)] == [0, 1, 2]
+    planner.close()
+    planner.close()
+    assert planner.closed
+    with pytest.raises(StopIteration):
+        next(planner)
+
+    def slow_source():
+        yield batches[0]
+        threading.Event().wait(0.2)
+        yield batches[1]
+
+    planner = sluice.Planner(profile_64, CANDIDATES_64, slow_source(), lookahead=1)
+    next(planner)
+    threading.Timer(0.05, planner.close).start()
+    with pytest.raises(StopIteration):  # a next() that waits is woken by close() and ends the run
+        next(planner)
+
+
+def test_bad_options_raise_when_made(profile_64, batches):
+    with pytest.raises(sluice.InvalidInput):
+        sluice.Planner(profile_64, CANDIDATES_64, batches, lookahead=0)
+    with pytest.raises(sluice.InvalidInput):
+        sluice.Planner(profile_64, CANDIDATES_64, batches, threads=0)
+    with pytest.raises(TypeError):
+        sluice.Planner(profile_64, CANDIDATES_64, 42)
+
+
+def test_interpreter_exits_with_a_planner_left_open():
+    script = (
+        "import itertools, sluice\n"
+        "profile = sluice.Profile.bundled('llama2-32b', gpus=64)\n"
+        "dataset = sluice.LengthDataset.bundled('cpython-stdlib').truncated(32768)\n"
+        "sampler = sluice.BatchSampler(dataset, tokens_per_batch=200_000)\n"
+        "planner = sluice.Planner(profile, ['4*tp16pp1'], (batch for batch in sampler), lookahead=4)\n"
+        "print(next(planner).iteration)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"
