@@ -8,7 +8,7 @@ packages=(
   g++ cmake ninja-build pkg-config git
   libeigen3-dev nlohmann-json3-dev
   coinor-libcbc-dev doctest-dev libbenchmark-dev
-  python3-dev pybind11-dev python3-numpy python3-pytest
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
 )
 if [ "${1:-}" = "--tests" ]; then packages+=(python3-torch); fi
 
