@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace sluice {
@@ -28,10 +29,18 @@ public:
 
 // The helpers every check in sluice raises its errors with; public so that code building on sluice reports
 // bad input the same way.
+namespace detail {
+template <class Part, class = void>
+struct streamable : std::false_type {};
+template <class Part>
+struct streamable<Part, std::void_t<decltype(std::declval<std::ostream&>() << std::declval<Part>())>>
+    : std::true_type {};
+}  // namespace detail
+
 // Constrained to streamable parts so that argument-dependent lookup from other libraries' variadic helpers
-// (pybind11's signature descriptors over sluice types) never picks it.
-template <class... Parts>
-  requires(requires(std::ostream& out, Parts&& part) { out << std::forward<Parts>(part); } && ...)
+// (pybind11's signature descriptors over sluice types) never picks it. SFINAE, not a requires-clause: the CUDA
+// kernels include this header as C++17.
+template <class... Parts, std::enable_if_t<(detail::streamable<Parts>::value && ...), int> = 0>
 std::string concat(Parts&&... parts) {
   std::ostringstream out;
   out.precision(17);
