@@ -1,0 +1,246 @@
+"""Trains a tiny LLaMA-style model on micro-batches planned by sluice, as a data-parallel trainer would.
+
+Each step takes one batch of the bundled length data (sluice.BatchSampler), which a sluice.Planner plans ahead on
+a worker thread for a simulated cluster (--profile, --gpus): the plan dispatches the batch across the chosen
+strategy's pipelines, one per data-parallel rank, and packs each pipeline's sequences into micro-batches. This
+script emulates every rank on one device: it runs each pipeline's packed micro-batches (sluice.torch) with
+gradient accumulation, the per-token losses summed and divided by the iteration's normaliser, which is what the
+ranks' gradients summed by an all-reduce give. --check also computes the loss of the unpacked batch (padded,
+plain causal attention, no sluice) on the same weights and requires the two to agree.
+
+    PYTHONPATH=build/py/python python3 examples/python/train_llama.py --steps 4 --check
+    PYTHONPATH=build/py/python python3 examples/python/train_llama.py --device cuda --dtype bfloat16 --check
+"""
+import os
+import sys
+
+# Run from examples/python, this directory would shadow the built sluice package with its source sluice/.
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _here]
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import itertools  # noqa: E402
+import math  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import sluice  # noqa: E402
+import sluice.torch as st  # noqa: E402
+
+TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-2}
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        # In float32 whatever autocast does to the matmuls around it.
+        y = x.float()
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (y * self.weight.float()).type_as(x)
+
+
+def rotary(x, positions, theta=10000.0):
+    """RoPE on x (..., T, heads, head_dim) at the given positions (..., T): packed ids restart at every sequence."""
+    half = x.shape[-1] // 2
+    frequencies = theta ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
+    angles = positions.float()[..., None] * frequencies  # (..., T, half)
+    cos, sin = angles.cos()[..., None, :], angles.sin()[..., None, :]
+    x1, x2 = x.float()[..., :half], x.float()[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).type_as(x)
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.attention_norm = RMSNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.out = nn.Linear(dim, dim, bias=False)
+        self.mlp_norm = RMSNorm(dim)
+        hidden = 32 * math.ceil(8 * dim / 3 / 32)
+        self.gate = nn.Linear(dim, hidden, bias=False)
+        self.up = nn.Linear(dim, hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x, positions, attend):
+        q, k, v = self.qkv(self.attention_norm(x)).unflatten(-1, (3, self.heads, -1)).unbind(-3)
+        attended = attend(rotary(q, positions), rotary(k, positions), v)
+        x = x + self.out(attended.flatten(-2))
+        h = self.mlp_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class Llama(nn.Module):
+    """tokens and positions (T,) packed or (B, T) padded; attend(q, k, v) is the causal attention of that layout."""
+
+    def __init__(self, vocab, dim, layers, heads):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
+        self.norm = RMSNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, tokens, positions, attend):
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x, positions, attend)
+        return self.head(self.norm(x))
+
+
+def padded_causal_attention(q, k, v):
+    """(B, T, heads, head_dim) right-padded: plain causal attention, exact for the real tokens, since the
+    padding comes after them and causality hides it."""
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    if hasattr(F, "scaled_dot_product_attention"):
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        scores = (q @ k.transpose(-2, -1)).float() / math.sqrt(q.shape[-1])
+        causal = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool, device=q.device).tril()
+        out = scores.masked_fill(~causal, float("-inf")).softmax(-1).to(v.dtype) @ v
+    return out.transpose(1, 2)
+
+
+def synthetic_sequence(sequence_id, length, vocab, seed):
+    """Tokens of one sequence, a function of its id: an arithmetic progression mod vocab, learnable from context."""
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + sequence_id)
+    start = torch.randint(vocab, (1,), generator=generator)
+    step = torch.randint(1, 8, (1,), generator=generator)
+    return (start + step * torch.arange(length)) % vocab
+
+
+def packed_step(model, planned, sequences, device, autocast):
+    """Every pipeline's micro-batches, gradients accumulated; returns the iteration's loss and micro-batch count."""
+    total, count = 0.0, 0
+    for pipeline in range(len(planned.plan.pipelines)):  # data-parallel rank `pipeline`
+        for batch in st.micro_batches(planned, sequences, pipeline=pipeline, device=device):
+
+            def attend(q, k, v, batch=batch):
+                return st.varlen_attention(q, k, v, batch.cu_seqlens, batch.max_seqlen)
+
+            with autocast():
+                logits = model(batch.tokens, batch.positions, attend)
+            loss = F.cross_entropy(logits.float(), batch.labels, ignore_index=st.IGNORE_INDEX, reduction="sum")
+            (loss / batch.loss_normaliser).backward()
+            total += loss.item() / batch.loss_normaliser
+            count += 1
+    return total, count
+
+
+@torch.no_grad()
+def unpacked_loss(model, planned, sequences, device, autocast, chunk=16):
+    """The mean next-token loss of the batch without sluice: length-sorted padded batches of `chunk` sequences."""
+    ordered = sorted(planned.ids.tolist(), key=lambda i: len(sequences[i]))
+    total, targets = 0.0, 0
+    for start in range(0, len(ordered), chunk):
+        group = [sequences[i] for i in ordered[start : start + chunk]]
+        width = max(len(s) for s in group)
+        tokens = torch.zeros(len(group), width, dtype=torch.int64)
+        labels = torch.full((len(group), width), st.IGNORE_INDEX, dtype=torch.int64)
+        for row, sequence in enumerate(group):
+            tokens[row, : len(sequence)] = sequence
+            labels[row, : len(sequence) - 1] = sequence[1:]
+        tokens, labels = tokens.to(device), labels.to(device)
+        positions = torch.arange(width, device=device).expand(len(group), width)
+        with autocast():
+            logits = model(tokens, positions, padded_causal_attention)
+        total += F.cross_entropy(
+            logits.float().flatten(0, 1), labels.flatten(), ignore_index=st.IGNORE_INDEX, reduction="sum"
+        ).item()
+        targets += int((labels != st.IGNORE_INDEX).sum())
+    return total / targets
+
+
+def default_candidates(profile):
+    """Every homogeneous strategy of the profile's pipeline-parallel schemes that fills its GPUs: their pipeline
+    bubbles make the plan split each rank's share into several micro-batches, which is what this example shows."""
+    return [
+        sluice.Strategy.homogeneous(cost.scheme, profile.gpus // cost.scheme.gpus)
+        for cost in profile.schemes
+        if cost.scheme.pp > 1 and profile.gpus % cost.scheme.gpus == 0
+    ]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", choices=sorted(TOLERANCE), default="float32",
+                        help="bfloat16: autocast to bfloat16 around float32 weights")
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--vocab", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--profile", default="llama2-7b", help="the simulated cluster's profile (bundled or a path)")
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs of the simulated cluster")
+    parser.add_argument("--candidates", nargs="+",
+                        help="strategies, e.g. 2*tp1pp2+1*tp2pp2 (default: the homogeneous pipeline-parallel ones)")
+    parser.add_argument("--lengths", default="man-pages", help="bundled length data (or a path)")
+    parser.add_argument("--max-len", type=int, default=256, help="documents truncated to this many tokens")
+    parser.add_argument("--tokens-per-batch", type=int, default=4096)
+    parser.add_argument("--check", action="store_true", help="compare each step's loss with the unpacked loss")
+    args = parser.parse_args(argv)
+
+    device = torch.device(args.device)
+    torch.manual_seed(args.seed)
+    bf16 = args.dtype == "bfloat16"
+
+    def autocast():
+        if not bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+    model = Llama(args.vocab, args.dim, args.layers, args.heads).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    profile = sluice.Profile.bundled(args.profile, gpus=args.gpus)
+    candidates = args.candidates or default_candidates(profile)
+    dataset = sluice.LengthDataset.bundled(args.lengths).truncated(args.max_len)
+    sampler = sluice.BatchSampler(dataset, tokens_per_batch=args.tokens_per_batch, seed=args.seed)
+    print(f"model: dim {args.dim}, {args.layers} layers, {args.heads} heads, vocab {args.vocab}, "
+          f"{sum(p.numel() for p in model.parameters()):,} parameters on {device}, {args.dtype}")
+    print(f"plans: {profile.name} on {profile.gpus} GPUs, {len(candidates)} candidates")
+
+    worst = 0.0
+    with sluice.Planner(profile, candidates, itertools.islice(sampler, args.steps), seed=args.seed) as planner:
+        for planned in planner:
+            started = time.perf_counter()
+            sequences = {
+                i: synthetic_sequence(i, length, args.vocab, args.seed)
+                for i, length in zip(planned.ids.tolist(), planned.lengths.tolist())
+            }
+            optimizer.zero_grad(set_to_none=True)
+            reference = unpacked_loss(model, planned, sequences, device, autocast) if args.check else None
+            loss, count = packed_step(model, planned, sequences, device, autocast)
+            optimizer.step()
+            plan = planned.plan
+            shape = ", ".join(str(len(p.micro_batches)) for p in plan.pipelines)
+            line = (f"step {planned.iteration}: {len(sequences)} sequences, {int(planned.lengths.sum())} tokens, "
+                    f"{plan.strategy.name}, micro-batches per rank [{shape}], loss {loss:.6f}")
+            if reference is not None:
+                error = abs(loss - reference) / abs(reference)
+                worst = max(worst, error)
+                line += f", unpacked {reference:.6f} (relative {error:.1e})"
+            print(f"{line}, {time.perf_counter() - started:.2f} s", flush=True)
+            if not np.isfinite(loss):
+                sys.exit("loss is not finite")
+    print(f"planning ahead: the trainer waited for {planner.waits.waited} of {planner.waits.calls} plans "
+          f"({planner.waits.seconds:.3f} s)")
+    if args.check:
+        tolerance = TOLERANCE[args.dtype]
+        if worst > tolerance:
+            sys.exit(f"check failed: packed and unpacked losses differ by {worst:.2e} relative (> {tolerance:g})")
+        print(f"check passed: packed equals unpacked within {worst:.1e} relative (<= {tolerance:g})")
+
+
+if __name__ == "__main__":
+    main()
