@@ -21,8 +21,8 @@ py::array_t<double> reals_from(const py::handle& values, std::string_view what, 
   const char kind = array.dtype().kind();
   sluice::require(kind == 'f' || kind == 'i' || kind == 'u', what, ": expected a numeric array, got dtype ",
                   std::string(py::str(array.dtype())));
-  sluice::require(array.ndim() == dimensions || (array.size() == 0 && dimensions == 1), what, ": expected a ",
-                  dimensions, "-D array, got ", array.ndim(), " dimensions");
+  sluice::require(array.ndim() == dimensions, what, ": expected a ", dimensions, "-D array, got ", array.ndim(),
+                  " dimensions");
   sluice::require((array.flags() & py::array::c_style) != 0, what,
                   ": the array is not contiguous (pass numpy.ascontiguousarray(...))");
   return py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(array);

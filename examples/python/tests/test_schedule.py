@@ -232,8 +232,9 @@ def test_bad_inputs(setup_pp4):
         sluice.SchedulingProblem(one, np.ones((2, 2)), one, [8, 8], [1e9] * 3)
     with pytest.raises(sluice.InvalidInput, match="bandwidth"):
         sluice.Link(bandwidth=1.0)
-    with pytest.raises(sluice.InvalidInput):
-        sluice.balance_kk([1.0, float("nan")], 2)
+    for times in ([1.0, float("nan")], [], np.ones((2, 2)), ["a", "b"]):
+        with pytest.raises(sluice.InvalidInput):
+            sluice.balance_kk(times, 2)
     with pytest.raises(sluice.InvalidPlan):
         sluice.ScheduleOrder([[(0, "backward"), (0, "forward")]]).validate(1, 1)
 
