@@ -1,7 +1,247 @@
+// Strategy proposal before training: Hydraulis' DP over the length distribution, and the proposal by sampled batches.
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
 #include "bindings.hpp"
 
 namespace sluice::python {
 
-void bind_proposal(py::module_& /*module*/) {}
+namespace {
+
+proposal::ProposeOptions propose_options(std::optional<std::int64_t> gpus, std::optional<std::int64_t> max_len,
+                                         std::int64_t length_step, std::int64_t gpu_step, bool relaxed,
+                                         std::int64_t replica_step, double tokens_per_iteration,
+                                         bool sequence_constant, bool fill_term, bool tp_within_node,
+                                         std::int64_t max_candidates) {
+  return {.gpus = gpus,
+          .max_len = max_len,
+          .length_step = length_step,
+          .gpu_step = gpu_step,
+          .relaxed = relaxed,
+          .replica_step = replica_step,
+          .tokens_per_iteration = tokens_per_iteration,
+          .sequence_constant = sequence_constant,
+          .fill_term = fill_term,
+          .tp_within_node = tp_within_node,
+          .max_candidates = max_candidates};
+}
+
+// The name an enum has in the JSON documents ("integer_dp", "neighbour", …).
+template <class Enum>
+std::string json_name(Enum value) {
+  return io::json(value).template get<std::string>();
+}
+
+// A Python callable as the sampled proposal's overhead: called from planning threads, so it takes the GIL.
+std::function<double(const Strategy&)> overhead_from(const py::handle& overhead) {
+  if (overhead.is_none()) return {};
+  sluice::require(PyCallable_Check(overhead.ptr()) != 0, "overhead: expected a callable taking a Strategy, got ",
+                  std::string(py::str(py::type::of(overhead))));
+  auto function = std::make_shared<py::function>(py::reinterpret_borrow<py::function>(overhead));
+  // The shared function is released where the options die, which holds the GIL (after the planning call).
+  return [function](const Strategy& strategy) {
+    const py::gil_scoped_acquire acquire;
+    return (*function)(strategy).cast<double>();
+  };
+}
+
+}  // namespace
+
+void bind_proposal(py::module_& module) {
+  py::class_<proposal::ProposeOptions>(module, "ProposeOptions",
+                                       "The options a proposal was made with (gpus and max_len resolved).")
+      .def_readonly("gpus", &proposal::ProposeOptions::gpus)
+      .def_readonly("max_len", &proposal::ProposeOptions::max_len)
+      .def_readonly("length_step", &proposal::ProposeOptions::length_step)
+      .def_readonly("gpu_step", &proposal::ProposeOptions::gpu_step, "Tenths of a GPU.")
+      .def_readonly("relaxed", &proposal::ProposeOptions::relaxed)
+      .def_readonly("replica_step", &proposal::ProposeOptions::replica_step, "Tenths of a pipeline.")
+      .def_readonly("tokens_per_iteration", &proposal::ProposeOptions::tokens_per_iteration)
+      .def_readonly("sequence_constant", &proposal::ProposeOptions::sequence_constant)
+      .def_readonly("fill_term", &proposal::ProposeOptions::fill_term)
+      .def_readonly("tp_within_node", &proposal::ProposeOptions::tp_within_node)
+      .def_readonly("max_candidates", &proposal::ProposeOptions::max_candidates)
+      .def(py::self == py::self);
+
+  py::class_<proposal::ProposedCandidate>(module, "ProposedCandidate",
+                                          "A proposed strategy and the grid lengths it was proposed for.")
+      .def_readonly("strategy", &proposal::ProposedCandidate::strategy)
+      .def_readonly("estimate", &proposal::ProposedCandidate::estimate,
+                    "The interval objective at max_len (seconds per iteration).")
+      .def_readonly("min_len", &proposal::ProposedCandidate::min_len)
+      .def_readonly("max_len", &proposal::ProposedCandidate::max_len)
+      .def_readonly("share", &proposal::ProposedCandidate::share,
+                    "Estimated share of iterations whose longest sequence is in [min_len, max_len].")
+      .def_property_readonly(
+          "origin", [](const proposal::ProposedCandidate& value) { return json_name(value.origin); },
+          "'integer_dp', 'relaxed_rounding' or 'homogeneous'.")
+      .def(py::self == py::self);
+
+  py::class_<proposal::LengthOptimum>(module, "LengthOptimum", "The DP's optimum for one grid length L.")
+      .def_readonly("max_len", &proposal::LengthOptimum::max_len)
+      .def_readonly("integer", &proposal::LengthOptimum::integer)
+      .def_readonly("relaxed", &proposal::LengthOptimum::relaxed, "None unless the proposal is relaxed.")
+      .def_readonly("share", &proposal::LengthOptimum::share)
+      .def(py::self == py::self);
+
+  py::class_<proposal::Proposal> proposal_class(module, "Proposal",
+                                                "The candidate strategies worth considering (Hydraulis §7).");
+  proposal_class.def_readonly("options", &proposal::Proposal::options)
+      .def_readonly("profile", &proposal::Proposal::profile, "The profile's name.")
+      .def_readonly("sequences_per_iteration", &proposal::Proposal::sequences_per_iteration)
+      .def_readonly("integer_optimum", &proposal::Proposal::integer_optimum)
+      .def_readonly("relaxed_optimum", &proposal::Proposal::relaxed_optimum)
+      .def_readonly("considered", &proposal::Proposal::considered,
+                    "Distinct strategies before the max_candidates cap.")
+      .def_property_readonly("candidates",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const proposal::Proposal&>().candidates, self);
+                             })
+      .def_property_readonly("by_length",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const proposal::Proposal&>().by_length, self);
+                             })
+      .def("strategies", &proposal::Proposal::strategies, "The candidates' strategies, as plan_iteration takes them.")
+      .def(
+          "validate",
+          [](const proposal::Proposal& value, const cost::Profile& profile) {
+            const py::gil_scoped_release release;
+            proposal::validate(value, profile);
+          },
+          py::arg("profile"), "Raises InvalidPlan naming the first broken invariant against the profile.");
+  def_document(proposal_class);
+
+  py::class_<proposal::SampledCandidate>(module, "SampledCandidate", "A member of the sampled proposal's set.")
+      .def_readonly("strategy", &proposal::SampledCandidate::strategy)
+      .def_readonly("wins", &proposal::SampledCandidate::wins,
+                    "Choosing batches on which it has the lowest planned time.")
+      .def_property_readonly(
+          "source", [](const proposal::SampledCandidate& value) { return json_name(value.source); },
+          "'proposal_dp', 'homogeneous' or 'neighbour'.")
+      .def(py::self == py::self);
+
+  py::class_<proposal::SampledProposal> sampled_class(
+      module, "SampledProposal", "Candidates chosen by the mean planned time of batches sampled from the data.");
+  sampled_class.def_readonly("paper", &proposal::SampledProposal::paper, "The DP's own proposal.")
+      .def_readonly("choosing_batches", &proposal::SampledProposal::choosing_batches)
+      .def_readonly("held_out_batches", &proposal::SampledProposal::held_out_batches)
+      .def_readonly("seed", &proposal::SampledProposal::seed)
+      .def_readonly("trials", &proposal::SampledProposal::trials)
+      .def_property_readonly("candidates",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const proposal::SampledProposal&>().candidates, self);
+                             })
+      .def_readonly("choosing_mean", &proposal::SampledProposal::choosing_mean)
+      .def_readonly("held_out_mean", &proposal::SampledProposal::held_out_mean)
+      .def_readonly("paper_choosing_mean", &proposal::SampledProposal::paper_choosing_mean)
+      .def_readonly("paper_held_out_mean", &proposal::SampledProposal::paper_held_out_mean)
+      .def_readonly("best_homogeneous", &proposal::SampledProposal::best_homogeneous)
+      .def_readonly("best_homogeneous_held_out_mean", &proposal::SampledProposal::best_homogeneous_held_out_mean)
+      .def_readonly("pool_size", &proposal::SampledProposal::pool_size)
+      .def_readonly("plans", &proposal::SampledProposal::plans)
+      .def_readonly("rounds", &proposal::SampledProposal::rounds)
+      .def("strategies", &proposal::SampledProposal::strategies,
+           "The chosen strategies, as plan_iteration takes them.")
+      .def(
+          "validate",
+          [](const proposal::SampledProposal& value, const cost::Profile& profile) {
+            const py::gil_scoped_release release;
+            proposal::validate(value, profile);
+          },
+          py::arg("profile"), "Raises InvalidPlan naming the first broken invariant against the profile.");
+  def_document(sampled_class);
+
+  const proposal::ProposeOptions defaults;
+  module.def(
+      "propose",
+      [](const data::LengthDataset& dataset, const cost::Profile& profile, std::optional<std::int64_t> gpus,
+         std::optional<std::int64_t> max_len, std::int64_t length_step, std::int64_t gpu_step, bool relaxed,
+         std::int64_t replica_step, double tokens_per_iteration, bool sequence_constant, bool fill_term,
+         bool tp_within_node, std::int64_t max_candidates) {
+        const proposal::ProposeOptions options =
+            propose_options(gpus, max_len, length_step, gpu_step, relaxed, replica_step, tokens_per_iteration,
+                            sequence_constant, fill_term, tp_within_node, max_candidates);
+        const py::gil_scoped_release release;
+        return proposal::propose(dataset, profile, options);
+      },
+      py::arg("dataset"), py::arg("profile"), py::kw_only(), py::arg("gpus") = defaults.gpus,
+      py::arg("max_len") = defaults.max_len, py::arg("length_step") = defaults.length_step,
+      py::arg("gpu_step") = defaults.gpu_step, py::arg("relaxed") = defaults.relaxed,
+      py::arg("replica_step") = defaults.replica_step, py::arg("tokens_per_iteration") = defaults.tokens_per_iteration,
+      py::arg("sequence_constant") = defaults.sequence_constant, py::arg("fill_term") = defaults.fill_term,
+      py::arg("tp_within_node") = defaults.tp_within_node, py::arg("max_candidates") = defaults.max_candidates,
+      "Hydraulis' strategy proposal: the DP over GPU budgets and grid lengths up to max_len (default: the "
+      "dataset's longest sequence) from the dataset's length distribution. gpu_step and replica_step are in tenths.");
+
+  const proposal::SampledOptions sampled;
+  module.def(
+      "propose_sampled",
+      [](const data::LengthDataset& dataset, const cost::Profile& profile, std::optional<std::int64_t> gpus,
+         std::optional<std::int64_t> max_len, std::int64_t length_step, std::int64_t gpu_step, bool relaxed,
+         std::int64_t replica_step, double tokens_per_iteration, bool sequence_constant, bool fill_term,
+         bool tp_within_node, std::int64_t max_candidates, int choosing_batches, int held_out_batches,
+         std::uint64_t seed, int trials, int threads, std::uint64_t dispatch_seed, bool local_search,
+         bool longest_first, bool v_step, std::int64_t max_pool, const py::handle& overhead) {
+        proposal::SampledOptions options;
+        options.paper = propose_options(gpus, max_len, length_step, gpu_step, relaxed, replica_step,
+                                        tokens_per_iteration, sequence_constant, fill_term, tp_within_node,
+                                        max_candidates);
+        options.choosing_batches = choosing_batches;
+        options.held_out_batches = held_out_batches;
+        options.seed = seed;
+        options.dispatch = {.trials = trials,
+                            .threads = threads,
+                            .seed = dispatch_seed,
+                            .local_search = local_search,
+                            .longest_first = longest_first,
+                            .v_step = v_step};
+        options.max_pool = max_pool;
+        options.overhead = overhead_from(overhead);
+        const py::gil_scoped_release release;
+        return proposal::propose_sampled(dataset, profile, options);
+      },
+      py::arg("dataset"), py::arg("profile"), py::kw_only(), py::arg("gpus") = defaults.gpus,
+      py::arg("max_len") = defaults.max_len, py::arg("length_step") = defaults.length_step,
+      py::arg("gpu_step") = defaults.gpu_step, py::arg("relaxed") = defaults.relaxed,
+      py::arg("replica_step") = defaults.replica_step, py::arg("tokens_per_iteration") = defaults.tokens_per_iteration,
+      py::arg("sequence_constant") = defaults.sequence_constant, py::arg("fill_term") = defaults.fill_term,
+      py::arg("tp_within_node") = defaults.tp_within_node, py::arg("max_candidates") = defaults.max_candidates,
+      py::arg("choosing_batches") = sampled.choosing_batches, py::arg("held_out_batches") = sampled.held_out_batches,
+      py::arg("seed") = sampled.seed, py::arg("trials") = sampled.dispatch.trials,
+      py::arg("threads") = sampled.dispatch.threads, py::arg("dispatch_seed") = sampled.dispatch.seed,
+      py::arg("local_search") = sampled.dispatch.local_search,
+      py::arg("longest_first") = sampled.dispatch.longest_first, py::arg("v_step") = sampled.dispatch.v_step,
+      py::arg("max_pool") = sampled.max_pool, py::arg("overhead") = py::none(),
+      "The proposal judged by what it delivers: max_candidates strategies chosen from a pool (the DP's, the "
+      "homogeneous ones, neighbours) by the mean planned time of batches of tokens_per_iteration tokens sampled "
+      "with `seed`. `overhead(strategy)` adds seconds per iteration (default none).");
+
+  const proposal::HomogeneousOptions homogeneous;
+  module.def(
+      "homogeneous_strategies",
+      [](const cost::Profile& profile, std::int64_t holds, bool tp_within_node) {
+        return proposal::homogeneous_strategies(profile, {.holds = holds, .tp_within_node = tp_within_node});
+      },
+      py::arg("profile"), py::kw_only(), py::arg("holds") = homogeneous.holds,
+      py::arg("tp_within_node") = homogeneous.tp_within_node,
+      "Every scheme replicated over all the profile's GPUs whose MaxLen holds `holds` tokens, in canonical order.");
+
+  module.def(
+      "default_max_len",
+      [](const data::LengthDataset& dataset, const cost::Profile& profile, std::optional<std::int64_t> gpus,
+         std::int64_t length_step, bool tp_within_node) {
+        proposal::ProposeOptions options;
+        options.gpus = gpus;
+        options.length_step = length_step;
+        options.tp_within_node = tp_within_node;
+        return proposal::default_max_len(dataset, profile, options);
+      },
+      py::arg("dataset"), py::arg("profile"), py::kw_only(), py::arg("gpus") = defaults.gpus,
+      py::arg("length_step") = defaults.length_step, py::arg("tp_within_node") = defaults.tp_within_node,
+      "Lmax when none is named: the dataset's longest sequence, or the longest MaxLen of a usable scheme when "
+      "shorter (truncate the dataset to it, as `sluice propose` does).");
+}
 
 }  // namespace sluice::python

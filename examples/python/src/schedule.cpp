@@ -1,7 +1,770 @@
+// DynaPipe's micro-batch partition and replica balancing, pipeline schedules (orders, the simulator, per-rank
+// instruction lists, the deadlock check), DynaPipe's whole pipeline planner and the simulated iteration.
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+
 #include "bindings.hpp"
 
 namespace sluice::python {
 
-void bind_schedule(py::module_& /*module*/) {}
+namespace {
+
+constexpr double infinity = std::numeric_limits<double>::infinity();
+
+// Real numbers out of an array with `dimensions` dimensions: integer or float dtypes, C-contiguous.
+py::array_t<double> reals_from(const py::handle& values, std::string_view what, int dimensions) {
+  const py::module_ numpy = py::module_::import("numpy");
+  const py::array array = py::isinstance<py::array>(values) ? py::reinterpret_borrow<py::array>(values)
+                                                            : py::array(numpy.attr("asarray")(values));
+  const char kind = array.dtype().kind();
+  sluice::require(kind == 'f' || kind == 'i' || kind == 'u', what, ": expected a numeric array, got dtype ",
+                  std::string(py::str(array.dtype())));
+  sluice::require(array.ndim() == dimensions, what, ": expected a ", dimensions, "-D array, got ", array.ndim(),
+                  " dimensions");
+  sluice::require((array.flags() & py::array::c_style) != 0, what,
+                  ": the array is not contiguous (pass numpy.ascontiguousarray(...))");
+  return py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(array);
+}
+
+std::vector<double> vector_from(const py::handle& values, std::string_view what) {
+  const py::array_t<double> array = reals_from(values, what, 1);
+  return {array.data(), array.data() + array.size()};
+}
+
+std::vector<int> ints_from(const py::handle& values, std::string_view what) {
+  std::vector<int> result;
+  for (const std::int64_t value : integers_from(values, what)) {
+    sluice::require(value >= std::numeric_limits<int>::min() && value <= std::numeric_limits<int>::max(), what,
+                    ": ", value, " is past the int range");
+    result.push_back(static_cast<int>(value));
+  }
+  return result;
+}
+
+// The samples of a batch: lengths as inputs, with optional ids (default positions) and targets (default 0).
+std::vector<microbatch::Sample> samples_from(const py::handle& lengths, const py::handle& ids,
+                                             const py::handle& targets) {
+  std::vector<microbatch::Sample> samples = microbatch::samples_of(batch_from(lengths, ids));
+  if (!targets.is_none()) {
+    const std::vector<std::int64_t> values = integers_from(targets, "targets");
+    sluice::require(values.size() == samples.size(), "targets: ", values.size(), " targets for ", samples.size(),
+                    " lengths");
+    for (std::size_t i = 0; i < samples.size(); ++i) samples[i].target = values[i];
+  }
+  return samples;
+}
+
+// One cost model or a list of them (recomputation levels, tried in order).
+std::vector<microbatch::QuadraticStageCost> models_from(const py::handle& models) {
+  if (py::isinstance<microbatch::QuadraticStageCost>(models)) return {models.cast<microbatch::QuadraticStageCost>()};
+  return models.cast<std::vector<microbatch::QuadraticStageCost>>();
+}
+
+microbatch::Ordering ordering_from(std::string_view name) {
+  if (name == "length") return microbatch::Ordering::length;
+  if (name == "input_target") return microbatch::Ordering::input_target;
+  if (name == "path") return microbatch::Ordering::path;
+  sluice::fail("ordering: expected length, input_target or path, got '", name, "'");
+}
+
+// The samples in `ordering`, or as given for None.
+std::vector<microbatch::Sample> ordered(std::vector<microbatch::Sample> samples, const std::optional<std::string>& ordering) {
+  if (!ordering) return samples;
+  return microbatch::order_samples(samples, ordering_from(*ordering));
+}
+
+schedule::ScheduleKind kind_from(std::string_view name) {
+  if (name == "cyclic") return schedule::ScheduleKind::cyclic;
+  if (name == "1f1b") return schedule::ScheduleKind::one_f_one_b;
+  sluice::fail("kind: expected cyclic or 1f1b, got '", name, "'");
+}
+
+std::string kind_name(schedule::ScheduleKind kind) {
+  return kind == schedule::ScheduleKind::cyclic ? "cyclic" : "1f1b";
+}
+
+std::string pass_name(schedule::Pass pass) { return pass == schedule::Pass::forward ? "forward" : "backward"; }
+
+schedule::Pass pass_from(std::string_view name) {
+  if (name == "forward") return schedule::Pass::forward;
+  if (name == "backward") return schedule::Pass::backward;
+  sluice::fail("order: a pass is forward or backward, got '", name, "'");
+}
+
+schedule::ProblemOptions problem_options(std::int64_t hidden, int element_bytes, double latency, double bandwidth,
+                                         double backward_ratio) {
+  return {.hidden = hidden,
+          .element_bytes = element_bytes,
+          .link = {.latency = latency, .bandwidth = bandwidth},
+          .backward_ratio = backward_ratio};
+}
+
+schedule::ScheduleOptions schedule_options(std::string_view kind, std::uint64_t seed, int clusters) {
+  return {.kind = kind_from(kind), .seed = seed, .clusters = clusters};
+}
+
+// Optional values of a vector as Python objects referring into `owner`, None where empty.
+template <class T>
+py::list optional_list(const std::vector<std::optional<T>>& values, const py::handle& owner) {
+  py::list list;
+  for (const auto& value : values)
+    list.append(value ? py::cast(&*value, py::return_value_policy::reference_internal, owner) : py::none());
+  return list;
+}
+
+template <class T>
+py::list nested_list(const std::vector<std::vector<T>>& values, const py::handle& owner) {
+  py::list list;
+  for (const auto& inner : values) list.append(internal_list(inner, owner));
+  return list;
+}
+
+void bind_microbatch(py::module_& module) {
+  py::class_<microbatch::QuadraticStageCost>(
+      module, "StageCost",
+      "A micro-batch's time on one stage, rows·(a·L² + b·L) + c with L = input + target, and its activation bytes, "
+      "bytes_per_token per row token.")
+      .def(py::init<cost::QuadraticLatency, double>(), py::arg("latency"), py::arg("bytes_per_token"))
+      .def_property_readonly("latency", &microbatch::QuadraticStageCost::latency)
+      .def_property_readonly("bytes_per_token", &microbatch::QuadraticStageCost::bytes_per_token)
+      .def(
+          "seconds",
+          [](const microbatch::QuadraticStageCost& model, std::int64_t rows, std::int64_t input, std::int64_t target) {
+            return model.seconds({rows, input, target});
+          },
+          py::arg("rows"), py::arg("input"), py::arg("target") = 0)
+      .def(
+          "bytes",
+          [](const microbatch::QuadraticStageCost& model, std::int64_t rows, std::int64_t input, std::int64_t target) {
+            return model.bytes({rows, input, target});
+          },
+          py::arg("rows"), py::arg("input"), py::arg("target") = 0);
+
+  py::class_<microbatch::StageCostSetup>(module, "StageCostSetup",
+                                         "A profile's scheme as the micro-batch DP sees it.")
+      .def_readonly("model", &microbatch::StageCostSetup::model)
+      .def_readonly("memory_limit", &microbatch::StageCostSetup::memory_limit,
+                    "Activation bytes per micro-batch under 1F1B: (budget − model states) / PP.");
+  module.def("stage_cost", &microbatch::stage_cost, py::arg("scheme"),
+             "The stage cost and per-micro-batch memory limit of a profile's scheme (Profile.at(scheme)).");
+
+  py::class_<microbatch::Shape>(module, "MicroBatchShape", "`rows` rows of `input` + `target` tokens each.")
+      .def_readonly("rows", &microbatch::Shape::rows)
+      .def_readonly("input", &microbatch::Shape::input)
+      .def_readonly("target", &microbatch::Shape::target)
+      .def(py::self == py::self);
+
+  py::class_<microbatch::ShapedMicroBatch>(module, "ShapedMicroBatch",
+                                           "One of DynaPipe's micro-batches: samples in rows, padded to a shape.")
+      .def_property_readonly("sample_ids",
+                             [](const py::object& self) {
+                               return view_of<std::int64_t>(self.cast<const microbatch::ShapedMicroBatch&>().sample_ids,
+                                                            self);
+                             })
+      .def_property_readonly("row_sizes",
+                             [](const py::object& self) {
+                               return view_of<std::int64_t>(self.cast<const microbatch::ShapedMicroBatch&>().row_sizes,
+                                                            self);
+                             })
+      .def_readonly("shape", &microbatch::ShapedMicroBatch::shape)
+      .def_readonly("seconds", &microbatch::ShapedMicroBatch::seconds)
+      .def_readonly("bytes", &microbatch::ShapedMicroBatch::bytes)
+      .def(py::self == py::self);
+
+  py::class_<microbatch::Partition> partition(module, "MicroBatchPartition",
+                                              "A mini-batch cut into micro-batches (DynaPipe §4).");
+  partition
+      .def_property_readonly("layout",
+                             [](const microbatch::Partition& value) {
+                               return std::string(microbatch::layout_name(value.layout));
+                             })
+      .def_property_readonly("micro_batches",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const microbatch::Partition&>().micro_batches, self);
+                             })
+      .def_readonly("objective", &microbatch::Partition::objective,
+                    "(stages − 1)·max t + Σ t / replicas over the micro-batches.")
+      .def_readonly("cost_model", &microbatch::Partition::cost_model, "Index of the cost model it was planned with.")
+      .def_property_readonly(
+          "times",
+          [](const microbatch::Partition& value) { return array_of<double>(microbatch::micro_batch_times(value)); },
+          "The micro-batches' seconds, as the replica balancers take them.")
+      .def(
+          "validate",
+          [](const microbatch::Partition& value, const py::handle& lengths, const py::handle& models,
+             const py::handle& ids, const py::handle& targets, int stages, int replicas, double memory_limit) {
+            const std::vector<microbatch::Sample> samples = samples_from(lengths, ids, targets);
+            const std::vector<microbatch::QuadraticStageCost> costs = models_from(models);
+            const py::gil_scoped_release release;
+            microbatch::validate(value, std::span<const microbatch::Sample>(samples),
+                                 std::span<const microbatch::QuadraticStageCost>(costs),
+                                 {.stages = stages, .replicas = replicas, .memory_limit = memory_limit});
+          },
+          py::arg("lengths"), py::arg("models"), py::kw_only(), py::arg("ids") = py::none(),
+          py::arg("targets") = py::none(), py::arg("stages") = 1, py::arg("replicas") = 1,
+          py::arg("memory_limit") = infinity,
+          "Raises InvalidPlan naming the first broken invariant against the samples, cost models and context.");
+  def_document(partition);
+
+  py::class_<microbatch::ReplicaAssignment> assignment(
+      module, "ReplicaAssignment", "Micro-batches split among data-parallel replicas: indices and summed seconds.");
+  assignment
+      .def_property_readonly("replicas",
+                             [](const py::object& self) {
+                               py::list list;
+                               for (const auto& indices : self.cast<const microbatch::ReplicaAssignment&>().replicas)
+                                 list.append(view_of<std::size_t>(indices, self));
+                               return list;
+                             })
+      .def_property_readonly("loads",
+                             [](const py::object& self) {
+                               return view_of<double>(self.cast<const microbatch::ReplicaAssignment&>().loads, self);
+                             })
+      .def_readonly("max_load", &microbatch::ReplicaAssignment::max_load)
+      .def(
+          "validate",
+          [](const microbatch::ReplicaAssignment& value, const py::handle& times, int replicas) {
+            const std::vector<double> seconds = vector_from(times, "times");
+            microbatch::validate(value, seconds, replicas);
+          },
+          py::arg("times"), py::arg("replicas"), "Raises InvalidPlan naming the first broken invariant.");
+  def_document(assignment);
+  module.def(
+      "balance_kk",
+      [](const py::handle& times, int replicas) {
+        const std::vector<double> seconds = vector_from(times, "times");
+        const py::gil_scoped_release release;
+        return microbatch::balance_kk(seconds, replicas);
+      },
+      py::arg("times"), py::arg("replicas"),
+      "Karmarkar–Karp largest differencing: micro-batch times split among replicas, the largest sum minimised.");
+  module.def(
+      "balance_lpt",
+      [](const py::handle& times, int replicas) {
+        const std::vector<double> seconds = vector_from(times, "times");
+        const py::gil_scoped_release release;
+        return microbatch::balance_lpt(seconds, replicas);
+      },
+      py::arg("times"), py::arg("replicas"), "Greedy longest-processing-time-first balancing of micro-batch times.");
+
+  const microbatch::PartitionOptions options;
+  module.def(
+      "partition_micro_batches",
+      [](const py::handle& lengths, const py::handle& models, const py::handle& ids, const py::handle& targets,
+         const std::optional<std::string>& ordering, int stages, int replicas, double memory_limit,
+         std::string_view layout, double tmax_interval) {
+        const std::vector<microbatch::Sample> samples = ordered(samples_from(lengths, ids, targets), ordering);
+        const std::vector<microbatch::QuadraticStageCost> costs = models_from(models);
+        const microbatch::PartitionOptions settings{.stages = stages,
+                                                    .replicas = replicas,
+                                                    .memory_limit = memory_limit,
+                                                    .layout = microbatch::parse_layout(layout),
+                                                    .tmax_interval = tmax_interval};
+        const py::gil_scoped_release release;
+        return microbatch::partition(std::span<const microbatch::Sample>(samples),
+                                     std::span<const microbatch::QuadraticStageCost>(costs), settings);
+      },
+      py::arg("lengths"), py::arg("models"), py::kw_only(), py::arg("ids") = py::none(),
+      py::arg("targets") = py::none(), py::arg("ordering") = "length", py::arg("stages") = options.stages,
+      py::arg("replicas") = options.replicas, py::arg("memory_limit") = options.memory_limit,
+      py::arg("layout") = std::string(microbatch::layout_name(options.layout)),
+      py::arg("tmax_interval") = options.tmax_interval,
+      "DynaPipe's micro-batch DP: the samples, ordered ('length', 'input_target', 'path'; None: as given), cut into "
+      "micro-batches minimising (stages − 1)·max t + Σ t / replicas within memory_limit bytes per micro-batch, "
+      "with the first cost model under which every sample fits.");
+  module.def(
+      "token_based_micro_batches",
+      [](const py::handle& lengths, const microbatch::QuadraticStageCost& model, std::int64_t tokens_per_micro_batch,
+         const py::handle& ids, const py::handle& targets, const std::optional<std::string>& ordering, int stages,
+         int replicas, double memory_limit) {
+        const std::vector<microbatch::Sample> samples = ordered(samples_from(lengths, ids, targets), ordering);
+        const py::gil_scoped_release release;
+        return microbatch::token_based(std::span<const microbatch::Sample>(samples), model, tokens_per_micro_batch,
+                                       {.stages = stages, .replicas = replicas, .memory_limit = memory_limit});
+      },
+      py::arg("lengths"), py::arg("model"), py::kw_only(), py::arg("tokens_per_micro_batch"),
+      py::arg("ids") = py::none(), py::arg("targets") = py::none(), py::arg("ordering") = "length",
+      py::arg("stages") = 1, py::arg("replicas") = 1, py::arg("memory_limit") = infinity,
+      "The token-based baseline: a micro-batch grows while rows × longest stays within tokens_per_micro_batch.");
+  module.def(
+      "fixed_length_packing",
+      [](const py::handle& lengths, const microbatch::QuadraticStageCost& model, std::int64_t row_input,
+         std::int64_t row_target, std::int64_t rows, const py::handle& ids, const py::handle& targets, int stages,
+         int replicas, double memory_limit) {
+        const std::vector<microbatch::Sample> samples = samples_from(lengths, ids, targets);
+        const py::gil_scoped_release release;
+        return microbatch::fixed_length_packing(std::span<const microbatch::Sample>(samples), model,
+                                                {.input = row_input, .target = row_target, .rows = rows},
+                                                {.stages = stages, .replicas = replicas, .memory_limit = memory_limit});
+      },
+      py::arg("lengths"), py::arg("model"), py::kw_only(), py::arg("row_input"), py::arg("row_target") = 0,
+      py::arg("rows") = 1, py::arg("ids") = py::none(), py::arg("targets") = py::none(), py::arg("stages") = 1,
+      py::arg("replicas") = 1, py::arg("memory_limit") = infinity,
+      "The Megatron-LM-style baseline: samples packed first-fit decreasing into rows of row_input + row_target "
+      "tokens, `rows` rows per micro-batch.");
+}
+
+void bind_pipeline(py::module_& module) {
+  py::class_<schedule::Link>(module, "Link", "A stage-to-stage link: a transfer of b bytes takes latency + b / bandwidth.")
+      .def(py::init([](double latency, double bandwidth) {
+             const schedule::Link link{.latency = latency, .bandwidth = bandwidth};
+             schedule::validate(link);
+             return link;
+           }),
+           py::arg("latency") = 0.0, py::arg("bandwidth") = infinity)
+      .def_readonly("latency", &schedule::Link::latency)
+      .def_readonly("bandwidth", &schedule::Link::bandwidth)
+      .def(py::self == py::self);
+
+  py::class_<schedule::MicroBatchCost>(module, "MicroBatchCost",
+                                       "One micro-batch per stage: forward and backward seconds, activation bytes.")
+      .def_property_readonly("forward",
+                             [](const py::object& self) {
+                               return view_of<double>(self.cast<const schedule::MicroBatchCost&>().forward, self);
+                             })
+      .def_property_readonly("backward",
+                             [](const py::object& self) {
+                               return view_of<double>(self.cast<const schedule::MicroBatchCost&>().backward, self);
+                             })
+      .def_property_readonly("activation",
+                             [](const py::object& self) {
+                               return view_of<double>(self.cast<const schedule::MicroBatchCost&>().activation, self);
+                             })
+      .def_readonly("tokens", &schedule::MicroBatchCost::tokens)
+      .def(py::self == py::self);
+
+  py::class_<schedule::Problem>(module, "SchedulingProblem",
+                                "One pipeline's scheduling problem: per micro-batch and stage its costs, per stage "
+                                "its activation memory limit, and the link between stages.")
+      .def(py::init([](const py::handle& forward, const py::handle& backward, const py::handle& activation,
+                       const py::handle& tokens, const py::handle& memory_limit, std::int64_t hidden,
+                       int element_bytes, double latency, double bandwidth) {
+             const py::array_t<double> f = reals_from(forward, "forward", 2);
+             const py::array_t<double> b = reals_from(backward, "backward", 2);
+             const py::array_t<double> a = reals_from(activation, "activation", 2);
+             const std::vector<std::int64_t> rows = integers_from(tokens, "tokens");
+             sluice::require(f.shape(0) == static_cast<py::ssize_t>(rows.size()) && b.shape(0) == f.shape(0) &&
+                                 a.shape(0) == f.shape(0) && b.shape(1) == f.shape(1) && a.shape(1) == f.shape(1),
+                             "schedule problem: forward, backward and activation must all be micro-batches × stages "
+                             "with one tokens entry per micro-batch");
+             schedule::Problem problem;
+             problem.stages = static_cast<int>(f.shape(1));
+             for (py::ssize_t i = 0; i < f.shape(0); ++i) {
+               const auto row = [i](const py::array_t<double>& m) {
+                 return std::vector<double>(m.data(i, 0), m.data(i, 0) + m.shape(1));
+               };
+               problem.micro_batches.push_back({row(f), row(b), row(a), rows[static_cast<std::size_t>(i)]});
+             }
+             problem.memory_limit = vector_from(memory_limit, "memory_limit");
+             problem.hidden = hidden;
+             problem.element_bytes = element_bytes;
+             problem.link = {.latency = latency, .bandwidth = bandwidth};
+             schedule::require_problem(problem);
+             return problem;
+           }),
+           py::arg("forward"), py::arg("backward"), py::arg("activation"), py::arg("tokens"), py::arg("memory_limit"),
+           py::kw_only(), py::arg("hidden") = 1, py::arg("element_bytes") = 2, py::arg("latency") = 0.0,
+           py::arg("bandwidth") = infinity,
+           "forward, backward, activation: micro-batches × stages arrays; tokens: the rows of each micro-batch's "
+           "boundary tensor (of `hidden` elements of element_bytes each); memory_limit: bytes per stage.")
+      .def_readonly("stages", &schedule::Problem::stages)
+      .def_property_readonly("micro_batches",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const schedule::Problem&>().micro_batches, self);
+                             })
+      .def_property_readonly("memory_limit",
+                             [](const py::object& self) {
+                               return view_of<double>(self.cast<const schedule::Problem&>().memory_limit, self);
+                             })
+      .def_readonly("hidden", &schedule::Problem::hidden)
+      .def_readonly("element_bytes", &schedule::Problem::element_bytes)
+      .def_readonly("link", &schedule::Problem::link)
+      .def(py::self == py::self);
+
+  py::class_<schedule::Order>(module, "ScheduleOrder",
+                              "Per stage, the order of its ops: (micro_batch, 'forward' | 'backward') pairs.")
+      .def(py::init([](const std::vector<std::vector<std::pair<int, std::string>>>& stages) {
+             schedule::Order order;
+             for (const auto& ops : stages) {
+               auto& list = order.stages.emplace_back();
+               for (const auto& [micro_batch, pass] : ops) list.push_back({micro_batch, pass_from(pass)});
+             }
+             return order;
+           }),
+           py::arg("stages"))
+      .def_property_readonly("stages",
+                             [](const schedule::Order& order) {
+                               py::list stages;
+                               for (const auto& ops : order.stages) {
+                                 py::list list;
+                                 for (const schedule::Op& op : ops)
+                                   list.append(py::make_tuple(op.micro_batch, pass_name(op.pass)));
+                                 stages.append(list);
+                               }
+                               return stages;
+                             })
+      .def(
+          "validate",
+          [](const schedule::Order& order, int micro_batches, int stages) {
+            schedule::validate(order, micro_batches, stages);
+          },
+          py::arg("micro_batches"), py::arg("stages"),
+          "Raises InvalidPlan unless every op runs once, forward first, and the stages never wait forever.")
+      .def(py::self == py::self);
+  module.def(
+      "one_f_one_b_order",
+      [](const py::handle& injection, int stages) { return schedule::one_f_one_b(ints_from(injection, "injection"), stages); },
+      py::arg("injection"), py::arg("stages"), "1F1B with the micro-batches injected in `injection` order.");
+  module.def(
+      "gpipe_order",
+      [](const py::handle& injection, int stages) { return schedule::gpipe(ints_from(injection, "injection"), stages); },
+      py::arg("injection"), py::arg("stages"), "All forwards in injection order, then all backwards in reverse.");
+  module.def(
+      "adaptive_cyclic_order",
+      [](const schedule::Problem& problem, const py::handle& injection, const py::handle& limits) {
+        const std::vector<int> order = ints_from(injection, "injection");
+        const std::vector<double> bounds =
+            limits.is_none() ? problem.memory_limit : vector_from(limits, "limits");
+        const py::gil_scoped_release release;
+        return schedule::adaptive_cyclic(problem, order, bounds);
+      },
+      py::arg("problem"), py::arg("injection"), py::arg("limits") = py::none(),
+      "DynaPipe's adaptive cyclic order (Alg. 1) under per-stage activation limits (default: the problem's).");
+
+  py::class_<schedule::OpTiming>(module, "OpTiming", "One simulated op: when it ran and when its output arrived.")
+      .def_readonly("micro_batch", &schedule::OpTiming::micro_batch)
+      .def_property_readonly("kind", [](const schedule::OpTiming& op) { return pass_name(op.pass); },
+                             "'forward' or 'backward'.")
+      .def_readonly("start", &schedule::OpTiming::start)
+      .def_readonly("end", &schedule::OpTiming::end)
+      .def_readonly("send_start", &schedule::OpTiming::send_start)
+      .def_readonly("arrival", &schedule::OpTiming::arrival)
+      .def(py::self == py::self);
+
+  py::class_<schedule::Simulation>(module, "ScheduleSimulation", "Per-stage timelines of an order, simulated.")
+      .def_property_readonly("stages",
+                             [](const py::object& self) {
+                               return nested_list(self.cast<const schedule::Simulation&>().stages, self);
+                             })
+      .def_readonly("makespan", &schedule::Simulation::makespan)
+      .def_property_readonly("peak_memory",
+                             [](const py::object& self) {
+                               return view_of<double>(self.cast<const schedule::Simulation&>().peak_memory, self);
+                             })
+      .def_property_readonly("idle",
+                             [](const py::object& self) {
+                               return view_of<double>(self.cast<const schedule::Simulation&>().idle, self);
+                             })
+      .def(
+          "validate",
+          [](const schedule::Simulation& simulation, const schedule::Problem& problem, const schedule::Order& order) {
+            const py::gil_scoped_release release;
+            schedule::validate(simulation, problem, order);
+          },
+          py::arg("problem"), py::arg("order"), "Raises InvalidPlan naming the first broken invariant.")
+      .def(py::self == py::self);
+  module.def(
+      "simulate_schedule",
+      [](const schedule::Problem& problem, const schedule::Order& order) {
+        const py::gil_scoped_release release;
+        return schedule::simulate(problem, order);
+      },
+      py::arg("problem"), py::arg("order"),
+      "Event-driven simulation of the stage orders: per stage its ops' times, the makespan and peak memory.");
+
+  py::class_<schedule::Instruction>(module, "Instruction", "One instruction of a rank's list.")
+      .def_property_readonly("kind", [](const schedule::Instruction& in) { return std::string(schedule::name(in.kind)); },
+                             "'load_input', 'forward', 'backward', 'free_buffer', or a send/recv start/wait.")
+      .def_readonly("micro_batch", &schedule::Instruction::micro_batch)
+      .def_readonly("stage", &schedule::Instruction::stage)
+      .def_readonly("peer", &schedule::Instruction::peer, "-1 unless it communicates.")
+      .def_readonly("buffer", &schedule::Instruction::buffer)
+      .def_readonly("output", &schedule::Instruction::output)
+      .def_property_readonly("shape",
+                             [](const schedule::Instruction& in) { return py::make_tuple(in.shape.rows, in.shape.cols); },
+                             "(rows, cols) of the tensor it moves, computes or frees.")
+      .def("__repr__",
+           [](const schedule::Instruction& in) {
+             return sluice::concat("<sluice.Instruction ", schedule::name(in.kind), " micro_batch=", in.micro_batch,
+                                   " stage=", in.stage, " peer=", in.peer, ">");
+           })
+      .def(py::self == py::self);
+
+  py::class_<schedule::ExecutionPlan> plan(module, "ExecutionPlan",
+                                           "Per-rank instruction lists of one pipeline; rank j runs stage j.");
+  plan.def_readonly("stages", &schedule::ExecutionPlan::stages)
+      .def_readonly("micro_batches", &schedule::ExecutionPlan::micro_batches)
+      .def_readonly("buffer_slots", &schedule::ExecutionPlan::buffer_slots)
+      .def_property_readonly("ranks",
+                             [](const py::object& self) {
+                               return nested_list(self.cast<const schedule::ExecutionPlan&>().ranks, self);
+                             })
+      .def(
+          "validate",
+          [](const schedule::ExecutionPlan& value, const schedule::Problem& problem) {
+            const py::gil_scoped_release release;
+            schedule::validate(value, problem);
+          },
+          py::arg("problem"),
+          "Raises InvalidPlan naming the first broken invariant (shapes, slots, NCCL pairing, memory).");
+  def_document(plan);
+
+  py::class_<schedule::DeadlockReport>(module, "DeadlockReport", "What a dry run of a plan's communication found.")
+      .def_property_readonly("outcome",
+                             [](const schedule::DeadlockReport& report) {
+                               static constexpr std::string_view names[] = {"completes", "deadlock", "mismatch",
+                                                                            "unmatched"};
+                               return std::string(names[static_cast<std::size_t>(report.outcome)]);
+                             })
+      .def_readonly("cycle", &schedule::DeadlockReport::cycle, "For a deadlock: ranks each waiting on the next.")
+      .def_readonly("message", &schedule::DeadlockReport::message)
+      .def_property_readonly("ok", &schedule::DeadlockReport::ok);
+  module.def(
+      "check_deadlock",
+      [](const schedule::ExecutionPlan& value) {
+        const py::gil_scoped_release release;
+        return schedule::check_deadlock(value);
+      },
+      py::arg("plan"),
+      "Dry-runs the plan's sends and receives under NCCL's rules. Raises InvalidPlan for a plan it cannot run at all.");
+
+  py::class_<schedule::PipelineSchedule>(module, "PipelineSchedule",
+                                         "One pipeline's schedule: order, simulation and per-rank instructions.")
+      .def_property_readonly("kind", [](const schedule::PipelineSchedule& value) { return kind_name(value.kind); },
+                             "'cyclic' or '1f1b': the kind of the order kept.")
+      .def_readonly("memory_aware", &schedule::PipelineSchedule::memory_aware)
+      .def_property_readonly("injection",
+                             [](const py::object& self) {
+                               return view_of<int>(self.cast<const schedule::PipelineSchedule&>().injection, self);
+                             })
+      .def_readonly("order", &schedule::PipelineSchedule::order)
+      .def_readonly("simulation", &schedule::PipelineSchedule::simulation)
+      .def_readonly("plan", &schedule::PipelineSchedule::plan)
+      .def_readonly("candidates", &schedule::PipelineSchedule::candidates, "Orders simulated.")
+      .def(
+          "validate",
+          [](const schedule::PipelineSchedule& value, const schedule::Problem& problem) {
+            const py::gil_scoped_release release;
+            schedule::validate(value, problem);
+          },
+          py::arg("problem"), "Raises InvalidPlan naming the first broken invariant against the problem.")
+      .def(py::self == py::self);
+
+  const schedule::ScheduleOptions schedule_defaults;
+  module.def(
+      "schedule_pipeline",
+      [](const schedule::Problem& problem, std::string_view kind, std::uint64_t seed, int clusters) {
+        const schedule::ScheduleOptions options = schedule_options(kind, seed, clusters);
+        const py::gil_scoped_release release;
+        return schedule::schedule_pipeline(problem, options);
+      },
+      py::arg("problem"), py::kw_only(), py::arg("kind") = kind_name(schedule_defaults.kind),
+      py::arg("seed") = schedule_defaults.seed, py::arg("clusters") = schedule_defaults.clusters,
+      "DynaPipe's scheduler: injection orders searched for the adaptive cyclic schedule ('cyclic') and 1F1B, each "
+      "simulated, the fastest that fits memory kept, its communication planned.");
+}
+
+void bind_planners(py::module_& module) {
+  const schedule::PipelinePlanOptions defaults;
+  const schedule::ProblemOptions problem_defaults;
+
+  py::class_<schedule::ReplicaSchedule>(module, "ReplicaSchedule", "One data-parallel replica's pipeline.")
+      .def_property_readonly("micro_batches",
+                             [](const py::object& self) {
+                               return view_of<std::size_t>(
+                                   self.cast<const schedule::ReplicaSchedule&>().micro_batches, self);
+                             },
+                             "Indices into the partition, in the schedule's micro-batch ids.")
+      .def_readonly("problem", &schedule::ReplicaSchedule::problem)
+      .def_readonly("schedule", &schedule::ReplicaSchedule::schedule, "Empty when the replica got no micro-batch.")
+      .def(py::self == py::self);
+
+  py::class_<schedule::PipelineRunPlan>(module, "PipelineRunPlan",
+                                        "DynaPipe's plan of one mini-batch: partition, replicas, their schedules.")
+      .def_readonly("partition", &schedule::PipelineRunPlan::partition)
+      .def_readonly("assignment", &schedule::PipelineRunPlan::assignment)
+      .def_property_readonly("replicas",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const schedule::PipelineRunPlan&>().replicas, self);
+                             })
+      .def_readonly("makespan", &schedule::PipelineRunPlan::makespan, "The slowest replica's simulated iteration.")
+      .def(
+          "validate",
+          [](const schedule::PipelineRunPlan& value, const py::handle& lengths, const py::handle& models,
+             const py::handle& ids, const py::handle& targets, int stages, int replicas, double micro_batch_memory,
+             double stage_memory, std::int64_t hidden, int element_bytes, double latency, double bandwidth,
+             double backward_ratio) {
+            const std::vector<microbatch::Sample> samples = samples_from(lengths, ids, targets);
+            const std::vector<microbatch::QuadraticStageCost> costs = models_from(models);
+            schedule::PipelinePlanOptions options;
+            options.stages = stages;
+            options.replicas = replicas;
+            options.micro_batch_memory = micro_batch_memory;
+            options.stage_memory = stage_memory;
+            options.problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio);
+            const py::gil_scoped_release release;
+            schedule::validate(value, std::span<const microbatch::Sample>(samples),
+                               std::span<const microbatch::QuadraticStageCost>(costs), options);
+          },
+          py::arg("lengths"), py::arg("models"), py::kw_only(), py::arg("ids") = py::none(),
+          py::arg("targets") = py::none(), py::arg("stages") = defaults.stages,
+          py::arg("replicas") = defaults.replicas, py::arg("micro_batch_memory") = defaults.micro_batch_memory,
+          py::arg("stage_memory") = defaults.stage_memory, py::arg("hidden") = problem_defaults.hidden,
+          py::arg("element_bytes") = problem_defaults.element_bytes, py::arg("latency") = problem_defaults.link.latency,
+          py::arg("bandwidth") = problem_defaults.link.bandwidth,
+          py::arg("backward_ratio") = problem_defaults.backward_ratio,
+          "Raises InvalidPlan naming the first broken invariant against the samples, models and options.")
+      .def(py::self == py::self);
+
+  module.def(
+      "plan_pipeline",
+      [](const py::handle& lengths, const py::handle& models, const py::handle& ids, const py::handle& targets,
+         int stages, int replicas, double micro_batch_memory, double stage_memory, std::string_view ordering,
+         std::string_view layout, double tmax_interval, std::string_view kind, std::uint64_t seed, int clusters,
+         std::int64_t hidden, int element_bytes, double latency, double bandwidth, double backward_ratio) {
+        const std::vector<microbatch::Sample> samples = samples_from(lengths, ids, targets);
+        const std::vector<microbatch::QuadraticStageCost> costs = models_from(models);
+        const schedule::PipelinePlanOptions options{
+            .stages = stages,
+            .replicas = replicas,
+            .micro_batch_memory = micro_batch_memory,
+            .stage_memory = stage_memory,
+            .ordering = ordering_from(ordering),
+            .layout = microbatch::parse_layout(layout),
+            .tmax_interval = tmax_interval,
+            .schedule = schedule_options(kind, seed, clusters),
+            .problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio)};
+        const py::gil_scoped_release release;
+        return schedule::plan_pipeline(std::span<const microbatch::Sample>(samples),
+                                       std::span<const microbatch::QuadraticStageCost>(costs), options);
+      },
+      py::arg("lengths"), py::arg("models"), py::kw_only(), py::arg("ids") = py::none(),
+      py::arg("targets") = py::none(), py::arg("stages") = defaults.stages, py::arg("replicas") = defaults.replicas,
+      py::arg("micro_batch_memory") = defaults.micro_batch_memory, py::arg("stage_memory") = defaults.stage_memory,
+      py::arg("ordering") = "length", py::arg("layout") = std::string(microbatch::layout_name(defaults.layout)),
+      py::arg("tmax_interval") = defaults.tmax_interval, py::arg("kind") = kind_name(defaults.schedule.kind),
+      py::arg("seed") = defaults.schedule.seed, py::arg("clusters") = defaults.schedule.clusters,
+      py::arg("hidden") = problem_defaults.hidden, py::arg("element_bytes") = problem_defaults.element_bytes,
+      py::arg("latency") = problem_defaults.link.latency, py::arg("bandwidth") = problem_defaults.link.bandwidth,
+      py::arg("backward_ratio") = problem_defaults.backward_ratio,
+      "DynaPipe's per-iteration planner (what `sluice schedule` runs): order the samples, cut them into "
+      "micro-batches, balance those over the replicas (Karmarkar–Karp) and schedule every replica's pipeline. "
+      "stage_memory 0: stages × micro_batch_memory.");
+
+  py::class_<schedule::ScheduledPipeline>(module, "ScheduledPipeline", "A busy pipeline's problem and schedule.")
+      .def_readonly("problem", &schedule::ScheduledPipeline::problem)
+      .def_readonly("schedule", &schedule::ScheduledPipeline::schedule)
+      .def(py::self == py::self);
+
+  py::class_<schedule::IterationSchedule>(module, "IterationSchedule",
+                                          "Every pipeline of an iteration plan scheduled; None for an idle one.")
+      .def_property_readonly("pipelines",
+                             [](const py::object& self) {
+                               return optional_list(self.cast<const schedule::IterationSchedule&>().pipelines, self);
+                             })
+      .def_readonly("makespan", &schedule::IterationSchedule::makespan)
+      .def(
+          "validate",
+          [](const schedule::IterationSchedule& value, const assign::IterationPlan& plan, const cost::Profile& profile,
+             std::int64_t hidden, int element_bytes, double latency, double bandwidth, double backward_ratio) {
+            const schedule::ProblemOptions options =
+                problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio);
+            const py::gil_scoped_release release;
+            schedule::validate(value, plan, profile, options);
+          },
+          py::arg("plan"), py::arg("profile"), py::kw_only(), py::arg("hidden") = problem_defaults.hidden,
+          py::arg("element_bytes") = problem_defaults.element_bytes, py::arg("latency") = problem_defaults.link.latency,
+          py::arg("bandwidth") = problem_defaults.link.bandwidth,
+          py::arg("backward_ratio") = problem_defaults.backward_ratio,
+          "Raises InvalidPlan naming the first broken invariant against the plan and profile.")
+      .def(py::self == py::self);
+
+  module.def(
+      "schedule_iteration",
+      [](const assign::IterationPlan& plan, const cost::Profile& profile, std::string_view kind, std::uint64_t seed,
+         int clusters, std::int64_t hidden, int element_bytes, double latency, double bandwidth,
+         double backward_ratio) {
+        const schedule::ScheduleOptions options = schedule_options(kind, seed, clusters);
+        const schedule::ProblemOptions problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio);
+        const py::gil_scoped_release release;
+        return schedule::schedule_iteration(plan, profile, options, problem);
+      },
+      py::arg("plan"), py::arg("profile"), py::kw_only(), py::arg("kind") = kind_name(defaults.schedule.kind),
+      py::arg("seed") = defaults.schedule.seed, py::arg("clusters") = defaults.schedule.clusters,
+      py::arg("hidden") = problem_defaults.hidden, py::arg("element_bytes") = problem_defaults.element_bytes,
+      py::arg("latency") = problem_defaults.link.latency, py::arg("bandwidth") = problem_defaults.link.bandwidth,
+      py::arg("backward_ratio") = problem_defaults.backward_ratio,
+      "Every pipeline of an iteration plan scheduled on its scheme (schedule_pipeline).");
+
+  py::class_<schedule::SimulatedIteration>(module, "SimulatedIteration",
+                                           "One iteration planned with the simulator judging the candidates.")
+      .def_readonly("plan", &schedule::SimulatedIteration::plan, "The kept candidate, planned alone.")
+      .def_readonly("schedule", &schedule::SimulatedIteration::schedule)
+      .def_readonly("chosen", &schedule::SimulatedIteration::chosen)
+      .def_readonly("makespans", &schedule::SimulatedIteration::makespans,
+                    "Per candidate its simulated makespan; None where it cannot hold the batch.")
+      .def_property_readonly("total", &schedule::SimulatedIteration::total)
+      .def(
+          "validate",
+          [](const schedule::SimulatedIteration& value, const py::handle& lengths,
+             const std::vector<Strategy>& candidates, const cost::Profile& profile, const py::handle& ids,
+             const py::handle& candidate_overhead, std::int64_t hidden, int element_bytes, double latency,
+             double bandwidth, double backward_ratio) {
+            const std::vector<Sequence> batch = batch_from(lengths, ids);
+            const assign::DispatchOptions dispatch;
+            const assign::PlanOptions plan = plan_options(dispatch.trials, dispatch.threads, dispatch.seed,
+                                                          dispatch.local_search, dispatch.longest_first,
+                                                          dispatch.v_step, candidate_overhead);
+            const schedule::ProblemOptions problem =
+                problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio);
+            const py::gil_scoped_release release;
+            schedule::validate(value, batch, candidates, profile, plan, problem);
+          },
+          py::arg("lengths"), py::arg("candidates"), py::arg("profile"), py::kw_only(), py::arg("ids") = py::none(),
+          py::arg("candidate_overhead") = py::none(), py::arg("hidden") = problem_defaults.hidden,
+          py::arg("element_bytes") = problem_defaults.element_bytes, py::arg("latency") = problem_defaults.link.latency,
+          py::arg("bandwidth") = problem_defaults.link.bandwidth,
+          py::arg("backward_ratio") = problem_defaults.backward_ratio,
+          "Raises InvalidPlan naming the first broken invariant against the batch, candidates and profile.")
+      .def(py::self == py::self);
+
+  const assign::DispatchOptions dispatch;
+  module.def(
+      "plan_simulated_iteration",
+      [](const py::handle& lengths, const std::vector<Strategy>& candidates, const cost::Profile& profile,
+         const py::handle& ids, int trials, int threads, std::uint64_t seed, bool local_search, bool longest_first,
+         bool v_step, const py::handle& candidate_overhead, std::string_view kind, std::uint64_t schedule_seed,
+         int clusters, std::int64_t hidden, int element_bytes, double latency, double bandwidth,
+         double backward_ratio) {
+        const std::vector<Sequence> batch = batch_from(lengths, ids);
+        const assign::PlanOptions plan =
+            plan_options(trials, threads, seed, local_search, longest_first, v_step, candidate_overhead);
+        const schedule::ScheduleOptions options = schedule_options(kind, schedule_seed, clusters);
+        const schedule::ProblemOptions problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio);
+        const py::gil_scoped_release release;
+        return schedule::plan_simulated_iteration(batch, candidates, profile, plan, options, problem);
+      },
+      py::arg("lengths"), py::arg("candidates"), py::arg("profile"), py::kw_only(), py::arg("ids") = py::none(),
+      py::arg("trials") = dispatch.trials, py::arg("threads") = dispatch.threads, py::arg("seed") = dispatch.seed,
+      py::arg("local_search") = dispatch.local_search, py::arg("longest_first") = dispatch.longest_first,
+      py::arg("v_step") = dispatch.v_step, py::arg("candidate_overhead") = py::none(),
+      py::arg("kind") = kind_name(defaults.schedule.kind), py::arg("schedule_seed") = defaults.schedule.seed,
+      py::arg("clusters") = defaults.schedule.clusters, py::arg("hidden") = problem_defaults.hidden,
+      py::arg("element_bytes") = problem_defaults.element_bytes, py::arg("latency") = problem_defaults.link.latency,
+      py::arg("bandwidth") = problem_defaults.link.bandwidth,
+      py::arg("backward_ratio") = problem_defaults.backward_ratio,
+      "Hydraulis' per-iteration choice with the simulator as the judge (what `sluice trace` plans): every candidate "
+      "that holds the batch is dispatched, packed and scheduled; the lowest simulated makespan + overhead is kept.");
+}
+
+}  // namespace
+
+void bind_schedule(py::module_& module) {
+  bind_microbatch(module);
+  bind_pipeline(module);
+  bind_planners(module);
+}
 
 }  // namespace sluice::python

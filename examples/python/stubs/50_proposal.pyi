@@ -1,0 +1,211 @@
+
+# ---- strategy proposal before training (Hydraulis §7) -------------------------------------------------------------
+
+class ProposeOptions:
+    """The options a proposal was made with (gpus and max_len resolved)."""
+    @property
+    def gpus(self) -> Optional[int]: ...
+    @property
+    def max_len(self) -> Optional[int]: ...
+    @property
+    def length_step(self) -> int: ...
+    @property
+    def gpu_step(self) -> int:
+        """Tenths of a GPU."""
+    @property
+    def relaxed(self) -> bool: ...
+    @property
+    def replica_step(self) -> int:
+        """Tenths of a pipeline."""
+    @property
+    def tokens_per_iteration(self) -> float: ...
+    @property
+    def sequence_constant(self) -> bool: ...
+    @property
+    def fill_term(self) -> bool: ...
+    @property
+    def tp_within_node(self) -> bool: ...
+    @property
+    def max_candidates(self) -> int: ...
+    def __eq__(self, other: object) -> bool: ...
+
+class ProposedCandidate:
+    """A proposed strategy and the grid lengths it was proposed for."""
+    @property
+    def strategy(self) -> Strategy: ...
+    @property
+    def estimate(self) -> float:
+        """The interval objective at max_len (seconds per iteration)."""
+    @property
+    def min_len(self) -> int: ...
+    @property
+    def max_len(self) -> int: ...
+    @property
+    def share(self) -> float:
+        """Estimated share of iterations whose longest sequence is in [min_len, max_len]."""
+    @property
+    def origin(self) -> str:
+        """'integer_dp', 'relaxed_rounding' or 'homogeneous'."""
+    def __eq__(self, other: object) -> bool: ...
+
+class LengthOptimum:
+    """The DP's optimum for one grid length L."""
+    @property
+    def max_len(self) -> int: ...
+    @property
+    def integer(self) -> float: ...
+    @property
+    def relaxed(self) -> Optional[float]:
+        """None unless the proposal is relaxed."""
+    @property
+    def share(self) -> float: ...
+    def __eq__(self, other: object) -> bool: ...
+
+class Proposal:
+    """The candidate strategies worth considering (Hydraulis §7)."""
+    @property
+    def options(self) -> ProposeOptions: ...
+    @property
+    def profile(self) -> str:
+        """The profile's name."""
+    @property
+    def sequences_per_iteration(self) -> float: ...
+    @property
+    def integer_optimum(self) -> float: ...
+    @property
+    def relaxed_optimum(self) -> Optional[float]: ...
+    @property
+    def considered(self) -> int:
+        """Distinct strategies before the max_candidates cap."""
+    @property
+    def candidates(self) -> list[ProposedCandidate]: ...
+    @property
+    def by_length(self) -> list[LengthOptimum]: ...
+    def strategies(self) -> list[Strategy]:
+        """The candidates' strategies, as plan_iteration takes them."""
+    def validate(self, profile: Profile) -> None:
+        """Raises InvalidPlan naming the first broken invariant against the profile."""
+    def __eq__(self, other: object) -> bool: ...
+    def to_json(self, indent: int = 2) -> str: ...
+    @staticmethod
+    def from_json(text: str) -> Proposal: ...
+    def save(self, path: PathLike) -> None: ...
+    @staticmethod
+    def load(path: PathLike) -> Proposal: ...
+
+class SampledCandidate:
+    """A member of the sampled proposal's set."""
+    @property
+    def strategy(self) -> Strategy: ...
+    @property
+    def wins(self) -> int:
+        """Choosing batches on which it has the lowest planned time."""
+    @property
+    def source(self) -> str:
+        """'proposal_dp', 'homogeneous' or 'neighbour'."""
+    def __eq__(self, other: object) -> bool: ...
+
+class SampledProposal:
+    """Candidates chosen by the mean planned time of batches sampled from the data."""
+    @property
+    def paper(self) -> Proposal:
+        """The DP's own proposal."""
+    @property
+    def choosing_batches(self) -> int: ...
+    @property
+    def held_out_batches(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def trials(self) -> int: ...
+    @property
+    def candidates(self) -> list[SampledCandidate]: ...
+    @property
+    def choosing_mean(self) -> float: ...
+    @property
+    def held_out_mean(self) -> float: ...
+    @property
+    def paper_choosing_mean(self) -> float: ...
+    @property
+    def paper_held_out_mean(self) -> float: ...
+    @property
+    def best_homogeneous(self) -> str: ...
+    @property
+    def best_homogeneous_held_out_mean(self) -> float: ...
+    @property
+    def pool_size(self) -> int: ...
+    @property
+    def plans(self) -> int: ...
+    @property
+    def rounds(self) -> int: ...
+    def strategies(self) -> list[Strategy]:
+        """The chosen strategies, as plan_iteration takes them."""
+    def validate(self, profile: Profile) -> None:
+        """Raises InvalidPlan naming the first broken invariant against the profile."""
+    def __eq__(self, other: object) -> bool: ...
+    def to_json(self, indent: int = 2) -> str: ...
+    @staticmethod
+    def from_json(text: str) -> SampledProposal: ...
+    def save(self, path: PathLike) -> None: ...
+    @staticmethod
+    def load(path: PathLike) -> SampledProposal: ...
+
+def propose(
+    dataset: LengthDataset,
+    profile: Profile,
+    *,
+    gpus: Optional[int] = None,
+    max_len: Optional[int] = None,
+    length_step: int = 128,
+    gpu_step: int = 10,
+    relaxed: bool = False,
+    replica_step: int = 1,
+    tokens_per_iteration: float = 100000.0,
+    sequence_constant: bool = True,
+    fill_term: bool = True,
+    tp_within_node: bool = True,
+    max_candidates: int = 8,
+) -> Proposal:
+    """Hydraulis' strategy proposal over the dataset's length distribution; gpu_step and replica_step in tenths."""
+
+def propose_sampled(
+    dataset: LengthDataset,
+    profile: Profile,
+    *,
+    gpus: Optional[int] = None,
+    max_len: Optional[int] = None,
+    length_step: int = 128,
+    gpu_step: int = 10,
+    relaxed: bool = False,
+    replica_step: int = 1,
+    tokens_per_iteration: float = 100000.0,
+    sequence_constant: bool = True,
+    fill_term: bool = True,
+    tp_within_node: bool = True,
+    max_candidates: int = 8,
+    choosing_batches: int = 48,
+    held_out_batches: int = 32,
+    seed: int = 0,
+    trials: int = 4,
+    threads: int = 1,
+    dispatch_seed: int = 0,
+    local_search: bool = True,
+    longest_first: bool = True,
+    v_step: bool = True,
+    max_pool: int = 256,
+    overhead: Optional[Callable[[Strategy], float]] = None,
+) -> SampledProposal:
+    """The proposal judged by the mean planned time of batches sampled from the dataset."""
+
+def homogeneous_strategies(profile: Profile, *, holds: int = 0, tp_within_node: bool = True) -> list[Strategy]:
+    """Every scheme replicated over all the profile's GPUs whose MaxLen holds `holds` tokens."""
+
+def default_max_len(
+    dataset: LengthDataset,
+    profile: Profile,
+    *,
+    gpus: Optional[int] = None,
+    length_step: int = 128,
+    tp_within_node: bool = True,
+) -> int:
+    """Lmax when none is named: the longest sequence, or the longest MaxLen of a usable scheme when shorter."""

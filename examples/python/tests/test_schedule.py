@@ -1,0 +1,261 @@
+"""Micro-batch partitions, pipeline schedules, the simulator and the simulated iteration: against `sluice schedule`
+and `sluice trace`, their validators, documents, errors and threads."""
+import json
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+import sluice
+from conftest import CANDIDATES_64, json_of, without_header
+
+LINK = dict(latency=1e-5, bandwidth=100e9)  # the tool's default link
+
+
+def hidden_of(profile):
+    return json.loads(profile.to_json())["model"]["hidden"]
+
+
+@pytest.fixture(scope="module")
+def profile_7b():
+    return sluice.Profile.bundled("llama2-7b")
+
+
+@pytest.fixture(scope="module")
+def setup_pp4(profile_7b):
+    return sluice.stage_cost(profile_7b.at(sluice.Scheme(1, 4)))
+
+
+@pytest.fixture(scope="module")
+def batch_7b():
+    return sluice.BatchSampler(sluice.LengthDataset.bundled("man-pages").truncated(8192), tokens_per_batch=40_000,
+                               seed=3).next()
+
+
+def options_pp4(setup, profile, **extra):
+    return dict(stages=4, replicas=2, micro_batch_memory=setup.memory_limit, hidden=hidden_of(profile), seed=3,
+                **LINK, **extra)
+
+
+@pytest.fixture(scope="module")
+def run_pp4(batch_7b, setup_pp4, profile_7b):
+    return sluice.plan_pipeline(batch_7b.lengths, setup_pp4.model, ids=batch_7b.ids,
+                                **options_pp4(setup_pp4, profile_7b))
+
+
+def test_pipeline_plan_matches_the_tool(cli, profile_7b, setup_pp4):
+    document = cli("schedule", "--stages", 4, "--replicas", 2, "--profile", "llama2-7b", "--lengths", "man-pages",
+                   "--tokens", 40_000, "--seed", 3, "--context", 8192)
+    batch = sluice.BatchSampler(sluice.LengthDataset.bundled("man-pages").truncated(document["context"]),
+                                tokens_per_batch=40_000, seed=3).next()
+    assert (len(batch), batch.tokens) == (document["sequences"], document["tokens"])
+    assert setup_pp4.memory_limit == document["micro_batch_memory"]
+    options = options_pp4(setup_pp4, profile_7b)
+    plan = sluice.plan_pipeline(batch.lengths, setup_pp4.model, ids=batch.ids, **options)
+    plan.validate(batch.lengths, [setup_pp4.model], ids=batch.ids,
+                  **{k: v for k, v in options.items() if k != "seed"})
+    assert without_header(json_of(plan.partition)) == document["partition"]
+    assert without_header(json_of(plan.assignment)) == document["assignment"]
+    assert plan.makespan == document["makespan"]
+    for replica, shown in zip(plan.replicas, document["replica_schedules"], strict=True):
+        assert replica.micro_batches.tolist() == shown["micro_batches"]
+        schedule = replica.schedule
+        assert (schedule.kind, schedule.memory_aware, schedule.candidates) == (
+            shown["kind"], shown["memory_aware"], shown["candidates"])
+        assert schedule.injection.tolist() == shown["injection"]
+        assert schedule.simulation.makespan == shown["makespan"]
+        assert schedule.simulation.peak_memory.tolist() == shown["peak_memory"]
+        assert schedule.simulation.idle.tolist() == shown["idle"]
+        assert json_of(schedule.plan) == shown["plan"]
+
+
+def test_the_plan_is_numpy_views_and_instructions(run_pp4, batch_7b):
+    partition = run_pp4.partition
+    placed = np.concatenate([mb.sample_ids for mb in partition.micro_batches])
+    assert sorted(placed.tolist()) == sorted(batch_7b.ids.tolist())
+    view = partition.micro_batches[0].sample_ids
+    assert view.dtype == np.int64 and not view.flags.writeable
+    assert np.array_equal(partition.times, [mb.seconds for mb in partition.micro_batches])
+    assert run_pp4.assignment.max_load == pytest.approx(max(run_pp4.assignment.loads))
+    replica = run_pp4.replicas[0]
+    plan = replica.schedule.plan
+    assert len(plan.ranks) == plan.stages == 4 and plan.micro_batches == len(replica.micro_batches)
+    for rank, instructions in enumerate(plan.ranks):
+        assert all(i.stage == rank for i in instructions)
+        kinds = [i.kind for i in instructions]
+        assert kinds.count("forward") == kinds.count("backward") == plan.micro_batches
+        for i in instructions:
+            assert (i.peer == -1) == (i.kind in ("load_input", "forward", "backward", "free_buffer"))
+            assert len(i.shape) == 2
+    assert plan.ranks[0][0].kind == "load_input"
+    assert sluice.check_deadlock(plan).ok
+
+
+def test_the_schedule_pieces_agree(run_pp4):
+    replica = run_pp4.replicas[0]
+    problem, schedule = replica.problem, replica.schedule
+    schedule.validate(problem)
+    schedule.plan.validate(problem)
+    assert sluice.simulate_schedule(problem, schedule.order) == schedule.simulation
+    schedule.simulation.validate(problem, schedule.order)
+    costs = problem.micro_batches
+    rebuilt = sluice.SchedulingProblem(
+        np.array([c.forward for c in costs]), np.array([c.backward for c in costs]),
+        np.array([c.activation for c in costs]), np.array([c.tokens for c in costs]), problem.memory_limit,
+        hidden=problem.hidden, element_bytes=problem.element_bytes, latency=problem.link.latency,
+        bandwidth=problem.link.bandwidth)
+    assert rebuilt == problem
+    again = sluice.schedule_pipeline(rebuilt, seed=3)
+    assert again == schedule
+    order = sluice.one_f_one_b_order(np.arange(len(costs)), problem.stages)
+    one_f_one_b = sluice.simulate_schedule(problem, order)
+    assert one_f_one_b.makespan >= schedule.simulation.makespan
+    assert sluice.ScheduleOrder(order.stages) == order
+    assert sum(len(ops) for ops in one_f_one_b.stages) == 2 * len(costs) * problem.stages
+    gpipe = sluice.gpipe_order(np.arange(len(costs)), problem.stages)
+    gpipe.validate(len(costs), problem.stages)
+    cyclic = sluice.adaptive_cyclic_order(problem, schedule.injection)
+    sluice.simulate_schedule(problem, cyclic).validate(problem, cyclic)
+
+
+def test_partition_and_baselines(batch_7b, setup_pp4):
+    model, limit = setup_pp4.model, setup_pp4.memory_limit
+    partition = sluice.partition_micro_batches(batch_7b.lengths, model, ids=batch_7b.ids, stages=4, replicas=2,
+                                               memory_limit=limit)
+    partition.validate(batch_7b.lengths, model, ids=batch_7b.ids, stages=4, replicas=2, memory_limit=limit)
+    assert partition.layout == "padded" and partition.cost_model == 0
+    packed = sluice.partition_micro_batches(batch_7b.lengths, [model, model], ids=batch_7b.ids, stages=4,
+                                            memory_limit=limit, layout="packed", ordering=None)
+    assert packed.layout == "packed" and all(mb.shape.rows == 1 for mb in packed.micro_batches)
+    tokens = sluice.token_based_micro_batches(batch_7b.lengths, model, tokens_per_micro_batch=8192,
+                                              ids=batch_7b.ids, stages=4, replicas=2, memory_limit=limit)
+    tokens.validate(batch_7b.lengths, model, ids=batch_7b.ids, stages=4, replicas=2, memory_limit=limit)
+    # The DP is optimal among cuts of the same order into runs, up to its tmax thinning: (stages − 1) intervals.
+    assert partition.objective <= tokens.objective + 3 * 5e-6
+    fixed = sluice.fixed_length_packing(batch_7b.lengths, model, row_input=8192, ids=batch_7b.ids, stages=4,
+                                        memory_limit=limit)
+    assert fixed.layout == "fixed_rows" and all(mb.shape.input == 8192 for mb in fixed.micro_batches)
+    assignment = sluice.balance_kk(partition.times, 3)
+    assignment.validate(partition.times, 3)
+    assert sluice.balance_lpt(partition.times, 3).max_load >= assignment.max_load * 0.75
+    encoder = sluice.partition_micro_batches([300, 200, 100], model, targets=[50, 0, 20], ordering="path")
+    assert sum(len(mb.sample_ids) for mb in encoder.micro_batches) == 3
+
+
+def test_simulated_iteration_matches_the_tool(cli, profile_64, tmp_path):
+    ids, lengths = [3, 8, 12, 20, 21, 40], [4096, 17000, 950, 2300, 8000, 600]
+    (tmp_path / "batch.json").write_text(json.dumps([{"id": i, "length": n} for i, n in zip(ids, lengths)]))
+    document = cli("trace", "--profile", "llama2-32b", "--gpus", 64, "--strategies", ",".join(CANDIDATES_64),
+                   "--batch", tmp_path / "batch.json", "--seed", 2, "--context", 32768)
+    problem = dict(hidden=hidden_of(profile_64), **LINK)
+    iteration = sluice.plan_simulated_iteration(np.array(lengths, dtype=np.int32), CANDIDATES_64, profile_64, ids=ids,
+                                                seed=2, schedule_seed=2, **problem)
+    iteration.validate(lengths, CANDIDATES_64, profile_64, ids=ids, **problem)
+    assert without_header(json_of(iteration.plan)) == document["plan"]
+    assert iteration.chosen == document["chosen"]
+    assert iteration.schedule.makespan == document["makespan"]
+    assert iteration.makespans == [c["makespan"] for c in document["candidates"]]
+    busy = [(j, p) for j, p in enumerate(iteration.schedule.pipelines) if p is not None]
+    assert [j for j, _ in busy] == [p["index"] for p in document["pipelines"]]
+    for (_, pipeline), shown in zip(busy, document["pipelines"]):
+        assert pipeline.schedule.kind == shown["kind"]
+        assert pipeline.schedule.simulation.makespan == shown["makespan"]
+        assert pipeline.schedule.simulation.peak_memory.tolist() == shown["peak_memory"]
+    again = sluice.schedule_iteration(iteration.plan, profile_64, seed=2, **problem)
+    again.validate(iteration.plan, profile_64, **problem)
+    assert again == iteration.schedule
+    assert iteration.total == pytest.approx(iteration.schedule.makespan + iteration.plan.overhead)
+
+
+def test_documents_round_trip(run_pp4, tmp_path):
+    values = [(run_pp4.partition, sluice.MicroBatchPartition), (run_pp4.assignment, sluice.ReplicaAssignment),
+              (run_pp4.replicas[0].schedule.plan, sluice.ExecutionPlan)]
+    for value, cls in values:
+        assert cls.from_json(value.to_json()) == value
+        assert pickle.loads(pickle.dumps(value)) == value
+        value.save(tmp_path / "document.json")
+        assert cls.load(tmp_path / "document.json") == value
+
+
+def test_validators_catch_tampered_documents(run_pp4, batch_7b, setup_pp4):
+    document = json_of(run_pp4.partition)
+    document["micro_batches"][0]["seconds"] *= 1.5
+    with pytest.raises(sluice.InvalidPlan, match="cost model gives"):
+        sluice.MicroBatchPartition.from_json(json.dumps(document)).validate(
+            batch_7b.lengths, setup_pp4.model, ids=batch_7b.ids, stages=4, replicas=2,
+            memory_limit=setup_pp4.memory_limit)
+    document = json_of(run_pp4.assignment)
+    document["loads"][0] += 1
+    with pytest.raises(sluice.InvalidPlan, match="load"):
+        sluice.ReplicaAssignment.from_json(json.dumps(document)).validate(run_pp4.partition.times, 2)
+    replica = run_pp4.replicas[0]
+    document = json_of(replica.schedule.plan)
+    del document["ranks"][1][-1]
+    with pytest.raises(sluice.InvalidPlan):
+        sluice.ExecutionPlan.from_json(json.dumps(document)).validate(replica.problem)
+
+
+def test_deadlock_is_reported():
+    def instruction(op, peer):
+        return {"op": op, "micro_batch": 0, "stage": 0 if peer == 1 else 1, "peer": peer, "buffer": 0, "output": -1,
+                "shape": [8, 4]}
+
+    # Both ranks receive before they send: the heads of their queues are two receives.
+    ranks = [[instruction(op, 1) for op in ("recv_grad_start", "recv_grad_wait", "send_act_start", "send_act_wait")],
+             [instruction(op, 0) for op in ("recv_act_start", "recv_act_wait", "send_grad_start", "send_grad_wait")]]
+    plan = sluice.ExecutionPlan.from_json(json.dumps({"format": "sluice.execution_plan", "version": 1, "stages": 2,
+                                                      "micro_batches": 1, "buffer_slots": 1, "ranks": ranks}))
+    report = sluice.check_deadlock(plan)
+    assert not report.ok and report.outcome in ("deadlock", "mismatch") and report.message
+
+
+def test_bad_inputs(setup_pp4):
+    model = setup_pp4.model
+    for lengths in ([100, -3], [], np.array([100.0, 200.0]), np.arange(10)[::2], np.array([[1, 2]])):
+        with pytest.raises(sluice.InvalidInput):
+            sluice.partition_micro_batches(lengths, model)
+    with pytest.raises(sluice.InvalidInput, match="ordering"):
+        sluice.partition_micro_batches([100], model, ordering="random")
+    with pytest.raises(sluice.InvalidInput, match="targets"):
+        sluice.partition_micro_batches([100, 200], model, targets=[1])
+    with pytest.raises(sluice.Infeasible):
+        sluice.partition_micro_batches([100, 200], model, memory_limit=1.0)
+    with pytest.raises(sluice.InvalidInput, match="kind"):
+        sluice.plan_pipeline([100, 200], model, kind="gpipe")
+    one = np.ones((2, 3))
+    with pytest.raises(sluice.InvalidInput, match="forward"):
+        sluice.SchedulingProblem(one * np.nan, one, one, [8, 8], [1e9] * 3)
+    with pytest.raises(sluice.InvalidInput, match="contiguous"):
+        sluice.SchedulingProblem(np.ones((3, 2)).T, one, one, [8, 8], [1e9] * 3)
+    with pytest.raises(sluice.InvalidInput, match="micro-batches × stages"):
+        sluice.SchedulingProblem(one, np.ones((2, 2)), one, [8, 8], [1e9] * 3)
+    with pytest.raises(sluice.InvalidInput, match="bandwidth"):
+        sluice.Link(bandwidth=1.0)
+    for times in ([1.0, float("nan")], [], np.ones((2, 2)), ["a", "b"]):
+        with pytest.raises(sluice.InvalidInput):
+            sluice.balance_kk(times, 2)
+    with pytest.raises(sluice.InvalidPlan):
+        sluice.ScheduleOrder([[(0, "backward"), (0, "forward")]]).validate(1, 1)
+
+
+def test_deterministic_and_thread_safe(run_pp4, batch_7b, setup_pp4, profile_7b, profile_64, batch_64):
+    options = options_pp4(setup_pp4, profile_7b)
+    assert sluice.plan_pipeline(batch_7b.lengths, setup_pp4.model, ids=batch_7b.ids, **options) == run_pp4
+    simulated = sluice.plan_simulated_iteration(batch_64.lengths, CANDIDATES_64[:2], profile_64, ids=batch_64.ids,
+                                                trials=8)
+    results = {}
+
+    def run(key):
+        if key == "pipeline":
+            results[key] = sluice.plan_pipeline(batch_7b.lengths, setup_pp4.model, ids=batch_7b.ids, **options)
+        else:
+            results[key] = sluice.plan_simulated_iteration(batch_64.lengths, CANDIDATES_64[:2], profile_64,
+                                                           ids=batch_64.ids, trials=8)
+
+    threads = [threading.Thread(target=run, args=(key,)) for key in ("pipeline", "simulated")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {"pipeline": run_pp4, "simulated": simulated}
