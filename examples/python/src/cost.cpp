@@ -85,6 +85,10 @@ void bind_cost(py::module_& module) {
       .def_property_readonly("gpus", &cost::Profile::gpus)
       .def_property_readonly("gpus_per_node", [](const cost::Profile& value) { return value.spec().gpus_per_node; })
       .def_property_readonly("model", [](const cost::Profile& value) { return value.spec().model.name; })
+      .def_property_readonly("layers", [](const cost::Profile& value) { return value.spec().model.layers; })
+      .def_property_readonly("hidden", [](const cost::Profile& value) { return value.spec().model.hidden; },
+                             "The model's hidden size, which the schedule functions take for activation transfers")
+      .def_property_readonly("vocab", [](const cost::Profile& value) { return value.spec().model.vocab; })
       .def_property_readonly("schemes",
                              [](const py::object& self) {
                                py::list list;

@@ -14,7 +14,8 @@ LINK = dict(latency=1e-5, bandwidth=100e9)  # the tool's default link
 
 
 def hidden_of(profile):
-    return json.loads(profile.to_json())["model"]["hidden"]
+    assert profile.hidden == json.loads(profile.to_json())["model"]["hidden"]
+    return profile.hidden
 
 
 @pytest.fixture(scope="module")
