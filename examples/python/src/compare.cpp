@@ -1,7 +1,226 @@
+// The comparison of systems (Hydraulis §8): Megatron-LM-style fixed-length packing, HotSPa's length ranges,
+// DynaPipe and sluice on the same batches, every iteration simulated; per-system runs and summaries.
+#include <optional>
+
 #include "bindings.hpp"
 
 namespace sluice::python {
 
-void bind_compare(py::module_& /*module*/) {}
+namespace {
+
+// A batch given to compare(): a sluice.Batch, a lengths array or an (ids, lengths) pair, as a Planner's source.
+std::vector<Sequence> batch_of_item(const py::handle& item) {
+  if (py::isinstance<data::Batch>(item)) return item.cast<const data::Batch&>().sequences;
+  if (py::isinstance<py::tuple>(item) && py::len(item) == 2) {
+    const auto pair = py::reinterpret_borrow<py::tuple>(item);
+    return batch_from(pair[1], pair[0]);
+  }
+  return batch_from(item, py::none());
+}
+
+// One measure of every iteration of a run, as a fresh array: the run holds outcomes, not a vector of doubles.
+py::array_t<double> series(const compare::SystemRun& run, double compare::IterationOutcome::*measure) {
+  std::vector<double> values;
+  values.reserve(run.iterations.size());
+  for (const compare::IterationOutcome& outcome : run.iterations) values.push_back(outcome.*measure);
+  return array_of<double>(values);
+}
+
+template <class Field>
+py::array_t<std::int64_t> batch_column(const compare::Comparison& comparison, Field compare::BatchSize::*field) {
+  std::vector<std::int64_t> values;
+  values.reserve(comparison.batches.size());
+  for (const compare::BatchSize& batch : comparison.batches) values.push_back(static_cast<std::int64_t>(batch.*field));
+  return array_of<std::int64_t>(values);
+}
+
+}  // namespace
+
+void bind_compare(py::module_& module) {
+  py::class_<compare::IterationOutcome>(module, "IterationOutcome", "One system's simulated iteration.")
+      .def_readonly("seconds", &compare::IterationOutcome::seconds,
+                    "Simulated iteration time (HotSPa: its length ranges' times and switches, summed)")
+      .def_readonly("switching", &compare::IterationOutcome::switching,
+                    "Share of `seconds` spent moving parameters and gradients between layouts")
+      .def_readonly("layout_move", &compare::IterationOutcome::layout_move,
+                    "The α–β time of those moves before any overlap")
+      .def_readonly("imbalance", &compare::IterationOutcome::imbalance, "Slowest / fastest busy pipeline")
+      .def_readonly("idle", &compare::IterationOutcome::idle, "Share of pipelines without work")
+      .def_readonly("strategy", &compare::IterationOutcome::strategy, "What ran, by name");
+
+  py::class_<compare::SystemRun>(module, "SystemRun",
+                                 "One system over the comparison's iterations, or why it cannot run the scenario.")
+      .def_readonly("name", &compare::SystemRun::name)
+      .def_readonly("failure", &compare::SystemRun::failure, "None when the system ran")
+      .def_readonly("configuration", &compare::SystemRun::configuration, "What it was configured with, in words")
+      .def_readonly("strategies", &compare::SystemRun::strategies,
+                    "Its static strategies (HotSPa: one per length range; sluice: its candidates)")
+      .def_property_readonly("layout_moves",
+                             [](const py::object& self) {
+                               return view_of<double>(self.cast<const compare::SystemRun&>().layout_moves, self);
+                             },
+                             "sluice: each candidate's pull-and-push seconds before overlap (a read-only view)")
+      .def_property_readonly("iterations",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const compare::SystemRun&>().iterations, self);
+                             })
+      .def_property_readonly("plans",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const compare::SystemRun&>().plans, self);
+                             },
+                             "The first few iterations' plans, where the system makes them")
+      .def_property_readonly(
+          "seconds", [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::seconds); },
+          "Per iteration, its simulated time")
+      .def_property_readonly(
+          "switching", [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::switching); },
+          "Per iteration, the seconds charged for layout moves")
+      .def_property_readonly(
+          "layout_move",
+          [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::layout_move); },
+          "Per iteration, the layout moves' seconds before overlap")
+      .def_property_readonly(
+          "imbalance", [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::imbalance); },
+          "Per iteration, slowest / fastest busy pipeline")
+      .def_property_readonly(
+          "idle", [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::idle); },
+          "Per iteration, the share of pipelines without work")
+      .def("__repr__", [](const compare::SystemRun& run) {
+        return "<sluice.SystemRun " + run.name + ": " +
+               (run.failure ? "failed" : std::to_string(run.iterations.size()) + " iterations") + ">";
+      });
+
+  py::class_<compare::Summary>(module, "Summary",
+                               "A system's statistics over the iterations: means and sample standard deviations.")
+      .def_readonly("seconds", &compare::Summary::seconds)
+      .def_readonly("seconds_stddev", &compare::Summary::seconds_stddev)
+      .def_readonly("tokens_per_second", &compare::Summary::tokens_per_second)
+      .def_readonly("tokens_per_second_stddev", &compare::Summary::tokens_per_second_stddev)
+      .def_readonly("speedup", &compare::Summary::speedup, "sluice over this system; None when either failed")
+      .def_readonly("speedup_stddev", &compare::Summary::speedup_stddev)
+      .def_readonly("imbalance", &compare::Summary::imbalance)
+      .def_readonly("idle", &compare::Summary::idle)
+      .def_readonly("switching", &compare::Summary::switching, "Mean seconds charged for layout moves")
+      .def_readonly("layout_move", &compare::Summary::layout_move,
+                    "Mean α–β seconds of those moves before overlap");
+
+  py::class_<compare::Comparison>(module, "Comparison", "The systems on the same batches, in system_names() order.")
+      .def_property_readonly("systems",
+                             [](const py::object& self) {
+                               py::list list;
+                               for (const compare::SystemRun& run : self.cast<const compare::Comparison&>().systems)
+                                 list.append(py::cast(&run, py::return_value_policy::reference_internal, self));
+                               return list;
+                             })
+      .def(
+          "__getitem__",
+          [](const py::object& self, std::string_view name) {
+            for (const compare::SystemRun& run : self.cast<const compare::Comparison&>().systems)
+              if (run.name == name) return py::cast(&run, py::return_value_policy::reference_internal, self);
+            throw py::key_error(std::string(name));
+          },
+          py::arg("name"), "The run of a system by name ('megatron', 'hotspa', 'dynapipe', 'sluice').")
+      .def_property_readonly(
+          "batch_sequences",
+          [](const compare::Comparison& value) { return batch_column(value, &compare::BatchSize::sequences); },
+          "Per iteration, the batch's sequence count")
+      .def_property_readonly(
+          "batch_tokens",
+          [](const compare::Comparison& value) { return batch_column(value, &compare::BatchSize::tokens); },
+          "Per iteration, the batch's tokens")
+      .def_readonly("candidates", &compare::Comparison::candidates, "sluice's candidate strategies")
+      .def_property_readonly("bounds",
+                             [](const py::object& self) {
+                               return view_of<std::int64_t>(self.cast<const compare::Comparison&>().bounds, self);
+                             },
+                             "HotSPa's length ranges' upper bounds: (0, b0], (b0, b1], … (a read-only view)")
+      .def_property_readonly("any_ran", &compare::Comparison::any_ran)
+      .def(
+          "summarize",
+          [](const compare::Comparison& comparison) {
+            const compare::BySystem<compare::Summary> summaries = compare::summarize(comparison);
+            py::dict result;
+            for (const compare::System system : compare::all_systems)
+              if (!comparison.systems[system].failure)
+                result[py::str(std::string(compare::name(system)))] = summaries[system];
+            return result;
+          },
+          "Each system's summary by name (systems that failed are left out).")
+      .def("__repr__", [](const compare::Comparison& comparison) {
+        return "<sluice.Comparison of " + std::to_string(comparison.batches.size()) + " iterations>";
+      });
+
+  module.def(
+      "system_names",
+      [] {
+        std::vector<std::string> names;
+        for (const compare::System system : compare::all_systems) names.emplace_back(compare::name(system));
+        return names;
+      },
+      "The compared systems' names, in the order results list them.");
+
+  // compare::Options' defaults (it has no default constructor: its profile has none): its own fields' are false
+  // and 0, its problem's and dispatch's those of their structs.
+  const schedule::ProblemOptions problem;
+  const assign::DispatchOptions dispatch;
+  module.def(
+      "compare",
+      [](const cost::Profile& profile, const data::LengthDataset& dataset, std::int64_t tokens,
+         std::optional<std::int64_t> iterations, const py::handle& batches, std::optional<std::int64_t> context,
+         bool cross_node_tp, std::int64_t hidden, int element_bytes, double latency, double bandwidth,
+         double backward_ratio, int trials, int threads, std::optional<std::uint64_t> dispatch_seed,
+         bool local_search, bool longest_first, std::uint64_t seed) {
+        const bool sampled = batches.is_none();
+        std::vector<std::vector<Sequence>> given;
+        if (!sampled) {
+          sluice::require(!iterations,
+                          "compare: iterations and batches cannot be combined: each batch is one iteration");
+          for (const py::handle item : py::iter(batches)) given.push_back(batch_of_item(item));
+        }
+        const std::int64_t count = iterations.value_or(10);  // sluice simulate's default
+        sluice::require(count > 0, "compare: iterations must be > 0, got ", count);
+        compare::Options options{.profile = profile,
+                                 .context = 0,
+                                 .tokens = tokens,
+                                 .cross_node_tp = cross_node_tp,
+                                 .problem = {.hidden = hidden,
+                                             .element_bytes = element_bytes,
+                                             .link = {.latency = latency, .bandwidth = bandwidth},
+                                             .backward_ratio = backward_ratio},
+                                 .plan = {.dispatch = {.trials = trials,
+                                                       .threads = threads,
+                                                       .seed = dispatch_seed.value_or(seed),
+                                                       .local_search = local_search,
+                                                       .longest_first = longest_first},
+                                          .candidate_overhead = {}},
+                                 .seed = seed};
+        const py::gil_scoped_release release;
+        proposal::ProposeOptions usable;
+        usable.gpus = profile.gpus();
+        usable.tp_within_node = !cross_node_tp;
+        options.context = context ? *context : proposal::default_max_len(dataset, profile, usable);
+        const data::LengthDataset truncated = dataset.truncated(options.context);
+        if (!sampled) return compare::compare(options, truncated, std::span<const std::vector<Sequence>>(given));
+        data::BatchSampler sampler(truncated, {.tokens_per_batch = tokens, .seed = seed});
+        return compare::compare(options, truncated, static_cast<std::size_t>(count),
+                                [&] { return sampler.next().sequences; });
+      },
+      py::arg("profile"), py::arg("dataset"), py::kw_only(), py::arg("tokens"), py::arg("iterations") = py::none(),
+      py::arg("batches") = py::none(), py::arg("context") = py::none(),
+      py::arg("cross_node_tp") = false, py::arg("hidden") = problem.hidden,
+      py::arg("element_bytes") = problem.element_bytes, py::arg("latency") = problem.link.latency,
+      py::arg("bandwidth") = problem.link.bandwidth,
+      py::arg("backward_ratio") = problem.backward_ratio, py::arg("trials") = dispatch.trials,
+      py::arg("threads") = dispatch.threads, py::arg("dispatch_seed") = py::none(),
+      py::arg("local_search") = dispatch.local_search,
+      py::arg("longest_first") = dispatch.longest_first, py::arg("seed") = std::uint64_t{0},
+      "Megatron-LM, HotSPa, DynaPipe and sluice on the same batches of `dataset` (truncated to `context`; default: "
+      "its longest sequence, or the longest MaxLen of a usable scheme when shorter), each iteration simulated. The "
+      "batches are `iterations` (default 10) batches of at most `tokens` tokens sampled with `seed`, as `sluice "
+      "simulate` draws them, or the given `batches` (sluice.Batch, lengths arrays or (ids, lengths) pairs). "
+      "`tokens` also normalises sluice's proposal. hidden, element_bytes, latency (s), bandwidth (bytes/s) and "
+      "backward_ratio shape every simulated pipeline; trials, threads, dispatch_seed (default: seed), "
+      "local_search and longest_first are sluice's dispatch; seed also seeds the schedule search.");
+}
 
 }  // namespace sluice::python

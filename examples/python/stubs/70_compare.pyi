@@ -1,0 +1,139 @@
+
+# ---- the comparison of systems (Hydraulis §8) ---------------------------------------------------------------------
+
+class IterationOutcome:
+    """One system's simulated iteration."""
+    @property
+    def seconds(self) -> float:
+        """Simulated iteration time (HotSPa: its length ranges' times and switches, summed)."""
+    @property
+    def switching(self) -> float:
+        """Share of `seconds` spent moving parameters and gradients between layouts."""
+    @property
+    def layout_move(self) -> float:
+        """The α–β time of those moves before any overlap."""
+    @property
+    def imbalance(self) -> float:
+        """Slowest / fastest busy pipeline."""
+    @property
+    def idle(self) -> float:
+        """Share of pipelines without work."""
+    @property
+    def strategy(self) -> str:
+        """What ran, by name."""
+
+class SystemRun:
+    """One system over the comparison's iterations, or why it cannot run the scenario."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def failure(self) -> Optional[str]:
+        """None when the system ran."""
+    @property
+    def configuration(self) -> str:
+        """What it was configured with, in words."""
+    @property
+    def strategies(self) -> list[Strategy]:
+        """Its static strategies (HotSPa: one per length range; sluice: its candidates)."""
+    @property
+    def layout_moves(self) -> FloatArray:
+        """sluice: each candidate's pull-and-push seconds before overlap (a read-only view)."""
+    @property
+    def iterations(self) -> list[IterationOutcome]: ...
+    @property
+    def plans(self) -> list[IterationPlan]:
+        """The first few iterations' plans, where the system makes them."""
+    @property
+    def seconds(self) -> FloatArray:
+        """Per iteration, its simulated time."""
+    @property
+    def switching(self) -> FloatArray:
+        """Per iteration, the seconds charged for layout moves."""
+    @property
+    def layout_move(self) -> FloatArray:
+        """Per iteration, the layout moves' seconds before overlap."""
+    @property
+    def imbalance(self) -> FloatArray:
+        """Per iteration, slowest / fastest busy pipeline."""
+    @property
+    def idle(self) -> FloatArray:
+        """Per iteration, the share of pipelines without work."""
+
+class Summary:
+    """A system's statistics over the iterations: means and sample standard deviations."""
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def seconds_stddev(self) -> float: ...
+    @property
+    def tokens_per_second(self) -> float: ...
+    @property
+    def tokens_per_second_stddev(self) -> float: ...
+    @property
+    def speedup(self) -> Optional[float]:
+        """sluice over this system; None when either failed."""
+    @property
+    def speedup_stddev(self) -> Optional[float]: ...
+    @property
+    def imbalance(self) -> float: ...
+    @property
+    def idle(self) -> float: ...
+    @property
+    def switching(self) -> float:
+        """Mean seconds charged for layout moves."""
+    @property
+    def layout_move(self) -> float:
+        """Mean α–β seconds of those moves before overlap."""
+
+class Comparison:
+    """The systems on the same batches, in system_names() order."""
+    @property
+    def systems(self) -> list[SystemRun]: ...
+    def __getitem__(self, name: str) -> SystemRun:
+        """The run of a system by name ('megatron', 'hotspa', 'dynapipe', 'sluice')."""
+    @property
+    def batch_sequences(self) -> IntArray:
+        """Per iteration, the batch's sequence count."""
+    @property
+    def batch_tokens(self) -> IntArray:
+        """Per iteration, the batch's tokens."""
+    @property
+    def candidates(self) -> list[Strategy]:
+        """sluice's candidate strategies."""
+    @property
+    def bounds(self) -> IntArray:
+        """HotSPa's length ranges' upper bounds: (0, b0], (b0, b1], … (a read-only view)."""
+    @property
+    def any_ran(self) -> bool: ...
+    def summarize(self) -> dict[str, Summary]:
+        """Each system's summary by name (systems that failed are left out)."""
+
+def system_names() -> list[str]:
+    """The compared systems' names, in the order results list them."""
+
+def compare(
+    profile: Profile,
+    dataset: LengthDataset,
+    *,
+    tokens: int,
+    iterations: Optional[int] = None,
+    batches: Optional[Iterable[BatchLike]] = None,
+    context: Optional[int] = None,
+    cross_node_tp: bool = False,
+    hidden: int = 1,
+    element_bytes: int = 2,
+    latency: float = 0.0,
+    bandwidth: float = ...,
+    backward_ratio: float = 2.0,
+    trials: int = 100,
+    threads: int = 1,
+    dispatch_seed: Optional[int] = None,
+    local_search: bool = True,
+    longest_first: bool = True,
+    seed: int = 0,
+) -> Comparison:
+    """Megatron-LM, HotSPa, DynaPipe and sluice on the same batches of `dataset`, each iteration simulated.
+
+    The batches are `iterations` (default 10) batches of at most `tokens` tokens sampled with `seed`, as
+    `sluice simulate` draws them, or the given `batches`. `context` defaults to the dataset's longest sequence, or
+    the longest MaxLen of a usable scheme when shorter. `bandwidth` is in bytes/s (default: unlimited)."""
