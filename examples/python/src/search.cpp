@@ -1,7 +1,412 @@
+// Galvatron-BMW's hybrid-parallel search: model and cluster specs, the per-layer space, the search with its
+// baselines, the partition helpers, and the analytic profile that adapts a search model to the planner.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
 #include "bindings.hpp"
 
 namespace sluice::python {
 
-void bind_search(py::module_& /*module*/) {}
+namespace {
+
+search::Schedule schedule_from(std::string_view schedule) {
+  if (schedule == "1f1b") return search::Schedule::one_f_one_b;
+  if (schedule == "gpipe") return search::Schedule::gpipe;
+  throw invalid_input(sluice::concat("schedule: expected '1f1b' or 'gpipe', got '", schedule, "'"));
+}
+
+search::SearchOptions search_options(std::int64_t memory_bytes, std::int64_t granularity_bytes,
+                                     std::int64_t global_batch, std::int64_t batch_step, std::int64_t max_batch,
+                                     std::string_view schedule, search::SpaceOptions space) {
+  return {.memory_bytes = memory_bytes,
+          .granularity_bytes = granularity_bytes,
+          .global_batch = global_batch,
+          .batch_step = batch_step,
+          .max_batch = max_batch,
+          .schedule = schedule_from(schedule),
+          .space = std::move(space)};
+}
+
+// The search options as keyword arguments, defaulting to a default-constructed SearchOptions.
+struct SearchArgs {
+  py::arg_v memory_bytes, granularity_bytes, global_batch, batch_step, max_batch, schedule, space;
+};
+
+SearchArgs search_args() {
+  const search::SearchOptions defaults;
+  return {py::arg("memory_bytes") = defaults.memory_bytes,
+          py::arg("granularity_bytes") = defaults.granularity_bytes,
+          py::arg("global_batch") = defaults.global_batch,
+          py::arg("batch_step") = defaults.batch_step,
+          py::arg("max_batch") = defaults.max_batch,
+          py::arg("schedule") = std::string(defaults.schedule == search::Schedule::gpipe ? "gpipe" : "1f1b"),
+          py::arg_v("space", defaults.space, "SpaceOptions()")};
+}
+
+// JSON, pickling and == for a type the library writes only inside its documents (no format header).
+template <class T>
+void def_embedded(py::class_<T>& cls, const char* where) {
+  cls.def(
+         "to_json", [](const T& value, int indent) { return io::json(value).dump(indent); }, py::arg("indent") = 2,
+         where)
+      .def_static(
+          "from_json", [](std::string_view text) { return io::parse(text, "JSON text").get<T>(); }, py::arg("text"))
+      .def(py::pickle([](const T& value) { return io::json(value).dump(); },
+                      [](const std::string& text) { return io::parse(text, "pickle").get<T>(); }))
+      .def(py::self == py::self);
+}
+
+}  // namespace
+
+void bind_search(py::module_& module) {
+  // ---- the model and the cluster ----------------------------------------------------------------------------
+  const search::LayerSpec layer_defaults;
+  py::class_<search::LayerSpec>(module, "LayerSpec",
+                                "One Transformer layer; params 0 means the dense layer's 4h² + 2h·ffn + 9h + ffn, "
+                                "forward_seconds 0 means analytic from FLOPs.")
+      .def(py::init([](std::string type, std::int64_t hidden, std::int64_t heads, std::int64_t ffn,
+                       std::int64_t sequence, std::int64_t window, std::int64_t params, bool decoder,
+                       double forward_seconds) {
+             return search::LayerSpec{std::move(type), hidden, heads,  ffn, sequence, window,
+                                      params,          decoder, forward_seconds};
+           }),
+           py::kw_only(), py::arg("type") = layer_defaults.type, py::arg("hidden") = layer_defaults.hidden,
+           py::arg("heads") = layer_defaults.heads, py::arg("ffn") = layer_defaults.ffn,
+           py::arg("sequence") = layer_defaults.sequence, py::arg("window") = layer_defaults.window,
+           py::arg("params") = layer_defaults.params, py::arg("decoder") = layer_defaults.decoder,
+           py::arg("forward_seconds") = layer_defaults.forward_seconds)
+      .def_readwrite("type", &search::LayerSpec::type)
+      .def_readwrite("hidden", &search::LayerSpec::hidden)
+      .def_readwrite("heads", &search::LayerSpec::heads)
+      .def_readwrite("ffn", &search::LayerSpec::ffn)
+      .def_readwrite("sequence", &search::LayerSpec::sequence)
+      .def_readwrite("window", &search::LayerSpec::window)
+      .def_readwrite("params", &search::LayerSpec::params)
+      .def_readwrite("decoder", &search::LayerSpec::decoder)
+      .def_readwrite("forward_seconds", &search::LayerSpec::forward_seconds)
+      .def_property_readonly("attention_span", &search::LayerSpec::attention_span)
+      .def_property_readonly("parameter_count", &search::LayerSpec::parameter_count)
+      .def(py::self == py::self);
+
+  const search::ModelSpec model_defaults;
+  py::class_<search::ModelSpec> model(module, "ModelSpec", "The layers of one Transformer, for the search.");
+  model
+      .def(py::init([](std::string name, std::vector<search::LayerSpec> layers, std::int64_t embedding_params,
+                       std::int64_t head_params, int dtype_bytes, double state_bytes_per_param) {
+             search::ModelSpec value{std::move(name), std::move(layers), embedding_params, head_params, dtype_bytes,
+                                     state_bytes_per_param};
+             value.validate();
+             return value;
+           }),
+           py::arg("name"), py::arg("layers"), py::kw_only(),
+           py::arg("embedding_params") = model_defaults.embedding_params,
+           py::arg("head_params") = model_defaults.head_params, py::arg("dtype_bytes") = model_defaults.dtype_bytes,
+           py::arg("state_bytes_per_param") = model_defaults.state_bytes_per_param,
+           "Raises InvalidInput for a bad model.")
+      .def_static(
+          "bundled",
+          [](std::string_view name) {
+            return io::read_document<search::ModelSpec>(io::resolve_data_file(name, "models"));
+          },
+          py::arg("name"), "A bundled model by name ('gpt-48', 'bert-huge-32', …) or a sluice.model file.")
+      .def_readwrite("name", &search::ModelSpec::name)
+      .def_readwrite("layers", &search::ModelSpec::layers, "A copy: assign the whole list to change it.")
+      .def_readwrite("embedding_params", &search::ModelSpec::embedding_params)
+      .def_readwrite("head_params", &search::ModelSpec::head_params)
+      .def_readwrite("dtype_bytes", &search::ModelSpec::dtype_bytes)
+      .def_readwrite("state_bytes_per_param", &search::ModelSpec::state_bytes_per_param)
+      .def("validate", &search::ModelSpec::validate, "Raises InvalidInput for a bad model.");
+  def_document(model);
+
+  py::class_<search::LinkLevel>(module, "LinkLevel",
+                                "Every aligned block of `size` consecutive ranks talks at `bandwidth` bytes/s.")
+      .def(py::init([](std::int64_t size, double bandwidth) { return search::LinkLevel{size, bandwidth}; }),
+           py::arg("size"), py::arg("bandwidth"))
+      .def_readwrite("size", &search::LinkLevel::size)
+      .def_readwrite("bandwidth", &search::LinkLevel::bandwidth)
+      .def(py::self == py::self);
+
+  const search::ClusterSpec cluster_defaults;
+  py::class_<search::ClusterSpec> cluster(module, "ClusterSpec",
+                                          "The GPUs of the search: memory, FLOP/s and nested link levels.");
+  cluster
+      .def(py::init([](std::string name, std::int64_t gpus, std::int64_t memory_bytes, double flops,
+                       std::vector<search::LinkLevel> levels, std::int64_t reserved_bytes, double efficiency,
+                       double overlap_slowdown) {
+             search::ClusterSpec value{std::move(name), gpus,       memory_bytes,     reserved_bytes,
+                                       flops,           efficiency, overlap_slowdown, std::move(levels)};
+             value.validate();
+             return value;
+           }),
+           py::arg("name"), py::arg("gpus"), py::arg("memory_bytes"), py::arg("flops"), py::arg("levels"),
+           py::kw_only(), py::arg("reserved_bytes") = cluster_defaults.reserved_bytes,
+           py::arg("efficiency") = cluster_defaults.efficiency,
+           py::arg("overlap_slowdown") = cluster_defaults.overlap_slowdown, "Raises InvalidInput for a bad cluster.")
+      .def_static(
+          "bundled",
+          [](std::string_view name) {
+            return io::read_document<search::ClusterSpec>(io::resolve_data_file(name, "clusters"));
+          },
+          py::arg("name"), "A bundled cluster by name ('titan-8', 'a100-8', 'a100-64') or a sluice.cluster file.")
+      .def_readwrite("name", &search::ClusterSpec::name)
+      .def_readwrite("gpus", &search::ClusterSpec::gpus)
+      .def_readwrite("memory_bytes", &search::ClusterSpec::memory_bytes)
+      .def_readwrite("reserved_bytes", &search::ClusterSpec::reserved_bytes)
+      .def_readwrite("flops", &search::ClusterSpec::flops)
+      .def_readwrite("efficiency", &search::ClusterSpec::efficiency)
+      .def_readwrite("overlap_slowdown", &search::ClusterSpec::overlap_slowdown)
+      .def_readwrite("levels", &search::ClusterSpec::levels, "A copy: assign the whole list to change it.")
+      .def("bandwidth", &search::ClusterSpec::bandwidth, py::arg("span"),
+           "Bandwidth of a group spanning `span` consecutive ranks: the innermost level holding it.")
+      .def("validate", &search::ClusterSpec::validate, "Raises InvalidInput for a bad cluster.");
+  def_document(cluster);
+
+  // ---- the search space -------------------------------------------------------------------------------------
+  const search::SpaceOptions space_defaults;
+  py::class_<search::SpaceOptions>(module, "SpaceOptions",
+                                   "Which paradigms the per-layer search may use; pp_degrees [] means every power "
+                                   "of 2, max_tp 0 no limit.")
+      .def(py::init([](bool dp, bool sdp, bool tp, bool ckpt, bool tp_outer, std::vector<int> pp_degrees,
+                       int max_tp) {
+             return search::SpaceOptions{dp, sdp, tp, ckpt, tp_outer, std::move(pp_degrees), max_tp};
+           }),
+           py::kw_only(), py::arg("dp") = space_defaults.dp, py::arg("sdp") = space_defaults.sdp,
+           py::arg("tp") = space_defaults.tp, py::arg("ckpt") = space_defaults.ckpt,
+           py::arg("tp_outer") = space_defaults.tp_outer, py::arg("pp_degrees") = space_defaults.pp_degrees,
+           py::arg("max_tp") = space_defaults.max_tp)
+      .def_readwrite("dp", &search::SpaceOptions::dp)
+      .def_readwrite("sdp", &search::SpaceOptions::sdp)
+      .def_readwrite("tp", &search::SpaceOptions::tp)
+      .def_readwrite("ckpt", &search::SpaceOptions::ckpt)
+      .def_readwrite("tp_outer", &search::SpaceOptions::tp_outer)
+      .def_readwrite("pp_degrees", &search::SpaceOptions::pp_degrees)
+      .def_readwrite("max_tp", &search::SpaceOptions::max_tp);
+
+  const search::LayerStrategy strategy_defaults;
+  py::class_<search::LayerStrategy>(module, "LayerStrategy",
+                                    "One layer's strategy inside a stage of tp·dp GPUs: sdp shards model states "
+                                    "(ZeRO-3), tp_inner puts TP on consecutive ranks, ckpt recomputes activations.")
+      .def(py::init([](int tp, int dp, bool sdp, bool tp_inner, bool ckpt) {
+             return search::LayerStrategy{tp, dp, sdp, tp_inner, ckpt};
+           }),
+           py::kw_only(), py::arg("tp") = strategy_defaults.tp, py::arg("dp") = strategy_defaults.dp,
+           py::arg("sdp") = strategy_defaults.sdp, py::arg("tp_inner") = strategy_defaults.tp_inner,
+           py::arg("ckpt") = strategy_defaults.ckpt)
+      .def_readonly("tp", &search::LayerStrategy::tp)
+      .def_readonly("dp", &search::LayerStrategy::dp)
+      .def_readonly("sdp", &search::LayerStrategy::sdp)
+      .def_readonly("tp_inner", &search::LayerStrategy::tp_inner)
+      .def_readonly("ckpt", &search::LayerStrategy::ckpt)
+      .def_property_readonly("group", &search::LayerStrategy::group)
+      .def_property_readonly("name", &search::LayerStrategy::name, "'tp2*sdp4+ckpt': levels outer to inner.")
+      .def("same_layout", &search::LayerStrategy::same_layout, py::arg("other"),
+           "Same TP groups and activation layout: no resharding between the two.")
+      .def(py::self == py::self)
+      .def("__repr__",
+           [](const search::LayerStrategy& value) { return "<sluice.LayerStrategy " + value.name() + ">"; });
+
+  module.def("stage_strategies", &search::stage_strategies, py::arg("group"),
+             py::arg_v("space", space_defaults, "SpaceOptions()"), py::arg("heads_gcd") = 0,
+             "The strategies a stage of `group` GPUs may use under `space` (TP dividing heads_gcd when > 0), in "
+             "decision-tree order, CKPT variants after.");
+  module.def("count_strategies", &search::count_strategies, py::arg("gpus"), py::arg("takeaway3"),
+             "Strategies per layer over every PP degree, with and without CKPT: 68 for 8 GPUs, 44 after Takeaway 3.");
+  module.def(
+      "baseline_spaces",
+      [](std::int64_t gpus) {
+        sluice::require(gpus >= 1 && gpus <= (1 << 20), "baseline_spaces: gpus must be in [1, 2^20], got ", gpus);
+        return search::baseline_spaces(gpus);
+      },
+      py::arg("gpus"), "The limited spaces of the baselines (dp, sdp, tp, pp, dp+tp, dp+pp), as (name, space).");
+
+  // ---- plans and the search ---------------------------------------------------------------------------------
+  py::class_<search::StagePlan>(module, "SearchStagePlan", "One pipeline stage of a search plan.")
+      .def_readonly("first_layer", &search::StagePlan::first_layer)
+      .def_property_readonly("strategies",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const search::StagePlan&>().strategies, self);
+                             },
+                             "One per layer of the stage.")
+      .def_readonly("time_sync", &search::StagePlan::time_sync,
+                    "One micro-batch with the gradient synchronisation (s)")
+      .def_readonly("time_nosync", &search::StagePlan::time_nosync, "One micro-batch without it (s)")
+      .def_readonly("memory_bytes", &search::StagePlan::memory_bytes, "Peak per device")
+      .def(py::self == py::self);
+
+  const SearchArgs args = search_args();
+  py::class_<search::Plan> plan(module, "SearchPlan",
+                                "A hybrid-parallel plan: PP degree, global batch, micro-batches and per-stage layer "
+                                "strategies; `method` names the search that found it.");
+  plan.def_readonly("method", &search::Plan::method)
+      .def_readonly("gpus", &search::Plan::gpus)
+      .def_readonly("pp", &search::Plan::pp)
+      .def_readonly("global_batch", &search::Plan::global_batch)
+      .def_readonly("micro_batches", &search::Plan::micro_batches)
+      .def_property_readonly("stages",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const search::Plan&>().stages, self);
+                             })
+      .def_readonly("iteration_seconds", &search::Plan::iteration_seconds, "Eq. 9")
+      .def_readonly("throughput", &search::Plan::throughput, "Samples per second")
+      .def_property_readonly("partition", &search::Plan::partition, "Layers per stage.")
+      .def(
+          "validate",
+          [](const search::Plan& value, search::ModelSpec spec, search::ClusterSpec gpus, std::int64_t memory_bytes,
+             std::int64_t granularity_bytes, std::int64_t global_batch, std::int64_t batch_step,
+             std::int64_t max_batch, std::string_view schedule, search::SpaceOptions space) {
+            const search::SearchOptions options = search_options(memory_bytes, granularity_bytes, global_batch,
+                                                                 batch_step, max_batch, schedule, space);
+            const py::gil_scoped_release release;
+            search::validate(value, spec, gpus, options, options.space);
+          },
+          py::arg("model"), py::arg("cluster"), py::kw_only(), args.memory_bytes, args.granularity_bytes,
+          args.global_batch, args.batch_step, args.max_batch, args.schedule, args.space,
+          "Raises InvalidPlan: every time and memory figure re-derived from the estimator, strategies from `space` "
+          "(a baseline's plan: its space from baseline_spaces).");
+  def_embedded(plan, "As the search report writes it.");
+
+  py::class_<search::Baseline>(module, "SearchBaseline", "A baseline's best plan; None when nothing in its space fits.")
+      .def_readonly("name", &search::Baseline::name)
+      .def_readonly("plan", &search::Baseline::plan);
+
+  py::class_<search::SearchReport> report(module, "SearchReport",
+                                          "Galvatron-BMW's plan, Galvatron-Base's and every baseline's.");
+  report.def_readonly("best", &search::SearchReport::best, "BMW's plan, never below Base")
+      .def_readonly("base", &search::SearchReport::base, "Base's plan, never below a baseline within the space")
+      .def_property_readonly("baselines",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const search::SearchReport&>().baselines, self);
+                             })
+      .def(
+          "validate",
+          [](const search::SearchReport& value, search::ModelSpec spec, search::ClusterSpec gpus,
+             std::int64_t memory_bytes, std::int64_t granularity_bytes, std::int64_t global_batch,
+             std::int64_t batch_step, std::int64_t max_batch, std::string_view schedule, search::SpaceOptions space) {
+            const search::SearchOptions options = search_options(memory_bytes, granularity_bytes, global_batch,
+                                                                 batch_step, max_batch, schedule, space);
+            const py::gil_scoped_release release;
+            search::validate(value, spec, gpus, options);
+          },
+          py::arg("model"), py::arg("cluster"), py::kw_only(), args.memory_bytes, args.granularity_bytes,
+          args.global_batch, args.batch_step, args.max_batch, args.schedule, args.space,
+          "Raises InvalidPlan: every plan against the space that produced it, and BMW >= Base >= the baselines.");
+  def_document(report);
+
+  module.def(
+      "search",
+      [](search::ModelSpec spec, search::ClusterSpec gpus, std::int64_t memory_bytes, std::int64_t granularity_bytes,
+         std::int64_t global_batch, std::int64_t batch_step, std::int64_t max_batch, std::string_view schedule,
+         search::SpaceOptions space) {
+        const search::SearchOptions options =
+            search_options(memory_bytes, granularity_bytes, global_batch, batch_step, max_batch, schedule, space);
+        const py::gil_scoped_release release;
+        return search::search(spec, gpus, options);
+      },
+      py::arg("model"), py::arg("cluster"), py::kw_only(), args.memory_bytes, args.granularity_bytes,
+      args.global_batch, args.batch_step, args.max_batch, args.schedule, args.space,
+      "Galvatron-BMW over `space`, with Galvatron-Base and the baselines: per global batch (global_batch, or the sweep "
+      "batch_step, 2·batch_step, … up to max_batch), PP degree and micro-batch count, the layer DP's strategies "
+      "within memory_bytes per device (0: the device memory); schedule '1f1b' or 'gpipe'. Raises Infeasible when "
+      "nothing fits.");
+  module.def(
+      "search_base",
+      [](search::ModelSpec spec, search::ClusterSpec gpus, std::int64_t memory_bytes, std::int64_t granularity_bytes,
+         std::int64_t global_batch, std::int64_t batch_step, std::int64_t max_batch, std::string_view schedule,
+         search::SpaceOptions space) {
+        const search::SearchOptions options =
+            search_options(memory_bytes, granularity_bytes, global_batch, batch_step, max_batch, schedule, space);
+        const py::gil_scoped_release release;
+        return search::search_base(spec, gpus, options);
+      },
+      py::arg("model"), py::arg("cluster"), py::kw_only(), args.memory_bytes, args.granularity_bytes,
+      args.global_batch, args.batch_step, args.max_batch, args.schedule, args.space,
+      "Galvatron-Base alone over `space` (even partitions); None when nothing fits.");
+
+  py::class_<search::Adjustment>(module, "PartitionAdjustment",
+                                 "One accepted BMW partition move, with Eq. 6's balance degrees.")
+      .def_readonly("sizes", &search::Adjustment::sizes)
+      .def_readonly("alpha_time", &search::Adjustment::alpha_time)
+      .def_readonly("alpha_memory", &search::Adjustment::alpha_memory);
+
+  py::class_<search::BalanceTrace>(module, "BalanceTrace",
+                                   "BMW's partition search of one (batch, pp, micro-batches): p_m, p_t, the accepted "
+                                   "moves and the best partition seen.")
+      .def_readonly("memory_balanced", &search::BalanceTrace::memory_balanced)
+      .def_readonly("time_balanced", &search::BalanceTrace::time_balanced)
+      .def_property_readonly("accepted",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const search::BalanceTrace&>().accepted, self);
+                             })
+      .def_readonly("best", &search::BalanceTrace::best, "None: no partition fits")
+      .def_readonly("best_iteration", &search::BalanceTrace::best_iteration);
+
+  module.def(
+      "balance_trace",
+      [](search::ModelSpec spec, search::ClusterSpec gpus, int pp, std::int64_t batch, int micro_batches,
+         std::int64_t memory_bytes, std::int64_t granularity_bytes, std::int64_t global_batch,
+         std::int64_t batch_step, std::int64_t max_batch, std::string_view schedule, search::SpaceOptions space) {
+        const search::SearchOptions options =
+            search_options(memory_bytes, granularity_bytes, global_batch, batch_step, max_batch, schedule, space);
+        const py::gil_scoped_release release;
+        return search::balance_trace(spec, gpus, options, pp, batch, micro_batches);
+      },
+      py::arg("model"), py::arg("cluster"), py::arg("pp"), py::arg("batch"), py::arg("micro_batches"), py::kw_only(),
+      args.memory_bytes, args.granularity_bytes, args.global_batch, args.batch_step, args.max_batch, args.schedule,
+      args.space, "The BMW partition search of one (batch, pp, micro_batches), for inspection.");
+
+  // ---- partitions ---------------------------------------------------------------------------------------------
+  module.def("even_partition", &search::even_partition, py::arg("layers"), py::arg("stages"),
+             "Layers per stage, the remainder on the deepest stages (Galvatron-Base's split).");
+  module.def(
+      "balance_degree",
+      [](const py::handle& values) {
+        const auto array = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(values);
+        sluice::require(static_cast<bool>(array) && array.ndim() == 1, "values: expected a 1-D array of numbers");
+        for (py::ssize_t i = 0; i < array.size(); ++i)
+          sluice::require(std::isfinite(array.at(i)), "values[", i, "] = ", array.at(i), ": expected a finite number");
+        return search::balance(std::span<const double>(array.data(), static_cast<std::size_t>(array.size())));
+      },
+      py::arg("values"), "Eq. 6: 1 − max / sum, in [0, 1 − 1/P]; 1 − 1/P is perfect balance.");
+
+  // ---- the analytic profile ---------------------------------------------------------------------------------
+  const search::AnalyticProfileOptions profile_defaults;
+  module.def(
+      "analytic_profile",
+      [](search::ModelSpec spec, search::ClusterSpec gpus, std::int64_t memory_bytes, std::int64_t min_length,
+         std::int64_t max_length, std::int64_t granularity, int max_tp) {
+        const py::gil_scoped_release release;
+        return search::analytic_profile(spec, gpus,
+                                        {.memory_bytes = memory_bytes,
+                                         .min_length = min_length,
+                                         .max_length = max_length,
+                                         .granularity = granularity,
+                                         .max_tp = max_tp});
+      },
+      py::arg("model"), py::arg("cluster"), py::kw_only(), py::arg("memory_bytes") = profile_defaults.memory_bytes,
+      py::arg("min_length") = profile_defaults.min_length, py::arg("max_length") = profile_defaults.max_length,
+      py::arg("granularity") = profile_defaults.granularity, py::arg("max_tp") = profile_defaults.max_tp,
+      "A Profile from the analytic estimator: per scheme ⟨tp, pp⟩, T(l) fitted over lengths min_length, "
+      "2·min_length, …, max_length, and MaxLen the longest multiple of `granularity` whose first-stage memory "
+      "fits.");
+  module.def(
+      "analytic_stage_time",
+      [](search::ModelSpec spec, search::ClusterSpec gpus, const Scheme& scheme, std::int64_t length) {
+        const py::gil_scoped_release release;
+        return search::analytic_stage_time(spec, gpus, scheme, length);
+      },
+      py::arg("model"), py::arg("cluster"), py::arg("scheme"), py::arg("length"),
+      "Seconds of one sequence of `length` tokens on the slowest stage of the even partition.");
+  module.def(
+      "analytic_stage_memory",
+      [](search::ModelSpec spec, search::ClusterSpec gpus, const Scheme& scheme, std::int64_t length) {
+        const py::gil_scoped_release release;
+        return search::analytic_stage_memory(spec, gpus, scheme, length);
+      },
+      py::arg("model"), py::arg("cluster"), py::arg("scheme"), py::arg("length"),
+      "First-stage bytes of one sequence of `length` tokens, with pp sequences in flight.");
+}
 
 }  // namespace sluice::python

@@ -1,7 +1,488 @@
+// Optimization–propagation disaggregation (Hydraulis §5): placements, optimizer layouts, the pull and push
+// plans between them, their α–β cost, and the ranks and process groups a trainer creates.
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+
 #include "bindings.hpp"
+#include "sluice/shard/check.hpp"
 
 namespace sluice::python {
 
-void bind_shard(py::module_& /*module*/) {}
+namespace {
+
+using StageLayers = std::optional<std::map<int, std::vector<int>>>;
+
+shard::PipelineOrder order_from(std::string_view order) {
+  if (order == "tp_descending") return shard::PipelineOrder::tp_descending;
+  if (order == "tp_ascending") return shard::PipelineOrder::tp_ascending;
+  throw invalid_input(sluice::concat("order: expected 'tp_descending' or 'tp_ascending', got '", order, "'"));
+}
+
+shard::PlacementOptions placement_options(int gpus_per_node, bool tp_within_node, std::string_view order,
+                                          StageLayers stage_layers) {
+  return {.gpus_per_node = gpus_per_node,
+          .tp_within_node = tp_within_node,
+          .order = order_from(order),
+          .stage_layers = stage_layers ? std::move(*stage_layers) : std::map<int, std::vector<int>>{}};
+}
+
+// The placement options as keyword arguments, defaulting to a default-constructed PlacementOptions.
+struct PlacementArgs {
+  py::arg_v gpus_per_node, tp_within_node, order, stage_layers;
+};
+
+PlacementArgs placement_args() {
+  const shard::PlacementOptions defaults;
+  return {py::arg("gpus_per_node") = defaults.gpus_per_node, py::arg("tp_within_node") = defaults.tp_within_node,
+          py::arg("order") = std::string(defaults.order == shard::PipelineOrder::tp_descending ? "tp_descending"
+                                                                                               : "tp_ascending"),
+          py::arg("stage_layers") = py::none()};
+}
+
+// How a default link shows in signatures.
+std::string link_text(const shard::Link& link) {
+  std::ostringstream out;
+  out << "ShardLink(" << link.latency << ", " << link.bandwidth << ")";
+  return out.str();
+}
+
+// JSON for the types the library writes only inside other documents (no format header, no file of their own).
+template <class T>
+std::string embedded_json(const T& value, int indent) {
+  return io::json(value).dump(indent);
+}
+
+}  // namespace
+
+void bind_shard(py::module_& module) {
+  // Pieces and messages come out as structured NumPy views of the plan's vectors: a pull has about N²/TP of them.
+  PYBIND11_NUMPY_DTYPE(shard::Piece, block, begin, end);
+  PYBIND11_NUMPY_DTYPE(shard::Message, src, dst, first_piece, piece_count, bytes);
+
+  // ---- the model and the cluster ----------------------------------------------------------------------------
+  py::class_<shard::Tensor>(module, "ShardTensor", "One parameter tensor of a layer: its elements per layer.")
+      .def(py::init([](std::string name, std::int64_t elements) { return shard::Tensor{std::move(name), elements}; }),
+           py::arg("name"), py::arg("elements"))
+      .def_readwrite("name", &shard::Tensor::name)
+      .def_readwrite("elements", &shard::Tensor::elements)
+      .def(py::self == py::self)
+      .def("__repr__", [](const shard::Tensor& tensor) {
+        return "sluice.ShardTensor('" + tensor.name + "', " + std::to_string(tensor.elements) + ")";
+      });
+
+  const shard::Model model_defaults;
+  py::class_<shard::Model> model(module, "ShardModel",
+                                 "The parameters pull and push move: `layers` identical layers of `tensors`.");
+  model
+      .def(py::init([](std::string name, int layers, std::vector<shard::Tensor> tensors, int param_bytes,
+                       int grad_bytes) {
+             shard::Model value{std::move(name), layers, std::move(tensors), param_bytes, grad_bytes};
+             value.validate();
+             return value;
+           }),
+           py::arg("name"), py::arg("layers"), py::arg("tensors"), py::kw_only(),
+           py::arg("param_bytes") = model_defaults.param_bytes, py::arg("grad_bytes") = model_defaults.grad_bytes,
+           "Raises InvalidInput for a bad model.")
+      .def_static(
+          "llama_like", [](const cost::Profile& profile) { return shard::llama_like(profile.spec().model); },
+          py::arg("profile"),
+          "The profile's model as LLaMA-style layers (fused QKV, attention output, gate+up, down), as `sluice shard` "
+          "takes it.")
+      .def_readwrite("name", &shard::Model::name)
+      .def_readwrite("layers", &shard::Model::layers)
+      .def_readwrite("tensors", &shard::Model::tensors, "A copy: assign the whole list to change it.")
+      .def_readwrite("param_bytes", &shard::Model::param_bytes)
+      .def_readwrite("grad_bytes", &shard::Model::grad_bytes)
+      .def_property_readonly("layer_elements", &shard::Model::layer_elements)
+      .def_property_readonly("max_tensor_elements", &shard::Model::max_tensor_elements)
+      .def("validate", &shard::Model::validate, "Raises InvalidInput for a bad model.");
+  def_document(model);
+
+  py::class_<shard::Link>(module, "ShardLink", "A message of b bytes costs latency + b / bandwidth seconds.")
+      .def(py::init([](double latency, double bandwidth) { return shard::Link{latency, bandwidth}; }),
+           py::arg("latency"), py::arg("bandwidth"))
+      .def_readwrite("latency", &shard::Link::latency)
+      .def_readwrite("bandwidth", &shard::Link::bandwidth)
+      .def(py::self == py::self);
+
+  const shard::Cluster cluster_defaults;
+  py::class_<shard::Cluster>(module, "ShardCluster",
+                             "Nodes of gpus_per_node GPUs; local, intra-node and inter-node links (default: A800 "
+                             "nodes with one 200 Gb/s NIC per GPU).")
+      .def(py::init([](int gpus_per_node, shard::Link local, shard::Link intra_node, shard::Link inter_node) {
+             shard::Cluster value{gpus_per_node, local, intra_node, inter_node};
+             value.validate();
+             return value;
+           }),
+           py::kw_only(), py::arg("gpus_per_node") = cluster_defaults.gpus_per_node,
+           py::arg_v("local", cluster_defaults.local, link_text(cluster_defaults.local).c_str()),
+           py::arg_v("intra_node", cluster_defaults.intra_node, link_text(cluster_defaults.intra_node).c_str()),
+           py::arg_v("inter_node", cluster_defaults.inter_node, link_text(cluster_defaults.inter_node).c_str()))
+      .def_readwrite("gpus_per_node", &shard::Cluster::gpus_per_node)
+      .def_readwrite("local", &shard::Cluster::local)
+      .def_readwrite("intra_node", &shard::Cluster::intra_node)
+      .def_readwrite("inter_node", &shard::Cluster::inter_node)
+      .def("validate", &shard::Cluster::validate)
+      .def("to_json", &embedded_json<shard::Cluster>, py::arg("indent") = 2,
+           "As `sluice shard --json` writes it under 'cluster'.")
+      .def_static(
+          "from_json",
+          [](std::string_view text) { return io::parse(text, "JSON text").get<shard::Cluster>(); },
+          py::arg("text"))
+      .def(py::self == py::self);
+
+  const py::arg_v cluster_arg("cluster", cluster_defaults, "ShardCluster()");
+
+  // ---- placements and optimizer layouts ---------------------------------------------------------------------
+  py::class_<shard::Stage>(module, "PlacementStage",
+                           "Layers [layer_begin, layer_end); TP rank t is GPU ranks[t] and holds the fraction "
+                           "[t/TP, (t+1)/TP) of every parameter.")
+      .def_readonly("layer_begin", &shard::Stage::layer_begin)
+      .def_readonly("layer_end", &shard::Stage::layer_end)
+      .def_readonly("ranks", &shard::Stage::ranks)
+      .def(py::self == py::self);
+
+  py::class_<shard::PipelinePlacement>(module, "PipelinePlacement", "One pipeline: its scheme and pp stages.")
+      .def_readonly("scheme", &shard::PipelinePlacement::scheme)
+      .def_property_readonly("stages",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const shard::PipelinePlacement&>().stages, self);
+                             })
+      .def(py::self == py::self);
+
+  py::class_<shard::Placement> placement(module, "Placement",
+                                         "Where a strategy runs: per pipeline, per stage, the GPU of every TP rank.");
+  placement.def_readonly("gpus", &shard::Placement::gpus)
+      .def_readonly("layers", &shard::Placement::layers)
+      .def_property_readonly("pipelines",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const shard::Placement&>().pipelines, self);
+                             })
+      .def(
+          "validate", [](const shard::Placement& value) { shard::validate(value); },
+          "Raises InvalidPlan: every pipeline has pp stages of tp ranks tiling the layers, no rank used twice.");
+  def_document(placement);
+
+  py::class_<shard::OwnerGroup>(module, "OwnerGroup",
+                                "For layers [layer_begin, layer_end), segment r of every parameter lives on owners[r].")
+      .def(py::init([](int layer_begin, int layer_end, std::vector<int> owners) {
+             return shard::OwnerGroup{layer_begin, layer_end, std::move(owners)};
+           }),
+           py::arg("layer_begin"), py::arg("layer_end"), py::arg("owners"))
+      .def_readonly("layer_begin", &shard::OwnerGroup::layer_begin)
+      .def_readonly("layer_end", &shard::OwnerGroup::layer_end)
+      .def_property_readonly(
+          "owners",
+          [](const py::object& self) { return view_of<int>(self.cast<const shard::OwnerGroup&>().owners, self); },
+          "A read-only int32 view (no copy).")
+      .def(py::self == py::self);
+
+  py::class_<shard::OptimizerLayout> layout(module, "OptimizerLayout",
+                                            "Where the optimizer states live: owner groups tiling the layers.");
+  layout
+      .def(py::init([](std::int64_t gpus, int layers, std::vector<shard::OwnerGroup> groups) {
+             return shard::OptimizerLayout{gpus, layers, std::move(groups)};
+           }),
+           py::arg("gpus"), py::arg("layers"), py::arg("groups"))
+      .def_readonly("gpus", &shard::OptimizerLayout::gpus)
+      .def_readonly("layers", &shard::OptimizerLayout::layers)
+      .def_property_readonly("groups",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const shard::OptimizerLayout&>().groups, self);
+                             })
+      .def(
+          "validate", [](const shard::OptimizerLayout& value) { shard::validate(value); },
+          "Raises InvalidPlan: groups tile [0, layers) in order, every owner a rank of the cluster.");
+  def_document(layout);
+
+  const PlacementArgs place_args = placement_args();
+  module.def(
+      "place",
+      [](const Strategy& strategy, std::int64_t gpus, int layers, int gpus_per_node, bool tp_within_node,
+         std::string_view order, StageLayers stage_layers) {
+        const shard::PlacementOptions options =
+            placement_options(gpus_per_node, tp_within_node, order, std::move(stage_layers));
+        const py::gil_scoped_release release;
+        return shard::place(strategy, gpus, layers, options);
+      },
+      py::arg("strategy"), py::arg("gpus"), py::arg("layers"), py::kw_only(), place_args.gpus_per_node,
+      place_args.tp_within_node, place_args.order, place_args.stage_layers,
+      "Pipelines on contiguous rank blocks in `order` ('tp_descending' or 'tp_ascending'), stage after stage; "
+      "stage_layers maps a PP degree to its layers per stage (default: even). Raises Infeasible when the strategy "
+      "does not fit.");
+  module.def("sharded_layout", &shard::sharded_layout, py::arg("gpus"), py::arg("layers"),
+             "Hydraulis' layout: every parameter sharded over all GPUs, segment r on GPU r.");
+  module.def(
+      "aligned_layout",
+      [](const shard::Placement& value) {
+        const py::gil_scoped_release release;
+        return shard::aligned_layout(value);
+      },
+      py::arg("placement"),
+      "The layout a push under `placement` leaves: pulling from it for the same placement is an all-gather.");
+
+  // ---- pull and push plans ----------------------------------------------------------------------------------
+  py::class_<shard::SliceBlock>(module, "SliceBlock",
+                                "Layers [layer_begin, layer_end), every tensor cut into `granularity` mutual slices.")
+      .def_readonly("layer_begin", &shard::SliceBlock::layer_begin)
+      .def_readonly("layer_end", &shard::SliceBlock::layer_end)
+      .def_readonly("granularity", &shard::SliceBlock::granularity)
+      .def(py::self == py::self);
+
+  py::class_<shard::RsGroup>(module, "RsGroup",
+                             "The reduce-scatter of one TP-grid segment of a block over one rank per pipeline.")
+      .def_readonly("block", &shard::RsGroup::block)
+      .def_readonly("segment", &shard::RsGroup::segment)
+      .def_readonly("members", &shard::RsGroup::members)
+      .def_readonly("bytes", &shard::RsGroup::bytes)
+      .def(py::self == py::self);
+
+  const char* pieces_doc = "Structured view (block, begin, end): mutual slices [begin, end) of block `block`.";
+  const char* messages_doc =
+      "Structured view (src, dst, first_piece, piece_count, bytes): pieces[first_piece:first_piece + piece_count] "
+      "from src to dst.";
+  py::class_<shard::PullPlan> pull(module, "PullPlan",
+                                   "16-bit parameters from the optimizer layout into the propagation placement.");
+  pull.def_readonly("gpus", &shard::PullPlan::gpus)
+      .def_property_readonly("blocks",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const shard::PullPlan&>().blocks, self);
+                             })
+      .def_property_readonly(
+          "pieces",
+          [](const py::object& self) {
+            return view_of<shard::Piece>(self.cast<const shard::PullPlan&>().pieces, self);
+          },
+          pieces_doc)
+      .def_property_readonly(
+          "sends",
+          [](const py::object& self) {
+            return view_of<shard::Message>(self.cast<const shard::PullPlan&>().sends, self);
+          },
+          messages_doc)
+      .def_property_readonly(
+          "local_moves",
+          [](const py::object& self) {
+            return view_of<shard::Message>(self.cast<const shard::PullPlan&>().local_moves, self);
+          },
+          messages_doc)
+      .def_readonly("send_bytes", &shard::PullPlan::send_bytes)
+      .def_readonly("local_bytes", &shard::PullPlan::local_bytes)
+      .def(
+          "validate",
+          [](const shard::PullPlan& value, const shard::Placement& where, const shard::OptimizerLayout& from,
+             shard::Model shard_model) {
+            const py::gil_scoped_release release;
+            shard::validate(value, where, from, shard_model);
+          },
+          py::arg("placement"), py::arg("layout"), py::arg("model"),
+          "Raises InvalidPlan naming the first broken invariant against the placement, layout and model.");
+  def_document(pull);
+
+  py::class_<shard::PushPlan> push(module, "PushPlan",
+                                   "Gradients reduce-scattered across the pipelines, then sent to their optimizer "
+                                   "owners.");
+  push.def_readonly("gpus", &shard::PushPlan::gpus)
+      .def_readonly("grid", &shard::PushPlan::grid, "G: the LCM of the TP degrees")
+      .def_readonly("pipelines", &shard::PushPlan::pipelines)
+      .def_property_readonly("blocks",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const shard::PushPlan&>().blocks, self);
+                             })
+      .def_property_readonly("rs_groups",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const shard::PushPlan&>().rs_groups, self);
+                             })
+      .def_property_readonly(
+          "pieces",
+          [](const py::object& self) {
+            return view_of<shard::Piece>(self.cast<const shard::PushPlan&>().pieces, self);
+          },
+          pieces_doc)
+      .def_property_readonly(
+          "sends",
+          [](const py::object& self) {
+            return view_of<shard::Message>(self.cast<const shard::PushPlan&>().sends, self);
+          },
+          messages_doc)
+      .def_property_readonly(
+          "local_moves",
+          [](const py::object& self) {
+            return view_of<shard::Message>(self.cast<const shard::PushPlan&>().local_moves, self);
+          },
+          messages_doc)
+      .def_readonly("send_bytes", &shard::PushPlan::send_bytes)
+      .def_readonly("local_bytes", &shard::PushPlan::local_bytes)
+      .def(
+          "validate",
+          [](const shard::PushPlan& value, const shard::Placement& where, const shard::OptimizerLayout& to,
+             shard::Model shard_model) {
+            const py::gil_scoped_release release;
+            shard::validate(value, where, to, shard_model);
+          },
+          py::arg("placement"), py::arg("layout"), py::arg("model"),
+          "Raises InvalidPlan naming the first broken invariant against the placement, layout and model.");
+  def_document(push);
+
+  module.def(
+      "plan_pull",
+      [](const shard::Placement& where, const shard::OptimizerLayout& from, shard::Model shard_model) {
+        const py::gil_scoped_release release;
+        return shard::plan_pull(where, from, shard_model);
+      },
+      py::arg("placement"), py::arg("layout"), py::arg("model"),
+      "Per block, M = LCM(owner segments, TP degrees) mutual slices; TP rank t takes its fraction from the owners.");
+  const shard::PushOptions push_defaults;
+  module.def(
+      "plan_push",
+      [](const shard::Placement& where, const shard::OptimizerLayout& to, shard::Model shard_model,
+         bool match_owners) {
+        const py::gil_scoped_release release;
+        return shard::plan_push(where, to, shard_model, {.match_owners = match_owners});
+      },
+      py::arg("placement"), py::arg("layout"), py::arg("model"), py::kw_only(),
+      py::arg("match_owners") = push_defaults.match_owners,
+      "Reduce-scatter per TP-grid segment over the pipelines, then every summed piece to its optimizer owner; "
+      "match_owners gives each piece to the member owning most of it.");
+  module.def(
+      "check_pull",
+      [](const shard::PullPlan& plan, const shard::Placement& where, const shard::OptimizerLayout& from,
+         shard::Model shard_model, std::uint64_t seed) {
+        const py::gil_scoped_release release;
+        shard::check_pull(plan, where, from, shard_model, seed);
+      },
+      py::arg("plan"), py::arg("placement"), py::arg("layout"), py::arg("model"), py::kw_only(), py::arg("seed") = 0,
+      "Runs the pull on host buffers of random integers and raises InvalidPlan at the first misplaced element. "
+      "For tiny models only: it allocates about 27 · gpus · layers · layer_elements bytes.");
+  module.def(
+      "check_push",
+      [](const shard::PushPlan& plan, const shard::Placement& where, const shard::OptimizerLayout& to,
+         shard::Model shard_model, std::uint64_t seed) {
+        const py::gil_scoped_release release;
+        shard::check_push(plan, where, to, shard_model, seed);
+      },
+      py::arg("plan"), py::arg("placement"), py::arg("layout"), py::arg("model"), py::kw_only(), py::arg("seed") = 0,
+      "Runs the reduce-scatters and the push on host buffers of random integers and raises InvalidPlan at the first "
+      "wrong sum. For tiny models only: it allocates about 45 · gpus · layers · layer_elements bytes.");
+
+  // ---- costs ------------------------------------------------------------------------------------------------
+  py::class_<shard::LinkBytes>(module, "LinkBytes", "Bytes moved per link class.")
+      .def_readonly("local", &shard::LinkBytes::local)
+      .def_readonly("intra_node", &shard::LinkBytes::intra_node)
+      .def_readonly("inter_node", &shard::LinkBytes::inter_node)
+      .def_property_readonly("total", &shard::LinkBytes::total)
+      .def(py::self == py::self);
+
+  py::class_<shard::PhaseCost>(module, "PhaseCost", "One phase: bytes per link class, messages, α–β seconds.")
+      .def_readonly("bytes", &shard::PhaseCost::bytes)
+      .def_readonly("messages", &shard::PhaseCost::messages)
+      .def_readonly("seconds", &shard::PhaseCost::seconds)
+      .def(py::self == py::self);
+
+  py::class_<shard::ShardCost>(module, "ShardCost", "The pull, the push's reduce-scatter and the push's LNK.")
+      .def_readonly("pull", &shard::ShardCost::pull)
+      .def_readonly("reduce_scatter", &shard::ShardCost::reduce_scatter)
+      .def_readonly("push", &shard::ShardCost::push)
+      .def_property_readonly("seconds", &shard::ShardCost::seconds,
+                             "The three phases back to back: what the LNK adds when none of it overlaps computation.")
+      .def("to_json", &embedded_json<shard::ShardCost>, py::arg("indent") = 2,
+           "As `sluice shard --json` writes it under 'cost'.")
+      .def(py::self == py::self);
+
+  module.def(
+      "plan_cost",
+      [](const shard::PullPlan& pull_plan, const shard::PushPlan& push_plan, shard::Cluster cluster) {
+        const py::gil_scoped_release release;
+        return shard::plan_cost(pull_plan, push_plan, cluster);
+      },
+      py::arg("pull"), py::arg("push"), cluster_arg,
+      "Bytes per link class and α–β time of each phase: a phase lasts as long as its busiest rank and link class.");
+  module.def(
+      "iteration_cost",
+      [](const shard::OptimizerLayout& from, const Strategy& candidate, shard::Model shard_model,
+         shard::Cluster cluster, int gpus_per_node, bool tp_within_node, std::string_view order,
+         StageLayers stage_layers) {
+        const shard::PlacementOptions options =
+            placement_options(gpus_per_node, tp_within_node, order, std::move(stage_layers));
+        const py::gil_scoped_release release;
+        return shard::iteration_cost(from, candidate, shard_model, cluster, options);
+      },
+      py::arg("layout"), py::arg("candidate"), py::arg("model"), cluster_arg,
+      py::kw_only(), place_args.gpus_per_node, place_args.tp_within_node, place_args.order, place_args.stage_layers,
+      "plan_cost of the candidate's pull and push against `layout`, without storing the pull's messages.");
+  module.def(
+      "iteration_costs",
+      [](const shard::OptimizerLayout& from, const std::vector<Strategy>& candidates, shard::Model shard_model,
+         shard::Cluster cluster, int gpus_per_node, bool tp_within_node, std::string_view order,
+         StageLayers stage_layers) {
+        const shard::PlacementOptions options =
+            placement_options(gpus_per_node, tp_within_node, order, std::move(stage_layers));
+        std::vector<double> seconds;
+        {
+          const py::gil_scoped_release release;
+          seconds = shard::iteration_costs(from, candidates, shard_model, cluster, options);
+        }
+        return array_of<double>(seconds);
+      },
+      py::arg("layout"), py::arg("candidates"), py::arg("model"), cluster_arg,
+      py::kw_only(), place_args.gpus_per_node, place_args.tp_within_node, place_args.order, place_args.stage_layers,
+      "Per candidate, iteration_cost(...).seconds: what plan_iteration's candidate_overhead takes (as sluice plan "
+      "--lnk).");
+  module.def(
+      "switching_cost",
+      [](const Strategy& previous, const Strategy& candidate, std::int64_t gpus, shard::Model shard_model,
+         shard::Cluster cluster, int gpus_per_node, bool tp_within_node, std::string_view order,
+         StageLayers stage_layers) {
+        const shard::PlacementOptions options =
+            placement_options(gpus_per_node, tp_within_node, order, std::move(stage_layers));
+        const py::gil_scoped_release release;
+        return shard::switching_cost(previous, candidate, gpus, shard_model, cluster, options);
+      },
+      py::arg("previous"), py::arg("candidate"), py::arg("gpus"), py::arg("model"),
+      cluster_arg, py::kw_only(), place_args.gpus_per_node, place_args.tp_within_node,
+      place_args.order, place_args.stage_layers,
+      "iteration_cost when the optimizer states follow `previous`'s aligned layout instead of the sharded one.");
+
+  // ---- ranks and process groups -----------------------------------------------------------------------------
+  py::class_<shard::ProcessGroups>(module, "ProcessGroups",
+                                   "The groups every rank joins, as lists of global ranks; pipelines in plan order.")
+      .def_readonly("tp", &shard::ProcessGroups::tp, "Per (plan pipeline, stage): its TP group, shard 0 first.")
+      .def_readonly("pp", &shard::ProcessGroups::pp,
+                    "Per (plan pipeline, TP shard): its ranks, stage 0 first (the send/recv neighbours).")
+      .def_readonly("dp", &shard::ProcessGroups::dp,
+                    "Per (scheme, stage, TP shard): the ranks of that shard in every pipeline of the scheme.")
+      .def(py::self == py::self);
+
+  py::class_<shard::RankPlacement> ranks(
+      module, "RankPlacement", "The global rank of every (pipeline, stage, TP shard) and the process groups.");
+  ranks.def_readonly("placement", &shard::RankPlacement::placement, "shard placement: pipelines in canonical order")
+      .def_readonly("gpus_per_node", &shard::RankPlacement::gpus_per_node)
+      .def_readonly("tp_within_node", &shard::RankPlacement::tp_within_node)
+      .def_readonly("plan_order", &shard::RankPlacement::plan_order,
+                    "plan_order[j]: the placement pipeline that runs pipeline j of an IterationPlan.")
+      .def_readonly("groups", &shard::RankPlacement::groups)
+      .def(
+          "validate",
+          [](const shard::RankPlacement& value, const Strategy& strategy, const cost::Profile& profile) {
+            const py::gil_scoped_release release;
+            shard::validate(value, strategy, profile);
+          },
+          py::arg("strategy"), py::arg("profile"),
+          "Raises InvalidPlan naming the first broken invariant against the strategy and profile.");
+  def_document(ranks);
+
+  module.def(
+      "rank_placement",
+      [](const Strategy& strategy, const cost::Profile& profile, bool tp_within_node) {
+        const py::gil_scoped_release release;
+        return shard::rank_placement(strategy, profile, tp_within_node);
+      },
+      py::arg("strategy"), py::arg("profile"), py::kw_only(), py::arg("tp_within_node") = true,
+      "The strategy's ranks on the profile's cluster (shard placement, nodes of the profile's gpus_per_node) and "
+      "the process groups, as `sluice plan --json` gives them per iteration.");
+}
 
 }  // namespace sluice::python

@@ -1,0 +1,229 @@
+"""search: Galvatron-BMW's hybrid-parallel search against `sluice search --json`, the space and partition helpers,
+the analytic profile, validators, documents, errors and threads. A small 8-layer model keeps every search short."""
+import json
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+import sluice
+from conftest import assert_close_json, json_of
+
+TOOL_ONLY = ("model", "cluster", "memory_bytes", "at_sweep_limit")
+
+
+def small_model():
+    """DP-friendly: every baseline finds a plan."""
+    layer = sluice.LayerSpec(type="gpt", hidden=1024, heads=16, ffn=4096, sequence=1024)
+    return sluice.ModelSpec("gpt-small", [layer] * 8, embedding_params=50_000_000, head_params=50_000_000)
+
+
+def mid_model():
+    """Under 4 GiB per device only hybrid plans fit (pipelines with sharded, checkpointed stages)."""
+    layer = sluice.LayerSpec(type="gpt", hidden=2048, heads=16, ffn=8192, sequence=2048)
+    return sluice.ModelSpec("gpt-mid", [layer] * 16, embedding_params=100_000_000, head_params=100_000_000)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return small_model()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    return sluice.ClusterSpec.bundled("titan-8")
+
+
+SETTINGS = [
+    (small_model, {"global_batch": 32}, ["--batch", 32]),
+    (small_model, {"memory_bytes": 4 << 30, "granularity_bytes": 64 << 20, "batch_step": 16, "max_batch": 64,
+                   "schedule": "gpipe"},
+     ["--memory", "4GiB", "--granularity", "64MiB", "--batch-step", 16, "--max-batch", 64, "--schedule", "gpipe"]),
+    (mid_model, {"memory_bytes": 4 << 30, "global_batch": 32}, ["--memory", "4GiB", "--batch", 32]),
+    (mid_model, {"memory_bytes": 8 << 30, "global_batch": 32}, ["--memory", "8GiB", "--batch", 32]),
+]
+
+
+@pytest.mark.parametrize("make_model, options, args", SETTINGS)
+def test_search_matches_the_tool(cli, cluster, tmp_path, make_model, options, args):
+    model = make_model()
+    model.save(tmp_path / "model.json")
+    document = cli("search", "--model", tmp_path / "model.json", "--cluster", "titan-8", *args)
+    report = sluice.search(model, cluster, **options)
+    report.validate(model, cluster, **options)
+    assert_close_json(json_of(report), {k: v for k, v in document.items() if k not in TOOL_ONLY})
+    assert (document["model"], document["cluster"]) == (model.name, cluster.name)
+    best = report.best
+    if best.method == "bmw" and best.pp > 1:
+        trace = sluice.balance_trace(model, cluster, best.pp, best.global_batch, best.micro_batches, **options)
+        assert trace.best == best.partition
+
+
+def test_report_structure(model, cluster):
+    report = sluice.search(model, cluster, global_batch=32)
+    best = report.best
+    assert best.method in ("bmw", "base") or best.method in [name for name, _ in sluice.baseline_spaces(8)]
+    assert sum(best.partition) == len(model.layers) and len(best.stages) == best.pp
+    assert [stage.first_layer for stage in best.stages] == list(np.cumsum([0] + best.partition[:-1]))
+    assert best.throughput == pytest.approx(best.global_batch / best.iteration_seconds)
+    assert all(s.group == 8 // best.pp for stage in best.stages for s in stage.strategies)
+    assert [b.name for b in report.baselines] == [name for name, _ in sluice.baseline_spaces(8)]
+    assert report.base is not None and report.base.throughput <= best.throughput
+    spaces = dict(sluice.baseline_spaces(8))
+    for baseline in report.baselines:
+        if baseline.plan is not None:
+            baseline.plan.validate(model, cluster, global_batch=32, space=spaces[baseline.name])
+            assert baseline.plan.throughput <= report.base.throughput
+    base_alone = sluice.search_base(model, cluster, global_batch=32)
+    assert base_alone is not None and base_alone.method == "base"
+    assert base_alone.throughput <= report.base.throughput
+    base_alone.validate(model, cluster, global_batch=32)
+
+
+def test_balance_trace(model, cluster):
+    trace = sluice.balance_trace(model, cluster, 2, 32, 4)
+    assert sum(trace.memory_balanced) == sum(trace.time_balanced) == len(model.layers)
+    assert trace.best is not None and sum(trace.best) == len(model.layers)
+    assert trace.best_iteration > 0
+    for adjustment in trace.accepted:
+        assert sum(adjustment.sizes) == len(model.layers) and 0 <= adjustment.alpha_time <= 0.5
+    with pytest.raises(sluice.InvalidInput, match="pp"):
+        sluice.balance_trace(model, cluster, 3, 32, 4)
+    with pytest.raises(sluice.InvalidInput, match="batch"):
+        sluice.balance_trace(model, cluster, 2, 30, 4)
+
+
+def test_space_and_partition_helpers():
+    assert sluice.count_strategies(8, False) == 68 and sluice.count_strategies(8, True) == 44
+    strategies = sluice.stage_strategies(8)
+    assert strategies and all(s.group == 8 for s in strategies)
+    assert [s for s in strategies if s.ckpt] and strategies[-1].ckpt
+    no_tp = sluice.stage_strategies(8, sluice.SpaceOptions(tp=False, ckpt=False))
+    assert no_tp and all(s.tp == 1 and not s.ckpt for s in no_tp)
+    assert all(s.tp <= 2 for s in sluice.stage_strategies(8, heads_gcd=2))
+    named = sluice.LayerStrategy(tp=2, dp=4, sdp=True, tp_inner=False, ckpt=True)
+    assert named.name == "tp2*sdp4+ckpt" and named in sluice.stage_strategies(8)
+    assert named.same_layout(sluice.LayerStrategy(tp=2, dp=4, tp_inner=False))
+    assert sluice.even_partition(10, 4) == [2, 2, 3, 3]
+    assert sluice.balance_degree(np.array([1.0, 1.0, 1.0, 1.0])) == pytest.approx(0.75)
+    assert sluice.balance_degree([3, 1]) == pytest.approx(0.25)
+    with pytest.raises(sluice.InvalidInput):
+        sluice.even_partition(2, 3)
+    with pytest.raises(sluice.InvalidInput):
+        sluice.stage_strategies(6)
+    with pytest.raises(sluice.InvalidInput):
+        sluice.balance_degree(np.ones((2, 2)))
+    with pytest.raises(sluice.InvalidInput, match="finite"):
+        sluice.balance_degree([1.0, float("nan")])
+
+
+def test_bundled_specs_and_documents(model, cluster, tmp_path):
+    gpt = sluice.ModelSpec.bundled("gpt-48")
+    assert len(gpt.layers) == 48 and gpt.layers[0].hidden == 4096 and gpt == sluice.ModelSpec.bundled("gpt-48")
+    assert cluster.gpus == 8 and [level.size for level in cluster.levels] == [4, 8]
+    assert cluster.bandwidth(4) == cluster.levels[0].bandwidth and cluster.bandwidth(8) == cluster.levels[1].bandwidth
+    for value in (model, cluster, gpt):
+        cls = type(value)
+        assert cls.from_json(value.to_json()) == value
+        assert pickle.loads(pickle.dumps(value)) == value
+        value.save(tmp_path / "spec.json")
+        assert cls.load(tmp_path / "spec.json") == value
+    assert sluice.ModelSpec.bundled(str(tmp_path / "spec.json")) == gpt
+    report = sluice.search(model, cluster, global_batch=32)
+    text = report.to_json()
+    assert sluice.SearchReport.from_json(text).to_json() == text
+    assert pickle.loads(pickle.dumps(report)).to_json() == text
+    report.save(tmp_path / "report.json")
+    assert sluice.SearchReport.load(tmp_path / "report.json").to_json() == text
+    assert sluice.SearchPlan.from_json(report.best.to_json()) == report.best
+    assert pickle.loads(pickle.dumps(report.best)) == report.best
+
+
+def test_validators_catch_broken_plans(model, cluster):
+    report = sluice.search(model, cluster, global_batch=32)
+    document = json.loads(report.best.to_json())
+    document["throughput"] *= 1.5
+    with pytest.raises(sluice.InvalidPlan, match="throughput"):
+        sluice.SearchPlan.from_json(json.dumps(document)).validate(model, cluster, global_batch=32)
+    document = json.loads(report.best.to_json())
+    document["stages"][0]["memory_bytes"] += 1e6
+    with pytest.raises(sluice.InvalidPlan, match="memory"):
+        sluice.SearchPlan.from_json(json.dumps(document)).validate(model, cluster, global_batch=32)
+    with pytest.raises(sluice.InvalidPlan):
+        report.best.validate(model, cluster, global_batch=32, memory_bytes=1 << 30)
+    # A report whose BMW plan is a slower baseline's: Base beats it.
+    slower = [b.plan for b in report.baselines if b.plan is not None and b.plan.throughput < report.base.throughput]
+    assert slower
+    document = json.loads(report.to_json())
+    document["best"] = json.loads(slower[0].to_json())
+    with pytest.raises(sluice.InvalidPlan, match="Base beats BMW"):
+        sluice.SearchReport.from_json(json.dumps(document)).validate(model, cluster, global_batch=32)
+
+
+def test_bad_inputs(model, cluster):
+    with pytest.raises(sluice.InvalidInput, match="schedule"):
+        sluice.search(model, cluster, global_batch=32, schedule="zigzag")
+    with pytest.raises(sluice.InvalidInput, match="memory_bytes"):
+        sluice.search(model, cluster, global_batch=32, memory_bytes=cluster.memory_bytes + 1)
+    with pytest.raises(sluice.InvalidInput, match="granularity"):
+        sluice.search(model, cluster, global_batch=32, granularity_bytes=0)
+    with pytest.raises(sluice.InvalidInput, match="pp degree"):
+        sluice.search(model, cluster, global_batch=32, space=sluice.SpaceOptions(pp_degrees=[3]))
+    with pytest.raises(sluice.Infeasible, match="no strategy fits"):
+        sluice.search(model, cluster, global_batch=32, memory_bytes=(1 << 30) + (64 << 20))
+    with pytest.raises(sluice.InvalidInput, match="heads"):
+        sluice.ModelSpec("bad", [sluice.LayerSpec(hidden=1000, heads=16, ffn=4000, sequence=128)])
+    with pytest.raises(sluice.InvalidInput, match="no layers"):
+        sluice.ModelSpec("empty", [])
+    with pytest.raises(sluice.InvalidInput, match="power of 2"):
+        sluice.ClusterSpec("six", 6, 1 << 34, 1e14, [sluice.LinkLevel(8, 1e10)])
+    with pytest.raises(sluice.InvalidInput, match="efficiency"):
+        sluice.ClusterSpec("c", 8, 1 << 34, 1e14, [sluice.LinkLevel(8, 1e10)], efficiency=float("nan"))
+    broken = sluice.ModelSpec.from_json(model.to_json())
+    broken.dtype_bytes = 0
+    with pytest.raises(sluice.InvalidInput, match="dtype_bytes"):
+        sluice.search(broken, cluster, global_batch=32)
+
+
+def test_analytic_profile(model, cluster):
+    profile = sluice.analytic_profile(model, cluster, max_length=16384)
+    assert profile.gpus == 8 and profile.model == model.name and profile.gpus_per_node == 4
+    budget = cluster.memory_bytes
+    for scheme_cost in profile.schemes:
+        scheme = scheme_cost.scheme
+        assert scheme.tp <= 8 and scheme.gpus <= 8
+        for length in (512, 4096):
+            assert scheme_cost.latency(length) == pytest.approx(
+                sluice.analytic_stage_time(model, cluster, scheme, length), rel=1e-3)
+        if scheme_cost.max_len > 0:
+            assert sluice.analytic_stage_memory(model, cluster, scheme, scheme_cost.max_len) <= budget
+        if scheme_cost.max_len + 128 <= 16384:
+            assert sluice.analytic_stage_memory(model, cluster, scheme, scheme_cost.max_len + 128) > budget
+    assert sluice.Profile.from_json(profile.to_json()).to_json() == profile.to_json()
+    assert sluice.analytic_profile(model, cluster, max_length=16384).to_json() == profile.to_json()
+    plan = sluice.plan_iteration([1000, 3000, 500, 2500], ["8*tp1pp1", "2*tp4pp1"], profile)
+    plan.validate([1000, 3000, 500, 2500], profile)
+    with pytest.raises(sluice.InvalidInput, match="max_length"):
+        sluice.analytic_profile(model, cluster, min_length=256, max_length=512)
+    with pytest.raises(sluice.InvalidInput):
+        sluice.analytic_stage_time(model, cluster, sluice.Scheme(1, 16), 512)
+    with pytest.raises(sluice.InvalidInput, match="sequence"):
+        sluice.analytic_stage_memory(model, cluster, sluice.Scheme(1, 1), 0)
+
+
+def test_deterministic_across_python_threads(model, cluster):
+    options = {"global_batch": 32, "schedule": "gpipe"}
+    reference = sluice.search(model, cluster, **options).to_json()
+    assert sluice.search(model, cluster, **options).to_json() == reference
+    results = [None] * 3
+
+    def run(slot):
+        results[slot] = sluice.search(model, cluster, **options).to_json()
+
+    workers = [threading.Thread(target=run, args=(slot,)) for slot in range(len(results))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert results == [reference] * len(results)
