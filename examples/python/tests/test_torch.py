@@ -216,3 +216,14 @@ def test_sluice_imports_without_torch():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=built_package_env())
     assert result.returncode == 0, result.stdout + result.stderr
     assert "sluice.torch needs PyTorch" in result.stdout and "rest of sluice works without it" in result.stdout
+
+
+def test_training_example_as_documented():
+    """docs/python.md's CPU command, with the example's default sizes."""
+    documented = pathlib.Path(__file__).resolve().parents[3] / "docs" / "python.md"
+    command = "examples/python/train_llama.py --steps 2 --check\n"
+    assert command in documented.read_text()
+    result = subprocess.run([sys.executable, *command.split()], cwd=documented.parents[1], env=built_package_env(),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "check passed" in result.stdout
