@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages sluice needs to build, test and benchmark, skipping those present.
 # Usage: scripts/install-deps.sh [--tests]   (as root, or with sudo available)
-#   --tests also installs what only the test suite uses: PyTorch (CPU), for sluice.torch and the training example.
+#   --tests also installs what only the test suite uses: PyTorch (CPU), for sluice.torch and the training example,
+#   and matplotlib, for the comparison script's plot.
 set -euo pipefail
 
 packages=(
@@ -10,7 +11,7 @@ packages=(
   coinor-libcbc-dev doctest-dev libbenchmark-dev
   python3-dev pybind11-dev python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
 )
-if [ "${1:-}" = "--tests" ]; then packages+=(python3-torch); fi
+if [ "${1:-}" = "--tests" ]; then packages+=(python3-torch python3-matplotlib); fi
 
 missing=()
 for package in "${packages[@]}"; do
