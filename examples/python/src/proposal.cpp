@@ -191,12 +191,8 @@ void bind_proposal(py::module_& module) {
         options.choosing_batches = choosing_batches;
         options.held_out_batches = held_out_batches;
         options.seed = seed;
-        options.dispatch = {.trials = trials,
-                            .threads = threads,
-                            .seed = dispatch_seed,
-                            .local_search = local_search,
-                            .longest_first = longest_first,
-                            .v_step = v_step};
+        options.dispatch =
+            plan_options(trials, threads, dispatch_seed, local_search, longest_first, v_step, py::none()).dispatch;
         options.max_pool = max_pool;
         options.overhead = overhead_from(overhead);
         const py::gil_scoped_release release;

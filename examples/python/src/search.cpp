@@ -295,34 +295,35 @@ void bind_search(py::module_& module) {
           "Raises InvalidPlan: every plan against the space that produced it, and BMW >= Base >= the baselines.");
   def_document(report);
 
-  module.def(
+  // search and search_base take the same options; only the search run and the result differ.
+  const auto def_search = [&](const char* name, auto run, const char* doc) {
+    module.def(
+        name,
+        [run](search::ModelSpec spec, search::ClusterSpec gpus, std::int64_t memory_bytes,
+              std::int64_t granularity_bytes, std::int64_t global_batch, std::int64_t batch_step,
+              std::int64_t max_batch, std::string_view schedule, search::SpaceOptions space) {
+          const search::SearchOptions options =
+              search_options(memory_bytes, granularity_bytes, global_batch, batch_step, max_batch, schedule, space);
+          const py::gil_scoped_release release;
+          return run(spec, gpus, options);
+        },
+        py::arg("model"), py::arg("cluster"), py::kw_only(), args.memory_bytes, args.granularity_bytes,
+        args.global_batch, args.batch_step, args.max_batch, args.schedule, args.space, doc);
+  };
+  def_search(
       "search",
-      [](search::ModelSpec spec, search::ClusterSpec gpus, std::int64_t memory_bytes, std::int64_t granularity_bytes,
-         std::int64_t global_batch, std::int64_t batch_step, std::int64_t max_batch, std::string_view schedule,
-         search::SpaceOptions space) {
-        const search::SearchOptions options =
-            search_options(memory_bytes, granularity_bytes, global_batch, batch_step, max_batch, schedule, space);
-        const py::gil_scoped_release release;
+      [](const search::ModelSpec& spec, const search::ClusterSpec& gpus, const search::SearchOptions& options) {
         return search::search(spec, gpus, options);
       },
-      py::arg("model"), py::arg("cluster"), py::kw_only(), args.memory_bytes, args.granularity_bytes,
-      args.global_batch, args.batch_step, args.max_batch, args.schedule, args.space,
       "Galvatron-BMW over `space`, with Galvatron-Base and the baselines: per global batch (global_batch, or the sweep "
       "batch_step, 2·batch_step, … up to max_batch), PP degree and micro-batch count, the layer DP's strategies "
       "within memory_bytes per device (0: the device memory); schedule '1f1b' or 'gpipe'. Raises Infeasible when "
       "nothing fits.");
-  module.def(
+  def_search(
       "search_base",
-      [](search::ModelSpec spec, search::ClusterSpec gpus, std::int64_t memory_bytes, std::int64_t granularity_bytes,
-         std::int64_t global_batch, std::int64_t batch_step, std::int64_t max_batch, std::string_view schedule,
-         search::SpaceOptions space) {
-        const search::SearchOptions options =
-            search_options(memory_bytes, granularity_bytes, global_batch, batch_step, max_batch, schedule, space);
-        const py::gil_scoped_release release;
+      [](const search::ModelSpec& spec, const search::ClusterSpec& gpus, const search::SearchOptions& options) {
         return search::search_base(spec, gpus, options);
       },
-      py::arg("model"), py::arg("cluster"), py::kw_only(), args.memory_bytes, args.granularity_bytes,
-      args.global_batch, args.batch_step, args.max_batch, args.schedule, args.space,
       "Galvatron-Base alone over `space` (even partitions); None when nothing fits.");
 
   py::class_<search::Adjustment>(module, "PartitionAdjustment",
