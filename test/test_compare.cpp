@@ -1,6 +1,7 @@
 // compare::: the four systems of Hydraulis §8 on the same batches: each one's plans valid, names stable, the
 // progress callback monotone, each system's choice the fastest of its options, and the results those the
-// command line recorded (test/golden/simulate.json, which `sluice simulate` must reproduce byte for byte).
+// command line recorded (test/golden/simulate.json, which `sluice simulate` must reproduce byte for byte); a
+// comparison's JSON document reads back exactly, and a broken one is rejected naming the field.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
 #include "sluice/io/bundled.hpp"
+#include "sluice/io/compare_json.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/microbatch/cost.hpp"
@@ -52,6 +54,12 @@ sluice::compare::Options small_options() {
                       .backward_ratio = 2},
           .plan = {.dispatch = {.trials = 4}, .candidate_overhead = {}},
           .seed = 1};
+}
+
+// The comparison written as text and read back.
+sluice::compare::Comparison round_trip(const sluice::compare::Comparison& comparison) {
+  const std::string text = sluice::io::to_document(comparison).dump(2);
+  return sluice::io::from_document<sluice::compare::Comparison>(sluice::io::parse(text, "text"), "text");
 }
 
 }  // namespace
@@ -145,6 +153,7 @@ TEST_CASE("compare: a system that cannot hold the context fails with the reason,
   }
   CHECK_FALSE(comparison.systems[System::sluice].failure.has_value());
   CHECK(comparison.any_ran());
+  CHECK(round_trip(comparison) == comparison);
 }
 
 TEST_CASE("compare: the results are those `sluice simulate` recorded") {
@@ -229,4 +238,77 @@ TEST_CASE("compare: a system with no strategy says why, suggesting --cross-node-
   const auto crossing_failure = std::move(crossing).result().failure;
   REQUIRE(crossing_failure.has_value());
   CHECK(crossing_failure->find("try --cross-node-tp") != std::string::npos);
+}
+
+TEST_CASE("compare: a comparison's JSON document reads back exactly; a broken one names the field") {
+  const sluice::compare::Options options = small_options();
+  const auto dataset = bundled_lengths("cpython-stdlib", options.context);
+  const sluice::compare::Comparison comparison =
+      sluice::compare::compare(options, dataset, batches_of(dataset, options.tokens, 1, 2));
+  const sluice::io::json document = sluice::io::to_document(comparison);
+  CHECK(document.at("format") == "sluice.comparison");
+  CHECK(document.at("version") == 1);
+  const sluice::compare::Comparison back = round_trip(comparison);
+  CHECK(back == comparison);
+  for (const System system : sluice::compare::all_systems) {
+    CAPTURE(sluice::compare::name(system));
+    // Everything a run holds comes back: iteration 0's pipelines, op by op, and the kept plans.
+    CHECK_FALSE(back.systems[system].first.pipelines.empty());
+    CHECK(back.systems[system].first == comparison.systems[system].first);
+    CHECK(back.systems[system].plans == comparison.systems[system].plans);
+  }
+  // Equality sees a change anywhere, down to one op's arrival.
+  sluice::compare::Comparison changed = comparison;
+  changed.systems[System::sluice].first.pipelines.front().stages.front().front().arrival += 1e-9;
+  CHECK_FALSE(changed == comparison);
+
+  const auto read = [](const sluice::io::json& broken) {
+    (void)sluice::io::from_document<sluice::compare::Comparison>(broken, "broken.json");
+  };
+  const std::string text = document.dump();
+  CHECK_THROWS_WITH_AS(sluice::io::parse(text.substr(0, text.size() / 2), "broken.json"),
+                       doctest::Contains("broken.json: not valid JSON"), sluice::invalid_input);
+  const auto without = [&](const sluice::io::json::json_pointer& where, const std::string& key) {
+    sluice::io::json broken = document;
+    broken.at(where).erase(key);
+    return broken;
+  };
+  using pointer = sluice::io::json::json_pointer;
+  CHECK_THROWS_WITH_AS(read(without(pointer(""), "bounds")), doctest::Contains("missing field 'bounds'"),
+                       sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(read(without(pointer("/systems/1/iterations/0"), "imbalance")),
+                       doctest::Contains("field 'systems'[1]: system run: field 'iterations'[0]: iteration outcome: "
+                                         "missing field 'imbalance'"),
+                       sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(read(without(pointer("/systems/3/first/pipelines/0"), "makespan")),
+                       doctest::Contains("simulation: missing field 'makespan'"), sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(read(without(pointer("/systems/0"), "failure")), doctest::Contains("missing field 'failure'"),
+                       sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(read(without(pointer("/systems/0/plans/0"), "chosen")),
+                       doctest::Contains("plan: missing field 'chosen'"), sluice::invalid_input);
+
+  sluice::io::json broken = document;
+  broken["systems"][3]["first"]["pipelines"][0]["stages"][0][0]["pass"] = "sideways";
+  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("op timing: field 'pass': expected \"forward\" or"),
+                       sluice::invalid_input);
+  broken = document;
+  broken["systems"][2]["first"]["names"].push_back("pipeline 9");
+  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("timeline: "), sluice::invalid_input);
+  broken = document;
+  std::swap(broken["systems"][0], broken["systems"][1]);
+  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("field 'systems'[0]: expected system 'megatron', got \"hotspa\""),
+                       sluice::invalid_input);
+  broken = document;
+  broken["systems"].erase(3);
+  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("expected 4 systems, got 3"), sluice::invalid_input);
+  broken = document;
+  broken["batches"][0]["tokens"] = 1.5;
+  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("field 'tokens': expected an integer"), sluice::invalid_input);
+  broken = document;
+  broken["systems"][3]["layout_moves"][0] = "fast";
+  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("field 'layout_moves'[0]: expected a number"),
+                       sluice::invalid_input);
+  broken = document;
+  broken["format"] = "sluice.simulate_run";
+  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("expected format 'sluice.comparison'"), sluice::invalid_input);
 }

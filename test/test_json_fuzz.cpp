@@ -21,12 +21,14 @@
 #include <vector>
 
 #include "sluice/assign/plan.hpp"
+#include "sluice/compare/compare.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
 #include "sluice/data/synthetic.hpp"
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/bundled.hpp"
+#include "sluice/io/compare_json.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/data_json.hpp"
@@ -195,6 +197,20 @@ std::vector<Subject> microbatch_and_schedule_subjects() {
       "execution_plan", execution,
       [problem](const schedule::ExecutionPlan& read) { schedule::validate(read, problem); }));
   return subjects;
+}
+
+// A comparison of the four systems on one small batch (every run with its plans and iteration 0's pipelines).
+std::vector<Subject> compare_subjects() {
+  const compare::Options options{.profile = profile7b().with_gpus(8),
+                                 .context = 16384,
+                                 .tokens = 30000,
+                                 .problem = {.hidden = 4096, .link = {.latency = 1e-5, .bandwidth = 1e11}},
+                                 .plan = {.dispatch = {.trials = 4}, .candidate_overhead = {}}};
+  const data::LengthDataset dataset =
+      data::LengthDataset::load(io::resolve_data_file("cpython-stdlib", "lengths")).truncated(options.context);
+  data::BatchSampler sampler(dataset, {.tokens_per_batch = options.tokens, .seed = 1});
+  const std::vector<std::vector<Sequence>> batches{sampler.next().sequences};
+  return {make_subject<compare::Comparison>("comparison", compare::compare(options, dataset, batches))};
 }
 
 std::vector<Subject> search_subjects() {
@@ -450,6 +466,8 @@ TEST_CASE("JSON fuzz: micro-batch partitions, replica assignments and execution 
 }
 
 TEST_CASE("JSON fuzz: search models, clusters and reports") { fuzz_all(search_subjects()); }
+
+TEST_CASE("JSON fuzz: comparisons of systems") { fuzz_all(compare_subjects()); }
 
 TEST_CASE("JSON fuzz: shard models, placements, layouts, pull and push plans, MILP models and solutions") {
   fuzz_all(shard_and_solver_subjects());

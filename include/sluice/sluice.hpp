@@ -12,6 +12,7 @@
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/chrome_trace.hpp"
+#include "sluice/io/compare_json.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/data_json.hpp"

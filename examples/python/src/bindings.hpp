@@ -32,6 +32,10 @@ std::vector<std::int64_t> integers_from(const py::handle& values, std::string_vi
 // The batch a planner takes: lengths[i] with ids[i] (default i). Raises InvalidInput for a bad length.
 std::vector<Sequence> batch_from(const py::handle& lengths, const py::handle& ids);
 
+// One batch of a sequence of batches (a planner's source, compare's batches): a sluice.Batch, a lengths array
+// or an (ids, lengths) pair.
+std::vector<Sequence> batch_of_item(const py::handle& item);
+
 // A read-only 1-D NumPy view of `values`, which `owner` keeps alive.
 template <class T>
 py::array_t<T> view_of(std::span<const T> values, const py::handle& owner) {

@@ -1,5 +1,6 @@
 // The comparison of systems (Hydraulis §8): Megatron-LM-style fixed-length packing, HotSPa's length ranges,
 // DynaPipe and sluice on the same batches, every iteration simulated; per-system runs and summaries.
+#include <cstddef>
 #include <optional>
 
 #include "bindings.hpp"
@@ -7,16 +8,6 @@
 namespace sluice::python {
 
 namespace {
-
-// A batch given to compare(): a sluice.Batch, a lengths array or an (ids, lengths) pair, as a Planner's source.
-std::vector<Sequence> batch_of_item(const py::handle& item) {
-  if (py::isinstance<data::Batch>(item)) return item.cast<const data::Batch&>().sequences;
-  if (py::isinstance<py::tuple>(item) && py::len(item) == 2) {
-    const auto pair = py::reinterpret_borrow<py::tuple>(item);
-    return batch_from(pair[1], pair[0]);
-  }
-  return batch_from(item, py::none());
-}
 
 // One measure of every iteration of a run, as a fresh array: the run holds outcomes, not a vector of doubles.
 py::array_t<double> series(const compare::SystemRun& run, double compare::IterationOutcome::*measure) {
@@ -70,6 +61,17 @@ void bind_compare(py::module_& module) {
                              },
                              "The first few iterations' plans, where the system makes them")
       .def_property_readonly(
+          "first",
+          [](const py::object& self) {
+            const compare::Timeline& first = self.cast<const compare::SystemRun&>().first;
+            py::list pipelines;
+            for (std::size_t j = 0; j < first.pipelines.size(); ++j)
+              pipelines.append(py::make_tuple(
+                  first.names[j], py::cast(&first.pipelines[j], py::return_value_policy::reference_internal, self)));
+            return pipelines;
+          },
+          "Iteration 0's busy pipelines as (name, ScheduleSimulation) pairs (empty when the system failed)")
+      .def_property_readonly(
           "seconds", [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::seconds); },
           "Per iteration, its simulated time")
       .def_property_readonly(
@@ -104,7 +106,9 @@ void bind_compare(py::module_& module) {
       .def_readonly("layout_move", &compare::Summary::layout_move,
                     "Mean α–β seconds of those moves before overlap");
 
-  py::class_<compare::Comparison>(module, "Comparison", "The systems on the same batches, in system_names() order.")
+  py::class_<compare::Comparison> comparison_class(module, "Comparison",
+                                                  "The systems on the same batches, in system_names() order.");
+  comparison_class
       .def_property_readonly("systems",
                              [](const py::object& self) {
                                py::list list;
@@ -149,6 +153,7 @@ void bind_compare(py::module_& module) {
       .def("__repr__", [](const compare::Comparison& comparison) {
         return "<sluice.Comparison of " + std::to_string(comparison.batches.size()) + " iterations>";
       });
+  def_document(comparison_class);
 
   module.def(
       "system_names",

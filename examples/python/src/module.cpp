@@ -52,6 +52,15 @@ std::vector<Sequence> batch_from(const py::handle& lengths, const py::handle& id
   return batch;
 }
 
+std::vector<Sequence> batch_of_item(const py::handle& item) {
+  if (py::isinstance<data::Batch>(item)) return item.cast<const data::Batch&>().sequences;
+  if (py::isinstance<py::tuple>(item) && py::len(item) == 2) {
+    const auto pair = py::reinterpret_borrow<py::tuple>(item);
+    return batch_from(pair[1], pair[0]);
+  }
+  return batch_from(item, py::none());
+}
+
 py::array_t<std::int64_t> ids_of(std::span<const Sequence> batch) {
   std::vector<std::int64_t> ids(batch.size());
   std::ranges::transform(batch, ids.begin(), &Sequence::id);

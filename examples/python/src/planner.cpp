@@ -8,16 +8,6 @@ namespace sluice::python {
 
 namespace {
 
-// What the source may yield: a sluice.Batch, a lengths array, or an (ids, lengths) pair.
-std::vector<Sequence> batch_of_item(const py::handle& item) {
-  if (py::isinstance<data::Batch>(item)) return item.cast<const data::Batch&>().sequences;
-  if (py::isinstance<py::tuple>(item) && py::len(item) == 2) {
-    const auto pair = py::reinterpret_borrow<py::tuple>(item);
-    return batch_from(pair[1], pair[0]);
-  }
-  return batch_from(item, py::none());
-}
-
 using IterationPlanner = schedule::Planner<assign::IterationPlan>;
 
 // A planner is neither copied nor moved: this holds the one plan_ahead returns, built in place.

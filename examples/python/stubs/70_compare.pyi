@@ -44,6 +44,9 @@ class SystemRun:
     def plans(self) -> list[IterationPlan]:
         """The first few iterations' plans, where the system makes them."""
     @property
+    def first(self) -> list[tuple[str, ScheduleSimulation]]:
+        """Iteration 0's busy pipelines as (name, ScheduleSimulation) pairs (empty when the system failed)."""
+    @property
     def seconds(self) -> FloatArray:
         """Per iteration, its simulated time."""
     @property
@@ -107,6 +110,13 @@ class Comparison:
     def any_ran(self) -> bool: ...
     def summarize(self) -> dict[str, Summary]:
         """Each system's summary by name (systems that failed are left out)."""
+    def __eq__(self, other: object) -> bool: ...
+    def to_json(self, indent: int = 2) -> str: ...
+    @staticmethod
+    def from_json(text: str) -> Comparison: ...
+    def save(self, path: PathLike) -> None: ...
+    @staticmethod
+    def load(path: PathLike) -> Comparison: ...
 
 def system_names() -> list[str]:
     """The compared systems' names, in the order results list them."""

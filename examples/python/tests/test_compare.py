@@ -3,6 +3,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import pickle
 import subprocess
 import sys
 import threading
@@ -75,11 +76,35 @@ def document_of(comparison):
     }
 
 
-def test_matches_the_tool(cli, comparison):
+def compute_events(simulation):
+    """A pipeline's compute ops as `sluice simulate --trace` writes them: (thread, label, start µs, duration µs)."""
+    return [(2 * j, ("F" if op.kind == "forward" else "B") + str(op.micro_batch), op.start * 1e6,
+             (op.end - op.start) * 1e6) for j, stage in enumerate(simulation.stages) for op in stage]
+
+
+def test_matches_the_tool(cli, comparison, tmp_path):
+    trace = tmp_path / "trace.json"
     document = cli("simulate", "--profile", PROFILE, "--gpus", GPUS, "--lengths", LENGTHS, "--tokens", TOKENS,
-                   "--iterations", ITERATIONS, "--seed", SEED, "--trials", TRIALS)
+                   "--iterations", ITERATIONS, "--seed", SEED, "--trials", TRIALS, "--trace", trace)
     assert comparison.bounds[-1] == document["context"]
     assert_close_json(document_of(comparison), {key: document[key] for key in document_of(comparison)})
+    # The comparison's own document holds the same batches and runs as the tool's.
+    own = json.loads(comparison.to_json())
+    assert own["batches"] == document["batches"] and own["bounds"] == document["length_ranges"]
+    for mine, theirs in zip(own["systems"], document["systems"]):
+        assert_close_json({key: mine[key] for key in ("name", "failure", "configuration", "strategies",
+                                                      "iterations")},
+                          {key: value for key, value in theirs.items() if key != "summary"})
+    # Iteration 0's pipelines are those of the tool's Chrome trace, op by op, in the same order.
+    pipelines = [(f"{run.name}: {name}", simulation) for run in comparison.systems for name, simulation in run.first]
+    events = json.loads(trace.read_text())
+    names = {event["pid"]: event["args"]["name"] for event in events["traceEvents"] if event["name"] == "process_name"}
+    assert [names[pid] for pid in sorted(names)] == [name for name, _ in pipelines]
+    for pid, (_, simulation) in enumerate(pipelines):
+        traced = [(event["tid"], event["name"], event["ts"], event["dur"]) for event in events["traceEvents"]
+                  if event["pid"] == pid and event["ph"] == "X" and event["cat"] in ("forward", "backward")]
+        assert sorted(traced) == pytest.approx(sorted(compute_events(simulation)), rel=1e-9)
+    assert events["otherData"]["makespan_s"] == pytest.approx(max(s.makespan for _, s in pipelines), rel=1e-9)
 
 
 def test_given_batches_are_the_sampled_ones(profile, dataset, comparison):
@@ -116,11 +141,61 @@ def test_result_structure(comparison):
     assert comparison.batch_tokens.sum() <= TOKENS * ITERATIONS
 
 
+def test_first_iteration_pipelines(comparison):
+    for run in comparison.systems:
+        assert run.first and all(isinstance(simulation, sluice.ScheduleSimulation) for _, simulation in run.first)
+        makespans = [simulation.makespan for _, simulation in run.first]
+        assert all(makespan > 0 for makespan in makespans)
+        first = run.iterations[0]
+        if run.name == "hotspa":  # the length range holding most of iteration 0's time
+            assert max(makespans) < first.seconds
+        else:  # the slowest pipeline, plus sluice's exposed pull and push
+            assert max(makespans) == pytest.approx(first.seconds - first.switching, rel=1e-12)
+        for _, simulation in run.first:
+            assert simulation.idle.tolist() == pytest.approx(
+                [simulation.makespan - sum(op.end - op.start for op in stage) for stage in simulation.stages])
+
+
+def test_json_round_trip_pickle_and_files(comparison, tmp_path):
+    text = comparison.to_json()
+    document = json.loads(text)
+    assert document["format"] == "sluice.comparison" and document["version"] == 1
+    back = sluice.Comparison.from_json(text)
+    assert back == comparison and back.to_json() == text
+    assert [[name for name, _ in run.first] for run in back.systems] == \
+        [[name for name, _ in run.first] for run in comparison.systems]
+    assert pickle.loads(pickle.dumps(comparison)) == comparison
+    path = tmp_path / "comparison.json"
+    comparison.save(path)
+    assert sluice.Comparison.load(path) == comparison
+    # A change anywhere, down to one op of iteration 0, makes another comparison.
+    document["systems"][3]["first"]["pipelines"][0]["stages"][0][0]["arrival"] += 1.0
+    assert sluice.Comparison.from_json(json.dumps(document)) != comparison
+    with pytest.raises(sluice.InvalidInput, match="not valid JSON"):
+        sluice.Comparison.from_json(text[:len(text) // 2])
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["systems"][1]["iterations"][0].pop("imbalance"), "missing field 'imbalance'"),
+    (lambda d: d["systems"][0]["first"]["pipelines"][0]["stages"][0][0].update({"pass": "sideways"}),
+     "op timing: field 'pass'"),
+    (lambda d: d["systems"].reverse(), "expected system 'megatron'"),
+    (lambda d: d.pop("bounds"), "missing field 'bounds'"),
+    (lambda d: d["batches"][0].update(tokens=1.5), "field 'tokens': expected an integer"),
+])
+def test_broken_documents(comparison, edit, message):
+    document = json.loads(comparison.to_json())
+    edit(document)
+    with pytest.raises(sluice.InvalidInput, match=message):
+        sluice.Comparison.from_json(json.dumps(document))
+
+
 def test_a_context_no_system_holds(profile, dataset):
     comparison = run(profile, dataset, iterations=1, context=1_000_000)
     assert not comparison.any_ran and comparison.summarize() == {} and comparison.candidates == []
     assert all("holds 1000000 tokens" in run.failure for run in comparison.systems)
-    assert all(len(run.seconds) == 0 for run in comparison.systems)
+    assert all(len(run.seconds) == 0 and run.first == [] for run in comparison.systems)
+    assert sluice.Comparison.from_json(comparison.to_json()) == comparison
 
 
 def test_views_outlive_their_comparison(profile, dataset):

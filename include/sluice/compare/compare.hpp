@@ -35,6 +35,7 @@ struct Comparison {
       if (!run.failure) return true;
     return false;
   }
+  friend bool operator==(const Comparison&, const Comparison&) = default;
 };
 
 // The four systems on `iterations` batches drawn one at a time from `next_batch`: every system plans a batch, then

@@ -58,6 +58,7 @@ struct BySystem {
   auto end() { return values.end(); }
   auto begin() const { return values.begin(); }
   auto end() const { return values.end(); }
+  friend bool operator==(const BySystem&, const BySystem&) = default;
 };
 
 // Called after every iteration with the iterations done and the iterations asked for. Empty: nobody is told.

@@ -23,12 +23,14 @@ struct IterationOutcome {
   double imbalance = 1;  // slowest / fastest busy pipeline (HotSPa: weighted by each range's time)
   double idle = 0;       // share of pipelines without work (HotSPa: weighted likewise)
   std::string strategy{};  // what ran
+  friend bool operator==(const IterationOutcome&, const IterationOutcome&) = default;
 };
 
 // The pipelines of one simulated iteration, for pictures and traces.
 struct Timeline {
   std::vector<schedule::Simulation> pipelines;
   std::vector<std::string> names;
+  friend bool operator==(const Timeline&, const Timeline&) = default;
 };
 
 struct SystemRun {
@@ -45,12 +47,14 @@ struct SystemRun {
     for (const IterationOutcome& outcome : iterations) result.push_back(outcome.seconds);
     return result;
   }
+  friend bool operator==(const SystemRun&, const SystemRun&) = default;
 };
 
 // What a compared batch held.
 struct BatchSize {
   std::size_t sequences = 0;
   std::int64_t tokens = 0;
+  friend bool operator==(const BatchSize&, const BatchSize&) = default;
 };
 
 // Iterations whose plans a SystemRun keeps for pictures (Hydraulis Fig. 12b shows five).

@@ -1,0 +1,172 @@
+#pragma once
+// JSON for the comparison of systems ("sluice.comparison", version 1): `batches[{sequences, tokens}]`,
+// `systems` (one per system in compare::all_systems order, each {name, failure (null or why it cannot run),
+// configuration, strategies, layout_moves, iterations[{seconds, switching, layout_move, imbalance, idle,
+// strategy}], plans (sluice.iteration_plan payloads), first{names, pipelines}}), `candidates` (strategies) and
+// `bounds`. A pipeline of `first` is its simulation: {stages[[{micro_batch, pass, start, end, send_start,
+// arrival}]], makespan, peak_memory, idle}, pass "forward" or "backward". Every time is finite (an unlimited
+// bandwidth leaves a transfer its latency), so numbers are read strictly.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/compare/compare.hpp"
+#include "sluice/io/assign_json.hpp"
+#include "sluice/io/core_json.hpp"
+#include "sluice/io/json.hpp"
+#include "sluice/schedule/simulate.hpp"
+
+namespace sluice::io {
+template <>
+struct document_traits<compare::Comparison> {
+  static constexpr std::string_view format = "sluice.comparison";
+  static constexpr int version = 1;
+};
+}  // namespace sluice::io
+
+namespace nlohmann {
+
+template <>
+struct adl_serializer<sluice::schedule::OpTiming> {
+  static void to_json(json& out, const sluice::schedule::OpTiming& op) {
+    out = {{"micro_batch", op.micro_batch},
+           {"pass", op.pass == sluice::schedule::Pass::forward ? "forward" : "backward"},
+           {"start", op.start},
+           {"end", op.end},
+           {"send_start", op.send_start},
+           {"arrival", op.arrival}};
+  }
+  static sluice::schedule::OpTiming from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "op timing";
+    const auto pass = field<std::string>(in, "pass", where);
+    sluice::require(pass == "forward" || pass == "backward", where, ": field 'pass': expected \"forward\" or ",
+                    "\"backward\", got ", sluice::io::detail::describe(pass));
+    return {field<int>(in, "micro_batch", where),
+            pass == "forward" ? sluice::schedule::Pass::forward : sluice::schedule::Pass::backward,
+            field<double>(in, "start", where),
+            field<double>(in, "end", where),
+            field<double>(in, "send_start", where),
+            field<double>(in, "arrival", where)};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::schedule::Simulation> {
+  static void to_json(json& out, const sluice::schedule::Simulation& simulation) {
+    out = {{"stages", simulation.stages},
+           {"makespan", simulation.makespan},
+           {"peak_memory", simulation.peak_memory},
+           {"idle", simulation.idle}};
+  }
+  static sluice::schedule::Simulation from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "simulation";
+    return {field<std::vector<std::vector<sluice::schedule::OpTiming>>>(in, "stages", where),
+            field<double>(in, "makespan", where), field<std::vector<double>>(in, "peak_memory", where),
+            field<std::vector<double>>(in, "idle", where)};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::compare::IterationOutcome> {
+  static void to_json(json& out, const sluice::compare::IterationOutcome& outcome) {
+    out = {{"seconds", outcome.seconds},     {"switching", outcome.switching}, {"layout_move", outcome.layout_move},
+           {"imbalance", outcome.imbalance}, {"idle", outcome.idle},           {"strategy", outcome.strategy}};
+  }
+  static sluice::compare::IterationOutcome from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "iteration outcome";
+    return {field<double>(in, "seconds", where),   field<double>(in, "switching", where),
+            field<double>(in, "layout_move", where), field<double>(in, "imbalance", where),
+            field<double>(in, "idle", where),      field<std::string>(in, "strategy", where)};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::compare::Timeline> {
+  static void to_json(json& out, const sluice::compare::Timeline& timeline) {
+    out = {{"names", timeline.names}, {"pipelines", timeline.pipelines}};
+  }
+  static sluice::compare::Timeline from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "timeline";
+    sluice::compare::Timeline timeline{field<std::vector<sluice::schedule::Simulation>>(in, "pipelines", where),
+                                       field<std::vector<std::string>>(in, "names", where)};
+    sluice::require(timeline.names.size() == timeline.pipelines.size(), where, ": ", timeline.names.size(),
+                    " names for ", timeline.pipelines.size(), " pipelines");
+    return timeline;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::compare::SystemRun> {
+  static void to_json(json& out, const sluice::compare::SystemRun& run) {
+    out = {{"name", run.name},
+           {"failure", run.failure ? json(*run.failure) : json(nullptr)},
+           {"configuration", run.configuration},
+           {"strategies", run.strategies},
+           {"layout_moves", run.layout_moves},
+           {"iterations", run.iterations},
+           {"plans", run.plans},
+           {"first", run.first}};
+  }
+  static sluice::compare::SystemRun from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "system run";
+    return {field<std::string>(in, "name", where),
+            field<std::optional<std::string>>(in, "failure", where),
+            field<std::string>(in, "configuration", where),
+            field<std::vector<sluice::Strategy>>(in, "strategies", where),
+            field<std::vector<double>>(in, "layout_moves", where),
+            field<std::vector<sluice::compare::IterationOutcome>>(in, "iterations", where),
+            field<std::vector<sluice::assign::IterationPlan>>(in, "plans", where),
+            field<sluice::compare::Timeline>(in, "first", where)};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::compare::BatchSize> {
+  static void to_json(json& out, const sluice::compare::BatchSize& batch) {
+    out = {{"sequences", batch.sequences}, {"tokens", batch.tokens}};
+  }
+  static sluice::compare::BatchSize from_json(const json& in) {
+    using sluice::io::field;
+    return {field<std::size_t>(in, "sequences", "batch"), field<std::int64_t>(in, "tokens", "batch")};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::compare::Comparison> {
+  static void to_json(json& out, const sluice::compare::Comparison& comparison) {
+    out = {{"batches", comparison.batches},
+           {"systems", comparison.systems.values},
+           {"candidates", comparison.candidates},
+           {"bounds", comparison.bounds}};
+  }
+  static sluice::compare::Comparison from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "comparison";
+    sluice::compare::Comparison comparison;
+    comparison.batches = field<std::vector<sluice::compare::BatchSize>>(in, "batches", where);
+    // Systems are stored by position; each must be the system its position stands for.
+    const auto systems = field<std::vector<sluice::compare::SystemRun>>(in, "systems", where);
+    sluice::require(systems.size() == sluice::compare::all_systems.size(), where, ": field 'systems': expected ",
+                    sluice::compare::all_systems.size(), " systems, got ", systems.size());
+    for (std::size_t s = 0; s < systems.size(); ++s) {
+      const sluice::compare::System system = sluice::compare::all_systems[s];
+      sluice::require(systems[s].name == sluice::compare::name(system), where, ": field 'systems'[", s,
+                      "]: expected system '", sluice::compare::name(system), "', got ",
+                      sluice::io::detail::describe(systems[s].name));
+      comparison.systems[system] = systems[s];
+    }
+    comparison.candidates = field<std::vector<sluice::Strategy>>(in, "candidates", where);
+    comparison.bounds = field<std::vector<std::int64_t>>(in, "bounds", where);
+    return comparison;
+  }
+};
+
+}  // namespace nlohmann
