@@ -13,11 +13,8 @@ assign::PlanOptions plan_options(int trials, int threads, std::uint64_t seed, bo
                                            .longest_first = longest_first,
                                            .v_step = v_step},
                               .candidate_overhead = {}};
-  if (!candidate_overhead.is_none()) {
-    const auto values = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(candidate_overhead);
-    sluice::require(static_cast<bool>(values) && values.ndim() == 1, "candidate_overhead: expected a 1-D array");
-    options.candidate_overhead.assign(values.data(), values.data() + values.size());
-  }
+  if (!candidate_overhead.is_none())
+    options.candidate_overhead = real_vector_from(candidate_overhead, "candidate_overhead");
   return options;
 }
 

@@ -29,6 +29,12 @@ namespace py = pybind11;
 // InvalidInput naming `what` otherwise (a float array, NaN, booleans, 2-D, a strided view, values past int64).
 std::vector<std::int64_t> integers_from(const py::handle& values, std::string_view what);
 
+// Real numbers out of an array (or a list) of `dimensions` dimensions: integer or float dtypes, C-contiguous. Raises
+// InvalidInput naming `what` otherwise (booleans, complex numbers, objects). NaN and infinities pass: callers that
+// take none check them, or the library does.
+py::array_t<double> reals_from(const py::handle& values, std::string_view what, int dimensions = 1);
+std::vector<double> real_vector_from(const py::handle& values, std::string_view what);
+
 // The batch a planner takes: lengths[i] with ids[i] (default i). Raises InvalidInput for a bad length.
 std::vector<Sequence> batch_from(const py::handle& lengths, const py::handle& ids);
 

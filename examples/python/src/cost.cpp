@@ -11,28 +11,24 @@ namespace {
 std::vector<cost::ProfileSample> samples_from(const std::vector<std::string>& schemes, const py::handle& tokens,
                                               const py::handle& seconds, const py::handle& peak_bytes) {
   const std::vector<std::int64_t> token_values = integers_from(tokens, "tokens");
-  const auto second_values = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(seconds);
-  sluice::require(static_cast<bool>(second_values) && second_values.ndim() == 1, "seconds: expected a 1-D array");
-  sluice::require(schemes.size() == token_values.size() &&
-                      static_cast<std::size_t>(second_values.size()) == token_values.size(),
+  const std::vector<double> second_values = real_vector_from(seconds, "seconds");
+  sluice::require(schemes.size() == token_values.size() && second_values.size() == token_values.size(),
                   "fit: schemes, tokens and seconds need the same length, got ", schemes.size(), ", ",
                   token_values.size(), " and ", second_values.size());
-  std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> peak_values;
+  std::optional<std::vector<double>> peak_values;
   if (!peak_bytes.is_none()) {
-    peak_values = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(peak_bytes);
-    sluice::require(static_cast<bool>(*peak_values) && peak_values->ndim() == 1 &&
-                        static_cast<std::size_t>(peak_values->size()) == token_values.size(),
-                    "peak_bytes: expected a 1-D array as long as tokens");
+    peak_values = real_vector_from(peak_bytes, "peak_bytes");
+    sluice::require(peak_values->size() == token_values.size(), "peak_bytes: expected ", token_values.size(),
+                    " values, as many as tokens, got ", peak_values->size());
   }
   std::vector<cost::ProfileSample> samples;
   for (std::size_t i = 0; i < schemes.size(); ++i) {
     cost::ProfileSample sample{.scheme = Scheme::parse(schemes[i]),
                                .tokens = token_values[i],
-                               .seconds = second_values.at(static_cast<py::ssize_t>(i)),
+                               .seconds = second_values[i],
                                .peak_bytes = std::nullopt};
     // NaN marks a sample measured without its peak memory, as read_profile_samples gives it.
-    if (peak_values && !std::isnan(peak_values->at(static_cast<py::ssize_t>(i))))
-      sample.peak_bytes = peak_values->at(static_cast<py::ssize_t>(i));
+    if (peak_values && !std::isnan((*peak_values)[i])) sample.peak_bytes = (*peak_values)[i];
     io::detail::check_sample(sample, "sample " + std::to_string(i));
     samples.push_back(sample);
   }

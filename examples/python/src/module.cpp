@@ -31,6 +31,25 @@ std::vector<std::int64_t> integers_from(const py::handle& values, std::string_vi
   return result;
 }
 
+py::array_t<double> reals_from(const py::handle& values, std::string_view what, int dimensions) {
+  const py::module_ numpy = py::module_::import("numpy");
+  const py::array array = py::isinstance<py::array>(values) ? py::reinterpret_borrow<py::array>(values)
+                                                            : py::array(numpy.attr("asarray")(values));
+  const char kind = array.dtype().kind();
+  sluice::require(kind == 'f' || kind == 'i' || kind == 'u', what, ": expected a numeric array, got dtype ",
+                  std::string(py::str(array.dtype())));
+  sluice::require(array.ndim() == dimensions, what, ": expected a ", dimensions, "-D array, got ", array.ndim(),
+                  " dimensions");
+  sluice::require((array.flags() & py::array::c_style) != 0, what,
+                  ": the array is not contiguous (pass numpy.ascontiguousarray(...))");
+  return py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(array);
+}
+
+std::vector<double> real_vector_from(const py::handle& values, std::string_view what) {
+  const py::array_t<double> array = reals_from(values, what);
+  return {array.data(), array.data() + array.size()};
+}
+
 std::vector<Sequence> batch_from(const py::handle& lengths, const py::handle& ids) {
   const std::vector<std::int64_t> length_values = integers_from(lengths, "lengths");
   std::vector<std::int64_t> id_values;

@@ -13,26 +13,6 @@ namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
 
-// Real numbers out of an array with `dimensions` dimensions: integer or float dtypes, C-contiguous.
-py::array_t<double> reals_from(const py::handle& values, std::string_view what, int dimensions) {
-  const py::module_ numpy = py::module_::import("numpy");
-  const py::array array = py::isinstance<py::array>(values) ? py::reinterpret_borrow<py::array>(values)
-                                                            : py::array(numpy.attr("asarray")(values));
-  const char kind = array.dtype().kind();
-  sluice::require(kind == 'f' || kind == 'i' || kind == 'u', what, ": expected a numeric array, got dtype ",
-                  std::string(py::str(array.dtype())));
-  sluice::require(array.ndim() == dimensions, what, ": expected a ", dimensions, "-D array, got ", array.ndim(),
-                  " dimensions");
-  sluice::require((array.flags() & py::array::c_style) != 0, what,
-                  ": the array is not contiguous (pass numpy.ascontiguousarray(...))");
-  return py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(array);
-}
-
-std::vector<double> vector_from(const py::handle& values, std::string_view what) {
-  const py::array_t<double> array = reals_from(values, what, 1);
-  return {array.data(), array.data() + array.size()};
-}
-
 std::vector<int> ints_from(const py::handle& values, std::string_view what) {
   std::vector<int> result;
   for (const std::int64_t value : integers_from(values, what)) {
@@ -226,7 +206,7 @@ void bind_microbatch(py::module_& module) {
       .def(
           "validate",
           [](const microbatch::ReplicaAssignment& value, const py::handle& times, int replicas) {
-            const std::vector<double> seconds = vector_from(times, "times");
+            const std::vector<double> seconds = real_vector_from(times, "times");
             microbatch::validate(value, seconds, replicas);
           },
           py::arg("times"), py::arg("replicas"), "Raises InvalidPlan naming the first broken invariant.");
@@ -234,7 +214,7 @@ void bind_microbatch(py::module_& module) {
   module.def(
       "balance_kk",
       [](const py::handle& times, int replicas) {
-        const std::vector<double> seconds = vector_from(times, "times");
+        const std::vector<double> seconds = real_vector_from(times, "times");
         const py::gil_scoped_release release;
         return microbatch::balance_kk(seconds, replicas);
       },
@@ -243,7 +223,7 @@ void bind_microbatch(py::module_& module) {
   module.def(
       "balance_lpt",
       [](const py::handle& times, int replicas) {
-        const std::vector<double> seconds = vector_from(times, "times");
+        const std::vector<double> seconds = real_vector_from(times, "times");
         const py::gil_scoped_release release;
         return microbatch::balance_lpt(seconds, replicas);
       },
@@ -357,7 +337,7 @@ void bind_pipeline(py::module_& module) {
                };
                problem.micro_batches.push_back({row(f), row(b), row(a), rows[static_cast<std::size_t>(i)]});
              }
-             problem.memory_limit = vector_from(memory_limit, "memory_limit");
+             problem.memory_limit = real_vector_from(memory_limit, "memory_limit");
              problem.hidden = hidden;
              problem.element_bytes = element_bytes;
              problem.link = {.latency = latency, .bandwidth = bandwidth};
@@ -426,7 +406,7 @@ void bind_pipeline(py::module_& module) {
       [](const schedule::Problem& problem, const py::handle& injection, const py::handle& limits) {
         const std::vector<int> order = ints_from(injection, "injection");
         const std::vector<double> bounds =
-            limits.is_none() ? problem.memory_limit : vector_from(limits, "limits");
+            limits.is_none() ? problem.memory_limit : real_vector_from(limits, "limits");
         const py::gil_scoped_release release;
         return schedule::adaptive_cyclic(problem, order, bounds);
       },

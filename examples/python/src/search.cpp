@@ -364,11 +364,10 @@ void bind_search(py::module_& module) {
   module.def(
       "balance_degree",
       [](const py::handle& values) {
-        const auto array = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(values);
-        sluice::require(static_cast<bool>(array) && array.ndim() == 1, "values: expected a 1-D array of numbers");
-        for (py::ssize_t i = 0; i < array.size(); ++i)
-          sluice::require(std::isfinite(array.at(i)), "values[", i, "] = ", array.at(i), ": expected a finite number");
-        return search::balance(std::span<const double>(array.data(), static_cast<std::size_t>(array.size())));
+        const std::vector<double> numbers = real_vector_from(values, "values");
+        for (std::size_t i = 0; i < numbers.size(); ++i)
+          sluice::require(std::isfinite(numbers[i]), "values[", i, "] = ", numbers[i], ": expected a finite number");
+        return search::balance(numbers);
       },
       py::arg("values"), "Eq. 6: 1 − max / sum, in [0, 1 − 1/P]; 1 − 1/P is perfect balance.");
 

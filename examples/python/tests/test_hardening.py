@@ -51,8 +51,10 @@ def calls_on(array):
     yield lambda: sluice.balance_kk(array, 2)
     yield lambda: sluice.one_f_one_b_order(array, 2)
     yield lambda: sluice.balance_degree(array)
+    yield lambda: sluice.plan_iteration([1000, 2000], CANDIDATES, PROFILE, trials=2, candidate_overhead=array)
 
 
+@pytest.mark.filterwarnings("error")  # a silent cast (complex to real, say) is a bug too
 @pytest.mark.parametrize("seed", range(4))
 def test_generated_arrays_raise_clear_errors(seed):
     outcomes = {"returned": 0, "raised": 0}
