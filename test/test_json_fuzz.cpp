@@ -45,7 +45,9 @@
 #include "sluice/microbatch/partition.hpp"
 #include "sluice/proposal/propose.hpp"
 #include "sluice/schedule/comm.hpp"
+#include "sluice/schedule/iteration.hpp"
 #include "sluice/schedule/pipeline.hpp"
+#include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice/search/search.hpp"
 #include "sluice/shard/placement.hpp"
 #include "sluice/shard/pull_push.hpp"
@@ -192,10 +194,54 @@ std::vector<Subject> microbatch_and_schedule_subjects() {
   problem.memory_limit.assign(2, std::numeric_limits<double>::infinity());
   problem.hidden = 16;
   problem.link = {1e-5, 1e10};
-  const schedule::ExecutionPlan execution = schedule::schedule_pipeline(problem).plan;
+  const schedule::PipelineSchedule chosen = schedule::schedule_pipeline(problem);
   subjects.push_back(make_subject<schedule::ExecutionPlan>(
-      "execution_plan", execution,
+      "execution_plan", chosen.plan,
       [problem](const schedule::ExecutionPlan& read) { schedule::validate(read, problem); }));
+  subjects.push_back(make_subject<schedule::Problem>("scheduling_problem", problem, [](const schedule::Problem& read) {
+    schedule::require_problem(read);
+  }));
+  subjects.push_back(make_subject<schedule::Order>("schedule_order", chosen.order, [](const schedule::Order& read) {
+    schedule::validate(read, 3, 2);
+  }));
+  subjects.push_back(make_subject<schedule::Simulation>(
+      "schedule_simulation", chosen.simulation,
+      [problem, order = chosen.order](const schedule::Simulation& read) { schedule::validate(read, problem, order); }));
+  subjects.push_back(make_subject<schedule::PipelineSchedule>(
+      "pipeline_schedule", chosen,
+      [problem](const schedule::PipelineSchedule& read) { schedule::validate(read, problem); }));
+
+  schedule::PipelinePlanOptions options;
+  options.stages = 4;
+  options.replicas = 2;
+  options.micro_batch_memory = setup.memory_limit;
+  options.problem = {.hidden = 4096, .element_bytes = 2, .link = {1e-5, 1e11}};
+  subjects.push_back(make_subject<schedule::PipelineRunPlan>(
+      "pipeline_run_plan", schedule::plan_pipeline(std::span<const microbatch::Sample>(samples), setup.model, options),
+      [samples, setup, options](const schedule::PipelineRunPlan& read) {
+        schedule::validate(read, std::span<const microbatch::Sample>(samples), setup.model, options);
+      }));
+  return subjects;
+}
+
+// One iteration planned with every candidate simulated (as sluice trace does), and its pipelines' schedules.
+std::vector<Subject> iteration_schedule_subjects() {
+  const cost::Profile profile = profile7b();
+  const std::vector<Strategy> candidates = {Strategy::parse("2*tp8pp1"), Strategy::parse("4*tp2pp2")};
+  const data::LengthDataset lengths(data::synthetic_lengths({.count = 200, .seed = 5}), "synthetic");
+  data::BatchSampler sampler(lengths.truncated(16384), {.tokens_per_batch = 20'000, .seed = 5});
+  const std::vector<Sequence> batch = sampler.next().sequences;
+  const schedule::SimulatedIteration iteration = schedule::plan_simulated_iteration(batch, candidates, profile);
+  std::vector<Subject> subjects;
+  subjects.push_back(make_subject<schedule::IterationSchedule>(
+      "iteration_schedule", iteration.schedule,
+      [plan = iteration.plan, profile](const schedule::IterationSchedule& read) {
+        schedule::validate(read, plan, profile);
+      }));
+  subjects.push_back(make_subject<schedule::SimulatedIteration>(
+      "simulated_iteration", iteration, [batch, candidates, profile](const schedule::SimulatedIteration& read) {
+        schedule::validate(read, batch, candidates, profile);
+      }));
   return subjects;
 }
 
@@ -461,9 +507,12 @@ TEST_CASE("JSON fuzz: length statistics, candidates, iteration plans and proposa
   fuzz_all(data_and_assign_subjects());
 }
 
-TEST_CASE("JSON fuzz: micro-batch partitions, replica assignments and execution plans") {
+TEST_CASE("JSON fuzz: micro-batch partitions, replica assignments, scheduling problems, orders, simulations, "
+          "execution plans, pipeline schedules and run plans") {
   fuzz_all(microbatch_and_schedule_subjects());
 }
+
+TEST_CASE("JSON fuzz: iteration schedules and simulated iterations") { fuzz_all(iteration_schedule_subjects()); }
 
 TEST_CASE("JSON fuzz: search models, clusters and reports") { fuzz_all(search_subjects()); }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "sluice/assign/plan.hpp"
@@ -17,6 +18,7 @@
 #include "sluice/data/synthetic.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
+#include "sluice/io/schedule_json.hpp"
 #include "sluice/microbatch/baselines.hpp"
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/schedule/iteration.hpp"
@@ -221,4 +223,98 @@ TEST_CASE("plan_simulated_iteration: the fastest simulated candidate, valid and 
   CHECK_THROWS_WITH_AS(schedule::plan_simulated_iteration(batch, short_only, profile), doctest::Contains("MaxLen"),
                        invalid_input);
   CHECK_THROWS_AS(schedule::plan_simulated_iteration(batch, std::span<const Strategy>{}, profile), invalid_input);
+}
+
+namespace {
+
+// `value` written as a document's text and read back.
+template <class T>
+T read_back(const T& value) {
+  const std::string text = io::to_document(value).dump(2);
+  return io::from_document<T>(io::parse(text, "text"), "text");
+}
+
+template <class T>
+void rejects_document(const io::json& document, const char* field) {
+  CAPTURE(field);
+  CHECK_THROWS_WITH_AS(io::from_document<T>(document, "broken.json"), doctest::Contains(field), invalid_input);
+}
+
+void rejects_truncated(const io::json& document) {
+  const std::string text = document.dump();
+  CHECK_THROWS_WITH_AS(io::parse(text.substr(0, text.size() - 2), "cut.json"), doctest::Contains("not valid JSON"),
+                       invalid_input);
+}
+
+}  // namespace
+
+TEST_CASE("pipeline run plan JSON: an exact round trip, still valid; a broken document names the field") {
+  const microbatch::StageCostSetup setup = microbatch::stage_cost(profile7b().at(Scheme(1, 2)));
+  const auto samples = microbatch::samples_of(batch_of(2, 60'000, 8192));
+  const schedule::PipelinePlanOptions options = options_for(setup, 2, 3);
+  const schedule::PipelineRunPlan plan =
+      schedule::plan_pipeline(std::span<const microbatch::Sample>(samples), setup.model, options);
+  const io::json document = io::to_document(plan);
+  CHECK(document.at("format") == "sluice.pipeline_run_plan");
+  const schedule::PipelineRunPlan back = read_back(plan);
+  CHECK(back == plan);
+  CHECK_NOTHROW(schedule::validate(back, std::span<const microbatch::Sample>(samples), setup.model, options));
+
+  io::json broken = document;
+  broken.erase("partition");
+  rejects_document<schedule::PipelineRunPlan>(broken, "missing field 'partition'");
+  broken = document;
+  broken["replica_schedules"][1]["problem"]["link"].erase("latency");
+  rejects_document<schedule::PipelineRunPlan>(broken, "missing field 'latency'");
+  broken = document;
+  broken["replica_schedules"][0]["micro_batches"][0] = -1;
+  rejects_document<schedule::PipelineRunPlan>(broken, "field 'micro_batches'[0]");
+  broken = document;
+  broken["makespan"] = "slow";
+  rejects_document<schedule::PipelineRunPlan>(broken, "field 'makespan': expected a number");
+  rejects_truncated(document);
+}
+
+TEST_CASE("iteration schedule and simulated iteration JSON: exact round trips, still valid; broken ones named") {
+  const cost::Profile profile = profile7b().with_gpus(16);
+  const std::vector<Strategy> candidates = {Strategy::parse("2*tp2pp2+2*tp1pp4"), Strategy::parse("2*tp1pp8")};
+  const schedule::ProblemOptions problem{.hidden = 4096, .element_bytes = 2, .link = {1e-5, 1e11}, .backward_ratio = 2};
+  auto batch = batch_of(3, 40'000, 16384);
+  batch.emplace_back(1'000'000, 16000);  // longer than the last candidate holds: its makespan is null
+  const schedule::SimulatedIteration iteration =
+      schedule::plan_simulated_iteration(batch, candidates, profile, {}, {}, problem);
+  REQUIRE_FALSE(iteration.makespans.back().has_value());
+  const io::json document = io::to_document(iteration);
+  CHECK(document.at("format") == "sluice.simulated_iteration");
+  CHECK(document.at("makespans").back().is_null());
+  const schedule::SimulatedIteration back = read_back(iteration);
+  CHECK(back == iteration);
+  CHECK_NOTHROW(schedule::validate(back, batch, candidates, profile, {}, problem));
+
+  // An idle pipeline is null.
+  schedule::IterationSchedule with_idle = iteration.schedule;
+  with_idle.pipelines.emplace_back();
+  CHECK(io::to_document(with_idle).at("format") == "sluice.iteration_schedule");
+  CHECK(io::to_document(with_idle).at("pipelines").back().is_null());
+  CHECK(read_back(with_idle) == with_idle);
+  CHECK(read_back(iteration.schedule) == iteration.schedule);
+  CHECK_NOTHROW(schedule::validate(read_back(iteration.schedule), iteration.plan, profile, problem));
+
+  io::json broken = document;
+  broken["makespans"][0] = "fast";
+  rejects_document<schedule::SimulatedIteration>(broken, "field 'makespans'[0]: expected a number");
+  broken = document;
+  broken["chosen"] = -1;
+  rejects_document<schedule::SimulatedIteration>(broken, "field 'chosen'");
+  broken = document;
+  broken.erase("plan");
+  rejects_document<schedule::SimulatedIteration>(broken, "missing field 'plan'");
+  broken = document;
+  broken["schedule"]["pipelines"][0] = 3;
+  rejects_document<schedule::SimulatedIteration>(broken, "field 'pipelines'[0]");
+  broken = io::to_document(iteration.schedule);
+  broken["pipelines"][0].erase("schedule");
+  rejects_document<schedule::IterationSchedule>(broken, "missing field 'schedule'");
+  rejects_truncated(document);
+  rejects_truncated(io::to_document(iteration.schedule));
 }

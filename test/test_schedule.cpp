@@ -7,6 +7,7 @@
 #include <limits>
 #include <ranges>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -486,6 +487,83 @@ TEST_CASE("execution plan JSON round trip and Chrome trace") {
   CHECK(ops == 2 * 12 * 4);
   CHECK(transfers == 2 * 12 * 3);
   CHECK(last_end == doctest::Approx(chosen.simulation.makespan * 1e6));
+}
+
+// `value` written as a document's text and read back.
+template <class T>
+T read_back(const T& value) {
+  const std::string text = io::to_document(value).dump(2);
+  return io::from_document<T>(io::parse(text, "text"), "text");
+}
+
+// `document` read as a T must raise invalid_input whose message contains `field`.
+template <class T>
+void rejects_document(const io::json& document, const char* field) {
+  CAPTURE(field);
+  CHECK_THROWS_WITH_AS(io::from_document<T>(document, "broken.json"), doctest::Contains(field), invalid_input);
+}
+
+TEST_CASE("scheduling problem, order, simulation and pipeline schedule JSON: exact round trips; broken ones named") {
+  Rng rng(7);
+  for (const bool free_links : {true, false}) {
+    CAPTURE(free_links);
+    Problem problem = random_problem(rng, 9, 3, free_links);
+    if (!free_links) problem.memory_limit[1] = 4 * max_activation(problem, 1);
+    const PipelineSchedule chosen = schedule_pipeline(problem);
+    validate(chosen, problem);
+
+    const io::json problem_document = io::to_document(problem);
+    CHECK(problem_document.at("format") == "sluice.scheduling_problem");
+    // JSON has no infinity: an unlimited memory or bandwidth is the string "inf".
+    CHECK(problem_document.at("memory_limit").at(0) == "inf");
+    CHECK((problem_document.at("link").at("bandwidth") == "inf") == free_links);
+    CHECK(io::to_document(chosen.order).at("format") == "sluice.schedule_order");
+    CHECK(io::to_document(chosen.simulation).at("format") == "sluice.schedule_simulation");
+    CHECK(io::to_document(chosen).at("format") == "sluice.pipeline_schedule");
+    const Problem problem_back = read_back(problem);
+    CHECK(problem_back == problem);
+    CHECK(read_back(chosen.order) == chosen.order);
+    CHECK(read_back(chosen.simulation) == chosen.simulation);
+    const PipelineSchedule back = read_back(chosen);
+    CHECK(back == chosen);
+    validate(back, problem_back);
+  }
+  // An idle replica's empty problem and schedule read back too.
+  CHECK(read_back(Problem{}) == Problem{});
+  CHECK(read_back(PipelineSchedule{}) == PipelineSchedule{});
+
+  const Problem problem = uniform_problem(3, 2, 1, 2);
+  const PipelineSchedule chosen = schedule_pipeline(problem, {ScheduleKind::one_f_one_b, 1, 0});
+  io::json broken = io::to_document(problem);
+  broken.erase("link");
+  rejects_document<Problem>(broken, "missing field 'link'");
+  broken = io::to_document(problem);
+  broken["memory_limit"][1] = "infinite";
+  rejects_document<Problem>(broken, "field 'memory_limit'[1]: expected a number, \"inf\" or \"-inf\"");
+  broken = io::to_document(problem);
+  broken["link"]["bandwidth"] = true;
+  rejects_document<Problem>(broken, "bandwidth: expected a number");
+  broken = io::to_document(problem);
+  broken["micro_batches"][2]["forward"][0] = "fast";
+  rejects_document<Problem>(broken, "field 'micro_batches'[2]: micro-batch cost: field 'forward'[0]");
+  broken = io::to_document(chosen.order);
+  broken["stages"][1][0]["pass"] = "sideways";
+  rejects_document<Order>(broken, "field 'pass': expected \"forward\" or \"backward\", got \"sideways\"");
+  broken = io::to_document(chosen.simulation);
+  broken.erase("makespan");
+  rejects_document<Simulation>(broken, "missing field 'makespan'");
+  broken = io::to_document(chosen);
+  broken["kind"] = "gpipe";
+  rejects_document<PipelineSchedule>(broken, "field 'kind': expected \"cyclic\" or \"1f1b\"");
+  broken = io::to_document(chosen);
+  broken["candidates"] = 1.5;
+  rejects_document<PipelineSchedule>(broken, "field 'candidates'");
+  broken = io::to_document(chosen);
+  broken["simulation"]["stages"][0][0].erase("arrival");
+  rejects_document<PipelineSchedule>(broken, "missing field 'arrival'");
+  const std::string text = io::to_document(chosen).dump();
+  CHECK_THROWS_WITH_AS(io::parse(text.substr(0, text.size() / 2), "cut.json"), doctest::Contains("not valid JSON"),
+                       invalid_input);
 }
 
 TEST_CASE("validators reject broken orders, simulations, plans and schedules") {

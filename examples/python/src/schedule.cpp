@@ -315,9 +315,10 @@ void bind_pipeline(py::module_& module) {
       .def_readonly("tokens", &schedule::MicroBatchCost::tokens)
       .def(py::self == py::self);
 
-  py::class_<schedule::Problem>(module, "SchedulingProblem",
-                                "One pipeline's scheduling problem: per micro-batch and stage its costs, per stage "
-                                "its activation memory limit, and the link between stages.")
+  py::class_<schedule::Problem> problem_class(module, "SchedulingProblem",
+      "One pipeline's scheduling problem: per micro-batch and stage its costs, per stage its activation memory "
+      "limit, and the link between stages.");
+  problem_class
       .def(py::init([](const py::handle& forward, const py::handle& backward, const py::handle& activation,
                        const py::handle& tokens, const py::handle& memory_limit, std::int64_t hidden,
                        int element_bytes, double latency, double bandwidth) {
@@ -360,11 +361,12 @@ void bind_pipeline(py::module_& module) {
                              })
       .def_readonly("hidden", &schedule::Problem::hidden)
       .def_readonly("element_bytes", &schedule::Problem::element_bytes)
-      .def_readonly("link", &schedule::Problem::link)
-      .def(py::self == py::self);
+      .def_readonly("link", &schedule::Problem::link);
+  def_document(problem_class);
 
-  py::class_<schedule::Order>(module, "ScheduleOrder",
-                              "Per stage, the order of its ops: (micro_batch, 'forward' | 'backward') pairs.")
+  py::class_<schedule::Order> order_class(module, "ScheduleOrder",
+      "Per stage, the order of its ops: (micro_batch, 'forward' | 'backward') pairs.");
+  order_class
       .def(py::init([](const std::vector<std::vector<std::pair<int, std::string>>>& stages) {
              schedule::Order order;
              for (const auto& ops : stages) {
@@ -391,8 +393,8 @@ void bind_pipeline(py::module_& module) {
             schedule::validate(order, micro_batches, stages);
           },
           py::arg("micro_batches"), py::arg("stages"),
-          "Raises InvalidPlan unless every op runs once, forward first, and the stages never wait forever.")
-      .def(py::self == py::self);
+          "Raises InvalidPlan unless every op runs once, forward first, and the stages never wait forever.");
+  def_document(order_class);
   module.def(
       "one_f_one_b_order",
       [](const py::handle& injection, int stages) { return schedule::one_f_one_b(ints_from(injection, "injection"), stages); },
@@ -423,7 +425,9 @@ void bind_pipeline(py::module_& module) {
       .def_readonly("arrival", &schedule::OpTiming::arrival)
       .def(py::self == py::self);
 
-  py::class_<schedule::Simulation>(module, "ScheduleSimulation", "Per-stage timelines of an order, simulated.")
+  py::class_<schedule::Simulation> simulation_class(module, "ScheduleSimulation",
+      "Per-stage timelines of an order, simulated.");
+  simulation_class
       .def_property_readonly("stages",
                              [](const py::object& self) {
                                return nested_list(self.cast<const schedule::Simulation&>().stages, self);
@@ -443,8 +447,8 @@ void bind_pipeline(py::module_& module) {
             const py::gil_scoped_release release;
             schedule::validate(simulation, problem, order);
           },
-          py::arg("problem"), py::arg("order"), "Raises InvalidPlan naming the first broken invariant.")
-      .def(py::self == py::self);
+          py::arg("problem"), py::arg("order"), "Raises InvalidPlan naming the first broken invariant.");
+  def_document(simulation_class);
   module.def(
       "simulate_schedule",
       [](const schedule::Problem& problem, const schedule::Order& order) {
@@ -510,8 +514,9 @@ void bind_pipeline(py::module_& module) {
       py::arg("plan"),
       "Dry-runs the plan's sends and receives under NCCL's rules. Raises InvalidPlan for a plan it cannot run at all.");
 
-  py::class_<schedule::PipelineSchedule>(module, "PipelineSchedule",
-                                         "One pipeline's schedule: order, simulation and per-rank instructions.")
+  py::class_<schedule::PipelineSchedule> pipeline_schedule_class(module, "PipelineSchedule",
+      "One pipeline's schedule: order, simulation and per-rank instructions.");
+  pipeline_schedule_class
       .def_property_readonly("kind", [](const schedule::PipelineSchedule& value) { return kind_name(value.kind); },
                              "'cyclic' or '1f1b': the kind of the order kept.")
       .def_readonly("memory_aware", &schedule::PipelineSchedule::memory_aware)
@@ -529,8 +534,8 @@ void bind_pipeline(py::module_& module) {
             const py::gil_scoped_release release;
             schedule::validate(value, problem);
           },
-          py::arg("problem"), "Raises InvalidPlan naming the first broken invariant against the problem.")
-      .def(py::self == py::self);
+          py::arg("problem"), "Raises InvalidPlan naming the first broken invariant against the problem.");
+  def_document(pipeline_schedule_class);
 
   const schedule::ScheduleOptions schedule_defaults;
   module.def(
@@ -561,8 +566,9 @@ void bind_planners(py::module_& module) {
       .def_readonly("schedule", &schedule::ReplicaSchedule::schedule, "Empty when the replica got no micro-batch.")
       .def(py::self == py::self);
 
-  py::class_<schedule::PipelineRunPlan>(module, "PipelineRunPlan",
-                                        "DynaPipe's plan of one mini-batch: partition, replicas, their schedules.")
+  py::class_<schedule::PipelineRunPlan> run_plan_class(module, "PipelineRunPlan",
+      "DynaPipe's plan of one mini-batch: partition, replicas, their schedules.");
+  run_plan_class
       .def_readonly("partition", &schedule::PipelineRunPlan::partition)
       .def_readonly("assignment", &schedule::PipelineRunPlan::assignment)
       .def_property_readonly("replicas",
@@ -595,8 +601,8 @@ void bind_planners(py::module_& module) {
           py::arg("element_bytes") = problem_defaults.element_bytes, py::arg("latency") = problem_defaults.link.latency,
           py::arg("bandwidth") = problem_defaults.link.bandwidth,
           py::arg("backward_ratio") = problem_defaults.backward_ratio,
-          "Raises InvalidPlan naming the first broken invariant against the samples, models and options.")
-      .def(py::self == py::self);
+          "Raises InvalidPlan naming the first broken invariant against the samples, models and options.");
+  def_document(run_plan_class);
 
   module.def(
       "plan_pipeline",
@@ -638,8 +644,9 @@ void bind_planners(py::module_& module) {
       .def_readonly("schedule", &schedule::ScheduledPipeline::schedule)
       .def(py::self == py::self);
 
-  py::class_<schedule::IterationSchedule>(module, "IterationSchedule",
-                                          "Every pipeline of an iteration plan scheduled; None for an idle one.")
+  py::class_<schedule::IterationSchedule> iteration_schedule_class(module, "IterationSchedule",
+      "Every pipeline of an iteration plan scheduled; None for an idle one.");
+  iteration_schedule_class
       .def_property_readonly("pipelines",
                              [](const py::object& self) {
                                return optional_list(self.cast<const schedule::IterationSchedule&>().pipelines, self);
@@ -658,8 +665,8 @@ void bind_planners(py::module_& module) {
           py::arg("element_bytes") = problem_defaults.element_bytes, py::arg("latency") = problem_defaults.link.latency,
           py::arg("bandwidth") = problem_defaults.link.bandwidth,
           py::arg("backward_ratio") = problem_defaults.backward_ratio,
-          "Raises InvalidPlan naming the first broken invariant against the plan and profile.")
-      .def(py::self == py::self);
+          "Raises InvalidPlan naming the first broken invariant against the plan and profile.");
+  def_document(iteration_schedule_class);
 
   module.def(
       "schedule_iteration",
@@ -678,8 +685,9 @@ void bind_planners(py::module_& module) {
       py::arg("backward_ratio") = problem_defaults.backward_ratio,
       "Every pipeline of an iteration plan scheduled on its scheme (schedule_pipeline).");
 
-  py::class_<schedule::SimulatedIteration>(module, "SimulatedIteration",
-                                           "One iteration planned with the simulator judging the candidates.")
+  py::class_<schedule::SimulatedIteration> simulated_class(module, "SimulatedIteration",
+      "One iteration planned with the simulator judging the candidates.");
+  simulated_class
       .def_readonly("plan", &schedule::SimulatedIteration::plan, "The kept candidate, planned alone.")
       .def_readonly("schedule", &schedule::SimulatedIteration::schedule)
       .def_readonly("chosen", &schedule::SimulatedIteration::chosen)
@@ -707,8 +715,8 @@ void bind_planners(py::module_& module) {
           py::arg("element_bytes") = problem_defaults.element_bytes, py::arg("latency") = problem_defaults.link.latency,
           py::arg("bandwidth") = problem_defaults.link.bandwidth,
           py::arg("backward_ratio") = problem_defaults.backward_ratio,
-          "Raises InvalidPlan naming the first broken invariant against the batch, candidates and profile.")
-      .def(py::self == py::self);
+          "Raises InvalidPlan naming the first broken invariant against the batch, candidates and profile.");
+  def_document(simulated_class);
 
   const assign::DispatchOptions dispatch;
   module.def(

@@ -179,6 +179,78 @@ def test_documents_round_trip(run_pp4, tmp_path):
         assert cls.load(tmp_path / "document.json") == value
 
 
+@pytest.fixture(scope="module")
+def iteration_64(profile_64):
+    lengths = np.array([4096, 17000, 950, 2300, 8000, 600], dtype=np.int32)
+    return sluice.plan_simulated_iteration(lengths, CANDIDATES_64, profile_64, seed=2, schedule_seed=2,
+                                           hidden=hidden_of(profile_64), **LINK)
+
+
+def test_schedule_documents_round_trip(run_pp4, iteration_64, tmp_path):
+    replica = run_pp4.replicas[0]
+    unlimited = sluice.SchedulingProblem([[1e-3, 2e-3]], [[2e-3, 4e-3]], [[1e6, 1e6]], [64], [np.inf, 5e6])
+    values = [(replica.problem, sluice.SchedulingProblem, "sluice.scheduling_problem"),
+              (unlimited, sluice.SchedulingProblem, "sluice.scheduling_problem"),
+              (replica.schedule.order, sluice.ScheduleOrder, "sluice.schedule_order"),
+              (replica.schedule.simulation, sluice.ScheduleSimulation, "sluice.schedule_simulation"),
+              (replica.schedule, sluice.PipelineSchedule, "sluice.pipeline_schedule"),
+              (run_pp4, sluice.PipelineRunPlan, "sluice.pipeline_run_plan"),
+              (iteration_64.schedule, sluice.IterationSchedule, "sluice.iteration_schedule"),
+              (iteration_64, sluice.SimulatedIteration, "sluice.simulated_iteration")]
+    for value, cls, format in values:
+        text = value.to_json()
+        assert json.loads(text)["format"] == format
+        assert cls.from_json(text) == value
+        assert pickle.loads(pickle.dumps(value)) == value
+        value.save(tmp_path / "document.json")
+        assert cls.load(tmp_path / "document.json") == value
+        with pytest.raises(sluice.InvalidInput, match="not valid JSON"):
+            cls.from_json(text[:len(text) // 2])
+    # JSON has no infinity: an unlimited memory or bandwidth is written "inf" and read back as inf.
+    document = json_of(unlimited)
+    assert document["memory_limit"] == ["inf", 5e6] and document["link"]["bandwidth"] == "inf"
+    back = sluice.SchedulingProblem.from_json(json.dumps(document))
+    assert back.memory_limit[0] == np.inf and back.link.bandwidth == np.inf
+    del document["link"]
+    with pytest.raises(sluice.InvalidInput, match="missing field 'link'"):
+        sluice.SchedulingProblem.from_json(json.dumps(document))
+    document = json_of(iteration_64)
+    document["makespans"][0] = "fast"
+    with pytest.raises(sluice.InvalidInput, match=r"field 'makespans'\[0\]"):
+        sluice.SimulatedIteration.from_json(json.dumps(document))
+    document = json_of(run_pp4)
+    document["replica_schedules"][0]["schedule"]["kind"] = "gpipe"
+    with pytest.raises(sluice.InvalidInput, match="field 'kind'"):
+        sluice.PipelineRunPlan.from_json(json.dumps(document))
+
+
+def test_schedule_documents_name_what_the_tool_shows(cli, run_pp4, iteration_64, profile_64, tmp_path):
+    """The documents use the field names of `sluice schedule --json` and `sluice trace --json` for what both show."""
+    document = json_of(run_pp4)
+    shown = cli("schedule", "--stages", 4, "--replicas", 2, "--profile", "llama2-7b", "--lengths", "man-pages",
+                "--tokens", 40_000, "--seed", 3, "--context", 8192)
+    for key in ("partition", "assignment", "makespan"):
+        assert document[key] == shown[key]
+    for replica, replica_shown in zip(document["replica_schedules"], shown["replica_schedules"], strict=True):
+        assert replica["micro_batches"] == replica_shown["micro_batches"]
+        schedule = replica["schedule"]
+        for key in ("kind", "memory_aware", "injection", "candidates"):
+            assert schedule[key] == replica_shown[key]
+        for key in ("makespan", "peak_memory", "idle"):
+            assert schedule["simulation"][key] == replica_shown[key]
+        assert schedule["plan"] == without_header(replica_shown["plan"])
+    ids, lengths = [3, 8, 12, 20, 21, 40], [4096, 17000, 950, 2300, 8000, 600]
+    (tmp_path / "batch.json").write_text(json.dumps([{"id": i, "length": n} for i, n in zip(ids, lengths)]))
+    traced = cli("trace", "--profile", "llama2-32b", "--gpus", 64, "--strategies", ",".join(CANDIDATES_64),
+                 "--batch", tmp_path / "batch.json", "--seed", 2, "--context", 32768)
+    iteration = sluice.plan_simulated_iteration(np.array(lengths, dtype=np.int32), CANDIDATES_64, profile_64, ids=ids,
+                                                seed=2, schedule_seed=2, hidden=hidden_of(profile_64), **LINK)
+    document = json_of(iteration)
+    assert (document["plan"], document["chosen"]) == (traced["plan"], traced["chosen"])
+    assert document["schedule"]["makespan"] == traced["makespan"]
+    assert document["makespans"] == [c["makespan"] for c in traced["candidates"]]
+
+
 def test_validators_catch_tampered_documents(run_pp4, batch_7b, setup_pp4):
     document = json_of(run_pp4.partition)
     document["micro_batches"][0]["seconds"] *= 1.5

@@ -3,9 +3,8 @@
 // `systems` (one per system in compare::all_systems order, each {name, failure (null or why it cannot run),
 // configuration, strategies, layout_moves, iterations[{seconds, switching, layout_move, imbalance, idle,
 // strategy}], plans (sluice.iteration_plan payloads), first{names, pipelines}}), `candidates` (strategies) and
-// `bounds`. A pipeline of `first` is its simulation: {stages[[{micro_batch, pass, start, end, send_start,
-// arrival}]], makespan, peak_memory, idle}, pass "forward" or "backward". Every time is finite (an unlimited
-// bandwidth leaves a transfer its latency), so numbers are read strictly.
+// `bounds`. A pipeline of `first` is its simulation, a sluice.schedule_simulation payload (schedule_json.hpp).
+// Every time is finite (an unlimited bandwidth leaves a transfer its latency), so numbers are read strictly.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -17,6 +16,7 @@
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/schedule_json.hpp"
 #include "sluice/schedule/simulate.hpp"
 
 namespace sluice::io {
@@ -28,48 +28,6 @@ struct document_traits<compare::Comparison> {
 }  // namespace sluice::io
 
 namespace nlohmann {
-
-template <>
-struct adl_serializer<sluice::schedule::OpTiming> {
-  static void to_json(json& out, const sluice::schedule::OpTiming& op) {
-    out = {{"micro_batch", op.micro_batch},
-           {"pass", op.pass == sluice::schedule::Pass::forward ? "forward" : "backward"},
-           {"start", op.start},
-           {"end", op.end},
-           {"send_start", op.send_start},
-           {"arrival", op.arrival}};
-  }
-  static sluice::schedule::OpTiming from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "op timing";
-    const auto pass = field<std::string>(in, "pass", where);
-    sluice::require(pass == "forward" || pass == "backward", where, ": field 'pass': expected \"forward\" or ",
-                    "\"backward\", got ", sluice::io::detail::describe(pass));
-    return {field<int>(in, "micro_batch", where),
-            pass == "forward" ? sluice::schedule::Pass::forward : sluice::schedule::Pass::backward,
-            field<double>(in, "start", where),
-            field<double>(in, "end", where),
-            field<double>(in, "send_start", where),
-            field<double>(in, "arrival", where)};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::schedule::Simulation> {
-  static void to_json(json& out, const sluice::schedule::Simulation& simulation) {
-    out = {{"stages", simulation.stages},
-           {"makespan", simulation.makespan},
-           {"peak_memory", simulation.peak_memory},
-           {"idle", simulation.idle}};
-  }
-  static sluice::schedule::Simulation from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "simulation";
-    return {field<std::vector<std::vector<sluice::schedule::OpTiming>>>(in, "stages", where),
-            field<double>(in, "makespan", where), field<std::vector<double>>(in, "peak_memory", where),
-            field<std::vector<double>>(in, "idle", where)};
-  }
-};
 
 template <>
 struct adl_serializer<sluice::compare::IterationOutcome> {

@@ -202,6 +202,29 @@ T field_or(const json& object, std::string_view key, T fallback, std::string_vie
   return field<T>(object, key, where);
 }
 
+namespace detail {
+
+// JSON has no infinity: where a number may be infinite (a MILP bound, an unlimited memory or bandwidth), it is
+// an extended number, written as the string "inf" or "-inf" and otherwise read as a number field is.
+inline json extended_number(double value) {
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return value;
+}
+inline double extended_number(const json& value, std::string_view where) {
+  if (value.is_string()) {
+    if (value == "inf") return std::numeric_limits<double>::infinity();
+    if (value == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  sluice::require(value.is_number(), where, ": expected a number, \"inf\" or \"-inf\", got ", describe(value));
+  return as<double>(value, where);
+}
+inline double extended_field(const json& object, std::string_view key, std::string_view where) {
+  sluice::require(object.contains(key), where, ": missing field '", key, "'");
+  return extended_number(object.at(key), std::string(where) + "." + std::string(key));
+}
+
+}  // namespace detail
+
 inline json parse(std::string_view text, std::string_view source) {
   detail::require_text_depth(text, source);
   try {

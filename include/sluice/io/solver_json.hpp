@@ -1,9 +1,8 @@
 #pragma once
 // JSON for MILP models and solutions ("sluice.milp" and "sluice.milp_solution", version 1), so that a
-// planner's model can be saved, inspected and solved again elsewhere. JSON has no infinity: infinite
-// values are written as the strings "inf" and "-inf".
+// planner's model can be saved, inspected and solved again elsewhere. Infinite bounds are extended numbers
+// (io::detail::extended_number): the strings "inf" and "-inf".
 #include <array>
-#include <cmath>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,24 +22,6 @@ struct document_traits<solver::Solution> {
   static constexpr int version = 1;
 };
 
-namespace detail {
-inline json extended_number(double value) {
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  return value;
-}
-inline double extended_number(const json& value, std::string_view where) {
-  if (value.is_string()) {
-    if (value == "inf") return solver::infinity;
-    if (value == "-inf") return -solver::infinity;
-  }
-  sluice::require(value.is_number(), where, ": expected a number, \"inf\" or \"-inf\", got ", describe(value));
-  return as<double>(value, where);
-}
-inline double extended_field(const json& object, std::string_view key, std::string_view where) {
-  sluice::require(object.contains(key), where, ": missing field '", key, "'");
-  return extended_number(object.at(key), std::string(where) + "." + std::string(key));
-}
-}  // namespace detail
 }  // namespace sluice::io
 
 namespace nlohmann {
