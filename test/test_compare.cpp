@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "document_checks.hpp"
 #include "sluice/compare/compare.hpp"
 #include "sluice/compare/microbatching.hpp"
 #include "sluice/data/dataset.hpp"
@@ -54,12 +55,6 @@ sluice::compare::Options small_options() {
                       .backward_ratio = 2},
           .plan = {.dispatch = {.trials = 4}, .candidate_overhead = {}},
           .seed = 1};
-}
-
-// The comparison written as text and read back.
-sluice::compare::Comparison round_trip(const sluice::compare::Comparison& comparison) {
-  const std::string text = sluice::io::to_document(comparison).dump(2);
-  return sluice::io::from_document<sluice::compare::Comparison>(sluice::io::parse(text, "text"), "text");
 }
 
 }  // namespace
@@ -153,7 +148,7 @@ TEST_CASE("compare: a system that cannot hold the context fails with the reason,
   }
   CHECK_FALSE(comparison.systems[System::sluice].failure.has_value());
   CHECK(comparison.any_ran());
-  CHECK(round_trip(comparison) == comparison);
+  CHECK(sluice::test::read_back(comparison) == comparison);
 }
 
 TEST_CASE("compare: the results are those `sluice simulate` recorded") {
@@ -248,7 +243,7 @@ TEST_CASE("compare: a comparison's JSON document reads back exactly; a broken on
   const sluice::io::json document = sluice::io::to_document(comparison);
   CHECK(document.at("format") == "sluice.comparison");
   CHECK(document.at("version") == 1);
-  const sluice::compare::Comparison back = round_trip(comparison);
+  const sluice::compare::Comparison back = sluice::test::read_back(comparison);
   CHECK(back == comparison);
   for (const System system : sluice::compare::all_systems) {
     CAPTURE(sluice::compare::name(system));

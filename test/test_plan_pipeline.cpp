@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "document_checks.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
@@ -225,20 +226,10 @@ TEST_CASE("plan_simulated_iteration: the fastest simulated candidate, valid and 
   CHECK_THROWS_AS(schedule::plan_simulated_iteration(batch, std::span<const Strategy>{}, profile), invalid_input);
 }
 
+using sluice::test::read_back;
+using sluice::test::rejects_document;
+
 namespace {
-
-// `value` written as a document's text and read back.
-template <class T>
-T read_back(const T& value) {
-  const std::string text = io::to_document(value).dump(2);
-  return io::from_document<T>(io::parse(text, "text"), "text");
-}
-
-template <class T>
-void rejects_document(const io::json& document, const char* field) {
-  CAPTURE(field);
-  CHECK_THROWS_WITH_AS(io::from_document<T>(document, "broken.json"), doctest::Contains(field), invalid_input);
-}
 
 void rejects_truncated(const io::json& document) {
   const std::string text = document.dump();

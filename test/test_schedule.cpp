@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "document_checks.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/io/chrome_trace.hpp"
@@ -489,19 +490,8 @@ TEST_CASE("execution plan JSON round trip and Chrome trace") {
   CHECK(last_end == doctest::Approx(chosen.simulation.makespan * 1e6));
 }
 
-// `value` written as a document's text and read back.
-template <class T>
-T read_back(const T& value) {
-  const std::string text = io::to_document(value).dump(2);
-  return io::from_document<T>(io::parse(text, "text"), "text");
-}
-
-// `document` read as a T must raise invalid_input whose message contains `field`.
-template <class T>
-void rejects_document(const io::json& document, const char* field) {
-  CAPTURE(field);
-  CHECK_THROWS_WITH_AS(io::from_document<T>(document, "broken.json"), doctest::Contains(field), invalid_input);
-}
+using sluice::test::read_back;
+using sluice::test::rejects_document;
 
 TEST_CASE("scheduling problem, order, simulation and pipeline schedule JSON: exact round trips; broken ones named") {
   Rng rng(7);
