@@ -24,6 +24,15 @@ endfunction()
 set(configure_args -S ${SOURCE_DIR}/test/consumer -B ${WORK_DIR}/build -G ${GENERATOR} -DCMAKE_BUILD_TYPE=Release)
 if(MODE MATCHES "^find_package")
   run_checked(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+  # Every installed file lies under the prefix (the Python package's absolute site-packages destination is only for
+  # `--component python`).
+  file(STRINGS ${BUILD_DIR}/install_manifest.txt installed_files)
+  foreach(installed IN LISTS installed_files)
+    string(FIND "${installed}" "${WORK_DIR}/prefix/" inside)
+    if(NOT inside EQUAL 0)
+      message(FATAL_ERROR "cmake --install --prefix ${WORK_DIR}/prefix wrote ${installed}")
+    endif()
+  endforeach()
   # Nothing from the source tree may leak into the installed package.
   file(GLOB_RECURSE installed_configs ${WORK_DIR}/prefix/*.cmake)
   foreach(config IN LISTS installed_configs)

@@ -24,6 +24,9 @@ def test_pip_installs_a_working_package_into_a_venv(build_dir, tmp_path):
     python = venv / "bin" / "python"
     environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "SLUICE_DATA_DIR")}
     environment["SLUICE_BUILD_DIR"] = build_dir
+    before = subprocess.run([str(python), "-c", "import sluice; print(sluice.__file__)"], env=environment,
+                            cwd=tmp_path, capture_output=True, text=True)
+    assert before.returncode != 0, f"a sluice package is already installed outside the venv: {before.stdout}"
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
                     "--no-index", str(PACKAGE_SOURCE)], check=True, env=environment, cwd=tmp_path)
     check = (
