@@ -18,6 +18,14 @@ assign::PlanOptions plan_options(int trials, int threads, std::uint64_t seed, bo
   return options;
 }
 
+schedule::ProblemOptions problem_options(std::int64_t hidden, int element_bytes, double latency, double bandwidth,
+                                         double backward_ratio) {
+  return {.hidden = hidden,
+          .element_bytes = element_bytes,
+          .link = {.latency = latency, .bandwidth = bandwidth},
+          .backward_ratio = backward_ratio};
+}
+
 void bind_assign(py::module_& module) {
   py::class_<assign::MicroBatch>(module, "MicroBatch", "A packed micro-batch: its sequences' ids, tokens, seconds.")
       .def_property_readonly("sequence_ids",

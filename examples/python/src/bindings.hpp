@@ -75,6 +75,10 @@ py::list internal_list(const std::vector<T>& values, const py::handle& owner) {
 assign::PlanOptions plan_options(int trials, int threads, std::uint64_t seed, bool local_search, bool longest_first,
                                  bool v_step, const py::handle& candidate_overhead);
 
+// How a simulated pipeline moves activations (the schedule functions' and compare's keyword arguments).
+schedule::ProblemOptions problem_options(std::int64_t hidden, int element_bytes, double latency, double bandwidth,
+                                         double backward_ratio);
+
 // to_json / from_json / save / load and == for a type with an io document format.
 template <class T>
 void def_document(py::class_<T>& cls) {

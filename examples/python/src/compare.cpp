@@ -188,16 +188,10 @@ void bind_compare(py::module_& module) {
                                  .context = 0,
                                  .tokens = tokens,
                                  .cross_node_tp = cross_node_tp,
-                                 .problem = {.hidden = hidden,
-                                             .element_bytes = element_bytes,
-                                             .link = {.latency = latency, .bandwidth = bandwidth},
-                                             .backward_ratio = backward_ratio},
-                                 .plan = {.dispatch = {.trials = trials,
-                                                       .threads = threads,
-                                                       .seed = dispatch_seed.value_or(seed),
-                                                       .local_search = local_search,
-                                                       .longest_first = longest_first},
-                                          .candidate_overhead = {}},
+                                 .problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio),
+                                 // v_step and candidate overheads are sluice's own in a comparison.
+                                 .plan = plan_options(trials, threads, dispatch_seed.value_or(seed), local_search,
+                                                      longest_first, assign::DispatchOptions{}.v_step, py::none()),
                                  .seed = seed};
         const py::gil_scoped_release release;
         proposal::ProposeOptions usable;

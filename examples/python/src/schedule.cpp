@@ -73,14 +73,6 @@ schedule::Pass pass_from(std::string_view name) {
   sluice::fail("order: a pass is forward or backward, got '", name, "'");
 }
 
-schedule::ProblemOptions problem_options(std::int64_t hidden, int element_bytes, double latency, double bandwidth,
-                                         double backward_ratio) {
-  return {.hidden = hidden,
-          .element_bytes = element_bytes,
-          .link = {.latency = latency, .bandwidth = bandwidth},
-          .backward_ratio = backward_ratio};
-}
-
 schedule::ScheduleOptions schedule_options(std::string_view kind, std::uint64_t seed, int clusters) {
   return {.kind = kind_from(kind), .seed = seed, .clusters = clusters};
 }
