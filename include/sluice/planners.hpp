@@ -74,6 +74,7 @@
 #include "sluice/compare/compare.hpp"
 #include "sluice/compare/dynapipe.hpp"
 #include "sluice/compare/hotspa.hpp"
+#include "sluice/compare/iteration_plans.hpp"
 #include "sluice/compare/layout_move.hpp"
 #include "sluice/compare/megatron.hpp"
 #include "sluice/compare/microbatching.hpp"

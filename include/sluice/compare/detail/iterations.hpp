@@ -13,17 +13,14 @@
 #include <utility>
 #include <vector>
 
-#include "sluice/assign/plan.hpp"
+#include "sluice/compare/iteration_plans.hpp"
 #include "sluice/compare/layout_move.hpp"
 #include "sluice/compare/options.hpp"
 #include "sluice/compare/results.hpp"
 #include "sluice/compare/statistics.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/microbatch/cost.hpp"
-#include "sluice/microbatch/types.hpp"
 #include "sluice/proposal/homogeneous.hpp"
 #include "sluice/schedule/iteration.hpp"
-#include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice/shard/model.hpp"
 
 namespace sluice::compare::detail {
@@ -94,16 +91,10 @@ inline void fixed_length_iteration(const Options& options, std::span<const Seque
     run.iterations.push_back({.strategy = strategy.name()});
     return;
   }
-  const schedule::ScheduleOptions one_f_one_b{
-      .kind = schedule::ScheduleKind::one_f_one_b, .seed = options.seed, .clusters = 0};
-  const assign::IterationPlan plan = assign::plan_fixed_length(batch, strategy, options.profile, capacity);
-  assign::validate(plan, batch, options.profile);
-  const schedule::IterationSchedule scheduled =
-      schedule::schedule_iteration(plan, options.profile, one_f_one_b, options.problem);
-  schedule::validate(scheduled, plan, options.profile, options.problem);
-  run.iterations.push_back(outcome_of(scheduled, strategy));
-  if (k == 0) run.first = timeline_of(plan, scheduled);
-  if (k < pictured_iterations) run.plans.push_back(plan);
+  ScheduledPlan scheduled = plan_fixed_length_iteration(options, batch, strategy, capacity);
+  run.iterations.push_back(outcome_of(scheduled.schedule, strategy));
+  if (k == 0) run.first = timeline_of(scheduled.plan, scheduled.schedule);
+  if (k < pictured_iterations) run.plans.push_back(std::move(scheduled.plan));
 }
 
 // Iteration k of DynaPipe on one homogeneous strategy (run.strategies[0]): its pipelines are the data-parallel
@@ -111,18 +102,8 @@ inline void fixed_length_iteration(const Options& options, std::span<const Seque
 inline void dynapipe_iteration(const Options& options, std::span<const Sequence> batch, std::size_t k,
                                SystemRun& run) {
   const Strategy& strategy = run.strategies.front();
-  const StrategyPart& part = strategy.parts().front();
-  const microbatch::StageCostSetup cost = microbatch::stage_cost(options.profile.at(part.scheme));
-  schedule::PipelinePlanOptions pipeline;
-  pipeline.stages = part.scheme.pp();
-  pipeline.replicas = part.pipelines;
-  pipeline.micro_batch_memory = cost.memory_limit;
-  pipeline.schedule = {.kind = schedule::ScheduleKind::cyclic, .seed = options.seed, .clusters = 0};
-  pipeline.problem = options.problem;
-  const std::vector<microbatch::Sample> samples = microbatch::samples_of(batch);
-  const std::span<const microbatch::Sample> span(samples);
-  const schedule::PipelineRunPlan plan = schedule::plan_pipeline(span, cost.model, pipeline);
-  schedule::validate(plan, span, cost.model, pipeline);
+  const schedule::PipelineRunPlan plan = plan_dynapipe_iteration(options, batch, strategy);
+  const Scheme& scheme = strategy.parts().front().scheme;
   std::vector<double> busy;
   for (std::size_t r = 0; r < plan.replicas.size(); ++r) {
     if (plan.replicas[r].micro_batches.empty()) continue;
@@ -130,7 +111,7 @@ inline void dynapipe_iteration(const Options& options, std::span<const Sequence>
     busy.push_back(simulation.makespan);
     if (k == 0) {
       run.first.pipelines.push_back(simulation);
-      run.first.names.push_back(pipeline_name(r, part.scheme));
+      run.first.names.push_back(pipeline_name(r, scheme));
     }
   }
   const double idle = 1.0 - static_cast<double>(busy.size()) / static_cast<double>(plan.replicas.size());
@@ -138,40 +119,19 @@ inline void dynapipe_iteration(const Options& options, std::span<const Sequence>
       {.seconds = plan.makespan, .imbalance = imbalance(busy), .idle = idle, .strategy = strategy.name()});
 }
 
-// Iteration k of sluice over its candidates (run.strategies). The choice adds each candidate's pull-and-push share
-// that no overlap can hide (exposed_layout_move with unbounded compute); the iteration is then charged what its
-// simulated makespan leaves exposed. Every candidate is dispatched twice: charging the V step agrees with
-// packing's 1F1B estimate, leaving it out with a schedule that overlaps unequal micro-batches; the simulator
-// judges (ties to the V step).
+// Iteration k of sluice over its candidates (run.strategies): the iteration is charged its simulated makespan plus
+// the share of the kept candidate's layout move that the makespan leaves exposed.
 inline void sluice_iteration(const Options& options, std::span<const Sequence> batch, std::size_t k,
                              SystemRun& run) {
-  const schedule::ScheduleOptions cyclic{.kind = schedule::ScheduleKind::cyclic, .seed = options.seed, .clusters = 0};
   const int layers = shard::llama_like(options.profile.spec().model).layers;
-  assign::PlanOptions plan = options.plan;
-  plan.candidate_overhead.clear();
-  for (const double move : run.layout_moves)
-    plan.candidate_overhead.push_back(exposed_layout_move(move, std::numeric_limits<double>::infinity(), layers));
-  std::optional<schedule::SimulatedIteration> kept;
-  bool kept_v_step = true;
-  for (const bool v_step : {true, false}) {
-    plan.dispatch.v_step = v_step;
-    schedule::SimulatedIteration candidate =
-        schedule::plan_simulated_iteration(batch, run.strategies, options.profile, plan, cyclic, options.problem);
-    if (!kept || candidate.total() < kept->total()) {
-      kept = std::move(candidate);
-      kept_v_step = v_step;
-    }
-  }
-  plan.dispatch.v_step = kept_v_step;
-  const schedule::SimulatedIteration& iteration = *kept;
-  schedule::validate(iteration, batch, run.strategies, options.profile, plan, options.problem);
+  schedule::SimulatedIteration iteration = plan_sluice_iteration(options, batch, run.strategies, run.layout_moves);
   IterationOutcome outcome = outcome_of(iteration.schedule, iteration.plan.strategy);
   outcome.layout_move = run.layout_moves[iteration.chosen];
   outcome.switching = exposed_layout_move(outcome.layout_move, outcome.seconds, layers);
   outcome.seconds += outcome.switching;
   run.iterations.push_back(std::move(outcome));
   if (k == 0) run.first = timeline_of(iteration.plan, iteration.schedule);
-  if (k < pictured_iterations) run.plans.push_back(iteration.plan);
+  if (k < pictured_iterations) run.plans.push_back(std::move(iteration.plan));
 }
 
 }  // namespace sluice::compare::detail
