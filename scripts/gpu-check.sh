@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The reference executor's checks on a GPU machine, from a release build: the GPU tests, the executor
-# benchmarks, the profiler and sluice_run_plan on the profile it wrote. Logs go to OUT_DIR.
+# benchmarks, the profiler, sluice_run_plan on the profile it wrote, sluice_measure_systems (the compared systems'
+# plans executed) and, where python3 has PyTorch, scripts/compare-torch.py (the bench against PyTorch on the same
+# shapes). Logs go to OUT_DIR.
 #   scripts/gpu-check.sh [BUILD_DIR=build/release] [OUT_DIR=gpu-check]
 set -uo pipefail
 build=${1:-build/release}
@@ -31,5 +33,10 @@ if [ -f "${out}/executor_profile.json" ]; then
     --serialize --trace "${out}/run_trace_serialized.json"
   step run_dynapipe "${build}/examples/executor/sluice_run_plan" --profile "${out}/executor_profile.json" \
     --dynapipe --pp 2 --replicas 2 --serialize --trace "${out}/run_trace_dynapipe.json"
+fi
+step measure_systems "${build}/examples/executor/sluice_measure_systems" --json "${out}/measured_systems.json"
+if python3 -c "import torch" 2> /dev/null; then
+  step compare_torch python3 "$(dirname "$0")/compare-torch.py" --bench "${build}/reference_executor/sluice_executor_bench" \
+    --repetitions 3 --json "${out}/compare-torch.json"
 fi
 exit "${status}"

@@ -84,16 +84,21 @@ private:
   std::set<std::string> used_;
 };
 
-// --layers --hidden --heads --ffn --vocab --model-seed; the defaults are a 1024-wide, 8-layer decoder with
-// 128-wide heads (what the CUDA attention kernels take).
-inline sluice::executor::ModelConfig model_from(Arguments& arguments) {
-  sluice::executor::ModelConfig model;
-  model.layers = arguments.integer<int>("layers", 8);
-  model.hidden = arguments.integer<std::int64_t>("hidden", 1024);
-  model.heads = arguments.integer<int>("heads", 8);
-  model.ffn = arguments.integer<std::int64_t>("ffn", 2816);
-  model.vocab = arguments.integer<std::int64_t>("vocab", 32000);
-  model.seed = arguments.integer<std::uint64_t>("model-seed", 1);
+// A 1024-wide, 8-layer decoder with 128-wide heads (what the CUDA attention kernels take).
+inline sluice::executor::ModelConfig small_decoder() {
+  return {.layers = 8, .hidden = 1024, .heads = 8, .ffn = 2816, .vocab = 32000};
+}
+
+// --layers --hidden --heads --ffn --vocab --model-seed, each defaulting to `defaults`' field.
+inline sluice::executor::ModelConfig model_from(Arguments& arguments,
+                                                const sluice::executor::ModelConfig& defaults = small_decoder()) {
+  sluice::executor::ModelConfig model = defaults;
+  model.layers = arguments.integer<int>("layers", defaults.layers);
+  model.hidden = arguments.integer<std::int64_t>("hidden", defaults.hidden);
+  model.heads = arguments.integer<int>("heads", defaults.heads);
+  model.ffn = arguments.integer<std::int64_t>("ffn", defaults.ffn);
+  model.vocab = arguments.integer<std::int64_t>("vocab", defaults.vocab);
+  model.seed = arguments.integer<std::uint64_t>("model-seed", defaults.seed);
   sluice::executor::validate(model);
   return model;
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "options.hpp"
+#include "profile_source.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/strategy.hpp"
@@ -21,15 +22,11 @@
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
 #include "sluice/data/synthetic.hpp"
-#include "sluice/io/bundled.hpp"
-#include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
-#include "sluice/io/strategy_pool.hpp"
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice_executor/cuda.hpp"
 #include "sluice_executor/job.hpp"
-#include "sluice_executor/profiler.hpp"
 #include "sluice_executor/trace.hpp"
 
 namespace ex = sluice::executor;
@@ -44,19 +41,6 @@ constexpr std::string_view usage =
     "Plans one batch with sluice, runs it on this GPU and prints the predicted against the measured times.\n"
     "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n"
     "--help prints this; --version prints the version.\n";
-
-// `path` empty: profile this machine's GPU.
-sluice::cost::Profile load_profile(const std::string& path, const ex::ModelConfig& model, std::int64_t gpus) {
-  if (path.empty()) {
-    std::vector<int> pps;
-    for (const int pp : {1, 2, 4})
-      if (pp <= model.layers) pps.push_back(pp);
-    ex::cuda::ProfilerOptions options;
-    options.cluster_gpus = gpus;
-    return sluice::cost::Profile(ex::cuda::profile_gpu(model, pps, options));
-  }
-  return sluice::io::read_profile(sluice::io::resolve_data_file(path, "profiles"), gpus);  // or a strategy_pool
-}
 
 // Every homogeneous strategy of a scheme the profile has that fills the GPUs.
 std::vector<sluice::Strategy> homogeneous_strategies(const sluice::cost::Profile& profile, std::int64_t gpus) {
@@ -90,7 +74,7 @@ int run(int argc, char** argv) {
     std::cerr << "sluice_run_plan: no CUDA device\n";
     return 2;
   }
-  const sluice::cost::Profile profile = load_profile(profile_path, model, gpus);
+  const sluice::cost::Profile profile = examples::load_profile(profile_path, model, gpus);
 
   const sluice::data::LengthDataset dataset =
       sluice::data::LengthDataset(sluice::data::synthetic_lengths({.count = 5000, .seed = seed}), "synthetic")

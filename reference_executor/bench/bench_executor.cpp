@@ -3,6 +3,8 @@
 //   BM_AttentionForwardBackward/<tokens>  one causal sequence, 32 heads × 128 (LLaMA-7B's attention). Forward
 //       FLOPs 2·tokens²·hidden (QKᵀ and PV are 2·tokens²·hidden each, halved by the causal mask), backward 2.5× the
 //       forward (five products instead of two): TFLOP/s = 7·tokens²·hidden / time.
+//   BM_AttentionVarlen/<tokens>           the same over `tokens` tokens packed from a fixed mix of sequence lengths
+//       (128 to 4096): TFLOP/s = 7·hidden·Σ length² / time.
 //   BM_Gemm/8192                          bf16 × bf16 → bf16 with fp32 accumulation through cublasGemmEx,
 //       2·n³ FLOPs: the device's GEMM rate to compare attention with.
 //   BM_LayerStack/<tokens>                forward + backward of 4 LLaMA-7B-shaped decoder layers (hidden 4096,
@@ -12,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -66,13 +69,21 @@ void fill_bf16(void* data, std::size_t elements, cudaStream_t stream) {
   SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-void BM_AttentionForwardBackward(benchmark::State& state) {
-  if (skip_without_gpu(state)) return;
-  const auto tokens = static_cast<int>(state.range(0));
+// Forward + backward of causal attention over the packed sequences `offsets` (cu_seqlens), 32 heads × 128;
+// TFLOP/s counted as 7·hidden·Σ length².
+void attention_forward_backward(benchmark::State& state, const std::vector<std::int32_t>& offsets) {
   const cu::Stream stream;
-  const std::vector<std::int32_t> offsets{0, tokens};
   const cu::DeviceBuffer cu_seqlens = cu::upload(offsets, stream.get());
-  const kn::VarlenBatch batch{cu_seqlens.as<const std::int32_t>(), 1, tokens, tokens};
+  const int tokens = offsets.back();
+  int longest = 0;
+  double squares = 0;
+  for (std::size_t i = 1; i < offsets.size(); ++i) {
+    const int length = offsets[i] - offsets[i - 1];
+    longest = std::max(longest, length);
+    squares += static_cast<double>(length) * length;
+  }
+  const kn::VarlenBatch batch{cu_seqlens.as<const std::int32_t>(), static_cast<int>(offsets.size() - 1), longest,
+                              tokens};
   const kn::HeadShape shape{heads, head_dim};
   const auto rows = static_cast<std::size_t>(tokens);
   const cu::DeviceBuffer qkv(rows * 3 * hidden * sizeof(cu::bf16)), dqkv(rows * 3 * hidden * sizeof(cu::bf16));
@@ -89,8 +100,13 @@ void BM_AttentionForwardBackward(benchmark::State& state) {
                            dout.as<const cu::bf16>(), lse.as<const float>(), dq, dq + hidden, dq + 2 * hidden,
                            3 * hidden, delta.as<float>(), stream.get());
   });
-  const double flops = 7.0 * static_cast<double>(tokens) * static_cast<double>(tokens) * hidden;
+  const double flops = 7.0 * squares * hidden;
   state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_AttentionForwardBackward(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  attention_forward_backward(state, {0, static_cast<std::int32_t>(state.range(0))});
 }
 BENCHMARK(BM_AttentionForwardBackward)
     ->Arg(4096)
@@ -98,6 +114,21 @@ BENCHMARK(BM_AttentionForwardBackward)
     ->Arg(32768)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+
+// Sequence lengths of BM_AttentionVarlen's packed micro-batch, repeated (the last cut) up to its token count: long
+// and short documents mixed, as a long-tailed dataset packs. They sum to 16384; scripts/compare-torch.py packs the
+// same list.
+constexpr std::array<std::int32_t, 11> varlen_lengths{4096, 1024, 256, 2048, 512, 128, 3072, 768, 1536, 384, 2560};
+
+void BM_AttentionVarlen(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const auto tokens = static_cast<std::int32_t>(state.range(0));
+  std::vector<std::int32_t> offsets{0};
+  for (std::size_t i = 0; offsets.back() < tokens; ++i)
+    offsets.push_back(offsets.back() + std::min(varlen_lengths[i % varlen_lengths.size()], tokens - offsets.back()));
+  attention_forward_backward(state, offsets);
+}
+BENCHMARK(BM_AttentionVarlen)->Arg(16384)->Arg(65536)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_Gemm(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
