@@ -4,6 +4,8 @@
 # plans executed) and, where python3 has PyTorch, scripts/compare-torch.py (the bench against PyTorch on the same
 # shapes). Logs go to OUT_DIR.
 #   scripts/gpu-check.sh [BUILD_DIR=build/release] [OUT_DIR=gpu-check]
+# BUILD_DIR may be a folder made by scripts/gpu-bundle.sh (the GPU programs only, for a machine without the build's
+# dependencies).
 set -uo pipefail
 build=${1:-build/release}
 out=${2:-gpu-check}
@@ -18,6 +20,11 @@ step() {  # step NAME COMMAND...: runs, logs to OUT_DIR/NAME.log, remembers a fa
   local code=${PIPESTATUS[0]}
   [ "${code}" -eq 0 ] || { echo "!!! ${name} exited ${code}"; status=1; }
 }
+
+# The bundled data and the executor tests' files, wherever this checkout is (the build may have been made elsewhere).
+repository=$(cd "$(dirname "$0")/.." && pwd)
+export SLUICE_DATA_DIR="${repository}/data"
+export SLUICE_EXECUTOR_TEST_DATA="${repository}/test/executor"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "${out}/device.txt"
 step kernels "${build}/test/executor/test_executor_kernels"
@@ -36,7 +43,7 @@ if [ -f "${out}/executor_profile.json" ]; then
 fi
 step measure_systems "${build}/examples/executor/sluice_measure_systems" --json "${out}/measured_systems.json"
 if python3 -c "import torch" 2> /dev/null; then
-  step compare_torch python3 "$(dirname "$0")/compare-torch.py" --bench "${build}/reference_executor/sluice_executor_bench" \
+  step compare_torch python3 "${repository}/scripts/compare-torch.py" --bench "${build}/reference_executor/sluice_executor_bench" \
     --repetitions 3 --json "${out}/compare-torch.json"
 fi
 exit "${status}"
