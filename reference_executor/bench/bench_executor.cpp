@@ -5,6 +5,8 @@
 //       forward (five products instead of two): TFLOP/s = 7·tokens²·hidden / time.
 //   BM_AttentionVarlen/<tokens>           the same over `tokens` tokens packed from a fixed mix of sequence lengths
 //       (128 to 4096): TFLOP/s = 7·hidden·Σ length² / time.
+//   BM_AttentionMma/<tokens>, BM_AttentionMmaVarlen/<tokens>
+//                                         the same two through the opt-in register-resident mma kernels.
 //   BM_Gemm/8192                          bf16 × bf16 → bf16 with fp32 accumulation through cublasGemmEx,
 //       2·n³ FLOPs: the device's GEMM rate to compare attention with.
 //   BM_LayerStack/<tokens>                forward + backward of 4 LLaMA-7B-shaped decoder layers (hidden 4096,
@@ -71,7 +73,8 @@ void fill_bf16(void* data, std::size_t elements, cudaStream_t stream) {
 
 // Forward + backward of causal attention over the packed sequences `offsets` (cu_seqlens), 32 heads × 128;
 // TFLOP/s counted as 7·hidden·Σ length².
-void attention_forward_backward(benchmark::State& state, const std::vector<std::int32_t>& offsets) {
+void attention_forward_backward(benchmark::State& state, const std::vector<std::int32_t>& offsets,
+                                kn::AttentionKernel kernel = kn::AttentionKernel::wmma) {
   const cu::Stream stream;
   const cu::DeviceBuffer cu_seqlens = cu::upload(offsets, stream.get());
   const int tokens = offsets.back();
@@ -95,10 +98,10 @@ void attention_forward_backward(benchmark::State& state, const std::vector<std::
   cu::bf16* dq = dqkv.as<cu::bf16>();
   time_on_stream(state, stream.get(), [&] {
     kn::attention_forward(batch, shape, q, q + hidden, q + 2 * hidden, 3 * hidden, out.as<cu::bf16>(), lse.as<float>(),
-                          stream.get());
+                          stream.get(), kernel);
     kn::attention_backward(batch, shape, q, q + hidden, q + 2 * hidden, 3 * hidden, out.as<const cu::bf16>(),
                            dout.as<const cu::bf16>(), lse.as<const float>(), dq, dq + hidden, dq + 2 * hidden,
-                           3 * hidden, delta.as<float>(), stream.get());
+                           3 * hidden, delta.as<float>(), stream.get(), kernel);
   });
   const double flops = 7.0 * squares * hidden;
   state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
@@ -120,15 +123,33 @@ BENCHMARK(BM_AttentionForwardBackward)
 // same list.
 constexpr std::array<std::int32_t, 11> varlen_lengths{4096, 1024, 256, 2048, 512, 128, 3072, 768, 1536, 384, 2560};
 
-void BM_AttentionVarlen(benchmark::State& state) {
-  if (skip_without_gpu(state)) return;
-  const auto tokens = static_cast<std::int32_t>(state.range(0));
+// cu_seqlens of `tokens` tokens packed from varlen_lengths.
+std::vector<std::int32_t> varlen_offsets(std::int32_t tokens) {
   std::vector<std::int32_t> offsets{0};
   for (std::size_t i = 0; offsets.back() < tokens; ++i)
     offsets.push_back(offsets.back() + std::min(varlen_lengths[i % varlen_lengths.size()], tokens - offsets.back()));
-  attention_forward_backward(state, offsets);
+  return offsets;
+}
+
+void BM_AttentionVarlen(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  attention_forward_backward(state, varlen_offsets(static_cast<std::int32_t>(state.range(0))));
 }
 BENCHMARK(BM_AttentionVarlen)->Arg(16384)->Arg(65536)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The register-resident mma kernels (opt-in) on the same shapes as the default's.
+void BM_AttentionMma(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  attention_forward_backward(state, {0, static_cast<std::int32_t>(state.range(0))}, kn::AttentionKernel::mma);
+}
+BENCHMARK(BM_AttentionMma)->Arg(4096)->Arg(16384)->Arg(32768)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+void BM_AttentionMmaVarlen(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  attention_forward_backward(state, varlen_offsets(static_cast<std::int32_t>(state.range(0))),
+                             kn::AttentionKernel::mma);
+}
+BENCHMARK(BM_AttentionMmaVarlen)->Arg(16384)->Arg(65536)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_Gemm(benchmark::State& state) {
   if (skip_without_gpu(state)) return;

@@ -17,12 +17,15 @@ report = {"benchmarks": [
      "real_time": 1.5, "time_unit": "ms", "TFLOP/s": 700.0},
     {"name": "BM_LayerStack/8192/manual_time_median", "run_name": "BM_LayerStack/8192/manual_time",
      "aggregate_name": "median", "real_time": 100000.0, "time_unit": "us", "tokens/s": 81920.0},
+    {"name": "BM_AttentionMma/4096/manual_time_median", "run_name": "BM_AttentionMma/4096/manual_time",
+     "aggregate_name": "median", "real_time": 2.0, "time_unit": "ms", "TFLOP/s": 240.0},
     {"name": "BM_AttentionForwardBackward/4096/manual_time_median", "aggregate_name": "median",
      "run_name": "BM_AttentionForwardBackward/4096/manual_time", "real_time": 0, "time_unit": "ms",
      "error_occurred": True, "error_message": "no CUDA device"},
 ]}
 medians = script.bench_medians(report)
-assert sorted(medians) == ["BM_Gemm/8192/manual_time", "BM_LayerStack/8192/manual_time"], medians
+assert sorted(medians) == ["BM_AttentionMma/4096/manual_time", "BM_Gemm/8192/manual_time",
+                           "BM_LayerStack/8192/manual_time"], medians
 assert medians["BM_Gemm/8192/manual_time"] == {"seconds": 1.5 * 1e-3, "TFLOP/s": 700.0}, medians
 assert medians["BM_LayerStack/8192/manual_time"] == {"seconds": 100000.0 * 1e-6, "tokens/s": 81920.0}, medians
 
@@ -30,7 +33,9 @@ pytorch = {"gemm/8192": {"seconds": 1.4e-3, "TFLOP/s": 800.0},
            "layers/8192/eager": {"seconds": 0.08, "tokens/s": 102400.0},
            "attention/4096/flash": {"seconds": 1e-3, "TFLOP/s": 300.0}}
 rows = script.ratios(medians, pytorch)
-assert rows == [("gemm/8192", 700.0, 800.0, "TFLOP/s", 0.875), ("layers/8192/eager", 81920.0, 102400.0, "tokens/s", 0.8)], rows
+assert rows == [("mma attention/4096/flash", 240.0, 300.0, "TFLOP/s", 0.8),
+                ("gemm/8192", 700.0, 800.0, "TFLOP/s", 0.875),
+                ("layers/8192/eager", 81920.0, 102400.0, "tokens/s", 0.8)], rows
 assert script.attention_flops(4096) == 7.0 * 4096 * 4096 * 4096
 # BM_AttentionVarlen's packing: the mix sums to 16384, longer batches repeat it, the last length is cut to fit.
 assert script.varlen_lengths(16384) == list(script.VARLEN_LENGTHS)

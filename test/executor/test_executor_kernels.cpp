@@ -186,8 +186,9 @@ struct Batch {
 // Lengths 1, 7 and 300, tile edges (64, 65, 128) and an empty sequence.
 const std::vector<int> kAttentionLengths{7, 0, 300, 1, 65, 128, 64};
 
-void check_attention_forward(int head_dim) {
+void check_attention_forward(int head_dim, kernels::AttentionKernel kernel) {
   CAPTURE(head_dim);
+  CAPTURE(kernel == kernels::AttentionKernel::mma ? "mma" : "wmma");
   sluice::Rng rng(static_cast<std::uint64_t>(100 + head_dim));
   const Batch batch(kAttentionLengths);
   const ref::HeadShape heads{2, head_dim};
@@ -201,7 +202,7 @@ void check_attention_forward(int head_dim) {
   DeviceBuffer<float> device_lse(2 * tokens);
   kernels::attention_forward(batch.varlen, {2, head_dim}, device_qkv.get(), device_qkv.get() + hidden,
                              device_qkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), device_out.get(),
-                             device_lse.get(), nullptr);
+                             device_lse.get(), nullptr, kernel);
 
   std::vector<double> out(tokens * hidden);
   std::vector<double> lse(2 * tokens);
@@ -218,8 +219,9 @@ void check_attention_forward(int head_dim) {
   CHECK(lse_errors.max_abs <= 1e-3);
 }
 
-void check_attention_backward(int head_dim) {
+void check_attention_backward(int head_dim, kernels::AttentionKernel kernel) {
   CAPTURE(head_dim);
+  CAPTURE(kernel == kernels::AttentionKernel::mma ? "mma" : "wmma");
   sluice::Rng rng(static_cast<std::uint64_t>(200 + head_dim));
   const Batch batch(kAttentionLengths);
   const ref::HeadShape heads{2, head_dim};
@@ -255,7 +257,7 @@ void check_attention_backward(int head_dim) {
                                 device_qkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), device_out.get(),
                                 device_dout.get(), device_lse.get(), device_dqkv.get(), device_dqkv.get() + hidden,
                                 device_dqkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), delta.get(),
-                                nullptr);
+                                nullptr, kernel);
     return device_dqkv.download();
   };
   const std::vector<bf16> first = run();
@@ -285,16 +287,23 @@ void check_attention_backward(int head_dim) {
 
 }  // namespace
 
-TEST_CASE("attention forward kernel matches the reference (head_dim 64 and 128)") {
+constexpr kernels::AttentionKernel kAttentionKernels[] = {kernels::AttentionKernel::mma,
+                                                          kernels::AttentionKernel::wmma};
+
+TEST_CASE("attention forward kernels match the reference (mma and wmma, head_dim 64 and 128)") {
   if (!gpu_available()) return;
-  check_attention_forward(64);
-  check_attention_forward(128);
+  for (const kernels::AttentionKernel kernel : kAttentionKernels) {
+    check_attention_forward(64, kernel);
+    check_attention_forward(128, kernel);
+  }
 }
 
-TEST_CASE("attention backward kernels match the reference (head_dim 64 and 128)") {
+TEST_CASE("attention backward kernels match the reference (mma and wmma, head_dim 64 and 128)") {
   if (!gpu_available()) return;
-  check_attention_backward(64);
-  check_attention_backward(128);
+  for (const kernels::AttentionKernel kernel : kAttentionKernels) {
+    check_attention_backward(64, kernel);
+    check_attention_backward(128, kernel);
+  }
 }
 
 TEST_CASE("RMSNorm kernels match the reference") {

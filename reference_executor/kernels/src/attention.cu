@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "attention_args.hpp"
 #include "device_reduce.cuh"
 #include "host_checks.hpp"
 #include "sluice_executor/cuda_check.hpp"
@@ -22,6 +23,8 @@ namespace sluice::executor::kernels {
 namespace {
 
 namespace wmma = nvcuda::wmma;
+using detail::BackwardArgs;
+using detail::ForwardArgs;
 using detail::warp_max;
 using detail::warp_sum;
 
@@ -78,37 +81,6 @@ public:
 
 private:
   unsigned char* next_;
-};
-
-struct ForwardArgs {
-  const std::int32_t* cu_seqlens;
-  const bf16* q;
-  const bf16* k;
-  const bf16* v;
-  std::int64_t qkv_row_stride;
-  bf16* out;
-  float* lse;
-  int total_tokens;
-  int num_heads;
-  float scale;
-};
-
-struct BackwardArgs {
-  const std::int32_t* cu_seqlens;
-  const bf16* q;
-  const bf16* k;
-  const bf16* v;
-  std::int64_t qkv_row_stride;
-  const bf16* dout;
-  const float* lse;
-  const float* delta;
-  bf16* dq;
-  bf16* dk;
-  bf16* dv;
-  std::int64_t dqkv_row_stride;
-  int total_tokens;
-  int num_heads;
-  float scale;
 };
 
 // The packed rows of the sequence a block works on.
@@ -491,7 +463,8 @@ float softmax_scale(const HeadShape& heads) {
 }  // namespace
 
 void attention_forward(const VarlenBatch& batch, const HeadShape& heads, const bf16* q, const bf16* k, const bf16* v,
-                       std::int64_t qkv_row_stride, bf16* out, float* lse, cudaStream_t stream) {
+                       std::int64_t qkv_row_stride, bf16* out, float* lse, cudaStream_t stream,
+                       AttentionKernel kernel) {
   check_shapes(batch, heads);
   detail::require_aligned16(q, "q");
   detail::require_aligned16(k, "k");
@@ -511,7 +484,9 @@ void attention_forward(const VarlenBatch& batch, const HeadShape& heads, const b
   args.total_tokens = batch.total_tokens;
   args.num_heads = heads.num_heads;
   args.scale = softmax_scale(heads);
-  if (heads.head_dim == 64) {
+  if (kernel == AttentionKernel::mma) {
+    detail::mma_attention_forward(batch, heads.head_dim, args, stream);
+  } else if (heads.head_dim == 64) {
     launch_tiled(attention_forward_kernel<64>, Tiles<64>::forward_bytes, batch, heads, args, stream,
                  "attention_forward");
   } else {
@@ -522,7 +497,8 @@ void attention_forward(const VarlenBatch& batch, const HeadShape& heads, const b
 
 void attention_backward(const VarlenBatch& batch, const HeadShape& heads, const bf16* q, const bf16* k, const bf16* v,
                         std::int64_t qkv_row_stride, const bf16* out, const bf16* dout, const float* lse, bf16* dq,
-                        bf16* dk, bf16* dv, std::int64_t dqkv_row_stride, float* delta, cudaStream_t stream) {
+                        bf16* dk, bf16* dv, std::int64_t dqkv_row_stride, float* delta, cudaStream_t stream,
+                        AttentionKernel kernel) {
   check_shapes(batch, heads);
   detail::require_aligned16(q, "q");
   detail::require_aligned16(k, "k");
@@ -559,7 +535,9 @@ void attention_backward(const VarlenBatch& batch, const HeadShape& heads, const 
   args.total_tokens = batch.total_tokens;
   args.num_heads = heads.num_heads;
   args.scale = softmax_scale(heads);
-  if (heads.head_dim == 64) {
+  if (kernel == AttentionKernel::mma) {
+    detail::mma_attention_backward(batch, heads.head_dim, args, stream);
+  } else if (heads.head_dim == 64) {
     launch_tiled(attention_backward_dq_kernel<64>, Tiles<64>::dq_bytes, batch, heads, args, stream,
                  "attention_backward (dq)");
     launch_tiled(attention_backward_dkdv_kernel<64>, Tiles<64>::dkdv_bytes, batch, heads, args, stream,

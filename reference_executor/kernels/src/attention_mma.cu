@@ -1,0 +1,502 @@
+// Variable-length causal attention with register-resident accumulators (FlashAttention-2's structure on mma.sync):
+// a block of 4 warps owns a 64-row tile, each warp 16 rows. Products are mma.sync.m16n8k16 (bf16 in, fp32
+// accumulate) with operands loaded from shared memory by ldmatrix; scores, probabilities and the output or gradient
+// accumulators stay in registers, where the accumulator layout of one product is the operand layout of the next
+// (a 16×16 block of P or dS in C fragments is an A fragment once packed to bf16). The next K/V (or Q/dO) tile is
+// copied with cp.async while the current one is multiplied. The backward keeps attention.cu's deterministic split:
+// dQ in one kernel over key tiles, dK and dV in another over query tiles, no atomics.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16; lane = 4·g + t):
+//   A 16×16: reg 0 (row g, k 2t..2t+1), reg 1 (row g+8, same k), reg 2 (row g, k 2t+8..), reg 3 (row g+8, k 2t+8..)
+//   B 16×8:  reg 0 (k 2t..2t+1, col g), reg 1 (k 2t+8..2t+9, col g)
+//   C 16×8:  c0, c1 (row g, cols 2t, 2t+1), c2, c3 (row g+8, cols 2t, 2t+1)
+// ldmatrix.x4 fills register j from the 8×8 matrix whose rows lanes 8j..8j+7 address; each lane receives (row
+// lane/4, cols 2·(lane%4)..+1) of each matrix, or with .trans (rows 2·(lane%4)..+1, col lane/4).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "attention_args.hpp"
+#include "host_checks.hpp"
+#include "sluice_executor/cuda_check.hpp"
+
+namespace sluice::executor::kernels::detail {
+namespace {
+
+constexpr int kTile = 64;  // rows of a query or key tile
+constexpr int kWarps = 4;  // each owns 16 rows of the block's tile
+constexpr int kThreads = kWarps * 32;
+constexpr int kPad = 8;  // bf16 per shared row: 16-byte aligned rows, and the 8 rows of an ldmatrix in distinct banks
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+template <int kHeadDim>
+struct Shape {
+  static_assert(kHeadDim % 16 == 0);
+  static constexpr int ld = kHeadDim + kPad;      // shared row length in bf16
+  static constexpr int tile = kTile * ld;         // bf16 per shared tile
+  static constexpr int k_steps = kHeadDim / 16;   // 16-wide steps over the head dimension
+  static constexpr int n_tiles = kHeadDim / 8;    // 8-wide accumulator tiles over the head dimension
+  static constexpr std::size_t tile_bytes = tile * sizeof(bf16);
+  static constexpr std::size_t forward_bytes = 5 * tile_bytes;  // Q, K×2, V×2
+  static constexpr std::size_t dq_bytes = 6 * tile_bytes;       // Q, dO, K×2, V×2
+  static constexpr std::size_t dkdv_bytes = 6 * tile_bytes + 4 * kTile * sizeof(float);  // + lse, delta ×2
+};
+
+struct Rows {
+  int begin;   // first token of the block's sequence
+  int length;  // its tokens
+};
+
+__device__ Rows sequence_rows(const std::int32_t* cu_seqlens) {
+  const int begin = cu_seqlens[blockIdx.z];
+  return {begin, cu_seqlens[blockIdx.z + 1] - begin};
+}
+
+__device__ std::uint32_t shared_address(const void* pointer) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+__device__ void ldmatrix_x4(std::uint32_t (&r)[4], const bf16* pointer) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(pointer)));
+}
+
+__device__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const bf16* pointer) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(pointer)));
+}
+
+// c += a · b for one 16×8 tile.
+__device__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as a bf16 pair, `low` in the low half (the lower column or k index).
+__device__ std::uint32_t pack(float low, float high) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  return *reinterpret_cast<const std::uint32_t*>(&pair);
+}
+
+// 16 bytes from global to shared memory, asynchronously; zeros when !valid (nothing is read then).
+__device__ void copy_async(bf16* destination, const bf16* source, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(destination)), "l"(source),
+               "r"(valid ? 16 : 0));
+}
+
+__device__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Waits until at most `kPending` committed groups of this thread's copies are still in flight.
+template <int kPending>
+__device__ void wait_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Starts copying rows [first_row, first_row + kTile) of one head into a shared tile; rows at or past the sequence's
+// end become zeros (never another sequence's tokens). `source` points at the head's first column.
+template <int kHeadDim>
+__device__ void copy_tile(bf16* tile, const bf16* source, std::int64_t row_stride, Rows sequence, int first_row) {
+  constexpr int kChunks = kHeadDim / 8;
+  for (int i = static_cast<int>(threadIdx.x); i < kTile * kChunks; i += kThreads) {
+    const int row = i / kChunks;
+    const int col = (i % kChunks) * 8;
+    const bool valid = first_row + row < sequence.length;
+    const std::int64_t token = sequence.begin + (valid ? first_row + row : 0);
+    copy_async(tile + row * Shape<kHeadDim>::ld + col, source + token * row_stride + col, valid);
+  }
+}
+
+__device__ int lane_id() { return static_cast<int>(threadIdx.x % 32); }
+
+// A fragment of rows [row0, row0 + 16) and columns [col0, col0 + 16) of a row-major shared tile.
+__device__ void load_a(std::uint32_t (&a)[4], const bf16* tile, int ld, int row0, int col0) {
+  const int lane = lane_id();
+  const int matrix = lane / 8;
+  ldmatrix_x4(a, tile + (row0 + (matrix & 1) * 8 + (lane & 7)) * ld + col0 + (matrix >> 1) * 8);
+}
+
+// B fragments of two 8-wide n tiles (n0.., n0 + 8..) over k [k0, k0 + 16) from a tile stored [n][k]:
+// b[0], b[1] for the first n tile, b[2], b[3] for the second.
+__device__ void load_b_rows_n(std::uint32_t (&b)[4], const bf16* tile, int ld, int n0, int k0) {
+  const int lane = lane_id();
+  const int matrix = lane / 8;
+  ldmatrix_x4(b, tile + (n0 + (matrix >> 1) * 8 + (lane & 7)) * ld + k0 + (matrix & 1) * 8);
+}
+
+// The same from a tile stored [k][n], transposed by ldmatrix.
+__device__ void load_b_rows_k(std::uint32_t (&b)[4], const bf16* tile, int ld, int k0, int n0) {
+  const int lane = lane_id();
+  const int matrix = lane / 8;
+  ldmatrix_x4_trans(b, tile + (k0 + (matrix & 1) * 8 + (lane & 7)) * ld + n0 + (matrix >> 1) * 8);
+}
+
+// scores (16 × 64, C fragments) = A (16 rows of `a_tile` from a_row) · Bᵀ, B the 64 rows of `b_tile` (both [row][d]).
+template <int kHeadDim>
+__device__ void row_products(float (&scores)[8][4], const bf16* a_tile, int a_row, const bf16* b_tile) {
+  constexpr int ld = Shape<kHeadDim>::ld;
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) scores[n][e] = 0.0f;
+#pragma unroll
+  for (int k = 0; k < Shape<kHeadDim>::k_steps; ++k) {
+    std::uint32_t a[4];
+    load_a(a, a_tile, ld, a_row, k * 16);
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      std::uint32_t b[4];
+      load_b_rows_n(b, b_tile, ld, n * 16, k * 16);
+      mma(scores[2 * n], a, b[0], b[1]);
+      mma(scores[2 * n + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// accumulator (16 × head_dim) += P (16 × 64, C fragments, packed to bf16 here) · the 64 rows of `tile` ([row][d]).
+template <int kHeadDim>
+__device__ void accumulate_products(float (&accumulator)[Shape<kHeadDim>::n_tiles][4], const float (&p)[8][4],
+                                    const bf16* tile) {
+  constexpr int ld = Shape<kHeadDim>::ld;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const std::uint32_t a[4] = {pack(p[2 * k][0], p[2 * k][1]), pack(p[2 * k][2], p[2 * k][3]),
+                                pack(p[2 * k + 1][0], p[2 * k + 1][1]), pack(p[2 * k + 1][2], p[2 * k + 1][3])};
+#pragma unroll
+    for (int n = 0; n < Shape<kHeadDim>::k_steps; ++n) {
+      std::uint32_t b[4];
+      load_b_rows_k(b, tile, ld, k * 16, n * 16);
+      mma(accumulator[2 * n], a, b[0], b[1]);
+      mma(accumulator[2 * n + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// Writes a 16 × head_dim accumulator times `factor` (per row half) as bf16 to rows first_row + warp·16 + g (+ 8) of
+// `destination` (row stride `row_stride`, the head's first column), rows past the sequence's end skipped.
+template <int kHeadDim>
+__device__ void store_rows(const float (&accumulator)[Shape<kHeadDim>::n_tiles][4], const float (&factor)[2],
+                           bf16* destination, std::int64_t row_stride, Rows sequence, int first_row) {
+  const int lane = lane_id();
+  const int row0 = first_row + static_cast<int>(threadIdx.x / 32) * 16 + lane / 4;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + 8 * half;
+    if (row >= sequence.length) continue;
+    bf16* out = destination + (sequence.begin + static_cast<std::int64_t>(row)) * row_stride + 2 * (lane % 4);
+    // Element by element: a gradient buffer's row stride may be odd, so pairs need not be 4-byte aligned.
+#pragma unroll
+    for (int n = 0; n < Shape<kHeadDim>::n_tiles; ++n) {
+      out[8 * n] = __float2bfloat16(accumulator[n][2 * half] * factor[half]);
+      out[8 * n + 1] = __float2bfloat16(accumulator[n][2 * half + 1] * factor[half]);
+    }
+  }
+}
+
+// Grid (query tiles of max_seqlen, heads, sequences).
+template <int kHeadDim>
+__global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs args) {
+  using S = Shape<kHeadDim>;
+  const Rows sequence = sequence_rows(args.cu_seqlens);
+  const int first_query = static_cast<int>(blockIdx.x) * kTile;
+  if (first_query >= sequence.length) return;
+  const int column = static_cast<int>(blockIdx.y) * kHeadDim;
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int lane = lane_id();
+
+  extern __shared__ __align__(128) unsigned char shared[];
+  bf16* q_tile = reinterpret_cast<bf16*>(shared);
+  bf16* k_tiles = q_tile + S::tile;  // two buffers each
+  bf16* v_tiles = k_tiles + 2 * S::tile;
+
+  // Keys past the tile's last query are masked for every row: the loop ends with the diagonal tile.
+  const int key_tiles = (min(sequence.length, first_query + kTile) + kTile - 1) / kTile;
+  copy_tile<kHeadDim>(q_tile, args.q + column, args.qkv_row_stride, sequence, first_query);
+  copy_tile<kHeadDim>(k_tiles, args.k + column, args.qkv_row_stride, sequence, 0);
+  copy_tile<kHeadDim>(v_tiles, args.v + column, args.qkv_row_stride, sequence, 0);
+  commit_copies();
+
+  const int query0 = first_query + warp * 16 + lane / 4;  // this thread's rows: query0 and query0 + 8
+  const float scale_log2 = args.scale * kLog2e;
+  float out[S::n_tiles][4] = {};
+  float row_max[2] = {-INFINITY, -INFINITY};  // of scale·log2(e)·score
+  float row_sum[2] = {0.0f, 0.0f};            // this thread's columns only; the quad's are added at the end
+
+  for (int tile = 0; tile < key_tiles; ++tile) {
+    const int buffer = tile & 1;
+    if (tile + 1 < key_tiles) {
+      const int next = (tile + 1) * kTile;
+      copy_tile<kHeadDim>(k_tiles + (buffer ^ 1) * S::tile, args.k + column, args.qkv_row_stride, sequence, next);
+      copy_tile<kHeadDim>(v_tiles + (buffer ^ 1) * S::tile, args.v + column, args.qkv_row_stride, sequence, next);
+      commit_copies();
+      wait_copies<1>();
+    } else {
+      wait_copies<0>();
+    }
+    __syncthreads();
+    const bf16* k_tile = k_tiles + buffer * S::tile;
+    const bf16* v_tile = v_tiles + buffer * S::tile;
+
+    float scores[8][4];
+    row_products<kHeadDim>(scores, q_tile, warp * 16, k_tile);
+    const int first_key = tile * kTile;
+    const bool diagonal = first_key + kTile > first_query;
+    float tile_max[2] = {row_max[0], row_max[1]};
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = first_key + n * 8 + 2 * (lane % 4) + (e & 1);
+        const int query = query0 + 8 * (e >> 1);
+        scores[n][e] = diagonal && key > query ? -INFINITY : scores[n][e] * scale_log2;
+        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], scores[n][e]);
+      }
+    // Key 0 precedes every query, so after the first tile every row's maximum is finite.
+    float rescale[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(kFullMask, tile_max[half], 1));
+      tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(kFullMask, tile_max[half], 2));
+      rescale[half] = exp2f(row_max[half] - tile_max[half]);
+      row_max[half] = tile_max[half];
+      row_sum[half] *= rescale[half];
+    }
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        scores[n][e] = exp2f(scores[n][e] - row_max[e >> 1]);
+        row_sum[e >> 1] += scores[n][e];
+      }
+#pragma unroll
+    for (int n = 0; n < S::n_tiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[n][e] *= rescale[e >> 1];
+    accumulate_products<kHeadDim>(out, scores, v_tile);
+    __syncthreads();  // every warp is done with this buffer before the next iteration refills it
+  }
+
+  float inverse[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    row_sum[half] += __shfl_xor_sync(kFullMask, row_sum[half], 1);
+    row_sum[half] += __shfl_xor_sync(kFullMask, row_sum[half], 2);
+    inverse[half] = 1.0f / row_sum[half];
+  }
+  const std::int64_t hidden = static_cast<std::int64_t>(args.num_heads) * kHeadDim;
+  store_rows<kHeadDim>(out, inverse, args.out + column, hidden, sequence, first_query);
+  if (lane % 4 == 0)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int query = query0 + 8 * half;
+      if (query < sequence.length)
+        args.lse[static_cast<std::int64_t>(blockIdx.y) * args.total_tokens + sequence.begin + query] =
+            (row_max[half] + log2f(row_sum[half])) * kLn2;
+    }
+}
+
+// dQ = scale · Σ over key tiles up to the diagonal of dS · K, dS = P ∘ (dO·Vᵀ − delta), P = exp(scale·Q·Kᵀ − lse).
+template <int kHeadDim>
+__global__ void __launch_bounds__(kThreads) dq_kernel(BackwardArgs args) {
+  using S = Shape<kHeadDim>;
+  const Rows sequence = sequence_rows(args.cu_seqlens);
+  const int first_query = static_cast<int>(blockIdx.x) * kTile;
+  if (first_query >= sequence.length) return;
+  const int head = static_cast<int>(blockIdx.y);
+  const int column = head * kHeadDim;
+  const std::int64_t hidden = static_cast<std::int64_t>(args.num_heads) * kHeadDim;
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int lane = lane_id();
+
+  extern __shared__ __align__(128) unsigned char shared[];
+  bf16* q_tile = reinterpret_cast<bf16*>(shared);
+  bf16* dout_tile = q_tile + S::tile;
+  bf16* k_tiles = dout_tile + S::tile;
+  bf16* v_tiles = k_tiles + 2 * S::tile;
+
+  const int key_tiles = (min(sequence.length, first_query + kTile) + kTile - 1) / kTile;
+  copy_tile<kHeadDim>(q_tile, args.q + column, args.qkv_row_stride, sequence, first_query);
+  copy_tile<kHeadDim>(dout_tile, args.dout + column, hidden, sequence, first_query);
+  copy_tile<kHeadDim>(k_tiles, args.k + column, args.qkv_row_stride, sequence, 0);
+  copy_tile<kHeadDim>(v_tiles, args.v + column, args.qkv_row_stride, sequence, 0);
+  commit_copies();
+
+  const int query0 = first_query + warp * 16 + lane / 4;
+  float lse_log2[2];
+  float delta[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int query = query0 + 8 * half;
+    const std::int64_t index = static_cast<std::int64_t>(head) * args.total_tokens + sequence.begin + query;
+    lse_log2[half] = query < sequence.length ? args.lse[index] * kLog2e : 0.0f;
+    delta[half] = query < sequence.length ? args.delta[index] : 0.0f;
+  }
+  const float scale_log2 = args.scale * kLog2e;
+  float dq[S::n_tiles][4] = {};
+
+  for (int tile = 0; tile < key_tiles; ++tile) {
+    const int buffer = tile & 1;
+    if (tile + 1 < key_tiles) {
+      const int next = (tile + 1) * kTile;
+      copy_tile<kHeadDim>(k_tiles + (buffer ^ 1) * S::tile, args.k + column, args.qkv_row_stride, sequence, next);
+      copy_tile<kHeadDim>(v_tiles + (buffer ^ 1) * S::tile, args.v + column, args.qkv_row_stride, sequence, next);
+      commit_copies();
+      wait_copies<1>();
+    } else {
+      wait_copies<0>();
+    }
+    __syncthreads();
+    const bf16* k_tile = k_tiles + buffer * S::tile;
+    const bf16* v_tile = v_tiles + buffer * S::tile;
+
+    float scores[8][4];
+    float dprobs[8][4];
+    row_products<kHeadDim>(scores, q_tile, warp * 16, k_tile);
+    row_products<kHeadDim>(dprobs, dout_tile, warp * 16, v_tile);
+    const int first_key = tile * kTile;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = first_key + n * 8 + 2 * (lane % 4) + (e & 1);
+        const int query = query0 + 8 * (e >> 1);
+        const float p = key <= query && query < sequence.length
+                            ? exp2f(scores[n][e] * scale_log2 - lse_log2[e >> 1])
+                            : 0.0f;
+        scores[n][e] = p * (dprobs[n][e] - delta[e >> 1]);  // dS
+      }
+    accumulate_products<kHeadDim>(dq, scores, k_tile);
+    __syncthreads();
+  }
+  const float factor[2] = {args.scale, args.scale};
+  store_rows<kHeadDim>(dq, factor, args.dq + column, args.dqkv_row_stride, sequence, first_query);
+}
+
+// dV = Σ over query tiles from the diagonal of Pᵀ · dO and dK = scale · Σ dSᵀ · Q, the warp's rows being keys:
+// Pᵀ = exp(scale·K·Qᵀ − lse) and dSᵀ = Pᵀ ∘ (V·dOᵀ − delta), lse and delta per query (column).
+template <int kHeadDim>
+__global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
+  using S = Shape<kHeadDim>;
+  const Rows sequence = sequence_rows(args.cu_seqlens);
+  const int first_key = static_cast<int>(blockIdx.x) * kTile;
+  if (first_key >= sequence.length) return;
+  const int head = static_cast<int>(blockIdx.y);
+  const int column = head * kHeadDim;
+  const std::int64_t hidden = static_cast<std::int64_t>(args.num_heads) * kHeadDim;
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int lane = lane_id();
+
+  extern __shared__ __align__(128) unsigned char shared[];
+  bf16* k_tile = reinterpret_cast<bf16*>(shared);
+  bf16* v_tile = k_tile + S::tile;
+  bf16* q_tiles = v_tile + S::tile;     // two buffers each
+  bf16* dout_tiles = q_tiles + 2 * S::tile;
+  float* lse_rows = reinterpret_cast<float*>(dout_tiles + 2 * S::tile);  // [2][kTile], log2 domain
+  float* delta_rows = lse_rows + 2 * kTile;                              // [2][kTile]
+
+  // Queries before first_key attend none of this tile's keys: the loop starts with the diagonal tile.
+  const int query_tiles = (sequence.length - first_key + kTile - 1) / kTile;
+  const auto fetch = [&](int buffer, int first_query) {
+    copy_tile<kHeadDim>(q_tiles + buffer * S::tile, args.q + column, args.qkv_row_stride, sequence, first_query);
+    copy_tile<kHeadDim>(dout_tiles + buffer * S::tile, args.dout + column, hidden, sequence, first_query);
+    for (int row = static_cast<int>(threadIdx.x); row < kTile; row += kThreads) {
+      const int query = first_query + row;
+      const std::int64_t index = static_cast<std::int64_t>(head) * args.total_tokens + sequence.begin + query;
+      lse_rows[buffer * kTile + row] = query < sequence.length ? args.lse[index] * kLog2e : 0.0f;
+      delta_rows[buffer * kTile + row] = query < sequence.length ? args.delta[index] : 0.0f;
+    }
+  };
+  copy_tile<kHeadDim>(k_tile, args.k + column, args.qkv_row_stride, sequence, first_key);
+  copy_tile<kHeadDim>(v_tile, args.v + column, args.qkv_row_stride, sequence, first_key);
+  fetch(0, first_key);
+  commit_copies();
+
+  const int key0 = first_key + warp * 16 + lane / 4;  // this thread's rows: key0 and key0 + 8
+  const float scale_log2 = args.scale * kLog2e;
+  float dk[S::n_tiles][4] = {};
+  float dv[S::n_tiles][4] = {};
+
+  for (int tile = 0; tile < query_tiles; ++tile) {
+    const int buffer = tile & 1;
+    const int first_query = first_key + tile * kTile;
+    if (tile + 1 < query_tiles) {
+      fetch(buffer ^ 1, first_query + kTile);
+      commit_copies();
+      wait_copies<1>();
+    } else {
+      wait_copies<0>();
+    }
+    __syncthreads();
+    const bf16* q_tile = q_tiles + buffer * S::tile;
+    const bf16* dout_tile = dout_tiles + buffer * S::tile;
+    const float* lse_tile = lse_rows + buffer * kTile;
+    const float* delta_tile = delta_rows + buffer * kTile;
+
+    float probs[8][4];   // Pᵀ
+    float dprobs[8][4];  // dPᵀ, then dSᵀ
+    row_products<kHeadDim>(probs, k_tile, warp * 16, q_tile);
+    row_products<kHeadDim>(dprobs, v_tile, warp * 16, dout_tile);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n * 8 + 2 * (lane % 4) + (e & 1);
+        const int query = first_query + col;
+        const int key = key0 + 8 * (e >> 1);
+        const float p = key <= query && query < sequence.length ? exp2f(probs[n][e] * scale_log2 - lse_tile[col])
+                                                                : 0.0f;
+        probs[n][e] = p;
+        dprobs[n][e] = p * (dprobs[n][e] - delta_tile[col]);
+      }
+    accumulate_products<kHeadDim>(dv, probs, dout_tile);
+    accumulate_products<kHeadDim>(dk, dprobs, q_tile);
+    __syncthreads();
+  }
+  const float dk_factor[2] = {args.scale, args.scale};
+  const float dv_factor[2] = {1.0f, 1.0f};
+  store_rows<kHeadDim>(dk, dk_factor, args.dk + column, args.dqkv_row_stride, sequence, first_key);
+  store_rows<kHeadDim>(dv, dv_factor, args.dv + column, args.dqkv_row_stride, sequence, first_key);
+}
+
+template <typename Kernel, typename Args>
+void launch(Kernel kernel, std::size_t shared_bytes, const VarlenBatch& batch, int num_heads, const Args& args,
+            cudaStream_t stream, const char* name) {
+  SLUICE_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+  const dim3 grid(static_cast<unsigned int>(ceil_div(batch.max_seqlen, kTile)), static_cast<unsigned int>(num_heads),
+                  static_cast<unsigned int>(batch.num_seqs));
+  kernel<<<grid, kThreads, shared_bytes, stream>>>(args);
+  SLUICE_LAUNCH_CHECK(name);
+}
+
+}  // namespace
+
+void mma_attention_forward(const VarlenBatch& batch, int head_dim, const ForwardArgs& args, cudaStream_t stream) {
+  if (head_dim == 64) {
+    launch(forward_kernel<64>, Shape<64>::forward_bytes, batch, args.num_heads, args, stream, "attention_forward");
+  } else {
+    launch(forward_kernel<128>, Shape<128>::forward_bytes, batch, args.num_heads, args, stream, "attention_forward");
+  }
+}
+
+void mma_attention_backward(const VarlenBatch& batch, int head_dim, const BackwardArgs& args, cudaStream_t stream) {
+  if (head_dim == 64) {
+    launch(dq_kernel<64>, Shape<64>::dq_bytes, batch, args.num_heads, args, stream, "attention_backward (dq)");
+    launch(dkdv_kernel<64>, Shape<64>::dkdv_bytes, batch, args.num_heads, args, stream,
+           "attention_backward (dk, dv)");
+  } else {
+    launch(dq_kernel<128>, Shape<128>::dq_bytes, batch, args.num_heads, args, stream, "attention_backward (dq)");
+    launch(dkdv_kernel<128>, Shape<128>::dkdv_bytes, batch, args.num_heads, args, stream,
+           "attention_backward (dk, dv)");
+  }
+}
+
+}  // namespace sluice::executor::kernels::detail
