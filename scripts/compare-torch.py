@@ -268,6 +268,7 @@ def ratios(sluice, torch_figures):
         pairs += [(f"{varlen}/{t}/manual_time", f"varlen/{t}/{v}", "TFLOP/s", kernel)
                   for t in VARLEN_TOKENS for v in ("varlen_attn", "jagged_flash", "jagged_cudnn", "jagged_efficient")]
     pairs.append((f"BM_Gemm/{GEMM_N}/manual_time", f"gemm/{GEMM_N}", "TFLOP/s", ""))
+    pairs.append((f"BM_GemmLt/{GEMM_N}/manual_time", f"gemm/{GEMM_N}", "TFLOP/s", "cublaslt "))
     pairs += [(f"BM_LayerStack/{t}/manual_time", f"layers/{t}/{m}", "tokens/s", "")
               for t in LAYER_TOKENS for m in ("eager", "compiled")]
     for bench_name, torch_name, unit, kernel in pairs:

@@ -9,9 +9,11 @@
 //                                         the same two through the opt-in register-resident mma kernels.
 //   BM_Gemm/8192                          bf16 × bf16 → bf16 with fp32 accumulation through cublasGemmEx,
 //       2·n³ FLOPs: the device's GEMM rate to compare attention with.
+//   BM_GemmLt/8192                        the same through cuBLASLt (heuristic's first algorithm, 32 MiB workspace).
 //   BM_LayerStack/<tokens>                forward + backward of 4 LLaMA-7B-shaped decoder layers (hidden 4096,
 //       32 heads, ffn 11008) on `tokens` tokens packed from sequences of 2048: tokens/s.
 #include <benchmark/benchmark.h>
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -19,6 +21,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "sluice_executor/cuda_check.hpp"
@@ -170,6 +174,57 @@ void BM_Gemm(benchmark::State& state) {
   state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Gemm)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The same product through cuBLASLt: its heuristic's first algorithm with a 32 MiB workspace (what a
+// framework's matmul gets), to measure whether moving the executor's GEMMs to cuBLASLt pays.
+void BM_GemmLt(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  const cu::Stream stream;
+  const auto elements = static_cast<std::size_t>(n * n);
+  const cu::DeviceBuffer a(elements * sizeof(cu::bf16)), b(elements * sizeof(cu::bf16)), c(elements * sizeof(cu::bf16));
+  fill_bf16(a.as<void>(), elements, stream.get());
+  fill_bf16(b.as<void>(), elements, stream.get());
+  constexpr std::size_t workspace_bytes = std::size_t{32} << 20;
+  const cu::DeviceBuffer workspace(workspace_bytes);
+
+  // Owned so that a failed call frees them: each deleter is the library's destroy function.
+  const auto owned = [](auto* object, auto destroy) { return std::unique_ptr<std::remove_pointer_t<decltype(object)>,
+                                                                            decltype(destroy)>(object, destroy); };
+  cublasLtHandle_t raw_handle = nullptr;
+  SLUICE_CUBLAS_CHECK(cublasLtCreate(&raw_handle));
+  const auto handle = owned(raw_handle, &cublasLtDestroy);
+  cublasLtMatmulDesc_t raw_operation = nullptr;
+  SLUICE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_operation, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const auto operation = owned(raw_operation, &cublasLtMatmulDescDestroy);
+  cublasLtMatrixLayout_t raw_layout = nullptr;  // every operand is n × n, column-major, leading dimension n
+  SLUICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&raw_layout, CUDA_R_16BF, n, n, static_cast<std::int64_t>(n)));
+  const auto layout = owned(raw_layout, &cublasLtMatrixLayoutDestroy);
+  cublasLtMatmulPreference_t raw_preference = nullptr;
+  SLUICE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_preference));
+  const auto preference = owned(raw_preference, &cublasLtMatmulPreferenceDestroy);
+  SLUICE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                           &workspace_bytes, sizeof(workspace_bytes)));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  SLUICE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle.get(), operation.get(), layout.get(), layout.get(),
+                                                     layout.get(), layout.get(), preference.get(), 1, &heuristic,
+                                                     &found));
+  if (found == 0) {
+    state.SkipWithError("cuBLASLt has no algorithm for this product");
+    return;
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  time_on_stream(state, stream.get(), [&] {
+    SLUICE_CUBLAS_CHECK(cublasLtMatmul(handle.get(), operation.get(), &alpha, a.as<const void>(), layout.get(),
+                                       b.as<const void>(), layout.get(), &beta, c.as<const void>(), layout.get(),
+                                       c.as<void>(), layout.get(), &heuristic.algo, workspace.as<void>(),
+                                       workspace_bytes, stream.get()));
+  });
+  const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemmLt)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // 4 LLaMA-7B-shaped layers (0.8 G parameters, initialised on the host in tens of seconds): built once per process.
 struct LayerStack {
