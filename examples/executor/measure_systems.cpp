@@ -3,12 +3,9 @@
 // every plan with all its ranks serialized on the one GPU, and prints per system the measured iteration (each op's
 // measured time replayed with the plan's orders: the iteration with one GPU per rank), the simulator's prediction
 // for the same plan, their error and the measured speedups. Usage below (--help prints it).
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <iomanip>
 #include <iostream>
-#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>

@@ -4,7 +4,6 @@
 // runner (the CUDA backend, or the float64 host backend in tests), and its measured time is set beside the
 // simulator's prediction for the same plan. The systems choose among the profile's schemes, so an executor profile
 // (<1, PP> schemes) restricts them to data and pipeline parallelism, which is what the executor runs.
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
