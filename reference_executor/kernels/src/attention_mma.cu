@@ -117,6 +117,31 @@ __device__ void copy_tile(bf16* tile, const bf16* source, std::int64_t row_strid
 
 __device__ int lane_id() { return static_cast<int>(threadIdx.x % 32); }
 
+// Starts copying K and V rows [tile·kTile, (tile + 1)·kTile) of one head into buffer tile % 2 of the double-buffered
+// k_tiles and v_tiles; k and v point at the head's first column.
+template <int kHeadDim>
+__device__ void copy_key_tile(bf16* k_tiles, bf16* v_tiles, const bf16* k, const bf16* v, std::int64_t row_stride,
+                              Rows sequence, int tile) {
+  const int buffer = (tile & 1) * Shape<kHeadDim>::tile;
+  copy_tile<kHeadDim>(k_tiles + buffer, k, row_stride, sequence, tile * kTile);
+  copy_tile<kHeadDim>(v_tiles + buffer, v, row_stride, sequence, tile * kTile);
+}
+
+// The double-buffered loops' step: starts the next tile's copies (copy_next()) when there is a next tile, then waits
+// until the current tile's copies have landed and every thread sees them.
+template <typename CopyNext>
+__device__ void await_tile(bool has_next, CopyNext copy_next) {
+  if (has_next) {
+    copy_next();
+    commit_copies();
+    wait_copies<1>();
+  } else {
+    wait_copies<0>();
+  }
+  __syncthreads();
+}
+
+
 // A fragment of rows [row0, row0 + 16) and columns [col0, col0 + 16) of a row-major shared tile.
 __device__ void load_a(std::uint32_t (&a)[4], const bf16* tile, int ld, int row0, int col0) {
   const int lane = lane_id();
@@ -219,9 +244,10 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs args) {
 
   // Keys past the tile's last query are masked for every row: the loop ends with the diagonal tile.
   const int key_tiles = (min(sequence.length, first_query + kTile) + kTile - 1) / kTile;
+  const bf16* k = args.k + column;
+  const bf16* v = args.v + column;
   copy_tile<kHeadDim>(q_tile, args.q + column, args.qkv_row_stride, sequence, first_query);
-  copy_tile<kHeadDim>(k_tiles, args.k + column, args.qkv_row_stride, sequence, 0);
-  copy_tile<kHeadDim>(v_tiles, args.v + column, args.qkv_row_stride, sequence, 0);
+  copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.qkv_row_stride, sequence, 0);
   commit_copies();
 
   const int query0 = first_query + warp * 16 + lane / 4;  // this thread's rows: query0 and query0 + 8
@@ -231,19 +257,11 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs args) {
   float row_sum[2] = {0.0f, 0.0f};            // this thread's columns only; the quad's are added at the end
 
   for (int tile = 0; tile < key_tiles; ++tile) {
-    const int buffer = tile & 1;
-    if (tile + 1 < key_tiles) {
-      const int next = (tile + 1) * kTile;
-      copy_tile<kHeadDim>(k_tiles + (buffer ^ 1) * S::tile, args.k + column, args.qkv_row_stride, sequence, next);
-      copy_tile<kHeadDim>(v_tiles + (buffer ^ 1) * S::tile, args.v + column, args.qkv_row_stride, sequence, next);
-      commit_copies();
-      wait_copies<1>();
-    } else {
-      wait_copies<0>();
-    }
-    __syncthreads();
-    const bf16* k_tile = k_tiles + buffer * S::tile;
-    const bf16* v_tile = v_tiles + buffer * S::tile;
+    await_tile(tile + 1 < key_tiles, [&] {
+      copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.qkv_row_stride, sequence, tile + 1);
+    });
+    const bf16* k_tile = k_tiles + (tile & 1) * S::tile;
+    const bf16* v_tile = v_tiles + (tile & 1) * S::tile;
 
     float scores[8][4];
     row_products<kHeadDim>(scores, q_tile, warp * 16, k_tile);
@@ -323,10 +341,11 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(BackwardArgs args) {
   bf16* v_tiles = k_tiles + 2 * S::tile;
 
   const int key_tiles = (min(sequence.length, first_query + kTile) + kTile - 1) / kTile;
+  const bf16* k = args.k + column;
+  const bf16* v = args.v + column;
   copy_tile<kHeadDim>(q_tile, args.q + column, args.qkv_row_stride, sequence, first_query);
   copy_tile<kHeadDim>(dout_tile, args.dout + column, hidden, sequence, first_query);
-  copy_tile<kHeadDim>(k_tiles, args.k + column, args.qkv_row_stride, sequence, 0);
-  copy_tile<kHeadDim>(v_tiles, args.v + column, args.qkv_row_stride, sequence, 0);
+  copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.qkv_row_stride, sequence, 0);
   commit_copies();
 
   const int query0 = first_query + warp * 16 + lane / 4;
@@ -343,19 +362,11 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(BackwardArgs args) {
   float dq[S::n_tiles][4] = {};
 
   for (int tile = 0; tile < key_tiles; ++tile) {
-    const int buffer = tile & 1;
-    if (tile + 1 < key_tiles) {
-      const int next = (tile + 1) * kTile;
-      copy_tile<kHeadDim>(k_tiles + (buffer ^ 1) * S::tile, args.k + column, args.qkv_row_stride, sequence, next);
-      copy_tile<kHeadDim>(v_tiles + (buffer ^ 1) * S::tile, args.v + column, args.qkv_row_stride, sequence, next);
-      commit_copies();
-      wait_copies<1>();
-    } else {
-      wait_copies<0>();
-    }
-    __syncthreads();
-    const bf16* k_tile = k_tiles + buffer * S::tile;
-    const bf16* v_tile = v_tiles + buffer * S::tile;
+    await_tile(tile + 1 < key_tiles, [&] {
+      copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.qkv_row_stride, sequence, tile + 1);
+    });
+    const bf16* k_tile = k_tiles + (tile & 1) * S::tile;
+    const bf16* v_tile = v_tiles + (tile & 1) * S::tile;
 
     float scores[8][4];
     float dprobs[8][4];
@@ -427,14 +438,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
   for (int tile = 0; tile < query_tiles; ++tile) {
     const int buffer = tile & 1;
     const int first_query = first_key + tile * kTile;
-    if (tile + 1 < query_tiles) {
-      fetch(buffer ^ 1, first_query + kTile);
-      commit_copies();
-      wait_copies<1>();
-    } else {
-      wait_copies<0>();
-    }
-    __syncthreads();
+    await_tile(tile + 1 < query_tiles, [&] { fetch(buffer ^ 1, first_query + kTile); });
     const bf16* q_tile = q_tiles + buffer * S::tile;
     const bf16* dout_tile = dout_tiles + buffer * S::tile;
     const float* lse_tile = lse_rows + buffer * kTile;
