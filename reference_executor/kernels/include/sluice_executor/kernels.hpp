@@ -40,16 +40,21 @@ struct HeadShape {
 // head_dim must be 64 or 128. Tiles are read 8 bf16 (16 bytes) at a time, so q, k, v and dout must be
 // 16-byte aligned and qkv_row_stride a multiple of 8 elements. Row strides are at least hidden.
 
-// The implementation: wmma keeps scores and accumulators in shared memory (checked on an H100; the default),
-// mma keeps them in registers (mma.sync, ldmatrix, cp.async: the fast path, opt-in until it has run on a GPU).
-// Both need sm_80+.
+// The implementation: mma keeps scores and accumulators in registers (mma.sync, ldmatrix, cp.async), wmma keeps
+// them in shared memory (3.5-4x slower; the fallback and the reference mma is tested against). Both need sm_80+.
 enum class AttentionKernel { wmma, mma };
+
+// The executor's choice, fixed when it is built (CMake option SLUICE_EXECUTOR_ATTENTION, default mma).
+#ifndef SLUICE_EXECUTOR_ATTENTION
+#error "SLUICE_EXECUTOR_ATTENTION (wmma or mma) comes from the sluice_executor_kernels target"
+#endif
+inline constexpr AttentionKernel kDefaultAttentionKernel = AttentionKernel::SLUICE_EXECUTOR_ATTENTION;
 
 // out: [total_tokens, hidden] (row stride hidden); lse: [num_heads, total_tokens] fp32, the natural
 // log-sum-exp of each query's scaled scores, kept for the backward.
 void attention_forward(const VarlenBatch& batch, const HeadShape& heads, const bf16* q, const bf16* k, const bf16* v,
                        std::int64_t qkv_row_stride, bf16* out, float* lse, cudaStream_t stream,
-                       AttentionKernel kernel = AttentionKernel::wmma);
+                       AttentionKernel kernel = kDefaultAttentionKernel);
 
 // Gradients given dout [total_tokens, hidden] and the forward's out and lse. dq, dk, dv (row stride
 // dqkv_row_stride; they may be the column ranges of one packed buffer, but must not overlap the inputs)
@@ -59,7 +64,7 @@ void attention_forward(const VarlenBatch& batch, const HeadShape& heads, const b
 void attention_backward(const VarlenBatch& batch, const HeadShape& heads, const bf16* q, const bf16* k, const bf16* v,
                         std::int64_t qkv_row_stride, const bf16* out, const bf16* dout, const float* lse, bf16* dq,
                         bf16* dk, bf16* dv, std::int64_t dqkv_row_stride, float* delta, cudaStream_t stream,
-                        AttentionKernel kernel = AttentionKernel::wmma);
+                        AttentionKernel kernel = kDefaultAttentionKernel);
 
 // ---- RMSNorm ----
 
