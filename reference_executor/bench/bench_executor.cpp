@@ -6,12 +6,16 @@
 //   BM_AttentionVarlen/<tokens>           the same over `tokens` tokens packed from a fixed mix of sequence lengths
 //       (128 to 4096): TFLOP/s = 7·hidden·Σ length² / time.
 //   BM_AttentionMma/<tokens>, BM_AttentionMmaVarlen/<tokens>
-//                                         the same two through the opt-in register-resident mma kernels.
+//                                         the same two through the register-resident mma kernels.
+//   BM_AttentionMmaForward/<tokens>, BM_AttentionMmaBackward/<tokens>
+//                                         BM_AttentionMma's two halves alone, to show which one falls short:
+//       forward 2·tokens²·hidden FLOPs, backward 5·tokens²·hidden (the useful products, not the recomputed ones).
 //   BM_Gemm/8192                          bf16 × bf16 → bf16 with fp32 accumulation through cublasGemmEx,
 //       2·n³ FLOPs: the device's GEMM rate to compare attention with.
 //   BM_GemmLt/8192                        the same through cuBLASLt (heuristic's first algorithm, 32 MiB workspace).
 //   BM_LayerStack/<tokens>                forward + backward of 4 LLaMA-7B-shaped decoder layers (hidden 4096,
-//       32 heads, ffn 11008) on `tokens` tokens packed from sequences of 2048: tokens/s.
+//       32 heads, ffn 11008) on `tokens` tokens packed from sequences of 2048, with the attention kernels the
+//       executor was built with (SLUICE_EXECUTOR_ATTENTION): tokens/s.
 #include <benchmark/benchmark.h>
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -19,9 +23,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -65,20 +71,37 @@ void time_on_stream(benchmark::State& state, cudaStream_t stream, Work&& work) {
   }
 }
 
-// Uniform in [-1, 1): random, since constant or zero data can run faster than real data does.
+// Uniform in [-1, 1): random, since constant or zero data can run faster than real data does. Drawn on all host
+// cores, one random stream per chunk, so that the 32K- and 64K-token cases (up to 800 M values) set up in seconds.
 void fill_bf16(void* data, std::size_t elements, cudaStream_t stream) {
-  sluice::Rng rng(elements);
+  constexpr std::size_t chunk = std::size_t{1} << 22;
+  const std::size_t chunks = (elements + chunk - 1) / chunk;
   std::vector<float> values(elements);
-  for (float& value : values) value = static_cast<float>(2.0 * rng.uniform() - 1.0);
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t c = next++; c < chunks; c = next++) {
+      sluice::Rng rng = sluice::Rng::stream(elements, c);
+      for (std::size_t i = c * chunk; i < std::min(elements, (c + 1) * chunk); ++i)
+        values[i] = static_cast<float>(2.0 * rng.uniform() - 1.0);
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (unsigned k = 1; k < std::max(1U, std::thread::hardware_concurrency()); ++k) helpers.emplace_back(work);
+    work();
+  }
   const cu::DeviceBuffer staged = cu::upload(values, stream);
   kn::convert(staged.as<const float>(), static_cast<cu::bf16*>(data), static_cast<std::int64_t>(elements), stream);
   SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-// Forward + backward of causal attention over the packed sequences `offsets` (cu_seqlens), 32 heads × 128;
-// TFLOP/s counted as 7·hidden·Σ length².
-void attention_forward_backward(benchmark::State& state, const std::vector<std::int32_t>& offsets,
-                                kn::AttentionKernel kernel = kn::AttentionKernel::wmma) {
+// What one timed iteration runs, and its FLOPs in units of hidden·Σ length².
+enum class AttentionPhase { forward = 2, backward = 5, both = 7 };
+
+// Causal attention over the packed sequences `offsets` (cu_seqlens), 32 heads × 128; TFLOP/s counted as
+// 2 (forward), 5 (backward) or 7 (both)·hidden·Σ length². The backward alone starts from a forward run untimed.
+void time_attention(benchmark::State& state, const std::vector<std::int32_t>& offsets, kn::AttentionKernel kernel,
+                    AttentionPhase phase = AttentionPhase::both) {
   const cu::Stream stream;
   const cu::DeviceBuffer cu_seqlens = cu::upload(offsets, stream.get());
   const int tokens = offsets.back();
@@ -100,20 +123,27 @@ void attention_forward_backward(benchmark::State& state, const std::vector<std::
   fill_bf16(dout.as<void>(), rows * hidden, stream.get());
   const cu::bf16* q = qkv.as<const cu::bf16>();
   cu::bf16* dq = dqkv.as<cu::bf16>();
-  time_on_stream(state, stream.get(), [&] {
+  const auto forward = [&] {
     kn::attention_forward(batch, shape, q, q + hidden, q + 2 * hidden, 3 * hidden, out.as<cu::bf16>(), lse.as<float>(),
                           stream.get(), kernel);
+  };
+  const auto backward = [&] {
     kn::attention_backward(batch, shape, q, q + hidden, q + 2 * hidden, 3 * hidden, out.as<const cu::bf16>(),
                            dout.as<const cu::bf16>(), lse.as<const float>(), dq, dq + hidden, dq + 2 * hidden,
                            3 * hidden, delta.as<float>(), stream.get(), kernel);
+  };
+  if (phase == AttentionPhase::backward) forward();
+  time_on_stream(state, stream.get(), [&] {
+    if (phase != AttentionPhase::backward) forward();
+    if (phase != AttentionPhase::forward) backward();
   });
-  const double flops = 7.0 * squares * hidden;
+  const double flops = static_cast<double>(phase) * squares * hidden;
   state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_AttentionForwardBackward(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
-  attention_forward_backward(state, {0, static_cast<std::int32_t>(state.range(0))});
+  time_attention(state, {0, static_cast<std::int32_t>(state.range(0))}, kn::AttentionKernel::wmma);
 }
 BENCHMARK(BM_AttentionForwardBackward)
     ->Arg(4096)
@@ -137,21 +167,34 @@ std::vector<std::int32_t> varlen_offsets(std::int32_t tokens) {
 
 void BM_AttentionVarlen(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
-  attention_forward_backward(state, varlen_offsets(static_cast<std::int32_t>(state.range(0))));
+  time_attention(state, varlen_offsets(static_cast<std::int32_t>(state.range(0))), kn::AttentionKernel::wmma);
 }
 BENCHMARK(BM_AttentionVarlen)->Arg(16384)->Arg(65536)->UseManualTime()->Unit(benchmark::kMillisecond);
 
-// The register-resident mma kernels (opt-in) on the same shapes as the default's.
+// The register-resident mma kernels on the same shapes as the wmma ones, whole and by half.
 void BM_AttentionMma(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
-  attention_forward_backward(state, {0, static_cast<std::int32_t>(state.range(0))}, kn::AttentionKernel::mma);
+  time_attention(state, {0, static_cast<std::int32_t>(state.range(0))}, kn::AttentionKernel::mma);
 }
 BENCHMARK(BM_AttentionMma)->Arg(4096)->Arg(16384)->Arg(32768)->UseManualTime()->Unit(benchmark::kMillisecond);
 
+void BM_AttentionMmaForward(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  time_attention(state, {0, static_cast<std::int32_t>(state.range(0))}, kn::AttentionKernel::mma,
+                 AttentionPhase::forward);
+}
+BENCHMARK(BM_AttentionMmaForward)->Arg(4096)->Arg(16384)->Arg(32768)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+void BM_AttentionMmaBackward(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  time_attention(state, {0, static_cast<std::int32_t>(state.range(0))}, kn::AttentionKernel::mma,
+                 AttentionPhase::backward);
+}
+BENCHMARK(BM_AttentionMmaBackward)->Arg(4096)->Arg(16384)->Arg(32768)->UseManualTime()->Unit(benchmark::kMillisecond);
+
 void BM_AttentionMmaVarlen(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
-  attention_forward_backward(state, varlen_offsets(static_cast<std::int32_t>(state.range(0))),
-                             kn::AttentionKernel::mma);
+  time_attention(state, varlen_offsets(static_cast<std::int32_t>(state.range(0))), kn::AttentionKernel::mma);
 }
 BENCHMARK(BM_AttentionMmaVarlen)->Arg(16384)->Arg(65536)->UseManualTime()->Unit(benchmark::kMillisecond);
 
@@ -226,7 +269,7 @@ void BM_GemmLt(benchmark::State& state) {
 }
 BENCHMARK(BM_GemmLt)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
 
-// 4 LLaMA-7B-shaped layers (0.8 G parameters, initialised on the host in tens of seconds): built once per process.
+// 4 LLaMA-7B-shaped layers (0.8 G parameters, initialised on the host's cores): built once per process.
 struct LayerStack {
   static ex::ModelConfig config() {
     ex::ModelConfig model;

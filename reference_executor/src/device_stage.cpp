@@ -1,9 +1,13 @@
 #include "device_stage.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <numeric>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -21,6 +25,35 @@ std::size_t count(std::int64_t rows, std::int64_t cols) { return static_cast<std
 
 void copy_device(void* to, const void* from, std::size_t bytes, cudaStream_t stream) {
   SLUICE_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream));
+}
+
+// The initial values of the tensors in `range`, as floats, computed on all host cores: each tensor draws from its
+// own random stream, so the values do not depend on the thread count. Four LLaMA-7B-shaped layers (a billion
+// values) take tens of seconds on one core.
+std::vector<std::vector<float>> initial_parameters(const ModelConfig& model, TensorRange range) {
+  std::vector<std::vector<float>> values(range.end - range.begin);
+  std::atomic<std::size_t> next{range.begin};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  const auto work = [&] {
+    for (std::size_t tensor = next++; tensor < range.end; tensor = next++) {
+      try {
+        const std::vector<double> exact = initial_values(model, tensor);
+        values[tensor - range.begin].assign(exact.begin(), exact.end());
+      } catch (...) {
+        const std::lock_guard lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  };
+  {
+    const std::size_t threads = std::min<std::size_t>(std::max(1U, std::thread::hardware_concurrency()), values.size());
+    std::vector<std::jthread> helpers;
+    for (std::size_t k = 1; k < threads; ++k) helpers.emplace_back(work);
+    work();
+  }
+  if (failure) std::rethrow_exception(failure);
+  return values;
 }
 
 }  // namespace
@@ -82,15 +115,17 @@ DeviceStage::DeviceStage(const ModelConfig& model, int first_layer, int end_laye
   const std::vector<ParameterTensor> shapes = parameter_tensors(model);
   parameters_.resize(shapes.size());
   gradients_.resize(shapes.size());
+  std::vector<std::vector<float>> initial = initial_parameters(model, tensors_);
   for (std::size_t t = tensors_.begin; t < tensors_.end; ++t) {
-    const std::vector<double> values = initial_values(model, t);
-    const DeviceBuffer staged = upload(std::vector<float>(values.begin(), values.end()), stream());
+    std::vector<float>& values = initial[t - tensors_.begin];
+    const DeviceBuffer staged = upload(values, stream());
     parameters_[t] = DeviceBuffer(values.size() * bf16_bytes);
     kernels::convert(staged.as<const float>(), parameters_[t].as<bf16>(), static_cast<std::int64_t>(values.size()),
                      stream());
     gradients_[t] = DeviceBuffer(values.size() * sizeof(float));
     // `staged` is freed at the end of this iteration: the conversion must have read it.
     SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    std::vector<float>().swap(values);
   }
   zero_gradients();
 }
