@@ -1,7 +1,7 @@
 // The CUDA backend: sluice's plans on the local transport (streams per rank, and serialized) and on NCCL give the
 // float64 host backend's loss and gradients within bf16 tolerance; the profiler yields a valid profile; the trace
-// is valid JSON. Cases that need a GPU (or several) pass with a message when none is present; the checks of bad
-// input run everywhere.
+// is valid JSON. Cases that need a GPU (the suite "gpu") or four ("gpus:4") are skipped where they are missing
+// (gpu_test_main.cpp); the checks of bad input run everywhere.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -34,13 +34,6 @@ namespace {
 // difference over the float64 norm). The float64 side uses the same (bf16-representable) weights.
 constexpr double loss_tolerance = 1e-2;
 constexpr double gradient_tolerance = 5e-2;
-
-bool has_gpus(int wanted) {
-  const int count = cuda::device_count();
-  if (count >= wanted) return true;
-  MESSAGE("skipped: needs ", wanted, " CUDA device(s), found ", count);
-  return false;
-}
 
 // Head dimension 64, as the attention kernels need.
 ModelConfig gpu_model() {
@@ -99,8 +92,7 @@ TEST_CASE("executor cuda: models the kernels cannot run and missing devices are 
   }
 }
 
-TEST_CASE("executor cuda: plans on the local transport match the float64 host backend") {
-  if (!has_gpus(1)) return;
+TEST_CASE("executor cuda: plans on the local transport match the float64 host backend" * doctest::test_suite("gpu")) {
   for (const Job& job : gpu_jobs()) {
     const ModelResult host = run_on_host(job).result;
     for (const bool serialize : {false, true}) {
@@ -114,7 +106,8 @@ TEST_CASE("executor cuda: plans on the local transport match the float64 host ba
   }
 }
 
-TEST_CASE("executor cuda: a pipeline on NCCL, one GPU per rank, matches the float64 host backend") {
+TEST_CASE("executor cuda: a pipeline on NCCL, one GPU per rank, matches the float64 host backend" *
+          doctest::test_suite("gpus:4")) {
   if (!cuda::nccl_available()) {
     MESSAGE("skipped: this build has no NCCL transport");
     return;
@@ -122,12 +115,11 @@ TEST_CASE("executor cuda: a pipeline on NCCL, one GPU per rank, matches the floa
   const Job job = gpu_jobs().back();
   std::size_t ranks = 0;
   for (const PipelineJob& pipeline : job.pipelines) ranks += static_cast<std::size_t>(pipeline.plan.stages);
-  if (!has_gpus(static_cast<int>(ranks))) return;
+  REQUIRE(ranks <= static_cast<std::size_t>(cuda::device_count()));
   check_close(job.model, cuda::run_nccl(job).result, run_on_host(job).result);
 }
 
-TEST_CASE("executor cuda: the profiler fits a valid profile of a tiny model") {
-  if (!has_gpus(1)) return;
+TEST_CASE("executor cuda: the profiler fits a valid profile of a tiny model" * doctest::test_suite("gpu")) {
   ModelConfig model = gpu_model();
   model.layers = 2;
   cuda::ProfilerOptions options;
@@ -146,8 +138,8 @@ TEST_CASE("executor cuda: the profiler fits a valid profile of a tiny model") {
         profile.spec().schemes);
 }
 
-TEST_CASE("executor cuda: a run's Chrome trace is valid JSON with an event per instruction") {
-  if (!has_gpus(1)) return;
+TEST_CASE("executor cuda: a run's Chrome trace is valid JSON with an event per instruction" *
+          doctest::test_suite("gpu")) {
   const Job job = gpu_jobs().front();
   const RunReport report = cuda::run_local(job);
   const io::json trace = io::parse(chrome_trace(job, report).dump(), "trace");

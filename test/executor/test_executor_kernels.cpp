@@ -4,8 +4,8 @@
 // outputs. bf16 keeps 8 significant bits, so one rounding moves a value by at most u = 2^-8 = 3.9e-3 of
 // itself; the tolerances below are stated in terms of u.
 //
-// Without a CUDA device every GPU case passes with a message; the wrappers' argument checks run anyway
-// (they throw before touching the device).
+// The GPU cases are the suite "gpu": without a CUDA device they are skipped (gpu_test_main.cpp), and the
+// wrappers' argument checks run anyway (they throw before touching the device).
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -34,17 +34,6 @@ using kernels::bf16;
 namespace {
 
 constexpr double kBf16Rounding = 0x1.0p-8;  // u: relative change of one round to nearest bf16
-
-bool gpu_available() {
-  int count = 0;
-  const cudaError_t error = cudaGetDeviceCount(&count);
-  if (error != cudaSuccess || count == 0) {
-    MESSAGE("no CUDA device (" << std::string(cudaGetErrorString(error)) << ", " << count
-                               << " devices): GPU checks skipped");
-    return false;
-  }
-  return true;
-}
 
 template <class T>
 class DeviceBuffer {
@@ -186,9 +175,13 @@ struct Batch {
 // Lengths 1, 7 and 300, tile edges (64, 65, 128) and an empty sequence.
 const std::vector<int> kAttentionLengths{7, 0, 300, 1, 65, 128, 64};
 
+std::string name_of(kernels::AttentionKernel kernel) {
+  return kernel == kernels::AttentionKernel::mma ? "mma" : "wmma";
+}
+
 void check_attention_forward(int head_dim, kernels::AttentionKernel kernel) {
   CAPTURE(head_dim);
-  CAPTURE(kernel == kernels::AttentionKernel::mma ? "mma" : "wmma");
+  CAPTURE(name_of(kernel));
   sluice::Rng rng(static_cast<std::uint64_t>(100 + head_dim));
   const Batch batch(kAttentionLengths);
   const ref::HeadShape heads{2, head_dim};
@@ -213,15 +206,18 @@ void check_attention_forward(int head_dim, kernels::AttentionKernel kernel) {
   // rounded once: |error| <= u·Σ p_j|v_j| / Σ p_j + u·|out| <= 2u·max|v| per element, and about u/2 in
   // the norm, since the roundings have random signs. LSE stays in fp32 throughout.
   const Errors out_errors = compare(to_double(device_out.download()), out);
+  const Errors lse_errors = compare(to_double(device_lse.download()), lse);
+  // Printed on success too: a GPU run records each kernel's errors, not only whether they passed.
+  MESSAGE(name_of(kernel) << " forward, head_dim " << head_dim << ": out relative L2 " << out_errors.relative_l2
+                          << ", max abs " << out_errors.max_abs << "; lse max abs " << lse_errors.max_abs);
   CHECK(out_errors.relative_l2 <= 1e-2);
   CHECK(out_errors.max_abs <= 2 * kBf16Rounding * max_abs(qkv.exact));
-  const Errors lse_errors = compare(to_double(device_lse.download()), lse);
   CHECK(lse_errors.max_abs <= 1e-3);
 }
 
 void check_attention_backward(int head_dim, kernels::AttentionKernel kernel) {
   CAPTURE(head_dim);
-  CAPTURE(kernel == kernels::AttentionKernel::mma ? "mma" : "wmma");
+  CAPTURE(name_of(kernel));
   sluice::Rng rng(static_cast<std::uint64_t>(200 + head_dim));
   const Batch batch(kAttentionLengths);
   const ref::HeadShape heads{2, head_dim};
@@ -277,6 +273,11 @@ void check_attention_backward(int head_dim, kernels::AttentionKernel kernel) {
       }
     }
     const Errors errors = compare(actual_part, expected_part);
+    // A std::string: doctest's message stream writes a const char* as an address.
+    const std::string part_name = part == 0 ? "dq" : part == 1 ? "dk" : "dv";
+    MESSAGE(name_of(kernel) << " backward, head_dim " << head_dim << ": " << part_name << " relative L2 "
+                            << errors.relative_l2 << ", max abs " << errors.max_abs << " of "
+                            << max_abs(expected_part));
     CHECK(errors.relative_l2 <= 2e-2);
     CHECK(errors.max_abs <= 5e-2 * max_abs(expected_part));
   }
@@ -290,24 +291,23 @@ void check_attention_backward(int head_dim, kernels::AttentionKernel kernel) {
 constexpr kernels::AttentionKernel kAttentionKernels[] = {kernels::AttentionKernel::mma,
                                                           kernels::AttentionKernel::wmma};
 
-TEST_CASE("attention forward kernels match the reference (mma and wmma, head_dim 64 and 128)") {
-  if (!gpu_available()) return;
+TEST_CASE("attention forward kernels match the reference (mma and wmma, head_dim 64 and 128)" *
+          doctest::test_suite("gpu")) {
   for (const kernels::AttentionKernel kernel : kAttentionKernels) {
     check_attention_forward(64, kernel);
     check_attention_forward(128, kernel);
   }
 }
 
-TEST_CASE("attention backward kernels match the reference (mma and wmma, head_dim 64 and 128)") {
-  if (!gpu_available()) return;
+TEST_CASE("attention backward kernels match the reference (mma and wmma, head_dim 64 and 128)" *
+          doctest::test_suite("gpu")) {
   for (const kernels::AttentionKernel kernel : kAttentionKernels) {
     check_attention_backward(64, kernel);
     check_attention_backward(128, kernel);
   }
 }
 
-TEST_CASE("RMSNorm kernels match the reference") {
-  if (!gpu_available()) return;
+TEST_CASE("RMSNorm kernels match the reference" * doctest::test_suite("gpu")) {
   sluice::Rng rng(300);
   const int rows = 37;
   const int cols = 1000;  // not a multiple of the block size
@@ -351,8 +351,7 @@ TEST_CASE("RMSNorm kernels match the reference") {
   CHECK(dweight_errors.max_abs <= 1e-4 * max_abs(dweight));
 }
 
-TEST_CASE("RoPE kernels match the reference and leave the v columns alone") {
-  if (!gpu_available()) return;
+TEST_CASE("RoPE kernels match the reference and leave the v columns alone" * doctest::test_suite("gpu")) {
   sluice::Rng rng(400);
   const Batch batch({7, 0, 300, 1, 64});
   const int num_heads = 3;
@@ -392,8 +391,7 @@ TEST_CASE("RoPE kernels match the reference and leave the v columns alone") {
   }
 }
 
-TEST_CASE("SwiGLU kernels match the reference") {
-  if (!gpu_available()) return;
+TEST_CASE("SwiGLU kernels match the reference" * doctest::test_suite("gpu")) {
   sluice::Rng rng(500);
   const int rows = 19;
   const int ffn = 300;
@@ -417,8 +415,7 @@ TEST_CASE("SwiGLU kernels match the reference") {
   check_within_rounding(to_double(device_dgate_up.download()), dgate_up, 1e-5 * max_abs(dgate_up));
 }
 
-TEST_CASE("elementwise kernels: add, conversions, zero fill") {
-  if (!gpu_available()) return;
+TEST_CASE("elementwise kernels: add, conversions, zero fill" * doctest::test_suite("gpu")) {
   sluice::Rng rng(600);
   const std::size_t count = 100'003;  // not a multiple of the block size
   const Bf16Values a = random_bf16(rng, count);
@@ -467,8 +464,7 @@ TEST_CASE("elementwise kernels: add, conversions, zero fill") {
   CHECK(std::all_of(zeros.begin(), zeros.end(), [](float value) { return value == 0.0f; }));
 }
 
-TEST_CASE("cross-entropy kernel matches the reference") {
-  if (!gpu_available()) return;
+TEST_CASE("cross-entropy kernel matches the reference" * doctest::test_suite("gpu")) {
   sluice::Rng rng(700);
   const int rows = 13;
   const int vocab = 1000;  // not a multiple of the block size
