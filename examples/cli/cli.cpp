@@ -105,6 +105,9 @@ int run(std::span<const std::string_view> args, std::ostream& out, std::ostream&
     // The input asks for what no plan can do (a sequence no scheme holds, a budget nothing fits).
     err << "sluice: error: " << printable(error.what()) << "\n";
     return 2;
+  } catch (const write_error& error) {
+    err << "sluice: error: " << printable(error.what()) << "\n";
+    return 1;
   } catch (const std::exception& error) {
     err << "sluice: internal error: " << printable(error.what()) << "\n";
     return 1;

@@ -90,8 +90,17 @@ void def_document(py::class_<T>& cls) {
           [](std::string_view text) { return io::from_document<T>(io::parse(text, "JSON text"), "JSON text"); },
           py::arg("text"), "Reads a document written by to_json or by the command-line tool.")
       .def(
-          "save", [](const T& value, const std::filesystem::path& path) { io::write_document(path, value); },
-          py::arg("path"), "Writes the JSON document atomically (a temporary file renamed into place).")
+          "save",
+          [](const T& value, const std::filesystem::path& path) {
+            const std::string text = io::document_text(value);
+            // A FIFO blocks until its reader opens it, which may be another Python thread.
+            const py::gil_scoped_release unlocked;
+            io::write_text_file(path, text);
+          },
+          py::arg("path"),
+          "Writes the JSON document: a file atomically (a temporary renamed into place, its permission bits kept), "
+          "a symbolic link through to its target, a FIFO, a device or '-' (standard output) directly. Raises "
+          "InvalidInput for a directory or a missing one, OSError when the write fails.")
       .def_static(
           "load", [](const std::filesystem::path& path) { return io::read_document<T>(path); }, py::arg("path"))
       .def(py::pickle([](const T& value) { return io::to_document(value).dump(); },

@@ -113,6 +113,8 @@ PYBIND11_MODULE(_sluice, module) {
       infeasible(e.what());
     } catch (const sluice::invalid_plan& e) {
       invalid_plan(e.what());
+    } catch (const sluice::write_error& e) {  // an output that could not be written, as Python's own I/O reports it
+      PyErr_SetString(PyExc_OSError, e.what());
     }
   });
   sp::bind_core(module);

@@ -27,6 +27,13 @@ public:
   using std::logic_error::logic_error;
 };
 
+// An output that could not be written once it was open: a full disk, a file-size limit, a closed pipe, /dev/full.
+// The programs exit with 1 on it (bad input exits with 2).
+class write_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
 // The helpers every check in sluice raises its errors with; public so that code building on sluice reports
 // bad input the same way.
 namespace detail {

@@ -279,9 +279,15 @@ T read_document(const std::filesystem::path& path) {
   return from_document<T>(read_json_file(path), path.string());
 }
 
+// The text write_document writes.
+template <Document T>
+std::string document_text(const T& value) {
+  return to_document(value).dump(2) + "\n";
+}
+
 template <Document T>
 void write_document(const std::filesystem::path& path, const T& value) {
-  write_text_file(path, to_document(value).dump(2) + "\n");
+  write_text_file(path, document_text(value));
 }
 
 }  // namespace sluice::io
