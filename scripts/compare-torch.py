@@ -19,6 +19,10 @@ median of --repetitions runs after warm-up, as the bench's are.
 
   scripts/compare-torch.py [--bench build/release/reference_executor/sluice_executor_bench] [--repetitions 5]
                            [--json compare-torch.json] [--only attention,varlen,gemm,layers]
+                           [--bench-json [LABEL=]REPORT ...]
+
+--bench-json reads reports the bench already wrote (--benchmark_out, JSON) instead of running it; the rows of a
+report given as LABEL=REPORT are labelled "LABEL ..." (a build with other attention kernels, say).
 """
 import argparse
 import json
@@ -256,11 +260,21 @@ def torch_layers(torch, repetitions):
     return figures
 
 
+def read_bench_reports(specifications):
+    """[(label, medians)] of the reports named LABEL=PATH or PATH (label "")."""
+    reports = []
+    for specification in specifications:
+        label, _, path = specification.rpartition("=")
+        with open(path) as f:
+            reports.append((label, bench_medians(json.load(f))))
+    return reports
+
+
 def ratios(sluice, torch_figures):
     """(figure, sluice value, PyTorch value, unit, sluice / PyTorch) rows, matching the bench's names."""
     rows = []
     pairs = []
-    # The executor's default attention kernels, then the opt-in mma ones (rows labelled "mma ...").
+    # The wmma attention kernels (the fallback), then the mma ones, the executor's default (rows labelled "mma ...").
     for kernel, single, varlen in (("", "BM_AttentionForwardBackward", "BM_AttentionVarlen"),
                                    ("mma ", "BM_AttentionMma", "BM_AttentionMmaVarlen")):
         pairs += [(f"{single}/{t}/manual_time", f"attention/{t}/{b}", "TFLOP/s", kernel)
@@ -284,6 +298,7 @@ def main():
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--json", default="compare-torch.json")
     parser.add_argument("--only", default="attention,varlen,gemm,layers")
+    parser.add_argument("--bench-json", action="append", default=[], metavar="[LABEL=]REPORT")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     if not parts <= {"attention", "varlen", "gemm", "layers"} or args.repetitions < 1:
@@ -293,7 +308,7 @@ def main():
     if not torch.cuda.is_available():
         print("compare-torch: no CUDA device", file=sys.stderr)
         return 2
-    sluice = run_bench(args.bench, args.repetitions)
+    reports = read_bench_reports(args.bench_json) if args.bench_json else [("", run_bench(args.bench, args.repetitions))]
     figures = {}
     if "attention" in parts:
         figures.update(torch_attention(torch, args.repetitions))
@@ -303,7 +318,9 @@ def main():
         figures.update(torch_gemm(torch, args.repetitions))
     if "layers" in parts:
         figures.update(torch_layers(torch, args.repetitions))
-    rows = ratios(sluice, figures)
+    rows = [((label + " " if label else "") + name, *rest)
+            for label, sluice in reports for name, *rest in ratios(sluice, figures)]
+    sluice = {(label + " " if label else "") + name: value for label, medians in reports for name, value in medians.items()}
     device = torch.cuda.get_device_name()
     with open(args.json + ".tmp", "w") as f:
         json.dump({"device": device, "torch": torch.__version__, "sluice": sluice, "pytorch": figures,
@@ -311,9 +328,9 @@ def main():
                               for r in rows]}, f, indent=2)
     os.replace(args.json + ".tmp", args.json)
     print(f"{device}, PyTorch {torch.__version__}")
-    print(f"{'figure':32} {'sluice':>12} {'PyTorch':>12} {'unit':>9} {'sluice/PyTorch':>15}")
+    print(f"{'figure':40} {'sluice':>12} {'PyTorch':>12} {'unit':>9} {'sluice/PyTorch':>15}")
     for name, ours, theirs, unit, ratio in rows:
-        print(f"{name:32} {ours:12.1f} {theirs:12.1f} {unit:>9} {ratio:15.2f}")
+        print(f"{name:40} {ours:12.1f} {theirs:12.1f} {unit:>9} {ratio:15.2f}")
     return 0
 
 

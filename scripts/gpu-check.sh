@@ -1,49 +1,154 @@
 #!/usr/bin/env bash
-# The reference executor's checks on a GPU machine, from a release build: the GPU tests, the executor
-# benchmarks, the profiler, sluice_run_plan on the profile it wrote, sluice_measure_systems (the compared systems'
-# plans executed) and, where python3 has PyTorch, scripts/compare-torch.py (the bench against PyTorch on the same
-# shapes). Logs go to OUT_DIR.
+# Everything in sluice that needs a GPU, in one run on a GPU machine, most important first: the kernel tests (each
+# attention kernel's errors printed), the attention and GEMM benchmarks, the CUDA backend tests, the layer stack,
+# the compared systems' plans executed (sluice_measure_systems), the bench against PyTorch (scripts/compare-torch.py),
+# the Python package's CUDA checks, the profiler with its samples and sluice_run_plan, the other build's CUDA tests
+# and the mma kernels' time per kernel under Nsight Compute. Logs and reports go to OUT_DIR; a summary is printed last.
 #   scripts/gpu-check.sh [BUILD_DIR=build/release] [OUT_DIR=gpu-check]
 # BUILD_DIR may be a folder made by scripts/gpu-bundle.sh (the GPU programs only, for a machine without the build's
-# dependencies).
+# dependencies). The environment may add:
+#   SLUICE_GPU_CHECK_SECONDS  wall-clock budget (default 1200): each step is cut to what is left, and a step that
+#                             finds less than 20 s left is skipped (and reported), so the run ends inside it.
+#   SLUICE_GPU_CHECK_OTHER    LABEL=DIR: a second bundle built with the other attention kernels
+#                             (SLUICE_EXECUTOR_ATTENTION); its CUDA tests and layer stack run too, labelled LABEL.
+#                             sluice_measure_systems and the profiler run from BUILD_DIR if its kernels test passed,
+#                             else from DIR.
+#   SLUICE_GPU_CHECK_PYTHON   a folder holding the sluice Python package built for this machine's python3: its
+#                             CUDA tests and examples/python/train_llama.py --device cuda run.
 set -uo pipefail
 build=${1:-build/release}
 out=${2:-gpu-check}
+budget=${SLUICE_GPU_CHECK_SECONDS:-1200}
+other_label=
+other_build=
+if [ -n "${SLUICE_GPU_CHECK_OTHER:-}" ]; then
+  other_label=${SLUICE_GPU_CHECK_OTHER%%=*}
+  other_build=${SLUICE_GPU_CHECK_OTHER#*=}
+fi
+python_package=${SLUICE_GPU_CHECK_PYTHON:-}
 mkdir -p "${out}"
 status=0
+summary=()
 
-step() {  # step NAME COMMAND...: runs, logs to OUT_DIR/NAME.log, remembers a failure and goes on
-  local name=$1
-  shift
-  echo "=== ${name}: $*"
-  timeout 240 "$@" 2>&1 | tee "${out}/${name}.log"
-  local code=${PIPESTATUS[0]}
-  [ "${code}" -eq 0 ] || { echo "!!! ${name} exited ${code}"; status=1; }
+step() {  # step NAME LIMIT COMMAND...: runs with at most LIMIT s (and what is left of the budget), logs to NAME.log
+  local name=$1 limit=$2
+  shift 2
+  if [ -n "${SLUICE_GPU_CHECK_STEPS:-}" ] && [[ " ${SLUICE_GPU_CHECK_STEPS} " != *" ${name} "* ]]; then return 1; fi
+  local left=$((budget - SECONDS))
+  if [ "${left}" -lt 20 ]; then
+    summary+=("${name}: skipped, ${left} s of the budget left")
+    status=1
+    return 1
+  fi
+  [ "${limit}" -le "${left}" ] || limit=${left}
+  echo "=== ${name} (at ${SECONDS} s, limit ${limit} s): $*"
+  local began=${SECONDS}
+  timeout "${limit}" "$@" > "${out}/${name}.log" 2>&1
+  local code=$?
+  summary+=("${name}: exit ${code} after $((SECONDS - began)) s")
+  [ "${code}" -eq 0 ] || { status=1; tail -n 5 "${out}/${name}.log"; }
+  return "${code}"
 }
+
+bench() {  # bench NAME LIMIT BUILD FILTER: the bench's runs matching FILTER, medians of 3, report NAME.json
+  step "$1" "$2" "$3/reference_executor/sluice_executor_bench" --benchmark_filter="$4" --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true --benchmark_out="${out}/$1.json" --benchmark_out_format=json
+}
+
+# The distribution's libraries that scripts/gpu-bundle.sh copied beside the programs.
+for bundle_lib in "${build}/lib" ${other_build:+"${other_build}/lib"}; do
+  [ -d "${bundle_lib}" ] || continue
+  bundle_lib=$(cd "${bundle_lib}" && pwd)
+  export LD_LIBRARY_PATH="${bundle_lib}${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
+done
 
 # The bundled data and the executor tests' files, wherever this checkout is (the build may have been made elsewhere).
 repository=$(cd "$(dirname "$0")/.." && pwd)
 export SLUICE_DATA_DIR="${repository}/data"
 export SLUICE_EXECUTOR_TEST_DATA="${repository}/test/executor"
 
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "${out}/device.txt"
-step kernels "${build}/test/executor/test_executor_kernels"
-step cuda "${build}/test/executor/test_executor_cuda"
-step host "${build}/test/executor/test_executor_host"
-step bench "${build}/reference_executor/sluice_executor_bench" --benchmark_repetitions=3 \
-  --benchmark_report_aggregates_only=true --benchmark_out="${out}/bench.json" --benchmark_out_format=json
-step profile "${build}/examples/executor/sluice_profile_gpu" --out "${out}/executor_profile.json"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+  nvcc --version 2> /dev/null | tail -n 2
+  python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'cuDNN',
+torch.backends.cudnn.version())" 2>&1
+} | tee "${out}/device.txt"
+
+step kernels 120 "${build}/test/executor/test_executor_kernels"
+kernels_passed=$?
+bench bench 240 "${build}" '^BM_(Attention|Gemm)'
+step cuda 150 "${build}/test/executor/test_executor_cuda"
+bench layers 120 "${build}" '^BM_LayerStack'
+if [ -n "${other_build}" ]; then
+  bench "layers_${other_label}" 120 "${other_build}" '^BM_LayerStack'
+fi
+measure_build=${build}
+[ "${kernels_passed}" -eq 0 ] || [ -z "${other_build}" ] || measure_build=${other_build}
+echo "(measure_systems, profile and run_plan from ${measure_build})"
+if [ -n "${python_package}" ]; then
+  export PYTHONPATH="${python_package}${PYTHONPATH:+:${PYTHONPATH}}"
+  step python_tests 150 python3 -m pytest -q -rs -p no:cacheprovider -k cuda \
+    "${repository}/examples/python/tests/test_torch.py"
+  step train_llama 150 python3 "${repository}/examples/python/train_llama.py" --steps 4 --device cuda \
+    --dtype bfloat16 --check
+fi
+step profile 150 "${measure_build}/examples/executor/sluice_profile_gpu" --out "${out}/executor_profile.json" \
+  --samples "${out}/executor_samples.csv"
 if [ -f "${out}/executor_profile.json" ]; then
-  step run_streams "${build}/examples/executor/sluice_run_plan" --profile "${out}/executor_profile.json" \
+  step run_streams 60 "${measure_build}/examples/executor/sluice_run_plan" --profile "${out}/executor_profile.json" \
     --trace "${out}/run_trace.json"
-  step run_serialized "${build}/examples/executor/sluice_run_plan" --profile "${out}/executor_profile.json" \
-    --serialize --trace "${out}/run_trace_serialized.json"
-  step run_dynapipe "${build}/examples/executor/sluice_run_plan" --profile "${out}/executor_profile.json" \
+fi
+step measure_systems 240 "${measure_build}/examples/executor/sluice_measure_systems" --iterations 2 --progress \
+  --json "${out}/measured_systems.json"
+if python3 -c "import torch" 2> /dev/null; then
+  reports=(--bench-json "${out}/bench.json" --bench-json "${out}/layers.json")
+  [ -z "${other_build}" ] || reports+=(--bench-json "${other_label}=${out}/layers_${other_label}.json")
+  step compare_torch 300 python3 "${repository}/scripts/compare-torch.py" "${reports[@]}" --repetitions 3 \
+    --json "${out}/compare-torch.json"
+fi
+if [ -f "${out}/executor_profile.json" ]; then
+  step run_dynapipe 60 "${measure_build}/examples/executor/sluice_run_plan" --profile "${out}/executor_profile.json" \
     --dynapipe --pp 2 --replicas 2 --serialize --trace "${out}/run_trace_dynapipe.json"
 fi
-step measure_systems "${build}/examples/executor/sluice_measure_systems" --json "${out}/measured_systems.json"
-if python3 -c "import torch" 2> /dev/null; then
-  step compare_torch python3 "${repository}/scripts/compare-torch.py" --bench "${build}/reference_executor/sluice_executor_bench" \
-    --repetitions 3 --json "${out}/compare-torch.json"
+if [ -n "${other_build}" ]; then
+  step "cuda_${other_label}" 150 "${other_build}/test/executor/test_executor_cuda"
 fi
+if command -v ncu > /dev/null; then
+  # The mma kernels one by one (forward, dq, dkdv) at 16K tokens; their FLOPs: 2, 3 and 4·tokens²·hidden.
+  step ncu_mma 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+    -k 'regex:(^|::)(forward|dq|dkdv)_kernel' --launch-count 6 \
+    "${build}/reference_executor/sluice_executor_bench" '--benchmark_filter=^BM_AttentionMma/16384/' \
+    --benchmark_min_time=0.01
+fi
+
+echo
+echo "=== summary (${SECONDS} s)"
+printf '%s\n' "${summary[@]}"
+echo "--- attention kernel errors"
+grep -h "forward, head_dim\|backward, head_dim" "${out}/kernels.log" | sed 's/^.*MESSAGE: //' | sort -u
+for log in "${out}"/cuda*.log "${out}/kernels.log"; do
+  [ -f "${log}" ] && grep -h "test cases:" "${log}" | sed "s|^|$(basename "${log}"): |"
+done
+if command -v python3 > /dev/null; then
+  python3 - "${out}" << 'EOF'
+import glob, json, os, sys
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    try:
+        report = json.load(open(path))
+    except ValueError:
+        continue
+    if not isinstance(report, dict) or "benchmarks" not in report:
+        continue
+    print(f"--- {os.path.basename(path)}")
+    for entry in report["benchmarks"]:
+        if entry.get("aggregate_name") != "median":
+            continue
+        rate = entry.get("TFLOP/s") or entry.get("tokens/s")
+        print(f"{entry['run_name']:44} {entry['real_time']:10.3f} {entry['time_unit']}"
+              + (f" {rate:14.1f}" if rate else "") + (" ERROR" if entry.get("error_occurred") else ""))
+EOF
+fi
+for name in compare_torch measure_systems python_tests train_llama profile ncu_mma; do
+  [ -f "${out}/${name}.log" ] && { echo "--- ${name}"; tail -n 30 "${out}/${name}.log" | cut -c1-200; }
+done
 exit "${status}"

@@ -3,6 +3,7 @@
 // every plan with all its ranks serialized on the one GPU, and prints per system the measured iteration (each op's
 // measured time replayed with the plan's orders: the iteration with one GPU per rank), the simulator's prediction
 // for the same plan, their error and the measured speedups. Usage below (--help prints it).
+#include <chrono>
 #include <cstdint>
 #include <iomanip>
 #include <iostream>
@@ -33,13 +34,19 @@ constexpr std::string_view usage =
     "usage: sluice_measure_systems [--layers 4 --hidden 4096 --heads 32 --ffn 11008 --vocab 32000 --model-seed 1]\n"
     "                              [--lengths man-pages] [--iterations 3] [--tokens 32768] [--context 8192]\n"
     "                              [--gpus 4] [--seed 0] [--profile FILE|NAME] [--backend cuda|host] [--json FILE]\n"
+    "                              [--progress]\n"
     "Plans the same sampled batches with the Megatron-LM-style system, DynaPipe and sluice, runs every plan on this\n"
     "GPU (ranks serialized) and prints per system the measured iteration time, the simulator's prediction for the\n"
     "same plan, their error and the measured speedups. The model defaults to LLaMA-7B-shaped layers; the profile is\n"
     "fitted on the GPU first unless --profile is given. --backend host runs the float64 host backend instead (small\n"
     "models, needs --profile). --json FILE also writes the results as a sluice.measured_systems document.\n"
+    "--progress prints on stderr how long the profile and each executed plan took.\n"
     "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n"
     "--help prints this; --version prints the version.\n";
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // LLaMA-7B's layer shape (hidden 4096, 32 heads of 128, SwiGLU 11008, vocabulary 32000), four layers.
 constexpr ex::ModelConfig llama7b_layers{.layers = 4, .hidden = 4096, .heads = 32, .ffn = 11008, .vocab = 32000};
@@ -120,7 +127,7 @@ std::string table(const ex::SystemsMeasurement& measured) {
 }
 
 int run(int argc, char** argv) {
-  examples::Arguments arguments(argc, argv, {});
+  examples::Arguments arguments(argc, argv, {"progress"});
   if (examples::print_help_or_version(arguments, usage)) return 0;
   const ex::ModelConfig model = examples::model_from(arguments, llama7b_layers);
   const std::string lengths = arguments.text("lengths", std::string(sluice::io::default_lengths));
@@ -132,6 +139,7 @@ int run(int argc, char** argv) {
   const std::string profile_path = arguments.text("profile", "");
   const std::string backend = arguments.text("backend", "cuda");
   const std::string json_path = arguments.text("json", "");
+  const bool progress = arguments.flag("progress");
   arguments.require_all_used();
   sluice::require(iterations >= 1 && iterations <= 1000, "--iterations must be in [1, 1000], got ", iterations);
   sluice::require(tokens >= 1, "--tokens must be >= 1, got ", tokens);
@@ -147,6 +155,7 @@ int run(int argc, char** argv) {
     return 2;
   }
 
+  const auto profiling = std::chrono::steady_clock::now();
   sluice::compare::Options options{.profile = examples::load_profile(profile_path, model, gpus),
                                    .context = context,
                                    .tokens = tokens,
@@ -154,13 +163,22 @@ int run(int argc, char** argv) {
                                    .problem = {.hidden = model.hidden},
                                    .plan = {},
                                    .seed = seed};
+  if (progress && profile_path.empty())
+    std::cerr << "sluice_measure_systems: profiled on the GPU in " << seconds_since(profiling) << " s\n";
   sluice::data::BatchSampler sampler(dataset, {.tokens_per_batch = tokens, .seed = seed});
   std::vector<std::vector<sluice::Sequence>> batches;
   for (int k = 0; k < iterations; ++k) batches.push_back(sampler.next().sequences);
 
   const std::string device = on_gpu ? ex::cuda::device_name(0) : "host (float64)";
-  const auto runner = [on_gpu](const ex::Job& job) {
-    return on_gpu ? ex::cuda::run_local(job, {.device = 0, .serialize = true, .warmup = 1}) : ex::run_on_host(job);
+  int plans_run = 0;
+  const auto runner = [on_gpu, progress, &plans_run](const ex::Job& job) {
+    const auto began = std::chrono::steady_clock::now();
+    ex::RunReport report =
+        on_gpu ? ex::cuda::run_local(job, {.device = 0, .serialize = true, .warmup = 1}) : ex::run_on_host(job);
+    if (progress)
+      std::cerr << "sluice_measure_systems: plan " << ++plans_run << " (" << job.pipelines.size()
+                << " pipelines) ran in " << seconds_since(began) << " s\n";
+    return report;
   };
   const ex::SystemsMeasurement measured = ex::measure_systems(options, model, dataset, batches, runner);
   if (!json_path.empty())

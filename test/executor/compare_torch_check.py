@@ -1,10 +1,13 @@
 """Checks scripts/compare-torch.py without a GPU: how it reads Google Benchmark's JSON report (medians only, errored
-runs skipped, time units) and pairs the bench's figures with PyTorch's; and, where PyTorch is installed without a
+runs skipped, time units; reports given by file, labelled or not) and pairs the bench's figures with PyTorch's; and, where PyTorch is installed without a
 CUDA device, that it exits 2 with one line. Usage: compare_torch_check.py path/to/compare-torch.py"""
 import contextlib
 import importlib.util
 import io
+import json
+import os
 import sys
+import tempfile
 
 spec = importlib.util.spec_from_file_location("compare_torch", sys.argv[1])
 script = importlib.util.module_from_spec(spec)
@@ -36,6 +39,14 @@ rows = script.ratios(medians, pytorch)
 assert rows == [("mma attention/4096/flash", 240.0, 300.0, "TFLOP/s", 0.8),
                 ("gemm/8192", 700.0, 800.0, "TFLOP/s", 0.875),
                 ("layers/8192/eager", 81920.0, 102400.0, "tokens/s", 0.8)], rows
+# Reports the bench already wrote, one of them labelled (another build's kernels).
+with tempfile.TemporaryDirectory() as scratch:
+    path = os.path.join(scratch, "layers.json")
+    with open(path, "w") as f:
+        json.dump(report, f)
+    reports = script.read_bench_reports([path, f"wmma={path}"])
+assert [label for label, _ in reports] == ["", "wmma"] and reports[0][1] == reports[1][1] == medians, reports
+
 assert script.attention_flops(4096) == 7.0 * 4096 * 4096 * 4096
 # BM_AttentionVarlen's packing: the mix sums to 16384, longer batches repeat it, the last length is cut to fit.
 assert script.varlen_lengths(16384) == list(script.VARLEN_LENGTHS)
