@@ -260,6 +260,25 @@ def torch_layers(torch, repetitions):
     return figures
 
 
+def write_output(path, text):
+    """As sluice writes its outputs: a file whole (a temporary renamed over it), through a symbolic link to its
+    target, a FIFO or a device directly."""
+    target = os.path.realpath(path)
+    if os.path.exists(target) and not os.path.isfile(target):
+        with open(target, "w") as f:
+            f.write(text)
+        return
+    with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(target), delete=False) as f:
+        staged = f.name
+        try:
+            f.write(text)
+        except BaseException:
+            os.unlink(staged)
+            raise
+    os.chmod(staged, os.stat(target).st_mode & 0o7777 if os.path.exists(target) else 0o644)
+    os.replace(staged, target)
+
+
 def read_bench_reports(specifications):
     """[(label, medians)] of the reports named LABEL=PATH or PATH (label "")."""
     reports = []
@@ -322,11 +341,10 @@ def main():
             for label, sluice in reports for name, *rest in ratios(sluice, figures)]
     sluice = {(label + " " if label else "") + name: value for label, medians in reports for name, value in medians.items()}
     device = torch.cuda.get_device_name()
-    with open(args.json + ".tmp", "w") as f:
-        json.dump({"device": device, "torch": torch.__version__, "sluice": sluice, "pytorch": figures,
-                   "ratios": [{"figure": r[0], "sluice": r[1], "pytorch": r[2], "unit": r[3], "ratio": r[4]}
-                              for r in rows]}, f, indent=2)
-    os.replace(args.json + ".tmp", args.json)
+    write_output(args.json, json.dumps(
+        {"device": device, "torch": torch.__version__, "sluice": sluice, "pytorch": figures,
+         "ratios": [{"figure": r[0], "sluice": r[1], "pytorch": r[2], "unit": r[3], "ratio": r[4]} for r in rows]},
+        indent=2))
     print(f"{device}, PyTorch {torch.__version__}")
     print(f"{'figure':40} {'sluice':>12} {'PyTorch':>12} {'unit':>9} {'sluice/PyTorch':>15}")
     for name, ours, theirs, unit, ratio in rows:

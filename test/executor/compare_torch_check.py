@@ -47,6 +47,18 @@ with tempfile.TemporaryDirectory() as scratch:
     reports = script.read_bench_reports([path, f"wmma={path}"])
 assert [label for label, _ in reports] == ["", "wmma"] and reports[0][1] == reports[1][1] == medians, reports
 
+# Its JSON output is written as sluice writes files: through a symbolic link, keeping the target's mode.
+with tempfile.TemporaryDirectory() as scratch:
+    target, link = os.path.join(scratch, "target.json"), os.path.join(scratch, "link.json")
+    with open(target, "w") as f:
+        f.write("old")
+    os.chmod(target, 0o600)
+    os.symlink("target.json", link)
+    script.write_output(link, "new")
+    with open(target) as f:
+        assert f.read() == "new" and os.path.islink(link) and os.stat(target).st_mode & 0o777 == 0o600
+    assert sorted(os.listdir(scratch)) == ["link.json", "target.json"], os.listdir(scratch)
+
 assert script.attention_flops(4096) == 7.0 * 4096 * 4096 * 4096
 # BM_AttentionVarlen's packing: the mix sums to 16384, longer batches repeat it, the last length is cut to fit.
 assert script.varlen_lengths(16384) == list(script.VARLEN_LENGTHS)
