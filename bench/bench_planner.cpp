@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "assign_fixtures.hpp"
+#include "sluice/plan/iteration.hpp"
 #include "sluice/schedule/iteration.hpp"
 #include "sluice/schedule/planner.hpp"
 
@@ -19,15 +20,16 @@ namespace {
 
 constexpr int overlap_iterations = 8;
 
-// Arg: GPUs. The bench scenario's profile, candidates and batches (200K tokens per 64 GPUs), each iteration judged
-// by the simulator (plan_simulated_iteration); lookahead 2, two planning workers (the machine's cores).
+// Arg: GPUs. The bench scenario's profile, candidates and batches (200K tokens per 64 GPUs), each iteration given
+// the sluice plan (plan::IterationPlanner, its defaults); lookahead 2, two planning workers (the machine's cores).
 void BM_PlannerOverlap(benchmark::State& state) {
   using namespace sluice;
   const int gpus = static_cast<int>(state.range(0));
   const bench::AssignScenario scenario = bench::scenario(gpus);
   const std::vector<Strategy> candidates = bench::scenario_candidates(gpus);
   const data::LengthDataset dataset = bench::scenario_dataset();
-  const schedule::ScheduleOptions cyclic{.kind = schedule::ScheduleKind::cyclic, .seed = 1, .clusters = 0};
+  // The candidates have PP = 1: no stage boundaries, so the default ProblemOptions are exact.
+  const plan::IterationPlanner sluice_plan(scenario.profile, candidates);
   const schedule::PlannerOptions options{.lookahead = 2, .threads = 2};
   double waited_seconds = 0;  // after the first iteration
   double first_wait = 0;
@@ -44,10 +46,9 @@ void BM_PlannerOverlap(benchmark::State& state) {
           if (pulled++ == overlap_iterations) return std::nullopt;
           return sampler.next().sequences;
         },
-        // The candidates have PP = 1: no stage boundaries, so the default ProblemOptions are exact.
         [&](std::int64_t, std::span<const Sequence> batch) {
           const auto begin = std::chrono::steady_clock::now();
-          auto planned = schedule::plan_simulated_iteration(batch, candidates, scenario.profile, {}, cyclic);
+          auto planned = sluice_plan.plan(batch);
           planning_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - begin)
                              .count();
           return planned;

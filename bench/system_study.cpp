@@ -101,7 +101,7 @@ compare::Options setup_of(const Scenario& scenario) {
                       .element_bytes = 2,
                       .link = {.latency = 1e-5, .bandwidth = 100e9},
                       .backward_ratio = 2},
-          .plan = {.dispatch = {.seed = seed}, .candidate_overhead = {}},
+          .dispatch = {.seed = seed},
           .seed = seed};
 }
 

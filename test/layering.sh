@@ -15,8 +15,9 @@ declare -A allowed=(
   [search]="core cost"
   [proposal]="core cost data assign"
   [schedule]="core cost assign microbatch"
-  [compare]="core cost data proposal assign microbatch schedule shard"
-  [io]="core solver cost data microbatch assign shard search proposal schedule compare"
+  [plan]="core cost assign microbatch schedule shard"
+  [compare]="core cost data proposal assign microbatch schedule shard plan"
+  [io]="core solver cost data microbatch assign shard search proposal schedule plan compare"
 )
 failures=0
 for dir in "$root"/*/; do

@@ -7,7 +7,8 @@ file(GLOB planner_headers RELATIVE ${SOURCE_DIR}/include
   ${SOURCE_DIR}/include/sluice/core/*.hpp ${SOURCE_DIR}/include/sluice/cost/*.hpp
   ${SOURCE_DIR}/include/sluice/data/*.hpp ${SOURCE_DIR}/include/sluice/solver/*.hpp
   ${SOURCE_DIR}/include/sluice/assign/*.hpp ${SOURCE_DIR}/include/sluice/microbatch/*.hpp
-  ${SOURCE_DIR}/include/sluice/schedule/*.hpp ${SOURCE_DIR}/include/sluice/proposal/*.hpp
+  ${SOURCE_DIR}/include/sluice/schedule/*.hpp ${SOURCE_DIR}/include/sluice/plan/*.hpp
+  ${SOURCE_DIR}/include/sluice/proposal/*.hpp
   ${SOURCE_DIR}/include/sluice/search/*.hpp ${SOURCE_DIR}/include/sluice/shard/*.hpp
   ${SOURCE_DIR}/include/sluice/compare/*.hpp)
 # The two headers of sluice::fit, which need Eigen by design.

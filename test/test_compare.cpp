@@ -53,7 +53,7 @@ sluice::compare::Options small_options() {
           .tokens = 30000,
           .problem = {.hidden = 4096, .element_bytes = 2, .link = {.latency = 1e-5, .bandwidth = 1e11},
                       .backward_ratio = 2},
-          .plan = {.dispatch = {.trials = 4}, .candidate_overhead = {}},
+          .dispatch = {.trials = 4},
           .seed = 1};
 }
 
@@ -137,7 +137,7 @@ TEST_CASE("compare: a system that cannot hold the context fails with the reason,
   const sluice::compare::Options options{.profile = bundled_profile("llama2-32b").with_gpus(40),
                                          .context = 22000,
                                          .tokens = 30000,
-                                         .plan = {.dispatch = {.trials = 4}, .candidate_overhead = {}}};
+                                         .dispatch = {.trials = 4}};
   const auto dataset = bundled_lengths("man-pages", options.context);
   const sluice::compare::Comparison comparison =
       sluice::compare::compare(options, dataset, batches_of(dataset, options.tokens, 0, 1));
@@ -163,7 +163,7 @@ TEST_CASE("compare: the results are those `sluice simulate` recorded") {
                                          .context = 84224,
                                          .tokens = 50000,
                                          .problem = {.hidden = hidden, .link = {.latency = 1e-5, .bandwidth = 100e9}},
-                                         .plan = {.dispatch = {.trials = 2}, .candidate_overhead = {}}};
+                                         .dispatch = {.trials = 2}};
   const auto dataset = bundled_lengths("man-pages", options.context);
   const sluice::compare::Comparison comparison =
       sluice::compare::compare(options, dataset, batches_of(dataset, options.tokens, 0, 2));

@@ -251,7 +251,7 @@ std::vector<Subject> compare_subjects() {
                                  .context = 16384,
                                  .tokens = 30000,
                                  .problem = {.hidden = 4096, .link = {.latency = 1e-5, .bandwidth = 1e11}},
-                                 .plan = {.dispatch = {.trials = 4}, .candidate_overhead = {}}};
+                                 .dispatch = {.trials = 4}};
   const data::LengthDataset dataset =
       data::LengthDataset::load(io::resolve_data_file("cpython-stdlib", "lengths")).truncated(options.context);
   data::BatchSampler sampler(dataset, {.tokens_per_batch = options.tokens, .seed = 1});

@@ -9,11 +9,14 @@
 #include <vector>
 
 #include "sluice/assign/plan.hpp"
+#include "sluice/compare/compare.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/readers.hpp"
 #include "sluice/data/sampler.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
+#include "sluice/plan/iteration.hpp"
+#include "sluice/plan/planner.hpp"
 #include "sluice/schedule/iteration.hpp"
 #include "sluice/schedule/planner.hpp"
 
@@ -38,7 +41,17 @@ const std::vector<Strategy>& candidates16() {
   return candidates;
 }
 
-const assign::PlanOptions plan_options{.dispatch = {.trials = 8, .seed = 7}, .candidate_overhead = {}};
+// The planner's mechanics are the same for any plan: a cheap one here (1F1B, the V step charged, no layout moves).
+const plan::Options cheap{.dispatch = {.trials = 8, .seed = 7},
+                          .schedule = {.kind = schedule::ScheduleKind::one_f_one_b, .seed = 1, .clusters = 0},
+                          .problem = {},
+                          .layout_moves = plan::LayoutMoves::none,
+                          .v_step = plan::VStep::on};
+
+const plan::IterationPlanner& planner16() {
+  static const plan::IterationPlanner planner(profile16(), candidates16(), cheap);
+  return planner;
+}
 
 std::vector<std::vector<Sequence>> batches(int count) {
   const data::LengthDataset dataset =
@@ -71,9 +84,9 @@ struct CountingSource {
   }
 };
 
-std::vector<assign::IterationPlan> synchronous(const std::vector<std::vector<Sequence>>& all) {
-  std::vector<assign::IterationPlan> plans;
-  for (const auto& batch : all) plans.push_back(assign::plan_iteration(batch, candidates16(), profile16(), plan_options));
+std::vector<schedule::SimulatedIteration> synchronous(const std::vector<std::vector<Sequence>>& all) {
+  std::vector<schedule::SimulatedIteration> plans;
+  for (const auto& batch : all) plans.push_back(planner16().plan(batch));
   return plans;
 }
 
@@ -93,7 +106,7 @@ TEST_CASE("planner: results in iteration order equal a synchronous loop, whateve
       CAPTURE(threads);
       CAPTURE(lookahead);
       CountingSource counting{.batches = all};
-      auto planner = schedule::plan_ahead(profile16(), candidates16(), plan_options, counting.source(),
+      auto planner = plan::plan_ahead(planner16(), counting.source(),
                                           {.lookahead = lookahead, .threads = threads});
       for (std::size_t k = 0; k < all.size(); ++k) {
         auto planned = planner.next();
@@ -102,7 +115,7 @@ TEST_CASE("planner: results in iteration order equal a synchronous loop, whateve
         CHECK(planned->iteration == static_cast<std::int64_t>(k));
         CHECK(planned->batch == all[k]);
         CHECK(planned->plan == expected[k]);
-        CHECK_NOTHROW(assign::validate(planned->plan, planned->batch, profile16()));
+        CHECK_NOTHROW(planner16().validate(planned->plan, planned->batch));
         // Never more than `lookahead` pulled beyond what next() has delivered.
         CHECK(counting.pulled.load() <= static_cast<std::int64_t>(k) + 1 + lookahead);
       }
@@ -118,27 +131,45 @@ TEST_CASE("planner: results in iteration order equal a synchronous loop, whateve
   }
 }
 
-TEST_CASE("planner: simulated plans equal plan_simulated_iteration's") {
-  const auto all = batches(4);
-  const schedule::ScheduleOptions cyclic{.kind = schedule::ScheduleKind::cyclic, .seed = 1, .clusters = 0};
-  const schedule::ProblemOptions problem{};
-  CountingSource counting{.batches = all};
-  auto planner = schedule::plan_simulated_ahead(profile16(), candidates16(), plan_options, cyclic, problem,
-                                                counting.source(), {.lookahead = 2, .threads = 2});
-  for (std::size_t k = 0; k < all.size(); ++k) {
-    auto planned = planner.next();
-    REQUIRE(planned.has_value());
-    CHECK(planned->plan ==
-          schedule::plan_simulated_iteration(all[k], candidates16(), profile16(), plan_options, cyclic, problem));
+TEST_CASE("planner: the plans a trainer gets are the comparison's sluice plans, whatever the threads") {
+  // The comparison's setting, with its own proposed candidates: what sluice simulate reports is what is planned.
+  const data::LengthDataset dataset =
+      data::LengthDataset(data::read_lengths(io::resolve_data_file("man-pages", "lengths")), "man-pages")
+          .truncated(16384);
+  const compare::Options options{.profile = profile16(),
+                                 .context = 16384,
+                                 .tokens = 20'000,
+                                 .cross_node_tp = false,
+                                 .problem = {.hidden = profile16().spec().model.hidden},
+                                 .dispatch = {.trials = 8},
+                                 .seed = 3};
+  const auto all = batches(3);
+  compare::ChosenPlans chosen;
+  const compare::Comparison comparison = compare::compare(options, dataset, std::span(all), {}, &chosen);
+  REQUIRE(chosen.sluice.size() == all.size());
+  const plan::IterationPlanner planner(profile16(), comparison.candidates, compare::planner_options(options));
+  for (const int threads : {1, 3}) {
+    CAPTURE(threads);
+    CountingSource counting{.batches = all};
+    auto ahead = plan::plan_ahead(planner, counting.source(), {.lookahead = 2, .threads = threads});
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      auto planned = ahead.next();
+      REQUIRE(planned.has_value());
+      CHECK(planned->plan == chosen.sluice[k]);
+      // The iteration the comparison charged: the same makespan and strategy.
+      const compare::IterationOutcome& outcome = comparison.systems[compare::System::sluice].iterations[k];
+      CHECK(outcome.strategy == planned->plan.plan.strategy.name());
+      CHECK(outcome.seconds - outcome.switching == planned->plan.schedule.makespan);
+    }
+    CHECK_FALSE(ahead.next().has_value());
   }
-  CHECK_FALSE(planner.next().has_value());
 }
 
 TEST_CASE("planner: a plan function seeded by the iteration index equals the synchronous loop") {
   const auto all = batches(8);
   auto seeded = [](std::int64_t iteration, std::span<const Sequence> batch) {
-    assign::PlanOptions options = plan_options;
-    options.dispatch.seed = static_cast<std::uint64_t>(iteration);
+    const assign::PlanOptions options{.dispatch = {.trials = 8, .seed = static_cast<std::uint64_t>(iteration)},
+                                      .candidate_overhead = {}};
     return assign::plan_iteration(batch, candidates16(), profile16(), options);
   };
   CountingSource counting{.batches = all};
@@ -156,7 +187,7 @@ TEST_CASE("planner: the window fills to `lookahead` and no further while the con
   for (const int threads : {1, 4}) {
     CAPTURE(threads);
     CountingSource counting{.batches = all};
-    auto planner = schedule::plan_ahead(profile16(), candidates16(), plan_options, counting.source(),
+    auto planner = plan::plan_ahead(planner16(), counting.source(),
                                         {.lookahead = 3, .threads = threads});
     REQUIRE(eventually([&] { return counting.pulled.load() == 3; }));
     std::this_thread::sleep_for(30ms);
@@ -177,7 +208,7 @@ TEST_CASE("planner: a planning error reaches the consumer at its iteration, and 
   for (const int threads : {1, 3}) {
     CAPTURE(threads);
     CountingSource counting{.batches = all};
-    auto planner = schedule::plan_ahead(profile16(), candidates16(), plan_options, counting.source(),
+    auto planner = plan::plan_ahead(planner16(), counting.source(),
                                         {.lookahead = 4, .threads = threads});
     for (std::int64_t k = 0; k < bad; ++k) {
       auto planned = planner.next();
@@ -213,9 +244,8 @@ TEST_CASE("planner: an error of the source is raised at its iteration and ends t
 }
 
 TEST_CASE("planner: an empty source ends at once") {
-  auto planner = schedule::plan_ahead(
-      profile16(), candidates16(), plan_options, [] { return std::optional<std::vector<Sequence>>(); },
-      {.lookahead = 2, .threads = 3});
+  auto planner = plan::plan_ahead(
+      planner16(), [] { return std::optional<std::vector<Sequence>>(); }, {.lookahead = 2, .threads = 3});
   CHECK_FALSE(planner.next().has_value());
   CHECK_FALSE(planner.next().has_value());
 }
@@ -225,7 +255,7 @@ TEST_CASE("planner: destruction mid-run terminates, with a slow consumer or one 
   SUBCASE("never consumes") {
     CountingSource counting{.batches = all};
     {
-      auto planner = schedule::plan_ahead(profile16(), candidates16(), plan_options, counting.source(),
+      auto planner = plan::plan_ahead(planner16(), counting.source(),
                                           {.lookahead = 2, .threads = 2});
       REQUIRE(eventually([&] { return counting.pulled.load() == 2; }));
     }
@@ -234,7 +264,7 @@ TEST_CASE("planner: destruction mid-run terminates, with a slow consumer or one 
   SUBCASE("slow consumer") {
     CountingSource counting{.batches = all};
     {
-      auto planner = schedule::plan_ahead(profile16(), candidates16(), plan_options, counting.source(),
+      auto planner = plan::plan_ahead(planner16(), counting.source(),
                                           {.lookahead = 3, .threads = 4});
       for (int k = 0; k < 3; ++k) {
         REQUIRE(planner.next().has_value());
@@ -281,13 +311,9 @@ TEST_CASE("planner: bad options and inputs raise invalid_input naming them") {
                        invalid_input);
   CHECK_THROWS_WITH_AS(Planner<int>(source, Planner<int>::PlanFunction(), {}), "planner: the plan function is empty",
                        invalid_input);
-  CHECK_THROWS_WITH_AS(schedule::plan_ahead(profile16(), {}, plan_options, source, {}),
-                       "planner: no candidate strategies", invalid_input);
-  CHECK_THROWS_WITH_AS(
-      schedule::plan_ahead(profile16(), candidates16(), {.dispatch = {.trials = 0}, .candidate_overhead = {}}, source,
-                           {}),
-      "dispatch: trials must be >= 1, got 0", invalid_input);
-  CHECK_THROWS_WITH_AS(
-      schedule::plan_ahead(profile16(), candidates16(), {.dispatch = {}, .candidate_overhead = {1.0}}, source, {}),
-      "plan: candidate_overhead has 1 entries for 2 candidates", invalid_input);
+  CHECK_THROWS_WITH_AS(plan::IterationPlanner(profile16(), {}, cheap), "plan: no candidate strategies", invalid_input);
+  plan::Options no_trials = cheap;
+  no_trials.dispatch.trials = 0;
+  CHECK_THROWS_WITH_AS(plan::IterationPlanner(profile16(), candidates16(), no_trials),
+                       "dispatch: trials must be >= 1, got 0", invalid_input);
 }

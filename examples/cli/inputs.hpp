@@ -17,7 +17,9 @@
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/data_json.hpp"
 #include "sluice/io/strategy_pool.hpp"
+#include "sluice/plan/layout_moves.hpp"
 #include "sluice/schedule/instructions.hpp"
+#include "sluice/schedule/pipeline.hpp"
 
 namespace sluice::cli {
 
@@ -43,6 +45,16 @@ inline assign::DispatchOptions dispatch_options(const Options& options) {
   dispatch.threads = static_cast<int>(options.integer("threads").value_or(1));
   dispatch.seed = seed_of(options);
   return dispatch;
+}
+
+// --schedule: cyclic (the default) or 1f1b.
+inline schedule::ScheduleKind schedule_kind_of(const Options& options) {
+  return schedule::schedule_kind_from(options.text("schedule").value_or("cyclic"), "option --schedule");
+}
+
+// --layout-moves: what a candidate's plan is charged for its pull and push (plan::LayoutMoves), exposed by default.
+inline plan::LayoutMoves layout_moves_of(const Options& options) {
+  return plan::layout_moves_from(options.text("layout-moves").value_or("exposed"), "option --layout-moves");
 }
 
 // --batch F: the batch as given ("-": standard input), never truncated, so no sequence may be longer than

@@ -1,6 +1,6 @@
 #pragma once
-// `sluice plan`: K iterations of a dataset, each planned by plan_iteration over a candidate set: the
-// chosen strategy, the estimated propagation time and the planning time, then a summary.
+// `sluice plan`: K iterations of a dataset, each given the sluice plan (plan::IterationPlanner) over a candidate
+// set: the chosen strategy, its simulated time, layout move and planning time, then a summary.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -33,7 +33,8 @@
 #include "sluice/io/proposal_json.hpp"
 #include "sluice/io/shard_json.hpp"
 #include "sluice/io/svg.hpp"
-#include "sluice/shard/cost.hpp"
+#include "sluice/plan/iteration.hpp"
+#include "sluice/schedule/iteration.hpp"
 #include "sluice/shard/ranks.hpp"
 
 namespace sluice::cli {
@@ -41,11 +42,13 @@ namespace sluice::cli {
 inline constexpr std::string_view plan_usage =
     "usage: sluice plan (--strategies S | --propose) [--profile P] [--lengths F] [--gpus N] [--tokens T]\n"
     "                   [--iterations K | --batch F] [--context L] [--seed X] [--trials T] [--threads N]\n"
-    "                   [--svg F] [--cross-node-tp] [--lnk] [--json]\n"
+    "                   [--bandwidth B] [--latency S] [--layout-moves M] [--svg F] [--cross-node-tp] [--json]\n"
     "\n"
     "Plans K iterations: each draws a batch of about T tokens from the dataset, dispatches and packs it for\n"
-    "every candidate strategy, and keeps the candidate with the lowest estimated propagation time. With --json,\n"
-    "each iteration also holds the chosen strategy's rank placement and the process groups a trainer creates.\n"
+    "every candidate strategy (with and without the V step), schedules every pipeline, and keeps the candidate\n"
+    "with the lowest simulated time plus its layout move: the sluice plan that sluice simulate, sluice trace\n"
+    "and the Planner a trainer runs give. With --json, each iteration also holds the chosen strategy's rank\n"
+    "placement and the process groups a trainer creates.\n"
     "\n"
     "  --strategies S  a sluice.candidates, sluice.proposal or sluice.sampled_proposal JSON file, or strategies\n"
     "                  written like '1*tp16pp1+6*tp8pp1,4*tp16pp1' (comma-separated)\n"
@@ -66,10 +69,12 @@ inline constexpr std::string_view plan_usage =
     "  --trials T      dispatch trials (default 100)\n"
     "  --threads N     dispatch threads (default 1; the plan does not depend on it)\n"
     "  --svg F         also write a picture of the pipeline loads (micro-batches) of the first 100 iterations\n"
+    "  --bandwidth B   stage-to-stage bandwidth in GB/s, 0.001 to 10000 (default 100)\n"
+    "  --latency S     stage-to-stage latency in seconds, 0 to 1 (default 1e-5)\n"
+    "  --layout-moves M what each candidate is charged for its parameter pull and gradient push (Hydraulis §5:\n"
+    "                  fully sharded optimizer states, the profile's model as LLaMA-like layers on the profile's\n"
+    "                  cluster): none, exposed (the part no overlap hides; the default) or all\n"
     "  --cross-node-tp with --propose, allow schemes whose TP spans nodes\n"
-    "  --lnk           add each candidate's parameter pull and gradient push (Hydraulis §5: fully sharded\n"
-    "                  optimizer states, the profile's model as LLaMA-like layers, sluice shard's default\n"
-    "                  links) to its estimate before choosing\n"
     "  --json          print one sluice.plan_run JSON document, with every iteration's full plan\n";
 
 namespace plan_inputs {
@@ -84,16 +89,14 @@ inline Candidates candidates_of(const Options& options, const cost::Profile& pro
 }
 
 
-inline assign::PlanOptions plan_options_of(const Options& options, const cost::Profile& profile,
-                                           std::span<const Strategy> candidates) {
-  assign::PlanOptions plan_options;
-  plan_options.dispatch = dispatch_options(options);
-  if (options.flag("lnk")) {
-    const shard::Model model = shard::llama_like(profile.spec().model);
-    plan_options.candidate_overhead = shard::iteration_costs(shard::sharded_layout(profile.gpus(), model.layers),
-                                                             candidates, model, shard::Cluster{});
-  }
-  return plan_options;
+// The sluice plan's options: this command's dispatch, links and layout-move policy, the adaptive cyclic search
+// seeded with --seed.
+inline plan::Options planner_options_of(const Options& options, const cost::Profile& profile) {
+  return {.dispatch = dispatch_options(options),
+          .schedule = {.kind = schedule::ScheduleKind::cyclic, .seed = seed_of(options), .clusters = 0},
+          .problem = {.hidden = std::max<std::int64_t>(profile.spec().model.hidden, 1), .link = link_of(options)},
+          .layout_moves = layout_moves_of(options),
+          .v_step = plan::VStep::best};
 }
 
 }  // namespace plan_inputs
@@ -103,75 +106,76 @@ namespace plan_report {
 // Iterations are streamed: each is sampled, planned, written and dropped, so memory does not grow with K. What
 // stays per iteration is three numbers for the summary.
 struct Tally {
-  std::vector<double> estimates;
+  std::vector<double> totals;
   std::vector<double> planning;
   std::map<std::string, int> chosen;
   double tokens = 0;
 };
 
-inline void begin(io::JsonObjectStream& document, std::ostream& out, bool json, bool lnk, const cost::Profile& profile,
-                  std::span<const Strategy> candidates, std::int64_t context, const data::LengthDataset& dataset,
+inline void begin(io::JsonObjectStream& document, std::ostream& out, bool json, const plan::IterationPlanner& planner,
+                  std::int64_t context, const data::LengthDataset& dataset,
                   const std::optional<std::string>& batch_file) {
+  const cost::Profile& profile = planner.profile();
   if (json) {
     if (batch_file) document.member("batch", *batch_file);
-    document.member("candidates", assign::CandidateSet{{candidates.begin(), candidates.end()}});
+    document.member("candidates", assign::CandidateSet{{planner.candidates().begin(), planner.candidates().end()}});
     document.member("context", context);
     document.member("format", "sluice.plan_run");
     document.member("gpus", profile.gpus());
     document.open_array("iterations");
     return;
   }
-  out << "plan: " << profile.name() << " on " << profile.gpus() << " GPUs, " << candidates.size()
-      << " candidates, context " << context << ", "
-      << (batch_file ? "batch " + *batch_file : dataset.source()) << "\n\n";
-  out << "  iter  sequences    tokens  " << (lnk ? "propagation (s)  pull/push (s)  " : "")
-      << "estimate (s)  dispatch bound (s)  plan (ms)  strategy\n";
+  out << "plan: " << profile.name() << " on " << profile.gpus() << " GPUs, " << planner.candidates().size()
+      << " candidates, context " << context << ", " << (batch_file ? "batch " + *batch_file : dataset.source())
+      << "; layout moves charged: " << plan::name(planner.options().layout_moves) << "\n\n";
+  out << "  iter  sequences    tokens  simulated (s)  layout move (s)  total (s)  plan (ms)  strategy\n";
   out << std::fixed;
 }
 
-// `estimate`: what the plan was chosen by, the propagation plus (with --lnk) the parameter pull and gradient push.
-inline void iteration(io::JsonObjectStream& document, std::ostream& out, bool json, bool lnk, std::int64_t k,
-                      const data::Batch& batch, const assign::IterationPlan& plan, double seconds,
+// `total`: what the plan was chosen by, the simulated makespan plus the charged layout move.
+inline void iteration(io::JsonObjectStream& document, std::ostream& out, bool json, std::int64_t k,
+                      const data::Batch& batch, const schedule::SimulatedIteration& iteration, double seconds,
                       const shard::RankPlacement* ranks) {
+  const assign::IterationPlan& plan = iteration.plan;
   if (json) {
     document.element(io::json{{"iteration", k},
                               {"epoch", batch.epoch},
                               {"sequences", batch.sequences.size()},
                               {"tokens", batch.tokens},
                               {"strategy", plan.strategy.name()},
-                              {"estimate", plan.total()},
-                              {"propagation", plan.estimate},
-                              {"pull_push", plan.overhead},
+                              {"makespan", iteration.schedule.makespan},
+                              {"layout_move", plan.overhead},
+                              {"total", iteration.total()},
+                              {"estimate", plan.estimate},
                               {"planning_seconds", seconds},
                               {"plan", plan},
                               {"placement", *ranks}});
     return;
   }
   out << std::setw(6) << k << std::setw(11) << batch.sequences.size() << std::setw(10) << batch.tokens
-      << std::setprecision(3);
-  if (lnk) out << std::setw(17) << plan.estimate << std::setw(15) << plan.overhead;
-  out << std::setw(14) << plan.total() << std::setw(20) << plan.dispatch_lower_bound << std::setprecision(2) << std::setw(11) << seconds * 1e3 << "  "
+      << std::setprecision(3) << std::setw(15) << iteration.schedule.makespan << std::setw(17) << plan.overhead
+      << std::setw(11) << iteration.total() << std::setprecision(2) << std::setw(11) << seconds * 1e3 << "  "
       << plan.strategy.name() << "\n";
 }
 
-inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json, bool lnk,
-                    const cost::Profile& profile, const Tally& tally) {
-  const double seconds = compare::mean(tally.estimates) * static_cast<double>(tally.estimates.size());
+inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json, const cost::Profile& profile,
+                    const Tally& tally) {
+  const double seconds = compare::mean(tally.totals) * static_cast<double>(tally.totals.size());
   if (json) {
     document.close_array();
     document.member("profile", profile.name());
-    document.member("summary", io::json{{"mean_estimate", compare::mean(tally.estimates)},
-                                        {"stddev_estimate", compare::deviation(tally.estimates)},
+    document.member("summary", io::json{{"mean_total", compare::mean(tally.totals)},
+                                        {"stddev_total", compare::deviation(tally.totals)},
                                         {"tokens_per_second", tally.tokens / seconds},
                                         {"mean_planning_seconds", compare::mean(tally.planning)},
                                         {"chosen", tally.chosen}});
-    document.member("version", 2);
+    document.member("version", 3);
     document.close();
     return;
   }
-  out << std::setprecision(3) << (lnk ? "\nestimate + lnk " : "\nestimate ") << compare::mean(tally.estimates)
-      << " ± " << compare::deviation(tally.estimates) << " s per iteration, " << std::setprecision(0)
-      << tally.tokens / seconds << " tokens/s; planning " << std::setprecision(2) << compare::mean(tally.planning) * 1e3
+  out << std::setprecision(3) << "\nsimulated + layout move " << compare::mean(tally.totals) << " ± "
+      << compare::deviation(tally.totals) << " s per iteration, " << std::setprecision(0) << tally.tokens / seconds
+      << " tokens/s; planning " << std::setprecision(2) << compare::mean(tally.planning) * 1e3
       << " ms per iteration\n";
   out << "chosen:";
   for (const auto& [name, count] : tally.chosen) out << "  " << name << " ×" << count;
@@ -184,8 +188,8 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
                 std::ostream* terminal = nullptr) {
   const Options options(args,
                         {"strategies", "profile", "lengths", "gpus", "tokens", "iterations", "batch", "context",
-                         "seed", "trials", "threads", "svg"},
-                        {"propose", "cross-node-tp", "lnk", "json", "help"});
+                         "seed", "trials", "threads", "bandwidth", "latency", "layout-moves", "svg"},
+                        {"propose", "cross-node-tp", "json", "help"});
   if (options.flag("help")) {
     out << plan_usage;
     return 0;
@@ -201,9 +205,9 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
   const cost::Profile profile = load_profile(options);
   const data::LengthDataset loaded = load_lengths(options);
   const Candidates chosen = plan_inputs::candidates_of(options, profile, loaded);
-  const std::vector<Strategy>& candidates = chosen.strategies;
   std::int64_t widest = 0;
-  for (const Strategy& strategy : candidates) widest = std::max(widest, profile.pipelines(strategy).front().max_len);
+  for (const Strategy& strategy : chosen.strategies)
+    widest = std::max(widest, profile.pipelines(strategy).front().max_len);
   sluice::require(widest > 0, "no candidate strategy can hold any sequence (every MaxLen is 0)");
   const std::int64_t context = context_of(options, loaded, profile, &chosen);
   const data::LengthDataset dataset = loaded.truncated(context);
@@ -213,7 +217,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
       batch_file ? std::optional(given_batch(*batch_file, widest,
                                               sluice::concat("any candidate holds (widest MaxLen ", widest, ")")))
                  : std::nullopt;
-  const assign::PlanOptions plan_options = plan_inputs::plan_options_of(options, profile, candidates);
+  const plan::IterationPlanner planner(profile, chosen.strategies, plan_inputs::planner_options_of(options, profile));
 
   const std::int64_t iterations = trainer_batch ? 1 : options.integer("iterations").value_or(10);
   const bool json = options.flag("json");
@@ -221,32 +225,31 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
   std::vector<assign::IterationPlan> pictured;
   constexpr std::size_t pictured_iterations = 100;  // enough to see the loads vary, few enough to read
   io::JsonObjectStream document(out);
-  const bool lnk = options.flag("lnk");
-  plan_report::begin(document, out, json, lnk, profile, candidates, context, dataset, batch_file);
+  plan_report::begin(document, out, json, planner, context, dataset, batch_file);
   Progress progress(terminal, "plan", iterations);
   for (std::int64_t k = 0; k < iterations; ++k) {
     const data::Batch batch = trainer_batch ? *trainer_batch : sampler.next();
     const auto start = std::chrono::steady_clock::now();
-    assign::IterationPlan plan = assign::plan_iteration(batch.sequences, candidates, profile, plan_options);
+    schedule::SimulatedIteration iteration = planner.plan(batch.sequences);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    assign::validate(plan, batch.sequences, profile);
+    planner.validate(iteration, batch.sequences);
     std::optional<shard::RankPlacement> ranks;
     if (json) {
-      ranks = shard::rank_placement(plan.strategy, profile);
-      shard::validate(*ranks, plan.strategy, profile);
+      ranks = shard::rank_placement(iteration.plan.strategy, profile);
+      shard::validate(*ranks, iteration.plan.strategy, profile);
     }
-    tally.estimates.push_back(plan.total());
+    tally.totals.push_back(iteration.total());
     tally.planning.push_back(elapsed.count());
-    ++tally.chosen[plan.strategy.name()];
+    ++tally.chosen[iteration.plan.strategy.name()];
     tally.tokens += static_cast<double>(batch.tokens);
-    plan_report::iteration(document, out, json, lnk, k, batch, plan, elapsed.count(), ranks ? &*ranks : nullptr);
-    if (options.text("svg") && pictured.size() < pictured_iterations) pictured.push_back(std::move(plan));
+    plan_report::iteration(document, out, json, k, batch, iteration, elapsed.count(), ranks ? &*ranks : nullptr);
+    if (options.text("svg") && pictured.size() < pictured_iterations) pictured.push_back(std::move(iteration.plan));
     progress.advance();
   }
   if (const auto svg = options.text("svg"))
     outputs.write(*svg, io::pipeline_loads_svg(pictured, "sluice plan: " + profile.name() + " on " +
                                                              std::to_string(profile.gpus()) + " GPUs"));
-  plan_report::summary(document, out, json, lnk, profile, tally);
+  plan_report::summary(document, out, json, profile, tally);
   return 0;
 }
 

@@ -53,7 +53,7 @@ inline Scenario read_scenario(const Options& options, const Candidates* given = 
                             .tokens = options.integer("tokens").value_or(100'000),
                             .cross_node_tp = options.flag("cross-node-tp"),
                             .problem = {.hidden = hidden, .link = link_of(options)},
-                            .plan = {.dispatch = dispatch_options(options), .candidate_overhead = {}},
+                            .dispatch = dispatch_options(options),
                             .seed = seed_of(options)};
   return {.settings = std::move(settings), .dataset = std::move(dataset), .batch = std::move(batch)};
 }

@@ -68,7 +68,7 @@ inline io::json replica_json(const schedule::ReplicaSchedule& replica) {
   if (replica.micro_batches.empty()) return {{"micro_batches", io::json::array()}};
   const schedule::PipelineSchedule& s = replica.schedule;
   return {{"micro_batches", replica.micro_batches},
-          {"kind", s.kind == schedule::ScheduleKind::cyclic ? "cyclic" : "1f1b"},
+          {"kind", std::string(schedule::name(s.kind))},
           {"memory_aware", s.memory_aware},
           {"injection", s.injection},
           {"makespan", s.simulation.makespan},
@@ -198,9 +198,7 @@ inline schedule::PipelinePlanOptions plan_options_of(const Options& options, con
   plan_options.stages = scheme.pp();
   plan_options.replicas = static_cast<int>(options.integer("replicas").value_or(1));
   plan_options.micro_batch_memory = setup.memory_limit;
-  const std::string kind = options.text("schedule").value_or("cyclic");
-  sluice::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '", kind, "'");
-  plan_options.schedule.kind = kind == "cyclic" ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b;
+  plan_options.schedule.kind = schedule_kind_of(options);
   plan_options.schedule.seed = seed_of(options);
   plan_options.layout = microbatch::parse_layout(options.text("layout").value_or("padded"));
   sluice::require(plan_options.layout != microbatch::Layout::fixed_rows,

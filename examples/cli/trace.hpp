@@ -1,7 +1,6 @@
 #pragma once
-// `sluice trace`: one iteration planned as sluice's system does it (proposed or given candidates, two-stage
-// assignment, every pipeline scheduled, the fastest simulated candidate kept), and its pipeline timeline as an
-// SVG picture and as Chrome-trace JSON.
+// `sluice trace`: one iteration's sluice plan (plan::IterationPlanner over proposed or given candidates, as
+// sluice simulate's sluice system plans it), and its pipeline timeline as an SVG picture and as Chrome-trace JSON.
 #include <cstdint>
 #include <filesystem>
 #include <iomanip>
@@ -24,6 +23,8 @@
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/chrome_trace.hpp"
 #include "sluice/io/svg.hpp"
+#include "sluice/plan/iteration.hpp"
+#include "sluice/plan/layout_moves.hpp"
 #include "sluice/schedule/iteration.hpp"
 
 namespace sluice::cli {
@@ -31,11 +32,13 @@ namespace sluice::cli {
 inline constexpr std::string_view trace_usage =
     "usage: sluice trace [--profile P] [--lengths F] [--gpus N] [--tokens T] [--context L] [--seed X]\n"
     "                    [--iteration I | --batch F] [--strategies S] [--schedule cyclic|1f1b] [--trials T]\n"
-    "                    [--threads N] [--bandwidth B] [--latency S] [--cross-node-tp] [--svg F] [--trace F] [--json]\n"
+    "                    [--threads N] [--bandwidth B] [--latency S] [--layout-moves M] [--cross-node-tp]\n"
+    "                    [--svg F] [--trace F] [--json]\n"
     "\n"
-    "Plans iteration I of the dataset as sluice simulate's sluice system does (every candidate dispatched,\n"
-    "packed and scheduled, the fastest simulated kept), prints its pipelines, and writes their timeline: per\n"
-    "rank its forward, backward and sends, with micro-batch ids.\n"
+    "Plans iteration I of the dataset with the sluice plan that sluice simulate's sluice system runs (every\n"
+    "candidate dispatched, packed and scheduled, with and without the V step, charged its layout move, the\n"
+    "fastest kept), prints its pipelines, and writes their timeline: per rank its forward, backward and sends,\n"
+    "with micro-batch ids.\n"
     "\n"
     "  --profile P      profile JSON file or bundled name (default llama2-7b)\n"
     "  --lengths F      length file or bundled name (default man-pages)\n"
@@ -52,6 +55,8 @@ inline constexpr std::string_view trace_usage =
     "  --threads N      dispatch threads (default 1; the plan does not depend on it)\n"
     "  --bandwidth B    stage-to-stage bandwidth in GB/s, 0.001 to 10000 (default 100)\n"
     "  --latency S      stage-to-stage latency in seconds, 0 to 1 (default 1e-5)\n"
+    "  --layout-moves M what each candidate is charged for its parameter pull and gradient push: none, exposed\n"
+    "                   (the part no overlap hides; the default, as sluice simulate) or all\n"
     "  --cross-node-tp  let proposed candidates use schemes whose TP spans nodes\n"
     "  --svg F          write the timeline as a self-contained SVG picture to F\n"
     "  --trace F        write the timeline as Chrome-trace JSON to F (ui.perfetto.dev)\n"
@@ -71,14 +76,21 @@ inline std::vector<Strategy> candidates_of(const std::optional<Candidates>& give
 
 namespace trace_report {
 
-inline io::json document(const Scenario& scenario, std::int64_t index, const data::Batch& batch, std::string_view kind,
-                         std::span<const Strategy> candidates, const schedule::SimulatedIteration& iteration) {
+// What candidate k's plan is charged for its layout move (nothing under --layout-moves none).
+inline double charged(const plan::IterationPlanner& planner, std::size_t k) {
+  return planner.charged().empty() ? 0.0 : planner.charged()[k];
+}
+
+inline io::json document(const Scenario& scenario, std::int64_t index, const data::Batch& batch,
+                         const plan::IterationPlanner& planner, const schedule::SimulatedIteration& iteration) {
   const compare::Options& setup = scenario.settings;
+  const std::span<const Strategy> candidates = planner.candidates();
   io::json candidate_json = io::json::array();
   for (std::size_t k = 0; k < candidates.size(); ++k)
     candidate_json.push_back(
         {{"strategy", candidates[k]},
-         {"makespan", iteration.makespans[k] ? io::json(*iteration.makespans[k]) : io::json(nullptr)}});
+         {"makespan", iteration.makespans[k] ? io::json(*iteration.makespans[k]) : io::json(nullptr)},
+         {"layout_move", charged(planner, k)}});
   io::json pipelines = io::json::array();
   for (std::size_t j = 0; j < iteration.schedule.pipelines.size(); ++j) {
     const auto& scheduled = iteration.schedule.pipelines[j];
@@ -86,14 +98,14 @@ inline io::json document(const Scenario& scenario, std::int64_t index, const dat
     const schedule::PipelineSchedule& s = scheduled->schedule;
     pipelines.push_back({{"index", j},
                          {"micro_batches", iteration.plan.pipelines[j].micro_batches.size()},
-                         {"kind", s.kind == schedule::ScheduleKind::cyclic ? "cyclic" : "1f1b"},
+                         {"kind", std::string(schedule::name(s.kind))},
                          {"memory_aware", s.memory_aware},
                          {"makespan", s.simulation.makespan},
                          {"estimate", iteration.plan.pipelines[j].estimate},
                          {"peak_memory", s.simulation.peak_memory}});
   }
   return io::json{{"format", "sluice.trace_run"},
-                  {"version", 1},
+                  {"version", 2},
                   {"profile", setup.profile.name()},
                   {"gpus", setup.profile.gpus()},
                   {"lengths", scenario.dataset.source()},
@@ -101,19 +113,24 @@ inline io::json document(const Scenario& scenario, std::int64_t index, const dat
                   {"iteration", index},
                   {"sequences", batch.sequences.size()},
                   {"tokens", batch.tokens},
-                  {"schedule", std::string(kind)},
+                  {"schedule", std::string(schedule::name(planner.options().schedule.kind))},
+                  {"layout_moves", plan::name(planner.options().layout_moves)},
                   {"candidates", std::move(candidate_json)},
                   {"chosen", iteration.chosen},
                   {"makespan", iteration.schedule.makespan},
+                  {"layout_move", iteration.plan.overhead},
+                  {"total", iteration.total()},
                   {"plan", iteration.plan},
                   {"pipelines", std::move(pipelines)}};
 }
 
 inline void print(std::ostream& out, const Scenario& scenario, std::int64_t index, const data::Batch& batch,
-                  std::span<const Strategy> candidates, const schedule::SimulatedIteration& iteration) {
+                  const plan::IterationPlanner& planner, const schedule::SimulatedIteration& iteration) {
+  const std::span<const Strategy> candidates = planner.candidates();
   out << "trace: " << describe(scenario) << "; iteration " << index << ": " << batch.sequences.size()
-      << " sequences, " << batch.tokens << " tokens\n\n";
-  out << "  candidate  simulated (s)  strategy\n" << std::fixed << std::setprecision(3);
+      << " sequences, " << batch.tokens << " tokens; layout moves charged: "
+      << plan::name(planner.options().layout_moves) << "\n\n";
+  out << "  candidate  simulated (s)  layout move (s)  strategy\n" << std::fixed << std::setprecision(3);
   bool unplanned = false;
   for (std::size_t k = 0; k < candidates.size(); ++k) {
     out << std::setw(11) << k << std::setw(15);
@@ -121,6 +138,7 @@ inline void print(std::ostream& out, const Scenario& scenario, std::int64_t inde
       out << *iteration.makespans[k];
     else
       out << "-";
+    out << std::setw(17) << charged(planner, k);
     unplanned = unplanned || !iteration.makespans[k];
     out << "  " << candidates[k].name() << (k == iteration.chosen ? "  <- chosen" : "") << "\n";
   }
@@ -146,22 +164,20 @@ inline void print(std::ostream& out, const Scenario& scenario, std::int64_t inde
         << peak / 0x1p30 << "\n";
   }
   out << "\niteration " << iteration.schedule.makespan << " s simulated (packing estimate " << iteration.plan.estimate
-      << " s), " << std::setprecision(0) << static_cast<double>(batch.tokens) / iteration.schedule.makespan
-      << " tokens/s\n";
+      << " s) + " << iteration.plan.overhead << " s layout move = " << iteration.total() << " s, "
+      << std::setprecision(0) << static_cast<double>(batch.tokens) / iteration.total() << " tokens/s\n";
 }
 
 }  // namespace trace_report
 
 inline int trace(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
   std::set<std::string, std::less<>> valued = scenario_options;
-  valued.insert({"iteration", "strategies", "schedule", "svg", "trace"});
+  valued.insert({"iteration", "strategies", "schedule", "layout-moves", "svg", "trace"});
   const Options options(args, valued, {"cross-node-tp", "json", "help"});
   if (options.flag("help")) {
     out << trace_usage;
     return 0;
   }
-  const std::string kind = options.text("schedule").value_or("cyclic");
-  sluice::require(kind == "cyclic" || kind == "1f1b", "option --schedule: expected cyclic or 1f1b, got '", kind, "'");
   sluice::require(!options.text("batch") || !options.text("iteration"),
                   "options --batch and --iteration cannot be combined: a given batch is its own iteration");
   const std::int64_t index = options.integer("iteration").value_or(0);
@@ -174,14 +190,12 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out, Outp
     for (std::int64_t k = 0; k < index; ++k) sampler.next();  // the iterations before it, drawn and dropped
   const data::Batch batch = scenario.batch ? *scenario.batch : sampler.next();
 
-  const std::vector<Strategy> candidates = trace_inputs::candidates_of(given, scenario);
-  const schedule::ScheduleOptions schedule_options{
-      .kind = kind == "cyclic" ? schedule::ScheduleKind::cyclic : schedule::ScheduleKind::one_f_one_b,
-      .seed = setup.seed,
-      .clusters = 0};
-  const schedule::SimulatedIteration iteration = schedule::plan_simulated_iteration(
-      batch.sequences, candidates, setup.profile, setup.plan, schedule_options, setup.problem);
-  schedule::validate(iteration, batch.sequences, candidates, setup.profile, setup.plan, setup.problem);
+  plan::Options planning = compare::planner_options(setup);
+  planning.schedule.kind = schedule_kind_of(options);
+  planning.layout_moves = layout_moves_of(options);
+  const plan::IterationPlanner planner(setup.profile, trace_inputs::candidates_of(given, scenario), planning);
+  const schedule::SimulatedIteration iteration = planner.plan(batch.sequences);
+  planner.validate(iteration, batch.sequences);
   const compare::Timeline timeline = compare::timeline_of(iteration.plan, iteration.schedule);
   const std::string title =
       sluice::concat("sluice: iteration ", index, ", ", iteration.plan.strategy.name(), ", ", describe(scenario));
@@ -190,9 +204,9 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out, Outp
   if (const auto trace_file = options.text("trace"))
     outputs.write(*trace_file, io::chrome_trace(timeline.pipelines, timeline.names).dump());
   if (options.flag("json"))
-    out << trace_report::document(scenario, index, batch, kind, candidates, iteration).dump(2) << "\n";
+    out << trace_report::document(scenario, index, batch, planner, iteration).dump(2) << "\n";
   else
-    trace_report::print(out, scenario, index, batch, candidates, iteration);
+    trace_report::print(out, scenario, index, batch, planner, iteration);
   return 0;
 }
 

@@ -161,7 +161,7 @@ int run(int argc, char** argv) {
                                    .tokens = tokens,
                                    .cross_node_tp = false,
                                    .problem = {.hidden = model.hidden},
-                                   .plan = {},
+                                   .dispatch = {},
                                    .seed = seed};
   if (progress && profile_path.empty())
     std::cerr << "sluice_measure_systems: profiled on the GPU in " << seconds_since(profiling) << " s\n";

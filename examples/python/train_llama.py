@@ -211,7 +211,8 @@ def main(argv=None):
     print(f"plans: {profile.name} on {profile.gpus} GPUs, {len(candidates)} candidates")
 
     worst = 0.0
-    with sluice.Planner(profile, candidates, itertools.islice(sampler, args.steps), seed=args.seed) as planner:
+    options = sluice.PlanOptions(seed=args.seed, schedule_seed=args.seed)
+    with sluice.Planner(profile, candidates, itertools.islice(sampler, args.steps), options) as planner:
         for planned in planner:
             started = time.perf_counter()
             sequences = {

@@ -1,6 +1,6 @@
 #pragma once
-// Every planner and its vocabulary: core, cost models, data, assign, microbatch, schedule, proposal, search,
-// shard, the comparison of systems and the MILP model type. Needs only the sluice::sluice target: no Eigen, no JSON.
+// Every planner and its vocabulary: core, cost models, data, assign, microbatch, schedule, shard, the sluice plan
+// (plan/), proposal, search, the comparison of systems and the MILP model type. Needs only the sluice::sluice target: no Eigen, no JSON.
 // Not here: cost/fit.hpp and search/analytic_profile.hpp (sluice::fit, Eigen), the JSON layer in io/
 // (sluice::io), and the CBC backend (sluice::cbc).
 
@@ -63,6 +63,10 @@
 #include "sluice/shard/placement.hpp"
 #include "sluice/shard/pull_push.hpp"
 #include "sluice/shard/ranks.hpp"
+
+#include "sluice/plan/iteration.hpp"
+#include "sluice/plan/layout_moves.hpp"
+#include "sluice/plan/planner.hpp"
 
 #include "sluice/proposal/dp.hpp"
 #include "sluice/proposal/homogeneous.hpp"

@@ -58,7 +58,7 @@ compare::Options options_for(const cost::Profile& profile) {
           .tokens = tokens,
           .cross_node_tp = false,
           .problem = {.hidden = model.hidden},
-          .plan = {},
+          .dispatch = {},
           .seed = 3};
 }
 

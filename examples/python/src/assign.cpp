@@ -18,6 +18,10 @@ assign::PlanOptions plan_options(int trials, int threads, std::uint64_t seed, bo
   return options;
 }
 
+schedule::ScheduleOptions schedule_options(std::string_view kind, std::uint64_t seed, int clusters) {
+  return {.kind = schedule::schedule_kind_from(kind, "kind"), .seed = seed, .clusters = clusters};
+}
+
 schedule::ProblemOptions problem_options(std::int64_t hidden, int element_bytes, double latency, double bandwidth,
                                          double backward_ratio) {
   return {.hidden = hidden,

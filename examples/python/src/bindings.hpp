@@ -75,6 +75,9 @@ py::list internal_list(const std::vector<T>& values, const py::handle& owner) {
 assign::PlanOptions plan_options(int trials, int threads, std::uint64_t seed, bool local_search, bool longest_first,
                                  bool v_step, const py::handle& candidate_overhead);
 
+// A pipeline schedule's options from keyword arguments (kind: cyclic or 1f1b).
+schedule::ScheduleOptions schedule_options(std::string_view kind, std::uint64_t seed, int clusters);
+
 // How a simulated pipeline moves activations (the schedule functions' and compare's keyword arguments).
 schedule::ProblemOptions problem_options(std::int64_t hidden, int element_bytes, double latency, double bandwidth,
                                          double backward_ratio);

@@ -189,9 +189,10 @@ void bind_compare(py::module_& module) {
                                  .tokens = tokens,
                                  .cross_node_tp = cross_node_tp,
                                  .problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio),
-                                 // v_step and candidate overheads are sluice's own in a comparison.
-                                 .plan = plan_options(trials, threads, dispatch_seed.value_or(seed), local_search,
-                                                      longest_first, assign::DispatchOptions{}.v_step, py::none()),
+                                 // The V step and the layout moves are sluice's own in a comparison.
+                                 .dispatch = plan_options(trials, threads, dispatch_seed.value_or(seed), local_search,
+                                                          longest_first, assign::DispatchOptions{}.v_step, py::none())
+                                                 .dispatch,
                                  .seed = seed};
         const py::gil_scoped_release release;
         proposal::ProposeOptions usable;

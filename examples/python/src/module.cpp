@@ -121,9 +121,9 @@ PYBIND11_MODULE(_sluice, module) {
   sp::bind_data(module);
   sp::bind_cost(module);
   sp::bind_assign(module);
-  sp::bind_planner(module);
   sp::bind_proposal(module);
   sp::bind_schedule(module);
+  sp::bind_planner(module);
   sp::bind_compare(module);
   sp::bind_shard(module);
   sp::bind_search(module);

@@ -55,27 +55,6 @@ std::vector<microbatch::Sample> ordered(std::vector<microbatch::Sample> samples,
   return microbatch::order_samples(samples, ordering_from(*ordering));
 }
 
-schedule::ScheduleKind kind_from(std::string_view name) {
-  if (name == "cyclic") return schedule::ScheduleKind::cyclic;
-  if (name == "1f1b") return schedule::ScheduleKind::one_f_one_b;
-  sluice::fail("kind: expected cyclic or 1f1b, got '", name, "'");
-}
-
-std::string kind_name(schedule::ScheduleKind kind) {
-  return kind == schedule::ScheduleKind::cyclic ? "cyclic" : "1f1b";
-}
-
-std::string pass_name(schedule::Pass pass) { return pass == schedule::Pass::forward ? "forward" : "backward"; }
-
-schedule::Pass pass_from(std::string_view name) {
-  if (name == "forward") return schedule::Pass::forward;
-  if (name == "backward") return schedule::Pass::backward;
-  sluice::fail("order: a pass is forward or backward, got '", name, "'");
-}
-
-schedule::ScheduleOptions schedule_options(std::string_view kind, std::uint64_t seed, int clusters) {
-  return {.kind = kind_from(kind), .seed = seed, .clusters = clusters};
-}
 
 // Optional values of a vector as Python objects referring into `owner`, None where empty.
 template <class T>
@@ -363,7 +342,8 @@ void bind_pipeline(py::module_& module) {
              schedule::Order order;
              for (const auto& ops : stages) {
                auto& list = order.stages.emplace_back();
-               for (const auto& [micro_batch, pass] : ops) list.push_back({micro_batch, pass_from(pass)});
+               for (const auto& [micro_batch, pass] : ops)
+                 list.push_back({micro_batch, value_in(schedule::pass_names, pass, "order: pass")});
              }
              return order;
            }),
@@ -374,7 +354,7 @@ void bind_pipeline(py::module_& module) {
                                for (const auto& ops : order.stages) {
                                  py::list list;
                                  for (const schedule::Op& op : ops)
-                                   list.append(py::make_tuple(op.micro_batch, pass_name(op.pass)));
+                                   list.append(py::make_tuple(op.micro_batch, std::string(schedule::name(op.pass))));
                                  stages.append(list);
                                }
                                return stages;
@@ -409,7 +389,7 @@ void bind_pipeline(py::module_& module) {
 
   py::class_<schedule::OpTiming>(module, "OpTiming", "One simulated op: when it ran and when its output arrived.")
       .def_readonly("micro_batch", &schedule::OpTiming::micro_batch)
-      .def_property_readonly("kind", [](const schedule::OpTiming& op) { return pass_name(op.pass); },
+      .def_property_readonly("kind", [](const schedule::OpTiming& op) { return std::string(schedule::name(op.pass)); },
                              "'forward' or 'backward'.")
       .def_readonly("start", &schedule::OpTiming::start)
       .def_readonly("end", &schedule::OpTiming::end)
@@ -509,7 +489,7 @@ void bind_pipeline(py::module_& module) {
   py::class_<schedule::PipelineSchedule> pipeline_schedule_class(module, "PipelineSchedule",
       "One pipeline's schedule: order, simulation and per-rank instructions.");
   pipeline_schedule_class
-      .def_property_readonly("kind", [](const schedule::PipelineSchedule& value) { return kind_name(value.kind); },
+      .def_property_readonly("kind", [](const schedule::PipelineSchedule& value) { return std::string(schedule::name(value.kind)); },
                              "'cyclic' or '1f1b': the kind of the order kept.")
       .def_readonly("memory_aware", &schedule::PipelineSchedule::memory_aware)
       .def_property_readonly("injection",
@@ -537,7 +517,7 @@ void bind_pipeline(py::module_& module) {
         const py::gil_scoped_release release;
         return schedule::schedule_pipeline(problem, options);
       },
-      py::arg("problem"), py::kw_only(), py::arg("kind") = kind_name(schedule_defaults.kind),
+      py::arg("problem"), py::kw_only(), py::arg("kind") = std::string(schedule::name(schedule_defaults.kind)),
       py::arg("seed") = schedule_defaults.seed, py::arg("clusters") = schedule_defaults.clusters,
       "DynaPipe's scheduler: injection orders searched for the adaptive cyclic schedule ('cyclic') and 1F1B, each "
       "simulated, the fastest that fits memory kept, its communication planned.");
@@ -622,7 +602,7 @@ void bind_planners(py::module_& module) {
       py::arg("targets") = py::none(), py::arg("stages") = defaults.stages, py::arg("replicas") = defaults.replicas,
       py::arg("micro_batch_memory") = defaults.micro_batch_memory, py::arg("stage_memory") = defaults.stage_memory,
       py::arg("ordering") = "length", py::arg("layout") = std::string(microbatch::layout_name(defaults.layout)),
-      py::arg("tmax_interval") = defaults.tmax_interval, py::arg("kind") = kind_name(defaults.schedule.kind),
+      py::arg("tmax_interval") = defaults.tmax_interval, py::arg("kind") = std::string(schedule::name(defaults.schedule.kind)),
       py::arg("seed") = defaults.schedule.seed, py::arg("clusters") = defaults.schedule.clusters,
       py::arg("hidden") = problem_defaults.hidden, py::arg("element_bytes") = problem_defaults.element_bytes,
       py::arg("latency") = problem_defaults.link.latency, py::arg("bandwidth") = problem_defaults.link.bandwidth,
@@ -670,7 +650,7 @@ void bind_planners(py::module_& module) {
         const py::gil_scoped_release release;
         return schedule::schedule_iteration(plan, profile, options, problem);
       },
-      py::arg("plan"), py::arg("profile"), py::kw_only(), py::arg("kind") = kind_name(defaults.schedule.kind),
+      py::arg("plan"), py::arg("profile"), py::kw_only(), py::arg("kind") = std::string(schedule::name(defaults.schedule.kind)),
       py::arg("seed") = defaults.schedule.seed, py::arg("clusters") = defaults.schedule.clusters,
       py::arg("hidden") = problem_defaults.hidden, py::arg("element_bytes") = problem_defaults.element_bytes,
       py::arg("latency") = problem_defaults.link.latency, py::arg("bandwidth") = problem_defaults.link.bandwidth,
@@ -710,33 +690,6 @@ void bind_planners(py::module_& module) {
           "Raises InvalidPlan naming the first broken invariant against the batch, candidates and profile.");
   def_document(simulated_class);
 
-  const assign::DispatchOptions dispatch;
-  module.def(
-      "plan_simulated_iteration",
-      [](const py::handle& lengths, const std::vector<Strategy>& candidates, const cost::Profile& profile,
-         const py::handle& ids, int trials, int threads, std::uint64_t seed, bool local_search, bool longest_first,
-         bool v_step, const py::handle& candidate_overhead, std::string_view kind, std::uint64_t schedule_seed,
-         int clusters, std::int64_t hidden, int element_bytes, double latency, double bandwidth,
-         double backward_ratio) {
-        const std::vector<Sequence> batch = batch_from(lengths, ids);
-        const assign::PlanOptions plan =
-            plan_options(trials, threads, seed, local_search, longest_first, v_step, candidate_overhead);
-        const schedule::ScheduleOptions options = schedule_options(kind, schedule_seed, clusters);
-        const schedule::ProblemOptions problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio);
-        const py::gil_scoped_release release;
-        return schedule::plan_simulated_iteration(batch, candidates, profile, plan, options, problem);
-      },
-      py::arg("lengths"), py::arg("candidates"), py::arg("profile"), py::kw_only(), py::arg("ids") = py::none(),
-      py::arg("trials") = dispatch.trials, py::arg("threads") = dispatch.threads, py::arg("seed") = dispatch.seed,
-      py::arg("local_search") = dispatch.local_search, py::arg("longest_first") = dispatch.longest_first,
-      py::arg("v_step") = dispatch.v_step, py::arg("candidate_overhead") = py::none(),
-      py::arg("kind") = kind_name(defaults.schedule.kind), py::arg("schedule_seed") = defaults.schedule.seed,
-      py::arg("clusters") = defaults.schedule.clusters, py::arg("hidden") = problem_defaults.hidden,
-      py::arg("element_bytes") = problem_defaults.element_bytes, py::arg("latency") = problem_defaults.link.latency,
-      py::arg("bandwidth") = problem_defaults.link.bandwidth,
-      py::arg("backward_ratio") = problem_defaults.backward_ratio,
-      "Hydraulis' per-iteration choice with the simulator as the judge (what `sluice trace` plans): every candidate "
-      "that holds the batch is dispatched, packed and scheduled; the lowest simulated makespan + overhead is kept.");
 }
 
 }  // namespace

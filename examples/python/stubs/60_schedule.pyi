@@ -524,27 +524,3 @@ class SimulatedIteration:
     def save(self, path: PathLike) -> None: ...
     @staticmethod
     def load(path: PathLike) -> SimulatedIteration: ...
-
-def plan_simulated_iteration(
-    lengths: npt.ArrayLike,
-    candidates: Sequence[StrategyLike],
-    profile: Profile,
-    *,
-    ids: Optional[npt.ArrayLike] = None,
-    trials: int = 100,
-    threads: int = 1,
-    seed: int = 0,
-    local_search: bool = True,
-    longest_first: bool = True,
-    v_step: bool = True,
-    candidate_overhead: Optional[npt.ArrayLike] = None,
-    kind: str = "cyclic",
-    schedule_seed: int = 1,
-    clusters: int = 0,
-    hidden: int = 1,
-    element_bytes: int = 2,
-    latency: float = 0.0,
-    bandwidth: float = ...,
-    backward_ratio: float = 2.0,
-) -> SimulatedIteration:
-    """Hydraulis' per-iteration choice with the simulator as the judge (`sluice trace`)."""

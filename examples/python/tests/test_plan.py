@@ -1,4 +1,5 @@
-"""plan_iteration and plan_fixed_length: against `sluice plan`, their validators, documents and threads."""
+"""The sluice plan against `sluice plan`; plan_iteration and plan_fixed_length: their validators, documents and
+threads."""
 import json
 import pickle
 import threading
@@ -10,17 +11,24 @@ import sluice
 from conftest import CANDIDATES_64, json_of, without_header
 
 
+def tool_options(profile, seed):
+    """`sluice plan`'s: --seed seeds the dispatch and the schedule search, its default link, the model's hidden."""
+    return sluice.PlanOptions(seed=seed, schedule_seed=seed, hidden=profile.hidden, latency=1e-5, bandwidth=100e9)
+
+
 def test_sampled_iterations_match_the_tool(cli, profile_64):
     document = cli("plan", "--profile", "llama2-32b", "--gpus", 64, "--lengths", "cpython-stdlib", "--context",
                    32768, "--tokens", 200_000, "--seed", 5, "--iterations", 3, "--strategies", ",".join(CANDIDATES_64))
     dataset = sluice.LengthDataset.bundled("cpython-stdlib").truncated(32768)
     sampler = sluice.BatchSampler(dataset, tokens_per_batch=200_000, seed=5)
+    planner = sluice.IterationPlanner(profile_64, CANDIDATES_64, tool_options(profile_64, seed=5))
     for shown in document["iterations"]:
         batch = sampler.next()
         assert (batch.epoch, batch.tokens, len(batch)) == (shown["epoch"], shown["tokens"], shown["sequences"])
-        plan = sluice.plan_iteration(batch.lengths, CANDIDATES_64, profile_64, ids=batch.ids, seed=5)
-        plan.validate(batch.lengths, profile_64, ids=batch.ids)
-        assert without_header(json_of(plan)) == shown["plan"]
+        iteration = planner.plan(batch.lengths, ids=batch.ids)
+        planner.validate(iteration, batch.lengths, ids=batch.ids)
+        assert without_header(json_of(iteration.plan)) == shown["plan"]
+        assert (iteration.schedule.makespan, iteration.total) == (shown["makespan"], shown["total"])
 
 
 def test_a_given_batch_matches_the_tool(cli, profile_64, tmp_path):
@@ -28,8 +36,9 @@ def test_a_given_batch_matches_the_tool(cli, profile_64, tmp_path):
     (tmp_path / "batch.json").write_text(json.dumps([{"id": i, "length": n} for i, n in zip(ids, lengths)]))
     document = cli("plan", "--profile", "llama2-32b", "--gpus", 64, "--strategies", ",".join(CANDIDATES_64),
                    "--batch", tmp_path / "batch.json")
-    plan = sluice.plan_iteration(np.array(lengths, dtype=np.int32), CANDIDATES_64, profile_64, ids=ids)
-    assert without_header(json_of(plan)) == document["iterations"][0]["plan"]
+    planner = sluice.IterationPlanner(profile_64, CANDIDATES_64, tool_options(profile_64, seed=0))
+    iteration = planner.plan(np.array(lengths, dtype=np.int32), ids=ids)
+    assert without_header(json_of(iteration.plan)) == document["iterations"][0]["plan"]
 
 
 def test_plan_structure_is_numpy(profile_64, batch_64):

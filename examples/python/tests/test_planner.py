@@ -1,5 +1,5 @@
-"""sluice.Planner: the order and results of synchronous planning, a bounded window, errors at their iteration, and
-a clean stop at any point."""
+"""sluice.Planner and sluice.IterationPlanner: the plans the comparison reports, the order and results of synchronous
+planning, a bounded window, errors at their iteration, and a clean stop at any point."""
 import itertools
 import subprocess
 import sys
@@ -12,31 +12,82 @@ import sluice
 from conftest import CANDIDATES_64
 
 
+# The planner's mechanics are the same for any plan: most tests plan cheaply (1F1B, the V step charged, no layout
+# moves); the first checks the default plan against the comparison's.
+CHEAP = sluice.PlanOptions(seed=4, schedule="1f1b", v_step="on", layout_moves="none")
+
+
 @pytest.fixture(scope="module")
 def batches():
     dataset = sluice.LengthDataset.bundled("cpython-stdlib").truncated(32768)
     return list(itertools.islice(sluice.BatchSampler(dataset, tokens_per_batch=200_000, seed=3), 6))
 
 
+def test_plans_are_the_comparisons_sluice_plans():
+    """What sluice simulate reports for sluice is what a trainer's Planner plans, iteration by iteration."""
+    profile = sluice.Profile.bundled("llama2-7b", gpus=16)
+    dataset = sluice.LengthDataset.bundled("man-pages").truncated(16384)
+    source = list(itertools.islice(sluice.BatchSampler(dataset, tokens_per_batch=20_000, seed=3), 3))
+    comparison = sluice.compare(profile, dataset, batches=source, context=16384, tokens=20_000, trials=8, seed=3)
+    options = sluice.PlanOptions(trials=8, seed=3, schedule_seed=3)  # the comparison's dispatch and schedule seed
+    with sluice.Planner(profile, comparison.candidates, source, options, threads=2) as planner:
+        delivered = list(planner)
+    run = comparison["sluice"]
+    assert [planned.plan for planned in delivered] == run.plans[:3]
+    for planned, outcome in zip(delivered, run.iterations):
+        assert planned.plan.strategy.name == outcome.strategy
+        assert planned.simulated.schedule.makespan + outcome.switching == outcome.seconds
+
+
 @pytest.mark.parametrize("threads, lookahead", [(1, 1), (2, 2), (4, 3)])
 def test_plans_equal_synchronous_planning_in_order(profile_64, batches, threads, lookahead):
-    with sluice.Planner(profile_64, CANDIDATES_64, batches, threads=threads, lookahead=lookahead, seed=4) as planner:
+    with sluice.Planner(profile_64, CANDIDATES_64, batches, CHEAP, threads=threads, lookahead=lookahead) as planner:
         delivered = list(planner)
+    planner_alone = sluice.IterationPlanner(profile_64, CANDIDATES_64, CHEAP)
     assert [planned.iteration for planned in delivered] == list(range(len(batches)))
     for planned, batch in zip(delivered, batches):
         assert np.array_equal(planned.ids, batch.ids) and np.array_equal(planned.lengths, batch.lengths)
-        assert planned.plan == sluice.plan_iteration(batch.lengths, CANDIDATES_64, profile_64, ids=batch.ids, seed=4)
-        planned.plan.validate(planned.lengths, profile_64, ids=planned.ids)
+        assert planned.simulated == planner_alone.plan(batch.lengths, ids=batch.ids)
+        assert planned.plan == planned.simulated.plan
+        planner_alone.validate(planned.simulated, planned.lengths, ids=planned.ids)
     assert planner.waits.calls == len(batches) + 1  # the last call found the source ended
 
 
 def test_sources_of_arrays_and_pairs(profile_64, batches):
     pairs = [(batch.ids, batch.lengths) for batch in batches[:2]]
     arrays = [batch.lengths.astype(np.int32) for batch in batches[:2]]
-    from_pairs = [planned.plan for planned in sluice.Planner(profile_64, CANDIDATES_64, pairs)]
-    from_arrays = list(sluice.Planner(profile_64, CANDIDATES_64, arrays))
-    assert from_pairs == [sluice.plan_iteration(l, CANDIDATES_64, profile_64, ids=i) for i, l in pairs]
+    from_pairs = [planned.simulated for planned in sluice.Planner(profile_64, CANDIDATES_64, pairs, CHEAP)]
+    from_arrays = list(sluice.Planner(profile_64, CANDIDATES_64, arrays, CHEAP))
+    planner = sluice.IterationPlanner(profile_64, CANDIDATES_64, CHEAP)
+    assert from_pairs == [planner.plan(l, ids=i) for i, l in pairs]
     assert [p.ids.tolist() for p in from_arrays] == [list(range(len(a))) for a in arrays]
+
+
+def test_plan_options_are_spelled_once_and_checked():
+    options = sluice.PlanOptions(trials=7, layout_moves="all", v_step="off", schedule="1f1b")
+    assert (options.trials, options.layout_moves, options.v_step, options.schedule) == (7, "all", "off", "1f1b")
+    assert options == sluice.PlanOptions(trials=7, layout_moves="all", v_step="off", schedule="1f1b")
+    assert options != sluice.PlanOptions()
+    for bad, message in [(dict(layout_moves="some"), "layout_moves: expected none, exposed or all"),
+                         (dict(v_step="maybe"), "v_step: expected best, on or off"),
+                         (dict(schedule="gpipe"), "kind: expected cyclic or 1f1b"),
+                         (dict(trials=0), "trials must be >= 1")]:
+        with pytest.raises(sluice.InvalidInput, match=message):
+            sluice.PlanOptions(**bad)
+
+
+def test_layout_moves_are_charged_as_asked(profile_64, batches):
+    lengths = batches[0].lengths
+    planned = {}
+    for policy in ("none", "exposed", "all"):
+        planner = sluice.IterationPlanner(profile_64, CANDIDATES_64, sluice.PlanOptions(layout_moves=policy,
+                                                                                       schedule="1f1b"))
+        planned[policy] = planner.plan(lengths)
+        assert planned[policy].plan.overhead == (0 if policy == "none" else planner.charged[planned[policy].chosen])
+    moves = sluice.IterationPlanner(profile_64, CANDIDATES_64).layout_moves
+    charged_all = sluice.IterationPlanner(profile_64, CANDIDATES_64, sluice.PlanOptions(layout_moves="all")).charged
+    assert len(moves) == len(CANDIDATES_64) and np.array_equal(charged_all, moves) and (moves > 0).all()
+    assert planned["none"].total <= planned["exposed"].total <= planned["all"].total
 
 
 def test_window_is_bounded(profile_64, batches):
@@ -48,7 +99,7 @@ def test_window_is_bounded(profile_64, batches):
             yield batch
 
     lookahead = 2
-    with sluice.Planner(profile_64, CANDIDATES_64, source(), lookahead=lookahead, threads=2) as planner:
+    with sluice.Planner(profile_64, CANDIDATES_64, source(), CHEAP, lookahead=lookahead, threads=2) as planner:
         for planned in itertools.islice(planner, 20):
             # Batches pulled beyond those delivered (this one included): at most lookahead, so memory stays flat.
             assert len(pulled) - planned.iteration <= lookahead + 1
@@ -57,7 +108,7 @@ def test_window_is_bounded(profile_64, batches):
 
 def test_planning_error_reaches_its_iteration(profile_64, batches):
     source = [batches[0], np.array([1000, 500_000]), batches[1]]
-    planner = sluice.Planner(profile_64, CANDIDATES_64, source)
+    planner = sluice.Planner(profile_64, CANDIDATES_64, source, CHEAP)
     assert next(planner).iteration == 0
     with pytest.raises(sluice.InvalidInput, match="no candidate holds"):
         next(planner)
@@ -72,7 +123,7 @@ def test_source_error_ends_the_run(profile_64, batches):
         yield np.array([4096, -1])  # an invalid batch: raised when pulled, it ends the source
         yield batches[1]
 
-    planner = sluice.Planner(profile_64, CANDIDATES_64, source())
+    planner = sluice.Planner(profile_64, CANDIDATES_64, source(), CHEAP)
     assert next(planner).iteration == 0
     with pytest.raises(sluice.InvalidInput, match="lengths"):
         next(planner)
@@ -83,7 +134,7 @@ def test_source_error_ends_the_run(profile_64, batches):
         yield batches[0]
         raise KeyError("the data loader broke")
 
-    planner = sluice.Planner(profile_64, CANDIDATES_64, failing())
+    planner = sluice.Planner(profile_64, CANDIDATES_64, failing(), CHEAP)
     assert next(planner).iteration == 0
     with pytest.raises(KeyError, match="data loader"):
         next(planner)
@@ -91,7 +142,7 @@ def test_source_error_ends_the_run(profile_64, batches):
 
 def test_close_mid_run_and_from_another_thread(profile_64, batches):
     endless = itertools.cycle(batches)
-    planner = sluice.Planner(profile_64, CANDIDATES_64, endless, lookahead=3, threads=2)
+    planner = sluice.Planner(profile_64, CANDIDATES_64, endless, CHEAP, lookahead=3, threads=2)
     assert [next(planner).iteration for _ in range(3)] == [0, 1, 2]
     planner.close()
     planner.close()
@@ -104,7 +155,7 @@ def test_close_mid_run_and_from_another_thread(profile_64, batches):
         threading.Event().wait(0.2)
         yield batches[1]
 
-    planner = sluice.Planner(profile_64, CANDIDATES_64, slow_source(), lookahead=1)
+    planner = sluice.Planner(profile_64, CANDIDATES_64, slow_source(), CHEAP, lookahead=1)
     next(planner)
     threading.Timer(0.05, planner.close).start()
     with pytest.raises(StopIteration):  # a next() that waits is woken by close() and ends the run

@@ -150,13 +150,16 @@ def test_simulated_iteration_matches_the_tool(cli, profile_64, tmp_path):
     document = cli("trace", "--profile", "llama2-32b", "--gpus", 64, "--strategies", ",".join(CANDIDATES_64),
                    "--batch", tmp_path / "batch.json", "--seed", 2, "--context", 32768)
     problem = dict(hidden=hidden_of(profile_64), **LINK)
-    iteration = sluice.plan_simulated_iteration(np.array(lengths, dtype=np.int32), CANDIDATES_64, profile_64, ids=ids,
-                                                seed=2, schedule_seed=2, **problem)
-    iteration.validate(lengths, CANDIDATES_64, profile_64, ids=ids, **problem)
+    planner = sluice.IterationPlanner(profile_64, CANDIDATES_64, sluice.PlanOptions(seed=2, schedule_seed=2, **problem))
+    iteration = planner.plan(np.array(lengths, dtype=np.int32), ids=ids)
+    planner.validate(iteration, lengths, ids=ids)
+    iteration.validate(lengths, CANDIDATES_64, profile_64, ids=ids, candidate_overhead=planner.charged, **problem)
     assert without_header(json_of(iteration.plan)) == document["plan"]
     assert iteration.chosen == document["chosen"]
     assert iteration.schedule.makespan == document["makespan"]
     assert iteration.makespans == [c["makespan"] for c in document["candidates"]]
+    assert planner.charged.tolist() == [c["layout_move"] for c in document["candidates"]]
+    assert (iteration.plan.overhead, iteration.total) == (document["layout_move"], document["total"])
     busy = [(j, p) for j, p in enumerate(iteration.schedule.pipelines) if p is not None]
     assert [j for j, _ in busy] == [p["index"] for p in document["pipelines"]]
     for (_, pipeline), shown in zip(busy, document["pipelines"]):
@@ -182,8 +185,8 @@ def test_documents_round_trip(run_pp4, tmp_path):
 @pytest.fixture(scope="module")
 def iteration_64(profile_64):
     lengths = np.array([4096, 17000, 950, 2300, 8000, 600], dtype=np.int32)
-    return sluice.plan_simulated_iteration(lengths, CANDIDATES_64, profile_64, seed=2, schedule_seed=2,
-                                           hidden=hidden_of(profile_64), **LINK)
+    options = sluice.PlanOptions(seed=2, schedule_seed=2, hidden=hidden_of(profile_64), **LINK)
+    return sluice.IterationPlanner(profile_64, CANDIDATES_64, options).plan(lengths)
 
 
 def test_schedule_documents_round_trip(run_pp4, iteration_64, tmp_path):
@@ -243,8 +246,9 @@ def test_schedule_documents_name_what_the_tool_shows(cli, run_pp4, iteration_64,
     (tmp_path / "batch.json").write_text(json.dumps([{"id": i, "length": n} for i, n in zip(ids, lengths)]))
     traced = cli("trace", "--profile", "llama2-32b", "--gpus", 64, "--strategies", ",".join(CANDIDATES_64),
                  "--batch", tmp_path / "batch.json", "--seed", 2, "--context", 32768)
-    iteration = sluice.plan_simulated_iteration(np.array(lengths, dtype=np.int32), CANDIDATES_64, profile_64, ids=ids,
-                                                seed=2, schedule_seed=2, hidden=hidden_of(profile_64), **LINK)
+    options = sluice.PlanOptions(seed=2, schedule_seed=2, hidden=hidden_of(profile_64), **LINK)
+    iteration = sluice.IterationPlanner(profile_64, CANDIDATES_64, options).plan(np.array(lengths, dtype=np.int32),
+                                                                                 ids=ids)
     document = json_of(iteration)
     assert (document["plan"], document["chosen"]) == (traced["plan"], traced["chosen"])
     assert document["schedule"]["makespan"] == traced["makespan"]
@@ -315,16 +319,15 @@ def test_bad_inputs(setup_pp4):
 def test_deterministic_and_thread_safe(run_pp4, batch_7b, setup_pp4, profile_7b, profile_64, batch_64):
     options = options_pp4(setup_pp4, profile_7b)
     assert sluice.plan_pipeline(batch_7b.lengths, setup_pp4.model, ids=batch_7b.ids, **options) == run_pp4
-    simulated = sluice.plan_simulated_iteration(batch_64.lengths, CANDIDATES_64[:2], profile_64, ids=batch_64.ids,
-                                                trials=8)
+    planner = sluice.IterationPlanner(profile_64, CANDIDATES_64[:2], sluice.PlanOptions(trials=8))
+    simulated = planner.plan(batch_64.lengths, ids=batch_64.ids)
     results = {}
 
     def run(key):
         if key == "pipeline":
             results[key] = sluice.plan_pipeline(batch_7b.lengths, setup_pp4.model, ids=batch_7b.ids, **options)
         else:
-            results[key] = sluice.plan_simulated_iteration(batch_64.lengths, CANDIDATES_64[:2], profile_64,
-                                                           ids=batch_64.ids, trials=8)
+            results[key] = planner.plan(batch_64.lengths, ids=batch_64.ids)
 
     threads = [threading.Thread(target=run, args=(key,)) for key in ("pipeline", "simulated")]
     for thread in threads:

@@ -78,23 +78,32 @@ def test_plans_and_cost_match_the_tool(cli, model, strategy, previous, match_own
         assert_close_json(json.loads(priced.to_json()), document["cost"], rel=1e-12)
 
 
-def test_rank_placements_and_lnk_overheads_match_the_tool(cli, profile_64, tmp_path):
+def test_rank_placements_and_layout_moves_match_the_tool(cli, profile_64, tmp_path):
     ids, lengths = [0, 1, 2, 3], [4096, 17000, 950, 2300]
     (tmp_path / "batch.json").write_text(json.dumps(lengths))
     document = cli("plan", "--profile", "llama2-32b", "--gpus", 64, "--strategies", ",".join(CANDIDATES_64),
-                   "--batch", tmp_path / "batch.json", "--lnk")
+                   "--batch", tmp_path / "batch.json", "--layout-moves", "all")
     iteration = document["iterations"][0]
     strategy = sluice.Strategy(iteration["strategy"])
     ranks = sluice.rank_placement(strategy, profile_64)
     ranks.validate(strategy, profile_64)
     assert without_header(json_of(ranks)) == iteration["placement"]
 
+    # The sluice plan's layout moves: each candidate's pull and push (the reduce-scatter, which every system pays
+    # once, is not charged), on the profile's cluster.
     model = sluice.ShardModel.llama_like(profile_64)
-    overheads = sluice.iteration_costs(sluice.sharded_layout(64, model.layers), CANDIDATES_64, model)
+    layout = sluice.sharded_layout(64, model.layers)
+    overheads = sluice.iteration_costs(layout, CANDIDATES_64, model)
     assert overheads.dtype == np.float64 and overheads.shape == (len(CANDIDATES_64),)
-    assert_close_json(overheads.tolist(), [c["overhead"] for c in iteration["plan"]["candidates"]])
-    plan = sluice.plan_iteration(lengths, CANDIDATES_64, profile_64, ids=ids, candidate_overhead=overheads)
-    assert plan.strategy == strategy and plan.overhead == pytest.approx(iteration["pull_push"], rel=1e-12)
+    costs = [sluice.iteration_cost(layout, candidate, model) for candidate in CANDIDATES_64]
+    assert overheads.tolist() == [cost.seconds for cost in costs]
+    options = sluice.PlanOptions(layout_moves="all", hidden=profile_64.hidden, latency=1e-5, bandwidth=100e9)
+    planner = sluice.IterationPlanner(profile_64, CANDIDATES_64, options)
+    assert_close_json(planner.layout_moves.tolist(), [cost.pull.seconds + cost.push.seconds for cost in costs])
+    assert planner.charged.tolist() == planner.layout_moves.tolist()
+    simulated = planner.plan(lengths, ids=ids)
+    assert simulated.plan.strategy == strategy
+    assert (simulated.plan.overhead, simulated.total) == (iteration["layout_move"], iteration["total"])
 
 
 def test_rank_placement_structure(profile_64):

@@ -30,7 +30,7 @@ def profile():
 def planned(profile):
     dataset = sluice.LengthDataset.bundled("man-pages").truncated(2048)
     sampler = sluice.BatchSampler(dataset, tokens_per_batch=20_000, seed=2)
-    with sluice.Planner(profile, CANDIDATES, itertools.islice(sampler, 1), seed=1) as planner:
+    with sluice.Planner(profile, CANDIDATES, itertools.islice(sampler, 1), sluice.PlanOptions(seed=1)) as planner:
         return next(planner)
 
 

@@ -39,6 +39,7 @@ struct DispatchOptions {
   // Σ micro-batches + (PP − 1)·slowest that a schedule overlapping unequal micro-batches comes close to, where
   // the 1F1B estimate (packing's objective) charges the slowest micro-batch V times.
   bool v_step = true;
+  friend bool operator==(const DispatchOptions&, const DispatchOptions&) = default;
 };
 
 inline void validate(const DispatchOptions& options) {

@@ -14,6 +14,7 @@
 
 #include "sluice/compare/dynapipe.hpp"
 #include "sluice/compare/hotspa.hpp"
+#include "sluice/compare/iteration_plans.hpp"
 #include "sluice/compare/megatron.hpp"
 #include "sluice/compare/options.hpp"
 #include "sluice/compare/results.hpp"
@@ -22,6 +23,8 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
 #include "sluice/data/dataset.hpp"
+#include "sluice/schedule/iteration.hpp"
+#include "sluice/schedule/plan_pipeline.hpp"
 
 namespace sluice::compare {
 
@@ -41,17 +44,28 @@ struct Comparison {
 // The four systems on `iterations` batches drawn one at a time from `next_batch`: every system plans a batch, then
 // it is dropped, so memory does not grow with the batches' size times their number. `dataset` (truncated to the
 // context) is what sluice proposes from.
+// Every iteration's plan as the Megatron-LM-style system, DynaPipe and sluice chose it, for a caller that runs
+// them (the reference executor). HotSPa's are not kept: each of its iterations is several plans, one per range.
+struct ChosenPlans {
+  std::vector<ScheduledPlan> megatron;
+  std::vector<schedule::PipelineRunPlan> dynapipe;
+  std::vector<schedule::SimulatedIteration> sluice;
+};
+
+// `chosen`, if given, gets the systems' plans; a system that cannot run leaves its list empty.
 inline Comparison compare(const Options& options, const data::LengthDataset& dataset, std::size_t iterations,
-                          const std::function<std::vector<Sequence>()>& next_batch, const Progress& progress = {}) {
+                          const std::function<std::vector<Sequence>()>& next_batch, const Progress& progress = {},
+                          ChosenPlans* chosen = nullptr) {
   sluice::require(iterations > 0, "compare: no iterations to compare");
   Comparison comparison;
   SluiceCandidates candidates = propose_candidates(options, dataset);
   comparison.candidates = candidates.strategies;
-  Megatron megatron(options);
+  Megatron megatron(options, chosen ? &chosen->megatron : nullptr);
   HotSpa hotspa(options);
-  DynaPipe dynapipe(options);
+  DynaPipe dynapipe(options, chosen ? &chosen->dynapipe : nullptr);
   std::optional<Sluice> sluice;
-  if (!candidates.strategies.empty()) sluice.emplace(options, candidates.strategies);
+  if (!candidates.strategies.empty())
+    sluice.emplace(options, candidates.strategies, chosen ? &chosen->sluice : nullptr);
   comparison.bounds = hotspa.bounds();
 
   for (std::size_t k = 0; k < iterations; ++k) {
@@ -76,9 +90,10 @@ inline Comparison compare(const Options& options, const data::LengthDataset& dat
 
 // The four systems on given batches.
 inline Comparison compare(const Options& options, const data::LengthDataset& dataset,
-                          std::span<const std::vector<Sequence>> batches, const Progress& progress = {}) {
+                          std::span<const std::vector<Sequence>> batches, const Progress& progress = {},
+                          ChosenPlans* chosen = nullptr) {
   std::size_t next = 0;
-  return compare(options, dataset, batches.size(), [&] { return batches[next++]; }, progress);
+  return compare(options, dataset, batches.size(), [&] { return batches[next++]; }, progress, chosen);
 }
 
 // Each system's summary over the comparison's iterations (a failed system's is left empty), speedups of sluice's.

@@ -6,7 +6,9 @@
 // cyclic search (1F1B kept when faster).
 #include <cstddef>
 #include <span>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "sluice/compare/detail/iterations.hpp"
 #include "sluice/compare/detail/strategy_runs.hpp"
@@ -14,30 +16,37 @@
 #include "sluice/compare/results.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/microbatch/types.hpp"
+#include "sluice/schedule/plan_pipeline.hpp"
 
 namespace sluice::compare {
 
 class DynaPipe {
 public:
-  // Chooses among every homogeneous strategy holding the context. `options` must outlive the system.
-  explicit DynaPipe(const Options& options) : DynaPipe(options, homogeneous_strategies(options, options.context)) {}
+  // Chooses among every homogeneous strategy holding the context. `options` must outlive the system; so must
+  // `chosen`, which result() fills with the chosen strategy's plan of every iteration.
+  explicit DynaPipe(const Options& options, std::vector<schedule::PipelineRunPlan>* chosen = nullptr)
+      : DynaPipe(options, homogeneous_strategies(options, options.context), chosen) {}
   // Chooses among `strategies` (homogeneous, each holding the context).
-  DynaPipe(const Options& options, std::span<const Strategy> strategies) : runs_(options, strategies) {}
+  DynaPipe(const Options& options, std::span<const Strategy> strategies,
+           std::vector<schedule::PipelineRunPlan>* chosen = nullptr)
+      : runs_(options, strategies, chosen) {}
 
   // Micro-batches, balances, schedules and measures the next iteration on every strategy.
   void add(std::span<const Sequence> batch) { runs_.add(batch, detail::dynapipe_iteration); }
 
   // The fastest strategy's run; a failure when no homogeneous strategy holds the context.
   [[nodiscard]] SystemRun result() && {
-    return std::move(runs_).best(System::dynapipe, [](const Strategy& strategy, std::size_t considered) {
+    const std::string_view layout = microbatch::layout_name(runs_.options().dynapipe_layout);
+    return std::move(runs_).best(System::dynapipe, [&](const Strategy& strategy, std::size_t considered) {
       return sluice::concat(strategy.name(), ", the fastest of ", considered,
-                            " homogeneous strategies under DynaPipe; micro-batch DP (padded), ",
+                            " homogeneous strategies under DynaPipe; micro-batch DP (", layout, "), ",
                             "Karmarkar-Karp over its pipelines, adaptive schedule");
     });
   }
 
 private:
-  detail::StrategyRuns runs_;
+  detail::StrategyRuns<schedule::PipelineRunPlan> runs_;
 };
 
 }  // namespace sluice::compare

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "sluice/compare/detail/iterations.hpp"
 #include "sluice/compare/detail/strategy_runs.hpp"
+#include "sluice/compare/iteration_plans.hpp"
 #include "sluice/compare/options.hpp"
 #include "sluice/compare/results.hpp"
 #include "sluice/core/error.hpp"
@@ -18,15 +20,19 @@ namespace sluice::compare {
 
 class Megatron {
 public:
-  // Chooses among every homogeneous strategy holding the context. `options` must outlive the system.
-  explicit Megatron(const Options& options) : Megatron(options, homogeneous_strategies(options, options.context)) {}
+  // Chooses among every homogeneous strategy holding the context. `options` must outlive the system; so must
+  // `chosen`, which result() fills with the chosen strategy's plan of every iteration.
+  explicit Megatron(const Options& options, std::vector<ScheduledPlan>* chosen = nullptr)
+      : Megatron(options, homogeneous_strategies(options, options.context), chosen) {}
   // Chooses among `strategies` (homogeneous, each holding the context).
-  Megatron(const Options& options, std::span<const Strategy> strategies) : runs_(options, strategies) {}
+  Megatron(const Options& options, std::span<const Strategy> strategies, std::vector<ScheduledPlan>* chosen = nullptr)
+      : runs_(options, strategies, chosen) {}
 
-  // Packs, schedules and measures the next iteration on every strategy.
+  // Packs, schedules and measures the next iteration on every strategy. Raises invalid_input on an empty batch.
   void add(std::span<const Sequence> batch) {
+    sluice::require(!batch.empty(), "compare: an empty batch");
     runs_.add(batch, [](const Options& options, std::span<const Sequence> sequences, std::size_t k, SystemRun& run) {
-      detail::fixed_length_iteration(options, sequences, k, options.context, run);
+      return *detail::fixed_length_iteration(options, sequences, k, options.context, run);
     });
   }
 
@@ -40,7 +46,7 @@ public:
   }
 
 private:
-  detail::StrategyRuns runs_;
+  detail::StrategyRuns<ScheduledPlan> runs_;
 };
 
 }  // namespace sluice::compare

@@ -8,9 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "sluice/assign/plan.hpp"
+#include "sluice/assign/dispatch.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
+#include "sluice/microbatch/types.hpp"
 #include "sluice/proposal/homogeneous.hpp"
 #include "sluice/schedule/problems.hpp"
 
@@ -22,8 +23,11 @@ struct Options {
   std::int64_t tokens = 0;             // per iteration (the proposal's normalisation)
   bool cross_node_tp = false;          // allow schemes whose TP exceeds a node, for every system alike
   schedule::ProblemOptions problem{};  // hidden size and stage-to-stage link of every simulated pipeline
-  assign::PlanOptions plan{};          // sluice's dispatch (trials, seed, threads)
+  assign::DispatchOptions dispatch{};  // sluice's dispatch (trials, seed, threads)
   std::uint64_t seed = 0;              // the schedule search's k-means seed
+  // The shape DynaPipe's micro-batches are charged for: padded, as DynaPipe runs them; packed, as the reference
+  // executor runs every micro-batch.
+  microbatch::Layout dynapipe_layout = microbatch::Layout::padded;
 };
 
 // The homogeneous strategies every GPU of `options`' cluster runs that hold `length` tokens.

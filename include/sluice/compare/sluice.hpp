@@ -3,7 +3,7 @@
 // proposal::propose_sampled, with the homogeneous strategies as a fallback), then every iteration each candidate
 // dispatched and packed (two-stage assignment, §6) and its pipelines scheduled by the adaptive cyclic search
 // (DynaPipe §5, 1F1B kept when faster); the candidate with the lowest simulated makespan plus pull and push (§5)
-// is kept (schedule::plan_simulated_iteration).
+// is kept: the sluice plan every caller gets (plan::IterationPlanner).
 #include <algorithm>
 #include <cstddef>
 #include <optional>
@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "sluice/compare/detail/iterations.hpp"
-#include "sluice/compare/layout_move.hpp"
 #include "sluice/compare/options.hpp"
 #include "sluice/compare/results.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
 #include "sluice/data/dataset.hpp"
+#include "sluice/plan/iteration.hpp"
 #include "sluice/proposal/propose.hpp"
 #include "sluice/proposal/sampled.hpp"
 
@@ -66,29 +66,47 @@ inline SluiceCandidates propose_candidates(const Options& options, const data::L
   return {.strategies = std::move(candidates)};
 }
 
+// sluice's planner in a comparison: the comparison's dispatch and problem, the adaptive cyclic search seeded as
+// the other systems' schedules are, the part of each candidate's pull and push that no overlap hides charged, the
+// V step tried both ways.
+inline plan::Options planner_options(const Options& options) {
+  return {.dispatch = options.dispatch,
+          .schedule = {.kind = schedule::ScheduleKind::cyclic, .seed = options.seed, .clusters = 0},
+          .problem = options.problem,
+          .layout_moves = plan::LayoutMoves::exposed,
+          .v_step = plan::VStep::best};
+}
+
 class Sluice {
 public:
-  // Chooses among `candidates` (not empty) every iteration. `options` must outlive the system.
-  Sluice(const Options& options, std::span<const Strategy> candidates) : options_(&options) {
-    sluice::require(!candidates.empty(), "compare: sluice needs at least one candidate strategy");
+  // Chooses among `candidates` (not empty) every iteration. `chosen`, if given, gets every iteration's plan and
+  // must outlive the system.
+  Sluice(const Options& options, std::span<const Strategy> candidates,
+         std::vector<schedule::SimulatedIteration>* chosen = nullptr)
+      : planner_(options.profile, std::vector<Strategy>(candidates.begin(), candidates.end()),
+                 planner_options(options)),
+        chosen_(chosen) {
     run_.name = name(System::sluice);
     run_.configuration = sluice::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
                                         "strategies holding the context); two-stage assignment, adaptive ",
                                         "schedule; the fastest simulated candidate per iteration; pull and ",
                                         "push charged, less the modelled overlap");
     run_.strategies.assign(candidates.begin(), candidates.end());
-    run_.layout_moves = sluice_layout_moves(options, candidates);
+    run_.layout_moves.assign(planner_.layout_moves().begin(), planner_.layout_moves().end());
   }
 
   // Plans every candidate on the next iteration and keeps the fastest simulated.
   void add(std::span<const Sequence> batch) {
-    detail::sluice_iteration(*options_, batch, run_.iterations.size(), run_);
+    schedule::SimulatedIteration iteration = detail::sluice_iteration(planner_, batch, run_.iterations.size(), run_);
+    if (chosen_) chosen_->push_back(std::move(iteration));
   }
 
   [[nodiscard]] SystemRun result() && { return std::move(run_); }
+  [[nodiscard]] const plan::IterationPlanner& planner() const noexcept { return planner_; }
 
 private:
-  const Options* options_;
+  plan::IterationPlanner planner_;
+  std::vector<schedule::SimulatedIteration>* chosen_;
   SystemRun run_;
 };
 

@@ -34,7 +34,7 @@ inline void append_chrome_trace(json& events, const schedule::Simulation& simula
       const bool forward = t.pass == schedule::Pass::forward;
       const std::string label = sluice::concat(forward ? "F" : "B", t.micro_batch);
       events.push_back({{"name", label},
-                        {"cat", forward ? "forward" : "backward"},
+                        {"cat", std::string(schedule::name(t.pass))},
                         {"ph", "X"},
                         {"pid", pid},
                         {"tid", compute},

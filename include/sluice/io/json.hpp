@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/names.hpp"
 #include "sluice/io/files.hpp"
 
 namespace sluice::io {
@@ -200,6 +201,20 @@ T field_or(const json& object, std::string_view key, T fallback, std::string_vie
   sluice::require(object.is_object(), where, ": expected a JSON object, got ", detail::describe(object));
   if (!object.contains(key)) return fallback;
   return field<T>(object, key, where);
+}
+
+// A required field holding one of `table`'s names, read as its value; errors name the field and list the names.
+template <class Enum, std::size_t Size>
+Enum name_field(const json& object, std::string_view key, const NameTable<Enum, Size>& table,
+                std::string_view where) {
+  const auto text = field<std::string>(object, key, where);
+  std::string names;
+  for (std::size_t k = 0; k < Size; ++k) {
+    if (table[k].second == text) return table[k].first;
+    if (k > 0) names += k + 1 == Size ? " or " : ", ";
+    names += detail::describe(std::string(table[k].second));
+  }
+  sluice::fail(where, ": field '", key, "': expected ", names, ", got ", detail::describe(text));
 }
 
 namespace detail {

@@ -80,15 +80,8 @@ struct document_traits<schedule::SimulatedIteration> {
 
 namespace detail {
 
-inline std::string_view pass_name(schedule::Pass pass) {
-  return pass == schedule::Pass::forward ? "forward" : "backward";
-}
-
 inline schedule::Pass pass_field(const json& in, std::string_view where) {
-  const auto pass = field<std::string>(in, "pass", where);
-  sluice::require(pass == "forward" || pass == "backward", where, ": field 'pass': expected \"forward\" or ",
-                  "\"backward\", got ", describe(pass));
-  return pass == "forward" ? schedule::Pass::forward : schedule::Pass::backward;
+  return name_field(in, "pass", schedule::pass_names, where);
 }
 
 // An array field of extended numbers (finite numbers, "inf" or "-inf").
@@ -206,7 +199,7 @@ struct adl_serializer<sluice::schedule::Problem> {
 template <>
 struct adl_serializer<sluice::schedule::Op> {
   static void to_json(json& out, const sluice::schedule::Op& op) {
-    out = {{"micro_batch", op.micro_batch}, {"pass", sluice::io::detail::pass_name(op.pass)}};
+    out = {{"micro_batch", op.micro_batch}, {"pass", std::string(sluice::schedule::name(op.pass))}};
   }
   static sluice::schedule::Op from_json(const json& in) {
     constexpr std::string_view where = "op";
@@ -226,7 +219,7 @@ template <>
 struct adl_serializer<sluice::schedule::OpTiming> {
   static void to_json(json& out, const sluice::schedule::OpTiming& op) {
     out = {{"micro_batch", op.micro_batch},
-           {"pass", sluice::io::detail::pass_name(op.pass)},
+           {"pass", std::string(sluice::schedule::name(op.pass))},
            {"start", op.start},
            {"end", op.end},
            {"send_start", op.send_start},
@@ -264,7 +257,7 @@ struct adl_serializer<sluice::schedule::Simulation> {
 template <>
 struct adl_serializer<sluice::schedule::PipelineSchedule> {
   static void to_json(json& out, const sluice::schedule::PipelineSchedule& schedule) {
-    out = {{"kind", schedule.kind == sluice::schedule::ScheduleKind::cyclic ? "cyclic" : "1f1b"},
+    out = {{"kind", std::string(sluice::schedule::name(schedule.kind))},
            {"memory_aware", schedule.memory_aware},
            {"injection", schedule.injection},
            {"order", schedule.order},
@@ -275,10 +268,7 @@ struct adl_serializer<sluice::schedule::PipelineSchedule> {
   static sluice::schedule::PipelineSchedule from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "pipeline schedule";
-    const auto kind = field<std::string>(in, "kind", where);
-    sluice::require(kind == "cyclic" || kind == "1f1b", where, ": field 'kind': expected \"cyclic\" or \"1f1b\", got ",
-                    sluice::io::detail::describe(kind));
-    return {kind == "cyclic" ? sluice::schedule::ScheduleKind::cyclic : sluice::schedule::ScheduleKind::one_f_one_b,
+    return {sluice::io::name_field(in, "kind", sluice::schedule::schedule_kind_names, where),
             field<bool>(in, "memory_aware", where),
             field<std::vector<int>>(in, "injection", where),
             field<sluice::schedule::Order>(in, "order", where),

@@ -292,7 +292,7 @@ inline std::string timeline_svg(std::span<const schedule::Simulation> pipelines,
         const double w = x_of(op.end) - x;
         svg.rect(x, y, w, compute_h, forward ? forward_colour : backward_colour,
                  detail::printf_string("%s, stage %zu: %s of micro-batch %d, %.4f-%.4f s", names[k].c_str(), j,
-                                       forward ? "forward" : "backward", op.micro_batch, op.start, op.end));
+                                       std::string(schedule::name(op.pass)).c_str(), op.micro_batch, op.start, op.end));
         const std::string id = std::to_string(op.micro_batch);
         // A label only where it fits inside its box (about 6 units per digit at font size 9).
         if (w >= 6.0 * static_cast<double>(id.size()) + 2) svg.text(x + w / 2, y + compute_h - 4, id, "middle", 9);

@@ -11,6 +11,7 @@
 
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/core/names.hpp"
 
 namespace sluice::schedule {
 
@@ -68,6 +69,10 @@ struct Problem {
 };
 
 enum class Pass : std::uint8_t { forward, backward };
+
+inline constexpr NameTable<Pass, 2> pass_names{{{Pass::forward, "forward"}, {Pass::backward, "backward"}}};
+
+constexpr std::string_view name(Pass pass) { return name_in(pass_names, pass); }
 
 // One compute op of a stage's order.
 struct Op {

@@ -8,10 +8,12 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/core/names.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/schedule/comm.hpp"
 #include "sluice/schedule/instructions.hpp"
@@ -21,6 +23,16 @@
 namespace sluice::schedule {
 
 enum class ScheduleKind : std::uint8_t { cyclic, one_f_one_b };
+
+inline constexpr NameTable<ScheduleKind, 2> schedule_kind_names{
+    {{ScheduleKind::cyclic, "cyclic"}, {ScheduleKind::one_f_one_b, "1f1b"}}};
+
+constexpr std::string_view name(ScheduleKind kind) { return name_in(schedule_kind_names, kind); }
+
+// Raises invalid_input naming `what` unless `text` is cyclic or 1f1b.
+inline ScheduleKind schedule_kind_from(std::string_view text, std::string_view what = "schedule kind") {
+  return value_in(schedule_kind_names, text, what);
+}
 
 struct ScheduleOptions {
   ScheduleKind kind = ScheduleKind::cyclic;

@@ -2,7 +2,8 @@
 // Planning ahead of the trainer: while the trainer runs iteration i, worker threads plan iterations
 // i+1 … i+lookahead (Hydraulis overlaps its per-iteration planning with training; DynaPipe runs planner workers
 // ahead of the executors). Results come back in iteration order and equal a synchronous loop's: an iteration's
-// plan depends only on its index and its batch, never on the thread count or timing.
+// plan depends only on its index and its batch, never on the thread count or timing. plan::plan_ahead runs the
+// sluice plan (plan/iteration.hpp) so.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -18,16 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "sluice/assign/choose.hpp"
-#include "sluice/assign/dispatch.hpp"
-#include "sluice/assign/plan.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
-#include "sluice/core/strategy.hpp"
-#include "sluice/cost/profile.hpp"
-#include "sluice/schedule/iteration.hpp"
-#include "sluice/schedule/pipeline.hpp"
-#include "sluice/schedule/problems.hpp"
 
 namespace sluice::schedule {
 
@@ -241,45 +234,5 @@ private:
   std::mutex join_mutex_;  // stop() from two threads joins once
   std::vector<std::jthread> threads_;
 };
-
-namespace detail {
-
-inline void require_planning_inputs(std::span<const Strategy> candidates, const assign::PlanOptions& plan) {
-  sluice::require(!candidates.empty(), "planner: no candidate strategies");
-  assign::validate(plan.dispatch);
-  assign::detail::require_overheads(plan.candidate_overhead, candidates.size());
-}
-
-}  // namespace detail
-
-// assign::plan_iteration of every batch with the same options, as a synchronous loop calling it would plan.
-// Raises invalid_input on bad options or no candidates here rather than at the first iteration.
-inline Planner<assign::IterationPlan> plan_ahead(cost::Profile profile, std::vector<Strategy> candidates,
-                                                 assign::PlanOptions plan, BatchSource source,
-                                                 PlannerOptions options) {
-  detail::require_planning_inputs(candidates, plan);
-  return Planner<assign::IterationPlan>(
-      std::move(source),
-      [profile = std::move(profile), candidates = std::move(candidates), plan = std::move(plan)](
-          std::int64_t, std::span<const Sequence> batch) {
-        return assign::plan_iteration(batch, candidates, profile, plan);
-      },
-      options);
-}
-
-// plan_simulated_iteration of every batch with the same options (the simulator judges the candidates).
-inline Planner<SimulatedIteration> plan_simulated_ahead(cost::Profile profile, std::vector<Strategy> candidates,
-                                                        assign::PlanOptions plan, ScheduleOptions schedule,
-                                                        ProblemOptions problem, BatchSource source,
-                                                        PlannerOptions options) {
-  detail::require_planning_inputs(candidates, plan);
-  return Planner<SimulatedIteration>(
-      std::move(source),
-      [profile = std::move(profile), candidates = std::move(candidates), plan = std::move(plan), schedule,
-       problem](std::int64_t, std::span<const Sequence> batch) {
-        return plan_simulated_iteration(batch, candidates, profile, plan, schedule, problem);
-      },
-      options);
-}
 
 }  // namespace sluice::schedule

@@ -160,7 +160,7 @@ inline void validate(const Simulation& simulation, const Problem& problem, const
                                                    : (j + 1 == c ? forward_arrival[j * m + i]
                                                                  : backward_arrival[(j + 1) * m + i]);
       check(t.start >= ready * (1 - tolerance), "stage ", j, " starts ",
-            t.pass == Pass::forward ? "forward" : "backward", " of micro-batch ", i, " at ", t.start,
+            name(t.pass), " of micro-batch ", i, " at ", t.start,
             " before its input arrives at ", ready);
       if (t.send_start != t.end || t.arrival != t.end) {
         double& link = t.pass == Pass::forward ? down : up;

@@ -1,9 +1,11 @@
 #pragma once
 // sluice's plans measured instead of simulated: the Megatron-LM-style system, DynaPipe and sluice of Hydraulis §8
-// (sluice::compare, what `sluice simulate` compares) plan the same batches, each plan is executed by the caller's
-// runner (the CUDA backend, or the float64 host backend in tests), and its measured time is set beside the
-// simulator's prediction for the same plan. The systems choose among the profile's schemes, so an executor profile
-// (<1, PP> schemes) restricts them to data and pipeline parallelism, which is what the executor runs.
+// plan the same batches in sluice::compare (what `sluice simulate` compares), which hands over the plans each chose
+// (compare::ChosenPlans); each plan is executed by the caller's runner (the CUDA backend, or the float64 host
+// backend in tests), and its measured time is set beside the simulator's prediction for the same plan. The systems
+// choose among the profile's schemes, so an executor profile (<1, PP> schemes) restricts them to data and pipeline
+// parallelism, which is what the executor runs.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -12,17 +14,12 @@
 #include <utility>
 #include <vector>
 
-#include "sluice/compare/iteration_plans.hpp"
-#include "sluice/compare/layout_move.hpp"
-#include "sluice/compare/options.hpp"
-#include "sluice/compare/results.hpp"
-#include "sluice/compare/sluice.hpp"
+#include "sluice/compare/compare.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/microbatch/types.hpp"
-#include "sluice/shard/model.hpp"
 #include "sluice_executor/interpreter.hpp"
 #include "sluice_executor/job.hpp"
 #include "sluice_executor/model.hpp"
@@ -78,34 +75,6 @@ inline compare::BatchSize size_of(std::span<const Sequence> batch) {
   return size;
 }
 
-// The homogeneous strategy holding the context with the lowest mean predicted makespan over the batches (ties to
-// the earlier), as the comparison's baselines choose, and its plans. `plan(batch, strategy)` plans one batch,
-// `makespan(plan)` is its prediction.
-template <class Plan, class PlanBatch, class Makespan>
-std::pair<Strategy, std::vector<Plan>> best_homogeneous(const compare::Options& options,
-                                                        std::span<const std::vector<Sequence>> batches,
-                                                        PlanBatch plan, Makespan makespan) {
-  const std::vector<Strategy> strategies = compare::homogeneous_strategies(options, options.context);
-  sluice::require(!strategies.empty(), "measure: no homogeneous strategy of ", options.profile.name(), " on ",
-                  options.profile.gpus(), " GPUs holds the context of ", options.context, " tokens");
-  std::pair<Strategy, std::vector<Plan>> best{strategies.front(), {}};
-  double best_mean = std::numeric_limits<double>::infinity();
-  for (const Strategy& strategy : strategies) {
-    std::vector<Plan> plans;
-    double sum = 0;
-    for (const std::vector<Sequence>& batch : batches) {
-      plans.push_back(plan(batch, strategy));
-      sum += makespan(plans.back());
-    }
-    const double mean = sum / static_cast<double>(batches.size());
-    if (mean < best_mean) {
-      best_mean = mean;
-      best = {strategy, std::move(plans)};
-    }
-  }
-  return best;
-}
-
 // Runs `job` and sets its measured times beside `predicted`.
 template <class Runner>
 MeasuredIteration measure(const Job& job, Runner& run, std::string strategy, double predicted) {
@@ -138,61 +107,33 @@ SystemsMeasurement measure_systems(const compare::Options& options, const ModelC
     tokens.push_back(make_tokens(batches[k], model.vocab, measure.token_seed + k));
   }
 
-  {
-    const auto [strategy, plans] = detail::best_homogeneous<compare::ScheduledPlan>(
-        options, batches,
-        [&](std::span<const Sequence> batch, const Strategy& s) {
-          return compare::plan_fixed_length_iteration(options, batch, s, options.context);
-        },
-        [](const compare::ScheduledPlan& p) { return p.schedule.makespan; });
-    MeasuredSystem system{.system = compare::System::megatron,
-                          .configuration = sluice::concat(strategy.name(), "; fixed-length packing into ",
-                                                          options.context, "-token bins; 1F1B"),
-                          .iterations = {}};
-    for (std::size_t k = 0; k < plans.size(); ++k)
-      system.iterations.push_back(detail::measure(job_from_iteration(model, tokens[k], plans[k].plan, plans[k].schedule),
-                                                  run, strategy.name(), plans[k].schedule.makespan));
-    result.systems.push_back(std::move(system));
+  compare::Options settings = options;
+  settings.dynapipe_layout = measure.dynapipe_layout;
+  compare::ChosenPlans chosen;
+  const compare::Comparison comparison = compare::compare(settings, dataset, batches, {}, &chosen);
+  result.candidates = comparison.candidates;
+  constexpr std::array measured_systems{compare::System::megatron, compare::System::dynapipe, compare::System::sluice};
+  for (const compare::System system : measured_systems) {
+    const compare::SystemRun& simulated = comparison.systems[system];
+    if (simulated.failure) sluice::fail("measure: ", compare::name(system), ": ", *simulated.failure);
+    result.systems.push_back({.system = system, .configuration = simulated.configuration, .iterations = {}});
   }
-
-  {
-    const auto [strategy, plans] = detail::best_homogeneous<schedule::PipelineRunPlan>(
-        options, batches,
-        [&](std::span<const Sequence> batch, const Strategy& s) {
-          return compare::plan_dynapipe_iteration(options, batch, s, measure.dynapipe_layout);
-        },
-        [](const schedule::PipelineRunPlan& p) { return p.makespan; });
-    MeasuredSystem system{
-        .system = compare::System::dynapipe,
-        .configuration = sluice::concat(strategy.name(), "; micro-batch DP (",
-                                        microbatch::layout_name(measure.dynapipe_layout),
-                                        "), Karmarkar-Karp over the replicas, adaptive schedule"),
-        .iterations = {}};
-    for (std::size_t k = 0; k < plans.size(); ++k)
-      system.iterations.push_back(detail::measure(job_from_pipeline_plan(model, tokens[k], plans[k]), run,
-                                                  strategy.name(), plans[k].makespan));
-    result.systems.push_back(std::move(system));
-  }
-
-  compare::SluiceCandidates candidates = compare::propose_candidates(options, dataset);
-  if (candidates.failure) throw sluice::invalid_input("measure: " + *candidates.failure);
-  result.candidates = candidates.strategies;
-  const std::vector<double> moves = compare::sluice_layout_moves(options, result.candidates);
-  const int layers = shard::llama_like(options.profile.spec().model).layers;
-  MeasuredSystem system{.system = compare::System::sluice,
-                        .configuration = sluice::concat(result.candidates.size(),
-                                                        " candidates; two-stage assignment, adaptive schedule; the "
-                                                        "fastest simulated candidate per iteration"),
-                        .iterations = {}};
+  const std::string dynapipe_strategy = comparison.systems[compare::System::dynapipe].strategies.front().name();
   for (std::size_t k = 0; k < batches.size(); ++k) {
-    const schedule::SimulatedIteration iteration =
-        compare::plan_sluice_iteration(options, batches[k], result.candidates, moves);
-    MeasuredIteration measured = detail::measure(job_from_iteration(model, tokens[k], iteration.plan, iteration.schedule),
-                                                 run, iteration.plan.strategy.name(), iteration.schedule.makespan);
-    measured.layout_move = compare::exposed_layout_move(moves[iteration.chosen], iteration.schedule.makespan, layers);
-    system.iterations.push_back(std::move(measured));
+    const compare::ScheduledPlan& megatron = chosen.megatron[k];
+    result.systems[0].iterations.push_back(
+        detail::measure(job_from_iteration(model, tokens[k], megatron.plan, megatron.schedule), run,
+                        megatron.plan.strategy.name(), megatron.schedule.makespan));
+    const schedule::PipelineRunPlan& dynapipe = chosen.dynapipe[k];
+    result.systems[1].iterations.push_back(detail::measure(job_from_pipeline_plan(model, tokens[k], dynapipe), run,
+                                                           dynapipe_strategy, dynapipe.makespan));
+    const schedule::SimulatedIteration& sluice = chosen.sluice[k];
+    MeasuredIteration measured = detail::measure(job_from_iteration(model, tokens[k], sluice.plan, sluice.schedule),
+                                                 run, sluice.plan.strategy.name(), sluice.schedule.makespan);
+    // The share of the kept candidate's pull and push that its makespan leaves exposed: modelled, not run.
+    measured.layout_move = comparison.systems[compare::System::sluice].iterations[k].switching;
+    result.systems[2].iterations.push_back(std::move(measured));
   }
-  result.systems.push_back(std::move(system));
   return result;
 }
 

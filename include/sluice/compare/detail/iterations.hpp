@@ -14,11 +14,12 @@
 #include <vector>
 
 #include "sluice/compare/iteration_plans.hpp"
-#include "sluice/compare/layout_move.hpp"
 #include "sluice/compare/options.hpp"
 #include "sluice/compare/results.hpp"
 #include "sluice/compare/statistics.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/plan/iteration.hpp"
+#include "sluice/plan/layout_moves.hpp"
 #include "sluice/proposal/homogeneous.hpp"
 #include "sluice/schedule/iteration.hpp"
 #include "sluice/shard/model.hpp"
@@ -69,40 +70,49 @@ inline std::vector<SystemRun> runs_of(std::span<const Strategy> strategies) {
   return runs;
 }
 
-// The run with the lowest mean iteration (ties to the earlier).
-inline std::optional<SystemRun> best_of(std::vector<SystemRun> runs) {
-  std::optional<SystemRun> best;
+// The index of the run with the lowest mean iteration (ties to the earlier); nullopt when there is none.
+inline std::optional<std::size_t> best_index(std::span<const SystemRun> runs) {
+  std::optional<std::size_t> best;
   double best_mean = std::numeric_limits<double>::infinity();
-  for (SystemRun& run : runs) {
-    const double seconds = mean(run.seconds());
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const double seconds = mean(runs[r].seconds());
     if (!best || seconds < best_mean) {
       best_mean = seconds;
-      best = std::move(run);
+      best = r;
     }
   }
   return best;
 }
 
+// The run with the lowest mean iteration (ties to the earlier).
+inline std::optional<SystemRun> best_of(std::vector<SystemRun> runs) {
+  const std::optional<std::size_t> best = best_index(runs);
+  if (!best) return std::nullopt;
+  return std::move(runs[*best]);
+}
+
 // Iteration k of one homogeneous strategy (run.strategies[0]): fixed-length packing into `capacity`-token bins, 1F1B.
-inline void fixed_length_iteration(const Options& options, std::span<const Sequence> batch, std::size_t k,
-                                   std::int64_t capacity, SystemRun& run) {
+// Returns the plan; nullopt for an empty batch (a length range this batch has nothing in).
+inline std::optional<ScheduledPlan> fixed_length_iteration(const Options& options, std::span<const Sequence> batch,
+                                                           std::size_t k, std::int64_t capacity, SystemRun& run) {
   const Strategy& strategy = run.strategies.front();
-  if (batch.empty()) {  // a length range this batch has nothing in
+  if (batch.empty()) {
     run.iterations.push_back({.strategy = strategy.name()});
-    return;
+    return std::nullopt;
   }
   ScheduledPlan scheduled = plan_fixed_length_iteration(options, batch, strategy, capacity);
   run.iterations.push_back(outcome_of(scheduled.schedule, strategy));
   if (k == 0) run.first = timeline_of(scheduled.plan, scheduled.schedule);
-  if (k < pictured_iterations) run.plans.push_back(std::move(scheduled.plan));
+  if (k < pictured_iterations) run.plans.push_back(scheduled.plan);
+  return scheduled;
 }
 
 // Iteration k of DynaPipe on one homogeneous strategy (run.strategies[0]): its pipelines are the data-parallel
 // replicas.
-inline void dynapipe_iteration(const Options& options, std::span<const Sequence> batch, std::size_t k,
-                               SystemRun& run) {
+inline schedule::PipelineRunPlan dynapipe_iteration(const Options& options, std::span<const Sequence> batch,
+                                                    std::size_t k, SystemRun& run) {
   const Strategy& strategy = run.strategies.front();
-  const schedule::PipelineRunPlan plan = plan_dynapipe_iteration(options, batch, strategy);
+  schedule::PipelineRunPlan plan = plan_dynapipe_iteration(options, batch, strategy);
   const Scheme& scheme = strategy.parts().front().scheme;
   std::vector<double> busy;
   for (std::size_t r = 0; r < plan.replicas.size(); ++r) {
@@ -117,21 +127,24 @@ inline void dynapipe_iteration(const Options& options, std::span<const Sequence>
   const double idle = 1.0 - static_cast<double>(busy.size()) / static_cast<double>(plan.replicas.size());
   run.iterations.push_back(
       {.seconds = plan.makespan, .imbalance = imbalance(busy), .idle = idle, .strategy = strategy.name()});
+  return plan;
 }
 
-// Iteration k of sluice over its candidates (run.strategies): the iteration is charged its simulated makespan plus
-// the share of the kept candidate's layout move that the makespan leaves exposed.
-inline void sluice_iteration(const Options& options, std::span<const Sequence> batch, std::size_t k,
-                             SystemRun& run) {
-  const int layers = shard::llama_like(options.profile.spec().model).layers;
-  schedule::SimulatedIteration iteration = plan_sluice_iteration(options, batch, run.strategies, run.layout_moves);
+// Iteration k of sluice, planned by `planner` over its candidates (run.strategies): the iteration is charged its
+// simulated makespan plus the share of the kept candidate's layout move that the makespan leaves exposed.
+inline schedule::SimulatedIteration sluice_iteration(const plan::IterationPlanner& planner,
+                                                     std::span<const Sequence> batch, std::size_t k, SystemRun& run) {
+  schedule::SimulatedIteration iteration = planner.plan(batch);
+  planner.validate(iteration, batch);
+  const int layers = shard::llama_like(planner.profile().spec().model).layers;
   IterationOutcome outcome = outcome_of(iteration.schedule, iteration.plan.strategy);
   outcome.layout_move = run.layout_moves[iteration.chosen];
-  outcome.switching = exposed_layout_move(outcome.layout_move, outcome.seconds, layers);
+  outcome.switching = plan::exposed_layout_move(outcome.layout_move, outcome.seconds, layers);
   outcome.seconds += outcome.switching;
   run.iterations.push_back(std::move(outcome));
   if (k == 0) run.first = timeline_of(iteration.plan, iteration.schedule);
-  if (k < pictured_iterations) run.plans.push_back(std::move(iteration.plan));
+  if (k < pictured_iterations) run.plans.push_back(iteration.plan);
+  return iteration;
 }
 
 }  // namespace sluice::compare::detail

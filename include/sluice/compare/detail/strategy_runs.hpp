@@ -3,6 +3,7 @@
 // Megatron-LM-style and DynaPipe baselines of Hydraulis §8, tuned as well as a simulator allows). Not for
 // callers: megatron.hpp and dynapipe.hpp are made of it.
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -15,18 +16,26 @@
 
 namespace sluice::compare::detail {
 
+// Plan: what one iteration on one strategy returns. With a `chosen` sink, every strategy's plans are kept and the
+// fastest strategy's are moved into it by best().
+template <class Plan>
 class StrategyRuns {
 public:
-  // `options` must outlive the runs.
-  StrategyRuns(const Options& options, std::span<const Strategy> strategies)
-      : options_(&options), runs_(runs_of(strategies)) {}
+  // `options` (and `chosen`) must outlive the runs.
+  StrategyRuns(const Options& options, std::span<const Strategy> strategies, std::vector<Plan>* chosen)
+      : options_(&options), runs_(runs_of(strategies)), chosen_(chosen) {
+    if (chosen_) plans_.resize(runs_.size());
+  }
 
   [[nodiscard]] const Options& options() const { return *options_; }
 
-  // `iteration(options, batch, k, run)` adds iteration k of the batch to each strategy's run.
+  // `iteration(options, batch, k, run)` adds iteration k of the batch to each strategy's run and returns its plan.
   template <class Iteration>
   void add(std::span<const Sequence> batch, Iteration iteration) {
-    for (SystemRun& run : runs_) iteration(*options_, batch, iterations_, run);
+    for (std::size_t s = 0; s < runs_.size(); ++s) {
+      Plan plan = iteration(*options_, batch, iterations_, runs_[s]);
+      if (chosen_) plans_[s].push_back(std::move(plan));
+    }
     ++iterations_;
   }
 
@@ -34,17 +43,20 @@ public:
   // when no homogeneous strategy holds the context.
   template <class Configuration>
   [[nodiscard]] SystemRun best(System system, Configuration configuration) && {
-    const std::size_t considered = runs_.size();
-    auto fastest = best_of(std::move(runs_));
+    const std::optional<std::size_t> fastest = best_index(runs_);
     if (!fastest) return failed(system, no_homogeneous(*options_, options_->context));
-    fastest->name = name(system);
-    fastest->configuration = configuration(fastest->strategies.front(), considered);
-    return *std::move(fastest);
+    if (chosen_) *chosen_ = std::move(plans_[*fastest]);
+    SystemRun run = std::move(runs_[*fastest]);
+    run.name = name(system);
+    run.configuration = configuration(run.strategies.front(), runs_.size());
+    return run;
   }
 
 private:
   const Options* options_;
   std::vector<SystemRun> runs_;
+  std::vector<Plan>* chosen_;
+  std::vector<std::vector<Plan>> plans_;  // per strategy, when kept
   std::size_t iterations_ = 0;
 };
 

@@ -1,0 +1,110 @@
+#pragma once
+// The sluice plan of one iteration, the one every caller gets: `sluice plan`, `sluice trace`, the comparison's
+// sluice system (`sluice simulate`), the Planner a trainer runs ahead of training, Python and the reference
+// executor. Hydraulis §6's two-stage assignment of the batch to each candidate strategy (dispatch, then packing),
+// every candidate's pipelines scheduled (DynaPipe §5's adaptive cyclic search by default), each candidate charged
+// its parameter pull and gradient push as the LayoutMoves policy says, and the candidate with the lowest simulated
+// makespan plus that charge kept (schedule::plan_simulated_iteration). The dispatch may charge the V step (packing's
+// 1F1B estimate) or not (closer to a schedule that overlaps unequal micro-batches); VStep::best tries both and
+// keeps the faster simulated plan.
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sluice/assign/dispatch.hpp"
+#include "sluice/assign/plan.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/names.hpp"
+#include "sluice/core/sequence.hpp"
+#include "sluice/core/strategy.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice/plan/layout_moves.hpp"
+#include "sluice/schedule/iteration.hpp"
+#include "sluice/schedule/pipeline.hpp"
+#include "sluice/schedule/problems.hpp"
+#include "sluice/shard/model.hpp"
+
+namespace sluice::plan {
+
+// Whether the dispatch charges the V step (assign::DispatchOptions::v_step).
+enum class VStep {
+  best,  // dispatch both ways, keep the plan with the lower simulated total (ties to charging it)
+  on,
+  off,
+};
+
+inline constexpr NameTable<VStep, 3> v_step_names{{{VStep::best, "best"}, {VStep::on, "on"}, {VStep::off, "off"}}};
+
+constexpr std::string_view name(VStep v_step) { return name_in(v_step_names, v_step); }
+
+// Raises invalid_input naming `what` unless `text` is one of the names.
+inline VStep v_step_from(std::string_view text, std::string_view what = "V step") {
+  return value_in(v_step_names, text, what);
+}
+
+struct Options {
+  assign::DispatchOptions dispatch{};     // trials, threads, seed, local search; its v_step is set by `v_step`
+  schedule::ScheduleOptions schedule{};   // how each pipeline is scheduled (cyclic search, or 1F1B)
+  schedule::ProblemOptions problem{};     // hidden size and stage-to-stage link of every simulated pipeline
+  LayoutMoves layout_moves = LayoutMoves::exposed;
+  VStep v_step = VStep::best;
+  friend bool operator==(const Options&, const Options&) = default;
+};
+
+// Plans iterations over fixed candidates: the candidates' layout moves are computed once, here.
+class IterationPlanner {
+public:
+  // Raises invalid_input on no candidates or bad options.
+  IterationPlanner(cost::Profile profile, std::vector<Strategy> candidates, Options options = {})
+      : profile_(std::move(profile)), candidates_(std::move(candidates)), options_(options) {
+    sluice::require(!candidates_.empty(), "plan: no candidate strategies");
+    assign::validate(options_.dispatch);
+    schedule::detail::require_options(options_.problem);
+    if (options_.layout_moves == LayoutMoves::none) return;
+    moves_ = layout_move_seconds(profile_, candidates_);
+    const int layers = shard::llama_like(profile_.spec().model).layers;
+    for (const double move : moves_) overheads_.push_back(charged_layout_move(options_.layout_moves, move, layers));
+  }
+
+  // The kept candidate's plan and schedule. Raises invalid_input as assign::plan_iteration does (an empty batch,
+  // a sequence no candidate holds) and infeasible when no schedule fits a pipeline's memory.
+  [[nodiscard]] schedule::SimulatedIteration plan(std::span<const Sequence> batch) const {
+    assign::PlanOptions plan_options{.dispatch = options_.dispatch, .candidate_overhead = overheads_};
+    std::optional<schedule::SimulatedIteration> kept;
+    for (const bool v_step : {true, false}) {
+      if ((options_.v_step == VStep::on && !v_step) || (options_.v_step == VStep::off && v_step)) continue;
+      plan_options.dispatch.v_step = v_step;
+      schedule::SimulatedIteration candidate = schedule::plan_simulated_iteration(
+          batch, candidates_, profile_, plan_options, options_.schedule, options_.problem);
+      if (!kept || candidate.total() < kept->total()) kept = std::move(candidate);
+    }
+    return *std::move(kept);
+  }
+
+  // Raises invalid_plan unless `iteration` is a valid plan of `batch` over the candidates, charged as planned,
+  // with no candidate simulating faster.
+  void validate(const schedule::SimulatedIteration& iteration, std::span<const Sequence> batch) const {
+    const assign::PlanOptions plan_options{.dispatch = options_.dispatch, .candidate_overhead = overheads_};
+    schedule::validate(iteration, batch, candidates_, profile_, plan_options, options_.problem);
+  }
+
+  [[nodiscard]] const cost::Profile& profile() const noexcept { return profile_; }
+  [[nodiscard]] std::span<const Strategy> candidates() const noexcept { return candidates_; }
+  [[nodiscard]] const Options& options() const noexcept { return options_; }
+  // Per candidate, its pull and push before any overlap; empty when the policy is none.
+  [[nodiscard]] std::span<const double> layout_moves() const noexcept { return moves_; }
+  // Per candidate, what its plans are charged for it (assign::PlanOptions::candidate_overhead); empty for none.
+  [[nodiscard]] std::span<const double> charged() const noexcept { return overheads_; }
+
+private:
+  cost::Profile profile_;
+  std::vector<Strategy> candidates_;
+  Options options_;
+  std::vector<double> moves_;
+  std::vector<double> overheads_;
+};
+
+}  // namespace sluice::plan
