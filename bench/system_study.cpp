@@ -123,7 +123,7 @@ const Result& run(const Scenario& scenario) {
   static std::map<Scenario, Result> cache;
   if (const auto it = cache.find(scenario); it != cache.end()) return it->second;
   const std::vector<data::Batch> batches = batches_of(scenario);
-  compare::Comparison comparison = compare::compare(
+  compare::Comparison comparison = compare::compare_systems(
       setup_of(scenario), lengths(scenario.lengths).truncated(scenario.context), sequences_of(batches));
   compare::BySystem<Summary> summaries = compare::summarize(comparison);
   Result result{.comparison = std::move(comparison), .summaries = summaries};

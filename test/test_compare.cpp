@@ -85,7 +85,7 @@ TEST_CASE("compare: the four systems' plans, progress and choices") {
   const auto dataset = bundled_lengths("cpython-stdlib", options.context);
   const auto batches = batches_of(dataset, options.tokens, 1, 2);
   std::vector<std::pair<std::size_t, std::size_t>> reports;
-  const sluice::compare::Comparison comparison = sluice::compare::compare(
+  const sluice::compare::Comparison comparison = sluice::compare::compare_systems(
       options, dataset, batches, [&](std::size_t done, std::size_t total) { reports.emplace_back(done, total); });
 
   for (const System system : sluice::compare::all_systems) {
@@ -140,7 +140,7 @@ TEST_CASE("compare: a system that cannot hold the context fails with the reason,
                                          .dispatch = {.trials = 4}};
   const auto dataset = bundled_lengths("man-pages", options.context);
   const sluice::compare::Comparison comparison =
-      sluice::compare::compare(options, dataset, batches_of(dataset, options.tokens, 0, 1));
+      sluice::compare::compare_systems(options, dataset, batches_of(dataset, options.tokens, 0, 1));
   for (const System system : {System::megatron, System::hotspa, System::dynapipe}) {
     REQUIRE(comparison.systems[system].failure.has_value());
     CHECK(comparison.systems[system].failure->find("holds 22000 tokens (one scheme, replicated to fill every GPU") !=
@@ -166,7 +166,7 @@ TEST_CASE("compare: the results are those `sluice simulate` recorded") {
                                          .dispatch = {.trials = 2}};
   const auto dataset = bundled_lengths("man-pages", options.context);
   const sluice::compare::Comparison comparison =
-      sluice::compare::compare(options, dataset, batches_of(dataset, options.tokens, 0, 2));
+      sluice::compare::compare_systems(options, dataset, batches_of(dataset, options.tokens, 0, 2));
   REQUIRE(golden.at("systems").size() == sluice::compare::all_systems.size());
   for (std::size_t s = 0; s < sluice::compare::all_systems.size(); ++s) {
     const sluice::compare::SystemRun& run = comparison.systems[sluice::compare::all_systems[s]];
@@ -239,7 +239,7 @@ TEST_CASE("compare: a comparison's JSON document reads back exactly; a broken on
   const sluice::compare::Options options = small_options();
   const auto dataset = bundled_lengths("cpython-stdlib", options.context);
   const sluice::compare::Comparison comparison =
-      sluice::compare::compare(options, dataset, batches_of(dataset, options.tokens, 1, 2));
+      sluice::compare::compare_systems(options, dataset, batches_of(dataset, options.tokens, 1, 2));
   const sluice::io::json document = sluice::io::to_document(comparison);
   CHECK(document.at("format") == "sluice.comparison");
   CHECK(document.at("version") == 1);

@@ -817,7 +817,7 @@ TEST_CASE("bad input raises invalid_input naming the field") {
   raises([&] { (void)fixed_length_packing(std::span<const Sample>(good), model, FixedRows{64, 0, 0}, context); },
          "rows per micro-batch");
   raises([&] { (void)QuadraticStageCost({1, 1, 1}, 0); }, "bytes_per_token");
-  raises([&] { (void)parse_layout("rows"); }, "layout");
+  raises([&] { (void)layout_from("rows"); }, "layout");
 }
 
 TEST_CASE("JSON round trip of partitions and replica assignments; the bundled 7B stage cost") {

@@ -145,7 +145,7 @@ TEST_CASE("planner: the plans a trainer gets are the comparison's sluice plans, 
                                  .seed = 3};
   const auto all = batches(3);
   compare::ChosenPlans chosen;
-  const compare::Comparison comparison = compare::compare(options, dataset, std::span(all), {}, &chosen);
+  const compare::Comparison comparison = compare::compare_systems(options, dataset, std::span(all), {}, &chosen);
   REQUIRE(chosen.sluice.size() == all.size());
   const plan::IterationPlanner planner(profile16(), comparison.candidates, compare::planner_options(options));
   for (const int threads : {1, 3}) {

@@ -156,7 +156,7 @@ inline void print(std::ostream& out, const Run& run) {
   out << std::fixed << std::setprecision(3);
   out << "batch: " << run.batch.sequences.size() << " sequences, " << run.batch.tokens << " tokens; "
       << run.plan.partition.micro_batches.size() << " micro-batches ("
-      << microbatch::layout_name(run.plan.partition.layout) << "), DP objective " << run.plan.partition.objective
+      << microbatch::name(run.plan.partition.layout) << "), DP objective " << run.plan.partition.objective
       << " s, limit " << run.memory_limit / 0x1p30 << " GiB per micro-batch\n\n";
   schedule_report::print_replicas(out, run.plan, run.scheme.pp());
   out << "\niteration " << run.plan.makespan << " s (slowest replica), " << std::setprecision(0)
@@ -200,7 +200,7 @@ inline schedule::PipelinePlanOptions plan_options_of(const Options& options, con
   plan_options.micro_batch_memory = setup.memory_limit;
   plan_options.schedule.kind = schedule_kind_of(options);
   plan_options.schedule.seed = seed_of(options);
-  plan_options.layout = microbatch::parse_layout(options.text("layout").value_or("padded"));
+  plan_options.layout = microbatch::layout_from(options.text("layout").value_or("padded"), "option --layout");
   sluice::require(plan_options.layout != microbatch::Layout::fixed_rows,
                   "option --layout: expected padded or packed, got 'fixed_rows'");
   plan_options.tmax_interval = options.real("interval").value_or(5e-6);

@@ -237,7 +237,7 @@ inline int simulate(std::span<const std::string_view> args, std::ostream& out, O
   Progress progress(terminal, "simulate", 0);
   const auto iterations = scenario.batch ? std::size_t{1}
                                          : static_cast<std::size_t>(options.integer("iterations").value_or(10));
-  const compare::Comparison comparison = compare::compare(
+  const compare::Comparison comparison = compare::compare_systems(
       scenario.settings, scenario.dataset, iterations,
       [&] { return scenario.batch ? scenario.batch->sequences : sampler.next().sequences; }, progress.callback());
   if (!comparison.any_ran())

@@ -99,7 +99,7 @@ inline sluice::executor::ModelConfig model_from(Arguments& arguments,
   model.ffn = arguments.integer<std::int64_t>("ffn", defaults.ffn);
   model.vocab = arguments.integer<std::int64_t>("vocab", defaults.vocab);
   model.seed = arguments.integer<std::uint64_t>("model-seed", defaults.seed);
-  sluice::executor::validate(model);
+  sluice::executor::require_valid(model);
   return model;
 }
 

@@ -109,7 +109,7 @@ int run(int argc, char** argv) {
   sluice::io::write_text_file(trace_path, ex::chrome_trace(job, report).dump());
   std::cout << batch.size() << " sequences, " << tokens << " token budget, on " << report.device << "\n"
             << "loss " << report.result.loss << "\n"
-            << ex::format(ex::compare(job, report)) << "trace: " << trace_path << "\n";
+            << ex::format(ex::timing_table(job, report)) << "trace: " << trace_path << "\n";
   return 0;
 }
 

@@ -38,7 +38,7 @@ args = parser.parse_args()
 profile = sluice.Profile.bundled(args.profile, gpus=args.gpus)
 dataset = sluice.LengthDataset.bundled(args.lengths)
 hidden = json.loads(profile.to_json())["model"]["hidden"]
-comparison = sluice.compare(profile, dataset, tokens=args.tokens, iterations=args.iterations, seed=args.seed,
+comparison = sluice.compare_systems(profile, dataset, tokens=args.tokens, iterations=args.iterations, seed=args.seed,
                             hidden=hidden, latency=1e-5, bandwidth=100e9)
 summaries = comparison.summarize()
 

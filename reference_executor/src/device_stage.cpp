@@ -92,7 +92,7 @@ DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, cudaStr
 }
 
 void require_gpu_model(const ModelConfig& model) {
-  validate(model);
+  require_valid(model);
   const std::int64_t dimension = head_dim(model);
   sluice::require(dimension == 64 || dimension == 128,
                   "model: the CUDA attention kernels need a head dimension (hidden / heads) of 64 or 128, got ",

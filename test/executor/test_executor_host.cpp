@@ -201,7 +201,7 @@ TEST_CASE("executor host: a run is deterministic and reports a trace and a timin
   }
   CHECK(events == instructions);
 
-  const TimingTable table = compare(job, first);
+  const TimingTable table = timing_table(job, first);
   CHECK(table.micro_batches.size() == micro_batch_count(job));
   CHECK(table.pipelines.size() == job.pipelines.size());
   CHECK(table.predicted > 0);
@@ -286,7 +286,7 @@ TEST_CASE("executor host: bad configurations and jobs are rejected naming the fi
   auto rejects = [](auto edit, const char* field) {
     ModelConfig model = tiny_model();
     edit(model);
-    CHECK_THROWS_WITH_AS(validate(model), doctest::Contains(field), invalid_input);
+    CHECK_THROWS_WITH_AS(require_valid(model), doctest::Contains(field), invalid_input);
   };
   rejects([](ModelConfig& m) { m.layers = 0; }, "layers");
   rejects([](ModelConfig& m) { m.hidden = 1; }, "hidden");

@@ -79,7 +79,7 @@ TEST_CASE("measure_systems plans as the comparison does and every plan computes 
   const MeasureOptions padded{.dynapipe_layout = microbatch::Layout::padded, .token_seed = 9};
   const SystemsMeasurement measured =
       measure_systems(options, model, dataset, batches, [](const Job& job) { return run_on_host(job); }, padded);
-  const compare::Comparison comparison = compare::compare(options, dataset, std::span(batches));
+  const compare::Comparison comparison = compare::compare_systems(options, dataset, std::span(batches));
 
   CHECK(measured.batches == comparison.batches);
   CHECK(measured.candidates == comparison.candidates);

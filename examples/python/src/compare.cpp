@@ -169,7 +169,7 @@ void bind_compare(py::module_& module) {
   const schedule::ProblemOptions problem;
   const assign::DispatchOptions dispatch;
   module.def(
-      "compare",
+      "compare_systems",
       [](const cost::Profile& profile, const data::LengthDataset& dataset, std::int64_t tokens,
          std::optional<std::int64_t> iterations, const py::handle& batches, std::optional<std::int64_t> context,
          bool cross_node_tp, std::int64_t hidden, int element_bytes, double latency, double bandwidth,
@@ -200,9 +200,10 @@ void bind_compare(py::module_& module) {
         usable.tp_within_node = !cross_node_tp;
         options.context = context ? *context : proposal::default_max_len(dataset, profile, usable);
         const data::LengthDataset truncated = dataset.truncated(options.context);
-        if (!sampled) return compare::compare(options, truncated, std::span<const std::vector<Sequence>>(given));
+        if (!sampled)
+          return compare::compare_systems(options, truncated, std::span<const std::vector<Sequence>>(given));
         data::BatchSampler sampler(truncated, {.tokens_per_batch = tokens, .seed = seed});
-        return compare::compare(options, truncated, static_cast<std::size_t>(count),
+        return compare::compare_systems(options, truncated, static_cast<std::size_t>(count),
                                 [&] { return sampler.next().sequences; });
       },
       py::arg("profile"), py::arg("dataset"), py::kw_only(), py::arg("tokens"), py::arg("iterations") = py::none(),

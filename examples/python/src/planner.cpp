@@ -98,7 +98,7 @@ void bind_planner(py::module_& module) {
                  .problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio),
                  .layout_moves = plan::layout_moves_from(layout_moves, "layout_moves"),
                  .v_step = plan::v_step_from(v_step, "v_step")};
-             assign::validate(options.dispatch);
+             assign::require_valid(options.dispatch);
              schedule::detail::require_options(options.problem);
              return options;
            }),

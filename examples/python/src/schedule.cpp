@@ -42,17 +42,10 @@ std::vector<microbatch::QuadraticStageCost> models_from(const py::handle& models
   return models.cast<std::vector<microbatch::QuadraticStageCost>>();
 }
 
-microbatch::Ordering ordering_from(std::string_view name) {
-  if (name == "length") return microbatch::Ordering::length;
-  if (name == "input_target") return microbatch::Ordering::input_target;
-  if (name == "path") return microbatch::Ordering::path;
-  sluice::fail("ordering: expected length, input_target or path, got '", name, "'");
-}
-
 // The samples in `ordering`, or as given for None.
 std::vector<microbatch::Sample> ordered(std::vector<microbatch::Sample> samples, const std::optional<std::string>& ordering) {
   if (!ordering) return samples;
-  return microbatch::order_samples(samples, ordering_from(*ordering));
+  return microbatch::order_samples(samples, microbatch::ordering_from(*ordering));
 }
 
 
@@ -129,7 +122,7 @@ void bind_microbatch(py::module_& module) {
   partition
       .def_property_readonly("layout",
                              [](const microbatch::Partition& value) {
-                               return std::string(microbatch::layout_name(value.layout));
+                               return std::string(microbatch::name(value.layout));
                              })
       .def_property_readonly("micro_batches",
                              [](const py::object& self) {
@@ -211,7 +204,7 @@ void bind_microbatch(py::module_& module) {
         const microbatch::PartitionOptions settings{.stages = stages,
                                                     .replicas = replicas,
                                                     .memory_limit = memory_limit,
-                                                    .layout = microbatch::parse_layout(layout),
+                                                    .layout = microbatch::layout_from(layout, "layout"),
                                                     .tmax_interval = tmax_interval};
         const py::gil_scoped_release release;
         return microbatch::partition(std::span<const microbatch::Sample>(samples),
@@ -220,7 +213,7 @@ void bind_microbatch(py::module_& module) {
       py::arg("lengths"), py::arg("models"), py::kw_only(), py::arg("ids") = py::none(),
       py::arg("targets") = py::none(), py::arg("ordering") = "length", py::arg("stages") = options.stages,
       py::arg("replicas") = options.replicas, py::arg("memory_limit") = options.memory_limit,
-      py::arg("layout") = std::string(microbatch::layout_name(options.layout)),
+      py::arg("layout") = std::string(microbatch::name(options.layout)),
       py::arg("tmax_interval") = options.tmax_interval,
       "DynaPipe's micro-batch DP: the samples, ordered ('length', 'input_target', 'path'; None: as given), cut into "
       "micro-batches minimising (stages − 1)·max t + Σ t / replicas within memory_limit bytes per micro-batch, "
@@ -523,7 +516,7 @@ void bind_pipeline(py::module_& module) {
       "simulated, the fastest that fits memory kept, its communication planned.");
 }
 
-void bind_planners(py::module_& module) {
+void bind_pipeline_planners(py::module_& module) {
   const schedule::PipelinePlanOptions defaults;
   const schedule::ProblemOptions problem_defaults;
 
@@ -589,8 +582,8 @@ void bind_planners(py::module_& module) {
             .replicas = replicas,
             .micro_batch_memory = micro_batch_memory,
             .stage_memory = stage_memory,
-            .ordering = ordering_from(ordering),
-            .layout = microbatch::parse_layout(layout),
+            .ordering = microbatch::ordering_from(ordering),
+            .layout = microbatch::layout_from(layout, "layout"),
             .tmax_interval = tmax_interval,
             .schedule = schedule_options(kind, seed, clusters),
             .problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio)};
@@ -601,7 +594,7 @@ void bind_planners(py::module_& module) {
       py::arg("lengths"), py::arg("models"), py::kw_only(), py::arg("ids") = py::none(),
       py::arg("targets") = py::none(), py::arg("stages") = defaults.stages, py::arg("replicas") = defaults.replicas,
       py::arg("micro_batch_memory") = defaults.micro_batch_memory, py::arg("stage_memory") = defaults.stage_memory,
-      py::arg("ordering") = "length", py::arg("layout") = std::string(microbatch::layout_name(defaults.layout)),
+      py::arg("ordering") = "length", py::arg("layout") = std::string(microbatch::name(defaults.layout)),
       py::arg("tmax_interval") = defaults.tmax_interval, py::arg("kind") = std::string(schedule::name(defaults.schedule.kind)),
       py::arg("seed") = defaults.schedule.seed, py::arg("clusters") = defaults.schedule.clusters,
       py::arg("hidden") = problem_defaults.hidden, py::arg("element_bytes") = problem_defaults.element_bytes,
@@ -697,7 +690,7 @@ void bind_planners(py::module_& module) {
 void bind_schedule(py::module_& module) {
   bind_microbatch(module);
   bind_pipeline(module);
-  bind_planners(module);
+  bind_pipeline_planners(module);
 }
 
 }  // namespace sluice::python

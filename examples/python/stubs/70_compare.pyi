@@ -121,7 +121,7 @@ class Comparison:
 def system_names() -> list[str]:
     """The compared systems' names, in the order results list them."""
 
-def compare(
+def compare_systems(
     profile: Profile,
     dataset: LengthDataset,
     *,

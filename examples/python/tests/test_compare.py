@@ -35,7 +35,7 @@ def run(profile, dataset, **options):
     settings = dict(tokens=TOKENS, iterations=ITERATIONS, seed=SEED, trials=TRIALS, latency=1e-5, bandwidth=100e9,
                     hidden=json.loads(profile.to_json())["model"]["hidden"])
     settings.update(options)
-    return sluice.compare(profile, dataset, **settings)
+    return sluice.compare_systems(profile, dataset, **settings)
 
 
 @pytest.fixture(scope="module")

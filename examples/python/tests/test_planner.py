@@ -28,7 +28,8 @@ def test_plans_are_the_comparisons_sluice_plans():
     profile = sluice.Profile.bundled("llama2-7b", gpus=16)
     dataset = sluice.LengthDataset.bundled("man-pages").truncated(16384)
     source = list(itertools.islice(sluice.BatchSampler(dataset, tokens_per_batch=20_000, seed=3), 3))
-    comparison = sluice.compare(profile, dataset, batches=source, context=16384, tokens=20_000, trials=8, seed=3)
+    comparison = sluice.compare_systems(profile, dataset, batches=source, context=16384, tokens=20_000, trials=8,
+                                        seed=3)
     options = sluice.PlanOptions(trials=8, seed=3, schedule_seed=3)  # the comparison's dispatch and schedule seed
     with sluice.Planner(profile, comparison.candidates, source, options, threads=2) as planner:
         delivered = list(planner)

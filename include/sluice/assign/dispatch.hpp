@@ -42,7 +42,7 @@ struct DispatchOptions {
   friend bool operator==(const DispatchOptions&, const DispatchOptions&) = default;
 };
 
-inline void validate(const DispatchOptions& options) {
+inline void require_valid(const DispatchOptions& options) {
   sluice::require(options.trials >= 1, "dispatch: trials must be >= 1, got ", options.trials);
   sluice::require(options.threads >= 1, "dispatch: threads must be >= 1, got ", options.threads);
 }
@@ -78,7 +78,7 @@ inline void validate(const DispatchOptions& options) {
 // pipelines out of MaxLen order, a sequence longer than every MaxLen, or bad options.
 [[nodiscard]] inline Dispatch dispatch_greedy(std::span<const Sequence> batch, PipelineCosts pipelines,
                                               const DispatchOptions& options = {}) {
-  validate(options);
+  require_valid(options);
   const detail::DispatchProblem problem(batch, pipelines, options.v_step);
   const int n = problem.sequences();
   const detail::DispatchGroup& first = problem.group(0);

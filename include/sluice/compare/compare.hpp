@@ -53,7 +53,7 @@ struct ChosenPlans {
 };
 
 // `chosen`, if given, gets the systems' plans; a system that cannot run leaves its list empty.
-inline Comparison compare(const Options& options, const data::LengthDataset& dataset, std::size_t iterations,
+inline Comparison compare_systems(const Options& options, const data::LengthDataset& dataset, std::size_t iterations,
                           const std::function<std::vector<Sequence>()>& next_batch, const Progress& progress = {},
                           ChosenPlans* chosen = nullptr) {
   sluice::require(iterations > 0, "compare: no iterations to compare");
@@ -89,11 +89,11 @@ inline Comparison compare(const Options& options, const data::LengthDataset& dat
 }
 
 // The four systems on given batches.
-inline Comparison compare(const Options& options, const data::LengthDataset& dataset,
+inline Comparison compare_systems(const Options& options, const data::LengthDataset& dataset,
                           std::span<const std::vector<Sequence>> batches, const Progress& progress = {},
                           ChosenPlans* chosen = nullptr) {
   std::size_t next = 0;
-  return compare(options, dataset, batches.size(), [&] { return batches[next++]; }, progress, chosen);
+  return compare_systems(options, dataset, batches.size(), [&] { return batches[next++]; }, progress, chosen);
 }
 
 // Each system's summary over the comparison's iterations (a failed system's is left empty), speedups of sluice's.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sluice/assign/dispatch.hpp"
+#include "sluice/core/names.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/microbatch/types.hpp"
@@ -42,15 +43,12 @@ inline constexpr std::array<System, 4> all_systems = {System::megatron, System::
                                                       System::sluice};
 
 // The stable name of a system: JSON documents, picture files and tables use it.
-constexpr std::string_view name(System system) {
-  switch (system) {
-    case System::megatron: return "megatron";
-    case System::hotspa: return "hotspa";
-    case System::dynapipe: return "dynapipe";
-    case System::sluice: return "sluice";
-  }
-  return "";
-}
+inline constexpr NameTable<System, 4> system_names{{{System::megatron, "megatron"},
+                                                    {System::hotspa, "hotspa"},
+                                                    {System::dynapipe, "dynapipe"},
+                                                    {System::sluice, "sluice"}}};
+
+constexpr std::string_view name(System system) { return name_in(system_names, system); }
 
 // One value per system, looked up by the system's name; iterated in all_systems' order.
 template <class T>

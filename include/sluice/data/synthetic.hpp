@@ -29,7 +29,7 @@ struct SyntheticOptions {
   friend bool operator==(const SyntheticOptions&, const SyntheticOptions&) = default;
 };
 
-inline void validate(const SyntheticOptions& options) {
+inline void require_valid(const SyntheticOptions& options) {
   using sluice::require;
   require(options.count >= 1, "synthetic: count must be >= 1, got ", options.count);
   require(std::isfinite(options.median) && options.median > 0, "synthetic: median must be finite and > 0, got ",
@@ -48,7 +48,7 @@ inline void validate(const SyntheticOptions& options) {
 }
 
 inline std::vector<std::int64_t> synthetic_lengths(const SyntheticOptions& options) {
-  validate(options);
+  require_valid(options);
   Rng rng(options.seed);
   const double log_median = std::log(options.median);
   const auto tail_min = static_cast<double>(options.tail_min);

@@ -69,14 +69,14 @@ struct adl_serializer<sluice::microbatch::ShapedMicroBatch> {
 template <>
 struct adl_serializer<sluice::microbatch::Partition> {
   static void to_json(json& out, const sluice::microbatch::Partition& partition) {
-    out = {{"layout", std::string(sluice::microbatch::layout_name(partition.layout))},
+    out = {{"layout", std::string(sluice::microbatch::name(partition.layout))},
            {"micro_batches", partition.micro_batches},
            {"objective", partition.objective},
            {"cost_model", partition.cost_model}};
   }
   static sluice::microbatch::Partition from_json(const json& in) {
     using sluice::io::field;
-    return {sluice::microbatch::parse_layout(field<std::string>(in, "layout", "micro-batch partition")),
+    return {sluice::io::name_field(in, "layout", sluice::microbatch::layout_names, "micro-batch partition"),
             field<std::vector<sluice::microbatch::ShapedMicroBatch>>(in, "micro_batches", "micro-batch partition"),
             field<double>(in, "objective", "micro-batch partition"),
             field<std::size_t>(in, "cost_model", "micro-batch partition")};

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/names.hpp"
 #include "sluice/microbatch/types.hpp"
 
 namespace sluice::microbatch {
@@ -21,6 +22,14 @@ enum class Ordering {
   input_target,  // (input, target) descending, then id (the paper's "S")
   path,          // open nearest-neighbour path under the L1 distance, improved by 2-opt (the paper's "T")
 };
+
+inline constexpr NameTable<Ordering, 3> ordering_names{
+    {{Ordering::length, "length"}, {Ordering::input_target, "input_target"}, {Ordering::path, "path"}}};
+
+// Raises invalid_input naming `what` unless `text` is length, input_target or path.
+inline Ordering ordering_from(std::string_view text, std::string_view what = "ordering") {
+  return value_in(ordering_names, text, what);
+}
 
 // Raises invalid_input unless there is at least one sample, ids are >= 0 and distinct, every input is >= 1,
 // every target >= 0, and the total token count fits in int64.

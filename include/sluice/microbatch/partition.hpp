@@ -40,14 +40,14 @@ struct PartitionOptions {
   double tmax_interval = 5e-6;                                   // seconds, >= 0; 0 = exact enumeration
 };
 
-inline void validate(const PartitionOptions& options) {
+inline void require_valid(const PartitionOptions& options) {
   using sluice::require;
   require(options.stages >= 1, "partition: stages must be >= 1, got ", options.stages);
   require(options.replicas >= 1, "partition: replicas must be >= 1, got ", options.replicas);
   require(!std::isnan(options.memory_limit) && options.memory_limit > 0,
           "partition: memory_limit must be > 0 bytes, got ", options.memory_limit);
   require(options.layout == Layout::padded || options.layout == Layout::packed,
-          "partition: layout must be padded or packed, got ", layout_name(options.layout));
+          "partition: layout must be padded or packed, got ", name(options.layout));
   require(std::isfinite(options.tmax_interval) && options.tmax_interval >= 0,
           "partition: tmax_interval must be finite and >= 0, got ", options.tmax_interval);
 }
@@ -504,7 +504,7 @@ bool partition_with(std::span<const Sample> ordered, const Model& model, std::si
 template <MicroBatchCostModel Model>
 Partition partition(std::span<const Sample> ordered, std::span<const Model> models, const PartitionOptions& options) {
   check_samples(ordered, "partition");
-  validate(options);
+  require_valid(options);
   sluice::require(!models.empty(), "partition: no cost models");
   Partition result;
   for (std::size_t m = 0; m < models.size(); ++m)

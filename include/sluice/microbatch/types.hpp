@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/names.hpp"
 #include "sluice/core/sequence.hpp"
 
 namespace sluice::microbatch {
@@ -44,20 +45,14 @@ struct Shape {
 //   fixed_rows  samples packed into rows of a fixed capacity, each row padded to it (Megatron-style packing).
 enum class Layout { padded, packed, fixed_rows };
 
-inline std::string_view layout_name(Layout layout) noexcept {
-  switch (layout) {
-    case Layout::padded: return "padded";
-    case Layout::packed: return "packed";
-    case Layout::fixed_rows: return "fixed_rows";
-  }
-  return "padded";
-}
+inline constexpr NameTable<Layout, 3> layout_names{
+    {{Layout::padded, "padded"}, {Layout::packed, "packed"}, {Layout::fixed_rows, "fixed_rows"}}};
 
-inline Layout parse_layout(std::string_view name) {
-  if (name == "padded") return Layout::padded;
-  if (name == "packed") return Layout::packed;
-  if (name == "fixed_rows") return Layout::fixed_rows;
-  sluice::fail("micro-batch layout: expected padded, packed or fixed_rows, got '", name, "'");
+constexpr std::string_view name(Layout layout) { return name_in(layout_names, layout); }
+
+// Raises invalid_input naming `what` unless `text` is padded, packed or fixed_rows.
+inline Layout layout_from(std::string_view text, std::string_view what = "micro-batch layout") {
+  return value_in(layout_names, text, what);
 }
 
 // Time (seconds, forward + backward on one pipeline stage) and stored activation memory (bytes, on one stage)

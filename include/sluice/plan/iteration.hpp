@@ -61,7 +61,7 @@ public:
   IterationPlanner(cost::Profile profile, std::vector<Strategy> candidates, Options options = {})
       : profile_(std::move(profile)), candidates_(std::move(candidates)), options_(options) {
     sluice::require(!candidates_.empty(), "plan: no candidate strategies");
-    assign::validate(options_.dispatch);
+    assign::require_valid(options_.dispatch);
     schedule::detail::require_options(options_.problem);
     if (options_.layout_moves == LayoutMoves::none) return;
     moves_ = layout_move_seconds(profile_, candidates_);

@@ -249,7 +249,7 @@ inline void require_sampled_options(const SampledOptions& options) {
   require(options.paper.tokens_per_iteration >= 1 && options.paper.tokens_per_iteration <= max_sampled_tokens,
           "sampled proposal: tokens_per_iteration must be in [1, ", max_sampled_tokens, "], got ",
           options.paper.tokens_per_iteration);
-  assign::validate(options.dispatch);
+  assign::require_valid(options.dispatch);
 }
 
 // Neighbours of a strategy within N GPUs: for every part and every other scheme of `schemes`, trade the fewest

@@ -35,7 +35,7 @@ struct PlannerOptions {
   friend bool operator==(const PlannerOptions&, const PlannerOptions&) = default;
 };
 
-inline void validate(const PlannerOptions& options) {
+inline void require_valid(const PlannerOptions& options) {
   sluice::require(options.lookahead >= 1 && options.lookahead <= max_planner_lookahead,
                   "planner: lookahead must be in [1, ", max_planner_lookahead, "], got ", options.lookahead);
   sluice::require(options.threads >= 1 && options.threads <= max_planner_threads, "planner: threads must be in [1, ",
@@ -80,7 +80,7 @@ public:
 
   Planner(BatchSource source, PlanFunction plan, PlannerOptions options)
       : source_(std::move(source)), plan_(std::move(plan)), options_(options) {
-    validate(options_);
+    require_valid(options_);
     sluice::require(static_cast<bool>(source_), "planner: the batch source is empty");
     sluice::require(static_cast<bool>(plan_), "planner: the plan function is empty");
     threads_.reserve(static_cast<std::size_t>(options_.threads) + 1);

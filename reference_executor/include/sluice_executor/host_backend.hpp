@@ -86,7 +86,7 @@ public:
         first_(first),
         last_(last),
         tensors_(stage_tensors(model, first_layer, end_layer, first, last)) {
-    validate(model);
+    require_valid(model);
     sluice::require(first_layer >= 0 && first_layer <= end_layer && end_layer <= model.layers, "stage: layers [",
                     first_layer, ", ", end_layer, ") outside [0, ", model.layers, "]");
     const std::vector<ParameterTensor> shapes = parameter_tensors(model);

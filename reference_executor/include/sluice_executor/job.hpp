@@ -259,7 +259,7 @@ inline void validate_shapes(const schedule::ExecutionPlan& plan, std::size_t p, 
 // one pipeline, every instruction's micro-batch and shape (the packed token count) right; then a dry run of the
 // interpreter checks every instruction's stage, peer and slots, slot lifetimes and send/receive pairing.
 inline void validate(const Job& job) {
-  validate(job.model);
+  require_valid(job.model);
   const auto index = detail::validate_sequences(job);
   if (job.pipelines.empty()) detail::broken_plan("no pipelines");
   std::unordered_map<std::int64_t, std::size_t> placed;  // sequence id -> pipeline
@@ -343,7 +343,7 @@ inline Job job_from_iteration(const ModelConfig& model, std::vector<SequenceToke
 inline Job job_from_iteration(const ModelConfig& model, std::vector<SequenceTokens> sequences,
                               const assign::IterationPlan& plan, const cost::Profile& profile,
                               const schedule::ScheduleOptions& options = {}) {
-  validate(model);
+  require_valid(model);
   schedule::ProblemOptions problem;
   problem.hidden = model.hidden;
   return job_from_iteration(model, std::move(sequences), plan,

@@ -31,7 +31,7 @@ struct ModelConfig {
 };
 
 // Raises invalid_input naming the first field out of range.
-inline void validate(const ModelConfig& model) {
+inline void require_valid(const ModelConfig& model) {
   using sluice::require;
   require(model.layers >= 1 && model.layers <= 4096, "model: layers must be in [1, 4096], got ", model.layers);
   require(model.hidden >= 2 && model.hidden <= (1 << 20), "model: hidden must be in [2, 1048576], got ", model.hidden);
@@ -84,7 +84,7 @@ struct ParameterTensor {
 // Canonical order: embedding; per layer attention_norm, qkv, attention_output, mlp_norm, gate_up, down; final_norm,
 // lm_head. Tensor indices below refer to this order.
 inline std::vector<ParameterTensor> parameter_tensors(const ModelConfig& model) {
-  validate(model);
+  require_valid(model);
   const std::int64_t h = model.hidden;
   std::vector<ParameterTensor> tensors{{ParameterKind::embedding, -1, model.vocab, h}};
   for (int l = 0; l < model.layers; ++l) {

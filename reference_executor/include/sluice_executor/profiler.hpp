@@ -63,7 +63,7 @@ struct DeviceMemory {
 inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const StageProfile> stages,
                                       const DeviceMemory& memory, const ProfilerOptions& options,
                                       const std::string& device) {
-  validate(model);
+  require_valid(model);
   sluice::require(!stages.empty(), "profile: no stages measured");
   sluice::require(memory.total_bytes > 0 && memory.context_bytes >= 0, "profile: device memory ", memory.total_bytes,
                   " bytes with ", memory.context_bytes, " bytes of context is not valid");

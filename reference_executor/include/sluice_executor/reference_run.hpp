@@ -25,7 +25,7 @@ inline std::vector<std::vector<double>> initial_parameters(const ModelConfig& mo
 // `parameters`: every tensor in canonical order, or empty for the initial values.
 inline ModelResult run_unpacked(const ModelConfig& model, std::span<const SequenceTokens> sequences,
                                 std::span<const std::vector<double>> parameters = {}) {
-  validate(model);
+  require_valid(model);
   std::int64_t targets = 0;
   for (const SequenceTokens& sequence : sequences) {
     sluice::require(!sequence.tokens.empty(), "reference: sequence ", sequence.id, " has no tokens");

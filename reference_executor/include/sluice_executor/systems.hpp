@@ -79,7 +79,7 @@ inline compare::BatchSize size_of(std::span<const Sequence> batch) {
 template <class Runner>
 MeasuredIteration measure(const Job& job, Runner& run, std::string strategy, double predicted) {
   const RunReport report = run(job);
-  const TimingTable table = compare(job, report);
+  const TimingTable table = timing_table(job, report);
   return {.strategy = std::move(strategy),
           .predicted = predicted,
           .replayed = table.replayed,
@@ -97,7 +97,7 @@ template <class Runner>
 SystemsMeasurement measure_systems(const compare::Options& options, const ModelConfig& model,
                                    const data::LengthDataset& dataset, std::span<const std::vector<Sequence>> batches,
                                    Runner&& run, const MeasureOptions& measure = {}) {
-  validate(model);
+  require_valid(model);
   sluice::require(!batches.empty(), "measure: no batches");
   SystemsMeasurement result;
   std::vector<std::vector<SequenceTokens>> tokens;
@@ -110,7 +110,7 @@ SystemsMeasurement measure_systems(const compare::Options& options, const ModelC
   compare::Options settings = options;
   settings.dynapipe_layout = measure.dynapipe_layout;
   compare::ChosenPlans chosen;
-  const compare::Comparison comparison = compare::compare(settings, dataset, batches, {}, &chosen);
+  const compare::Comparison comparison = compare::compare_systems(settings, dataset, batches, {}, &chosen);
   result.candidates = comparison.candidates;
   constexpr std::array measured_systems{compare::System::megatron, compare::System::dynapipe, compare::System::sluice};
   for (const compare::System system : measured_systems) {

@@ -110,7 +110,7 @@ struct TimingTable {
   [[nodiscard]] double replayed_error() const { return (predicted - replayed) / replayed; }
 };
 
-inline TimingTable compare(const Job& job, const RunReport& report) {
+inline TimingTable timing_table(const Job& job, const RunReport& report) {
   const JobLayout job_layout = layout(job);
   sluice::require(report.instructions.size() == job_layout.ranks.size(), "timing table: the report has ",
                   report.instructions.size(), " ranks, the job ", job_layout.ranks.size());
