@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The library's layers, as docs/architecture.md draws them: each folder of include/sluice/ may include only the
-# folders listed for it, so that no arrow points back up (and nothing below io/ needs the JSON layer).
-# Usage: layering.sh path/to/include/sluice
+# folders listed for it, so that no arrow points back up (and nothing below io/ needs the JSON layer). With the
+# examples folder too: the tools (the CLI, the executor programs, the Python bindings) include the library, the
+# executor's public headers (the executor programs only), examples/common/ and their own folder's files, never
+# another tool's files.
+# Usage: layering.sh path/to/include/sluice [path/to/examples]
 set -u
 root=$1
+examples=${2:-}
 declare -A allowed=(
   [core]=""
   [solver]="core"
@@ -33,5 +37,23 @@ for dir in "$root"/*/; do
     esac
   done < <(grep -rnoE '#include "sluice/[a-z_]+/' "$dir" | sed -E 's|#include "sluice/([a-z_]+)/$|\1|')
 done
+if [ -n "$examples" ]; then
+  declare -A tool_allowed=([cli]="sluice/ ../common/" [executor]="sluice/ sluice_executor/ ../common/"
+                           [python/src]="sluice/" [common]="sluice/")
+  for tool in cli executor python/src common; do
+    while IFS=: read -r file _ included; do
+      included=${included#\#include \"}
+      included=${included%\"}
+      ok=0
+      for prefix in ${tool_allowed[$tool]}; do [[ $included == "$prefix"* ]] && ok=1; done
+      # A file of the tool's own folder, named without a path.
+      [[ $included != */* && -f "$examples/$tool/$included" ]] && ok=1
+      if [ "$ok" -eq 0 ]; then
+        echo "FAIL: examples/$tool/${file##*/} includes \"$included\", outside what examples/$tool/ may use"
+        failures=$((failures + 1))
+      fi
+    done < <(grep -nE '^#include "' "$examples/$tool"/*.hpp "$examples/$tool"/*.cpp 2> /dev/null)
+  done
+fi
 [ "$failures" -eq 0 ] && echo "layering holds" || echo "$failures includes break the layering"
 exit $((failures > 0))
