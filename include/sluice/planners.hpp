@@ -1,8 +1,9 @@
 #pragma once
 // Every planner and its vocabulary: core, cost models, data, assign, microbatch, schedule, shard, the sluice plan
-// (plan/), proposal, search, the comparison of systems and the MILP model type. Needs only the sluice::sluice target: no Eigen, no JSON.
-// Not here: cost/fit.hpp and search/analytic_profile.hpp (sluice::fit, Eigen), the JSON layer in io/
-// (sluice::io), and the CBC backend (sluice::cbc).
+// (plan/), proposal, search, the comparison of systems and the MILP model type. Needs only the sluice::sluice
+// target: no Eigen, no JSON. Not here: cost/fit.hpp and search/analytic_profile.hpp (sluice::fit, Eigen), the JSON
+// layer in io/ (sluice::io), the CBC backend (sluice::cbc), and shard/check.hpp (plans run on host memory, for tests
+// and small models).
 
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
@@ -19,6 +20,7 @@
 #include "sluice/cost/samples.hpp"
 
 #include "sluice/data/dataset.hpp"
+#include "sluice/data/read_limits.hpp"
 #include "sluice/data/readers.hpp"
 #include "sluice/data/sampler.hpp"
 #include "sluice/data/synthetic.hpp"
@@ -28,6 +30,7 @@
 #include "sluice/assign/choose.hpp"
 #include "sluice/assign/dispatch.hpp"
 #include "sluice/assign/packing.hpp"
+#include "sluice/assign/packing_estimate.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/assign/types.hpp"
 
@@ -36,6 +39,7 @@
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/microbatch/order.hpp"
 #include "sluice/microbatch/partition.hpp"
+#include "sluice/microbatch/partition_options.hpp"
 #include "sluice/microbatch/types.hpp"
 
 #include "sluice/schedule/comm.hpp"
@@ -56,13 +60,14 @@
 #include "sluice/search/partition.hpp"
 #include "sluice/search/search.hpp"
 #include "sluice/search/space.hpp"
+#include "sluice/search/types.hpp"
 
-#include "sluice/shard/check.hpp"
 #include "sluice/shard/cost.hpp"
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
 #include "sluice/shard/pull_push.hpp"
 #include "sluice/shard/ranks.hpp"
+#include "sluice/shard/slices.hpp"
 
 #include "sluice/plan/iteration.hpp"
 #include "sluice/plan/layout_moves.hpp"

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "sluice/assign/detail/packing_heuristic.hpp"
 #include "sluice/assign/packing.hpp"
 #include "sluice/assign/types.hpp"
 #include "sluice/core/error.hpp"

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sluice/assign/choose.hpp"
+#include "sluice/assign/detail/micro_batch_checks.hpp"
 #include "sluice/assign/dispatch.hpp"
 #include "sluice/assign/packing.hpp"
 #include "sluice/assign/types.hpp"

@@ -5,26 +5,27 @@
 // time poorly. The DP's strategies seed the pool. docs/proposal.md ("Proposing by sampled batches") describes it.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <map>
-#include <optional>
 #include <set>
 #include <span>
 #include <string>
-#include <tuple>
-#include <utility>
 #include <vector>
 
 #include "sluice/assign/dispatch.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/core/sequence.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
+#include "sluice/proposal/detail/pool_search.hpp"
+#include "sluice/proposal/dp.hpp"
 #include "sluice/proposal/propose.hpp"
 
 namespace sluice::proposal {
@@ -94,126 +95,6 @@ struct SampledProposal {
 
 namespace detail {
 
-// A chosen subset of a time matrix's rows and the sum over columns of its per-column minimum.
-struct Selection {
-  std::vector<std::size_t> rows;  // ascending
-  double total = 0;
-};
-
-inline double set_total(const std::vector<std::vector<double>>& times, std::span<const std::size_t> rows) {
-  double total = 0;
-  for (std::size_t b = 0; b < times.front().size(); ++b) {
-    double best = infinity;
-    for (const std::size_t r : rows) best = std::min(best, times[r][b]);
-    total += best;
-  }
-  return total;
-}
-
-// Local search from a valid set (holding a holding row): best-improvement moves, first adding a row while the set
-// has fewer than k, then also swapping a member for a non-member (keeping a holding member), until no move strictly
-// lowers the total. Ties go to the lower row index. Moves strictly lower one deterministic sum, so it ends; each
-// pass costs O((k + 1)·rows·batches).
-inline Selection improve_set(const std::vector<std::vector<double>>& times, std::size_t k,
-                             const std::vector<bool>& holds, std::vector<std::size_t> set) {
-  const std::size_t rows = times.size();
-  const std::size_t batches = times.front().size();
-  std::vector<bool> member(rows);
-  for (const std::size_t r : set) member[r] = true;
-
-  // Per batch the set's lowest and second-lowest time, and the member giving the lowest (ties to the lower row).
-  std::vector<double> lowest(batches);
-  std::vector<double> second(batches);
-  std::vector<std::size_t> lowest_row(batches);
-  auto summarise = [&] {
-    std::ranges::sort(set);
-    for (std::size_t b = 0; b < batches; ++b) {
-      lowest[b] = second[b] = infinity;
-      for (const std::size_t r : set) {
-        if (times[r][b] < lowest[b]) {
-          second[b] = lowest[b];
-          lowest[b] = times[r][b];
-          lowest_row[b] = r;
-        } else {
-          second[b] = std::min(second[b], times[r][b]);
-        }
-      }
-    }
-    double total = 0;
-    for (std::size_t b = 0; b < batches; ++b) total += lowest[b];
-    return total;
-  };
-  double total = summarise();
-
-  constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
-  // The total after dropping `out` (none: drop nothing) and adding `in`.
-  auto moved_total = [&](std::size_t out, std::size_t in) {
-    double sum = 0;
-    for (std::size_t b = 0; b < batches; ++b) {
-      const double kept = out != none && lowest_row[b] == out ? second[b] : lowest[b];
-      sum += std::min(kept, times[in][b]);
-    }
-    return sum;
-  };
-  auto best_move = [&](bool swaps) {
-    std::tuple<double, std::size_t, std::size_t> best{total, none, none};
-    std::size_t holding = 0;
-    for (const std::size_t r : set) holding += holds[r] ? 1 : 0;
-    std::vector<std::size_t> outs;
-    if (set.size() < k) outs.push_back(none);
-    if (swaps)
-      for (const std::size_t r : set) outs.push_back(r);
-    for (const std::size_t out : outs) {
-      for (std::size_t in = 0; in < rows; ++in) {
-        if (member[in]) continue;
-        if (out != none && holds[out] && holding == 1 && !holds[in]) continue;  // keep a holding member
-        const double sum = moved_total(out, in);
-        if (sum < std::get<0>(best)) best = {sum, out, in};
-      }
-    }
-    return best;
-  };
-  for (const bool swaps : {false, true}) {
-    while (true) {
-      const auto [sum, out, in] = best_move(swaps);
-      if (in == none) break;
-      if (out != none) {
-        member[out] = false;
-        std::erase(set, out);
-      }
-      member[in] = true;
-      set.push_back(in);
-      total = summarise();
-    }
-  }
-  return {set, total};
-}
-
-// How many holding rows select_set starts from, best alone first: more starts escape more local optima (on the
-// tests' 2,000 small random matrices one start misses the optimum 16 times, eight starts once), a search each.
-inline constexpr std::size_t selection_starts = 8;
-
-// At most k rows of times[row][batch] minimising the sum over batches of the per-batch minimum, holding at least
-// one row with holds[row] (a row that can serve any batch, so finite everywhere). Local search (improve_set) from
-// `start` when given and from each of the selection_starts best holding rows alone; the best result wins, ties to
-// the earlier start. A heuristic: the tests compare it with brute force.
-inline Selection select_set(const std::vector<std::vector<double>>& times, std::size_t k,
-                            const std::vector<bool>& holds, const std::vector<std::size_t>& start = {}) {
-  std::vector<std::pair<double, std::size_t>> alone;
-  for (std::size_t r = 0; r < times.size(); ++r)
-    if (holds[r]) alone.emplace_back(set_total(times, std::span(&r, 1)), r);
-  std::ranges::sort(alone);
-  std::vector<std::vector<std::size_t>> starts;
-  if (!start.empty()) starts.push_back(start);
-  for (std::size_t s = 0; s < std::min(alone.size(), selection_starts); ++s) starts.push_back({alone[s].second});
-  std::optional<Selection> best;
-  for (const std::vector<std::size_t>& from : starts) {
-    Selection found = improve_set(times, k, holds, from);
-    if (!best || found.total < best->total) best = std::move(found);
-  }
-  return *std::move(best);
-}
-
 // The batches of a sampled proposal: the first `choosing_batches` draws of one sampler, then the next
 // `held_out_batches`. They are distinct draws; they share no sequence while all of them fit in one epoch.
 struct SampledBatches {
@@ -252,46 +133,16 @@ inline void require_sampled_options(const SampledOptions& options) {
   assign::require_valid(options.dispatch);
 }
 
-// Neighbours of a strategy within N GPUs: for every part and every other scheme of `schemes`, trade the fewest
-// pipelines of the part that (with the idle GPUs) free one pipeline of the scheme for as many of it as fit; and
-// fill idle GPUs with as many pipelines of one scheme as fit.
-inline std::vector<Strategy> neighbours(const Strategy& strategy, std::span<const Scheme> schemes, std::int64_t gpus) {
-  std::vector<Strategy> result;
-  const std::int64_t idle = gpus - strategy.gpus();
-  for (const Scheme& target : schemes) {
-    const std::int64_t size = target.gpus();
-    if (size <= idle) {
-      std::vector<StrategyPart> parts = strategy.parts();
-      parts.push_back({target, static_cast<int>(idle / size)});
-      result.emplace_back(std::move(parts));
-    }
-    for (std::size_t p = 0; p < strategy.parts().size(); ++p) {
-      const StrategyPart& part = strategy.parts()[p];
-      if (part.scheme == target) continue;
-      const std::int64_t traded =
-          std::max<std::int64_t>(1, (size - idle + part.scheme.gpus() - 1) / part.scheme.gpus());
-      if (traded > part.pipelines) continue;
-      std::vector<StrategyPart> parts = strategy.parts();
-      parts[p].pipelines -= static_cast<int>(traded);
-      if (parts[p].pipelines == 0) parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(p));
-      parts.push_back({target, static_cast<int>((traded * part.scheme.gpus() + idle) / size)});
-      result.emplace_back(std::move(parts));
-    }
-  }
-  return result;
+// The DP's options keeping its every distinct strategy: the paper's proposal is their first K (the cap comes last).
+inline ProposeOptions uncapped(const ProposeOptions& paper) {
+  ProposeOptions all = paper;
+  all.max_candidates = std::numeric_limits<std::int64_t>::max();
+  return all;
 }
 
-}  // namespace detail
-
-inline SampledProposal propose_sampled(const data::LengthDataset& dataset, const cost::Profile& profile,
-                                       const SampledOptions& options) {
-  detail::require_sampled_options(options);
+// The result's record of its options, and the paper's proposal: the first K of the uncapped DP's candidates.
+inline SampledProposal start_result(const Proposal& full, const SampledOptions& options) {
   const std::int64_t k = options.paper.max_candidates;
-
-  // The DP's every distinct strategy: the paper's proposal is its first K (the cap is applied last).
-  ProposeOptions all = options.paper;
-  all.max_candidates = std::numeric_limits<std::int64_t>::max();
-  Proposal full = propose(dataset, profile, all);
   SampledProposal result;
   result.paper = full;
   result.paper.options.max_candidates = k;
@@ -301,111 +152,158 @@ inline SampledProposal propose_sampled(const data::LengthDataset& dataset, const
   result.held_out_batches = options.held_out_batches;
   result.seed = options.seed;
   result.trials = options.dispatch.trials;
+  return result;
+}
 
-  const std::int64_t gpus = *full.options.gpus;
-  const std::int64_t max_len = *full.options.max_len;
-  const std::vector<cost::SchemeCost> usable = detail::usable_schemes(profile, full.options);
-  const detail::SampledBatches batches = detail::draw_batches(dataset, options);
-  const assign::PlanOptions plan_options{.dispatch = options.dispatch, .candidate_overhead = {}};
+// Plans strategies on sampled batches, counting every plan made into `plans`.
+class SampledPlanner {
+public:
+  SampledPlanner(const cost::Profile& profile, const SampledOptions& options, std::int64_t& plans)
+      : profile_(profile), options_(options), plan_options_{.dispatch = options.dispatch, .candidate_overhead = {}},
+        plans_(plans) {}
 
-  auto overhead_of = [&](const Strategy& strategy) {
-    if (!options.overhead) return 0.0;
-    const double overhead = options.overhead(strategy);
-    sluice::require(std::isfinite(overhead) && overhead >= 0, "sampled proposal: overhead of ", strategy.name(),
-                    " must be finite and >= 0, got ", overhead);
-    return overhead;
-  };
   // Planned time of a strategy on each batch: its estimate + overhead, or +inf when it cannot hold the batch.
-  auto plan_times = [&](const Strategy& strategy, std::span<const data::Batch> sample) {
+  std::vector<double> plan_times(const Strategy& strategy, std::span<const data::Batch> sample) {
     const double overhead = overhead_of(strategy);
-    const std::int64_t widest = profile.pipelines(strategy).front().max_len;
+    const std::int64_t widest = profile_.pipelines(strategy).front().max_len;
     std::vector<double> times;
     for (const data::Batch& batch : sample) {
       if (longest_length(batch.sequences) > widest) {
-        times.push_back(detail::infinity);
+        times.push_back(infinity);
         continue;
       }
-      times.push_back(assign::plan_iteration(batch.sequences, std::span(&strategy, 1), profile, plan_options).estimate +
-                      overhead);
-      ++result.plans;
+      const double estimate =
+          assign::plan_iteration(batch.sequences, std::span(&strategy, 1), profile_, plan_options_).estimate;
+      times.push_back(estimate + overhead);
+      ++plans_;
     }
     return times;
-  };
+  }
 
-  struct PoolEntry {
-    Strategy strategy;
-    PoolSource source;
-    bool holds = false;  // holds max_len
-    std::vector<double> times;  // on the choosing batches
-  };
-  std::map<std::string, PoolEntry> pool;  // by name: the selection's ties go to the earlier name
-  auto add = [&](const Strategy& strategy, PoolSource source, bool capped = true) {
-    if (capped && std::ssize(pool) >= options.max_pool) return;
+  [[nodiscard]] const cost::Profile& profile() const noexcept { return profile_; }
+
+private:
+  // The caller's per-iteration overhead of a strategy (0 without one), checked as it comes from outside.
+  [[nodiscard]] double overhead_of(const Strategy& strategy) const {
+    if (!options_.overhead) return 0.0;
+    const double overhead = options_.overhead(strategy);
+    sluice::require(std::isfinite(overhead) && overhead >= 0, "sampled proposal: overhead of ", strategy.name(),
+                    " must be finite and >= 0, got ", overhead);
+    return overhead;
+  }
+
+  const cost::Profile& profile_;
+  const SampledOptions& options_;
+  const assign::PlanOptions plan_options_;
+  std::int64_t& plans_;
+};
+
+// A pool strategy: where it came from, whether it holds max_len, and its times.
+struct PoolEntry {
+  Strategy strategy;
+  PoolSource source;
+  bool holds = false;  // holds max_len
+  std::vector<double> times;  // on the choosing batches
+};
+
+// The strategies planned on every choosing batch, up to max_pool of them but the uncapped homogeneous ones.
+class SampledPool {
+public:
+  SampledPool(SampledPlanner& planner, std::span<const data::Batch> choosing, std::int64_t max_len,
+              std::int64_t max_pool)
+      : planner_(planner), choosing_(choosing), max_len_(max_len), max_pool_(max_pool) {}
+
+  // Plans a strategy not in the pool yet; a `capped` one only while the pool holds fewer than max_pool.
+  void add(const Strategy& strategy, PoolSource source, bool capped = true) {
+    if (capped && std::ssize(pool_) >= max_pool_) return;
     const std::string name = strategy.name();
-    if (pool.contains(name)) return;
-    const bool holds = profile.pipelines(strategy).front().max_len >= max_len;
-    pool.emplace(name, PoolEntry{strategy, source, holds, plan_times(strategy, batches.choosing)});
-  };
+    if (pool_.contains(name)) return;
+    const bool holds = planner_.profile().pipelines(strategy).front().max_len >= max_len_;
+    pool_.emplace(name, PoolEntry{strategy, source, holds, planner_.plan_times(strategy, choosing_)});
+  }
+
+  [[nodiscard]] const std::map<std::string, PoolEntry>& entries() const noexcept { return pool_; }
+  [[nodiscard]] const PoolEntry& at(const std::string& name) const { return pool_.at(name); }
+
+private:
+  SampledPlanner& planner_;
+  std::span<const data::Batch> choosing_;
+  std::int64_t max_len_;
+  std::int64_t max_pool_;
+  std::map<std::string, PoolEntry> pool_;  // by name: the selection's ties go to the earlier name
+};
+
+// Seeds the pool with the DP's strategies and every homogeneous one; returns the homogeneous ones.
+inline std::vector<Strategy> seed_pool(SampledPool& pool, const Proposal& full, const data::LengthDataset& dataset,
+                                       const cost::Profile& profile, ProposeOptions all,
+                                       std::span<const cost::SchemeCost> usable, std::int64_t gpus) {
   // The DP's candidates in its order: the paper's K first, so the cap never drops them. Then the DP's under the
   // other per-sequence cost (sequence_constant flipped): neither interval cost predicts the planned time well.
-  for (const ProposedCandidate& candidate : full.candidates) add(candidate.strategy, PoolSource::proposal_dp);
+  for (const ProposedCandidate& candidate : full.candidates) pool.add(candidate.strategy, PoolSource::proposal_dp);
   all.sequence_constant = !all.sequence_constant;
   for (const ProposedCandidate& candidate : propose(dataset, profile, all).candidates)
-    add(candidate.strategy, PoolSource::proposal_dp);
+    pool.add(candidate.strategy, PoolSource::proposal_dp);
   std::vector<Strategy> homogeneous;
   for (const cost::SchemeCost& scheme : usable) {
     homogeneous.push_back(Strategy::homogeneous(scheme.scheme, static_cast<int>(gpus / scheme.scheme.gpus())));
-    add(homogeneous.back(), PoolSource::homogeneous, false);
+    pool.add(homogeneous.back(), PoolSource::homogeneous, false);
   }
+  return homogeneous;
+}
 
-  std::vector<std::string> chosen;  // names
-  auto select = [&] {
-    std::vector<std::vector<double>> times;
-    std::vector<bool> holds;
-    std::vector<std::string> names;
-    std::vector<std::size_t> start;
-    for (const auto& [name, entry] : pool) {
-      if (std::ranges::find(chosen, name) != chosen.end()) start.push_back(names.size());
-      times.push_back(entry.times);
-      holds.push_back(entry.holds);
-      names.push_back(name);
-    }
-    const detail::Selection selection = detail::select_set(times, static_cast<std::size_t>(k), holds, start);
-    chosen.clear();
-    for (const std::size_t r : selection.rows) chosen.push_back(names[r]);
-    return selection.total;
-  };
-  double total = select();
-  // Neighbours of the chosen members, over the schemes the pool's DP strategies and the chosen ones use, until a
-  // round finds nothing better or the pool is full.
+// Chooses at most k pool members (select_set, starting from `chosen`) into `chosen`; returns their total time.
+inline double select_members(const SampledPool& pool, std::int64_t k, std::vector<std::string>& chosen) {
+  std::vector<std::vector<double>> times;
+  std::vector<bool> holds;
+  std::vector<std::string> names;
+  std::vector<std::size_t> start;
+  for (const auto& [name, entry] : pool.entries()) {
+    if (std::ranges::find(chosen, name) != chosen.end()) start.push_back(names.size());
+    times.push_back(entry.times);
+    holds.push_back(entry.holds);
+    names.push_back(name);
+  }
+  const Selection selection = select_set(times, static_cast<std::size_t>(k), holds, start);
+  chosen.clear();
+  for (const std::size_t r : selection.rows) chosen.push_back(names[r]);
+  return selection.total;
+}
+
+// Neighbour rounds: the pool grows around the chosen set while a round lowers its total; returns the total.
+inline double grow_pool(SampledPool& pool, std::vector<std::string>& chosen, double total, const Proposal& full,
+                        std::int64_t k, std::int64_t max_pool, std::int64_t gpus, std::int64_t& rounds) {
+  // Neighbours over the schemes the pool's DP strategies and the members chosen so far use.
   std::set<Scheme> schemes;
   for (const ProposedCandidate& candidate : full.candidates)
     for (const StrategyPart& part : candidate.strategy.parts()) schemes.insert(part.scheme);
-  while (std::ssize(pool) < options.max_pool) {
-    const std::size_t before = pool.size();
+  while (std::ssize(pool.entries()) < max_pool) {
+    const std::size_t before = pool.entries().size();
     for (const std::string& name : chosen) {
       const Strategy member = pool.at(name).strategy;
       for (const StrategyPart& part : member.parts()) schemes.insert(part.scheme);
       const std::vector<Scheme> targets(schemes.begin(), schemes.end());
-      for (const Strategy& neighbour : detail::neighbours(member, targets, gpus)) add(neighbour, PoolSource::neighbour);
+      for (const Strategy& neighbour : neighbours(member, targets, gpus)) pool.add(neighbour, PoolSource::neighbour);
     }
-    if (pool.size() == before) break;
-    ++result.rounds;
-    const double improved = select();
+    if (pool.entries().size() == before) break;
+    ++rounds;
+    const double improved = select_members(pool, k, chosen);
     if (!(improved < total)) break;
     total = improved;
   }
-  result.pool_size = std::ssize(pool);
-  result.choosing_mean = total / options.choosing_batches;
+  return total;
+}
 
-  // Wins: each choosing batch goes to the member with the lowest time, ties to the earlier name.
+// The chosen set as SampledProposal::candidates orders it, with each member's wins on the choosing batches.
+inline std::vector<SampledCandidate> rank_members(const SampledPool& pool, const std::vector<std::string>& chosen,
+                                                  std::size_t choosing_batches) {
   struct Member {
     std::string name;
     std::int64_t wins = 0;
   };
   std::vector<Member> members;
   for (const std::string& name : chosen) members.push_back({name, 0});
-  for (std::size_t b = 0; b < batches.choosing.size(); ++b) {
+  // Wins: each choosing batch goes to the member with the lowest time, ties to the earlier name.
+  for (std::size_t b = 0; b < choosing_batches; ++b) {
     std::size_t best = 0;
     for (std::size_t m = 1; m < members.size(); ++m)
       if (pool.at(members[m].name).times[b] < pool.at(members[best].name).times[b]) best = m;
@@ -417,46 +315,101 @@ inline SampledProposal propose_sampled(const data::LengthDataset& dataset, const
   // A member that wins nothing changes no batch's time; dropping it spares every iteration a plan.
   const std::string first_name = members.front().name;
   std::erase_if(members, [&](const Member& m) { return m.wins == 0 && m.name != first_name; });
+  std::vector<SampledCandidate> candidates;
   for (const Member& member : members) {
     const PoolEntry& entry = pool.at(member.name);
-    result.candidates.push_back({entry.strategy, member.wins, entry.source});
+    candidates.push_back({entry.strategy, member.wins, entry.source});
+  }
+  return candidates;
+}
+
+// Mean over the choosing batches of a set's lowest time per batch, from the pool's times.
+inline double choosing_mean(const SampledPool& pool, const std::vector<Strategy>& set, std::size_t choosing_batches,
+                            int count) {
+  double sum = 0;
+  for (std::size_t b = 0; b < choosing_batches; ++b) {
+    double best = infinity;
+    for (const Strategy& strategy : set) best = std::min(best, pool.at(strategy.name()).times[b]);
+    sum += best;
+  }
+  return sum / count;
+}
+
+// Times on the held-out batches, which only measure: a strategy is planned on them once, when a set needs it.
+class HeldOutTimes {
+public:
+  HeldOutTimes(SampledPlanner& planner, std::span<const data::Batch> batches, int count)
+      : planner_(planner), batches_(batches), count_(count) {}
+
+  // Mean over the held-out batches of the set's lowest time per batch.
+  double mean(const std::vector<Strategy>& set) {
+    for (const Strategy& strategy : set)
+      if (!times_.contains(strategy.name()))
+        times_.emplace(strategy.name(), planner_.plan_times(strategy, batches_));
+    double sum = 0;
+    for (std::size_t b = 0; b < batches_.size(); ++b) {
+      double best = infinity;
+      for (const Strategy& strategy : set) best = std::min(best, times_.at(strategy.name())[b]);
+      sum += best;
+    }
+    return sum / count_;
   }
 
-  // The held-out batches, for the chosen set, the paper's set and every homogeneous strategy holding max_len.
-  std::map<std::string, std::vector<double>> held_out;
-  auto held_out_mean = [&](const std::vector<Strategy>& set) {
-    for (const Strategy& strategy : set)
-      if (!held_out.contains(strategy.name()))
-        held_out.emplace(strategy.name(), plan_times(strategy, batches.held_out));
-    double sum = 0;
-    for (std::size_t b = 0; b < batches.held_out.size(); ++b) {
-      double best = detail::infinity;
-      for (const Strategy& strategy : set) best = std::min(best, held_out.at(strategy.name())[b]);
-      sum += best;
-    }
-    return sum / options.held_out_batches;
-  };
-  result.held_out_mean = held_out_mean(result.strategies());
-  const std::vector<Strategy> paper_set = result.paper.strategies();
-  result.paper_held_out_mean = held_out_mean(paper_set);
-  {
-    double sum = 0;
-    for (std::size_t b = 0; b < batches.choosing.size(); ++b) {
-      double best = detail::infinity;
-      for (const Strategy& strategy : paper_set) best = std::min(best, pool.at(strategy.name()).times[b]);
-      sum += best;
-    }
-    result.paper_choosing_mean = sum / options.choosing_batches;
-  }
-  result.best_homogeneous_held_out_mean = detail::infinity;
+private:
+  SampledPlanner& planner_;
+  std::span<const data::Batch> batches_;
+  int count_;
+  std::map<std::string, std::vector<double>> times_;
+};
+
+// The homogeneous strategy holding max_len with the lowest held-out mean, into result.best_homogeneous*.
+inline void choose_best_homogeneous(SampledProposal& result, HeldOutTimes& held_out,
+                                    const std::vector<Strategy>& homogeneous, const cost::Profile& profile,
+                                    std::int64_t max_len) {
+  result.best_homogeneous_held_out_mean = infinity;
   for (const Strategy& strategy : homogeneous) {
     if (profile.pipelines(strategy).front().max_len < max_len) continue;
-    const double mean = held_out_mean({strategy});
+    const double mean = held_out.mean({strategy});
     if (mean < result.best_homogeneous_held_out_mean) {
       result.best_homogeneous_held_out_mean = mean;
       result.best_homogeneous = strategy.name();
     }
   }
+}
+
+}  // namespace detail
+
+inline SampledProposal propose_sampled(const data::LengthDataset& dataset, const cost::Profile& profile,
+                                       const SampledOptions& options) {
+  detail::require_sampled_options(options);
+  const std::int64_t k = options.paper.max_candidates;
+  const ProposeOptions all = detail::uncapped(options.paper);
+  const Proposal full = propose(dataset, profile, all);
+  SampledProposal result = detail::start_result(full, options);
+
+  const std::int64_t gpus = *full.options.gpus;
+  const std::int64_t max_len = *full.options.max_len;
+  const std::vector<cost::SchemeCost> usable = detail::usable_schemes(profile, full.options);
+  const detail::SampledBatches batches = detail::draw_batches(dataset, options);
+  detail::SampledPlanner planner(profile, options, result.plans);
+  detail::SampledPool pool(planner, batches.choosing, max_len, options.max_pool);
+  const std::vector<Strategy> homogeneous = detail::seed_pool(pool, full, dataset, profile, all, usable, gpus);
+
+  std::vector<std::string> chosen;  // names
+  double total = detail::select_members(pool, k, chosen);
+  total = detail::grow_pool(pool, chosen, total, full, k, options.max_pool, gpus, result.rounds);
+  result.pool_size = std::ssize(pool.entries());
+  result.choosing_mean = total / options.choosing_batches;
+  result.candidates = detail::rank_members(pool, chosen, batches.choosing.size());
+
+  // The held-out batches, for the chosen set, the paper's set and every homogeneous strategy holding max_len.
+  detail::HeldOutTimes held_out(planner, batches.held_out, options.held_out_batches);
+  result.held_out_mean = held_out.mean(result.strategies());
+  const std::vector<Strategy> paper_set = result.paper.strategies();
+  result.paper_held_out_mean = held_out.mean(paper_set);
+  result.paper_choosing_mean =
+      detail::choosing_mean(pool, paper_set, batches.choosing.size(), options.choosing_batches);
+  detail::choose_best_homogeneous(result, held_out, homogeneous, profile, max_len);
   return result;
 }
 

@@ -6,6 +6,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
+#include "sluice/shard/detail/slicing.hpp"
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
 #include "sluice/shard/pull_push.hpp"

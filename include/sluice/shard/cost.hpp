@@ -10,6 +10,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/strategy.hpp"
+#include "sluice/shard/detail/pull_messages.hpp"
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
 #include "sluice/shard/pull_push.hpp"

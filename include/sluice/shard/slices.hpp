@@ -1,0 +1,35 @@
+#pragma once
+// The units a pull or push plan moves (pull_push.hpp): blocks of layers whose tensors are cut into mutual slices,
+// pieces of those slices, and messages that carry pieces from one rank to another.
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice::shard {
+
+// Layers [layer_begin, layer_end), on which the owners and every pipeline's stage are constant.
+struct SliceBlock {
+  int layer_begin = 0;
+  int layer_end = 0;
+  std::int64_t granularity = 0;  // mutual slices per parameter tensor
+  friend bool operator==(const SliceBlock&, const SliceBlock&) = default;
+};
+
+// Mutual slices [begin, end) of every tensor of every layer of block `block`.
+struct Piece {
+  int block = 0;
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  friend bool operator==(const Piece&, const Piece&) = default;
+};
+
+// All pieces from src to dst, in one message: pieces[first_piece, first_piece + piece_count).
+struct Message {
+  int src = 0;
+  int dst = 0;
+  std::size_t first_piece = 0;
+  std::size_t piece_count = 0;
+  std::int64_t bytes = 0;
+  friend bool operator==(const Message&, const Message&) = default;
+};
+
+}  // namespace sluice::shard
