@@ -1,6 +1,7 @@
 #pragma once
 // Small models, batches and sluice plans for the executor tests: a hand-made profile whose MaxLen (40–64 tokens)
 // makes the planners pack a batch of a few hundred tokens into several micro-batches per pipeline.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +24,16 @@
 namespace fixtures {
 
 namespace ex = sluice::executor;
+
+// ‖values − reference‖ / ‖reference‖: how every test compares gradients.
+inline double relative_difference(const std::vector<double>& values, const std::vector<double>& reference) {
+  double difference = 0, norm = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    difference += (values[i] - reference[i]) * (values[i] - reference[i]);
+    norm += reference[i] * reference[i];
+  }
+  return std::sqrt(difference) / std::max(std::sqrt(norm), 1e-300);
+}
 
 // layers 2–6, heads 2–4 with an even head dimension, hidden 16–64, ffn 8–2·hidden, vocab 8–64.
 inline ex::ModelConfig random_model(sluice::Rng& rng) {

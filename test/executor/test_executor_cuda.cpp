@@ -47,22 +47,13 @@ ModelConfig gpu_model() {
   return model;
 }
 
-double relative_difference(const std::vector<double>& values, const std::vector<double>& reference) {
-  double difference = 0, norm = 0;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    difference += (values[i] - reference[i]) * (values[i] - reference[i]);
-    norm += reference[i] * reference[i];
-  }
-  return std::sqrt(difference) / std::max(std::sqrt(norm), 1e-300);
-}
-
 void check_close(const ModelConfig& model, const ModelResult& gpu, const ModelResult& host) {
   CHECK(std::abs(gpu.loss - host.loss) <= loss_tolerance * std::abs(host.loss));
   const std::vector<ParameterTensor> tensors = parameter_tensors(model);
   REQUIRE(gpu.gradients.size() == tensors.size());
   for (std::size_t t = 0; t < tensors.size(); ++t) {
     CAPTURE(tensors[t].name());
-    CHECK(relative_difference(gpu.gradients[t], host.gradients[t]) <= gradient_tolerance);
+    CHECK(fixtures::relative_difference(gpu.gradients[t], host.gradients[t]) <= gradient_tolerance);
   }
 }
 

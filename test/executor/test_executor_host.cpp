@@ -1,13 +1,15 @@
 // The reference executor on the host backend: sluice's plans (Hydraulis iteration plans scheduled cyclic and
 // 1F1B, DynaPipe pipeline plans with several replicas) executed in float64 give the loss and every parameter
 // gradient of running each sequence unpacked on one device; the host model against finite differences; plans
-// broken by hand rejected with clear errors; bad configurations rejected naming the field.
+// broken by hand rejected with clear errors; bad configurations rejected naming the field; the launchers'
+// environments read into a rank, world size and local rank.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "sluice/io/json.hpp"
 #include "sluice_executor/host_backend.hpp"
 #include "sluice_executor/job.hpp"
+#include "sluice_executor/launch.hpp"
 #include "sluice_executor/model.hpp"
 #include "sluice_executor/profiler.hpp"
 #include "sluice_executor/reference_run.hpp"
@@ -36,18 +39,6 @@ namespace {
 // with the unpacked reference to this relative tolerance (norm of the difference over the reference's norm).
 constexpr double float64_tolerance = 1e-9;
 
-double norm(const std::vector<double>& values) {
-  double sum = 0;
-  for (const double value : values) sum += value * value;
-  return std::sqrt(sum);
-}
-
-double relative_difference(const std::vector<double>& values, const std::vector<double>& reference) {
-  double sum = 0;
-  for (std::size_t i = 0; i < values.size(); ++i) sum += (values[i] - reference[i]) * (values[i] - reference[i]);
-  return std::sqrt(sum) / std::max(norm(reference), 1e-300);
-}
-
 void check_matches(const ModelConfig& model, const ModelResult& run, const ModelResult& reference) {
   CHECK(std::abs(run.loss - reference.loss) <= float64_tolerance * std::abs(reference.loss));
   const std::vector<ParameterTensor> tensors = parameter_tensors(model);
@@ -56,7 +47,7 @@ void check_matches(const ModelConfig& model, const ModelResult& run, const Model
   for (std::size_t t = 0; t < tensors.size(); ++t) {
     CAPTURE(tensors[t].name());
     REQUIRE(run.gradients[t].size() == tensors[t].size());
-    CHECK(relative_difference(run.gradients[t], reference.gradients[t]) <= float64_tolerance);
+    CHECK(fixtures::relative_difference(run.gradients[t], reference.gradients[t]) <= float64_tolerance);
   }
 }
 
@@ -365,4 +356,36 @@ TEST_CASE("executor host: measured stages become a valid sluice profile") {
       io::from_document<cost::Profile>(io::parse(io::to_document(profile).dump(), "profile"), "profile");
   CHECK(read.spec().schemes == spec.schemes);
   CHECK_THROWS_AS(cuda::profile_spec(model, {}, {80e9, 1e9}, {}, "test GPU"), invalid_input);
+}
+
+TEST_CASE("executor host: the launch environment is read from each launcher's variables") {
+  const auto launched = [](std::map<std::string, std::string> variables) {
+    return launch_environment([variables = std::move(variables)](const char* name) -> const char* {
+      const auto found = variables.find(name);
+      return found == variables.end() ? nullptr : found->second.c_str();
+    });
+  };
+  CHECK_FALSE(launched({}).has_value());
+  CHECK(launched({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}}) ==
+        LaunchEnvironment{3, 8, 1, "Open MPI"});
+  CHECK(launched({{"PMI_RANK", "5"}, {"PMI_SIZE", "6"}, {"PMI_LOCAL_RANK", "2"}}) == LaunchEnvironment{5, 6, 2, "PMI"});
+  CHECK(launched({{"PMI_RANK", "5"}, {"PMI_SIZE", "6"}, {"MPI_LOCALRANKID", "4"}, {"PMI_LOCAL_RANK", "2"}}) ==
+        LaunchEnvironment{5, 6, 4, "PMI"});
+  CHECK(launched({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}) == LaunchEnvironment{0, 2, 0, "Slurm"});
+  CHECK(launched({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}}) == LaunchEnvironment{1, 2, 1, "torchrun"});
+  // mpirun's variables win over torchrun-style ones a user's shell also exports.
+  CHECK(launched({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}})
+            ->launcher == "Open MPI");
+  const auto rejected = [&](std::map<std::string, std::string> variables, const std::string& fragment) {
+    CAPTURE(fragment);
+    CHECK_THROWS_WITH_AS(launched(std::move(variables)), doctest::Contains(fragment.c_str()), invalid_input);
+  };
+  rejected({{"RANK", "one"}, {"WORLD_SIZE", "2"}}, "RANK must be an integer >= 0, got 'one'");
+  rejected({{"RANK", "-1"}, {"WORLD_SIZE", "2"}}, "RANK must be an integer >= 0");
+  rejected({{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE must be an integer >= 1");
+  rejected({{"RANK", "0"}, {"WORLD_SIZE", "99999999999"}}, "WORLD_SIZE must be an integer");
+  rejected({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "RANK is 2, not below WORLD_SIZE = 2");
+  rejected({{"OMPI_COMM_WORLD_RANK", "0"}}, "Open MPI sets OMPI_COMM_WORLD_RANK but not OMPI_COMM_WORLD_SIZE");
+  rejected({{"SLURM_NTASKS", "4"}}, "Slurm sets SLURM_NTASKS but not SLURM_PROCID");
+  rejected({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2x"}}, "LOCAL_RANK must be an integer >= 0");
 }

@@ -177,6 +177,19 @@ public:
     if constexpr (!pairs_itself<T>()) report_unmatched();
   }
 
+  // The rank and the instruction it is at, as error messages name them: "rank 3 (pipeline 1 stage 0) instruction
+  // 12 (forward micro-batch 4)". A failure outside the interpreter (a transport's) is reported with it.
+  [[nodiscard]] std::string where(int rank) const {
+    const RankState& state = at(rank);
+    std::string text = sluice::concat("rank ", rank);
+    if (name_pipelines_) text += sluice::concat(" (pipeline ", state.pipeline, " stage ", state.stage, ")");
+    if (state.next < state.list->size()) {
+      const Instruction& in = (*state.list)[state.next];
+      text += sluice::concat(" instruction ", state.next, " (", name(in.kind), " micro-batch ", in.micro_batch, ")");
+    }
+    return text;
+  }
+
   // Per rank and instruction; call after the backend has finished the work (seconds() may need it).
   [[nodiscard]] std::vector<std::vector<InstructionTiming>> timings() const {
     std::vector<std::vector<InstructionTiming>> result(ranks_.size());
@@ -248,17 +261,6 @@ private:
       default:
         return 3;
     }
-  }
-
-  [[nodiscard]] std::string where(int rank) const {
-    const RankState& state = at(rank);
-    std::string text = sluice::concat("rank ", rank);
-    if (name_pipelines_) text += sluice::concat(" (pipeline ", state.pipeline, " stage ", state.stage, ")");
-    if (state.next < state.list->size()) {
-      const Instruction& in = (*state.list)[state.next];
-      text += sluice::concat(" instruction ", state.next, " (", name(in.kind), " micro-batch ", in.micro_batch, ")");
-    }
-    return text;
   }
 
   [[noreturn]] void fail(int rank, auto&&... parts) const {

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -274,19 +276,47 @@ private:
   std::vector<std::vector<double>> gradients_;
 };
 
-// Every rank's stage, static slots and saved activations, on the host.
+// The loss and the parameter gradients of a run, from each pipeline's per-micro-batch cross-entropy sums and each
+// rank's gradients of the tensors it holds (`gradient(rank, tensor)`): the loss summed in pipeline and micro-batch
+// order, the gradients summed over ranks in rank order (the data-parallel reduction). One function, so that a run
+// gathered from many processes adds exactly as a run in one process does.
+template <class Gradient>
+ModelResult combine(const Job& job, const JobLayout& layout, std::span<const std::vector<double>> loss_sums,
+                    Gradient gradient) {
+  ModelResult result;
+  for (const std::vector<double>& sums : loss_sums)
+    for (const double sum : sums) result.loss += sum;
+  result.loss /= static_cast<double>(layout.total_targets);
+  const std::vector<ParameterTensor> tensors = parameter_tensors(job.model);
+  result.gradients.resize(tensors.size());
+  for (std::size_t t = 0; t < tensors.size(); ++t) result.gradients[t].assign(tensors[t].size(), 0.0);
+  for (std::size_t r = 0; r < layout.ranks.size(); ++r) {
+    const RankInfo& info = layout.ranks[r];
+    const TensorRange range = stage_tensors(job.model, info.first_layer, info.end_layer, info.first, info.last);
+    for (std::size_t t = range.begin; t < range.end; ++t)
+      detail::add(result.gradients[t], gradient(static_cast<int>(r), t), result.gradients[t]);
+  }
+  return result;
+}
+
+// The stages, static slots and saved activations of the ranks it runs, on the host.
 class Backend {
 public:
   using Stamp = double;
 
-  Backend(const Job& job, const JobLayout& layout) : job_(job), layout_(layout), origin_(Clock::now()) {
-    for (const RankInfo& info : layout.ranks) {
+  // Runs the global ranks in `ranks`, or every rank when it is empty (a process of a multi-process run holds only
+  // its own); the interpreter must step only those.
+  Backend(const Job& job, const JobLayout& layout, std::span<const int> ranks = {})
+      : job_(job), layout_(layout), origin_(Clock::now()), ranks_(layout.ranks.size()) {
+    for (std::size_t r = 0; r < layout.ranks.size(); ++r) {
+      if (!ranks.empty() && std::ranges::find(ranks, static_cast<int>(r)) == ranks.end()) continue;
+      const RankInfo& info = layout.ranks[r];
       const PipelineJob& pipeline = job.pipelines[static_cast<std::size_t>(info.pipeline)];
       const auto elements = static_cast<std::size_t>(layout.slot_elements[static_cast<std::size_t>(info.pipeline)]);
-      ranks_.push_back({Stage(job.model, info.first_layer, info.end_layer, info.first, info.last),
-                        std::vector<std::vector<double>>(static_cast<std::size_t>(pipeline.plan.buffer_slots),
-                                                         std::vector<double>(elements)),
-                        std::vector<StageActivations>(pipeline.micro_batches.size())});
+      ranks_[r].emplace(RankState{Stage(job.model, info.first_layer, info.end_layer, info.first, info.last),
+                                  std::vector<std::vector<double>>(static_cast<std::size_t>(pipeline.plan.buffer_slots),
+                                                                   std::vector<double>(elements)),
+                                  std::vector<StageActivations>(pipeline.micro_batches.size())});
     }
     for (const auto& micro_batches : layout.micro_batches) loss_sums_.emplace_back(micro_batches.size(), 0.0);
   }
@@ -322,22 +352,19 @@ public:
 
   [[nodiscard]] std::vector<double>& data(int rank, int slot) { return at(rank).slots[static_cast<std::size_t>(slot)]; }
 
-  // The loss (summed over micro-batches in pipeline and micro-batch order) and the gradients summed over
-  // pipelines in pipeline order: the data-parallel reduction.
+  // The loss and gradients of the whole run (combine); every rank must be held.
   [[nodiscard]] ModelResult result() const {
-    ModelResult result;
-    for (const std::vector<double>& sums : loss_sums_)
-      for (const double sum : sums) result.loss += sum;
-    result.loss /= static_cast<double>(layout_.total_targets);
-    const std::vector<ParameterTensor> tensors = parameter_tensors(job_.model);
-    result.gradients.resize(tensors.size());
-    for (std::size_t t = 0; t < tensors.size(); ++t) result.gradients[t].assign(tensors[t].size(), 0.0);
-    for (const RankState& state : ranks_) {
-      const TensorRange range = state.stage.tensors();
-      for (std::size_t t = range.begin; t < range.end; ++t)
-        detail::add(result.gradients[t], state.stage.gradients()[t], result.gradients[t]);
-    }
-    return result;
+    return combine(job_, layout_, loss_sums_,
+                   [this](int rank, std::size_t tensor) -> const std::vector<double>& {
+                     return stage(rank).gradients()[tensor];
+                   });
+  }
+
+  // A held rank's stage, with its gradients.
+  [[nodiscard]] const Stage& stage(int rank) const { return at(rank).stage; }
+  // Per micro-batch of the pipeline, the sum of its cross-entropies, written by its last stage.
+  [[nodiscard]] const std::vector<double>& loss_sums(int pipeline) const {
+    return loss_sums_[static_cast<std::size_t>(pipeline)];
   }
 
 private:
@@ -348,7 +375,12 @@ private:
     std::vector<StageActivations> saved;  // per micro-batch, from its forward to its backward
   };
 
-  RankState& at(int rank) { return ranks_[static_cast<std::size_t>(rank)]; }
+  RankState& at(int rank) { return const_cast<RankState&>(std::as_const(*this).at(rank)); }
+  [[nodiscard]] const RankState& at(int rank) const {
+    const std::optional<RankState>& state = ranks_[static_cast<std::size_t>(rank)];
+    sluice::require(state.has_value(), "host backend: rank ", rank, " runs in another process");
+    return *state;
+  }
   [[nodiscard]] const PackedMicroBatch& packed(int rank, int micro_batch) const {
     const RankInfo& info = layout_.ranks[static_cast<std::size_t>(rank)];
     return layout_.micro_batches[static_cast<std::size_t>(info.pipeline)][static_cast<std::size_t>(micro_batch)];
@@ -357,8 +389,8 @@ private:
   const Job& job_;
   const JobLayout& layout_;
   Clock::time_point origin_;
-  std::vector<RankState> ranks_;
-  std::vector<std::vector<double>> loss_sums_;  // [pipeline][micro-batch]
+  std::vector<std::optional<RankState>> ranks_;  // by global rank; empty for a rank another process runs
+  std::vector<std::vector<double>> loss_sums_;   // [pipeline][micro-batch]
 };
 
 // Copies a sent slot into the receiving slot when the send and the receive pair.

@@ -254,29 +254,36 @@ inline void validate_shapes(const schedule::ExecutionPlan& plan, std::size_t p, 
 
 }  // namespace detail
 
+// How much of a job is checked before it runs. `structure` is what a backend needs to run it safely: the model,
+// the sequences, and plans, layer ranges and micro-batches that fit together. `all` adds every instruction's
+// shape and the interpreter's dry run of the whole plan. A multi-process run may take `structure` alone, to meet a
+// broken plan as the processes do (the interpreter still checks each rank's own instructions as it runs them).
+enum class JobChecks { all, structure };
+
 // Checks the job: the model (invalid_input), every sequence's tokens (invalid_input), and the consistency of
 // plans, layer ranges, micro-batches and sequences (invalid_plan): every sequence in exactly one micro-batch of
-// one pipeline, every instruction's micro-batch and shape (the packed token count) right; then a dry run of the
-// interpreter checks every instruction's stage, peer and slots, slot lifetimes and send/receive pairing.
-inline void validate(const Job& job) {
+// one pipeline; with JobChecks::all also every instruction's micro-batch and shape (the packed token count), then a
+// dry run of the interpreter that checks every instruction's stage, peer and slots, slot lifetimes and
+// send/receive pairing.
+inline void validate(const Job& job, JobChecks checks = JobChecks::all) {
   require_valid(job.model);
   const auto index = detail::validate_sequences(job);
   if (job.pipelines.empty()) detail::broken_plan("no pipelines");
   std::unordered_map<std::int64_t, std::size_t> placed;  // sequence id -> pipeline
   for (std::size_t p = 0; p < job.pipelines.size(); ++p) {
     const std::vector<std::int64_t> tokens = detail::validate_pipeline(job, p, index, placed);
-    detail::validate_shapes(job.pipelines[p].plan, p, tokens, job.model.hidden);
+    if (checks == JobChecks::all) detail::validate_shapes(job.pipelines[p].plan, p, tokens, job.model.hidden);
   }
   if (placed.size() != job.sequences.size())
     for (const SequenceTokens& sequence : job.sequences)
       if (!placed.contains(sequence.id)) detail::broken_plan("sequence ", sequence.id, " is in no micro-batch");
   // A plan NCCL would deadlock on is rejected here rather than hanging the GPUs.
-  schedule::dry_run(pipeline_plans(job), {.context = "executor"});
+  if (checks == JobChecks::all) schedule::dry_run(pipeline_plans(job), {.context = "executor"});
 }
 
 // Validates the job and derives its ranks, packed micro-batches and loss normaliser.
-inline JobLayout layout(const Job& job) {
-  validate(job);
+inline JobLayout layout(const Job& job, JobChecks checks = JobChecks::all) {
+  validate(job, checks);
   const auto index = detail::sequence_index(job.sequences);
   JobLayout result;
   for (std::size_t p = 0; p < job.pipelines.size(); ++p) {
