@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "options.hpp"
+#include "processes.hpp"
 #include "profile_source.hpp"
 #include "sluice/compare/options.hpp"
 #include "sluice/core/error.hpp"
@@ -126,7 +127,7 @@ std::string table(const ex::SystemsMeasurement& measured) {
   return out.str();
 }
 
-int run(int argc, char** argv) {
+int run(int argc, char** argv, const examples::Processes& processes) {
   examples::Arguments arguments(argc, argv, {"progress"});
   if (examples::print_help_or_version(arguments, usage)) return 0;
   const ex::ModelConfig model = examples::model_from(arguments, llama7b_layers);
@@ -148,6 +149,7 @@ int run(int argc, char** argv) {
   sluice::require(backend == "cuda" || backend == "host", "--backend must be cuda or host, got '", backend, "'");
   const bool on_gpu = backend == "cuda";
   sluice::require(on_gpu || !profile_path.empty(), "--backend host needs --profile (only a GPU can be profiled)");
+  sluice::require(!processes.mpi || !on_gpu, "one process per rank runs the host backend (--backend host)");
   const sluice::data::LengthDataset dataset =
       sluice::data::LengthDataset::load(sluice::io::resolve_data_file(lengths, "lengths")).truncated(context);
   if (on_gpu && ex::cuda::device_count() == 0) {
@@ -169,18 +171,26 @@ int run(int argc, char** argv) {
   std::vector<std::vector<sluice::Sequence>> batches;
   for (int k = 0; k < iterations; ++k) batches.push_back(sampler.next().sequences);
 
-  const std::string device = on_gpu ? ex::cuda::device_name(0) : "host (float64)";
+  const std::string device = on_gpu           ? ex::cuda::device_name(0)
+                             : processes.mpi ? sluice::concat("host (float64), one MPI process per rank")
+                                             : "host (float64)";
   int plans_run = 0;
-  const auto runner = [on_gpu, progress, &plans_run](const ex::Job& job) {
+  const auto runner = [&](const ex::Job& job) {
     const auto began = std::chrono::steady_clock::now();
-    ex::RunReport report =
-        on_gpu ? ex::cuda::run_local(job, {.device = 0, .serialize = true, .warmup = 1}) : ex::run_on_host(job);
-    if (progress)
+    ex::RunReport report = [&] {
+#ifdef SLUICE_EXECUTOR_HAVE_MPI
+      // Every process takes part in every plan's run (those beyond its ranks wait) and gets the whole report.
+      if (processes.mpi) return ex::mpi::run_on_host(job, MPI_COMM_WORLD);
+#endif
+      return on_gpu ? ex::cuda::run_local(job, {.device = 0, .serialize = true, .warmup = 1}) : ex::run_on_host(job);
+    }();
+    if (progress && processes.rank == 0)
       std::cerr << "sluice_measure_systems: plan " << ++plans_run << " (" << job.pipelines.size()
                 << " pipelines) ran in " << seconds_since(began) << " s\n";
     return report;
   };
   const ex::SystemsMeasurement measured = ex::measure_systems(options, model, dataset, batches, runner);
+  if (processes.rank != 0) return 0;
   if (!json_path.empty())
     sluice::io::write_text_file(json_path, document(measured, model, options, lengths, device).dump(2) + "\n");
   std::cout << iterations << " iterations of " << lengths << " (" << tokens << " tokens, context " << context
@@ -193,5 +203,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return examples::run_program("sluice_measure_systems", [&] { return run(argc, argv); });
+  return examples::run_processes("sluice_measure_systems", argc, argv,
+                                 [&](const examples::Processes& processes) { return run(argc, argv, processes); });
 }

@@ -1,10 +1,11 @@
 // Plans one batch with sluice, runs the plan on this machine's GPU (every rank on one device, the local
-// transport), writes the run's Chrome trace and prints the predicted against the measured times.
-// Usage below (--help prints it).
+// transport) or on the float64 host backend, writes the run's Chrome trace and prints the predicted against the
+// measured times. Started by mpirun or srun, it runs one process per rank (the host backend, ranks talking over
+// MPI): every process plans the same batch and runs its rank, and rank 0 reports. Usage below (--help prints it).
 //
-// Hydraulis (default): plan_iteration over the homogeneous strategies of the profile's schemes on --gpus GPUs,
-// scheduled with the adaptive cyclic schedule. --dynapipe: DynaPipe's plan_pipeline with --pp stages and
-// --replicas replicas. --serialize runs the ranks one op at a time (per-op times free of contention).
+// sluice (default): the sluice plan (plan::IterationPlanner) over the homogeneous strategies of the profile's
+// schemes on --gpus GPUs. --dynapipe: DynaPipe's plan_pipeline with --pp stages and --replicas replicas.
+// --serialize runs the ranks one op at a time (per-op times free of contention).
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
@@ -14,8 +15,8 @@
 #include <vector>
 
 #include "options.hpp"
+#include "processes.hpp"
 #include "profile_source.hpp"
-#include "sluice/assign/plan.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
@@ -24,8 +25,10 @@
 #include "sluice/data/synthetic.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/microbatch/cost.hpp"
+#include "sluice/plan/iteration.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice_executor/cuda.hpp"
+#include "sluice_executor/host_backend.hpp"
 #include "sluice_executor/job.hpp"
 #include "sluice_executor/trace.hpp"
 
@@ -37,8 +40,11 @@ constexpr std::string_view usage =
     "usage: sluice_run_plan [--layers 8 --hidden 1024 --heads 8 --ffn 2816 --vocab 32000 --model-seed 1]\n"
     "                       [--tokens 32768] [--context 8192] [--seed 1] [--gpus 4]\n"
     "                       [--profile FILE|NAME | --profile-from-gpu] [--dynapipe --pp 2 --replicas 2]\n"
-    "                       [--serialize] [--trace run_trace.json]\n"
-    "Plans one batch with sluice, runs it on this GPU and prints the predicted against the measured times.\n"
+    "                       [--serialize] [--backend cuda|host] [--timeout 60] [--trace run_trace.json]\n"
+    "Plans one batch with sluice, runs it on this GPU (--backend host: the float64 host backend, which needs\n"
+    "--profile) and prints the predicted against the measured times. Started by mpirun or srun with one process\n"
+    "per rank of the plan (or more), each process runs its rank on the host backend and rank 0 reports; a wait\n"
+    "longer than --timeout seconds ends the run with an error naming the rank.\n"
     "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n"
     "--help prints this; --version prints the version.\n";
 
@@ -53,7 +59,7 @@ std::vector<sluice::Strategy> homogeneous_strategies(const sluice::cost::Profile
   return strategies;
 }
 
-int run(int argc, char** argv) {
+int run(int argc, char** argv, const examples::Processes& processes) {
   examples::Arguments arguments(argc, argv, {"profile-from-gpu", "dynapipe", "serialize"});
   if (examples::print_help_or_version(arguments, usage)) return 0;
   const ex::ModelConfig model = examples::model_from(arguments);
@@ -68,9 +74,17 @@ int run(int argc, char** argv) {
   const std::string trace_path = arguments.text("trace", "run_trace.json");
   const bool profile_from_gpu = arguments.flag("profile-from-gpu");
   const std::string profile_path = arguments.text("profile", "");
+  const std::string backend = arguments.text("backend", "cuda");
+  const auto timeout = arguments.integer<int>("timeout", 60);
   arguments.require_all_used();
   sluice::require(profile_from_gpu != !profile_path.empty(), "give one of --profile FILE and --profile-from-gpu");
-  if (ex::cuda::device_count() == 0) {
+  sluice::require(backend == "cuda" || backend == "host", "--backend must be cuda or host, got '", backend, "'");
+  const bool on_gpu = backend == "cuda";
+  sluice::require(on_gpu || !profile_from_gpu, "--backend host needs --profile (only a GPU can be profiled)");
+  sluice::require(on_gpu || !serialize, "--serialize is for the CUDA backend, which runs every rank on one GPU");
+  sluice::require(!processes.mpi || !on_gpu, "one process per rank runs the host backend (--backend host)");
+  sluice::require(timeout >= 1 && timeout <= 86400, "--timeout must be in [1, 86400] seconds, got ", timeout);
+  if (on_gpu && ex::cuda::device_count() == 0) {
     std::cerr << "sluice_run_plan: no CUDA device\n";
     return 2;
   }
@@ -97,15 +111,25 @@ int run(int argc, char** argv) {
         sluice::schedule::plan_pipeline(std::span<const sluice::microbatch::Sample>(samples), setup.model, options);
     job = ex::job_from_pipeline_plan(model, std::move(sequences), plan);
   } else {
-    const std::vector<sluice::Strategy> candidates = homogeneous_strategies(profile, gpus);
-    const sluice::assign::IterationPlan plan = sluice::assign::plan_iteration(batch, candidates, profile);
-    std::cout << "strategy " << plan.strategy.name() << "\n";
-    job = ex::job_from_iteration(model, std::move(sequences), plan, profile);
+    sluice::plan::Options options;
+    options.problem.hidden = model.hidden;
+    const sluice::plan::IterationPlanner planner(profile, homogeneous_strategies(profile, gpus), options);
+    const sluice::schedule::SimulatedIteration iteration = planner.plan(batch);
+    if (processes.rank == 0) std::cout << "strategy " << iteration.plan.strategy.name() << "\n";
+    job = ex::job_from_iteration(model, std::move(sequences), iteration.plan, iteration.schedule);
   }
 
-  ex::cuda::LocalOptions options;
-  options.serialize = serialize;
-  const ex::RunReport report = ex::cuda::run_local(job, options);
+  const ex::RunReport report = [&] {
+#ifdef SLUICE_EXECUTOR_HAVE_MPI
+    if (processes.mpi)
+      return ex::mpi::run_on_host(job, MPI_COMM_WORLD, {.timeout_seconds = static_cast<double>(timeout)});
+#endif
+    if (!on_gpu) return ex::run_on_host(job);
+    ex::cuda::LocalOptions options;
+    options.serialize = serialize;
+    return ex::cuda::run_local(job, options);
+  }();
+  if (processes.rank != 0) return 0;
   sluice::io::write_text_file(trace_path, ex::chrome_trace(job, report).dump());
   std::cout << batch.size() << " sequences, " << tokens << " token budget, on " << report.device << "\n"
             << "loss " << report.result.loss << "\n"
@@ -116,5 +140,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return examples::run_program("sluice_run_plan", [&] { return run(argc, argv); });
+  return examples::run_processes("sluice_run_plan", argc, argv,
+                                 [&](const examples::Processes& processes) { return run(argc, argv, processes); });
 }

@@ -36,3 +36,14 @@ foreach(tool ${RUN_PLAN} ${PROFILE_GPU} ${MEASURE_SYSTEMS})
     message(FATAL_ERROR "${tool} --version: exit code ${code}, expected 0 and 'sluice ${VERSION}', got\n${err}${out}")
   endif()
 endforeach()
+
+# The host backend and the run of one process per rank: their options are checked before anything runs.
+expect_bad_input("--backend must be cuda or host" ${RUN_PLAN} --backend tpu --profile llama2-7b)
+expect_bad_input("needs --profile" ${RUN_PLAN} --backend host --profile-from-gpu)
+expect_bad_input("--serialize is for the CUDA backend" ${RUN_PLAN} --backend host --profile llama2-7b --serialize)
+expect_bad_input("--timeout must be in [1, 86400]" ${RUN_PLAN} --backend host --profile llama2-7b --timeout 0)
+# Environment variables that say the program is one of several processes, as torchrun sets them: the executor's
+# processes talk over MPI, so this is refused with one line rather than run as a lone process.
+foreach(tool ${RUN_PLAN} ${MEASURE_SYSTEMS})
+  expect_bad_input("start them with mpirun or srun" ${CMAKE_COMMAND} -E env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 ${tool})
+endforeach()

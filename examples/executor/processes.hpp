@@ -1,0 +1,59 @@
+#pragma once
+// An executor program started as one process of a run of one process per rank (by mpirun or srun, which set the
+// environment sluice_executor/launch.hpp reads) takes part in that run over MPI (sluice::executor_mpi); started
+// alone, it runs every rank itself.
+#include <iostream>
+#include <optional>
+#include <string_view>
+
+#include "options.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice_executor/launch.hpp"
+
+#ifdef SLUICE_EXECUTOR_HAVE_MPI
+#include "sluice_executor/mpi.hpp"
+#endif
+
+namespace examples {
+
+struct Processes {
+  int rank = 0;
+  int world = 1;
+  bool mpi = false;  // one process of a multi-process run: rank 0 reports, every process runs its rank
+};
+
+// Runs `body(processes)`: as one process of the launcher's run when started with more than one process (MPI
+// initialised around it; a failure prints one line naming the rank and ends every process, MPI_Abort), else alone
+// with run_program's exit codes.
+template <class Body>
+int run_processes(std::string_view program, int& argc, char**& argv, Body body) {
+  std::optional<sluice::executor::LaunchEnvironment> launched;
+  try {
+    launched = sluice::executor::launch_environment();
+  } catch (const sluice::invalid_input& error) {
+    std::cerr << program << ": " << error.what() << "\n";
+    return 2;
+  }
+  if (!launched || launched->world == 1) return run_program(program, [&] { return body(Processes{}); });
+  if (launched->launcher == "torchrun") {
+    std::cerr << program << ": started by torchrun as one of " << launched->world
+              << " processes; they talk over MPI, so start them with mpirun or srun\n";
+    return 2;
+  }
+#ifdef SLUICE_EXECUTOR_HAVE_MPI
+  const sluice::executor::mpi::Session session(argc, argv);
+  return sluice::executor::mpi::run_or_abort(program, MPI_COMM_WORLD, [&] {
+    sluice::require(session.size() == launched->world, "the launcher (", launched->launcher, ") started ",
+                    launched->world, " processes, MPI sees ", session.size());
+    return body(Processes{session.rank(), session.size(), true});
+  });
+#else
+  static_cast<void>(argc);
+  static_cast<void>(argv);
+  std::cerr << program << ": started as one of " << launched->world
+            << " processes, but built without MPI (SLUICE_BUILD_MPI is off)\n";
+  return 2;
+#endif
+}
+
+}  // namespace examples

@@ -1,0 +1,83 @@
+# sluice_run_plan and sluice_measure_systems started by mpirun as one process per rank (the host backend, ranks
+# talking over MPI) against the same programs started alone: the same plans, the same losses to the last bit
+# (float64 sums in the one-process order), one report from rank 0, and no output from the other processes.
+# Inputs: MPIEXEC (the launcher and its arguments up to the process count, a ;-list), RUN_PLAN, MEASURE_SYSTEMS,
+# PROFILE, WORK_DIR.
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(model --layers 4 --hidden 32 --heads 2 --ffn 64 --vocab 64 --profile ${PROFILE})
+
+# Runs ARGN alone and under mpirun -n 4, each writing `output_option` WORK_DIR/STEM_alone.json or _mpi.json; sets
+# alone_out and mpi_out (stdout) in the caller.
+function(run_both name output_option stem)
+  execute_process(COMMAND ${ARGN} ${output_option} ${WORK_DIR}/${stem}_alone.json
+                  RESULT_VARIABLE code OUTPUT_VARIABLE alone ERROR_VARIABLE err)
+  if(NOT code EQUAL 0 OR NOT err STREQUAL "")
+    message(FATAL_ERROR "${name} alone: exit code ${code}\n${err}${alone}")
+  endif()
+  execute_process(COMMAND ${MPIEXEC} 4 ${ARGN} ${output_option} ${WORK_DIR}/${stem}_mpi.json
+                  RESULT_VARIABLE code OUTPUT_VARIABLE mpi ERROR_VARIABLE err TIMEOUT 200)
+  if(NOT code EQUAL 0 OR NOT err STREQUAL "")
+    message(FATAL_ERROR "${name} under mpirun -n 4: exit code ${code}\n${err}${mpi}")
+  endif()
+  set(alone_out "${alone}" PARENT_SCOPE)
+  set(mpi_out "${mpi}" PARENT_SCOPE)
+endfunction()
+
+function(expect_same_line name pattern)
+  string(REGEX MATCH "${pattern}" alone_line "${alone_out}")
+  string(REGEX MATCHALL "${pattern}" mpi_lines "${mpi_out}")
+  if(alone_line STREQUAL "" OR NOT mpi_lines STREQUAL alone_line)
+    message(FATAL_ERROR "${name}: '${pattern}' alone is '${alone_line}', under mpirun '${mpi_lines}'\n"
+                        "alone:\n${alone_out}\nunder mpirun:\n${mpi_out}")
+  endif()
+endfunction()
+
+# DynaPipe's plan (2 stages, 2 replicas) and the sluice plan, each of 4 ranks.
+foreach(planner dynapipe sluice)
+  set(options --tokens 2048 --context 256 --gpus 4 --backend host)
+  if(planner STREQUAL "dynapipe")
+    list(APPEND options --dynapipe --pp 2 --replicas 2)
+  endif()
+  run_both("sluice_run_plan (${planner})" --trace ${planner} ${RUN_PLAN} ${model} ${options})
+  expect_same_line("sluice_run_plan (${planner})" "loss [^\n]*")
+  if(planner STREQUAL "sluice")
+    expect_same_line("sluice_run_plan (${planner})" "strategy [^\n]*")
+  endif()
+  if(NOT mpi_out MATCHES "on host \\(float64\\), 4 MPI processes" OR NOT EXISTS ${WORK_DIR}/${planner}_mpi.json)
+    message(FATAL_ERROR "sluice_run_plan (${planner}) under mpirun: no report or trace from rank 0\n${mpi_out}")
+  endif()
+endforeach()
+
+# The three systems' plans for two batches: every iteration's loss, in full precision, the same as alone.
+set(options --context 256 --tokens 2048 --gpus 4 --iterations 2 --backend host)
+run_both(sluice_measure_systems --json measured ${MEASURE_SYSTEMS} ${model} ${options})
+file(READ ${WORK_DIR}/measured_alone.json alone_document)
+file(READ ${WORK_DIR}/measured_mpi.json mpi_document)
+foreach(s RANGE 2)
+  foreach(k 0 1)
+    string(JSON alone_loss GET "${alone_document}" systems ${s} iterations ${k} loss)
+    string(JSON mpi_loss GET "${mpi_document}" systems ${s} iterations ${k} loss)
+    if(NOT alone_loss STREQUAL mpi_loss)
+      message(FATAL_ERROR "sluice_measure_systems system ${s} iteration ${k}: loss ${mpi_loss} under mpirun, "
+                          "${alone_loss} alone")
+    endif()
+  endforeach()
+endforeach()
+
+# Too few processes for the plan's ranks, and an option every rank rejects: the run ends with the MPI_Abort code
+# and a line naming a rank (the launcher may kill the other ranks before they print theirs).
+set(options ${model} --tokens 2048 --context 256 --gpus 4 --backend host --trace ${WORK_DIR}/refused.json)
+foreach(case "few;--timeout;60;the job has 4 ranks, the communicator 2 processes"
+             "option;--timeout;0;--timeout must be in \\[1, 86400\\] seconds, got 0")
+  list(GET case 0 name)
+  list(SUBLIST case 1 2 extra)
+  list(GET case 3 expected)
+  execute_process(COMMAND ${MPIEXEC} 2 ${RUN_PLAN} ${options} ${extra}
+                  RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+  if(NOT code EQUAL 2 OR NOT err MATCHES "sluice_run_plan: rank [01]: [^\n]*${expected}"
+     OR EXISTS ${WORK_DIR}/refused.json)
+    message(FATAL_ERROR "sluice_run_plan under mpirun -n 2 (${name}): exit code ${code}, wanted 2, a line naming a "
+                        "rank and no trace\n${err}${out}")
+  endif()
+endforeach()

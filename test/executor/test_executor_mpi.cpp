@@ -1,0 +1,177 @@
+// The executor with one MPI process per rank (sluice_executor/mpi.hpp), started by mpirun with 8 processes:
+//   - 60 seeded jobs from every planner (Hydraulis plans scheduled cyclic and 1F1B, the sluice plan, DynaPipe plans
+//     padded and packed, one pipeline scheduled by schedule_pipeline), each of 2 to 8 ranks and run by as many
+//     processes: process 0's loss and gradients equal the one-process host run's bit for bit, and the unpacked
+//     reference's within 1e-9;
+//   - `--broken KIND` (2 processes): a plan broken as KIND says (missing_receive, mismatched_size, cycle), run with
+//     only its structure checked, ends every process with an error naming the rank (mpi_broken.cmake checks it).
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "plan_fixtures.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/random.hpp"
+#include "sluice/plan/iteration.hpp"
+#include "sluice/schedule/instructions.hpp"
+#include "sluice_executor/host_backend.hpp"
+#include "sluice_executor/mpi.hpp"
+#include "sluice_executor/reference_run.hpp"
+
+namespace ex = sluice::executor;
+using sluice::schedule::InstructionKind;
+using sluice::schedule::ScheduleKind;
+
+namespace {
+
+constexpr int job_count = 60;
+constexpr double float64_tolerance = 1e-9;
+
+int rank_count(const ex::Job& job) {
+  int ranks = 0;
+  for (const ex::PipelineJob& pipeline : job.pipelines) ranks += pipeline.plan.stages;
+  return ranks;
+}
+
+// Job k of the seeded set: the planner cycles with k, the model and batch are drawn from `rng`.
+std::pair<ex::Job, std::string> make_job(int k, sluice::Rng& rng) {
+  const ex::ModelConfig model = fixtures::random_model(rng);
+  const std::vector<sluice::Sequence> batch = fixtures::random_batch(rng);
+  const std::uint64_t seed = rng();
+  const std::vector<sluice::Strategy> strategies = fixtures::strategies();
+  const std::vector<sluice::Strategy> candidates{strategies[static_cast<std::size_t>(k) % strategies.size()]};
+  const int stages = static_cast<int>(rng.uniform_int(2, 4));
+  switch (k % 6) {
+    case 0: return {fixtures::hydraulis_job(model, batch, seed, candidates, ScheduleKind::cyclic), "hydraulis cyclic"};
+    case 1:
+      return {fixtures::hydraulis_job(model, batch, seed, candidates, ScheduleKind::one_f_one_b), "hydraulis 1f1b"};
+    case 2: {
+      const sluice::plan::IterationPlanner planner(fixtures::small_profile(), strategies);
+      const sluice::schedule::SimulatedIteration iteration = planner.plan(batch);
+      return {ex::job_from_iteration(model, ex::make_tokens(batch, model.vocab, seed), iteration.plan,
+                                     iteration.schedule),
+              "sluice plan"};
+    }
+    case 3:
+      return {fixtures::dynapipe_job(model, batch, seed, stages, 2, sluice::microbatch::Layout::padded,
+                                     ScheduleKind::cyclic),
+              "dynapipe padded"};
+    case 4:
+      return {fixtures::dynapipe_job(model, batch, seed, stages, 2, sluice::microbatch::Layout::packed,
+                                     ScheduleKind::one_f_one_b),
+              "dynapipe packed"};
+    default:
+      return {fixtures::single_pipeline_job(model, batch, seed, stages, ScheduleKind::cyclic), "one pipeline"};
+  }
+}
+
+bool same_bits(const ex::ModelResult& a, const ex::ModelResult& b) {
+  return a.loss == b.loss && a.gradients == b.gradients;
+}
+
+int equal_runs(int process, int processes) {
+  sluice::Rng rng(7);
+  int failures = 0;
+  std::map<std::string, int> planners;
+  std::map<int, int> sizes;
+  for (int made = 0, k = 0; made < job_count; ++k) {
+    auto [job, planner] = make_job(k, rng);
+    const int ranks = rank_count(job);
+    if (ranks < 2 || ranks > processes) continue;  // one process is not a multi-process run
+    ++made;
+    ++planners[planner];
+    ++sizes[ranks];
+    MPI_Comm comm = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, process < ranks ? 0 : MPI_UNDEFINED, process, &comm);
+    if (comm == MPI_COMM_NULL) continue;
+    const ex::RunReport report = ex::mpi::run_on_host(job, comm);
+    MPI_Comm_free(&comm);
+    if (process != 0) continue;
+    const ex::RunReport alone = ex::run_on_host(job);
+    std::vector<ex::SequenceTokens> tokens = job.sequences;
+    const ex::ModelResult reference = ex::run_unpacked(job.model, tokens);
+    bool close = std::abs(report.result.loss - reference.loss) <= float64_tolerance * std::abs(reference.loss);
+    for (std::size_t t = 0; t < reference.gradients.size(); ++t)
+      close = close && fixtures::relative_difference(report.result.gradients[t], reference.gradients[t]) <= float64_tolerance;
+    if (!same_bits(report.result, alone.result) || !close || report.instructions.size() != alone.instructions.size()) {
+      ++failures;
+      std::cerr << "FAIL: job " << made - 1 << " (" << planner << ", " << ranks << " ranks): "
+                << (same_bits(report.result, alone.result) ? "" : "differs from the one-process run; ")
+                << (close ? "" : "differs from the unpacked reference; ") << "\n";
+    }
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (process == 0) {
+    std::cout << job_count << " jobs by";
+    for (const auto& [name, count] : planners) std::cout << " " << name << " ×" << count;
+    std::cout << "; ranks";
+    for (const auto& [ranks, count] : sizes) std::cout << " " << ranks << " ×" << count;
+    std::cout << "\n" << (failures == 0 ? "every run equals the one-process run bit for bit" : "runs differ") << "\n";
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+// The position of rank `stage`'s first instruction of `kind` for micro-batch 0.
+std::size_t find(const std::vector<sluice::schedule::Instruction>& list, InstructionKind kind) {
+  const auto it = std::ranges::find_if(list, [&](const auto& in) { return in.kind == kind && in.micro_batch == 0; });
+  if (it == list.end()) throw std::logic_error("broken plan: the plan lacks the instruction to break");
+  return static_cast<std::size_t>(it - list.begin());
+}
+
+// A two-stage pipeline of one micro-batch, broken as `kind` says.
+ex::Job broken_job(std::string_view kind) {
+  sluice::Rng rng(11);
+  const ex::ModelConfig model = fixtures::random_model(rng);
+  const std::vector<sluice::Sequence> batch{sluice::Sequence(0, 12)};
+  ex::Job job = fixtures::single_pipeline_job(model, batch, 3, 2, ScheduleKind::one_f_one_b);
+  auto& first = job.pipelines[0].plan.ranks[0];
+  auto& second = job.pipelines[0].plan.ranks[1];
+  if (kind == "missing_receive") {
+    // Stage 1 never receives micro-batch 0's activation, so its forward reads an empty slot.
+    const std::size_t start = find(second, InstructionKind::recv_act_start);
+    second.erase(second.begin() + static_cast<std::ptrdiff_t>(find(second, InstructionKind::recv_act_wait)));
+    second.erase(second.begin() + static_cast<std::ptrdiff_t>(start));
+  } else if (kind == "mismatched_size") {
+    // Stage 0 sends one row fewer than stage 1 receives.
+    --first[find(first, InstructionKind::send_act_start)].shape.rows;
+  } else if (kind == "cycle") {
+    // Stage 0 waits for the gradient before it sends the activation stage 1 needs to compute it.
+    const std::size_t start = find(first, InstructionKind::send_act_start);
+    const std::size_t wait = find(first, InstructionKind::send_act_wait);
+    const sluice::schedule::Instruction send = first[start], sent = first[wait];
+    first.erase(first.begin() + static_cast<std::ptrdiff_t>(wait));
+    first.erase(first.begin() + static_cast<std::ptrdiff_t>(start));
+    const std::size_t received = find(first, InstructionKind::recv_grad_wait);
+    first.insert(first.begin() + static_cast<std::ptrdiff_t>(received) + 1, {send, sent});
+  } else {
+    throw sluice::invalid_input(sluice::concat("--broken: expected missing_receive, mismatched_size or cycle, got '",
+                                               kind, "'"));
+  }
+  return job;
+}
+
+int broken(std::string_view kind) {
+  const ex::Job job = broken_job(kind);
+  (void)ex::mpi::run_on_host(job, MPI_COMM_WORLD, {.timeout_seconds = 5, .checks = ex::JobChecks::structure});
+  std::cerr << "test_executor_mpi: the broken plan (" << kind << ") ran to its end\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ex::mpi::Session session(argc, argv);
+  return ex::mpi::run_or_abort("test_executor_mpi", MPI_COMM_WORLD, [&] {
+    if (argc == 3 && std::string_view(argv[1]) == "--broken") return broken(argv[2]);
+    return equal_runs(session.rank(), session.size());
+  });
+}
