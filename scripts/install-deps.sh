@@ -10,6 +10,7 @@ packages=(
   libeigen3-dev nlohmann-json3-dev
   coinor-libcbc-dev doctest-dev libbenchmark-dev
   python3-dev pybind11-dev python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
+  libopenmpi-dev openmpi-bin
 )
 if [ "${1:-}" = "--tests" ]; then packages+=(python3-torch python3-matplotlib); fi
 
