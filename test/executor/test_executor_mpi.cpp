@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <span>
@@ -127,7 +128,7 @@ std::size_t find(const std::vector<sluice::schedule::Instruction>& list, Instruc
   return static_cast<std::size_t>(it - list.begin());
 }
 
-// A two-stage pipeline of one micro-batch, broken as `kind` says.
+// A two-stage pipeline of one micro-batch, broken as `kind` says (peer_exits: not broken).
 ex::Job broken_job(std::string_view kind) {
   sluice::Rng rng(11);
   const ex::ModelConfig model = fixtures::random_model(rng);
@@ -152,14 +153,21 @@ ex::Job broken_job(std::string_view kind) {
     first.erase(first.begin() + static_cast<std::ptrdiff_t>(start));
     const std::size_t received = find(first, InstructionKind::recv_grad_wait);
     first.insert(first.begin() + static_cast<std::ptrdiff_t>(received) + 1, {send, sent});
-  } else {
-    throw sluice::invalid_input(sluice::concat("--broken: expected missing_receive, mismatched_size or cycle, got '",
+  } else if (kind != "peer_exits") {
+    throw sluice::invalid_input(sluice::concat("--broken: expected missing_receive, mismatched_size, cycle or "
+                                               "peer_exits, got '",
                                                kind, "'"));
   }
   return job;
 }
 
 int broken(std::string_view kind) {
+  if (kind == "peer_exits") {
+    // Rank 1 dies before its list, so rank 0 waits for its messages: the launcher must end the run.
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 1) std::_Exit(3);
+  }
   const ex::Job job = broken_job(kind);
   (void)ex::mpi::run_on_host(job, MPI_COMM_WORLD, {.timeout_seconds = 5, .checks = ex::JobChecks::structure});
   std::cerr << "test_executor_mpi: the broken plan (" << kind << ") ran to its end\n";
