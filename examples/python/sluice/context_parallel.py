@@ -1,0 +1,371 @@
+"""sluice.context_parallel: context parallelism (CP) on torch.distributed, for packed variable-length micro-batches.
+
+A CP group of ``cp`` ranks shares every sequence of a micro-batch. ``cp_shard`` says which tokens each rank holds:
+the causal load balance of Megatron-LM's context parallelism, each sequence cut into 2·cp chunks and rank r given
+chunks r and 2·cp−1−r, so that every rank has the same causal attention work. Lengths need not divide by 2·cp (the
+chunks are then uneven by one token), a sequence shorter than 2·cp leaves some ranks without a chunk of it, and no
+token is padded. Two attentions run over such shards, forward and backward:
+
+- ``ring_attention``: ring attention (Liu et al., "Ring Attention with Blockwise Transformers for Near-Infinite
+  Context", arXiv 2310.01889), as Megatron-LM's context parallelism runs it: each rank's K and V travel around the
+  ring in cp−1 steps while the rank computes its queries against the block it holds, the blocks' results merged
+  through their log-sum-exp; in the backward the blocks travel again with their dK and dV partial sums, which end
+  on the rank that owns them.
+- ``ulysses_attention``: DeepSpeed-Ulysses (Jacobs et al., arXiv 2309.14509, §3): an all-to-all turns "this rank's
+  tokens × all heads" into "every token × heads/cp" for q, k and v, attention runs locally per sequence, and an
+  all-to-all turns the output back; the heads must divide by cp.
+
+Both take this rank's rows of q, k and v (``shard.index`` of the packed micro-batch) and the micro-batch's
+``cu_seqlens``, which every rank of the group knows, and return this rank's rows of the output. The reference
+arithmetic is float32 (float64 inputs stay float64), per block, with no (total, total) mask.
+
+Importing this module needs PyTorch; nothing else in sluice does.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import Optional
+
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError as error:
+    raise ImportError(
+        f"sluice.context_parallel needs PyTorch, which failed to import ({error}); the rest of sluice works without it"
+    ) from error
+
+from .torch import varlen_attention
+
+__all__ = ["CPShard", "cp_shard", "ring_attention", "ulysses_attention"]
+
+
+@dataclass
+class CPShard:
+    """Rank ``rank``'s share of a packed micro-batch under context parallelism of degree ``cp``.
+
+    index: int64, the packed positions of the rank's tokens, sequence by sequence, each sequence's two chunks in
+    order; select any per-token tensor of the micro-batch (tokens, labels, positions) with ``select``.
+    positions: each of those tokens' position within its sequence (what RoPE needs). sequence: which sequence of
+    cu_seqlens each token belongs to. cu_seqlens: int32 offsets of each sequence's tokens on this rank (a
+    sequence may have none). max_seqlen: the most tokens of one sequence on this rank.
+    """
+
+    cp: int
+    rank: int
+    index: torch.Tensor
+    positions: torch.Tensor
+    sequence: torch.Tensor
+    cu_seqlens: torch.Tensor
+    max_seqlen: int
+
+    def select(self, packed: torch.Tensor) -> torch.Tensor:
+        """This rank's rows of a tensor of the packed micro-batch (its first dimension the packed tokens)."""
+        return packed.index_select(0, self.index.to(packed.device))
+
+
+def _positive_int(value, name: str) -> int:
+    try:
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < 1:
+        raise ValueError(f"sluice.context_parallel: {name} must be a positive integer, got {value!r}")
+    return number
+
+
+def _sequence_lengths(cu_seqlens) -> list[int]:
+    cu = torch.as_tensor(cu_seqlens)
+    if cu.dim() != 1 or len(cu) < 2 or cu.dtype.is_floating_point or cu.dtype.is_complex or cu.dtype == torch.bool:
+        raise ValueError(
+            "sluice.context_parallel: cu_seqlens must be a 1-D integer tensor of at least two offsets, "
+            f"got shape {tuple(cu.shape)} of {cu.dtype}"
+        )
+    bounds = cu.tolist()
+    lengths = [end - start for start, end in zip(bounds[:-1], bounds[1:])]
+    if bounds[0] != 0 or min(lengths) < 1:
+        raise ValueError(
+            f"sluice.context_parallel: cu_seqlens must start at 0 and increase strictly, got {bounds[:8]}"
+            + ("..." if len(bounds) > 8 else "")
+        )
+    return lengths
+
+
+def cp_shard(cu_seqlens, cp: int, rank: int) -> CPShard:
+    """Rank ``rank``'s tokens of the packed micro-batch whose sequences ``cu_seqlens`` bounds, CP degree ``cp``.
+
+    Sequence s of length L is cut at start + floor(i·L / (2·cp)), i = 0..2·cp; rank r holds chunks r and 2·cp−1−r.
+    """
+    cp = _positive_int(cp, "cp")
+    try:
+        number = operator.index(rank)
+    except TypeError:
+        number = -1
+    if not 0 <= number < cp:
+        raise ValueError(f"sluice.context_parallel: rank must be in [0, {cp}), got {rank!r}")
+    rank = number
+    lengths = _sequence_lengths(cu_seqlens)
+    chunks = 2 * cp
+    index, positions, sequence, local_lengths = [], [], [], []
+    start = 0
+    for s, length in enumerate(lengths):
+        taken = 0
+        for chunk in (rank, chunks - 1 - rank):
+            begin, end = chunk * length // chunks, (chunk + 1) * length // chunks
+            positions.append(torch.arange(begin, end, dtype=torch.int64))
+            taken += end - begin
+        index.append(positions[-2] + start)
+        index.append(positions[-1] + start)
+        sequence.append(torch.full((taken,), s, dtype=torch.int64))
+        local_lengths.append(taken)
+        start += length
+    cu = torch.zeros(len(lengths) + 1, dtype=torch.int64)
+    cu[1:] = torch.cumsum(torch.tensor(local_lengths, dtype=torch.int64), 0)
+    return CPShard(
+        cp=cp,
+        rank=rank,
+        index=torch.cat(index),
+        positions=torch.cat(positions),
+        sequence=torch.cat(sequence),
+        cu_seqlens=cu.to(torch.int32),
+        max_seqlen=max(local_lengths),
+    )
+
+
+def _group_layout(group) -> tuple[int, list[int]]:
+    """This process's rank in the group and the group's global ranks, in group order."""
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("sluice.context_parallel: torch.distributed is not initialised (init_process_group)")
+    if group is None or group is dist.group.WORLD:
+        return dist.get_rank(), list(range(dist.get_world_size()))
+    return dist.get_rank(group), list(dist.get_process_group_ranks(group))
+
+
+def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, shard: CPShard) -> None:
+    if q.dim() != 3 or k.shape != q.shape or v.shape[:2] != q.shape[:2]:
+        raise ValueError(
+            f"sluice.context_parallel: q, k, v must be (tokens, heads, head_dim) alike, got {tuple(q.shape)}, "
+            f"{tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.shape[0] != len(shard.index):
+        raise ValueError(
+            f"sluice.context_parallel: rank {shard.rank} of {shard.cp} holds {len(shard.index)} tokens of this "
+            f"micro-batch (cp_shard), q has {q.shape[0]}"
+        )
+
+
+def _work_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+# Ring attention.
+
+
+def _allowed(queries: CPShard, keys: CPShard) -> torch.Tensor:
+    """(queries, keys): same sequence and a key no later than the query."""
+    same = queries.sequence[:, None] == keys.sequence[None, :]
+    return same & (keys.positions[None, :] <= queries.positions[:, None])
+
+
+def _scores(q: torch.Tensor, k: torch.Tensor, allowed: torch.Tensor, scale: float) -> torch.Tensor:
+    """(heads, queries, keys), -inf where not allowed."""
+    scores = torch.einsum("thd,shd->hts", q, k) * scale
+    return scores.masked_fill(~allowed.to(scores.device)[None], float("-inf"))
+
+
+class _Ring:
+    """Point-to-point passing to the next rank of the ring, receiving from the previous one."""
+
+    def __init__(self, rank: int, ranks: list[int], group) -> None:
+        self.cp = len(ranks)
+        self.next = ranks[(rank + 1) % self.cp]
+        self.previous = ranks[(rank - 1) % self.cp]
+        self.group = group
+
+    def start(self, tensors: list[torch.Tensor], shapes: list[tuple]) -> tuple[list, list[torch.Tensor]]:
+        """Sends `tensors` on and posts receives of `shapes`; a tag per position keeps the pairs apart."""
+        received = [torch.empty(shape, dtype=t.dtype, device=t.device) for t, shape in zip(tensors, shapes)]
+        requests = []
+        for tag, (tensor, into) in enumerate(zip(tensors, received)):
+            requests.append(dist.isend(tensor.contiguous(), self.next, group=self.group, tag=tag))
+            requests.append(dist.irecv(into, self.previous, group=self.group, tag=tag))
+        return requests, received
+
+    @staticmethod
+    def finish(requests: list) -> None:
+        for request in requests:
+            request.wait()
+
+
+class _RingAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, shards, rank, ranks, group, scale):
+        ring = _Ring(rank, ranks, group)
+        work = _work_dtype(q.dtype)
+        qf, kb, vb = (t.to(work).contiguous() for t in (q, k, v))
+        mine = shards[rank]
+        out = torch.zeros_like(qf)
+        lse = torch.full((q.shape[1], q.shape[0]), float("-inf"), dtype=work, device=q.device)
+        owner = rank
+        for step in range(ring.cp):
+            if step + 1 < ring.cp:  # the next block travels while this one is computed
+                incoming = len(shards[(owner - 1) % ring.cp].index)
+                shapes = [(incoming, *kb.shape[1:]), (incoming, *vb.shape[1:])]
+                requests, (next_k, next_v) = ring.start([kb, vb], shapes)
+            scores = _scores(qf, kb, _allowed(mine, shards[owner]), scale)
+            merged = torch.logaddexp(lse, torch.logsumexp(scores, -1))
+            finite = merged.masked_fill(torch.isinf(merged), 0)  # rows with no key yet stay zero
+            out = out * torch.exp(lse - finite).transpose(0, 1)[..., None] + torch.einsum(
+                "hts,shd->thd", torch.exp(scores - finite[..., None]), vb
+            )
+            lse = merged
+            if step + 1 < ring.cp:
+                ring.finish(requests)
+                kb, vb, owner = next_k, next_v, (owner - 1) % ring.cp
+        ctx.save_for_backward(qf, k.to(work), v.to(work), out, lse)
+        ctx.layout = (shards, rank, ranks, group, scale, q.dtype, k.dtype, v.dtype)
+        return out.to(q.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        qf, kb, vb, out, lse = ctx.saved_tensors
+        shards, rank, ranks, group, scale, q_dtype, k_dtype, v_dtype = ctx.layout
+        ring = _Ring(rank, ranks, group)
+        grad_out = grad_out.to(qf.dtype)
+        mine = shards[rank]
+        delta = (grad_out * out).sum(-1).transpose(0, 1)  # (heads, queries): rowsum(dO ∘ O)
+        grad_q = torch.zeros_like(qf)
+        grad_k, grad_v = torch.zeros_like(kb), torch.zeros_like(vb)
+        owner = rank
+        for step in range(ring.cp):
+            probabilities = torch.exp(_scores(qf, kb, _allowed(mine, shards[owner]), scale) - lse[..., None])
+            grad_v += torch.einsum("hts,thd->shd", probabilities, grad_out)
+            grad_scores = probabilities * (torch.einsum("thd,shd->hts", grad_out, vb) - delta[..., None])
+            grad_q += torch.einsum("hts,shd->thd", grad_scores, kb) * scale
+            grad_k += torch.einsum("hts,thd->shd", grad_scores, qf) * scale
+            if ring.cp == 1:
+                break
+            # The block and its partial sums move on; after the last step only the sums travel, home to their owner.
+            incoming = len(shards[(owner - 1) % ring.cp].index)
+            moving = [grad_k, grad_v] if step + 1 == ring.cp else [grad_k, grad_v, kb, vb]
+            requests, received = ring.start(moving, [(incoming, *t.shape[1:]) for t in moving])
+            ring.finish(requests)
+            grad_k, grad_v = received[0], received[1]
+            if step + 1 < ring.cp:
+                kb, vb = received[2], received[3]
+            owner = (owner - 1) % ring.cp
+        return grad_q.to(q_dtype), grad_k.to(k_dtype), grad_v.to(v_dtype), None, None, None, None, None
+
+
+def _softmax_scale(softmax_scale: Optional[float], head_dim: int) -> float:
+    if softmax_scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    scale = float(softmax_scale)
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"sluice.context_parallel: softmax_scale must be positive and finite, got {softmax_scale!r}")
+    return scale
+
+
+def ring_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens,
+    *,
+    group=None,
+    softmax_scale: Optional[float] = None,
+) -> torch.Tensor:
+    """Causal attention within each sequence of a packed micro-batch whose tokens the CP group shares.
+
+    q, k, v: (tokens, heads, head_dim), this rank's tokens as ``cp_shard(cu_seqlens, cp, rank)`` orders them.
+    cu_seqlens: the whole micro-batch's offsets, the same on every rank of the group (default: the world).
+    Returns this rank's rows of the output. Every rank of the group must call it, with the same cu_seqlens.
+    """
+    rank, ranks = _group_layout(group)
+    shards = [cp_shard(cu_seqlens, len(ranks), r) for r in range(len(ranks))]
+    _check_qkv(q, k, v, shards[rank])
+    scale = _softmax_scale(softmax_scale, q.shape[-1])
+    return _RingAttention.apply(q, k, v, shards, rank, ranks, group, scale)
+
+
+# Ulysses.
+
+
+def _all_to_all_rows(rows: torch.Tensor, send_counts: list[int], receive_counts: list[int], group) -> torch.Tensor:
+    out = torch.empty((sum(receive_counts), *rows.shape[1:]), dtype=rows.dtype, device=rows.device)
+    dist.all_to_all_single(
+        out, rows.contiguous(), output_split_sizes=receive_counts, input_split_sizes=send_counts, group=group
+    )
+    return out
+
+
+def _tokens_to_heads(x: torch.Tensor, counts: list[int], group) -> torch.Tensor:
+    """(this rank's tokens, heads, d) -> (every rank's tokens in rank order, heads/cp, d): head group j to rank j."""
+    cp = len(counts)
+    tokens, heads, dim = x.shape
+    rows = x.reshape(tokens, cp, heads // cp, dim).transpose(0, 1).reshape(cp * tokens, heads // cp, dim)
+    return _all_to_all_rows(rows, [tokens] * cp, counts, group)
+
+
+def _heads_to_tokens(y: torch.Tensor, counts: list[int], rank: int, group) -> torch.Tensor:
+    """The inverse of _tokens_to_heads: this rank's tokens, every head group back from the rank that held it."""
+    cp = len(counts)
+    tokens = counts[rank]
+    rows = _all_to_all_rows(y.contiguous(), counts, [tokens] * cp, group)
+    return rows.reshape(cp, tokens, *y.shape[1:]).transpose(0, 1).reshape(tokens, cp * y.shape[1], y.shape[2])
+
+
+class _TokensToHeads(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, counts, rank, group):
+        ctx.layout = (counts, rank, group)
+        return _tokens_to_heads(x.contiguous(), counts, group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        counts, rank, group = ctx.layout
+        return _heads_to_tokens(grad, counts, rank, group), None, None, None
+
+
+class _HeadsToTokens(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y, counts, rank, group):
+        ctx.layout = (counts, group)
+        return _heads_to_tokens(y, counts, rank, group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        counts, group = ctx.layout
+        return _tokens_to_heads(grad.contiguous(), counts, group), None, None, None
+
+
+def ulysses_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens,
+    *,
+    group=None,
+    softmax_scale: Optional[float] = None,
+) -> torch.Tensor:
+    """The same as ``ring_attention`` by DeepSpeed-Ulysses' all-to-alls: the heads must divide by the group's size."""
+    rank, ranks = _group_layout(group)
+    cp = len(ranks)
+    shards = [cp_shard(cu_seqlens, cp, r) for r in range(cp)]
+    _check_qkv(q, k, v, shards[rank])
+    if q.shape[1] % cp != 0:
+        raise ValueError(f"sluice.context_parallel: Ulysses splits the {q.shape[1]} heads over {cp} ranks: "
+                         "the heads must divide by the CP degree")
+    scale = _softmax_scale(softmax_scale, q.shape[-1])
+    counts = [len(shard.index) for shard in shards]
+    rank_order = torch.cat([shard.index for shard in shards]).to(q.device)  # packed position of each gathered row
+    packed_order = torch.argsort(rank_order)
+    cu = torch.as_tensor(cu_seqlens).to(torch.int64)
+    max_seqlen = int((cu[1:] - cu[:-1]).max())
+    work = _work_dtype(q.dtype)
+    q_full, k_full, v_full = (
+        _TokensToHeads.apply(t.to(work), counts, rank, group).index_select(0, packed_order) for t in (q, k, v)
+    )
+    out = varlen_attention(q_full, k_full, v_full, cu, max_seqlen, softmax_scale=scale)
+    return _HeadsToTokens.apply(out.index_select(0, rank_order), counts, rank, group).to(q.dtype)

@@ -1,0 +1,200 @@
+"""sluice.context_parallel: CP shards against their definition, and ring and Ulysses attention run by real
+processes (gloo on 127.0.0.1) against unsharded attention in float64, outputs and gradients; bad input; a rank that
+dies ends the others."""
+import math
+import os
+import re
+from datetime import timedelta
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available():
+    pytest.skip("torch.distributed is not available", allow_module_level=True)
+
+import torch.multiprocessing as mp  # noqa: E402
+
+from sluice.context_parallel import cp_shard, ring_attention, ulysses_attention  # noqa: E402
+from sluice.torch import block_causal_mask  # noqa: E402
+
+# Float32 attention against the float64 reference: relative error of a whole tensor (norm of the difference over
+# the reference's norm).
+TOLERANCE = 1e-5
+# (name, sequence lengths, heads, seed): odd lengths, sequences shorter than 2·cp (some ranks hold none of their
+# tokens), one spanning every rank, and a micro-batch of short sequences only.
+CASES = [
+    ("mixed", [37, 1, 3, 12, 8], 4, 1),
+    ("one long", [61], 4, 2),
+    ("short only", [1, 2, 1, 3], 4, 3),
+]
+HEAD_DIM = 8
+# A worker that neither ends nor fails within this is hung: the test kills it and fails.
+HANG_SECONDS = 240
+
+
+def cu_of(lengths):
+    cu = torch.zeros(len(lengths) + 1, dtype=torch.int64)
+    cu[1:] = torch.cumsum(torch.tensor(lengths), 0)
+    return cu.to(torch.int32)
+
+
+def inputs(lengths, heads, seed):
+    """q, k, v and the output's upstream gradient of the whole micro-batch, float32, the same on every rank."""
+    generator = torch.Generator().manual_seed(seed)
+    shape = (sum(lengths), heads, HEAD_DIM)
+    return [torch.randn(shape, generator=generator) for _ in range(4)]
+
+
+def reference(lengths, heads, seed):
+    """Unsharded causal attention per sequence in float64: the output and the gradients of q, k and v."""
+    q, k, v, upstream = (t.double().requires_grad_(i < 3) for i, t in enumerate(inputs(lengths, heads, seed)))
+    scores = torch.einsum("thd,shd->hts", q, k) / math.sqrt(HEAD_DIM)
+    scores = scores.masked_fill(~block_causal_mask(cu_of(lengths))[None], float("-inf"))
+    out = torch.einsum("hts,shd->thd", scores.softmax(-1), v)
+    (out * upstream).sum().backward()
+    return out.detach(), q.grad, k.grad, v.grad
+
+
+def worker(rank, world, store, out_dir, fail_rank):
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group(
+        "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
+    )
+    try:
+        if rank == fail_rank:
+            os._exit(3)  # dies after the group is up, before the attention its peers wait on
+        results = {}
+        for name, lengths, heads, seed in CASES:
+            cu = cu_of(lengths)
+            shard = cp_shard(cu, world, rank)
+            q_full, k_full, v_full, upstream = inputs(lengths, heads, seed)
+            for kind, attention in (("ring", ring_attention), ("ulysses", ulysses_attention)):
+                q, k, v = (shard.select(t).clone().requires_grad_() for t in (q_full, k_full, v_full))
+                out = attention(q, k, v, cu)
+                (out * shard.select(upstream)).sum().backward()
+                results[(name, kind)] = (out.detach(), q.grad, k.grad, v.grad)
+        try:  # three heads do not split over an even group
+            q = torch.zeros(len(cp_shard(cu_of([5]), world, rank).index), 3, HEAD_DIM)
+            ulysses_attention(q, q, q, cu_of([5]))
+            results["uneven heads"] = "accepted"
+        except ValueError as error:
+            results["uneven heads"] = str(error)
+        torch.save(results, os.path.join(out_dir, f"{rank}.pt"))
+    except Exception as error:  # noqa: BLE001 - reported to the test through a file
+        with open(os.path.join(out_dir, f"{rank}.error"), "w") as file:
+            file.write(f"{type(error).__name__}: {error}")
+        raise SystemExit(1)
+    dist.destroy_process_group()
+
+
+def run(world, tmp_path, fail_rank=-1):
+    """Starts `world` worker processes and returns their exit codes; kills them and fails if any hangs."""
+    context = mp.get_context("spawn")
+    processes = [
+        context.Process(target=worker, args=(rank, world, str(tmp_path / "store"), str(tmp_path), fail_rank))
+        for rank in range(world)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(HANG_SECONDS)
+    hung = [rank for rank, process in enumerate(processes) if process.is_alive()]
+    for rank in hung:
+        processes[rank].kill()
+    assert not hung, f"ranks {hung} of {world} did not end"
+    return [process.exitcode for process in processes]
+
+
+def relative_error(value, expected):
+    return float((value.double() - expected).norm() / expected.norm().clamp_min(1e-300))
+
+
+def test_shards_partition_every_sequence_with_balanced_causal_work():
+    lengths = [37, 1, 3, 12, 8, 64]
+    cu = cu_of(lengths)
+    starts = cu[:-1].tolist()
+    for cp in (1, 2, 3, 4, 8):
+        shards = [cp_shard(cu, cp, rank) for rank in range(cp)]
+        held = torch.cat([shard.index for shard in shards])
+        assert sorted(held.tolist()) == list(range(sum(lengths)))  # every token on exactly one rank
+        for shard in shards:
+            assert shard.cu_seqlens.dtype == torch.int32 and int(shard.cu_seqlens[-1]) == len(shard.index)
+            sizes = (shard.cu_seqlens[1:] - shard.cu_seqlens[:-1]).tolist()
+            assert shard.max_seqlen == max(sizes)
+            assert torch.equal(shard.sequence, torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(sizes)))
+            assert torch.equal(shard.index, torch.tensor(starts)[shard.sequence] + shard.positions)
+            # Chunks r and 2·cp−1−r of each sequence, in order.
+            for s, length in enumerate(lengths):
+                chunks = 2 * cp
+                expected = [
+                    p
+                    for chunk in (shard.rank, chunks - 1 - shard.rank)
+                    for p in range(chunk * length // chunks, (chunk + 1) * length // chunks)
+                ]
+                assert shard.positions[shard.sequence == s].tolist() == expected
+        # Causal work (keys attended) is equal across ranks for a length that 2·cp divides.
+        work = [int((shard.positions[shard.sequence == 5] + 1).sum()) for shard in shards]
+        if 64 % (2 * cp) == 0:
+            assert len(set(work)) == 1, work
+
+
+def test_shard_select_takes_the_ranks_rows():
+    # Sequence 0 (5 tokens) cut at 0, 1, 2, 3, 5: rank 1 of 2 holds chunks 1 and 2, positions 1 and 2; sequence 1
+    # (2 tokens) cut at 0, 0, 1, 1, 2: chunk 1 is its first token, chunk 2 is empty.
+    shard = cp_shard(cu_of([5, 2]), 2, 1)
+    assert shard.index.tolist() == [1, 2, 5]
+    assert shard.positions.tolist() == [1, 2, 0]
+    assert shard.cu_seqlens.tolist() == [0, 2, 3]
+    assert shard.select(torch.arange(7) * 10).tolist() == [10, 20, 50]
+
+
+@pytest.mark.parametrize(
+    "cu, cp, rank, message",
+    [
+        (cu_of([3]), 0, 0, "cp must be a positive integer"),
+        (cu_of([3]), 2.0, 0, "cp must be a positive integer"),
+        (cu_of([3]), 2, 2, "rank must be in [0, 2)"),
+        (cu_of([3]), 2, -1, "rank must be in [0, 2)"),
+        (torch.tensor([1, 4], dtype=torch.int32), 2, 0, "must start at 0 and increase strictly"),
+        (torch.tensor([0, 4, 4], dtype=torch.int32), 2, 0, "must start at 0 and increase strictly"),
+        (torch.tensor([0.0, 4.0]), 2, 0, "1-D integer tensor"),
+        (torch.tensor([0], dtype=torch.int32), 2, 0, "1-D integer tensor"),
+    ],
+)
+def test_bad_shards_are_refused(cu, cp, rank, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        cp_shard(cu, cp, rank)
+
+
+def test_attention_needs_a_process_group():
+    q = torch.zeros(3, 2, HEAD_DIM)
+    for attention in (ring_attention, ulysses_attention):
+        with pytest.raises(RuntimeError, match="not initialised"):
+            attention(q, q, q, cu_of([3]))
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_ring_and_ulysses_equal_unsharded_attention(world, tmp_path):
+    codes = run(world, tmp_path)
+    errors = {path.name: path.read_text() for path in tmp_path.glob("*.error")}
+    assert codes == [0] * world, errors
+    results = [torch.load(tmp_path / f"{rank}.pt") for rank in range(world)]
+    for name, lengths, heads, seed in CASES:
+        expected = reference(lengths, heads, seed)
+        shards = [cp_shard(cu_of(lengths), world, rank) for rank in range(world)]
+        for kind in ("ring", "ulysses"):
+            for position, what in enumerate(("output", "dq", "dk", "dv")):
+                assembled = torch.full_like(expected[position], float("nan"))
+                for rank, shard in enumerate(shards):
+                    assembled[shard.index] = results[rank][(name, kind)][position].double()
+                error = relative_error(assembled, expected[position])
+                assert error <= TOLERANCE, f"{kind} attention, {name}, cp {world}: {what} off by {error:.2e}"
+    for rank in range(world):
+        assert "the heads must divide by the CP degree" in results[rank]["uneven heads"]
+
+
+def test_a_rank_that_dies_ends_the_others(tmp_path):
+    codes = run(2, tmp_path, fail_rank=1)
+    assert codes == [1, 3]
+    assert (tmp_path / "0.error").read_text().startswith("RuntimeError")
