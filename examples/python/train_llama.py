@@ -8,8 +8,14 @@ gradient accumulation, the per-token losses summed and divided by the iteration'
 ranks' gradients summed by an all-reduce give. --check also computes the loss of the unpacked batch (padded,
 plain causal attention, no sluice) on the same weights and requires the two to agree.
 
+Started by torchrun, the processes share the work: WORLD_SIZE = data-parallel groups × --cp. Data-parallel group g
+runs the pipelines j with j mod groups = g, and its --cp processes share each micro-batch's sequences
+(sluice.context_parallel: each process its CP shard of the tokens, attention by ring or Ulysses); the gradients
+and the loss are then summed over every process, so each step equals the one-process run on the same plan.
+
     PYTHONPATH=build/py/python python3 examples/python/train_llama.py --steps 4 --check
     PYTHONPATH=build/py/python python3 examples/python/train_llama.py --device cuda --dtype bfloat16 --check
+    PYTHONPATH=build/py/python torchrun --nproc_per_node 4 examples/python/train_llama.py --cp 2 --check
 """
 import os
 import sys
@@ -23,14 +29,18 @@ import contextlib  # noqa: E402
 import itertools  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Optional  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import sluice  # noqa: E402
 import sluice.torch as st  # noqa: E402
+from sluice.context_parallel import cp_shard, ring_attention, ulysses_attention  # noqa: E402
 
 TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-2}
 
@@ -117,21 +127,75 @@ def synthetic_sequence(sequence_id, length, vocab, seed):
     return (start + step * torch.arange(length)) % vocab
 
 
-def packed_step(model, planned, sequences, device, autocast):
-    """Every pipeline's micro-batches, gradients accumulated; returns the iteration's loss and micro-batch count."""
+@dataclass
+class Processes:
+    """This process's place in a torchrun-started run: data-parallel group `group` of `groups`, CP rank `cp_rank`
+    of `cp` inside it (`cp_group`)."""
+
+    rank: int
+    world: int
+    groups: int
+    group: int
+    cp: int
+    cp_rank: int
+    cp_group: object
+    attention: object  # ring_attention or ulysses_attention
+
+
+def start_processes(cp, attention_kind, device):
+    """The process group torchrun's environment describes (None when started alone), and this process's device."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if cp < 1 or world % cp != 0:
+        sys.exit(f"--cp {cp} must be a positive divisor of the {world} processes (torchrun's WORLD_SIZE)")
+    if world == 1:
+        return None, device
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    rank = dist.get_rank()
+    cp_groups = [dist.new_group(list(range(first, first + cp))) for first in range(0, world, cp)]  # on every rank
+    return Processes(rank=rank, world=world, groups=world // cp, group=rank // cp, cp=cp, cp_rank=rank % cp,
+                     cp_group=cp_groups[rank // cp],
+                     attention=ring_attention if attention_kind == "ring" else ulysses_attention), device
+
+
+def packed_step(model, planned, sequences, device, autocast, processes: Optional[Processes] = None):
+    """Every pipeline's micro-batches, gradients accumulated; returns the iteration's loss and micro-batch count.
+    Across processes: this process's pipelines and CP shards, then the loss and gradients summed over all."""
     total, count = 0.0, 0
     for pipeline in range(len(planned.plan.pipelines)):  # data-parallel rank `pipeline`
+        if processes is not None and pipeline % processes.groups != processes.group:
+            continue
         for batch in st.micro_batches(planned, sequences, pipeline=pipeline, device=device):
+            if processes is None:
+                tokens, positions, labels = batch.tokens, batch.positions, batch.labels
 
-            def attend(q, k, v, batch=batch):
-                return st.varlen_attention(q, k, v, batch.cu_seqlens, batch.max_seqlen)
+                def attend(q, k, v, batch=batch):
+                    return st.varlen_attention(q, k, v, batch.cu_seqlens, batch.max_seqlen)
+
+            else:  # this process's CP shard of the micro-batch; attention over the CP group's shards
+                cu_seqlens = batch.cu_seqlens.cpu()
+                shard = cp_shard(cu_seqlens, processes.cp, processes.cp_rank)
+                tokens, positions, labels = (shard.select(t) for t in (batch.tokens, batch.positions, batch.labels))
+
+                def attend(q, k, v, cu_seqlens=cu_seqlens):
+                    return processes.attention(q, k, v, cu_seqlens, group=processes.cp_group)
 
             with autocast():
-                logits = model(batch.tokens, batch.positions, attend)
-            loss = F.cross_entropy(logits.float(), batch.labels, ignore_index=st.IGNORE_INDEX, reduction="sum")
+                logits = model(tokens, positions, attend)
+            loss = F.cross_entropy(logits.float(), labels, ignore_index=st.IGNORE_INDEX, reduction="sum")
             (loss / batch.loss_normaliser).backward()
             total += loss.item() / batch.loss_normaliser
             count += 1
+    if processes is not None:
+        for parameter in model.parameters():  # a process without a micro-batch still joins every sum
+            if parameter.grad is None:
+                parameter.grad = torch.zeros_like(parameter)
+            dist.all_reduce(parameter.grad)
+        sums = torch.tensor([total, count], dtype=torch.float64)
+        dist.all_reduce(sums)
+        total, count = float(sums[0]), int(sums[1]) // processes.cp
     return total, count
 
 
@@ -189,9 +253,20 @@ def main(argv=None):
     parser.add_argument("--max-len", type=int, default=256, help="documents truncated to this many tokens")
     parser.add_argument("--tokens-per-batch", type=int, default=4096)
     parser.add_argument("--check", action="store_true", help="compare each step's loss with the unpacked loss")
+    parser.add_argument("--cp", type=int, default=1,
+                        help="context-parallel degree under torchrun: processes sharing each micro-batch")
+    parser.add_argument("--cp-attention", choices=["ring", "ulysses"], default="ring")
+    parser.add_argument("--save-gradients", metavar="PATH",
+                        help="write the first step's summed gradients there (torch.save, by parameter name)")
     args = parser.parse_args(argv)
 
-    device = torch.device(args.device)
+    processes, device = start_processes(args.cp, args.cp_attention, torch.device(args.device))
+    leader = processes is None or processes.rank == 0
+
+    def say(*parts, **options):
+        if leader:
+            print(*parts, **options)
+
     torch.manual_seed(args.seed)
     bf16 = args.dtype == "bfloat16"
 
@@ -206,9 +281,12 @@ def main(argv=None):
     candidates = args.candidates or default_candidates(profile)
     dataset = sluice.LengthDataset.bundled(args.lengths).truncated(args.max_len)
     sampler = sluice.BatchSampler(dataset, tokens_per_batch=args.tokens_per_batch, seed=args.seed)
-    print(f"model: dim {args.dim}, {args.layers} layers, {args.heads} heads, vocab {args.vocab}, "
-          f"{sum(p.numel() for p in model.parameters()):,} parameters on {device}, {args.dtype}")
-    print(f"plans: {profile.name} on {profile.gpus} GPUs, {len(candidates)} candidates")
+    say(f"model: dim {args.dim}, {args.layers} layers, {args.heads} heads, vocab {args.vocab}, "
+        f"{sum(p.numel() for p in model.parameters()):,} parameters on {device}, {args.dtype}")
+    say(f"plans: {profile.name} on {profile.gpus} GPUs, {len(candidates)} candidates")
+    if processes is not None:
+        say(f"processes: {processes.world} = {processes.groups} data-parallel groups × CP {processes.cp} "
+            f"({args.cp_attention} attention)")
 
     worst = 0.0
     options = sluice.PlanOptions(seed=args.seed, schedule_seed=args.seed)
@@ -221,7 +299,11 @@ def main(argv=None):
             }
             optimizer.zero_grad(set_to_none=True)
             reference = unpacked_loss(model, planned, sequences, device, autocast) if args.check else None
-            loss, count = packed_step(model, planned, sequences, device, autocast)
+            loss, count = packed_step(model, planned, sequences, device, autocast, processes)
+            if args.save_gradients and planned.iteration == 0 and leader:
+                gradients = {name: p.grad.detach().cpu() for name, p in model.named_parameters()}
+                torch.save(gradients, args.save_gradients + ".partial")
+                os.replace(args.save_gradients + ".partial", args.save_gradients)
             optimizer.step()
             plan = planned.plan
             shape = ", ".join(str(len(p.micro_batches)) for p in plan.pipelines)
@@ -231,16 +313,18 @@ def main(argv=None):
                 error = abs(loss - reference) / abs(reference)
                 worst = max(worst, error)
                 line += f", unpacked {reference:.6f} (relative {error:.1e})"
-            print(f"{line}, {time.perf_counter() - started:.2f} s", flush=True)
+            say(f"{line}, {time.perf_counter() - started:.2f} s", flush=True)
             if not np.isfinite(loss):
                 sys.exit("loss is not finite")
-    print(f"planning ahead: the trainer waited for {planner.waits.waited} of {planner.waits.calls} plans "
-          f"({planner.waits.seconds:.3f} s)")
+    say(f"planning ahead: the trainer waited for {planner.waits.waited} of {planner.waits.calls} plans "
+        f"({planner.waits.seconds:.3f} s)")
     if args.check:
         tolerance = TOLERANCE[args.dtype]
         if worst > tolerance:
             sys.exit(f"check failed: packed and unpacked losses differ by {worst:.2e} relative (> {tolerance:g})")
-        print(f"check passed: packed equals unpacked within {worst:.1e} relative (<= {tolerance:g})")
+        say(f"check passed: packed equals unpacked within {worst:.1e} relative (<= {tolerance:g})")
+    if processes is not None:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ import itertools
 import math
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 
@@ -227,3 +228,79 @@ def test_training_example_as_documented():
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "check passed" in result.stdout
+
+
+# The training example's small model, for the runs compared across process counts.
+SMALL_MODEL = ["--steps", "1", "--check", "--dim", "32", "--layers", "2", "--heads", "2", "--vocab", "64",
+               "--tokens-per-batch", "3000"]
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run_like_torchrun(world, arguments, cwd):
+    """`world` processes of `python3 ARGUMENTS` with the environment torchrun gives its workers (RANK, WORLD_SIZE,
+    LOCAL_RANK, MASTER_ADDR/PORT on 127.0.0.1). Debian's torchrun 1.13 itself fails under Python 3.11 before it
+    starts a worker (Std.from_str returns None), so the test starts them as it would."""
+    port = free_port()
+    processes = []
+    for rank in range(world):
+        env = built_package_env()
+        env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+        processes.append(subprocess.Popen([sys.executable, *arguments], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+    outputs = [process.communicate(timeout=300) for process in processes]
+    return [process.returncode for process in processes], outputs
+
+
+@pytest.fixture(scope="module")
+def one_process_gradients(tmp_path_factory):
+    path = tmp_path_factory.mktemp("one") / "gradients.pt"
+    result = subprocess.run([sys.executable, "train_llama.py", *SMALL_MODEL, "--save-gradients", str(path)],
+                            cwd=EXAMPLES, env=built_package_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout, torch.load(path)
+
+
+@pytest.mark.parametrize("world, attention", [(4, "ring"), (2, "ulysses")])
+def test_training_example_with_context_parallelism_equals_one_process(world, attention, one_process_gradients,
+                                                                       tmp_path):
+    """Data-parallel groups × CP 2 processes (gloo): the first step's loss and summed gradients are the one-process
+    run's on the same plan."""
+    path = tmp_path / "gradients.pt"
+    arguments = [*SMALL_MODEL, "--cp", "2", "--cp-attention", attention, "--save-gradients", str(path)]
+    codes, outputs = run_like_torchrun(world, ["train_llama.py", *arguments], EXAMPLES)
+    assert codes == [0] * world, outputs
+    expected_out, expected = one_process_gradients
+    out = outputs[0][0]
+    assert f"processes: {world} = {world // 2} data-parallel groups × CP 2 ({attention} attention)" in out
+    assert "check passed" in out
+    loss_of = lambda text: float(text.split(" loss ")[1].split(",")[0])  # noqa: E731
+    assert loss_of(out) == pytest.approx(loss_of(expected_out), rel=1e-6)
+    assert all(not stdout for stdout, _ in outputs[1:])  # only rank 0 prints
+    gradients = torch.load(path)
+    assert gradients.keys() == expected.keys()
+    for name, gradient in expected.items():
+        error = float((gradients[name] - gradient).norm() / gradient.norm())
+        assert error <= 1e-5, f"{name}: {error:.2e}"
+
+
+def test_training_example_with_context_parallelism_as_documented():
+    """docs/python.md's torchrun command, its processes started as torchrun starts them."""
+    documented = pathlib.Path(__file__).resolve().parents[3] / "docs" / "python.md"
+    command = "torchrun --nproc_per_node 4 examples/python/train_llama.py --steps 2 --cp 2 --check\n"
+    assert command in documented.read_text()
+    codes, outputs = run_like_torchrun(4, command.split()[3:], documented.parents[1])
+    assert codes == [0] * 4, outputs
+    assert "check passed" in outputs[0][0]
+
+
+def test_training_example_refuses_a_cp_degree_the_processes_do_not_fill():
+    result = subprocess.run([sys.executable, "train_llama.py", "--cp", "2"], cwd=EXAMPLES, env=built_package_env(),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "--cp 2 must be a positive divisor of the 1 processes" in result.stderr
