@@ -17,7 +17,10 @@ token is padded. Two attentions run over such shards, forward and backward:
 
 Both take this rank's rows of q, k and v (``shard.index`` of the packed micro-batch) and the micro-batch's
 ``cu_seqlens``, which every rank of the group knows, and return this rank's rows of the output. The reference
-arithmetic is float32 (float64 inputs stay float64), per block, with no (total, total) mask.
+arithmetic is float32 (float64 inputs stay float64). The ring computes each sequence's queries against at most
+KEY_TILE of its keys at a time, so a step holds heads × (a sequence's tokens on this rank) × KEY_TILE scores, never
+a (total, total) mask; Ulysses runs ``sluice.torch.varlen_attention`` (FlashAttention's varlen kernel on CUDA
+where installed, else attention sequence by sequence).
 
 Importing this module needs PyTorch; nothing else in sluice does.
 """
@@ -162,16 +165,34 @@ def _work_dtype(dtype: torch.dtype) -> torch.dtype:
 # Ring attention.
 
 
-def _allowed(queries: CPShard, keys: CPShard) -> torch.Tensor:
-    """(queries, keys): same sequence and a key no later than the query."""
-    same = queries.sequence[:, None] == keys.sequence[None, :]
-    return same & (keys.positions[None, :] <= queries.positions[:, None])
+# Keys per tile of a sequence's block: the scores of a tile, (heads, the sequence's queries here, KEY_TILE), bound
+# what one step holds, whatever the sequence's length.
+KEY_TILE = 1024
 
 
-def _scores(q: torch.Tensor, k: torch.Tensor, allowed: torch.Tensor, scale: float) -> torch.Tensor:
-    """(heads, queries, keys), -inf where not allowed."""
+def _tiles(queries: CPShard, keys: CPShard):
+    """(query rows, key rows, mask) per tile: for each sequence on both ranks, its queries here against up to
+    KEY_TILE of its keys in the block, mask True where the key is no later than the query; tiles whose every key
+    comes after every query are left out."""
+    q_cu, k_cu = queries.cu_seqlens.tolist(), keys.cu_seqlens.tolist()
+    for s in range(len(q_cu) - 1):
+        q_rows = slice(q_cu[s], q_cu[s + 1])
+        if q_rows.start == q_rows.stop:
+            continue
+        q_positions = queries.positions[q_rows]
+        latest = int(q_positions.max())
+        for first in range(k_cu[s], k_cu[s + 1], KEY_TILE):
+            k_rows = slice(first, min(first + KEY_TILE, k_cu[s + 1]))
+            k_positions = keys.positions[k_rows]
+            if int(k_positions.min()) > latest:
+                continue
+            yield q_rows, k_rows, k_positions[None, :] <= q_positions[:, None]
+
+
+def _scores(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
+    """(heads, queries, keys), -inf where the mask is False."""
     scores = torch.einsum("thd,shd->hts", q, k) * scale
-    return scores.masked_fill(~allowed.to(scores.device)[None], float("-inf"))
+    return scores.masked_fill(~mask.to(scores.device)[None], float("-inf"))
 
 
 class _Ring:
@@ -213,13 +234,15 @@ class _RingAttention(torch.autograd.Function):
                 incoming = len(shards[(owner - 1) % ring.cp].index)
                 shapes = [(incoming, *kb.shape[1:]), (incoming, *vb.shape[1:])]
                 requests, (next_k, next_v) = ring.start([kb, vb], shapes)
-            scores = _scores(qf, kb, _allowed(mine, shards[owner]), scale)
-            merged = torch.logaddexp(lse, torch.logsumexp(scores, -1))
-            finite = merged.masked_fill(torch.isinf(merged), 0)  # rows with no key yet stay zero
-            out = out * torch.exp(lse - finite).transpose(0, 1)[..., None] + torch.einsum(
-                "hts,shd->thd", torch.exp(scores - finite[..., None]), vb
-            )
-            lse = merged
+            for q_rows, k_rows, mask in _tiles(mine, shards[owner]):
+                scores = _scores(qf[q_rows], kb[k_rows], mask, scale)
+                old = lse[:, q_rows]
+                merged = torch.logaddexp(old, torch.logsumexp(scores, -1))
+                finite = merged.masked_fill(torch.isinf(merged), 0)  # rows with no key yet stay zero
+                out[q_rows] = out[q_rows] * torch.exp(old - finite).transpose(0, 1)[..., None] + torch.einsum(
+                    "hts,shd->thd", torch.exp(scores - finite[..., None]), vb[k_rows]
+                )
+                lse[:, q_rows] = merged
             if step + 1 < ring.cp:
                 ring.finish(requests)
                 kb, vb, owner = next_k, next_v, (owner - 1) % ring.cp
@@ -239,11 +262,15 @@ class _RingAttention(torch.autograd.Function):
         grad_k, grad_v = torch.zeros_like(kb), torch.zeros_like(vb)
         owner = rank
         for step in range(ring.cp):
-            probabilities = torch.exp(_scores(qf, kb, _allowed(mine, shards[owner]), scale) - lse[..., None])
-            grad_v += torch.einsum("hts,thd->shd", probabilities, grad_out)
-            grad_scores = probabilities * (torch.einsum("thd,shd->hts", grad_out, vb) - delta[..., None])
-            grad_q += torch.einsum("hts,shd->thd", grad_scores, kb) * scale
-            grad_k += torch.einsum("hts,thd->shd", grad_scores, qf) * scale
+            for q_rows, k_rows, mask in _tiles(mine, shards[owner]):
+                scores = _scores(qf[q_rows], kb[k_rows], mask, scale)
+                probabilities = torch.exp(scores - lse[:, q_rows, None])
+                grad_v[k_rows] += torch.einsum("hts,thd->shd", probabilities, grad_out[q_rows])
+                grad_scores = probabilities * (
+                    torch.einsum("thd,shd->hts", grad_out[q_rows], vb[k_rows]) - delta[:, q_rows, None]
+                )
+                grad_q[q_rows] += torch.einsum("hts,shd->thd", grad_scores, kb[k_rows]) * scale
+                grad_k[k_rows] += torch.einsum("hts,thd->shd", grad_scores, qf[q_rows]) * scale
             if ring.cp == 1:
                 break
             # The block and its partial sums move on; after the last step only the sums travel, home to their owner.
