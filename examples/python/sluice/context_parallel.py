@@ -294,6 +294,14 @@ def _softmax_scale(softmax_scale: Optional[float], head_dim: int) -> float:
     return scale
 
 
+def _prepare(q, k, v, cu_seqlens, group, softmax_scale):
+    """This rank and the group's ranks, every rank's shard, and the softmax scale; the inputs checked."""
+    rank, ranks = _group_layout(group)
+    shards = [cp_shard(cu_seqlens, len(ranks), r) for r in range(len(ranks))]
+    _check_qkv(q, k, v, shards[rank])
+    return rank, ranks, shards, _softmax_scale(softmax_scale, q.shape[-1])
+
+
 def ring_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -309,10 +317,7 @@ def ring_attention(
     cu_seqlens: the whole micro-batch's offsets, the same on every rank of the group (default: the world).
     Returns this rank's rows of the output. Every rank of the group must call it, with the same cu_seqlens.
     """
-    rank, ranks = _group_layout(group)
-    shards = [cp_shard(cu_seqlens, len(ranks), r) for r in range(len(ranks))]
-    _check_qkv(q, k, v, shards[rank])
-    scale = _softmax_scale(softmax_scale, q.shape[-1])
+    rank, ranks, shards, scale = _prepare(q, k, v, cu_seqlens, group, softmax_scale)
     return _RingAttention.apply(q, k, v, shards, rank, ranks, group, scale)
 
 
@@ -377,14 +382,11 @@ def ulysses_attention(
     softmax_scale: Optional[float] = None,
 ) -> torch.Tensor:
     """The same as ``ring_attention`` by DeepSpeed-Ulysses' all-to-alls: the heads must divide by the group's size."""
-    rank, ranks = _group_layout(group)
+    rank, ranks, shards, scale = _prepare(q, k, v, cu_seqlens, group, softmax_scale)
     cp = len(ranks)
-    shards = [cp_shard(cu_seqlens, cp, r) for r in range(cp)]
-    _check_qkv(q, k, v, shards[rank])
     if q.shape[1] % cp != 0:
         raise ValueError(f"sluice.context_parallel: Ulysses splits the {q.shape[1]} heads over {cp} ranks: "
                          "the heads must divide by the CP degree")
-    scale = _softmax_scale(softmax_scale, q.shape[-1])
     counts = [len(shard.index) for shard in shards]
     rank_order = torch.cat([shard.index for shard in shards]).to(q.device)  # packed position of each gathered row
     packed_order = torch.argsort(rank_order)
