@@ -30,6 +30,7 @@ import itertools  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
+from datetime import timedelta  # noqa: E402
 from typing import Optional  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -142,8 +143,9 @@ class Processes:
     attention: object  # ring_attention or ulysses_attention
 
 
-def start_processes(cp, attention_kind, device):
-    """The process group torchrun's environment describes (None when started alone), and this process's device."""
+def start_processes(cp, attention_kind, device, timeout):
+    """The process group torchrun's environment describes (None when started alone), and this process's device.
+    A store or peer that does not answer within `timeout` seconds ends the process with an error."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cp < 1 or world % cp != 0:
         sys.exit(f"--cp {cp} must be a positive divisor of the {world} processes (torchrun's WORLD_SIZE)")
@@ -152,7 +154,10 @@ def start_processes(cp, attention_kind, device):
     if device.type == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    try:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=timeout))
+    except (RuntimeError, TimeoutError, ValueError) as error:
+        sys.exit(f"train_llama.py: rank {os.environ.get('RANK')} of {world}: the process group did not start: {error}")
     rank = dist.get_rank()
     cp_groups = [dist.new_group(list(range(first, first + cp))) for first in range(0, world, cp)]  # on every rank
     return Processes(rank=rank, world=world, groups=world // cp, group=rank // cp, cp=cp, cp_rank=rank % cp,
@@ -256,11 +261,15 @@ def main(argv=None):
     parser.add_argument("--cp", type=int, default=1,
                         help="context-parallel degree under torchrun: processes sharing each micro-batch")
     parser.add_argument("--cp-attention", choices=["ring", "ulysses"], default="ring")
+    parser.add_argument("--timeout", type=float, default=300,
+                        help="seconds a process waits for the store or a peer before it fails (under torchrun)")
     parser.add_argument("--save-gradients", metavar="PATH",
                         help="write the first step's summed gradients there (torch.save, by parameter name)")
     args = parser.parse_args(argv)
 
-    processes, device = start_processes(args.cp, args.cp_attention, torch.device(args.device))
+    if not 0 < args.timeout <= 86400:
+        sys.exit(f"--timeout must be in (0, 86400] seconds, got {args.timeout}")
+    processes, device = start_processes(args.cp, args.cp_attention, torch.device(args.device), args.timeout)
     leader = processes is None or processes.rank == 0
 
     def say(*parts, **options):

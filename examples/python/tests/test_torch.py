@@ -304,3 +304,16 @@ def test_training_example_refuses_a_cp_degree_the_processes_do_not_fill():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     assert "--cp 2 must be a positive divisor of the 1 processes" in result.stderr
+
+
+def test_training_example_ends_when_the_store_does_not_answer():
+    """A process whose rendezvous store never answers fails within --timeout, its last line saying so (PyTorch's
+    C++ logging may write its own lines before it), instead of waiting."""
+    env = built_package_env()
+    env.update(RANK="1", LOCAL_RANK="1", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    result = subprocess.run([sys.executable, "train_llama.py", "--cp", "2", "--timeout", "2"], cwd=EXAMPLES, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("train_llama.py: rank 1 of 2: the process group did not start:"), result.stderr
+    assert "Traceback" not in result.stderr
