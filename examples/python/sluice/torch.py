@@ -27,7 +27,7 @@ except ImportError as error:
         f"sluice.torch needs PyTorch, which failed to import ({error}); the rest of sluice works without it"
     ) from error
 
-from . import IterationPlan, Planned
+from . import IterationPlan, Planned, RankPlacement
 
 __all__ = [
     "IGNORE_INDEX",
@@ -36,6 +36,8 @@ __all__ = [
     "loss_normaliser",
     "block_causal_mask",
     "varlen_attention",
+    "RankGroups",
+    "process_groups",
 ]
 
 # The ignore_index default of torch.nn.functional.cross_entropy.
@@ -230,3 +232,49 @@ def varlen_attention(
         for start, end in zip(bounds[:-1], bounds[1:])
     ]
     return outputs[0] if len(outputs) == 1 else torch.cat(outputs)
+
+
+@dataclass
+class RankGroups:
+    """This process's torch.distributed groups of a rank placement: its TP group (the shards of its stage), its PP
+    group (its pipeline's stages at its TP shard) and its DP group (the same stage and shard of every pipeline of
+    its scheme), with their global ranks."""
+
+    tp: object
+    pp: object
+    dp: object
+    tp_ranks: list[int]
+    pp_ranks: list[int]
+    dp_ranks: list[int]
+
+
+def process_groups(placement: RankPlacement, *, timeout=None) -> RankGroups:
+    """Creates every TP, PP and DP group of ``placement`` (``sluice.rank_placement``) and returns this process's.
+
+    torch.distributed must be initialised over the placement's GPUs, one process each; every process must call
+    this, since creating a group is collective over the world (groups are made in one order: all TP groups, then
+    PP, then DP).
+    """
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("sluice.torch: torch.distributed is not initialised (init_process_group)")
+    if not isinstance(placement, RankPlacement):
+        raise TypeError(f"placement must be a sluice.RankPlacement, got {type(placement).__name__}")
+    gpus = placement.placement.gpus
+    if dist.get_world_size() != gpus:
+        raise ValueError(
+            f"sluice.torch: the placement has {gpus} GPUs, torch.distributed {dist.get_world_size()} processes"
+        )
+    rank = dist.get_rank()
+    options = {} if timeout is None else {"timeout": timeout}
+    mine = {}
+    for kind in ("tp", "pp", "dp"):
+        for ranks in getattr(placement.groups, kind):
+            group = dist.new_group(list(ranks), **options)
+            if rank in ranks:
+                mine[kind] = (group, list(ranks))
+    return RankGroups(
+        tp=mine["tp"][0], pp=mine["pp"][0], dp=mine["dp"][0],
+        tp_ranks=mine["tp"][1], pp_ranks=mine["pp"][1], dp_ranks=mine["dp"][1],
+    )

@@ -90,13 +90,36 @@ def worker(rank, world, store, out_dir, fail_rank, key_tile):
     dist.destroy_process_group()
 
 
-def run(world, tmp_path, fail_rank=-1, key_tile=1024):
+# (strategy, profile GPUs) whose rank placements the group test builds in a world of 4 processes.
+PLACEMENTS = [("1*tp2pp1+1*tp1pp2", 4), ("2*tp1pp2", 4)]
+
+
+def groups_worker(rank, world, store, out_dir):
+    """Builds every placement's groups and all-reduces each process's global rank in each of its groups."""
+    import sluice
+    import sluice.torch as st
+
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    results = {}
+    for strategy, gpus in PLACEMENTS:
+        placement = sluice.rank_placement(strategy, sluice.Profile.bundled("llama2-7b", gpus=gpus))
+        groups = st.process_groups(placement)
+        for kind in ("tp", "pp", "dp"):
+            total = torch.tensor([rank])
+            dist.all_reduce(total, group=getattr(groups, kind))
+            results[(strategy, kind)] = (getattr(groups, f"{kind}_ranks"), int(total))
+    torch.save(results, os.path.join(out_dir, f"{rank}.pt"))
+    dist.destroy_process_group()
+
+
+def run(world, tmp_path, fail_rank=-1, key_tile=1024, target=None):
     """Starts `world` worker processes and returns their exit codes; kills them and fails if any hangs."""
     context = mp.get_context("spawn")
-    processes = [
-        context.Process(target=worker, args=(rank, world, str(tmp_path / "store"), str(tmp_path), fail_rank, key_tile))
-        for rank in range(world)
-    ]
+    arguments = (str(tmp_path / "store"), str(tmp_path))
+    if target is None:
+        target, arguments = worker, (*arguments, fail_rank, key_tile)
+    processes = [context.Process(target=target, args=(rank, world, *arguments)) for rank in range(world)]
     for process in processes:
         process.start()
     for process in processes:
@@ -201,3 +224,26 @@ def test_a_rank_that_dies_ends_the_others(tmp_path):
     codes = run(2, tmp_path, fail_rank=1)
     assert codes == [1, 3]
     assert (tmp_path / "0.error").read_text().startswith("RuntimeError")
+
+
+def test_process_groups_of_a_rank_placement(tmp_path):
+    import sluice
+
+    assert run(4, tmp_path, target=groups_worker) == [0] * 4
+    for strategy, gpus in PLACEMENTS:
+        expected = sluice.rank_placement(strategy, sluice.Profile.bundled("llama2-7b", gpus=gpus)).groups
+        for rank in range(4):
+            results = torch.load(tmp_path / f"{rank}.pt")
+            for kind in ("tp", "pp", "dp"):
+                ranks, total = results[(strategy, kind)]
+                assert rank in ranks and ranks in getattr(expected, kind), (strategy, kind, rank)
+                assert total == sum(ranks)  # the group holds exactly those processes
+
+
+def test_process_groups_need_a_process_group():
+    import sluice
+    import sluice.torch as st
+
+    placement = sluice.rank_placement("2*tp1pp2", sluice.Profile.bundled("llama2-7b", gpus=4))
+    with pytest.raises(RuntimeError, match="not initialised"):
+        st.process_groups(placement)
