@@ -26,6 +26,7 @@ Importing this module needs PyTorch; nothing else in sluice does.
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from dataclasses import dataclass
@@ -294,10 +295,18 @@ def _softmax_scale(softmax_scale: Optional[float], head_dim: int) -> float:
     return scale
 
 
+@functools.lru_cache(maxsize=64)
+def _group_shards(cu_seqlens: tuple, cp: int) -> list[CPShard]:
+    """Every rank's shard, made once per micro-batch rather than once per layer (the shards are only read)."""
+    return [cp_shard(torch.tensor(cu_seqlens), cp, rank) for rank in range(cp)]
+
+
 def _prepare(q, k, v, cu_seqlens, group, softmax_scale):
     """This rank and the group's ranks, every rank's shard, and the softmax scale; the inputs checked."""
     rank, ranks = _group_layout(group)
-    shards = [cp_shard(cu_seqlens, len(ranks), r) for r in range(len(ranks))]
+    cu = torch.as_tensor(cu_seqlens)
+    _sequence_lengths(cu)  # bad offsets raise ValueError here, not as the cache's unhashable key
+    shards = _group_shards(tuple(cu.tolist()), len(ranks))
     _check_qkv(q, k, v, shards[rank])
     return rank, ranks, shards, _softmax_scale(softmax_scale, q.shape[-1])
 
