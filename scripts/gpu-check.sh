@@ -13,6 +13,7 @@
 #                             (SLUICE_EXECUTOR_ATTENTION); its CUDA tests and layer stack run too, labelled LABEL.
 #                             sluice_measure_systems and the profiler run from BUILD_DIR if its kernels test passed,
 #                             else from DIR.
+#   SLUICE_GPU_CHECK_STEPS    the names of the steps to run (default: all), such as "cuda profile mpi_gpu".
 #   SLUICE_GPU_CHECK_PYTHON   a folder holding the sluice Python package built for this machine's python3: its
 #                             CUDA tests and examples/python/train_llama.py --device cuda run.
 set -uo pipefail
@@ -109,6 +110,33 @@ fi
 if [ -f "${out}/executor_profile.json" ]; then
   step run_dynapipe 60 "${measure_build}/examples/executor/sluice_run_plan" --profile "${out}/executor_profile.json" \
     --dynapipe --pp 2 --replicas 2 --serialize --trace "${out}/run_trace_dynapipe.json"
+fi
+# One MPI process per rank over NCCL, where the bundle carries Open MPI (scripts/gpu-bundle.sh): the equality test
+# with one process per GPU; a plan of one rank alone and under mpirun -n 2 (rank 0 on the GPU over NCCL, process 1
+# waiting; mpirun -n 1 would run it alone), with the same loss; two ranks on one GPU refused with a line naming the
+# rank.
+if [ -f "${measure_build}/openmpi/env.sh" ] || command -v mpirun > /dev/null; then
+  [ ! -f "${measure_build}/openmpi/env.sh" ] || . "${measure_build}/openmpi/env.sh"
+  gpus=$(nvidia-smi --list-gpus | wc -l)
+  step mpi_gpu 120 mpirun -n "${gpus}" "${measure_build}/test/executor/test_executor_mpi_gpu"
+  if [ -f "${out}/executor_profile.json" ]; then
+    step mpi_run_plan 120 bash -c 'set -e
+      plan=(${1}/examples/executor/sluice_run_plan --profile ${2}/executor_profile.json --gpus 1)
+      "${plan[@]}" --trace ${2}/run_trace_alone.json > ${2}/run_plan_alone.txt
+      mpirun -n 2 --oversubscribe "${plan[@]}" --trace ${2}/run_trace_mpi.json > ${2}/run_plan_mpi.txt
+      cat ${2}/run_plan_alone.txt ${2}/run_plan_mpi.txt
+      grep -q "on 1 MPI process × .* (NCCL)" ${2}/run_plan_mpi.txt
+      diff <(grep "^loss" ${2}/run_plan_alone.txt) <(grep "^loss" ${2}/run_plan_mpi.txt)' _ "${measure_build}" "${out}"
+  fi
+  if [ "${gpus}" -eq 1 ]; then
+    step mpi_two_on_one_gpu 60 bash -c '! mpirun -n 2 --oversubscribe "$1/test/executor/test_executor_mpi_gpu" &&
+      echo "(the run failed, as it must)"' _ "${measure_build}"
+    if [ -f "${out}/mpi_two_on_one_gpu.log" ] && ! grep -q "rank 1: .*would bind GPU 1" "${out}/mpi_two_on_one_gpu.log"
+    then
+      summary+=("mpi_two_on_one_gpu: its error names no rank")
+      status=1
+    fi
+  fi
 fi
 if [ -n "${other_build}" ]; then
   step "cuda_${other_label}" 150 "${other_build}/test/executor/test_executor_cuda"

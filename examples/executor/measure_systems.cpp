@@ -149,7 +149,9 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   sluice::require(backend == "cuda" || backend == "host", "--backend must be cuda or host, got '", backend, "'");
   const bool on_gpu = backend == "cuda";
   sluice::require(on_gpu || !profile_path.empty(), "--backend host needs --profile (only a GPU can be profiled)");
-  sluice::require(!processes.mpi || !on_gpu, "one process per rank runs the host backend (--backend host)");
+  examples::require_process_backend(processes, on_gpu);
+  sluice::require(!processes.mpi || !profile_path.empty(), "one process per rank needs --profile FILE: each "
+                  "process would profile its own GPU, and their plans could differ");
   const sluice::data::LengthDataset dataset =
       sluice::data::LengthDataset::load(sluice::io::resolve_data_file(lengths, "lengths")).truncated(context);
   if (on_gpu && ex::cuda::device_count() == 0) {
@@ -171,16 +173,15 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   std::vector<std::vector<sluice::Sequence>> batches;
   for (int k = 0; k < iterations; ++k) batches.push_back(sampler.next().sequences);
 
-  const std::string device = on_gpu           ? ex::cuda::device_name(0)
-                             : processes.mpi ? sluice::concat("host (float64), one MPI process per rank")
-                                             : "host (float64)";
+  const std::string device = sluice::concat(on_gpu ? ex::cuda::device_name(0) : "host (float64)",
+                                            processes.mpi ? ", one MPI process per rank" : "");
   int plans_run = 0;
   const auto runner = [&](const ex::Job& job) {
     const auto began = std::chrono::steady_clock::now();
     ex::RunReport report = [&] {
 #ifdef SLUICE_EXECUTOR_HAVE_MPI
       // Every process takes part in every plan's run (those beyond its ranks wait) and gets the whole report.
-      if (processes.mpi) return ex::mpi::run_on_host(job, MPI_COMM_WORLD);
+      if (processes.mpi) return examples::run_own_rank(job, on_gpu, 60);
 #endif
       return on_gpu ? ex::cuda::run_local(job, {.device = 0, .serialize = true, .warmup = 1}) : ex::run_on_host(job);
     }();

@@ -13,6 +13,9 @@
 #ifdef SLUICE_EXECUTOR_HAVE_MPI
 #include "sluice_executor/mpi.hpp"
 #endif
+#ifdef SLUICE_EXECUTOR_MPI_GPU
+#include "sluice_executor/mpi_gpu.hpp"
+#endif
 
 namespace examples {
 
@@ -55,5 +58,28 @@ int run_processes(std::string_view program, int& argc, char**& argv, Body body) 
   return 2;
 #endif
 }
+
+// Raises invalid_input when this build cannot run the backend one process per rank.
+inline void require_process_backend(const Processes& processes, bool on_gpu) {
+#ifdef SLUICE_EXECUTOR_MPI_GPU
+  static_cast<void>(processes);
+  static_cast<void>(on_gpu);
+#else
+  sluice::require(!processes.mpi || !on_gpu, "this build runs one process per rank on the host backend only "
+                  "(--backend host): it has no NCCL");
+#endif
+}
+
+#ifdef SLUICE_EXECUTOR_HAVE_MPI
+// This process's part of a run of one process per rank over MPI_COMM_WORLD: its rank on one GPU of its node over
+// NCCL, or on the float64 host backend. Every process returns the whole run.
+inline sluice::executor::RunReport run_own_rank(const sluice::executor::Job& job, bool on_gpu, double timeout) {
+#ifdef SLUICE_EXECUTOR_MPI_GPU
+  if (on_gpu) return sluice::executor::mpi::run_on_gpu(job, MPI_COMM_WORLD, {.timeout_seconds = timeout});
+#endif
+  sluice::require(!on_gpu, "this build runs one process per rank on the host backend only");
+  return sluice::executor::mpi::run_on_host(job, MPI_COMM_WORLD, {.timeout_seconds = timeout});
+}
+#endif
 
 }  // namespace examples

@@ -43,8 +43,8 @@ constexpr std::string_view usage =
     "                       [--serialize] [--backend cuda|host] [--timeout 60] [--trace run_trace.json]\n"
     "Plans one batch with sluice, runs it on this GPU (--backend host: the float64 host backend, which needs\n"
     "--profile) and prints the predicted against the measured times. Started by mpirun or srun with one process\n"
-    "per rank of the plan (or more), each process runs its rank on the host backend and rank 0 reports; a wait\n"
-    "longer than --timeout seconds ends the run with an error naming the rank.\n"
+    "per rank of the plan (or more), each process runs its rank (on one GPU of its node over NCCL, or on the host\n"
+    "backend) and rank 0 reports; a wait longer than --timeout seconds ends the run with an error naming the rank.\n"
     "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n"
     "--help prints this; --version prints the version.\n";
 
@@ -82,7 +82,10 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   const bool on_gpu = backend == "cuda";
   sluice::require(on_gpu || !profile_from_gpu, "--backend host needs --profile (only a GPU can be profiled)");
   sluice::require(on_gpu || !serialize, "--serialize is for the CUDA backend, which runs every rank on one GPU");
-  sluice::require(!processes.mpi || !on_gpu, "one process per rank runs the host backend (--backend host)");
+  examples::require_process_backend(processes, on_gpu);
+  sluice::require(!processes.mpi || !profile_from_gpu, "one process per rank needs --profile FILE: each process "
+                  "would profile its own GPU, and their plans could differ");
+  sluice::require(!processes.mpi || !serialize, "--serialize runs every rank in one process, not one per rank");
   sluice::require(timeout >= 1 && timeout <= 86400, "--timeout must be in [1, 86400] seconds, got ", timeout);
   if (on_gpu && ex::cuda::device_count() == 0) {
     std::cerr << "sluice_run_plan: no CUDA device\n";
@@ -121,8 +124,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
 
   const ex::RunReport report = [&] {
 #ifdef SLUICE_EXECUTOR_HAVE_MPI
-    if (processes.mpi)
-      return ex::mpi::run_on_host(job, MPI_COMM_WORLD, {.timeout_seconds = static_cast<double>(timeout)});
+    if (processes.mpi) return examples::run_own_rank(job, on_gpu, static_cast<double>(timeout));
 #endif
     if (!on_gpu) return ex::run_on_host(job);
     ex::cuda::LocalOptions options;

@@ -45,6 +45,12 @@ CudaBackend::CudaBackend(const Job& job, const JobLayout& layout, const std::vec
                     "CUDA backend: serialized ranks must share one device");
   ranks_.reserve(layout.ranks.size());
   for (std::size_t r = 0; r < layout.ranks.size(); ++r) {
+    if (devices[r] < 0) {
+      Rank elsewhere;
+      elsewhere.device = -1;
+      ranks_.push_back(std::move(elsewhere));
+      continue;
+    }
     const RankInfo& info = layout.ranks[r];
     const DeviceScope scope(devices[r]);
     if (!serialize || streams_.empty()) {
@@ -119,7 +125,8 @@ CudaBackend::~CudaBackend() {
   // Each rank's memory, events and streams belong to its device; a rank's members go in reverse order, so its
   // stream-ordered memory before the allocator and the stage that hand it out.
   while (!ranks_.empty()) {
-    detail::report_in_destructor(cudaSetDevice(ranks_.back().device), "cudaSetDevice");
+    if (ranks_.back().device >= 0)
+      detail::report_in_destructor(cudaSetDevice(ranks_.back().device), "cudaSetDevice");
     ranks_.pop_back();
   }
   while (!streams_.empty()) {
@@ -148,17 +155,20 @@ void CudaBackend::mark_origin(int rank) {
   SLUICE_CUDA_CHECK(cudaEventSynchronize(state.origin->get()));
 }
 
+std::vector<double> CudaBackend::loss_sums(int rank) const {
+  const Rank& state = at(rank);
+  std::vector<float> sums(state.micro_batches.size());
+  const DeviceScope scope(state.device);
+  SLUICE_CUDA_CHECK(
+      cudaMemcpy(sums.data(), state.losses.as<void>(), sums.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return {sums.begin(), sums.end()};
+}
+
 double CudaBackend::loss() const {
   double sum = 0;
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    if (!layout_.ranks[r].last) continue;
-    const Rank& state = ranks_[r];
-    std::vector<float> sums(state.micro_batches.size());
-    const DeviceScope scope(state.device);
-    SLUICE_CUDA_CHECK(
-        cudaMemcpy(sums.data(), state.losses.as<void>(), sums.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    for (const float value : sums) sum += static_cast<double>(value);
-  }
+  for (std::size_t r = 0; r < ranks_.size(); ++r)
+    if (layout_.ranks[r].last)
+      for (const double value : loss_sums(static_cast<int>(r))) sum += value;
   return sum / static_cast<double>(layout_.total_targets);
 }
 

@@ -21,7 +21,8 @@ public:
     int event = 0;
   };
 
-  // devices[r]: the device of global rank r. `serialize` (all ranks on one device): one stream for every rank.
+  // devices[r]: the device of global rank r, or -1 when another process runs it (the backend then holds nothing
+  // of it). `serialize` (all ranks on one device): one stream for every rank.
   CudaBackend(const Job& job, const JobLayout& layout, const std::vector<int>& devices, bool serialize);
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -46,8 +47,12 @@ public:
   [[nodiscard]] DeviceStage& stage(int rank) const { return *at(rank).stage; }
   [[nodiscard]] std::size_t ranks() const noexcept { return ranks_.size(); }
 
+  [[nodiscard]] bool holds(int rank) const { return at(rank).stage != nullptr; }
+
   // After the run has finished on every device: the loss, summed over micro-batches in pipeline order.
   [[nodiscard]] double loss() const;
+  // A last stage's sums of its micro-batches' cross-entropies, in micro-batch order.
+  [[nodiscard]] std::vector<double> loss_sums(int rank) const;
   // The rank's fp32 gradient of a tensor it holds, as doubles.
   [[nodiscard]] std::vector<double> download_gradient(int rank, std::size_t tensor) const;
 

@@ -13,29 +13,18 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice_executor/host_backend.hpp"
+#include "mpi_results.hpp"
 
 namespace sluice::executor::mpi {
+
+using detail::check;
+using detail::transport_error;
 
 namespace {
 
 // Messages between two ranks pair in issue order, as NCCL pairs them: MPI never reorders messages of one tag
 // between two processes.
 constexpr int data_tag = 1;
-constexpr int gather_tag = 2;
-
-// A failure of the message layer, reported with the rank's position in its instruction list.
-class transport_error : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
-
-void check(int code, const char* call) {
-  if (code == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  throw transport_error(sluice::concat(call, " failed: ", std::string_view(text, static_cast<std::size_t>(length))));
-}
 
 // Moves slots by MPI_Isend/MPI_Irecv. Every message carries, after the tensor, its kind and micro-batch, so that a
 // send that pairs with the receive of another tensor is caught where NCCL would silently corrupt the data.
@@ -136,41 +125,6 @@ private:
   std::vector<Operation> operations_;  // by the rank's transfer index
 };
 
-void send_values(const std::vector<double>& values, MPI_Comm comm) {
-  check(MPI_Send(values.data(), static_cast<int>(values.size()), MPI_DOUBLE, 0, gather_tag, comm), "MPI_Send");
-}
-
-// Exactly `count` values from process `from`: a rank that holds other tensors than the layout says is a bug.
-std::vector<double> receive_values(int from, std::size_t count, MPI_Comm comm) {
-  std::vector<double> values(count);
-  MPI_Status status{};
-  check(MPI_Recv(values.data(), static_cast<int>(count), MPI_DOUBLE, from, gather_tag, comm, &status), "MPI_Recv");
-  int received = 0;
-  check(MPI_Get_count(&status, MPI_DOUBLE, &received), "MPI_Get_count");
-  if (static_cast<std::size_t>(received) != count)
-    throw std::logic_error(sluice::concat("mpi: rank ", from, " sent ", received, " values, expected ", count));
-  return values;
-}
-
-// What a rank sends process 0 at the end: its instruction times (start, end pairs), its last stage's cross-entropy
-// sums, and its gradients of the tensors it holds, in tensor order.
-std::vector<double> rank_results(const Job& job, const JobLayout& layout, const host::Backend& backend, int rank,
-                                 const std::vector<InstructionTiming>& timings) {
-  std::vector<double> values;
-  for (const InstructionTiming& timing : timings) values.insert(values.end(), {timing.start, timing.end});
-  const RankInfo& info = layout.ranks[static_cast<std::size_t>(rank)];
-  if (info.last) {
-    const std::vector<double>& sums = backend.loss_sums(info.pipeline);
-    values.insert(values.end(), sums.begin(), sums.end());
-  }
-  const TensorRange range = stage_tensors(job.model, info.first_layer, info.end_layer, info.first, info.last);
-  for (std::size_t t = range.begin; t < range.end; ++t) {
-    const std::vector<double>& gradient = backend.stage(rank).gradients()[t];
-    values.insert(values.end(), gradient.begin(), gradient.end());
-  }
-  return values;
-}
-
 }  // namespace
 
 Session::Session(int& argc, char**& argv) {
@@ -192,20 +146,10 @@ RunReport run_on_host(const Job& job, MPI_Comm comm, const Options& options) {
   const int ranks = static_cast<int>(job_layout.ranks.size());
   sluice::require(processes >= ranks, "mpi: the job has ", ranks, " ranks, the communicator ", processes,
                   " processes");
-  const std::vector<ParameterTensor> tensors = parameter_tensors(job.model);
-  std::vector<std::size_t> instructions(static_cast<std::size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) {
-    const RankInfo& info = job_layout.ranks[static_cast<std::size_t>(r)];
-    instructions[static_cast<std::size_t>(r)] =
-        job.pipelines[static_cast<std::size_t>(info.pipeline)].plan.ranks[static_cast<std::size_t>(info.stage)].size();
-  }
-
-  // Every process of `comm` gets the run: process 0 gathers the ranks' results and adds them as a one-process run
-  // would, then sends everyone the loss, the gradients and the instruction times.
-  std::vector<double> shared;
+  std::vector<double> own;
   if (process < ranks) {
-    const int own[] = {process};
-    host::Backend backend(job, job_layout, own);
+    const int own_rank[] = {process};
+    host::Backend backend(job, job_layout, own_rank);
     Transport transport(backend, job_layout, comm, options.timeout_seconds * (1 + 0.1 * process));
     auto interpreter = make_interpreter(job, backend, transport);
     check(MPI_Barrier(comm), "MPI_Barrier");
@@ -214,64 +158,19 @@ RunReport run_on_host(const Job& job, MPI_Comm comm, const Options& options) {
     } catch (const transport_error& error) {
       throw invalid_plan(sluice::concat("executor: ", interpreter.where(process), ": ", error.what()));
     }
-    const std::vector<double> own_results =
-        rank_results(job, job_layout, backend, process, interpreter.timings()[static_cast<std::size_t>(process)]);
-    if (process == 0) {
-      std::vector<std::vector<double>> loss_sums(job_layout.micro_batches.size());
-      std::vector<std::vector<std::vector<double>>> gradients(static_cast<std::size_t>(ranks));
-      std::vector<double> timings;
-      for (int r = 0; r < ranks; ++r) {
-        const RankInfo& info = job_layout.ranks[static_cast<std::size_t>(r)];
-        const TensorRange range = stage_tensors(job.model, info.first_layer, info.end_layer, info.first, info.last);
-        const std::size_t micro_batches =
-            info.last ? job_layout.micro_batches[static_cast<std::size_t>(info.pipeline)].size() : 0;
-        std::size_t count = 2 * instructions[static_cast<std::size_t>(r)] + micro_batches;
-        for (std::size_t t = range.begin; t < range.end; ++t) count += tensors[t].size();
-        const std::vector<double> values = r == 0 ? own_results : receive_values(r, count, comm);
-        auto at = values.begin();
-        const auto times = static_cast<std::ptrdiff_t>(2 * instructions[static_cast<std::size_t>(r)]);
-        timings.insert(timings.end(), at, at + times);
-        at += times;
-        const auto sums = static_cast<std::ptrdiff_t>(micro_batches);
-        if (info.last) loss_sums[static_cast<std::size_t>(info.pipeline)].assign(at, at + sums);
-        at += sums;
-        gradients[static_cast<std::size_t>(r)].resize(tensors.size());
-        for (std::size_t t = range.begin; t < range.end; ++t) {
-          gradients[static_cast<std::size_t>(r)][t].assign(at, at + static_cast<std::ptrdiff_t>(tensors[t].size()));
-          at += static_cast<std::ptrdiff_t>(tensors[t].size());
-        }
-      }
-      const ModelResult result = host::combine(job, job_layout, loss_sums, [&](int rank, std::size_t tensor) {
-        return std::span<const double>(gradients[static_cast<std::size_t>(rank)][tensor]);
-      });
-      shared.push_back(result.loss);
-      for (const std::vector<double>& gradient : result.gradients)
-        shared.insert(shared.end(), gradient.begin(), gradient.end());
-      shared.insert(shared.end(), timings.begin(), timings.end());
-    } else {
-      send_values(own_results, comm);
-    }
+    const RankInfo& info = job_layout.ranks[static_cast<std::size_t>(process)];
+    own = detail::rank_values(job, job_layout, process, interpreter.timings()[static_cast<std::size_t>(process)],
+                      info.last ? std::span<const double>(backend.loss_sums(info.pipeline)) : std::span<const double>(),
+                      [&](std::size_t tensor) { return backend.stage(process).gradients()[tensor]; });
   } else {
     check(MPI_Barrier(comm), "MPI_Barrier");
   }
-
-  std::size_t values = 1;
-  for (const ParameterTensor& tensor : tensors) values += tensor.size();
-  for (const std::size_t count : instructions) values += 2 * count;
-  shared.resize(values);
-  check(MPI_Bcast(shared.data(), static_cast<int>(values), MPI_DOUBLE, 0, comm), "MPI_Bcast");
-  RunReport report;
-  auto at = shared.begin();
-  report.result.loss = *at++;
-  for (const ParameterTensor& tensor : tensors) {
-    report.result.gradients.emplace_back(at, at + static_cast<std::ptrdiff_t>(tensor.size()));
-    at += static_cast<std::ptrdiff_t>(tensor.size());
-  }
-  for (const std::size_t count : instructions) {
-    std::vector<InstructionTiming>& rank_timings = report.instructions.emplace_back();
-    for (std::size_t k = 0; k < count; ++k, at += 2) rank_timings.push_back({*at, *(at + 1)});
-  }
-  fill_makespans(job_layout, report);
+  // Added as a one-process run adds them, so that the two are equal bit for bit.
+  RunReport report = detail::share_run(job, job_layout, comm, own, [&](const detail::GatheredRanks& gathered) {
+    return host::combine(job, job_layout, gathered.loss_sums, [&](int rank, std::size_t tensor) {
+      return std::span<const double>(gathered.gradients[static_cast<std::size_t>(rank)][tensor]);
+    });
+  });
   report.device = sluice::concat("host (float64), ", ranks, " MPI processes");
   return report;
 }

@@ -52,6 +52,18 @@ inline ex::ModelConfig random_model(sluice::Rng& rng) {
 }
 
 // 3–12 sequences of 1–40 tokens (ids 0, 1, ...), at least one with a next-token target.
+// A model the CUDA backend runs: head dimension 64, as the attention kernels need.
+inline ex::ModelConfig gpu_model() {
+  ex::ModelConfig model;
+  model.layers = 3;
+  model.hidden = 128;
+  model.heads = 2;
+  model.ffn = 192;
+  model.vocab = 96;
+  model.seed = 11;
+  return model;
+}
+
 inline std::vector<sluice::Sequence> random_batch(sluice::Rng& rng) {
   std::vector<sluice::Sequence> batch;
   const std::int64_t count = rng.uniform_int(3, 12);

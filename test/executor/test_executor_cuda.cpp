@@ -35,18 +35,6 @@ namespace {
 constexpr double loss_tolerance = 1e-2;
 constexpr double gradient_tolerance = 5e-2;
 
-// Head dimension 64, as the attention kernels need.
-ModelConfig gpu_model() {
-  ModelConfig model;
-  model.layers = 3;
-  model.hidden = 128;
-  model.heads = 2;
-  model.ffn = 192;
-  model.vocab = 96;
-  model.seed = 11;
-  return model;
-}
-
 void check_close(const ModelConfig& model, const ModelResult& gpu, const ModelResult& host) {
   CHECK(std::abs(gpu.loss - host.loss) <= loss_tolerance * std::abs(host.loss));
   const std::vector<ParameterTensor> tensors = parameter_tensors(model);
@@ -58,7 +46,7 @@ void check_close(const ModelConfig& model, const ModelResult& gpu, const ModelRe
 }
 
 std::vector<Job> gpu_jobs() {
-  const ModelConfig model = gpu_model();
+  const ModelConfig model = fixtures::gpu_model();
   Rng rng(5);
   const std::vector<Sequence> batch = fixtures::random_batch(rng);
   const std::vector<Strategy> strategies = fixtures::strategies();
@@ -70,7 +58,7 @@ std::vector<Job> gpu_jobs() {
 }  // namespace
 
 TEST_CASE("executor cuda: models the kernels cannot run and missing devices are reported") {
-  ModelConfig model = gpu_model();
+  ModelConfig model = fixtures::gpu_model();
   model.hidden = 96;  // head dimension 48
   const std::vector<Sequence> batch{Sequence(0, 5), Sequence(1, 3)};
   const Job job = fixtures::single_pipeline_job(model, batch, 1, 1, ScheduleKind::one_f_one_b);
@@ -78,7 +66,7 @@ TEST_CASE("executor cuda: models the kernels cannot run and missing devices are 
   if (cuda::nccl_available())
     CHECK_THROWS_WITH_AS(cuda::run_nccl(job), doctest::Contains("head dimension"), invalid_input);
   if (cuda::device_count() == 0) {
-    const Job runnable = fixtures::single_pipeline_job(gpu_model(), batch, 1, 1, ScheduleKind::one_f_one_b);
+    const Job runnable = fixtures::single_pipeline_job(fixtures::gpu_model(), batch, 1, 1, ScheduleKind::one_f_one_b);
     CHECK_THROWS_AS(cuda::run_local(runnable), std::runtime_error);
   }
 }
@@ -111,7 +99,7 @@ TEST_CASE("executor cuda: a pipeline on NCCL, one GPU per rank, matches the floa
 }
 
 TEST_CASE("executor cuda: the profiler fits a valid profile of a tiny model" * doctest::test_suite("gpu")) {
-  ModelConfig model = gpu_model();
+  ModelConfig model = fixtures::gpu_model();
   model.layers = 2;
   cuda::ProfilerOptions options;
   options.lengths = {64, 128, 256, 512};

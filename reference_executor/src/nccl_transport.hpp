@@ -1,0 +1,208 @@
+#pragma once
+// NCCL's side of the executor, shared by the run of every rank in one process (run_nccl, a thread per rank) and the
+// run of one process per rank (mpi::run_on_gpu): the communicators, the transport and the gradients' all-reduce.
+// Only in builds with NCCL (SLUICE_EXECUTOR_HAVE_NCCL).
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <map>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "cuda_backend.hpp"
+#include "device.hpp"
+#include "sluice_executor/cuda_check.hpp"
+#include "sluice_executor/interpreter.hpp"
+#include "sluice_executor/model.hpp"
+
+namespace sluice::executor::cuda {
+
+inline void check_nccl(ncclResult_t status, const char* call, const char* file, int line) {
+  if (status != ncclSuccess) detail::fail_call(call, file, line, ncclGetErrorString(status));
+}
+#define SLUICE_NCCL_CHECK(call) ::sluice::executor::cuda::check_nccl((call), #call, __FILE__, __LINE__)
+
+// A two-rank communicator for every link between neighbouring stages (so the operations of a link run in the
+// order both ends issue them, as the plan's deadlock-freedom assumes) and one over all ranks for the gradients.
+class Communicators {
+public:
+  // Every rank in this process, rank r on devices[r].
+  Communicators(const JobLayout& layout, const std::vector<int>& devices)
+      : links_(layout.ranks.size(), {nullptr, nullptr}), all_(layout.ranks.size(), nullptr) {
+    for (std::size_t r = 0; r + 1 < layout.ranks.size(); ++r) {
+      if (layout.ranks[r].last) continue;  // the next rank starts another pipeline
+      const int pair_devices[2] = {devices[r], devices[r + 1]};
+      SLUICE_NCCL_CHECK(ncclCommInitAll(links_[r].data(), 2, pair_devices));
+    }
+    SLUICE_NCCL_CHECK(ncclCommInitAll(all_.data(), static_cast<int>(all_.size()), devices.data()));
+  }
+
+  // Only `rank`, on the current device, joining the other processes' ranks by the ids they were all given:
+  // ids[r] for the link from rank r to rank r + 1, ids.back() for all ranks. Each rank joins its lower link before
+  // its upper one, so the chain of blocking joins completes from rank 0 up.
+  Communicators(const JobLayout& layout, int rank, std::span<const ncclUniqueId> ids)
+      : links_(layout.ranks.size(), {nullptr, nullptr}), all_(layout.ranks.size(), nullptr) {
+    const auto r = static_cast<std::size_t>(rank);
+    if (r > 0 && !layout.ranks[r - 1].last) SLUICE_NCCL_CHECK(ncclCommInitRank(&links_[r - 1][1], 2, ids[r - 1], 1));
+    if (!layout.ranks[r].last) SLUICE_NCCL_CHECK(ncclCommInitRank(&links_[r][0], 2, ids[r], 0));
+    SLUICE_NCCL_CHECK(ncclCommInitRank(&all_[r], static_cast<int>(all_.size()), ids.back(), rank));
+  }
+
+  Communicators(const Communicators&) = delete;
+  Communicators& operator=(const Communicators&) = delete;
+  ~Communicators() {
+    auto release = [this](ncclComm_t comm) {
+      if (comm == nullptr) return;
+      const ncclResult_t status = aborted_ ? ncclSuccess : ncclCommDestroy(comm);
+      if (status != ncclSuccess)
+        std::fprintf(stderr, "sluice executor: ncclCommDestroy failed: %s\n", ncclGetErrorString(status));
+    };
+    for (const auto& link : links_)
+      for (const ncclComm_t comm : link) release(comm);
+    for (const ncclComm_t comm : all_) release(comm);
+  }
+
+  // After a failure: unblocks and frees every communicator.
+  void abort() noexcept {
+    auto abort_one = [](ncclComm_t comm) {
+      if (comm != nullptr) static_cast<void>(ncclCommAbort(comm));  // nothing is left to report to
+    };
+    for (const auto& link : links_)
+      for (const ncclComm_t comm : link) abort_one(comm);
+    for (const ncclComm_t comm : all_) abort_one(comm);
+    aborted_ = true;
+  }
+
+  // The rank's end of its link to `peer` (rank ± 1), and the peer's index in it.
+  [[nodiscard]] ncclComm_t link(int rank, int peer) const {
+    return peer > rank ? links_[static_cast<std::size_t>(rank)][0] : links_[static_cast<std::size_t>(peer)][1];
+  }
+  [[nodiscard]] static int peer_index(int rank, int peer) { return peer > rank ? 1 : 0; }
+  [[nodiscard]] ncclComm_t all(int rank) const { return all_[static_cast<std::size_t>(rank)]; }
+
+private:
+  std::vector<std::array<ncclComm_t, 2> > links_;  // by the link's lower rank
+  std::vector<ncclComm_t> all_;
+  bool aborted_ = false;
+};
+
+// Each rank's thread touches only that rank's state here; ranks the backend does not hold have none.
+class NcclTransport {
+public:
+  static constexpr bool pairs_itself = true;
+
+  NcclTransport(CudaBackend& backend, const Communicators& communicators)
+      : backend_(backend), communicators_(communicators), ranks_(backend.ranks()) {}
+  NcclTransport(const NcclTransport&) = delete;
+  NcclTransport& operator=(const NcclTransport&) = delete;
+  ~NcclTransport() {
+    // Streams and events belong to their rank's device.
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      if (!backend_.holds(static_cast<int>(r))) continue;
+      detail::report_in_destructor(cudaSetDevice(backend_.device(static_cast<int>(r))), "cudaSetDevice");
+      ranks_[r].records.clear();
+      ranks_[r].streams.clear();
+    }
+  }
+
+  void post(const Transfer& transfer) {
+    RankState& state = ranks_[static_cast<std::size_t>(transfer.rank)];
+    const cudaStream_t stream = state.streams.try_emplace(transfer.peer).first->second.get();
+    Record& record = state.records.emplace_back();
+    record.transfer = transfer;
+    record.ready.record(backend_.stream(transfer.rank));
+    SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream, record.ready.get(), 0));
+    record.start.record(stream);
+    void* data = backend_.slot(transfer.rank, transfer.slot);
+    const auto count = static_cast<std::size_t>(transfer.shape.rows * transfer.shape.cols);
+    const ncclComm_t comm = communicators_.link(transfer.rank, transfer.peer);
+    const int peer = Communicators::peer_index(transfer.rank, transfer.peer);
+    if (transfer.send) SLUICE_NCCL_CHECK(ncclSend(data, count, ncclBfloat16, peer, comm, stream));
+    else SLUICE_NCCL_CHECK(ncclRecv(data, count, ncclBfloat16, peer, comm, stream));
+    record.done.record(stream);
+  }
+
+  void wait(const Transfer& transfer) {
+    const Record& record =
+        ranks_[static_cast<std::size_t>(transfer.rank)].records[static_cast<std::size_t>(transfer.index)];
+    SLUICE_CUDA_CHECK(cudaStreamWaitEvent(backend_.stream(transfer.rank), record.done.get(), 0));
+  }
+
+  // Receives, as the receiving rank timed them; after every device has finished.
+  [[nodiscard]] std::vector<TransferTiming> timings() const {
+    std::vector<TransferTiming> result;
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      if (!backend_.holds(static_cast<int>(r))) continue;
+      const DeviceScope scope(backend_.device(static_cast<int>(r)));
+      const Event& origin = backend_.origin(static_cast<int>(r));
+      for (const Record& record : ranks_[r].records)
+        if (!record.transfer.send)
+          result.push_back({record.transfer.peer, record.transfer.rank, record.transfer.micro_batch,
+                            record.transfer.activation, seconds_between(origin, record.start),
+                            seconds_between(origin, record.done)});
+    }
+    return result;
+  }
+
+private:
+  struct Record {
+    Transfer transfer;
+    Event ready, start, done;
+  };
+  struct RankState {
+    std::map<int, Stream> streams;  // by peer
+    std::vector<Record> records;    // by transfer index
+  };
+
+  CudaBackend& backend_;
+  const Communicators& communicators_;
+  std::vector<RankState> ranks_;
+};
+
+// The data-parallel reduction: every tensor's gradients all-reduced over all ranks, in tensor order. A rank
+// without the tensor adds zeros into a scratch buffer, so every rank joins every tensor's all-reduce.
+class GradientAllReduce {
+public:
+  // On the current device.
+  explicit GradientAllReduce(const ModelConfig& model) : tensors_(parameter_tensors(model)) {
+    std::size_t largest = 0;
+    for (const ParameterTensor& tensor : tensors_) largest = std::max(largest, tensor.size());
+    zeros_ = DeviceBuffer(largest * sizeof(float));
+    scratch_ = DeviceBuffer(largest * sizeof(float));
+    SLUICE_CUDA_CHECK(cudaMemset(zeros_.as<void>(), 0, zeros_.bytes()));
+  }
+
+  void enqueue(const DeviceStage& stage, ncclComm_t all, cudaStream_t stream) const {
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      const bool holds = stage.tensors().contains(t);
+      SLUICE_NCCL_CHECK(ncclAllReduce(holds ? stage.gradient(t) : zeros_.as<float>(),
+                                      holds ? stage.gradient(t) : scratch_.as<float>(), tensors_[t].size(),
+                                      ncclFloat32, ncclSum, all, stream));
+    }
+  }
+
+private:
+  std::vector<ParameterTensor> tensors_;
+  DeviceBuffer zeros_, scratch_;
+};
+
+// Waits for `done`, calling `give_up()` between polls: it throws to stop waiting, as when another rank has failed
+// and this rank's NCCL operations would never complete.
+template <class GiveUp>
+void wait_polling(const Event& done, GiveUp give_up) {
+  for (;;) {
+    const cudaError_t status = cudaEventQuery(done.get());
+    if (status == cudaSuccess) return;
+    if (status != cudaErrorNotReady) SLUICE_CUDA_CHECK(status);
+    give_up();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+}  // namespace sluice::executor::cuda
