@@ -102,6 +102,8 @@ fi
 step measure_systems 240 "${measure_build}/examples/executor/sluice_measure_systems" --iterations 2 --progress \
   --json "${out}/measured_systems.json"
 if python3 -c "import torch" 2> /dev/null; then
+  # Ring attention's FlashAttention blocks, every CP rank serialized on this GPU.
+  step cp_flash 180 python3 "${repository}/scripts/cp-gpu-check.py" --json "${out}/cp-gpu.json"
   reports=(--bench-json "${out}/bench.json" --bench-json "${out}/layers.json")
   [ -z "${other_build}" ] || reports+=(--bench-json "${other_label}=${out}/layers_${other_label}.json")
   step compare_torch 300 python3 "${repository}/scripts/compare-torch.py" "${reports[@]}" --repetitions 3 \

@@ -16,11 +16,13 @@ token is padded. Two attentions run over such shards, forward and backward:
   all-to-all turns the output back; the heads must divide by cp.
 
 Both take this rank's rows of q, k and v (``shard.index`` of the packed micro-batch) and the micro-batch's
-``cu_seqlens``, which every rank of the group knows, and return this rank's rows of the output. The reference
-arithmetic is float32 (float64 inputs stay float64). The ring computes each sequence's queries against at most
-KEY_TILE of its keys at a time, so a step holds heads × (a sequence's tokens on this rank) × KEY_TILE scores, never
-a (total, total) mask; Ulysses runs ``sluice.torch.varlen_attention`` (FlashAttention's varlen kernel on CUDA
-where installed, else attention sequence by sequence).
+``cu_seqlens``, which every rank of the group knows, and return this rank's rows of the output. On CUDA with 16-bit
+inputs the ring runs FlashAttention's varlen kernel (PyTorch's own) on each block; elsewhere its arithmetic is a
+float32 reference (float64 inputs stay float64) that computes each sequence's queries against at most KEY_TILE of
+its keys at a time, so a step holds heads × (a sequence's tokens on this rank) × KEY_TILE scores, never a
+(total, total) mask. Ulysses runs ``sluice.torch.varlen_attention`` (FlashAttention's varlen kernel on CUDA where
+installed, else attention sequence by sequence). ``ring_attention_serialized`` runs every rank's part of the ring
+in one process, for checking and timing on one device.
 
 Importing this module needs PyTorch; nothing else in sluice does.
 """
@@ -42,7 +44,7 @@ except ImportError as error:
 
 from .torch import varlen_attention
 
-__all__ = ["CPShard", "cp_shard", "ring_attention", "ulysses_attention"]
+__all__ = ["CPShard", "cp_shard", "ring_attention", "ring_attention_serialized", "ulysses_attention"]
 
 
 @dataclass
@@ -220,14 +222,175 @@ class _Ring:
             request.wait()
 
 
+# The arithmetic of one block: a rank's queries against the keys and values of one rank's shard (its own, or one the
+# ring brought), merged into the rank's output and log-sum-exp (heads, queries) in the forward, accumulated into
+# the gradients in the backward. The backward takes the final output and log-sum-exp, so each block's softmax is
+# the whole row's.
+
+
+class _ReferenceBlocks:
+    """float32 arithmetic (float64 stays float64) on any device: each sequence's queries against KEY_TILE of its
+    keys at a time, masked by position."""
+
+    @staticmethod
+    def operand_dtype(dtype: torch.dtype) -> torch.dtype:
+        return _work_dtype(dtype)
+
+    @staticmethod
+    def forward(q, k, v, queries: CPShard, keys: CPShard, scale: float, out, lse) -> None:
+        for q_rows, k_rows, mask in _tiles(queries, keys):
+            scores = _scores(q[q_rows], k[k_rows], mask, scale)
+            old = lse[:, q_rows]
+            merged = torch.logaddexp(old, torch.logsumexp(scores, -1))
+            finite = merged.masked_fill(torch.isinf(merged), 0)  # rows with no key yet stay zero
+            out[q_rows] = out[q_rows] * torch.exp(old - finite).transpose(0, 1)[..., None] + torch.einsum(
+                "hts,shd->thd", torch.exp(scores - finite[..., None]), v[k_rows]
+            )
+            lse[:, q_rows] = merged
+
+    @staticmethod
+    def backward(q, k, v, out, lse, grad_out, queries: CPShard, keys: CPShard, scale: float, grads) -> None:
+        grad_q, grad_k, grad_v = grads
+        for q_rows, k_rows, mask in _tiles(queries, keys):
+            scores = _scores(q[q_rows], k[k_rows], mask, scale)
+            probabilities = torch.exp(scores - lse[:, q_rows, None])
+            delta = (grad_out[q_rows] * out[q_rows]).sum(-1).transpose(0, 1)  # (heads, queries): rowsum(dO ∘ O)
+            grad_v[k_rows] += torch.einsum("hts,thd->shd", probabilities, grad_out[q_rows])
+            grad_scores = probabilities * (torch.einsum("thd,shd->hts", grad_out[q_rows], v[k_rows]) - delta[..., None])
+            grad_q[q_rows] += torch.einsum("hts,shd->thd", grad_scores, k[k_rows]) * scale
+            grad_k[k_rows] += torch.einsum("hts,thd->shd", grad_scores, q[q_rows]) * scale
+
+
+@dataclass(frozen=True)
+class _FlashBlock:
+    """The rows of a block that see each other, as a varlen kernel takes them."""
+
+    q_rows: torch.Tensor
+    k_rows: torch.Tensor
+    cu_q: torch.Tensor
+    cu_k: torch.Tensor
+    max_q: int
+    max_k: int
+    causal: bool
+
+
+def _flash_block(queries: CPShard, keys: CPShard, device) -> Optional[_FlashBlock]:
+    """A rank's own block is causal attention per sequence (its rows of a sequence are in position order). Against
+    another rank's block, the chunks of the causal balance make the visible pairs of each sequence a rectangle: a
+    suffix of the queries sees the whole of a prefix of the keys, with no mask. None when no query sees a key."""
+    causal = queries.rank == keys.rank
+    q_cu, k_cu = queries.cu_seqlens.tolist(), keys.cu_seqlens.tolist()
+    q_rows, k_rows, q_lengths, k_lengths = [], [], [], []
+    for s in range(len(q_cu) - 1):
+        q_first, q_end, k_first, k_end = q_cu[s], q_cu[s + 1], k_cu[s], k_cu[s + 1]
+        if q_first == q_end or k_first == k_end:
+            continue
+        if not causal:
+            q_positions, k_positions = queries.positions[q_first:q_end], keys.positions[k_first:k_end]
+            q_first += int((q_positions < k_positions.min()).sum())
+            k_end = k_first + int((k_positions < q_positions.max()).sum())
+            if q_first == q_end or k_first == k_end:
+                continue
+            if int(keys.positions[k_end - 1]) >= int(queries.positions[q_first]):
+                raise AssertionError("sluice.context_parallel: a block's visible pairs are not a rectangle")
+        q_rows.append(torch.arange(q_first, q_end))
+        k_rows.append(torch.arange(k_first, k_end))
+        q_lengths.append(q_end - q_first)
+        k_lengths.append(k_end - k_first)
+    if not q_rows:
+        return None
+
+    def offsets(lengths):
+        return torch.tensor([0, *lengths], dtype=torch.int64).cumsum(0).to(device=device, dtype=torch.int32)
+
+    return _FlashBlock(
+        torch.cat(q_rows).to(device), torch.cat(k_rows).to(device), offsets(q_lengths), offsets(k_lengths),
+        max(q_lengths), max(k_lengths), causal,
+    )
+
+
+class _FlashBlocks:
+    """FlashAttention's varlen kernel per block (PyTorch's own: aten::_flash_attention_forward and _backward, which
+    return and take the log-sum-exp), on 16-bit operands; output, log-sum-exp and gradients accumulate in float32."""
+
+    def __init__(self, forward_kernel, backward_kernel) -> None:
+        self.forward_kernel = forward_kernel
+        self.backward_kernel = backward_kernel
+
+    @staticmethod
+    def operand_dtype(dtype: torch.dtype) -> torch.dtype:
+        return dtype
+
+    @staticmethod
+    def block(queries: CPShard, keys: CPShard, device) -> Optional[_FlashBlock]:
+        """Made once per micro-batch: kept on the query shard, which _group_shards keeps for the micro-batch."""
+        blocks = queries.__dict__.setdefault("_flash_blocks", {})
+        key = (keys.rank, str(device))
+        if key not in blocks:
+            blocks[key] = _flash_block(queries, keys, device)
+        return blocks[key]
+
+    def forward(self, q, k, v, queries: CPShard, keys: CPShard, scale: float, out, lse) -> None:
+        block = self.block(queries, keys, q.device)
+        if block is None:
+            return
+        q_block, k_block, v_block = q[block.q_rows], k[block.k_rows], v[block.k_rows]
+        block_out, block_lse = self.forward_kernel(
+            q_block, k_block, v_block, block.cu_q, block.cu_k, block.max_q, block.max_k, 0.0, block.causal, False,
+            scale=scale,
+        )[:2]
+        old = lse[:, block.q_rows]
+        merged = torch.logaddexp(old, block_lse.to(lse.dtype))  # finite: every row of a block sees a key
+        out[block.q_rows] = out[block.q_rows] * torch.exp(old - merged).transpose(0, 1)[..., None] + block_out.to(
+            out.dtype
+        ) * torch.exp(block_lse - merged).transpose(0, 1)[..., None]
+        lse[:, block.q_rows] = merged
+
+    def backward(self, q, k, v, out, lse, grad_out, queries: CPShard, keys: CPShard, scale: float, grads) -> None:
+        block = self.block(queries, keys, q.device)
+        if block is None:
+            return
+        grad_q, grad_k, grad_v = grads
+        # The forward's random state, which no dropout never reads (PyTorch before 2.3 has no uint64).
+        state_dtype = getattr(torch, "uint64", torch.int64)
+        rng_state = torch.zeros(2, dtype=state_dtype, device=q.device)
+        unused = torch.zeros((), dtype=state_dtype, device=q.device)
+        block_grads = self.backward_kernel(
+            grad_out[block.q_rows].to(q.dtype), q[block.q_rows], k[block.k_rows], v[block.k_rows],
+            out[block.q_rows].to(q.dtype), lse[:, block.q_rows].contiguous(), block.cu_q, block.cu_k, block.max_q,
+            block.max_k, 0.0, block.causal, rng_state, unused, scale=scale,
+        )
+        grad_q.index_add_(0, block.q_rows, block_grads[0].to(grad_q.dtype))
+        grad_k.index_add_(0, block.k_rows, block_grads[1].to(grad_k.dtype))
+        grad_v.index_add_(0, block.k_rows, block_grads[2].to(grad_v.dtype))
+
+
+_REFERENCE_BLOCKS = _ReferenceBlocks()
+
+
+def _block_math(q: torch.Tensor):
+    """FlashAttention per block for 16-bit CUDA tensors where PyTorch has it, the reference arithmetic elsewhere."""
+    if (
+        q.is_cuda
+        and q.dtype in (torch.float16, torch.bfloat16)
+        and q.shape[-1] % 8 == 0
+        and q.shape[-1] <= 256
+        and hasattr(torch.ops.aten, "_flash_attention_backward")
+    ):
+        return _FlashBlocks(torch.ops.aten._flash_attention_forward, torch.ops.aten._flash_attention_backward)
+    return _REFERENCE_BLOCKS
+
+
 class _RingAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, shards, rank, ranks, group, scale):
         ring = _Ring(rank, ranks, group)
+        math_ = _block_math(q)
         work = _work_dtype(q.dtype)
-        qf, kb, vb = (t.to(work).contiguous() for t in (q, k, v))
+        operands = math_.operand_dtype(q.dtype)
+        qb, kb, vb = (t.to(operands).contiguous() for t in (q, k, v))
         mine = shards[rank]
-        out = torch.zeros_like(qf)
+        out = torch.zeros(q.shape, dtype=work, device=q.device)
         lse = torch.full((q.shape[1], q.shape[0]), float("-inf"), dtype=work, device=q.device)
         owner = rank
         for step in range(ring.cp):
@@ -235,43 +398,26 @@ class _RingAttention(torch.autograd.Function):
                 incoming = len(shards[(owner - 1) % ring.cp].index)
                 shapes = [(incoming, *kb.shape[1:]), (incoming, *vb.shape[1:])]
                 requests, (next_k, next_v) = ring.start([kb, vb], shapes)
-            for q_rows, k_rows, mask in _tiles(mine, shards[owner]):
-                scores = _scores(qf[q_rows], kb[k_rows], mask, scale)
-                old = lse[:, q_rows]
-                merged = torch.logaddexp(old, torch.logsumexp(scores, -1))
-                finite = merged.masked_fill(torch.isinf(merged), 0)  # rows with no key yet stay zero
-                out[q_rows] = out[q_rows] * torch.exp(old - finite).transpose(0, 1)[..., None] + torch.einsum(
-                    "hts,shd->thd", torch.exp(scores - finite[..., None]), vb[k_rows]
-                )
-                lse[:, q_rows] = merged
+            math_.forward(qb, kb, vb, mine, shards[owner], scale, out, lse)
             if step + 1 < ring.cp:
                 ring.finish(requests)
                 kb, vb, owner = next_k, next_v, (owner - 1) % ring.cp
-        ctx.save_for_backward(qf, k.to(work), v.to(work), out, lse)
-        ctx.layout = (shards, rank, ranks, group, scale, q.dtype, k.dtype, v.dtype)
+        ctx.save_for_backward(qb, k.to(operands), v.to(operands), out, lse)
+        ctx.layout = (shards, rank, ranks, group, scale, math_, q.dtype, k.dtype, v.dtype)
         return out.to(q.dtype)
 
     @staticmethod
     def backward(ctx, grad_out):
-        qf, kb, vb, out, lse = ctx.saved_tensors
-        shards, rank, ranks, group, scale, q_dtype, k_dtype, v_dtype = ctx.layout
+        qb, kb, vb, out, lse = ctx.saved_tensors
+        shards, rank, ranks, group, scale, math_, q_dtype, k_dtype, v_dtype = ctx.layout
         ring = _Ring(rank, ranks, group)
-        grad_out = grad_out.to(qf.dtype)
+        grad_out = grad_out.to(out.dtype)
         mine = shards[rank]
-        delta = (grad_out * out).sum(-1).transpose(0, 1)  # (heads, queries): rowsum(dO ∘ O)
-        grad_q = torch.zeros_like(qf)
-        grad_k, grad_v = torch.zeros_like(kb), torch.zeros_like(vb)
+        grad_q = torch.zeros_like(out)
+        grad_k, grad_v = (torch.zeros(t.shape, dtype=out.dtype, device=t.device) for t in (kb, vb))
         owner = rank
         for step in range(ring.cp):
-            for q_rows, k_rows, mask in _tiles(mine, shards[owner]):
-                scores = _scores(qf[q_rows], kb[k_rows], mask, scale)
-                probabilities = torch.exp(scores - lse[:, q_rows, None])
-                grad_v[k_rows] += torch.einsum("hts,thd->shd", probabilities, grad_out[q_rows])
-                grad_scores = probabilities * (
-                    torch.einsum("thd,shd->hts", grad_out[q_rows], vb[k_rows]) - delta[:, q_rows, None]
-                )
-                grad_q[q_rows] += torch.einsum("hts,shd->thd", grad_scores, kb[k_rows]) * scale
-                grad_k[k_rows] += torch.einsum("hts,thd->shd", grad_scores, qf[q_rows]) * scale
+            math_.backward(qb, kb, vb, out, lse, grad_out, mine, shards[owner], scale, (grad_q, grad_k, grad_v))
             if ring.cp == 1:
                 break
             # The block and its partial sums move on; after the last step only the sums travel, home to their owner.
@@ -328,6 +474,76 @@ def ring_attention(
     """
     rank, ranks, shards, scale = _prepare(q, k, v, cu_seqlens, group, softmax_scale)
     return _RingAttention.apply(q, k, v, shards, rank, ranks, group, scale)
+
+
+class _SerializedRing(torch.autograd.Function):
+    """Every rank's part of the ring, one rank after another in this process: the same blocks in the same order."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, shards, scale):
+        math_ = _block_math(q)
+        work = _work_dtype(q.dtype)
+        operand_dtype = math_.operand_dtype(q.dtype)
+        operands = [[shard.select(t).to(operand_dtype).contiguous() for shard in shards] for t in (q, k, v)]
+        outs, lses = [], []
+        for rank, mine in enumerate(shards):
+            out = torch.zeros((len(mine.index), *q.shape[1:]), dtype=work, device=q.device)
+            lse = torch.full((q.shape[1], len(mine.index)), float("-inf"), dtype=work, device=q.device)
+            for step in range(len(shards)):
+                owner = (rank - step) % len(shards)
+                math_.forward(operands[0][rank], operands[1][owner], operands[2][owner], mine, shards[owner], scale,
+                              out, lse)
+            outs.append(out)
+            lses.append(lse)
+        ctx.layout = (shards, scale, math_, operands, outs, lses, q.dtype, k.dtype, v.dtype)
+        return _unshard(outs, shards, q.shape[0]).to(q.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        shards, scale, math_, (qs, ks, vs), outs, lses, q_dtype, k_dtype, v_dtype = ctx.layout
+        grads = [[torch.zeros(t.shape, dtype=outs[0].dtype, device=t.device) for t in part] for part in (qs, ks, vs)]
+        for rank, mine in enumerate(shards):
+            grad_rows = mine.select(grad_out).to(outs[rank].dtype)
+            for step in range(len(shards)):
+                owner = (rank - step) % len(shards)
+                math_.backward(qs[rank], ks[owner], vs[owner], outs[rank], lses[rank], grad_rows, mine, shards[owner],
+                               scale, (grads[0][rank], grads[1][owner], grads[2][owner]))
+        total = grad_out.shape[0]
+        return (_unshard(grads[0], shards, total).to(q_dtype), _unshard(grads[1], shards, total).to(k_dtype),
+                _unshard(grads[2], shards, total).to(v_dtype), None, None)
+
+
+def _unshard(parts: list[torch.Tensor], shards: list[CPShard], total: int) -> torch.Tensor:
+    """The packed tensor whose rows the shards hold."""
+    whole = torch.empty((total, *parts[0].shape[1:]), dtype=parts[0].dtype, device=parts[0].device)
+    for part, shard in zip(parts, shards):
+        whole[shard.index.to(part.device)] = part
+    return whole
+
+
+def ring_attention_serialized(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens,
+    cp: int,
+    *,
+    softmax_scale: Optional[float] = None,
+) -> torch.Tensor:
+    """``ring_attention``'s arithmetic for every rank of a CP group of degree ``cp``, one rank after another in this
+    process, without communication: each rank's queries against every rank's block in the ring's order. For
+    checking and timing CP on one device. q, k, v: the whole packed micro-batch, (tokens, heads, head_dim); returns
+    the whole output, differentiable."""
+    cp = _positive_int(cp, "cp")
+    cu = torch.as_tensor(cu_seqlens)
+    _sequence_lengths(cu)
+    shards = _group_shards(tuple(cu.tolist()), cp)
+    if q.dim() != 3 or k.shape != q.shape or v.shape[:2] != q.shape[:2] or q.shape[0] != int(cu[-1]):
+        raise ValueError(
+            f"sluice.context_parallel: q, k, v must be (tokens, heads, head_dim) alike with cu_seqlens[-1] = "
+            f"{int(cu[-1])} tokens, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    return _SerializedRing.apply(q, k, v, shards, _softmax_scale(softmax_scale, q.shape[-1]))
 
 
 # Ulysses.

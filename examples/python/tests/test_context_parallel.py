@@ -16,7 +16,7 @@ if not dist.is_available():
 import torch.multiprocessing as mp  # noqa: E402
 
 import sluice.context_parallel  # noqa: E402
-from sluice.context_parallel import cp_shard, ring_attention, ulysses_attention  # noqa: E402
+from sluice.context_parallel import cp_shard, ring_attention, ring_attention_serialized, ulysses_attention  # noqa: E402
 from sluice.torch import block_causal_mask  # noqa: E402
 
 # Float32 attention against the float64 reference: relative error of a whole tensor (norm of the difference over
@@ -218,6 +218,93 @@ def test_ring_and_ulysses_equal_unsharded_attention(world, key_tile, tmp_path):
                 assert error <= TOLERANCE, f"{kind} attention, {name}, cp {world}: {what} off by {error:.2e}"
     for rank in range(world):
         assert "the heads must divide by the CP degree" in results[rank]["uneven heads"]
+
+
+def serialized(lengths, heads, seed, cp):
+    """ring_attention_serialized's output and gradients of q, k and v, float32."""
+    q, k, v, upstream = (t.requires_grad_(i < 3) for i, t in enumerate(inputs(lengths, heads, seed)))
+    out = ring_attention_serialized(q, k, v, cu_of(lengths), cp)
+    (out * upstream).sum().backward()
+    return out.detach(), q.grad, k.grad, v.grad
+
+
+def emulated_flash_forward(q, k, v, cu_q, cu_k, max_q, max_k, dropout, causal, debug, *, scale):
+    """What aten::_flash_attention_forward returns (output, log-sum-exp (heads, queries), ...), in plain PyTorch."""
+    assert dropout == 0.0 and not debug and max_q == int((cu_q[1:] - cu_q[:-1]).max())
+    outs, lses = [], []
+    for qa, qb, ka, kb in zip(cu_q[:-1].tolist(), cu_q[1:].tolist(), cu_k[:-1].tolist(), cu_k[1:].tolist()):
+        scores = torch.einsum("thd,shd->hts", q[qa:qb], k[ka:kb]) * scale
+        if causal:
+            assert qb - qa == kb - ka
+            scores = scores.masked_fill(~torch.ones(qb - qa, kb - ka, dtype=torch.bool).tril()[None], float("-inf"))
+        outs.append(torch.einsum("hts,shd->thd", scores.softmax(-1), v[ka:kb]))
+        lses.append(torch.logsumexp(scores, -1))
+    return torch.cat(outs), torch.cat(lses, 1), None, None, None
+
+
+def emulated_flash_backward(grad_out, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, dropout, causal, rng, unused, *,
+                            scale):
+    """What aten::_flash_attention_backward returns (dq, dk, dv) from the whole row's output and log-sum-exp."""
+    grads = [torch.zeros_like(t) for t in (q, k, v)]
+    for qa, qb, ka, kb in zip(cu_q[:-1].tolist(), cu_q[1:].tolist(), cu_k[:-1].tolist(), cu_k[1:].tolist()):
+        scores = torch.einsum("thd,shd->hts", q[qa:qb], k[ka:kb]) * scale
+        if causal:
+            scores = scores.masked_fill(~torch.ones(qb - qa, kb - ka, dtype=torch.bool).tril()[None], float("-inf"))
+        probabilities = torch.exp(scores - lse[:, qa:qb, None])
+        delta = (grad_out[qa:qb] * out[qa:qb]).sum(-1).transpose(0, 1)
+        grads[2][ka:kb] += torch.einsum("hts,thd->shd", probabilities, grad_out[qa:qb])
+        grad_scores = probabilities * (torch.einsum("thd,shd->hts", grad_out[qa:qb], v[ka:kb]) - delta[..., None])
+        grads[0][qa:qb] += torch.einsum("hts,shd->thd", grad_scores, k[ka:kb]) * scale
+        grads[1][ka:kb] += torch.einsum("hts,thd->shd", grad_scores, q[qa:qb]) * scale
+    return grads
+
+
+@pytest.mark.parametrize("blocks", ["reference", "flash (emulated)"])
+def test_serialized_ring_equals_unsharded_attention(blocks, monkeypatch):
+    if blocks != "reference":
+        flash = sluice.context_parallel._FlashBlocks(emulated_flash_forward, emulated_flash_backward)
+        monkeypatch.setattr(sluice.context_parallel, "_block_math", lambda q: flash)
+    for name, lengths, heads, seed in CASES:
+        expected = reference(lengths, heads, seed)
+        for cp in (1, 2, 3, 4):
+            for what, value, wanted in zip(("output", "dq", "dk", "dv"), serialized(lengths, heads, seed, cp), expected):
+                error = relative_error(value, wanted)
+                assert error <= TOLERANCE, f"{blocks}, {name}, cp {cp}: {what} off by {error:.2e}"
+
+
+def test_flash_blocks_cover_exactly_the_causal_pairs():
+    # Every (query, key) pair a rank's block gives the kernel is one of the same sequence with the key no later,
+    # and every such pair is in exactly one block.
+    for lengths in ([37, 1, 3, 12, 8], [61], [1, 2, 1, 3], [16, 15, 17]):
+        cu = cu_of(lengths)
+        for cp in (1, 2, 3, 4):
+            shards = [cp_shard(cu, cp, rank) for rank in range(cp)]
+            covered = []
+            for mine in shards:
+                for keys in shards:
+                    block = sluice.context_parallel._flash_block(mine, keys, "cpu")
+                    if block is None:
+                        continue
+                    bounds = zip(block.cu_q[:-1].tolist(), block.cu_q[1:].tolist(), block.cu_k[:-1].tolist(),
+                                 block.cu_k[1:].tolist())
+                    for qa, qb, ka, kb in bounds:
+                        for i in range(qa, qb):
+                            for j in range(ka, kb):
+                                if block.causal and j - ka > i - qa:
+                                    continue
+                                covered.append((int(mine.index[block.q_rows[i]]), int(keys.index[block.k_rows[j]])))
+            starts = cu[:-1].tolist()
+            expected = [(starts[s] + i, starts[s] + j) for s, n in enumerate(lengths) for i in range(n)
+                        for j in range(i + 1)]
+            assert sorted(covered) == sorted(expected), (lengths, cp)
+
+
+def test_serialized_ring_refuses_bad_input():
+    q = torch.zeros(5, 2, HEAD_DIM)
+    with pytest.raises(ValueError, match="cp must be a positive integer"):
+        ring_attention_serialized(q, q, q, cu_of([5]), 0)
+    with pytest.raises(ValueError, match=re.escape("cu_seqlens[-1] = 4 tokens")):
+        ring_attention_serialized(q, q, q, cu_of([4]), 2)
 
 
 def test_a_rank_that_dies_ends_the_others(tmp_path):
