@@ -528,6 +528,168 @@ how often each candidate was the fastest over the )"
 }
 
 // Where these numbers differ from the paper's, and why.
+// The configurations the paper's authors tuned by hand (Table 3, Appendix F) for its Fig. 10 scenarios: Megatron-LM's
+// strategy and HotSPa's, one per length range from the shortest (<4K, 4K–16K, 16K–32K) up, as sluice spells them.
+struct PaperConfiguration {
+  std::string model;
+  std::int64_t gpus = 0;
+  std::int64_t context = 0;
+  std::string megatron;
+  std::vector<std::string> hotspa;
+};
+
+std::vector<PaperConfiguration> table_3() {
+  return {
+      {"7b", 8, 16384, "2*tp2pp2", {"8*tp1pp1", "2*tp2pp2"}},
+      // The paper's HotSPa for 7B on 8 GPUs at 32K lists DP4TP2PP2 and DP2TP4PP2, which need 16 GPUs: left out.
+      {"7b", 8, 32768, "1*tp4pp2", {}},
+      {"7b", 16, 16384, "4*tp2pp2", {"16*tp1pp1", "4*tp2pp2"}},
+      {"7b", 16, 32768, "2*tp4pp2", {"16*tp1pp1", "4*tp2pp2", "2*tp4pp2"}},
+      {"13b", 16, 16384, "4*tp4pp1", {"8*tp2pp1", "4*tp4pp1"}},
+      {"13b", 16, 32768, "2*tp8pp1", {"8*tp2pp1", "4*tp4pp1", "2*tp8pp1"}},
+      {"13b", 32, 16384, "8*tp4pp1", {"16*tp2pp1", "8*tp4pp1"}},
+      {"13b", 32, 32768, "4*tp8pp1", {"16*tp2pp1", "8*tp4pp1", "4*tp8pp1"}},
+      {"32b", 32, 16384, "2*tp8pp2", {"4*tp4pp2", "2*tp8pp2"}},
+      {"32b", 32, 32768, "2*tp16pp1", {"4*tp4pp2", "2*tp8pp2", "2*tp16pp1"}},
+      {"32b", 64, 16384, "4*tp8pp2", {"8*tp4pp2", "4*tp8pp2"}},
+      {"32b", 64, 32768, "4*tp16pp1", {"8*tp4pp2", "4*tp8pp2", "4*tp16pp1"}},
+  };
+}
+
+// Megatron-LM's mean iteration on one given strategy, its bins per pipeline, and why it cannot run, if it cannot.
+struct FixedRun {
+  double seconds = 0;
+  double micro_batches = 0;  // per pipeline, mean over the iterations
+  std::optional<std::string> failure;
+};
+
+FixedRun megatron_on(const Scenario& scenario, const Strategy& strategy) {
+  const compare::Options setup = setup_of(scenario);
+  std::vector<compare::ScheduledPlan> plans;
+  compare::Megatron megatron(setup, std::vector<Strategy>{strategy}, &plans);
+  for (const data::Batch& batch : batches_of(scenario)) megatron.add(batch.sequences);
+  const compare::SystemRun run = std::move(megatron).result();
+  if (run.failure) return {.failure = run.failure};
+  FixedRun result;
+  for (const double seconds : run.seconds()) result.seconds += seconds / static_cast<double>(run.iterations.size());
+  for (const compare::ScheduledPlan& plan : plans)
+    for (const assign::PipelinePlan& pipeline : plan.plan.pipelines)
+      result.micro_batches += static_cast<double>(pipeline.micro_batches.size()) /
+                              static_cast<double>(plan.plan.pipelines.size() * plans.size());
+  return result;
+}
+
+// One sequence's time on one stage of `scheme`, from the model's profile resolved for `gpus` GPUs.
+double stage_seconds(const std::string& model, std::int64_t gpus, const Scheme& scheme, std::int64_t length) {
+  return profile(model).with_gpus(gpus).at(scheme).latency(length);
+}
+
+// Megatron-LM's choice among every homogeneous strategy holding the context, run alone.
+Strategy megatron_choice(const Scenario& scenario) {
+  const compare::Options setup = setup_of(scenario);
+  compare::Megatron megatron(setup);
+  for (const data::Batch& batch : batches_of(scenario)) megatron.add(batch.sequences);
+  return std::move(megatron).result().strategies.front();
+}
+
+std::string strategies_cell(const std::vector<std::string>& names) {
+  std::string cell;
+  for (const std::string& name : names) cell += (cell.empty() ? "`" : ", `") + name + "`";
+  return cell.empty() ? "—" : cell;
+}
+
+void paper_configurations_section() {
+  std::cout << R"(
+## The baselines against the paper's configurations (Table 3)
+
+The paper's authors tuned Megatron-LM's and HotSPa's configurations by hand (its Table 3, Appendix F); here each
+is the best by simulated mean among every homogeneous strategy holding the context. For every Fig. 10 scenario,
+Megatron-LM's choice here, the paper's configuration run by the same Megatron-LM (the same batches, packing and
+1F1B), the micro-batches (bins of the context) each pipeline runs, and how much slower the paper's is. Every
+configuration of the paper holds its context under the profiles' memory model, so the memory model is not what
+differs. HotSPa's strategies are listed per length range, shortest first. DeepSpeed (Ulysses SP) is not
+modelled yet.
+
+| model | GPUs | context | lengths | TP | Megatron-LM here | s | micro-batches per pipeline | the paper's | s | micro-batches per pipeline | paper's over ours | here at 400K tokens | HotSPa here | the paper's HotSPa |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+)";
+  int same = 0, rows = 0, deeper = 0, shallower_holds = 0, same_at_400k = 0;
+  int hotspa_ranges = 0, hotspa_same = 0, hotspa_unavailable = 0;
+  Range slower;
+  for (const PaperConfiguration& paper : table_3())
+    for (const std::string lengths_name : {"man-pages", "cpython-stdlib"}) {
+      const Strategy strategy = Strategy::parse(paper.megatron);
+      Scenario scenario{paper.model, paper.gpus, paper.context, lengths_name, 100'000, false};
+      const bool across = std::ranges::any_of(strategy.parts(), [](const auto& part) { return part.scheme.tp() > 8; });
+      if (across || !run(scenario).feasible(System::megatron)) scenario.cross_node_tp = true;
+      const Result& result = run(scenario);
+      const compare::SystemRun& ours = result.comparison.systems[System::megatron];
+      const FixedRun theirs = megatron_on(scenario, strategy);
+      const FixedRun mine = megatron_on(scenario, ours.strategies.front());
+      ++rows;
+      if (ours.strategies.front() == strategy) ++same;
+      const Scheme paper_scheme = strategy.parts().front().scheme;
+      if (paper_scheme.pp() > ours.strategies.front().parts().front().scheme.pp()) {
+        ++deeper;
+        const cost::SchemeCost* shallower = setup_of(scenario).profile.find(Scheme(paper_scheme.tp(), 1));
+        if (shallower != nullptr && shallower->max_len >= scenario.context) ++shallower_holds;
+      }
+      std::vector<std::string> hotspa;
+      for (const Strategy& chosen : result.comparison.systems[System::hotspa].strategies)
+        hotspa.push_back(chosen.name());
+      const compare::Options setup = setup_of(scenario);
+      for (std::size_t range = 0; range < paper.hotspa.size() && range < hotspa.size(); ++range) {
+        ++hotspa_ranges;
+        if (hotspa[range] == paper.hotspa[range]) ++hotspa_same;
+        else if (const std::vector<Strategy> holding =
+                     compare::homogeneous_strategies(setup, result.comparison.bounds[range]);
+                 std::ranges::find(holding, Strategy::parse(paper.hotspa[range])) == holding.end())
+          ++hotspa_unavailable;
+      }
+      scenario_cells(scenario);
+      std::cout << " | `" << ours.strategies.front().name() << "` | " << fixed(mine.seconds, 2) << " | "
+                << fixed(mine.micro_batches, 1) << " | `" << paper.megatron << "` | ";
+      if (theirs.failure) {
+        std::cout << "cannot run: " << *theirs.failure << " | | |";
+      } else {
+        const double ratio = theirs.seconds / mine.seconds;
+        std::cout << fixed(theirs.seconds, 2) << " | " << fixed(theirs.micro_batches, 1) << " | "
+                  << fixed(ratio, 2) << " |";
+        if (ours.strategies.front() != strategy) slower.values.push_back(ratio);
+      }
+      Scenario larger = scenario;
+      larger.tokens = 400'000;
+      const Strategy at_400k = megatron_choice(larger);
+      if (ours.strategies.front() != strategy && at_400k == strategy) ++same_at_400k;
+      std::cout << " `" << at_400k.name() << "` | " << strategies_cell(hotspa) << " | " << strategies_cell(paper.hotspa) << " |\n";
+    }
+  std::cout << "\nMegatron-LM here picks the paper's configuration in " << same << " of " << rows
+            << " rows. Where it does not, the paper's runs " << slower.text()
+            << R"( slower in the same simulation: the selection
+rule, not the profile or the memory model, makes the difference, and it picks the faster configuration. In )"
+            << deeper << R"( of
+those rows the paper's configuration has the deeper pipeline. Under the profiles a stage of ⟨TP, 2⟩ takes about
+half the time of ⟨TP, 1⟩ on the same sequence (7B at 16K: )"
+            << fixed(stage_seconds("7b", 8, Scheme(2, 2), 16384), 2) << " s against "
+            << fixed(stage_seconds("7b", 8, Scheme(2, 1), 16384), 2)
+            << R"( s), so two pipelines of ⟨TP, 1⟩ match one of ⟨TP, 2⟩
+in throughput without 1F1B's bubble of PP − 1 stage times, and whenever ⟨TP, 1⟩ holds the context (it does in
+)" << shallower_holds << R"( of those rows) pipelining only adds the bubble. More tokens per iteration do not change that: with 400K the
+choice moves to more and narrower pipelines, not deeper ones, and is the paper's in )"
+            << same_at_400k << R"( of the rows where it
+differs at 100K. The authors tuned on measured runs, where a deeper pipeline also frees memory that this model
+does not charge (each stage holds half the layers' activations). Nothing in the baseline is wrong, so nothing
+was changed: it stays the best homogeneous strategy by simulated mean, a stronger baseline than a fixed one.
+
+HotSPa here takes the paper's strategy in )"
+            << hotspa_same << " of " << hotspa_ranges << " length ranges (7B on 8 GPUs at 32K left out). Of the others, "
+            << hotspa_unavailable << R"( are not
+available here: the profile has no such scheme, or its MaxLen is below the range's longest sequence (the
+authors' 7B profile has no fit for ⟨1, 1⟩, the scheme of the paper's DP8 and DP16 for sequences under 4K). The
+rest are available, and the best by simulated mean for the range's sequences is another, for the reasons above.
+)";
+}
+
 void discussion_section(const Totals& totals, const Sweeps& sweeps) {
   // Facts the discussion below quotes, taken from the runs above.
   std::map<std::string, int> strongest;
@@ -614,6 +776,7 @@ int main() {
   balance_section();
   const Sweeps sweeps = scalability_section();
   case_study_section();
+  paper_configurations_section();
   discussion_section(totals, sweeps);
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   std::cout << "\nThis study simulated " << iterations << " iterations of every scenario in "
