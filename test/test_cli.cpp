@@ -50,6 +50,50 @@ TEST_CASE("cli: inspect on the bundled defaults") {
   CHECK(result.out.find("tp8pp1") != std::string::npos);
 }
 
+TEST_CASE("cli: inspect --cp derives every scheme with context parallelism") {
+  const auto table = run_cli({"inspect", "--cp", "4", "--heads", "32"});
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("context parallelism: CP 4 ring, 32 heads (32 KV)") != std::string::npos);
+  CHECK(table.out.find("tp2cp4ringpp1") != std::string::npos);
+  CHECK(table.out.find("not derived") != std::string::npos);  // tp8cp4ringpp2 needs 64 of the 16 GPUs
+
+  const auto result = run_cli({"inspect", "--cp", "8", "--cp-kind", "ulysses", "--heads", "32", "--kv-heads", "8",
+                               "--recompute", "--json"});
+  REQUIRE(result.code == 0);
+  const sluice::io::json document = sluice::io::json::parse(result.out);
+  const sluice::io::json& derived = document.at("context_parallel");
+  CHECK(derived.at("kind") == "ulysses");
+  CHECK(derived.at("ulysses") == 8);
+  CHECK(derived.at("recompute") == true);
+  // TP 1 alone splits 8 KV heads 8 ways; ⟨1, 2⟩ with CP 8 holds far more than ⟨1, 2⟩ itself.
+  REQUIRE(derived.at("schemes").size() == 1);
+  const sluice::io::json& scheme = derived.at("schemes")[0];
+  CHECK(scheme.at("scheme") == "tp1cp8ulyssespp2ac");
+  CHECK(scheme.at("gpus") == 16);
+  std::int64_t base_max_len = 0;
+  for (const sluice::io::json& base : document.at("profile").at("schemes"))
+    if (base.at("tp") == 1 && base.at("pp") == 2) base_max_len = base.at("max_len").get<std::int64_t>();
+  CHECK(scheme.at("max_len").get<std::int64_t>() > 8 * base_max_len);
+  CHECK(scheme.at("fit").at("relative_rms_error").get<double>() < 0.05);
+  for (const sluice::io::json& time : scheme.at("times")) CHECK(time.at("seconds").get<double>() > 0);
+}
+
+TEST_CASE("cli: inspect --cp refuses what it cannot derive, with one line") {
+  sluice::test::check_bad_input({
+      {{"inspect", "--heads", "32"}, "option --heads needs --cp"},
+      {{"inspect", "--recompute"}, "option --recompute needs --cp"},
+      {{"inspect", "--cp", "4"}, "option --cp needs --heads"},
+      {{"inspect", "--cp", "0", "--heads", "32"}, "--cp: expected an integer from 1 to 1024"},
+      {{"inspect", "--cp", "4", "--heads", "32", "--cp-kind", "stripe"},
+       "option --cp-kind: expected ulysses, ring or hybrid, got 'stripe'"},
+      {{"inspect", "--cp", "4", "--heads", "32", "--ulysses", "2"}, "option --ulysses is for --cp-kind hybrid"},
+      {{"inspect", "--cp", "4", "--heads", "32", "--cp-kind", "hybrid"}, "option --cp-kind hybrid needs --ulysses"},
+      {{"inspect", "--cp", "4", "--heads", "32", "--cp-kind", "hybrid", "--ulysses", "3"},
+       "option --ulysses: 3 must divide --cp 4"},
+      {{"inspect", "--cp", "4", "--heads", "32", "--kv-heads", "5"}, "option --kv-heads: 5 must divide --heads 32"},
+  });
+}
+
 TEST_CASE("cli: inspect --json is one parseable document") {
   const auto result = run_cli({"inspect", "--profile", "llama2-32b", "--gpus=64", "--lengths", "cpython-stdlib",
                            "--context", "32768", "--bin-width", "4096", "--json"});

@@ -5,14 +5,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
+#include <optional>
+#include <sstream>
 #include <ostream>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "inputs.hpp"
 #include "options.hpp"
 #include "outputs.hpp"
+#include "sluice/cost/context_parallel.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/io/bundled.hpp"
@@ -24,10 +28,13 @@ namespace sluice::cli {
 
 inline constexpr std::string_view inspect_usage =
     "usage: sluice inspect [--profile P] [--lengths F] [--context L] [--gpus N] [--bin-width W] [--svg F]\n"
-    "                      [--json]\n"
+    "                      [--cp C --heads H [--kv-heads K] [--cp-kind ring|ulysses|hybrid] [--ulysses U]\n"
+    "                      [--recompute]] [--json]\n"
     "\n"
     "Statistics and histogram of a length dataset, and per parallel scheme of a profile its MaxLen,\n"
-    "UtilLen and forward+backward time T(l) of one stage at a few lengths.\n"
+    "UtilLen and forward+backward time T(l) of one stage at a few lengths. With --cp, also each scheme\n"
+    "with context parallelism of degree C (and --recompute: full activation recomputation) as derived\n"
+    "from it: MaxLen, the derived time and the error of its quadratic fit.\n"
     "\n"
     "  --profile P    profile JSON file, or a bundled profile name (default llama2-7b)\n"
     "  --lengths F    length file (.txt, .npy, Megatron .idx), or a bundled name (default man-pages)\n"
@@ -35,14 +42,126 @@ inline constexpr std::string_view inspect_usage =
     "  --gpus N       cluster size the profile is resolved for (default: the profile's own)\n"
     "  --bin-width W  histogram bin width in tokens (default 1024)\n"
     "  --svg F        also write the histogram as a picture (counts on a log scale) to F\n"
+    "  --cp C         context-parallel degree to derive each scheme with, 2 to 1024\n"
+    "  --heads H      the model's attention heads (the profiles do not give them); needed with --cp\n"
+    "  --kv-heads K   its key/value heads (grouped-query attention; default H)\n"
+    "  --cp-kind K    ring (default), ulysses or hybrid (Ulysses within U ranks, the ring across C/U)\n"
+    "  --ulysses U    the hybrid's Ulysses degree, dividing C\n"
+    "  --recompute    with full activation recomputation\n"
     "  --json         print one sluice.inspect JSON document instead of tables\n";
+
+// The CP group's links: within a node, as CP groups are placed first.
+inline constexpr double cp_link_latency = 1e-5;
+inline constexpr double cp_link_bandwidth = 200e9;
 
 inline constexpr std::int64_t inspect_lengths[] = {1024, 4096, 16384, 32768};
 
 namespace inspect_report {
 
+// Every scheme of the profile derived with context parallelism (cost/context_parallel.hpp), or nothing.
+struct DerivedScheme {
+  std::string name;
+  std::int64_t gpus = 0;
+  std::int64_t max_len = 0;
+  cost::FitResult fit;
+  std::vector<double> seconds;  // at inspect_lengths, the derived time itself
+};
+
+struct ContextParallelReport {
+  cost::ContextParallel cp;
+  int heads = 0;
+  int kv_heads = 0;
+  std::vector<DerivedScheme> schemes;
+  std::vector<std::string> not_derived;  // schemes whose heads do not split, or too wide for the cluster
+};
+
+inline std::optional<ContextParallelReport> context_parallel_report(const Options& options,
+                                                                    const cost::Profile& profile) {
+  const auto degree = options.integer("cp");
+  for (const char* name : {"heads", "kv-heads", "cp-kind", "ulysses", "recompute"})
+    sluice::require(degree || !options.flag(name), "option --", name, " needs --cp");
+  if (!degree) return std::nullopt;
+  const auto heads = options.integer("heads");
+  sluice::require(heads.has_value(), "option --cp needs --heads: the profile does not give the attention heads");
+  sluice::require(profile.spec().memory.has_value(), "option --cp: profile ", profile.name(),
+                  " has no memory model to derive MaxLen from");
+  ContextParallelReport report;
+  report.heads = static_cast<int>(*heads);
+  report.kv_heads = static_cast<int>(options.integer("kv-heads").value_or(*heads));
+  report.cp.degree = static_cast<int>(*degree);
+  report.cp.kind = value_in(cost::cp_kind_names, options.text("cp-kind").value_or("ring"), "option --cp-kind");
+  const auto ulysses = options.integer("ulysses");
+  sluice::require(!ulysses || report.cp.kind == cost::CpKind::hybrid, "option --ulysses is for --cp-kind hybrid");
+  sluice::require(ulysses || report.cp.kind != cost::CpKind::hybrid, "option --cp-kind hybrid needs --ulysses");
+  report.cp.ulysses_degree = static_cast<int>(ulysses.value_or(1));
+  sluice::require(report.cp.degree % report.cp.ulysses_degree == 0, "option --ulysses: ", report.cp.ulysses_degree,
+                  " must divide --cp ", report.cp.degree);
+  sluice::require(report.heads % report.kv_heads == 0, "option --kv-heads: ", report.kv_heads,
+                  " must divide --heads ", report.heads);
+  report.cp.recompute = options.flag("recompute") ? cost::Recompute::full : cost::Recompute::none;
+  const cost::TransformerMemorySpec& memory = *profile.spec().memory;
+  for (const cost::SchemeCost& scheme : profile.schemes()) {
+    const std::string name = cost::cp_scheme_name(scheme.scheme, report.cp);
+    const cost::CpSetup setup{.base = scheme.latency,
+                              .tp = scheme.scheme.tp(),
+                              .stage_layers = (memory.layers + scheme.scheme.pp() - 1) / scheme.scheme.pp(),
+                              .hidden = memory.hidden,
+                              .heads = report.heads,
+                              .kv_heads = report.kv_heads,
+                              .link_latency = cp_link_latency,
+                              .link_bandwidth = cp_link_bandwidth};
+    const std::int64_t gpus = scheme.scheme.gpus() * report.cp.degree;
+    if (gpus > profile.gpus() || memory.activation_bytes.count(scheme.scheme.tp()) == 0) {
+      report.not_derived.push_back(name);
+      continue;
+    }
+    try {
+      setup.validate(report.cp);
+    } catch (const invalid_input&) {
+      report.not_derived.push_back(name);
+      continue;
+    }
+    const std::int64_t max_len = cost::cp_memory(memory, scheme.scheme, report.cp, profile.gpus()).max_len();
+    DerivedScheme derived{name, gpus, max_len,
+                          cost::cp_latency(setup, report.cp, 256, std::max<std::int64_t>(max_len, 512)), {}};
+    for (const std::int64_t length : inspect_lengths)
+      derived.seconds.push_back(cost::cp_stage_time(setup, report.cp, length).total());
+    report.schemes.push_back(std::move(derived));
+  }
+  return report;
+}
+
+inline io::json context_parallel_json(const ContextParallelReport& report) {
+  io::json schemes = io::json::array();
+  for (const DerivedScheme& derived : report.schemes) {
+    io::json times = io::json::array();
+    for (std::size_t k = 0; k < derived.seconds.size(); ++k)
+      times.push_back({{"length", inspect_lengths[k]},
+                       {"seconds", derived.seconds[k]},
+                       {"fits", inspect_lengths[k] <= derived.max_len}});
+    schemes.push_back({{"scheme", derived.name},
+                       {"gpus", derived.gpus},
+                       {"max_len", derived.max_len},
+                       {"fit", {{"a", derived.fit.model.a()},
+                                {"b", derived.fit.model.b()},
+                                {"c", derived.fit.model.c()},
+                                {"relative_rms_error", derived.fit.relative_rms_error}}},
+                       {"times", std::move(times)}});
+  }
+  return {{"degree", report.cp.degree},
+          {"kind", std::string(name_in(cost::cp_kind_names, report.cp.kind))},
+          {"ulysses", report.cp.kind == cost::CpKind::hybrid ? report.cp.ulysses_degree
+                      : report.cp.kind == cost::CpKind::ulysses ? report.cp.degree : 1},
+          {"recompute", report.cp.recompute == cost::Recompute::full},
+          {"heads", report.heads},
+          {"kv_heads", report.kv_heads},
+          {"link", {{"latency", cp_link_latency}, {"bandwidth", cp_link_bandwidth}}},
+          {"schemes", std::move(schemes)},
+          {"not_derived", report.not_derived}};
+}
+
 inline io::json inspect_json(const data::LengthDataset& dataset, const data::LengthHistogram& histogram,
-                             const cost::Profile& profile) {
+                             const cost::Profile& profile, const std::optional<ContextParallelReport>& derived) {
   io::json schemes = io::json::array();
   for (const cost::SchemeCost& scheme : profile.schemes()) {
     io::json entry = scheme;
@@ -54,11 +173,44 @@ inline io::json inspect_json(const data::LengthDataset& dataset, const data::Len
   }
   io::json dataset_json = {{"source", dataset.source()}, {"stats", dataset.stats()}, {"histogram", histogram}};
   if (dataset.context()) dataset_json["context"] = *dataset.context();
-  return {{"format", "sluice.inspect"},
-          {"version", 1},
-          {"dataset", std::move(dataset_json)},
-          {"profile", {{"name", profile.name()}, {"model", profile.spec().model}, {"gpus", profile.gpus()},
-                       {"schemes", std::move(schemes)}}}};
+  io::json document = {{"format", "sluice.inspect"},
+                        {"version", 1},
+                        {"dataset", std::move(dataset_json)},
+                        {"profile", {{"name", profile.name()}, {"model", profile.spec().model},
+                                     {"gpus", profile.gpus()}, {"schemes", std::move(schemes)}}}};
+  if (derived) document["context_parallel"] = context_parallel_json(*derived);
+  return document;
+}
+
+inline void print_context_parallel(std::ostream& out, const ContextParallelReport& report) {
+  out << "\ncontext parallelism: CP " << report.cp.degree << " " << name_in(cost::cp_kind_names, report.cp.kind);
+  if (report.cp.kind == cost::CpKind::hybrid) out << " (Ulysses " << report.cp.ulysses_degree << ")";
+  if (report.cp.recompute == cost::Recompute::full) out << ", full recomputation";
+  out << ", " << report.heads << " heads (" << report.kv_heads << " KV), links " << cp_link_bandwidth / 1e9
+      << " GB/s and " << cp_link_latency * 1e6 << " us, derived from each scheme\n";
+  out << "  scheme              GPUs   MaxLen  fit err";
+  for (const std::int64_t length : inspect_lengths)
+    out << std::setw(10) << ("T(" + std::to_string(length / 1024) + "K)");
+  out << "\n";
+  for (const DerivedScheme& derived : report.schemes) {
+    std::ostringstream error;
+    error << std::fixed << std::setprecision(1) << derived.fit.relative_rms_error * 100 << "%";
+    out << "  " << std::left << std::setw(18) << derived.name << std::right << std::setw(6) << derived.gpus
+        << std::setw(9) << derived.max_len << std::setw(9) << error.str();
+    for (std::size_t k = 0; k < derived.seconds.size(); ++k) {
+      std::ostringstream cell;
+      cell << std::fixed << std::setprecision(1) << derived.seconds[k] * 1e3
+           << (inspect_lengths[k] <= derived.max_len ? " " : "*");
+      out << std::setw(10) << cell.str();
+    }
+    out << "\n";
+  }
+  if (!report.not_derived.empty()) {
+    out << "  not derived (wider than the cluster, or heads that do not split):";
+    for (const std::string& name : report.not_derived) out << " " << name;
+    out << "\n";
+  }
+  out << "  T derived (ms), not the fit; fit err: its quadratic's relative RMS error from 256 tokens to MaxLen\n";
 }
 
 inline void print_tables(std::ostream& out, const data::LengthDataset& dataset, const data::LengthHistogram& histogram,
@@ -105,12 +257,16 @@ inline void print_tables(std::ostream& out, const data::LengthDataset& dataset, 
 }  // namespace inspect_report
 
 inline int inspect(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
-  const Options options(args, {"profile", "lengths", "context", "gpus", "bin-width", "svg"}, {"json", "help"});
+  const Options options(args, {"profile", "lengths", "context", "gpus", "bin-width", "svg", "cp", "heads", "kv-heads",
+                                "cp-kind", "ulysses"},
+                        {"json", "help", "recompute"});
   if (options.flag("help")) {
     out << inspect_usage;
     return 0;
   }
   const cost::Profile profile = load_profile(options);
+  const std::optional<inspect_report::ContextParallelReport> derived =
+      inspect_report::context_parallel_report(options, profile);
   data::LengthDataset dataset = load_lengths(options);
   if (const auto context = options.integer("context")) dataset = dataset.truncated(*context);
   const auto histogram = dataset.histogram(options.integer("bin-width").value_or(1024));
@@ -120,9 +276,10 @@ inline int inspect(std::span<const std::string_view> args, std::ostream& out, Ou
     outputs.write(*svg, io::histogram_svg(histogram, "sequence lengths: " + name, true));
   }
   if (options.flag("json")) {
-    out << inspect_report::inspect_json(dataset, histogram, profile).dump(2) << "\n";
+    out << inspect_report::inspect_json(dataset, histogram, profile, derived).dump(2) << "\n";
   } else {
     inspect_report::print_tables(out, dataset, histogram, profile);
+    if (derived) inspect_report::print_context_parallel(out, *derived);
   }
   return 0;
 }

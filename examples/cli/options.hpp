@@ -31,11 +31,14 @@ inline const std::map<std::string, OptionLimit, std::less<>> option_limits = {
     {"bin-width", {1, 1 << 30}},        // tokens
     {"candidates", {1, 1024}},
     {"context", {1, 1 << 20}},          // tokens
+    {"cp", {1, 1024}},                  // context-parallel degree (inspect)
     {"gpus", {1, 1 << 16}},
     {"gpus-per-node", {1, 1024}},
+    {"heads", {1, 1 << 16}},            // attention heads (inspect --cp)
     {"held-out", {1, 1024}},            // held-out batches (propose --sampled)
     {"iteration", {0, (1 << 20) - 1}},  // which sampled iteration (trace)
     {"iterations", {1, 10'000}},
+    {"kv-heads", {1, 1 << 16}},
     {"interval", {0, 1}},               // seconds (schedule's tmax thinning)
     {"latency", {0, 1}},                // seconds: schedule::Link::max_latency
     {"length-step", {1, 1 << 20}},      // tokens
@@ -48,6 +51,7 @@ inline const std::map<std::string, OptionLimit, std::less<>> option_limits = {
     {"tokens", {1, 1 << 24}},           // per iteration
     {"tp", {1, 1024}},
     {"trials", {1, 10'000}},
+    {"ulysses", {1, 1024}},             // the Ulysses degree of a hybrid CP (inspect)
 };
 
 class Options {
