@@ -58,23 +58,14 @@ inline constexpr std::int64_t inspect_lengths[] = {1024, 4096, 16384, 32768};
 
 namespace inspect_report {
 
-// Every scheme of the profile derived with context parallelism (cost/context_parallel.hpp), or nothing.
-struct DerivedScheme {
-  std::string name;
-  std::int64_t gpus = 0;
-  std::int64_t max_len = 0;
-  cost::FitResult fit;
-  std::vector<double> seconds;  // at inspect_lengths, the derived time itself
-};
-
 struct ContextParallelReport {
   cost::ContextParallel cp;
-  int heads = 0;
-  int kv_heads = 0;
-  std::vector<DerivedScheme> schemes;
+  cost::CpModel model;
+  std::vector<cost::CpScheme> schemes;
   std::vector<std::string> not_derived;  // schemes whose heads do not split, or too wide for the cluster
 };
 
+// Every scheme of the profile derived with context parallelism (cost/context_parallel.hpp), or nothing.
 inline std::optional<ContextParallelReport> context_parallel_report(const Options& options,
                                                                     const cost::Profile& profile) {
   const auto degree = options.integer("cp");
@@ -86,8 +77,10 @@ inline std::optional<ContextParallelReport> context_parallel_report(const Option
   sluice::require(profile.spec().memory.has_value(), "option --cp: profile ", profile.name(),
                   " has no memory model to derive MaxLen from");
   ContextParallelReport report;
-  report.heads = static_cast<int>(*heads);
-  report.kv_heads = static_cast<int>(options.integer("kv-heads").value_or(*heads));
+  report.model = {.heads = static_cast<int>(*heads),
+                  .kv_heads = static_cast<int>(options.integer("kv-heads").value_or(*heads)),
+                  .link_latency = cp_link_latency,
+                  .link_bandwidth = cp_link_bandwidth};
   report.cp.degree = static_cast<int>(*degree);
   report.cp.kind = value_in(cost::cp_kind_names, options.text("cp-kind").value_or("ring"), "option --cp-kind");
   const auto ulysses = options.integer("ulysses");
@@ -96,49 +89,24 @@ inline std::optional<ContextParallelReport> context_parallel_report(const Option
   report.cp.ulysses_degree = static_cast<int>(ulysses.value_or(1));
   sluice::require(report.cp.degree % report.cp.ulysses_degree == 0, "option --ulysses: ", report.cp.ulysses_degree,
                   " must divide --cp ", report.cp.degree);
-  sluice::require(report.heads % report.kv_heads == 0, "option --kv-heads: ", report.kv_heads,
-                  " must divide --heads ", report.heads);
+  sluice::require(report.model.heads % report.model.kv_heads == 0, "option --kv-heads: ", report.model.kv_heads,
+                  " must divide --heads ", report.model.heads);
   report.cp.recompute = options.flag("recompute") ? cost::Recompute::full : cost::Recompute::none;
-  const cost::TransformerMemorySpec& memory = *profile.spec().memory;
   for (const cost::SchemeCost& scheme : profile.schemes()) {
-    const std::string name = cost::cp_scheme_name(scheme.scheme, report.cp);
-    const cost::CpSetup setup{.base = scheme.latency,
-                              .tp = scheme.scheme.tp(),
-                              .stage_layers = (memory.layers + scheme.scheme.pp() - 1) / scheme.scheme.pp(),
-                              .hidden = memory.hidden,
-                              .heads = report.heads,
-                              .kv_heads = report.kv_heads,
-                              .link_latency = cp_link_latency,
-                              .link_bandwidth = cp_link_bandwidth};
-    const std::int64_t gpus = scheme.scheme.gpus() * report.cp.degree;
-    if (gpus > profile.gpus() || memory.activation_bytes.count(scheme.scheme.tp()) == 0) {
-      report.not_derived.push_back(name);
-      continue;
-    }
-    try {
-      setup.validate(report.cp);
-    } catch (const invalid_input&) {
-      report.not_derived.push_back(name);
-      continue;
-    }
-    const std::int64_t max_len = cost::cp_memory(memory, scheme.scheme, report.cp, profile.gpus()).max_len();
-    DerivedScheme derived{name, gpus, max_len,
-                          cost::cp_latency(setup, report.cp, 256, std::max<std::int64_t>(max_len, 512)), {}};
-    for (const std::int64_t length : inspect_lengths)
-      derived.seconds.push_back(cost::cp_stage_time(setup, report.cp, length).total());
-    report.schemes.push_back(std::move(derived));
+    if (auto derived = cost::derive_cp_scheme(profile, scheme, report.cp, report.model))
+      report.schemes.push_back(std::move(*derived));
+    else
+      report.not_derived.push_back(cost::cp_scheme_name(scheme.scheme, report.cp));
   }
   return report;
 }
 
 inline io::json context_parallel_json(const ContextParallelReport& report) {
   io::json schemes = io::json::array();
-  for (const DerivedScheme& derived : report.schemes) {
+  for (const cost::CpScheme& derived : report.schemes) {
     io::json times = io::json::array();
-    for (std::size_t k = 0; k < derived.seconds.size(); ++k)
-      times.push_back({{"length", inspect_lengths[k]},
-                       {"seconds", derived.seconds[k]},
-                       {"fits", inspect_lengths[k] <= derived.max_len}});
+    for (const std::int64_t length : inspect_lengths)
+      times.push_back({{"length", length}, {"seconds", derived.seconds(length)}, {"fits", length <= derived.max_len}});
     schemes.push_back({{"scheme", derived.name},
                        {"gpus", derived.gpus},
                        {"max_len", derived.max_len},
@@ -153,8 +121,8 @@ inline io::json context_parallel_json(const ContextParallelReport& report) {
           {"ulysses", report.cp.kind == cost::CpKind::hybrid ? report.cp.ulysses_degree
                       : report.cp.kind == cost::CpKind::ulysses ? report.cp.degree : 1},
           {"recompute", report.cp.recompute == cost::Recompute::full},
-          {"heads", report.heads},
-          {"kv_heads", report.kv_heads},
+          {"heads", report.model.heads},
+          {"kv_heads", report.model.kv_heads},
           {"link", {{"latency", cp_link_latency}, {"bandwidth", cp_link_bandwidth}}},
           {"schemes", std::move(schemes)},
           {"not_derived", report.not_derived}};
@@ -186,21 +154,21 @@ inline void print_context_parallel(std::ostream& out, const ContextParallelRepor
   out << "\ncontext parallelism: CP " << report.cp.degree << " " << name_in(cost::cp_kind_names, report.cp.kind);
   if (report.cp.kind == cost::CpKind::hybrid) out << " (Ulysses " << report.cp.ulysses_degree << ")";
   if (report.cp.recompute == cost::Recompute::full) out << ", full recomputation";
-  out << ", " << report.heads << " heads (" << report.kv_heads << " KV), links " << cp_link_bandwidth / 1e9
+  out << ", " << report.model.heads << " heads (" << report.model.kv_heads << " KV), links " << cp_link_bandwidth / 1e9
       << " GB/s and " << cp_link_latency * 1e6 << " us, derived from each scheme\n";
   out << "  scheme              GPUs   MaxLen  fit err";
   for (const std::int64_t length : inspect_lengths)
     out << std::setw(10) << ("T(" + std::to_string(length / 1024) + "K)");
   out << "\n";
-  for (const DerivedScheme& derived : report.schemes) {
+  for (const cost::CpScheme& derived : report.schemes) {
     std::ostringstream error;
     error << std::fixed << std::setprecision(1) << derived.fit.relative_rms_error * 100 << "%";
     out << "  " << std::left << std::setw(18) << derived.name << std::right << std::setw(6) << derived.gpus
         << std::setw(9) << derived.max_len << std::setw(9) << error.str();
-    for (std::size_t k = 0; k < derived.seconds.size(); ++k) {
+    for (const std::int64_t length : inspect_lengths) {
       std::ostringstream cell;
-      cell << std::fixed << std::setprecision(1) << derived.seconds[k] * 1e3
-           << (inspect_lengths[k] <= derived.max_len ? " " : "*");
+      cell << std::fixed << std::setprecision(1) << derived.seconds(length) * 1e3
+           << (length <= derived.max_len ? " " : "*");
       out << std::setw(10) << cell.str();
     }
     out << "\n";

@@ -1,9 +1,9 @@
 #pragma once
 // Every planner and its vocabulary: core, cost models, data, assign, microbatch, schedule, shard, the sluice plan
 // (plan/), proposal, search, the comparison of systems and the MILP model type. Needs only the sluice::sluice
-// target: no Eigen, no JSON. Not here: cost/fit.hpp and search/analytic_profile.hpp (sluice::fit, Eigen), the JSON
-// layer in io/ (sluice::io), the CBC backend (sluice::cbc), and shard/check.hpp (plans run on host memory, for tests
-// and small models).
+// target: no Eigen, no JSON. Not here: cost/fit.hpp, cost/context_parallel.hpp and search/analytic_profile.hpp
+// (sluice::fit, Eigen), the JSON layer in io/ (sluice::io), the CBC backend (sluice::cbc), and shard/check.hpp (plans
+// run on host memory, for tests and small models).
 
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"

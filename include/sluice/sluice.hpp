@@ -6,6 +6,7 @@
 
 #include "sluice/planners.hpp"
 
+#include "sluice/cost/context_parallel.hpp"
 #include "sluice/cost/fit.hpp"
 #include "sluice/search/analytic_profile.hpp"
 

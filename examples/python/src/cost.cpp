@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "bindings.hpp"
+#include "sluice/cost/context_parallel.hpp"
 
 namespace sluice::python {
 
@@ -136,6 +137,44 @@ void bind_cost(py::module_& module) {
       "A profile from measured (scheme, tokens, seconds[, peak bytes]) samples: T(l) = a·l² + b·l + c fitted per "
       "scheme by non-negative least squares; `base` gives the model, cluster and memory budget. A NaN peak_bytes "
       "marks a sample measured without its peak memory.");
+  py::class_<cost::CpScheme>(module, "CpScheme",
+                             "A scheme of a profile derived with context parallelism (and recomputation).")
+      .def_readonly("name", &cost::CpScheme::name)
+      .def_readonly("base", &cost::CpScheme::base)
+      .def_readonly("gpus", &cost::CpScheme::gpus)
+      .def_readonly("max_len", &cost::CpScheme::max_len)
+      .def_readonly("fit", &cost::CpScheme::fit)
+      .def("seconds", &cost::CpScheme::seconds, py::arg("length"),
+           "The derived forward + backward time of one sequence on one stage (not the fitted quadratic).");
+  const cost::CpModel cp_model;
+  module.def(
+      "derive_context_parallel",
+      [](const cost::Profile& base, int cp, int heads, std::optional<int> kv_heads, std::string_view kind,
+         std::optional<int> ulysses, bool recompute, double link_latency, double link_bandwidth) {
+        const cost::ContextParallel parallel{.degree = cp,
+                                             .kind = value_in(cost::cp_kind_names, kind, "kind"),
+                                             .ulysses_degree = ulysses.value_or(1),
+                                             .recompute = recompute ? cost::Recompute::full : cost::Recompute::none};
+        sluice::require(!ulysses || parallel.kind == cost::CpKind::hybrid, "ulysses is for kind 'hybrid'");
+        sluice::require(ulysses || parallel.kind != cost::CpKind::hybrid, "kind 'hybrid' needs ulysses");
+        const cost::CpModel model{.heads = heads,
+                                  .kv_heads = kv_heads.value_or(heads),
+                                  .link_latency = link_latency,
+                                  .link_bandwidth = link_bandwidth};
+        const py::gil_scoped_release release;
+        std::vector<cost::CpScheme> derived;
+        for (const cost::SchemeCost& scheme : base.schemes())
+          if (auto one = cost::derive_cp_scheme(base, scheme, parallel, model)) derived.push_back(std::move(*one));
+        return derived;
+      },
+      py::arg("profile"), py::arg("cp"), py::kw_only(), py::arg("heads"), py::arg("kv_heads") = py::none(),
+      py::arg("kind") = "ring", py::arg("ulysses") = py::none(), py::arg("recompute") = false,
+      py::arg("link_latency") = cp_model.link_latency, py::arg("link_bandwidth") = cp_model.link_bandwidth,
+      "Every scheme of the profile derived with context parallelism of degree `cp` (what `sluice inspect --cp` "
+      "prints): kind 'ring', 'ulysses' or 'hybrid' (with `ulysses` of the cp ranks in Ulysses groups), and with "
+      "`recompute` full activation recomputation. The profiles do not give the attention heads, so `heads` (and "
+      "`kv_heads` for grouped-query attention) must. Schemes wider than the cluster, or whose heads do not split "
+      "over TP × the Ulysses degree, are left out.");
   module.def(
       "read_profile_samples",
       [](const std::filesystem::path& path) {

@@ -94,6 +94,36 @@ class ProfileFit:
     @property
     def schemes(self) -> list[SchemeFit]: ...
 
+class CpScheme:
+    """A scheme of a profile derived with context parallelism (and recomputation)."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def base(self) -> Scheme: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def max_len(self) -> int: ...
+    @property
+    def fit(self) -> FitResult: ...
+    def seconds(self, length: int) -> float:
+        """The derived forward + backward time of one sequence on one stage (not the fitted quadratic)."""
+
+def derive_context_parallel(
+    profile: Profile,
+    cp: int,
+    *,
+    heads: int,
+    kv_heads: Optional[int] = None,
+    kind: str = "ring",
+    ulysses: Optional[int] = None,
+    recompute: bool = False,
+    link_latency: float = 1e-05,
+    link_bandwidth: float = 200000000000.0,
+) -> list[CpScheme]:
+    """Every scheme of the profile derived with context parallelism of degree `cp` (what `sluice inspect --cp`
+    prints); schemes wider than the cluster, or whose heads do not split, are left out."""
+
 def fit_profile(
     schemes: Sequence[str],
     tokens: npt.ArrayLike,

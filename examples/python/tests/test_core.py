@@ -153,3 +153,33 @@ def test_fit_rejects_bad_samples():
         sluice.fit_profile(["tp1pp1"] * 2, [1024, 2048, 4096], [0.1, 0.2, 0.3], base=base)
     with pytest.raises(sluice.InvalidInput):
         sluice.fit_profile(["tp1pp1"] * 3, [1024, -2048, 4096], [0.1, 0.2, 0.3], base=base)
+
+
+def test_context_parallel_matches_the_tool(cli):
+    document = cli("inspect", "--cp", "4", "--heads", "32", "--kv-heads", "8", "--cp-kind", "hybrid", "--ulysses", "2",
+                   "--recompute")
+    derived = sluice.derive_context_parallel(sluice.Profile.bundled("llama2-7b"), 4, heads=32, kv_heads=8,
+                                             kind="hybrid", ulysses=2, recompute=True)
+    shown = document["context_parallel"]["schemes"]
+    assert [scheme.name for scheme in derived] == [scheme["scheme"] for scheme in shown]
+    for scheme, expected in zip(derived, shown):
+        assert scheme.gpus == expected["gpus"] and scheme.max_len == expected["max_len"]
+        assert scheme.fit.model.a == pytest.approx(expected["fit"]["a"], rel=1e-12)
+        for time in expected["times"]:
+            assert scheme.seconds(time["length"]) == pytest.approx(time["seconds"], rel=1e-12)
+        assert scheme.base.gpus * 4 == scheme.gpus
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (dict(heads=32, kind="stripe"), "kind: expected ulysses, ring or hybrid"),
+        (dict(heads=32, ulysses=2), "ulysses is for kind 'hybrid'"),
+        (dict(heads=32, kind="hybrid"), "kind 'hybrid' needs ulysses"),
+        (dict(heads=32, kind="hybrid", ulysses=3), "the Ulysses degree 3 must divide the CP degree 4"),
+        (dict(heads=32, kv_heads=5), "a multiple of the KV heads"),
+    ],
+)
+def test_context_parallel_refuses_bad_input(arguments, message):
+    with pytest.raises(sluice.InvalidInput, match=message):
+        sluice.derive_context_parallel(sluice.Profile.bundled("llama2-7b"), 4, **arguments)

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "sluice/cost/fit.hpp"
 #include "sluice/cost/latency.hpp"
 #include "sluice/cost/memory.hpp"
+#include "sluice/cost/profile.hpp"
 
 namespace sluice::cost {
 
@@ -192,6 +194,52 @@ inline LinearMemory cp_memory(const TransformerMemorySpec& spec, const Scheme& s
   const double per_token = cp.recompute == Recompute::full ? width * (in_flight_layers * input_bytes + a)
                                                            : width * in_flight_layers * a;
   return {fixed, per_token, std::max(0.0, spec.budget_bytes()), spec.granularity};
+}
+
+// What a profile lacks to derive its schemes with CP: the attention heads, and the CP group's links.
+struct CpModel {
+  int heads = 0;
+  int kv_heads = 0;  // 0: as many as the heads
+  double link_latency = 1e-5;
+  double link_bandwidth = 200e9;  // within a node, where CP groups are placed first
+};
+
+// A scheme of a profile derived with CP (and AC): its spelling, GPUs (TP·C·PP), MaxLen by the profile's memory
+// model, the derived time and the quadratic fitted to it from 256 tokens to MaxLen.
+struct CpScheme {
+  std::string name;
+  Scheme base;
+  ContextParallel cp;
+  std::int64_t gpus = 0;
+  std::int64_t max_len = 0;
+  CpSetup setup;
+  FitResult fit;
+  [[nodiscard]] double seconds(std::int64_t length) const { return cp_stage_time(setup, cp, length).total(); }
+};
+
+// `scheme` of `profile` derived with `cp`; nullopt when it cannot be: wider than the cluster, no memory model or
+// activation constant for its TP, or heads that do not split over TP × the Ulysses degree.
+inline std::optional<CpScheme> derive_cp_scheme(const Profile& profile, const SchemeCost& scheme,
+                                                const ContextParallel& cp, const CpModel& model) {
+  const std::optional<TransformerMemorySpec>& memory = profile.spec().memory;
+  const std::int64_t gpus = scheme.scheme.gpus() * cp.degree;
+  if (!memory || gpus > profile.gpus() || !memory->activation_bytes.contains(scheme.scheme.tp())) return std::nullopt;
+  const CpSetup setup{.base = scheme.latency,
+                      .tp = scheme.scheme.tp(),
+                      .stage_layers = (memory->layers + scheme.scheme.pp() - 1) / scheme.scheme.pp(),
+                      .hidden = memory->hidden,
+                      .heads = model.heads,
+                      .kv_heads = model.kv_heads > 0 ? model.kv_heads : model.heads,
+                      .link_latency = model.link_latency,
+                      .link_bandwidth = model.link_bandwidth};
+  const int ulysses = setup.ulysses(cp);
+  sluice::require(ulysses >= 1 && cp.degree % ulysses == 0, "context parallelism: the Ulysses degree ", ulysses,
+                  " must divide the CP degree ", cp.degree);
+  if (setup.kv_heads % (setup.tp * ulysses) != 0) return std::nullopt;
+  setup.validate(cp);
+  const std::int64_t max_len = cp_memory(*memory, scheme.scheme, cp, profile.gpus()).max_len();
+  return CpScheme{cp_scheme_name(scheme.scheme, cp), scheme.scheme, cp, gpus, max_len, setup,
+                  cp_latency(setup, cp, 256, std::max<std::int64_t>(max_len, 512))};
 }
 
 }  // namespace sluice::cost
