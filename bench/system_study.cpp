@@ -661,7 +661,8 @@ modelled yet.
       larger.tokens = 400'000;
       const Strategy at_400k = megatron_choice(larger);
       if (ours.strategies.front() != strategy && at_400k == strategy) ++same_at_400k;
-      std::cout << " `" << at_400k.name() << "` | " << strategies_cell(hotspa) << " | " << strategies_cell(paper.hotspa) << " |\n";
+      std::cout << " `" << at_400k.name() << "` | " << strategies_cell(hotspa) << " | "
+                << strategies_cell(paper.hotspa) << " |\n";
     }
   std::cout << "\nMegatron-LM here picks the paper's configuration in " << same << " of " << rows
             << " rows. Where it does not, the paper's runs " << slower.text()
@@ -674,16 +675,16 @@ half the time of ⟨TP, 1⟩ on the same sequence (7B at 16K: )"
             << fixed(stage_seconds("7b", 8, Scheme(2, 1), 16384), 2)
             << R"( s), so two pipelines of ⟨TP, 1⟩ match one of ⟨TP, 2⟩
 in throughput without 1F1B's bubble of PP − 1 stage times, and whenever ⟨TP, 1⟩ holds the context (it does in
-)" << shallower_holds << R"( of those rows) pipelining only adds the bubble. More tokens per iteration do not change that: with 400K the
-choice moves to more and narrower pipelines, not deeper ones, and is the paper's in )"
+)" << shallower_holds << R"( of those rows) pipelining only adds the bubble. More tokens per iteration do not
+change that: with 400K the choice moves to more and narrower pipelines, not deeper ones, and is the paper's in )"
             << same_at_400k << R"( of the rows where it
 differs at 100K. The authors tuned on measured runs, where a deeper pipeline also frees memory that this model
 does not charge (each stage holds half the layers' activations). Nothing in the baseline is wrong, so nothing
 was changed: it stays the best homogeneous strategy by simulated mean, a stronger baseline than a fixed one.
 
 HotSPa here takes the paper's strategy in )"
-            << hotspa_same << " of " << hotspa_ranges << " length ranges (7B on 8 GPUs at 32K left out). Of the others, "
-            << hotspa_unavailable << R"( are not
+            << hotspa_same << " of " << hotspa_ranges
+            << " length ranges (7B on 8 GPUs at 32K left out). Of the others, " << hotspa_unavailable << R"( are not
 available here: the profile has no such scheme, or its MaxLen is below the range's longest sequence (the
 authors' 7B profile has no fit for ⟨1, 1⟩, the scheme of the paper's DP8 and DP16 for sequences under 4K). The
 rest are available, and the best by simulated mean for the range's sequences is another, for the reasons above.

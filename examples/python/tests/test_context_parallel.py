@@ -16,7 +16,12 @@ if not dist.is_available():
 import torch.multiprocessing as mp  # noqa: E402
 
 import sluice.context_parallel  # noqa: E402
-from sluice.context_parallel import cp_shard, ring_attention, ring_attention_serialized, ulysses_attention  # noqa: E402
+from sluice.context_parallel import (  # noqa: E402
+    cp_shard,
+    ring_attention,
+    ring_attention_serialized,
+    ulysses_attention,
+)
 from sluice.torch import block_causal_mask  # noqa: E402
 
 # Float32 attention against the float64 reference: relative error of a whole tensor (norm of the difference over
