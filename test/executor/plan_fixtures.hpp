@@ -51,7 +51,6 @@ inline ex::ModelConfig random_model(sluice::Rng& rng) {
   return model;
 }
 
-// 3–12 sequences of 1–40 tokens (ids 0, 1, ...), at least one with a next-token target.
 // A model the CUDA backend runs: head dimension 64, as the attention kernels need.
 inline ex::ModelConfig gpu_model() {
   ex::ModelConfig model;
@@ -64,6 +63,7 @@ inline ex::ModelConfig gpu_model() {
   return model;
 }
 
+// 3–12 sequences of 1–40 tokens (ids 0, 1, ...), at least one with a next-token target.
 inline std::vector<sluice::Sequence> random_batch(sluice::Rng& rng) {
   std::vector<sluice::Sequence> batch;
   const std::int64_t count = rng.uniform_int(3, 12);
