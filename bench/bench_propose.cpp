@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "cp_fixtures.hpp"
+#include "sluice/cost/context_parallel.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/synthetic.hpp"
@@ -25,10 +27,17 @@ const sluice::data::LengthDataset& dataset() {
   return lengths;
 }
 
-void run(benchmark::State& state, std::int64_t gpus, const ProposeOptions& options) {
-  const sluice::cost::Profile profile =
+// LLaMA-32B on `gpus` GPUs; with `wide`, over CP 2, 4 and 8 of every kind and full recomputation.
+sluice::cost::Profile profile_of(std::int64_t gpus, bool wide) {
+  sluice::cost::Profile profile =
       sluice::io::read_document<sluice::cost::Profile>(sluice::io::resolve_data_file("llama2-32b", "profiles"))
           .with_gpus(gpus);
+  if (!wide) return profile;
+  return sluice::cost::Profile(sluice::cost::with_scheme_space(profile.spec(), sluice::bench::wide_space()));
+}
+
+void run(benchmark::State& state, std::int64_t gpus, const ProposeOptions& options, bool wide) {
+  const sluice::cost::Profile profile = profile_of(gpus, wide);
   double optimum = 0;
   for (auto _ : state) {
     const sluice::proposal::Proposal result = sluice::proposal::propose(dataset(), profile, options);
@@ -36,6 +45,7 @@ void run(benchmark::State& state, std::int64_t gpus, const ProposeOptions& optio
     benchmark::DoNotOptimize(optimum);
   }
   state.counters["optimum_s"] = optimum;
+  state.counters["schemes"] = static_cast<double>(profile.schemes().size());
 }
 
 // The sampled proposal with its defaults (48 choosing and 32 held-out batches, 4 dispatch trials, pool of 256)
@@ -74,11 +84,13 @@ ProposeOptions options(std::int64_t gpus, std::int64_t length_step, std::int64_t
 // n step 4, Δl 1024: the authors' setting for 1024 GPUs.
 // n and d step 0.1, Δl 128: the paper's stated setting.
 const bool registered = [] {
-  benchmark::RegisterBenchmark("BM_Propose/64", run, 64, options(64, 128, 10, false, 200'000))
+  benchmark::RegisterBenchmark("BM_Propose/64", run, 64, options(64, 128, 10, false, 200'000), false)
       ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("BM_Propose/1024", run, 1024, options(1024, 1024, 40, false, 3'200'000))
+  benchmark::RegisterBenchmark("BM_Propose/64_cp", run, 64, options(64, 128, 10, false, 200'000), true)
       ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("BM_Propose/64_fine", run, 64, options(64, 128, 1, true, 200'000))
+  benchmark::RegisterBenchmark("BM_Propose/1024", run, 1024, options(1024, 1024, 40, false, 3'200'000), false)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_Propose/64_fine", run, 64, options(64, 128, 1, true, 200'000), false)
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_ProposeSampled/64", run_sampled, options(64, 128, 10, false, 200'000))
       ->Unit(benchmark::kMillisecond);

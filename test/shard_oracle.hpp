@@ -4,6 +4,7 @@
 // shared helpers, blocks, granularities and byte counts, are the library's) as the oracle that plan_pull and
 // plan_push must match bit for bit.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <span>
@@ -12,6 +13,7 @@
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
 #include "sluice/shard/pull_push.hpp"
+#include "sluice/shard/ranks.hpp"
 
 namespace sluice::test::shard_oracle {
 
@@ -193,6 +195,95 @@ inline PushPlan plan_push(const Placement& placement, const OptimizerLayout& lay
   batch(raw, plan.gpus, model, model.grad_bytes, plan.blocks, plan.pieces, plan.sends, plan.local_moves,
                 plan.send_bytes, plan.local_bytes);
   return plan;
+}
+
+// shard::place and the process groups as they were before context parallelism, kept verbatim: a strategy
+// without CP must still get exactly these ranks and groups.
+inline Placement place_before_cp(const Strategy& strategy, std::int64_t gpus, int layers,
+                                 const PlacementOptions& options = {}) {
+  sluice::require(gpus >= 1 && gpus <= max_gpus, "shard placement: gpus must be in [1, ", max_gpus, "], got ", gpus);
+  sluice::require(layers >= 1, "shard placement: layers must be >= 1, got ", layers);
+  sluice::require(options.gpus_per_node >= 1, "shard placement: gpus_per_node must be >= 1, got ",
+                  options.gpus_per_node);
+  strategy.require_fits(gpus);
+  for (const auto& [pp, counts] : options.stage_layers) {
+    sluice::require(static_cast<int>(counts.size()) == pp, "shard placement: stage_layers for pp ", pp, " has ",
+                    counts.size(), " entries");
+    std::int64_t total = 0;
+    for (const int count : counts) {
+      sluice::require(count >= 1, "shard placement: stage_layers for pp ", pp, " has a stage of ", count, " layers");
+      total += count;
+    }
+    sluice::require(total == layers, "shard placement: stage_layers for pp ", pp, " sum to ", total, ", the model has ",
+                    layers, " layers");
+  }
+  std::vector<StrategyPart> parts = strategy.parts();
+  if (options.order == PipelineOrder::tp_ascending)
+    std::ranges::stable_sort(
+        parts, [](const StrategyPart& x, const StrategyPart& y) { return x.scheme.tp() < y.scheme.tp(); });
+
+  Placement placement{gpus, layers, {}};
+  const std::int64_t node = options.gpus_per_node;
+  std::int64_t cursor = 0;
+  for (const StrategyPart& part : parts) {
+    const int pp = part.scheme.pp();
+    const int tp = part.scheme.tp();
+    sluice::require(pp <= layers, "shard placement: scheme ", part.scheme.name(), " has more stages than the ", layers,
+                    " layers");
+    std::vector<int> bounds(static_cast<std::size_t>(pp) + 1, 0);
+    const auto custom = options.stage_layers.find(pp);
+    for (int s = 0; s < pp; ++s)
+      bounds[static_cast<std::size_t>(s) + 1] =
+          custom != options.stage_layers.end()
+              ? bounds[static_cast<std::size_t>(s)] + custom->second[static_cast<std::size_t>(s)]
+              : static_cast<int>(std::int64_t{s + 1} * layers / pp);
+    for (int copy = 0; copy < part.pipelines; ++copy) {
+      PipelinePlacement pipeline{part.scheme, {}};
+      for (int s = 0; s < pp; ++s) {
+        if (options.tp_within_node) {
+          const bool straddles = tp <= node ? cursor / node != (cursor + tp - 1) / node : cursor % node != 0;
+          if (straddles) cursor = (cursor / node + 1) * node;
+        }
+        if (cursor + tp > gpus)
+          throw infeasible(sluice::concat("shard placement: strategy ", strategy.name(), " does not fit ", gpus,
+                                          " GPUs", options.tp_within_node ? " keeping TP groups inside nodes" : ""));
+        Stage stage{bounds[static_cast<std::size_t>(s)], bounds[static_cast<std::size_t>(s) + 1], {}};
+        for (int t = 0; t < tp; ++t) stage.ranks.push_back(static_cast<int>(cursor + t));
+        cursor += tp;
+        pipeline.stages.push_back(std::move(stage));
+      }
+      placement.pipelines.push_back(std::move(pipeline));
+    }
+  }
+  return placement;
+}
+
+inline ProcessGroups process_groups_before_cp(const Placement& placement,
+                                              const std::vector<std::size_t>& order) {
+  ProcessGroups groups;
+  for (const std::size_t p : order) {
+    const PipelinePlacement& pipeline = placement.pipelines[p];
+    for (const Stage& stage : pipeline.stages) groups.tp.push_back(stage.ranks);
+    for (std::size_t t = 0; t < static_cast<std::size_t>(pipeline.scheme.tp()); ++t) {
+      std::vector<int> ranks;
+      for (const Stage& stage : pipeline.stages) ranks.push_back(stage.ranks[t]);
+      groups.pp.push_back(std::move(ranks));
+    }
+  }
+  // Placement order is canonical, so each scheme's pipelines are adjacent.
+  for (std::size_t first = 0; first < placement.pipelines.size();) {
+    const Scheme& scheme = placement.pipelines[first].scheme;
+    std::size_t last = first;
+    while (last < placement.pipelines.size() && placement.pipelines[last].scheme == scheme) ++last;
+    for (std::size_t s = 0; s < static_cast<std::size_t>(scheme.pp()); ++s)
+      for (std::size_t t = 0; t < static_cast<std::size_t>(scheme.tp()); ++t) {
+        std::vector<int> ranks;
+        for (std::size_t p = first; p < last; ++p) ranks.push_back(placement.pipelines[p].stages[s].ranks[t]);
+        groups.dp.push_back(std::move(ranks));
+      }
+    first = last;
+  }
+  return groups;
 }
 
 }  // namespace sluice::test::shard_oracle

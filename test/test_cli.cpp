@@ -79,10 +79,18 @@ TEST_CASE("cli: inspect --cp derives every scheme with context parallelism") {
 }
 
 TEST_CASE("cli: inspect --cp refuses what it cannot derive, with one line") {
+  // A profile that does not give the heads.
+  const auto headless = std::filesystem::temp_directory_path() / "sluice_test_cli_headless.json";
+  sluice::io::json document = sluice::io::read_json_file(sluice::io::resolve_data_file("llama2-7b", "profiles"));
+  document.at("model").erase("heads");
+  sluice::io::write_text_file(headless, document.dump());
+  const std::string headless_name = headless.string();
   sluice::test::check_bad_input({
       {{"inspect", "--heads", "32"}, "option --heads needs --cp"},
       {{"inspect", "--recompute"}, "option --recompute needs --cp"},
-      {{"inspect", "--cp", "4"}, "option --cp needs --heads"},
+      {{"inspect", "--cp", "4", "--profile", headless_name}, "option --cp needs --heads: profile llama2-7b does not"},
+      {{"plan", "--cp", "4", "--profile", headless_name, "--strategies", "1*tp8pp2"},
+       "does not give the model's attention heads"},
       {{"inspect", "--cp", "0", "--heads", "32"}, "--cp: expected an integer from 1 to 1024"},
       {{"inspect", "--cp", "4", "--heads", "32", "--cp-kind", "stripe"},
        "option --cp-kind: expected ulysses, ring or hybrid, got 'stripe'"},
@@ -90,8 +98,18 @@ TEST_CASE("cli: inspect --cp refuses what it cannot derive, with one line") {
       {{"inspect", "--cp", "4", "--heads", "32", "--cp-kind", "hybrid"}, "option --cp-kind hybrid needs --ulysses"},
       {{"inspect", "--cp", "4", "--heads", "32", "--cp-kind", "hybrid", "--ulysses", "3"},
        "option --ulysses: 3 must divide --cp 4"},
-      {{"inspect", "--cp", "4", "--heads", "32", "--kv-heads", "5"}, "option --kv-heads: 5 must divide --heads 32"},
+      {{"inspect", "--cp", "4", "--kv-heads", "5"}, "option --kv-heads: 5 must divide the 32 heads"},
+      {{"plan", "--cp", "3", "--cp-kinds", "ulysses", "--strategies", "1*tp8pp2"},
+       "CP 3 splits the 32 heads unevenly in every scheme"},
+      {{"plan", "--cp", "32", "--strategies", "1*tp8pp2"}, "no scheme with CP 32 fits the 16 GPUs"},
+      {{"plan", "--cp", "2,x", "--strategies", "1*tp8pp2"}, "option --cp: expected degrees from 2 to 1024"},
+      {{"plan", "--cp", "1", "--strategies", "1*tp8pp2"}, "option --cp: expected degrees from 2 to 1024"},
+      {{"plan", "--cp-kinds", "ring", "--strategies", "1*tp8pp2"}, "option --cp-kinds needs --cp"},
+      {{"simulate", "--cp", "2", "--cp-kinds", "ring,stripe"}, "option --cp-kinds: expected ulysses, ring or hybrid"},
+      {{"plan", "--strategies", "1*tp1cp4ringpp2"}, "no usable scheme tp1cp4ringpp2"},
+      {{"plan", "--cp", "4", "--strategies", "2*tp4cp4ringpp1"}, "needs 32 GPUs"},
   });
+  std::filesystem::remove(headless);
 }
 
 TEST_CASE("cli: inspect --json is one parseable document") {

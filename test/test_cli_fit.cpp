@@ -294,3 +294,29 @@ TEST_CASE("cli: fit --help, and fit among the commands") {
   CHECK(run_cli({"--help"}).out.find("  fit ") != std::string::npos);
   check_bad_input({{{"fit", "--no-such-option"}, "unknown option --no-such-option"}});
 }
+
+TEST_CASE("cli: fit takes samples of CP and AC schemes, named in a scheme column") {
+  std::vector<cost::ProfileSample> samples = exact_samples();
+  for (const char* name : {"tp2cp4ringpp1", "tp1cp2ulyssespp2ac"})
+    for (const std::int64_t length : lengths) {
+      const auto l = static_cast<double>(length);
+      samples.push_back({sluice::Scheme::parse(name), length, 3e-10 * l * l + 2e-5 * l + 0.02, std::nullopt});
+    }
+  const std::string text = io::profile_samples_csv(samples);
+  CHECK(text.starts_with("scheme,tokens,seconds,peak_bytes\n"));
+  const std::string csv = write("cp.csv", text);
+  CHECK(io::parse_profile_samples_csv(io::read_text_file(csv), csv).samples == samples);
+  const auto result = run_cli({"fit", "--samples", csv, "--base", "llama2-7b", "--json"});
+  REQUIRE(result.code == 0);
+  const io::json document = io::json::parse(result.out);
+  CHECK(document.at("version") == 2);  // it holds CP schemes
+  const cost::Profile fitted = io::from_document<cost::Profile>(document.at("profile"));
+  const cost::SchemeCost& ring = fitted.at(sluice::Scheme::parse("tp2cp4ringpp1"));
+  CHECK(near(ring.latency.a(), 3e-10, 1e-6));
+  // MaxLen from the base's memory model, which divides activations by C.
+  CHECK(ring.max_len > fitted.at(sluice::Scheme(2, 2)).max_len);
+  const std::string both = write("both.csv", "scheme,tp,tokens,seconds\ntp1pp1,1,512,0.1\n");
+  const std::string bad = write("bad_name.csv", "scheme,tokens,seconds\ntp1cp4stripepp1,512,0.1\n");
+  check_bad_input({{{"fit", "--samples", both, "--base", "llama2-7b"}, "names the scheme twice"},
+                   {{"fit", "--samples", bad, "--base", "llama2-7b"}, "bad_name.csv: line 2: scheme: cannot parse"}});
+}

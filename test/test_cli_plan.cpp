@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -12,11 +13,14 @@
 #include <vector>
 
 #include "cli_harness.hpp"
+#include "sluice/core/strategy.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/io/shard_json.hpp"
 
+using sluice::Strategy;
+using sluice::StrategyPart;
 using sluice::test::BadInput;
 using sluice::test::run_cli;
 
@@ -218,4 +222,39 @@ TEST_CASE("cli: --context defaults by one rule in propose, plan, simulate and tr
                                          "--tokens", "20000", "--json"});
   REQUIRE(explicit_context.code == 0);
   CHECK(sluice::io::json::parse(explicit_context.out).at("context") == 8192);
+}
+
+TEST_CASE("cli: plan over the CP and AC scheme space: valid plans, CP groups, the version that says so") {
+  // LLaMA-2 7B on 16 GPUs, one candidate of each kind and one with recomputation beside a ⟨TP, PP⟩ one.
+  const std::string_view wide = "1*tp2cp4ringpp2,2*tp1cp4ulyssespp2,1*tp1cp8hybrid2pp2,2*tp8pp1ac,2*tp8pp1";
+  const auto result = run_cli({"plan", "--cp", "4,8", "--cp-kinds", "ring,ulysses,hybrid", "--ac", "--strategies",
+                               wide, "--iterations", "2", "--tokens", "60000", "--json"});
+  REQUIRE(result.code == 0);
+  const auto document = sluice::io::json::parse(result.out);
+  CHECK(document.at("version") == 4);
+  for (const auto& iteration : document.at("iterations")) {
+    const Strategy strategy = Strategy::parse(iteration.at("strategy").get<std::string>());
+    const auto placement = iteration.at("placement").get<sluice::shard::RankPlacement>();
+    for (const auto& pipeline : placement.placement.pipelines)
+      for (const auto& stage : pipeline.stages) CHECK(stage.ranks.size() == pipeline.scheme.stage_gpus());
+    const bool has_cp = std::ranges::any_of(strategy.parts(), [](const StrategyPart& part) {
+      return part.scheme.cp() > 1;
+    });
+    CHECK(placement.groups.cp.empty() == !has_cp);
+  }
+  // Without the space, those schemes are not in the profile; and ⟨TP, PP⟩ plans keep version 3.
+  const auto plain = run_cli({"plan", "--strategies", "2*tp8pp1", "--iterations", "1", "--tokens", "20000", "--json"});
+  REQUIRE(plain.code == 0);
+  CHECK(sluice::io::json::parse(plain.out).at("version") == 3);
+  // The same ⟨TP, PP⟩ plans with the space on: the candidates decide, so nothing changes.
+  const auto spaced = run_cli({"plan", "--strategies", "2*tp8pp1", "--iterations", "1", "--tokens", "20000", "--cp",
+                               "2,4", "--ac", "--json"});
+  REQUIRE(spaced.code == 0);
+  auto without_time = [](std::string text) {
+    sluice::io::json parsed = sluice::io::json::parse(text);
+    for (auto& iteration : parsed.at("iterations")) iteration.erase("planning_seconds");
+    parsed.at("summary").erase("mean_planning_seconds");
+    return parsed;
+  };
+  CHECK(without_time(spaced.out) == without_time(plain.out));
 }

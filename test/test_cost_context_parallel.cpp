@@ -6,11 +6,14 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sluice/core/error.hpp"
 #include "sluice/cost/context_parallel.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/io/bundled.hpp"
+#include "sluice/io/core_json.hpp"
 #include "sluice/io/strategy_pool.hpp"
 
 using namespace sluice;
@@ -22,7 +25,6 @@ namespace {
 // 10 µs and 100 GB/s.
 CpSetup small_setup() {
   return {.base = QuadraticLatency(1e-9, 1e-5, 1e-3),
-          .tp = 1,
           .stage_layers = 2,
           .hidden = 1024,
           .heads = 16,
@@ -33,6 +35,19 @@ CpSetup small_setup() {
           .link_bandwidth = 1e11};
 }
 
+// ⟨TP, C, 1⟩ with CP of `kind` (and the hybrid's Ulysses degree), optionally recomputing.
+Scheme with_cp(int tp, int cp, CpKind kind = CpKind::ring, int ulysses = 0, Recompute recompute = Recompute::none) {
+  return Scheme({.tp = tp, .pp = 1, .cp = cp, .cp_kind = kind, .ulysses = ulysses, .recompute = recompute});
+}
+
+SchemeSpace space_of(std::vector<int> degrees, std::vector<CpKind> kinds = {CpKind::ring}, bool recompute = false) {
+  SchemeSpace space;
+  space.cp_degrees = std::move(degrees);
+  space.cp_kinds = std::move(kinds);
+  space.recompute = recompute;
+  return space;
+}
+
 TransformerMemorySpec memory_of(const std::string& model) {
   return *io::read_profile(io::resolve_data_file("llama2-" + model, "profiles")).spec().memory;
 }
@@ -41,7 +56,7 @@ TransformerMemorySpec memory_of(const std::string& model) {
 
 TEST_CASE("context parallelism: Ulysses' all-to-alls against a hand count") {
   const CpSetup setup = small_setup();
-  const CpStageTime time = cp_stage_time(setup, {.degree = 4, .kind = CpKind::ulysses}, 4096);
+  const CpStageTime time = cp_stage_time(setup, with_cp(1, 4, CpKind::ulysses), 4096);
   // Each rank holds 1024 tokens; q and the output are 1024 wide, k and v 256: 2560 elements a token, of which 3/4
   // leave, 2 bytes each, at 1e11 B/s: 1024 · 2560 · 0.75 · 2 / 1e11 = 3.93216e-5 s a pass, plus 4 all-to-alls of
   // 3 exchanges at 1e-5 s. Two passes (forward, backward) on each of 2 layers.
@@ -51,13 +66,13 @@ TEST_CASE("context parallelism: Ulysses' all-to-alls against a hand count") {
   CHECK(time.compute == doctest::Approx((1e-9 * 4096.0 * 4096 + 1e-5 * 4096) / 4 + 1e-3).epsilon(1e-12));
   // Recomputation repeats the forward's four.
   const CpStageTime recomputed =
-      cp_stage_time(setup, {.degree = 4, .kind = CpKind::ulysses, .recompute = Recompute::full}, 4096);
+      cp_stage_time(setup, with_cp(1, 4, CpKind::ulysses, 0, Recompute::full), 4096);
   CHECK(recomputed.all_to_all == doctest::Approx(3 * 2 * per_pass).epsilon(1e-12));
 }
 
 TEST_CASE("context parallelism: the ring hides its exchanges under long sequences and exposes them under short") {
   const CpSetup setup = small_setup();
-  const ContextParallel ring{.degree = 4, .kind = CpKind::ring};
+  const Scheme ring = with_cp(1, 4);
   // A block: l/4 tokens of K (or V), 256 wide, 2 bytes. After the backward's last step dK and dV go home: always
   // exposed, α + 2 blocks a layer.
   const auto block = [](double length) { return length / 4 * 256 * 2 / 1e11; };
@@ -83,7 +98,7 @@ TEST_CASE("context parallelism: the ring hides its exchanges under long sequence
 
 TEST_CASE("context parallelism: a hybrid is Ulysses within and the ring across") {
   const CpSetup setup = small_setup();
-  const CpStageTime hybrid = cp_stage_time(setup, {.degree = 4, .kind = CpKind::hybrid, .ulysses_degree = 2}, 8192);
+  const CpStageTime hybrid = cp_stage_time(setup, with_cp(1, 4, CpKind::hybrid, 2), 8192);
   // Ulysses over 2 ranks on 8192 / 4 tokens each: 1/2 leaves; the ring over 2 ranks passes blocks of 8192 / 2
   // tokens of the KV width split over the 2 Ulysses ranks.
   const double per_pass = 2048.0 * 2560 * 0.5 * 2 / 1e11 + 4 * 1 * 1e-5;
@@ -96,18 +111,18 @@ TEST_CASE("context parallelism: a hybrid is Ulysses within and the ring across")
 }
 
 TEST_CASE("activation recomputation: one more forward, and a layer's input kept instead of its activations") {
-  CpSetup setup = small_setup();
+  const CpSetup setup = small_setup();
   const QuadraticLatency& t = setup.base;
   // Without CP the time is the base's, and recomputation adds its forward third.
-  CHECK(cp_stage_time(setup, {}, 4096).total() == doctest::Approx(t(4096)).epsilon(1e-12));
-  CHECK(cp_stage_time(setup, {.recompute = Recompute::full}, 4096).total() ==
+  CHECK(cp_stage_time(setup, Scheme(1, 1), 4096).total() == doctest::Approx(t(4096)).epsilon(1e-12));
+  CHECK(cp_stage_time(setup, with_cp(1, 1, CpKind::ring, 0, Recompute::full), 4096).total() ==
         doctest::Approx(t(4096) * 4 / 3).epsilon(1e-12));
 
   const TransformerMemorySpec spec = memory_of("7b");
   const Scheme scheme(2, 2);
-  const LinearMemory plain = cp_memory(spec, scheme, {}, 16);
-  CHECK(plain == spec.for_scheme(scheme, 16));  // CP 1, no recomputation: the Hydraulis memory model itself
-  const LinearMemory recomputed = cp_memory(spec, scheme, {.degree = 2, .recompute = Recompute::full}, 16);
+  const LinearMemory plain = spec.for_scheme(scheme, 16);
+  const LinearMemory recomputed =
+      spec.for_scheme(Scheme({.tp = 2, .pp = 2, .cp = 2, .recompute = Recompute::full}), 16);
   // 32 layers in 2 stages, 2 micro-batches in flight on the first: 32 layers' 16-bit inputs (2 bytes a hidden unit)
   // and one layer's working set (A = 39 bytes for TP 2), over TP 2 and CP 2.
   CHECK(recomputed.bytes_per_token() == doctest::Approx(4096.0 / 2 / 2 * (32 * 2 + 39)).epsilon(1e-12));
@@ -119,7 +134,7 @@ TEST_CASE("context parallelism: MaxLen grows with the degree") {
   const TransformerMemorySpec spec = memory_of("13b");
   std::int64_t previous = 0;
   for (const int degree : {1, 2, 4, 8}) {
-    const LinearMemory memory = cp_memory(spec, Scheme(2, 1), {.degree = degree}, 32);
+    const LinearMemory memory = spec.for_scheme(with_cp(2, degree), 32);
     CHECK(memory.bytes_per_token() ==
           doctest::Approx(spec.activation_bytes_per_token(Scheme(2, 1)) / degree).epsilon(1e-12));
     CHECK(memory.max_len() > previous);
@@ -128,18 +143,16 @@ TEST_CASE("context parallelism: MaxLen grows with the degree") {
 }
 
 TEST_CASE("context parallelism: bad setups are refused with one line naming the value") {
-  CpSetup setup = small_setup();
-  setup.tp = 2;
+  const CpSetup setup = small_setup();
   // TP 2 × Ulysses 4 splits the heads 8 ways, which 4 KV heads cannot fill.
-  CHECK_THROWS_WITH_AS(cp_stage_time(setup, {.degree = 4, .kind = CpKind::ulysses}, 1024),
+  CHECK_THROWS_WITH_AS(cp_stage_time(setup, with_cp(2, 4, CpKind::ulysses), 1024),
                        doctest::Contains("splits the heads 8 ways"), invalid_input);
-  CHECK_THROWS_WITH_AS(cp_stage_time(setup, {.degree = 4, .kind = CpKind::hybrid, .ulysses_degree = 3}, 1024),
-                       doctest::Contains("Ulysses degree 3 must divide the CP degree 4"), invalid_input);
-  CHECK_THROWS_WITH_AS(cp_stage_time(setup, {.degree = 0}, 1024), doctest::Contains("degree must be in"),
+  CHECK_THROWS_WITH_AS(with_cp(2, 4, CpKind::hybrid, 3), doctest::Contains("needs a Ulysses degree that divides it"),
                        invalid_input);
-  CHECK_THROWS_WITH_AS(cp_latency(small_setup(), {.degree = 2}, 512, 512), doctest::Contains("shortest < longest"),
+  CHECK_THROWS_WITH_AS(with_cp(2, 0), doctest::Contains("cp must be in"), invalid_input);
+  CHECK_THROWS_WITH_AS(cp_latency(small_setup(), with_cp(1, 2), 512, 512), doctest::Contains("shortest < longest"),
                        invalid_input);
-  CHECK_THROWS_WITH_AS(cp_memory(memory_of("7b"), Scheme(4, 2), {.degree = 4}, 16),
+  CHECK_THROWS_WITH_AS(memory_of("7b").for_scheme(Scheme({.tp = 4, .pp = 2, .cp = 4}), 16),
                        doctest::Contains("needs 32 GPUs but the cluster has 16"), invalid_input);
   CHECK(value_in(cp_kind_names, "hybrid", "cp kind") == CpKind::hybrid);
   CHECK_THROWS_WITH_AS(value_in(cp_kind_names, "stripe", "cp kind"),
@@ -164,12 +177,85 @@ TEST_CASE("DeepSpeed's configurations in the Hydraulis paper (Table 3): recomput
     CAPTURE(row.gpus);
     CAPTURE(row.context);
     const TransformerMemorySpec spec = memory_of(row.model);
-    const std::int64_t without =
-        cp_memory(spec, Scheme(1, 1), {.degree = row.sp}, row.gpus, StateSharding::zero3).max_len();
-    const std::int64_t with =
-        cp_memory(spec, Scheme(1, 1), {.degree = row.sp, .recompute = Recompute::full}, row.gpus, StateSharding::zero3)
-            .max_len();
+    const Scheme ulysses = with_cp(1, row.sp, CpKind::ulysses);
+    const Scheme recomputing = with_cp(1, row.sp, CpKind::ulysses, 0, Recompute::full);
+    const std::int64_t without = spec.for_scheme(ulysses, row.gpus, StateSharding::zero3).max_len();
+    const std::int64_t with = spec.for_scheme(recomputing, row.gpus, StateSharding::zero3).max_len();
     CHECK((without < row.context) == row.recompute);
     CHECK(with >= row.context);
   }
+}
+
+TEST_CASE("schemes with CP and AC: spelling, order, GPUs and JSON, in documents one version up") {
+  CHECK(Scheme::parse("tp2cp4ringpp1") == with_cp(2, 4));
+  CHECK(Scheme::parse("tp2cp4pp1") == with_cp(2, 4));  // the ring when no kind is named
+  CHECK(Scheme::parse("tp1cp8hybrid2pp1") == with_cp(1, 8, CpKind::hybrid, 2));
+  CHECK(Scheme::parse("tp8pp2ac") == Scheme({.tp = 8, .pp = 2, .recompute = Recompute::full}));
+  for (const char* name : {"tp4pp2", "tp2cp4ringpp1", "tp1cp8hybrid2pp1", "tp1cp4ulyssespp2ac", "tp8pp2ac"})
+    CHECK(Scheme::parse(name).name() == name);
+  // CP 1 has no kind, so it is the ⟨TP, PP⟩ scheme itself.
+  CHECK(Scheme({.tp = 2, .pp = 2, .cp = 1, .cp_kind = CpKind::ulysses}) == Scheme(2, 2));
+  CHECK(Scheme::parse("tp2cp4ringpp2").gpus() == 16);
+  CHECK(Scheme::parse("tp2cp4hybrid2pp2").ring() == 2);
+  CHECK(Scheme::parse("tp2cp4ulyssespp2").ulysses() == 4);
+  CHECK(Scheme(4, 2) < Scheme::parse("tp4cp2ringpp2"));
+  CHECK(Scheme::parse("tp4cp2ringpp2").base() == Scheme(4, 2));
+  for (const char* bad : {"tp1cp8hybridpp1", "tp1cp8hybrid8pp1", "tp1cp8hybrid3pp1", "tp1cp0ringpp1",
+                          "tp1cp2stripepp1", "tp1pp1acx", "tp1cp2ulysses2pp1"})
+    CHECK_THROWS_AS(Scheme::parse(bad), invalid_input);
+
+  CHECK(io::json(Scheme(4, 2)) == io::json::parse(R"({"tp": 4, "pp": 2})"));
+  const Scheme hybrid = Scheme::parse("tp1cp8hybrid2pp2ac");
+  CHECK(io::json(hybrid) ==
+        io::json::parse(R"({"tp": 1, "pp": 2, "cp": 8, "cp_kind": "hybrid", "ulysses": 2, "recompute": "full"})"));
+  CHECK(io::json(hybrid).get<Scheme>() == hybrid);
+  const Strategy plain = Strategy::parse("2*tp4pp1");
+  const Strategy wide = Strategy::parse("1*tp4pp1+1*tp1cp4ringpp1");
+  CHECK(io::to_document(plain)["version"] == 1);
+  CHECK(io::to_document(wide)["version"] == 2);
+  CHECK(io::from_document<Strategy>(io::to_document(wide)) == wide);
+  io::json future = io::to_document(wide);
+  future["version"] = 3;
+  CHECK_THROWS_WITH_AS(io::from_document<Strategy>(future), doctest::Contains("unsupported sluice.strategy version 3"),
+                       invalid_input);
+}
+
+TEST_CASE("the scheme space: CP and AC schemes derived from every measured ⟨TP, PP⟩ scheme") {
+  const Profile profile = io::read_profile(io::resolve_data_file("llama2-7b", "profiles"));
+  CHECK(profile.spec().model.heads == 32);
+  CHECK(with_scheme_space(profile.spec(), {}).schemes == profile.spec().schemes);
+  const SchemeSpace space = space_of({2, 4, 8}, {CpKind::ulysses, CpKind::ring, CpKind::hybrid}, true);
+  // Per base: 3 degrees × (Ulysses, ring) and 3 hybrids (Ulysses 2 of 4, 2 and 4 of 8), each with and without AC,
+  // and AC alone.
+  CHECK(space_schemes(Scheme(1, 2), space).size() == (3 * 2 + 3) * 2 + 1);
+  const Profile wide(with_scheme_space(profile.spec(), space));
+  CHECK(wide.schemes().size() > profile.schemes().size());
+  for (const SchemeCost& cost : wide.schemes()) {
+    CAPTURE(cost.scheme.name());
+    CHECK(cost.scheme.gpus() <= wide.gpus());
+    CHECK(cost.max_len > 0);
+    // CP and AC only ever lengthen what a scheme holds.
+    if (const SchemeCost* base = profile.find(cost.scheme.base())) CHECK(cost.max_len >= base->max_len);
+  }
+  // A scheme the profile measures is kept as measured.
+  ProfileSpec measured = profile.spec();
+  measured.schemes.push_back({with_cp(1, 2), QuadraticLatency(1e-9, 1e-5, 1e-2), std::nullopt, std::nullopt});
+  const Profile kept(with_scheme_space(measured, space_of({2})));
+  CHECK(kept.at(with_cp(1, 2)).latency == QuadraticLatency(1e-9, 1e-5, 1e-2));
+  // CP needs the heads.
+  ProfileSpec headless = profile.spec();
+  headless.model.heads = 0;
+  CHECK_THROWS_WITH_AS(with_scheme_space(headless, space_of({2})),
+                       doctest::Contains("does not give the model's attention heads"), invalid_input);
+  CHECK(Profile(with_scheme_space(headless, space_of({}, {}, true))).schemes().size() == 2 * profile.schemes().size());
+}
+
+TEST_CASE("the scheme space refuses a CP degree that gives no scheme, naming why") {
+  const ProfileSpec spec = io::read_profile(io::resolve_data_file("llama2-7b", "profiles")).spec();
+  CHECK_THROWS_WITH_AS(with_scheme_space(spec, space_of({3}, {CpKind::ulysses})),
+                       doctest::Contains("CP 3 splits the 32 heads unevenly"), invalid_input);
+  CHECK_THROWS_WITH_AS(with_scheme_space(spec, space_of({32})), doctest::Contains("no scheme with CP 32 fits the 16"),
+                       invalid_input);
+  CHECK_THROWS_WITH_AS(with_scheme_space(spec, space_of({1})), doctest::Contains("CP degrees must be in [2"),
+                       invalid_input);
 }

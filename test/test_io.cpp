@@ -183,8 +183,8 @@ TEST_CASE("profile: bad documents name the problem") {
   bad.erase("model");
   expect_error(bad, "missing field 'model'");
   bad = document;
-  bad["version"] = 2;
-  expect_error(bad, "version 2");
+  bad["version"] = 3;
+  expect_error(bad, "version 3");
   CHECK_THROWS_WITH_AS(io::read_document<Profile>("/nonexistent/profile.json"), doctest::Contains("cannot open"),
                        invalid_input);
   CHECK_THROWS_WITH_AS(io::resolve_data_file("no-such-profile", "profiles"), doctest::Contains("llama2-7b"),

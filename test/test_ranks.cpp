@@ -36,6 +36,22 @@ cost::Profile mixed_profile(std::int64_t gpus, int per_node) {
   return cost::Profile(spec);
 }
 
+// tp2cp2ringpp2 and tp1pp2 on 12 GPUs in nodes of `per_node`; tp1pp2 holds the longer sequences.
+cost::Profile cp_profile(int per_node) {
+  cost::ProfileSpec spec{.name = "cp",
+                         .source = "test",
+                         .model = {.name = "m", .layers = 4, .hidden = 1024, .vocab = 32000},
+                         .gpus = 12,
+                         .gpus_per_node = per_node,
+                         .memory = std::nullopt,
+                         .schemes = {}};
+  const auto entry = [](const char* scheme, std::int64_t max_len) {
+    return cost::SchemeEntry{Scheme::parse(scheme), cost::QuadraticLatency(1e-10, 1e-6, 1e-3), max_len, std::nullopt};
+  };
+  spec.schemes = {entry("tp2cp2ringpp2", 8000), entry("tp1pp2", 16000)};
+  return cost::Profile(spec);
+}
+
 std::vector<int> all_ranks(const shard::ProcessGroups& groups) {
   std::vector<int> ranks;
   for (const auto& group : groups.tp) ranks.insert(ranks.end(), group.begin(), group.end());
@@ -82,6 +98,67 @@ TEST_CASE("rank placement: plan pipeline j runs on placement pipeline plan_order
   std::vector<int> used = all_ranks(ranks.groups);
   std::ranges::sort(used);
   CHECK(used == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
+}
+
+TEST_CASE("rank placement: CP ranks get their own groups and join the TP, PP and DP groups of their shard") {
+  const cost::Profile profile = cp_profile(8);
+  const Strategy strategy = Strategy::parse("1*tp2cp2ringpp2+2*tp1pp2");
+  const shard::RankPlacement ranks = shard::rank_placement(strategy, profile);
+  shard::validate(ranks, strategy, profile);
+  // Placement: tp2cp2ringpp2 on 0-3 and 4-7 (CP rank c, TP shard t at 2c + t), the tp1pp2s on 8, 9 and 10, 11.
+  REQUIRE(ranks.placement.pipelines.size() == 3);
+  CHECK(ranks.placement.pipelines[0].stages[0].ranks == std::vector<int>{0, 1, 2, 3});
+  CHECK(ranks.placement.pipelines[0].stages[1].ranks == std::vector<int>{4, 5, 6, 7});
+  CHECK(ranks.placement.pipelines[2].stages[1].ranks == std::vector<int>{11});
+  // MaxLen order: the tp1pp2s (16000), then the CP pipeline (8000).
+  CHECK(ranks.plan_order == std::vector<std::size_t>{1, 2, 0});
+  using Groups = std::vector<std::vector<int>>;
+  // TP per (plan pipeline, stage, CP rank); PP per (plan pipeline, CP rank, TP shard).
+  CHECK(ranks.groups.tp == Groups{{8}, {9}, {10}, {11}, {0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(ranks.groups.pp == Groups{{8, 9}, {10, 11}, {0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  // CP per (plan pipeline with CP, stage, TP shard), CP rank 0 first.
+  CHECK(ranks.groups.cp == Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+  // DP per (scheme, stage, TP shard), over every pipeline and CP rank: the CP pipeline's are its CP groups.
+  CHECK(ranks.groups.dp == Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}});
+
+  // JSON: the CP groups are written, and read back.
+  const io::json json = io::to_document(ranks);
+  CHECK(json.at("groups").at("cp") == io::json(ranks.groups.cp));
+  CHECK(io::from_document<shard::RankPlacement>(json) == ranks);
+
+  const auto fails = [&](shard::RankPlacement bad, const char* expected) {
+    CAPTURE(expected);
+    CHECK_THROWS_WITH_AS(shard::validate(bad, strategy, profile), doctest::Contains(expected), invalid_plan);
+  };
+  {
+    auto bad = ranks;  // a CP stage with its TP ranks alone
+    bad.placement.pipelines[0].stages[0].ranks = {0, 1};
+    fails(bad, "pipeline 0 stage 0 has 2 ranks, tp2cp2ringpp2 needs 4");
+  }
+  {
+    auto bad = ranks;  // a 4-rank stage across nodes of 8 while it fits in one
+    std::swap(bad.placement.pipelines[0].stages[0].ranks[3], bad.placement.pipelines[1].stages[0].ranks[0]);
+    fails(bad, "pipeline 0 has a stage with ranks 0 and 8 on different nodes");
+  }
+  {
+    auto bad = ranks;
+    std::swap(bad.groups.cp[0], bad.groups.cp[1]);
+    fails(bad, "process groups differ");
+  }
+  {
+    auto bad = ranks;
+    bad.groups.cp.clear();
+    fails(bad, "process groups differ");
+  }
+  // Nodes of 2: the 4-rank stages are wider than a node; each TP pair must then sit in one.
+  const cost::Profile small_nodes = cp_profile(2);
+  const shard::RankPlacement paired = shard::rank_placement(strategy, small_nodes);
+  shard::validate(paired, strategy, small_nodes);
+  auto split = paired;
+  std::swap(split.placement.pipelines[0].stages[0].ranks[1], split.placement.pipelines[0].stages[0].ranks[2]);
+  split.groups = shard::detail::process_groups(split.placement, split.plan_order);
+  CHECK_THROWS_WITH_AS(shard::validate(split, strategy, small_nodes),
+                       doctest::Contains("has a TP group with ranks 0 and 2 on different nodes"), invalid_plan);
 }
 
 TEST_CASE("rank placement: TP groups stay inside a node, skipped ranks stay idle") {
@@ -141,6 +218,7 @@ TEST_CASE("rank placement: JSON in plan order round-trips") {
   CHECK(json.at("format") == "sluice.rank_placement");
   CHECK(json.at("pipelines")[0].at("placement_index") == 3);
   CHECK(json.at("pipelines")[0].at("stages")[0].at("ranks") == io::json({8}));
+  CHECK_FALSE(json.at("groups").contains("cp"));  // no CP, no CP groups: the document it always was
   CHECK(io::from_document<shard::RankPlacement>(json) == ranks);
   io::json repeated = json;
   repeated["pipelines"][1]["placement_index"] = 3;

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <string_view>
 #include <set>
 #include <utility>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
 #include "sluice/shard/pull_push.hpp"
+#include "sluice/shard/ranks.hpp"
 #include "shard_oracle.hpp"
 
 using namespace sluice;
@@ -60,22 +62,30 @@ std::int64_t model_bytes(const Model& model, int bytes_per_element) {
   return model.layer_elements() * model.layers * bytes_per_element;
 }
 
-// A random strategy on at most `gpus` GPUs with at most `layers` stages per pipeline.
-Strategy random_strategy(Rng& rng, std::int64_t gpus, int layers, bool powers_of_two) {
+// A random strategy on at most `gpus` GPUs with at most `layers` stages per pipeline; with_cp draws a CP degree
+// of 1 to 4 and a kind too (without, the draws are those the tests have always made).
+Strategy random_strategy(Rng& rng, std::int64_t gpus, int layers, bool powers_of_two, bool with_cp = false) {
   std::vector<StrategyPart> parts;
   std::int64_t used = 0;
   const std::vector<int> degrees = powers_of_two ? std::vector<int>{1, 2, 4, 8, 16} : std::vector<int>{1, 2, 3, 4, 6};
   while (true) {
-    const int tp = degrees[rng.below(degrees.size())];
-    const int pp = static_cast<int>(rng.uniform_int(1, std::min(layers, 4)));
-    if (used + tp * pp > gpus) {
-      if (!parts.empty()) break;
-      if (gpus < tp * pp) continue;
+    Degrees drawn{.tp = degrees[rng.below(degrees.size())]};
+    drawn.pp = static_cast<int>(rng.uniform_int(1, std::min(layers, 4)));
+    if (with_cp) {
+      drawn.cp = static_cast<int>(rng.uniform_int(1, 4));
+      const auto kind = rng.below(3);  // a hybrid needs a Ulysses degree strictly between 1 and C: C = 4, U = 2
+      drawn.cp_kind = kind == 0 ? CpKind::ulysses : kind == 1 && drawn.cp == 4 ? CpKind::hybrid : CpKind::ring;
+      if (drawn.cp_kind == CpKind::hybrid) drawn.ulysses = 2;
     }
-    const auto room = (gpus - used) / (tp * pp);
+    const Scheme scheme(drawn);
+    if (used + scheme.gpus() > gpus) {
+      if (!parts.empty()) break;
+      if (gpus < scheme.gpus()) continue;
+    }
+    const auto room = (gpus - used) / scheme.gpus();
     const int copies = static_cast<int>(rng.uniform_int(1, std::min<std::int64_t>(room, 3)));
-    parts.push_back({Scheme(tp, pp), copies});
-    used += std::int64_t{tp} * pp * copies;
+    parts.push_back({scheme, copies});
+    used += scheme.gpus() * copies;
     if (rng.below(3) == 0) break;
   }
   return Strategy(std::move(parts));
@@ -135,6 +145,78 @@ TEST_CASE("shard: placement packs pipelines into contiguous blocks, TP descendin
   CHECK(custom.pipelines[0].stages[0].layer_end == 4);
 }
 
+TEST_CASE("shard: a CP stage takes TP·C ranks, CP rank after CP rank, inside a node when it fits") {
+  // 12 GPUs in nodes of 8: tp2cp2ringpp2 (canonically first) takes 0-3 and 4-7, CP rank c's TP shard t at rank
+  // index 2c + t; the tp1pp2 pipelines take 8, 9 and 10, 11.
+  const Placement placement = place(Strategy::parse("1*tp2cp2ringpp2+2*tp1pp2"), 12, 4);
+  validate(placement);
+  REQUIRE(placement.pipelines.size() == 3);
+  CHECK(placement.pipelines[0].scheme == Scheme::parse("tp2cp2ringpp2"));
+  CHECK(placement.pipelines[0].stages[0].ranks == std::vector<int>{0, 1, 2, 3});
+  CHECK(placement.pipelines[0].stages[1].ranks == std::vector<int>{4, 5, 6, 7});
+  CHECK(placement.pipelines[0].stages[1].layer_begin == 2);
+  CHECK(placement.pipelines[1].stages[0].ranks == std::vector<int>{8});
+  CHECK(placement.pipelines[1].stages[1].ranks == std::vector<int>{9});
+  CHECK(placement.pipelines[2].stages[0].ranks == std::vector<int>{10});
+  CHECK(placement.pipelines[2].stages[1].ranks == std::vector<int>{11});
+  CHECK(io::from_document<Placement>(io::to_document(placement)) == placement);
+
+  // Nodes of 4, TP ascending: tp1 takes rank 0; the 4-rank stage would straddle and starts node 1.
+  const PlacementOptions ascending{.gpus_per_node = 4, .order = PipelineOrder::tp_ascending};
+  const Placement moved = place(Strategy::parse("1*tp1pp1+1*tp2cp2ulyssespp1"), 8, 2, ascending);
+  CHECK(moved.pipelines[1].stages[0].ranks == std::vector<int>{4, 5, 6, 7});
+  // A stage wider than a node starts on a node boundary.
+  const Placement wide = place(Strategy::parse("1*tp1pp1+1*tp2cp4ringpp1"), 12, 2, ascending);
+  CHECK(wide.pipelines[1].stages[0].ranks == std::vector<int>{4, 5, 6, 7, 8, 9, 10, 11});
+  // TP 3 in nodes of 4, the stage wider than a node: each TP group stays in its node, rank 3 idle.
+  const Strategy odd = Strategy::parse("1*tp3cp2ringpp1");
+  CHECK(place(odd, 8, 1, {.gpus_per_node = 4}).pipelines[0].stages[0].ranks == std::vector<int>{0, 1, 2, 4, 5, 6});
+  CHECK(place(odd, 8, 1, {.gpus_per_node = 4, .tp_within_node = false}).pipelines[0].stages[0].ranks ==
+        std::vector<int>{0, 1, 2, 3, 4, 5});
+  CHECK_THROWS_AS(place(odd, 6, 1, {.gpus_per_node = 4}), infeasible);
+
+  // A CP stage needs all of its TP·C ranks: one with its TP group alone is refused.
+  Placement tp_only = placement;
+  tp_only.pipelines[0].stages[1].ranks = {4, 5};
+  CHECK_THROWS_WITH_AS(validate(tp_only), doctest::Contains("pipeline 0 stage 1 has 2 ranks, tp2cp2ringpp2 needs 4"),
+                       invalid_plan);
+}
+
+TEST_CASE("shard: strategies without CP are placed and grouped exactly as before CP") {
+  // The previous place and process groups (test/shard_oracle.hpp) on random strategies without CP, every option
+  // drawn; a strategy that did not fit must still not fit.
+  Rng rng(404);
+  int compared = 0;
+  for (int instance = 0; instance < random_instances; ++instance) {
+    CAPTURE(instance);
+    const std::int64_t gpus = rng.uniform_int(1, 64);
+    const int layers = static_cast<int>(rng.uniform_int(1, 6));
+    const Strategy strategy = random_strategy(rng, gpus, layers, rng.below(2) == 0);
+    CAPTURE(strategy.name());
+    const PlacementOptions options{.gpus_per_node = static_cast<int>(rng.uniform_int(1, 8)),
+                                   .tp_within_node = rng.below(2) == 0,
+                                   .order = rng.below(2) == 0 ? PipelineOrder::tp_ascending
+                                                              : PipelineOrder::tp_descending};
+    Placement before;
+    try {
+      before = test::shard_oracle::place_before_cp(strategy, gpus, layers, options);
+    } catch (const infeasible&) {
+      CHECK_THROWS_AS(place(strategy, gpus, layers, options), infeasible);
+      continue;
+    }
+    const Placement placement = place(strategy, gpus, layers, options);
+    CHECK(placement == before);
+    std::vector<std::size_t> order(placement.pipelines.size());
+    std::iota(order.begin(), order.end(), 0);
+    rng.shuffle(std::span<std::size_t>(order));
+    const ProcessGroups groups = shard::detail::process_groups(placement, order);
+    CHECK(groups == test::shard_oracle::process_groups_before_cp(placement, order));
+    CHECK(groups.cp.empty());
+    ++compared;
+  }
+  MESSAGE("placements without CP compared with the previous ones: ", compared);
+}
+
 TEST_CASE("shard: a small pull and push worked by hand") {
   // 4 GPUs, one tp2 pipeline on ranks 0-1, optimizer sharded in quarters: rank 0 needs quarters 0-1
   // (its own and rank 1's), rank 1 needs quarters 2-3.
@@ -181,8 +263,8 @@ TEST_CASE("shard: Fig. 7 granularity, optimizer in 4 and gradient pieces in 6 gi
 
 TEST_CASE(
     "shard: the same strategy in both phases prunes the push LNK and, homogeneous, makes the pull an all-gather") {
-  for (const char* text :
-       {"8*tp1pp1", "2*tp4pp1", "2*tp2pp2", "1*tp8pp1", "1*tp4pp1+2*tp2pp1", "1*tp2pp2+1*tp2pp1+2*tp1pp1"}) {
+  for (const char* text : {"8*tp1pp1", "2*tp4pp1", "2*tp2pp2", "1*tp8pp1", "1*tp4pp1+2*tp2pp1",
+                           "1*tp2pp2+1*tp2pp1+2*tp1pp1", "2*tp2cp2ringpp1", "1*tp2cp2ulyssespp2"}) {
     CAPTURE(text);
     const Strategy strategy = Strategy::parse(text);
     const Model model = small_model(4);
@@ -215,6 +297,16 @@ TEST_CASE(
   }
 }
 
+namespace {
+// A model of `layers` layers with random widths and 1 to 3 tensors of up to 200 elements.
+Model random_model(Rng& rng, int layers) {
+  Model model{"random", layers, {}, static_cast<int>(rng.uniform_int(1, 4)), static_cast<int>(rng.uniform_int(1, 4))};
+  const auto tensors = rng.uniform_int(1, 3);
+  for (std::int64_t p = 0; p < tensors; ++p) model.tensors.push_back({std::to_string(p), rng.uniform_int(1, 200)});
+  return model;
+}
+}  // namespace
+
 TEST_CASE("shard: random strategies and layouts over N <= 64 move every element exactly") {
   Rng rng(2026);
   std::int64_t pull_sends = 0;
@@ -225,9 +317,7 @@ TEST_CASE("shard: random strategies and layouts over N <= 64 move every element 
     CAPTURE(instance);
     const std::int64_t gpus = rng.uniform_int(1, 64);
     const int layers = static_cast<int>(rng.uniform_int(1, 6));
-    Model model{"random", layers, {}, static_cast<int>(rng.uniform_int(1, 4)), static_cast<int>(rng.uniform_int(1, 4))};
-    const auto tensors = rng.uniform_int(1, 3);
-    for (std::int64_t p = 0; p < tensors; ++p) model.tensors.push_back({std::to_string(p), rng.uniform_int(1, 200)});
+    const Model model = random_model(rng, layers);
     const bool powers_of_two = rng.below(2) == 0;
     const Strategy strategy = random_strategy(rng, gpus, layers, powers_of_two);
     CAPTURE(strategy.name());
@@ -317,6 +407,81 @@ TEST_CASE("shard: plans and costs match the previous planner bit for bit") {
     compared_pieces += static_cast<std::int64_t>(pull.pieces.size());
   }
   MESSAGE("pull pieces compared with the previous planner: ", compared_pieces);
+}
+
+TEST_CASE("shard: a CP pair worked by hand, each CP rank a replica") {
+  // tp1cp2 on 2 GPUs, optimizer in halves: each CP rank pulls the whole layer (its half locally, the other from
+  // its peer); the push reduce-scatters over both CP ranks, so each owner's half is summed once, all local.
+  const Model model{"m", 1, {{"w", 8}}, 2, 2};
+  const Placement placement = place(Strategy::parse("1*tp1cp2ringpp1"), 2, 1);
+  CHECK(placement.pipelines[0].stages[0].ranks == std::vector<int>{0, 1});
+  const Planned planned = plan_and_check(placement, sharded_layout(2, 1), model, 21);
+  REQUIRE(planned.pull.sends.size() == 2);
+  CHECK(std::pair(planned.pull.sends[0].src, planned.pull.sends[0].dst) == std::pair(0, 1));
+  CHECK(std::pair(planned.pull.sends[1].src, planned.pull.sends[1].dst) == std::pair(1, 0));
+  CHECK(planned.pull.send_bytes == 16);
+  CHECK(planned.pull.local_bytes == 16);
+  CHECK(planned.push.pipelines == 2);
+  REQUIRE(planned.push.rs_groups.size() == 1);
+  CHECK(planned.push.rs_groups[0].members == std::vector<int>{0, 1});
+  CHECK(planned.push.sends.empty());
+  CHECK(planned.push.local_bytes == 16);
+  // Its own layout: one owner per CP rank, as two data-parallel pipelines would have.
+  CHECK(aligned_layout(placement) == aligned_layout(place(Strategy::parse("2*tp1pp1"), 2, 1)));
+}
+
+TEST_CASE("shard: switching between CP and non-CP strategies moves every element to every holder, once") {
+  // Every CP rank receives its TP shard (the pull moves the model once per replica, pipeline and CP rank); the
+  // push sums every holder's gradients once (it moves the model once). The planner on a CP placement is the
+  // previous planner on its replicas, and the host checker reads the CP placement's ranks on its own.
+  const Model model = small_model(4);
+  const std::vector<const char*> strategies = {"1*tp2cp2ringpp2+2*tp1pp2", "1*tp2pp2+2*tp1pp2",
+                                               "1*tp4cp2ulyssespp1+2*tp2pp1", "1*tp1cp4hybrid2pp1+1*tp2cp2ringpp2",
+                                               "3*tp4pp1", "12*tp1pp1"};
+  std::uint64_t seed = 100;
+  for (const char* to : strategies) {
+    const Placement placement = place(Strategy::parse(to), 12, model.layers);
+    const Placement replicated = shard::detail::replicas(placement);
+    std::int64_t replicas = 0;
+    for (const PipelinePlacement& pipeline : placement.pipelines) replicas += pipeline.scheme.cp();
+    CHECK(static_cast<std::int64_t>(replicated.pipelines.size()) == replicas);
+    for (const char* from : strategies) {
+      CAPTURE(from);
+      CAPTURE(to);
+      const OptimizerLayout layout = aligned_layout(place(Strategy::parse(from), 12, model.layers));
+      const Planned planned = plan_and_check(placement, layout, model, seed++);
+      CHECK(planned.pull == test::shard_oracle::plan_pull(replicated, layout, model));
+      CHECK(planned.push == test::shard_oracle::plan_push(replicated, layout, model));
+      CHECK(planned.pull.send_bytes + planned.pull.local_bytes == replicas * model_bytes(model, model.param_bytes));
+      CHECK(planned.push.send_bytes + planned.push.local_bytes == model_bytes(model, model.grad_bytes));
+      CHECK(planned.push.pipelines == replicas);
+      if (std::string_view(from) == to) CHECK(planned.push.sends.empty());
+      CHECK(iteration_cost(layout, Strategy::parse(to), model, Cluster{}) ==
+            plan_cost(planned.pull, planned.push, Cluster{}));
+    }
+  }
+}
+
+TEST_CASE("shard: random strategies with CP move every element exactly") {
+  Rng rng(1717);
+  for (int instance = 0; instance < random_instances / 4; ++instance) {
+    CAPTURE(instance);
+    const std::int64_t gpus = rng.uniform_int(1, 64);
+    const int layers = static_cast<int>(rng.uniform_int(1, 6));
+    const Model model = random_model(rng, layers);
+    const Strategy strategy = random_strategy(rng, gpus, layers, rng.below(2) == 0, true);
+    CAPTURE(strategy.name());
+    const Placement placement = place(
+        strategy, gpus, layers, {.gpus_per_node = static_cast<int>(rng.uniform_int(1, 8)), .tp_within_node = false});
+    const OptimizerLayout layout = random_layout(rng, gpus, layers);
+    const Planned planned = plan_and_check(placement, layout, model, rng());
+    const Placement replicated = shard::detail::replicas(placement);
+    CHECK(planned.pull == test::shard_oracle::plan_pull(replicated, layout, model));
+    CHECK(planned.push == test::shard_oracle::plan_push(replicated, layout, model));
+    const auto replicas = static_cast<std::int64_t>(replicated.pipelines.size());
+    CHECK(planned.pull.send_bytes + planned.pull.local_bytes == replicas * model_bytes(model, model.param_bytes));
+    CHECK(planned.push.send_bytes + planned.push.local_bytes == model_bytes(model, model.grad_bytes));
+  }
 }
 
 TEST_CASE("shard: the limits, 16,384 GPUs and 2^26 pieces per plan, are checked before planning") {

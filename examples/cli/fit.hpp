@@ -66,7 +66,7 @@ inline io::json fit_json(const cost::ProfileFit& fit, const std::string& samples
     row["util_len"] = cost ? io::json(cost->util_len) : io::json(nullptr);
     schemes.push_back(std::move(row));
   }
-  return {{"format", "sluice.fit_run"},
+  io::json document{{"format", "sluice.fit_run"},
           {"version", 1},
           {"samples", samples},
           {"base", base},
@@ -74,6 +74,8 @@ inline io::json fit_json(const cost::ProfileFit& fit, const std::string& samples
           {"schemes", std::move(schemes)},
           {"profile", io::to_document(fit.profile)},
           {"out", out ? io::json(*out) : io::json(nullptr)}};
+  document["version"] = io::document_version(1, document);
+  return document;
 }
 
 inline void print_table(std::ostream& out, const cost::ProfileFit& fit, const std::string& samples,

@@ -28,7 +28,7 @@ namespace sluice::cli {
 
 inline constexpr std::string_view inspect_usage =
     "usage: sluice inspect [--profile P] [--lengths F] [--context L] [--gpus N] [--bin-width W] [--svg F]\n"
-    "                      [--cp C --heads H [--kv-heads K] [--cp-kind ring|ulysses|hybrid] [--ulysses U]\n"
+    "                      [--cp C [--heads H] [--kv-heads K] [--cp-kind ring|ulysses|hybrid] [--ulysses U]\n"
     "                      [--recompute]] [--json]\n"
     "\n"
     "Statistics and histogram of a length dataset, and per parallel scheme of a profile its MaxLen,\n"
@@ -43,24 +43,23 @@ inline constexpr std::string_view inspect_usage =
     "  --bin-width W  histogram bin width in tokens (default 1024)\n"
     "  --svg F        also write the histogram as a picture (counts on a log scale) to F\n"
     "  --cp C         context-parallel degree to derive each scheme with, 2 to 1024\n"
-    "  --heads H      the model's attention heads (the profiles do not give them); needed with --cp\n"
-    "  --kv-heads K   its key/value heads (grouped-query attention; default H)\n"
+    "  --heads H      the model's attention heads (default: the profile's model.heads)\n"
+    "  --kv-heads K   its key/value heads (grouped-query attention; default: the profile's, else H)\n"
     "  --cp-kind K    ring (default), ulysses or hybrid (Ulysses within U ranks, the ring across C/U)\n"
     "  --ulysses U    the hybrid's Ulysses degree, dividing C\n"
     "  --recompute    with full activation recomputation\n"
     "  --json         print one sluice.inspect JSON document instead of tables\n";
-
-// The CP group's links: within a node, as CP groups are placed first.
-inline constexpr double cp_link_latency = 1e-5;
-inline constexpr double cp_link_bandwidth = 200e9;
 
 inline constexpr std::int64_t inspect_lengths[] = {1024, 4096, 16384, 32768};
 
 namespace inspect_report {
 
 struct ContextParallelReport {
-  cost::ContextParallel cp;
-  cost::CpModel model;
+  int degree = 1;
+  CpKind kind = CpKind::ring;
+  int ulysses = 0;  // the hybrid's
+  Recompute recompute = Recompute::none;
+  cost::ModelInfo model;
   std::vector<cost::CpScheme> schemes;
   std::vector<std::string> not_derived;  // schemes whose heads do not split, or too wide for the cluster
 };
@@ -72,31 +71,41 @@ inline std::optional<ContextParallelReport> context_parallel_report(const Option
   for (const char* name : {"heads", "kv-heads", "cp-kind", "ulysses", "recompute"})
     sluice::require(degree || !options.flag(name), "option --", name, " needs --cp");
   if (!degree) return std::nullopt;
-  const auto heads = options.integer("heads");
-  sluice::require(heads.has_value(), "option --cp needs --heads: the profile does not give the attention heads");
+  ContextParallelReport report;
+  report.model = profile.spec().model;
+  if (const auto heads = options.integer("heads")) {
+    report.model.heads = static_cast<int>(*heads);
+    report.model.kv_heads = 0;
+  }
+  if (const auto kv_heads = options.integer("kv-heads")) report.model.kv_heads = static_cast<int>(*kv_heads);
+  sluice::require(report.model.heads >= 1, "option --cp needs --heads: profile ", profile.name(),
+                  " does not give the attention heads");
+  if (report.model.kv_heads == 0) report.model.kv_heads = report.model.heads;
+  sluice::require(report.model.kv_heads >= 1 && report.model.heads % report.model.kv_heads == 0, "option --kv-heads: ",
+                  report.model.kv_heads, " must divide the ", report.model.heads, " heads");
   sluice::require(profile.spec().memory.has_value(), "option --cp: profile ", profile.name(),
                   " has no memory model to derive MaxLen from");
-  ContextParallelReport report;
-  report.model = {.heads = static_cast<int>(*heads),
-                  .kv_heads = static_cast<int>(options.integer("kv-heads").value_or(*heads)),
-                  .link_latency = cp_link_latency,
-                  .link_bandwidth = cp_link_bandwidth};
-  report.cp.degree = static_cast<int>(*degree);
-  report.cp.kind = value_in(cost::cp_kind_names, options.text("cp-kind").value_or("ring"), "option --cp-kind");
+  sluice::require(*degree >= 2 && *degree <= 1024, "option --cp: the degree must be in [2, 1024], got ", *degree);
+  report.degree = static_cast<int>(*degree);
+  report.kind = value_in(cp_kind_names, options.text("cp-kind").value_or("ring"), "option --cp-kind");
   const auto ulysses = options.integer("ulysses");
-  sluice::require(!ulysses || report.cp.kind == cost::CpKind::hybrid, "option --ulysses is for --cp-kind hybrid");
-  sluice::require(ulysses || report.cp.kind != cost::CpKind::hybrid, "option --cp-kind hybrid needs --ulysses");
-  report.cp.ulysses_degree = static_cast<int>(ulysses.value_or(1));
-  sluice::require(report.cp.degree % report.cp.ulysses_degree == 0, "option --ulysses: ", report.cp.ulysses_degree,
-                  " must divide --cp ", report.cp.degree);
-  sluice::require(report.model.heads % report.model.kv_heads == 0, "option --kv-heads: ", report.model.kv_heads,
-                  " must divide --heads ", report.model.heads);
-  report.cp.recompute = options.flag("recompute") ? cost::Recompute::full : cost::Recompute::none;
-  for (const cost::SchemeCost& scheme : profile.schemes()) {
-    if (auto derived = cost::derive_cp_scheme(profile, scheme, report.cp, report.model))
+  sluice::require(!ulysses || report.kind == CpKind::hybrid, "option --ulysses is for --cp-kind hybrid");
+  sluice::require(ulysses || report.kind != CpKind::hybrid, "option --cp-kind hybrid needs --ulysses");
+  report.ulysses = static_cast<int>(ulysses.value_or(0));
+  sluice::require(!ulysses || (*ulysses > 1 && *ulysses < *degree && *degree % *ulysses == 0), "option --ulysses: ",
+                  *ulysses, " must divide --cp ", *degree, " and lie strictly between 1 and it");
+  report.recompute = options.flag("recompute") ? Recompute::full : Recompute::none;
+  cost::ProfileSpec spec = profile.spec();
+  spec.model = report.model;
+  const cost::Profile with_heads(std::move(spec));
+  for (const cost::SchemeCost& base : with_heads.schemes()) {
+    if (!base.scheme.is_base()) continue;
+    const Scheme scheme({.tp = base.scheme.tp(), .pp = base.scheme.pp(), .cp = report.degree, .cp_kind = report.kind,
+                         .ulysses = report.ulysses, .recompute = report.recompute});
+    if (auto derived = cost::derive_cp_scheme(with_heads, base, scheme))
       report.schemes.push_back(std::move(*derived));
     else
-      report.not_derived.push_back(cost::cp_scheme_name(scheme.scheme, report.cp));
+      report.not_derived.push_back(scheme.name());
   }
   return report;
 }
@@ -107,8 +116,8 @@ inline io::json context_parallel_json(const ContextParallelReport& report) {
     io::json times = io::json::array();
     for (const std::int64_t length : inspect_lengths)
       times.push_back({{"length", length}, {"seconds", derived.seconds(length)}, {"fits", length <= derived.max_len}});
-    schemes.push_back({{"scheme", derived.name},
-                       {"gpus", derived.gpus},
+    schemes.push_back({{"scheme", derived.scheme.name()},
+                       {"gpus", derived.scheme.gpus()},
                        {"max_len", derived.max_len},
                        {"fit", {{"a", derived.fit.model.a()},
                                 {"b", derived.fit.model.b()},
@@ -116,14 +125,16 @@ inline io::json context_parallel_json(const ContextParallelReport& report) {
                                 {"relative_rms_error", derived.fit.relative_rms_error}}},
                        {"times", std::move(times)}});
   }
-  return {{"degree", report.cp.degree},
-          {"kind", std::string(name_in(cost::cp_kind_names, report.cp.kind))},
-          {"ulysses", report.cp.kind == cost::CpKind::hybrid ? report.cp.ulysses_degree
-                      : report.cp.kind == cost::CpKind::ulysses ? report.cp.degree : 1},
-          {"recompute", report.cp.recompute == cost::Recompute::full},
+  const cost::CpLinks links;
+  return {{"degree", report.degree},
+          {"kind", std::string(name_in(cp_kind_names, report.kind))},
+          {"ulysses", report.kind == CpKind::hybrid ? report.ulysses
+                      : report.kind == CpKind::ulysses ? report.degree : 1},
+          {"recompute", report.recompute == Recompute::full},
           {"heads", report.model.heads},
           {"kv_heads", report.model.kv_heads},
-          {"link", {{"latency", cp_link_latency}, {"bandwidth", cp_link_bandwidth}}},
+          {"link", {{"latency", links.node_latency}, {"bandwidth", links.node_bandwidth}}},
+          {"cross_node_link", {{"latency", links.cross_latency}, {"bandwidth", links.cross_bandwidth}}},
           {"schemes", std::move(schemes)},
           {"not_derived", report.not_derived}};
 }
@@ -147,15 +158,19 @@ inline io::json inspect_json(const data::LengthDataset& dataset, const data::Len
                         {"profile", {{"name", profile.name()}, {"model", profile.spec().model},
                                      {"gpus", profile.gpus()}, {"schemes", std::move(schemes)}}}};
   if (derived) document["context_parallel"] = context_parallel_json(*derived);
+  document["version"] = io::document_version(1, document);
   return document;
 }
 
 inline void print_context_parallel(std::ostream& out, const ContextParallelReport& report) {
-  out << "\ncontext parallelism: CP " << report.cp.degree << " " << name_in(cost::cp_kind_names, report.cp.kind);
-  if (report.cp.kind == cost::CpKind::hybrid) out << " (Ulysses " << report.cp.ulysses_degree << ")";
-  if (report.cp.recompute == cost::Recompute::full) out << ", full recomputation";
-  out << ", " << report.model.heads << " heads (" << report.model.kv_heads << " KV), links " << cp_link_bandwidth / 1e9
-      << " GB/s and " << cp_link_latency * 1e6 << " us, derived from each scheme\n";
+  const cost::CpLinks links;
+  out << "\ncontext parallelism: CP " << report.degree << " " << name_in(cp_kind_names, report.kind);
+  if (report.kind == CpKind::hybrid) out << " (Ulysses " << report.ulysses << ")";
+  if (report.recompute == Recompute::full) out << ", full recomputation";
+  out << ", " << report.model.heads << " heads (" << report.model.kv_heads << " KV), links "
+      << links.node_bandwidth / 1e9 << " GB/s and " << links.node_latency * 1e6 << " us in a node ("
+      << links.cross_bandwidth / 1e9 << " GB/s and " << links.cross_latency * 1e6
+      << " us across), derived from each scheme\n";
   out << "  scheme              GPUs   MaxLen  fit err";
   for (const std::int64_t length : inspect_lengths)
     out << std::setw(10) << ("T(" + std::to_string(length / 1024) + "K)");
@@ -163,7 +178,8 @@ inline void print_context_parallel(std::ostream& out, const ContextParallelRepor
   for (const cost::CpScheme& derived : report.schemes) {
     std::ostringstream error;
     error << std::fixed << std::setprecision(1) << derived.fit.relative_rms_error * 100 << "%";
-    out << "  " << std::left << std::setw(18) << derived.name << std::right << std::setw(6) << derived.gpus
+    out << "  " << std::left << std::setw(18) << derived.scheme.name() << std::right << std::setw(6)
+        << derived.scheme.gpus()
         << std::setw(9) << derived.max_len << std::setw(9) << error.str();
     for (const std::int64_t length : inspect_lengths) {
       std::ostringstream cell;

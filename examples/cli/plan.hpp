@@ -42,7 +42,8 @@ namespace sluice::cli {
 inline constexpr std::string_view plan_usage =
     "usage: sluice plan (--strategies S | --propose) [--profile P] [--lengths F] [--gpus N] [--tokens T]\n"
     "                   [--iterations K | --batch F] [--context L] [--seed X] [--trials T] [--threads N]\n"
-    "                   [--bandwidth B] [--latency S] [--layout-moves M] [--svg F] [--cross-node-tp] [--json]\n"
+    "                   [--bandwidth B] [--latency S] [--layout-moves M] [--svg F] [--cross-node-tp]\n"
+    "                   [--cp C1,C2 [--cp-kinds K]] [--ac] [--json]\n"
     "\n"
     "Plans K iterations: each draws a batch of about T tokens from the dataset, dispatches and packs it for\n"
     "every candidate strategy (with and without the V step), schedules every pipeline, and keeps the candidate\n"
@@ -75,6 +76,10 @@ inline constexpr std::string_view plan_usage =
     "                  fully sharded optimizer states, the profile's model as LLaMA-like layers on the profile's\n"
     "                  cluster): none, exposed (the part no overlap hides; the default) or all\n"
     "  --cross-node-tp with --propose, allow schemes whose TP spans nodes\n"
+    "  --cp C1,C2     also schemes with context parallelism of these degrees (2 to 1024), derived from\n"
+    "                 the profile's ⟨TP, PP⟩ schemes (docs/cost-models.md; needs the profile's model.heads)\n"
+    "  --cp-kinds K   the CP kinds those may use: ring (the default), ulysses, hybrid, comma-separated\n"
+    "  --ac           also every scheme with full activation recomputation\n"
     "  --json          print one sluice.plan_run JSON document, with every iteration's full plan\n";
 
 namespace plan_inputs {
@@ -158,8 +163,9 @@ inline void iteration(io::JsonObjectStream& document, std::ostream& out, bool js
       << plan.strategy.name() << "\n";
 }
 
-inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json, const cost::Profile& profile,
+inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json, const plan::IterationPlanner& planner,
                     const Tally& tally) {
+  const cost::Profile& profile = planner.profile();
   const double seconds = compare::mean(tally.totals) * static_cast<double>(tally.totals.size());
   if (json) {
     document.close_array();
@@ -169,7 +175,9 @@ inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json
                                         {"tokens_per_second", tally.tokens / seconds},
                                         {"mean_planning_seconds", compare::mean(tally.planning)},
                                         {"chosen", tally.chosen}});
-    document.member("version", 3);
+    // Every plan's schemes are its candidates', so they decide the version.
+    const assign::CandidateSet candidates{{planner.candidates().begin(), planner.candidates().end()}};
+    document.member("version", io::document_version(3, io::json(candidates)));
     document.close();
     return;
   }
@@ -188,8 +196,8 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
                 std::ostream* terminal = nullptr) {
   const Options options(args,
                         {"strategies", "profile", "lengths", "gpus", "tokens", "iterations", "batch", "context",
-                         "seed", "trials", "threads", "bandwidth", "latency", "layout-moves", "svg"},
-                        {"propose", "cross-node-tp", "json", "help"});
+                         "seed", "trials", "threads", "bandwidth", "latency", "layout-moves", "svg", "cp", "cp-kinds"},
+                        {"propose", "cross-node-tp", "ac", "json", "help"});
   if (options.flag("help")) {
     out << plan_usage;
     return 0;
@@ -202,7 +210,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
   sluice::require(!batch_file || !options.text("iterations"),
                   "options --batch and --iterations cannot be combined: a given batch is planned once");
 
-  const cost::Profile profile = load_profile(options);
+  const cost::Profile profile = load_planning_profile(options);
   const data::LengthDataset loaded = load_lengths(options);
   const Candidates chosen = plan_inputs::candidates_of(options, profile, loaded);
   std::int64_t widest = 0;
@@ -249,7 +257,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
   if (const auto svg = options.text("svg"))
     outputs.write(*svg, io::pipeline_loads_svg(pictured, "sluice plan: " + profile.name() + " on " +
                                                              std::to_string(profile.gpus()) + " GPUs"));
-  plan_report::summary(document, out, json, profile, tally);
+  plan_report::summary(document, out, json, planner, tally);
   return 0;
 }
 

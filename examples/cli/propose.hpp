@@ -26,7 +26,8 @@ namespace sluice::cli {
 inline constexpr std::string_view propose_usage =
     "usage: sluice propose [--profile P] [--lengths F] [--gpus N] [--context L] [--tokens T] [--step S]\n"
     "                      [--relaxed] [--length-step W] [--candidates K] [--cross-node-tp] [--eq2-cost]\n"
-    "                      [--no-fill] [--sampled [--batches N] [--held-out N] [--seed S] [--trials T]] [--json]\n"
+    "                      [--no-fill] [--sampled [--batches N] [--held-out N] [--seed S] [--trials T]]\n"
+    "                      [--cp C1,C2 [--cp-kinds K]] [--ac] [--json]\n"
     "\n"
     "Proposes the heterogeneous strategies worth considering before training: the strategy-proposal DP\n"
     "over GPU budgets and lengths, for every maximum length L up to --context, from the dataset's\n"
@@ -45,6 +46,10 @@ inline constexpr std::string_view propose_usage =
     "  --length-step W  length grid in tokens (default 128)\n"
     "  --candidates K   at most K candidates (default 8)\n"
     "  --cross-node-tp  allow schemes whose TP spans nodes (TP > the profile's gpus_per_node)\n"
+    "  --cp C1,C2       also schemes with context parallelism of these degrees (2 to 1024), derived from\n"
+    "                   the profile's ⟨TP, PP⟩ schemes (docs/cost-models.md; needs the profile's model.heads)\n"
+    "  --cp-kinds K     the CP kinds those may use: ring (the default), ulysses, hybrid, comma-separated\n"
+    "  --ac             also every scheme with full activation recomputation\n"
     "  --eq2-cost       per sequence a·l² + b·l, as the dispatch stage (Eq. 2) charges it, not a·l² + b·l + c\n"
     "                   as the authors' proposal code does\n"
     "  --no-fill        leave out the (PP - 1)·T(longest) pipeline fill term of each interval\n"
@@ -180,8 +185,8 @@ inline std::int64_t max_len_of(const Options& options, const data::LengthDataset
 inline int propose(std::span<const std::string_view> args, std::ostream& out) {
   const Options options(args,
                         {"profile", "lengths", "gpus", "context", "tokens", "step", "length-step", "candidates",
-                         "batches", "held-out", "seed", "trials"},
-                        {"relaxed", "cross-node-tp", "eq2-cost", "no-fill", "sampled", "json", "help"});
+                         "batches", "held-out", "seed", "trials", "cp", "cp-kinds"},
+                        {"relaxed", "cross-node-tp", "eq2-cost", "no-fill", "sampled", "ac", "json", "help"});
   if (options.flag("help")) {
     out << propose_usage;
     return 0;
@@ -189,7 +194,7 @@ inline int propose(std::span<const std::string_view> args, std::ostream& out) {
   const bool sampled = options.flag("sampled");
   for (const std::string_view name : {"batches", "held-out", "seed", "trials"})
     sluice::require(sampled || !options.text(name), "option --", name, " needs --sampled");
-  const cost::Profile profile = load_profile(options);
+  const cost::Profile profile = load_planning_profile(options);
   proposal::ProposeOptions settings = propose_options(options, profile);
 
   const data::LengthDataset loaded = load_lengths(options);

@@ -25,7 +25,8 @@ namespace sluice::cli {
 
 // The options simulate and trace share.
 inline const std::set<std::string, std::less<>> scenario_options = {
-    "profile", "lengths", "gpus", "tokens", "context", "seed", "trials", "threads", "bandwidth", "latency", "batch"};
+    "profile", "lengths", "gpus", "tokens", "context", "seed", "trials", "threads", "bandwidth", "latency", "batch",
+    "cp",      "cp-kinds"};
 
 struct Scenario {
   compare::Options settings;
@@ -39,7 +40,7 @@ struct Scenario {
 
 // `given`: the candidates of --strategies (trace), which the context's default follows (context.hpp).
 inline Scenario read_scenario(const Options& options, const Candidates* given = nullptr) {
-  cost::Profile profile = load_profile(options);
+  cost::Profile profile = load_planning_profile(options);
   const data::LengthDataset loaded = load_lengths(options);
   const std::int64_t context = context_of(options, loaded, profile, given);
   require_context_on_grid(context, proposal::ProposeOptions{}.length_step);

@@ -131,7 +131,7 @@ inline io::json document(const Run& run) {
                          {"makespan", alternative.plan ? io::json(alternative.plan->makespan) : io::json(nullptr)},
                          {"micro_batches", alternative.plan ? alternative.plan->partition.micro_batches.size() : 0},
                          {"failure", alternative.failure}});
-  return io::json{{"format", "sluice.schedule_run"},
+  io::json document{{"format", "sluice.schedule_run"},
                   {"version", 1},
                   {"profile", run.profile.name()},
                   {"scheme", run.scheme},
@@ -147,6 +147,8 @@ inline io::json document(const Run& run) {
                   {"makespan", run.plan.makespan},
                   {"tokens_per_second", static_cast<double>(run.batch.tokens) / run.plan.makespan},
                   {"baselines", std::move(baselines)}};
+  document["version"] = io::document_version(1, document);
+  return document;
 }
 
 inline void print(std::ostream& out, const Run& run) {

@@ -144,6 +144,7 @@ inline int shard(std::span<const std::string_view> args, std::ostream& out) {
       document["pull"] = io::to_document(pull);
       document["push"] = io::to_document(push);
     }
+    document["version"] = io::document_version(1, document);
     out << document.dump(2) << "\n";
     return 0;
   }

@@ -36,7 +36,8 @@ namespace sluice::cli {
 inline constexpr std::string_view simulate_usage =
     "usage: sluice simulate [--profile P] [--lengths F] [--gpus N] [--tokens T] [--iterations K | --batch F]\n"
     "                       [--context L] [--seed X] [--trials T] [--threads N] [--bandwidth B] [--latency S]\n"
-    "                       [--cross-node-tp] [--svg DIR] [--trace F] [--json]\n"
+    "                       [--cross-node-tp] [--svg DIR] [--trace F]\n"
+    "                       [--cp C1,C2 [--cp-kinds K]] [--ac] [--json]\n"
     "\n"
     "Simulates K iterations of the dataset under four systems, every iteration estimated the same way (the\n"
     "slowest pipeline's simulated makespan):\n"
@@ -64,6 +65,10 @@ inline constexpr std::string_view simulate_usage =
     "  --bandwidth B    stage-to-stage bandwidth in GB/s, 0.001 to 10000 (default 100)\n"
     "  --latency S      stage-to-stage latency in seconds, 0 to 1 (default 1e-5)\n"
     "  --cross-node-tp  allow schemes whose TP spans nodes, for every system\n"
+    "  --cp C1,C2       also schemes with context parallelism of these degrees (2 to 1024), derived from\n"
+    "                   the profile's ⟨TP, PP⟩ schemes (docs/cost-models.md; needs the profile's model.heads)\n"
+    "  --cp-kinds K     the CP kinds those may use: ring (the default), ulysses, hybrid, comma-separated\n"
+    "  --ac             also every scheme with full activation recomputation\n"
     "  --svg DIR        write pictures into DIR: lengths.svg, loads-megatron.svg, loads-sluice.svg and\n"
     "                   timeline-<system>.svg (iteration 0 of each system)\n"
     "  --trace F        write iteration 0 of every system as Chrome-trace JSON to F (ui.perfetto.dev)\n"
@@ -110,7 +115,7 @@ inline io::json comparison_json(const Scenario& scenario, const compare::Compari
   io::json batches = io::json::array();
   for (const compare::BatchSize& batch : comparison.batches)
     batches.push_back({{"sequences", batch.sequences}, {"tokens", batch.tokens}});
-  return {{"format", "sluice.simulate_run"},
+  io::json document{{"format", "sluice.simulate_run"},
           {"version", 2},
           {"profile", setup.profile.name()},
           {"gpus", setup.profile.gpus()},
@@ -129,6 +134,8 @@ inline io::json comparison_json(const Scenario& scenario, const compare::Compari
           {"candidates", assign::CandidateSet{comparison.candidates}},
           {"systems", std::move(runs)},
           {"pictures", pictures}};
+  document["version"] = io::document_version(2, document);
+  return document;
 }
 
 inline std::string plus_minus(double value, double stddev, int precision) {
@@ -225,7 +232,7 @@ inline int simulate(std::span<const std::string_view> args, std::ostream& out, O
                     std::ostream* terminal) {
   std::set<std::string, std::less<>> valued = scenario_options;
   valued.insert({"iterations", "svg", "trace"});
-  const Options options(args, valued, {"cross-node-tp", "json", "help"});
+  const Options options(args, valued, {"cross-node-tp", "ac", "json", "help"});
   if (options.flag("help")) {
     out << simulate_usage;
     return 0;

@@ -33,7 +33,8 @@ inline constexpr std::string_view trace_usage =
     "usage: sluice trace [--profile P] [--lengths F] [--gpus N] [--tokens T] [--context L] [--seed X]\n"
     "                    [--iteration I | --batch F] [--strategies S] [--schedule cyclic|1f1b] [--trials T]\n"
     "                    [--threads N] [--bandwidth B] [--latency S] [--layout-moves M] [--cross-node-tp]\n"
-    "                    [--svg F] [--trace F] [--json]\n"
+    "                    [--svg F] [--trace F]\n"
+    "                    [--cp C1,C2 [--cp-kinds K]] [--ac] [--json]\n"
     "\n"
     "Plans iteration I of the dataset with the sluice plan that sluice simulate's sluice system runs (every\n"
     "candidate dispatched, packed and scheduled, with and without the V step, charged its layout move, the\n"
@@ -58,6 +59,10 @@ inline constexpr std::string_view trace_usage =
     "  --layout-moves M what each candidate is charged for its parameter pull and gradient push: none, exposed\n"
     "                   (the part no overlap hides; the default, as sluice simulate) or all\n"
     "  --cross-node-tp  let proposed candidates use schemes whose TP spans nodes\n"
+    "  --cp C1,C2       also schemes with context parallelism of these degrees (2 to 1024), derived from\n"
+    "                   the profile's ⟨TP, PP⟩ schemes (docs/cost-models.md; needs the profile's model.heads)\n"
+    "  --cp-kinds K     the CP kinds those may use: ring (the default), ulysses, hybrid, comma-separated\n"
+    "  --ac             also every scheme with full activation recomputation\n"
     "  --svg F          write the timeline as a self-contained SVG picture to F\n"
     "  --trace F        write the timeline as Chrome-trace JSON to F (ui.perfetto.dev)\n"
     "  --json           print one sluice.trace_run JSON document\n";
@@ -104,7 +109,7 @@ inline io::json document(const Scenario& scenario, std::int64_t index, const dat
                          {"estimate", iteration.plan.pipelines[j].estimate},
                          {"peak_memory", s.simulation.peak_memory}});
   }
-  return io::json{{"format", "sluice.trace_run"},
+  io::json document{{"format", "sluice.trace_run"},
                   {"version", 2},
                   {"profile", setup.profile.name()},
                   {"gpus", setup.profile.gpus()},
@@ -122,6 +127,8 @@ inline io::json document(const Scenario& scenario, std::int64_t index, const dat
                   {"total", iteration.total()},
                   {"plan", iteration.plan},
                   {"pipelines", std::move(pipelines)}};
+  document["version"] = io::document_version(2, document);
+  return document;
 }
 
 inline void print(std::ostream& out, const Scenario& scenario, std::int64_t index, const data::Batch& batch,
@@ -173,7 +180,7 @@ inline void print(std::ostream& out, const Scenario& scenario, std::int64_t inde
 inline int trace(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
   std::set<std::string, std::less<>> valued = scenario_options;
   valued.insert({"iteration", "strategies", "schedule", "layout-moves", "svg", "trace"});
-  const Options options(args, valued, {"cross-node-tp", "json", "help"});
+  const Options options(args, valued, {"cross-node-tp", "ac", "json", "help"});
   if (options.flag("help")) {
     out << trace_usage;
     return 0;

@@ -93,15 +93,20 @@ inline sluice::cost::Profile small_profile() {
                   {Scheme(1, 2), QuadraticLatency(1e-6, 5e-5, 8e-4), 48, 1},
                   {Scheme(1, 3), QuadraticLatency(7e-7, 3.5e-5, 7e-4), 56, 1},
                   {Scheme(1, 4), QuadraticLatency(5e-7, 2.5e-5, 6e-4), 64, 1},
-                  {Scheme(2, 1), QuadraticLatency(1.1e-6, 6e-5, 1.2e-3), 44, 1}};
+                  {Scheme(2, 1), QuadraticLatency(1.1e-6, 6e-5, 1.2e-3), 44, 1},
+                  // Measured CP and AC schemes: the executor runs each stage on one device, as it does TP.
+                  {Scheme::parse("tp1cp2ringpp2"), QuadraticLatency(5e-7, 2.6e-5, 9e-4), 64, 1},
+                  {Scheme::parse("tp1pp2ac"), QuadraticLatency(1.3e-6, 6.6e-5, 1e-3), 60, 1}};
   return sluice::cost::Profile(spec);
 }
 
-// Strategies of several pipelines with PP from 1 to 4 (the <2,1> pipeline runs its stage on one device).
+// Strategies of several pipelines with PP from 1 to 4, one with CP and AC schemes (the <2,1> pipeline, and the CP
+// one, run each stage on one device).
 inline std::vector<sluice::Strategy> strategies() {
   std::vector<sluice::Strategy> result;
   for (const char* name : {"1*tp1pp4+1*tp1pp2+2*tp1pp1", "2*tp1pp3+1*tp2pp1", "1*tp1pp4+1*tp1pp3+1*tp1pp1",
-                           "2*tp1pp2+2*tp1pp1", "1*tp1pp4+2*tp1pp2"})
+                           "2*tp1pp2+2*tp1pp1", "1*tp1pp4+2*tp1pp2",
+                           "1*tp1cp2ringpp2+1*tp1pp2ac+2*tp1pp1"})
     result.push_back(sluice::Strategy::parse(name));
   return result;
 }

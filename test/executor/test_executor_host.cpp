@@ -101,6 +101,7 @@ TEST_CASE("executor host: sluice's plans give the unpacked single-device loss an
   int deepest = 0;
   std::size_t most_micro_batches = 0;
   std::size_t most_pipelines = 0;
+  bool context_parallel = false;
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     CAPTURE(seed);
     Rng rng(seed);
@@ -117,6 +118,7 @@ TEST_CASE("executor host: sluice's plans give the unpacked single-device loss an
       deepest = std::max(deepest, plan_depth(job));
       most_micro_batches = std::max(most_micro_batches, micro_batch_count(job));
       most_pipelines = std::max(most_pipelines, job.pipelines.size());
+      for (const StrategyPart& part : candidates.front().parts()) context_parallel |= part.scheme.cp() > 1;
       check_matches(model, run_on_host(job).result, reference);
     }
     const int stages = 1 + static_cast<int>(seed % 4);
@@ -126,7 +128,8 @@ TEST_CASE("executor host: sluice's plans give the unpacked single-device loss an
                                                 seed % 2 ? ScheduleKind::cyclic : ScheduleKind::one_f_one_b);
     check_matches(model, run_on_host(dynapipe).result, reference);
   }
-  // The cases exercise what they claim to: pipelines of four stages, several pipelines, packed micro-batches.
+  // The cases exercise what they claim to: pipelines of four stages, several pipelines, packed micro-batches, CP.
+  CHECK(context_parallel);
   CHECK(deepest == 4);
   CHECK(most_pipelines >= 3);
   CHECK(most_micro_batches >= 6);

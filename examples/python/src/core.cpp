@@ -4,20 +4,33 @@
 namespace sluice::python {
 
 void bind_core(py::module_& module) {
-  py::class_<Scheme>(module, "Scheme", "One pipeline's shape: tensor-parallel degree tp, pipeline stages pp.")
-      .def(py::init<int, int>(), py::arg("tp"), py::arg("pp"))
-      .def_static("parse", &Scheme::parse, py::arg("text"), "'tp4pp2' or '<4,2>'.")
+  py::class_<Scheme>(module, "Scheme",
+                     "One pipeline's shape: tensor-parallel degree tp, pipeline stages pp, and optionally context "
+                     "parallelism (cp ranks of kind 'ring', 'ulysses' or 'hybrid', the hybrid with `ulysses` of them "
+                     "in Ulysses groups) and full activation recomputation.")
+      .def(py::init([](int tp, int pp, int cp, std::string_view cp_kind, int ulysses, bool recompute) {
+             return Scheme({.tp = tp, .pp = pp, .cp = cp, .cp_kind = value_in(cp_kind_names, cp_kind, "cp_kind"),
+                            .ulysses = ulysses, .recompute = recompute ? Recompute::full : Recompute::none});
+           }),
+           py::arg("tp"), py::arg("pp"), py::kw_only(), py::arg("cp") = 1, py::arg("cp_kind") = "ring",
+           py::arg("ulysses") = 0, py::arg("recompute") = false)
+      .def_static("parse", &Scheme::parse, py::arg("text"), "'tp4pp2', 'tp2cp4ringpp1', 'tp8pp2ac' or '<4,2>'.")
       .def_property_readonly("tp", &Scheme::tp)
       .def_property_readonly("pp", &Scheme::pp)
+      .def_property_readonly("cp", &Scheme::cp)
+      .def_property_readonly("cp_kind", [](const Scheme& scheme) { return name_in(cp_kind_names, scheme.cp_kind()); })
+      .def_property_readonly("ulysses", &Scheme::ulysses)
+      .def_property_readonly("recompute",
+                             [](const Scheme& scheme) { return scheme.recompute() == Recompute::full; })
       .def_property_readonly("gpus", &Scheme::gpus)
       .def_property_readonly("name", &Scheme::name)
       .def(py::self == py::self)
       .def(py::self < py::self)
-      .def("__hash__", [](const Scheme& scheme) { return py::hash(py::make_tuple(scheme.tp(), scheme.pp())); })
+      .def("__hash__", [](const Scheme& scheme) { return py::hash(py::str(scheme.name())); })
       .def("__repr__", [](const Scheme& scheme) { return "sluice.Scheme.parse('" + scheme.name() + "')"; })
       .def("__str__", &Scheme::name)
-      .def(py::pickle([](const Scheme& scheme) { return py::make_tuple(scheme.tp(), scheme.pp()); },
-                      [](const py::tuple& state) { return Scheme(state[0].cast<int>(), state[1].cast<int>()); }));
+      .def(py::pickle([](const Scheme& scheme) { return py::make_tuple(scheme.name()); },
+                      [](const py::tuple& state) { return Scheme::parse(state[0].cast<std::string>()); }));
 
   py::class_<StrategyPart>(module, "StrategyPart", "`pipelines` copies of one scheme.")
       .def(py::init([](Scheme scheme, int pipelines) { return StrategyPart{scheme, pipelines}; }), py::arg("scheme"),

@@ -139,42 +139,66 @@ void bind_cost(py::module_& module) {
       "marks a sample measured without its peak memory.");
   py::class_<cost::CpScheme>(module, "CpScheme",
                              "A scheme of a profile derived with context parallelism (and recomputation).")
-      .def_readonly("name", &cost::CpScheme::name)
-      .def_readonly("base", &cost::CpScheme::base)
-      .def_readonly("gpus", &cost::CpScheme::gpus)
+      .def_readonly("scheme", &cost::CpScheme::scheme)
+      .def_property_readonly("name", [](const cost::CpScheme& derived) { return derived.scheme.name(); })
+      .def_property_readonly("base", [](const cost::CpScheme& derived) { return derived.scheme.base(); })
+      .def_property_readonly("gpus", [](const cost::CpScheme& derived) { return derived.scheme.gpus(); })
       .def_readonly("max_len", &cost::CpScheme::max_len)
       .def_readonly("fit", &cost::CpScheme::fit)
       .def("seconds", &cost::CpScheme::seconds, py::arg("length"),
            "The derived forward + backward time of one sequence on one stage (not the fitted quadratic).");
-  const cost::CpModel cp_model;
+  const cost::CpLinks links;
   module.def(
       "derive_context_parallel",
-      [](const cost::Profile& base, int cp, int heads, std::optional<int> kv_heads, std::string_view kind,
-         std::optional<int> ulysses, bool recompute, double link_latency, double link_bandwidth) {
-        const cost::ContextParallel parallel{.degree = cp,
-                                             .kind = value_in(cost::cp_kind_names, kind, "kind"),
-                                             .ulysses_degree = ulysses.value_or(1),
-                                             .recompute = recompute ? cost::Recompute::full : cost::Recompute::none};
-        sluice::require(!ulysses || parallel.kind == cost::CpKind::hybrid, "ulysses is for kind 'hybrid'");
-        sluice::require(ulysses || parallel.kind != cost::CpKind::hybrid, "kind 'hybrid' needs ulysses");
-        const cost::CpModel model{.heads = heads,
-                                  .kv_heads = kv_heads.value_or(heads),
-                                  .link_latency = link_latency,
-                                  .link_bandwidth = link_bandwidth};
+      [](const cost::Profile& base, int cp, std::optional<int> heads, std::optional<int> kv_heads,
+         std::string_view kind, std::optional<int> ulysses, bool recompute, double node_latency,
+         double node_bandwidth, double cross_latency, double cross_bandwidth) {
+        cost::ProfileSpec spec = base.spec();
+        if (heads) spec.model = {.name = spec.model.name, .layers = spec.model.layers, .hidden = spec.model.hidden,
+                                 .vocab = spec.model.vocab, .heads = *heads, .kv_heads = 0};
+        if (kv_heads) spec.model.kv_heads = *kv_heads;
+        const cost::Profile with_heads(std::move(spec));
+        const CpKind cp_kind = value_in(cp_kind_names, kind, "kind");
+        sluice::require(!ulysses || cp_kind == CpKind::hybrid, "ulysses is for kind 'hybrid'");
+        const cost::CpLinks chosen{node_latency, node_bandwidth, cross_latency, cross_bandwidth};
         const py::gil_scoped_release release;
         std::vector<cost::CpScheme> derived;
-        for (const cost::SchemeCost& scheme : base.schemes())
-          if (auto one = cost::derive_cp_scheme(base, scheme, parallel, model)) derived.push_back(std::move(*one));
+        for (const cost::SchemeCost& scheme : with_heads.schemes()) {
+          if (!scheme.scheme.is_base()) continue;
+          const Scheme with_cp({.tp = scheme.scheme.tp(), .pp = scheme.scheme.pp(), .cp = cp, .cp_kind = cp_kind,
+                                .ulysses = ulysses.value_or(0),
+                                .recompute = recompute ? Recompute::full : Recompute::none});
+          if (auto one = cost::derive_cp_scheme(with_heads, scheme, with_cp, chosen))
+            derived.push_back(std::move(*one));
+        }
         return derived;
       },
-      py::arg("profile"), py::arg("cp"), py::kw_only(), py::arg("heads"), py::arg("kv_heads") = py::none(),
+      py::arg("profile"), py::arg("cp"), py::kw_only(), py::arg("heads") = py::none(), py::arg("kv_heads") = py::none(),
       py::arg("kind") = "ring", py::arg("ulysses") = py::none(), py::arg("recompute") = false,
-      py::arg("link_latency") = cp_model.link_latency, py::arg("link_bandwidth") = cp_model.link_bandwidth,
+      py::arg("node_latency") = links.node_latency, py::arg("node_bandwidth") = links.node_bandwidth,
+      py::arg("cross_latency") = links.cross_latency, py::arg("cross_bandwidth") = links.cross_bandwidth,
       "Every scheme of the profile derived with context parallelism of degree `cp` (what `sluice inspect --cp` "
       "prints): kind 'ring', 'ulysses' or 'hybrid' (with `ulysses` of the cp ranks in Ulysses groups), and with "
-      "`recompute` full activation recomputation. The profiles do not give the attention heads, so `heads` (and "
-      "`kv_heads` for grouped-query attention) must. Schemes wider than the cluster, or whose heads do not split "
-      "over TP × the Ulysses degree, are left out.");
+      "`recompute` full activation recomputation. `heads` (and `kv_heads` for grouped-query attention) default to "
+      "the profile's model. CP groups within a node use the node links, wider ones the cross-node links. Schemes "
+      "wider than the cluster, or whose heads do not split over TP × the Ulysses degree, are left out.");
+  module.def(
+      "with_scheme_space",
+      [](const cost::Profile& measured, const std::vector<int>& cp, const std::vector<std::string>& cp_kinds,
+         bool recompute) {
+        cost::SchemeSpace space;
+        space.cp_degrees = cp;
+        space.cp_kinds.clear();
+        for (const std::string& kind : cp_kinds) space.cp_kinds.push_back(value_in(cp_kind_names, kind, "cp_kinds"));
+        space.recompute = recompute;
+        const py::gil_scoped_release release;
+        return cost::Profile(cost::with_scheme_space(measured.spec(), space));
+      },
+      py::arg("profile"), py::kw_only(), py::arg("cp") = std::vector<int>{},
+      py::arg("cp_kinds") = std::vector<std::string>{"ring"}, py::arg("recompute") = false,
+      "The profile with the CP and AC schemes derived from its ⟨TP, PP⟩ schemes (what `--cp`, `--cp-kinds` and "
+      "`--ac` give the CLI's planners): each degree of `cp` in each kind of `cp_kinds`, and with `recompute` every "
+      "scheme also with full activation recomputation. Schemes the profile measures keep their measurement.");
   module.def(
       "read_profile_samples",
       [](const std::filesystem::path& path) {

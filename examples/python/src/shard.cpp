@@ -138,8 +138,8 @@ void bind_shard(py::module_& module) {
 
   // ---- placements and optimizer layouts ---------------------------------------------------------------------
   py::class_<shard::Stage>(module, "PlacementStage",
-                           "Layers [layer_begin, layer_end); TP rank t is GPU ranks[t] and holds the fraction "
-                           "[t/TP, (t+1)/TP) of every parameter.")
+                           "Layers [layer_begin, layer_end); CP rank c's TP rank t is GPU ranks[c*TP + t] and holds "
+                           "the fraction [t/TP, (t+1)/TP) of every parameter.")
       .def_readonly("layer_begin", &shard::Stage::layer_begin)
       .def_readonly("layer_end", &shard::Stage::layer_end)
       .def_readonly("ranks", &shard::Stage::ranks)
@@ -153,8 +153,8 @@ void bind_shard(py::module_& module) {
                              })
       .def(py::self == py::self);
 
-  py::class_<shard::Placement> placement(module, "Placement",
-                                         "Where a strategy runs: per pipeline, per stage, the GPU of every TP rank.");
+  py::class_<shard::Placement> placement(
+      module, "Placement", "Where a strategy runs: per pipeline, per stage, the GPU of every (CP rank, TP rank).");
   placement.def_readonly("gpus", &shard::Placement::gpus)
       .def_readonly("layers", &shard::Placement::layers)
       .def_property_readonly("pipelines",
@@ -163,7 +163,7 @@ void bind_shard(py::module_& module) {
                              })
       .def(
           "validate", [](const shard::Placement& value) { shard::validate(value); },
-          "Raises InvalidPlan: every pipeline has pp stages of tp ranks tiling the layers, no rank used twice.");
+          "Raises InvalidPlan: every pipeline has pp stages of tp*cp ranks tiling the layers, no rank used twice.");
   def_document(placement);
 
   py::class_<shard::OwnerGroup>(module, "OwnerGroup",
@@ -233,7 +233,8 @@ void bind_shard(py::module_& module) {
       .def(py::self == py::self);
 
   py::class_<shard::RsGroup>(module, "RsGroup",
-                             "The reduce-scatter of one TP-grid segment of a block over one rank per pipeline.")
+                             "The reduce-scatter of one TP-grid segment of a block over one rank per pipeline and CP "
+                             "rank.")
       .def_readonly("block", &shard::RsGroup::block)
       .def_readonly("segment", &shard::RsGroup::segment)
       .def_readonly("members", &shard::RsGroup::members)
@@ -449,15 +450,20 @@ void bind_shard(py::module_& module) {
   // ---- ranks and process groups -----------------------------------------------------------------------------
   py::class_<shard::ProcessGroups>(module, "ProcessGroups",
                                    "The groups every rank joins, as lists of global ranks; pipelines in plan order.")
-      .def_readonly("tp", &shard::ProcessGroups::tp, "Per (plan pipeline, stage): its TP group, shard 0 first.")
+      .def_readonly("tp", &shard::ProcessGroups::tp,
+                    "Per (plan pipeline, stage, CP rank): its TP group, shard 0 first.")
       .def_readonly("pp", &shard::ProcessGroups::pp,
-                    "Per (plan pipeline, TP shard): its ranks, stage 0 first (the send/recv neighbours).")
+                    "Per (plan pipeline, CP rank, TP shard): its ranks, stage 0 first (the send/recv neighbours).")
       .def_readonly("dp", &shard::ProcessGroups::dp,
-                    "Per (scheme, stage, TP shard): the ranks of that shard in every pipeline of the scheme.")
+                    "Per (scheme, stage, TP shard): the ranks of that shard in every pipeline and CP rank of the "
+                    "scheme.")
+      .def_readonly("cp", &shard::ProcessGroups::cp,
+                    "Per (plan pipeline with CP, stage, TP shard): the ranks sharing its sequences; empty without CP.")
       .def(py::self == py::self);
 
   py::class_<shard::RankPlacement> ranks(
-      module, "RankPlacement", "The global rank of every (pipeline, stage, TP shard) and the process groups.");
+      module, "RankPlacement",
+      "The global rank of every (pipeline, stage, CP rank, TP shard) and the process groups.");
   ranks.def_readonly("placement", &shard::RankPlacement::placement, "shard placement: pipelines in canonical order")
       .def_readonly("gpus_per_node", &shard::RankPlacement::gpus_per_node)
       .def_readonly("tp_within_node", &shard::RankPlacement::tp_within_node)

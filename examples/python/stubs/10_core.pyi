@@ -2,15 +2,27 @@
 # ---- schemes, strategies, length data and batches ----------------------------------------------------------------
 
 class Scheme:
-    """One pipeline's shape: tensor-parallel degree tp, pipeline stages pp."""
-    def __init__(self, tp: int, pp: int) -> None: ...
+    """One pipeline's shape: tensor-parallel degree tp, pipeline stages pp, and optionally context parallelism (cp
+    ranks of kind 'ring', 'ulysses' or 'hybrid', the hybrid with `ulysses` of them in Ulysses groups) and full
+    activation recomputation."""
+    def __init__(
+        self, tp: int, pp: int, *, cp: int = 1, cp_kind: str = "ring", ulysses: int = 0, recompute: bool = False
+    ) -> None: ...
     @staticmethod
     def parse(text: str) -> Scheme:
-        """'tp4pp2' or '<4,2>'."""
+        """'tp4pp2', 'tp2cp4ringpp1', 'tp8pp2ac' or '<4,2>'."""
     @property
     def tp(self) -> int: ...
     @property
     def pp(self) -> int: ...
+    @property
+    def cp(self) -> int: ...
+    @property
+    def cp_kind(self) -> str: ...
+    @property
+    def ulysses(self) -> int: ...
+    @property
+    def recompute(self) -> bool: ...
     @property
     def gpus(self) -> int: ...
     @property

@@ -97,6 +97,8 @@ class ProfileFit:
 class CpScheme:
     """A scheme of a profile derived with context parallelism (and recomputation)."""
     @property
+    def scheme(self) -> Scheme: ...
+    @property
     def name(self) -> str: ...
     @property
     def base(self) -> Scheme: ...
@@ -113,16 +115,26 @@ def derive_context_parallel(
     profile: Profile,
     cp: int,
     *,
-    heads: int,
+    heads: Optional[int] = None,
     kv_heads: Optional[int] = None,
     kind: str = "ring",
     ulysses: Optional[int] = None,
     recompute: bool = False,
-    link_latency: float = 1e-05,
-    link_bandwidth: float = 200000000000.0,
+    node_latency: float = 1e-05,
+    node_bandwidth: float = 200000000000.0,
+    cross_latency: float = 2e-05,
+    cross_bandwidth: float = 25000000000.0,
 ) -> list[CpScheme]:
     """Every scheme of the profile derived with context parallelism of degree `cp` (what `sluice inspect --cp`
-    prints); schemes wider than the cluster, or whose heads do not split, are left out."""
+    prints); `heads` and `kv_heads` default to the profile's model; schemes wider than the cluster, or whose heads
+    do not split, are left out."""
+
+def with_scheme_space(
+    profile: Profile, *, cp: Sequence[int] = (), cp_kinds: Sequence[str] = ("ring",), recompute: bool = False
+) -> Profile:
+    """The profile with the CP and AC schemes derived from its ⟨TP, PP⟩ schemes (what `--cp`, `--cp-kinds` and
+    `--ac` give the CLI's planners): each degree of `cp` in each kind of `cp_kinds`, and with `recompute` every
+    scheme also with full activation recomputation. Schemes the profile measures keep their measurement."""
 
 def fit_profile(
     schemes: Sequence[str],

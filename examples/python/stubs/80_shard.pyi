@@ -104,7 +104,7 @@ class ShardCluster:
     def __eq__(self, other: object) -> bool: ...
 
 class PlacementStage:
-    """Layers [layer_begin, layer_end); TP rank t is GPU ranks[t]."""
+    """Layers [layer_begin, layer_end); CP rank c's TP rank t is GPU ranks[c*TP + t]."""
     @property
     def layer_begin(self) -> int: ...
     @property
@@ -122,7 +122,7 @@ class PipelinePlacement:
     def __eq__(self, other: object) -> bool: ...
 
 class Placement:
-    """Where a strategy runs: per pipeline, per stage, the GPU of every TP rank."""
+    """Where a strategy runs: per pipeline, per stage, the GPU of every (CP rank, TP rank)."""
     @property
     def gpus(self) -> int: ...
     @property
@@ -199,7 +199,7 @@ class SliceBlock:
     def __eq__(self, other: object) -> bool: ...
 
 class RsGroup:
-    """The reduce-scatter of one TP-grid segment of a block over one rank per pipeline."""
+    """The reduce-scatter of one TP-grid segment of a block over one rank per pipeline and CP rank."""
     @property
     def block(self) -> int: ...
     @property
@@ -374,10 +374,13 @@ class ProcessGroups:
     def pp(self) -> list[list[int]]: ...
     @property
     def dp(self) -> list[list[int]]: ...
+    @property
+    def cp(self) -> list[list[int]]:
+        """Per (plan pipeline with CP, stage, TP shard): the ranks sharing its sequences; empty without CP."""
     def __eq__(self, other: object) -> bool: ...
 
 class RankPlacement:
-    """The global rank of every (pipeline, stage, TP shard) and the process groups."""
+    """The global rank of every (pipeline, stage, CP rank, TP shard) and the process groups."""
     @property
     def placement(self) -> Placement: ...
     @property

@@ -25,6 +25,31 @@ def test_scheme_and_strategy_values():
     assert sluice.Strategy.homogeneous(sluice.Scheme(4, 1), 4).name == "4*tp4pp1"
 
 
+def test_schemes_with_context_parallelism_and_recomputation():
+    scheme = sluice.Scheme(2, 2, cp=8, cp_kind="hybrid", ulysses=2, recompute=True)
+    assert (scheme.name, scheme.gpus, scheme.cp, scheme.cp_kind, scheme.ulysses, scheme.recompute) == \
+        ("tp2cp8hybrid2pp2ac", 32, 8, "hybrid", 2, True)
+    assert scheme == sluice.Scheme.parse("tp2cp8hybrid2pp2ac") and sluice.Scheme(4, 2) < sluice.Scheme(4, 2, cp=2)
+    assert pickle.loads(pickle.dumps(scheme)) == scheme and hash(scheme) == hash(sluice.Scheme.parse(scheme.name))
+    assert sluice.Scheme(2, 1, cp=1, cp_kind="ulysses") == sluice.Scheme(2, 1)
+    strategy = sluice.Strategy("1*tp2cp4ringpp1+1*tp8pp1ac")
+    assert strategy.gpus == 16 and sluice.Strategy.from_json(strategy.to_json()) == strategy
+    assert '"version": 2' in strategy.to_json()
+    with pytest.raises(sluice.InvalidInput, match="needs a Ulysses degree"):
+        sluice.Scheme(1, 1, cp=4, cp_kind="hybrid")
+
+
+def test_the_scheme_space_gives_the_planners_cp_schemes():
+    profile = sluice.Profile.bundled("llama2-7b")
+    wide = sluice.with_scheme_space(profile, cp=[2, 4], cp_kinds=["ring", "ulysses"], recompute=True)
+    names = {cost.scheme.name for cost in wide.schemes}
+    assert {cost.scheme.name for cost in profile.schemes} < names
+    assert {"tp1cp4ulyssespp2", "tp2cp2ringpp1ac", "tp8pp1ac"} <= names
+    assert wide.at(sluice.Scheme.parse("tp1cp4ringpp2")).max_len > profile.at(sluice.Scheme(1, 2)).max_len
+    with pytest.raises(sluice.InvalidInput, match="CP 3 splits the 32 heads unevenly"):
+        sluice.with_scheme_space(profile, cp=[3], cp_kinds=["ulysses"])
+
+
 @pytest.mark.parametrize("text", ["", "tp0pp1", "2*", "3*tp4pp", "1*tp8pp1+", "x"])
 def test_bad_strategy_text_raises_invalid_input(text):
     with pytest.raises(sluice.InvalidInput):
@@ -175,8 +200,8 @@ def test_context_parallel_matches_the_tool(cli):
     [
         (dict(heads=32, kind="stripe"), "kind: expected ulysses, ring or hybrid"),
         (dict(heads=32, ulysses=2), "ulysses is for kind 'hybrid'"),
-        (dict(heads=32, kind="hybrid"), "kind 'hybrid' needs ulysses"),
-        (dict(heads=32, kind="hybrid", ulysses=3), "the Ulysses degree 3 must divide the CP degree 4"),
+        (dict(heads=32, kind="hybrid"), "needs a Ulysses degree that divides it"),
+        (dict(heads=32, kind="hybrid", ulysses=3), "needs a Ulysses degree that divides it"),
         (dict(heads=32, kv_heads=5), "a multiple of the KV heads"),
     ],
 )

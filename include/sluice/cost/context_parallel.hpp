@@ -7,8 +7,10 @@
 // degrees are added; docs/cost-models.md states every formula and where it comes from. A measured profile of the
 // CP scheme replaces the derivation wherever a user has one.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,25 +26,10 @@
 
 namespace sluice::cost {
 
-enum class CpKind { ulysses, ring, hybrid };
-inline constexpr NameTable<CpKind, 3> cp_kind_names{
-    {{CpKind::ulysses, "ulysses"}, {CpKind::ring, "ring"}, {CpKind::hybrid, "hybrid"}}};
-
-enum class Recompute { none, full };
-
-// How the C ranks of a stage share its sequences.
-struct ContextParallel {
-  int degree = 1;  // C
-  CpKind kind = CpKind::ring;
-  int ulysses_degree = 1;  // U: the Ulysses part of a hybrid (C / U ranks form the ring); C for Ulysses, 1 for ring
-  Recompute recompute = Recompute::none;
-};
-
-// What the derivation needs besides the base scheme's fit: the model's shape (the profiles give layers and hidden,
-// not the heads), the stage's TP and layers, and the CP group's links (placed within a node first).
+// What the derivation needs besides the scheme: the base ⟨TP, PP⟩ scheme's fit, the model's shape, and the CP
+// group's links (placed within a node first).
 struct CpSetup {
   QuadraticLatency base;  // one stage's forward + backward time of one sequence on ⟨TP, PP⟩
-  int tp = 1;
   int stage_layers = 1;
   std::int64_t hidden = 0;
   int heads = 0;
@@ -52,47 +39,30 @@ struct CpSetup {
   double link_latency = 1e-5;
   double link_bandwidth = 200e9;  // bytes per second and direction, per GPU
 
-  void validate(const ContextParallel& cp) const {
-    sluice::require(cp.degree >= 1 && cp.degree <= Scheme::max_degree, "context parallelism: the degree must be in [1, ",
-                    Scheme::max_degree, "], got ", cp.degree);
-    const int ulysses = this->ulysses(cp);
-    sluice::require(ulysses >= 1 && cp.degree % ulysses == 0, "context parallelism: the Ulysses degree ", ulysses,
-                    " must divide the CP degree ", cp.degree);
-    sluice::require(tp >= 1 && stage_layers >= 1 && hidden >= 1 && element_bytes >= 1,
-                    "context parallelism: tp, stage layers, hidden and element bytes must be >= 1");
-    sluice::require(heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0, "context parallelism: ", heads,
-                    " heads and ", kv_heads, " key/value heads: the heads must be >= 1 and a multiple of the KV heads");
-    // Ulysses gives each of TP·U ranks whole heads; KV heads replicated to fill them are not modelled.
-    sluice::require(kv_heads % (tp * ulysses) == 0, "context parallelism: Ulysses over ", ulysses, " ranks with TP ", tp,
-                    " splits the heads ", tp * ulysses, " ways, which must divide the ", kv_heads,
-                    " key/value heads (and so the ", heads, " heads)");
+  void validate(const Scheme& scheme) const {
+    sluice::require(stage_layers >= 1 && hidden >= 1 && element_bytes >= 1,
+                    "context parallelism: stage layers, hidden and element bytes must be >= 1");
     sluice::require(std::isfinite(backward_ratio) && backward_ratio > 0,
                     "context parallelism: the backward ratio must be finite and > 0, got ", backward_ratio);
     sluice::require(std::isfinite(link_latency) && link_latency >= 0 && std::isfinite(link_bandwidth) &&
                         link_bandwidth > 0,
                     "context parallelism: the link needs a finite latency >= 0 and bandwidth > 0");
+    if (scheme.cp() == 1) return;  // the heads matter only to CP
+    sluice::require(heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0, "context parallelism: ", heads,
+                    " heads and ", kv_heads, " key/value heads: the heads must be >= 1 and a multiple of the KV heads");
+    // Ulysses gives each of TP·U ranks whole heads; KV heads replicated to fill them are not modelled.
+    sluice::require(splits_heads(scheme), "context parallelism: ", scheme.name(), " splits the heads ",
+                    scheme.tp() * scheme.ulysses(), " ways (TP × the Ulysses degree), which must divide the ", kv_heads,
+                    " key/value heads (and so the ", heads, " heads)");
   }
 
-  [[nodiscard]] int ulysses(const ContextParallel& cp) const noexcept {
-    return cp.kind == CpKind::ulysses ? cp.degree : cp.kind == CpKind::ring ? 1 : cp.ulysses_degree;
+  // Only Ulysses splits heads further: how TP splits them is the measured base scheme's own business.
+  [[nodiscard]] bool splits_heads(const Scheme& scheme) const noexcept {
+    return scheme.ulysses() == 1 || (kv_heads >= 1 && kv_heads % (scheme.tp() * scheme.ulysses()) == 0);
   }
 };
 
-// The scheme's spelling with its CP and AC: ⟨TP, PP⟩'s own for CP 1 without AC ("tp4pp2"), else
-// "tp{TP}cp{C}{kind}pp{PP}", the hybrid's kind with its Ulysses degree, and "ac" last: "tp2cp4ringpp1",
-// "tp1cp8hybrid2pp1", "tp8pp2ac".
-inline std::string cp_scheme_name(const Scheme& scheme, const ContextParallel& cp) {
-  std::string name = "tp" + std::to_string(scheme.tp());
-  if (cp.degree > 1) {
-    name += "cp" + std::to_string(cp.degree) + std::string(name_in(cp_kind_names, cp.kind));
-    if (cp.kind == CpKind::hybrid) name += std::to_string(cp.ulysses_degree);
-  }
-  name += "pp" + std::to_string(scheme.pp());
-  if (cp.recompute == Recompute::full) name += "ac";
-  return name;
-}
-
-// One stage's time of one sequence of `length` tokens under `cp`, split as the model derives it.
+// One stage's time of one sequence of `length` tokens under `scheme`'s CP and AC, split as the model derives it.
 struct CpStageTime {
   double compute = 0;    // the base's (a·l² + b·l)/C + c, times 1 + 1/(1 + r) with AC (one more forward)
   double all_to_all = 0; // Ulysses: exposed, the all-to-alls block the layer
@@ -100,21 +70,22 @@ struct CpStageTime {
   [[nodiscard]] double total() const noexcept { return compute + all_to_all + ring; }
 };
 
-inline CpStageTime cp_stage_time(const CpSetup& setup, const ContextParallel& cp, std::int64_t length) {
-  setup.validate(cp);
+inline CpStageTime cp_stage_time(const CpSetup& setup, const Scheme& scheme, std::int64_t length) {
+  setup.validate(scheme);
   const double l = static_cast<double>(length);
-  const double c = cp.degree;
-  const double u = setup.ulysses(cp);
-  const double r = c / u;  // ring degree
+  const double c = scheme.cp();
+  const double u = scheme.ulysses();
+  const double r = scheme.ring();
+  const bool recompute = scheme.recompute() == Recompute::full;
   const double forward_share = 1 / (1 + setup.backward_ratio);
-  const double passes = cp.recompute == Recompute::full ? 1 + forward_share : 1;  // AC runs each forward twice
-  const double forwards = cp.recompute == Recompute::full ? 2 : 1;
+  const double passes = recompute ? 1 + forward_share : 1;  // AC runs each forward twice
+  const double forwards = recompute ? 2 : 1;
   const QuadraticLatency& t = setup.base;
   CpStageTime time;
   time.compute = ((t.a() * l * l + t.b() * l) / c + t.c()) * passes;
   const double layers = setup.stage_layers;
   const double e = setup.element_bytes;
-  const double tp = setup.tp;
+  const double tp = scheme.tp();
   const double hidden = static_cast<double>(setup.hidden);
   const double kv_hidden = hidden * setup.kv_heads / setup.heads;
   if (u > 1) {
@@ -145,8 +116,7 @@ inline CpStageTime cp_stage_time(const CpSetup& setup, const ContextParallel& cp
 // The quadratic T(l) = a·l² + b·l + c the planners take, fitted (relative least squares, as `sluice fit`) to the
 // derived time at lengths from `shortest` to `longest`, and how far it strays: the ring's exposed time is piecewise,
 // so the fit's error says how well a quadratic stands for it.
-inline FitResult cp_latency(const CpSetup& setup, const ContextParallel& cp, std::int64_t shortest,
-                            std::int64_t longest) {
+inline FitResult cp_latency(const CpSetup& setup, const Scheme& scheme, std::int64_t shortest, std::int64_t longest) {
   sluice::require(shortest >= 1 && longest > shortest, "context parallelism: the fitted lengths need 1 <= shortest < "
                   "longest, got ", shortest, " and ", longest);
   std::vector<LatencySample> samples;
@@ -156,90 +126,128 @@ inline FitResult cp_latency(const CpSetup& setup, const ContextParallel& cp, std
     const auto length = static_cast<std::int64_t>(std::llround(static_cast<double>(shortest) *
                                                                std::pow(ratio, k / (points - 1.0))));
     if (samples.empty() || samples.back().length != length)
-      samples.push_back({length, cp_stage_time(setup, cp, length).total()});
+      samples.push_back({length, cp_stage_time(setup, scheme, length).total()});
   }
   return fit_quadratic(samples);
 }
 
-// How the model states are kept: Hydraulis' (fp32 weights and optimizer states sharded over all GPUs, the 16-bit
-// weights and gradients replicated per TP shard), or ZeRO-3 (DeepSpeed's: everything sharded, one layer's 16-bit
-// weights and gradients gathered at a time).
-enum class StateSharding { hydraulis, zero3 };
-
-// The stage's peak memory under `cp` on ⟨TP, PP⟩: the activations of each in-flight token divide by C; with full
-// recomputation a layer keeps only its 16-bit input, and one layer's working set (the memory model's A) is alive at
-// a time (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", §4).
-inline LinearMemory cp_memory(const TransformerMemorySpec& spec, const Scheme& scheme, const ContextParallel& cp,
-                              std::int64_t cluster_gpus, StateSharding sharding = StateSharding::hydraulis) {
-  spec.validate();
-  sluice::require(cp.degree >= 1, "context parallelism: the degree must be >= 1, got ", cp.degree);
-  sluice::require(scheme.gpus() * cp.degree <= cluster_gpus, "memory model: scheme ", scheme.name(), " with CP ",
-                  cp.degree, " needs ", scheme.gpus() * cp.degree, " GPUs but the cluster has ", cluster_gpus);
-  const double hidden = static_cast<double>(spec.hidden);
-  const double h2 = hidden * hidden;
-  const double layers = spec.layers;
-  const double stage_layers = std::ceil(layers / scheme.pp());
-  double fixed = 0;
-  if (sharding == StateSharding::hydraulis) {
-    fixed = spec.model_state_bytes(scheme, cluster_gpus) + spec.embedding_bytes(scheme, cluster_gpus);
-  } else {
-    const double gpus = static_cast<double>(cluster_gpus);
-    fixed = (layers * h2 * spec.state_bytes + hidden * static_cast<double>(spec.vocab) * 16) / gpus +
-            h2 / scheme.tp() * spec.state_bytes * (1 - spec.alpha);
-  }
-  const double in_flight_layers = stage_layers * scheme.pp();
-  const double width = hidden / scheme.tp() / cp.degree;
-  const double a = spec.activation_constant(scheme.tp());
-  constexpr double input_bytes = 2;  // a layer's 16-bit input, all that recomputation keeps of it
-  const double per_token = cp.recompute == Recompute::full ? width * (in_flight_layers * input_bytes + a)
-                                                           : width * in_flight_layers * a;
-  return {fixed, per_token, std::max(0.0, spec.budget_bytes()), spec.granularity};
-}
-
-// What a profile lacks to derive its schemes with CP: the attention heads, and the CP group's links.
-struct CpModel {
-  int heads = 0;
-  int kv_heads = 0;  // 0: as many as the heads
-  double link_latency = 1e-5;
-  double link_bandwidth = 200e9;  // within a node, where CP groups are placed first
+// The links a CP group's exchanges run on: within a node while the stage's TP·C ranks fit in one (they are placed
+// there first), across nodes beyond.
+struct CpLinks {
+  double node_latency = 1e-5;
+  double node_bandwidth = 200e9;  // NVLink, per GPU and direction
+  double cross_latency = 2e-5;
+  double cross_bandwidth = 25e9;  // one 200 Gb/s InfiniBand port per GPU
 };
 
-// A scheme of a profile derived with CP (and AC): its spelling, GPUs (TP·C·PP), MaxLen by the profile's memory
+// A scheme of a profile derived from its base ⟨TP, PP⟩ scheme: GPUs (TP·C·PP), MaxLen by the profile's memory
 // model, the derived time and the quadratic fitted to it from 256 tokens to MaxLen.
 struct CpScheme {
-  std::string name;
-  Scheme base;
-  ContextParallel cp;
-  std::int64_t gpus = 0;
+  Scheme scheme;
   std::int64_t max_len = 0;
   CpSetup setup;
   FitResult fit;
-  [[nodiscard]] double seconds(std::int64_t length) const { return cp_stage_time(setup, cp, length).total(); }
+  [[nodiscard]] double seconds(std::int64_t length) const { return cp_stage_time(setup, scheme, length).total(); }
 };
 
-// `scheme` of `profile` derived with `cp`; nullopt when it cannot be: wider than the cluster, no memory model or
-// activation constant for its TP, or heads that do not split over TP × the Ulysses degree.
-inline std::optional<CpScheme> derive_cp_scheme(const Profile& profile, const SchemeCost& scheme,
-                                                const ContextParallel& cp, const CpModel& model) {
+// `scheme` (with CP and/or AC) of `profile` derived from the profile's measured base ⟨TP, PP⟩ `base`; nullopt when
+// it cannot be: wider than the cluster, no memory model or activation constant for its TP, or heads that do not
+// split over TP × the Ulysses degree. The heads come from the profile's model.
+inline std::optional<CpScheme> derive_cp_scheme(const Profile& profile, const SchemeCost& base, const Scheme& scheme,
+                                                const CpLinks& links = {}) {
+  sluice::require(base.scheme == scheme.base(), "context parallelism: ", scheme.name(), " is not derived from ",
+                  base.scheme.name());
+  const ModelInfo& model = profile.spec().model;
+  sluice::require(scheme.cp() == 1 || model.heads >= 1, "context parallelism: profile ", profile.name(),
+                  " does not give the model's attention heads (model.heads)");
   const std::optional<TransformerMemorySpec>& memory = profile.spec().memory;
-  const std::int64_t gpus = scheme.scheme.gpus() * cp.degree;
-  if (!memory || gpus > profile.gpus() || !memory->activation_bytes.contains(scheme.scheme.tp())) return std::nullopt;
-  const CpSetup setup{.base = scheme.latency,
-                      .tp = scheme.scheme.tp(),
-                      .stage_layers = (memory->layers + scheme.scheme.pp() - 1) / scheme.scheme.pp(),
+  if (!memory || scheme.gpus() > profile.gpus() || !memory->activation_bytes.contains(scheme.tp())) return std::nullopt;
+  const bool within_node = scheme.stage_gpus() <= profile.spec().gpus_per_node;
+  const CpSetup setup{.base = base.latency,
+                      .stage_layers = (memory->layers + scheme.pp() - 1) / scheme.pp(),
                       .hidden = memory->hidden,
                       .heads = model.heads,
                       .kv_heads = model.kv_heads > 0 ? model.kv_heads : model.heads,
-                      .link_latency = model.link_latency,
-                      .link_bandwidth = model.link_bandwidth};
-  const int ulysses = setup.ulysses(cp);
-  sluice::require(ulysses >= 1 && cp.degree % ulysses == 0, "context parallelism: the Ulysses degree ", ulysses,
-                  " must divide the CP degree ", cp.degree);
-  if (setup.kv_heads % (setup.tp * ulysses) != 0) return std::nullopt;
-  setup.validate(cp);
-  const std::int64_t max_len = cp_memory(*memory, scheme.scheme, cp, profile.gpus()).max_len();
-  return CpScheme{cp_scheme_name(scheme.scheme, cp), scheme.scheme, cp, gpus, max_len, setup,
-                  cp_latency(setup, cp, 256, std::max<std::int64_t>(max_len, 512))};
+                      .link_latency = within_node ? links.node_latency : links.cross_latency,
+                      .link_bandwidth = within_node ? links.node_bandwidth : links.cross_bandwidth};
+  if (!setup.splits_heads(scheme)) return std::nullopt;
+  setup.validate(scheme);
+  const std::int64_t max_len = memory->for_scheme(scheme, profile.gpus()).max_len();
+  return CpScheme{scheme, max_len, setup, cp_latency(setup, scheme, 256, std::max<std::int64_t>(max_len, 512))};
+}
+
+// Which CP and AC schemes a planner may choose from besides the profile's own.
+struct SchemeSpace {
+  std::vector<int> cp_degrees;                     // C > 1 each
+  // A hybrid of C ranks takes every Ulysses degree 1 < U < C that divides C.
+  std::vector<CpKind> cp_kinds = {CpKind::ring};
+  bool recompute = false;                          // also each scheme with full recomputation
+  CpLinks links;
+  [[nodiscard]] bool empty() const noexcept { return cp_degrees.empty() && !recompute; }
+};
+
+// The schemes `space` adds to one base scheme, in canonical order.
+inline std::vector<Scheme> space_schemes(const Scheme& base, const SchemeSpace& space) {
+  std::vector<Degrees> shapes = {base.degrees()};  // ⟨TP, PP⟩, and each CP the space allows
+  for (const int cp : space.cp_degrees)
+    for (const CpKind kind : space.cp_kinds) {
+      Degrees shape{.tp = base.tp(), .pp = base.pp(), .cp = cp, .cp_kind = kind};
+      if (kind != CpKind::hybrid) shapes.push_back(shape);
+      for (int u = 2; kind == CpKind::hybrid && u < cp; ++u)
+        if (cp % u == 0) shapes.push_back({.tp = base.tp(), .pp = base.pp(), .cp = cp, .cp_kind = kind, .ulysses = u});
+    }
+  std::vector<Scheme> schemes;
+  for (Degrees shape : shapes)
+    for (const Recompute recompute : {Recompute::none, Recompute::full}) {
+      if (recompute == Recompute::full && !space.recompute) continue;
+      shape.recompute = recompute;
+      const Scheme scheme(shape);
+      if (!scheme.is_base() && std::ranges::find(schemes, scheme) == schemes.end()) schemes.push_back(scheme);
+    }
+  std::ranges::sort(schemes);
+  return schemes;
+}
+
+// `spec` with the schemes of `space` derived from each measured base scheme, unless the profile measures them
+// itself (a measured profile replaces the derivation). Derived schemes state neither MaxLen, which the memory model
+// gives for every cluster size, nor UtilLen, which their fitted quadratic gives.
+inline ProfileSpec with_scheme_space(ProfileSpec spec, const SchemeSpace& space) {
+  if (space.empty()) return spec;
+  for (const int degree : space.cp_degrees)
+    sluice::require(degree >= 2 && degree <= Scheme::max_degree, "scheme space: CP degrees must be in [2, ",
+                    Scheme::max_degree, "], got ", degree);
+  sluice::require(space.cp_degrees.empty() || !space.cp_kinds.empty(), "scheme space: CP degrees need a CP kind");
+  sluice::require(spec.memory.has_value(), "scheme space: profile ", spec.name,
+                  " has no memory model to derive the MaxLen of CP and AC schemes from");
+  const Profile profile{spec};
+  std::vector<SchemeEntry> added;
+  // Per CP degree: whether any scheme fits the cluster, splits the heads, and holds a sequence, to say which failed.
+  std::map<int, std::array<bool, 3>> reached;
+  for (const SchemeCost& base : profile.schemes()) {
+    if (!base.scheme.is_base()) continue;
+    for (const Scheme& scheme : space_schemes(base.scheme, space)) {
+      std::array<bool, 3>& degree = reached[scheme.cp()];
+      if (std::ranges::find(spec.schemes, scheme, &SchemeEntry::scheme) != spec.schemes.end()) {
+        degree = {true, true, true};
+        continue;
+      }
+      const std::optional<CpScheme> derived = derive_cp_scheme(profile, base, scheme, space.links);
+      degree[0] = degree[0] || scheme.gpus() <= profile.gpus();
+      degree[1] = degree[1] || derived.has_value();
+      if (!derived || derived->max_len == 0) continue;
+      degree[2] = true;
+      added.push_back({scheme, derived->fit.model, std::nullopt, std::nullopt});
+    }
+  }
+  for (const int degree : space.cp_degrees) {
+    const std::array<bool, 3> got = reached[degree];
+    sluice::require(got[0], "scheme space: no scheme with CP ", degree, " fits the ", profile.gpus(), " GPUs");
+    sluice::require(got[1], "scheme space: CP ", degree, " splits the ", spec.model.heads,
+                    " heads unevenly in every scheme (TP × the Ulysses degree must divide the KV heads)");
+    sluice::require(got[2], "scheme space: no scheme with CP ", degree, " holds a sequence in memory");
+  }
+  spec.schemes.insert(spec.schemes.end(), added.begin(), added.end());
+  return spec;
 }
 
 }  // namespace sluice::cost

@@ -81,6 +81,10 @@ struct MemoryFit {
 // budget = GPU memory − context overhead (CUDA/NCCL) − safety margin. A (bytes per token, hidden unit and
 // layer) depends on TP and comes from profiling; B (bytes per H² per layer) ≈ 16 bytes × parameters/H².
 // An uneven layer split is charged at its fullest stage, ceil(layers/PP).
+// How the model states are kept: Hydraulis' (fp32 weights and optimizer states sharded over all GPUs, the 16-bit
+// weights and gradients replicated per TP shard), or ZeRO-3's.
+enum class StateSharding { hydraulis, zero3 };
+
 struct TransformerMemorySpec {
   int layers = 0;
   std::int64_t hidden = 0;
@@ -143,14 +147,33 @@ struct TransformerMemorySpec {
   }
 
   // Peak activation bytes per token of a micro-batch, summed over the in-flight micro-batches of the first stage.
+  // They divide by TP·C; with full recomputation a layer keeps only its 16-bit input and one layer's working set is
+  // alive at a time (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", §4).
   [[nodiscard]] double activation_bytes_per_token(const Scheme& scheme) const {
     const double in_flight_layers = static_cast<double>(stage_layers(scheme) * scheme.pp());
-    return in_flight_layers * static_cast<double>(hidden) / scheme.tp() * activation_constant(scheme.tp());
+    const double a = activation_constant(scheme.tp());
+    if (scheme.recompute() == Recompute::none) return in_flight_layers * static_cast<double>(hidden) / scheme.tp() /
+                                                      scheme.cp() * a;
+    constexpr double input_bytes = 2;
+    return static_cast<double>(hidden) / scheme.tp() / scheme.cp() * (in_flight_layers * input_bytes + a);
   }
 
-  [[nodiscard]] LinearMemory for_scheme(const Scheme& scheme, std::int64_t cluster_gpus) const {
-    return {model_state_bytes(scheme, cluster_gpus) + embedding_bytes(scheme, cluster_gpus),
-            activation_bytes_per_token(scheme), std::max(0.0, budget_bytes()), granularity};
+  // ZeRO-3's model states (DeepSpeed's): everything sharded over the cluster, and one layer's 16-bit weights and
+  // gradients gathered at a time.
+  [[nodiscard]] double zero3_state_bytes(const Scheme& scheme, std::int64_t cluster_gpus) const {
+    check(scheme, cluster_gpus);
+    const double h2 = static_cast<double>(hidden) * static_cast<double>(hidden);
+    const double gpus = static_cast<double>(cluster_gpus);
+    return (layers * h2 * state_bytes + static_cast<double>(hidden) * static_cast<double>(vocab) * 16) / gpus +
+           h2 / scheme.tp() * state_bytes * (1 - alpha);
+  }
+
+  [[nodiscard]] LinearMemory for_scheme(const Scheme& scheme, std::int64_t cluster_gpus,
+                                        StateSharding sharding = StateSharding::hydraulis) const {
+    const double states = sharding == StateSharding::hydraulis
+                              ? model_state_bytes(scheme, cluster_gpus) + embedding_bytes(scheme, cluster_gpus)
+                              : zero3_state_bytes(scheme, cluster_gpus);
+    return {states, activation_bytes_per_token(scheme), std::max(0.0, budget_bytes()), granularity};
   }
 
 private:

@@ -55,6 +55,8 @@ struct ModelInfo {
   int layers = 0;
   std::int64_t hidden = 0;
   std::int64_t vocab = 0;
+  int heads = 0;     // attention heads; 0 = not given (context parallelism needs them)
+  int kv_heads = 0;  // key/value heads (grouped-query attention); 0 = as many as the heads
   friend bool operator==(const ModelInfo&, const ModelInfo&) = default;
 };
 

@@ -20,11 +20,30 @@ namespace nlohmann {
 
 template <>
 struct adl_serializer<sluice::Scheme> {
-  static void to_json(json& out, const sluice::Scheme& scheme) { out = {{"tp", scheme.tp()}, {"pp", scheme.pp()}}; }
+  // CP and AC are written only where a scheme has them ("cp_kind" and "recompute" mark such a scheme; see
+  // io::to_document), so a ⟨TP, PP⟩ scheme reads as it always has.
+  static void to_json(json& out, const sluice::Scheme& scheme) {
+    out = {{"tp", scheme.tp()}, {"pp", scheme.pp()}};
+    if (scheme.cp() > 1) {
+      out["cp"] = scheme.cp();
+      out["cp_kind"] = sluice::name_in(sluice::cp_kind_names, scheme.cp_kind());
+      if (scheme.cp_kind() == sluice::CpKind::hybrid) out["ulysses"] = scheme.ulysses();
+    }
+    if (scheme.recompute() == sluice::Recompute::full) out["recompute"] = "full";
+  }
   static sluice::Scheme from_json(const json& in) {
+    using sluice::io::field_or;
     // Degrees absent from the document default to 1, so older documents stay readable as degrees are added.
-    return sluice::Scheme(sluice::Degrees{.tp = sluice::io::field_or<int>(in, "tp", 1, "scheme"),
-                                          .pp = sluice::io::field_or<int>(in, "pp", 1, "scheme")});
+    sluice::Degrees degrees{.tp = field_or<int>(in, "tp", 1, "scheme"), .pp = field_or<int>(in, "pp", 1, "scheme"),
+                            .cp = field_or<int>(in, "cp", 1, "scheme")};
+    if (in.contains("cp_kind"))
+      degrees.cp_kind = sluice::value_in(sluice::cp_kind_names, field_or<std::string>(in, "cp_kind", "", "scheme"),
+                                         "scheme.cp_kind");
+    degrees.ulysses = field_or<int>(in, "ulysses", 0, "scheme");
+    if (in.contains("recompute"))
+      degrees.recompute = sluice::value_in(sluice::recompute_names,
+                                           field_or<std::string>(in, "recompute", "", "scheme"), "scheme.recompute");
+    return sluice::Scheme(degrees);
   }
 };
 

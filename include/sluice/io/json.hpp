@@ -260,10 +260,30 @@ inline std::string read_text_file(const std::filesystem::path& path) {
 
 inline json read_json_file(const std::filesystem::path& path) { return parse(read_text_file(path), path.string()); }
 
+namespace detail {
+// Whether `value` holds a scheme with context parallelism or recomputation: only a scheme writes "cp_kind", and
+// "recompute" beside "tp".
+inline bool holds_extended_scheme(const json& value) {
+  if (value.is_object()) {
+    if (value.contains("cp_kind") || (value.contains("recompute") && value.contains("tp"))) return true;
+    return std::ranges::any_of(value, [](const json& member) { return holds_extended_scheme(member); });
+  }
+  return value.is_array() && std::ranges::any_of(value, [](const json& item) { return holds_extended_scheme(item); });
+}
+}  // namespace detail
+
+// A document that holds a scheme with context parallelism or recomputation is written one version above its
+// format's, so that a build that predates them refuses it by its version instead of reading ⟨TP, PP⟩ alone; a
+// document without such schemes keeps the version, and the text, it always had.
+inline int document_version(int format_version, const json& payload) {
+  return detail::holds_extended_scheme(payload) ? format_version + 1 : format_version;
+}
+
 template <Document T>
 json to_document(const T& value) {
   json payload = value;
-  json document = {{"format", document_traits<T>::format}, {"version", document_traits<T>::version}};
+  json document = {{"format", document_traits<T>::format},
+                   {"version", document_version(document_traits<T>::version, payload)}};
   if (payload.is_object()) {
     document.update(payload);
   } else {
@@ -280,8 +300,10 @@ T from_document(const json& document, std::string_view source = "JSON document")
   sluice::require(format == document_traits<T>::format, source, ": expected format '", document_traits<T>::format,
                   "', got ", detail::describe(document.at("format")));
   const auto version = field<int>(document, "version", source);
-  sluice::require(version == document_traits<T>::version, source, ": unsupported ", format, " version ", version,
-                  " (this build reads version ", document_traits<T>::version, ")");
+  sluice::require(version == document_traits<T>::version || version == document_traits<T>::version + 1, source,
+                  ": unsupported ", format, " version ", version, " (this build reads versions ",
+                  document_traits<T>::version, " and ", document_traits<T>::version + 1, ", the latter with context "
+                  "parallel or recomputing schemes)");
   json payload = document;
   payload.erase("format");
   payload.erase("version");

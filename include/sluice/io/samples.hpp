@@ -3,6 +3,7 @@
 // both are documented in docs/formats.md. read_profile_samples tells them apart by the first character that is
 // not blank: '{' is JSON, anything else CSV.
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -65,9 +66,10 @@ T csv_value(std::string_view cell, std::string_view where, std::string_view colu
   return value;
 }
 
-inline Scheme scheme_at(int tp, int pp, std::string_view where) {
+template <class Make>
+Scheme scheme_at(Make&& make, std::string_view where) {
   try {
-    return Scheme(tp, pp);
+    return make();
   } catch (const invalid_input& error) {
     sluice::fail(where, ": ", error.what());
   }
@@ -75,12 +77,13 @@ inline Scheme scheme_at(int tp, int pp, std::string_view where) {
 
 }  // namespace detail
 
-// CSV: a header naming the columns tp, pp, tokens, seconds and optionally peak_bytes (any order), then one sample
-// per line. Blank lines and lines starting with '#' are skipped; blanks around a cell are ignored; an empty
-// peak_bytes cell means not measured. Errors name the source, the 1-based line and the column.
+// CSV: a header naming the columns tp, pp (or instead scheme, spelt as Scheme::name, for schemes with context
+// parallelism or recomputation), tokens, seconds and optionally peak_bytes (any order), then one sample per line.
+// Blank lines and lines starting with '#' are skipped; blanks around a cell are ignored; an empty peak_bytes cell
+// means not measured. Errors name the source, the 1-based line and the column.
 inline cost::ProfileSamples parse_profile_samples_csv(std::string_view text, std::string_view source) {
   const std::string name = data::detail::source_name(source);
-  static constexpr std::string_view known[] = {"tp", "pp", "tokens", "seconds", "peak_bytes"};
+  static constexpr std::string_view known[] = {"tp", "pp", "scheme", "tokens", "seconds", "peak_bytes"};
   std::map<std::string, std::size_t, std::less<>> columns;
   std::size_t width = 0;
   cost::ProfileSamples result;
@@ -102,11 +105,16 @@ inline cost::ProfileSamples parse_profile_samples_csv(std::string_view text, std
     if (columns.empty()) {  // the header
       for (std::size_t i = 0; i < cells.size(); ++i) {
         sluice::require(std::ranges::find(known, cells[i]) != std::end(known), where, ": unknown column ",
-                        data::detail::excerpt(cells[i]), " (expected tp, pp, tokens, seconds, peak_bytes)");
+                        data::detail::excerpt(cells[i]), " (expected tp, pp, scheme, tokens, seconds, peak_bytes)");
         sluice::require(columns.emplace(std::string(cells[i]), i).second, where, ": column ", cells[i],
                         " is named twice");
       }
-      for (const std::string_view required : {"tp", "pp", "tokens", "seconds"})
+      const bool by_name = columns.contains("scheme");
+      sluice::require(!by_name || (!columns.contains("tp") && !columns.contains("pp")), where,
+                      ": the header names the scheme twice (scheme, and tp or pp)");
+      const std::array<std::string_view, 4> required_columns{by_name ? "scheme" : "tp", by_name ? "scheme" : "pp",
+                                                             "tokens", "seconds"};
+      for (const std::string_view required : required_columns)
         sluice::require(columns.contains(required), where, ": the header has no column '", required, "'");
       width = cells.size();
       continue;
@@ -116,10 +124,16 @@ inline cost::ProfileSamples parse_profile_samples_csv(std::string_view text, std
     sluice::require(result.samples.size() < max_profile_samples, where, ": more than ", max_profile_samples,
                     " samples");
     auto cell = [&](std::string_view column) { return cells[columns.find(column)->second]; };
-    const int tp = detail::csv_value<int>(cell("tp"), where, "tp");
-    const int pp = detail::csv_value<int>(cell("pp"), where, "pp");
+    const Scheme scheme = columns.contains("scheme")
+                              ? detail::scheme_at([&] { return Scheme::parse(cell("scheme")); }, where)
+                              : detail::scheme_at(
+                                    [&] {
+                                      return Scheme(detail::csv_value<int>(cell("tp"), where, "tp"),
+                                                    detail::csv_value<int>(cell("pp"), where, "pp"));
+                                    },
+                                    where);
     cost::ProfileSample sample{
-        detail::scheme_at(tp, pp, where),
+        scheme,
         detail::csv_value<std::int64_t>(cell("tokens"), where, "tokens"),
         detail::csv_value<double>(cell("seconds"), where, "seconds"), std::nullopt};
     if (columns.contains("peak_bytes") && !cell("peak_bytes").empty())
@@ -133,10 +147,13 @@ inline cost::ProfileSamples parse_profile_samples_csv(std::string_view text, std
 }
 
 // The CSV that parse_profile_samples_csv reads back exactly (numbers in their shortest round-trip form).
+// Schemes go by tp and pp while all are ⟨TP, PP⟩, by name otherwise.
 inline std::string profile_samples_csv(std::span<const cost::ProfileSample> samples) {
-  std::string text = "tp,pp,tokens,seconds,peak_bytes\n";
+  const bool by_name = std::ranges::any_of(samples, [](const cost::ProfileSample& x) { return !x.scheme.is_base(); });
+  std::string text = by_name ? "scheme,tokens,seconds,peak_bytes\n" : "tp,pp,tokens,seconds,peak_bytes\n";
   for (const cost::ProfileSample& sample : samples)
-    text += sluice::concat(sample.scheme.tp(), ",", sample.scheme.pp(), ",", sample.tokens, ",",
+    text += sluice::concat(by_name ? sample.scheme.name() : sluice::concat(sample.scheme.tp(), ",", sample.scheme.pp()),
+                           ",", sample.tokens, ",",
                            sluice::shortest(sample.seconds), ",",
                            sample.peak_bytes ? sluice::shortest(*sample.peak_bytes) : "", "\n");
   return text;

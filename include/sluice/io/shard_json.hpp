@@ -325,6 +325,8 @@ struct adl_serializer<sluice::shard::RankPlacement> {
            {"tp_within_node", ranks.tp_within_node},
            {"pipelines", std::move(pipelines)},
            {"groups", {{"tp", ranks.groups.tp}, {"pp", ranks.groups.pp}, {"dp", ranks.groups.dp}}}};
+    // Only a strategy with CP has CP groups: without, the document is the one it always was.
+    if (!ranks.groups.cp.empty()) out["groups"]["cp"] = ranks.groups.cp;
   }
   static sluice::shard::RankPlacement from_json(const json& in) {
     using sluice::io::field;
@@ -346,9 +348,10 @@ struct adl_serializer<sluice::shard::RankPlacement> {
       ranks.plan_order.push_back(p);
     }
     const json& groups = in.contains("groups") ? in.at("groups") : json::object();
-    ranks.groups = {field<std::vector<std::vector<int>>>(groups, "tp", "process groups"),
-                    field<std::vector<std::vector<int>>>(groups, "pp", "process groups"),
-                    field<std::vector<std::vector<int>>>(groups, "dp", "process groups")};
+    using Groups = std::vector<std::vector<int>>;
+    ranks.groups = {field<Groups>(groups, "tp", "process groups"), field<Groups>(groups, "pp", "process groups"),
+                    field<Groups>(groups, "dp", "process groups"),
+                    sluice::io::field_or<Groups>(groups, "cp", {}, "process groups")};
     return ranks;
   }
 };

@@ -184,7 +184,7 @@ inline std::string pipeline_loads_svg(std::span<const assign::IterationPlan> ite
     return detail::printf_string("iteration %zu: %s, estimate %.3f s", k, plan.strategy.name().c_str(), plan.estimate);
   };
   auto row_label = [](const assign::PipelinePlan& pipeline) {
-    return detail::printf_string("pipeline %d: tp%dpp%d", pipeline.index, pipeline.scheme.tp(), pipeline.scheme.pp());
+    return detail::printf_string("pipeline %d: %s", pipeline.index, pipeline.scheme.name().c_str());
   };
   double longest = 0;
   double height = top + 46;

@@ -98,17 +98,20 @@ void for_each_owned(const OptimizerLayout& layout, const Model& model, Visit&& v
   }
 }
 
-// Calls visit(pipeline, rank, layer, tensor, begin, end) for the elements each propagation rank holds.
+// Calls visit(rank, layer, tensor, begin, end) for the elements each propagation rank holds: every CP rank its
+// TP fraction, read from the stage's CP-major ranks (not from the planners' replicas, which it checks).
 template <class Visit>
 void for_each_held(const Placement& placement, const Model& model, Visit&& visit) {
-  for (std::size_t j = 0; j < placement.pipelines.size(); ++j)
-    for (const Stage& stage : placement.pipelines[j].stages) {
-      const auto tp = static_cast<std::int64_t>(stage.ranks.size());
+  for (const PipelinePlacement& pipeline : placement.pipelines)
+    for (const Stage& stage : pipeline.stages) {
+      const std::int64_t tp = pipeline.scheme.tp();
       for (int layer = stage.layer_begin; layer < stage.layer_end; ++layer)
         for (std::size_t p = 0; p < model.tensors.size(); ++p)
-          for (std::int64_t t = 0; t < tp; ++t)
-            visit(j, stage.ranks[static_cast<std::size_t>(t)], layer, p, slice_start(t, model.tensors[p].elements, tp),
+          for (std::size_t i = 0; i < stage.ranks.size(); ++i) {
+            const auto t = static_cast<std::int64_t>(i) % tp;
+            visit(stage.ranks[i], layer, p, slice_start(t, model.tensors[p].elements, tp),
                   slice_start(t + 1, model.tensors[p].elements, tp));
+          }
     }
 }
 
@@ -132,7 +135,7 @@ inline void compare(const char* what, const HostBuffers& expected, const HostBuf
 }  // namespace detail
 
 // Fills the optimizer layout with random parameters, applies the pull and checks that every rank holds
-// exactly its propagation shard (its TP fraction of its stage's layers) with the right values.
+// exactly its propagation shard (its TP fraction of its stage's layers, in every CP rank) with the right values.
 // Raises invalid_plan at the first difference.
 inline void check_pull(const PullPlan& plan, const Placement& placement, const OptimizerLayout& layout,
                        const Model& model, std::uint64_t seed) {
@@ -156,7 +159,7 @@ inline void check_pull(const PullPlan& plan, const Placement& placement, const O
   });
   HostBuffers expected(model, plan.gpus);
   detail::for_each_held(placement, model,
-                        [&](std::size_t, int rank, int layer, std::size_t p, std::int64_t begin, std::int64_t end) {
+                        [&](int rank, int layer, std::size_t p, std::int64_t begin, std::int64_t end) {
                           for (std::int64_t e = begin; e < end; ++e)
                             expected.set(expected.index(rank, layer, p, e), global_at(layer, p, e));
                         });
@@ -168,7 +171,7 @@ inline void check_pull(const PullPlan& plan, const Placement& placement, const O
 
 // Gives every propagation rank random gradients for what it holds, runs the push's reduce-scatters (each
 // piece summed over its group's members) and LNK, and checks that every optimizer owner ends with exactly
-// its segments of the gradient summed over all pipelines. Raises invalid_plan at the first difference.
+// its segments of the gradient summed over all pipelines and CP ranks. Raises invalid_plan at the first difference.
 inline void check_push(const PushPlan& plan, const Placement& placement, const OptimizerLayout& layout,
                        const Model& model, std::uint64_t seed) {
   detail::require_compatible(placement, layout, model);
@@ -177,7 +180,7 @@ inline void check_push(const PushPlan& plan, const Placement& placement, const O
   HostBuffers expected(model, plan.gpus);
   HostBuffers summed(model, plan.gpus);  // the global sum, at rank 0's slots
   detail::for_each_held(placement, model,
-                        [&](std::size_t, int rank, int layer, std::size_t p, std::int64_t begin, std::int64_t end) {
+                        [&](int rank, int layer, std::size_t p, std::int64_t begin, std::int64_t end) {
                           for (std::int64_t e = begin; e < end; ++e) {
                             const std::int64_t value = detail::random_value(rng);
                             gradients.set(gradients.index(rank, layer, p, e), value);

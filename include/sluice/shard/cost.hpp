@@ -172,11 +172,12 @@ inline ShardCost plan_cost(const PullPlan& pull, const PushPlan& push, const Clu
 inline ShardCost iteration_cost(const OptimizerLayout& layout, const Strategy& candidate, const Model& model,
                                 const Cluster& cluster, const PlacementOptions& options = {}) {
   const Placement placement = place(candidate, layout.gpus, model.layers, options);
-  const detail::PullSetup pull = detail::pull_setup(placement, layout, model);
+  const Placement replicated = detail::replicas(placement);
+  const detail::PullSetup pull = detail::pull_setup(replicated, layout, model);
   const PushPlan push = plan_push(placement, layout, model);
   cluster.validate();
   detail::MessageCosts pull_costs(placement.gpus, cluster);
-  detail::for_each_pull_message(placement, layout, model, pull,
+  detail::for_each_pull_message(replicated, layout, model, pull,
                                 [&](int src, int dst, std::span<const detail::SliceRun>, std::int64_t bytes) {
                                   pull_costs.add(src, dst, bytes);
                                 });

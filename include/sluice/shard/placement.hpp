@@ -2,6 +2,7 @@
 // Where a strategy runs (which rank holds which layers and which TP fraction) and where the optimizer
 // states live (which rank owns which segment of every parameter). Pull and push plans go between the two.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <numeric>
@@ -20,8 +21,9 @@ inline constexpr std::int64_t max_gpus = std::int64_t{1} << 14;
 // owner entries of an aligned layout.
 inline constexpr std::int64_t max_plan_pieces = std::int64_t{1} << 26;
 
-// One pipeline stage: layers [layer_begin, layer_end); TP rank t is GPU ranks[t] and holds the fraction
-// [t/TP, (t+1)/TP) of every parameter of those layers.
+// One pipeline stage: layers [layer_begin, layer_end) on TP·C GPUs, CP-major: CP rank c's TP rank t is GPU
+// ranks[c·TP + t] and holds the fraction [t/TP, (t+1)/TP) of every parameter of those layers (CP ranks share
+// the tokens, not the parameters).
 struct Stage {
   int layer_begin = 0;
   int layer_end = 0;
@@ -46,8 +48,9 @@ enum class PipelineOrder { tp_descending, tp_ascending };
 
 struct PlacementOptions {
   int gpus_per_node = 8;
-  // A TP group of at most gpus_per_node GPUs never straddles a node, a larger one starts on a node boundary;
-  // the skipped ranks stay idle.
+  // A stage's TP·C GPUs never straddle a node when they fit in one; a larger stage starts on a node boundary
+  // and each of its TP groups follows the same rule (a TP group larger than a node starts on a boundary). The
+  // skipped ranks stay idle.
   bool tp_within_node = true;
   PipelineOrder order = PipelineOrder::tp_descending;
   // Layers per stage for schemes of a given PP degree; absent degrees split evenly (stage s holds
@@ -56,7 +59,8 @@ struct PlacementOptions {
 };
 
 // Pipelines take contiguous rank blocks in `order` (ties keep the strategy's canonical order), stage after
-// stage, TP rank after TP rank. Raises invalid_input for bad options, infeasible when the strategy does not fit.
+// stage, CP rank after CP rank, TP rank after TP rank; only tp_within_node skips ranks. Raises invalid_input
+// for bad options, infeasible when the strategy does not fit.
 inline Placement place(const Strategy& strategy, std::int64_t gpus, int layers, const PlacementOptions& options = {}) {
   sluice::require(gpus >= 1 && gpus <= max_gpus, "shard placement: gpus must be in [1, ", max_gpus, "], got ", gpus);
   sluice::require(layers >= 1, "shard placement: layers must be >= 1, got ", layers);
@@ -82,6 +86,12 @@ inline Placement place(const Strategy& strategy, std::int64_t gpus, int layers, 
   Placement placement{gpus, layers, {}};
   const std::int64_t node = options.gpus_per_node;
   std::int64_t cursor = 0;
+  // Moves the cursor so that `width` ranks from it do not straddle a node, or, wider than a node, start one.
+  const auto align = [&](std::int64_t width) {
+    if (!options.tp_within_node) return;
+    const bool straddles = width <= node ? cursor / node != (cursor + width - 1) / node : cursor % node != 0;
+    if (straddles) cursor = (cursor / node + 1) * node;
+  };
   for (const StrategyPart& part : parts) {
     const int pp = part.scheme.pp();
     const int tp = part.scheme.tp();
@@ -97,16 +107,16 @@ inline Placement place(const Strategy& strategy, std::int64_t gpus, int layers, 
     for (int copy = 0; copy < part.pipelines; ++copy) {
       PipelinePlacement pipeline{part.scheme, {}};
       for (int s = 0; s < pp; ++s) {
-        if (options.tp_within_node) {
-          const bool straddles = tp <= node ? cursor / node != (cursor + tp - 1) / node : cursor % node != 0;
-          if (straddles) cursor = (cursor / node + 1) * node;
-        }
-        if (cursor + tp > gpus)
-          throw infeasible(sluice::concat("shard placement: strategy ", strategy.name(), " does not fit ", gpus,
-                                          " GPUs", options.tp_within_node ? " keeping TP groups inside nodes" : ""));
         Stage stage{bounds[static_cast<std::size_t>(s)], bounds[static_cast<std::size_t>(s) + 1], {}};
-        for (int t = 0; t < tp; ++t) stage.ranks.push_back(static_cast<int>(cursor + t));
-        cursor += tp;
+        align(part.scheme.stage_gpus());
+        for (int c = 0; c < part.scheme.cp(); ++c) {
+          align(tp);  // a no-op once the whole stage fits in the node
+          if (cursor + tp > gpus)
+            throw infeasible(sluice::concat("shard placement: strategy ", strategy.name(), " does not fit ", gpus,
+                                            " GPUs", options.tp_within_node ? " keeping TP groups inside nodes" : ""));
+          for (int t = 0; t < tp; ++t) stage.ranks.push_back(static_cast<int>(cursor + t));
+          cursor += tp;
+        }
         pipeline.stages.push_back(std::move(stage));
       }
       placement.pipelines.push_back(std::move(pipeline));
@@ -122,7 +132,8 @@ void check_plan(bool condition, Parts&&... parts) {
 }
 }  // namespace detail
 
-// Every pipeline has PP stages of TP ranks; each pipeline's stages tile [0, layers) in order; no rank is used twice.
+// Every pipeline has PP stages of TP·C ranks; each pipeline's stages tile [0, layers) in order; no rank is used
+// twice.
 inline void validate(const Placement& placement) {
   using detail::check_plan;
   check_plan(placement.gpus >= 1 && placement.gpus <= max_gpus, "placement: gpus ", placement.gpus, " out of range");
@@ -139,8 +150,9 @@ inline void validate(const Placement& placement) {
       check_plan(stage.layer_begin == next && stage.layer_end > stage.layer_begin, "placement: pipeline ", j, " stage ",
                  s, " holds layers [", stage.layer_begin, ", ", stage.layer_end, "), expected to start at ", next);
       next = stage.layer_end;
-      check_plan(static_cast<int>(stage.ranks.size()) == pipeline.scheme.tp(), "placement: pipeline ", j, " stage ", s,
-                 " has ", stage.ranks.size(), " ranks, tp is ", pipeline.scheme.tp());
+      check_plan(static_cast<std::int64_t>(stage.ranks.size()) == pipeline.scheme.stage_gpus(), "placement: pipeline ",
+                 j, " stage ", s, " has ", stage.ranks.size(), " ranks, ", pipeline.scheme.name(), " needs ",
+                 pipeline.scheme.stage_gpus());
       for (const int rank : stage.ranks) {
         check_plan(rank >= 0 && rank < placement.gpus, "placement: pipeline ", j, " stage ", s, " uses rank ", rank,
                    " outside [0, ", placement.gpus, ")");
@@ -255,28 +267,49 @@ inline std::int64_t tp_grid(const Placement& placement) {
   return grid;
 }
 
+// The placement as the pull and push see it: for the parameters a CP rank is a data-parallel replica (it holds
+// its TP shard and adds its gradients in), so a pipeline of CP degree C becomes C pipelines of its TP and PP,
+// replica c on ranks [c·TP, (c+1)·TP) of every stage (without CP, the pipeline itself). The pull and push
+// planners, their validators and costs work on this placement alone.
+inline Placement replicas(const Placement& placement) {
+  validate(placement);
+  Placement result{placement.gpus, placement.layers, {}};
+  for (const PipelinePlacement& pipeline : placement.pipelines) {
+    const auto tp = static_cast<std::ptrdiff_t>(pipeline.scheme.tp());
+    for (std::ptrdiff_t c = 0; c < pipeline.scheme.cp(); ++c) {
+      PipelinePlacement replica{pipeline.scheme.base(), {}};
+      for (const Stage& stage : pipeline.stages)
+        replica.stages.push_back(
+            {stage.layer_begin, stage.layer_end, {stage.ranks.begin() + c * tp, stage.ranks.begin() + (c + 1) * tp}});
+      result.pipelines.push_back(std::move(replica));
+    }
+  }
+  return result;
+}
+
 }  // namespace detail
 
 // The layout a push under `placement` leaves behind when its LNK is pruned: segment u·D + q (of D·G, G the
-// LCM of the TP degrees) on pipeline q's rank holding TP-grid segment u. A strategy's own layout: pulling
-// from it for the same placement is an all-gather, pushing into it is a reduce-scatter alone.
+// LCM of the TP degrees, D the replicas: one per pipeline and CP rank) on replica q's rank holding TP-grid
+// segment u. A strategy's own layout: pulling from it for the same placement is an all-gather, pushing into it
+// is a reduce-scatter alone.
 inline OptimizerLayout aligned_layout(const Placement& placement) {
-  validate(placement);
-  const std::int64_t grid = detail::tp_grid(placement);
-  const auto pipelines = static_cast<std::int64_t>(placement.pipelines.size());
-  const auto block_count = static_cast<std::int64_t>(detail::block_ranges(placement, nullptr).size());
+  const Placement replicated = detail::replicas(placement);
+  const std::int64_t grid = detail::tp_grid(replicated);
+  const auto pipelines = static_cast<std::int64_t>(replicated.pipelines.size());
+  const auto block_count = static_cast<std::int64_t>(detail::block_ranges(replicated, nullptr).size());
   // grid ≤ 2^30, and pipelines and blocks (each starting at a stage) ≤ 2^14: the product fits in 64 bits.
   const std::int64_t owners_listed = block_count * grid * pipelines;
   sluice::require(owners_listed <= max_plan_pieces, "shard aligned layout: ", block_count, " blocks x TP grid ", grid,
                   " x ", pipelines, " pipelines = ", owners_listed, " owner entries, more than the maximum ",
                   max_plan_pieces);
-  OptimizerLayout layout{placement.gpus, placement.layers, {}};
-  for (const detail::Block& block : detail::blocks(placement, nullptr)) {
+  OptimizerLayout layout{replicated.gpus, replicated.layers, {}};
+  for (const detail::Block& block : detail::blocks(replicated, nullptr)) {
     std::vector<int> owners;
     owners.reserve(static_cast<std::size_t>(grid) * block.stages.size());
     for (std::int64_t u = 0; u < grid; ++u)
       for (std::size_t q = 0; q < block.stages.size(); ++q) {
-        const std::int64_t tp = placement.pipelines[q].scheme.tp();
+        const std::int64_t tp = replicated.pipelines[q].scheme.tp();
         owners.push_back(block.stages[q]->ranks[static_cast<std::size_t>(u * tp / grid)]);
       }
     if (!layout.groups.empty() && layout.groups.back().owners == owners) {

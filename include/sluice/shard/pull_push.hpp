@@ -1,7 +1,8 @@
 #pragma once
 // LNK planning (Hydraulis §5.2): the pull moves 16-bit parameters from the optimizer layout into the
-// propagation placement, the push reduce-scatters gradients across the D pipelines and moves the summed
-// pieces to their optimizer owners. Everything moves as mutual slices: a block's parameters are cut into
+// propagation placement, the push reduce-scatters gradients across the D replicas (every CP rank of every
+// pipeline holds a copy of its TP shard, as Megatron-LM all-reduces over DP × CP) and moves the summed pieces to
+// their optimizer owners. Everything moves as mutual slices: a block's parameters are cut into
 // `granularity` equal slices (each tensor on its own, slice k being elements [floor(k·E/M), floor((k+1)·E/M))),
 // fine enough that every TP fraction, optimizer segment and reduce-scatter piece is a whole number of slices.
 #include <algorithm>
@@ -32,11 +33,12 @@ struct PullPlan {
 };
 
 // The reduce-scatter of segment `segment` of a block's TP grid (G = LCM of the TP degrees) over the D ranks
-// that hold it, one per pipeline: afterwards piece segment·D + i (of D·G) holds the sum and lives on members[i].
+// that hold it, one per replica (pipeline and CP rank): afterwards piece segment·D + i (of D·G) holds the sum and
+// lives on members[i].
 struct RsGroup {
   int block = 0;
   std::int64_t segment = 0;
-  std::vector<int> members;  // members[i] receives piece segment·D + i; as a set, one rank per pipeline
+  std::vector<int> members;  // members[i] receives piece segment·D + i; as a set, one rank per replica
   std::int64_t bytes = 0;    // gradient bytes of the whole segment, as each member contributes them
   friend bool operator==(const RsGroup&, const RsGroup&) = default;
 };
@@ -44,7 +46,7 @@ struct RsGroup {
 struct PushPlan {
   std::int64_t gpus = 0;
   std::int64_t grid = 0;  // G
-  int pipelines = 0;      // D
+  int pipelines = 0;      // D, the replicas: pipelines times their CP degrees
   std::vector<SliceBlock> blocks;
   std::vector<RsGroup> rs_groups;  // ordered by (block, segment)
   std::vector<Piece> pieces;
@@ -57,22 +59,23 @@ struct PushPlan {
 
 struct PushOptions {
   // Give each reduce-scatter piece to the group member that owns most of it in the optimizer layout
-  // (greedy, largest overlap first), so more of the LNK is local moves; otherwise piece i goes to pipeline i.
+  // (greedy, largest overlap first), so more of the LNK is local moves; otherwise piece i goes to replica i.
   bool match_owners = true;
 };
 
-// Pull: per block, M = LCM(n, TP_1..TP_K) (n = the block's optimizer segments); TP rank t of a pipeline
-// needs slices [t·M/TP, (t+1)·M/TP) and takes each from the owner of its segment.
+// Pull: per block, M = LCM(n, TP_1..TP_K) (n = the block's optimizer segments); TP rank t of a pipeline, in
+// every CP rank, needs slices [t·M/TP, (t+1)·M/TP) and takes each from the owner of its segment.
 inline PullPlan plan_pull(const Placement& placement, const OptimizerLayout& layout, const Model& model) {
-  const detail::PullSetup setup = detail::pull_setup(placement, layout, model);
-  PullPlan plan{placement.gpus, setup.slices, {}, {}, {}, 0, 0};
+  const Placement replicated = detail::replicas(placement);
+  const detail::PullSetup setup = detail::pull_setup(replicated, layout, model);
+  PullPlan plan{replicated.gpus, setup.slices, {}, {}, {}, 0, 0};
   // Merging only shrinks the plan: capacity for the pieces before merging never reallocates, and the pages
   // of what stays unused are never touched.
   plan.pieces.reserve(static_cast<std::size_t>(setup.pieces_before_merging));
   plan.sends.reserve(static_cast<std::size_t>(setup.pieces_before_merging));
-  plan.local_moves.reserve(static_cast<std::size_t>(std::min(setup.pieces_before_merging, placement.gpus)));
+  plan.local_moves.reserve(static_cast<std::size_t>(std::min(setup.pieces_before_merging, replicated.gpus)));
   detail::for_each_pull_message(
-      placement, layout, model, setup,
+      replicated, layout, model, setup,
       [&](int src, int dst, std::span<const detail::SliceRun> runs, std::int64_t bytes) {
         (src == dst ? plan.local_moves : plan.sends).push_back({src, dst, plan.pieces.size(), runs.size(), bytes});
         (src == dst ? plan.local_bytes : plan.send_bytes) += bytes;
@@ -134,24 +137,25 @@ inline std::vector<int> order_pieces(std::span<const int> members, std::int64_t 
 
 }  // namespace detail
 
-// Push: per block and TP-grid segment u, a reduce-scatter over the D ranks holding u (one per pipeline)
+// Push: per block and TP-grid segment u, a reduce-scatter over the D ranks holding u (one per replica)
 // leaves piece u·D + i of D·G on members[i]; then per block, M' = LCM(n, D·G) slices move from their piece
 // holder to their optimizer owner.
 inline PushPlan plan_push(const Placement& placement, const OptimizerLayout& layout, const Model& model,
                           const PushOptions& options = {}) {
-  detail::require_compatible(placement, layout, model);
-  const std::int64_t grid = detail::tp_grid(placement);
-  const auto d = static_cast<std::int64_t>(placement.pipelines.size());
-  const std::int64_t pieces_before_merging = detail::push_piece_count(placement, layout, grid);
+  const Placement replicated = detail::replicas(placement);
+  detail::require_compatible(replicated, layout, model);
+  const std::int64_t grid = detail::tp_grid(replicated);
+  const auto d = static_cast<std::int64_t>(replicated.pipelines.size());
+  const std::int64_t pieces_before_merging = detail::push_piece_count(replicated, layout, grid);
   detail::require_plan_size("push", pieces_before_merging);
-  PushPlan plan{placement.gpus, grid, static_cast<int>(d), {}, {}, {}, {}, {}, 0, 0};
+  PushPlan plan{replicated.gpus, grid, static_cast<int>(d), {}, {}, {}, {}, {}, 0, 0};
   const std::int64_t pieces_per_block = d * grid;
   std::vector<detail::RawPiece> raw;
   raw.reserve(static_cast<std::size_t>(pieces_before_merging));
-  std::vector<int> position_of_rank(static_cast<std::size_t>(placement.gpus), -1);
+  std::vector<int> position_of_rank(static_cast<std::size_t>(replicated.gpus), -1);
   std::vector<int> holder(static_cast<std::size_t>(pieces_per_block));
   std::vector<int> members(static_cast<std::size_t>(d));
-  const auto blocks = detail::blocks(placement, &layout);
+  const auto blocks = detail::blocks(replicated, &layout);
   for (std::size_t b = 0; b < blocks.size(); ++b) {
     const detail::Block& block = blocks[b];
     const std::vector<int>& owners = layout.groups[block.group].owners;
@@ -161,7 +165,7 @@ inline PushPlan plan_push(const Placement& placement, const OptimizerLayout& lay
     const SliceBlock& slices = plan.blocks.back();
     for (std::int64_t u = 0; u < grid; ++u) {
       for (std::size_t q = 0; q < block.stages.size(); ++q) {
-        const std::int64_t tp = placement.pipelines[q].scheme.tp();
+        const std::int64_t tp = replicated.pipelines[q].scheme.tp();
         members[q] = block.stages[q]->ranks[static_cast<std::size_t>(u * tp / grid)];
       }
       std::vector<int> order =
@@ -194,27 +198,28 @@ inline PushPlan plan_push(const Placement& placement, const OptimizerLayout& lay
 inline void validate(const PullPlan& plan, const Placement& placement, const OptimizerLayout& layout,
                      const Model& model) {
   using detail::check_plan;
-  detail::require_compatible(placement, layout, model);
-  check_plan(plan.gpus == placement.gpus, "pull: plan for ", plan.gpus, " GPUs, placement has ", placement.gpus);
-  detail::require_plan_size("pull", detail::pull_piece_count(placement, layout));
-  const auto blocks = detail::blocks(placement, &layout);
-  check_plan(plan.blocks == detail::expected_blocks(blocks, layout, detail::tp_lcm(placement)),
+  const Placement replicated = detail::replicas(placement);
+  detail::require_compatible(replicated, layout, model);
+  check_plan(plan.gpus == replicated.gpus, "pull: plan for ", plan.gpus, " GPUs, placement has ", placement.gpus);
+  detail::require_plan_size("pull", detail::pull_piece_count(replicated, layout));
+  const auto blocks = detail::blocks(replicated, &layout);
+  check_plan(plan.blocks == detail::expected_blocks(blocks, layout, detail::tp_lcm(replicated)),
              "pull: blocks or granularities differ from LCM(owners, TP degrees) per block");
-  // Where each placed rank sits: pipeline, stage and TP rank. A block has Σ TP holders, one per (pipeline,
-  // TP rank): their slices received are counted at block · Σ TP + (TP ranks of earlier pipelines) + TP rank.
+  // Where each placed rank sits: replica, stage and TP rank. A block has Σ TP holders, one per (replica,
+  // TP rank): their slices received are counted at block · Σ TP + (TP ranks of earlier replicas) + TP rank.
   struct Seat {
     std::size_t pipeline = 0;
     const Stage* stage = nullptr;
     std::int64_t tp_rank = 0;
     std::size_t counter = 0;
   };
-  std::vector<Seat> seats(static_cast<std::size_t>(placement.gpus));
+  std::vector<Seat> seats(static_cast<std::size_t>(replicated.gpus));
   std::size_t holders = 0;
-  for (std::size_t j = 0; j < placement.pipelines.size(); ++j) {
-    for (const Stage& stage : placement.pipelines[j].stages)
+  for (std::size_t j = 0; j < replicated.pipelines.size(); ++j) {
+    for (const Stage& stage : replicated.pipelines[j].stages)
       for (std::size_t t = 0; t < stage.ranks.size(); ++t)
         seats[static_cast<std::size_t>(stage.ranks[t])] = {j, &stage, static_cast<std::int64_t>(t), holders + t};
-    holders += static_cast<std::size_t>(placement.pipelines[j].scheme.tp());
+    holders += static_cast<std::size_t>(replicated.pipelines[j].scheme.tp());
   }
   std::vector<std::int64_t> received(blocks.size() * holders, 0);
   std::vector<std::int64_t> owner_step;
@@ -257,14 +262,15 @@ inline void validate(const PullPlan& plan, const Placement& placement, const Opt
 inline void validate(const PushPlan& plan, const Placement& placement, const OptimizerLayout& layout,
                      const Model& model) {
   using detail::check_plan;
-  detail::require_compatible(placement, layout, model);
-  check_plan(plan.gpus == placement.gpus, "push: plan for ", plan.gpus, " GPUs, placement has ", placement.gpus);
-  const std::int64_t grid = detail::tp_grid(placement);
-  const auto d = static_cast<std::int64_t>(placement.pipelines.size());
+  const Placement replicated = detail::replicas(placement);
+  detail::require_compatible(replicated, layout, model);
+  check_plan(plan.gpus == replicated.gpus, "push: plan for ", plan.gpus, " GPUs, placement has ", placement.gpus);
+  const std::int64_t grid = detail::tp_grid(replicated);
+  const auto d = static_cast<std::int64_t>(replicated.pipelines.size());
   check_plan(plan.grid == grid && plan.pipelines == d, "push: grid ", plan.grid, " and ", plan.pipelines,
              " pipelines, expected ", grid, " and ", d);
-  detail::require_plan_size("push", detail::push_piece_count(placement, layout, grid));
-  const auto blocks = detail::blocks(placement, &layout);
+  detail::require_plan_size("push", detail::push_piece_count(replicated, layout, grid));
+  const auto blocks = detail::blocks(replicated, &layout);
   check_plan(plan.blocks == detail::expected_blocks(blocks, layout, d * grid),
              "push: blocks or granularities differ from LCM(owners, D·G) per block");
   check_plan(plan.rs_groups.size() == blocks.size() * static_cast<std::size_t>(grid), "push: ", plan.rs_groups.size(),
@@ -280,11 +286,11 @@ inline void validate(const PushPlan& plan, const Placement& placement, const Opt
     expected.clear();
     for (std::size_t q = 0; q < blocks[b].stages.size(); ++q)
       expected.push_back(
-          blocks[b].stages[q]->ranks[static_cast<std::size_t>(u * placement.pipelines[q].scheme.tp() / grid)]);
+          blocks[b].stages[q]->ranks[static_cast<std::size_t>(u * replicated.pipelines[q].scheme.tp() / grid)]);
     members = group.members;
     std::ranges::sort(expected);
     std::ranges::sort(members);
-    check_plan(members == expected, "push: group ", g, " does not hold one rank per pipeline holding segment ", u);
+    check_plan(members == expected, "push: group ", g, " does not hold one rank per replica holding segment ", u);
     const std::int64_t step = plan.blocks[b].granularity / grid;
     check_plan(group.bytes == detail::piece_bytes(model, model.grad_bytes, plan.blocks[b], u * step, (u + 1) * step),
                "push: group ", g, " says ", group.bytes, " bytes");

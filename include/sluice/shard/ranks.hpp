@@ -1,6 +1,6 @@
 #pragma once
-// What a trainer needs to run an iteration plan: the global rank of every (pipeline, stage, TP shard) of the
-// chosen strategy, and the process groups to create. The ranks are shard::place's, so the pull and push plans
+// What a trainer needs to run an iteration plan: the global rank of every (pipeline, stage, CP rank, TP shard) of
+// the chosen strategy, and the process groups to create. The ranks are shard::place's, so the pull and push plans
 // move parameters between the same GPUs that the plan runs on.
 #include <cstddef>
 #include <cstdint>
@@ -16,14 +16,17 @@ namespace sluice::shard {
 
 // The groups every rank of a strategy joins. Each group lists global ranks; pipelines are in plan order.
 struct ProcessGroups {
-  std::vector<std::vector<int>> tp;  // per (plan pipeline, stage): its TP group, shard 0 first
-  // Per (plan pipeline, TP shard): the ranks of that shard, stage 0 first; consecutive ranks are the send/recv
-  // neighbour pairs of pipeline parallelism.
+  std::vector<std::vector<int>> tp;  // per (plan pipeline, stage, CP rank): its TP group, shard 0 first
+  // Per (plan pipeline, CP rank, TP shard): the ranks of that shard, stage 0 first; consecutive ranks are the
+  // send/recv neighbour pairs of pipeline parallelism.
   std::vector<std::vector<int>> pp;
   // Per (scheme, stage, TP shard), schemes in the strategy's canonical order: the ranks holding that stage and
-  // shard in every pipeline of the scheme, which all-reduce their gradients together (one rank when the scheme
-  // has one pipeline).
+  // shard in every pipeline of the scheme and every CP rank, pipeline by pipeline, which all-reduce their
+  // gradients together, as Megatron-LM does over DP × CP (one rank when the scheme has one pipeline and no CP).
   std::vector<std::vector<int>> dp;
+  // Per (plan pipeline with CP, stage, TP shard): the C ranks that share its sequences, CP rank 0 first. Empty
+  // when no scheme has CP, so that a strategy without it has the groups it always had.
+  std::vector<std::vector<int>> cp;
   friend bool operator==(const ProcessGroups&, const ProcessGroups&) = default;
 };
 
@@ -55,14 +58,27 @@ inline std::vector<std::size_t> plan_order(const Placement& placement, const std
   return order;
 }
 
+// Stage ranks are CP-major: CP rank c's TP shard t is ranks[c·TP + t].
 inline ProcessGroups process_groups(const Placement& placement, const std::vector<std::size_t>& order) {
   ProcessGroups groups;
   for (const std::size_t p : order) {
     const PipelinePlacement& pipeline = placement.pipelines[p];
-    for (const Stage& stage : pipeline.stages) groups.tp.push_back(stage.ranks);
-    for (std::size_t t = 0; t < static_cast<std::size_t>(pipeline.scheme.tp()); ++t) {
+    const auto tp = static_cast<std::size_t>(pipeline.scheme.tp());
+    const auto cp = static_cast<std::size_t>(pipeline.scheme.cp());
+    for (const Stage& stage : pipeline.stages)
+      for (std::size_t c = 0; c < cp; ++c)
+        groups.tp.emplace_back(stage.ranks.begin() + static_cast<std::ptrdiff_t>(c * tp),
+                               stage.ranks.begin() + static_cast<std::ptrdiff_t>((c + 1) * tp));
+    if (cp > 1)
+      for (const Stage& stage : pipeline.stages)
+        for (std::size_t t = 0; t < tp; ++t) {
+          std::vector<int> ranks;
+          for (std::size_t c = 0; c < cp; ++c) ranks.push_back(stage.ranks[c * tp + t]);
+          groups.cp.push_back(std::move(ranks));
+        }
+    for (std::size_t i = 0; i < cp * tp; ++i) {
       std::vector<int> ranks;
-      for (const Stage& stage : pipeline.stages) ranks.push_back(stage.ranks[t]);
+      for (const Stage& stage : pipeline.stages) ranks.push_back(stage.ranks[i]);
       groups.pp.push_back(std::move(ranks));
     }
   }
@@ -71,10 +87,13 @@ inline ProcessGroups process_groups(const Placement& placement, const std::vecto
     const Scheme& scheme = placement.pipelines[first].scheme;
     std::size_t last = first;
     while (last < placement.pipelines.size() && placement.pipelines[last].scheme == scheme) ++last;
+    const auto tp = static_cast<std::size_t>(scheme.tp());
     for (std::size_t s = 0; s < static_cast<std::size_t>(scheme.pp()); ++s)
-      for (std::size_t t = 0; t < static_cast<std::size_t>(scheme.tp()); ++t) {
+      for (std::size_t t = 0; t < tp; ++t) {
         std::vector<int> ranks;
-        for (std::size_t p = first; p < last; ++p) ranks.push_back(placement.pipelines[p].stages[s].ranks[t]);
+        for (std::size_t p = first; p < last; ++p)
+          for (std::size_t c = 0; c < static_cast<std::size_t>(scheme.cp()); ++c)
+            ranks.push_back(placement.pipelines[p].stages[s].ranks[c * tp + t]);
         groups.dp.push_back(std::move(ranks));
       }
     first = last;
@@ -85,7 +104,8 @@ inline ProcessGroups process_groups(const Placement& placement, const std::vecto
 }  // namespace detail
 
 // The ranks of `strategy` on the profile's cluster, stages over the profile's model layers, nodes of the
-// profile's gpus_per_node; a TP group within a node unless `tp_within_node` is false.
+// profile's gpus_per_node; a stage's TP·C ranks within a node (or, more than a node, its TP groups) unless
+// `tp_within_node` is false.
 inline RankPlacement rank_placement(const Strategy& strategy, const cost::Profile& profile,
                                     bool tp_within_node = true) {
   const int per_node = profile.spec().gpus_per_node;
@@ -96,9 +116,10 @@ inline RankPlacement rank_placement(const Strategy& strategy, const cost::Profil
   return {std::move(placement), per_node, tp_within_node, std::move(order), std::move(groups)};
 }
 
-// Every GPU holds at most one (pipeline, stage, TP shard); the placement runs `strategy` (its pipelines in
-// canonical order); plan_order maps the profile's MaxLen order onto it; TP groups of at most gpus_per_node GPUs
-// sit inside one node when tp_within_node; the groups are the placement's. Raises invalid_plan.
+// Every GPU holds at most one (pipeline, stage, CP rank, TP shard); the placement runs `strategy` (its pipelines
+// in canonical order); plan_order maps the profile's MaxLen order onto it; when tp_within_node, a stage of at most
+// gpus_per_node GPUs sits inside one node, and in a larger one each TP group of at most gpus_per_node does; the
+// groups are the placement's. Raises invalid_plan.
 inline void validate(const RankPlacement& ranks, const Strategy& strategy, const cost::Profile& profile) {
   using detail::check_plan;
   validate(ranks.placement);
@@ -118,11 +139,16 @@ inline void validate(const RankPlacement& ranks, const Strategy& strategy, const
   if (ranks.tp_within_node)
     for (std::size_t p = 0; p < ranks.placement.pipelines.size(); ++p)
       for (const Stage& stage : ranks.placement.pipelines[p].stages) {
-        if (static_cast<int>(stage.ranks.size()) > ranks.gpus_per_node) continue;
-        for (const int rank : stage.ranks)
-          check_plan(rank / ranks.gpus_per_node == stage.ranks.front() / ranks.gpus_per_node,
-                     "rank placement: pipeline ", p, " has a TP group with ranks ", stage.ranks.front(), " and ", rank,
-                     " on different nodes of ", ranks.gpus_per_node, " GPUs");
+        // The whole stage when it fits in a node, else each TP group that does.
+        const auto tp = static_cast<std::size_t>(ranks.placement.pipelines[p].scheme.tp());
+        const std::size_t group = static_cast<int>(stage.ranks.size()) <= ranks.gpus_per_node ? stage.ranks.size() : tp;
+        if (static_cast<int>(group) > ranks.gpus_per_node) continue;
+        for (std::size_t i = 0; i < stage.ranks.size(); ++i) {
+          const int first = stage.ranks[i - i % group];
+          check_plan(stage.ranks[i] / ranks.gpus_per_node == first / ranks.gpus_per_node, "rank placement: pipeline ",
+                     p, " has a ", group == tp ? "TP group" : "stage", " with ranks ", first, " and ",
+                     stage.ranks[i], " on different nodes of ", ranks.gpus_per_node, " GPUs");
+        }
       }
   check_plan(ranks.groups == detail::process_groups(ranks.placement, ranks.plan_order),
              "rank placement: process groups differ from those of the placement");
