@@ -237,8 +237,10 @@ def varlen_attention(
 @dataclass
 class RankGroups:
     """This process's torch.distributed groups of a rank placement: its TP group (the shards of its stage), its PP
-    group (its pipeline's stages at its TP shard) and its DP group (the same stage and shard of every pipeline of
-    its scheme), with their global ranks."""
+    group (its pipeline's stages at its TP shard and CP rank), its DP group (the same stage and shard of every
+    pipeline of its scheme and every CP rank) and its CP group (the ranks of its stage and shard that share each
+    sequence; None, with ``cp_ranks`` just this rank, when its scheme has no context parallelism), with their global
+    ranks."""
 
     tp: object
     pp: object
@@ -246,14 +248,16 @@ class RankGroups:
     tp_ranks: list[int]
     pp_ranks: list[int]
     dp_ranks: list[int]
+    cp: object
+    cp_ranks: list[int]
 
 
 def process_groups(placement: RankPlacement, *, timeout=None) -> RankGroups:
-    """Creates every TP, PP and DP group of ``placement`` (``sluice.rank_placement``) and returns this process's.
+    """Creates every TP, PP, DP and CP group of ``placement`` (``sluice.rank_placement``) and returns this process's.
 
     torch.distributed must be initialised over the placement's GPUs, one process each; every process must call
     this, since creating a group is collective over the world (groups are made in one order: all TP groups, then
-    PP, then DP).
+    PP, DP and CP).
     """
     import torch.distributed as dist
 
@@ -269,12 +273,13 @@ def process_groups(placement: RankPlacement, *, timeout=None) -> RankGroups:
     rank = dist.get_rank()
     options = {} if timeout is None else {"timeout": timeout}
     mine = {}
-    for kind in ("tp", "pp", "dp"):
+    for kind in ("tp", "pp", "dp", "cp"):
         for ranks in getattr(placement.groups, kind):
             group = dist.new_group(list(ranks), **options)
             if rank in ranks:
                 mine[kind] = (group, list(ranks))
+    cp, cp_ranks = mine.get("cp", (None, [rank]))
     return RankGroups(
         tp=mine["tp"][0], pp=mine["pp"][0], dp=mine["dp"][0],
-        tp_ranks=mine["tp"][1], pp_ranks=mine["pp"][1], dp_ranks=mine["dp"][1],
+        tp_ranks=mine["tp"][1], pp_ranks=mine["pp"][1], dp_ranks=mine["dp"][1], cp=cp, cp_ranks=cp_ranks,
     )

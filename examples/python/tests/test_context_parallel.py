@@ -96,7 +96,14 @@ def worker(rank, world, store, out_dir, fail_rank, key_tile):
 
 
 # (strategy, profile GPUs) whose rank placements the group test builds in a world of 4 processes.
-PLACEMENTS = [("1*tp2pp1+1*tp1pp2", 4), ("2*tp1pp2", 4)]
+PLACEMENTS = [("1*tp2pp1+1*tp1pp2", 4), ("2*tp1pp2", 4), ("1*tp1cp2ringpp2", 4)]
+
+
+def placement_of(strategy, gpus):
+    import sluice
+
+    profile = sluice.with_scheme_space(sluice.Profile.bundled("llama2-7b", gpus=gpus), cp=[2])
+    return sluice.rank_placement(strategy, profile)
 
 
 def groups_worker(rank, world, store, out_dir):
@@ -108,11 +115,11 @@ def groups_worker(rank, world, store, out_dir):
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     results = {}
     for strategy, gpus in PLACEMENTS:
-        placement = sluice.rank_placement(strategy, sluice.Profile.bundled("llama2-7b", gpus=gpus))
-        groups = st.process_groups(placement)
-        for kind in ("tp", "pp", "dp"):
+        groups = st.process_groups(placement_of(strategy, gpus))
+        for kind in ("tp", "pp", "dp", "cp"):
             total = torch.tensor([rank])
-            dist.all_reduce(total, group=getattr(groups, kind))
+            if getattr(groups, kind) is not None:
+                dist.all_reduce(total, group=getattr(groups, kind))
             results[(strategy, kind)] = (getattr(groups, f"{kind}_ranks"), int(total))
     torch.save(results, os.path.join(out_dir, f"{rank}.pt"))
     dist.destroy_process_group()
@@ -323,13 +330,17 @@ def test_process_groups_of_a_rank_placement(tmp_path):
 
     assert run(4, tmp_path, target=groups_worker) == [0] * 4
     for strategy, gpus in PLACEMENTS:
-        expected = sluice.rank_placement(strategy, sluice.Profile.bundled("llama2-7b", gpus=gpus)).groups
+        expected = placement_of(strategy, gpus).groups
         for rank in range(4):
             results = torch.load(tmp_path / f"{rank}.pt")
-            for kind in ("tp", "pp", "dp"):
+            for kind in ("tp", "pp", "dp", "cp"):
                 ranks, total = results[(strategy, kind)]
-                assert rank in ranks and ranks in getattr(expected, kind), (strategy, kind, rank)
+                in_a_group = ranks in getattr(expected, kind)
+                # Only a rank of a CP stage has a CP group; the others' is themselves alone.
+                assert rank in ranks and (in_a_group or (kind == "cp" and ranks == [rank])), (strategy, kind, rank)
                 assert total == sum(ranks)  # the group holds exactly those processes
+    # The CP pipeline's first stage shares each sequence between ranks 0 and 1.
+    assert torch.load(tmp_path / "0.pt")[(PLACEMENTS[2][0], "cp")] == ([0, 1], 1)
 
 
 def test_process_groups_need_a_process_group():
