@@ -175,6 +175,14 @@ TEST_CASE("shard: a CP stage takes TP·C ranks, CP rank after CP rank, inside a 
         std::vector<int>{0, 1, 2, 3, 4, 5});
   CHECK_THROWS_AS(place(odd, 6, 1, {.gpus_per_node = 4}), infeasible);
 
+  // Widest stage first: a CP stage wider than the TP ahead of it in canonical order must not leave a gap. Here
+  // tp2 first would push the 8-rank stage to node 1 and leave the six tp1 pipelines no room.
+  const Placement widest = place(Strategy::parse("1*tp2pp1+1*tp1cp8ulyssespp1+6*tp1pp1"), 16, 32);
+  CHECK(widest.pipelines[0].scheme == Scheme::parse("tp1cp8ulyssespp1"));
+  CHECK(widest.pipelines[0].stages[0].ranks == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(widest.pipelines[1].stages[0].ranks == std::vector<int>{8, 9});
+  CHECK(widest.pipelines[7].stages[0].ranks == std::vector<int>{15});
+
   // A CP stage needs all of its TP·C ranks: one with its TP group alone is refused.
   Placement tp_only = placement;
   tp_only.pipelines[0].stages[1].ranks = {4, 5};

@@ -58,7 +58,8 @@ struct PlacementOptions {
   std::map<int, std::vector<int>> stage_layers = {};
 };
 
-// Pipelines take contiguous rank blocks in `order` (ties keep the strategy's canonical order), stage after
+// Pipelines take contiguous rank blocks in `order` of their stages' width (ties keep the strategy's canonical
+// order), stage after
 // stage, CP rank after CP rank, TP rank after TP rank; only tp_within_node skips ranks. Raises invalid_input
 // for bad options, infeasible when the strategy does not fit.
 inline Placement place(const Strategy& strategy, std::int64_t gpus, int layers, const PlacementOptions& options = {}) {
@@ -78,10 +79,13 @@ inline Placement place(const Strategy& strategy, std::int64_t gpus, int layers, 
     sluice::require(total == layers, "shard placement: stage_layers for pp ", pp, " sum to ", total, ", the model has ",
                     layers, " layers");
   }
+  // By stage width TP·C, so that blocks of powers of two fill the nodes without a gap (a CP stage is wider than
+  // its TP); with CP 1 the width is the TP and the canonical order is kept.
   std::vector<StrategyPart> parts = strategy.parts();
-  if (options.order == PipelineOrder::tp_ascending)
-    std::ranges::stable_sort(
-        parts, [](const StrategyPart& x, const StrategyPart& y) { return x.scheme.tp() < y.scheme.tp(); });
+  std::ranges::stable_sort(parts, [&](const StrategyPart& x, const StrategyPart& y) {
+    return options.order == PipelineOrder::tp_ascending ? x.scheme.stage_gpus() < y.scheme.stage_gpus()
+                                                        : x.scheme.stage_gpus() > y.scheme.stage_gpus();
+  });
 
   Placement placement{gpus, layers, {}};
   const std::int64_t node = options.gpus_per_node;
