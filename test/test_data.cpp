@@ -909,6 +909,11 @@ TEST_CASE("dataset: bundled length files") {
   const LengthDataset cpython = LengthDataset::load(dir / "cpython-stdlib.lengths.txt");
   CHECK(cpython.size() == 1762);
   CHECK(cpython.stats().max == 160249);
+  // Long documents: 48 past 128K tokens.
+  const LengthDataset changelogs = LengthDataset::load(dir / "debian-changelogs.lengths.txt");
+  CHECK(changelogs.size() == 1167);
+  CHECK(changelogs.stats().max == 2390753);
+  CHECK(std::ranges::count_if(changelogs.lengths(), [](std::int64_t length) { return length > 131072; }) == 48);
   std::int64_t binned = 0;
   for (const HistogramBin& bin : man.histogram(1024).bins) binned += bin.count;
   CHECK(binned == 21148);
