@@ -1,4 +1,5 @@
-// compare::: the four systems of Hydraulis §8 on the same batches: each one's plans valid, names stable, the
+// compare::: the systems of Hydraulis §8 (with Megatron-LM's context parallelism beside its ⟨TP, PP⟩) on the same
+// batches: each one's plans valid, names stable, the
 // progress callback monotone, each system's choice the fastest of its options, and the results those the
 // command line recorded (test/golden/simulate.json, which `sluice simulate` must reproduce byte for byte); a
 // comparison's JSON document reads back exactly, and a broken one is rejected naming the field.
@@ -16,6 +17,7 @@
 #include "document_checks.hpp"
 #include "sluice/compare/compare.hpp"
 #include "sluice/compare/microbatching.hpp"
+#include "sluice/cost/context_parallel.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
 #include "sluice/io/bundled.hpp"
@@ -57,10 +59,22 @@ sluice::compare::Options small_options() {
           .seed = 1};
 }
 
+// The same with CP 2 and 4 (ring and Ulysses) and recomputation: every system has a scheme of its own.
+sluice::compare::Options wide_options() {
+  sluice::compare::Options options = small_options();
+  options.profile = sluice::cost::Profile(sluice::cost::with_scheme_space(
+      options.profile.spec(),
+      {.cp_degrees = {2, 4}, .cp_kinds = {sluice::CpKind::ulysses, sluice::CpKind::ring}, .recompute = true,
+       .links = {}}));
+  return options;
+}
+
 }  // namespace
 
 TEST_CASE("compare: names, length ranges and homogeneous strategies") {
   CHECK(sluice::compare::name(System::megatron) == "megatron");
+  CHECK(sluice::compare::name(System::megatron_cp) == "megatron_cp");
+  CHECK(sluice::compare::name(System::deepspeed) == "deepspeed");
   CHECK(sluice::compare::name(System::hotspa) == "hotspa");
   CHECK(sluice::compare::name(System::dynapipe) == "dynapipe");
   CHECK(sluice::compare::name(System::sluice) == "sluice");
@@ -80,8 +94,8 @@ TEST_CASE("compare: names, length ranges and homogeneous strategies") {
   }
 }
 
-TEST_CASE("compare: the four systems' plans, progress and choices") {
-  const sluice::compare::Options options = small_options();
+TEST_CASE("compare: the systems' plans, progress and choices") {
+  const sluice::compare::Options options = wide_options();
   const auto dataset = bundled_lengths("cpython-stdlib", options.context);
   const auto batches = batches_of(dataset, options.tokens, 1, 2);
   std::vector<std::pair<std::size_t, std::size_t>> reports;
@@ -95,8 +109,9 @@ TEST_CASE("compare: the four systems' plans, progress and choices") {
     REQUIRE_FALSE(run.failure.has_value());
     CHECK(run.iterations.size() == 2);
     CHECK_FALSE(run.first.pipelines.empty());
-    // The plans a system keeps for pictures are those of the batches it was given.
-    for (std::size_t k = 0; k < run.plans.size(); ++k)
+    // The plans a system keeps for pictures are those of the batches it was given (DeepSpeed's, on its ZeRO-3
+    // profile, below).
+    for (std::size_t k = 0; k < run.plans.size() && system != System::deepspeed; ++k)
       CHECK_NOTHROW(sluice::assign::validate(run.plans[k], batches[k], options.profile));
   }
   CHECK(comparison.systems[System::megatron].plans.size() == 2);
@@ -106,13 +121,28 @@ TEST_CASE("compare: the four systems' plans, progress and choices") {
   // One report per iteration, counting iterations.
   CHECK(reports == std::vector<std::pair<std::size_t, std::size_t>>{{1, 2}, {2, 2}});
 
-  // Megatron's strategy is the fastest homogeneous one by mean: none of the others, run alone, beats it.
-  const double megatron_mean = sluice::compare::mean(comparison.systems[System::megatron].seconds());
-  for (const sluice::Strategy& strategy : sluice::compare::homogeneous_strategies(options, options.context)) {
-    sluice::compare::Megatron alone(options, std::vector{strategy});
-    for (const auto& batch : batches) alone.add(batch);
-    CHECK(sluice::compare::mean(std::move(alone).result().seconds()) >= megatron_mean);
+  // Each Megatron-LM's strategy is the fastest homogeneous one of its schemes by mean: none of the others, run
+  // alone, beats it. ⟨TP, PP⟩ keeps to CP 1; with CP, the ring; the space gives both more than one to choose from.
+  using Admits = bool (*)(const sluice::Scheme&);
+  for (const auto& [system, admits] : {std::pair<System, Admits>{System::megatron, sluice::compare::megatron_scheme},
+                                       std::pair<System, Admits>{System::megatron_cp,
+                                                                 sluice::compare::megatron_cp_scheme}}) {
+    const sluice::compare::SystemRun& chosen = comparison.systems[system];
+    CHECK(admits(chosen.strategies.front().parts().front().scheme));
+    const double chosen_mean = sluice::compare::mean(chosen.seconds());
+    const auto strategies = sluice::compare::homogeneous_strategies(options, options.context, admits);
+    CHECK(strategies.size() >= 2);
+    for (const sluice::Strategy& strategy : strategies) {
+      sluice::compare::Megatron alone(options, std::vector{strategy});
+      for (const auto& batch : batches) alone.add(batch);
+      CHECK(sluice::compare::mean(std::move(alone).result().seconds()) >= chosen_mean);
+    }
   }
+  CHECK(sluice::compare::mean(comparison.systems[System::megatron_cp].seconds()) <=
+        sluice::compare::mean(comparison.systems[System::megatron].seconds()));
+  const sluice::Scheme deepspeed = comparison.systems[System::deepspeed].strategies.front().parts().front().scheme;
+  CHECK(sluice::compare::deepspeed_scheme(deepspeed));
+  const double megatron_mean = sluice::compare::mean(comparison.systems[System::megatron].seconds());
   // sluice keeps, per iteration, the fastest simulated of its candidates: no candidate alone beats it.
   const sluice::compare::SystemRun& sluice_run = comparison.systems[System::sluice];
   for (const sluice::Strategy& candidate : comparison.candidates) {
@@ -141,6 +171,8 @@ TEST_CASE("compare: a system that cannot hold the context fails with the reason,
   const auto dataset = bundled_lengths("man-pages", options.context);
   const sluice::compare::Comparison comparison =
       sluice::compare::compare_systems(options, dataset, batches_of(dataset, options.tokens, 0, 1));
+  CHECK(comparison.systems[System::megatron_cp].failure ==
+        "the scheme space has no ring context-parallel scheme (--cp with the ring kind)");
   for (const System system : {System::megatron, System::hotspa, System::dynapipe}) {
     REQUIRE(comparison.systems[system].failure.has_value());
     CHECK(comparison.systems[system].failure->find("holds 22000 tokens (one scheme, replicated to fill every GPU") !=
@@ -236,13 +268,13 @@ TEST_CASE("compare: a system with no strategy says why, suggesting --cross-node-
 }
 
 TEST_CASE("compare: a comparison's JSON document reads back exactly; a broken one names the field") {
-  const sluice::compare::Options options = small_options();
+  const sluice::compare::Options options = wide_options();
   const auto dataset = bundled_lengths("cpython-stdlib", options.context);
   const sluice::compare::Comparison comparison =
       sluice::compare::compare_systems(options, dataset, batches_of(dataset, options.tokens, 1, 2));
   const sluice::io::json document = sluice::io::to_document(comparison);
   CHECK(document.at("format") == "sluice.comparison");
-  CHECK(document.at("version") == 1);
+  CHECK(document.at("version") == 4);  // 3, and one above for its CP and AC schemes
   const sluice::compare::Comparison back = sluice::test::read_back(comparison);
   CHECK(back == comparison);
   for (const System system : sluice::compare::all_systems) {
@@ -291,19 +323,76 @@ TEST_CASE("compare: a comparison's JSON document reads back exactly; a broken on
   CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("timeline: "), sluice::invalid_input);
   broken = document;
   std::swap(broken["systems"][0], broken["systems"][1]);
-  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("field 'systems'[0]: expected system 'megatron', got \"hotspa\""),
+  CHECK_THROWS_WITH_AS(read(broken),
+                       doctest::Contains("field 'systems'[0]: expected system 'megatron', got \"megatron_cp\""),
                        sluice::invalid_input);
   broken = document;
   broken["systems"].erase(3);
-  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("expected 4 systems, got 3"), sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("expected 6 systems, got 5"), sluice::invalid_input);
+  broken = document;
+  broken["version"] = 2;  // four systems, before DeepSpeed and Megatron-LM's CP
+  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("unsupported sluice.comparison version 2"),
+                       sluice::invalid_input);
   broken = document;
   broken["batches"][0]["tokens"] = 1.5;
   CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("field 'tokens': expected an integer"), sluice::invalid_input);
   broken = document;
-  broken["systems"][3]["layout_moves"][0] = "fast";
+  broken["systems"][5]["layout_moves"][0] = "fast";
   CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("field 'layout_moves'[0]: expected a number"),
                        sluice::invalid_input);
   broken = document;
   broken["format"] = "sluice.simulate_run";
   CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("expected format 'sluice.comparison'"), sluice::invalid_input);
+}
+
+TEST_CASE("compare: DeepSpeed's ZeRO-3 collectives, by hand") {
+  const sluice::cost::Profile profile = bundled_profile("llama2-7b");
+  const sluice::cost::TransformerMemorySpec& memory = *profile.spec().memory;
+  // 32 layers of 4096² × 210/16 parameters and 2 × 4096 × 30592 of embedding and head: 7,297,040,384, 2 bytes each.
+  const double bytes = 2 * (32.0 * 4096 * 4096 * 210 / 16 + 2.0 * 4096 * 30592);
+  CHECK(bytes == 2 * 7'297'040'384.0);
+  const sluice::cost::CpLinks links;
+  // 16 GPUs span two nodes: InfiniBand; 8 stay on NVLink.
+  CHECK(sluice::compare::zero3_collective_seconds(memory, 16, 8, links) ==
+        doctest::Approx(15 * 2e-5 + 15.0 / 16 * bytes / 25e9));
+  CHECK(sluice::compare::zero3_collective_seconds(memory, 8, 8, links) ==
+        doctest::Approx(7 * 1e-5 + 7.0 / 8 * bytes / 200e9));
+  // A full bin of 3 s (1 s forward, 2 s backward) hides collectives of 1 s; of 2 s it leaves 1 s + 2 s exposed.
+  const sluice::cost::QuadraticLatency three_seconds(0, 0, 3);
+  CHECK(sluice::compare::zero3_exposed_seconds(1, three_seconds, 1024, 2) == 0);
+  CHECK(sluice::compare::zero3_exposed_seconds(2, three_seconds, 1024, 2) == doctest::Approx(3));
+}
+
+TEST_CASE("compare: DeepSpeed runs ZeRO-3 × Ulysses, holds more than the Hydraulis memory model, and says why not") {
+  const sluice::compare::Options options = wide_options();
+  const auto zero3 = sluice::compare::detail::zero3_options(options);
+  REQUIRE(zero3.options.has_value());
+  const sluice::cost::Profile& narrowed = zero3.options->profile;
+  CHECK(narrowed.spec().memory->state_sharding == sluice::cost::StateSharding::zero3);
+  for (const sluice::cost::SchemeCost& cost : narrowed.schemes()) {
+    CAPTURE(cost.scheme.name());
+    CHECK(sluice::compare::deepspeed_scheme(cost.scheme));
+    CHECK(cost.max_len >= options.context);
+    // ZeRO-3 shards the 16-bit weights too: never less room than Hydraulis' states leave.
+    CHECK(cost.max_len >= options.profile.at(cost.scheme).max_len);
+    CHECK(cost.latency.c() >= options.profile.at(cost.scheme).latency.c());
+  }
+  CHECK(narrowed.find(sluice::Scheme({.tp = 1, .pp = 1, .cp = 4, .cp_kind = sluice::CpKind::ulysses})) != nullptr);
+
+  // The plans it keeps hold under its own profile.
+  const auto dataset = bundled_lengths("cpython-stdlib", options.context);
+  const auto batches = batches_of(dataset, options.tokens, 1, 2);
+  sluice::compare::DeepSpeed deepspeed(options);
+  for (const auto& batch : batches) deepspeed.add(batch);
+  const sluice::compare::SystemRun run = std::move(deepspeed).result();
+  REQUIRE_FALSE(run.failure.has_value());
+  for (std::size_t k = 0; k < run.plans.size(); ++k)
+    CHECK_NOTHROW(sluice::assign::validate(run.plans[k], batches[k], narrowed));
+
+  // Without Ulysses or recomputation nothing of DeepSpeed's holds 64K on 8 GPUs.
+  sluice::compare::Options narrow = small_options();
+  narrow.context = 65536;
+  const auto none = sluice::compare::detail::zero3_options(narrow);
+  CHECK_FALSE(none.options.has_value());
+  CHECK(none.failure.starts_with("no ZeRO-3 × Ulysses strategy of llama2-7b on 8 GPUs holds 65536 tokens"));
 }

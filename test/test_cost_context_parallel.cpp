@@ -247,7 +247,31 @@ TEST_CASE("the scheme space: CP and AC schemes derived from every measured ⟨TP
   headless.model.heads = 0;
   CHECK_THROWS_WITH_AS(with_scheme_space(headless, space_of({2})),
                        doctest::Contains("does not give the model's attention heads"), invalid_input);
-  CHECK(Profile(with_scheme_space(headless, space_of({}, {}, true))).schemes().size() == 2 * profile.schemes().size());
+  // AC alone doubles the schemes, ⟨1, 1⟩ among them: the one ⟨TP, 1⟩ this profile does not measure.
+  CHECK(Profile(with_scheme_space(headless, space_of({}, {}, true))).schemes().size() ==
+        2 * (profile.schemes().size() + 1));
+}
+
+TEST_CASE("the scheme space derives ⟨TP, 1⟩ from the shallowest measured ⟨TP, PP⟩ by the layer ratio") {
+  const ProfileSpec spec = io::read_profile(io::resolve_data_file("llama2-7b", "profiles")).spec();
+  const std::vector<SchemeEntry> derived = unpipelined_schemes(spec, 32);
+  REQUIRE(derived.size() == 1);  // every other TP degree of 7B measures PP 1
+  CHECK(derived[0].scheme == Scheme(1, 1));
+  // ⟨1, 2⟩: a = 1.372e-9, b = 9.465e-5, c = 0.01505, a stage of 16 of the 32 layers.
+  CHECK(derived[0].latency.a() == doctest::Approx(2 * 1.372e-9));
+  CHECK(derived[0].latency.b() == doctest::Approx(2 * 9.465e-5));
+  CHECK(derived[0].latency.c() == doctest::Approx(2 * 0.01505));
+  CHECK_FALSE(derived[0].max_len.has_value());
+  // An uneven split scales by the fullest stage: 3 stages of 32 layers hold 11, 11 and 10.
+  ProfileSpec uneven = spec;
+  std::erase_if(uneven.schemes, [](const SchemeEntry& entry) { return entry.scheme.tp() == 1; });
+  uneven.schemes.push_back({Scheme(1, 3), QuadraticLatency(1e-9, 1e-5, 1e-2), std::nullopt, std::nullopt});
+  const std::vector<SchemeEntry> from_three = unpipelined_schemes(uneven, 32);
+  REQUIRE(from_three.size() == 1);
+  CHECK(from_three[0].latency.b() == doctest::Approx(1e-5 * 32 / 11));
+  // The bundled 13B profile measures ⟨TP, 1⟩ for every TP: nothing to derive, and a measured scheme stays.
+  const ProfileSpec thirteen = io::read_profile(io::resolve_data_file("llama2-13b", "profiles")).spec();
+  CHECK(unpipelined_schemes(thirteen, thirteen.model.layers).empty());
 }
 
 TEST_CASE("the scheme space refuses a CP degree that gives no scheme, naming why") {

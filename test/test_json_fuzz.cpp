@@ -245,7 +245,7 @@ std::vector<Subject> iteration_schedule_subjects() {
   return subjects;
 }
 
-// A comparison of the four systems on one small batch (every run with its plans and iteration 0's pipelines).
+// A comparison of the systems on one small batch (every run with its plans and iteration 0's pipelines).
 std::vector<Subject> compare_subjects() {
   const compare::Options options{.profile = profile7b().with_gpus(8),
                                  .context = 16384,

@@ -210,6 +210,44 @@ TEST_CASE("proposal: the integer DP equals exhaustive enumeration of all strateg
   }
 }
 
+TEST_CASE("proposal: CP and AC schemes another matches on every count leave the DP's optimum unchanged") {
+  // The small profile with CP schemes of 2 and 4 GPUs: each ring one slower than the Ulysses one of its size on
+  // every coefficient (dominated), a hybrid faster than that Ulysses one from 250 tokens on and slower below (kept),
+  // an AC one holding more than ⟨1, 1⟩ (kept), and a copy of ⟨4, 1⟩ (it goes).
+  cost::ProfileSpec spec = small_profile().spec();
+  const auto cp = [](int tp, int c, CpKind kind, int ulysses = 0) {
+    return Scheme({.tp = tp, .pp = 1, .cp = c, .cp_kind = kind, .ulysses = ulysses, .recompute = Recompute::none});
+  };
+  spec.schemes.push_back({cp(1, 2, CpKind::ulysses), cost::QuadraticLatency(1.1e-6, 1.2e-3, 0.011), 400, 1});
+  spec.schemes.push_back({cp(1, 2, CpKind::ring), cost::QuadraticLatency(1.2e-6, 1.2e-3, 0.012), 400, 1});
+  spec.schemes.push_back({cp(1, 4, CpKind::ulysses), cost::QuadraticLatency(0.5e-6, 0.7e-3, 0.014), 500, 1});
+  spec.schemes.push_back({cp(1, 4, CpKind::ring), cost::QuadraticLatency(0.55e-6, 0.7e-3, 0.014), 500, 1});
+  spec.schemes.push_back({cp(1, 4, CpKind::hybrid, 2), cost::QuadraticLatency(0.3e-6, 0.75e-3, 0.014), 500, 1});
+  spec.schemes.push_back({Scheme({.tp = 1, .pp = 1, .recompute = Recompute::full}),
+                          cost::QuadraticLatency(2.5e-6, 2.5e-3, 0.012), 500, 1});
+  spec.schemes.push_back({cp(2, 2, CpKind::ring), cost::QuadraticLatency(0.6e-6, 0.6e-3, 0.015), 500, 1});
+  const cost::Profile profile(spec);
+  std::vector<std::string> kept;
+  for (const cost::SchemeCost& scheme :
+       proposal::detail::undominated({profile.schemes().begin(), profile.schemes().end()}, true, 500))
+    kept.push_back(scheme.scheme.name());
+  // ⟨4, 1⟩, a base scheme, matches tp2cp2ringpp1, which goes; both rings go; the rest stay.
+  std::ranges::sort(kept);
+  CHECK(kept == std::vector<std::string>{"tp1cp2ulyssespp1", "tp1cp4hybrid2pp1", "tp1cp4ulyssespp1", "tp1pp1",
+                                         "tp1pp1ac", "tp1pp2", "tp2pp1", "tp4pp1"});
+  const data::LengthDataset dataset = small_dataset();
+  ProposeOptions options = small_options(8);
+  const auto best = exhaustive(profile, dataset, options, 8);  // over every scheme, dominated ones too
+  for (std::int64_t gpus = 2; gpus <= 8; ++gpus) {
+    CAPTURE(gpus);
+    options.gpus = gpus;
+    const proposal::Proposal result = proposal::propose(dataset, profile, options);
+    for (std::size_t j = 0; j < result.by_length.size(); ++j)
+      CHECK(close(result.by_length[j].integer, best[static_cast<std::size_t>(gpus)][j + 1]));
+    check_valid(result, profile);
+  }
+}
+
 TEST_CASE("proposal: the relaxation is never worse than the integer DP") {
   for (std::int64_t gpus = 2; gpus <= 8; ++gpus) {
     ProposeOptions options = small_options(gpus);

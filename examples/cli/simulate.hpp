@@ -39,15 +39,20 @@ inline constexpr std::string_view simulate_usage =
     "                       [--cross-node-tp] [--svg DIR] [--trace F]\n"
     "                       [--cp C1,C2 [--cp-kinds K]] [--ac] [--json]\n"
     "\n"
-    "Simulates K iterations of the dataset under four systems, every iteration estimated the same way (the\n"
+    "Simulates K iterations of the dataset under six systems, every iteration estimated the same way (the\n"
     "slowest pipeline's simulated makespan):\n"
-    "  megatron  the best homogeneous strategy, sequences packed into bins of the context, 1F1B\n"
-    "  hotspa    a homogeneous strategy per length range (<4K, 4K-16K, 16K-64K, ... up to the context), the\n"
-    "            ranges run one after another, strategy switching charged\n"
-    "  dynapipe  the best homogeneous strategy under DynaPipe: micro-batch DP, replica balancing, adaptive schedule\n"
-    "  sluice    proposed heterogeneous strategies, two-stage assignment, adaptive schedule, fastest kept;\n"
-    "            its per-iteration parameter pull and gradient push (fully sharded optimizer states, Hydraulis\n"
-    "            section 5) charged, less the part that hides under the forward and backward passes layer by layer\n"
+    "  megatron     the best homogeneous <TP, PP> strategy, sequences packed into bins of the context, 1F1B\n"
+    "  megatron_cp  the same with Megatron-LM's ring context parallelism (needs --cp with the ring kind)\n"
+    "  deepspeed    the best ZeRO-3 DP x Ulysses SP strategy, packed into bins of the context, ZeRO-3's\n"
+    "               collectives charged where compute does not hide them (Ulysses needs --cp with its kind)\n"
+    "  hotspa       a homogeneous strategy per length range (<4K, 4K-16K, 16K-64K, ... up to the context), the\n"
+    "               ranges run one after another, strategy switching charged\n"
+    "  dynapipe     the best homogeneous strategy under DynaPipe: micro-batch DP, replica balancing, adaptive\n"
+    "               schedule\n"
+    "  sluice       proposed heterogeneous strategies, two-stage assignment, adaptive schedule, fastest kept;\n"
+    "               its per-iteration parameter pull and gradient push (fully sharded optimizer states, Hydraulis\n"
+    "               section 5) charged, less the part that hides under the forward and backward passes layer by\n"
+    "               layer\n"
     "and reports each one's iteration time, tokens per second, sluice's speedup over it and the load imbalance\n"
     "(slowest / fastest busy pipeline), mean ± standard deviation over the iterations.\n"
     "\n"
@@ -105,6 +110,9 @@ inline io::json run_json(const compare::SystemRun& run, const compare::Summary& 
   return document;
 }
 
+// 4: six systems, Megatron-LM with context parallelism and DeepSpeed added (2 held four, 3 is 2 with CP schemes).
+inline constexpr int simulate_run_version = 4;
+
 inline io::json comparison_json(const Scenario& scenario, const compare::Comparison& comparison,
                                 const compare::BySystem<compare::Summary>& summaries,
                                 const std::vector<std::string>& pictures) {
@@ -116,7 +124,7 @@ inline io::json comparison_json(const Scenario& scenario, const compare::Compari
   for (const compare::BatchSize& batch : comparison.batches)
     batches.push_back({{"sequences", batch.sequences}, {"tokens", batch.tokens}});
   io::json document{{"format", "sluice.simulate_run"},
-          {"version", 2},
+          {"version", simulate_run_version},
           {"profile", setup.profile.name()},
           {"gpus", setup.profile.gpus()},
           {"lengths", scenario.dataset.source()},
@@ -134,7 +142,7 @@ inline io::json comparison_json(const Scenario& scenario, const compare::Compari
           {"candidates", assign::CandidateSet{comparison.candidates}},
           {"systems", std::move(runs)},
           {"pictures", pictures}};
-  document["version"] = io::document_version(2, document);
+  document["version"] = io::document_version(simulate_run_version, document);
   return document;
 }
 
@@ -187,10 +195,10 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
   out << "each iteration: the simulated makespan of its slowest pipeline; stage-to-stage links "
       << setup.problem.link.bandwidth / 1e9 << " GB/s, " << setup.problem.link.latency << " s; backward "
       << setup.problem.backward_ratio << " x forward\n\n";
-  out << "  system    iteration (s)      tokens/s             sluice speedup    imbalance   idle\n";
+  out << "  system      iteration (s)      tokens/s             sluice speedup    imbalance   idle\n";
   for (const compare::System system : compare::all_systems) {
     const compare::SystemRun& run = comparison.systems[system];
-    out << "  " << std::left << std::setw(10) << run.name << std::right;
+    out << "  " << std::left << std::setw(12) << run.name << std::right;
     if (run.failure) {
       out << "infeasible: " << *run.failure << "\n";
       continue;
@@ -204,7 +212,7 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
   }
   out << "\n";
   for (const compare::SystemRun& run : comparison.systems)
-    if (!run.failure) out << "  " << std::left << std::setw(10) << run.name << std::right << run.configuration << "\n";
+    if (!run.failure) out << "  " << std::left << std::setw(12) << run.name << std::right << run.configuration << "\n";
   const compare::SystemRun& sluice = comparison.systems[compare::System::sluice];
   if (!sluice.failure) {
     std::map<std::string, int> chosen;

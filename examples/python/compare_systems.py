@@ -46,16 +46,16 @@ summaries = comparison.summarize()
 baseline = comparison["megatron"]
 print(f"{profile.name} on {profile.gpus} GPUs, {os.path.basename(dataset.source)}: {args.iterations} iterations of "
       f"at most {args.tokens} tokens, context {comparison.bounds[-1]}")
-print(f"{'system':<10}{'median s':>10}{'tokens/s':>12}{'×megatron':>11}  configuration")
+print(f"{'system':<12}{'median s':>10}{'tokens/s':>12}{'×megatron':>11}  configuration")
 rows = []
 for run in comparison.systems:
     if run.failure:
-        print(f"{run.name:<10}failed: {run.failure}")
+        print(f"{run.name:<12}failed: {run.failure}")
         continue
     median = float(np.median(run.seconds))
     speedup = float(np.median(baseline.seconds)) / median if not baseline.failure else float("nan")
     rows.append((run.name, median, summaries[run.name].tokens_per_second, speedup))
-    print(f"{run.name:<10}{median:>10.3f}{summaries[run.name].tokens_per_second:>12.0f}{speedup:>11.3f}  "
+    print(f"{run.name:<12}{median:>10.3f}{summaries[run.name].tokens_per_second:>12.0f}{speedup:>11.3f}  "
           f"{run.configuration}")
 
 # %% Per-iteration times and throughput, when matplotlib is there.

@@ -150,8 +150,8 @@ TEST_CASE("measure_systems rejects what no system can run") {
   ModelConfig odd_heads = model;
   odd_heads.heads = 3;
   CHECK_THROWS_AS(measure_systems(options, odd_heads, dataset, batches_of(dataset, 1), run), invalid_input);
-  // No homogeneous strategy holds 384 tokens (PP 4 holds 320).
+  // No homogeneous ⟨TP, PP⟩ strategy, Megatron-LM's, holds 384 tokens (PP 4 holds 320).
   options.context = 384;
   CHECK_THROWS_WITH_AS(measure_systems(options, model, dataset, batches_of(dataset, 1), run),
-                       doctest::Contains("no homogeneous strategy"), invalid_input);
+                       doctest::Contains("megatron: no ⟨TP, PP⟩ strategy"), invalid_input);
 }

@@ -123,7 +123,7 @@ void bind_compare(py::module_& module) {
               if (run.name == name) return py::cast(&run, py::return_value_policy::reference_internal, self);
             throw py::key_error(std::string(name));
           },
-          py::arg("name"), "The run of a system by name ('megatron', 'hotspa', 'dynapipe', 'sluice').")
+          py::arg("name"), "The run of a system by name (one of system_names()).")
       .def_property_readonly(
           "batch_sequences",
           [](const compare::Comparison& value) { return batch_column(value, &compare::BatchSize::sequences); },

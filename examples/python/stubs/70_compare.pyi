@@ -93,7 +93,7 @@ class Comparison:
     @property
     def systems(self) -> list[SystemRun]: ...
     def __getitem__(self, name: str) -> SystemRun:
-        """The run of a system by name ('megatron', 'hotspa', 'dynapipe', 'sluice')."""
+        """The run of a system by name (one of system_names())."""
     @property
     def batch_sequences(self) -> IntArray:
         """Per iteration, the batch's sequence count."""

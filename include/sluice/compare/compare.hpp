@@ -1,6 +1,7 @@
 #pragma once
-// The headline comparison of Hydraulis §8 (Fig. 10–12): Megatron-LM-style fixed-length packing, HotSPa-style
-// length ranges, DynaPipe and sluice on the same batches, every iteration estimated the same way (the simulated
+// The headline comparison of Hydraulis §8 (Fig. 10–12): Megatron-LM-style fixed-length packing (⟨TP, PP⟩, and
+// with context parallelism), DeepSpeed (ZeRO-3 × Ulysses), HotSPa-style length ranges, DynaPipe and sluice on the
+// same batches, every iteration estimated the same way (the simulated
 // makespan of its slowest pipeline, stage-to-stage links in Options::problem), every plan validated; with each
 // system's summary. `sluice simulate` prints it; docs/study.md is made of it.
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/compare/deepspeed.hpp"
 #include "sluice/compare/dynapipe.hpp"
 #include "sluice/compare/hotspa.hpp"
 #include "sluice/compare/iteration_plans.hpp"
@@ -41,7 +43,7 @@ struct Comparison {
   friend bool operator==(const Comparison&, const Comparison&) = default;
 };
 
-// The four systems on `iterations` batches drawn one at a time from `next_batch`: every system plans a batch, then
+// The systems on `iterations` batches drawn one at a time from `next_batch`: every system plans a batch, then
 // it is dropped, so memory does not grow with the batches' size times their number. `dataset` (truncated to the
 // context) is what sluice proposes from.
 // Every iteration's plan as the Megatron-LM-style system, DynaPipe and sluice chose it, for a caller that runs
@@ -61,6 +63,8 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
   SluiceCandidates candidates = propose_candidates(options, dataset);
   comparison.candidates = candidates.strategies;
   Megatron megatron(options, chosen ? &chosen->megatron : nullptr);
+  Megatron megatron_cp(options, nullptr, System::megatron_cp);
+  DeepSpeed deepspeed(options);
   HotSpa hotspa(options);
   DynaPipe dynapipe(options, chosen ? &chosen->dynapipe : nullptr);
   std::optional<Sluice> sluice;
@@ -74,6 +78,8 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
     for (const Sequence& sequence : batch) tokens += sequence.length();
     comparison.batches.push_back({.sequences = batch.size(), .tokens = tokens});
     megatron.add(batch);
+    megatron_cp.add(batch);
+    deepspeed.add(batch);
     hotspa.add(batch);
     dynapipe.add(batch);
     if (sluice) sluice->add(batch);
@@ -81,6 +87,8 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
   }
 
   comparison.systems[System::megatron] = std::move(megatron).result();
+  comparison.systems[System::megatron_cp] = std::move(megatron_cp).result();
+  comparison.systems[System::deepspeed] = std::move(deepspeed).result();
   comparison.systems[System::hotspa] = std::move(hotspa).result();
   comparison.systems[System::dynapipe] = std::move(dynapipe).result();
   comparison.systems[System::sluice] =
@@ -88,7 +96,7 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
   return comparison;
 }
 
-// The four systems on given batches.
+// The systems on given batches.
 inline Comparison compare_systems(const Options& options, const data::LengthDataset& dataset,
                           std::span<const std::vector<Sequence>> batches, const Progress& progress = {},
                           ChosenPlans* chosen = nullptr) {

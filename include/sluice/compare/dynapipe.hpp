@@ -42,7 +42,7 @@ public:
       return sluice::concat(strategy.name(), ", the fastest of ", considered,
                             " homogeneous strategies under DynaPipe; micro-batch DP (", layout, "), ",
                             "Karmarkar-Karp over its pipelines, adaptive schedule");
-    });
+    }, [this] { return detail::no_homogeneous(runs_.options(), runs_.options().context); });
   }
 
 private:

@@ -10,7 +10,9 @@
 
 #include "sluice/assign/dispatch.hpp"
 #include "sluice/core/names.hpp"
+#include "sluice/core/scheme.hpp"
 #include "sluice/core/strategy.hpp"
+#include "sluice/cost/links.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/microbatch/types.hpp"
 #include "sluice/proposal/homogeneous.hpp"
@@ -29,21 +31,36 @@ struct Options {
   // The shape DynaPipe's micro-batches are charged for: padded, as DynaPipe runs them; packed, as the reference
   // executor runs every micro-batch.
   microbatch::Layout dynapipe_layout = microbatch::Layout::padded;
+  cost::CpLinks links{};  // what ZeRO-3's collectives run on (DeepSpeed)
 };
 
-// The homogeneous strategies every GPU of `options`' cluster runs that hold `length` tokens.
-inline std::vector<Strategy> homogeneous_strategies(const Options& options, std::int64_t length) {
-  return proposal::homogeneous_strategies(options.profile,
-                                          {.holds = length, .tp_within_node = !options.cross_node_tp});
+// The homogeneous strategies every GPU of `options`' cluster runs that hold `length` tokens, of the schemes
+// `admits` takes (all by default).
+template <class Admits = bool (*)(const Scheme&)>
+std::vector<Strategy> homogeneous_strategies(const Options& options, std::int64_t length,
+                                             Admits admits = [](const Scheme&) { return true; }) {
+  std::vector<Strategy> strategies = proposal::homogeneous_strategies(
+      options.profile, {.holds = length, .tp_within_node = !options.cross_node_tp});
+  std::erase_if(strategies, [&](const Strategy& strategy) { return !admits(strategy.parts().front().scheme); });
+  return strategies;
+}
+
+// The schemes Megatron-LM runs: ⟨TP, PP⟩ as the Hydraulis paper configured it, and with its context parallelism,
+// ring attention with the causal load balance (and either with full recomputation where the space allows it).
+inline bool megatron_scheme(const Scheme& scheme) { return scheme.cp() == 1; }
+inline bool megatron_cp_scheme(const Scheme& scheme) {
+  return scheme.cp() == 1 || scheme.cp_kind() == CpKind::ring;
 }
 
 // The compared systems, in the order reports list them.
-enum class System { megatron, hotspa, dynapipe, sluice };
-inline constexpr std::array<System, 4> all_systems = {System::megatron, System::hotspa, System::dynapipe,
-                                                      System::sluice};
+enum class System { megatron, megatron_cp, deepspeed, hotspa, dynapipe, sluice };
+inline constexpr std::array<System, 6> all_systems = {System::megatron, System::megatron_cp, System::deepspeed,
+                                                      System::hotspa,   System::dynapipe,    System::sluice};
 
 // The stable name of a system: JSON documents, picture files and tables use it.
-inline constexpr NameTable<System, 4> system_names{{{System::megatron, "megatron"},
+inline constexpr NameTable<System, 6> system_names{{{System::megatron, "megatron"},
+                                                    {System::megatron_cp, "megatron_cp"},
+                                                    {System::deepspeed, "deepspeed"},
                                                     {System::hotspa, "hotspa"},
                                                     {System::dynapipe, "dynapipe"},
                                                     {System::sluice, "sluice"}}};

@@ -21,6 +21,7 @@
 #include "sluice/core/scheme.hpp"
 #include "sluice/cost/fit.hpp"
 #include "sluice/cost/latency.hpp"
+#include "sluice/cost/links.hpp"
 #include "sluice/cost/memory.hpp"
 #include "sluice/cost/profile.hpp"
 
@@ -131,15 +132,6 @@ inline FitResult cp_latency(const CpSetup& setup, const Scheme& scheme, std::int
   return fit_quadratic(samples);
 }
 
-// The links a CP group's exchanges run on: within a node while the stage's TP·C ranks fit in one (they are placed
-// there first), across nodes beyond.
-struct CpLinks {
-  double node_latency = 1e-5;
-  double node_bandwidth = 200e9;  // NVLink, per GPU and direction
-  double cross_latency = 2e-5;
-  double cross_bandwidth = 25e9;  // one 200 Gb/s InfiniBand port per GPU
-};
-
 // A scheme of a profile derived from its base ⟨TP, PP⟩ scheme: GPUs (TP·C·PP), MaxLen by the profile's memory
 // model, the derived time and the quadratic fitted to it from 256 tokens to MaxLen.
 struct CpScheme {
@@ -162,14 +154,14 @@ inline std::optional<CpScheme> derive_cp_scheme(const Profile& profile, const Sc
                   " does not give the model's attention heads (model.heads)");
   const std::optional<TransformerMemorySpec>& memory = profile.spec().memory;
   if (!memory || scheme.gpus() > profile.gpus() || !memory->activation_bytes.contains(scheme.tp())) return std::nullopt;
-  const bool within_node = scheme.stage_gpus() <= profile.spec().gpus_per_node;
+  const std::int64_t per_node = profile.spec().gpus_per_node;
   const CpSetup setup{.base = base.latency,
                       .stage_layers = (memory->layers + scheme.pp() - 1) / scheme.pp(),
                       .hidden = memory->hidden,
                       .heads = model.heads,
                       .kv_heads = model.kv_heads > 0 ? model.kv_heads : model.heads,
-                      .link_latency = within_node ? links.node_latency : links.cross_latency,
-                      .link_bandwidth = within_node ? links.node_bandwidth : links.cross_bandwidth};
+                      .link_latency = links.latency(scheme.stage_gpus(), per_node),
+                      .link_bandwidth = links.bandwidth(scheme.stage_gpus(), per_node)};
   if (!setup.splits_heads(scheme)) return std::nullopt;
   setup.validate(scheme);
   const std::int64_t max_len = memory->for_scheme(scheme, profile.gpus()).max_len();
@@ -208,9 +200,32 @@ inline std::vector<Scheme> space_schemes(const Scheme& base, const SchemeSpace& 
   return schemes;
 }
 
-// `spec` with the schemes of `space` derived from each measured base scheme, unless the profile measures them
-// itself (a measured profile replaces the derivation). Derived schemes state neither MaxLen, which the memory model
-// gives for every cluster size, nor UtilLen, which their fitted quadratic gives.
+// The ⟨TP, 1⟩ schemes `spec` does not measure, each from its shallowest measured ⟨TP, PP⟩ scaled by the layer
+// ratio layers / ceil(layers / PP): a stage's time is its layers' (the bundled profiles' ⟨2, 1⟩, ⟨2, 2⟩, ⟨2, 4⟩ and
+// ⟨2, 8⟩ halve as their layers do). DeepSpeed's ZeRO-3 and Ulysses run on ⟨1, 1⟩, which the Hydraulis authors'
+// 7B and 32B fits lack.
+inline std::vector<SchemeEntry> unpipelined_schemes(const ProfileSpec& spec, int layers) {
+  std::map<int, const SchemeEntry*> shallowest;  // by TP
+  for (const SchemeEntry& entry : spec.schemes) {
+    if (!entry.scheme.is_base()) continue;
+    const SchemeEntry*& kept = shallowest[entry.scheme.tp()];
+    if (kept == nullptr || entry.scheme.pp() < kept->scheme.pp()) kept = &entry;
+  }
+  std::vector<SchemeEntry> derived;
+  for (const auto& [tp, entry] : shallowest) {
+    const int pp = entry->scheme.pp();
+    if (pp == 1 || pp > layers) continue;
+    const double ratio = static_cast<double>(layers) / ((layers + pp - 1) / pp);
+    const QuadraticLatency& t = entry->latency;
+    derived.push_back({Scheme(tp, 1), {t.a() * ratio, t.b() * ratio, t.c() * ratio}, std::nullopt, std::nullopt});
+  }
+  return derived;
+}
+
+// `spec` with the schemes of `space` derived from each measured base scheme (and from each ⟨TP, 1⟩ derived by
+// unpipelined_schemes), unless the profile measures them itself (a measured profile replaces the derivation).
+// Derived schemes state neither MaxLen, which the memory model gives for every cluster size, nor UtilLen, which
+// their fitted quadratic gives.
 inline ProfileSpec with_scheme_space(ProfileSpec spec, const SchemeSpace& space) {
   if (space.empty()) return spec;
   for (const int degree : space.cp_degrees)
@@ -219,6 +234,7 @@ inline ProfileSpec with_scheme_space(ProfileSpec spec, const SchemeSpace& space)
   sluice::require(space.cp_degrees.empty() || !space.cp_kinds.empty(), "scheme space: CP degrees need a CP kind");
   sluice::require(spec.memory.has_value(), "scheme space: profile ", spec.name,
                   " has no memory model to derive the MaxLen of CP and AC schemes from");
+  for (SchemeEntry& entry : unpipelined_schemes(spec, spec.memory->layers)) spec.schemes.push_back(std::move(entry));
   const Profile profile{spec};
   std::vector<SchemeEntry> added;
   // Per CP degree: whether any scheme fits the cluster, splits the heads, and holds a sequence, to say which failed.
@@ -234,7 +250,10 @@ inline ProfileSpec with_scheme_space(ProfileSpec spec, const SchemeSpace& space)
       const std::optional<CpScheme> derived = derive_cp_scheme(profile, base, scheme, space.links);
       degree[0] = degree[0] || scheme.gpus() <= profile.gpus();
       degree[1] = degree[1] || derived.has_value();
-      if (!derived || derived->max_len == 0) continue;
+      // Kept when it holds a sequence with the Hydraulis states or with ZeRO-3's (DeepSpeed's ⟨1, 1⟩ schemes).
+      if (!derived || (derived->max_len == 0 &&
+                       spec.memory->for_scheme(scheme, profile.gpus(), StateSharding::zero3).max_len() == 0))
+        continue;
       degree[2] = true;
       added.push_back({scheme, derived->fit.model, std::nullopt, std::nullopt});
     }

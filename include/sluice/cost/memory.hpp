@@ -9,6 +9,7 @@
 #include <map>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/names.hpp"
 #include "sluice/core/scheme.hpp"
 
 namespace sluice::cost {
@@ -84,6 +85,8 @@ struct MemoryFit {
 // How the model states are kept: Hydraulis' (fp32 weights and optimizer states sharded over all GPUs, the 16-bit
 // weights and gradients replicated per TP shard), or ZeRO-3's.
 enum class StateSharding { hydraulis, zero3 };
+inline constexpr NameTable<StateSharding, 2> state_sharding_names{
+    {{StateSharding::hydraulis, "hydraulis"}, {StateSharding::zero3, "zero3"}}};
 
 struct TransformerMemorySpec {
   int layers = 0;
@@ -96,6 +99,7 @@ struct TransformerMemorySpec {
   double context_overhead_bytes = 0;
   double safety_margin_bytes = 0;
   std::int64_t granularity = 128;
+  StateSharding state_sharding = StateSharding::hydraulis;  // how for_scheme keeps the states unless told
 
   void validate() const {
     sluice::require(layers >= 1, "memory model: layers must be >= 1, got ", layers);
@@ -168,8 +172,12 @@ struct TransformerMemorySpec {
            h2 / scheme.tp() * state_bytes * (1 - alpha);
   }
 
+  [[nodiscard]] LinearMemory for_scheme(const Scheme& scheme, std::int64_t cluster_gpus) const {
+    return for_scheme(scheme, cluster_gpus, state_sharding);
+  }
+
   [[nodiscard]] LinearMemory for_scheme(const Scheme& scheme, std::int64_t cluster_gpus,
-                                        StateSharding sharding = StateSharding::hydraulis) const {
+                                        StateSharding sharding) const {
     const double states = sharding == StateSharding::hydraulis
                               ? model_state_bytes(scheme, cluster_gpus) + embedding_bytes(scheme, cluster_gpus)
                               : zero3_state_bytes(scheme, cluster_gpus);

@@ -1,10 +1,12 @@
 #pragma once
-// JSON for the comparison of systems ("sluice.comparison", version 1): `batches[{sequences, tokens}]`,
-// `systems` (one per system in compare::all_systems order, each {name, failure (null or why it cannot run),
-// configuration, strategies, layout_moves, iterations[{seconds, switching, layout_move, imbalance, idle,
-// strategy}], plans (sluice.iteration_plan payloads), first{names, pipelines}}), `candidates` (strategies) and
-// `bounds`. A pipeline of `first` is its simulation, a sluice.schedule_simulation payload (schedule_json.hpp).
-// Every time is finite (an unlimited bandwidth leaves a transfer its latency), so numbers are read strictly.
+// JSON for the comparison of systems ("sluice.comparison", version 3; 1 and its CP variant 2 held four systems,
+// before Megatron-LM with context parallelism and DeepSpeed, and are refused by their version):
+// `batches[{sequences, tokens}]`, `systems` (one per system in compare::all_systems order, each {name, failure
+// (null or why it cannot run), configuration, strategies, layout_moves, iterations[{seconds, switching,
+// layout_move, imbalance, idle, strategy}], plans (sluice.iteration_plan payloads), first{names, pipelines}}),
+// `candidates` (strategies) and `bounds`. A pipeline of `first` is its simulation, a sluice.schedule_simulation
+// payload (schedule_json.hpp). Every time is finite (an unlimited bandwidth leaves a transfer its latency), so
+// numbers are read strictly.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -23,7 +25,7 @@ namespace sluice::io {
 template <>
 struct document_traits<compare::Comparison> {
   static constexpr std::string_view format = "sluice.comparison";
-  static constexpr int version = 1;
+  static constexpr int version = 3;
 };
 }  // namespace sluice::io
 

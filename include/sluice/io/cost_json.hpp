@@ -113,6 +113,9 @@ struct adl_serializer<sluice::cost::TransformerMemorySpec> {
            {"context_overhead_bytes", spec.context_overhead_bytes},
            {"safety_margin_bytes", spec.safety_margin_bytes},
            {"granularity", spec.granularity}};
+    // Written only when not the Hydraulis model's, so that every profile before ZeRO-3 reads as it was written.
+    if (spec.state_sharding != sluice::cost::StateSharding::hydraulis)
+      out["state_sharding"] = sluice::name_in(sluice::cost::state_sharding_names, spec.state_sharding);
   }
   static sluice::cost::TransformerMemorySpec from_json(const json& in) {
     using sluice::io::field;
@@ -126,6 +129,8 @@ struct adl_serializer<sluice::cost::TransformerMemorySpec> {
     spec.context_overhead_bytes = field_or<double>(in, "context_overhead_bytes", 0.0, "memory");
     spec.safety_margin_bytes = field_or<double>(in, "safety_margin_bytes", 0.0, "memory");
     spec.granularity = field_or<std::int64_t>(in, "granularity", spec.granularity, "memory");
+    if (in.contains("state_sharding"))
+      spec.state_sharding = sluice::io::name_field(in, "state_sharding", sluice::cost::state_sharding_names, "memory");
     return spec;
   }
 };

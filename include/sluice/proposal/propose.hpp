@@ -131,6 +131,52 @@ inline std::vector<cost::SchemeCost> usable_schemes(const cost::Profile& profile
   return usable;
 }
 
+// Whether a·l² + b·l + c <= 0 for every l in [1, longest]: at both ends and, where it opens downwards, its vertex.
+inline bool nowhere_positive(double a, double b, double c, double longest) {
+  auto at = [&](double l) { return (a * l + b) * l + c; };
+  if (at(1) > 0 || at(longest) > 0) return false;
+  const double vertex = a < 0 ? -b / (2 * a) : 0;
+  return !(vertex > 1 && vertex < longest && at(vertex) > 0);
+}
+
+// Whether `x` serves every interval `y` may serve at no more cost, so that the DP never needs `y`: no more GPUs
+// (a budget never does worse with more left) and no more stages, holding whatever y holds up to the DP's
+// `max_len`, and a per-sequence term (with c where `sequence_constant`) and a fill term no larger at any of those
+// lengths.
+inline bool covers(const cost::SchemeCost& x, const cost::SchemeCost& y, bool sequence_constant,
+                   std::int64_t max_len) {
+  const std::int64_t reach = std::min(y.max_len, max_len);
+  if (x.scheme.gpus() > y.scheme.gpus() || x.scheme.pp() > y.scheme.pp() || x.max_len < reach) return false;
+  const cost::QuadraticLatency& p = x.latency;
+  const cost::QuadraticLatency& q = y.latency;
+  const auto longest = static_cast<double>(reach);
+  const double dc = sequence_constant ? p.c() - q.c() : 0;
+  const double px = x.scheme.pp() - 1, py = y.scheme.pp() - 1;  // the fill terms' factors
+  return nowhere_positive(p.a() - q.a(), p.b() - q.b(), dc, longest) &&
+         nowhere_positive(px * p.a() - py * q.a(), px * p.b() - py * q.b(), px * p.c() - py * q.c(), longest);
+}
+
+// `usable` without the CP and AC schemes another usable scheme covers (of two that cover each other the later goes):
+// they never lower the DP's optimum, and a wide scheme space holds many (a ring and a hybrid group of one size
+// differ only in their time, one faster at every length a scheme of their MaxLen holds; recomputation only adds
+// time where the scheme without it holds the DP's max_len). ⟨TP, PP⟩ schemes all stay, so without CP and AC the DP
+// is what it always was.
+inline std::vector<cost::SchemeCost> undominated(std::vector<cost::SchemeCost> usable, bool sequence_constant,
+                                                 std::int64_t max_len) {
+  std::vector<bool> dominated(usable.size());
+  for (std::size_t k = 0; k < usable.size(); ++k) {
+    if (usable[k].scheme.is_base()) continue;
+    for (std::size_t other = 0; other < usable.size() && !dominated[k]; ++other)
+      dominated[k] = other != k && !dominated[other] &&
+                     covers(usable[other], usable[k], sequence_constant, max_len) &&
+                     (other < k || !covers(usable[k], usable[other], sequence_constant, max_len));
+  }
+  std::vector<cost::SchemeCost> kept;
+  for (std::size_t k = 0; k < usable.size(); ++k)
+    if (!dominated[k]) kept.push_back(std::move(usable[k]));
+  return kept;
+}
+
 // One distinct strategy met while proposing: pipelines per usable scheme, and the bins it was proposed for.
 struct Entry {
   std::vector<std::int64_t> pipelines;
@@ -332,7 +378,8 @@ inline Proposal propose(const data::LengthDataset& dataset, const cost::Profile&
                         const ProposeOptions& requested = {}) {
   const ProposeOptions options = detail::resolve(dataset, profile, requested);
   const std::int64_t gpus = *options.gpus;
-  const std::vector<cost::SchemeCost> usable = detail::usable_schemes(profile, options);
+  const std::vector<cost::SchemeCost> usable =
+      detail::undominated(detail::usable_schemes(profile, options), options.sequence_constant, *options.max_len);
 
   // Both grids are checked before any table is built.
   const std::int64_t bins = (*options.max_len + options.length_step - 1) / options.length_step;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,15 +52,22 @@ inline SystemRun failed(System system, std::string reason) {
   return run;
 }
 
-// Why no homogeneous strategy holds `length`, suggesting --cross-node-tp only where it would find one.
-inline std::string no_homogeneous(const Options& options, std::int64_t length) {
+// Why no homogeneous strategy of the schemes `admits` takes (`kind`, in words) holds `length`, suggesting
+// --cross-node-tp only where it would find one.
+template <class Admits>
+std::string no_homogeneous(const Options& options, std::int64_t length, std::string_view kind, Admits admits) {
+  Options across = options;
+  across.cross_node_tp = true;
   const bool across_nodes_would_hold =
-      !options.cross_node_tp &&
-      !proposal::homogeneous_strategies(options.profile, {.holds = length, .tp_within_node = false}).empty();
-  return sluice::concat("no homogeneous strategy of ", options.profile.name(), " on ", options.profile.gpus(),
+      !options.cross_node_tp && !homogeneous_strategies(across, length, admits).empty();
+  return sluice::concat("no ", kind, " strategy of ", options.profile.name(), " on ", options.profile.gpus(),
                         " GPUs holds ", length, " tokens",
                         across_nodes_would_hold ? " with TP within a node (try --cross-node-tp)"
                                                 : " (one scheme, replicated to fill every GPU, must hold it)");
+}
+
+inline std::string no_homogeneous(const Options& options, std::int64_t length) {
+  return no_homogeneous(options, length, "homogeneous", [](const Scheme&) { return true; });
 }
 
 // Every system runs iteration by iteration (so that a long run streams its batches): a SystemRun per strategy

@@ -40,11 +40,11 @@ public:
   }
 
   // The fastest strategy's run as `system`'s, with `configuration(strategy, considered)` describing it; a failure
-  // when no homogeneous strategy holds the context.
-  template <class Configuration>
-  [[nodiscard]] SystemRun best(System system, Configuration configuration) && {
+  // saying `none()` when there is no strategy.
+  template <class Configuration, class None>
+  [[nodiscard]] SystemRun best(System system, Configuration configuration, None none) && {
     const std::optional<std::size_t> fastest = best_index(runs_);
-    if (!fastest) return failed(system, no_homogeneous(*options_, options_->context));
+    if (!fastest) return failed(system, none());
     if (chosen_) *chosen_ = std::move(plans_[*fastest]);
     SystemRun run = std::move(runs_[*fastest]);
     run.name = name(system);
