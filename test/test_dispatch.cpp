@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "cbc_leak_suppression.hpp"
 #include "sluice/assign/dispatch.hpp"
 #if SLUICE_HAVE_CBC
 #include "sluice/assign/dispatch_cbc.hpp"
@@ -28,11 +29,6 @@ using assign::Dispatch;
 using assign::DispatchOptions;
 using cost::QuadraticLatency;
 using cost::SchemeCost;
-
-// CBC's deterministic parallel search leaks a branching object per solve inside libCbc.
-#if defined(__SANITIZE_ADDRESS__)
-extern "C" const char* __lsan_default_suppressions() { return "leak:libCbc.so\n"; }
-#endif
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "cbc_leak_suppression.hpp"
 #include "sluice/assign/packing.hpp"
 #if SLUICE_HAVE_CBC
 #include "sluice/assign/packing_cbc.hpp"
@@ -25,11 +26,6 @@ using assign::MicroBatch;
 using assign::Packing;
 #if SLUICE_HAVE_CBC
 using solver::SolveStatus;
-#endif
-
-// CBC's deterministic parallel search (threads > 1) leaks a branching object per solve inside libCbc.
-#if defined(__SANITIZE_ADDRESS__)
-extern "C" const char* __lsan_default_suppressions() { return "leak:libCbc.so\n"; }
 #endif
 
 namespace {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "cbc_leak_suppression.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/io/solver_json.hpp"
 #include "sluice/solver/cbc.hpp"
@@ -21,11 +22,6 @@ using solver::Model;
 using solver::Sense;
 using solver::SolveStatus;
 using solver::VarType;
-
-// CBC's deterministic parallel search (threads > 1) leaks a branching object per solve inside libCbc.
-#if defined(__SANITIZE_ADDRESS__)
-extern "C" const char* __lsan_default_suppressions() { return "leak:libCbc.so\n"; }
-#endif
 
 namespace {
 

@@ -1,0 +1,813 @@
+#pragma once
+// Per-micro-batch context-parallel groups (FlexSP: Wang et al., "FlexSP: Accelerating Large Language Model Training
+// via Flexible Sequence Parallelism", ASPLOS'25, §4–5): `units` replicas of one ⟨TP, PP⟩ pipeline (each a TP group
+// per stage) re-form, for every micro-batch, into CP groups of different degrees, and each sequence of the
+// iteration runs in one group. A group of degree d costs c_d once plus Σ (a_d·l² + b_d·l) over its sequences (the
+// CP scheme's quadratic, communication included) and holds at most capacity_d tokens; a micro-batch lasts as long
+// as its slowest group; the iteration lasts Σ_m T_m + (PP − 1)·max_m T_m, the 1F1B pipeline's fill and drain
+// paid at its slowest micro-batch. The degrees form a divisibility chain, so the groups of a micro-batch, widest
+// first, sit on aligned blocks of units: each unit belongs to one group per degree, a pool of |degrees| groups per
+// GPU created once (FlexSP keeps about log₂ N). docs/assign-flex-cp.md states the problem, the solver and figures.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <set>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "sluice/core/check.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/scheme.hpp"
+#include "sluice/cost/latency.hpp"
+#include "sluice/cost/profile.hpp"
+
+namespace sluice::assign {
+
+inline constexpr int flex_cp_max_units = 1 << 16;
+inline constexpr std::size_t flex_cp_max_sequences = std::size_t{1} << 22;
+
+// One group size the pool offers.
+struct FlexCpDegree {
+  int degree = 1;                 // units sharing each sequence of the group
+  cost::QuadraticLatency latency; // one stage's time of one sequence in such a group
+  std::int64_t capacity = 0;      // MaxLen: the most (charged) tokens one group holds in a micro-batch
+  int length_multiple = 1;        // lengths are charged rounded up to this: 2·R for a ring of R's causal chunks
+};
+
+struct FlexCpProblem {
+  std::vector<std::int64_t> lengths;  // the iteration's sequences
+  int units = 1;
+  int pp = 1;
+  std::vector<FlexCpDegree> degrees;     // ascending, each dividing the next and the units
+  bool one_degree_per_micro_batch = false;  // Megatron-LM's dynamic CP: one CP size per micro-batch
+};
+
+struct FlexCpGroup {
+  int degree_index = 0;
+  int first_unit = 0;              // a multiple of the degree
+  std::vector<int> sequences;      // indices into FlexCpProblem::lengths, ascending
+  friend bool operator==(const FlexCpGroup&, const FlexCpGroup&) = default;
+};
+
+struct FlexCpMicroBatch {
+  std::vector<FlexCpGroup> groups;  // widest first, then by first unit
+  friend bool operator==(const FlexCpMicroBatch&, const FlexCpMicroBatch&) = default;
+};
+
+struct FlexCpPlan {
+  std::vector<FlexCpMicroBatch> micro_batches;  // slowest first
+  double seconds = 0;      // the iteration's time
+  double lower_bound = 0;  // flex_cp_lower_bound: no plan of the problem is faster
+  friend bool operator==(const FlexCpPlan&, const FlexCpPlan&) = default;
+};
+
+// A sequence's length as degree `k` charges it (rounded up to the degree's multiple); 0 when that overflows.
+inline std::int64_t flex_cp_charged(const FlexCpProblem& problem, std::size_t k, std::int64_t length) {
+  const std::int64_t multiple = problem.degrees[k].length_multiple;
+  if (length > std::numeric_limits<std::int64_t>::max() - multiple) return 0;
+  return (length + multiple - 1) / multiple * multiple;
+}
+
+// Whether degree `k` holds the sequence alone.
+inline bool flex_cp_holds(const FlexCpProblem& problem, std::size_t k, std::int64_t length) {
+  const std::int64_t charged = flex_cp_charged(problem, k, length);
+  return charged > 0 && charged <= problem.degrees[k].capacity;
+}
+
+// One sequence's share of its group's time under degree `k`.
+inline double flex_cp_sequence_seconds(const FlexCpProblem& problem, std::size_t k, std::int64_t length) {
+  return problem.degrees[k].latency.sequence_time(flex_cp_charged(problem, k, length));
+}
+
+inline void validate_flex_cp(const FlexCpProblem& problem) {
+  sluice::require(problem.units >= 1 && problem.units <= flex_cp_max_units, "flex CP: the units must be in [1, ",
+                  flex_cp_max_units, "], got ", problem.units);
+  sluice::require(problem.pp >= 1, "flex CP: PP must be >= 1, got ", problem.pp);
+  sluice::require(!problem.lengths.empty(), "flex CP: the batch is empty");
+  sluice::require(problem.lengths.size() <= flex_cp_max_sequences, "flex CP: ", problem.lengths.size(),
+                  " sequences, more than the limit of ", flex_cp_max_sequences);
+  sluice::require(!problem.degrees.empty(), "flex CP: no CP degree to form groups of");
+  for (std::size_t k = 0; k < problem.degrees.size(); ++k) {
+    const FlexCpDegree& degree = problem.degrees[k];
+    sluice::require(degree.degree >= 1 && problem.units % degree.degree == 0, "flex CP: CP degree ", degree.degree,
+                    " must be >= 1 and divide the ", problem.units, " units");
+    sluice::require(k == 0 || (degree.degree % problem.degrees[k - 1].degree == 0 &&
+                                   degree.degree > problem.degrees[k - 1].degree),
+                    "flex CP: the CP degrees must ascend, each a multiple of the one before (", degree.degree,
+                    " after ", k == 0 ? 0 : problem.degrees[k - 1].degree, ")");
+    sluice::require(degree.capacity >= 0 && degree.length_multiple >= 1, "flex CP: CP degree ", degree.degree,
+                    " needs a capacity >= 0 and a length multiple >= 1");
+  }
+  for (std::size_t s = 0; s < problem.lengths.size(); ++s) {
+    const std::int64_t length = problem.lengths[s];
+    sluice::require(length >= 1, "flex CP: sequence ", s, " has length ", length, " (must be >= 1)");
+    bool held = false;
+    for (std::size_t k = 0; k < problem.degrees.size() && !held; ++k) held = flex_cp_holds(problem, k, length);
+    sluice::require(held, "flex CP: sequence ", s, " of ", length, " tokens fits no group (the widest, CP ",
+                    problem.degrees.back().degree, ", holds ", problem.degrees.back().capacity, ")");
+  }
+}
+
+// A group's time: c_d + Σ a_d·l² + b_d·l.
+inline double flex_cp_group_seconds(const FlexCpProblem& problem, const FlexCpGroup& group) {
+  const auto k = static_cast<std::size_t>(group.degree_index);
+  double seconds = problem.degrees[k].latency.microbatch_overhead();
+  for (const int s : group.sequences)
+    seconds += flex_cp_sequence_seconds(problem, k, problem.lengths[static_cast<std::size_t>(s)]);
+  return seconds;
+}
+
+inline double flex_cp_micro_batch_seconds(const FlexCpProblem& problem, const FlexCpMicroBatch& micro_batch) {
+  double slowest = 0;
+  for (const FlexCpGroup& group : micro_batch.groups)
+    slowest = std::max(slowest, flex_cp_group_seconds(problem, group));
+  return slowest;
+}
+
+// Σ_m T_m + (PP − 1)·max_m T_m.
+inline double flex_cp_iteration_seconds(const FlexCpProblem& problem, const std::vector<FlexCpMicroBatch>& batches) {
+  double total = 0;
+  double slowest = 0;
+  for (const FlexCpMicroBatch& micro_batch : batches) {
+    const double seconds = flex_cp_micro_batch_seconds(problem, micro_batch);
+    total += seconds;
+    slowest = std::max(slowest, seconds);
+  }
+  return total + (problem.pp - 1) * slowest;
+}
+
+// Throws unless `plan` runs every sequence once, in groups of the problem's degrees on aligned, disjoint blocks of
+// its units, each within its capacity, with the time it states.
+inline void check_flex_cp_plan(const FlexCpProblem& problem, const FlexCpPlan& plan) {
+  const PlanCheck check("flex CP plan: ");
+  std::vector<int> runs(problem.lengths.size(), 0);
+  for (std::size_t m = 0; m < plan.micro_batches.size(); ++m) {
+    const FlexCpMicroBatch& micro_batch = plan.micro_batches[m];
+    check(!micro_batch.groups.empty(), "micro-batch ", m, " has no group");
+    std::vector<char> used(static_cast<std::size_t>(problem.units), 0);
+    for (const FlexCpGroup& group : micro_batch.groups) {
+      check(group.degree_index >= 0 && static_cast<std::size_t>(group.degree_index) < problem.degrees.size(),
+            "micro-batch ", m, " names degree index ", group.degree_index);
+      const auto k = static_cast<std::size_t>(group.degree_index);
+      const int width = problem.degrees[k].degree;
+      check(!problem.one_degree_per_micro_batch || group.degree_index == micro_batch.groups[0].degree_index,
+            "micro-batch ", m, " mixes CP degrees, which the problem forbids");
+      check(group.first_unit >= 0 && group.first_unit % width == 0 && group.first_unit + width <= problem.units,
+            "micro-batch ", m, " places a group of CP ", width, " at unit ", group.first_unit);
+      for (int unit = group.first_unit; unit < group.first_unit + width; ++unit) {
+        check(used[static_cast<std::size_t>(unit)] == 0, "micro-batch ", m, " uses unit ", unit, " twice");
+        used[static_cast<std::size_t>(unit)] = 1;
+      }
+      check(!group.sequences.empty(), "micro-batch ", m, " has an empty group");
+      std::int64_t tokens = 0;
+      for (const int s : group.sequences) {
+        check(s >= 0 && static_cast<std::size_t>(s) < runs.size(), "no sequence ", s);
+        ++runs[static_cast<std::size_t>(s)];
+        const std::int64_t charged = flex_cp_charged(problem, k, problem.lengths[static_cast<std::size_t>(s)]);
+        check(charged > 0 && charged <= problem.degrees[k].capacity - tokens, "micro-batch ", m,
+              " overfills a group of CP ", width, " (capacity ", problem.degrees[k].capacity, ")");
+        tokens += charged;
+      }
+    }
+  }
+  for (std::size_t s = 0; s < runs.size(); ++s) check(runs[s] == 1, "sequence ", s, " runs ", runs[s], " times");
+  const double seconds = flex_cp_iteration_seconds(problem, plan.micro_batches);
+  check(nearly_equal(seconds, plan.seconds), "states ", plan.seconds, " s, its groups take ", seconds, " s");
+}
+
+// No plan is faster: the units' busy time Σ_s min_d d·(a_d·l² + b_d·l) spread over all of them, at least one group
+// constant per micro-batch and as many micro-batches as the tokens need, and the fill and drain of the slowest
+// sequence's fastest group.
+inline double flex_cp_lower_bound(const FlexCpProblem& problem) {
+  double area = 0;
+  double longest = 0;
+  std::int64_t tokens = 0;
+  double per_unit_tokens = 0;  // the most tokens one unit holds in a micro-batch
+  double least_constant = std::numeric_limits<double>::infinity();
+  for (const FlexCpDegree& degree : problem.degrees) {
+    per_unit_tokens = std::max(per_unit_tokens, static_cast<double>(degree.capacity) / degree.degree);
+    least_constant = std::min(least_constant, degree.latency.microbatch_overhead());
+  }
+  for (const std::int64_t length : problem.lengths) {
+    double least_area = std::numeric_limits<double>::infinity();
+    double fastest = std::numeric_limits<double>::infinity();
+    for (std::size_t k = 0; k < problem.degrees.size(); ++k) {
+      if (!flex_cp_holds(problem, k, length)) continue;
+      const double work = flex_cp_sequence_seconds(problem, k, length);
+      least_area = std::min(least_area, problem.degrees[k].degree * work);
+      fastest = std::min(fastest, work + problem.degrees[k].latency.microbatch_overhead());
+    }
+    area += least_area;
+    longest = std::max(longest, fastest);
+    tokens = tokens > std::numeric_limits<std::int64_t>::max() - length ? tokens : tokens + length;
+  }
+  const double micro_batches = std::ceil(static_cast<double>(tokens) / (per_unit_tokens * problem.units));
+  const double spread = area / problem.units + micro_batches * least_constant;
+  return std::max(spread, longest) + (problem.pp - 1) * longest;
+}
+
+
+struct FlexCpOptions {
+  int targets = 32;           // micro-batch heights tried, spread over the micro-batch counts
+  int improvement_rounds = 8; // passes of moving a sequence out of each micro-batch's slowest group
+};
+
+namespace detail {
+
+// The heuristic's working state: micro-batches ("shelves") of columns (groups), each shelf with a height limit set
+// when it opens, so a group's slack under it changes only when the group does.
+class FlexCpPacker {
+public:
+  explicit FlexCpPacker(const FlexCpProblem& problem) : problem_(problem), degrees_(problem.degrees.size()) {
+    const std::size_t n = problem.lengths.size();
+    work_.assign(n * degrees_, std::numeric_limits<double>::infinity());
+    charged_.assign(n * degrees_, 0);
+    for (std::size_t s = 0; s < n; ++s)
+      for (std::size_t k = 0; k < degrees_; ++k)
+        if (flex_cp_holds(problem, k, problem.lengths[s])) {
+          work_[s * degrees_ + k] = flex_cp_sequence_seconds(problem, k, problem.lengths[s]);
+          charged_[s * degrees_ + k] = flex_cp_charged(problem, k, problem.lengths[s]);
+        }
+  }
+
+  // The units' busy time per unit when each sequence takes its least-area degree.
+  [[nodiscard]] double area_per_unit() const {
+    double area = 0;
+    for (std::size_t s = 0; s < problem_.lengths.size(); ++s) {
+      double least = std::numeric_limits<double>::infinity();
+      for (std::size_t k = 0; k < degrees_; ++k) least = std::min(least, width(k) * work(s, k));
+      area += least;
+    }
+    return area / problem_.units;
+  }
+
+  // First-fit decreasing into shelves of height `target`: each sequence takes the least-area degree whose group
+  // stays under the target (else its fastest degree), or with a `floor` the narrowest degree from the floor up that
+  // holds it; then the fullest group of that degree it fits, else a new group in the first micro-batch with room,
+  // else a new micro-batch.
+  double pack(double target, int floor = -1) {
+    clear();
+    const std::size_t n = problem_.lengths.size();
+    std::vector<int> degree_of(n);
+    std::vector<double> time_of(n);
+    for (std::size_t s = 0; s < n; ++s) {
+      int chosen = -1;
+      int fastest = -1;
+      for (std::size_t k = 0; k < degrees_; ++k) {
+        const double alone = constant(k) + work(s, k);
+        if (!std::isfinite(alone)) continue;
+        if (fastest < 0 || alone < constant(fastest) + work(s, fastest)) fastest = int(k);
+        if (floor >= 0) {
+          if (chosen < 0 && int(k) >= floor) chosen = int(k);
+        } else if (alone <= target && (chosen < 0 || width(k) * work(s, k) < width(chosen) * work(s, chosen))) {
+          chosen = int(k);
+        }
+      }
+      degree_of[s] = chosen >= 0 ? chosen : fastest;
+      time_of[s] = constant(degree_of[s]) + work(s, degree_of[s]);
+    }
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::ranges::stable_sort(order, [&](int x, int y) { return time_of[std::size_t(x)] > time_of[std::size_t(y)]; });
+    for (const int s : order) place(s, degree_of[std::size_t(s)], target);
+    return objective();
+  }
+
+  // Moves a sequence out of each micro-batch's slowest group wherever that shortens the iteration, empties the
+  // shortest micro-batches into the others' idle time, and regroups each micro-batch's sequences.
+  void improve(int rounds) {
+    const std::vector<std::vector<int>> layouts = group_layouts();
+    for (int round = 0; round < rounds; ++round) {
+      bool moved = false;
+      for (std::size_t m = 0; m < shelves_.size(); ++m)
+        if (!shelves_[m].columns.empty()) moved = relieve(m) || moved;
+      while (eliminate()) moved = true;
+      for (std::size_t m = 0; m < shelves_.size(); ++m)
+        if (!shelves_[m].columns.empty()) moved = regroup(m, layouts) || moved;
+      if (!moved) break;
+    }
+  }
+
+  [[nodiscard]] double objective() const {
+    double total = 0;
+    double slowest = 0;
+    for (const Shelf& shelf : shelves_) {
+      const double height = shelf_height(shelf);
+      total += height;
+      slowest = std::max(slowest, height);
+    }
+    return total + (problem_.pp - 1) * slowest;
+  }
+
+  [[nodiscard]] std::vector<FlexCpMicroBatch> micro_batches() const {
+    std::vector<std::pair<double, FlexCpMicroBatch>> built;
+    for (const Shelf& shelf : shelves_) {
+      if (shelf.columns.empty()) continue;
+      std::vector<FlexCpGroup> groups;
+      for (const int c : shelf.columns) {
+        FlexCpGroup group{.degree_index = columns_[std::size_t(c)].degree, .first_unit = 0,
+                          .sequences = columns_[std::size_t(c)].sequences};
+        std::ranges::sort(group.sequences);
+        groups.push_back(std::move(group));
+      }
+      std::ranges::sort(groups, [](const FlexCpGroup& x, const FlexCpGroup& y) {
+        return x.degree_index != y.degree_index ? x.degree_index > y.degree_index : x.sequences < y.sequences;
+      });
+      int unit = 0;
+      for (FlexCpGroup& group : groups) {
+        group.first_unit = unit;
+        unit += problem_.degrees[std::size_t(group.degree_index)].degree;
+      }
+      built.emplace_back(shelf_height(shelf), FlexCpMicroBatch{std::move(groups)});
+    }
+    std::ranges::stable_sort(built, [](const auto& x, const auto& y) {
+      return x.first != y.first ? x.first > y.first : x.second.groups[0].sequences < y.second.groups[0].sequences;
+    });
+    std::vector<FlexCpMicroBatch> batches;
+    for (auto& [seconds, micro_batch] : built) batches.push_back(std::move(micro_batch));
+    return batches;
+  }
+
+private:
+  struct Column {
+    int shelf = 0;
+    int degree = 0;
+    double load = 0;
+    std::int64_t tokens = 0;
+    std::vector<int> sequences;
+  };
+  struct Shelf {
+    int free_units = 0;
+    double limit = 0;
+    int degree = -1;  // the one degree of its groups, when the problem asks for one
+    std::vector<int> columns;
+  };
+
+  // Sequence and degree indices come as int (the plan's type) or std::size_t (loop counters).
+  template <class S, class K>
+  [[nodiscard]] double work(S s, K k) const { return work_[std::size_t(s) * degrees_ + std::size_t(k)]; }
+  template <class K>
+  [[nodiscard]] std::int64_t charged(int s, K k) const { return charged_[std::size_t(s) * degrees_ + std::size_t(k)]; }
+  template <class K>
+  [[nodiscard]] double constant(K k) const { return problem_.degrees[std::size_t(k)].latency.microbatch_overhead(); }
+  template <class K>
+  [[nodiscard]] double width(K k) const { return problem_.degrees[std::size_t(k)].degree; }
+  template <class K>
+  [[nodiscard]] int units_of(K k) const { return problem_.degrees[std::size_t(k)].degree; }
+  [[nodiscard]] bool fits(const Column& column, int s) const {
+    return charged(s, column.degree) <= problem_.degrees[std::size_t(column.degree)].capacity - column.tokens;
+  }
+  [[nodiscard]] double shelf_height(const Shelf& shelf) const {
+    double height = 0;
+    for (const int c : shelf.columns) height = std::max(height, columns_[std::size_t(c)].load);
+    return height;
+  }
+  [[nodiscard]] double slack(int c) const {
+    const Column& column = columns_[std::size_t(c)];
+    return shelves_[std::size_t(column.shelf)].limit - column.load;
+  }
+  [[nodiscard]] bool admits(const Shelf& shelf, int k) const {
+    return shelf.free_units >= units_of(k) && (shelf.degree < 0 || shelf.degree == k);
+  }
+
+  void clear() {
+    columns_.clear();
+    shelves_.clear();
+    open_.assign(degrees_, {});
+  }
+
+  void add(int c, int s) {
+    Column& column = columns_[std::size_t(c)];
+    column.load += work(s, column.degree);
+    column.tokens += charged(s, column.degree);
+    column.sequences.push_back(s);
+  }
+
+  int open_column(int shelf, int k) {
+    Shelf& target = shelves_[std::size_t(shelf)];
+    target.free_units -= units_of(k);
+    if (problem_.one_degree_per_micro_batch) target.degree = k;
+    const int c = static_cast<int>(columns_.size());
+    columns_.push_back({.shelf = shelf, .degree = k, .load = constant(k), .tokens = 0, .sequences = {}});
+    target.columns.push_back(c);
+    return c;
+  }
+
+  void place(int s, int k, double target) {
+    std::set<std::pair<double, int>>& open = open_[std::size_t(k)];
+    const double w = work(s, k);
+    int chosen = -1;
+    int scanned = 0;
+    for (auto it = open.lower_bound({w, -1}); it != open.end() && scanned < 8; ++it, ++scanned)
+      if (fits(columns_[std::size_t(it->second)], s)) {
+        chosen = it->second;
+        open.erase(it);
+        break;
+      }
+    if (chosen < 0) {
+      for (std::size_t m = 0; m < shelves_.size() && chosen < 0; ++m)
+        if (admits(shelves_[m], k) && constant(k) + w <= shelves_[m].limit) chosen = open_column(int(m), k);
+      if (chosen < 0) {
+        shelves_.push_back({.free_units = problem_.units, .limit = std::max(target, constant(k) + w), .degree = -1,
+                            .columns = {}});
+        chosen = open_column(static_cast<int>(shelves_.size()) - 1, k);
+      }
+    }
+    add(chosen, s);
+    open.insert({slack(chosen), chosen});
+  }
+
+  // The micro-batches' heights, to price a move in O(1): their sum and the three tallest.
+  struct Heights {
+    std::vector<double> of;
+    double total = 0;
+    std::array<std::size_t, 3> tallest{};
+    int pp = 1;
+
+    // The objective after shelf `m` becomes `m_height` and shelf `t` (which may be m) `t_height`.
+    [[nodiscard]] double with(std::size_t m, double m_height, std::size_t t, double t_height) const {
+      double sum = total - of[m] + m_height;
+      double slowest = m_height;
+      if (t != m) {
+        sum += t_height - of[t];
+        slowest = std::max(slowest, t_height);
+      }
+      for (const std::size_t i : tallest)
+        if (i != m && i != t && i < of.size()) {
+          slowest = std::max(slowest, of[i]);
+          break;
+        }
+      return sum + (pp - 1) * slowest;
+    }
+  };
+
+  [[nodiscard]] Heights heights() const {
+    Heights result{.of = {}, .total = 0, .tallest = {}, .pp = problem_.pp};
+    for (const Shelf& shelf : shelves_) result.of.push_back(shelf_height(shelf));
+    std::vector<std::size_t> order(result.of.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    const std::size_t top = std::min<std::size_t>(3, order.size());
+    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(top), order.end(),
+                      [&](std::size_t x, std::size_t y) { return result.of[x] > result.of[y]; });
+    result.tallest.fill(order.size());
+    std::copy_n(order.begin(), top, result.tallest.begin());
+    for (const double height : result.of) result.total += height;
+    return result;
+  }
+
+  // Moves the sequence of shelf m's slowest group whose move shortens the iteration most, if any does.
+  bool relieve(std::size_t m) {
+    Shelf& shelf = shelves_[m];
+    int slowest = shelf.columns.front();
+    double second = 0;  // the next slowest group's load
+    for (const int c : shelf.columns)
+      if (columns_[std::size_t(c)].load > columns_[std::size_t(slowest)].load) slowest = c;
+    for (const int c : shelf.columns)
+      if (c != slowest) second = std::max(second, columns_[std::size_t(c)].load);
+    const Column& from = columns_[std::size_t(slowest)];
+    const Heights now = heights();
+    double best = now.with(m, now.of[m], m, now.of[m]) * (1 - 1e-12);
+    int best_s = -1;
+    int best_to = -1;  // a column, or −1 − (shelf·degrees + k) for a new group
+    constexpr std::size_t tried = 16;
+    std::vector<int> candidates = from.sequences;
+    std::ranges::sort(candidates, [&](int x, int y) { return work(x, from.degree) > work(y, from.degree); });
+    if (candidates.size() > tried) candidates.resize(tried);
+    for (const int s : candidates) {
+      const double left = from.sequences.size() == 1 ? 0.0 : from.load - work(s, from.degree);
+      const double m_height = std::max(second, left);
+      for (std::size_t c = 0; c < columns_.size(); ++c) {
+        const Column& to = columns_[c];
+        if (int(c) == slowest || to.sequences.empty() || !std::isfinite(work(s, to.degree)) || !fits(to, s)) continue;
+        const auto t = std::size_t(to.shelf);
+        const double load = to.load + work(s, to.degree);
+        const double t_height = std::max(t == m ? m_height : now.of[t], load);
+        const double value = now.with(m, t == m ? t_height : m_height, t, t_height);
+        if (value < best) {
+          best = value;
+          best_s = s;
+          best_to = int(c);
+        }
+      }
+      for (std::size_t t = 0; t < shelves_.size(); ++t)
+        for (std::size_t k = 0; k < degrees_; ++k) {
+          const int free = shelves_[t].free_units + (t == m && from.sequences.size() == 1 ? units_of(from.degree) : 0);
+          const bool same_degree = shelves_[t].degree < 0 || shelves_[t].degree == int(k) ||
+                                   (t == m && shelf.columns.size() == 1 && from.sequences.size() == 1);
+          if (free < units_of(int(k)) || !same_degree || !std::isfinite(work(s, k)) ||
+              charged(s, int(k)) > problem_.degrees[k].capacity)
+            continue;
+          const double load = constant(k) + work(s, k);
+          const double t_height = std::max(t == m ? m_height : now.of[t], load);
+          const double value = now.with(m, t == m ? t_height : m_height, t, t_height);
+          if (value < best) {
+            best = value;
+            best_s = s;
+            best_to = -1 - int(t * degrees_ + k);
+          }
+        }
+    }
+    if (best_s < 0) return false;
+    move(slowest, best_s, best_to);
+    return true;
+  }
+
+  // Empties one of the two shortest micro-batches into the others without raising any of them: each of its
+  // sequences, longest first, into the fullest group with room under its micro-batch's height, else into a new group
+  // (least area) where units are free.
+  bool eliminate() {
+    std::vector<std::size_t> order;
+    for (std::size_t m = 0; m < shelves_.size(); ++m)
+      if (!shelves_[m].columns.empty()) order.push_back(m);
+    if (order.size() < 2) return false;
+    const Heights now = heights();
+    std::ranges::stable_sort(order, [&](std::size_t x, std::size_t y) { return now.of[x] < now.of[y]; });
+    for (std::size_t tried = 0; tried < 2; ++tried)
+      if (empty_into_others(order[tried], now)) return true;
+    return false;
+  }
+
+  bool empty_into_others(std::size_t m, const Heights& now) {
+    std::vector<std::pair<int, int>> sequences;  // (sequence, its column)
+    for (const int c : shelves_[m].columns)
+      for (const int s : columns_[std::size_t(c)].sequences) sequences.emplace_back(s, c);
+    const auto home_work = [&](const std::pair<int, int>& entry) {
+      return work(entry.first, columns_[std::size_t(entry.second)].degree);
+    };
+    std::ranges::stable_sort(sequences, [&](const auto& x, const auto& y) { return home_work(x) > home_work(y); });
+    // Tentative columns: the existing ones of other micro-batches, then any opened here; committed only if every
+    // sequence finds a place.
+    std::vector<Column> tentative;
+    std::vector<int> existing;  // tentative column → columns_ index, or −1 for a new one
+    for (std::size_t c = 0; c < columns_.size(); ++c)
+      if (columns_[c].shelf != int(m) && !columns_[c].sequences.empty()) {
+        tentative.push_back({.shelf = columns_[c].shelf, .degree = columns_[c].degree, .load = columns_[c].load,
+                             .tokens = columns_[c].tokens, .sequences = {}});
+        existing.push_back(int(c));
+      }
+    std::vector<int> free(shelves_.size());
+    std::vector<int> degree(shelves_.size());
+    for (std::size_t t = 0; t < shelves_.size(); ++t) {
+      free[t] = shelves_[t].free_units;
+      degree[t] = shelves_[t].degree;
+    }
+    for (const auto& entry : sequences) {
+      const int s = entry.first;
+      int target = -1;
+      double least = std::numeric_limits<double>::infinity();
+      for (std::size_t c = 0; c < tentative.size(); ++c) {
+        const Column& column = tentative[c];
+        const double room = now.of[std::size_t(column.shelf)] - column.load - work(s, column.degree);
+        if (room >= 0 && room < least && fits(column, s)) {
+          least = room;
+          target = int(c);
+        }
+      }
+      if (target < 0) {
+        double area = std::numeric_limits<double>::infinity();
+        std::size_t where = 0;
+        for (std::size_t t = 0; t < shelves_.size(); ++t)
+          for (std::size_t k = 0; k < degrees_ && t != m; ++k) {
+            const double alone = constant(k) + work(s, k);
+            if (free[t] >= units_of(int(k)) && (degree[t] < 0 || degree[t] == int(k)) && alone <= now.of[t] &&
+                charged(s, k) <= problem_.degrees[k].capacity && width(k) * alone < area) {
+              area = width(k) * alone;
+              where = t * degrees_ + k;
+            }
+          }
+        if (!std::isfinite(area)) return false;
+        const auto t = where / degrees_;
+        const auto k = int(where % degrees_);
+        free[t] -= units_of(k);
+        if (problem_.one_degree_per_micro_batch) degree[t] = k;
+        target = int(tentative.size());
+        tentative.push_back({.shelf = int(t), .degree = k, .load = constant(k), .tokens = 0, .sequences = {}});
+        existing.push_back(-1);
+      }
+      Column& column = tentative[std::size_t(target)];
+      column.load += work(s, column.degree);
+      column.tokens += charged(s, column.degree);
+      column.sequences.push_back(s);
+    }
+    for (const int c : shelves_[m].columns) columns_[std::size_t(c)].sequences.clear();
+    shelves_[m] = {.free_units = problem_.units, .limit = 0, .degree = -1, .columns = {}};
+    for (std::size_t c = 0; c < tentative.size(); ++c) {
+      if (tentative[c].sequences.empty()) continue;
+      const int column = existing[c] >= 0 ? existing[c] : open_column(tentative[c].shelf, tentative[c].degree);
+      for (const int s : tentative[c].sequences) add(column, s);
+    }
+    return true;
+  }
+
+  // The group layouts a micro-batch is regrouped into: every unit used, by groups of one degree, or c groups of one
+  // degree (c a power of two, or as many as fit) and the rest of the units in groups of a narrower one. Per
+  // layout, the degree of each group.
+  [[nodiscard]] std::vector<std::vector<int>> group_layouts() const {
+    std::vector<std::vector<int>> layouts;
+    for (std::size_t wide = 0; wide < degrees_; ++wide) {
+      const int most = problem_.units / units_of(wide);
+      layouts.push_back(std::vector<int>(std::size_t(most), int(wide)));
+      if (problem_.one_degree_per_micro_batch) continue;
+      std::vector<int> counts;
+      for (int count = 1; count < most; count *= 2) counts.push_back(count);
+      if (most > 2 && counts.back() != most - 1) counts.push_back(most - 1);
+      for (std::size_t narrow = 0; narrow < wide; ++narrow)
+        for (const int count : counts) {
+          std::vector<int> layout(static_cast<std::size_t>(count), static_cast<int>(wide));
+          const int rest = (problem_.units - count * units_of(wide)) / units_of(narrow);
+          layout.insert(layout.end(), std::size_t(rest), int(narrow));
+          layouts.push_back(std::move(layout));
+        }
+    }
+    return layouts;
+  }
+
+  // Regroups micro-batch m's sequences into the layout whose longest-first greedy (each sequence into the group it
+  // finishes soonest in, within capacity) gives the shortest micro-batch, if that is shorter than it is.
+  bool regroup(std::size_t m, const std::vector<std::vector<int>>& layouts) {
+    std::vector<int> sequences;
+    double height = 0;
+    for (const int c : shelves_[m].columns) {
+      const Column& column = columns_[std::size_t(c)];
+      sequences.insert(sequences.end(), column.sequences.begin(), column.sequences.end());
+      height = std::max(height, column.load);
+    }
+    std::ranges::sort(sequences, [&](int x, int y) {
+      return problem_.lengths[std::size_t(x)] != problem_.lengths[std::size_t(y)]
+                 ? problem_.lengths[std::size_t(x)] > problem_.lengths[std::size_t(y)]
+                 : x < y;
+    });
+    double best = height * (1 - 1e-12);
+    std::vector<Column> regrouped;
+    std::vector<Column> groups;
+    constexpr std::size_t budget = 1 << 21;  // sequence-group pairs tried per micro-batch, bounding the time
+    std::size_t spent = 0;
+    for (const std::vector<int>& layout : layouts) {
+      if (layout.size() > sequences.size()) continue;  // more groups than sequences: a narrower layout does better
+      spent += layout.size() * sequences.size();
+      if (spent > budget) break;
+      groups.assign(layout.size(), {});
+      for (std::size_t g = 0; g < layout.size(); ++g) groups[g] = {.shelf = int(m), .degree = layout[g],
+                                                                   .load = constant(layout[g]), .tokens = 0,
+                                                                   .sequences = {}};
+      double slowest = 0;
+      for (const int s : sequences) {
+        std::size_t chosen = groups.size();
+        for (std::size_t g = 0; g < groups.size(); ++g)
+          if (std::isfinite(work(s, groups[g].degree)) && fits(groups[g], s) &&
+              (chosen == groups.size() ||
+               groups[g].load + work(s, groups[g].degree) < groups[chosen].load + work(s, groups[chosen].degree)))
+            chosen = g;
+        if (chosen == groups.size()) {
+          slowest = std::numeric_limits<double>::infinity();
+          break;
+        }
+        Column& group = groups[chosen];
+        group.load += work(s, group.degree);
+        group.tokens += charged(s, group.degree);
+        group.sequences.push_back(s);
+        slowest = std::max(slowest, group.load);
+        if (slowest >= best) break;
+      }
+      if (slowest < best) {
+        best = slowest;
+        regrouped = groups;
+      }
+    }
+    if (regrouped.empty()) return false;
+    for (const int c : shelves_[m].columns) columns_[std::size_t(c)].sequences.clear();
+    shelves_[m] = {.free_units = problem_.units, .limit = shelves_[m].limit, .degree = -1, .columns = {}};
+    for (const Column& group : regrouped) {
+      if (group.sequences.empty()) continue;
+      const int column = open_column(int(m), group.degree);
+      for (const int s : group.sequences) add(column, s);
+    }
+    return true;
+  }
+
+  void move(int from_column, int s, int to) {
+    Column& from = columns_[std::size_t(from_column)];
+    Shelf& home = shelves_[std::size_t(from.shelf)];
+    std::erase(from.sequences, s);
+    from.load -= work(s, from.degree);
+    from.tokens -= charged(s, from.degree);
+    if (from.sequences.empty()) {
+      home.free_units += units_of(from.degree);
+      std::erase(home.columns, from_column);
+      if (home.columns.empty()) home.degree = -1;
+    } else {
+      from.load = constant(from.degree);  // re-summed, so removals leave no rounding behind
+      for (const int other : from.sequences) from.load += work(other, from.degree);
+    }
+    if (to < 0) {
+      const auto index = std::size_t(-1 - to);
+      to = open_column(static_cast<int>(index / degrees_), static_cast<int>(index % degrees_));
+    }
+    add(to, s);
+  }
+
+  const FlexCpProblem& problem_;
+  std::size_t degrees_;
+  std::vector<double> work_;           // per sequence and degree; infinite where the degree cannot hold it
+  std::vector<std::int64_t> charged_;
+  std::vector<Column> columns_;
+  std::vector<Shelf> shelves_;
+  std::vector<std::set<std::pair<double, int>>> open_;  // per degree: (slack, column)
+};
+
+}  // namespace detail
+
+// The fast solver: first-fit decreasing at a range of micro-batch heights (one per micro-batch count from 1 to the
+// number of sequences, geometrically spaced, then bisected around the best), with each sequence's degree chosen by
+// least area under the height or floored at each degree in turn; the best packing then improved by moving sequences
+// out of each micro-batch's slowest group, into another group or a new one of any degree, and by emptying the
+// shortest micro-batches into the others' idle time.
+inline FlexCpPlan solve_flex_cp(const FlexCpProblem& problem, const FlexCpOptions& options = {}) {
+  validate_flex_cp(problem);
+  sluice::require(options.targets >= 1, "flex CP: options.targets must be >= 1, got ", options.targets);
+  sluice::require(options.improvement_rounds >= 0, "flex CP: options.improvement_rounds must be >= 0, got ",
+                  options.improvement_rounds);
+  detail::FlexCpPacker packer(problem);
+  const double area = packer.area_per_unit();
+  const auto n = static_cast<double>(problem.lengths.size());
+  struct Start {
+    double target = 0;
+    int floor = -1;
+    double value = std::numeric_limits<double>::infinity();
+  };
+  const auto consider = [&](Start& start, double target, int floor) {
+    const double value = packer.pack(target, floor);
+    if (value < start.value) start = {target, floor, value};
+  };
+  // Least area under heights for micro-batch counts 1 .. n, geometrically spaced (the height each count gives if
+  // the area spreads evenly), then bisected around the best.
+  Start least_area;
+  const double ratio = options.targets > 1 ? std::pow(n, 1.0 / (options.targets - 1)) : n;
+  for (int t = 0; t < options.targets; ++t) consider(least_area, area / std::pow(ratio, t), -1);
+  for (double factor = std::sqrt(std::max(ratio, 1.25)); factor > 1.01; factor = std::sqrt(factor)) {
+    const double center = least_area.target;
+    consider(least_area, center * factor, -1);
+    consider(least_area, center / factor, -1);
+  }
+  // Every sequence at least as wide as each degree in turn, at one, two and four micro-batches' heights and around
+  // the best: side-by-side groups of one width, which the least-area choice misses when units would idle.
+  Start floored;
+  for (int floor = 0; floor < static_cast<int>(problem.degrees.size()); ++floor)
+    for (const double target : {area, area / 2, area / 4, least_area.target, least_area.target * 2,
+                                least_area.target / 2})
+      consider(floored, target, floor);
+  // Each start improved; the better kept.
+  const auto improved = [&](const Start& start) {
+    packer.pack(start.target, start.floor);
+    packer.improve(options.improvement_rounds);
+    return packer.objective();
+  };
+  const double from_floored = improved(floored);
+  if (from_floored < improved(least_area)) improved(floored);
+  FlexCpPlan plan{.micro_batches = packer.micro_batches(), .seconds = 0, .lower_bound = flex_cp_lower_bound(problem)};
+  plan.seconds = flex_cp_iteration_seconds(problem, plan.micro_batches);
+  return plan;
+}
+
+// The problem of `lengths` on a domain of `units` replicas of `base` (a ⟨TP, PP⟩ scheme of `profile`): degree 1 is
+// the base, and each CP degree that `admits` takes a scheme of on that base (the one of least a, then b, where a
+// hybrid offers several) gives a degree, kept while the degrees form a chain dividing the units. A ring charges each
+// length rounded up to its 2·R causal chunks. Schemes that hold no sequence are skipped.
+template <class Admits>
+FlexCpProblem flex_cp_problem(const cost::Profile& profile, const Scheme& base, int units,
+                              std::span<const std::int64_t> lengths, Admits admits) {
+  sluice::require(base.is_base(), "flex CP: ", base.name(), " is not a ⟨TP, PP⟩ scheme to build groups of");
+  std::vector<const cost::SchemeCost*> chosen;  // per CP degree, ascending
+  for (const cost::SchemeCost& cost : profile.schemes()) {
+    const Scheme& scheme = cost.scheme;
+    if (scheme.tp() != base.tp() || scheme.pp() != base.pp() || scheme.recompute() != base.recompute() ||
+        cost.max_len == 0 || (scheme.cp() > 1 && !admits(scheme)) || units % scheme.cp() != 0)
+      continue;
+    const auto same = std::ranges::find_if(chosen, [&](const cost::SchemeCost* kept) {
+      return kept->scheme.cp() == scheme.cp();
+    });
+    if (same == chosen.end()) {
+      chosen.push_back(&cost);
+    } else if (std::pair(cost.latency.a(), cost.latency.b()) < std::pair((*same)->latency.a(), (*same)->latency.b())) {
+      *same = &cost;
+    }
+  }
+  std::ranges::sort(chosen, {}, [](const cost::SchemeCost* cost) { return cost->scheme.cp(); });
+  FlexCpProblem problem{.lengths = {lengths.begin(), lengths.end()}, .units = units, .pp = base.pp(), .degrees = {},
+                        .one_degree_per_micro_batch = false};
+  for (const cost::SchemeCost* cost : chosen) {
+    const int degree = cost->scheme.cp();
+    if (!problem.degrees.empty() && degree % problem.degrees.back().degree != 0) continue;
+    const bool ring = degree > 1 && cost->scheme.ring() > 1;
+    problem.degrees.push_back({.degree = degree, .latency = cost->latency, .capacity = cost->max_len,
+                               .length_multiple = ring ? 2 * cost->scheme.ring() : 1});
+  }
+  return problem;
+}
+
+}  // namespace sluice::assign
