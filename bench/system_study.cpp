@@ -42,6 +42,8 @@ std::string paper_name(System system) {
     case System::megatron: return "Megatron-LM";
     case System::megatron_cp: return "Megatron-LM CP";
     case System::deepspeed: return "DeepSpeed";
+    case System::dynamic_cp: return "Megatron-LM dynamic CP";
+    case System::flexsp: return "FlexSP";
     case System::hotspa: return "HotSPa";
     case System::dynapipe: return "DynaPipe";
     case System::sluice: return "sluice";
@@ -89,8 +91,9 @@ struct Result {
 
 constexpr std::initializer_list<System> megatron_and_hotspa = {System::megatron, System::hotspa};
 constexpr std::initializer_list<System> three_baselines = {System::megatron, System::hotspa, System::dynapipe};
-constexpr std::initializer_list<System> five_baselines = {System::megatron, System::megatron_cp, System::deepspeed,
-                                                          System::hotspa, System::dynapipe};
+constexpr std::initializer_list<System> cp_baselines = {System::megatron, System::megatron_cp, System::deepspeed,
+                                                        System::dynamic_cp, System::flexsp, System::hotspa,
+                                                        System::dynapipe};
 
 // The CP and AC schemes of the scenarios with CP: degrees 2, 4 and 8 of Ulysses and of the ring, each with and
 // without full recomputation, derived from every measured ⟨TP, PP⟩ (and the derived ⟨TP, 1⟩).
@@ -720,7 +723,7 @@ rest are available, and the best by simulated mean for the range's sequences is 
 
 
 // Every system with CP and AC on the scenarios given (each with its TP-across-nodes variant where needed): seconds,
-// sluice over the best of the five baselines, and the best system of the same scenario without CP.
+// sluice over the best of the seven baselines, and the best system of the same scenario without CP.
 // `scenarios` with CP, each once.
 std::vector<Scenario> with_cp(const std::vector<Scenario>& scenarios) {
   std::vector<Scenario> result;
@@ -734,14 +737,15 @@ std::vector<Scenario> with_cp(const std::vector<Scenario>& scenarios) {
 
 void cp_table(const std::vector<Scenario>& scenarios, Range& range) {
   std::cout << "| model | GPUs | context | lengths | TP | Megatron-LM (s) | Megatron-LM CP (s) | DeepSpeed (s) | "
-               "HotSPa (s) | DynaPipe (s) | sluice (s) | sluice over the best baseline | without CP: the best "
-               "baseline (s), sluice (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+               "Megatron-LM dynamic CP (s) | FlexSP (s) | HotSPa (s) | DynaPipe (s) | sluice (s) | sluice over the "
+               "best baseline | without CP: the best baseline (s), sluice (s) |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Scenario& scenario : with_cp(scenarios)) {
     {
       const Result& result = run(scenario);
       scenario_cells(scenario);
       for (const System s : compare::all_systems) std::cout << " | " << seconds_cell(result, s);
-      const auto best = result.best_of(five_baselines);
+      const auto best = result.best_of(cp_baselines);
       std::cout << " | " << speedup_cell(result, best);
       if (best && result.feasible(System::sluice)) std::cout << " (" << paper_name(*best) << ")";
       Scenario off = scenario;
@@ -751,7 +755,7 @@ void cp_table(const std::vector<Scenario>& scenarios, Range& range) {
       std::cout << " | ";
       if (best_without) std::cout << paper_name(*best_without) << " " << seconds_cell(without, *best_without) << ", ";
       std::cout << seconds_cell(without, System::sluice) << " |\n";
-      range.add(result, five_baselines);
+      range.add(result, cp_baselines);
     }
   }
 }
@@ -763,7 +767,7 @@ std::string cp_winners(const std::vector<Scenario>& scenarios) {
     {
       Scenario off = with;
       off.cp = false;
-      const auto best_with = run(with).best_of(five_baselines);
+      const auto best_with = run(with).best_of(cp_baselines);
       const auto best_without = run(off).best_of(three_baselines);
       ++rows;
       if (best_with && best_without && *best_with != *best_without) ++changed;
@@ -806,8 +810,12 @@ with Megatron-LM's ring and its causal load balance (beside Megatron-LM with ⟨
 it), and **DeepSpeed**, the paper's third baseline: the best static ZeRO-3 DP × Ulysses SP strategy, with or
 without recomputation, sequences packed into bins of the context, ZeRO-3's memory (every state sharded over all
 GPUs) and its collectives (an all-gather of the 16-bit weights in the forward, an all-gather and a
-reduce-scatter in the backward, per micro-batch) charged where a full bin's compute does not hide them. HotSPa
-and DynaPipe choose among the same homogeneous strategies; sluice's candidates mix them. The last column gives
+reduce-scatter in the backward, per micro-batch) charged where a full bin's compute does not hide them. Two more
+choose the CP degree per micro-batch ([assign-flex-cp.md](assign-flex-cp.md) solves their iterations): **Megatron-LM
+dynamic CP**, the best ⟨TP, PP⟩ domain whose replicas form ring CP groups of one power-of-two size per micro-batch,
+and **FlexSP**, ZeRO-3 (as DeepSpeed) with Ulysses groups of different sizes side by side in each micro-batch.
+HotSPa and DynaPipe choose among the same homogeneous strategies; sluice's candidates mix them (sluice does not yet
+re-form its pipelines' CP groups per micro-batch). The last column gives
 the same scenario without CP (the first table), to show where CP changes which system wins. Each scenario with CP
 runs its first )" << cp_iterations << R"( iterations, the same batches as the first ones above.
 
@@ -816,7 +824,7 @@ runs its first )" << cp_iterations << R"( iterations, the same batches as the fi
 )";
   Range fig10;
   cp_table(paper_scenarios(), fig10);
-  std::cout << "\nsluice over the best of the five baselines: " << fig10.text() << "; "
+  std::cout << "\nsluice over the best of the seven baselines: " << fig10.text() << "; "
             << cp_winners(paper_scenarios()) << ".\n";
 
   std::cout << R"(
@@ -842,7 +850,7 @@ and, for contrast, `man-pages`, whose tail past 128K is thin ()" << count_longer
 )";
   Range long_range;
   cp_table(long_context_scenarios(), long_range);
-  std::cout << "\nsluice over the best of the five baselines at long contexts: " << long_range.text() << "; "
+  std::cout << "\nsluice over the best of the seven baselines at long contexts: " << long_range.text() << "; "
             << cp_winners(long_context_scenarios()) << ".\n";
   Range all = fig10;
   all.values.insert(all.values.end(), sweep_range.values.begin(), sweep_range.values.end());

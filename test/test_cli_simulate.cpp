@@ -32,7 +32,8 @@ TEST_CASE("cli: simulate compares the systems on the bundled data") {
   const auto result = run_cli(with({"simulate"}, small));
   REQUIRE(result.code == 0);
   CHECK(result.err.empty());
-  for (const std::string_view name : {"megatron", "megatron_cp", "deepspeed", "hotspa", "dynapipe", "sluice"})
+  for (const std::string_view name :
+       {"megatron", "megatron_cp", "deepspeed", "dynamic_cp", "flexsp", "hotspa", "dynapipe", "sluice"})
     CHECK(result.out.find("\n  " + std::string(name) + " ") != std::string::npos);
   CHECK(result.out.find("llama2-7b on 16 GPUs") != std::string::npos);
   CHECK(result.out.find("sluice speedup") != std::string::npos);
@@ -47,19 +48,24 @@ TEST_CASE("cli: simulate --json: every system, its iterations and summary; deter
   // The default context: the longest MaxLen of a usable scheme, shorter than the longest sequence (239,191).
   CHECK(document.at("context") == 84224);
   CHECK(document.at("length_ranges") == sluice::io::json({4096, 16384, 65536, 84224}));
-  CHECK(document.at("version") == 4);
-  REQUIRE(document.at("systems").size() == 6);
-  const auto& sluice_run = document.at("systems")[5];
+  CHECK(document.at("version") == 6);
+  REQUIRE(document.at("systems").size() == 8);
+  const auto& sluice_run = document.at("systems")[7];
   CHECK(sluice_run.at("name") == "sluice");
   CHECK(sluice_run.at("summary").at("speedup").get<double>() == 1.0);
-  // Without --cp, Megatron-LM's context parallelism has no scheme, and ZeRO-3 without Ulysses holds no 84K.
+  // Without --cp, Megatron-LM's context parallelism has no scheme, ZeRO-3 without Ulysses holds no 84K, and the
+  // flex CP systems have no CP degree to choose.
   CHECK(document.at("systems")[1].at("failure") ==
         "the scheme space has no ring context-parallel scheme (--cp with the ring kind)");
   CHECK(document.at("systems")[2].at("failure").get<std::string>().starts_with(
       "no ZeRO-3 × Ulysses strategy of llama2-7b on 16 GPUs holds 84224 tokens"));
+  CHECK(document.at("systems")[3].at("failure") ==
+        "no ⟨TP, PP⟩ × ring CP domain of llama2-7b on 16 GPUs has CP groups and holds 84224 tokens in one (the "
+        "scheme space's ring degrees: --cp with that kind)");
+  CHECK(document.at("systems")[4].at("failure").get<std::string>().starts_with("no ZeRO-3 × Ulysses domain"));
   for (const auto& system : document.at("systems")) {
     CAPTURE(system.at("name"));
-    if (system.at("name") == "megatron_cp" || system.at("name") == "deepspeed") continue;
+    if (!system.at("failure").is_null()) continue;
     CHECK(system.at("failure").is_null());
     REQUIRE(system.at("iterations").size() == 3);
     for (const auto& iteration : system.at("iterations")) {
@@ -69,7 +75,7 @@ TEST_CASE("cli: simulate --json: every system, its iterations and summary; deter
     }
   }
   // The chosen homogeneous strategies use every GPU.
-  for (const std::size_t s : {0, 4}) {
+  for (const std::size_t s : {0, 6}) {
     const auto strategy = document.at("systems")[s].at("strategies")[0].get<sluice::Strategy>();
     CHECK(strategy.gpus() == 16);
   }
@@ -79,12 +85,12 @@ TEST_CASE("cli: simulate --json: every system, its iterations and summary; deter
   CHECK(again.out == result.out);
 }
 
-TEST_CASE("cli: simulate with CP and AC: Megatron-LM's ring CP and DeepSpeed's ZeRO-3 × Ulysses run beside the rest") {
+TEST_CASE("cli: simulate with CP and AC: Megatron-LM's CP, DeepSpeed, dynamic CP and FlexSP run beside the rest") {
   const auto result = run_cli({"simulate", "--json", "--iterations", "1", "--tokens", "40000", "--trials", "4",
                                "--context", "32768", "--cp", "2,4,8", "--cp-kinds", "ring,ulysses", "--ac"});
   REQUIRE(result.code == 0);
   const auto document = sluice::io::json::parse(result.out);
-  CHECK(document.at("version") == 5);  // 4, and one above for its CP and AC schemes
+  CHECK(document.at("version") == 7);  // 6, and one above for its CP and AC schemes
   for (const auto& system : document.at("systems")) {
     CAPTURE(system.at("name"));
     CHECK(system.at("failure").is_null());
@@ -98,6 +104,11 @@ TEST_CASE("cli: simulate with CP and AC: Megatron-LM's ring CP and DeepSpeed's Z
   CHECK((deepspeed.tp() == 1 && deepspeed.pp() == 1));
   CHECK((deepspeed.cp() == 1 || deepspeed.cp_kind() == sluice::CpKind::ulysses));
   CHECK(document.at("systems")[2].at("configuration").get<std::string>().find("ZeRO-3 collectives of") !=
+        std::string::npos);
+  // The flex CP systems: ring groups on a ⟨TP, PP⟩ domain, and ZeRO-3 Ulysses groups on ⟨1, 1⟩.
+  CHECK(scheme_of(3).cp() == 1);
+  CHECK(scheme_of(4) == sluice::Scheme(1, 1));
+  CHECK(document.at("systems")[4].at("configuration").get<std::string>().find("Ulysses groups of 1, 2, 4, 8") !=
         std::string::npos);
 }
 
@@ -131,12 +142,12 @@ TEST_CASE("cli: simulate reports a system that cannot run the scenario, and fail
                                 "--iterations", "2", "--tokens", "30000", "--trials", "4", "--json"});
   REQUIRE(partial.code == 0);
   const auto document = sluice::io::json::parse(partial.out);
-  for (const std::size_t s : {0, 3, 4}) {  // megatron, hotspa, dynapipe
+  for (const std::size_t s : {0, 5, 6}) {  // megatron, hotspa, dynapipe
     const auto& failure = document.at("systems")[s].at("failure");
     REQUIRE(failure.is_string());
     CHECK(failure.get<std::string>().find("holds 22000 tokens (one scheme, replicated") != std::string::npos);
   }
-  CHECK(document.at("systems")[5].at("failure").is_null());
+  CHECK(document.at("systems")[7].at("failure").is_null());
   // The default context is one a usable scheme holds; 32768 is past every scheme of 32 GPUs within a node.
   const auto none =
       run_cli({"simulate", "--profile", "llama2-32b", "--gpus", "32", "--iterations", "1", "--context", "32768"});
@@ -186,7 +197,7 @@ TEST_CASE("cli: trace --iteration k draws the plan simulate ran for sluice at it
   const auto simulated = run_cli(with({"simulate", "--iterations", "3"}, scenario));
   REQUIRE(simulated.code == 0);
   const auto comparison = sluice::io::json::parse(simulated.out);
-  const auto& sluice_run = comparison.at("systems").at(5);
+  const auto& sluice_run = comparison.at("systems").at(7);
   REQUIRE(sluice_run.at("name") == "sluice");
   REQUIRE(sluice_run.at("iterations").size() == 3);
   for (const std::string_view k : {"0", "1", "2"}) {

@@ -108,7 +108,8 @@ TEST_CASE("compare: the systems' plans, progress and choices") {
     CHECK(run.name == sluice::compare::name(system));
     REQUIRE_FALSE(run.failure.has_value());
     CHECK(run.iterations.size() == 2);
-    CHECK_FALSE(run.first.pipelines.empty());
+    // The flex CP systems simulate no pipelines: their micro-batches' groups re-form.
+    CHECK(run.first.pipelines.empty() == (system == System::dynamic_cp || system == System::flexsp));
     // The plans a system keeps for pictures are those of the batches it was given (DeepSpeed's, on its ZeRO-3
     // profile, below).
     for (std::size_t k = 0; k < run.plans.size() && system != System::deepspeed; ++k)
@@ -274,13 +275,14 @@ TEST_CASE("compare: a comparison's JSON document reads back exactly; a broken on
       sluice::compare::compare_systems(options, dataset, batches_of(dataset, options.tokens, 1, 2));
   const sluice::io::json document = sluice::io::to_document(comparison);
   CHECK(document.at("format") == "sluice.comparison");
-  CHECK(document.at("version") == 4);  // 3, and one above for its CP and AC schemes
+  CHECK(document.at("version") == 6);  // 5, and one above for its CP and AC schemes
   const sluice::compare::Comparison back = sluice::test::read_back(comparison);
   CHECK(back == comparison);
   for (const System system : sluice::compare::all_systems) {
     CAPTURE(sluice::compare::name(system));
-    // Everything a run holds comes back: iteration 0's pipelines, op by op, and the kept plans.
-    CHECK_FALSE(back.systems[system].first.pipelines.empty());
+    // Everything a run holds comes back: iteration 0's pipelines, op by op (none for the flex CP systems), and the
+    // kept plans.
+    CHECK(back.systems[system].first.pipelines.empty() == (system == System::dynamic_cp || system == System::flexsp));
     CHECK(back.systems[system].first == comparison.systems[system].first);
     CHECK(back.systems[system].plans == comparison.systems[system].plans);
   }
@@ -307,7 +309,7 @@ TEST_CASE("compare: a comparison's JSON document reads back exactly; a broken on
                        doctest::Contains("field 'systems'[1]: system run: field 'iterations'[0]: iteration outcome: "
                                          "missing field 'imbalance'"),
                        sluice::invalid_input);
-  CHECK_THROWS_WITH_AS(read(without(pointer("/systems/3/first/pipelines/0"), "makespan")),
+  CHECK_THROWS_WITH_AS(read(without(pointer("/systems/5/first/pipelines/0"), "makespan")),
                        doctest::Contains("simulation: missing field 'makespan'"), sluice::invalid_input);
   CHECK_THROWS_WITH_AS(read(without(pointer("/systems/0"), "failure")), doctest::Contains("missing field 'failure'"),
                        sluice::invalid_input);
@@ -315,7 +317,7 @@ TEST_CASE("compare: a comparison's JSON document reads back exactly; a broken on
                        doctest::Contains("plan: missing field 'chosen'"), sluice::invalid_input);
 
   sluice::io::json broken = document;
-  broken["systems"][3]["first"]["pipelines"][0]["stages"][0][0]["pass"] = "sideways";
+  broken["systems"][5]["first"]["pipelines"][0]["stages"][0][0]["pass"] = "sideways";
   CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("op timing: field 'pass': expected \"forward\" or"),
                        sluice::invalid_input);
   broken = document;
@@ -328,16 +330,19 @@ TEST_CASE("compare: a comparison's JSON document reads back exactly; a broken on
                        sluice::invalid_input);
   broken = document;
   broken["systems"].erase(3);
-  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("expected 6 systems, got 5"), sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("expected 8 systems, got 7"), sluice::invalid_input);
   broken = document;
   broken["version"] = 2;  // four systems, before DeepSpeed and Megatron-LM's CP
   CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("unsupported sluice.comparison version 2"),
+                       sluice::invalid_input);
+  broken["version"] = 4;  // six systems, before Megatron-LM's dynamic CP and FlexSP
+  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("unsupported sluice.comparison version 4"),
                        sluice::invalid_input);
   broken = document;
   broken["batches"][0]["tokens"] = 1.5;
   CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("field 'tokens': expected an integer"), sluice::invalid_input);
   broken = document;
-  broken["systems"][5]["layout_moves"][0] = "fast";
+  broken["systems"][7]["layout_moves"][0] = "fast";
   CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("field 'layout_moves'[0]: expected a number"),
                        sluice::invalid_input);
   broken = document;
@@ -365,7 +370,7 @@ TEST_CASE("compare: DeepSpeed's ZeRO-3 collectives, by hand") {
 
 TEST_CASE("compare: DeepSpeed runs ZeRO-3 × Ulysses, holds more than the Hydraulis memory model, and says why not") {
   const sluice::compare::Options options = wide_options();
-  const auto zero3 = sluice::compare::detail::zero3_options(options);
+  const auto zero3 = sluice::compare::detail::zero3_options(options, options.context);
   REQUIRE(zero3.options.has_value());
   const sluice::cost::Profile& narrowed = zero3.options->profile;
   CHECK(narrowed.spec().memory->state_sharding == sluice::cost::StateSharding::zero3);
@@ -392,7 +397,7 @@ TEST_CASE("compare: DeepSpeed runs ZeRO-3 × Ulysses, holds more than the Hydrau
   // Without Ulysses or recomputation nothing of DeepSpeed's holds 64K on 8 GPUs.
   sluice::compare::Options narrow = small_options();
   narrow.context = 65536;
-  const auto none = sluice::compare::detail::zero3_options(narrow);
+  const auto none = sluice::compare::detail::zero3_options(narrow, narrow.context);
   CHECK_FALSE(none.options.has_value());
   CHECK(none.failure.starts_with("no ZeRO-3 × Ulysses strategy of llama2-7b on 8 GPUs holds 65536 tokens"));
 }

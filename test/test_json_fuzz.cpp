@@ -256,7 +256,9 @@ std::vector<Subject> compare_subjects() {
       data::LengthDataset::load(io::resolve_data_file("cpython-stdlib", "lengths")).truncated(options.context);
   data::BatchSampler sampler(dataset, {.tokens_per_batch = options.tokens, .seed = 1});
   const std::vector<std::vector<Sequence>> batches{sampler.next().sequences};
-  return {make_subject<compare::Comparison>("comparison", compare::compare_systems(options, dataset, batches))};
+  // Not written back in place: the runs' strategies are, in canonical order, as the strategy subject's.
+  return {make_subject<compare::Comparison>("comparison", compare::compare_systems(options, dataset, batches), {},
+                                            false)};
 }
 
 std::vector<Subject> search_subjects() {

@@ -110,8 +110,9 @@ inline io::json run_json(const compare::SystemRun& run, const compare::Summary& 
   return document;
 }
 
-// 4: six systems, Megatron-LM with context parallelism and DeepSpeed added (2 held four, 3 is 2 with CP schemes).
-inline constexpr int simulate_run_version = 4;
+// 6: eight systems, Megatron-LM's dynamic CP and FlexSP added (4 held six, with Megatron-LM's CP and DeepSpeed; 2
+// held four; each version's CP variant is one above it).
+inline constexpr int simulate_run_version = 6;
 
 inline io::json comparison_json(const Scenario& scenario, const compare::Comparison& comparison,
                                 const compare::BySystem<compare::Summary>& summaries,
@@ -170,8 +171,9 @@ inline std::vector<std::string> write_pictures(Outputs& outputs, const std::file
     if (!run.plans.empty())
       write("loads-" + run.name + ".svg",
             io::pipeline_loads_svg(run.plans, run.name + ": pipeline loads of the first iterations, " + where));
-    write("timeline-" + run.name + ".svg", io::timeline_svg(run.first.pipelines, run.first.names,
-                                                            run.name + ": iteration 0, " + where));
+    if (!run.first.pipelines.empty())  // the flex CP systems simulate no pipelines
+      write("timeline-" + run.name + ".svg", io::timeline_svg(run.first.pipelines, run.first.names,
+                                                              run.name + ": iteration 0, " + where));
   }
   return written;
 }

@@ -116,11 +116,14 @@ def test_given_batches_are_the_sampled_ones(profile, dataset, comparison):
 
 
 def test_result_structure(comparison):
-    assert sluice.system_names() == ["megatron", "megatron_cp", "deepspeed", "hotspa", "dynapipe", "sluice"]
+    assert sluice.system_names() == ["megatron", "megatron_cp", "deepspeed", "dynamic_cp", "flexsp", "hotspa",
+                                    "dynapipe", "sluice"]
     assert [run.name for run in comparison.systems] == sluice.system_names()
     # Without CP schemes, Megatron-LM's CP has none to run, and ZeRO-3 alone holds no sequence this long.
     assert comparison["megatron_cp"].failure.startswith("the scheme space has no ring context-parallel scheme")
     assert comparison["deepspeed"].failure.startswith("no ZeRO-3 × Ulysses strategy")
+    assert comparison["dynamic_cp"].failure.startswith("no ⟨TP, PP⟩ × ring CP domain")
+    assert comparison["flexsp"].failure.startswith("no ZeRO-3 × Ulysses domain")
     ran = [run for run in comparison.systems if run.failure is None]
     assert comparison.any_ran and [run.name for run in ran] == ["megatron", "hotspa", "dynapipe", "sluice"]
     assert comparison["sluice"].name == "sluice"
@@ -163,7 +166,7 @@ def test_first_iteration_pipelines(comparison):
 def test_json_round_trip_pickle_and_files(comparison, tmp_path):
     text = comparison.to_json()
     document = json.loads(text)
-    assert document["format"] == "sluice.comparison" and document["version"] == 3
+    assert document["format"] == "sluice.comparison" and document["version"] == 5
     back = sluice.Comparison.from_json(text)
     assert back == comparison and back.to_json() == text
     assert [[name for name, _ in run.first] for run in back.systems] == \
@@ -180,7 +183,7 @@ def test_json_round_trip_pickle_and_files(comparison, tmp_path):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda d: d["systems"][3]["iterations"][0].pop("imbalance"), "missing field 'imbalance'"),
+    (lambda d: d["systems"][5]["iterations"][0].pop("imbalance"), "missing field 'imbalance'"),
     (lambda d: d["systems"][0]["first"]["pipelines"][0]["stages"][0][0].update({"pass": "sideways"}),
      "op timing: field 'pass'"),
     (lambda d: d["systems"].reverse(), "expected system 'megatron'"),
@@ -252,7 +255,7 @@ def test_the_example_script_runs(tmp_path):
         [sys.executable, str(SCRIPT), "--iterations", "2", "--gpus", "8", "--tokens", "50000", "--out", str(out)],
         capture_output=True, text=True, cwd=SCRIPT.parent, env=env, timeout=120)
     assert finished.returncode == 0, finished.stderr
-    rows = finished.stdout.splitlines()[2:8]
+    rows = finished.stdout.splitlines()[2:10]
     assert [row.split()[0] for row in rows] == sluice.system_names()
     if importlib.util.find_spec("matplotlib") is not None:
         assert out.is_file() and out.stat().st_size > 0

@@ -1,6 +1,7 @@
 #pragma once
 // The headline comparison of Hydraulis §8 (Fig. 10–12): Megatron-LM-style fixed-length packing (⟨TP, PP⟩, and
-// with context parallelism), DeepSpeed (ZeRO-3 × Ulysses), HotSPa-style length ranges, DynaPipe and sluice on the
+// with context parallelism), DeepSpeed (ZeRO-3 × Ulysses), CP degrees per micro-batch (Megatron-LM's dynamic CP,
+// FlexSP), HotSPa-style length ranges, DynaPipe and sluice on the
 // same batches, every iteration estimated the same way (the simulated
 // makespan of its slowest pipeline, stage-to-stage links in Options::problem), every plan validated; with each
 // system's summary. `sluice simulate` prints it; docs/study.md is made of it.
@@ -15,6 +16,7 @@
 
 #include "sluice/compare/deepspeed.hpp"
 #include "sluice/compare/dynapipe.hpp"
+#include "sluice/compare/flex_cp.hpp"
 #include "sluice/compare/hotspa.hpp"
 #include "sluice/compare/iteration_plans.hpp"
 #include "sluice/compare/megatron.hpp"
@@ -65,6 +67,8 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
   Megatron megatron(options, chosen ? &chosen->megatron : nullptr);
   Megatron megatron_cp(options, nullptr, System::megatron_cp);
   DeepSpeed deepspeed(options);
+  FlexCp dynamic_cp(options, System::dynamic_cp);
+  FlexCp flexsp(options, System::flexsp);
   HotSpa hotspa(options);
   DynaPipe dynapipe(options, chosen ? &chosen->dynapipe : nullptr);
   std::optional<Sluice> sluice;
@@ -80,6 +84,8 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
     megatron.add(batch);
     megatron_cp.add(batch);
     deepspeed.add(batch);
+    dynamic_cp.add(batch);
+    flexsp.add(batch);
     hotspa.add(batch);
     dynapipe.add(batch);
     if (sluice) sluice->add(batch);
@@ -89,6 +95,8 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
   comparison.systems[System::megatron] = std::move(megatron).result();
   comparison.systems[System::megatron_cp] = std::move(megatron_cp).result();
   comparison.systems[System::deepspeed] = std::move(deepspeed).result();
+  comparison.systems[System::dynamic_cp] = std::move(dynamic_cp).result();
+  comparison.systems[System::flexsp] = std::move(flexsp).result();
   comparison.systems[System::hotspa] = std::move(hotspa).result();
   comparison.systems[System::dynapipe] = std::move(dynapipe).result();
   comparison.systems[System::sluice] =

@@ -58,15 +58,16 @@ inline double zero3_exposed_seconds(double collective, const cost::QuadraticLate
 
 namespace detail {
 
-// `options` with its profile narrowed to DeepSpeed's schemes under ZeRO-3: memory with every state sharded over
-// the cluster, the collectives' exposed time added to each scheme's constant; nullopt with why when there is none.
+// `options` with its profile narrowed to DeepSpeed's schemes under ZeRO-3 that hold `holds` tokens (DeepSpeed: the
+// context; FlexSP: any sequence): memory with every state sharded over the cluster, the collectives' exposed time
+// added to each scheme's constant; nullopt with why when there is none.
 struct Zero3Options {
   std::optional<Options> options;
   std::string failure;
   double collective_seconds = 0;
 };
 
-inline Zero3Options zero3_options(const Options& options) {
+inline Zero3Options zero3_options(const Options& options, std::int64_t holds) {
   const cost::ProfileSpec& spec = options.profile.spec();
   Zero3Options result;
   if (!spec.memory || !spec.memory->activation_bytes.contains(1)) {
@@ -79,7 +80,7 @@ inline Zero3Options zero3_options(const Options& options) {
   std::vector<cost::SchemeEntry> entries;
   for (const cost::SchemeCost& cost : options.profile.schemes()) {
     if (!deepspeed_scheme(cost.scheme) || gpus % cost.scheme.gpus() != 0) continue;
-    if (spec.memory->for_scheme(cost.scheme, gpus, cost::StateSharding::zero3).max_len() < options.context) continue;
+    if (spec.memory->for_scheme(cost.scheme, gpus, cost::StateSharding::zero3).max_len() < holds) continue;
     const cost::QuadraticLatency& t = cost.latency;
     const double exposed =
         zero3_exposed_seconds(result.collective_seconds, t, options.context, options.problem.backward_ratio);
@@ -87,7 +88,7 @@ inline Zero3Options zero3_options(const Options& options) {
   }
   if (entries.empty()) {
     result.failure = sluice::concat("no ZeRO-3 × Ulysses strategy of ", spec.name, " on ", gpus, " GPUs holds ",
-                                    options.context, " tokens (the scheme space's Ulysses degrees: --cp with the "
+                                    holds, " tokens (the scheme space's Ulysses degrees: --cp with the "
                                     "ulysses kind; recomputation: --ac)");
     return result;
   }
@@ -106,7 +107,7 @@ public:
   // Chooses among every DeepSpeed strategy holding the context, or only among those of them in `only` (the
   // paper's configuration, for one). `options` must outlive the system.
   explicit DeepSpeed(const Options& options, std::optional<std::span<const Strategy>> only = std::nullopt)
-      : zero3_(detail::zero3_options(options)),
+      : zero3_(detail::zero3_options(options, options.context)),
         runs_(zero3_.options ? *zero3_.options : options, strategies(options.context, only), nullptr) {}
   DeepSpeed(const DeepSpeed&) = delete;  // runs_ points into zero3_
   DeepSpeed& operator=(const DeepSpeed&) = delete;

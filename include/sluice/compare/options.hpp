@@ -53,14 +53,17 @@ inline bool megatron_cp_scheme(const Scheme& scheme) {
 }
 
 // The compared systems, in the order reports list them.
-enum class System { megatron, megatron_cp, deepspeed, hotspa, dynapipe, sluice };
-inline constexpr std::array<System, 6> all_systems = {System::megatron, System::megatron_cp, System::deepspeed,
-                                                      System::hotspa,   System::dynapipe,    System::sluice};
+enum class System { megatron, megatron_cp, deepspeed, dynamic_cp, flexsp, hotspa, dynapipe, sluice };
+inline constexpr std::array<System, 8> all_systems = {System::megatron,   System::megatron_cp, System::deepspeed,
+                                                      System::dynamic_cp, System::flexsp,      System::hotspa,
+                                                      System::dynapipe,   System::sluice};
 
 // The stable name of a system: JSON documents, picture files and tables use it.
-inline constexpr NameTable<System, 6> system_names{{{System::megatron, "megatron"},
+inline constexpr NameTable<System, 8> system_names{{{System::megatron, "megatron"},
                                                     {System::megatron_cp, "megatron_cp"},
                                                     {System::deepspeed, "deepspeed"},
+                                                    {System::dynamic_cp, "dynamic_cp"},
+                                                    {System::flexsp, "flexsp"},
                                                     {System::hotspa, "hotspa"},
                                                     {System::dynapipe, "dynapipe"},
                                                     {System::sluice, "sluice"}}};

@@ -1,6 +1,6 @@
 #pragma once
-// JSON for the comparison of systems ("sluice.comparison", version 3; 1 and its CP variant 2 held four systems,
-// before Megatron-LM with context parallelism and DeepSpeed, and are refused by their version):
+// JSON for the comparison of systems ("sluice.comparison", version 5, its CP variant 6; 1 and 2 held four systems,
+// 3 and 4 six, before Megatron-LM's dynamic CP and FlexSP, and are refused by their version):
 // `batches[{sequences, tokens}]`, `systems` (one per system in compare::all_systems order, each {name, failure
 // (null or why it cannot run), configuration, strategies, layout_moves, iterations[{seconds, switching,
 // layout_move, imbalance, idle, strategy}], plans (sluice.iteration_plan payloads), first{names, pipelines}}),
@@ -25,7 +25,7 @@ namespace sluice::io {
 template <>
 struct document_traits<compare::Comparison> {
   static constexpr std::string_view format = "sluice.comparison";
-  static constexpr int version = 3;
+  static constexpr int version = 5;
 };
 }  // namespace sluice::io
 

@@ -1,0 +1,152 @@
+#pragma once
+// The baselines that choose a context-parallel degree per micro-batch, on replicas of one ⟨TP, PP⟩ pipeline whose
+// units re-form into CP groups for every micro-batch (assign/flex_cp.hpp solves each iteration):
+// - System::flexsp, FlexSP (Wang et al., ASPLOS'25): ZeRO-3 data parallelism over all GPUs (as DeepSpeed, with its
+//   memory and collectives) and Ulysses groups of different sizes in one micro-batch, the sequences assigned to
+//   groups and split into micro-batches to fit memory; its MILP's objective, solved by the flex CP solver.
+// - System::dynamic_cp, Megatron-LM's dynamic context parallelism (--dynamic-context-parallel): a ⟨TP, PP⟩
+//   domain whose DP×CP ranks take one power-of-two ring CP size per packed micro-batch, the packing balanced over
+//   the data-parallel groups; the best domain by mean over the iterations.
+// An iteration's time is the flex CP plan's: Σ over micro-batches of the slowest group, plus (PP − 1) times the
+// slowest micro-batch for the pipeline's fill and drain.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sluice/assign/flex_cp.hpp"
+#include "sluice/compare/deepspeed.hpp"
+#include "sluice/compare/detail/iterations.hpp"
+#include "sluice/compare/options.hpp"
+#include "sluice/compare/results.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/scheme.hpp"
+#include "sluice/core/sequence.hpp"
+#include "sluice/core/strategy.hpp"
+#include "sluice/cost/profile.hpp"
+
+namespace sluice::compare {
+
+// Whether a flex CP system forms groups of `scheme` (a CP scheme; ⟨TP, PP⟩ itself is always degree 1).
+inline bool flexsp_scheme(const Scheme& scheme) { return scheme.cp_kind() == CpKind::ulysses; }
+inline bool dynamic_cp_scheme(const Scheme& scheme) {
+  return scheme.cp_kind() == CpKind::ring && (scheme.cp() & (scheme.cp() - 1)) == 0;
+}
+
+// One iteration's outcome of a flex CP plan: imbalance is the mean over micro-batches, weighted by their time, of
+// the slowest group over the fastest; idle the share of unit-time no group uses.
+inline IterationOutcome flex_cp_outcome(const assign::FlexCpProblem& problem, const assign::FlexCpPlan& plan,
+                                        const Strategy& strategy) {
+  double weighted = 0, total = 0, busy = 0;
+  for (const assign::FlexCpMicroBatch& micro_batch : plan.micro_batches) {
+    double slowest = 0;
+    double fastest = std::numeric_limits<double>::infinity();
+    for (const assign::FlexCpGroup& group : micro_batch.groups) {
+      const double seconds = assign::flex_cp_group_seconds(problem, group);
+      slowest = std::max(slowest, seconds);
+      fastest = std::min(fastest, seconds);
+      busy += seconds * problem.degrees[static_cast<std::size_t>(group.degree_index)].degree;
+    }
+    weighted += slowest / fastest * slowest;
+    total += slowest;
+  }
+  return {.seconds = plan.seconds,
+          .imbalance = weighted / total,
+          .idle = 1 - busy / (total * problem.units),
+          .strategy = strategy.name()};
+}
+
+class FlexCp {
+public:
+  // `system`: System::flexsp or System::dynamic_cp. `options` must outlive the system.
+  FlexCp(const Options& options, System system) : options_(&options), system_(system) {
+    sluice::require(system == System::flexsp || system == System::dynamic_cp, "compare: ", name(system),
+                    " is not a flex CP system");
+    if (system == System::flexsp) {
+      zero3_ = detail::zero3_options(options, 1);
+      if (zero3_->options) add_domain(zero3_->options->profile, Scheme(1, 1), flexsp_scheme);
+    } else {
+      const std::int64_t per_node = options.profile.spec().gpus_per_node;
+      for (const cost::SchemeCost& cost : options.profile.schemes())
+        if (cost.scheme.is_base() && (options.cross_node_tp || cost.scheme.tp() <= per_node))
+          add_domain(options.profile, cost.scheme, dynamic_cp_scheme);
+    }
+    if (domains_.empty())
+      failure_ = sluice::concat("no ", system == System::flexsp ? "ZeRO-3 × Ulysses" : "⟨TP, PP⟩ × ring CP",
+                                " domain of ", options.profile.name(), " on ", options.profile.gpus(),
+                                " GPUs has CP groups and holds ", options.context,
+                                " tokens in one (the scheme space's ", system == System::flexsp ? "Ulysses" : "ring",
+                                " degrees: --cp with that kind)");
+  }
+
+  // Plans the next iteration on every domain. Raises invalid_input on an empty batch.
+  void add(std::span<const Sequence> batch) {
+    sluice::require(!batch.empty(), "compare: an empty batch");
+    std::vector<std::int64_t> lengths;
+    for (const Sequence& sequence : batch) lengths.push_back(sequence.length());
+    for (Domain& domain : domains_) {
+      domain.problem.lengths = lengths;
+      const assign::FlexCpPlan plan = assign::solve_flex_cp(domain.problem);
+      domain.run.iterations.push_back(flex_cp_outcome(domain.problem, plan, domain.run.strategies.front()));
+    }
+  }
+
+  // The fastest domain's run; a failure when none holds the context.
+  [[nodiscard]] SystemRun result() && {
+    std::vector<SystemRun> runs;
+    for (Domain& domain : domains_) runs.push_back(std::move(domain.run));
+    const std::optional<std::size_t> fastest = detail::best_index(runs);
+    if (!fastest) return detail::failed(system_, failure_);
+    SystemRun run = std::move(runs[*fastest]);
+    run.name = name(system_);
+    const assign::FlexCpProblem& problem = domains_[*fastest].problem;
+    std::string degrees;
+    for (const assign::FlexCpDegree& degree : problem.degrees)
+      degrees += (degrees.empty() ? "" : ", ") + std::to_string(degree.degree);
+    run.configuration =
+        system_ == System::flexsp
+            ? sluice::concat(run.strategies.front().name(), " under ZeRO-3 (collectives of ",
+                             sluice::shortest(zero3_->collective_seconds), " s each), Ulysses groups of ", degrees,
+                             " GPUs formed per micro-batch; sequences assigned and micro-batched by the flex CP solver")
+            : sluice::concat(run.strategies.front().name(), ", the fastest of ", runs.size(),
+                             " ⟨TP, PP⟩ domains; one ring CP size per micro-batch (", degrees,
+                             "), micro-batches packed and balanced by the flex CP solver; 1F1B");
+    return run;
+  }
+
+private:
+  struct Domain {
+    assign::FlexCpProblem problem;  // its lengths replaced every iteration
+    SystemRun run;
+  };
+
+  template <class Admits>
+  void add_domain(const cost::Profile& profile, const Scheme& base, Admits admits) {
+    const std::int64_t gpus = options_->profile.gpus();
+    if (gpus % base.gpus() != 0) return;
+    const int units = static_cast<int>(gpus / base.gpus());
+    const std::int64_t context[] = {options_->context};
+    assign::FlexCpProblem problem = assign::flex_cp_problem(profile, base, units, context, admits);
+    problem.one_degree_per_micro_batch = system_ == System::dynamic_cp;
+    bool holds = false;  // the context, in some group
+    for (std::size_t k = 0; k < problem.degrees.size(); ++k)
+      holds = holds || assign::flex_cp_holds(problem, k, options_->context);
+    if (problem.degrees.size() < 2 || !holds) return;  // one degree is not a choice of CP degrees
+    SystemRun run;
+    run.strategies.push_back(Strategy({{base, units}}));
+    domains_.push_back({std::move(problem), std::move(run)});
+  }
+
+  const Options* options_;
+  System system_;
+  std::optional<detail::Zero3Options> zero3_;
+  std::vector<Domain> domains_;
+  std::string failure_;
+};
+
+}  // namespace sluice::compare
