@@ -278,15 +278,19 @@ public:
     return objective();
   }
 
+  // Candidate moves improve() prices at most (about a second's work), so that huge batches stay bounded in time.
+  static constexpr std::int64_t improvement_budget = std::int64_t{1} << 26;
+
   // Moves a sequence out of each micro-batch's slowest group wherever that shortens the iteration, empties the
   // shortest micro-batches into the others' idle time, and regroups each micro-batch's sequences.
   void improve(int rounds) {
-    const std::vector<std::vector<int>> layouts = group_layouts();
-    for (int round = 0; round < rounds; ++round) {
+    const std::vector<Layout> layouts = group_layouts();
+    budget_ = improvement_budget;
+    for (int round = 0; round < rounds && budget_ > 0; ++round) {
       bool moved = false;
       for (std::size_t m = 0; m < shelves_.size(); ++m)
         if (!shelves_[m].columns.empty()) moved = relieve(m) || moved;
-      while (eliminate()) moved = true;
+      while (budget_ > 0 && eliminate()) moved = true;
       for (std::size_t m = 0; m < shelves_.size(); ++m)
         if (!shelves_[m].columns.empty()) moved = regroup(m, layouts) || moved;
       if (!moved) break;
@@ -379,6 +383,7 @@ private:
     columns_.clear();
     shelves_.clear();
     open_.assign(degrees_, {});
+    first_admitting_.assign(degrees_, 0);
   }
 
   void add(int c, int s) {
@@ -410,7 +415,11 @@ private:
         break;
       }
     if (chosen < 0) {
-      for (std::size_t m = 0; m < shelves_.size() && chosen < 0; ++m)
+      // A micro-batch without room for degree k never gets it back while packing (units are only taken, a degree
+      // once set stays), so the first one worth trying only moves forward.
+      std::size_t& first = first_admitting_[std::size_t(k)];
+      while (first < shelves_.size() && !admits(shelves_[first], k)) ++first;
+      for (std::size_t m = first; m < shelves_.size() && chosen < 0; ++m)
         if (admits(shelves_[m], k) && constant(k) + w <= shelves_[m].limit) chosen = open_column(int(m), k);
       if (chosen < 0) {
         shelves_.push_back({.free_units = problem_.units, .limit = std::max(target, constant(k) + w), .degree = -1,
@@ -478,6 +487,8 @@ private:
     std::vector<int> candidates = from.sequences;
     std::ranges::sort(candidates, [&](int x, int y) { return work(x, from.degree) > work(y, from.degree); });
     if (candidates.size() > tried) candidates.resize(tried);
+    if (budget_ <= 0) return false;
+    budget_ -= std::int64_t(candidates.size() * (columns_.size() + shelves_.size() * degrees_));
     for (const int s : candidates) {
       const double left = from.sequences.size() == 1 ? 0.0 : from.load - work(s, from.degree);
       const double m_height = std::max(second, left);
@@ -533,6 +544,7 @@ private:
   }
 
   bool empty_into_others(std::size_t m, const Heights& now) {
+    budget_ -= std::int64_t(columns_.size() * (1 + columns_.size() / std::max<std::size_t>(1, shelves_.size())));
     std::vector<std::pair<int, int>> sequences;  // (sequence, its column)
     for (const int c : shelves_[m].columns)
       for (const int s : columns_[std::size_t(c)].sequences) sequences.emplace_back(s, c);
@@ -604,32 +616,37 @@ private:
     return true;
   }
 
-  // The group layouts a micro-batch is regrouped into: every unit used, by groups of one degree, or c groups of one
-  // degree (c a power of two, or as many as fit) and the rest of the units in groups of a narrower one. Per
-  // layout, the degree of each group.
-  [[nodiscard]] std::vector<std::vector<int>> group_layouts() const {
-    std::vector<std::vector<int>> layouts;
+  // The group layouts a micro-batch is regrouped into, each with every unit used: `count` groups of degree `wide`
+  // and the rest of the units in groups of degree `narrow` (count a power of two, or one short of all; or all
+  // groups of `wide`, narrow = wide).
+  struct Layout {
+    int wide = 0;
+    int count = 0;
+    int narrow = 0;
+    [[nodiscard]] std::size_t groups(const FlexCpPacker& packer) const {
+      const int rest = packer.problem_.units - count * packer.units_of(wide);
+      return std::size_t(count) + std::size_t(rest / packer.units_of(narrow));
+    }
+  };
+
+  [[nodiscard]] std::vector<Layout> group_layouts() const {
+    std::vector<Layout> layouts;
     for (std::size_t wide = 0; wide < degrees_; ++wide) {
       const int most = problem_.units / units_of(wide);
-      layouts.push_back(std::vector<int>(std::size_t(most), int(wide)));
+      layouts.push_back({int(wide), most, int(wide)});
       if (problem_.one_degree_per_micro_batch) continue;
       std::vector<int> counts;
       for (int count = 1; count < most; count *= 2) counts.push_back(count);
       if (most > 2 && counts.back() != most - 1) counts.push_back(most - 1);
       for (std::size_t narrow = 0; narrow < wide; ++narrow)
-        for (const int count : counts) {
-          std::vector<int> layout(static_cast<std::size_t>(count), static_cast<int>(wide));
-          const int rest = (problem_.units - count * units_of(wide)) / units_of(narrow);
-          layout.insert(layout.end(), std::size_t(rest), int(narrow));
-          layouts.push_back(std::move(layout));
-        }
+        for (const int count : counts) layouts.push_back({int(wide), count, int(narrow)});
     }
     return layouts;
   }
 
   // Regroups micro-batch m's sequences into the layout whose longest-first greedy (each sequence into the group it
   // finishes soonest in, within capacity) gives the shortest micro-batch, if that is shorter than it is.
-  bool regroup(std::size_t m, const std::vector<std::vector<int>>& layouts) {
+  bool regroup(std::size_t m, const std::vector<Layout>& layouts) {
     std::vector<int> sequences;
     double height = 0;
     for (const int c : shelves_[m].columns) {
@@ -647,14 +664,17 @@ private:
     std::vector<Column> groups;
     constexpr std::size_t budget = 1 << 21;  // sequence-group pairs tried per micro-batch, bounding the time
     std::size_t spent = 0;
-    for (const std::vector<int>& layout : layouts) {
-      if (layout.size() > sequences.size()) continue;  // more groups than sequences: a narrower layout does better
-      spent += layout.size() * sequences.size();
+    if (budget_ <= 0) return false;
+    for (const Layout& layout : layouts) {
+      const std::size_t size = layout.groups(*this);
+      if (size > sequences.size()) continue;  // more groups than sequences: a narrower layout does better
+      spent += size * sequences.size();
       if (spent > budget) break;
-      groups.assign(layout.size(), {});
-      for (std::size_t g = 0; g < layout.size(); ++g) groups[g] = {.shelf = int(m), .degree = layout[g],
-                                                                   .load = constant(layout[g]), .tokens = 0,
-                                                                   .sequences = {}};
+      groups.assign(size, {});
+      for (std::size_t g = 0; g < size; ++g) {
+        const int degree = g < std::size_t(layout.count) ? layout.wide : layout.narrow;
+        groups[g] = {.shelf = int(m), .degree = degree, .load = constant(degree), .tokens = 0, .sequences = {}};
+      }
       double slowest = 0;
       for (const int s : sequences) {
         std::size_t chosen = groups.size();
@@ -679,6 +699,7 @@ private:
         regrouped = groups;
       }
     }
+    budget_ -= std::int64_t(spent);
     if (regrouped.empty()) return false;
     for (const int c : shelves_[m].columns) columns_[std::size_t(c)].sequences.clear();
     shelves_[m] = {.free_units = problem_.units, .limit = shelves_[m].limit, .degree = -1, .columns = {}};
@@ -718,6 +739,8 @@ private:
   std::vector<Column> columns_;
   std::vector<Shelf> shelves_;
   std::vector<std::set<std::pair<double, int>>> open_;  // per degree: (slack, column)
+  std::vector<std::size_t> first_admitting_;           // per degree: no micro-batch before it has room for one
+  std::int64_t budget_ = 0;                            // candidate moves improve() may still price
 };
 
 }  // namespace detail
