@@ -760,6 +760,22 @@ void cp_table(const std::vector<Scenario>& scenarios, Range& range) {
   }
 }
 
+// WLB-LLM's imbalance degree of every system, mean over the iterations.
+void degree_table(const std::vector<Scenario>& scenarios) {
+  std::cout << "| model | GPUs | context | lengths | TP";
+  for (const System s : compare::all_systems) std::cout << " | " << paper_name(s);
+  std::cout << " |\n|---|---|---|---|---";
+  for (std::size_t s = 0; s < compare::all_systems.size(); ++s) std::cout << "|---";
+  std::cout << "|\n";
+  for (const Scenario& scenario : with_cp(scenarios)) {
+    const Result& result = run(scenario);
+    scenario_cells(scenario);
+    for (const System s : compare::all_systems)
+      std::cout << " | " << (result.feasible(s) ? fixed(result.summaries[s].micro_batch_imbalance, 2) : "–");
+    std::cout << " |\n";
+  }
+}
+
 // Which system wins with CP where another won without it, and the share of sluice's iterations on CP schemes.
 std::string cp_winners(const std::vector<Scenario>& scenarios) {
   int changed = 0, rows = 0, sluice_cp = 0, sluice_iterations = 0;
@@ -852,6 +868,14 @@ and, for contrast, `man-pages`, whose tail past 128K is thin ()" << count_longer
   cp_table(long_context_scenarios(), long_range);
   std::cout << "\nsluice over the best of the seven baselines at long contexts: " << long_range.text() << "; "
             << cp_winners(long_context_scenarios()) << ".\n";
+  std::cout << R"(
+**Balance between micro-batches at long contexts.** WLB-LLM's imbalance degree (Wang et al., OSDI'25, §3): the
+slowest micro-batch's forward time times the number of micro-batches over their total forward time, 1 when all
+take as long; the worst pipeline's, mean over the iterations. For the two flex CP systems a micro-batch's time is
+its slowest group's, forward and backward together.
+
+)";
+  degree_table(long_context_scenarios());
   Range all = fig10;
   all.values.insert(all.values.end(), sweep_range.values.begin(), sweep_range.values.end());
   all.values.insert(all.values.end(), long_range.values.begin(), long_range.values.end());

@@ -213,6 +213,7 @@ TEST_CASE("compare: the results are those `sluice simulate` recorded") {
       CHECK(iteration.at("seconds").get<double>() == run.iterations[k].seconds);
       CHECK(iteration.at("switching").get<double>() == run.iterations[k].switching);
       CHECK(iteration.at("imbalance").get<double>() == run.iterations[k].imbalance);
+      CHECK(iteration.at("micro_batch_imbalance").get<double>() == run.iterations[k].micro_batch_imbalance);
       CHECK(iteration.at("strategy") == run.iterations[k].strategy);
     }
   }
@@ -275,7 +276,7 @@ TEST_CASE("compare: a comparison's JSON document reads back exactly; a broken on
       sluice::compare::compare_systems(options, dataset, batches_of(dataset, options.tokens, 1, 2));
   const sluice::io::json document = sluice::io::to_document(comparison);
   CHECK(document.at("format") == "sluice.comparison");
-  CHECK(document.at("version") == 6);  // 5, and one above for its CP and AC schemes
+  CHECK(document.at("version") == 8);  // 7, and one above for its CP and AC schemes
   const sluice::compare::Comparison back = sluice::test::read_back(comparison);
   CHECK(back == comparison);
   for (const System system : sluice::compare::all_systems) {
@@ -337,6 +338,9 @@ TEST_CASE("compare: a comparison's JSON document reads back exactly; a broken on
                        sluice::invalid_input);
   broken["version"] = 4;  // six systems, before Megatron-LM's dynamic CP and FlexSP
   CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("unsupported sluice.comparison version 4"),
+                       sluice::invalid_input);
+  broken["version"] = 6;  // no imbalance degree
+  CHECK_THROWS_WITH_AS(read(broken), doctest::Contains("unsupported sluice.comparison version 6"),
                        sluice::invalid_input);
   broken = document;
   broken["batches"][0]["tokens"] = 1.5;

@@ -89,6 +89,7 @@ inline io::json run_json(const compare::SystemRun& run, const compare::Summary& 
                           {"layout_move", outcome.layout_move},
                           {"imbalance", outcome.imbalance},
                           {"idle", outcome.idle},
+                          {"micro_batch_imbalance", outcome.micro_batch_imbalance},
                           {"strategy", outcome.strategy}});
   io::json document{{"name", run.name},
                     {"failure", run.failure ? io::json(*run.failure) : io::json(nullptr)},
@@ -105,14 +106,15 @@ inline io::json run_json(const compare::SystemRun& run, const compare::Summary& 
         {"speedup_stddev", summary.speedup_stddev ? io::json(*summary.speedup_stddev) : io::json(nullptr)},
         {"imbalance", summary.imbalance},
         {"idle", summary.idle},
+        {"micro_batch_imbalance", summary.micro_batch_imbalance},
         {"switching_seconds", summary.switching},
         {"layout_move_seconds", summary.layout_move}};
   return document;
 }
 
-// 6: eight systems, Megatron-LM's dynamic CP and FlexSP added (4 held six, with Megatron-LM's CP and DeepSpeed; 2
-// held four; each version's CP variant is one above it).
-inline constexpr int simulate_run_version = 6;
+// 8: each iteration's and system's imbalance degree between micro-batches added (6 held eight systems, before it; 4
+// six, before Megatron-LM's dynamic CP and FlexSP; 2 four; each version's CP variant is one above it).
+inline constexpr int simulate_run_version = 8;
 
 inline io::json comparison_json(const Scenario& scenario, const compare::Comparison& comparison,
                                 const compare::BySystem<compare::Summary>& summaries,
@@ -197,7 +199,7 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
   out << "each iteration: the simulated makespan of its slowest pipeline; stage-to-stage links "
       << setup.problem.link.bandwidth / 1e9 << " GB/s, " << setup.problem.link.latency << " s; backward "
       << setup.problem.backward_ratio << " x forward\n\n";
-  out << "  system      iteration (s)      tokens/s             sluice speedup    imbalance   idle\n";
+  out << "  system      iteration (s)      tokens/s             sluice speedup    imbalance   idle  degree\n";
   for (const compare::System system : compare::all_systems) {
     const compare::SystemRun& run = comparison.systems[system];
     out << "  " << std::left << std::setw(12) << run.name << std::right;
@@ -210,7 +212,8 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
         << plus_minus(summary.tokens_per_second, summary.tokens_per_second_stddev, 0) << std::setw(18)
         << (summary.speedup ? plus_minus(*summary.speedup, *summary.speedup_stddev, 3) : std::string("-"))
         << std::right << std::fixed << std::setprecision(3) << std::setw(9) << summary.imbalance << std::setw(7)
-        << std::setprecision(0) << summary.idle * 100 << "%\n";
+        << std::setprecision(0) << summary.idle * 100 << "%" << std::setprecision(3) << std::setw(8)
+        << summary.micro_batch_imbalance << "\n";
   }
   out << "\n";
   for (const compare::SystemRun& run : comparison.systems)
@@ -233,7 +236,9 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
         << charged.seconds - charged.switching << " s, with none of them overlapped "
         << charged.seconds - charged.switching + charged.layout_move << " s\n";
   }
-  out << "\n  imbalance: slowest / fastest busy pipeline, mean over iterations; idle: pipelines without work\n";
+  out << "\n  imbalance: slowest / fastest busy pipeline, mean over iterations; idle: pipelines without work;\n"
+      << "  degree: WLB-LLM's imbalance degree, slowest micro-batch forward x micro-batches / their total forward,\n"
+      << "  the worst pipeline's, mean over iterations\n";
 }
 
 }  // namespace simulate_report

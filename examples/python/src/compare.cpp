@@ -37,6 +37,8 @@ void bind_compare(py::module_& module) {
                     "The α–β time of those moves before any overlap")
       .def_readonly("imbalance", &compare::IterationOutcome::imbalance, "Slowest / fastest busy pipeline")
       .def_readonly("idle", &compare::IterationOutcome::idle, "Share of pipelines without work")
+      .def_readonly("micro_batch_imbalance", &compare::IterationOutcome::micro_batch_imbalance,
+                    "WLB-LLM's imbalance degree (max forward × micro-batches / total), the worst pipeline's")
       .def_readonly("strategy", &compare::IterationOutcome::strategy, "What ran, by name");
 
   py::class_<compare::SystemRun>(module, "SystemRun",
@@ -87,6 +89,10 @@ void bind_compare(py::module_& module) {
       .def_property_readonly(
           "idle", [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::idle); },
           "Per iteration, the share of pipelines without work")
+      .def_property_readonly(
+          "micro_batch_imbalance",
+          [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::micro_batch_imbalance); },
+          "Per iteration, WLB-LLM's imbalance degree between micro-batches")
       .def("__repr__", [](const compare::SystemRun& run) {
         return "<sluice.SystemRun " + run.name + ": " +
                (run.failure ? "failed" : std::to_string(run.iterations.size()) + " iterations") + ">";
@@ -102,6 +108,7 @@ void bind_compare(py::module_& module) {
       .def_readonly("speedup_stddev", &compare::Summary::speedup_stddev)
       .def_readonly("imbalance", &compare::Summary::imbalance)
       .def_readonly("idle", &compare::Summary::idle)
+      .def_readonly("micro_batch_imbalance", &compare::Summary::micro_batch_imbalance, "Mean imbalance degree")
       .def_readonly("switching", &compare::Summary::switching, "Mean seconds charged for layout moves")
       .def_readonly("layout_move", &compare::Summary::layout_move,
                     "Mean α–β seconds of those moves before overlap");

@@ -19,6 +19,9 @@ class IterationOutcome:
     def idle(self) -> float:
         """Share of pipelines without work."""
     @property
+    def micro_batch_imbalance(self) -> float:
+        """WLB-LLM's imbalance degree (max forward × micro-batches / total), the worst pipeline's."""
+    @property
     def strategy(self) -> str:
         """What ran, by name."""
 
@@ -61,6 +64,9 @@ class SystemRun:
     @property
     def idle(self) -> FloatArray:
         """Per iteration, the share of pipelines without work."""
+    @property
+    def micro_batch_imbalance(self) -> FloatArray:
+        """Per iteration, WLB-LLM's imbalance degree between micro-batches."""
 
 class Summary:
     """A system's statistics over the iterations: means and sample standard deviations."""
@@ -81,6 +87,9 @@ class Summary:
     def imbalance(self) -> float: ...
     @property
     def idle(self) -> float: ...
+    @property
+    def micro_batch_imbalance(self) -> float:
+        """Mean imbalance degree."""
     @property
     def switching(self) -> float:
         """Mean seconds charged for layout moves."""

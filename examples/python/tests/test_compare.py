@@ -51,7 +51,9 @@ def run_document(run, summary):
         "configuration": run.configuration,
         "strategies": [without_header(json.loads(strategy.to_json())) for strategy in run.strategies],
         "iterations": [{"seconds": o.seconds, "switching": o.switching, "layout_move": o.layout_move,
-                        "imbalance": o.imbalance, "idle": o.idle, "strategy": o.strategy} for o in run.iterations],
+                        "imbalance": o.imbalance, "idle": o.idle,
+                        "micro_batch_imbalance": o.micro_batch_imbalance, "strategy": o.strategy}
+                       for o in run.iterations],
     }
     if summary is not None:
         document["summary"] = {
@@ -60,6 +62,7 @@ def run_document(run, summary):
             "stddev_tokens_per_second": summary.tokens_per_second_stddev,
             "speedup": summary.speedup, "speedup_stddev": summary.speedup_stddev,
             "imbalance": summary.imbalance, "idle": summary.idle,
+            "micro_batch_imbalance": summary.micro_batch_imbalance,
             "switching_seconds": summary.switching, "layout_move_seconds": summary.layout_move}
     return document
 
@@ -136,6 +139,8 @@ def test_result_structure(comparison):
         assert seconds.dtype == np.float64 and seconds.flags.writeable  # a fresh array
         assert seconds.tolist() == [outcome.seconds for outcome in run.iterations]
         assert run.imbalance.tolist() == [outcome.imbalance for outcome in run.iterations]
+        assert run.micro_batch_imbalance.tolist() == [outcome.micro_batch_imbalance for outcome in run.iterations]
+        assert np.all(run.micro_batch_imbalance >= 1.0)
         assert np.all(run.switching <= run.layout_move)
         assert summaries[run.name].seconds == pytest.approx(seconds.mean())
         assert summaries[run.name].speedup == pytest.approx(np.mean(seconds / comparison["sluice"].seconds))
@@ -166,7 +171,7 @@ def test_first_iteration_pipelines(comparison):
 def test_json_round_trip_pickle_and_files(comparison, tmp_path):
     text = comparison.to_json()
     document = json.loads(text)
-    assert document["format"] == "sluice.comparison" and document["version"] == 5
+    assert document["format"] == "sluice.comparison" and document["version"] == 7
     back = sluice.Comparison.from_json(text)
     assert back == comparison and back.to_json() == text
     assert [[name for name, _ in run.first] for run in back.systems] == \

@@ -39,10 +39,12 @@ inline bool dynamic_cp_scheme(const Scheme& scheme) {
 }
 
 // One iteration's outcome of a flex CP plan: imbalance is the mean over micro-batches, weighted by their time, of
-// the slowest group over the fastest; idle the share of unit-time no group uses.
+// the slowest group over the fastest; idle the share of unit-time no group uses; the imbalance degree is that of
+// the micro-batches' times, forward and backward together (the CP schemes' costs do not split them).
 inline IterationOutcome flex_cp_outcome(const assign::FlexCpProblem& problem, const assign::FlexCpPlan& plan,
                                         const Strategy& strategy) {
   double weighted = 0, total = 0, busy = 0;
+  std::vector<double> micro_batch_seconds;
   for (const assign::FlexCpMicroBatch& micro_batch : plan.micro_batches) {
     double slowest = 0;
     double fastest = std::numeric_limits<double>::infinity();
@@ -54,10 +56,12 @@ inline IterationOutcome flex_cp_outcome(const assign::FlexCpProblem& problem, co
     }
     weighted += slowest / fastest * slowest;
     total += slowest;
+    micro_batch_seconds.push_back(slowest);
   }
   return {.seconds = plan.seconds,
           .imbalance = weighted / total,
           .idle = 1 - busy / (total * problem.units),
+          .micro_batch_imbalance = detail::micro_batch_imbalance(micro_batch_seconds),
           .strategy = strategy.name()};
 }
 

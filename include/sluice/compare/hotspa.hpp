@@ -72,12 +72,12 @@ private:
 
 namespace detail {
 
-// Iteration k of HotSPa: its ranges' runs one after another, each switch charged; imbalance and idle weighted
-// by each range's time.
+// Iteration k of HotSPa: its ranges' runs one after another, each switch charged; imbalance, idle and the
+// imbalance degree weighted by each range's time.
 inline IterationOutcome hotspa_iteration(std::span<const SystemRun> ranges, std::span<const double> switch_seconds,
                                          std::size_t k) {
-  IterationOutcome total{.imbalance = 0};
-  double weighted_imbalance = 0, weighted_idle = 0, busy_seconds = 0;
+  IterationOutcome total;
+  double weighted_imbalance = 0, weighted_idle = 0, weighted_degree = 0, busy_seconds = 0;
   for (std::size_t b = 0; b < ranges.size(); ++b) {
     const IterationOutcome& range = ranges[b].iterations[k];
     if (range.seconds == 0) continue;  // nothing of this batch in the range
@@ -86,11 +86,13 @@ inline IterationOutcome hotspa_iteration(std::span<const SystemRun> ranges, std:
     total.layout_move += switch_seconds[b];
     weighted_imbalance += range.seconds * range.imbalance;
     weighted_idle += range.seconds * range.idle;
+    weighted_degree += range.seconds * range.micro_batch_imbalance;
     busy_seconds += range.seconds;
     total.strategy += (total.strategy.empty() ? "" : " | ") + range.strategy;
   }
   total.imbalance = weighted_imbalance / busy_seconds;
   total.idle = weighted_idle / busy_seconds;
+  total.micro_batch_imbalance = weighted_degree / busy_seconds;
   return total;
 }
 

@@ -22,6 +22,10 @@ struct IterationOutcome {
   double layout_move = 0;  // the α–β time of those moves before any overlap (switching <= layout_move)
   double imbalance = 1;  // slowest / fastest busy pipeline (HotSPa: weighted by each range's time)
   double idle = 0;       // share of pipelines without work (HotSPa: weighted likewise)
+  // WLB-LLM's imbalance degree (Wang et al., OSDI'25, §3): the slowest micro-batch's forward time times the
+  // number of micro-batches over their total forward time; 1 when every micro-batch takes as long. The worst
+  // busy pipeline's (HotSPa: weighted by each range's time).
+  double micro_batch_imbalance = 1;
   std::string strategy{};  // what ran
   friend bool operator==(const IterationOutcome&, const IterationOutcome&) = default;
 };

@@ -1,6 +1,7 @@
 #pragma once
 // The statistics a comparison reports per system, over its iterations (Hydraulis §8: mean iteration time and
-// throughput, Fig. 10; sluice's speedup over each system; load imbalance, Fig. 12b; layout moves, §5).
+// throughput, Fig. 10; sluice's speedup over each system; load imbalance, Fig. 12b; layout moves, §5)
+// and WLB-LLM's imbalance degree between micro-batches.
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -16,6 +17,7 @@ struct Summary {
   double tokens_per_second = 0, tokens_per_second_stddev = 0;
   std::optional<double> speedup, speedup_stddev;  // sluice over this system; empty when either failed
   double imbalance = 0, idle = 0;
+  double micro_batch_imbalance = 0;  // mean imbalance degree
   double switching = 0;    // mean seconds charged for layout moves (included in `seconds`)
   double layout_move = 0;  // mean α–β seconds of those moves before overlap
 };
@@ -23,13 +25,14 @@ struct Summary {
 // The summary of `run` (not failed) over `batches`, its speedups those of `sluice` over it, iteration by iteration.
 inline Summary summarize(const SystemRun& run, std::span<const BatchSize> batches, const SystemRun& sluice) {
   Summary summary;
-  std::vector<double> seconds, throughput, speedups, imbalances, idle, switching, layout_move;
+  std::vector<double> seconds, throughput, speedups, imbalances, idle, degrees, switching, layout_move;
   for (std::size_t k = 0; k < run.iterations.size(); ++k) {
     const IterationOutcome& outcome = run.iterations[k];
     seconds.push_back(outcome.seconds);
     throughput.push_back(static_cast<double>(batches[k].tokens) / outcome.seconds);
     imbalances.push_back(outcome.imbalance);
     idle.push_back(outcome.idle);
+    degrees.push_back(outcome.micro_batch_imbalance);
     switching.push_back(outcome.switching);
     layout_move.push_back(outcome.layout_move);
     if (!sluice.failure) speedups.push_back(outcome.seconds / sluice.iterations[k].seconds);
@@ -44,6 +47,7 @@ inline Summary summarize(const SystemRun& run, std::span<const BatchSize> batche
   }
   summary.imbalance = mean(imbalances);
   summary.idle = mean(idle);
+  summary.micro_batch_imbalance = mean(degrees);
   summary.switching = mean(switching);
   summary.layout_move = mean(layout_move);
   return summary;

@@ -1,9 +1,10 @@
 #pragma once
-// JSON for the comparison of systems ("sluice.comparison", version 5, its CP variant 6; 1 and 2 held four systems,
-// 3 and 4 six, before Megatron-LM's dynamic CP and FlexSP, and are refused by their version):
+// JSON for the comparison of systems ("sluice.comparison", version 7, its CP variant 8; 1 and 2 held four systems,
+// 3 and 4 six, before Megatron-LM's dynamic CP and FlexSP, 5 and 6 no imbalance degree, and are refused by their
+// version):
 // `batches[{sequences, tokens}]`, `systems` (one per system in compare::all_systems order, each {name, failure
 // (null or why it cannot run), configuration, strategies, layout_moves, iterations[{seconds, switching,
-// layout_move, imbalance, idle, strategy}], plans (sluice.iteration_plan payloads), first{names, pipelines}}),
+// layout_move, imbalance, idle, micro_batch_imbalance, strategy}], plans (sluice.iteration_plan payloads), first{names, pipelines}}),
 // `candidates` (strategies) and `bounds`. A pipeline of `first` is its simulation, a sluice.schedule_simulation
 // payload (schedule_json.hpp). Every time is finite (an unlimited bandwidth leaves a transfer its latency), so
 // numbers are read strictly.
@@ -25,7 +26,7 @@ namespace sluice::io {
 template <>
 struct document_traits<compare::Comparison> {
   static constexpr std::string_view format = "sluice.comparison";
-  static constexpr int version = 5;
+  static constexpr int version = 7;
 };
 }  // namespace sluice::io
 
@@ -34,15 +35,21 @@ namespace nlohmann {
 template <>
 struct adl_serializer<sluice::compare::IterationOutcome> {
   static void to_json(json& out, const sluice::compare::IterationOutcome& outcome) {
-    out = {{"seconds", outcome.seconds},     {"switching", outcome.switching}, {"layout_move", outcome.layout_move},
-           {"imbalance", outcome.imbalance}, {"idle", outcome.idle},           {"strategy", outcome.strategy}};
+    out = {{"seconds", outcome.seconds},
+           {"switching", outcome.switching},
+           {"layout_move", outcome.layout_move},
+           {"imbalance", outcome.imbalance},
+           {"idle", outcome.idle},
+           {"micro_batch_imbalance", outcome.micro_batch_imbalance},
+           {"strategy", outcome.strategy}};
   }
   static sluice::compare::IterationOutcome from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "iteration outcome";
     return {field<double>(in, "seconds", where),   field<double>(in, "switching", where),
             field<double>(in, "layout_move", where), field<double>(in, "imbalance", where),
-            field<double>(in, "idle", where),      field<std::string>(in, "strategy", where)};
+            field<double>(in, "idle", where),      field<double>(in, "micro_batch_imbalance", where),
+            field<std::string>(in, "strategy", where)};
   }
 };
 

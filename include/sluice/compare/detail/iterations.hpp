@@ -22,6 +22,7 @@
 #include "sluice/plan/iteration.hpp"
 #include "sluice/plan/layout_moves.hpp"
 #include "sluice/proposal/homogeneous.hpp"
+#include "sluice/schedule/instructions.hpp"
 #include "sluice/schedule/iteration.hpp"
 #include "sluice/shard/model.hpp"
 
@@ -36,13 +37,43 @@ inline double imbalance(std::span<const double> busy_seconds) {
   return busy_seconds.empty() ? 1.0 : slowest / fastest;
 }
 
-// The busy pipelines' makespans, their imbalance and idle share, of a scheduled iteration plan.
+// WLB-LLM's imbalance degree of one pipeline's micro-batches, given their times (max · count / sum).
+inline double micro_batch_imbalance(std::span<const double> micro_batch_seconds) {
+  double slowest = 0, total = 0;
+  for (const double seconds : micro_batch_seconds) {
+    slowest = std::max(slowest, seconds);
+    total += seconds;
+  }
+  return total > 0 ? slowest * static_cast<double>(micro_batch_seconds.size()) / total : 1.0;
+}
+
+// The imbalance degree of a scheduled pipeline: each micro-batch's forward summed over the stages.
+inline double micro_batch_imbalance(const schedule::Problem& problem) {
+  std::vector<double> forward;
+  for (const schedule::MicroBatchCost& micro_batch : problem.micro_batches) {
+    double seconds = 0;
+    for (const double stage : micro_batch.forward) seconds += stage;
+    forward.push_back(seconds);
+  }
+  return micro_batch_imbalance(forward);
+}
+
+// The busy pipelines' makespans, their imbalance, the worst pipeline's imbalance degree and the idle share, of a
+// scheduled iteration plan.
 inline IterationOutcome outcome_of(const schedule::IterationSchedule& schedule, const Strategy& strategy) {
   std::vector<double> busy;
+  double degree = 1;
   for (const auto& pipeline : schedule.pipelines)
-    if (pipeline) busy.push_back(pipeline->schedule.simulation.makespan);
+    if (pipeline) {
+      busy.push_back(pipeline->schedule.simulation.makespan);
+      degree = std::max(degree, micro_batch_imbalance(pipeline->problem));
+    }
   const double idle = 1.0 - static_cast<double>(busy.size()) / static_cast<double>(schedule.pipelines.size());
-  return {.seconds = schedule.makespan, .imbalance = imbalance(busy), .idle = idle, .strategy = strategy.name()};
+  return {.seconds = schedule.makespan,
+          .imbalance = imbalance(busy),
+          .idle = idle,
+          .micro_batch_imbalance = degree,
+          .strategy = strategy.name()};
 }
 
 inline SystemRun failed(System system, std::string reason) {
@@ -123,18 +154,23 @@ inline schedule::PipelineRunPlan dynapipe_iteration(const Options& options, std:
   schedule::PipelineRunPlan plan = plan_dynapipe_iteration(options, batch, strategy);
   const Scheme& scheme = strategy.parts().front().scheme;
   std::vector<double> busy;
+  double degree = 1;
   for (std::size_t r = 0; r < plan.replicas.size(); ++r) {
     if (plan.replicas[r].micro_batches.empty()) continue;
     const schedule::Simulation& simulation = plan.replicas[r].schedule.simulation;
     busy.push_back(simulation.makespan);
+    degree = std::max(degree, micro_batch_imbalance(plan.replicas[r].problem));
     if (k == 0) {
       run.first.pipelines.push_back(simulation);
       run.first.names.push_back(pipeline_name(r, scheme));
     }
   }
   const double idle = 1.0 - static_cast<double>(busy.size()) / static_cast<double>(plan.replicas.size());
-  run.iterations.push_back(
-      {.seconds = plan.makespan, .imbalance = imbalance(busy), .idle = idle, .strategy = strategy.name()});
+  run.iterations.push_back({.seconds = plan.makespan,
+                            .imbalance = imbalance(busy),
+                            .idle = idle,
+                            .micro_batch_imbalance = degree,
+                            .strategy = strategy.name()});
   return plan;
 }
 
