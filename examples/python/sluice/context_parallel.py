@@ -24,6 +24,11 @@ its keys at a time, so a step holds heads × (a sequence's tokens on this rank) 
 installed, else attention sequence by sequence). ``ring_attention_serialized`` runs every rank's part of the ring
 in one process, for checking and timing on one device.
 
+CP groups may change from micro-batch to micro-batch (FlexSP, Wang et al., ASPLOS'25; ``sluice.solve_flex_cp``):
+``FlexCPGroups`` creates a domain's pool of process groups once, every aligned block of each degree's units, and
+``flex_cp_work`` says, per micro-batch of a ``FlexCpPlan``, which group a unit joins, as which rank, and on which
+sequences; the attentions above then run in that group on that micro-batch.
+
 Importing this module needs PyTorch; nothing else in sluice does.
 """
 from __future__ import annotations
@@ -44,7 +49,16 @@ except ImportError as error:
 
 from .torch import varlen_attention
 
-__all__ = ["CPShard", "cp_shard", "ring_attention", "ring_attention_serialized", "ulysses_attention"]
+__all__ = [
+    "CPShard",
+    "FlexCPGroups",
+    "FlexCPWork",
+    "cp_shard",
+    "flex_cp_work",
+    "ring_attention",
+    "ring_attention_serialized",
+    "ulysses_attention",
+]
 
 
 @dataclass
@@ -81,6 +95,16 @@ def _positive_int(value, name: str) -> int:
     return number
 
 
+def _index_below(value, bound: int, name: str) -> int:
+    try:
+        number = operator.index(value)
+    except TypeError:
+        number = -1
+    if not 0 <= number < bound:
+        raise ValueError(f"sluice.context_parallel: {name} must be in [0, {bound}), got {value!r}")
+    return number
+
+
 def _sequence_lengths(cu_seqlens) -> list[int]:
     cu = torch.as_tensor(cu_seqlens)
     if cu.dim() != 1 or len(cu) < 2 or cu.dtype.is_floating_point or cu.dtype.is_complex or cu.dtype == torch.bool:
@@ -104,13 +128,7 @@ def cp_shard(cu_seqlens, cp: int, rank: int) -> CPShard:
     Sequence s of length L is cut at start + floor(i·L / (2·cp)), i = 0..2·cp; rank r holds chunks r and 2·cp−1−r.
     """
     cp = _positive_int(cp, "cp")
-    try:
-        number = operator.index(rank)
-    except TypeError:
-        number = -1
-    if not 0 <= number < cp:
-        raise ValueError(f"sluice.context_parallel: rank must be in [0, {cp}), got {rank!r}")
-    rank = number
+    rank = _index_below(rank, cp, "rank")
     lengths = _sequence_lengths(cu_seqlens)
     chunks = 2 * cp
     index, positions, sequence, local_lengths = [], [], [], []
@@ -623,3 +641,75 @@ def ulysses_attention(
     )
     out = varlen_attention(q_full, k_full, v_full, cu, max_seqlen, softmax_scale=scale)
     return _HeadsToTokens.apply(out.index_select(0, rank_order), counts, rank, group).to(q.dtype)
+
+
+@dataclass(frozen=True)
+class FlexCPWork:
+    """One unit's part of one micro-batch of a flex CP plan.
+
+    degree and first_unit name its group (units first_unit … first_unit + degree − 1); rank is the unit's rank in it;
+    sequences are indices into the problem's lengths, packed in that order into the group's micro-batch, whose
+    offsets cu_seqlens (int32) every unit of the group passes to the attention.
+    """
+
+    degree: int
+    first_unit: int
+    rank: int
+    sequences: tuple
+    cu_seqlens: torch.Tensor
+
+
+def flex_cp_work(problem, plan, unit: int) -> list[Optional[FlexCPWork]]:
+    """Per micro-batch of ``plan`` (a ``FlexCpPlan`` of ``problem``), the group that ``unit`` joins, or None when no
+    group of that micro-batch covers the unit (it idles)."""
+    unit = _index_below(unit, problem.units, "unit")
+    plan.check(problem)  # a plan of another problem would hand out sequences no group of this one holds
+    lengths = problem.lengths
+    work = []
+    for micro_batch in plan.micro_batches:
+        mine = None
+        for group in micro_batch.groups:
+            degree = problem.degrees[group.degree_index].degree
+            if group.first_unit <= unit < group.first_unit + degree:
+                sequences = tuple(int(s) for s in group.sequences)
+                cu = torch.zeros(len(sequences) + 1, dtype=torch.int64)
+                cu[1:] = torch.cumsum(torch.tensor([int(lengths[s]) for s in sequences], dtype=torch.int64), 0)
+                mine = FlexCPWork(degree, group.first_unit, unit - group.first_unit, sequences, cu.to(torch.int32))
+                break
+        work.append(mine)
+    return work
+
+
+class FlexCPGroups:
+    """A flex CP domain's process groups, created once: for each degree d, the groups of units [i·d, (i + 1)·d).
+
+    ranks: the global rank of each unit (default: unit u is rank u of the world); a domain whose units span several
+    ranks each (TP, PP) builds one pool per (stage, TP shard). Every process must construct every pool, in the same
+    order, as torch.distributed.new_group requires.
+    """
+
+    def __init__(self, units: int, degrees, *, ranks=None, timeout=None) -> None:
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError("sluice.context_parallel: torch.distributed is not initialised (init_process_group)")
+        units = _positive_int(units, "units")
+        ranks = list(range(units)) if ranks is None else [operator.index(r) for r in ranks]
+        if len(ranks) != units or len(set(ranks)) != units:
+            raise ValueError(f"sluice.context_parallel: {units} units need {units} distinct ranks, got {ranks!r}")
+        options = {} if timeout is None else {"timeout": timeout}
+        self._groups = {}
+        previous = 1
+        for value in degrees:
+            degree = _positive_int(value, "degree")
+            if units % degree != 0 or degree % previous != 0 or (self._groups and degree == previous):
+                raise ValueError(f"sluice.context_parallel: degrees must ascend, each dividing the next and the "
+                                 f"{units} units, got {list(degrees)!r}")
+            previous = degree
+            for first in range(0, units, degree):
+                self._groups[(degree, first)] = dist.new_group(ranks[first:first + degree], **options)
+
+    def group(self, work: FlexCPWork):
+        """The process group of ``work``'s CP group."""
+        key = (work.degree, work.first_unit)
+        if key not in self._groups:
+            raise ValueError(f"sluice.context_parallel: no group of degree {work.degree} at unit {work.first_unit}")
+        return self._groups[key]

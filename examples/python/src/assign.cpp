@@ -30,6 +30,116 @@ schedule::ProblemOptions problem_options(std::int64_t hidden, int element_bytes,
           .backward_ratio = backward_ratio};
 }
 
+// Context-parallel groups per micro-batch (assign/flex_cp.hpp).
+void bind_flex_cp(py::module_& module) {
+  py::class_<assign::FlexCpDegree>(module, "FlexCpDegree", "One group size of a flex CP domain's pool.")
+      .def(py::init([](int degree, const cost::QuadraticLatency& latency, std::int64_t capacity, int length_multiple) {
+             return assign::FlexCpDegree{
+                 .degree = degree, .latency = latency, .capacity = capacity, .length_multiple = length_multiple};
+           }),
+           py::arg("degree"), py::arg("latency"), py::arg("capacity"), py::arg("length_multiple") = 1)
+      .def_readonly("degree", &assign::FlexCpDegree::degree, "Units sharing each sequence of such a group")
+      .def_readonly("latency", &assign::FlexCpDegree::latency, "One stage's time of one sequence in such a group")
+      .def_readonly("capacity", &assign::FlexCpDegree::capacity, "The most charged tokens one group holds")
+      .def_readonly("length_multiple", &assign::FlexCpDegree::length_multiple,
+                    "Lengths are charged rounded up to this (2·R for a ring of R)");
+
+  py::class_<assign::FlexCpGroup>(module, "FlexCpGroup", "One CP group of a micro-batch and its sequences.")
+      .def_readonly("degree_index", &assign::FlexCpGroup::degree_index, "Index into the problem's degrees")
+      .def_readonly("first_unit", &assign::FlexCpGroup::first_unit, "Its units are first_unit … first_unit + degree − 1")
+      .def_property_readonly(
+          "sequences",
+          [](const py::object& self) { return view_of<int>(self.cast<const assign::FlexCpGroup&>().sequences, self); },
+          "Indices into the problem's lengths, ascending (a read-only view)")
+      .def(py::self == py::self);
+
+  py::class_<assign::FlexCpMicroBatch>(module, "FlexCpMicroBatch", "One micro-batch's groups, widest first.")
+      .def_property_readonly("groups",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const assign::FlexCpMicroBatch&>().groups, self);
+                             })
+      .def(py::self == py::self);
+
+  py::class_<assign::FlexCpProblem>(module, "FlexCpProblem",
+                                    "An iteration's sequences on `units` replicas of one ⟨TP, PP⟩ pipeline, re-formed "
+                                    "into CP groups per micro-batch.")
+      .def(py::init([](const py::handle& lengths, int units, int pp, std::vector<assign::FlexCpDegree> degrees,
+                       bool one_degree_per_micro_batch) {
+             assign::FlexCpProblem problem{.lengths = integers_from(lengths, "lengths"),
+                                           .units = units,
+                                           .pp = pp,
+                                           .degrees = std::move(degrees),
+                                           .one_degree_per_micro_batch = one_degree_per_micro_batch};
+             assign::validate_flex_cp(problem);
+             return problem;
+           }),
+           py::arg("lengths"), py::arg("units"), py::arg("pp"), py::arg("degrees"), py::kw_only(),
+           py::arg("one_degree_per_micro_batch") = false, "Raises InvalidInput unless the problem is well formed.")
+      .def_property_readonly(
+          "lengths",
+          [](const py::object& self) {
+            return view_of<std::int64_t>(self.cast<const assign::FlexCpProblem&>().lengths, self);
+          },
+          "The iteration's sequences (a read-only view)")
+      .def_readonly("units", &assign::FlexCpProblem::units)
+      .def_readonly("pp", &assign::FlexCpProblem::pp)
+      .def_readonly("degrees", &assign::FlexCpProblem::degrees, "Ascending, each dividing the next and the units")
+      .def_readonly("one_degree_per_micro_batch", &assign::FlexCpProblem::one_degree_per_micro_batch,
+                    "Megatron-LM's dynamic CP: one CP size per micro-batch")
+      .def("group_seconds", &assign::flex_cp_group_seconds, py::arg("group"), "c_d + Σ a_d·l² + b_d·l")
+      .def("micro_batch_seconds", &assign::flex_cp_micro_batch_seconds, py::arg("micro_batch"),
+           "Its slowest group's seconds")
+      .def("lower_bound", &assign::flex_cp_lower_bound, "No plan of the problem is faster (s)");
+
+  py::class_<assign::FlexCpPlan>(module, "FlexCpPlan", "One iteration's micro-batches of CP groups.")
+      .def_property_readonly("micro_batches",
+                             [](const py::object& self) {
+                               return internal_list(self.cast<const assign::FlexCpPlan&>().micro_batches, self);
+                             },
+                             "Slowest first")
+      .def_readonly("seconds", &assign::FlexCpPlan::seconds,
+                    "The iteration: Σ over micro-batches + (PP − 1) × the slowest")
+      .def_readonly("lower_bound", &assign::FlexCpPlan::lower_bound)
+      .def(
+          "check", [](const assign::FlexCpPlan& plan, const assign::FlexCpProblem& problem) {
+            assign::check_flex_cp_plan(problem, plan);
+          },
+          py::arg("problem"), "Raises InvalidPlan naming the first broken invariant against the problem.")
+      .def(py::self == py::self);
+
+  const assign::FlexCpOptions defaults;
+  module.def(
+      "solve_flex_cp",
+      [](const assign::FlexCpProblem& problem, int targets, int improvement_rounds) {
+        const py::gil_scoped_release release;
+        return assign::solve_flex_cp(problem, {.targets = targets, .improvement_rounds = improvement_rounds});
+      },
+      py::arg("problem"), py::kw_only(), py::arg("targets") = defaults.targets,
+      py::arg("improvement_rounds") = defaults.improvement_rounds,
+      "The fast flex CP solver: micro-batches of CP groups minimising the iteration, with its lower bound.");
+  module.def(
+      "flex_cp_problem",
+      [](const cost::Profile& profile, const Scheme& base, int units, const py::handle& lengths,
+         const std::vector<std::string>& cp_kinds, bool powers_of_two) {
+        std::vector<CpKind> kinds;
+        for (const std::string& kind : cp_kinds) kinds.push_back(value_in(cp_kind_names, kind, "cp_kinds"));
+        const std::vector<std::int64_t> values = integers_from(lengths, "lengths");
+        assign::FlexCpProblem problem =
+            assign::flex_cp_problem(profile, base, units, values, [&](const Scheme& scheme) {
+              const int cp = scheme.cp();
+              return std::ranges::find(kinds, scheme.cp_kind()) != kinds.end() &&
+                     (!powers_of_two || (cp & (cp - 1)) == 0);
+            });
+        assign::validate_flex_cp(problem);
+        return problem;
+      },
+      py::arg("profile"), py::arg("base"), py::arg("units"), py::arg("lengths"), py::kw_only(),
+      py::arg("cp_kinds") = std::vector<std::string>{"ring", "ulysses", "hybrid"}, py::arg("powers_of_two") = false,
+      "The problem of `lengths` on `units` replicas of `base` (a ⟨TP, PP⟩ scheme of `profile`): its CP schemes of "
+      "`cp_kinds` (power-of-two degrees only, if asked) give the degrees. Raises InvalidInput when a sequence fits "
+      "no group.");
+}
+
 void bind_assign(py::module_& module) {
   py::class_<assign::MicroBatch>(module, "MicroBatch", "A packed micro-batch: its sequences' ids, tokens, seconds.")
       .def_property_readonly("sequence_ids",
@@ -123,6 +233,7 @@ void bind_assign(py::module_& module) {
       py::arg("lengths"), py::arg("strategy"), py::arg("profile"), py::kw_only(), py::arg("capacity_tokens"),
       py::arg("ids") = py::none(),
       "The Megatron-LM-style baseline: fixed-length bins packed best-fit-decreasing, dealt round-robin.");
+  bind_flex_cp(module);
 }
 
 }  // namespace sluice::python

@@ -94,3 +94,100 @@ def plan_fixed_length(
     ids: Optional[npt.ArrayLike] = None,
 ) -> IterationPlan:
     """The Megatron-LM-style baseline: fixed-length bins packed best-fit-decreasing, dealt round-robin."""
+
+# ---- CP groups per micro-batch (FlexSP, ASPLOS'25; assign/flex_cp.hpp) ----------------------------------------------
+
+class FlexCpDegree:
+    """One group size of a flex CP domain's pool."""
+    def __init__(self, degree: int, latency: QuadraticLatency, capacity: int, length_multiple: int = 1) -> None: ...
+    @property
+    def degree(self) -> int:
+        """Units sharing each sequence of such a group."""
+    @property
+    def latency(self) -> QuadraticLatency:
+        """One stage's time of one sequence in such a group."""
+    @property
+    def capacity(self) -> int:
+        """The most charged tokens one group holds."""
+    @property
+    def length_multiple(self) -> int:
+        """Lengths are charged rounded up to this (2·R for a ring of R)."""
+
+class FlexCpGroup:
+    """One CP group of a micro-batch and its sequences."""
+    @property
+    def degree_index(self) -> int:
+        """Index into the problem's degrees."""
+    @property
+    def first_unit(self) -> int:
+        """Its units are first_unit … first_unit + degree − 1."""
+    @property
+    def sequences(self) -> npt.NDArray[np.int32]:
+        """Indices into the problem's lengths, ascending (a read-only view)."""
+    def __eq__(self, other: object) -> bool: ...
+
+class FlexCpMicroBatch:
+    """One micro-batch's groups, widest first."""
+    @property
+    def groups(self) -> list[FlexCpGroup]: ...
+    def __eq__(self, other: object) -> bool: ...
+
+class FlexCpProblem:
+    """An iteration's sequences on `units` replicas of one ⟨TP, PP⟩ pipeline, re-formed into CP groups per micro-batch."""
+    def __init__(
+        self,
+        lengths: npt.ArrayLike,
+        units: int,
+        pp: int,
+        degrees: Sequence[FlexCpDegree],
+        *,
+        one_degree_per_micro_batch: bool = False,
+    ) -> None:
+        """Raises InvalidInput unless the problem is well formed."""
+    @property
+    def lengths(self) -> IntArray:
+        """The iteration's sequences (a read-only view)."""
+    @property
+    def units(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def degrees(self) -> list[FlexCpDegree]:
+        """Ascending, each dividing the next and the units."""
+    @property
+    def one_degree_per_micro_batch(self) -> bool:
+        """Megatron-LM's dynamic CP: one CP size per micro-batch."""
+    def group_seconds(self, group: FlexCpGroup) -> float:
+        """c_d + Σ a_d·l² + b_d·l."""
+    def micro_batch_seconds(self, micro_batch: FlexCpMicroBatch) -> float:
+        """Its slowest group's seconds."""
+    def lower_bound(self) -> float:
+        """No plan of the problem is faster (s)."""
+
+class FlexCpPlan:
+    """One iteration's micro-batches of CP groups."""
+    @property
+    def micro_batches(self) -> list[FlexCpMicroBatch]:
+        """Slowest first."""
+    @property
+    def seconds(self) -> float:
+        """The iteration: Σ over micro-batches + (PP − 1) × the slowest."""
+    @property
+    def lower_bound(self) -> float: ...
+    def check(self, problem: FlexCpProblem) -> None:
+        """Raises InvalidPlan naming the first broken invariant against the problem."""
+    def __eq__(self, other: object) -> bool: ...
+
+def solve_flex_cp(problem: FlexCpProblem, *, targets: int = 32, improvement_rounds: int = 8) -> FlexCpPlan:
+    """The fast flex CP solver: micro-batches of CP groups minimising the iteration, with its lower bound."""
+
+def flex_cp_problem(
+    profile: Profile,
+    base: Scheme,
+    units: int,
+    lengths: npt.ArrayLike,
+    *,
+    cp_kinds: Sequence[str] = ("ring", "ulysses", "hybrid"),
+    powers_of_two: bool = False,
+) -> FlexCpProblem:
+    """The problem of `lengths` on `units` replicas of `base` (a ⟨TP, PP⟩ scheme of `profile`)."""

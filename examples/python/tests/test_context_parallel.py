@@ -350,3 +350,107 @@ def test_process_groups_need_a_process_group():
     placement = sluice.rank_placement("2*tp1pp2", sluice.Profile.bundled("llama2-7b", gpus=4))
     with pytest.raises(RuntimeError, match="not initialised"):
         st.process_groups(placement)
+
+
+# A flex CP domain of 4 units with groups of 1, 2 and 4 (FlexSP's per-micro-batch groups): 150 tokens need the
+# 4-group, 61 and 37 a 2-group, the rest run unsharded beside them.
+FLEX_LENGTHS = [61, 37, 12, 8, 3, 1, 20, 5, 150, 2, 33, 17]
+FLEX_HEADS = 4
+
+
+def flex_problem():
+    import sluice
+
+    degrees = [
+        sluice.FlexCpDegree(1, sluice.QuadraticLatency(1e-6, 1e-4, 1e-3), 40),
+        sluice.FlexCpDegree(2, sluice.QuadraticLatency(0.5e-6, 0.6e-4, 2e-3), 80, 4),
+        sluice.FlexCpDegree(4, sluice.QuadraticLatency(0.25e-6, 0.35e-4, 4e-3), 160, 8),
+    ]
+    problem = sluice.FlexCpProblem(FLEX_LENGTHS, 4, 1, degrees)
+    return problem, sluice.solve_flex_cp(problem)
+
+
+def flex_seed(micro_batch, first_unit):
+    return 100 + 8 * micro_batch + first_unit
+
+
+def flex_worker(rank, world, store, out_dir):
+    """Every micro-batch of the flex plan: this unit's group runs ring and Ulysses attention on its sequences."""
+    from sluice.context_parallel import FlexCPGroups, flex_cp_work
+
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group(
+        "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
+    )
+    problem, plan = flex_problem()
+    pool = FlexCPGroups(problem.units, [degree.degree for degree in problem.degrees])
+    results = {}
+    for m, work in enumerate(flex_cp_work(problem, plan, rank)):
+        if work is None:
+            continue
+        lengths = [FLEX_LENGTHS[s] for s in work.sequences]
+        shard = cp_shard(work.cu_seqlens, work.degree, work.rank)
+        q_full, k_full, v_full, upstream = inputs(lengths, FLEX_HEADS, flex_seed(m, work.first_unit))
+        for kind, attention in (("ring", ring_attention), ("ulysses", ulysses_attention)):
+            q, k, v = (shard.select(t).clone().requires_grad_() for t in (q_full, k_full, v_full))
+            out = attention(q, k, v, work.cu_seqlens, group=pool.group(work))
+            (out * shard.select(upstream)).sum().backward()
+            results[(m, kind)] = (out.detach(), q.grad, k.grad, v.grad)
+    torch.save(results, os.path.join(out_dir, f"{rank}.pt"))
+    dist.destroy_process_group()
+
+
+def test_flex_cp_work_gives_each_sequence_one_group():
+    from sluice.context_parallel import flex_cp_work
+
+    problem, plan = flex_problem()
+    work = [flex_cp_work(problem, plan, unit) for unit in range(4)]
+    layouts = set()
+    seen = []
+    for m, micro_batch in enumerate(plan.micro_batches):
+        degrees = []
+        for group in micro_batch.groups:
+            degree = problem.degrees[group.degree_index].degree
+            degrees.append(degree)
+            members = [work[unit][m] for unit in range(group.first_unit, group.first_unit + degree)]
+            assert [member.rank for member in members] == list(range(degree))
+            for member in members:
+                assert (member.degree, member.first_unit) == (degree, group.first_unit)
+                assert member.sequences == tuple(group.sequences.tolist())
+                assert member.cu_seqlens.dtype == torch.int32
+                assert member.cu_seqlens.tolist() == cu_of([FLEX_LENGTHS[s] for s in member.sequences]).tolist()
+            seen += member.sequences
+        covered = sum(degrees)
+        assert sum(work[unit][m] is not None for unit in range(4)) == covered
+        layouts.add(tuple(degrees))
+    assert sorted(seen) == list(range(len(FLEX_LENGTHS)))  # every sequence in exactly one group
+    # The groups change between micro-batches, and some micro-batch mixes sizes: the case this test is for.
+    assert len(layouts) >= 2 and any(len(set(layout)) > 1 for layout in layouts), layouts
+    with pytest.raises(ValueError, match=re.escape("unit must be in [0, 4)")):
+        flex_cp_work(problem, plan, 4)
+
+
+def test_flex_cp_groups_equal_unsharded_attention(tmp_path):
+    assert run(4, tmp_path, target=flex_worker) == [0] * 4
+    problem, plan = flex_problem()
+    results = [torch.load(tmp_path / f"{rank}.pt") for rank in range(4)]
+    for m, micro_batch in enumerate(plan.micro_batches):
+        for group in micro_batch.groups:
+            degree = problem.degrees[group.degree_index].degree
+            lengths = [FLEX_LENGTHS[s] for s in group.sequences.tolist()]
+            expected = reference(lengths, FLEX_HEADS, flex_seed(m, group.first_unit))
+            for kind in ("ring", "ulysses"):
+                for position, what in enumerate(("output", "dq", "dk", "dv")):
+                    assembled = torch.full_like(expected[position], float("nan"))
+                    for rank in range(degree):
+                        shard = cp_shard(cu_of(lengths), degree, rank)
+                        assembled[shard.index] = results[group.first_unit + rank][(m, kind)][position].double()
+                    error = relative_error(assembled, expected[position])
+                    assert error <= TOLERANCE, f"{kind}, micro-batch {m}, CP {degree}: {what} off by {error:.2e}"
+
+
+def test_flex_cp_groups_need_a_process_group():
+    from sluice.context_parallel import FlexCPGroups
+
+    with pytest.raises(RuntimeError, match="not initialised"):
+        FlexCPGroups(4, [1, 2, 4])

@@ -1,0 +1,92 @@
+"""CP groups per micro-batch from Python: the solver's plans pass their check and respect the bound, the problem
+built from a profile's CP schemes, and bad input refused."""
+import numpy as np
+import pytest
+
+import sluice
+
+
+def degrees():
+    return [
+        sluice.FlexCpDegree(1, sluice.QuadraticLatency(1e-6, 1e-4, 1e-3), 40),
+        sluice.FlexCpDegree(2, sluice.QuadraticLatency(0.5e-6, 0.6e-4, 2e-3), 80, 4),
+        sluice.FlexCpDegree(4, sluice.QuadraticLatency(0.25e-6, 0.35e-4, 4e-3), 160, 8),
+    ]
+
+
+def test_solved_plans_pass_their_check_and_respect_the_bound():
+    rng = np.random.default_rng(7)
+    for pp in (1, 4):
+        lengths = rng.integers(1, 150, size=40)
+        problem = sluice.FlexCpProblem(lengths, 4, pp, degrees())
+        plan = sluice.solve_flex_cp(problem)
+        plan.check(problem)
+        assert plan.lower_bound == pytest.approx(problem.lower_bound())
+        assert plan.lower_bound <= plan.seconds
+        times = [problem.micro_batch_seconds(micro_batch) for micro_batch in plan.micro_batches]
+        assert plan.seconds == pytest.approx(sum(times) + (pp - 1) * max(times))
+        for micro_batch, seconds in zip(plan.micro_batches, times):
+            assert seconds == pytest.approx(max(problem.group_seconds(group) for group in micro_batch.groups))
+        assert sorted(np.concatenate([g.sequences for mb in plan.micro_batches for g in mb.groups]).tolist()) == list(
+            range(40))
+        assert sluice.solve_flex_cp(problem) == plan  # deterministic
+
+
+def test_one_degree_per_micro_batch():
+    problem = sluice.FlexCpProblem([61, 37, 12, 8, 3, 1, 150], 4, 1, degrees(), one_degree_per_micro_batch=True)
+    plan = sluice.solve_flex_cp(problem, targets=8, improvement_rounds=2)
+    plan.check(problem)
+    for micro_batch in plan.micro_batches:
+        assert len({group.degree_index for group in micro_batch.groups}) == 1
+
+
+def test_a_plan_of_another_problem_is_refused():
+    problem = sluice.FlexCpProblem([61, 37, 12], 4, 1, degrees())
+    other = sluice.FlexCpProblem([61, 37], 4, 1, degrees())
+    with pytest.raises(sluice.InvalidPlan):
+        sluice.solve_flex_cp(other).check(problem)
+
+
+def test_the_problem_of_a_profiles_cp_schemes():
+    profile = sluice.with_scheme_space(sluice.Profile.bundled("llama2-7b", gpus=16), cp=[2, 4, 8],
+                                       cp_kinds=["ring", "ulysses"])
+    base = sluice.Scheme(2, 1)
+    lengths = [200, 4096, 30000, 80000, 512, 12000]
+    ring = sluice.flex_cp_problem(profile, base, 8, lengths, cp_kinds=["ring"])
+    assert [degree.degree for degree in ring.degrees] == [1, 2, 4, 8]
+    assert [degree.length_multiple for degree in ring.degrees] == [1, 4, 8, 16]  # 2·R causal chunks
+    ulysses = sluice.flex_cp_problem(profile, base, 8, lengths, cp_kinds=["ulysses"])
+    assert [degree.length_multiple for degree in ulysses.degrees] == [1, 1, 1, 1]
+    assert ring.units == 8 and ring.pp == 1 and ring.lengths.tolist() == lengths
+    capacities = [degree.capacity for degree in ring.degrees]
+    assert capacities == sorted(capacities) and capacities[0] == profile.at(base).max_len
+    plan = sluice.solve_flex_cp(ring)
+    plan.check(ring)
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (([], 4, 1), "the batch is empty"),
+        (([5, 0], 4, 1), "sequence 1 has length 0"),
+        (([500], 4, 1), "sequence 0 of 500 tokens fits no group"),
+        (([5], 3, 1), "must be >= 1 and divide the 3 units"),
+        (([5], 4, 0), "PP must be >= 1"),
+    ],
+)
+def test_bad_problems_are_refused(arguments, message):
+    with pytest.raises(sluice.InvalidInput, match=message):
+        sluice.FlexCpProblem(*arguments, degrees())
+
+
+def test_bad_degrees_and_kinds_are_refused():
+    one, two, four = degrees()
+    with pytest.raises(sluice.InvalidInput, match="must ascend"):
+        sluice.FlexCpProblem([5], 4, 1, [one, four, two])
+    with pytest.raises(sluice.InvalidInput, match="no CP degree"):
+        sluice.FlexCpProblem([5], 4, 1, [])
+    profile = sluice.with_scheme_space(sluice.Profile.bundled("llama2-7b", gpus=16), cp=[2])
+    with pytest.raises(sluice.InvalidInput, match="cp_kinds"):
+        sluice.flex_cp_problem(profile, sluice.Scheme(2, 1), 8, [100], cp_kinds=["spiral"])
+    with pytest.raises(sluice.InvalidInput, match="not a ⟨TP, PP⟩ scheme"):
+        sluice.flex_cp_problem(profile, sluice.Scheme(2, 1, cp=2), 8, [100])
