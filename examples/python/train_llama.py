@@ -11,11 +11,15 @@ plain causal attention, no sluice) on the same weights and requires the two to a
 Started by torchrun, the processes share the work: WORLD_SIZE = data-parallel groups × --cp. Data-parallel group g
 runs the pipelines j with j mod groups = g, and its --cp processes share each micro-batch's sequences
 (sluice.context_parallel: each process its CP shard of the tokens, attention by ring or Ulysses); the gradients
-and the loss are then summed over every process, so each step equals the one-process run on the same plan.
+and the loss are then summed over every process, so each step equals the one-process run on the same plan. With
+--flex-cp the processes are instead the units of one flex CP domain (FlexSP's groups per micro-batch): each step's
+batch is solved by sluice.solve_flex_cp into micro-batches of CP groups of 1, 2, 4, … processes, where a group of
+d holds d × --flex-capacity tokens, and each process runs its group's shard of every micro-batch it is part of.
 
     PYTHONPATH=build/py/python python3 examples/python/train_llama.py --steps 4 --check
     PYTHONPATH=build/py/python python3 examples/python/train_llama.py --device cuda --dtype bfloat16 --check
     PYTHONPATH=build/py/python torchrun --nproc_per_node 4 examples/python/train_llama.py --cp 2 --check
+    PYTHONPATH=build/py/python torchrun --nproc_per_node 4 examples/python/train_llama.py --flex-cp --check
 """
 import os
 import sys
@@ -41,7 +45,13 @@ from torch import nn  # noqa: E402
 
 import sluice  # noqa: E402
 import sluice.torch as st  # noqa: E402
-from sluice.context_parallel import cp_shard, ring_attention, ulysses_attention  # noqa: E402
+from sluice.context_parallel import (  # noqa: E402
+    FlexCPGroups,
+    cp_shard,
+    flex_cp_work,
+    ring_attention,
+    ulysses_attention,
+)
 
 TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-2}
 
@@ -131,7 +141,7 @@ def synthetic_sequence(sequence_id, length, vocab, seed):
 @dataclass
 class Processes:
     """This process's place in a torchrun-started run: data-parallel group `group` of `groups`, CP rank `cp_rank`
-    of `cp` inside it (`cp_group`)."""
+    of `cp` inside it (`cp_group`); or, with `flex`, unit `rank` of the flex CP domain whose groups `flex` holds."""
 
     rank: int
     world: int
@@ -141,14 +151,25 @@ class Processes:
     cp_rank: int
     cp_group: object
     attention: object  # ring_attention or ulysses_attention
+    flex: Optional[FlexCPGroups] = None
 
 
-def start_processes(cp, attention_kind, device, timeout):
+def flex_degrees(units):
+    """The CP group sizes of a flex domain of `units` processes: 1, 2, 4, … while they divide it."""
+    degrees = [1]
+    while units % (2 * degrees[-1]) == 0:
+        degrees.append(2 * degrees[-1])
+    return degrees
+
+
+def start_processes(cp, attention_kind, device, timeout, flex):
     """The process group torchrun's environment describes (None when started alone), and this process's device.
     A store or peer that does not answer within `timeout` seconds ends the process with an error."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cp < 1 or world % cp != 0:
         sys.exit(f"--cp {cp} must be a positive divisor of the {world} processes (torchrun's WORLD_SIZE)")
+    if flex and (cp != 1 or world == 1):
+        sys.exit("--flex-cp forms its own CP groups of torchrun's processes: needs WORLD_SIZE >= 2 and --cp 1")
     if world == 1:
         return None, device
     if device.type == "cuda":
@@ -159,49 +180,96 @@ def start_processes(cp, attention_kind, device, timeout):
     except (RuntimeError, TimeoutError, ValueError) as error:
         sys.exit(f"train_llama.py: rank {os.environ.get('RANK')} of {world}: the process group did not start: {error}")
     rank = dist.get_rank()
+    attention = ring_attention if attention_kind == "ring" else ulysses_attention
+    if flex:
+        pool = FlexCPGroups(world, flex_degrees(world), timeout=timedelta(seconds=timeout))
+        return Processes(rank=rank, world=world, groups=1, group=0, cp=1, cp_rank=0, cp_group=None,
+                         attention=attention, flex=pool), device
     cp_groups = [dist.new_group(list(range(first, first + cp))) for first in range(0, world, cp)]  # on every rank
     return Processes(rank=rank, world=world, groups=world // cp, group=rank // cp, cp=cp, cp_rank=rank % cp,
-                     cp_group=cp_groups[rank // cp],
-                     attention=ring_attention if attention_kind == "ring" else ulysses_attention), device
+                     cp_group=cp_groups[rank // cp], attention=attention), device
+
+
+def micro_batch_loss(model, batch, autocast, shard=None, attention=None, group=None):
+    """One packed micro-batch's loss over the iteration's normaliser, its gradient accumulated. With `shard`, this
+    process's CP shard of it, attention over the shards of `group`."""
+    if shard is None:
+        tokens, positions, labels = batch.tokens, batch.positions, batch.labels
+
+        def attend(q, k, v):
+            return st.varlen_attention(q, k, v, batch.cu_seqlens, batch.max_seqlen)
+
+    else:
+        cu_seqlens = batch.cu_seqlens.cpu()
+        tokens, positions, labels = (shard.select(t) for t in (batch.tokens, batch.positions, batch.labels))
+
+        def attend(q, k, v):
+            return attention(q, k, v, cu_seqlens, group=group)
+
+    with autocast():
+        logits = model(tokens, positions, attend)
+    loss = F.cross_entropy(logits.float(), labels, ignore_index=st.IGNORE_INDEX, reduction="sum")
+    (loss / batch.loss_normaliser).backward()
+    return loss.item() / batch.loss_normaliser
+
+
+def summed_over_processes(model, total):
+    """The loss and every gradient summed over all processes (one without a micro-batch still joins every sum)."""
+    for parameter in model.parameters():
+        if parameter.grad is None:
+            parameter.grad = torch.zeros_like(parameter)
+        dist.all_reduce(parameter.grad)
+    loss = torch.tensor([total], dtype=torch.float64)
+    dist.all_reduce(loss)
+    return float(loss[0])
 
 
 def packed_step(model, planned, sequences, device, autocast, processes: Optional[Processes] = None):
-    """Every pipeline's micro-batches, gradients accumulated; returns the iteration's loss and micro-batch count.
+    """Every pipeline's micro-batches, gradients accumulated; returns the iteration's loss.
     Across processes: this process's pipelines and CP shards, then the loss and gradients summed over all."""
-    total, count = 0.0, 0
+    total = 0.0
     for pipeline in range(len(planned.plan.pipelines)):  # data-parallel rank `pipeline`
         if processes is not None and pipeline % processes.groups != processes.group:
             continue
         for batch in st.micro_batches(planned, sequences, pipeline=pipeline, device=device):
             if processes is None:
-                tokens, positions, labels = batch.tokens, batch.positions, batch.labels
+                total += micro_batch_loss(model, batch, autocast)
+            else:
+                shard = cp_shard(batch.cu_seqlens.cpu(), processes.cp, processes.cp_rank)
+                total += micro_batch_loss(model, batch, autocast, shard, processes.attention, processes.cp_group)
+    return total if processes is None else summed_over_processes(model, total)
 
-                def attend(q, k, v, batch=batch):
-                    return st.varlen_attention(q, k, v, batch.cu_seqlens, batch.max_seqlen)
 
-            else:  # this process's CP shard of the micro-batch; attention over the CP group's shards
-                cu_seqlens = batch.cu_seqlens.cpu()
-                shard = cp_shard(cu_seqlens, processes.cp, processes.cp_rank)
-                tokens, positions, labels = (shard.select(t) for t in (batch.tokens, batch.positions, batch.labels))
+def flex_problem(planned, units, capacity, attention_kind):
+    """The step's flex CP problem on `units` processes: a group of d holds d × `capacity` tokens (a ring's lengths
+    charged in 2·d chunks) and costs a quadratic whose compute shrinks and whose overhead grows with d."""
+    degrees = [
+        sluice.FlexCpDegree(d, sluice.QuadraticLatency(1e-9 / d, 1e-6 / d, 1e-4 * d), d * capacity,
+                            2 * d if attention_kind == "ring" and d > 1 else 1)
+        for d in flex_degrees(units)
+    ]
+    return sluice.FlexCpProblem(planned.lengths, units, 1, degrees)
 
-                def attend(q, k, v, cu_seqlens=cu_seqlens):
-                    return processes.attention(q, k, v, cu_seqlens, group=processes.cp_group)
 
-            with autocast():
-                logits = model(tokens, positions, attend)
-            loss = F.cross_entropy(logits.float(), labels, ignore_index=st.IGNORE_INDEX, reduction="sum")
-            (loss / batch.loss_normaliser).backward()
-            total += loss.item() / batch.loss_normaliser
-            count += 1
-    if processes is not None:
-        for parameter in model.parameters():  # a process without a micro-batch still joins every sum
-            if parameter.grad is None:
-                parameter.grad = torch.zeros_like(parameter)
-            dist.all_reduce(parameter.grad)
-        sums = torch.tensor([total, count], dtype=torch.float64)
-        dist.all_reduce(sums)
-        total, count = float(sums[0]), int(sums[1]) // processes.cp
-    return total, count
+def flex_step(model, planned, sequences, device, autocast, processes, capacity, attention_kind):
+    """This process's groups of every micro-batch of the step's flex CP plan; the loss and gradients summed over all
+    processes. Returns the loss and the plan's groups per micro-batch, in words."""
+    problem = flex_problem(planned, processes.world, capacity, attention_kind)
+    plan = sluice.solve_flex_cp(problem)
+    ids = planned.ids.tolist()
+    normaliser = st.loss_normaliser(planned)
+    total = 0.0
+    for work in flex_cp_work(problem, plan, processes.rank):
+        if work is None:
+            continue
+        batch = st.pack(sequences, [ids[s] for s in work.sequences], loss_normaliser=normaliser, device=device)
+        shard = cp_shard(batch.cu_seqlens.cpu(), work.degree, work.rank)
+        total += micro_batch_loss(model, batch, autocast, shard, processes.attention, processes.flex.group(work))
+    layout = " | ".join(
+        "+".join(str(problem.degrees[group.degree_index].degree) for group in micro_batch.groups)
+        for micro_batch in plan.micro_batches
+    )
+    return summed_over_processes(model, total), layout
 
 
 @torch.no_grad()
@@ -261,6 +329,10 @@ def main(argv=None):
     parser.add_argument("--cp", type=int, default=1,
                         help="context-parallel degree under torchrun: processes sharing each micro-batch")
     parser.add_argument("--cp-attention", choices=["ring", "ulysses"], default="ring")
+    parser.add_argument("--flex-cp", action="store_true",
+                        help="the processes form CP groups of 1, 2, 4, … per micro-batch (sluice.solve_flex_cp)")
+    parser.add_argument("--flex-capacity", type=int, default=128,
+                        help="with --flex-cp: tokens a group of one process holds (a group of d: d times as many)")
     parser.add_argument("--timeout", type=float, default=300,
                         help="seconds a process waits for the store or a peer before it fails (under torchrun)")
     parser.add_argument("--save-gradients", metavar="PATH",
@@ -269,7 +341,10 @@ def main(argv=None):
 
     if not 0 < args.timeout <= 86400:
         sys.exit(f"--timeout must be in (0, 86400] seconds, got {args.timeout}")
-    processes, device = start_processes(args.cp, args.cp_attention, torch.device(args.device), args.timeout)
+    if args.flex_capacity < 1:
+        sys.exit(f"--flex-capacity must be a positive number of tokens, got {args.flex_capacity}")
+    processes, device = start_processes(args.cp, args.cp_attention, torch.device(args.device), args.timeout,
+                                        args.flex_cp)
     leader = processes is None or processes.rank == 0
 
     def say(*parts, **options):
@@ -293,7 +368,10 @@ def main(argv=None):
     say(f"model: dim {args.dim}, {args.layers} layers, {args.heads} heads, vocab {args.vocab}, "
         f"{sum(p.numel() for p in model.parameters()):,} parameters on {device}, {args.dtype}")
     say(f"plans: {profile.name} on {profile.gpus} GPUs, {len(candidates)} candidates")
-    if processes is not None:
+    if processes is not None and processes.flex is not None:
+        say(f"processes: {processes.world} units of one flex CP domain, groups of "
+            f"{', '.join(map(str, flex_degrees(processes.world)))} ({args.cp_attention} attention)")
+    elif processes is not None:
         say(f"processes: {processes.world} = {processes.groups} data-parallel groups × CP {processes.cp} "
             f"({args.cp_attention} attention)")
 
@@ -308,7 +386,11 @@ def main(argv=None):
             }
             optimizer.zero_grad(set_to_none=True)
             reference = unpacked_loss(model, planned, sequences, device, autocast) if args.check else None
-            loss, count = packed_step(model, planned, sequences, device, autocast, processes)
+            if args.flex_cp:
+                loss, layout = flex_step(model, planned, sequences, device, autocast, processes, args.flex_capacity,
+                                         args.cp_attention)
+            else:
+                loss = packed_step(model, planned, sequences, device, autocast, processes)
             if args.save_gradients and planned.iteration == 0 and leader:
                 gradients = {name: p.grad.detach().cpu() for name, p in model.named_parameters()}
                 torch.save(gradients, args.save_gradients + ".partial")
@@ -316,8 +398,10 @@ def main(argv=None):
             optimizer.step()
             plan = planned.plan
             shape = ", ".join(str(len(p.micro_batches)) for p in plan.pipelines)
+            placed = (f"CP groups per micro-batch [{layout}]" if args.flex_cp
+                      else f"{plan.strategy.name}, micro-batches per rank [{shape}]")
             line = (f"step {planned.iteration}: {len(sequences)} sequences, {int(planned.lengths.sum())} tokens, "
-                    f"{plan.strategy.name}, micro-batches per rank [{shape}], loss {loss:.6f}")
+                    f"{placed}, loss {loss:.6f}")
             if reference is not None:
                 error = abs(loss - reference) / abs(reference)
                 worst = max(worst, error)

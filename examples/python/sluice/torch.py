@@ -6,7 +6,8 @@ rank j's share of the batch, in ``plan.pipelines`` order. For that rank, ``micro
 micro-batches into one token tensor with the ``cu_seqlens``/``max_seqlen`` of FlashAttention's varlen interface,
 position ids that restart at 0 at every sequence and next-token labels that never cross a sequence boundary.
 Summing every micro-batch's per-token losses on every rank and dividing by ``loss_normaliser(plan)`` gives the
-mean loss of the unpacked batch; gradients then need a sum (not a mean) across the data-parallel ranks.
+mean loss of the unpacked batch; gradients then need a sum (not a mean) across the data-parallel ranks. ``pack``
+packs any list of sequences the same way, for micro-batches a plan does not list (a flex CP group's).
 
 Importing this module needs PyTorch; nothing else in sluice does.
 """
@@ -33,6 +34,7 @@ __all__ = [
     "IGNORE_INDEX",
     "PackedMicroBatch",
     "micro_batches",
+    "pack",
     "loss_normaliser",
     "block_causal_mask",
     "varlen_attention",
@@ -130,42 +132,57 @@ def micro_batches(
     normaliser = loss_normaliser(iteration)
     packed = []
     for index, micro_batch in enumerate(pipelines[rank].micro_batches):
-        ids = micro_batch.sequence_ids.tolist()
-        parts = [_sequence(sequences, sequence_id) for sequence_id in ids]
-        sizes = [len(part) for part in parts]
-        for sequence_id, size in zip(ids, sizes):
-            if size == 0 or (lengths is not None and size != lengths[sequence_id]):
-                expected = "at least 1" if lengths is None else lengths[sequence_id]
-                raise ValueError(
-                    f"sluice.torch: sequence {sequence_id} has {size} tokens, the plan has {expected}"
-                )
-        if sum(sizes) != micro_batch.tokens:
+        batch = pack(sequences, micro_batch.sequence_ids.tolist(), loss_normaliser=normaliser, device=device,
+                     lengths=lengths)
+        if len(batch.tokens) != micro_batch.tokens:
             raise ValueError(
-                f"sluice.torch: pipeline {rank}, micro-batch {index}: its sequences have {sum(sizes)} "
+                f"sluice.torch: pipeline {rank}, micro-batch {index}: its sequences have {len(batch.tokens)} "
                 f"tokens, the plan has {micro_batch.tokens}"
             )
-        tokens = torch.cat([part.to(device=device, dtype=torch.int64) for part in parts])
-        target = tokens.device
-        size_tensor = torch.tensor(sizes, dtype=torch.int64, device=target)
-        ends = torch.cumsum(size_tensor, 0)
-        starts = ends - size_tensor
-        positions = torch.arange(len(tokens), device=target) - torch.repeat_interleave(starts, size_tensor)
-        labels = torch.roll(tokens, -1)
-        labels[ends - 1] = IGNORE_INDEX  # a sequence's last token predicts nothing: no target across a boundary
-        cu_seqlens = torch.cat([torch.zeros(1, dtype=torch.int64, device=target), ends]).to(torch.int32)
-        packed.append(
-            PackedMicroBatch(
-                tokens=tokens,
-                positions=positions,
-                labels=labels,
-                cu_seqlens=cu_seqlens,
-                max_seqlen=max(sizes),
-                sequence_ids=ids,
-                target_count=len(tokens) - len(ids),
-                loss_normaliser=normaliser,
-            )
-        )
+        packed.append(batch)
     return packed
+
+
+def pack(
+    sequences: Sequences,
+    sequence_ids: Sequence[int],
+    *,
+    loss_normaliser: int,
+    device: Optional[Union[str, torch.device]] = None,
+    lengths: Optional[Mapping[int, int]] = None,
+) -> PackedMicroBatch:
+    """The sequences ``sequence_ids`` (not empty) packed back to back in that order, as ``micro_batches`` packs a
+    plan's micro-batch: for micro-batches a plan does not list, such as a flex CP group's
+    (``sluice.context_parallel.flex_cp_work``). lengths: each id's planned length, checked when given.
+    """
+    ids = [operator.index(sequence_id) for sequence_id in sequence_ids]
+    if not ids:
+        raise ValueError("sluice.torch: a micro-batch needs at least one sequence")
+    parts = [_sequence(sequences, sequence_id) for sequence_id in ids]
+    sizes = [len(part) for part in parts]
+    for sequence_id, size in zip(ids, sizes):
+        if size == 0 or (lengths is not None and size != lengths[sequence_id]):
+            expected = "at least 1" if lengths is None else lengths[sequence_id]
+            raise ValueError(f"sluice.torch: sequence {sequence_id} has {size} tokens, the plan has {expected}")
+    tokens = torch.cat([part.to(device=device, dtype=torch.int64) for part in parts])
+    target = tokens.device
+    size_tensor = torch.tensor(sizes, dtype=torch.int64, device=target)
+    ends = torch.cumsum(size_tensor, 0)
+    starts = ends - size_tensor
+    positions = torch.arange(len(tokens), device=target) - torch.repeat_interleave(starts, size_tensor)
+    labels = torch.roll(tokens, -1)
+    labels[ends - 1] = IGNORE_INDEX  # a sequence's last token predicts nothing: no target across a boundary
+    cu_seqlens = torch.cat([torch.zeros(1, dtype=torch.int64, device=target), ends]).to(torch.int32)
+    return PackedMicroBatch(
+        tokens=tokens,
+        positions=positions,
+        labels=labels,
+        cu_seqlens=cu_seqlens,
+        max_seqlen=max(sizes),
+        sequence_ids=ids,
+        target_count=len(tokens) - len(ids),
+        loss_normaliser=loss_normaliser,
+    )
 
 
 def block_causal_mask(cu_seqlens: torch.Tensor) -> torch.Tensor:

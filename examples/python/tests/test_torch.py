@@ -77,6 +77,23 @@ def test_planned_item_packs_as_planned(planned, sequences):
     check_packed(planned, sequences, planned.ids.tolist(), normaliser)
 
 
+def test_pack_packs_any_ids_as_micro_batches_packs_a_plans(planned, sequences):
+    micro_batch = planned.plan.pipelines[0].micro_batches[0]
+    normaliser = st.loss_normaliser(planned)
+    [expected, *_] = st.micro_batches(planned, sequences, pipeline=0)
+    batch = st.pack(sequences, micro_batch.sequence_ids.tolist(), loss_normaliser=normaliser)
+    for field in ("tokens", "positions", "labels", "cu_seqlens"):
+        assert torch.equal(getattr(batch, field), getattr(expected, field))
+    assert (batch.sequence_ids, batch.max_seqlen, batch.target_count, batch.loss_normaliser) == (
+        expected.sequence_ids, expected.max_seqlen, expected.target_count, expected.loss_normaliser)
+    reordered = list(reversed(planned.ids.tolist()[:3]))  # ids no micro-batch of the plan holds together
+    assert st.pack(sequences, reordered, loss_normaliser=normaliser).sequence_ids == reordered
+    with pytest.raises(ValueError, match="at least one sequence"):
+        st.pack(sequences, [], loss_normaliser=normaliser)
+    with pytest.raises(ValueError, match="the plan has 1"):
+        st.pack(sequences, reordered[:1], loss_normaliser=normaliser, lengths={reordered[0]: 1})
+
+
 def test_iteration_plan_with_a_list_of_sequences(profile):
     lengths = np.array([1800, 1, 700, 2, 1500, 64, 900, 333, 1200, 5, 410], dtype=np.int64)
     plan = sluice.plan_iteration(lengths, CANDIDATES, profile, seed=3)
@@ -257,13 +274,39 @@ def run_like_torchrun(world, arguments, cwd):
     return [process.returncode for process in processes], outputs
 
 
-@pytest.fixture(scope="module")
-def one_process_gradients(tmp_path_factory):
+# cpython-stdlib's first batch holds sequences short enough for one process beside 256-token ones, which a flex CP
+# domain runs in groups of one and of several side by side.
+FLEX_MODEL = [*SMALL_MODEL, "--lengths", "cpython-stdlib"]
+
+
+def one_process_run(tmp_path_factory, arguments):
     path = tmp_path_factory.mktemp("one") / "gradients.pt"
-    result = subprocess.run([sys.executable, "train_llama.py", *SMALL_MODEL, "--save-gradients", str(path)],
+    result = subprocess.run([sys.executable, "train_llama.py", *arguments, "--save-gradients", str(path)],
                             cwd=EXAMPLES, env=built_package_env(), capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout, torch.load(path)
+
+
+@pytest.fixture(scope="module")
+def one_process_gradients(tmp_path_factory):
+    return one_process_run(tmp_path_factory, SMALL_MODEL)
+
+
+@pytest.fixture(scope="module")
+def flex_one_process_gradients(tmp_path_factory):
+    return one_process_run(tmp_path_factory, FLEX_MODEL)
+
+
+def assert_same_step(out, gradients_path, one_process):
+    """The first step's loss and summed gradients are the one-process run's."""
+    expected_out, expected = one_process
+    loss_of = lambda text: float(text.split(" loss ")[1].split(",")[0])  # noqa: E731
+    assert loss_of(out) == pytest.approx(loss_of(expected_out), rel=1e-6)
+    gradients = torch.load(gradients_path)
+    assert gradients.keys() == expected.keys()
+    for name, gradient in expected.items():
+        error = float((gradients[name] - gradient).norm() / gradient.norm())
+        assert error <= 1e-5, f"{name}: {error:.2e}"
 
 
 @pytest.mark.parametrize("world, attention", [(4, "ring"), (2, "ulysses")])
@@ -275,24 +318,38 @@ def test_training_example_with_context_parallelism_equals_one_process(world, att
     arguments = [*SMALL_MODEL, "--cp", "2", "--cp-attention", attention, "--save-gradients", str(path)]
     codes, outputs = run_like_torchrun(world, ["train_llama.py", *arguments], EXAMPLES)
     assert codes == [0] * world, outputs
-    expected_out, expected = one_process_gradients
     out = outputs[0][0]
     assert f"processes: {world} = {world // 2} data-parallel groups × CP 2 ({attention} attention)" in out
     assert "check passed" in out
-    loss_of = lambda text: float(text.split(" loss ")[1].split(",")[0])  # noqa: E731
-    assert loss_of(out) == pytest.approx(loss_of(expected_out), rel=1e-6)
     assert all(not stdout for stdout, _ in outputs[1:])  # only rank 0 prints
-    gradients = torch.load(path)
-    assert gradients.keys() == expected.keys()
-    for name, gradient in expected.items():
-        error = float((gradients[name] - gradient).norm() / gradient.norm())
-        assert error <= 1e-5, f"{name}: {error:.2e}"
+    assert_same_step(out, path, one_process_gradients)
 
 
-def test_training_example_with_context_parallelism_as_documented():
-    """docs/python.md's torchrun command, its processes started as torchrun starts them."""
+@pytest.mark.parametrize("world, attention", [(4, "ring"), (2, "ulysses")])
+def test_training_example_with_flex_cp_groups_equals_one_process(world, attention, flex_one_process_gradients,
+                                                                 tmp_path):
+    """The processes as one flex CP domain whose groups change per micro-batch (gloo): the first step's loss and
+    summed gradients are the one-process run's on the same batch."""
+    path = tmp_path / "gradients.pt"
+    arguments = [*FLEX_MODEL, "--flex-cp", "--cp-attention", attention, "--save-gradients", str(path)]
+    codes, outputs = run_like_torchrun(world, ["train_llama.py", *arguments], EXAMPLES)
+    assert codes == [0] * world, outputs
+    out = outputs[0][0]
+    degrees = "1, 2, 4" if world == 4 else "1, 2"
+    assert f"processes: {world} units of one flex CP domain, groups of {degrees} ({attention} attention)" in out
+    assert "check passed" in out
+    layout = out.split("CP groups per micro-batch [")[1].split("]")[0]
+    # Groups of several processes beside groups of one: the case this test is for.
+    assert any("+" in micro_batch for micro_batch in layout.split(" | ")), layout
+    assert any(size != "1" for size in layout.replace(" | ", "+").split("+")), layout
+    assert_same_step(out, path, flex_one_process_gradients)
+
+
+@pytest.mark.parametrize("option", ["--cp 2", "--flex-cp"])
+def test_training_example_with_context_parallelism_as_documented(option):
+    """docs/python.md's torchrun commands, their processes started as torchrun starts them."""
     documented = pathlib.Path(__file__).resolve().parents[3] / "docs" / "python.md"
-    command = "torchrun --nproc_per_node 4 examples/python/train_llama.py --steps 2 --cp 2 --check\n"
+    command = f"torchrun --nproc_per_node 4 examples/python/train_llama.py --steps 2 {option} --check\n"
     assert command in documented.read_text()
     codes, outputs = run_like_torchrun(4, command.split()[3:], documented.parents[1])
     assert codes == [0] * 4, outputs
@@ -304,6 +361,13 @@ def test_training_example_refuses_a_cp_degree_the_processes_do_not_fill():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     assert "--cp 2 must be a positive divisor of the 1 processes" in result.stderr
+
+
+def test_training_example_refuses_flex_cp_without_processes():
+    result = subprocess.run([sys.executable, "train_llama.py", "--flex-cp"], cwd=EXAMPLES, env=built_package_env(),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "--flex-cp forms its own CP groups of torchrun's processes: needs WORLD_SIZE >= 2" in result.stderr
 
 
 def test_training_example_ends_when_the_store_does_not_answer():
