@@ -784,15 +784,16 @@ inline FlexCpPlan solve_flex_cp(const FlexCpProblem& problem, const FlexCpOption
     for (const double target : {area, area / 2, area / 4, least_area.target, least_area.target * 2,
                                 least_area.target / 2})
       consider(floored, target, floor);
-  // Each start improved; the better kept.
+  // Each start improved; the better kept (ties to least area).
   const auto improved = [&](const Start& start) {
     packer.pack(start.target, start.floor);
     packer.improve(options.improvement_rounds);
     return packer.objective();
   };
   const double from_floored = improved(floored);
-  if (from_floored < improved(least_area)) improved(floored);
-  FlexCpPlan plan{.micro_batches = packer.micro_batches(), .seconds = 0, .lower_bound = flex_cp_lower_bound(problem)};
+  std::vector<FlexCpMicroBatch> best = packer.micro_batches();
+  if (improved(least_area) <= from_floored) best = packer.micro_batches();
+  FlexCpPlan plan{.micro_batches = std::move(best), .seconds = 0, .lower_bound = flex_cp_lower_bound(problem)};
   plan.seconds = flex_cp_iteration_seconds(problem, plan.micro_batches);
   return plan;
 }

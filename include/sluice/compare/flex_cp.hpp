@@ -94,9 +94,10 @@ public:
     std::vector<std::int64_t> lengths;
     for (const Sequence& sequence : batch) lengths.push_back(sequence.length());
     for (Domain& domain : domains_) {
-      domain.problem.lengths = lengths;
+      domain.problem.lengths.swap(lengths);  // lent to each domain in turn, not copied
       const assign::FlexCpPlan plan = assign::solve_flex_cp(domain.problem);
       domain.run.iterations.push_back(flex_cp_outcome(domain.problem, plan, domain.run.strategies.front()));
+      domain.problem.lengths.swap(lengths);
     }
   }
 
@@ -125,7 +126,7 @@ public:
 
 private:
   struct Domain {
-    assign::FlexCpProblem problem;  // its lengths replaced every iteration
+    assign::FlexCpProblem problem;  // holds a batch's lengths only while add() solves it
     SystemRun run;
   };
 
