@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <numeric>
+#include <tuple>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -24,6 +27,14 @@ struct RawPiece {
   int src;
   int dst;
   Piece piece;
+};
+
+struct PieceListOrder {
+  bool operator()(const std::vector<Piece>& x, const std::vector<Piece>& y) const {
+    return std::ranges::lexicographical_compare(x, y, [](const Piece& a, const Piece& b) {
+      return std::tuple(a.block, a.begin, a.end) < std::tuple(b.block, b.begin, b.end);
+    });
+  }
 };
 
 // Sorts raw pieces by (src, dst) keeping generation order within a pair (two stable counting passes),
@@ -49,7 +60,7 @@ inline void batch(std::vector<RawPiece>& raw, std::int64_t gpus, const Model& mo
   for (std::size_t i = 0; i < raw.size();) {
     const int src = raw[i].src;
     const int dst = raw[i].dst;
-    Message message{src, dst, pieces.size(), 0, 0};
+    Message message{src, dst, static_cast<std::uint32_t>(pieces.size()), 0, 0};
     for (; i < raw.size() && raw[i].src == src && raw[i].dst == dst; ++i) {
       const Piece& piece = raw[i].piece;
       if (message.piece_count > 0 && pieces.back().block == piece.block && pieces.back().end == piece.begin) {
@@ -65,6 +76,30 @@ inline void batch(std::vector<RawPiece>& raw, std::int64_t gpus, const Model& mo
     (src == dst ? local_bytes : send_bytes) += message.bytes;
     (src == dst ? local_moves : sends).push_back(message);
   }
+}
+
+// What the pull planner added later: messages of one source with equal piece lists share the first copy,
+// pieces kept in (src, dst) order of their first use.
+inline void share_pieces(PullPlan& plan) {
+  std::vector<Message*> messages;
+  for (std::vector<Message>* list : {&plan.sends, &plan.local_moves})
+    for (Message& message : *list) messages.push_back(&message);
+  std::ranges::sort(messages, [](const Message* x, const Message* y) {
+    return std::pair(x->src, x->dst) < std::pair(y->src, y->dst);
+  });
+  std::vector<Piece> shared;
+  std::map<std::vector<Piece>, std::uint32_t, PieceListOrder> first_of;
+  int src = -1;
+  for (Message* message : messages) {
+    if (message->src != src) first_of.clear();
+    src = message->src;
+    std::vector<Piece> list(plan.pieces.begin() + message->first_piece,
+                            plan.pieces.begin() + message->first_piece + message->piece_count);
+    const auto [it, added] = first_of.try_emplace(list, static_cast<std::uint32_t>(shared.size()));
+    if (added) shared.insert(shared.end(), list.begin(), list.end());
+    message->first_piece = it->second;
+  }
+  plan.pieces = std::move(shared);
 }
 
 // Pull: per block, M = LCM(n, TP_1..TP_K) (n = the block's optimizer segments); TP rank t of a pipeline
@@ -96,6 +131,7 @@ inline PullPlan plan_pull(const Placement& placement, const OptimizerLayout& lay
   }
   batch(raw, plan.gpus, model, model.param_bytes, plan.blocks, plan.pieces, plan.sends, plan.local_moves,
                 plan.send_bytes, plan.local_bytes);
+  share_pieces(plan);
   return plan;
 }
 

@@ -413,6 +413,11 @@ TEST_CASE("shard: plans and costs match the previous planner bit for bit") {
     CHECK(push == test::shard_oracle::plan_push(placement, layout, llama));
     CHECK(iteration_cost(layout, strategy, llama, Cluster{}) == plan_cost(pull, push, Cluster{}));
     compared_pieces += static_cast<std::int64_t>(pull.pieces.size());
+    // Each of the 1,024 owners holds one slice that all 112 pipelines need: one piece, 112 messages.
+    if (std::string_view(text) == "16*tp16pp1+96*tp8pp1") {
+      CHECK(pull.pieces.size() == 1024);
+      CHECK(pull.sends.size() + pull.local_moves.size() == 1024 * 112);
+    }
   }
   MESSAGE("pull pieces compared with the previous planner: ", compared_pieces);
 }
@@ -514,7 +519,11 @@ TEST_CASE("shard: the limits, 16,384 GPUs and 2^26 pieces per plan, are checked 
   // TP 8192 and 8191 make a TP grid of 8192·8191: 2 pipelines · 67,100,672 reduce-scatter pieces.
   const Placement coprime = place(Strategy::parse("1*tp8192pp1+1*tp8191pp1"), 16384, 1);
   const OptimizerLayout one_layer = sharded_layout(16384, 1);
-  CHECK(plan_pull(coprime, one_layer, small_model(1)).pieces.size() == 16384 + 24574);
+  const PullPlan coprime_pull = plan_pull(coprime, one_layer, small_model(1));
+  CHECK(coprime_pull.sends.size() + coprime_pull.local_moves.size() == 16384 + 24574);
+  // The 8,190 owners whose segment a TP-8191 boundary cuts send two part lists there and the whole segment to
+  // the TP-8192 pipeline; the other 8,194 send their whole segment to both pipelines, one list shared.
+  CHECK(coprime_pull.pieces.size() == 8194 + 3 * 8190);
   CHECK_THROWS_WITH_AS(plan_push(coprime, one_layer, small_model(1)),
                        doctest::Contains("shard push: the plan would cut 134201344 pieces"), invalid_input);
   CHECK_THROWS_WITH_AS(aligned_layout(coprime), doctest::Contains("= 134201344 owner entries, more than the maximum"),
@@ -602,7 +611,9 @@ TEST_CASE("shard: validators and the host checker reject broken plans") {
     plan.local_moves.pop_back();
   });
   pull_broken([](PullPlan& plan) { plan.pieces[plan.sends.front().first_piece].end -= 1; });
-  pull_broken([](PullPlan& plan) { plan.sends.front().piece_count = plan.pieces.size(); });
+  pull_broken([](PullPlan& plan) { plan.sends.front().piece_count = static_cast<std::uint32_t>(plan.pieces.size()); });
+  // Another source's pieces: shared lists stay within what their source owns.
+  pull_broken([](PullPlan& plan) { plan.sends.back().first_piece = plan.sends.front().first_piece; });
 
   auto push_broken = [&](auto edit) {
     PushPlan plan = planned.push;
@@ -613,6 +624,13 @@ TEST_CASE("shard: validators and the host checker reject broken plans") {
   push_broken([](PushPlan& plan) { std::swap(plan.rs_groups[0], plan.rs_groups[1]); });
   push_broken([](PushPlan& plan) { plan.rs_groups.front().bytes = 0; });
   push_broken([](PushPlan& plan) { plan.grid = 2; });
+  push_broken([](PushPlan& plan) {
+    Message& copy = plan.sends.back();
+    plan.send_bytes += plan.sends.front().bytes - copy.bytes;
+    copy.first_piece = plan.sends.front().first_piece;
+    copy.piece_count = plan.sends.front().piece_count;
+    copy.bytes = plan.sends.front().bytes;
+  });
   push_broken([](PushPlan& plan) { std::ranges::reverse(plan.rs_groups.front().members); });
   push_broken([](PushPlan& plan) { plan.blocks.pop_back(); });
   push_broken([](PushPlan& plan) { plan.sends.front().dst = (plan.sends.front().dst + 1) % 8; });
@@ -754,4 +772,14 @@ TEST_CASE("shard: JSON round trips for models, placements, layouts and plans") {
   document["format"] = "sluice.strategy";
   CHECK_THROWS_WITH_AS(io::from_document<Model>(document), doctest::Contains("expected format 'sluice.shard_model'"),
                        invalid_input);
+  // A pull plan of version 1, before messages shared pieces, is refused by its number; indices past 32 bits too.
+  document = io::to_document(planned.pull);
+  CHECK(document.at("version") == 3);
+  document["version"] = 1;
+  CHECK_THROWS_WITH_AS(io::from_document<PullPlan>(document),
+                       doctest::Contains("unsupported sluice.pull_plan version 1"), invalid_input);
+  document = io::to_document(planned.pull);
+  document["sends"][0]["first_piece"] = std::uint64_t{1} << 32;
+  CHECK_THROWS_WITH_AS(io::from_document<PullPlan>(document),
+                       doctest::Contains("field 'first_piece': expected an integer in [0, 4294967295]"), invalid_input);
 }

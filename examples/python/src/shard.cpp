@@ -244,7 +244,7 @@ void bind_shard(py::module_& module) {
   const char* pieces_doc = "Structured view (block, begin, end): mutual slices [begin, end) of block `block`.";
   const char* messages_doc =
       "Structured view (src, dst, first_piece, piece_count, bytes): pieces[first_piece:first_piece + piece_count] "
-      "from src to dst.";
+      "from src to dst; messages of one source with equal pieces share them.";
   py::class_<shard::PullPlan> pull(module, "PullPlan",
                                    "16-bit parameters from the optimizer layout into the propagation placement.");
   pull.def_readonly("gpus", &shard::PullPlan::gpus)

@@ -3,7 +3,8 @@
 
 # The structured dtypes of PullPlan/PushPlan.pieces and .sends/.local_moves:
 #   pieces:   (block: int32, begin: int64, end: int64)
-#   messages: (src: int32, dst: int32, first_piece: uint64, piece_count: uint64, bytes: int64)
+#   messages: (src: int32, dst: int32, first_piece: uint32, piece_count: uint32, bytes: int64); messages of one
+#   source with equal pieces share them
 StructArray = npt.NDArray[np.void]
 StageLayers = Optional[dict[int, Sequence[int]]]
 

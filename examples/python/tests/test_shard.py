@@ -132,6 +132,7 @@ def test_piece_and_message_views(model):
         pieces, sends, local = plan.pieces, plan.sends, plan.local_moves
         assert pieces.dtype.names == ("block", "begin", "end")
         assert sends.dtype.names == ("src", "dst", "first_piece", "piece_count", "bytes")
+        assert sends.dtype["first_piece"] == np.uint32 and sends.dtype["piece_count"] == np.uint32
         assert not pieces.flags.writeable and not sends.flags.writeable and not local.flags.writeable
         assert int(sends["bytes"].sum()) == plan.send_bytes and int(local["bytes"].sum()) == plan.local_bytes
         assert np.all(sends["src"] != sends["dst"]) and np.all(local["src"] == local["dst"])

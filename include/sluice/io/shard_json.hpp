@@ -40,7 +40,7 @@ struct document_traits<shard::OptimizerLayout> {
 template <>
 struct document_traits<shard::PullPlan> {
   static constexpr std::string_view format = "sluice.pull_plan";
-  static constexpr int version = 1;
+  static constexpr int version = 3;  // 1: every piece in one message; messages now share equal piece lists
 };
 template <>
 struct document_traits<shard::PushPlan> {
@@ -186,7 +186,7 @@ struct adl_serializer<sluice::shard::Message> {
   static sluice::shard::Message from_json(const json& in) {
     using sluice::io::field;
     return {field<int>(in, "src", "message"), field<int>(in, "dst", "message"),
-            field<std::size_t>(in, "first_piece", "message"), field<std::size_t>(in, "piece_count", "message"),
+            field<std::uint32_t>(in, "first_piece", "message"), field<std::uint32_t>(in, "piece_count", "message"),
             field<std::int64_t>(in, "bytes", "message")};
   }
 };

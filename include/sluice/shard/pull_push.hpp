@@ -69,17 +69,18 @@ inline PullPlan plan_pull(const Placement& placement, const OptimizerLayout& lay
   const Placement replicated = detail::replicas(placement);
   const detail::PullSetup setup = detail::pull_setup(replicated, layout, model);
   PullPlan plan{replicated.gpus, setup.slices, {}, {}, {}, 0, 0};
-  // Merging only shrinks the plan: capacity for the pieces before merging never reallocates, and the pages
+  // Merging only shrinks the plan: capacity for the messages before merging never reallocates, and the pages
   // of what stays unused are never touched.
-  plan.pieces.reserve(static_cast<std::size_t>(setup.pieces_before_merging));
   plan.sends.reserve(static_cast<std::size_t>(setup.pieces_before_merging));
   plan.local_moves.reserve(static_cast<std::size_t>(std::min(setup.pieces_before_merging, replicated.gpus)));
+  detail::SharedPieces shared;
   detail::for_each_pull_message(
       replicated, layout, model, setup,
       [&](int src, int dst, std::span<const detail::SliceRun> runs, std::int64_t bytes) {
-        (src == dst ? plan.local_moves : plan.sends).push_back({src, dst, plan.pieces.size(), runs.size(), bytes});
+        const std::uint32_t first = shared.find_or_add(src, runs, plan.pieces);
+        (src == dst ? plan.local_moves : plan.sends)
+            .push_back({src, dst, first, static_cast<std::uint32_t>(runs.size()), bytes});
         (src == dst ? plan.local_bytes : plan.send_bytes) += bytes;
-        for (const detail::SliceRun& run : runs) plan.pieces.push_back({run.block, run.begin, run.end});
       });
   return plan;
 }

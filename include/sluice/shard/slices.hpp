@@ -1,7 +1,6 @@
 #pragma once
 // The units a pull or push plan moves (pull_push.hpp): blocks of layers whose tensors are cut into mutual slices,
 // pieces of those slices, and messages that carry pieces from one rank to another.
-#include <cstddef>
 #include <cstdint>
 
 namespace sluice::shard {
@@ -22,12 +21,14 @@ struct Piece {
   friend bool operator==(const Piece&, const Piece&) = default;
 };
 
-// All pieces from src to dst, in one message: pieces[first_piece, first_piece + piece_count).
+// All pieces from src to dst, in one message: pieces[first_piece, first_piece + piece_count). Messages of one
+// source with equal pieces share them (the pull sends an owner's slices to every pipeline of a TP degree alike).
+// 24 bytes: a plan holds at most max_plan_pieces (2^26) pieces and messages, so 32-bit indices suffice.
 struct Message {
   int src = 0;
   int dst = 0;
-  std::size_t first_piece = 0;
-  std::size_t piece_count = 0;
+  std::uint32_t first_piece = 0;
+  std::uint32_t piece_count = 0;
   std::int64_t bytes = 0;
   friend bool operator==(const Message&, const Message&) = default;
 };

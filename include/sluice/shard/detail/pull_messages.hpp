@@ -74,6 +74,82 @@ inline Ownership ownership(const OptimizerLayout& layout) {
   return owned;
 }
 
+// The pieces of one source's messages, each distinct list stored once: find_or_add returns the index of the
+// first of `runs`' pieces, appending them unless an earlier message of the same source holds the same list.
+// An open-addressing table keyed by a hash of the list; entries of earlier sources count as empty, so the
+// table is never cleared. O(pieces) time; memory O(the most distinct lists of one source).
+class SharedPieces {
+ public:
+  std::uint32_t find_or_add(int src, std::span<const SliceRun> runs, std::vector<Piece>& pieces) {
+    if (src != src_) {
+      src_ = src;
+      distinct_ = 0;
+    } else if (runs.size() == last_.count &&
+               std::ranges::equal(runs, std::span(pieces).subspan(last_.first, last_.count), same_slices)) {
+      return last_.first;  // the common case: the destinations of one TP degree come one after another
+    }
+    if (2 * (distinct_ + 1) > slots_.size()) grow();
+    const std::uint64_t hash = hash_of(runs);
+    std::size_t slot = static_cast<std::size_t>(hash) & (slots_.size() - 1);
+    for (; slots_[slot].src == src_; slot = (slot + 1) & (slots_.size() - 1)) {
+      const Slot& entry = slots_[slot];
+      if (entry.hash == hash && entry.count == runs.size() &&
+          std::ranges::equal(runs, std::span(pieces).subspan(entry.first, entry.count), same_slices)) {
+        last_ = entry;
+        return entry.first;
+      }
+    }
+    const auto first = static_cast<std::uint32_t>(pieces.size());
+    for (const SliceRun& run : runs) pieces.push_back({run.block, run.begin, run.end});
+    slots_[slot] = last_ = {hash, src_, first, static_cast<std::uint32_t>(runs.size())};
+    ++distinct_;
+    return first;
+  }
+
+ private:
+  struct Slot {
+    std::uint64_t hash = 0;
+    int src = -1;
+    std::uint32_t first = 0;
+    std::uint32_t count = 0;
+  };
+
+  static bool same_slices(const SliceRun& run, const Piece& piece) {
+    return run.block == piece.block && run.begin == piece.begin && run.end == piece.end;
+  }
+
+  static std::uint64_t hash_of(std::span<const SliceRun> runs) {
+    std::uint64_t hash = 0x9e3779b97f4a7c15ULL;
+    const auto mix = [&](std::uint64_t value) {
+      hash ^= value + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2);
+      hash *= 0xff51afd7ed558ccdULL;
+    };
+    for (const SliceRun& run : runs) {
+      mix(static_cast<std::uint64_t>(run.block));
+      mix(static_cast<std::uint64_t>(run.begin));
+      mix(static_cast<std::uint64_t>(run.end));
+    }
+    return hash ^ (hash >> 33);
+  }
+
+  // Doubles the table, keeping the current source's entries.
+  void grow() {
+    std::vector<Slot> old(std::max<std::size_t>(16, 2 * slots_.size()));
+    old.swap(slots_);
+    for (const Slot& entry : old) {
+      if (entry.src != src_) continue;
+      std::size_t slot = static_cast<std::size_t>(entry.hash) & (slots_.size() - 1);
+      while (slots_[slot].src == src_) slot = (slot + 1) & (slots_.size() - 1);
+      slots_[slot] = entry;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  Slot last_;  // the list returned last, if of src_
+  int src_ = -1;
+  std::size_t distinct_ = 0;
+};
+
 // What plan_pull and the pull's cost share: the inputs checked, the blocks and their granularities.
 struct PullSetup {
   std::vector<Block> blocks;

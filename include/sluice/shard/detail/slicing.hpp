@@ -120,7 +120,7 @@ inline void batch(std::vector<RawPiece>& raw, std::int64_t gpus, const Model& mo
   for (std::size_t i = 0; i < raw.size();) {
     const int src = raw[i].src;
     const int dst = raw[i].dst;
-    Message message{src, dst, pieces.size(), 0, 0};
+    Message message{src, dst, static_cast<std::uint32_t>(pieces.size()), 0, 0};
     for (; i < raw.size() && raw[i].src == src && raw[i].dst == dst; ++i) {
       const Piece& piece = raw[i].piece;
       if (message.piece_count > 0 && pieces.back().block == piece.block && pieces.back().end == piece.begin) {
