@@ -13,9 +13,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <set>
+#include <tuple>
 #include <span>
 #include <utility>
 #include <vector>
@@ -278,21 +280,26 @@ public:
     return objective();
   }
 
-  // Candidate moves improve() prices at most (about a second's work), so that huge batches stay bounded in time.
+  // Candidate moves the improvement of all starts together prices at most (about a second's work), so that huge
+  // batches stay bounded in time.
   static constexpr std::int64_t improvement_budget = std::int64_t{1} << 26;
 
-  // Moves a sequence out of each micro-batch's slowest group wherever that shortens the iteration, empties the
-  // shortest micro-batches into the others' idle time, and regroups each micro-batch's sequences.
-  void improve(int rounds) {
+  // Moves a sequence out of each micro-batch's slowest group, or swaps it with another group's, wherever that
+  // shortens the iteration; empties the shortest micro-batches into the others' idle time; regroups each
+  // micro-batch's sequences; pools two micro-batches into one; and takes a sequence of the tallest into its own.
+  void improve(int rounds, std::int64_t budget = improvement_budget) {
     const std::vector<Layout> layouts = group_layouts();
-    budget_ = improvement_budget;
+    budget_ = budget;
     for (int round = 0; round < rounds && budget_ > 0; ++round) {
       bool moved = false;
+      Heights now = heights();
       for (std::size_t m = 0; m < shelves_.size(); ++m)
-        if (!shelves_[m].columns.empty()) moved = relieve(m) || moved;
+        if (!shelves_[m].columns.empty()) moved = relieve(m, now) || moved;
       while (budget_ > 0 && eliminate()) moved = true;
       for (std::size_t m = 0; m < shelves_.size(); ++m)
         if (!shelves_[m].columns.empty()) moved = regroup(m, layouts) || moved;
+      while (budget_ > 0 && merge(layouts)) moved = true;
+      moved = split(layouts) || moved;
       if (!moved) break;
     }
   }
@@ -453,6 +460,22 @@ private:
         }
       return sum + (pp - 1) * slowest;
     }
+
+    // Shelf m is now `height` tall: O(shelves), not the O(groups) of heights().
+    void update(std::size_t m, double height) {
+      total += height - of[m];
+      of[m] = height;
+      std::array<std::size_t, 3> top;
+      top.fill(of.size());
+      for (std::size_t i = 0; i < of.size(); ++i)
+        for (std::size_t r = 0; r < top.size(); ++r)
+          if (top[r] == of.size() || of[i] > of[top[r]]) {
+            std::copy_backward(top.begin() + std::ptrdiff_t(r), top.end() - 1, top.end());
+            top[r] = i;
+            break;
+          }
+      tallest = top;
+    }
   };
 
   [[nodiscard]] Heights heights() const {
@@ -470,7 +493,7 @@ private:
   }
 
   // Moves the sequence of shelf m's slowest group whose move shortens the iteration most, if any does.
-  bool relieve(std::size_t m) {
+  bool relieve(std::size_t m, Heights& now) {
     Shelf& shelf = shelves_[m];
     int slowest = shelf.columns.front();
     double second = 0;  // the next slowest group's load
@@ -479,7 +502,6 @@ private:
     for (const int c : shelf.columns)
       if (c != slowest) second = std::max(second, columns_[std::size_t(c)].load);
     const Column& from = columns_[std::size_t(slowest)];
-    const Heights now = heights();
     double best = now.with(m, now.of[m], m, now.of[m]) * (1 - 1e-12);
     int best_s = -1;
     int best_to = -1;  // a column, or −1 − (shelf·degrees + k) for a new group
@@ -523,9 +545,83 @@ private:
           }
         }
     }
+    // Or swap a candidate with a sequence of another group, where each fits the other's group. Each micro-batch's
+    // two slowest groups give its height without any one group in O(1).
+    int best_other = -1;
+    budget_ -= std::int64_t(candidates.size() * problem_.lengths.size() + columns_.size());
+    std::vector<std::array<int, 2>> two_slowest(shelves_.size(), {-1, -1});
+    for (std::size_t c = 0; c < columns_.size(); ++c) {
+      if (columns_[c].sequences.empty()) continue;
+      std::array<int, 2>& top = two_slowest[std::size_t(columns_[c].shelf)];
+      const double load = columns_[c].load;
+      if (top[0] < 0 || load > columns_[std::size_t(top[0])].load) {
+        top = {int(c), top[0]};
+      } else if (top[1] < 0 || load > columns_[std::size_t(top[1])].load) {
+        top[1] = int(c);
+      }
+    }
+    const auto without = [&](std::size_t t, int c) {
+      const int kept = two_slowest[t][0] != c ? two_slowest[t][0] : two_slowest[t][1];
+      return kept < 0 ? 0.0 : columns_[std::size_t(kept)].load;
+    };
+    for (const int s : candidates)
+      for (std::size_t c = 0; c < columns_.size(); ++c) {
+        const Column& to = columns_[c];
+        if (int(c) == slowest || to.sequences.empty() || !std::isfinite(work(s, to.degree))) continue;
+        const auto t = std::size_t(to.shelf);
+        const double rest_of_t = t == m ? height_without(m, slowest, int(c)) : without(t, int(c));
+        for (const int other : to.sequences) {
+          if (!std::isfinite(work(other, from.degree)) ||
+              from.tokens - charged(s, from.degree) + charged(other, from.degree) > capacity(from.degree) ||
+              to.tokens - charged(other, to.degree) + charged(s, to.degree) > capacity(to.degree))
+            continue;
+          const double from_load = from.load - work(s, from.degree) + work(other, from.degree);
+          const double to_load = to.load - work(other, to.degree) + work(s, to.degree);
+          const double value = t == m ? now.with(m, std::max({rest_of_t, from_load, to_load}), m, 0)
+                                      : now.with(m, std::max(second, from_load), t, std::max(rest_of_t, to_load));
+          if (value < best) {
+            best = value;
+            best_s = s;
+            best_to = int(c);
+            best_other = other;
+          }
+        }
+      }
     if (best_s < 0) return false;
-    move(slowest, best_s, best_to);
+    const std::size_t t = best_to >= 0 ? std::size_t(columns_[std::size_t(best_to)].shelf)
+                                       : std::size_t(-1 - best_to) / degrees_;
+    if (best_other >= 0) {
+      swap(slowest, best_s, best_to, best_other);
+    } else {
+      move(slowest, best_s, best_to);
+    }
+    now.update(m, shelf_height(shelves_[m]));
+    now.update(t, shelf_height(shelves_[t]));
     return true;
+  }
+
+  // Shelf m's height without columns x and y.
+  [[nodiscard]] double height_without(std::size_t m, int x, int y) const {
+    double height = 0;
+    for (const int c : shelves_[m].columns)
+      if (c != x && c != y) height = std::max(height, columns_[std::size_t(c)].load);
+    return height;
+  }
+
+  [[nodiscard]] std::int64_t capacity(int k) const { return problem_.degrees[std::size_t(k)].capacity; }
+
+  // Sequence s of column x and sequence o of column y trade places; loads re-summed, leaving no rounding behind.
+  void swap(int x, int s, int y, int o) {
+    for (const auto& [c, out, in] : {std::tuple(x, s, o), std::tuple(y, o, s)}) {
+      Column& column = columns_[std::size_t(c)];
+      std::ranges::replace(column.sequences, out, in);
+      column.load = constant(column.degree);
+      column.tokens = 0;
+      for (const int sequence : column.sequences) {
+        column.load += work(sequence, column.degree);
+        column.tokens += charged(sequence, column.degree);
+      }
+    }
   }
 
   // Empties one of the two shortest micro-batches into the others without raising any of them: each of its
@@ -648,23 +744,127 @@ private:
   // finishes soonest in, within capacity) gives the shortest micro-batch, if that is shorter than it is.
   bool regroup(std::size_t m, const std::vector<Layout>& layouts) {
     std::vector<int> sequences;
-    double height = 0;
     for (const int c : shelves_[m].columns) {
       const Column& column = columns_[std::size_t(c)];
       sequences.insert(sequences.end(), column.sequences.begin(), column.sequences.end());
-      height = std::max(height, column.load);
     }
+    double height = shelf_height(shelves_[m]) * (1 - 1e-12);
+    std::vector<Column> regrouped = grouped(sequences, layouts, height);
+    if (regrouped.empty()) return false;
+    replace(m, regrouped);
+    return true;
+  }
+
+  // Pools two micro-batches into one, regrouped, where that shortens the iteration: first-fit leaves units idle
+  // that narrower groups side by side fill, one micro-batch constant fewer. Pairs among the eight shortest.
+  bool merge(const std::vector<Layout>& layouts) {
+    std::vector<std::size_t> order;
+    for (std::size_t m = 0; m < shelves_.size(); ++m)
+      if (!shelves_[m].columns.empty()) order.push_back(m);
+    if (order.size() < 2) return false;
+    const Heights now = heights();
+    const double current = now.with(order[0], now.of[order[0]], order[0], now.of[order[0]]);
+    std::ranges::stable_sort(order, [&](std::size_t x, std::size_t y) { return now.of[x] < now.of[y]; });
+    order.resize(std::min<std::size_t>(order.size(), 8));
+    std::vector<int> pooled;
+    for (std::size_t i = 0; i < order.size() && budget_ > 0; ++i)
+      for (std::size_t j = i + 1; j < order.size() && budget_ > 0; ++j) {
+        const std::size_t m = order[j];  // the taller keeps the pool
+        const std::size_t t = order[i];
+        pooled.clear();
+        for (const std::size_t shelf : {m, t})
+          for (const int c : shelves_[shelf].columns)
+            pooled.insert(pooled.end(), columns_[std::size_t(c)].sequences.begin(),
+                          columns_[std::size_t(c)].sequences.end());
+        // The tallest merged height that still shortens the iteration: the objective grows with it.
+        double bound = now.of[m] + now.of[t];
+        if (now.with(m, bound, t, 0) >= current) {
+          double low = now.of[m];
+          for (int step = 0; step < 40; ++step) {
+            const double middle = (low + bound) / 2;
+            (now.with(m, middle, t, 0) < current ? low : bound) = middle;
+          }
+          bound = low;
+        }
+        std::vector<Column> regrouped = grouped(pooled, layouts, bound);
+        if (regrouped.empty() || now.with(m, bound, t, 0) >= current) continue;
+        for (const int c : shelves_[t].columns) columns_[std::size_t(c)].sequences.clear();
+        shelves_[t] = {.free_units = problem_.units, .limit = 0, .degree = -1, .columns = {}};
+        replace(m, regrouped);
+        return true;
+      }
+    return false;
+  }
+
+  // Takes one sequence of the tallest micro-batch into a micro-batch of its own (its fastest degree) and regroups
+  // the rest, where that shortens the iteration: the move relieve cannot price, one step worse before the regroup.
+  bool split(const std::vector<Layout>& layouts) {
+    const Heights now = heights();
+    const std::size_t m = now.tallest[0];
+    if (m >= shelves_.size() || shelves_[m].columns.empty()) return false;
+    std::vector<int> pooled;
+    for (const int c : shelves_[m].columns)
+      pooled.insert(pooled.end(), columns_[std::size_t(c)].sequences.begin(),
+                    columns_[std::size_t(c)].sequences.end());
+    if (pooled.size() < 2) return false;
+    const double current = now.with(m, now.of[m], m, now.of[m]);
+    const std::size_t next = now.tallest[1];  // the tallest micro-batch left
+    const double others = next < now.of.size() ? now.of[next] : 0.0;
+    constexpr std::size_t tried = 16;
+    std::vector<int> candidates = pooled;
+    std::ranges::sort(candidates, [&](int x, int y) {
+      return problem_.lengths[std::size_t(x)] != problem_.lengths[std::size_t(y)]
+                 ? problem_.lengths[std::size_t(x)] > problem_.lengths[std::size_t(y)]
+                 : x < y;
+    });
+    if (candidates.size() > tried) candidates.resize(tried);
+    std::vector<int> rest;
+    for (const int s : candidates) {
+      if (budget_ <= 0) return false;
+      int fastest = -1;
+      for (std::size_t k = 0; k < degrees_; ++k)
+        if (std::isfinite(work(s, k)) &&
+            (fastest < 0 || constant(k) + work(s, k) < constant(fastest) + work(s, fastest)))
+          fastest = int(k);
+      const double alone = constant(fastest) + work(s, fastest);
+      // The rest's height below which the split pays: the objective grows with it.
+      const auto value = [&](double rest_height) {
+        return now.total - now.of[m] + rest_height + alone +
+               (problem_.pp - 1) * std::max({others, rest_height, alone});
+      };
+      if (value(0) >= current) continue;
+      double low = 0;
+      double bound = now.of[m];
+      for (int step = 0; step < 40; ++step) {
+        const double middle = (low + bound) / 2;
+        (value(middle) < current ? low : bound) = middle;
+      }
+      bound = low;
+      rest.clear();
+      std::ranges::copy_if(pooled, std::back_inserter(rest), [&](int x) { return x != s; });
+      const std::vector<Column> regrouped = grouped(rest, layouts, bound);
+      if (regrouped.empty()) continue;
+      replace(m, regrouped);
+      shelves_.push_back({.free_units = problem_.units, .limit = alone, .degree = -1, .columns = {}});
+      add(open_column(static_cast<int>(shelves_.size()) - 1, fastest), s);
+      return true;
+    }
+    return false;
+  }
+
+  // The groups of one micro-batch for `sequences` in the layout whose longest-first greedy gives the shortest
+  // micro-batch below `bound` (lowered to it); empty if none does.
+  std::vector<Column> grouped(std::vector<int> sequences, const std::vector<Layout>& layouts, double& bound) {
     std::ranges::sort(sequences, [&](int x, int y) {
       return problem_.lengths[std::size_t(x)] != problem_.lengths[std::size_t(y)]
                  ? problem_.lengths[std::size_t(x)] > problem_.lengths[std::size_t(y)]
                  : x < y;
     });
-    double best = height * (1 - 1e-12);
-    std::vector<Column> regrouped;
+    std::vector<Column> best;
     std::vector<Column> groups;
     constexpr std::size_t budget = 1 << 21;  // sequence-group pairs tried per micro-batch, bounding the time
     std::size_t spent = 0;
-    if (budget_ <= 0) return false;
+    if (budget_ <= 0) return best;
     for (const Layout& layout : layouts) {
       const std::size_t size = layout.groups(*this);
       if (size > sequences.size()) continue;  // more groups than sequences: a narrower layout does better
@@ -673,7 +873,7 @@ private:
       groups.assign(size, {});
       for (std::size_t g = 0; g < size; ++g) {
         const int degree = g < std::size_t(layout.count) ? layout.wide : layout.narrow;
-        groups[g] = {.shelf = int(m), .degree = degree, .load = constant(degree), .tokens = 0, .sequences = {}};
+        groups[g] = {.shelf = 0, .degree = degree, .load = constant(degree), .tokens = 0, .sequences = {}};
       }
       double slowest = 0;
       for (const int s : sequences) {
@@ -692,23 +892,26 @@ private:
         group.tokens += charged(s, group.degree);
         group.sequences.push_back(s);
         slowest = std::max(slowest, group.load);
-        if (slowest >= best) break;
+        if (slowest >= bound) break;
       }
-      if (slowest < best) {
-        best = slowest;
-        regrouped = groups;
+      if (slowest < bound) {
+        bound = slowest;
+        best = groups;
       }
     }
     budget_ -= std::int64_t(spent);
-    if (regrouped.empty()) return false;
+    return best;
+  }
+
+  // Micro-batch m's groups become `groups` (shelf fields ignored).
+  void replace(std::size_t m, const std::vector<Column>& groups) {
     for (const int c : shelves_[m].columns) columns_[std::size_t(c)].sequences.clear();
     shelves_[m] = {.free_units = problem_.units, .limit = shelves_[m].limit, .degree = -1, .columns = {}};
-    for (const Column& group : regrouped) {
+    for (const Column& group : groups) {
       if (group.sequences.empty()) continue;
       const int column = open_column(int(m), group.degree);
       for (const int s : group.sequences) add(column, s);
     }
-    return true;
   }
 
   void move(int from_column, int s, int to) {
@@ -779,20 +982,29 @@ inline FlexCpPlan solve_flex_cp(const FlexCpProblem& problem, const FlexCpOption
   }
   // Every sequence at least as wide as each degree in turn, at one, two and four micro-batches' heights and around
   // the best: side-by-side groups of one width, which the least-area choice misses when units would idle.
-  Start floored;
+  std::vector<Start> floored(problem.degrees.size());
   for (int floor = 0; floor < static_cast<int>(problem.degrees.size()); ++floor)
     for (const double target : {area, area / 2, area / 4, least_area.target, least_area.target * 2,
                                 least_area.target / 2})
-      consider(floored, target, floor);
-  // Each start improved; the better kept (ties to least area).
-  const auto improved = [&](const Start& start) {
+      consider(floored[std::size_t(floor)], target, floor);
+  // Each start improved (least area first, then each floor's), but one packing as good as an earlier start's,
+  // which high floors repeat; the best kept, ties to the earlier.
+  std::vector<FlexCpMicroBatch> best;
+  double best_value = std::numeric_limits<double>::infinity();
+  floored.insert(floored.begin(), least_area);
+  for (std::size_t i = 0; i < floored.size(); ++i) {
+    const Start& start = floored[i];
+    if (std::ranges::any_of(floored.begin(), floored.begin() + std::ptrdiff_t(i),
+                            [&](const Start& earlier) { return earlier.value == start.value; }))
+      continue;
     packer.pack(start.target, start.floor);
-    packer.improve(options.improvement_rounds);
-    return packer.objective();
-  };
-  const double from_floored = improved(floored);
-  std::vector<FlexCpMicroBatch> best = packer.micro_batches();
-  if (improved(least_area) <= from_floored) best = packer.micro_batches();
+    packer.improve(options.improvement_rounds,
+                   detail::FlexCpPacker::improvement_budget / static_cast<std::int64_t>(floored.size()));
+    if (packer.objective() < best_value) {
+      best_value = packer.objective();
+      best = packer.micro_batches();
+    }
+  }
   FlexCpPlan plan{.micro_batches = std::move(best), .seconds = 0, .lower_bound = flex_cp_lower_bound(problem)};
   plan.seconds = flex_cp_iteration_seconds(problem, plan.micro_batches);
   return plan;
