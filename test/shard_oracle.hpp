@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <map>
 #include <numeric>
+#include <span>
 #include <tuple>
 #include <utility>
-#include <span>
 #include <vector>
 
 #include "sluice/shard/model.hpp"

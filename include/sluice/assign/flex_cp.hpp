@@ -17,8 +17,8 @@
 #include <limits>
 #include <numeric>
 #include <set>
-#include <tuple>
 #include <span>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -370,8 +370,26 @@ private:
   [[nodiscard]] double width(K k) const { return problem_.degrees[std::size_t(k)].degree; }
   template <class K>
   [[nodiscard]] int units_of(K k) const { return problem_.degrees[std::size_t(k)].degree; }
+  template <class K>
+  [[nodiscard]] std::int64_t capacity(K k) const { return problem_.degrees[std::size_t(k)].capacity; }
   [[nodiscard]] bool fits(const Column& column, int s) const {
-    return charged(s, column.degree) <= problem_.degrees[std::size_t(column.degree)].capacity - column.tokens;
+    return charged(s, column.degree) <= capacity(column.degree) - column.tokens;
+  }
+  // Micro-batch m's sequences, group after group.
+  [[nodiscard]] std::vector<int> sequences_of(std::size_t m) const {
+    std::vector<int> sequences;
+    for (const int c : shelves_[m].columns)
+      sequences.insert(sequences.end(), columns_[std::size_t(c)].sequences.begin(),
+                       columns_[std::size_t(c)].sequences.end());
+    return sequences;
+  }
+  // Longest first, ties by index.
+  void sort_longest_first(std::vector<int>& sequences) const {
+    std::ranges::sort(sequences, [&](int x, int y) {
+      return problem_.lengths[std::size_t(x)] != problem_.lengths[std::size_t(y)]
+                 ? problem_.lengths[std::size_t(x)] > problem_.lengths[std::size_t(y)]
+                 : x < y;
+    });
   }
   [[nodiscard]] double shelf_height(const Shelf& shelf) const {
     double height = 0;
@@ -533,7 +551,7 @@ private:
           const bool same_degree = shelves_[t].degree < 0 || shelves_[t].degree == int(k) ||
                                    (t == m && shelf.columns.size() == 1 && from.sequences.size() == 1);
           if (free < units_of(int(k)) || !same_degree || !std::isfinite(work(s, k)) ||
-              charged(s, int(k)) > problem_.degrees[k].capacity)
+              charged(s, int(k)) > capacity(k))
             continue;
           const double load = constant(k) + work(s, k);
           const double t_height = std::max(t == m ? m_height : now.of[t], load);
@@ -608,8 +626,6 @@ private:
     return height;
   }
 
-  [[nodiscard]] std::int64_t capacity(int k) const { return problem_.degrees[std::size_t(k)].capacity; }
-
   // Sequence s of column x and sequence o of column y trade places; loads re-summed, leaving no rounding behind.
   void swap(int x, int s, int y, int o) {
     for (const auto& [c, out, in] : {std::tuple(x, s, o), std::tuple(y, o, s)}) {
@@ -683,7 +699,7 @@ private:
           for (std::size_t k = 0; k < degrees_ && t != m; ++k) {
             const double alone = constant(k) + work(s, k);
             if (free[t] >= units_of(int(k)) && (degree[t] < 0 || degree[t] == int(k)) && alone <= now.of[t] &&
-                charged(s, k) <= problem_.degrees[k].capacity && width(k) * alone < area) {
+                charged(s, k) <= capacity(k) && width(k) * alone < area) {
               area = width(k) * alone;
               where = t * degrees_ + k;
             }
@@ -702,8 +718,7 @@ private:
       column.tokens += charged(s, column.degree);
       column.sequences.push_back(s);
     }
-    for (const int c : shelves_[m].columns) columns_[std::size_t(c)].sequences.clear();
-    shelves_[m] = {.free_units = problem_.units, .limit = 0, .degree = -1, .columns = {}};
+    empty(m);
     for (std::size_t c = 0; c < tentative.size(); ++c) {
       if (tentative[c].sequences.empty()) continue;
       const int column = existing[c] >= 0 ? existing[c] : open_column(tentative[c].shelf, tentative[c].degree);
@@ -743,13 +758,8 @@ private:
   // Regroups micro-batch m's sequences into the layout whose longest-first greedy (each sequence into the group it
   // finishes soonest in, within capacity) gives the shortest micro-batch, if that is shorter than it is.
   bool regroup(std::size_t m, const std::vector<Layout>& layouts) {
-    std::vector<int> sequences;
-    for (const int c : shelves_[m].columns) {
-      const Column& column = columns_[std::size_t(c)];
-      sequences.insert(sequences.end(), column.sequences.begin(), column.sequences.end());
-    }
     double height = shelf_height(shelves_[m]) * (1 - 1e-12);
-    std::vector<Column> regrouped = grouped(sequences, layouts, height);
+    std::vector<Column> regrouped = grouped(sequences_of(m), layouts, height);
     if (regrouped.empty()) return false;
     replace(m, regrouped);
     return true;
@@ -766,30 +776,20 @@ private:
     const double current = now.with(order[0], now.of[order[0]], order[0], now.of[order[0]]);
     std::ranges::stable_sort(order, [&](std::size_t x, std::size_t y) { return now.of[x] < now.of[y]; });
     order.resize(std::min<std::size_t>(order.size(), 8));
-    std::vector<int> pooled;
     for (std::size_t i = 0; i < order.size() && budget_ > 0; ++i)
       for (std::size_t j = i + 1; j < order.size() && budget_ > 0; ++j) {
         const std::size_t m = order[j];  // the taller keeps the pool
         const std::size_t t = order[i];
-        pooled.clear();
-        for (const std::size_t shelf : {m, t})
-          for (const int c : shelves_[shelf].columns)
-            pooled.insert(pooled.end(), columns_[std::size_t(c)].sequences.begin(),
-                          columns_[std::size_t(c)].sequences.end());
-        // The tallest merged height that still shortens the iteration: the objective grows with it.
-        double bound = now.of[m] + now.of[t];
-        if (now.with(m, bound, t, 0) >= current) {
-          double low = now.of[m];
-          for (int step = 0; step < 40; ++step) {
-            const double middle = (low + bound) / 2;
-            (now.with(m, middle, t, 0) < current ? low : bound) = middle;
-          }
-          bound = low;
-        }
-        std::vector<Column> regrouped = grouped(pooled, layouts, bound);
-        if (regrouped.empty() || now.with(m, bound, t, 0) >= current) continue;
-        for (const int c : shelves_[t].columns) columns_[std::size_t(c)].sequences.clear();
-        shelves_[t] = {.free_units = problem_.units, .limit = 0, .degree = -1, .columns = {}};
+        double bound = 0;
+        if (!highest_paying(now.of[m], now.of[m] + now.of[t], current,
+                            [&](double height) { return now.with(m, height, t, 0); }, bound))
+          continue;
+        std::vector<int> pooled = sequences_of(m);
+        const std::vector<int> other = sequences_of(t);
+        pooled.insert(pooled.end(), other.begin(), other.end());
+        const std::vector<Column> regrouped = grouped(std::move(pooled), layouts, bound);
+        if (regrouped.empty()) continue;
+        empty(t);
         replace(m, regrouped);
         return true;
       }
@@ -802,21 +802,14 @@ private:
     const Heights now = heights();
     const std::size_t m = now.tallest[0];
     if (m >= shelves_.size() || shelves_[m].columns.empty()) return false;
-    std::vector<int> pooled;
-    for (const int c : shelves_[m].columns)
-      pooled.insert(pooled.end(), columns_[std::size_t(c)].sequences.begin(),
-                    columns_[std::size_t(c)].sequences.end());
+    const std::vector<int> pooled = sequences_of(m);
     if (pooled.size() < 2) return false;
     const double current = now.with(m, now.of[m], m, now.of[m]);
     const std::size_t next = now.tallest[1];  // the tallest micro-batch left
     const double others = next < now.of.size() ? now.of[next] : 0.0;
     constexpr std::size_t tried = 16;
     std::vector<int> candidates = pooled;
-    std::ranges::sort(candidates, [&](int x, int y) {
-      return problem_.lengths[std::size_t(x)] != problem_.lengths[std::size_t(y)]
-                 ? problem_.lengths[std::size_t(x)] > problem_.lengths[std::size_t(y)]
-                 : x < y;
-    });
+    sort_longest_first(candidates);
     if (candidates.size() > tried) candidates.resize(tried);
     std::vector<int> rest;
     for (const int s : candidates) {
@@ -827,19 +820,12 @@ private:
             (fastest < 0 || constant(k) + work(s, k) < constant(fastest) + work(s, fastest)))
           fastest = int(k);
       const double alone = constant(fastest) + work(s, fastest);
-      // The rest's height below which the split pays: the objective grows with it.
-      const auto value = [&](double rest_height) {
+      const auto with_split = [&](double rest_height) {
         return now.total - now.of[m] + rest_height + alone +
                (problem_.pp - 1) * std::max({others, rest_height, alone});
       };
-      if (value(0) >= current) continue;
-      double low = 0;
-      double bound = now.of[m];
-      for (int step = 0; step < 40; ++step) {
-        const double middle = (low + bound) / 2;
-        (value(middle) < current ? low : bound) = middle;
-      }
-      bound = low;
+      double bound = 0;
+      if (!highest_paying(0, now.of[m], current, with_split, bound)) continue;
       rest.clear();
       std::ranges::copy_if(pooled, std::back_inserter(rest), [&](int x) { return x != s; });
       const std::vector<Column> regrouped = grouped(rest, layouts, bound);
@@ -852,14 +838,27 @@ private:
     return false;
   }
 
+  // The tallest micro-batch height in [low, high] at which `objective` (growing with it) stays under `current`, by
+  // bisection, into `height`; false if even `low` does not.
+  template <class Objective>
+  static bool highest_paying(double low, double high, double current, Objective objective, double& height) {
+    if (objective(low) >= current) return false;
+    if (objective(high) < current) {
+      height = high;
+      return true;
+    }
+    for (int step = 0; step < 40; ++step) {
+      const double middle = (low + high) / 2;
+      (objective(middle) < current ? low : high) = middle;
+    }
+    height = low;
+    return true;
+  }
+
   // The groups of one micro-batch for `sequences` in the layout whose longest-first greedy gives the shortest
   // micro-batch below `bound` (lowered to it); empty if none does.
   std::vector<Column> grouped(std::vector<int> sequences, const std::vector<Layout>& layouts, double& bound) {
-    std::ranges::sort(sequences, [&](int x, int y) {
-      return problem_.lengths[std::size_t(x)] != problem_.lengths[std::size_t(y)]
-                 ? problem_.lengths[std::size_t(x)] > problem_.lengths[std::size_t(y)]
-                 : x < y;
-    });
+    sort_longest_first(sequences);
     std::vector<Column> best;
     std::vector<Column> groups;
     constexpr std::size_t budget = 1 << 21;  // sequence-group pairs tried per micro-batch, bounding the time
@@ -903,10 +902,18 @@ private:
     return best;
   }
 
+  // Micro-batch m without groups; its height limit, which only packing reads, stays.
+  void empty(std::size_t m) {
+    Shelf& shelf = shelves_[m];
+    for (const int c : shelf.columns) columns_[std::size_t(c)].sequences.clear();
+    shelf.columns.clear();
+    shelf.free_units = problem_.units;
+    shelf.degree = -1;
+  }
+
   // Micro-batch m's groups become `groups` (shelf fields ignored).
   void replace(std::size_t m, const std::vector<Column>& groups) {
-    for (const int c : shelves_[m].columns) columns_[std::size_t(c)].sequences.clear();
-    shelves_[m] = {.free_units = problem_.units, .limit = shelves_[m].limit, .degree = -1, .columns = {}};
+    empty(m);
     for (const Column& group : groups) {
       if (group.sequences.empty()) continue;
       const int column = open_column(int(m), group.degree);
