@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -20,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "run_documents.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/compare/compare.hpp"
 #include "sluice/core/random.hpp"
@@ -32,8 +34,12 @@
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/data_json.hpp"
+#include "sluice/io/fit_run_json.hpp"
+#include "sluice/io/inspect_json.hpp"
 #include "sluice/io/microbatch_json.hpp"
+#include "sluice/io/plan_run_json.hpp"
 #include "sluice/io/proposal_json.hpp"
+#include "sluice/io/run_json.hpp"
 #include "sluice/io/schedule_json.hpp"
 #include "sluice/io/search_json.hpp"
 #include "sluice/io/shard_json.hpp"
@@ -43,6 +49,7 @@
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/microbatch/order.hpp"
 #include "sluice/microbatch/partition.hpp"
+#include "sluice/plan/iteration.hpp"
 #include "sluice/proposal/propose.hpp"
 #include "sluice/schedule/comm.hpp"
 #include "sluice/schedule/iteration.hpp"
@@ -322,6 +329,52 @@ std::vector<Subject> shard_and_solver_subjects() {
   return subjects;
 }
 
+// The CLI's reports, built as the CLI builds them: sluice schedule, sluice shard --plans and sluice trace, and
+// sluice fit's, simulate's, inspect's and plan's as recorded. Not written back in place: strategies are written
+// in canonical order, and schedule derives a rate, fit a flag, inspect a scheme's GPUs, plan a total.
+std::vector<Subject> run_subjects() {
+  std::vector<Subject> subjects;
+  subjects.push_back(
+      make_subject<io::ScheduleRun>("schedule_run", sluice::test::small_schedule_run(profile7b(), 13), {}, false));
+
+  const shard::Model model{"m", 2, {{"w", 24}, {"x", 13}}, 2, 2};
+  const Strategy strategy = Strategy::parse("1*tp2pp2+1*tp2pp1");
+  const shard::Placement placement = shard::place(strategy, 6, 2, {.gpus_per_node = 2});
+  const shard::OptimizerLayout layout = shard::sharded_layout(6, 2);
+  shard::Cluster cluster;
+  cluster.gpus_per_node = 2;
+  subjects.push_back(make_subject<io::ShardRun>(
+      "shard_run",
+      io::shard_run(6, strategy, std::nullopt, model, cluster, placement, layout,
+                    shard::plan_pull(placement, layout, model), shard::plan_push(placement, layout, model), true),
+      {}, false));
+
+  const data::LengthDataset lengths(data::synthetic_lengths({.count = 200, .seed = 7}), "synthetic");
+  data::BatchSampler sampler(lengths.truncated(16384), {.tokens_per_batch = 20'000, .seed = 7});
+  const data::Batch batch = sampler.next();
+  const plan::IterationPlanner planner(profile7b(), {Strategy::parse("2*tp8pp1"), Strategy::parse("4*tp2pp2")});
+  io::TraceRun trace = io::trace_run(planner, planner.plan(batch.sequences));
+  trace.profile = profile7b().name();
+  trace.gpus = profile7b().gpus();
+  trace.lengths = lengths.source();
+  trace.context = 16384;
+  trace.sequences = batch.sequences.size();
+  trace.tokens = batch.tokens;
+  subjects.push_back(make_subject<io::TraceRun>("trace_run", trace, {}, false));
+  // sluice fit needs Eigen, which this suite does not link: its recorded output stands for it.
+  const auto golden = std::filesystem::path(SLUICE_BUNDLED_DATA_DIR) / ".." / "test" / "golden";
+  subjects.push_back(make_subject<io::FitRun>("fit_run", io::read_json_file(golden / "fit.json"), {}, false));
+  subjects.push_back(
+      make_subject<io::SimulateRun>("simulate_run", io::read_json_file(golden / "simulate.json"), {}, false));
+  subjects.push_back(make_subject<io::Inspect>("inspect", io::read_json_file(golden / "inspect.json"), {}, false));
+  // The recording blanks the measured planning times; numbers stand in for them.
+  std::string plan = io::read_text_file(golden / "plan.json");
+  for (auto at = plan.find("\"measured\""); at != std::string::npos; at = plan.find("\"measured\"", at))
+    plan.replace(at, 10, "0.25");
+  subjects.push_back(make_subject<io::PlanRun>("plan_run", io::parse(plan, "plan.json"), {}, false));
+  return subjects;
+}
+
 // Every node of `value` but the root, by JSON pointer.
 void collect_paths(const json& value, const json::json_pointer& at, std::vector<json::json_pointer>& out) {
   if (value.is_object()) {
@@ -519,6 +572,10 @@ TEST_CASE("JSON fuzz: iteration schedules and simulated iterations") { fuzz_all(
 TEST_CASE("JSON fuzz: search models, clusters and reports") { fuzz_all(search_subjects()); }
 
 TEST_CASE("JSON fuzz: comparisons of systems") { fuzz_all(compare_subjects()); }
+
+TEST_CASE("JSON fuzz: the CLI's fit, inspect, plan, schedule, shard, simulate and trace reports") {
+  fuzz_all(run_subjects());
+}
 
 TEST_CASE("JSON fuzz: shard models, placements, layouts, pull and push plans, MILP models and solutions") {
   fuzz_all(shard_and_solver_subjects());

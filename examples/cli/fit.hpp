@@ -3,6 +3,7 @@
 // fit's error per scheme.
 #include <filesystem>
 #include <iomanip>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "sluice/cost/fit.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
+#include "sluice/io/fit_run_json.hpp"
 #include "sluice/io/samples.hpp"
 #include "sluice/io/strategy_pool.hpp"
 
@@ -47,35 +49,19 @@ inline std::string percent(double error) {
   return text.str();
 }
 
-inline io::json fit_json(const cost::ProfileFit& fit, const std::string& samples, const std::string& base,
-                         double max_error, const std::optional<std::string>& out) {
-  io::json schemes = io::json::array();
+inline io::FitRun fit_run(const cost::ProfileFit& fit, const std::string& samples, const std::string& base,
+                          double max_error, const std::optional<std::string>& out) {
+  io::FitRun run{samples, base, max_error, {}, fit.profile, out};
   for (const cost::SchemeFit& scheme : fit.schemes) {
-    io::json row = scheme.scheme;
-    row["samples"] = scheme.latency.samples;
-    row["latency"] = scheme.latency.model;
-    row["latency_error"] = scheme.latency.relative_rms_error;
-    row["memory"] = nullptr;
-    if (scheme.memory)
-      row["memory"] = {{"fixed_bytes", scheme.memory->fixed_bytes},
-                       {"bytes_per_token", scheme.memory->bytes_per_token},
-                       {"relative_rms_error", scheme.memory->relative_rms_error}};
     const cost::SchemeCost* cost = fit.profile.find(scheme.scheme);
-    row["usable"] = cost != nullptr;
-    row["max_len"] = cost ? io::json(cost->max_len) : io::json(nullptr);
-    row["util_len"] = cost ? io::json(cost->util_len) : io::json(nullptr);
-    schemes.push_back(std::move(row));
+    run.schemes.push_back(
+        {scheme.scheme, scheme.latency.samples, scheme.latency.model, scheme.latency.relative_rms_error,
+         scheme.memory ? std::optional(io::FitRunMemory{scheme.memory->fixed_bytes, scheme.memory->bytes_per_token,
+                                                        scheme.memory->relative_rms_error})
+                       : std::nullopt,
+         cost ? std::optional(cost->max_len) : std::nullopt, cost ? std::optional(cost->util_len) : std::nullopt});
   }
-  io::json document{{"format", "sluice.fit_run"},
-          {"version", 1},
-          {"samples", samples},
-          {"base", base},
-          {"max_error", max_error},
-          {"schemes", std::move(schemes)},
-          {"profile", io::to_document(fit.profile)},
-          {"out", out ? io::json(*out) : io::json(nullptr)}};
-  document["version"] = io::document_version(1, document);
-  return document;
+  return run;
 }
 
 inline void print_table(std::ostream& out, const cost::ProfileFit& fit, const std::string& samples,
@@ -141,7 +127,7 @@ inline int fit_command(std::span<const std::string_view> args, std::ostream& out
   const auto destination = options.text("out");
   if (destination) outputs.write(*destination, io::to_document(fit.profile).dump(2) + "\n");
   if (options.flag("json")) {
-    out << fit_report::fit_json(fit, *samples_path, base.name(), settings.max_error, destination).dump(2) << "\n";
+    out << io::document_text(fit_report::fit_run(fit, *samples_path, base.name(), settings.max_error, destination));
   } else {
     fit_report::print_table(out, fit, *samples_path, base.name(), settings.max_error);
     out << (destination ? "profile: " + *destination : "no --out: the profile was not written") << "\n";

@@ -22,6 +22,7 @@
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/data_json.hpp"
+#include "sluice/io/inspect_json.hpp"
 #include "sluice/io/svg.hpp"
 
 namespace sluice::cli {
@@ -50,7 +51,7 @@ inline constexpr std::string_view inspect_usage =
     "  --recompute    with full activation recomputation\n"
     "  --json         print one sluice.inspect JSON document instead of tables\n";
 
-inline constexpr std::int64_t inspect_lengths[] = {1024, 4096, 16384, 32768};
+using io::inspect_lengths;
 
 namespace inspect_report {
 
@@ -110,55 +111,22 @@ inline std::optional<ContextParallelReport> context_parallel_report(const Option
   return report;
 }
 
-inline io::json context_parallel_json(const ContextParallelReport& report) {
-  io::json schemes = io::json::array();
-  for (const cost::CpScheme& derived : report.schemes) {
-    io::json times = io::json::array();
-    for (const std::int64_t length : inspect_lengths)
-      times.push_back({{"length", length}, {"seconds", derived.seconds(length)}, {"fits", length <= derived.max_len}});
-    schemes.push_back({{"scheme", derived.scheme.name()},
-                       {"gpus", derived.scheme.gpus()},
-                       {"max_len", derived.max_len},
-                       {"fit", {{"a", derived.fit.model.a()},
-                                {"b", derived.fit.model.b()},
-                                {"c", derived.fit.model.c()},
-                                {"relative_rms_error", derived.fit.relative_rms_error}}},
-                       {"times", std::move(times)}});
-  }
-  const cost::CpLinks links;
-  return {{"degree", report.degree},
-          {"kind", std::string(name_in(cp_kind_names, report.kind))},
-          {"ulysses", report.kind == CpKind::hybrid ? report.ulysses
-                      : report.kind == CpKind::ulysses ? report.degree : 1},
-          {"recompute", report.recompute == Recompute::full},
-          {"heads", report.model.heads},
-          {"kv_heads", report.model.kv_heads},
-          {"link", {{"latency", links.node_latency}, {"bandwidth", links.node_bandwidth}}},
-          {"cross_node_link", {{"latency", links.cross_latency}, {"bandwidth", links.cross_bandwidth}}},
-          {"schemes", std::move(schemes)},
-          {"not_derived", report.not_derived}};
-}
-
-inline io::json inspect_json(const data::LengthDataset& dataset, const data::LengthHistogram& histogram,
-                             const cost::Profile& profile, const std::optional<ContextParallelReport>& derived) {
-  io::json schemes = io::json::array();
-  for (const cost::SchemeCost& scheme : profile.schemes()) {
-    io::json entry = scheme;
-    io::json times = io::json::array();
-    for (const std::int64_t length : inspect_lengths)
-      times.push_back({{"length", length}, {"seconds", scheme.latency(length)}, {"fits", length <= scheme.max_len}});
-    entry["times"] = std::move(times);
-    schemes.push_back(std::move(entry));
-  }
-  io::json dataset_json = {{"source", dataset.source()}, {"stats", dataset.stats()}, {"histogram", histogram}};
-  if (dataset.context()) dataset_json["context"] = *dataset.context();
-  io::json document = {{"format", "sluice.inspect"},
-                        {"version", 1},
-                        {"dataset", std::move(dataset_json)},
-                        {"profile", {{"name", profile.name()}, {"model", profile.spec().model},
-                                     {"gpus", profile.gpus()}, {"schemes", std::move(schemes)}}}};
-  if (derived) document["context_parallel"] = context_parallel_json(*derived);
-  document["version"] = io::document_version(1, document);
+// The schemes derived with context parallelism as the document holds them: their times, not their setup.
+inline io::InspectContextParallel context_parallel_document(const ContextParallelReport& report) {
+  io::InspectContextParallel document{
+      report.degree,
+      report.kind,
+      report.kind == CpKind::hybrid ? report.ulysses : report.kind == CpKind::ulysses ? report.degree : 1,
+      report.recompute == Recompute::full,
+      report.model.heads,
+      report.model.kv_heads,
+      {},
+      {},
+      report.not_derived};
+  for (const cost::CpScheme& derived : report.schemes)
+    document.schemes.push_back(
+        {derived.scheme, derived.max_len, derived.fit.model, derived.fit.relative_rms_error,
+         io::inspect_times(derived.max_len, [&](std::int64_t length) { return derived.seconds(length); })});
   return document;
 }
 
@@ -260,7 +228,9 @@ inline int inspect(std::span<const std::string_view> args, std::ostream& out, Ou
     outputs.write(*svg, io::histogram_svg(histogram, "sequence lengths: " + name, true));
   }
   if (options.flag("json")) {
-    out << inspect_report::inspect_json(dataset, histogram, profile, derived).dump(2) << "\n";
+    out << io::document_text(io::inspect(
+        dataset, histogram, profile,
+        derived ? std::optional(inspect_report::context_parallel_document(*derived)) : std::nullopt));
   } else {
     inspect_report::print_tables(out, dataset, histogram, profile);
     if (derived) inspect_report::print_context_parallel(out, *derived);

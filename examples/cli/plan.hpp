@@ -30,6 +30,7 @@
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/data_json.hpp"
 #include "sluice/io/json_stream.hpp"
+#include "sluice/io/plan_run_json.hpp"
 #include "sluice/io/proposal_json.hpp"
 #include "sluice/io/shard_json.hpp"
 #include "sluice/io/svg.hpp"
@@ -109,7 +110,7 @@ inline plan::Options planner_options_of(const Options& options, const cost::Prof
 namespace plan_report {
 
 // Iterations are streamed: each is sampled, planned, written and dropped, so memory does not grow with K. What
-// stays per iteration is three numbers for the summary.
+// stays per iteration is three numbers for the summary. The pieces are io::PlanRun's, so io reads the whole.
 struct Tally {
   std::vector<double> totals;
   std::vector<double> planning;
@@ -125,7 +126,7 @@ inline void begin(io::JsonObjectStream& document, std::ostream& out, bool json, 
     if (batch_file) document.member("batch", *batch_file);
     document.member("candidates", assign::CandidateSet{{planner.candidates().begin(), planner.candidates().end()}});
     document.member("context", context);
-    document.member("format", "sluice.plan_run");
+    document.member("format", io::document_traits<io::PlanRun>::format);
     document.member("gpus", profile.gpus());
     document.open_array("iterations");
     return;
@@ -143,18 +144,8 @@ inline void iteration(io::JsonObjectStream& document, std::ostream& out, bool js
                       const shard::RankPlacement* ranks) {
   const assign::IterationPlan& plan = iteration.plan;
   if (json) {
-    document.element(io::json{{"iteration", k},
-                              {"epoch", batch.epoch},
-                              {"sequences", batch.sequences.size()},
-                              {"tokens", batch.tokens},
-                              {"strategy", plan.strategy.name()},
-                              {"makespan", iteration.schedule.makespan},
-                              {"layout_move", plan.overhead},
-                              {"total", iteration.total()},
-                              {"estimate", plan.estimate},
-                              {"planning_seconds", seconds},
-                              {"plan", plan},
-                              {"placement", *ranks}});
+    document.element(io::PlanRunIteration{k, batch.epoch, batch.sequences.size(), batch.tokens,
+                                          iteration.schedule.makespan, seconds, plan, *ranks});
     return;
   }
   out << std::setw(6) << k << std::setw(11) << batch.sequences.size() << std::setw(10) << batch.tokens
@@ -170,14 +161,11 @@ inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json
   if (json) {
     document.close_array();
     document.member("profile", profile.name());
-    document.member("summary", io::json{{"mean_total", compare::mean(tally.totals)},
-                                        {"stddev_total", compare::deviation(tally.totals)},
-                                        {"tokens_per_second", tally.tokens / seconds},
-                                        {"mean_planning_seconds", compare::mean(tally.planning)},
-                                        {"chosen", tally.chosen}});
-    // Every plan's schemes are its candidates', so they decide the version.
+    document.member("summary", io::plan_run_summary(tally.totals, tally.planning, tally.chosen, tally.tokens));
+    // Every plan's schemes are its candidates', so they decide the version, as io::to_document would.
     const assign::CandidateSet candidates{{planner.candidates().begin(), planner.candidates().end()}};
-    document.member("version", io::document_version(3, io::json(candidates)));
+    document.member("version",
+                    io::document_version(io::document_traits<io::PlanRun>::version, io::json(candidates)));
     document.close();
     return;
   }

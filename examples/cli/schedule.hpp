@@ -25,6 +25,7 @@
 #include "sluice/io/chrome_trace.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/microbatch_json.hpp"
+#include "sluice/io/run_json.hpp"
 #include "sluice/io/schedule_json.hpp"
 #include "sluice/io/svg.hpp"
 #include "sluice/microbatch/baselines.hpp"
@@ -63,20 +64,6 @@ inline constexpr std::string_view schedule_usage =
     "  --svg F         draw the replicas' simulated timelines as a self-contained SVG picture in F\n";
 
 namespace schedule_report {
-
-inline io::json replica_json(const schedule::ReplicaSchedule& replica) {
-  if (replica.micro_batches.empty()) return {{"micro_batches", io::json::array()}};
-  const schedule::PipelineSchedule& s = replica.schedule;
-  return {{"micro_batches", replica.micro_batches},
-          {"kind", std::string(schedule::name(s.kind))},
-          {"memory_aware", s.memory_aware},
-          {"injection", s.injection},
-          {"makespan", s.simulation.makespan},
-          {"peak_memory", s.simulation.peak_memory},
-          {"idle", s.simulation.idle},
-          {"candidates", s.candidates},
-          {"plan", io::to_document(s.plan)}};
-}
 
 inline void print_replicas(std::ostream& out, const schedule::PipelineRunPlan& plan, int stages) {
   // The last timing column is plain 1F1B in the micro-batches' input order: what the chosen schedule and
@@ -121,34 +108,13 @@ struct Run {
   std::span<const compare::MicrobatchingBaseline> alternatives;
 };
 
-inline io::json document(const Run& run) {
-  io::json replicas = io::json::array();
-  for (const schedule::ReplicaSchedule& replica : run.plan.replicas)
-    replicas.push_back(schedule_report::replica_json(replica));
-  io::json baselines = io::json::array();
-  for (const auto& alternative : run.alternatives)
-    baselines.push_back({{"name", alternative.name},
-                         {"makespan", alternative.plan ? io::json(alternative.plan->makespan) : io::json(nullptr)},
-                         {"micro_batches", alternative.plan ? alternative.plan->partition.micro_batches.size() : 0},
-                         {"failure", alternative.failure}});
-  io::json document{{"format", "sluice.schedule_run"},
-                  {"version", 1},
-                  {"profile", run.profile.name()},
-                  {"scheme", run.scheme},
-                  {"replicas", run.options.replicas},
-                  {"schedule", std::string(run.kind)},
-                  {"context", run.context},
-                  {"sequences", run.batch.sequences.size()},
-                  {"tokens", run.batch.tokens},
-                  {"micro_batch_memory", run.memory_limit},
-                  {"partition", run.plan.partition},
-                  {"assignment", run.plan.assignment},
-                  {"replica_schedules", std::move(replicas)},
-                  {"makespan", run.plan.makespan},
-                  {"tokens_per_second", static_cast<double>(run.batch.tokens) / run.plan.makespan},
-                  {"baselines", std::move(baselines)}};
-  document["version"] = io::document_version(1, document);
-  return document;
+inline io::ScheduleRun document(const Run& run) {
+  io::ScheduleRun report = io::schedule_run(run.scheme, run.options, run.plan, run.alternatives);
+  report.profile = run.profile.name();
+  report.context = run.context;
+  report.sequences = run.batch.sequences.size();
+  report.tokens = run.batch.tokens;
+  return report;
 }
 
 inline void print(std::ostream& out, const Run& run) {
@@ -263,7 +229,7 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
                                  .plan = plan,
                                  .alternatives = alternatives};
   if (options.flag("json"))
-    out << schedule_report::document(run).dump(2) << "\n";
+    out << io::document_text(schedule_report::document(run));
   else
     schedule_report::print(out, run);
   return 0;

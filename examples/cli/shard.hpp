@@ -14,6 +14,7 @@
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/cost_json.hpp"
+#include "sluice/io/run_json.hpp"
 #include "sluice/io/shard_json.hpp"
 #include "sluice/io/strategy_pool.hpp"
 #include "sluice/shard/cost.hpp"
@@ -117,35 +118,8 @@ inline int shard(std::span<const std::string_view> args, std::ostream& out) {
   const shard::ShardCost cost = shard::plan_cost(pull, push, cluster);
 
   if (options.flag("json")) {
-    io::json blocks = io::json::array();
-    for (std::size_t b = 0; b < pull.blocks.size(); ++b)
-      blocks.push_back({{"layers", {pull.blocks[b].layer_begin, pull.blocks[b].layer_end}},
-                        {"pull_granularity", pull.blocks[b].granularity},
-                        {"push_granularity", push.blocks[b].granularity}});
-    io::json document{{"format", "sluice.shard_run"},
-                      {"version", 1},
-                      {"gpus", *gpus},
-                      {"strategy", strategy},
-                      {"previous", previous ? io::json(*previous) : io::json(nullptr)},
-                      {"model", model},
-                      {"cluster", cluster},
-                      {"grid", push.grid},
-                      {"pipelines", push.pipelines},
-                      {"blocks", std::move(blocks)},
-                      {"pull_sends", pull.sends.size()},
-                      {"pull_local_moves", pull.local_moves.size()},
-                      {"push_sends", push.sends.size()},
-                      {"push_local_moves", push.local_moves.size()},
-                      {"rs_groups", push.rs_groups.size()},
-                      {"cost", cost}};
-    if (options.flag("plans")) {
-      document["placement"] = io::to_document(placement);
-      document["layout"] = io::to_document(layout);
-      document["pull"] = io::to_document(pull);
-      document["push"] = io::to_document(push);
-    }
-    document["version"] = io::document_version(1, document);
-    out << document.dump(2) << "\n";
+    out << io::document_text(
+        io::shard_run(*gpus, strategy, previous, model, cluster, placement, layout, pull, push, options.flag("plans")));
     return 0;
   }
 

@@ -29,6 +29,7 @@
 #include "sluice/io/chrome_trace.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/data_json.hpp"
+#include "sluice/io/run_json.hpp"
 #include "sluice/io/svg.hpp"
 
 namespace sluice::cli {
@@ -80,74 +81,6 @@ inline constexpr std::string_view simulate_usage =
     "  --json           print one sluice.simulate_run JSON document\n";
 
 namespace simulate_report {
-
-inline io::json run_json(const compare::SystemRun& run, const compare::Summary& summary) {
-  io::json iterations = io::json::array();
-  for (const compare::IterationOutcome& outcome : run.iterations)
-    iterations.push_back({{"seconds", outcome.seconds},
-                          {"switching", outcome.switching},
-                          {"layout_move", outcome.layout_move},
-                          {"imbalance", outcome.imbalance},
-                          {"idle", outcome.idle},
-                          {"micro_batch_imbalance", outcome.micro_batch_imbalance},
-                          {"strategy", outcome.strategy}});
-  io::json document{{"name", run.name},
-                    {"failure", run.failure ? io::json(*run.failure) : io::json(nullptr)},
-                    {"configuration", run.configuration},
-                    {"strategies", run.strategies},
-                    {"iterations", std::move(iterations)}};
-  if (!run.failure)
-    document["summary"] = {
-        {"mean_seconds", summary.seconds},
-        {"stddev_seconds", summary.seconds_stddev},
-        {"mean_tokens_per_second", summary.tokens_per_second},
-        {"stddev_tokens_per_second", summary.tokens_per_second_stddev},
-        {"speedup", summary.speedup ? io::json(*summary.speedup) : io::json(nullptr)},
-        {"speedup_stddev", summary.speedup_stddev ? io::json(*summary.speedup_stddev) : io::json(nullptr)},
-        {"imbalance", summary.imbalance},
-        {"idle", summary.idle},
-        {"micro_batch_imbalance", summary.micro_batch_imbalance},
-        {"switching_seconds", summary.switching},
-        {"layout_move_seconds", summary.layout_move}};
-  return document;
-}
-
-// 8: each iteration's and system's imbalance degree between micro-batches added (6 held eight systems, before it; 4
-// six, before Megatron-LM's dynamic CP and FlexSP; 2 four; each version's CP variant is one above it).
-inline constexpr int simulate_run_version = 8;
-
-inline io::json comparison_json(const Scenario& scenario, const compare::Comparison& comparison,
-                                const compare::BySystem<compare::Summary>& summaries,
-                                const std::vector<std::string>& pictures) {
-  const compare::Options& setup = scenario.settings;
-  io::json runs = io::json::array();
-  for (const compare::System system : compare::all_systems)
-    runs.push_back(run_json(comparison.systems[system], summaries[system]));
-  io::json batches = io::json::array();
-  for (const compare::BatchSize& batch : comparison.batches)
-    batches.push_back({{"sequences", batch.sequences}, {"tokens", batch.tokens}});
-  io::json document{{"format", "sluice.simulate_run"},
-          {"version", simulate_run_version},
-          {"profile", setup.profile.name()},
-          {"gpus", setup.profile.gpus()},
-          {"lengths", scenario.dataset.source()},
-          {"context", setup.context},
-          {"tokens", setup.tokens},
-          {"seed", setup.seed},
-          {"cross_node_tp", setup.cross_node_tp},
-          // The option takes GB/s; the document names its units (version 1 wrote bytes/s as "bandwidth").
-          {"link",
-           {{"latency_seconds", setup.problem.link.latency},
-            {"bandwidth_bytes_per_second", setup.problem.link.bandwidth}}},
-          {"backward_ratio", setup.problem.backward_ratio},
-          {"batches", std::move(batches)},
-          {"length_ranges", comparison.bounds},
-          {"candidates", assign::CandidateSet{comparison.candidates}},
-          {"systems", std::move(runs)},
-          {"pictures", pictures}};
-  document["version"] = io::document_version(simulate_run_version, document);
-  return document;
-}
 
 inline std::string plus_minus(double value, double stddev, int precision) {
   std::ostringstream text;
@@ -273,7 +206,8 @@ inline int simulate(std::span<const std::string_view> args, std::ostream& out, O
   if (const auto trace = options.text("trace")) simulate_report::write_trace(outputs, *trace, comparison);
 
   if (options.flag("json")) {
-    out << simulate_report::comparison_json(scenario, comparison, summaries, pictures).dump(2) << "\n";
+    out << io::document_text(
+        io::simulate_run(scenario.settings, scenario.dataset.source(), comparison, summaries, pictures));
     return 0;
   }
   simulate_report::print(out, scenario, comparison, summaries);

@@ -22,6 +22,7 @@
 #include "sluice/core/sequence.hpp"
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/chrome_trace.hpp"
+#include "sluice/io/run_json.hpp"
 #include "sluice/io/svg.hpp"
 #include "sluice/plan/iteration.hpp"
 #include "sluice/plan/layout_moves.hpp"
@@ -86,49 +87,17 @@ inline double charged(const plan::IterationPlanner& planner, std::size_t k) {
   return planner.charged().empty() ? 0.0 : planner.charged()[k];
 }
 
-inline io::json document(const Scenario& scenario, std::int64_t index, const data::Batch& batch,
-                         const plan::IterationPlanner& planner, const schedule::SimulatedIteration& iteration) {
-  const compare::Options& setup = scenario.settings;
-  const std::span<const Strategy> candidates = planner.candidates();
-  io::json candidate_json = io::json::array();
-  for (std::size_t k = 0; k < candidates.size(); ++k)
-    candidate_json.push_back(
-        {{"strategy", candidates[k]},
-         {"makespan", iteration.makespans[k] ? io::json(*iteration.makespans[k]) : io::json(nullptr)},
-         {"layout_move", charged(planner, k)}});
-  io::json pipelines = io::json::array();
-  for (std::size_t j = 0; j < iteration.schedule.pipelines.size(); ++j) {
-    const auto& scheduled = iteration.schedule.pipelines[j];
-    if (!scheduled) continue;
-    const schedule::PipelineSchedule& s = scheduled->schedule;
-    pipelines.push_back({{"index", j},
-                         {"micro_batches", iteration.plan.pipelines[j].micro_batches.size()},
-                         {"kind", std::string(schedule::name(s.kind))},
-                         {"memory_aware", s.memory_aware},
-                         {"makespan", s.simulation.makespan},
-                         {"estimate", iteration.plan.pipelines[j].estimate},
-                         {"peak_memory", s.simulation.peak_memory}});
-  }
-  io::json document{{"format", "sluice.trace_run"},
-                  {"version", 2},
-                  {"profile", setup.profile.name()},
-                  {"gpus", setup.profile.gpus()},
-                  {"lengths", scenario.dataset.source()},
-                  {"context", setup.context},
-                  {"iteration", index},
-                  {"sequences", batch.sequences.size()},
-                  {"tokens", batch.tokens},
-                  {"schedule", std::string(schedule::name(planner.options().schedule.kind))},
-                  {"layout_moves", plan::name(planner.options().layout_moves)},
-                  {"candidates", std::move(candidate_json)},
-                  {"chosen", iteration.chosen},
-                  {"makespan", iteration.schedule.makespan},
-                  {"layout_move", iteration.plan.overhead},
-                  {"total", iteration.total()},
-                  {"plan", iteration.plan},
-                  {"pipelines", std::move(pipelines)}};
-  document["version"] = io::document_version(2, document);
-  return document;
+inline io::TraceRun run(const Scenario& scenario, std::int64_t index, const data::Batch& batch,
+                        const plan::IterationPlanner& planner, const schedule::SimulatedIteration& iteration) {
+  io::TraceRun run = io::trace_run(planner, iteration);
+  run.profile = scenario.settings.profile.name();
+  run.gpus = scenario.settings.profile.gpus();
+  run.lengths = scenario.dataset.source();
+  run.context = scenario.settings.context;
+  run.iteration = index;
+  run.sequences = batch.sequences.size();
+  run.tokens = batch.tokens;
+  return run;
 }
 
 inline void print(std::ostream& out, const Scenario& scenario, std::int64_t index, const data::Batch& batch,
@@ -211,7 +180,7 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out, Outp
   if (const auto trace_file = options.text("trace"))
     outputs.write(*trace_file, io::chrome_trace(timeline.pipelines, timeline.names).dump());
   if (options.flag("json"))
-    out << trace_report::document(scenario, index, batch, planner, iteration).dump(2) << "\n";
+    out << io::document_text(trace_report::run(scenario, index, batch, planner, iteration));
   else
     trace_report::print(out, scenario, index, batch, planner, iteration);
   return 0;

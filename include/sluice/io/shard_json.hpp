@@ -290,12 +290,31 @@ struct adl_serializer<sluice::shard::LinkBytes> {
   static void to_json(json& out, const sluice::shard::LinkBytes& bytes) {
     out = {{"local", bytes.local}, {"intra_node", bytes.intra_node}, {"inter_node", bytes.inter_node}};
   }
+  static sluice::shard::LinkBytes from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "link bytes";
+    sluice::shard::LinkBytes bytes{field<std::int64_t>(in, "local", where),
+                                   field<std::int64_t>(in, "intra_node", where),
+                                   field<std::int64_t>(in, "inter_node", where)};
+    sluice::require(bytes.local >= 0 && bytes.intra_node >= 0 && bytes.inter_node >= 0, where,
+                    ": byte counts must be >= 0");
+    return bytes;
+  }
 };
 
 template <>
 struct adl_serializer<sluice::shard::PhaseCost> {
   static void to_json(json& out, const sluice::shard::PhaseCost& phase) {
     out = {{"bytes", phase.bytes}, {"messages", phase.messages}, {"seconds", phase.seconds}};
+  }
+  static sluice::shard::PhaseCost from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "phase cost";
+    sluice::shard::PhaseCost phase{field<sluice::shard::LinkBytes>(in, "bytes", where),
+                                   field<std::int64_t>(in, "messages", where), field<double>(in, "seconds", where)};
+    sluice::require(phase.messages >= 0, where, ": field 'messages' must be >= 0, got ", phase.messages);
+    sluice::require(phase.seconds >= 0, where, ": field 'seconds' must be >= 0, got ", phase.seconds);
+    return phase;
   }
 };
 
@@ -304,6 +323,18 @@ struct adl_serializer<sluice::shard::ShardCost> {
   static void to_json(json& out, const sluice::shard::ShardCost& cost) {
     out = {
         {"pull", cost.pull}, {"reduce_scatter", cost.reduce_scatter}, {"push", cost.push}, {"seconds", cost.seconds()}};
+  }
+  // "seconds" is derived: it must be the three phases' sum, as written.
+  static sluice::shard::ShardCost from_json(const json& in) {
+    using sluice::io::field;
+    using sluice::shard::PhaseCost;
+    constexpr std::string_view where = "shard cost";
+    sluice::shard::ShardCost cost{field<PhaseCost>(in, "pull", where), field<PhaseCost>(in, "reduce_scatter", where),
+                                  field<PhaseCost>(in, "push", where)};
+    const auto seconds = field<double>(in, "seconds", where);
+    sluice::require(seconds == cost.seconds(), where, ": field 'seconds' is ", seconds, ", not the phases' sum ",
+                    cost.seconds());
+    return cost;
   }
 };
 

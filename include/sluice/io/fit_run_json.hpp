@@ -1,0 +1,154 @@
+#pragma once
+// JSON for what `sluice fit --json` prints ("sluice.fit_run", version 1, its CP variant 2): the fitted profile (a
+// whole sluice.profile document) and each scheme's fit. FitRun holds the fit as written, so that reading it
+// needs neither cost/fit.hpp nor Eigen; the CLI builds it from cost::fit_profile's result.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/core/scheme.hpp"
+#include "sluice/cost/latency.hpp"
+#include "sluice/cost/profile.hpp"
+#include "sluice/io/core_json.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/io/json.hpp"
+
+namespace sluice::io {
+
+// A scheme's peak memory, fitted as fixed + per_token·l.
+struct FitRunMemory {
+  double fixed_bytes = 0;
+  double bytes_per_token = 0;
+  double relative_rms_error = 0;
+  friend bool operator==(const FitRunMemory&, const FitRunMemory&) = default;
+};
+
+// One scheme's fit; MaxLen and UtilLen only for a scheme the fitted profile keeps (one that fits the cluster).
+struct FitRunScheme {
+  Scheme scheme;
+  std::size_t samples = 0;
+  cost::QuadraticLatency latency;
+  double latency_error = 0;  // relative RMS error
+  std::optional<FitRunMemory> memory;  // when the samples carry peak bytes
+  std::optional<std::int64_t> max_len;
+  std::optional<std::int64_t> util_len;
+  [[nodiscard]] bool usable() const noexcept { return max_len.has_value(); }
+  friend bool operator==(const FitRunScheme&, const FitRunScheme&) = default;
+};
+
+struct FitRun {
+  std::string samples;  // the samples file
+  std::string base;     // the base profile's name
+  double max_error = 0;
+  std::vector<FitRunScheme> schemes;
+  cost::Profile profile;
+  std::optional<std::string> out;  // where the profile was written
+};
+
+template <>
+struct document_traits<FitRun> {
+  static constexpr std::string_view format = "sluice.fit_run";
+  static constexpr int version = 1;
+};
+
+}  // namespace sluice::io
+
+namespace nlohmann {
+
+template <>
+struct adl_serializer<sluice::io::FitRunMemory> {
+  static void to_json(json& out, const sluice::io::FitRunMemory& memory) {
+    out = {{"fixed_bytes", memory.fixed_bytes},
+           {"bytes_per_token", memory.bytes_per_token},
+           {"relative_rms_error", memory.relative_rms_error}};
+  }
+  static sluice::io::FitRunMemory from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "memory fit";
+    sluice::io::FitRunMemory memory{field<double>(in, "fixed_bytes", where),
+                                    field<double>(in, "bytes_per_token", where),
+                                    field<double>(in, "relative_rms_error", where)};
+    sluice::require(memory.bytes_per_token > 0, where, ": field 'bytes_per_token' must be > 0, got ",
+                    memory.bytes_per_token);
+    sluice::require(memory.relative_rms_error >= 0, where, ": field 'relative_rms_error' must be >= 0, got ",
+                    memory.relative_rms_error);
+    return memory;
+  }
+};
+
+// The scheme's members, then its fit's, side by side in one object.
+template <>
+struct adl_serializer<sluice::io::FitRunScheme> {
+  static void to_json(json& out, const sluice::io::FitRunScheme& fit) {
+    out = json(fit.scheme);
+    out["samples"] = fit.samples;
+    out["latency"] = fit.latency;
+    out["latency_error"] = fit.latency_error;
+    out["memory"] = fit.memory ? json(*fit.memory) : json(nullptr);
+    out["usable"] = fit.usable();
+    out["max_len"] = fit.max_len ? json(*fit.max_len) : json(nullptr);
+    out["util_len"] = fit.util_len ? json(*fit.util_len) : json(nullptr);
+  }
+  static sluice::io::FitRunScheme from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "scheme fit";
+    sluice::io::FitRunScheme fit{in.get<sluice::Scheme>(),
+                                 field<std::size_t>(in, "samples", where),
+                                 field<sluice::cost::QuadraticLatency>(in, "latency", where),
+                                 field<double>(in, "latency_error", where),
+                                 field<std::optional<sluice::io::FitRunMemory>>(in, "memory", where),
+                                 field<std::optional<std::int64_t>>(in, "max_len", where),
+                                 field<std::optional<std::int64_t>>(in, "util_len", where)};
+    sluice::require(fit.samples >= 1, where, ": field 'samples' must be >= 1, got ", fit.samples);
+    sluice::require(fit.latency_error >= 0, where, ": field 'latency_error' must be >= 0, got ", fit.latency_error);
+    const auto usable = field<bool>(in, "usable", where);
+    sluice::require(usable == fit.max_len.has_value() && usable == fit.util_len.has_value(), where,
+                    ": field 'usable' is ", usable ? "true" : "false", ", so 'max_len' and 'util_len' must be ",
+                    usable ? "numbers" : "null");
+    return fit;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::io::FitRun> {
+  static void to_json(json& out, const sluice::io::FitRun& run) {
+    out = {{"samples", run.samples},
+           {"base", run.base},
+           {"max_error", run.max_error},
+           {"schemes", run.schemes},
+           {"profile", sluice::io::to_document(run.profile)},
+           {"out", run.out ? json(*run.out) : json(nullptr)}};
+  }
+  static sluice::io::FitRun from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "fit run";
+    sluice::io::FitRun run{
+        field<std::string>(in, "samples", where),
+        field<std::string>(in, "base", where),
+        field<double>(in, "max_error", where),
+        field<std::vector<sluice::io::FitRunScheme>>(in, "schemes", where),
+        sluice::io::from_document<sluice::cost::Profile>(field<json>(in, "profile", where),
+                                                         sluice::concat(where, ": field 'profile'")),
+        field<std::optional<std::string>>(in, "out", where)};
+    sluice::require(run.max_error > 0 && run.max_error <= 1, where, ": field 'max_error' must be in (0, 1], got ",
+                    run.max_error);
+    // Each fit within the bound, and usable exactly when the profile keeps the scheme, with the profile's lengths.
+    for (std::size_t k = 0; k < run.schemes.size(); ++k) {
+      const sluice::io::FitRunScheme& fit = run.schemes[k];
+      sluice::require(fit.latency_error <= run.max_error, where, ": field 'schemes'[", k, "]: latency error ",
+                      fit.latency_error, " exceeds max_error ", run.max_error);
+      const sluice::cost::SchemeCost* kept = run.profile.find(fit.scheme);
+      sluice::require(fit.usable() == (kept != nullptr), where, ": field 'schemes'[", k, "]: ", fit.scheme.name(),
+                      fit.usable() ? " is usable but not in the profile" : " is in the profile but not usable");
+      sluice::require(!kept || (kept->max_len == *fit.max_len && kept->util_len == *fit.util_len), where,
+                      ": field 'schemes'[", k, "]: ", fit.scheme.name(), "'s max_len and util_len are not the "
+                      "profile's");
+    }
+    return run;
+  }
+};
+
+}  // namespace nlohmann

@@ -1,0 +1,181 @@
+#pragma once
+// JSON for what `sluice plan --json` prints ("sluice.plan_run", version 3, its CP variant 4; 1 and 2 chose plans
+// by their packing estimate and are refused by their version). The tool streams the document, an iteration at a
+// time (io::JsonObjectStream), from the same pieces PlanRun is written from, so PlanRun's reader reads it whole.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/assign/plan.hpp"
+#include "sluice/compare/statistics.hpp"
+#include "sluice/core/strategy.hpp"
+#include "sluice/io/assign_json.hpp"
+#include "sluice/io/core_json.hpp"
+#include "sluice/io/json.hpp"
+#include "sluice/io/shard_json.hpp"
+#include "sluice/shard/ranks.hpp"
+
+namespace sluice::io {
+
+// One iteration planned: its batch, the plan kept and the ranks it runs on. Its strategy, estimate and layout
+// move are the plan's, its total makespan + layout move; all are written beside for a reader's convenience.
+struct PlanRunIteration {
+  std::int64_t iteration = 0;
+  std::int64_t epoch = 0;
+  std::size_t sequences = 0;
+  std::int64_t tokens = 0;
+  double makespan = 0;          // simulated
+  double planning_seconds = 0;  // measured
+  assign::IterationPlan plan;
+  shard::RankPlacement placement;
+  [[nodiscard]] double total() const noexcept { return makespan + plan.overhead; }
+};
+
+struct PlanRunSummary {
+  double mean_total = 0;
+  double stddev_total = 0;
+  double tokens_per_second = 0;
+  double mean_planning_seconds = 0;
+  std::map<std::string, int> chosen;  // iterations per strategy name
+};
+
+struct PlanRun {
+  std::optional<std::string> batch;  // the batch file planned, if one was given
+  std::vector<Strategy> candidates;
+  std::int64_t context = 0;
+  std::int64_t gpus = 0;
+  std::vector<PlanRunIteration> iterations;
+  std::string profile;
+  PlanRunSummary summary;
+};
+
+// The summary of iterations whose totals, planning times and tokens are given, and the strategies chosen.
+inline PlanRunSummary plan_run_summary(const std::vector<double>& totals, const std::vector<double>& planning,
+                                       const std::map<std::string, int>& chosen, double tokens) {
+  const double seconds = compare::mean(totals) * static_cast<double>(totals.size());
+  return {compare::mean(totals), compare::deviation(totals), tokens / seconds, compare::mean(planning), chosen};
+}
+
+template <>
+struct document_traits<PlanRun> {
+  static constexpr std::string_view format = "sluice.plan_run";
+  static constexpr int version = 3;
+};
+
+}  // namespace sluice::io
+
+namespace nlohmann {
+
+template <>
+struct adl_serializer<sluice::io::PlanRunIteration> {
+  static void to_json(json& out, const sluice::io::PlanRunIteration& iteration) {
+    out = {{"iteration", iteration.iteration},
+           {"epoch", iteration.epoch},
+           {"sequences", iteration.sequences},
+           {"tokens", iteration.tokens},
+           {"strategy", iteration.plan.strategy.name()},
+           {"makespan", iteration.makespan},
+           {"layout_move", iteration.plan.overhead},
+           {"total", iteration.total()},
+           {"estimate", iteration.plan.estimate},
+           {"planning_seconds", iteration.planning_seconds},
+           {"plan", iteration.plan},
+           {"placement", iteration.placement}};
+  }
+  static sluice::io::PlanRunIteration from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "planned iteration";
+    sluice::io::PlanRunIteration iteration{field<std::int64_t>(in, "iteration", where),
+                                           field<std::int64_t>(in, "epoch", where),
+                                           field<std::size_t>(in, "sequences", where),
+                                           field<std::int64_t>(in, "tokens", where),
+                                           field<double>(in, "makespan", where),
+                                           field<double>(in, "planning_seconds", where),
+                                           field<sluice::assign::IterationPlan>(in, "plan", where),
+                                           field<sluice::shard::RankPlacement>(in, "placement", where)};
+    sluice::require(iteration.iteration >= 0 && iteration.epoch >= 0 && iteration.tokens >= 0, where,
+                    ": 'iteration', 'epoch' and 'tokens' must be >= 0");
+    sluice::require(iteration.makespan >= 0 && iteration.planning_seconds >= 0, where,
+                    ": 'makespan' and 'planning_seconds' must be >= 0");
+    // The members derived from the plan must be the plan's.
+    const auto strategy = field<std::string>(in, "strategy", where);
+    sluice::require(strategy == iteration.plan.strategy.name(), where, ": field 'strategy' is ",
+                    sluice::io::detail::describe(strategy), ", the plan's is ", iteration.plan.strategy.name());
+    const auto layout_move = field<double>(in, "layout_move", where);
+    const auto estimate = field<double>(in, "estimate", where);
+    const auto total = field<double>(in, "total", where);
+    sluice::require(layout_move == iteration.plan.overhead && estimate == iteration.plan.estimate, where,
+                    ": 'layout_move' and 'estimate' must be the plan's overhead and estimate");
+    sluice::require(total == iteration.total(), where, ": field 'total' is ", total, ", not makespan + layout_move = ",
+                    iteration.total());
+    sluice::require(iteration.placement.plan_order.size() == iteration.plan.pipelines.size(), where,
+                    ": the placement has ", iteration.placement.plan_order.size(), " pipelines, the plan ",
+                    iteration.plan.pipelines.size());
+    return iteration;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::io::PlanRunSummary> {
+  static void to_json(json& out, const sluice::io::PlanRunSummary& summary) {
+    out = {{"mean_total", summary.mean_total},
+           {"stddev_total", summary.stddev_total},
+           {"tokens_per_second", summary.tokens_per_second},
+           {"mean_planning_seconds", summary.mean_planning_seconds},
+           {"chosen", summary.chosen}};
+  }
+  static sluice::io::PlanRunSummary from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "plan summary";
+    sluice::io::PlanRunSummary summary{field<double>(in, "mean_total", where),
+                                       field<double>(in, "stddev_total", where),
+                                       field<double>(in, "tokens_per_second", where),
+                                       field<double>(in, "mean_planning_seconds", where),
+                                       {}};
+    const auto chosen = field<json>(in, "chosen", where);
+    sluice::require(chosen.is_object(), where, ": field 'chosen': expected an object, got ",
+                    sluice::io::detail::describe(chosen));
+    for (const auto& [name, count] : chosen.items())
+      summary.chosen[name] = sluice::io::as<int>(count, sluice::concat(where, ": field 'chosen'.", name));
+    return summary;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::io::PlanRun> {
+  static void to_json(json& out, const sluice::io::PlanRun& run) {
+    out = {{"candidates", sluice::assign::CandidateSet{run.candidates}},
+           {"context", run.context},
+           {"gpus", run.gpus},
+           {"iterations", run.iterations},
+           {"profile", run.profile},
+           {"summary", run.summary}};
+    if (run.batch) out["batch"] = *run.batch;
+  }
+  static sluice::io::PlanRun from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "plan run";
+    sluice::io::PlanRun run{sluice::io::field_or<std::optional<std::string>>(in, "batch", std::nullopt, where),
+                            field<sluice::assign::CandidateSet>(in, "candidates", where).strategies,
+                            field<std::int64_t>(in, "context", where),
+                            field<std::int64_t>(in, "gpus", where),
+                            field<std::vector<sluice::io::PlanRunIteration>>(in, "iterations", where),
+                            field<std::string>(in, "profile", where),
+                            field<sluice::io::PlanRunSummary>(in, "summary", where)};
+    sluice::require(run.context >= 1, where, ": field 'context' must be >= 1, got ", run.context);
+    sluice::require(run.gpus >= 1, where, ": field 'gpus' must be >= 1, got ", run.gpus);
+    sluice::require(!run.candidates.empty(), where, ": field 'candidates' holds no strategy");
+    // The summary counts each iteration's strategy once.
+    std::map<std::string, int> chosen;
+    for (const sluice::io::PlanRunIteration& iteration : run.iterations) ++chosen[iteration.plan.strategy.name()];
+    sluice::require(chosen == run.summary.chosen, where,
+                    ": field 'summary'.chosen does not count the iterations' strategies");
+    return run;
+  }
+};
+
+}  // namespace nlohmann
