@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Parse cost of each public header and of the umbrella: seconds and peak resident memory of
-# `g++ -std=c++20 -fsyntax-only`, one header per translation unit, run niced one at a time.
+# Parse cost of each public header and of the umbrella: CPU seconds (user + system, which load skews far less than
+# wall time) and peak resident memory of `g++ -std=c++20 -fsyntax-only`, one header per translation unit, run niced
+# one at a time.
 # Usage: scripts/header-cost.sh [header ...]   (default: every header under include/sluice, umbrella last)
 # Prints a Markdown table; the load average before and after goes to stderr, since load skews the times.
 set -euo pipefail
@@ -18,7 +19,7 @@ else
 fi
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-echo "| header | parse s | peak MB |"
+echo "| header | parse CPU s | peak MB |"
 echo "|---|---:|---:|"
 for header in "${headers[@]}"; do
   extra=()
@@ -27,10 +28,11 @@ for header in "${headers[@]}"; do
   esac
   stats=$(mktemp)
   echo "#include <${header}>" |
-    nice -n 5 /usr/bin/time -f '%e %M' -o "$stats" "$cxx" "${flags[@]}" "${extra[@]}" -x c++ - ||
+    nice -n 5 /usr/bin/time -f '%U %S %M' -o "$stats" "$cxx" "${flags[@]}" "${extra[@]}" -x c++ - ||
     { echo "failed: $header" >&2; rm -f "$stats"; exit 1; }
-  read -r seconds kilobytes <"$stats"
+  read -r user system kilobytes <"$stats"
   rm -f "$stats"
-  printf '| `%s` | %.1f | %d |\n' "$header" "$seconds" $((kilobytes / 1024))
+  cpu_seconds=$(awk -v u="$user" -v s="$system" 'BEGIN { print u + s }')
+  printf '| `%s` | %.1f | %d |\n' "$header" "$cpu_seconds" $((kilobytes / 1024))
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

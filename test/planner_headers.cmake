@@ -3,7 +3,8 @@
 # the include path, so that a header that did include it is named by the check rather than failing to parse.
 # Inputs: CXX, SOURCE_DIR, EXTRA_FLAGS (a ;-list: include directories of Eigen and, with CBC, of CBC).
 file(GLOB planner_headers RELATIVE ${SOURCE_DIR}/include
-  ${SOURCE_DIR}/include/sluice/planners.hpp
+  ${SOURCE_DIR}/include/sluice/planners.hpp ${SOURCE_DIR}/include/sluice/strategies.hpp
+  ${SOURCE_DIR}/include/sluice/comparison.hpp
   ${SOURCE_DIR}/include/sluice/core/*.hpp ${SOURCE_DIR}/include/sluice/cost/*.hpp
   ${SOURCE_DIR}/include/sluice/data/*.hpp ${SOURCE_DIR}/include/sluice/solver/*.hpp
   ${SOURCE_DIR}/include/sluice/assign/*.hpp ${SOURCE_DIR}/include/sluice/microbatch/*.hpp

@@ -4,8 +4,12 @@
 #include <array>
 #include <numeric>
 #include <set>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "sluice/core/check.hpp"
+#include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/core/scheme.hpp"
 #include "sluice/core/sequence.hpp"
@@ -13,6 +17,21 @@
 #include "sluice/io/core_json.hpp"
 
 using namespace sluice;
+
+TEST_CASE("messages: each part written as a stream writes it, doubles to 17 digits") {
+  const std::string text = "s";
+  CHECK(concat("a", 1, ' ', -2L, std::size_t{3}, true, text, std::string_view("v"), 0.1, 2.5f, 'c') ==
+        "a1 -231sv0.100000000000000012.5c");
+  CHECK(concat() == "");
+  // A temporary part lives until the message is built.
+  CHECK_THROWS_WITH_AS(require(false, "n=", std::to_string(42), ", x=", 1e-9), "n=42, x=1.0000000000000001e-09",
+                       invalid_input);
+  CHECK_NOTHROW(require(true, "never built: ", std::string(1000, 'x')));
+  CHECK_THROWS_WITH_AS(fail("bad ", 7, " of ", 8), "bad 7 of 8", invalid_input);
+  const PlanCheck check("plan: ");
+  CHECK_THROWS_WITH_AS(check.part("pipeline ", 3, " ")(false, "stage ", 1), "plan: pipeline 3 stage 1",
+                       invalid_plan);
+}
 
 TEST_CASE("scheme: degrees, GPU count, names and parsing") {
   const Scheme scheme{{.tp = 4, .pp = 2}};

@@ -308,7 +308,7 @@ namespace {
 // A profile of one scheme, ⟨1, 2⟩ on 4 GPUs, with the given latency and a stated MaxLen (or tiny_spec's memory).
 ProfileSpec one_scheme(QuadraticLatency latency, std::optional<std::int64_t> max_len = 32768) {
   ProfileSpec spec;
-  spec.name = "p";
+  spec.name = std::string("p");  // not = "p": GCC 12 -O3 misreads that assignment as an overlapping copy (-Wrestrict)
   spec.gpus = 4;
   spec.memory = tiny_spec();
   spec.schemes = {{Scheme(1, 2), latency, max_len, 64}};

@@ -1,9 +1,11 @@
 #pragma once
-// Every planner and its vocabulary: core, cost models, data, assign, microbatch, schedule, shard, the sluice plan
-// (plan/), proposal, search, the comparison of systems and the MILP model type. Needs only the sluice::sluice
-// target: no Eigen, no JSON. Not here: cost/fit.hpp, cost/context_parallel.hpp and search/analytic_profile.hpp
-// (sluice::fit, Eigen), the JSON layer in io/ (sluice::io), the CBC backend (sluice::cbc), and shard/check.hpp (plans
-// run on host memory, for tests and small models).
+// What a trainer includes to plan the batches it draws: core, the cost models (not the fit), assign, microbatch,
+// schedule, shard and the sluice plan (plan/), with the MILP model type. Needs only the sluice::sluice target: no
+// Eigen, no JSON. Reading a dataset's lengths and choosing the candidate strategies from them, once and offline
+// (data/, proposal/, search/), is in <sluice/strategies.hpp>; the comparison of systems (compare/) in
+// <sluice/comparison.hpp>. Not here either: cost/fit.hpp, cost/context_parallel.hpp and search/analytic_profile.hpp
+// (sluice::fit, Eigen), the JSON layer in io/ (sluice::io), the CBC backend (sluice::cbc), and shard/check.hpp
+// (plans run on host memory, for tests and small models).
 
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
@@ -18,12 +20,6 @@
 #include "sluice/cost/memory.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/cost/samples.hpp"
-
-#include "sluice/data/dataset.hpp"
-#include "sluice/data/read_limits.hpp"
-#include "sluice/data/readers.hpp"
-#include "sluice/data/sampler.hpp"
-#include "sluice/data/synthetic.hpp"
 
 #include "sluice/solver/milp.hpp"
 
@@ -54,14 +50,6 @@
 #include "sluice/schedule/problems.hpp"
 #include "sluice/schedule/simulate.hpp"
 
-#include "sluice/search/dp.hpp"
-#include "sluice/search/estimator.hpp"
-#include "sluice/search/model.hpp"
-#include "sluice/search/partition.hpp"
-#include "sluice/search/search.hpp"
-#include "sluice/search/space.hpp"
-#include "sluice/search/types.hpp"
-
 #include "sluice/shard/cost.hpp"
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
@@ -73,22 +61,3 @@
 #include "sluice/plan/layout_moves.hpp"
 #include "sluice/plan/planner.hpp"
 
-#include "sluice/proposal/dp.hpp"
-#include "sluice/proposal/homogeneous.hpp"
-#include "sluice/proposal/intervals.hpp"
-#include "sluice/proposal/max_len.hpp"
-#include "sluice/proposal/propose.hpp"
-#include "sluice/proposal/sampled.hpp"
-
-#include "sluice/compare/compare.hpp"
-#include "sluice/compare/dynapipe.hpp"
-#include "sluice/compare/hotspa.hpp"
-#include "sluice/compare/iteration_plans.hpp"
-#include "sluice/compare/layout_move.hpp"
-#include "sluice/compare/megatron.hpp"
-#include "sluice/compare/microbatching.hpp"
-#include "sluice/compare/options.hpp"
-#include "sluice/compare/results.hpp"
-#include "sluice/compare/sluice.hpp"
-#include "sluice/compare/statistics.hpp"
-#include "sluice/compare/summary.hpp"

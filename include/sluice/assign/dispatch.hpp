@@ -90,7 +90,7 @@ inline void require_valid(const DispatchOptions& options) {
   // Length descending, then batch order; the pinned sequences are the longest, so they come first here too.
   std::vector<int> longest_first(static_cast<std::size_t>(n));
   std::iota(longest_first.begin(), longest_first.end(), 0);
-  std::ranges::sort(longest_first, [&](int x, int y) {
+  std::sort(longest_first.begin(), longest_first.end(), [&](int x, int y) {
     return problem.length(x) != problem.length(y) ? problem.length(x) > problem.length(y) : x < y;
   });
 

@@ -81,7 +81,7 @@ public:
       const DispatchGroup& group = problem_.group(g);
       std::vector<int> members(static_cast<std::size_t>(group.count));
       for (int k = 0; k < group.count; ++k) members[k] = group.first + k;
-      std::ranges::stable_sort(members, [&](int x, int y) { return tokens[x] > tokens[y]; });
+      std::stable_sort(members.begin(), members.end(), [&](int x, int y) { return tokens[x] > tokens[y]; });
       for (int k = 0; k < group.count; ++k) label[members[k]] = group.first + k;
     }
     std::vector<double> warm(static_cast<std::size_t>(model_.num_variables()), 0.0);

@@ -275,7 +275,8 @@ public:
     }
     std::vector<int> order(n);
     std::iota(order.begin(), order.end(), 0);
-    std::ranges::stable_sort(order, [&](int x, int y) { return time_of[std::size_t(x)] > time_of[std::size_t(y)]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int x, int y) { return time_of[std::size_t(x)] > time_of[std::size_t(y)]; });
     for (const int s : order) place(s, degree_of[std::size_t(s)], target);
     return objective();
   }
@@ -323,10 +324,10 @@ public:
       for (const int c : shelf.columns) {
         FlexCpGroup group{.degree_index = columns_[std::size_t(c)].degree, .first_unit = 0,
                           .sequences = columns_[std::size_t(c)].sequences};
-        std::ranges::sort(group.sequences);
+        std::sort(group.sequences.begin(), group.sequences.end());
         groups.push_back(std::move(group));
       }
-      std::ranges::sort(groups, [](const FlexCpGroup& x, const FlexCpGroup& y) {
+      std::sort(groups.begin(), groups.end(), [](const FlexCpGroup& x, const FlexCpGroup& y) {
         return x.degree_index != y.degree_index ? x.degree_index > y.degree_index : x.sequences < y.sequences;
       });
       int unit = 0;
@@ -336,7 +337,7 @@ public:
       }
       built.emplace_back(shelf_height(shelf), FlexCpMicroBatch{std::move(groups)});
     }
-    std::ranges::stable_sort(built, [](const auto& x, const auto& y) {
+    std::stable_sort(built.begin(), built.end(), [](const auto& x, const auto& y) {
       return x.first != y.first ? x.first > y.first : x.second.groups[0].sequences < y.second.groups[0].sequences;
     });
     std::vector<FlexCpMicroBatch> batches;
@@ -385,7 +386,7 @@ private:
   }
   // Longest first, ties by index.
   void sort_longest_first(std::vector<int>& sequences) const {
-    std::ranges::sort(sequences, [&](int x, int y) {
+    std::sort(sequences.begin(), sequences.end(), [&](int x, int y) {
       return problem_.lengths[std::size_t(x)] != problem_.lengths[std::size_t(y)]
                  ? problem_.lengths[std::size_t(x)] > problem_.lengths[std::size_t(y)]
                  : x < y;
@@ -525,7 +526,8 @@ private:
     int best_to = -1;  // a column, or −1 − (shelf·degrees + k) for a new group
     constexpr std::size_t tried = 16;
     std::vector<int> candidates = from.sequences;
-    std::ranges::sort(candidates, [&](int x, int y) { return work(x, from.degree) > work(y, from.degree); });
+    std::sort(candidates.begin(), candidates.end(),
+              [&](int x, int y) { return work(x, from.degree) > work(y, from.degree); });
     if (candidates.size() > tried) candidates.resize(tried);
     if (budget_ <= 0) return false;
     budget_ -= std::int64_t(candidates.size() * (columns_.size() + shelves_.size() * degrees_));
@@ -649,7 +651,7 @@ private:
       if (!shelves_[m].columns.empty()) order.push_back(m);
     if (order.size() < 2) return false;
     const Heights now = heights();
-    std::ranges::stable_sort(order, [&](std::size_t x, std::size_t y) { return now.of[x] < now.of[y]; });
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return now.of[x] < now.of[y]; });
     for (std::size_t tried = 0; tried < 2; ++tried)
       if (empty_into_others(order[tried], now)) return true;
     return false;
@@ -663,7 +665,8 @@ private:
     const auto home_work = [&](const std::pair<int, int>& entry) {
       return work(entry.first, columns_[std::size_t(entry.second)].degree);
     };
-    std::ranges::stable_sort(sequences, [&](const auto& x, const auto& y) { return home_work(x) > home_work(y); });
+    std::stable_sort(sequences.begin(), sequences.end(),
+                     [&](const auto& x, const auto& y) { return home_work(x) > home_work(y); });
     // Tentative columns: the existing ones of other micro-batches, then any opened here; committed only if every
     // sequence finds a place.
     std::vector<Column> tentative;
@@ -774,7 +777,7 @@ private:
     if (order.size() < 2) return false;
     const Heights now = heights();
     const double current = now.with(order[0], now.of[order[0]], order[0], now.of[order[0]]);
-    std::ranges::stable_sort(order, [&](std::size_t x, std::size_t y) { return now.of[x] < now.of[y]; });
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return now.of[x] < now.of[y]; });
     order.resize(std::min<std::size_t>(order.size(), 8));
     for (std::size_t i = 0; i < order.size() && budget_ > 0; ++i)
       for (std::size_t j = i + 1; j < order.size() && budget_ > 0; ++j) {
@@ -1040,7 +1043,8 @@ FlexCpProblem flex_cp_problem(const cost::Profile& profile, const Scheme& base, 
       *same = &cost;
     }
   }
-  std::ranges::sort(chosen, {}, [](const cost::SchemeCost* cost) { return cost->scheme.cp(); });
+  std::sort(chosen.begin(), chosen.end(),
+            [](const cost::SchemeCost* x, const cost::SchemeCost* y) { return x->scheme.cp() < y->scheme.cp(); });
   FlexCpProblem problem{.lengths = {lengths.begin(), lengths.end()}, .units = units, .pp = base.pp(), .degrees = {},
                         .one_degree_per_micro_batch = false};
   for (const cost::SchemeCost* cost : chosen) {

@@ -65,7 +65,7 @@ inline FlexCpModel flex_cp_model(const FlexCpProblem& problem, double scale, dou
   FlexCpModel built;
   built.order.resize(n);
   std::iota(built.order.begin(), built.order.end(), std::size_t{0});
-  std::ranges::stable_sort(built.order, [&](std::size_t a, std::size_t b) {
+  std::stable_sort(built.order.begin(), built.order.end(), [&](std::size_t a, std::size_t b) {
     return problem.lengths[a] > problem.lengths[b];
   });
   auto length = [&](std::size_t i) { return problem.lengths[built.order[i]]; };
@@ -214,8 +214,8 @@ inline std::vector<FlexCpMicroBatch> flex_cp_canonical(const FlexCpProblem& prob
   for (std::vector<FlexCpGroup>& groups : batches) {
     std::erase_if(groups, [](const FlexCpGroup& group) { return group.sequences.empty(); });
     if (groups.empty()) continue;
-    for (FlexCpGroup& group : groups) std::ranges::sort(group.sequences);
-    std::ranges::sort(groups, [](const FlexCpGroup& x, const FlexCpGroup& y) {
+    for (FlexCpGroup& group : groups) std::sort(group.sequences.begin(), group.sequences.end());
+    std::sort(groups.begin(), groups.end(), [](const FlexCpGroup& x, const FlexCpGroup& y) {
       return x.degree_index != y.degree_index ? x.degree_index > y.degree_index : x.sequences < y.sequences;
     });
     int unit = 0;
@@ -228,7 +228,7 @@ inline std::vector<FlexCpMicroBatch> flex_cp_canonical(const FlexCpProblem& prob
   }
   // Ties by the groups' degrees and sequences, so that the order never depends on the solver's numbering.
   auto key = [](const FlexCpGroup& group) { return std::tie(group.degree_index, group.sequences); };
-  std::ranges::sort(built, [&](const auto& x, const auto& y) {
+  std::sort(built.begin(), built.end(), [&](const auto& x, const auto& y) {
     if (x.first != y.first) return x.first > y.first;
     return std::ranges::lexicographical_compare(x.second.groups, y.second.groups, {}, key, key);
   });

@@ -36,7 +36,8 @@ public:
   // so equal multisets compare equal whatever order they were written in.
   explicit Strategy(std::vector<StrategyPart> parts) {
     sluice::require(!parts.empty(), "strategy: needs at least one scheme");
-    std::ranges::sort(parts, [](const StrategyPart& x, const StrategyPart& y) { return x.scheme > y.scheme; });
+    std::sort(parts.begin(), parts.end(),
+              [](const StrategyPart& x, const StrategyPart& y) { return x.scheme > y.scheme; });
     for (const StrategyPart& part : parts) {
       sluice::require(part.pipelines >= 1 && part.pipelines <= max_pipelines, "strategy: pipeline count of ",
                       part.scheme.name(), " must be in [1, ", max_pipelines, "], got ", part.pipelines);
@@ -112,7 +113,8 @@ public:
       const std::int64_t max_len = max_len_of(part.scheme);
       for (int copy = 0; copy < part.pipelines; ++copy) result.push_back({0, part.scheme, max_len});
     }
-    std::ranges::stable_sort(result, [](const Pipeline& x, const Pipeline& y) { return x.max_len > y.max_len; });
+    std::stable_sort(result.begin(), result.end(),
+                     [](const Pipeline& x, const Pipeline& y) { return x.max_len > y.max_len; });
     for (std::size_t i = 0; i < result.size(); ++i) result[i].index = static_cast<int>(i);
     return result;
   }

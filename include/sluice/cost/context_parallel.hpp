@@ -196,7 +196,7 @@ inline std::vector<Scheme> space_schemes(const Scheme& base, const SchemeSpace& 
       const Scheme scheme(shape);
       if (!scheme.is_base() && std::ranges::find(schemes, scheme) == schemes.end()) schemes.push_back(scheme);
     }
-  std::ranges::sort(schemes);
+  std::sort(schemes.begin(), schemes.end());
   return schemes;
 }
 

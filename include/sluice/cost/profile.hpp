@@ -100,7 +100,8 @@ public:
       if (entry.scheme.gpus() <= spec_.gpus) schemes_.push_back(named([&] { return resolve(entry); }, entry.scheme));
     }
     sluice::require(!schemes_.empty(), "profile ", spec_.name, ": no scheme fits a cluster of ", spec_.gpus, " GPUs");
-    std::ranges::sort(schemes_, [](const SchemeCost& x, const SchemeCost& y) { return x.scheme > y.scheme; });
+    std::sort(schemes_.begin(), schemes_.end(),
+              [](const SchemeCost& x, const SchemeCost& y) { return x.scheme > y.scheme; });
   }
 
   [[nodiscard]] const ProfileSpec& spec() const noexcept { return spec_; }

@@ -47,7 +47,7 @@ inline std::vector<std::string> bundled_names(std::string_view kind) {
     if (name.size() > suffix.size() && name.ends_with(suffix))
       names.push_back(name.substr(0, name.size() - suffix.size()));
   }
-  std::ranges::sort(names);
+  std::sort(names.begin(), names.end());
   return names;
 }
 

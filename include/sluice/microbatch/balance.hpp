@@ -31,8 +31,8 @@ inline void check_balance_input(std::span<const double> times, int replicas, con
 // Canonical form: each replica's micro-batches ascending, replicas ordered by their first micro-batch
 // (empty ones last), loads summed in that order.
 inline ReplicaAssignment canonical(std::vector<std::vector<std::size_t>> replicas, std::span<const double> times) {
-  for (auto& items : replicas) std::ranges::sort(items);
-  std::ranges::sort(replicas, [](const auto& x, const auto& y) {
+  for (auto& items : replicas) std::sort(items.begin(), items.end());
+  std::sort(replicas.begin(), replicas.end(), [](const auto& x, const auto& y) {
     if (x.empty() || y.empty()) return !x.empty() && y.empty();
     return x.front() < y.front();
   });
@@ -95,7 +95,8 @@ inline ReplicaAssignment balance_kk(std::span<const double> times, int replicas)
       }
     }
     for (std::size_t k = 0; k < d; ++k) slot[k] = k;
-    std::ranges::stable_sort(slot, [&](std::size_t x, std::size_t y) { return merged_sum[x] > merged_sum[y]; });
+    std::stable_sort(slot.begin(), slot.end(),
+                     [&](std::size_t x, std::size_t y) { return merged_sum[x] > merged_sum[y]; });
     for (std::size_t k = 0; k < d; ++k) {
       sum[a * d + k] = merged_sum[slot[k]];
       head[a * d + k] = merged_head[slot[k]];
@@ -115,7 +116,7 @@ inline ReplicaAssignment balance_lpt(std::span<const double> times, int replicas
   detail::check_balance_input(times, replicas, "balance_lpt");
   std::vector<std::size_t> order(times.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::ranges::stable_sort(order, [&](std::size_t x, std::size_t y) { return times[x] > times[y]; });
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return times[x] > times[y]; });
   std::vector<std::vector<std::size_t>> assignment(static_cast<std::size_t>(replicas));
   std::vector<double> load(assignment.size(), 0.0);
   for (const std::size_t i : order) {

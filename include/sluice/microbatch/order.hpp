@@ -119,14 +119,14 @@ inline std::vector<Sample> order_samples(std::span<const Sample> samples, Orderi
   check_samples(samples, "order_samples");
   std::vector<Sample> ordered(samples.begin(), samples.end());
   if (ordering == Ordering::length) {
-    std::ranges::sort(ordered, [](const Sample& x, const Sample& y) {
+    std::sort(ordered.begin(), ordered.end(), [](const Sample& x, const Sample& y) {
       const std::int64_t lx = x.input + x.target;
       const std::int64_t ly = y.input + y.target;
       return lx != ly ? lx > ly : x.id < y.id;
     });
     return ordered;
   }
-  std::ranges::sort(ordered, [](const Sample& x, const Sample& y) {
+  std::sort(ordered.begin(), ordered.end(), [](const Sample& x, const Sample& y) {
     if (x.input != y.input) return x.input > y.input;
     return x.target != y.target ? x.target > y.target : x.id < y.id;
   });

@@ -81,6 +81,27 @@ struct Proposal {
   friend bool operator==(const Proposal&, const Proposal&) = default;
 };
 
+// The checks that need neither the dataset nor the profile (gpus and max_len only where given); resolve makes them
+// too, and the Python binding when the options are made.
+inline void require_valid(const ProposeOptions& options) {
+  using sluice::require;
+  if (options.gpus) require(*options.gpus >= 1, "proposal: gpus must be >= 1, got ", *options.gpus);
+  require(options.length_step >= 1, "proposal: length_step must be >= 1, got ", options.length_step);
+  if (options.max_len)
+    require(*options.max_len >= options.length_step, "proposal: max_len must be >= length_step = ",
+            options.length_step, ", got ", *options.max_len);
+  require(options.gpu_step >= 1, "proposal: gpu_step must be >= 1 (tenths of a GPU), got ", options.gpu_step);
+  // These keep every integer solution on the relaxed grid, so the relaxation is never worse.
+  require(options.gpu_step % 10 == 0 || (options.relaxed && 10 % options.gpu_step == 0),
+          "proposal: gpu_step must be whole GPUs (a multiple of 10 tenths), or 1, 2 or 5 tenths when relaxed, got ",
+          options.gpu_step);
+  require(options.replica_step >= 1 && 10 % options.replica_step == 0,
+          "proposal: replica_step must be 1, 2, 5 or 10 tenths of a pipeline, got ", options.replica_step);
+  require(std::isfinite(options.tokens_per_iteration) && options.tokens_per_iteration > 0,
+          "proposal: tokens_per_iteration must be finite and > 0, got ", options.tokens_per_iteration);
+  require(options.max_candidates >= 1, "proposal: max_candidates must be >= 1, got ", options.max_candidates);
+}
+
 namespace detail {
 
 // Options checked against the inputs, with gpus and max_len filled in.
@@ -92,19 +113,7 @@ inline ProposeOptions resolve(const data::LengthDataset& dataset, const cost::Pr
   if (!options.max_len) options.max_len = longest;
   require(*options.gpus >= 1 && *options.gpus <= profile.gpus(), "proposal: gpus must be in [1, ", profile.gpus(),
           "] (the profile's cluster; resolve the profile for more with Profile::with_gpus), got ", *options.gpus);
-  require(options.length_step >= 1, "proposal: length_step must be >= 1, got ", options.length_step);
-  require(*options.max_len >= options.length_step, "proposal: max_len must be >= length_step = ", options.length_step,
-          ", got ", *options.max_len);
-  require(options.gpu_step >= 1, "proposal: gpu_step must be >= 1 (tenths of a GPU), got ", options.gpu_step);
-  // These keep every integer solution on the relaxed grid, so the relaxation is never worse.
-  require(options.gpu_step % 10 == 0 || (options.relaxed && 10 % options.gpu_step == 0),
-          "proposal: gpu_step must be whole GPUs (a multiple of 10 tenths), or 1, 2 or 5 tenths when relaxed, got ",
-          options.gpu_step);
-  require(options.replica_step >= 1 && 10 % options.replica_step == 0,
-          "proposal: replica_step must be 1, 2, 5 or 10 tenths of a pipeline, got ", options.replica_step);
-  require(std::isfinite(options.tokens_per_iteration) && options.tokens_per_iteration > 0,
-          "proposal: tokens_per_iteration must be finite and > 0, got ", options.tokens_per_iteration);
-  require(options.max_candidates >= 1, "proposal: max_candidates must be >= 1, got ", options.max_candidates);
+  require_valid(options);
   require(longest <= *options.max_len, "proposal: ", dataset.source(), " holds a sequence of ", longest,
           " tokens, longer than max_len = ", *options.max_len, "; truncate the dataset (LengthDataset::truncated)");
   return options;
@@ -122,7 +131,7 @@ inline std::vector<cost::SchemeCost> usable_schemes(const cost::Profile& profile
   sluice::require(!usable.empty(), "proposal: no scheme of profile ", profile.name(), " fits ", *options.gpus, " GPUs",
                   options.tp_within_node ? " with TP within a node" : "",
                   " and holds length_step = ", options.length_step, " tokens");
-  std::ranges::stable_sort(usable, [](const auto& x, const auto& y) { return x.max_len > y.max_len; });
+  std::stable_sort(usable.begin(), usable.end(), [](const auto& x, const auto& y) { return x.max_len > y.max_len; });
   const cost::SchemeCost& widest = usable.front();
   sluice::require(
       widest.max_len >= *options.max_len, "proposal: max_len = ", *options.max_len,
@@ -324,7 +333,7 @@ inline std::vector<Ranked> rank(const Entries& entries, const Dp& integer, std::
     std::vector<std::int64_t> served = found.integer_bins;
     served.insert(served.end(), found.rounded_bins.begin(), found.rounded_bins.end());
     if (found.homogeneous) served.push_back(bins);
-    std::ranges::sort(served);
+    std::sort(served.begin(), served.end());
     const auto [first_dup, end] = std::ranges::unique(served);
     served.erase(first_dup, end);
     const std::int64_t high = served.back();

@@ -112,7 +112,9 @@ inline SampledBatches draw_batches(const data::LengthDataset& dataset, const Sam
   return batches;
 }
 
-inline void require_sampled_options(const SampledOptions& options) {
+// The checks of the sampling fields alone (not paper, dispatch or overhead); the Python binding makes them when the
+// options are made.
+inline void require_sampling(const SampledOptions& options) {
   using sluice::require;
   require(options.choosing_batches >= 1 && options.choosing_batches <= max_sampled_batches,
           "sampled proposal: choosing_batches must be in [1, ", max_sampled_batches, "], got ",
@@ -122,6 +124,11 @@ inline void require_sampled_options(const SampledOptions& options) {
           options.held_out_batches);
   require(options.max_pool >= 1 && options.max_pool <= max_sampled_pool, "sampled proposal: max_pool must be in [1, ",
           max_sampled_pool, "], got ", options.max_pool);
+}
+
+inline void require_sampled_options(const SampledOptions& options) {
+  using sluice::require;
+  require_sampling(options);
   require(options.paper.max_candidates >= 1 && options.paper.max_candidates <= max_sampled_candidates,
           "sampled proposal: max_candidates must be in [1, ", max_sampled_candidates, "], got ",
           options.paper.max_candidates);
@@ -309,7 +316,7 @@ inline std::vector<SampledCandidate> rank_members(const SampledPool& pool, const
       if (pool.at(members[m].name).times[b] < pool.at(members[best].name).times[b]) best = m;
     ++members[best].wins;
   }
-  std::ranges::stable_sort(members, [](const Member& x, const Member& y) { return x.wins > y.wins; });
+  std::stable_sort(members.begin(), members.end(), [](const Member& x, const Member& y) { return x.wins > y.wins; });
   const auto first = std::ranges::find_if(members, [&](const Member& m) { return pool.at(m.name).holds; });
   std::rotate(members.begin(), first, first + 1);
   // A member that wins nothing changes no batch's time; dropping it spares every iteration a plan.

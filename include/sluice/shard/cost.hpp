@@ -138,7 +138,7 @@ inline PhaseCost reduce_scatter_cost(const PushPlan& plan, const Cluster& cluste
     const auto d = static_cast<std::int64_t>(group.members.size());
     if (d < 2) continue;
     ring = group.members;
-    std::ranges::sort(ring);
+    std::sort(ring.begin(), ring.end());
     const double chunk = static_cast<double>(group.bytes) / static_cast<double>(d);
     double step = 0;
     for (std::size_t i = 0; i < ring.size(); ++i) {

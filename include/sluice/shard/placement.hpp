@@ -82,7 +82,7 @@ inline Placement place(const Strategy& strategy, std::int64_t gpus, int layers, 
   // By stage width TP·C, so that blocks of powers of two fill the nodes without a gap (a CP stage is wider than
   // its TP); with CP 1 the width is the TP and the canonical order is kept.
   std::vector<StrategyPart> parts = strategy.parts();
-  std::ranges::stable_sort(parts, [&](const StrategyPart& x, const StrategyPart& y) {
+  std::stable_sort(parts.begin(), parts.end(), [&](const StrategyPart& x, const StrategyPart& y) {
     return options.order == PipelineOrder::tp_ascending ? x.scheme.stage_gpus() < y.scheme.stage_gpus()
                                                         : x.scheme.stage_gpus() > y.scheme.stage_gpus();
   });

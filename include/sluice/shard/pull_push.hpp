@@ -115,7 +115,7 @@ inline std::vector<int> order_pieces(std::span<const int> members, std::int64_t 
     }
   }
   for (std::size_t q = 0; q < d; ++q) position_of_rank[static_cast<std::size_t>(members[q])] = -1;
-  std::ranges::sort(candidates, [](const Candidate& x, const Candidate& y) {
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
     if (x.overlap != y.overlap) return x.overlap > y.overlap;
     if (x.piece != y.piece) return x.piece < y.piece;
     return x.member < y.member;
@@ -289,8 +289,8 @@ inline void validate(const PushPlan& plan, const Placement& placement, const Opt
       expected.push_back(
           blocks[b].stages[q]->ranks[static_cast<std::size_t>(u * replicated.pipelines[q].scheme.tp() / grid)]);
     members = group.members;
-    std::ranges::sort(expected);
-    std::ranges::sort(members);
+    std::sort(expected.begin(), expected.end());
+    std::sort(members.begin(), members.end());
     check_plan(members == expected, "push: group ", g, " does not hold one rank per replica holding segment ", u);
     const std::int64_t step = plan.blocks[b].granularity / grid;
     check_plan(group.bytes == detail::piece_bytes(model, model.grad_bytes, plan.blocks[b], u * step, (u + 1) * step),

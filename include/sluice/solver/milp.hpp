@@ -106,7 +106,7 @@ public:
 
     std::vector<std::size_t> order(vars.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
-    std::ranges::stable_sort(order, {}, [&](std::size_t k) { return vars[k]; });
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return vars[x] < vars[y]; });
     for (std::size_t k = 0; k < order.size();) {
       const int var = vars[order[k]];
       double coef = 0.0;

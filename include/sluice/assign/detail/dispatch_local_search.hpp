@@ -31,7 +31,7 @@ public:
     for (int i = 0; i < problem.sequences(); ++i) members_[pipeline_of[i]].push_back(i);
     std::vector<std::int64_t> lengths;
     for (int i = 0; i < problem.sequences(); ++i) lengths.push_back(problem.length(i));
-    std::ranges::sort(lengths);
+    std::sort(lengths.begin(), lengths.end());
     lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
     for (int i = 0; i < problem.sequences(); ++i)
       length_class_[i] = static_cast<int>(std::ranges::lower_bound(lengths, problem.length(i)) - lengths.begin());

@@ -71,7 +71,7 @@ private:
     const auto count = members_.size();
     const int prefix = problem_.group(active_ - 1).first + problem_.group(active_ - 1).count;
     if (count <= static_cast<std::size_t>(prefix)) return 0.0;
-    std::ranges::sort(members_, [&](int x, int y) {
+    std::sort(members_.begin(), members_.end(), [&](int x, int y) {
       return problem_.length(x) != problem_.length(y) ? problem_.length(x) > problem_.length(y) : x < y;
     });
     const auto tier = static_cast<std::size_t>(active_);
@@ -156,7 +156,8 @@ private:
       }
       fill_order_.resize(static_cast<std::size_t>(tier));
       std::iota(fill_order_.begin(), fill_order_.end(), 0);
-      std::ranges::sort(fill_order_, [&](int x, int y) { return fill_[x] != fill_[y] ? fill_[x] < fill_[y] : x < y; });
+      std::sort(fill_order_.begin(), fill_order_.end(),
+                [&](int x, int y) { return fill_[x] != fill_[y] ? fill_[x] < fill_[y] : x < y; });
       best = std::max(best, search());
     }
     return best;
@@ -253,7 +254,8 @@ private:
         pieces_.push_back({other / slope, other, slope});
       }
     }
-    std::ranges::sort(pieces_, {}, &Piece::breakpoint);
+    std::sort(pieces_.begin(), pieces_.end(),
+              [](const Piece& x, const Piece& y) { return x.breakpoint < y.breakpoint; });
     const std::size_t count = pieces_.size();
     below_.assign(count + 1, 0.0);
     above_.assign(count + 1, 0.0);

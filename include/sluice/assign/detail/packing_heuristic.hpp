@@ -61,7 +61,7 @@ public:
     const std::size_t n = sequences.size();
     std::vector<std::size_t> order(n);
     for (std::size_t i = 0; i < n; ++i) order[i] = i;
-    std::ranges::sort(order, [&](std::size_t x, std::size_t y) {
+    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
       const Sequence& a = sequences[x];
       const Sequence& b = sequences[y];
       return a.length() != b.length() ? a.length() > b.length() : a.id() < b.id();
@@ -169,9 +169,9 @@ public:
     std::erase_if(micro_batches, [](const MicroBatch& micro_batch) { return micro_batch.sequence_ids.empty(); });
     for (MicroBatch& micro_batch : micro_batches) {
       micro_batch.seconds += overhead_;
-      std::ranges::sort(micro_batch.sequence_ids);
+      std::sort(micro_batch.sequence_ids.begin(), micro_batch.sequence_ids.end());
     }
-    std::ranges::sort(micro_batches, [](const MicroBatch& x, const MicroBatch& y) {
+    std::sort(micro_batches.begin(), micro_batches.end(), [](const MicroBatch& x, const MicroBatch& y) {
       return x.seconds != y.seconds ? x.seconds > y.seconds : x.sequence_ids.front() < y.sequence_ids.front();
     });
     Packing packing{std::move(micro_batches), 0};
@@ -253,7 +253,7 @@ private:
       partners_.clear();
       for (std::size_t q = 0; q < bins; ++q)
         if (q != p) partners_.push_back(q);
-      std::ranges::sort(partners_, [this](std::size_t x, std::size_t y) {
+      std::sort(partners_.begin(), partners_.end(), [this](std::size_t x, std::size_t y) {
         return load_[x] != load_[y] ? load_[x] < load_[y] : x < y;
       });
       Exchange best{.peak = load_[p] - tolerance};

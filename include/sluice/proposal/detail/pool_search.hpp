@@ -48,7 +48,7 @@ inline Selection improve_set(const std::vector<std::vector<double>>& times, std:
   std::vector<double> second(batches);
   std::vector<std::size_t> lowest_row(batches);
   auto summarise = [&] {
-    std::ranges::sort(set);
+    std::sort(set.begin(), set.end());
     for (std::size_t b = 0; b < batches; ++b) {
       lowest[b] = second[b] = infinity;
       for (const std::size_t r : set) {
@@ -124,7 +124,7 @@ inline Selection select_set(const std::vector<std::vector<double>>& times, std::
   std::vector<std::pair<double, std::size_t>> alone;
   for (std::size_t r = 0; r < times.size(); ++r)
     if (holds[r]) alone.emplace_back(set_total(times, std::span(&r, 1)), r);
-  std::ranges::sort(alone);
+  std::sort(alone.begin(), alone.end());
   std::vector<std::vector<std::size_t>> starts;
   if (!start.empty()) starts.push_back(start);
   for (std::size_t s = 0; s < std::min(alone.size(), selection_starts); ++s) starts.push_back({alone[s].second});

@@ -188,7 +188,7 @@ void for_each_pull_message(const Placement& placement, const OptimizerLayout& la
   // pipeline's stage one after another (pipeline j's at holder_offset[j]), so a destination is one load.
   std::vector<std::int64_t> degrees;
   for (const PipelinePlacement& pipeline : placement.pipelines) degrees.push_back(pipeline.scheme.tp());
-  std::ranges::sort(degrees);
+  std::sort(degrees.begin(), degrees.end());
   degrees.erase(std::unique(degrees.begin(), degrees.end()), degrees.end());
   std::vector<std::size_t> kind(pipelines);
   std::vector<std::size_t> holder_offset(pipelines + 1, 0);
