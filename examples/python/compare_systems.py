@@ -39,7 +39,7 @@ profile = sluice.Profile.bundled(args.profile, gpus=args.gpus)
 dataset = sluice.LengthDataset.bundled(args.lengths)
 hidden = json.loads(profile.to_json())["model"]["hidden"]
 comparison = sluice.compare_systems(profile, dataset, tokens=args.tokens, iterations=args.iterations, seed=args.seed,
-                            hidden=hidden, latency=1e-5, bandwidth=100e9)
+                            problem=sluice.ProblemOptions(hidden=hidden, latency=1e-5, bandwidth=100e9))
 summaries = comparison.summarize()
 
 # %% One row per system; the baseline is Megatron-LM's fixed-length packing.

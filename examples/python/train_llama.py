@@ -376,7 +376,8 @@ def main(argv=None):
             f"({args.cp_attention} attention)")
 
     worst = 0.0
-    options = sluice.PlanOptions(seed=args.seed, schedule_seed=args.seed)
+    options = sluice.PlanOptions(dispatch=sluice.DispatchOptions(seed=args.seed),
+                                 schedule=sluice.ScheduleOptions(seed=args.seed))
     with sluice.Planner(profile, candidates, itertools.islice(sampler, args.steps), options) as planner:
         for planned in planner:
             started = time.perf_counter()

@@ -3,31 +3,11 @@
 
 namespace sluice::python {
 
-
-assign::PlanOptions plan_options(int trials, int threads, std::uint64_t seed, bool local_search, bool longest_first,
-                                 bool v_step, const py::handle& candidate_overhead) {
-  assign::PlanOptions options{.dispatch = {.trials = trials,
-                                           .threads = threads,
-                                           .seed = seed,
-                                           .local_search = local_search,
-                                           .longest_first = longest_first,
-                                           .v_step = v_step},
-                              .candidate_overhead = {}};
+assign::PlanOptions plan_options(const assign::DispatchOptions& dispatch, const py::handle& candidate_overhead) {
+  assign::PlanOptions options{.dispatch = dispatch, .candidate_overhead = {}};
   if (!candidate_overhead.is_none())
     options.candidate_overhead = real_vector_from(candidate_overhead, "candidate_overhead");
   return options;
-}
-
-schedule::ScheduleOptions schedule_options(std::string_view kind, std::uint64_t seed, int clusters) {
-  return {.kind = schedule::schedule_kind_from(kind, "kind"), .seed = seed, .clusters = clusters};
-}
-
-schedule::ProblemOptions problem_options(std::int64_t hidden, int element_bytes, double latency, double bandwidth,
-                                         double backward_ratio) {
-  return {.hidden = hidden,
-          .element_bytes = element_bytes,
-          .link = {.latency = latency, .bandwidth = bandwidth},
-          .backward_ratio = backward_ratio};
 }
 
 // Context-parallel groups per micro-batch (assign/flex_cp.hpp).
@@ -203,22 +183,17 @@ void bind_assign(py::module_& module) {
           "Raises InvalidPlan naming the first broken invariant against the batch and profile.");
   def_document(plan);
 
-  const assign::DispatchOptions dispatch;
   module.def(
       "plan_iteration",
       [](const py::handle& lengths, const std::vector<Strategy>& candidates, const cost::Profile& profile,
-         const py::handle& ids, int trials, int threads, std::uint64_t seed, bool local_search, bool longest_first,
-         bool v_step, const py::handle& candidate_overhead) {
+         const py::handle& ids, const assign::DispatchOptions& dispatch, const py::handle& candidate_overhead) {
         const std::vector<Sequence> batch = batch_from(lengths, ids);
-        const assign::PlanOptions options =
-            plan_options(trials, threads, seed, local_search, longest_first, v_step, candidate_overhead);
+        const assign::PlanOptions options = plan_options(dispatch, candidate_overhead);
         const py::gil_scoped_release release;
         return assign::plan_iteration(batch, candidates, profile, options);
       },
       py::arg("lengths"), py::arg("candidates"), py::arg("profile"), py::kw_only(), py::arg("ids") = py::none(),
-      py::arg("trials") = dispatch.trials, py::arg("threads") = dispatch.threads, py::arg("seed") = dispatch.seed,
-      py::arg("local_search") = dispatch.local_search, py::arg("longest_first") = dispatch.longest_first,
-      py::arg("v_step") = dispatch.v_step, py::arg("candidate_overhead") = py::none(),
+      py::arg("dispatch") = assign::DispatchOptions{}, py::arg("candidate_overhead") = py::none(),
       "Hydraulis' per-iteration routine: for every candidate that holds the batch, dispatch its sequences across "
       "the pipelines and pack each pipeline; the candidate with the lowest estimate + overhead wins. Sequence ids "
       "in the plan are `ids` (default: positions in `lengths`).");

@@ -1,7 +1,8 @@
 #pragma once
 // Shared by the binding files: NumPy conversions, JSON documents and the GIL rule.
 // Conventions every bound function follows:
-//   - options are keyword-only arguments named as the C++ options' fields, defaulting to the C++ defaults;
+//   - options are keyword-only arguments named as the C++ options' fields, defaulting to the C++ defaults; an
+//     option struct used by several functions is one immutable class (options.cpp), passed as one argument;
 //   - a batch is `lengths` (1-D integer array) with optional `ids` (default: 0 … n−1, the array positions);
 //   - arrays out are read-only NumPy views of the C++ result (the view keeps its owner alive), never copies;
 //   - planning runs without the GIL: inputs are converted to C++ values first, results converted after.
@@ -71,16 +72,8 @@ py::list internal_list(const std::vector<T>& values, const py::handle& owner) {
   return list;
 }
 
-// The options of plan_iteration from its keyword arguments (the dispatch's, and one overhead per candidate).
-assign::PlanOptions plan_options(int trials, int threads, std::uint64_t seed, bool local_search, bool longest_first,
-                                 bool v_step, const py::handle& candidate_overhead);
-
-// A pipeline schedule's options from keyword arguments (kind: cyclic or 1f1b).
-schedule::ScheduleOptions schedule_options(std::string_view kind, std::uint64_t seed, int clusters);
-
-// How a simulated pipeline moves activations (the schedule functions' and compare's keyword arguments).
-schedule::ProblemOptions problem_options(std::int64_t hidden, int element_bytes, double latency, double bandwidth,
-                                         double backward_ratio);
+// plan_iteration's options: the dispatch, and one overhead per candidate (None: none).
+assign::PlanOptions plan_options(const assign::DispatchOptions& dispatch, const py::handle& candidate_overhead);
 
 // to_json / from_json / save / load and == for a type with an io document format.
 template <class T>
@@ -114,6 +107,7 @@ void def_document(py::class_<T>& cls) {
 void bind_core(py::module_& module);
 void bind_data(py::module_& module);
 void bind_cost(py::module_& module);
+void bind_options(py::module_& module);
 void bind_assign(py::module_& module);
 void bind_planner(py::module_& module);
 void bind_proposal(py::module_& module);

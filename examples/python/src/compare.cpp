@@ -172,16 +172,13 @@ void bind_compare(py::module_& module) {
       "The compared systems' names, in the order results list them.");
 
   // compare::Options' defaults (it has no default constructor: its profile has none): its own fields' are false
-  // and 0, its problem's and dispatch's those of their structs.
-  const schedule::ProblemOptions problem;
-  const assign::DispatchOptions dispatch;
+  // and 0, its problem's that of its struct, its dispatch's seeded with `seed` as `sluice simulate --seed` seeds it.
   module.def(
       "compare_systems",
       [](const cost::Profile& profile, const data::LengthDataset& dataset, std::int64_t tokens,
          std::optional<std::int64_t> iterations, const py::handle& batches, std::optional<std::int64_t> context,
-         bool cross_node_tp, std::int64_t hidden, int element_bytes, double latency, double bandwidth,
-         double backward_ratio, int trials, int threads, std::optional<std::uint64_t> dispatch_seed,
-         bool local_search, bool longest_first, std::uint64_t seed) {
+         bool cross_node_tp, const schedule::ProblemOptions& problem,
+         const std::optional<assign::DispatchOptions>& dispatch, std::uint64_t seed) {
         const bool sampled = batches.is_none();
         std::vector<std::vector<Sequence>> given;
         if (!sampled) {
@@ -191,15 +188,17 @@ void bind_compare(py::module_& module) {
         }
         const std::int64_t count = iterations.value_or(10);  // sluice simulate's default
         sluice::require(count > 0, "compare: iterations must be > 0, got ", count);
+        // sluice tries the V step both ways in a comparison: a dispatch's own would be silently ignored.
+        sluice::require(!dispatch || dispatch->v_step == assign::DispatchOptions{}.v_step,
+                        "compare: dispatch.v_step is sluice's own choice; leave it at its default");
+        assign::DispatchOptions seeded;
+        seeded.seed = seed;
         compare::Options options{.profile = profile,
                                  .context = 0,
                                  .tokens = tokens,
                                  .cross_node_tp = cross_node_tp,
-                                 .problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio),
-                                 // The V step and the layout moves are sluice's own in a comparison.
-                                 .dispatch = plan_options(trials, threads, dispatch_seed.value_or(seed), local_search,
-                                                          longest_first, assign::DispatchOptions{}.v_step, py::none())
-                                                 .dispatch,
+                                 .problem = problem,
+                                 .dispatch = dispatch.value_or(seeded),
                                  .seed = seed};
         const py::gil_scoped_release release;
         proposal::ProposeOptions usable;
@@ -215,20 +214,15 @@ void bind_compare(py::module_& module) {
       },
       py::arg("profile"), py::arg("dataset"), py::kw_only(), py::arg("tokens"), py::arg("iterations") = py::none(),
       py::arg("batches") = py::none(), py::arg("context") = py::none(),
-      py::arg("cross_node_tp") = false, py::arg("hidden") = problem.hidden,
-      py::arg("element_bytes") = problem.element_bytes, py::arg("latency") = problem.link.latency,
-      py::arg("bandwidth") = problem.link.bandwidth,
-      py::arg("backward_ratio") = problem.backward_ratio, py::arg("trials") = dispatch.trials,
-      py::arg("threads") = dispatch.threads, py::arg("dispatch_seed") = py::none(),
-      py::arg("local_search") = dispatch.local_search,
-      py::arg("longest_first") = dispatch.longest_first, py::arg("seed") = std::uint64_t{0},
+      py::arg("cross_node_tp") = false, py::arg("problem") = schedule::ProblemOptions{},
+      py::arg("dispatch") = py::none(), py::arg("seed") = std::uint64_t{0},
       "Megatron-LM, HotSPa, DynaPipe and sluice on the same batches of `dataset` (truncated to `context`; default: "
       "its longest sequence, or the longest MaxLen of a usable scheme when shorter), each iteration simulated. The "
       "batches are `iterations` (default 10) batches of at most `tokens` tokens sampled with `seed`, as `sluice "
       "simulate` draws them, or the given `batches` (sluice.Batch, lengths arrays or (ids, lengths) pairs). "
-      "`tokens` also normalises sluice's proposal. hidden, element_bytes, latency (s), bandwidth (bytes/s) and "
-      "backward_ratio shape every simulated pipeline; trials, threads, dispatch_seed (default: seed), "
-      "local_search and longest_first are sluice's dispatch; seed also seeds the schedule search.");
+      "`tokens` also normalises sluice's proposal. `problem` (ProblemOptions) shapes every simulated pipeline; "
+      "`dispatch` (DispatchOptions; default: DispatchOptions(seed=seed)) is sluice's; seed also seeds the "
+      "schedule search.");
 }
 
 }  // namespace sluice::python

@@ -120,6 +120,7 @@ PYBIND11_MODULE(_sluice, module) {
   sp::bind_core(module);
   sp::bind_data(module);
   sp::bind_cost(module);
+  sp::bind_options(module);
   sp::bind_assign(module);
   sp::bind_proposal(module);
   sp::bind_schedule(module);

@@ -1,8 +1,7 @@
-// The sluice plan from Python: PlanOptions (plan::Options, its keyword arguments spelled once), IterationPlanner
-// for one batch at a time, and Planner (plan::plan_ahead): batches pulled from a Python iterator (with the GIL),
-// planned on C++ worker threads (without it), delivered in iteration order by iteration over the planner.
+// The sluice plan from Python: IterationPlanner for one batch at a time (its PlanOptions are bound in options.cpp),
+// and Planner (plan::plan_ahead): batches pulled from a Python iterator (with the GIL), planned on C++ worker
+// threads (without it), delivered in iteration order by iteration over the planner.
 #include <memory>
-#include <sstream>
 
 #include "bindings.hpp"
 
@@ -62,77 +61,10 @@ private:
   bool closed_ = false;
 };
 
-std::string repr(const plan::Options& options) {
-  std::ostringstream out;
-  out << "PlanOptions(trials=" << options.dispatch.trials << ", dispatch_threads=" << options.dispatch.threads
-      << ", seed=" << options.dispatch.seed << ", local_search=" << (options.dispatch.local_search ? "True" : "False")
-      << ", longest_first=" << (options.dispatch.longest_first ? "True" : "False") << ", layout_moves='"
-      << plan::name(options.layout_moves) << "', v_step='" << plan::name(options.v_step) << "', schedule='"
-      << schedule::name(options.schedule.kind) << "', schedule_seed=" << options.schedule.seed
-      << ", clusters=" << options.schedule.clusters << ", hidden=" << options.problem.hidden
-      << ", element_bytes=" << options.problem.element_bytes << ", latency=" << options.problem.link.latency
-      << ", bandwidth=" << options.problem.link.bandwidth << ", backward_ratio=" << options.problem.backward_ratio
-      << ")";
-  return out.str();
-}
-
 }  // namespace
 
 void bind_planner(py::module_& module) {
   const plan::Options defaults;
-  py::class_<plan::Options>(
-      module, "PlanOptions",
-      "How the sluice plan is made: the dispatch (trials, threads, seed, local search, longest first), what each "
-      "candidate is charged for its parameter pull and gradient push (layout_moves: none, exposed or all), whether "
-      "the dispatch charges the V step (v_step: best, on or off), how pipelines are scheduled (schedule: cyclic or "
-      "1f1b) and how activations move between stages. Immutable; raises InvalidInput on a bad value.")
-      .def(py::init([](int trials, int dispatch_threads, std::uint64_t seed, bool local_search, bool longest_first,
-                       std::string_view layout_moves, std::string_view v_step, std::string_view schedule,
-                       std::uint64_t schedule_seed, int clusters, std::int64_t hidden, int element_bytes,
-                       double latency, double bandwidth, double backward_ratio) {
-             plan::Options options{
-                 .dispatch = plan_options(trials, dispatch_threads, seed, local_search, longest_first, true,
-                                          py::none())
-                                 .dispatch,
-                 .schedule = schedule_options(schedule, schedule_seed, clusters),
-                 .problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio),
-                 .layout_moves = plan::layout_moves_from(layout_moves, "layout_moves"),
-                 .v_step = plan::v_step_from(v_step, "v_step")};
-             assign::require_valid(options.dispatch);
-             schedule::detail::require_options(options.problem);
-             return options;
-           }),
-           py::kw_only(), py::arg("trials") = defaults.dispatch.trials,
-           py::arg("dispatch_threads") = defaults.dispatch.threads, py::arg("seed") = defaults.dispatch.seed,
-           py::arg("local_search") = defaults.dispatch.local_search,
-           py::arg("longest_first") = defaults.dispatch.longest_first,
-           py::arg("layout_moves") = std::string(plan::name(defaults.layout_moves)),
-           py::arg("v_step") = std::string(plan::name(defaults.v_step)),
-           py::arg("schedule") = std::string(schedule::name(defaults.schedule.kind)),
-           py::arg("schedule_seed") = defaults.schedule.seed, py::arg("clusters") = defaults.schedule.clusters,
-           py::arg("hidden") = defaults.problem.hidden, py::arg("element_bytes") = defaults.problem.element_bytes,
-           py::arg("latency") = defaults.problem.link.latency, py::arg("bandwidth") = defaults.problem.link.bandwidth,
-           py::arg("backward_ratio") = defaults.problem.backward_ratio)
-      .def_property_readonly("trials", [](const plan::Options& o) { return o.dispatch.trials; })
-      .def_property_readonly("dispatch_threads", [](const plan::Options& o) { return o.dispatch.threads; })
-      .def_property_readonly("seed", [](const plan::Options& o) { return o.dispatch.seed; })
-      .def_property_readonly("local_search", [](const plan::Options& o) { return o.dispatch.local_search; })
-      .def_property_readonly("longest_first", [](const plan::Options& o) { return o.dispatch.longest_first; })
-      .def_property_readonly("layout_moves",
-                             [](const plan::Options& o) { return std::string(plan::name(o.layout_moves)); })
-      .def_property_readonly("v_step", [](const plan::Options& o) { return std::string(plan::name(o.v_step)); })
-      .def_property_readonly("schedule",
-                             [](const plan::Options& o) { return std::string(schedule::name(o.schedule.kind)); })
-      .def_property_readonly("schedule_seed", [](const plan::Options& o) { return o.schedule.seed; })
-      .def_property_readonly("clusters", [](const plan::Options& o) { return o.schedule.clusters; })
-      .def_property_readonly("hidden", [](const plan::Options& o) { return o.problem.hidden; })
-      .def_property_readonly("element_bytes", [](const plan::Options& o) { return o.problem.element_bytes; })
-      .def_property_readonly("latency", [](const plan::Options& o) { return o.problem.link.latency; })
-      .def_property_readonly("bandwidth", [](const plan::Options& o) { return o.problem.link.bandwidth; })
-      .def_property_readonly("backward_ratio", [](const plan::Options& o) { return o.problem.backward_ratio; })
-      .def(py::self == py::self)
-      .def("__repr__", &repr);
-
   py::class_<plan::IterationPlanner>(
       module, "IterationPlanner",
       "The sluice plan of one iteration, the one `sluice plan`, `sluice trace`, `sluice simulate` and Planner give: "

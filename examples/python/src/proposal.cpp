@@ -1,7 +1,6 @@
 // Strategy proposal before training: Hydraulis' DP over the length distribution, and the proposal by sampled batches.
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "bindings.hpp"
@@ -9,24 +8,6 @@
 namespace sluice::python {
 
 namespace {
-
-proposal::ProposeOptions propose_options(std::optional<std::int64_t> gpus, std::optional<std::int64_t> max_len,
-                                         std::int64_t length_step, std::int64_t gpu_step, bool relaxed,
-                                         std::int64_t replica_step, double tokens_per_iteration,
-                                         bool sequence_constant, bool fill_term, bool tp_within_node,
-                                         std::int64_t max_candidates) {
-  return {.gpus = gpus,
-          .max_len = max_len,
-          .length_step = length_step,
-          .gpu_step = gpu_step,
-          .relaxed = relaxed,
-          .replica_step = replica_step,
-          .tokens_per_iteration = tokens_per_iteration,
-          .sequence_constant = sequence_constant,
-          .fill_term = fill_term,
-          .tp_within_node = tp_within_node,
-          .max_candidates = max_candidates};
-}
 
 // The name an enum has in the JSON documents ("integer_dp", "neighbour", …).
 template <class Enum>
@@ -50,21 +31,6 @@ std::function<double(const Strategy&)> overhead_from(const py::handle& overhead)
 }  // namespace
 
 void bind_proposal(py::module_& module) {
-  py::class_<proposal::ProposeOptions>(module, "ProposeOptions",
-                                       "The options a proposal was made with (gpus and max_len resolved).")
-      .def_readonly("gpus", &proposal::ProposeOptions::gpus)
-      .def_readonly("max_len", &proposal::ProposeOptions::max_len)
-      .def_readonly("length_step", &proposal::ProposeOptions::length_step)
-      .def_readonly("gpu_step", &proposal::ProposeOptions::gpu_step, "Tenths of a GPU.")
-      .def_readonly("relaxed", &proposal::ProposeOptions::relaxed)
-      .def_readonly("replica_step", &proposal::ProposeOptions::replica_step, "Tenths of a pipeline.")
-      .def_readonly("tokens_per_iteration", &proposal::ProposeOptions::tokens_per_iteration)
-      .def_readonly("sequence_constant", &proposal::ProposeOptions::sequence_constant)
-      .def_readonly("fill_term", &proposal::ProposeOptions::fill_term)
-      .def_readonly("tp_within_node", &proposal::ProposeOptions::tp_within_node)
-      .def_readonly("max_candidates", &proposal::ProposeOptions::max_candidates)
-      .def(py::self == py::self);
-
   py::class_<proposal::ProposedCandidate>(module, "ProposedCandidate",
                                           "A proposed strategy and the grid lengths it was proposed for.")
       .def_readonly("strategy", &proposal::ProposedCandidate::strategy)
@@ -156,63 +122,29 @@ void bind_proposal(py::module_& module) {
   const proposal::ProposeOptions defaults;
   module.def(
       "propose",
-      [](const data::LengthDataset& dataset, const cost::Profile& profile, std::optional<std::int64_t> gpus,
-         std::optional<std::int64_t> max_len, std::int64_t length_step, std::int64_t gpu_step, bool relaxed,
-         std::int64_t replica_step, double tokens_per_iteration, bool sequence_constant, bool fill_term,
-         bool tp_within_node, std::int64_t max_candidates) {
-        const proposal::ProposeOptions options =
-            propose_options(gpus, max_len, length_step, gpu_step, relaxed, replica_step, tokens_per_iteration,
-                            sequence_constant, fill_term, tp_within_node, max_candidates);
+      [](const data::LengthDataset& dataset, const cost::Profile& profile, const proposal::ProposeOptions& options) {
         const py::gil_scoped_release release;
         return proposal::propose(dataset, profile, options);
       },
-      py::arg("dataset"), py::arg("profile"), py::kw_only(), py::arg("gpus") = defaults.gpus,
-      py::arg("max_len") = defaults.max_len, py::arg("length_step") = defaults.length_step,
-      py::arg("gpu_step") = defaults.gpu_step, py::arg("relaxed") = defaults.relaxed,
-      py::arg("replica_step") = defaults.replica_step, py::arg("tokens_per_iteration") = defaults.tokens_per_iteration,
-      py::arg("sequence_constant") = defaults.sequence_constant, py::arg("fill_term") = defaults.fill_term,
-      py::arg("tp_within_node") = defaults.tp_within_node, py::arg("max_candidates") = defaults.max_candidates,
+      py::arg("dataset"), py::arg("profile"), py::kw_only(), py::arg("options") = defaults,
       "Hydraulis' strategy proposal: the DP over GPU budgets and grid lengths up to max_len (default: the "
-      "dataset's longest sequence) from the dataset's length distribution. gpu_step and replica_step are in tenths.");
+      "dataset's longest sequence) from the dataset's length distribution.");
 
   const proposal::SampledOptions sampled;
   module.def(
       "propose_sampled",
-      [](const data::LengthDataset& dataset, const cost::Profile& profile, std::optional<std::int64_t> gpus,
-         std::optional<std::int64_t> max_len, std::int64_t length_step, std::int64_t gpu_step, bool relaxed,
-         std::int64_t replica_step, double tokens_per_iteration, bool sequence_constant, bool fill_term,
-         bool tp_within_node, std::int64_t max_candidates, int choosing_batches, int held_out_batches,
-         std::uint64_t seed, int trials, int threads, std::uint64_t dispatch_seed, bool local_search,
-         bool longest_first, bool v_step, std::int64_t max_pool, const py::handle& overhead) {
-        proposal::SampledOptions options;
-        options.paper = propose_options(gpus, max_len, length_step, gpu_step, relaxed, replica_step,
-                                        tokens_per_iteration, sequence_constant, fill_term, tp_within_node,
-                                        max_candidates);
-        options.choosing_batches = choosing_batches;
-        options.held_out_batches = held_out_batches;
-        options.seed = seed;
-        options.dispatch =
-            plan_options(trials, threads, dispatch_seed, local_search, longest_first, v_step, py::none()).dispatch;
-        options.max_pool = max_pool;
-        options.overhead = overhead_from(overhead);
+      [](const data::LengthDataset& dataset, const cost::Profile& profile, const proposal::ProposeOptions& options,
+         proposal::SampledOptions sampling, const py::handle& overhead) {
+        sampling.paper = options;
+        sampling.overhead = overhead_from(overhead);
         const py::gil_scoped_release release;
-        return proposal::propose_sampled(dataset, profile, options);
+        return proposal::propose_sampled(dataset, profile, sampling);
       },
-      py::arg("dataset"), py::arg("profile"), py::kw_only(), py::arg("gpus") = defaults.gpus,
-      py::arg("max_len") = defaults.max_len, py::arg("length_step") = defaults.length_step,
-      py::arg("gpu_step") = defaults.gpu_step, py::arg("relaxed") = defaults.relaxed,
-      py::arg("replica_step") = defaults.replica_step, py::arg("tokens_per_iteration") = defaults.tokens_per_iteration,
-      py::arg("sequence_constant") = defaults.sequence_constant, py::arg("fill_term") = defaults.fill_term,
-      py::arg("tp_within_node") = defaults.tp_within_node, py::arg("max_candidates") = defaults.max_candidates,
-      py::arg("choosing_batches") = sampled.choosing_batches, py::arg("held_out_batches") = sampled.held_out_batches,
-      py::arg("seed") = sampled.seed, py::arg("trials") = sampled.dispatch.trials,
-      py::arg("threads") = sampled.dispatch.threads, py::arg("dispatch_seed") = sampled.dispatch.seed,
-      py::arg("local_search") = sampled.dispatch.local_search,
-      py::arg("longest_first") = sampled.dispatch.longest_first, py::arg("v_step") = sampled.dispatch.v_step,
-      py::arg("max_pool") = sampled.max_pool, py::arg("overhead") = py::none(),
-      "The proposal judged by what it delivers: max_candidates strategies chosen from a pool (the DP's, the "
-      "homogeneous ones, neighbours) by the mean planned time of batches of tokens_per_iteration tokens sampled "
-      "with `seed`. `overhead(strategy)` adds seconds per iteration (default none).");
+      py::arg("dataset"), py::arg("profile"), py::kw_only(), py::arg("options") = defaults,
+      py::arg("sampled") = sampled, py::arg("overhead") = py::none(),
+      "The proposal judged by what it delivers: options.max_candidates strategies chosen from a pool (the DP's, the "
+      "homogeneous ones, neighbours) by the mean planned time of batches of options.tokens_per_iteration tokens "
+      "drawn as `sampled` says. `overhead(strategy)` adds seconds per iteration (default none).");
 
   const proposal::HomogeneousOptions homogeneous;
   module.def(
@@ -226,18 +158,13 @@ void bind_proposal(py::module_& module) {
 
   module.def(
       "default_max_len",
-      [](const data::LengthDataset& dataset, const cost::Profile& profile, std::optional<std::int64_t> gpus,
-         std::int64_t length_step, bool tp_within_node) {
-        proposal::ProposeOptions options;
-        options.gpus = gpus;
-        options.length_step = length_step;
-        options.tp_within_node = tp_within_node;
+      [](const data::LengthDataset& dataset, const cost::Profile& profile, const proposal::ProposeOptions& options) {
         return proposal::default_max_len(dataset, profile, options);
       },
-      py::arg("dataset"), py::arg("profile"), py::kw_only(), py::arg("gpus") = defaults.gpus,
-      py::arg("length_step") = defaults.length_step, py::arg("tp_within_node") = defaults.tp_within_node,
-      "Lmax when none is named: the dataset's longest sequence, or the longest MaxLen of a usable scheme when "
-      "shorter (truncate the dataset to it, as `sluice propose` does).");
+      py::arg("dataset"), py::arg("profile"), py::kw_only(), py::arg("options") = defaults,
+      "Lmax when none is named: the dataset's longest sequence, or the longest MaxLen of a usable scheme (within "
+      "options.gpus and length_step, TP within a node when options.tp_within_node) when shorter (truncate the "
+      "dataset to it, as `sluice propose` does).");
 }
 
 }  // namespace sluice::python

@@ -502,23 +502,19 @@ void bind_pipeline(py::module_& module) {
           py::arg("problem"), "Raises InvalidPlan naming the first broken invariant against the problem.");
   def_document(pipeline_schedule_class);
 
-  const schedule::ScheduleOptions schedule_defaults;
   module.def(
       "schedule_pipeline",
-      [](const schedule::Problem& problem, std::string_view kind, std::uint64_t seed, int clusters) {
-        const schedule::ScheduleOptions options = schedule_options(kind, seed, clusters);
+      [](const schedule::Problem& problem, const schedule::ScheduleOptions& options) {
         const py::gil_scoped_release release;
         return schedule::schedule_pipeline(problem, options);
       },
-      py::arg("problem"), py::kw_only(), py::arg("kind") = std::string(schedule::name(schedule_defaults.kind)),
-      py::arg("seed") = schedule_defaults.seed, py::arg("clusters") = schedule_defaults.clusters,
+      py::arg("problem"), py::kw_only(), py::arg("schedule") = schedule::ScheduleOptions{},
       "DynaPipe's scheduler: injection orders searched for the adaptive cyclic schedule ('cyclic') and 1F1B, each "
       "simulated, the fastest that fits memory kept, its communication planned.");
 }
 
 void bind_pipeline_planners(py::module_& module) {
   const schedule::PipelinePlanOptions defaults;
-  const schedule::ProblemOptions problem_defaults;
 
   py::class_<schedule::ReplicaSchedule>(module, "ReplicaSchedule", "One data-parallel replica's pipeline.")
       .def_property_readonly("micro_batches",
@@ -545,8 +541,7 @@ void bind_pipeline_planners(py::module_& module) {
           "validate",
           [](const schedule::PipelineRunPlan& value, const py::handle& lengths, const py::handle& models,
              const py::handle& ids, const py::handle& targets, int stages, int replicas, double micro_batch_memory,
-             double stage_memory, std::int64_t hidden, int element_bytes, double latency, double bandwidth,
-             double backward_ratio) {
+             double stage_memory, const schedule::ProblemOptions& problem) {
             const std::vector<microbatch::Sample> samples = samples_from(lengths, ids, targets);
             const std::vector<microbatch::QuadraticStageCost> costs = models_from(models);
             schedule::PipelinePlanOptions options;
@@ -554,7 +549,7 @@ void bind_pipeline_planners(py::module_& module) {
             options.replicas = replicas;
             options.micro_batch_memory = micro_batch_memory;
             options.stage_memory = stage_memory;
-            options.problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio);
+            options.problem = problem;
             const py::gil_scoped_release release;
             schedule::validate(value, std::span<const microbatch::Sample>(samples),
                                std::span<const microbatch::QuadraticStageCost>(costs), options);
@@ -562,10 +557,7 @@ void bind_pipeline_planners(py::module_& module) {
           py::arg("lengths"), py::arg("models"), py::kw_only(), py::arg("ids") = py::none(),
           py::arg("targets") = py::none(), py::arg("stages") = defaults.stages,
           py::arg("replicas") = defaults.replicas, py::arg("micro_batch_memory") = defaults.micro_batch_memory,
-          py::arg("stage_memory") = defaults.stage_memory, py::arg("hidden") = problem_defaults.hidden,
-          py::arg("element_bytes") = problem_defaults.element_bytes, py::arg("latency") = problem_defaults.link.latency,
-          py::arg("bandwidth") = problem_defaults.link.bandwidth,
-          py::arg("backward_ratio") = problem_defaults.backward_ratio,
+          py::arg("stage_memory") = defaults.stage_memory, py::arg("problem") = defaults.problem,
           "Raises InvalidPlan naming the first broken invariant against the samples, models and options.");
   def_document(run_plan_class);
 
@@ -573,8 +565,8 @@ void bind_pipeline_planners(py::module_& module) {
       "plan_pipeline",
       [](const py::handle& lengths, const py::handle& models, const py::handle& ids, const py::handle& targets,
          int stages, int replicas, double micro_batch_memory, double stage_memory, std::string_view ordering,
-         std::string_view layout, double tmax_interval, std::string_view kind, std::uint64_t seed, int clusters,
-         std::int64_t hidden, int element_bytes, double latency, double bandwidth, double backward_ratio) {
+         std::string_view layout, double tmax_interval, const schedule::ScheduleOptions& scheduling,
+         const schedule::ProblemOptions& problem) {
         const std::vector<microbatch::Sample> samples = samples_from(lengths, ids, targets);
         const std::vector<microbatch::QuadraticStageCost> costs = models_from(models);
         const schedule::PipelinePlanOptions options{
@@ -585,8 +577,8 @@ void bind_pipeline_planners(py::module_& module) {
             .ordering = microbatch::ordering_from(ordering),
             .layout = microbatch::layout_from(layout, "layout"),
             .tmax_interval = tmax_interval,
-            .schedule = schedule_options(kind, seed, clusters),
-            .problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio)};
+            .schedule = scheduling,
+            .problem = problem};
         const py::gil_scoped_release release;
         return schedule::plan_pipeline(std::span<const microbatch::Sample>(samples),
                                        std::span<const microbatch::QuadraticStageCost>(costs), options);
@@ -595,11 +587,8 @@ void bind_pipeline_planners(py::module_& module) {
       py::arg("targets") = py::none(), py::arg("stages") = defaults.stages, py::arg("replicas") = defaults.replicas,
       py::arg("micro_batch_memory") = defaults.micro_batch_memory, py::arg("stage_memory") = defaults.stage_memory,
       py::arg("ordering") = "length", py::arg("layout") = std::string(microbatch::name(defaults.layout)),
-      py::arg("tmax_interval") = defaults.tmax_interval, py::arg("kind") = std::string(schedule::name(defaults.schedule.kind)),
-      py::arg("seed") = defaults.schedule.seed, py::arg("clusters") = defaults.schedule.clusters,
-      py::arg("hidden") = problem_defaults.hidden, py::arg("element_bytes") = problem_defaults.element_bytes,
-      py::arg("latency") = problem_defaults.link.latency, py::arg("bandwidth") = problem_defaults.link.bandwidth,
-      py::arg("backward_ratio") = problem_defaults.backward_ratio,
+      py::arg("tmax_interval") = defaults.tmax_interval, py::arg("schedule") = defaults.schedule,
+      py::arg("problem") = defaults.problem,
       "DynaPipe's per-iteration planner (what `sluice schedule` runs): order the samples, cut them into "
       "micro-batches, balance those over the replicas (Karmarkar–Karp) and schedule every replica's pipeline. "
       "stage_memory 0: stages × micro_batch_memory.");
@@ -620,34 +609,23 @@ void bind_pipeline_planners(py::module_& module) {
       .def(
           "validate",
           [](const schedule::IterationSchedule& value, const assign::IterationPlan& plan, const cost::Profile& profile,
-             std::int64_t hidden, int element_bytes, double latency, double bandwidth, double backward_ratio) {
-            const schedule::ProblemOptions options =
-                problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio);
+             const schedule::ProblemOptions& problem) {
             const py::gil_scoped_release release;
-            schedule::validate(value, plan, profile, options);
+            schedule::validate(value, plan, profile, problem);
           },
-          py::arg("plan"), py::arg("profile"), py::kw_only(), py::arg("hidden") = problem_defaults.hidden,
-          py::arg("element_bytes") = problem_defaults.element_bytes, py::arg("latency") = problem_defaults.link.latency,
-          py::arg("bandwidth") = problem_defaults.link.bandwidth,
-          py::arg("backward_ratio") = problem_defaults.backward_ratio,
+          py::arg("plan"), py::arg("profile"), py::kw_only(), py::arg("problem") = schedule::ProblemOptions{},
           "Raises InvalidPlan naming the first broken invariant against the plan and profile.");
   def_document(iteration_schedule_class);
 
   module.def(
       "schedule_iteration",
-      [](const assign::IterationPlan& plan, const cost::Profile& profile, std::string_view kind, std::uint64_t seed,
-         int clusters, std::int64_t hidden, int element_bytes, double latency, double bandwidth,
-         double backward_ratio) {
-        const schedule::ScheduleOptions options = schedule_options(kind, seed, clusters);
-        const schedule::ProblemOptions problem = problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio);
+      [](const assign::IterationPlan& plan, const cost::Profile& profile, const schedule::ScheduleOptions& scheduling,
+         const schedule::ProblemOptions& problem) {
         const py::gil_scoped_release release;
-        return schedule::schedule_iteration(plan, profile, options, problem);
+        return schedule::schedule_iteration(plan, profile, scheduling, problem);
       },
-      py::arg("plan"), py::arg("profile"), py::kw_only(), py::arg("kind") = std::string(schedule::name(defaults.schedule.kind)),
-      py::arg("seed") = defaults.schedule.seed, py::arg("clusters") = defaults.schedule.clusters,
-      py::arg("hidden") = problem_defaults.hidden, py::arg("element_bytes") = problem_defaults.element_bytes,
-      py::arg("latency") = problem_defaults.link.latency, py::arg("bandwidth") = problem_defaults.link.bandwidth,
-      py::arg("backward_ratio") = problem_defaults.backward_ratio,
+      py::arg("plan"), py::arg("profile"), py::kw_only(), py::arg("schedule") = schedule::ScheduleOptions{},
+      py::arg("problem") = schedule::ProblemOptions{},
       "Every pipeline of an iteration plan scheduled on its scheme (schedule_pipeline).");
 
   py::class_<schedule::SimulatedIteration> simulated_class(module, "SimulatedIteration",
@@ -663,23 +641,14 @@ void bind_pipeline_planners(py::module_& module) {
           "validate",
           [](const schedule::SimulatedIteration& value, const py::handle& lengths,
              const std::vector<Strategy>& candidates, const cost::Profile& profile, const py::handle& ids,
-             const py::handle& candidate_overhead, std::int64_t hidden, int element_bytes, double latency,
-             double bandwidth, double backward_ratio) {
+             const py::handle& candidate_overhead, const schedule::ProblemOptions& problem) {
             const std::vector<Sequence> batch = batch_from(lengths, ids);
-            const assign::DispatchOptions dispatch;
-            const assign::PlanOptions plan = plan_options(dispatch.trials, dispatch.threads, dispatch.seed,
-                                                          dispatch.local_search, dispatch.longest_first,
-                                                          dispatch.v_step, candidate_overhead);
-            const schedule::ProblemOptions problem =
-                problem_options(hidden, element_bytes, latency, bandwidth, backward_ratio);
+            const assign::PlanOptions plan = plan_options(assign::DispatchOptions{}, candidate_overhead);
             const py::gil_scoped_release release;
             schedule::validate(value, batch, candidates, profile, plan, problem);
           },
           py::arg("lengths"), py::arg("candidates"), py::arg("profile"), py::kw_only(), py::arg("ids") = py::none(),
-          py::arg("candidate_overhead") = py::none(), py::arg("hidden") = problem_defaults.hidden,
-          py::arg("element_bytes") = problem_defaults.element_bytes, py::arg("latency") = problem_defaults.link.latency,
-          py::arg("bandwidth") = problem_defaults.link.bandwidth,
-          py::arg("backward_ratio") = problem_defaults.backward_ratio,
+          py::arg("candidate_overhead") = py::none(), py::arg("problem") = schedule::ProblemOptions{},
           "Raises InvalidPlan naming the first broken invariant against the batch, candidates and profile.");
   def_document(simulated_class);
 

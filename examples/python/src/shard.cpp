@@ -1,7 +1,5 @@
 // Optimization–propagation disaggregation (Hydraulis §5): placements, optimizer layouts, the pull and push
 // plans between them, their α–β cost, and the ranks and process groups a trainer creates.
-#include <map>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -12,35 +10,6 @@
 namespace sluice::python {
 
 namespace {
-
-using StageLayers = std::optional<std::map<int, std::vector<int>>>;
-
-shard::PipelineOrder order_from(std::string_view order) {
-  if (order == "tp_descending") return shard::PipelineOrder::tp_descending;
-  if (order == "tp_ascending") return shard::PipelineOrder::tp_ascending;
-  throw invalid_input(sluice::concat("order: expected 'tp_descending' or 'tp_ascending', got '", order, "'"));
-}
-
-shard::PlacementOptions placement_options(int gpus_per_node, bool tp_within_node, std::string_view order,
-                                          StageLayers stage_layers) {
-  return {.gpus_per_node = gpus_per_node,
-          .tp_within_node = tp_within_node,
-          .order = order_from(order),
-          .stage_layers = stage_layers ? std::move(*stage_layers) : std::map<int, std::vector<int>>{}};
-}
-
-// The placement options as keyword arguments, defaulting to a default-constructed PlacementOptions.
-struct PlacementArgs {
-  py::arg_v gpus_per_node, tp_within_node, order, stage_layers;
-};
-
-PlacementArgs placement_args() {
-  const shard::PlacementOptions defaults;
-  return {py::arg("gpus_per_node") = defaults.gpus_per_node, py::arg("tp_within_node") = defaults.tp_within_node,
-          py::arg("order") = std::string(defaults.order == shard::PipelineOrder::tp_descending ? "tp_descending"
-                                                                                               : "tp_ascending"),
-          py::arg("stage_layers") = py::none()};
-}
 
 // How a default link shows in signatures.
 std::string link_text(const shard::Link& link) {
@@ -198,21 +167,16 @@ void bind_shard(py::module_& module) {
           "Raises InvalidPlan: groups tile [0, layers) in order, every owner a rank of the cluster.");
   def_document(layout);
 
-  const PlacementArgs place_args = placement_args();
+  const shard::PlacementOptions placement_defaults;
   module.def(
       "place",
-      [](const Strategy& strategy, std::int64_t gpus, int layers, int gpus_per_node, bool tp_within_node,
-         std::string_view order, StageLayers stage_layers) {
-        const shard::PlacementOptions options =
-            placement_options(gpus_per_node, tp_within_node, order, std::move(stage_layers));
+      [](const Strategy& strategy, std::int64_t gpus, int layers, const shard::PlacementOptions& options) {
         const py::gil_scoped_release release;
         return shard::place(strategy, gpus, layers, options);
       },
-      py::arg("strategy"), py::arg("gpus"), py::arg("layers"), py::kw_only(), place_args.gpus_per_node,
-      place_args.tp_within_node, place_args.order, place_args.stage_layers,
-      "Pipelines on contiguous rank blocks in `order` ('tp_descending' or 'tp_ascending'), stage after stage; "
-      "stage_layers maps a PP degree to its layers per stage (default: even). Raises Infeasible when the strategy "
-      "does not fit.");
+      py::arg("strategy"), py::arg("gpus"), py::arg("layers"), py::kw_only(), py::arg("options") = placement_defaults,
+      "Pipelines on contiguous rank blocks in options.order, stage after stage, options.stage_layers giving a PP "
+      "degree's layers per stage (default: even). Raises Infeasible when the strategy does not fit.");
   module.def("sharded_layout", &shard::sharded_layout, py::arg("gpus"), py::arg("layers"),
              "Hydraulis' layout: every parameter sharded over all GPUs, segment r on GPU r.");
   module.def(
@@ -404,23 +368,17 @@ void bind_shard(py::module_& module) {
   module.def(
       "iteration_cost",
       [](const shard::OptimizerLayout& from, const Strategy& candidate, shard::Model shard_model,
-         shard::Cluster cluster, int gpus_per_node, bool tp_within_node, std::string_view order,
-         StageLayers stage_layers) {
-        const shard::PlacementOptions options =
-            placement_options(gpus_per_node, tp_within_node, order, std::move(stage_layers));
+         shard::Cluster cluster, const shard::PlacementOptions& options) {
         const py::gil_scoped_release release;
         return shard::iteration_cost(from, candidate, shard_model, cluster, options);
       },
       py::arg("layout"), py::arg("candidate"), py::arg("model"), cluster_arg,
-      py::kw_only(), place_args.gpus_per_node, place_args.tp_within_node, place_args.order, place_args.stage_layers,
+      py::kw_only(), py::arg("options") = placement_defaults,
       "plan_cost of the candidate's pull and push against `layout`, without storing the pull's messages.");
   module.def(
       "iteration_costs",
       [](const shard::OptimizerLayout& from, const std::vector<Strategy>& candidates, shard::Model shard_model,
-         shard::Cluster cluster, int gpus_per_node, bool tp_within_node, std::string_view order,
-         StageLayers stage_layers) {
-        const shard::PlacementOptions options =
-            placement_options(gpus_per_node, tp_within_node, order, std::move(stage_layers));
+         shard::Cluster cluster, const shard::PlacementOptions& options) {
         std::vector<double> seconds;
         {
           const py::gil_scoped_release release;
@@ -429,22 +387,18 @@ void bind_shard(py::module_& module) {
         return array_of<double>(seconds);
       },
       py::arg("layout"), py::arg("candidates"), py::arg("model"), cluster_arg,
-      py::kw_only(), place_args.gpus_per_node, place_args.tp_within_node, place_args.order, place_args.stage_layers,
+      py::kw_only(), py::arg("options") = placement_defaults,
       "Per candidate, iteration_cost(...).seconds: what plan_iteration's candidate_overhead takes (as sluice plan "
       "--lnk).");
   module.def(
       "switching_cost",
       [](const Strategy& previous, const Strategy& candidate, std::int64_t gpus, shard::Model shard_model,
-         shard::Cluster cluster, int gpus_per_node, bool tp_within_node, std::string_view order,
-         StageLayers stage_layers) {
-        const shard::PlacementOptions options =
-            placement_options(gpus_per_node, tp_within_node, order, std::move(stage_layers));
+         shard::Cluster cluster, const shard::PlacementOptions& options) {
         const py::gil_scoped_release release;
         return shard::switching_cost(previous, candidate, gpus, shard_model, cluster, options);
       },
       py::arg("previous"), py::arg("candidate"), py::arg("gpus"), py::arg("model"),
-      cluster_arg, py::kw_only(), place_args.gpus_per_node, place_args.tp_within_node,
-      place_args.order, place_args.stage_layers,
+      cluster_arg, py::kw_only(), py::arg("options") = placement_defaults,
       "iteration_cost when the optimizer states follow `previous`'s aligned layout instead of the sharded one.");
 
   // ---- ranks and process groups -----------------------------------------------------------------------------

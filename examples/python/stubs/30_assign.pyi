@@ -75,12 +75,7 @@ def plan_iteration(
     profile: Profile,
     *,
     ids: Optional[npt.ArrayLike] = None,
-    trials: int = 100,
-    threads: int = 1,
-    seed: int = 0,
-    local_search: bool = True,
-    longest_first: bool = True,
-    v_step: bool = True,
+    dispatch: DispatchOptions = ...,
     candidate_overhead: Optional[npt.ArrayLike] = None,
 ) -> IterationPlan:
     """Hydraulis' per-iteration routine: dispatch across each candidate's pipelines, pack, choose the best."""

@@ -1,59 +1,6 @@
 
 # ---- the sluice plan, and planning ahead of the trainer ---------------------------------------------------------
 
-class PlanOptions:
-    """How the sluice plan is made: dispatch, layout moves charged, V step, schedule kind and links."""
-    def __init__(
-        self,
-        *,
-        trials: int = 100,
-        dispatch_threads: int = 1,
-        seed: int = 0,
-        local_search: bool = True,
-        longest_first: bool = True,
-        layout_moves: str = "exposed",
-        v_step: str = "best",
-        schedule: str = "cyclic",
-        schedule_seed: int = 1,
-        clusters: int = 0,
-        hidden: int = 1,
-        element_bytes: int = 2,
-        latency: float = 0.0,
-        bandwidth: float = ...,
-        backward_ratio: float = 2.0,
-    ) -> None: ...
-    @property
-    def trials(self) -> int: ...
-    @property
-    def dispatch_threads(self) -> int: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def local_search(self) -> bool: ...
-    @property
-    def longest_first(self) -> bool: ...
-    @property
-    def layout_moves(self) -> str: ...
-    @property
-    def v_step(self) -> str: ...
-    @property
-    def schedule(self) -> str: ...
-    @property
-    def schedule_seed(self) -> int: ...
-    @property
-    def clusters(self) -> int: ...
-    @property
-    def hidden(self) -> int: ...
-    @property
-    def element_bytes(self) -> int: ...
-    @property
-    def latency(self) -> float: ...
-    @property
-    def bandwidth(self) -> float: ...
-    @property
-    def backward_ratio(self) -> float: ...
-    def __eq__(self, other: object) -> bool: ...
-
 class IterationPlanner:
     """The sluice plan of one iteration, the one the tool and Planner give."""
     def __init__(self, profile: Profile, candidates: Sequence[StrategyLike], options: PlanOptions = ...) -> None: ...

@@ -1,34 +1,6 @@
 
 # ---- strategy proposal before training (Hydraulis §7) -------------------------------------------------------------
 
-class ProposeOptions:
-    """The options a proposal was made with (gpus and max_len resolved)."""
-    @property
-    def gpus(self) -> Optional[int]: ...
-    @property
-    def max_len(self) -> Optional[int]: ...
-    @property
-    def length_step(self) -> int: ...
-    @property
-    def gpu_step(self) -> int:
-        """Tenths of a GPU."""
-    @property
-    def relaxed(self) -> bool: ...
-    @property
-    def replica_step(self) -> int:
-        """Tenths of a pipeline."""
-    @property
-    def tokens_per_iteration(self) -> float: ...
-    @property
-    def sequence_constant(self) -> bool: ...
-    @property
-    def fill_term(self) -> bool: ...
-    @property
-    def tp_within_node(self) -> bool: ...
-    @property
-    def max_candidates(self) -> int: ...
-    def __eq__(self, other: object) -> bool: ...
-
 class ProposedCandidate:
     """A proposed strategy and the grid lengths it was proposed for."""
     @property
@@ -150,49 +122,15 @@ class SampledProposal:
     @staticmethod
     def load(path: PathLike) -> SampledProposal: ...
 
-def propose(
-    dataset: LengthDataset,
-    profile: Profile,
-    *,
-    gpus: Optional[int] = None,
-    max_len: Optional[int] = None,
-    length_step: int = 128,
-    gpu_step: int = 10,
-    relaxed: bool = False,
-    replica_step: int = 1,
-    tokens_per_iteration: float = 100000.0,
-    sequence_constant: bool = True,
-    fill_term: bool = True,
-    tp_within_node: bool = True,
-    max_candidates: int = 8,
-) -> Proposal:
-    """Hydraulis' strategy proposal over the dataset's length distribution; gpu_step and replica_step in tenths."""
+def propose(dataset: LengthDataset, profile: Profile, *, options: ProposeOptions = ...) -> Proposal:
+    """Hydraulis' strategy proposal over the dataset's length distribution."""
 
 def propose_sampled(
     dataset: LengthDataset,
     profile: Profile,
     *,
-    gpus: Optional[int] = None,
-    max_len: Optional[int] = None,
-    length_step: int = 128,
-    gpu_step: int = 10,
-    relaxed: bool = False,
-    replica_step: int = 1,
-    tokens_per_iteration: float = 100000.0,
-    sequence_constant: bool = True,
-    fill_term: bool = True,
-    tp_within_node: bool = True,
-    max_candidates: int = 8,
-    choosing_batches: int = 48,
-    held_out_batches: int = 32,
-    seed: int = 0,
-    trials: int = 4,
-    threads: int = 1,
-    dispatch_seed: int = 0,
-    local_search: bool = True,
-    longest_first: bool = True,
-    v_step: bool = True,
-    max_pool: int = 256,
+    options: ProposeOptions = ...,
+    sampled: SampledOptions = ...,
     overhead: Optional[Callable[[Strategy], float]] = None,
 ) -> SampledProposal:
     """The proposal judged by the mean planned time of batches sampled from the dataset."""
@@ -200,12 +138,5 @@ def propose_sampled(
 def homogeneous_strategies(profile: Profile, *, holds: int = 0, tp_within_node: bool = True) -> list[Strategy]:
     """Every scheme replicated over all the profile's GPUs whose MaxLen holds `holds` tokens."""
 
-def default_max_len(
-    dataset: LengthDataset,
-    profile: Profile,
-    *,
-    gpus: Optional[int] = None,
-    length_step: int = 128,
-    tp_within_node: bool = True,
-) -> int:
+def default_max_len(dataset: LengthDataset, profile: Profile, *, options: ProposeOptions = ...) -> int:
     """Lmax when none is named: the longest sequence, or the longest MaxLen of a usable scheme when shorter."""

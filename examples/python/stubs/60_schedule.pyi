@@ -362,7 +362,7 @@ class PipelineSchedule:
     def load(path: PathLike) -> PipelineSchedule: ...
 
 def schedule_pipeline(
-    problem: SchedulingProblem, *, kind: str = "cyclic", seed: int = 1, clusters: int = 0
+    problem: SchedulingProblem, *, schedule: ScheduleOptions = ...
 ) -> PipelineSchedule:
     """DynaPipe's scheduler: the fastest simulated cyclic or 1F1B order that fits memory, its communication planned."""
 
@@ -400,11 +400,7 @@ class PipelineRunPlan:
         replicas: int = 1,
         micro_batch_memory: float = ...,
         stage_memory: float = 0.0,
-        hidden: int = 1,
-        element_bytes: int = 2,
-        latency: float = 0.0,
-        bandwidth: float = ...,
-        backward_ratio: float = 2.0,
+        problem: ProblemOptions = ...,
     ) -> None:
         """Raises InvalidPlan naming the first broken invariant against the samples, models and options."""
     def __eq__(self, other: object) -> bool: ...
@@ -428,14 +424,8 @@ def plan_pipeline(
     ordering: str = "length",
     layout: str = "padded",
     tmax_interval: float = 5e-06,
-    kind: str = "cyclic",
-    seed: int = 1,
-    clusters: int = 0,
-    hidden: int = 1,
-    element_bytes: int = 2,
-    latency: float = 0.0,
-    bandwidth: float = ...,
-    backward_ratio: float = 2.0,
+    schedule: ScheduleOptions = ...,
+    problem: ProblemOptions = ...,
 ) -> PipelineRunPlan:
     """DynaPipe's per-iteration planner (`sluice schedule`): order, partition, balance, schedule every replica."""
 
@@ -458,11 +448,7 @@ class IterationSchedule:
         plan: IterationPlan,
         profile: Profile,
         *,
-        hidden: int = 1,
-        element_bytes: int = 2,
-        latency: float = 0.0,
-        bandwidth: float = ...,
-        backward_ratio: float = 2.0,
+        problem: ProblemOptions = ...,
     ) -> None:
         """Raises InvalidPlan naming the first broken invariant against the plan and profile."""
     def __eq__(self, other: object) -> bool: ...
@@ -477,14 +463,8 @@ def schedule_iteration(
     plan: IterationPlan,
     profile: Profile,
     *,
-    kind: str = "cyclic",
-    seed: int = 1,
-    clusters: int = 0,
-    hidden: int = 1,
-    element_bytes: int = 2,
-    latency: float = 0.0,
-    bandwidth: float = ...,
-    backward_ratio: float = 2.0,
+    schedule: ScheduleOptions = ...,
+    problem: ProblemOptions = ...,
 ) -> IterationSchedule:
     """Every pipeline of an iteration plan scheduled on its scheme (schedule_pipeline)."""
 
@@ -510,11 +490,7 @@ class SimulatedIteration:
         *,
         ids: Optional[npt.ArrayLike] = None,
         candidate_overhead: Optional[npt.ArrayLike] = None,
-        hidden: int = 1,
-        element_bytes: int = 2,
-        latency: float = 0.0,
-        bandwidth: float = ...,
-        backward_ratio: float = 2.0,
+        problem: ProblemOptions = ...,
     ) -> None:
         """Raises InvalidPlan naming the first broken invariant against the batch, candidates and profile."""
     def __eq__(self, other: object) -> bool: ...

@@ -139,20 +139,12 @@ def compare_systems(
     batches: Optional[Iterable[BatchLike]] = None,
     context: Optional[int] = None,
     cross_node_tp: bool = False,
-    hidden: int = 1,
-    element_bytes: int = 2,
-    latency: float = 0.0,
-    bandwidth: float = ...,
-    backward_ratio: float = 2.0,
-    trials: int = 100,
-    threads: int = 1,
-    dispatch_seed: Optional[int] = None,
-    local_search: bool = True,
-    longest_first: bool = True,
+    problem: ProblemOptions = ...,
+    dispatch: Optional[DispatchOptions] = None,
     seed: int = 0,
 ) -> Comparison:
     """Megatron-LM, HotSPa, DynaPipe and sluice on the same batches of `dataset`, each iteration simulated.
 
     The batches are `iterations` (default 10) batches of at most `tokens` tokens sampled with `seed`, as
     `sluice simulate` draws them, or the given `batches`. `context` defaults to the dataset's longest sequence, or
-    the longest MaxLen of a usable scheme when shorter. `bandwidth` is in bytes/s (default: unlimited)."""
+    the longest MaxLen of a usable scheme when shorter. `dispatch` defaults to DispatchOptions(seed=seed)."""

@@ -6,7 +6,6 @@
 #   messages: (src: int32, dst: int32, first_piece: uint32, piece_count: uint32, bytes: int64); messages of one
 #   source with equal pieces share them
 StructArray = npt.NDArray[np.void]
-StageLayers = Optional[dict[int, Sequence[int]]]
 
 class ShardTensor:
     """One parameter tensor of a layer: its elements per layer."""
@@ -176,12 +175,9 @@ def place(
     gpus: int,
     layers: int,
     *,
-    gpus_per_node: int = 8,
-    tp_within_node: bool = True,
-    order: str = "tp_descending",
-    stage_layers: StageLayers = None,
+    options: PlacementOptions = ...,
 ) -> Placement:
-    """Pipelines on contiguous rank blocks ('tp_descending' or 'tp_ascending'); raises Infeasible if it does not fit."""
+    """Pipelines on contiguous rank blocks in options.order; raises Infeasible if it does not fit."""
 
 def sharded_layout(gpus: int, layers: int) -> OptimizerLayout:
     """Hydraulis' layout: every parameter sharded over all GPUs, segment r on GPU r."""
@@ -333,10 +329,7 @@ def iteration_cost(
     model: ShardModel,
     cluster: ShardCluster = ...,
     *,
-    gpus_per_node: int = 8,
-    tp_within_node: bool = True,
-    order: str = "tp_descending",
-    stage_layers: StageLayers = None,
+    options: PlacementOptions = ...,
 ) -> ShardCost:
     """plan_cost of the candidate's pull and push against `layout`, without storing the pull's messages."""
 
@@ -346,10 +339,7 @@ def iteration_costs(
     model: ShardModel,
     cluster: ShardCluster = ...,
     *,
-    gpus_per_node: int = 8,
-    tp_within_node: bool = True,
-    order: str = "tp_descending",
-    stage_layers: StageLayers = None,
+    options: PlacementOptions = ...,
 ) -> FloatArray:
     """Per candidate, iteration_cost(...).seconds: plan_iteration's candidate_overhead."""
 
@@ -360,10 +350,7 @@ def switching_cost(
     model: ShardModel,
     cluster: ShardCluster = ...,
     *,
-    gpus_per_node: int = 8,
-    tp_within_node: bool = True,
-    order: str = "tp_descending",
-    stage_layers: StageLayers = None,
+    options: PlacementOptions = ...,
 ) -> ShardCost:
     """iteration_cost when the optimizer states follow `previous`'s aligned layout."""
 

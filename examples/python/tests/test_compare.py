@@ -30,10 +30,13 @@ def dataset():
     return sluice.LengthDataset.bundled(LENGTHS)
 
 
-def run(profile, dataset, **options):
-    """The scenario with the links and boundary tensors `sluice simulate` assumes by default."""
-    settings = dict(tokens=TOKENS, iterations=ITERATIONS, seed=SEED, trials=TRIALS, latency=1e-5, bandwidth=100e9,
-                    hidden=json.loads(profile.to_json())["model"]["hidden"])
+def run(profile, dataset, trials=TRIALS, threads=1, bandwidth=100e9, **options):
+    """The scenario with the links and boundary tensors `sluice simulate` assumes by default, its dispatch seeded
+    with the seed as `sluice simulate --seed` seeds it."""
+    problem = sluice.ProblemOptions(hidden=json.loads(profile.to_json())["model"]["hidden"], latency=1e-5,
+                                    bandwidth=bandwidth)
+    settings = dict(tokens=TOKENS, iterations=ITERATIONS, seed=SEED, problem=problem,
+                    dispatch=sluice.DispatchOptions(trials=trials, threads=threads, seed=SEED))
     settings.update(options)
     return sluice.compare_systems(profile, dataset, **settings)
 

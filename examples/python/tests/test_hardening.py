@@ -12,6 +12,7 @@ import sluice
 ALLOWED = (sluice.InvalidInput, sluice.Infeasible, TypeError)
 PROFILE = sluice.Profile.bundled("llama2-7b", gpus=8)
 CANDIDATES = ["2*tp4pp1", "1*tp8pp1", "1*tp4pp2"]
+TWO_TRIALS = sluice.DispatchOptions(trials=2)
 
 
 def bad_arrays(seed, count):
@@ -45,13 +46,14 @@ def bad_arrays(seed, count):
 
 def calls_on(array):
     yield lambda: sluice.LengthDataset(array)
-    yield lambda: sluice.plan_iteration(array, CANDIDATES, PROFILE, trials=2)
-    yield lambda: sluice.plan_iteration([1000, 2000], CANDIDATES, PROFILE, ids=array, trials=2)
+    yield lambda: sluice.plan_iteration(array, CANDIDATES, PROFILE, dispatch=TWO_TRIALS)
+    yield lambda: sluice.plan_iteration([1000, 2000], CANDIDATES, PROFILE, ids=array, dispatch=TWO_TRIALS)
     yield lambda: sluice.plan_fixed_length(array, "2*tp4pp1", PROFILE, capacity_tokens=8192)
     yield lambda: sluice.balance_kk(array, 2)
     yield lambda: sluice.one_f_one_b_order(array, 2)
     yield lambda: sluice.balance_degree(array)
-    yield lambda: sluice.plan_iteration([1000, 2000], CANDIDATES, PROFILE, trials=2, candidate_overhead=array)
+    yield lambda: sluice.plan_iteration([1000, 2000], CANDIDATES, PROFILE, dispatch=TWO_TRIALS,
+                                        candidate_overhead=array)
 
 
 @pytest.mark.filterwarnings("error")  # a silent cast (complex to real, say) is a bug too
@@ -89,7 +91,7 @@ def mutations(text, rng, count):
 
 def documents():
     lengths = np.array([31000, 9000, 4200, 2048, 700, 64])
-    plan = sluice.plan_iteration(lengths, CANDIDATES, PROFILE, seed=1)
+    plan = sluice.plan_iteration(lengths, CANDIDATES, PROFILE, dispatch=sluice.DispatchOptions(seed=1))
     dataset = sluice.LengthDataset.bundled("man-pages").truncated(8192)
     yield sluice.IterationPlan, plan.to_json()
     yield sluice.Profile, PROFILE.to_json()

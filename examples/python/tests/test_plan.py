@@ -13,7 +13,8 @@ from conftest import CANDIDATES_64, json_of, without_header
 
 def tool_options(profile, seed):
     """`sluice plan`'s: --seed seeds the dispatch and the schedule search, its default link, the model's hidden."""
-    return sluice.PlanOptions(seed=seed, schedule_seed=seed, hidden=profile.hidden, latency=1e-5, bandwidth=100e9)
+    return sluice.PlanOptions(dispatch=sluice.DispatchOptions(seed=seed), schedule=sluice.ScheduleOptions(seed=seed),
+                              problem=sluice.ProblemOptions(hidden=profile.hidden, latency=1e-5, bandwidth=100e9))
 
 
 def test_sampled_iterations_match_the_tool(cli, profile_64):
@@ -94,18 +95,20 @@ def test_bad_batches_and_options(profile_64):
     with pytest.raises(sluice.InvalidInput):
         sluice.plan_iteration([1000, 2000], CANDIDATES_64, profile_64, ids=[1, 1])
     with pytest.raises(sluice.InvalidInput):
-        sluice.plan_iteration([1000], ["4*tp16pp1"], profile_64, trials=0)
+        sluice.plan_iteration([1000], ["4*tp16pp1"], profile_64, dispatch=sluice.DispatchOptions(trials=0))
 
 
 def test_deterministic_across_threads_and_python_threads(profile_64, batch_64):
-    reference = sluice.plan_iteration(batch_64.lengths, CANDIDATES_64, profile_64, ids=batch_64.ids, seed=9)
+    seeded = sluice.DispatchOptions(seed=9)
+    reference = sluice.plan_iteration(batch_64.lengths, CANDIDATES_64, profile_64, ids=batch_64.ids, dispatch=seeded)
     for threads in (2, 4):
-        assert sluice.plan_iteration(batch_64.lengths, CANDIDATES_64, profile_64, ids=batch_64.ids, seed=9,
-                                     threads=threads) == reference
+        assert sluice.plan_iteration(batch_64.lengths, CANDIDATES_64, profile_64, ids=batch_64.ids,
+                                     dispatch=sluice.DispatchOptions(seed=9, threads=threads)) == reference
     results = [None] * 6
 
     def plan(slot):
-        results[slot] = sluice.plan_iteration(batch_64.lengths, CANDIDATES_64, profile_64, ids=batch_64.ids, seed=9)
+        results[slot] = sluice.plan_iteration(batch_64.lengths, CANDIDATES_64, profile_64, ids=batch_64.ids,
+                                              dispatch=seeded)
 
     workers = [threading.Thread(target=plan, args=(slot,)) for slot in range(len(results))]
     for worker in workers:

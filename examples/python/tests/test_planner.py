@@ -14,7 +14,8 @@ from conftest import CANDIDATES_64
 
 # The planner's mechanics are the same for any plan: most tests plan cheaply (1F1B, the V step charged, no layout
 # moves); the first checks the default plan against the comparison's.
-CHEAP = sluice.PlanOptions(seed=4, schedule="1f1b", v_step="on", layout_moves="none")
+CHEAP = sluice.PlanOptions(dispatch=sluice.DispatchOptions(seed=4), schedule=sluice.ScheduleOptions(kind="1f1b"),
+                           v_step="on", layout_moves="none")
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +29,10 @@ def test_plans_are_the_comparisons_sluice_plans():
     profile = sluice.Profile.bundled("llama2-7b", gpus=16)
     dataset = sluice.LengthDataset.bundled("man-pages").truncated(16384)
     source = list(itertools.islice(sluice.BatchSampler(dataset, tokens_per_batch=20_000, seed=3), 3))
-    comparison = sluice.compare_systems(profile, dataset, batches=source, context=16384, tokens=20_000, trials=8,
-                                        seed=3)
-    options = sluice.PlanOptions(trials=8, seed=3, schedule_seed=3)  # the comparison's dispatch and schedule seed
+    dispatch = sluice.DispatchOptions(trials=8, seed=3)
+    comparison = sluice.compare_systems(profile, dataset, batches=source, context=16384, tokens=20_000,
+                                        dispatch=dispatch, seed=3)
+    options = sluice.PlanOptions(dispatch=dispatch, schedule=sluice.ScheduleOptions(seed=3))  # the comparison's
     with sluice.Planner(profile, comparison.candidates, source, options, threads=2) as planner:
         delivered = list(planner)
     run = comparison["sluice"]
@@ -64,25 +66,12 @@ def test_sources_of_arrays_and_pairs(profile_64, batches):
     assert [p.ids.tolist() for p in from_arrays] == [list(range(len(a))) for a in arrays]
 
 
-def test_plan_options_are_spelled_once_and_checked():
-    options = sluice.PlanOptions(trials=7, layout_moves="all", v_step="off", schedule="1f1b")
-    assert (options.trials, options.layout_moves, options.v_step, options.schedule) == (7, "all", "off", "1f1b")
-    assert options == sluice.PlanOptions(trials=7, layout_moves="all", v_step="off", schedule="1f1b")
-    assert options != sluice.PlanOptions()
-    for bad, message in [(dict(layout_moves="some"), "layout_moves: expected none, exposed or all"),
-                         (dict(v_step="maybe"), "v_step: expected best, on or off"),
-                         (dict(schedule="gpipe"), "kind: expected cyclic or 1f1b"),
-                         (dict(trials=0), "trials must be >= 1")]:
-        with pytest.raises(sluice.InvalidInput, match=message):
-            sluice.PlanOptions(**bad)
-
-
 def test_layout_moves_are_charged_as_asked(profile_64, batches):
     lengths = batches[0].lengths
     planned = {}
     for policy in ("none", "exposed", "all"):
-        planner = sluice.IterationPlanner(profile_64, CANDIDATES_64, sluice.PlanOptions(layout_moves=policy,
-                                                                                       schedule="1f1b"))
+        options = sluice.PlanOptions(layout_moves=policy, schedule=sluice.ScheduleOptions(kind="1f1b"))
+        planner = sluice.IterationPlanner(profile_64, CANDIDATES_64, options)
         planned[policy] = planner.plan(lengths)
         assert planned[policy].plan.overhead == (0 if policy == "none" else planner.charged[planned[policy].chosen])
     moves = sluice.IterationPlanner(profile_64, CANDIDATES_64).layout_moves

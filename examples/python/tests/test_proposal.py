@@ -22,14 +22,15 @@ def man_pages(profile_7b):
     return loaded.truncated(sluice.default_max_len(loaded, profile_7b))
 
 
-SAMPLED = dict(tokens_per_iteration=50_000, max_candidates=4, choosing_batches=6, held_out_batches=3, trials=2,
-               seed=3, dispatch_seed=3)
+SAMPLED_PAPER = sluice.ProposeOptions(tokens_per_iteration=50_000, max_candidates=4)
+SAMPLED = sluice.SampledOptions(choosing_batches=6, held_out_batches=3, seed=3,
+                                dispatch=sluice.DispatchOptions(trials=2, seed=3))
 SAMPLED_FLAGS = ["--sampled", "--tokens", 50_000, "--candidates", 4, "--batches", 6, "--held-out", 3, "--trials", 2,
                  "--seed", 3]
 
 
-def sampled(dataset, profile, **options):
-    return sluice.propose_sampled(dataset, profile, **{**SAMPLED, **options})
+def sampled(dataset, profile, sampling=SAMPLED, overhead=None):
+    return sluice.propose_sampled(dataset, profile, options=SAMPLED_PAPER, sampled=sampling, overhead=overhead)
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +54,9 @@ def test_relaxed_proposal_on_other_gpus_matches_the_tool(cli):
                    32768, "--relaxed", "--candidates", 5, "--tokens", 200_000, "--length-step", 256, "--cross-node-tp")
     profile = sluice.Profile.bundled("llama2-32b", gpus=64)
     dataset = sluice.LengthDataset.bundled("cpython-stdlib").truncated(32768)
-    proposal = sluice.propose(dataset, profile, max_len=32768, relaxed=True, gpu_step=1, max_candidates=5,
-                              tokens_per_iteration=200_000, length_step=256, tp_within_node=False)
+    proposal = sluice.propose(dataset, profile, options=sluice.ProposeOptions(
+        max_len=32768, relaxed=True, gpu_step=1, max_candidates=5, tokens_per_iteration=200_000, length_step=256,
+        tp_within_node=False))
     proposal.validate(profile)
     assert json_of(proposal) == document
     assert proposal.relaxed_optimum is not None and proposal.relaxed_optimum <= proposal.integer_optimum
@@ -80,7 +82,7 @@ def test_homogeneous_strategies(profile_7b):
 
 
 def test_documents_round_trip(man_pages, profile_7b, sampled_7b, tmp_path):
-    proposal = sluice.propose(man_pages, profile_7b, relaxed=True, gpu_step=5)
+    proposal = sluice.propose(man_pages, profile_7b, options=sluice.ProposeOptions(relaxed=True, gpu_step=5))
     for value, cls in ((proposal, sluice.Proposal), (sampled_7b, sluice.SampledProposal)):
         assert cls.from_json(value.to_json()) == value
         assert pickle.loads(pickle.dumps(value)) == value
@@ -102,14 +104,13 @@ def test_validators_catch_tampered_documents(man_pages, profile_7b, sampled_7b):
 
 
 def test_bad_inputs(man_pages, profile_7b):
-    with pytest.raises(sluice.InvalidInput, match="max_len"):
-        sluice.propose(man_pages, profile_7b, max_len=64)
-    with pytest.raises(sluice.InvalidInput, match="gpu_step"):
-        sluice.propose(man_pages, profile_7b, gpu_step=3)
+    # The options' own fields are checked when they are made (test_options.py); these need the dataset or profile.
+    with pytest.raises(sluice.InvalidInput, match="longer than max_len = 1024"):
+        sluice.propose(man_pages, profile_7b, options=sluice.ProposeOptions(max_len=1024))
     with pytest.raises(sluice.InvalidInput, match="gpus"):
-        sluice.propose(man_pages, profile_7b, gpus=profile_7b.gpus + 1)
-    with pytest.raises(sluice.InvalidInput, match="choosing_batches"):
-        sampled(man_pages, profile_7b, choosing_batches=0)
+        sluice.propose(man_pages, profile_7b, options=sluice.ProposeOptions(gpus=profile_7b.gpus + 1))
+    with pytest.raises(sluice.InvalidInput, match="max_pool must be >= max_candidates"):
+        sampled(man_pages, profile_7b, sluice.SampledOptions(max_pool=3))
     for lengths in (np.array([100, -5]), np.array([100.0, np.nan]), np.array([], dtype=np.int64)):
         with pytest.raises(sluice.InvalidInput):
             sluice.propose(sluice.LengthDataset(lengths), profile_7b)

@@ -13,6 +13,17 @@ from conftest import CANDIDATES_64, json_of, without_header
 LINK = dict(latency=1e-5, bandwidth=100e9)  # the tool's default link
 
 
+def tool_problem(profile):
+    """The tool's: its default link, boundary tensors as wide as the model's hidden size."""
+    return sluice.ProblemOptions(hidden=hidden_of(profile), **LINK)
+
+
+def tool_options(profile, seed):
+    """`sluice trace`'s: --seed seeds the dispatch and the schedule search."""
+    return sluice.PlanOptions(dispatch=sluice.DispatchOptions(seed=seed), schedule=sluice.ScheduleOptions(seed=seed),
+                              problem=tool_problem(profile))
+
+
 def hidden_of(profile):
     assert profile.hidden == json.loads(profile.to_json())["model"]["hidden"]
     return profile.hidden
@@ -35,8 +46,8 @@ def batch_7b():
 
 
 def options_pp4(setup, profile, **extra):
-    return dict(stages=4, replicas=2, micro_batch_memory=setup.memory_limit, hidden=hidden_of(profile), seed=3,
-                **LINK, **extra)
+    return dict(stages=4, replicas=2, micro_batch_memory=setup.memory_limit, schedule=sluice.ScheduleOptions(seed=3),
+                problem=tool_problem(profile), **extra)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +66,7 @@ def test_pipeline_plan_matches_the_tool(cli, profile_7b, setup_pp4):
     options = options_pp4(setup_pp4, profile_7b)
     plan = sluice.plan_pipeline(batch.lengths, setup_pp4.model, ids=batch.ids, **options)
     plan.validate(batch.lengths, [setup_pp4.model], ids=batch.ids,
-                  **{k: v for k, v in options.items() if k != "seed"})
+                  **{k: v for k, v in options.items() if k != "schedule"})
     assert without_header(json_of(plan.partition)) == document["partition"]
     assert without_header(json_of(plan.assignment)) == document["assignment"]
     assert plan.makespan == document["makespan"]
@@ -107,7 +118,7 @@ def test_the_schedule_pieces_agree(run_pp4):
         hidden=problem.hidden, element_bytes=problem.element_bytes, latency=problem.link.latency,
         bandwidth=problem.link.bandwidth)
     assert rebuilt == problem
-    again = sluice.schedule_pipeline(rebuilt, seed=3)
+    again = sluice.schedule_pipeline(rebuilt, schedule=sluice.ScheduleOptions(seed=3))
     assert again == schedule
     order = sluice.one_f_one_b_order(np.arange(len(costs)), problem.stages)
     one_f_one_b = sluice.simulate_schedule(problem, order)
@@ -149,11 +160,12 @@ def test_simulated_iteration_matches_the_tool(cli, profile_64, tmp_path):
     (tmp_path / "batch.json").write_text(json.dumps([{"id": i, "length": n} for i, n in zip(ids, lengths)]))
     document = cli("trace", "--profile", "llama2-32b", "--gpus", 64, "--strategies", ",".join(CANDIDATES_64),
                    "--batch", tmp_path / "batch.json", "--seed", 2, "--context", 32768)
-    problem = dict(hidden=hidden_of(profile_64), **LINK)
-    planner = sluice.IterationPlanner(profile_64, CANDIDATES_64, sluice.PlanOptions(seed=2, schedule_seed=2, **problem))
+    problem = tool_problem(profile_64)
+    planner = sluice.IterationPlanner(profile_64, CANDIDATES_64, tool_options(profile_64, seed=2))
     iteration = planner.plan(np.array(lengths, dtype=np.int32), ids=ids)
     planner.validate(iteration, lengths, ids=ids)
-    iteration.validate(lengths, CANDIDATES_64, profile_64, ids=ids, candidate_overhead=planner.charged, **problem)
+    iteration.validate(lengths, CANDIDATES_64, profile_64, ids=ids, candidate_overhead=planner.charged,
+                       problem=problem)
     assert without_header(json_of(iteration.plan)) == document["plan"]
     assert iteration.chosen == document["chosen"]
     assert iteration.schedule.makespan == document["makespan"]
@@ -166,8 +178,9 @@ def test_simulated_iteration_matches_the_tool(cli, profile_64, tmp_path):
         assert pipeline.schedule.kind == shown["kind"]
         assert pipeline.schedule.simulation.makespan == shown["makespan"]
         assert pipeline.schedule.simulation.peak_memory.tolist() == shown["peak_memory"]
-    again = sluice.schedule_iteration(iteration.plan, profile_64, seed=2, **problem)
-    again.validate(iteration.plan, profile_64, **problem)
+    again = sluice.schedule_iteration(iteration.plan, profile_64, schedule=sluice.ScheduleOptions(seed=2),
+                                      problem=problem)
+    again.validate(iteration.plan, profile_64, problem=problem)
     assert again == iteration.schedule
     assert iteration.total == pytest.approx(iteration.schedule.makespan + iteration.plan.overhead)
 
@@ -185,7 +198,7 @@ def test_documents_round_trip(run_pp4, tmp_path):
 @pytest.fixture(scope="module")
 def iteration_64(profile_64):
     lengths = np.array([4096, 17000, 950, 2300, 8000, 600], dtype=np.int32)
-    options = sluice.PlanOptions(seed=2, schedule_seed=2, hidden=hidden_of(profile_64), **LINK)
+    options = tool_options(profile_64, seed=2)
     return sluice.IterationPlanner(profile_64, CANDIDATES_64, options).plan(lengths)
 
 
@@ -246,7 +259,7 @@ def test_schedule_documents_name_what_the_tool_shows(cli, run_pp4, iteration_64,
     (tmp_path / "batch.json").write_text(json.dumps([{"id": i, "length": n} for i, n in zip(ids, lengths)]))
     traced = cli("trace", "--profile", "llama2-32b", "--gpus", 64, "--strategies", ",".join(CANDIDATES_64),
                  "--batch", tmp_path / "batch.json", "--seed", 2, "--context", 32768)
-    options = sluice.PlanOptions(seed=2, schedule_seed=2, hidden=hidden_of(profile_64), **LINK)
+    options = tool_options(profile_64, seed=2)
     iteration = sluice.IterationPlanner(profile_64, CANDIDATES_64, options).plan(np.array(lengths, dtype=np.int32),
                                                                                  ids=ids)
     document = json_of(iteration)
@@ -299,7 +312,7 @@ def test_bad_inputs(setup_pp4):
     with pytest.raises(sluice.Infeasible):
         sluice.partition_micro_batches([100, 200], model, memory_limit=1.0)
     with pytest.raises(sluice.InvalidInput, match="kind"):
-        sluice.plan_pipeline([100, 200], model, kind="gpipe")
+        sluice.plan_pipeline([100, 200], model, schedule=sluice.ScheduleOptions(kind="gpipe"))
     one = np.ones((2, 3))
     with pytest.raises(sluice.InvalidInput, match="forward"):
         sluice.SchedulingProblem(one * np.nan, one, one, [8, 8], [1e9] * 3)
@@ -319,7 +332,8 @@ def test_bad_inputs(setup_pp4):
 def test_deterministic_and_thread_safe(run_pp4, batch_7b, setup_pp4, profile_7b, profile_64, batch_64):
     options = options_pp4(setup_pp4, profile_7b)
     assert sluice.plan_pipeline(batch_7b.lengths, setup_pp4.model, ids=batch_7b.ids, **options) == run_pp4
-    planner = sluice.IterationPlanner(profile_64, CANDIDATES_64[:2], sluice.PlanOptions(trials=8))
+    eight_trials = sluice.PlanOptions(dispatch=sluice.DispatchOptions(trials=8))
+    planner = sluice.IterationPlanner(profile_64, CANDIDATES_64[:2], eight_trials)
     simulated = planner.plan(batch_64.lengths, ids=batch_64.ids)
     results = {}
 

@@ -26,8 +26,9 @@ def tiny():
 
 
 def planned(strategy, model, *, previous=None, gpus=GPUS, gpus_per_node=8, match_owners=True):
-    placement = sluice.place(strategy, gpus, model.layers, gpus_per_node=gpus_per_node)
-    layout = (sluice.aligned_layout(sluice.place(previous, gpus, model.layers, gpus_per_node=gpus_per_node))
+    placing = sluice.PlacementOptions(gpus_per_node=gpus_per_node)
+    placement = sluice.place(strategy, gpus, model.layers, options=placing)
+    layout = (sluice.aligned_layout(sluice.place(previous, gpus, model.layers, options=placing))
               if previous else sluice.sharded_layout(gpus, model.layers))
     pull = sluice.plan_pull(placement, layout, model)
     push = sluice.plan_push(placement, layout, model, match_owners=match_owners)
@@ -72,9 +73,11 @@ def test_plans_and_cost_match_the_tool(cli, model, strategy, previous, match_own
     # iteration_cost prices the same pull without storing it (the tool's default matching only).
     if match_owners:
         if previous:
-            priced = sluice.switching_cost(previous, strategy, GPUS, model, cluster, gpus_per_node=gpus_per_node)
+            priced = sluice.switching_cost(previous, strategy, GPUS, model, cluster,
+                                           options=sluice.PlacementOptions(gpus_per_node=gpus_per_node))
         else:
-            priced = sluice.iteration_cost(layout, strategy, model, cluster, gpus_per_node=gpus_per_node)
+            priced = sluice.iteration_cost(layout, strategy, model, cluster,
+                                           options=sluice.PlacementOptions(gpus_per_node=gpus_per_node))
         assert_close_json(json.loads(priced.to_json()), document["cost"], rel=1e-12)
 
 
@@ -97,7 +100,8 @@ def test_rank_placements_and_layout_moves_match_the_tool(cli, profile_64, tmp_pa
     assert overheads.dtype == np.float64 and overheads.shape == (len(CANDIDATES_64),)
     costs = [sluice.iteration_cost(layout, candidate, model) for candidate in CANDIDATES_64]
     assert overheads.tolist() == [cost.seconds for cost in costs]
-    options = sluice.PlanOptions(layout_moves="all", hidden=profile_64.hidden, latency=1e-5, bandwidth=100e9)
+    problem = sluice.ProblemOptions(hidden=profile_64.hidden, latency=1e-5, bandwidth=100e9)
+    options = sluice.PlanOptions(layout_moves="all", problem=problem)
     planner = sluice.IterationPlanner(profile_64, CANDIDATES_64, options)
     assert_close_json(planner.layout_moves.tolist(), [cost.pull.seconds + cost.push.seconds for cost in costs])
     assert planner.charged.tolist() == planner.layout_moves.tolist()
@@ -146,8 +150,8 @@ def test_piece_and_message_views(model):
 
 
 def test_placement_options_and_layouts(model):
-    placement = sluice.place("1*tp8pp1+1*tp4pp2", GPUS, model.layers, order="tp_ascending",
-                             stage_layers={2: [10, 22]})
+    placement = sluice.place("1*tp8pp1+1*tp4pp2", GPUS, model.layers,
+                             options=sluice.PlacementOptions(order="tp_ascending", stage_layers={2: [10, 22]}))
     placement.validate()
     assert [p.scheme.tp for p in placement.pipelines] == [4, 8]
     assert [[s.layer_begin, s.layer_end] for s in placement.pipelines[0].stages] == [[0, 10], [10, 32]]
@@ -170,7 +174,7 @@ def test_placement_options_and_layouts(model):
 
 
 def test_host_checks_on_a_tiny_model(tiny):
-    placement = sluice.place("1*tp4pp1+2*tp2pp1", 8, tiny.layers, gpus_per_node=4)
+    placement = sluice.place("1*tp4pp1+2*tp2pp1", 8, tiny.layers, options=sluice.PlacementOptions(gpus_per_node=4))
     for layout in (sluice.sharded_layout(8, tiny.layers), sluice.aligned_layout(sluice.place("2*tp2pp2", 8, 6))):
         pull = sluice.plan_pull(placement, layout, tiny)
         push = sluice.plan_push(placement, layout, tiny)
@@ -222,10 +226,9 @@ def test_bad_inputs(model):
         sluice.place("3*tp3pp1", 9, model.layers)
     with pytest.raises(sluice.InvalidInput):
         sluice.place("1*tp8pp1", 0, model.layers)
-    with pytest.raises(sluice.InvalidInput, match="order"):
-        sluice.place("1*tp8pp1", 8, model.layers, order="sideways")
-    with pytest.raises(sluice.InvalidInput, match="stage_layers"):
-        sluice.place("1*tp4pp2", 8, model.layers, stage_layers={2: [10, 10]})
+    # The options' own fields are checked when they are made (test_options.py); the stage sums need the model.
+    with pytest.raises(sluice.InvalidInput, match="stage_layers for pp 2 sum to 20"):
+        sluice.place("1*tp4pp2", 8, model.layers, options=sluice.PlacementOptions(stage_layers={2: [10, 10]}))
     with pytest.raises(sluice.InvalidInput):
         sluice.ShardModel("m", 0, [sluice.ShardTensor("w", 8)])
     with pytest.raises(sluice.InvalidInput, match="listed twice"):

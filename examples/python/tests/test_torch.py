@@ -31,7 +31,8 @@ def profile():
 def planned(profile):
     dataset = sluice.LengthDataset.bundled("man-pages").truncated(2048)
     sampler = sluice.BatchSampler(dataset, tokens_per_batch=20_000, seed=2)
-    with sluice.Planner(profile, CANDIDATES, itertools.islice(sampler, 1), sluice.PlanOptions(seed=1)) as planner:
+    options = sluice.PlanOptions(dispatch=sluice.DispatchOptions(seed=1))
+    with sluice.Planner(profile, CANDIDATES, itertools.islice(sampler, 1), options) as planner:
         return next(planner)
 
 
@@ -96,7 +97,7 @@ def test_pack_packs_any_ids_as_micro_batches_packs_a_plans(planned, sequences):
 
 def test_iteration_plan_with_a_list_of_sequences(profile):
     lengths = np.array([1800, 1, 700, 2, 1500, 64, 900, 333, 1200, 5, 410], dtype=np.int64)
-    plan = sluice.plan_iteration(lengths, CANDIDATES, profile, seed=3)
+    plan = sluice.plan_iteration(lengths, CANDIDATES, profile, dispatch=sluice.DispatchOptions(seed=3))
     sequences = list(tokens_of(range(len(lengths)), lengths.tolist()).values())
     check_packed(plan, sequences, list(range(len(lengths))), int(lengths.sum()) - len(lengths))
     on_device = st.micro_batches(plan, sequences, pipeline=0, device="cpu")
