@@ -1,5 +1,6 @@
 // The option structs that cross into Python, each bound once: DispatchOptions, ScheduleOptions, ProblemOptions,
-// PlanOptions, which composes them, ProposeOptions, SampledOptions and PlacementOptions. Immutable; keyword-only
+// PlanOptions, which composes them, ProposeOptions, SampledOptions, PlacementOptions, SpaceOptions and
+// SearchOptions, which holds a SpaceOptions. Immutable; keyword-only
 // constructors default to the default-constructed C++ struct and raise InvalidInput on a bad value; ==, repr and
 // pickling.
 #include <initializer_list>
@@ -8,6 +9,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "bindings.hpp"
 
@@ -157,6 +159,48 @@ shard::PlacementOptions make_placement(int gpus_per_node, bool tp_within_node, s
       sluice::require(count >= 1, "shard placement: stage_layers for pp ", pp, " has a stage of ", count, " layers");
   }
   return options;
+}
+
+// The search's checks that need neither model nor cluster (search::detail::check makes them too, with the cluster's).
+search::SpaceOptions make_space(bool dp, bool sdp, bool tp, bool ckpt, bool tp_outer, std::vector<int> pp_degrees,
+                                int max_tp) {
+  search::SpaceOptions options{dp, sdp, tp, ckpt, tp_outer, std::move(pp_degrees), max_tp};
+  search::detail::check(options);
+  return options;
+}
+
+search::Schedule search_schedule_from(std::string_view schedule) {
+  if (schedule == "1f1b") return search::Schedule::one_f_one_b;
+  if (schedule == "gpipe") return search::Schedule::gpipe;
+  throw invalid_input(sluice::concat("schedule: expected '1f1b' or 'gpipe', got '", schedule, "'"));
+}
+
+std::string search_schedule_name(search::Schedule schedule) {
+  return schedule == search::Schedule::gpipe ? "gpipe" : "1f1b";
+}
+
+search::SearchOptions make_search(std::int64_t memory_bytes, std::int64_t granularity_bytes,
+                                  std::int64_t global_batch, std::int64_t batch_step, std::int64_t max_batch,
+                                  std::string_view schedule, search::SpaceOptions space) {
+  search::SearchOptions options{.memory_bytes = memory_bytes,
+                                .granularity_bytes = granularity_bytes,
+                                .global_batch = global_batch,
+                                .batch_step = batch_step,
+                                .max_batch = max_batch,
+                                .schedule = search_schedule_from(schedule),
+                                .space = std::move(space)};
+  search::detail::check(options);
+  return options;
+}
+
+auto space_fields(const search::SpaceOptions& o) {
+  return std::tie(o.dp, o.sdp, o.tp, o.ckpt, o.tp_outer, o.pp_degrees, o.max_tp);
+}
+
+auto search_fields(const search::SearchOptions& o) {
+  return std::tuple_cat(std::tie(o.memory_bytes, o.granularity_bytes, o.global_batch, o.batch_step, o.max_batch,
+                                 o.schedule),
+                        space_fields(o.space));
 }
 
 void bind_dispatch(py::module_& module) {
@@ -434,6 +478,89 @@ void bind_placement_options(py::module_& module) {
           }));
 }
 
+void bind_space_options(py::module_& module) {
+  using Space = search::SpaceOptions;
+  const Space defaults;
+  py::class_<Space>(module, "SpaceOptions",
+                    "Which paradigms the per-layer search may use; pp_degrees [] means every power of 2, max_tp 0 no "
+                    "limit. Immutable; raises InvalidInput on a bad value (the search checks pp_degrees against the "
+                    "cluster).")
+      .def(py::init(&make_space), py::kw_only(), py::arg("dp") = defaults.dp, py::arg("sdp") = defaults.sdp,
+           py::arg("tp") = defaults.tp, py::arg("ckpt") = defaults.ckpt, py::arg("tp_outer") = defaults.tp_outer,
+           py::arg("pp_degrees") = defaults.pp_degrees, py::arg("max_tp") = defaults.max_tp)
+      .def_readonly("dp", &Space::dp)
+      .def_readonly("sdp", &Space::sdp)
+      .def_readonly("tp", &Space::tp)
+      .def_readonly("ckpt", &Space::ckpt)
+      .def_readonly("tp_outer", &Space::tp_outer, "Allow TP on the strided (outer) ranks")
+      .def_readonly("pp_degrees", &Space::pp_degrees, "[]: every power of 2 up to min(GPUs, layers)")
+      .def_readonly("max_tp", &Space::max_tp, "0: no limit; TP must also divide every layer's heads")
+      .def(
+          "__eq__", [](const Space& x, const Space& y) { return space_fields(x) == space_fields(y); },
+          py::is_operator())
+      .def("__repr__",
+           [](const Space& o) {
+             return repr_of("SpaceOptions", {{"dp", py::bool_(o.dp)},
+                                             {"sdp", py::bool_(o.sdp)},
+                                             {"tp", py::bool_(o.tp)},
+                                             {"ckpt", py::bool_(o.ckpt)},
+                                             {"tp_outer", py::bool_(o.tp_outer)},
+                                             {"pp_degrees", py::cast(o.pp_degrees)},
+                                             {"max_tp", py::int_(o.max_tp)}});
+           })
+      .def(py::pickle(
+          [](const Space& o) { return py::make_tuple(o.dp, o.sdp, o.tp, o.ckpt, o.tp_outer, o.pp_degrees, o.max_tp); },
+          [](const py::tuple& t) {
+            return make_space(t[0].cast<bool>(), t[1].cast<bool>(), t[2].cast<bool>(), t[3].cast<bool>(),
+                              t[4].cast<bool>(), t[5].cast<std::vector<int>>(), t[6].cast<int>());
+          }));
+}
+
+void bind_search_options(py::module_& module) {
+  using Search = search::SearchOptions;
+  const Search defaults;
+  py::class_<Search>(module, "SearchOptions",
+                     "How Galvatron-BMW searches: memory_bytes per device (0: the device memory), the layer DP's "
+                     "memory step, the global batch (0: the sweep batch_step, 2·batch_step, … up to max_batch), "
+                     "the schedule ('1f1b' or 'gpipe') and the space. Immutable; raises InvalidInput on a bad value "
+                     "(the search checks the rest against the model and cluster).")
+      .def(py::init(&make_search), py::kw_only(), py::arg("memory_bytes") = defaults.memory_bytes,
+           py::arg("granularity_bytes") = defaults.granularity_bytes, py::arg("global_batch") = defaults.global_batch,
+           py::arg("batch_step") = defaults.batch_step, py::arg("max_batch") = defaults.max_batch,
+           py::arg("schedule") = search_schedule_name(defaults.schedule), py::arg("space") = defaults.space)
+      .def_readonly("memory_bytes", &Search::memory_bytes, "Per-device budget; 0: the cluster's device memory")
+      .def_readonly("granularity_bytes", &Search::granularity_bytes, "Memory step of the layer DP")
+      .def_readonly("global_batch", &Search::global_batch, "0: sweep batch_step, 2·batch_step, … up to max_batch")
+      .def_readonly("batch_step", &Search::batch_step)
+      .def_readonly("max_batch", &Search::max_batch)
+      .def_property_readonly(
+          "schedule", [](const Search& o) { return search_schedule_name(o.schedule); }, "'1f1b' or 'gpipe'.")
+      .def_readonly("space", &Search::space)
+      .def(
+          "__eq__", [](const Search& x, const Search& y) { return search_fields(x) == search_fields(y); },
+          py::is_operator())
+      .def("__repr__",
+           [](const Search& o) {
+             return repr_of("SearchOptions", {{"memory_bytes", py::int_(o.memory_bytes)},
+                                              {"granularity_bytes", py::int_(o.granularity_bytes)},
+                                              {"global_batch", py::int_(o.global_batch)},
+                                              {"batch_step", py::int_(o.batch_step)},
+                                              {"max_batch", py::int_(o.max_batch)},
+                                              {"schedule", py::str(search_schedule_name(o.schedule))},
+                                              {"space", py::cast(o.space)}});
+           })
+      .def(py::pickle(
+          [](const Search& o) {
+            return py::make_tuple(o.memory_bytes, o.granularity_bytes, o.global_batch, o.batch_step, o.max_batch,
+                                  search_schedule_name(o.schedule), o.space);
+          },
+          [](const py::tuple& t) {
+            return make_search(t[0].cast<std::int64_t>(), t[1].cast<std::int64_t>(), t[2].cast<std::int64_t>(),
+                               t[3].cast<std::int64_t>(), t[4].cast<std::int64_t>(), t[5].cast<std::string>(),
+                               t[6].cast<search::SpaceOptions>());
+          }));
+}
+
 }  // namespace
 
 void bind_options(py::module_& module) {
@@ -444,6 +571,8 @@ void bind_options(py::module_& module) {
   bind_propose_options(module);
   bind_sampled_options(module);
   bind_placement_options(module);
+  bind_space_options(module);
+  bind_search_options(module);
 }
 
 }  // namespace sluice::python

@@ -12,40 +12,6 @@ namespace sluice::python {
 
 namespace {
 
-search::Schedule schedule_from(std::string_view schedule) {
-  if (schedule == "1f1b") return search::Schedule::one_f_one_b;
-  if (schedule == "gpipe") return search::Schedule::gpipe;
-  throw invalid_input(sluice::concat("schedule: expected '1f1b' or 'gpipe', got '", schedule, "'"));
-}
-
-search::SearchOptions search_options(std::int64_t memory_bytes, std::int64_t granularity_bytes,
-                                     std::int64_t global_batch, std::int64_t batch_step, std::int64_t max_batch,
-                                     std::string_view schedule, search::SpaceOptions space) {
-  return {.memory_bytes = memory_bytes,
-          .granularity_bytes = granularity_bytes,
-          .global_batch = global_batch,
-          .batch_step = batch_step,
-          .max_batch = max_batch,
-          .schedule = schedule_from(schedule),
-          .space = std::move(space)};
-}
-
-// The search options as keyword arguments, defaulting to a default-constructed SearchOptions.
-struct SearchArgs {
-  py::arg_v memory_bytes, granularity_bytes, global_batch, batch_step, max_batch, schedule, space;
-};
-
-SearchArgs search_args() {
-  const search::SearchOptions defaults;
-  return {py::arg("memory_bytes") = defaults.memory_bytes,
-          py::arg("granularity_bytes") = defaults.granularity_bytes,
-          py::arg("global_batch") = defaults.global_batch,
-          py::arg("batch_step") = defaults.batch_step,
-          py::arg("max_batch") = defaults.max_batch,
-          py::arg("schedule") = std::string(defaults.schedule == search::Schedule::gpipe ? "gpipe" : "1f1b"),
-          py::arg_v("space", defaults.space, "SpaceOptions()")};
-}
-
 // JSON, pickling and == for a type the library writes only inside its documents (no format header).
 template <class T>
 void def_embedded(py::class_<T>& cls, const char* where) {
@@ -165,26 +131,6 @@ void bind_search(py::module_& module) {
   def_document(cluster);
 
   // ---- the search space -------------------------------------------------------------------------------------
-  const search::SpaceOptions space_defaults;
-  py::class_<search::SpaceOptions>(module, "SpaceOptions",
-                                   "Which paradigms the per-layer search may use; pp_degrees [] means every power "
-                                   "of 2, max_tp 0 no limit.")
-      .def(py::init([](bool dp, bool sdp, bool tp, bool ckpt, bool tp_outer, std::vector<int> pp_degrees,
-                       int max_tp) {
-             return search::SpaceOptions{dp, sdp, tp, ckpt, tp_outer, std::move(pp_degrees), max_tp};
-           }),
-           py::kw_only(), py::arg("dp") = space_defaults.dp, py::arg("sdp") = space_defaults.sdp,
-           py::arg("tp") = space_defaults.tp, py::arg("ckpt") = space_defaults.ckpt,
-           py::arg("tp_outer") = space_defaults.tp_outer, py::arg("pp_degrees") = space_defaults.pp_degrees,
-           py::arg("max_tp") = space_defaults.max_tp)
-      .def_readwrite("dp", &search::SpaceOptions::dp)
-      .def_readwrite("sdp", &search::SpaceOptions::sdp)
-      .def_readwrite("tp", &search::SpaceOptions::tp)
-      .def_readwrite("ckpt", &search::SpaceOptions::ckpt)
-      .def_readwrite("tp_outer", &search::SpaceOptions::tp_outer)
-      .def_readwrite("pp_degrees", &search::SpaceOptions::pp_degrees)
-      .def_readwrite("max_tp", &search::SpaceOptions::max_tp);
-
   const search::LayerStrategy strategy_defaults;
   py::class_<search::LayerStrategy>(module, "LayerStrategy",
                                     "One layer's strategy inside a stage of tp·dp GPUs: sdp shards model states "
@@ -209,7 +155,7 @@ void bind_search(py::module_& module) {
            [](const search::LayerStrategy& value) { return "<sluice.LayerStrategy " + value.name() + ">"; });
 
   module.def("stage_strategies", &search::stage_strategies, py::arg("group"),
-             py::arg_v("space", space_defaults, "SpaceOptions()"), py::arg("heads_gcd") = 0,
+             py::arg("space") = search::SpaceOptions{}, py::arg("heads_gcd") = 0,
              "The strategies a stage of `group` GPUs may use under `space` (TP dividing heads_gcd when > 0), in "
              "decision-tree order, CKPT variants after.");
   module.def("count_strategies", &search::count_strategies, py::arg("gpus"), py::arg("takeaway3"),
@@ -236,7 +182,7 @@ void bind_search(py::module_& module) {
       .def_readonly("memory_bytes", &search::StagePlan::memory_bytes, "Peak per device")
       .def(py::self == py::self);
 
-  const SearchArgs args = search_args();
+  const search::SearchOptions search_defaults;
   py::class_<search::Plan> plan(module, "SearchPlan",
                                 "A hybrid-parallel plan: PP degree, global batch, micro-batches and per-stage layer "
                                 "strategies; `method` names the search that found it.");
@@ -254,18 +200,14 @@ void bind_search(py::module_& module) {
       .def_property_readonly("partition", &search::Plan::partition, "Layers per stage.")
       .def(
           "validate",
-          [](const search::Plan& value, search::ModelSpec spec, search::ClusterSpec gpus, std::int64_t memory_bytes,
-             std::int64_t granularity_bytes, std::int64_t global_batch, std::int64_t batch_step,
-             std::int64_t max_batch, std::string_view schedule, search::SpaceOptions space) {
-            const search::SearchOptions options = search_options(memory_bytes, granularity_bytes, global_batch,
-                                                                 batch_step, max_batch, schedule, space);
+          [](const search::Plan& value, search::ModelSpec spec, search::ClusterSpec gpus,
+             const search::SearchOptions& options) {
             const py::gil_scoped_release release;
             search::validate(value, spec, gpus, options, options.space);
           },
-          py::arg("model"), py::arg("cluster"), py::kw_only(), args.memory_bytes, args.granularity_bytes,
-          args.global_batch, args.batch_step, args.max_batch, args.schedule, args.space,
-          "Raises InvalidPlan: every time and memory figure re-derived from the estimator, strategies from `space` "
-          "(a baseline's plan: its space from baseline_spaces).");
+          py::arg("model"), py::arg("cluster"), py::kw_only(), py::arg("options") = search_defaults,
+          "Raises InvalidPlan: every time and memory figure re-derived from the estimator, strategies from the "
+          "options' space (a baseline's plan: its space from baseline_spaces).");
   def_embedded(plan, "As the search report writes it.");
 
   py::class_<search::Baseline>(module, "SearchBaseline", "A baseline's best plan; None when nothing in its space fits.")
@@ -283,15 +225,11 @@ void bind_search(py::module_& module) {
       .def(
           "validate",
           [](const search::SearchReport& value, search::ModelSpec spec, search::ClusterSpec gpus,
-             std::int64_t memory_bytes, std::int64_t granularity_bytes, std::int64_t global_batch,
-             std::int64_t batch_step, std::int64_t max_batch, std::string_view schedule, search::SpaceOptions space) {
-            const search::SearchOptions options = search_options(memory_bytes, granularity_bytes, global_batch,
-                                                                 batch_step, max_batch, schedule, space);
+             const search::SearchOptions& options) {
             const py::gil_scoped_release release;
             search::validate(value, spec, gpus, options);
           },
-          py::arg("model"), py::arg("cluster"), py::kw_only(), args.memory_bytes, args.granularity_bytes,
-          args.global_batch, args.batch_step, args.max_batch, args.schedule, args.space,
+          py::arg("model"), py::arg("cluster"), py::kw_only(), py::arg("options") = search_defaults,
           "Raises InvalidPlan: every plan against the space that produced it, and BMW >= Base >= the baselines.");
   def_document(report);
 
@@ -299,32 +237,26 @@ void bind_search(py::module_& module) {
   const auto def_search = [&](const char* name, auto run, const char* doc) {
     module.def(
         name,
-        [run](search::ModelSpec spec, search::ClusterSpec gpus, std::int64_t memory_bytes,
-              std::int64_t granularity_bytes, std::int64_t global_batch, std::int64_t batch_step,
-              std::int64_t max_batch, std::string_view schedule, search::SpaceOptions space) {
-          const search::SearchOptions options =
-              search_options(memory_bytes, granularity_bytes, global_batch, batch_step, max_batch, schedule, space);
+        [run](search::ModelSpec spec, search::ClusterSpec gpus, const search::SearchOptions& options) {
           const py::gil_scoped_release release;
           return run(spec, gpus, options);
         },
-        py::arg("model"), py::arg("cluster"), py::kw_only(), args.memory_bytes, args.granularity_bytes,
-        args.global_batch, args.batch_step, args.max_batch, args.schedule, args.space, doc);
+        py::arg("model"), py::arg("cluster"), py::kw_only(), py::arg("options") = search_defaults, doc);
   };
   def_search(
       "search",
       [](const search::ModelSpec& spec, const search::ClusterSpec& gpus, const search::SearchOptions& options) {
         return search::search(spec, gpus, options);
       },
-      "Galvatron-BMW over `space`, with Galvatron-Base and the baselines: per global batch (global_batch, or the sweep "
-      "batch_step, 2·batch_step, … up to max_batch), PP degree and micro-batch count, the layer DP's strategies "
-      "within memory_bytes per device (0: the device memory); schedule '1f1b' or 'gpipe'. Raises Infeasible when "
+      "Galvatron-BMW over the options' space, with Galvatron-Base and the baselines: per global batch, PP degree and "
+      "micro-batch count, the layer DP's strategies within the options' memory per device. Raises Infeasible when "
       "nothing fits.");
   def_search(
       "search_base",
       [](const search::ModelSpec& spec, const search::ClusterSpec& gpus, const search::SearchOptions& options) {
         return search::search_base(spec, gpus, options);
       },
-      "Galvatron-Base alone over `space` (even partitions); None when nothing fits.");
+      "Galvatron-Base alone over the options' space (even partitions); None when nothing fits.");
 
   py::class_<search::Adjustment>(module, "PartitionAdjustment",
                                  "One accepted BMW partition move, with Eq. 6's balance degrees.")
@@ -347,16 +279,13 @@ void bind_search(py::module_& module) {
   module.def(
       "balance_trace",
       [](search::ModelSpec spec, search::ClusterSpec gpus, int pp, std::int64_t batch, int micro_batches,
-         std::int64_t memory_bytes, std::int64_t granularity_bytes, std::int64_t global_batch,
-         std::int64_t batch_step, std::int64_t max_batch, std::string_view schedule, search::SpaceOptions space) {
-        const search::SearchOptions options =
-            search_options(memory_bytes, granularity_bytes, global_batch, batch_step, max_batch, schedule, space);
+         const search::SearchOptions& options) {
         const py::gil_scoped_release release;
         return search::balance_trace(spec, gpus, options, pp, batch, micro_batches);
       },
       py::arg("model"), py::arg("cluster"), py::arg("pp"), py::arg("batch"), py::arg("micro_batches"), py::kw_only(),
-      args.memory_bytes, args.granularity_bytes, args.global_batch, args.batch_step, args.max_batch, args.schedule,
-      args.space, "The BMW partition search of one (batch, pp, micro_batches), for inspection.");
+      py::arg("options") = search_defaults,
+      "The BMW partition search of one (batch, pp, micro_batches), for inspection.");
 
   // ---- partitions ---------------------------------------------------------------------------------------------
   module.def("even_partition", &search::even_partition, py::arg("layers"), py::arg("stages"),

@@ -180,3 +180,68 @@ class PlacementOptions:
     @property
     def stage_layers(self) -> dict[int, list[int]]: ...
     def __eq__(self, other: object) -> bool: ...
+
+class SpaceOptions:
+    """Which paradigms the per-layer search may use; pp_degrees [] means every power of 2, max_tp 0 no limit."""
+    def __init__(
+        self,
+        *,
+        dp: bool = True,
+        sdp: bool = True,
+        tp: bool = True,
+        ckpt: bool = True,
+        tp_outer: bool = True,
+        pp_degrees: Sequence[int] = [],
+        max_tp: int = 0,
+    ) -> None: ...
+    @property
+    def dp(self) -> bool: ...
+    @property
+    def sdp(self) -> bool: ...
+    @property
+    def tp(self) -> bool: ...
+    @property
+    def ckpt(self) -> bool: ...
+    @property
+    def tp_outer(self) -> bool:
+        """Allow TP on the strided (outer) ranks"""
+    @property
+    def pp_degrees(self) -> list[int]:
+        """[]: every power of 2 up to min(GPUs, layers)"""
+    @property
+    def max_tp(self) -> int:
+        """0: no limit; TP must also divide every layer's heads"""
+    def __eq__(self, other: object) -> bool: ...
+
+class SearchOptions:
+    """How Galvatron-BMW searches: memory per device, DP memory step, global batch or sweep, schedule, space."""
+    def __init__(
+        self,
+        *,
+        memory_bytes: int = 0,
+        granularity_bytes: int = 16777216,
+        global_batch: int = 0,
+        batch_step: int = 8,
+        max_batch: int = 1024,
+        schedule: str = "1f1b",
+        space: SpaceOptions = ...,
+    ) -> None: ...
+    @property
+    def memory_bytes(self) -> int:
+        """Per-device budget; 0: the cluster's device memory"""
+    @property
+    def granularity_bytes(self) -> int:
+        """Memory step of the layer DP"""
+    @property
+    def global_batch(self) -> int:
+        """0: sweep batch_step, 2·batch_step, … up to max_batch"""
+    @property
+    def batch_step(self) -> int: ...
+    @property
+    def max_batch(self) -> int: ...
+    @property
+    def schedule(self) -> str:
+        """'1f1b' or 'gpipe'."""
+    @property
+    def space(self) -> SpaceOptions: ...
+    def __eq__(self, other: object) -> bool: ...

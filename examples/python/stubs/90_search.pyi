@@ -156,39 +156,6 @@ class ClusterSpec:
     @staticmethod
     def load(path: PathLike) -> ClusterSpec: ...
 
-class SpaceOptions:
-    """Which paradigms the per-layer search may use; pp_degrees [] means every power of 2, max_tp 0 no limit."""
-    def __init__(self, *, dp: bool = True, sdp: bool = True, tp: bool = True, ckpt: bool = True,
-                 tp_outer: bool = True, pp_degrees: Sequence[int] = [], max_tp: int = 0) -> None: ...
-    @property
-    def dp(self) -> bool: ...
-    @dp.setter
-    def dp(self, value: bool) -> None: ...
-    @property
-    def sdp(self) -> bool: ...
-    @sdp.setter
-    def sdp(self, value: bool) -> None: ...
-    @property
-    def tp(self) -> bool: ...
-    @tp.setter
-    def tp(self, value: bool) -> None: ...
-    @property
-    def ckpt(self) -> bool: ...
-    @ckpt.setter
-    def ckpt(self, value: bool) -> None: ...
-    @property
-    def tp_outer(self) -> bool: ...
-    @tp_outer.setter
-    def tp_outer(self, value: bool) -> None: ...
-    @property
-    def pp_degrees(self) -> list[int]: ...
-    @pp_degrees.setter
-    def pp_degrees(self, value: Sequence[int]) -> None: ...
-    @property
-    def max_tp(self) -> int: ...
-    @max_tp.setter
-    def max_tp(self, value: int) -> None: ...
-
 class LayerStrategy:
     """One layer's strategy inside a stage of tp·dp GPUs."""
     def __init__(self, *, tp: int = 1, dp: int = 1, sdp: bool = False, tp_inner: bool = True,
@@ -259,15 +226,9 @@ class SearchPlan:
         model: ModelSpec,
         cluster: ClusterSpec,
         *,
-        memory_bytes: int = 0,
-        granularity_bytes: int = 16777216,
-        global_batch: int = 0,
-        batch_step: int = 8,
-        max_batch: int = 1024,
-        schedule: str = "1f1b",
-        space: SpaceOptions = ...,
+        options: SearchOptions = ...,
     ) -> None:
-        """Raises InvalidPlan; a baseline's plan validates against its space from baseline_spaces."""
+        """Raises InvalidPlan; a baseline's plan validates with its space from baseline_spaces in the options."""
     def to_json(self, indent: int = 2) -> str: ...
     @staticmethod
     def from_json(text: str) -> SearchPlan: ...
@@ -293,13 +254,7 @@ class SearchReport:
         model: ModelSpec,
         cluster: ClusterSpec,
         *,
-        memory_bytes: int = 0,
-        granularity_bytes: int = 16777216,
-        global_batch: int = 0,
-        batch_step: int = 8,
-        max_batch: int = 1024,
-        schedule: str = "1f1b",
-        space: SpaceOptions = ...,
+        options: SearchOptions = ...,
     ) -> None:
         """Raises InvalidPlan: every plan against its space, and BMW >= Base >= the baselines."""
     def to_json(self, indent: int = 2) -> str: ...
@@ -313,13 +268,7 @@ def search(
     model: ModelSpec,
     cluster: ClusterSpec,
     *,
-    memory_bytes: int = 0,
-    granularity_bytes: int = 16777216,
-    global_batch: int = 0,
-    batch_step: int = 8,
-    max_batch: int = 1024,
-    schedule: str = "1f1b",
-    space: SpaceOptions = ...,
+    options: SearchOptions = ...,
 ) -> SearchReport:
     """Galvatron-BMW with Galvatron-Base and the baselines; raises Infeasible when nothing fits."""
 
@@ -327,15 +276,9 @@ def search_base(
     model: ModelSpec,
     cluster: ClusterSpec,
     *,
-    memory_bytes: int = 0,
-    granularity_bytes: int = 16777216,
-    global_batch: int = 0,
-    batch_step: int = 8,
-    max_batch: int = 1024,
-    schedule: str = "1f1b",
-    space: SpaceOptions = ...,
+    options: SearchOptions = ...,
 ) -> Optional[SearchPlan]:
-    """Galvatron-Base alone over `space` (even partitions); None when nothing fits."""
+    """Galvatron-Base alone over the options' space (even partitions); None when nothing fits."""
 
 class PartitionAdjustment:
     """One accepted BMW partition move, with Eq. 6's balance degrees."""
@@ -366,13 +309,7 @@ def balance_trace(
     batch: int,
     micro_batches: int,
     *,
-    memory_bytes: int = 0,
-    granularity_bytes: int = 16777216,
-    global_batch: int = 0,
-    batch_step: int = 8,
-    max_batch: int = 1024,
-    schedule: str = "1f1b",
-    space: SpaceOptions = ...,
+    options: SearchOptions = ...,
 ) -> BalanceTrace:
     """The BMW partition search of one (batch, pp, micro_batches), for inspection."""
 

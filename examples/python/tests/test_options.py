@@ -1,6 +1,6 @@
 """The option classes (DispatchOptions, ScheduleOptions, ProblemOptions, PlanOptions, ProposeOptions,
-SampledOptions, PlacementOptions): the C++ defaults, checked fields, value semantics, and the functions that take
-them giving what their defaults give."""
+SampledOptions, PlacementOptions, SpaceOptions, SearchOptions): the C++ defaults, checked fields, value semantics,
+and the functions that take them giving what their defaults give."""
 import math
 import pickle
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import sluice
-from conftest import CANDIDATES_64
+from conftest import CANDIDATES_64, assert_close_json, json_of
 
 INF = float("inf")
 
@@ -24,6 +24,8 @@ PROPOSE = ("gpus", "max_len", "length_step", "gpu_step", "relaxed", "replica_ste
            "sequence_constant", "fill_term", "tp_within_node", "max_candidates")
 SAMPLED = ("choosing_batches", "held_out_batches", "seed", "dispatch", "max_pool")
 PLACEMENT = ("gpus_per_node", "tp_within_node", "order", "stage_layers")
+SPACE = ("dp", "sdp", "tp", "ckpt", "tp_outer", "pp_degrees", "max_tp")
+SEARCH = ("memory_bytes", "granularity_bytes", "global_batch", "batch_step", "max_batch", "schedule", "space")
 
 
 def test_defaults_are_the_old_keywords_defaults():
@@ -38,6 +40,8 @@ def test_defaults_are_the_old_keywords_defaults():
     # propose_sampled's dispatch tries 4 orders, as it always did.
     assert fields(sluice.SampledOptions(), SAMPLED) == (48, 32, 0, sluice.DispatchOptions(trials=4), 256)
     assert fields(sluice.PlacementOptions(), PLACEMENT) == (8, True, "tp_descending", {})
+    assert fields(sluice.SpaceOptions(), SPACE) == (True, True, True, True, True, [], 0)
+    assert fields(sluice.SearchOptions(), SEARCH) == (0, 16 << 20, 0, 8, 1024, "1f1b", sluice.SpaceOptions())
 
 
 @pytest.mark.parametrize("function, default", [
@@ -56,6 +60,12 @@ def test_defaults_are_the_old_keywords_defaults():
     (sluice.schedule_iteration, "problem: sluice._sluice.ProblemOptions = " + repr(sluice.ProblemOptions())),
     (sluice.compare_systems, "problem: sluice._sluice.ProblemOptions = " + repr(sluice.ProblemOptions())),
     (sluice.compare_systems, "dispatch: Optional[sluice._sluice.DispatchOptions] = None"),
+    (sluice.stage_strategies, "space: sluice._sluice.SpaceOptions = " + repr(sluice.SpaceOptions())),
+    (sluice.search, "options: sluice._sluice.SearchOptions = " + repr(sluice.SearchOptions())),
+    (sluice.search_base, "options: sluice._sluice.SearchOptions = " + repr(sluice.SearchOptions())),
+    (sluice.balance_trace, "options: sluice._sluice.SearchOptions = " + repr(sluice.SearchOptions())),
+    (sluice.SearchPlan.validate, "options: sluice._sluice.SearchOptions = " + repr(sluice.SearchOptions())),
+    (sluice.SearchReport.validate, "options: sluice._sluice.SearchOptions = " + repr(sluice.SearchOptions())),
 ])
 def test_functions_default_to_the_default_options(function, default):
     assert default in function.__doc__.splitlines()[0]
@@ -98,6 +108,14 @@ def test_functions_default_to_the_default_options(function, default):
     (sluice.PlacementOptions, dict(order="sideways"), "order: expected 'tp_descending' or 'tp_ascending'"),
     (sluice.PlacementOptions, dict(stage_layers={2: [10]}), "stage_layers for pp 2 has 1 entries"),
     (sluice.PlacementOptions, dict(stage_layers={2: [0, 10]}), "stage_layers for pp 2 has a stage of 0 layers"),
+    (sluice.SpaceOptions, dict(max_tp=-1), "space.max_tp must be >= 0, got -1"),
+    (sluice.SearchOptions, dict(memory_bytes=-1), "memory_bytes must be >= 0, got -1"),
+    (sluice.SearchOptions, dict(granularity_bytes=0), "granularity_bytes must be >= 1, got 0"),
+    (sluice.SearchOptions, dict(global_batch=-1), "global_batch must be >= 0, got -1"),
+    (sluice.SearchOptions, dict(batch_step=0), "batch_step must be >= 1, got 0"),
+    (sluice.SearchOptions, dict(max_batch=4), r"max_batch must be in \[batch_step, 2\^24\], got 4"),
+    (sluice.SearchOptions, dict(max_batch=2**24 + 1), r"max_batch must be in \[batch_step, 2\^24\], got 16777217"),
+    (sluice.SearchOptions, dict(schedule="zigzag"), "schedule: expected '1f1b' or 'gpipe', got 'zigzag'"),
 ])
 def test_a_bad_field_is_invalid_input_naming_it(cls, bad, message):
     with pytest.raises(sluice.InvalidInput, match=message):
@@ -126,6 +144,9 @@ EXAMPLES = [
                           dispatch=sluice.DispatchOptions(trials=2, seed=3), max_pool=40),
     sluice.PlacementOptions(gpus_per_node=4, tp_within_node=False, order="tp_ascending",
                             stage_layers={2: [10, 22], 4: [8, 8, 8, 8]}),
+    sluice.SpaceOptions(dp=False, sdp=True, tp=False, ckpt=False, tp_outer=False, pp_degrees=[1, 2], max_tp=2),
+    sluice.SearchOptions(memory_bytes=4 << 30, granularity_bytes=64 << 20, global_batch=32, batch_step=16,
+                         max_batch=64, schedule="gpipe", space=sluice.SpaceOptions(ckpt=False, pp_degrees=[2])),
 ]
 
 
@@ -273,3 +294,66 @@ def test_placement_options_give_what_the_defaults_give():
     # A field reaches the placement.
     split = sluice.place("1*tp4pp2", 8, model.layers, options=sluice.PlacementOptions(stage_layers={2: [10, 22]}))
     assert [stage.layer_end for stage in split.pipelines[0].stages] == [10, 32]
+
+
+def test_reprs_of_the_search_options():
+    assert repr(sluice.SpaceOptions(pp_degrees=[1, 2])) == (
+        "SpaceOptions(dp=True, sdp=True, tp=True, ckpt=True, tp_outer=True, pp_degrees=[1, 2], max_tp=0)")
+    assert repr(sluice.SearchOptions(schedule="gpipe")) == (
+        "SearchOptions(memory_bytes=0, granularity_bytes=16777216, global_batch=0, batch_step=8, max_batch=1024, "
+        "schedule='gpipe', space=SpaceOptions(dp=True, sdp=True, tp=True, ckpt=True, tp_outer=True, pp_degrees=[], "
+        "max_tp=0))")
+    assert sluice.SearchOptions(space=sluice.SpaceOptions(max_tp=2)) != sluice.SearchOptions()
+
+
+def search_model():
+    layer = sluice.LayerSpec(type="gpt", hidden=1024, heads=16, ffn=4096, sequence=1024)
+    return sluice.ModelSpec("gpt-small", [layer] * 8, embedding_params=50_000_000, head_params=50_000_000)
+
+
+def test_search_options_give_what_the_defaults_give(cli, tmp_path):
+    """The default SearchOptions give what no options give, and what the tool gives without options."""
+    model, cluster = search_model(), sluice.ClusterSpec.bundled("titan-8")
+    report = sluice.search(model, cluster)
+    assert sluice.search(model, cluster, options=sluice.SearchOptions()).to_json() == report.to_json()
+    model.save(tmp_path / "model.json")
+    document = cli("search", "--model", tmp_path / "model.json", "--cluster", "titan-8")
+    tool_only = ("model", "cluster", "memory_bytes", "at_sweep_limit")
+    assert_close_json(json_of(report), {key: value for key, value in document.items() if key not in tool_only})
+    report.validate(model, cluster, options=sluice.SearchOptions())
+    report.best.validate(model, cluster, options=sluice.SearchOptions())
+    assert sluice.search_base(model, cluster, options=sluice.SearchOptions()) == sluice.search_base(model, cluster)
+    trace = sluice.balance_trace(model, cluster, 2, 32, 4)
+    same = sluice.balance_trace(model, cluster, 2, 32, 4, options=sluice.SearchOptions())
+    assert (same.memory_balanced, same.time_balanced, same.best, same.best_iteration) == (
+        trace.memory_balanced, trace.time_balanced, trace.best, trace.best_iteration)
+
+
+def test_each_search_option_reaches_the_search():
+    model, cluster = search_model(), sluice.ClusterSpec.bundled("titan-8")
+    fixed = sluice.SearchOptions(global_batch=32)
+    assert sluice.search(model, cluster, options=fixed).best.global_batch == 32
+    swept = sluice.search(model, cluster, options=sluice.SearchOptions(batch_step=16, max_batch=48)).best
+    assert swept.global_batch in (16, 32, 48)
+    budget = 4 << 30
+    small = sluice.search(model, cluster, options=sluice.SearchOptions(global_batch=32, memory_bytes=budget)).best
+    assert max(stage.memory_bytes for stage in small.stages) <= budget
+    space = sluice.SpaceOptions(pp_degrees=[2], ckpt=False, max_tp=1)
+    narrow = sluice.search(model, cluster, options=sluice.SearchOptions(global_batch=32, space=space)).best
+    assert narrow.pp == 2 and all(s.tp == 1 and not s.ckpt for stage in narrow.stages for s in stage.strategies)
+    # GPipe keeps every micro-batch's activations in flight, 1F1B at most pp of them.
+    piped = {schedule: sluice.SearchOptions(global_batch=64, memory_bytes=budget, schedule=schedule,
+                                            space=sluice.SpaceOptions(pp_degrees=[2]))
+             for schedule in ("1f1b", "gpipe")}
+    one_f_one_b = sluice.search(model, cluster, options=piped["1f1b"]).best
+    gpipe = sluice.search(model, cluster, options=piped["gpipe"]).best
+    assert one_f_one_b.micro_batches > 2 and gpipe.stages[0].memory_bytes > one_f_one_b.stages[0].memory_bytes
+    with pytest.raises(sluice.InvalidPlan, match="memory"):
+        one_f_one_b.validate(model, cluster, options=piped["gpipe"])
+    # Checks that need the cluster stay in the search, with the library's messages.
+    with pytest.raises(sluice.InvalidInput, match="memory / granularity_bytes must be <= "):
+        sluice.search(model, cluster, options=sluice.SearchOptions(global_batch=32, granularity_bytes=1))
+    with pytest.raises(sluice.InvalidInput, match="exceeds the device memory of cluster titan-8"):
+        sluice.search(model, cluster, options=sluice.SearchOptions(memory_bytes=cluster.memory_bytes + 1))
+    with pytest.raises(sluice.InvalidInput, match=r"pp degree must be a power of 2 in \[1, 8\], got 16"):
+        sluice.search(model, cluster, options=sluice.SearchOptions(space=sluice.SpaceOptions(pp_degrees=[16])))

@@ -11,6 +11,7 @@ import sluice
 from conftest import assert_close_json, json_of
 
 TOOL_ONLY = ("model", "cluster", "memory_bytes", "at_sweep_limit")
+BATCH_32 = sluice.SearchOptions(global_batch=32)
 
 
 def small_model():
@@ -36,12 +37,12 @@ def cluster():
 
 
 SETTINGS = [
-    (small_model, {"global_batch": 32}, ["--batch", 32]),
-    (small_model, {"memory_bytes": 4 << 30, "granularity_bytes": 64 << 20, "batch_step": 16, "max_batch": 64,
-                   "schedule": "gpipe"},
+    (small_model, BATCH_32, ["--batch", 32]),
+    (small_model, sluice.SearchOptions(memory_bytes=4 << 30, granularity_bytes=64 << 20, batch_step=16, max_batch=64,
+                                       schedule="gpipe"),
      ["--memory", "4GiB", "--granularity", "64MiB", "--batch-step", 16, "--max-batch", 64, "--schedule", "gpipe"]),
-    (mid_model, {"memory_bytes": 4 << 30, "global_batch": 32}, ["--memory", "4GiB", "--batch", 32]),
-    (mid_model, {"memory_bytes": 8 << 30, "global_batch": 32}, ["--memory", "8GiB", "--batch", 32]),
+    (mid_model, sluice.SearchOptions(memory_bytes=4 << 30, global_batch=32), ["--memory", "4GiB", "--batch", 32]),
+    (mid_model, sluice.SearchOptions(memory_bytes=8 << 30, global_batch=32), ["--memory", "8GiB", "--batch", 32]),
 ]
 
 
@@ -50,18 +51,18 @@ def test_search_matches_the_tool(cli, cluster, tmp_path, make_model, options, ar
     model = make_model()
     model.save(tmp_path / "model.json")
     document = cli("search", "--model", tmp_path / "model.json", "--cluster", "titan-8", *args)
-    report = sluice.search(model, cluster, **options)
-    report.validate(model, cluster, **options)
+    report = sluice.search(model, cluster, options=options)
+    report.validate(model, cluster, options=options)
     assert_close_json(json_of(report), {k: v for k, v in document.items() if k not in TOOL_ONLY})
     assert (document["model"], document["cluster"]) == (model.name, cluster.name)
     best = report.best
     if best.method == "bmw" and best.pp > 1:
-        trace = sluice.balance_trace(model, cluster, best.pp, best.global_batch, best.micro_batches, **options)
+        trace = sluice.balance_trace(model, cluster, best.pp, best.global_batch, best.micro_batches, options=options)
         assert trace.best == best.partition
 
 
 def test_report_structure(model, cluster):
-    report = sluice.search(model, cluster, global_batch=32)
+    report = sluice.search(model, cluster, options=BATCH_32)
     best = report.best
     assert best.method in ("bmw", "base") or best.method in [name for name, _ in sluice.baseline_spaces(8)]
     assert sum(best.partition) == len(model.layers) and len(best.stages) == best.pp
@@ -73,12 +74,13 @@ def test_report_structure(model, cluster):
     spaces = dict(sluice.baseline_spaces(8))
     for baseline in report.baselines:
         if baseline.plan is not None:
-            baseline.plan.validate(model, cluster, global_batch=32, space=spaces[baseline.name])
+            in_space = sluice.SearchOptions(global_batch=32, space=spaces[baseline.name])
+            baseline.plan.validate(model, cluster, options=in_space)
             assert baseline.plan.throughput <= report.base.throughput
-    base_alone = sluice.search_base(model, cluster, global_batch=32)
+    base_alone = sluice.search_base(model, cluster, options=BATCH_32)
     assert base_alone is not None and base_alone.method == "base"
     assert base_alone.throughput <= report.base.throughput
-    base_alone.validate(model, cluster, global_batch=32)
+    base_alone.validate(model, cluster, options=BATCH_32)
 
 
 def test_balance_trace(model, cluster):
@@ -130,7 +132,7 @@ def test_bundled_specs_and_documents(model, cluster, tmp_path):
         value.save(tmp_path / "spec.json")
         assert cls.load(tmp_path / "spec.json") == value
     assert sluice.ModelSpec.bundled(str(tmp_path / "spec.json")) == gpt
-    report = sluice.search(model, cluster, global_batch=32)
+    report = sluice.search(model, cluster, options=BATCH_32)
     text = report.to_json()
     assert sluice.SearchReport.from_json(text).to_json() == text
     assert pickle.loads(pickle.dumps(report)).to_json() == text
@@ -141,37 +143,40 @@ def test_bundled_specs_and_documents(model, cluster, tmp_path):
 
 
 def test_validators_catch_broken_plans(model, cluster):
-    report = sluice.search(model, cluster, global_batch=32)
+    report = sluice.search(model, cluster, options=BATCH_32)
     document = json.loads(report.best.to_json())
     document["throughput"] *= 1.5
     with pytest.raises(sluice.InvalidPlan, match="throughput"):
-        sluice.SearchPlan.from_json(json.dumps(document)).validate(model, cluster, global_batch=32)
+        sluice.SearchPlan.from_json(json.dumps(document)).validate(model, cluster, options=BATCH_32)
     document = json.loads(report.best.to_json())
     document["stages"][0]["memory_bytes"] += 1e6
     with pytest.raises(sluice.InvalidPlan, match="memory"):
-        sluice.SearchPlan.from_json(json.dumps(document)).validate(model, cluster, global_batch=32)
+        sluice.SearchPlan.from_json(json.dumps(document)).validate(model, cluster, options=BATCH_32)
     with pytest.raises(sluice.InvalidPlan):
-        report.best.validate(model, cluster, global_batch=32, memory_bytes=1 << 30)
+        report.best.validate(model, cluster, options=sluice.SearchOptions(global_batch=32, memory_bytes=1 << 30))
     # A report whose BMW plan is a slower baseline's: Base beats it.
     slower = [b.plan for b in report.baselines if b.plan is not None and b.plan.throughput < report.base.throughput]
     assert slower
     document = json.loads(report.to_json())
     document["best"] = json.loads(slower[0].to_json())
     with pytest.raises(sluice.InvalidPlan, match="Base beats BMW"):
-        sluice.SearchReport.from_json(json.dumps(document)).validate(model, cluster, global_batch=32)
+        sluice.SearchReport.from_json(json.dumps(document)).validate(model, cluster, options=BATCH_32)
 
 
 def test_bad_inputs(model, cluster):
     with pytest.raises(sluice.InvalidInput, match="schedule"):
-        sluice.search(model, cluster, global_batch=32, schedule="zigzag")
+        sluice.SearchOptions(global_batch=32, schedule="zigzag")
     with pytest.raises(sluice.InvalidInput, match="memory_bytes"):
-        sluice.search(model, cluster, global_batch=32, memory_bytes=cluster.memory_bytes + 1)
+        sluice.search(model, cluster, options=sluice.SearchOptions(global_batch=32,
+                                                                   memory_bytes=cluster.memory_bytes + 1))
     with pytest.raises(sluice.InvalidInput, match="granularity"):
-        sluice.search(model, cluster, global_batch=32, granularity_bytes=0)
+        sluice.SearchOptions(global_batch=32, granularity_bytes=0)
     with pytest.raises(sluice.InvalidInput, match="pp degree"):
-        sluice.search(model, cluster, global_batch=32, space=sluice.SpaceOptions(pp_degrees=[3]))
+        sluice.search(model, cluster, options=sluice.SearchOptions(global_batch=32,
+                                                                   space=sluice.SpaceOptions(pp_degrees=[3])))
     with pytest.raises(sluice.Infeasible, match="no strategy fits"):
-        sluice.search(model, cluster, global_batch=32, memory_bytes=(1 << 30) + (64 << 20))
+        sluice.search(model, cluster, options=sluice.SearchOptions(global_batch=32,
+                                                                   memory_bytes=(1 << 30) + (64 << 20)))
     with pytest.raises(sluice.InvalidInput, match="heads"):
         sluice.ModelSpec("bad", [sluice.LayerSpec(hidden=1000, heads=16, ffn=4000, sequence=128)])
     with pytest.raises(sluice.InvalidInput, match="no layers"):
@@ -183,7 +188,7 @@ def test_bad_inputs(model, cluster):
     broken = sluice.ModelSpec.from_json(model.to_json())
     broken.dtype_bytes = 0
     with pytest.raises(sluice.InvalidInput, match="dtype_bytes"):
-        sluice.search(broken, cluster, global_batch=32)
+        sluice.search(broken, cluster, options=BATCH_32)
 
 
 def test_analytic_profile(model, cluster):
@@ -213,13 +218,13 @@ def test_analytic_profile(model, cluster):
 
 
 def test_deterministic_across_python_threads(model, cluster):
-    options = {"global_batch": 32, "schedule": "gpipe"}
-    reference = sluice.search(model, cluster, **options).to_json()
-    assert sluice.search(model, cluster, **options).to_json() == reference
+    options = sluice.SearchOptions(global_batch=32, schedule="gpipe")
+    reference = sluice.search(model, cluster, options=options).to_json()
+    assert sluice.search(model, cluster, options=options).to_json() == reference
     results = [None] * 3
 
     def run(slot):
-        results[slot] = sluice.search(model, cluster, **options).to_json()
+        results[slot] = sluice.search(model, cluster, options=options).to_json()
 
     workers = [threading.Thread(target=run, args=(slot,)) for slot in range(len(results))]
     for worker in workers:

@@ -38,26 +38,36 @@ inline std::int64_t budget(const SearchOptions& options, const ClusterSpec& clus
 // (docs/limits.md gives the time at the bound).
 inline constexpr double max_search_work = 0x1p26;
 
-inline void check(const SearchOptions& options, const ClusterSpec& cluster, std::size_t layers) {
+// The checks that need neither the model nor the cluster: the full check below makes them first, and the Python
+// binding when the options are made.
+inline void check(const SpaceOptions& space) {
+  sluice::require(space.max_tp >= 0, "search: space.max_tp must be >= 0, got ", space.max_tp);
+}
+
+inline void check(const SearchOptions& options) {
   sluice::require(options.memory_bytes >= 0, "search: memory_bytes must be >= 0, got ", options.memory_bytes);
-  sluice::require(options.memory_bytes <= cluster.memory_bytes, "search: memory_bytes ", options.memory_bytes,
-                  " exceeds the device memory of cluster ", cluster.name, " (", cluster.memory_bytes, ")");
   sluice::require(options.granularity_bytes >= 1, "search: granularity_bytes must be >= 1, got ",
                   options.granularity_bytes);
-  sluice::require(budget(options, cluster) / options.granularity_bytes <= max_memory_units,
-                  "search: memory / granularity_bytes must be <= ", max_memory_units, ", got ",
-                  budget(options, cluster) / options.granularity_bytes);
   sluice::require(options.global_batch >= 0, "search: global_batch must be >= 0, got ", options.global_batch);
   sluice::require(options.batch_step >= 1, "search: batch_step must be >= 1, got ", options.batch_step);
   sluice::require(options.max_batch >= options.batch_step && options.max_batch <= (1 << 24),
                   "search: max_batch must be in [batch_step, 2^24], got ", options.max_batch);
+  check(options.space);
+}
+
+inline void check(const SearchOptions& options, const ClusterSpec& cluster, std::size_t layers) {
+  check(options);
+  sluice::require(options.memory_bytes <= cluster.memory_bytes, "search: memory_bytes ", options.memory_bytes,
+                  " exceeds the device memory of cluster ", cluster.name, " (", cluster.memory_bytes, ")");
+  sluice::require(budget(options, cluster) / options.granularity_bytes <= max_memory_units,
+                  "search: memory / granularity_bytes must be <= ", max_memory_units, ", got ",
+                  budget(options, cluster) / options.granularity_bytes);
   const double sweeps =
       options.global_batch > 0 ? 1.0 : static_cast<double>(options.max_batch / options.batch_step);
   const double units = static_cast<double>(budget(options, cluster) / options.granularity_bytes);
   sluice::require(sweeps * static_cast<double>(layers) * units <= max_search_work, "search: ", sweeps,
                   " batch sizes x ", layers, " layers x ", units, " memory units is more than the ", max_search_work,
                   " a search may take (use a coarser --granularity, a fixed --batch or a larger --batch-step)");
-  sluice::require(options.space.max_tp >= 0, "search: space.max_tp must be >= 0, got ", options.space.max_tp);
   for (const int pp : options.space.pp_degrees)
     sluice::require(pp >= 1 && pp <= cluster.gpus && (pp & (pp - 1)) == 0,
                     "search: pp degree must be a power of 2 in [1, ", cluster.gpus, "], got ", pp);
