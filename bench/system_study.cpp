@@ -778,7 +778,7 @@ void degree_table(const std::vector<Scenario>& scenarios) {
 
 // Which system wins with CP where another won without it, and the share of sluice's iterations on CP schemes.
 std::string cp_winners(const std::vector<Scenario>& scenarios) {
-  int changed = 0, rows = 0, sluice_cp = 0, sluice_iterations = 0;
+  int changed = 0, rows = 0, sluice_cp = 0, sluice_flex = 0, sluice_iterations = 0;
   for (const Scenario& with : with_cp(scenarios)) {
     {
       Scenario off = with;
@@ -789,14 +789,16 @@ std::string cp_winners(const std::vector<Scenario>& scenarios) {
       if (best_with && best_without && *best_with != *best_without) ++changed;
       for (const compare::IterationOutcome& outcome : run(with).comparison.systems[System::sluice].iterations) {
         ++sluice_iterations;
-        if (outcome.strategy.find("cp") != std::string::npos || outcome.strategy.find("ac") != std::string::npos)
+        if (outcome.strategy.ends_with(" flex CP (ZeRO-3)"))
+          ++sluice_flex;
+        else if (outcome.strategy.find("cp") != std::string::npos || outcome.strategy.find("ac") != std::string::npos)
           ++sluice_cp;
       }
     }
   }
   return sluice::concat("the best baseline changes with CP in ", changed, " of ", rows,
-                        " rows, and sluice runs a strategy with a CP or AC pipeline in ", sluice_cp, " of its ",
-                        sluice_iterations, " iterations");
+                        " rows, and of its ", sluice_iterations, " iterations sluice runs a strategy with a CP or AC ",
+                        "pipeline in ", sluice_cp, " and FlexSP's domain in ", sluice_flex);
 }
 
 std::vector<Scenario> long_context_scenarios() {
@@ -830,8 +832,9 @@ reduce-scatter in the backward, per micro-batch) charged where a full bin's comp
 choose the CP degree per micro-batch ([assign-flex-cp.md](assign-flex-cp.md) solves their iterations): **Megatron-LM
 dynamic CP**, the best ⟨TP, PP⟩ domain whose replicas form ring CP groups of one power-of-two size per micro-batch,
 and **FlexSP**, ZeRO-3 (as DeepSpeed) with Ulysses groups of different sizes side by side in each micro-batch.
-HotSPa and DynaPipe choose among the same homogeneous strategies; sluice's candidates mix them (sluice does not yet
-re-form its pipelines' CP groups per micro-batch). The last column gives
+HotSPa and DynaPipe choose among the same homogeneous strategies; sluice's candidates mix them, and its plan offers
+FlexSP's domain beside them, run on a batch where it is faster (its pipelines keep their CP degree for the
+iteration). The last column gives
 the same scenario without CP (the first table), to show where CP changes which system wins. Each scenario with CP
 runs its first )" << cp_iterations << R"( iterations, the same batches as the first ones above.
 

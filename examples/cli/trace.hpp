@@ -100,6 +100,19 @@ inline io::TraceRun run(const Scenario& scenario, std::int64_t index, const data
   return run;
 }
 
+// The flex CP domain's plan: each micro-batch's groups as "CP degree × sequences".
+inline void print_flex(std::ostream& out, const schedule::FlexIteration& flex, bool runs) {
+  out << "flex CP domain " << flex.strategy.name() << " under ZeRO-3: " << flex.plan.seconds << " s in "
+      << flex.plan.micro_batches.size() << " micro-batches" << (runs ? "  <- runs" : "") << "\n";
+  for (std::size_t m = 0; m < flex.plan.micro_batches.size(); ++m) {
+    out << "  micro-batch " << m << ":";
+    for (const assign::FlexCpGroup& group : flex.plan.micro_batches[m].groups)
+      out << " " << flex.schemes[static_cast<std::size_t>(group.degree_index)].name() << "×"
+          << group.sequences.size();
+    out << "\n";
+  }
+}
+
 inline void print(std::ostream& out, const Scenario& scenario, std::int64_t index, const data::Batch& batch,
                   const plan::IterationPlanner& planner, const schedule::SimulatedIteration& iteration) {
   const std::span<const Strategy> candidates = planner.candidates();
@@ -139,9 +152,15 @@ inline void print(std::ostream& out, const Scenario& scenario, std::int64_t inde
         << std::right << std::setw(14) << s.simulation.makespan << std::setw(14) << pipeline.estimate << std::setw(10)
         << peak / 0x1p30 << "\n";
   }
-  out << "\niteration " << iteration.schedule.makespan << " s simulated (packing estimate " << iteration.plan.estimate
-      << " s) + " << iteration.plan.overhead << " s layout move = " << iteration.total() << " s, "
-      << std::setprecision(0) << static_cast<double>(batch.tokens) / iteration.total() << " tokens/s\n";
+  out << (iteration.flex ? "\nchosen candidate " : "\niteration ") << iteration.schedule.makespan
+      << " s simulated (packing estimate " << iteration.plan.estimate << " s) + " << iteration.plan.overhead
+      << " s layout move = " << iteration.candidate_total() << " s";
+  if (iteration.flex) {
+    out << "\n";
+    print_flex(out, *iteration.flex, iteration.runs_flex());
+    out << "iteration " << iteration.total() << " s";
+  }
+  out << ", " << std::setprecision(0) << static_cast<double>(batch.tokens) / iteration.total() << " tokens/s\n";
 }
 
 }  // namespace trace_report
@@ -169,7 +188,8 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out, Outp
   plan::Options planning = compare::planner_options(setup);
   planning.schedule.kind = schedule_kind_of(options);
   planning.layout_moves = layout_moves_of(options);
-  const plan::IterationPlanner planner(setup.profile, trace_inputs::candidates_of(given, scenario), planning);
+  const plan::IterationPlanner planner(setup.profile, trace_inputs::candidates_of(given, scenario), planning,
+                                       compare::zero3_flex_domain(setup));
   const schedule::SimulatedIteration iteration = planner.plan(batch.sequences);
   planner.validate(iteration, batch.sequences);
   const compare::Timeline timeline = compare::timeline_of(iteration.plan, iteration.schedule);

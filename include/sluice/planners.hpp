@@ -25,6 +25,7 @@
 
 #include "sluice/assign/choose.hpp"
 #include "sluice/assign/dispatch.hpp"
+#include "sluice/assign/flex_cp_types.hpp"
 #include "sluice/assign/packing.hpp"
 #include "sluice/assign/packing_estimate.hpp"
 #include "sluice/assign/plan.hpp"

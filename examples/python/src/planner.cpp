@@ -64,6 +64,26 @@ private:
 }  // namespace
 
 void bind_planner(py::module_& module) {
+  py::class_<plan::FlexAlternative, std::shared_ptr<plan::FlexAlternative>>(
+      module, "FlexAlternative", "A domain offered to the sluice plan beside its candidates.");
+  py::class_<plan::FlexDomain, plan::FlexAlternative, std::shared_ptr<plan::FlexDomain>>(
+      module, "FlexDomain",
+      "Replicas of one ⟨TP, PP⟩ scheme whose CP groups re-form per micro-batch, offered to IterationPlanner beside "
+      "its candidates; each batch solved by the flex CP solver.")
+      .def(py::init<std::vector<Scheme>, assign::FlexCpProblem>(), py::arg("schemes"), py::arg("problem"),
+           "schemes[k] runs degree k of `problem` (whose lengths are ignored); schemes[0] is the ⟨TP, PP⟩ base.")
+      .def_property_readonly("strategy", &plan::FlexDomain::strategy)
+      .def_property_readonly("schemes",
+                             [](const plan::FlexDomain& domain) {
+                               return std::vector<Scheme>(domain.schemes().begin(), domain.schemes().end());
+                             })
+      .def(
+          "problem_of",
+          [](const plan::FlexDomain& domain, const py::handle& lengths) {
+            return domain.problem_of(batch_from(lengths, py::none()));
+          },
+          py::arg("lengths"), "The flex CP problem of the batch on this domain.");
+
   const plan::Options defaults;
   py::class_<plan::IterationPlanner>(
       module, "IterationPlanner",
@@ -71,8 +91,11 @@ void bind_planner(py::module_& module) {
       "every candidate that holds the batch is dispatched and packed (two-stage assignment), its pipelines "
       "scheduled and it is charged its layout move; the lowest simulated makespan plus that charge is kept. The "
       "candidates' layout moves are computed once, when it is made.")
-      .def(py::init<cost::Profile, std::vector<Strategy>, plan::Options>(), py::arg("profile"), py::arg("candidates"),
-           py::arg("options") = defaults)
+      .def(py::init<cost::Profile, std::vector<Strategy>, plan::Options,
+                    std::shared_ptr<const plan::FlexAlternative>>(),
+           py::arg("profile"), py::arg("candidates"), py::arg("options") = defaults, py::kw_only(),
+           py::arg("flex") = nullptr,
+           "`flex`, a FlexDomain, is planned beside the candidates on every batch it holds and runs where faster.")
       .def(
           "plan",
           [](const plan::IterationPlanner& planner, const py::handle& lengths, const py::handle& ids) {
@@ -126,17 +149,19 @@ void bind_planner(py::module_& module) {
   py::class_<PythonPlanner>(
       module, "Planner",
       "Plans iterations i+1 … i+lookahead on worker threads while the trainer runs iteration i. Iterating yields "
-      "Planned items in the source's order, each the sluice plan IterationPlanner(profile, candidates, options) "
-      "gives its batch; a batch's planning error is raised at its iteration. `source` is an iterable of "
+      "Planned items in the source's order, each the sluice plan IterationPlanner(profile, candidates, options, "
+      "flex=flex) gives its batch; a batch's planning error is raised at its iteration. `source` is an iterable of "
       "sluice.Batch, lengths arrays or (ids, lengths) pairs; it is called from a planner thread, one item at a "
       "time. close() (or leaving a `with` block) stops the threads at any point.")
       .def(py::init([](const cost::Profile& profile, const std::vector<Strategy>& candidates, const py::handle& source,
-                       const plan::Options& options, int lookahead, int threads) {
-             return std::make_unique<PythonPlanner>(plan::IterationPlanner(profile, candidates, options), source,
-                                                    schedule::PlannerOptions{.lookahead = lookahead, .threads = threads});
+                       const plan::Options& options, int lookahead, int threads,
+                       std::shared_ptr<const plan::FlexAlternative> flex) {
+             return std::make_unique<PythonPlanner>(
+                 plan::IterationPlanner(profile, candidates, options, std::move(flex)), source,
+                 schedule::PlannerOptions{.lookahead = lookahead, .threads = threads});
            }),
            py::arg("profile"), py::arg("candidates"), py::arg("source"), py::arg("options") = defaults, py::kw_only(),
-           py::arg("lookahead") = planner.lookahead, py::arg("threads") = planner.threads)
+           py::arg("lookahead") = planner.lookahead, py::arg("threads") = planner.threads, py::arg("flex") = nullptr)
       .def("__iter__", [](const py::object& self) { return self; })
       .def("__next__",
            [](PythonPlanner& self) {

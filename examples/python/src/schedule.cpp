@@ -628,6 +628,13 @@ void bind_pipeline_planners(py::module_& module) {
       py::arg("problem") = schedule::ProblemOptions{},
       "Every pipeline of an iteration plan scheduled on its scheme (schedule_pipeline).");
 
+  py::class_<schedule::FlexIteration>(module, "FlexIteration",
+                                      "The batch planned on a flex CP domain: its replicas re-form CP groups per "
+                                      "micro-batch.")
+      .def_readonly("strategy", &schedule::FlexIteration::strategy, "The domain: replicas of one ⟨TP, PP⟩ scheme")
+      .def_readonly("schemes", &schedule::FlexIteration::schemes, "Per degree of the plan, the scheme its groups run")
+      .def_readonly("plan", &schedule::FlexIteration::plan);
+
   py::class_<schedule::SimulatedIteration> simulated_class(module, "SimulatedIteration",
       "One iteration planned with the simulator judging the candidates.");
   simulated_class
@@ -636,6 +643,12 @@ void bind_pipeline_planners(py::module_& module) {
       .def_readonly("chosen", &schedule::SimulatedIteration::chosen)
       .def_readonly("makespans", &schedule::SimulatedIteration::makespans,
                     "Per candidate its simulated makespan; None where it cannot hold the batch.")
+      .def_readonly("flex", &schedule::SimulatedIteration::flex,
+                    "The flex CP domain's plan, where the planner offers one; else None.")
+      .def_property_readonly("candidate_total", &schedule::SimulatedIteration::candidate_total,
+                             "The kept candidate's makespan plus its layout move.")
+      .def_property_readonly("runs_flex", &schedule::SimulatedIteration::runs_flex,
+                             "Whether the flex CP plan runs: it is faster than the kept candidate.")
       .def_property_readonly("total", &schedule::SimulatedIteration::total)
       .def(
           "validate",

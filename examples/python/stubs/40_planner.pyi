@@ -1,9 +1,29 @@
 
 # ---- the sluice plan, and planning ahead of the trainer ---------------------------------------------------------
 
+class FlexAlternative:
+    """A domain offered to the sluice plan beside its candidates."""
+
+class FlexDomain(FlexAlternative):
+    """Replicas of one ⟨TP, PP⟩ scheme whose CP groups re-form per micro-batch."""
+    def __init__(self, schemes: Sequence[Scheme], problem: FlexCpProblem) -> None: ...
+    @property
+    def strategy(self) -> Strategy: ...
+    @property
+    def schemes(self) -> list[Scheme]: ...
+    def problem_of(self, lengths: npt.ArrayLike) -> FlexCpProblem:
+        """The flex CP problem of the batch on this domain."""
+
 class IterationPlanner:
     """The sluice plan of one iteration, the one the tool and Planner give."""
-    def __init__(self, profile: Profile, candidates: Sequence[StrategyLike], options: PlanOptions = ...) -> None: ...
+    def __init__(
+        self,
+        profile: Profile,
+        candidates: Sequence[StrategyLike],
+        options: PlanOptions = ...,
+        *,
+        flex: Optional[FlexAlternative] = None,
+    ) -> None: ...
     def plan(self, lengths: npt.ArrayLike, *, ids: Optional[npt.ArrayLike] = None) -> SimulatedIteration: ...
     def validate(
         self, iteration: SimulatedIteration, lengths: npt.ArrayLike, *, ids: Optional[npt.ArrayLike] = None
@@ -57,6 +77,7 @@ class Planner(Iterator[Planned]):
         *,
         lookahead: int = 2,
         threads: int = 1,
+        flex: Optional[FlexAlternative] = None,
     ) -> None: ...
     def __iter__(self) -> Planner: ...
     def __next__(self) -> Planned: ...

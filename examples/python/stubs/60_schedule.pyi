@@ -468,6 +468,17 @@ def schedule_iteration(
 ) -> IterationSchedule:
     """Every pipeline of an iteration plan scheduled on its scheme (schedule_pipeline)."""
 
+class FlexIteration:
+    """The batch planned on a flex CP domain: its replicas re-form CP groups per micro-batch."""
+    @property
+    def strategy(self) -> Strategy:
+        """The domain: replicas of one ⟨TP, PP⟩ scheme"""
+    @property
+    def schemes(self) -> list[Scheme]:
+        """Per degree of the plan, the scheme its groups run"""
+    @property
+    def plan(self) -> FlexCpPlan: ...
+
 class SimulatedIteration:
     """One iteration planned with the simulator judging the candidates."""
     @property
@@ -480,6 +491,15 @@ class SimulatedIteration:
     @property
     def makespans(self) -> list[Optional[float]]:
         """Per candidate its simulated makespan; None where it cannot hold the batch."""
+    @property
+    def flex(self) -> Optional[FlexIteration]:
+        """The flex CP domain's plan, where the planner offers one; else None."""
+    @property
+    def candidate_total(self) -> float:
+        """The kept candidate's makespan plus its layout move."""
+    @property
+    def runs_flex(self) -> bool:
+        """Whether the flex CP plan runs: it is faster than the kept candidate."""
     @property
     def total(self) -> float: ...
     def validate(

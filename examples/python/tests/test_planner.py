@@ -173,3 +173,30 @@ def test_interpreter_exits_with_a_planner_left_open():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0"
+
+
+def test_flex_domain_beside_the_candidates(batches):
+    """A flex CP domain is planned on every batch it holds, runs exactly where it is faster than the kept candidate,
+    and the Planner gives the same plans as IterationPlanner."""
+    profile = sluice.Profile.bundled("llama2-7b", gpus=8)
+    lengths = [3000, 1200, 800, 40, 15000, 9000]
+    for scale, runs in ((1e-6, True), (1e3, False)):
+        latency = sluice.QuadraticLatency(scale * 1e-9, scale * 1e-4, scale * 1e-2)
+        problem = sluice.FlexCpProblem(lengths, 8, 1, [sluice.FlexCpDegree(1, latency, 16384),
+                                                       sluice.FlexCpDegree(2, latency, 32768)])
+        domain = sluice.FlexDomain([sluice.Scheme.parse("tp1pp1"), sluice.Scheme.parse("tp1cp2ulyssespp1")], problem)
+        assert str(domain.strategy) == "8*tp1pp1"
+        assert list(domain.problem_of(lengths).lengths) == lengths
+        planner = sluice.IterationPlanner(profile, ["2*tp4pp1"], CHEAP, flex=domain)
+        iteration = planner.plan(lengths)
+        planner.validate(iteration, lengths)
+        assert iteration.flex is not None and iteration.runs_flex == runs
+        assert iteration.total == (iteration.flex.plan.seconds if runs else iteration.candidate_total)
+        assert sluice.SimulatedIteration.from_json(iteration.to_json()) == iteration
+        with sluice.Planner(profile, ["2*tp4pp1"], [lengths, lengths], CHEAP, flex=domain) as ahead:
+            assert [planned.simulated for planned in ahead] == [iteration, iteration]
+    # The candidates' own planner knows no domain: a plan that carries one is not its plan.
+    with pytest.raises(sluice.InvalidPlan, match="offers no flex CP domain"):
+        sluice.IterationPlanner(profile, ["2*tp4pp1"], CHEAP).validate(iteration, lengths)
+    with pytest.raises(sluice.InvalidInput, match="1 schemes for 2 degrees"):
+        sluice.FlexDomain([sluice.Scheme.parse("tp1pp1")], problem)

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/assign/flex_cp_types.hpp"
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/scheme.hpp"
@@ -29,44 +30,6 @@
 #include "sluice/cost/profile.hpp"
 
 namespace sluice::assign {
-
-inline constexpr int flex_cp_max_units = 1 << 16;
-inline constexpr std::size_t flex_cp_max_sequences = std::size_t{1} << 22;
-
-// One group size the pool offers.
-struct FlexCpDegree {
-  int degree = 1;                 // units sharing each sequence of the group
-  cost::QuadraticLatency latency; // one stage's time of one sequence in such a group
-  std::int64_t capacity = 0;      // MaxLen: the most (charged) tokens one group holds in a micro-batch
-  int length_multiple = 1;        // lengths are charged rounded up to this: 2·R for a ring of R's causal chunks
-};
-
-struct FlexCpProblem {
-  std::vector<std::int64_t> lengths;  // the iteration's sequences
-  int units = 1;
-  int pp = 1;
-  std::vector<FlexCpDegree> degrees;     // ascending, each dividing the next and the units
-  bool one_degree_per_micro_batch = false;  // Megatron-LM's dynamic CP: one CP size per micro-batch
-};
-
-struct FlexCpGroup {
-  int degree_index = 0;
-  int first_unit = 0;              // a multiple of the degree
-  std::vector<int> sequences;      // indices into FlexCpProblem::lengths, ascending
-  friend bool operator==(const FlexCpGroup&, const FlexCpGroup&) = default;
-};
-
-struct FlexCpMicroBatch {
-  std::vector<FlexCpGroup> groups;  // widest first, then by first unit
-  friend bool operator==(const FlexCpMicroBatch&, const FlexCpMicroBatch&) = default;
-};
-
-struct FlexCpPlan {
-  std::vector<FlexCpMicroBatch> micro_batches;  // slowest first
-  double seconds = 0;      // the iteration's time
-  double lower_bound = 0;  // flex_cp_lower_bound: no plan of the problem is faster
-  friend bool operator==(const FlexCpPlan&, const FlexCpPlan&) = default;
-};
 
 // A sequence's length as degree `k` charges it (rounded up to the degree's multiple); 0 when that overflows.
 inline std::int64_t flex_cp_charged(const FlexCpProblem& problem, std::size_t k, std::int64_t length) {
@@ -1020,13 +983,13 @@ inline FlexCpPlan solve_flex_cp(const FlexCpProblem& problem, const FlexCpOption
   return plan;
 }
 
-// The problem of `lengths` on a domain of `units` replicas of `base` (a ⟨TP, PP⟩ scheme of `profile`): degree 1 is
-// the base, and each CP degree that `admits` takes a scheme of on that base (the one of least a, then b, where a
-// hybrid offers several) gives a degree, kept while the degrees form a chain dividing the units. A ring charges each
-// length rounded up to its 2·R causal chunks. Schemes that hold no sequence are skipped.
+// The schemes a domain of `units` replicas of `base` (a ⟨TP, PP⟩ scheme of `profile`) groups into, ascending by
+// CP degree: the base, then for each CP degree that `admits` takes a scheme of on that base, the one of least a,
+// then b (where a hybrid offers several), kept while the degrees form a chain dividing the units. Schemes that
+// hold no sequence are skipped.
 template <class Admits>
-FlexCpProblem flex_cp_problem(const cost::Profile& profile, const Scheme& base, int units,
-                              std::span<const std::int64_t> lengths, Admits admits) {
+std::vector<const cost::SchemeCost*> flex_cp_schemes(const cost::Profile& profile, const Scheme& base, int units,
+                                                     Admits admits) {
   sluice::require(base.is_base(), "flex CP: ", base.name(), " is not a ⟨TP, PP⟩ scheme to build groups of");
   std::vector<const cost::SchemeCost*> chosen;  // per CP degree, ascending
   for (const cost::SchemeCost& cost : profile.schemes()) {
@@ -1045,11 +1008,21 @@ FlexCpProblem flex_cp_problem(const cost::Profile& profile, const Scheme& base, 
   }
   std::sort(chosen.begin(), chosen.end(),
             [](const cost::SchemeCost* x, const cost::SchemeCost* y) { return x->scheme.cp() < y->scheme.cp(); });
+  std::vector<const cost::SchemeCost*> chain;
+  for (const cost::SchemeCost* cost : chosen)
+    if (chain.empty() || cost->scheme.cp() % chain.back()->scheme.cp() == 0) chain.push_back(cost);
+  return chain;
+}
+
+// The problem of `lengths` on the degrees of flex_cp_schemes. A ring charges each length rounded up to its 2·R
+// causal chunks.
+template <class Admits>
+FlexCpProblem flex_cp_problem(const cost::Profile& profile, const Scheme& base, int units,
+                              std::span<const std::int64_t> lengths, Admits admits) {
   FlexCpProblem problem{.lengths = {lengths.begin(), lengths.end()}, .units = units, .pp = base.pp(), .degrees = {},
                         .one_degree_per_micro_batch = false};
-  for (const cost::SchemeCost* cost : chosen) {
+  for (const cost::SchemeCost* cost : flex_cp_schemes(profile, base, units, admits)) {
     const int degree = cost->scheme.cp();
-    if (!problem.degrees.empty() && degree % problem.degrees.back().degree != 0) continue;
     const bool ring = degree > 1 && cost->scheme.ring() > 1;
     problem.degrees.push_back({.degree = degree, .latency = cost->latency, .capacity = cost->max_len,
                                .length_multiple = ring ? 2 * cost->scheme.ring() : 1});

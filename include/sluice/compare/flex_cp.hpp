@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -29,6 +29,7 @@
 #include "sluice/core/sequence.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
+#include "sluice/plan/flex_domain.hpp"
 
 namespace sluice::compare {
 
@@ -38,31 +39,14 @@ inline bool dynamic_cp_scheme(const Scheme& scheme) {
   return scheme.cp_kind() == CpKind::ring && (scheme.cp() & (scheme.cp() - 1)) == 0;
 }
 
-// One iteration's outcome of a flex CP plan: imbalance is the mean over micro-batches, weighted by their time, of
-// the slowest group over the fastest; idle the share of unit-time no group uses; the imbalance degree is that of
-// the micro-batches' times, forward and backward together (the CP schemes' costs do not split them).
-inline IterationOutcome flex_cp_outcome(const assign::FlexCpProblem& problem, const assign::FlexCpPlan& plan,
-                                        const Strategy& strategy) {
-  double weighted = 0, total = 0, busy = 0;
-  std::vector<double> micro_batch_seconds;
-  for (const assign::FlexCpMicroBatch& micro_batch : plan.micro_batches) {
-    double slowest = 0;
-    double fastest = std::numeric_limits<double>::infinity();
-    for (const assign::FlexCpGroup& group : micro_batch.groups) {
-      const double seconds = assign::flex_cp_group_seconds(problem, group);
-      slowest = std::max(slowest, seconds);
-      fastest = std::min(fastest, seconds);
-      busy += seconds * problem.degrees[static_cast<std::size_t>(group.degree_index)].degree;
-    }
-    weighted += slowest / fastest * slowest;
-    total += slowest;
-    micro_batch_seconds.push_back(slowest);
-  }
-  return {.seconds = plan.seconds,
-          .imbalance = weighted / total,
-          .idle = 1 - busy / (total * problem.units),
-          .micro_batch_imbalance = detail::micro_batch_imbalance(micro_batch_seconds),
-          .strategy = strategy.name()};
+// The flex CP domain that FlexSP runs, offered to sluice beside its candidates: ZeRO-3 over every GPU (as the
+// deepspeed baseline, with its memory and collectives) and ⟨1, 1⟩ units in Ulysses groups formed per micro-batch;
+// nullptr where the scheme space gives it no Ulysses degree.
+inline std::shared_ptr<const plan::FlexDomain> zero3_flex_domain(const Options& options) {
+  const detail::Zero3Options zero3 = detail::zero3_options(options, 1);
+  const std::int64_t gpus = options.profile.gpus();
+  if (!zero3.options || gpus > assign::flex_cp_max_units) return nullptr;
+  return plan::flex_domain(zero3.options->profile, Scheme(1, 1), static_cast<int>(gpus), flexsp_scheme);
 }
 
 class FlexCp {
@@ -96,7 +80,8 @@ public:
     for (Domain& domain : domains_) {
       domain.problem.lengths.swap(lengths);  // lent to each domain in turn, not copied
       const assign::FlexCpPlan plan = assign::solve_flex_cp(domain.problem);
-      domain.run.iterations.push_back(flex_cp_outcome(domain.problem, plan, domain.run.strategies.front()));
+      domain.run.iterations.push_back(
+          detail::flex_cp_outcome(domain.problem, plan, domain.run.strategies.front().name()));
       domain.problem.lengths.swap(lengths);
     }
   }

@@ -6,6 +6,7 @@
 // is kept: the sluice plan every caller gets (plan::IterationPlanner).
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "sluice/compare/detail/iterations.hpp"
+#include "sluice/compare/flex_cp.hpp"
 #include "sluice/compare/options.hpp"
 #include "sluice/compare/results.hpp"
 #include "sluice/core/error.hpp"
@@ -83,21 +85,30 @@ public:
   // must outlive the system.
   Sluice(const Options& options, std::span<const Strategy> candidates,
          std::vector<schedule::SimulatedIteration>* chosen = nullptr)
-      : planner_(options.profile, std::vector<Strategy>(candidates.begin(), candidates.end()),
-                 planner_options(options)),
+      : flex_(zero3_flex_domain(options)),
+        planner_(options.profile, std::vector<Strategy>(candidates.begin(), candidates.end()),
+                 planner_options(options), flex_),
         chosen_(chosen) {
     run_.name = name(System::sluice);
+    std::string flex;
+    if (flex_) {
+      flex = sluice::concat("; or, where faster, ", flex_->strategy().name(), " under ZeRO-3 with Ulysses groups of ");
+      for (std::size_t k = 0; k < flex_->schemes().size(); ++k)
+        flex += sluice::concat(k == 0 ? "" : ", ", flex_->schemes()[k].cp());
+      flex += " GPUs formed per micro-batch";
+    }
     run_.configuration = sluice::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
                                         "strategies holding the context); two-stage assignment, adaptive ",
                                         "schedule; the fastest simulated candidate per iteration; pull and ",
-                                        "push charged, less the modelled overlap");
+                                        "push charged, less the modelled overlap", flex);
     run_.strategies.assign(candidates.begin(), candidates.end());
     run_.layout_moves.assign(planner_.layout_moves().begin(), planner_.layout_moves().end());
   }
 
   // Plans every candidate on the next iteration and keeps the fastest simulated.
   void add(std::span<const Sequence> batch) {
-    schedule::SimulatedIteration iteration = detail::sluice_iteration(planner_, batch, run_.iterations.size(), run_);
+    schedule::SimulatedIteration iteration =
+        detail::sluice_iteration(planner_, flex_.get(), batch, run_.iterations.size(), run_);
     if (chosen_) chosen_->push_back(std::move(iteration));
   }
 
@@ -105,6 +116,7 @@ public:
   [[nodiscard]] const plan::IterationPlanner& planner() const noexcept { return planner_; }
 
 private:
+  std::shared_ptr<const plan::FlexDomain> flex_;
   plan::IterationPlanner planner_;
   std::vector<schedule::SimulatedIteration>* chosen_;
   SystemRun run_;

@@ -339,7 +339,55 @@ struct adl_serializer<sluice::schedule::IterationSchedule> {
 };
 
 template <>
+struct adl_serializer<sluice::assign::FlexCpGroup> {
+  static void to_json(json& out, const sluice::assign::FlexCpGroup& group) {
+    out = {{"degree_index", group.degree_index}, {"first_unit", group.first_unit}, {"sequences", group.sequences}};
+  }
+  static sluice::assign::FlexCpGroup from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "flex CP group";
+    return {field<int>(in, "degree_index", where), field<int>(in, "first_unit", where),
+            field<std::vector<int>>(in, "sequences", where)};
+  }
+};
+
+template <>
+struct adl_serializer<sluice::assign::FlexCpPlan> {
+  static void to_json(json& out, const sluice::assign::FlexCpPlan& plan) {
+    json micro_batches = json::array();
+    for (const auto& micro_batch : plan.micro_batches) micro_batches.push_back(micro_batch.groups);
+    out = {{"micro_batches", std::move(micro_batches)},
+           {"seconds", plan.seconds},
+           {"lower_bound", plan.lower_bound}};
+  }
+  static sluice::assign::FlexCpPlan from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "flex CP plan";
+    sluice::assign::FlexCpPlan plan;
+    for (auto& groups : field<std::vector<std::vector<sluice::assign::FlexCpGroup>>>(in, "micro_batches", where))
+      plan.micro_batches.push_back({std::move(groups)});
+    plan.seconds = field<double>(in, "seconds", where);
+    plan.lower_bound = field<double>(in, "lower_bound", where);
+    return plan;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::schedule::FlexIteration> {
+  static void to_json(json& out, const sluice::schedule::FlexIteration& iteration) {
+    out = {{"strategy", iteration.strategy}, {"schemes", iteration.schemes}, {"plan", iteration.plan}};
+  }
+  static sluice::schedule::FlexIteration from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "flex CP iteration";
+    return {field<sluice::Strategy>(in, "strategy", where), field<std::vector<sluice::Scheme>>(in, "schemes", where),
+            field<sluice::assign::FlexCpPlan>(in, "plan", where)};
+  }
+};
+
+template <>
 struct adl_serializer<sluice::schedule::SimulatedIteration> {
+  // "flex" only where the planner offered a flex CP domain, so that other plans keep the text they always had.
   static void to_json(json& out, const sluice::schedule::SimulatedIteration& iteration) {
     json makespans = json::array();
     for (const auto& makespan : iteration.makespans) makespans.push_back(makespan ? json(*makespan) : json(nullptr));
@@ -347,13 +395,16 @@ struct adl_serializer<sluice::schedule::SimulatedIteration> {
            {"schedule", iteration.schedule},
            {"chosen", iteration.chosen},
            {"makespans", std::move(makespans)}};
+    if (iteration.flex) out["flex"] = *iteration.flex;
   }
   static sluice::schedule::SimulatedIteration from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "simulated iteration";
     return {field<sluice::assign::IterationPlan>(in, "plan", where),
             field<sluice::schedule::IterationSchedule>(in, "schedule", where), field<std::size_t>(in, "chosen", where),
-            field<std::vector<std::optional<double>>>(in, "makespans", where)};
+            field<std::vector<std::optional<double>>>(in, "makespans", where),
+            in.contains("flex") ? std::optional(field<sluice::schedule::FlexIteration>(in, "flex", where))
+                                : std::nullopt};
   }
 };
 

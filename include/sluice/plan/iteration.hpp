@@ -8,6 +8,7 @@
 // 1F1B estimate) or not (closer to a schedule that overlaps unequal micro-batches); VStep::best tries both and
 // keeps the faster simulated plan.
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -16,6 +17,7 @@
 
 #include "sluice/assign/dispatch.hpp"
 #include "sluice/assign/plan.hpp"
+#include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/names.hpp"
 #include "sluice/core/sequence.hpp"
@@ -54,12 +56,28 @@ struct Options {
   friend bool operator==(const Options&, const Options&) = default;
 };
 
+// A domain whose replicas re-form CP groups per micro-batch (plan::FlexDomain, plan/flex_domain.hpp), offered
+// beside the candidates: an interface, so that planning without one parses no flex CP solver.
+class FlexAlternative {
+public:
+  virtual ~FlexAlternative() = default;
+  // Raises invalid_input when no group of the domain holds a sequence of `batch`.
+  [[nodiscard]] virtual schedule::FlexIteration plan(std::span<const Sequence> batch) const = 0;
+  // Raises invalid_plan unless `iteration` is a valid plan of `batch` on this domain, timed as its groups take.
+  virtual void validate(const schedule::FlexIteration& iteration, std::span<const Sequence> batch) const = 0;
+  // Whether the domain's groups hold every sequence of `batch`.
+  [[nodiscard]] virtual bool holds(std::span<const Sequence> batch) const = 0;
+};
+
 // Plans iterations over fixed candidates: the candidates' layout moves are computed once, here.
 class IterationPlanner {
 public:
-  // Raises invalid_input on no candidates or bad options.
-  IterationPlanner(cost::Profile profile, std::vector<Strategy> candidates, Options options = {})
-      : profile_(std::move(profile)), candidates_(std::move(candidates)), options_(options) {
+  // Raises invalid_input on no candidates or bad options. `flex`, if given, is planned beside the candidates on
+  // every batch it holds, and runs where faster than the kept candidate's total (SimulatedIteration::runs_flex);
+  // its own collectives are in its groups' costs, so nothing else is charged for it.
+  IterationPlanner(cost::Profile profile, std::vector<Strategy> candidates, Options options = {},
+                   std::shared_ptr<const FlexAlternative> flex = nullptr)
+      : profile_(std::move(profile)), candidates_(std::move(candidates)), options_(options), flex_(std::move(flex)) {
     sluice::require(!candidates_.empty(), "plan: no candidate strategies");
     assign::require_valid(options_.dispatch);
     schedule::detail::require_options(options_.problem);
@@ -81,6 +99,7 @@ public:
           batch, candidates_, profile_, plan_options, options_.schedule, options_.problem);
       if (!kept || candidate.total() < kept->total()) kept = std::move(candidate);
     }
+    if (flex_ && flex_->holds(batch)) kept->flex = flex_->plan(batch);
     return *std::move(kept);
   }
 
@@ -89,11 +108,17 @@ public:
   void validate(const schedule::SimulatedIteration& iteration, std::span<const Sequence> batch) const {
     const assign::PlanOptions plan_options{.dispatch = options_.dispatch, .candidate_overhead = overheads_};
     schedule::validate(iteration, batch, candidates_, profile_, plan_options, options_.problem);
+    const bool planned = flex_ && flex_->holds(batch);
+    const PlanCheck check("simulated iteration: ");
+    check(iteration.flex.has_value() == planned,
+          planned ? "lacks the flex CP domain's plan" : "has a flex CP plan, and the planner offers no flex CP domain");
+    if (planned) flex_->validate(*iteration.flex, batch);
   }
 
   [[nodiscard]] const cost::Profile& profile() const noexcept { return profile_; }
   [[nodiscard]] std::span<const Strategy> candidates() const noexcept { return candidates_; }
   [[nodiscard]] const Options& options() const noexcept { return options_; }
+  [[nodiscard]] const FlexAlternative* flex() const noexcept { return flex_.get(); }
   // Per candidate, its pull and push before any overlap; empty when the policy is none.
   [[nodiscard]] std::span<const double> layout_moves() const noexcept { return moves_; }
   // Per candidate, what its plans are charged for it (assign::PlanOptions::candidate_overhead); empty for none.
@@ -103,6 +128,7 @@ private:
   cost::Profile profile_;
   std::vector<Strategy> candidates_;
   Options options_;
+  std::shared_ptr<const FlexAlternative> flex_;
   std::vector<double> moves_;
   std::vector<double> overheads_;
 };

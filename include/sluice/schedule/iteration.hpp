@@ -10,8 +10,11 @@
 #include <vector>
 
 #include "sluice/assign/choose.hpp"
+#include "sluice/assign/flex_cp_types.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/core/check.hpp"
+#include "sluice/core/scheme.hpp"
+#include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/problems.hpp"
@@ -72,12 +75,26 @@ inline void validate(const IterationSchedule& schedule, const assign::IterationP
 // that holds the batch's longest sequence is dispatched and packed alone, then scheduled; the candidate with the
 // lowest simulated makespan + overhead is kept (ties to the earlier). plan_iteration judges by the packing
 // estimate (max micro-batch)·(PP − 1 + V), which ignores how a schedule overlaps unequal micro-batches.
+// The batch planned on a flex CP domain (plan/flex_domain.hpp): `strategy`'s replicas of one ⟨TP, PP⟩ scheme
+// re-form, per micro-batch, into CP groups of the degrees that `schemes` run (degree k of the plan runs schemes[k]).
+struct FlexIteration {
+  Strategy strategy;
+  std::vector<Scheme> schemes;
+  assign::FlexCpPlan plan;
+  friend bool operator==(const FlexIteration&, const FlexIteration&) = default;
+};
+
 struct SimulatedIteration {
   assign::IterationPlan plan;  // the kept candidate planned alone: its `candidates` holds only that candidate
   IterationSchedule schedule;
   std::size_t chosen = 0;                        // index into the candidates
   std::vector<std::optional<double>> makespans;  // per candidate; empty when it cannot hold the batch
-  [[nodiscard]] double total() const noexcept { return schedule.makespan + plan.overhead; }
+  // Set when the planner offers a flex CP domain beside the candidates: the iteration runs it instead of `plan`
+  // when it is faster than the kept candidate's total.
+  std::optional<FlexIteration> flex{};
+  [[nodiscard]] double candidate_total() const noexcept { return schedule.makespan + plan.overhead; }
+  [[nodiscard]] bool runs_flex() const noexcept { return flex && flex->plan.seconds < candidate_total(); }
+  [[nodiscard]] double total() const noexcept { return runs_flex() ? flex->plan.seconds : candidate_total(); }
   friend bool operator==(const SimulatedIteration&, const SimulatedIteration&) = default;
 };
 
@@ -127,8 +144,8 @@ inline void validate(const SimulatedIteration& iteration, std::span<const Sequen
   for (std::size_t k = 0; k < candidates.size(); ++k) {
     if (!iteration.makespans[k]) continue;
     const double total = *iteration.makespans[k] + (overheads.empty() ? 0.0 : overheads[k]);
-    check(total >= iteration.total(), "candidate ", k, " simulates faster (", total, " s) than the chosen one (",
-          iteration.total(), " s)");
+    check(total >= iteration.candidate_total(), "candidate ", k, " simulates faster (", total,
+          " s) than the chosen one (", iteration.candidate_total(), " s)");
   }
 }
 

@@ -14,11 +14,13 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/assign/flex_cp.hpp"
 #include "sluice/compare/iteration_plans.hpp"
 #include "sluice/compare/options.hpp"
 #include "sluice/compare/results.hpp"
 #include "sluice/compare/statistics.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/plan/flex_domain.hpp"
 #include "sluice/plan/iteration.hpp"
 #include "sluice/plan/layout_moves.hpp"
 #include "sluice/proposal/homogeneous.hpp"
@@ -174,12 +176,49 @@ inline schedule::PipelineRunPlan dynapipe_iteration(const Options& options, std:
   return plan;
 }
 
+// One iteration's outcome of a flex CP plan: imbalance is the mean over micro-batches, weighted by their time, of
+// the slowest group over the fastest; idle the share of unit-time no group uses; the imbalance degree is that of
+// the micro-batches' times, forward and backward together (the CP schemes' costs do not split them).
+inline IterationOutcome flex_cp_outcome(const assign::FlexCpProblem& problem, const assign::FlexCpPlan& plan,
+                                        std::string strategy) {
+  double weighted = 0, total = 0, busy = 0;
+  std::vector<double> micro_batch_seconds;
+  for (const assign::FlexCpMicroBatch& micro_batch : plan.micro_batches) {
+    double slowest = 0;
+    double fastest = std::numeric_limits<double>::infinity();
+    for (const assign::FlexCpGroup& group : micro_batch.groups) {
+      const double seconds = assign::flex_cp_group_seconds(problem, group);
+      slowest = std::max(slowest, seconds);
+      fastest = std::min(fastest, seconds);
+      busy += seconds * problem.degrees[static_cast<std::size_t>(group.degree_index)].degree;
+    }
+    weighted += slowest / fastest * slowest;
+    total += slowest;
+    micro_batch_seconds.push_back(slowest);
+  }
+  return {.seconds = plan.seconds,
+          .imbalance = weighted / total,
+          .idle = 1 - busy / (total * problem.units),
+          .micro_batch_imbalance = micro_batch_imbalance(micro_batch_seconds),
+          .strategy = std::move(strategy)};
+}
+
+// How sluice's iterations that run its flex CP domain name what they ran (IterationOutcome::strategy).
+inline std::string flex_domain_name(const Strategy& domain) { return domain.name() + " flex CP (ZeRO-3)"; }
+
 // Iteration k of sluice, planned by `planner` over its candidates (run.strategies): the iteration is charged its
-// simulated makespan plus the share of the kept candidate's layout move that the makespan leaves exposed.
+// simulated makespan plus the share of the kept candidate's layout move that the makespan leaves exposed; or, where
+// it runs, the plan of `flex` (the planner's flex CP domain), whose collectives its groups' costs hold.
 inline schedule::SimulatedIteration sluice_iteration(const plan::IterationPlanner& planner,
-                                                     std::span<const Sequence> batch, std::size_t k, SystemRun& run) {
+                                                     const plan::FlexDomain* flex, std::span<const Sequence> batch,
+                                                     std::size_t k, SystemRun& run) {
   schedule::SimulatedIteration iteration = planner.plan(batch);
   planner.validate(iteration, batch);
+  if (iteration.runs_flex()) {
+    run.iterations.push_back(
+        flex_cp_outcome(flex->problem_of(batch), iteration.flex->plan, flex_domain_name(iteration.flex->strategy)));
+    return iteration;
+  }
   const int layers = shard::llama_like(planner.profile().spec().model).layers;
   IterationOutcome outcome = outcome_of(iteration.schedule, iteration.plan.strategy);
   outcome.layout_move = run.layout_moves[iteration.chosen];

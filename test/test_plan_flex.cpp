@@ -1,0 +1,209 @@
+// The sluice plan with a flex CP domain beside its candidates (plan::FlexDomain, plan::IterationPlanner): the
+// domain's plan is made on every batch it holds, runs exactly where it is faster than the kept candidate, is
+// checked by the validator (which names what was tampered with), and reads back from its document; in the
+// comparison, sluice, which offers FlexSP's domain, is never slower than FlexSP.
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "document_checks.hpp"
+#include "sluice/compare/compare.hpp"
+#include "sluice/compare/flex_cp.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/cost/context_parallel.hpp"
+#include "sluice/data/dataset.hpp"
+#include "sluice/data/sampler.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/cost_json.hpp"
+#include "sluice/io/json.hpp"
+#include "sluice/io/schedule_json.hpp"
+#include "sluice/plan/flex_domain.hpp"
+#include "sluice/plan/iteration.hpp"
+
+using namespace sluice;
+using compare::System;
+
+namespace {
+
+const cost::Profile& profile8() {
+  static const cost::Profile profile =
+      io::read_document<cost::Profile>(io::resolve_data_file("llama2-7b", "profiles")).with_gpus(8);
+  return profile;
+}
+
+std::vector<std::vector<Sequence>> batches(std::int64_t context, std::int64_t tokens, int count) {
+  const data::LengthDataset dataset =
+      data::LengthDataset::load(io::resolve_data_file("man-pages", "lengths")).truncated(context);
+  data::BatchSampler sampler(dataset, {.tokens_per_batch = tokens, .seed = 5});
+  std::vector<std::vector<Sequence>> result;
+  for (int k = 0; k < count; ++k) result.push_back(sampler.next().sequences);
+  return result;
+}
+
+const plan::Options cheap{.dispatch = {.trials = 4, .seed = 7},
+                          .schedule = {.kind = schedule::ScheduleKind::one_f_one_b, .seed = 1, .clusters = 0},
+                          .problem = {},
+                          .layout_moves = plan::LayoutMoves::none,
+                          .v_step = plan::VStep::on};
+
+// A hand-made domain of 8 ⟨1, 1⟩ units with Ulysses groups of 2: each group costs `scale` times ⟨2, 1⟩'s
+// quadratic; its groups hold 4,096 tokens (degree 1) and 8,192 (degree 2).
+std::shared_ptr<const plan::FlexDomain> scaled_domain(double scale) {
+  const cost::QuadraticLatency& base = profile8().at(Scheme(2, 1)).latency;
+  const cost::QuadraticLatency latency(scale * base.a(), scale * base.b(), scale * base.c());
+  assign::FlexCpProblem problem{.lengths = {},
+                                .units = 8,
+                                .pp = 1,
+                                .degrees = {{.degree = 1, .latency = latency, .capacity = 4096, .length_multiple = 1},
+                                            {.degree = 2, .latency = latency, .capacity = 8192, .length_multiple = 1}},
+                                .one_degree_per_micro_batch = false};
+  return std::make_shared<const plan::FlexDomain>(
+      std::vector<Scheme>{Scheme(1, 1), Scheme::parse("tp1cp2ulyssespp1")}, std::move(problem));
+}
+
+const std::vector<Strategy>& candidates8() {
+  static const std::vector<Strategy> candidates = {Strategy::parse("2*tp4pp1"), Strategy::parse("4*tp2pp1")};
+  return candidates;
+}
+
+}  // namespace
+
+TEST_CASE("flex domain: runs exactly where faster than the kept candidate, and is validated") {
+  const std::vector<std::vector<Sequence>> drawn = batches(8192, 30000, 3);
+  for (const double scale : {1e-3, 1e3}) {
+    CAPTURE(scale);
+    const auto domain = scaled_domain(scale);
+    const plan::IterationPlanner with(profile8(), candidates8(), cheap, domain);
+    const plan::IterationPlanner without(profile8(), candidates8(), cheap);
+    for (const std::vector<Sequence>& batch : drawn) {
+      const schedule::SimulatedIteration iteration = with.plan(batch);
+      REQUIRE(iteration.flex.has_value());
+      CHECK_NOTHROW(with.validate(iteration, batch));
+      // The candidates' side is the plan without the domain.
+      schedule::SimulatedIteration alone = without.plan(batch);
+      CHECK(alone.total() == iteration.candidate_total());
+      alone.flex = iteration.flex;
+      CHECK(alone == iteration);
+      // A thousandth of ⟨2, 1⟩'s cost beats every candidate; a thousand times it beats none.
+      CHECK(iteration.runs_flex() == (scale < 1));
+      CHECK(iteration.total() == (scale < 1 ? iteration.flex->plan.seconds : iteration.candidate_total()));
+      CHECK(iteration.flex->strategy == Strategy::parse("8*tp1pp1"));
+      assign::check_flex_cp_plan(domain->problem_of(batch), iteration.flex->plan);
+    }
+  }
+}
+
+TEST_CASE("flex domain: the validator names what was tampered with") {
+  const auto domain = scaled_domain(1e-3);
+  const plan::IterationPlanner with(profile8(), candidates8(), cheap, domain);
+  const plan::IterationPlanner without(profile8(), candidates8(), cheap);
+  const std::vector<Sequence> batch = batches(8192, 30000, 1).front();
+  const schedule::SimulatedIteration planned = with.plan(batch);
+  REQUIRE(planned.runs_flex());
+
+  schedule::SimulatedIteration broken = planned;
+  broken.flex.reset();
+  CHECK_THROWS_WITH_AS(with.validate(broken, batch), doctest::Contains("lacks the flex CP domain's plan"),
+                       invalid_plan);
+  CHECK_THROWS_WITH_AS(without.validate(planned, batch), doctest::Contains("the planner offers no flex CP domain"),
+                       invalid_plan);
+  broken = planned;
+  broken.flex->plan.seconds *= 0.5;
+  CHECK_THROWS_WITH_AS(with.validate(broken, batch), doctest::Contains("its groups take"), invalid_plan);
+  broken = planned;
+  broken.flex->strategy = Strategy::parse("4*tp1pp1");
+  CHECK_THROWS_WITH_AS(with.validate(broken, batch), doctest::Contains("runs 4*tp1pp1"), invalid_plan);
+  broken = planned;
+  broken.flex->schemes.back() = Scheme::parse("tp1cp2ringpp1");
+  CHECK_THROWS_WITH_AS(with.validate(broken, batch), doctest::Contains("other schemes"), invalid_plan);
+  broken = planned;
+  broken.flex->plan.micro_batches.front().groups.front().sequences.pop_back();
+  CHECK_THROWS_AS(with.validate(broken, batch), invalid_plan);
+
+  // A batch with a sequence no group of the domain holds is planned on the candidates alone.
+  std::vector<Sequence> longer = batch;
+  longer.push_back(Sequence(static_cast<std::int64_t>(batch.size()), 12000));
+  const schedule::SimulatedIteration without_flex = with.plan(longer);
+  CHECK_FALSE(without_flex.flex.has_value());
+  CHECK_NOTHROW(with.validate(without_flex, longer));
+}
+
+TEST_CASE("flex domain: bad domains are rejected, naming the input") {
+  assign::FlexCpProblem problem = scaled_domain(1)->problem_of(batches(8192, 30000, 1).front());
+  CHECK_THROWS_WITH_AS(plan::FlexDomain({Scheme(1, 1)}, problem), doctest::Contains("1 schemes for 2 degrees"),
+                       invalid_input);
+  CHECK_THROWS_WITH_AS(plan::FlexDomain({Scheme(1, 1), Scheme::parse("tp1cp4ulyssespp1")}, problem),
+                       doctest::Contains("degree 2 runs tp1cp4ulyssespp1"), invalid_input);
+  CHECK_THROWS_WITH_AS(plan::FlexDomain({Scheme::parse("tp1cp2ulyssespp1"), Scheme::parse("tp1cp2ulyssespp1")},
+                                        problem),
+                       doctest::Contains("not a ⟨TP, PP⟩ scheme"), invalid_input);
+  problem.units = 3;
+  CHECK_THROWS_WITH_AS(plan::FlexDomain({Scheme(1, 1), Scheme::parse("tp1cp2ulyssespp1")}, problem),
+                       doctest::Contains("divide the 3 units"), invalid_input);
+}
+
+TEST_CASE("flex domain: a plan that carries one reads back from its document, at the CP version") {
+  const plan::IterationPlanner with(profile8(), candidates8(), cheap, scaled_domain(1e-3));
+  const std::vector<Sequence> batch = batches(8192, 30000, 1).front();
+  const schedule::SimulatedIteration planned = with.plan(batch);
+  const io::json document = io::to_document(planned);
+  CHECK(document.at("version") == 2);  // its Ulysses scheme needs a build that reads CP
+  CHECK(io::from_document<schedule::SimulatedIteration>(document) == planned);
+  io::json broken = document;
+  broken["flex"].erase("schemes");
+  CHECK_THROWS_WITH_AS(io::from_document<schedule::SimulatedIteration>(broken),
+                       doctest::Contains("flex CP iteration: missing field 'schemes'"), invalid_input);
+  broken = document;
+  broken["flex"]["plan"]["micro_batches"][0][0]["first_unit"] = "zero";
+  CHECK_THROWS_AS(io::from_document<schedule::SimulatedIteration>(broken), invalid_input);
+  // Without a domain the document is the one it always was.
+  const plan::IterationPlanner without(profile8(), candidates8(), cheap);
+  CHECK_FALSE(io::to_document(without.plan(batch)).contains("flex"));
+}
+
+TEST_CASE("flex domain: sluice, offering FlexSP's domain, is never slower than FlexSP") {
+  compare::Options options{.profile = profile8(),
+                           .context = 16384,
+                           .tokens = 30000,
+                           .problem = {.hidden = 4096, .element_bytes = 2, .link = {.latency = 1e-5, .bandwidth = 1e11},
+                                       .backward_ratio = 2},
+                           .dispatch = {.trials = 4},
+                           .seed = 3};
+  options.profile = cost::Profile(cost::with_scheme_space(
+      options.profile.spec(), {.cp_degrees = {2, 4, 8}, .cp_kinds = {CpKind::ulysses}, .recompute = false, .links = {}}));
+  const auto domain = compare::zero3_flex_domain(options);
+  REQUIRE(domain != nullptr);
+  CHECK(domain->strategy() == Strategy::parse("8*tp1pp1"));
+  CHECK(domain->schemes().size() == 4);
+  const data::LengthDataset dataset =
+      data::LengthDataset::load(io::resolve_data_file("man-pages", "lengths")).truncated(options.context);
+  std::vector<std::vector<Sequence>> drawn;
+  data::BatchSampler sampler(dataset, {.tokens_per_batch = options.tokens, .seed = 11});
+  for (int k = 0; k < 3; ++k) drawn.push_back(sampler.next().sequences);
+  compare::ChosenPlans chosen;
+  const compare::Comparison comparison = compare::compare_systems(options, dataset, drawn, {}, &chosen);
+  const compare::SystemRun& sluice = comparison.systems[System::sluice];
+  const compare::SystemRun& flexsp = comparison.systems[System::flexsp];
+  REQUIRE_FALSE(flexsp.failure.has_value());
+  REQUIRE(chosen.sluice.size() == drawn.size());
+  std::size_t runs_flex = 0;
+  for (std::size_t k = 0; k < drawn.size(); ++k) {
+    CAPTURE(k);
+    // The same domain and solver: where FlexSP's plan is faster than sluice's candidates, sluice runs it.
+    REQUIRE(chosen.sluice[k].flex.has_value());
+    CHECK(chosen.sluice[k].flex->plan.seconds == flexsp.iterations[k].seconds);
+    CHECK(sluice.iterations[k].seconds <= flexsp.iterations[k].seconds);
+    CHECK(sluice.iterations[k].strategy ==
+          (chosen.sluice[k].runs_flex() ? "8*tp1pp1 flex CP (ZeRO-3)" : chosen.sluice[k].plan.strategy.name()));
+    runs_flex += chosen.sluice[k].runs_flex() ? 1 : 0;
+  }
+  // Here FlexSP's domain is the faster on some batches, and sluice's candidates on the others.
+  CHECK(runs_flex > 0);
+  CHECK(runs_flex < drawn.size());
+}
