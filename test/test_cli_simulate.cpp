@@ -10,6 +10,7 @@
 
 #include "cli_harness.hpp"
 #include "sluice/io/assign_json.hpp"
+#include "sluice/io/run_json.hpp"
 #include "xml_check.hpp"
 
 using sluice::test::one_line;
@@ -191,6 +192,33 @@ TEST_CASE("cli: trace plans one iteration and writes its timeline") {
   const auto plan = document.at("plan").get<sluice::assign::IterationPlan>();
   CHECK(plan.strategy.name() == document.at("candidates")[chosen].at("strategy").get<sluice::Strategy>().name());
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cli: with CP, trace gives the flex CP plan that simulate ran for sluice where it ran one") {
+  const std::vector<std::string_view> scenario = {"--tokens", "30000", "--trials", "4", "--seed", "2", "--gpus", "8",
+                                                  "--cp", "2,4,8", "--cp-kinds", "ulysses,ring", "--context", "16384",
+                                                  "--json"};
+  const auto simulated = run_cli(with({"simulate", "--iterations", "3"}, scenario));
+  REQUIRE(simulated.code == 0);
+  const auto comparison = sluice::io::json::parse(simulated.out);
+  const auto& sluice_run = comparison.at("systems").at(7);
+  REQUIRE(sluice_run.at("name") == "sluice");
+  int flexed = 0;
+  for (const std::string_view k : {"0", "1", "2"}) {
+    CAPTURE(k);
+    const auto traced = run_cli(with({"trace", "--iteration", k}, scenario));
+    REQUIRE(traced.code == 0);
+    const auto run = sluice::io::from_document<sluice::io::TraceRun>(sluice::io::json::parse(traced.out));
+    const auto& ran = sluice_run.at("iterations")[static_cast<std::size_t>(k[0] - '0')];
+    REQUIRE(run.flex.has_value());
+    const bool runs_flex = run.flex->total() < run.makespan + run.layout_move;
+    flexed += runs_flex ? 1 : 0;
+    // simulate charges the plan that runs plus the part of its layout move that it leaves exposed.
+    CHECK((runs_flex ? run.flex->plan.seconds : run.makespan) + ran.at("switching").get<double>() ==
+          ran.at("seconds").get<double>());
+    CHECK((ran.at("strategy").get<std::string>().find(" CP") != std::string::npos) == runs_flex);
+  }
+  CHECK(flexed > 0);
 }
 
 TEST_CASE("cli: trace --iteration k draws the plan simulate ran for sluice at iteration k") {

@@ -167,7 +167,41 @@ TEST_CASE("flex domain: a plan that carries one reads back from its document, at
   CHECK_FALSE(io::to_document(without.plan(batch)).contains("flex"));
 }
 
-TEST_CASE("flex domain: sluice, offering FlexSP's domain, is never slower than FlexSP") {
+TEST_CASE("flex domains: the fastest kept, and the validator names a slower one") {
+  const auto fast = scaled_domain(1e-3);
+  const auto slow = scaled_domain(1e-2);
+  const auto domains = std::make_shared<const plan::FlexDomains>(
+      std::vector<std::shared_ptr<const plan::FlexDomain>>{slow, fast, fast});
+  const plan::IterationPlanner planner(profile8(), candidates8(), cheap, domains);
+  const std::vector<Sequence> batch = batches(8192, 30000, 1).front();
+  const schedule::SimulatedIteration planned = planner.plan(batch);
+  REQUIRE(planned.flex.has_value());
+  CHECK(planned.flex->domain == 1);  // the faster, and of two equal ones the earlier
+  CHECK(planned.flex->plan == fast->plan(batch).plan);
+  CHECK_NOTHROW(planner.validate(planned, batch));
+  schedule::SimulatedIteration broken = planned;
+  broken.flex = slow->plan(batch);
+  CHECK_THROWS_WITH_AS(planner.validate(broken, batch), doctest::Contains("domain 1 plans faster"), invalid_plan);
+  broken.flex = fast->plan(batch);
+  broken.flex->domain = 2;
+  CHECK_THROWS_WITH_AS(planner.validate(broken, batch), doctest::Contains("domain 1 plans faster"), invalid_plan);
+  broken.flex->domain = 3;
+  CHECK_THROWS_WITH_AS(planner.validate(broken, batch), doctest::Contains("names domain 3 of 3"), invalid_plan);
+  // A charge counts as the groups' time does.
+  const auto charged = std::make_shared<const plan::FlexDomain>(
+      std::vector<Scheme>(fast->schemes().begin(), fast->schemes().end()), fast->problem_of(batch), 1e3);
+  const plan::IterationPlanner with_charge(
+      profile8(), candidates8(), cheap,
+      std::make_shared<const plan::FlexDomains>(std::vector<std::shared_ptr<const plan::FlexDomain>>{charged, slow}));
+  const schedule::SimulatedIteration planned_with_charge = with_charge.plan(batch);
+  CHECK(planned_with_charge.flex->domain == 1);
+  CHECK_THROWS_WITH_AS(plan::FlexDomains({}), doctest::Contains("none given"), invalid_input);
+  CHECK_THROWS_WITH_AS(plan::FlexDomain({Scheme(1, 1), Scheme::parse("tp1cp2ulyssespp1")}, fast->problem_of(batch),
+                                        -1),
+                       doctest::Contains("overhead must be finite and >= 0"), invalid_input);
+}
+
+TEST_CASE("flex domains: sluice, offering FlexSP's and dynamic CP's domains, is never slower than FlexSP") {
   compare::Options options{.profile = profile8(),
                            .context = 16384,
                            .tokens = 30000,
@@ -176,11 +210,19 @@ TEST_CASE("flex domain: sluice, offering FlexSP's domain, is never slower than F
                            .dispatch = {.trials = 4},
                            .seed = 3};
   options.profile = cost::Profile(cost::with_scheme_space(
-      options.profile.spec(), {.cp_degrees = {2, 4, 8}, .cp_kinds = {CpKind::ulysses}, .recompute = false, .links = {}}));
-  const auto domain = compare::zero3_flex_domain(options);
-  REQUIRE(domain != nullptr);
-  CHECK(domain->strategy() == Strategy::parse("8*tp1pp1"));
-  CHECK(domain->schemes().size() == 4);
+      options.profile.spec(),
+      {.cp_degrees = {2, 4, 8}, .cp_kinds = {CpKind::ulysses, CpKind::ring}, .recompute = false, .links = {}}));
+  const compare::SluiceFlex flex = compare::sluice_flex_domains(options, compare::planner_options(options));
+  REQUIRE(flex.domains != nullptr);
+  const auto domains = flex.domains->domains();
+  REQUIRE(domains.size() >= 3);
+  CHECK(flex.names.front() == "8*tp1pp1 flex CP (ZeRO-3)");
+  CHECK(domains.front()->overhead() == 0);
+  for (std::size_t d = 1; d < domains.size(); ++d) {
+    CAPTURE(flex.names[d]);
+    CHECK(domains[d]->overhead() > 0);  // a layout move, charged as a candidate's
+    CHECK(domains[d]->one_degree_per_micro_batch() == flex.names[d].ends_with(" dynamic CP"));
+  }
   const data::LengthDataset dataset =
       data::LengthDataset::load(io::resolve_data_file("man-pages", "lengths")).truncated(options.context);
   std::vector<std::vector<Sequence>> drawn;
@@ -195,15 +237,16 @@ TEST_CASE("flex domain: sluice, offering FlexSP's domain, is never slower than F
   std::size_t runs_flex = 0;
   for (std::size_t k = 0; k < drawn.size(); ++k) {
     CAPTURE(k);
-    // The same domain and solver: where FlexSP's plan is faster than sluice's candidates, sluice runs it.
-    REQUIRE(chosen.sluice[k].flex.has_value());
-    CHECK(chosen.sluice[k].flex->plan.seconds == flexsp.iterations[k].seconds);
+    const schedule::SimulatedIteration& iteration = chosen.sluice[k];
+    REQUIRE(iteration.flex.has_value());
+    // FlexSP's domain is among sluice's, uncharged: sluice's choice is at most FlexSP's time.
+    CHECK(iteration.total() <= flexsp.iterations[k].seconds);
     CHECK(sluice.iterations[k].seconds <= flexsp.iterations[k].seconds);
     CHECK(sluice.iterations[k].strategy ==
-          (chosen.sluice[k].runs_flex() ? "8*tp1pp1 flex CP (ZeRO-3)" : chosen.sluice[k].plan.strategy.name()));
-    runs_flex += chosen.sluice[k].runs_flex() ? 1 : 0;
+          (iteration.runs_flex() ? flex.names[iteration.flex->domain] : iteration.plan.strategy.name()));
+    runs_flex += iteration.runs_flex() ? 1 : 0;
   }
-  // Here FlexSP's domain is the faster on some batches, and sluice's candidates on the others.
+  // Here a flex CP domain is the faster on some batches, and sluice's candidates on the others.
   CHECK(runs_flex > 0);
   CHECK(runs_flex < drawn.size());
 }

@@ -21,6 +21,7 @@
 #include "progress.hpp"
 #include "propose.hpp"
 #include "sluice/assign/plan.hpp"
+#include "sluice/compare/flex_cp.hpp"
 #include "sluice/compare/statistics.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
@@ -138,20 +139,26 @@ inline void begin(io::JsonObjectStream& document, std::ostream& out, bool json, 
   out << std::fixed;
 }
 
-// `total`: what the plan was chosen by, the simulated makespan plus the charged layout move.
+inline std::string chosen_name(const schedule::SimulatedIteration& iteration) {
+  return io::ran_name(iteration.plan.strategy, iteration.runs_flex() ? &*iteration.flex : nullptr);
+}
+
+// `total`: what the plan was chosen by, the simulated makespan plus the charged layout move (or the flex CP plan's
+// time plus its charge, where that runs).
 inline void iteration(io::JsonObjectStream& document, std::ostream& out, bool json, std::int64_t k,
                       const data::Batch& batch, const schedule::SimulatedIteration& iteration, double seconds,
                       const shard::RankPlacement* ranks) {
   const assign::IterationPlan& plan = iteration.plan;
   if (json) {
     document.element(io::PlanRunIteration{k, batch.epoch, batch.sequences.size(), batch.tokens,
-                                          iteration.schedule.makespan, seconds, plan, *ranks});
+                                          iteration.schedule.makespan, seconds, plan, *ranks, iteration.flex});
     return;
   }
+  const bool flex = iteration.runs_flex();
   out << std::setw(6) << k << std::setw(11) << batch.sequences.size() << std::setw(10) << batch.tokens
-      << std::setprecision(3) << std::setw(15) << iteration.schedule.makespan << std::setw(17) << plan.overhead
-      << std::setw(11) << iteration.total() << std::setprecision(2) << std::setw(11) << seconds * 1e3 << "  "
-      << plan.strategy.name() << "\n";
+      << std::setprecision(3) << std::setw(15) << (flex ? iteration.flex->plan.seconds : iteration.schedule.makespan)
+      << std::setw(17) << (flex ? iteration.flex->overhead : plan.overhead) << std::setw(11) << iteration.total()
+      << std::setprecision(2) << std::setw(11) << seconds * 1e3 << "  " << chosen_name(iteration) << "\n";
 }
 
 inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json, const plan::IterationPlanner& planner,
@@ -162,10 +169,11 @@ inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json
     document.close_array();
     document.member("profile", profile.name());
     document.member("summary", io::plan_run_summary(tally.totals, tally.planning, tally.chosen, tally.tokens));
-    // Every plan's schemes are its candidates', so they decide the version, as io::to_document would.
+    // Every plan's schemes are its candidates' or, with flex CP domains, CP schemes, so they decide the version,
+    // as io::to_document would.
     const assign::CandidateSet candidates{{planner.candidates().begin(), planner.candidates().end()}};
-    document.member("version",
-                    io::document_version(io::document_traits<io::PlanRun>::version, io::json(candidates)));
+    const int version = io::document_traits<io::PlanRun>::version;
+    document.member("version", planner.flex() ? version + 1 : io::document_version(version, io::json(candidates)));
     document.close();
     return;
   }
@@ -213,7 +221,17 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
       batch_file ? std::optional(given_batch(*batch_file, widest,
                                               sluice::concat("any candidate holds (widest MaxLen ", widest, ")")))
                  : std::nullopt;
-  const plan::IterationPlanner planner(profile, chosen.strategies, plan_inputs::planner_options_of(options, profile));
+  const plan::Options planning = plan_inputs::planner_options_of(options, profile);
+  // The flex CP domains `simulate` offers sluice, on this command's profile, context and links.
+  const compare::Options setting{.profile = profile,
+                                 .context = context,
+                                 .tokens = options.integer("tokens").value_or(100'000),
+                                 .cross_node_tp = options.flag("cross-node-tp"),
+                                 .problem = planning.problem,
+                                 .dispatch = planning.dispatch,
+                                 .seed = seed_of(options)};
+  const plan::IterationPlanner planner(profile, chosen.strategies, planning,
+                                       compare::sluice_flex_domains(setting, planning).domains);
 
   const std::int64_t iterations = trainer_batch ? 1 : options.integer("iterations").value_or(10);
   const bool json = options.flag("json");
@@ -236,10 +254,11 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
     }
     tally.totals.push_back(iteration.total());
     tally.planning.push_back(elapsed.count());
-    ++tally.chosen[iteration.plan.strategy.name()];
+    ++tally.chosen[plan_report::chosen_name(iteration)];
     tally.tokens += static_cast<double>(batch.tokens);
     plan_report::iteration(document, out, json, k, batch, iteration, elapsed.count(), ranks ? &*ranks : nullptr);
-    if (options.text("svg") && pictured.size() < pictured_iterations) pictured.push_back(std::move(iteration.plan));
+    if (options.text("svg") && pictured.size() < pictured_iterations && !iteration.runs_flex())
+      pictured.push_back(std::move(iteration.plan));
     progress.advance();
   }
   if (const auto svg = options.text("svg"))

@@ -100,10 +100,11 @@ inline io::TraceRun run(const Scenario& scenario, std::int64_t index, const data
   return run;
 }
 
-// The flex CP domain's plan: each micro-batch's groups as "CP degree × sequences".
+// The fastest flex CP domain's plan: each micro-batch's groups as "CP degree × sequences".
 inline void print_flex(std::ostream& out, const schedule::FlexIteration& flex, bool runs) {
-  out << "flex CP domain " << flex.strategy.name() << " under ZeRO-3: " << flex.plan.seconds << " s in "
-      << flex.plan.micro_batches.size() << " micro-batches" << (runs ? "  <- runs" : "") << "\n";
+  out << "flex CP domain " << flex.domain << ", " << flex.strategy.name() << ": " << flex.plan.seconds << " s in "
+      << flex.plan.micro_batches.size() << " micro-batches + " << flex.overhead << " s layout move = " << flex.total()
+      << " s" << (runs ? "  <- runs" : "") << "\n";
   for (std::size_t m = 0; m < flex.plan.micro_batches.size(); ++m) {
     out << "  micro-batch " << m << ":";
     for (const assign::FlexCpGroup& group : flex.plan.micro_batches[m].groups)
@@ -189,7 +190,7 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out, Outp
   planning.schedule.kind = schedule_kind_of(options);
   planning.layout_moves = layout_moves_of(options);
   const plan::IterationPlanner planner(setup.profile, trace_inputs::candidates_of(given, scenario), planning,
-                                       compare::zero3_flex_domain(setup));
+                                       compare::sluice_flex_domains(setup, planning).domains);
   const schedule::SimulatedIteration iteration = planner.plan(batch.sequences);
   planner.validate(iteration, batch.sequences);
   const compare::Timeline timeline = compare::timeline_of(iteration.plan, iteration.schedule);

@@ -70,9 +70,12 @@ void bind_planner(py::module_& module) {
       module, "FlexDomain",
       "Replicas of one ⟨TP, PP⟩ scheme whose CP groups re-form per micro-batch, offered to IterationPlanner beside "
       "its candidates; each batch solved by the flex CP solver.")
-      .def(py::init<std::vector<Scheme>, assign::FlexCpProblem>(), py::arg("schemes"), py::arg("problem"),
-           "schemes[k] runs degree k of `problem` (whose lengths are ignored); schemes[0] is the ⟨TP, PP⟩ base.")
+      .def(py::init<std::vector<Scheme>, assign::FlexCpProblem, double>(), py::arg("schemes"), py::arg("problem"),
+           py::kw_only(), py::arg("overhead") = 0.0,
+           "schemes[k] runs degree k of `problem` (whose lengths are ignored); schemes[0] is the ⟨TP, PP⟩ base. "
+           "`overhead` is charged to each plan besides its groups' time (a layout move).")
       .def_property_readonly("strategy", &plan::FlexDomain::strategy)
+      .def_property_readonly("overhead", &plan::FlexDomain::overhead)
       .def_property_readonly("schemes",
                              [](const plan::FlexDomain& domain) {
                                return std::vector<Scheme>(domain.schemes().begin(), domain.schemes().end());
@@ -83,6 +86,14 @@ void bind_planner(py::module_& module) {
             return domain.problem_of(batch_from(lengths, py::none()));
           },
           py::arg("lengths"), "The flex CP problem of the batch on this domain.");
+  py::class_<plan::FlexDomains, plan::FlexAlternative, std::shared_ptr<plan::FlexDomains>>(
+      module, "FlexDomains",
+      "Several flex CP domains: each batch planned on every one that holds it, the fastest kept.")
+      .def(py::init<std::vector<std::shared_ptr<const plan::FlexDomain>>>(), py::arg("domains"))
+      .def_property_readonly("domains", [](const plan::FlexDomains& domains) {
+        return std::vector<std::shared_ptr<const plan::FlexDomain>>(domains.domains().begin(),
+                                                                    domains.domains().end());
+      });
 
   const plan::Options defaults;
   py::class_<plan::IterationPlanner>(

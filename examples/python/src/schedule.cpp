@@ -631,9 +631,12 @@ void bind_pipeline_planners(py::module_& module) {
   py::class_<schedule::FlexIteration>(module, "FlexIteration",
                                       "The batch planned on a flex CP domain: its replicas re-form CP groups per "
                                       "micro-batch.")
+      .def_readonly("domain", &schedule::FlexIteration::domain, "Which of the planner's domains (FlexDomains)")
       .def_readonly("strategy", &schedule::FlexIteration::strategy, "The domain: replicas of one ⟨TP, PP⟩ scheme")
       .def_readonly("schemes", &schedule::FlexIteration::schemes, "Per degree of the plan, the scheme its groups run")
-      .def_readonly("plan", &schedule::FlexIteration::plan);
+      .def_readonly("plan", &schedule::FlexIteration::plan)
+      .def_readonly("overhead", &schedule::FlexIteration::overhead, "What the domain is charged besides its groups")
+      .def_property_readonly("total", &schedule::FlexIteration::total, "plan.seconds + overhead");
 
   py::class_<schedule::SimulatedIteration> simulated_class(module, "SimulatedIteration",
       "One iteration planned with the simulator judging the candidates.");

@@ -471,6 +471,9 @@ def schedule_iteration(
 class FlexIteration:
     """The batch planned on a flex CP domain: its replicas re-form CP groups per micro-batch."""
     @property
+    def domain(self) -> int:
+        """Which of the planner's domains (FlexDomains)"""
+    @property
     def strategy(self) -> Strategy:
         """The domain: replicas of one ⟨TP, PP⟩ scheme"""
     @property
@@ -478,6 +481,12 @@ class FlexIteration:
         """Per degree of the plan, the scheme its groups run"""
     @property
     def plan(self) -> FlexCpPlan: ...
+    @property
+    def overhead(self) -> float:
+        """What the domain is charged besides its groups"""
+    @property
+    def total(self) -> float:
+        """plan.seconds + overhead"""
 
 class SimulatedIteration:
     """One iteration planned with the simulator judging the candidates."""

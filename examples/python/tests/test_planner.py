@@ -195,6 +195,15 @@ def test_flex_domain_beside_the_candidates(batches):
         assert sluice.SimulatedIteration.from_json(iteration.to_json()) == iteration
         with sluice.Planner(profile, ["2*tp4pp1"], [lengths, lengths], CHEAP, flex=domain) as ahead:
             assert [planned.simulated for planned in ahead] == [iteration, iteration]
+    # Of several domains the fastest runs, a charge counted as its groups' time is.
+    fast = sluice.FlexDomain(domain.schemes, problem)
+    charged = sluice.FlexDomain(domain.schemes, problem, overhead=1e3)
+    domains = sluice.FlexDomains([charged, domain, fast])
+    assert [d.overhead for d in domains.domains] == [1e3, 0.0, 0.0]
+    planner = sluice.IterationPlanner(profile, ["2*tp4pp1"], CHEAP, flex=domains)
+    iteration = planner.plan(lengths)
+    planner.validate(iteration, lengths)
+    assert iteration.flex.domain == 1 and iteration.flex.total == iteration.flex.plan.seconds
     # The candidates' own planner knows no domain: a plan that carries one is not its plan.
     with pytest.raises(sluice.InvalidPlan, match="offers no flex CP domain"):
         sluice.IterationPlanner(profile, ["2*tp4pp1"], CHEAP).validate(iteration, lengths)

@@ -30,6 +30,9 @@
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/plan/flex_domain.hpp"
+#include "sluice/plan/iteration.hpp"
+#include "sluice/plan/layout_moves.hpp"
+#include "sluice/shard/model.hpp"
 
 namespace sluice::compare {
 
@@ -39,14 +42,65 @@ inline bool dynamic_cp_scheme(const Scheme& scheme) {
   return scheme.cp_kind() == CpKind::ring && (scheme.cp() & (scheme.cp() - 1)) == 0;
 }
 
-// The flex CP domain that FlexSP runs, offered to sluice beside its candidates: ZeRO-3 over every GPU (as the
-// deepspeed baseline, with its memory and collectives) and ⟨1, 1⟩ units in Ulysses groups formed per micro-batch;
-// nullptr where the scheme space gives it no Ulysses degree.
+// The flex CP domain that FlexSP runs: ZeRO-3 over every GPU (as the deepspeed baseline, with its memory and
+// collectives) and ⟨1, 1⟩ units in Ulysses groups formed per micro-batch; nullptr where the scheme space gives it no
+// Ulysses degree.
 inline std::shared_ptr<const plan::FlexDomain> zero3_flex_domain(const Options& options) {
   const detail::Zero3Options zero3 = detail::zero3_options(options, 1);
   const std::int64_t gpus = options.profile.gpus();
   if (!zero3.options || gpus > assign::flex_cp_max_units) return nullptr;
   return plan::flex_domain(zero3.options->profile, Scheme(1, 1), static_cast<int>(gpus), flexsp_scheme);
+}
+
+// The flex CP domains sluice's plan offers beside its candidates, with how the comparison names each and the
+// layout move it pulls and pushes (before overlap).
+struct SluiceFlex {
+  std::shared_ptr<const plan::FlexDomains> domains;  // null where there is none
+  std::vector<std::string> names;
+  std::vector<double> layout_moves;
+};
+
+// FlexSP's domain (zero3_flex_domain), and on every ⟨TP, PP⟩ base that dynamic_cp considers, Megatron-LM's dynamic CP
+// domain (ring degrees that are powers of two, one per micro-batch) and sluice's own (the base's CP schemes of every
+// kind, groups of mixed degrees side by side in a micro-batch). A base's domains are charged, as `planning`'s
+// policy charges a candidate, the layout move of the homogeneous strategy on it; FlexSP's nothing, as its
+// collectives are in its groups' costs.
+inline SluiceFlex sluice_flex_domains(const Options& options, const plan::Options& planning) {
+  SluiceFlex flex;
+  std::vector<std::shared_ptr<const plan::FlexDomain>> domains;
+  const auto add = [&](std::shared_ptr<const plan::FlexDomain> domain, std::string name, double move) {
+    if (!domain) return;
+    for (std::size_t k = 0; k < domain->schemes().size(); ++k)
+      if (assign::flex_cp_holds(domain->problem_of({}), k, options.context)) {
+        domains.push_back(std::move(domain));
+        flex.names.push_back(std::move(name));
+        flex.layout_moves.push_back(move);
+        return;
+      }
+  };
+  if (const auto zero3 = zero3_flex_domain(options))
+    add(zero3, zero3->strategy().name() + " flex CP (ZeRO-3)", 0);
+  const std::int64_t gpus = options.profile.gpus();
+  const std::int64_t per_node = options.profile.spec().gpus_per_node;
+  const int layers = shard::llama_like(options.profile.spec().model).layers;
+  for (const cost::SchemeCost& cost : options.profile.schemes()) {
+    const Scheme& base = cost.scheme;
+    if (!base.is_base() || (!options.cross_node_tp && base.tp() > per_node) || gpus % base.gpus() != 0 ||
+        gpus / base.gpus() > assign::flex_cp_max_units)
+      continue;
+    const int units = static_cast<int>(gpus / base.gpus());
+    const Strategy homogeneous({{base, units}});
+    const double move = planning.layout_moves == plan::LayoutMoves::none
+                            ? 0.0
+                            : plan::layout_move_seconds(options.profile, std::span(&homogeneous, 1)).front();
+    const double charged = plan::charged_layout_move(planning.layout_moves, move, layers);
+    add(plan::flex_domain(options.profile, base, units, dynamic_cp_scheme, true, charged),
+        homogeneous.name() + " dynamic CP", move);
+    add(plan::flex_domain(options.profile, base, units, [](const Scheme&) { return true; }, false, charged),
+        homogeneous.name() + " flex CP", move);
+  }
+  if (!domains.empty()) flex.domains = std::make_shared<const plan::FlexDomains>(std::move(domains));
+  return flex;
 }
 
 class FlexCp {

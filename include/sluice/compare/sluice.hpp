@@ -85,18 +85,16 @@ public:
   // must outlive the system.
   Sluice(const Options& options, std::span<const Strategy> candidates,
          std::vector<schedule::SimulatedIteration>* chosen = nullptr)
-      : flex_(zero3_flex_domain(options)),
+      : flex_(sluice_flex_domains(options, planner_options(options))),
         planner_(options.profile, std::vector<Strategy>(candidates.begin(), candidates.end()),
-                 planner_options(options), flex_),
+                 planner_options(options), flex_.domains),
         chosen_(chosen) {
     run_.name = name(System::sluice);
-    std::string flex;
-    if (flex_) {
-      flex = sluice::concat("; or, where faster, ", flex_->strategy().name(), " under ZeRO-3 with Ulysses groups of ");
-      for (std::size_t k = 0; k < flex_->schemes().size(); ++k)
-        flex += sluice::concat(k == 0 ? "" : ", ", flex_->schemes()[k].cp());
-      flex += " GPUs formed per micro-batch";
-    }
+    const std::string flex =
+        flex_.domains ? sluice::concat("; or, where faster, the fastest of ", flex_.names.size(),
+                                       " flex CP domains (FlexSP's under ZeRO-3; on each ⟨TP, PP⟩ base, dynamic CP's ",
+                                       "and CP groups of mixed degrees), groups re-formed per micro-batch")
+                      : std::string();
     run_.configuration = sluice::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
                                         "strategies holding the context); two-stage assignment, adaptive ",
                                         "schedule; the fastest simulated candidate per iteration; pull and ",
@@ -108,7 +106,7 @@ public:
   // Plans every candidate on the next iteration and keeps the fastest simulated.
   void add(std::span<const Sequence> batch) {
     schedule::SimulatedIteration iteration =
-        detail::sluice_iteration(planner_, flex_.get(), batch, run_.iterations.size(), run_);
+        detail::sluice_iteration(planner_, flex_, batch, run_.iterations.size(), run_);
     if (chosen_) chosen_->push_back(std::move(iteration));
   }
 
@@ -116,7 +114,7 @@ public:
   [[nodiscard]] const plan::IterationPlanner& planner() const noexcept { return planner_; }
 
 private:
-  std::shared_ptr<const plan::FlexDomain> flex_;
+  SluiceFlex flex_;
   plan::IterationPlanner planner_;
   std::vector<schedule::SimulatedIteration>* chosen_;
   SystemRun run_;

@@ -12,17 +12,28 @@
 
 #include "sluice/assign/plan.hpp"
 #include "sluice/compare/statistics.hpp"
+#include "sluice/core/error.hpp"
 #include "sluice/core/strategy.hpp"
+#include "sluice/schedule/iteration.hpp"
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/schedule_json.hpp"
 #include "sluice/io/shard_json.hpp"
 #include "sluice/shard/ranks.hpp"
 
 namespace sluice::io {
 
-// One iteration planned: its batch, the plan kept and the ranks it runs on. Its strategy, estimate and layout
-// move are the plan's, its total makespan + layout move; all are written beside for a reader's convenience.
+// What an iteration ran, as a plan run's summary counts it: the kept candidate, or the flex CP domain whose plan
+// runs.
+inline std::string ran_name(const Strategy& candidate, const schedule::FlexIteration* running_flex) {
+  if (!running_flex) return candidate.name();
+  return sluice::concat(running_flex->strategy.name(), " (flex CP domain ", running_flex->domain, ")");
+}
+
+// One iteration planned: its batch, the plan kept and the ranks it runs on, and the flex CP domains' plan where
+// offered. Its strategy, estimate and layout move are the plan's, its total makespan + layout move (or the flex
+// plan's total where that runs); all are written beside for a reader's convenience.
 struct PlanRunIteration {
   std::int64_t iteration = 0;
   std::int64_t epoch = 0;
@@ -32,7 +43,10 @@ struct PlanRunIteration {
   double planning_seconds = 0;  // measured
   assign::IterationPlan plan;
   shard::RankPlacement placement;
-  [[nodiscard]] double total() const noexcept { return makespan + plan.overhead; }
+  std::optional<schedule::FlexIteration> flex{};  // where the planner offers flex CP domains
+  [[nodiscard]] bool runs_flex() const noexcept { return flex && flex->total() < makespan + plan.overhead; }
+  [[nodiscard]] double total() const noexcept { return runs_flex() ? flex->total() : makespan + plan.overhead; }
+  [[nodiscard]] std::string ran() const { return ran_name(plan.strategy, runs_flex() ? &*flex : nullptr); }
 };
 
 struct PlanRunSummary {
@@ -40,7 +54,7 @@ struct PlanRunSummary {
   double stddev_total = 0;
   double tokens_per_second = 0;
   double mean_planning_seconds = 0;
-  std::map<std::string, int> chosen;  // iterations per strategy name
+  std::map<std::string, int> chosen;  // iterations per strategy name (io::ran_name)
 };
 
 struct PlanRun {
@@ -85,6 +99,7 @@ struct adl_serializer<sluice::io::PlanRunIteration> {
            {"planning_seconds", iteration.planning_seconds},
            {"plan", iteration.plan},
            {"placement", iteration.placement}};
+    if (iteration.flex) out["flex"] = *iteration.flex;
   }
   static sluice::io::PlanRunIteration from_json(const json& in) {
     using sluice::io::field;
@@ -96,7 +111,9 @@ struct adl_serializer<sluice::io::PlanRunIteration> {
                                            field<double>(in, "makespan", where),
                                            field<double>(in, "planning_seconds", where),
                                            field<sluice::assign::IterationPlan>(in, "plan", where),
-                                           field<sluice::shard::RankPlacement>(in, "placement", where)};
+                                           field<sluice::shard::RankPlacement>(in, "placement", where),
+                                           std::nullopt};
+    if (in.contains("flex")) iteration.flex = field<sluice::schedule::FlexIteration>(in, "flex", where);
     sluice::require(iteration.iteration >= 0 && iteration.epoch >= 0 && iteration.tokens >= 0, where,
                     ": 'iteration', 'epoch' and 'tokens' must be >= 0");
     sluice::require(iteration.makespan >= 0 && iteration.planning_seconds >= 0, where,
@@ -110,7 +127,8 @@ struct adl_serializer<sluice::io::PlanRunIteration> {
     const auto total = field<double>(in, "total", where);
     sluice::require(layout_move == iteration.plan.overhead && estimate == iteration.plan.estimate, where,
                     ": 'layout_move' and 'estimate' must be the plan's overhead and estimate");
-    sluice::require(total == iteration.total(), where, ": field 'total' is ", total, ", not makespan + layout_move = ",
+    sluice::require(total == iteration.total(), where, ": field 'total' is ", total,
+                    iteration.runs_flex() ? ", not the flex CP plan's " : ", not makespan + layout_move = ",
                     iteration.total());
     sluice::require(iteration.placement.plan_order.size() == iteration.plan.pipelines.size(), where,
                     ": the placement has ", iteration.placement.plan_order.size(), " pipelines, the plan ",
@@ -169,9 +187,9 @@ struct adl_serializer<sluice::io::PlanRun> {
     sluice::require(run.context >= 1, where, ": field 'context' must be >= 1, got ", run.context);
     sluice::require(run.gpus >= 1, where, ": field 'gpus' must be >= 1, got ", run.gpus);
     sluice::require(!run.candidates.empty(), where, ": field 'candidates' holds no strategy");
-    // The summary counts each iteration's strategy once.
+    // The summary counts what each iteration ran once.
     std::map<std::string, int> chosen;
-    for (const sluice::io::PlanRunIteration& iteration : run.iterations) ++chosen[iteration.plan.strategy.name()];
+    for (const sluice::io::PlanRunIteration& iteration : run.iterations) ++chosen[iteration.ran()];
     sluice::require(chosen == run.summary.chosen, where,
                     ": field 'summary'.chosen does not count the iterations' strategies");
     return run;

@@ -837,10 +837,10 @@ struct adl_serializer<sluice::io::TraceRun> {
     require_non_negative(run.makespan, "makespan", where);
     require_non_negative(run.layout_move, "layout_move", where);
     const double candidate_total = run.makespan + run.layout_move;
-    const bool runs_flex = run.flex && run.flex->plan.seconds < candidate_total;
-    sluice::require(run.total == (runs_flex ? run.flex->plan.seconds : candidate_total), where, ": field 'total' is ",
-                    run.total, runs_flex ? ", not the flex CP plan's " : ", not makespan + layout_move = ",
-                    runs_flex ? run.flex->plan.seconds : candidate_total);
+    const bool runs_flex = run.flex && run.flex->total() < candidate_total;
+    const double total = runs_flex ? run.flex->total() : candidate_total;
+    sluice::require(run.total == total, where, ": field 'total' is ", run.total,
+                    runs_flex ? ", not the flex CP plan's " : ", not makespan + layout_move = ", total);
     sluice::require(run.chosen < run.candidates.size(), where, ": field 'chosen' is ", run.chosen, " of ",
                     run.candidates.size(), " candidates");
     sluice::require(run.candidates[run.chosen].makespan.has_value(), where, ": the chosen candidate ", run.chosen,

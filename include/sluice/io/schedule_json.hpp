@@ -375,13 +375,18 @@ struct adl_serializer<sluice::assign::FlexCpPlan> {
 template <>
 struct adl_serializer<sluice::schedule::FlexIteration> {
   static void to_json(json& out, const sluice::schedule::FlexIteration& iteration) {
-    out = {{"strategy", iteration.strategy}, {"schemes", iteration.schemes}, {"plan", iteration.plan}};
+    out = {{"domain", iteration.domain},
+           {"strategy", iteration.strategy},
+           {"schemes", iteration.schemes},
+           {"plan", iteration.plan},
+           {"overhead", iteration.overhead}};
   }
   static sluice::schedule::FlexIteration from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "flex CP iteration";
-    return {field<sluice::Strategy>(in, "strategy", where), field<std::vector<sluice::Scheme>>(in, "schemes", where),
-            field<sluice::assign::FlexCpPlan>(in, "plan", where)};
+    return {field<std::size_t>(in, "domain", where), field<sluice::Strategy>(in, "strategy", where),
+            field<std::vector<sluice::Scheme>>(in, "schemes", where),
+            field<sluice::assign::FlexCpPlan>(in, "plan", where), field<double>(in, "overhead", where)};
   }
 };
 

@@ -1,10 +1,14 @@
 #pragma once
-// A flex CP domain offered to the sluice plan beside its candidates (plan::FlexAlternative): `units` replicas of
-// one ⟨TP, PP⟩ scheme whose CP groups re-form per micro-batch (FlexSP, ASPLOS'25, §4–5), each iteration solved by
-// assign::solve_flex_cp and checked by assign::check_flex_cp_plan.
+// Flex CP domains offered to the sluice plan beside its candidates (plan::FlexAlternative): `units` replicas of
+// one ⟨TP, PP⟩ scheme whose CP groups re-form per micro-batch (FlexSP, ASPLOS'25, §4–5; with one degree per
+// micro-batch, Megatron-LM's dynamic CP), each iteration solved by assign::solve_flex_cp and checked by
+// assign::check_flex_cp_plan; several of them, the fastest kept per batch.
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -24,11 +28,16 @@ namespace sluice::plan {
 class FlexDomain final : public FlexAlternative {
 public:
   // `schemes[k]` is the scheme that degree k of `problem` runs (its lengths are ignored): degree 1 the domain's
-  // ⟨TP, PP⟩ base, replicated `problem.units` times. Raises invalid_input unless they agree.
-  FlexDomain(std::vector<Scheme> schemes, assign::FlexCpProblem problem)
+  // ⟨TP, PP⟩ base, replicated `problem.units` times. `overhead` is charged to each of its plans besides its groups'
+  // time (a candidate's layout move; nothing where the groups' costs hold the domain's collectives, as ZeRO-3's).
+  // Raises invalid_input unless they agree and the overhead is finite and >= 0.
+  FlexDomain(std::vector<Scheme> schemes, assign::FlexCpProblem problem, double overhead = 0)
       : strategy_({{schemes.empty() ? Scheme(1, 1) : schemes.front(), problem.units}}),
         schemes_(std::move(schemes)),
-        problem_(std::move(problem)) {
+        problem_(std::move(problem)),
+        overhead_(overhead) {
+    sluice::require(std::isfinite(overhead_) && overhead_ >= 0,
+                    "flex CP domain: overhead must be finite and >= 0, got ", overhead_);
     sluice::require(!schemes_.empty() && schemes_.size() == problem_.degrees.size(),
                     "flex CP domain: ", schemes_.size(), " schemes for ", problem_.degrees.size(), " degrees");
     const Scheme& base = schemes_.front();
@@ -45,13 +54,19 @@ public:
 
   [[nodiscard]] schedule::FlexIteration plan(std::span<const Sequence> batch) const override {
     const assign::FlexCpProblem problem = problem_of(batch);
-    return {.strategy = strategy_, .schemes = schemes_, .plan = assign::solve_flex_cp(problem)};
+    return {.domain = 0,
+            .strategy = strategy_,
+            .schemes = schemes_,
+            .plan = assign::solve_flex_cp(problem),
+            .overhead = overhead_};
   }
 
+  // The domain index is the caller's to check (FlexDomains).
   void validate(const schedule::FlexIteration& iteration, std::span<const Sequence> batch) const override {
     const PlanCheck check("flex CP iteration: ");
     check(iteration.strategy == strategy_, "runs ", iteration.strategy.name(), ", the domain is ", strategy_.name());
     check(iteration.schemes == schemes_, "its degrees run other schemes than the domain's");
+    check(iteration.overhead == overhead_, "is charged ", iteration.overhead, " s, the domain ", overhead_, " s");
     assign::check_flex_cp_plan(problem_of(batch), iteration.plan);
   }
 
@@ -75,24 +90,75 @@ public:
 
   [[nodiscard]] const Strategy& strategy() const noexcept { return strategy_; }
   [[nodiscard]] std::span<const Scheme> schemes() const noexcept { return schemes_; }
+  [[nodiscard]] bool one_degree_per_micro_batch() const noexcept { return problem_.one_degree_per_micro_batch; }
+  [[nodiscard]] double overhead() const noexcept { return overhead_; }
 
 private:
   Strategy strategy_;
   std::vector<Scheme> schemes_;
   assign::FlexCpProblem problem_;  // its lengths empty
+  double overhead_ = 0;
+};
+
+// Several domains: each batch planned on every one that holds it, and the lowest total kept (ties to the earlier);
+// the plan names its domain by index.
+class FlexDomains final : public FlexAlternative {
+public:
+  // Raises invalid_input on none.
+  explicit FlexDomains(std::vector<std::shared_ptr<const FlexDomain>> domains) : domains_(std::move(domains)) {
+    sluice::require(!domains_.empty(), "flex CP domains: none given");
+    for (const auto& domain : domains_) sluice::require(domain != nullptr, "flex CP domains: a null domain");
+  }
+
+  [[nodiscard]] schedule::FlexIteration plan(std::span<const Sequence> batch) const override {
+    std::optional<schedule::FlexIteration> kept;
+    for (std::size_t k = 0; k < domains_.size(); ++k) {
+      if (!domains_[k]->holds(batch)) continue;
+      schedule::FlexIteration iteration = domains_[k]->plan(batch);
+      iteration.domain = k;
+      if (!kept || iteration.total() < kept->total()) kept = std::move(iteration);
+    }
+    sluice::require(kept.has_value(), "flex CP domains: none holds the batch");
+    return *std::move(kept);
+  }
+
+  // Re-plans the other domains (the solver is deterministic) to check that none is faster.
+  void validate(const schedule::FlexIteration& iteration, std::span<const Sequence> batch) const override {
+    const PlanCheck check("flex CP iteration: ");
+    check(iteration.domain < domains_.size() && domains_[iteration.domain]->holds(batch), "names domain ",
+          iteration.domain, " of ", domains_.size(), ", which does not hold the batch");
+    domains_[iteration.domain]->validate(iteration, batch);
+    for (std::size_t k = 0; k < domains_.size(); ++k) {
+      if (k == iteration.domain || !domains_[k]->holds(batch)) continue;
+      const double total = domains_[k]->plan(batch).total();
+      check(total > iteration.total() || (total == iteration.total() && k > iteration.domain), "domain ", k,
+            " plans faster (", total, " s) than the chosen domain ", iteration.domain, " (", iteration.total(), " s)");
+    }
+  }
+
+  [[nodiscard]] bool holds(std::span<const Sequence> batch) const override {
+    return std::ranges::any_of(domains_, [&](const auto& domain) { return domain->holds(batch); });
+  }
+
+  [[nodiscard]] std::span<const std::shared_ptr<const FlexDomain>> domains() const noexcept { return domains_; }
+
+private:
+  std::vector<std::shared_ptr<const FlexDomain>> domains_;
 };
 
 // The domain of `units` replicas of `base` on `profile` with the CP schemes that `admits` takes
 // (assign::flex_cp_schemes); nullptr when it offers fewer than two degrees, which is no choice of CP degree.
 template <class Admits>
 std::shared_ptr<const FlexDomain> flex_domain(const cost::Profile& profile, const Scheme& base, int units,
-                                              Admits admits) {
+                                              Admits admits, bool one_degree_per_micro_batch = false,
+                                              double overhead = 0) {
   std::vector<Scheme> schemes;
   for (const cost::SchemeCost* cost : assign::flex_cp_schemes(profile, base, units, admits))
     schemes.push_back(cost->scheme);
   if (schemes.size() < 2 || schemes.front() != base) return nullptr;
-  return std::make_shared<const FlexDomain>(std::move(schemes),
-                                            assign::flex_cp_problem(profile, base, units, {}, admits));
+  assign::FlexCpProblem problem = assign::flex_cp_problem(profile, base, units, {}, admits);
+  problem.one_degree_per_micro_batch = one_degree_per_micro_batch;
+  return std::make_shared<const FlexDomain>(std::move(schemes), std::move(problem), overhead);
 }
 
 }  // namespace sluice::plan

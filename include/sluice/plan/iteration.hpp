@@ -56,8 +56,9 @@ struct Options {
   friend bool operator==(const Options&, const Options&) = default;
 };
 
-// A domain whose replicas re-form CP groups per micro-batch (plan::FlexDomain, plan/flex_domain.hpp), offered
-// beside the candidates: an interface, so that planning without one parses no flex CP solver.
+// Domains whose replicas re-form CP groups per micro-batch (plan::FlexDomain and plan::FlexDomains,
+// plan/flex_domain.hpp), offered beside the candidates: an interface, so that planning without one parses no flex
+// CP solver.
 class FlexAlternative {
 public:
   virtual ~FlexAlternative() = default;
@@ -73,8 +74,8 @@ public:
 class IterationPlanner {
 public:
   // Raises invalid_input on no candidates or bad options. `flex`, if given, is planned beside the candidates on
-  // every batch it holds, and runs where faster than the kept candidate's total (SimulatedIteration::runs_flex);
-  // its own collectives are in its groups' costs, so nothing else is charged for it.
+  // every batch it holds, and runs where its total (its groups' time plus its own charge) is below the kept
+  // candidate's (SimulatedIteration::runs_flex).
   IterationPlanner(cost::Profile profile, std::vector<Strategy> candidates, Options options = {},
                    std::shared_ptr<const FlexAlternative> flex = nullptr)
       : profile_(std::move(profile)), candidates_(std::move(candidates)), options_(options), flex_(std::move(flex)) {

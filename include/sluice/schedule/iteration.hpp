@@ -78,9 +78,12 @@ inline void validate(const IterationSchedule& schedule, const assign::IterationP
 // The batch planned on a flex CP domain (plan/flex_domain.hpp): `strategy`'s replicas of one ⟨TP, PP⟩ scheme
 // re-form, per micro-batch, into CP groups of the degrees that `schemes` run (degree k of the plan runs schemes[k]).
 struct FlexIteration {
+  std::size_t domain = 0;  // which of the planner's domains (plan::FlexDomains), 0 where it offers one
   Strategy strategy;
   std::vector<Scheme> schemes;
   assign::FlexCpPlan plan;
+  double overhead = 0;  // what the domain is charged besides its groups' time: its layout move, as a candidate's
+  [[nodiscard]] double total() const noexcept { return plan.seconds + overhead; }
   friend bool operator==(const FlexIteration&, const FlexIteration&) = default;
 };
 
@@ -93,8 +96,8 @@ struct SimulatedIteration {
   // when it is faster than the kept candidate's total.
   std::optional<FlexIteration> flex{};
   [[nodiscard]] double candidate_total() const noexcept { return schedule.makespan + plan.overhead; }
-  [[nodiscard]] bool runs_flex() const noexcept { return flex && flex->plan.seconds < candidate_total(); }
-  [[nodiscard]] double total() const noexcept { return runs_flex() ? flex->plan.seconds : candidate_total(); }
+  [[nodiscard]] bool runs_flex() const noexcept { return flex && flex->total() < candidate_total(); }
+  [[nodiscard]] double total() const noexcept { return runs_flex() ? flex->total() : candidate_total(); }
   friend bool operator==(const SimulatedIteration&, const SimulatedIteration&) = default;
 };
 

@@ -20,7 +20,6 @@
 #include "sluice/compare/results.hpp"
 #include "sluice/compare/statistics.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/plan/flex_domain.hpp"
 #include "sluice/plan/iteration.hpp"
 #include "sluice/plan/layout_moves.hpp"
 #include "sluice/proposal/homogeneous.hpp"
@@ -203,23 +202,25 @@ inline IterationOutcome flex_cp_outcome(const assign::FlexCpProblem& problem, co
           .strategy = std::move(strategy)};
 }
 
-// How sluice's iterations that run its flex CP domain name what they ran (IterationOutcome::strategy).
-inline std::string flex_domain_name(const Strategy& domain) { return domain.name() + " flex CP (ZeRO-3)"; }
-
 // Iteration k of sluice, planned by `planner` over its candidates (run.strategies): the iteration is charged its
 // simulated makespan plus the share of the kept candidate's layout move that the makespan leaves exposed; or, where
-// it runs, the plan of `flex` (the planner's flex CP domain), whose collectives its groups' costs hold.
-inline schedule::SimulatedIteration sluice_iteration(const plan::IterationPlanner& planner,
-                                                     const plan::FlexDomain* flex, std::span<const Sequence> batch,
-                                                     std::size_t k, SystemRun& run) {
+// it runs, the plan of one of `flex`'s domains (compare::SluiceFlex: the planner's), charged as a candidate is.
+template <class Flex>
+schedule::SimulatedIteration sluice_iteration(const plan::IterationPlanner& planner, const Flex& flex,
+                                              std::span<const Sequence> batch, std::size_t k, SystemRun& run) {
   schedule::SimulatedIteration iteration = planner.plan(batch);
   planner.validate(iteration, batch);
+  const int layers = shard::llama_like(planner.profile().spec().model).layers;
   if (iteration.runs_flex()) {
-    run.iterations.push_back(
-        flex_cp_outcome(flex->problem_of(batch), iteration.flex->plan, flex_domain_name(iteration.flex->strategy)));
+    const std::size_t d = iteration.flex->domain;
+    IterationOutcome outcome =
+        flex_cp_outcome(flex.domains->domains()[d]->problem_of(batch), iteration.flex->plan, flex.names[d]);
+    outcome.layout_move = flex.layout_moves[d];
+    outcome.switching = plan::exposed_layout_move(outcome.layout_move, outcome.seconds, layers);
+    outcome.seconds += outcome.switching;
+    run.iterations.push_back(std::move(outcome));
     return iteration;
   }
-  const int layers = shard::llama_like(planner.profile().spec().model).layers;
   IterationOutcome outcome = outcome_of(iteration.schedule, iteration.plan.strategy);
   outcome.layout_move = run.layout_moves[iteration.chosen];
   outcome.switching = plan::exposed_layout_move(outcome.layout_move, outcome.seconds, layers);
