@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -49,6 +50,7 @@
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/microbatch/order.hpp"
 #include "sluice/microbatch/partition.hpp"
+#include "sluice/plan/flex_domain.hpp"
 #include "sluice/plan/iteration.hpp"
 #include "sluice/proposal/propose.hpp"
 #include "sluice/schedule/comm.hpp"
@@ -249,6 +251,21 @@ std::vector<Subject> iteration_schedule_subjects() {
       "simulated_iteration", iteration, [batch, candidates, profile](const schedule::SimulatedIteration& read) {
         schedule::validate(read, batch, candidates, profile);
       }));
+  // With a flex CP domain beside the candidates, its plan rides in the document.
+  const assign::FlexCpProblem flex_problem{
+      .lengths = {},
+      .units = 8,
+      .pp = 1,
+      .degrees = {{.degree = 1, .latency = {1e-9, 1e-5, 1e-3}, .capacity = 16384, .length_multiple = 1},
+                  {.degree = 2, .latency = {5e-10, 6e-6, 2e-3}, .capacity = 32768, .length_multiple = 1}},
+      .one_degree_per_micro_batch = false};
+  const plan::IterationPlanner planner(
+      profile, candidates, {.dispatch = {.trials = 4}},
+      std::make_shared<const plan::FlexDomain>(std::vector<Scheme>{Scheme(1, 1), Scheme::parse("tp1cp2ulyssespp1")},
+                                               flex_problem));
+  subjects.push_back(make_subject<schedule::SimulatedIteration>(
+      "simulated_iteration_flex", planner.plan(batch),
+      [batch, planner](const schedule::SimulatedIteration& read) { planner.validate(read, batch); }));
   return subjects;
 }
 

@@ -106,7 +106,8 @@ void bind_planner(py::module_& module) {
                     std::shared_ptr<const plan::FlexAlternative>>(),
            py::arg("profile"), py::arg("candidates"), py::arg("options") = defaults, py::kw_only(),
            py::arg("flex") = nullptr,
-           "`flex`, a FlexDomain, is planned beside the candidates on every batch it holds and runs where faster.")
+           "`flex`, a FlexDomain or FlexDomains, is planned beside the candidates on every batch it holds and runs "
+           "where faster.")
       .def(
           "plan",
           [](const plan::IterationPlanner& planner, const py::handle& lengths, const py::handle& ids) {

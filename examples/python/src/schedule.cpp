@@ -647,7 +647,8 @@ void bind_pipeline_planners(py::module_& module) {
       .def_readonly("makespans", &schedule::SimulatedIteration::makespans,
                     "Per candidate its simulated makespan; None where it cannot hold the batch.")
       .def_readonly("flex", &schedule::SimulatedIteration::flex,
-                    "The flex CP domain's plan, where the planner offers one; else None.")
+                    "The fastest flex CP domain's plan, where the planner offers domains that hold the batch; "
+                    "else None.")
       .def_property_readonly("candidate_total", &schedule::SimulatedIteration::candidate_total,
                              "The kept candidate's makespan plus its layout move.")
       .def_property_readonly("runs_flex", &schedule::SimulatedIteration::runs_flex,

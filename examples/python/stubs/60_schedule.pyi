@@ -502,7 +502,7 @@ class SimulatedIteration:
         """Per candidate its simulated makespan; None where it cannot hold the batch."""
     @property
     def flex(self) -> Optional[FlexIteration]:
-        """The flex CP domain's plan, where the planner offers one; else None."""
+        """The fastest flex CP domain's plan, where the planner offers domains that hold the batch; else None."""
     @property
     def candidate_total(self) -> float:
         """The kept candidate's makespan plus its layout move."""

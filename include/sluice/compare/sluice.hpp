@@ -90,11 +90,13 @@ public:
                  planner_options(options), flex_.domains),
         chosen_(chosen) {
     run_.name = name(System::sluice);
-    const std::string flex =
-        flex_.domains ? sluice::concat("; or, where faster, the fastest of ", flex_.names.size(),
-                                       " flex CP domains (FlexSP's under ZeRO-3; on each ⟨TP, PP⟩ base, dynamic CP's ",
-                                       "and CP groups of mixed degrees), groups re-formed per micro-batch")
-                      : std::string();
+    std::string flex;
+    if (flex_.domains) {
+      const bool zero3 = flex_.names.front().ends_with("(ZeRO-3)");
+      flex = sluice::concat("; or, where faster, the fastest of ", flex_.names.size(), " flex CP domains (",
+                            zero3 ? "FlexSP's under ZeRO-3; " : "", "on each ⟨TP, PP⟩ base, dynamic CP's and CP ",
+                            "groups of mixed degrees), groups re-formed per micro-batch");
+    }
     run_.configuration = sluice::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
                                         "strategies holding the context); two-stage assignment, adaptive ",
                                         "schedule; the fastest simulated candidate per iteration; pull and ",

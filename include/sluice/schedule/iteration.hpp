@@ -71,10 +71,6 @@ inline void validate(const IterationSchedule& schedule, const assign::IterationP
   check(makespan == schedule.makespan, "makespan ", schedule.makespan, " s, its pipelines give ", makespan);
 }
 
-// Hydraulis' per-iteration choice (assign::plan_iteration) with the simulator as the judge: every candidate
-// that holds the batch's longest sequence is dispatched and packed alone, then scheduled; the candidate with the
-// lowest simulated makespan + overhead is kept (ties to the earlier). plan_iteration judges by the packing
-// estimate (max micro-batch)·(PP − 1 + V), which ignores how a schedule overlaps unequal micro-batches.
 // The batch planned on a flex CP domain (plan/flex_domain.hpp): `strategy`'s replicas of one ⟨TP, PP⟩ scheme
 // re-form, per micro-batch, into CP groups of the degrees that `schemes` run (degree k of the plan runs schemes[k]).
 struct FlexIteration {
@@ -87,13 +83,17 @@ struct FlexIteration {
   friend bool operator==(const FlexIteration&, const FlexIteration&) = default;
 };
 
+// Hydraulis' per-iteration choice (assign::plan_iteration) with the simulator as the judge: every candidate
+// that holds the batch's longest sequence is dispatched and packed alone, then scheduled; the candidate with the
+// lowest simulated makespan + overhead is kept (ties to the earlier). plan_iteration judges by the packing
+// estimate (max micro-batch)·(PP − 1 + V), which ignores how a schedule overlaps unequal micro-batches.
 struct SimulatedIteration {
   assign::IterationPlan plan;  // the kept candidate planned alone: its `candidates` holds only that candidate
   IterationSchedule schedule;
   std::size_t chosen = 0;                        // index into the candidates
   std::vector<std::optional<double>> makespans;  // per candidate; empty when it cannot hold the batch
-  // Set when the planner offers a flex CP domain beside the candidates: the iteration runs it instead of `plan`
-  // when it is faster than the kept candidate's total.
+  // The fastest flex CP domain's plan, where the planner offers domains that hold the batch: the iteration runs
+  // it instead of `plan` where its total is below the kept candidate's.
   std::optional<FlexIteration> flex{};
   [[nodiscard]] double candidate_total() const noexcept { return schedule.makespan + plan.overhead; }
   [[nodiscard]] bool runs_flex() const noexcept { return flex && flex->total() < candidate_total(); }
