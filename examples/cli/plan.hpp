@@ -20,6 +20,7 @@
 #include "outputs.hpp"
 #include "progress.hpp"
 #include "propose.hpp"
+#include "scenario.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/compare/flex_cp.hpp"
 #include "sluice/compare/statistics.hpp"
@@ -223,15 +224,9 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
                  : std::nullopt;
   const plan::Options planning = plan_inputs::planner_options_of(options, profile);
   // The flex CP domains `simulate` offers sluice, on this command's profile, context and links.
-  const compare::Options setting{.profile = profile,
-                                 .context = context,
-                                 .tokens = options.integer("tokens").value_or(100'000),
-                                 .cross_node_tp = options.flag("cross-node-tp"),
-                                 .problem = planning.problem,
-                                 .dispatch = planning.dispatch,
-                                 .seed = seed_of(options)};
-  const plan::IterationPlanner planner(profile, chosen.strategies, planning,
-                                       compare::sluice_flex_domains(setting, planning).domains);
+  const compare::SluiceFlex flex =
+      compare::sluice_flex_domains(comparison_options(options, profile, context), planning);
+  const plan::IterationPlanner planner(profile, chosen.strategies, planning, flex.domains);
 
   const std::int64_t iterations = trainer_batch ? 1 : options.integer("iterations").value_or(10);
   const bool json = options.flag("json");

@@ -38,6 +38,19 @@ struct Scenario {
   }
 };
 
+// The comparison's settings that these options give, on `profile` and `context`: `plan` builds its flex CP
+// domains from them as `simulate` and `trace` do (compare::sluice_flex_domains).
+inline compare::Options comparison_options(const Options& options, cost::Profile profile, std::int64_t context) {
+  const std::int64_t hidden = std::max<std::int64_t>(profile.spec().model.hidden, 1);
+  return {.profile = std::move(profile),
+          .context = context,
+          .tokens = options.integer("tokens").value_or(100'000),
+          .cross_node_tp = options.flag("cross-node-tp"),
+          .problem = {.hidden = hidden, .link = link_of(options)},
+          .dispatch = dispatch_options(options),
+          .seed = seed_of(options)};
+}
+
 // `given`: the candidates of --strategies (trace), which the context's default follows (context.hpp).
 inline Scenario read_scenario(const Options& options, const Candidates* given = nullptr) {
   cost::Profile profile = load_planning_profile(options);
@@ -48,14 +61,7 @@ inline Scenario read_scenario(const Options& options, const Candidates* given = 
   std::optional<data::Batch> batch;
   if (const auto file = options.text("batch"))
     batch = given_batch(*file, context, sluice::concat("the context ", context, " every system must hold"));
-  const std::int64_t hidden = std::max<std::int64_t>(profile.spec().model.hidden, 1);
-  compare::Options settings{.profile = std::move(profile),
-                            .context = context,
-                            .tokens = options.integer("tokens").value_or(100'000),
-                            .cross_node_tp = options.flag("cross-node-tp"),
-                            .problem = {.hidden = hidden, .link = link_of(options)},
-                            .dispatch = dispatch_options(options),
-                            .seed = seed_of(options)};
+  compare::Options settings = comparison_options(options, std::move(profile), context);
   return {.settings = std::move(settings), .dataset = std::move(dataset), .batch = std::move(batch)};
 }
 

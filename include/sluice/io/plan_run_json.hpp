@@ -44,8 +44,8 @@ struct PlanRunIteration {
   assign::IterationPlan plan;
   shard::RankPlacement placement;
   std::optional<schedule::FlexIteration> flex{};  // where the planner offers flex CP domains
-  [[nodiscard]] bool runs_flex() const noexcept { return flex && flex->total() < makespan + plan.overhead; }
-  [[nodiscard]] double total() const noexcept { return runs_flex() ? flex->total() : makespan + plan.overhead; }
+  [[nodiscard]] bool runs_flex() const noexcept { return schedule::flex_plan_runs(flex, makespan + plan.overhead); }
+  [[nodiscard]] double total() const noexcept { return schedule::iteration_total(flex, makespan + plan.overhead); }
   [[nodiscard]] std::string ran() const { return ran_name(plan.strategy, runs_flex() ? &*flex : nullptr); }
 };
 

@@ -837,8 +837,8 @@ struct adl_serializer<sluice::io::TraceRun> {
     require_non_negative(run.makespan, "makespan", where);
     require_non_negative(run.layout_move, "layout_move", where);
     const double candidate_total = run.makespan + run.layout_move;
-    const bool runs_flex = run.flex && run.flex->total() < candidate_total;
-    const double total = runs_flex ? run.flex->total() : candidate_total;
+    const bool runs_flex = sluice::schedule::flex_plan_runs(run.flex, candidate_total);
+    const double total = sluice::schedule::iteration_total(run.flex, candidate_total);
     sluice::require(run.total == total, where, ": field 'total' is ", run.total,
                     runs_flex ? ", not the flex CP plan's " : ", not makespan + layout_move = ", total);
     sluice::require(run.chosen < run.candidates.size(), where, ": field 'chosen' is ", run.chosen, " of ",

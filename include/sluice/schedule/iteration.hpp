@@ -83,6 +83,17 @@ struct FlexIteration {
   friend bool operator==(const FlexIteration&, const FlexIteration&) = default;
 };
 
+// Whether an iteration runs its flex plan: only where one is offered and its total is below the kept candidate's
+// (ties to the candidate). Every record of an iteration (SimulatedIteration, io's plan and trace runs) decides so.
+[[nodiscard]] inline bool flex_plan_runs(const std::optional<FlexIteration>& flex, double candidate_total) noexcept {
+  return flex && flex->total() < candidate_total;
+}
+
+// The iteration's time: the flex plan's total where it runs, the candidate's otherwise.
+[[nodiscard]] inline double iteration_total(const std::optional<FlexIteration>& flex, double candidate_total) noexcept {
+  return flex_plan_runs(flex, candidate_total) ? flex->total() : candidate_total;
+}
+
 // Hydraulis' per-iteration choice (assign::plan_iteration) with the simulator as the judge: every candidate
 // that holds the batch's longest sequence is dispatched and packed alone, then scheduled; the candidate with the
 // lowest simulated makespan + overhead is kept (ties to the earlier). plan_iteration judges by the packing
@@ -96,8 +107,8 @@ struct SimulatedIteration {
   // it instead of `plan` where its total is below the kept candidate's.
   std::optional<FlexIteration> flex{};
   [[nodiscard]] double candidate_total() const noexcept { return schedule.makespan + plan.overhead; }
-  [[nodiscard]] bool runs_flex() const noexcept { return flex && flex->total() < candidate_total(); }
-  [[nodiscard]] double total() const noexcept { return runs_flex() ? flex->total() : candidate_total(); }
+  [[nodiscard]] bool runs_flex() const noexcept { return flex_plan_runs(flex, candidate_total()); }
+  [[nodiscard]] double total() const noexcept { return iteration_total(flex, candidate_total()); }
   friend bool operator==(const SimulatedIteration&, const SimulatedIteration&) = default;
 };
 
