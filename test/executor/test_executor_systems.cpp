@@ -15,6 +15,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/cost/context_parallel.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
@@ -154,4 +155,30 @@ TEST_CASE("measure_systems rejects what no system can run") {
   options.context = 384;
   CHECK_THROWS_WITH_AS(measure_systems(options, model, dataset, batches_of(dataset, 1), run),
                        doctest::Contains("megatron: no ⟨TP, PP⟩ strategy"), invalid_input);
+}
+
+TEST_CASE("measure_systems refuses a sluice iteration that runs a flex CP domain, naming it") {
+  // CP 2 and 4 of both kinds and batches of 3,000 tokens: on some batches sluice's fastest plan re-forms the GPUs
+  // into CP groups per micro-batch, which the executor's jobs (one static strategy per pipeline) cannot express.
+  cost::ProfileSpec spec = host_profile().spec();
+  spec.model.heads = model.heads;
+  const cost::Profile profile(cost::with_scheme_space(
+      spec, {.cp_degrees = {2, 4}, .cp_kinds = {CpKind::ulysses, CpKind::ring}, .recompute = false, .links = {}}));
+  compare::Options options = options_for(profile);
+  options.tokens = 3000;
+  const data::LengthDataset dataset = long_tailed();
+  data::BatchSampler sampler(dataset, {.tokens_per_batch = options.tokens, .seed = 3});
+  std::vector<std::vector<Sequence>> batches;
+  for (int k = 0; k < 6; ++k) batches.push_back(sampler.next().sequences);
+  compare::ChosenPlans chosen;
+  const compare::Comparison comparison = compare::compare_systems(options, dataset, batches, {}, &chosen);
+  const auto flex = std::ranges::find_if(chosen.sluice, [](const auto& iteration) { return iteration.runs_flex(); });
+  REQUIRE(flex != chosen.sluice.end());
+  const auto k = static_cast<std::size_t>(flex - chosen.sluice.begin());
+  const std::string domain = comparison.systems[compare::System::sluice].iterations[k].strategy;
+  CHECK(domain.find("CP") != std::string::npos);
+  const auto run = [](const Job& job) { return run_on_host(job); };
+  const std::string refusal = sluice::concat("iteration ", k, " runs the flex CP domain ", domain);
+  CHECK_THROWS_WITH_AS(measure_systems(options, model, dataset, batches, run), doctest::Contains(refusal.c_str()),
+                       invalid_input);
 }

@@ -128,9 +128,9 @@ SystemsMeasurement measure_systems(const compare::Options& options, const ModelC
     result.systems[1].iterations.push_back(detail::measure(job_from_pipeline_plan(model, tokens[k], dynapipe), run,
                                                            dynapipe_strategy, dynapipe.makespan));
     const schedule::SimulatedIteration& sluice = chosen.sluice[k];
-    sluice::require(!sluice.runs_flex(), "measure: sluice's iteration ", k, " runs its flex CP domain (",
-                    sluice.flex ? sluice.flex->strategy.name() : "",
-                    " under ZeRO-3), which this executor does not run");
+    sluice::require(!sluice.runs_flex(), "measure: sluice's iteration ", k, " runs the flex CP domain ",
+                    comparison.systems[compare::System::sluice].iterations[k].strategy,
+                    ", whose per-micro-batch CP groups this executor does not run");
     MeasuredIteration measured = detail::measure(job_from_iteration(model, tokens[k], sluice.plan, sluice.schedule),
                                                  run, sluice.plan.strategy.name(), sluice.schedule.makespan);
     // The share of the kept candidate's pull and push that its makespan leaves exposed: modelled, not run.
