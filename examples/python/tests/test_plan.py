@@ -125,3 +125,28 @@ def test_fixed_length_baseline(profile_64, batch_64):
     assert all(mb.tokens <= 32768 for p in plan.pipelines for mb in p.micro_batches)
     with pytest.raises(sluice.InvalidInput):
         sluice.plan_fixed_length(batch_64.lengths, "4*tp16pp1", profile_64, capacity_tokens=0)
+
+
+def test_flex_domains_match_the_tool(cli, tmp_path):
+    """sluice_flex_domains offers a Python planner the flex CP domains `sluice plan` offers: the same plan."""
+    profile = sluice.with_scheme_space(sluice.Profile.bundled("llama2-7b", gpus=16), cp=[2, 4],
+                                       cp_kinds=["ring", "ulysses"], recompute=True)
+    ids, lengths = [0, 1, 2, 3, 4], [12000, 900, 3100, 250, 7000]
+    (tmp_path / "batch.json").write_text(json.dumps([{"id": i, "length": n} for i, n in zip(ids, lengths)]))
+    document = cli("plan", "--profile", "llama2-7b", "--gpus", 16, "--strategies", "2*tp8pp1", "--cp", "2,4",
+                   "--cp-kinds", "ring,ulysses", "--ac", "--context", 16384, "--batch", tmp_path / "batch.json")
+    shown = document["iterations"][0]
+    options = tool_options(profile, seed=0)
+    offered = sluice.sluice_flex_domains(profile, context=16384, planning=options)
+    assert len(offered.names) == len(offered.domains.domains) == len(offered.layout_moves) > 1
+    assert "16*tp1pp1 flex CP (ZeRO-3)" in offered.names
+    planner = sluice.IterationPlanner(profile, ["2*tp8pp1"], options, flex=offered.domains)
+    iteration = planner.plan(lengths, ids=ids)
+    planner.validate(iteration, lengths, ids=ids)
+    assert json_of(iteration)["flex"] == shown["flex"]
+    assert without_header(json_of(iteration.plan)) == shown["plan"] and iteration.total == shown["total"]
+    assert offered.domains.domains[iteration.flex.domain].strategy == iteration.flex.strategy
+    # Nothing holds a context longer than every scheme's MaxLen; a context must be positive.
+    assert sluice.sluice_flex_domains(profile, context=10**9).domains is None
+    with pytest.raises(sluice.InvalidInput, match="context must be >= 1"):
+        sluice.sluice_flex_domains(profile, context=0)
