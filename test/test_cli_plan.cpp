@@ -20,6 +20,8 @@
 #include "sluice/io/plan_run_json.hpp"
 #include "sluice/io/schedule_json.hpp"
 #include "sluice/io/shard_json.hpp"
+#include "sluice/io/strategy_pool.hpp"
+#include "sluice/shard/ranks.hpp"
 
 using sluice::Strategy;
 using sluice::StrategyPart;
@@ -262,4 +264,18 @@ TEST_CASE("cli: plan over the CP and AC scheme space: valid plans, CP groups, th
   const auto flex = flexed.at("flex").get<sluice::schedule::FlexIteration>();
   CHECK(flexed.at("total").get<double>() == std::min(candidate.at("total").get<double>(), flex.total()));
   CHECK_NOTHROW(sluice::io::from_document<sluice::io::PlanRun>(with_flex));
+  // The domain's ranks ride beside its plan, placed as the one CP pipeline of its units; a document that drops or
+  // misplaces them is refused.
+  const sluice::cost::Profile profile =
+      sluice::io::read_profile(sluice::io::resolve_data_file(sluice::io::default_profile, "profiles"));
+  CHECK(flexed.at("flex_placement").get<sluice::shard::RankPlacement>() ==
+        sluice::shard::flex_domain_ranks(flex.strategy, profile));
+  auto dropped = with_flex;
+  dropped.at("iterations").at(0).erase("flex_placement");
+  CHECK_THROWS_WITH_AS(sluice::io::from_document<sluice::io::PlanRun>(dropped),
+                       doctest::Contains("'flex' has no 'flex_placement'"), sluice::invalid_input);
+  auto misplaced = with_flex;
+  misplaced.at("iterations").at(0).at("flex_placement") = flexed.at("placement");
+  CHECK_THROWS_WITH_AS(sluice::io::from_document<sluice::io::PlanRun>(misplaced),
+                       doctest::Contains("does not place the domain"), sluice::invalid_input);
 }

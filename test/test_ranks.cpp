@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <set>
 #include <sstream>
 #include <string>
@@ -159,6 +160,40 @@ TEST_CASE("rank placement: CP ranks get their own groups and join the TP, PP and
   split.groups = shard::detail::process_groups(split.placement, split.plan_order);
   CHECK_THROWS_WITH_AS(shard::validate(split, strategy, small_nodes),
                        doctest::Contains("has a TP group with ranks 0 and 2 on different nodes"), invalid_plan);
+}
+
+TEST_CASE("flex domain ranks: each stage's units side by side, so that an aligned CP group stays in a node") {
+  cost::ProfileSpec spec = mixed_profile(16, 8).spec();
+  spec.schemes.push_back({Scheme(2, 2), cost::QuadraticLatency(1e-10, 1e-6, 1e-3), 4000, std::nullopt});
+  const cost::Profile profile(spec);
+  const Strategy domain = Strategy::parse("4*tp2pp2");
+  const shard::RankPlacement ranks = shard::flex_domain_ranks(domain, profile);
+  // Stage 0 on node 0 and stage 1 on node 1, unit u's TP shard t at 2u + t.
+  REQUIRE(ranks.placement.pipelines.size() == 1);
+  CHECK(ranks.placement.pipelines[0].stages[0].ranks == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(ranks.placement.pipelines[0].stages[1].ranks == std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15});
+  using Groups = std::vector<std::vector<int>>;
+  // The pools, per (stage, TP shard), unit order; each unit's TP group per stage and PP group per TP shard.
+  CHECK(ranks.groups.cp == Groups{{0, 2, 4, 6}, {1, 3, 5, 7}, {8, 10, 12, 14}, {9, 11, 13, 15}});
+  CHECK(ranks.groups.tp == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}});
+  CHECK(ranks.groups.pp == Groups{{0, 8}, {1, 9}, {2, 10}, {3, 11}, {4, 12}, {5, 13}, {6, 14}, {7, 15}});
+  // Every aligned group of every degree is inside one node; placed pipeline by pipeline, the 4-unit group is not.
+  const auto one_node = [](const std::vector<int>& pool, std::size_t first, std::size_t degree) {
+    return std::all_of(pool.begin() + static_cast<std::ptrdiff_t>(first),
+                       pool.begin() + static_cast<std::ptrdiff_t>(first + degree),
+                       [&](int rank) { return rank / 8 == pool[first] / 8; });
+  };
+  for (const auto& pool : ranks.groups.cp)
+    for (const std::size_t degree : {1, 2, 4})
+      for (std::size_t first = 0; first < pool.size(); first += degree) CHECK(one_node(pool, first, degree));
+  const shard::RankPlacement replicas = shard::rank_placement(domain, profile);
+  CHECK(replicas.groups.dp.front() == std::vector<int>{0, 4, 8, 12});
+  CHECK_FALSE(one_node(replicas.groups.dp.front(), 0, 4));
+  // One unit has no CP pool; a domain is replicas of one ⟨TP, PP⟩ scheme.
+  CHECK(shard::flex_domain_ranks(Strategy::parse("1*tp2pp2"), profile).groups.cp.empty());
+  CHECK_THROWS_WITH_AS(shard::flex_domain_ranks(Strategy::parse("2*tp2pp2+2*tp1pp4"), profile),
+                       doctest::Contains("is not replicas of one ⟨TP, PP⟩ scheme"), invalid_input);
+  CHECK_THROWS_AS(shard::flex_domain_ranks(Strategy::parse("2*tp2cp2ringpp2"), profile), invalid_input);
 }
 
 TEST_CASE("rank placement: TP groups stay inside a node, skipped ranks stay idle") {

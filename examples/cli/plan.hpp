@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "candidates.hpp"
@@ -148,11 +149,14 @@ inline std::string chosen_name(const schedule::SimulatedIteration& iteration) {
 // time plus its charge, where that runs).
 inline void iteration(io::JsonObjectStream& document, std::ostream& out, bool json, std::int64_t k,
                       const data::Batch& batch, const schedule::SimulatedIteration& iteration, double seconds,
-                      const shard::RankPlacement* ranks) {
+                      const shard::RankPlacement* ranks, const cost::Profile& profile) {
   const assign::IterationPlan& plan = iteration.plan;
   if (json) {
+    std::optional<shard::RankPlacement> flex_ranks;
+    if (iteration.flex) flex_ranks = shard::flex_domain_ranks(iteration.flex->strategy, profile);
     document.element(io::PlanRunIteration{k, batch.epoch, batch.sequences.size(), batch.tokens,
-                                          iteration.schedule.makespan, seconds, plan, *ranks, iteration.flex});
+                                          iteration.schedule.makespan, seconds, plan, *ranks, iteration.flex,
+                                          std::move(flex_ranks)});
     return;
   }
   const bool flex = iteration.runs_flex();
@@ -251,7 +255,8 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
     tally.planning.push_back(elapsed.count());
     ++tally.chosen[plan_report::chosen_name(iteration)];
     tally.tokens += static_cast<double>(batch.tokens);
-    plan_report::iteration(document, out, json, k, batch, iteration, elapsed.count(), ranks ? &*ranks : nullptr);
+    plan_report::iteration(document, out, json, k, batch, iteration, elapsed.count(), ranks ? &*ranks : nullptr,
+                           profile);
     if (options.text("svg") && pictured.size() < pictured_iterations && !iteration.runs_flex())
       pictured.push_back(std::move(iteration.plan));
     progress.advance();

@@ -684,8 +684,9 @@ class FlexCPGroups:
     """A flex CP domain's process groups, created once: for each degree d, the groups of units [i·d, (i + 1)·d).
 
     ranks: the global rank of each unit (default: unit u is rank u of the world); a domain whose units span several
-    ranks each (TP, PP) builds one pool per (stage, TP shard). Every process must construct every pool, in the same
-    order, as torch.distributed.new_group requires.
+    ranks each (TP, PP) builds one pool per (stage, TP shard), its ranks ``flex_domain_ranks(domain,
+    profile).groups.cp`` in that order. Every process must construct every pool, in the same order, as
+    torch.distributed.new_group requires.
     """
 
     def __init__(self, units: int, degrees, *, ranks=None, timeout=None) -> None:

@@ -443,6 +443,17 @@ void bind_shard(py::module_& module) {
       py::arg("strategy"), py::arg("profile"), py::kw_only(), py::arg("tp_within_node") = true,
       "The strategy's ranks on the profile's cluster (shard placement, nodes of the profile's gpus_per_node) and "
       "the process groups, as `sluice plan --json` gives them per iteration.");
+  module.def(
+      "flex_domain_ranks",
+      [](const Strategy& domain, const cost::Profile& profile, bool tp_within_node) {
+        const py::gil_scoped_release release;
+        return shard::flex_domain_ranks(domain, profile, tp_within_node);
+      },
+      py::arg("domain"), py::arg("profile"), py::kw_only(), py::arg("tp_within_node") = true,
+      "The ranks of a flex CP domain (FlexIteration.strategy: replicas of one ⟨TP, PP⟩ scheme), placed as the one "
+      "CP pipeline ⟨TP, CP = units, PP⟩ that its groups re-form within, so that an aligned group's stage stays "
+      "inside a node where it fits, as its cost assumes. groups.cp: per (stage, TP shard), every unit's rank in "
+      "unit order, the `ranks` of that pool's FlexCPGroups; groups.tp and groups.pp: each unit's.");
 }
 
 }  // namespace sluice::python

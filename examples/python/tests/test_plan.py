@@ -146,6 +146,9 @@ def test_flex_domains_match_the_tool(cli, tmp_path):
     assert json_of(iteration)["flex"] == shown["flex"]
     assert without_header(json_of(iteration.plan)) == shown["plan"] and iteration.total == shown["total"]
     assert offered.domains.domains[iteration.flex.domain].strategy == iteration.flex.strategy
+    ranks = sluice.flex_domain_ranks(iteration.flex.strategy, profile)
+    assert without_header(json_of(ranks)) == shown["flex_placement"]
+    assert sorted(rank for pool in ranks.groups.cp for rank in pool) == list(range(16))
     # Nothing holds a context longer than every scheme's MaxLen; a context must be positive.
     assert sluice.sluice_flex_domains(profile, context=10**9).domains is None
     with pytest.raises(sluice.InvalidInput, match="context must be >= 1"):

@@ -44,6 +44,8 @@ struct PlanRunIteration {
   assign::IterationPlan plan;
   shard::RankPlacement placement;
   std::optional<schedule::FlexIteration> flex{};  // where the planner offers flex CP domains
+  // With `flex`: its domain's ranks (shard::flex_domain_ranks), which a trainer places the flex plan's groups on.
+  std::optional<shard::RankPlacement> flex_placement{};
   [[nodiscard]] bool runs_flex() const noexcept { return schedule::flex_plan_runs(flex, makespan + plan.overhead); }
   [[nodiscard]] double total() const noexcept { return schedule::iteration_total(flex, makespan + plan.overhead); }
   [[nodiscard]] std::string ran() const { return ran_name(plan.strategy, runs_flex() ? &*flex : nullptr); }
@@ -100,6 +102,7 @@ struct adl_serializer<sluice::io::PlanRunIteration> {
            {"plan", iteration.plan},
            {"placement", iteration.placement}};
     if (iteration.flex) out["flex"] = *iteration.flex;
+    if (iteration.flex_placement) out["flex_placement"] = *iteration.flex_placement;
   }
   static sluice::io::PlanRunIteration from_json(const json& in) {
     using sluice::io::field;
@@ -112,8 +115,24 @@ struct adl_serializer<sluice::io::PlanRunIteration> {
                                            field<double>(in, "planning_seconds", where),
                                            field<sluice::assign::IterationPlan>(in, "plan", where),
                                            field<sluice::shard::RankPlacement>(in, "placement", where),
+                                           std::nullopt,
                                            std::nullopt};
     if (in.contains("flex")) iteration.flex = field<sluice::schedule::FlexIteration>(in, "flex", where);
+    if (in.contains("flex_placement"))
+      iteration.flex_placement = field<sluice::shard::RankPlacement>(in, "flex_placement", where);
+    sluice::require(iteration.flex_placement.has_value() == iteration.flex.has_value(), where,
+                    iteration.flex ? ": 'flex' has no 'flex_placement'" : ": 'flex_placement' without 'flex'");
+    if (iteration.flex) {
+      // The domain placed as its one CP pipeline: ⟨TP, CP = units, PP⟩ of the domain's base.
+      const sluice::StrategyPart& domain = iteration.flex->strategy.parts().front();
+      const auto& placed = iteration.flex_placement->placement.pipelines;
+      sluice::require(iteration.flex->strategy.parts().size() == 1 && placed.size() == 1 &&
+                          placed.front().scheme.tp() == domain.scheme.tp() &&
+                          placed.front().scheme.pp() == domain.scheme.pp() &&
+                          placed.front().scheme.cp() == domain.pipelines,
+                      where, ": 'flex_placement' does not place the domain ", iteration.flex->strategy.name(),
+                      " as one CP pipeline of its units");
+    }
     sluice::require(iteration.iteration >= 0 && iteration.epoch >= 0 && iteration.tokens >= 0, where,
                     ": 'iteration', 'epoch' and 'tokens' must be >= 0");
     sluice::require(iteration.makespan >= 0 && iteration.planning_seconds >= 0, where,

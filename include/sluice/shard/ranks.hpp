@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -112,6 +113,34 @@ inline RankPlacement rank_placement(const Strategy& strategy, const cost::Profil
   Placement placement = place(strategy, profile.gpus(), profile.spec().model.layers,
                               {.gpus_per_node = per_node, .tp_within_node = tp_within_node});
   std::vector<std::size_t> order = detail::plan_order(placement, profile.pipelines(strategy));
+  ProcessGroups groups = detail::process_groups(placement, order);
+  return {std::move(placement), per_node, tp_within_node, std::move(order), std::move(groups)};
+}
+
+// The ranks of a flex CP domain (plan::FlexDomain): `domain`, replicas of one ⟨TP, PP⟩ scheme, whose units
+// re-form per micro-batch into CP groups of aligned units [f, f + d) within each stage. The domain's degrees are
+// costed as CP stages, a group's d·TP GPUs contiguous and inside one node where they fit, so the domain is placed
+// as the one CP pipeline ⟨TP, CP = units, PP⟩, unit u its CP rank u (that pipeline's scheme names the ring kind,
+// which moves no rank). groups.cp then holds, per (stage, TP shard), every unit's rank in unit order: the pool that
+// each group takes its ranks from. Placing the replicas pipeline by pipeline, as rank_placement(domain) does,
+// would split a group of a pipelined base across nodes that its cost does not charge.
+inline RankPlacement flex_domain_ranks(const Strategy& domain, const cost::Profile& profile,
+                                       bool tp_within_node = true) {
+  sluice::require(domain.parts().size() == 1 && domain.parts().front().scheme.is_base(), "flex domain ranks: ",
+                  domain.name(), " is not replicas of one ⟨TP, PP⟩ scheme");
+  const Scheme& base = domain.parts().front().scheme;
+  const int units = domain.parts().front().pipelines;
+  const Scheme stage_wide = units == 1 ? base
+                                       : Scheme({.tp = base.tp(),
+                                                 .pp = base.pp(),
+                                                 .cp = units,
+                                                 .cp_kind = CpKind::ring,
+                                                 .ulysses = 0,
+                                                 .recompute = Recompute::none});
+  const int per_node = profile.spec().gpus_per_node;
+  Placement placement = place(Strategy({{stage_wide, 1}}), profile.gpus(), profile.spec().model.layers,
+                              {.gpus_per_node = per_node, .tp_within_node = tp_within_node});
+  std::vector<std::size_t> order{0};
   ProcessGroups groups = detail::process_groups(placement, order);
   return {std::move(placement), per_node, tp_within_node, std::move(order), std::move(groups)};
 }
