@@ -16,9 +16,13 @@
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/plan/iteration.hpp"
+#include "sluice/plan/layout_moves.hpp"
 #include "sluice/plan/planner.hpp"
 #include "sluice/schedule/iteration.hpp"
 #include "sluice/schedule/planner.hpp"
+#include "sluice/shard/cost.hpp"
+#include "sluice/shard/model.hpp"
+#include "sluice/shard/placement.hpp"
 
 using namespace sluice;
 using namespace std::chrono_literals;
@@ -316,4 +320,27 @@ TEST_CASE("planner: bad options and inputs raise invalid_input naming them") {
   no_trials.dispatch.trials = 0;
   CHECK_THROWS_WITH_AS(plan::IterationPlanner(profile16(), candidates16(), no_trials),
                        "dispatch: trials must be >= 1, got 0", invalid_input);
+}
+
+TEST_CASE("layout moves: a candidate pays its pull and push beyond the all-gather of its own layout") {
+  const shard::Model model = shard::llama_like(profile16().spec().model);
+  const shard::Cluster cluster = plan::cluster_of(profile16());
+  const shard::PlacementOptions placing{.gpus_per_node = cluster.gpus_per_node};
+  const shard::OptimizerLayout sharded = shard::sharded_layout(16, model.layers);
+  const std::vector<Strategy> candidates = {Strategy::parse("16*tp1pp1"), Strategy::parse("8*tp2pp1"),
+                                            Strategy::parse("1*tp4pp1+1*tp2pp1+5*tp1pp2")};
+  const std::vector<double> moves = plan::layout_move_seconds(profile16(), candidates);
+  REQUIRE(moves.size() == candidates.size());
+  for (std::size_t k = 0; k < candidates.size(); ++k) {
+    CAPTURE(candidates[k].name());
+    const double moved = plan::pull_and_push(shard::iteration_cost(sharded, candidates[k], model, cluster, placing));
+    const double own = plan::pull_and_push(shard::switching_cost(candidates[k], candidates[k], 16, model, cluster,
+                                                                 placing));
+    CHECK(moves[k] == moved - own);
+    CHECK(moves[k] < moved);
+  }
+  // One GPU per replica: rank r's optimizer segment is its own layout's, so the pull is that all-gather exactly.
+  CHECK(moves[0] == 0);
+  CHECK(moves[1] > 0);
+  CHECK(moves[2] > 0);
 }

@@ -164,9 +164,9 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
     out << std::setprecision(3) << "  hotspa's switching: " << hotspa.switching << " s per iteration on average\n";
   if (!sluice.failure) {
     const compare::Summary& charged = summaries[compare::System::sluice];
-    out << std::setprecision(3) << "  sluice's pull and push: " << charged.layout_move
-        << " s per iteration before overlap, " << charged.switching << " s exposed; sluice without them "
-        << charged.seconds - charged.switching << " s, with none of them overlapped "
+    out << std::setprecision(3) << "  sluice's pull and push beyond its strategies' own all-gather: "
+        << charged.layout_move << " s per iteration before overlap, " << charged.switching
+        << " s exposed; sluice without them " << charged.seconds - charged.switching << " s, with none of them overlapped "
         << charged.seconds - charged.switching + charged.layout_move << " s\n";
   }
   out << "\n  imbalance: slowest / fastest busy pipeline, mean over iterations; idle: pipelines without work;\n"

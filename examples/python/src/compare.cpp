@@ -52,7 +52,8 @@ void bind_compare(py::module_& module) {
                              [](const py::object& self) {
                                return view_of<double>(self.cast<const compare::SystemRun&>().layout_moves, self);
                              },
-                             "sluice: each candidate's pull-and-push seconds before overlap (a read-only view)")
+                             "sluice: each candidate's pull and push beyond its own layout's all-gather, before "
+                             "overlap (a read-only view)")
       .def_property_readonly("iterations",
                              [](const py::object& self) {
                                return internal_list(self.cast<const compare::SystemRun&>().iterations, self);

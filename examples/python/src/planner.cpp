@@ -135,7 +135,8 @@ void bind_planner(py::module_& module) {
       .def_property_readonly("options", &plan::IterationPlanner::options)
       .def_property_readonly(
           "layout_moves", [](const plan::IterationPlanner& planner) { return array_of(planner.layout_moves()); },
-          "Per candidate, the seconds of its parameter pull and gradient push before overlap (empty for none).")
+          "Per candidate, the seconds of its parameter pull and gradient push beyond its own layout's all-gather, "
+          "before overlap (empty for none).")
       .def_property_readonly(
           "charged", [](const plan::IterationPlanner& planner) { return array_of(planner.charged()); },
           "Per candidate, what its plans are charged for its layout move (empty for none).");

@@ -40,7 +40,8 @@ class SystemRun:
         """Its static strategies (HotSPa: one per length range; sluice: its candidates)."""
     @property
     def layout_moves(self) -> FloatArray:
-        """sluice: each candidate's pull-and-push seconds before overlap (a read-only view)."""
+        """sluice: each candidate's pull and push beyond its own layout's all-gather, before overlap (a
+        read-only view)."""
     @property
     def iterations(self) -> list[IterationOutcome]: ...
     @property

@@ -42,7 +42,7 @@ struct SystemRun {
   std::optional<std::string> failure;  // why the system cannot run this scenario
   std::string configuration;           // what it was configured with, in words
   std::vector<Strategy> strategies;    // its static strategies (HotSPa: one per length range); sluice: candidates
-  std::vector<double> layout_moves;    // sluice: each candidate's pull-and-push seconds before overlap
+  std::vector<double> layout_moves;    // sluice: each candidate's pull and push beyond its own all-gather
   std::vector<IterationOutcome> iterations;
   std::vector<assign::IterationPlan> plans;  // the first few iterations' plans, where the system makes them
   Timeline first;                            // iteration 0's pipelines

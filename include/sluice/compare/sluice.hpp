@@ -100,7 +100,8 @@ public:
     run_.configuration = sluice::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
                                         "strategies holding the context); two-stage assignment, adaptive ",
                                         "schedule; the fastest simulated candidate per iteration; pull and ",
-                                        "push charged, less the modelled overlap", flex);
+                                        "push beyond each strategy's own all-gather charged, less the ",
+                                        "modelled overlap", flex);
     run_.strategies.assign(candidates.begin(), candidates.end());
     run_.layout_moves.assign(planner_.layout_moves().begin(), planner_.layout_moves().end());
   }

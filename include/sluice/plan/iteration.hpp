@@ -120,7 +120,8 @@ public:
   [[nodiscard]] std::span<const Strategy> candidates() const noexcept { return candidates_; }
   [[nodiscard]] const Options& options() const noexcept { return options_; }
   [[nodiscard]] const FlexAlternative* flex() const noexcept { return flex_.get(); }
-  // Per candidate, its pull and push before any overlap; empty when the policy is none.
+  // Per candidate, its pull and push beyond its own layout's all-gather, before any overlap; empty when the
+  // policy is none.
   [[nodiscard]] std::span<const double> layout_moves() const noexcept { return moves_; }
   // Per candidate, what its plans are charged for it (assign::PlanOptions::candidate_overhead); empty for none.
   [[nodiscard]] std::span<const double> charged() const noexcept { return overheads_; }

@@ -1,9 +1,10 @@
 #pragma once
 // What an iteration on a candidate strategy is charged for moving parameters and gradients between layouts
 // (Hydraulis §5): the optimizer states stay fully sharded over every GPU, each iteration pulls the parameters
-// into the chosen strategy's layout and pushes its gradients back, layer by layer under the computation. The
-// seconds come from shard::'s α–β model (LNK) on the profile's cluster; how much of them a plan is charged is the
-// caller's choice, LayoutMoves.
+// into the chosen strategy's layout and pushes its gradients back, layer by layer under the computation. It is
+// charged what that costs beyond the all-gather a static strategy's sharded states need anyway. The seconds come
+// from shard::'s α–β model (LNK) on the profile's cluster; how much of them a plan is charged is the caller's
+// choice, LayoutMoves.
 #include <algorithm>
 #include <limits>
 #include <span>
@@ -47,17 +48,25 @@ inline shard::Cluster cluster_of(const cost::Profile& profile) {
 // reduce-scatter is left out: every system synchronises gradients once and none is charged for it.
 inline double pull_and_push(const shard::ShardCost& cost) { return cost.pull.seconds + cost.push.seconds; }
 
-// Per candidate, the seconds of its pull and push before any overlap: the optimizer states sharded over all the
-// profile's GPUs (shard::sharded_layout), the profile's model as LLaMA-like layers.
+// Per candidate, the seconds its pull and push take beyond what a static system on it pays, before any overlap:
+// from the optimizer states sharded over all the profile's GPUs (shard::sharded_layout) less from the
+// candidate's own layout (shard::aligned_layout), whose pull is the all-gather that every system with sharded
+// states does after its step and none is charged, as it is part of synchronising gradients. Hydraulis (§8,
+// Table 1) weighs its pull and push the same way, against a homogeneous strategy's all-gather and
+// reduce-scatter. The profile's model as LLaMA-like layers.
 inline std::vector<double> layout_move_seconds(const cost::Profile& profile, std::span<const Strategy> candidates) {
   const shard::Model model = shard::llama_like(profile.spec().model);
   const shard::OptimizerLayout layout = shard::sharded_layout(profile.gpus(), model.layers);
   const shard::Cluster cluster = cluster_of(profile);
+  const shard::PlacementOptions placing{.gpus_per_node = cluster.gpus_per_node};
   std::vector<double> seconds;
   seconds.reserve(candidates.size());
-  for (const Strategy& candidate : candidates)
-    seconds.push_back(pull_and_push(
-        shard::iteration_cost(layout, candidate, model, cluster, {.gpus_per_node = cluster.gpus_per_node})));
+  for (const Strategy& candidate : candidates) {
+    const double moved = pull_and_push(shard::iteration_cost(layout, candidate, model, cluster, placing));
+    const double own = pull_and_push(shard::switching_cost(candidate, candidate, profile.gpus(), model, cluster,
+                                                           placing));
+    seconds.push_back(std::max(0.0, moved - own));
+  }
   return seconds;
 }
 
