@@ -219,6 +219,15 @@ TEST_CASE("flex domains: sluice, offering FlexSP's and dynamic CP's domains, is 
   const auto domains = flex.domains->domains();
   REQUIRE(domains.size() >= 3);
   CHECK(flex.names.front() == "8*tp1pp1 flex CP (ZeRO-3)");
+  CHECK(flex.flexsp);
+  compare::Options ring_only = options;
+  ring_only.profile = cost::Profile(cost::with_scheme_space(
+      profile8().spec(), {.cp_degrees = {2, 4, 8}, .cp_kinds = {CpKind::ring}, .recompute = false, .links = {}}));
+  const compare::SluiceFlex without_ulysses =
+      compare::sluice_flex_domains(ring_only, compare::planner_options(ring_only));
+  REQUIRE(without_ulysses.domains != nullptr);
+  CHECK_FALSE(without_ulysses.flexsp);  // FlexSP's groups are Ulysses'
+  CHECK(without_ulysses.names.front().ends_with(" dynamic CP"));
   CHECK(domains.front()->overhead() == 0);
   const int layers = shard::llama_like(options.profile.spec().model).layers;
   for (std::size_t d = 1; d < domains.size(); ++d) {

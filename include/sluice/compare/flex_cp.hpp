@@ -58,6 +58,7 @@ struct SluiceFlex {
   std::shared_ptr<const plan::FlexDomains> domains;  // null where there is none
   std::vector<std::string> names;
   std::vector<double> layout_moves;
+  bool flexsp = false;  // whether the first domain is FlexSP's
 };
 
 // FlexSP's domain (zero3_flex_domain), and on every ⟨TP, PP⟩ base that dynamic_cp considers, Megatron-LM's dynamic CP
@@ -69,17 +70,18 @@ inline SluiceFlex sluice_flex_domains(const Options& options, const plan::Option
   SluiceFlex flex;
   std::vector<std::shared_ptr<const plan::FlexDomain>> domains;
   const auto add = [&](std::shared_ptr<const plan::FlexDomain> domain, std::string name, double move) {
-    if (!domain) return;
+    if (!domain) return false;
     for (std::size_t k = 0; k < domain->schemes().size(); ++k)
       if (assign::flex_cp_holds(domain->problem_of({}), k, options.context)) {
         domains.push_back(std::move(domain));
         flex.names.push_back(std::move(name));
         flex.layout_moves.push_back(move);
-        return;
+        return true;
       }
+    return false;
   };
   if (const auto zero3 = zero3_flex_domain(options))
-    add(zero3, zero3->strategy().name() + " flex CP (ZeRO-3)", 0);
+    flex.flexsp = add(zero3, zero3->strategy().name() + " flex CP (ZeRO-3)", 0);
   const std::int64_t gpus = options.profile.gpus();
   const std::int64_t per_node = options.profile.spec().gpus_per_node;
   const int layers = shard::llama_like(options.profile.spec().model).layers;

@@ -92,9 +92,8 @@ public:
     run_.name = name(System::sluice);
     std::string flex;
     if (flex_.domains) {
-      const bool zero3 = flex_.names.front().ends_with("(ZeRO-3)");
       flex = sluice::concat("; or, where faster, the fastest of ", flex_.names.size(), " flex CP domains (",
-                            zero3 ? "FlexSP's under ZeRO-3; " : "", "on each ⟨TP, PP⟩ base, dynamic CP's and CP ",
+                            flex_.flexsp ? "FlexSP's under ZeRO-3; " : "", "on each ⟨TP, PP⟩ base, dynamic CP's and CP ",
                             "groups of mixed degrees), groups re-formed per micro-batch");
     }
     run_.configuration = sluice::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
