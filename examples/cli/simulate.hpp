@@ -166,8 +166,8 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
     const compare::Summary& charged = summaries[compare::System::sluice];
     out << std::setprecision(3) << "  sluice's pull and push beyond its strategies' own all-gather: "
         << charged.layout_move << " s per iteration before overlap, " << charged.switching
-        << " s exposed; sluice without them " << charged.seconds - charged.switching << " s, with none of them overlapped "
-        << charged.seconds - charged.switching + charged.layout_move << " s\n";
+        << " s exposed; sluice without them " << charged.seconds - charged.switching
+        << " s, with none of them overlapped " << charged.seconds - charged.switching + charged.layout_move << " s\n";
   }
   out << "\n  imbalance: slowest / fastest busy pipeline, mean over iterations; idle: pipelines without work;\n"
       << "  degree: WLB-LLM's imbalance degree, slowest micro-batch forward x micro-batches / their total forward,\n"

@@ -182,7 +182,9 @@ void bind_compare(py::module_& module) {
                              [](const py::object& self) {
                                return view_of<double>(self.cast<const compare::SluiceFlex&>().layout_moves, self);
                              },
-                             "Per domain, its layout move's seconds before overlap (a read-only view)");
+                             "Per domain, its layout move's seconds beyond its base's own all-gather, before overlap "
+                             "(a read-only view)")
+      .def_readonly("flexsp", &compare::SluiceFlex::flexsp, "Whether the first domain is FlexSP's (ZeRO-3, Ulysses)");
   module.def(
       "sluice_flex_domains",
       [](const cost::Profile& profile, std::int64_t context, const plan::Options& planning, bool cross_node_tp) {

@@ -141,7 +141,11 @@ class SluiceFlexDomains:
         """Per domain, its name in the comparison (SimulatedIteration.flex.domain indexes it)."""
     @property
     def layout_moves(self) -> npt.NDArray[np.float64]:
-        """Per domain, its layout move's seconds before overlap (a read-only view)."""
+        """Per domain, its layout move's seconds beyond its base's own all-gather, before overlap (a read-only
+        view)."""
+    @property
+    def flexsp(self) -> bool:
+        """Whether the first domain is FlexSP's (ZeRO-3, Ulysses)."""
 
 def sluice_flex_domains(
     profile: Profile, *, context: int, planning: PlanOptions = ..., cross_node_tp: bool = False

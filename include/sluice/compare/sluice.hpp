@@ -93,8 +93,9 @@ public:
     std::string flex;
     if (flex_.domains) {
       flex = sluice::concat("; or, where faster, the fastest of ", flex_.names.size(), " flex CP domains (",
-                            flex_.flexsp ? "FlexSP's under ZeRO-3; " : "", "on each ⟨TP, PP⟩ base, dynamic CP's and CP ",
-                            "groups of mixed degrees), groups re-formed per micro-batch");
+                            flex_.flexsp ? "FlexSP's under ZeRO-3; " : "",
+                            "on each ⟨TP, PP⟩ base, dynamic CP's and CP groups of mixed degrees), groups re-formed ",
+                            "per micro-batch");
     }
     run_.configuration = sluice::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
                                         "strategies holding the context); two-stage assignment, adaptive ",
