@@ -158,6 +158,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
     std::cerr << "sluice_measure_systems: no CUDA device\n";
     return 2;
   }
+  examples::note_one_cpu("sluice_measure_systems", processes, on_gpu);
 
   const auto profiling = std::chrono::steady_clock::now();
   sluice::compare::Options options{.profile = examples::load_profile(profile_path, model, gpus),

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <optional>
 #include <string_view>
+#include <thread>
 
 #include "options.hpp"
 #include "sluice/core/error.hpp"
@@ -68,6 +69,17 @@ inline void require_process_backend(const Processes& processes, bool on_gpu) {
   sluice::require(!processes.mpi || !on_gpu, "this build runs one process per rank on the host backend only "
                   "(--backend host): it has no NCCL");
 #endif
+}
+
+// A GPU run draws the model's initial parameters on every CPU this process may use (tens of seconds on one core for
+// LLaMA-7B-shaped layers, per plan); a launcher that bound it to one core makes that the run's longest part, so
+// process 0 says so once.
+inline void note_one_cpu(std::string_view program, const Processes& processes, bool on_gpu) {
+  const unsigned present = std::thread::hardware_concurrency();
+  if (!on_gpu || processes.rank != 0 || sluice::executor::usable_cpus() > 1 || present <= 1) return;
+  std::cerr << program << ": this process may use 1 of the machine's " << present << " CPUs (its launcher or "
+            << "taskset bound it), and draws the model's initial parameters on it alone: under mpirun, "
+            << "--bind-to none lets it use them all\n";
 }
 
 #ifdef SLUICE_EXECUTOR_HAVE_MPI

@@ -91,6 +91,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
     std::cerr << "sluice_run_plan: no CUDA device\n";
     return 2;
   }
+  examples::note_one_cpu("sluice_run_plan", processes, on_gpu);
   const sluice::cost::Profile profile = examples::load_profile(profile_path, model, gpus);
 
   const sluice::data::LengthDataset dataset =

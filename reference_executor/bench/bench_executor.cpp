@@ -38,6 +38,7 @@
 #include "sluice_executor/cuda.hpp"
 #include "sluice_executor/job.hpp"
 #include "sluice_executor/kernels.hpp"
+#include "sluice_executor/launch.hpp"
 #include "sluice_executor/model.hpp"
 
 namespace ex = sluice::executor;
@@ -87,7 +88,7 @@ void fill_bf16(void* data, std::size_t elements, cudaStream_t stream) {
   };
   {
     std::vector<std::jthread> helpers;
-    for (unsigned k = 1; k < std::max(1U, std::thread::hardware_concurrency()); ++k) helpers.emplace_back(work);
+    for (unsigned k = 1; k < sluice::executor::usable_cpus(); ++k) helpers.emplace_back(work);
     work();
   }
   const cu::DeviceBuffer staged = cu::upload(values, stream);

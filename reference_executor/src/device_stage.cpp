@@ -14,6 +14,7 @@
 #include "embedding.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice_executor/kernels.hpp"
+#include "sluice_executor/launch.hpp"
 
 namespace sluice::executor::cuda {
 
@@ -29,7 +30,7 @@ void copy_device(void* to, const void* from, std::size_t bytes, cudaStream_t str
 
 // The initial values of the tensors in `range`, as floats, computed on all host cores: each tensor draws from its
 // own random stream, so the values do not depend on the thread count. Four LLaMA-7B-shaped layers (a billion
-// values) take tens of seconds on one core.
+// values) take tens of seconds on one core: a process its launcher bound to one core pays that per plan.
 std::vector<std::vector<float>> initial_parameters(const ModelConfig& model, TensorRange range) {
   std::vector<std::vector<float>> values(range.end - range.begin);
   std::atomic<std::size_t> next{range.begin};
@@ -47,7 +48,7 @@ std::vector<std::vector<float>> initial_parameters(const ModelConfig& model, Ten
     }
   };
   {
-    const std::size_t threads = std::min<std::size_t>(std::max(1U, std::thread::hardware_concurrency()), values.size());
+    const std::size_t threads = std::min<std::size_t>(usable_cpus(), values.size());
     std::vector<std::jthread> helpers;
     for (std::size_t k = 1; k < threads; ++k) helpers.emplace_back(work);
     work();

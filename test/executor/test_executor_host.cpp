@@ -392,3 +392,21 @@ TEST_CASE("executor host: the launch environment is read from each launcher's va
   rejected({{"SLURM_NTASKS", "4"}}, "Slurm sets SLURM_NTASKS but not SLURM_PROCID");
   rejected({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2x"}}, "LOCAL_RANK must be an integer >= 0");
 }
+
+#ifdef __linux__
+TEST_CASE("executor host: usable_cpus counts the CPUs this thread is bound to, as a launcher's binding narrows them") {
+  cpu_set_t original;
+  CPU_ZERO(&original);
+  REQUIRE(sched_getaffinity(0, sizeof original, &original) == 0);
+  CHECK(usable_cpus() == static_cast<unsigned>(CPU_COUNT(&original)));
+  int first = 0;
+  while (!CPU_ISSET(first, &original)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  const unsigned bound = usable_cpus();
+  REQUIRE(sched_setaffinity(0, sizeof original, &original) == 0);
+  CHECK(bound == 1);
+}
+#endif

@@ -3,6 +3,7 @@
 // Open MPI's mpirun (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK), PMI launchers such as MPICH's hydra and srun with
 // PMI (PMI_RANK, PMI_SIZE, and MPI_LOCALRANKID or PMI_LOCAL_RANK), Slurm's srun (SLURM_PROCID, SLURM_NTASKS,
 // SLURM_LOCALID) and torchrun (RANK, WORLD_SIZE, LOCAL_RANK), in that order of precedence.
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <functional>
@@ -10,6 +11,11 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <thread>
+
+#ifdef __linux__
+#include <sched.h>
+#endif
 
 #include "sluice/core/error.hpp"
 
@@ -70,6 +76,19 @@ inline std::optional<LaunchEnvironment> launch_environment(const EnvironmentLook
     return LaunchEnvironment{*rank, *world, local.value_or(0), convention.launcher};
   }
   return std::nullopt;
+}
+
+// The CPUs the calling thread may run on: its affinity mask, which a launcher narrows when it binds processes
+// (Open MPI binds each to one core when it starts at most two), not the machine's count that
+// std::thread::hardware_concurrency gives; work spread over more threads than this only takes turns.
+inline unsigned usable_cpus() noexcept {
+#ifdef __linux__
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    return static_cast<unsigned>(std::max(1, CPU_COUNT(&allowed)));
+#endif
+  return std::max(1U, std::thread::hardware_concurrency());
 }
 
 }  // namespace sluice::executor
