@@ -84,7 +84,7 @@ inline void note_one_cpu(std::string_view program, const Processes& processes, b
 
 #ifdef SLUICE_EXECUTOR_HAVE_MPI
 // This process's part of a run of one process per rank over MPI_COMM_WORLD: its rank on one GPU of its node over
-// NCCL, or on the float64 host backend. Every process returns the whole run.
+// NCCL, or on the float64 host backend. Process 0 returns the whole run, the others its loss and times.
 inline sluice::executor::RunReport run_own_rank(const sluice::executor::Job& job, bool on_gpu, double timeout) {
 #ifdef SLUICE_EXECUTOR_MPI_GPU
   if (on_gpu) return sluice::executor::mpi::run_on_gpu(job, MPI_COMM_WORLD, {.timeout_seconds = timeout});

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_backend.hpp"
@@ -52,7 +53,7 @@ RunReport run_on_gpu(const Job& job, MPI_Comm comm, const GpuOptions& options) {
   detail::check(MPI_Bcast(ids.data(), static_cast<int>(ids.size() * sizeof(ncclUniqueId)), MPI_BYTE, 0, comm),
                 "MPI_Bcast");
 
-  std::vector<double> own;
+  detail::RankValues own;
   if (runs) {
     const int visible = cuda::device_count();
     if (device >= visible)
@@ -96,7 +97,7 @@ RunReport run_on_gpu(const Job& job, MPI_Comm comm, const GpuOptions& options) {
     MPI_Comm_free(&ranks_comm);
   }
   // After the all-reduce every holder of a tensor has the sum: its first holder's is taken, as run_nccl takes it.
-  RunReport report = detail::share_run(job, job_layout, comm, own, [&](const detail::GatheredRanks& gathered) {
+  RunReport report = detail::share_run(job, job_layout, comm, std::move(own), [&](detail::GatheredRanks& gathered) {
     ModelResult result;
     double loss = 0;
     for (const std::vector<double>& sums : gathered.loss_sums)
@@ -105,7 +106,7 @@ RunReport run_on_gpu(const Job& job, MPI_Comm comm, const GpuOptions& options) {
     for (std::size_t t = 0; t < parameter_tensors(job.model).size(); ++t) {
       std::size_t holder = 0;
       while (holder + 1 < gathered.gradients.size() && gathered.gradients[holder][t].empty()) ++holder;
-      result.gradients.push_back(gathered.gradients[holder][t]);
+      result.gradients.push_back(std::move(gathered.gradients[holder][t]));
     }
     return result;
   });

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -146,7 +147,7 @@ RunReport run_on_host(const Job& job, MPI_Comm comm, const Options& options) {
   const int ranks = static_cast<int>(job_layout.ranks.size());
   sluice::require(processes >= ranks, "mpi: the job has ", ranks, " ranks, the communicator ", processes,
                   " processes");
-  std::vector<double> own;
+  detail::RankValues own;
   if (process < ranks) {
     const int own_rank[] = {process};
     host::Backend backend(job, job_layout, own_rank);
@@ -166,7 +167,7 @@ RunReport run_on_host(const Job& job, MPI_Comm comm, const Options& options) {
     check(MPI_Barrier(comm), "MPI_Barrier");
   }
   // Added as a one-process run adds them, so that the two are equal bit for bit.
-  RunReport report = detail::share_run(job, job_layout, comm, own, [&](const detail::GatheredRanks& gathered) {
+  RunReport report = detail::share_run(job, job_layout, comm, std::move(own), [&](detail::GatheredRanks& gathered) {
     return host::combine(job, job_layout, gathered.loss_sums, [&](int rank, std::size_t tensor) {
       return std::span<const double>(gathered.gradients[static_cast<std::size_t>(rank)][tensor]);
     });

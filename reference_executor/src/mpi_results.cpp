@@ -1,8 +1,10 @@
 #include "mpi_results.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "sluice/core/error.hpp"
 
@@ -11,21 +13,34 @@ namespace sluice::executor::mpi::detail {
 namespace {
 
 constexpr int gather_tag = 2;
+// MPI counts are ints: a stage's gradients (a billion values for four LLaMA-7B-shaped layers) go in pieces.
+constexpr std::size_t piece = std::size_t{1} << 30;
 
 std::size_t instruction_count(const Job& job, const RankInfo& info) {
   return job.pipelines[static_cast<std::size_t>(info.pipeline)].plan.ranks[static_cast<std::size_t>(info.stage)]
       .size();
 }
 
+void send_values(std::span<const double> values, MPI_Comm comm) {
+  for (std::size_t at = 0; at < values.size(); at += piece) {
+    const std::size_t count = std::min(piece, values.size() - at);
+    check(MPI_Send(values.data() + at, static_cast<int>(count), MPI_DOUBLE, 0, gather_tag, comm), "MPI_Send");
+  }
+}
+
 // Exactly `count` values from process `from`: a rank that holds other tensors than the layout says is a bug.
 std::vector<double> receive_values(int from, std::size_t count, MPI_Comm comm) {
   std::vector<double> values(count);
-  MPI_Status status{};
-  check(MPI_Recv(values.data(), static_cast<int>(count), MPI_DOUBLE, from, gather_tag, comm, &status), "MPI_Recv");
-  int received = 0;
-  check(MPI_Get_count(&status, MPI_DOUBLE, &received), "MPI_Get_count");
-  if (static_cast<std::size_t>(received) != count)
-    throw std::logic_error(sluice::concat("mpi: rank ", from, " sent ", received, " values, expected ", count));
+  for (std::size_t at = 0; at < count; at += piece) {
+    const std::size_t expected = std::min(piece, count - at);
+    MPI_Status status{};
+    check(MPI_Recv(values.data() + at, static_cast<int>(expected), MPI_DOUBLE, from, gather_tag, comm, &status),
+          "MPI_Recv");
+    int received = 0;
+    check(MPI_Get_count(&status, MPI_DOUBLE, &received), "MPI_Get_count");
+    if (static_cast<std::size_t>(received) != expected)
+      throw std::logic_error(sluice::concat("mpi: rank ", from, " sent ", received, " values, expected ", expected));
+  }
   return values;
 }
 
@@ -39,27 +54,29 @@ void check(int code, const char* call) {
   throw transport_error(sluice::concat(call, " failed: ", std::string_view(text, static_cast<std::size_t>(length))));
 }
 
-std::vector<double> rank_values(const Job& job, const JobLayout& layout, int rank,
-                                const std::vector<InstructionTiming>& timings, std::span<const double> loss_sums,
-                                const std::function<std::vector<double>(std::size_t tensor)>& gradient) {
-  std::vector<double> values;
-  for (const InstructionTiming& timing : timings) values.insert(values.end(), {timing.start, timing.end});
-  values.insert(values.end(), loss_sums.begin(), loss_sums.end());
+RankValues rank_values(const Job& job, const JobLayout& layout, int rank,
+                       const std::vector<InstructionTiming>& timings, std::span<const double> loss_sums,
+                       const std::function<std::vector<double>(std::size_t tensor)>& gradient) {
   const RankInfo& info = layout.ranks[static_cast<std::size_t>(rank)];
   const TensorRange range = stage_tensors(job.model, info.first_layer, info.end_layer, info.first, info.last);
-  for (std::size_t t = range.begin; t < range.end; ++t) {
-    const std::vector<double> values_of_tensor = gradient(t);
-    values.insert(values.end(), values_of_tensor.begin(), values_of_tensor.end());
+  RankValues values;
+  for (const InstructionTiming& timing : timings) {
+    values.times_and_sums.push_back(timing.start);
+    values.times_and_sums.push_back(timing.end);
   }
+  values.times_and_sums.insert(values.times_and_sums.end(), loss_sums.begin(), loss_sums.end());
+  for (std::size_t t = range.begin; t < range.end; ++t) values.gradients.push_back(gradient(t));
   return values;
 }
 
-RunReport share_run(const Job& job, const JobLayout& layout, MPI_Comm comm, const std::vector<double>& own,
-                    const std::function<ModelResult(const GatheredRanks&)>& combine) {
+RunReport share_run(const Job& job, const JobLayout& layout, MPI_Comm comm, RankValues own,
+                    const std::function<ModelResult(GatheredRanks&)>& combine) {
   int process = 0;
   MPI_Comm_rank(comm, &process);
   const int ranks = static_cast<int>(layout.ranks.size());
   const std::vector<ParameterTensor> tensors = parameter_tensors(job.model);
+  RunReport report;
+  // The loss, then every rank's instruction times: all that process 0 sends the others.
   std::vector<double> shared;
   if (process == 0) {
     GatheredRanks gathered;
@@ -69,46 +86,35 @@ RunReport share_run(const Job& job, const JobLayout& layout, MPI_Comm comm, cons
     for (int r = 0; r < ranks; ++r) {
       const RankInfo& info = layout.ranks[static_cast<std::size_t>(r)];
       const TensorRange range = stage_tensors(job.model, info.first_layer, info.end_layer, info.first, info.last);
+      const std::size_t times = 2 * instruction_count(job, info);
       const std::size_t micro_batches =
           info.last ? layout.micro_batches[static_cast<std::size_t>(info.pipeline)].size() : 0;
-      std::size_t count = 2 * instruction_count(job, info) + micro_batches;
-      for (std::size_t t = range.begin; t < range.end; ++t) count += tensors[t].size();
-      const std::vector<double> values = r == 0 ? own : receive_values(r, count, comm);
-      auto at = values.begin();
-      const auto times = static_cast<std::ptrdiff_t>(2 * instruction_count(job, info));
-      timings.insert(timings.end(), at, at + times);
-      at += times;
-      const auto sums = static_cast<std::ptrdiff_t>(micro_batches);
-      if (info.last) gathered.loss_sums[static_cast<std::size_t>(info.pipeline)].assign(at, at + sums);
-      at += sums;
-      gathered.gradients[static_cast<std::size_t>(r)].resize(tensors.size());
-      for (std::size_t t = range.begin; t < range.end; ++t) {
-        gathered.gradients[static_cast<std::size_t>(r)][t].assign(at,
-                                                                   at + static_cast<std::ptrdiff_t>(tensors[t].size()));
-        at += static_cast<std::ptrdiff_t>(tensors[t].size());
-      }
+      const std::vector<double> times_and_sums =
+          r == 0 ? std::move(own.times_and_sums) : receive_values(r, times + micro_batches, comm);
+      const auto sums_begin = times_and_sums.begin() + static_cast<std::ptrdiff_t>(times);
+      timings.insert(timings.end(), times_and_sums.begin(), sums_begin);
+      if (info.last)
+        gathered.loss_sums[static_cast<std::size_t>(info.pipeline)].assign(sums_begin, times_and_sums.end());
+      // Each tensor lands in its own vector once: a model's gradients are gigabytes, and fresh pages cost.
+      std::vector<std::vector<double>>& gradients = gathered.gradients[static_cast<std::size_t>(r)];
+      gradients.resize(tensors.size());
+      for (std::size_t t = range.begin; t < range.end; ++t)
+        gradients[t] = r == 0 ? std::move(own.gradients[t - range.begin]) : receive_values(r, tensors[t].size(), comm);
     }
-    const ModelResult result = combine(gathered);
-    shared.push_back(result.loss);
-    for (const std::vector<double>& gradient : result.gradients)
-      shared.insert(shared.end(), gradient.begin(), gradient.end());
+    report.result = combine(gathered);
+    shared.push_back(report.result.loss);
     shared.insert(shared.end(), timings.begin(), timings.end());
   } else if (process < ranks) {
-    check(MPI_Send(own.data(), static_cast<int>(own.size()), MPI_DOUBLE, 0, gather_tag, comm), "MPI_Send");
+    send_values(own.times_and_sums, comm);
+    for (const std::vector<double>& gradient : own.gradients) send_values(gradient, comm);
   }
 
   std::size_t values = 1;
-  for (const ParameterTensor& tensor : tensors) values += tensor.size();
   for (const RankInfo& info : layout.ranks) values += 2 * instruction_count(job, info);
   shared.resize(values);
   check(MPI_Bcast(shared.data(), static_cast<int>(values), MPI_DOUBLE, 0, comm), "MPI_Bcast");
-  RunReport report;
   auto at = shared.begin();
   report.result.loss = *at++;
-  for (const ParameterTensor& tensor : tensors) {
-    report.result.gradients.emplace_back(at, at + static_cast<std::ptrdiff_t>(tensor.size()));
-    at += static_cast<std::ptrdiff_t>(tensor.size());
-  }
   for (const RankInfo& info : layout.ranks) {
     std::vector<InstructionTiming>& rank_timings = report.instructions.emplace_back();
     for (std::size_t k = 0, count = instruction_count(job, info); k < count; ++k, at += 2)

@@ -1,6 +1,6 @@
 #pragma once
 // What the runs of one process per rank share (sluice_executor/mpi.hpp): MPI errors as exceptions, and the
-// gathering of every rank's results to process 0, which combines them into the run every process returns.
+// gathering of every rank's results to process 0, which combines them into the run it returns.
 #include <mpi.h>
 
 #include <functional>
@@ -22,11 +22,15 @@ public:
 // Throws transport_error with MPI's text when `code` is not MPI_SUCCESS.
 void check(int code, const char* call);
 
-// What rank `rank` sends process 0 at the end: its instruction times (start, end pairs), a last stage's
-// cross-entropy sums by micro-batch, and its gradients of the tensors it holds, in tensor order.
-std::vector<double> rank_values(const Job& job, const JobLayout& layout, int rank,
-                                const std::vector<InstructionTiming>& timings, std::span<const double> loss_sums,
-                                const std::function<std::vector<double>(std::size_t tensor)>& gradient);
+// What rank `rank` sends process 0 at the end: its instruction times (start, end pairs) and a last stage's
+// cross-entropy sums by micro-batch, then its gradients of the tensors it holds, in tensor order, one message each.
+struct RankValues {
+  std::vector<double> times_and_sums;
+  std::vector<std::vector<double>> gradients;
+};
+RankValues rank_values(const Job& job, const JobLayout& layout, int rank,
+                       const std::vector<InstructionTiming>& timings, std::span<const double> loss_sums,
+                       const std::function<std::vector<double>(std::size_t tensor)>& gradient);
 
 // Every rank's results on process 0.
 struct GatheredRanks {
@@ -34,10 +38,11 @@ struct GatheredRanks {
   std::vector<std::vector<std::vector<double>>> gradients;  // [rank][tensor], empty where the rank lacks it
 };
 
-// Collective over `comm`: process 0 receives every rank's rank_values (`own` is its own; processes beyond the
-// job's ranks pass none), combines them into the model result, and every process returns the run: that result
-// and every rank's instruction times.
-RunReport share_run(const Job& job, const JobLayout& layout, MPI_Comm comm, const std::vector<double>& own,
-                    const std::function<ModelResult(const GatheredRanks&)>& combine);
+// Collective over `comm`: process 0 receives every rank's rank_values (`own` is its own, moved, not copied;
+// processes beyond the job's ranks pass none) and combines them into the model result (`combine` may move the
+// gradients out); every process returns the loss and every rank's instruction times, and process 0 alone the
+// gradients too, since a model's gradients are gigabytes that only the writer needs.
+RunReport share_run(const Job& job, const JobLayout& layout, MPI_Comm comm, RankValues own,
+                    const std::function<ModelResult(GatheredRanks&)>& combine);
 
 }  // namespace sluice::executor::mpi::detail

@@ -38,11 +38,11 @@ struct Options {
 };
 
 // Collective over `comm`, whose size is at least the job's rank count: process r < ranks runs global rank r on the
-// float64 host backend, the other processes only wait for the end. Process 0 gathers the ranks' results; every
-// process returns the whole run: the loss and gradients, added in the order a one-process run adds them (so they
-// are equal bit for bit), and every rank's instruction times, each on its own process's clock from a common
-// barrier. A failure on a rank throws there, naming the rank and the instruction; run it inside run_or_abort so
-// that every process ends.
+// float64 host backend, the other processes only wait for the end. Process 0 gathers the ranks' results and
+// returns the whole run: the loss and gradients, added in the order a one-process run adds them (so they are equal
+// bit for bit), and every rank's instruction times, each on its own process's clock from a common barrier. The
+// other processes return the loss and the times, without the gradients. A failure on a rank throws there, naming
+// the rank and the instruction; run it inside run_or_abort so that every process ends.
 RunReport run_on_host(const Job& job, MPI_Comm comm, const Options& options = {});
 
 // Runs `body` and returns its exit code; on an exception prints "program: rank R: message" on stderr, one line,

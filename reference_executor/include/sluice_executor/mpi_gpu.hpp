@@ -25,8 +25,8 @@ struct GpuOptions {
 // GPU (one process per GPU: two on one device is an error), the other processes only wait for the end. The plan is
 // first checked by the interpreter's dry run, which rejects any plan NCCL would deadlock on. After the gradients'
 // all-reduce, process 0 gathers the loss sums, every tensor's gradient from its first holder and every rank's
-// instruction times, and every process returns the whole run, as cuda::run_nccl returns it in one process. Failures
-// throw; run it inside run_or_abort so that every process ends.
+// instruction times. Process 0 returns the whole run, as cuda::run_nccl returns it in one process; the others return
+// it without the gradients. Failures throw; run it inside run_or_abort so that every process ends.
 RunReport run_on_gpu(const Job& job, MPI_Comm comm, const GpuOptions& options = {});
 
 }  // namespace sluice::executor::mpi
