@@ -7,10 +7,12 @@ ranks on one GPU:
   - check: bf16 inputs, FlashAttention's varlen kernel per block (PyTorch's own), against float32 attention of the
     unsharded sequences: output and gradients within bf16 tolerance, for CP 1, 2, 4 and 8;
   - time: the forward and backward of a long-document batch, CP 1 to 8, against one varlen call on the unsharded
-    batch: what cutting the work into the ring's blocks costs on one GPU (no communication is in these times).
+    batch: what cutting the work into the ring's blocks costs on one GPU (no communication is in these times);
+  - with --flex-plans: one GPU's attention work (forward and backward) under each CP plan that
+    scripts/flex-cp-gpu-plans.py wrote, each group's ring timed at its degree, against the plans' predictions.
 It loads sluice.torch and sluice.context_parallel from the source tree without the compiled extension, which
 they do not need for this, so that a GPU machine without a build of the package runs it.
-  scripts/cp-gpu-check.py [--json FILE]
+  scripts/cp-gpu-check.py [--json FILE] [--flex-plans FILE]
 """
 import argparse
 import json
@@ -38,6 +40,11 @@ def packed(lengths, seed, dtype):
     generator = torch.Generator(device="cuda").manual_seed(seed)
     shape = (sum(lengths), HEADS, HEAD_DIM)
     return [torch.randn(shape, generator=generator, device="cuda", dtype=dtype) for _ in range(4)]
+
+
+def inputs(lengths, seed):
+    """bf16 q, k and v that take gradients, and the output's upstream gradient, for the packed sequences."""
+    return [t.requires_grad_(i < 3) for i, t in enumerate(packed(lengths, seed, torch.bfloat16))]
 
 
 def cu_of(lengths):
@@ -98,9 +105,13 @@ def median_ms(run, repetitions=5):
     return statistics.median(times)
 
 
+def ring_forward_backward(q, k, v, upstream, cu, cp):
+    return lambda: context_parallel.ring_attention_serialized(q, k, v, cu, cp).backward(upstream)
+
+
 def timing():
     lengths = [65536, 32768, 16384, 8192, 4096, 2048, 1024, 512, 256, 128]
-    q, k, v, upstream = (t.requires_grad_(i < 3) for i, t in enumerate(packed(lengths, 2, torch.bfloat16)))
+    q, k, v, upstream = inputs(lengths, 2)
     cu = cu_of(lengths).cuda()
     scale = HEAD_DIM ** -0.5
 
@@ -123,11 +134,8 @@ def timing():
             with torch.no_grad():
                 context_parallel.ring_attention_serialized(q, k, v, cu, cp)
 
-        def forward_backward():
-            context_parallel.ring_attention_serialized(q, k, v, cu, cp).backward(upstream)
-
         rows.append({"what": "ring, every rank serialized", "cp": cp, "forward_ms": median_ms(forward),
-                     "forward_backward_ms": median_ms(forward_backward)})
+                     "forward_backward_ms": median_ms(ring_forward_backward(q, k, v, upstream, cu, cp))})
     print(f"time: {sum(lengths)} tokens in {len(lengths)} sequences (longest {max(lengths)}), {HEADS} heads of "
           f"{HEAD_DIM}, bf16; causal forward {flops / 1e12:.2f} TFLOP")
     for row in rows:
@@ -138,14 +146,56 @@ def timing():
     return rows
 
 
+def flex_plans(document):
+    """Each plan's attention on one unit: per micro-batch its slowest group's share, summed over micro-batches (PP 1:
+    no fill or drain). The plans' predictions are the whole model's, so only ratios between plans compare."""
+    group_ms, rows = {}, []  # a group several plans form is timed once
+    for plan in document["plans"]:
+        micro_batches = []
+        for micro_batch in plan["micro_batches"]:
+            shares = []
+            for group in micro_batch["groups"]:
+                key = (group["degree"], tuple(group["lengths"]))
+                if key not in group_ms:
+                    q, k, v, upstream = inputs(group["lengths"], 3)
+                    group_ms[key] = median_ms(ring_forward_backward(q, k, v, upstream, cu_of(group["lengths"]),
+                                                                    group["degree"]), repetitions=3)
+                # The ring's chunks give each rank the same causal work, so a unit's share is the group's / degree.
+                shares.append(group_ms[key] / group["degree"])
+            micro_batches.append({"share_ms": shares, "ms": max(shares),
+                                  "predicted_seconds": micro_batch["predicted_seconds"]})
+        rows.append({"name": plan["name"], "ms": sum(row["ms"] for row in micro_batches),
+                     "predicted_seconds": plan["predicted_seconds"], "lower_bound": plan["lower_bound"],
+                     "micro_batches": micro_batches})
+    reference = next(row for row in rows if row["name"] == document["reference"])
+    print(f"flex plans: {document['tokens']} tokens in {len(document['lengths'])} sequences, one unit's attention "
+          f"(forward+backward, bf16, {HEADS} heads of {HEAD_DIM})")
+    for row in rows:
+        row["measured_ratio"] = row["ms"] / reference["ms"]
+        row["predicted_ratio"] = row["predicted_seconds"] / reference["predicted_seconds"]
+        row["measured_over_predicted"] = row["measured_ratio"] / row["predicted_ratio"]
+        print(f"  {row['name']:12} {len(row['micro_batches'])} micro-batches: measured {row['ms']:9.2f} ms, "
+              f"predicted {row['predicted_seconds']:8.3f} s; over {reference['name']}: measured "
+              f"{row['measured_ratio']:.3f}x, predicted {row['predicted_ratio']:.3f}x "
+              f"(measured/predicted {row['measured_over_predicted']:.3f})")
+    return {"reference": document["reference"], "tokens": document["tokens"], "plans": rows}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--flex-plans", help="time the CP plans of this file (scripts/flex-cp-gpu-plans.py --out)")
     arguments = parser.parse_args()
+    document = None
+    if arguments.flex_plans:  # read before any GPU work, so that a bad file costs none
+        with open(arguments.flex_plans) as file:
+            document = json.load(file)
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
     checks, passed = check()
     report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "check": checks,
               "check_passed": passed, "tolerance": TOLERANCE, "timing": timing()}
+    if document is not None:
+        report["flex_plans"] = {"file": arguments.flex_plans, **flex_plans(document)}
     if arguments.json:
         with open(arguments.json, "w") as file:
             json.dump(report, file, indent=2)

@@ -4,7 +4,8 @@
 # libraries they load from the distribution (Google Benchmark's, say) go into BUNDLE_DIR/lib, which gpu-check.sh
 # puts on the library path; the C and C++ runtimes and CUDA's libraries (CUDA 13) come from the GPU machine.
 #   scripts/gpu-bundle.sh [BUILD_DIR=build/release] [BUNDLE_DIR=build/gpu-bundle] [PROGRAM ...]
-# PROGRAMs (paths inside the build) default to every GPU program; each one named must have been built.
+# PROGRAMs (paths inside the build) default to every GPU program; each one named must have been built. Where the
+# build has the Python package, BUNDLE_DIR/flex-cp-plans.json holds the flex CP plans gpu-check.sh times.
 # When a program links libmpi (or SLUICE_GPU_BUNDLE_MPI=1; =0 skips it), Open MPI's runtime goes into
 # BUNDLE_DIR/openmpi (the absolute paths of this machine, under it): mpirun, orted, ompi_info, the MCA plugins
 # (less those needing InfiniBand, libfabric, UCX or PSM), help texts and mca params, PMIx's plugins; the libraries
@@ -79,6 +80,13 @@ export PATH=\${sluice_bundle}/openmpi${bindir}:\${PATH}
 export LD_LIBRARY_PATH=\${sluice_bundle}/lib\${LD_LIBRARY_PATH:+:\${LD_LIBRARY_PATH}}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 EOF
+fi
+# The flex CP plans whose ring attention scripts/cp-gpu-check.py times, planned here: the GPU machine's Python may
+# not load this build's sluice extension.
+python_package=${build}/python
+if [ -d "${python_package}/sluice" ]; then
+  PYTHONPATH="${python_package}${PYTHONPATH:+:${PYTHONPATH}}" /usr/bin/python3 \
+    "$(dirname "$0")/flex-cp-gpu-plans.py" --out "${bundle}/flex-cp-plans.json"
 fi
 # Libraries of the distribution other than the C and C++ runtimes: the GPU machine may lack them.
 mkdir -p "${bundle}/lib"

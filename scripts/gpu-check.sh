@@ -2,8 +2,9 @@
 # Everything in sluice that needs a GPU, in one run on a GPU machine, most important first: the kernel tests (each
 # attention kernel's errors printed), the attention and GEMM benchmarks, the CUDA backend tests, the layer stack,
 # the compared systems' plans executed (sluice_measure_systems), the bench against PyTorch (scripts/compare-torch.py),
-# the Python package's CUDA checks, the profiler with its samples and sluice_run_plan, the other build's CUDA tests
-# and the mma kernels' time per kernel under Nsight Compute. Logs and reports go to OUT_DIR; a summary is printed last.
+# the Python package's CUDA checks, the profiler with its samples and sluice_run_plan, ring attention's blocks and
+# the flex CP plans' attention, one MPI process per rank over NCCL, the other build's CUDA tests and the mma kernels'
+# time per kernel under Nsight Compute. Logs and reports go to OUT_DIR; a summary is printed last.
 #   scripts/gpu-check.sh [BUILD_DIR=build/release] [OUT_DIR=gpu-check]
 # BUILD_DIR may be a folder made by scripts/gpu-bundle.sh (the GPU programs only, for a machine without the build's
 # dependencies). The environment may add:
@@ -103,7 +104,10 @@ step measure_systems 240 "${measure_build}/examples/executor/sluice_measure_syst
   --json "${out}/measured_systems.json"
 if python3 -c "import torch" 2> /dev/null; then
   # Ring attention's FlashAttention blocks, every CP rank serialized on this GPU.
-  step cp_flash 180 python3 "${repository}/scripts/cp-gpu-check.py" --json "${out}/cp-gpu.json"
+  # and one rank's share of the flex CP plans that scripts/gpu-bundle.sh planned, against static CP 8.
+  flex_plans=()
+  [ ! -f "${build}/flex-cp-plans.json" ] || flex_plans=(--flex-plans "${build}/flex-cp-plans.json")
+  step cp_flash 180 python3 "${repository}/scripts/cp-gpu-check.py" --json "${out}/cp-gpu.json" "${flex_plans[@]}"
   reports=(--bench-json "${out}/bench.json" --bench-json "${out}/layers.json")
   [ -z "${other_build}" ] || reports+=(--bench-json "${other_label}=${out}/layers_${other_label}.json")
   step compare_torch 300 python3 "${repository}/scripts/compare-torch.py" "${reports[@]}" --repetitions 3 \
@@ -114,22 +118,65 @@ if [ -f "${out}/executor_profile.json" ]; then
     --dynapipe --pp 2 --replicas 2 --serialize --trace "${out}/run_trace_dynapipe.json"
 fi
 # One MPI process per rank over NCCL, where the bundle carries Open MPI (scripts/gpu-bundle.sh): the equality test
-# with one process per GPU; a plan of one rank alone and under mpirun -n 2 (rank 0 on the GPU over NCCL, process 1
-# waiting; mpirun -n 1 would run it alone), with the same loss; two ranks on one GPU refused with a line naming the
-# rank.
+# with one process per GPU; plans of one rank alone and under mpirun -n 2 (rank 0 on the GPU over NCCL, process 1
+# waiting; mpirun -n 1 would run them alone), with the same losses, also for LLaMA-7B-shaped layers; two ranks on
+# one GPU refused with a line naming the rank.
 if [ -f "${measure_build}/openmpi/env.sh" ] || command -v mpirun > /dev/null; then
   [ ! -f "${measure_build}/openmpi/env.sh" ] || . "${measure_build}/openmpi/env.sh"
   gpus=$(nvidia-smi --list-gpus | wc -l)
   step mpi_gpu 120 mpirun -n "${gpus}" "${measure_build}/test/executor/test_executor_mpi_gpu"
   if [ -f "${out}/executor_profile.json" ]; then
-    step mpi_run_plan 120 bash -c 'set -e
-      plan=(${1}/examples/executor/sluice_run_plan --profile ${2}/executor_profile.json --gpus 1)
-      "${plan[@]}" --trace ${2}/run_trace_alone.json > ${2}/run_plan_alone.txt
-      mpirun -n 2 --oversubscribe "${plan[@]}" --trace ${2}/run_trace_mpi.json > ${2}/run_plan_mpi.txt
-      cat ${2}/run_plan_alone.txt ${2}/run_plan_mpi.txt
-      grep -q "on 1 MPI process × .* (NCCL)" ${2}/run_plan_mpi.txt
-      diff <(grep "^loss" ${2}/run_plan_alone.txt) <(grep "^loss" ${2}/run_plan_mpi.txt)' _ "${measure_build}" "${out}"
+    # Alone, bound to one CPU by taskset, and under mpirun -n 2 (rank 0 on the GPU over NCCL, process 1 waiting)
+    # with Open MPI's default binding (one core each when it starts at most two) and with --bind-to none: the same
+    # loss, and the seconds each took, for the model's initial parameters are drawn on the CPUs the process may use.
+    step mpi_run_plan 180 bash -c 'set -e
+      build=$1 out=$2
+      plan=("${build}/examples/executor/sluice_run_plan" --profile "${out}/executor_profile.json" --gpus 1)
+      timed() {  # timed NAME [LAUNCHER...]: runs the plan, output in run_plan_NAME.txt, and says how long it took
+        local name=$1 began=${EPOCHREALTIME}
+        shift
+        "$@" "${plan[@]}" --trace "${out}/run_trace_${name}.json" > "${out}/run_plan_${name}.txt" 2>&1
+        echo "${name} ($*): $(awk "BEGIN {print ${EPOCHREALTIME} - ${began}}") s"
+        cat "${out}/run_plan_${name}.txt"
+      }
+      timed alone
+      timed alone_one_cpu taskset -c 0
+      timed mpi_bound mpirun -n 2 --report-bindings
+      NCCL_DEBUG=INFO NCCL_DEBUG_FILE="${out}/nccl.%p.txt" timed mpi mpirun -n 2 --bind-to none
+      for name in mpi_bound mpi; do grep -q "on 1 MPI process × .* (NCCL)" "${out}/run_plan_${name}.txt"; done
+      for name in alone_one_cpu mpi_bound mpi; do
+        diff <(grep "^loss" "${out}/run_plan_alone.txt") <(grep "^loss" "${out}/run_plan_${name}.txt")
+      done
+      grep -q "may use 1 of the machine" "${out}/run_plan_alone_one_cpu.txt"
+      ! grep -q "may use 1 of the machine" "${out}/run_plan_mpi.txt"' _ "${measure_build}" "${out}"
+    # Every system's plans of two batches, alone and as rank 0 of mpirun -n 2 --bind-to none: the same losses.
+    step mpi_measure_systems 180 bash -c 'set -e
+      build=$1 out=$2
+      systems=("${build}/examples/executor/sluice_measure_systems" --profile "${out}/executor_profile.json"
+        --layers 8 --hidden 1024 --heads 8 --ffn 2816 --gpus 1 --iterations 2 --tokens 16384 --context 4096
+        --progress)
+      began=${EPOCHREALTIME}
+      "${systems[@]}" --json "${out}/systems_alone.json"
+      echo "alone: $(awk "BEGIN {print ${EPOCHREALTIME} - ${began}}") s"
+      began=${EPOCHREALTIME}
+      mpirun -n 2 --bind-to none "${systems[@]}" --json "${out}/systems_mpi.json"
+      echo "mpirun -n 2 --bind-to none: $(awk "BEGIN {print ${EPOCHREALTIME} - ${began}}") s"
+      diff <(grep -o "\"loss\": [^,]*" "${out}/systems_alone.json") \
+        <(grep -o "\"loss\": [^,]*" "${out}/systems_mpi.json")' _ "${measure_build}" "${out}"
   fi
+  # LLaMA-7B-shaped layers (a billion parameters to draw and gather per plan), profiled, then every system's plans
+  # alone and as rank 0 of mpirun -n 2 --bind-to none: the same losses, and about the same seconds per plan.
+  step mpi_llama7b 200 bash -c 'set -e
+    build=$1 out=$2
+    model=(--layers 4 --hidden 4096 --heads 32 --ffn 11008 --vocab 32000)
+    "${build}/examples/executor/sluice_profile_gpu" "${model[@]}" --pp 1,2,4 --lengths 512,1024,2048,4096 \
+      --repetitions 3 --gpus 1 --out "${out}/profile_llama7b.json"
+    systems=("${build}/examples/executor/sluice_measure_systems" "${model[@]}" --profile "${out}/profile_llama7b.json"
+      --gpus 1 --iterations 1 --tokens 16384 --context 4096 --progress)
+    "${systems[@]}" --json "${out}/systems_llama7b_alone.json"
+    mpirun -n 2 --bind-to none "${systems[@]}" --json "${out}/systems_llama7b_mpi.json"
+    diff <(grep -o "\"loss\": [^,]*" "${out}/systems_llama7b_alone.json") \
+      <(grep -o "\"loss\": [^,]*" "${out}/systems_llama7b_mpi.json")' _ "${measure_build}" "${out}"
   if [ "${gpus}" -eq 1 ]; then
     step mpi_two_on_one_gpu 60 bash -c '! mpirun -n 2 --oversubscribe "$1/test/executor/test_executor_mpi_gpu" &&
       echo "(the run failed, as it must)"' _ "${measure_build}"

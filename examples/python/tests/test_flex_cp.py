@@ -90,3 +90,31 @@ def test_bad_degrees_and_kinds_are_refused():
         sluice.flex_cp_problem(profile, sluice.Scheme(2, 1), 8, [100], cp_kinds=["spiral"])
     with pytest.raises(sluice.InvalidInput, match="not a ⟨TP, PP⟩ scheme"):
         sluice.flex_cp_problem(profile, sluice.Scheme(2, 1, cp=2), 8, [100])
+
+
+def test_the_gpu_checks_flex_plans_are_valid_and_each_as_its_system_forms_groups(tmp_path):
+    """scripts/flex-cp-gpu-plans.py, which plans what scripts/cp-gpu-check.py times on a GPU."""
+    import json
+    import pathlib
+    import subprocess
+    import sys
+
+    script = pathlib.Path(__file__).resolve().parents[3] / "scripts" / "flex-cp-gpu-plans.py"
+    out = tmp_path / "plans.json"
+    subprocess.run([sys.executable, str(script), "--out", str(out), "--tokens", "131072"], check=True,
+                   capture_output=True)
+    document = json.loads(out.read_text())
+    plans = {plan["name"]: plan for plan in document["plans"]}
+    assert set(plans) == {"sluice", "dynamic_cp", "static_cp8"} and document["reference"] == "static_cp8"
+    for plan in plans.values():
+        placed = sorted(s for mb in plan["micro_batches"] for group in mb["groups"] for s in group["sequences"])
+        assert placed == list(range(len(document["lengths"])))
+        for micro_batch in plan["micro_batches"]:
+            assert sum(group["degree"] for group in micro_batch["groups"]) <= plan["units"]
+            for group in micro_batch["groups"]:
+                assert group["lengths"] == [document["lengths"][s] for s in group["sequences"]]
+        assert plan["lower_bound"] <= plan["predicted_seconds"] + 1e-9
+    assert {g["degree"] for mb in plans["static_cp8"]["micro_batches"] for g in mb["groups"]} == {8}
+    for micro_batch in plans["dynamic_cp"]["micro_batches"]:
+        assert len({group["degree"] for group in micro_batch["groups"]}) == 1
+    assert plans["sluice"]["predicted_seconds"] <= plans["static_cp8"]["predicted_seconds"]
