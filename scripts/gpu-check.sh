@@ -57,6 +57,23 @@ bench() {  # bench NAME LIMIT BUILD FILTER: the bench's runs matching FILTER, me
     --benchmark_report_aggregates_only=true --benchmark_out="${out}/$1.json" --benchmark_out_format=json
 }
 
+# systems_alone_and_mpi LABEL OUT_DIR PROGRAM OPTION...: sluice_measure_systems alone and as rank 0 of mpirun -n 2
+# --bind-to none (process 1 waiting), each timed, writing OUT_DIR/systems_LABEL_{alone,mpi}.json; fails unless the
+# two documents hold the same losses.
+systems_alone_and_mpi() {
+  local label=$1 out=$2 began
+  shift 2
+  began=${EPOCHREALTIME}
+  "$@" --json "${out}/systems_${label}_alone.json" || return
+  echo "alone: $(awk "BEGIN {print ${EPOCHREALTIME} - ${began}}") s"
+  began=${EPOCHREALTIME}
+  mpirun -n 2 --bind-to none "$@" --json "${out}/systems_${label}_mpi.json" || return
+  echo "mpirun -n 2 --bind-to none: $(awk "BEGIN {print ${EPOCHREALTIME} - ${began}}") s"
+  diff <(grep -o '"loss": [^,]*' "${out}/systems_${label}_alone.json") \
+    <(grep -o '"loss": [^,]*' "${out}/systems_${label}_mpi.json")
+}
+export -f systems_alone_and_mpi
+
 # The distribution's libraries that scripts/gpu-bundle.sh copied beside the programs.
 for bundle_lib in "${build}/lib" ${other_build:+"${other_build}/lib"}; do
   [ -d "${bundle_lib}" ] || continue
@@ -149,34 +166,21 @@ if [ -f "${measure_build}/openmpi/env.sh" ] || command -v mpirun > /dev/null; th
       done
       grep -q "may use 1 of the machine" "${out}/run_plan_alone_one_cpu.txt"
       ! grep -q "may use 1 of the machine" "${out}/run_plan_mpi.txt"' _ "${measure_build}" "${out}"
-    # Every system's plans of two batches, alone and as rank 0 of mpirun -n 2 --bind-to none: the same losses.
-    step mpi_measure_systems 180 bash -c 'set -e
-      build=$1 out=$2
-      systems=("${build}/examples/executor/sluice_measure_systems" --profile "${out}/executor_profile.json"
-        --layers 8 --hidden 1024 --heads 8 --ffn 2816 --gpus 1 --iterations 2 --tokens 16384 --context 4096
-        --progress)
-      began=${EPOCHREALTIME}
-      "${systems[@]}" --json "${out}/systems_alone.json"
-      echo "alone: $(awk "BEGIN {print ${EPOCHREALTIME} - ${began}}") s"
-      began=${EPOCHREALTIME}
-      mpirun -n 2 --bind-to none "${systems[@]}" --json "${out}/systems_mpi.json"
-      echo "mpirun -n 2 --bind-to none: $(awk "BEGIN {print ${EPOCHREALTIME} - ${began}}") s"
-      diff <(grep -o "\"loss\": [^,]*" "${out}/systems_alone.json") \
-        <(grep -o "\"loss\": [^,]*" "${out}/systems_mpi.json")' _ "${measure_build}" "${out}"
+    # Every system's plans of two batches of the default model.
+    step mpi_measure_systems 180 bash -c 'systems_alone_and_mpi "$@"' _ default "${out}" \
+      "${measure_build}/examples/executor/sluice_measure_systems" --profile "${out}/executor_profile.json" \
+      --layers 8 --hidden 1024 --heads 8 --ffn 2816 --gpus 1 --iterations 2 --tokens 16384 --context 4096 --progress
   fi
-  # LLaMA-7B-shaped layers (a billion parameters to draw and gather per plan), profiled, then every system's plans
-  # alone and as rank 0 of mpirun -n 2 --bind-to none: the same losses, and about the same seconds per plan.
-  step mpi_llama7b 200 bash -c 'set -e
-    build=$1 out=$2
-    model=(--layers 4 --hidden 4096 --heads 32 --ffn 11008 --vocab 32000)
-    "${build}/examples/executor/sluice_profile_gpu" "${model[@]}" --pp 1,2,4 --lengths 512,1024,2048,4096 \
-      --repetitions 3 --gpus 1 --out "${out}/profile_llama7b.json"
-    systems=("${build}/examples/executor/sluice_measure_systems" "${model[@]}" --profile "${out}/profile_llama7b.json"
-      --gpus 1 --iterations 1 --tokens 16384 --context 4096 --progress)
-    "${systems[@]}" --json "${out}/systems_llama7b_alone.json"
-    mpirun -n 2 --bind-to none "${systems[@]}" --json "${out}/systems_llama7b_mpi.json"
-    diff <(grep -o "\"loss\": [^,]*" "${out}/systems_llama7b_alone.json") \
-      <(grep -o "\"loss\": [^,]*" "${out}/systems_llama7b_mpi.json")' _ "${measure_build}" "${out}"
+  # LLaMA-7B-shaped layers (a billion parameters to draw and gather per plan), profiled first: one batch.
+  llama7b=(--layers 4 --hidden 4096 --heads 32 --ffn 11008 --vocab 32000)
+  step mpi_llama7b 200 bash -c 'profiler=$1 systems=$2 out=$3
+    shift 3
+    "${profiler}" "$@" --pp 1,2,4 --lengths 512,1024,2048,4096 --repetitions 3 --gpus 1 \
+      --out "${out}/profile_llama7b.json" &&
+      systems_alone_and_mpi llama7b "${out}" "${systems}" "$@" --profile "${out}/profile_llama7b.json" --gpus 1 \
+        --iterations 1 --tokens 16384 --context 4096 --progress' _ \
+    "${measure_build}/examples/executor/sluice_profile_gpu" "${measure_build}/examples/executor/sluice_measure_systems" \
+    "${out}" "${llama7b[@]}"
   if [ "${gpus}" -eq 1 ]; then
     step mpi_two_on_one_gpu 60 bash -c '! mpirun -n 2 --oversubscribe "$1/test/executor/test_executor_mpi_gpu" &&
       echo "(the run failed, as it must)"' _ "${measure_build}"

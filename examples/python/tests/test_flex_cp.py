@@ -1,5 +1,10 @@
 """CP groups per micro-batch from Python: the solver's plans pass their check and respect the bound, the problem
 built from a profile's CP schemes, and bad input refused."""
+import json
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -94,11 +99,6 @@ def test_bad_degrees_and_kinds_are_refused():
 
 def test_the_gpu_checks_flex_plans_are_valid_and_each_as_its_system_forms_groups(tmp_path):
     """scripts/flex-cp-gpu-plans.py, which plans what scripts/cp-gpu-check.py times on a GPU."""
-    import json
-    import pathlib
-    import subprocess
-    import sys
-
     script = pathlib.Path(__file__).resolve().parents[3] / "scripts" / "flex-cp-gpu-plans.py"
     out = tmp_path / "plans.json"
     subprocess.run([sys.executable, str(script), "--out", str(out), "--tokens", "131072"], check=True,
