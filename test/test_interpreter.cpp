@@ -243,3 +243,52 @@ TEST_CASE("interpreter: the dry-run validator rejects each class of broken plan"
     CHECK_THROWS_WITH_AS(validate(plan, problem), doctest::Contains("has output slot -1"), invalid_plan);
   }
 }
+
+TEST_CASE("interpreter: lanes of a stage pair with the same lane of its neighbours, and compute groups meet") {
+  const auto [problem, plan] = two_stage_plan();
+  // Two lanes per stage, placed out of order: stage 0 on ranks 5 and 2, stage 1 on ranks 0 and 3; rank 1 and 4 idle.
+  const std::vector<PipelineRanks> pipelines{{&plan, {{5, 2}, {0, 3}}}};
+  std::vector<ComputeGroup> groups;
+  for (int i = 0; i < plan.micro_batches; ++i) {
+    groups.push_back({{{5, i}, {2, i}}});
+    groups.push_back({{{0, i}, {3, i}}});
+  }
+  RecordingBackend backend;
+  RecordingTransport transport;
+  Interpreter<RecordingBackend, RecordingTransport> interpreter(pipelines, groups, backend, transport);
+  interpreter.run();
+  CHECK(backend.forwards.size() == 12);
+  REQUIRE(transport.pairs.size() == 12);
+  for (const auto& [send, receive] : transport.pairs) {
+    const bool lane0 = send.rank == 5 || send.rank == 0;
+    CHECK((receive.rank == 5 || receive.rank == 0) == lane0);  // lane 0 talks to lane 0 only
+  }
+  CHECK(interpreter.finished(1));  // no pipeline names it
+  CHECK(interpreter.timings()[1].empty());
+  CHECK(interpreter.where(2).find("rank 2 (pipeline 0 stage 0 lane 1)") == 0);
+}
+
+TEST_CASE("interpreter: compute groups that wait for each other are a deadlock, and bad tables are refused") {
+  const auto [problem, plan] = two_stage_plan();
+  const std::vector<PipelineRanks> two{{&plan, {}}, {&plan, {}}};
+  // Pipeline 0's micro-batch 0 computes with pipeline 1's micro-batch 1 and the other way round: each forward waits
+  // for a member that waits for the other.
+  const std::vector<ComputeGroup> crosswise{{{{0, 0}, {2, 1}}}, {{{0, 1}, {2, 0}}}};
+  try {
+    dry_run(two, crosswise);
+    FAIL("the dry run completed");
+  } catch (const comm_failure& failure) {
+    CHECK(failure.outcome == CommOutcome::deadlock);
+    CHECK(std::string(failure.what()).find("wait on each other forever") != std::string::npos);
+  }
+  CHECK_NOTHROW(dry_run(two, {{{{0, 0}, {2, 0}}}, {{{0, 1}, {2, 1}}}}));
+  CHECK_THROWS_WITH_AS(dry_run(two, {{{{0, 0}, {2, 0}}}, {{{0, 0}, {3, 0}}}}), doctest::Contains("two compute groups"),
+                       invalid_plan);
+  CHECK_THROWS_WITH_AS(dry_run(two, {{{{0, 9}, {2, 0}}}}), doctest::Contains("names micro-batch 9 of rank 0"),
+                       invalid_plan);
+  CHECK_THROWS_WITH_AS(dry_run({{&plan, {{0}, {0}}}}, {}), doctest::Contains("rank 0 runs two stages"), invalid_plan);
+  CHECK_THROWS_WITH_AS(dry_run({{&plan, {{0, 1}, {2}}}}, {}), doctest::Contains("different lane counts"),
+                       invalid_plan);
+  CHECK_THROWS_WITH_AS(dry_run({{&plan, {{0}}}}, {}), doctest::Contains("names ranks of 1 stages for 2"), invalid_plan);
+  CHECK_THROWS_WITH_AS(dry_run({{&plan, {{-1}, {0}}}}, {}), doctest::Contains("rank -1 outside"), invalid_plan);
+}

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../common/scheme_space.hpp"
 #include "options.hpp"
 #include "sluice/assign/dispatch.hpp"
 #include "sluice/cost/context_parallel.hpp"
@@ -33,37 +34,13 @@ inline cost::Profile load_profile(const Options& options) {
       options.integer("gpus"));
 }
 
-// --cp C1,C2,...: context-parallel degrees (2 to 1024) the planners may use besides 1; --cp-kinds: which of
-// ring (the default), ulysses and hybrid; --ac: also every scheme with full activation recomputation.
+// --cp, --cp-kinds and --ac (common/scheme_space.hpp).
 inline cost::SchemeSpace scheme_space_of(const Options& options) {
-  cost::SchemeSpace space;
-  const auto items = [](std::string_view text) {
-    std::vector<std::string_view> parts;
-    for (std::size_t comma = 0; comma != std::string_view::npos; text.remove_prefix(comma + 1)) {
-      comma = text.find(',');
-      parts.push_back(text.substr(0, comma));
-      if (comma == std::string_view::npos) break;
-    }
-    return parts;
-  };
-  if (const auto degrees = options.text("cp"))
-    for (const std::string_view item : items(*degrees)) {
-      const auto degree = command_line::parse_number<std::int64_t>(item);
-      sluice::require(degree && *degree >= 2 && *degree <= 1024, "option --cp: expected degrees from 2 to 1024, "
-                      "separated by commas, got '", *degrees, "'");
-      if (std::ranges::find(space.cp_degrees, *degree) == space.cp_degrees.end())
-        space.cp_degrees.push_back(static_cast<int>(*degree));
-    }
-  if (const auto kinds = options.text("cp-kinds")) {
-    sluice::require(!space.cp_degrees.empty(), "option --cp-kinds needs --cp");
-    space.cp_kinds.clear();
-    for (const std::string_view item : items(*kinds)) {
-      const CpKind kind = value_in(cp_kind_names, item, "option --cp-kinds");
-      if (std::ranges::find(space.cp_kinds, kind) == space.cp_kinds.end()) space.cp_kinds.push_back(kind);
-    }
-  }
-  space.recompute = options.flag("ac");
-  return space;
+  const std::optional<std::string> cp = options.text("cp");
+  const std::optional<std::string> kinds = options.text("cp-kinds");
+  return command_line::scheme_space(cp ? std::optional<std::string_view>(*cp) : std::nullopt,
+                                    kinds ? std::optional<std::string_view>(*kinds) : std::nullopt,
+                                    options.flag("ac"));
 }
 
 // The profile with the scheme space of --cp, --cp-kinds and --ac derived from its ⟨TP, PP⟩ schemes.

@@ -24,7 +24,7 @@
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice_executor/cuda.hpp"
-#include "sluice_executor/host_backend.hpp"
+#include "sluice_executor/host/local.hpp"
 #include "sluice_executor/systems.hpp"
 
 namespace ex = sluice::executor;
@@ -35,12 +35,14 @@ constexpr std::string_view usage =
     "usage: sluice_measure_systems [--layers 4 --hidden 4096 --heads 32 --ffn 11008 --vocab 32000 --model-seed 1]\n"
     "                              [--lengths man-pages] [--iterations 3] [--tokens 32768] [--context 8192]\n"
     "                              [--gpus 4] [--seed 0] [--profile FILE|NAME] [--backend cuda|host] [--json FILE]\n"
-    "                              [--progress]\n"
+    "                              [--cp C1,C2 [--cp-kinds K]] [--ac] [--progress]\n"
     "Plans the same sampled batches with the Megatron-LM-style system, DynaPipe and sluice, runs every plan on this\n"
     "GPU (ranks serialized) and prints per system the measured iteration time, the simulator's prediction for the\n"
     "same plan, their error and the measured speedups. The model defaults to LLaMA-7B-shaped layers; the profile is\n"
     "fitted on the GPU first unless --profile is given. --backend host runs the float64 host backend instead (small\n"
-    "models, needs --profile). --json FILE also writes the results as a sluice.measured_systems document.\n"
+    "models, needs --profile). --cp, --cp-kinds and --ac add the profile's CP and recompute schemes as the sluice\n"
+    "tool does (the host backend runs them; the CUDA backend runs TP 1, CP 1). --json FILE also writes the results\n"
+    "as a sluice.measured_systems document.\n"
     "--progress prints on stderr how long the profile and each executed plan took.\n"
     "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n"
     "--help prints this; --version prints the version.\n";
@@ -67,6 +69,7 @@ sluice::io::json document(const ex::SystemsMeasurement& measured, const ex::Mode
                             {"replayed_seconds", it.replayed},
                             {"measured_seconds", it.measured},
                             {"layout_move_seconds", it.layout_move},
+                            {"activation_peak_bytes", it.activation_peak_bytes},
                             {"loss", it.loss}});
     systems.push_back({{"name", sluice::compare::name(system.system)},
                        {"configuration", system.configuration},
@@ -128,7 +131,7 @@ std::string table(const ex::SystemsMeasurement& measured) {
 }
 
 int run(int argc, char** argv, const examples::Processes& processes) {
-  examples::Arguments arguments(argc, argv, {"progress"});
+  examples::Arguments arguments(argc, argv, {"progress", "ac"});
   if (examples::print_help_or_version(arguments, usage)) return 0;
   const ex::ModelConfig model = examples::model_from(arguments, llama7b_layers);
   const std::string lengths = arguments.text("lengths", std::string(sluice::io::default_lengths));
@@ -141,6 +144,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   const std::string backend = arguments.text("backend", "cuda");
   const std::string json_path = arguments.text("json", "");
   const bool progress = arguments.flag("progress");
+  const sluice::cost::SchemeSpace space = examples::scheme_space_from(arguments);
   arguments.require_all_used();
   sluice::require(iterations >= 1 && iterations <= 1000, "--iterations must be in [1, 1000], got ", iterations);
   sluice::require(tokens >= 1, "--tokens must be >= 1, got ", tokens);
@@ -161,7 +165,8 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   examples::note_one_cpu("sluice_measure_systems", processes, on_gpu);
 
   const auto profiling = std::chrono::steady_clock::now();
-  sluice::compare::Options options{.profile = examples::load_profile(profile_path, model, gpus),
+  sluice::compare::Options options{.profile = examples::with_space(examples::load_profile(profile_path, model, gpus),
+                                                                   space, model),
                                    .context = context,
                                    .tokens = tokens,
                                    .cross_node_tp = false,
@@ -184,7 +189,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
       // Every process takes part in every plan's run (those beyond its ranks wait) and gets the whole report.
       if (processes.mpi) return examples::run_own_rank(job, on_gpu, 60);
 #endif
-      return on_gpu ? ex::cuda::run_local(job, {.device = 0, .serialize = true, .warmup = 1}) : ex::run_on_host(job);
+      return on_gpu ? ex::cuda::run_local(job, {.warmup = 1, .serialize = true, .device = 0}) : ex::host::run_local(job);
     }();
     if (progress && processes.rank == 0)
       std::cerr << "sluice_measure_systems: plan " << ++plans_run << " (" << job.pipelines.size()

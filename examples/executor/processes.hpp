@@ -12,10 +12,11 @@
 #include "sluice_executor/launch.hpp"
 
 #ifdef SLUICE_EXECUTOR_HAVE_MPI
+#include "sluice_executor/host/mpi.hpp"
 #include "sluice_executor/mpi.hpp"
 #endif
 #ifdef SLUICE_EXECUTOR_MPI_GPU
-#include "sluice_executor/mpi_gpu.hpp"
+#include "sluice_executor/cuda/mpi.hpp"
 #endif
 
 namespace examples {
@@ -87,10 +88,10 @@ inline void note_one_cpu(std::string_view program, const Processes& processes, b
 // NCCL, or on the float64 host backend. Process 0 returns the whole run, the others its loss and times.
 inline sluice::executor::RunReport run_own_rank(const sluice::executor::Job& job, bool on_gpu, double timeout) {
 #ifdef SLUICE_EXECUTOR_MPI_GPU
-  if (on_gpu) return sluice::executor::mpi::run_on_gpu(job, MPI_COMM_WORLD, {.timeout_seconds = timeout});
+  if (on_gpu) return sluice::executor::cuda::run_nccl(job, MPI_COMM_WORLD, {.timeout_seconds = timeout});
 #endif
   sluice::require(!on_gpu, "this build runs one process per rank on the host backend only");
-  return sluice::executor::mpi::run_on_host(job, MPI_COMM_WORLD, {.timeout_seconds = timeout});
+  return sluice::executor::host::run_mpi(job, MPI_COMM_WORLD, {.timeout_seconds = timeout});
 }
 #endif
 

@@ -1,10 +1,16 @@
 #pragma once
 // Where the executor programs' profile comes from: a sluice profile file (or bundled name, or Hetu strategy pool),
-// or this machine's GPU profiled on the spot (sluice_profile_gpu's measurement).
+// or this machine's GPU profiled on the spot (sluice_profile_gpu's measurement); widened, as the sluice tool widens
+// it, by the CP and recompute schemes of --cp, --cp-kinds and --ac.
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
+#include "../common/scheme_space.hpp"
+#include "options.hpp"
+#include "sluice/cost/context_parallel.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
@@ -26,6 +32,25 @@ inline sluice::cost::Profile load_profile(const std::string& path, const sluice:
     return sluice::cost::Profile(sluice::executor::cuda::profile_gpu(model, pps, options));
   }
   return sluice::io::read_profile(sluice::io::resolve_data_file(path, "profiles"), gpus);
+}
+
+// --cp, --cp-kinds and --ac as the sluice tool reads them.
+inline sluice::cost::SchemeSpace scheme_space_from(Arguments& arguments) {
+  const std::string cp = arguments.text("cp", "");
+  const std::string kinds = arguments.text("cp-kinds", "");
+  return sluice::command_line::scheme_space(cp.empty() ? std::nullopt : std::optional<std::string_view>(cp),
+                                            kinds.empty() ? std::nullopt : std::optional<std::string_view>(kinds),
+                                            arguments.flag("ac"));
+}
+
+// The profile with the schemes of `space` derived from its ⟨TP, PP⟩ ones; CP needs the model's heads, the executed
+// model's where the profile does not give them.
+inline sluice::cost::Profile with_space(const sluice::cost::Profile& profile, const sluice::cost::SchemeSpace& space,
+                                        const sluice::executor::ModelConfig& model) {
+  if (space.empty()) return profile;
+  sluice::cost::ProfileSpec spec = profile.spec();
+  if (spec.model.heads == 0) spec.model.heads = model.heads;
+  return sluice::cost::Profile(sluice::cost::with_scheme_space(spec, space));
 }
 
 }  // namespace examples

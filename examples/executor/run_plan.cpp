@@ -28,7 +28,8 @@
 #include "sluice/plan/iteration.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice_executor/cuda.hpp"
-#include "sluice_executor/host_backend.hpp"
+#include "sluice_executor/builders.hpp"
+#include "sluice_executor/host/local.hpp"
 #include "sluice_executor/job.hpp"
 #include "sluice_executor/trace.hpp"
 
@@ -39,12 +40,15 @@ namespace {
 constexpr std::string_view usage =
     "usage: sluice_run_plan [--layers 8 --hidden 1024 --heads 8 --ffn 2816 --vocab 32000 --model-seed 1]\n"
     "                       [--tokens 32768] [--context 8192] [--seed 1] [--gpus 4]\n"
-    "                       [--profile FILE|NAME | --profile-from-gpu] [--dynapipe --pp 2 --replicas 2]\n"
+    "                       [--profile FILE|NAME | --profile-from-gpu] [--cp C1,C2 [--cp-kinds K]] [--ac]\n"
+    "                       [--dynapipe --pp 2 --replicas 2]\n"
     "                       [--serialize] [--backend cuda|host] [--timeout 60] [--trace run_trace.json]\n"
     "Plans one batch with sluice, runs it on this GPU (--backend host: the float64 host backend, which needs\n"
-    "--profile) and prints the predicted against the measured times. Started by mpirun or srun with one process\n"
-    "per rank of the plan (or more), each process runs its rank (on one GPU of its node over NCCL, or on the host\n"
-    "backend) and rank 0 reports; a wait longer than --timeout seconds ends the run with an error naming the rank.\n"
+    "--profile, and runs every TP, CP and recompute scheme) and prints the predicted against the measured times.\n"
+    "--cp, --cp-kinds and --ac add the profile's CP and recompute schemes as the sluice tool does. Started by\n"
+    "mpirun or srun with one process per rank of the plan (or more), each process runs its rank (on one GPU of its\n"
+    "node over NCCL, or on the host backend) and rank 0 reports; a wait longer than --timeout seconds ends the run\n"
+    "with an error naming the rank.\n"
     "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n"
     "--help prints this; --version prints the version.\n";
 
@@ -60,7 +64,7 @@ std::vector<sluice::Strategy> homogeneous_strategies(const sluice::cost::Profile
 }
 
 int run(int argc, char** argv, const examples::Processes& processes) {
-  examples::Arguments arguments(argc, argv, {"profile-from-gpu", "dynapipe", "serialize"});
+  examples::Arguments arguments(argc, argv, {"profile-from-gpu", "dynapipe", "serialize", "ac"});
   if (examples::print_help_or_version(arguments, usage)) return 0;
   const ex::ModelConfig model = examples::model_from(arguments);
   const auto tokens = arguments.integer<std::int64_t>("tokens", 32768);
@@ -76,6 +80,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   const std::string profile_path = arguments.text("profile", "");
   const std::string backend = arguments.text("backend", "cuda");
   const auto timeout = arguments.integer<int>("timeout", 60);
+  const sluice::cost::SchemeSpace space = examples::scheme_space_from(arguments);
   arguments.require_all_used();
   sluice::require(profile_from_gpu != !profile_path.empty(), "give one of --profile FILE and --profile-from-gpu");
   sluice::require(backend == "cuda" || backend == "host", "--backend must be cuda or host, got '", backend, "'");
@@ -92,7 +97,8 @@ int run(int argc, char** argv, const examples::Processes& processes) {
     return 2;
   }
   examples::note_one_cpu("sluice_run_plan", processes, on_gpu);
-  const sluice::cost::Profile profile = examples::load_profile(profile_path, model, gpus);
+  const sluice::cost::Profile profile =
+      examples::with_space(examples::load_profile(profile_path, model, gpus), space, model);
 
   const sluice::data::LengthDataset dataset =
       sluice::data::LengthDataset(sluice::data::synthetic_lengths({.count = 5000, .seed = seed}), "synthetic")
@@ -127,10 +133,8 @@ int run(int argc, char** argv, const examples::Processes& processes) {
 #ifdef SLUICE_EXECUTOR_HAVE_MPI
     if (processes.mpi) return examples::run_own_rank(job, on_gpu, static_cast<double>(timeout));
 #endif
-    if (!on_gpu) return ex::run_on_host(job);
-    ex::cuda::LocalOptions options;
-    options.serialize = serialize;
-    return ex::cuda::run_local(job, options);
+    if (!on_gpu) return ex::host::run_local(job);
+    return ex::cuda::run_local(job, {.serialize = serialize});
   }();
   if (processes.rank != 0) return 0;
   sluice::io::write_text_file(trace_path, ex::chrome_trace(job, report).dump());

@@ -33,7 +33,7 @@
 
 #include "sluice_executor/cuda_check.hpp"
 #include "device.hpp"
-#include "device_stage.hpp"
+#include "stage.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice_executor/cuda.hpp"
 #include "sluice_executor/job.hpp"
@@ -283,7 +283,7 @@ struct LayerStack {
   }
   cu::Stream stream;
   cu::StreamAllocator allocator{stream.get()};
-  cu::DeviceStage stage{config(), 0, config().layers, false, false, allocator};
+  cu::DeviceStage stage{config(), 0, config().layers, false, false, sluice::Recompute::none, allocator};
 };
 
 void BM_LayerStack(benchmark::State& state) {

@@ -19,7 +19,7 @@
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice_executor/cuda.hpp"
-#include "sluice_executor/host_backend.hpp"
+#include "sluice_executor/host/local.hpp"
 #include "sluice_executor/profiler.hpp"
 #include "sluice_executor/trace.hpp"
 
@@ -49,9 +49,10 @@ std::vector<Job> gpu_jobs() {
   const ModelConfig model = fixtures::gpu_model();
   Rng rng(5);
   const std::vector<Sequence> batch = fixtures::random_batch(rng);
-  const std::vector<Strategy> strategies = fixtures::strategies();
-  return {fixtures::hydraulis_job(model, batch, 5, std::vector<Strategy>{strategies[0]}, ScheduleKind::cyclic),
-          fixtures::hydraulis_job(model, batch, 5, std::vector<Strategy>{strategies[2]}, ScheduleKind::one_f_one_b),
+  return {fixtures::hydraulis_job(model, batch, 5, std::vector{Strategy::parse("1*tp1pp4+1*tp1pp2+2*tp1pp1")},
+                                  ScheduleKind::cyclic),
+          fixtures::hydraulis_job(model, batch, 5, std::vector{Strategy::parse("1*tp1pp2ac+2*tp1pp1")},
+                                  ScheduleKind::one_f_one_b),
           fixtures::dynapipe_job(model, batch, 5, 2, 2, microbatch::Layout::padded, ScheduleKind::cyclic)};
 }
 
@@ -65,6 +66,12 @@ TEST_CASE("executor cuda: models the kernels cannot run and missing devices are 
   CHECK_THROWS_WITH_AS(cuda::run_local(job), doctest::Contains("head dimension"), invalid_input);
   if (cuda::nccl_available())
     CHECK_THROWS_WITH_AS(cuda::run_nccl(job), doctest::Contains("head dimension"), invalid_input);
+  // TP and CP run on the host backend; the CUDA backend refuses them by name, before it looks for a device.
+  const Job tensor_parallel =
+      fixtures::single_pipeline_job(fixtures::gpu_model(), batch, 1, 1, ScheduleKind::one_f_one_b,
+                                    Scheme::parse("tp2pp1").degrees());
+  CHECK_THROWS_WITH_AS(cuda::run_local(tensor_parallel), doctest::Contains("runs tp2pp1, and the CUDA backend"),
+                       invalid_input);
   if (cuda::device_count() == 0) {
     const Job runnable = fixtures::single_pipeline_job(fixtures::gpu_model(), batch, 1, 1, ScheduleKind::one_f_one_b);
     CHECK_THROWS_AS(cuda::run_local(runnable), std::runtime_error);
@@ -73,12 +80,10 @@ TEST_CASE("executor cuda: models the kernels cannot run and missing devices are 
 
 TEST_CASE("executor cuda: plans on the local transport match the float64 host backend" * doctest::test_suite("gpu")) {
   for (const Job& job : gpu_jobs()) {
-    const ModelResult host = run_on_host(job).result;
+    const ModelResult host = host::run_local(job).result;
     for (const bool serialize : {false, true}) {
       CAPTURE(serialize);
-      cuda::LocalOptions options;
-      options.serialize = serialize;
-      const RunReport report = cuda::run_local(job, options);
+      const RunReport report = cuda::run_local(job, {.serialize = serialize});
       check_close(job.model, report.result, host);
       CHECK(report.makespan > 0);
     }
@@ -95,7 +100,7 @@ TEST_CASE("executor cuda: a pipeline on NCCL, one GPU per rank, matches the floa
   std::size_t ranks = 0;
   for (const PipelineJob& pipeline : job.pipelines) ranks += static_cast<std::size_t>(pipeline.plan.stages);
   REQUIRE(ranks <= static_cast<std::size_t>(cuda::device_count()));
-  check_close(job.model, cuda::run_nccl(job).result, run_on_host(job).result);
+  check_close(job.model, cuda::run_nccl(job).result, host::run_local(job).result);
 }
 
 TEST_CASE("executor cuda: the profiler fits a valid profile of a tiny model" * doctest::test_suite("gpu")) {

@@ -1,8 +1,10 @@
-// The reference executor on the host backend: sluice's plans (Hydraulis iteration plans scheduled cyclic and
-// 1F1B, DynaPipe pipeline plans with several replicas) executed in float64 give the loss and every parameter
-// gradient of running each sequence unpacked on one device; the host model against finite differences; plans
-// broken by hand rejected with clear errors; bad configurations rejected naming the field; the launchers'
-// environments read into a rank, world size and local rank.
+// The reference executor on the host backend: every planner's plans (Hydraulis, the sluice plan, DynaPipe,
+// Megatron-LM-style packing, FlexSP's and dynamic CP's flex domains) with TP, CP of every kind and recompute, executed
+// in float64 on a thread per rank, give the loss and every parameter gradient of running each sequence unpacked on
+// one device; recompute holds less; injected defects in TP, CP and recompute are caught; the host model against
+// finite differences; plans broken by hand rejected with clear errors; bad configurations, schemes the model cannot
+// run and placements the plan forbids rejected naming them; the launchers' environments read into a rank, world
+// size and local rank.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,7 +12,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plan_fixtures.hpp"
@@ -20,7 +24,8 @@
 #include "sluice/cost/profile.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
-#include "sluice_executor/host_backend.hpp"
+#include "sluice/shard/ranks.hpp"
+#include "sluice_executor/host/local.hpp"
 #include "sluice_executor/job.hpp"
 #include "sluice_executor/launch.hpp"
 #include "sluice_executor/model.hpp"
@@ -34,28 +39,6 @@ using schedule::InstructionKind;
 using schedule::ScheduleKind;
 
 namespace {
-
-// Packing, pipelining and data parallelism only reorder float64 sums: the loss and every gradient tensor agree
-// with the unpacked reference to this relative tolerance (norm of the difference over the reference's norm).
-constexpr double float64_tolerance = 1e-9;
-
-void check_matches(const ModelConfig& model, const ModelResult& run, const ModelResult& reference) {
-  CHECK(std::abs(run.loss - reference.loss) <= float64_tolerance * std::abs(reference.loss));
-  const std::vector<ParameterTensor> tensors = parameter_tensors(model);
-  REQUIRE(run.gradients.size() == tensors.size());
-  REQUIRE(reference.gradients.size() == tensors.size());
-  for (std::size_t t = 0; t < tensors.size(); ++t) {
-    CAPTURE(tensors[t].name());
-    REQUIRE(run.gradients[t].size() == tensors[t].size());
-    CHECK(fixtures::relative_difference(run.gradients[t], reference.gradients[t]) <= float64_tolerance);
-  }
-}
-
-int plan_depth(const Job& job) {
-  int depth = 0;
-  for (const PipelineJob& pipeline : job.pipelines) depth = std::max(depth, pipeline.plan.stages);
-  return depth;
-}
 
 std::size_t micro_batch_count(const Job& job) {
   std::size_t count = 0;
@@ -96,43 +79,190 @@ std::ptrdiff_t find(const std::vector<schedule::Instruction>& list, InstructionK
 
 }  // namespace
 
-TEST_CASE("executor host: sluice's plans give the unpacked single-device loss and gradients") {
-  const std::vector<Strategy> strategies = fixtures::strategies();
-  int deepest = 0;
-  std::size_t most_micro_batches = 0;
-  std::size_t most_pipelines = 0;
-  bool context_parallel = false;
-  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
-    CAPTURE(seed);
-    Rng rng(seed);
-    const ModelConfig model = fixtures::random_model(rng);
-    const std::vector<Sequence> batch = fixtures::random_batch(rng);
-    const std::vector<SequenceTokens> tokens = make_tokens(batch, model.vocab, seed);
-    const ModelResult reference = run_unpacked(model, tokens);
-    CHECK(std::isfinite(reference.loss));
-
-    const std::vector<Strategy> candidates{strategies[seed % strategies.size()]};
-    for (const ScheduleKind kind : {ScheduleKind::cyclic, ScheduleKind::one_f_one_b}) {
-      CAPTURE(static_cast<int>(kind));
-      const Job job = fixtures::hydraulis_job(model, batch, seed, candidates, kind);
-      deepest = std::max(deepest, plan_depth(job));
-      most_micro_batches = std::max(most_micro_batches, micro_batch_count(job));
-      most_pipelines = std::max(most_pipelines, job.pipelines.size());
-      for (const StrategyPart& part : candidates.front().parts()) context_parallel |= part.scheme.cp() > 1;
-      check_matches(model, run_on_host(job).result, reference);
+TEST_CASE("executor host: every planner's plans, with TP, CP and recompute, give the unpacked loss and gradients") {
+  // The seeded set: Hydraulis (cyclic, 1F1B placed by rank_placement), the sluice plan (its flex CP domain where
+  // faster), DynaPipe, Megatron-LM-style packing, FlexSP's groups, Megatron-LM's dynamic CP and single pipelines, on
+  // 2 to 8 ranks; TP and CP reorder float64 sums, so they agree with the reference to 1e-12.
+  std::map<std::string, int> planners;
+  std::set<int> tp_degrees, rank_counts;
+  std::set<std::string> cp_kinds;
+  bool recompute = false, flex_groups = false, lanes_in_pipelines = false;
+  Rng rng(2026);
+  for (int k = 0; k < 64; ++k) {
+    CAPTURE(k);
+    auto [job, planner] = fixtures::seeded_job(k, rng);
+    CAPTURE(planner);
+    const ModelResult reference = run_unpacked(job.model, job.sequences);
+    const RunReport report = host::run_local(job);
+    CHECK(fixtures::worst_difference(report.result, reference) <= 1e-12);
+    ++planners[planner];
+    rank_counts.insert(fixtures::rank_count(job));
+    flex_groups = flex_groups || !job.cp_groups.empty();
+    for (const PipelineJob& pipeline : job.pipelines) {
+      tp_degrees.insert(pipeline.scheme.tp());
+      if (pipeline.scheme.cp() > 1) cp_kinds.insert(std::string(name_in(cp_kind_names, pipeline.scheme.cp_kind())));
+      recompute = recompute || pipeline.scheme.recompute() == Recompute::full;
+      lanes_in_pipelines = lanes_in_pipelines || (pipeline.plan.stages > 1 && pipeline.scheme.stage_gpus() > 1);
     }
-    const int stages = 1 + static_cast<int>(seed % 4);
-    const int replicas = 2 + static_cast<int>(seed % 2);
-    const auto layout = seed % 3 == 0 ? microbatch::Layout::packed : microbatch::Layout::padded;
-    const Job dynapipe = fixtures::dynapipe_job(model, batch, seed, stages, replicas, layout,
-                                                seed % 2 ? ScheduleKind::cyclic : ScheduleKind::one_f_one_b);
-    check_matches(model, run_on_host(dynapipe).result, reference);
+    for (const CpGroupJob& group : job.cp_groups)
+      cp_kinds.insert(std::string(name_in(cp_kind_names, group.scheme.cp_kind())));
   }
-  // The cases exercise what they claim to: pipelines of four stages, several pipelines, packed micro-batches, CP.
-  CHECK(context_parallel);
-  CHECK(deepest == 4);
-  CHECK(most_pipelines >= 3);
-  CHECK(most_micro_batches >= 6);
+  // The set exercises what it claims to.
+  for (const auto& [planner, count] : planners) MESSAGE(planner, ": ", count, " jobs");
+  CHECK(planners.size() == 8);
+  CHECK(tp_degrees == std::set<int>{1, 2, 4});
+  CHECK(cp_kinds == std::set<std::string>{"hybrid", "ring", "ulysses"});
+  CHECK(recompute);
+  CHECK(flex_groups);
+  CHECK(lanes_in_pipelines);
+  CHECK(*rank_counts.begin() <= 2);
+  CHECK(*rank_counts.rbegin() == 8);
+}
+
+TEST_CASE("executor host: recompute keeps a layer's input alone, and its result is the same") {
+  Rng rng(5);
+  ModelConfig model = fixtures::random_model(rng);
+  model.layers = 6;  // three a stage: their inputs and one recomputed layer against three layers' activations
+  const std::vector<Sequence> batch = fixtures::random_batch(rng);
+  for (const char* name : {"tp1pp2", "tp2cp2ringpp2"}) {
+    CAPTURE(name);
+    Degrees degrees = Scheme::parse(name).degrees();
+    const Job stored = fixtures::single_pipeline_job(model, batch, 5, 2, ScheduleKind::one_f_one_b, degrees);
+    degrees.recompute = Recompute::full;
+    const Job recomputed = fixtures::single_pipeline_job(model, batch, 5, 2, ScheduleKind::one_f_one_b, degrees);
+    const RunReport kept = host::run_local(stored);
+    const RunReport saved = host::run_local(recomputed);
+    CHECK(fixtures::worst_difference(saved.result, kept.result) <= 1e-13);
+    // Every rank holds less at its peak: its micro-batches' layer inputs and one layer's recomputed activations.
+    for (std::size_t r = 0; r < kept.activation_peak_bytes.size(); ++r) {
+      CAPTURE(r);
+      CHECK(saved.activation_peak_bytes[r] > 0);
+      CHECK(saved.activation_peak_bytes[r] < kept.activation_peak_bytes[r]);
+    }
+  }
+}
+
+TEST_CASE("executor host: broken TP, CP and recompute code is caught by the equality with the reference") {
+  Rng rng(9);
+  const ModelConfig model = fixtures::random_model(rng);
+  const std::vector<Sequence> batch = fixtures::random_batch(rng);
+  const ModelResult reference = run_unpacked(model, make_tokens(batch, model.vocab, 9));
+  const auto broken = [&](const char* scheme, host::Mutation mutation) {
+    const Job job = fixtures::single_pipeline_job(model, batch, 9, 2, ScheduleKind::one_f_one_b,
+                                                  Scheme::parse(scheme).degrees());
+    CHECK(fixtures::worst_difference(host::run_local(job).result, reference) <= 1e-12);
+    return fixtures::worst_difference(host::run_local(job, {}, mutation).result, reference);
+  };
+  CHECK(broken("tp2pp2", host::Mutation::missing_tp_reduce) > 1e-3);
+  CHECK(broken("tp1cp4ringpp2", host::Mutation::wrong_ring_step) > 1e-3);
+  CHECK(broken("tp1cp2ulyssespp2", host::Mutation::cp_chunk_on_wrong_rank) > 1e-3);
+  CHECK(broken("tp1cp2ringpp2", host::Mutation::cp_chunk_on_wrong_rank) > 1e-3);
+  CHECK(broken("tp2pp2ac", host::Mutation::recompute_drops_residual) > 1e-3);
+}
+
+TEST_CASE("executor host: a stage's lanes sit where rank_placement puts them, and the split is Megatron-LM's") {
+  Rng rng(21);
+  const ModelConfig model = fixtures::random_model(rng);
+  const std::vector<Sequence> batch = fixtures::random_batch(rng);
+  const std::vector<Strategy> candidates{Strategy::parse("1*tp2cp2ulyssespp1+2*tp1pp2ac")};
+  const Job job = fixtures::hydraulis_job(model, batch, 21, candidates, ScheduleKind::one_f_one_b, true);
+  const shard::RankPlacement placement = shard::rank_placement(candidates.front(), fixtures::small_profile());
+  const JobLayout job_layout = layout(job);
+  for (std::size_t p = 0; p < job.pipelines.size(); ++p) {
+    const PipelineJob& pipeline = job.pipelines[p];
+    for (std::size_t j = 0; j < pipeline.ranks.size(); ++j)
+      for (std::size_t lane = 0; lane < pipeline.ranks[j].size(); ++lane) {
+        const RankInfo& info = job_layout.ranks[static_cast<std::size_t>(pipeline.ranks[j][lane])];
+        CHECK(info.pipeline == static_cast<int>(p));
+        CHECK(info.tp_rank == static_cast<int>(lane) % pipeline.scheme.tp());
+        CHECK(info.cp_rank == static_cast<int>(lane) / pipeline.scheme.tp());
+      }
+  }
+  std::set<int> placed;
+  for (const shard::PipelinePlacement& pipeline : placement.placement.pipelines)
+    for (const shard::Stage& stage : pipeline.stages) placed.insert(stage.ranks.begin(), stage.ranks.end());
+  for (const PipelineJob& pipeline : job.pipelines)
+    for (const auto& stage : pipeline.ranks)
+      for (const int rank : stage) CHECK(placed.contains(rank));
+  CHECK(fixtures::worst_difference(host::run_local(job).result, run_unpacked(model, job.sequences)) <= 1e-12);
+
+  // CP shards: every token once, chunks r and 2C-1-r of every sequence, odd lengths and sequences shorter than 2C.
+  const std::vector<std::int32_t> cu{0, 1, 8, 13, 29};
+  for (const auto& [ulysses, ring] : {std::pair{1, 4}, std::pair{4, 1}, std::pair{2, 2}}) {
+    const CpSplit split = cp_split(cu, ulysses, ring);
+    std::vector<int> seen(29, 0);
+    for (const CpShard& shard : split.shards)
+      for (const std::int32_t row : shard.rows) ++seen[static_cast<std::size_t>(row)];
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int count) { return count == 1; }));
+  }
+  const CpSplit ring4 = cp_split(cu, 1, 4);
+  // Lengths 1, 7, 5 and 16 cut into 8 chunks at ⌊i·L/8⌋: CP rank 0 takes chunks 0 and 7, of one token for the short
+  // ones (their chunk 0 is empty) and two each of the 16-long one.
+  CHECK(ring4.shards[0].positions == std::vector<std::int32_t>{0, 6, 4, 0, 1, 14, 15});
+  CHECK(ring4.shards[0].cu_seqlens == std::vector<std::int32_t>{0, 1, 2, 3, 7});
+}
+
+TEST_CASE("executor host: compute groups that meet in different orders are a deadlock the dry run refuses") {
+  // Two pipelines of one stage whose two micro-batches form flex CP groups crosswise: pipeline 0's first forward
+  // waits for pipeline 1's second, which waits for pipeline 1's first, which waits for pipeline 0's second.
+  const ModelConfig model = tiny_model();
+  const std::vector<Sequence> batch{Sequence(0, 6), Sequence(1, 5)};
+  Job job = fixtures::single_pipeline_job(model, batch, 3, 1, ScheduleKind::one_f_one_b);
+  PipelineJob reversed = job.pipelines[0];  // the same plan, running the sequences the other way round
+  std::swap(reversed.micro_batches[0], reversed.micro_batches[1]);
+  const std::int64_t tokens[] = {5, 6};
+  sluice::executor::detail::set_packed_shapes(reversed.plan, tokens, model.hidden);
+  job.pipelines.push_back(reversed);
+  const Scheme ring2 = Scheme::parse("tp1cp2ringpp1");
+  job.cp_groups = {{ring2, {{0, 0}, {1, 1}}}, {ring2, {{0, 1}, {1, 0}}}};
+  CHECK_NOTHROW(validate(job, JobChecks::structure));
+  CHECK_THROWS_WITH_AS(host::run_local(job), doctest::Contains("wait on each other forever"), invalid_plan);
+  // Groups whose members run in the same order run, and their members must pack the same sequences.
+  job.pipelines[1] = job.pipelines[0];
+  job.cp_groups = {{ring2, {{0, 0}, {1, 0}}}, {ring2, {{1, 1}, {0, 1}}}};
+  CHECK(fixtures::worst_difference(host::run_local(job).result, run_unpacked(model, job.sequences)) <= 1e-12);
+  job.cp_groups = {{ring2, {{0, 0}, {1, 1}}}, {ring2, {{0, 1}, {1, 0}}}};
+  CHECK_THROWS_WITH_AS(validate(job), doctest::Contains("packs other sequences"), invalid_plan);
+}
+
+TEST_CASE("executor host: schemes the model cannot run and placements the plan forbids are refused by name") {
+  const ModelConfig model = tiny_model();  // 2 heads, ffn 6, vocab 11
+  const std::vector<Sequence> batch = tiny_batch();
+  const auto refused = [&](const char* scheme, const char* text, const ModelConfig& with = tiny_model()) {
+    CAPTURE(scheme);
+    CHECK_THROWS_WITH_AS(
+        fixtures::single_pipeline_job(with, batch, 1, 1, ScheduleKind::one_f_one_b, Scheme::parse(scheme).degrees()),
+        doctest::Contains(text), invalid_input);
+  };
+  refused("tp4pp1", "TP 4 does not divide the model's 2 heads");
+  refused("tp2pp1", "TP 2 does not divide the vocabulary 11");
+  ModelConfig odd_ffn = model;
+  odd_ffn.ffn = 7;
+  odd_ffn.vocab = 12;
+  refused("tp2pp1", "TP 2 does not divide the FFN width 7", odd_ffn);
+  refused("tp1cp4ulyssespp1", "Ulysses degree 4 does not divide the 2 heads");
+  refused("tp1cp4hybrid4pp1", "");  // the scheme itself refuses a hybrid without a smaller Ulysses degree
+  CHECK_NOTHROW(fixtures::single_pipeline_job(model, batch, 1, 1, ScheduleKind::one_f_one_b,
+                                              Scheme::parse("tp1cp4ringpp1").degrees()));
+
+  ModelConfig wide = model;
+  wide.heads = 2;
+  wide.ffn = 8;
+  wide.vocab = 12;
+  Job job = fixtures::single_pipeline_job(wide, batch, 1, 1, ScheduleKind::one_f_one_b,
+                                          Scheme::parse("tp2pp1").degrees());
+  job.pipelines[0].ranks = {{3, 4}};
+  job.gpus_per_node = 4;
+  CHECK_THROWS_WITH_AS(validate(job), doctest::Contains("splits a TP group across nodes (ranks 3 and 4"),
+                       invalid_input);
+  job.tp_within_node = false;
+  CHECK_NOTHROW(validate(job));
+  CHECK(layout(job).rank_count() == 5);  // ranks 0 to 2 run nothing
+  CHECK(fixtures::worst_difference(host::run_local(job).result, run_unpacked(wide, job.sequences)) <= 1e-12);
+  job.pipelines[0].ranks = {{3, 3}};
+  CHECK_THROWS_WITH_AS(validate(job), doctest::Contains("rank 3 runs two lanes"), invalid_plan);
+  job.pipelines[0].ranks = {{3}};
+  CHECK_THROWS_WITH_AS(validate(job), doctest::Contains("not 1 stages of 2 lanes"), invalid_plan);
 }
 
 TEST_CASE("executor host: the model's gradients match central finite differences") {
@@ -178,14 +308,15 @@ TEST_CASE("executor host: a run is deterministic and reports a trace and a timin
   const std::vector<Sequence> batch = fixtures::random_batch(rng);
   const std::vector<Strategy> candidates{fixtures::strategies().front()};
   const Job job = fixtures::hydraulis_job(model, batch, 77, candidates, ScheduleKind::cyclic);
-  const RunReport first = run_on_host(job);
-  const RunReport second = run_on_host(job);
+  const RunReport first = host::run_local(job);
+  const RunReport second = host::run_local(job);
   CHECK(first.result.loss == second.result.loss);
   CHECK(first.result.gradients == second.result.gradients);
 
-  std::size_t instructions = 0;
+  std::size_t instructions = 0;  // every lane runs its stage's list
   for (const PipelineJob& pipeline : job.pipelines)
-    for (const auto& list : pipeline.plan.ranks) instructions += list.size();
+    for (const auto& list : pipeline.plan.ranks)
+      instructions += list.size() * static_cast<std::size_t>(pipeline.scheme.stage_gpus());
   const io::json trace = io::parse(chrome_trace(job, first).dump(), "trace");
   std::size_t events = 0;
   for (const io::json& event : trace.at("traceEvents")) {
@@ -201,7 +332,6 @@ TEST_CASE("executor host: a run is deterministic and reports a trace and a timin
   CHECK(table.predicted > 0);
   CHECK(table.measured > 0);
   CHECK(table.replayed > 0);
-  CHECK(table.replayed <= table.measured * (1 + 1e-9));  // the replay drops the host's interleaving of ranks
   CHECK(format(table).find("iteration predicted") != std::string::npos);
 }
 
@@ -211,7 +341,7 @@ TEST_CASE("executor host: plans broken by hand are rejected naming the rank and 
     auto& sender = rank_list(job, 0);
     sender.erase(sender.begin() + find(sender, InstructionKind::send_act_wait, 0));
     sender.erase(sender.begin() + find(sender, InstructionKind::send_act_start, 0));
-    CHECK_THROWS_WITH_AS(run_on_host(job), doctest::Contains("can never pair"), invalid_plan);
+    CHECK_THROWS_WITH_AS(host::run_local(job), doctest::Contains("can never pair"), invalid_plan);
   }
   SUBCASE("a missing last send: the receiver waits forever") {
     Job job = two_stage_job();
@@ -223,14 +353,14 @@ TEST_CASE("executor host: plans broken by hand are rejected naming the rank and 
     const int micro_batch = last->micro_batch;
     sender.erase(sender.begin() + find(sender, InstructionKind::send_grad_wait, micro_batch));
     sender.erase(sender.begin() + find(sender, InstructionKind::send_grad_start, micro_batch));
-    CHECK_THROWS_WITH_AS(run_on_host(job), doctest::Contains("wait on each other forever: rank 0"), invalid_plan);
+    CHECK_THROWS_WITH_AS(host::run_local(job), doctest::Contains("wait on each other forever: rank 0"), invalid_plan);
   }
   SUBCASE("a missing receive") {
     Job job = two_stage_job();
     auto& receiver = rank_list(job, 1);
     receiver.erase(receiver.begin() + find(receiver, InstructionKind::recv_act_wait, 0));
     receiver.erase(receiver.begin() + find(receiver, InstructionKind::recv_act_start, 0));
-    CHECK_THROWS_WITH_AS(run_on_host(job), doctest::Contains("executor: rank 1"), invalid_plan);
+    CHECK_THROWS_WITH_AS(host::run_local(job), doctest::Contains("executor: rank 1"), invalid_plan);
   }
   SUBCASE("a wait without its start") {
     Job job = two_stage_job();
@@ -238,7 +368,7 @@ TEST_CASE("executor host: plans broken by hand are rejected naming the rank and 
     const auto start = find(receiver, InstructionKind::recv_act_start, 0);
     const auto wait = find(receiver, InstructionKind::recv_act_wait, 0);
     std::swap(receiver[static_cast<std::size_t>(start)], receiver[static_cast<std::size_t>(wait)]);
-    CHECK_THROWS_WITH_AS(run_on_host(job), doctest::Contains("never started"), invalid_plan);
+    CHECK_THROWS_WITH_AS(host::run_local(job), doctest::Contains("never started"), invalid_plan);
   }
   SUBCASE("a slot written while it still holds a tensor") {
     Job job = two_stage_job();
@@ -248,7 +378,7 @@ TEST_CASE("executor host: plans broken by hand are rejected naming the rank and 
       if (in.kind == InstructionKind::forward) forwards.push_back(&in);
     REQUIRE(forwards.size() >= 2);
     forwards[1]->output = forwards[0]->output;  // the first forward's output is held until its backward
-    CHECK_THROWS_WITH_AS(run_on_host(job), doctest::Contains("which still holds a tensor of micro-batch"),
+    CHECK_THROWS_WITH_AS(host::run_local(job), doctest::Contains("which still holds a tensor of micro-batch"),
                          invalid_plan);
   }
   SUBCASE("a sent slot freed before the send's wait") {
@@ -258,7 +388,7 @@ TEST_CASE("executor host: plans broken by hand are rejected naming the rank and 
     const auto free = static_cast<std::ptrdiff_t>(wait + 1);
     REQUIRE(sender[static_cast<std::size_t>(free)].kind == InstructionKind::free_buffer);
     std::swap(sender[static_cast<std::size_t>(wait)], sender[static_cast<std::size_t>(free)]);
-    CHECK_THROWS_WITH_AS(run_on_host(job), doctest::Contains("before the Wait"), invalid_plan);
+    CHECK_THROWS_WITH_AS(host::run_local(job), doctest::Contains("before the Wait"), invalid_plan);
   }
   SUBCASE("sends issued out of order pair with the wrong receives") {
     Job job = two_stage_job();
@@ -266,13 +396,13 @@ TEST_CASE("executor host: plans broken by hand are rejected naming the rank and 
     const auto first = find(sender, InstructionKind::send_act_start, 0);
     const auto second = find(sender, InstructionKind::send_act_start, 1);
     std::swap(sender[static_cast<std::size_t>(first)], sender[static_cast<std::size_t>(second)]);
-    CHECK_THROWS_AS(run_on_host(job), invalid_plan);
+    CHECK_THROWS_AS(host::run_local(job), invalid_plan);
   }
   SUBCASE("a backward that never runs") {
     Job job = two_stage_job();
     auto& list = rank_list(job, 1);
     list.erase(list.begin() + find(list, InstructionKind::backward, 2));
-    CHECK_THROWS_AS(run_on_host(job), invalid_plan);
+    CHECK_THROWS_AS(host::run_local(job), invalid_plan);
   }
 }
 

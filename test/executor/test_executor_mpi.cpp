@@ -1,8 +1,9 @@
-// The executor with one MPI process per rank (sluice_executor/mpi.hpp), started by mpirun with 8 processes:
-//   - 60 seeded jobs from every planner (Hydraulis plans scheduled cyclic and 1F1B, the sluice plan, DynaPipe plans
-//     padded and packed, one pipeline scheduled by schedule_pipeline), each of 2 to 8 ranks and run by as many
-//     processes: process 0's loss and gradients equal the one-process host run's bit for bit, and the unpacked
-//     reference's within 1e-9; the other processes return the same loss and every rank's times, no gradients;
+// The host backend with one MPI process per rank (sluice_executor/host/mpi.hpp), started by mpirun with 8 processes:
+//   - 60 seeded jobs from every planner (fixtures::seeded_job: Hydraulis, the sluice plan, DynaPipe, Megatron-LM-style
+//     packing, FlexSP's and dynamic CP's flex domains, single pipelines) with TP, CP of every kind and recompute,
+//     each of 2 to 8 ranks and run by as many processes: process 0's loss and gradients equal the one-process run's
+//     (a thread per rank) bit for bit, and the unpacked reference's within 1e-12; the other processes return the
+//     same loss and every rank's times, no gradients;
 //   - `--broken KIND` (2 processes): a plan broken as KIND says (missing_receive, mismatched_size, cycle), run with
 //     only its structure checked, ends every process with an error naming the rank (mpi_broken.cmake checks it).
 #include <mpi.h>
@@ -22,9 +23,9 @@
 #include "plan_fixtures.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
-#include "sluice/plan/iteration.hpp"
 #include "sluice/schedule/instructions.hpp"
-#include "sluice_executor/host_backend.hpp"
+#include "sluice_executor/host/local.hpp"
+#include "sluice_executor/host/mpi.hpp"
 #include "sluice_executor/mpi.hpp"
 #include "sluice_executor/reference_run.hpp"
 
@@ -35,45 +36,7 @@ using sluice::schedule::ScheduleKind;
 namespace {
 
 constexpr int job_count = 60;
-constexpr double float64_tolerance = 1e-9;
-
-int rank_count(const ex::Job& job) {
-  int ranks = 0;
-  for (const ex::PipelineJob& pipeline : job.pipelines) ranks += pipeline.plan.stages;
-  return ranks;
-}
-
-// Job k of the seeded set: the planner cycles with k, the model and batch are drawn from `rng`.
-std::pair<ex::Job, std::string> make_job(int k, sluice::Rng& rng) {
-  const ex::ModelConfig model = fixtures::random_model(rng);
-  const std::vector<sluice::Sequence> batch = fixtures::random_batch(rng);
-  const std::uint64_t seed = rng();
-  const std::vector<sluice::Strategy> strategies = fixtures::strategies();
-  const std::vector<sluice::Strategy> candidates{strategies[static_cast<std::size_t>(k) % strategies.size()]};
-  const int stages = static_cast<int>(rng.uniform_int(2, 4));
-  switch (k % 6) {
-    case 0: return {fixtures::hydraulis_job(model, batch, seed, candidates, ScheduleKind::cyclic), "hydraulis cyclic"};
-    case 1:
-      return {fixtures::hydraulis_job(model, batch, seed, candidates, ScheduleKind::one_f_one_b), "hydraulis 1f1b"};
-    case 2: {
-      const sluice::plan::IterationPlanner planner(fixtures::small_profile(), strategies);
-      const sluice::schedule::SimulatedIteration iteration = planner.plan(batch);
-      return {ex::job_from_iteration(model, ex::make_tokens(batch, model.vocab, seed), iteration.plan,
-                                     iteration.schedule),
-              "sluice plan"};
-    }
-    case 3:
-      return {fixtures::dynapipe_job(model, batch, seed, stages, 2, sluice::microbatch::Layout::padded,
-                                     ScheduleKind::cyclic),
-              "dynapipe padded"};
-    case 4:
-      return {fixtures::dynapipe_job(model, batch, seed, stages, 2, sluice::microbatch::Layout::packed,
-                                     ScheduleKind::one_f_one_b),
-              "dynapipe packed"};
-    default:
-      return {fixtures::single_pipeline_job(model, batch, seed, stages, ScheduleKind::cyclic), "one pipeline"};
-  }
-}
+constexpr double float64_tolerance = 1e-12;
 
 bool same_bits(const ex::ModelResult& a, const ex::ModelResult& b) {
   return a.loss == b.loss && a.gradients == b.gradients;
@@ -85,8 +48,8 @@ int equal_runs(int process, int processes) {
   std::map<std::string, int> planners;
   std::map<int, int> sizes;
   for (int made = 0, k = 0; made < job_count; ++k) {
-    auto [job, planner] = make_job(k, rng);
-    const int ranks = rank_count(job);
+    auto [job, planner] = fixtures::seeded_job(k, rng);
+    const int ranks = fixtures::rank_count(job);
     if (ranks < 2 || ranks > processes) continue;  // one process is not a multi-process run
     ++made;
     ++planners[planner];
@@ -94,7 +57,7 @@ int equal_runs(int process, int processes) {
     MPI_Comm comm = MPI_COMM_NULL;
     MPI_Comm_split(MPI_COMM_WORLD, process < ranks ? 0 : MPI_UNDEFINED, process, &comm);
     if (comm == MPI_COMM_NULL) continue;
-    const ex::RunReport report = ex::mpi::run_on_host(job, comm);
+    const ex::RunReport report = ex::host::run_mpi(job, comm);
     // Every process has the loss and the ranks' times; the gradients stay with process 0, which writes them.
     double loss = report.result.loss;
     MPI_Bcast(&loss, 1, MPI_DOUBLE, 0, comm);
@@ -107,13 +70,9 @@ int equal_runs(int process, int processes) {
       }
       continue;
     }
-    const ex::RunReport alone = ex::run_on_host(job);
-    std::vector<ex::SequenceTokens> tokens = job.sequences;
-    const ex::ModelResult reference = ex::run_unpacked(job.model, tokens);
-    bool close = std::abs(report.result.loss - reference.loss) <= float64_tolerance * std::abs(reference.loss);
-    for (std::size_t t = 0; t < reference.gradients.size(); ++t)
-      close = close &&
-              fixtures::relative_difference(report.result.gradients[t], reference.gradients[t]) <= float64_tolerance;
+    const ex::RunReport alone = ex::host::run_local(job);
+    const bool close = fixtures::worst_difference(report.result, ex::run_unpacked(job.model, job.sequences)) <=
+                       float64_tolerance;
     if (!same_bits(report.result, alone.result) || !close || report.instructions.size() != alone.instructions.size()) {
       ++failures;
       std::cerr << "FAIL: job " << made - 1 << " (" << planner << ", " << ranks << " ranks): "
@@ -180,7 +139,7 @@ int broken(std::string_view kind) {
     if (rank == 1) std::_Exit(3);
   }
   const ex::Job job = broken_job(kind);
-  (void)ex::mpi::run_on_host(job, MPI_COMM_WORLD, {.timeout_seconds = 5, .checks = ex::JobChecks::structure});
+  (void)ex::host::run_mpi(job, MPI_COMM_WORLD, {.timeout_seconds = 5, .checks = ex::JobChecks::structure});
   std::cerr << "test_executor_mpi: the broken plan (" << kind << ") ran to its end\n";
   return 1;
 }

@@ -14,9 +14,9 @@
 #include "plan_fixtures.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice_executor/cuda.hpp"
-#include "sluice_executor/host_backend.hpp"
+#include "sluice_executor/host/local.hpp"
 #include "sluice_executor/mpi.hpp"
-#include "sluice_executor/mpi_gpu.hpp"
+#include "sluice_executor/cuda/mpi.hpp"
 
 namespace ex = sluice::executor;
 using sluice::schedule::ScheduleKind;
@@ -64,10 +64,10 @@ bool close_to(const ex::ModelResult& gpu, const ex::ModelResult& host) {
 int equal_runs(int process, int processes) {
   int failures = 0;
   for (const auto& [job, name] : jobs(processes)) {
-    const ex::RunReport report = ex::mpi::run_on_gpu(job, MPI_COMM_WORLD);
+    const ex::RunReport report = ex::cuda::run_nccl(job, MPI_COMM_WORLD);
     if (process != 0) continue;
     const ex::RunReport alone = ex::cuda::run_nccl(job);
-    const ex::ModelResult host = ex::run_on_host(job).result;
+    const ex::ModelResult host = ex::host::run_local(job).result;
     const bool same = report.result.loss == alone.result.loss && report.result.gradients == alone.result.gradients;
     const bool close = close_to(report.result, host);
     std::cout << name << ": loss " << report.result.loss << " (one process " << alone.result.loss << ", float64 "

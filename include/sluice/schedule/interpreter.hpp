@@ -4,8 +4,12 @@
 // it goes. Plan validation (validate(ExecutionPlan, Problem)), the deadlock check (check_deadlock) and the
 // reference executor all run it; the first two as dry runs (DryRunBackend, DryRunTransport).
 //
-// Ranks are numbered pipeline by pipeline, stage by stage: rank base + j runs list j of its pipeline's plan, and an
-// instruction's peer is a stage of the same pipeline. The rules:
+// Every stage of a pipeline is run by one or more lanes (its TP·CP shards, PipelineRanks), each lane a global rank
+// running the stage's list; lane l of a stage exchanges activations and gradients with lane l of the neighbouring
+// stages, so an instruction's peer names a stage of the same pipeline. Without a rank table, a pipeline has one lane
+// per stage, numbered after the previous pipeline's ranks. Ranks that compute a micro-batch together (a stage's
+// lanes, which exchange data inside their forward and backward; a flex CP group spanning pipelines) form a
+// ComputeGroup. The rules:
 //   - point-to-point operations as NCCL runs them: a Start queues its operation for that peer and returns; between
 //     two ranks the operations pair in issue order, so the two queue heads must be a send and the matching receive
 //     (same tensor kind, micro-batch and shape); a Wait blocks its rank until its operation has completed;
@@ -15,10 +19,14 @@
 //     transfer on it is pending; every rank loads or receives each micro-batch's input, runs its forward once,
 //     then its backward once, which still finds the forward's input and output slots holding their tensors; at a
 //     rank's end every slot is free. With data_flow off only the communication rules apply and compute, load and
-//     free never block (a peer may then be any other rank).
+//     free never block (a peer may then be any other rank);
+//   - a forward or backward of a compute group's member runs only while every member is at or past the same pass
+//     of its micro-batch: their collectives inside it need them all (the interpreter blocks the member until then,
+//     unless the transport pairs itself, whose collectives block on their own).
 // A broken plan raises sluice::invalid_plan naming the rank and the instruction; communication that cannot
 // complete raises comm_failure (an invalid_plan) saying how: two queue heads that can never pair or a cycle of
-// blocked ranks (deadlock), a send meeting the receive of another tensor (mismatch), an operation no peer matches.
+// blocked ranks (deadlock, including ranks waiting for a compute group's member), a send meeting the receive of another
+// tensor (mismatch), an operation no peer matches.
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
@@ -103,6 +111,28 @@ concept Transport = requires(T& transport, const Transfer& transfer) {
   transport.transfer(send, receive);
 });
 
+// The largest global rank a pipeline's rank table may name.
+inline constexpr int max_rank = 1 << 24;
+
+// A pipeline as the interpreter runs it: its plan and, in `ranks[j]`, the global rank of every lane of stage j (all
+// stages have as many lanes). Empty ranks: one lane per stage, numbered after the previous pipeline's ranks.
+struct PipelineRanks {
+  const ExecutionPlan* plan = nullptr;
+  std::vector<std::vector<int>> ranks{};
+};
+
+// Ranks that run a micro-batch's forward, and then its backward, together: each member is a global rank and the
+// micro-batch of its own pipeline's plan.
+struct ComputeGroup {
+  struct Member {
+    int rank = 0;
+    int micro_batch = 0;
+    friend bool operator==(const Member&, const Member&) = default;
+  };
+  std::vector<Member> members;
+  friend bool operator==(const ComputeGroup&, const ComputeGroup&) = default;
+};
+
 struct InterpreterOptions {
   std::string_view context = "execution plan";  // the first words of every error message
   bool data_flow = true;                        // check pipeline structure and slots, not only communication
@@ -113,30 +143,79 @@ class Interpreter {
 public:
   using Stamp = typename B::Stamp;
 
-  // pipelines: each pipeline's plan, outliving the interpreter.
+  // pipelines: each pipeline's plan, outliving the interpreter; one lane per stage, ranks numbered in order.
   Interpreter(const std::vector<const ExecutionPlan*>& pipelines, B& backend, T& transport,
               InterpreterOptions options = {})
+      : Interpreter(one_lane(pipelines), {}, backend, transport, options) {}
+
+  // Plans (outliving the interpreter) with their lanes' global ranks, and the compute groups. Global ranks are
+  // unique and non-negative; a rank below the largest that no pipeline names has nothing to run. Raises
+  // invalid_plan for tables that do not fit their plans or groups naming what no pipeline runs.
+  Interpreter(const std::vector<PipelineRanks>& pipelines, const std::vector<ComputeGroup>& groups, B& backend,
+              T& transport, InterpreterOptions options = {})
       : backend_(backend), transport_(transport), options_(options) {
-    for (std::size_t p = 0; p < pipelines.size(); ++p) {
-      const ExecutionPlan& plan = *pipelines[p];
-      const int base = static_cast<int>(ranks_.size());
+    int next_rank = 0;
+    for (const PipelineRanks& pipeline : pipelines) {
+      const ExecutionPlan& plan = *pipeline.plan;
       const int stages = static_cast<int>(plan.ranks.size());
-      for (int j = 0; j < stages; ++j) {
-        RankState& state = ranks_.emplace_back();
-        state.list = &plan.ranks[static_cast<std::size_t>(j)];
-        state.pipeline = static_cast<int>(p);
-        state.stage = j;
-        state.base = base;
-        state.stages = stages;
-        if (options_.data_flow) state.slots.resize(static_cast<std::size_t>(std::max(plan.buffer_slots, 0)));
-        state.progress.resize(static_cast<std::size_t>(std::max(plan.micro_batches, 0)));
-        state.starts.resize(state.list->size());
-        state.ends.resize(state.list->size());
-        std::size_t starts = 0;
-        for (const Instruction& in : *state.list) starts += is_comm_start(in.kind);
-        state.transfers.reserve(starts);
+      std::vector<std::vector<int>> table = pipeline.ranks;
+      if (table.empty())
+        for (int j = 0; j < stages; ++j) table.push_back({next_rank++});
+      if (table.size() != plan.ranks.size())
+        throw invalid_plan(sluice::concat(options_.context, ": pipeline ", tables_.size(), " names ranks of ",
+                                          table.size(), " stages for ", stages));
+      for (const std::vector<int>& lanes : table) {
+        if (lanes.empty() || lanes.size() != table.front().size())
+          throw invalid_plan(sluice::concat(options_.context, ": pipeline ", tables_.size(),
+                                            " has stages of different lane counts"));
+        for (const int rank : lanes) {
+          if (rank < 0 || rank > max_rank)
+            throw invalid_plan(sluice::concat(options_.context, ": rank ", rank, " outside [0, ", max_rank, "]"));
+          next_rank = std::max(next_rank, rank + 1);
+        }
       }
+      tables_.push_back(std::move(table));
     }
+    ranks_.resize(static_cast<std::size_t>(next_rank));
+    for (std::size_t p = 0; p < pipelines.size(); ++p) {
+      const ExecutionPlan& plan = *pipelines[p].plan;
+      const std::vector<std::vector<int>>& table = tables_[p];
+      for (std::size_t j = 0; j < table.size(); ++j)
+        for (std::size_t lane = 0; lane < table[j].size(); ++lane) {
+          RankState& state = ranks_[static_cast<std::size_t>(table[j][lane])];
+          if (state.list != &no_instructions_)
+            throw invalid_plan(sluice::concat(options_.context, ": rank ", table[j][lane], " runs two stages"));
+          state.list = &plan.ranks[j];
+          state.pipeline = static_cast<int>(p);
+          state.stage = static_cast<int>(j);
+          state.lane = static_cast<int>(lane);
+          state.stages = static_cast<int>(table.size());
+          state.table = &tables_[p];
+          if (options_.data_flow) state.slots.resize(static_cast<std::size_t>(std::max(plan.buffer_slots, 0)));
+          state.progress.resize(static_cast<std::size_t>(std::max(plan.micro_batches, 0)));
+          state.group.assign(state.progress.size(), -1);
+          state.starts.resize(state.list->size());
+          state.ends.resize(state.list->size());
+          std::size_t starts = 0;
+          for (const Instruction& in : *state.list) starts += is_comm_start(in.kind);
+          state.transfers.reserve(starts);
+        }
+      name_lanes_ = name_lanes_ || table.front().size() > 1;
+    }
+    groups_ = groups;
+    for (std::size_t g = 0; g < groups_.size(); ++g)
+      for (const ComputeGroup::Member& member : groups_[g].members) {
+        if (member.rank < 0 || member.rank >= rank_count() || at(member.rank).list == &no_instructions_ ||
+            member.micro_batch < 0 ||
+            static_cast<std::size_t>(member.micro_batch) >= at(member.rank).progress.size())
+          throw invalid_plan(sluice::concat(options_.context, ": compute group ", g, " names micro-batch ",
+                                            member.micro_batch, " of rank ", member.rank, ", which runs no such"));
+        int& slot_group = at(member.rank).group[static_cast<std::size_t>(member.micro_batch)];
+        if (slot_group >= 0)
+          throw invalid_plan(sluice::concat(options_.context, ": micro-batch ", member.micro_batch, " of rank ",
+                                            member.rank, " is in two compute groups"));
+        slot_group = static_cast<int>(g);
+      }
     name_pipelines_ = pipelines.size() > 1;
   }
 
@@ -182,7 +261,10 @@ public:
   [[nodiscard]] std::string where(int rank) const {
     const RankState& state = at(rank);
     std::string text = sluice::concat("rank ", rank);
-    if (name_pipelines_) text += sluice::concat(" (pipeline ", state.pipeline, " stage ", state.stage, ")");
+    if (name_lanes_)
+      text += sluice::concat(" (pipeline ", state.pipeline, " stage ", state.stage, " lane ", state.lane, ")");
+    else if (name_pipelines_)
+      text += sluice::concat(" (pipeline ", state.pipeline, " stage ", state.stage, ")");
     if (state.next < state.list->size()) {
       const Instruction& in = (*state.list)[state.next];
       text += sluice::concat(" instruction ", state.next, " (", name(in.kind), " micro-batch ", in.micro_batch, ")");
@@ -224,12 +306,15 @@ private:
     std::size_t head = 0;
     [[nodiscard]] bool empty() const { return head == transfers.size(); }
   };
+  static inline const std::vector<Instruction> no_instructions_{};
   struct RankState {
-    const std::vector<Instruction>* list = nullptr;
+    const std::vector<Instruction>* list = &no_instructions_;
     int pipeline = 0;
     int stage = 0;
-    int base = 0;  // the global rank of the pipeline's first stage
+    int lane = 0;
     int stages = 0;
+    const std::vector<std::vector<int>>* table = nullptr;  // the pipeline's ranks by stage and lane
+    std::vector<int> group;                                // per micro-batch: its compute group, or -1
     std::size_t next = 0;
     std::vector<Held> slots;
     std::vector<Progress> progress;
@@ -243,6 +328,12 @@ private:
   };
 
   [[nodiscard]] int rank_count() const { return static_cast<int>(ranks_.size()); }
+
+  static std::vector<PipelineRanks> one_lane(const std::vector<const ExecutionPlan*>& plans) {
+    std::vector<PipelineRanks> pipelines;
+    for (const ExecutionPlan* plan : plans) pipelines.push_back({plan, {}});
+    return pipelines;
+  }
   RankState& at(int rank) { return ranks_[static_cast<std::size_t>(rank)]; }
   [[nodiscard]] const RankState& at(int rank) const { return ranks_[static_cast<std::size_t>(rank)]; }
 
@@ -320,8 +411,34 @@ private:
       return true;
     }
     if (is_comm_wait(in.kind)) return wait(rank, in, progress);
+    if constexpr (!pairs_itself<T>())
+      if (absent_member(rank, in) >= 0) return false;
     if (options_.data_flow) compute(rank, in, progress);
+    else if (in.kind == InstructionKind::forward) progress.forwarded = true;
+    else if (in.kind == InstructionKind::backward) progress.backwarded = true;
     return true;
+  }
+
+  static bool is_pass(InstructionKind kind) {
+    return kind == InstructionKind::forward || kind == InstructionKind::backward;
+  }
+
+  // For a forward or backward of a compute group's micro-batch: the first member not yet at or past the same pass
+  // of its micro-batch, or -1 when all are (or the micro-batch is in no group).
+  [[nodiscard]] int absent_member(int rank, const Instruction& in) const {
+    if (!is_pass(in.kind)) return -1;
+    const int g = at(rank).group[static_cast<std::size_t>(in.micro_batch)];
+    if (g < 0) return -1;
+    const bool forward = in.kind == InstructionKind::forward;
+    for (const ComputeGroup::Member& member : groups_[static_cast<std::size_t>(g)].members) {
+      const RankState& other = at(member.rank);
+      const Progress& done = other.progress[static_cast<std::size_t>(member.micro_batch)];
+      if (forward ? done.forwarded : done.backwarded) continue;
+      const bool there = other.next < other.list->size() && (*other.list)[other.next].kind == in.kind &&
+                         (*other.list)[other.next].micro_batch == member.micro_batch;
+      if (!there) return member.rank;
+    }
+    return -1;
   }
 
   void compute(int rank, const Instruction& in, Progress& progress) {
@@ -378,7 +495,7 @@ private:
       else write(rank, in.buffer, activation ? Content::act_in : Content::grad_in, in);
     }
     RankState& state = at(rank);
-    const int peer = state.base + in.peer;
+    const int peer = (*state.table)[static_cast<std::size_t>(in.peer)][static_cast<std::size_t>(state.lane)];
     const int index = static_cast<int>(state.transfers.size());
     state.transfers.push_back({rank, peer, index, in.buffer, send, activation, in.micro_batch, in.shape, false});
     progress.transfers[kind] = index;
@@ -453,12 +570,14 @@ private:
       if (!state.progress[i].backwarded) fail(rank, "ends without the backward of micro-batch ", i);
   }
 
-  // The operation a rank blocked at a Wait waits for.
-  [[nodiscard]] const Transfer& awaited(int rank) const {
+  // The rank a blocked rank waits for: the peer of the operation its Wait waits for, or the compute group's member
+  // its pass waits for.
+  [[nodiscard]] int awaited(int rank) const {
     const RankState& state = at(rank);
     const Instruction& in = (*state.list)[state.next];
+    if (is_pass(in.kind)) return absent_member(rank, in);
     const Progress& progress = state.progress[static_cast<std::size_t>(in.micro_batch)];
-    return state.transfers[static_cast<std::size_t>(progress.transfers[transfer_class(in.kind)])];
+    return state.transfers[static_cast<std::size_t>(progress.transfers[transfer_class(in.kind)])].peer;
   }
 
   // No rank moved: follow wait-for edges from the first blocked rank (a rank waits for the peer of its awaited
@@ -482,7 +601,7 @@ private:
       }
       position[static_cast<std::size_t>(r)] = static_cast<int>(path.size());
       path.push_back(r);
-      r = awaited(r).peer;
+      r = awaited(r);
     }
   }
 
@@ -499,7 +618,10 @@ private:
   T& transport_;
   InterpreterOptions options_;
   bool name_pipelines_ = false;
-  std::vector<RankState> ranks_;
+  bool name_lanes_ = false;
+  std::vector<std::vector<std::vector<int>>> tables_;  // per pipeline: its ranks by stage and lane
+  std::vector<ComputeGroup> groups_;
+  std::vector<RankState> ranks_;  // by global rank
 };
 
 // Computes nothing: a dry run checks the plan alone.
@@ -524,6 +646,14 @@ inline void dry_run(const std::vector<const ExecutionPlan*>& pipelines, Interpre
   DryRunBackend backend;
   DryRunTransport transport;
   Interpreter<DryRunBackend, DryRunTransport>(pipelines, backend, transport, options).run();
+}
+
+// The same for pipelines of several lanes per stage and their compute groups.
+inline void dry_run(const std::vector<PipelineRanks>& pipelines, const std::vector<ComputeGroup>& groups,
+                    InterpreterOptions options = {}) {
+  DryRunBackend backend;
+  DryRunTransport transport;
+  Interpreter<DryRunBackend, DryRunTransport>(pipelines, groups, backend, transport, options).run();
 }
 
 }  // namespace sluice::schedule

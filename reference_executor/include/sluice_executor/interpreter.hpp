@@ -1,7 +1,7 @@
 #pragma once
 // The executor's side of the interpreter: the library's schedule::Interpreter (sluice/schedule/interpreter.hpp), which
-// defines what a plan means, run over a job's pipelines with the executor's backends and transports, and what a run
-// reports.
+// defines what a plan means, run over a job's lanes and compute groups with the executor's backends and transports,
+// and what a run reports.
 #include <algorithm>
 #include <cstddef>
 #include <string>
@@ -32,25 +32,32 @@ struct ModelResult {
 
 struct RunReport {
   ModelResult result;
-  std::vector<std::vector<InstructionTiming>> instructions;  // [global rank][instruction]
+  std::vector<std::vector<InstructionTiming>> instructions;  // [global rank][instruction]; empty where none runs
   std::vector<TransferTiming> transfers;
   std::vector<double> pipeline_makespan;  // last instruction end minus first instruction start, per pipeline
   double makespan = 0;                    // the slowest pipeline's
+  // Per global rank: the most bytes of activations it held at once for backwards (the host backend's saved tensors;
+  // the CUDA backend's stream-ordered allocations), where the backend measures them.
+  std::vector<double> activation_peak_bytes;
   std::string device;
 };
 
-// The interpreter over the job's ranks (numbered as JobLayout numbers them); its errors start with "executor".
+// The interpreter over the job's lanes (ranks as JobLayout places them) and its compute groups; its errors start
+// with "executor".
 template <schedule::Backend B, schedule::Transport T>
-schedule::Interpreter<B, T> make_interpreter(const Job& job, B& backend, T& transport) {
-  return schedule::Interpreter<B, T>(pipeline_plans(job), backend, transport, {.context = "executor"});
+schedule::Interpreter<B, T> make_interpreter(const Job& job, const JobLayout& layout, B& backend, T& transport) {
+  return schedule::Interpreter<B, T>(layout.pipeline_ranks(job.pipelines), layout.compute_groups, backend, transport,
+                                     {.context = "executor"});
 }
 
 // Pipeline makespans from instruction timings: each pipeline's last end minus its first start.
 inline void fill_makespans(const JobLayout& layout, RunReport& report) {
-  report.pipeline_makespan.assign(layout.first_rank.size(), 0.0);
-  std::vector<double> first(layout.first_rank.size(), 0.0);
-  std::vector<char> seen(layout.first_rank.size(), 0);
+  const std::size_t pipelines = layout.lane_ranks.size();
+  report.pipeline_makespan.assign(pipelines, 0.0);
+  std::vector<double> first(pipelines, 0.0);
+  std::vector<char> seen(pipelines, 0);
   for (std::size_t r = 0; r < report.instructions.size(); ++r) {
+    if (!layout.ranks[r].runs) continue;
     const auto p = static_cast<std::size_t>(layout.ranks[r].pipeline);
     for (const InstructionTiming& t : report.instructions[r]) {
       first[p] = seen[p] ? std::min(first[p], t.start) : t.start;
@@ -59,7 +66,7 @@ inline void fill_makespans(const JobLayout& layout, RunReport& report) {
     }
   }
   report.makespan = 0;
-  for (std::size_t p = 0; p < first.size(); ++p) {
+  for (std::size_t p = 0; p < pipelines; ++p) {
     report.pipeline_makespan[p] -= first[p];
     report.makespan = std::max(report.makespan, report.pipeline_makespan[p]);
   }

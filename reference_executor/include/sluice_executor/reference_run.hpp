@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
-#include "sluice_executor/host_backend.hpp"
+#include "sluice_executor/host/stage.hpp"
+#include "sluice_executor/interpreter.hpp"
 #include "sluice_executor/job.hpp"
 #include "sluice_executor/model.hpp"
 
@@ -35,17 +36,20 @@ inline ModelResult run_unpacked(const ModelConfig& model, std::span<const Sequen
     targets += static_cast<std::int64_t>(sequence.tokens.size()) - 1;
   }
   sluice::require(targets >= 1, "reference: no sequence has a next-token target");
-  host::Stage stage(model, 0, model.layers, true, true, parameters);
+  host::Stage stage(model, {.first_layer = 0, .end_layer = model.layers, .first = true, .last = true}, {},
+                    host::Collectives(nullptr), parameters);
   ModelResult result;
   for (const SequenceTokens& sequence : sequences) {
     const auto length = static_cast<std::int32_t>(sequence.tokens.size());
     PackedMicroBatch alone{{0, length}, sequence.tokens, {}, length};
     for (std::size_t t = 0; t < sequence.tokens.size(); ++t)
       alone.targets.push_back(t + 1 < sequence.tokens.size() ? sequence.tokens[t + 1] : -1);
+    const CpSplit whole = cp_split(alone.cu_seqlens, 1, 1);
+    const host::LaneBatch batch{&alone, &whole, 0, {}, {}};
     const std::vector<double> ids(sequence.tokens.begin(), sequence.tokens.end());
     host::StageActivations saved;
-    result.loss += stage.forward(alone, ids, {}, 1.0 / static_cast<double>(targets), saved);
-    stage.backward(alone, {}, {}, saved);
+    result.loss += stage.forward(batch, ids, {}, 1.0 / static_cast<double>(targets), saved);
+    stage.backward(batch, {}, {}, saved);
   }
   result.loss /= static_cast<double>(targets);
   result.gradients = stage.gradients();

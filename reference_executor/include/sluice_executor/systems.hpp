@@ -3,8 +3,9 @@
 // plan the same batches in sluice::compare (what `sluice simulate` compares), which hands over the plans each chose
 // (compare::ChosenPlans); each plan is executed by the caller's runner (the CUDA backend, or the float64 host
 // backend in tests), and its measured time is set beside the simulator's prediction for the same plan. The systems
-// choose among the profile's schemes, so an executor profile (<1, PP> schemes) restricts them to data and pipeline
-// parallelism, which is what the executor runs.
+// choose among the profile's schemes, TP, CP and recompute included, and sluice's iterations may run a flex CP
+// domain's groups; every one of them is executed as planned.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include "sluice/core/strategy.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/microbatch/types.hpp"
+#include "sluice_executor/builders.hpp"
 #include "sluice_executor/interpreter.hpp"
 #include "sluice_executor/job.hpp"
 #include "sluice_executor/model.hpp"
@@ -40,6 +42,7 @@ struct MeasuredIteration {
   double replayed = 0;     // the plan's orders replayed on its measured op times: the iteration with a GPU per rank
   double measured = 0;     // the run's wall-clock makespan (ranks sharing one device take turns or contend)
   double layout_move = 0;  // sluice: the modelled pull and push its makespan leaves exposed; not executed
+  double activation_peak_bytes = 0;  // the most any rank held at once
   double loss = 0;
 };
 
@@ -85,6 +88,10 @@ MeasuredIteration measure(const Job& job, Runner& run, std::string strategy, dou
           .replayed = table.replayed,
           .measured = table.measured,
           .layout_move = 0,
+          .activation_peak_bytes = report.activation_peak_bytes.empty()
+                                       ? 0.0
+                                       : *std::max_element(report.activation_peak_bytes.begin(),
+                                                           report.activation_peak_bytes.end()),
           .loss = report.result.loss};
 }
 
@@ -118,21 +125,31 @@ SystemsMeasurement measure_systems(const compare::Options& options, const ModelC
     if (simulated.failure) sluice::fail("measure: ", compare::name(system), ": ", *simulated.failure);
     result.systems.push_back({.system = system, .configuration = simulated.configuration, .iterations = {}});
   }
-  const std::string dynapipe_strategy = comparison.systems[compare::System::dynapipe].strategies.front().name();
+  const Strategy& dynapipe_strategy = comparison.systems[compare::System::dynapipe].strategies.front();
+  // sluice's flex CP domains, made as its planner made them, for the problems of the iterations that run one.
+  const compare::SluiceFlex flex = compare::sluice_flex_domains(settings, compare::planner_options(settings));
   for (std::size_t k = 0; k < batches.size(); ++k) {
     const compare::ScheduledPlan& megatron = chosen.megatron[k];
     result.systems[0].iterations.push_back(
         detail::measure(job_from_iteration(model, tokens[k], megatron.plan, megatron.schedule), run,
                         megatron.plan.strategy.name(), megatron.schedule.makespan));
     const schedule::PipelineRunPlan& dynapipe = chosen.dynapipe[k];
-    result.systems[1].iterations.push_back(detail::measure(job_from_pipeline_plan(model, tokens[k], dynapipe), run,
-                                                           dynapipe_strategy, dynapipe.makespan));
+    result.systems[1].iterations.push_back(
+        detail::measure(job_from_pipeline_plan(model, tokens[k], dynapipe,
+                                               dynapipe_strategy.parts().front().scheme.degrees()),
+                        run, dynapipe_strategy.name(), dynapipe.makespan));
     const schedule::SimulatedIteration& sluice = chosen.sluice[k];
-    sluice::require(!sluice.runs_flex(), "measure: sluice's iteration ", k, " runs the flex CP domain ",
-                    comparison.systems[compare::System::sluice].iterations[k].strategy,
-                    ", whose per-micro-batch CP groups this executor does not run");
-    MeasuredIteration measured = detail::measure(job_from_iteration(model, tokens[k], sluice.plan, sluice.schedule),
-                                                 run, sluice.plan.strategy.name(), sluice.schedule.makespan);
+    MeasuredIteration measured;
+    if (sluice.runs_flex()) {
+      const schedule::FlexIteration& iteration = *sluice.flex;
+      const assign::FlexCpProblem problem = flex.domains->domains()[iteration.domain]->problem_of(batches[k]);
+      measured = detail::measure(job_from_flex(model, tokens[k], iteration, problem), run,
+                                 comparison.systems[compare::System::sluice].iterations[k].strategy,
+                                 iteration.plan.seconds);
+    } else {
+      measured = detail::measure(job_from_iteration(model, tokens[k], sluice.plan, sluice.schedule), run,
+                                 sluice.plan.strategy.name(), sluice.schedule.makespan);
+    }
     // The share of the kept candidate's pull and push that its makespan leaves exposed: modelled, not run.
     measured.layout_move = comparison.systems[compare::System::sluice].iterations[k].switching;
     result.systems[2].iterations.push_back(std::move(measured));

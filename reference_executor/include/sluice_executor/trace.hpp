@@ -1,7 +1,7 @@
 #pragma once
 // What a run leaves behind: a Chrome trace (chrome://tracing, ui.perfetto.dev) with one process per pipeline, one
-// thread per rank holding an event per instruction and one thread per rank for the transfers it receives; and a
-// table of predicted against measured times, per micro-batch and per iteration.
+// thread per rank (a lane of a stage) holding an event per instruction and one thread per rank for the transfers it
+// receives; and a table of predicted against measured times, per micro-batch and per iteration.
 //
 // Predicted times come from the planner's simulated timeline (PipelineJob::predicted). Besides the measured
 // makespan, the table gives the *replayed* one: the same simulator run on the measured forward and backward times
@@ -37,16 +37,20 @@ inline io::json chrome_trace(const Job& job, const RunReport& report) {
         {{"name", "process_name"}, {"ph", "M"}, {"pid", p}, {"args", {{"name", sluice::concat("pipeline ", p)}}}});
   for (std::size_t r = 0; r < job_layout.ranks.size(); ++r) {
     const RankInfo& info = job_layout.ranks[r];
+    if (!info.runs) continue;
+    const auto lanes = static_cast<int>(job_layout.lane_ranks[static_cast<std::size_t>(info.pipeline)].front().size());
     const auto& list =
         job.pipelines[static_cast<std::size_t>(info.pipeline)].plan.ranks[static_cast<std::size_t>(info.stage)];
     sluice::require(report.instructions[r].size() == list.size(), "trace: rank ", r, " has ",
                     report.instructions[r].size(), " timings for ", list.size(), " instructions");
-    const int compute = 2 * info.stage;
+    const int compute = 2 * (info.stage * lanes + info.lane);
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},
                       {"pid", info.pipeline},
                       {"tid", compute},
-                      {"args", {{"name", sluice::concat("rank ", r, " (stage ", info.stage, ")")}}}});
+                      {"args", {{"name", lanes == 1 ? sluice::concat("rank ", r, " (stage ", info.stage, ")")
+                                                    : sluice::concat("rank ", r, " (stage ", info.stage, " lane ",
+                                                                     info.lane, ")")}}}});
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},
                       {"pid", info.pipeline},
@@ -67,11 +71,12 @@ inline io::json chrome_trace(const Job& job, const RunReport& report) {
   }
   for (const TransferTiming& t : report.transfers) {
     const RankInfo& to = job_layout.ranks[static_cast<std::size_t>(t.to_rank)];
+    const auto lanes = static_cast<int>(job_layout.lane_ranks[static_cast<std::size_t>(to.pipeline)].front().size());
     events.push_back({{"name", sluice::concat(t.activation ? "act " : "grad ", t.micro_batch)},
                       {"cat", t.activation ? "activation" : "gradient"},
                       {"ph", "X"},
                       {"pid", to.pipeline},
-                      {"tid", 2 * to.stage + 1},
+                      {"tid", 2 * (to.stage * lanes + to.lane) + 1},
                       {"ts", t.start * 1e6},
                       {"dur", (t.end - t.start) * 1e6},
                       {"args", {{"from_rank", t.from_rank}, {"to_rank", t.to_rank}, {"micro_batch", t.micro_batch}}}});
@@ -81,8 +86,8 @@ inline io::json chrome_trace(const Job& job, const RunReport& report) {
           {"otherData", {{"device", report.device}, {"makespan_s", report.makespan}, {"loss", report.result.loss}}}};
 }
 
-// Forward and backward seconds of one micro-batch, summed over its pipeline's stages. Predicted values are NaN
-// when the job carries no prediction.
+// Forward and backward seconds of one micro-batch, summed over its pipeline's stages (a stage's time is its slowest
+// lane's). Predicted values are NaN when the job carries no prediction.
 struct MicroBatchTiming {
   int pipeline = 0;
   int micro_batch = 0;
@@ -134,15 +139,17 @@ inline TimingTable timing_table(const Job& job, const RunReport& report) {
     schedule::Order order;
     order.stages.resize(static_cast<std::size_t>(c));
     for (int j = 0; j < c; ++j) {
-      const auto rank = static_cast<std::size_t>(job_layout.global_rank(static_cast<int>(p), j));
       const auto& list = pipeline.plan.ranks[static_cast<std::size_t>(j)];
       for (std::size_t k = 0; k < list.size(); ++k) {
         const schedule::Instruction& in = list[k];
         if (in.kind != schedule::InstructionKind::forward && in.kind != schedule::InstructionKind::backward) continue;
         const bool forward = in.kind == schedule::InstructionKind::forward;
-        const InstructionTiming& t = report.instructions[rank][k];
         schedule::MicroBatchCost& cost = replay.micro_batches[static_cast<std::size_t>(in.micro_batch)];
-        (forward ? cost.forward : cost.backward)[static_cast<std::size_t>(j)] = std::max(t.end - t.start, resolution);
+        double& seconds = (forward ? cost.forward : cost.backward)[static_cast<std::size_t>(j)];
+        for (const int rank : job_layout.lane_ranks[p][static_cast<std::size_t>(j)]) {
+          const InstructionTiming& t = report.instructions[static_cast<std::size_t>(rank)][k];
+          seconds = std::max({seconds, t.end - t.start, resolution});
+        }
         order.stages[static_cast<std::size_t>(j)].push_back(
             {in.micro_batch, forward ? schedule::Pass::forward : schedule::Pass::backward});
       }

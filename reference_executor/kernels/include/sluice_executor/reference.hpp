@@ -69,37 +69,41 @@ inline double dot(const double* a, const double* b, std::size_t count) {
 
 inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-// Rotates every head's pairs (i, i + head_dim / 2) of the first num_heads * head_dim columns of each row by
-// sign * position * theta^(-2i / head_dim), where position is the token's index within its own sequence.
-inline void rope_rotate(std::span<const std::int32_t> cu_seqlens, HeadShape heads, std::span<double> x,
-                        std::size_t row_stride, double theta, double sign, const char* name) {
-  const std::size_t tokens = packed_tokens(cu_seqlens);
+// Rotates every head's pairs (i, i + head_dim / 2) of the first num_heads * head_dim columns of row r by
+// sign * positions[r] * theta^(-2i / head_dim).
+inline void rope_rotate_at(std::span<const std::int32_t> positions, HeadShape heads, std::span<double> x,
+                           std::size_t row_stride, double theta, double sign, const char* name) {
   const std::size_t num_heads = positive(heads.num_heads, "num_heads");
   const std::size_t head_dim = positive(heads.head_dim, "head_dim");
   require(head_dim % 2 == 0, "head_dim: must be even for rotary embedding, got ", head_dim);
   require(theta > 0.0, "theta: must be > 0, got ", theta);
-  require_rows(x.size(), tokens, num_heads * head_dim, row_stride, name);
+  require_rows(x.size(), positions.size(), num_heads * head_dim, row_stride, name);
   const std::size_t half = head_dim / 2;
-  for (std::size_t s = 0; s + 1 < cu_seqlens.size(); ++s) {
-    const auto begin = static_cast<std::size_t>(cu_seqlens[s]);
-    const auto end = static_cast<std::size_t>(cu_seqlens[s + 1]);
-    for (std::size_t token = begin; token < end; ++token) {
-      const auto position = static_cast<double>(token - begin);
-      for (std::size_t i = 0; i < half; ++i) {
-        const double angle =
-            sign * position * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
-        const double cos_angle = std::cos(angle);
-        const double sin_angle = std::sin(angle);
-        for (std::size_t h = 0; h < num_heads; ++h) {
-          double* head = &x[token * row_stride + h * head_dim];
-          const double first = head[i];
-          const double second = head[i + half];
-          head[i] = first * cos_angle - second * sin_angle;
-          head[i + half] = second * cos_angle + first * sin_angle;
-        }
+  for (std::size_t token = 0; token < positions.size(); ++token) {
+    const auto position = static_cast<double>(positions[token]);
+    for (std::size_t i = 0; i < half; ++i) {
+      const double angle =
+          sign * position * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      const double cos_angle = std::cos(angle);
+      const double sin_angle = std::sin(angle);
+      for (std::size_t h = 0; h < num_heads; ++h) {
+        double* head = &x[token * row_stride + h * head_dim];
+        const double first = head[i];
+        const double second = head[i + half];
+        head[i] = first * cos_angle - second * sin_angle;
+        head[i + half] = second * cos_angle + first * sin_angle;
       }
     }
   }
+}
+
+// Each token's index within its own sequence.
+inline std::vector<std::int32_t> sequence_positions(std::span<const std::int32_t> cu_seqlens) {
+  std::vector<std::int32_t> positions(packed_tokens(cu_seqlens));
+  for (std::size_t s = 0; s + 1 < cu_seqlens.size(); ++s)
+    for (std::int32_t token = cu_seqlens[s]; token < cu_seqlens[s + 1]; ++token)
+      positions[static_cast<std::size_t>(token)] = token - cu_seqlens[s];
+  return positions;
 }
 
 struct AttentionSizes {
@@ -267,15 +271,30 @@ inline void rmsnorm_backward(std::span<const double> x, std::span<const double> 
 // the first num_heads * head_dim columns of each row of q and of k, which share row_stride.
 inline void rope_forward(std::span<const std::int32_t> cu_seqlens, HeadShape heads, std::span<double> q,
                          std::span<double> k, std::size_t row_stride, double theta = 10000.0) {
-  detail::rope_rotate(cu_seqlens, heads, q, row_stride, theta, 1.0, "q");
-  detail::rope_rotate(cu_seqlens, heads, k, row_stride, theta, 1.0, "k");
+  const std::vector<std::int32_t> positions = detail::sequence_positions(cu_seqlens);
+  detail::rope_rotate_at(positions, heads, q, row_stride, theta, 1.0, "q");
+  detail::rope_rotate_at(positions, heads, k, row_stride, theta, 1.0, "k");
 }
 
 // Gradient of rope_forward: the rotation is orthogonal, so its transpose is the rotation by the negative angle.
 inline void rope_backward(std::span<const std::int32_t> cu_seqlens, HeadShape heads, std::span<double> dq,
                           std::span<double> dk, std::size_t row_stride, double theta = 10000.0) {
-  detail::rope_rotate(cu_seqlens, heads, dq, row_stride, theta, -1.0, "dq");
-  detail::rope_rotate(cu_seqlens, heads, dk, row_stride, theta, -1.0, "dk");
+  const std::vector<std::int32_t> positions = detail::sequence_positions(cu_seqlens);
+  detail::rope_rotate_at(positions, heads, dq, row_stride, theta, -1.0, "dq");
+  detail::rope_rotate_at(positions, heads, dk, row_stride, theta, -1.0, "dk");
+}
+
+// The same for rows whose positions within their sequences are given (a CP rank's tokens).
+inline void rope_forward_at(std::span<const std::int32_t> positions, HeadShape heads, std::span<double> q,
+                            std::span<double> k, std::size_t row_stride, double theta) {
+  detail::rope_rotate_at(positions, heads, q, row_stride, theta, 1.0, "q");
+  detail::rope_rotate_at(positions, heads, k, row_stride, theta, 1.0, "k");
+}
+
+inline void rope_backward_at(std::span<const std::int32_t> positions, HeadShape heads, std::span<double> dq,
+                             std::span<double> dk, std::size_t row_stride, double theta) {
+  detail::rope_rotate_at(positions, heads, dq, row_stride, theta, -1.0, "dq");
+  detail::rope_rotate_at(positions, heads, dk, row_stride, theta, -1.0, "dk");
 }
 
 // out = silu(gate) * up, where each row of gate_up [rows, 2 * ffn] holds gate then up; out: [rows, ffn].

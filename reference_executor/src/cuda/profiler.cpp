@@ -13,7 +13,7 @@
 
 #include "sluice_executor/cuda_check.hpp"
 #include "device.hpp"
-#include "device_stage.hpp"
+#include "stage.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/cost/fit.hpp"
@@ -62,7 +62,7 @@ StageProfile profile_stage(const ModelConfig& model, int pp, const ProfilerOptio
   profile.pp = pp;
   profile.layers = (model.layers + pp - 1) / pp;
   // A middle stage: its layers only, hidden states in and gradients in from the neighbours.
-  DeviceStage stage(model, 0, profile.layers, false, false, allocator);
+  DeviceStage stage(model, 0, profile.layers, false, false, Recompute::none, allocator);
   Rng rng(model.seed);
   const Event start, end;
   for (const std::int64_t length : options.lengths) {

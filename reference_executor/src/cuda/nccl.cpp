@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "cuda_backend.hpp"
+#include "backend.hpp"
 #include "sluice_executor/cuda_check.hpp"
 #include "device.hpp"
 #include "sluice/core/error.hpp"
@@ -26,7 +26,7 @@
 #include "sluice_executor/interpreter.hpp"
 
 #ifdef SLUICE_EXECUTOR_HAVE_NCCL
-#include "nccl_transport.hpp"
+#include "nccl.hpp"
 #endif
 
 namespace sluice::executor::cuda {
@@ -41,37 +41,41 @@ bool nccl_available() noexcept {
 
 #ifndef SLUICE_EXECUTOR_HAVE_NCCL
 
-RunReport run_nccl(const Job& /*job*/, const NcclOptions& /*options*/) {
+RunReport run_nccl(const Job& /*job*/, const RunOptions& /*options*/) {
   throw std::runtime_error("run_nccl: this build of the executor has no NCCL transport (NCCL was not found)");
 }
 
 #else
 
-RunReport run_nccl(const Job& job, const NcclOptions& options) {
-  sluice::require(options.warmup >= 0, "run_nccl: warmup must be >= 0, got ", options.warmup);
-  const JobLayout job_layout = layout(job);  // its dry run rejects a plan NCCL would deadlock on
-  require_gpu_model(job.model);
-  const int ranks = static_cast<int>(job_layout.ranks.size());
+RunReport run_nccl(const Job& job, const RunOptions& options) {
+  require_valid(options);
+  const JobLayout job_layout = layout(job, options.checks);  // its dry run rejects a plan NCCL would deadlock on
+  require_gpu_job(job);
+  const int ranks = job_layout.rank_count();
+  const int first_device = std::max(options.device, 0);
   const int visible = device_count();
-  if (options.first_device < 0 || options.first_device + ranks > visible)
+  if (first_device + ranks > visible)
     throw std::runtime_error("run_nccl: the job has " + std::to_string(ranks) + " ranks, devices from " +
-                             std::to_string(options.first_device) + " on; " + std::to_string(visible) + " visible");
+                             std::to_string(first_device) + " on; " + std::to_string(visible) + " visible");
   std::vector<int> devices(static_cast<std::size_t>(ranks));
-  std::iota(devices.begin(), devices.end(), options.first_device);
-  CudaBackend backend(job, job_layout, devices, false);
+  std::iota(devices.begin(), devices.end(), first_device);
+  for (int r = 0; r < ranks; ++r)
+    if (!job_layout.ranks[static_cast<std::size_t>(r)].runs) devices[static_cast<std::size_t>(r)] = -1;
+  const std::vector<int> running = running_ranks(job_layout);
+  Backend backend(job, job_layout, devices, false);
   Communicators communicators(job_layout, devices);
 
-  std::vector<std::unique_ptr<GradientAllReduce>> reductions;
-  for (const int device : devices) {
-    const DeviceScope scope(device);
-    reductions.push_back(std::make_unique<GradientAllReduce>(job.model));
+  std::vector<std::unique_ptr<GradientAllReduce>> reductions(static_cast<std::size_t>(ranks));
+  for (const int rank : running) {
+    const DeviceScope scope(devices[static_cast<std::size_t>(rank)]);
+    reductions[static_cast<std::size_t>(rank)] = std::make_unique<GradientAllReduce>(job.model);
   }
 
   RunReport report;
   for (int iteration = 0; iteration <= options.warmup; ++iteration) {
     NcclTransport transport(backend, communicators);
-    auto interpreter = make_interpreter(job, backend, transport);
-    std::barrier start_line(ranks);
+    auto interpreter = make_interpreter(job, job_layout, backend, transport);
+    std::barrier start_line(static_cast<std::ptrdiff_t>(running.size()));
     std::atomic<bool> failed{false};
     std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
     auto run_rank = [&](int rank) {
@@ -97,7 +101,7 @@ RunReport run_nccl(const Job& job, const NcclOptions& options) {
       }
     };
     std::vector<std::thread> threads;
-    for (int r = 0; r < ranks; ++r) threads.emplace_back(run_rank, r);
+    for (const int rank : running) threads.emplace_back(run_rank, rank);
     for (std::thread& thread : threads) thread.join();
     if (failed) {
       communicators.abort();
@@ -110,8 +114,9 @@ RunReport run_nccl(const Job& job, const NcclOptions& options) {
     }
   }
   report.result = collect_result(job, backend);
+  report.activation_peak_bytes = backend.activation_peaks();
   fill_makespans(job_layout, report);
-  report.device = std::to_string(ranks) + " × " + device_name(options.first_device) + " (NCCL)";
+  report.device = std::to_string(running.size()) + " × " + device_name(first_device) + " (NCCL)";
   return report;
 }
 

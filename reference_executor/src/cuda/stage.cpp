@@ -1,4 +1,4 @@
-#include "device_stage.hpp"
+#include "stage.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -102,13 +102,25 @@ void require_gpu_model(const ModelConfig& model) {
                   ") and ffn (", model.ffn, ") to be multiples of 8");
 }
 
+void require_gpu_job(const Job& job) {
+  require_gpu_model(job.model);
+  for (std::size_t p = 0; p < job.pipelines.size(); ++p) {
+    const Scheme& scheme = job.pipelines[p].scheme;
+    sluice::require(scheme.tp() == 1 && scheme.cp() == 1, "job: pipeline ", p, " runs ", scheme.name(),
+                    ", and the CUDA backend runs TP 1 and CP 1 (the host backend runs every degree)");
+  }
+  sluice::require(job.cp_groups.empty(), "job: the CUDA backend does not run CP groups across pipelines (the host ",
+                  "backend does)");
+}
+
 DeviceStage::DeviceStage(const ModelConfig& model, int first_layer, int end_layer, bool first, bool last,
-                         StreamAllocator& allocator)
+                         Recompute recompute, StreamAllocator& allocator)
     : model_(model),
       first_layer_(first_layer),
       end_layer_(end_layer),
       first_(first),
       last_(last),
+      recompute_(recompute),
       tensors_(stage_tensors(model, first_layer, end_layer, first, last)),
       allocator_(allocator),
       cublas_(allocator.stream()) {
@@ -169,8 +181,17 @@ void DeviceStage::forward(const DeviceMicroBatch& micro_batch, const void* input
     copy_device(x.get(), input, elements * bf16_bytes, stream());
   }
   saved.layers.resize(static_cast<std::size_t>(end_layer_ - first_layer_));
-  for (int l = first_layer_; l < end_layer_; ++l)
-    x = layer_forward(l, micro_batch, std::move(x), saved.layers[static_cast<std::size_t>(l - first_layer_)]);
+  for (int l = first_layer_; l < end_layer_; ++l) {
+    LayerSaved& layer = saved.layers[static_cast<std::size_t>(l - first_layer_)];
+    if (recompute_ == Recompute::full) {
+      layer.input = Scratch<bf16>(allocator_, elements);
+      copy_device(layer.input.get(), x.get(), elements * bf16_bytes, stream());
+      LayerSaved discarded;
+      x = layer_forward(l, micro_batch, std::move(x), discarded);
+    } else {
+      x = layer_forward(l, micro_batch, std::move(x), layer);
+    }
+  }
   if (last_) head_forward(micro_batch, std::move(x), loss_scale, loss_sum, saved);
   else copy_device(output, x.get(), elements * bf16_bytes, stream());
 }
@@ -185,8 +206,18 @@ void DeviceStage::backward(const DeviceMicroBatch& micro_batch, const bf16* grad
     dx = Scratch<bf16>(allocator_, elements);
     copy_device(dx.get(), grad_output, elements * bf16_bytes, stream());
   }
-  for (int l = end_layer_ - 1; l >= first_layer_; --l)
-    dx = layer_backward(l, micro_batch, saved.layers[static_cast<std::size_t>(l - first_layer_)], std::move(dx));
+  for (int l = end_layer_ - 1; l >= first_layer_; --l) {
+    LayerSaved& layer = saved.layers[static_cast<std::size_t>(l - first_layer_)];
+    if (recompute_ == Recompute::full) {
+      Scratch<bf16> input(allocator_, elements);
+      copy_device(input.get(), layer.input.get(), elements * bf16_bytes, stream());
+      LayerSaved recomputed;
+      static_cast<void>(layer_forward(l, micro_batch, std::move(input), recomputed));
+      dx = layer_backward(l, micro_batch, recomputed, std::move(dx));
+    } else {
+      dx = layer_backward(l, micro_batch, layer, std::move(dx));
+    }
+  }
   if (first_) {
     embedding_backward(dx.get(), micro_batch.unique_ids.as<const std::int32_t>(),
                        micro_batch.offsets.as<const std::int32_t>(), micro_batch.positions.as<const std::int32_t>(),

@@ -1,5 +1,5 @@
-// One MPI process per rank on GPUs, over NCCL (sluice_executor/mpi_gpu.hpp).
-#include "sluice_executor/mpi_gpu.hpp"
+// One MPI process per GPU, over NCCL (sluice_executor/cuda/mpi.hpp).
+#include "sluice_executor/cuda/mpi.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -9,20 +9,22 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_backend.hpp"
-#include "mpi_results.hpp"
-#include "nccl_transport.hpp"
+#include "backend.hpp"
+#include "../mpi/results.hpp"
+#include "nccl.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice_executor/cuda.hpp"
 
-namespace sluice::executor::mpi {
+namespace sluice::executor::cuda {
+
+namespace results = mpi::detail;
 
 namespace {
 
 // This process's rank among the processes of its node.
 int node_rank(MPI_Comm comm) {
   MPI_Comm node = MPI_COMM_NULL;
-  detail::check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  results::check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
   int rank = 0;
   MPI_Comm_rank(node, &rank);
   MPI_Comm_free(&node);
@@ -31,55 +33,50 @@ int node_rank(MPI_Comm comm) {
 
 }  // namespace
 
-RunReport run_on_gpu(const Job& job, MPI_Comm comm, const GpuOptions& options) {
-  sluice::require(options.timeout_seconds > 0, "mpi: timeout_seconds must be > 0, got ", options.timeout_seconds);
-  sluice::require(options.warmup >= 0, "mpi: warmup must be >= 0, got ", options.warmup);
-  int process = 0, processes = 0;
-  MPI_Comm_rank(comm, &process);
-  MPI_Comm_size(comm, &processes);
-  const JobLayout job_layout = layout(job);  // its dry run rejects a plan NCCL would deadlock on
-  cuda::require_gpu_model(job.model);
-  const int ranks = static_cast<int>(job_layout.ranks.size());
-  sluice::require(processes >= ranks, "mpi: the job has ", ranks, " ranks, the communicator ", processes,
-                  " processes");
+RunReport run_nccl(const Job& job, MPI_Comm comm, const RunOptions& options) {
+  require_valid(options);
+  const JobLayout job_layout = layout(job, options.checks);  // its dry run rejects a plan NCCL would deadlock on
+  require_gpu_job(job);
+  const int process = results::process_for(job_layout, comm);
+  const int ranks = job_layout.rank_count();
   const int device = options.device >= 0 ? options.device : node_rank(comm);
-  const bool runs = process < ranks;
+  const bool runs = process < ranks && job_layout.ranks[static_cast<std::size_t>(process)].runs;
   // Every process takes part in the split and the broadcast; only the job's ranks join the communicators.
   MPI_Comm ranks_comm = MPI_COMM_NULL;
-  detail::check(MPI_Comm_split(comm, runs ? 0 : MPI_UNDEFINED, process, &ranks_comm), "MPI_Comm_split");
-  std::vector<ncclUniqueId> ids(static_cast<std::size_t>(ranks));
+  results::check(MPI_Comm_split(comm, runs ? 0 : MPI_UNDEFINED, process, &ranks_comm), "MPI_Comm_split");
+  std::vector<ncclUniqueId> ids(Communicators::id_count(job_layout));
   if (process == 0)
     for (ncclUniqueId& id : ids) SLUICE_NCCL_CHECK(ncclGetUniqueId(&id));
-  detail::check(MPI_Bcast(ids.data(), static_cast<int>(ids.size() * sizeof(ncclUniqueId)), MPI_BYTE, 0, comm),
+  results::check(MPI_Bcast(ids.data(), static_cast<int>(ids.size() * sizeof(ncclUniqueId)), MPI_BYTE, 0, comm),
                 "MPI_Bcast");
 
-  detail::RankValues own;
+  results::RankValues own;
   if (runs) {
-    const int visible = cuda::device_count();
+    const int visible = device_count();
     if (device >= visible)
       throw std::runtime_error(sluice::concat("mpi: this process would bind GPU ", device, " of its node, which has ",
                                               visible, " visible: start one process per GPU"));
     SLUICE_CUDA_CHECK(cudaSetDevice(device));
     std::vector<int> devices(static_cast<std::size_t>(ranks), -1);
     devices[static_cast<std::size_t>(process)] = device;
-    cuda::CudaBackend backend(job, job_layout, devices, false);
-    cuda::Communicators communicators(job_layout, process, ids);
-    const cuda::GradientAllReduce reduction(job.model);
+    Backend backend(job, job_layout, devices, false);
+    Communicators communicators(job_layout, process, ids);
+    const GradientAllReduce reduction(job.model);
     const double timeout = options.timeout_seconds * (1 + 0.1 * process);
     std::vector<InstructionTiming> timings;
     try {
       for (int iteration = 0; iteration <= options.warmup; ++iteration) {
-        cuda::NcclTransport transport(backend, communicators);
-        auto interpreter = make_interpreter(job, backend, transport);
+        NcclTransport transport(backend, communicators);
+        auto interpreter = make_interpreter(job, job_layout, backend, transport);
         backend.reset(process);
-        detail::check(MPI_Barrier(ranks_comm), "MPI_Barrier");
+        results::check(MPI_Barrier(ranks_comm), "MPI_Barrier");
         backend.mark_origin(process);
         while (!interpreter.finished(process)) interpreter.step(process);
         reduction.enqueue(backend.stage(process), communicators.all(process), backend.stream(process));
-        const cuda::Event done;
+        const Event done;
         done.record(backend.stream(process));
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-        cuda::wait_polling(done, [&] {
+        wait_polling(done, [&] {
           if (std::chrono::steady_clock::now() > deadline)
             throw std::runtime_error(sluice::concat("timed out after ", timeout, " s waiting for the GPU to finish ",
                                                     "the rank's list (a peer that failed or never sent)"));
@@ -92,12 +89,12 @@ RunReport run_on_gpu(const Job& job, MPI_Comm comm, const GpuOptions& options) {
     }
     const RankInfo& info = job_layout.ranks[static_cast<std::size_t>(process)];
     const std::vector<double> loss_sums = info.last ? backend.loss_sums(process) : std::vector<double>();
-    own = detail::rank_values(job, job_layout, process, timings, loss_sums,
+    own = results::rank_values(job, job_layout, process, timings, loss_sums, backend.activation_peak_bytes(process),
                               [&](std::size_t tensor) { return backend.download_gradient(process, tensor); });
     MPI_Comm_free(&ranks_comm);
   }
   // After the all-reduce every holder of a tensor has the sum: its first holder's is taken, as run_nccl takes it.
-  RunReport report = detail::share_run(job, job_layout, comm, std::move(own), [&](detail::GatheredRanks& gathered) {
+  RunReport report = results::share_run(job, job_layout, comm, std::move(own), [&](results::GatheredRanks& gathered) {
     ModelResult result;
     double loss = 0;
     for (const std::vector<double>& sums : gathered.loss_sums)
@@ -105,14 +102,16 @@ RunReport run_on_gpu(const Job& job, MPI_Comm comm, const GpuOptions& options) {
     result.loss = loss / static_cast<double>(job_layout.total_targets);
     for (std::size_t t = 0; t < parameter_tensors(job.model).size(); ++t) {
       std::size_t holder = 0;
-      while (holder + 1 < gathered.gradients.size() && gathered.gradients[holder][t].empty()) ++holder;
+      while (holder + 1 < gathered.gradients.size() &&
+             (gathered.gradients[holder].size() <= t || gathered.gradients[holder][t].empty()))
+        ++holder;
       result.gradients.push_back(std::move(gathered.gradients[holder][t]));
     }
     return result;
   });
   report.device = sluice::concat(ranks, ranks == 1 ? " MPI process" : " MPI processes", " × ",
-                                 runs ? cuda::device_name(device) : "GPU", " (NCCL)");
+                                 runs ? device_name(device) : "GPU", " (NCCL)");
   return report;
 }
 
-}  // namespace sluice::executor::mpi
+}  // namespace sluice::executor::cuda

@@ -46,12 +46,16 @@ struct StageSaved {
 
 // Raises invalid_input when the attention kernels cannot run the model (head_dim must be 64 or 128).
 void require_gpu_model(const ModelConfig& model);
+// Raises invalid_input for the model, and for a job whose degrees the CUDA backend does not run: it runs TP 1 and
+// CP 1, with or without full recompute.
+void require_gpu_job(const Job& job);
 
 class DeviceStage {
 public:
   // Parameters get the model's initial values; gradients start at zero. Runs on `allocator`'s stream, on the
-  // current device.
-  DeviceStage(const ModelConfig& model, int first_layer, int end_layer, bool first, bool last,
+  // current device. With full recompute, the forward keeps each layer's input alone and the backward recomputes the
+  // layer from it.
+  DeviceStage(const ModelConfig& model, int first_layer, int end_layer, bool first, bool last, Recompute recompute,
               StreamAllocator& allocator);
 
   // input: int32 token ids on a first stage, else bf16 hidden states [tokens, hidden]. Writes the stage's output
@@ -92,6 +96,7 @@ private:
   int end_layer_;
   bool first_;
   bool last_;
+  Recompute recompute_;
   TensorRange tensors_;
   StreamAllocator& allocator_;
   CublasHandle cublas_;

@@ -1,4 +1,4 @@
-#include "cuda_backend.hpp"
+#include "backend.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -35,17 +35,17 @@ std::string device_name(int device) {
   return properties.name;
 }
 
-CudaBackend::CudaBackend(const Job& job, const JobLayout& layout, const std::vector<int>& devices, bool serialize)
+Backend::Backend(const Job& job, const JobLayout& layout, const std::vector<int>& devices, bool serialize)
     : layout_(layout) {
   sluice::require(devices.size() == layout.ranks.size(), "CUDA backend: ", devices.size(), " devices for ",
                   layout.ranks.size(), " ranks");
-  require_gpu_model(job.model);
+  require_gpu_job(job);
   if (serialize)
     sluice::require(std::all_of(devices.begin(), devices.end(), [&](int d) { return d == devices.front(); }),
                     "CUDA backend: serialized ranks must share one device");
   ranks_.reserve(layout.ranks.size());
   for (std::size_t r = 0; r < layout.ranks.size(); ++r) {
-    if (devices[r] < 0) {
+    if (devices[r] < 0 || !layout.ranks[r].runs) {
       Rank elsewhere;
       elsewhere.device = -1;
       ranks_.push_back(std::move(elsewhere));
@@ -63,7 +63,7 @@ CudaBackend::CudaBackend(const Job& job, const JobLayout& layout, const std::vec
     rank.origin_rank = static_cast<int>(std::find(devices.begin(), devices.end(), devices[r]) - devices.begin());
     rank.allocator = std::make_unique<StreamAllocator>(rank.stream);
     rank.stage = std::make_unique<DeviceStage>(job.model, info.first_layer, info.end_layer, info.first, info.last,
-                                               *rank.allocator);
+                                               info.recompute, *rank.allocator);
     const auto pipeline = static_cast<std::size_t>(info.pipeline);
     const auto elements = static_cast<std::size_t>(layout.slot_elements[pipeline]);
     // A slot holds bf16 activations or int32 ids (tokens ≤ elements / hidden of them); 256-byte aligned slots.
@@ -80,19 +80,19 @@ CudaBackend::CudaBackend(const Job& job, const JobLayout& layout, const std::vec
   }
 }
 
-void* CudaBackend::slot(int rank, int slot) const {
+void* Backend::slot(int rank, int slot) const {
   const Rank& state = at(rank);
   return state.slots.as<std::byte>() + static_cast<std::size_t>(slot) * state.slot_bytes;
 }
 
-void CudaBackend::load_input(int rank, int micro_batch, int slot_id) {
+void Backend::load_input(int rank, int micro_batch, int slot_id) {
   const Rank& state = at(rank);
   const DeviceMicroBatch& mb = state.micro_batches[static_cast<std::size_t>(micro_batch)];
   SLUICE_CUDA_CHECK(
       cudaMemcpyAsync(slot(rank, slot_id), mb.ids.as<void>(), mb.ids.bytes(), cudaMemcpyDeviceToDevice, state.stream));
 }
 
-void CudaBackend::forward(int rank, int micro_batch, int input_slot, int output_slot) {
+void Backend::forward(int rank, int micro_batch, int input_slot, int output_slot) {
   Rank& state = at(rank);
   const auto i = static_cast<std::size_t>(micro_batch);
   state.stage->forward(state.micro_batches[i], slot(rank, input_slot),
@@ -101,7 +101,7 @@ void CudaBackend::forward(int rank, int micro_batch, int input_slot, int output_
                        state.losses.as<float>() + i, state.saved[i]);
 }
 
-void CudaBackend::backward(int rank, int micro_batch, int grad_slot, int output_slot) {
+void Backend::backward(int rank, int micro_batch, int grad_slot, int output_slot) {
   Rank& state = at(rank);
   const auto i = static_cast<std::size_t>(micro_batch);
   state.stage->backward(state.micro_batches[i],
@@ -109,19 +109,19 @@ void CudaBackend::backward(int rank, int micro_batch, int grad_slot, int output_
                         output_slot >= 0 ? static_cast<bf16*>(slot(rank, output_slot)) : nullptr, state.saved[i]);
 }
 
-CudaBackend::Stamp CudaBackend::stamp(int rank) {
+Backend::Stamp Backend::stamp(int rank) {
   Rank& state = at(rank);
   state.events.emplace_back();
   state.events.back().record(state.stream);
   return {rank, static_cast<int>(state.events.size()) - 1};
 }
 
-double CudaBackend::seconds(Stamp stamp) const {
+double Backend::seconds(Stamp stamp) const {
   const DeviceScope scope(at(stamp.rank).device);
   return seconds_between(origin(stamp.rank), at(stamp.rank).events[static_cast<std::size_t>(stamp.event)]);
 }
 
-CudaBackend::~CudaBackend() {
+Backend::~Backend() {
   // Each rank's memory, events and streams belong to its device; a rank's members go in reverse order, so its
   // stream-ordered memory before the allocator and the stage that hand it out.
   while (!ranks_.empty()) {
@@ -136,17 +136,18 @@ CudaBackend::~CudaBackend() {
   }
 }
 
-const Event& CudaBackend::origin(int rank) const { return *at(at(rank).origin_rank).origin; }
+const Event& Backend::origin(int rank) const { return *at(at(rank).origin_rank).origin; }
 
-void CudaBackend::reset(int rank) {
+void Backend::reset(int rank) {
   Rank& state = at(rank);
   state.events.clear();
+  state.allocator->reset_peak();
   state.stage->zero_gradients();
   kernels::fill_zero(state.losses.as<float>(), static_cast<std::int64_t>(state.micro_batches.size()), state.stream);
   SLUICE_CUDA_CHECK(cudaStreamSynchronize(state.stream));
 }
 
-void CudaBackend::mark_origin(int rank) {
+void Backend::mark_origin(int rank) {
   Rank& state = at(rank);
   if (state.origin_rank != rank) return;
   SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
@@ -155,7 +156,7 @@ void CudaBackend::mark_origin(int rank) {
   SLUICE_CUDA_CHECK(cudaEventSynchronize(state.origin->get()));
 }
 
-std::vector<double> CudaBackend::loss_sums(int rank) const {
+std::vector<double> Backend::loss_sums(int rank) const {
   const Rank& state = at(rank);
   std::vector<float> sums(state.micro_batches.size());
   const DeviceScope scope(state.device);
@@ -164,15 +165,15 @@ std::vector<double> CudaBackend::loss_sums(int rank) const {
   return {sums.begin(), sums.end()};
 }
 
-double CudaBackend::loss() const {
+double Backend::loss() const {
   double sum = 0;
   for (std::size_t r = 0; r < ranks_.size(); ++r)
-    if (layout_.ranks[r].last)
+    if (layout_.ranks[r].runs && layout_.ranks[r].last && holds(static_cast<int>(r)))
       for (const double value : loss_sums(static_cast<int>(r))) sum += value;
   return sum / static_cast<double>(layout_.total_targets);
 }
 
-std::vector<double> CudaBackend::download_gradient(int rank, std::size_t tensor) const {
+std::vector<double> Backend::download_gradient(int rank, std::size_t tensor) const {
   const Rank& state = at(rank);
   std::vector<float> values(state.stage->tensor_size(tensor));
   const DeviceScope scope(state.device);
@@ -184,9 +185,10 @@ std::vector<double> CudaBackend::download_gradient(int rank, std::size_t tensor)
 namespace {
 
 // The ranks holding each tensor, in rank (so pipeline) order.
-std::vector<std::vector<int>> holders(const Job& job, const CudaBackend& backend) {
+std::vector<std::vector<int>> holders(const Job& job, const Backend& backend) {
   std::vector<std::vector<int>> result(tensor_count(job.model));
   for (int r = 0; r < static_cast<int>(backend.ranks()); ++r) {
+    if (!backend.holds(r)) continue;
     const TensorRange range = backend.stage(r).tensors();
     for (std::size_t t = range.begin; t < range.end; ++t) result[t].push_back(r);
   }
@@ -195,7 +197,7 @@ std::vector<std::vector<int>> holders(const Job& job, const CudaBackend& backend
 
 }  // namespace
 
-ModelResult collect_result(const Job& job, const CudaBackend& backend) {
+ModelResult collect_result(const Job& job, const Backend& backend) {
   ModelResult result;
   result.loss = backend.loss();
   for (const std::vector<int>& ranks : holders(job, backend))
@@ -203,7 +205,7 @@ ModelResult collect_result(const Job& job, const CudaBackend& backend) {
   return result;
 }
 
-ModelResult reduce_on_device(const Job& job, CudaBackend& backend) {
+ModelResult reduce_on_device(const Job& job, Backend& backend) {
   const std::vector<std::vector<int>> ranks_of = holders(job, backend);
   for (std::size_t t = 0; t < ranks_of.size(); ++t) {
     const int target = ranks_of[t].front();
@@ -216,105 +218,6 @@ ModelResult reduce_on_device(const Job& job, CudaBackend& backend) {
     SLUICE_CUDA_CHECK(cudaStreamSynchronize(stage.stream()));
   }
   return collect_result(job, backend);
-}
-
-namespace {
-
-// Several ranks on one GPU: a sent slot is copied device to device into the receiving slot when the send and the
-// receive pair, on a copy stream per (receiver, sender). The copy waits for both Starts on their ranks' compute
-// streams: the sent data is written, and whatever read the receiving slot before it was freed has finished.
-class LocalTransport {
-public:
-  LocalTransport(CudaBackend& backend, bool serialize) : backend_(backend), serialize_(serialize) {}
-
-  void post(const Transfer& transfer) {
-    ready_.try_emplace({transfer.rank, transfer.index}).first->second.record(backend_.stream(transfer.rank));
-  }
-
-  void transfer(const Transfer& send, const Transfer& receive) {
-    const cudaStream_t stream = copy_stream(receive.rank, send.rank);
-    SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream, ready_.at({send.rank, send.index}).get(), 0));
-    SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream, ready_.at({receive.rank, receive.index}).get(), 0));
-    Copy& copy = copies_.emplace_back();
-    copy.from_rank = send.rank;
-    copy.to_rank = receive.rank;
-    copy.micro_batch = send.micro_batch;
-    copy.activation = send.activation;
-    copy.start.record(stream);
-    const auto bytes = static_cast<std::size_t>(send.shape.rows * send.shape.cols) * sizeof(bf16);
-    SLUICE_CUDA_CHECK(cudaMemcpyAsync(backend_.slot(receive.rank, receive.slot), backend_.slot(send.rank, send.slot),
-                                      bytes, cudaMemcpyDeviceToDevice, stream));
-    copy.done.record(stream);
-    copy_of_[{send.rank, send.index}] = copy_of_[{receive.rank, receive.index}] = copies_.size() - 1;
-  }
-
-  void wait(const Transfer& transfer) {
-    const Copy& copy = copies_[copy_of_.at({transfer.rank, transfer.index})];
-    SLUICE_CUDA_CHECK(cudaStreamWaitEvent(backend_.stream(transfer.rank), copy.done.get(), 0));
-  }
-
-  // After the device has finished.
-  [[nodiscard]] std::vector<TransferTiming> timings() const {
-    std::vector<TransferTiming> result;
-    for (const Copy& copy : copies_) {
-      const Event& origin = backend_.origin(copy.to_rank);
-      result.push_back({copy.from_rank, copy.to_rank, copy.micro_batch, copy.activation,
-                        seconds_between(origin, copy.start), seconds_between(origin, copy.done)});
-    }
-    return result;
-  }
-
-private:
-  struct Copy {
-    int from_rank = 0;
-    int to_rank = 0;
-    int micro_batch = 0;
-    bool activation = false;
-    Event start, done;  // on the copy stream
-  };
-
-  cudaStream_t copy_stream(int receiver, int sender) {
-    if (serialize_) return backend_.stream(receiver);
-    return streams_.try_emplace({receiver, sender}).first->second.get();
-  }
-
-  CudaBackend& backend_;
-  bool serialize_;
-  std::map<std::pair<int, int>, Stream> streams_;
-  std::map<std::pair<int, int>, Event> ready_;  // by (rank, transfer index): the Start on the rank's compute stream
-  std::vector<Copy> copies_;                    // in pairing order
-  std::map<std::pair<int, int>, std::size_t> copy_of_;  // (rank, transfer index) of either end -> its copy
-};
-
-}  // namespace
-
-RunReport run_local(const Job& job, const LocalOptions& options) {
-  sluice::require(options.warmup >= 0, "run_local: warmup must be >= 0, got ", options.warmup);
-  const JobLayout job_layout = layout(job);
-  require_gpu_model(job.model);
-  const int devices = device_count();
-  if (options.device < 0 || options.device >= devices)
-    throw std::runtime_error("run_local: no CUDA device " + std::to_string(options.device) + " (" +
-                             std::to_string(devices) + " visible)");
-  const DeviceScope scope(options.device);
-  CudaBackend backend(job, job_layout, std::vector<int>(job_layout.ranks.size(), options.device), options.serialize);
-  RunReport report;
-  for (int iteration = 0; iteration <= options.warmup; ++iteration) {
-    for (int r = 0; r < static_cast<int>(backend.ranks()); ++r) backend.reset(r);
-    backend.mark_origin(0);
-    LocalTransport transport(backend, options.serialize);
-    auto interpreter = make_interpreter(job, backend, transport);
-    interpreter.run();
-    SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
-    if (iteration == options.warmup) {
-      report.instructions = interpreter.timings();
-      report.transfers = transport.timings();
-    }
-  }
-  report.result = reduce_on_device(job, backend);
-  fill_makespans(job_layout, report);
-  report.device = device_name(options.device) + (options.serialize ? " (local, serialized)" : " (local)");
-  return report;
 }
 
 }  // namespace sluice::executor::cuda

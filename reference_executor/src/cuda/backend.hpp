@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "device.hpp"
-#include "device_stage.hpp"
+#include "stage.hpp"
 #include "sluice_executor/interpreter.hpp"
 #include "sluice_executor/job.hpp"
+#include "sluice_executor/run_options.hpp"
 
 namespace sluice::executor::cuda {
 
-class CudaBackend {
+class Backend {
 public:
   struct Stamp {
     int rank = 0;
@@ -23,10 +24,10 @@ public:
 
   // devices[r]: the device of global rank r, or -1 when another process runs it (the backend then holds nothing
   // of it). `serialize` (all ranks on one device): one stream for every rank.
-  CudaBackend(const Job& job, const JobLayout& layout, const std::vector<int>& devices, bool serialize);
-  CudaBackend(const CudaBackend&) = delete;
-  CudaBackend& operator=(const CudaBackend&) = delete;
-  ~CudaBackend();
+  Backend(const Job& job, const JobLayout& layout, const std::vector<int>& devices, bool serialize);
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+  ~Backend();
 
   // Interpreter interface; call with the rank's device current.
   void load_input(int rank, int micro_batch, int slot);
@@ -53,6 +54,16 @@ public:
   [[nodiscard]] double loss() const;
   // A last stage's sums of its micro-batches' cross-entropies, in micro-batch order.
   [[nodiscard]] std::vector<double> loss_sums(int rank) const;
+  // The most bytes of stream-ordered memory (activations and workspaces) the rank held at once since its reset.
+  [[nodiscard]] double activation_peak_bytes(int rank) const {
+    return static_cast<double>(at(rank).allocator->peak());
+  }
+  // Every rank's, 0 where this backend holds none.
+  [[nodiscard]] std::vector<double> activation_peaks() const {
+    std::vector<double> peaks;
+    for (int r = 0; r < static_cast<int>(ranks()); ++r) peaks.push_back(holds(r) ? activation_peak_bytes(r) : 0.0);
+    return peaks;
+  }
   // The rank's fp32 gradient of a tensor it holds, as doubles.
   [[nodiscard]] std::vector<double> download_gradient(int rank, std::size_t tensor) const;
 
@@ -83,9 +94,9 @@ private:
 
 // The data-parallel reduction when all ranks share one device: each tensor's gradients added over the pipelines
 // that hold it, in pipeline order, then the loss and the gradients downloaded. Every stream must be idle.
-ModelResult reduce_on_device(const Job& job, CudaBackend& backend);
+ModelResult reduce_on_device(const Job& job, Backend& backend);
 
 // The loss and every tensor's gradient as its first holder has it (after an all-reduce every holder has the sum).
-ModelResult collect_result(const Job& job, const CudaBackend& backend);
+ModelResult collect_result(const Job& job, const Backend& backend);
 
 }  // namespace sluice::executor::cuda

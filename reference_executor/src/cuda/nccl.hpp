@@ -13,9 +13,10 @@
 #include <map>
 #include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
-#include "cuda_backend.hpp"
+#include "backend.hpp"
 #include "device.hpp"
 #include "sluice_executor/cuda_check.hpp"
 #include "sluice_executor/interpreter.hpp"
@@ -28,30 +29,62 @@ inline void check_nccl(ncclResult_t status, const char* call, const char* file, 
 }
 #define SLUICE_NCCL_CHECK(call) ::sluice::executor::cuda::check_nccl((call), #call, __FILE__, __LINE__)
 
-// A two-rank communicator for every link between neighbouring stages (so the operations of a link run in the
-// order both ends issue them, as the plan's deadlock-freedom assumes) and one over all ranks for the gradients.
+// The links between neighbouring lanes: (lower stage's rank, upper stage's rank) for every lane of every stage
+// boundary, in pipeline, stage and lane order.
+inline std::vector<std::pair<int, int>> lane_links(const JobLayout& layout) {
+  std::vector<std::pair<int, int>> links;
+  for (const auto& stages : layout.lane_ranks)
+    for (std::size_t j = 0; j + 1 < stages.size(); ++j)
+      for (std::size_t lane = 0; lane < stages[j].size(); ++lane) links.emplace_back(stages[j][lane], stages[j + 1][lane]);
+  return links;
+}
+
+// The ranks that run, in rank order: the members of the communicator over all of them.
+inline std::vector<int> running_ranks(const JobLayout& layout) {
+  std::vector<int> ranks;
+  for (int r = 0; r < layout.rank_count(); ++r)
+    if (layout.ranks[static_cast<std::size_t>(r)].runs) ranks.push_back(r);
+  return ranks;
+}
+
+// A two-rank communicator for every link between neighbouring lanes (so the operations of a link run in the order
+// both ends issue them, as the plan's deadlock-freedom assumes) and one over all running ranks for the gradients.
 class Communicators {
 public:
-  // Every rank in this process, rank r on devices[r].
+  // Every rank in this process, rank r on devices[r] (-1 for a rank that runs nothing).
   Communicators(const JobLayout& layout, const std::vector<int>& devices)
-      : links_(layout.ranks.size(), {nullptr, nullptr}), all_(layout.ranks.size(), nullptr) {
-    for (std::size_t r = 0; r + 1 < layout.ranks.size(); ++r) {
-      if (layout.ranks[r].last) continue;  // the next rank starts another pipeline
-      const int pair_devices[2] = {devices[r], devices[r + 1]};
-      SLUICE_NCCL_CHECK(ncclCommInitAll(links_[r].data(), 2, pair_devices));
+      : links_(lane_links(layout)), members_(running_ranks(layout)) {
+    for (const auto& [lower, upper] : links_) {
+      std::array<ncclComm_t, 2> pair{nullptr, nullptr};
+      const int pair_devices[2] = {devices[static_cast<std::size_t>(lower)], devices[static_cast<std::size_t>(upper)]};
+      SLUICE_NCCL_CHECK(ncclCommInitAll(pair.data(), 2, pair_devices));
+      ends_[{lower, upper}] = pair[0];
+      ends_[{upper, lower}] = pair[1];
     }
-    SLUICE_NCCL_CHECK(ncclCommInitAll(all_.data(), static_cast<int>(all_.size()), devices.data()));
+    std::vector<int> member_devices;
+    for (const int rank : members_) member_devices.push_back(devices[static_cast<std::size_t>(rank)]);
+    std::vector<ncclComm_t> all(members_.size(), nullptr);
+    SLUICE_NCCL_CHECK(ncclCommInitAll(all.data(), static_cast<int>(all.size()), member_devices.data()));
+    for (std::size_t i = 0; i < members_.size(); ++i) all_[members_[i]] = all[i];
   }
 
-  // Only `rank`, on the current device, joining the other processes' ranks by the ids they were all given:
-  // ids[r] for the link from rank r to rank r + 1, ids.back() for all ranks. Each rank joins its lower link before
-  // its upper one, so the chain of blocking joins completes from rank 0 up.
+  // Only `rank`, on the current device, joining the other processes' ranks by the ids they were all given: ids[k]
+  // for lane_links(layout)[k], ids.back() for all ranks. Each rank joins its links toward the stage before it first,
+  // so the chains of blocking joins complete from the first stages on.
   Communicators(const JobLayout& layout, int rank, std::span<const ncclUniqueId> ids)
-      : links_(layout.ranks.size(), {nullptr, nullptr}), all_(layout.ranks.size(), nullptr) {
-    const auto r = static_cast<std::size_t>(rank);
-    if (r > 0 && !layout.ranks[r - 1].last) SLUICE_NCCL_CHECK(ncclCommInitRank(&links_[r - 1][1], 2, ids[r - 1], 1));
-    if (!layout.ranks[r].last) SLUICE_NCCL_CHECK(ncclCommInitRank(&links_[r][0], 2, ids[r], 0));
-    SLUICE_NCCL_CHECK(ncclCommInitRank(&all_[r], static_cast<int>(all_.size()), ids.back(), rank));
+      : links_(lane_links(layout)), members_(running_ranks(layout)) {
+    for (const bool toward_previous : {true, false})
+      for (std::size_t k = 0; k < links_.size(); ++k) {
+        const auto [lower, upper] = links_[k];
+        if ((toward_previous ? upper : lower) != rank) continue;
+        ncclComm_t comm = nullptr;
+        SLUICE_NCCL_CHECK(ncclCommInitRank(&comm, 2, ids[k], toward_previous ? 1 : 0));
+        ends_[toward_previous ? std::pair(upper, lower) : std::pair(lower, upper)] = comm;
+      }
+    const auto index = std::find(members_.begin(), members_.end(), rank) - members_.begin();
+    ncclComm_t all = nullptr;
+    SLUICE_NCCL_CHECK(ncclCommInitRank(&all, static_cast<int>(members_.size()), ids.back(), static_cast<int>(index)));
+    all_[rank] = all;
   }
 
   Communicators(const Communicators&) = delete;
@@ -63,32 +96,31 @@ public:
       if (status != ncclSuccess)
         std::fprintf(stderr, "sluice executor: ncclCommDestroy failed: %s\n", ncclGetErrorString(status));
     };
-    for (const auto& link : links_)
-      for (const ncclComm_t comm : link) release(comm);
-    for (const ncclComm_t comm : all_) release(comm);
+    for (const auto& [ends, comm] : ends_) release(comm);
+    for (const auto& [rank, comm] : all_) release(comm);
   }
 
   // After a failure: unblocks and frees every communicator.
   void abort() noexcept {
-    auto abort_one = [](ncclComm_t comm) {
-      if (comm != nullptr) static_cast<void>(ncclCommAbort(comm));  // nothing is left to report to
-    };
-    for (const auto& link : links_)
-      for (const ncclComm_t comm : link) abort_one(comm);
-    for (const ncclComm_t comm : all_) abort_one(comm);
+    for (const auto& [ends, comm] : ends_) static_cast<void>(ncclCommAbort(comm));  // nothing is left to report to
+    for (const auto& [rank, comm] : all_) static_cast<void>(ncclCommAbort(comm));
     aborted_ = true;
   }
 
-  // The rank's end of its link to `peer` (rank ± 1), and the peer's index in it.
-  [[nodiscard]] ncclComm_t link(int rank, int peer) const {
-    return peer > rank ? links_[static_cast<std::size_t>(rank)][0] : links_[static_cast<std::size_t>(peer)][1];
+  // The rank's end of its link to `peer`, and the peer's index in it.
+  [[nodiscard]] ncclComm_t link(int rank, int peer) const { return ends_.at({rank, peer}); }
+  [[nodiscard]] int peer_index(int rank, int peer) const {
+    return std::find(links_.begin(), links_.end(), std::pair(rank, peer)) != links_.end() ? 1 : 0;
   }
-  [[nodiscard]] static int peer_index(int rank, int peer) { return peer > rank ? 1 : 0; }
-  [[nodiscard]] ncclComm_t all(int rank) const { return all_[static_cast<std::size_t>(rank)]; }
+  [[nodiscard]] ncclComm_t all(int rank) const { return all_.at(rank); }
+  // The number of links, whose ids the multi-process constructor takes first.
+  [[nodiscard]] static std::size_t id_count(const JobLayout& layout) { return lane_links(layout).size() + 1; }
 
 private:
-  std::vector<std::array<ncclComm_t, 2> > links_;  // by the link's lower rank
-  std::vector<ncclComm_t> all_;
+  std::vector<std::pair<int, int>> links_;
+  std::vector<int> members_;
+  std::map<std::pair<int, int>, ncclComm_t> ends_;  // (rank, peer) -> the rank's end of their link
+  std::map<int, ncclComm_t> all_;                   // by rank
   bool aborted_ = false;
 };
 
@@ -97,7 +129,7 @@ class NcclTransport {
 public:
   static constexpr bool pairs_itself = true;
 
-  NcclTransport(CudaBackend& backend, const Communicators& communicators)
+  NcclTransport(Backend& backend, const Communicators& communicators)
       : backend_(backend), communicators_(communicators), ranks_(backend.ranks()) {}
   NcclTransport(const NcclTransport&) = delete;
   NcclTransport& operator=(const NcclTransport&) = delete;
@@ -122,7 +154,7 @@ public:
     void* data = backend_.slot(transfer.rank, transfer.slot);
     const auto count = static_cast<std::size_t>(transfer.shape.rows * transfer.shape.cols);
     const ncclComm_t comm = communicators_.link(transfer.rank, transfer.peer);
-    const int peer = Communicators::peer_index(transfer.rank, transfer.peer);
+    const int peer = communicators_.peer_index(transfer.rank, transfer.peer);
     if (transfer.send) SLUICE_NCCL_CHECK(ncclSend(data, count, ncclBfloat16, peer, comm, stream));
     else SLUICE_NCCL_CHECK(ncclRecv(data, count, ncclBfloat16, peer, comm, stream));
     record.done.record(stream);
@@ -160,7 +192,7 @@ private:
     std::vector<Record> records;    // by transfer index
   };
 
-  CudaBackend& backend_;
+  Backend& backend_;
   const Communicators& communicators_;
   std::vector<RankState> ranks_;
 };

@@ -1,4 +1,4 @@
-#include "mpi_results.hpp"
+#include "results.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -17,8 +17,13 @@ constexpr int gather_tag = 2;
 constexpr std::size_t piece = std::size_t{1} << 30;
 
 std::size_t instruction_count(const Job& job, const RankInfo& info) {
+  if (!info.runs) return 0;
   return job.pipelines[static_cast<std::size_t>(info.pipeline)].plan.ranks[static_cast<std::size_t>(info.stage)]
       .size();
+}
+
+std::size_t loss_sum_count(const JobLayout& layout, const RankInfo& info) {
+  return info.runs && info.last ? layout.micro_batches[static_cast<std::size_t>(info.pipeline)].size() : 0;
 }
 
 void send_values(std::span<const double> values, MPI_Comm comm) {
@@ -54,8 +59,18 @@ void check(int code, const char* call) {
   throw transport_error(sluice::concat(call, " failed: ", std::string_view(text, static_cast<std::size_t>(length))));
 }
 
+int process_for(const JobLayout& layout, MPI_Comm comm) {
+  int process = 0, processes = 0;
+  MPI_Comm_rank(comm, &process);
+  MPI_Comm_size(comm, &processes);
+  sluice::require(processes >= layout.rank_count(), "mpi: the job has ", layout.rank_count(),
+                  " ranks, the communicator ", processes, " processes");
+  return process;
+}
+
 RankValues rank_values(const Job& job, const JobLayout& layout, int rank,
                        const std::vector<InstructionTiming>& timings, std::span<const double> loss_sums,
+                       double activation_peak_bytes,
                        const std::function<std::vector<double>(std::size_t tensor)>& gradient) {
   const RankInfo& info = layout.ranks[static_cast<std::size_t>(rank)];
   const TensorRange range = stage_tensors(job.model, info.first_layer, info.end_layer, info.first, info.last);
@@ -64,7 +79,9 @@ RankValues rank_values(const Job& job, const JobLayout& layout, int rank,
     values.times_and_sums.push_back(timing.start);
     values.times_and_sums.push_back(timing.end);
   }
-  values.times_and_sums.insert(values.times_and_sums.end(), loss_sums.begin(), loss_sums.end());
+  values.times_and_sums.insert(values.times_and_sums.end(), loss_sums.begin(),
+                               loss_sums.begin() + static_cast<std::ptrdiff_t>(loss_sum_count(layout, info)));
+  values.times_and_sums.push_back(activation_peak_bytes);
   for (std::size_t t = range.begin; t < range.end; ++t) values.gradients.push_back(gradient(t));
   return values;
 }
@@ -73,44 +90,50 @@ RunReport share_run(const Job& job, const JobLayout& layout, MPI_Comm comm, Rank
                     const std::function<ModelResult(GatheredRanks&)>& combine) {
   int process = 0;
   MPI_Comm_rank(comm, &process);
-  const int ranks = static_cast<int>(layout.ranks.size());
+  const int ranks = layout.rank_count();
   const std::vector<ParameterTensor> tensors = parameter_tensors(job.model);
   RunReport report;
-  // The loss, then every rank's instruction times: all that process 0 sends the others.
+  // The loss, then every rank's instruction times and activation peak: all that process 0 sends the others.
   std::vector<double> shared;
   if (process == 0) {
     GatheredRanks gathered;
-    gathered.loss_sums.resize(layout.micro_batches.size());
+    gathered.loss_sums.resize(static_cast<std::size_t>(ranks));
     gathered.gradients.resize(static_cast<std::size_t>(ranks));
     std::vector<double> timings;
     for (int r = 0; r < ranks; ++r) {
       const RankInfo& info = layout.ranks[static_cast<std::size_t>(r)];
+      if (!info.runs) {
+        timings.push_back(0);  // its activation peak
+        continue;
+      }
       const TensorRange range = stage_tensors(job.model, info.first_layer, info.end_layer, info.first, info.last);
       const std::size_t times = 2 * instruction_count(job, info);
-      const std::size_t micro_batches =
-          info.last ? layout.micro_batches[static_cast<std::size_t>(info.pipeline)].size() : 0;
+      const std::size_t sums = loss_sum_count(layout, info);
       const std::vector<double> times_and_sums =
-          r == 0 ? std::move(own.times_and_sums) : receive_values(r, times + micro_batches, comm);
+          r == 0 ? std::move(own.times_and_sums) : receive_values(r, times + sums + 1, comm);
       const auto sums_begin = times_and_sums.begin() + static_cast<std::ptrdiff_t>(times);
       timings.insert(timings.end(), times_and_sums.begin(), sums_begin);
-      if (info.last)
-        gathered.loss_sums[static_cast<std::size_t>(info.pipeline)].assign(sums_begin, times_and_sums.end());
+      timings.push_back(times_and_sums.back());
+      gathered.loss_sums[static_cast<std::size_t>(r)].assign(sums_begin, times_and_sums.end() - 1);
       // Each tensor lands in its own vector once: a model's gradients are gigabytes, and fresh pages cost.
       std::vector<std::vector<double>>& gradients = gathered.gradients[static_cast<std::size_t>(r)];
       gradients.resize(tensors.size());
-      for (std::size_t t = range.begin; t < range.end; ++t)
-        gradients[t] = r == 0 ? std::move(own.gradients[t - range.begin]) : receive_values(r, tensors[t].size(), comm);
+      for (std::size_t t = range.begin; t < range.end; ++t) {
+        const auto [rows, cols] = shard_shape(tensors[t], info.tp);
+        gradients[t] = r == 0 ? std::move(own.gradients[t - range.begin])
+                              : receive_values(r, static_cast<std::size_t>(rows * cols), comm);
+      }
     }
     report.result = combine(gathered);
     shared.push_back(report.result.loss);
     shared.insert(shared.end(), timings.begin(), timings.end());
-  } else if (process < ranks) {
+  } else if (process < ranks && layout.ranks[static_cast<std::size_t>(process)].runs) {
     send_values(own.times_and_sums, comm);
     for (const std::vector<double>& gradient : own.gradients) send_values(gradient, comm);
   }
 
   std::size_t values = 1;
-  for (const RankInfo& info : layout.ranks) values += 2 * instruction_count(job, info);
+  for (const RankInfo& info : layout.ranks) values += 2 * instruction_count(job, info) + 1;
   shared.resize(values);
   check(MPI_Bcast(shared.data(), static_cast<int>(values), MPI_DOUBLE, 0, comm), "MPI_Bcast");
   auto at = shared.begin();
@@ -119,6 +142,7 @@ RunReport share_run(const Job& job, const JobLayout& layout, MPI_Comm comm, Rank
     std::vector<InstructionTiming>& rank_timings = report.instructions.emplace_back();
     for (std::size_t k = 0, count = instruction_count(job, info); k < count; ++k, at += 2)
       rank_timings.push_back({*at, *(at + 1)});
+    report.activation_peak_bytes.push_back(*at++);
   }
   fill_makespans(layout, report);
   return report;

@@ -1,5 +1,5 @@
 #pragma once
-// What the runs of one process per rank share (sluice_executor/mpi.hpp): MPI errors as exceptions, and the
+// What the runs of one process per rank share (host/mpi.hpp, cuda/mpi.hpp): MPI errors as exceptions, and the
 // gathering of every rank's results to process 0, which combines them into the run it returns.
 #include <mpi.h>
 
@@ -22,26 +22,31 @@ public:
 // Throws transport_error with MPI's text when `code` is not MPI_SUCCESS.
 void check(int code, const char* call);
 
-// What rank `rank` sends process 0 at the end: its instruction times (start, end pairs) and a last stage's
-// cross-entropy sums by micro-batch, then its gradients of the tensors it holds, in tensor order, one message each.
+// This process's index in `comm`; raises invalid_input unless `comm` has a process for every rank of the job.
+int process_for(const JobLayout& layout, MPI_Comm comm);
+
+// What rank `rank` sends process 0 at the end: its instruction times (start, end pairs), a last stage's
+// cross-entropy sums by micro-batch and its activation peak, then its TP shards of the gradients of the tensors it
+// holds, in tensor order, one message each.
 struct RankValues {
   std::vector<double> times_and_sums;
   std::vector<std::vector<double>> gradients;
 };
 RankValues rank_values(const Job& job, const JobLayout& layout, int rank,
                        const std::vector<InstructionTiming>& timings, std::span<const double> loss_sums,
+                       double activation_peak_bytes,
                        const std::function<std::vector<double>(std::size_t tensor)>& gradient);
 
 // Every rank's results on process 0.
 struct GatheredRanks {
-  std::vector<std::vector<double>> loss_sums;               // by pipeline: its last stage's
+  std::vector<std::vector<double>> loss_sums;               // by rank: a last stage's, per micro-batch
   std::vector<std::vector<std::vector<double>>> gradients;  // [rank][tensor], empty where the rank lacks it
 };
 
 // Collective over `comm`: process 0 receives every rank's rank_values (`own` is its own, moved, not copied;
-// processes beyond the job's ranks pass none) and combines them into the model result (`combine` may move the
-// gradients out); every process returns the loss and every rank's instruction times, and process 0 alone the
-// gradients too, since a model's gradients are gigabytes that only the writer needs.
+// processes without a rank pass none) and combines them into the model result (`combine` may move the gradients
+// out); every process returns the loss and every rank's instruction times and activation peak, and process 0 alone
+// the gradients too, since a model's gradients are gigabytes that only the writer needs.
 RunReport share_run(const Job& job, const JobLayout& layout, MPI_Comm comm, RankValues own,
                     const std::function<ModelResult(GatheredRanks&)>& combine);
 

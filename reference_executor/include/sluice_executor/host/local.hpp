@@ -1,0 +1,221 @@
+#pragma once
+// The host backend on the local transport: every rank of the job on a thread of its own in this process, their
+// activations and gradients moving between threads as NCCL pairs them (in issue order between two ranks), and the
+// collectives inside their passes through the same mailboxes. Deterministic: the arithmetic and every sum's order
+// are fixed, whatever the threads' timing, so two runs are equal bit for bit, and equal to a run of one MPI process
+// per rank (mpi.hpp).
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+#include "sluice_executor/host/backend.hpp"
+#include "sluice_executor/host/exchange.hpp"
+#include "sluice_executor/interpreter.hpp"
+#include "sluice_executor/job.hpp"
+#include "sluice_executor/run_options.hpp"
+
+namespace sluice::executor::host {
+
+// A failure of the message layer, reported with the rank's place in its instruction list.
+class transport_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+// Messages between the threads of one process: a FIFO per (sender, receiver, channel).
+class Mailboxes {
+public:
+  struct Message {
+    std::vector<double> values;
+    int tag = 0;  // what the receiver checks it expects: the tensor and micro-batch, or the collective
+    schedule::TensorShape shape{};  // a tensor's, as its send names it
+  };
+
+  explicit Mailboxes(double timeout_seconds) : timeout_(timeout_seconds) {}
+
+  void send(int from, int to, int channel, Message message) {
+    {
+      const std::lock_guard lock(mutex_);
+      queues_[{from, to, channel}].push_back(std::move(message));
+    }
+    arrived_.notify_all();
+  }
+
+  // Blocks until the next message from `from` arrives; throws transport_error after the timeout or once stop() was
+  // called (another rank failed, and the message may never come).
+  Message receive(int from, int to, int channel) {
+    std::unique_lock lock(mutex_);
+    std::deque<Message>& queue = queues_[{from, to, channel}];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
+    while (queue.empty()) {
+      if (stopped_) throw transport_error(sluice::concat("stopped waiting for rank ", from, ": another rank failed"));
+      if (arrived_.wait_until(lock, deadline) == std::cv_status::timeout && queue.empty())
+        throw transport_error(sluice::concat("timed out after ", timeout_, " s waiting for rank ", from));
+    }
+    Message message = std::move(queue.front());
+    queue.pop_front();
+    return message;
+  }
+
+  void stop() {
+    {
+      const std::lock_guard lock(mutex_);
+      stopped_ = true;
+    }
+    arrived_.notify_all();
+  }
+
+private:
+  double timeout_;
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::map<std::tuple<int, int, int>, std::deque<Message>> queues_;
+  bool stopped_ = false;
+};
+
+// Collectives between threads: a message per member and part.
+class LocalExchange final : public Exchange {
+public:
+  explicit LocalExchange(Mailboxes& mailboxes) : mailboxes_(mailboxes) {}
+
+  std::vector<std::vector<double>> all_to_all(const Group& group, std::vector<std::vector<double>> parts) override {
+    const int me = group.rank();
+    for (int j = 0; j < group.size(); ++j)
+      if (j != group.index)
+        mailboxes_.send(me, group.ranks[static_cast<std::size_t>(j)], collective_channel,
+                        {std::move(parts[static_cast<std::size_t>(j)]), tag(group, all_to_all_op)});
+    for (int j = 0; j < group.size(); ++j)
+      if (j != group.index)
+        parts[static_cast<std::size_t>(j)] =
+            checked(mailboxes_.receive(group.ranks[static_cast<std::size_t>(j)], me, collective_channel), group,
+                    all_to_all_op);
+    return parts;
+  }
+
+  std::vector<double> shift(const Group& group, int to, std::vector<double> data, int from) override {
+    const int me = group.rank();
+    mailboxes_.send(me, group.ranks[static_cast<std::size_t>(to)], collective_channel,
+                    {std::move(data), tag(group, shift_op)});
+    return checked(mailboxes_.receive(group.ranks[static_cast<std::size_t>(from)], me, collective_channel), group,
+                   shift_op);
+  }
+
+private:
+  static constexpr int collective_channel = 1;
+  static constexpr int all_to_all_op = 0;
+  static constexpr int shift_op = 1;
+  static int tag(const Group& group, int op) { return 2 * group.id + op; }
+  static std::vector<double> checked(Mailboxes::Message message, const Group& group, int op) {
+    if (message.tag != tag(group, op))
+      throw transport_error(sluice::concat("mismatch: a collective of group ", group.id,
+                                           " met a message of another collective"));
+    return std::move(message.values);
+  }
+
+  Mailboxes& mailboxes_;
+};
+
+// Activations and gradients between threads: a send copies the lane's rows into a message at its Start, the
+// receive's Wait takes the next message from that peer and checks that it is the tensor expected.
+class LocalTransport {
+public:
+  static constexpr bool pairs_itself = true;
+
+  LocalTransport(Backend& backend, Mailboxes& mailboxes) : backend_(backend), mailboxes_(mailboxes) {}
+
+  void post(const Transfer& transfer) {
+    if (!transfer.send) return;
+    const std::vector<double>& slot = backend_.data(transfer.rank, transfer.slot);
+    const std::size_t count = backend_.payload(transfer.rank, transfer.micro_batch);
+    mailboxes_.send(transfer.rank, transfer.peer, point_to_point,
+                    {std::vector<double>(slot.begin(), slot.begin() + static_cast<std::ptrdiff_t>(count)),
+                     tag(transfer), transfer.shape});
+  }
+
+  void wait(const Transfer& transfer) {
+    if (transfer.send) return;
+    Mailboxes::Message message = mailboxes_.receive(transfer.peer, transfer.rank, point_to_point);
+    const std::size_t count = backend_.payload(transfer.rank, transfer.micro_batch);
+    if (message.tag != tag(transfer) || message.values.size() != count || message.shape != transfer.shape)
+      throw transport_error(sluice::concat("mismatch: the receive of ", transfer.activation ? "activation" : "gradient",
+                                           " micro-batch ", transfer.micro_batch, " [", transfer.shape.rows, ", ",
+                                           transfer.shape.cols, "] from rank ", transfer.peer, " met another tensor (",
+                                           message.values.size(), " values of [", message.shape.rows, ", ",
+                                           message.shape.cols, "], expected ", count, ")"));
+    std::copy(message.values.begin(), message.values.end(), backend_.data(transfer.rank, transfer.slot).begin());
+  }
+
+private:
+  static constexpr int point_to_point = 0;
+  static int tag(const Transfer& transfer) { return 2 * transfer.micro_batch + (transfer.activation ? 1 : 0); }
+
+  Backend& backend_;
+  Mailboxes& mailboxes_;
+};
+
+// Runs the job on the host, a thread per rank: raises invalid_input / invalid_plan for a bad job or a plan the
+// interpreter rejects (checked whole before any rank starts). `mutation` is for the tests that inject defects.
+inline RunReport run_local(const Job& job, const RunOptions& options = {}, Mutation mutation = Mutation::none) {
+  require_valid(options);
+  const JobLayout job_layout = layout(job, options.checks);
+  Mailboxes mailboxes(options.timeout_seconds);
+  LocalExchange exchange(mailboxes);
+  Backend backend(job, job_layout, exchange, {}, mutation);
+  LocalTransport transport(backend, mailboxes);
+  auto interpreter = make_interpreter(job, job_layout, backend, transport);
+  std::vector<std::exception_ptr> errors(job_layout.ranks.size());
+  {
+    std::vector<std::jthread> threads;
+    for (int rank = 0; rank < job_layout.rank_count(); ++rank) {
+      if (!job_layout.ranks[static_cast<std::size_t>(rank)].runs) continue;
+      threads.emplace_back([&, rank] {
+        try {
+          try {
+            while (!interpreter.finished(rank)) interpreter.step(rank);
+          } catch (const transport_error& error) {
+            throw invalid_plan(sluice::concat("executor: ", interpreter.where(rank), ": ", error.what()));
+          }
+        } catch (...) {
+          errors[static_cast<std::size_t>(rank)] = std::current_exception();
+          mailboxes.stop();
+        }
+      });
+    }
+  }
+  // The first failure that is not another rank's having stopped this one.
+  std::exception_ptr first;
+  for (const std::exception_ptr& error : errors) {
+    if (!error) continue;
+    try {
+      std::rethrow_exception(error);
+    } catch (const invalid_plan& failure) {
+      if (std::string(failure.what()).find("another rank failed") == std::string::npos) std::rethrow_exception(error);
+      if (!first) first = error;
+    } catch (...) {
+      std::rethrow_exception(error);
+    }
+  }
+  if (first) std::rethrow_exception(first);
+  RunReport report;
+  report.result = backend.result();
+  report.instructions = interpreter.timings();
+  for (int rank = 0; rank < job_layout.rank_count(); ++rank)
+    report.activation_peak_bytes.push_back(
+        job_layout.ranks[static_cast<std::size_t>(rank)].runs ? backend.activation_peak_bytes(rank) : 0.0);
+  fill_makespans(job_layout, report);
+  report.device = sluice::concat("host (float64), ", job_layout.rank_count(), " ranks on threads");
+  return report;
+}
+
+}  // namespace sluice::executor::host

@@ -1,0 +1,295 @@
+// The host backend with one MPI process per rank (sluice_executor/host/mpi.hpp).
+#include "sluice_executor/host/mpi.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "../mpi/results.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice_executor/host/backend.hpp"
+
+namespace sluice::executor::host {
+
+using mpi::detail::check;
+using mpi::detail::transport_error;
+
+namespace {
+
+// Messages between two ranks pair in issue order, as NCCL pairs them: MPI never reorders messages of one tag
+// between two processes.
+constexpr int data_tag = 1;
+constexpr int shift_tag = 3;
+
+// Polls `request` until it completes; throws transport_error after `timeout` seconds, saying what it waited for.
+template <class Describe>
+MPI_Status wait_for(MPI_Request& request, double timeout, Describe describe) {
+  MPI_Status status{};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  for (int done = 0;;) {
+    check(MPI_Test(&request, &done, &status), "MPI_Test");
+    if (done) return status;
+    if (std::chrono::steady_clock::now() > deadline)
+      throw transport_error(sluice::concat("timed out after ", timeout, " s waiting for ", describe()));
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+// The collectives inside the passes: a communicator per group of the job, one MPI_Comm_split per family of groups
+// that share no rank, made by every process in the same order; all-to-alls of varying sizes as MPI_Ialltoall of the
+// counts then MPI_Ialltoallv, ring steps as point-to-point messages on the group's communicator.
+class MpiExchange final : public Exchange {
+public:
+  MpiExchange(const JobLayout& layout, MPI_Comm comm, double timeout) : timeout_(timeout) {
+    int process = 0;
+    MPI_Comm_rank(comm, &process);
+    const int families =
+        layout.group_family.empty() ? 0 : *std::max_element(layout.group_family.begin(), layout.group_family.end()) + 1;
+    for (int family = 0; family < families; ++family) {
+      int color = MPI_UNDEFINED;
+      int key = 0;
+      int group = -1;
+      for (std::size_t g = 0; g < layout.groups.size(); ++g) {
+        if (layout.group_family[g] != family) continue;
+        const auto& ranks = layout.groups[g];
+        const auto it = std::find(ranks.begin(), ranks.end(), process);
+        if (it == ranks.end()) continue;
+        color = static_cast<int>(g);
+        key = static_cast<int>(it - ranks.begin());
+        group = static_cast<int>(g);
+      }
+      MPI_Comm split = MPI_COMM_NULL;
+      check(MPI_Comm_split(comm, color, key, &split), "MPI_Comm_split");
+      if (split != MPI_COMM_NULL) {
+        MPI_Comm_set_errhandler(split, MPI_ERRORS_RETURN);
+        communicators_.emplace(group, split);
+      }
+    }
+  }
+  MpiExchange(const MpiExchange&) = delete;
+  MpiExchange& operator=(const MpiExchange&) = delete;
+  ~MpiExchange() override {
+    for (auto& [group, comm] : communicators_) MPI_Comm_free(&comm);
+  }
+
+  std::vector<std::vector<double>> all_to_all(const Group& group, std::vector<std::vector<double>> parts) override {
+    const MPI_Comm comm = communicator(group);
+    const auto size = static_cast<std::size_t>(group.size());
+    std::vector<int> send_counts(size), receive_counts(size), send_offsets(size), receive_offsets(size);
+    for (std::size_t j = 0; j < size; ++j) send_counts[j] = count(parts[j].size());
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Ialltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, comm, &request),
+          "MPI_Ialltoall");
+    wait_for(request, timeout_, [&] { return describe(group, "the sizes of an all-to-all"); });
+    std::vector<double> sent, received;
+    for (std::size_t j = 0; j < size; ++j) {
+      send_offsets[j] = count(sent.size());
+      sent.insert(sent.end(), parts[j].begin(), parts[j].end());
+      receive_offsets[j] = j == 0 ? 0 : receive_offsets[j - 1] + receive_counts[j - 1];
+    }
+    received.resize(static_cast<std::size_t>(receive_offsets.back() + receive_counts.back()));
+    check(MPI_Ialltoallv(sent.data(), send_counts.data(), send_offsets.data(), MPI_DOUBLE, received.data(),
+                         receive_counts.data(), receive_offsets.data(), MPI_DOUBLE, comm, &request),
+          "MPI_Ialltoallv");
+    wait_for(request, timeout_, [&] { return describe(group, "an all-to-all"); });
+    for (std::size_t j = 0; j < size; ++j)
+      if (static_cast<int>(j) != group.index)
+        parts[j].assign(received.begin() + receive_offsets[j],
+                        received.begin() + receive_offsets[j] + receive_counts[j]);
+    return parts;
+  }
+
+  std::vector<double> shift(const Group& group, int to, std::vector<double> data, int from) override {
+    const MPI_Comm comm = communicator(group);
+    MPI_Request send = MPI_REQUEST_NULL;
+    check(MPI_Isend(data.data(), count(data.size()), MPI_DOUBLE, to, shift_tag, comm, &send), "MPI_Isend");
+    // The size comes with the message: probe for it, then receive.
+    MPI_Status status{};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
+    for (int found = 0; !found;) {
+      check(MPI_Iprobe(from, shift_tag, comm, &found, &status), "MPI_Iprobe");
+      if (!found && std::chrono::steady_clock::now() > deadline)
+        throw transport_error(sluice::concat("timed out after ", timeout_, " s waiting for ",
+                                             describe(group, "a ring step")));
+      if (!found) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    int values = 0;
+    check(MPI_Get_count(&status, MPI_DOUBLE, &values), "MPI_Get_count");
+    std::vector<double> received(static_cast<std::size_t>(values));
+    check(MPI_Recv(received.data(), values, MPI_DOUBLE, from, shift_tag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+    wait_for(send, timeout_, [&] { return describe(group, "a ring step's send"); });
+    return received;
+  }
+
+private:
+  static int count(std::size_t values) {
+    if (values > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw transport_error(sluice::concat("a collective of ", values, " values is past MPI's int counts"));
+    return static_cast<int>(values);
+  }
+  static std::string describe(const Group& group, const char* what) {
+    std::string ranks;
+    for (const int rank : group.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+    return sluice::concat(what, " in the group of ranks ", ranks);
+  }
+  [[nodiscard]] MPI_Comm communicator(const Group& group) const {
+    const auto it = communicators_.find(group.id);
+    if (it == communicators_.end())
+      throw transport_error(sluice::concat("this process has no communicator for group ", group.id));
+    return it->second;
+  }
+
+  double timeout_;
+  std::map<int, MPI_Comm> communicators_;  // by group id
+};
+
+// Moves slots by MPI_Isend/MPI_Irecv. Every message carries, after the lane's rows, its kind, micro-batch and the
+// shape its instruction names, so that a send that pairs with the receive of another tensor is caught where NCCL
+// would silently corrupt the data.
+class MpiTransport {
+public:
+  static constexpr bool pairs_itself = true;
+
+  MpiTransport(Backend& backend, MPI_Comm comm, double timeout) : backend_(backend), comm_(comm), timeout_(timeout) {}
+
+  void post(const Transfer& transfer) {
+    if (static_cast<std::size_t>(transfer.index) >= operations_.size())
+      operations_.resize(static_cast<std::size_t>(transfer.index) + 1);
+    Operation& operation = operations_[static_cast<std::size_t>(transfer.index)];
+    const std::size_t count = backend_.payload(transfer.rank, transfer.micro_batch);
+    operation.buffer.assign(count + header, 0.0);
+    if (transfer.send) {
+      const std::vector<double>& data = backend_.data(transfer.rank, transfer.slot);
+      std::copy_n(data.begin(), count, operation.buffer.begin());
+      write_header(transfer, std::span(operation.buffer).subspan(count));
+      check(MPI_Isend(operation.buffer.data(), static_cast<int>(operation.buffer.size()), MPI_DOUBLE, transfer.peer,
+                      data_tag, comm_, &operation.request),
+            "MPI_Isend");
+    } else {
+      check(MPI_Irecv(operation.buffer.data(), static_cast<int>(operation.buffer.size()), MPI_DOUBLE, transfer.peer,
+                      data_tag, comm_, &operation.request),
+            "MPI_Irecv");
+    }
+  }
+
+  void wait(const Transfer& transfer) {
+    Operation& operation = operations_[static_cast<std::size_t>(transfer.index)];
+    MPI_Status status{};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
+    for (int done = 0;;) {
+      const int code = MPI_Test(&operation.request, &done, &status);
+      if (code != MPI_SUCCESS) {
+        // A message longer than the receive: the sender's tensor is not the one expected.
+        if (!transfer.send)
+          throw transport_error(sluice::concat("mismatch: the ", describe(transfer),
+                                               " met a longer message from rank ", transfer.peer));
+        check(code, "MPI_Test");
+      }
+      if (done) break;
+      if (std::chrono::steady_clock::now() > deadline)
+        throw transport_error(sluice::concat("timed out after ", timeout_, " s waiting for the ", describe(transfer),
+                                             " (a missing or mismatched operation on rank ", transfer.peer,
+                                             ", or a cycle of waiting ranks)"));
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    if (!transfer.send) {
+      int received = 0;
+      check(MPI_Get_count(&status, MPI_DOUBLE, &received), "MPI_Get_count");
+      const std::size_t count = operation.buffer.size() - header;
+      std::array<double, header> expected{};
+      write_header(transfer, expected);
+      if (static_cast<std::size_t>(received) != operation.buffer.size() ||
+          !std::equal(expected.begin(), expected.end(), operation.buffer.begin() + static_cast<std::ptrdiff_t>(count)))
+        throw transport_error(sluice::concat(
+            "mismatch: the ", describe(transfer), " [", transfer.shape.rows, ", ", transfer.shape.cols, "] got ",
+            received >= static_cast<int>(header) ? received - static_cast<int>(header) : 0, " values of ",
+            received >= static_cast<int>(header) ? describe_received(operation, received) : "no tensor",
+            ", expected ", count));
+      std::copy_n(operation.buffer.begin(), count, backend_.data(transfer.rank, transfer.slot).begin());
+    }
+    operation.buffer = {};
+  }
+
+private:
+  // After the rows: the kind (1: activation), the micro-batch, and the rows and columns of the instruction's shape.
+  static constexpr std::size_t header = 4;
+  struct Operation {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<double> buffer;  // the lane's rows, then the header
+  };
+
+  static void write_header(const Transfer& transfer, std::span<double> out) {
+    out[0] = transfer.activation ? 1 : 0;
+    out[1] = transfer.micro_batch;
+    out[2] = static_cast<double>(transfer.shape.rows);
+    out[3] = static_cast<double>(transfer.shape.cols);
+  }
+
+  static std::string describe(const Transfer& transfer) {
+    return sluice::concat(transfer.send ? "send of " : "receive of ", transfer.activation ? "activation" : "gradient",
+                          " micro-batch ", transfer.micro_batch, transfer.send ? " to" : " from", " rank ",
+                          transfer.peer);
+  }
+
+  static std::string describe_received(const Operation& operation, int received) {
+    const double* at = operation.buffer.data() + static_cast<std::size_t>(received) - header;
+    return sluice::concat(at[0] == 1 ? "activation" : "gradient", " micro-batch ", at[1], " [", at[2], ", ", at[3],
+                          "]");
+  }
+
+  Backend& backend_;
+  MPI_Comm comm_;
+  double timeout_;
+  std::vector<Operation> operations_;  // by the rank's transfer index
+};
+
+}  // namespace
+
+RunReport run_mpi(const Job& job, MPI_Comm comm, const RunOptions& options) {
+  require_valid(options);
+  const JobLayout job_layout = layout(job, options.checks);
+  const int process = mpi::detail::process_for(job_layout, comm);
+  const int ranks = job_layout.rank_count();
+  // A wait's limit grows by a tenth per rank, so that of ranks waiting on each other the first one reports.
+  const double timeout = options.timeout_seconds * (1 + 0.1 * process);
+  MpiExchange exchange(job_layout, comm, timeout);
+  mpi::detail::RankValues own;
+  if (process < ranks && job_layout.ranks[static_cast<std::size_t>(process)].runs) {
+    const int own_rank[] = {process};
+    Backend backend(job, job_layout, exchange, own_rank);
+    MpiTransport transport(backend, comm, timeout);
+    auto interpreter = make_interpreter(job, job_layout, backend, transport);
+    check(MPI_Barrier(comm), "MPI_Barrier");
+    try {
+      while (!interpreter.finished(process)) interpreter.step(process);
+    } catch (const transport_error& error) {
+      throw invalid_plan(sluice::concat("executor: ", interpreter.where(process), ": ", error.what()));
+    }
+    own = mpi::detail::rank_values(job, job_layout, process, interpreter.timings()[static_cast<std::size_t>(process)],
+                                   backend.loss_sums(process), backend.activation_peak_bytes(process),
+                                   [&](std::size_t tensor) { return backend.stage(process).gradients()[tensor]; });
+  } else {
+    check(MPI_Barrier(comm), "MPI_Barrier");
+  }
+  // Added as a one-process run adds them, so that the two are equal bit for bit.
+  RunReport report =
+      mpi::detail::share_run(job, job_layout, comm, std::move(own), [&](mpi::detail::GatheredRanks& gathered) {
+        return combine(
+            job, job_layout, [&](int rank) { return std::span<const double>(gathered.loss_sums[static_cast<std::size_t>(rank)]); },
+            [&](int rank, std::size_t tensor) {
+              return std::span<const double>(gathered.gradients[static_cast<std::size_t>(rank)][tensor]);
+            });
+      });
+  report.device = sluice::concat("host (float64), ", ranks, " MPI processes");
+  return report;
+}
+
+}  // namespace sluice::executor::host
