@@ -23,14 +23,15 @@ namespace {
 constexpr std::string_view usage =
     "usage: sluice_profile_gpu [--layers 8 --hidden 1024 --heads 8 --ffn 2816 --vocab 32000 --model-seed 1]\n"
     "                          [--pp 1,2,4] [--lengths 256,512,1024,2048,4096,8192] [--repetitions 5] [--device 0]\n"
-    "                          [--gpus 8] [--out executor_profile.json] [--samples F]\n"
-    "Profiles the executor's model on this GPU and writes a sluice profile (sluice.profile v1); --samples F also\n"
-    "writes the measured samples as the CSV `sluice fit` reads (docs/profiling.md).\n"
+    "                          [--gpus 8] [--ac] [--out executor_profile.json] [--samples F]\n"
+    "Profiles the executor's model on this GPU and writes a sluice profile (sluice.profile v1); --ac also profiles\n"
+    "every PP with full recompute (schemes tp1ppNac); --samples F also writes the measured samples as the CSV\n"
+    "`sluice fit` reads (docs/profiling.md).\n"
     "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n"
     "--help prints this; --version prints the version.\n";
 
 int run(int argc, char** argv) {
-  examples::Arguments arguments(argc, argv, {});
+  examples::Arguments arguments(argc, argv, {"ac"});
   if (examples::print_help_or_version(arguments, usage)) return 0;
   const ex::ModelConfig model = examples::model_from(arguments);
   const std::vector<int> pps = arguments.integers<int>("pp", {1, 2, 4});
@@ -41,13 +42,14 @@ int run(int argc, char** argv) {
   options.cluster_gpus = arguments.integer<std::int64_t>("gpus", 8);
   const std::string out = arguments.text("out", "executor_profile.json");
   const std::string samples = arguments.text("samples", "");
+  const bool recompute = arguments.flag("ac");
   arguments.require_all_used();
   if (ex::cuda::device_count() == 0) {
     std::cerr << "sluice_profile_gpu: no CUDA device\n";
     return 2;
   }
   std::vector<ex::cuda::StageProfile> stages;
-  const sluice::cost::Profile profile(ex::cuda::profile_gpu(model, pps, options, &stages));
+  const sluice::cost::Profile profile(ex::cuda::profile_gpu(model, pps, options, &stages, recompute));
   sluice::io::write_document(out, profile);
   if (!samples.empty())
     sluice::io::write_text_file(samples, sluice::io::profile_samples_csv(ex::cuda::profile_samples(stages)));

@@ -42,6 +42,11 @@ expect_bad_input("--backend must be cuda or host" ${RUN_PLAN} --backend tpu --pr
 expect_bad_input("needs --profile" ${RUN_PLAN} --backend host --profile-from-gpu)
 expect_bad_input("--serialize is for the CUDA backend" ${RUN_PLAN} --backend host --profile llama2-7b --serialize)
 expect_bad_input("--timeout must be in [1, 86400]" ${RUN_PLAN} --backend host --profile llama2-7b --timeout 0)
+# A plan whose TP or Ulysses degree the model cannot run: refused by name with exit code 2, before anything runs.
+set(tp_model --layers 4 --hidden 48 --heads 3 --ffn 64 --vocab 64 --tokens 2048 --context 256 --gpus 4 --backend host)
+expect_bad_input("TP 2 does not divide the model's 3 heads" ${RUN_PLAN} ${tp_model} --profile ${PROFILE_TP})
+expect_bad_input("--cp-kinds needs --cp" ${RUN_PLAN} ${tp_model} --profile ${PROFILE_TP} --cp-kinds ring)
+expect_bad_input("option --cp: expected degrees" ${MEASURE_SYSTEMS} --backend host --profile ${PROFILE_TP} --cp 1)
 # Environment variables that say the program is one of several processes, as torchrun sets them: the executor's
 # processes talk over MPI, so this is refused with one line rather than run as a lone process.
 foreach(tool ${RUN_PLAN} ${MEASURE_SYSTEMS})

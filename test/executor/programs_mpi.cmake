@@ -1,8 +1,9 @@
 # sluice_run_plan and sluice_measure_systems started by mpirun as one process per rank (the host backend, ranks
 # talking over MPI) against the same programs started alone: the same plans, the same losses to the last bit
 # (float64 sums in the one-process order), one report from rank 0, and no output from the other processes.
-# Inputs: MPIEXEC (the launcher and its arguments up to the process count, a ;-list), RUN_PLAN, MEASURE_SYSTEMS,
-# PROFILE, WORK_DIR.
+# The same with TP 2, CP of both kinds and recompute (PROFILE_TP and --cp, --cp-kinds, --ac): plans whose stages run on
+# several ranks exchanging data inside their passes. Inputs: MPIEXEC (the launcher and its arguments up to the
+# process count, a ;-list), RUN_PLAN, MEASURE_SYSTEMS, PROFILE, PROFILE_TP, WORK_DIR.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(model --layers 4 --hidden 32 --heads 2 --ffn 64 --vocab 64 --profile ${PROFILE})
@@ -49,20 +50,38 @@ foreach(planner dynapipe sluice)
   endif()
 endforeach()
 
-# The three systems' plans for two batches: every iteration's loss, in full precision, the same as alone.
-set(options --context 256 --tokens 2048 --gpus 4 --iterations 2 --backend host)
-run_both(sluice_measure_systems --json measured ${MEASURE_SYSTEMS} ${model} ${options})
-file(READ ${WORK_DIR}/measured_alone.json alone_document)
-file(READ ${WORK_DIR}/measured_mpi.json mpi_document)
-foreach(s RANGE 2)
-  foreach(k 0 1)
-    string(JSON alone_loss GET "${alone_document}" systems ${s} iterations ${k} loss)
-    string(JSON mpi_loss GET "${mpi_document}" systems ${s} iterations ${k} loss)
-    if(NOT alone_loss STREQUAL mpi_loss)
-      message(FATAL_ERROR "sluice_measure_systems system ${s} iteration ${k}: loss ${mpi_loss} under mpirun, "
-                          "${alone_loss} alone")
-    endif()
+# The sluice plan on TP 2 with Ulysses CP and recompute in its space: a TP 2 strategy.
+set(tp_model --layers 4 --hidden 32 --heads 2 --ffn 64 --vocab 64 --profile ${PROFILE_TP} --cp 2 --cp-kinds ulysses --ac)
+run_both("sluice_run_plan (TP)" --trace tp ${RUN_PLAN} ${tp_model} --tokens 2048 --context 256 --gpus 4 --backend host)
+expect_same_line("sluice_run_plan (TP)" "loss [^\n]*")
+expect_same_line("sluice_run_plan (TP)" "strategy [^\n]*tp2[^\n]*")
+
+# The three systems' plans for two batches: every iteration's loss, in full precision, the same as alone; with TP and
+# CP too, where the systems pick TP 2, ring CP and (sluice) flex CP groups.
+foreach(space plain tp)
+  set(options --context 256 --tokens 2048 --gpus 4 --iterations 2 --backend host)
+  if(space STREQUAL "tp")
+    set(options ${options} --profile ${PROFILE_TP} --cp 2 --cp-kinds ulysses,ring --ac)
+  endif()
+  run_both(sluice_measure_systems --json measured_${space} ${MEASURE_SYSTEMS} ${model} ${options})
+  file(READ ${WORK_DIR}/measured_${space}_alone.json alone_document)
+  file(READ ${WORK_DIR}/measured_${space}_mpi.json mpi_document)
+  set(strategies "")
+  foreach(s RANGE 2)
+    foreach(k 0 1)
+      string(JSON alone_loss GET "${alone_document}" systems ${s} iterations ${k} loss)
+      string(JSON mpi_loss GET "${mpi_document}" systems ${s} iterations ${k} loss)
+      string(JSON strategy GET "${mpi_document}" systems ${s} iterations ${k} strategy)
+      string(APPEND strategies " ${strategy}")
+      if(NOT alone_loss STREQUAL mpi_loss)
+        message(FATAL_ERROR "sluice_measure_systems (${space}) system ${s} iteration ${k}: loss ${mpi_loss} under "
+                            "mpirun, ${alone_loss} alone")
+      endif()
+    endforeach()
   endforeach()
+  if(space STREQUAL "tp" AND NOT strategies MATCHES "tp2" OR space STREQUAL "tp" AND NOT strategies MATCHES "cp2")
+    message(FATAL_ERROR "sluice_measure_systems (TP, CP): the systems ran${strategies}, none of TP 2 or CP 2")
+  endif()
 endforeach()
 
 # Too few processes for the plan's ranks, and an option every rank rejects: the run ends with the MPI_Abort code

@@ -457,34 +457,43 @@ TEST_CASE("executor host: measured stages become a valid sluice profile") {
   model.heads = 2;
   model.ffn = 256;
   model.vocab = 1000;
-  // Stages as the profiler would measure them: 30 activation bytes per token, hidden unit and layer.
+  // Stages as the profiler would measure them: 30 activation bytes per token, hidden unit and layer, and a
+  // recomputing stage of PP 2 that takes 4/3 the time and holds a tenth of the activations.
   std::vector<cuda::StageProfile> stages;
-  for (const int pp : {1, 2}) {
+  for (const auto& [pp, recompute] : {std::pair{1, Recompute::none}, std::pair{2, Recompute::none},
+                                      std::pair{2, Recompute::full}}) {
     cuda::StageProfile stage;
     stage.pp = pp;
+    stage.recompute = recompute;
     stage.layers = model.layers / pp;
+    const double slower = recompute == Recompute::full ? 4.0 / 3 : 1;
+    const double bytes = recompute == Recompute::full ? 3.0 : 30.0;
     std::vector<cost::LatencySample> latencies;
     for (const std::int64_t length : {256, 512, 1024, 2048}) {
       const auto l = static_cast<double>(length);
-      const double seconds = stage.layers * (1e-9 * l * l + 1e-6 * l + 1e-4);
-      stage.samples.push_back({length, seconds, 30.0 * stage.layers * 128 * l});
+      const double seconds = slower * stage.layers * (1e-9 * l * l + 1e-6 * l + 1e-4);
+      stage.samples.push_back({length, seconds, bytes * stage.layers * 128 * l});
       latencies.push_back({length, seconds});
     }
     stage.fit = cost::fit_quadratic(latencies);
-    stage.activation_bytes_per_token = 30.0 * stage.layers * 128;
+    stage.activation_bytes_per_token = bytes * stage.layers * 128;
     stages.push_back(stage);
   }
   const cost::ProfileSpec spec = cuda::profile_spec(model, stages, {80e9, 1e9}, {}, "test GPU");
   const cost::Profile profile(spec);
   REQUIRE(spec.memory.has_value());
-  CHECK(spec.memory->activation_bytes.at(1) == doctest::Approx(30.0));
+  CHECK(spec.memory->activation_bytes.at(1) == doctest::Approx(30.0));  // measured without recompute
   CHECK(spec.gpus == 2);
-  REQUIRE(profile.schemes().size() == 2);
+  REQUIRE(profile.schemes().size() == 3);
   for (const cost::SchemeCost& scheme : profile.schemes()) {
+    CAPTURE(scheme.scheme.name());
     CHECK(scheme.max_len > 0);
     const double layers = model.layers / scheme.scheme.pp();
-    CHECK(scheme.latency(1024) == doctest::Approx(layers * (1e-9 * 1024 * 1024 + 1e-6 * 1024 + 1e-4)));
+    const double slower = scheme.scheme.recompute() == Recompute::full ? 4.0 / 3 : 1;
+    CHECK(scheme.latency(1024) == doctest::Approx(slower * layers * (1e-9 * 1024 * 1024 + 1e-6 * 1024 + 1e-4)));
   }
+  CHECK(profile.at(Scheme::parse("tp1pp2ac")).max_len > profile.at(Scheme(1, 2)).max_len);
+  CHECK(cuda::profile_samples(stages).back().scheme == Scheme::parse("tp1pp2ac"));
   const cost::Profile read =
       io::from_document<cost::Profile>(io::parse(io::to_document(profile).dump(), "profile"), "profile");
   CHECK(read.spec().schemes == spec.schemes);

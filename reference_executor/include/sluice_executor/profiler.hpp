@@ -1,7 +1,8 @@
 #pragma once
-// Profiling the executor's model on a GPU to close the cost-model loop: for each scheme <1, PP>, one stage of
-// ceil(layers / PP) layers runs forward and backward on single sequences over a sweep of lengths (median of several
-// repetitions, timed with CUDA events), its activation memory read from the stage allocator's high-water mark. The
+// Profiling the executor's model on a GPU to close the cost-model loop: for each scheme <1, PP> (and, asked, its
+// full-recompute scheme), one stage of ceil(layers / PP) layers runs forward and backward on single sequences over a
+// sweep of lengths (median of several repetitions, timed with CUDA events), its activation memory read from the
+// stage allocator's high-water mark. The
 // samples are fitted by cost::fit_quadratic and assembled into a sluice profile (profile_spec), which the planners
 // read like any other (io::write_document writes it as sluice.profile JSON).
 //
@@ -40,15 +41,18 @@ struct StageSample {
 
 struct StageProfile {
   int pp = 1;
+  Recompute recompute = Recompute::none;
   int layers = 0;  // layers of the profiled stage: ceil(model layers / pp)
   std::vector<StageSample> samples;
   cost::FitResult fit;
   double activation_bytes_per_token = 0;  // the largest bytes / length over the samples
+  [[nodiscard]] Scheme scheme() const { return Scheme({.tp = 1, .pp = pp, .recompute = recompute}); }
 };
 
-// Measures one stage of the <1, pp> scheme; raises invalid_input for bad options or a model the CUDA kernels
-// cannot run, std::runtime_error without a device.
-StageProfile profile_stage(const ModelConfig& model, int pp, const ProfilerOptions& options);
+// Measures one stage of the <1, pp> scheme, recomputing its layers in the backward with Recompute::full; raises
+// invalid_input for bad options or a model the CUDA kernels cannot run, std::runtime_error without a device.
+StageProfile profile_stage(const ModelConfig& model, int pp, const ProfilerOptions& options,
+                           Recompute recompute = Recompute::none);
 
 // What the memory model needs from the device: its memory, and what the CUDA context and libraries take.
 struct DeviceMemory {
@@ -56,9 +60,10 @@ struct DeviceMemory {
   double context_bytes = 0;
 };
 
-// The sluice profile of the measured stages: a <1, PP> scheme per stage with its fitted latency, and the
-// Hydraulis memory model with A (activation bytes per token, hidden unit and layer) the largest measured and B
-// the mixed-precision Adam states (16 bytes per parameter) of a layer. When a fit has no linear term the
+// The sluice profile of the measured stages: a <1, PP> scheme (with "ac" for a recomputing stage) per stage with
+// its fitted latency, and the Hydraulis memory model with A (activation bytes per token, hidden unit and layer) the
+// largest measured without recompute (the memory model derives a recomputing stage's from it) and B the
+// mixed-precision Adam states (16 bytes per parameter) of a layer. When a fit has no linear term the
 // UtilLen is stated as the longest length profiled (the fixed cost never amortises within the sweep).
 inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const StageProfile> stages,
                                       const DeviceMemory& memory, const ProfilerOptions& options,
@@ -85,10 +90,11 @@ inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const 
     sluice::require(stage.layers >= 1 && !stage.samples.empty(), "profile: stage of pp ", stage.pp,
                     " has no layers or samples");
     deepest = std::max(deepest, stage.pp);
-    activation_constant = std::max(activation_constant, stage.activation_bytes_per_token / (stage.layers * h));
+    if (stage.recompute == Recompute::none)
+      activation_constant = std::max(activation_constant, stage.activation_bytes_per_token / (stage.layers * h));
     for (const StageSample& sample : stage.samples) longest = std::max(longest, sample.length);
   }
-  sluice::require(activation_constant > 0, "profile: no activation memory was measured");
+  sluice::require(activation_constant > 0, "profile: no activation memory was measured without recompute");
   spec.gpus = options.cluster_gpus > 0 ? options.cluster_gpus : deepest;
   cost::TransformerMemorySpec memory_model;
   memory_model.layers = model.layers;
@@ -104,7 +110,7 @@ inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const 
   for (const StageProfile& stage : stages) {
     std::optional<std::int64_t> util_len;
     if (stage.fit.model.b() == 0 && stage.fit.model.c() > 0) util_len = longest;
-    spec.schemes.push_back({Scheme(1, stage.pp), stage.fit.model, std::nullopt, util_len});
+    spec.schemes.push_back({stage.scheme(), stage.fit.model, std::nullopt, util_len});
   }
   return spec;
 }
@@ -115,13 +121,13 @@ inline std::vector<cost::ProfileSample> profile_samples(std::span<const StagePro
   std::vector<cost::ProfileSample> samples;
   for (const StageProfile& stage : stages)
     for (const StageSample& sample : stage.samples)
-      samples.push_back({Scheme(1, stage.pp), sample.length, sample.seconds, std::nullopt});
+      samples.push_back({stage.scheme(), sample.length, sample.seconds, std::nullopt});
   return samples;
 }
 
-// profile_stage for every PP, and the profile of them on that device; the stages measured go to `measured` when
-// given.
+// profile_stage for every PP (and with `recompute`, every PP recomputing too), and the profile of them on that
+// device; the stages measured go to `measured` when given.
 cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const int> pps, const ProfilerOptions& options,
-                              std::vector<StageProfile>* measured = nullptr);
+                              std::vector<StageProfile>* measured = nullptr, bool recompute = false);
 
 }  // namespace sluice::executor::cuda

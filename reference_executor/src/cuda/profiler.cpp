@@ -53,16 +53,17 @@ DeviceBuffer random_tensor(Rng& rng, std::size_t elements, cudaStream_t stream) 
 
 }  // namespace
 
-StageProfile profile_stage(const ModelConfig& model, int pp, const ProfilerOptions& options) {
+StageProfile profile_stage(const ModelConfig& model, int pp, const ProfilerOptions& options, Recompute recompute) {
   require_options(model, pp, options);
   const DeviceScope scope(options.device);
   const Stream stream;
   StreamAllocator allocator(stream.get());
   StageProfile profile;
   profile.pp = pp;
+  profile.recompute = recompute;
   profile.layers = (model.layers + pp - 1) / pp;
   // A middle stage: its layers only, hidden states in and gradients in from the neighbours.
-  DeviceStage stage(model, 0, profile.layers, false, false, Recompute::none, allocator);
+  DeviceStage stage(model, 0, profile.layers, false, false, recompute, allocator);
   Rng rng(model.seed);
   const Event start, end;
   for (const std::int64_t length : options.lengths) {
@@ -107,7 +108,7 @@ StageProfile profile_stage(const ModelConfig& model, int pp, const ProfilerOptio
 }
 
 cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const int> pps, const ProfilerOptions& options,
-                              std::vector<StageProfile>* measured) {
+                              std::vector<StageProfile>* measured, bool recompute) {
   sluice::require(!pps.empty(), "profiler: no PP degrees to profile");
   require_options(model, pps.front(), options);
   DeviceMemory memory;
@@ -120,6 +121,8 @@ cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const int> pps
   }
   std::vector<StageProfile> stages;
   for (const int pp : pps) stages.push_back(profile_stage(model, pp, options));
+  if (recompute)
+    for (const int pp : pps) stages.push_back(profile_stage(model, pp, options, Recompute::full));
   cost::ProfileSpec spec = profile_spec(model, stages, memory, options, device_name(options.device));
   if (measured) *measured = std::move(stages);
   return spec;

@@ -80,15 +80,19 @@ public:
     }
   }
 
-  // The CP rank's token ids (Mutation::cp_chunk_on_wrong_rank: the next CP rank's).
+  // The CP rank's token ids (Mutation::cp_chunk_on_wrong_rank: as many as it has of the next CP rank's first).
   void load_input(int rank, int micro_batch, int slot) {
     const LaneBatch batch = lane_batch(rank, micro_batch);
-    const int degree = batch.split->degree();
-    const int source = mutation_ == Mutation::cp_chunk_on_wrong_rank ? (batch.cp_rank + 1) % degree : batch.cp_rank;
-    const CpShard& shard = batch.split->shards[static_cast<std::size_t>(source)];
     std::vector<double>& ids = data(rank, slot);
-    for (std::size_t i = 0; i < shard.rows.size() && i < ids.size(); ++i)
-      ids[i] = batch.packed->tokens[static_cast<std::size_t>(shard.rows[i])];
+    const auto fill = [&](const CpShard& shard, std::size_t count) {
+      for (std::size_t i = 0; i < count; ++i) ids[i] = batch.packed->tokens[static_cast<std::size_t>(shard.rows[i])];
+    };
+    const CpShard& own = batch.shard();
+    fill(own, own.rows.size());
+    if (mutation_ != Mutation::cp_chunk_on_wrong_rank) return;
+    const CpShard& next =
+        batch.split->shards[static_cast<std::size_t>((batch.cp_rank + 1) % batch.split->degree())];
+    fill(next, std::min(own.rows.size(), next.rows.size()));
   }
 
   void forward(int rank, int micro_batch, int input_slot, int output_slot) {

@@ -38,7 +38,7 @@ namespace sluice::executor::host {
 enum class Mutation : std::uint8_t {
   none,
   missing_tp_reduce,         // the attention output projection's partial products are not summed over TP
-  wrong_ring_step,           // a ring step passes K and V the wrong way around the ring
+  wrong_ring_step,           // the last ring step computes with the block of the step before
   cp_chunk_on_wrong_rank,    // a CP rank embeds the next CP rank's tokens
   recompute_drops_residual,  // recomputation forgets the attention branch's residual
 };
@@ -423,14 +423,15 @@ private:
     std::vector<double> keys = a.cp.k;
     std::vector<double> values = a.cp.v;
     int owner = rho;
-    const int step = spec_.mutation == Mutation::wrong_ring_step ? -1 : 1;
     for (int k = 0; k < ring; ++k) {
       block_forward(queries, a.cp.q, batch.split->blocks[static_cast<std::size_t>(owner)], keys, values, width,
                     a.cp.out, a.cp.lse);
       if (k + 1 == ring) break;
+      // Mutation::wrong_ring_step: the last step computes with the block the ring passed before it again.
+      if (spec_.mutation == Mutation::wrong_ring_step && k + 2 == ring) continue;
       keys.insert(keys.end(), values.begin(), values.end());
       std::vector<double> received =
-          collectives_.shift(batch.ring, (rho + ring + step) % ring, std::move(keys), (rho + ring - step) % ring);
+          collectives_.shift(batch.ring, (rho + 1) % ring, std::move(keys), (rho + ring - 1) % ring);
       owner = (owner + ring - 1) % ring;
       const std::size_t half = received.size() / 2;
       keys.assign(received.begin(), received.begin() + static_cast<std::ptrdiff_t>(half));
