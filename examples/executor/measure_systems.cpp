@@ -85,23 +85,12 @@ sluice::io::json document(const ex::SystemsMeasurement& measured, const ex::Mode
     batches.push_back({{"sequences", batch.sequences}, {"tokens", batch.tokens}});
   sluice::io::json candidates = sluice::io::json::array();
   for (const sluice::Strategy& strategy : measured.candidates) candidates.push_back(strategy.name());
-  return {{"format", "sluice.measured_systems"},
-          {"version", 1},
-          {"device", device},
-          {"model",
-           {{"layers", model.layers},
-            {"hidden", model.hidden},
-            {"heads", model.heads},
-            {"ffn", model.ffn},
-            {"vocab", model.vocab}}},
-          {"profile", options.profile.name()},
-          {"gpus", options.profile.gpus()},
-          {"lengths", lengths},
-          {"context", options.context},
-          {"tokens", options.tokens},
-          {"batches", std::move(batches)},
-          {"candidates", std::move(candidates)},
-          {"systems", std::move(systems)}};
+  sluice::io::json out = {{"format", "sluice.measured_systems"}, {"version", 1}, {"device", device}};
+  out.update(examples::run_description(model, options, lengths));
+  out["batches"] = std::move(batches);
+  out["candidates"] = std::move(candidates);
+  out["systems"] = std::move(systems);
+  return out;
 }
 
 std::string table(const ex::SystemsMeasurement& measured) {

@@ -10,10 +10,12 @@
 
 #include "../common/scheme_space.hpp"
 #include "options.hpp"
+#include "sluice/compare/options.hpp"
 #include "sluice/cost/context_parallel.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
+#include "sluice/io/json.hpp"
 #include "sluice/io/strategy_pool.hpp"
 #include "sluice_executor/model.hpp"
 #include "sluice_executor/profiler.hpp"
@@ -51,6 +53,22 @@ inline sluice::cost::Profile with_space(const sluice::cost::Profile& profile, co
   sluice::cost::ProfileSpec spec = profile.spec();
   if (spec.model.heads == 0) spec.model.heads = model.heads;
   return sluice::cost::Profile(sluice::cost::with_scheme_space(spec, space));
+}
+
+// What a program's JSON document says of the run it describes: the model, the profile and the batches' source.
+inline sluice::io::json run_description(const sluice::executor::ModelConfig& model,
+                                        const sluice::compare::Options& options, const std::string& lengths) {
+  return {{"model",
+           {{"layers", model.layers},
+            {"hidden", model.hidden},
+            {"heads", model.heads},
+            {"ffn", model.ffn},
+            {"vocab", model.vocab}}},
+          {"profile", options.profile.name()},
+          {"gpus", options.profile.gpus()},
+          {"lengths", lengths},
+          {"context", options.context},
+          {"tokens", options.tokens}};
 }
 
 }  // namespace examples

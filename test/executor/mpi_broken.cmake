@@ -16,6 +16,7 @@ endif()
 set(expected_missing_receive "rank 1: executor: rank 1 instruction [0-9]+ \\(forward micro-batch 0\\)")
 set(expected_mismatched_size "rank 1: executor: rank 1 instruction [0-9]+ \\(recv_act_wait micro-batch 0\\): mismatch")
 set(expected_cycle "rank 0: executor: rank 0 instruction [0-9]+ \\(recv_grad_wait micro-batch 0\\): timed out")
+set(expected_push_fails "rank 1: injected failure in the middle of the push")
 if(code EQUAL 0 OR NOT err MATCHES "test_executor_mpi: ${expected_${KIND}}")
   message(FATAL_ERROR "--broken ${KIND}: exit code '${code}', expected an error matching "
                       "'${expected_${KIND}}'; stderr:\n${err}\nstdout:\n${out}")

@@ -31,6 +31,7 @@
 #include "sluice_executor/interpreter.hpp"
 #include "sluice_executor/job.hpp"
 #include "sluice_executor/model.hpp"
+#include "sluice_executor/training.hpp"
 
 namespace fixtures {
 
@@ -239,6 +240,36 @@ inline ex::Job single_pipeline_job(const ex::ModelConfig& model, std::span<const
   ex::Job job{model, ex::make_tokens(batch, model.vocab, token_seed), {pipeline}};
   ex::validate(job);
   return job;
+}
+
+// A model for training: random_model's with at least 4 layers, as every stage of the placement must hold one.
+inline ex::ModelConfig training_model(sluice::Rng& rng) {
+  ex::ModelConfig model = random_model(rng);
+  model.layers = std::max(model.layers, 4);
+  return model;
+}
+
+// A training run's steps on an 8-GPU cluster of the test profile: the sluice plan of each batch with one candidate
+// a step, the strategies cycling so that the strategy changes every step (TP, CP, PP and recompute differ across
+// pipelines and steps), and every third step a flex CP domain's plan (FlexSP's Ulysses groups of 4 ⟨1, 1⟩ units).
+// batches[k] gets step k's tokens.
+inline std::vector<ex::PlacedIteration> training_steps(const ex::ModelConfig& model, sluice::Rng& rng, int steps,
+                                                       std::vector<std::vector<ex::SequenceTokens>>& batches) {
+  const sluice::cost::Profile profile = small_profile().with_gpus(8);
+  const std::vector<sluice::Strategy> all = strategies();
+  std::vector<ex::PlacedIteration> placed;
+  for (int k = 0; k < steps; ++k) {
+    const std::vector<sluice::Sequence> batch = random_batch(rng);
+    batches.push_back(ex::make_tokens(batch, model.vocab, rng()));
+    if (k % 3 == 2) {
+      const auto domain = flex_domain(sluice::Scheme(1, 1), 4, sluice::CpKind::ulysses, false);
+      placed.push_back(ex::place_iteration(model, batches.back(), domain->plan(batch), *domain, profile));
+      continue;
+    }
+    const sluice::plan::IterationPlanner planner(profile, {all[static_cast<std::size_t>(k) % all.size()]});
+    placed.push_back(ex::place_iteration(model, batches.back(), planner.plan(batch), profile));
+  }
+  return placed;
 }
 
 // The ranks a job runs on: one more than its largest.

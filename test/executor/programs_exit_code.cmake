@@ -11,7 +11,7 @@ function(expect_bad_input fragment tool)
   endif()
 endfunction()
 
-foreach(tool ${RUN_PLAN} ${PROFILE_GPU} ${MEASURE_SYSTEMS})
+foreach(tool ${RUN_PLAN} ${PROFILE_GPU} ${MEASURE_SYSTEMS} ${TRAIN})
   expect_bad_input("no-such-option" ${tool} --no-such-option 1)
   expect_bad_input("layers" ${tool} --layers 0)
   expect_bad_input("many" ${tool} --hidden many)
@@ -24,8 +24,18 @@ expect_bad_input("--iterations must be in" ${MEASURE_SYSTEMS} --iterations 0)
 expect_bad_input("--tokens must be" ${MEASURE_SYSTEMS} --tokens -5)
 expect_bad_input("no-such-lengths" ${MEASURE_SYSTEMS} --lengths no-such-lengths)
 
+# sluice_train: its options, and checkpoints that do not fit.
+expect_bad_input("give --profile" ${TRAIN})
+expect_bad_input("--iterations must be in" ${TRAIN} --profile ${PROFILE_TP} --iterations 0)
+expect_bad_input("--learning-rate: 'fast' is not a number" ${TRAIN} --profile ${PROFILE_TP} --learning-rate fast)
+expect_bad_input("no-such-checkpoint.json: cannot open file" ${TRAIN} --profile ${PROFILE_TP}
+                 --resume no-such-checkpoint.json)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/not_a_checkpoint.json "{\"format\": \"sluice.profile\", \"version\": 1}")
+expect_bad_input("expected format 'sluice.training_checkpoint'" ${TRAIN} --profile ${PROFILE_TP}
+                 --resume ${CMAKE_CURRENT_BINARY_DIR}/not_a_checkpoint.json)
+
 # --help: the usage on stdout, exit code 0, before any option is checked.
-foreach(tool ${RUN_PLAN} ${PROFILE_GPU} ${MEASURE_SYSTEMS})
+foreach(tool ${RUN_PLAN} ${PROFILE_GPU} ${MEASURE_SYSTEMS} ${TRAIN})
   execute_process(COMMAND ${tool} --help --layers 0 RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT code EQUAL 0 OR NOT err STREQUAL "" OR NOT out MATCHES "^usage: ")
     message(FATAL_ERROR "${tool} --help: exit code ${code}, expected 0 with the usage on stdout, got\n${err}${out}")

@@ -2,8 +2,9 @@
 # talking over MPI) against the same programs started alone: the same plans, the same losses to the last bit
 # (float64 sums in the one-process order), one report from rank 0, and no output from the other processes.
 # The same with TP 2, CP of both kinds and recompute (PROFILE_TP and --cp, --cp-kinds, --ac): plans whose stages run on
-# several ranks exchanging data inside their passes. Inputs: MPIEXEC (the launcher and its arguments up to the
-# process count, a ;-list), RUN_PLAN, MEASURE_SYSTEMS, PROFILE, PROFILE_TP, WORK_DIR.
+# several ranks exchanging data inside their passes; and sluice_train, whose steps pull and push the parameters.
+# Inputs: MPIEXEC (the launcher and its arguments up to the process count, a ;-list), RUN_PLAN, MEASURE_SYSTEMS,
+# TRAIN, PROFILE, PROFILE_TP, WORK_DIR.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(model --layers 4 --hidden 32 --heads 2 --ffn 64 --vocab 64 --profile ${PROFILE})
@@ -83,6 +84,35 @@ foreach(space plain tp)
     message(FATAL_ERROR "sluice_measure_systems (TP, CP): the systems ran${strategies}, none of TP 2 or CP 2")
   endif()
 endforeach()
+
+# Training (sluice_train): four steps alone and under mpirun -n 4, the same loss every step; three steps, a
+# checkpoint, and one step resumed from it: the fourth step's loss again.
+set(training ${TRAIN} --profile ${PROFILE_TP} --cp 2 --cp-kinds ulysses,ring --ac --gpus 4)
+run_both(sluice_train --json train ${training} --iterations 4)
+execute_process(COMMAND ${training} --iterations 3 --checkpoint ${WORK_DIR}/checkpoint.json
+                RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+execute_process(COMMAND ${training} --iterations 1 --resume ${WORK_DIR}/checkpoint.json
+                        --json ${WORK_DIR}/resumed.json
+                RESULT_VARIABLE resumed_code OUTPUT_VARIABLE resumed_out ERROR_VARIABLE resumed_err)
+if(NOT code EQUAL 0 OR NOT resumed_code EQUAL 0)
+  message(FATAL_ERROR "sluice_train with a checkpoint: exit codes ${code} and ${resumed_code}\n${err}${resumed_err}")
+endif()
+file(READ ${WORK_DIR}/train_alone.json alone_document)
+file(READ ${WORK_DIR}/train_mpi.json mpi_document)
+file(READ ${WORK_DIR}/resumed.json resumed_document)
+foreach(k RANGE 3)
+  string(JSON alone_loss GET "${alone_document}" iterations ${k} loss)
+  string(JSON mpi_loss GET "${mpi_document}" iterations ${k} loss)
+  if(NOT alone_loss STREQUAL mpi_loss)
+    message(FATAL_ERROR "sluice_train step ${k}: loss ${mpi_loss} under mpirun, ${alone_loss} alone")
+  endif()
+endforeach()
+string(JSON resumed_step GET "${resumed_document}" iterations 0 step)
+string(JSON resumed_loss GET "${resumed_document}" iterations 0 loss)
+if(NOT resumed_step EQUAL 3 OR NOT resumed_loss STREQUAL alone_loss)
+  message(FATAL_ERROR "sluice_train resumed from its checkpoint: step ${resumed_step} loss ${resumed_loss}, the "
+                      "run without a stop has step 3 loss ${alone_loss}")
+endif()
 
 # Too few processes for the plan's ranks, and an option every rank rejects: the run ends with the MPI_Abort code
 # and a line naming a rank (the launcher may kill the other ranks before they print theirs).

@@ -4,8 +4,12 @@
 //     each of 2 to 8 ranks and run by as many processes: process 0's loss and gradients equal the one-process run's
 //     (a thread per rank) bit for bit, and the unpacked reference's within 1e-12; the other processes return the
 //     same loss and every rank's times, no gradients;
-//   - `--broken KIND` (2 processes): a plan broken as KIND says (missing_receive, mismatched_size, cycle), run with
-//     only its structure checked, ends every process with an error naming the rank (mpi_broken.cmake checks it).
+//   - five steps of training with the strategy changing every step (sluice_executor/training.hpp, host::MpiCohort):
+//     every loss and the final parameters equal the one-process trainer's bit for bit and the single-device
+//     reference's within 1e-10;
+//   - `--broken KIND` (2 processes, 8 for push_fails): a plan broken as KIND says (missing_receive, mismatched_size,
+//     cycle), run with only its structure checked, or a training step whose push fails on rank 1 (push_fails), ends
+//     every process with an error naming the rank (mpi_broken.cmake checks it).
 #include <mpi.h>
 
 #include <algorithm>
@@ -14,7 +18,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
+#include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,6 +35,7 @@
 #include "sluice_executor/host/mpi.hpp"
 #include "sluice_executor/mpi.hpp"
 #include "sluice_executor/reference_run.hpp"
+#include "sluice_executor/training.hpp"
 
 namespace ex = sluice::executor;
 using sluice::schedule::InstructionKind;
@@ -91,6 +99,98 @@ int equal_runs(int process, int processes) {
   return failures == 0 ? 0 : 1;
 }
 
+constexpr double training_tolerance = 1e-10;
+
+ex::TrainingOptions training_options() {
+  ex::TrainingOptions options;
+  options.adam.learning_rate = 1e-2;
+  return options;
+}
+
+// Five steps of training with the strategy changing every step, one MPI process per rank of an 8-rank layout: every
+// step's loss and the final parameters equal a one-process run's bit for bit (on process 0) and the single-device
+// reference trainer's within 1e-10.
+int equal_training(int process, int processes) {
+  if (processes != 8) throw sluice::invalid_input("the training check needs 8 processes, one per rank of its layout");
+  sluice::Rng rng(17);
+  const ex::ModelConfig model = fixtures::training_model(rng);
+  std::vector<std::vector<ex::SequenceTokens>> batches;
+  const std::vector<ex::PlacedIteration> steps = fixtures::training_steps(model, rng, 5, batches);
+  ex::Trainer distributed(model, 8, training_options(), std::make_unique<ex::host::MpiCohort>(MPI_COMM_WORLD, 60));
+  std::optional<ex::Trainer> alone;
+  std::optional<ex::ReferenceTrainer> reference;
+  if (process == 0) {
+    alone.emplace(model, 8, training_options());
+    reference.emplace(model, training_options().adam);
+  }
+  int failures = 0;
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const ex::TrainedIteration result = distributed.step(steps[k]);
+    if (process != 0) continue;
+    const double one_process = alone->step(steps[k]).loss;
+    const double expected = reference->step(batches[k]);
+    if (result.loss != one_process || std::abs(result.loss - expected) > training_tolerance * std::abs(expected)) {
+      ++failures;
+      std::cerr << "FAIL: training step " << k << " (" << result.strategy << "): loss " << result.loss
+                << ", one process " << one_process << ", reference " << expected << "\n";
+    }
+  }
+  const std::vector<std::vector<double>> parameters = distributed.parameters();
+  if (process == 0) {
+    double worst = 0;
+    for (std::size_t t = 0; t < parameters.size(); ++t)
+      worst = std::max(worst, fixtures::relative_difference(parameters[t], reference->parameters()[t]));
+    if (parameters != alone->parameters() || worst > training_tolerance) {
+      ++failures;
+      std::cerr << "FAIL: training: the final parameters differ from the one-process run's"
+                << (worst > training_tolerance ? " and the reference's" : "") << "\n";
+    }
+    std::cout << "training: " << steps.size() << " steps, a new strategy each, equal the one-process run bit for bit\n";
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return failures == 0 ? 0 : 1;
+}
+
+// Fails on process 1 in the middle of the push (the pull moves five groups, the push ten phases).
+class FailingCohort final : public ex::host::MpiCohort {
+public:
+  using MpiCohort::MpiCohort;
+  ex::Mover& mover() override { return failing_; }
+
+private:
+  class Failing final : public ex::Mover {
+  public:
+    explicit Failing(ex::Mover& inner) : inner_(inner) {}
+    void move(std::span<const ex::Route> routes, const std::function<std::vector<double>(std::size_t)>& fill,
+              const std::function<void(std::size_t, std::vector<double>)>& apply) override {
+      int process = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &process);
+      if (++moves_ == 8 && process == 1) throw std::runtime_error("injected failure in the middle of the push");
+      inner_.move(routes, fill, apply);
+    }
+
+  private:
+    ex::Mover& inner_;
+    int moves_ = 0;
+  };
+  Failing failing_{MpiCohort::mover()};
+};
+
+int failing_push() {
+  sluice::Rng rng(17);
+  const ex::ModelConfig model = fixtures::training_model(rng);
+  std::vector<std::vector<ex::SequenceTokens>> batches;
+  const std::vector<ex::PlacedIteration> steps = fixtures::training_steps(model, rng, 1, batches);
+  ex::TrainingOptions options = training_options();
+  options.run.timeout_seconds = 5;
+  int processes = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &processes);
+  ex::Trainer trainer(model, processes, options, std::make_unique<FailingCohort>(MPI_COMM_WORLD, 5));
+  trainer.step(steps.front());
+  std::cerr << "test_executor_mpi: the push with a failing rank ran to its end\n";
+  return 1;
+}
+
 // The position of rank `stage`'s first instruction of `kind` for micro-batch 0.
 std::size_t find(const std::vector<sluice::schedule::Instruction>& list, InstructionKind kind) {
   const auto it = std::ranges::find_if(list, [&](const auto& in) { return in.kind == kind && in.micro_batch == 0; });
@@ -149,7 +249,9 @@ int broken(std::string_view kind) {
 int main(int argc, char** argv) {
   ex::mpi::Session session(argc, argv);
   return ex::mpi::run_or_abort("test_executor_mpi", MPI_COMM_WORLD, [&] {
-    if (argc == 3 && std::string_view(argv[1]) == "--broken") return broken(argv[2]);
-    return equal_runs(session.rank(), session.size());
+    if (argc == 3 && std::string_view(argv[1]) == "--broken")
+      return std::string_view(argv[2]) == "push_fails" ? failing_push() : broken(argv[2]);
+    const int runs = equal_runs(session.rank(), session.size());
+    return equal_training(session.rank(), session.size()) == 0 ? runs : 1;
   });
 }

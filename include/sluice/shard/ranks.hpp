@@ -104,17 +104,22 @@ inline ProcessGroups process_groups(const Placement& placement, const std::vecto
 
 }  // namespace detail
 
-// The ranks of `strategy` on the profile's cluster, stages over the profile's model layers, nodes of the
-// profile's gpus_per_node; a stage's TP·C ranks within a node (or, more than a node, its TP groups) unless
-// `tp_within_node` is false.
-inline RankPlacement rank_placement(const Strategy& strategy, const cost::Profile& profile,
-                                    bool tp_within_node = true) {
-  const int per_node = profile.spec().gpus_per_node;
-  Placement placement = place(strategy, profile.gpus(), profile.spec().model.layers,
-                              {.gpus_per_node = per_node, .tp_within_node = tp_within_node});
+// The ranks of `strategy` on the profile's cluster for a model of `layers` layers placed as `options` says (its
+// nodes, its stages' layers): another model than the profile's, as the reference executor trains.
+inline RankPlacement rank_placement(const Strategy& strategy, const cost::Profile& profile, int layers,
+                                    const PlacementOptions& options) {
+  Placement placement = place(strategy, profile.gpus(), layers, options);
   std::vector<std::size_t> order = detail::plan_order(placement, profile.pipelines(strategy));
   ProcessGroups groups = detail::process_groups(placement, order);
-  return {std::move(placement), per_node, tp_within_node, std::move(order), std::move(groups)};
+  return {std::move(placement), options.gpus_per_node, options.tp_within_node, std::move(order), std::move(groups)};
+}
+
+// The same with stages over the profile's model layers, nodes of the profile's gpus_per_node; a stage's TP·C ranks
+// within a node (or, more than a node, its TP groups) unless `tp_within_node` is false.
+inline RankPlacement rank_placement(const Strategy& strategy, const cost::Profile& profile,
+                                    bool tp_within_node = true) {
+  return rank_placement(strategy, profile, profile.spec().model.layers,
+                        {.gpus_per_node = profile.spec().gpus_per_node, .tp_within_node = tp_within_node});
 }
 
 // The ranks of a flex CP domain (plan::FlexDomain): `domain`, replicas of one ⟨TP, PP⟩ scheme, whose units
@@ -123,9 +128,10 @@ inline RankPlacement rank_placement(const Strategy& strategy, const cost::Profil
 // as the one CP pipeline ⟨TP, CP = units, PP⟩, unit u its CP rank u (that pipeline's scheme names the ring kind,
 // which moves no rank). groups.cp then holds, per (stage, TP shard), every unit's rank in unit order: the pool that
 // each group takes its ranks from. Placing the replicas pipeline by pipeline, as rank_placement(domain) does,
-// would split a group of a pipelined base across nodes that its cost does not charge.
-inline RankPlacement flex_domain_ranks(const Strategy& domain, const cost::Profile& profile,
-                                       bool tp_within_node = true) {
+// would split a group of a pipelined base across nodes that its cost does not charge. `layers` and `options`: the
+// model's layers and how the placement splits them into stages and nodes.
+inline RankPlacement flex_domain_ranks(const Strategy& domain, const cost::Profile& profile, int layers,
+                                       const PlacementOptions& options) {
   sluice::require(domain.parts().size() == 1 && domain.parts().front().scheme.is_base(), "flex domain ranks: ",
                   domain.name(), " is not replicas of one ⟨TP, PP⟩ scheme");
   const Scheme& base = domain.parts().front().scheme;
@@ -137,12 +143,17 @@ inline RankPlacement flex_domain_ranks(const Strategy& domain, const cost::Profi
                                                  .cp_kind = CpKind::ring,
                                                  .ulysses = 0,
                                                  .recompute = Recompute::none});
-  const int per_node = profile.spec().gpus_per_node;
-  Placement placement = place(Strategy({{stage_wide, 1}}), profile.gpus(), profile.spec().model.layers,
-                              {.gpus_per_node = per_node, .tp_within_node = tp_within_node});
+  Placement placement = place(Strategy({{stage_wide, 1}}), profile.gpus(), layers, options);
   std::vector<std::size_t> order{0};
   ProcessGroups groups = detail::process_groups(placement, order);
-  return {std::move(placement), per_node, tp_within_node, std::move(order), std::move(groups)};
+  return {std::move(placement), options.gpus_per_node, options.tp_within_node, std::move(order), std::move(groups)};
+}
+
+// flex_domain_ranks on the profile's model layers and nodes.
+inline RankPlacement flex_domain_ranks(const Strategy& domain, const cost::Profile& profile,
+                                       bool tp_within_node = true) {
+  return flex_domain_ranks(domain, profile, profile.spec().model.layers,
+                           {.gpus_per_node = profile.spec().gpus_per_node, .tp_within_node = tp_within_node});
 }
 
 // Every GPU holds at most one (pipeline, stage, CP rank, TP shard); the placement runs `strategy` (its pipelines

@@ -5,6 +5,16 @@
 
 namespace sluice::shard {
 
+// The first element of mutual slice k of a tensor of `elements` cut into `granularity` slices, ⌊k·elements /
+// granularity⌋, without overflow (128-bit division, slow, only when the product needs it). Slice k is
+// [slice_start(k), slice_start(k + 1)).
+inline std::int64_t slice_start(std::int64_t k, std::int64_t elements, std::int64_t granularity) noexcept {
+  std::int64_t product = 0;
+  if (!__builtin_mul_overflow(k, elements, &product)) return product / granularity;
+  __extension__ using wide = __int128;
+  return static_cast<std::int64_t>(static_cast<wide>(k) * elements / granularity);
+}
+
 // Layers [layer_begin, layer_end), on which the owners and every pipeline's stage are constant.
 struct SliceBlock {
   int layer_begin = 0;

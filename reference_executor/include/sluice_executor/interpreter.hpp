@@ -4,6 +4,7 @@
 // and what a run reports.
 #include <algorithm>
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,13 @@ namespace sluice::executor {
 
 using schedule::InstructionTiming;
 using schedule::Transfer;
+
+// A failure of a transport's message layer (a peer that does not answer in time, a message of another tensor),
+// reported with the rank's place in its instruction list.
+class transport_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
 
 struct TransferTiming {
   int from_rank = 0;  // global ranks

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <numeric>
 #include <span>
 #include <string>
 #include <thread>
@@ -20,7 +21,6 @@
 namespace sluice::executor::host {
 
 using mpi::detail::check;
-using mpi::detail::transport_error;
 
 namespace {
 
@@ -28,6 +28,7 @@ namespace {
 // between two processes.
 constexpr int data_tag = 1;
 constexpr int shift_tag = 3;
+constexpr int move_tag = 5;
 
 // Polls `request` until it completes; throws transport_error after `timeout` seconds, saying what it waited for.
 template <class Describe>
@@ -253,18 +254,21 @@ private:
 
 }  // namespace
 
-RunReport run_mpi(const Job& job, MPI_Comm comm, const RunOptions& options) {
-  require_valid(options);
-  const JobLayout job_layout = layout(job, options.checks);
-  const int process = mpi::detail::process_for(job_layout, comm);
-  const int ranks = job_layout.rank_count();
+namespace {
+
+// Runs this process's rank of the job, if it has one, through the interpreter on the MPI transport; `visit` gets
+// the backend afterwards. Every process takes part in the communicators' splits and the start barrier.
+template <class Visit>
+void run_own_rank(const Job& job, const JobLayout& job_layout, MPI_Comm comm, const RunOptions& options,
+                  const Backend::ParameterShards& parameters, Visit visit) {
+  int process = 0;
+  MPI_Comm_rank(comm, &process);
   // A wait's limit grows by a tenth per rank, so that of ranks waiting on each other the first one reports.
   const double timeout = options.timeout_seconds * (1 + 0.1 * process);
   MpiExchange exchange(job_layout, comm, timeout);
-  mpi::detail::RankValues own;
-  if (process < ranks && job_layout.ranks[static_cast<std::size_t>(process)].runs) {
+  if (process < job_layout.rank_count() && job_layout.ranks[static_cast<std::size_t>(process)].runs) {
     const int own_rank[] = {process};
-    Backend backend(job, job_layout, exchange, own_rank);
+    Backend backend(job, job_layout, exchange, own_rank, Mutation::none, parameters);
     MpiTransport transport(backend, comm, timeout);
     auto interpreter = make_interpreter(job, job_layout, backend, transport);
     check(MPI_Barrier(comm), "MPI_Barrier");
@@ -273,23 +277,138 @@ RunReport run_mpi(const Job& job, MPI_Comm comm, const RunOptions& options) {
     } catch (const transport_error& error) {
       throw invalid_plan(sluice::concat("executor: ", interpreter.where(process), ": ", error.what()));
     }
-    own = mpi::detail::rank_values(job, job_layout, process, interpreter.timings()[static_cast<std::size_t>(process)],
-                                   backend.loss_sums(process), backend.activation_peak_bytes(process),
-                                   [&](std::size_t tensor) { return backend.stage(process).gradients()[tensor]; });
+    visit(backend, interpreter.timings()[static_cast<std::size_t>(process)]);
   } else {
     check(MPI_Barrier(comm), "MPI_Barrier");
   }
+}
+
+}  // namespace
+
+RunReport run_mpi(const Job& job, MPI_Comm comm, const RunOptions& options) {
+  require_valid(options);
+  const JobLayout job_layout = layout(job, options.checks);
+  const int process = mpi::detail::process_for(job_layout, comm);
+  mpi::detail::RankValues own;
+  run_own_rank(job, job_layout, comm, options, {},
+               [&](const Backend& backend, const std::vector<InstructionTiming>& timings) {
+                 own = mpi::detail::rank_values(
+                     job, job_layout, process, timings, backend.loss_sums(process),
+                     backend.activation_peak_bytes(process),
+                     [&](std::size_t tensor) { return backend.stage(process).gradients()[tensor]; });
+               });
   // Added as a one-process run adds them, so that the two are equal bit for bit.
   RunReport report =
       mpi::detail::share_run(job, job_layout, comm, std::move(own), [&](mpi::detail::GatheredRanks& gathered) {
         return combine(
-            job, job_layout, [&](int rank) { return std::span<const double>(gathered.loss_sums[static_cast<std::size_t>(rank)]); },
+            job, job_layout,
+            [&](int rank) { return std::span<const double>(gathered.loss_sums[static_cast<std::size_t>(rank)]); },
             [&](int rank, std::size_t tensor) {
               return std::span<const double>(gathered.gradients[static_cast<std::size_t>(rank)][tensor]);
             });
       });
-  report.device = sluice::concat("host (float64), ", ranks, " MPI processes");
+  report.device = sluice::concat("host (float64), ", job_layout.rank_count(), " MPI processes");
   return report;
+}
+
+MpiMover::MpiMover(MPI_Comm comm, double timeout_seconds) : comm_(comm), timeout_(timeout_seconds) {
+  sluice::require(timeout_seconds > 0, "mpi: timeout_seconds must be > 0, got ", timeout_seconds);
+  MPI_Comm_rank(comm, &process_);
+}
+
+void MpiMover::move(std::span<const Route> routes, const std::function<std::vector<double>(std::size_t)>& fill,
+                    const std::function<void(std::size_t, std::vector<double>)>& apply) {
+  // This process's routes, each peer's in route order concatenated into one message each way.
+  std::map<int, std::vector<double>> outgoing;
+  std::map<int, std::size_t> incoming;  // values expected from each peer
+  std::map<std::size_t, std::vector<double>> kept;  // local routes' values, by route
+  for (std::size_t i = 0; i < routes.size(); ++i) {
+    const Route& route = routes[i];
+    if (route.src == process_) {
+      std::vector<double> values = fill(i);
+      if (values.size() != route.count)
+        throw transport_error(sluice::concat("layout move: route ", i, " to rank ", route.dst, " fills ",
+                                             values.size(), " values for ", route.count));
+      if (route.dst == process_) {
+        kept.emplace(i, std::move(values));
+      } else {
+        std::vector<double>& message = outgoing[route.dst];
+        message.insert(message.end(), values.begin(), values.end());
+      }
+    } else if (route.dst == process_) {
+      incoming[route.src] += route.count;
+    }
+  }
+  std::vector<MPI_Request> requests;
+  std::map<int, std::vector<double>> received;
+  for (auto& [peer, count] : incoming) {
+    std::vector<double>& buffer = received[peer];
+    buffer.resize(count);
+    requests.push_back(MPI_REQUEST_NULL);
+    check(MPI_Irecv(buffer.data(), static_cast<int>(count), MPI_DOUBLE, peer, move_tag, comm_, &requests.back()),
+          "MPI_Irecv");
+  }
+  for (auto& [peer, message] : outgoing) {
+    requests.push_back(MPI_REQUEST_NULL);
+    check(MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_DOUBLE, peer, move_tag, comm_,
+                    &requests.back()),
+          "MPI_Isend");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
+  for (int done = 0; !done;) {
+    check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    if (!done && std::chrono::steady_clock::now() > deadline)
+      throw transport_error(sluice::concat("layout move: timed out after ", timeout_,
+                                           " s waiting for a peer's pieces (a rank that failed, or never sent)"));
+    if (!done) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  // In route order, so that a destination adds its reduce-scatter parts in member order.
+  std::map<int, std::size_t> taken;
+  for (std::size_t i = 0; i < routes.size(); ++i) {
+    const Route& route = routes[i];
+    if (route.dst != process_) continue;
+    if (route.src == process_) {
+      apply(i, std::move(kept.at(i)));
+      continue;
+    }
+    const std::vector<double>& buffer = received.at(route.src);
+    std::size_t& at = taken[route.src];
+    apply(i, std::vector<double>(buffer.begin() + static_cast<std::ptrdiff_t>(at),
+                                 buffer.begin() + static_cast<std::ptrdiff_t>(at + route.count)));
+    at += route.count;
+  }
+}
+
+MpiCohort::MpiCohort(MPI_Comm comm, double timeout_seconds) : comm_(comm), mover_(comm, timeout_seconds) {
+  MPI_Comm_rank(comm, &process_);
+  MPI_Comm_size(comm, &processes_);
+}
+
+void MpiCohort::run(const Job& job, const JobLayout& job_layout, const Backend::ParameterShards& parameters,
+                    const RunOptions& options, const Visit& visit) {
+  static_cast<void>(mpi::detail::process_for(job_layout, comm_));
+  run_own_rank(job, job_layout, comm_, options, parameters,
+               [&](const Backend& backend, std::vector<InstructionTiming> timings) {
+                 visit(process_, backend.stage(process_), backend.loss_sums(process_), std::move(timings));
+               });
+}
+
+std::vector<std::vector<double>> MpiCohort::share(std::vector<std::vector<double>> held) {
+  // Every process holds one rank: its own values go to every process, in rank order.
+  std::vector<double> mine = process_ < static_cast<int>(held.size()) ? std::move(held[static_cast<std::size_t>(
+                                                                             process_)])
+                                                                       : std::vector<double>();
+  int count = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(processes_)), offsets(static_cast<std::size_t>(processes_));
+  check(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+  std::exclusive_scan(counts.begin(), counts.end(), offsets.begin(), 0);
+  std::vector<double> all(static_cast<std::size_t>(offsets.back() + counts.back()));
+  check(MPI_Allgatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE, comm_),
+        "MPI_Allgatherv");
+  std::vector<std::vector<double>> result(held.size());
+  for (std::size_t r = 0; r < result.size() && r < counts.size(); ++r)
+    result[r].assign(all.begin() + offsets[r], all.begin() + offsets[r] + counts[r]);
+  return result;
 }
 
 }  // namespace sluice::executor::host

@@ -13,11 +13,7 @@
 
 namespace sluice::executor::mpi::detail {
 
-// A failure of the message layer, reported with the rank's position in its instruction list.
-class transport_error : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
+using executor::transport_error;
 
 // Throws transport_error with MPI's text when `code` is not MPI_SUCCESS.
 void check(int code, const char* call);

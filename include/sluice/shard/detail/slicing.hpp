@@ -16,16 +16,9 @@
 
 namespace sluice::shard::detail {
 
-__extension__ using wide = __int128;
-
 inline constexpr std::int64_t max_granularity = std::int64_t{1} << 40;
 
-// floor(k·elements/granularity) without overflow; 128-bit division (slow) only when the product needs it.
-inline std::int64_t slice_start(std::int64_t k, std::int64_t elements, std::int64_t granularity) noexcept {
-  std::int64_t product = 0;
-  if (!__builtin_mul_overflow(k, elements, &product)) return product / granularity;
-  return static_cast<std::int64_t>(static_cast<wide>(k) * elements / granularity);
-}
+using shard::slice_start;
 
 inline std::int64_t checked_lcm(std::int64_t a, std::int64_t b) {
   const std::int64_t g = std::gcd(a, b);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <utility>
@@ -59,10 +60,14 @@ class Backend {
 public:
   using Stamp = double;
 
+  // A rank's parameter shards (by canonical tensor, empty outside the tensors it holds), as a trainer's pull leaves
+  // them; without one, every rank starts from the model's initial values.
+  using ParameterShards = std::function<std::vector<std::vector<double>>(int rank)>;
+
   // Runs the global ranks in `ranks`, or every rank that runs when it is empty (a process of a multi-process run
   // holds only its own); the interpreter must step only those. `exchange` moves their data inside passes.
   Backend(const Job& job, const JobLayout& layout, Exchange& exchange, std::span<const int> ranks = {},
-          Mutation mutation = Mutation::none)
+          Mutation mutation = Mutation::none, const ParameterShards& parameters = {})
       : job_(job), layout_(layout), origin_(Clock::now()), ranks_(layout.ranks.size()), mutation_(mutation) {
     for (std::size_t r = 0; r < layout.ranks.size(); ++r) {
       const RankInfo& info = layout.ranks[r];
@@ -71,8 +76,11 @@ public:
       const auto elements = static_cast<std::size_t>(layout.slot_elements[static_cast<std::size_t>(info.pipeline)]);
       const LaneSpec spec{info.first_layer, info.end_layer, info.first, info.last, info.tp, info.tp_rank,
                           info.recompute, mutation};
+      const std::vector<std::vector<double>> shards =
+          parameters ? parameters(static_cast<int>(r)) : std::vector<std::vector<double>>();
       ranks_[r].emplace(RankState{
-          Stage(job.model, spec, group_of(layout, info.tp_group, static_cast<int>(r)), Collectives(&exchange)),
+          Stage(job.model, spec, group_of(layout, info.tp_group, static_cast<int>(r)), Collectives(&exchange), shards,
+                Stage::Given::shards),
           std::vector<std::vector<double>>(static_cast<std::size_t>(pipeline.plan.buffer_slots),
                                            std::vector<double>(elements)),
           std::vector<StageActivations>(pipeline.micro_batches.size()),
@@ -140,8 +148,11 @@ public:
 
   // A held rank's stage, with its gradients.
   [[nodiscard]] const Stage& stage(int rank) const { return at(rank).stage; }
-  // A held rank's sums of the cross-entropies of its rows, per micro-batch (zeros off the last stage).
-  [[nodiscard]] std::span<const double> loss_sums(int rank) const { return at(rank).loss_sums; }
+  // A held rank's sums of the cross-entropies of its rows, per micro-batch; none off the last stage.
+  [[nodiscard]] std::span<const double> loss_sums(int rank) const {
+    if (!layout_.ranks[static_cast<std::size_t>(rank)].last) return {};
+    return at(rank).loss_sums;
+  }
   // The most bytes of saved activations the rank held at once (a recomputed layer's included).
   [[nodiscard]] double activation_peak_bytes(int rank) const {
     return static_cast<double>(at(rank).peak * sizeof(double));

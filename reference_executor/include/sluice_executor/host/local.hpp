@@ -27,12 +27,6 @@
 
 namespace sluice::executor::host {
 
-// A failure of the message layer, reported with the rank's place in its instruction list.
-class transport_error : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
-
 // Messages between the threads of one process: a FIFO per (sender, receiver, channel).
 class Mailboxes {
 public:
@@ -164,14 +158,11 @@ private:
   Mailboxes& mailboxes_;
 };
 
-// Runs the job on the host, a thread per rank: raises invalid_input / invalid_plan for a bad job or a plan the
-// interpreter rejects (checked whole before any rank starts). `mutation` is for the tests that inject defects.
-inline RunReport run_local(const Job& job, const RunOptions& options = {}, Mutation mutation = Mutation::none) {
-  require_valid(options);
-  const JobLayout job_layout = layout(job, options.checks);
-  Mailboxes mailboxes(options.timeout_seconds);
-  LocalExchange exchange(mailboxes);
-  Backend backend(job, job_layout, exchange, {}, mutation);
+// Steps every rank of the job on a thread of its own over `backend`, whose exchange runs on `mailboxes`; returns
+// every rank's instruction times, or rethrows the first failure (with the rank and the instruction) that is not
+// another rank's having stopped this one.
+inline std::vector<std::vector<InstructionTiming>> run_ranks(const Job& job, const JobLayout& job_layout,
+                                                             Backend& backend, Mailboxes& mailboxes) {
   LocalTransport transport(backend, mailboxes);
   auto interpreter = make_interpreter(job, job_layout, backend, transport);
   std::vector<std::exception_ptr> errors(job_layout.ranks.size());
@@ -193,7 +184,6 @@ inline RunReport run_local(const Job& job, const RunOptions& options = {}, Mutat
       });
     }
   }
-  // The first failure that is not another rank's having stopped this one.
   std::exception_ptr first;
   for (const std::exception_ptr& error : errors) {
     if (!error) continue;
@@ -207,9 +197,20 @@ inline RunReport run_local(const Job& job, const RunOptions& options = {}, Mutat
     }
   }
   if (first) std::rethrow_exception(first);
+  return interpreter.timings();
+}
+
+// Runs the job on the host, a thread per rank: raises invalid_input / invalid_plan for a bad job or a plan the
+// interpreter rejects (checked whole before any rank starts). `mutation` is for the tests that inject defects.
+inline RunReport run_local(const Job& job, const RunOptions& options = {}, Mutation mutation = Mutation::none) {
+  require_valid(options);
+  const JobLayout job_layout = layout(job, options.checks);
+  Mailboxes mailboxes(options.timeout_seconds);
+  LocalExchange exchange(mailboxes);
+  Backend backend(job, job_layout, exchange, {}, mutation);
   RunReport report;
+  report.instructions = run_ranks(job, job_layout, backend, mailboxes);
   report.result = backend.result();
-  report.instructions = interpreter.timings();
   for (int rank = 0; rank < job_layout.rank_count(); ++rank)
     report.activation_peak_bytes.push_back(
         job_layout.ranks[static_cast<std::size_t>(rank)].runs ? backend.activation_peak_bytes(rank) : 0.0);

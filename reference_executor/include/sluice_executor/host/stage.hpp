@@ -160,11 +160,14 @@ struct LaneSpec {
 
 class Stage {
 public:
-  // `parameters`: every tensor of the model in canonical order, full, or empty for the initial values; the lane keeps
-  // its TP shard of those it holds. `tp_group`: the TP group (default: TP 1); `collectives` moves data in it and in
-  // the CP groups of each micro-batch.
+  // Where a lane's parameters come from: every tensor of the model in canonical order, full (the lane keeps its TP
+  // shard of those it holds), or the lane's shards already (empty outside the tensors it holds).
+  enum class Given : std::uint8_t { full, shards };
+
+  // `parameters`: as `given` says, or empty for the initial values. `tp_group`: the TP group (default: TP 1);
+  // `collectives` moves data in it and in the CP groups of each micro-batch.
   Stage(const ModelConfig& model, LaneSpec spec, Group tp_group, Collectives collectives,
-        std::span<const std::vector<double>> parameters = {})
+        std::span<const std::vector<double>> parameters = {}, Given given = Given::full)
       : model_(model),
         spec_(spec),
         tensors_(stage_tensors(model, spec.first_layer, spec.end_layer, spec.first, spec.last)),
@@ -182,15 +185,22 @@ public:
     parameters_.resize(shapes.size());
     gradients_.resize(shapes.size());
     for (std::size_t t = tensors_.begin; t < tensors_.end; ++t) {
-      std::vector<double> full;
-      if (parameters.empty()) {
-        full = initial_values(model, t);
+      if (given == Given::shards && !parameters.empty()) {
+        const auto [rows, cols] = shard_shape(shapes[t], spec.tp);
+        sluice::require(parameters[t].size() == static_cast<std::size_t>(rows * cols), "stage: the shard of tensor ",
+                        shapes[t].name(), " has ", parameters[t].size(), " values, expected ", rows * cols);
+        parameters_[t] = parameters[t];
       } else {
-        sluice::require(parameters[t].size() == shapes[t].size(), "stage: tensor ", shapes[t].name(), " has ",
-                        parameters[t].size(), " values, expected ", shapes[t].size());
-        full = parameters[t];
+        std::vector<double> full;
+        if (parameters.empty()) {
+          full = initial_values(model, t);
+        } else {
+          sluice::require(parameters[t].size() == shapes[t].size(), "stage: tensor ", shapes[t].name(), " has ",
+                          parameters[t].size(), " values, expected ", shapes[t].size());
+          full = parameters[t];
+        }
+        parameters_[t] = shard_of(shapes[t], full, spec.tp, spec.tp_rank);
       }
-      parameters_[t] = shard_of(shapes[t], full, spec.tp, spec.tp_rank);
       gradients_[t].assign(parameters_[t].size(), 0.0);
     }
   }
