@@ -2,8 +2,12 @@
 // output cannot be written, never a partial or stale output file; and generators that try every numeric and text
 // option of every command with values at, inside and past their documented ranges.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -126,6 +130,39 @@ TEST_CASE("cli: a run that fails late leaves no file or directory it made, and k
   CHECK(run_cli(args).code == 0);
   CHECK(read(existing).starts_with("<svg"));
   CHECK(scratch.entries() == 1);
+}
+
+TEST_CASE("cli: an output device that fails leaves the command's files as they were") {
+  const ScratchDirectory scratch("device");
+  const std::filesystem::path full = scratch.path / "full";
+  // A node with /dev/full's numbers, made here so that the machine's own is never at risk.
+  if (::mknod(full.c_str(), S_IFCHR | 0666, ::makedev(1, 7)) != 0) {
+    MESSAGE("skipped: cannot make device nodes here (" << std::strerror(errno) << "; needs root)");
+    return;
+  }
+  const std::string svg = (scratch.path / "t1.svg").string();
+  const CliResult result =
+      run_cli({"schedule", "--stages", "2", "--tokens", "8000", "--svg", svg, "--trace", full.string()});
+  CHECK(result.code == 1);
+  CHECK(one_line(result.err));
+  CHECK(result.err.find("full: write error") != std::string::npos);
+  CHECK(scratch.entries() == 1);  // the device alone: no picture, no temporary
+}
+
+TEST_CASE("cli: an empty output path is bad input naming its option, before any work") {
+  for (const std::string_view option : {"--svg", "--trace"}) {
+    CAPTURE(option);
+    const CliResult result = run_cli({"schedule", "--stages", "2", "--tokens", "8000", option, ""});
+    CHECK(result.code == 2);
+    CHECK(one_line(result.err));
+    CHECK(result.err.find(std::string("option ") + std::string(option) + ": an empty path") != std::string::npos);
+  }
+  const CliResult inspect = run_cli({"inspect", "--svg="});
+  CHECK(inspect.code == 2);
+  CHECK(inspect.err.find("option --svg: an empty path") != std::string::npos);
+  const CliResult fit = run_cli({"fit", "--samples", "missing.json", "--out", ""});
+  CHECK(fit.code == 2);
+  CHECK(fit.err.find("option --out: an empty path") != std::string::npos);
 }
 
 TEST_CASE("cli: every numeric option has a documented range and is refused outside it") {

@@ -82,7 +82,8 @@ TEST_CASE("cli: propose and plan --propose reject bad input with exit 2 and one 
       {{"propose", "--candidates", "-1"}, "--candidates: expected an integer from 1 to"},
       {{"propose", "--relaxed=1"}, "--relaxed takes no value"},
       {{"propose", "--profile", "llama2-32b", "--gpus", "64", "--context", "40000"},
-       "exceeds the longest MaxLen of a usable scheme (27904, tp8pp4)"},
+       "no scheme of llama2-32b on 64 GPUs holds 40000 tokens with TP within a node (try --cross-node-tp); CP 2 "
+       "holds it (try --cp 2 or --cp auto)"},
       {{"plan", "--propose", "--strategies", "4*tp16pp1"}, "--strategies and --propose cannot be combined"},
       {{"plan"}, "--strategies or --propose is required"},
   };
@@ -137,4 +138,39 @@ TEST_CASE("cli: propose --sampled chooses by planned time; plan takes its docume
       {{"propose", "--sampled", "--candidates", "65"}, "max_candidates must be in [1, 64], got 65"},
   };
   sluice::test::check_bad_input(cases);
+}
+
+TEST_CASE("cli: --cp auto takes the CP degrees the context needs; without --cp the error names them") {
+  // LLaMA-2 7B on 32 GPUs: no ⟨TP, PP⟩ scheme within a node holds 128K tokens, CP 2 does.
+  const auto none = run_cli({"propose", "--gpus", "32", "--context", "131072"});
+  CHECK(none.code == 2);
+  CHECK(none.err.find("no scheme of llama2-7b on 32 GPUs holds 131072 tokens with TP within a node (try "
+                      "--cross-node-tp); CP 2 holds it (try --cp 2 or --cp auto)") != std::string::npos);
+  const auto plan = run_cli({"plan", "--propose", "--gpus", "32", "--context", "131072", "--iterations", "1"});
+  CHECK(plan.code == 2);
+  CHECK(plan.err.find("; CP 2 holds it (try --cp 2 or --cp auto)") != std::string::npos);
+  for (const std::string_view command : {"simulate", "trace"}) {
+    const auto result = run_cli({command, "--gpus", "32", "--context", "131072"});
+    CHECK(result.code == 2);
+    CHECK(result.err.find("no scheme of llama2-7b on 32 GPUs holds 131072 tokens with TP within a node (try "
+                          "--cross-node-tp); CP 2 holds it (try --cp 2 or --cp auto)") != std::string::npos);
+  }
+  const auto automatic = run_cli({"propose", "--gpus", "32", "--context", "131072", "--cp", "auto", "--json"});
+  REQUIRE(automatic.code == 0);
+  const auto document = sluice::io::json::parse(automatic.out);
+  bool context_parallel = false;
+  for (const auto& candidate : document.at("candidates"))
+    context_parallel = context_parallel || candidate.at("name").get<std::string>().find("cp2") != std::string::npos;
+  CHECK(context_parallel);
+  // The same as naming the degree, with both kinds; with --cp-kinds, that kind alone.
+  CHECK(automatic.out ==
+        run_cli({"propose", "--gpus", "32", "--context", "131072", "--cp", "2", "--cp-kinds", "ring,ulysses", "--json"})
+            .out);
+  CHECK(run_cli({"propose", "--gpus", "32", "--context", "131072", "--cp", "auto", "--cp-kinds", "ring", "--json"})
+            .out ==
+        run_cli({"propose", "--gpus", "32", "--context", "131072", "--cp", "2", "--json"}).out);
+  // A context no degree holds is bad input naming the option.
+  const auto past = run_cli({"propose", "--gpus", "32", "--context", "1048576", "--cp", "auto"});
+  CHECK(past.code == 2);
+  CHECK(past.err.find("option --cp auto: no CP degree up to 32 GPUs holds the context 1048576") != std::string::npos);
 }

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -282,4 +283,53 @@ TEST_CASE("the scheme space refuses a CP degree that gives no scheme, naming why
                        invalid_input);
   CHECK_THROWS_WITH_AS(with_scheme_space(spec, space_of({1})), doctest::Contains("CP degrees must be in [2"),
                        invalid_input);
+}
+
+TEST_CASE("the smallest CP degree that holds a context, and --cp auto's degrees up to it") {
+  const ProfileSpec spec = io::read_profile(io::resolve_data_file("llama2-7b", "profiles"), 32).spec();
+  const SchemeSpace kinds = space_of({}, {CpKind::ring, CpKind::ulysses});
+  // Whether a scheme of `space` (or the profile's own, with no degree) holds `context` with TP within a node.
+  const auto holds = [&](const SchemeSpace& space, std::int64_t context) {
+    const Profile profile(space.empty() ? spec : with_scheme_space(spec, space));
+    for (const SchemeCost& scheme : profile.schemes())
+      if (scheme.max_len >= context && scheme.scheme.gpus() <= 32 && scheme.scheme.tp() <= spec.gpus_per_node)
+        return true;
+    return false;
+  };
+  for (const std::int64_t context : {std::int64_t{65536}, std::int64_t{131072}, std::int64_t{262144},
+                                     std::int64_t{524288}, std::int64_t{1} << 20}) {
+    CAPTURE(context);
+    // Against every degree tried in turn: the smallest that holds it, none smaller holding it.
+    std::optional<int> expected;
+    for (int degree = 2; degree <= 32 && !expected; degree *= 2) {
+      bool fits = true;
+      try {
+        fits = holds(space_of({degree}, kinds.cp_kinds), context);
+      } catch (const invalid_input&) {
+        fits = false;
+      }
+      if (fits) expected = degree;
+    }
+    CHECK(smallest_cp_holding(spec, context, kinds, true) == expected);
+    if (holds(kinds, context)) {
+      CHECK(auto_scheme_space(spec, context, kinds, true).cp_degrees.empty());
+    } else if (expected) {
+      std::vector<int> degrees;
+      for (int degree = 2; degree <= *expected; degree *= 2) degrees.push_back(degree);
+      CHECK(auto_scheme_space(spec, context, kinds, true).cp_degrees == degrees);
+    } else {
+      CHECK_THROWS_WITH_AS((void)auto_scheme_space(spec, context, kinds, true),
+                           doctest::Contains("option --cp auto: no CP degree up to 32 GPUs holds the context"),
+                           invalid_input);
+    }
+  }
+  // 128K: the profile's ⟨8, 2⟩ holds 87,680 tokens and ⟨8, 2⟩ with ring CP 2 more; ⟨16, 1⟩ holds it across nodes.
+  CHECK(smallest_cp_holding(spec, 131072, kinds, true) == 2);
+  CHECK(auto_scheme_space(spec, 131072, kinds, false).cp_degrees.empty());
+  CHECK(auto_scheme_space(spec, 65536, kinds, true).cp_degrees.empty());
+  // No kind, or no memory model to derive CP schemes from: no degree.
+  CHECK_FALSE(smallest_cp_holding(spec, 131072, space_of({}, {}), true).has_value());
+  ProfileSpec measured_only = spec;
+  measured_only.memory.reset();
+  CHECK_FALSE(smallest_cp_holding(measured_only, 131072, kinds, true).has_value());
 }

@@ -119,7 +119,7 @@ TEST_CASE("output files: a symbolic link is written through and stays a link") {
   CHECK(read_file(scratch.path / "missing.svg") == "created");
 }
 
-TEST_CASE("output files: a directory, a loop of links and a missing directory are bad input that changes nothing") {
+TEST_CASE("output files: a directory, a loop of links, a missing directory and an empty path are bad input that changes nothing") {
   const ScratchDirectory scratch;
   fs::create_directory(scratch.path / "dir");
   CHECK_THROWS_WITH_AS(write_text_file(scratch.path / "dir", "x"), doctest::Contains("dir: is a directory"),
@@ -136,6 +136,7 @@ TEST_CASE("output files: a directory, a loop of links and a missing directory ar
   CHECK_THROWS_WITH_AS(write_text_file(scratch.path / "no" / "such" / "out.svg", "x"),
                        doctest::Contains("out.svg: cannot open file for writing"), invalid_input);
   CHECK(entries(scratch.path) == std::vector<std::string>{"a", "b", "dir", "to-dir"});
+  CHECK_THROWS_WITH_AS(write_text_file("", "x"), doctest::Contains("an output path is empty"), invalid_input);
 }
 
 TEST_CASE("output files: a FIFO is written directly, only on commit, and stays a FIFO") {

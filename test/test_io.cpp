@@ -4,7 +4,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -376,6 +378,38 @@ TEST_CASE("JSON nesting: 100k objects or 1M arrays in any document are rejected 
   io::write_text_file(path, R"({"format": "sluice.profile", "version": 1, "model": )" + arrays + "}");
   CHECK(contains(error_of([&] { (void)io::read_document<Profile>(path); }), path.string() + ": JSON nested deeper"));
   std::filesystem::remove(path);
+}
+
+TEST_CASE("JSON inputs: a file past the size limit or not starting like JSON is refused before it is read whole") {
+  const auto path = std::filesystem::temp_directory_path() / "sluice_test_huge.json";
+  {
+    // A sparse file one byte past the limit: refused by its size, before a byte is read.
+    io::write_text_file(path, "{");
+    std::filesystem::resize_file(path, io::max_input_bytes + 1);
+  }
+  CHECK(contains(error_of([&] { (void)io::read_document<Profile>(path); }),
+                 path.string() + ": 1073741825 bytes, past the 1073741824-byte limit"));
+  CHECK_THROWS_WITH_AS(io::read_batch(path.string(), std::cin), doctest::Contains("-byte limit"), invalid_input);
+  std::filesystem::remove(path);
+
+  // A stream past the limit is refused as it passes it.
+  std::istringstream long_stream(std::string(1000, ' '));
+  CHECK_THROWS_WITH_AS(io::read_text(long_stream, "pipe", io::TextKind::any, 999),
+                       doctest::Contains("pipe: more than 999 bytes"), invalid_input);
+
+  // A first byte no JSON value starts with is refused after the first 64 KiB, however long the input.
+  std::istringstream binary("\x7f" "ELF" + std::string(1 << 20, 'x'));
+  CHECK_THROWS_WITH_AS(io::read_text(binary, "model.bin", io::TextKind::json_text),
+                       doctest::Contains("model.bin: not JSON: it starts with '\\x7fELF"), invalid_input);
+  CHECK(binary.tellg() == 1 << 16);
+  // White space, a byte-order mark and every kind of value still read.
+  for (const std::string& text : {std::string("  \n{}"), std::string("\xEF\xBB\xBF[1]"), std::string("\"s\""),
+                                 std::string("-1"), std::string("true"), std::string("null")}) {
+    std::istringstream in(text);
+    CHECK(io::read_text(in, "ok", io::TextKind::json_text) == text);
+  }
+  std::istringstream blank(std::string(1 << 17, ' '));
+  CHECK(io::read_text(blank, "blank", io::TextKind::json_text).size() == 1 << 17);
 }
 
 TEST_CASE("JSON nesting: the limit is 256 levels, the document object being the first") {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,26 +35,42 @@ inline cost::Profile load_profile(const Options& options) {
       options.integer("gpus"));
 }
 
-// --cp, --cp-kinds and --ac (common/scheme_space.hpp).
-inline cost::SchemeSpace scheme_space_of(const Options& options) {
-  const std::optional<std::string> cp = options.text("cp");
-  const std::optional<std::string> kinds = options.text("cp-kinds");
-  return command_line::scheme_space(cp ? std::optional<std::string_view>(*cp) : std::nullopt,
-                                    kinds ? std::optional<std::string_view>(*kinds) : std::nullopt,
-                                    options.flag("ac"));
-}
-
-// The profile with the scheme space of --cp, --cp-kinds and --ac derived from its ⟨TP, PP⟩ schemes.
-inline cost::Profile load_planning_profile(const Options& options) {
-  cost::Profile profile = load_profile(options);
-  const cost::SchemeSpace space = scheme_space_of(options);
-  if (space.empty()) return profile;
-  return cost::Profile(cost::with_scheme_space(profile.spec(), space));
+// When nothing the command may use holds `context` tokens: "; CP D holds it (try --cp D or --cp auto)" with the
+// smallest such degree (ring or Ulysses), or empty when none would or the profile cannot derive CP schemes.
+inline std::string cp_advice(const cost::Profile& profile, std::int64_t context, bool cross_node_tp) {
+  const std::optional<int> degree =
+      cost::smallest_cp_holding(profile.spec(), context, cost::hint_space(profile.spec()), !cross_node_tp);
+  return degree ? sluice::concat("; CP ", *degree, " holds it (try --cp ", *degree, " or --cp auto)") : "";
 }
 
 inline data::LengthDataset load_lengths(const Options& options) {
   return data::LengthDataset::load(
       io::resolve_data_file(options.text("lengths").value_or(std::string(io::default_lengths)), "lengths"));
+}
+
+// The profile with the scheme space of --cp, --cp-kinds and --ac (common/scheme_space.hpp) derived from its
+// ⟨TP, PP⟩ schemes. `--cp auto` takes the CP degrees that the context needs (cost::auto_scheme_space): the context
+// of --context, else `lengths`' longest sequence; its kinds are --cp-kinds', else ring and Ulysses (where the
+// heads split).
+inline cost::Profile load_planning_profile(const Options& options, const data::LengthDataset& lengths) {
+  cost::Profile profile = load_profile(options);
+  const std::optional<std::string> cp = options.text("cp");
+  const std::optional<std::string> kinds = options.text("cp-kinds");
+  const bool automatic = cp == "auto";
+  const auto view = [](const std::optional<std::string>& text) {
+    return text ? std::optional<std::string_view>(*text) : std::nullopt;
+  };
+  // "auto" is read as one degree so that --cp-kinds is checked as with any --cp; the degrees are chosen below.
+  cost::SchemeSpace space =
+      command_line::scheme_space(automatic ? std::optional<std::string_view>("2") : view(cp), view(kinds),
+                                 options.flag("ac"));
+  if (automatic) {
+    if (!kinds) space.cp_kinds = {CpKind::ring, CpKind::ulysses};
+    const std::int64_t context = options.integer("context").value_or(std::ranges::max(lengths.lengths()));
+    space = cost::auto_scheme_space(profile.spec(), context, space, !options.flag("cross-node-tp"));
+  }
+  if (space.empty()) return profile;
+  return cost::Profile(cost::with_scheme_space(profile.spec(), space));
 }
 
 inline std::uint64_t seed_of(const Options& options) {

@@ -60,7 +60,11 @@ public:
   Options(std::span<const std::string_view> args, const std::set<std::string, std::less<>>& valued,
           const std::set<std::string, std::less<>>& flags)
       : values_(command_line::parse_options(args, {.flags = flags, .valued = valued, .others_valued = false,
-                                               .inline_values = true, .repeats = false})) {}
+                                               .inline_values = true, .repeats = false})) {
+    // An output path is checked before any work: found empty only when the outputs are written, it would fail late.
+    for (const std::string_view output : {"out", "svg", "trace"})
+      if (const auto path = text(output)) sluice::require(!path->empty(), "option --", output, ": an empty path");
+  }
 
   [[nodiscard]] bool flag(std::string_view name) const { return values_.contains(std::string(name)); }
 

@@ -1,7 +1,8 @@
 #pragma once
 // The files one command writes (--svg, --trace), staged beside their destinations and put in place together
 // only when the whole command has succeeded: a run that fails late (bad input found after a picture was drawn,
-// a full disk, an unwritable standard output) leaves no partial file, no stale sibling and no directory it made.
+// a full disk, an unwritable standard output or output device) leaves no partial file, no stale sibling and no
+// directory it made.
 #include <filesystem>
 #include <string_view>
 #include <system_error>
@@ -42,9 +43,13 @@ public:
 
   void write(const std::filesystem::path& path, std::string_view text) { staged_.emplace_back(path, text); }
 
-  // Puts every staged file in place; after this the run's outputs stay.
+  // Puts every staged file in place; after this the run's outputs stay. Streams (a device, a FIFO, standard
+  // output) are written first: one that fails leaves every regular file as it was, its temporary removed.
   void commit() {
-    for (io::StagedFile& file : staged_) file.commit();
+    for (io::StagedFile& file : staged_)
+      if (!file.renames()) file.commit();
+    for (io::StagedFile& file : staged_)
+      if (file.renames()) file.commit();
     staged_.clear();
     created_.clear();
   }

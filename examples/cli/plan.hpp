@@ -47,7 +47,7 @@ inline constexpr std::string_view plan_usage =
     "usage: sluice plan (--strategies S | --propose) [--profile P] [--lengths F] [--gpus N] [--tokens T]\n"
     "                   [--iterations K | --batch F] [--context L] [--seed X] [--trials T] [--threads N]\n"
     "                   [--bandwidth B] [--latency S] [--layout-moves M] [--svg F] [--cross-node-tp]\n"
-    "                   [--cp C1,C2 [--cp-kinds K]] [--ac] [--json]\n"
+    "                   [--cp C1,C2|auto [--cp-kinds K]] [--ac] [--json]\n"
     "\n"
     "Plans K iterations: each draws a batch of about T tokens from the dataset, dispatches and packs it for\n"
     "every candidate strategy (with and without the V step), schedules every pipeline, and keeps the candidate\n"
@@ -82,6 +82,8 @@ inline constexpr std::string_view plan_usage =
     "  --cross-node-tp with --propose, allow schemes whose TP spans nodes\n"
     "  --cp C1,C2     also schemes with context parallelism of these degrees (2 to 1024), derived from\n"
     "                 the profile's ⟨TP, PP⟩ schemes (docs/cost-models.md; needs the profile's model.heads)\n"
+    "                 auto: the powers of two from 2 to the smallest degree that holds the context, of\n"
+    "                 ring and Ulysses unless --cp-kinds (none when the profile's schemes hold it)\n"
     "  --cp-kinds K   the CP kinds those may use: ring (the default), ulysses, hybrid, comma-separated\n"
     "  --ac           also every scheme with full activation recomputation\n"
     "  --json          print one sluice.plan_run JSON document, with every iteration's full plan\n";
@@ -94,6 +96,7 @@ inline Candidates candidates_of(const Options& options, const cost::Profile& pro
   if (const auto text = options.text("strategies")) return read_candidates(*text);
   proposal::ProposeOptions settings = propose_options(options, profile);
   settings.max_len = context_of(options, loaded, profile);
+  require_context_held(profile, settings);
   return {proposal::propose(loaded.truncated(*settings.max_len), profile, settings).strategies(), settings.max_len};
 }
 
@@ -211,8 +214,8 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
   sluice::require(!batch_file || !options.text("iterations"),
                   "options --batch and --iterations cannot be combined: a given batch is planned once");
 
-  const cost::Profile profile = load_planning_profile(options);
   const data::LengthDataset loaded = load_lengths(options);
+  const cost::Profile profile = load_planning_profile(options, loaded);
   const Candidates chosen = plan_inputs::candidates_of(options, profile, loaded);
   std::int64_t widest = 0;
   for (const Strategy& strategy : chosen.strategies)

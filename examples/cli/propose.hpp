@@ -27,7 +27,7 @@ inline constexpr std::string_view propose_usage =
     "usage: sluice propose [--profile P] [--lengths F] [--gpus N] [--context L] [--tokens T] [--step S]\n"
     "                      [--relaxed] [--length-step W] [--candidates K] [--cross-node-tp] [--eq2-cost]\n"
     "                      [--no-fill] [--sampled [--batches N] [--held-out N] [--seed S] [--trials T]]\n"
-    "                      [--cp C1,C2 [--cp-kinds K]] [--ac] [--json]\n"
+    "                      [--cp C1,C2|auto [--cp-kinds K]] [--ac] [--json]\n"
     "\n"
     "Proposes the heterogeneous strategies worth considering before training: the strategy-proposal DP\n"
     "over GPU budgets and lengths, for every maximum length L up to --context, from the dataset's\n"
@@ -48,6 +48,8 @@ inline constexpr std::string_view propose_usage =
     "  --cross-node-tp  allow schemes whose TP spans nodes (TP > the profile's gpus_per_node)\n"
     "  --cp C1,C2       also schemes with context parallelism of these degrees (2 to 1024), derived from\n"
     "                   the profile's ⟨TP, PP⟩ schemes (docs/cost-models.md; needs the profile's model.heads)\n"
+    "                   auto: the powers of two from 2 to the smallest degree that holds the context, of\n"
+    "                   ring and Ulysses unless --cp-kinds (none when the profile's schemes hold it)\n"
     "  --cp-kinds K     the CP kinds those may use: ring (the default), ulysses, hybrid, comma-separated\n"
     "  --ac             also every scheme with full activation recomputation\n"
     "  --eq2-cost       per sequence a·l² + b·l, as the dispatch stage (Eq. 2) charges it, not a·l² + b·l + c\n"
@@ -172,6 +174,20 @@ inline void require_context_on_grid(std::int64_t context, std::int64_t length_st
                   " that strategies are proposed on");
 }
 
+// A context no usable scheme holds is refused before proposing, naming what would hold it: TP across nodes or a CP
+// degree (the proposal alone cannot derive CP schemes); else the proposal's own error stands.
+inline void require_context_held(const cost::Profile& profile, const proposal::ProposeOptions& settings) {
+  if (proposal::widest_usable_max_len(profile, settings) >= *settings.max_len) return;
+  const std::string advice = cp_advice(profile, *settings.max_len, !settings.tp_within_node);
+  if (advice.empty()) return;
+  proposal::ProposeOptions across = settings;
+  across.tp_within_node = false;
+  const bool across_nodes_would_hold =
+      settings.tp_within_node && proposal::widest_usable_max_len(profile, across) >= *settings.max_len;
+  sluice::fail("no scheme of ", profile.name(), " on ", *settings.gpus, " GPUs holds ", *settings.max_len, " tokens",
+               across_nodes_would_hold ? " with TP within a node (try --cross-node-tp)" : "", advice);
+}
+
 // Lmax: --context, else proposal::default_max_len of the dataset (context.hpp: the rule of every command).
 inline std::int64_t max_len_of(const Options& options, const data::LengthDataset& dataset, const cost::Profile& profile,
                                const proposal::ProposeOptions& settings) {
@@ -194,11 +210,12 @@ inline int propose(std::span<const std::string_view> args, std::ostream& out) {
   const bool sampled = options.flag("sampled");
   for (const std::string_view name : {"batches", "held-out", "seed", "trials"})
     sluice::require(sampled || !options.text(name), "option --", name, " needs --sampled");
-  const cost::Profile profile = load_planning_profile(options);
+  const data::LengthDataset loaded = load_lengths(options);
+  const cost::Profile profile = load_planning_profile(options, loaded);
   proposal::ProposeOptions settings = propose_options(options, profile);
 
-  const data::LengthDataset loaded = load_lengths(options);
   settings.max_len = max_len_of(options, loaded, profile, settings);
+  require_context_held(profile, settings);
   const data::LengthDataset dataset = loaded.truncated(*settings.max_len);
 
   if (sampled) {

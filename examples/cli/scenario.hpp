@@ -53,8 +53,8 @@ inline compare::Options comparison_options(const Options& options, cost::Profile
 
 // `given`: the candidates of --strategies (trace), which the context's default follows (context.hpp).
 inline Scenario read_scenario(const Options& options, const Candidates* given = nullptr) {
-  cost::Profile profile = load_planning_profile(options);
   const data::LengthDataset loaded = load_lengths(options);
+  cost::Profile profile = load_planning_profile(options, loaded);
   const std::int64_t context = context_of(options, loaded, profile, given);
   require_context_on_grid(context, proposal::ProposeOptions{}.length_step);
   data::LengthDataset dataset = loaded.truncated(context);

@@ -38,7 +38,7 @@ inline constexpr std::string_view simulate_usage =
     "usage: sluice simulate [--profile P] [--lengths F] [--gpus N] [--tokens T] [--iterations K | --batch F]\n"
     "                       [--context L] [--seed X] [--trials T] [--threads N] [--bandwidth B] [--latency S]\n"
     "                       [--cross-node-tp] [--svg DIR] [--trace F]\n"
-    "                       [--cp C1,C2 [--cp-kinds K]] [--ac] [--json]\n"
+    "                       [--cp C1,C2|auto [--cp-kinds K]] [--ac] [--json]\n"
     "\n"
     "Simulates K iterations of the dataset under six systems, every iteration estimated the same way (the\n"
     "slowest pipeline's simulated makespan):\n"
@@ -73,6 +73,8 @@ inline constexpr std::string_view simulate_usage =
     "  --cross-node-tp  allow schemes whose TP spans nodes, for every system\n"
     "  --cp C1,C2       also schemes with context parallelism of these degrees (2 to 1024), derived from\n"
     "                   the profile's ⟨TP, PP⟩ schemes (docs/cost-models.md; needs the profile's model.heads)\n"
+    "                   auto: the powers of two from 2 to the smallest degree that holds the context, of\n"
+    "                   ring and Ulysses unless --cp-kinds (none when the profile's schemes hold it)\n"
     "  --cp-kinds K     the CP kinds those may use: ring (the default), ulysses, hybrid, comma-separated\n"
     "  --ac             also every scheme with full activation recomputation\n"
     "  --svg DIR        write pictures into DIR: lengths.svg, loads-megatron.svg, loads-sluice.svg and\n"
@@ -197,7 +199,8 @@ inline int simulate(std::span<const std::string_view> args, std::ostream& out, O
       [&] { return scenario.batch ? scenario.batch->sequences : sampler.next().sequences; }, progress.callback());
   if (!comparison.any_ran())
     throw infeasible("simulate: no system can run this scenario: " +
-                     *comparison.systems[compare::System::sluice].failure);
+                     *comparison.systems[compare::System::sluice].failure +
+                     cp_advice(scenario.settings.profile, scenario.settings.context, scenario.settings.cross_node_tp));
 
   const compare::BySystem<compare::Summary> summaries = compare::summarize(comparison);
   std::vector<std::string> pictures;

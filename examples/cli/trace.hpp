@@ -35,7 +35,7 @@ inline constexpr std::string_view trace_usage =
     "                    [--iteration I | --batch F] [--strategies S] [--schedule cyclic|1f1b] [--trials T]\n"
     "                    [--threads N] [--bandwidth B] [--latency S] [--layout-moves M] [--cross-node-tp]\n"
     "                    [--svg F] [--trace F]\n"
-    "                    [--cp C1,C2 [--cp-kinds K]] [--ac] [--json]\n"
+    "                    [--cp C1,C2|auto [--cp-kinds K]] [--ac] [--json]\n"
     "\n"
     "Plans iteration I of the dataset with the sluice plan that sluice simulate's sluice system runs (every\n"
     "candidate dispatched, packed and scheduled, with and without the V step, charged its layout move, the\n"
@@ -62,6 +62,8 @@ inline constexpr std::string_view trace_usage =
     "  --cross-node-tp  let proposed candidates use schemes whose TP spans nodes\n"
     "  --cp C1,C2       also schemes with context parallelism of these degrees (2 to 1024), derived from\n"
     "                   the profile's ⟨TP, PP⟩ schemes (docs/cost-models.md; needs the profile's model.heads)\n"
+    "                   auto: the powers of two from 2 to the smallest degree that holds the context, of\n"
+    "                   ring and Ulysses unless --cp-kinds (none when the profile's schemes hold it)\n"
     "  --cp-kinds K     the CP kinds those may use: ring (the default), ulysses, hybrid, comma-separated\n"
     "  --ac             also every scheme with full activation recomputation\n"
     "  --svg F          write the timeline as a self-contained SVG picture to F\n"
@@ -74,7 +76,9 @@ namespace trace_inputs {
 inline std::vector<Strategy> candidates_of(const std::optional<Candidates>& given, const Scenario& scenario) {
   if (given) return given->strategies;
   compare::SluiceCandidates proposed = compare::propose_candidates(scenario.settings, scenario.dataset);
-  if (proposed.failure) throw infeasible("trace: " + *proposed.failure);
+  if (proposed.failure)
+    throw infeasible("trace: " + *proposed.failure +
+                     cp_advice(scenario.settings.profile, scenario.settings.context, scenario.settings.cross_node_tp));
   return std::move(proposed.strategies);
 }
 

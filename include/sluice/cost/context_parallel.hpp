@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -267,6 +268,65 @@ inline ProfileSpec with_scheme_space(ProfileSpec spec, const SchemeSpace& space)
   }
   spec.schemes.insert(spec.schemes.end(), added.begin(), added.end());
   return spec;
+}
+
+// The smallest CP degree, a power of two up to the cluster's GPUs, at which `holds(profile)` is true of `spec`
+// widened by the schemes of `space`'s kinds and recompute at that degree alone; nullopt when at none, or when the
+// profile cannot derive CP schemes (no memory model, no kind).
+template <class Holds>
+std::optional<int> smallest_cp_degree(const ProfileSpec& spec, SchemeSpace space, Holds holds) {
+  if (!spec.memory.has_value() || space.cp_kinds.empty()) return std::nullopt;
+  const std::int64_t widest = std::min<std::int64_t>(spec.gpus, Scheme::max_degree);
+  for (int degree = 2; degree <= widest; degree *= 2) {
+    space.cp_degrees = {degree};
+    std::optional<Profile> widened;
+    try {
+      widened.emplace(with_scheme_space(spec, space));
+    } catch (const invalid_input&) {
+      continue;  // no scheme of this degree fits the cluster, splits the heads or holds a sequence
+    }
+    if (holds(*widened)) return degree;
+  }
+  return std::nullopt;
+}
+
+// Whether a scheme of `profile` holds `context` tokens on its GPUs, its TP within a node where `tp_within_node`.
+inline bool scheme_holds(const Profile& profile, std::int64_t context, bool tp_within_node) {
+  return std::ranges::any_of(profile.schemes(), [&](const SchemeCost& scheme) {
+    return scheme.max_len >= context && scheme.scheme.gpus() <= profile.gpus() &&
+           (!tp_within_node || scheme.scheme.tp() <= profile.spec().gpus_per_node);
+  });
+}
+
+// The smallest CP degree at which a scheme holds `context` tokens (smallest_cp_degree with scheme_holds).
+inline std::optional<int> smallest_cp_holding(const ProfileSpec& spec, std::int64_t context, SchemeSpace space,
+                                              bool tp_within_node) {
+  return smallest_cp_degree(spec, std::move(space),
+                            [&](const Profile& profile) { return scheme_holds(profile, context, tp_within_node); });
+}
+
+// The CP kinds a hint suggests (ring and Ulysses), with recompute where `spec` has recomputing schemes already.
+inline SchemeSpace hint_space(const ProfileSpec& spec) {
+  SchemeSpace space;
+  space.cp_kinds = {CpKind::ring, CpKind::ulysses};
+  space.recompute = std::ranges::any_of(
+      spec.schemes, [](const SchemeEntry& entry) { return entry.scheme.recompute() != Recompute::none; });
+  return space;
+}
+
+// `--cp auto`: `space` with every power-of-two CP degree from 2 to the smallest that holds `context`
+// (smallest_cp_holding): the smaller ones serve the batch's medium sequences, and a wider space only costs planning
+// time. No degree at all when the profile's own schemes (with `space`'s recompute) hold the context.
+inline SchemeSpace auto_scheme_space(const ProfileSpec& spec, std::int64_t context, SchemeSpace space,
+                                     bool tp_within_node) {
+  space.cp_degrees.clear();
+  if (scheme_holds(Profile(space.empty() ? spec : with_scheme_space(spec, space)), context, tp_within_node))
+    return space;
+  const std::optional<int> needed = smallest_cp_holding(spec, context, space, tp_within_node);
+  sluice::require(needed.has_value(), "option --cp auto: no CP degree up to ", spec.gpus, " GPUs holds the context ",
+                  context, " tokens with a scheme of ", spec.name);
+  for (int degree = 2; degree <= *needed; degree *= 2) space.cp_degrees.push_back(degree);
+  return space;
 }
 
 }  // namespace sluice::cost

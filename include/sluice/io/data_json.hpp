@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <istream>
-#include <iterator>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -225,8 +224,7 @@ inline std::vector<Sequence> parse_batch(std::string_view content, std::string_v
 // `path` "-" reads standard input (named "standard input" in errors).
 inline std::vector<Sequence> read_batch(const std::string& path, std::istream& standard_input) {
   if (path == "-") {
-    const std::string content{std::istreambuf_iterator<char>(standard_input), std::istreambuf_iterator<char>()};
-    return parse_batch(content, "standard input");
+    return parse_batch(read_text(standard_input, "standard input"), "standard input");
   }
   return parse_batch(read_text_file(path), path);
 }

@@ -63,6 +63,7 @@ inline std::filesystem::path write_destination(const std::filesystem::path& path
 class StagedFile {
 public:
   StagedFile(std::filesystem::path target, std::string_view text) : target_(std::move(target)) {
+    sluice::require(!target_.empty(), "an output path is empty");
     const std::string& name = target_.native();
     if (name == "-" || name == "/dev/stdout" || name == "/dev/stderr") {
       stream_fd_ = name == "/dev/stderr" ? STDERR_FILENO : STDOUT_FILENO;
@@ -93,6 +94,8 @@ public:
   ~StagedFile() { discard(); }
 
   [[nodiscard]] const std::filesystem::path& target() const noexcept { return target_; }
+  // True until commit() for a regular file (staged in a temporary, renamed into place); false for a stream.
+  [[nodiscard]] bool renames() const noexcept { return !temporary_.empty(); }
 
   void commit() {
     if (!temporary_.empty()) {

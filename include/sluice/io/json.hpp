@@ -15,11 +15,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <istream>
 #include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -27,6 +29,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/names.hpp"
+#include "sluice/data/detail/readers.hpp"
 #include "sluice/io/files.hpp"
 
 namespace sluice::io {
@@ -249,16 +252,69 @@ inline json parse(std::string_view text, std::string_view source) {
   }
 }
 
-inline std::string read_text_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  sluice::require(static_cast<bool>(in), path.string(), ": cannot open file");
-  std::ostringstream content;
-  content << in.rdbuf();
-  sluice::require(!in.bad(), path.string(), ": read error");
-  return std::move(content).str();
+// Largest text or JSON input a reader holds whole (profiles, pools, samples, batches, checkpoints). Parsed JSON
+// takes several times its text, so the bound keeps a reader's memory within a few GiB.
+inline constexpr std::uint64_t max_input_bytes = std::uint64_t{1} << 30;
+
+namespace detail {
+
+// Whether a JSON text may start with `c` (after white space): an object, an array, a string, a number or a literal.
+constexpr bool starts_json(char c) noexcept {
+  return c == '{' || c == '[' || c == '"' || c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n';
 }
 
-inline json read_json_file(const std::filesystem::path& path) { return parse(read_text_file(path), path.string()); }
+}  // namespace detail
+
+enum class TextKind { any, json_text };
+
+// The whole of `in`, read in 64 KiB chunks and refused as soon as it passes max_input_bytes; a JSON input whose
+// first byte (after white space and a UTF-8 byte-order mark) starts no JSON value is refused after its first
+// chunk, not after reading gigabytes. `source` names the input in errors; `limit` is max_input_bytes but in tests.
+inline std::string read_text(std::istream& in, std::string_view source, TextKind kind = TextKind::any,
+                             std::uint64_t limit = max_input_bytes) {
+  std::string content;
+  std::string chunk(data::detail::chunk_bytes, '\0');
+  bool started = kind != TextKind::json_text;
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    sluice::require(content.size() + got <= limit, source, ": more than ", limit,
+                    " bytes, the limit of a text or JSON input");
+    content.append(chunk, 0, got);
+    if (!started) {
+      std::string_view text = content;
+      if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
+      const std::size_t first = text.find_first_not_of(" \t\r\n");
+      if (first != std::string_view::npos) {
+        sluice::require(detail::starts_json(text[first]), source, ": not JSON: it starts with ",
+                        data::detail::excerpt(text.substr(first, 16)));
+        started = true;
+      }
+    }
+  }
+  sluice::require(!in.bad(), source, ": read error");
+  return content;
+}
+
+// The whole of the file `path`, as read_text reads it; a regular file past max_input_bytes is refused by its size
+// before a byte is read.
+inline std::string read_text_file(const std::filesystem::path& path, TextKind kind = TextKind::any) {
+  const std::string source = data::detail::source_name(path.string());
+  std::error_code error;
+  sluice::require(!std::filesystem::is_directory(path, error), source, ": is a directory");
+  std::ifstream in(path, std::ios::binary);
+  sluice::require(static_cast<bool>(in), source, ": cannot open file");
+  if (std::filesystem::is_regular_file(path, error)) {
+    const std::uintmax_t size = std::filesystem::file_size(path, error);
+    sluice::require(error || size <= max_input_bytes, source, ": ", size, " bytes, past the ", max_input_bytes,
+                    "-byte limit of a text or JSON input");
+  }
+  return read_text(in, source, kind);
+}
+
+inline json read_json_file(const std::filesystem::path& path) {
+  return parse(read_text_file(path, TextKind::json_text), path.string());
+}
 
 namespace detail {
 // Whether `value` holds a scheme with context parallelism or recomputation: only a scheme writes "cp_kind", and
