@@ -12,6 +12,8 @@ function(sluice_target_defaults target)
   if(SLUICE_SANITIZE)
     target_compile_options(${target} PRIVATE
       $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer>)
+    # Line tables are all a sanitizer's stack trace needs; full debug info costs a fifth of the build's time.
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-g1>)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
   endif()
 endfunction()

@@ -16,6 +16,7 @@ function(sluice_add_gpu_test name)
   target_link_libraries(${name} PRIVATE sluice::io doctest::doctest)
   sluice_target_defaults(${name})
   target_compile_options(${name} PRIVATE -Wno-unused-result)  # CHECK_THROWS discards [[nodiscard]] results
+  sluice_test_optimisation(${name})
   add_test(NAME ${name} COMMAND ${name} --test-suite-exclude=gpu,gpus:4)
   add_test(NAME ${name}_gpu COMMAND ${name} --test-suite=gpu,gpus:4)
   set_tests_properties(${name}_gpu PROPERTIES SKIP_RETURN_CODE 77)
