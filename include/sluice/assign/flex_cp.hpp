@@ -822,50 +822,113 @@ private:
   }
 
   // The groups of one micro-batch for `sequences` in the layout whose longest-first greedy gives the shortest
-  // micro-batch below `bound` (lowered to it); empty if none does.
+  // micro-batch below `bound` (lowered to it); empty if none does. The greedy runs on flat arrays of the groups'
+  // loads and tokens, one degree's range at a time (this loop is where the solver spends its time).
   std::vector<Column> grouped(std::vector<int> sequences, const std::vector<Layout>& layouts, double& bound) {
     sort_longest_first(sequences);
-    std::vector<Column> best;
-    std::vector<Column> groups;
     constexpr std::size_t budget = 1 << 21;  // sequence-group pairs tried per micro-batch, bounding the time
     std::size_t spent = 0;
-    if (budget_ <= 0) return best;
+    if (budget_ <= 0) return {};
+    const Layout* best = nullptr;
+    std::vector<int> best_group_of;
+    std::vector<double>& loads = greedy_loads_;
+    std::vector<std::int64_t>& tokens = greedy_tokens_;
+    std::vector<int>& group_of = greedy_group_of_;
+    group_of.resize(sequences.size());
     for (const Layout& layout : layouts) {
       const std::size_t size = layout.groups(*this);
       if (size > sequences.size()) continue;  // more groups than sequences: a narrower layout does better
       spent += size * sequences.size();
       if (spent > budget) break;
-      groups.assign(size, {});
-      for (std::size_t g = 0; g < size; ++g) {
-        const int degree = g < std::size_t(layout.count) ? layout.wide : layout.narrow;
-        groups[g] = {.shelf = 0, .degree = degree, .load = constant(degree), .tokens = 0, .sequences = {}};
-      }
+      if (cannot_beat(sequences, layout, bound)) continue;
+      // Groups [0, count) are of the wide degree, the rest of the narrow one.
+      const std::size_t wide_end = std::min(size, std::size_t(layout.count));
+      const std::array<std::pair<std::size_t, std::size_t>, 2> ranges{std::pair{std::size_t{0}, wide_end},
+                                                                        std::pair{wide_end, size}};
+      const std::array<int, 2> degree_of_range{layout.wide, layout.narrow};
+      loads.assign(size, constant(layout.narrow));
+      std::fill_n(loads.begin(), wide_end, constant(layout.wide));
+      tokens.assign(size, 0);
       double slowest = 0;
-      for (const int s : sequences) {
-        std::size_t chosen = groups.size();
-        for (std::size_t g = 0; g < groups.size(); ++g)
-          if (std::isfinite(work(s, groups[g].degree)) && fits(groups[g], s) &&
-              (chosen == groups.size() ||
-               groups[g].load + work(s, groups[g].degree) < groups[chosen].load + work(s, groups[chosen].degree)))
-            chosen = g;
-        if (chosen == groups.size()) {
+      for (std::size_t i = 0; i < sequences.size(); ++i) {
+        const int s = sequences[i];
+        std::size_t chosen = size;
+        double soonest = 0;
+        for (std::size_t r = 0; r < ranges.size(); ++r) {
+          const int k = degree_of_range[r];
+          const double w = work(s, k);
+          if (!std::isfinite(w)) continue;
+          const std::int64_t needed = charged(s, k);
+          const std::int64_t room = capacity(k);
+          for (std::size_t g = ranges[r].first; g < ranges[r].second; ++g)
+            if (needed <= room - tokens[g] && (chosen == size || loads[g] + w < soonest)) {
+              chosen = g;
+              soonest = loads[g] + w;
+            }
+        }
+        if (chosen == size) {
           slowest = std::numeric_limits<double>::infinity();
           break;
         }
-        Column& group = groups[chosen];
-        group.load += work(s, group.degree);
-        group.tokens += charged(s, group.degree);
-        group.sequences.push_back(s);
-        slowest = std::max(slowest, group.load);
+        const int k = degree_of_range[chosen < wide_end ? 0 : 1];
+        loads[chosen] += work(s, k);
+        tokens[chosen] += charged(s, k);
+        group_of[i] = int(chosen);
+        slowest = std::max(slowest, loads[chosen]);
         if (slowest >= bound) break;
       }
       if (slowest < bound) {
         bound = slowest;
-        best = groups;
+        best = &layout;
+        best_group_of = group_of;
       }
     }
     budget_ -= std::int64_t(spent);
-    return best;
+    if (best == nullptr) return {};
+    // The chosen layout's groups, their loads summed in the greedy's order.
+    const std::size_t size = best->groups(*this);
+    std::vector<Column> groups(size);
+    for (std::size_t g = 0; g < size; ++g) {
+      const int degree = g < std::size_t(best->count) ? best->wide : best->narrow;
+      groups[g] = {.shelf = 0, .degree = degree, .load = constant(degree), .tokens = 0, .sequences = {}};
+    }
+    for (std::size_t i = 0; i < sequences.size(); ++i) {
+      Column& group = groups[std::size_t(best_group_of[i])];
+      group.load += work(sequences[i], group.degree);
+      group.tokens += charged(sequences[i], group.degree);
+      group.sequences.push_back(sequences[i]);
+    }
+    return groups;
+  }
+
+  // Whether no grouping of `sequences` in `layout` is shorter than `bound`, by three bounds the greedy cannot beat:
+  // the slowest sequence alone in its fastest group of the layout, the units' least busy time spread over all of
+  // them, and the groups' capacity against the fewest tokens the sequences are charged. Skipping such layouts
+  // leaves every choice as it was (a margin far above rounding keeps it so), while most layouts of a micro-batch of
+  // hundreds of short sequences are skipped for O(sequences) instead of priced for O(sequences × groups).
+  [[nodiscard]] bool cannot_beat(const std::vector<int>& sequences, const Layout& layout, double bound) const {
+    const std::array<int, 2> kinds{layout.wide, layout.narrow};
+    const std::size_t groups = layout.groups(*this);
+    const auto held = static_cast<double>(capacity(layout.wide)) * layout.count +
+                      static_cast<double>(capacity(layout.narrow)) * static_cast<double>(groups - std::size_t(layout.count));
+    double slowest = 0;
+    double area = 0;
+    double tokens = 0;
+    for (const int s : sequences) {
+      double fastest = std::numeric_limits<double>::infinity();
+      double least_area = std::numeric_limits<double>::infinity();
+      double fewest_tokens = std::numeric_limits<double>::infinity();
+      for (const int k : kinds)
+        if (std::isfinite(work(s, k)) && charged(s, k) <= capacity(k)) {
+          fastest = std::min(fastest, constant(k) + work(s, k));
+          least_area = std::min(least_area, width(k) * work(s, k));
+          fewest_tokens = std::min(fewest_tokens, static_cast<double>(charged(s, k)));
+        }
+      slowest = std::max(slowest, fastest);
+      area += least_area;
+      tokens += fewest_tokens;
+    }
+    return tokens > held || std::max(slowest, area / problem_.units) > bound * (1 + 1e-9);
   }
 
   // Micro-batch m without groups; its height limit, which only packing reads, stays.
@@ -917,6 +980,9 @@ private:
   std::vector<std::set<std::pair<double, int>>> open_;  // per degree: (slack, column)
   std::vector<std::size_t> first_admitting_;           // per degree: no micro-batch before it has room for one
   std::int64_t budget_ = 0;                            // candidate moves improve() may still price
+  std::vector<double> greedy_loads_;                   // grouped()'s working arrays, kept to spare allocations
+  std::vector<std::int64_t> greedy_tokens_;
+  std::vector<int> greedy_group_of_;
 };
 
 }  // namespace detail
