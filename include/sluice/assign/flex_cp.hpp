@@ -835,12 +835,18 @@ private:
     std::vector<std::int64_t>& tokens = greedy_tokens_;
     std::vector<int>& group_of = greedy_group_of_;
     group_of.resize(sequences.size());
+    LayoutBounds bounds;
+    std::pair<int, int> bounded{-1, -1};  // the degrees `bounds` is of: layouts come grouped by them
     for (const Layout& layout : layouts) {
       const std::size_t size = layout.groups(*this);
       if (size > sequences.size()) continue;  // more groups than sequences: a narrower layout does better
       spent += size * sequences.size();
       if (spent > budget) break;
-      if (cannot_beat(sequences, layout, bound)) continue;
+      if (bounded != std::pair(layout.wide, layout.narrow)) {
+        bounded = {layout.wide, layout.narrow};
+        bounds = layout_bounds(sequences, layout.wide, layout.narrow);
+      }
+      if (cannot_beat(bounds, layout, bound)) continue;
       // Groups [0, count) are of the wide degree, the rest of the narrow one.
       const std::size_t wide_end = std::min(size, std::size_t(layout.count));
       const std::array<std::pair<std::size_t, std::size_t>, 2> ranges{std::pair{std::size_t{0}, wide_end},
@@ -901,16 +907,15 @@ private:
     return groups;
   }
 
-  // Whether no grouping of `sequences` in `layout` is shorter than `bound`, by three bounds the greedy cannot beat:
-  // the slowest sequence alone in its fastest group of the layout, the units' least busy time spread over all of
-  // them, and the groups' capacity against the fewest tokens the sequences are charged. Skipping such layouts
-  // leaves every choice as it was (a margin far above rounding keeps it so), while most layouts of a micro-batch of
-  // hundreds of short sequences are skipped for O(sequences) instead of priced for O(sequences × groups).
-  [[nodiscard]] bool cannot_beat(const std::vector<int>& sequences, const Layout& layout, double bound) const {
-    const std::array<int, 2> kinds{layout.wide, layout.narrow};
-    const std::size_t groups = layout.groups(*this);
-    const auto held = static_cast<double>(capacity(layout.wide)) * layout.count +
-                      static_cast<double>(capacity(layout.narrow)) * static_cast<double>(groups - std::size_t(layout.count));
+  // What no grouping of `sequences` into groups of degrees `wide` and `narrow` beats: the slowest sequence alone in
+  // its fastest group, the units' least busy time spread over all of them, and the fewest tokens the sequences are
+  // charged.
+  struct LayoutBounds {
+    double height = 0;
+    double tokens = 0;
+  };
+  [[nodiscard]] LayoutBounds layout_bounds(const std::vector<int>& sequences, int wide, int narrow) const {
+    const std::array<int, 2> kinds{wide, narrow};
     double slowest = 0;
     double area = 0;
     double tokens = 0;
@@ -928,7 +933,18 @@ private:
       area += least_area;
       tokens += fewest_tokens;
     }
-    return tokens > held || std::max(slowest, area / problem_.units) > bound * (1 + 1e-9);
+    return {std::max(slowest, area / problem_.units), tokens};
+  }
+
+  // Whether `layout` cannot group sequences of these bounds into a micro-batch shorter than `bound`. Skipping such
+  // layouts leaves every choice as it was (a margin far above rounding keeps it so), while most layouts of a
+  // micro-batch of hundreds of short sequences are skipped for O(1) instead of priced for O(sequences × groups).
+  [[nodiscard]] bool cannot_beat(const LayoutBounds& bounds, const Layout& layout, double bound) const {
+    const std::size_t groups = layout.groups(*this);
+    const double held = static_cast<double>(capacity(layout.wide)) * layout.count +
+                        static_cast<double>(capacity(layout.narrow)) *
+                            static_cast<double>(groups - std::size_t(layout.count));
+    return bounds.tokens > held || bounds.height > bound * (1 + 1e-9);
   }
 
   // Micro-batch m without groups; its height limit, which only packing reads, stays.
