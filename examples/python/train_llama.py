@@ -14,12 +14,16 @@ runs the pipelines j with j mod groups = g, and its --cp processes share each mi
 and the loss are then summed over every process, so each step equals the one-process run on the same plan. With
 --flex-cp the processes are instead the units of one flex CP domain (FlexSP's groups per micro-batch): each step's
 batch is solved by sluice.solve_flex_cp into micro-batches of CP groups of 1, 2, 4, … processes, where a group of
-d holds d × --flex-capacity tokens, and each process runs its group's shard of every micro-batch it is part of.
+d holds d × --flex-capacity tokens, and each process runs its group's shard of every micro-batch it is part of. With
+--pipelines the processes are the GPUs of each step's plan (sluice.runtime): every pipeline runs as planned, its
+stages' layers split over its PP ranks and sharded over its TP ranks (LlamaStage below), heterogeneous pipelines side
+by side and a new strategy whenever the Planner picks one; the gradients are then summed over all processes.
 
-    PYTHONPATH=build/py/python python3 examples/python/train_llama.py --steps 4 --check
-    PYTHONPATH=build/py/python python3 examples/python/train_llama.py --device cuda --dtype bfloat16 --check
-    PYTHONPATH=build/py/python torchrun --nproc_per_node 4 examples/python/train_llama.py --cp 2 --check
-    PYTHONPATH=build/py/python torchrun --nproc_per_node 4 examples/python/train_llama.py --flex-cp --check
+    PYTHONPATH=build/release/python python3 examples/python/train_llama.py --steps 4 --check
+    PYTHONPATH=build/release/python python3 examples/python/train_llama.py --device cuda --dtype bfloat16 --check
+    PYTHONPATH=build/release/python torchrun --nproc_per_node 4 examples/python/train_llama.py --cp 2 --check
+    PYTHONPATH=build/release/python torchrun --nproc_per_node 4 examples/python/train_llama.py --flex-cp --check
+    PYTHONPATH=build/release/python torchrun --nproc_per_node 4 examples/python/train_llama.py --pipelines --check
 """
 import os
 import sys
@@ -45,6 +49,7 @@ from torch import nn  # noqa: E402
 
 import sluice  # noqa: E402
 import sluice.torch as st  # noqa: E402
+from sluice import runtime  # noqa: E402
 from sluice.context_parallel import (  # noqa: E402
     FlexCPGroups,
     cp_shard,
@@ -63,8 +68,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        # In float32 whatever autocast does to the matmuls around it.
-        y = x.float()
+        # In float32 at least, whatever autocast does to the matmuls around it.
+        y = x.to(torch.promote_types(x.dtype, torch.float32))
         y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)
         return (y * self.weight.float()).type_as(x)
 
@@ -72,10 +77,11 @@ class RMSNorm(nn.Module):
 def rotary(x, positions, theta=10000.0):
     """RoPE on x (..., T, heads, head_dim) at the given positions (..., T): packed ids restart at every sequence."""
     half = x.shape[-1] // 2
-    frequencies = theta ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
-    angles = positions.float()[..., None] * frequencies  # (..., T, half)
+    precision = torch.promote_types(x.dtype, torch.float32)
+    frequencies = theta ** (-torch.arange(half, device=x.device, dtype=precision) / half)
+    angles = positions.to(precision)[..., None] * frequencies  # (..., T, half)
     cos, sin = angles.cos()[..., None, :], angles.sin()[..., None, :]
-    x1, x2 = x.float()[..., :half], x.float()[..., half:]
+    x1, x2 = x.to(precision)[..., :half], x.to(precision)[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).type_as(x)
 
 
@@ -115,6 +121,45 @@ class Llama(nn.Module):
         for block in self.blocks:
             x = block(x, positions, attend)
         return self.head(self.norm(x))
+
+
+class ParallelBlock(nn.Module):
+    """A Block's TP lane (sluice.runtime): the same forward on this lane's heads and FFN columns."""
+
+    forward = Block.forward
+
+    def __init__(self, block, tp):
+        super().__init__()
+        self.heads = tp.share(block.heads, "the heads")
+        self.attention_norm = runtime.replicated(block.attention_norm)
+        self.mlp_norm = runtime.replicated(block.mlp_norm)
+        self.qkv = runtime.ColumnParallelLinear(block.qkv.weight, tp, blocks=3)
+        self.out = runtime.RowParallelLinear(block.out.weight, tp)
+        self.gate = runtime.ColumnParallelLinear(block.gate.weight, tp)
+        self.up = runtime.ColumnParallelLinear(block.up.weight, tp)
+        self.down = runtime.RowParallelLinear(block.down.weight, tp)
+
+
+class LlamaStage(nn.Module):
+    """One lane of one pipeline stage of a Llama (sluice.runtime's build_stage): its layers, the embedding when first,
+    the final norm and the LM head when last."""
+
+    def __init__(self, model: Llama, spec: runtime.StageSpec):
+        super().__init__()
+        self.embed = runtime.VocabParallelEmbedding(model.embed.weight, spec.tp) if spec.first else None
+        blocks = model.blocks[spec.layer_begin : spec.layer_end]
+        self.blocks = nn.ModuleList(ParallelBlock(block, spec.tp) for block in blocks)
+        self.norm = runtime.replicated(model.norm) if spec.last else None
+        self.head = runtime.ColumnParallelLinear(model.head.weight, spec.tp) if spec.last else None
+
+    def forward(self, x, batch):
+        def attend(q, k, v):
+            return st.varlen_attention(q, k, v, batch.cu_seqlens, batch.max_seqlen)
+
+        x = self.embed(x) if self.embed is not None else x
+        for block in self.blocks:
+            x = block(x, batch.positions, attend)
+        return self.head(self.norm(x)) if self.head is not None else x
 
 
 def padded_causal_attention(q, k, v):
@@ -162,9 +207,23 @@ def flex_degrees(units):
     return degrees
 
 
+def join_processes(device, timeout):
+    """Joins the process group torchrun's environment describes; returns this process's device. A store or peer
+    that does not answer within `timeout` seconds ends the process with an error."""
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    try:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=timeout))
+    except (RuntimeError, TimeoutError, ValueError) as error:
+        sys.exit(f"train_llama.py: rank {os.environ.get('RANK')} of {os.environ.get('WORLD_SIZE')}: the process "
+                 f"group did not start: {error}")
+    return device
+
+
 def start_processes(cp, attention_kind, device, timeout, flex):
-    """The process group torchrun's environment describes (None when started alone), and this process's device.
-    A store or peer that does not answer within `timeout` seconds ends the process with an error."""
+    """The data-parallel × CP processes torchrun's environment describes (None when started alone), and this
+    process's device."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cp < 1 or world % cp != 0:
         sys.exit(f"--cp {cp} must be a positive divisor of the {world} processes (torchrun's WORLD_SIZE)")
@@ -172,13 +231,7 @@ def start_processes(cp, attention_kind, device, timeout, flex):
         sys.exit("--flex-cp forms its own CP groups of torchrun's processes: needs WORLD_SIZE >= 2 and --cp 1")
     if world == 1:
         return None, device
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-    try:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=timeout))
-    except (RuntimeError, TimeoutError, ValueError) as error:
-        sys.exit(f"train_llama.py: rank {os.environ.get('RANK')} of {world}: the process group did not start: {error}")
+    device = join_processes(device, timeout)
     rank = dist.get_rank()
     attention = ring_attention if attention_kind == "ring" else ulysses_attention
     if flex:
@@ -333,6 +386,9 @@ def main(argv=None):
                         help="the processes form CP groups of 1, 2, 4, … per micro-batch (sluice.solve_flex_cp)")
     parser.add_argument("--flex-capacity", type=int, default=128,
                         help="with --flex-cp: tokens a group of one process holds (a group of d: d times as many)")
+    parser.add_argument("--pipelines", action="store_true",
+                        help="under torchrun, one process per GPU of the plans (--gpus: WORLD_SIZE): each step's "
+                             "pipelines run as planned, TP and PP included (sluice.runtime)")
     parser.add_argument("--timeout", type=float, default=300,
                         help="seconds a process waits for the store or a peer before it fails (under torchrun)")
     parser.add_argument("--save-gradients", metavar="PATH",
@@ -343,9 +399,22 @@ def main(argv=None):
         sys.exit(f"--timeout must be in (0, 86400] seconds, got {args.timeout}")
     if args.flex_capacity < 1:
         sys.exit(f"--flex-capacity must be a positive number of tokens, got {args.flex_capacity}")
-    processes, device = start_processes(args.cp, args.cp_attention, torch.device(args.device), args.timeout,
-                                        args.flex_cp)
-    leader = processes is None or processes.rank == 0
+    engine = None
+    if args.pipelines:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world < 2 or args.cp != 1 or args.flex_cp or args.dtype != "float32":
+            sys.exit("--pipelines runs the plans' GPUs as torchrun's processes: needs WORLD_SIZE >= 2, --cp 1, no "
+                     "--flex-cp and --dtype float32")
+        if "--gpus" not in (argv if argv is not None else sys.argv):
+            args.gpus = world
+        elif args.gpus != world:
+            sys.exit(f"--pipelines: --gpus {args.gpus} must be torchrun's WORLD_SIZE ({world})")
+        processes, device = None, join_processes(torch.device(args.device), args.timeout)
+        leader = dist.get_rank() == 0
+    else:
+        processes, device = start_processes(args.cp, args.cp_attention, torch.device(args.device), args.timeout,
+                                            args.flex_cp)
+        leader = processes is None or processes.rank == 0
 
     def say(*parts, **options):
         if leader:
@@ -374,6 +443,10 @@ def main(argv=None):
     elif processes is not None:
         say(f"processes: {processes.world} = {processes.groups} data-parallel groups × CP {processes.cp} "
             f"({args.cp_attention} attention)")
+    if args.pipelines:
+        engine = runtime.Runtime(model, LlamaStage, layers=args.layers, hidden=args.dim, profile=profile,
+                                 timeout=timedelta(seconds=args.timeout))
+        say(f"processes: {profile.gpus}, one per GPU of each step's plan (sluice.runtime)")
 
     worst = 0.0
     options = sluice.PlanOptions(dispatch=sluice.DispatchOptions(seed=args.seed),
@@ -387,7 +460,12 @@ def main(argv=None):
             }
             optimizer.zero_grad(set_to_none=True)
             reference = unpacked_loss(model, planned, sequences, device, autocast) if args.check else None
-            if args.flex_cp:
+            if engine is not None:
+                try:
+                    loss = engine.step(planned, sequences, device=device).loss
+                except RuntimeError as error:
+                    sys.exit(f"train_llama.py: {error}")
+            elif args.flex_cp:
                 loss, layout = flex_step(model, planned, sequences, device, autocast, processes, args.flex_capacity,
                                          args.cp_attention)
             else:
@@ -400,7 +478,7 @@ def main(argv=None):
             plan = planned.plan
             shape = ", ".join(str(len(p.micro_batches)) for p in plan.pipelines)
             placed = (f"CP groups per micro-batch [{layout}]" if args.flex_cp
-                      else f"{plan.strategy.name}, micro-batches per rank [{shape}]")
+                      else f"{plan.strategy.name}, micro-batches per pipeline [{shape}]")
             line = (f"step {planned.iteration}: {len(sequences)} sequences, {int(planned.lengths.sum())} tokens, "
                     f"{placed}, loss {loss:.6f}")
             if reference is not None:
@@ -417,7 +495,7 @@ def main(argv=None):
         if worst > tolerance:
             sys.exit(f"check failed: packed and unpacked losses differ by {worst:.2e} relative (> {tolerance:g})")
         say(f"check passed: packed equals unpacked within {worst:.1e} relative (<= {tolerance:g})")
-    if processes is not None:
+    if dist.is_initialized():
         dist.destroy_process_group()
 
 

@@ -115,5 +115,6 @@ void bind_schedule(py::module_& module);
 void bind_compare(py::module_& module);
 void bind_shard(py::module_& module);
 void bind_search(py::module_& module);
+void bind_runtime(py::module_& module);
 
 }  // namespace sluice::python

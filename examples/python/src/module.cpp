@@ -128,4 +128,5 @@ PYBIND11_MODULE(_sluice, module) {
   sp::bind_compare(module);
   sp::bind_shard(module);
   sp::bind_search(module);
+  sp::bind_runtime(module);
 }

@@ -3,9 +3,7 @@ attention against brute force, the training example's packed loss against the un
 PyTorch."""
 import itertools
 import math
-import os
 import pathlib
-import socket
 import subprocess
 import sys
 
@@ -16,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 import sluice  # noqa: E402
 import sluice.torch as st  # noqa: E402
+from launch import built_package_env, free_port, run_like_torchrun  # noqa: E402
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1]
 CANDIDATES = ["4*tp1pp2", "2*tp2pp2", "2*tp1pp2+1*tp2pp2", "1*tp4pp2"]
@@ -199,14 +198,6 @@ def test_varlen_attention_on_cuda(dtype):
     torch.testing.assert_close(out.cpu().double(), expected, rtol=0, atol=tolerance)
 
 
-def built_package_env():
-    """The environment with the sluice package under test first on the path, absolute, for any working directory."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pathlib.Path(sluice.__file__).parents[1]),
-                                                      env.get("PYTHONPATH")]))
-    return env
-
-
 @pytest.mark.parametrize("device, dtype", [("cpu", "float32"), ("cpu", "bfloat16"),
                                            pytest.param("cuda", "bfloat16", marks=CUDA)])
 def test_training_example_packed_loss_equals_unpacked(device, dtype):
@@ -251,28 +242,6 @@ def test_training_example_as_documented():
 # The training example's small model, for the runs compared across process counts.
 SMALL_MODEL = ["--steps", "1", "--check", "--dim", "32", "--layers", "2", "--heads", "2", "--vocab", "64",
                "--tokens-per-batch", "3000"]
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def run_like_torchrun(world, arguments, cwd):
-    """`world` processes of `python3 ARGUMENTS` with the environment torchrun gives its workers (RANK, WORLD_SIZE,
-    LOCAL_RANK, MASTER_ADDR/PORT on 127.0.0.1). Debian's torchrun 1.13 itself fails under Python 3.11 before it
-    starts a worker (Std.from_str returns None), so the test starts them as it would."""
-    port = free_port()
-    processes = []
-    for rank in range(world):
-        env = built_package_env()
-        env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
-        processes.append(subprocess.Popen([sys.executable, *arguments], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
-    outputs = [process.communicate(timeout=300) for process in processes]
-    return [process.returncode for process in processes], outputs
 
 
 # cpython-stdlib's first batch holds sequences short enough for one process beside 256-token ones, which a flex CP

@@ -1,0 +1,439 @@
+"""sluice.runtime: a PyTorch trainer runs sluice's plans across processes, one per GPU, pipelines of any ⟨TP, PP⟩
+side by side and a new strategy every step.
+
+Each process runs its rank's instruction list of the step's plan through the library's interpreter
+(``sluice.run_rank``, the code that validates and dry-runs plans), so the deadlock proof of the dry run covers what
+runs: the interpreter calls back here to load a micro-batch, run a stage's forward or backward, and post or wait
+for an activation or gradient sent with torch.distributed's isend/irecv. Inside a stage, its TP lanes run the
+trainer's layers sharded as Megatron-LM shards a decoder (Shoeybi et al., "Megatron-LM", §3): QKV and gate|up
+column-parallel, the attention output and down row-parallel, the embedding vocab-parallel and the LM head
+column-parallel with a vocab-parallel cross-entropy; the norms replicated.
+
+The trainer keeps its whole model in every process (the parameters' masters); a step pulls each stage's shard of
+them, runs the plan, and pushes every shard's gradient back into the masters' ``.grad``, summed over all processes
+(an idle pipeline's ranks take part with zeros), so any optimizer then steps the masters as in one process.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import IterationPlan, IterationSchedule, Planned, Profile, rank_placement, run_rank
+from .torch import IGNORE_INDEX, PackedMicroBatch, micro_batches, process_groups
+
+__all__ = [
+    "TensorParallel",
+    "ColumnParallelLinear",
+    "RowParallelLinear",
+    "VocabParallelEmbedding",
+    "vocab_parallel_cross_entropy",
+    "replicated",
+    "StageSpec",
+    "Runtime",
+    "StepResult",
+    "layer_split",
+]
+
+
+# ---- tensor parallelism ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TensorParallel:
+    """A stage lane's TP group: its torch.distributed group (None when size is 1), this lane's TP rank and the
+    group's size."""
+
+    group: object = None
+    rank: int = 0
+    size: int = 1
+
+    def share(self, extent: int, what: str) -> int:
+        """Each rank's part of `extent` elements, which size must divide."""
+        if extent % self.size:
+            raise ValueError(f"sluice.runtime: TP {self.size} does not divide {what} ({extent})")
+        return extent // self.size
+
+    def part(self, extent: int, what: str) -> tuple[int, int]:
+        """This rank's contiguous part [begin, end) of `extent` elements."""
+        share = self.share(extent, what)
+        return self.rank * share, (self.rank + 1) * share
+
+
+def _all_reduce(tensor: torch.Tensor, tp: TensorParallel, op=None) -> torch.Tensor:
+    import torch.distributed as dist
+
+    dist.all_reduce(tensor, op=op or dist.ReduceOp.SUM, group=tp.group)
+    return tensor
+
+
+class _CopyToTensorParallel(torch.autograd.Function):
+    """Identity forward; the backward sums the input's gradient over the TP group (every lane used the input)."""
+
+    @staticmethod
+    def forward(ctx, x, tp):
+        ctx.tp = tp
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _all_reduce(grad.contiguous().clone(), ctx.tp), None
+
+
+class _ReduceFromTensorParallel(torch.autograd.Function):
+    """Sums the lanes' partial results forward; the gradient passes to each lane unchanged."""
+
+    @staticmethod
+    def forward(ctx, x, tp):
+        return _all_reduce(x.contiguous().clone(), tp)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+def _copy_to(x, tp: TensorParallel):
+    return x if tp.size == 1 else _CopyToTensorParallel.apply(x, tp)
+
+
+def _reduce_from(x, tp: TensorParallel):
+    return x if tp.size == 1 else _ReduceFromTensorParallel.apply(x, tp)
+
+
+def _shard(source: nn.Parameter, dim: int, index: torch.Tensor) -> nn.Parameter:
+    """A parameter holding source's elements `index` along `dim`, linked to source for the pull and the push."""
+    shard = nn.Parameter(source.detach().index_select(dim, index.to(source.device)).clone())
+    shard._sluice_source = (source, dim, index.to(source.device))
+    return shard
+
+
+def _block_rows(rows: int, blocks: int, tp: TensorParallel, what: str) -> torch.Tensor:
+    """Rows of this TP rank when `rows` are `blocks` equal blocks (q|k|v, or one) each split over the TP ranks."""
+    if rows % blocks:
+        raise ValueError(f"sluice.runtime: {what} has {rows} rows, not {blocks} equal blocks")
+    size = rows // blocks
+    begin, end = tp.part(size, what)
+    return torch.cat([torch.arange(b * size + begin, b * size + end) for b in range(blocks)])
+
+
+class ColumnParallelLinear(nn.Module):
+    """y = x·Wᵀ with W's output rows split over the TP group (each of `blocks` equal blocks of rows split alike, as
+    a fused q|k|v projection's heads are); x is whole on every lane, y this lane's columns."""
+
+    def __init__(self, weight: nn.Parameter, tp: TensorParallel, *, blocks: int = 1):
+        super().__init__()
+        self.tp = tp
+        self.weight = _shard(weight, 0, _block_rows(weight.shape[0], blocks, tp, "a column-parallel weight"))
+
+    def forward(self, x):
+        return F.linear(_copy_to(x, self.tp), self.weight)
+
+
+class RowParallelLinear(nn.Module):
+    """y = x·Wᵀ with W's input columns split over the TP group: x is this lane's part of the features, y the sum
+    over the lanes, whole on each."""
+
+    def __init__(self, weight: nn.Parameter, tp: TensorParallel):
+        super().__init__()
+        self.tp = tp
+        begin, end = tp.part(weight.shape[1], "a row-parallel weight's input")
+        self.weight = _shard(weight, 1, torch.arange(begin, end))
+
+    def forward(self, x):
+        return _reduce_from(F.linear(x, self.weight), self.tp)
+
+
+class VocabParallelEmbedding(nn.Module):
+    """The embedding's rows split over the TP group: each lane looks up the tokens in its rows, zeros elsewhere,
+    and the lanes' lookups are summed."""
+
+    def __init__(self, weight: nn.Parameter, tp: TensorParallel):
+        super().__init__()
+        self.tp = tp
+        self.begin, self.end = tp.part(weight.shape[0], "the vocabulary")
+        self.weight = _shard(weight, 0, torch.arange(self.begin, self.end))
+
+    def forward(self, tokens):
+        if self.tp.size == 1:
+            return F.embedding(tokens, self.weight)
+        mine = (tokens >= self.begin) & (tokens < self.end)
+        local = torch.where(mine, tokens - self.begin, torch.zeros_like(tokens))
+        looked_up = F.embedding(local, self.weight) * mine.unsqueeze(-1).to(self.weight.dtype)
+        return _reduce_from(looked_up, self.tp)
+
+
+class _VocabParallelCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, labels, begin, tp):
+        import torch.distributed as dist
+
+        # Each row's maximum, exp-sum and target logit reduced over the lanes; the full logits are never gathered.
+        maximum = logits.detach().max(dim=-1).values
+        if tp.size > 1:
+            _all_reduce(maximum, tp, dist.ReduceOp.MAX)
+        shifted = logits - maximum.unsqueeze(-1)
+        exp = shifted.exp()
+        exp_sum = _all_reduce(exp.sum(dim=-1), tp) if tp.size > 1 else exp.sum(dim=-1)
+        valid = labels != IGNORE_INDEX
+        local = labels - begin
+        mine = valid & (local >= 0) & (local < logits.shape[-1])
+        local = torch.where(mine, local, torch.zeros_like(local))
+        target = shifted.gather(-1, local.unsqueeze(-1)).squeeze(-1) * mine.to(logits.dtype)
+        if tp.size > 1:
+            _all_reduce(target, tp)
+        loss = (exp_sum.log() - target) * valid.to(logits.dtype)
+        ctx.save_for_backward(exp, exp_sum, local, mine, valid)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad):
+        exp, exp_sum, local, mine, valid = ctx.saved_tensors
+        softmax = exp / exp_sum.unsqueeze(-1)
+        softmax.scatter_add_(-1, local.unsqueeze(-1), -mine.to(softmax.dtype).unsqueeze(-1))
+        return softmax * (grad * valid.to(grad.dtype)).unsqueeze(-1), None, None, None
+
+
+def vocab_parallel_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, tp: TensorParallel,
+                                 vocab_begin: int = 0) -> torch.Tensor:
+    """Per-token cross-entropy of logits whose vocabulary columns [vocab_begin, vocab_begin + logits.shape[-1]) are
+    this lane's (a column-parallel LM head's); 0 where labels are IGNORE_INDEX."""
+    return _VocabParallelCrossEntropy.apply(logits, labels, vocab_begin, tp)
+
+
+def replicated(module: nn.Module) -> nn.Module:
+    """A copy of `module` whose every parameter is whole on each lane (a norm): its gradient is pushed once per TP
+    group, since every lane computes the same one."""
+    copied = copy.deepcopy(module)
+    for (_, source), (_, parameter) in zip(module.named_parameters(), copied.named_parameters()):
+        parameter._sluice_source = (source, None, None)
+    return copied
+
+
+# ---- stages ------------------------------------------------------------------------------------------------------
+
+
+def layer_split(layers: int, stages: int) -> list[int]:
+    """Stage boundaries of `layers` layers over `stages` stages, the first ones one layer more where they do not
+    divide (the C++ executor's split)."""
+    if stages < 1 or layers < stages:
+        raise ValueError(f"sluice.runtime: {layers} layers cannot fill {stages} pipeline stages")
+    bounds = [0]
+    for j in range(stages):
+        bounds.append(bounds[-1] + layers // stages + (j < layers % stages))
+    return bounds
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """What one lane of one stage runs: layers [layer_begin, layer_end) of the trainer's stack, the embedding when
+    first, the final norm and LM head when last, sharded over `tp`."""
+
+    layer_begin: int
+    layer_end: int
+    first: bool
+    last: bool
+    tp: TensorParallel
+
+
+@dataclass
+class StepResult:
+    """One step: its loss (the iteration's, summed over all processes), the strategy it ran, and this rank's
+    instruction timings ((start, end) seconds; empty on an idle rank)."""
+
+    loss: float
+    strategy: str
+    timings: list[tuple[float, float]] = field(default_factory=list)
+
+
+@dataclass
+class _Role:
+    pipeline: int
+    stage: int
+    lane: int
+    spec: StageSpec
+
+
+class Runtime:
+    """Runs each step's plan in this process, one of torch.distributed's world, one per GPU of the plan.
+
+    model: the trainer's whole model, the masters every step pulls from and pushes gradients to.
+    build_stage(model, spec) -> nn.Module: one lane of a stage (StageSpec), built from the model's parameters with
+    this module's TP layers, ``replicated`` copies for the norms. Its forward(x, batch) takes the micro-batch's
+    tokens (first stage) or the previous stage's activations, and the PackedMicroBatch, and returns activations
+    (n, hidden) or, on the last stage, this lane's logits (n, vocab/TP).
+    layers, hidden: the model's layer count and width. profile: the cluster the plans are for (its GPUs are the
+    processes).
+    """
+
+    def __init__(self, model: nn.Module, build_stage: Callable[[nn.Module, StageSpec], nn.Module], *, layers: int,
+                 hidden: int, profile: Profile, timeout=None):
+        import torch.distributed as dist
+
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError("sluice.runtime: torch.distributed is not initialised (init_process_group)")
+        self.model = model
+        self.build_stage = build_stage
+        self.layers = layers
+        self.hidden = hidden
+        self.profile = profile
+        self.timeout = timeout
+        self.rank = dist.get_rank()
+        self.world = dist.get_world_size()
+        self._groups = {}  # strategy name -> (placement, this process's RankGroups)
+        self._stages = {}  # (strategy name, pipeline, stage) -> this lane's stage module
+
+    def _placed(self, plan: IterationPlan):
+        name = plan.strategy.name
+        if name not in self._groups:
+            if plan.strategy.gpus != self.world:
+                raise ValueError(f"sluice.runtime: strategy {name} needs {plan.strategy.gpus} processes, "
+                                 f"torch.distributed has {self.world}")
+            placement = rank_placement(plan.strategy, self.profile)
+            self._groups[name] = (placement, process_groups(placement, timeout=self.timeout))
+        return self._groups[name]
+
+    def _role(self, plan: IterationPlan, placement, groups) -> Optional[_Role]:
+        for p, pipeline in enumerate(plan.pipelines):
+            placed = placement.placement.pipelines[placement.plan_order[p]]
+            for j, stage in enumerate(placed.stages):
+                if self.rank not in stage.ranks:
+                    continue
+                scheme = pipeline.scheme
+                if scheme.cp > 1:
+                    raise ValueError(f"sluice.runtime: pipeline {p} runs {scheme.name} with CP {scheme.cp}; the "
+                                     "runtime runs ⟨TP, PP⟩ pipelines (CP through sluice.context_parallel)")
+                lane = list(stage.ranks).index(self.rank)
+                tp = TensorParallel(groups.tp if scheme.tp > 1 else None, lane % scheme.tp, scheme.tp)
+                bounds = layer_split(self.layers, scheme.pp)
+                spec = StageSpec(bounds[j], bounds[j + 1], j == 0, j + 1 == scheme.pp, tp)
+                return _Role(p, j, lane, spec)
+        return None
+
+    def _stage(self, plan: IterationPlan, role: _Role) -> nn.Module:
+        key = (plan.strategy.name, role.pipeline, role.stage)
+        if key not in self._stages:
+            self._stages[key] = self.build_stage(self.model, role.spec)
+        stage = self._stages[key]
+        with torch.no_grad():  # the pull: this lane's shard of the masters as they are now
+            for parameter in stage.parameters():
+                source, dim, index = parameter._sluice_source
+                parameter.copy_(source if dim is None else source.index_select(dim, index))
+                parameter.grad = None
+        return stage
+
+    def step(self, plan: Union[Planned, IterationPlan], sequences, schedule: Optional[IterationSchedule] = None,
+             device=None) -> StepResult:
+        """Runs one iteration's plan (a Planner's item, or an IterationPlan with its IterationSchedule) on
+        `sequences` (token tensors by sequence id) and leaves the summed gradients in the model's ``.grad``."""
+        import torch.distributed as dist
+
+        if isinstance(plan, Planned):
+            if plan.simulated.runs_flex:
+                raise ValueError("sluice.runtime: this step's plan runs a flex CP domain; the runtime runs "
+                                 "pipelines (flex CP groups through sluice.context_parallel)")
+            iteration, schedule = plan.simulated.plan, plan.simulated.schedule
+        else:
+            iteration = plan
+        if schedule is None:
+            raise ValueError("sluice.runtime: an IterationPlan needs its IterationSchedule")
+        placement, groups = self._placed(iteration)
+        role = self._role(iteration, placement, groups)
+        pipelines, compute_groups = [], []
+        for p, scheduled in enumerate(schedule.pipelines):
+            if scheduled is None:
+                continue
+            placed = placement.placement.pipelines[placement.plan_order[p]]
+            table = [list(stage.ranks) for stage in placed.stages]
+            pipelines.append((scheduled.schedule.plan, table))
+            for lanes in table:
+                if len(lanes) > 1:
+                    compute_groups += [[(rank, m) for rank in lanes]
+                                       for m in range(scheduled.schedule.plan.micro_batches)]
+        loss = torch.zeros((), dtype=torch.float64)
+        timings, stage = [], None
+        if role is not None and schedule.pipelines[role.pipeline] is not None:
+            stage = self._stage(iteration, role)
+            batches = micro_batches(iteration, sequences, pipeline=role.pipeline, device=device)
+            runner = _Runner(stage, role, batches, self.hidden)
+            timings = run_rank(pipelines, compute_groups, self.rank, runner)
+            loss += runner.loss
+        try:
+            self._push(stage, role.spec.tp if role is not None else TensorParallel())
+            dist.all_reduce(loss)
+        except RuntimeError as error:  # a peer gone: said once, with this rank
+            raise RuntimeError(f"sluice.runtime: rank {self.rank}: the gradient push failed: {error}") from error
+        return StepResult(float(loss), iteration.strategy.name, timings)
+
+    def _push(self, stage: Optional[nn.Module], tp: TensorParallel):
+        """Every stage gradient into its master's .grad, summed over all processes in the model's order."""
+        import torch.distributed as dist
+
+        sums = {id(p): torch.zeros_like(p) for p in self.model.parameters()}
+        for parameter in stage.parameters() if stage is not None else ():
+            if parameter.grad is None:
+                continue
+            source, dim, index = parameter._sluice_source
+            if dim is not None:
+                sums[id(source)].index_add_(dim, index, parameter.grad)
+            elif tp.rank == 0:  # every TP lane holds the same gradient of a replicated weight
+                sums[id(source)] += parameter.grad
+        for p in self.model.parameters():
+            dist.all_reduce(sums[id(p)])
+            p.grad = sums[id(p)]
+
+
+class _Runner:
+    """The interpreter's callbacks for one lane: slots hold tensors; a forward keeps its input and output for the
+    backward."""
+
+    def __init__(self, stage, role: _Role, batches: Sequence[PackedMicroBatch], hidden: int):
+        self.stage, self.role, self.batches, self.hidden = stage, role, batches, hidden
+        parameter = next(stage.parameters())
+        self.dtype, self.device = parameter.dtype, parameter.device
+        self.slots = {}
+        self.saved = {}
+        self.works = {}
+        self.loss = torch.zeros((), dtype=torch.float64)
+
+    def load_input(self, micro_batch, slot):
+        self.slots[slot] = self.batches[micro_batch].tokens
+
+    def forward(self, micro_batch, input_slot, output_slot):
+        batch = self.batches[micro_batch]
+        x = self.slots[input_slot]
+        if not self.role.spec.first:
+            x = x.detach().requires_grad_()
+        y = self.stage(x, batch)
+        if self.role.spec.last:
+            tp = self.role.spec.tp
+            begin = tp.rank * y.shape[-1]
+            losses = vocab_parallel_cross_entropy(y, batch.labels, tp, begin)
+            y = losses.sum() / batch.loss_normaliser
+            if tp.rank == 0:  # every lane of the TP group holds the same loss
+                self.loss += y.detach().double()
+        else:
+            self.slots[output_slot] = y.detach()
+        self.saved[micro_batch] = (x, y)
+
+    def backward(self, micro_batch, gradient_slot, output_slot):
+        x, y = self.saved.pop(micro_batch)
+        y.backward() if gradient_slot < 0 else y.backward(self.slots[gradient_slot])
+        if output_slot >= 0:
+            self.slots[output_slot] = x.grad
+
+    def post(self, transfer):
+        import torch.distributed as dist
+
+        if transfer.send:
+            self.works[transfer.index] = dist.isend(self.slots[transfer.slot].contiguous(), transfer.peer)
+        else:
+            tokens = len(self.batches[transfer.micro_batch].tokens)
+            self.slots[transfer.slot] = torch.empty(tokens, self.hidden, dtype=self.dtype, device=self.device)
+            self.works[transfer.index] = dist.irecv(self.slots[transfer.slot], transfer.peer)
+
+    def wait(self, transfer):
+        self.works.pop(transfer.index).wait()

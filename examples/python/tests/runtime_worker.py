@@ -1,0 +1,117 @@
+"""One process of test_runtime.py's runs: a small float64 Llama (train_llama.py's) trained a few steps, each step on
+its own batch and strategy, by sluice.runtime across torchrun's processes or, with --one-process, by plain PyTorch in
+one process on every sequence alone. Writes the losses and the final parameters to --out (rank 0)."""
+import argparse
+import os
+import pathlib
+import sys
+from datetime import timedelta
+
+# Appended: the built sluice package on PYTHONPATH must win over the source directory examples/python/sluice.
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import sluice  # noqa: E402
+import sluice.torch as st  # noqa: E402
+from sluice import runtime  # noqa: E402
+from train_llama import Llama, LlamaStage, synthetic_sequence  # noqa: E402
+
+VOCAB, DIM, LAYERS, HEADS = 64, 32, 4, 4
+
+
+def step_batch(step, world):
+    """Step `step`'s sequences: lengths drawn from its own seed, several micro-batches' worth per pipeline."""
+    generator = torch.Generator().manual_seed(1000 + step)
+    lengths = torch.randint(50, 300, (6 * world,), generator=generator).tolist()
+    ids = [100 * step + i for i in range(len(lengths))]
+    return ids, lengths
+
+
+def plan_step(strategy, ids, lengths, profile):
+    plan = sluice.plan_iteration(lengths, [strategy], profile, ids=ids)
+    schedule = sluice.schedule_iteration(plan, profile, problem=sluice.ProblemOptions(hidden=DIM))
+    return plan, schedule
+
+
+def one_process_step(model, plan, sequences):
+    """Every sequence alone through the whole model: the per-token losses summed over the iteration's targets."""
+    normaliser = st.loss_normaliser(plan)
+    total = 0.0
+    for sequence_id, tokens in sequences.items():
+        positions = torch.arange(len(tokens))
+        bounds = torch.tensor([0, len(tokens)], dtype=torch.int32)
+
+        def attend(q, k, v):
+            return st.varlen_attention(q, k, v, bounds, len(tokens))
+
+        logits = model(tokens, positions, attend)
+        loss = F.cross_entropy(logits[:-1], tokens[1:], reduction="sum") / normaliser
+        loss.backward()
+        total += loss.item()
+    return total
+
+
+def die_mid_step():
+    """This process ends abruptly at its second micro-batch's forward, as a crashed or killed worker would."""
+    forward = runtime._Runner.forward
+
+    def dying(self, micro_batch, *slots):
+        if micro_batch == 1:
+            os._exit(3)
+        return forward(self, micro_batch, *slots)
+
+    runtime._Runner.forward = dying
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--strategies", required=True, help="comma-separated, one per step")
+    parser.add_argument("--world", type=int, required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--one-process", action="store_true")
+    parser.add_argument("--die", metavar="RANK:STEP", help="that rank exits with status 3 in that step's forward")
+    parser.add_argument("--timeout", type=float, default=60)
+    args = parser.parse_args()
+    try:
+        train(args)
+    except RuntimeError as error:
+        sys.exit(f"runtime_worker: {error}")
+
+
+def train(args):
+    torch.manual_seed(0)
+    model = Llama(VOCAB, DIM, LAYERS, HEADS).double()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    profile = sluice.Profile.bundled("llama2-7b", gpus=args.world)
+    engine = None
+    if not args.one_process:
+        dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
+        engine = runtime.Runtime(model, LlamaStage, layers=LAYERS, hidden=DIM, profile=profile)
+    losses, strategies, micro_batches = [], [], []
+    for step, strategy in enumerate(args.strategies.split(",")):
+        ids, lengths = step_batch(step, args.world)
+        sequences = {i: synthetic_sequence(i, n, VOCAB, seed=3) for i, n in zip(ids, lengths)}
+        plan, schedule = plan_step(strategy, ids, lengths, profile)
+        optimizer.zero_grad(set_to_none=True)
+        if engine is not None and args.die == f"{dist.get_rank()}:{step}":
+            die_mid_step()
+        if engine is None:
+            losses.append(one_process_step(model, plan, sequences))
+        else:
+            result = engine.step(plan, sequences, schedule)
+            losses.append(result.loss)
+        strategies.append(plan.strategy.name)
+        micro_batches.append([len(p.micro_batches) for p in plan.pipelines])
+        optimizer.step()
+    if args.one_process or dist.get_rank() == 0:
+        torch.save({"losses": losses, "strategies": strategies, "micro_batches": micro_batches,
+                    "parameters": {name: p.detach() for name, p in model.named_parameters()}}, args.out)
+    if not args.one_process:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""sluice.runtime: plans of ⟨TP, PP⟩ pipelines, heterogeneous ones and a new strategy every step, trained across
+processes (gloo on 127.0.0.1, started as torchrun starts them) give the losses and final parameters of the same model
+trained in one process on every sequence alone; the TP layers against their unsharded counterparts; the interpreter
+binding's checks; a process that dies mid-step ends the others with a line naming their rank."""
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import sluice  # noqa: E402
+from launch import built_package_env, run_like_torchrun  # noqa: E402
+
+HERE = pathlib.Path(__file__).resolve().parent
+WORKER = "runtime_worker.py"
+# Per world: three steps whose strategies differ: TP×PP, a deep PP, and heterogeneous pipelines side by side.
+STRATEGIES = {
+    4: "1*tp2pp2,1*tp1pp4,1*tp2pp1+1*tp1pp2",
+    8: "1*tp2pp2+1*tp1pp4,1*tp4pp2,2*tp2pp2",
+}
+RELATIVE = 1e-9  # float64
+
+
+def worker_run(tmp_path, world, strategies, *, one_process=False):
+    out = tmp_path / "result.pt"
+    arguments = [WORKER, "--strategies", strategies, "--world", str(world), "--out", str(out)]
+    if one_process:
+        result = subprocess.run([sys.executable, *arguments, "--one-process"], cwd=HERE, env=built_package_env(),
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+    else:
+        codes, outputs = run_like_torchrun(world, arguments, HERE)
+        assert codes == [0] * world, "\n".join(stdout + stderr for stdout, stderr in outputs)
+    return torch.load(out)
+
+
+@pytest.mark.parametrize("world", [4, 8])
+def test_steps_of_different_strategies_equal_one_process(tmp_path, world):
+    strategies = STRATEGIES[world]
+    alone = worker_run(tmp_path, world, strategies, one_process=True)
+    spread = worker_run(tmp_path, world, strategies)
+    assert spread["strategies"] == strategies.split(",")
+    assert any(count > 1 for counts in spread["micro_batches"] for count in counts)  # pipelines with real schedules
+    for step, (one, many) in enumerate(zip(alone["losses"], spread["losses"])):
+        assert abs(many - one) <= RELATIVE * abs(one), f"step {step}: loss {many} against {one}"
+    for name, expected in alone["parameters"].items():
+        actual = spread["parameters"][name]
+        error = float((actual - expected).norm() / expected.norm())
+        assert error <= RELATIVE, f"{name}: relative {error:.2e}"
+
+
+def test_a_process_that_dies_ends_the_others_naming_their_rank(tmp_path):
+    out = tmp_path / "result.pt"
+    codes, outputs = run_like_torchrun(
+        4, [WORKER, "--strategies", "1*tp2pp2,1*tp1pp4", "--world", "4", "--out", str(out), "--die", "2:1",
+            "--timeout", "10"], HERE)
+    assert codes[2] == 3
+    for rank in (0, 1, 3):
+        assert codes[rank] == 1, outputs[rank]
+        last = outputs[rank][1].strip().splitlines()[-1]
+        assert last.startswith(f"runtime_worker: sluice.runtime: rank {rank}"), outputs[rank][1]
+
+
+def test_run_rank_refuses_what_does_not_fit_and_says_where_the_runner_failed():
+    profile = sluice.Profile.bundled("llama2-7b", gpus=4)
+    plan = sluice.plan_iteration([300, 200, 500, 400, 100, 250], ["1*tp1pp4"], profile)
+    schedule = sluice.schedule_iteration(plan, profile)
+    execution = schedule.pipelines[0].schedule.plan
+    with pytest.raises(sluice.InvalidPlan, match="names ranks of 2 stages for 4"):
+        sluice.run_rank([(execution, [[0], [1]])], [], 0, object())
+    with pytest.raises(sluice.InvalidInput, match="names no ranks"):
+        sluice.run_rank([(execution, [])], [], 0, object())
+    assert sluice.run_rank([(execution, [[0], [1], [2], [3]])], [], 7, Recording()) == []  # a rank with nothing to run
+
+    class Failing:
+        def load_input(self, micro_batch, slot):
+            raise KeyError("no such batch")
+
+        forward = backward = post = wait = load_input
+
+    with pytest.raises(RuntimeError, match=r"^sluice.runtime: rank 0 instruction 0 \(load_input micro-batch \d+\): "
+                                           r"KeyError: 'no such batch'$") as raised:
+        sluice.run_rank([(execution, [[0], [1], [2], [3]])], [], 0, Failing())
+    assert isinstance(raised.value.__cause__, KeyError)
+
+
+class Recording:
+    """A runner that records what the interpreter asks of rank 0 and completes every transfer at once."""
+
+    def __init__(self):
+        self.calls = []
+
+    def load_input(self, micro_batch, slot):
+        self.calls.append(("load", micro_batch))
+
+    def forward(self, micro_batch, input_slot, output_slot):
+        self.calls.append(("forward", micro_batch))
+
+    def backward(self, micro_batch, gradient_slot, output_slot):
+        self.calls.append(("backward", micro_batch))
+
+    def post(self, transfer):
+        assert transfer.rank == 0 and transfer.peer == 1
+        self.calls.append(("send" if transfer.send else "receive", transfer.micro_batch))
+
+    def wait(self, transfer):
+        pass
+
+
+def test_run_rank_runs_the_ranks_list_as_the_plan_says():
+    profile = sluice.Profile.bundled("llama2-7b", gpus=4)
+    plan = sluice.plan_iteration([300, 200, 500, 400, 100, 250, 350, 450] * 4, ["1*tp1pp4"], profile)
+    execution = sluice.schedule_iteration(plan, profile).pipelines[0].schedule.plan
+    runner = Recording()
+    timings = sluice.run_rank([(execution, [[0], [1], [2], [3]])], [], 0, runner)
+    instructions = execution.ranks[0]
+    assert len(timings) == len(instructions)
+    assert all(0 <= start <= end for start, end in timings)
+    computed = [call for call in runner.calls if call[0] in ("load", "forward", "backward")]
+    expected = [(kind, i.micro_batch) for i in instructions
+                for kind in [{"load_input": "load", "forward": "forward", "backward": "backward"}.get(i.kind)] if kind]
+    assert computed == expected
+    # Every micro-batch: loaded, forwarded and its activation sent, its gradient received, then its backward.
+    for m in range(execution.micro_batches):
+        order = [call[0] for call in runner.calls if call[1] == m]
+        assert order == ["load", "forward", "send", "receive", "backward"]
+
+
+def tp_group_run(tmp_path, script):
+    """`script` in 2 processes of a gloo group; its assertions run in each."""
+    path = tmp_path / "tp_check.py"
+    path.write_text(script)
+    codes, outputs = run_like_torchrun(2, [str(path)], HERE)
+    assert codes == [0, 0], "\n".join(stdout + stderr for stdout, stderr in outputs)
+
+
+TP_LAYERS = """
+import torch, torch.distributed as dist, torch.nn.functional as F
+from sluice import runtime
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+tp = runtime.TensorParallel(dist.new_group([0, 1]), rank, 2)
+torch.manual_seed(0)
+x = torch.randn(5, 8, dtype=torch.float64, requires_grad=True)
+qkv = torch.nn.Parameter(torch.randn(12, 8, dtype=torch.float64))
+out = torch.nn.Parameter(torch.randn(8, 4, dtype=torch.float64))
+embed = torch.nn.Parameter(torch.randn(10, 8, dtype=torch.float64))
+head = torch.nn.Parameter(torch.randn(10, 8, dtype=torch.float64))
+tokens = torch.tensor([0, 9, 4, 5, 3])
+labels = torch.tensor([9, 4, -100, 3, 5])
+
+def unsharded(x):
+    h = F.embedding(tokens, embed) + x
+    y = F.linear(h, qkv).unflatten(-1, (3, 4)).sum(-2)  # q|k|v blocks summed, 4 features
+    z = F.linear(y, out)
+    return F.cross_entropy(F.linear(z, head), labels, reduction="none")
+
+column = runtime.ColumnParallelLinear(qkv, tp, blocks=3)
+row = runtime.RowParallelLinear(out, tp)
+embedding = runtime.VocabParallelEmbedding(embed, tp)
+lm_head = runtime.ColumnParallelLinear(head, tp)
+xs = x.detach().clone().requires_grad_()
+y = column(embedding(tokens) + xs).unflatten(-1, (3, 2)).sum(-2)
+logits = lm_head(row(y))
+loss = runtime.vocab_parallel_cross_entropy(logits, labels, tp, vocab_begin=5 * rank)
+expected = unsharded(x)
+assert torch.allclose(loss, expected, rtol=1e-12, atol=1e-12), (loss, expected)
+assert loss[2] == 0
+(loss * torch.arange(1, 6)).sum().backward()
+(expected * torch.arange(1, 6)).sum().backward()
+assert torch.allclose(xs.grad, x.grad, rtol=1e-12, atol=1e-12)
+rows = torch.cat([torch.arange(b * 4 + 2 * rank, b * 4 + 2 * rank + 2) for b in range(3)])
+assert torch.allclose(column.weight.grad, qkv.grad[rows], rtol=1e-12, atol=1e-12)
+assert torch.allclose(row.weight.grad, out.grad[:, 2 * rank:2 * rank + 2], rtol=1e-12, atol=1e-12)
+assert torch.allclose(embedding.weight.grad, embed.grad[5 * rank:5 * rank + 5], rtol=1e-12, atol=1e-12)
+assert torch.allclose(lm_head.weight.grad, head.grad[5 * rank:5 * rank + 5], rtol=1e-12, atol=1e-12)
+dist.destroy_process_group()
+"""
+
+
+def test_tensor_parallel_layers_equal_their_unsharded_counterparts(tmp_path):
+    tp_group_run(tmp_path, TP_LAYERS)
+
+
+def test_tensor_parallel_refuses_a_degree_that_does_not_divide():
+    from sluice import runtime
+
+    tp = runtime.TensorParallel(None, 1, 3)
+    with pytest.raises(ValueError, match="TP 3 does not divide the heads"):
+        tp.share(4, "the heads")
+    assert tp.part(9, "the vocabulary") == (3, 6)
+    with pytest.raises(ValueError, match="3 layers cannot fill 4 pipeline stages"):
+        runtime.layer_split(3, 4)
+    assert runtime.layer_split(7, 3) == [0, 3, 5, 7]
+
+
+def test_training_example_runs_the_planners_strategies_across_processes():
+    """train_llama.py --pipelines: every step's plan, heterogeneous candidates among them, run by sluice.runtime,
+    its loss equal to the unpacked loss (--check)."""
+    codes, outputs = run_like_torchrun(
+        4, ["train_llama.py", "--pipelines", "--steps", "2", "--check", "--dim", "32", "--layers", "4", "--heads",
+            "4", "--vocab", "64", "--tokens-per-batch", "3000", "--candidates", "1*tp2pp1+1*tp1pp2", "1*tp2pp2",
+            "1*tp1pp4"], HERE.parent)
+    assert codes == [0] * 4, "\n".join(stdout + stderr for stdout, stderr in outputs)
+    stdout = outputs[0][0]
+    assert "check passed" in stdout and stdout.count("step ") >= 2, stdout
+
+
+def test_runtime_imports_without_a_process_group():
+    script = "import torch.distributed as dist; from sluice import runtime; assert not dist.is_initialized()"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=built_package_env())
+    assert result.returncode == 0, result.stderr
+
+
+def test_runtime_needs_a_process_group():
+    from sluice import runtime
+
+    with pytest.raises(RuntimeError, match="torch.distributed is not initialised"):
+        runtime.Runtime(torch.nn.Linear(2, 2), lambda model, spec: model, layers=1, hidden=2,
+                        profile=sluice.Profile.bundled("llama2-7b", gpus=4))
+
+
+def test_documented_stage_builder_is_the_examples():
+    """docs/python.md shows the trainer-side code of train_llama.py, which the tests above run: the same text."""
+    document = (HERE.parents[2] / "docs" / "python.md").read_text()
+    block = document.split("# doc-test: skip (train_llama.py defines and runs it under torchrun's processes)\n")[1]
+    block = block.split("```")[0]
+    assert "class LlamaStage" in block
+    assert block in (HERE.parent / "train_llama.py").read_text()
