@@ -23,7 +23,7 @@ by side and a new strategy whenever the Planner picks one; the gradients are the
     PYTHONPATH=build/release/python python3 examples/python/train_llama.py --device cuda --dtype bfloat16 --check
     PYTHONPATH=build/release/python torchrun --nproc_per_node 4 examples/python/train_llama.py --cp 2 --check
     PYTHONPATH=build/release/python torchrun --nproc_per_node 4 examples/python/train_llama.py --flex-cp --check
-    PYTHONPATH=build/release/python torchrun --nproc_per_node 4 examples/python/train_llama.py --pipelines --check
+    PYTHONPATH=build/release/python torchrun --nproc_per_node 4 examples/python/train_llama.py --pipelines --layers 4 --check
 """
 import os
 import sys
@@ -46,6 +46,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
+from torch.utils.checkpoint import checkpoint  # noqa: E402
 
 import sluice  # noqa: E402
 import sluice.torch as st  # noqa: E402
@@ -151,14 +152,15 @@ class LlamaStage(nn.Module):
         self.blocks = nn.ModuleList(ParallelBlock(block, spec.tp) for block in blocks)
         self.norm = runtime.replicated(model.norm) if spec.last else None
         self.head = runtime.ColumnParallelLinear(model.head.weight, spec.tp) if spec.last else None
+        self.recompute = spec.recompute
 
     def forward(self, x, batch):
-        def attend(q, k, v):
-            return st.varlen_attention(q, k, v, batch.cu_seqlens, batch.max_seqlen)
-
         x = self.embed(x) if self.embed is not None else x
         for block in self.blocks:
-            x = block(x, batch.positions, attend)
+            if self.recompute:  # only the layer's input kept; its forward runs again in the backward
+                x = checkpoint(block, x, batch.positions, batch.attend, use_reentrant=False)
+            else:
+                x = block(x, batch.positions, batch.attend)
         return self.head(self.norm(x)) if self.head is not None else x
 
 
@@ -388,7 +390,7 @@ def main(argv=None):
                         help="with --flex-cp: tokens a group of one process holds (a group of d: d times as many)")
     parser.add_argument("--pipelines", action="store_true",
                         help="under torchrun, one process per GPU of the plans (--gpus: WORLD_SIZE): each step's "
-                             "pipelines run as planned, TP and PP included (sluice.runtime)")
+                             "pipelines run as planned, TP, CP 2 and recomputation included (sluice.runtime)")
     parser.add_argument("--timeout", type=float, default=300,
                         help="seconds a process waits for the store or a peer before it fails (under torchrun)")
     parser.add_argument("--save-gradients", metavar="PATH",
@@ -431,6 +433,8 @@ def main(argv=None):
     model = Llama(args.vocab, args.dim, args.layers, args.heads).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     profile = sluice.Profile.bundled(args.profile, gpus=args.gpus)
+    if args.pipelines:  # pipelines with CP 2 (ring or Ulysses) and recomputation among the candidates too
+        profile = sluice.with_scheme_space(profile, cp=[2], cp_kinds=["ring", "ulysses"], recompute=True)
     candidates = args.candidates or default_candidates(profile)
     dataset = sluice.LengthDataset.bundled(args.lengths).truncated(args.max_len)
     sampler = sluice.BatchSampler(dataset, tokens_per_batch=args.tokens_per_batch, seed=args.seed)

@@ -1,5 +1,5 @@
-"""sluice.runtime: a PyTorch trainer runs sluice's plans across processes, one per GPU, pipelines of any ⟨TP, PP⟩
-side by side and a new strategy every step.
+"""sluice.runtime: a PyTorch trainer runs sluice's plans across processes, one per GPU, pipelines of any ⟨TP, CP,
+PP⟩ side by side, with or without recomputation, and a new strategy every step.
 
 Each process runs its rank's instruction list of the step's plan through the library's interpreter
 (``sluice.run_rank``, the code that validates and dry-runs plans), so the deadlock proof of the dry run covers what
@@ -7,7 +7,9 @@ runs: the interpreter calls back here to load a micro-batch, run a stage's forwa
 for an activation or gradient sent with torch.distributed's isend/irecv. Inside a stage, its TP lanes run the
 trainer's layers sharded as Megatron-LM shards a decoder (Shoeybi et al., "Megatron-LM", §3): QKV and gate|up
 column-parallel, the attention output and down row-parallel, the embedding vocab-parallel and the LM head
-column-parallel with a vocab-parallel cross-entropy; the norms replicated.
+column-parallel with a vocab-parallel cross-entropy; the norms replicated. A stage's CP lanes each hold their
+shard of every micro-batch's tokens (``sluice.context_parallel.cp_shard``) and attend across their CP group by
+ring or Ulysses attention, as the pipeline's scheme says.
 
 The trainer keeps its whole model in every process (the parameters' masters); a step pulls each stage's shard of
 them, runs the plan, and pushes every shard's gradient back into the masters' ``.grad``, summed over all processes
@@ -24,7 +26,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import IterationPlan, IterationSchedule, Planned, Profile, rank_placement, run_rank
-from .torch import IGNORE_INDEX, PackedMicroBatch, micro_batches, process_groups
+from .context_parallel import cp_shard, ring_attention, ulysses_attention
+from .torch import IGNORE_INDEX, PackedMicroBatch, micro_batches, process_groups, varlen_attention
 
 __all__ = [
     "TensorParallel",
@@ -34,6 +37,7 @@ __all__ = [
     "vocab_parallel_cross_entropy",
     "replicated",
     "StageSpec",
+    "StageBatch",
     "Runtime",
     "StepResult",
     "layer_split",
@@ -230,13 +234,29 @@ def layer_split(layers: int, stages: int) -> list[int]:
 @dataclass(frozen=True)
 class StageSpec:
     """What one lane of one stage runs: layers [layer_begin, layer_end) of the trainer's stack, the embedding when
-    first, the final norm and LM head when last, sharded over `tp`."""
+    first, the final norm and LM head when last, sharded over `tp`; with `recompute`, each layer keeps only its
+    input for the backward, which runs its forward again (full activation recomputation)."""
 
     layer_begin: int
     layer_end: int
     first: bool
     last: bool
     tp: TensorParallel
+    recompute: bool = False
+
+
+@dataclass
+class StageBatch:
+    """A lane's part of one micro-batch: its tokens (its CP rank's shard of them, or all), their positions within
+    their sequences and next-token labels, and ``attend(q, k, v)``: causal attention within each sequence of the
+    whole micro-batch, for this lane's rows of q, k and v (varlen attention, or ring or Ulysses attention across
+    the stage's CP group)."""
+
+    tokens: torch.Tensor
+    positions: torch.Tensor
+    labels: torch.Tensor
+    loss_normaliser: int
+    attend: Callable
 
 
 @dataclass
@@ -255,6 +275,10 @@ class _Role:
     stage: int
     lane: int
     spec: StageSpec
+    cp: int = 1
+    cp_rank: int = 0
+    cp_group: object = None
+    cp_kind: str = "ring"
 
 
 class Runtime:
@@ -262,9 +286,9 @@ class Runtime:
 
     model: the trainer's whole model, the masters every step pulls from and pushes gradients to.
     build_stage(model, spec) -> nn.Module: one lane of a stage (StageSpec), built from the model's parameters with
-    this module's TP layers, ``replicated`` copies for the norms. Its forward(x, batch) takes the micro-batch's
-    tokens (first stage) or the previous stage's activations, and the PackedMicroBatch, and returns activations
-    (n, hidden) or, on the last stage, this lane's logits (n, vocab/TP).
+    this module's TP layers, ``replicated`` copies for the norms. Its forward(x, batch) takes the lane's tokens
+    (first stage) or the previous stage's activations, and the lane's StageBatch (positions, ``attend``), and
+    returns activations (n, hidden) or, on the last stage, this lane's logits (n, vocab/TP).
     layers, hidden: the model's layer count and width. profile: the cluster the plans are for (its GPUs are the
     processes).
     """
@@ -303,20 +327,35 @@ class Runtime:
                 if self.rank not in stage.ranks:
                     continue
                 scheme = pipeline.scheme
-                if scheme.cp > 1:
-                    raise ValueError(f"sluice.runtime: pipeline {p} runs {scheme.name} with CP {scheme.cp}; the "
-                                     "runtime runs ⟨TP, PP⟩ pipelines (CP through sluice.context_parallel)")
+                if scheme.cp > 1 and 1 < scheme.ulysses < scheme.cp:
+                    raise ValueError(f"sluice.runtime: pipeline {p} runs {scheme.name}, hybrid CP; the runtime runs "
+                                     "ring or Ulysses CP")
                 lane = list(stage.ranks).index(self.rank)
                 tp = TensorParallel(groups.tp if scheme.tp > 1 else None, lane % scheme.tp, scheme.tp)
                 bounds = layer_split(self.layers, scheme.pp)
-                spec = StageSpec(bounds[j], bounds[j + 1], j == 0, j + 1 == scheme.pp, tp)
-                return _Role(p, j, lane, spec)
+                spec = StageSpec(bounds[j], bounds[j + 1], j == 0, j + 1 == scheme.pp, tp, scheme.recompute)
+                role = _Role(p, j, lane, spec, scheme.cp)
+                if scheme.cp > 1:
+                    import torch.distributed as dist
+
+                    # Lane l of every stage must hold the same tokens: CP rank l / TP is the ring's rank l / TP.
+                    role.cp_rank, role.cp_group = lane // scheme.tp, groups.cp
+                    role.cp_kind = "ulysses" if scheme.ulysses == scheme.cp else "ring"
+                    if dist.get_rank(groups.cp) != role.cp_rank:
+                        raise RuntimeError(f"sluice.runtime: rank {self.rank} is CP rank {role.cp_rank} of its "
+                                           f"stage, rank {dist.get_rank(groups.cp)} of its CP group")
+                return role
         return None
 
     def _stage(self, plan: IterationPlan, role: _Role) -> nn.Module:
         key = (plan.strategy.name, role.pipeline, role.stage)
         if key not in self._stages:
-            self._stages[key] = self.build_stage(self.model, role.spec)
+            built = self.build_stage(self.model, role.spec)
+            for name, parameter in built.named_parameters():
+                if not hasattr(parameter, "_sluice_source"):
+                    raise TypeError(f"sluice.runtime: the stage's parameter {name} is not a slice of the model's: "
+                                    "build stages from this module's TP layers and replicated()")
+            self._stages[key] = built
         stage = self._stages[key]
         with torch.no_grad():  # the pull: this lane's shard of the masters as they are now
             for parameter in stage.parameters():
@@ -386,12 +425,30 @@ class Runtime:
             p.grad = sums[id(p)]
 
 
+def _lane_batch(packed: PackedMicroBatch, role: _Role) -> StageBatch:
+    if role.cp == 1:
+        def attend(q, k, v):
+            return varlen_attention(q, k, v, packed.cu_seqlens, packed.max_seqlen)
+
+        return StageBatch(packed.tokens, packed.positions, packed.labels, packed.loss_normaliser, attend)
+    cu_seqlens = packed.cu_seqlens.cpu()
+    shard = cp_shard(cu_seqlens, role.cp, role.cp_rank)
+    attention = ulysses_attention if role.cp_kind == "ulysses" else ring_attention
+
+    def attend(q, k, v):
+        return attention(q, k, v, cu_seqlens, group=role.cp_group)
+
+    tokens, positions, labels = (shard.select(t) for t in (packed.tokens, packed.positions, packed.labels))
+    return StageBatch(tokens, positions, labels, packed.loss_normaliser, attend)
+
+
 class _Runner:
     """The interpreter's callbacks for one lane: slots hold tensors; a forward keeps its input and output for the
     backward."""
 
-    def __init__(self, stage, role: _Role, batches: Sequence[PackedMicroBatch], hidden: int):
-        self.stage, self.role, self.batches, self.hidden = stage, role, batches, hidden
+    def __init__(self, stage, role: _Role, packed: Sequence[PackedMicroBatch], hidden: int):
+        self.stage, self.role, self.hidden = stage, role, hidden
+        self.batches = [_lane_batch(batch, role) for batch in packed]
         parameter = next(stage.parameters())
         self.dtype, self.device = parameter.dtype, parameter.device
         self.slots = {}
@@ -431,7 +488,7 @@ class _Runner:
         if transfer.send:
             self.works[transfer.index] = dist.isend(self.slots[transfer.slot].contiguous(), transfer.peer)
         else:
-            tokens = len(self.batches[transfer.micro_batch].tokens)
+            tokens = len(self.batches[transfer.micro_batch].tokens)  # this lane's tokens, as its peer lane's
             self.slots[transfer.slot] = torch.empty(tokens, self.hidden, dtype=self.dtype, device=self.device)
             self.works[transfer.index] = dist.irecv(self.slots[transfer.slot], transfer.peer)
 

@@ -200,8 +200,8 @@ def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torc
     at the default 1/sqrt(head_dim) scale."""
     if hasattr(F, "scaled_dot_product_attention"):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    # PyTorch < 2.0 has no SDPA: the same computation, the softmax in float32.
-    scores = (q @ k.transpose(-2, -1)).float() / math.sqrt(q.shape[-1])
+    # PyTorch < 2.0 has no SDPA: the same computation, the softmax in float32 at least.
+    scores = (q @ k.transpose(-2, -1)).to(torch.promote_types(q.dtype, torch.float32)) / math.sqrt(q.shape[-1])
     length = q.shape[-2]
     causal = torch.ones(length, length, dtype=torch.bool, device=q.device).tril()
     scores = scores.masked_fill(~causal, float("-inf"))

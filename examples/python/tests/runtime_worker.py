@@ -22,10 +22,11 @@ from train_llama import Llama, LlamaStage, synthetic_sequence  # noqa: E402
 VOCAB, DIM, LAYERS, HEADS = 64, 32, 4, 4
 
 
-def step_batch(step, world):
-    """Step `step`'s sequences: lengths drawn from its own seed, several micro-batches' worth per pipeline."""
+def step_batch(step, world, count=None):
+    """Step `step`'s sequences: lengths drawn from its own seed, several micro-batches' worth per pipeline (or
+    `count` of them)."""
     generator = torch.Generator().manual_seed(1000 + step)
-    lengths = torch.randint(50, 300, (6 * world,), generator=generator).tolist()
+    lengths = torch.randint(50, 300, (count or 6 * world,), generator=generator).tolist()
     ids = [100 * step + i for i in range(len(lengths))]
     return ids, lengths
 
@@ -68,7 +69,8 @@ def die_mid_step():
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--strategies", required=True, help="comma-separated, one per step")
+    parser.add_argument("--strategies", required=True,
+                        help="comma-separated, one per step; STRATEGY:N gives that step a batch of N sequences")
     parser.add_argument("--world", type=int, required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--one-process", action="store_true")
@@ -85,14 +87,17 @@ def train(args):
     torch.manual_seed(0)
     model = Llama(VOCAB, DIM, LAYERS, HEADS).double()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    profile = sluice.Profile.bundled("llama2-7b", gpus=args.world)
+    # The bundled ⟨TP, PP⟩ schemes and those derived with CP 2 (ring, Ulysses) and recomputation.
+    profile = sluice.with_scheme_space(sluice.Profile.bundled("llama2-7b", gpus=args.world), cp=[2],
+                                       cp_kinds=["ring", "ulysses"], recompute=True)
     engine = None
     if not args.one_process:
         dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
         engine = runtime.Runtime(model, LlamaStage, layers=LAYERS, hidden=DIM, profile=profile)
     losses, strategies, micro_batches = [], [], []
-    for step, strategy in enumerate(args.strategies.split(",")):
-        ids, lengths = step_batch(step, args.world)
+    for step, entry in enumerate(args.strategies.split(",")):
+        strategy, _, count = entry.partition(":")  # STRATEGY:N: a batch of N sequences
+        ids, lengths = step_batch(step, args.world, int(count) if count else None)
         sequences = {i: synthetic_sequence(i, n, VOCAB, seed=3) for i, n in zip(ids, lengths)}
         plan, schedule = plan_step(strategy, ids, lengths, profile)
         optimizer.zero_grad(set_to_none=True)

@@ -1,4 +1,4 @@
-"""sluice.runtime: plans of ⟨TP, PP⟩ pipelines, heterogeneous ones and a new strategy every step, trained across
+"""sluice.runtime: plans of ⟨TP, CP, PP⟩ pipelines, heterogeneous ones and a new strategy every step, trained across
 processes (gloo on 127.0.0.1, started as torchrun starts them) give the losses and final parameters of the same model
 trained in one process on every sequence alone; the TP layers against their unsharded counterparts; the interpreter
 binding's checks; a process that dies mid-step ends the others with a line naming their rank."""
@@ -15,10 +15,11 @@ from launch import built_package_env, run_like_torchrun  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 WORKER = "runtime_worker.py"
-# Per world: three steps whose strategies differ: TP×PP, a deep PP, and heterogeneous pipelines side by side.
+# Per world: steps whose strategies differ: TP×PP, ring CP in a pipeline, TP×Ulysses CP, recomputation,
+# heterogeneous pipelines side by side, and (STRATEGY:1, a batch of one sequence) a pipeline left idle.
 STRATEGIES = {
-    4: "1*tp2pp2,1*tp1pp4,1*tp2pp1+1*tp1pp2",
-    8: "1*tp2pp2+1*tp1pp4,1*tp4pp2,2*tp2pp2",
+    4: "1*tp2pp2,1*tp1cp2ringpp2,1*tp2pp1+1*tp1pp2ac,1*tp2cp2ulyssespp1,2*tp2pp1:1",
+    8: "1*tp2pp2+1*tp1pp4,1*tp2cp2ulyssespp2,2*tp2pp2ac,1*tp2pp2+1*tp1cp2ringpp2",
 }
 RELATIVE = 1e-9  # float64
 
@@ -41,8 +42,9 @@ def test_steps_of_different_strategies_equal_one_process(tmp_path, world):
     strategies = STRATEGIES[world]
     alone = worker_run(tmp_path, world, strategies, one_process=True)
     spread = worker_run(tmp_path, world, strategies)
-    assert spread["strategies"] == strategies.split(",")
+    assert spread["strategies"] == [entry.split(":")[0] for entry in strategies.split(",")]
     assert any(count > 1 for counts in spread["micro_batches"] for count in counts)  # pipelines with real schedules
+    assert any(0 in counts for counts in spread["micro_batches"]) == (":" in strategies)  # an idle pipeline
     for step, (one, many) in enumerate(zip(alone["losses"], spread["losses"])):
         assert abs(many - one) <= RELATIVE * abs(one), f"step {step}: loss {many} against {one}"
     for name, expected in alone["parameters"].items():
@@ -176,6 +178,19 @@ assert torch.allclose(column.weight.grad, qkv.grad[rows], rtol=1e-12, atol=1e-12
 assert torch.allclose(row.weight.grad, out.grad[:, 2 * rank:2 * rank + 2], rtol=1e-12, atol=1e-12)
 assert torch.allclose(embedding.weight.grad, embed.grad[5 * rank:5 * rank + 5], rtol=1e-12, atol=1e-12)
 assert torch.allclose(lm_head.weight.grad, head.grad[5 * rank:5 * rank + 5], rtol=1e-12, atol=1e-12)
+
+# A stage whose parameters are not slices of the model's is refused before it runs.
+import sluice
+profile = sluice.Profile.bundled("llama2-7b", gpus=2)
+plan = sluice.plan_iteration([30, 20], ["1*tp2pp1"], profile)
+engine = runtime.Runtime(torch.nn.Linear(2, 2), lambda model, spec: torch.nn.Linear(2, 2), layers=1, hidden=2,
+                         profile=profile)
+try:
+    engine.step(plan, {0: torch.arange(30), 1: torch.arange(20)}, sluice.schedule_iteration(plan, profile))
+except TypeError as error:
+    assert "the stage's parameter weight is not a slice of the model's" in str(error), error
+else:
+    raise AssertionError("a stage of plain parameters ran")
 dist.destroy_process_group()
 """
 
@@ -196,13 +211,14 @@ def test_tensor_parallel_refuses_a_degree_that_does_not_divide():
     assert runtime.layer_split(7, 3) == [0, 3, 5, 7]
 
 
-def test_training_example_runs_the_planners_strategies_across_processes():
-    """train_llama.py --pipelines: every step's plan, heterogeneous candidates among them, run by sluice.runtime,
-    its loss equal to the unpacked loss (--check)."""
-    codes, outputs = run_like_torchrun(
-        4, ["train_llama.py", "--pipelines", "--steps", "2", "--check", "--dim", "32", "--layers", "4", "--heads",
-            "4", "--vocab", "64", "--tokens-per-batch", "3000", "--candidates", "1*tp2pp1+1*tp1pp2", "1*tp2pp2",
-            "1*tp1pp4"], HERE.parent)
+def test_training_example_runs_the_planners_strategies_across_processes_as_documented():
+    """docs/python.md's train_llama.py --pipelines command: every step's plan, a CP pipeline or heterogeneous ones
+    with recomputation, run by sluice.runtime, its loss equal to the unpacked loss (--check)."""
+    documented = HERE.parents[2] / "docs" / "python.md"
+    command = ("torchrun --nproc_per_node 4 examples/python/train_llama.py --steps 2 --layers 4 --pipelines --check "
+               "--candidates 1*tp1cp2ringpp2 1*tp2pp1+1*tp1pp2ac\n")
+    assert command in documented.read_text()
+    codes, outputs = run_like_torchrun(4, command.split()[3:], documented.parents[1])
     assert codes == [0] * 4, "\n".join(stdout + stderr for stdout, stderr in outputs)
     stdout = outputs[0][0]
     assert "check passed" in stdout and stdout.count("step ") >= 2, stdout
