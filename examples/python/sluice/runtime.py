@@ -7,7 +7,8 @@ runs: the interpreter calls back here to load a micro-batch, run a stage's forwa
 for an activation or gradient sent with torch.distributed's isend/irecv. Inside a stage, its TP lanes run the
 trainer's layers sharded as Megatron-LM shards a decoder (Shoeybi et al., "Megatron-LM", §3): QKV and gate|up
 column-parallel, the attention output and down row-parallel, the embedding vocab-parallel and the LM head
-column-parallel with a vocab-parallel cross-entropy; the norms replicated. A stage's CP lanes each hold their
+column-parallel with a vocab-parallel cross-entropy; the norms replicated; with sequence parallelism between the
+layers, as Megatron-LM runs it. A stage's CP lanes each hold their
 shard of every micro-batch's tokens (``sluice.context_parallel.cp_shard``) and attend across their CP group by
 ring or Ulysses attention, as the pipeline's scheme says.
 
@@ -47,14 +48,25 @@ __all__ = [
 # ---- tensor parallelism ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass
 class TensorParallel:
     """A stage lane's TP group: its torch.distributed group (None when size is 1), this lane's TP rank and the
-    group's size."""
+    group's size. With `sequence_parallel` (Korthikanti et al., "Reducing Activation Recomputation in Large
+    Transformer Models", §4.2.2), activations between the TP layers are this lane's rows of the micro-batch's
+    `rows` tokens (``row_bounds``), which the runtime sets before each pass: an all-gather brings the rows before a
+    column-parallel layer and a reduce-scatter sums a row-parallel layer's (or the embedding's) partial results
+    back to them."""
 
     group: object = None
     rank: int = 0
     size: int = 1
+    sequence_parallel: bool = False
+    rows: int = 0
+
+    def row_bounds(self, rows: int) -> list[int]:
+        """Where each TP rank's rows of `rows` tokens begin, and the end: rank t holds
+        [⌊t·rows/TP⌋, ⌊(t+1)·rows/TP⌋)."""
+        return [t * rows // self.size for t in range(self.size + 1)]
 
     def share(self, extent: int, what: str) -> int:
         """Each rank's part of `extent` elements, which size must divide."""
@@ -100,12 +112,63 @@ class _ReduceFromTensorParallel(torch.autograd.Function):
         return grad, None
 
 
+def _gather_rows(x: torch.Tensor, tp: TensorParallel, rows: int) -> torch.Tensor:
+    """Every lane's rows, in order: all_gather needs equal parts, so each is padded to the largest."""
+    import torch.distributed as dist
+
+    bounds = tp.row_bounds(rows)
+    width = max(end - begin for begin, end in zip(bounds, bounds[1:]))
+    padded = x.new_zeros((width, *x.shape[1:]))
+    padded[: len(x)] = x
+    parts = [torch.empty_like(padded) for _ in range(tp.size)]
+    dist.all_gather(parts, padded.contiguous(), group=tp.group)
+    return torch.cat([part[: bounds[t + 1] - bounds[t]] for t, part in enumerate(parts)])
+
+
+def _scatter_rows(x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+    """The lanes' sum, this lane's rows of it (an all-reduce then a slice: gloo has no reduce-scatter)."""
+    bounds = tp.row_bounds(len(x))
+    return _all_reduce(x.contiguous().clone(), tp)[bounds[tp.rank] : bounds[tp.rank + 1]]
+
+
+class _GatherRows(torch.autograd.Function):
+    """Sequence parallelism's all-gather of the lanes' rows; its backward sums the gradient and keeps this lane's."""
+
+    @staticmethod
+    def forward(ctx, x, tp):
+        ctx.tp = tp
+        return _gather_rows(x, tp, tp.rows)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _scatter_rows(grad, ctx.tp), None
+
+
+class _ScatterRows(torch.autograd.Function):
+    """Sequence parallelism's reduce-scatter of partial results; its backward gathers the rows' gradients."""
+
+    @staticmethod
+    def forward(ctx, x, tp):
+        ctx.tp, ctx.rows = tp, len(x)
+        return _scatter_rows(x, tp)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _gather_rows(grad.contiguous(), ctx.tp, ctx.rows), None
+
+
 def _copy_to(x, tp: TensorParallel):
-    return x if tp.size == 1 else _CopyToTensorParallel.apply(x, tp)
+    """The input of a column-parallel layer: whole on every lane."""
+    if tp.size == 1:
+        return x
+    return _GatherRows.apply(x, tp) if tp.sequence_parallel else _CopyToTensorParallel.apply(x, tp)
 
 
 def _reduce_from(x, tp: TensorParallel):
-    return x if tp.size == 1 else _ReduceFromTensorParallel.apply(x, tp)
+    """The lanes' partial results summed: whole on every lane, or this lane's rows under sequence parallelism."""
+    if tp.size == 1:
+        return x
+    return _ScatterRows.apply(x, tp) if tp.sequence_parallel else _ReduceFromTensorParallel.apply(x, tp)
 
 
 def _shard(source: nn.Parameter, dim: int, index: torch.Tensor) -> nn.Parameter:
@@ -210,7 +273,8 @@ def vocab_parallel_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, tp:
 
 def replicated(module: nn.Module) -> nn.Module:
     """A copy of `module` whose every parameter is whole on each lane (a norm): its gradient is pushed once per TP
-    group, since every lane computes the same one."""
+    group, since every lane computes the same one, or from every lane under sequence parallelism, where each lane's
+    is the part of its rows."""
     copied = copy.deepcopy(module)
     for (_, source), (_, parameter) in zip(module.named_parameters(), copied.named_parameters()):
         parameter._sluice_source = (source, None, None)
@@ -290,11 +354,12 @@ class Runtime:
     (first stage) or the previous stage's activations, and the lane's StageBatch (positions, ``attend``), and
     returns activations (n, hidden) or, on the last stage, this lane's logits (n, vocab/TP).
     layers, hidden: the model's layer count and width. profile: the cluster the plans are for (its GPUs are the
-    processes).
+    processes). sequence_parallel: TP lanes hold their rows of the activations between layers and send only those
+    to the next stage, so that activations divide by TP as the planners' memory model assumes (Hydraulis App. B.1).
     """
 
     def __init__(self, model: nn.Module, build_stage: Callable[[nn.Module, StageSpec], nn.Module], *, layers: int,
-                 hidden: int, profile: Profile, timeout=None):
+                 hidden: int, profile: Profile, sequence_parallel: bool = True, timeout=None):
         import torch.distributed as dist
 
         if not dist.is_available() or not dist.is_initialized():
@@ -305,6 +370,7 @@ class Runtime:
         self.hidden = hidden
         self.profile = profile
         self.timeout = timeout
+        self.sequence_parallel = sequence_parallel
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
         self._groups = {}  # strategy name -> (placement, this process's RankGroups)
@@ -331,7 +397,8 @@ class Runtime:
                     raise ValueError(f"sluice.runtime: pipeline {p} runs {scheme.name}, hybrid CP; the runtime runs "
                                      "ring or Ulysses CP")
                 lane = list(stage.ranks).index(self.rank)
-                tp = TensorParallel(groups.tp if scheme.tp > 1 else None, lane % scheme.tp, scheme.tp)
+                tp = TensorParallel(groups.tp if scheme.tp > 1 else None, lane % scheme.tp, scheme.tp,
+                                    self.sequence_parallel and scheme.tp > 1)
                 bounds = layer_split(self.layers, scheme.pp)
                 spec = StageSpec(bounds[j], bounds[j + 1], j == 0, j + 1 == scheme.pp, tp, scheme.recompute)
                 role = _Role(p, j, lane, spec, scheme.cp)
@@ -418,7 +485,7 @@ class Runtime:
             source, dim, index = parameter._sluice_source
             if dim is not None:
                 sums[id(source)].index_add_(dim, index, parameter.grad)
-            elif tp.rank == 0:  # every TP lane holds the same gradient of a replicated weight
+            elif tp.rank == 0 or tp.sequence_parallel:  # else every TP lane holds the same gradient
                 sums[id(source)] += parameter.grad
         for p in self.model.parameters():
             dist.all_reduce(sums[id(p)])
@@ -459,7 +526,17 @@ class _Runner:
     def load_input(self, micro_batch, slot):
         self.slots[slot] = self.batches[micro_batch].tokens
 
+    def _rows(self, micro_batch) -> tuple[int, int]:
+        """This lane's rows of the micro-batch's activations between stages: all of them, or its TP rank's."""
+        tp, rows = self.role.spec.tp, len(self.batches[micro_batch].tokens)
+        tp.rows = rows
+        if not tp.sequence_parallel:
+            return 0, rows
+        bounds = tp.row_bounds(rows)
+        return bounds[tp.rank], bounds[tp.rank + 1]
+
     def forward(self, micro_batch, input_slot, output_slot):
+        self._rows(micro_batch)
         batch = self.batches[micro_batch]
         x = self.slots[input_slot]
         if not self.role.spec.first:
@@ -477,6 +554,7 @@ class _Runner:
         self.saved[micro_batch] = (x, y)
 
     def backward(self, micro_batch, gradient_slot, output_slot):
+        self._rows(micro_batch)  # a recomputed forward gathers the micro-batch's rows again
         x, y = self.saved.pop(micro_batch)
         y.backward() if gradient_slot < 0 else y.backward(self.slots[gradient_slot])
         if output_slot >= 0:
@@ -488,8 +566,8 @@ class _Runner:
         if transfer.send:
             self.works[transfer.index] = dist.isend(self.slots[transfer.slot].contiguous(), transfer.peer)
         else:
-            tokens = len(self.batches[transfer.micro_batch].tokens)  # this lane's tokens, as its peer lane's
-            self.slots[transfer.slot] = torch.empty(tokens, self.hidden, dtype=self.dtype, device=self.device)
+            begin, end = self._rows(transfer.micro_batch)  # this lane's rows, as its peer lane's
+            self.slots[transfer.slot] = torch.empty(end - begin, self.hidden, dtype=self.dtype, device=self.device)
             self.works[transfer.index] = dist.irecv(self.slots[transfer.slot], transfer.peer)
 
     def wait(self, transfer):

@@ -67,6 +67,22 @@ def die_mid_step():
     runtime._Runner.forward = dying
 
 
+def record_sends():
+    """Every tensor this process sends between stages: (its rows, its micro-batch's tokens here, TP rank, TP)."""
+    sent = []
+    post = runtime._Runner.post
+
+    def recording(self, transfer):
+        if transfer.send:
+            tp = self.role.spec.tp
+            sent.append((len(self.slots[transfer.slot]), len(self.batches[transfer.micro_batch].tokens), tp.rank,
+                         tp.size))
+        return post(self, transfer)
+
+    runtime._Runner.post = recording
+    return sent
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--strategies", required=True,
@@ -90,8 +106,9 @@ def train(args):
     # The bundled ⟨TP, PP⟩ schemes and those derived with CP 2 (ring, Ulysses) and recomputation.
     profile = sluice.with_scheme_space(sluice.Profile.bundled("llama2-7b", gpus=args.world), cp=[2],
                                        cp_kinds=["ring", "ulysses"], recompute=True)
-    engine = None
+    engine, sent = None, []
     if not args.one_process:
+        sent = record_sends()
         dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
         engine = runtime.Runtime(model, LlamaStage, layers=LAYERS, hidden=DIM, profile=profile)
     losses, strategies, micro_batches = [], [], []
@@ -112,7 +129,7 @@ def train(args):
         micro_batches.append([len(p.micro_batches) for p in plan.pipelines])
         optimizer.step()
     if args.one_process or dist.get_rank() == 0:
-        torch.save({"losses": losses, "strategies": strategies, "micro_batches": micro_batches,
+        torch.save({"losses": losses, "strategies": strategies, "micro_batches": micro_batches, "sent": sent,
                     "parameters": {name: p.detach() for name, p in model.named_parameters()}}, args.out)
     if not args.one_process:
         dist.destroy_process_group()

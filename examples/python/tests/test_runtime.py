@@ -45,6 +45,10 @@ def test_steps_of_different_strategies_equal_one_process(tmp_path, world):
     assert spread["strategies"] == [entry.split(":")[0] for entry in strategies.split(",")]
     assert any(count > 1 for counts in spread["micro_batches"] for count in counts)  # pipelines with real schedules
     assert any(0 in counts for counts in spread["micro_batches"]) == (":" in strategies)  # an idle pipeline
+    # Sequence parallelism: a TP lane sends only its rows of the activations and their gradients.
+    assert any(tp > 1 for _, _, _, tp in spread["sent"])
+    for rows, tokens, rank, tp in spread["sent"]:
+        assert rows == (rank + 1) * tokens // tp - rank * tokens // tp
     for step, (one, many) in enumerate(zip(alone["losses"], spread["losses"])):
         assert abs(many - one) <= RELATIVE * abs(one), f"step {step}: loss {many} against {one}"
     for name, expected in alone["parameters"].items():
@@ -143,7 +147,7 @@ import torch, torch.distributed as dist, torch.nn.functional as F
 from sluice import runtime
 dist.init_process_group("gloo")
 rank = dist.get_rank()
-tp = runtime.TensorParallel(dist.new_group([0, 1]), rank, 2)
+group = dist.new_group([0, 1])
 torch.manual_seed(0)
 x = torch.randn(5, 8, dtype=torch.float64, requires_grad=True)
 qkv = torch.nn.Parameter(torch.randn(12, 8, dtype=torch.float64))
@@ -152,6 +156,8 @@ embed = torch.nn.Parameter(torch.randn(10, 8, dtype=torch.float64))
 head = torch.nn.Parameter(torch.randn(10, 8, dtype=torch.float64))
 tokens = torch.tensor([0, 9, 4, 5, 3])
 labels = torch.tensor([9, 4, -100, 3, 5])
+weights = torch.arange(1, 6, dtype=torch.float64)
+
 
 def unsharded(x):
     h = F.embedding(tokens, embed) + x
@@ -159,25 +165,29 @@ def unsharded(x):
     z = F.linear(y, out)
     return F.cross_entropy(F.linear(z, head), labels, reduction="none")
 
-column = runtime.ColumnParallelLinear(qkv, tp, blocks=3)
-row = runtime.RowParallelLinear(out, tp)
-embedding = runtime.VocabParallelEmbedding(embed, tp)
-lm_head = runtime.ColumnParallelLinear(head, tp)
-xs = x.detach().clone().requires_grad_()
-y = column(embedding(tokens) + xs).unflatten(-1, (3, 2)).sum(-2)
-logits = lm_head(row(y))
-loss = runtime.vocab_parallel_cross_entropy(logits, labels, tp, vocab_begin=5 * rank)
+
 expected = unsharded(x)
-assert torch.allclose(loss, expected, rtol=1e-12, atol=1e-12), (loss, expected)
-assert loss[2] == 0
-(loss * torch.arange(1, 6)).sum().backward()
-(expected * torch.arange(1, 6)).sum().backward()
-assert torch.allclose(xs.grad, x.grad, rtol=1e-12, atol=1e-12)
-rows = torch.cat([torch.arange(b * 4 + 2 * rank, b * 4 + 2 * rank + 2) for b in range(3)])
-assert torch.allclose(column.weight.grad, qkv.grad[rows], rtol=1e-12, atol=1e-12)
-assert torch.allclose(row.weight.grad, out.grad[:, 2 * rank:2 * rank + 2], rtol=1e-12, atol=1e-12)
-assert torch.allclose(embedding.weight.grad, embed.grad[5 * rank:5 * rank + 5], rtol=1e-12, atol=1e-12)
-assert torch.allclose(lm_head.weight.grad, head.grad[5 * rank:5 * rank + 5], rtol=1e-12, atol=1e-12)
+(expected * weights).sum().backward()
+for sequence_parallel in (False, True):
+    tp = runtime.TensorParallel(group, rank, 2, sequence_parallel, rows=5)
+    mine = slice(2 * rank, 2 + 3 * rank) if sequence_parallel else slice(0, 5)  # rows [0, 2) and [2, 5)
+    column = runtime.ColumnParallelLinear(qkv, tp, blocks=3)
+    row = runtime.RowParallelLinear(out, tp)
+    embedding = runtime.VocabParallelEmbedding(embed, tp)
+    lm_head = runtime.ColumnParallelLinear(head, tp)
+    xs = x.detach()[mine].clone().requires_grad_()
+    y = column(embedding(tokens) + xs).unflatten(-1, (3, 2)).sum(-2)
+    logits = lm_head(row(y))
+    loss = runtime.vocab_parallel_cross_entropy(logits, labels, tp, vocab_begin=5 * rank)
+    assert torch.allclose(loss, expected, rtol=1e-12, atol=1e-12), (sequence_parallel, loss, expected)
+    assert loss[2] == 0
+    (loss * weights).sum().backward()
+    assert torch.allclose(xs.grad, x.grad[mine], rtol=1e-12, atol=1e-12), sequence_parallel
+    rows = torch.cat([torch.arange(b * 4 + 2 * rank, b * 4 + 2 * rank + 2) for b in range(3)])
+    assert torch.allclose(column.weight.grad, qkv.grad[rows], rtol=1e-12, atol=1e-12)
+    assert torch.allclose(row.weight.grad, out.grad[:, 2 * rank:2 * rank + 2], rtol=1e-12, atol=1e-12)
+    assert torch.allclose(embedding.weight.grad, embed.grad[5 * rank:5 * rank + 5], rtol=1e-12, atol=1e-12)
+    assert torch.allclose(lm_head.weight.grad, head.grad[5 * rank:5 * rank + 5], rtol=1e-12, atol=1e-12)
 
 # A stage whose parameters are not slices of the model's is refused before it runs.
 import sluice
