@@ -116,6 +116,8 @@ def _gather_rows(x: torch.Tensor, tp: TensorParallel, rows: int) -> torch.Tensor
     """Every lane's rows, in order: all_gather needs equal parts, so each is padded to the largest."""
     import torch.distributed as dist
 
+    if rows == 0:  # a CP rank without tokens of the micro-batch: every lane of its TP group has none
+        return x
     bounds = tp.row_bounds(rows)
     width = max(end - begin for begin, end in zip(bounds, bounds[1:]))
     padded = x.new_zeros((width, *x.shape[1:]))

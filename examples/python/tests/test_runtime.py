@@ -255,3 +255,34 @@ def test_documented_stage_builder_is_the_examples():
     block = block.split("```")[0]
     assert "class LlamaStage" in block
     assert block in (HERE.parent / "train_llama.py").read_text()
+
+
+TINY_BATCH = """
+import sys, torch, torch.distributed as dist
+sys.path.append(sys.argv[1])
+import sluice
+from sluice import runtime
+from train_llama import Llama, LlamaStage, synthetic_sequence
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = Llama(64, 32, 2, 4).double()
+profile = sluice.with_scheme_space(sluice.Profile.bundled("llama2-7b", gpus=4), cp=[2], cp_kinds=["ring", "ulysses"])
+engine = runtime.Runtime(model, LlamaStage, layers=2, hidden=32, profile=profile)
+lengths, ids = [1, 1, 2], [0, 1, 2]
+sequences = {i: synthetic_sequence(i, n, 64, 3) for i, n in zip(ids, lengths)}
+losses = []
+for strategy in ["1*tp2pp2", "1*tp2cp2ringpp1", "1*tp2cp2ulyssespp1"]:
+    plan = sluice.plan_iteration(lengths, [strategy], profile, ids=ids)
+    losses.append(engine.step(plan, sequences, sluice.schedule_iteration(plan, profile)).loss)
+assert all(abs(loss - losses[0]) <= 1e-12 * abs(losses[0]) for loss in losses), losses
+dist.destroy_process_group()
+"""
+
+
+def test_a_micro_batch_of_fewer_tokens_than_lanes_runs(tmp_path):
+    """Four tokens on TP 2 × CP 2: the second CP rank holds one of them, so its first TP lane has no rows under
+    sequence parallelism and sends and receives empty tensors; every strategy gives the same loss."""
+    path = tmp_path / "tiny.py"
+    path.write_text(TINY_BATCH)
+    codes, outputs = run_like_torchrun(4, [str(path), str(HERE.parent)], HERE)
+    assert codes == [0] * 4, "\n".join(stdout + stderr for stdout, stderr in outputs)
