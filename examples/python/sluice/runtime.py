@@ -81,9 +81,11 @@ class TensorParallel:
 
 
 def _all_reduce(tensor: torch.Tensor, tp: TensorParallel, op=None) -> torch.Tensor:
+    """In place over the TP group; nothing for TP 1, whose group None would otherwise mean the whole world."""
     import torch.distributed as dist
 
-    dist.all_reduce(tensor, op=op or dist.ReduceOp.SUM, group=tp.group)
+    if tp.size > 1:
+        dist.all_reduce(tensor, op=op or dist.ReduceOp.SUM, group=tp.group)
     return tensor
 
 
@@ -175,8 +177,9 @@ def _reduce_from(x, tp: TensorParallel):
 
 def _shard(source: nn.Parameter, dim: int, index: torch.Tensor) -> nn.Parameter:
     """A parameter holding source's elements `index` along `dim`, linked to source for the pull and the push."""
-    shard = nn.Parameter(source.detach().index_select(dim, index.to(source.device)).clone())
-    shard._sluice_source = (source, dim, index.to(source.device))
+    index = index.to(source.device)
+    shard = nn.Parameter(source.detach().index_select(dim, index).clone())
+    shard._sluice_source = (source, dim, index)
     return shard
 
 
@@ -241,19 +244,15 @@ class _VocabParallelCrossEntropy(torch.autograd.Function):
         import torch.distributed as dist
 
         # Each row's maximum, exp-sum and target logit reduced over the lanes; the full logits are never gathered.
-        maximum = logits.detach().max(dim=-1).values
-        if tp.size > 1:
-            _all_reduce(maximum, tp, dist.ReduceOp.MAX)
+        maximum = _all_reduce(logits.detach().max(dim=-1).values, tp, dist.ReduceOp.MAX)
         shifted = logits - maximum.unsqueeze(-1)
         exp = shifted.exp()
-        exp_sum = _all_reduce(exp.sum(dim=-1), tp) if tp.size > 1 else exp.sum(dim=-1)
+        exp_sum = _all_reduce(exp.sum(dim=-1), tp)
         valid = labels != IGNORE_INDEX
         local = labels - begin
         mine = valid & (local >= 0) & (local < logits.shape[-1])
         local = torch.where(mine, local, torch.zeros_like(local))
-        target = shifted.gather(-1, local.unsqueeze(-1)).squeeze(-1) * mine.to(logits.dtype)
-        if tp.size > 1:
-            _all_reduce(target, tp)
+        target = _all_reduce(shifted.gather(-1, local.unsqueeze(-1)).squeeze(-1) * mine.to(logits.dtype), tp)
         loss = (exp_sum.log() - target) * valid.to(logits.dtype)
         ctx.save_for_backward(exp, exp_sum, local, mine, valid)
         return loss
@@ -480,7 +479,8 @@ class Runtime:
         """Every stage gradient into its master's .grad, summed over all processes in the model's order."""
         import torch.distributed as dist
 
-        sums = {id(p): torch.zeros_like(p) for p in self.model.parameters()}
+        masters = list(self.model.parameters())
+        sums = {id(p): torch.zeros_like(p) for p in masters}
         for parameter in stage.parameters() if stage is not None else ():
             if parameter.grad is None:
                 continue
@@ -489,9 +489,15 @@ class Runtime:
                 sums[id(source)].index_add_(dim, index, parameter.grad)
             elif tp.rank == 0 or tp.sequence_parallel:  # else every TP lane holds the same gradient
                 sums[id(source)] += parameter.grad
-        for p in self.model.parameters():
-            dist.all_reduce(sums[id(p)])
-            p.grad = sums[id(p)]
+        # One all-reduce per dtype and device, not one per tensor: dozens of small collectives a step otherwise.
+        buckets = {}
+        for p in masters:
+            buckets.setdefault((p.dtype, p.device), []).append(p)
+        for bucket in buckets.values():
+            flat = torch.cat([sums[id(p)].flatten() for p in bucket])
+            dist.all_reduce(flat)
+            for p, part in zip(bucket, flat.split([p.numel() for p in bucket])):
+                p.grad = part.view_as(p)
 
 
 def _lane_batch(packed: PackedMicroBatch, role: _Role) -> StageBatch:
@@ -531,15 +537,14 @@ class _Runner:
     def _rows(self, micro_batch) -> tuple[int, int]:
         """This lane's rows of the micro-batch's activations between stages: all of them, or its TP rank's."""
         tp, rows = self.role.spec.tp, len(self.batches[micro_batch].tokens)
-        tp.rows = rows
         if not tp.sequence_parallel:
             return 0, rows
         bounds = tp.row_bounds(rows)
         return bounds[tp.rank], bounds[tp.rank + 1]
 
     def forward(self, micro_batch, input_slot, output_slot):
-        self._rows(micro_batch)
         batch = self.batches[micro_batch]
+        self.role.spec.tp.rows = len(batch.tokens)  # what the pass's all-gathers bring together
         x = self.slots[input_slot]
         if not self.role.spec.first:
             x = x.detach().requires_grad_()
@@ -556,7 +561,7 @@ class _Runner:
         self.saved[micro_batch] = (x, y)
 
     def backward(self, micro_batch, gradient_slot, output_slot):
-        self._rows(micro_batch)  # a recomputed forward gathers the micro-batch's rows again
+        self.role.spec.tp.rows = len(self.batches[micro_batch].tokens)  # a recomputed forward gathers them again
         x, y = self.saved.pop(micro_batch)
         y.backward() if gradient_slot < 0 else y.backward(self.slots[gradient_slot])
         if output_slot >= 0:
