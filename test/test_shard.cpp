@@ -23,6 +23,7 @@
 #include "sluice/io/shard_json.hpp"
 #include "sluice/shard/check.hpp"
 #include "sluice/shard/cost.hpp"
+#include "sluice/shard/holders.hpp"
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
 #include "sluice/shard/pull_push.hpp"
@@ -441,6 +442,34 @@ TEST_CASE("shard: a CP pair worked by hand, each CP rank a replica") {
   CHECK(planned.push.local_bytes == 16);
   // Its own layout: one owner per CP rank, as two data-parallel pipelines would have.
   CHECK(aligned_layout(placement) == aligned_layout(place(Strategy::parse("2*tp1pp1"), 2, 1)));
+}
+
+TEST_CASE("shard: a first or last stage's tensors and replicated ones are held where the strategy runs them") {
+  // 1*tp2cp2ringpp2 on ranks 0-7 (stages {0,1,2,3} and {4,5,6,7}) beside 1*tp1pp2 on 8 and 9.
+  const Placement placement = place(Strategy::parse("1*tp2cp2ringpp2+1*tp1pp2"), 10, 4);
+  CHECK(holder_placement(placement, HeldBy::every_stage, false) == placement);
+  const Placement embedding = holder_placement(placement, HeldBy::first_stage, false);
+  CHECK(embedding.layers == 1);
+  REQUIRE(embedding.pipelines.size() == 2);
+  CHECK(embedding.pipelines[0].scheme.name() == "tp2cp2ringpp1");
+  CHECK(embedding.pipelines[0].stages == std::vector<Stage>{{0, 1, {0, 1, 2, 3}}});
+  CHECK(embedding.pipelines[1].stages == std::vector<Stage>{{0, 1, {8}}});
+  const Placement head_norm = holder_placement(placement, HeldBy::last_stage, true);
+  REQUIRE(head_norm.pipelines.size() == 5);  // every lane of the last stages a replica of TP 1
+  for (int lane = 0; lane < 4; ++lane)
+    CHECK(head_norm.pipelines[static_cast<std::size_t>(lane)].stages == std::vector<Stage>{{0, 1, {4 + lane}}});
+  CHECK(head_norm.pipelines[4].stages == std::vector<Stage>{{0, 1, {9}}});
+  const Placement norms = holder_placement(placement, HeldBy::every_stage, true);
+  REQUIRE(norms.pipelines.size() == 5);
+  CHECK(norms.pipelines[1].scheme.name() == "tp1pp2");
+  CHECK(norms.pipelines[1].stages == std::vector<Stage>{{0, 2, {1}}, {2, 4, {5}}});
+  // Each is a placement the planner moves every element of exactly, from and to any layout.
+  for (const Placement& held : {embedding, head_norm, norms}) {
+    validate(held);
+    const Model model{"held", held.layers, {{"w", 24}, {"b", 7}}, 2, 2};
+    plan_and_check(held, sharded_layout(10, held.layers), model, 31);
+    plan_and_check(held, aligned_layout(place(Strategy::parse("5*tp2pp1"), 10, held.layers)), model, 33);
+  }
 }
 
 TEST_CASE("shard: switching between CP and non-CP strategies moves every element to every holder, once") {

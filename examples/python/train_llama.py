@@ -17,7 +17,8 @@ batch is solved by sluice.solve_flex_cp into micro-batches of CP groups of 1, 2,
 d holds d × --flex-capacity tokens, and each process runs its group's shard of every micro-batch it is part of. With
 --pipelines the processes are the GPUs of each step's plan (sluice.runtime): every pipeline runs as planned, its
 stages' layers split over its PP ranks and sharded over its TP ranks (LlamaStage below), heterogeneous pipelines side
-by side and a new strategy whenever the Planner picks one; the gradients are then summed over all processes.
+by side and a new strategy whenever the Planner picks one; the runtime is then the optimizer, AdamW's states sharded
+over the processes as Hydraulis shards them (sluice.sharded).
 
     PYTHONPATH=build/release/python python3 examples/python/train_llama.py --steps 4 --check
     PYTHONPATH=build/release/python python3 examples/python/train_llama.py --device cuda --dtype bfloat16 --check
@@ -404,9 +405,9 @@ def main(argv=None):
     engine = None
     if args.pipelines:
         world = int(os.environ.get("WORLD_SIZE", "1"))
-        if world < 2 or args.cp != 1 or args.flex_cp or args.dtype != "float32":
+        if world < 2 or args.cp != 1 or args.flex_cp or args.dtype != "float32" or args.save_gradients:
             sys.exit("--pipelines runs the plans' GPUs as torchrun's processes: needs WORLD_SIZE >= 2, --cp 1, no "
-                     "--flex-cp and --dtype float32")
+                     "--flex-cp, --dtype float32 and no --save-gradients (the optimizer states are sharded)")
         if "--gpus" not in (argv if argv is not None else sys.argv):
             args.gpus = world
         elif args.gpus != world:
@@ -448,9 +449,11 @@ def main(argv=None):
         say(f"processes: {processes.world} = {processes.groups} data-parallel groups × CP {processes.cp} "
             f"({args.cp_attention} attention)")
     if args.pipelines:
+        # The runtime is the optimizer (AdamW's defaults but the learning rate), its states sharded over the processes.
+        adam = runtime.Adam(lr=args.lr, weight_decay=0.01)
         engine = runtime.Runtime(model, LlamaStage, layers=args.layers, hidden=args.dim, profile=profile,
-                                 timeout=timedelta(seconds=args.timeout))
-        say(f"processes: {profile.gpus}, one per GPU of each step's plan (sluice.runtime)")
+                                 timeout=timedelta(seconds=args.timeout), adam=adam)
+        say(f"processes: {profile.gpus}, one per GPU of each step's plan (sluice.runtime), Adam's states sharded")
 
     worst = 0.0
     options = sluice.PlanOptions(dispatch=sluice.DispatchOptions(seed=args.seed),
@@ -463,6 +466,8 @@ def main(argv=None):
                 for i, length in zip(planned.ids.tolist(), planned.lengths.tolist())
             }
             optimizer.zero_grad(set_to_none=True)
+            if engine is not None and args.check:  # the sharded masters into the model the reference runs
+                engine.gather_parameters()
             reference = unpacked_loss(model, planned, sequences, device, autocast) if args.check else None
             if engine is not None:
                 try:
@@ -478,7 +483,8 @@ def main(argv=None):
                 gradients = {name: p.grad.detach().cpu() for name, p in model.named_parameters()}
                 torch.save(gradients, args.save_gradients + ".partial")
                 os.replace(args.save_gradients + ".partial", args.save_gradients)
-            optimizer.step()
+            if engine is None:
+                optimizer.step()
             plan = planned.plan
             shape = ", ".join(str(len(p.micro_batches)) for p in plan.pipelines)
             placed = (f"CP groups per micro-batch [{layout}]" if args.flex_cp

@@ -14,6 +14,9 @@ token is padded. Two attentions run over such shards, forward and backward:
 - ``ulysses_attention``: DeepSpeed-Ulysses (Jacobs et al., arXiv 2309.14509, §3): an all-to-all turns "this rank's
   tokens × all heads" into "every token × heads/cp" for q, k and v, attention runs locally per sequence, and an
   all-to-all turns the output back; the heads must divide by cp.
+- ``hybrid_attention``: USP (Fang and Zhao, "USP: A Unified Sequence Parallelism Approach for Long Context
+  Generative AI", arXiv 2405.07719): Ulysses within groups of U consecutive CP ranks, ring attention across the
+  cp/U groups; its shards nest the balance (``cp_shard(..., ulysses=U)``), as the C++ executor's do.
 
 Both take this rank's rows of q, k and v (``shard.index`` of the packed micro-batch) and the micro-batch's
 ``cu_seqlens``, which every rank of the group knows, and return this rank's rows of the output. On CUDA with 16-bit
@@ -55,6 +58,7 @@ __all__ = [
     "FlexCPWork",
     "cp_shard",
     "flex_cp_work",
+    "hybrid_attention",
     "ring_attention",
     "ring_attention_serialized",
     "ulysses_attention",
@@ -122,27 +126,36 @@ def _sequence_lengths(cu_seqlens) -> list[int]:
     return lengths
 
 
-def cp_shard(cu_seqlens, cp: int, rank: int) -> CPShard:
+def _balanced(count: int, parts: int, part: int) -> list[tuple[int, int]]:
+    """Chunks `part` and 2·parts−1−part of `count` items cut at floor(i·count / (2·parts))."""
+    chunks = 2 * parts
+    return [(chunk * count // chunks, (chunk + 1) * count // chunks) for chunk in (part, chunks - 1 - part)]
+
+
+def cp_shard(cu_seqlens, cp: int, rank: int, *, ulysses: int = 1) -> CPShard:
     """Rank ``rank``'s tokens of the packed micro-batch whose sequences ``cu_seqlens`` bounds, CP degree ``cp``.
 
     Sequence s of length L is cut at start + floor(i·L / (2·cp)), i = 0..2·cp; rank r holds chunks r and 2·cp−1−r.
+    With ``ulysses`` U of the hybrid (1 < U < cp, dividing it), the balance nests: ring rank ρ = r // U holds chunks
+    ρ and 2R−1−ρ of 2R = 2·cp/U, and Ulysses rank r mod U chunks r mod U and 2U−1−(r mod U) of that share's tokens.
     """
     cp = _positive_int(cp, "cp")
     rank = _index_below(rank, cp, "rank")
+    ulysses = _positive_int(ulysses, "ulysses")
+    if cp % ulysses:
+        raise ValueError(f"sluice.context_parallel: the Ulysses degree {ulysses} does not divide cp {cp}")
     lengths = _sequence_lengths(cu_seqlens)
-    chunks = 2 * cp
+    ring = cp // ulysses
     index, positions, sequence, local_lengths = [], [], [], []
     start = 0
     for s, length in enumerate(lengths):
-        taken = 0
-        for chunk in (rank, chunks - 1 - rank):
-            begin, end = chunk * length // chunks, (chunk + 1) * length // chunks
-            positions.append(torch.arange(begin, end, dtype=torch.int64))
-            taken += end - begin
-        index.append(positions[-2] + start)
-        index.append(positions[-1] + start)
-        sequence.append(torch.full((taken,), s, dtype=torch.int64))
-        local_lengths.append(taken)
+        share = torch.cat([torch.arange(begin, end, dtype=torch.int64)
+                           for begin, end in _balanced(length, ring, rank // ulysses)])
+        mine = torch.cat([share[begin:end] for begin, end in _balanced(len(share), ulysses, rank % ulysses)])
+        positions.append(mine)
+        index.append(mine + start)
+        sequence.append(torch.full((len(mine),), s, dtype=torch.int64))
+        local_lengths.append(len(mine))
         start += length
     cu = torch.zeros(len(lengths) + 1, dtype=torch.int64)
     cu[1:] = torch.cumsum(torch.tensor(local_lengths, dtype=torch.int64), 0)
@@ -641,6 +654,59 @@ def ulysses_attention(
     )
     out = varlen_attention(q_full, k_full, v_full, cu, max_seqlen, softmax_scale=scale)
     return _HeadsToTokens.apply(out.index_select(0, rank_order), counts, rank, group).to(q.dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _hybrid_layout(cu_seqlens: tuple, ulysses: int, ring: int, ring_rank: int):
+    """Per micro-batch: the Ulysses group's shards, where each row the all-to-all gathers sits in the ring rank's
+    block (its tokens in packed order), and every ring rank's block."""
+    cu = torch.tensor(cu_seqlens)
+    cp = ulysses * ring
+    shards = [cp_shard(cu, cp, ring_rank * ulysses + u, ulysses=ulysses) for u in range(ulysses)]
+    gathered = torch.cat([shard.index for shard in shards])  # packed position of each row, in Ulysses rank order
+    block_order = torch.argsort(gathered)  # the rows in packed order: the block's order
+    place_in_block = torch.empty_like(block_order)
+    place_in_block[block_order] = torch.arange(len(block_order))
+    blocks = [cp_shard(cu, ring, rho) for rho in range(ring)]
+    return shards, block_order, place_in_block, blocks
+
+
+def hybrid_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens,
+    *,
+    ulysses_group,
+    ring_group,
+    softmax_scale: Optional[float] = None,
+) -> torch.Tensor:
+    """The same as ``ring_attention`` by USP's hybrid: this rank is CP rank ring_rank·U + ulysses_rank of the
+    cp = U·R ranks, its rows those of ``cp_shard(cu_seqlens, cp, that rank, ulysses=U)``; an all-to-all in the
+    Ulysses group (U ranks, consecutive CP ranks) gathers the group's tokens for heads/U heads, ring attention over
+    the ring group (R ranks, one per Ulysses group, with this one's Ulysses rank) attends them to every group's,
+    and an all-to-all returns the output. The heads must divide by U."""
+    ulysses_rank, ulysses_ranks = _group_layout(ulysses_group)
+    ring_rank, ring_ranks = _group_layout(ring_group)
+    ulysses, ring = len(ulysses_ranks), len(ring_ranks)
+    cu = torch.as_tensor(cu_seqlens)
+    _sequence_lengths(cu)
+    shards, block_order, place_in_block, blocks = _hybrid_layout(tuple(cu.tolist()), ulysses, ring, ring_rank)
+    _check_qkv(q, k, v, shards[ulysses_rank])
+    if q.shape[1] % ulysses != 0:
+        raise ValueError(f"sluice.context_parallel: the hybrid's Ulysses splits the {q.shape[1]} heads over "
+                         f"{ulysses} ranks: the heads must divide by the Ulysses degree")
+    scale = _softmax_scale(softmax_scale, q.shape[-1])
+    counts = [len(shard.index) for shard in shards]
+    block_order, place_in_block = block_order.to(q.device), place_in_block.to(q.device)
+    work = _work_dtype(q.dtype)
+    q_block, k_block, v_block = (
+        _TokensToHeads.apply(t.to(work), counts, ulysses_rank, ulysses_group).index_select(0, block_order)
+        for t in (q, k, v)
+    )
+    out = _RingAttention.apply(q_block, k_block, v_block, blocks, ring_rank, ring_ranks, ring_group, scale)
+    rows = out.index_select(0, place_in_block)
+    return _HeadsToTokens.apply(rows, counts, ulysses_rank, ulysses_group).to(q.dtype)
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,13 @@ column-parallel, the attention output and down row-parallel, the embedding vocab
 column-parallel with a vocab-parallel cross-entropy; the norms replicated; with sequence parallelism between the
 layers, as Megatron-LM runs it. A stage's CP lanes each hold their
 shard of every micro-batch's tokens (``sluice.context_parallel.cp_shard``) and attend across their CP group by
-ring or Ulysses attention, as the pipeline's scheme says.
+ring, Ulysses or hybrid (USP) attention, as the pipeline's scheme says.
 
-The trainer keeps its whole model in every process (the parameters' masters); a step pulls each stage's shard of
-them, runs the plan, and pushes every shard's gradient back into the masters' ``.grad``, summed over all processes
-(an idle pipeline's ranks take part with zeros), so any optimizer then steps the masters as in one process.
+With ``adam``, the runtime is the optimizer: the masters and Adam's states stay sharded over all processes and each
+step moves parameters and gradients by sluice's pull and push plans (``sluice.sharded``). Without, the trainer keeps
+its whole model in every process (the parameters' masters); a step pulls each stage's shard of them, runs the plan,
+and pushes every shard's gradient back into the masters' ``.grad``, summed over all processes (an idle pipeline's
+ranks take part with zeros), so any optimizer then steps the masters as in one process.
 """
 from __future__ import annotations
 
@@ -26,11 +28,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import IterationPlan, IterationSchedule, Planned, Profile, rank_placement, run_rank
-from .context_parallel import cp_shard, ring_attention, ulysses_attention
+from . import IterationPlan, IterationSchedule, PlacementOptions, Planned, Profile, place, rank_placement, run_rank
+from .context_parallel import cp_shard, hybrid_attention, ring_attention, ulysses_attention
+from .sharded import Adam, ShardedAdam
 from .torch import IGNORE_INDEX, PackedMicroBatch, micro_batches, process_groups, varlen_attention
 
 __all__ = [
+    "Adam",
     "TensorParallel",
     "ColumnParallelLinear",
     "RowParallelLinear",
@@ -175,11 +179,22 @@ def _reduce_from(x, tp: TensorParallel):
     return _ScatterRows.apply(x, tp) if tp.sequence_parallel else _ReduceFromTensorParallel.apply(x, tp)
 
 
-def _shard(source: nn.Parameter, dim: int, index: torch.Tensor) -> nn.Parameter:
+@dataclass(frozen=True)
+class _Slice:
+    """Where a stage's parameter comes from: master's elements `index` along `dim`, a TP split of `blocks` equal
+    blocks each split alike (dim None: the whole master, replicated)."""
+
+    master: nn.Parameter
+    dim: Optional[int] = None
+    index: Optional[torch.Tensor] = None
+    blocks: int = 1
+
+
+def _shard(source: nn.Parameter, dim: int, index: torch.Tensor, blocks: int = 1) -> nn.Parameter:
     """A parameter holding source's elements `index` along `dim`, linked to source for the pull and the push."""
     index = index.to(source.device)
     shard = nn.Parameter(source.detach().index_select(dim, index).clone())
-    shard._sluice_source = (source, dim, index)
+    shard._sluice_source = _Slice(source, dim, index, blocks)
     return shard
 
 
@@ -199,7 +214,7 @@ class ColumnParallelLinear(nn.Module):
     def __init__(self, weight: nn.Parameter, tp: TensorParallel, *, blocks: int = 1):
         super().__init__()
         self.tp = tp
-        self.weight = _shard(weight, 0, _block_rows(weight.shape[0], blocks, tp, "a column-parallel weight"))
+        self.weight = _shard(weight, 0, _block_rows(weight.shape[0], blocks, tp, "a column-parallel weight"), blocks)
 
     def forward(self, x):
         return F.linear(_copy_to(x, self.tp), self.weight)
@@ -278,7 +293,7 @@ def replicated(module: nn.Module) -> nn.Module:
     is the part of its rows."""
     copied = copy.deepcopy(module)
     for (_, source), (_, parameter) in zip(module.named_parameters(), copied.named_parameters()):
-        parameter._sluice_source = (source, None, None)
+        parameter._sluice_source = _Slice(source)
     return copied
 
 
@@ -314,8 +329,8 @@ class StageSpec:
 class StageBatch:
     """A lane's part of one micro-batch: its tokens (its CP rank's shard of them, or all), their positions within
     their sequences and next-token labels, and ``attend(q, k, v)``: causal attention within each sequence of the
-    whole micro-batch, for this lane's rows of q, k and v (varlen attention, or ring or Ulysses attention across
-    the stage's CP group)."""
+    whole micro-batch, for this lane's rows of q, k and v (varlen attention, or ring, Ulysses or hybrid attention
+    across the stage's CP group)."""
 
     tokens: torch.Tensor
     positions: torch.Tensor
@@ -344,6 +359,9 @@ class _Role:
     cp_rank: int = 0
     cp_group: object = None
     cp_kind: str = "ring"
+    ulysses: int = 1  # the hybrid's Ulysses degree
+    ulysses_group: object = None
+    ring_group: object = None
 
 
 class Runtime:
@@ -357,10 +375,17 @@ class Runtime:
     layers, hidden: the model's layer count and width. profile: the cluster the plans are for (its GPUs are the
     processes). sequence_parallel: TP lanes hold their rows of the activations between layers and send only those
     to the next stage, so that activations divide by TP as the planners' memory model assumes (Hydraulis App. B.1).
+    adam: with it, the runtime is the optimizer: the masters and Adam's states stay sharded over all processes
+    (sluice.sharded), each step pulls the stages' parameters from them and pushes the gradients back by executing
+    sluice's pull and push plans, then steps Adam on each process's segments; ``gather_parameters`` writes the
+    masters back into the model. Without it, each step leaves the gradients summed in the model's ``.grad`` for any
+    optimizer. build_stage must then build any layer alone, and the first and last stages of one layer (at TP 1), from
+    which the runtime learns which of the model's parameters each stage holds.
     """
 
     def __init__(self, model: nn.Module, build_stage: Callable[[nn.Module, StageSpec], nn.Module], *, layers: int,
-                 hidden: int, profile: Profile, sequence_parallel: bool = True, timeout=None):
+                 hidden: int, profile: Profile, sequence_parallel: bool = True, timeout=None,
+                 adam: Optional[Adam] = None):
         import torch.distributed as dist
 
         if not dist.is_available() or not dist.is_initialized():
@@ -376,6 +401,7 @@ class Runtime:
         self.world = dist.get_world_size()
         self._groups = {}  # strategy name -> (placement, this process's RankGroups)
         self._stages = {}  # (strategy name, pipeline, stage) -> this lane's stage module
+        self._sharded = ShardedAdam(model, build_stage, layers, adam, StageSpec, TensorParallel) if adam else None
 
     def _placed(self, plan: IterationPlan):
         name = plan.strategy.name
@@ -394,9 +420,6 @@ class Runtime:
                 if self.rank not in stage.ranks:
                     continue
                 scheme = pipeline.scheme
-                if scheme.cp > 1 and 1 < scheme.ulysses < scheme.cp:
-                    raise ValueError(f"sluice.runtime: pipeline {p} runs {scheme.name}, hybrid CP; the runtime runs "
-                                     "ring or Ulysses CP")
                 lane = list(stage.ranks).index(self.rank)
                 tp = TensorParallel(groups.tp if scheme.tp > 1 else None, lane % scheme.tp, scheme.tp,
                                     self.sequence_parallel and scheme.tp > 1)
@@ -408,10 +431,17 @@ class Runtime:
 
                     # Lane l of every stage must hold the same tokens: CP rank l / TP is the ring's rank l / TP.
                     role.cp_rank, role.cp_group = lane // scheme.tp, groups.cp
-                    role.cp_kind = "ulysses" if scheme.ulysses == scheme.cp else "ring"
-                    if dist.get_rank(groups.cp) != role.cp_rank:
-                        raise RuntimeError(f"sluice.runtime: rank {self.rank} is CP rank {role.cp_rank} of its "
-                                           f"stage, rank {dist.get_rank(groups.cp)} of its CP group")
+                    role.cp_kind = {1: "ring", scheme.cp: "ulysses"}.get(scheme.ulysses, "hybrid")
+                    placed_ranks = [(groups.cp, role.cp_rank)]
+                    if role.cp_kind == "hybrid":
+                        role.ulysses, role.ulysses_group, role.ring_group = scheme.ulysses, groups.ulysses, groups.ring
+                        placed_ranks += [(groups.ulysses, role.cp_rank % scheme.ulysses),
+                                         (groups.ring, role.cp_rank // scheme.ulysses)]
+                    for group, expected in placed_ranks:
+                        if dist.get_rank(group) != expected:
+                            raise RuntimeError(f"sluice.runtime: rank {self.rank} is CP rank {role.cp_rank} of its "
+                                               f"stage, rank {dist.get_rank(group)} of a group where it should be "
+                                               f"{expected}")
                 return role
         return None
 
@@ -425,10 +455,13 @@ class Runtime:
                                     "build stages from this module's TP layers and replicated()")
             self._stages[key] = built
         stage = self._stages[key]
+        if self._sharded is not None:  # the pull is a layout move
+            return stage
         with torch.no_grad():  # the pull: this lane's shard of the masters as they are now
             for parameter in stage.parameters():
-                source, dim, index = parameter._sluice_source
-                parameter.copy_(source if dim is None else source.index_select(dim, index))
+                piece = parameter._sluice_source
+                whole = piece.dim is None
+                parameter.copy_(piece.master if whole else piece.master.index_select(piece.dim, piece.index))
                 parameter.grad = None
         return stage
 
@@ -461,19 +494,59 @@ class Runtime:
                     compute_groups += [[(rank, m) for rank in lanes]
                                        for m in range(scheduled.schedule.plan.micro_batches)]
         loss = torch.zeros((), dtype=torch.float64)
-        timings, stage = [], None
-        if role is not None and schedule.pipelines[role.pipeline] is not None:
+        timings, stage, move = [], None, None
+        busy = role is not None and schedule.pipelines[role.pipeline] is not None
+        if busy:
             stage = self._stage(iteration, role)
+        tp = role.spec.tp if role is not None else TensorParallel()
+        if self._sharded is not None:
+            move = self._sharded.move(iteration.strategy.name, self._shard_placement(iteration, placement), stage,
+                                      tp.rank, tp.size, tp.sequence_parallel)
+            try:
+                self._sharded.pull(move)
+            except RuntimeError as error:
+                raise RuntimeError(f"sluice.runtime: rank {self.rank}: the parameter pull failed: {error}") from error
+        if busy:
             batches = micro_batches(iteration, sequences, pipeline=role.pipeline, device=device)
             runner = _Runner(stage, role, batches, self.hidden)
             timings = run_rank(pipelines, compute_groups, self.rank, runner)
             loss += runner.loss
         try:
-            self._push(stage, role.spec.tp if role is not None else TensorParallel())
+            if move is not None:
+                self._sharded.push_and_step(move)
+            else:
+                self._push(stage, tp)
             dist.all_reduce(loss)
         except RuntimeError as error:  # a peer gone: said once, with this rank
             raise RuntimeError(f"sluice.runtime: rank {self.rank}: the gradient push failed: {error}") from error
         return StepResult(float(loss), iteration.strategy.name, timings)
+
+    @property
+    def optimizer_elements(self) -> int:
+        """With `adam`: the master elements this process keeps (and as many of each Adam moment), its
+        ``sharded_layout`` share of the model; without: 0, the trainer's optimizer keeps them."""
+        return self._sharded.master.numel() if self._sharded is not None else 0
+
+    def gather_parameters(self):
+        """With `adam`: every master whole into the model's parameters, in every process (each process must call
+        it). Without: nothing to do, the model's parameters are the masters."""
+        if self._sharded is not None:
+            self._sharded.gather()
+
+    def _shard_placement(self, plan: IterationPlan, placement):
+        """The strategy's placement over the model's layers, stages split as layer_split splits them, on the ranks
+        rank_placement gave it."""
+        parts = {pipeline.scheme.pp for pipeline in placement.placement.pipelines}
+        split = {pp: [end - begin for begin, end in zip(bounds, bounds[1:])]
+                 for pp, bounds in ((pp, layer_split(self.layers, pp)) for pp in parts)}
+        options = PlacementOptions(gpus_per_node=placement.gpus_per_node, tp_within_node=placement.tp_within_node,
+                                   stage_layers=split)
+        layers = place(plan.strategy, self.world, self.layers, options=options)
+        ranks = [[list(stage.ranks) for stage in pipeline.stages] for pipeline in layers.pipelines]
+        if ranks != [[list(stage.ranks) for stage in pipeline.stages] for pipeline in placement.placement.pipelines]:
+            raise RuntimeError(f"sluice.runtime: strategy {plan.strategy.name} places differently over the model's "
+                               f"{self.layers} layers than over the profile's")
+        return layers
 
     def _push(self, stage: Optional[nn.Module], tp: TensorParallel):
         """Every stage gradient into its master's .grad, summed over all processes in the model's order."""
@@ -484,11 +557,11 @@ class Runtime:
         for parameter in stage.parameters() if stage is not None else ():
             if parameter.grad is None:
                 continue
-            source, dim, index = parameter._sluice_source
-            if dim is not None:
-                sums[id(source)].index_add_(dim, index, parameter.grad)
+            piece = parameter._sluice_source
+            if piece.dim is not None:
+                sums[id(piece.master)].index_add_(piece.dim, piece.index, parameter.grad)
             elif tp.rank == 0 or tp.sequence_parallel:  # else every TP lane holds the same gradient
-                sums[id(source)] += parameter.grad
+                sums[id(piece.master)] += parameter.grad
         # One all-reduce per dtype and device, not one per tensor: dozens of small collectives a step otherwise.
         buckets = {}
         for p in masters:
@@ -507,10 +580,12 @@ def _lane_batch(packed: PackedMicroBatch, role: _Role) -> StageBatch:
 
         return StageBatch(packed.tokens, packed.positions, packed.labels, packed.loss_normaliser, attend)
     cu_seqlens = packed.cu_seqlens.cpu()
-    shard = cp_shard(cu_seqlens, role.cp, role.cp_rank)
-    attention = ulysses_attention if role.cp_kind == "ulysses" else ring_attention
+    shard = cp_shard(cu_seqlens, role.cp, role.cp_rank, ulysses=role.ulysses)
 
     def attend(q, k, v):
+        if role.cp_kind == "hybrid":
+            return hybrid_attention(q, k, v, cu_seqlens, ulysses_group=role.ulysses_group, ring_group=role.ring_group)
+        attention = ulysses_attention if role.cp_kind == "ulysses" else ring_attention
         return attention(q, k, v, cu_seqlens, group=role.cp_group)
 
     tokens, positions, labels = (shard.select(t) for t in (packed.tokens, packed.positions, packed.labels))

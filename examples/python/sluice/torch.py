@@ -257,7 +257,8 @@ class RankGroups:
     group (its pipeline's stages at its TP shard and CP rank), its DP group (the same stage and shard of every
     pipeline of its scheme and every CP rank) and its CP group (the ranks of its stage and shard that share each
     sequence; None, with ``cp_ranks`` just this rank, when its scheme has no context parallelism), with their global
-    ranks."""
+    ranks. Under a hybrid CP of Ulysses degree U, ``ulysses`` and ``ring`` split the CP group: U consecutive CP ranks,
+    and the CP ranks of this one's Ulysses rank (``sluice.context_parallel.hybrid_attention``'s groups); else None."""
 
     tp: object
     pp: object
@@ -267,6 +268,8 @@ class RankGroups:
     dp_ranks: list[int]
     cp: object
     cp_ranks: list[int]
+    ulysses: object = None
+    ring: object = None
 
 
 def process_groups(placement: RankPlacement, *, timeout=None) -> RankGroups:
@@ -274,7 +277,7 @@ def process_groups(placement: RankPlacement, *, timeout=None) -> RankGroups:
 
     torch.distributed must be initialised over the placement's GPUs, one process each; every process must call
     this, since creating a group is collective over the world (groups are made in one order: all TP groups, then
-    PP, DP and CP).
+    PP, DP and CP, then the hybrid CP groups' Ulysses and ring groups).
     """
     import torch.distributed as dist
 
@@ -295,8 +298,23 @@ def process_groups(placement: RankPlacement, *, timeout=None) -> RankGroups:
             group = dist.new_group(list(ranks), **options)
             if rank in ranks:
                 mine[kind] = (group, list(ranks))
+    for pipeline in placement.placement.pipelines:  # then a hybrid CP group's Ulysses and ring groups
+        scheme = pipeline.scheme
+        if not 1 < scheme.ulysses < scheme.cp:
+            continue
+        for stage in pipeline.stages:
+            for t in range(scheme.tp):
+                ranks = list(stage.ranks)[t :: scheme.tp]  # the CP ranks of TP shard t, in CP rank order
+                for kind, parts in (("ulysses", [ranks[r : r + scheme.ulysses]
+                                                 for r in range(0, scheme.cp, scheme.ulysses)]),
+                                    ("ring", [ranks[u :: scheme.ulysses] for u in range(scheme.ulysses)])):
+                    for part in parts:
+                        group = dist.new_group(part, **options)
+                        if rank in part:
+                            mine[kind] = (group, part)
     cp, cp_ranks = mine.get("cp", (None, [rank]))
     return RankGroups(
         tp=mine["tp"][0], pp=mine["pp"][0], dp=mine["dp"][0],
         tp_ranks=mine["tp"][1], pp_ranks=mine["pp"][1], dp_ranks=mine["dp"][1], cp=cp, cp_ranks=cp_ranks,
+        ulysses=mine.get("ulysses", (None,))[0], ring=mine.get("ring", (None,))[0],
     )

@@ -6,6 +6,7 @@
 
 #include "bindings.hpp"
 #include "sluice/shard/check.hpp"
+#include "sluice/shard/holders.hpp"
 
 namespace sluice::python {
 
@@ -187,6 +188,23 @@ void bind_shard(py::module_& module) {
       },
       py::arg("placement"),
       "The layout a push under `placement` leaves: pulling from it for the same placement is an all-gather.");
+  module.def(
+      "holder_placement",
+      [](const shard::Placement& value, std::string_view held_by, bool replicated) {
+        const shard::HeldBy by = held_by == "every_stage"   ? shard::HeldBy::every_stage
+                                 : held_by == "first_stage" ? shard::HeldBy::first_stage
+                                 : held_by == "last_stage"
+                                     ? shard::HeldBy::last_stage
+                                     : throw sluice::invalid_input(sluice::concat(
+                                           "holder_placement: held_by must be 'every_stage', 'first_stage' or "
+                                           "'last_stage', got '",
+                                           held_by, "'"));
+        return shard::holder_placement(value, by, replicated);
+      },
+      py::arg("placement"), py::arg("held_by"), py::kw_only(), py::arg("replicated"),
+      "Where a group of tensors other than the layers' TP-split weights is held: one layer on every pipeline's first "
+      "or last stage ('first_stage', 'last_stage'), or the layers' ('every_stage'); replicated, every lane a "
+      "replica of TP 1.");
 
   // ---- pull and push plans ----------------------------------------------------------------------------------
   py::class_<shard::SliceBlock>(module, "SliceBlock",

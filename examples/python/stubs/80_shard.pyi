@@ -185,6 +185,11 @@ def sharded_layout(gpus: int, layers: int) -> OptimizerLayout:
 def aligned_layout(placement: Placement) -> OptimizerLayout:
     """The layout a push under `placement` leaves behind."""
 
+def holder_placement(placement: Placement, held_by: Literal["every_stage", "first_stage", "last_stage"], *,
+                     replicated: bool) -> Placement:
+    """Where a group of tensors other than the layers' TP-split weights is held: one layer on every pipeline's first
+    or last stage, or the layers'; replicated, every lane a replica of TP 1. Raises InvalidInput for another held_by."""
+
 class SliceBlock:
     """Layers [layer_begin, layer_end), every tensor cut into `granularity` mutual slices."""
     @property

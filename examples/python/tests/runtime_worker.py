@@ -1,6 +1,7 @@
 """One process of test_runtime.py's runs: a small float64 Llama (train_llama.py's) trained a few steps, each step on
 its own batch and strategy, by sluice.runtime across torchrun's processes or, with --one-process, by plain PyTorch in
-one process on every sequence alone. Writes the losses and the final parameters to --out (rank 0)."""
+one process on every sequence alone. Writes the losses and the final parameters to --out (rank 0); with --sharded,
+the runtime is the optimizer and every process keeps its share of Adam's states."""
 import argparse
 import os
 import pathlib
@@ -20,6 +21,7 @@ from sluice import runtime  # noqa: E402
 from train_llama import Llama, LlamaStage, synthetic_sequence  # noqa: E402
 
 VOCAB, DIM, LAYERS, HEADS = 64, 32, 4, 4
+ADAM = runtime.Adam(lr=1e-3, weight_decay=0.1, max_grad_norm=0.33)
 
 
 def step_batch(step, world, count=None):
@@ -90,6 +92,8 @@ def main():
     parser.add_argument("--world", type=int, required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--one-process", action="store_true")
+    parser.add_argument("--sharded", action="store_true",
+                        help="the runtime steps Adam on sharded states; else AdamW on the model's summed .grad")
     parser.add_argument("--die", metavar="RANK:STEP", help="that rank exits with status 3 in that step's forward")
     parser.add_argument("--timeout", type=float, default=60)
     args = parser.parse_args()
@@ -102,16 +106,17 @@ def main():
 def train(args):
     torch.manual_seed(0)
     model = Llama(VOCAB, DIM, LAYERS, HEADS).double()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    # The bundled ⟨TP, PP⟩ schemes and those derived with CP 2 (ring, Ulysses) and recomputation.
-    profile = sluice.with_scheme_space(sluice.Profile.bundled("llama2-7b", gpus=args.world), cp=[2],
-                                       cp_kinds=["ring", "ulysses"], recompute=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=ADAM.lr, weight_decay=ADAM.weight_decay)
+    # The bundled ⟨TP, PP⟩ schemes and those derived with CP 2 and 4 (ring, Ulysses, hybrid) and recomputation.
+    profile = sluice.with_scheme_space(sluice.Profile.bundled("llama2-7b", gpus=args.world), cp=[2, 4],
+                                       cp_kinds=["ring", "ulysses", "hybrid"], recompute=True)
     engine, sent = None, []
     if not args.one_process:
         sent = record_sends()
         dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
-        engine = runtime.Runtime(model, LlamaStage, layers=LAYERS, hidden=DIM, profile=profile)
-    losses, strategies, micro_batches = [], [], []
+        engine = runtime.Runtime(model, LlamaStage, layers=LAYERS, hidden=DIM, profile=profile,
+                                 adam=ADAM if args.sharded else None)
+    losses, strategies, micro_batches, norms = [], [], [], []
     for step, entry in enumerate(args.strategies.split(",")):
         strategy, _, count = entry.partition(":")  # STRATEGY:N: a batch of N sequences
         ids, lengths = step_batch(step, args.world, int(count) if count else None)
@@ -127,9 +132,17 @@ def train(args):
             losses.append(result.loss)
         strategies.append(plan.strategy.name)
         micro_batches.append([len(p.micro_batches) for p in plan.pipelines])
-        optimizer.step()
+        if not args.sharded:
+            norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), ADAM.max_grad_norm)))
+            optimizer.step()
+    owned = []
+    if args.sharded:
+        engine.gather_parameters()
+        owned = [None] * args.world
+        dist.all_gather_object(owned, engine.optimizer_elements)
     if args.one_process or dist.get_rank() == 0:
         torch.save({"losses": losses, "strategies": strategies, "micro_batches": micro_batches, "sent": sent,
+                    "norms": norms, "max_norm": ADAM.max_grad_norm, "owned": owned,
                     "parameters": {name: p.detach() for name, p in model.named_parameters()}}, args.out)
     if not args.one_process:
         dist.destroy_process_group()

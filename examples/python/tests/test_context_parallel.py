@@ -1,6 +1,7 @@
 """sluice.context_parallel: CP shards against their definition, and ring and Ulysses attention run by real
 processes (gloo on 127.0.0.1) against unsharded attention in float64, outputs and gradients; bad input; a rank that
 dies ends the others."""
+import functools
 import math
 import os
 import re
@@ -18,6 +19,7 @@ import torch.multiprocessing as mp  # noqa: E402
 import sluice.context_parallel  # noqa: E402
 from sluice.context_parallel import (  # noqa: E402
     cp_shard,
+    hybrid_attention,
     ring_attention,
     ring_attention_serialized,
     ulysses_attention,
@@ -72,11 +74,12 @@ def worker(rank, world, store, out_dir, fail_rank, key_tile):
         if rank == fail_rank:
             os._exit(3)  # dies after the group is up, before the attention its peers wait on
         results = {}
+        hybrid = hybrid_groups(rank, world)
         for name, lengths, heads, seed in CASES:
             cu = cu_of(lengths)
-            shard = cp_shard(cu, world, rank)
             q_full, k_full, v_full, upstream = inputs(lengths, heads, seed)
-            for kind, attention in (("ring", ring_attention), ("ulysses", ulysses_attention)):
+            for kind, attention in attentions(hybrid):
+                shard = cp_shard(cu, world, rank, ulysses=HYBRID_ULYSSES if kind == "hybrid" else 1)
                 q, k, v = (shard.select(t).clone().requires_grad_() for t in (q_full, k_full, v_full))
                 out = attention(q, k, v, cu)
                 (out * shard.select(upstream)).sum().backward()
@@ -93,6 +96,28 @@ def worker(rank, world, store, out_dir, fail_rank, key_tile):
             file.write(f"{type(error).__name__}: {error}")
         raise SystemExit(1)
     dist.destroy_process_group()
+
+
+# The hybrid's Ulysses degree in a world of 4: Ulysses groups {0, 1} and {2, 3}, ring groups {0, 2} and {1, 3}.
+HYBRID_ULYSSES = 2
+
+
+def hybrid_groups(rank, world):
+    """This process's Ulysses and ring groups of the hybrid in a world of 4 (every process creates every group)."""
+    if world != 4:
+        return None
+    ulysses = [dist.new_group(ranks) for ranks in ([0, 1], [2, 3])]
+    ring = [dist.new_group(ranks) for ranks in ([0, 2], [1, 3])]
+    return ulysses[rank // 2], ring[rank % 2]
+
+
+def attentions(hybrid):
+    kinds = [("ring", ring_attention), ("ulysses", ulysses_attention)]
+    if hybrid is not None:
+        ulysses_group, ring_group = hybrid
+        kinds.append(("hybrid", functools.partial(hybrid_attention, ulysses_group=ulysses_group,
+                                                  ring_group=ring_group)))
+    return kinds
 
 
 # (strategy, profile GPUs) whose rank placements the group test builds in a world of 4 processes.
@@ -176,6 +201,23 @@ def test_shards_partition_every_sequence_with_balanced_causal_work():
             assert len(set(work)) == 1, work
 
 
+def test_hybrid_shards_nest_the_balance_in_the_ring_ranks_share():
+    lengths = [37, 1, 3, 12, 8, 64]
+    cu = cu_of(lengths)
+    for cp, ulysses in ((4, 2), (8, 2), (8, 4)):
+        ring = cp // ulysses
+        shards = [cp_shard(cu, cp, rank, ulysses=ulysses) for rank in range(cp)]
+        assert sorted(torch.cat([shard.index for shard in shards]).tolist()) == list(range(sum(lengths)))
+        for rho in range(ring):  # a Ulysses group of consecutive CP ranks holds the ring rank's share
+            group = torch.cat([shards[rho * ulysses + u].index for u in range(ulysses)])
+            assert sorted(group.tolist()) == cp_shard(cu, ring, rho).index.tolist()
+        work = [int((shard.positions[shard.sequence == 5] + 1).sum()) for shard in shards]
+        assert max(work) - min(work) <= max(work) // 8, work  # 64 tokens: near-equal causal work
+    assert torch.equal(cp_shard(cu, 4, 1, ulysses=4).index, cp_shard(cu, 4, 1).index)  # Ulysses: the flat balance
+    with pytest.raises(ValueError, match="the Ulysses degree 3 does not divide cp 4"):
+        cp_shard(cu, 4, 0, ulysses=3)
+
+
 def test_shard_select_takes_the_ranks_rows():
     # Sequence 0 (5 tokens) cut at 0, 1, 2, 3, 5: rank 1 of 2 holds chunks 1 and 2, positions 1 and 2; sequence 1
     # (2 tokens) cut at 0, 0, 1, 1, 2: chunk 1 is its first token, chunk 2 is empty.
@@ -220,8 +262,9 @@ def test_ring_and_ulysses_equal_unsharded_attention(world, key_tile, tmp_path):
     results = [torch.load(tmp_path / f"{rank}.pt") for rank in range(world)]
     for name, lengths, heads, seed in CASES:
         expected = reference(lengths, heads, seed)
-        shards = [cp_shard(cu_of(lengths), world, rank) for rank in range(world)]
-        for kind in ("ring", "ulysses"):
+        for kind in ("ring", "ulysses", "hybrid") if world == 4 else ("ring", "ulysses"):
+            nested = HYBRID_ULYSSES if kind == "hybrid" else 1
+            shards = [cp_shard(cu_of(lengths), world, rank, ulysses=nested) for rank in range(world)]
             for position, what in enumerate(("output", "dq", "dk", "dv")):
                 assembled = torch.full_like(expected[position], float("nan"))
                 for rank, shard in enumerate(shards):

@@ -15,18 +15,20 @@ from launch import built_package_env, run_like_torchrun  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 WORKER = "runtime_worker.py"
-# Per world: steps whose strategies differ: TP×PP, ring CP in a pipeline, TP×Ulysses CP, recomputation,
-# heterogeneous pipelines side by side, and (STRATEGY:1, a batch of one sequence) a pipeline left idle.
+# Per world: steps whose strategies differ: TP×PP, ring CP in a pipeline, TP×Ulysses CP, hybrid CP (Ulysses 2 ×
+# ring 2), recomputation, heterogeneous pipelines side by side, and (STRATEGY:1, a batch of one sequence) a pipeline
+# left idle.
 STRATEGIES = {
-    4: "1*tp2pp2,1*tp1cp2ringpp2,1*tp2pp1+1*tp1pp2ac,1*tp2cp2ulyssespp1,2*tp2pp1:1",
-    8: "1*tp2pp2+1*tp1pp4,1*tp2cp2ulyssespp2,2*tp2pp2ac,1*tp2pp2+1*tp1cp2ringpp2",
+    4: "1*tp2pp2,1*tp1cp2ringpp2,1*tp2pp1+1*tp1pp2ac,1*tp2cp2ulyssespp1,1*tp1cp4hybrid2pp1,2*tp2pp1:1",
+    8: "1*tp2pp2+1*tp1pp4,1*tp2cp2ulyssespp2,2*tp2pp2ac,1*tp2pp2+1*tp1cp4hybrid2pp1,1*tp2pp2+1*tp1cp2ringpp2",
 }
 RELATIVE = 1e-9  # float64
 
 
-def worker_run(tmp_path, world, strategies, *, one_process=False):
-    out = tmp_path / "result.pt"
+def worker_run(directory, world, strategies, *, one_process=False, sharded=False):
+    out = directory / f"result-{world}-{'one' if one_process else 'sharded' if sharded else 'summed'}.pt"
     arguments = [WORKER, "--strategies", strategies, "--world", str(world), "--out", str(out)]
+    arguments += ["--sharded"] if sharded else []
     if one_process:
         result = subprocess.run([sys.executable, *arguments, "--one-process"], cwd=HERE, env=built_package_env(),
                                 capture_output=True, text=True, timeout=300)
@@ -37,18 +39,33 @@ def worker_run(tmp_path, world, strategies, *, one_process=False):
     return torch.load(out)
 
 
+@pytest.fixture(scope="module")
+def one_process_runs(tmp_path_factory):
+    """Per world, the same steps trained in one process on every sequence alone (computed once, for both modes)."""
+    directory = tmp_path_factory.mktemp("one-process")
+    return {world: worker_run(directory, world, strategies, one_process=True)
+            for world, strategies in STRATEGIES.items()}
+
+
+@pytest.mark.parametrize("sharded", [True, False], ids=["sharded-adam", "summed-grad"])
 @pytest.mark.parametrize("world", [4, 8])
-def test_steps_of_different_strategies_equal_one_process(tmp_path, world):
+def test_steps_of_different_strategies_equal_one_process(tmp_path, one_process_runs, world, sharded):
     strategies = STRATEGIES[world]
-    alone = worker_run(tmp_path, world, strategies, one_process=True)
-    spread = worker_run(tmp_path, world, strategies)
+    alone = one_process_runs[world]
+    spread = worker_run(tmp_path, world, strategies, sharded=sharded)
     assert spread["strategies"] == [entry.split(":")[0] for entry in strategies.split(",")]
     assert any(count > 1 for counts in spread["micro_batches"] for count in counts)  # pipelines with real schedules
     assert any(0 in counts for counts in spread["micro_batches"]) == (":" in strategies)  # an idle pipeline
+    # Gradient clipping both binds and does not in some steps.
+    assert min(alone["norms"]) < alone["max_norm"] < max(alone["norms"])
     # Sequence parallelism: a TP lane sends only its rows of the activations and their gradients.
     assert any(tp > 1 for _, _, _, tp in spread["sent"])
     for rows, tokens, rank, tp in spread["sent"]:
         assert rows == (rank + 1) * tokens // tp - rank * tokens // tp
+    if sharded:  # every process keeps its share of each tensor's masters and moments, ⌊E/N⌋ or ⌈E/N⌉
+        model = alone["parameters"].values()
+        assert sum(spread["owned"]) == sum(p.numel() for p in model)
+        assert max(spread["owned"]) - min(spread["owned"]) <= len(model)
     for step, (one, many) in enumerate(zip(alone["losses"], spread["losses"])):
         assert abs(many - one) <= RELATIVE * abs(one), f"step {step}: loss {many} against {one}"
     for name, expected in alone["parameters"].items():
@@ -61,7 +78,7 @@ def test_a_process_that_dies_ends_the_others_naming_their_rank(tmp_path):
     out = tmp_path / "result.pt"
     codes, outputs = run_like_torchrun(
         4, [WORKER, "--strategies", "1*tp2pp2,1*tp1pp4", "--world", "4", "--out", str(out), "--die", "2:1",
-            "--timeout", "10"], HERE)
+            "--timeout", "10", "--sharded"], HERE)
     assert codes[2] == 3
     for rank in (0, 1, 3):
         assert codes[rank] == 1, outputs[rank]
@@ -286,3 +303,70 @@ def test_a_micro_batch_of_fewer_tokens_than_lanes_runs(tmp_path):
     path.write_text(TINY_BATCH)
     codes, outputs = run_like_torchrun(4, [str(path), str(HERE.parent)], HERE)
     assert codes == [0] * 4, "\n".join(stdout + stderr for stdout, stderr in outputs)
+
+
+def test_every_tp_degree_holds_one_contiguous_range_of_each_tensors_view():
+    """The sharded optimizer moves tensors as views: for each TP layer and each TP degree, a lane's slice is exactly
+    the view's fraction [⌊t·E/TP⌋, ⌊(t+1)·E/TP⌋)."""
+    from sluice import runtime, sharded
+
+    torch.manual_seed(0)
+    layers = {"qkv": (lambda w, tp: runtime.ColumnParallelLinear(w, tp, blocks=3), (24, 8), 0, 3),
+              "down": (runtime.RowParallelLinear, (8, 16), 1, 1),
+              "embedding": (runtime.VocabParallelEmbedding, (16, 8), 0, 1)}
+    for name, (make, shape, dim, blocks) in layers.items():
+        master = torch.nn.Parameter(torch.randn(shape, dtype=torch.float64))
+        view = sharded._view(master, dim, blocks)
+        assert sorted(view.tolist()) == list(range(master.numel()))
+        tensor = sharded._Tensor(master, name, 0, 0, 0, view, 0)
+        for size in (1, 2, 4):
+            for rank in range(size):
+                lane = make(master, runtime.TensorParallel(None, rank, size)).weight
+                begin, end = rank * master.numel() // size, (rank + 1) * master.numel() // size
+                local = sharded._fraction_in_shard(tensor, lane, begin, end)
+                assert torch.equal(lane.detach().view(-1)[local], master.detach().view(-1)[view[begin:end]]), name
+                if size > 1:  # another lane's fraction is not this lane's
+                    with pytest.raises(RuntimeError, match=f"slice of {name} holds other elements"):
+                        other = (rank + 1) % size
+                        sharded._fraction_in_shard(tensor, lane, other * master.numel() // size,
+                                                   (other + 1) * master.numel() // size)
+
+
+def test_sharded_optimizer_learns_the_models_groups_and_refuses_what_it_cannot_shard():
+    sys.path.append(str(HERE.parent))
+    from sluice import runtime, sharded
+    from train_llama import Llama, LlamaStage
+
+    def structure(model, build=LlamaStage, layers=3):
+        return sharded._Structure(model, build, layers, runtime.StageSpec, runtime.TensorParallel)
+
+    model = Llama(16, 8, 3, 2)
+    learnt = structure(model)
+    groups = [(g.held_by, g.replicated, g.layers, len(g.names)) for g in learnt.groups]
+    assert groups == [("every_stage", False, 3, 5), ("every_stage", True, 3, 2), ("first_stage", False, 1, 1),
+                      ("last_stage", False, 1, 1), ("last_stage", True, 1, 1)]
+    assert learnt.elements == sum(p.numel() for p in model.parameters())
+    assert learnt.groups[2].names == ["embed.weight"] and learnt.groups[4].names == ["norm.weight"]
+
+    tied = Llama(16, 8, 3, 2)
+    tied.head.weight = tied.embed.weight
+    with pytest.raises(ValueError, match="embed.weight is used twice"):
+        structure(tied)
+    uneven = Llama(16, 8, 3, 2)
+    uneven.blocks[2] = type(uneven.blocks[2])(8, 1)  # one head: its layer's attention splits otherwise
+    uneven.blocks[2].qkv = torch.nn.Linear(8, 12, bias=False)
+    with pytest.raises(ValueError, match="layer 2's parameters differ from layer 0's"):
+        structure(uneven)
+    with pytest.raises(ValueError, match="the model's parameter blocks.0.mlp_norm.weight is in no stage"):
+        def skipping(model, spec):
+            stage = LlamaStage(model, spec)
+            for block in stage.blocks:
+                block.mlp_norm = torch.nn.Identity()
+            return stage
+
+        structure(model, skipping)
+    with pytest.raises(TypeError, match="layer 0's parameter weight is not a slice of the model's"):
+        structure(model, lambda model, spec: torch.nn.Linear(2, 2))
+    for bad in ({"lr": float("nan")}, {"betas": (0.9, 1.0)}, {"eps": -1.0}, {"max_grad_norm": float("inf")}):
+        with pytest.raises(ValueError, match="sluice.runtime.Adam"):
+            runtime.Adam(**bad)

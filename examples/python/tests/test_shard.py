@@ -196,6 +196,24 @@ def test_host_checks_on_a_tiny_model(tiny):
         sluice.check_pull(broken, placement, layout, tiny)
 
 
+def test_holder_placements_of_first_last_and_replicated_tensors(tiny):
+    placement = sluice.place("1*tp2cp2ringpp2+1*tp1pp2", 10, tiny.layers)
+    assert sluice.holder_placement(placement, "every_stage", replicated=False) == placement
+    embedding = sluice.holder_placement(placement, "first_stage", replicated=False)
+    assert embedding.layers == 1
+    assert [[list(s.ranks) for s in p.stages] for p in embedding.pipelines] == [[[0, 1, 2, 3]], [[8]]]
+    norms = sluice.holder_placement(placement, "last_stage", replicated=True)
+    assert [[list(s.ranks) for s in p.stages] for p in norms.pipelines] == [[[4]], [[5]], [[6]], [[7]], [[9]]]
+    for held in (embedding, norms):
+        one_layer = sluice.ShardModel("held", 1, [sluice.ShardTensor("w", 24)])
+        layout = sluice.sharded_layout(10, 1)
+        sluice.check_pull(sluice.plan_pull(held, layout, one_layer), held, layout, one_layer, seed=5)
+        sluice.check_push(sluice.plan_push(held, layout, one_layer), held, layout, one_layer, seed=5)
+    with pytest.raises(sluice.InvalidInput, match="held_by must be 'every_stage', 'first_stage' or 'last_stage', "
+                                                  "got 'middle'"):
+        sluice.holder_placement(placement, "middle", replicated=False)
+
+
 def test_documents_round_trip(model, profile_64, tmp_path):
     placement, layout, pull, push = planned("2*tp4pp2", model, previous="1*tp8pp1+2*tp4pp1")
     ranks = sluice.rank_placement("2*tp16pp1+4*tp4pp2", profile_64)

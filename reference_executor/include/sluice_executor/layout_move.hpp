@@ -25,6 +25,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/shard/cost.hpp"
+#include "sluice/shard/holders.hpp"
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
 #include "sluice/shard/pull_push.hpp"
@@ -113,33 +114,12 @@ inline shard::Model group_model(const ModelConfig& model, const ParameterGroup& 
   return result;
 }
 
-// Where the group's tensors are held in a strategy's placement: the placement itself for the layers' split tensors;
-// for replicated ones every lane a replica of TP 1; for the embedding (the head) one layer on each pipeline's first
-// (last) stage.
+// Where the group's tensors are held in a strategy's placement (shard::holder_placement).
 inline shard::Placement group_placement(const shard::Placement& placement, const ParameterGroup& group) {
-  if (group.kind == GroupKind::layer_split) return placement;
-  shard::Placement result{placement.gpus, group.per_layer() ? placement.layers : 1, {}};
-  for (const shard::PipelinePlacement& pipeline : placement.pipelines) {
-    std::vector<shard::Stage> stages;
-    if (group.per_layer()) stages = pipeline.stages;
-    else stages.push_back(group.kind == GroupKind::embedding ? pipeline.stages.front() : pipeline.stages.back());
-    if (!group.per_layer())
-      for (shard::Stage& stage : stages) stage.layer_begin = 0, stage.layer_end = 1;
-    if (!group.replicated()) {
-      Degrees one_stage = pipeline.scheme.degrees();
-      one_stage.pp = 1;
-      result.pipelines.push_back({Scheme(one_stage), std::move(stages)});
-      continue;
-    }
-    const Scheme lane(1, static_cast<int>(stages.size()));
-    for (std::size_t l = 0; l < stages.front().ranks.size(); ++l) {
-      shard::PipelinePlacement replica{lane, {}};
-      for (const shard::Stage& stage : stages)
-        replica.stages.push_back({stage.layer_begin, stage.layer_end, {stage.ranks[l]}});
-      result.pipelines.push_back(std::move(replica));
-    }
-  }
-  return result;
+  const shard::HeldBy held_by = group.kind == GroupKind::embedding ? shard::HeldBy::first_stage
+                                : group.per_layer()                 ? shard::HeldBy::every_stage
+                                                                    : shard::HeldBy::last_stage;
+  return shard::holder_placement(placement, held_by, group.replicated());
 }
 
 // A route of a layout move: `count` values from rank `src` to rank `dst`. Every rank knows a phase's routes in the
