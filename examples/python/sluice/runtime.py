@@ -28,13 +28,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import IterationPlan, IterationSchedule, PlacementOptions, Planned, Profile, place, rank_placement, run_rank
-from .context_parallel import cp_shard, hybrid_attention, ring_attention, ulysses_attention
+from . import (FlexCpProblem, FlexDomains, FlexIteration, IterationPlan, IterationSchedule, PlacementOptions,
+               Planned, Profile, flex_domain_ranks, flex_unit_plans, place, rank_placement, run_rank)
+from .context_parallel import (FlexCPGroups, cp_shard, flex_cp_work, hybrid_attention, ring_attention,
+                               ulysses_attention)
 from .sharded import Adam, ShardedAdam
-from .torch import IGNORE_INDEX, PackedMicroBatch, micro_batches, process_groups, varlen_attention
+from .torch import IGNORE_INDEX, PackedMicroBatch, micro_batches, pack, process_groups, varlen_attention
 
 __all__ = [
     "Adam",
+    "FlexStep",
     "TensorParallel",
     "ColumnParallelLinear",
     "RowParallelLinear",
@@ -59,13 +62,18 @@ class TensorParallel:
     Transformer Models", §4.2.2), activations between the TP layers are this lane's rows of the micro-batch's
     `rows` tokens (``row_bounds``), which the runtime sets before each pass: an all-gather brings the rows before a
     column-parallel layer and a reduce-scatter sums a row-parallel layer's (or the embedding's) partial results
-    back to them."""
+    back to them; column-parallel layers fed the same input in a pass (gate and up) share one all-gather."""
 
     group: object = None
     rank: int = 0
     size: int = 1
     sequence_parallel: bool = False
     rows: int = 0
+    _gathered: Optional[tuple] = field(default=None, repr=False, compare=False)
+
+    def begin_pass(self, rows: int) -> None:
+        """A forward or backward of a micro-batch of `rows` tokens begins: what its all-gathers bring together."""
+        self.rows, self._gathered = rows, None
 
     def row_bounds(self, rows: int) -> list[int]:
         """Where each TP rank's rows of `rows` tokens begin, and the end: rank t holds
@@ -169,7 +177,11 @@ def _copy_to(x, tp: TensorParallel):
     """The input of a column-parallel layer: whole on every lane."""
     if tp.size == 1:
         return x
-    return _GatherRows.apply(x, tp) if tp.sequence_parallel else _CopyToTensorParallel.apply(x, tp)
+    if not tp.sequence_parallel:
+        return _CopyToTensorParallel.apply(x, tp)
+    if tp._gathered is None or tp._gathered[0] is not x:  # the same input gathered once; autograd sums its uses
+        tp._gathered = (x, _GatherRows.apply(x, tp))
+    return tp._gathered[1]
 
 
 def _reduce_from(x, tp: TensorParallel):
@@ -350,18 +362,51 @@ class StepResult:
 
 
 @dataclass
-class _Role:
-    pipeline: int
-    stage: int
-    lane: int
-    spec: StageSpec
-    cp: int = 1
-    cp_rank: int = 0
-    cp_group: object = None
-    cp_kind: str = "ring"
-    ulysses: int = 1  # the hybrid's Ulysses degree
+class _CpLane:
+    """How a lane shares a micro-batch's tokens: CP degree, its CP rank, the kind and the groups (the hybrid's
+    Ulysses degree and its Ulysses and ring groups)."""
+
+    degree: int = 1
+    rank: int = 0
+    kind: str = "ring"
+    group: object = None
+    ulysses: int = 1
     ulysses_group: object = None
     ring_group: object = None
+
+
+@dataclass
+class _Role:
+    pipeline: int  # the plan's pipeline, or the flex domain's unit
+    stage: int
+    spec: StageSpec
+    cp: _CpLane = field(default_factory=_CpLane)
+
+
+@dataclass(frozen=True)
+class FlexStep:
+    """A flex CP domain's iteration to run: the FlexIteration (``SimulatedIteration.flex``), the batch's
+    FlexCpProblem on that domain (``FlexDomain.problem_of(lengths)``) and the ids of the problem's sequences, in its
+    order."""
+
+    iteration: FlexIteration
+    problem: FlexCpProblem
+    ids: Sequence[int]
+
+
+@dataclass
+class _Work:
+    """What one step runs: the strategy's name (the caches' key), its shard placement over the model's layers, this
+    rank's role (None: in no stage), whether it computes, run_rank's pipelines and compute groups, and this lane's
+    micro-batches (made once the stage is known to compute)."""
+
+    name: str
+    placement: object
+    role: Optional[_Role]
+    busy: bool
+    pipelines: list
+    compute_groups: list
+    batches: Callable[[], list]
 
 
 class Runtime:
@@ -380,12 +425,13 @@ class Runtime:
     sluice's pull and push plans, then steps Adam on each process's segments; ``gather_parameters`` writes the
     masters back into the model. Without it, each step leaves the gradients summed in the model's ``.grad`` for any
     optimizer. build_stage must then build any layer alone, and the first and last stages of one layer (at TP 1), from
-    which the runtime learns which of the model's parameters each stage holds.
+    which the runtime learns which of the model's parameters each stage holds. flex: the flex CP domains the Planner
+    was given (Planner(flex=)), for the steps whose plan runs one.
     """
 
     def __init__(self, model: nn.Module, build_stage: Callable[[nn.Module, StageSpec], nn.Module], *, layers: int,
                  hidden: int, profile: Profile, sequence_parallel: bool = True, timeout=None,
-                 adam: Optional[Adam] = None):
+                 adam: Optional[Adam] = None, flex: Optional[FlexDomains] = None):
         import torch.distributed as dist
 
         if not dist.is_available() or not dist.is_initialized():
@@ -397,119 +443,47 @@ class Runtime:
         self.profile = profile
         self.timeout = timeout
         self.sequence_parallel = sequence_parallel
+        self.flex = flex
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
-        self._groups = {}  # strategy name -> (placement, this process's RankGroups)
-        self._stages = {}  # (strategy name, pipeline, stage) -> this lane's stage module
+        self._groups = {}  # strategy or flex domain name -> its placement and this process's groups
+        self._stages = {}  # (name, pipeline or unit, stage) -> this lane's stage module
         self._sharded = ShardedAdam(model, build_stage, layers, adam, StageSpec, TensorParallel) if adam else None
 
-    def _placed(self, plan: IterationPlan):
-        name = plan.strategy.name
-        if name not in self._groups:
-            if plan.strategy.gpus != self.world:
-                raise ValueError(f"sluice.runtime: strategy {name} needs {plan.strategy.gpus} processes, "
-                                 f"torch.distributed has {self.world}")
-            placement = rank_placement(plan.strategy, self.profile)
-            self._groups[name] = (placement, process_groups(placement, timeout=self.timeout))
-        return self._groups[name]
+    # -- one step ---------------------------------------------------------------------------------------------------
 
-    def _role(self, plan: IterationPlan, placement, groups) -> Optional[_Role]:
-        for p, pipeline in enumerate(plan.pipelines):
-            placed = placement.placement.pipelines[placement.plan_order[p]]
-            for j, stage in enumerate(placed.stages):
-                if self.rank not in stage.ranks:
-                    continue
-                scheme = pipeline.scheme
-                lane = list(stage.ranks).index(self.rank)
-                tp = TensorParallel(groups.tp if scheme.tp > 1 else None, lane % scheme.tp, scheme.tp,
-                                    self.sequence_parallel and scheme.tp > 1)
-                bounds = layer_split(self.layers, scheme.pp)
-                spec = StageSpec(bounds[j], bounds[j + 1], j == 0, j + 1 == scheme.pp, tp, scheme.recompute)
-                role = _Role(p, j, lane, spec, scheme.cp)
-                if scheme.cp > 1:
-                    import torch.distributed as dist
-
-                    # Lane l of every stage must hold the same tokens: CP rank l / TP is the ring's rank l / TP.
-                    role.cp_rank, role.cp_group = lane // scheme.tp, groups.cp
-                    role.cp_kind = {1: "ring", scheme.cp: "ulysses"}.get(scheme.ulysses, "hybrid")
-                    placed_ranks = [(groups.cp, role.cp_rank)]
-                    if role.cp_kind == "hybrid":
-                        role.ulysses, role.ulysses_group, role.ring_group = scheme.ulysses, groups.ulysses, groups.ring
-                        placed_ranks += [(groups.ulysses, role.cp_rank % scheme.ulysses),
-                                         (groups.ring, role.cp_rank // scheme.ulysses)]
-                    for group, expected in placed_ranks:
-                        if dist.get_rank(group) != expected:
-                            raise RuntimeError(f"sluice.runtime: rank {self.rank} is CP rank {role.cp_rank} of its "
-                                               f"stage, rank {dist.get_rank(group)} of a group where it should be "
-                                               f"{expected}")
-                return role
-        return None
-
-    def _stage(self, plan: IterationPlan, role: _Role) -> nn.Module:
-        key = (plan.strategy.name, role.pipeline, role.stage)
-        if key not in self._stages:
-            built = self.build_stage(self.model, role.spec)
-            for name, parameter in built.named_parameters():
-                if not hasattr(parameter, "_sluice_source"):
-                    raise TypeError(f"sluice.runtime: the stage's parameter {name} is not a slice of the model's: "
-                                    "build stages from this module's TP layers and replicated()")
-            self._stages[key] = built
-        stage = self._stages[key]
-        if self._sharded is not None:  # the pull is a layout move
-            return stage
-        with torch.no_grad():  # the pull: this lane's shard of the masters as they are now
-            for parameter in stage.parameters():
-                piece = parameter._sluice_source
-                whole = piece.dim is None
-                parameter.copy_(piece.master if whole else piece.master.index_select(piece.dim, piece.index))
-                parameter.grad = None
-        return stage
-
-    def step(self, plan: Union[Planned, IterationPlan], sequences, schedule: Optional[IterationSchedule] = None,
-             device=None) -> StepResult:
-        """Runs one iteration's plan (a Planner's item, or an IterationPlan with its IterationSchedule) on
-        `sequences` (token tensors by sequence id) and leaves the summed gradients in the model's ``.grad``."""
+    def step(self, plan: Union[Planned, IterationPlan, FlexStep], sequences,
+             schedule: Optional[IterationSchedule] = None, device=None) -> StepResult:
+        """Runs one iteration's plan on `sequences` (token tensors by sequence id): a Planner's item (its pipelines,
+        or the flex CP domain it runs, of the Runtime's `flex`), an IterationPlan with its IterationSchedule, or a
+        FlexStep. With `adam`, it then steps Adam; without, it leaves the summed gradients in the model's .grad."""
         import torch.distributed as dist
 
-        if isinstance(plan, Planned):
-            if plan.simulated.runs_flex:
-                raise ValueError("sluice.runtime: this step's plan runs a flex CP domain; the runtime runs "
-                                 "pipelines (flex CP groups through sluice.context_parallel)")
-            iteration, schedule = plan.simulated.plan, plan.simulated.schedule
+        if isinstance(plan, Planned) and plan.simulated.runs_flex:
+            plan = self._flex_step(plan)
+        if isinstance(plan, FlexStep):
+            work = self._flex_work(plan, sequences, device)
         else:
-            iteration = plan
-        if schedule is None:
-            raise ValueError("sluice.runtime: an IterationPlan needs its IterationSchedule")
-        placement, groups = self._placed(iteration)
-        role = self._role(iteration, placement, groups)
-        pipelines, compute_groups = [], []
-        for p, scheduled in enumerate(schedule.pipelines):
-            if scheduled is None:
-                continue
-            placed = placement.placement.pipelines[placement.plan_order[p]]
-            table = [list(stage.ranks) for stage in placed.stages]
-            pipelines.append((scheduled.schedule.plan, table))
-            for lanes in table:
-                if len(lanes) > 1:
-                    compute_groups += [[(rank, m) for rank in lanes]
-                                       for m in range(scheduled.schedule.plan.micro_batches)]
+            if isinstance(plan, Planned):
+                plan, schedule = plan.simulated.plan, plan.simulated.schedule
+            if schedule is None:
+                raise ValueError("sluice.runtime: an IterationPlan needs its IterationSchedule")
+            work = self._pipeline_work(plan, schedule, sequences, device)
+        role = work.role
         loss = torch.zeros((), dtype=torch.float64)
         timings, stage, move = [], None, None
-        busy = role is not None and schedule.pipelines[role.pipeline] is not None
-        if busy:
-            stage = self._stage(iteration, role)
+        if work.busy:
+            stage = self._stage(work.name, role)
         tp = role.spec.tp if role is not None else TensorParallel()
         if self._sharded is not None:
-            move = self._sharded.move(iteration.strategy.name, self._shard_placement(iteration, placement), stage,
-                                      tp.rank, tp.size, tp.sequence_parallel)
+            move = self._sharded.move(work.name, work.placement, stage, tp.rank, tp.size, tp.sequence_parallel)
             try:
                 self._sharded.pull(move)
             except RuntimeError as error:
                 raise RuntimeError(f"sluice.runtime: rank {self.rank}: the parameter pull failed: {error}") from error
-        if busy:
-            batches = micro_batches(iteration, sequences, pipeline=role.pipeline, device=device)
-            runner = _Runner(stage, role, batches, self.hidden)
-            timings = run_rank(pipelines, compute_groups, self.rank, runner)
+        if work.busy:
+            runner = _Runner(stage, role.spec, work.batches(), self.hidden)
+            timings = run_rank(work.pipelines, work.compute_groups, self.rank, runner)
             loss += runner.loss
         try:
             if move is not None:
@@ -519,7 +493,7 @@ class Runtime:
             dist.all_reduce(loss)
         except RuntimeError as error:  # a peer gone: said once, with this rank
             raise RuntimeError(f"sluice.runtime: rank {self.rank}: the gradient push failed: {error}") from error
-        return StepResult(float(loss), iteration.strategy.name, timings)
+        return StepResult(float(loss), work.name, timings)
 
     @property
     def optimizer_elements(self) -> int:
@@ -533,20 +507,194 @@ class Runtime:
         if self._sharded is not None:
             self._sharded.gather()
 
+    def _stage_layers(self, pp: int) -> list[int]:
+        bounds = layer_split(self.layers, pp)
+        return [end - begin for begin, end in zip(bounds, bounds[1:])]
+
+    def _stage(self, name: str, role: _Role) -> nn.Module:
+        key = (name, role.pipeline, role.stage)
+        if key not in self._stages:
+            built = self.build_stage(self.model, role.spec)
+            for parameter_name, parameter in built.named_parameters():
+                if not hasattr(parameter, "_sluice_source"):
+                    raise TypeError(f"sluice.runtime: the stage's parameter {parameter_name} is not a slice of the "
+                                    "model's: build stages from this module's TP layers and replicated()")
+            self._stages[key] = built
+        stage = self._stages[key]
+        if self._sharded is not None:  # the pull is a layout move
+            return stage
+        with torch.no_grad():  # the pull: this lane's shard of the masters as they are now
+            for parameter in stage.parameters():
+                piece = parameter._sluice_source
+                whole = piece.dim is None
+                parameter.copy_(piece.master if whole else piece.master.index_select(piece.dim, piece.index))
+                parameter.grad = None
+        return stage
+
+    # -- pipelines --------------------------------------------------------------------------------------------------
+
+    def _pipeline_work(self, iteration: IterationPlan, schedule: IterationSchedule, sequences, device) -> _Work:
+        name = iteration.strategy.name
+        if name not in self._groups:
+            if iteration.strategy.gpus != self.world:
+                raise ValueError(f"sluice.runtime: strategy {name} needs {iteration.strategy.gpus} processes, "
+                                 f"torch.distributed has {self.world}")
+            placement = rank_placement(iteration.strategy, self.profile)
+            self._groups[name] = (placement, process_groups(placement, timeout=self.timeout),
+                                  self._shard_placement(iteration, placement))
+        placement, groups, layers_placement = self._groups[name]
+        role = self._role(iteration, placement, groups)
+        pipelines, compute_groups = [], []
+        for p, scheduled in enumerate(schedule.pipelines):
+            if scheduled is None:
+                continue
+            placed = placement.placement.pipelines[placement.plan_order[p]]
+            table = [list(stage.ranks) for stage in placed.stages]
+            pipelines.append((scheduled.schedule.plan, table))
+            for lanes in table:
+                if len(lanes) > 1:
+                    compute_groups += [[(rank, m) for rank in lanes]
+                                       for m in range(scheduled.schedule.plan.micro_batches)]
+        busy = role is not None and schedule.pipelines[role.pipeline] is not None
+
+        def batches():
+            packed = micro_batches(iteration, sequences, pipeline=role.pipeline, device=device)
+            return [_lane_batch(batch, role.cp) for batch in packed]
+
+        return _Work(name, layers_placement, role, busy, pipelines, compute_groups, batches)
+
+    def _role(self, plan: IterationPlan, placement, groups) -> Optional[_Role]:
+        import torch.distributed as dist
+
+        for p, pipeline in enumerate(plan.pipelines):
+            placed = placement.placement.pipelines[placement.plan_order[p]]
+            for j, stage in enumerate(placed.stages):
+                if self.rank not in stage.ranks:
+                    continue
+                scheme = pipeline.scheme
+                lane = list(stage.ranks).index(self.rank)
+                tp = TensorParallel(groups.tp if scheme.tp > 1 else None, lane % scheme.tp, scheme.tp,
+                                    self.sequence_parallel and scheme.tp > 1)
+                bounds = layer_split(self.layers, scheme.pp)
+                spec = StageSpec(bounds[j], bounds[j + 1], j == 0, j + 1 == scheme.pp, tp, scheme.recompute)
+                role = _Role(p, j, spec)
+                if scheme.cp > 1:
+                    # Lane l of every stage must hold the same tokens: CP rank l / TP is the ring's rank l / TP.
+                    cp_rank = lane // scheme.tp
+                    kind = {1: "ring", scheme.cp: "ulysses"}.get(scheme.ulysses, "hybrid")
+                    role.cp = _CpLane(scheme.cp, cp_rank, kind, groups.cp)
+                    placed_ranks = [(groups.cp, cp_rank)]
+                    if kind == "hybrid":
+                        role.cp.ulysses, role.cp.ulysses_group, role.cp.ring_group = (scheme.ulysses, groups.ulysses,
+                                                                                      groups.ring)
+                        placed_ranks += [(groups.ulysses, cp_rank % scheme.ulysses),
+                                         (groups.ring, cp_rank // scheme.ulysses)]
+                    for group, expected in placed_ranks:
+                        if dist.get_rank(group) != expected:
+                            raise RuntimeError(f"sluice.runtime: rank {self.rank} is CP rank {cp_rank} of its "
+                                               f"stage, rank {dist.get_rank(group)} of a group where it should be "
+                                               f"{expected}")
+                return role
+        return None
+
     def _shard_placement(self, plan: IterationPlan, placement):
         """The strategy's placement over the model's layers, stages split as layer_split splits them, on the ranks
         rank_placement gave it."""
         parts = {pipeline.scheme.pp for pipeline in placement.placement.pipelines}
-        split = {pp: [end - begin for begin, end in zip(bounds, bounds[1:])]
-                 for pp, bounds in ((pp, layer_split(self.layers, pp)) for pp in parts)}
         options = PlacementOptions(gpus_per_node=placement.gpus_per_node, tp_within_node=placement.tp_within_node,
-                                   stage_layers=split)
+                                   stage_layers={pp: self._stage_layers(pp) for pp in parts})
         layers = place(plan.strategy, self.world, self.layers, options=options)
         ranks = [[list(stage.ranks) for stage in pipeline.stages] for pipeline in layers.pipelines]
         if ranks != [[list(stage.ranks) for stage in pipeline.stages] for pipeline in placement.placement.pipelines]:
             raise RuntimeError(f"sluice.runtime: strategy {plan.strategy.name} places differently over the model's "
                                f"{self.layers} layers than over the profile's")
         return layers
+
+    # -- flex CP domains --------------------------------------------------------------------------------------------
+
+    def _flex_step(self, planned: Planned) -> FlexStep:
+        flex = planned.simulated.flex
+        if self.flex is None:
+            raise ValueError("sluice.runtime: this step's plan runs a flex CP domain: give the Runtime the Planner's "
+                             "FlexDomains (flex=)")
+        if flex.domain >= len(self.flex.domains):
+            raise ValueError(f"sluice.runtime: the plan runs flex CP domain {flex.domain} of "
+                             f"{len(self.flex.domains)}")
+        problem = self.flex.domains[flex.domain].problem_of(planned.lengths)
+        return FlexStep(flex, problem, planned.ids.tolist())
+
+    def _flex_work(self, step: FlexStep, sequences, device) -> _Work:
+        """Every unit of the domain a pipeline of the base ⟨TP, PP⟩ scheme on the plan's micro-batches it takes part
+        in (flex_unit_plans); each micro-batch's CP groups formed from the domain's pool (FlexCPGroups)."""
+        iteration, problem = step.iteration, step.problem
+        domain = iteration.strategy
+        part = domain.parts[0]
+        base, units = part.scheme, part.pipelines
+        degrees = [degree.degree for degree in problem.degrees]
+        name = f"{domain.name} flex"
+        key = (name, tuple(degrees))
+        if key not in self._groups:
+            if domain.gpus != self.world:
+                raise ValueError(f"sluice.runtime: flex CP domain {domain.name} needs {domain.gpus} processes, "
+                                 f"torch.distributed has {self.world}")
+            placement = flex_domain_ranks(domain, self.profile, layers=self.layers,
+                                          stage_layers=self._stage_layers(base.pp))
+            groups = process_groups(placement, timeout=self.timeout)
+            pool = None
+            for ranks in placement.groups.cp:  # one pool per (stage, TP shard); every process makes every one
+                made = FlexCPGroups(units, degrees, ranks=list(ranks), timeout=self.timeout)
+                pool = made if self.rank in ranks else pool
+            self._groups[key] = (placement, groups, pool)
+        placement, groups, pool = self._groups[key]
+        tp_degree = base.tp
+        stages = placement.placement.pipelines[0].stages
+
+        def rank_of(unit, stage, shard):
+            return stages[stage].ranks[unit * tp_degree + shard]
+
+        role, unit = None, None
+        bounds = layer_split(self.layers, base.pp)
+        for j, stage in enumerate(stages):
+            if self.rank in stage.ranks:
+                lane = list(stage.ranks).index(self.rank)
+                unit = lane // tp_degree
+                tp = TensorParallel(groups.tp if tp_degree > 1 else None, lane % tp_degree, tp_degree,
+                                    self.sequence_parallel and tp_degree > 1)
+                role = _Role(unit, j, StageSpec(bounds[j], bounds[j + 1], j == 0, j + 1 == base.pp, tp,
+                                                base.recompute))
+        unit_plans = flex_unit_plans(iteration, problem)
+        pipelines, compute_groups = [], []
+        for u, (kept, plan) in enumerate(unit_plans):
+            if plan is not None:
+                pipelines.append((plan, [[rank_of(u, j, t) for t in range(tp_degree)] for j in range(base.pp)]))
+        for m, micro_batch in enumerate(iteration.plan.micro_batches):
+            for group in micro_batch.groups:  # its units' lanes compute the micro-batch together, stage by stage
+                members = range(group.first_unit, group.first_unit + iteration.schemes[group.degree_index].cp)
+                for j in range(base.pp):
+                    together = [(rank_of(u, j, t), unit_plans[u][0].index(m)) for u in members
+                                for t in range(tp_degree)]
+                    if len(together) > 1:
+                        compute_groups.append(together)
+        busy = role is not None and unit_plans[unit][1] is not None
+
+        def batches():
+            kinds = {degree.degree: scheme for degree, scheme in zip(problem.degrees, iteration.schemes)}
+            normaliser = int(problem.lengths.sum()) - len(problem.lengths)
+            lanes = []
+            for work in flex_cp_work(problem, iteration.plan, unit):
+                if work is None:
+                    continue
+                scheme = kinds[work.degree]
+                kind = {1: "ring", scheme.cp: "ulysses"}.get(scheme.ulysses, "hybrid")
+                if kind == "hybrid":
+                    raise ValueError(f"sluice.runtime: a flex CP group runs {scheme.name}; its pool forms ring and "
+                                     "Ulysses groups, not the hybrid's")
+                packed = pack(sequences, [step.ids[s] for s in work.sequences], loss_normaliser=normaliser,
+                              device=device)
+                lanes.append(_lane_batch(packed, _CpLane(work.degree, work.rank, kind, pool.group(work))))
+            return lanes
+
+        return _Work(name, placement.placement, role, busy, pipelines, compute_groups, batches)
 
     def _push(self, stage: Optional[nn.Module], tp: TensorParallel):
         """Every stage gradient into its master's .grad, summed over all processes in the model's order."""
@@ -573,20 +721,20 @@ class Runtime:
                 p.grad = part.view_as(p)
 
 
-def _lane_batch(packed: PackedMicroBatch, role: _Role) -> StageBatch:
-    if role.cp == 1:
+def _lane_batch(packed: PackedMicroBatch, cp: _CpLane) -> StageBatch:
+    if cp.degree == 1:
         def attend(q, k, v):
             return varlen_attention(q, k, v, packed.cu_seqlens, packed.max_seqlen)
 
         return StageBatch(packed.tokens, packed.positions, packed.labels, packed.loss_normaliser, attend)
     cu_seqlens = packed.cu_seqlens.cpu()
-    shard = cp_shard(cu_seqlens, role.cp, role.cp_rank, ulysses=role.ulysses)
+    shard = cp_shard(cu_seqlens, cp.degree, cp.rank, ulysses=cp.ulysses)
 
     def attend(q, k, v):
-        if role.cp_kind == "hybrid":
-            return hybrid_attention(q, k, v, cu_seqlens, ulysses_group=role.ulysses_group, ring_group=role.ring_group)
-        attention = ulysses_attention if role.cp_kind == "ulysses" else ring_attention
-        return attention(q, k, v, cu_seqlens, group=role.cp_group)
+        if cp.kind == "hybrid":
+            return hybrid_attention(q, k, v, cu_seqlens, ulysses_group=cp.ulysses_group, ring_group=cp.ring_group)
+        attention = ulysses_attention if cp.kind == "ulysses" else ring_attention
+        return attention(q, k, v, cu_seqlens, group=cp.group)
 
     tokens, positions, labels = (shard.select(t) for t in (packed.tokens, packed.positions, packed.labels))
     return StageBatch(tokens, positions, labels, packed.loss_normaliser, attend)
@@ -596,9 +744,9 @@ class _Runner:
     """The interpreter's callbacks for one lane: slots hold tensors; a forward keeps its input and output for the
     backward."""
 
-    def __init__(self, stage, role: _Role, packed: Sequence[PackedMicroBatch], hidden: int):
-        self.stage, self.role, self.hidden = stage, role, hidden
-        self.batches = [_lane_batch(batch, role) for batch in packed]
+    def __init__(self, stage, spec: StageSpec, batches: Sequence[StageBatch], hidden: int):
+        self.stage, self.spec, self.hidden = stage, spec, hidden
+        self.batches = batches
         parameter = next(stage.parameters())
         self.dtype, self.device = parameter.dtype, parameter.device
         self.slots = {}
@@ -611,7 +759,7 @@ class _Runner:
 
     def _rows(self, micro_batch) -> tuple[int, int]:
         """This lane's rows of the micro-batch's activations between stages: all of them, or its TP rank's."""
-        tp, rows = self.role.spec.tp, len(self.batches[micro_batch].tokens)
+        tp, rows = self.spec.tp, len(self.batches[micro_batch].tokens)
         if not tp.sequence_parallel:
             return 0, rows
         bounds = tp.row_bounds(rows)
@@ -619,13 +767,13 @@ class _Runner:
 
     def forward(self, micro_batch, input_slot, output_slot):
         batch = self.batches[micro_batch]
-        self.role.spec.tp.rows = len(batch.tokens)  # what the pass's all-gathers bring together
+        self.spec.tp.begin_pass(len(batch.tokens))
         x = self.slots[input_slot]
-        if not self.role.spec.first:
+        if not self.spec.first:
             x = x.detach().requires_grad_()
         y = self.stage(x, batch)
-        if self.role.spec.last:
-            tp = self.role.spec.tp
+        if self.spec.last:
+            tp = self.spec.tp
             begin = tp.rank * y.shape[-1]
             losses = vocab_parallel_cross_entropy(y, batch.labels, tp, begin)
             y = losses.sum() / batch.loss_normaliser
@@ -636,7 +784,7 @@ class _Runner:
         self.saved[micro_batch] = (x, y)
 
     def backward(self, micro_batch, gradient_slot, output_slot):
-        self.role.spec.tp.rows = len(self.batches[micro_batch].tokens)  # a recomputed forward gathers them again
+        self.spec.tp.begin_pass(len(self.batches[micro_batch].tokens))  # a recomputed forward gathers again
         x, y = self.saved.pop(micro_batch)
         y.backward() if gradient_slot < 0 else y.backward(self.slots[gradient_slot])
         if output_slot >= 0:

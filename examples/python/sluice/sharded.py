@@ -59,14 +59,12 @@ class Adam:
 
 @dataclass
 class _Tensor:
-    """One master tensor: its group, layer and place in the group's layer, its view (view position -> row-major
-    index) and the global coordinate of its view's first element."""
+    """One master tensor: its group, its view (view position -> row-major index) and the global coordinate of its
+    view's first element."""
 
     master: nn.Parameter
     name: str
     group: int
-    layer: int
-    k: int
     view: torch.Tensor
     base: int
 
@@ -124,6 +122,8 @@ class _Structure:
                 if chosen[0]:
                     self._add_group(held_by, replicated, chosen, names)
         missing = [name for name, p in model.named_parameters() if p.requires_grad and id(p) not in self.by_master]
+        if not self.tensors:
+            raise ValueError("sluice.runtime: the stages build_stage builds hold no parameters")
         if missing:
             raise ValueError(f"sluice.runtime: the model's parameter {missing[0]} is in no stage build_stage builds")
         self.elements = self.tensors[-1].base + self.tensors[-1].master.numel()
@@ -140,11 +140,11 @@ class _Structure:
         base = self.tensors[-1].base + self.tensors[-1].master.numel() if self.tensors else 0
         for layer, pieces in enumerate(stack):
             group.bases.append([])
-            for k, piece in enumerate(pieces):
+            for piece in pieces:
                 if id(piece.master) in self.by_master:
                     raise ValueError(f"sluice.runtime: the model's parameter {names.get(id(piece.master), '?')} is "
                                      "used twice (tied weights); the sharded optimizer needs each in one place")
-                tensor = _Tensor(piece.master, names.get(id(piece.master), "?"), g, layer, k,
+                tensor = _Tensor(piece.master, names.get(id(piece.master), "?"), g,
                                  _view(piece.master, piece.dim, piece.blocks), base)
                 self.tensors.append(tensor)
                 self.by_master[id(piece.master)] = tensor

@@ -93,6 +93,7 @@ void bind_runtime(py::module_& module) {
       "run_rank",
       [](const std::vector<std::pair<const schedule::ExecutionPlan*, std::vector<std::vector<int>>>>& pipelines,
          const std::vector<std::vector<std::pair<int, int>>>& groups, int rank, py::object runner, bool check) {
+        if (rank < 0) throw invalid_input(sluice::concat("run_rank: rank ", rank, " is negative"));
         const std::vector<schedule::PipelineRanks> ranks = pipeline_ranks(pipelines);
         const std::vector<schedule::ComputeGroup> members = compute_groups(groups);
         schedule::InterpreterOptions options;
@@ -103,7 +104,6 @@ void bind_runtime(py::module_& module) {
         }
         PythonRunner python(std::move(runner));
         schedule::Interpreter<PythonRunner, PythonRunner> interpreter(ranks, members, python, python, options);
-        if (rank < 0) throw invalid_input(sluice::concat("run_rank: rank ", rank, " is negative"));
         std::vector<std::pair<double, double>> timings;
         if (!names(ranks, rank)) return timings;
         try {
@@ -117,10 +117,9 @@ void bind_runtime(py::module_& module) {
           py::raise_from(error, PyExc_RuntimeError, where.c_str());
           throw py::error_already_set();
         }
-        const auto all = interpreter.timings();
-        if (static_cast<std::size_t>(rank) < all.size())
-          for (const schedule::InstructionTiming& timing : all[static_cast<std::size_t>(rank)])
-            timings.emplace_back(timing.start, timing.end);
+        const auto all = interpreter.timings();  // one list per rank the pipelines name, so this rank's is there
+        for (const schedule::InstructionTiming& timing : all[static_cast<std::size_t>(rank)])
+          timings.emplace_back(timing.start, timing.end);
         return timings;
       },
       py::arg("pipelines"), py::arg("groups"), py::arg("rank"), py::arg("runner"), py::kw_only(),

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bindings.hpp"
+#include "sluice/schedule/flex_units.hpp"
 
 namespace sluice::python {
 
@@ -637,6 +638,26 @@ void bind_pipeline_planners(py::module_& module) {
       .def_readonly("plan", &schedule::FlexIteration::plan)
       .def_readonly("overhead", &schedule::FlexIteration::overhead, "What the domain is charged besides its groups")
       .def_property_readonly("total", &schedule::FlexIteration::total, "plan.seconds + overhead");
+
+  module.def(
+      "flex_unit_plans",
+      [](const schedule::FlexIteration& iteration, const assign::FlexCpProblem& problem,
+         const schedule::ProblemOptions& options) {
+        const schedule::FlexUnits units = [&] {
+          const py::gil_scoped_release release;
+          return schedule::flex_units(iteration, problem, options);
+        }();
+        std::vector<std::pair<std::vector<int>, std::optional<schedule::ExecutionPlan>>> result;
+        for (const std::vector<int>& kept : units.kept)
+          result.emplace_back(kept, kept.empty() ? std::nullopt
+                                                 : std::optional(schedule::restrict_plan(units.schedule.plan, kept)));
+        return result;
+      },
+      py::arg("iteration"), py::arg("problem"), py::kw_only(), py::arg("problem_options") = schedule::ProblemOptions{},
+      "Per unit of a flex CP iteration's domain: the plan's micro-batches it takes part in (ascending) and its "
+      "instruction lists for them (None when it takes part in none): one 1F1B pipeline of all the plan's "
+      "micro-batches with the unit's absent ones removed, so that a CP group's units meet at each pass in the same "
+      "order. `problem`: the batch's FlexCpProblem on the iteration's domain (FlexDomain.problem_of).");
 
   py::class_<schedule::SimulatedIteration> simulated_class(module, "SimulatedIteration",
       "One iteration planned with the simulator judging the candidates.");

@@ -1,8 +1,10 @@
 // Optimization–propagation disaggregation (Hydraulis §5): placements, optimizer layouts, the pull and push
 // plans between them, their α–β cost, and the ranks and process groups a trainer creates.
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "bindings.hpp"
 #include "sluice/shard/check.hpp"
@@ -463,15 +465,21 @@ void bind_shard(py::module_& module) {
       "the process groups, as `sluice plan --json` gives them per iteration.");
   module.def(
       "flex_domain_ranks",
-      [](const Strategy& domain, const cost::Profile& profile, bool tp_within_node) {
+      [](const Strategy& domain, const cost::Profile& profile, bool tp_within_node, std::optional<int> layers,
+         std::optional<std::vector<int>> stage_layers) {
+        shard::PlacementOptions options{.gpus_per_node = profile.spec().gpus_per_node,
+                                        .tp_within_node = tp_within_node};
+        if (stage_layers) options.stage_layers[domain.parts().front().scheme.pp()] = std::move(*stage_layers);
         const py::gil_scoped_release release;
-        return shard::flex_domain_ranks(domain, profile, tp_within_node);
+        return shard::flex_domain_ranks(domain, profile, layers.value_or(profile.spec().model.layers), options);
       },
       py::arg("domain"), py::arg("profile"), py::kw_only(), py::arg("tp_within_node") = true,
+      py::arg("layers") = py::none(), py::arg("stage_layers") = py::none(),
       "The ranks of a flex CP domain (FlexIteration.strategy: replicas of one ⟨TP, PP⟩ scheme), placed as the one "
       "CP pipeline ⟨TP, CP = units, PP⟩ that its groups re-form within, so that an aligned group's stage stays "
       "inside a node where it fits, as its cost assumes. groups.cp: per (stage, TP shard), every unit's rank in "
-      "unit order, the `ranks` of that pool's FlexCPGroups; groups.tp and groups.pp: each unit's.");
+      "unit order, the `ranks` of that pool's FlexCPGroups; groups.tp and groups.pp: each unit's. layers: the "
+      "model's (default: the profile's); stage_layers: the layers of each of its PP stages (default: even).");
 }
 
 }  // namespace sluice::python

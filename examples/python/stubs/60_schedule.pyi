@@ -488,6 +488,13 @@ class FlexIteration:
     def total(self) -> float:
         """plan.seconds + overhead"""
 
+def flex_unit_plans(
+    iteration: FlexIteration, problem: FlexCpProblem, *, problem_options: ProblemOptions = ...
+) -> list[tuple[list[int], Optional[ExecutionPlan]]]:
+    """Per unit of a flex CP iteration's domain: the plan's micro-batches it takes part in (ascending) and its
+    instruction lists for them (None when it takes part in none): one 1F1B pipeline of all the plan's micro-batches
+    with the unit's absent ones removed, so that a CP group's units meet at each pass in the same order."""
+
 class SimulatedIteration:
     """One iteration planned with the simulator judging the candidates."""
     @property

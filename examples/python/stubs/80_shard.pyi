@@ -398,8 +398,10 @@ class RankPlacement:
 def rank_placement(strategy: StrategyLike, profile: Profile, *, tp_within_node: bool = True) -> RankPlacement:
     """The strategy's ranks on the profile's cluster and the process groups, as `sluice plan --json` gives them."""
 
-def flex_domain_ranks(domain: StrategyLike, profile: Profile, *, tp_within_node: bool = True) -> RankPlacement:
-    """The ranks of a flex CP domain, placed as the one CP pipeline ⟨TP, CP = units, PP⟩ its groups re-form within.
+def flex_domain_ranks(domain: StrategyLike, profile: Profile, *, tp_within_node: bool = True,
+                      layers: Optional[int] = None, stage_layers: Optional[Sequence[int]] = None) -> RankPlacement:
+    """The ranks of a flex CP domain, placed as the one CP pipeline ⟨TP, CP = units, PP⟩ its groups re-form within;
+    over `layers` (default: the profile model's), `stage_layers` per PP stage (default: even).
 
     groups.cp: per (stage, TP shard), every unit's rank in unit order, the `ranks` of that pool's FlexCPGroups;
     groups.tp and groups.pp: each unit's."""

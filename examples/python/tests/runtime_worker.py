@@ -39,9 +39,32 @@ def plan_step(strategy, ids, lengths, profile):
     return plan, schedule
 
 
-def one_process_step(model, plan, sequences):
+def flex_domain(domain, lengths):
+    """A flex CP domain of `domain`'s units (replicas of one ⟨TP, PP⟩ scheme) with groups of 1, 2, 4, … units:
+    Ulysses at 2, the ring above; a group's compute shrinks and its overhead grows with its size, tiny against the
+    profile's candidates, so that the plan runs the domain."""
+    part = sluice.Strategy.parse(domain).parts[0]
+    base, degrees = part.scheme, [d for d in (1, 2, 4, 8) if part.pipelines % d == 0]
+    schemes = [sluice.Scheme.parse(f"tp{base.tp}" + ("" if d == 1 else f"cp{d}" + ("ulysses" if d == 2 else "ring"))
+                                   + f"pp{base.pp}") for d in degrees]
+    pool = [sluice.FlexCpDegree(d, sluice.QuadraticLatency(1e-12 / d, 1e-9 / d, 1e-10 * d), 150 * d)
+            for d in degrees]
+    return sluice.FlexDomain(schemes, sluice.FlexCpProblem(lengths, part.pipelines, base.pp, pool))
+
+
+def plan_flex_step(domain, ids, lengths, profile, options):
+    """The Planner's item for a batch its flex CP domain runs, and the groups of each of its micro-batches."""
+    with sluice.Planner(profile, ["1*tp1pp2"], [(ids, lengths)], options, flex=domain) as planner:
+        planned = next(planner)
+    assert planned.simulated.runs_flex
+    flex = planned.simulated.flex
+    layout = [[flex.schemes[group.degree_index].cp for group in micro_batch.groups]
+              for micro_batch in flex.plan.micro_batches]
+    return planned, layout
+
+
+def one_process_step(model, normaliser, sequences):
     """Every sequence alone through the whole model: the per-token losses summed over the iteration's targets."""
-    normaliser = st.loss_normaliser(plan)
     total = 0.0
     for sequence_id, tokens in sequences.items():
         positions = torch.arange(len(tokens))
@@ -76,7 +99,7 @@ def record_sends():
 
     def recording(self, transfer):
         if transfer.send:
-            tp = self.role.spec.tp
+            tp = self.spec.tp
             sent.append((len(self.slots[transfer.slot]), len(self.batches[transfer.micro_batch].tokens), tp.rank,
                          tp.size))
         return post(self, transfer)
@@ -116,22 +139,37 @@ def train(args):
         dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
         engine = runtime.Runtime(model, LlamaStage, layers=LAYERS, hidden=DIM, profile=profile,
                                  adam=ADAM if args.sharded else None)
-    losses, strategies, micro_batches, norms = [], [], [], []
+    losses, strategies, micro_batches, norms, layouts = [], [], [], [], []
+    options = sluice.PlanOptions(schedule=sluice.ScheduleOptions(seed=1))
     for step, entry in enumerate(args.strategies.split(",")):
-        strategy, _, count = entry.partition(":")  # STRATEGY:N: a batch of N sequences
+        strategy, _, count = entry.partition(":")  # STRATEGY:N: a batch of N sequences; flex=DOMAIN: a flex domain
+        flex = strategy.startswith("flex=")
         ids, lengths = step_batch(step, args.world, int(count) if count else None)
         sequences = {i: synthetic_sequence(i, n, VOCAB, seed=3) for i, n in zip(ids, lengths)}
-        plan, schedule = plan_step(strategy, ids, lengths, profile)
+        if flex:
+            domain = flex_domain(strategy[len("flex="):], lengths)
+            plan, layout = plan_flex_step(domain, ids, lengths, profile, options)
+            normaliser, name = sum(lengths) - len(lengths), f"{domain.strategy.name} flex"
+            micro_batches.append([len(layout)])
+            layouts.append(layout)
+        else:
+            plan, schedule = plan_step(strategy, ids, lengths, profile)
+            normaliser, name = st.loss_normaliser(plan), plan.strategy.name
+            micro_batches.append([len(p.micro_batches) for p in plan.pipelines])
         optimizer.zero_grad(set_to_none=True)
         if engine is not None and args.die == f"{dist.get_rank()}:{step}":
             die_mid_step()
         if engine is None:
-            losses.append(one_process_step(model, plan, sequences))
+            losses.append(one_process_step(model, normaliser, sequences))
         else:
-            result = engine.step(plan, sequences, schedule)
+            if flex:
+                engine.flex = sluice.FlexDomains([domain])  # what this step's Planner was given
+                result = engine.step(plan, sequences)
+            else:
+                result = engine.step(plan, sequences, schedule)
+            assert result.strategy == name, (result.strategy, name)
             losses.append(result.loss)
-        strategies.append(plan.strategy.name)
-        micro_batches.append([len(p.micro_batches) for p in plan.pipelines])
+        strategies.append(name)
         if not args.sharded:
             norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), ADAM.max_grad_norm)))
             optimizer.step()
@@ -142,7 +180,7 @@ def train(args):
         dist.all_gather_object(owned, engine.optimizer_elements)
     if args.one_process or dist.get_rank() == 0:
         torch.save({"losses": losses, "strategies": strategies, "micro_batches": micro_batches, "sent": sent,
-                    "norms": norms, "max_norm": ADAM.max_grad_norm, "owned": owned,
+                    "norms": norms, "max_norm": ADAM.max_grad_norm, "owned": owned, "layouts": layouts,
                     "parameters": {name: p.detach() for name, p in model.named_parameters()}}, args.out)
     if not args.one_process:
         dist.destroy_process_group()

@@ -16,11 +16,13 @@ from launch import built_package_env, run_like_torchrun  # noqa: E402
 HERE = pathlib.Path(__file__).resolve().parent
 WORKER = "runtime_worker.py"
 # Per world: steps whose strategies differ: TP×PP, ring CP in a pipeline, TP×Ulysses CP, hybrid CP (Ulysses 2 ×
-# ring 2), recomputation, heterogeneous pipelines side by side, and (STRATEGY:1, a batch of one sequence) a pipeline
-# left idle.
+# ring 2), recomputation, heterogeneous pipelines side by side, (STRATEGY:1, a batch of one sequence) a pipeline
+# left idle, and (flex=DOMAIN) flex CP domains whose units re-form CP groups of 1, 2 and 4 per micro-batch.
 STRATEGIES = {
-    4: "1*tp2pp2,1*tp1cp2ringpp2,1*tp2pp1+1*tp1pp2ac,1*tp2cp2ulyssespp1,1*tp1cp4hybrid2pp1,2*tp2pp1:1",
-    8: "1*tp2pp2+1*tp1pp4,1*tp2cp2ulyssespp2,2*tp2pp2ac,1*tp2pp2+1*tp1cp4hybrid2pp1,1*tp2pp2+1*tp1cp2ringpp2",
+    4: "1*tp2pp2,1*tp1cp2ringpp2,1*tp2pp1+1*tp1pp2ac,1*tp2cp2ulyssespp1,1*tp1cp4hybrid2pp1,2*tp2pp1:1,"
+       "flex=4*tp1pp1,flex=2*tp2pp1",
+    8: "1*tp2pp2+1*tp1pp4,1*tp2cp2ulyssespp2,2*tp2pp2ac,1*tp2pp2+1*tp1cp4hybrid2pp1,1*tp2pp2+1*tp1cp2ringpp2,"
+       "flex=4*tp1pp2:16",
 }
 RELATIVE = 1e-9  # float64
 
@@ -53,9 +55,13 @@ def test_steps_of_different_strategies_equal_one_process(tmp_path, one_process_r
     strategies = STRATEGIES[world]
     alone = one_process_runs[world]
     spread = worker_run(tmp_path, world, strategies, sharded=sharded)
-    assert spread["strategies"] == [entry.split(":")[0] for entry in strategies.split(",")]
+    names = [entry.split(":")[0] for entry in strategies.split(",")]
+    assert spread["strategies"] == [name[len("flex="):] + " flex" if name.startswith("flex=") else name
+                                    for name in names]
+    assert any(degree > 1 for layout in spread["layouts"] for groups in layout for degree in groups)  # CP groups
     assert any(count > 1 for counts in spread["micro_batches"] for count in counts)  # pipelines with real schedules
-    assert any(0 in counts for counts in spread["micro_batches"]) == (":" in strategies)  # an idle pipeline
+    idle = any(entry.endswith(":1") for entry in strategies.split(","))  # a batch of one sequence
+    assert any(0 in counts for counts in spread["micro_batches"]) == idle  # leaves a pipeline idle
     # Gradient clipping both binds and does not in some steps.
     assert min(alone["norms"]) < alone["max_norm"] < max(alone["norms"])
     # Sequence parallelism: a TP lane sends only its rows of the activations and their gradients.
@@ -96,6 +102,8 @@ def test_run_rank_refuses_what_does_not_fit_and_says_where_the_runner_failed():
     with pytest.raises(sluice.InvalidInput, match="names no ranks"):
         sluice.run_rank([(execution, [])], [], 0, object())
     assert sluice.run_rank([(execution, [[0], [1], [2], [3]])], [], 7, Recording()) == []  # a rank with nothing to run
+    with pytest.raises(sluice.InvalidInput, match="run_rank: rank -1 is negative"):  # before any plan is looked at
+        sluice.run_rank([(execution, [])], [], -1, object())
 
     class Failing:
         def load_input(self, micro_batch, slot):
@@ -205,6 +213,28 @@ for sequence_parallel in (False, True):
     assert torch.allclose(row.weight.grad, out.grad[:, 2 * rank:2 * rank + 2], rtol=1e-12, atol=1e-12)
     assert torch.allclose(embedding.weight.grad, embed.grad[5 * rank:5 * rank + 5], rtol=1e-12, atol=1e-12)
     assert torch.allclose(lm_head.weight.grad, head.grad[5 * rank:5 * rank + 5], rtol=1e-12, atol=1e-12)
+
+# Gate and up, fed the same input, share one all-gather; a new pass gathers again.
+gate_weight, up_weight = (torch.nn.Parameter(torch.randn(6, 8, dtype=torch.float64)) for _ in range(2))
+full = x.detach().clone().requires_grad_()
+h = full * 1.5
+expected = F.silu(F.linear(h, gate_weight)) * F.linear(h, up_weight)
+(expected * weights[:, None]).sum().backward()
+tp = runtime.TensorParallel(group, rank, 2, True)
+gate, up = runtime.ColumnParallelLinear(gate_weight, tp), runtime.ColumnParallelLinear(up_weight, tp)
+gathers = []
+all_gather = dist.all_gather
+dist.all_gather = lambda *arguments, **options: (gathers.append(1), all_gather(*arguments, **options))[1]
+for passes in (1, 2):
+    tp.begin_pass(5)
+    xs = x.detach()[2 * rank:2 + 3 * rank].clone().requires_grad_()
+    h = xs * 1.5
+    y = F.silu(gate(h)) * up(h)
+    assert len(gathers) == passes
+    assert torch.allclose(y, expected[:, 3 * rank:3 * rank + 3], rtol=1e-12, atol=1e-12)
+    (y * weights[:, None]).sum().backward()
+    assert torch.allclose(xs.grad, full.grad[2 * rank:2 + 3 * rank], rtol=1e-12, atol=1e-12)  # one reduce-scatter
+dist.all_gather = all_gather
 
 # A stage whose parameters are not slices of the model's is refused before it runs.
 import sluice
@@ -318,7 +348,7 @@ def test_every_tp_degree_holds_one_contiguous_range_of_each_tensors_view():
         master = torch.nn.Parameter(torch.randn(shape, dtype=torch.float64))
         view = sharded._view(master, dim, blocks)
         assert sorted(view.tolist()) == list(range(master.numel()))
-        tensor = sharded._Tensor(master, name, 0, 0, 0, view, 0)
+        tensor = sharded._Tensor(master, name, 0, view, 0)
         for size in (1, 2, 4):
             for rank in range(size):
                 lane = make(master, runtime.TensorParallel(None, rank, size)).weight
@@ -365,6 +395,8 @@ def test_sharded_optimizer_learns_the_models_groups_and_refuses_what_it_cannot_s
             return stage
 
         structure(model, skipping)
+    with pytest.raises(ValueError, match="the stages build_stage builds hold no parameters"):
+        structure(model, lambda model, spec: torch.nn.Identity())
     with pytest.raises(TypeError, match="layer 0's parameter weight is not a slice of the model's"):
         structure(model, lambda model, spec: torch.nn.Linear(2, 2))
     for bad in ({"lr": float("nan")}, {"betas": (0.9, 1.0)}, {"eps": -1.0}, {"max_grad_norm": float("inf")}):

@@ -16,6 +16,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/scheme.hpp"
 #include "sluice/cost/profile.hpp"
+#include "sluice/schedule/flex_units.hpp"
 #include "sluice/schedule/iteration.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
@@ -32,25 +33,7 @@ inline void place_nodes(Job& job, const shard::RankPlacement& placement) {
   job.tp_within_node = placement.tp_within_node;
 }
 
-// The plan with only the micro-batches `kept` (ascending), renumbered in that order, and as many slots as they use.
-inline schedule::ExecutionPlan restrict_plan(const schedule::ExecutionPlan& plan, std::span<const int> kept) {
-  std::vector<int> renumbered(static_cast<std::size_t>(plan.micro_batches), -1);
-  for (std::size_t k = 0; k < kept.size(); ++k) renumbered[static_cast<std::size_t>(kept[k])] = static_cast<int>(k);
-  schedule::ExecutionPlan result{plan.stages, static_cast<int>(kept.size()), 0, {}};
-  for (const std::vector<schedule::Instruction>& list : plan.ranks) {
-    std::vector<schedule::Instruction>& restricted = result.ranks.emplace_back();
-    for (schedule::Instruction in : list) {
-      const int micro_batch = renumbered[static_cast<std::size_t>(in.micro_batch)];
-      if (micro_batch < 0) continue;
-      in.micro_batch = micro_batch;
-      result.buffer_slots = std::max({result.buffer_slots, in.buffer + 1, in.output + 1});
-      restricted.push_back(in);
-    }
-  }
-  return result;
-}
-
-// The simulated timeline's ops of the kept micro-batches, renumbered as restrict_plan does.
+// The simulated timeline's ops of the kept micro-batches, renumbered as schedule::restrict_plan does.
 inline schedule::Simulation restrict_simulation(const schedule::Simulation& simulation, std::span<const int> kept) {
   schedule::Simulation result = simulation;
   for (std::vector<schedule::OpTiming>& stage : result.stages) {
@@ -158,49 +141,29 @@ inline Job job_from_pipeline_plan(const ModelConfig& model, std::vector<Sequence
 // A job for a flex CP iteration (a plan::FlexDomain's plan of `problem`, problem_of(batch)): every unit of the
 // domain (a replica of its ⟨TP, PP⟩ scheme) is a pipeline, and each group of each of the plan's micro-batches runs
 // its sequences on its units, as one CP group (a CpGroupJob, of the degree's scheme) when its degree is above 1.
-// sequences[i] holds the tokens of the problem's sequence i. Every unit runs the plan's micro-batches in the plan's
-// order, scheduled as one 1F1B pipeline of all of them with the unit's absent ones removed, so that the units of a
-// group meet at each of its passes in the same order (a 1F1B of the unit's own micro-batches would interleave them
-// otherwise); the timeline predicted is that pipeline's, whose iteration is the plan's Σ T_m + (PP − 1)·max T_m.
+// sequences[i] holds the tokens of the problem's sequence i. Every unit runs its micro-batches as
+// schedule::flex_units schedules them, and the timeline predicted is that schedule's.
 // `placement` (shard::flex_domain_ranks of the domain), where given, places unit u's stage j TP rank t on its stage
 // j's rank u·TP + t.
 inline Job job_from_flex(const ModelConfig& model, std::vector<SequenceTokens> sequences,
                          const schedule::FlexIteration& iteration, const assign::FlexCpProblem& problem,
                          const shard::RankPlacement* placement = nullptr) {
   require_valid(model);
-  assign::check_flex_cp_plan(problem, iteration.plan);
+  schedule::ProblemOptions options;
+  options.hidden = model.hidden;
+  const schedule::FlexUnits flex_units = schedule::flex_units(iteration, problem, options);
   sluice::require(sequences.size() == problem.lengths.size(), "job: ", sequences.size(), " sequences of tokens for ",
                   problem.lengths.size(), " in the flex CP problem");
   for (std::size_t s = 0; s < sequences.size(); ++s)
     sluice::require(static_cast<std::int64_t>(sequences[s].tokens.size()) == problem.lengths[s], "job: sequence ",
                     sequences[s].id, " has ", sequences[s].tokens.size(), " tokens, the flex CP problem ",
                     problem.lengths[s]);
-  sluice::require(iteration.strategy.parts().size() == 1 && iteration.schemes.size() == problem.degrees.size(),
-                  "job: the flex CP iteration's strategy ", iteration.strategy.name(),
-                  " is not one domain of its degrees");
   const Scheme base = iteration.strategy.parts().front().scheme;
   const int units = iteration.strategy.parts().front().pipelines;
-  sluice::require(units == problem.units && base.pp() == problem.pp, "job: the flex CP iteration runs ",
-                  iteration.strategy.name(), ", its problem ", problem.units, " units of PP ", problem.pp);
-
-  // Every micro-batch on every stage, 1F1B, times from the plan: a micro-batch lasts its slowest group.
-  schedule::ProblemOptions options;
-  options.hidden = model.hidden;
-  schedule::Problem whole = schedule::detail::empty_problem(base.pp(), std::numeric_limits<double>::infinity(), options);
-  for (const assign::FlexCpMicroBatch& micro_batch : iteration.plan.micro_batches) {
-    std::int64_t tokens = 0;
-    for (const assign::FlexCpGroup& group : micro_batch.groups)
-      for (const int s : group.sequences) tokens += problem.lengths[static_cast<std::size_t>(s)];
-    whole.micro_batches.push_back(schedule::detail::uniform_micro_batch(
-        base.pp(), assign::flex_cp_micro_batch_seconds(problem, micro_batch), 0, tokens, options.backward_ratio));
-  }
-  const schedule::PipelineSchedule pipeline_schedule =
-      schedule::schedule_pipeline(whole, {.kind = schedule::ScheduleKind::one_f_one_b, .seed = 1, .clusters = 0});
+  const schedule::PipelineSchedule& pipeline_schedule = flex_units.schedule;
 
   Job job{model, std::move(sequences), {}};
-  std::vector<std::vector<std::pair<int, std::int64_t>>> unit_micro_batches(static_cast<std::size_t>(units));
-  std::vector<std::vector<std::vector<std::int64_t>>> unit_ids(static_cast<std::size_t>(units));
-  std::vector<std::vector<int>> kept(static_cast<std::size_t>(units));
+  std::vector<std::vector<std::vector<std::int64_t>>> unit_ids(static_cast<std::size_t>(units));  // per kept one
   // The CP groups, with members (unit, its micro-batch), numbered once the units are known.
   std::vector<std::pair<Scheme, std::vector<std::pair<int, int>>>> groups;
   for (std::size_t m = 0; m < iteration.plan.micro_batches.size(); ++m)
@@ -211,8 +174,7 @@ inline Job job_from_flex(const ModelConfig& model, std::vector<SequenceTokens> s
       std::vector<std::pair<int, int>> members;
       for (int unit = group.first_unit; unit < group.first_unit + scheme.cp(); ++unit) {
         const auto u = static_cast<std::size_t>(unit);
-        members.emplace_back(unit, static_cast<int>(kept[u].size()));
-        kept[u].push_back(static_cast<int>(m));
+        members.emplace_back(unit, static_cast<int>(unit_ids[u].size()));
         unit_ids[u].push_back(ids);
       }
       if (scheme.cp() > 1) groups.emplace_back(scheme, std::move(members));
@@ -220,9 +182,10 @@ inline Job job_from_flex(const ModelConfig& model, std::vector<SequenceTokens> s
   std::vector<int> pipeline_of(static_cast<std::size_t>(units), -1);
   const auto index = detail::sequence_index(job.sequences);
   for (std::size_t u = 0; u < static_cast<std::size_t>(units); ++u) {
-    if (kept[u].empty()) continue;
+    const std::vector<int>& kept = flex_units.kept[u];
+    if (kept.empty()) continue;
     PipelineJob pipeline;
-    pipeline.plan = detail::restrict_plan(pipeline_schedule.plan, kept[u]);
+    pipeline.plan = schedule::restrict_plan(pipeline_schedule.plan, kept);
     pipeline.scheme = base;
     pipeline.layer_boundaries = even_layer_split(model.layers, base.pp());
     pipeline.micro_batches = unit_ids[u];
@@ -230,7 +193,7 @@ inline Job job_from_flex(const ModelConfig& model, std::vector<SequenceTokens> s
     for (const std::vector<std::int64_t>& ids : pipeline.micro_batches)
       tokens.push_back(detail::packed_length(index, job.sequences, ids));
     detail::set_packed_shapes(pipeline.plan, tokens, model.hidden);
-    pipeline.predicted = detail::restrict_simulation(pipeline_schedule.simulation, kept[u]);
+    pipeline.predicted = detail::restrict_simulation(pipeline_schedule.simulation, kept);
     if (placement != nullptr)
       for (const shard::Stage& stage : placement->placement.pipelines.at(0).stages) {
         const auto tp = static_cast<std::size_t>(base.tp());
