@@ -32,7 +32,7 @@ from . import (FlexCpProblem, FlexDomains, FlexIteration, IterationPlan, Iterati
                Planned, Profile, flex_domain_ranks, flex_unit_plans, place, rank_placement, run_rank)
 from .context_parallel import (FlexCPGroups, cp_shard, flex_cp_work, hybrid_attention, ring_attention,
                                ulysses_attention)
-from .sharded import Adam, ShardedAdam
+from .sharded import Adam, ShardedAdam, _sources
 from .torch import IGNORE_INDEX, PackedMicroBatch, micro_batches, pack, process_groups, varlen_attention
 
 __all__ = [
@@ -515,10 +515,7 @@ class Runtime:
         key = (name, role.pipeline, role.stage)
         if key not in self._stages:
             built = self.build_stage(self.model, role.spec)
-            for parameter_name, parameter in built.named_parameters():
-                if not hasattr(parameter, "_sluice_source"):
-                    raise TypeError(f"sluice.runtime: the stage's parameter {parameter_name} is not a slice of the "
-                                    "model's: build stages from this module's TP layers and replicated()")
+            _sources(built, "the stage")  # every parameter a slice of the model's, or TypeError
             self._stages[key] = built
         stage = self._stages[key]
         if self._sharded is not None:  # the pull is a layout move

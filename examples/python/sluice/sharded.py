@@ -59,14 +59,19 @@ class Adam:
 
 @dataclass
 class _Tensor:
-    """One master tensor: its group, its view (view position -> row-major index) and the global coordinate of its
-    view's first element."""
+    """One master tensor: its group, its TP split (dim None: replicated) and the global coordinate of its view's
+    first element."""
 
     master: nn.Parameter
     name: str
     group: int
-    view: torch.Tensor
+    dim: Optional[int]
+    blocks: int
     base: int
+
+    def view(self) -> torch.Tensor:
+        """View position -> row-major index, made when needed: kept, it would cost 8 bytes per parameter."""
+        return _view(self.master, self.dim, self.blocks)
 
 
 @dataclass
@@ -90,6 +95,7 @@ def _view(master: torch.Tensor, dim: Optional[int], blocks: int) -> torch.Tensor
 
 
 def _sources(stage: nn.Module, what: str) -> list:
+    """The stage's parameters' slices of the model; TypeError for a parameter that is not one."""
     pieces = []
     for name, parameter in stage.named_parameters():
         piece = getattr(parameter, "_sluice_source", None)
@@ -144,8 +150,7 @@ class _Structure:
                 if id(piece.master) in self.by_master:
                     raise ValueError(f"sluice.runtime: the model's parameter {names.get(id(piece.master), '?')} is "
                                      "used twice (tied weights); the sharded optimizer needs each in one place")
-                tensor = _Tensor(piece.master, names.get(id(piece.master), "?"), g,
-                                 _view(piece.master, piece.dim, piece.blocks), base)
+                tensor = _Tensor(piece.master, names.get(id(piece.master), "?"), g, piece.dim, piece.blocks, base)
                 self.tensors.append(tensor)
                 self.by_master[id(piece.master)] = tensor
                 group.bases[layer].append(base)
@@ -265,7 +270,7 @@ class _Routes:
 def _fraction_in_shard(tensor: _Tensor, parameter: nn.Parameter, begin: int, end: int) -> torch.Tensor:
     """Where each element of the view fraction [begin, end) of the master sits in the stage parameter's row-major
     order; raises when the parameter holds other elements than that fraction."""
-    wanted = tensor.view[begin:end]
+    wanted = tensor.view()[begin:end]
     piece = parameter._sluice_source
     if piece.dim is None:
         held = torch.arange(tensor.master.numel())
@@ -332,7 +337,7 @@ class ShardedAdam:
         self.owned = _Flat(begins, ends, "optimizer segments")
         self.coordinates = torch.from_numpy(_expand(self.owned.begins, self.owned.ends)).to(self.device)
         with torch.no_grad():
-            whole = torch.cat([t.master.detach().flatten()[t.view.to(self.device)] for t in self.structure.tensors])
+            whole = torch.cat([t.master.detach().flatten()[t.view().to(self.device)] for t in self.structure.tensors])
             self.master = whole[self.coordinates].clone()
         self.m = torch.zeros_like(self.master)
         self.v = torch.zeros_like(self.master)
@@ -479,4 +484,4 @@ class ShardedAdam:
         with torch.no_grad():
             for tensor in self.structure.tensors:
                 values = whole[tensor.base : tensor.base + tensor.master.numel()]
-                tensor.master.view(-1)[tensor.view.to(self.device)] = values
+                tensor.master.view(-1)[tensor.view().to(self.device)] = values

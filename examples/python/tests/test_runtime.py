@@ -346,9 +346,9 @@ def test_every_tp_degree_holds_one_contiguous_range_of_each_tensors_view():
               "embedding": (runtime.VocabParallelEmbedding, (16, 8), 0, 1)}
     for name, (make, shape, dim, blocks) in layers.items():
         master = torch.nn.Parameter(torch.randn(shape, dtype=torch.float64))
-        view = sharded._view(master, dim, blocks)
+        tensor = sharded._Tensor(master, name, 0, dim, blocks, 0)
+        view = tensor.view()
         assert sorted(view.tolist()) == list(range(master.numel()))
-        tensor = sharded._Tensor(master, name, 0, view, 0)
         for size in (1, 2, 4):
             for rank in range(size):
                 lane = make(master, runtime.TensorParallel(None, rank, size)).weight
