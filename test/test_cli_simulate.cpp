@@ -49,7 +49,7 @@ TEST_CASE("cli: simulate --json: every system, its iterations and summary; deter
   // The default context: the longest MaxLen of a usable scheme, shorter than the longest sequence (239,191).
   CHECK(document.at("context") == 84224);
   CHECK(document.at("length_ranges") == sluice::io::json({4096, 16384, 65536, 84224}));
-  CHECK(document.at("version") == 8);
+  CHECK(document.at("version") == 10);
   REQUIRE(document.at("systems").size() == 8);
   const auto& sluice_run = document.at("systems")[7];
   CHECK(sluice_run.at("name") == "sluice");
@@ -92,7 +92,7 @@ TEST_CASE("cli: simulate with CP and AC: Megatron-LM's CP, DeepSpeed, dynamic CP
                                "--context", "32768", "--cp", "2,4,8", "--cp-kinds", "ring,ulysses", "--ac"});
   REQUIRE(result.code == 0);
   const auto document = sluice::io::json::parse(result.out);
-  CHECK(document.at("version") == 9);  // 8, and one above for its CP and AC schemes
+  CHECK(document.at("version") == 11);  // 10, and one above for its CP and AC schemes
   for (const auto& system : document.at("systems")) {
     CAPTURE(system.at("name"));
     CHECK(system.at("failure").is_null());

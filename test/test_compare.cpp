@@ -161,6 +161,103 @@ TEST_CASE("compare: the systems' plans, progress and choices") {
   const sluice::compare::BySystem<sluice::compare::Summary> summaries = sluice::compare::summarize(comparison);
   CHECK(*summaries[System::sluice].speedup == doctest::Approx(1.0));
   CHECK(summaries[System::megatron].seconds == doctest::Approx(megatron_mean));
+
+  // No system beats the lower bound, iteration by iteration, and each summary says by how much it is above.
+  for (std::size_t k = 0; k < batches.size(); ++k) {
+    const auto& bound = comparison.batches[k].lower_bound;
+    REQUIRE(bound.has_value());
+    CHECK(*bound == sluice::compare::iteration_bound(options, batches[k]));
+    for (const System system : sluice::compare::all_systems) {
+      CAPTURE(sluice::compare::name(system));
+      CHECK(comparison.systems[system].iterations[k].seconds >= bound->seconds);
+    }
+  }
+  for (const System system : sluice::compare::all_systems) {
+    REQUIRE(summaries[system].over_bound.has_value());
+    CHECK(*summaries[system].over_bound >= 1);
+  }
+}
+
+TEST_CASE("lower bound: every term by hand") {
+  // 8 GPUs in nodes of 2: ⟨1, 1⟩, ⟨2, 2⟩ and ⟨4, 1⟩, whose TP spans nodes; no memory model, so no ZeRO-3 schemes.
+  sluice::cost::ProfileSpec spec{.name = "bound",
+                                 .source = "test",
+                                 .model = {.name = "m", .layers = 4, .hidden = 1024, .vocab = 32000},
+                                 .gpus = 8,
+                                 .gpus_per_node = 2,
+                                 .memory = std::nullopt,
+                                 .schemes = {}};
+  spec.schemes = {{sluice::Scheme(1, 1), sluice::cost::QuadraticLatency(1e-9, 1e-5, 1e-2), 4000, std::nullopt},
+                  {sluice::Scheme(2, 2), sluice::cost::QuadraticLatency(3e-10, 3e-6, 5e-3), 16000, std::nullopt},
+                  {sluice::Scheme(4, 1), sluice::cost::QuadraticLatency(1e-10, 1e-6, 1e-3), 32000, std::nullopt}};
+  sluice::compare::Options options{.profile = sluice::cost::Profile(spec)};
+  const auto batch = [](std::vector<std::int64_t> lengths) {
+    std::vector<sluice::Sequence> sequences;
+    for (const std::int64_t length : lengths) sequences.emplace_back(static_cast<std::int64_t>(sequences.size()), length);
+    return sequences;
+  };
+  const auto near = [](double value) { return doctest::Approx(value).epsilon(1e-12); };
+  // Per sequence, GPUs × (a·l² + b·l + c·l/MaxLen) on its cheapest scheme; the ⟨2, 2⟩ pipeline's fill and drain
+  // are its stage's 2 GPUs × (0 + 1) stages waiting × T(1000) = 2 × 0.0083, as 10000 tokens need it.
+  const std::vector<sluice::Sequence> mixed = batch({1000, 3000, 10000, 1000});
+  const double one = 1e-3 + 1e-2 + 2.5e-3;                  // 1000 on ⟨1, 1⟩ (⟨2, 2⟩: 4 × 0.0036125)
+  const double three = 9e-3 + 3e-2 + 7.5e-3;                // 3000 on ⟨1, 1⟩ (⟨2, 2⟩: 4 × 0.0126375)
+  const double ten = 4 * (3e-2 + 3e-2 + 3.125e-3);          // 10000 on ⟨2, 2⟩ only
+  const double fill = 2 * (3e-4 + 3e-3 + 5e-3);
+  auto bound = sluice::compare::iteration_bound(options, mixed);
+  REQUIRE(bound.has_value());
+  CHECK(bound->area_seconds == near((2 * one + three + ten + fill) / 8));
+  // 10000 tokens through ⟨2, 2⟩'s two stages, forward and backward: 2 × T(10000).
+  CHECK(bound->critical_path_seconds == near(2 * (3e-2 + 3e-2 + 5e-3)));
+  CHECK(bound->seconds == bound->critical_path_seconds);
+
+  // Without a sequence that needs two stages, one-stage plans pay no fill and drain; 40 short ones make the
+  // GPU-time the larger bound.
+  const std::vector<sluice::Sequence> short_ones = batch(std::vector<std::int64_t>(40, 1000));
+  bound = sluice::compare::iteration_bound(options, short_ones);
+  REQUIRE(bound.has_value());
+  CHECK(bound->area_seconds == near(40 * one / 8));
+  CHECK(bound->critical_path_seconds == near(2 * (3e-4 + 3e-3 + 5e-3)));  // ⟨2, 2⟩'s trip beats ⟨1, 1⟩'s 0.021
+  CHECK(bound->seconds == bound->area_seconds);
+
+  // TP across nodes admits ⟨4, 1⟩: 10000 tokens on one stage, 4 × (0.01 + 0.01 + 0.0003125) GPU-seconds.
+  options.cross_node_tp = true;
+  bound = sluice::compare::iteration_bound(options, mixed);
+  REQUIRE(bound.has_value());
+  const double wide_one = 4 * (1e-4 + 1e-3 + 1e-3 * 1000.0 / 32000);    // below `one`
+  const double wide_three = 4 * (9e-4 + 3e-3 + 1e-3 * 3000.0 / 32000);  // below `three`
+  CHECK(bound->area_seconds == near((2 * wide_one + wide_three + 4 * (1e-2 + 1e-2 + 3.125e-4)) / 8));
+  CHECK(bound->critical_path_seconds == near(1e-2 + 1e-2 + 1e-3));
+
+  // A sequence no scheme holds: no bound (no system runs the batch); an empty batch is refused.
+  CHECK_FALSE(sluice::compare::iteration_bound(options, batch({1000, 40000})).has_value());
+  CHECK_THROWS_AS((void)sluice::compare::iteration_bound(options, std::vector<sluice::Sequence>{}),
+                  sluice::invalid_input);
+}
+
+TEST_CASE("lower bound: no system beats it at long contexts, where one sequence's trip can decide it") {
+  // LLaMA2-7B on 8 GPUs at 32K with CP 2 and 4 (ring and Ulysses), batches with and without a sequence at the
+  // context.
+  sluice::compare::Options options = wide_options();
+  options.context = 32768;
+  options.tokens = 40000;
+  const auto dataset = bundled_lengths("man-pages", options.context);
+  std::vector<std::vector<sluice::Sequence>> batches = batches_of(dataset, options.tokens, 3, 1);
+  batches.push_back({sluice::Sequence(0, 32768), sluice::Sequence(1, 3000), sluice::Sequence(2, 500)});
+  const sluice::compare::Comparison comparison = sluice::compare::compare_systems(options, dataset, batches);
+  for (std::size_t k = 0; k < batches.size(); ++k) {
+    const auto& bound = comparison.batches[k].lower_bound;
+    REQUIRE(bound.has_value());
+    for (const System system : sluice::compare::all_systems) {
+      const sluice::compare::SystemRun& run = comparison.systems[system];
+      CAPTURE(run.name);
+      if (!run.failure) CHECK(run.iterations[k].seconds >= bound->seconds);
+    }
+  }
+  // The batch with a 32K sequence is bounded by its trip, and sluice runs within 1.5× of the bound.
+  const sluice::compare::IterationBound& single = *comparison.batches[1].lower_bound;
+  CHECK(single.seconds == single.critical_path_seconds);
+  CHECK(comparison.systems[System::sluice].iterations[1].seconds <= 1.5 * single.seconds);
 }
 
 TEST_CASE("compare: a system that cannot hold the context fails with the reason, the others run") {
@@ -276,7 +373,7 @@ TEST_CASE("compare: a comparison's JSON document reads back exactly; a broken on
       sluice::compare::compare_systems(options, dataset, batches_of(dataset, options.tokens, 1, 2));
   const sluice::io::json document = sluice::io::to_document(comparison);
   CHECK(document.at("format") == "sluice.comparison");
-  CHECK(document.at("version") == 8);  // 7, and one above for its CP and AC schemes
+  CHECK(document.at("version") == 10);  // 9, and one above for its CP and AC schemes
   const sluice::compare::Comparison back = sluice::test::read_back(comparison);
   CHECK(back == comparison);
   for (const System system : sluice::compare::all_systems) {

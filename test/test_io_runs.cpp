@@ -368,6 +368,9 @@ TEST_CASE("simulate_run: broken documents name the member") {
   broken([](io::json& bad) { bad["systems"][7]["summary"]["mean_seconds"] = -1.0; }, "must be >= 0");
   broken([](io::json& bad) { bad["systems"][1]["summary"] = bad["systems"][0]["summary"]; }, "has no 'summary'");
   broken([](io::json& bad) { bad["candidates"] = io::json::array(); }, "field 'candidates'");
+  broken([](io::json& bad) { bad["systems"][7]["summary"]["over_bound"] = 0.0; }, "'over_bound' must be > 0");
+  broken([](io::json& bad) { bad["batches"][0].erase("lower_bound"); }, "missing field 'lower_bound'");
+  broken([](io::json& bad) { bad["batches"][0]["lower_bound"]["critical_path_seconds"] = -1.0; }, "must be > 0");
 }
 
 TEST_CASE("plan_run: the recorded outputs read and write back byte for byte") {
@@ -404,4 +407,23 @@ TEST_CASE("plan_run: broken documents name the member") {
   broken([](io::json& bad) { bad["summary"]["chosen"] = {{"1*tp1pp1", 3}}; }, "does not count");
   broken([](io::json& bad) { bad["summary"]["chosen"]["4*tp4pp1"] = "3"; }, "field 'chosen'.4*tp4pp1");
   broken([](io::json& bad) { bad["summary"]["mean_total"] = nullptr; }, "field 'mean_total'");
+  broken([](io::json& bad) { bad["summary"]["over_bound"] = nullptr; }, "both numbers or both null");
+  broken([](io::json& bad) { bad["summary"]["mean_lower_bound"] = -1.0; }, "must be > 0");
+  broken([](io::json& bad) { bad["iterations"][0].erase("lower_bound"); }, "missing field 'lower_bound'");
+  broken([](io::json& bad) { bad["iterations"][0]["lower_bound"]["seconds"] = 1e9; }, "must be the larger");
+  broken([](io::json& bad) { bad["iterations"][0]["lower_bound"]["area_seconds"] = 0.0; }, "must be > 0");
+}
+
+TEST_CASE("plan_run: each iteration's lower bound is below its total, and the summary is their ratio") {
+  const io::PlanRun run = io::from_document<io::PlanRun>(io::parse(plan_text("plan.json"), "plan.json"), "plan.json");
+  std::vector<double> bounds;
+  for (const io::PlanRunIteration& iteration : run.iterations) {
+    REQUIRE(iteration.lower_bound.has_value());
+    CHECK(iteration.lower_bound->seconds <= iteration.total());
+    bounds.push_back(iteration.lower_bound->seconds);
+  }
+  REQUIRE(run.summary.mean_lower_bound.has_value());
+  CHECK(*run.summary.mean_lower_bound == doctest::Approx(sluice::compare::mean(bounds)).epsilon(1e-15));
+  CHECK(*run.summary.over_bound == doctest::Approx(run.summary.mean_total / *run.summary.mean_lower_bound));
+  CHECK(*run.summary.over_bound >= 1);
 }

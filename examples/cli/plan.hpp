@@ -23,6 +23,7 @@
 #include "propose.hpp"
 #include "scenario.hpp"
 #include "sluice/assign/plan.hpp"
+#include "sluice/compare/bound.hpp"
 #include "sluice/compare/flex_cp.hpp"
 #include "sluice/compare/statistics.hpp"
 #include "sluice/cost/profile.hpp"
@@ -52,8 +53,9 @@ inline constexpr std::string_view plan_usage =
     "Plans K iterations: each draws a batch of about T tokens from the dataset, dispatches and packs it for\n"
     "every candidate strategy (with and without the V step), schedules every pipeline, and keeps the candidate\n"
     "with the lowest simulated time plus its layout move: the sluice plan that sluice simulate, sluice trace\n"
-    "and the Planner a trainer runs give. With --json, each iteration also holds the chosen strategy's rank\n"
-    "placement and the process groups a trainer creates.\n"
+    "and the Planner a trainer runs give. Each batch also gets a lower bound that no plan on the profile's\n"
+    "schemes beats (as sluice simulate's), and the summary says how far above it the plans are. With --json,\n"
+    "each iteration also holds the chosen strategy's rank placement and the process groups a trainer creates.\n"
     "\n"
     "  --strategies S  a sluice.candidates, sluice.proposal or sluice.sampled_proposal JSON file, or strategies\n"
     "                  written like '1*tp16pp1+6*tp8pp1,4*tp16pp1' (comma-separated)\n"
@@ -121,6 +123,7 @@ struct Tally {
   std::vector<double> totals;
   std::vector<double> planning;
   std::map<std::string, int> chosen;
+  std::vector<std::optional<double>> lower_bounds;
   double tokens = 0;
 };
 
@@ -152,14 +155,15 @@ inline std::string chosen_name(const schedule::SimulatedIteration& iteration) {
 // time plus its charge, where that runs).
 inline void iteration(io::JsonObjectStream& document, std::ostream& out, bool json, std::int64_t k,
                       const data::Batch& batch, const schedule::SimulatedIteration& iteration, double seconds,
-                      const shard::RankPlacement* ranks, const cost::Profile& profile) {
+                      const shard::RankPlacement* ranks, const cost::Profile& profile,
+                      const std::optional<compare::IterationBound>& lower_bound) {
   const assign::IterationPlan& plan = iteration.plan;
   if (json) {
     std::optional<shard::RankPlacement> flex_ranks;
     if (iteration.flex) flex_ranks = shard::flex_domain_ranks(iteration.flex->strategy, profile);
     document.element(io::PlanRunIteration{k, batch.epoch, batch.sequences.size(), batch.tokens,
                                           iteration.schedule.makespan, seconds, plan, *ranks, iteration.flex,
-                                          std::move(flex_ranks)});
+                                          std::move(flex_ranks), lower_bound});
     return;
   }
   const bool flex = iteration.runs_flex();
@@ -176,7 +180,8 @@ inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json
   if (json) {
     document.close_array();
     document.member("profile", profile.name());
-    document.member("summary", io::plan_run_summary(tally.totals, tally.planning, tally.chosen, tally.tokens));
+    document.member("summary", io::plan_run_summary(tally.totals, tally.planning, tally.lower_bounds, tally.chosen,
+                                                    tally.tokens));
     // Every plan's schemes are its candidates' or, with flex CP domains, CP schemes, so they decide the version,
     // as io::to_document would.
     const assign::CandidateSet candidates{{planner.candidates().begin(), planner.candidates().end()}};
@@ -189,6 +194,12 @@ inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json
       << compare::deviation(tally.totals) << " s per iteration, " << std::setprecision(0) << tally.tokens / seconds
       << " tokens/s; planning " << std::setprecision(2) << compare::mean(tally.planning) * 1e3
       << " ms per iteration\n";
+  const io::PlanRunSummary bounded =
+      io::plan_run_summary(tally.totals, tally.planning, tally.lower_bounds, tally.chosen, tally.tokens);
+  if (bounded.mean_lower_bound)
+    out << std::setprecision(3) << "no plan faster than " << *bounded.mean_lower_bound
+        << " s per iteration (lower bound on the profile's schemes, mean); this plan " << std::setprecision(2)
+        << *bounded.over_bound << "× above it\n";
   out << "chosen:";
   for (const auto& [name, count] : tally.chosen) out << "  " << name << " ×" << count;
   out << "\n";
@@ -231,8 +242,8 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
                  : std::nullopt;
   const plan::Options planning = plan_inputs::planner_options_of(options, profile);
   // The flex CP domains `simulate` offers sluice, on this command's profile, context and links.
-  const compare::SluiceFlex flex =
-      compare::sluice_flex_domains(comparison_options(options, profile, context), planning);
+  const compare::Options setup = comparison_options(options, profile, context);
+  const compare::SluiceFlex flex = compare::sluice_flex_domains(setup, planning);
   const plan::IterationPlanner planner(profile, chosen.strategies, planning, flex.domains);
 
   const std::int64_t iterations = trainer_batch ? 1 : options.integer("iterations").value_or(10);
@@ -258,8 +269,10 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
     tally.planning.push_back(elapsed.count());
     ++tally.chosen[plan_report::chosen_name(iteration)];
     tally.tokens += static_cast<double>(batch.tokens);
+    const std::optional<compare::IterationBound> bound = compare::iteration_bound(setup, batch.sequences);
+    tally.lower_bounds.push_back(bound ? std::optional(bound->seconds) : std::nullopt);
     plan_report::iteration(document, out, json, k, batch, iteration, elapsed.count(), ranks ? &*ranks : nullptr,
-                           profile);
+                           profile, bound);
     if (options.text("svg") && pictured.size() < pictured_iterations && !iteration.runs_flex())
       pictured.push_back(std::move(iteration.plan));
     progress.advance();

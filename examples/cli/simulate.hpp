@@ -22,6 +22,7 @@
 #include "progress.hpp"
 #include "scenario.hpp"
 #include "sluice/compare/compare.hpp"
+#include "sluice/compare/statistics.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
 #include "sluice/io/assign_json.hpp"
@@ -55,7 +56,9 @@ inline constexpr std::string_view simulate_usage =
     "               section 5) charged, less the part that hides under the forward and backward passes layer by\n"
     "               layer\n"
     "and reports each one's iteration time, tokens per second, sluice's speedup over it and the load imbalance\n"
-    "(slowest / fastest busy pipeline), mean ± standard deviation over the iterations.\n"
+    "(slowest / fastest busy pipeline), mean ± standard deviation over the iterations, and how far each is above\n"
+    "a lower bound that no plan of the batches beats (the least GPU-time of every sequence over the GPUs, or the\n"
+    "longest sequence's fastest trip through a pipeline, whichever is larger).\n"
     "\n"
     "  --profile P      profile JSON file or bundled name (default llama2-7b)\n"
     "  --lengths F      length file or bundled name (default man-pages)\n"
@@ -134,7 +137,7 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
   out << "each iteration: the simulated makespan of its slowest pipeline; stage-to-stage links "
       << setup.problem.link.bandwidth / 1e9 << " GB/s, " << setup.problem.link.latency << " s; backward "
       << setup.problem.backward_ratio << " x forward\n\n";
-  out << "  system      iteration (s)      tokens/s             sluice speedup    imbalance   idle  degree\n";
+  out << "  system      iteration (s)      tokens/s             sluice speedup    imbalance   idle  degree  bound\n";
   for (const compare::System system : compare::all_systems) {
     const compare::SystemRun& run = comparison.systems[system];
     out << "  " << std::left << std::setw(12) << run.name << std::right;
@@ -148,9 +151,24 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
         << (summary.speedup ? plus_minus(*summary.speedup, *summary.speedup_stddev, 3) : std::string("-"))
         << std::right << std::fixed << std::setprecision(3) << std::setw(9) << summary.imbalance << std::setw(7)
         << std::setprecision(0) << summary.idle * 100 << "%" << std::setprecision(3) << std::setw(8)
-        << summary.micro_batch_imbalance << "\n";
+        << summary.micro_batch_imbalance << std::setprecision(2) << std::setw(6);
+    if (summary.over_bound)
+      out << *summary.over_bound << "×\n";
+    else
+      out << "-" << "\n";
   }
   out << "\n";
+  std::vector<double> bounds, areas, paths;
+  for (const compare::BatchSize& batch : comparison.batches)
+    if (batch.lower_bound) {
+      bounds.push_back(batch.lower_bound->seconds);
+      areas.push_back(batch.lower_bound->area_seconds);
+      paths.push_back(batch.lower_bound->critical_path_seconds);
+    }
+  if (!bounds.empty() && bounds.size() == comparison.batches.size())
+    out << std::setprecision(3) << "  no plan faster than " << compare::mean(bounds)
+        << " s per iteration (lower bound, mean: the least GPU-time over the GPUs " << compare::mean(areas)
+        << " s, the longest sequence's fastest trip " << compare::mean(paths) << " s); bound: each system over it\n\n";
   for (const compare::SystemRun& run : comparison.systems)
     if (!run.failure) out << "  " << std::left << std::setw(12) << run.name << std::right << run.configuration << "\n";
   const compare::SystemRun& sluice = comparison.systems[compare::System::sluice];

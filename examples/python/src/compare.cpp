@@ -99,6 +99,30 @@ void bind_compare(py::module_& module) {
                (run.failure ? "failed" : std::to_string(run.iterations.size()) + " iterations") + ">";
       });
 
+  py::class_<compare::IterationBound>(module, "IterationBound",
+                                      "A lower bound on any plan's iteration time of one batch under the cost model.")
+      .def_readonly("seconds", &compare::IterationBound::seconds,
+                    "No plan of the batch is faster: the larger of area_seconds and critical_path_seconds")
+      .def_readonly("area_seconds", &compare::IterationBound::area_seconds,
+                    "Every sequence's least GPU-time (with micro-batch constants, fill and drain) over the GPUs")
+      .def_readonly("critical_path_seconds", &compare::IterationBound::critical_path_seconds,
+                    "The slowest sequence's least trip through a pipeline")
+      .def("__repr__", [](const compare::IterationBound& bound) {
+        return sluice::concat("<sluice.IterationBound ", bound.seconds, " s>");
+      });
+  module.def(
+      "lower_bound",
+      [](const cost::Profile& profile, const py::handle& batch, bool cross_node_tp) {
+        const std::vector<Sequence> sequences = batch_of_item(batch);
+        const compare::Options options{.profile = profile, .context = 0, .tokens = 0, .cross_node_tp = cross_node_tp};
+        const py::gil_scoped_release release;
+        return compare::iteration_bound(options, sequences);
+      },
+      py::arg("profile"), py::arg("batch"), py::kw_only(), py::arg("cross_node_tp") = false,
+      "A time no plan of `batch` (a sluice.Batch, a lengths array or an (ids, lengths) pair) beats on `profile`'s "
+      "schemes (with its CP and AC schemes, and the same under ZeRO-3), as `sluice simulate` and `sluice plan` "
+      "report it; None when no scheme holds one of its sequences.");
+
   py::class_<compare::Summary>(module, "Summary",
                                "A system's statistics over the iterations: means and sample standard deviations.")
       .def_readonly("seconds", &compare::Summary::seconds)
@@ -112,7 +136,9 @@ void bind_compare(py::module_& module) {
       .def_readonly("micro_batch_imbalance", &compare::Summary::micro_batch_imbalance, "Mean imbalance degree")
       .def_readonly("switching", &compare::Summary::switching, "Mean seconds charged for layout moves")
       .def_readonly("layout_move", &compare::Summary::layout_move,
-                    "Mean α–β seconds of those moves before overlap");
+                    "Mean α–β seconds of those moves before overlap")
+      .def_readonly("over_bound", &compare::Summary::over_bound,
+                    "Mean seconds over the mean lower bound; None when a batch has no bound");
 
   py::class_<compare::Comparison> comparison_class(module, "Comparison",
                                                   "The systems on the same batches, in system_names() order.");
@@ -140,6 +166,15 @@ void bind_compare(py::module_& module) {
           "batch_tokens",
           [](const compare::Comparison& value) { return batch_column(value, &compare::BatchSize::tokens); },
           "Per iteration, the batch's tokens")
+      .def_property_readonly(
+          "lower_bounds",
+          [](const compare::Comparison& value) {
+            std::vector<std::optional<compare::IterationBound>> bounds;
+            for (const compare::BatchSize& batch : value.batches) bounds.push_back(batch.lower_bound);
+            return bounds;
+          },
+          "Per iteration, a lower bound no plan of its batch beats (IterationBound; None where no scheme holds one "
+          "of its sequences)")
       .def_readonly("candidates", &compare::Comparison::candidates, "sluice's candidate strategies")
       .def_property_readonly("bounds",
                              [](const py::object& self) {

@@ -97,6 +97,27 @@ class Summary:
     @property
     def layout_move(self) -> float:
         """Mean α–β seconds of those moves before overlap."""
+    @property
+    def over_bound(self) -> Optional[float]:
+        """Mean seconds over the mean lower bound; None when a batch has no bound."""
+
+class IterationBound:
+    """A lower bound on any plan's iteration time of one batch under the cost model."""
+    @property
+    def seconds(self) -> float:
+        """No plan of the batch is faster: the larger of area_seconds and critical_path_seconds."""
+    @property
+    def area_seconds(self) -> float:
+        """Every sequence's least GPU-time (with micro-batch constants, fill and drain) over the GPUs."""
+    @property
+    def critical_path_seconds(self) -> float:
+        """The slowest sequence's least trip through a pipeline."""
+
+def lower_bound(profile: Profile, batch: BatchLike, *, cross_node_tp: bool = False) -> Optional[IterationBound]:
+    """A time no plan of `batch` beats on `profile`'s schemes, as `sluice simulate` and `sluice plan` report it.
+
+    `batch` is a sluice.Batch, a lengths array or an (ids, lengths) pair. The profile's CP and AC schemes count,
+    and the same under ZeRO-3. None when no scheme holds one of its sequences."""
 
 class Comparison:
     """The systems on the same batches, in system_names() order."""
@@ -110,6 +131,10 @@ class Comparison:
     @property
     def batch_tokens(self) -> IntArray:
         """Per iteration, the batch's tokens."""
+    @property
+    def lower_bounds(self) -> list[Optional[IterationBound]]:
+        """Per iteration, a lower bound no plan of its batch beats (None where no scheme holds one of its
+        sequences)."""
     @property
     def candidates(self) -> list[Strategy]:
         """sluice's candidate strategies."""

@@ -66,16 +66,22 @@ def run_document(run, summary):
             "speedup": summary.speedup, "speedup_stddev": summary.speedup_stddev,
             "imbalance": summary.imbalance, "idle": summary.idle,
             "micro_batch_imbalance": summary.micro_batch_imbalance,
-            "switching_seconds": summary.switching, "layout_move_seconds": summary.layout_move}
+            "switching_seconds": summary.switching, "layout_move_seconds": summary.layout_move,
+            "over_bound": summary.over_bound}
     return document
+
+
+def bound_document(bound):
+    return None if bound is None else {"seconds": bound.seconds, "area_seconds": bound.area_seconds,
+                                       "critical_path_seconds": bound.critical_path_seconds}
 
 
 def document_of(comparison):
     """The parts of `sluice simulate --json` that the comparison holds."""
     summaries = comparison.summarize()
     return {
-        "batches": [{"sequences": int(n), "tokens": int(t)}
-                    for n, t in zip(comparison.batch_sequences, comparison.batch_tokens)],
+        "batches": [{"sequences": int(n), "tokens": int(t), "lower_bound": bound_document(b)}
+                    for n, t, b in zip(comparison.batch_sequences, comparison.batch_tokens, comparison.lower_bounds)],
         "length_ranges": comparison.bounds.tolist(),
         "candidates": {"strategies": [without_header(json.loads(s.to_json())) for s in comparison.candidates]},
         "systems": [run_document(run, summaries.get(run.name)) for run in comparison.systems],
@@ -119,6 +125,20 @@ def test_given_batches_are_the_sampled_ones(profile, dataset, comparison):
     given = run(profile, dataset, iterations=None, batches=[(b.ids, b.lengths) for b in batches])
     assert document_of(given) == document_of(comparison)
     assert comparison.batch_tokens.tolist() == [b.tokens for b in batches]
+    for batch, bound in zip(batches, comparison.lower_bounds):
+        for given_as in (batch, batch.lengths, (batch.ids, batch.lengths)):
+            assert bound_document(sluice.lower_bound(profile, given_as)) == bound_document(bound)
+
+
+def test_lower_bound_of_what_no_scheme_holds_and_bad_batches(profile):
+    assert sluice.lower_bound(profile, np.array([1000, 10_000_000])) is None
+    wider = sluice.lower_bound(profile, np.array([4000] * 30 + [60_000]), cross_node_tp=True)
+    narrower = sluice.lower_bound(profile, np.array([4000] * 30 + [60_000]))
+    assert wider.seconds <= narrower.seconds  # more schemes, no higher a bound
+    with pytest.raises(ValueError, match="empty batch"):
+        sluice.lower_bound(profile, np.array([], dtype=np.int64))
+    with pytest.raises(ValueError):
+        sluice.lower_bound(profile, np.array([0, 5]))
 
 
 def test_result_structure(comparison):
@@ -150,6 +170,15 @@ def test_result_structure(comparison):
         for plan in run.plans:
             assert isinstance(plan, sluice.IterationPlan)
             assert sluice.IterationPlan.from_json(plan.to_json()) == plan
+    # No system beats the lower bound of any batch; the bound of a batch is sluice.lower_bound's.
+    bounds = comparison.lower_bounds
+    assert len(bounds) == ITERATIONS and all(isinstance(bound, sluice.IterationBound) for bound in bounds)
+    for run in ran:
+        assert np.all(run.seconds >= [bound.seconds for bound in bounds])
+        assert summaries[run.name].over_bound == pytest.approx(
+            run.seconds.mean() / np.mean([bound.seconds for bound in bounds]), rel=1e-12)
+    for bound in bounds:
+        assert bound.seconds == max(bound.area_seconds, bound.critical_path_seconds) > 0
     moves = comparison["sluice"].layout_moves
     assert len(moves) == len(comparison["sluice"].strategies) and not moves.flags.writeable
     assert not comparison.bounds.flags.writeable and comparison.bounds.dtype == np.int64
@@ -174,7 +203,7 @@ def test_first_iteration_pipelines(comparison):
 def test_json_round_trip_pickle_and_files(comparison, tmp_path):
     text = comparison.to_json()
     document = json.loads(text)
-    assert document["format"] == "sluice.comparison" and document["version"] == 7
+    assert document["format"] == "sluice.comparison" and document["version"] == 9
     back = sluice.Comparison.from_json(text)
     assert back == comparison and back.to_json() == text
     assert [[name for name, _ in run.first] for run in back.systems] == \

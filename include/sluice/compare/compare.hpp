@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/compare/bound.hpp"
 #include "sluice/compare/deepspeed.hpp"
 #include "sluice/compare/dynapipe.hpp"
 #include "sluice/compare/flex_cp.hpp"
@@ -80,7 +81,8 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
     const std::vector<Sequence> batch = next_batch();
     std::int64_t tokens = 0;
     for (const Sequence& sequence : batch) tokens += sequence.length();
-    comparison.batches.push_back({.sequences = batch.size(), .tokens = tokens});
+    comparison.batches.push_back(
+        {.sequences = batch.size(), .tokens = tokens, .lower_bound = iteration_bound(options, batch)});
     megatron.add(batch);
     megatron_cp.add(batch);
     deepspeed.add(batch);
@@ -112,7 +114,8 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
   return compare_systems(options, dataset, batches.size(), [&] { return batches[next++]; }, progress, chosen);
 }
 
-// Each system's summary over the comparison's iterations (a failed system's is left empty), speedups of sluice's.
+// Each system's summary over the comparison's iterations (a failed system's is left empty), speedups of sluice's
+// and how far each is above the lower bound.
 inline BySystem<Summary> summarize(const Comparison& comparison) {
   BySystem<Summary> summaries;
   const SystemRun& sluice = comparison.systems[System::sluice];

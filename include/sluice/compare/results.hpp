@@ -54,10 +54,19 @@ struct SystemRun {
   friend bool operator==(const SystemRun&, const SystemRun&) = default;
 };
 
-// What a compared batch held.
+// A lower bound on any plan's iteration time of one batch (compare/bound.hpp makes it).
+struct IterationBound {
+  double seconds = 0;                // no plan of the batch is faster: max(area_seconds, critical_path_seconds)
+  double area_seconds = 0;           // every sequence's least GPU-time over the GPUs, with fill and drain
+  double critical_path_seconds = 0;  // the slowest sequence's least trip through a pipeline
+  friend bool operator==(const IterationBound&, const IterationBound&) = default;
+};
+
+// What a compared batch held, and how fast any plan of it could run (empty where no scheme holds a sequence).
 struct BatchSize {
   std::size_t sequences = 0;
   std::int64_t tokens = 0;
+  std::optional<IterationBound> lower_bound{};
   friend bool operator==(const BatchSize&, const BatchSize&) = default;
 };
 

@@ -20,7 +20,20 @@ struct Summary {
   double micro_batch_imbalance = 0;  // mean imbalance degree
   double switching = 0;    // mean seconds charged for layout moves (included in `seconds`)
   double layout_move = 0;  // mean α–β seconds of those moves before overlap
+  // Mean seconds over the mean of the batches' lower bounds (compare/bound.hpp); empty when a batch has none.
+  std::optional<double> over_bound;
 };
+
+// The mean of the batches' lower bounds; empty when one has none.
+inline std::optional<double> mean_lower_bound(std::span<const BatchSize> batches) {
+  std::vector<double> bounds;
+  for (const BatchSize& batch : batches) {
+    if (!batch.lower_bound) return std::nullopt;
+    bounds.push_back(batch.lower_bound->seconds);
+  }
+  if (bounds.empty()) return std::nullopt;
+  return mean(bounds);
+}
 
 // The summary of `run` (not failed) over `batches`, its speedups those of `sluice` over it, iteration by iteration.
 inline Summary summarize(const SystemRun& run, std::span<const BatchSize> batches, const SystemRun& sluice) {
@@ -50,6 +63,7 @@ inline Summary summarize(const SystemRun& run, std::span<const BatchSize> batche
   summary.micro_batch_imbalance = mean(degrees);
   summary.switching = mean(switching);
   summary.layout_move = mean(layout_move);
+  if (const std::optional<double> bound = mean_lower_bound(batches)) summary.over_bound = summary.seconds / *bound;
   return summary;
 }
 

@@ -1,13 +1,14 @@
 #pragma once
-// JSON for the comparison of systems ("sluice.comparison", version 7, its CP variant 8; 1 and 2 held four systems,
-// 3 and 4 six, before Megatron-LM's dynamic CP and FlexSP, 5 and 6 no imbalance degree, and are refused by their
-// version):
-// `batches[{sequences, tokens}]`, `systems` (one per system in compare::all_systems order, each {name, failure
+// JSON for the comparison of systems ("sluice.comparison", version 9, its CP variant 10; 1 and 2 held four systems,
+// 3 and 4 six, before Megatron-LM's dynamic CP and FlexSP, 5 and 6 no imbalance degree, 7 and 8 no lower bound,
+// and are refused by their version):
+// `batches[{sequences, tokens, lower_bound (null or {seconds, area_seconds, critical_path_seconds})}]`, `systems` (one per system in compare::all_systems order, each {name, failure
 // (null or why it cannot run), configuration, strategies, layout_moves, iterations[{seconds, switching,
 // layout_move, imbalance, idle, micro_batch_imbalance, strategy}], plans (sluice.iteration_plan payloads), first{names, pipelines}}),
 // `candidates` (strategies) and `bounds`. A pipeline of `first` is its simulation, a sluice.schedule_simulation
 // payload (schedule_json.hpp). Every time is finite (an unlimited bandwidth leaves a transfer its latency), so
 // numbers are read strictly.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -26,7 +27,7 @@ namespace sluice::io {
 template <>
 struct document_traits<compare::Comparison> {
   static constexpr std::string_view format = "sluice.comparison";
-  static constexpr int version = 7;
+  static constexpr int version = 9;
 };
 }  // namespace sluice::io
 
@@ -96,13 +97,37 @@ struct adl_serializer<sluice::compare::SystemRun> {
 };
 
 template <>
+struct adl_serializer<sluice::compare::IterationBound> {
+  static void to_json(json& out, const sluice::compare::IterationBound& bound) {
+    out = {{"seconds", bound.seconds},
+           {"area_seconds", bound.area_seconds},
+           {"critical_path_seconds", bound.critical_path_seconds}};
+  }
+  static sluice::compare::IterationBound from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "lower bound";
+    const sluice::compare::IterationBound bound{field<double>(in, "seconds", where),
+                                                field<double>(in, "area_seconds", where),
+                                                field<double>(in, "critical_path_seconds", where)};
+    sluice::require(bound.area_seconds > 0 && bound.critical_path_seconds > 0, where,
+                    ": 'area_seconds' and 'critical_path_seconds' must be > 0");
+    sluice::require(bound.seconds == std::max(bound.area_seconds, bound.critical_path_seconds), where,
+                    ": 'seconds' must be the larger of 'area_seconds' and 'critical_path_seconds'");
+    return bound;
+  }
+};
+
+template <>
 struct adl_serializer<sluice::compare::BatchSize> {
   static void to_json(json& out, const sluice::compare::BatchSize& batch) {
-    out = {{"sequences", batch.sequences}, {"tokens", batch.tokens}};
+    out = {{"sequences", batch.sequences},
+           {"tokens", batch.tokens},
+           {"lower_bound", batch.lower_bound ? json(*batch.lower_bound) : json(nullptr)}};
   }
   static sluice::compare::BatchSize from_json(const json& in) {
     using sluice::io::field;
-    return {field<std::size_t>(in, "sequences", "batch"), field<std::int64_t>(in, "tokens", "batch")};
+    return {field<std::size_t>(in, "sequences", "batch"), field<std::int64_t>(in, "tokens", "batch"),
+            field<std::optional<sluice::compare::IterationBound>>(in, "lower_bound", "batch")};
   }
 };
 

@@ -1,6 +1,6 @@
 #pragma once
-// JSON for what `sluice plan --json` prints ("sluice.plan_run", version 3, its CP variant 4; 1 and 2 chose plans
-// by their packing estimate and are refused by their version). The tool streams the document, an iteration at a
+// JSON for what `sluice plan --json` prints ("sluice.plan_run", version 5, its CP variant 6; 3 and 4 had no lower
+// bound, 1 and 2 chose plans by their packing estimate; all are refused by their version). The tool streams the document, an iteration at a
 // time (io::JsonObjectStream), from the same pieces PlanRun is written from, so PlanRun's reader reads it whole.
 #include <cstddef>
 #include <cstdint>
@@ -11,11 +11,13 @@
 #include <vector>
 
 #include "sluice/assign/plan.hpp"
+#include "sluice/compare/results.hpp"
 #include "sluice/compare/statistics.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/schedule/iteration.hpp"
 #include "sluice/io/assign_json.hpp"
+#include "sluice/io/compare_json.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/io/schedule_json.hpp"
@@ -46,6 +48,9 @@ struct PlanRunIteration {
   std::optional<schedule::FlexIteration> flex{};  // where the planner offers flex CP domains
   // With `flex`: its domain's ranks (shard::flex_domain_ranks), which a trainer places the flex plan's groups on.
   std::optional<shard::RankPlacement> flex_placement{};
+  // No plan of the batch is faster, on any scheme of the profile's space (compare/bound.hpp); empty where no
+  // scheme holds one of its sequences.
+  std::optional<compare::IterationBound> lower_bound{};
   [[nodiscard]] bool runs_flex() const noexcept { return schedule::flex_plan_runs(flex, makespan + plan.overhead); }
   [[nodiscard]] double total() const noexcept { return schedule::iteration_total(flex, makespan + plan.overhead); }
   [[nodiscard]] std::string ran() const { return ran_name(plan.strategy, runs_flex() ? &*flex : nullptr); }
@@ -57,6 +62,8 @@ struct PlanRunSummary {
   double tokens_per_second = 0;
   double mean_planning_seconds = 0;
   std::map<std::string, int> chosen;  // iterations per strategy name (io::ran_name)
+  std::optional<double> mean_lower_bound{};  // the iterations' lower bounds' mean; empty where one has none
+  std::optional<double> over_bound{};        // mean_total / mean_lower_bound
 };
 
 struct PlanRun {
@@ -69,17 +76,28 @@ struct PlanRun {
   PlanRunSummary summary;
 };
 
-// The summary of iterations whose totals, planning times and tokens are given, and the strategies chosen.
+// The summary of iterations whose totals, planning times, lower bounds (nullopt where an iteration has none) and
+// tokens are given, and the strategies chosen.
 inline PlanRunSummary plan_run_summary(const std::vector<double>& totals, const std::vector<double>& planning,
+                                       const std::vector<std::optional<double>>& lower_bounds,
                                        const std::map<std::string, int>& chosen, double tokens) {
   const double seconds = compare::mean(totals) * static_cast<double>(totals.size());
-  return {compare::mean(totals), compare::deviation(totals), tokens / seconds, compare::mean(planning), chosen};
+  PlanRunSummary summary{compare::mean(totals), compare::deviation(totals), tokens / seconds, compare::mean(planning),
+                         chosen};
+  std::vector<double> bounds;
+  for (const std::optional<double>& bound : lower_bounds)
+    if (bound) bounds.push_back(*bound);
+  if (!bounds.empty() && bounds.size() == lower_bounds.size()) {
+    summary.mean_lower_bound = compare::mean(bounds);
+    summary.over_bound = summary.mean_total / *summary.mean_lower_bound;
+  }
+  return summary;
 }
 
 template <>
 struct document_traits<PlanRun> {
   static constexpr std::string_view format = "sluice.plan_run";
-  static constexpr int version = 3;
+  static constexpr int version = 5;
 };
 
 }  // namespace sluice::io
@@ -100,7 +118,8 @@ struct adl_serializer<sluice::io::PlanRunIteration> {
            {"estimate", iteration.plan.estimate},
            {"planning_seconds", iteration.planning_seconds},
            {"plan", iteration.plan},
-           {"placement", iteration.placement}};
+           {"placement", iteration.placement},
+           {"lower_bound", iteration.lower_bound ? json(*iteration.lower_bound) : json(nullptr)}};
     if (iteration.flex) out["flex"] = *iteration.flex;
     if (iteration.flex_placement) out["flex_placement"] = *iteration.flex_placement;
   }
@@ -116,7 +135,9 @@ struct adl_serializer<sluice::io::PlanRunIteration> {
                                            field<sluice::assign::IterationPlan>(in, "plan", where),
                                            field<sluice::shard::RankPlacement>(in, "placement", where),
                                            std::nullopt,
-                                           std::nullopt};
+                                           std::nullopt,
+                                           field<std::optional<sluice::compare::IterationBound>>(in, "lower_bound",
+                                                                                                 where)};
     if (in.contains("flex")) iteration.flex = field<sluice::schedule::FlexIteration>(in, "flex", where);
     if (in.contains("flex_placement"))
       iteration.flex_placement = field<sluice::shard::RankPlacement>(in, "flex_placement", where);
@@ -163,7 +184,9 @@ struct adl_serializer<sluice::io::PlanRunSummary> {
            {"stddev_total", summary.stddev_total},
            {"tokens_per_second", summary.tokens_per_second},
            {"mean_planning_seconds", summary.mean_planning_seconds},
-           {"chosen", summary.chosen}};
+           {"chosen", summary.chosen},
+           {"mean_lower_bound", summary.mean_lower_bound ? json(*summary.mean_lower_bound) : json(nullptr)},
+           {"over_bound", summary.over_bound ? json(*summary.over_bound) : json(nullptr)}};
   }
   static sluice::io::PlanRunSummary from_json(const json& in) {
     using sluice::io::field;
@@ -172,7 +195,13 @@ struct adl_serializer<sluice::io::PlanRunSummary> {
                                        field<double>(in, "stddev_total", where),
                                        field<double>(in, "tokens_per_second", where),
                                        field<double>(in, "mean_planning_seconds", where),
-                                       {}};
+                                       {},
+                                       field<std::optional<double>>(in, "mean_lower_bound", where),
+                                       field<std::optional<double>>(in, "over_bound", where)};
+    sluice::require(summary.mean_lower_bound.has_value() == summary.over_bound.has_value(), where,
+                    ": 'mean_lower_bound' and 'over_bound' are both numbers or both null");
+    sluice::require(!summary.mean_lower_bound || (*summary.mean_lower_bound > 0 && *summary.over_bound > 0), where,
+                    ": 'mean_lower_bound' and 'over_bound' must be > 0");
     const auto chosen = field<json>(in, "chosen", where);
     sluice::require(chosen.is_object(), where, ": field 'chosen': expected an object, got ",
                     sluice::io::detail::describe(chosen));

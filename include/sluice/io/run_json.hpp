@@ -1,7 +1,7 @@
 #pragma once
 // JSON for the reports of the CLI's commands, so that a program reads what `sluice <command> --json` prints:
 // "sluice.schedule_run" (version 1, its CP variant 2), "sluice.shard_run" (version 1, its CP variant 2),
-// "sluice.simulate_run" (version 8, its CP variant 9; see simulate_run_version) and "sluice.trace_run" (version 2,
+// "sluice.simulate_run" (version 10, its CP variant 11; see simulate_run_version) and "sluice.trace_run" (version 2,
 // its CP variant 3; 1 had no layout moves and is refused by its version). Each report is a value type built from
 // the library's results (schedule_run, shard_run, simulate_run, trace_run) and written with
 // io::to_document; its reader, io::from_document, checks every member and the invariants between members that
@@ -310,9 +310,10 @@ struct SimulateRun {
   std::vector<std::string> pictures;       // the SVG files written
 };
 
-// 8: each iteration's and system's imbalance degree between micro-batches added (6 held eight systems, before it;
-// 4 six, before Megatron-LM's dynamic CP and FlexSP; 2 four; each version's CP variant is one above it).
-inline constexpr int simulate_run_version = 8;
+// 10: each batch's lower bound and each system's ratio to it added (8 had neither; 6 held eight systems without the
+// imbalance degree between micro-batches; 4 six, before Megatron-LM's dynamic CP and FlexSP; 2 four; each
+// version's CP variant is one above it).
+inline constexpr int simulate_run_version = 10;
 
 // The report of `comparison` under `setup` on the dataset read from `lengths`.
 inline SimulateRun simulate_run(const compare::Options& setup, const std::string& lengths,
@@ -520,7 +521,8 @@ struct adl_serializer<sluice::compare::Summary> {
            {"idle", summary.idle},
            {"micro_batch_imbalance", summary.micro_batch_imbalance},
            {"switching_seconds", summary.switching},
-           {"layout_move_seconds", summary.layout_move}};
+           {"layout_move_seconds", summary.layout_move},
+           {"over_bound", summary.over_bound ? json(*summary.over_bound) : json(nullptr)}};
   }
   static sluice::compare::Summary from_json(const json& in) {
     using sluice::io::field;
@@ -537,6 +539,8 @@ struct adl_serializer<sluice::compare::Summary> {
     summary.micro_batch_imbalance = field<double>(in, "micro_batch_imbalance", where);
     summary.switching = field<double>(in, "switching_seconds", where);
     summary.layout_move = field<double>(in, "layout_move_seconds", where);
+    summary.over_bound = field<std::optional<double>>(in, "over_bound", where);
+    sluice::require(!summary.over_bound || *summary.over_bound > 0, where, ": 'over_bound' must be > 0");
     for (const double value : {summary.seconds, summary.seconds_stddev, summary.tokens_per_second,
                                summary.tokens_per_second_stddev, summary.switching, summary.layout_move})
       sluice::require(value >= 0, where, ": times, rates and their deviations must be >= 0, got ", value);

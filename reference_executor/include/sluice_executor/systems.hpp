@@ -72,12 +72,6 @@ struct SystemsMeasurement {
 
 namespace detail {
 
-inline compare::BatchSize size_of(std::span<const Sequence> batch) {
-  compare::BatchSize size{.sequences = batch.size(), .tokens = 0};
-  for (const Sequence& sequence : batch) size.tokens += sequence.length();
-  return size;
-}
-
 // Runs `job` and sets its measured times beside `predicted`.
 template <class Runner>
 MeasuredIteration measure(const Job& job, Runner& run, std::string strategy, double predicted) {
@@ -110,7 +104,6 @@ SystemsMeasurement measure_systems(const compare::Options& options, const ModelC
   std::vector<std::vector<SequenceTokens>> tokens;
   for (std::size_t k = 0; k < batches.size(); ++k) {
     sluice::require(!batches[k].empty(), "measure: batch ", k, " is empty");
-    result.batches.push_back(detail::size_of(batches[k]));
     tokens.push_back(make_tokens(batches[k], model.vocab, measure.token_seed + k));
   }
 
@@ -118,6 +111,7 @@ SystemsMeasurement measure_systems(const compare::Options& options, const ModelC
   settings.dynapipe_layout = measure.dynapipe_layout;
   compare::ChosenPlans chosen;
   const compare::Comparison comparison = compare::compare_systems(settings, dataset, batches, {}, &chosen);
+  result.batches = comparison.batches;
   result.candidates = comparison.candidates;
   constexpr std::array measured_systems{compare::System::megatron, compare::System::dynapipe, compare::System::sluice};
   for (const compare::System system : measured_systems) {
