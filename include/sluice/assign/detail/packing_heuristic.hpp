@@ -57,6 +57,7 @@ public:
       : total_tokens_(pack_check_input(sequences, scheme, capacity)),
         capacity_(scheme.max_len),
         overhead_(scheme.latency.microbatch_overhead()),
+        latency_(scheme.latency),
         pp_(scheme.scheme.pp()) {
     const std::size_t n = sequences.size();
     std::vector<std::size_t> order(n);
@@ -188,9 +189,15 @@ private:
     std::size_t to = none;
     double peak = 0;
   };
+  // The weights and tokens an in-set may have.
+  struct InRange {
+    double min_weight = 0, max_weight = 0;
+    std::int64_t min_tokens = 0, max_tokens = 0;
+  };
   static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
   static constexpr std::size_t compound_partners = 4;
   static constexpr std::size_t two_for_two_size = 16;
+  static constexpr double near_bound = 1e-4;
 
   // LPT (each sequence to the least-loaded micro-batch with token room; ties to fewer tokens, then lower
   // index) or best fit by tokens (the fullest micro-batch with room). Items come longest first.
@@ -242,13 +249,14 @@ private:
   }
 
   // Improves the slowest micro-batch p until no move or exchange lowers it by more than a rounding tolerance,
-  // or it meets `bound`. Each step lowers Σ load² (the pair's loads move closer), so the descent ends; no
+  // or it is within `near_bound` of `bound` (a precision far finer than any cost model's; on full micro-batches of
+  // hundreds of short documents the last 0.01% took hundreds of exchanges). Each step lowers Σ load² (the pair's loads move closer), so the descent ends; no
   // step empties a micro-batch.
   void descend(std::size_t bins, double bound) {
     const double tolerance = 1e-12 * prefix_.back();
     while (true) {
       const std::size_t p = static_cast<std::size_t>(std::ranges::max_element(load_) - load_.begin());
-      if (load_[p] <= bound * (1 + 1e-12)) return;
+      if (load_[p] <= bound * (1 + near_bound)) return;
       index_members(bins);
       partners_.clear();
       for (std::size_t q = 0; q < bins; ++q)
@@ -292,12 +300,59 @@ private:
     best.peak = peak;
   }
 
+  // Where the sequences moved out of p (out_weight, out_tokens) stand against every in-set whose weight and tokens
+  // lie in the given ranges: too_light when none makes a transfer large enough to lower p below the best peak or
+  // leaves p within its token cap (lighter outs only make it worse), too_heavy when every one lifts q to the best
+  // peak or past its cap (lighter outs may help), open otherwise. A margin far above rounding keeps every skipped
+  // exchange one that consider() would refuse, so skipping changes no result.
+  enum class Fit { too_light, too_heavy, open };
+  [[nodiscard]] Fit fit(std::size_t p, std::size_t q, double out_weight, std::int64_t out_tokens,
+                        InRange in, const Exchange& best) const noexcept {
+    const double margin = 1e-9 * prefix_.back();
+    if (out_weight - in.min_weight <= load_[p] - best.peak - margin ||
+        tokens_[p] - out_tokens + in.min_tokens > capacity_)
+      return Fit::too_light;
+    if (load_[q] + out_weight - in.max_weight >= best.peak + margin ||
+        tokens_[q] + out_tokens - in.max_tokens > capacity_)
+      return Fit::too_heavy;
+    return Fit::open;
+  }
+
+  // The weight and token ranges of the in-sets that add one member of q at positions [first, last) of member_
+  // (longest first) to a fixed part (in_weight, in_tokens); of the pairs of such members when `pairs`.
+  [[nodiscard]] InRange in_range(std::size_t first, std::size_t last, double in_weight, std::int64_t in_tokens,
+                                 bool pairs) const noexcept {
+    const std::size_t heavy = member_[first], light = member_[last - 1];
+    InRange range{.min_weight = in_weight + weight_[light],
+                  .max_weight = in_weight + weight_[heavy],
+                  .min_tokens = in_tokens + length_[light],
+                  .max_tokens = in_tokens + length_[heavy]};
+    if (pairs) {
+      const std::size_t heavy2 = member_[first + 1], light2 = member_[last - 2];
+      range.min_weight += weight_[light2];
+      range.max_weight += weight_[heavy2];
+      range.min_tokens += length_[light2];
+      range.max_tokens += length_[heavy2];
+    }
+    return range;
+  }
+
   // The best exchange that adds one sequence b of q (from position `first` of its members) to `in`: the
   // peak is lowest when the transfer is half the pair's gap, so the scan starts at that b and walks both
   // ways until the peak cannot beat the best.
   void scan(std::size_t p, std::size_t q, std::size_t first, double out_weight, std::int64_t out_tokens,
             double in_weight, std::int64_t in_tokens, Exchange candidate, std::size_t slot, Exchange& best) const {
     const std::size_t last = start_[q + 1];
+    if (first >= last) return;
+    // The members the token caps admit are [shortest, longest] tokens long, so (T' non-decreasing) they weigh at
+    // least T'(shortest) and at most T'(longest); where no such weight lowers the pair's peak, none is tried.
+    const std::int64_t shortest = std::max(length_[member_[last - 1]], tokens_[q] + out_tokens - in_tokens - capacity_);
+    const std::int64_t longest = std::min(length_[member_[first]], capacity_ - tokens_[p] + out_tokens - in_tokens);
+    if (shortest > longest) return;
+    const double margin = 1e-9 * prefix_.back();
+    if (out_weight - in_weight - latency_.sequence_time(shortest) <= load_[p] - best.peak - margin ||
+        load_[q] + out_weight - in_weight - latency_.sequence_time(longest) >= best.peak + margin)
+      return;
     const double ideal = out_weight - in_weight - (load_[p] - load_[q]) / 2;
     const auto split = std::partition_point(member_.begin() + static_cast<std::ptrdiff_t>(first),
                                             member_.begin() + static_cast<std::ptrdiff_t>(last),
@@ -324,29 +379,47 @@ private:
     return length_[member_[s]] == length_[member_[t]] && weight_[member_[s]] == weight_[member_[t]];
   }
 
-  // Every exchange of `outs` (1 or 2) sequences of p for `ins` (0, 1 or 2) sequences of q.
+  // Every exchange of `outs` (1 or 2) sequences of p for `ins` (0, 1 or 2) sequences of q. Out-sets come heaviest
+  // first and in-sets likewise, so an out-set too light for every in-set ends its loop and one too heavy is skipped
+  // (fit()); for two ins, the first member b's loop ends where b and any later member are too light an in-set.
   void exchanges(std::size_t p, std::size_t q, int outs, int ins, Exchange& best) const {
+    const std::size_t first_in = start_[q], last_in = start_[q + 1];
+    if (static_cast<std::size_t>(ins) > last_in - first_in) return;
+    const InRange any_in = ins == 0 ? InRange{} : in_range(first_in, last_in, 0, 0, ins == 2);
     for (std::size_t x = start_[p]; x < start_[p + 1]; ++x) {
       if (x > start_[p] && same_sequence(x, x - 1)) continue;
+      bool lighter_outs_fit = true;
       for (std::size_t y = outs == 1 ? x : x + 1; y < (outs == 1 ? x + 1 : start_[p + 1]); ++y) {
         if (outs == 2 && y > x + 1 && same_sequence(y, y - 1)) continue;
         const std::size_t a = member_[x];
         const std::size_t a2 = outs == 1 ? none : member_[y];
         const double out_weight = weight_[a] + (outs == 1 ? 0 : weight_[a2]);
         const std::int64_t out_tokens = length_[a] + (outs == 1 ? 0 : length_[a2]);
+        const Fit out_fit = fit(p, q, out_weight, out_tokens, any_in, best);
+        if (out_fit == Fit::too_light) {
+          // The heaviest out-set left (x's first partner, or x alone) too light: so is every later x's.
+          lighter_outs_fit = outs == 2 && y > x + 1;
+          break;
+        }
+        if (out_fit == Fit::too_heavy) continue;
         if (ins == 0) {
           consider(p, q, out_weight, out_tokens, 0, 0, {.out = {a, a2}}, best);
         } else if (ins == 1) {
-          scan(p, q, start_[q], out_weight, out_tokens, 0, 0, {.out = {a, a2}}, 0, best);
+          scan(p, q, first_in, out_weight, out_tokens, 0, 0, {.out = {a, a2}}, 0, best);
         } else {
-          for (std::size_t t = start_[q]; t < start_[q + 1]; ++t) {
-            if (t > start_[q] && same_sequence(t, t - 1)) continue;
+          for (std::size_t t = first_in; t + 1 < last_in; ++t) {
+            if (t > first_in && same_sequence(t, t - 1)) continue;
             const std::size_t b = member_[t];
+            const Fit in_fit =
+                fit(p, q, out_weight, out_tokens, in_range(t + 1, last_in, weight_[b], length_[b], false), best);
+            if (in_fit == Fit::too_heavy) break;  // lighter in-sets lift q further
+            if (in_fit == Fit::too_light) continue;
             scan(p, q, t + 1, out_weight, out_tokens, weight_[b], length_[b], {.out = {a, a2}, .in = {b, none}}, 1,
                  best);
           }
         }
       }
+      if (!lighter_outs_fit) break;
     }
   }
 
@@ -383,6 +456,7 @@ private:
   std::int64_t total_tokens_;
   std::int64_t capacity_;
   double overhead_;
+  cost::QuadraticLatency latency_;
   int pp_;
   MicroBatchRange range_;
   std::vector<std::int64_t> length_;
