@@ -373,7 +373,7 @@ TEST_CASE("compare: a comparison's JSON document reads back exactly; a broken on
       sluice::compare::compare_systems(options, dataset, batches_of(dataset, options.tokens, 1, 2));
   const sluice::io::json document = sluice::io::to_document(comparison);
   CHECK(document.at("format") == "sluice.comparison");
-  CHECK(document.at("version") == 10);  // 9, and one above for its CP and AC schemes
+  CHECK(document.at("version") == 12);  // 11, and one above for its CP and AC schemes
   const sluice::compare::Comparison back = sluice::test::read_back(comparison);
   CHECK(back == comparison);
   for (const System system : sluice::compare::all_systems) {

@@ -42,8 +42,8 @@ std::string golden_text(const char* name) {
   return io::read_text_file(std::filesystem::path(SLUICE_BUNDLED_DATA_DIR) / ".." / "test" / "golden" / name);
 }
 
-// A recorded sluice plan output with its measured planning times (blanked in the recording) put back as numbers.
-std::string plan_text(const char* name) {
+// A recorded output with its measured planning times (blanked in the recording) put back as numbers.
+std::string recorded_text(const char* name) {
   std::string text = golden_text(name);
   const std::string blank = "\"measured\"";
   for (auto at = text.find(blank); at != std::string::npos; at = text.find(blank, at))
@@ -54,7 +54,7 @@ std::string plan_text(const char* name) {
 // A recorded CLI output, read as a T and written again, is the text the CLI wrote.
 template <class T>
 T golden_round_trip(const char* name) {
-  const std::string text = golden_text(name);
+  const std::string text = recorded_text(name);
   const T value = io::from_document<T>(io::parse(text, name), name);
   CHECK(io::document_text(value) == text);
   CHECK(io::document_text(read_back(value)) == text);
@@ -348,7 +348,7 @@ TEST_CASE("simulate_run: the recorded output reads and writes back byte for byte
 }
 
 TEST_CASE("simulate_run: broken documents name the member") {
-  const io::json document = io::parse(golden_text("simulate.json"), "simulate.json");
+  const io::json document = io::parse(recorded_text("simulate.json"), "simulate.json");
   rejects_broken_envelope<io::SimulateRun>(document);
   auto broken = [&](auto&& edit, const char* fragment) {
     io::json bad = document;
@@ -371,12 +371,17 @@ TEST_CASE("simulate_run: broken documents name the member") {
   broken([](io::json& bad) { bad["systems"][7]["summary"]["over_bound"] = 0.0; }, "'over_bound' must be > 0");
   broken([](io::json& bad) { bad["batches"][0].erase("lower_bound"); }, "missing field 'lower_bound'");
   broken([](io::json& bad) { bad["batches"][0]["lower_bound"]["critical_path_seconds"] = -1.0; }, "must be > 0");
+  broken([](io::json& bad) { bad["systems"][7]["iterations"][0]["planning_seconds"] = -0.5; },
+         "'planning_seconds' must be >= 0");
+  broken([](io::json& bad) { bad["systems"][7]["iterations"][1].erase("planning_seconds"); },
+         "missing field 'planning_seconds'");
+  broken([](io::json& bad) { bad["systems"][0]["summary"]["mean_planning_seconds"] = -1.0; }, "must be >= 0");
 }
 
 TEST_CASE("plan_run: the recorded outputs read and write back byte for byte") {
   for (const char* name : {"plan.json", "plan_proposed.json", "plan_all.json"}) {
     CAPTURE(name);
-    const std::string text = plan_text(name);
+    const std::string text = recorded_text(name);
     const io::PlanRun run = io::from_document<io::PlanRun>(io::parse(text, name), name);
     CHECK(io::document_text(run) == text);
     CHECK(io::document_text(read_back(run)) == text);
@@ -386,7 +391,7 @@ TEST_CASE("plan_run: the recorded outputs read and write back byte for byte") {
 }
 
 TEST_CASE("plan_run: broken documents name the member") {
-  const io::json document = io::parse(plan_text("plan.json"), "plan.json");
+  const io::json document = io::parse(recorded_text("plan.json"), "plan.json");
   rejects_broken_envelope<io::PlanRun>(document);
   auto broken = [&](auto&& edit, const char* fragment) {
     io::json bad = document;
@@ -415,7 +420,7 @@ TEST_CASE("plan_run: broken documents name the member") {
 }
 
 TEST_CASE("plan_run: each iteration's lower bound is below its total, and the summary is their ratio") {
-  const io::PlanRun run = io::from_document<io::PlanRun>(io::parse(plan_text("plan.json"), "plan.json"), "plan.json");
+  const io::PlanRun run = io::from_document<io::PlanRun>(io::parse(recorded_text("plan.json"), "plan.json"), "plan.json");
   std::vector<double> bounds;
   for (const io::PlanRunIteration& iteration : run.iterations) {
     REQUIRE(iteration.lower_bound.has_value());

@@ -137,7 +137,8 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
   out << "each iteration: the simulated makespan of its slowest pipeline; stage-to-stage links "
       << setup.problem.link.bandwidth / 1e9 << " GB/s, " << setup.problem.link.latency << " s; backward "
       << setup.problem.backward_ratio << " x forward\n\n";
-  out << "  system      iteration (s)      tokens/s             sluice speedup    imbalance   idle  degree  bound\n";
+  out << "  system      iteration (s)      tokens/s             sluice speedup    imbalance   idle  degree  bound  "
+         "plan (ms)\n";
   for (const compare::System system : compare::all_systems) {
     const compare::SystemRun& run = comparison.systems[system];
     out << "  " << std::left << std::setw(12) << run.name << std::right;
@@ -153,9 +154,10 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
         << std::setprecision(0) << summary.idle * 100 << "%" << std::setprecision(3) << std::setw(8)
         << summary.micro_batch_imbalance << std::setprecision(2) << std::setw(6);
     if (summary.over_bound)
-      out << *summary.over_bound << "×\n";
+      out << *summary.over_bound << "×";
     else
-      out << "-" << "\n";
+      out << "-" << " ";
+    out << std::setprecision(1) << std::setw(11) << summary.planning_seconds * 1e3 << "\n";
   }
   out << "\n";
   std::vector<double> bounds, areas, paths;
@@ -191,7 +193,8 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
   }
   out << "\n  imbalance: slowest / fastest busy pipeline, mean over iterations; idle: pipelines without work;\n"
       << "  degree: WLB-LLM's imbalance degree, slowest micro-batch forward x micro-batches / their total forward,\n"
-      << "  the worst pipeline's, mean over iterations\n";
+      << "  the worst pipeline's, mean over iterations; plan: wall-clock time spent planning an iteration (measured,\n"
+      << "  mean; a static system's covers every strategy it tries, sluice's every candidate and flex CP domain)\n";
 }
 
 }  // namespace simulate_report

@@ -39,7 +39,9 @@ void bind_compare(py::module_& module) {
       .def_readonly("idle", &compare::IterationOutcome::idle, "Share of pipelines without work")
       .def_readonly("micro_batch_imbalance", &compare::IterationOutcome::micro_batch_imbalance,
                     "WLB-LLM's imbalance degree (max forward × micro-batches / total), the worst pipeline's")
-      .def_readonly("strategy", &compare::IterationOutcome::strategy, "What ran, by name");
+      .def_readonly("strategy", &compare::IterationOutcome::strategy, "What ran, by name")
+      .def_readonly("planning_seconds", &compare::IterationOutcome::planning_seconds,
+                    "Measured wall-clock seconds spent planning the iteration for the system");
 
   py::class_<compare::SystemRun>(module, "SystemRun",
                                  "One system over the comparison's iterations, or why it cannot run the scenario.")
@@ -94,6 +96,10 @@ void bind_compare(py::module_& module) {
           "micro_batch_imbalance",
           [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::micro_batch_imbalance); },
           "Per iteration, WLB-LLM's imbalance degree between micro-batches")
+      .def_property_readonly(
+          "planning_seconds",
+          [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::planning_seconds); },
+          "Per iteration, the measured wall-clock seconds spent planning it")
       .def("__repr__", [](const compare::SystemRun& run) {
         return "<sluice.SystemRun " + run.name + ": " +
                (run.failure ? "failed" : std::to_string(run.iterations.size()) + " iterations") + ">";
@@ -138,7 +144,9 @@ void bind_compare(py::module_& module) {
       .def_readonly("layout_move", &compare::Summary::layout_move,
                     "Mean α–β seconds of those moves before overlap")
       .def_readonly("over_bound", &compare::Summary::over_bound,
-                    "Mean seconds over the mean lower bound; None when a batch has no bound");
+                    "Mean seconds over the mean lower bound; None when a batch has no bound")
+      .def_readonly("planning_seconds", &compare::Summary::planning_seconds,
+                    "Mean measured wall-clock seconds spent planning an iteration");
 
   py::class_<compare::Comparison> comparison_class(module, "Comparison",
                                                   "The systems on the same batches, in system_names() order.");

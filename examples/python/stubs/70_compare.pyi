@@ -24,6 +24,9 @@ class IterationOutcome:
     @property
     def strategy(self) -> str:
         """What ran, by name."""
+    @property
+    def planning_seconds(self) -> float:
+        """Measured wall-clock seconds spent planning the iteration for the system."""
 
 class SystemRun:
     """One system over the comparison's iterations, or why it cannot run the scenario."""
@@ -68,6 +71,9 @@ class SystemRun:
     @property
     def micro_batch_imbalance(self) -> FloatArray:
         """Per iteration, WLB-LLM's imbalance degree between micro-batches."""
+    @property
+    def planning_seconds(self) -> FloatArray:
+        """Per iteration, the measured wall-clock seconds spent planning it."""
 
 class Summary:
     """A system's statistics over the iterations: means and sample standard deviations."""
@@ -100,6 +106,9 @@ class Summary:
     @property
     def over_bound(self) -> Optional[float]:
         """Mean seconds over the mean lower bound; None when a batch has no bound."""
+    @property
+    def planning_seconds(self) -> float:
+        """Mean measured wall-clock seconds spent planning an iteration."""
 
 class IterationBound:
     """A lower bound on any plan's iteration time of one batch under the cost model."""

@@ -71,6 +71,18 @@ def run_document(run, summary):
     return document
 
 
+MEASURED = ("planning_seconds", "mean_planning_seconds")
+
+
+def without_measured(tree):
+    """A JSON tree without its measured wall-clock times, which differ from run to run."""
+    if isinstance(tree, dict):
+        return {key: without_measured(value) for key, value in tree.items() if key not in MEASURED}
+    if isinstance(tree, list):
+        return [without_measured(value) for value in tree]
+    return tree
+
+
 def bound_document(bound):
     return None if bound is None else {"seconds": bound.seconds, "area_seconds": bound.area_seconds,
                                        "critical_path_seconds": bound.critical_path_seconds}
@@ -99,9 +111,12 @@ def test_matches_the_tool(cli, comparison, tmp_path):
     document = cli("simulate", "--profile", PROFILE, "--gpus", GPUS, "--lengths", LENGTHS, "--tokens", TOKENS,
                    "--iterations", ITERATIONS, "--seed", SEED, "--trials", TRIALS, "--trace", trace)
     assert comparison.bounds[-1] == document["context"]
+    for system in document["systems"]:
+        assert all(iteration["planning_seconds"] >= 0 for iteration in system["iterations"])
+    document = without_measured(document)
     assert_close_json(document_of(comparison), {key: document[key] for key in document_of(comparison)})
     # The comparison's own document holds the same batches and runs as the tool's.
-    own = json.loads(comparison.to_json())
+    own = without_measured(json.loads(comparison.to_json()))
     assert own["batches"] == document["batches"] and own["bounds"] == document["length_ranges"]
     for mine, theirs in zip(own["systems"], document["systems"]):
         assert_close_json({key: mine[key] for key in ("name", "failure", "configuration", "strategies",
@@ -166,6 +181,10 @@ def test_result_structure(comparison):
         assert np.all(run.micro_batch_imbalance >= 1.0)
         assert np.all(run.switching <= run.layout_move)
         assert summaries[run.name].seconds == pytest.approx(seconds.mean())
+        # Measured, so only their bookkeeping is exact: every iteration timed, the summary their mean.
+        assert run.planning_seconds.tolist() == [outcome.planning_seconds for outcome in run.iterations]
+        assert np.all(run.planning_seconds > 0)
+        assert summaries[run.name].planning_seconds == pytest.approx(run.planning_seconds.mean(), rel=1e-12)
         assert summaries[run.name].speedup == pytest.approx(np.mean(seconds / comparison["sluice"].seconds))
         for plan in run.plans:
             assert isinstance(plan, sluice.IterationPlan)
@@ -203,7 +222,7 @@ def test_first_iteration_pipelines(comparison):
 def test_json_round_trip_pickle_and_files(comparison, tmp_path):
     text = comparison.to_json()
     document = json.loads(text)
-    assert document["format"] == "sluice.comparison" and document["version"] == 9
+    assert document["format"] == "sluice.comparison" and document["version"] == 11
     back = sluice.Comparison.from_json(text)
     assert back == comparison and back.to_json() == text
     assert [[name for name, _ in run.first] for run in back.systems] == \

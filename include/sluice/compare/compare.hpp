@@ -5,6 +5,7 @@
 // same batches, every iteration estimated the same way (the simulated
 // makespan of its slowest pipeline, stage-to-stage links in Options::problem), every plan validated; with each
 // system's summary. `sluice simulate` prints it; docs/study.md is made of it.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -76,6 +77,13 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
   if (!candidates.strategies.empty())
     sluice.emplace(options, candidates.strategies, chosen ? &chosen->sluice : nullptr);
   comparison.bounds = hotspa.bounds();
+  // Each system's planning time per iteration, measured around its planner (the iterations' records get it below).
+  BySystem<std::vector<double>> planning;
+  auto timed = [&](System system, auto& planner, std::span<const Sequence> batch) {
+    const auto start = std::chrono::steady_clock::now();
+    planner.add(batch);
+    planning[system].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  };
 
   for (std::size_t k = 0; k < iterations; ++k) {
     const std::vector<Sequence> batch = next_batch();
@@ -83,14 +91,14 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
     for (const Sequence& sequence : batch) tokens += sequence.length();
     comparison.batches.push_back(
         {.sequences = batch.size(), .tokens = tokens, .lower_bound = iteration_bound(options, batch)});
-    megatron.add(batch);
-    megatron_cp.add(batch);
-    deepspeed.add(batch);
-    dynamic_cp.add(batch);
-    flexsp.add(batch);
-    hotspa.add(batch);
-    dynapipe.add(batch);
-    if (sluice) sluice->add(batch);
+    timed(System::megatron, megatron, batch);
+    timed(System::megatron_cp, megatron_cp, batch);
+    timed(System::deepspeed, deepspeed, batch);
+    timed(System::dynamic_cp, dynamic_cp, batch);
+    timed(System::flexsp, flexsp, batch);
+    timed(System::hotspa, hotspa, batch);
+    timed(System::dynapipe, dynapipe, batch);
+    if (sluice) timed(System::sluice, *sluice, batch);
     if (progress) progress(k + 1, iterations);
   }
 
@@ -103,6 +111,11 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
   comparison.systems[System::dynapipe] = std::move(dynapipe).result();
   comparison.systems[System::sluice] =
       sluice ? std::move(*sluice).result() : detail::failed(System::sluice, *std::move(candidates.failure));
+  for (const System system : all_systems) {
+    std::vector<IterationOutcome>& outcomes = comparison.systems[system].iterations;
+    if (outcomes.size() != planning[system].size()) continue;  // a failed system has no iterations
+    for (std::size_t k = 0; k < outcomes.size(); ++k) outcomes[k].planning_seconds = planning[system][k];
+  }
   return comparison;
 }
 

@@ -27,6 +27,9 @@ struct IterationOutcome {
   // busy pipeline's (HotSPa: weighted by each range's time).
   double micro_batch_imbalance = 1;
   std::string strategy{};  // what ran
+  // Measured: the wall-clock seconds the comparison spent planning this iteration for the system (for a static
+  // system, every strategy it tries; for sluice, every candidate and flex CP domain).
+  double planning_seconds = 0;
   friend bool operator==(const IterationOutcome&, const IterationOutcome&) = default;
 };
 

@@ -22,6 +22,7 @@ struct Summary {
   double layout_move = 0;  // mean α–β seconds of those moves before overlap
   // Mean seconds over the mean of the batches' lower bounds (compare/bound.hpp); empty when a batch has none.
   std::optional<double> over_bound;
+  double planning_seconds = 0;  // mean wall-clock planning time per iteration (measured)
 };
 
 // The mean of the batches' lower bounds; empty when one has none.
@@ -38,7 +39,7 @@ inline std::optional<double> mean_lower_bound(std::span<const BatchSize> batches
 // The summary of `run` (not failed) over `batches`, its speedups those of `sluice` over it, iteration by iteration.
 inline Summary summarize(const SystemRun& run, std::span<const BatchSize> batches, const SystemRun& sluice) {
   Summary summary;
-  std::vector<double> seconds, throughput, speedups, imbalances, idle, degrees, switching, layout_move;
+  std::vector<double> seconds, throughput, speedups, imbalances, idle, degrees, switching, layout_move, planning;
   for (std::size_t k = 0; k < run.iterations.size(); ++k) {
     const IterationOutcome& outcome = run.iterations[k];
     seconds.push_back(outcome.seconds);
@@ -48,6 +49,7 @@ inline Summary summarize(const SystemRun& run, std::span<const BatchSize> batche
     degrees.push_back(outcome.micro_batch_imbalance);
     switching.push_back(outcome.switching);
     layout_move.push_back(outcome.layout_move);
+    planning.push_back(outcome.planning_seconds);
     if (!sluice.failure) speedups.push_back(outcome.seconds / sluice.iterations[k].seconds);
   }
   summary.seconds = mean(seconds);
@@ -63,6 +65,7 @@ inline Summary summarize(const SystemRun& run, std::span<const BatchSize> batche
   summary.micro_batch_imbalance = mean(degrees);
   summary.switching = mean(switching);
   summary.layout_move = mean(layout_move);
+  summary.planning_seconds = mean(planning);
   if (const std::optional<double> bound = mean_lower_bound(batches)) summary.over_bound = summary.seconds / *bound;
   return summary;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // JSON for the reports of the CLI's commands, so that a program reads what `sluice <command> --json` prints:
 // "sluice.schedule_run" (version 1, its CP variant 2), "sluice.shard_run" (version 1, its CP variant 2),
-// "sluice.simulate_run" (version 10, its CP variant 11; see simulate_run_version) and "sluice.trace_run" (version 2,
+// "sluice.simulate_run" (version 12, its CP variant 13; see simulate_run_version) and "sluice.trace_run" (version 2,
 // its CP variant 3; 1 had no layout moves and is refused by its version). Each report is a value type built from
 // the library's results (schedule_run, shard_run, simulate_run, trace_run) and written with
 // io::to_document; its reader, io::from_document, checks every member and the invariants between members that
@@ -310,10 +310,11 @@ struct SimulateRun {
   std::vector<std::string> pictures;       // the SVG files written
 };
 
-// 10: each batch's lower bound and each system's ratio to it added (8 had neither; 6 held eight systems without the
+// 12: each iteration's and system's measured planning time added (10 had none; 10: each batch's lower bound and
+// each system's ratio to it added; 8 had neither; 6 held eight systems without the
 // imbalance degree between micro-batches; 4 six, before Megatron-LM's dynamic CP and FlexSP; 2 four; each
 // version's CP variant is one above it).
-inline constexpr int simulate_run_version = 10;
+inline constexpr int simulate_run_version = 12;
 
 // The report of `comparison` under `setup` on the dataset read from `lengths`.
 inline SimulateRun simulate_run(const compare::Options& setup, const std::string& lengths,
@@ -522,7 +523,8 @@ struct adl_serializer<sluice::compare::Summary> {
            {"micro_batch_imbalance", summary.micro_batch_imbalance},
            {"switching_seconds", summary.switching},
            {"layout_move_seconds", summary.layout_move},
-           {"over_bound", summary.over_bound ? json(*summary.over_bound) : json(nullptr)}};
+           {"over_bound", summary.over_bound ? json(*summary.over_bound) : json(nullptr)},
+           {"mean_planning_seconds", summary.planning_seconds}};
   }
   static sluice::compare::Summary from_json(const json& in) {
     using sluice::io::field;
@@ -540,9 +542,11 @@ struct adl_serializer<sluice::compare::Summary> {
     summary.switching = field<double>(in, "switching_seconds", where);
     summary.layout_move = field<double>(in, "layout_move_seconds", where);
     summary.over_bound = field<std::optional<double>>(in, "over_bound", where);
+    summary.planning_seconds = field<double>(in, "mean_planning_seconds", where);
     sluice::require(!summary.over_bound || *summary.over_bound > 0, where, ": 'over_bound' must be > 0");
     for (const double value : {summary.seconds, summary.seconds_stddev, summary.tokens_per_second,
-                               summary.tokens_per_second_stddev, summary.switching, summary.layout_move})
+                               summary.tokens_per_second_stddev, summary.switching, summary.layout_move,
+                               summary.planning_seconds})
       sluice::require(value >= 0, where, ": times, rates and their deviations must be >= 0, got ", value);
     sluice::require(summary.speedup.has_value() == summary.speedup_stddev.has_value(), where,
                     ": 'speedup' and 'speedup_stddev' are both numbers or both null");
