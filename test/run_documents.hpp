@@ -1,17 +1,30 @@
 #pragma once
 // Values of the CLI's reports built as the CLI builds them, shared by the io and fuzz suites.
 #include <cstdint>
+#include <filesystem>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "sluice/compare/microbatching.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/cost/profile.hpp"
+#include "sluice/io/json.hpp"
 #include "sluice/io/run_json.hpp"
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 
 namespace sluice::test {
+
+// A recorded CLI output (test/golden) with its measured planning times, blanked in the recording, put back as numbers.
+inline std::string recorded_output(const char* name) {
+  std::string text =
+      io::read_text_file(std::filesystem::path(SLUICE_BUNDLED_DATA_DIR) / ".." / "test" / "golden" / name);
+  const std::string blank = "\"measured\"";
+  for (auto at = text.find(blank); at != std::string::npos; at = text.find(blank, at))
+    text.replace(at, blank.size(), "0.25");
+  return text;
+}
 
 // sluice schedule on eight samples drawn with `seed` over two replicas of a four-stage scheme, beside the baselines.
 inline io::ScheduleRun small_schedule_run(const cost::Profile& profile, std::uint64_t seed) {

@@ -30,6 +30,7 @@
 
 using namespace sluice;
 using sluice::test::read_back;
+using sluice::test::recorded_output;
 using sluice::test::rejects_document;
 
 namespace {
@@ -42,19 +43,10 @@ std::string golden_text(const char* name) {
   return io::read_text_file(std::filesystem::path(SLUICE_BUNDLED_DATA_DIR) / ".." / "test" / "golden" / name);
 }
 
-// A recorded output with its measured planning times (blanked in the recording) put back as numbers.
-std::string recorded_text(const char* name) {
-  std::string text = golden_text(name);
-  const std::string blank = "\"measured\"";
-  for (auto at = text.find(blank); at != std::string::npos; at = text.find(blank, at))
-    text.replace(at, blank.size(), "0.25");
-  return text;
-}
-
 // A recorded CLI output, read as a T and written again, is the text the CLI wrote.
 template <class T>
 T golden_round_trip(const char* name) {
-  const std::string text = recorded_text(name);
+  const std::string text = recorded_output(name);
   const T value = io::from_document<T>(io::parse(text, name), name);
   CHECK(io::document_text(value) == text);
   CHECK(io::document_text(read_back(value)) == text);
@@ -348,7 +340,7 @@ TEST_CASE("simulate_run: the recorded output reads and writes back byte for byte
 }
 
 TEST_CASE("simulate_run: broken documents name the member") {
-  const io::json document = io::parse(recorded_text("simulate.json"), "simulate.json");
+  const io::json document = io::parse(recorded_output("simulate.json"), "simulate.json");
   rejects_broken_envelope<io::SimulateRun>(document);
   auto broken = [&](auto&& edit, const char* fragment) {
     io::json bad = document;
@@ -381,7 +373,7 @@ TEST_CASE("simulate_run: broken documents name the member") {
 TEST_CASE("plan_run: the recorded outputs read and write back byte for byte") {
   for (const char* name : {"plan.json", "plan_proposed.json", "plan_all.json"}) {
     CAPTURE(name);
-    const std::string text = recorded_text(name);
+    const std::string text = recorded_output(name);
     const io::PlanRun run = io::from_document<io::PlanRun>(io::parse(text, name), name);
     CHECK(io::document_text(run) == text);
     CHECK(io::document_text(read_back(run)) == text);
@@ -391,7 +383,7 @@ TEST_CASE("plan_run: the recorded outputs read and write back byte for byte") {
 }
 
 TEST_CASE("plan_run: broken documents name the member") {
-  const io::json document = io::parse(recorded_text("plan.json"), "plan.json");
+  const io::json document = io::parse(recorded_output("plan.json"), "plan.json");
   rejects_broken_envelope<io::PlanRun>(document);
   auto broken = [&](auto&& edit, const char* fragment) {
     io::json bad = document;
@@ -420,7 +412,8 @@ TEST_CASE("plan_run: broken documents name the member") {
 }
 
 TEST_CASE("plan_run: each iteration's lower bound is below its total, and the summary is their ratio") {
-  const io::PlanRun run = io::from_document<io::PlanRun>(io::parse(recorded_text("plan.json"), "plan.json"), "plan.json");
+  const io::PlanRun run =
+      io::from_document<io::PlanRun>(io::parse(recorded_output("plan.json"), "plan.json"), "plan.json");
   std::vector<double> bounds;
   for (const io::PlanRunIteration& iteration : run.iterations) {
     REQUIRE(iteration.lower_bound.has_value());

@@ -381,13 +381,7 @@ std::vector<Subject> run_subjects() {
   // sluice fit needs Eigen, which this suite does not link: its recorded output stands for it.
   const auto golden = std::filesystem::path(SLUICE_BUNDLED_DATA_DIR) / ".." / "test" / "golden";
   subjects.push_back(make_subject<io::FitRun>("fit_run", io::read_json_file(golden / "fit.json"), {}, false));
-  // The recordings blank the measured planning times; numbers stand in for them.
-  const auto recorded = [&](const char* name) {
-    std::string text = io::read_text_file(golden / name);
-    for (auto at = text.find("\"measured\""); at != std::string::npos; at = text.find("\"measured\"", at))
-      text.replace(at, 10, "0.25");
-    return io::parse(text, name);
-  };
+  const auto recorded = [](const char* name) { return io::parse(test::recorded_output(name), name); };
   subjects.push_back(make_subject<io::SimulateRun>("simulate_run", recorded("simulate.json"), {}, false));
   subjects.push_back(make_subject<io::Inspect>("inspect", io::read_json_file(golden / "inspect.json"), {}, false));
   subjects.push_back(make_subject<io::PlanRun>("plan_run", recorded("plan.json"), {}, false));

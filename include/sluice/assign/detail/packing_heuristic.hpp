@@ -78,6 +78,7 @@ public:
       id_[i] = sequence.id();
       prefix_[i + 1] = prefix_[i] + weight_[i];
     }
+    skip_margin_ = 1e-9 * prefix_.back();
     const auto count = static_cast<std::int64_t>(n);
     // Every packing's estimate is at most (Σ T' + c)·(PP − 1 + U); when that is finite, so is every estimate
     // and bound compared below (an infinite one would compare equal to "no packing yet").
@@ -308,11 +309,10 @@ private:
   enum class Fit { too_light, too_heavy, open };
   [[nodiscard]] Fit fit(std::size_t p, std::size_t q, double out_weight, std::int64_t out_tokens,
                         InRange in, const Exchange& best) const noexcept {
-    const double margin = 1e-9 * prefix_.back();
-    if (out_weight - in.min_weight <= load_[p] - best.peak - margin ||
+    if (out_weight - in.min_weight <= load_[p] - best.peak - skip_margin_ ||
         tokens_[p] - out_tokens + in.min_tokens > capacity_)
       return Fit::too_light;
-    if (load_[q] + out_weight - in.max_weight >= best.peak + margin ||
+    if (load_[q] + out_weight - in.max_weight >= best.peak + skip_margin_ ||
         tokens_[q] + out_tokens - in.max_tokens > capacity_)
       return Fit::too_heavy;
     return Fit::open;
@@ -349,9 +349,8 @@ private:
     const std::int64_t shortest = std::max(length_[member_[last - 1]], tokens_[q] + out_tokens - in_tokens - capacity_);
     const std::int64_t longest = std::min(length_[member_[first]], capacity_ - tokens_[p] + out_tokens - in_tokens);
     if (shortest > longest) return;
-    const double margin = 1e-9 * prefix_.back();
-    if (out_weight - in_weight - latency_.sequence_time(shortest) <= load_[p] - best.peak - margin ||
-        load_[q] + out_weight - in_weight - latency_.sequence_time(longest) >= best.peak + margin)
+    if (out_weight - in_weight - latency_.sequence_time(shortest) <= load_[p] - best.peak - skip_margin_ ||
+        load_[q] + out_weight - in_weight - latency_.sequence_time(longest) >= best.peak + skip_margin_)
       return;
     const double ideal = out_weight - in_weight - (load_[p] - load_[q]) / 2;
     const auto split = std::partition_point(member_.begin() + static_cast<std::ptrdiff_t>(first),
@@ -463,6 +462,7 @@ private:
   std::vector<double> weight_;
   std::vector<std::int64_t> id_;
   std::vector<double> prefix_;  // prefix_[i] = Σ_{k<i} T'(l_k)
+  double skip_margin_ = 0;      // fit() and scan() skip only exchanges worse than the best by this much
   std::vector<std::size_t> bin_of_;
   std::vector<std::size_t> result_;  // the best packing of the last solve
   std::vector<double> load_;
