@@ -436,6 +436,62 @@ TEST_CASE("dispatch: the sorted-bound search makes the plain Alg. 1 choices") {
   }
 }
 
+TEST_CASE("dispatch: local search leaves no move or swap that lowers the slowest pipeline") {
+  // Every move and every swap with a shorter sequence, tried one by one with the bounds recomputed: the local
+  // search, which finds the best swap per pipeline pair by binary search, must have missed none that improves.
+  Rng rng(31);
+#ifdef NDEBUG
+  const int instances = 200;
+#else
+  const int instances = 30;
+#endif
+  int searched = 0;
+  for (int k = 0; k < instances; ++k) {
+    CAPTURE(k);
+    Instance instance = random_instance(rng, 80);
+    const std::size_t copies = static_cast<std::size_t>(rng.uniform_int(1, 4));
+    std::vector<SchemeCost> many;
+    for (const SchemeCost& cost : instance.pipelines)
+      for (std::size_t c = 0; c < copies; ++c) many.push_back(cost);
+    instance.pipelines = many;
+    const DispatchOptions options{.trials = 1, .threads = 1, .seed = static_cast<std::uint64_t>(k),
+                                  .local_search = true, .longest_first = false};
+    const Dispatch dispatch = assign::dispatch_greedy(instance.batch, instance.pipelines, options);
+    assign::validate(dispatch, instance.batch, instance.pipelines);
+    if (dispatch.objective <= dispatch.lower_bound * (1 + 1e-9)) continue;  // certified: no search ran
+    ++searched;
+    const auto p = static_cast<int>(std::ranges::max_element(dispatch.pipeline_bounds) -
+                                    dispatch.pipeline_bounds.begin());
+    const double current = dispatch.pipeline_bounds[static_cast<std::size_t>(p)];
+    const auto fits = [&](std::size_t i, int q) {
+      return instance.pipelines[static_cast<std::size_t>(q)].max_len >= instance.batch[i].length();
+    };
+    std::vector<int> trial = dispatch.pipeline_of;
+    const auto value_of = [&](int q) {
+      const std::vector<double> bounds = assign::dispatch_pipeline_bounds(instance.batch, instance.pipelines, trial);
+      return std::max(bounds[static_cast<std::size_t>(p)], bounds[static_cast<std::size_t>(q)]);
+    };
+    for (std::size_t i = 0; i < trial.size(); ++i) {
+      if (dispatch.pipeline_of[i] != p) continue;
+      for (int q = 0; q < static_cast<int>(instance.pipelines.size()); ++q) {
+        if (q == p || !fits(i, q)) continue;
+        trial[i] = q;
+        CHECK(value_of(q) >= current * (1 - 1e-9));
+        for (std::size_t j = 0; j < trial.size(); ++j) {
+          if (dispatch.pipeline_of[j] != q || instance.batch[j].length() >= instance.batch[i].length() || !fits(j, p))
+            continue;
+          trial[j] = p;
+          CHECK(value_of(q) >= current * (1 - 1e-9));
+          trial[j] = q;
+        }
+        trial[i] = p;
+      }
+    }
+  }
+  MESSAGE("checked ", searched, " searched dispatches of ", instances);
+  CHECK(searched >= instances / 2);
+}
+
 TEST_CASE("dispatch: the 64-GPU scenario respects J_i, pins long sequences and is deterministic") {
   int certified = 0;
   int searched = 0;

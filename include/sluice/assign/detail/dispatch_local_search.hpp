@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -19,16 +21,22 @@ namespace sluice::assign::detail {
 // accepts a non-move); ties keep the first in (sequence, pipeline, partner) order. Each accepted step
 // strictly lowers the bounds sorted in descending order, lexicographically, so the search ends; the maximum
 // never rises, and falls once every pipeline at the maximum has been lowered. Bounds are recomputed in batch
-// order after each step, so they equal dispatch_pipeline_bounds exactly.
+// order after each step, so they equal dispatch_pipeline_bounds exactly. The best swap of a sequence with q is
+// found by binary search over q's sequences in length order (consider_swaps), not by trying each.
 class DispatchLocalSearch {
 public:
   DispatchLocalSearch(const DispatchProblem& problem, std::vector<int>& pipeline_of)
       : problem_(problem),
         pipeline_of_(pipeline_of),
         members_(static_cast<std::size_t>(problem.pipelines())),
+        by_length_(static_cast<std::size_t>(problem.pipelines())),
         loads_(static_cast<std::size_t>(problem.pipelines())),
         length_class_(static_cast<std::size_t>(problem.sequences())) {
     for (int i = 0; i < problem.sequences(); ++i) members_[pipeline_of[i]].push_back(i);
+    for (int p = 0; p < problem.pipelines(); ++p) {
+      by_length_[p] = members_[p];
+      std::ranges::sort(by_length_[p], shorter_);
+    }
     std::vector<std::int64_t> lengths;
     for (int i = 0; i < problem.sequences(); ++i) lengths.push_back(problem.length(i));
     std::sort(lengths.begin(), lengths.end());
@@ -36,7 +44,6 @@ public:
     for (int i = 0; i < problem.sequences(); ++i)
       length_class_[i] = static_cast<int>(std::ranges::lower_bound(lengths, problem.length(i)) - lengths.begin());
     moved_seen_.assign(lengths.size(), 0);
-    partner_seen_.assign(lengths.size(), 0);
     for (int p = 0; p < problem.pipelines(); ++p) recompute(p);
   }
 
@@ -52,7 +59,7 @@ public:
       step.value = current - current * 1e-12;
       ++moved_stamp_;
       for (const int i : members_[p]) {
-        if (first_of_class(moved_seen_, moved_stamp_, i)) consider_moves(p, i, step);
+        if (first_of_class(i)) consider_moves(p, i, step);
       }
       if (step.sequence < 0) return;
       apply(p, step);
@@ -69,6 +76,13 @@ private:
     int second = -1;   // ... and the longest of the others
     double bound = 0;
   };
+  // Length, then batch order.
+  struct Shorter {
+    const DispatchProblem* problem;
+    bool operator()(int x, int y) const noexcept {
+      return problem->length(x) != problem->length(y) ? problem->length(x) < problem->length(y) : x < y;
+    }
+  };
   struct Step {
     double value = 0;
     int sequence = -1;
@@ -78,26 +92,17 @@ private:
 
   // Sequences of one length are interchangeable: their times and limits are equal, so every move or swap of a
   // later one has the value of the earlier one's and, compared strictly, never replaces it. Looking at the first
-  // of each length per pipeline keeps the result and makes a batch of many equal lengths cheap.
-  bool first_of_class(std::vector<std::uint64_t>& seen, std::uint64_t stamp, int i) {
-    std::uint64_t& mark = seen[static_cast<std::size_t>(length_class_[i])];
-    if (mark == stamp) return false;
-    mark = stamp;
+  // of each length of p keeps the result and makes a batch of many equal lengths cheap.
+  bool first_of_class(int i) {
+    std::uint64_t& mark = moved_seen_[static_cast<std::size_t>(length_class_[i])];
+    if (mark == moved_stamp_) return false;
+    mark = moved_stamp_;
     return true;
   }
 
-  void consider_moves(int p, int i, Step& step) {
+  void consider_moves(int p, int i, Step& step) const {
     const int limit = problem_.limit(i);
-    const std::int64_t length = problem_.length(i);
     const double without = bound_after(p, i, -1);
-    // Swapping i for k leaves p at least floor + (1 + PP − 1)·T'_p(k): V_lo drops by one at most, and k
-    // becomes p's longest sequence or is shorter than it.
-    const int g = problem_.group_of(p);
-    const DispatchGroup& group = problem_.group(g);
-    const Load& load = loads_[p];
-    const double floor = load.sum - problem_.time(i, g) +
-                         group.overhead * static_cast<double>(std::max<std::int64_t>(1, load.micro_batches - 1)) +
-                         group.pp_minus_1 * group.overhead;
     for (int q = 0; q < limit; ++q) {
       if (q == p) continue;
       // An empty pipeline right after an empty one of its group is the same candidate again.
@@ -107,17 +112,34 @@ private:
         const double value = std::max(without, bound_after(q, -1, i));
         if (value < step.value) step = {value, i, q, -1};
       }
-      ++partner_stamp_;
-      for (const int k : members_[q]) {
-        if (problem_.length(k) >= length || problem_.limit(k) <= p) continue;
-        if (!first_of_class(partner_seen_, partner_stamp_, k)) continue;
-        if (floor + (1 + group.pp_minus_1) * problem_.time(k, g) >= step.value) continue;
-        const double new_p = bound_after(p, i, k);
-        if (new_p >= step.value) continue;
-        const double value = std::max(new_p, bound_after(q, k, i));
-        if (value < step.value) step = {value, i, q, k};
-      }
+      consider_swaps(p, i, q, step);
     }
+  }
+
+  // The best swap of i (on p) with a shorter sequence k of q, found by binary search rather than by trying every
+  // k. Along q's sequences in length order, p's bound after the swap never falls (k's time, tokens and the longest
+  // only grow) and q's never rises (q's longest becomes max(i, its longest) whatever k is): their maximum is least
+  // where they cross, and every k of that least value lies in one run around the crossing. The partners that can go
+  // to p are a prefix too (a shorter sequence fits at least the pipelines a longer one does). Among the k of least
+  // value the first in batch order is taken, as a scan in batch order comparing strictly would.
+  void consider_swaps(int p, int i, int q, Step& step) const {
+    const std::vector<int>& partners = by_length_[q];
+    const std::int64_t length = problem_.length(i);
+    const auto eligible_end = std::ranges::partition_point(
+        partners, [&](int k) { return problem_.length(k) < length && problem_.limit(k) > p; });
+    const std::span<const int> eligible(partners.begin(), eligible_end);
+    if (eligible.empty()) return;
+    const auto on_p = [&](int k) { return bound_after(p, i, k); };
+    const auto on_q = [&](int k) { return bound_after(q, k, i); };
+    const auto crossing = std::ranges::partition_point(eligible, [&](int k) { return on_p(k) < on_q(k); });
+    double least = std::numeric_limits<double>::infinity();
+    if (crossing != eligible.begin()) least = on_q(*std::prev(crossing));
+    if (crossing != eligible.end()) least = std::min(least, on_p(*crossing));
+    if (!(least < step.value)) return;
+    const auto first = std::ranges::partition_point(eligible, [&](int k) { return on_q(k) > least; });
+    const auto last = std::ranges::partition_point(eligible, [&](int k) { return on_p(k) <= least; });
+    const int partner = *std::ranges::min_element(first, last);
+    step = {least, i, q, partner};
   }
 
   // Eq. 2 of pipeline p after removing `removed` and adding `added` (either may be −1).
@@ -167,10 +189,14 @@ private:
   void erase(int p, int i) {
     std::vector<int>& list = members_[p];
     list.erase(std::ranges::lower_bound(list, i));
+    std::vector<int>& sorted = by_length_[p];
+    sorted.erase(std::ranges::lower_bound(sorted, i, shorter_));
   }
   void insert(int p, int i) {
     std::vector<int>& list = members_[p];
     list.insert(std::ranges::lower_bound(list, i), i);
+    std::vector<int>& sorted = by_length_[p];
+    sorted.insert(std::ranges::lower_bound(sorted, i, shorter_), i);
   }
 
   // Sums in batch order, as DispatchProblem::bounds does.
@@ -199,10 +225,12 @@ private:
   const DispatchProblem& problem_;
   std::vector<int>& pipeline_of_;
   std::vector<std::vector<int>> members_;  // per pipeline, its sequences in batch order
+  Shorter shorter_{&problem_};
+  std::vector<std::vector<int>> by_length_;  // per pipeline, its sequences by Shorter
   std::vector<Load> loads_;
   std::vector<int> length_class_;  // per sequence, the rank of its length among the batch's distinct lengths
-  std::vector<std::uint64_t> moved_seen_, partner_seen_;  // per length class, the stamp it was last seen under
-  std::uint64_t moved_stamp_ = 0, partner_stamp_ = 0;
+  std::vector<std::uint64_t> moved_seen_;  // per length class, the stamp it was last seen under
+  std::uint64_t moved_stamp_ = 0;
 };
 
 }  // namespace sluice::assign::detail
