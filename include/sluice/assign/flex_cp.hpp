@@ -198,6 +198,15 @@ public:
           work_[s * degrees_ + k] = flex_cp_sequence_seconds(problem, k, problem.lengths[s]);
           charged_[s * degrees_ + k] = flex_cp_charged(problem, k, problem.lengths[s]);
         }
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::ranges::sort(order, [&](int x, int y) {
+      return problem.lengths[std::size_t(x)] != problem.lengths[std::size_t(y)]
+                 ? problem.lengths[std::size_t(x)] > problem.lengths[std::size_t(y)]
+                 : x < y;
+    });
+    longest_first_rank_.resize(n);
+    for (std::size_t r = 0; r < n; ++r) longest_first_rank_[std::size_t(order[r])] = int(r);
   }
 
   // The units' busy time per unit when each sequence takes its least-area degree.
@@ -349,11 +358,7 @@ private:
   }
   // Longest first, ties by index.
   void sort_longest_first(std::vector<int>& sequences) const {
-    std::sort(sequences.begin(), sequences.end(), [&](int x, int y) {
-      return problem_.lengths[std::size_t(x)] != problem_.lengths[std::size_t(y)]
-                 ? problem_.lengths[std::size_t(x)] > problem_.lengths[std::size_t(y)]
-                 : x < y;
-    });
+    std::ranges::sort(sequences, {}, [&](int s) { return longest_first_rank_[std::size_t(s)]; });
   }
   [[nodiscard]] double shelf_height(const Shelf& shelf) const {
     double height = 0;
@@ -547,12 +552,26 @@ private:
       const int kept = two_slowest[t][0] != c ? two_slowest[t][0] : two_slowest[t][1];
       return kept < 0 ? 0.0 : columns_[std::size_t(kept)].load;
     };
+    // Each group's load less its heaviest sequence: the least it keeps in a swap, so that a group no swap can
+    // take s into below the best is passed over whole.
+    std::vector<double> keeps(columns_.size());
+    for (std::size_t c = 0; c < columns_.size(); ++c) {
+      double heaviest = 0;
+      for (const int other : columns_[c].sequences) heaviest = std::max(heaviest, work(other, columns_[c].degree));
+      keeps[c] = columns_[c].load - heaviest;
+    }
+    const auto swapped = [&](std::size_t t, double rest_of_t, double from_load, double to_load) {
+      return t == m ? now.with(m, std::max({rest_of_t, from_load, to_load}), m, 0)
+                    : now.with(m, std::max(second, from_load), t, std::max(rest_of_t, to_load));
+    };
     for (const int s : candidates)
       for (std::size_t c = 0; c < columns_.size(); ++c) {
         const Column& to = columns_[c];
         if (int(c) == slowest || to.sequences.empty() || !std::isfinite(work(s, to.degree))) continue;
         const auto t = std::size_t(to.shelf);
         const double rest_of_t = t == m ? height_without(m, slowest, int(c)) : without(t, int(c));
+        // Rounding keeps each of the swap's loads at or above these (every work is >= 0), so nothing better is missed.
+        if (swapped(t, rest_of_t, from.load - work(s, from.degree), keeps[c] + work(s, to.degree)) >= best) continue;
         for (const int other : to.sequences) {
           if (!std::isfinite(work(other, from.degree)) ||
               from.tokens - charged(s, from.degree) + charged(other, from.degree) > capacity(from.degree) ||
@@ -560,8 +579,7 @@ private:
             continue;
           const double from_load = from.load - work(s, from.degree) + work(other, from.degree);
           const double to_load = to.load - work(other, to.degree) + work(s, to.degree);
-          const double value = t == m ? now.with(m, std::max({rest_of_t, from_load, to_load}), m, 0)
-                                      : now.with(m, std::max(second, from_load), t, std::max(rest_of_t, to_load));
+          const double value = swapped(t, rest_of_t, from_load, to_load);
           if (value < best) {
             best = value;
             best_s = s;
@@ -834,6 +852,7 @@ private:
     std::vector<double>& loads = greedy_loads_;
     std::vector<std::int64_t>& tokens = greedy_tokens_;
     std::vector<int>& group_of = greedy_group_of_;
+    const std::vector<double>& rest_area = greedy_rest_area_;
     group_of.resize(sequences.size());
     LayoutBounds bounds;
     std::pair<int, int> bounded{-1, -1};  // the degrees `bounds` is of: layouts come grouped by them
@@ -856,6 +875,10 @@ private:
       std::fill_n(loads.begin(), wide_end, constant(layout.wide));
       tokens.assign(size, 0);
       double slowest = 0;
+      // The units' busy time so far plus the rest's least: no lower than the micro-batch's height times the units.
+      const double wide_units = static_cast<double>(wide_end) * width(layout.wide);
+      double busy = wide_units * constant(layout.wide) + (problem_.units - wide_units) * constant(layout.narrow);
+      const double hopeless = bound * (1 + 1e-9) * problem_.units;
       for (std::size_t i = 0; i < sequences.size(); ++i) {
         const int s = sequences[i];
         std::size_t chosen = size;
@@ -881,7 +904,11 @@ private:
         tokens[chosen] += charged(s, k);
         group_of[i] = int(chosen);
         slowest = std::max(slowest, loads[chosen]);
-        if (slowest >= bound) break;
+        busy += width(k) * work(s, k);
+        if (slowest >= bound || busy + rest_area[i + 1] > hopeless) {
+          slowest = std::max(slowest, bound);
+          break;
+        }
       }
       if (slowest < bound) {
         bound = slowest;
@@ -909,17 +936,20 @@ private:
 
   // What no grouping of `sequences` into groups of degrees `wide` and `narrow` beats: the slowest sequence alone in
   // its fastest group, the units' least busy time spread over all of them, and the fewest tokens the sequences are
-  // charged.
+  // charged. Fills greedy_rest_area_: the least busy time of the sequences from each position on.
   struct LayoutBounds {
     double height = 0;
+    double area = 0;  // the least busy time spread over the units
     double tokens = 0;
   };
-  [[nodiscard]] LayoutBounds layout_bounds(const std::vector<int>& sequences, int wide, int narrow) const {
+  [[nodiscard]] LayoutBounds layout_bounds(const std::vector<int>& sequences, int wide, int narrow) {
     const std::array<int, 2> kinds{wide, narrow};
     double slowest = 0;
     double area = 0;
     double tokens = 0;
-    for (const int s : sequences) {
+    greedy_rest_area_.assign(sequences.size() + 1, 0.0);
+    for (std::size_t i = sequences.size(); i-- > 0;) {
+      const int s = sequences[i];
       double fastest = std::numeric_limits<double>::infinity();
       double least_area = std::numeric_limits<double>::infinity();
       double fewest_tokens = std::numeric_limits<double>::infinity();
@@ -932,8 +962,9 @@ private:
       slowest = std::max(slowest, fastest);
       area += least_area;
       tokens += fewest_tokens;
+      greedy_rest_area_[i] = greedy_rest_area_[i + 1] + least_area;
     }
-    return {std::max(slowest, area / problem_.units), tokens};
+    return {.height = std::max(slowest, area / problem_.units), .area = area / problem_.units, .tokens = tokens};
   }
 
   // Whether `layout` cannot group sequences of these bounds into a micro-batch shorter than `bound`. Skipping such
@@ -944,7 +975,10 @@ private:
     const double held = static_cast<double>(capacity(layout.wide)) * layout.count +
                         static_cast<double>(capacity(layout.narrow)) *
                             static_cast<double>(groups - std::size_t(layout.count));
-    return bounds.tokens > held || bounds.height > bound * (1 + 1e-9);
+    const double wide_units = static_cast<double>(layout.count) * width(layout.wide);
+    const double constants =
+        (wide_units * constant(layout.wide) + (problem_.units - wide_units) * constant(layout.narrow)) / problem_.units;
+    return bounds.tokens > held || std::max(bounds.height, bounds.area + constants) > bound * (1 + 1e-9);
   }
 
   // Micro-batch m without groups; its height limit, which only packing reads, stays.
@@ -991,6 +1025,7 @@ private:
   std::size_t degrees_;
   std::vector<double> work_;           // per sequence and degree; infinite where the degree cannot hold it
   std::vector<std::int64_t> charged_;
+  std::vector<int> longest_first_rank_;  // per sequence, its place longest first (ties by index)
   std::vector<Column> columns_;
   std::vector<Shelf> shelves_;
   std::vector<std::set<std::pair<double, int>>> open_;  // per degree: (slack, column)
@@ -999,6 +1034,7 @@ private:
   std::vector<double> greedy_loads_;                   // grouped()'s working arrays, kept to spare allocations
   std::vector<std::int64_t> greedy_tokens_;
   std::vector<int> greedy_group_of_;
+  std::vector<double> greedy_rest_area_;
 };
 
 }  // namespace detail
