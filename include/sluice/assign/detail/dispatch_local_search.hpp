@@ -131,6 +131,8 @@ private:
     if (eligible.empty()) return;
     const auto on_p = [&](int k) { return bound_after(p, i, k); };
     const auto on_q = [&](int k) { return bound_after(q, k, i); };
+    // p's least is at the shortest partner and q's at the longest: a swap beats neither where their max does not.
+    if (std::max(on_p(eligible.front()), on_q(eligible.back())) >= step.value) return;
     const auto crossing = std::ranges::partition_point(eligible, [&](int k) { return on_p(k) < on_q(k); });
     double least = std::numeric_limits<double>::infinity();
     if (crossing != eligible.begin()) least = on_q(*std::prev(crossing));
