@@ -156,6 +156,14 @@ Instance random_instance(Rng& rng, int max_sequences) {
   return instance;
 }
 
+// Each pipeline `copies` times in a row (MaxLen order kept).
+void repeat_pipelines(Instance& instance, std::int64_t copies) {
+  std::vector<SchemeCost> many;
+  for (const SchemeCost& cost : instance.pipelines)
+    for (std::int64_t c = 0; c < copies; ++c) many.push_back(cost);
+  instance.pipelines = std::move(many);
+}
+
 // Like the benchmarks' 64-GPU scenario (from a smaller dataset): 1×<16,1> + 6×<8,1>, 200K-token batches.
 Instance scenario_64(int batch_number) {
   const cost::Profile profile = profile_32b().with_gpus(64);
@@ -416,11 +424,7 @@ TEST_CASE("dispatch: the sorted-bound search makes the plain Alg. 1 choices") {
     CAPTURE(k);
     Instance instance = random_instance(rng, 60);
     // More pipelines, several of each kind, so that groups and pruning matter.
-    const std::size_t copies = static_cast<std::size_t>(rng.uniform_int(1, 5));
-    std::vector<SchemeCost> many;
-    for (const SchemeCost& cost : instance.pipelines)
-      for (std::size_t c = 0; c < copies; ++c) many.push_back(cost);
-    instance.pipelines = many;
+    repeat_pipelines(instance, rng.uniform_int(1, 5));
     // One random trial per seed, with and without the longest-first trial.
     const auto seed = static_cast<std::uint64_t>(k);
     const Trial random = plain_greedy(instance, random_order(instance, seed, 0));
@@ -449,11 +453,7 @@ TEST_CASE("dispatch: local search leaves no move or swap that lowers the slowest
   for (int k = 0; k < instances; ++k) {
     CAPTURE(k);
     Instance instance = random_instance(rng, 80);
-    const std::size_t copies = static_cast<std::size_t>(rng.uniform_int(1, 4));
-    std::vector<SchemeCost> many;
-    for (const SchemeCost& cost : instance.pipelines)
-      for (std::size_t c = 0; c < copies; ++c) many.push_back(cost);
-    instance.pipelines = many;
+    repeat_pipelines(instance, rng.uniform_int(1, 4));
     const DispatchOptions options{.trials = 1, .threads = 1, .seed = static_cast<std::uint64_t>(k),
                                   .local_search = true, .longest_first = false};
     const Dispatch dispatch = assign::dispatch_greedy(instance.batch, instance.pipelines, options);

@@ -876,8 +876,7 @@ private:
       tokens.assign(size, 0);
       double slowest = 0;
       // The units' busy time so far plus the rest's least: no lower than the micro-batch's height times the units.
-      const double wide_units = static_cast<double>(wide_end) * width(layout.wide);
-      double busy = wide_units * constant(layout.wide) + (problem_.units - wide_units) * constant(layout.narrow);
+      double busy = constants_busy(layout);
       const double hopeless = bound * (1 + 1e-9) * problem_.units;
       for (std::size_t i = 0; i < sequences.size(); ++i) {
         const int s = sequences[i];
@@ -975,10 +974,14 @@ private:
     const double held = static_cast<double>(capacity(layout.wide)) * layout.count +
                         static_cast<double>(capacity(layout.narrow)) *
                             static_cast<double>(groups - std::size_t(layout.count));
+    return bounds.tokens > held ||
+           std::max(bounds.height, bounds.area + constants_busy(layout) / problem_.units) > bound * (1 + 1e-9);
+  }
+
+  // The units' busy time in `layout`'s groups' constants alone (every unit is in one group).
+  [[nodiscard]] double constants_busy(const Layout& layout) const {
     const double wide_units = static_cast<double>(layout.count) * width(layout.wide);
-    const double constants =
-        (wide_units * constant(layout.wide) + (problem_.units - wide_units) * constant(layout.narrow)) / problem_.units;
-    return bounds.tokens > held || std::max(bounds.height, bounds.area + constants) > bound * (1 + 1e-9);
+    return wide_units * constant(layout.wide) + (problem_.units - wide_units) * constant(layout.narrow);
   }
 
   // Micro-batch m without groups; its height limit, which only packing reads, stays.

@@ -251,8 +251,8 @@ private:
 
   // Improves the slowest micro-batch p until no move or exchange lowers it by more than a rounding tolerance,
   // or it is within `near_bound` of `bound` (a precision far finer than any cost model's; on full micro-batches of
-  // hundreds of short documents the last 0.01% took hundreds of exchanges). Each step lowers Σ load² (the pair's loads move closer), so the descent ends; no
-  // step empties a micro-batch.
+  // hundreds of short documents the last 0.01% took hundreds of exchanges). Each step lowers Σ load² (the pair's
+  // loads move closer), so the descent ends; no step empties a micro-batch.
   void descend(std::size_t bins, double bound) {
     const double tolerance = 1e-12 * prefix_.back();
     while (true) {
