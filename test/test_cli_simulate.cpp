@@ -124,7 +124,7 @@ TEST_CASE("cli: simulate with CP and AC: Megatron-LM's CP, DeepSpeed, dynamic CP
   // The flex CP systems: ring groups on a ⟨TP, PP⟩ domain, and ZeRO-3 Ulysses groups on ⟨1, 1⟩.
   CHECK(scheme_of(3).cp() == 1);
   CHECK(scheme_of(4) == sluice::Scheme(1, 1));
-  CHECK(document.at("systems")[4].at("configuration").get<std::string>().find("Ulysses groups of 1, 2, 4, 8") !=
+  CHECK(document.at("systems")[4].at("configuration").get<std::string>().find("Ulysses groups of 2, 4, 8 GPUs formed per micro-batch with every GPU busy") !=
         std::string::npos);
 }
 
@@ -209,7 +209,7 @@ TEST_CASE("cli: trace plans one iteration and writes its timeline") {
 }
 
 TEST_CASE("cli: with CP, trace gives the flex CP plan that simulate ran for sluice where it ran one") {
-  const std::vector<std::string_view> scenario = {"--tokens", "30000", "--trials", "4", "--seed", "3", "--gpus", "8",
+  const std::vector<std::string_view> scenario = {"--tokens", "40000", "--trials", "4", "--seed", "3", "--gpus", "8",
                                                   "--cp", "2,4,8", "--cp-kinds", "ulysses,ring", "--context", "16384",
                                                   "--json"};
   const auto simulated = run_cli(with({"simulate", "--iterations", "3"}, scenario));

@@ -206,7 +206,7 @@ TEST_CASE("flex domains: the fastest kept, and the validator names a slower one"
 TEST_CASE("flex domains: sluice, offering FlexSP's and dynamic CP's domains, is never slower than FlexSP") {
   compare::Options options{.profile = profile8(),
                            .context = 16384,
-                           .tokens = 30000,
+                           .tokens = 40000,
                            .problem = {.hidden = 4096, .element_bytes = 2, .link = {.latency = 1e-5, .bandwidth = 1e11},
                                        .backward_ratio = 2},
                            .dispatch = {.trials = 4},

@@ -57,6 +57,10 @@ inline void validate_flex_cp(const FlexCpProblem& problem) {
   sluice::require(problem.lengths.size() <= flex_cp_max_sequences, "flex CP: ", problem.lengths.size(),
                   " sequences, more than the limit of ", flex_cp_max_sequences);
   sluice::require(!problem.degrees.empty(), "flex CP: no CP degree to form groups of");
+  sluice::require(std::isfinite(problem.collectives.seconds) && problem.collectives.seconds >= 0 &&
+                      std::isfinite(problem.collectives.backward_ratio) && problem.collectives.backward_ratio > 0,
+                  "flex CP: the collectives need seconds finite and >= 0 and a backward ratio finite and > 0, got ",
+                  problem.collectives.seconds, " s and ", problem.collectives.backward_ratio);
   for (std::size_t k = 0; k < problem.degrees.size(); ++k) {
     const FlexCpDegree& degree = problem.degrees[k];
     sluice::require(degree.degree >= 1 && problem.units % degree.degree == 0, "flex CP: CP degree ", degree.degree,
@@ -87,11 +91,20 @@ inline double flex_cp_group_seconds(const FlexCpProblem& problem, const FlexCpGr
   return seconds;
 }
 
+// A micro-batch's time when its slowest group computes `compute`: that, or longer where the problem's collectives
+// outlast a pass.
+inline double flex_cp_exposed_seconds(const FlexCpProblem& problem, double compute) {
+  const FlexCpCollectives& collectives = problem.collectives;
+  if (collectives.seconds == 0) return compute;
+  const double forward = compute / (1 + collectives.backward_ratio);
+  return std::max(forward, collectives.seconds) + std::max(compute - forward, 2 * collectives.seconds);
+}
+
 inline double flex_cp_micro_batch_seconds(const FlexCpProblem& problem, const FlexCpMicroBatch& micro_batch) {
   double slowest = 0;
   for (const FlexCpGroup& group : micro_batch.groups)
     slowest = std::max(slowest, flex_cp_group_seconds(problem, group));
-  return slowest;
+  return flex_cp_exposed_seconds(problem, slowest);
 }
 
 // Σ_m T_m + (PP − 1)·max_m T_m.
@@ -1094,8 +1107,12 @@ inline FlexCpPlan solve_flex_cp(const FlexCpProblem& problem, const FlexCpOption
     packer.pack(start.target, start.floor);
     packer.improve(options.improvement_rounds,
                    detail::FlexCpPacker::improvement_budget / static_cast<std::int64_t>(floored.size()));
-    if (packer.objective() < best_value) {
-      best_value = packer.objective();
+    // The packer prices groups alone; collectives that outlast short micro-batches are priced here.
+    const double value = problem.collectives.seconds == 0
+                             ? packer.objective()
+                             : flex_cp_iteration_seconds(problem, packer.micro_batches());
+    if (value < best_value) {
+      best_value = value;
       best = packer.micro_batches();
     }
   }

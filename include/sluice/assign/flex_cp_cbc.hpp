@@ -251,6 +251,8 @@ inline ExactFlexCp solve_flex_cp_exact(const FlexCpProblem& problem, const solve
                   " units, more than the exact solver's limit of ", flex_cp_exact_max_units);
   sluice::require(!options.warm_start.has_value(),
                   "flex CP exact: options.warm_start must be empty (the heuristic's plan is the cutoff)");
+  sluice::require(problem.collectives.seconds == 0,
+                  "flex CP exact: the model has no collectives; problem.collectives.seconds must be 0");
 
   ExactFlexCp result;
   result.plan = solve_flex_cp(problem);

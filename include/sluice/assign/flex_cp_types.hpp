@@ -20,12 +20,23 @@ struct FlexCpDegree {
   int length_multiple = 1;        // lengths are charged rounded up to this: 2·R for a ring of R's causal chunks
 };
 
+// Collectives that every micro-batch runs over all units beside its compute, each overlapping one pass (ZeRO-3:
+// the parameters' all-gather in the forward, all-gather and reduce-scatter in the backward): a micro-batch whose
+// slowest group computes T lasts max(T_f, C) + max(T_b, 2·C), T split into T_f + T_b by the backward ratio. So a
+// micro-batch of little compute exposes the collectives that a long one hides.
+struct FlexCpCollectives {
+  double seconds = 0;         // C, one collective; 0 for none
+  double backward_ratio = 2;  // T_b / T_f
+  friend bool operator==(const FlexCpCollectives&, const FlexCpCollectives&) = default;
+};
+
 struct FlexCpProblem {
   std::vector<std::int64_t> lengths;  // the iteration's sequences
   int units = 1;
   int pp = 1;
   std::vector<FlexCpDegree> degrees;     // ascending, each dividing the next and the units
   bool one_degree_per_micro_batch = false;  // Megatron-LM's dynamic CP: one CP size per micro-batch
+  FlexCpCollectives collectives{};
 };
 
 struct FlexCpGroup {

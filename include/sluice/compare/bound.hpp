@@ -40,7 +40,7 @@ inline std::vector<cost::SchemeCost> bound_schemes(const Options& options) {
         schemes.push_back(cost);
   };
   admit(options.profile);
-  if (const Zero3Options zero3 = zero3_options(options, 1); zero3.options) admit(zero3.options->profile);
+  if (const Zero3Options zero3 = zero3_options(options, 1, false); zero3.options) admit(zero3.options->profile);
   return schemes;
 }
 

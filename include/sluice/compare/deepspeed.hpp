@@ -59,15 +59,16 @@ inline double zero3_exposed_seconds(double collective, const cost::QuadraticLate
 namespace detail {
 
 // `options` with its profile narrowed to DeepSpeed's schemes under ZeRO-3 that hold `holds` tokens (DeepSpeed: the
-// context; FlexSP: any sequence): memory with every state sharded over the cluster, the collectives' exposed time
-// added to each scheme's constant; nullopt with why when there is none.
+// context; FlexSP: any sequence): memory with every state sharded over the cluster, and, `exposed_in_constants`,
+// the collectives' exposed time at a full bin added to each scheme's constant (flex CP charges each micro-batch its
+// own: assign::FlexCpCollectives); nullopt with why when there is none.
 struct Zero3Options {
   std::optional<Options> options;
   std::string failure;
   double collective_seconds = 0;
 };
 
-inline Zero3Options zero3_options(const Options& options, std::int64_t holds) {
+inline Zero3Options zero3_options(const Options& options, std::int64_t holds, bool exposed_in_constants = true) {
   const cost::ProfileSpec& spec = options.profile.spec();
   Zero3Options result;
   if (!spec.memory || !spec.memory->activation_bytes.contains(1)) {
@@ -83,7 +84,9 @@ inline Zero3Options zero3_options(const Options& options, std::int64_t holds) {
     if (spec.memory->for_scheme(cost.scheme, gpus, cost::StateSharding::zero3).max_len() < holds) continue;
     const cost::QuadraticLatency& t = cost.latency;
     const double exposed =
-        zero3_exposed_seconds(result.collective_seconds, t, options.context, options.problem.backward_ratio);
+        exposed_in_constants
+            ? zero3_exposed_seconds(result.collective_seconds, t, options.context, options.problem.backward_ratio)
+            : 0.0;
     entries.push_back({cost.scheme, {t.a(), t.b(), t.c() + exposed}, std::nullopt, cost.util_len});
   }
   if (entries.empty()) {

@@ -2,8 +2,9 @@
 // The baselines that choose a context-parallel degree per micro-batch, on replicas of one ⟨TP, PP⟩ pipeline whose
 // units re-form into CP groups for every micro-batch (assign/flex_cp.hpp solves each iteration):
 // - System::flexsp, FlexSP (Wang et al., ASPLOS'25): ZeRO-3 data parallelism over all GPUs (as DeepSpeed, with its
-//   memory and collectives) and Ulysses groups of different sizes in one micro-batch, the sequences assigned to
-//   groups and split into micro-batches to fit memory; its MILP's objective, solved by the flex CP solver.
+//   memory and collectives, which each micro-batch's compute hides or exposes) and Ulysses groups of different
+//   sizes in one micro-batch, planned as its authors plan (compare/flexsp.hpp): their SP pool from 2 up, every GPU
+//   busy in each micro-batch, the sequences sorted and split into micro-batches for a few counts.
 // - System::dynamic_cp, Megatron-LM's dynamic context parallelism (--dynamic-context-parallel): a ⟨TP, PP⟩
 //   domain whose DP×CP ranks take one power-of-two ring CP size per packed micro-batch, the packing balanced over
 //   the data-parallel groups; the best domain by mean over the iterations.
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "sluice/assign/flex_cp.hpp"
+#include "sluice/assign/flexsp.hpp"
 #include "sluice/compare/deepspeed.hpp"
 #include "sluice/compare/detail/iterations.hpp"
 #include "sluice/compare/options.hpp"
@@ -42,14 +44,20 @@ inline bool dynamic_cp_scheme(const Scheme& scheme) {
   return scheme.cp_kind() == CpKind::ring && (scheme.cp() & (scheme.cp() - 1)) == 0;
 }
 
+// The collectives ZeRO-3 runs over every GPU in each micro-batch (zero3: from zero3_options).
+inline assign::FlexCpCollectives zero3_collectives(const Options& options, const detail::Zero3Options& zero3) {
+  return {.seconds = zero3.collective_seconds, .backward_ratio = options.problem.backward_ratio};
+}
+
 // The flex CP domain that FlexSP runs: ZeRO-3 over every GPU (as the deepspeed baseline, with its memory and
 // collectives) and ⟨1, 1⟩ units in Ulysses groups formed per micro-batch; nullptr where the scheme space gives it no
 // Ulysses degree.
 inline std::shared_ptr<const plan::FlexDomain> zero3_flex_domain(const Options& options) {
-  const detail::Zero3Options zero3 = detail::zero3_options(options, 1);
+  const detail::Zero3Options zero3 = detail::zero3_options(options, 1, false);
   const std::int64_t gpus = options.profile.gpus();
   if (!zero3.options || gpus > assign::flex_cp_max_units) return nullptr;
-  return plan::flex_domain(zero3.options->profile, Scheme(1, 1), static_cast<int>(gpus), flexsp_scheme);
+  return plan::flex_domain(zero3.options->profile, Scheme(1, 1), static_cast<int>(gpus), flexsp_scheme, false, 0,
+                           zero3_collectives(options, zero3), true);
 }
 
 // The flex CP domains sluice's plan offers beside its candidates, with how the comparison names each and the
@@ -65,7 +73,7 @@ struct SluiceFlex {
 // domain (ring degrees that are powers of two, one per micro-batch) and sluice's own (the base's CP schemes of every
 // kind, groups of mixed degrees side by side in a micro-batch). A base's domains are charged, as `planning`'s
 // policy charges a candidate, the layout move of the homogeneous strategy on it; FlexSP's nothing, as its
-// collectives are in its groups' costs.
+// collectives are in its problem.
 inline SluiceFlex sluice_flex_domains(const Options& options, const plan::Options& planning) {
   SluiceFlex flex;
   std::vector<std::shared_ptr<const plan::FlexDomain>> domains;
@@ -112,7 +120,7 @@ public:
     sluice::require(system == System::flexsp || system == System::dynamic_cp, "compare: ", name(system),
                     " is not a flex CP system");
     if (system == System::flexsp) {
-      zero3_ = detail::zero3_options(options, 1);
+      zero3_ = detail::zero3_options(options, 1, false);
       if (zero3_->options) add_domain(zero3_->options->profile, Scheme(1, 1), flexsp_scheme);
     } else {
       const std::int64_t per_node = options.profile.spec().gpus_per_node;
@@ -121,7 +129,7 @@ public:
           add_domain(options.profile, cost.scheme, dynamic_cp_scheme);
     }
     if (domains_.empty())
-      failure_ = sluice::concat("no ", system == System::flexsp ? "ZeRO-3 × Ulysses" : "⟨TP, PP⟩ × ring CP",
+      no_domain_ = sluice::concat("no ", system == System::flexsp ? "ZeRO-3 × Ulysses" : "⟨TP, PP⟩ × ring CP",
                                 " domain of ", options.profile.name(), " on ", options.profile.gpus(),
                                 " GPUs has CP groups and holds ", options.context,
                                 " tokens in one (the scheme space's ", system == System::flexsp ? "Ulysses" : "ring",
@@ -131,34 +139,45 @@ public:
   // Plans the next iteration on every domain. Raises invalid_input on an empty batch.
   void add(std::span<const Sequence> batch) {
     sluice::require(!batch.empty(), "compare: an empty batch");
+    if (!failure_.empty()) return;
     std::vector<std::int64_t> lengths;
     for (const Sequence& sequence : batch) lengths.push_back(sequence.length());
     for (Domain& domain : domains_) {
       domain.problem.lengths.swap(lengths);  // lent to each domain in turn, not copied
-      const assign::FlexCpPlan plan = assign::solve_flex_cp(domain.problem);
-      domain.run.iterations.push_back(
-          detail::flex_cp_outcome(domain.problem, plan, domain.run.strategies.front().name()));
+      const std::optional<assign::FlexCpPlan> plan = system_ == System::flexsp
+                                                         ? assign::solve_flexsp(domain.problem)
+                                                         : assign::solve_flex_cp(domain.problem);
+      if (plan)
+        domain.run.iterations.push_back(
+            detail::flex_cp_outcome(domain.problem, *plan, domain.run.strategies.front().name()));
+      else
+        failure_ = sluice::concat("FlexSP keeps every GPU busy in each micro-batch, and no split of iteration ",
+                                  domain.run.iterations.size() + 1, "'s ", batch.size(), " sequences into up to ",
+                                  assign::flexsp_most_counts, " counts of micro-batches does so in Ulysses groups of ",
+                                  degree_list(domain.problem), " GPUs");
       domain.problem.lengths.swap(lengths);
     }
   }
 
-  // The fastest domain's run; a failure when none holds the context.
+  // The fastest domain's run; a failure when none holds the context or FlexSP could not plan a batch.
   [[nodiscard]] SystemRun result() && {
+    if (!failure_.empty()) return detail::failed(system_, failure_);
     std::vector<SystemRun> runs;
     for (Domain& domain : domains_) runs.push_back(std::move(domain.run));
     const std::optional<std::size_t> fastest = detail::best_index(runs);
-    if (!fastest) return detail::failed(system_, failure_);
+    if (!fastest) return detail::failed(system_, no_domain_);
     SystemRun run = std::move(runs[*fastest]);
     run.name = name(system_);
-    const assign::FlexCpProblem& problem = domains_[*fastest].problem;
-    std::string degrees;
-    for (const assign::FlexCpDegree& degree : problem.degrees)
-      degrees += (degrees.empty() ? "" : ", ") + std::to_string(degree.degree);
+    const std::string degrees = degree_list(domains_[*fastest].problem);
     run.configuration =
         system_ == System::flexsp
             ? sluice::concat(run.strategies.front().name(), " under ZeRO-3 (collectives of ",
-                             sluice::shortest(zero3_->collective_seconds), " s each), Ulysses groups of ", degrees,
-                             " GPUs formed per micro-batch; sequences assigned and micro-batched by the flex CP solver")
+                             sluice::shortest(zero3_->collective_seconds),
+                             " s each, exposed where a micro-batch computes less), Ulysses groups of ", degrees,
+                             " GPUs formed per micro-batch with every GPU busy; sequences sorted longest first and "
+                             "split into micro-batches of least largest token count, for the fewest valid count and "
+                             "the next ", assign::flexsp_micro_batch_counts - 1,
+                             ", each micro-batch grouped on its own")
             : sluice::concat(run.strategies.front().name(), ", the fastest of ", runs.size(),
                              " ⟨TP, PP⟩ domains; one ring CP size per micro-batch (", degrees,
                              "), micro-batches packed and balanced by the flex CP solver; 1F1B");
@@ -166,6 +185,15 @@ public:
   }
 
 private:
+  // The degrees the system forms groups of (FlexSP's pool from 2 up).
+  [[nodiscard]] std::string degree_list(const assign::FlexCpProblem& problem) const {
+    std::string degrees;
+    for (std::size_t k = system_ == System::flexsp ? assign::detail::flexsp_first_degree(problem) : 0;
+         k < problem.degrees.size(); ++k)
+      degrees += (degrees.empty() ? "" : ", ") + std::to_string(problem.degrees[k].degree);
+    return degrees;
+  }
+
   struct Domain {
     assign::FlexCpProblem problem;  // holds a batch's lengths only while add() solves it
     SystemRun run;
@@ -179,10 +207,14 @@ private:
     const std::int64_t context[] = {options_->context};
     assign::FlexCpProblem problem = assign::flex_cp_problem(profile, base, units, context, admits);
     problem.one_degree_per_micro_batch = system_ == System::dynamic_cp;
+    if (system_ == System::flexsp) {  // ZeRO-3's collectives in every micro-batch
+      problem.collectives = zero3_collectives(*options_, *zero3_);
+    }
+    if (problem.degrees.size() < 2) return;  // one degree is not a choice of CP degrees
     bool holds = false;  // the context, in some group
     for (std::size_t k = 0; k < problem.degrees.size(); ++k)
       holds = holds || assign::flex_cp_holds(problem, k, options_->context);
-    if (problem.degrees.size() < 2 || !holds) return;  // one degree is not a choice of CP degrees
+    if (!holds) return;
     SystemRun run;
     run.strategies.push_back(Strategy({{base, units}}));
     domains_.push_back({std::move(problem), std::move(run)});
@@ -192,7 +224,8 @@ private:
   System system_;
   std::optional<detail::Zero3Options> zero3_;
   std::vector<Domain> domains_;
-  std::string failure_;
+  std::string no_domain_;  // why there is no domain
+  std::string failure_;    // why FlexSP could not plan a batch
 };
 
 }  // namespace sluice::compare

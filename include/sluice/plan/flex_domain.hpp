@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sluice/assign/flex_cp.hpp"
+#include "sluice/assign/flexsp.hpp"
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/scheme.hpp"
@@ -29,13 +30,16 @@ class FlexDomain final : public FlexAlternative {
 public:
   // `schemes[k]` is the scheme that degree k of `problem` runs (its lengths are ignored): degree 1 the domain's
   // ⟨TP, PP⟩ base, replicated `problem.units` times. `overhead` is charged to each of its plans besides its groups'
-  // time (a candidate's layout move; nothing where the groups' costs hold the domain's collectives, as ZeRO-3's).
-  // Raises invalid_input unless they agree and the overhead is finite and >= 0.
-  FlexDomain(std::vector<Scheme> schemes, assign::FlexCpProblem problem, double overhead = 0)
+  // time (a candidate's layout move; nothing where the problem holds the domain's collectives, as ZeRO-3's).
+  // With `also_flexsp`, each batch is planned also as FlexSP plans it (assign::solve_flexsp) and the faster plan
+  // kept, so that the domain is never slower than FlexSP on it. Raises invalid_input unless they agree and the
+  // overhead is finite and >= 0.
+  FlexDomain(std::vector<Scheme> schemes, assign::FlexCpProblem problem, double overhead = 0, bool also_flexsp = false)
       : strategy_({{schemes.empty() ? Scheme(1, 1) : schemes.front(), problem.units}}),
         schemes_(std::move(schemes)),
         problem_(std::move(problem)),
-        overhead_(overhead) {
+        overhead_(overhead),
+        also_flexsp_(also_flexsp) {
     sluice::require(std::isfinite(overhead_) && overhead_ >= 0,
                     "flex CP domain: overhead must be finite and >= 0, got ", overhead_);
     sluice::require(!schemes_.empty() && schemes_.size() == problem_.degrees.size(),
@@ -54,11 +58,12 @@ public:
 
   [[nodiscard]] schedule::FlexIteration plan(std::span<const Sequence> batch) const override {
     const assign::FlexCpProblem problem = problem_of(batch);
-    return {.domain = 0,
-            .strategy = strategy_,
-            .schemes = schemes_,
-            .plan = assign::solve_flex_cp(problem),
-            .overhead = overhead_};
+    assign::FlexCpPlan plan = assign::solve_flex_cp(problem);
+    if (also_flexsp_) {
+      std::optional<assign::FlexCpPlan> theirs = assign::solve_flexsp(problem);
+      if (theirs && theirs->seconds < plan.seconds) plan = *std::move(theirs);
+    }
+    return {.domain = 0, .strategy = strategy_, .schemes = schemes_, .plan = std::move(plan), .overhead = overhead_};
   }
 
   // The domain index is the caller's to check (FlexDomains).
@@ -98,6 +103,7 @@ private:
   std::vector<Scheme> schemes_;
   assign::FlexCpProblem problem_;  // its lengths empty
   double overhead_ = 0;
+  bool also_flexsp_ = false;
 };
 
 // Several domains: each batch planned on every one that holds it, and the lowest total kept (ties to the earlier);
@@ -147,18 +153,21 @@ private:
 };
 
 // The domain of `units` replicas of `base` on `profile` with the CP schemes that `admits` takes
-// (assign::flex_cp_schemes); nullptr when it offers fewer than two degrees, which is no choice of CP degree.
+// (assign::flex_cp_schemes), each micro-batch waiting for `collectives` beside its compute (FlexDomain tells the
+// rest); nullptr when it offers fewer than two degrees, which is no choice of CP degree.
 template <class Admits>
 std::shared_ptr<const FlexDomain> flex_domain(const cost::Profile& profile, const Scheme& base, int units,
                                               Admits admits, bool one_degree_per_micro_batch = false,
-                                              double overhead = 0) {
+                                              double overhead = 0, assign::FlexCpCollectives collectives = {},
+                                              bool also_flexsp = false) {
   std::vector<Scheme> schemes;
   for (const cost::SchemeCost* cost : assign::flex_cp_schemes(profile, base, units, admits))
     schemes.push_back(cost->scheme);
   if (schemes.size() < 2 || schemes.front() != base) return nullptr;
   assign::FlexCpProblem problem = assign::flex_cp_problem(profile, base, units, {}, admits);
   problem.one_degree_per_micro_batch = one_degree_per_micro_batch;
-  return std::make_shared<const FlexDomain>(std::move(schemes), std::move(problem), overhead);
+  problem.collectives = collectives;
+  return std::make_shared<const FlexDomain>(std::move(schemes), std::move(problem), overhead, also_flexsp);
 }
 
 }  // namespace sluice::plan
