@@ -1,11 +1,13 @@
-// Per-micro-batch CP groups (assign/flex_cp.hpp): one iteration of a long-context batch on every GPU of the cluster
-// as replicas of LLaMA2-7B's ⟨1, 1⟩, ring CP of every power of two up to the cluster.
+// Per-micro-batch CP groups (assign/flex_cp.hpp; FlexSP's own planning, assign/flexsp.hpp): one iteration of a
+// long-context batch on every GPU of the cluster as replicas of LLaMA2-7B's ⟨1, 1⟩, ring CP of every power of two up to
+// the cluster.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <vector>
 
 #include "sluice/assign/flex_cp.hpp"
+#include "sluice/assign/flexsp.hpp"
 #include "sluice/cost/context_parallel.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
@@ -33,10 +35,11 @@ sluice::assign::FlexCpProblem long_context_problem(int gpus, const char* lengths
                                          [](const sluice::Scheme&) { return true; });
 }
 
-void run_flex_cp(benchmark::State& state, const sluice::assign::FlexCpProblem& problem) {
+template <class Solve>
+void run_flex_cp(benchmark::State& state, const sluice::assign::FlexCpProblem& problem, Solve solve) {
   sluice::assign::FlexCpPlan plan;
   for (auto _ : state) {
-    plan = sluice::assign::solve_flex_cp(problem);
+    plan = solve(problem);
     benchmark::DoNotOptimize(plan);
   }
   state.counters["sequences"] = static_cast<double>(problem.lengths.size());
@@ -46,14 +49,30 @@ void run_flex_cp(benchmark::State& state, const sluice::assign::FlexCpProblem& p
   state.counters["gap"] = plan.seconds / plan.lower_bound;
 }
 
-void BM_FlexCp(benchmark::State& state) { run_flex_cp(state, long_context_problem(static_cast<int>(state.range(0)))); }
+sluice::assign::FlexCpPlan solve_flex_cp(const sluice::assign::FlexCpProblem& problem) {
+  return sluice::assign::solve_flex_cp(problem);
+}
+
+// The same problem planned as FlexSP's authors plan it (assign/flexsp.hpp).
+sluice::assign::FlexCpPlan solve_flexsp(const sluice::assign::FlexCpProblem& problem) {
+  return sluice::assign::solve_flexsp(problem).value();
+}
+
+void BM_FlexCp(benchmark::State& state) {
+  run_flex_cp(state, long_context_problem(static_cast<int>(state.range(0))), solve_flex_cp);
+}
 BENCHMARK(BM_FlexCp)->Arg(64)->Arg(1024)->Unit(benchmark::kMillisecond);
+
+void BM_FlexSp(benchmark::State& state) {
+  run_flex_cp(state, long_context_problem(static_cast<int>(state.range(0))), solve_flexsp);
+}
+BENCHMARK(BM_FlexSp)->Arg(64)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 // A batch like an encyclopedia's at a 128K context: hundreds of short documents and a few long ones (the manual
 // pages: median 953 tokens, p99 13K, longest 239K cut to 128K); about 500 sequences at 64 GPUs, 8,200 at 1,024.
 // Targets: 10 ms at 64 GPUs, 100 ms at 1,024.
 void BM_FlexCpShortDocuments(benchmark::State& state) {
-  run_flex_cp(state, long_context_problem(static_cast<int>(state.range(0)), "man-pages", 131'072));
+  run_flex_cp(state, long_context_problem(static_cast<int>(state.range(0)), "man-pages", 131'072), solve_flex_cp);
 }
 BENCHMARK(BM_FlexCpShortDocuments)->Arg(64)->Arg(1024)->Unit(benchmark::kMillisecond);
 

@@ -903,7 +903,9 @@ GPUs) and its collectives (an all-gather of the 16-bit weights in the forward, a
 reduce-scatter in the backward, per micro-batch) charged where a full bin's compute does not hide them. Two more
 choose the CP degree per micro-batch ([assign-flex-cp.md](assign-flex-cp.md) solves their iterations): **Megatron-LM
 dynamic CP**, the best ⟨TP, PP⟩ domain whose replicas form ring CP groups of one power-of-two size per micro-batch,
-and **FlexSP**, ZeRO-3 (as DeepSpeed) with Ulysses groups of different sizes side by side in each micro-batch.
+and **FlexSP**, ZeRO-3 (as DeepSpeed, its collectives charged per micro-batch) with Ulysses groups of different
+sizes side by side in each micro-batch, planned as its authors plan it (SP from 2, every GPU busy, the batch sorted
+and split into a few counts of micro-batches: [assign-flex-cp.md](assign-flex-cp.md#flexsp-as-its-authors-run-it)).
 HotSPa and DynaPipe choose among the same homogeneous strategies; sluice's candidates mix them, and its plan offers
 flex CP domains beside them, run on a batch where one is faster: FlexSP's, and on each ⟨TP, PP⟩ base dynamic CP's
 and one with CP groups of every kind and of mixed degrees, charged the base's layout move (its pipelines keep their

@@ -124,8 +124,8 @@ TEST_CASE("cli: simulate with CP and AC: Megatron-LM's CP, DeepSpeed, dynamic CP
   // The flex CP systems: ring groups on a ⟨TP, PP⟩ domain, and ZeRO-3 Ulysses groups on ⟨1, 1⟩.
   CHECK(scheme_of(3).cp() == 1);
   CHECK(scheme_of(4) == sluice::Scheme(1, 1));
-  CHECK(document.at("systems")[4].at("configuration").get<std::string>().find("Ulysses groups of 2, 4, 8 GPUs formed per micro-batch with every GPU busy") !=
-        std::string::npos);
+  CHECK(document.at("systems")[4].at("configuration").get<std::string>().find(
+            "Ulysses groups of 2, 4, 8 GPUs formed per micro-batch with every GPU busy") != std::string::npos);
 }
 
 TEST_CASE("cli: simulate writes well-formed pictures and a Chrome trace") {

@@ -44,17 +44,20 @@ void bind_flex_cp(py::module_& module) {
                                     "An iteration's sequences on `units` replicas of one ⟨TP, PP⟩ pipeline, re-formed "
                                     "into CP groups per micro-batch.")
       .def(py::init([](const py::handle& lengths, int units, int pp, std::vector<assign::FlexCpDegree> degrees,
-                       bool one_degree_per_micro_batch) {
+                       bool one_degree_per_micro_batch, double collective_seconds, double backward_ratio) {
              assign::FlexCpProblem problem{.lengths = integers_from(lengths, "lengths"),
                                            .units = units,
                                            .pp = pp,
                                            .degrees = std::move(degrees),
-                                           .one_degree_per_micro_batch = one_degree_per_micro_batch};
+                                           .one_degree_per_micro_batch = one_degree_per_micro_batch,
+                                           .collectives = {.seconds = collective_seconds,
+                                                           .backward_ratio = backward_ratio}};
              assign::validate_flex_cp(problem);
              return problem;
            }),
            py::arg("lengths"), py::arg("units"), py::arg("pp"), py::arg("degrees"), py::kw_only(),
-           py::arg("one_degree_per_micro_batch") = false, "Raises InvalidInput unless the problem is well formed.")
+           py::arg("one_degree_per_micro_batch") = false, py::arg("collective_seconds") = 0.0,
+           py::arg("backward_ratio") = 2.0, "Raises InvalidInput unless the problem is well formed.")
       .def_property_readonly(
           "lengths",
           [](const py::object& self) {
@@ -66,9 +69,15 @@ void bind_flex_cp(py::module_& module) {
       .def_readonly("degrees", &assign::FlexCpProblem::degrees, "Ascending, each dividing the next and the units")
       .def_readonly("one_degree_per_micro_batch", &assign::FlexCpProblem::one_degree_per_micro_batch,
                     "Megatron-LM's dynamic CP: one CP size per micro-batch")
+      .def_property_readonly(
+          "collective_seconds", [](const assign::FlexCpProblem& problem) { return problem.collectives.seconds; },
+          "C: one collective every micro-batch runs over all units beside its compute (ZeRO-3's); 0 for none")
+      .def_property_readonly(
+          "backward_ratio", [](const assign::FlexCpProblem& problem) { return problem.collectives.backward_ratio; },
+          "Backward over forward compute: how a micro-batch's time splits between the passes")
       .def("group_seconds", &assign::flex_cp_group_seconds, py::arg("group"), "c_d + Σ a_d·l² + b_d·l")
       .def("micro_batch_seconds", &assign::flex_cp_micro_batch_seconds, py::arg("micro_batch"),
-           "Its slowest group's seconds")
+           "Its slowest group's seconds T, or max(T_f, C) + max(T_b, 2·C) where the collectives outlast a pass")
       .def("lower_bound", &assign::flex_cp_lower_bound, "No plan of the problem is faster (s)");
 
   py::class_<assign::FlexCpPlan>(module, "FlexCpPlan", "One iteration's micro-batches of CP groups.")
@@ -97,6 +106,15 @@ void bind_flex_cp(py::module_& module) {
       py::arg("problem"), py::kw_only(), py::arg("targets") = defaults.targets,
       py::arg("improvement_rounds") = defaults.improvement_rounds,
       "The fast flex CP solver: micro-batches of CP groups minimising the iteration, with its lower bound.");
+  module.def(
+      "solve_flexsp",
+      [](const assign::FlexCpProblem& problem) {
+        const py::gil_scoped_release release;
+        return assign::solve_flexsp(problem);
+      },
+      py::arg("problem"),
+      "The problem planned as FlexSP's authors plan it: sorted split into micro-batches for the fewest valid count "
+      "and the next four, each grouped on every unit in degrees from 2 up; None when no count can be grouped so.");
   module.def(
       "flex_cp_problem",
       [](const cost::Profile& profile, const Scheme& base, int units, const py::handle& lengths,

@@ -137,6 +137,8 @@ class FlexCpProblem:
         degrees: Sequence[FlexCpDegree],
         *,
         one_degree_per_micro_batch: bool = False,
+        collective_seconds: float = 0.0,
+        backward_ratio: float = 2.0,
     ) -> None:
         """Raises InvalidInput unless the problem is well formed."""
     @property
@@ -152,10 +154,16 @@ class FlexCpProblem:
     @property
     def one_degree_per_micro_batch(self) -> bool:
         """Megatron-LM's dynamic CP: one CP size per micro-batch."""
+    @property
+    def collective_seconds(self) -> float:
+        """C: one collective every micro-batch runs over all units beside its compute (ZeRO-3's); 0 for none."""
+    @property
+    def backward_ratio(self) -> float:
+        """Backward over forward compute: how a micro-batch's time splits between the passes."""
     def group_seconds(self, group: FlexCpGroup) -> float:
         """c_d + Σ a_d·l² + b_d·l."""
     def micro_batch_seconds(self, micro_batch: FlexCpMicroBatch) -> float:
-        """Its slowest group's seconds."""
+        """Its slowest group's seconds T, or max(T_f, C) + max(T_b, 2·C) where the collectives outlast a pass."""
     def lower_bound(self) -> float:
         """No plan of the problem is faster (s)."""
 
@@ -175,6 +183,9 @@ class FlexCpPlan:
 
 def solve_flex_cp(problem: FlexCpProblem, *, targets: int = 32, improvement_rounds: int = 8) -> FlexCpPlan:
     """The fast flex CP solver: micro-batches of CP groups minimising the iteration, with its lower bound."""
+
+def solve_flexsp(problem: FlexCpProblem) -> FlexCpPlan | None:
+    """The problem planned as FlexSP's authors plan it; None when no micro-batch count can be grouped on every unit."""
 
 def flex_cp_problem(
     profile: Profile,

@@ -45,6 +45,24 @@ def test_one_degree_per_micro_batch():
         assert len({group.degree_index for group in micro_batch.groups}) == 1
 
 
+def test_flexsp_plans_on_every_unit_from_degree_two_and_charges_its_collectives():
+    lengths = np.random.default_rng(3).integers(1, 150, size=40)
+    problem = sluice.FlexCpProblem(lengths, 4, 1, degrees(), collective_seconds=0.01, backward_ratio=2.0)
+    assert problem.collective_seconds == 0.01 and problem.backward_ratio == 2.0
+    plan = sluice.solve_flexsp(problem)
+    plan.check(problem)
+    for micro_batch in plan.micro_batches:
+        assert all(group.degree_index > 0 for group in micro_batch.groups)  # FlexSP's pool leaves out degree 1
+        assert sum(problem.degrees[group.degree_index].degree for group in micro_batch.groups) == 4
+        slowest = max(problem.group_seconds(group) for group in micro_batch.groups)
+        # ZeRO-3's collectives: 0.01 s hidden by the forward pass, 0.02 s by the backward, where they are long enough
+        assert problem.micro_batch_seconds(micro_batch) == pytest.approx(
+            max(slowest / 3, 0.01) + max(slowest * 2 / 3, 0.02))
+    assert sluice.solve_flexsp(sluice.FlexCpProblem([60], 4, 1, degrees()[:2])) is None  # one group of 2 on 4 units
+    with pytest.raises(sluice.InvalidInput, match="collectives"):
+        sluice.FlexCpProblem(lengths, 4, 1, degrees(), collective_seconds=-1.0)
+
+
 def test_a_plan_of_another_problem_is_refused():
     problem = sluice.FlexCpProblem([61, 37, 12], 4, 1, degrees())
     other = sluice.FlexCpProblem([61, 37], 4, 1, degrees())
