@@ -76,4 +76,9 @@ void BM_FlexCpShortDocuments(benchmark::State& state) {
 }
 BENCHMARK(BM_FlexCpShortDocuments)->Arg(64)->Arg(1024)->Unit(benchmark::kMillisecond);
 
+void BM_FlexSpShortDocuments(benchmark::State& state) {
+  run_flex_cp(state, long_context_problem(static_cast<int>(state.range(0)), "man-pages", 131'072), solve_flexsp);
+}
+BENCHMARK(BM_FlexSpShortDocuments)->Arg(64)->Arg(1024)->Unit(benchmark::kMillisecond);
+
 }  // namespace

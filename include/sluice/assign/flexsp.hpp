@@ -5,15 +5,17 @@
 // token counts all stay below what the cluster holds and for the next few counts; each micro-batch grouped on its
 // own into SP groups that together use every GPU, each group with at least one sequence, the slowest group as short
 // as it can be; the count of least iteration time kept. The SP degrees are the problem's from 2 up (the authors'
-// get_sp_options skips 1). Where the authors solve each micro-batch's grouping as a MILP (SCIP), this
-// solves it by bisection on the slowest group's time, each height packed first-fit by least area and the units left
-// over given to the slowest groups; tests measure it against exhaustive search.
+// get_sp_options skips 1). Where the authors solve each micro-batch's grouping as a MILP (SCIP), this solves it by
+// bisection on the slowest group's time, each height packed first-fit by least area and the units left over given to
+// the slowest groups, beside groups of one degree filled longest first, each improved by moves and swaps; tests
+// measure it against exhaustive search.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <span>
 #include <tuple>
 #include <utility>
@@ -32,27 +34,36 @@ inline constexpr int flexsp_most_counts = 64;
 
 namespace detail {
 
+// x + y for x, y >= 0, held at the type's largest value where the sum passes it.
+inline std::int64_t flexsp_add(std::int64_t x, std::int64_t y) {
+  return y > std::numeric_limits<std::int64_t>::max() - x ? std::numeric_limits<std::int64_t>::max() : x + y;
+}
+
+// The fewest consecutive runs of `lengths` whose token sums stay at or below `most` (each length at most it): the
+// greedy from the front.
+inline std::size_t flexsp_fewest_runs(std::span<const std::int64_t> lengths, std::int64_t most) {
+  std::size_t runs = 1;
+  std::int64_t sum = 0;
+  for (const std::int64_t length : lengths) {
+    if (length > most - sum) {
+      ++runs;
+      sum = 0;
+    }
+    sum += length;
+  }
+  return runs;
+}
+
 // Splits `lengths` (longest first) into `count` consecutive, non-empty runs (1 <= count <= size) whose largest token
 // sum is the least any such split has; returns where each run ends. Of the splits that reach it, the one whose runs
 // from the last backwards each start as early as they can, as the authors' dynamic program picks.
 inline std::vector<std::size_t> flexsp_sorted_split(std::span<const std::int64_t> lengths, std::size_t count) {
   const std::size_t n = lengths.size();
   sluice::require(count >= 1 && count <= n, "FlexSP: ", count, " micro-batches of ", n, " sequences");
-  const auto runs_within = [&](std::int64_t most) {  // greedy from the front: the fewest runs of at most `most`
-    std::size_t runs = 1;
-    std::int64_t sum = 0;
-    for (const std::int64_t length : lengths) {
-      if (sum + length > most) {
-        ++runs;
-        sum = 0;
-      }
-      sum += length;
-    }
-    return runs;
-  };
-  std::int64_t low = *std::ranges::max_element(lengths);  // low may fail, high holds
+  const auto runs_within = [&](std::int64_t most) { return flexsp_fewest_runs(lengths, most); };
+  std::int64_t low = *std::ranges::max_element(lengths);  // low may fail, high holds (but past int64's range)
   std::int64_t high = 0;
-  for (const std::int64_t length : lengths) high += length;
+  for (const std::int64_t length : lengths) high = flexsp_add(high, length);
   if (runs_within(low) <= count) high = low;
   while (high - low > 1) {
     const std::int64_t middle = low + (high - low) / 2;
@@ -64,8 +75,8 @@ inline std::vector<std::size_t> flexsp_sorted_split(std::span<const std::int64_t
     ends[run] = end;
     std::size_t start = end - 1;
     std::int64_t sum = lengths[start];
-    while (start > run && sum + lengths[start - 1] <= high) sum += lengths[--start];
-    end = start;
+    while (start > run && lengths[start - 1] <= high - sum) sum += lengths[--start];
+    end = start;  // run 0 starts at 0 whatever its sum, which only a total past int64's range makes exceed high
   }
   return ends;
 }
@@ -89,7 +100,8 @@ public:
   }
 
   // The grouping whose slowest group is shortest among those tried: heights bisected between the slowest
-  // sequence alone in its fastest group and the least-area packing's; nullopt when no tried height gives one.
+  // sequence alone in its fastest group and the least-area packing's, and every unit in groups of one degree; each
+  // improved. nullopt when no tried height gives one.
   std::optional<FlexCpMicroBatch> solve() {
     double low = 0;
     for (const int s : sequences_) {
@@ -101,15 +113,24 @@ public:
     const double unlimited = std::numeric_limits<double>::infinity();
     std::optional<double> high = try_height(unlimited);
     if (!high) high = try_height(low);
-    if (!high) return std::nullopt;
-    double top = std::max(*high, low);
-    for (int step = 0; step < bisection_steps && top > low * (1 + 1e-6); ++step) {
-      const double middle = (low + top) / 2;
-      if (try_height(middle)) top = middle;
-      else low = middle;
+    if (high) {
+      double top = std::max(*high, low);
+      for (int step = 0; step < bisection_steps && top > low * (1 + 1e-6); ++step) {
+        const double middle = (low + top) / 2;
+        if (try_height(middle)) top = middle;
+        else low = middle;
+      }
     }
-    improve(best_);
-    return micro_batch(best_);
+    std::vector<std::vector<Group>> candidates;
+    if (!best_.empty()) candidates.push_back(std::move(best_));
+    for (std::size_t k = first_; k < degrees(); ++k)  // and side by side groups of one degree each
+      if (std::optional<std::vector<Group>> uniform = longest_processing_time(k)) candidates.push_back(*uniform);
+    if (candidates.empty()) return std::nullopt;
+    // The most promising improved, the best kept (ties to the earlier).
+    std::ranges::stable_sort(candidates, {}, [&](const std::vector<Group>& groups) { return time(groups); });
+    candidates.resize(std::min(candidates.size(), improved_candidates));
+    for (std::vector<Group>& candidate : candidates) improve(candidate);
+    return micro_batch(*std::ranges::min_element(candidates, {}, [&](const auto& groups) { return time(groups); }));
   }
 
 private:
@@ -120,8 +141,12 @@ private:
     std::vector<int> sequences;
   };
 
+  using LoadOrder = std::set<std::pair<double, std::size_t>>;  // (load, group index)
   static constexpr int bisection_steps = 40;
-  static constexpr std::size_t improvement_steps = 4;  // per sequence: each step lowers the slowest group
+  static constexpr std::size_t improved_candidates = 3;
+  // Each step lowers the slowest group, pricing at most a budget of moves and swaps: huge batches stay bounded.
+  static constexpr int improvement_steps = 256;
+  static constexpr std::int64_t improvement_budget = std::int64_t{1} << 22;
 
   // Packs at `height`: each sequence (longest first) where it adds the least area — an open group that stays under
   // the height, else a new group of the narrowest degree that does — then every unit left over given to the slowest
@@ -129,18 +154,17 @@ private:
   // several. Returns the slowest group's time, keeping the best grouping; nullopt when the units run out first.
   std::optional<double> try_height(double height) {
     std::vector<Group> groups;
+    std::vector<LoadOrder> open(degrees());  // per degree, its groups least loaded first
     int used = 0;
     for (const int s : sequences_) {
       std::optional<std::size_t> into;
       double into_area = std::numeric_limits<double>::infinity();
-      for (std::size_t g = 0; g < groups.size(); ++g) {
-        const Group& group = groups[g];
-        if (!fits(group, group.degree, s) || time_with(group, group.degree, s) > height) continue;
-        const double area = width(group.degree) * work(s, group.degree);
-        if (area < into_area) {
-          into = g;
-          into_area = area;
-        }
+      for (std::size_t k = first_; k < degrees(); ++k) {
+        if (!flex_cp_holds(problem_, k, length(s)) || width(k) * work(s, k) >= into_area) continue;
+        const std::optional<std::size_t> g = least_loaded_fitting(groups, open[k], s, height - alone(s, k));
+        if (!g) continue;
+        into = g;
+        into_area = width(k) * work(s, k);
       }
       for (std::size_t k = first_; k < degrees(); ++k) {
         if (!flex_cp_holds(problem_, k, length(s)) || alone(s, k) > height ||
@@ -148,13 +172,14 @@ private:
           continue;
         if (width(k) * alone(s, k) < into_area) {
           groups.push_back(Group{.degree = k, .load = 0, .tokens = 0, .sequences = {}});
+          open[k].emplace(0.0, groups.size() - 1);
           used += problem_.degrees[k].degree;
           into = groups.size() - 1;
         }
         break;  // the narrowest that holds it under the height
       }
       if (!into) return std::nullopt;
-      add(groups[*into], s);
+      add_ordered(groups, open[groups[*into].degree], *into, s);
     }
     if (!use_every_unit(groups, used)) return std::nullopt;
     const double slowest = time(groups[slowest_of(groups)]);
@@ -165,10 +190,43 @@ private:
     return slowest;
   }
 
+  // Every unit in groups of degree k, each sequence (longest first) into the group it finishes soonest in, within
+  // capacity; nullopt when a sequence fits none or a group stays empty.
+  [[nodiscard]] std::optional<std::vector<Group>> longest_processing_time(std::size_t k) const {
+    const auto count = static_cast<std::size_t>(problem_.units / problem_.degrees[k].degree);
+    if (count > sequences_.size()) return std::nullopt;
+    std::vector<Group> groups(count, Group{.degree = k, .load = 0, .tokens = 0, .sequences = {}});
+    LoadOrder order;
+    for (std::size_t g = 0; g < count; ++g) order.emplace(0.0, g);
+    for (const int s : sequences_) {
+      const std::optional<std::size_t> soonest =
+          least_loaded_fitting(groups, order, s, std::numeric_limits<double>::infinity());
+      if (!soonest) return std::nullopt;
+      add_ordered(groups, order, *soonest, s);
+    }
+    if (std::ranges::any_of(groups, [](const Group& group) { return group.sequences.empty(); })) return std::nullopt;
+    return groups;
+  }
+
+  // Of one degree's groups in `order`, the least loaded that holds s with its load at most `most` before it.
+  [[nodiscard]] std::optional<std::size_t> least_loaded_fitting(const std::vector<Group>& groups,
+                                                                const LoadOrder& order, int s, double most) const {
+    for (auto it = order.begin(); it != order.end() && it->first <= most; ++it)
+      if (fits(groups[it->second], groups[it->second].degree, s)) return it->second;
+    return std::nullopt;
+  }
+
+  void add_ordered(std::vector<Group>& groups, LoadOrder& order, std::size_t g, int s) const {
+    order.erase({groups[g].load, g});
+    add(groups[g], s);
+    order.emplace(groups[g].load, g);
+  }
+
   // Moves a sequence out of the slowest group, or swaps it with another group's, the change that leaves the two
   // groups' slower one shortest, while that is shorter than the slowest was; every group keeps a sequence.
   void improve(std::vector<Group>& groups) const {
-    for (std::size_t step = 0; step < improvement_steps * sequences_.size(); ++step) {
+    std::int64_t priced = 0;
+    for (int step = 0; step < improvement_steps && priced < improvement_budget; ++step) {
       const std::size_t slow = slowest_of(groups);
       const Group& from = groups[slow];
       double best = time(from);
@@ -180,6 +238,7 @@ private:
         for (std::size_t g = 0; g < groups.size(); ++g) {
           if (g == slow) continue;
           const Group& other = groups[g];
+          priced += 1 + static_cast<std::int64_t>(other.sequences.size());
           if (from.sequences.size() > 1 && fits(other, other.degree, s)) {
             const double value = std::max(constant(from.degree) + without, time_with(other, other.degree, s));
             if (value < best) std::tie(best, to, moved, swapped) = std::tuple(value, g, i, none);
@@ -210,6 +269,8 @@ private:
       regroup(target, target.degree);
     }
   }
+
+  [[nodiscard]] double time(const std::vector<Group>& groups) const { return time(groups[slowest_of(groups)]); }
 
   [[nodiscard]] std::size_t slowest_of(const std::vector<Group>& groups) const {
     std::size_t slowest = 0;
@@ -336,8 +397,7 @@ private:
 
 // One micro-batch of `sequences` (indices into problem.lengths) grouped as FlexSP groups it: every unit in a group
 // with at least one sequence; nullopt when none is found (too few sequences for the units, or too many tokens).
-inline std::optional<FlexCpMicroBatch> flexsp_group(const FlexCpProblem& problem,
-                                                            std::span<const int> sequences) {
+inline std::optional<FlexCpMicroBatch> flexsp_group(const FlexCpProblem& problem, std::span<const int> sequences) {
   sluice::require(!sequences.empty(), "FlexSP: a micro-batch without sequences");
   return detail::FlexSpGrouper(problem, sequences).solve();
 }
@@ -360,46 +420,39 @@ inline std::optional<FlexCpPlan> solve_flexsp(const FlexCpProblem& problem) {
   std::int64_t tokens = 0;
   for (std::size_t i = 0; i < n; ++i) {
     sorted[i] = problem.lengths[static_cast<std::size_t>(order[i])];
-    tokens += sorted[i];
+    tokens = detail::flexsp_add(tokens, sorted[i]);
   }
   std::int64_t per_unit = 0;
   for (std::size_t k = detail::flexsp_first_degree(problem); k < problem.degrees.size(); ++k)
     per_unit = std::max(per_unit, problem.degrees[k].capacity / problem.degrees[k].degree);
-  const std::int64_t cluster = per_unit * problem.units;
-  const auto split = [&](std::size_t count) { return detail::flexsp_sorted_split(sorted, count); };
+  const std::int64_t cluster = per_unit > std::numeric_limits<std::int64_t>::max() / problem.units
+                                   ? std::numeric_limits<std::int64_t>::max()
+                                   : per_unit * problem.units;
 
-  std::size_t fewest = cluster > 0 ? static_cast<std::size_t>(std::min<std::int64_t>(
-                                         std::int64_t(n), std::max<std::int64_t>(1, (tokens + cluster - 1) / cluster)))
-                                   : n;
-  for (; fewest < n; ++fewest) {  // every micro-batch's tokens below the cluster's
-    const std::vector<std::size_t> ends = split(fewest);
-    std::size_t start = 0;
-    bool below = true;
-    for (const std::size_t end : ends) {
-      std::int64_t sum = 0;
-      for (std::size_t i = start; i < end; ++i) sum += sorted[i];
-      below = below && sum < cluster;
-      start = end;
-    }
-    if (below) break;
-  }
+  // The fewest micro-batches whose tokens all stay below the cluster's: the greedy's count at cluster − 1 tokens, as
+  // a split of least largest run stays below it from that count on; where one sequence alone reaches it, the count
+  // the tokens need.
+  const std::size_t fewest =
+      sorted.front() < cluster
+          ? detail::flexsp_fewest_runs(sorted, cluster - 1)
+          : static_cast<std::size_t>(std::clamp<std::int64_t>(
+                tokens / std::max<std::int64_t>(cluster, 1) + 1, 1, static_cast<std::int64_t>(n)));
 
   std::optional<FlexCpPlan> best;
   for (std::size_t count = fewest; count <= n && count < fewest + flexsp_most_counts; ++count) {
     if (best && count >= fewest + flexsp_micro_batch_counts) break;
     std::vector<FlexCpMicroBatch> batches;
     std::size_t start = 0;
-    for (const std::size_t end : split(count)) {
-      std::optional<FlexCpMicroBatch> grouped =
-          flexsp_group(problem, std::span(order).subspan(start, end - start));
+    for (const std::size_t end : detail::flexsp_sorted_split(sorted, count)) {
+      std::optional<FlexCpMicroBatch> grouped = flexsp_group(problem, std::span(order).subspan(start, end - start));
       if (!grouped) break;
       batches.push_back(*std::move(grouped));
       start = end;
     }
     if (batches.size() < count) continue;
     const double seconds = flex_cp_iteration_seconds(problem, batches);
-    if (!best || seconds < best->seconds) best = FlexCpPlan{.micro_batches = std::move(batches),
-                                                                    .seconds = seconds, .lower_bound = 0};
+    if (!best || seconds < best->seconds)
+      best = FlexCpPlan{.micro_batches = std::move(batches), .seconds = seconds, .lower_bound = 0};
   }
   if (!best) return std::nullopt;
   std::ranges::stable_sort(best->micro_batches, [&](const auto& x, const auto& y) {
