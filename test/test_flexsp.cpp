@@ -266,3 +266,19 @@ TEST_CASE("FlexSP: a micro-batch too small to fill the units is no plan") {
   REQUIRE(plan->micro_batches.size() == 1);
   CHECK(plan->micro_batches[0].groups.size() == 2);  // two groups of 4
 }
+
+TEST_CASE("FlexSP: token sums past int64's range neither overflow nor lose a sequence") {
+  FlexCpProblem problem;
+  constexpr std::int64_t huge = std::int64_t{1} << 61;
+  problem.lengths.assign(8, huge);  // 2^64 tokens in all
+  problem.units = 4;
+  problem.degrees = {FlexCpDegree{.degree = 2, .latency = {0, 1e-18, 0}, .capacity = 2 * huge, .length_multiple = 1},
+                     FlexCpDegree{.degree = 4, .latency = {0, 5e-19, 0},
+                                  .capacity = std::numeric_limits<std::int64_t>::max(), .length_multiple = 1}};
+  const std::vector<std::size_t> ends = assign::detail::flexsp_sorted_split(problem.lengths, 2);
+  REQUIRE(ends.size() == 2);  // two non-empty runs that cover every sequence
+  CHECK((ends[0] >= 1 && ends[0] < 8 && ends[1] == 8));
+  const std::optional<assign::FlexCpPlan> plan = assign::solve_flexsp(problem);
+  REQUIRE(plan.has_value());
+  CHECK_NOTHROW(assign::check_flex_cp_plan(problem, *plan));
+}
