@@ -267,3 +267,25 @@ TEST_CASE("flex domains: sluice, offering FlexSP's and dynamic CP's domains, is 
   CHECK(runs_flex > 0);
   CHECK(runs_flex < drawn.size());
 }
+
+TEST_CASE("flex domains: FlexSP fails, naming why, on a batch too small to keep every GPU busy") {
+  compare::Options options{.profile = profile8(),
+                           .context = 16384,
+                           .tokens = 40000,
+                           .problem = {.hidden = 4096, .element_bytes = 2, .link = {.latency = 1e-5, .bandwidth = 1e11},
+                                       .backward_ratio = 2},
+                           .dispatch = {.trials = 4},
+                           .seed = 3};
+  options.profile = cost::Profile(cost::with_scheme_space(
+      options.profile.spec(), {.cp_degrees = {2, 4}, .cp_kinds = {CpKind::ulysses}, .recompute = false, .links = {}}));
+  const data::LengthDataset dataset =
+      data::LengthDataset::load(io::resolve_data_file("man-pages", "lengths")).truncated(options.context);
+  // One sequence, and Ulysses groups of at most 4 of the 8 GPUs: FlexSP's groups cannot use them all.
+  const std::vector<std::vector<Sequence>> drawn = {{Sequence(0, 3000)}};
+  const compare::Comparison comparison = compare::compare_systems(options, dataset, drawn);
+  const compare::SystemRun& flexsp = comparison.systems[System::flexsp];
+  REQUIRE(flexsp.failure.has_value());
+  CHECK(flexsp.failure->find("keeps every GPU busy") != std::string::npos);
+  CHECK(flexsp.failure->find("Ulysses groups of 2, 4 GPUs") != std::string::npos);
+  CHECK_FALSE(comparison.systems[System::sluice].failure.has_value());  // sluice's own choices still run it
+}

@@ -3,7 +3,7 @@
 // units re-form into CP groups for every micro-batch (assign/flex_cp.hpp solves each iteration):
 // - System::flexsp, FlexSP (Wang et al., ASPLOS'25): ZeRO-3 data parallelism over all GPUs (as DeepSpeed, with its
 //   memory and collectives, which each micro-batch's compute hides or exposes) and Ulysses groups of different
-//   sizes in one micro-batch, planned as its authors plan (compare/flexsp.hpp): their SP pool from 2 up, every GPU
+//   sizes in one micro-batch, planned as its authors plan (assign/flexsp.hpp): their SP pool from 2 up, every GPU
 //   busy in each micro-batch, the sequences sorted and split into micro-batches for a few counts.
 // - System::dynamic_cp, Megatron-LM's dynamic context parallelism (--dynamic-context-parallel): a ⟨TP, PP⟩
 //   domain whose DP×CP ranks take one power-of-two ring CP size per packed micro-batch, the packing balanced over
@@ -130,10 +130,10 @@ public:
     }
     if (domains_.empty())
       no_domain_ = sluice::concat("no ", system == System::flexsp ? "ZeRO-3 × Ulysses" : "⟨TP, PP⟩ × ring CP",
-                                " domain of ", options.profile.name(), " on ", options.profile.gpus(),
-                                " GPUs has CP groups and holds ", options.context,
-                                " tokens in one (the scheme space's ", system == System::flexsp ? "Ulysses" : "ring",
-                                " degrees: --cp with that kind)");
+                                  " domain of ", options.profile.name(), " on ", options.profile.gpus(),
+                                  " GPUs has CP groups and holds ", options.context,
+                                  " tokens in one (the scheme space's ", system == System::flexsp ? "Ulysses" : "ring",
+                                  " degrees: --cp with that kind)");
   }
 
   // Plans the next iteration on every domain. Raises invalid_input on an empty batch.
@@ -207,9 +207,7 @@ private:
     const std::int64_t context[] = {options_->context};
     assign::FlexCpProblem problem = assign::flex_cp_problem(profile, base, units, context, admits);
     problem.one_degree_per_micro_batch = system_ == System::dynamic_cp;
-    if (system_ == System::flexsp) {  // ZeRO-3's collectives in every micro-batch
-      problem.collectives = zero3_collectives(*options_, *zero3_);
-    }
+    if (system_ == System::flexsp) problem.collectives = zero3_collectives(*options_, *zero3_);
     if (problem.degrees.size() < 2) return;  // one degree is not a choice of CP degrees
     bool holds = false;  // the context, in some group
     for (std::size_t k = 0; k < problem.degrees.size(); ++k)
