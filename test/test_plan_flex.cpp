@@ -203,7 +203,10 @@ TEST_CASE("flex domains: the fastest kept, and the validator names a slower one"
                        doctest::Contains("overhead must be finite and >= 0"), invalid_input);
 }
 
-TEST_CASE("flex domains: sluice, offering FlexSP's and dynamic CP's domains, is never slower than FlexSP") {
+namespace {
+
+// A comparison on profile8's 8 GPUs at a 16K context with the CP schemes of `degrees` and `kinds`.
+compare::Options comparison_options(std::vector<int> degrees, std::vector<CpKind> kinds) {
   compare::Options options{.profile = profile8(),
                            .context = 16384,
                            .tokens = 40000,
@@ -213,7 +216,14 @@ TEST_CASE("flex domains: sluice, offering FlexSP's and dynamic CP's domains, is 
                            .seed = 3};
   options.profile = cost::Profile(cost::with_scheme_space(
       options.profile.spec(),
-      {.cp_degrees = {2, 4, 8}, .cp_kinds = {CpKind::ulysses, CpKind::ring}, .recompute = false, .links = {}}));
+      {.cp_degrees = std::move(degrees), .cp_kinds = std::move(kinds), .recompute = false, .links = {}}));
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("flex domains: sluice, offering FlexSP's and dynamic CP's domains, is never slower than FlexSP") {
+  const compare::Options options = comparison_options({2, 4, 8}, {CpKind::ulysses, CpKind::ring});
   const compare::SluiceFlex flex = compare::sluice_flex_domains(options, compare::planner_options(options));
   REQUIRE(flex.domains != nullptr);
   const auto domains = flex.domains->domains();
@@ -269,15 +279,7 @@ TEST_CASE("flex domains: sluice, offering FlexSP's and dynamic CP's domains, is 
 }
 
 TEST_CASE("flex domains: FlexSP fails, naming why, on a batch too small to keep every GPU busy") {
-  compare::Options options{.profile = profile8(),
-                           .context = 16384,
-                           .tokens = 40000,
-                           .problem = {.hidden = 4096, .element_bytes = 2, .link = {.latency = 1e-5, .bandwidth = 1e11},
-                                       .backward_ratio = 2},
-                           .dispatch = {.trials = 4},
-                           .seed = 3};
-  options.profile = cost::Profile(cost::with_scheme_space(
-      options.profile.spec(), {.cp_degrees = {2, 4}, .cp_kinds = {CpKind::ulysses}, .recompute = false, .links = {}}));
+  const compare::Options options = comparison_options({2, 4}, {CpKind::ulysses});
   const data::LengthDataset dataset =
       data::LengthDataset::load(io::resolve_data_file("man-pages", "lengths")).truncated(options.context);
   // One sequence, and Ulysses groups of at most 4 of the 8 GPUs: FlexSP's groups cannot use them all.
