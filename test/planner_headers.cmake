@@ -14,7 +14,7 @@ file(GLOB planner_headers RELATIVE ${SOURCE_DIR}/include
   ${SOURCE_DIR}/include/sluice/compare/*.hpp)
 # The headers of sluice::fit, which need Eigen by design.
 list(REMOVE_ITEM planner_headers sluice/cost/fit.hpp sluice/cost/context_parallel.hpp
-  sluice/search/analytic_profile.hpp)
+  sluice/search/analytic_profile.hpp sluice/search/galvatron.hpp)
 if(NOT EXTRA_FLAGS MATCHES "SLUICE_HAVE_CBC")
   list(FILTER planner_headers EXCLUDE REGEX "cbc\\.hpp$")
 endif()

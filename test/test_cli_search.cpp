@@ -94,3 +94,41 @@ TEST_CASE("cli: search --help and bad input") {
   CHECK(malformed.err.find("heads") != std::string::npos);
   std::filesystem::remove(path);
 }
+
+TEST_CASE("cli: search --galvatron on the authors' LLaMA2-7B profiles") {
+  const auto result = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--memory", "36GiB",
+                               "--batch", "16", "--granularity", "64MiB", "--json"});
+  REQUIRE(result.code == 0);
+  const auto document = sluice::io::json::parse(result.out);
+  CHECK(document.at("cluster") == "galvatron-1x8");
+  CHECK(document.at("memory_bytes") == 36LL << 30);
+  CHECK(document.at("best").at("global_batch") == 16);
+  // The same profiles given as a directory, and the fixed time mode: a different per-layer time, another estimate.
+  const std::string dir = (sluice::io::bundled_data_dir() / "galvatron" / "llama2-7b").string();
+  const auto fixed = run_cli({"search", "--model", "llama2-7b", "--galvatron", dir, "--memory", "36GiB", "--batch",
+                              "16", "--granularity", "64MiB", "--time-mode", "fixed", "--json"});
+  REQUIRE(fixed.code == 0);
+  CHECK(sluice::io::json::parse(fixed.out).at("best").at("throughput") != document.at("best").at("throughput"));
+  // Without --memory, Galvatron's default of 24 GB.
+  const auto text = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--batch", "8",
+                             "--granularity", "64MiB"});
+  CHECK(text.code == 0);
+  CHECK(text.out.find("llama2-7b (32 layers) on galvatron-1x8 (8 GPUs), 24.00 GiB per device") != std::string::npos);
+
+  const std::vector<std::vector<std::string_view>> bad = {
+      {"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--cluster", "a100-8"},
+      {"search", "--model", "llama2-7b", "--cluster", "a100-8", "--time-mode", "batch"},
+      {"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--time-mode", "hybrid"},
+      {"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--time-mode", "sequence"},
+      {"search", "--model", "llama2-7b", "--galvatron", "no-such-profiles"},
+  };
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    CAPTURE(i);
+    const auto refused = run_cli(bad[i]);
+    CHECK(refused.code == 2);
+    CHECK(one_line(refused.err));
+    CHECK(refused.out.empty());
+  }
+  CHECK(run_cli(bad[3]).err.find("1 sequence lengths at batch 1, the time mode needs 3") != std::string::npos);
+  CHECK(run_cli(bad[4]).err.find("no-such-profiles: not a directory of Galvatron profiles") != std::string::npos);
+}

@@ -3,6 +3,7 @@
 // strategies, the pipeline partition, the micro-batches and the estimated throughput, beside Base's and
 // the baselines'.
 #include <charconv>
+#include <filesystem>
 #include <cstdint>
 #include <iomanip>
 #include <ostream>
@@ -14,14 +15,16 @@
 #include "options.hpp"
 #include "progress.hpp"
 #include "sluice/io/bundled.hpp"
+#include "sluice/io/galvatron.hpp"
 #include "sluice/io/search_json.hpp"
 #include "sluice/search/search.hpp"
 
 namespace sluice::cli {
 
 inline constexpr std::string_view search_usage =
-    "usage: sluice search --model M --cluster C [--memory E] [--granularity G] [--batch B] [--batch-step S]\n"
-    "                     [--max-batch B] [--schedule 1f1b|gpipe] [--json]\n"
+    "usage: sluice search --model M (--cluster C | --galvatron DIR [--time-mode fixed|batch|sequence]) [--memory E]\n"
+    "                     [--granularity G] [--batch B] [--batch-step S] [--max-batch B] [--schedule 1f1b|gpipe]\n"
+    "                     [--json]\n"
     "\n"
     "Searches per-layer hybrid strategies (DP, sharded DP, TP, PP, checkpointing) and the pipeline partition\n"
     "that maximise the estimated throughput under a per-device memory budget (Galvatron-BMW), and the same\n"
@@ -29,7 +32,13 @@ inline constexpr std::string_view search_usage =
     "\n"
     "  --model M        sluice.model JSON file or bundled name (gpt-48, bert-huge-32, vit-huge-32, ...)\n"
     "  --cluster C      sluice.cluster JSON file or bundled name (titan-8, a100-8, a100-64)\n"
-    "  --memory E       per-device budget, bytes or with a unit: 16GiB, 512MiB (default: device memory)\n"
+    "  --galvatron DIR  Galvatron's profiles of the model and the cluster (its computation_profiling_, memory_profiling_\n"
+    "                   and hardware files; a directory or a bundled set: llama2-7b) in place of --cluster: profiled\n"
+    "                   times and parameters replace the model's, the hardware profile gives the cluster\n"
+    "  --time-mode X    how Galvatron's computation profile gives a layer's time: batch (default; a line over batch\n"
+    "                   sizes, with a cost per micro-batch), fixed (one batch size) or sequence (a fit over lengths)\n"
+    "  --memory E       per-device budget, bytes or with a unit: 16GiB, 512MiB (default: device memory; 24GiB with\n"
+    "                   --galvatron, Galvatron's default)\n"
     "  --granularity G  memory step of the layer DP (default 16MiB)\n"
     "  --batch B        fixed global batch in samples (default: sweep B = S, 2S, ... while a plan fits)\n"
     "  --batch-step S   sweep step (default 8)\n"
@@ -100,7 +109,8 @@ inline bool same_plan(const search::Plan& x, const search::Plan& y) {
 
 inline int search_command(std::span<const std::string_view> args, std::ostream& out, std::ostream* terminal = nullptr) {
   const Options options(args,
-                        {"model", "cluster", "memory", "granularity", "batch", "batch-step", "max-batch", "schedule"},
+                        {"model", "cluster", "galvatron", "time-mode", "memory", "granularity", "batch", "batch-step",
+                         "max-batch", "schedule"},
                         {"json", "help"});
   if (options.flag("help")) {
     out << search_usage;
@@ -109,13 +119,37 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
   const auto model_name = options.text("model");
   const auto cluster_name = options.text("cluster");
   sluice::require(model_name.has_value(), "option --model is required (see sluice search --help)");
-  sluice::require(cluster_name.has_value(), "option --cluster is required (see sluice search --help)");
-  const auto model = io::read_document<search::ModelSpec>(io::resolve_data_file(*model_name, "models"));
-  const auto cluster = io::read_document<search::ClusterSpec>(io::resolve_data_file(*cluster_name, "clusters"));
-
+  const auto galvatron_dir = options.text("galvatron");
+  sluice::require(cluster_name.has_value() != galvatron_dir.has_value(),
+                  "give one of --cluster and --galvatron (see sluice search --help)");
+  sluice::require(galvatron_dir.has_value() || !options.text("time-mode"), "option --time-mode needs --galvatron");
   search::SearchOptions settings;
   if (const auto memory = options.text("memory"))
     settings.memory_bytes = search_inputs::parse_bytes("memory", *memory);
+  auto model = io::read_document<search::ModelSpec>(io::resolve_data_file(*model_name, "models"));
+  search::ClusterSpec cluster;
+  if (galvatron_dir) {
+    search::GalvatronSettings galvatron;
+    if (const auto mode = options.text("time-mode")) {
+      sluice::require(*mode == "fixed" || *mode == "batch" || *mode == "sequence",
+                      "option --time-mode: expected fixed, batch or sequence, got '", *mode, "'");
+      galvatron.time_mode = *mode == "fixed"   ? search::GalvatronTimeMode::fixed
+                            : *mode == "batch" ? search::GalvatronTimeMode::batch
+                                               : search::GalvatronTimeMode::sequence;
+    }
+    if (settings.memory_bytes > 0) galvatron.memory_bytes = settings.memory_bytes;
+    // A directory, or the name of a bundled profile set (data/galvatron/<name>).
+    std::filesystem::path dir(*galvatron_dir);
+    std::error_code error;
+    if (!std::filesystem::is_directory(dir, error) && dir.filename() == dir &&
+        std::filesystem::is_directory(io::bundled_data_dir() / "galvatron" / dir, error))
+      dir = io::bundled_data_dir() / "galvatron" / dir;
+    const search::GalvatronProfile profile = io::read_galvatron(dir);
+    model = search::galvatron_model(profile, std::move(model), galvatron);
+    cluster = search::galvatron_cluster(profile, galvatron);
+  } else {
+    cluster = io::read_document<search::ClusterSpec>(io::resolve_data_file(*cluster_name, "clusters"));
+  }
   if (const auto granularity = options.text("granularity"))
     settings.granularity_bytes = search_inputs::parse_bytes("granularity", *granularity);
   settings.global_batch = options.integer("batch").value_or(0);

@@ -32,18 +32,21 @@ void bind_search(py::module_& module) {
   const search::LayerSpec layer_defaults;
   py::class_<search::LayerSpec>(module, "LayerSpec",
                                 "One Transformer layer; params 0 means the dense layer's 4h² + 2h·ffn + 9h + ffn, "
-                                "forward_seconds 0 means analytic from FLOPs.")
+                                "forward_seconds 0 means analytic from FLOPs; micro_batch_seconds is the forward time "
+                                "a micro-batch adds beyond its samples'.")
       .def(py::init([](std::string type, std::int64_t hidden, std::int64_t heads, std::int64_t ffn,
                        std::int64_t sequence, std::int64_t window, std::int64_t params, bool decoder,
-                       double forward_seconds) {
-             return search::LayerSpec{std::move(type), hidden, heads,  ffn, sequence, window,
-                                      params,          decoder, forward_seconds};
+                       double forward_seconds, double micro_batch_seconds) {
+             return search::LayerSpec{std::move(type), hidden,  heads,           ffn,
+                                      sequence,        window,  params,          decoder,
+                                      forward_seconds, micro_batch_seconds};
            }),
            py::kw_only(), py::arg("type") = layer_defaults.type, py::arg("hidden") = layer_defaults.hidden,
            py::arg("heads") = layer_defaults.heads, py::arg("ffn") = layer_defaults.ffn,
            py::arg("sequence") = layer_defaults.sequence, py::arg("window") = layer_defaults.window,
            py::arg("params") = layer_defaults.params, py::arg("decoder") = layer_defaults.decoder,
-           py::arg("forward_seconds") = layer_defaults.forward_seconds)
+           py::arg("forward_seconds") = layer_defaults.forward_seconds,
+           py::arg("micro_batch_seconds") = layer_defaults.micro_batch_seconds)
       .def_readwrite("type", &search::LayerSpec::type)
       .def_readwrite("hidden", &search::LayerSpec::hidden)
       .def_readwrite("heads", &search::LayerSpec::heads)
@@ -53,6 +56,7 @@ void bind_search(py::module_& module) {
       .def_readwrite("params", &search::LayerSpec::params)
       .def_readwrite("decoder", &search::LayerSpec::decoder)
       .def_readwrite("forward_seconds", &search::LayerSpec::forward_seconds)
+      .def_readwrite("micro_batch_seconds", &search::LayerSpec::micro_batch_seconds)
       .def_property_readonly("attention_span", &search::LayerSpec::attention_span)
       .def_property_readonly("parameter_count", &search::LayerSpec::parameter_count)
       .def(py::self == py::self);

@@ -46,6 +46,7 @@ struct adl_serializer<sluice::search::ModelSpec> {
       if (layer.params > 0) run["params"] = layer.params;
       if (layer.decoder) run["decoder"] = true;
       if (layer.forward_seconds > 0) run["forward_seconds"] = layer.forward_seconds;
+      if (layer.micro_batch_seconds > 0) run["micro_batch_seconds"] = layer.micro_batch_seconds;
       runs.push_back(std::move(run));
       i = j;
     }
@@ -83,6 +84,7 @@ struct adl_serializer<sluice::search::ModelSpec> {
       layer.params = field_or<std::int64_t>(runs[r], "params", 0, where);
       layer.decoder = field_or<bool>(runs[r], "decoder", false, where);
       layer.forward_seconds = field_or<double>(runs[r], "forward_seconds", 0.0, where);
+      layer.micro_batch_seconds = field_or<double>(runs[r], "micro_batch_seconds", 0.0, where);
       sluice::require(model.layers.size() + static_cast<std::size_t>(count) <= 65536, "model: more than 65536 layers");
       model.layers.insert(model.layers.end(), static_cast<std::size_t>(count), layer);
     }

@@ -1,6 +1,7 @@
 #pragma once
 // Analytic per-layer cost estimator (Galvatron-BMW Sec. V, App. C/D): memory as tensor shapes times
-// dtype size, compute from a profiled or FLOP-derived forward time (backward = 2x forward), and
+// dtype size, compute from a profiled or FLOP-derived forward time per sample plus a profiled time per
+// micro-batch (backward = 2x forward), and
 // communication as volume over the bandwidth of the link level a group spans. Overlapping the backward
 // with the gradient communication slows both by γ (T = γ·min(Tc, Tm) + |Tc − Tm|).
 #include <algorithm>
@@ -84,7 +85,7 @@ class AnalyticEstimator {
     const double tp_bandwidth = cluster_.bandwidth(strategy.tp_inner ? strategy.tp : group);
     const double dp_bandwidth = cluster_.bandwidth(strategy.tp_inner ? group : strategy.dp);
 
-    const double forward = seconds_per_sample_[static_cast<std::size_t>(layer)] * b / tp;
+    const double forward = seconds_per_sample_[static_cast<std::size_t>(layer)] * b / tp + spec.micro_batch_seconds;
     const double backward = (strategy.ckpt ? 3.0 : 2.0) * forward;
     const double all_reduces = spec.decoder ? 3.0 : 2.0;  // per pass
     const double tp_pass = strategy.tp > 1 ? all_reduces * 2.0 * (tp - 1) / tp * b *

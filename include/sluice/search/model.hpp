@@ -21,6 +21,9 @@ struct LayerSpec {
   std::int64_t params = 0;
   bool decoder = false;        // cross-attention: 3 TP all-reduces per pass instead of 2
   double forward_seconds = 0;  // profiled forward time of one sample on one GPU; 0 = analytic from FLOPs
+  // Profiled forward time of one micro-batch on one device beyond its samples' (launches, fixed work): Galvatron's
+  // c in m·b + c. Small micro-batches pay it most.
+  double micro_batch_seconds = 0;
   friend bool operator==(const LayerSpec&, const LayerSpec&) = default;
 
   [[nodiscard]] std::int64_t attention_span() const noexcept { return window > 0 ? window : sequence; }
@@ -61,6 +64,8 @@ struct ModelSpec {
       sluice::require(layer.params >= 0, where, ": params must be >= 0, got ", layer.params);
       sluice::require(std::isfinite(layer.forward_seconds) && layer.forward_seconds >= 0, where,
                       ": forward_seconds must be finite and >= 0, got ", layer.forward_seconds);
+      sluice::require(std::isfinite(layer.micro_batch_seconds) && layer.micro_batch_seconds >= 0, where,
+                      ": micro_batch_seconds must be finite and >= 0, got ", layer.micro_batch_seconds);
     }
   }
 };

@@ -1,0 +1,303 @@
+// Galvatron's profile files: the reader on the authors' own LLaMA2-7B profiles, broken copies of them, thousands of
+// mutated ones, the fits against Galvatron's values, the model and cluster made from them, and the search on them.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "sluice/core/error.hpp"
+#include "sluice/io/bundled.hpp"
+#include "sluice/io/galvatron.hpp"
+#include "sluice/io/search_json.hpp"
+#include "sluice/search/estimator.hpp"
+#include "sluice/search/galvatron.hpp"
+#include "sluice/search/search.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using sluice::search::GalvatronTimeMode;
+
+fs::path fixture() { return sluice::io::bundled_data_dir() / "galvatron" / "llama2-7b"; }
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A copy of the fixture in a fresh directory, with `file` replaced by `content` (or removed when `content` is null).
+fs::path broken_copy(std::string_view name, std::string_view file, const std::string* content) {
+  const fs::path dir = fs::temp_directory_path() / ("sluice-galvatron-" + std::string(name));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(fixture())) fs::copy(entry.path(), dir / entry.path().filename());
+  fs::remove(dir / file);
+  if (content != nullptr) std::ofstream(dir / file, std::ios::binary) << *content;
+  return dir;
+}
+
+std::string error_of(const fs::path& dir) {
+  try {
+    (void)sluice::io::read_galvatron(dir);
+  } catch (const sluice::invalid_input& error) {
+    return error.what();
+  }
+  return {};
+}
+
+bool near(double x, double y, double relative = 1e-9) { return std::abs(x - y) <= relative * std::abs(y); }
+
+}  // namespace
+
+TEST_CASE("galvatron: the authors' LLaMA2-7B profiles read whole, in sluice's units") {
+  const auto profile = sluice::io::read_galvatron(fixture());
+  CHECK(profile.model == "llama2-7b");
+  CHECK(profile.precision == "bf16");
+  REQUIRE(profile.layer_times.size() == 1);
+  CHECK(profile.layer_times.at(0).size() == 12);
+  CHECK(profile.other_times.size() == 12);
+  // Processed memory keys exist only with sequence parallelism in this profile.
+  CHECK(profile.memory.layers.empty());
+  const auto& layer = profile.memory_sp.layers.at("0/2048");
+  CHECK(layer.parameter_mib == 778.2236328125);
+  CHECK(layer.activation_mib.at(1) == 514.5634765625);
+  CHECK(layer.activation_mib.at(8) == 68.3204345703125);
+  CHECK(layer.checkpoint_mib == 32.0);
+  CHECK(profile.memory_sp.other.at("pp_on_first/2048").model_states_mib.at(1) == 2021.0048828125);
+  CHECK(profile.memory_sp.other.at("pp_off/2048").activation_mib.at(8) == 78.13916015625);
+  const auto& hardware = profile.hardware;
+  CHECK(hardware.gpus() == 8);
+  CHECK(hardware.allreduce_mib_per_ms.at({8, true}) == 154.203);
+  CHECK(hardware.allreduce_mib_per_ms.at({2, false}) == 151.344);
+  CHECK(hardware.p2p_mib_per_ms.at(4) == 138.581);
+  CHECK(hardware.overlap_coefficient == 1.125552573612729);
+  CHECK(hardware.allreduce_ms.at(8).at(1) == 0.07895);
+  CHECK(hardware.allreduce_ms.at(2).size() == 11);
+  CHECK(hardware.all_to_all_ms.at(8).size() == 11);
+}
+
+TEST_CASE("galvatron: the time modes give Galvatron's own fits") {
+  const auto profile = sluice::io::read_galvatron(fixture());
+  // Batch mode: Galvatron's curve_fit of ms·b over b, m = 3.8590168994623464 and c = 0.8329851396156087 per layer,
+  // (2.6803283231241726, 2.354899244597462) for the vocabulary layers.
+  const auto layer = sluice::search::galvatron_forward_time(profile, 0, GalvatronTimeMode::batch, 2048);
+  CHECK(near(layer.per_sample_seconds, 3.8590168994623464e-3));
+  CHECK(near(layer.per_micro_batch_seconds, 0.8329851396156087e-3));
+  const auto other = sluice::search::galvatron_forward_time(profile, -1, GalvatronTimeMode::batch, 2048);
+  CHECK(near(other.per_sample_seconds, 2.6803283231241726e-3));
+  CHECK(near(other.per_micro_batch_seconds, 2.354899244597462e-3));
+  // Fixed mode: the smallest profiled batch, which is the entry Galvatron's static mode takes from this file.
+  const auto fixed = sluice::search::galvatron_forward_time(profile, 0, GalvatronTimeMode::fixed, 2048);
+  CHECK(near(fixed.per_sample_seconds, 4.396252679824831e-3));
+  CHECK(fixed.per_micro_batch_seconds == 0);
+  // A sequence fit needs 3 lengths; this profile has one, and the error says so.
+  CHECK_THROWS_WITH_AS(sluice::search::galvatron_forward_time(profile, 0, GalvatronTimeMode::sequence, 2048),
+                       "galvatron profile: layertype_0: 1 sequence lengths at batch 1, the time mode needs 3",
+                       sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(sluice::search::galvatron_forward_time(profile, 0, GalvatronTimeMode::batch, 4096),
+                       "galvatron profile: layertype_0: 0 batch sizes at sequence 4096, the time mode needs 2",
+                       sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(sluice::search::galvatron_forward_time(profile, 1, GalvatronTimeMode::batch, 2048),
+                       "galvatron profile: no computation profile of layer type 1", sluice::invalid_input);
+}
+
+TEST_CASE("galvatron: a sequence fit is exact on a quadratic, and the vocabulary layers' on a line") {
+  sluice::search::GalvatronProfile profile;
+  for (const std::int64_t s : {1024, 2048, 4096, 8192}) {
+    const double x = static_cast<double>(s);
+    profile.layer_times[0].push_back({1, s, 1e-7 * x * x + 2e-3 * x + 0.5});
+    profile.other_times.push_back({1, s, 1e-3 * x + 0.25});
+  }
+  const auto layer = sluice::search::galvatron_forward_time(profile, 0, GalvatronTimeMode::sequence, 3000);
+  CHECK(near(layer.per_sample_seconds, (1e-7 * 9e6 + 2e-3 * 3000 + 0.5) / 1e3, 1e-9));
+  const auto other = sluice::search::galvatron_forward_time(profile, -1, GalvatronTimeMode::sequence, 3000);
+  CHECK(near(other.per_sample_seconds, (3.0 + 0.25) / 1e3, 1e-9));
+}
+
+TEST_CASE("galvatron: the model and cluster made from the profiles") {
+  const auto profile = sluice::io::read_galvatron(fixture());
+  const auto shape = sluice::io::read_document<sluice::search::ModelSpec>(
+      sluice::io::resolve_data_file("llama2-7b", "models"));
+  const sluice::search::GalvatronSettings settings{.memory_bytes = 36LL << 30};
+  const auto model = sluice::search::galvatron_model(profile, shape, settings);
+  REQUIRE(model.layers.size() == 32);
+  for (const auto& layer : model.layers) {
+    CHECK(near(layer.forward_seconds, 3.8590168994623464e-3));
+    CHECK(near(layer.micro_batch_seconds, 0.8329851396156087e-3));
+    CHECK(layer.params == std::llround(778.2236328125 * 1048576 / 4));  // 204,006,400
+  }
+  // 2021.0048828125 MiB of model states at 16 bytes a parameter: LLaMA's 32000 x 4096 embedding and a norm.
+  CHECK(model.embedding_params == std::llround(2021.0048828125 * 1048576 / 16));
+  CHECK(model.head_params == std::llround(2021.0673828125 * 1048576 / 16));
+
+  const auto cluster = sluice::search::galvatron_cluster(profile, settings);
+  CHECK(cluster.gpus == 8);
+  CHECK(cluster.memory_bytes == 36LL << 30);
+  CHECK(cluster.overlap_slowdown == 1.125552573612729);
+  REQUIRE(cluster.levels.size() == 3);  // consecutive groups of 2, 4 and 8
+  CHECK(cluster.levels[0].size == 2);
+  CHECK(cluster.levels[0].bandwidth == 138.156 * 1048576 * 1e3);
+  CHECK(cluster.levels[2].bandwidth == 154.203 * 1048576 * 1e3);
+
+  // Without the _sp keys there is no memory profile to take parameters from, and the error says which keys.
+  CHECK_THROWS_WITH_AS(sluice::search::galvatron_model(profile, shape, {.sequence_parallel = false}),
+                       "galvatron profile: no memory profile of layer type 0 at sequence 2048", sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(sluice::search::galvatron_cluster(profile, {.memory_bytes = 1LL << 30}),
+                       "galvatron: memory 1073741824 bytes is not more than the 1 GiB context Galvatron reserves",
+                       sluice::invalid_input);
+}
+
+TEST_CASE("galvatron: the per-micro-batch time enters forward and backward once per micro-batch") {
+  auto shape = sluice::io::read_document<sluice::search::ModelSpec>(
+      sluice::io::resolve_data_file("llama2-7b", "models"));
+  for (auto& layer : shape.layers) layer.forward_seconds = 4e-3;
+  const auto cluster =
+      sluice::io::read_document<sluice::search::ClusterSpec>(sluice::io::resolve_data_file("a100-8", "clusters"));
+  const sluice::search::AnalyticEstimator without(shape, cluster);
+  for (auto& layer : shape.layers) layer.micro_batch_seconds = 1e-3;
+  const sluice::search::AnalyticEstimator with(shape, cluster);
+  // One device, no communication: forward τ·b + c, backward twice that (three times with checkpointing).
+  const sluice::search::LayerStrategy alone{.tp = 1, .dp = 1};
+  for (const std::int64_t b : {1, 4, 16}) {
+    CHECK(near(with.layer(0, alone, b).time_nosync - without.layer(0, alone, b).time_nosync, 3e-3, 1e-12));
+    sluice::search::LayerStrategy checkpointed = alone;
+    checkpointed.ckpt = true;
+    CHECK(near(with.layer(0, checkpointed, b).time_nosync - without.layer(0, checkpointed, b).time_nosync, 4e-3,
+               1e-12));
+  }
+  // Under TP the samples' time splits and the micro-batch's does not (Galvatron's m·b/tp + c).
+  const sluice::search::LayerStrategy tensor{.tp = 2, .dp = 1};
+  const auto split = with.layer(0, tensor, 8);
+  const auto whole = without.layer(0, tensor, 8);
+  CHECK(near(split.time_nosync - whole.time_nosync, 3e-3, 1e-12));
+}
+
+TEST_CASE("galvatron: sluice search runs on the authors' profiles, and every plan validates") {
+  // docs/search.md's example, with the bundled directory.
+  const sluice::search::GalvatronProfile profile = sluice::io::read_galvatron(fixture());
+  const sluice::search::GalvatronSettings settings{.memory_bytes = 36LL << 30};
+  const auto model = sluice::search::galvatron_model(
+      profile, sluice::io::read_document<sluice::search::ModelSpec>(sluice::io::resolve_data_file("llama2-7b", "models")),
+      settings);
+  const auto cluster = sluice::search::galvatron_cluster(profile, settings);
+  const auto report =
+      sluice::search::search(model, cluster, {.memory_bytes = settings.memory_bytes, .global_batch = 16});
+  sluice::search::validate(report, model, cluster, {.memory_bytes = settings.memory_bytes, .global_batch = 16});
+  CHECK(report.best.global_batch == 16);
+  CHECK(report.best.throughput > 0);
+  // With a cost per micro-batch, 16 one-sample micro-batches cost 16 c where one of 16 costs one: the plan takes
+  // fewer, larger micro-batches than one per sample.
+  CHECK(report.best.micro_batches < 16);
+}
+
+TEST_CASE("galvatron: broken files are refused with one line naming the file and the key") {
+  struct Case {
+    std::string_view name;
+    std::string_view file;
+    std::string content;
+    std::string_view message;
+  };
+  const std::string computation = "computation_profiling_bf16_llama2-7b_all.json";
+  const std::string memory = "memory_profiling_bf16_llama2-7b_all.json";
+  const Case cases[] = {
+      {"bad-json", computation, "{\"layertype_0_bsz1_seq2048\": ", "not valid JSON"},
+      {"not-object", computation, "[1, 2]", "expected an object"},
+      {"unknown-key", computation, R"({"layertype_0_bsz1_seq2048": 1, "speed": 3})",
+       "key 'speed': not a computation profile key"},
+      {"negative", computation, R"({"layertype_0_bsz1_seq2048": -1})", "expected a finite number >= 0, got -1"},
+      {"string", computation, R"({"layertype_0_bsz1_seq2048": "fast"})", "expected a number"},
+      {"zero-batch", computation, R"({"layertype_0_bsz0_seq2048": 1})", "0 is outside [1, 1048576]"},
+      {"huge-sequence", computation, R"({"layertype_0_bsz1_seq99999999999": 1})", "is outside [1, 16777216]"},
+      {"long-digits", computation, R"({"layertype_0_bsz1_seq99999999999999999999": 1})", "is not a number"},
+      {"no-layers", computation, R"({"layertype_other_bsz1_seq2048": 1})", "no layertype_<type>_bsz<b>_seq<s>"},
+      {"deep", computation, std::string(300, '[') + std::string(300, ']'), "nested deeper than 256"},
+      {"memory-field", memory, R"({"layertype_0_sp": {"2048": {"parameter_size": 1}}})",
+       "missing field 'tp_activation_per_bsz_dict'"},
+      {"memory-extra", memory,
+       R"({"layertype_0_sp": {"2048": {"parameter_size": 1, "tp_activation_per_bsz_dict": {"1": 1}, "x": 2}}})",
+       "unknown field 'x'"},
+      {"memory-degree", memory,
+       R"({"layertype_0_sp": {"2048": {"parameter_size": 1, "tp_activation_per_bsz_dict": {"3": 1}}}})",
+       "degree 3 is not a power of 2"},
+      {"memory-sequence", memory,
+       R"({"layertype_0_sp": {"long": {"parameter_size": 1, "tp_activation_per_bsz_dict": {"1": 1}}}})",
+       "sequence key 'long' is not a sequence length"},
+      {"memory-key", memory, R"({"weights": {}})", "key 'weights': not a memory profile key"},
+      {"overlap-small", "overlap_coefficient.json", R"({"overlap_coe": 0.5})", "expected a finite number >= 1"},
+      {"overlap-missing", "overlap_coefficient.json", R"({})", "missing field 'overlap_coe'"},
+      {"allreduce-zero", "allreduce_bandwidth_1nodes_8gpus_per_node.json", R"({"allreduce_size_8_consec_1": 0})",
+       "expected a finite number > 0, got 0"},
+      {"allreduce-key", "allreduce_bandwidth_1nodes_8gpus_per_node.json", R"({"allreduce_size_8_consec_2": 1})",
+       "not allreduce_size_<n>_consec_<0|1>"},
+      {"sp-key", "sp_time_1nodes_8gpus_per_node.json", R"({"broadcast_size_8_1MB_time": 1})",
+       "not <allreduce|all2all>_size_<n>_<m>MB_time"},
+      {"p2p-key", "p2p_bandwidth_1nodes_8gpus_per_node.json", R"({"pp_size_3": 1})", "degree 3 is not a power of 2"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const std::string message = error_of(broken_copy(c.name, c.file, &c.content));
+    CHECK(message.find(c.message) != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+    CHECK(message.find(c.file.substr(0, 20)) != std::string::npos);
+  }
+  for (const std::string_view file : {std::string_view(memory), std::string_view("overlap_coefficient.json"),
+                                      std::string_view("sp_time_1nodes_8gpus_per_node.json")}) {
+    CAPTURE(file);
+    const std::string message = error_of(broken_copy("missing", file, nullptr));
+    CHECK(message.find(file.substr(0, 20)) != std::string::npos);
+    CHECK(message.find("cannot open file") != std::string::npos);
+  }
+  CHECK(error_of(broken_copy("no-computation", computation, nullptr)).find("no computation_profiling_") !=
+        std::string::npos);
+  CHECK(error_of(fixture() / "overlap_coefficient.json").find("not a directory of Galvatron profiles") !=
+        std::string::npos);
+  // Two models in one directory: the reader asks which.
+  const fs::path two = broken_copy("two-models", "x", nullptr);
+  fs::copy(two / computation, two / "computation_profiling_bf16_other_all.json");
+  CHECK(error_of(two).find("several computation_profiling_<precision>_<model>_all.json files") != std::string::npos);
+  CHECK(sluice::io::read_galvatron(two, {.model = "llama2-7b"}).model == "llama2-7b");
+  CHECK_THROWS_WITH_AS(sluice::io::read_galvatron(two, {.precision = "int8"}),
+                       "galvatron: precision must be fp32, fp16 or bf16, got 'int8'", sluice::invalid_input);
+}
+
+TEST_CASE("galvatron: thousands of mutated profiles either read or fail with one line, never crash") {
+  const std::string files[] = {"computation_profiling_bf16_llama2-7b_all.json",
+                               "memory_profiling_bf16_llama2-7b_all.json", "sp_time_1nodes_8gpus_per_node.json",
+                               "allreduce_bandwidth_1nodes_8gpus_per_node.json"};
+  std::mt19937_64 random(20261130);
+  int read = 0;
+  int refused = 0;
+  for (int round = 0; round < 1200; ++round) {
+    const std::string& file = files[round % 4];
+    std::string text = slurp(fixture() / file);
+    const int edits = 1 + static_cast<int>(random() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const std::size_t at = random() % text.size();
+      switch (random() % 4) {
+        case 0: text[at] = static_cast<char>(random() % 128); break;                  // flip a byte
+        case 1: text.resize(at); break;                                               // truncate
+        case 2: text.insert(at, std::string(1, "{}[]\",:-e9"[random() % 10])); break;  // insert structure
+        default: text.erase(at, 1 + random() % 8); break;                              // delete a run
+      }
+      if (text.empty()) text = " ";
+    }
+    const fs::path dir = broken_copy("fuzz", file, &text);
+    const std::string message = error_of(dir);
+    if (message.empty()) {
+      ++read;
+    } else {
+      ++refused;
+      CHECK(message.find('\n') == std::string::npos);
+    }
+  }
+  CHECK(read + refused == 1200);
+  CHECK(refused > 600);
+}
