@@ -55,6 +55,14 @@ std::string error_of(const fs::path& dir) {
 
 bool near(double x, double y, double relative = 1e-9) { return std::abs(x - y) <= relative * std::abs(y); }
 
+sluice::search::ModelSpec llama_shape() {
+  return sluice::io::read_document<sluice::search::ModelSpec>(sluice::io::resolve_data_file("llama2-7b", "models"));
+}
+
+sluice::search::ClusterSpec a100() {
+  return sluice::io::read_document<sluice::search::ClusterSpec>(sluice::io::resolve_data_file("a100-8", "clusters"));
+}
+
 }  // namespace
 
 TEST_CASE("galvatron: the authors' LLaMA2-7B profiles read whole, in sluice's units") {
@@ -124,8 +132,7 @@ TEST_CASE("galvatron: a sequence fit is exact on a quadratic, and the vocabulary
 
 TEST_CASE("galvatron: the model and cluster made from the profiles") {
   const auto profile = sluice::io::read_galvatron(fixture());
-  const auto shape = sluice::io::read_document<sluice::search::ModelSpec>(
-      sluice::io::resolve_data_file("llama2-7b", "models"));
+  const auto shape = llama_shape();
   const sluice::search::GalvatronSettings settings{.memory_bytes = 36LL << 30};
   const auto model = sluice::search::galvatron_model(profile, shape, settings);
   REQUIRE(model.layers.size() == 32);
@@ -147,6 +154,22 @@ TEST_CASE("galvatron: the model and cluster made from the profiles") {
   CHECK(cluster.levels[0].bandwidth == 138.156 * 1048576 * 1e3);
   CHECK(cluster.levels[2].bandwidth == 154.203 * 1048576 * 1e3);
 
+  // Strided groups of 2 and 4 ranks were measured too (consec_0); 8 ranks on 8 GPUs are always consecutive.
+  REQUIRE(cluster.strided_levels.size() == 2);
+  CHECK(cluster.strided_levels[0].size == 2);
+  CHECK(cluster.strided_levels[1].bandwidth == 155.815 * 1048576 * 1e3);
+
+  // Profiled activations per sample, the kept input split by TP under sequence parallelism.
+  const double mib = 1048576;
+  CHECK(model.layers[0].activation_bytes.at(1) == 514.5634765625 * mib);
+  CHECK(model.layers[0].activation_bytes.at(8) == 68.3204345703125 * mib);
+  CHECK(model.layers[0].checkpoint_bytes.at(1) == 32 * mib);
+  CHECK(model.layers[0].checkpoint_bytes.at(4) == 8 * mib);
+  CHECK(model.embedding_activation_bytes == 198.7357177734375 * mib);
+  CHECK(model.head_activation_bytes == 717.560302734375 * mib);
+  CHECK(near(model.vocabulary_forward_seconds, 2.6803283231241726e-3));
+  CHECK(near(model.vocabulary_micro_batch_seconds, 2.354899244597462e-3));
+
   // Without the _sp keys there is no memory profile to take parameters from, and the error says which keys.
   CHECK_THROWS_WITH_AS(sluice::search::galvatron_model(profile, shape, {.sequence_parallel = false}),
                        "galvatron profile: no memory profile of layer type 0 at sequence 2048", sluice::invalid_input);
@@ -156,11 +179,9 @@ TEST_CASE("galvatron: the model and cluster made from the profiles") {
 }
 
 TEST_CASE("galvatron: the per-micro-batch time enters forward and backward once per micro-batch") {
-  auto shape = sluice::io::read_document<sluice::search::ModelSpec>(
-      sluice::io::resolve_data_file("llama2-7b", "models"));
+  auto shape = llama_shape();
   for (auto& layer : shape.layers) layer.forward_seconds = 4e-3;
-  const auto cluster =
-      sluice::io::read_document<sluice::search::ClusterSpec>(sluice::io::resolve_data_file("a100-8", "clusters"));
+  const auto cluster = a100();
   const sluice::search::AnalyticEstimator without(shape, cluster);
   for (auto& layer : shape.layers) layer.micro_batch_seconds = 1e-3;
   const sluice::search::AnalyticEstimator with(shape, cluster);
@@ -180,13 +201,113 @@ TEST_CASE("galvatron: the per-micro-batch time enters forward and backward once 
   CHECK(near(split.time_nosync - whole.time_nosync, 3e-3, 1e-12));
 }
 
+TEST_CASE("galvatron: profiled activations stand in for the count, by TP degree") {
+  auto shape = llama_shape();
+  for (auto& layer : shape.layers) {
+    layer.activation_bytes = {{1, 1000.0}, {2, 600.0}, {8, 200.0}};
+    layer.checkpoint_bytes = {{1, 100.0}, {2, 50.0}};
+  }
+  const auto cluster = a100();
+  const sluice::search::AnalyticEstimator estimator(shape, cluster);
+  CHECK(estimator.activation_bytes(0, 2) == 600.0);
+  CHECK(estimator.activation_bytes(0, 4) == 300.0);  // from TP 2's, halved
+  CHECK(estimator.activation_bytes(0, 16) == 100.0);  // from TP 8's
+  CHECK(estimator.checkpoint_bytes(0, 8) == 12.5);  // from TP 2's
+  // Four samples on each of 2 DP replicas: a micro-batch of 8.
+  const auto whole = estimator.layer(0, {.tp = 2, .dp = 2}, 8);
+  CHECK(whole.forward_bytes == 4 * 600.0);
+  CHECK(whole.backward_bytes == 0);
+  const auto kept = estimator.layer(0, {.tp = 2, .dp = 2, .ckpt = true}, 8);
+  CHECK(kept.forward_bytes == 4 * 50.0);
+  CHECK(kept.backward_bytes == 4 * (600.0 - 50.0));
+  // Without a checkpoint table a checkpointed layer keeps its input, s·h·q per sample.
+  for (auto& layer : shape.layers) layer.checkpoint_bytes.clear();
+  const sluice::search::AnalyticEstimator inputs(shape, cluster);
+  CHECK(inputs.layer(0, {.tp = 1, .dp = 1, .ckpt = true}, 1).forward_bytes == 2048.0 * 4096 * 2);
+}
+
+TEST_CASE("galvatron: the vocabulary layers' time and activations on the first and last stages") {
+  auto shape = llama_shape();
+  shape.vocabulary_forward_seconds = 2e-3;
+  shape.vocabulary_micro_batch_seconds = 1e-3;
+  shape.embedding_activation_bytes = 100;
+  shape.head_activation_bytes = 400;
+  const auto cluster = a100();
+  const sluice::search::AnalyticEstimator estimator(shape, cluster);
+  // A micro-batch of 16 samples over a stage of 4 GPUs: forward 2 ms · 4 + 1 ms, backward twice that.
+  CHECK(near(estimator.stage_extra_seconds(0, 1, 4, 16), 3 * 9e-3, 1e-12));
+  CHECK(near(estimator.stage_extra_seconds(0, 2, 4, 16), 1.5 * 9e-3, 1e-12));
+  CHECK(near(estimator.stage_extra_seconds(3, 4, 4, 16), 1.5 * 9e-3, 1e-12));
+  CHECK(estimator.stage_extra_seconds(1, 4, 4, 16) == 0);
+  // Memory: the context, the sharded states, and 4 samples per device of each of the in-flight micro-batches.
+  const double context = static_cast<double>(cluster.reserved_bytes);
+  const double embedding = 16.0 * static_cast<double>(shape.embedding_params) / 4;
+  const double head = 16.0 * static_cast<double>(shape.head_params) / 4;
+  CHECK(near(estimator.stage_extra_bytes(0, 4, 4, 16, 4), context + embedding + 100.0 * 4 * 4, 1e-12));
+  CHECK(near(estimator.stage_extra_bytes(3, 4, 4, 16, 1), context + head + 400.0 * 4, 1e-12));
+  CHECK(estimator.stage_extra_bytes(1, 4, 4, 16, 3) == context);
+  CHECK(near(estimator.stage_extra_bytes(0, 1, 4, 16, 1), context + embedding + head + 500.0 * 4, 1e-12));
+  // The fields travel through sluice.model JSON, and bad values are refused naming the field.
+  const auto again = sluice::io::from_document<sluice::search::ModelSpec>(sluice::io::to_document(shape));
+  CHECK(again == shape);
+  shape.head_activation_bytes = -1;
+  CHECK_THROWS_WITH_AS(shape.validate(),
+                       "model llama2-7b: head_activation_bytes must be finite and in [0, 2^60), got -1",
+                       sluice::invalid_input);
+  shape.head_activation_bytes = 0;
+  shape.layers[3].activation_bytes = {{3, 10.0}};
+  CHECK_THROWS_WITH_AS(shape.validate(),
+                       "model llama2-7b: layer 3: activation_bytes needs power-of-2 degrees in [1, 2^20] and bytes in "
+                       "(0, 2^50), got 3: 10",
+                       sluice::invalid_input);
+  shape.layers[3].activation_bytes.clear();
+  shape.layers[3].checkpoint_bytes = {{1, 10.0}};
+  CHECK_THROWS_WITH_AS(shape.validate(), "model llama2-7b: layer 3: checkpoint_bytes needs activation_bytes",
+                       sluice::invalid_input);
+  auto document = sluice::io::to_document(again);
+  document["layers"][0]["activation_bytes"] = {{"two", 1.0}};
+  CHECK_THROWS_WITH_AS(sluice::io::from_document<sluice::search::ModelSpec>(document),
+                       "JSON document: model.layers[0].activation_bytes: key 'two' is not a TP degree",
+                       sluice::invalid_input);
+}
+
+TEST_CASE("galvatron: strided groups communicate at their measured bandwidth, others at their span's") {
+  auto shape = llama_shape();
+  // Compute too short to hide the gradient all-reduce: the overlap costs all of the communication, γ·T_b + (T_c − T_b).
+  for (auto& layer : shape.layers) layer.forward_seconds = 1e-6;
+  auto cluster = a100();
+  const sluice::search::AnalyticEstimator consecutive(shape, cluster);
+  cluster.strided_levels = {{2, 50e9}, {4, 20e9}};
+  const sluice::search::AnalyticEstimator strided(shape, cluster);
+  CHECK(cluster.strided_bandwidth(4, 8) == 20e9);
+  CHECK(cluster.strided_bandwidth(8, 8) == cluster.bandwidth(8));
+  // tp2*dp4: DP's 4 ranks at stride 2 all-reduce W·q/tp bytes twice over (dp−1)/dp, at 20 GB/s instead of 200.
+  const sluice::search::LayerStrategy dp_strided{.tp = 2, .dp = 4};
+  const double bytes = 2.0 * 3 / 4 * 202383360.0 * 2 / 2;
+  const double gradient_slower = bytes / 20e9 - bytes / 200e9;
+  const auto slow = strided.layer(0, dp_strided, 8);
+  const auto fast = consecutive.layer(0, dp_strided, 8);
+  CHECK(slow.time_nosync == fast.time_nosync);  // no gradient sync without it
+  CHECK(near(slow.time_sync - fast.time_sync, gradient_slower, 1e-9));
+  // Pure DP is consecutive: nothing changes; so does TP inner.
+  CHECK(strided.layer(0, {.tp = 1, .dp = 8}, 8).time_sync == consecutive.layer(0, {.tp = 1, .dp = 8}, 8).time_sync);
+  // TP outer: its 2 ranks stride over the DP groups, at 50 GB/s.
+  const sluice::search::LayerStrategy tp_outer{.tp = 2, .dp = 4, .tp_inner = false};
+  CHECK(strided.layer(0, tp_outer, 8).time_nosync > consecutive.layer(0, tp_outer, 8).time_nosync);
+  // Documents carry the levels; bad ones are refused.
+  CHECK(sluice::io::from_document<sluice::search::ClusterSpec>(sluice::io::to_document(cluster)) == cluster);
+  cluster.strided_levels = {{4, 1e9}, {2, 1e9}};
+  CHECK_THROWS_WITH_AS(cluster.validate(),
+                       "cluster a100-8: strided level 1: size must be a power of 2 in [2, gpus], larger than the one "
+                       "before, got 2",
+                       sluice::invalid_input);
+}
+
 TEST_CASE("galvatron: sluice search runs on the authors' profiles, and every plan validates") {
   // docs/search.md's example, with the bundled directory.
   const sluice::search::GalvatronProfile profile = sluice::io::read_galvatron(fixture());
   const sluice::search::GalvatronSettings settings{.memory_bytes = 36LL << 30};
-  const auto model = sluice::search::galvatron_model(
-      profile, sluice::io::read_document<sluice::search::ModelSpec>(sluice::io::resolve_data_file("llama2-7b", "models")),
-      settings);
+  const auto model = sluice::search::galvatron_model(profile, llama_shape(), settings);
   const auto cluster = sluice::search::galvatron_cluster(profile, settings);
   const auto report =
       sluice::search::search(model, cluster, {.memory_bytes = settings.memory_bytes, .global_batch = 16});

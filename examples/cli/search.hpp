@@ -3,7 +3,6 @@
 // strategies, the pipeline partition, the micro-batches and the estimated throughput, beside Base's and
 // the baselines'.
 #include <charconv>
-#include <filesystem>
 #include <cstdint>
 #include <iomanip>
 #include <ostream>
@@ -130,21 +129,9 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
   search::ClusterSpec cluster;
   if (galvatron_dir) {
     search::GalvatronSettings galvatron;
-    if (const auto mode = options.text("time-mode")) {
-      sluice::require(*mode == "fixed" || *mode == "batch" || *mode == "sequence",
-                      "option --time-mode: expected fixed, batch or sequence, got '", *mode, "'");
-      galvatron.time_mode = *mode == "fixed"   ? search::GalvatronTimeMode::fixed
-                            : *mode == "batch" ? search::GalvatronTimeMode::batch
-                                               : search::GalvatronTimeMode::sequence;
-    }
+    if (const auto mode = options.text("time-mode")) galvatron.time_mode = search::galvatron_time_mode(*mode);
     if (settings.memory_bytes > 0) galvatron.memory_bytes = settings.memory_bytes;
-    // A directory, or the name of a bundled profile set (data/galvatron/<name>).
-    std::filesystem::path dir(*galvatron_dir);
-    std::error_code error;
-    if (!std::filesystem::is_directory(dir, error) && dir.filename() == dir &&
-        std::filesystem::is_directory(io::bundled_data_dir() / "galvatron" / dir, error))
-      dir = io::bundled_data_dir() / "galvatron" / dir;
-    const search::GalvatronProfile profile = io::read_galvatron(dir);
+    const search::GalvatronProfile profile = io::read_galvatron(*galvatron_dir);
     model = search::galvatron_model(profile, std::move(model), galvatron);
     cluster = search::galvatron_cluster(profile, galvatron);
   } else {

@@ -9,6 +9,7 @@
 #include "sluice/cost/context_parallel.hpp"
 #include "sluice/cost/fit.hpp"
 #include "sluice/search/analytic_profile.hpp"
+#include "sluice/search/galvatron.hpp"
 
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/bundled.hpp"
@@ -18,6 +19,7 @@
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/data_json.hpp"
 #include "sluice/io/fit_run_json.hpp"
+#include "sluice/io/galvatron.hpp"
 #include "sluice/io/inspect_json.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/io/microbatch_json.hpp"

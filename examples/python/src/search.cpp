@@ -57,6 +57,10 @@ void bind_search(py::module_& module) {
       .def_readwrite("decoder", &search::LayerSpec::decoder)
       .def_readwrite("forward_seconds", &search::LayerSpec::forward_seconds)
       .def_readwrite("micro_batch_seconds", &search::LayerSpec::micro_batch_seconds)
+      .def_readwrite("activation_bytes", &search::LayerSpec::activation_bytes,
+                     "Profiled activation bytes per sample by TP degree (empty: Megatron's count). A copy.")
+      .def_readwrite("checkpoint_bytes", &search::LayerSpec::checkpoint_bytes,
+                     "Profiled bytes a checkpointed layer keeps per sample by TP degree (empty: its input). A copy.")
       .def_property_readonly("attention_span", &search::LayerSpec::attention_span)
       .def_property_readonly("parameter_count", &search::LayerSpec::parameter_count)
       .def(py::self == py::self);
@@ -88,6 +92,10 @@ void bind_search(py::module_& module) {
       .def_readwrite("head_params", &search::ModelSpec::head_params)
       .def_readwrite("dtype_bytes", &search::ModelSpec::dtype_bytes)
       .def_readwrite("state_bytes_per_param", &search::ModelSpec::state_bytes_per_param)
+      .def_readwrite("vocabulary_forward_seconds", &search::ModelSpec::vocabulary_forward_seconds)
+      .def_readwrite("vocabulary_micro_batch_seconds", &search::ModelSpec::vocabulary_micro_batch_seconds)
+      .def_readwrite("embedding_activation_bytes", &search::ModelSpec::embedding_activation_bytes)
+      .def_readwrite("head_activation_bytes", &search::ModelSpec::head_activation_bytes)
       .def("validate", &search::ModelSpec::validate, "Raises InvalidInput for a bad model.");
   def_document(model);
 
@@ -129,6 +137,9 @@ void bind_search(py::module_& module) {
       .def_readwrite("efficiency", &search::ClusterSpec::efficiency)
       .def_readwrite("overlap_slowdown", &search::ClusterSpec::overlap_slowdown)
       .def_readwrite("levels", &search::ClusterSpec::levels, "A copy: assign the whole list to change it.")
+      .def_readwrite("strided_levels", &search::ClusterSpec::strided_levels,
+                     "Measured bandwidths of groups of `size` ranks at a stride; a size not listed communicates at "
+                     "its span's. A copy: assign the whole list to change it.")
       .def("bandwidth", &search::ClusterSpec::bandwidth, py::arg("span"),
            "Bandwidth of a group spanning `span` consecutive ranks: the innermost level holding it.")
       .def("validate", &search::ClusterSpec::validate, "Raises InvalidInput for a bad cluster.");
@@ -290,6 +301,28 @@ void bind_search(py::module_& module) {
       py::arg("model"), py::arg("cluster"), py::arg("pp"), py::arg("batch"), py::arg("micro_batches"), py::kw_only(),
       py::arg("options") = search_defaults,
       "The BMW partition search of one (batch, pp, micro_batches), for inspection.");
+
+  // ---- Galvatron's own profiles -----------------------------------------------------------------------------
+  const search::GalvatronSettings galvatron_defaults;
+  module.def(
+      "galvatron_inputs",
+      [](const std::filesystem::path& directory, search::ModelSpec shape, std::int64_t memory_bytes,
+         std::string_view time_mode, bool sequence_parallel, std::string model_name, std::string precision, int nodes,
+         int gpus_per_node) {
+        const search::GalvatronSettings settings{.time_mode = search::galvatron_time_mode(time_mode),
+                                                 .sequence_parallel = sequence_parallel,
+                                                 .memory_bytes = memory_bytes};
+        const search::GalvatronProfile profile =
+            io::read_galvatron(directory, {std::move(model_name), std::move(precision), nodes, gpus_per_node});
+        return std::pair{search::galvatron_model(profile, std::move(shape), settings),
+                         search::galvatron_cluster(profile, settings)};
+      },
+      py::arg("directory"), py::arg("model"), py::kw_only(), py::arg("memory_bytes") = galvatron_defaults.memory_bytes,
+      py::arg("time_mode") = "batch", py::arg("sequence_parallel") = galvatron_defaults.sequence_parallel,
+      py::arg("model_name") = "", py::arg("precision") = "", py::arg("nodes") = 0, py::arg("gpus_per_node") = 0,
+      "The model (`model`'s shape with Galvatron's profiled times, parameters and activations) and the cluster of "
+      "a directory of Galvatron's profile files (or a bundled set: 'llama2-7b'); raises InvalidInput naming a bad "
+      "file and key.");
 
   // ---- partitions ---------------------------------------------------------------------------------------------
   module.def("even_partition", &search::even_partition, py::arg("layers"), py::arg("stages"),

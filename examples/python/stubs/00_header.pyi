@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Iterator, Literal, Optional, Sequence, Union, overload
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence, Union, overload
 
 import numpy as np
 import numpy.typing as npt

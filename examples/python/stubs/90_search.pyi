@@ -48,6 +48,16 @@ class LayerSpec:
     @micro_batch_seconds.setter
     def micro_batch_seconds(self, value: float) -> None: ...
     @property
+    def activation_bytes(self) -> dict[int, float]:
+        """Profiled activation bytes per sample by TP degree (empty: Megatron's count). A copy."""
+    @activation_bytes.setter
+    def activation_bytes(self, value: Mapping[int, float]) -> None: ...
+    @property
+    def checkpoint_bytes(self) -> dict[int, float]:
+        """Profiled bytes a checkpointed layer keeps per sample by TP degree (empty: its input). A copy."""
+    @checkpoint_bytes.setter
+    def checkpoint_bytes(self, value: Mapping[int, float]) -> None: ...
+    @property
     def attention_span(self) -> int: ...
     @property
     def parameter_count(self) -> int: ...
@@ -86,6 +96,22 @@ class ModelSpec:
     def state_bytes_per_param(self) -> float: ...
     @state_bytes_per_param.setter
     def state_bytes_per_param(self, value: float) -> None: ...
+    @property
+    def vocabulary_forward_seconds(self) -> float: ...
+    @vocabulary_forward_seconds.setter
+    def vocabulary_forward_seconds(self, value: float) -> None: ...
+    @property
+    def vocabulary_micro_batch_seconds(self) -> float: ...
+    @vocabulary_micro_batch_seconds.setter
+    def vocabulary_micro_batch_seconds(self, value: float) -> None: ...
+    @property
+    def embedding_activation_bytes(self) -> float: ...
+    @embedding_activation_bytes.setter
+    def embedding_activation_bytes(self, value: float) -> None: ...
+    @property
+    def head_activation_bytes(self) -> float: ...
+    @head_activation_bytes.setter
+    def head_activation_bytes(self, value: float) -> None: ...
     def validate(self) -> None:
         """Raises InvalidInput for a bad model."""
     def __eq__(self, other: object) -> bool: ...
@@ -150,6 +176,12 @@ class ClusterSpec:
         """A copy: assign the whole list to change it."""
     @levels.setter
     def levels(self, value: Sequence[LinkLevel]) -> None: ...
+    @property
+    def strided_levels(self) -> list[LinkLevel]:
+        """Measured bandwidths of groups of `size` ranks at a stride; a size not listed communicates at its span's.
+        A copy: assign the whole list to change it."""
+    @strided_levels.setter
+    def strided_levels(self, value: Sequence[LinkLevel]) -> None: ...
     def bandwidth(self, span: int) -> float:
         """Bandwidth of a group spanning `span` consecutive ranks."""
     def validate(self) -> None:
@@ -318,6 +350,22 @@ def balance_trace(
     options: SearchOptions = ...,
 ) -> BalanceTrace:
     """The BMW partition search of one (batch, pp, micro_batches), for inspection."""
+
+def galvatron_inputs(
+    directory: PathLike,
+    model: ModelSpec,
+    *,
+    memory_bytes: int = 25769803776,
+    time_mode: Literal["fixed", "batch", "sequence"] = "batch",
+    sequence_parallel: bool = True,
+    model_name: str = "",
+    precision: str = "",
+    nodes: int = 0,
+    gpus_per_node: int = 0,
+) -> tuple[ModelSpec, ClusterSpec]:
+    """The model (`model`'s shape with Galvatron's profiled times, parameters and activations) and the cluster of
+    a directory of Galvatron's profile files (or a bundled set: 'llama2-7b'); raises InvalidInput naming a bad
+    file and key."""
 
 def even_partition(layers: int, stages: int) -> list[int]:
     """Layers per stage, the remainder on the deepest stages."""

@@ -232,3 +232,31 @@ def test_deterministic_across_python_threads(model, cluster):
     for worker in workers:
         worker.join()
     assert results == [reference] * len(results)
+
+
+def test_galvatron_profiles_and_profiled_terms(tmp_path):
+    """Galvatron's own LLaMA2-7B profiles: the model carries the profiled terms, they travel through JSON and pickle,
+    the search validates its plans on them, and bad input raises InvalidInput naming the file."""
+    directory = "llama2-7b"  # the bundled set; a path to a directory reads the same
+    model, cluster = sluice.galvatron_inputs(directory, sluice.ModelSpec.bundled("llama2-7b"), memory_bytes=36 << 30)
+    layer = model.layers[0]
+    assert layer.forward_seconds == pytest.approx(3.8590168994623464e-3, rel=1e-9)
+    assert layer.micro_batch_seconds == pytest.approx(0.8329851396156087e-3, rel=1e-9)
+    assert layer.activation_bytes[1] == 514.5634765625 * 2**20 and layer.checkpoint_bytes[8] == 4 * 2**20
+    assert model.vocabulary_forward_seconds == pytest.approx(2.6803283231241726e-3, rel=1e-9)
+    assert model.head_activation_bytes == 717.560302734375 * 2**20
+    assert cluster.gpus == 8 and cluster.name == "galvatron-1x8" and cluster.memory_bytes == 36 << 30
+    assert sluice.ModelSpec.from_json(model.to_json()) == model
+    assert pickle.loads(pickle.dumps(model)) == model
+    options = sluice.SearchOptions(memory_bytes=36 << 30, granularity_bytes=64 << 20, global_batch=16)
+    report = sluice.search(model, cluster, options=options)
+    report.validate(model, cluster, options=options)
+    fixed, _ = sluice.galvatron_inputs(directory, sluice.ModelSpec.bundled("llama2-7b"), time_mode="fixed")
+    assert fixed.layers[0].micro_batch_seconds == 0
+    with pytest.raises(sluice.InvalidInput, match="time mode must be fixed, batch or sequence"):
+        sluice.galvatron_inputs(directory, model, time_mode="hybrid")
+    with pytest.raises(sluice.InvalidInput, match="not a directory of Galvatron profiles"):
+        sluice.galvatron_inputs(tmp_path / "none", model)
+    (tmp_path / "computation_profiling_bf16_x_all.json").write_text('{"layertype_0_bsz1_seq2048": -1}')
+    with pytest.raises(sluice.InvalidInput, match="computation_profiling_bf16_x_all.json: key 'layertype_0_bsz1_seq2048'"):
+        sluice.galvatron_inputs(tmp_path, model)

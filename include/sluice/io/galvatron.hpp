@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/io/bundled.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/search/galvatron.hpp"
 
@@ -239,10 +240,14 @@ inline std::string either(const std::string& given, std::string_view any) {
 
 }  // namespace detail::galvatron
 
-// Galvatron's profiles of one model on one cluster shape, from the files of `dir`.
-inline search::GalvatronProfile read_galvatron(const std::filesystem::path& dir, const GalvatronFiles& files = {}) {
+// Galvatron's profiles of one model on one cluster shape, from the files of `dir`: a directory, or the name of a
+// bundled set (data/galvatron/<name>: llama2-7b).
+inline search::GalvatronProfile read_galvatron(std::filesystem::path dir, const GalvatronFiles& files = {}) {
   namespace g = detail::galvatron;
   std::error_code error;
+  if (!std::filesystem::is_directory(dir, error) && dir.filename() == dir && !dir.empty() &&
+      std::filesystem::is_directory(bundled_data_dir() / "galvatron" / dir, error))
+    dir = bundled_data_dir() / "galvatron" / dir;
   sluice::require(std::filesystem::is_directory(dir, error), dir.string(), ": not a directory of Galvatron profiles");
   sluice::require(files.precision.empty() || files.precision == "fp32" || files.precision == "fp16" ||
                       files.precision == "bf16",

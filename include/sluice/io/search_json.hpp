@@ -2,10 +2,15 @@
 // JSON for the hybrid-parallel search: the model ("sluice.model"), the cluster ("sluice.cluster") and
 // the search report ("sluice.search"), each version 1. A model lists its layers in runs: {"count": 48,
 // "hidden": 4096, ...}; consecutive equal layers are written back as one run.
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <map>
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sluice/io/json.hpp"
@@ -47,6 +52,8 @@ struct adl_serializer<sluice::search::ModelSpec> {
       if (layer.decoder) run["decoder"] = true;
       if (layer.forward_seconds > 0) run["forward_seconds"] = layer.forward_seconds;
       if (layer.micro_batch_seconds > 0) run["micro_batch_seconds"] = layer.micro_batch_seconds;
+      if (!layer.activation_bytes.empty()) run["activation_bytes"] = by_degree(layer.activation_bytes);
+      if (!layer.checkpoint_bytes.empty()) run["checkpoint_bytes"] = by_degree(layer.checkpoint_bytes);
       runs.push_back(std::move(run));
       i = j;
     }
@@ -56,6 +63,34 @@ struct adl_serializer<sluice::search::ModelSpec> {
            {"embedding_params", model.embedding_params},
            {"head_params", model.head_params},
            {"layers", std::move(runs)}};
+    for (const auto& [key, member] : vocabulary_fields)
+      if (model.*member > 0) out[std::string(key)] = model.*member;
+  }
+
+  // The profiled vocabulary layers' fields, written only when set.
+  static constexpr std::array<std::pair<std::string_view, double sluice::search::ModelSpec::*>, 4> vocabulary_fields{
+      {{"vocabulary_forward_seconds", &sluice::search::ModelSpec::vocabulary_forward_seconds},
+       {"vocabulary_micro_batch_seconds", &sluice::search::ModelSpec::vocabulary_micro_batch_seconds},
+       {"embedding_activation_bytes", &sluice::search::ModelSpec::embedding_activation_bytes},
+       {"head_activation_bytes", &sluice::search::ModelSpec::head_activation_bytes}}};
+
+  static json by_degree(const std::map<int, double>& table) {
+    json out = json::object();
+    for (const auto& [degree, bytes] : table) out[std::to_string(degree)] = bytes;
+    return out;
+  }
+
+  static std::map<int, double> by_degree(const json& in, const std::string& where) {
+    sluice::require(in.is_object(), where, ": expected an object of bytes by TP degree, got ",
+                    sluice::io::detail::describe(in));
+    std::map<int, double> out;
+    for (const auto& [key, value] : in.items()) {
+      const bool digits = !key.empty() && key.size() <= 7 &&
+                          std::ranges::all_of(key, [](char c) { return c >= '0' && c <= '9'; });
+      sluice::require(digits, where, ": key '", key.substr(0, 40), "' is not a TP degree");
+      out[std::stoi(key)] = sluice::io::field<double>(in, key, where);
+    }
+    return out;
   }
   static sluice::search::ModelSpec from_json(const json& in) {
     using sluice::io::field;
@@ -66,6 +101,7 @@ struct adl_serializer<sluice::search::ModelSpec> {
     model.state_bytes_per_param = field_or<double>(in, "state_bytes_per_param", model.state_bytes_per_param, "model");
     model.embedding_params = field_or<std::int64_t>(in, "embedding_params", 0, "model");
     model.head_params = field_or<std::int64_t>(in, "head_params", 0, "model");
+    for (const auto& [key, member] : vocabulary_fields) model.*member = field_or<double>(in, key, 0.0, "model");
     const json runs = field<json>(in, "layers", "model");
     sluice::require(runs.is_array() && !runs.empty(), "model: 'layers' must be a non-empty array of runs");
     for (std::size_t r = 0; r < runs.size(); ++r) {
@@ -85,6 +121,10 @@ struct adl_serializer<sluice::search::ModelSpec> {
       layer.decoder = field_or<bool>(runs[r], "decoder", false, where);
       layer.forward_seconds = field_or<double>(runs[r], "forward_seconds", 0.0, where);
       layer.micro_batch_seconds = field_or<double>(runs[r], "micro_batch_seconds", 0.0, where);
+      if (runs[r].contains("activation_bytes"))
+        layer.activation_bytes = by_degree(runs[r].at("activation_bytes"), where + ".activation_bytes");
+      if (runs[r].contains("checkpoint_bytes"))
+        layer.checkpoint_bytes = by_degree(runs[r].at("checkpoint_bytes"), where + ".checkpoint_bytes");
       sluice::require(model.layers.size() + static_cast<std::size_t>(count) <= 65536, "model: more than 65536 layers");
       model.layers.insert(model.layers.end(), static_cast<std::size_t>(count), layer);
     }
@@ -106,6 +146,12 @@ struct adl_serializer<sluice::search::ClusterSpec> {
            {"efficiency", cluster.efficiency},
            {"overlap_slowdown", cluster.overlap_slowdown},
            {"levels", std::move(levels)}};
+    if (!cluster.strided_levels.empty()) {
+      json strided = json::array();
+      for (const auto& level : cluster.strided_levels)
+        strided.push_back({{"size", level.size}, {"bandwidth", level.bandwidth}});
+      out["strided_levels"] = std::move(strided);
+    }
   }
   static sluice::search::ClusterSpec from_json(const json& in) {
     using sluice::io::field;
@@ -124,6 +170,15 @@ struct adl_serializer<sluice::search::ClusterSpec> {
       const auto where = sluice::concat("cluster.levels[", i, "]");
       cluster.levels.push_back(
           {field<std::int64_t>(levels[i], "size", where), field<double>(levels[i], "bandwidth", where)});
+    }
+    if (in.contains("strided_levels")) {
+      const json& strided = in.at("strided_levels");
+      sluice::require(strided.is_array(), "cluster: 'strided_levels' must be an array");
+      for (std::size_t i = 0; i < strided.size(); ++i) {
+        const auto where = sluice::concat("cluster.strided_levels[", i, "]");
+        cluster.strided_levels.push_back(
+            {field<std::int64_t>(strided[i], "size", where), field<double>(strided[i], "bandwidth", where)});
+      }
     }
     cluster.validate();
     return cluster;

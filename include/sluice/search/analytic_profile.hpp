@@ -75,7 +75,7 @@ inline double analytic_stage_memory(const ModelSpec& model, const ClusterSpec& c
     forward += scheme.pp() * cost.forward_bytes;
     peak = std::max(peak, forward + cost.backward_bytes);
   }
-  return states + peak + estimator.stage_extra_bytes(0, scheme.pp(), scheme.tp());
+  return states + peak + estimator.stage_extra_bytes(0, scheme.pp(), scheme.tp(), 1, scheme.pp());
 }
 
 inline cost::ProfileSpec analytic_profile_spec(const ModelSpec& model, const ClusterSpec& cluster,

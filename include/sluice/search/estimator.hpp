@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -49,13 +50,21 @@ class AnalyticEstimator {
   // Activation bytes of one sample kept by a non-CKPT layer (Megatron's count, generalised to any FFN
   // width, attention span and dtype): 10·s·h unsplit, (8h + 4·ffn)·s and 5·a·s·span split by TP, at
   // 2-byte elements.
+  // A profiled layer's own table stands in for the count.
   [[nodiscard]] double activation_bytes(int layer, int tp) const noexcept {
     const LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
+    if (!spec.activation_bytes.empty()) return profiled(spec.activation_bytes, tp);
     const auto s = static_cast<double>(spec.sequence);
     const auto h = static_cast<double>(spec.hidden);
     const double split = (8.0 * h + 4.0 * static_cast<double>(spec.ffn)) * s +
                          5.0 * static_cast<double>(spec.heads) * s * static_cast<double>(spec.attention_span());
     return (10.0 * s * h + split / tp) * model_.dtype_bytes / 2.0;
+  }
+
+  // What a checkpointed layer keeps of one sample: its input, or the profiled bytes.
+  [[nodiscard]] double checkpoint_bytes(int layer, int tp) const noexcept {
+    const LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
+    return spec.checkpoint_bytes.empty() ? boundary_bytes(layer) : profiled(spec.checkpoint_bytes, tp);
   }
 
   // The layer input (boundary activation) of one sample, replicated over TP.
@@ -74,16 +83,19 @@ class AnalyticEstimator {
     const std::int64_t group = strategy.group();
 
     LayerCost cost;
-    const double boundary = b * boundary_bytes(layer);
-    const double intermediate = b * activation_bytes(layer, strategy.tp) - boundary;
-    cost.forward_bytes = strategy.ckpt ? boundary : boundary + intermediate;
+    const double kept = b * checkpoint_bytes(layer, strategy.tp);
+    const double intermediate = std::max(0.0, b * activation_bytes(layer, strategy.tp) - kept);
+    cost.forward_bytes = strategy.ckpt ? kept : kept + intermediate;
     cost.backward_bytes = strategy.ckpt ? intermediate : 0.0;
     cost.state_bytes = model_.state_bytes_per_param * params / (strategy.sdp ? dp : 1.0);
 
     // TP takes the consecutive ranks when inner, so its group spans tp ranks; the other dimension then
     // strides over the whole stage group, and the other way round.
-    const double tp_bandwidth = cluster_.bandwidth(strategy.tp_inner ? strategy.tp : group);
-    const double dp_bandwidth = cluster_.bandwidth(strategy.tp_inner ? group : strategy.dp);
+    const double tp_bandwidth = strategy.tp_inner ? cluster_.bandwidth(strategy.tp)
+                                                  : cluster_.strided_bandwidth(strategy.tp, group);
+    const double dp_bandwidth = !strategy.tp_inner ? cluster_.bandwidth(strategy.dp)
+                                : strategy.tp > 1  ? cluster_.strided_bandwidth(strategy.dp, group)
+                                                   : cluster_.bandwidth(group);
 
     const double forward = seconds_per_sample_[static_cast<std::size_t>(layer)] * b / tp + spec.micro_batch_seconds;
     const double backward = (strategy.ckpt ? 3.0 : 2.0) * forward;
@@ -123,13 +135,34 @@ class AnalyticEstimator {
   }
 
   // Memory a stage holds besides its layers: the reserved context, the embedding on the first stage and
-  // the head on the last, sharded over the stage's devices.
-  [[nodiscard]] double stage_extra_bytes(int stage, int stages, std::int64_t group) const noexcept {
+  // the head on the last, sharded over the stage's devices, and their profiled activations of the
+  // `in_flight` micro-batches the stage holds.
+  [[nodiscard]] double stage_extra_bytes(int stage, int stages, std::int64_t group, std::int64_t micro_batch,
+                                         double in_flight) const noexcept {
     double params = 0;
-    if (stage == 0) params += static_cast<double>(model_.embedding_params);
-    if (stage == stages - 1) params += static_cast<double>(model_.head_params);
+    double activation = 0;
+    if (stage == 0) {
+      params += static_cast<double>(model_.embedding_params);
+      activation += model_.embedding_activation_bytes;
+    }
+    if (stage == stages - 1) {
+      params += static_cast<double>(model_.head_params);
+      activation += model_.head_activation_bytes;
+    }
+    const double samples = static_cast<double>(micro_batch) / static_cast<double>(group);
     return static_cast<double>(cluster_.reserved_bytes) +
-           model_.state_bytes_per_param * params / static_cast<double>(group);
+           model_.state_bytes_per_param * params / static_cast<double>(group) + activation * samples * in_flight;
+  }
+
+  // The profiled vocabulary layers' forward and backward per micro-batch, data-parallel over the stage's
+  // devices: half on the first stage and half on the last (Galvatron's split), all on a lone stage.
+  [[nodiscard]] double stage_extra_seconds(int stage, int stages, std::int64_t group,
+                                           std::int64_t micro_batch) const noexcept {
+    const double share = stages == 1 ? 1.0 : stage == 0 || stage == stages - 1 ? 0.5 : 0.0;
+    const double forward = model_.vocabulary_forward_seconds * static_cast<double>(micro_batch) /
+                               static_cast<double>(group) +
+                           model_.vocabulary_micro_batch_seconds;
+    return 3.0 * share * forward;
   }
 
   [[nodiscard]] double overlap(double compute, double communication) const noexcept {
@@ -137,6 +170,13 @@ class AnalyticEstimator {
   }
 
  private:
+  // The table's entry at `tp`, or the nearest profiled degree below it (else above) scaled by the ratio.
+  static double profiled(const std::map<int, double>& table, int tp) noexcept {
+    auto found = table.upper_bound(tp);
+    if (found != table.begin()) --found;
+    return found->second * found->first / tp;
+  }
+
   ModelSpec model_;
   ClusterSpec cluster_;
   std::vector<double> seconds_per_sample_;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,13 @@ inline constexpr double galvatron_mib = 1048576.0;
 // How a computation profile becomes one time per layer (Galvatron's time_profile_mode): `fixed` one measured batch
 // size ("static"), `batch` a straight-line fit over batch sizes, `sequence` a fit over sequence lengths at batch 1.
 enum class GalvatronTimeMode { fixed, batch, sequence };
+
+inline GalvatronTimeMode galvatron_time_mode(std::string_view name) {
+  if (name == "fixed") return GalvatronTimeMode::fixed;
+  if (name == "batch") return GalvatronTimeMode::batch;
+  sluice::require(name == "sequence", "galvatron: time mode must be fixed, batch or sequence, got '", name, "'");
+  return GalvatronTimeMode::sequence;
+}
 
 // Forward milliseconds of ONE sample through one layer type (or, with the type `other`, through the embedding, the LM
 // head and the loss), profiled at a batch size and a sequence length.
@@ -191,10 +199,12 @@ inline std::int64_t galvatron_params(double mib, double bytes_per_param) {
 
 }  // namespace detail
 
-// `shape` with the profile's times and parameter counts: Galvatron layer type k is the k-th distinct `type` label in
-// layer order. Per layer, forward_seconds and micro_batch_seconds are the profile's fit at the layer's sequence
-// length, params its fp32 parameter size over 4 bytes; the embedding and the head hold the first and last stages'
-// vocabulary model states (16 bytes per parameter) at TP 1.
+// `shape` with the profile's times, parameter counts and activations: Galvatron layer type k is the k-th distinct
+// `type` label in layer order. Per layer, forward_seconds and micro_batch_seconds are the profile's fit at the
+// layer's sequence length, params its fp32 parameter size over 4 bytes, activation_bytes and checkpoint_bytes its
+// profiled activations per sample by TP degree. The embedding and the head hold the first and last stages'
+// vocabulary model states at TP 1 (state_bytes_per_param each) and their activations per sample; the vocabulary
+// layers' time is the profile's layertype_other fit.
 inline ModelSpec galvatron_model(const GalvatronProfile& profile, ModelSpec shape, const GalvatronSettings& settings) {
   shape.validate();
   const GalvatronMemory& memory = detail::galvatron_memory(profile, settings);
@@ -212,23 +222,43 @@ inline ModelSpec galvatron_model(const GalvatronProfile& profile, ModelSpec shap
                     " at sequence ", layer.sequence, settings.sequence_parallel ? " (the _sp keys)" : "");
     layer.params = detail::galvatron_params(held->second.parameter_mib, 4.0);
     sluice::require(layer.params >= 1, "galvatron profile: layer type ", type, " has no parameters");
+    layer.activation_bytes.clear();
+    layer.checkpoint_bytes.clear();
+    for (const auto& [degree, mib] : held->second.activation_mib) {
+      layer.activation_bytes[degree] = mib * galvatron_mib;
+      // Megatron's sequence parallelism splits the kept input over the TP group too.
+      if (held->second.checkpoint_mib > 0)
+        layer.checkpoint_bytes[degree] =
+            held->second.checkpoint_mib * galvatron_mib / (settings.sequence_parallel ? degree : 1);
+    }
   }
   const std::int64_t sequence = shape.layers.front().sequence;
-  auto vocabulary = [&](const std::string& place) {
+  auto vocabulary = [&](const std::string& place) -> const GalvatronOtherMemory& {
     const auto found = memory.other.find(place + "/" + std::to_string(sequence));
-    sluice::require(found != memory.other.end() && found->second.model_states_mib.contains(1),
-                    "galvatron profile: no other_memory_", place, " model states at TP 1 and sequence ", sequence);
-    return detail::galvatron_params(found->second.model_states_mib.at(1), shape.state_bytes_per_param);
+    sluice::require(found != memory.other.end() && found->second.model_states_mib.contains(1) &&
+                        found->second.activation_mib.contains(1),
+                    "galvatron profile: no other_memory_", place, " at TP 1 and sequence ", sequence);
+    return found->second;
   };
-  shape.embedding_params = vocabulary("pp_on_first");
-  shape.head_params = vocabulary("pp_on_last");
+  shape.embedding_params =
+      detail::galvatron_params(vocabulary("pp_on_first").model_states_mib.at(1), shape.state_bytes_per_param);
+  shape.head_params =
+      detail::galvatron_params(vocabulary("pp_on_last").model_states_mib.at(1), shape.state_bytes_per_param);
+  shape.embedding_activation_bytes = vocabulary("pp_on_first").activation_mib.at(1) * galvatron_mib;
+  shape.head_activation_bytes = vocabulary("pp_on_last").activation_mib.at(1) * galvatron_mib;
+  if (!profile.other_times.empty()) {
+    const GalvatronLineTime time = galvatron_forward_time(profile, -1, settings.time_mode, sequence);
+    shape.vocabulary_forward_seconds = time.per_sample_seconds;
+    shape.vocabulary_micro_batch_seconds = time.per_micro_batch_seconds;
+  }
   shape.validate();
   return shape;
 }
 
 // The cluster the hardware profile measured: one link level per consecutive all-reduce group size (a group of g
-// consecutive ranks communicates at the bus bandwidth measured for g), Galvatron's overlap coefficient, its 1 GiB
-// PyTorch context per device, and `settings.memory_bytes`. `flops` is nominal: every layer's time is profiled.
+// consecutive ranks communicates at the bus bandwidth measured for g) and a strided level per strided one,
+// Galvatron's overlap coefficient, its 1 GiB PyTorch context per device, and `settings.memory_bytes`. `flops` is
+// nominal: every layer's time is profiled.
 inline ClusterSpec galvatron_cluster(const GalvatronProfile& profile, const GalvatronSettings& settings) {
   const GalvatronHardware& hardware = profile.hardware;
   ClusterSpec cluster;
@@ -239,7 +269,7 @@ inline ClusterSpec galvatron_cluster(const GalvatronProfile& profile, const Galv
   cluster.flops = 1e15;
   cluster.overlap_slowdown = hardware.overlap_coefficient;
   for (const auto& [key, bandwidth] : hardware.allreduce_mib_per_ms)
-    if (key.second) cluster.levels.push_back({key.first, bandwidth * galvatron_mib * 1e3});
+    (key.second ? cluster.levels : cluster.strided_levels).push_back({key.first, bandwidth * galvatron_mib * 1e3});
   sluice::require(!cluster.levels.empty() && cluster.levels.back().size == cluster.gpus,
                   "galvatron profile: no consecutive all-reduce bandwidth over all ", cluster.gpus, " GPUs");
   sluice::require(cluster.memory_bytes > cluster.reserved_bytes, "galvatron: memory ", cluster.memory_bytes,

@@ -3,7 +3,10 @@
 // Transformer and the GPUs it trains on, with a hierarchy of links.
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -24,6 +27,12 @@ struct LayerSpec {
   // Profiled forward time of one micro-batch on one device beyond its samples' (launches, fixed work): Galvatron's
   // c in m·b + c. Small micro-batches pay it most.
   double micro_batch_seconds = 0;
+  // Profiled activation bytes one sample leaves on a device, by TP degree (Galvatron's tp_activation_per_bsz_dict):
+  // all of them without checkpointing (`activation_bytes`), what a checkpointed layer keeps (`checkpoint_bytes`).
+  // Empty: Megatron's count. A degree not profiled takes the nearest profiled one below it (else above), scaled by
+  // the ratio of the degrees.
+  std::map<int, double> activation_bytes{};
+  std::map<int, double> checkpoint_bytes{};
   friend bool operator==(const LayerSpec&, const LayerSpec&) = default;
 
   [[nodiscard]] std::int64_t attention_span() const noexcept { return window > 0 ? window : sequence; }
@@ -39,6 +48,12 @@ struct ModelSpec {
   std::int64_t head_params = 0;       // output head, held by the last stage
   int dtype_bytes = 2;                // activations and communicated tensors
   double state_bytes_per_param = 16;  // parameters + gradients + optimizer states (mixed-precision Adam)
+  // Profiled vocabulary layers (embedding, LM head, loss): forward seconds per sample and per micro-batch, split
+  // evenly between the first and the last stage, and the activation bytes one sample leaves on each. 0: not costed.
+  double vocabulary_forward_seconds = 0;
+  double vocabulary_micro_batch_seconds = 0;
+  double embedding_activation_bytes = 0;
+  double head_activation_bytes = 0;
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 
   void validate() const {
@@ -49,6 +64,13 @@ struct ModelSpec {
                     ": state_bytes_per_param must be finite and > 0, got ", state_bytes_per_param);
     sluice::require(embedding_params >= 0, "model ", name, ": embedding_params must be >= 0, got ", embedding_params);
     sluice::require(head_params >= 0, "model ", name, ": head_params must be >= 0, got ", head_params);
+    for (const auto& [field, value] :
+         {std::pair<std::string_view, double>{"vocabulary_forward_seconds", vocabulary_forward_seconds},
+          {"vocabulary_micro_batch_seconds", vocabulary_micro_batch_seconds},
+          {"embedding_activation_bytes", embedding_activation_bytes},
+          {"head_activation_bytes", head_activation_bytes}})
+      sluice::require(std::isfinite(value) && value >= 0 && value < 0x1p60, "model ", name, ": ", field,
+                      " must be finite and in [0, 2^60), got ", value);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const LayerSpec& layer = layers[i];
       const auto where = sluice::concat("model ", name, ": layer ", i);
@@ -66,6 +88,16 @@ struct ModelSpec {
                       ": forward_seconds must be finite and >= 0, got ", layer.forward_seconds);
       sluice::require(std::isfinite(layer.micro_batch_seconds) && layer.micro_batch_seconds >= 0, where,
                       ": micro_batch_seconds must be finite and >= 0, got ", layer.micro_batch_seconds);
+      for (const auto& [field, table] : {std::pair<std::string_view, const std::map<int, double>*>{
+                                             "activation_bytes", &layer.activation_bytes},
+                                         {"checkpoint_bytes", &layer.checkpoint_bytes}})
+        for (const auto& [degree, bytes] : *table)
+          sluice::require(degree >= 1 && degree <= (1 << 20) && (degree & (degree - 1)) == 0 && std::isfinite(bytes) &&
+                              bytes > 0 && bytes < 0x1p50,
+                          where, ": ", field, " needs power-of-2 degrees in [1, 2^20] and bytes in (0, 2^50), got ",
+                          degree, ": ", bytes);
+      sluice::require(layer.checkpoint_bytes.empty() || !layer.activation_bytes.empty(), where,
+                      ": checkpoint_bytes needs activation_bytes");
     }
   }
 };
@@ -87,6 +119,9 @@ struct ClusterSpec {
   double efficiency = 0.5;          // achieved share of `flops` in matmuls
   double overlap_slowdown = 1.3;    // γ: compute and communication both slow down when they overlap
   std::vector<LinkLevel> levels;    // innermost first; the last spans the cluster
+  // Measured bandwidths of groups of `size` ranks at a stride (Galvatron's consec_0 all-reduces): DP across TP
+  // groups, TP across DP groups. A size not listed communicates at the bandwidth of its span.
+  std::vector<LinkLevel> strided_levels{};
   friend bool operator==(const ClusterSpec&, const ClusterSpec&) = default;
 
   void validate() const {
@@ -113,6 +148,15 @@ struct ClusterSpec {
     }
     sluice::require(inner >= gpus, "cluster ", name, ": the outermost link level spans ", inner,
                     " GPUs, fewer than the cluster's ", gpus);
+    for (std::size_t i = 0; i < strided_levels.size(); ++i) {
+      const LinkLevel& level = strided_levels[i];
+      sluice::require(level.size >= 2 && level.size <= gpus && (level.size & (level.size - 1)) == 0 &&
+                          (i == 0 || level.size > strided_levels[i - 1].size),
+                      "cluster ", name, ": strided level ", i,
+                      ": size must be a power of 2 in [2, gpus], larger than the one before, got ", level.size);
+      sluice::require(std::isfinite(level.bandwidth) && level.bandwidth > 0, "cluster ", name, ": strided level ", i,
+                      ": bandwidth must be finite and > 0, got ", level.bandwidth);
+    }
   }
 
   // Bandwidth of a communication group whose ranks span `span` consecutive ranks (a group of g ranks at
@@ -121,6 +165,13 @@ struct ClusterSpec {
     for (const LinkLevel& level : levels)
       if (level.size >= span) return level.bandwidth;
     return levels.back().bandwidth;
+  }
+
+  // Bandwidth of a group of `size` ranks at a stride, spanning `span` ranks: measured, else the span's.
+  [[nodiscard]] double strided_bandwidth(std::int64_t size, std::int64_t span) const noexcept {
+    for (const LinkLevel& level : strided_levels)
+      if (level.size == size) return level.bandwidth;
+    return bandwidth(span);
   }
 };
 

@@ -168,7 +168,10 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
       sync += p2p;
       nosync += p2p;
     }
-    const double memory = states + peak + estimator.stage_extra_bytes(i, plan.pp, group);
+    const double vocabulary = estimator.stage_extra_seconds(i, plan.pp, group, micro_batch);
+    sync += vocabulary;
+    nosync += vocabulary;
+    const double memory = states + peak + estimator.stage_extra_bytes(i, plan.pp, group, micro_batch, factor);
     if (!nearly_equal(memory, stage.memory_bytes))
       check.fail("stage ", i, ": memory ", stage.memory_bytes, " != ", memory);
     if (memory > budget * (1 + 1e-12)) check.fail("stage ", i, ": memory ", memory, " exceeds the budget ", budget);

@@ -226,11 +226,13 @@ class Context {
     const auto b = static_cast<std::size_t>(first + count);
     return prefix_state_[b] - prefix_state_[a] +
            in_flight(options_.schedule, index, pp_, micro_batches_) * (prefix_forward_[b] - prefix_forward_[a]) +
-           estimator_.stage_extra_bytes(index, pp_, group_);
+           estimator_.stage_extra_bytes(index, pp_, group_, micro_batch_,
+                                        in_flight(options_.schedule, index, pp_, micro_batches_));
   }
   [[nodiscard]] double initial_time(int index, int first, int count) const {
     const double p2p = index + 1 < pp_ ? estimator_.p2p(first + count - 1, group_, micro_batch_) : 0.0;
-    return prefix_time_[static_cast<std::size_t>(first + count)] - prefix_time_[static_cast<std::size_t>(first)] + p2p;
+    return prefix_time_[static_cast<std::size_t>(first + count)] - prefix_time_[static_cast<std::size_t>(first)] + p2p +
+           estimator_.stage_extra_seconds(index, pp_, group_, micro_batch_);
   }
 
  private:
@@ -239,7 +241,7 @@ class Context {
     const std::size_t K = representative_.size();
     const double m = micro_batches_;
     const double factor = in_flight(options_.schedule, index, pp_, micro_batches_);
-    const double extra = estimator_.stage_extra_bytes(index, pp_, group_);
+    const double extra = estimator_.stage_extra_bytes(index, pp_, group_, micro_batch_, factor);
     problem_.layers = count;
     problem_.strategies = static_cast<int>(S);
     problem_.layouts = static_cast<int>(K);
@@ -288,6 +290,9 @@ class Context {
       result.time_sync += p2p;
       result.time_nosync += p2p;
     }
+    const double vocabulary = estimator_.stage_extra_seconds(index, pp_, group_, micro_batch_);
+    result.time_sync += vocabulary;
+    result.time_nosync += vocabulary;
     return result;
   }
 
