@@ -109,6 +109,23 @@ TEST_CASE("cli: search --galvatron on the authors' LLaMA2-7B profiles") {
                               "16", "--granularity", "64MiB", "--time-mode", "fixed", "--json"});
   REQUIRE(fixed.code == 0);
   CHECK(sluice::io::json::parse(fixed.out).at("best").at("throughput") != document.at("best").at("throughput"));
+  // Galvatron's own plan, costed beside sluice's: within the budget, slower by sluice's estimator.
+  const std::string plan = dir + "/galvatron_config_llama2-7b_1nodes_8gpus_per_node_36GB_bf16.json";
+  const auto both = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--memory", "36GiB",
+                             "--batch", "16", "--granularity", "64MiB", "--galvatron-plan", plan, "--json"});
+  REQUIRE(both.code == 0);
+  const auto costed = sluice::io::json::parse(both.out).at("galvatron_plan");
+  CHECK(costed.at("fits") == true);
+  CHECK(costed.at("plan").at("method") == "galvatron");
+  CHECK(costed.at("plan").at("throughput").get<double>() <= document.at("best").at("throughput").get<double>());
+  const auto side = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--memory", "36GiB",
+                             "--batch", "16", "--granularity", "64MiB", "--galvatron-plan", plan});
+  CHECK(side.out.find("  galvatron: ") != std::string::npos);
+  CHECK(side.out.find("(Galvatron's plan costed by sluice's estimator: ") != std::string::npos);
+  const auto wrong = run_cli({"search", "--model", "gpt-48", "--cluster", "a100-8", "--galvatron-plan", plan});
+  CHECK(wrong.code == 2);
+  CHECK(wrong.err.find("tp_sizes_enc: expected 48 entries") != std::string::npos);
+
   // Without --memory, Galvatron's default of 24 GB.
   const auto text = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--batch", "8",
                              "--granularity", "64MiB"});

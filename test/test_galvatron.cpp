@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "sluice/core/error.hpp"
 #include "sluice/io/bundled.hpp"
@@ -317,6 +318,77 @@ TEST_CASE("galvatron: sluice search runs on the authors' profiles, and every pla
   // With a cost per micro-batch, 16 one-sample micro-batches cost 16 c where one of 16 costs one: the plan takes
   // fewer, larger micro-batches than one per sample.
   CHECK(report.best.micro_batches < 16);
+}
+
+TEST_CASE("galvatron: the plan Galvatron's search wrote, costed by sluice's estimator") {
+  const fs::path file = fixture() / "galvatron_config_llama2-7b_1nodes_8gpus_per_node_36GB_bf16.json";
+  const auto read = sluice::io::read_galvatron_plan(file, 32, 8);
+  CHECK(read.schedule == sluice::search::Schedule::one_f_one_b);
+  CHECK(read.vocabulary_tp == 2);
+  CHECK(read.vocabulary_sp);
+  CHECK(read.vocabulary_sdp);
+  const auto& plan = read.plan;
+  CHECK(plan.pp == 1);
+  CHECK(plan.global_batch == 16);
+  CHECK(plan.micro_batches == 1);
+  REQUIRE(plan.stages.size() == 1);
+  REQUIRE(plan.stages[0].strategies.size() == 32);
+  // SDP 8 on every layer, the first 20 checkpointed.
+  for (int l = 0; l < 32; ++l) {
+    const auto& strategy = plan.stages[0].strategies[static_cast<std::size_t>(l)];
+    CHECK(strategy == sluice::search::LayerStrategy{.tp = 1, .dp = 8, .sdp = true, .tp_inner = true, .ckpt = l < 20});
+  }
+  const auto profile = sluice::io::read_galvatron(fixture());
+  const sluice::search::GalvatronSettings settings{.memory_bytes = 36LL << 30};
+  const auto model = sluice::search::galvatron_model(profile, llama_shape(), settings);
+  const auto cluster = sluice::search::galvatron_cluster(profile, settings);
+  const sluice::search::SearchOptions options{.memory_bytes = settings.memory_bytes, .global_batch = 16};
+  const auto costed = sluice::search::evaluate(plan, model, cluster, options);
+  CHECK(costed.throughput > 0);
+  CHECK(costed.stages[0].memory_bytes < static_cast<double>(settings.memory_bytes));
+  // evaluate re-derives what the search reports, for every plan it found.
+  const auto report = sluice::search::search(model, cluster, options);
+  CHECK(sluice::search::evaluate(report.best, model, cluster, options) == report.best);
+  for (const auto& baseline : report.baselines)
+    if (baseline.plan) CHECK(sluice::search::evaluate(*baseline.plan, model, cluster, options) == *baseline.plan);
+  // By sluice's estimator its own plan is at least as fast as Galvatron's.
+  CHECK(report.best.throughput >= costed.throughput);
+
+  // Broken plans: one line naming the file and what is wrong.
+  const std::string text = slurp(file);
+  auto refused = [&](std::string_view from, std::string_view to, int layers, std::int64_t gpus,
+                     std::pair<std::string_view, std::string_view> also = {}) {
+    std::string changed = text;
+    for (const auto& [old_text, new_text] : {std::pair{from, to}, also}) {
+      if (old_text.empty()) continue;
+      const auto at = changed.find(old_text);
+      REQUIRE(at != std::string::npos);
+      changed.replace(at, old_text.size(), new_text);
+    }
+    const fs::path broken = fs::temp_directory_path() / "sluice-galvatron-plan.json";
+    std::ofstream(broken, std::ios::binary) << changed;
+    try {
+      (void)sluice::io::read_galvatron_plan(broken, layers, gpus);
+    } catch (const sluice::invalid_input& error) {
+      return std::string(error.what());
+    }
+    return std::string();
+  };
+  CHECK(refused("\"vtp\"", "\"vpp\"", 32, 8).find("unknown field 'vpp'") != std::string::npos);
+  CHECK(refused("1,1,1,1\"", "1,1,1\"", 32, 8).find("tp_sizes_enc: expected 32 entries") != std::string::npos);
+  CHECK(refused("\"use_sp\": \"0,", "\"use_sp\": \"1,", 32, 8, {"\"tp_sizes_enc\": \"1,", "\"tp_sizes_enc\": \"2,"})
+            .find("layer 0: Ulysses sequence parallelism of degree 2 is not in sluice's search space yet") !=
+        std::string::npos);
+  CHECK(refused("\"tp_sizes_enc\": \"1,", "\"tp_sizes_enc\": \"3,", 32, 8)
+            .find("layer 0: TP degree 3 does not divide") != std::string::npos);
+  CHECK(refused("\"dp_types_enc\": \"1,", "\"dp_types_enc\": \"0,", 32, 8)
+            .find("layer 0: ZeRO-2 data parallelism is not in sluice's search space yet") != std::string::npos);
+  CHECK(refused("\"pp_division\": \"32\"", "\"pp_division\": \"31\"", 32, 8)
+            .find("pp_division sums to 31, not the model's 32 layers") != std::string::npos);
+  CHECK(refused("\"chunks\": 1", "\"chunks\": 0", 32, 8).find("chunks: 0 is outside [1, 16]") != std::string::npos);
+  CHECK(refused("\"pipeline_type\": \"pipedream_flush\"", "\"pipeline_type\": \"zb\"", 32, 8)
+            .find("expected gpipe or pipedream_flush, got 'zb'") != std::string::npos);
+  CHECK(refused("\"vtp\"", "\"vtp\"", 48, 8).find("tp_sizes_enc: expected 48 entries") != std::string::npos);
 }
 
 TEST_CASE("galvatron: broken files are refused with one line naming the file and the key") {

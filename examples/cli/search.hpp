@@ -2,9 +2,11 @@
 // `sluice search`: Galvatron-BMW's hybrid-parallel search for one model on one cluster: the per-layer
 // strategies, the pipeline partition, the micro-batches and the estimated throughput, beside Base's and
 // the baselines'.
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <iomanip>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <sstream>
@@ -22,8 +24,8 @@ namespace sluice::cli {
 
 inline constexpr std::string_view search_usage =
     "usage: sluice search --model M (--cluster C | --galvatron DIR [--time-mode fixed|batch|sequence]) [--memory E]\n"
-    "                     [--granularity G] [--batch B] [--batch-step S] [--max-batch B] [--schedule 1f1b|gpipe]\n"
-    "                     [--json]\n"
+    "                     [--galvatron-plan F] [--granularity G] [--batch B] [--batch-step S] [--max-batch B]\n"
+    "                     [--schedule 1f1b|gpipe] [--json]\n"
     "\n"
     "Searches per-layer hybrid strategies (DP, sharded DP, TP, PP, checkpointing) and the pipeline partition\n"
     "that maximise the estimated throughput under a per-device memory budget (Galvatron-BMW), and the same\n"
@@ -36,6 +38,9 @@ inline constexpr std::string_view search_usage =
     "                   times and parameters replace the model's, the hardware profile gives the cluster\n"
     "  --time-mode X    how Galvatron's computation profile gives a layer's time: batch (default; a line over batch\n"
     "                   sizes, with a cost per micro-batch), fixed (one batch size) or sequence (a fit over lengths)\n"
+    "  --galvatron-plan F\n"
+    "                   also cost the plan Galvatron's search wrote (its galvatron_config_*.json) with sluice's\n"
+    "                   estimator, under the schedule it names, beside sluice's own\n"
     "  --memory E       per-device budget, bytes or with a unit: 16GiB, 512MiB (default: device memory; 24GiB with\n"
     "                   --galvatron, Galvatron's default)\n"
     "  --granularity G  memory step of the layer DP (default 16MiB)\n"
@@ -108,8 +113,8 @@ inline bool same_plan(const search::Plan& x, const search::Plan& y) {
 
 inline int search_command(std::span<const std::string_view> args, std::ostream& out, std::ostream* terminal = nullptr) {
   const Options options(args,
-                        {"model", "cluster", "galvatron", "time-mode", "memory", "granularity", "batch", "batch-step",
-                         "max-batch", "schedule"},
+                        {"model", "cluster", "galvatron", "time-mode", "galvatron-plan", "memory", "granularity", "batch",
+                         "batch-step", "max-batch", "schedule"},
                         {"json", "help"});
   if (options.flag("help")) {
     out << search_usage;
@@ -155,6 +160,19 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
   }
   search::validate(report, model, cluster, settings);
   // The sweep stops at --max-batch: a best plan there may have been beaten by a larger batch.
+  // Galvatron's own plan, costed by the same estimator under its own schedule.
+  std::optional<search::Plan> galvatron_plan;
+  if (const auto plan_file = options.text("galvatron-plan")) {
+    const io::GalvatronPlan read =
+        io::read_galvatron_plan(*plan_file, static_cast<int>(model.layers.size()), cluster.gpus);
+    search::SearchOptions own = settings;
+    own.schedule = read.schedule;
+    galvatron_plan = search::evaluate(read.plan, model, cluster, own);
+  }
+  const double budget = static_cast<double>(settings.memory_bytes > 0 ? settings.memory_bytes : cluster.memory_bytes);
+  auto fits = [&](const search::Plan& plan) {
+    return std::ranges::all_of(plan.stages, [&](const search::StagePlan& stage) { return stage.memory_bytes <= budget; });
+  };
   const bool at_sweep_limit = settings.global_batch == 0 && report.best.global_batch + settings.batch_step > settings.max_batch;
 
   if (options.flag("json")) {
@@ -163,6 +181,7 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
     document["cluster"] = cluster.name;
     document["memory_bytes"] = settings.memory_bytes > 0 ? settings.memory_bytes : cluster.memory_bytes;
     document["at_sweep_limit"] = at_sweep_limit;
+    if (galvatron_plan) document["galvatron_plan"] = {{"plan", *galvatron_plan}, {"fits", fits(*galvatron_plan)}};
     out << document.dump(2) << "\n";
     return 0;
   }
@@ -211,6 +230,13 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
     } else {
       out << "  " << baseline.name << ": out of memory\n";
     }
+  }
+  if (galvatron_plan) {
+    search_report::print_plan(out, "galvatron", *galvatron_plan);
+    double peak = 0;
+    for (const search::StagePlan& stage : galvatron_plan->stages) peak = std::max(peak, stage.memory_bytes);
+    out << "    (Galvatron's plan costed by sluice's estimator: " << search_report::gib(peak) << " on its fullest stage, "
+        << (fits(*galvatron_plan) ? "within" : "over") << " the budget)\n";
   }
   return 0;
 }

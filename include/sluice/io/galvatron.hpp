@@ -9,16 +9,18 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
-#include <utility>
+#include <numeric>
 #include <regex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/search/galvatron.hpp"
+#include "sluice/search/types.hpp"
 
 namespace sluice::io {
 
@@ -284,6 +286,126 @@ inline search::GalvatronProfile read_galvatron(std::filesystem::path dir, const 
   g::collective_times(read_json_file(dir / ("sp_time_" + suffix)), "sp_time_" + suffix, profile.hardware);
   g::overlap(read_json_file(dir / "overlap_coefficient.json"), "overlap_coefficient.json", profile.hardware);
   return profile;
+}
+
+// A plan Galvatron's search wrote (galvatron_config_<model>_<N>nodes_<G>gpus_per_node_<M>GB_<precision>.json), as
+// sluice's search expresses it, with the schedule and the vocabulary layers' strategy it names.
+struct GalvatronPlan {
+  search::Plan plan;
+  search::Schedule schedule = search::Schedule::one_f_one_b;
+  int vocabulary_tp = 1;  // vtp: the vocabulary layers' TP (or Ulysses SP) degree
+  bool vocabulary_sp = false;
+  bool vocabulary_sdp = false;
+};
+
+namespace detail::galvatron {
+
+// "1,1,2": one integer per layer, each in [low, high].
+inline std::vector<int> integer_list(const json& document, std::string_view key, std::size_t count, int low, int high,
+                                     std::string_view file) {
+  const std::string where = concat(file, ": ", key);
+  sluice::require(document.contains(key) && document.at(key).is_string(), where,
+                  ": expected a string of comma-separated integers");
+  const auto text = document.at(key).get<std::string>();
+  std::vector<int> out;
+  std::size_t start = 0;
+  while (start <= text.size() && out.size() <= count) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    out.push_back(static_cast<int>(integer(text.substr(start, end - start), low, high, where)));
+    start = end + 1;
+  }
+  sluice::require(out.size() == count, where, ": expected ", count, " entries");
+  return out;
+}
+
+inline std::int64_t whole(const json& document, std::string_view key, std::int64_t low, std::int64_t high,
+                          std::string_view file) {
+  const std::string where = concat(file, ": ", key);
+  sluice::require(document.contains(key) && document.at(key).is_number_integer(), where, ": expected an integer");
+  const auto value = document.at(key).get<std::int64_t>();
+  sluice::require(value >= low && value <= high, where, ": ", value, " is outside [", low, ", ", high, "]");
+  return value;
+}
+
+}  // namespace detail::galvatron
+
+// Galvatron's plan of a model of `layers` layers on `gpus` GPUs. Layers with Ulysses SP or ZeRO-2, which sluice's
+// space does not hold yet, are refused naming the layer.
+inline GalvatronPlan read_galvatron_plan(const std::filesystem::path& path, int layers, std::int64_t gpus) {
+  namespace g = detail::galvatron;
+  const std::string file = path.filename().string();
+  const json document = read_json_file(path);
+  g::object(document, file);
+  static constexpr std::string_view known[] = {
+      "pp_deg",      "tp_sizes_enc", "tp_consecutive_flags", "dp_types_enc",  "use_sp",    "checkpoint", "global_bsz",
+      "chunks",      "pp_division",  "pipeline_type",        "default_dp_type", "vtp",     "vsp",        "embed_sdp",
+      "world_size"};
+  for (const auto& item : document.items())
+    sluice::require(std::ranges::find(known, item.key()) != std::end(known), file, ": unknown field '",
+                    item.key().substr(0, 40), "'");
+  sluice::require(layers >= 1 && layers <= 65536 && gpus >= 1 && gpus <= g::max_degree, file,
+                  ": layers must be in [1, 65536] and GPUs in [1, 2^20]");
+  if (document.contains("world_size"))
+    sluice::require(g::whole(document, "world_size", 1, g::max_degree, file) == gpus, file, ": world_size ",
+                    document.at("world_size").get<std::int64_t>(), " is not the cluster's ", gpus, " GPUs");
+  GalvatronPlan out;
+  search::Plan& plan = out.plan;
+  plan.method = "galvatron";
+  plan.gpus = gpus;
+  plan.pp = static_cast<int>(g::whole(document, "pp_deg", 1, layers, file));
+  sluice::require(gpus % plan.pp == 0, file, ": pp_deg ", plan.pp, " does not divide ", gpus, " GPUs");
+  plan.global_batch = g::whole(document, "global_bsz", 1, 1 << 24, file);
+  plan.micro_batches = static_cast<int>(g::whole(document, "chunks", 1, plan.global_batch, file));
+  const auto count = static_cast<std::size_t>(layers);
+  const std::int64_t group = gpus / plan.pp;
+  const auto tp = g::integer_list(document, "tp_sizes_enc", count, 1, static_cast<int>(group), file);
+  const auto consecutive = g::integer_list(document, "tp_consecutive_flags", count, 0, 1, file);
+  const auto zero3 = g::integer_list(document, "dp_types_enc", count, 0, 1, file);
+  const auto ulysses = g::integer_list(document, "use_sp", count, 0, 1, file);
+  const auto checkpoint = g::integer_list(document, "checkpoint", count, 0, 1, file);
+  const auto division = g::integer_list(document, "pp_division", static_cast<std::size_t>(plan.pp), 1, layers, file);
+  sluice::require(std::accumulate(division.begin(), division.end(), 0) == layers, file, ": pp_division sums to ",
+                  std::accumulate(division.begin(), division.end(), 0), ", not the model's ", layers, " layers");
+  sluice::require(document.contains("default_dp_type") && document.at("default_dp_type").is_string(), file,
+                  ": default_dp_type: expected ddp or zero2");
+  const auto default_dp = document.at("default_dp_type").get<std::string>();
+  sluice::require(default_dp == "ddp" || default_dp == "zero2", file, ": default_dp_type: expected ddp or zero2, got '",
+                  default_dp.substr(0, 40), "'");
+  sluice::require(document.contains("pipeline_type") && document.at("pipeline_type").is_string(), file,
+                  ": pipeline_type: expected gpipe or pipedream_flush");
+  const auto pipeline = document.at("pipeline_type").get<std::string>();
+  sluice::require(pipeline == "gpipe" || pipeline == "pipedream_flush", file,
+                  ": pipeline_type: expected gpipe or pipedream_flush, got '", pipeline.substr(0, 40), "'");
+  out.schedule = pipeline == "gpipe" ? search::Schedule::gpipe : search::Schedule::one_f_one_b;
+  out.vocabulary_tp = static_cast<int>(g::whole(document, "vtp", 1, group, file));
+  out.vocabulary_sp = g::whole(document, "vsp", 0, 1, file) == 1;
+  out.vocabulary_sdp = g::whole(document, "embed_sdp", 0, 1, file) == 1;
+
+  int first = 0;
+  for (const int size : division) {
+    search::StagePlan stage;
+    stage.first_layer = first;
+    for (int l = first; l < first + size; ++l) {
+      const auto i = static_cast<std::size_t>(l);
+      const std::string where = concat(file, ": layer ", l);
+      sluice::require((tp[i] & (tp[i] - 1)) == 0 && group % tp[i] == 0, where, ": TP degree ", tp[i],
+                      " does not divide the stage's ", group, " GPUs");
+      search::LayerStrategy strategy;
+      strategy.tp = tp[i];
+      strategy.dp = static_cast<int>(group / tp[i]);
+      sluice::require(ulysses[i] == 0 || strategy.tp == 1, where, ": Ulysses sequence parallelism of degree ", tp[i],
+                      " is not in sluice's search space yet");
+      strategy.sdp = strategy.dp > 1 && zero3[i] == 1;
+      sluice::require(strategy.dp == 1 || strategy.sdp || default_dp == "ddp", where,
+                      ": ZeRO-2 data parallelism is not in sluice's search space yet");
+      strategy.tp_inner = strategy.tp == 1 || strategy.dp == 1 || consecutive[i] == 1;
+      strategy.ckpt = checkpoint[i] == 1;
+      stage.strategies.push_back(strategy);
+    }
+    first += size;
+    plan.stages.push_back(std::move(stage));
+  }
+  return out;
 }
 
 }  // namespace sluice::io

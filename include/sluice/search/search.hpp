@@ -115,46 +115,38 @@ inline SearchReport search(const ModelSpec& model, const ClusterSpec& cluster, c
   return report;
 }
 
-// Checks every invariant of a plan against the model, the cluster and the options it was searched with:
-// the GPU count, PP degree and micro-batches, a contiguous partition of every layer, strategies from the
-// stage's space, and every time and memory figure re-derived from the estimator (memory within budget).
-inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options,
-                     const SpaceOptions& space) {
-  const PlanCheck check("search plan: ");
+// `plan` (its PP degree, batch, micro-batches, partition and strategies) costed by the estimator: every stage's
+// times and memory, Eq. 9's iteration time and the throughput, whichever search or system chose it. The partition
+// must cover the model's layers and every strategy use the stage's GPUs.
+inline Plan evaluate(Plan plan, const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options) {
   const AnalyticEstimator estimator(model, cluster);
   const int layers = estimator.layers();
-  if (plan.gpus != cluster.gpus) check.fail("gpus ", plan.gpus, " != cluster's ", cluster.gpus);
-  const std::vector<int> degrees = detail::pp_degrees(space, cluster.gpus, layers);
-  if (std::ranges::find(degrees, plan.pp) == degrees.end()) check.fail("pp ", plan.pp, " is not an allowed degree");
+  sluice::require(plan.pp >= 1 && cluster.gpus % plan.pp == 0 && plan.stages.size() == static_cast<std::size_t>(plan.pp),
+                  "evaluate: ", plan.stages.size(), " stages for pp ", plan.pp, " on ", cluster.gpus, " GPUs");
+  sluice::require(plan.global_batch >= 1 && plan.micro_batches >= 1 && plan.global_batch % plan.micro_batches == 0,
+                  "evaluate: global batch ", plan.global_batch, " is not a multiple of ", plan.micro_batches,
+                  " micro-batches");
   const std::int64_t group = cluster.gpus / plan.pp;
-  if (plan.global_batch < 1 || plan.micro_batches < 1 || plan.global_batch % plan.micro_batches != 0 ||
-      (plan.global_batch / plan.micro_batches) % group != 0 || (plan.pp == 1 && plan.micro_batches != 1) ||
-      (plan.pp > 1 && !detail::power_of_two(plan.global_batch / plan.micro_batches / group)))
-    check.fail("global batch ", plan.global_batch, " and ", plan.micro_batches,
-         " micro-batches: not a power-of-2 multiple of the stage group ", group, " per micro-batch");
-  if (plan.stages.size() != static_cast<std::size_t>(plan.pp))
-    check.fail(plan.stages.size(), " stages for pp ", plan.pp);
-  const std::vector<LayerStrategy> allowed =
-      stage_strategies(static_cast<int>(group), space, detail::heads_gcd(model));
   const std::int64_t micro_batch = plan.global_batch / plan.micro_batches;
-  const double budget = static_cast<double>(detail::budget(options, cluster));
+  plan.gpus = cluster.gpus;
   int next = 0;
   double slowest = 0;
   double total = 0;
   for (int i = 0; i < plan.pp; ++i) {
-    const StagePlan& stage = plan.stages[static_cast<std::size_t>(i)];
-    if (stage.first_layer != next) check.fail("stage ", i, " starts at layer ", stage.first_layer, ", expected ", next);
-    if (stage.strategies.empty()) check.fail("stage ", i, " has no layers");
+    StagePlan& stage = plan.stages[static_cast<std::size_t>(i)];
+    sluice::require(stage.first_layer == next && !stage.strategies.empty() &&
+                        next + static_cast<int>(stage.strategies.size()) <= layers,
+                    "evaluate: stage ", i, " must start at layer ", next, " and hold at least one of the model's ",
+                    layers, " layers");
     next += static_cast<int>(stage.strategies.size());
-    if (next > layers) check.fail("the stages hold more than the model's ", layers, " layers");
     const double factor = detail::in_flight(options.schedule, i, plan.pp, plan.micro_batches);
     double sync = 0, nosync = 0, states = 0, forward = 0, peak = 0;
     for (std::size_t k = 0; k < stage.strategies.size(); ++k) {
       const LayerStrategy& strategy = stage.strategies[k];
-      if (std::ranges::find(allowed, strategy) == allowed.end())
-        check.fail("stage ", i, " layer ", stage.first_layer + static_cast<int>(k), ": strategy ", strategy.name(),
-             " is not in the space of a ", group, "-GPU stage");
       const int layer = stage.first_layer + static_cast<int>(k);
+      sluice::require(strategy.group() == group && micro_batch % strategy.dp == 0, "evaluate: layer ", layer,
+                      ": strategy ", strategy.name(), " does not use the ", group, " GPUs of a stage or divide its ",
+                      micro_batch, "-sample micro-batch");
       const LayerCost c = estimator.layer(layer, strategy, micro_batch);
       const double move = k > 0 ? estimator.transition(layer, stage.strategies[k - 1], strategy, micro_batch) : 0.0;
       sync += c.time_sync + move;
@@ -169,23 +161,69 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
       nosync += p2p;
     }
     const double vocabulary = estimator.stage_extra_seconds(i, plan.pp, group, micro_batch);
-    sync += vocabulary;
-    nosync += vocabulary;
-    const double memory = states + peak + estimator.stage_extra_bytes(i, plan.pp, group, micro_batch, factor);
-    if (!nearly_equal(memory, stage.memory_bytes))
-      check.fail("stage ", i, ": memory ", stage.memory_bytes, " != ", memory);
-    if (memory > budget * (1 + 1e-12)) check.fail("stage ", i, ": memory ", memory, " exceeds the budget ", budget);
-    if (!nearly_equal(sync, stage.time_sync) || !nearly_equal(nosync, stage.time_nosync))
-      check.fail("stage ", i, ": times ", stage.time_sync, "/", stage.time_nosync, " != ", sync, "/", nosync);
-    slowest = std::max(slowest, nosync);
-    total += sync;
+    stage.time_sync = sync + vocabulary;
+    stage.time_nosync = nosync + vocabulary;
+    stage.memory_bytes = states + peak + estimator.stage_extra_bytes(i, plan.pp, group, micro_batch, factor);
+    slowest = std::max(slowest, stage.time_nosync);
+    total += stage.time_sync;
+  }
+  sluice::require(next == layers, "evaluate: the stages hold ", next, " of the model's ", layers, " layers");
+  plan.iteration_seconds = (plan.micro_batches - 1) * slowest + total;  // Eq. 9
+  plan.throughput = static_cast<double>(plan.global_batch) / plan.iteration_seconds;
+  return plan;
+}
+
+// Checks every invariant of a plan against the model, the cluster and the options it was searched with:
+// the GPU count, PP degree and micro-batches, a contiguous partition of every layer, strategies from the
+// stage's space, and every time and memory figure re-derived from the estimator (memory within budget).
+inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options,
+                     const SpaceOptions& space) {
+  const PlanCheck check("search plan: ");
+  const auto layers = static_cast<int>(model.layers.size());
+  if (plan.gpus != cluster.gpus) check.fail("gpus ", plan.gpus, " != cluster's ", cluster.gpus);
+  const std::vector<int> degrees = detail::pp_degrees(space, cluster.gpus, layers);
+  if (std::ranges::find(degrees, plan.pp) == degrees.end()) check.fail("pp ", plan.pp, " is not an allowed degree");
+  const std::int64_t group = cluster.gpus / plan.pp;
+  if (plan.global_batch < 1 || plan.micro_batches < 1 || plan.global_batch % plan.micro_batches != 0 ||
+      (plan.global_batch / plan.micro_batches) % group != 0 || (plan.pp == 1 && plan.micro_batches != 1) ||
+      (plan.pp > 1 && !detail::power_of_two(plan.global_batch / plan.micro_batches / group)))
+    check.fail("global batch ", plan.global_batch, " and ", plan.micro_batches,
+         " micro-batches: not a power-of-2 multiple of the stage group ", group, " per micro-batch");
+  if (plan.stages.size() != static_cast<std::size_t>(plan.pp))
+    check.fail(plan.stages.size(), " stages for pp ", plan.pp);
+  const std::vector<LayerStrategy> allowed =
+      stage_strategies(static_cast<int>(group), space, detail::heads_gcd(model));
+  int next = 0;
+  for (int i = 0; i < plan.pp; ++i) {
+    const StagePlan& stage = plan.stages[static_cast<std::size_t>(i)];
+    if (stage.first_layer != next) check.fail("stage ", i, " starts at layer ", stage.first_layer, ", expected ", next);
+    if (stage.strategies.empty()) check.fail("stage ", i, " has no layers");
+    next += static_cast<int>(stage.strategies.size());
+    if (next > layers) check.fail("the stages hold more than the model's ", layers, " layers");
+    for (std::size_t k = 0; k < stage.strategies.size(); ++k)
+      if (std::ranges::find(allowed, stage.strategies[k]) == allowed.end())
+        check.fail("stage ", i, " layer ", stage.first_layer + static_cast<int>(k), ": strategy ",
+                   stage.strategies[k].name(), " is not in the space of a ", group, "-GPU stage");
   }
   if (next != layers) check.fail("the stages hold ", next, " of ", layers, " layers");
-  const double iteration = (plan.micro_batches - 1) * slowest + total;
-  if (!nearly_equal(iteration, plan.iteration_seconds))
-    check.fail("iteration ", plan.iteration_seconds, " != Eq. 9's ", iteration);
-  if (!nearly_equal(plan.throughput, static_cast<double>(plan.global_batch) / iteration))
-    check.fail("throughput ", plan.throughput, " != B / C = ", static_cast<double>(plan.global_batch) / iteration);
+  const Plan derived = evaluate(plan, model, cluster, options);
+  const double budget = static_cast<double>(detail::budget(options, cluster));
+  for (int i = 0; i < plan.pp; ++i) {
+    const StagePlan& stage = plan.stages[static_cast<std::size_t>(i)];
+    const StagePlan& expected = derived.stages[static_cast<std::size_t>(i)];
+    if (!nearly_equal(expected.memory_bytes, stage.memory_bytes))
+      check.fail("stage ", i, ": memory ", stage.memory_bytes, " != ", expected.memory_bytes);
+    if (expected.memory_bytes > budget * (1 + 1e-12))
+      check.fail("stage ", i, ": memory ", expected.memory_bytes, " exceeds the budget ", budget);
+    if (!nearly_equal(expected.time_sync, stage.time_sync) || !nearly_equal(expected.time_nosync, stage.time_nosync))
+      check.fail("stage ", i, ": times ", stage.time_sync, "/", stage.time_nosync, " != ", expected.time_sync, "/",
+                 expected.time_nosync);
+  }
+  if (!nearly_equal(derived.iteration_seconds, plan.iteration_seconds))
+    check.fail("iteration ", plan.iteration_seconds, " != Eq. 9's ", derived.iteration_seconds);
+  if (!nearly_equal(plan.throughput, static_cast<double>(plan.global_batch) / derived.iteration_seconds))
+    check.fail("throughput ", plan.throughput, " != B / C = ",
+               static_cast<double>(plan.global_batch) / derived.iteration_seconds);
 }
 
 // A report's plans, each against the space that produced it.
