@@ -109,15 +109,17 @@ TEST_CASE("cli: search --galvatron on the authors' LLaMA2-7B profiles") {
                               "16", "--granularity", "64MiB", "--time-mode", "fixed", "--json"});
   REQUIRE(fixed.code == 0);
   CHECK(sluice::io::json::parse(fixed.out).at("best").at("throughput") != document.at("best").at("throughput"));
-  // Galvatron's own plan, costed beside sluice's: within the budget, slower by sluice's estimator.
+  // Galvatron's own plan, costed beside sluice's: within the budget, and no faster by sluice's estimator than the
+  // plan sluice finds at its default 16 MiB granularity (a coarser one may round Galvatron's plan out of the budget).
   const std::string plan = dir + "/galvatron_config_llama2-7b_1nodes_8gpus_per_node_36GB_bf16.json";
   const auto both = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--memory", "36GiB",
-                             "--batch", "16", "--granularity", "64MiB", "--galvatron-plan", plan, "--json"});
+                             "--batch", "16", "--galvatron-plan", plan, "--json"});
   REQUIRE(both.code == 0);
-  const auto costed = sluice::io::json::parse(both.out).at("galvatron_plan");
+  const auto compared = sluice::io::json::parse(both.out);
+  const auto& costed = compared.at("galvatron_plan");
   CHECK(costed.at("fits") == true);
   CHECK(costed.at("plan").at("method") == "galvatron");
-  CHECK(costed.at("plan").at("throughput").get<double>() <= document.at("best").at("throughput").get<double>());
+  CHECK(costed.at("plan").at("throughput").get<double>() <= compared.at("best").at("throughput").get<double>());
   const auto side = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--memory", "36GiB",
                              "--batch", "16", "--granularity", "64MiB", "--galvatron-plan", plan});
   CHECK(side.out.find("  galvatron: ") != std::string::npos);

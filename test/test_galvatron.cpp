@@ -149,6 +149,9 @@ TEST_CASE("galvatron: the model and cluster made from the profiles") {
   const auto cluster = sluice::search::galvatron_cluster(profile, settings);
   CHECK(cluster.gpus == 8);
   CHECK(cluster.memory_bytes == 36LL << 30);
+  // Galvatron's 1 GiB context, and a fifth of a budget above 20 GiB held back for the allocator.
+  CHECK(cluster.reserved_bytes == (1LL << 30) + (36LL << 30) / 5);
+  CHECK(sluice::search::galvatron_cluster(profile, {.memory_bytes = 20LL << 30}).reserved_bytes == 1LL << 30);
   CHECK(cluster.overlap_slowdown == 1.125552573612729);
   REQUIRE(cluster.levels.size() == 3);  // consecutive groups of 2, 4 and 8
   CHECK(cluster.levels[0].size == 2);
@@ -493,4 +496,26 @@ TEST_CASE("galvatron: thousands of mutated profiles either read or fail with one
   }
   CHECK(read + refused == 1200);
   CHECK(refused > 600);
+
+  // The plan file too.
+  const std::string plan = slurp(fixture() / "galvatron_config_llama2-7b_1nodes_8gpus_per_node_36GB_bf16.json");
+  const fs::path mutated = fs::temp_directory_path() / "sluice-galvatron-plan-fuzz.json";
+  int plans_refused = 0;
+  for (int round = 0; round < 400; ++round) {
+    std::string text = plan;
+    const std::size_t at = random() % text.size();
+    if (round % 2 == 0) {
+      text[at] = "0123456789,{}\"x-"[random() % 16];
+    } else {
+      text.erase(at, 1 + random() % 6);
+    }
+    std::ofstream(mutated, std::ios::binary) << text;
+    try {
+      (void)sluice::io::read_galvatron_plan(mutated, 32, 8);
+    } catch (const sluice::invalid_input& error) {
+      ++plans_refused;
+      CHECK(std::string_view(error.what()).find('\n') == std::string_view::npos);
+    }
+  }
+  CHECK(plans_refused > 200);
 }

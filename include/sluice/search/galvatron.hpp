@@ -257,15 +257,16 @@ inline ModelSpec galvatron_model(const GalvatronProfile& profile, ModelSpec shap
 
 // The cluster the hardware profile measured: one link level per consecutive all-reduce group size (a group of g
 // consecutive ranks communicates at the bus bandwidth measured for g) and a strided level per strided one,
-// Galvatron's overlap coefficient, its 1 GiB PyTorch context per device, and `settings.memory_bytes`. `flops` is
-// nominal: every layer's time is profiled.
+// Galvatron's overlap coefficient, its 1 GiB PyTorch context per device (and a fifth of a budget above 20 GiB),
+// and `settings.memory_bytes`. `flops` is nominal: every layer's time is profiled.
 inline ClusterSpec galvatron_cluster(const GalvatronProfile& profile, const GalvatronSettings& settings) {
   const GalvatronHardware& hardware = profile.hardware;
   ClusterSpec cluster;
   cluster.name = "galvatron-" + std::to_string(hardware.nodes) + "x" + std::to_string(hardware.gpus_per_node);
   cluster.gpus = hardware.gpus();
   cluster.memory_bytes = settings.memory_bytes;
-  cluster.reserved_bytes = 1LL << 30;
+  // Galvatron's PyTorch context, and above 20 GB the fifth of the budget it holds back for the allocator's cache.
+  cluster.reserved_bytes = (1LL << 30) + (settings.memory_bytes > 20LL << 30 ? settings.memory_bytes / 5 : 0);
   cluster.flops = 1e15;
   cluster.overlap_slowdown = hardware.overlap_coefficient;
   for (const auto& [key, bandwidth] : hardware.allreduce_mib_per_ms)
