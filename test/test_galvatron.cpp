@@ -118,6 +118,22 @@ TEST_CASE("galvatron: the time modes give Galvatron's own fits") {
                        "galvatron profile: no computation profile of layer type 1", sluice::invalid_input);
 }
 
+TEST_CASE("galvatron: a fit that gives a negative time is refused, naming the layer type") {
+  sluice::search::GalvatronProfile profile;
+  // Faster per sample at larger batches than the line through the origin allows: c < 0.
+  profile.layer_times[0] = {{1, 2048, 1.0}, {2, 2048, 1.5}, {4, 2048, 1.75}};
+  // Totals 1, 3 and 7 ms at batches 1, 2 and 4: the line 2·b − 1.
+  std::string message;
+  try {
+    (void)sluice::search::galvatron_forward_time(profile, 0, GalvatronTimeMode::batch, 2048);
+  } catch (const sluice::invalid_input& error) {
+    message = error.what();
+  }
+  CHECK(message.starts_with("galvatron profile: layertype_0: the fitted time is 0.002"));
+  CHECK(message.find("s per sample and -0.001") != std::string::npos);
+  CHECK(message.ends_with("both must be >= 0 and the first > 0 (try another time mode)"));
+}
+
 TEST_CASE("galvatron: a sequence fit is exact on a quadratic, and the vocabulary layers' on a line") {
   sluice::search::GalvatronProfile profile;
   for (const std::int64_t s : {1024, 2048, 4096, 8192}) {

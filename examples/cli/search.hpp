@@ -142,6 +142,10 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
   } else {
     cluster = io::read_document<search::ClusterSpec>(io::resolve_data_file(*cluster_name, "clusters"));
   }
+  // Read before the search, so that a bad file costs no search.
+  std::optional<io::GalvatronPlan> galvatron_read;
+  if (const auto plan_file = options.text("galvatron-plan"))
+    galvatron_read = io::read_galvatron_plan(*plan_file, static_cast<int>(model.layers.size()), cluster.gpus);
   if (const auto granularity = options.text("granularity"))
     settings.granularity_bytes = search_inputs::parse_bytes("granularity", *granularity);
   settings.global_batch = options.integer("batch").value_or(0);
@@ -162,12 +166,10 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
   // The sweep stops at --max-batch: a best plan there may have been beaten by a larger batch.
   // Galvatron's own plan, costed by the same estimator under its own schedule.
   std::optional<search::Plan> galvatron_plan;
-  if (const auto plan_file = options.text("galvatron-plan")) {
-    const io::GalvatronPlan read =
-        io::read_galvatron_plan(*plan_file, static_cast<int>(model.layers.size()), cluster.gpus);
+  if (galvatron_read) {
     search::SearchOptions own = settings;
-    own.schedule = read.schedule;
-    galvatron_plan = search::evaluate(read.plan, model, cluster, own);
+    own.schedule = galvatron_read->schedule;
+    galvatron_plan = search::evaluate(galvatron_read->plan, model, cluster, own);
   }
   const double budget = static_cast<double>(settings.memory_bytes > 0 ? settings.memory_bytes : cluster.memory_bytes);
   auto fits = [&](const search::Plan& plan) {

@@ -162,9 +162,10 @@ inline GalvatronLineTime galvatron_line(const std::vector<GalvatronTimeEntry>& e
     line.per_sample_seconds = value / 1e3;
   }
   sluice::require(std::isfinite(line.per_sample_seconds) && std::isfinite(line.per_micro_batch_seconds) &&
-                      line.per_sample_seconds + line.per_micro_batch_seconds > 0,
-                  "galvatron profile: ", what, ": the fitted time of one sample is not positive (",
-                  line.per_sample_seconds, " s per sample, ", line.per_micro_batch_seconds, " s per micro-batch)");
+                      line.per_sample_seconds > 0 && line.per_micro_batch_seconds >= 0,
+                  "galvatron profile: ", what, ": the fitted time is ", line.per_sample_seconds, " s per sample and ",
+                  line.per_micro_batch_seconds, " s per micro-batch; both must be >= 0 and the first > 0 (try "
+                  "another time mode)");
   return line;
 }
 
