@@ -272,6 +272,14 @@ void bind_search(py::module_& module) {
         return search::search_base(spec, gpus, options);
       },
       "Galvatron-Base alone over the options' space (even partitions); None when nothing fits.");
+  module.def(
+      "evaluate_search_plan",
+      [](search::Plan chosen, const search::ModelSpec& spec, const search::ClusterSpec& gpus,
+         const search::SearchOptions& options) { return search::evaluate(std::move(chosen), spec, gpus, options); },
+      py::arg("plan"), py::arg("model"), py::arg("cluster"), py::kw_only(), py::arg("options") = search_defaults,
+      "The plan (PP degree, batch, micro-batches, partition, strategies) costed by the estimator under the options' "
+      "schedule: every stage's times and memory, the iteration time and the throughput, whoever chose it. Raises "
+      "InvalidInput when its partition or strategies do not fit the model and cluster.");
 
   py::class_<search::Adjustment>(module, "PartitionAdjustment",
                                  "One accepted BMW partition move, with Eq. 6's balance degrees.")

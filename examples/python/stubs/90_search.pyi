@@ -318,6 +318,17 @@ def search_base(
 ) -> Optional[SearchPlan]:
     """Galvatron-Base alone over the options' space (even partitions); None when nothing fits."""
 
+def evaluate_search_plan(
+    plan: SearchPlan,
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    *,
+    options: SearchOptions = ...,
+) -> SearchPlan:
+    """The plan (PP degree, batch, micro-batches, partition, strategies) costed by the estimator under the options'
+    schedule: every stage's times and memory, the iteration time and the throughput, whoever chose it. Raises
+    InvalidInput when its partition or strategies do not fit the model and cluster."""
+
 class PartitionAdjustment:
     """One accepted BMW partition move, with Eq. 6's balance degrees."""
     @property
