@@ -71,6 +71,10 @@ TEST_CASE("cli: search --help and bad input") {
       {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--schedule", "zb"},
       {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--batch", "0"},
       {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--frobnicate"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--dp-types", "zero1"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--dp-types", "ddp,ddp"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--dp-types", ""},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--max-pp", "0"},
   };
   for (const auto& args : bad) {
     CAPTURE(args.size());
@@ -120,6 +124,23 @@ TEST_CASE("cli: search --galvatron on the authors' LLaMA2-7B profiles") {
   CHECK(costed.at("fits") == true);
   CHECK(costed.at("plan").at("method") == "galvatron");
   CHECK(costed.at("plan").at("throughput").get<double>() <= compared.at("best").at("throughput").get<double>());
+  // Galvatron's zero2 setting (ZeRO-2 in place of DDP), as its plan file names it, and its PP limit.
+  const auto zero2 = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--memory", "36GiB",
+                              "--batch", "16", "--dp-types", "zero2,zero3", "--max-pp", "2", "--galvatron-plan", plan,
+                              "--json"});
+  REQUIRE(zero2.code == 0);
+  const auto zero2_document = sluice::io::json::parse(zero2.out);
+  const auto& zero2_best = zero2_document.at("best");
+  CHECK(zero2_best.at("pp").get<int>() <= 2);
+  CHECK(zero2_best.at("throughput").get<double>() >= compared.at("best").at("throughput").get<double>());
+  bool uses_zero2 = false;
+  for (const auto& stage : zero2_best.at("stages"))
+    for (const auto& strategy : stage.at("strategies")) {
+      CHECK_FALSE((strategy.at("dp").get<int>() > 1 && !strategy.at("sdp").get<bool>() &&
+                   !strategy.value("zero2", false)));
+      uses_zero2 = uses_zero2 || strategy.value("zero2", false);
+    }
+  CHECK(uses_zero2);
   const auto side = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--memory", "36GiB",
                              "--batch", "16", "--granularity", "64MiB", "--galvatron-plan", plan});
   CHECK(side.out.find("  galvatron: ") != std::string::npos);

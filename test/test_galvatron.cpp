@@ -409,8 +409,17 @@ TEST_CASE("galvatron: the plan Galvatron's search wrote, costed by sluice's esti
         std::string::npos);
   CHECK(refused("\"tp_sizes_enc\": \"1,", "\"tp_sizes_enc\": \"3,", 32, 8)
             .find("layer 0: TP degree 3 does not divide") != std::string::npos);
-  CHECK(refused("\"dp_types_enc\": \"1,", "\"dp_types_enc\": \"0,", 32, 8)
-            .find("layer 0: ZeRO-2 data parallelism is not in sluice's search space yet") != std::string::npos);
+  // Under default_dp_type zero2, a layer not on ZeRO-3 is on ZeRO-2.
+  {
+    std::string zero2 = text;
+    zero2.replace(zero2.find("\"dp_types_enc\": \"1,"), 19, "\"dp_types_enc\": \"0,");
+    const fs::path changed = fs::temp_directory_path() / "sluice-galvatron-plan-zero2.json";
+    std::ofstream(changed, std::ios::binary) << zero2;
+    const auto strategies = sluice::io::read_galvatron_plan(changed, 32, 8).plan.stages[0].strategies;
+    CHECK(strategies[0] == sluice::search::LayerStrategy{.tp = 1, .dp = 8, .ckpt = true, .zero2 = true});
+    CHECK(strategies[0].name() == "z2dp8+ckpt");
+    CHECK(strategies[1].sdp);
+  }
   CHECK(refused("\"pp_division\": \"32\"", "\"pp_division\": \"31\"", 32, 8)
             .find("pp_division sums to 31, not the model's 32 layers") != std::string::npos);
   CHECK(refused("\"chunks\": 1", "\"chunks\": 0", 32, 8).find("chunks: 0 is outside [1, 16]") != std::string::npos);

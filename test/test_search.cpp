@@ -98,6 +98,102 @@ TEST_CASE("search space: DP+TP and DP+PP have 4 candidates each on 8 GPUs (Sec. 
   CHECK(LayerStrategy{.tp = 2, .dp = 4, .sdp = false, .tp_inner = false}.name() == "tp2*dp4");
 }
 
+TEST_CASE("search space: ZeRO-2 is a third data paradigm, never mixed with another") {
+  search::SpaceOptions with_zero2;
+  with_zero2.zero2 = true;
+  // Per data paradigm on 8 GPUs: pure (1), with TP 2 or 4 in either order (4); TP alone (1) once; x2 for CKPT.
+  CHECK(search::stage_strategies(8, with_zero2).size() == 2 * (3 * 5 + 1));
+  CHECK(search::stage_strategies(1, with_zero2).size() == 2);
+  // The paper's strategies keep their order among the others (the layer DP breaks ties by it).
+  const auto paper = search::stage_strategies(8, {});
+  const auto wider = search::stage_strategies(8, with_zero2);
+  std::size_t matched = 0;
+  for (const auto& strategy : wider)
+    if (matched < paper.size() && strategy == paper[matched]) ++matched;
+  CHECK(matched == paper.size());
+  for (const auto& strategy : wider) {
+    CHECK_FALSE((strategy.sdp && strategy.zero2));
+    CHECK((strategy.dp > 1 || !strategy.zero2));
+  }
+  CHECK(LayerStrategy{.tp = 2, .dp = 4, .tp_inner = true, .zero2 = true}.name() == "z2dp4*tp2");
+  search::SpaceOptions only_zero2{.dp = false, .sdp = false, .tp = false, .ckpt = false, .zero2 = true};
+  const auto pure = search::stage_strategies(8, only_zero2);
+  REQUIRE(pure.size() == 1);
+  CHECK(pure[0].name() == "z2dp8");
+}
+
+TEST_CASE("search: ZeRO-2, gradient accumulation and micro-batches DP divides, against brute force on one stage") {
+  // Every plan of one stage: m micro-batches dividing B, and per layer every strategy whose DP degree divides B / m.
+  const auto model = small_model(3, 1024, 2048);
+  const auto cluster = node(4, 16 * GiB);
+  search::SearchOptions options;
+  options.granularity_bytes = 1 * MiB;
+  options.global_batch = 12;
+  options.space.zero2 = true;
+  options.space.pp_degrees = {1};
+  struct Candidate {
+    double throughput;
+    double memory;
+    int micro_batches;
+  };
+  std::vector<Candidate> candidates;
+  const std::vector<int> counts = search::detail::micro_batch_counts(12, 1, true);
+  CHECK(counts == std::vector<int>{1, 3, 6, 12});
+  CHECK(search::detail::micro_batch_counts(12, 1, false) == std::vector<int>{1});
+  CHECK(search::detail::micro_batch_counts(64, 2, false) == std::vector<int>{1, 2, 4, 8, 16, 32, 64});
+  for (const int m : counts) {
+    const auto strategies = search::detail::micro_batch_strategies(4, options.space, 16, 12 / m);
+    const std::size_t S = strategies.size();
+    for (std::size_t code = 0; code < S * S * S; ++code) {
+      search::Plan plan;
+      plan.pp = 1;
+      plan.global_batch = 12;
+      plan.micro_batches = m;
+      plan.stages.push_back({.first_layer = 0,
+                             .strategies = {strategies[code % S], strategies[code / S % S], strategies[code / S / S]}});
+      const auto costed = search::evaluate(plan, model, cluster, options);
+      candidates.push_back({costed.throughput, costed.stages[0].memory_bytes, m});
+    }
+  }
+  auto brute_force = [&](double budget) {
+    double best = 0;
+    for (const Candidate& candidate : candidates)
+      if (candidate.memory <= budget) best = std::max(best, candidate.throughput);
+    return best;
+  };
+  // Budgets from below the least memory of any plan to above the least of one micro-batch's.
+  double fewest = std::numeric_limits<double>::infinity();
+  double fewest_whole = fewest;
+  for (const Candidate& candidate : candidates) {
+    fewest = std::min(fewest, candidate.memory);
+    if (candidate.micro_batches == 1) fewest_whole = std::min(fewest_whole, candidate.memory);
+  }
+  const auto granules = [&](double bytes) { return static_cast<std::int64_t>(bytes / MiB) * MiB; };
+  REQUIRE(fewest < fewest_whole - 64 * MiB);
+  bool accumulated = false;
+  bool zero2_chosen = false;
+  for (const std::int64_t budget : {granules(fewest) - 4 * MiB, granules(fewest) + 8 * MiB,
+                                    granules((fewest + fewest_whole) / 2), granules(fewest_whole) + 8 * MiB, 16 * GiB}) {
+    CAPTURE(budget);
+    options.memory_bytes = budget;
+    const double exact = brute_force(static_cast<double>(budget));
+    if (exact == 0) {
+      CHECK_THROWS_AS(search::search(model, cluster, options), infeasible);
+      continue;
+    }
+    const auto report = search::search(model, cluster, options);
+    search::validate(report, model, cluster, options);
+    // The layer DP rounds each layer's memory up by less than a granule: never better than brute force, never worse
+    // than brute force with that much less memory.
+    CHECK(report.best.throughput <= exact * (1 + 1e-12));
+    CHECK(report.best.throughput >= brute_force(static_cast<double>(budget - 3 * options.granularity_bytes)) * (1 - 1e-12));
+    accumulated = accumulated || report.best.micro_batches > 1;
+    for (const auto& strategy : report.best.stages[0].strategies) zero2_chosen = zero2_chosen || strategy.zero2;
+  }
+  CHECK(accumulated);
+  CHECK(zero2_chosen);
+}
+
 namespace {
 
 // A random stage problem: `strategies` strategies in `layouts` layouts; memory in whole granules when
@@ -331,6 +427,19 @@ TEST_CASE("estimator: memory and time follow the strategies") {
   // Per sample, TP replicates the boundary activation but splits the rest (TP holds 64 samples, DP 8).
   CHECK(tp.forward_bytes / 64 > dp.forward_bytes / 8 / 8);
   CHECK(tp.forward_bytes / 64 < dp.forward_bytes / 8);
+  // ZeRO-2: DP's time, whole parameters, the rest sharded; whole gradients too while micro-batches accumulate.
+  const auto& spec = estimator.model().layers[0];
+  const double params = static_cast<double>(spec.parameter_count());
+  const double states = estimator.model().state_bytes_per_param;
+  const double q = estimator.model().dtype_bytes;
+  const auto zero2 = estimator.layer(0, {.tp = 1, .dp = 8, .zero2 = true}, 64);
+  const auto zero2_accumulating = estimator.layer(0, {.tp = 1, .dp = 8, .zero2 = true}, 64, 4);
+  CHECK(zero2.state_bytes == doctest::Approx(q * params + (states - q) * params / 8));
+  CHECK(zero2_accumulating.state_bytes == doctest::Approx(2 * q * params + (states - 2 * q) * params / 8));
+  CHECK(zero2.time_sync == dp.time_sync);
+  CHECK(zero2.time_nosync == dp.time_nosync);
+  CHECK(zero2.forward_bytes == dp.forward_bytes);
+  CHECK(estimator.layer(0, {.tp = 1, .dp = 8, .sdp = true}, 64, 4).state_bytes == sdp.state_bytes);
   // Overlap: γ·min + |difference|.
   CHECK(estimator.overlap(2, 1) == doctest::Approx(2.3));
   CHECK(estimator.overlap(1, 0) == doctest::Approx(1));
@@ -543,10 +652,22 @@ TEST_CASE("search: bad input and infeasible problems") {
   search::validate(tp_only, model, cluster, narrow);
   for (const auto& stage : tp_only.best.stages)
     for (const auto& strategy : stage.strategies) CHECK(strategy.tp == 8);
-  // A global batch that no stage group divides.
+  // A global batch of 3: only the strategies of DP degree 1 take it, and a space without them has no plan.
   auto odd = options;
   odd.global_batch = 3;
+  const auto odd_report = search::search(model, cluster, odd);
+  search::validate(odd_report, model, cluster, odd);
+  for (const auto& stage : odd_report.best.stages)
+    for (const auto& strategy : stage.strategies) CHECK(strategy.dp == 1);
+  odd.space.tp = false;
+  odd.space.pp_degrees = {1, 2, 4};
   CHECK_THROWS_AS(search::search(model, cluster, odd), infeasible);
+  // max_pp bounds the pipeline.
+  auto shallow = options;
+  shallow.space.max_pp = 2;
+  CHECK(search::search(model, cluster, shallow).best.pp <= 2);
+  shallow.space.max_pp = -1;
+  CHECK_THROWS_AS(search::search(model, cluster, shallow), invalid_input);
   CHECK_THROWS_AS(search::balance_trace(model, cluster, options, 3, 16, 1), invalid_input);
   CHECK_THROWS_AS(search::balance_trace(model, cluster, options, 2, 16, 3), invalid_input);
   CHECK_THROWS_AS(search::count_strategies(6, true), invalid_input);

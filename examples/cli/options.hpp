@@ -44,6 +44,7 @@ inline const std::map<std::string, OptionLimit, std::less<>> option_limits = {
     {"length-step", {1, 1 << 20}},      // tokens
     {"max-batch", {1, 1 << 20}},
     {"max-error", {1e-6, 1}},           // relative RMS error a fit may leave (fit)
+    {"max-pp", {1, 1 << 20}},           // pipeline degree (search)
     {"replicas", {1, 1 << 16}},
     {"seed", {0, 0x1p63}},              // any non-negative 64-bit integer
     {"stages", {1, 1024}},

@@ -25,7 +25,7 @@ namespace sluice::cli {
 inline constexpr std::string_view search_usage =
     "usage: sluice search --model M (--cluster C | --galvatron DIR [--time-mode fixed|batch|sequence]) [--memory E]\n"
     "                     [--galvatron-plan F] [--granularity G] [--batch B] [--batch-step S] [--max-batch B]\n"
-    "                     [--schedule 1f1b|gpipe] [--json]\n"
+    "                     [--schedule 1f1b|gpipe] [--dp-types T] [--max-pp P] [--json]\n"
     "\n"
     "Searches per-layer hybrid strategies (DP, sharded DP, TP, PP, checkpointing) and the pipeline partition\n"
     "that maximise the estimated throughput under a per-device memory budget (Galvatron-BMW), and the same\n"
@@ -48,6 +48,9 @@ inline constexpr std::string_view search_usage =
     "  --batch-step S   sweep step (default 8)\n"
     "  --max-batch B    sweep limit (default 1024)\n"
     "  --schedule X     1f1b (default) or gpipe\n"
+    "  --dp-types T     the data-parallel kinds a layer may use, comma-separated: ddp, zero2, zero3 (default\n"
+    "                   ddp,zero3; Galvatron's zero2 setting is zero2,zero3)\n"
+    "  --max-pp P       the deepest pipeline searched (default: as deep as the GPUs and layers allow)\n"
     "  --json           print one sluice.search JSON document\n";
 
 namespace search_inputs {
@@ -82,6 +85,21 @@ inline std::int64_t parse_bytes(std::string_view option, const std::string& text
   return static_cast<std::int64_t>(bytes);
 }
 
+// "ddp,zero3": the data-parallel kinds a layer may use, each once.
+inline void data_parallel_kinds(std::string_view text, search::SpaceOptions& space) {
+  space.dp = space.zero2 = space.sdp = false;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    const std::string_view kind = text.substr(start, end - start);
+    bool* flag = kind == "ddp" ? &space.dp : kind == "zero2" ? &space.zero2 : kind == "zero3" ? &space.sdp : nullptr;
+    sluice::require(flag != nullptr && !*flag, "option --dp-types: expected distinct ddp, zero2 and zero3 separated by ",
+                    "commas, got '", text.substr(0, 60), "'");
+    *flag = true;
+    start = end + 1;
+  }
+}
+
 }  // namespace search_inputs
 
 namespace search_report {
@@ -114,7 +132,7 @@ inline bool same_plan(const search::Plan& x, const search::Plan& y) {
 inline int search_command(std::span<const std::string_view> args, std::ostream& out, std::ostream* terminal = nullptr) {
   const Options options(args,
                         {"model", "cluster", "galvatron", "time-mode", "galvatron-plan", "memory", "granularity", "batch",
-                         "batch-step", "max-batch", "schedule"},
+                         "batch-step", "max-batch", "schedule", "dp-types", "max-pp"},
                         {"json", "help"});
   if (options.flag("help")) {
     out << search_usage;
@@ -156,6 +174,8 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
                     *schedule, "'");
     settings.schedule = *schedule == "gpipe" ? search::Schedule::gpipe : search::Schedule::one_f_one_b;
   }
+  if (const auto kinds = options.text("dp-types")) search_inputs::data_parallel_kinds(*kinds, settings.space);
+  if (const auto max_pp = options.integer("max-pp")) settings.space.max_pp = static_cast<int>(*max_pp);
 
   search::SearchReport report;
   {

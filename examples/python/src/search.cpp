@@ -149,20 +149,24 @@ void bind_search(py::module_& module) {
   const search::LayerStrategy strategy_defaults;
   py::class_<search::LayerStrategy>(module, "LayerStrategy",
                                     "One layer's strategy inside a stage of tp·dp GPUs: sdp shards model states "
-                                    "(ZeRO-3), tp_inner puts TP on consecutive ranks, ckpt recomputes activations.")
-      .def(py::init([](int tp, int dp, bool sdp, bool tp_inner, bool ckpt) {
-             return search::LayerStrategy{tp, dp, sdp, tp_inner, ckpt};
+                                    "(ZeRO-3), zero2 gradients and optimizer states (ZeRO-2), tp_inner puts TP on "
+                                    "consecutive ranks, ckpt recomputes activations.")
+      .def(py::init([](int tp, int dp, bool sdp, bool tp_inner, bool ckpt, bool zero2) {
+             sluice::require(!(sdp && zero2), "LayerStrategy: sdp and zero2 are exclusive");
+             return search::LayerStrategy{tp, dp, sdp, tp_inner, ckpt, zero2};
            }),
            py::kw_only(), py::arg("tp") = strategy_defaults.tp, py::arg("dp") = strategy_defaults.dp,
            py::arg("sdp") = strategy_defaults.sdp, py::arg("tp_inner") = strategy_defaults.tp_inner,
-           py::arg("ckpt") = strategy_defaults.ckpt)
+           py::arg("ckpt") = strategy_defaults.ckpt, py::arg("zero2") = strategy_defaults.zero2)
       .def_readonly("tp", &search::LayerStrategy::tp)
       .def_readonly("dp", &search::LayerStrategy::dp)
       .def_readonly("sdp", &search::LayerStrategy::sdp)
       .def_readonly("tp_inner", &search::LayerStrategy::tp_inner)
       .def_readonly("ckpt", &search::LayerStrategy::ckpt)
+      .def_readonly("zero2", &search::LayerStrategy::zero2)
       .def_property_readonly("group", &search::LayerStrategy::group)
-      .def_property_readonly("name", &search::LayerStrategy::name, "'tp2*sdp4+ckpt': levels outer to inner.")
+      .def_property_readonly("name", &search::LayerStrategy::name,
+                             "'tp2*sdp4+ckpt', 'z2dp8': levels outer to inner.")
       .def("same_layout", &search::LayerStrategy::same_layout, py::arg("other"),
            "Same TP groups and activation layout: no resharding between the two.")
       .def(py::self == py::self)
@@ -331,6 +335,26 @@ void bind_search(py::module_& module) {
       "The model (`model`'s shape with Galvatron's profiled times, parameters and activations) and the cluster of "
       "a directory of Galvatron's profile files (or a bundled set: 'llama2-7b'); raises InvalidInput naming a bad "
       "file and key.");
+
+  py::class_<io::GalvatronPlan>(module, "GalvatronPlan",
+                                "A plan Galvatron's search wrote, as sluice's search expresses it.")
+      .def_readonly("plan", &io::GalvatronPlan::plan)
+      .def_property_readonly(
+          "schedule",
+          [](const io::GalvatronPlan& read) { return read.schedule == search::Schedule::gpipe ? "gpipe" : "1f1b"; },
+          "'1f1b' (Galvatron's pipedream_flush) or 'gpipe'.")
+      .def_readonly("vocabulary_tp", &io::GalvatronPlan::vocabulary_tp,
+                    "The vocabulary layers' TP (or Ulysses SP) degree.")
+      .def_readonly("vocabulary_sp", &io::GalvatronPlan::vocabulary_sp)
+      .def_readonly("vocabulary_sdp", &io::GalvatronPlan::vocabulary_sdp);
+  module.def(
+      "read_galvatron_plan",
+      [](const std::filesystem::path& path, int layers, std::int64_t gpus) {
+        return io::read_galvatron_plan(path, layers, gpus);
+      },
+      py::arg("path"), py::arg("layers"), py::arg("gpus"),
+      "The plan in Galvatron's galvatron_config_*.json for a model of `layers` layers on `gpus` GPUs; raises "
+      "InvalidInput naming a bad field or layer.");
 
   // ---- partitions ---------------------------------------------------------------------------------------------
   module.def("even_partition", &search::even_partition, py::arg("layers"), py::arg("stages"),

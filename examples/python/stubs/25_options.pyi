@@ -182,7 +182,8 @@ class PlacementOptions:
     def __eq__(self, other: object) -> bool: ...
 
 class SpaceOptions:
-    """Which paradigms the per-layer search may use; pp_degrees [] means every power of 2, max_tp 0 no limit."""
+    """Which paradigms the per-layer search may use (zero2: ZeRO-2 data parallelism); pp_degrees [] means every power
+    of 2, max_tp and max_pp 0 no limit."""
     def __init__(
         self,
         *,
@@ -193,6 +194,8 @@ class SpaceOptions:
         tp_outer: bool = True,
         pp_degrees: Sequence[int] = [],
         max_tp: int = 0,
+        zero2: bool = False,
+        max_pp: int = 0,
     ) -> None: ...
     @property
     def dp(self) -> bool: ...
@@ -211,6 +214,12 @@ class SpaceOptions:
     @property
     def max_tp(self) -> int:
         """0: no limit; TP must also divide every layer's heads"""
+    @property
+    def zero2(self) -> bool:
+        """ZeRO-2 data parallelism"""
+    @property
+    def max_pp(self) -> int:
+        """0: no limit"""
     def __eq__(self, other: object) -> bool: ...
 
 class SearchOptions:

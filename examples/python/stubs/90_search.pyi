@@ -197,7 +197,7 @@ class ClusterSpec:
 class LayerStrategy:
     """One layer's strategy inside a stage of tp·dp GPUs."""
     def __init__(self, *, tp: int = 1, dp: int = 1, sdp: bool = False, tp_inner: bool = True,
-                 ckpt: bool = False) -> None: ...
+                 ckpt: bool = False, zero2: bool = False) -> None: ...
     @property
     def tp(self) -> int: ...
     @property
@@ -209,10 +209,12 @@ class LayerStrategy:
     @property
     def ckpt(self) -> bool: ...
     @property
+    def zero2(self) -> bool: ...
+    @property
     def group(self) -> int: ...
     @property
     def name(self) -> str:
-        """'tp2*sdp4+ckpt': levels outer to inner."""
+        """'tp2*sdp4+ckpt', 'z2dp8': levels outer to inner."""
     def same_layout(self, other: LayerStrategy) -> bool: ...
     def __eq__(self, other: object) -> bool: ...
 
@@ -377,6 +379,25 @@ def galvatron_inputs(
     """The model (`model`'s shape with Galvatron's profiled times, parameters and activations) and the cluster of
     a directory of Galvatron's profile files (or a bundled set: 'llama2-7b'); raises InvalidInput naming a bad
     file and key."""
+
+class GalvatronPlan:
+    """A plan Galvatron's search wrote, as sluice's search expresses it."""
+    @property
+    def plan(self) -> SearchPlan: ...
+    @property
+    def schedule(self) -> Literal["1f1b", "gpipe"]:
+        """'1f1b' (Galvatron's pipedream_flush) or 'gpipe'."""
+    @property
+    def vocabulary_tp(self) -> int:
+        """The vocabulary layers' TP (or Ulysses SP) degree."""
+    @property
+    def vocabulary_sp(self) -> bool: ...
+    @property
+    def vocabulary_sdp(self) -> bool: ...
+
+def read_galvatron_plan(path: PathLike, layers: int, gpus: int) -> GalvatronPlan:
+    """The plan in Galvatron's galvatron_config_*.json for a model of `layers` layers on `gpus` GPUs; raises
+    InvalidInput naming a bad field or layer."""
 
 def even_partition(layers: int, stages: int) -> list[int]:
     """Layers per stage, the remainder on the deepest stages."""

@@ -1,6 +1,7 @@
 """search: Galvatron-BMW's hybrid-parallel search against `sluice search --json`, the space and partition helpers,
 the analytic profile, validators, documents, errors and threads. A small 8-layer model keeps every search short."""
 import json
+import pathlib
 import pickle
 import threading
 
@@ -107,6 +108,11 @@ def test_space_and_partition_helpers():
     named = sluice.LayerStrategy(tp=2, dp=4, sdp=True, tp_inner=False, ckpt=True)
     assert named.name == "tp2*sdp4+ckpt" and named in sluice.stage_strategies(8)
     assert named.same_layout(sluice.LayerStrategy(tp=2, dp=4, tp_inner=False))
+    zero2 = sluice.LayerStrategy(dp=8, zero2=True)
+    assert zero2.name == "z2dp8" and zero2.zero2 and zero2 not in strategies
+    assert zero2 in sluice.stage_strategies(8, sluice.SpaceOptions(zero2=True))
+    with pytest.raises(sluice.InvalidInput, match="exclusive"):
+        sluice.LayerStrategy(dp=8, sdp=True, zero2=True)
     assert sluice.even_partition(10, 4) == [2, 2, 3, 3]
     assert sluice.balance_degree(np.array([1.0, 1.0, 1.0, 1.0])) == pytest.approx(0.75)
     assert sluice.balance_degree([3, 1]) == pytest.approx(0.25)
@@ -254,6 +260,16 @@ def test_galvatron_profiles_and_profiled_terms(tmp_path):
     again = sluice.evaluate_search_plan(report.best, model, cluster, options=options)
     assert again.throughput == pytest.approx(report.best.throughput, rel=1e-12)
     assert again.stages[0].memory_bytes == pytest.approx(report.best.stages[0].memory_bytes, rel=1e-12)
+    # Galvatron's own plan file, read and costed.
+    plan_file = (pathlib.Path(__file__).resolve().parents[3] / "data" / "galvatron" / "llama2-7b" /
+                 "galvatron_config_llama2-7b_1nodes_8gpus_per_node_36GB_bf16.json")
+    read = sluice.read_galvatron_plan(plan_file, 32, 8)
+    assert read.schedule == "1f1b" and read.vocabulary_tp == 2 and read.vocabulary_sp and read.vocabulary_sdp
+    assert read.plan.pp == 1 and read.plan.global_batch == 16
+    assert sluice.evaluate_search_plan(read.plan, model, cluster, options=options).throughput == pytest.approx(
+        13.731, rel=1e-3)
+    with pytest.raises(sluice.InvalidInput, match="tp_sizes_enc: expected 48 entries"):
+        sluice.read_galvatron_plan(plan_file, 48, 8)
     # A plan from elsewhere, as JSON: every layer on SDP 8, the first 20 checkpointed (Galvatron's own choice here).
     document = json.loads(report.best.to_json())
     for index, strategy in enumerate(document["stages"][0]["strategies"]):

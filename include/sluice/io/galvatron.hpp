@@ -329,8 +329,8 @@ inline std::int64_t whole(const json& document, std::string_view key, std::int64
 
 }  // namespace detail::galvatron
 
-// Galvatron's plan of a model of `layers` layers on `gpus` GPUs. Layers with Ulysses SP or ZeRO-2, which sluice's
-// space does not hold yet, are refused naming the layer.
+// Galvatron's plan of a model of `layers` layers on `gpus` GPUs. Layers with Ulysses SP, which sluice's space does
+// not hold yet, are refused naming the layer.
 inline GalvatronPlan read_galvatron_plan(const std::filesystem::path& path, int layers, std::int64_t gpus) {
   namespace g = detail::galvatron;
   const std::string file = path.filename().string();
@@ -396,8 +396,7 @@ inline GalvatronPlan read_galvatron_plan(const std::filesystem::path& path, int 
       sluice::require(ulysses[i] == 0 || strategy.tp == 1, where, ": Ulysses sequence parallelism of degree ", tp[i],
                       " is not in sluice's search space yet");
       strategy.sdp = strategy.dp > 1 && zero3[i] == 1;
-      sluice::require(strategy.dp == 1 || strategy.sdp || default_dp == "ddp", where,
-                      ": ZeRO-2 data parallelism is not in sluice's search space yet");
+      strategy.zero2 = strategy.dp > 1 && !strategy.sdp && default_dp == "zero2";
       strategy.tp_inner = strategy.tp == 1 || strategy.dp == 1 || consecutive[i] == 1;
       strategy.ckpt = checkpoint[i] == 1;
       stage.strategies.push_back(strategy);

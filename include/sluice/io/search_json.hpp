@@ -190,11 +190,16 @@ struct adl_serializer<sluice::search::LayerStrategy> {
   static void to_json(json& out, const sluice::search::LayerStrategy& strategy) {
     out = {{"name", strategy.name()},       {"tp", strategy.tp},    {"dp", strategy.dp}, {"sdp", strategy.sdp},
            {"tp_inner", strategy.tp_inner}, {"ckpt", strategy.ckpt}};
+    if (strategy.zero2) out["zero2"] = true;
   }
   static sluice::search::LayerStrategy from_json(const json& in) {
     using sluice::io::field;
-    return {field<int>(in, "tp", "strategy"), field<int>(in, "dp", "strategy"), field<bool>(in, "sdp", "strategy"),
-            field<bool>(in, "tp_inner", "strategy"), field<bool>(in, "ckpt", "strategy")};
+    sluice::search::LayerStrategy strategy{field<int>(in, "tp", "strategy"), field<int>(in, "dp", "strategy"),
+                                           field<bool>(in, "sdp", "strategy"), field<bool>(in, "tp_inner", "strategy"),
+                                           field<bool>(in, "ckpt", "strategy"),
+                                           sluice::io::field_or<bool>(in, "zero2", false, "strategy")};
+    sluice::require(!(strategy.sdp && strategy.zero2), "strategy: 'sdp' and 'zero2' are both true");
+    return strategy;
   }
 };
 

@@ -73,7 +73,9 @@ class AnalyticEstimator {
     return static_cast<double>(spec.sequence * spec.hidden) * model_.dtype_bytes;
   }
 
-  [[nodiscard]] LayerCost layer(int layer, const LayerStrategy& strategy, std::int64_t micro_batch) const {
+  // `micro_batches` > 1: gradients accumulate over them, so ZeRO-2 keeps them whole until the last.
+  [[nodiscard]] LayerCost layer(int layer, const LayerStrategy& strategy, std::int64_t micro_batch,
+                                int micro_batches = 1) const {
     const LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
     const double tp = strategy.tp;
     const double dp = strategy.dp;
@@ -87,7 +89,14 @@ class AnalyticEstimator {
     const double intermediate = std::max(0.0, b * activation_bytes(layer, strategy.tp) - kept);
     cost.forward_bytes = strategy.ckpt ? kept : kept + intermediate;
     cost.backward_bytes = strategy.ckpt ? intermediate : 0.0;
-    cost.state_bytes = model_.state_bytes_per_param * params / (strategy.sdp ? dp : 1.0);
+    cost.state_bytes = model_.state_bytes_per_param * params;
+    if (strategy.sdp) {
+      cost.state_bytes /= dp;
+    } else if (strategy.zero2) {
+      // Whole parameters, and whole gradients while micro-batches accumulate (Galvatron's ZeRO-2 ratios).
+      const double whole = std::min(model_.state_bytes_per_param, (micro_batches > 1 ? 2.0 : 1.0) * q) * params;
+      cost.state_bytes = whole + (cost.state_bytes - whole) / dp;
+    }
 
     // TP takes the consecutive ranks when inner, so its group spans tp ranks; the other dimension then
     // strides over the whole stage group, and the other way round.
@@ -107,7 +116,8 @@ class AnalyticEstimator {
     const double gather = strategy.sdp ? (dp - 1) / dp * params * q / dp_bandwidth : 0.0;
     const double gradient = strategy.dp == 1 ? 0.0
                             : strategy.sdp   ? gather                                          // reduce-scatter
-                                             : 2.0 * (dp - 1) / dp * params * q / dp_bandwidth;  // all-reduce
+                                             : 2.0 * (dp - 1) / dp * params * q / dp_bandwidth;  // all-reduce, or
+    // ZeRO-2's reduce-scatter and all-gather of the updated parameters: the same volume.
 
     const double forward_time = forward + tp_pass + gather;
     const double backward_work = backward + tp_backward;

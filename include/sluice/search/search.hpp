@@ -70,9 +70,11 @@ inline BalanceTrace balance_trace(const ModelSpec& model, const ClusterSpec& clu
       pp >= 1 && pp <= static_cast<int>(model.layers.size()) && cluster.gpus % pp == 0 && (pp & (pp - 1)) == 0,
       "balance: pp must be a power of 2 dividing the GPU count and <= layers, got ", pp);
   sluice::require(micro_batches >= 1 && batch >= 1 && batch % micro_batches == 0 &&
-                      (batch / micro_batches) % (cluster.gpus / pp) == 0,
+                      !detail::micro_batch_strategies(static_cast<int>(cluster.gpus / pp), options.space,
+                                                      detail::heads_gcd(model), batch / micro_batches)
+                           .empty(),
                   "balance: batch ", batch, " / micro_batches ", micro_batches,
-                  " must be a whole multiple of the stage group ", cluster.gpus / pp);
+                  " leaves a micro-batch no DP degree of the space divides");
   detail::Context context = searcher.context(options.space, pp, batch, micro_batches);
   return detail::balance_partition(context, static_cast<int>(model.layers.size()));
 }
@@ -147,7 +149,7 @@ inline Plan evaluate(Plan plan, const ModelSpec& model, const ClusterSpec& clust
       sluice::require(strategy.group() == group && micro_batch % strategy.dp == 0, "evaluate: layer ", layer,
                       ": strategy ", strategy.name(), " does not use the ", group, " GPUs of a stage or divide its ",
                       micro_batch, "-sample micro-batch");
-      const LayerCost c = estimator.layer(layer, strategy, micro_batch);
+      const LayerCost c = estimator.layer(layer, strategy, micro_batch, plan.micro_batches);
       const double move = k > 0 ? estimator.transition(layer, stage.strategies[k - 1], strategy, micro_batch) : 0.0;
       sync += c.time_sync + move;
       nosync += c.time_nosync + move;
@@ -184,15 +186,13 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
   const std::vector<int> degrees = detail::pp_degrees(space, cluster.gpus, layers);
   if (std::ranges::find(degrees, plan.pp) == degrees.end()) check.fail("pp ", plan.pp, " is not an allowed degree");
   const std::int64_t group = cluster.gpus / plan.pp;
-  if (plan.global_batch < 1 || plan.micro_batches < 1 || plan.global_batch % plan.micro_batches != 0 ||
-      (plan.global_batch / plan.micro_batches) % group != 0 || (plan.pp == 1 && plan.micro_batches != 1) ||
-      (plan.pp > 1 && !detail::power_of_two(plan.global_batch / plan.micro_batches / group)))
-    check.fail("global batch ", plan.global_batch, " and ", plan.micro_batches,
-         " micro-batches: not a power-of-2 multiple of the stage group ", group, " per micro-batch");
+  if (!detail::tried_micro_batches(plan.global_batch, plan.pp, plan.micro_batches, detail::accumulates(options)))
+    check.fail("global batch ", plan.global_batch, " and ", plan.micro_batches, " micro-batches: not a count the ",
+               plan.pp == 1 ? "one-stage " : "", "search tries");
   if (plan.stages.size() != static_cast<std::size_t>(plan.pp))
     check.fail(plan.stages.size(), " stages for pp ", plan.pp);
-  const std::vector<LayerStrategy> allowed =
-      stage_strategies(static_cast<int>(group), space, detail::heads_gcd(model));
+  const std::vector<LayerStrategy> allowed = detail::micro_batch_strategies(
+      static_cast<int>(group), space, detail::heads_gcd(model), plan.global_batch / std::max(plan.micro_batches, 1));
   int next = 0;
   for (int i = 0; i < plan.pp; ++i) {
     const StagePlan& stage = plan.stages[static_cast<std::size_t>(i)];
@@ -203,7 +203,8 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
     for (std::size_t k = 0; k < stage.strategies.size(); ++k)
       if (std::ranges::find(allowed, stage.strategies[k]) == allowed.end())
         check.fail("stage ", i, " layer ", stage.first_layer + static_cast<int>(k), ": strategy ",
-                   stage.strategies[k].name(), " is not in the space of a ", group, "-GPU stage");
+                   stage.strategies[k].name(), " is not in the space of a ", group, "-GPU stage or does not divide its ",
+                   plan.global_batch / std::max(plan.micro_batches, 1), "-sample micro-batch");
   }
   if (next != layers) check.fail("the stages hold ", next, " of ", layers, " layers");
   const Plan derived = evaluate(plan, model, cluster, options);

@@ -1,6 +1,7 @@
 #pragma once
 // The per-layer search space (Galvatron-BMW Sec. III): decision trees over DP, SDP (ZeRO-3) and TP for
-// the N/P devices of one pipeline stage, each with and without activation checkpointing (CKPT).
+// the N/P devices of one pipeline stage, each with and without activation checkpointing (CKPT). ZeRO-2 (Galvatron's
+// released search offers it in place of DP) is a third data paradigm, off unless asked for.
 // Takeaway 1 puts PP outermost (PP is partitioned first), Takeaway 2 gives every group of a stage the
 // same strategy, Takeaway 3 drops every tree that mixes DP and SDP.
 #include <cstdint>
@@ -12,7 +13,7 @@
 
 namespace sluice::search {
 
-enum class Paradigm { dp, sdp, tp };
+enum class Paradigm { dp, sdp, tp, zero2 };
 
 // One decision tree: its levels from the outermost (strided ranks, slower links) to the innermost
 // (consecutive ranks); every degree is a power of 2 >= 2 and no paradigm appears twice.
@@ -23,13 +24,15 @@ struct DecisionTree {
 
 // One layer's strategy inside a stage of tp·dp GPUs. `tp_inner`: TP takes the consecutive ranks (it
 // is true whenever tp or dp is 1, where the order means nothing). `sdp`: the dp replicas shard model
-// states (ZeRO-3); false whenever dp is 1.
+// states (ZeRO-3); `zero2`: they shard gradients and optimizer states and keep whole parameters (ZeRO-2); both
+// false whenever dp is 1, never both true.
 struct LayerStrategy {
   int tp = 1;
   int dp = 1;
   bool sdp = false;
   bool tp_inner = true;
   bool ckpt = false;
+  bool zero2 = false;
   friend bool operator==(const LayerStrategy&, const LayerStrategy&) = default;
 
   [[nodiscard]] int group() const noexcept { return tp * dp; }
@@ -38,9 +41,9 @@ struct LayerStrategy {
     return tp == other.tp && tp_inner == other.tp_inner;
   }
 
-  // "tp2*sdp4+ckpt": levels outer to inner.
+  // "tp2*sdp4+ckpt", "z2dp8": levels outer to inner.
   [[nodiscard]] std::string name() const {
-    const std::string data = (sdp ? "sdp" : "dp") + std::to_string(dp);
+    const std::string data = (sdp ? "sdp" : zero2 ? "z2dp" : "dp") + std::to_string(dp);
     const std::string model = "tp" + std::to_string(tp);
     std::string text;
     if (tp == 1)
@@ -61,26 +64,31 @@ struct SpaceOptions {
   bool tp_outer = true;         // allow TP on the strided (outer) ranks; Megatron keeps TP inner
   std::vector<int> pp_degrees{};  // empty: every power of 2 up to min(GPUs, layers)
   int max_tp = 0;               // 0: no limit; TP must also divide every layer's heads
+  bool zero2 = false;           // ZeRO-2 data parallelism
+  int max_pp = 0;               // 0: no limit
 };
 
 namespace detail {
 
 inline void trees(int remaining, std::vector<std::pair<Paradigm, int>>& prefix, unsigned used, bool takeaway3,
-                  std::vector<DecisionTree>& out) {
+                  bool zero2, std::vector<DecisionTree>& out) {
   if (remaining == 1) {
     if (!prefix.empty()) out.push_back({prefix});
     return;
   }
-  for (const Paradigm paradigm : {Paradigm::dp, Paradigm::sdp, Paradigm::tp}) {
+  constexpr unsigned data_bits = (1U << static_cast<unsigned>(Paradigm::dp)) |
+                                  (1U << static_cast<unsigned>(Paradigm::sdp)) |
+                                  (1U << static_cast<unsigned>(Paradigm::zero2));
+  for (const Paradigm paradigm : {Paradigm::dp, Paradigm::sdp, Paradigm::tp, Paradigm::zero2}) {
+    if (paradigm == Paradigm::zero2 && !zero2) continue;
     const unsigned bit = 1U << static_cast<unsigned>(paradigm);
     if ((used & bit) != 0) continue;
-    const bool mixes_data =
-        (paradigm == Paradigm::dp && (used & 2U) != 0) || (paradigm == Paradigm::sdp && (used & 1U) != 0);
+    const bool mixes_data = (bit & data_bits) != 0 && (used & data_bits) != 0;
     if (takeaway3 && mixes_data) continue;
     for (int degree = 2; degree <= remaining; degree *= 2) {
       if (remaining % degree != 0) continue;
       prefix.emplace_back(paradigm, degree);
-      trees(remaining / degree, prefix, used | bit, takeaway3, out);
+      trees(remaining / degree, prefix, used | bit, takeaway3, zero2, out);
       prefix.pop_back();
     }
   }
@@ -91,14 +99,14 @@ inline bool power_of_two(std::int64_t value) noexcept { return value >= 1 && (va
 }  // namespace detail
 
 // Every decision tree for a group of `group` devices (a power of 2); group 1 has one empty tree (the
-// layer sits whole on one device: pure PP).
-inline std::vector<DecisionTree> decision_trees(int group, bool takeaway3) {
+// layer sits whole on one device: pure PP). `zero2` adds ZeRO-2 to the paradigms.
+inline std::vector<DecisionTree> decision_trees(int group, bool takeaway3, bool zero2 = false) {
   sluice::require(detail::power_of_two(group) && group <= (1 << 20),
                   "search space: group size must be a power of 2 in [1, 2^20], got ", group);
   std::vector<DecisionTree> out;
   if (group == 1) return {DecisionTree{}};
   std::vector<std::pair<Paradigm, int>> prefix;
-  detail::trees(group, prefix, 0, takeaway3, out);
+  detail::trees(group, prefix, 0, takeaway3, zero2, out);
   return out;
 }
 
@@ -112,7 +120,7 @@ inline std::int64_t count_strategies(std::int64_t gpus, bool takeaway3) {
   return total;
 }
 
-// A pruned tree (no DP x SDP) as a layer strategy.
+// A pruned tree (one data paradigm at most) as a layer strategy.
 inline LayerStrategy to_strategy(const DecisionTree& tree, bool ckpt) {
   LayerStrategy strategy;
   strategy.ckpt = ckpt;
@@ -122,9 +130,10 @@ inline LayerStrategy to_strategy(const DecisionTree& tree, bool ckpt) {
       strategy.tp = degree;
       tp_seen_last = true;
     } else {
-      sluice::require(strategy.dp == 1, "search space: a tree that mixes DP and SDP has no layer strategy");
+      sluice::require(strategy.dp == 1, "search space: a tree that mixes data paradigms has no layer strategy");
       strategy.dp = degree;
       strategy.sdp = paradigm == Paradigm::sdp;
+      strategy.zero2 = paradigm == Paradigm::zero2;
       tp_seen_last = false;
     }
   }
@@ -137,10 +146,10 @@ inline std::vector<LayerStrategy> stage_strategies(int group, const SpaceOptions
   std::vector<LayerStrategy> out;
   for (const bool ckpt : {false, true}) {
     if (ckpt && !options.ckpt) continue;
-    for (const DecisionTree& tree : decision_trees(group, true)) {
+    for (const DecisionTree& tree : decision_trees(group, true, options.zero2)) {
       const LayerStrategy strategy = to_strategy(tree, ckpt);
       if (strategy.tp > 1 && !options.tp) continue;
-      if (strategy.dp > 1 && !(strategy.sdp ? options.sdp : options.dp)) continue;
+      if (strategy.dp > 1 && !(strategy.sdp ? options.sdp : strategy.zero2 ? options.zero2 : options.dp)) continue;
       if (!strategy.tp_inner && !options.tp_outer) continue;
       if (options.max_tp > 0 && strategy.tp > options.max_tp) continue;
       if (heads_gcd > 0 && heads_gcd % strategy.tp != 0) continue;

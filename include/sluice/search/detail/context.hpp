@@ -42,6 +42,7 @@ inline constexpr double max_search_work = 0x1p26;
 // binding when the options are made.
 inline void check(const SpaceOptions& space) {
   sluice::require(space.max_tp >= 0, "search: space.max_tp must be >= 0, got ", space.max_tp);
+  sluice::require(space.max_pp >= 0, "search: space.max_pp must be >= 0, got ", space.max_pp);
 }
 
 inline void check(const SearchOptions& options) {
@@ -75,21 +76,39 @@ inline void check(const SearchOptions& options, const ClusterSpec& cluster, std:
 
 inline std::vector<int> pp_degrees(const SpaceOptions& space, std::int64_t gpus, int layers) {
   std::vector<int> out;
-  for (int pp = 1; pp <= gpus && pp <= layers; pp *= 2)
+  for (int pp = 1; pp <= gpus && pp <= layers && (space.max_pp == 0 || pp <= space.max_pp); pp *= 2)
     if (space.pp_degrees.empty() || std::ranges::find(space.pp_degrees, pp) != space.pp_degrees.end())
       out.push_back(pp);
   return out;
 }
 
-// Micro-batch counts, ascending: micro-batches of g, 2g, 4g, ... samples that divide B (so every DP
-// degree of the stage divides them). Without a pipeline there is one micro-batch, as in the paper:
-// gradient accumulation is not part of its space (with it, every larger batch would amortise the
-// gradient sync further and the batch sweep would not end).
-inline std::vector<int> micro_batch_counts(std::int64_t batch, std::int64_t group, int pp) {
-  std::vector<int> out;
-  for (std::int64_t size = pp == 1 ? batch : group; size <= batch; size *= 2)
-    if (batch % size == 0 && size % group == 0) out.push_back(static_cast<int>(batch / size));
-  std::ranges::reverse(out);
+// Micro-batch counts, ascending: the whole batch, and micro-batches of 1, 2, 4, ... samples that divide B; a layer
+// then takes the strategies whose DP degree divides the micro-batch, as in Galvatron's search. (Galvatron tries every
+// divisor of B: the same for its power-of-2 batches, and up to 30x the work for the sweep's other multiples of 8.)
+// One stage accumulates gradients only at a fixed B: in the batch sweep every larger B would amortise the gradient
+// sync further and the sweep would not end.
+inline bool accumulates(const SearchOptions& options) noexcept { return options.global_batch > 0; }
+
+inline bool tried_micro_batches(std::int64_t batch, int pp, std::int64_t micro_batches, bool accumulate) noexcept {
+  if (batch < 1 || micro_batches < 1 || batch % micro_batches != 0) return false;
+  return micro_batches == 1 || ((pp > 1 || accumulate) && power_of_two(batch / micro_batches));
+}
+
+inline std::vector<int> micro_batch_counts(std::int64_t batch, int pp, bool accumulate) {
+  if (batch < 1) return {};
+  std::vector<int> out{1};
+  if (pp == 1 && !accumulate) return out;
+  std::vector<std::int64_t> sizes;  // the powers of 2 below B that divide it
+  for (std::int64_t size = 1; size < batch && batch % size == 0; size *= 2) sizes.push_back(size);
+  for (auto size = sizes.rbegin(); size != sizes.rend(); ++size) out.push_back(static_cast<int>(batch / *size));
+  return out;
+}
+
+// The strategies of `space` a stage of `group` GPUs can give a micro-batch of `micro_batch` samples.
+inline std::vector<LayerStrategy> micro_batch_strategies(int group, const SpaceOptions& space, std::int64_t heads,
+                                                         std::int64_t micro_batch) {
+  std::vector<LayerStrategy> out = stage_strategies(group, space, heads);
+  std::erase_if(out, [&](const LayerStrategy& strategy) { return micro_batch % strategy.dp != 0; });
   return out;
 }
 
@@ -164,7 +183,8 @@ class Context {
     costs_.reserve(static_cast<std::size_t>(layers_) * S);
     transition_.assign(static_cast<std::size_t>(layers_) * K * K, 0.0);
     for (int l = 0; l < layers_; ++l) {
-      for (const LayerStrategy& strategy : strategies_) costs_.push_back(estimator.layer(l, strategy, micro_batch_));
+      for (const LayerStrategy& strategy : strategies_)
+        costs_.push_back(estimator.layer(l, strategy, micro_batch_, micro_batches_));
       for (std::size_t from = 0; from < K; ++from)
         for (std::size_t to = 0; to < K; ++to)
           transition_[(static_cast<std::size_t>(l) * K + from) * K + to] = estimator.transition(

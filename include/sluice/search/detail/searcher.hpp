@@ -91,7 +91,8 @@ class Searcher {
 
   Context context(const SpaceOptions& space, int pp, std::int64_t batch, int micro_batches) {
     const auto group = static_cast<int>(estimator_.cluster().gpus / pp);
-    return Context(estimator_, options_, stage_strategies(group, space, heads_), pp, batch, micro_batches, work_);
+    return Context(estimator_, options_, micro_batch_strategies(group, space, heads_, batch / micro_batches), pp, batch,
+                   micro_batches, work_);
   }
 
   // Every (P, m) of one batch: `bmw` runs the partition balance, otherwise the even split.
@@ -99,9 +100,9 @@ class Searcher {
     std::optional<Plan> best;
     const std::int64_t gpus = estimator_.cluster().gpus;
     for (const int pp : pp_degrees(space, gpus, estimator_.layers())) {
-      const std::int64_t group = gpus / pp;
-      if (stage_strategies(static_cast<int>(group), space, heads_).empty()) continue;
-      for (const int m : micro_batch_counts(batch, group, pp)) {
+      const auto group = static_cast<int>(gpus / pp);
+      for (const int m : micro_batch_counts(batch, pp, accumulates(options_))) {
+        if (micro_batch_strategies(group, space, heads_, batch / m).empty()) continue;
         Context ctx = context(space, pp, batch, m);
         std::optional<std::vector<int>> sizes;
         if (bmw) {
