@@ -88,15 +88,11 @@ inline std::int64_t parse_bytes(std::string_view option, const std::string& text
 // "ddp,zero3": the data-parallel kinds a layer may use, each once.
 inline void data_parallel_kinds(std::string_view text, search::SpaceOptions& space) {
   space.dp = space.zero2 = space.sdp = false;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t end = std::min(text.find(',', start), text.size());
-    const std::string_view kind = text.substr(start, end - start);
+  for (const std::string_view kind : command_line::comma_items(text)) {
     bool* flag = kind == "ddp" ? &space.dp : kind == "zero2" ? &space.zero2 : kind == "zero3" ? &space.sdp : nullptr;
     sluice::require(flag != nullptr && !*flag, "option --dp-types: expected distinct ddp, zero2 and zero3 separated by ",
                     "commas, got '", text.substr(0, 60), "'");
     *flag = true;
-    start = end + 1;
   }
 }
 

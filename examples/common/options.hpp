@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "sluice/core/error.hpp"
 
@@ -69,6 +70,16 @@ std::optional<Number> parse_number(std::string_view text) {
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
   if (error != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
   return number;
+}
+
+// "a,b,,c": the comma-separated items of `text`, empty ones included (so that a caller can refuse them).
+inline std::vector<std::string_view> comma_items(std::string_view text) {
+  std::vector<std::string_view> parts;
+  for (std::size_t comma = 0;; text.remove_prefix(comma + 1)) {
+    comma = text.find(',');
+    parts.push_back(text.substr(0, comma));
+    if (comma == std::string_view::npos) return parts;
+  }
 }
 
 }  // namespace sluice::command_line

@@ -20,17 +20,8 @@ namespace sluice::command_line {
 inline cost::SchemeSpace scheme_space(std::optional<std::string_view> cp, std::optional<std::string_view> kinds,
                                       bool ac) {
   cost::SchemeSpace space;
-  const auto items = [](std::string_view text) {
-    std::vector<std::string_view> parts;
-    for (std::size_t comma = 0; comma != std::string_view::npos; text.remove_prefix(comma + 1)) {
-      comma = text.find(',');
-      parts.push_back(text.substr(0, comma));
-      if (comma == std::string_view::npos) break;
-    }
-    return parts;
-  };
   if (cp)
-    for (const std::string_view item : items(*cp)) {
+    for (const std::string_view item : comma_items(*cp)) {
       const auto degree = parse_number<std::int64_t>(item);
       sluice::require(degree && *degree >= 2 && *degree <= 1024, "option --cp: expected degrees from 2 to 1024, "
                       "separated by commas, got '", *cp, "'");
@@ -40,7 +31,7 @@ inline cost::SchemeSpace scheme_space(std::optional<std::string_view> cp, std::o
   if (kinds) {
     sluice::require(!space.cp_degrees.empty(), "option --cp-kinds needs --cp");
     space.cp_kinds.clear();
-    for (const std::string_view item : items(*kinds)) {
+    for (const std::string_view item : comma_items(*kinds)) {
       const CpKind kind = value_in(cp_kind_names, item, "option --cp-kinds");
       if (std::ranges::find(space.cp_kinds, kind) == space.cp_kinds.end()) space.cp_kinds.push_back(kind);
     }

@@ -72,6 +72,9 @@ py::list internal_list(const std::vector<T>& values, const py::handle& owner) {
   return list;
 }
 
+// A search schedule's Python name: '1f1b' or 'gpipe'.
+std::string search_schedule_name(search::Schedule schedule);
+
 // plan_iteration's options: the dispatch, and one overhead per candidate (None: none).
 assign::PlanOptions plan_options(const assign::DispatchOptions& dispatch, const py::handle& candidate_overhead);
 

@@ -175,10 +175,6 @@ search::Schedule search_schedule_from(std::string_view schedule) {
   throw invalid_input(sluice::concat("schedule: expected '1f1b' or 'gpipe', got '", schedule, "'"));
 }
 
-std::string search_schedule_name(search::Schedule schedule) {
-  return schedule == search::Schedule::gpipe ? "gpipe" : "1f1b";
-}
-
 search::SearchOptions make_search(std::int64_t memory_bytes, std::int64_t granularity_bytes,
                                   std::int64_t global_batch, std::int64_t batch_step, std::int64_t max_batch,
                                   std::string_view schedule, search::SpaceOptions space) {
@@ -570,6 +566,10 @@ void bind_search_options(py::module_& module) {
 }
 
 }  // namespace
+
+std::string search_schedule_name(search::Schedule schedule) {
+  return schedule == search::Schedule::gpipe ? "gpipe" : "1f1b";
+}
 
 void bind_options(py::module_& module) {
   bind_dispatch(module);

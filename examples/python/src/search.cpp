@@ -341,7 +341,7 @@ void bind_search(py::module_& module) {
       .def_readonly("plan", &io::GalvatronPlan::plan)
       .def_property_readonly(
           "schedule",
-          [](const io::GalvatronPlan& read) { return read.schedule == search::Schedule::gpipe ? "gpipe" : "1f1b"; },
+          [](const io::GalvatronPlan& read) { return search_schedule_name(read.schedule); },
           "'1f1b' (Galvatron's pipedream_flush) or 'gpipe'.")
       .def_readonly("vocabulary_tp", &io::GalvatronPlan::vocabulary_tp,
                     "The vocabulary layers' TP (or Ulysses SP) degree.")
