@@ -259,6 +259,8 @@ TEST_CASE("galvatron: the vocabulary layers' time and activations on the first a
   CHECK(near(estimator.stage_extra_seconds(0, 2, 4, 16), 1.5 * 9e-3, 1e-12));
   CHECK(near(estimator.stage_extra_seconds(3, 4, 4, 16), 1.5 * 9e-3, 1e-12));
   CHECK(estimator.stage_extra_seconds(1, 4, 4, 16) == 0);
+  // A micro-batch of 2 samples over 4 GPUs still takes one sample's time: a sample is not split.
+  CHECK(near(estimator.stage_extra_seconds(0, 1, 4, 2), 3 * 3e-3, 1e-12));
   // Memory: the context, the sharded states, and 4 samples per device of each of the in-flight micro-batches.
   const double context = static_cast<double>(cluster.reserved_bytes);
   const double embedding = 16.0 * static_cast<double>(shape.embedding_params) / 4;
@@ -267,6 +269,7 @@ TEST_CASE("galvatron: the vocabulary layers' time and activations on the first a
   CHECK(near(estimator.stage_extra_bytes(3, 4, 4, 16, 1), context + head + 400.0 * 4, 1e-12));
   CHECK(estimator.stage_extra_bytes(1, 4, 4, 16, 3) == context);
   CHECK(near(estimator.stage_extra_bytes(0, 1, 4, 16, 1), context + embedding + head + 500.0 * 4, 1e-12));
+  CHECK(near(estimator.stage_extra_bytes(0, 1, 4, 1, 1), context + embedding + head + 500.0, 1e-12));
   // The fields travel through sluice.model JSON, and bad values are refused naming the field.
   const auto again = sluice::io::from_document<sluice::search::ModelSpec>(sluice::io::to_document(shape));
   CHECK(again == shape);

@@ -159,7 +159,7 @@ class AnalyticEstimator {
       params += static_cast<double>(model_.head_params);
       activation += model_.head_activation_bytes;
     }
-    const double samples = static_cast<double>(micro_batch) / static_cast<double>(group);
+    const double samples = vocabulary_samples(micro_batch, group);
     return static_cast<double>(cluster_.reserved_bytes) +
            model_.state_bytes_per_param * params / static_cast<double>(group) + activation * samples * in_flight;
   }
@@ -169,9 +169,8 @@ class AnalyticEstimator {
   [[nodiscard]] double stage_extra_seconds(int stage, int stages, std::int64_t group,
                                            std::int64_t micro_batch) const noexcept {
     const double share = stages == 1 ? 1.0 : stage == 0 || stage == stages - 1 ? 0.5 : 0.0;
-    const double forward = model_.vocabulary_forward_seconds * static_cast<double>(micro_batch) /
-                               static_cast<double>(group) +
-                           model_.vocabulary_micro_batch_seconds;
+    const double forward =
+        model_.vocabulary_forward_seconds * vocabulary_samples(micro_batch, group) + model_.vocabulary_micro_batch_seconds;
     return 3.0 * share * forward;
   }
 
@@ -180,6 +179,12 @@ class AnalyticEstimator {
   }
 
  private:
+  // Samples per device of the data-parallel vocabulary layers: at least one, since a micro-batch smaller than the
+  // stage leaves devices idle rather than splitting a sample.
+  static double vocabulary_samples(std::int64_t micro_batch, std::int64_t group) noexcept {
+    return std::max(1.0, static_cast<double>(micro_batch) / static_cast<double>(group));
+  }
+
   // The table's entry at `tp`, or the nearest profiled degree below it (else above) scaled by the ratio.
   static double profiled(const std::map<int, double>& table, int tp) noexcept {
     auto found = table.upper_bound(tp);
