@@ -75,6 +75,9 @@ TEST_CASE("cli: search --help and bad input") {
       {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--dp-types", "ddp,ddp"},
       {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--dp-types", ""},
       {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--max-pp", "0"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--split-types", "sp"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--split-types", "tp,ulysses,tp"},
+      {"search", "--model", "bert-huge-32", "--cluster", "titan-8", "--split-types", "ulysses,"},
   };
   for (const auto& args : bad) {
     CAPTURE(args.size());
@@ -141,6 +144,19 @@ TEST_CASE("cli: search --galvatron on the authors' LLaMA2-7B profiles") {
       uses_zero2 = uses_zero2 || strategy.value("zero2", false);
     }
   CHECK(uses_zero2);
+  // Ulysses SP alone in TP's place: a batch of 4 on 8 GPUs must split samples, so some layer runs SP.
+  const auto ulysses = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--memory", "24GiB",
+                                "--batch", "4", "--split-types", "ulysses", "--json"});
+  REQUIRE(ulysses.code == 0);
+  const auto ulysses_document = sluice::io::json::parse(ulysses.out);
+  bool uses_sp = false;
+  for (const auto& stage : ulysses_document.at("best").at("stages"))
+    for (const auto& strategy : stage.at("strategies")) {
+      CHECK(strategy.at("tp") == 1);
+      uses_sp = uses_sp || strategy.value("sp", 1) > 1;
+
+    }
+  CHECK(uses_sp);
   const auto side = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--memory", "36GiB",
                              "--batch", "16", "--granularity", "64MiB", "--galvatron-plan", plan});
   CHECK(side.out.find("  galvatron: ") != std::string::npos);

@@ -407,9 +407,6 @@ TEST_CASE("galvatron: the plan Galvatron's search wrote, costed by sluice's esti
   };
   CHECK(refused("\"vtp\"", "\"vpp\"", 32, 8).find("unknown field 'vpp'") != std::string::npos);
   CHECK(refused("1,1,1,1\"", "1,1,1\"", 32, 8).find("tp_sizes_enc: expected 32 entries") != std::string::npos);
-  CHECK(refused("\"use_sp\": \"0,", "\"use_sp\": \"1,", 32, 8, {"\"tp_sizes_enc\": \"1,", "\"tp_sizes_enc\": \"2,"})
-            .find("layer 0: Ulysses sequence parallelism of degree 2 is not in sluice's search space yet") !=
-        std::string::npos);
   CHECK(refused("\"tp_sizes_enc\": \"1,", "\"tp_sizes_enc\": \"3,", 32, 8)
             .find("layer 0: TP degree 3 does not divide") != std::string::npos);
   // Under default_dp_type zero2, a layer not on ZeRO-3 is on ZeRO-2.
@@ -422,6 +419,19 @@ TEST_CASE("galvatron: the plan Galvatron's search wrote, costed by sluice's esti
     CHECK(strategies[0] == sluice::search::LayerStrategy{.tp = 1, .dp = 8, .ckpt = true, .zero2 = true});
     CHECK(strategies[0].name() == "z2dp8+ckpt");
     CHECK(strategies[1].sdp);
+  }
+  // use_sp turns the layer's TP degree into Ulysses SP's.
+  {
+    std::string ulysses = text;
+    ulysses.replace(ulysses.find("\"use_sp\": \"0,"), 13, "\"use_sp\": \"1,");
+    ulysses.replace(ulysses.find("\"tp_sizes_enc\": \"1,"), 19, "\"tp_sizes_enc\": \"4,");
+    const fs::path changed = fs::temp_directory_path() / "sluice-galvatron-plan-ulysses.json";
+    std::ofstream(changed, std::ios::binary) << ulysses;
+    const auto strategies = sluice::io::read_galvatron_plan(changed, 32, 8).plan.stages[0].strategies;
+    CHECK(strategies[0].sp == 4);
+    CHECK(strategies[0].tp == 1);
+    CHECK(strategies[0].name().starts_with("sdp2*sp4"));
+    CHECK(strategies[1].sp == 1);
   }
   CHECK(refused("\"pp_division\": \"32\"", "\"pp_division\": \"31\"", 32, 8)
             .find("pp_division sums to 31, not the model's 32 layers") != std::string::npos);

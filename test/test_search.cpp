@@ -49,6 +49,15 @@ search::ClusterSpec node(std::int64_t gpus, std::int64_t memory = 24 * GiB) {
                      {.size = std::max<std::int64_t>(gpus, 16), .bandwidth = 10e9}}};
 }
 
+// The paper's strategies on 8 GPUs appear in `wider` in their own order (the layer DP breaks ties by it).
+bool keeps_the_papers_order(const std::vector<LayerStrategy>& wider) {
+  const auto paper = search::stage_strategies(8, {});
+  std::size_t matched = 0;
+  for (const auto& strategy : wider)
+    if (matched < paper.size() && strategy == paper[matched]) ++matched;
+  return matched == paper.size();
+}
+
 }  // namespace
 
 TEST_CASE("search space: the paper's strategy counts") {
@@ -104,13 +113,8 @@ TEST_CASE("search space: ZeRO-2 is a third data paradigm, never mixed with anoth
   // Per data paradigm on 8 GPUs: pure (1), with TP 2 or 4 in either order (4); TP alone (1) once; x2 for CKPT.
   CHECK(search::stage_strategies(8, with_zero2).size() == 2 * (3 * 5 + 1));
   CHECK(search::stage_strategies(1, with_zero2).size() == 2);
-  // The paper's strategies keep their order among the others (the layer DP breaks ties by it).
-  const auto paper = search::stage_strategies(8, {});
   const auto wider = search::stage_strategies(8, with_zero2);
-  std::size_t matched = 0;
-  for (const auto& strategy : wider)
-    if (matched < paper.size() && strategy == paper[matched]) ++matched;
-  CHECK(matched == paper.size());
+  CHECK(keeps_the_papers_order(wider));
   for (const auto& strategy : wider) {
     CHECK_FALSE((strategy.sdp && strategy.zero2));
     CHECK((strategy.dp > 1 || !strategy.zero2));
@@ -122,76 +126,111 @@ TEST_CASE("search space: ZeRO-2 is a third data paradigm, never mixed with anoth
   CHECK(pure[0].name() == "z2dp8");
 }
 
-TEST_CASE("search: ZeRO-2, gradient accumulation and micro-batches DP divides, against brute force on one stage") {
+TEST_CASE("search space: Ulysses SP takes TP's place in a tree, never beside it") {
+  const search::SpaceOptions with_sp{.ulysses = true};
+  // 8 GPUs: DP and SDP pure (2); TP alone (1) or with DP or SDP at 2 or 4 in either order (8); the same for SP (9);
+  // x2 for CKPT.
+  CHECK(search::stage_strategies(8, with_sp).size() == 2 * (2 + 9 + 9));
+  const auto wider = search::stage_strategies(8, with_sp);
+  CHECK(keeps_the_papers_order(wider));
+  for (const auto& strategy : wider) {
+    CHECK((strategy.tp == 1 || strategy.sp == 1));
+    CHECK(strategy.group() == 8);
+  }
+  CHECK(LayerStrategy{.tp = 1, .dp = 2, .tp_inner = true, .sp = 4}.name() == "dp2*sp4");
+  CHECK(LayerStrategy{.tp = 1, .dp = 2, .sdp = true, .tp_inner = false, .ckpt = true, .sp = 4}.name() ==
+        "sp4*sdp2+ckpt");
+  CHECK(LayerStrategy{.tp = 1, .dp = 1, .sp = 8}.name() == "sp8");
+  // SP, like TP, must divide the heads and stay under max_tp.
+  for (const auto& strategy : search::stage_strategies(8, with_sp, 2)) CHECK(strategy.model_degree() <= 2);
+  for (const auto& strategy : search::stage_strategies(8, {.max_tp = 4, .ulysses = true}))
+    CHECK(strategy.model_degree() <= 4);
+  const search::SpaceOptions only_sp{.dp = false, .sdp = false, .tp = false, .ckpt = false, .ulysses = true};
+  const auto pure = search::stage_strategies(8, only_sp);
+  REQUIRE(pure.size() == 1);
+  CHECK(pure[0].name() == "sp8");
+}
+
+TEST_CASE("search: ZeRO-2, Ulysses SP, gradient accumulation and micro-batches DP divides, against brute force on "
+          "one stage") {
   // Every plan of one stage: m micro-batches dividing B, and per layer every strategy whose DP degree divides B / m.
   const auto model = small_model(3, 1024, 2048);
   const auto cluster = node(4, 16 * GiB);
-  search::SearchOptions options;
-  options.granularity_bytes = 1 * MiB;
-  options.global_batch = 12;
-  options.space.zero2 = true;
-  options.space.pp_degrees = {1};
-  struct Candidate {
-    double throughput;
-    double memory;
-    int micro_batches;
-  };
-  std::vector<Candidate> candidates;
-  const std::vector<int> counts = search::detail::micro_batch_counts(12, 1, true);
-  CHECK(counts == std::vector<int>{1, 3, 6, 12});
-  CHECK(search::detail::micro_batch_counts(12, 1, false) == std::vector<int>{1});
-  CHECK(search::detail::micro_batch_counts(64, 2, false) == std::vector<int>{1, 2, 4, 8, 16, 32, 64});
-  for (const int m : counts) {
-    const auto strategies = search::detail::micro_batch_strategies(4, options.space, 16, 12 / m);
-    const std::size_t S = strategies.size();
-    for (std::size_t code = 0; code < S * S * S; ++code) {
-      search::Plan plan;
-      plan.pp = 1;
-      plan.global_batch = 12;
-      plan.micro_batches = m;
-      plan.stages.push_back({.first_layer = 0,
-                             .strategies = {strategies[code % S], strategies[code / S % S], strategies[code / S / S]}});
-      const auto costed = search::evaluate(plan, model, cluster, options);
-      candidates.push_back({costed.throughput, costed.stages[0].memory_bytes, m});
+  for (const bool ulysses : {false, true}) {
+    CAPTURE(ulysses);
+    search::SearchOptions options;
+    options.granularity_bytes = 1 * MiB;
+    options.global_batch = 12;
+    // ZeRO-2 or Ulysses: both at once would make 34^3 plans per m.
+    options.space.zero2 = !ulysses;
+    options.space.ulysses = ulysses;
+    options.space.pp_degrees = {1};
+    struct Candidate {
+      double throughput;
+      double memory;
+      int micro_batches;
+    };
+    std::vector<Candidate> candidates;
+    const std::vector<int> counts = search::detail::micro_batch_counts(12, 1, true);
+    CHECK(counts == std::vector<int>{1, 3, 6, 12});
+    CHECK(search::detail::micro_batch_counts(12, 1, false) == std::vector<int>{1});
+    CHECK(search::detail::micro_batch_counts(64, 2, false) == std::vector<int>{1, 2, 4, 8, 16, 32, 64});
+    for (const int m : counts) {
+      const auto strategies = search::detail::micro_batch_strategies(4, options.space, 16, 12 / m);
+      const std::size_t S = strategies.size();
+      for (std::size_t code = 0; code < S * S * S; ++code) {
+        search::Plan plan;
+        plan.pp = 1;
+        plan.global_batch = 12;
+        plan.micro_batches = m;
+        plan.stages.push_back(
+            {.first_layer = 0,
+             .strategies = {strategies[code % S], strategies[code / S % S], strategies[code / S / S]}});
+        const auto costed = search::evaluate(plan, model, cluster, options);
+        candidates.push_back({costed.throughput, costed.stages[0].memory_bytes, m});
+      }
     }
-  }
-  auto brute_force = [&](double budget) {
-    double best = 0;
-    for (const Candidate& candidate : candidates)
-      if (candidate.memory <= budget) best = std::max(best, candidate.throughput);
-    return best;
-  };
-  // Budgets from below the least memory of any plan to above the least of one micro-batch's.
-  double fewest = std::numeric_limits<double>::infinity();
-  double fewest_whole = fewest;
-  for (const Candidate& candidate : candidates) {
-    fewest = std::min(fewest, candidate.memory);
-    if (candidate.micro_batches == 1) fewest_whole = std::min(fewest_whole, candidate.memory);
-  }
-  const auto granules = [&](double bytes) { return static_cast<std::int64_t>(bytes / MiB) * MiB; };
-  REQUIRE(fewest < fewest_whole - 64 * MiB);
-  bool accumulated = false;
-  bool zero2_chosen = false;
-  for (const std::int64_t budget : {granules(fewest) - 4 * MiB, granules(fewest) + 8 * MiB,
-                                    granules((fewest + fewest_whole) / 2), granules(fewest_whole) + 8 * MiB, 16 * GiB}) {
-    CAPTURE(budget);
-    options.memory_bytes = budget;
-    const double exact = brute_force(static_cast<double>(budget));
-    if (exact == 0) {
-      CHECK_THROWS_AS(search::search(model, cluster, options), infeasible);
-      continue;
+    auto brute_force = [&](double budget) {
+      double best = 0;
+      for (const Candidate& candidate : candidates)
+        if (candidate.memory <= budget) best = std::max(best, candidate.throughput);
+      return best;
+    };
+    // Budgets from below the least memory of any plan to above the least of one micro-batch's.
+    double fewest = std::numeric_limits<double>::infinity();
+    double fewest_whole = fewest;
+    for (const Candidate& candidate : candidates) {
+      fewest = std::min(fewest, candidate.memory);
+      if (candidate.micro_batches == 1) fewest_whole = std::min(fewest_whole, candidate.memory);
     }
-    const auto report = search::search(model, cluster, options);
-    search::validate(report, model, cluster, options);
-    // The layer DP rounds each layer's memory up by less than a granule: never better than brute force, never worse
-    // than brute force with that much less memory.
-    CHECK(report.best.throughput <= exact * (1 + 1e-12));
-    CHECK(report.best.throughput >= brute_force(static_cast<double>(budget - 3 * options.granularity_bytes)) * (1 - 1e-12));
-    accumulated = accumulated || report.best.micro_batches > 1;
-    for (const auto& strategy : report.best.stages[0].strategies) zero2_chosen = zero2_chosen || strategy.zero2;
+    const auto granules = [&](double bytes) { return static_cast<std::int64_t>(bytes / MiB) * MiB; };
+    REQUIRE(fewest < fewest_whole - 64 * MiB);
+    bool accumulated = false;
+    bool extra_chosen = false;
+    for (const std::int64_t budget : {granules(fewest) - 4 * MiB, granules(fewest) + 8 * MiB,
+                                      granules((fewest + fewest_whole) / 2), granules(fewest_whole) + 8 * MiB,
+                                      16 * GiB}) {
+      CAPTURE(budget);
+      options.memory_bytes = budget;
+      const double exact = brute_force(static_cast<double>(budget));
+      if (exact == 0) {
+        CHECK_THROWS_AS(search::search(model, cluster, options), infeasible);
+        continue;
+      }
+      const auto report = search::search(model, cluster, options);
+      search::validate(report, model, cluster, options);
+      // The layer DP rounds each layer's memory up by less than a granule: never better than brute force, never worse
+      // than brute force with that much less memory.
+      CHECK(report.best.throughput <= exact * (1 + 1e-12));
+      const double coarser = brute_force(static_cast<double>(budget - 3 * options.granularity_bytes));
+      CHECK(report.best.throughput >= coarser * (1 - 1e-12));
+      accumulated = accumulated || report.best.micro_batches > 1;
+      for (const auto& strategy : report.best.stages[0].strategies)
+        extra_chosen = extra_chosen || (ulysses ? strategy.sp > 1 : strategy.zero2);
+    }
+    CHECK(accumulated);
+    CHECK(extra_chosen);
   }
-  CHECK(accumulated);
-  CHECK(zero2_chosen);
 }
 
 namespace {
@@ -440,6 +479,26 @@ TEST_CASE("estimator: memory and time follow the strategies") {
   CHECK(zero2.time_nosync == dp.time_nosync);
   CHECK(zero2.forward_bytes == dp.forward_bytes);
   CHECK(estimator.layer(0, {.tp = 1, .dp = 8, .sdp = true}, 64, 4).state_bytes == sdp.state_bytes);
+  // Ulysses SP 8: DP's compute, whole parameters, every activation split by sequence, four all-to-alls of a 1/8 slice
+  // per pass, and the gradient all-reduce over the 8 SP ranks at DP's volume.
+  const auto sp = estimator.layer(0, {.tp = 1, .dp = 1, .sp = 8}, 64);
+  const auto sp_ckpt = estimator.layer(0, {.tp = 1, .dp = 1, .ckpt = true, .sp = 8}, 64);
+  const auto sp_sdp = estimator.layer(0, {.tp = 1, .dp = 2, .sdp = true, .sp = 4}, 64);
+  const double sample = static_cast<double>(spec.sequence * spec.hidden) * q;
+  CHECK(sp.state_bytes == doctest::Approx(dp.state_bytes));
+  CHECK(sp.forward_bytes == doctest::Approx(dp.forward_bytes));
+  CHECK(sp_ckpt.forward_bytes == doctest::Approx(64 * sample / 8));
+  CHECK(sp_sdp.state_bytes == doctest::Approx(sdp.state_bytes));
+  const double all_to_alls = 4 * 7.0 / 8 * 64 * sample / 8 / 100e9;
+  const double compute = dp.time_nosync;  // DP has no communication without the sync
+  CHECK(sp.time_nosync == doctest::Approx(compute + 2 * all_to_alls));
+  CHECK(sp_ckpt.time_nosync == doctest::Approx(compute * 4 / 3 + 3 * all_to_alls));
+  CHECK(sp.time_sync - sp.time_nosync == doctest::Approx(dp.time_sync - dp.time_nosync));
+  // TP to SP of one group keeps each rank's slice; SP to TP gathers it.
+  CHECK(estimator.transition(1, {.tp = 4, .dp = 2}, {.tp = 1, .dp = 2, .sp = 4}, 64) == 0);
+  CHECK(estimator.transition(1, {.tp = 1, .dp = 2, .sp = 4}, {.tp = 4, .dp = 2}, 64) ==
+        doctest::Approx(2 * 3.0 / 4 * 32 * sample / 100e9));
+  CHECK(estimator.transition(1, {.tp = 1, .dp = 2, .sp = 4}, {.tp = 1, .dp = 2, .ckpt = true, .sp = 4}, 64) == 0);
   // Overlap: γ·min + |difference|.
   CHECK(estimator.overlap(2, 1) == doctest::Approx(2.3));
   CHECK(estimator.overlap(1, 0) == doctest::Approx(1));

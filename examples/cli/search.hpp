@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <initializer_list>
 #include <iomanip>
 #include <optional>
 #include <ostream>
@@ -12,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "options.hpp"
 #include "progress.hpp"
@@ -25,11 +27,11 @@ namespace sluice::cli {
 inline constexpr std::string_view search_usage =
     "usage: sluice search --model M (--cluster C | --galvatron DIR [--time-mode fixed|batch|sequence]) [--memory E]\n"
     "                     [--galvatron-plan F] [--granularity G] [--batch B] [--batch-step S] [--max-batch B]\n"
-    "                     [--schedule 1f1b|gpipe] [--dp-types T] [--max-pp P] [--json]\n"
+    "                     [--schedule 1f1b|gpipe] [--dp-types T] [--split-types T] [--max-pp P] [--json]\n"
     "\n"
-    "Searches per-layer hybrid strategies (DP, sharded DP, TP, PP, checkpointing) and the pipeline partition\n"
-    "that maximise the estimated throughput under a per-device memory budget (Galvatron-BMW), and the same\n"
-    "search restricted to the baselines' spaces (DP, SDP, TP, PP, DP+TP, DP+PP).\n"
+    "Searches per-layer hybrid strategies (DP, sharded DP, TP or Ulysses SP, PP, checkpointing) and the pipeline\n"
+    "partition that maximise the estimated throughput under a per-device memory budget (Galvatron-BMW), and the\n"
+    "same search restricted to the baselines' spaces (DP, SDP, TP, PP, DP+TP, DP+PP).\n"
     "\n"
     "  --model M        sluice.model JSON file or bundled name (gpt-48, bert-huge-32, vit-huge-32, ...)\n"
     "  --cluster C      sluice.cluster JSON file or bundled name (titan-8, a100-8, a100-64)\n"
@@ -50,6 +52,9 @@ inline constexpr std::string_view search_usage =
     "  --schedule X     1f1b (default) or gpipe\n"
     "  --dp-types T     the data-parallel kinds a layer may use, comma-separated: ddp, zero2, zero3 (default\n"
     "                   ddp,zero3; Galvatron's zero2 setting is zero2,zero3)\n"
+    "  --split-types T  the kinds that split a sample over a layer's ranks, comma-separated: tp (Megatron's tensor\n"
+    "                   parallelism), ulysses (Ulysses sequence parallelism) (default tp; Galvatron's sp_space tp+sp\n"
+    "                   is tp,ulysses)\n"
     "  --max-pp P       the deepest pipeline searched (default: as deep as the GPUs and layers allow)\n"
     "  --json           print one sluice.search JSON document\n";
 
@@ -85,14 +90,19 @@ inline std::int64_t parse_bytes(std::string_view option, const std::string& text
   return static_cast<std::int64_t>(bytes);
 }
 
-// "ddp,zero3": the data-parallel kinds a layer may use, each once.
-inline void data_parallel_kinds(std::string_view text, search::SpaceOptions& space) {
-  space.dp = space.zero2 = space.sdp = false;
-  for (const std::string_view kind : command_line::comma_items(text)) {
-    bool* flag = kind == "ddp" ? &space.dp : kind == "zero2" ? &space.zero2 : kind == "zero3" ? &space.sdp : nullptr;
-    sluice::require(flag != nullptr && !*flag, "option --dp-types: expected distinct ddp, zero2 and zero3 separated by ",
-                    "commas, got '", text.substr(0, 60), "'");
-    *flag = true;
+// "ddp,zero3": the kinds an option names, each once; every kind not named is off.
+inline void select_kinds(std::string_view option, std::string_view text,
+                         std::initializer_list<std::pair<std::string_view, bool*>> kinds) {
+  std::string names;
+  for (const auto& [name, flag] : kinds) {
+    *flag = false;
+    names += names.empty() ? std::string(name) : ", " + std::string(name);
+  }
+  for (const std::string_view item : command_line::comma_items(text)) {
+    const auto* kind = std::ranges::find_if(kinds, [&](const auto& entry) { return entry.first == item; });
+    sluice::require(kind != kinds.end() && !*kind->second, "option --", option, ": expected distinct ", names,
+                    " separated by commas, got '", text.substr(0, 60), "'");
+    *kind->second = true;
   }
 }
 
@@ -128,7 +138,7 @@ inline bool same_plan(const search::Plan& x, const search::Plan& y) {
 inline int search_command(std::span<const std::string_view> args, std::ostream& out, std::ostream* terminal = nullptr) {
   const Options options(args,
                         {"model", "cluster", "galvatron", "time-mode", "galvatron-plan", "memory", "granularity", "batch",
-                         "batch-step", "max-batch", "schedule", "dp-types", "max-pp"},
+                         "batch-step", "max-batch", "schedule", "dp-types", "split-types", "max-pp"},
                         {"json", "help"});
   if (options.flag("help")) {
     out << search_usage;
@@ -170,7 +180,11 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
                     *schedule, "'");
     settings.schedule = *schedule == "gpipe" ? search::Schedule::gpipe : search::Schedule::one_f_one_b;
   }
-  if (const auto kinds = options.text("dp-types")) search_inputs::data_parallel_kinds(*kinds, settings.space);
+  if (const auto kinds = options.text("dp-types"))
+    search_inputs::select_kinds("dp-types", *kinds,
+                                {{"ddp", &settings.space.dp}, {"zero2", &settings.space.zero2}, {"zero3", &settings.space.sdp}});
+  if (const auto kinds = options.text("split-types"))
+    search_inputs::select_kinds("split-types", *kinds, {{"tp", &settings.space.tp}, {"ulysses", &settings.space.ulysses}});
   if (const auto max_pp = options.integer("max-pp")) settings.space.max_pp = static_cast<int>(*max_pp);
 
   search::SearchReport report;

@@ -163,8 +163,8 @@ shard::PlacementOptions make_placement(int gpus_per_node, bool tp_within_node, s
 
 // The search's checks that need neither model nor cluster (search::detail::check makes them too, with the cluster's).
 search::SpaceOptions make_space(bool dp, bool sdp, bool tp, bool ckpt, bool tp_outer, std::vector<int> pp_degrees,
-                                int max_tp, bool zero2, int max_pp) {
-  search::SpaceOptions options{dp, sdp, tp, ckpt, tp_outer, std::move(pp_degrees), max_tp, zero2, max_pp};
+                                int max_tp, bool zero2, int max_pp, bool ulysses) {
+  search::SpaceOptions options{dp, sdp, tp, ckpt, tp_outer, std::move(pp_degrees), max_tp, zero2, max_pp, ulysses};
   search::detail::check(options);
   return options;
 }
@@ -190,7 +190,7 @@ search::SearchOptions make_search(std::int64_t memory_bytes, std::int64_t granul
 }
 
 auto space_fields(const search::SpaceOptions& o) {
-  return std::tie(o.dp, o.sdp, o.tp, o.ckpt, o.tp_outer, o.pp_degrees, o.max_tp, o.zero2, o.max_pp);
+  return std::tie(o.dp, o.sdp, o.tp, o.ckpt, o.tp_outer, o.pp_degrees, o.max_tp, o.zero2, o.max_pp, o.ulysses);
 }
 
 auto search_fields(const search::SearchOptions& o) {
@@ -478,22 +478,24 @@ void bind_space_options(py::module_& module) {
   using Space = search::SpaceOptions;
   const Space defaults;
   py::class_<Space>(module, "SpaceOptions",
-                    "Which paradigms the per-layer search may use (zero2: ZeRO-2 data parallelism); pp_degrees [] "
-                    "means every power of 2, max_tp and max_pp 0 no limit. Immutable; raises InvalidInput on a bad value (the search checks pp_degrees against the "
+                    "Which paradigms the per-layer search may use (zero2: ZeRO-2 data parallelism, ulysses: Ulysses "
+                    "SP in TP's place); pp_degrees [] means every power of 2, max_tp and max_pp 0 no limit. Immutable; raises InvalidInput on a bad value (the search checks pp_degrees against the "
                     "cluster).")
       .def(py::init(&make_space), py::kw_only(), py::arg("dp") = defaults.dp, py::arg("sdp") = defaults.sdp,
            py::arg("tp") = defaults.tp, py::arg("ckpt") = defaults.ckpt, py::arg("tp_outer") = defaults.tp_outer,
            py::arg("pp_degrees") = defaults.pp_degrees, py::arg("max_tp") = defaults.max_tp,
-           py::arg("zero2") = defaults.zero2, py::arg("max_pp") = defaults.max_pp)
+           py::arg("zero2") = defaults.zero2, py::arg("max_pp") = defaults.max_pp,
+           py::arg("ulysses") = defaults.ulysses)
       .def_readonly("dp", &Space::dp)
       .def_readonly("sdp", &Space::sdp)
       .def_readonly("tp", &Space::tp)
       .def_readonly("ckpt", &Space::ckpt)
-      .def_readonly("tp_outer", &Space::tp_outer, "Allow TP on the strided (outer) ranks")
+      .def_readonly("tp_outer", &Space::tp_outer, "Allow TP (or SP) on the strided (outer) ranks")
       .def_readonly("pp_degrees", &Space::pp_degrees, "[]: every power of 2 up to min(GPUs, layers)")
-      .def_readonly("max_tp", &Space::max_tp, "0: no limit; TP must also divide every layer's heads")
+      .def_readonly("max_tp", &Space::max_tp, "0: no limit; TP (or SP) must also divide every layer's heads")
       .def_readonly("zero2", &Space::zero2, "ZeRO-2 data parallelism")
       .def_readonly("max_pp", &Space::max_pp, "0: no limit")
+      .def_readonly("ulysses", &Space::ulysses, "Ulysses sequence parallelism in TP's place")
       .def(
           "__eq__", [](const Space& x, const Space& y) { return space_fields(x) == space_fields(y); },
           py::is_operator())
@@ -507,16 +509,18 @@ void bind_space_options(py::module_& module) {
                                              {"pp_degrees", py::cast(o.pp_degrees)},
                                              {"max_tp", py::int_(o.max_tp)},
                                              {"zero2", py::bool_(o.zero2)},
-                                             {"max_pp", py::int_(o.max_pp)}});
+                                             {"max_pp", py::int_(o.max_pp)},
+                                             {"ulysses", py::bool_(o.ulysses)}});
            })
       .def(py::pickle(
           [](const Space& o) {
-            return py::make_tuple(o.dp, o.sdp, o.tp, o.ckpt, o.tp_outer, o.pp_degrees, o.max_tp, o.zero2, o.max_pp);
+            return py::make_tuple(o.dp, o.sdp, o.tp, o.ckpt, o.tp_outer, o.pp_degrees, o.max_tp, o.zero2, o.max_pp,
+                                  o.ulysses);
           },
           [](const py::tuple& t) {
             return make_space(t[0].cast<bool>(), t[1].cast<bool>(), t[2].cast<bool>(), t[3].cast<bool>(),
                               t[4].cast<bool>(), t[5].cast<std::vector<int>>(), t[6].cast<int>(), t[7].cast<bool>(),
-                              t[8].cast<int>());
+                              t[8].cast<int>(), t[9].cast<bool>());
           }));
 }
 

@@ -148,27 +148,33 @@ void bind_search(py::module_& module) {
   // ---- the search space -------------------------------------------------------------------------------------
   const search::LayerStrategy strategy_defaults;
   py::class_<search::LayerStrategy>(module, "LayerStrategy",
-                                    "One layer's strategy inside a stage of tp·dp GPUs: sdp shards model states "
-                                    "(ZeRO-3), zero2 gradients and optimizer states (ZeRO-2), tp_inner puts TP on "
+                                    "One layer's strategy inside a stage of tp·sp·dp GPUs: sdp shards model "
+                                    "states (ZeRO-3), zero2 gradients and optimizer states (ZeRO-2), sp > 1 splits "
+                                    "each sample's sequence by Ulysses SP (tp then 1), tp_inner puts TP (or SP) on "
                                     "consecutive ranks, ckpt recomputes activations.")
-      .def(py::init([](int tp, int dp, bool sdp, bool tp_inner, bool ckpt, bool zero2) {
+      .def(py::init([](int tp, int dp, bool sdp, bool tp_inner, bool ckpt, bool zero2, int sp) {
              sluice::require(!(sdp && zero2), "LayerStrategy: sdp and zero2 are exclusive");
-             return search::LayerStrategy{tp, dp, sdp, tp_inner, ckpt, zero2};
+             sluice::require(tp >= 1 && dp >= 1 && sp >= 1, "LayerStrategy: tp, dp and sp must be >= 1, got ", tp,
+                             ", ", dp, ", ", sp);
+             sluice::require(tp == 1 || sp == 1, "LayerStrategy: tp and sp are exclusive, got tp ", tp, " and sp ", sp);
+             return search::LayerStrategy{tp, dp, sdp, tp_inner, ckpt, zero2, sp};
            }),
            py::kw_only(), py::arg("tp") = strategy_defaults.tp, py::arg("dp") = strategy_defaults.dp,
            py::arg("sdp") = strategy_defaults.sdp, py::arg("tp_inner") = strategy_defaults.tp_inner,
-           py::arg("ckpt") = strategy_defaults.ckpt, py::arg("zero2") = strategy_defaults.zero2)
+           py::arg("ckpt") = strategy_defaults.ckpt, py::arg("zero2") = strategy_defaults.zero2,
+           py::arg("sp") = strategy_defaults.sp)
       .def_readonly("tp", &search::LayerStrategy::tp)
       .def_readonly("dp", &search::LayerStrategy::dp)
       .def_readonly("sdp", &search::LayerStrategy::sdp)
       .def_readonly("tp_inner", &search::LayerStrategy::tp_inner)
       .def_readonly("ckpt", &search::LayerStrategy::ckpt)
       .def_readonly("zero2", &search::LayerStrategy::zero2)
+      .def_readonly("sp", &search::LayerStrategy::sp)
       .def_property_readonly("group", &search::LayerStrategy::group)
       .def_property_readonly("name", &search::LayerStrategy::name,
-                             "'tp2*sdp4+ckpt', 'z2dp8': levels outer to inner.")
+                             "'tp2*sdp4+ckpt', 'z2dp8', 'sp4*dp2': levels outer to inner.")
       .def("same_layout", &search::LayerStrategy::same_layout, py::arg("other"),
-           "Same TP groups and activation layout: no resharding between the two.")
+           "Same TP (or SP) groups and activation layout: no resharding between the two.")
       .def(py::self == py::self)
       .def("__repr__",
            [](const search::LayerStrategy& value) { return "<sluice.LayerStrategy " + value.name() + ">"; });

@@ -182,8 +182,8 @@ class PlacementOptions:
     def __eq__(self, other: object) -> bool: ...
 
 class SpaceOptions:
-    """Which paradigms the per-layer search may use (zero2: ZeRO-2 data parallelism); pp_degrees [] means every power
-    of 2, max_tp and max_pp 0 no limit."""
+    """Which paradigms the per-layer search may use (zero2: ZeRO-2 data parallelism, ulysses: Ulysses SP in TP's
+    place); pp_degrees [] means every power of 2, max_tp and max_pp 0 no limit."""
     def __init__(
         self,
         *,
@@ -196,6 +196,7 @@ class SpaceOptions:
         max_tp: int = 0,
         zero2: bool = False,
         max_pp: int = 0,
+        ulysses: bool = False,
     ) -> None: ...
     @property
     def dp(self) -> bool: ...
@@ -207,19 +208,22 @@ class SpaceOptions:
     def ckpt(self) -> bool: ...
     @property
     def tp_outer(self) -> bool:
-        """Allow TP on the strided (outer) ranks"""
+        """Allow TP (or SP) on the strided (outer) ranks"""
     @property
     def pp_degrees(self) -> list[int]:
         """[]: every power of 2 up to min(GPUs, layers)"""
     @property
     def max_tp(self) -> int:
-        """0: no limit; TP must also divide every layer's heads"""
+        """0: no limit; TP (or SP) must also divide every layer's heads"""
     @property
     def zero2(self) -> bool:
         """ZeRO-2 data parallelism"""
     @property
     def max_pp(self) -> int:
         """0: no limit"""
+    @property
+    def ulysses(self) -> bool:
+        """Ulysses sequence parallelism in TP's place"""
     def __eq__(self, other: object) -> bool: ...
 
 class SearchOptions:

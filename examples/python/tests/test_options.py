@@ -24,7 +24,7 @@ PROPOSE = ("gpus", "max_len", "length_step", "gpu_step", "relaxed", "replica_ste
            "sequence_constant", "fill_term", "tp_within_node", "max_candidates")
 SAMPLED = ("choosing_batches", "held_out_batches", "seed", "dispatch", "max_pool")
 PLACEMENT = ("gpus_per_node", "tp_within_node", "order", "stage_layers")
-SPACE = ("dp", "sdp", "tp", "ckpt", "tp_outer", "pp_degrees", "max_tp", "zero2", "max_pp")
+SPACE = ("dp", "sdp", "tp", "ckpt", "tp_outer", "pp_degrees", "max_tp", "zero2", "max_pp", "ulysses")
 SEARCH = ("memory_bytes", "granularity_bytes", "global_batch", "batch_step", "max_batch", "schedule", "space")
 
 
@@ -40,7 +40,7 @@ def test_defaults_are_the_old_keywords_defaults():
     # propose_sampled's dispatch tries 4 orders, as it always did.
     assert fields(sluice.SampledOptions(), SAMPLED) == (48, 32, 0, sluice.DispatchOptions(trials=4), 256)
     assert fields(sluice.PlacementOptions(), PLACEMENT) == (8, True, "tp_descending", {})
-    assert fields(sluice.SpaceOptions(), SPACE) == (True, True, True, True, True, [], 0, False, 0)
+    assert fields(sluice.SpaceOptions(), SPACE) == (True, True, True, True, True, [], 0, False, 0, False)
     assert fields(sluice.SearchOptions(), SEARCH) == (0, 16 << 20, 0, 8, 1024, "1f1b", sluice.SpaceOptions())
 
 
@@ -146,7 +146,7 @@ EXAMPLES = [
     sluice.PlacementOptions(gpus_per_node=4, tp_within_node=False, order="tp_ascending",
                             stage_layers={2: [10, 22], 4: [8, 8, 8, 8]}),
     sluice.SpaceOptions(dp=False, sdp=True, tp=False, ckpt=False, tp_outer=False, pp_degrees=[1, 2], max_tp=2,
-                        zero2=True, max_pp=2),
+                        zero2=True, max_pp=2, ulysses=True),
     sluice.SearchOptions(memory_bytes=4 << 30, granularity_bytes=64 << 20, global_batch=32, batch_step=16,
                          max_batch=64, schedule="gpipe", space=sluice.SpaceOptions(ckpt=False, pp_degrees=[2])),
 ]
@@ -301,11 +301,11 @@ def test_placement_options_give_what_the_defaults_give():
 def test_reprs_of_the_search_options():
     assert repr(sluice.SpaceOptions(pp_degrees=[1, 2])) == (
         "SpaceOptions(dp=True, sdp=True, tp=True, ckpt=True, tp_outer=True, pp_degrees=[1, 2], max_tp=0, zero2=False, "
-        "max_pp=0)")
+        "max_pp=0, ulysses=False)")
     assert repr(sluice.SearchOptions(schedule="gpipe")) == (
         "SearchOptions(memory_bytes=0, granularity_bytes=16777216, global_batch=0, batch_step=8, max_batch=1024, "
         "schedule='gpipe', space=SpaceOptions(dp=True, sdp=True, tp=True, ckpt=True, tp_outer=True, pp_degrees=[], "
-        "max_tp=0, zero2=False, max_pp=0))")
+        "max_tp=0, zero2=False, max_pp=0, ulysses=False))")
     assert sluice.SearchOptions(space=sluice.SpaceOptions(max_tp=2)) != sluice.SearchOptions()
 
 

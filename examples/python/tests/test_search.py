@@ -113,6 +113,14 @@ def test_space_and_partition_helpers():
     assert zero2 in sluice.stage_strategies(8, sluice.SpaceOptions(zero2=True))
     with pytest.raises(sluice.InvalidInput, match="exclusive"):
         sluice.LayerStrategy(dp=8, sdp=True, zero2=True)
+    ulysses = sluice.LayerStrategy(dp=2, sp=4)
+    assert ulysses.name == "dp2*sp4" and ulysses.sp == 4 and ulysses.group == 8 and ulysses not in strategies
+    assert ulysses in sluice.stage_strategies(8, sluice.SpaceOptions(ulysses=True))
+    assert not ulysses.same_layout(sluice.LayerStrategy(tp=4, dp=2))
+    with pytest.raises(sluice.InvalidInput, match="exclusive"):
+        sluice.LayerStrategy(tp=2, sp=2)
+    with pytest.raises(sluice.InvalidInput, match=">= 1"):
+        sluice.LayerStrategy(sp=0)
     assert sluice.even_partition(10, 4) == [2, 2, 3, 3]
     assert sluice.balance_degree(np.array([1.0, 1.0, 1.0, 1.0])) == pytest.approx(0.75)
     assert sluice.balance_degree([3, 1]) == pytest.approx(0.25)

@@ -329,8 +329,7 @@ inline std::int64_t whole(const json& document, std::string_view key, std::int64
 
 }  // namespace detail::galvatron
 
-// Galvatron's plan of a model of `layers` layers on `gpus` GPUs. Layers with Ulysses SP, which sluice's space does
-// not hold yet, are refused naming the layer.
+// Galvatron's plan of a model of `layers` layers on `gpus` GPUs; a layer with use_sp runs Ulysses SP.
 inline GalvatronPlan read_galvatron_plan(const std::filesystem::path& path, int layers, std::int64_t gpus) {
   namespace g = detail::galvatron;
   const std::string file = path.filename().string();
@@ -391,13 +390,12 @@ inline GalvatronPlan read_galvatron_plan(const std::filesystem::path& path, int 
       sluice::require((tp[i] & (tp[i] - 1)) == 0 && group % tp[i] == 0, where, ": TP degree ", tp[i],
                       " does not divide the stage's ", group, " GPUs");
       search::LayerStrategy strategy;
-      strategy.tp = tp[i];
+      // use_sp makes the layer's tp_sizes_enc degree Ulysses SP's.
+      (ulysses[i] == 1 ? strategy.sp : strategy.tp) = tp[i];
       strategy.dp = static_cast<int>(group / tp[i]);
-      sluice::require(ulysses[i] == 0 || strategy.tp == 1, where, ": Ulysses sequence parallelism of degree ", tp[i],
-                      " is not in sluice's search space yet");
       strategy.sdp = strategy.dp > 1 && zero3[i] == 1;
       strategy.zero2 = strategy.dp > 1 && !strategy.sdp && default_dp == "zero2";
-      strategy.tp_inner = strategy.tp == 1 || strategy.dp == 1 || consecutive[i] == 1;
+      strategy.tp_inner = tp[i] == 1 || strategy.dp == 1 || consecutive[i] == 1;
       strategy.ckpt = checkpoint[i] == 1;
       stage.strategies.push_back(strategy);
     }

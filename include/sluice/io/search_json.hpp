@@ -191,14 +191,20 @@ struct adl_serializer<sluice::search::LayerStrategy> {
     out = {{"name", strategy.name()},       {"tp", strategy.tp},    {"dp", strategy.dp}, {"sdp", strategy.sdp},
            {"tp_inner", strategy.tp_inner}, {"ckpt", strategy.ckpt}};
     if (strategy.zero2) out["zero2"] = true;
+    if (strategy.sp > 1) out["sp"] = strategy.sp;
   }
   static sluice::search::LayerStrategy from_json(const json& in) {
     using sluice::io::field;
     sluice::search::LayerStrategy strategy{field<int>(in, "tp", "strategy"), field<int>(in, "dp", "strategy"),
                                            field<bool>(in, "sdp", "strategy"), field<bool>(in, "tp_inner", "strategy"),
                                            field<bool>(in, "ckpt", "strategy"),
-                                           sluice::io::field_or<bool>(in, "zero2", false, "strategy")};
+                                           sluice::io::field_or<bool>(in, "zero2", false, "strategy"),
+                                           sluice::io::field_or<int>(in, "sp", 1, "strategy")};
     sluice::require(!(strategy.sdp && strategy.zero2), "strategy: 'sdp' and 'zero2' are both true");
+    for (const auto& [name, degree] : {std::pair{"tp", strategy.tp}, {"dp", strategy.dp}, {"sp", strategy.sp}})
+      sluice::require(degree >= 1 && degree <= (1 << 20) && (degree & (degree - 1)) == 0, "strategy: '", name,
+                      "' must be a power of 2 in [1, 2^20], got ", degree);
+    sluice::require(strategy.tp == 1 || strategy.sp == 1, "strategy: 'tp' and 'sp' are both above 1");
     return strategy;
   }
 };

@@ -77,62 +77,71 @@ class AnalyticEstimator {
   [[nodiscard]] LayerCost layer(int layer, const LayerStrategy& strategy, std::int64_t micro_batch,
                                 int micro_batches = 1) const {
     const LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
-    const double tp = strategy.tp;
-    const double dp = strategy.dp;
-    const double b = static_cast<double>(micro_batch) / dp;  // samples per device
+    const auto split = static_cast<double>(strategy.model_degree());  // TP's or SP's ranks share each sample
+    const auto data = static_cast<double>(strategy.data_degree());    // ranks that hold the same parameters
+    const double b = static_cast<double>(micro_batch) / strategy.dp;  // samples per TP or SP group
     const double q = model_.dtype_bytes;
-    const double params = static_cast<double>(spec.parameter_count()) / tp;  // per device, before ZeRO
+    const double params = static_cast<double>(spec.parameter_count()) / strategy.tp;  // per device, before ZeRO
     const std::int64_t group = strategy.group();
 
     LayerCost cost;
-    const double kept = b * checkpoint_bytes(layer, strategy.tp);
-    const double intermediate = std::max(0.0, b * activation_bytes(layer, strategy.tp) - kept);
+    const double kept = b * sample_checkpoint_bytes(layer, strategy);
+    const double intermediate = std::max(0.0, b * sample_activation_bytes(layer, strategy) - kept);
     cost.forward_bytes = strategy.ckpt ? kept : kept + intermediate;
     cost.backward_bytes = strategy.ckpt ? intermediate : 0.0;
     cost.state_bytes = model_.state_bytes_per_param * params;
     if (strategy.sdp) {
-      cost.state_bytes /= dp;
+      cost.state_bytes /= data;
     } else if (strategy.zero2) {
       // Whole parameters, and whole gradients while micro-batches accumulate (Galvatron's ZeRO-2 ratios).
       const double whole = std::min(model_.state_bytes_per_param, (micro_batches > 1 ? 2.0 : 1.0) * q) * params;
-      cost.state_bytes = whole + (cost.state_bytes - whole) / dp;
+      cost.state_bytes = whole + (cost.state_bytes - whole) / data;
     }
 
-    // TP takes the consecutive ranks when inner, so its group spans tp ranks; the other dimension then
-    // strides over the whole stage group, and the other way round.
-    const double tp_bandwidth = strategy.tp_inner ? cluster_.bandwidth(strategy.tp)
-                                                  : cluster_.strided_bandwidth(strategy.tp, group);
-    const double dp_bandwidth = !strategy.tp_inner ? cluster_.bandwidth(strategy.dp)
-                                : strategy.tp > 1  ? cluster_.strided_bandwidth(strategy.dp, group)
-                                                   : cluster_.bandwidth(group);
+    // TP (or SP) takes the consecutive ranks when inner, so its group spans its own ranks; DP then strides over the
+    // whole stage group, and the other way round. SP's gradient sync spans the whole stage group.
+    const double model_bandwidth = strategy.tp_inner ? cluster_.bandwidth(strategy.model_degree())
+                                                     : cluster_.strided_bandwidth(strategy.model_degree(), group);
+    const double sync_bandwidth = strategy.sp > 1 || strategy.tp == 1 ? cluster_.bandwidth(group)
+                                  : !strategy.tp_inner                ? cluster_.bandwidth(strategy.dp)
+                                                                      : cluster_.strided_bandwidth(strategy.dp, group);
 
-    const double forward = seconds_per_sample_[static_cast<std::size_t>(layer)] * b / tp + spec.micro_batch_seconds;
+    const double forward = seconds_per_sample_[static_cast<std::size_t>(layer)] * b / split + spec.micro_batch_seconds;
     const double backward = (strategy.ckpt ? 3.0 : 2.0) * forward;
-    const double all_reduces = spec.decoder ? 3.0 : 2.0;  // per pass
-    const double tp_pass = strategy.tp > 1 ? all_reduces * 2.0 * (tp - 1) / tp * b *
-                                                 static_cast<double>(spec.sequence * spec.hidden) * q / tp_bandwidth
-                                           : 0.0;
-    const double tp_backward = strategy.ckpt ? 2.0 * tp_pass : tp_pass;  // the recompute repeats the forward's
-    const double gather = strategy.sdp ? (dp - 1) / dp * params * q / dp_bandwidth : 0.0;
-    const double gradient = strategy.dp == 1 ? 0.0
-                            : strategy.sdp   ? gather                                          // reduce-scatter
-                                             : 2.0 * (dp - 1) / dp * params * q / dp_bandwidth;  // all-reduce, or
+    const double sample_bytes = b * static_cast<double>(spec.sequence * spec.hidden) * q;
+    double model_pass = 0;  // per pass
+    if (strategy.tp > 1) {
+      const double all_reduces = spec.decoder ? 3.0 : 2.0;
+      model_pass = all_reduces * 2.0 * (split - 1) / split * sample_bytes / model_bandwidth;
+    } else if (strategy.sp > 1) {
+      // Each attention's Q, K, V to heads and its output back to sequence: four all-to-alls of a 1/sp slice, each
+      // keeping 1/sp of it.
+      const double all_to_alls = spec.decoder ? 8.0 : 4.0;
+      model_pass = all_to_alls * (split - 1) / split * sample_bytes / split / model_bandwidth;
+    }
+    const double model_backward = strategy.ckpt ? 2.0 * model_pass : model_pass;  // the recompute repeats the forward's
+    const double gather = strategy.sdp ? (data - 1) / data * params * q / sync_bandwidth : 0.0;
+    const double gradient = data == 1       ? 0.0
+                            : strategy.sdp ? gather                                            // reduce-scatter
+                                           : 2.0 * (data - 1) / data * params * q / sync_bandwidth;  // all-reduce, or
     // ZeRO-2's reduce-scatter and all-gather of the updated parameters: the same volume.
 
-    const double forward_time = forward + tp_pass + gather;
-    const double backward_work = backward + tp_backward;
+    const double forward_time = forward + model_pass + gather;
+    const double backward_work = backward + model_backward;
     cost.time_nosync = forward_time + backward_work + gather;
     cost.time_sync = forward_time + overlap(backward_work, gradient) + gather;
     return cost;
   }
 
-  // R: resharding the activation between two layers whose TP layouts differ, forward and backward.
+  // R: resharding the activation between two layers whose TP or SP layouts differ, forward and backward. TP to SP of
+  // one group is free (each rank keeps its slice of the replicated activation).
   [[nodiscard]] double transition(int layer, const LayerStrategy& from, const LayerStrategy& to,
                                   std::int64_t micro_batch) const noexcept {
     if (from.same_layout(to)) return 0.0;
-    const double tp = std::max(from.tp, to.tp);
+    if (from.tp > 1 && from.tp == to.sp && from.tp_inner == to.tp_inner) return 0.0;
+    const auto degree = static_cast<double>(std::max(from.model_degree(), to.model_degree()));
     const double b = static_cast<double>(micro_batch) / to.dp;
-    const double volume = (tp - 1) / tp * b * boundary_bytes(layer);
+    const double volume = (degree - 1) / degree * b * boundary_bytes(layer);
     return 2.0 * volume / cluster_.bandwidth(to.group());
   }
 
@@ -183,6 +192,18 @@ class AnalyticEstimator {
   // stage leaves devices idle rather than splitting a sample.
   static double vocabulary_samples(std::int64_t micro_batch, std::int64_t group) noexcept {
     return std::max(1.0, static_cast<double>(micro_batch) / static_cast<double>(group));
+  }
+
+  // One sample's activations and checkpointed input on a device. Ulysses SP splits all of them by sequence: the
+  // unsplit activations over sp, or the profiled table at degree sp.
+  [[nodiscard]] double sample_activation_bytes(int layer, const LayerStrategy& strategy) const noexcept {
+    const LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
+    if (strategy.sp == 1 || !spec.activation_bytes.empty())
+      return activation_bytes(layer, static_cast<int>(strategy.model_degree()));
+    return activation_bytes(layer, 1) / strategy.sp;
+  }
+  [[nodiscard]] double sample_checkpoint_bytes(int layer, const LayerStrategy& strategy) const noexcept {
+    return strategy.sp == 1 ? checkpoint_bytes(layer, strategy.tp) : checkpoint_bytes(layer, 1) / strategy.sp;
   }
 
   // The table's entry at `tp`, or the nearest profiled degree below it (else above) scaled by the ratio.
