@@ -254,22 +254,41 @@ TEST_CASE("galvatron: the vocabulary layers' time and activations on the first a
   shape.head_activation_bytes = 400;
   const auto cluster = a100();
   const sluice::search::AnalyticEstimator estimator(shape, cluster);
-  // A micro-batch of 16 samples over a stage of 4 GPUs: forward 2 ms · 4 + 1 ms, backward twice that.
-  CHECK(near(estimator.stage_extra_seconds(0, 1, 4, 16), 3 * 9e-3, 1e-12));
-  CHECK(near(estimator.stage_extra_seconds(0, 2, 4, 16), 1.5 * 9e-3, 1e-12));
-  CHECK(near(estimator.stage_extra_seconds(3, 4, 4, 16), 1.5 * 9e-3, 1e-12));
-  CHECK(estimator.stage_extra_seconds(1, 4, 4, 16) == 0);
-  // A micro-batch of 2 samples over 4 GPUs still takes one sample's time: a sample is not split.
-  CHECK(near(estimator.stage_extra_seconds(0, 1, 4, 2), 3 * 3e-3, 1e-12));
-  // Memory: the context, the sharded states, and 4 samples per device of each of the in-flight micro-batches.
+  using sluice::search::LayerStrategy;
+  const LayerStrategy ddp{.tp = 1, .dp = 4};
+  const LayerStrategy zero3{.tp = 1, .dp = 4, .sdp = true};
+  // A micro-batch of 16 samples over a stage of 4 GPUs in DDP: forward 2 ms · 4 + 1 ms, backward twice that; half on
+  // each end stage of a pipeline, none in the middle.
+  CHECK(near(estimator.stage_extra(0, 1, ddp, 16, 1, 1).time_nosync, 3 * 9e-3, 1e-12));
+  CHECK(near(estimator.stage_extra(0, 2, ddp, 16, 1, 1).time_nosync, 1.5 * 9e-3, 1e-12));
+  CHECK(near(estimator.stage_extra(3, 4, ddp, 16, 1, 1).time_nosync, 1.5 * 9e-3, 1e-12));
+  CHECK(estimator.stage_extra(1, 4, ddp, 16, 1, 1).time_nosync == 0);
+  // The gradient all-reduce of the embedding over the 4 replicas overlaps the backward on the last micro-batch.
+  const double q = shape.dtype_bytes;
+  const double embedding_sync = 2.0 * 3 / 4 * static_cast<double>(shape.embedding_params) * q / cluster.bandwidth(4);
+  CHECK(near(estimator.stage_extra(0, 2, ddp, 16, 1, 1).time_sync,
+             4.5e-3 + estimator.overlap(9e-3, embedding_sync), 1e-12));
+  // ZeRO-3 gathers the parameters in forward and backward: DP's volume over 2 each.
+  CHECK(near(estimator.stage_extra(0, 2, zero3, 16, 1, 1).time_nosync, 1.5 * 9e-3 + embedding_sync, 1e-12));
+  // Ulysses SP 2 splits each of a micro-batch of 2's samples: forward 2 ms · 1/2 + 1 ms, and no collective.
+  CHECK(near(estimator.stage_extra(0, 1, {.tp = 1, .dp = 2, .sp = 2}, 2, 1, 1).time_nosync, 3 * 2e-3, 1e-12));
+  // TP 2 adds an all-reduce of the hidden state per pass, of each of the micro-batch's samples of its group.
+  const double hidden = 2 * 2.0 * 1 / 2 * 2048.0 * 4096 * q / cluster.bandwidth(2);
+  CHECK(near(estimator.stage_extra(0, 2, {.tp = 2, .dp = 2}, 4, 1, 1).time_nosync, 3 * 0.5 * 3e-3 + 2 * hidden, 1e-12));
+  // Memory: the context, the model states, and the samples per device of each of the in-flight micro-batches.
   const double context = static_cast<double>(cluster.reserved_bytes);
-  const double embedding = 16.0 * static_cast<double>(shape.embedding_params) / 4;
-  const double head = 16.0 * static_cast<double>(shape.head_params) / 4;
-  CHECK(near(estimator.stage_extra_bytes(0, 4, 4, 16, 4), context + embedding + 100.0 * 4 * 4, 1e-12));
-  CHECK(near(estimator.stage_extra_bytes(3, 4, 4, 16, 1), context + head + 400.0 * 4, 1e-12));
-  CHECK(estimator.stage_extra_bytes(1, 4, 4, 16, 3) == context);
-  CHECK(near(estimator.stage_extra_bytes(0, 1, 4, 16, 1), context + embedding + head + 500.0 * 4, 1e-12));
-  CHECK(near(estimator.stage_extra_bytes(0, 1, 4, 1, 1), context + embedding + head + 500.0, 1e-12));
+  const double embedding = 16.0 * static_cast<double>(shape.embedding_params);
+  const double head = 16.0 * static_cast<double>(shape.head_params);
+  CHECK(near(estimator.stage_extra(0, 4, ddp, 16, 1, 4).bytes, context + embedding + 100.0 * 4 * 4, 1e-12));
+  CHECK(near(estimator.stage_extra(0, 4, zero3, 16, 1, 4).bytes, context + embedding / 4 + 100.0 * 4 * 4, 1e-12));
+  CHECK(near(estimator.stage_extra(3, 4, zero3, 16, 1, 1).bytes, context + head / 4 + 400.0 * 4, 1e-12));
+  CHECK(estimator.stage_extra(1, 4, zero3, 16, 1, 3).bytes == context);
+  CHECK(near(estimator.stage_extra(0, 1, zero3, 16, 1, 1).bytes, context + (embedding + head) / 4 + 500.0 * 4, 1e-12));
+  // ZeRO-2 keeps the parameters whole; TP 4 splits states and activations.
+  CHECK(near(estimator.stage_extra(0, 1, {.tp = 1, .dp = 4, .zero2 = true}, 16, 1, 1).bytes,
+             context + (embedding + head) * (q / 16 + (16 - q) / 16 / 4) + 500.0 * 4, 1e-12));
+  CHECK(near(estimator.stage_extra(0, 1, {.tp = 4, .dp = 1}, 1, 1, 1).bytes,
+             context + (embedding + head) / 4 + 500.0 / 4, 1e-12));
   // The fields travel through sluice.model JSON, and bad values are refused naming the field.
   const auto again = sluice::io::from_document<sluice::search::ModelSpec>(sluice::io::to_document(shape));
   CHECK(again == shape);
@@ -346,9 +365,8 @@ TEST_CASE("galvatron: the plan Galvatron's search wrote, costed by sluice's esti
   const fs::path file = fixture() / "galvatron_config_llama2-7b_1nodes_8gpus_per_node_36GB_bf16.json";
   const auto read = sluice::io::read_galvatron_plan(file, 32, 8);
   CHECK(read.schedule == sluice::search::Schedule::one_f_one_b);
-  CHECK(read.vocabulary_tp == 2);
-  CHECK(read.vocabulary_sp);
-  CHECK(read.vocabulary_sdp);
+  CHECK(read.plan.vocabulary == sluice::search::LayerStrategy{.tp = 1, .dp = 4, .sdp = true, .sp = 2});
+  CHECK(read.plan.vocabulary->name() == "sdp4*sp2");
   const auto& plan = read.plan;
   CHECK(plan.pp == 1);
   CHECK(plan.global_batch == 16);
@@ -382,6 +400,19 @@ TEST_CASE("galvatron: the plan Galvatron's search wrote, costed by sluice's esti
   same(report.best);
   for (const auto& baseline : report.baselines)
     if (baseline.plan) same(*baseline.plan);
+  // The vocabulary strategy travels in the plan's JSON; without one, evaluate takes the fastest of the space, which
+  // is the search's own pick; one that does not fill the stage is refused.
+  REQUIRE(report.best.vocabulary.has_value());
+  CHECK(sluice::io::json(report.best).get<sluice::search::Plan>() == report.best);
+  auto unset = report.best;
+  unset.vocabulary.reset();
+  CHECK(sluice::search::evaluate(unset, model, cluster, options).vocabulary == report.best.vocabulary);
+  CHECK_FALSE(sluice::io::json(unset).contains("vocabulary"));
+  auto wrong = report.best;
+  wrong.vocabulary = sluice::search::LayerStrategy{.tp = 1, .dp = 4};
+  CHECK_THROWS_AS(sluice::search::evaluate(wrong, model, cluster, options), sluice::invalid_input);
+  wrong.vocabulary = sluice::search::LayerStrategy{.tp = 1, .dp = 8, .ckpt = true};
+  CHECK_THROWS_AS(sluice::search::evaluate(wrong, model, cluster, options), sluice::invalid_input);
   // By sluice's estimator its own plan is at least as fast as Galvatron's.
   CHECK(report.best.throughput >= costed.throughput);
 

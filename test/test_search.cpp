@@ -175,8 +175,18 @@ TEST_CASE("search: ZeRO-2, Ulysses SP, gradient accumulation and micro-batches D
     CHECK(counts == std::vector<int>{1, 3, 6, 12});
     CHECK(search::detail::micro_batch_counts(12, 1, false) == std::vector<int>{1});
     CHECK(search::detail::micro_batch_counts(64, 2, false) == std::vector<int>{1, 2, 4, 8, 16, 32, 64});
+    // The vocabulary layers' strategy adds its extras to the one stage's layers: each plan is costed once, and then
+    // under every vocabulary strategy by swapping the extras.
+    const search::AnalyticEstimator estimator(model, cluster);
     for (const int m : counts) {
       const auto strategies = search::detail::micro_batch_strategies(4, options.space, 16, 12 / m);
+      std::vector<LayerStrategy> vocabularies;
+      std::vector<search::StageExtra> extras;
+      for (const LayerStrategy& strategy : strategies)
+        if (!strategy.ckpt) {
+          vocabularies.push_back(strategy);
+          extras.push_back(estimator.stage_extra(0, 1, strategy, 12 / m, m, 1.0));
+        }
       const std::size_t S = strategies.size();
       for (std::size_t code = 0; code < S * S * S; ++code) {
         search::Plan plan;
@@ -186,8 +196,15 @@ TEST_CASE("search: ZeRO-2, Ulysses SP, gradient accumulation and micro-batches D
         plan.stages.push_back(
             {.first_layer = 0,
              .strategies = {strategies[code % S], strategies[code / S % S], strategies[code / S / S]}});
+        plan.vocabulary = vocabularies.front();
         const auto costed = search::evaluate(plan, model, cluster, options);
-        candidates.push_back({costed.throughput, costed.stages[0].memory_bytes, m});
+        const search::StagePlan& stage = costed.stages[0];
+        for (const search::StageExtra& extra : extras) {
+          const double sync = stage.time_sync - extras.front().time_sync + extra.time_sync;
+          const double nosync = stage.time_nosync - extras.front().time_nosync + extra.time_nosync;
+          candidates.push_back({12 / ((m - 1) * nosync + sync),
+                                stage.memory_bytes - extras.front().bytes + extra.bytes, m});
+        }
       }
     }
     auto brute_force = [&](double budget) {

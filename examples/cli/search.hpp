@@ -124,13 +124,15 @@ inline void print_plan(std::ostream& out, std::string_view label, const search::
       << plan.iteration_seconds << " s per iteration, partition [";
   const auto sizes = plan.partition();
   for (std::size_t i = 0; i < sizes.size(); ++i) out << (i ? "," : "") << sizes[i];
-  out << "]\n";
+  out << "]";
+  if (plan.vocabulary) out << ", vocabulary " << plan.vocabulary->name();
+  out << "\n";
 }
 
 // The same strategies, partition, batch and micro-batches, whichever search found them.
 inline bool same_plan(const search::Plan& x, const search::Plan& y) {
   return x.pp == y.pp && x.global_batch == y.global_batch && x.micro_batches == y.micro_batches &&
-         x.stages == y.stages;
+         x.stages == y.stages && x.vocabulary == y.vocabulary;
 }
 
 }  // namespace search_report
@@ -182,9 +184,12 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
   }
   if (const auto kinds = options.text("dp-types"))
     search_inputs::select_kinds("dp-types", *kinds,
-                                {{"ddp", &settings.space.dp}, {"zero2", &settings.space.zero2}, {"zero3", &settings.space.sdp}});
+                                {{"ddp", &settings.space.dp},
+                                 {"zero2", &settings.space.zero2},
+                                 {"zero3", &settings.space.sdp}});
   if (const auto kinds = options.text("split-types"))
-    search_inputs::select_kinds("split-types", *kinds, {{"tp", &settings.space.tp}, {"ulysses", &settings.space.ulysses}});
+    search_inputs::select_kinds("split-types", *kinds,
+                                {{"tp", &settings.space.tp}, {"ulysses", &settings.space.ulysses}});
   if (const auto max_pp = options.integer("max-pp")) settings.space.max_pp = static_cast<int>(*max_pp);
 
   search::SearchReport report;

@@ -223,6 +223,8 @@ void bind_search(py::module_& module) {
       .def_readonly("iteration_seconds", &search::Plan::iteration_seconds, "Eq. 9")
       .def_readonly("throughput", &search::Plan::throughput, "Samples per second")
       .def_property_readonly("partition", &search::Plan::partition, "Layers per stage.")
+      .def_readonly("vocabulary", &search::Plan::vocabulary,
+                    "The embedding's and the LM head's strategy; None: evaluation picks the fastest of the space.")
       .def(
           "validate",
           [](const search::Plan& value, search::ModelSpec spec, search::ClusterSpec gpus,
@@ -348,11 +350,7 @@ void bind_search(py::module_& module) {
       .def_property_readonly(
           "schedule",
           [](const io::GalvatronPlan& read) { return search_schedule_name(read.schedule); },
-          "'1f1b' (Galvatron's pipedream_flush) or 'gpipe'.")
-      .def_readonly("vocabulary_tp", &io::GalvatronPlan::vocabulary_tp,
-                    "The vocabulary layers' TP (or Ulysses SP) degree.")
-      .def_readonly("vocabulary_sp", &io::GalvatronPlan::vocabulary_sp)
-      .def_readonly("vocabulary_sdp", &io::GalvatronPlan::vocabulary_sdp);
+          "'1f1b' (Galvatron's pipedream_flush) or 'gpipe'.");
   module.def(
       "read_galvatron_plan",
       [](const std::filesystem::path& path, int layers, std::int64_t gpus) {

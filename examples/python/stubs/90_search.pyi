@@ -263,6 +263,9 @@ class SearchPlan:
     def throughput(self) -> float: ...
     @property
     def partition(self) -> list[int]: ...
+    @property
+    def vocabulary(self) -> LayerStrategy | None:
+        """The embedding's and the LM head's strategy; None: evaluation picks the fastest of the space."""
     def validate(
         self,
         model: ModelSpec,
@@ -389,13 +392,6 @@ class GalvatronPlan:
     @property
     def schedule(self) -> Literal["1f1b", "gpipe"]:
         """'1f1b' (Galvatron's pipedream_flush) or 'gpipe'."""
-    @property
-    def vocabulary_tp(self) -> int:
-        """The vocabulary layers' TP (or Ulysses SP) degree."""
-    @property
-    def vocabulary_sp(self) -> bool: ...
-    @property
-    def vocabulary_sdp(self) -> bool: ...
 
 def read_galvatron_plan(path: PathLike, layers: int, gpus: int) -> GalvatronPlan:
     """The plan in Galvatron's galvatron_config_*.json for a model of `layers` layers on `gpus` GPUs; raises

@@ -272,10 +272,11 @@ def test_galvatron_profiles_and_profiled_terms(tmp_path):
     plan_file = (pathlib.Path(__file__).resolve().parents[3] / "data" / "galvatron" / "llama2-7b" /
                  "galvatron_config_llama2-7b_1nodes_8gpus_per_node_36GB_bf16.json")
     read = sluice.read_galvatron_plan(plan_file, 32, 8)
-    assert read.schedule == "1f1b" and read.vocabulary_tp == 2 and read.vocabulary_sp and read.vocabulary_sdp
+    assert read.schedule == "1f1b" and read.plan.vocabulary == sluice.LayerStrategy(dp=4, sdp=True, sp=2)
+    assert report.best.vocabulary is not None and not report.best.vocabulary.ckpt
     assert read.plan.pp == 1 and read.plan.global_batch == 16
     assert sluice.evaluate_search_plan(read.plan, model, cluster, options=options).throughput == pytest.approx(
-        13.731, rel=1e-3)
+        13.660, rel=1e-3)
     with pytest.raises(sluice.InvalidInput, match="tp_sizes_enc: expected 48 entries"):
         sluice.read_galvatron_plan(plan_file, 48, 8)
     # A plan from elsewhere, as JSON: every layer on SDP 8, the first 20 checkpointed (Galvatron's own choice here).
@@ -284,8 +285,9 @@ def test_galvatron_profiles_and_profiled_terms(tmp_path):
         strategy.update(tp=1, dp=8, sdp=True, tp_inner=True, ckpt=index < 20)
     costed = sluice.evaluate_search_plan(sluice.SearchPlan.from_json(json.dumps(document)), model, cluster,
                                          options=options)
-    # 13.73 samples/s: above the 13.61 that 64 MiB memory steps let the layer DP find, below its 13.82 at 16 MiB.
-    assert costed.throughput == pytest.approx(13.731, rel=1e-3)
+    # With the search's vocabulary strategy (TP 2 x SDP 4), 13.68 samples/s: above the 13.56 that 64 MiB memory steps
+    # let the layer DP find, below its 13.77 at 16 MiB.
+    assert costed.throughput == pytest.approx(13.681, rel=1e-3)
     document["stages"][0]["strategies"].pop()
     with pytest.raises(sluice.InvalidInput, match="the stages hold 31 of the model's 32 layers"):
         sluice.evaluate_search_plan(sluice.SearchPlan.from_json(json.dumps(document)), model, cluster)

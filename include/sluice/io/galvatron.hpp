@@ -289,13 +289,11 @@ inline search::GalvatronProfile read_galvatron(std::filesystem::path dir, const 
 }
 
 // A plan Galvatron's search wrote (galvatron_config_<model>_<N>nodes_<G>gpus_per_node_<M>GB_<precision>.json), as
-// sluice's search expresses it, with the schedule and the vocabulary layers' strategy it names.
+// sluice's search expresses it (the vocabulary layers' vtp, vsp and embed_sdp in plan.vocabulary), with the schedule
+// it names.
 struct GalvatronPlan {
   search::Plan plan;
   search::Schedule schedule = search::Schedule::one_f_one_b;
-  int vocabulary_tp = 1;  // vtp: the vocabulary layers' TP (or Ulysses SP) degree
-  bool vocabulary_sp = false;
-  bool vocabulary_sdp = false;
 };
 
 namespace detail::galvatron {
@@ -376,9 +374,14 @@ inline GalvatronPlan read_galvatron_plan(const std::filesystem::path& path, int 
   sluice::require(pipeline == "gpipe" || pipeline == "pipedream_flush", file,
                   ": pipeline_type: expected gpipe or pipedream_flush, got '", pipeline.substr(0, 40), "'");
   out.schedule = pipeline == "gpipe" ? search::Schedule::gpipe : search::Schedule::one_f_one_b;
-  out.vocabulary_tp = static_cast<int>(g::whole(document, "vtp", 1, group, file));
-  out.vocabulary_sp = g::whole(document, "vsp", 0, 1, file) == 1;
-  out.vocabulary_sdp = g::whole(document, "embed_sdp", 0, 1, file) == 1;
+  const auto vocabulary_degree = static_cast<int>(g::whole(document, "vtp", 1, group, file));
+  sluice::require((vocabulary_degree & (vocabulary_degree - 1)) == 0 && group % vocabulary_degree == 0, file, ": vtp ",
+                  vocabulary_degree, " does not divide the stage's ", group, " GPUs");
+  search::LayerStrategy& vocabulary = plan.vocabulary.emplace();
+  (g::whole(document, "vsp", 0, 1, file) == 1 ? vocabulary.sp : vocabulary.tp) = vocabulary_degree;
+  vocabulary.dp = static_cast<int>(group / vocabulary_degree);
+  vocabulary.sdp = vocabulary.data_degree() > 1 && g::whole(document, "embed_sdp", 0, 1, file) == 1;
+  vocabulary.zero2 = vocabulary.data_degree() > 1 && !vocabulary.sdp && default_dp == "zero2";
 
   int first = 0;
   for (const int size : division) {

@@ -239,6 +239,7 @@ struct adl_serializer<sluice::search::Plan> {
            {"iteration_seconds", plan.iteration_seconds},
            {"throughput", plan.throughput},
            {"stages", plan.stages}};
+    if (plan.vocabulary) out["vocabulary"] = *plan.vocabulary;
   }
   static sluice::search::Plan from_json(const json& in) {
     using sluice::io::field;
@@ -251,6 +252,8 @@ struct adl_serializer<sluice::search::Plan> {
     plan.iteration_seconds = field<double>(in, "iteration_seconds", "plan");
     plan.throughput = field<double>(in, "throughput", "plan");
     plan.stages = field<std::vector<sluice::search::StagePlan>>(in, "stages", "plan");
+    plan.vocabulary = sluice::io::field_or<std::optional<sluice::search::LayerStrategy>>(in, "vocabulary",
+                                                                                         std::nullopt, "plan");
     return plan;
   }
 };

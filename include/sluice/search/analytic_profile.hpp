@@ -75,7 +75,7 @@ inline double analytic_stage_memory(const ModelSpec& model, const ClusterSpec& c
     forward += scheme.pp() * cost.forward_bytes;
     peak = std::max(peak, forward + cost.backward_bytes);
   }
-  return states + peak + estimator.stage_extra_bytes(0, scheme.pp(), scheme.tp(), 1, scheme.pp());
+  return states + peak + estimator.stage_extra(0, scheme.pp(), strategy, 1, 1, scheme.pp()).bytes;
 }
 
 inline cost::ProfileSpec analytic_profile_spec(const ModelSpec& model, const ClusterSpec& cluster,

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -136,8 +137,8 @@ inline constexpr std::int64_t max_memory_units = std::int64_t{1} << 20;
 namespace detail {
 
 // The DP's memory axis: budget / granularity units, refused when the tables would not fit.
-inline int memory_units(const StageProblem& problem, double granularity) {
-  const double units_real = std::floor(problem.budget / granularity);
+inline int memory_units(const StageProblem& problem, double budget, double granularity) {
+  const double units_real = std::floor(budget / granularity);
   sluice::require(units_real <= static_cast<double>(max_memory_units), "layer DP: budget / granularity = ", units_real,
                   " exceeds ", max_memory_units, " units (use a coarser granularity)");
   const int units = static_cast<int>(units_real);
@@ -242,32 +243,35 @@ inline void relax_layer(const StageProblem& problem, int l, std::size_t width, S
     }
 }
 
-// Backtracks each budget e's cheapest plan from the last layer's table and keeps the cheapest that fits Eq. 2.
-// Alg. 3: every plan whose forward memory fits E − max O_b is feasible without a check.
-inline StageSolution best_feasible(const StageProblem& problem, double granularity, std::size_t width,
+// Backtracks each memory e's cheapest plan from the last layer's table (`width` entries per layer), e up to
+// `budget`, and keeps the cheapest that fits Eq. 2. Alg. 3: every plan whose forward memory fits E − max O_b is
+// feasible without a check.
+inline StageSolution best_feasible(const StageProblem& problem, double budget, double granularity, std::size_t width,
                                    double backward_peak, const StageWorkspace& work, const double* last_layer) {
   const int layers = problem.layers;
   const auto S = static_cast<std::size_t>(problem.strategies);
-  const double unchecked = std::floor((problem.budget - backward_peak) / granularity);
+  const double unchecked = std::floor((budget - backward_peak) / granularity);
   StageSolution solution;
+  if (budget < 0) return solution;
+  const auto scanned = std::min(width, static_cast<std::size_t>(std::floor(budget / granularity)) + 1);
   std::vector<int> choice(static_cast<std::size_t>(layers));
   double best = std::numeric_limits<double>::infinity();
-  for (std::size_t e = 0; e < width; ++e) {
+  for (std::size_t e = 0; e < scanned; ++e) {
     const double* values = last_layer + e * S;
     std::size_t last = 0;
     for (std::size_t s = 1; s < S; ++s)
       if (values[s] < values[last]) last = s;
     if (!(values[last] < best)) continue;
     choice[static_cast<std::size_t>(layers - 1)] = static_cast<int>(last);
-    std::size_t budget = e;
+    std::size_t remaining = e;
     for (int l = layers - 1; l > 0; --l) {
       const auto s = static_cast<std::size_t>(choice[static_cast<std::size_t>(l)]);
-      const std::uint16_t from = work.predecessor[(static_cast<std::size_t>(l) * width + budget) * S + s];
-      budget -= static_cast<std::size_t>(work.weight[static_cast<std::size_t>(l) * S + s]);
+      const std::uint16_t from = work.predecessor[(static_cast<std::size_t>(l) * width + remaining) * S + s];
+      remaining -= static_cast<std::size_t>(work.weight[static_cast<std::size_t>(l) * S + s]);
       choice[static_cast<std::size_t>(l - 1)] = from;
     }
     const double memory = plan_memory(problem, choice);
-    if (static_cast<double>(e) > unchecked && memory > problem.budget) continue;
+    if (static_cast<double>(e) > unchecked && memory > budget) continue;
     best = values[last];
     solution.feasible = true;
     solution.memory = memory;
@@ -279,12 +283,20 @@ inline StageSolution best_feasible(const StageProblem& problem, double granulari
 
 }  // namespace detail
 
-inline StageSolution solve_stage(const StageProblem& problem, double granularity, StageWorkspace& work) {
+// The layer DP for each of `budgets` (problem.budget unused): one table at the largest serves them all, and each
+// budget's plan is the one a DP at that budget alone would find.
+inline std::vector<StageSolution> solve_stage(const StageProblem& problem, const std::vector<double>& budgets,
+                                              double granularity, StageWorkspace& work) {
   sluice::require(std::isfinite(granularity) && granularity >= 1, "layer DP: granularity must be >= 1 byte, got ",
                   granularity);
+  sluice::require(!budgets.empty(), "layer DP: no budget");
+  for (const double budget : budgets)
+    sluice::require(std::isfinite(budget), "stage problem: budget must be finite, got ", budget);
   problem.validate();
-  if (problem.budget < 0) return {};
-  const int units = detail::memory_units(problem, granularity);
+  std::vector<StageSolution> out(budgets.size());
+  const double largest = *std::ranges::max_element(budgets);
+  if (largest < 0) return out;
+  const int units = detail::memory_units(problem, largest, granularity);
   const auto width = static_cast<std::size_t>(units) + 1;
   work.reserve(width, static_cast<std::size_t>(problem.layers), static_cast<std::size_t>(problem.strategies),
                static_cast<std::size_t>(problem.layouts));
@@ -297,7 +309,13 @@ inline StageSolution solve_stage(const StageProblem& problem, double granularity
     detail::relax_layer(problem, l, width, work, current);
     std::swap(previous, current);
   }
-  return detail::best_feasible(problem, granularity, width, backward_peak, work, previous);
+  for (std::size_t i = 0; i < budgets.size(); ++i)
+    out[i] = detail::best_feasible(problem, budgets[i], granularity, width, backward_peak, work, previous);
+  return out;
+}
+
+inline StageSolution solve_stage(const StageProblem& problem, double granularity, StageWorkspace& work) {
+  return std::move(solve_stage(problem, std::vector<double>{problem.budget}, granularity, work).front());
 }
 
 // The exact optimum of min Σ c + Σ R subject to Eq. 2's E_all <= budget: labels (Σ O_f, Σ O_ms, peak so

@@ -26,6 +26,13 @@ struct LayerCost {
   double time_nosync = 0;     // forward + backward without it (gradient accumulation)
 };
 
+// What a stage holds and spends besides its layers (the vocabulary layers and the reserved bytes).
+struct StageExtra {
+  double bytes = 0;
+  double time_sync = 0;    // one micro-batch, with the vocabulary layers' gradient sync
+  double time_nosync = 0;  // without it
+};
+
 class AnalyticEstimator {
  public:
   AnalyticEstimator(ModelSpec model, ClusterSpec cluster)
@@ -78,59 +85,73 @@ class AnalyticEstimator {
                                 int micro_batches = 1) const {
     const LayerSpec& spec = model_.layers[static_cast<std::size_t>(layer)];
     const auto split = static_cast<double>(strategy.model_degree());  // TP's or SP's ranks share each sample
-    const auto data = static_cast<double>(strategy.data_degree());    // ranks that hold the same parameters
     const double b = static_cast<double>(micro_batch) / strategy.dp;  // samples per TP or SP group
-    const double q = model_.dtype_bytes;
     const double params = static_cast<double>(spec.parameter_count()) / strategy.tp;  // per device, before ZeRO
-    const std::int64_t group = strategy.group();
 
     LayerCost cost;
     const double kept = b * sample_checkpoint_bytes(layer, strategy);
     const double intermediate = std::max(0.0, b * sample_activation_bytes(layer, strategy) - kept);
     cost.forward_bytes = strategy.ckpt ? kept : kept + intermediate;
     cost.backward_bytes = strategy.ckpt ? intermediate : 0.0;
-    cost.state_bytes = model_.state_bytes_per_param * params;
-    if (strategy.sdp) {
-      cost.state_bytes /= data;
-    } else if (strategy.zero2) {
-      // Whole parameters, and whole gradients while micro-batches accumulate (Galvatron's ZeRO-2 ratios).
-      const double whole = std::min(model_.state_bytes_per_param, (micro_batches > 1 ? 2.0 : 1.0) * q) * params;
-      cost.state_bytes = whole + (cost.state_bytes - whole) / data;
-    }
-
-    // TP (or SP) takes the consecutive ranks when inner, so its group spans its own ranks; DP then strides over the
-    // whole stage group, and the other way round. SP's gradient sync spans the whole stage group.
-    const double model_bandwidth = strategy.tp_inner ? cluster_.bandwidth(strategy.model_degree())
-                                                     : cluster_.strided_bandwidth(strategy.model_degree(), group);
-    const double sync_bandwidth = strategy.sp > 1 || strategy.tp == 1 ? cluster_.bandwidth(group)
-                                  : !strategy.tp_inner                ? cluster_.bandwidth(strategy.dp)
-                                                                      : cluster_.strided_bandwidth(strategy.dp, group);
+    cost.state_bytes = state_bytes(params, strategy, micro_batches);
 
     const double forward = seconds_per_sample_[static_cast<std::size_t>(layer)] * b / split + spec.micro_batch_seconds;
-    const double backward = (strategy.ckpt ? 3.0 : 2.0) * forward;
-    const double sample_bytes = b * static_cast<double>(spec.sequence * spec.hidden) * q;
+    const double sample_bytes = b * static_cast<double>(spec.sequence * spec.hidden) * model_.dtype_bytes;
     double model_pass = 0;  // per pass
     if (strategy.tp > 1) {
       const double all_reduces = spec.decoder ? 3.0 : 2.0;
-      model_pass = all_reduces * 2.0 * (split - 1) / split * sample_bytes / model_bandwidth;
+      model_pass = all_reduces * 2.0 * (split - 1) / split * sample_bytes / model_bandwidth(strategy);
     } else if (strategy.sp > 1) {
       // Each attention's Q, K, V to heads and its output back to sequence: four all-to-alls of a 1/sp slice, each
       // keeping 1/sp of it.
       const double all_to_alls = spec.decoder ? 8.0 : 4.0;
-      model_pass = all_to_alls * (split - 1) / split * sample_bytes / split / model_bandwidth;
+      model_pass = all_to_alls * (split - 1) / split * sample_bytes / split / model_bandwidth(strategy);
     }
-    const double model_backward = strategy.ckpt ? 2.0 * model_pass : model_pass;  // the recompute repeats the forward's
-    const double gather = strategy.sdp ? (data - 1) / data * params * q / sync_bandwidth : 0.0;
-    const double gradient = data == 1       ? 0.0
-                            : strategy.sdp ? gather                                            // reduce-scatter
-                                           : 2.0 * (data - 1) / data * params * q / sync_bandwidth;  // all-reduce, or
-    // ZeRO-2's reduce-scatter and all-gather of the updated parameters: the same volume.
-
-    const double forward_time = forward + model_pass + gather;
-    const double backward_work = backward + model_backward;
-    cost.time_nosync = forward_time + backward_work + gather;
-    cost.time_sync = forward_time + overlap(backward_work, gradient) + gather;
+    // The backward is twice the forward's work; the recompute repeats the forward's work and collectives.
+    const double backward = (strategy.ckpt ? 3.0 : 2.0) * forward + (strategy.ckpt ? 2.0 : 1.0) * model_pass;
+    data_parallel_times(cost, forward + model_pass, backward, params, strategy);
     return cost;
+  }
+
+  // What a stage spends besides its layers, for one micro-batch: the reserved bytes on every stage; on the first
+  // stage the embedding and on the last the LM head, under the vocabulary layers' own strategy (Galvatron's
+  // vtp/vsp/embed_sdp, never checkpointed): their model states, their profiled activations of the `in_flight`
+  // micro-batches, and their forward and backward (half the profiled time on each end stage, all on a lone one)
+  // with TP's all-reduce of the hidden state per pass (SP's sequence is already split) and the gradient sync.
+  [[nodiscard]] StageExtra stage_extra(int stage, int stages, const LayerStrategy& vocabulary,
+                                       std::int64_t micro_batch, int micro_batches, double in_flight) const {
+    StageExtra extra;
+    extra.bytes = static_cast<double>(cluster_.reserved_bytes);
+    const bool first = stage == 0;
+    const bool last = stage == stages - 1;
+    if (!first && !last) return extra;
+    double params = 0;
+    double activation = 0;
+    double hidden_bytes = 0;  // one sample's hidden state at a vocabulary layer
+    if (first) {
+      params += static_cast<double>(model_.embedding_params);
+      activation += model_.embedding_activation_bytes;
+      hidden_bytes += boundary_bytes(0);
+    }
+    if (last) {
+      params += static_cast<double>(model_.head_params);
+      activation += model_.head_activation_bytes;
+      hidden_bytes += boundary_bytes(layers() - 1);
+    }
+    params /= vocabulary.tp;
+    const auto split = static_cast<double>(vocabulary.model_degree());
+    const double b = static_cast<double>(micro_batch) / vocabulary.dp;
+    extra.bytes += state_bytes(params, vocabulary, micro_batches) + activation * b / split * in_flight;
+    const double share = first && last ? 1.0 : 0.5;
+    const double forward =
+        share * (model_.vocabulary_forward_seconds * b / split + model_.vocabulary_micro_batch_seconds);
+    const double model_pass =
+        vocabulary.tp > 1 ? 2.0 * (split - 1) / split * b * hidden_bytes / model_bandwidth(vocabulary) : 0.0;
+    LayerCost cost;
+    data_parallel_times(cost, forward + model_pass, 2.0 * forward + model_pass, params, vocabulary);
+    extra.time_sync = cost.time_sync;
+    extra.time_nosync = cost.time_nosync;
+    return extra;
   }
 
   // R: resharding the activation between two layers whose TP or SP layouts differ, forward and backward. TP to SP of
@@ -153,45 +174,49 @@ class AnalyticEstimator {
     return 2.0 * volume / cluster_.bandwidth(2 * group);
   }
 
-  // Memory a stage holds besides its layers: the reserved context, the embedding on the first stage and
-  // the head on the last, sharded over the stage's devices, and their profiled activations of the
-  // `in_flight` micro-batches the stage holds.
-  [[nodiscard]] double stage_extra_bytes(int stage, int stages, std::int64_t group, std::int64_t micro_batch,
-                                         double in_flight) const noexcept {
-    double params = 0;
-    double activation = 0;
-    if (stage == 0) {
-      params += static_cast<double>(model_.embedding_params);
-      activation += model_.embedding_activation_bytes;
-    }
-    if (stage == stages - 1) {
-      params += static_cast<double>(model_.head_params);
-      activation += model_.head_activation_bytes;
-    }
-    const double samples = vocabulary_samples(micro_batch, group);
-    return static_cast<double>(cluster_.reserved_bytes) +
-           model_.state_bytes_per_param * params / static_cast<double>(group) + activation * samples * in_flight;
-  }
-
-  // The profiled vocabulary layers' forward and backward per micro-batch, data-parallel over the stage's
-  // devices: half on the first stage and half on the last (Galvatron's split), all on a lone stage.
-  [[nodiscard]] double stage_extra_seconds(int stage, int stages, std::int64_t group,
-                                           std::int64_t micro_batch) const noexcept {
-    const double share = stages == 1 ? 1.0 : stage == 0 || stage == stages - 1 ? 0.5 : 0.0;
-    const double forward =
-        model_.vocabulary_forward_seconds * vocabulary_samples(micro_batch, group) + model_.vocabulary_micro_batch_seconds;
-    return 3.0 * share * forward;
-  }
-
   [[nodiscard]] double overlap(double compute, double communication) const noexcept {
     return cluster_.overlap_slowdown * std::min(compute, communication) + std::abs(compute - communication);
   }
 
  private:
-  // Samples per device of the data-parallel vocabulary layers: at least one, since a micro-batch smaller than the
-  // stage leaves devices idle rather than splitting a sample.
-  static double vocabulary_samples(std::int64_t micro_batch, std::int64_t group) noexcept {
-    return std::max(1.0, static_cast<double>(micro_batch) / static_cast<double>(group));
+  // Model states per device of `params` parameters (already split by TP): sharded over the data ranks by ZeRO-3; by
+  // ZeRO-2 all but the parameters, and the gradients while micro-batches accumulate (Galvatron's ZeRO-2 ratios).
+  [[nodiscard]] double state_bytes(double params, const LayerStrategy& strategy, int micro_batches) const noexcept {
+    const double states = model_.state_bytes_per_param * params;
+    const auto data = static_cast<double>(strategy.data_degree());
+    if (strategy.sdp) return states / data;
+    if (!strategy.zero2) return states;
+    const double kept_bytes = (micro_batches > 1 ? 2.0 : 1.0) * model_.dtype_bytes;
+    const double whole = std::min(model_.state_bytes_per_param, kept_bytes) * params;
+    return whole + (states - whole) / data;
+  }
+
+  // TP (or SP) takes the consecutive ranks when inner, so its group spans its own ranks; DP then strides over the
+  // whole stage group, and the other way round. SP's gradient sync spans the whole stage group.
+  [[nodiscard]] double model_bandwidth(const LayerStrategy& strategy) const noexcept {
+    return strategy.tp_inner ? cluster_.bandwidth(strategy.model_degree())
+                             : cluster_.strided_bandwidth(strategy.model_degree(), strategy.group());
+  }
+  [[nodiscard]] double sync_bandwidth(const LayerStrategy& strategy) const noexcept {
+    return strategy.sp > 1 || strategy.tp == 1 ? cluster_.bandwidth(strategy.group())
+           : !strategy.tp_inner                ? cluster_.bandwidth(strategy.dp)
+                                               : cluster_.strided_bandwidth(strategy.dp, strategy.group());
+  }
+
+  // The times of a forward and a backward (communication within them included) of `params` parameters per device
+  // (split by TP) under the strategy's data parallelism: DP's gradient all-reduce (ZeRO-2's reduce-scatter and
+  // all-gather of the updated parameters: the same volume) overlapped with the backward on the last micro-batch;
+  // ZeRO-3's all-gathers in forward and backward and its reduce-scatter.
+  void data_parallel_times(LayerCost& cost, double forward, double backward, double params,
+                           const LayerStrategy& strategy) const noexcept {
+    const auto data = static_cast<double>(strategy.data_degree());
+    const double bytes = params * model_.dtype_bytes;
+    const double gather = strategy.sdp ? (data - 1) / data * bytes / sync_bandwidth(strategy) : 0.0;
+    const double gradient = data == 1       ? 0.0
+                            : strategy.sdp ? gather
+                                           : 2.0 * (data - 1) / data * bytes / sync_bandwidth(strategy);
+    cost.time_nosync = forward + gather + backward + gather;
+    cost.time_sync = forward + gather + overlap(backward, gradient) + gather;
   }
 
   // One sample's activations and checkpointed input on a device. Ulysses SP splits all of them by sequence: the

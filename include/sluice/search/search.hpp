@@ -119,7 +119,9 @@ inline SearchReport search(const ModelSpec& model, const ClusterSpec& cluster, c
 
 // `plan` (its PP degree, batch, micro-batches, partition and strategies) costed by the estimator: every stage's
 // times and memory, Eq. 9's iteration time and the throughput, whichever search or system chose it. The partition
-// must cover the model's layers and every strategy use the stage's GPUs.
+// must cover the model's layers and every strategy use the stage's GPUs. A plan without a vocabulary strategy gets
+// the fastest of the options' space whose stages fit the budget (the first of equals, as the search picks), or the
+// fastest when none fits.
 inline Plan evaluate(Plan plan, const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options) {
   const AnalyticEstimator estimator(model, cluster);
   const int layers = estimator.layers();
@@ -130,10 +132,16 @@ inline Plan evaluate(Plan plan, const ModelSpec& model, const ClusterSpec& clust
                   " micro-batches");
   const std::int64_t group = cluster.gpus / plan.pp;
   const std::int64_t micro_batch = plan.global_batch / plan.micro_batches;
+  auto fits_a_stage = [&](const LayerStrategy& strategy) {
+    return strategy.group() == group && micro_batch % strategy.dp == 0;
+  };
   plan.gpus = cluster.gpus;
+  // The layers' share of every stage: times without the vocabulary layers, model states and activation peak.
+  struct Layers {
+    double sync = 0, nosync = 0, memory = 0;
+  };
+  std::vector<Layers> parts;
   int next = 0;
-  double slowest = 0;
-  double total = 0;
   for (int i = 0; i < plan.pp; ++i) {
     StagePlan& stage = plan.stages[static_cast<std::size_t>(i)];
     sluice::require(stage.first_layer == next && !stage.strategies.empty() &&
@@ -146,9 +154,9 @@ inline Plan evaluate(Plan plan, const ModelSpec& model, const ClusterSpec& clust
     for (std::size_t k = 0; k < stage.strategies.size(); ++k) {
       const LayerStrategy& strategy = stage.strategies[k];
       const int layer = stage.first_layer + static_cast<int>(k);
-      sluice::require(strategy.group() == group && micro_batch % strategy.dp == 0, "evaluate: layer ", layer,
-                      ": strategy ", strategy.name(), " does not use the ", group, " GPUs of a stage or divide its ",
-                      micro_batch, "-sample micro-batch");
+      sluice::require(fits_a_stage(strategy), "evaluate: layer ", layer, ": strategy ", strategy.name(),
+                      " does not use the ", group, " GPUs of a stage or divide its ", micro_batch,
+                      "-sample micro-batch");
       const LayerCost c = estimator.layer(layer, strategy, micro_batch, plan.micro_batches);
       const double move = k > 0 ? estimator.transition(layer, stage.strategies[k - 1], strategy, micro_batch) : 0.0;
       sync += c.time_sync + move;
@@ -162,17 +170,53 @@ inline Plan evaluate(Plan plan, const ModelSpec& model, const ClusterSpec& clust
       sync += p2p;
       nosync += p2p;
     }
-    const double vocabulary = estimator.stage_extra_seconds(i, plan.pp, group, micro_batch);
-    stage.time_sync = sync + vocabulary;
-    stage.time_nosync = nosync + vocabulary;
-    stage.memory_bytes = states + peak + estimator.stage_extra_bytes(i, plan.pp, group, micro_batch, factor);
-    slowest = std::max(slowest, stage.time_nosync);
-    total += stage.time_sync;
+    parts.push_back({sync, nosync, states + peak});
   }
   sluice::require(next == layers, "evaluate: the stages hold ", next, " of the model's ", layers, " layers");
-  plan.iteration_seconds = (plan.micro_batches - 1) * slowest + total;  // Eq. 9
-  plan.throughput = static_cast<double>(plan.global_batch) / plan.iteration_seconds;
-  return plan;
+
+  std::vector<LayerStrategy> candidates;
+  if (plan.vocabulary) {
+    sluice::require(fits_a_stage(*plan.vocabulary) && !plan.vocabulary->ckpt, "evaluate: vocabulary strategy ",
+                    plan.vocabulary->name(), " does not use the ", group, " GPUs of a stage, divide its ",
+                    micro_batch, "-sample micro-batch, or runs without checkpointing");
+    candidates.push_back(*plan.vocabulary);
+  } else {
+    for (const LayerStrategy& strategy :
+         detail::micro_batch_strategies(static_cast<int>(group), options.space, detail::heads_gcd(model), micro_batch))
+      if (!strategy.ckpt) candidates.push_back(strategy);
+    sluice::require(!candidates.empty(), "evaluate: the space has no strategy for the vocabulary layers of a ", group,
+                    "-GPU stage");
+  }
+  const double budget = static_cast<double>(detail::budget(options, cluster));
+  std::optional<Plan> best;
+  bool best_fits = false;
+  for (const LayerStrategy& vocabulary : candidates) {
+    Plan costed = plan;
+    costed.vocabulary = vocabulary;
+    double slowest = 0;
+    double total = 0;
+    for (int i = 0; i < plan.pp; ++i) {
+      StagePlan& stage = costed.stages[static_cast<std::size_t>(i)];
+      const double factor = detail::in_flight(options.schedule, i, plan.pp, plan.micro_batches);
+      const StageExtra extra =
+          estimator.stage_extra(i, plan.pp, vocabulary, micro_batch, plan.micro_batches, factor);
+      const Layers& part = parts[static_cast<std::size_t>(i)];
+      stage.time_sync = part.sync + extra.time_sync;
+      stage.time_nosync = part.nosync + extra.time_nosync;
+      stage.memory_bytes = part.memory + extra.bytes;
+      slowest = std::max(slowest, stage.time_nosync);
+      total += stage.time_sync;
+    }
+    costed.iteration_seconds = (plan.micro_batches - 1) * slowest + total;  // Eq. 9
+    costed.throughput = static_cast<double>(plan.global_batch) / costed.iteration_seconds;
+    const bool fits =
+        std::ranges::all_of(costed.stages, [&](const StagePlan& stage) { return stage.memory_bytes <= budget; });
+    if (!best || (fits && !best_fits) || (fits == best_fits && costed.iteration_seconds < best->iteration_seconds)) {
+      best = std::move(costed);
+      best_fits = fits;
+    }
+  }
+  return std::move(*best);
 }
 
 // Checks every invariant of a plan against the model, the cluster and the options it was searched with:
@@ -207,6 +251,9 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
                    plan.global_batch / std::max(plan.micro_batches, 1), "-sample micro-batch");
   }
   if (next != layers) check.fail("the stages hold ", next, " of ", layers, " layers");
+  if (plan.vocabulary && (plan.vocabulary->ckpt || std::ranges::find(allowed, *plan.vocabulary) == allowed.end()))
+    check.fail("vocabulary strategy ", plan.vocabulary->name(), " is not in the space of a ", group,
+               "-GPU stage without checkpointing");
   const Plan derived = evaluate(plan, model, cluster, options);
   const double budget = static_cast<double>(detail::budget(options, cluster));
   for (int i = 0; i < plan.pp; ++i) {

@@ -96,7 +96,8 @@ inline void trees(int remaining, std::vector<std::pair<Paradigm, int>>& prefix, 
   constexpr unsigned data_bits = (1U << static_cast<unsigned>(Paradigm::dp)) |
                                   (1U << static_cast<unsigned>(Paradigm::sdp)) |
                                   (1U << static_cast<unsigned>(Paradigm::zero2));
-  constexpr unsigned model_bits = (1U << static_cast<unsigned>(Paradigm::tp)) | (1U << static_cast<unsigned>(Paradigm::sp));
+  constexpr unsigned model_bits =
+      (1U << static_cast<unsigned>(Paradigm::tp)) | (1U << static_cast<unsigned>(Paradigm::sp));
   for (const Paradigm paradigm : {Paradigm::dp, Paradigm::sdp, Paradigm::tp, Paradigm::zero2, Paradigm::sp}) {
     if ((paradigm == Paradigm::zero2 && !extra.zero2) || (paradigm == Paradigm::sp && !extra.sp)) continue;
     const unsigned bit = 1U << static_cast<unsigned>(paradigm);

@@ -41,6 +41,9 @@ struct Plan {
   std::vector<StagePlan> stages;
   double iteration_seconds = 0;  // Eq. 9
   double throughput = 0;         // samples per second
+  // The embedding's and the LM head's strategy on their stages (never checkpointed); unset: search::evaluate picks
+  // the fastest of the space.
+  std::optional<LayerStrategy> vocabulary{};
   friend bool operator==(const Plan&, const Plan&) = default;
 
   [[nodiscard]] std::vector<int> partition() const {

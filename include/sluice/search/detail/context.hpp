@@ -128,6 +128,7 @@ struct Evaluation {
   bool feasible = false;
   std::vector<int> sizes;
   std::vector<StageResult> stages;
+  std::size_t vocabulary = 0;  // index into the context's vocabulary candidates
   double iteration = std::numeric_limits<double>::infinity();
 
   [[nodiscard]] std::vector<double> times() const {
@@ -153,7 +154,9 @@ struct Evaluation {
 };
 
 // Everything for one (B, P, m): per-layer costs of every strategy, and the stage DPs, cached by
-// (stage, first layer, layer count) so that partitions differing in one boundary reuse the rest.
+// (stage, first layer, layer count) so that partitions differing in one boundary reuse the rest. The end stages hold
+// the vocabulary layers: their DPs are solved once for the budget each vocabulary strategy leaves (the non-CKPT
+// strategies of the space), and a partition takes the vocabulary strategy that makes it fastest.
 class Context {
  public:
   Context(const AnalyticEstimator& estimator, const SearchOptions& options, std::vector<LayerStrategy> strategies,
@@ -178,7 +181,9 @@ class Context {
         representative_.push_back(s);
       }
       layout_.push_back(id);
+      if (!strategies_[s].ckpt) vocabulary_.push_back(s);
     }
+    sluice::require(!vocabulary_.empty(), "search: no strategy without checkpointing for the vocabulary layers");
     const std::size_t K = representative_.size();
     costs_.reserve(static_cast<std::size_t>(layers_) * S);
     transition_.assign(static_cast<std::size_t>(layers_) * K * K, 0.0);
@@ -200,35 +205,53 @@ class Context {
   [[nodiscard]] const LayerCost& cost(int layer, std::size_t strategy) const noexcept {
     return costs_[static_cast<std::size_t>(layer) * strategies_.size() + strategy];
   }
+  [[nodiscard]] const LayerStrategy& vocabulary(std::size_t candidate) const noexcept {
+    return strategies_[vocabulary_[candidate]];
+  }
 
-  const StageResult& stage(int index, int first, int count) {
+  // The stage's DP under each vocabulary candidate (one result for a middle stage, which holds none).
+  const std::vector<StageResult>& stage(int index, int first, int count) {
     const auto key = std::make_tuple(index, first, count);
     if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
     return cache_.emplace(key, solve(index, first, count)).first->second;
   }
 
+  // Eq. 9 under the vocabulary candidate that makes the partition fastest (the first of equals).
   Evaluation evaluate(const std::vector<int>& sizes) {
-    Evaluation evaluation;
-    evaluation.sizes = sizes;
-    evaluation.feasible = true;
-    double slowest = 0;
-    double total = 0;
+    std::vector<const std::vector<StageResult>*> results;
     int first = 0;
     for (int i = 0; i < pp_; ++i) {
       const int count = sizes[static_cast<std::size_t>(i)];
-      const StageResult& result = stage(i, first, count);
-      evaluation.stages.push_back(result);
-      evaluation.feasible = evaluation.feasible && result.feasible;
-      slowest = std::max(slowest, result.time_nosync);
-      total += result.time_sync;
+      results.push_back(&stage(i, first, count));
       first += count;
     }
-    if (evaluation.feasible) evaluation.iteration = (micro_batches_ - 1) * slowest + total;  // Eq. 9
-    return evaluation;
+    Evaluation best;
+    best.sizes = sizes;
+    for (std::size_t v = 0; v < vocabulary_.size(); ++v) {
+      bool feasible = true;
+      double slowest = 0;
+      double total = 0;
+      for (const auto* stage_results : results) {
+        const StageResult& result = (*stage_results)[stage_results->size() == 1 ? 0 : v];
+        feasible = feasible && result.feasible;
+        slowest = std::max(slowest, result.time_nosync);
+        total += result.time_sync;
+      }
+      const double iteration = (micro_batches_ - 1) * slowest + total;  // Eq. 9
+      if ((v == 0 && !feasible) || (feasible && iteration < best.iteration)) {
+        best.feasible = feasible;
+        best.vocabulary = v;
+        best.iteration = feasible ? iteration : best.iteration;
+        best.stages.clear();
+        for (const auto* stage_results : results)
+          best.stages.push_back((*stage_results)[stage_results->size() == 1 ? 0 : v]);
+      }
+    }
+    return best;
   }
 
-  // Stage i's memory and time for layers [first, first + count) under S0 (pure DP, no CKPT), from
-  // prefix sums: the inputs of the initial partitions p_m and p_t.
+  // Stage i's memory and time for layers [first, first + count) under S0 (pure DP, no CKPT) and the vocabulary
+  // candidate of least memory, from prefix sums: the inputs of the initial partitions p_m and p_t.
   void prepare_initial() {
     LayerStrategy initial{.tp = 1, .dp = static_cast<int>(group_)};
     prefix_forward_.assign(1, 0.0);
@@ -240,28 +263,42 @@ class Context {
       prefix_state_.push_back(prefix_state_.back() + cost.state_bytes);
       prefix_time_.push_back(prefix_time_.back() + cost.time_nosync);
     }
+    initial_extra_.clear();
+    for (int i = 0; i < pp_; ++i) {
+      const std::vector<StageExtra> extras = stage_extras(i);
+      initial_extra_.push_back(*std::ranges::min_element(
+          extras, [](const StageExtra& x, const StageExtra& y) { return x.bytes < y.bytes; }));
+    }
   }
   [[nodiscard]] double initial_memory(int index, int first, int count) const {
     const auto a = static_cast<std::size_t>(first);
     const auto b = static_cast<std::size_t>(first + count);
     return prefix_state_[b] - prefix_state_[a] +
            in_flight(options_.schedule, index, pp_, micro_batches_) * (prefix_forward_[b] - prefix_forward_[a]) +
-           estimator_.stage_extra_bytes(index, pp_, group_, micro_batch_,
-                                        in_flight(options_.schedule, index, pp_, micro_batches_));
+           initial_extra_[static_cast<std::size_t>(index)].bytes;
   }
   [[nodiscard]] double initial_time(int index, int first, int count) const {
     const double p2p = index + 1 < pp_ ? estimator_.p2p(first + count - 1, group_, micro_batch_) : 0.0;
     return prefix_time_[static_cast<std::size_t>(first + count)] - prefix_time_[static_cast<std::size_t>(first)] + p2p +
-           estimator_.stage_extra_seconds(index, pp_, group_, micro_batch_);
+           initial_extra_[static_cast<std::size_t>(index)].time_nosync;
   }
 
  private:
-  StageResult solve(int index, int first, int count) {
+  // The vocabulary layers' extras of stage `index` under each candidate; one entry for a middle stage.
+  [[nodiscard]] std::vector<StageExtra> stage_extras(int index) const {
+    const double factor = in_flight(options_.schedule, index, pp_, micro_batches_);
+    const bool holds_vocabulary = index == 0 || index == pp_ - 1;
+    std::vector<StageExtra> out;
+    for (std::size_t v = 0; v < (holds_vocabulary ? vocabulary_.size() : 1); ++v)
+      out.push_back(estimator_.stage_extra(index, pp_, vocabulary(v), micro_batch_, micro_batches_, factor));
+    return out;
+  }
+
+  std::vector<StageResult> solve(int index, int first, int count) {
     const auto S = strategies_.size();
     const std::size_t K = representative_.size();
     const double m = micro_batches_;
     const double factor = in_flight(options_.schedule, index, pp_, micro_batches_);
-    const double extra = estimator_.stage_extra_bytes(index, pp_, group_, micro_batch_, factor);
     problem_.layers = count;
     problem_.strategies = static_cast<int>(S);
     problem_.layouts = static_cast<int>(K);
@@ -283,37 +320,41 @@ class Context {
         transition_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(first) * K * K),
         transition_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(first + count) * K * K));
     for (double& value : problem_.transition) value *= m;
-    problem_.budget = static_cast<double>(budget(options_, estimator_.cluster())) - extra;
+    const std::vector<StageExtra> extras = stage_extras(index);
+    const double memory = static_cast<double>(budget(options_, estimator_.cluster()));
+    std::vector<double> budgets;
+    for (const StageExtra& extra : extras) budgets.push_back(memory - extra.bytes);
+    const std::vector<StageSolution> solutions =
+        solve_stage(problem_, budgets, static_cast<double>(options_.granularity_bytes), work_);
 
-    const StageSolution solution = solve_stage(problem_, static_cast<double>(options_.granularity_bytes), work_);
-    StageResult result;
-    if (!solution.feasible) return result;
-    result.feasible = true;
-    result.choice = solution.choice;
-    result.memory = solution.memory + extra;
-    for (int l = 0; l < count; ++l) {
-      const auto s = static_cast<std::size_t>(solution.choice[static_cast<std::size_t>(l)]);
-      const LayerCost& c = cost(first + l, s);
-      result.time_sync += c.time_sync;
-      result.time_nosync += c.time_nosync;
-      if (l > 0) {
-        const auto from = static_cast<std::size_t>(
-            layout_[static_cast<std::size_t>(solution.choice[static_cast<std::size_t>(l - 1)])]);
-        const double move =
-            transition_[(static_cast<std::size_t>(first + l) * K + from) * K + static_cast<std::size_t>(layout_[s])];
-        result.time_sync += move;
-        result.time_nosync += move;
+    double p2p = 0;
+    if (index + 1 < pp_) p2p = estimator_.p2p(first + count - 1, group_, micro_batch_);
+    std::vector<StageResult> results;
+    for (std::size_t v = 0; v < extras.size(); ++v) {
+      const StageSolution& solution = solutions[v];
+      StageResult& result = results.emplace_back();
+      if (!solution.feasible) continue;
+      result.feasible = true;
+      result.choice = solution.choice;
+      result.memory = solution.memory + extras[v].bytes;
+      for (int l = 0; l < count; ++l) {
+        const auto s = static_cast<std::size_t>(solution.choice[static_cast<std::size_t>(l)]);
+        const LayerCost& c = cost(first + l, s);
+        result.time_sync += c.time_sync;
+        result.time_nosync += c.time_nosync;
+        if (l > 0) {
+          const auto from = static_cast<std::size_t>(
+              layout_[static_cast<std::size_t>(solution.choice[static_cast<std::size_t>(l - 1)])]);
+          const double move = transition_[(static_cast<std::size_t>(first + l) * K + from) * K +
+                                          static_cast<std::size_t>(layout_[s])];
+          result.time_sync += move;
+          result.time_nosync += move;
+        }
       }
+      result.time_sync += p2p + extras[v].time_sync;
+      result.time_nosync += p2p + extras[v].time_nosync;
     }
-    if (index + 1 < pp_) {
-      const double p2p = estimator_.p2p(first + count - 1, group_, micro_batch_);
-      result.time_sync += p2p;
-      result.time_nosync += p2p;
-    }
-    const double vocabulary = estimator_.stage_extra_seconds(index, pp_, group_, micro_batch_);
-    result.time_sync += vocabulary;
-    result.time_nosync += vocabulary;
-    return result;
+    return results;
   }
 
   const AnalyticEstimator& estimator_;
@@ -328,13 +369,15 @@ class Context {
   StageWorkspace& work_;
   std::vector<std::size_t> representative_;
   std::vector<int> layout_;
+  std::vector<std::size_t> vocabulary_;  // the strategies the vocabulary layers may take
   std::vector<LayerCost> costs_;
   std::vector<double> transition_;
-  std::map<std::tuple<int, int, int>, StageResult> cache_;
+  std::map<std::tuple<int, int, int>, std::vector<StageResult>> cache_;
   StageProblem problem_;
   std::vector<double> prefix_forward_;
   std::vector<double> prefix_state_;
   std::vector<double> prefix_time_;
+  std::vector<StageExtra> initial_extra_;
 };
 
 inline Plan to_plan(const Context& context, const Evaluation& evaluation, std::string method, std::int64_t gpus) {
@@ -344,6 +387,7 @@ inline Plan to_plan(const Context& context, const Evaluation& evaluation, std::s
   plan.pp = context.pp();
   plan.global_batch = context.batch();
   plan.micro_batches = context.micro_batches();
+  plan.vocabulary = context.vocabulary(evaluation.vocabulary);
   int first = 0;
   for (std::size_t i = 0; i < evaluation.stages.size(); ++i) {
     const StageResult& result = evaluation.stages[i];
