@@ -322,6 +322,34 @@ TEST_CASE("layer DP: the Pareto variant equals brute force; the discretised DP i
   }
 }
 
+TEST_CASE("layer DP: one table for several budgets gives each budget's own solution") {
+  Rng rng(13);
+  search::StageWorkspace work;
+  search::StageWorkspace alone;
+  const double granularity = 4096;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int layers = static_cast<int>(rng.uniform_int(1, 5));
+    const int strategies = static_cast<int>(rng.uniform_int(1, 6));
+    auto problem = random_problem(rng, layers, strategies, static_cast<int>(rng.uniform_int(1, strategies)),
+                                  granularity, trial % 2 == 0, trial % 3 == 0);
+    std::vector<double> budgets;
+    for (int k = 0; k < 4; ++k) budgets.push_back(granularity * (12.0 * layers * rng.uniform() - 1));
+    const auto together = search::solve_stage(problem, budgets, granularity, work);
+    REQUIRE(together.size() == budgets.size());
+    for (std::size_t k = 0; k < budgets.size(); ++k) {
+      problem.budget = budgets[k];
+      const auto single = search::solve_stage(problem, granularity, alone);
+      CHECK(together[k].feasible == single.feasible);
+      CHECK(together[k].choice == single.choice);
+      if (single.feasible) {
+        CHECK(together[k].time == single.time);
+        CHECK(together[k].memory == single.memory);
+      }
+    }
+  }
+  CHECK_THROWS_AS(search::solve_stage(search::StageProblem{}, std::vector<double>{}, granularity, work), invalid_input);
+}
+
 TEST_CASE("layer DP: whole granules give the exact optimum; otherwise within one granule per layer") {
   Rng rng(11);
   search::StageWorkspace work;
