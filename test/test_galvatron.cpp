@@ -345,6 +345,65 @@ TEST_CASE("galvatron: strided groups communicate at their measured bandwidth, ot
                        sluice::invalid_input);
 }
 
+TEST_CASE("galvatron: measured collective times replace volume over bandwidth for TP and SP") {
+  using sluice::search::CollectiveTime;
+  using sluice::search::LayerStrategy;
+  const std::vector<CollectiveTime> table{{2, 1e6, 1e-4}, {2, 3e6, 2e-4}, {4, 1e6, 5e-4}};
+  // Interpolated between measured messages, proportional past the largest, the smallest's below it.
+  CHECK(near(*sluice::search::detail::measured_seconds(table, 2, 2e6), 1.5e-4, 1e-15));
+  CHECK(sluice::search::detail::measured_seconds(table, 2, 1e6) == 1e-4);
+  CHECK(sluice::search::detail::measured_seconds(table, 2, 6e6) == 4e-4);
+  CHECK(sluice::search::detail::measured_seconds(table, 2, 1e3) == 1e-4);
+  CHECK_FALSE(sluice::search::detail::measured_seconds(table, 8, 1e6).has_value());
+  const auto shape = llama_shape();
+  auto cluster = a100();
+  const sluice::search::AnalyticEstimator plain(shape, cluster);
+  cluster.all_reduce_times = table;
+  cluster.all_to_all_times = table;
+  cluster.validate();
+  const sluice::search::AnalyticEstimator measured(shape, cluster);
+  // TP 2 on one sample (2048 x 4096 x 2 bytes = 16.8 MB on each rank), past the largest measured message: 2e-4 s ·
+  // 16.8 / 3 per all-reduce, two per pass, four in all.
+  const double message = 2048.0 * 4096 * 2;
+  const double all_reduce = 2e-4 * message / 3e6;
+  const LayerStrategy tp{.tp = 2, .dp = 4};
+  CHECK(near(measured.layer(0, tp, 4).time_nosync - plain.layer(0, tp, 4).time_nosync,
+             4 * all_reduce - 4 * 2.0 * 0.5 * message / cluster.bandwidth(2), 1e-9));
+  // SP 4 on 4 samples: each rank's quarter of them is the message, 4 all-to-alls per pass.
+  const LayerStrategy sp{.tp = 1, .dp = 2, .sp = 4};
+  const double slice = 4 * message / 4;
+  CHECK(near(measured.layer(0, sp, 8).time_nosync - plain.layer(0, sp, 8).time_nosync,
+             8 * 5e-4 * slice / 1e6 - 8 * 3.0 / 4 * slice / cluster.bandwidth(4), 1e-9));
+  // Groups on strided ranks keep volume over bandwidth: the tables are measured on consecutive ones.
+  const LayerStrategy outer{.tp = 2, .dp = 4, .tp_inner = false};
+  CHECK(measured.layer(0, outer, 4).time_nosync == plain.layer(0, outer, 4).time_nosync);
+  // The tables travel in sluice.cluster documents; bad entries are refused naming the field.
+  CHECK(sluice::io::from_document<sluice::search::ClusterSpec>(sluice::io::to_document(cluster)) == cluster);
+  cluster.all_to_all_times.push_back({2, 1e6, 3e-4});
+  CHECK_THROWS_WITH_AS(cluster.validate(),
+                       "cluster a100-8: all_to_all_times 3: a second time for 2 ranks and 1000000 bytes",
+                       sluice::invalid_input);
+  cluster.all_to_all_times.back() = {3, 1e6, 3e-4};
+  CHECK_THROWS_AS(cluster.validate(), sluice::invalid_input);
+  cluster.all_to_all_times.back() = {2, 2e6, 0};
+  CHECK_THROWS_AS(cluster.validate(), sluice::invalid_input);
+  // Galvatron's sp_time_ profile, in seconds and bytes of each rank's message.
+  const auto profile = sluice::io::read_galvatron(fixture());
+  const auto from_profile = sluice::search::galvatron_cluster(profile, {});
+  REQUIRE(!profile.hardware.all_to_all_ms.empty());
+  const auto& [size, by_message] = *profile.hardware.all_to_all_ms.rbegin();
+  const auto& [mib, milliseconds] = *by_message.begin();
+  CHECK(std::ranges::find(from_profile.all_to_all_times,
+                          CollectiveTime{size, mib * 1048576.0, milliseconds / 1e3}) !=
+        from_profile.all_to_all_times.end());
+  CHECK(from_profile.all_reduce_times.size() ==
+        [&] {
+          std::size_t count = 0;
+          for (const auto& [group, entries] : profile.hardware.allreduce_ms) count += group >= 2 ? entries.size() : 0;
+          return count;
+        }());
+}
+
 TEST_CASE("galvatron: sluice search runs on the authors' profiles, and every plan validates") {
   // docs/search.md's example, with the bundled directory.
   const sluice::search::GalvatronProfile profile = sluice::io::read_galvatron(fixture());

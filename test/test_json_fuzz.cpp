@@ -302,7 +302,10 @@ std::vector<Subject> search_subjects() {
                                     .flops = 1e14,
                                     .efficiency = 0.5,
                                     .overlap_slowdown = 1.3,
-                                    .levels = {{.size = 4, .bandwidth = 1e11}}};
+                                    .levels = {{.size = 4, .bandwidth = 1e11}},
+                                    .all_reduce_times = {{2, 1e6, 1e-4}, {4, 1e6, 2e-4}},
+                                    .all_to_all_times = {{4, 1e6, 1e-4}}};
+  subjects.push_back(make_subject<search::ClusterSpec>("cluster_measured", cluster));
   search::SearchOptions options;
   options.granularity_bytes = 256LL << 20;
   options.global_batch = 8;

@@ -107,6 +107,17 @@ void bind_search(py::module_& module) {
       .def_readwrite("bandwidth", &search::LinkLevel::bandwidth)
       .def(py::self == py::self);
 
+  py::class_<search::CollectiveTime>(module, "CollectiveTime",
+                                     "A measured collective: `size` consecutive ranks, `bytes` on each, `seconds`.")
+      .def(py::init([](std::int64_t size, double bytes, double seconds) {
+             return search::CollectiveTime{size, bytes, seconds};
+           }),
+           py::arg("size"), py::arg("bytes"), py::arg("seconds"))
+      .def_readwrite("size", &search::CollectiveTime::size)
+      .def_readwrite("bytes", &search::CollectiveTime::bytes)
+      .def_readwrite("seconds", &search::CollectiveTime::seconds)
+      .def(py::self == py::self);
+
   const search::ClusterSpec cluster_defaults;
   py::class_<search::ClusterSpec> cluster(module, "ClusterSpec",
                                           "The GPUs of the search: memory, FLOP/s and nested link levels.");
@@ -140,6 +151,11 @@ void bind_search(py::module_& module) {
       .def_readwrite("strided_levels", &search::ClusterSpec::strided_levels,
                      "Measured bandwidths of groups of `size` ranks at a stride; a size not listed communicates at "
                      "its span's. A copy: assign the whole list to change it.")
+      .def_readwrite("all_reduce_times", &search::ClusterSpec::all_reduce_times,
+                     "Measured all-reduces; where a group size is listed, TP's on consecutive ranks take them. A "
+                     "copy: assign the whole list to change it.")
+      .def_readwrite("all_to_all_times", &search::ClusterSpec::all_to_all_times,
+                     "Measured all-to-alls, for Ulysses SP likewise. A copy: assign the whole list to change it.")
       .def("bandwidth", &search::ClusterSpec::bandwidth, py::arg("span"),
            "Bandwidth of a group spanning `span` consecutive ranks: the innermost level holding it.")
       .def("validate", &search::ClusterSpec::validate, "Raises InvalidInput for a bad cluster.");

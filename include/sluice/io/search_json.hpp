@@ -134,6 +134,18 @@ struct adl_serializer<sluice::search::ModelSpec> {
 };
 
 template <>
+struct adl_serializer<sluice::search::CollectiveTime> {
+  static void to_json(json& out, const sluice::search::CollectiveTime& entry) {
+    out = {{"size", entry.size}, {"bytes", entry.bytes}, {"seconds", entry.seconds}};
+  }
+  static sluice::search::CollectiveTime from_json(const json& in) {
+    using sluice::io::field;
+    return {field<std::int64_t>(in, "size", "collective time"), field<double>(in, "bytes", "collective time"),
+            field<double>(in, "seconds", "collective time")};
+  }
+};
+
+template <>
 struct adl_serializer<sluice::search::ClusterSpec> {
   static void to_json(json& out, const sluice::search::ClusterSpec& cluster) {
     json levels = json::array();
@@ -152,6 +164,8 @@ struct adl_serializer<sluice::search::ClusterSpec> {
         strided.push_back({{"size", level.size}, {"bandwidth", level.bandwidth}});
       out["strided_levels"] = std::move(strided);
     }
+    if (!cluster.all_reduce_times.empty()) out["all_reduce_times"] = cluster.all_reduce_times;
+    if (!cluster.all_to_all_times.empty()) out["all_to_all_times"] = cluster.all_to_all_times;
   }
   static sluice::search::ClusterSpec from_json(const json& in) {
     using sluice::io::field;
@@ -179,6 +193,15 @@ struct adl_serializer<sluice::search::ClusterSpec> {
         cluster.strided_levels.push_back(
             {field<std::int64_t>(strided[i], "size", where), field<double>(strided[i], "bandwidth", where)});
       }
+    }
+    for (auto [key, table] : {std::pair{"all_reduce_times", &cluster.all_reduce_times},
+                              std::pair{"all_to_all_times", &cluster.all_to_all_times}}) {
+      if (!in.contains(key)) continue;
+      const json& entries = in.at(key);
+      sluice::require(entries.is_array() && entries.size() <= sluice::search::detail::max_collective_times,
+                      "cluster: '", key, "' must be an array of at most ", sluice::search::detail::max_collective_times,
+                      " entries");
+      *table = field<std::vector<sluice::search::CollectiveTime>>(in, key, "cluster");
     }
     cluster.validate();
     return cluster;

@@ -99,13 +99,11 @@ class AnalyticEstimator {
     const double sample_bytes = b * static_cast<double>(spec.sequence * spec.hidden) * model_.dtype_bytes;
     double model_pass = 0;  // per pass
     if (strategy.tp > 1) {
-      const double all_reduces = spec.decoder ? 3.0 : 2.0;
-      model_pass = all_reduces * 2.0 * (split - 1) / split * sample_bytes / model_bandwidth(strategy);
+      model_pass = all_reduce_seconds(strategy, sample_bytes, spec.decoder ? 3.0 : 2.0);
     } else if (strategy.sp > 1) {
       // Each attention's Q, K, V to heads and its output back to sequence: four all-to-alls of a 1/sp slice, each
       // keeping 1/sp of it.
-      const double all_to_alls = spec.decoder ? 8.0 : 4.0;
-      model_pass = all_to_alls * (split - 1) / split * sample_bytes / split / model_bandwidth(strategy);
+      model_pass = all_to_all_seconds(strategy, sample_bytes, spec.decoder ? 8.0 : 4.0);
     }
     // The backward is twice the forward's work; the recompute repeats the forward's work and collectives.
     const double backward = (strategy.ckpt ? 3.0 : 2.0) * forward + (strategy.ckpt ? 2.0 : 1.0) * model_pass;
@@ -145,8 +143,7 @@ class AnalyticEstimator {
     const double share = first && last ? 1.0 : 0.5;
     const double forward =
         share * (model_.vocabulary_forward_seconds * b / split + model_.vocabulary_micro_batch_seconds);
-    const double model_pass =
-        vocabulary.tp > 1 ? 2.0 * (split - 1) / split * b * hidden_bytes / model_bandwidth(vocabulary) : 0.0;
+    const double model_pass = vocabulary.tp > 1 ? all_reduce_seconds(vocabulary, b * hidden_bytes, 1.0) : 0.0;
     LayerCost cost;
     data_parallel_times(cost, forward + model_pass, 2.0 * forward + model_pass, params, vocabulary);
     extra.time_sync = cost.time_sync;
@@ -197,6 +194,23 @@ class AnalyticEstimator {
     return strategy.tp_inner ? cluster_.bandwidth(strategy.model_degree())
                              : cluster_.strided_bandwidth(strategy.model_degree(), strategy.group());
   }
+  // `count` all-reduces over the strategy's TP group of `bytes` on each rank, and `count` all-to-alls over its SP group
+  // of a `bytes` activation split over it: measured where the cluster lists the group size (on consecutive ranks),
+  // else volume over bandwidth.
+  [[nodiscard]] double all_reduce_seconds(const LayerStrategy& strategy, double bytes, double count) const noexcept {
+    if (strategy.tp_inner)
+      if (const auto time = detail::measured_seconds(cluster_.all_reduce_times, strategy.tp, bytes)) return count * *time;
+    const auto split = static_cast<double>(strategy.tp);
+    return count * 2.0 * (split - 1) / split * bytes / model_bandwidth(strategy);
+  }
+  [[nodiscard]] double all_to_all_seconds(const LayerStrategy& strategy, double bytes, double count) const noexcept {
+    const auto split = static_cast<double>(strategy.sp);
+    if (strategy.tp_inner)
+      if (const auto time = detail::measured_seconds(cluster_.all_to_all_times, strategy.sp, bytes / split))
+        return count * *time;
+    return count * (split - 1) / split * bytes / split / model_bandwidth(strategy);
+  }
+
   [[nodiscard]] double sync_bandwidth(const LayerStrategy& strategy) const noexcept {
     return strategy.sp > 1 || strategy.tp == 1 ? cluster_.bandwidth(strategy.group())
            : !strategy.tp_inner                ? cluster_.bandwidth(strategy.dp)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -110,6 +111,57 @@ struct LinkLevel {
   friend bool operator==(const LinkLevel&, const LinkLevel&) = default;
 };
 
+// One measured collective: a group of `size` consecutive ranks, each with a tensor of `bytes`, took `seconds`.
+struct CollectiveTime {
+  std::int64_t size = 0;
+  double bytes = 0;
+  double seconds = 0;
+  friend bool operator==(const CollectiveTime&, const CollectiveTime&) = default;
+};
+
+namespace detail {
+
+// The measured time of a collective of `size` ranks on `bytes` each: interpolated between the two measured messages
+// around it, proportional to the bytes past the largest (bandwidth-bound), the smallest's time below it (latency-
+// bound). Unset without a measurement at that size.
+inline std::optional<double> measured_seconds(const std::vector<CollectiveTime>& table, std::int64_t size,
+                                              double bytes) noexcept {
+  const CollectiveTime* below = nullptr;
+  const CollectiveTime* above = nullptr;
+  for (const CollectiveTime& entry : table) {
+    if (entry.size != size) continue;
+    if (entry.bytes <= bytes && (below == nullptr || entry.bytes > below->bytes)) below = &entry;
+    if (entry.bytes >= bytes && (above == nullptr || entry.bytes < above->bytes)) above = &entry;
+  }
+  if (below == nullptr && above == nullptr) return std::nullopt;
+  if (below == nullptr) return above->seconds;
+  if (above == nullptr) return below->seconds * bytes / below->bytes;
+  if (above->bytes == below->bytes) return below->seconds;
+  return below->seconds + (above->seconds - below->seconds) * (bytes - below->bytes) / (above->bytes - below->bytes);
+}
+
+inline constexpr std::size_t max_collective_times = 4096;
+
+inline void validate_collectives(const std::vector<CollectiveTime>& table, std::string_view field,
+                                 const std::string& name, std::int64_t gpus) {
+  sluice::require(table.size() <= max_collective_times, "cluster ", name, ": ", field, " has ", table.size(),
+                  " entries, more than ", max_collective_times);
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const CollectiveTime& entry = table[i];
+    sluice::require(entry.size >= 2 && entry.size <= gpus && (entry.size & (entry.size - 1)) == 0 &&
+                        std::isfinite(entry.bytes) && entry.bytes > 0 && std::isfinite(entry.seconds) &&
+                        entry.seconds > 0,
+                    "cluster ", name, ": ", field, " ", i,
+                    ": size must be a power of 2 in [2, gpus], bytes and seconds finite and > 0, got ", entry.size,
+                    ", ", entry.bytes, ", ", entry.seconds);
+    for (std::size_t j = 0; j < i; ++j)
+      sluice::require(table[j].size != entry.size || table[j].bytes != entry.bytes, "cluster ", name, ": ", field, " ",
+                      i, ": a second time for ", entry.size, " ranks and ", entry.bytes, " bytes");
+  }
+}
+
+}  // namespace detail
+
 struct ClusterSpec {
   std::string name;
   std::int64_t gpus = 0;
@@ -122,6 +174,10 @@ struct ClusterSpec {
   // Measured bandwidths of groups of `size` ranks at a stride (Galvatron's consec_0 all-reduces): DP across TP
   // groups, TP across DP groups. A size not listed communicates at the bandwidth of its span.
   std::vector<LinkLevel> strided_levels{};
+  // Measured all-reduce and all-to-all times (Galvatron's sp_time_ profile): where a group size is listed, TP's
+  // all-reduces and SP's all-to-alls on consecutive ranks take them in place of volume over bandwidth.
+  std::vector<CollectiveTime> all_reduce_times{};
+  std::vector<CollectiveTime> all_to_all_times{};
   friend bool operator==(const ClusterSpec&, const ClusterSpec&) = default;
 
   void validate() const {
@@ -157,6 +213,8 @@ struct ClusterSpec {
       sluice::require(std::isfinite(level.bandwidth) && level.bandwidth > 0, "cluster ", name, ": strided level ", i,
                       ": bandwidth must be finite and > 0, got ", level.bandwidth);
     }
+    detail::validate_collectives(all_reduce_times, "all_reduce_times", name, gpus);
+    detail::validate_collectives(all_to_all_times, "all_to_all_times", name, gpus);
   }
 
   // Bandwidth of a communication group whose ranks span `span` consecutive ranks (a group of g ranks at
