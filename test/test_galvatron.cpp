@@ -387,7 +387,18 @@ TEST_CASE("galvatron: measured collective times replace volume over bandwidth fo
   CHECK_THROWS_AS(cluster.validate(), sluice::invalid_input);
   cluster.all_to_all_times.back() = {2, 2e6, 0};
   CHECK_THROWS_AS(cluster.validate(), sluice::invalid_input);
-  // Galvatron's sp_time_ profile, in seconds and bytes of each rank's message.
+  // Pipelines of a listed PP degree send at its measured bandwidth; others at the span of two stages.
+  cluster.all_to_all_times.pop_back();
+  const double p2p = measured.p2p(3, 2, 8);
+  cluster.pipeline_levels = {{4, 1e9}};
+  const sluice::search::AnalyticEstimator piped(shape, cluster);
+  CHECK(near(piped.p2p(3, 2, 8), 2.0 * 8 * message / 2 / 1e9, 1e-12));
+  CHECK(piped.p2p(3, 4, 8) == measured.p2p(3, 4, 8));
+  CHECK(near(p2p, 2.0 * 8 * message / 2 / cluster.bandwidth(4), 1e-12));
+  CHECK(sluice::io::from_document<sluice::search::ClusterSpec>(sluice::io::to_document(cluster)) == cluster);
+  cluster.pipeline_levels = {{4, 1e9}, {2, 1e9}};
+  CHECK_THROWS_AS(cluster.validate(), sluice::invalid_input);
+  // Galvatron's sp_time_ profile, in seconds and bytes of each rank's message; its p2p bandwidths by PP degree.
   const auto profile = sluice::io::read_galvatron(fixture());
   const auto from_profile = sluice::search::galvatron_cluster(profile, {});
   REQUIRE(!profile.hardware.all_to_all_ms.empty());
@@ -396,6 +407,9 @@ TEST_CASE("galvatron: measured collective times replace volume over bandwidth fo
   CHECK(std::ranges::find(from_profile.all_to_all_times,
                           CollectiveTime{size, mib * 1048576.0, milliseconds / 1e3}) !=
         from_profile.all_to_all_times.end());
+  REQUIRE(!profile.hardware.p2p_mib_per_ms.empty());
+  const auto& [pp, mib_per_ms] = *profile.hardware.p2p_mib_per_ms.rbegin();
+  CHECK(from_profile.pipeline_bandwidth(pp, 8 / pp) == mib_per_ms * 1048576.0 * 1e3);
   CHECK(from_profile.all_reduce_times.size() ==
         [&] {
           std::size_t count = 0;

@@ -151,6 +151,9 @@ void bind_search(py::module_& module) {
       .def_readwrite("strided_levels", &search::ClusterSpec::strided_levels,
                      "Measured bandwidths of groups of `size` ranks at a stride; a size not listed communicates at "
                      "its span's. A copy: assign the whole list to change it.")
+      .def_readwrite("pipeline_levels", &search::ClusterSpec::pipeline_levels,
+                     "Measured bandwidths between pipeline stages by PP degree (`size`); a degree not listed sends "
+                     "at the span of two stages'. A copy: assign the whole list to change it.")
       .def_readwrite("all_reduce_times", &search::ClusterSpec::all_reduce_times,
                      "Measured all-reduces; where a group size is listed, TP's on consecutive ranks take them. A "
                      "copy: assign the whole list to change it.")

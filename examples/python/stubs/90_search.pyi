@@ -200,6 +200,12 @@ class ClusterSpec:
     @strided_levels.setter
     def strided_levels(self, value: Sequence[LinkLevel]) -> None: ...
     @property
+    def pipeline_levels(self) -> list[LinkLevel]:
+        """Measured bandwidths between pipeline stages by PP degree (`size`); a degree not listed sends at the span of
+        two stages'. A copy: assign the whole list to change it."""
+    @pipeline_levels.setter
+    def pipeline_levels(self, value: Sequence[LinkLevel]) -> None: ...
+    @property
     def all_reduce_times(self) -> list[CollectiveTime]:
         """Measured all-reduces; where a group size is listed, TP's on consecutive ranks take them. A copy: assign
         the whole list to change it."""

@@ -158,11 +158,12 @@ struct adl_serializer<sluice::search::ClusterSpec> {
            {"efficiency", cluster.efficiency},
            {"overlap_slowdown", cluster.overlap_slowdown},
            {"levels", std::move(levels)}};
-    if (!cluster.strided_levels.empty()) {
-      json strided = json::array();
-      for (const auto& level : cluster.strided_levels)
-        strided.push_back({{"size", level.size}, {"bandwidth", level.bandwidth}});
-      out["strided_levels"] = std::move(strided);
+    for (const auto& [key, measured] : {std::pair{"strided_levels", &cluster.strided_levels},
+                                        std::pair{"pipeline_levels", &cluster.pipeline_levels}}) {
+      if (measured->empty()) continue;
+      json entries = json::array();
+      for (const auto& level : *measured) entries.push_back({{"size", level.size}, {"bandwidth", level.bandwidth}});
+      out[key] = std::move(entries);
     }
     if (!cluster.all_reduce_times.empty()) out["all_reduce_times"] = cluster.all_reduce_times;
     if (!cluster.all_to_all_times.empty()) out["all_to_all_times"] = cluster.all_to_all_times;
@@ -185,13 +186,15 @@ struct adl_serializer<sluice::search::ClusterSpec> {
       cluster.levels.push_back(
           {field<std::int64_t>(levels[i], "size", where), field<double>(levels[i], "bandwidth", where)});
     }
-    if (in.contains("strided_levels")) {
-      const json& strided = in.at("strided_levels");
-      sluice::require(strided.is_array(), "cluster: 'strided_levels' must be an array");
-      for (std::size_t i = 0; i < strided.size(); ++i) {
-        const auto where = sluice::concat("cluster.strided_levels[", i, "]");
-        cluster.strided_levels.push_back(
-            {field<std::int64_t>(strided[i], "size", where), field<double>(strided[i], "bandwidth", where)});
+    for (const auto& [key, measured] : {std::pair{"strided_levels", &cluster.strided_levels},
+                                        std::pair{"pipeline_levels", &cluster.pipeline_levels}}) {
+      if (!in.contains(key)) continue;
+      const json& entries = in.at(key);
+      sluice::require(entries.is_array(), "cluster: '", key, "' must be an array");
+      for (std::size_t i = 0; i < entries.size(); ++i) {
+        const auto where = sluice::concat("cluster.", key, "[", i, "]");
+        measured->push_back(
+            {field<std::int64_t>(entries[i], "size", where), field<double>(entries[i], "bandwidth", where)});
       }
     }
     for (auto [key, table] : {std::pair{"all_reduce_times", &cluster.all_reduce_times},

@@ -168,7 +168,7 @@ class AnalyticEstimator {
   [[nodiscard]] double p2p(int boundary_layer, std::int64_t group, std::int64_t micro_batch) const noexcept {
     const double volume =
         static_cast<double>(micro_batch) * boundary_bytes(boundary_layer) / static_cast<double>(group);
-    return 2.0 * volume / cluster_.bandwidth(2 * group);
+    return 2.0 * volume / cluster_.pipeline_bandwidth(cluster_.gpus / group, group);
   }
 
   [[nodiscard]] double overlap(double compute, double communication) const noexcept {

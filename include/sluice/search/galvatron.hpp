@@ -258,7 +258,7 @@ inline ModelSpec galvatron_model(const GalvatronProfile& profile, ModelSpec shap
 
 // The cluster the hardware profile measured: one link level per consecutive all-reduce group size (a group of g
 // consecutive ranks communicates at the bus bandwidth measured for g) and a strided level per strided one, the
-// sp_time_ profile's all-reduce and all-to-all times (each rank's message in MiB),
+// sp_time_ profile's all-reduce and all-to-all times (each rank's message in MiB), the p2p bandwidth by PP degree,
 // Galvatron's overlap coefficient, its 1 GiB PyTorch context per device (and a fifth of a budget above 20 GiB),
 // and `settings.memory_bytes`. `flops` is nominal: every layer's time is profiled.
 inline ClusterSpec galvatron_cluster(const GalvatronProfile& profile, const GalvatronSettings& settings) {
@@ -273,6 +273,8 @@ inline ClusterSpec galvatron_cluster(const GalvatronProfile& profile, const Galv
   cluster.overlap_slowdown = hardware.overlap_coefficient;
   for (const auto& [key, bandwidth] : hardware.allreduce_mib_per_ms)
     (key.second ? cluster.levels : cluster.strided_levels).push_back({key.first, bandwidth * galvatron_mib * 1e3});
+  for (const auto& [pp, bandwidth] : hardware.p2p_mib_per_ms)
+    if (pp >= 2 && pp <= cluster.gpus) cluster.pipeline_levels.push_back({pp, bandwidth * galvatron_mib * 1e3});
   for (const auto& [times, table] : {std::pair{&hardware.allreduce_ms, &cluster.all_reduce_times},
                                      std::pair{&hardware.all_to_all_ms, &cluster.all_to_all_times}})
     for (const auto& [size, by_message] : *times)

@@ -178,6 +178,9 @@ struct ClusterSpec {
   // all-reduces and SP's all-to-alls on consecutive ranks take them in place of volume over bandwidth.
   std::vector<CollectiveTime> all_reduce_times{};
   std::vector<CollectiveTime> all_to_all_times{};
+  // Measured point-to-point bandwidths between pipeline stages, by PP degree (`size`; Galvatron's p2p_bandwidth_
+  // profile): a pipeline of a listed degree sends its activations at that bandwidth, not its span's.
+  std::vector<LinkLevel> pipeline_levels{};
   friend bool operator==(const ClusterSpec&, const ClusterSpec&) = default;
 
   void validate() const {
@@ -213,6 +216,15 @@ struct ClusterSpec {
       sluice::require(std::isfinite(level.bandwidth) && level.bandwidth > 0, "cluster ", name, ": strided level ", i,
                       ": bandwidth must be finite and > 0, got ", level.bandwidth);
     }
+    for (std::size_t i = 0; i < pipeline_levels.size(); ++i) {
+      const LinkLevel& level = pipeline_levels[i];
+      sluice::require(level.size >= 2 && level.size <= gpus && (level.size & (level.size - 1)) == 0 &&
+                          (i == 0 || level.size > pipeline_levels[i - 1].size) && std::isfinite(level.bandwidth) &&
+                          level.bandwidth > 0,
+                      "cluster ", name, ": pipeline level ", i,
+                      ": size must be a power of 2 in [2, gpus], larger than the one before, and bandwidth finite "
+                      "and > 0, got ", level.size, ", ", level.bandwidth);
+    }
     detail::validate_collectives(all_reduce_times, "all_reduce_times", name, gpus);
     detail::validate_collectives(all_to_all_times, "all_to_all_times", name, gpus);
   }
@@ -223,6 +235,13 @@ struct ClusterSpec {
     for (const LinkLevel& level : levels)
       if (level.size >= span) return level.bandwidth;
     return levels.back().bandwidth;
+  }
+
+  // Bandwidth between the stages of a pipeline of `pp` stages of `group` GPUs each: measured, else the span of two.
+  [[nodiscard]] double pipeline_bandwidth(std::int64_t pp, std::int64_t group) const noexcept {
+    for (const LinkLevel& level : pipeline_levels)
+      if (level.size == pp) return level.bandwidth;
+    return bandwidth(2 * group);
   }
 
   // Bandwidth of a group of `size` ranks at a stride, spanning `span` ranks: measured, else the span's.
