@@ -187,6 +187,8 @@ TEST_CASE("galvatron: the model and cluster made from the profiles") {
   CHECK(model.layers[0].checkpoint_bytes.at(4) == 8 * mib);
   CHECK(model.embedding_activation_bytes == 198.7357177734375 * mib);
   CHECK(model.head_activation_bytes == 717.560302734375 * mib);
+  CHECK(model.single_stage_vocabulary_state_bytes == 4130.34765625 * mib);
+  CHECK(model.single_stage_vocabulary_activation_bytes == 841.58203125 * mib);
   CHECK(near(model.vocabulary_forward_seconds, 2.6803283231241726e-3));
   CHECK(near(model.vocabulary_micro_batch_seconds, 2.354899244597462e-3));
 
@@ -289,6 +291,12 @@ TEST_CASE("galvatron: the vocabulary layers' time and activations on the first a
              context + (embedding + head) * (q / 16 + (16 - q) / 16 / 4) + 500.0 * 4, 1e-12));
   CHECK(near(estimator.stage_extra(0, 1, {.tp = 4, .dp = 1}, 1, 1, 1).bytes,
              context + (embedding + head) / 4 + 500.0 / 4, 1e-12));
+  // A lone stage's own profile (Galvatron's other_memory_pp_off) replaces the two end stages' sum; ends keep theirs.
+  shape.single_stage_vocabulary_state_bytes = 3e9;
+  shape.single_stage_vocabulary_activation_bytes = 450;
+  const sluice::search::AnalyticEstimator lone(shape, cluster);
+  CHECK(near(lone.stage_extra(0, 1, zero3, 16, 1, 1).bytes, context + 3e9 / 4 + 450.0 * 4, 1e-12));
+  CHECK(lone.stage_extra(0, 4, zero3, 16, 1, 4).bytes == estimator.stage_extra(0, 4, zero3, 16, 1, 4).bytes);
   // The fields travel through sluice.model JSON, and bad values are refused naming the field.
   const auto again = sluice::io::from_document<sluice::search::ModelSpec>(sluice::io::to_document(shape));
   CHECK(again == shape);

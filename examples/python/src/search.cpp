@@ -96,6 +96,9 @@ void bind_search(py::module_& module) {
       .def_readwrite("vocabulary_micro_batch_seconds", &search::ModelSpec::vocabulary_micro_batch_seconds)
       .def_readwrite("embedding_activation_bytes", &search::ModelSpec::embedding_activation_bytes)
       .def_readwrite("head_activation_bytes", &search::ModelSpec::head_activation_bytes)
+      .def_readwrite("single_stage_vocabulary_state_bytes", &search::ModelSpec::single_stage_vocabulary_state_bytes)
+      .def_readwrite("single_stage_vocabulary_activation_bytes",
+                     &search::ModelSpec::single_stage_vocabulary_activation_bytes)
       .def("validate", &search::ModelSpec::validate, "Raises InvalidInput for a bad model.");
   def_document(model);
 

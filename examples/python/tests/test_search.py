@@ -261,6 +261,7 @@ def test_galvatron_profiles_and_profiled_terms(tmp_path):
     assert model.head_activation_bytes == 717.560302734375 * 2**20
     assert cluster.gpus == 8 and cluster.name == "galvatron-1x8" and cluster.memory_bytes == 36 << 30
     assert {entry.size for entry in cluster.all_to_all_times} == {2, 4, 8} and cluster.all_reduce_times
+    assert [level.size for level in cluster.pipeline_levels] == [2, 4, 8]
     assert sluice.ClusterSpec.from_json(cluster.to_json()) == cluster
     edited = sluice.ClusterSpec.from_json(cluster.to_json())
     edited.all_to_all_times = [sluice.CollectiveTime(2, 1e6, 0)]

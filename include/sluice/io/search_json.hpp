@@ -68,11 +68,14 @@ struct adl_serializer<sluice::search::ModelSpec> {
   }
 
   // The profiled vocabulary layers' fields, written only when set.
-  static constexpr std::array<std::pair<std::string_view, double sluice::search::ModelSpec::*>, 4> vocabulary_fields{
+  static constexpr std::array<std::pair<std::string_view, double sluice::search::ModelSpec::*>, 6> vocabulary_fields{
       {{"vocabulary_forward_seconds", &sluice::search::ModelSpec::vocabulary_forward_seconds},
        {"vocabulary_micro_batch_seconds", &sluice::search::ModelSpec::vocabulary_micro_batch_seconds},
        {"embedding_activation_bytes", &sluice::search::ModelSpec::embedding_activation_bytes},
-       {"head_activation_bytes", &sluice::search::ModelSpec::head_activation_bytes}}};
+       {"head_activation_bytes", &sluice::search::ModelSpec::head_activation_bytes},
+       {"single_stage_vocabulary_state_bytes", &sluice::search::ModelSpec::single_stage_vocabulary_state_bytes},
+       {"single_stage_vocabulary_activation_bytes",
+        &sluice::search::ModelSpec::single_stage_vocabulary_activation_bytes}}};
 
   static json by_degree(const std::map<int, double>& table) {
     json out = json::object();

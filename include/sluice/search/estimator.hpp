@@ -136,6 +136,10 @@ class AnalyticEstimator {
       activation += model_.head_activation_bytes;
       hidden_bytes += boundary_bytes(layers() - 1);
     }
+    if (first && last && model_.single_stage_vocabulary_state_bytes > 0)
+      params = model_.single_stage_vocabulary_state_bytes / model_.state_bytes_per_param;
+    if (first && last && model_.single_stage_vocabulary_activation_bytes > 0)
+      activation = model_.single_stage_vocabulary_activation_bytes;
     params /= vocabulary.tp;
     const auto split = static_cast<double>(vocabulary.model_degree());
     const double b = static_cast<double>(micro_batch) / vocabulary.dp;

@@ -204,8 +204,8 @@ inline std::int64_t galvatron_params(double mib, double bytes_per_param) {
 // `type` label in layer order. Per layer, forward_seconds and micro_batch_seconds are the profile's fit at the
 // layer's sequence length, params its fp32 parameter size over 4 bytes, activation_bytes and checkpoint_bytes its
 // profiled activations per sample by TP degree. The embedding and the head hold the first and last stages'
-// vocabulary model states at TP 1 (state_bytes_per_param each) and their activations per sample; the vocabulary
-// layers' time is the profile's layertype_other fit.
+// vocabulary model states at TP 1 (state_bytes_per_param each) and their activations per sample, a lone stage its
+// own (other_memory_pp_off); the vocabulary layers' time is the profile's layertype_other fit.
 inline ModelSpec galvatron_model(const GalvatronProfile& profile, ModelSpec shape, const GalvatronSettings& settings) {
   shape.validate();
   const GalvatronMemory& memory = detail::galvatron_memory(profile, settings);
@@ -247,6 +247,8 @@ inline ModelSpec galvatron_model(const GalvatronProfile& profile, ModelSpec shap
       detail::galvatron_params(vocabulary("pp_on_last").model_states_mib.at(1), shape.state_bytes_per_param);
   shape.embedding_activation_bytes = vocabulary("pp_on_first").activation_mib.at(1) * galvatron_mib;
   shape.head_activation_bytes = vocabulary("pp_on_last").activation_mib.at(1) * galvatron_mib;
+  shape.single_stage_vocabulary_state_bytes = vocabulary("pp_off").model_states_mib.at(1) * galvatron_mib;
+  shape.single_stage_vocabulary_activation_bytes = vocabulary("pp_off").activation_mib.at(1) * galvatron_mib;
   if (!profile.other_times.empty()) {
     const GalvatronLineTime time = galvatron_forward_time(profile, -1, settings.time_mode, sequence);
     shape.vocabulary_forward_seconds = time.per_sample_seconds;

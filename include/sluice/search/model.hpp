@@ -55,6 +55,11 @@ struct ModelSpec {
   double vocabulary_micro_batch_seconds = 0;
   double embedding_activation_bytes = 0;
   double head_activation_bytes = 0;
+  // The vocabulary layers on a pipeline of one stage, where both sit together (Galvatron profiles it apart:
+  // other_memory_pp_off): their model states (bytes at TP 1, before ZeRO) and activation per sample. 0: the first
+  // and last stages' together.
+  double single_stage_vocabulary_state_bytes = 0;
+  double single_stage_vocabulary_activation_bytes = 0;
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 
   void validate() const {
@@ -69,7 +74,9 @@ struct ModelSpec {
          {std::pair<std::string_view, double>{"vocabulary_forward_seconds", vocabulary_forward_seconds},
           {"vocabulary_micro_batch_seconds", vocabulary_micro_batch_seconds},
           {"embedding_activation_bytes", embedding_activation_bytes},
-          {"head_activation_bytes", head_activation_bytes}})
+          {"head_activation_bytes", head_activation_bytes},
+          {"single_stage_vocabulary_state_bytes", single_stage_vocabulary_state_bytes},
+          {"single_stage_vocabulary_activation_bytes", single_stage_vocabulary_activation_bytes}})
       sluice::require(std::isfinite(value) && value >= 0 && value < 0x1p60, "model ", name, ": ", field,
                       " must be finite and in [0, 2^60), got ", value);
     for (std::size_t i = 0; i < layers.size(); ++i) {
