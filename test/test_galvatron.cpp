@@ -519,6 +519,8 @@ TEST_CASE("galvatron: the plan Galvatron's search wrote, costed by sluice's esti
   };
   CHECK(refused("\"vtp\"", "\"vpp\"", 32, 8).find("unknown field 'vpp'") != std::string::npos);
   CHECK(refused("1,1,1,1\"", "1,1,1\"", 32, 8).find("tp_sizes_enc: expected 32 entries") != std::string::npos);
+  CHECK(refused("\"vtp\": 2", "\"vtp\": 3", 32, 8).find("vtp 3 does not divide the stage's 8 GPUs") !=
+        std::string::npos);
   CHECK(refused("\"tp_sizes_enc\": \"1,", "\"tp_sizes_enc\": \"3,", 32, 8)
             .find("layer 0: TP degree 3 does not divide") != std::string::npos);
   // Under default_dp_type zero2, a layer not on ZeRO-3 is on ZeRO-2.

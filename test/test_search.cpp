@@ -706,6 +706,26 @@ TEST_CASE("search: a fixed batch and GPipe") {
   broken = report.best;
   broken.stages.front().strategies.front().tp *= 2;
   CHECK_THROWS_AS(search::validate(broken, model, cluster, options, options.space), invalid_plan);
+  broken = report.best;
+  broken.vocabulary->ckpt = true;
+  CHECK_THROWS_AS(search::validate(broken, model, cluster, options, options.space), invalid_plan);
+}
+
+TEST_CASE("search: a baseline's plan is inside a space only with its vocabulary layers") {
+  // Base adopts a baseline's plan only inside the options' space: a DP+TP plan of pure TP layers is, unless its
+  // embedding runs DDP in a space without it.
+  const auto model = small_model(4);
+  search::Plan plan;
+  plan.gpus = 8;
+  plan.pp = 1;
+  plan.global_batch = 8;
+  plan.stages.push_back({.first_layer = 0, .strategies = std::vector<LayerStrategy>(4, LayerStrategy{.tp = 8})});
+  const search::SpaceOptions no_ddp{.dp = false};
+  plan.vocabulary = LayerStrategy{.tp = 8};
+  CHECK(search::detail::within(plan, no_ddp, model));
+  plan.vocabulary = LayerStrategy{.tp = 1, .dp = 8};
+  CHECK_FALSE(search::detail::within(plan, no_ddp, model));
+  CHECK(search::detail::within(plan, {}, model));
 }
 
 TEST_CASE("search: bad input and infeasible problems") {

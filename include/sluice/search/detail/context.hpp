@@ -405,7 +405,7 @@ inline Plan to_plan(const Context& context, const Evaluation& evaluation, std::s
   return plan;
 }
 
-// Whether every layer of the plan uses a strategy (and PP degree) of `space`.
+// Whether every layer of the plan, and its vocabulary layers, use a strategy (and PP degree) of `space`.
 inline bool within(const Plan& plan, const SpaceOptions& space, const ModelSpec& model) {
   const std::vector<int> degrees = pp_degrees(space, plan.gpus, static_cast<int>(model.layers.size()));
   if (std::ranges::find(degrees, plan.pp) == degrees.end()) return false;
@@ -414,7 +414,7 @@ inline bool within(const Plan& plan, const SpaceOptions& space, const ModelSpec&
   for (const StagePlan& stage : plan.stages)
     for (const LayerStrategy& strategy : stage.strategies)
       if (std::ranges::find(allowed, strategy) == allowed.end()) return false;
-  return true;
+  return !plan.vocabulary || std::ranges::find(allowed, *plan.vocabulary) != allowed.end();
 }
 
 inline void keep_better(std::optional<Plan>& best, std::optional<Plan> candidate) {
