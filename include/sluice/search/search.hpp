@@ -178,7 +178,7 @@ inline Plan evaluate(Plan plan, const ModelSpec& model, const ClusterSpec& clust
   if (plan.vocabulary) {
     sluice::require(fits_a_stage(*plan.vocabulary) && !plan.vocabulary->ckpt, "evaluate: vocabulary strategy ",
                     plan.vocabulary->name(), " does not use the ", group, " GPUs of a stage, divide its ",
-                    micro_batch, "-sample micro-batch, or runs without checkpointing");
+                    micro_batch, "-sample micro-batch, or is checkpointed");
     candidates.push_back(*plan.vocabulary);
   } else {
     for (const LayerStrategy& strategy :
@@ -187,36 +187,45 @@ inline Plan evaluate(Plan plan, const ModelSpec& model, const ClusterSpec& clust
     sluice::require(!candidates.empty(), "evaluate: the space has no strategy for the vocabulary layers of a ", group,
                     "-GPU stage");
   }
+  // Each candidate's extras per stage; the plan takes the fastest whose stages fit the budget, else the fastest.
   const double budget = static_cast<double>(detail::budget(options, cluster));
-  std::optional<Plan> best;
+  std::vector<StageExtra> extras;
+  std::vector<StageExtra> best_extras;
+  double best_iteration = 0;
   bool best_fits = false;
   for (const LayerStrategy& vocabulary : candidates) {
-    Plan costed = plan;
-    costed.vocabulary = vocabulary;
+    extras.clear();
     double slowest = 0;
     double total = 0;
+    bool fits = true;
     for (int i = 0; i < plan.pp; ++i) {
-      StagePlan& stage = costed.stages[static_cast<std::size_t>(i)];
       const double factor = detail::in_flight(options.schedule, i, plan.pp, plan.micro_batches);
-      const StageExtra extra =
-          estimator.stage_extra(i, plan.pp, vocabulary, micro_batch, plan.micro_batches, factor);
+      const StageExtra& extra =
+          extras.emplace_back(estimator.stage_extra(i, plan.pp, vocabulary, micro_batch, plan.micro_batches, factor));
       const Layers& part = parts[static_cast<std::size_t>(i)];
-      stage.time_sync = part.sync + extra.time_sync;
-      stage.time_nosync = part.nosync + extra.time_nosync;
-      stage.memory_bytes = part.memory + extra.bytes;
-      slowest = std::max(slowest, stage.time_nosync);
-      total += stage.time_sync;
+      slowest = std::max(slowest, part.nosync + extra.time_nosync);
+      total += part.sync + extra.time_sync;
+      fits = fits && part.memory + extra.bytes <= budget;
     }
-    costed.iteration_seconds = (plan.micro_batches - 1) * slowest + total;  // Eq. 9
-    costed.throughput = static_cast<double>(plan.global_batch) / costed.iteration_seconds;
-    const bool fits =
-        std::ranges::all_of(costed.stages, [&](const StagePlan& stage) { return stage.memory_bytes <= budget; });
-    if (!best || (fits && !best_fits) || (fits == best_fits && costed.iteration_seconds < best->iteration_seconds)) {
-      best = std::move(costed);
+    const double iteration = (plan.micro_batches - 1) * slowest + total;  // Eq. 9
+    if (best_extras.empty() || (fits && !best_fits) || (fits == best_fits && iteration < best_iteration)) {
+      best_extras = extras;
+      best_iteration = iteration;
       best_fits = fits;
+      plan.vocabulary = vocabulary;
     }
   }
-  return std::move(*best);
+  for (int i = 0; i < plan.pp; ++i) {
+    StagePlan& stage = plan.stages[static_cast<std::size_t>(i)];
+    const Layers& part = parts[static_cast<std::size_t>(i)];
+    const StageExtra& extra = best_extras[static_cast<std::size_t>(i)];
+    stage.time_sync = part.sync + extra.time_sync;
+    stage.time_nosync = part.nosync + extra.time_nosync;
+    stage.memory_bytes = part.memory + extra.bytes;
+  }
+  plan.iteration_seconds = best_iteration;
+  plan.throughput = static_cast<double>(plan.global_batch) / plan.iteration_seconds;
+  return plan;
 }
 
 // Checks every invariant of a plan against the model, the cluster and the options it was searched with:

@@ -184,6 +184,14 @@ class Context {
       if (!strategies_[s].ckpt) vocabulary_.push_back(s);
     }
     sluice::require(!vocabulary_.empty(), "search: no strategy without checkpointing for the vocabulary layers");
+    // Per stage, the vocabulary layers' extras under each candidate (one entry for a middle stage, which holds none).
+    for (int i = 0; i < pp_; ++i) {
+      const double factor = in_flight(options_.schedule, i, pp_, micro_batches_);
+      const bool holds_vocabulary = i == 0 || i == pp_ - 1;
+      std::vector<StageExtra>& extras = extras_.emplace_back();
+      for (std::size_t v = 0; v < (holds_vocabulary ? vocabulary_.size() : 1); ++v)
+        extras.push_back(estimator_.stage_extra(i, pp_, vocabulary(v), micro_batch_, micro_batches_, factor));
+    }
     const std::size_t K = representative_.size();
     costs_.reserve(static_cast<std::size_t>(layers_) * S);
     transition_.assign(static_cast<std::size_t>(layers_) * K * K, 0.0);
@@ -238,15 +246,14 @@ class Context {
         total += result.time_sync;
       }
       const double iteration = (micro_batches_ - 1) * slowest + total;  // Eq. 9
-      if ((v == 0 && !feasible) || (feasible && iteration < best.iteration)) {
-        best.feasible = feasible;
+      if (feasible && iteration < best.iteration) {
+        best.feasible = true;
         best.vocabulary = v;
-        best.iteration = feasible ? iteration : best.iteration;
-        best.stages.clear();
-        for (const auto* stage_results : results)
-          best.stages.push_back((*stage_results)[stage_results->size() == 1 ? 0 : v]);
+        best.iteration = iteration;
       }
     }
+    for (const auto* stage_results : results)
+      best.stages.push_back((*stage_results)[stage_results->size() == 1 ? 0 : best.vocabulary]);
     return best;
   }
 
@@ -264,11 +271,9 @@ class Context {
       prefix_time_.push_back(prefix_time_.back() + cost.time_nosync);
     }
     initial_extra_.clear();
-    for (int i = 0; i < pp_; ++i) {
-      const std::vector<StageExtra> extras = stage_extras(i);
+    for (const std::vector<StageExtra>& extras : extras_)
       initial_extra_.push_back(*std::ranges::min_element(
           extras, [](const StageExtra& x, const StageExtra& y) { return x.bytes < y.bytes; }));
-    }
   }
   [[nodiscard]] double initial_memory(int index, int first, int count) const {
     const auto a = static_cast<std::size_t>(first);
@@ -284,16 +289,6 @@ class Context {
   }
 
  private:
-  // The vocabulary layers' extras of stage `index` under each candidate; one entry for a middle stage.
-  [[nodiscard]] std::vector<StageExtra> stage_extras(int index) const {
-    const double factor = in_flight(options_.schedule, index, pp_, micro_batches_);
-    const bool holds_vocabulary = index == 0 || index == pp_ - 1;
-    std::vector<StageExtra> out;
-    for (std::size_t v = 0; v < (holds_vocabulary ? vocabulary_.size() : 1); ++v)
-      out.push_back(estimator_.stage_extra(index, pp_, vocabulary(v), micro_batch_, micro_batches_, factor));
-    return out;
-  }
-
   std::vector<StageResult> solve(int index, int first, int count) {
     const auto S = strategies_.size();
     const std::size_t K = representative_.size();
@@ -320,7 +315,7 @@ class Context {
         transition_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(first) * K * K),
         transition_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(first + count) * K * K));
     for (double& value : problem_.transition) value *= m;
-    const std::vector<StageExtra> extras = stage_extras(index);
+    const std::vector<StageExtra>& extras = extras_[static_cast<std::size_t>(index)];
     const double memory = static_cast<double>(budget(options_, estimator_.cluster()));
     std::vector<double> budgets;
     for (const StageExtra& extra : extras) budgets.push_back(memory - extra.bytes);
@@ -370,6 +365,7 @@ class Context {
   std::vector<std::size_t> representative_;
   std::vector<int> layout_;
   std::vector<std::size_t> vocabulary_;  // the strategies the vocabulary layers may take
+  std::vector<std::vector<StageExtra>> extras_;  // per stage, per vocabulary candidate
   std::vector<LayerCost> costs_;
   std::vector<double> transition_;
   std::map<std::tuple<int, int, int>, std::vector<StageResult>> cache_;
