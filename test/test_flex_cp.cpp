@@ -394,6 +394,35 @@ TEST_CASE("flex CP: bad problems are rejected, naming the input") {
 #endif
 }
 
+TEST_CASE("flex CP: a packing below its target-free height is the same at every target") {
+  // solve_flex_cp packs once for all the heights it tries below this one; a threshold too high would change plans.
+  const std::vector<std::int64_t> all = data::read_lengths(io::resolve_data_file("man-pages", "lengths"));
+  std::vector<FlexCpProblem> problems;
+  for (std::uint64_t seed = 0; seed < 40; ++seed) problems.push_back(tiny_problem(seed));
+  Rng rng(3);
+  FlexCpProblem bundled{.lengths = {}, .units = 16, .pp = 2, .degrees = {}, .one_degree_per_micro_batch = false};
+  for (int s = 0; s < 300; ++s) bundled.lengths.push_back(all[rng.below(all.size())]);
+  for (const int width : {1, 2, 4, 8, 16})
+    bundled.degrees.push_back({width, {3e-10 / width, 2e-6 / width, 0.002 * (1 + width / 16.0)},
+                               std::int64_t{32768} * width, 2 * width});
+  problems.push_back(bundled);
+  for (std::size_t p = 0; p < problems.size(); ++p) {
+    CAPTURE(p);
+    assign::detail::FlexCpPacker packer(problems[p]);
+    for (int floor = -1; floor < static_cast<int>(problems[p].degrees.size()); ++floor) {
+      CAPTURE(floor);
+      const double below = packer.target_free_below(floor);
+      REQUIRE(below > 0);
+      const double value = packer.pack(below * (1 - 1e-9), floor);
+      const std::vector<FlexCpMicroBatch> packed = packer.micro_batches();
+      for (const double scale : {0.5, 1e-3, 0.0}) {
+        CHECK(packer.pack(below * scale, floor) == value);
+        CHECK(packer.micro_batches() == packed);
+      }
+    }
+  }
+}
+
 TEST_CASE("flex CP: deterministic") {
   for (std::uint64_t seed = 1000; seed < 1020; ++seed) {
     CAPTURE(seed);
