@@ -230,6 +230,15 @@ public:
         if (std::isfinite(work(s, k))) sorted.push_back(int(s));
       std::ranges::stable_sort(sorted, std::ranges::greater{}, [&](int s) { return constant(k) + work(s, k); });
     }
+    least_alone_.assign(n, std::numeric_limits<double>::infinity());
+    least_area_.assign(n, std::numeric_limits<double>::infinity());
+    least_tokens_.assign(n, std::numeric_limits<double>::infinity());
+    for (std::size_t s = 0; s < n; ++s)
+      for (std::size_t k = 0; k < degrees_; ++k) {
+        least_alone_[s] = std::min(least_alone_[s], bound_alone(s, k));
+        least_area_[s] = std::min(least_area_[s], bound_area(s, k));
+        least_tokens_[s] = std::min(least_tokens_[s], bound_tokens(s, k));
+      }
   }
 
   // The units' busy time per unit when each sequence takes its least-area degree, or with a `floor` pack()'s degree.
@@ -950,14 +959,13 @@ private:
       spent += size * sequences.size();
       if (spent > budget) break;
       if (!any_degree) {
-        fill_bounds_tables(sequences);
-        any_degree = layout_bounds(sequences.size(), -1, -1);
+        any_degree = layout_bounds(sequences, -1, -1);
       }
       // The bounds over all degrees are no higher than the layout's own: what they rule out, those would too.
       if (cannot_beat(*any_degree, layout, bound)) continue;
       if (bounded != std::pair(layout.wide, layout.narrow)) {
         bounded = {layout.wide, layout.narrow};
-        bounds = layout_bounds(sequences.size(), layout.wide, layout.narrow);
+        bounds = layout_bounds(sequences, layout.wide, layout.narrow);
       }
       if (cannot_beat(bounds, layout, bound)) continue;
       // Groups [0, count) are of the wide degree, the rest of the narrow one.
@@ -1028,58 +1036,41 @@ private:
     return groups;
   }
 
-  // What no grouping of `sequences` into groups of degrees `wide` and `narrow` beats: the slowest sequence alone in
-  // its fastest group, the units' least busy time spread over all of them, and the fewest tokens the sequences are
-  // charged. Fills greedy_rest_area_: the least busy time of the sequences from each position on.
+  // What no grouping of `sequences` into groups of degrees `wide` and `narrow` (both -1: any degrees) beats: the
+  // slowest sequence alone in its fastest group, the units' least busy time spread over all of them, and the fewest
+  // tokens the sequences are charged. Fills greedy_rest_area_: the least busy time of the sequences from each
+  // position on.
   struct LayoutBounds {
     double height = 0;
     double area = 0;  // the least busy time spread over the units
     double tokens = 0;
   };
-  [[nodiscard]] LayoutBounds layout_bounds(std::size_t count, int wide, int narrow) {
-    const auto column = [&](const std::vector<double>& table, int k) {  // k = -1: the least over all degrees
-      return table.data() + (k < 0 ? degrees_ : std::size_t(k)) * count;
-    };
-    const double* wide_alone = column(bounds_alone_, wide);
-    const double* narrow_alone = column(bounds_alone_, narrow);
-    const double* wide_area = column(bounds_area_, wide);
-    const double* narrow_area = column(bounds_area_, narrow);
-    const double* wide_tokens = column(bounds_tokens_, wide);
-    const double* narrow_tokens = column(bounds_tokens_, narrow);
+  [[nodiscard]] LayoutBounds layout_bounds(const std::vector<int>& sequences, int wide, int narrow) {
     double slowest = 0;
     double area = 0;
     double tokens = 0;
-    greedy_rest_area_.assign(count + 1, 0.0);
-    for (std::size_t i = count; i-- > 0;) {
-      const double least_area = std::min(wide_area[i], narrow_area[i]);
-      slowest = std::max(slowest, std::min(wide_alone[i], narrow_alone[i]));
+    const bool any = wide < 0;
+    greedy_rest_area_.assign(sequences.size() + 1, 0.0);
+    for (std::size_t i = sequences.size(); i-- > 0;) {
+      const auto s = std::size_t(sequences[i]);
+      const double least_area = any ? least_area_[s] : std::min(bound_area(s, wide), bound_area(s, narrow));
+      slowest = std::max(slowest, any ? least_alone_[s] : std::min(bound_alone(s, wide), bound_alone(s, narrow)));
       area += least_area;
-      tokens += std::min(wide_tokens[i], narrow_tokens[i]);
+      tokens += any ? least_tokens_[s] : std::min(bound_tokens(s, wide), bound_tokens(s, narrow));
       greedy_rest_area_[i] = greedy_rest_area_[i + 1] + least_area;
     }
     return {.height = std::max(slowest, area / problem_.units), .area = area / problem_.units, .tokens = tokens};
   }
 
-  // layout_bounds' tables for `sequences`, per degree k at [k · count + i]: each sequence's time alone, busy time
-  // and tokens in a group of degree k, infinite where it does not fit one; then the least over all degrees.
-  void fill_bounds_tables(const std::vector<int>& sequences) {
-    const std::size_t count = sequences.size();
-    constexpr double infinity = std::numeric_limits<double>::infinity();
-    bounds_alone_.assign((degrees_ + 1) * count, infinity);
-    bounds_area_.assign((degrees_ + 1) * count, infinity);
-    bounds_tokens_.assign((degrees_ + 1) * count, infinity);
-    const std::size_t least = degrees_ * count;
-    for (std::size_t k = 0; k < degrees_; ++k)
-      for (std::size_t i = 0; i < count; ++i) {
-        const int s = sequences[i];
-        if (!std::isfinite(work(s, k)) || charged(s, k) > capacity(k)) continue;
-        bounds_alone_[k * count + i] = constant(k) + work(s, k);
-        bounds_area_[k * count + i] = width(k) * work(s, k);
-        bounds_tokens_[k * count + i] = static_cast<double>(charged(s, k));
-        bounds_alone_[least + i] = std::min(bounds_alone_[least + i], bounds_alone_[k * count + i]);
-        bounds_area_[least + i] = std::min(bounds_area_[least + i], bounds_area_[k * count + i]);
-        bounds_tokens_[least + i] = std::min(bounds_tokens_[least + i], bounds_tokens_[k * count + i]);
-      }
+  // Sequence s in a group of degree k: its time alone, busy time and tokens; infinite where the group cannot hold
+  // it.
+  template <class K>
+  [[nodiscard]] double bound_alone(std::size_t s, K k) const { return constant(k) + work(s, k); }
+  template <class K>
+  [[nodiscard]] double bound_area(std::size_t s, K k) const { return width(k) * work(s, k); }
+  template <class K>
+  [[nodiscard]] double bound_tokens(std::size_t s, K k) const {
+    return std::isfinite(work(s, k)) ? static_cast<double>(charged(int(s), k)) : std::numeric_limits<double>::infinity();
   }
 
   // Whether `layout` cannot group sequences of these bounds into a micro-batch shorter than `bound`. Skipping such
@@ -1160,9 +1151,9 @@ private:
   std::vector<std::int64_t> greedy_tokens_;
   std::vector<int> greedy_group_of_;
   std::vector<double> greedy_rest_area_;
-  std::vector<double> bounds_alone_;  // fill_bounds_tables'
-  std::vector<double> bounds_area_;
-  std::vector<double> bounds_tokens_;
+  std::vector<double> least_alone_;   // per sequence, the least of bound_alone over the degrees
+  std::vector<double> least_area_;    // of bound_area
+  std::vector<double> least_tokens_;  // of bound_tokens
 };
 
 }  // namespace detail
