@@ -224,7 +224,7 @@ FlexCpPlan small_plan(const FlexCpProblem& problem) {
 TEST_CASE("flex CP: the hand-made plan's time") {
   const FlexCpProblem problem = small_problem();
   const FlexCpPlan plan = small_plan(problem);
-  assign::check_flex_cp_plan(problem, plan);
+  assign::validate(plan, problem);
   // Groups: 0.125 + 400/2048, 0.125 + 300/1024, 0.125 + 300/1024; slowest 0.125 + 300/1024, twice for PP = 2.
   CHECK(plan.seconds == 2 * (0.125 + 300.0 / 1024));
   CHECK(assign::flex_cp_lower_bound(problem) <= plan.seconds);
@@ -253,7 +253,7 @@ TEST_CASE("flex CP: heuristic, lower bound and exact against brute force over ev
     const BruteForce brute(problem);
     const double optimum = brute.optimum();
     const FlexCpPlan best = brute.plan();
-    assign::check_flex_cp_plan(problem, best);
+    assign::validate(best, problem);
     CHECK(best.seconds == doctest::Approx(optimum).epsilon(tolerance));
     for (const std::int64_t length : problem.lengths)
       if (!assign::flex_cp_holds(problem, 0, length)) {
@@ -265,7 +265,7 @@ TEST_CASE("flex CP: heuristic, lower bound and exact against brute force over ev
     CHECK(lower <= optimum * (1 + tolerance));
 
     const FlexCpPlan heuristic = assign::solve_flex_cp(problem);
-    assign::check_flex_cp_plan(problem, heuristic);
+    assign::validate(heuristic, problem);
     CHECK(heuristic.lower_bound == lower);
     CHECK(heuristic.seconds >= optimum * (1 - tolerance));
     const double gap = heuristic.seconds / optimum - 1;
@@ -277,7 +277,7 @@ TEST_CASE("flex CP: heuristic, lower bound and exact against brute force over ev
 #if SLUICE_HAVE_CBC
     if (k % cbc_step != 0) continue;
     const assign::ExactFlexCp exact = assign::solve_flex_cp_exact(problem, patient);
-    assign::check_flex_cp_plan(problem, exact.plan);
+    assign::validate(exact.plan, problem);
     CHECK(exact.plan.seconds <= heuristic.seconds);
     CHECK(exact.best_bound <= exact.plan.seconds);
     CHECK(exact.best_bound <= optimum * (1 + 1e-6));
@@ -305,7 +305,7 @@ TEST_CASE("flex CP: the checker names the broken invariant") {
   auto broken = [](const FlexCpProblem& p, const FlexCpPlan& base, auto&& edit, const char* message) {
     FlexCpPlan plan = base;
     edit(plan);
-    CHECK_THROWS_WITH_AS(assign::check_flex_cp_plan(p, plan), doctest::Contains(message), std::logic_error);
+    CHECK_THROWS_WITH_AS(assign::validate(plan, p), doctest::Contains(message), std::logic_error);
   };
   auto groups = [](FlexCpPlan& plan) -> std::vector<FlexCpGroup>& { return plan.micro_batches[0].groups; };
   broken(problem, good, [&](FlexCpPlan& p) { groups(p)[1].sequences.push_back(0); }, "sequence 0 runs 2 times");
@@ -329,19 +329,19 @@ TEST_CASE("flex CP: the checker names the broken invariant") {
 
   // The same plan mixes degrees 2 and 1, which Megatron-LM's one CP size per micro-batch forbids.
   const FlexCpProblem one_degree = small_problem(true);
-  CHECK_THROWS_WITH_AS(assign::check_flex_cp_plan(one_degree, good), doctest::Contains("mixes CP degrees"),
+  CHECK_THROWS_WITH_AS(assign::validate(good, one_degree), doctest::Contains("mixes CP degrees"),
                        std::logic_error);
   FlexCpPlan uniform;
   uniform.micro_batches = {{{{1, 0, {3}}, {1, 2, {0, 1, 2}}}}};
   uniform.seconds = assign::flex_cp_iteration_seconds(one_degree, uniform.micro_batches);
-  assign::check_flex_cp_plan(one_degree, uniform);
+  assign::validate(uniform, one_degree);
 }
 
 TEST_CASE("flex CP: bad problems are rejected, naming the input") {
   auto rejected = [](auto&& edit, const char* message) {
     FlexCpProblem problem = small_problem();
     edit(problem);
-    CHECK_THROWS_WITH_AS(assign::validate_flex_cp(problem), doctest::Contains(message), invalid_input);
+    CHECK_THROWS_WITH_AS(assign::require_valid(problem), doctest::Contains(message), invalid_input);
     CHECK_THROWS_WITH_AS(assign::solve_flex_cp(problem), doctest::Contains(message), invalid_input);
 #if SLUICE_HAVE_CBC
     CHECK_THROWS_WITH_AS(assign::solve_flex_cp_exact(problem), doctest::Contains(message), invalid_input);
@@ -454,7 +454,7 @@ TEST_CASE("flex CP: exact on the largest instances it accepts") {
                                  2 * width});
     const FlexCpPlan heuristic = assign::solve_flex_cp(problem);
     const auto exact = assign::solve_flex_cp_exact(problem, {.time_limit_seconds = 3});
-    assign::check_flex_cp_plan(problem, exact.plan);
+    assign::validate(exact.plan, problem);
     CHECK(exact.plan.seconds <= heuristic.seconds);
     CHECK(exact.best_bound <= exact.plan.seconds);
     CHECK(exact.best_bound >= assign::flex_cp_lower_bound(problem));
@@ -481,7 +481,7 @@ TEST_CASE("flex CP: 2,000 bundled lengths on 64 units") {
     CAPTURE(one_degree);
     problem.one_degree_per_micro_batch = one_degree;
     const FlexCpPlan plan = assign::solve_flex_cp(problem);
-    assign::check_flex_cp_plan(problem, plan);
+    assign::validate(plan, problem);
     CHECK(plan.lower_bound == assign::flex_cp_lower_bound(problem));
     CHECK(plan.seconds >= plan.lower_bound);
     MESSAGE(plan.micro_batches.size(), " micro-batches, ", plan.seconds, " s, lower bound ", plan.lower_bound,

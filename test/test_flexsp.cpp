@@ -182,7 +182,7 @@ TEST_CASE("FlexSP: one micro-batch's groups use every unit and come near the exh
     CHECK(units_used(problem, *grouped) == units);
     assign::FlexCpPlan plan{.micro_batches = {*grouped}, .seconds = 0, .lower_bound = 0};
     plan.seconds = assign::flex_cp_iteration_seconds(problem, plan.micro_batches);
-    CHECK_NOTHROW(assign::check_flex_cp_plan(problem, plan));
+    CHECK_NOTHROW(assign::validate(plan, problem));
     const double ratio = slowest_group(problem, *grouped) / optimum;
     CHECK(ratio >= 1 - 1e-9);
     worst = std::max(worst, ratio);
@@ -210,7 +210,7 @@ TEST_CASE("FlexSP: the iteration is sorted runs, each grouped on every unit, the
     CAPTURE(trial);
     const std::optional<assign::FlexCpPlan> plan = assign::solve_flexsp(problem);
     if (!plan) continue;
-    CHECK_NOTHROW(assign::check_flex_cp_plan(problem, *plan));
+    CHECK_NOTHROW(assign::validate(*plan, problem));
     CHECK(plan->lower_bound <= plan->seconds);
     // Each micro-batch a run of the longest-first order: none holds a sequence longer than another's shortest
     // unless it holds that one's longest.
@@ -249,7 +249,7 @@ TEST_CASE("FlexSP: collectives outlast a short micro-batch's passes") {
                                               assign::FlexCpCollectives{.seconds = 1, .backward_ratio = 0},
                                               assign::FlexCpCollectives{.seconds = inf}}) {
     problem.collectives = bad;
-    CHECK_THROWS_WITH_AS(assign::validate_flex_cp(problem), doctest::Contains("collectives"), invalid_input);
+    CHECK_THROWS_WITH_AS(assign::require_valid(problem), doctest::Contains("collectives"), invalid_input);
   }
 }
 
@@ -280,5 +280,5 @@ TEST_CASE("FlexSP: token sums past int64's range neither overflow nor lose a seq
   CHECK((ends[0] >= 1 && ends[0] < 8 && ends[1] == 8));
   const std::optional<assign::FlexCpPlan> plan = assign::solve_flexsp(problem);
   REQUIRE(plan.has_value());
-  CHECK_NOTHROW(assign::check_flex_cp_plan(problem, *plan));
+  CHECK_NOTHROW(assign::validate(*plan, problem));
 }

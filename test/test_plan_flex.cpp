@@ -96,7 +96,7 @@ TEST_CASE("flex domain: runs exactly where faster than the kept candidate, and i
       CHECK(iteration.runs_flex() == (scale < 1));
       CHECK(iteration.total() == (scale < 1 ? iteration.flex->plan.seconds : iteration.candidate_total()));
       CHECK(iteration.flex->strategy == Strategy::parse("8*tp1pp1"));
-      assign::check_flex_cp_plan(domain->problem_of(batch), iteration.flex->plan);
+      assign::validate(iteration.flex->plan, domain->problem_of(batch));
     }
   }
 }
@@ -144,7 +144,7 @@ TEST_CASE("flex domain: bad domains are rejected, naming the input") {
                        doctest::Contains("degree 2 runs tp1cp4ulyssespp1"), invalid_input);
   CHECK_THROWS_WITH_AS(plan::FlexDomain({Scheme::parse("tp1cp2ulyssespp1"), Scheme::parse("tp1cp2ulyssespp1")},
                                         problem),
-                       doctest::Contains("not a ⟨TP, PP⟩ scheme"), invalid_input);
+                       doctest::Contains("degree 1 runs tp1cp2ulyssespp1"), invalid_input);
   problem.units = 3;
   CHECK_THROWS_WITH_AS(plan::FlexDomain({Scheme(1, 1), Scheme::parse("tp1cp2ulyssespp1")}, problem),
                        doctest::Contains("divide the 3 units"), invalid_input);

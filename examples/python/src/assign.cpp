@@ -52,7 +52,7 @@ void bind_flex_cp(py::module_& module) {
                                            .one_degree_per_micro_batch = one_degree_per_micro_batch,
                                            .collectives = {.seconds = collective_seconds,
                                                            .backward_ratio = backward_ratio}};
-             assign::validate_flex_cp(problem);
+             assign::require_valid(problem);
              return problem;
            }),
            py::arg("lengths"), py::arg("units"), py::arg("pp"), py::arg("degrees"), py::kw_only(),
@@ -91,7 +91,7 @@ void bind_flex_cp(py::module_& module) {
       .def_readonly("lower_bound", &assign::FlexCpPlan::lower_bound)
       .def(
           "check", [](const assign::FlexCpPlan& plan, const assign::FlexCpProblem& problem) {
-            assign::check_flex_cp_plan(problem, plan);
+            assign::validate(plan, problem);
           },
           py::arg("problem"), "Raises InvalidPlan naming the first broken invariant against the problem.")
       .def(py::self == py::self);
@@ -128,7 +128,7 @@ void bind_flex_cp(py::module_& module) {
               return std::ranges::find(kinds, scheme.cp_kind()) != kinds.end() &&
                      (!powers_of_two || (cp & (cp - 1)) == 0);
             });
-        assign::validate_flex_cp(problem);
+        assign::require_valid(problem);
         return problem;
       },
       py::arg("profile"), py::arg("base"), py::arg("units"), py::arg("lengths"), py::kw_only(),

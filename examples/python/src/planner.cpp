@@ -72,7 +72,8 @@ void bind_planner(py::module_& module) {
       "its candidates; each batch solved by the flex CP solver.")
       .def(py::init<std::vector<Scheme>, assign::FlexCpProblem, double>(), py::arg("schemes"), py::arg("problem"),
            py::kw_only(), py::arg("overhead") = 0.0,
-           "schemes[k] runs degree k of `problem` (whose lengths are ignored); schemes[0] is the ⟨TP, PP⟩ base. "
+           "schemes[k] runs degree k of `problem` (whose lengths are ignored), all CP schemes of one ⟨TP, PP⟩ base "
+           "(degree 1 the base itself). "
            "`overhead` is charged to each plan besides its groups' time (a layout move).")
       .def_property_readonly("strategy", &plan::FlexDomain::strategy)
       .def_property_readonly("overhead", &plan::FlexDomain::overhead)

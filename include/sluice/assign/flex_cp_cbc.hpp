@@ -244,7 +244,7 @@ inline std::vector<FlexCpMicroBatch> flex_cp_canonical(const FlexCpProblem& prob
 // result. The plan's lower_bound is the result's best_bound.
 inline ExactFlexCp solve_flex_cp_exact(const FlexCpProblem& problem, const solver::CbcOptions& options = {}) {
   const auto start = std::chrono::steady_clock::now();
-  validate_flex_cp(problem);
+  require_valid(problem);
   sluice::require(problem.lengths.size() <= flex_cp_exact_max_sequences, "flex CP exact: ", problem.lengths.size(),
                   " sequences, more than the exact solver's limit of ", flex_cp_exact_max_sequences);
   sluice::require(problem.units <= flex_cp_exact_max_units, "flex CP exact: ", problem.units,

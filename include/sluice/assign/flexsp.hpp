@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "sluice/assign/flex_cp.hpp"
+#include "sluice/assign/flex_cp_problem.hpp"
 #include "sluice/assign/flex_cp_types.hpp"
 #include "sluice/core/error.hpp"
 
@@ -406,10 +406,10 @@ inline std::optional<FlexCpMicroBatch> flexsp_group(const FlexCpProblem& problem
 // cluster's (units × the most tokens a unit holds in any degree), and into each of the next
 // flexsp_micro_batch_counts − 1 counts, each micro-batch grouped by flexsp_group; the count of least iteration time
 // kept (ties to the fewer). Where no count among those can group every micro-batch, further counts one at a time, as
-// the authors' first solver does, up to flexsp_most_counts in all. nullopt when none can (validate_flex_cp's
+// the authors' first solver does, up to flexsp_most_counts in all. nullopt when none can (require_valid(FlexCpProblem)
 // errors raise).
 inline std::optional<FlexCpPlan> solve_flexsp(const FlexCpProblem& problem) {
-  validate_flex_cp(problem);
+  require_valid(problem);
   const std::size_t n = problem.lengths.size();
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);

@@ -52,12 +52,14 @@ inline assign::FlexCpCollectives zero3_collectives(const Options& options, const
 // The flex CP domain that FlexSP runs: ZeRO-3 over every GPU (as the deepspeed baseline, with its memory and
 // collectives) and ⟨1, 1⟩ units in Ulysses groups formed per micro-batch; nullptr where the scheme space gives it no
 // Ulysses degree.
-inline std::shared_ptr<const plan::FlexDomain> zero3_flex_domain(const Options& options) {
-  const detail::Zero3Options zero3 = detail::zero3_options(options, 1, false);
+// With `also_flexsp`, sluice's: each batch also planned as FlexSP plans it, the faster kept.
+inline std::shared_ptr<const plan::FlexDomain> zero3_flex_domain(const Options& options,
+                                                                 const detail::Zero3Options& zero3,
+                                                                 bool also_flexsp) {
   const std::int64_t gpus = options.profile.gpus();
   if (!zero3.options || gpus > assign::flex_cp_max_units) return nullptr;
   return plan::flex_domain(zero3.options->profile, Scheme(1, 1), static_cast<int>(gpus), flexsp_scheme, false, 0,
-                           zero3_collectives(options, zero3), true);
+                           zero3_collectives(options, zero3), also_flexsp);
 }
 
 // The flex CP domains sluice's plan offers beside its candidates, with how the comparison names each and the
@@ -78,17 +80,13 @@ inline SluiceFlex sluice_flex_domains(const Options& options, const plan::Option
   SluiceFlex flex;
   std::vector<std::shared_ptr<const plan::FlexDomain>> domains;
   const auto add = [&](std::shared_ptr<const plan::FlexDomain> domain, std::string name, double move) {
-    if (!domain) return false;
-    for (std::size_t k = 0; k < domain->schemes().size(); ++k)
-      if (assign::flex_cp_holds(domain->problem_of({}), k, options.context)) {
-        domains.push_back(std::move(domain));
-        flex.names.push_back(std::move(name));
-        flex.layout_moves.push_back(move);
-        return true;
-      }
-    return false;
+    if (!domain || !domain->holds_length(options.context)) return false;
+    domains.push_back(std::move(domain));
+    flex.names.push_back(std::move(name));
+    flex.layout_moves.push_back(move);
+    return true;
   };
-  if (const auto zero3 = zero3_flex_domain(options))
+  if (const auto zero3 = zero3_flex_domain(options, detail::zero3_options(options, 1, false), true))
     flex.flexsp = add(zero3, zero3->strategy().name() + " flex CP (ZeRO-3)", 0);
   const std::int64_t gpus = options.profile.gpus();
   const std::int64_t per_node = options.profile.spec().gpus_per_node;
@@ -121,12 +119,15 @@ public:
                     " is not a flex CP system");
     if (system == System::flexsp) {
       zero3_ = detail::zero3_options(options, 1, false);
-      if (zero3_->options) add_domain(zero3_->options->profile, Scheme(1, 1), flexsp_scheme);
+      add_domain(zero3_flex_domain(options, *zero3_, false));
     } else {
+      const std::int64_t gpus = options.profile.gpus();
       const std::int64_t per_node = options.profile.spec().gpus_per_node;
       for (const cost::SchemeCost& cost : options.profile.schemes())
-        if (cost.scheme.is_base() && (options.cross_node_tp || cost.scheme.tp() <= per_node))
-          add_domain(options.profile, cost.scheme, dynamic_cp_scheme);
+        if (cost.scheme.is_base() && (options.cross_node_tp || cost.scheme.tp() <= per_node) &&
+            gpus % cost.scheme.gpus() == 0)
+          add_domain(plan::flex_domain(options.profile, cost.scheme, static_cast<int>(gpus / cost.scheme.gpus()),
+                                       dynamic_cp_scheme, true));
     }
     if (domains_.empty())
       no_domain_ = sluice::concat("no ", system == System::flexsp ? "ZeRO-3 × Ulysses" : "⟨TP, PP⟩ × ring CP",
@@ -140,22 +141,18 @@ public:
   void add(std::span<const Sequence> batch) {
     sluice::require(!batch.empty(), "compare: an empty batch");
     if (!failure_.empty()) return;
-    std::vector<std::int64_t> lengths;
-    for (const Sequence& sequence : batch) lengths.push_back(sequence.length());
     for (Domain& domain : domains_) {
-      domain.problem.lengths.swap(lengths);  // lent to each domain in turn, not copied
-      const std::optional<assign::FlexCpPlan> plan = system_ == System::flexsp
-                                                         ? assign::solve_flexsp(domain.problem)
-                                                         : assign::solve_flex_cp(domain.problem);
+      const assign::FlexCpProblem problem = domain.domain->problem_of(batch);
+      const std::optional<assign::FlexCpPlan> plan =
+          system_ == System::flexsp ? assign::solve_flexsp(problem) : assign::solve_flex_cp(problem);
       if (plan)
         domain.run.iterations.push_back(
-            detail::flex_cp_outcome(domain.problem, *plan, domain.run.strategies.front().name()));
+            detail::flex_cp_outcome(problem, *plan, domain.run.strategies.front().name()));
       else
         failure_ = sluice::concat("FlexSP keeps every GPU busy in each micro-batch, and no split of iteration ",
                                   domain.run.iterations.size() + 1, "'s ", batch.size(), " sequences into up to ",
                                   assign::flexsp_most_counts, " counts of micro-batches does so in Ulysses groups of ",
-                                  degree_list(domain.problem), " GPUs");
-      domain.problem.lengths.swap(lengths);
+                                  degree_list(*domain.domain), " GPUs");
     }
   }
 
@@ -168,7 +165,7 @@ public:
     if (!fastest) return detail::failed(system_, no_domain_);
     SystemRun run = std::move(runs[*fastest]);
     run.name = name(system_);
-    const std::string degrees = degree_list(domains_[*fastest].problem);
+    const std::string degrees = degree_list(*domains_[*fastest].domain);
     run.configuration =
         system_ == System::flexsp
             ? sluice::concat(run.strategies.front().name(), " under ZeRO-3 (collectives of ",
@@ -186,7 +183,8 @@ public:
 
 private:
   // The degrees the system forms groups of (FlexSP's pool from 2 up).
-  [[nodiscard]] std::string degree_list(const assign::FlexCpProblem& problem) const {
+  [[nodiscard]] std::string degree_list(const plan::FlexDomain& domain) const {
+    const assign::FlexCpProblem problem = domain.problem_of({});
     std::string degrees;
     for (std::size_t k = system_ == System::flexsp ? assign::detail::flexsp_first_degree(problem) : 0;
          k < problem.degrees.size(); ++k)
@@ -195,27 +193,16 @@ private:
   }
 
   struct Domain {
-    assign::FlexCpProblem problem;  // holds a batch's lengths only while add() solves it
+    std::shared_ptr<const plan::FlexDomain> domain;
     SystemRun run;
   };
 
-  template <class Admits>
-  void add_domain(const cost::Profile& profile, const Scheme& base, Admits admits) {
-    const std::int64_t gpus = options_->profile.gpus();
-    if (gpus % base.gpus() != 0) return;
-    const int units = static_cast<int>(gpus / base.gpus());
-    const std::int64_t context[] = {options_->context};
-    assign::FlexCpProblem problem = assign::flex_cp_problem(profile, base, units, context, admits);
-    problem.one_degree_per_micro_batch = system_ == System::dynamic_cp;
-    if (system_ == System::flexsp) problem.collectives = zero3_collectives(*options_, *zero3_);
-    if (problem.degrees.size() < 2) return;  // one degree is not a choice of CP degrees
-    bool holds = false;  // the context, in some group
-    for (std::size_t k = 0; k < problem.degrees.size(); ++k)
-      holds = holds || assign::flex_cp_holds(problem, k, options_->context);
-    if (!holds) return;
+  // Keeps `domain` where there is one and it holds the context in some group.
+  void add_domain(std::shared_ptr<const plan::FlexDomain> domain) {
+    if (!domain || !domain->holds_length(options_->context)) return;
     SystemRun run;
-    run.strategies.push_back(Strategy({{base, units}}));
-    domains_.push_back({std::move(problem), std::move(run)});
+    run.strategies.push_back(domain->strategy());
+    domains_.push_back({std::move(domain), std::move(run)});
   }
 
   const Options* options_;

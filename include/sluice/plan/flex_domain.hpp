@@ -2,7 +2,7 @@
 // Flex CP domains offered to the sluice plan beside its candidates (plan::FlexAlternative): `units` replicas of
 // one ⟨TP, PP⟩ scheme whose CP groups re-form per micro-batch (FlexSP, ASPLOS'25, §4–5; with one degree per
 // micro-batch, Megatron-LM's dynamic CP), each iteration solved by assign::solve_flex_cp and checked by
-// assign::check_flex_cp_plan; several of them, the fastest kept per batch.
+// assign::validate; several of them, the fastest kept per batch.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -28,14 +28,15 @@ namespace sluice::plan {
 
 class FlexDomain final : public FlexAlternative {
 public:
-  // `schemes[k]` is the scheme that degree k of `problem` runs (its lengths are ignored): degree 1 the domain's
-  // ⟨TP, PP⟩ base, replicated `problem.units` times. `overhead` is charged to each of its plans besides its groups'
-  // time (a candidate's layout move; nothing where the problem holds the domain's collectives, as ZeRO-3's).
-  // With `also_flexsp`, each batch is planned also as FlexSP plans it (assign::solve_flexsp) and the faster plan
-  // kept, so that the domain is never slower than FlexSP on it. Raises invalid_input unless they agree and the
-  // overhead is finite and >= 0.
+  // `schemes[k]` is the scheme that degree k of `problem` runs (its lengths are ignored), all on one ⟨TP, PP⟩ base
+  // replicated `problem.units` times: degree 1 is the base itself, or the narrowest degree a CP scheme of it where
+  // the base alone holds no token. `overhead` is charged to each of its plans besides its groups' time (a
+  // candidate's layout move; nothing where the problem holds the domain's collectives, as ZeRO-3's). With
+  // `also_flexsp`, each batch is planned also as FlexSP plans it (assign::solve_flexsp) and the faster plan kept, so
+  // that the domain is never slower than FlexSP on it. Raises invalid_input unless they agree and the overhead is
+  // finite and >= 0.
   FlexDomain(std::vector<Scheme> schemes, assign::FlexCpProblem problem, double overhead = 0, bool also_flexsp = false)
-      : strategy_({{schemes.empty() ? Scheme(1, 1) : schemes.front(), problem.units}}),
+      : strategy_({{schemes.empty() ? Scheme(1, 1) : schemes.front().base(), problem.units}}),
         schemes_(std::move(schemes)),
         problem_(std::move(problem)),
         overhead_(overhead),
@@ -44,15 +45,14 @@ public:
                     "flex CP domain: overhead must be finite and >= 0, got ", overhead_);
     sluice::require(!schemes_.empty() && schemes_.size() == problem_.degrees.size(),
                     "flex CP domain: ", schemes_.size(), " schemes for ", problem_.degrees.size(), " degrees");
-    const Scheme& base = schemes_.front();
-    sluice::require(base.is_base(), "flex CP domain: degree 1 runs ", base.name(), ", not a ⟨TP, PP⟩ scheme");
+    const Scheme& base = strategy_.parts().front().scheme;
     for (std::size_t k = 0; k < schemes_.size(); ++k)
-      sluice::require(schemes_[k].cp() == problem_.degrees[k].degree && schemes_[k].tp() == base.tp() &&
-                          schemes_[k].pp() == base.pp() && problem_.pp == base.pp(),
+      sluice::require(schemes_[k].cp() == problem_.degrees[k].degree && schemes_[k].base() == base &&
+                          schemes_[k].recompute() == Recompute::none && problem_.pp == base.pp(),
                       "flex CP domain: degree ", problem_.degrees[k].degree, " runs ", schemes_[k].name(),
                       ", not a CP scheme of that degree on ", base.name());
     problem_.lengths = {1};  // checked with one token; each batch brings its own lengths
-    assign::validate_flex_cp(problem_);
+    assign::require_valid(problem_);
     problem_.lengths.clear();
   }
 
@@ -72,18 +72,16 @@ public:
     check(iteration.strategy == strategy_, "runs ", iteration.strategy.name(), ", the domain is ", strategy_.name());
     check(iteration.schemes == schemes_, "its degrees run other schemes than the domain's");
     check(iteration.overhead == overhead_, "is charged ", iteration.overhead, " s, the domain ", overhead_, " s");
-    assign::check_flex_cp_plan(problem_of(batch), iteration.plan);
+    assign::validate(iteration.plan, problem_of(batch));
   }
 
   [[nodiscard]] bool holds(std::span<const Sequence> batch) const override {
-    for (const Sequence& sequence : batch) {
-      bool held = false;
-      for (std::size_t k = 0; k < problem_.degrees.size() && !held; ++k)
-        held = assign::flex_cp_holds(problem_, k, sequence.length());
-      if (!held) return false;
-    }
-    return !batch.empty();
+    return !batch.empty() &&
+           std::ranges::all_of(batch, [&](const Sequence& sequence) { return holds_length(sequence.length()); });
   }
+
+  // Whether some group of the domain holds a sequence of `length` alone.
+  [[nodiscard]] bool holds_length(std::int64_t length) const { return assign::flex_cp_holds(problem_, length); }
 
   // The flex CP problem of `batch` on this domain.
   [[nodiscard]] assign::FlexCpProblem problem_of(std::span<const Sequence> batch) const {
@@ -154,16 +152,18 @@ private:
 
 // The domain of `units` replicas of `base` on `profile` with the CP schemes that `admits` takes
 // (assign::flex_cp_schemes), each micro-batch waiting for `collectives` beside its compute (FlexDomain tells the
-// rest); nullptr when it offers fewer than two degrees, which is no choice of CP degree.
+// rest): the one builder of flex CP domains, sluice's and the baselines'. nullptr when it offers fewer than two
+// degrees, which is no choice of CP degree, or when `units` exceeds assign::flex_cp_max_units.
 template <class Admits>
 std::shared_ptr<const FlexDomain> flex_domain(const cost::Profile& profile, const Scheme& base, int units,
                                               Admits admits, bool one_degree_per_micro_batch = false,
                                               double overhead = 0, assign::FlexCpCollectives collectives = {},
                                               bool also_flexsp = false) {
+  if (units > assign::flex_cp_max_units) return nullptr;
   std::vector<Scheme> schemes;
   for (const cost::SchemeCost* cost : assign::flex_cp_schemes(profile, base, units, admits))
     schemes.push_back(cost->scheme);
-  if (schemes.size() < 2 || schemes.front() != base) return nullptr;
+  if (schemes.size() < 2) return nullptr;
   assign::FlexCpProblem problem = assign::flex_cp_problem(profile, base, units, {}, admits);
   problem.one_degree_per_micro_batch = one_degree_per_micro_batch;
   problem.collectives = collectives;

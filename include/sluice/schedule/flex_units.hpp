@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "sluice/assign/flex_cp.hpp"
+#include "sluice/assign/flex_cp_problem.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/schedule/iteration.hpp"
 #include "sluice/schedule/pipeline.hpp"
@@ -46,7 +46,7 @@ struct FlexUnits {
 // lasts its slowest group, and carries its tokens for the activation shapes (`options.hidden`).
 inline FlexUnits flex_units(const FlexIteration& iteration, const assign::FlexCpProblem& problem,
                             const ProblemOptions& options = {}) {
-  assign::check_flex_cp_plan(problem, iteration.plan);
+  assign::validate(iteration.plan, problem);
   sluice::require(iteration.strategy.parts().size() == 1 && iteration.schemes.size() == problem.degrees.size(),
                   "flex units: the flex CP iteration's strategy ", iteration.strategy.name(),
                   " is not one domain of its degrees");
