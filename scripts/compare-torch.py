@@ -126,7 +126,7 @@ def torch_attention(torch, repetitions):
                 continue
             figures[f"attention/{tokens}/{name}"] = {"seconds": seconds,
                                                      "TFLOP/s": attention_flops(tokens) / seconds * 1e-12}
-        del q, k, v, dout
+        q = k = v = dout = None  # freed before the next size (del would leave the closures' names undefined)
         torch.cuda.empty_cache()
     return figures
 
@@ -172,7 +172,7 @@ def torch_varlen(torch, repetitions):
                 print(f"  varlen {tokens} {name}: not run ({str(error).splitlines()[0]})", file=sys.stderr)
                 continue
             figures[f"varlen/{tokens}/{name}"] = {"seconds": seconds, "TFLOP/s": flops / seconds * 1e-12}
-        del q, k, v, dout
+        q = k = v = dout = None  # freed before the next size (del would leave the closures' names undefined)
         torch.cuda.empty_cache()
     return figures
 
@@ -255,7 +255,7 @@ def torch_layers(torch, repetitions):
         for name, model in (("eager", eager), ("compiled", compiled)):
             seconds = timed(torch, lambda: model(x).backward(dout), repetitions)
             figures[f"layers/{tokens}/{name}"] = {"seconds": seconds, "tokens/s": tokens / seconds}
-        del x, dout
+        x = dout = None
         torch.cuda.empty_cache()
     return figures
 
@@ -327,7 +327,8 @@ def main():
     if not torch.cuda.is_available():
         print("compare-torch: no CUDA device", file=sys.stderr)
         return 2
-    reports = read_bench_reports(args.bench_json) if args.bench_json else [("", run_bench(args.bench, args.repetitions))]
+    reports = (read_bench_reports(args.bench_json) if args.bench_json
+               else [("", run_bench(args.bench, args.repetitions))])
     figures = {}
     if "attention" in parts:
         figures.update(torch_attention(torch, args.repetitions))
@@ -339,7 +340,8 @@ def main():
         figures.update(torch_layers(torch, args.repetitions))
     rows = [((label + " " if label else "") + name, *rest)
             for label, sluice in reports for name, *rest in ratios(sluice, figures)]
-    sluice = {(label + " " if label else "") + name: value for label, medians in reports for name, value in medians.items()}
+    sluice = {(label + " " if label else "") + name: value
+              for label, medians in reports for name, value in medians.items()}
     device = torch.cuda.get_device_name()
     write_output(args.json, json.dumps(
         {"device": device, "torch": torch.__version__, "sluice": sluice, "pytorch": figures,

@@ -3,7 +3,8 @@
 and mma.m16n8k16 (which lane holds which element of A, B and C), in float64, and compares forward, dQ, dK and dV
 with dense attention: a check of the kernels' index math (operand addresses, accumulator-to-operand packing, causal
 and length masks, tile loops, online softmax) made without a GPU. It mirrors the kernels' code function by function;
-it does not model cp.async, synchronisation or several sequences in one batch. Prints the largest errors (~1e-15) and exits 1 past 1e-12."""
+it does not model cp.async, synchronisation or several sequences in one batch. Prints the largest errors (~1e-15)
+and exits 1 past 1e-12."""
 import sys
 
 import numpy as np
@@ -48,7 +49,14 @@ def load_b_rows_n(tile, n0, k0):
     return ldmatrix(tile, lambda lane: (n0 + ((lane // 8) >> 1) * 8 + (lane & 7), k0 + ((lane // 8) & 1) * 8))
 
 def load_b_rows_k(tile, k0, n0):
-    return ldmatrix(tile, lambda lane: (k0 + ((lane // 8) & 1) * 8 + (lane & 7), n0 + ((lane // 8) >> 1) * 8), trans=True)
+    return ldmatrix(tile, lambda lane: (k0 + ((lane // 8) & 1) * 8 + (lane & 7), n0 + ((lane // 8) >> 1) * 8),
+                    trans=True)
+
+def mma_into(acc, column, a, b, half):
+    """acc[:, column, :] += A·B, B's registers of `half` (0: the first pair, 1: the second) per lane."""
+    c = acc[:, column, :].copy()
+    mma(c, a, [b[L][2*half] for L in range(32)], [b[L][2*half+1] for L in range(32)])
+    acc[:, column, :] = c
 
 def row_products(a_tile, a_row, b_tile, D):
     s = np.zeros((32, 8, 4))
@@ -56,17 +64,18 @@ def row_products(a_tile, a_row, b_tile, D):
         a = load_a(a_tile, a_row, k * 16)
         for n in range(4):
             b = load_b_rows_n(b_tile, n * 16, k * 16)
-            c0 = s[:, 2*n, :].copy(); mma(c0, a, [b[L][0] for L in range(32)], [b[L][1] for L in range(32)]); s[:, 2*n, :] = c0
-            c1 = s[:, 2*n+1, :].copy(); mma(c1, a, [b[L][2] for L in range(32)], [b[L][3] for L in range(32)]); s[:, 2*n+1, :] = c1
+            mma_into(s, 2*n, a, b, 0)
+            mma_into(s, 2*n+1, a, b, 1)
     return s
 
 def accumulate(acc, p, tile, D):
     for k in range(4):
-        a = [((p[L][2*k][0], p[L][2*k][1]), (p[L][2*k][2], p[L][2*k][3]), (p[L][2*k+1][0], p[L][2*k+1][1]), (p[L][2*k+1][2], p[L][2*k+1][3])) for L in range(32)]
+        a = [((p[L][2*k][0], p[L][2*k][1]), (p[L][2*k][2], p[L][2*k][3]),
+              (p[L][2*k+1][0], p[L][2*k+1][1]), (p[L][2*k+1][2], p[L][2*k+1][3])) for L in range(32)]
         for n in range(D // 16):
             b = load_b_rows_k(tile, k * 16, n * 16)
-            c0 = acc[:, 2*n, :].copy(); mma(c0, a, [b[L][0] for L in range(32)], [b[L][1] for L in range(32)]); acc[:, 2*n, :] = c0
-            c1 = acc[:, 2*n+1, :].copy(); mma(c1, a, [b[L][2] for L in range(32)], [b[L][3] for L in range(32)]); acc[:, 2*n+1, :] = c1
+            mma_into(acc, 2*n, a, b, 0)
+            mma_into(acc, 2*n+1, a, b, 1)
 
 def tile_of(x, first, length):
     t = np.zeros((64, x.shape[1]))

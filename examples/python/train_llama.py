@@ -25,7 +25,7 @@ over the processes as Hydraulis shards them (sluice.sharded).
     PYTHONPATH=build/release/python torchrun --nproc_per_node 4 examples/python/train_llama.py --cp 2 --check
     PYTHONPATH=build/release/python torchrun --nproc_per_node 4 examples/python/train_llama.py --flex-cp --check
     PYTHONPATH=build/release/python torchrun --nproc_per_node 4 examples/python/train_llama.py --pipelines --layers 4 --check
-"""
+"""  # noqa: E501 (commands kept whole)
 import os
 import sys
 

@@ -1,6 +1,7 @@
 """Checks scripts/compare-torch.py without a GPU: how it reads Google Benchmark's JSON report (medians only, errored
-runs skipped, time units; reports given by file, labelled or not) and pairs the bench's figures with PyTorch's; and, where PyTorch is installed without a
-CUDA device, that it exits 2 with one line. Usage: compare_torch_check.py path/to/compare-torch.py"""
+runs skipped, time units; reports given by file, labelled or not) and pairs the bench's figures with PyTorch's; and,
+where PyTorch is installed without a CUDA device, that it exits 2 with one line.
+Usage: compare_torch_check.py path/to/compare-torch.py"""
 import contextlib
 import importlib.util
 import io

@@ -16,7 +16,7 @@ if _os.path.isdir(_bundled):
     _os.environ.setdefault("SLUICE_DATA_DIR", _bundled)
 
 from ._sluice import *  # noqa: E402,F401,F403
-from ._sluice import __version__, Planner as _Planner  # noqa: E402
+from ._sluice import __version__, Planner as _Planner  # noqa: E402,F401
 
 # Planner threads call back into Python for batches, so they must stop before the interpreter does.
 _live_planners = _weakref.WeakSet()

@@ -113,8 +113,8 @@ class _Structure:
     def __init__(self, model: nn.Module, build_stage: Callable, layers: int, spec_type, tp_type):
         names = {id(p): name for name, p in model.named_parameters()}
         tp = tp_type()
-        per_layer = [_sources(build_stage(model, spec_type(l, l + 1, False, False, tp)), f"layer {l}")
-                     for l in range(layers)]
+        per_layer = [_sources(build_stage(model, spec_type(layer, layer + 1, False, False, tp)), f"layer {layer}")
+                     for layer in range(layers)]
         first = _sources(build_stage(model, spec_type(0, 1, True, False, tp)), "the first stage")
         last = _sources(build_stage(model, spec_type(layers - 1, layers, False, True, tp)), "the last stage")
         self.groups: list[_Group] = []

@@ -133,7 +133,6 @@ def placement_of(strategy, gpus):
 
 def groups_worker(rank, world, store, out_dir):
     """Builds every placement's groups and all-reduces each process's global rank in each of its groups."""
-    import sluice
     import sluice.torch as st
 
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -322,7 +321,8 @@ def test_serialized_ring_equals_unsharded_attention(blocks, monkeypatch):
     for name, lengths, heads, seed in CASES:
         expected = reference(lengths, heads, seed)
         for cp in (1, 2, 3, 4):
-            for what, value, wanted in zip(("output", "dq", "dk", "dv"), serialized(lengths, heads, seed, cp), expected):
+            computed = serialized(lengths, heads, seed, cp)
+            for what, value, wanted in zip(("output", "dq", "dk", "dv"), computed, expected):
                 error = relative_error(value, wanted)
                 assert error <= TOLERANCE, f"{blocks}, {name}, cp {cp}: {what} off by {error:.2e}"
 
@@ -369,8 +369,6 @@ def test_a_rank_that_dies_ends_the_others(tmp_path):
 
 
 def test_process_groups_of_a_rank_placement(tmp_path):
-    import sluice
-
     assert run(4, tmp_path, target=groups_worker) == [0] * 4
     for strategy, gpus in PLACEMENTS:
         expected = placement_of(strategy, gpus).groups
@@ -387,7 +385,6 @@ def test_process_groups_of_a_rank_placement(tmp_path):
 
 
 def test_process_groups_need_a_process_group():
-    import sluice
     import sluice.torch as st
 
     placement = sluice.rank_placement("2*tp1pp2", sluice.Profile.bundled("llama2-7b", gpus=4))

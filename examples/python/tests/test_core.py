@@ -139,7 +139,8 @@ def test_profile_documents_round_trip(tmp_path):
     assert sluice.Profile.from_json(text).to_json() == text
     assert pickle.loads(pickle.dumps(profile)).to_json() == text
     profile.save(tmp_path / "p.json")
-    assert sluice.Profile.load(tmp_path / "p.json").to_json() == text == sluice.Profile.read(tmp_path / "p.json").to_json()
+    loaded = sluice.Profile.load(tmp_path / "p.json").to_json()
+    assert loaded == text == sluice.Profile.read(tmp_path / "p.json").to_json()
     assert profile.with_gpus(32).gpus == 32
     assert [p.max_len for p in profile.pipelines("1*tp16pp1+6*tp8pp1")] == sorted(
         (p.max_len for p in profile.pipelines("1*tp16pp1+6*tp8pp1")), reverse=True)

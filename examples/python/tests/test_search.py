@@ -305,5 +305,6 @@ def test_galvatron_profiles_and_profiled_terms(tmp_path):
     with pytest.raises(sluice.InvalidInput, match="not a directory of Galvatron profiles"):
         sluice.galvatron_inputs(tmp_path / "none", model)
     (tmp_path / "computation_profiling_bf16_x_all.json").write_text('{"layertype_0_bsz1_seq2048": -1}')
-    with pytest.raises(sluice.InvalidInput, match="computation_profiling_bf16_x_all.json: key 'layertype_0_bsz1_seq2048'"):
+    wanted = "computation_profiling_bf16_x_all.json: key 'layertype_0_bsz1_seq2048'"
+    with pytest.raises(sluice.InvalidInput, match=wanted):
         sluice.galvatron_inputs(tmp_path, model)
