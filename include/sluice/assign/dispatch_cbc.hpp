@@ -101,7 +101,8 @@ public:
       if (load[p] == 0) continue;
       const int g = problem_.group_of(p);
       const DispatchGroup& group = problem_.group(g);
-      warm[v_[p]] = static_cast<double>((load[p] + group.max_len - 1) / group.max_len);
+      const std::int64_t micro_batches = (load[p] + group.max_len - 1) / group.max_len;  // rounded up
+      warm[v_[p]] = static_cast<double>(micro_batches);
       double value = group.overhead * warm[v_[p]] + (e_[p] >= 0 ? warm[e_[p]] : 0.0);
       double slowest = 0.0;
       for (int i = 0; i < n; ++i) {

@@ -84,7 +84,8 @@ inline std::optional<IterationBound> iteration_bound(const Options& options, std
   for (const cost::SchemeCost& cost : schemes) {
     const int stages = cost.scheme.pp();
     if (stages == 1 || cost.max_len < lengths.front()) continue;
-    const double stage_gpus = static_cast<double>(cost.scheme.gpus() / stages);
+    const std::int64_t gpus_per_stage = cost.scheme.gpus() / stages;  // exact: PP divides the scheme's GPUs
+    const double stage_gpus = static_cast<double>(gpus_per_stage);
     fill_and_drain = std::min(fill_and_drain, stage_gpus * stages * (stages - 1) / 2.0 * cost.latency(lengths.front()));
   }
   const double busy = std::min(one_stage, any_depth + fill_and_drain);

@@ -216,7 +216,8 @@ inline std::vector<SchemeEntry> unpipelined_schemes(const ProfileSpec& spec, int
   for (const auto& [tp, entry] : shallowest) {
     const int pp = entry->scheme.pp();
     if (pp == 1 || pp > layers) continue;
-    const double ratio = static_cast<double>(layers) / ((layers + pp - 1) / pp);
+    const int fullest_stage = (layers + pp - 1) / pp;  // layers of the fullest stage
+    const double ratio = static_cast<double>(layers) / fullest_stage;
     const QuadraticLatency& t = entry->latency;
     derived.push_back({Scheme(tp, 1), {t.a() * ratio, t.b() * ratio, t.c() * ratio}, std::nullopt, std::nullopt});
   }
@@ -235,7 +236,7 @@ inline ProfileSpec with_scheme_space(ProfileSpec spec, const SchemeSpace& space)
   sluice::require(space.cp_degrees.empty() || !space.cp_kinds.empty(), "scheme space: CP degrees need a CP kind");
   sluice::require(spec.memory.has_value(), "scheme space: profile ", spec.name,
                   " has no memory model to derive the MaxLen of CP and AC schemes from");
-  for (SchemeEntry& entry : unpipelined_schemes(spec, spec.memory->layers)) spec.schemes.push_back(std::move(entry));
+  for (const SchemeEntry& entry : unpipelined_schemes(spec, spec.memory->layers)) spec.schemes.push_back(entry);
   const Profile profile{spec};
   std::vector<SchemeEntry> added;
   // Per CP degree: whether any scheme fits the cluster, splits the heads, and holds a sequence, to say which failed.

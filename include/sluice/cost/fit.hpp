@@ -190,7 +190,7 @@ inline ProfileFit fit_profile(std::span<const ProfileSample> samples, const Prof
       entry.max_len = memory.max_len();
     }
     spec.schemes.push_back(entry);
-    fits.push_back(std::move(fit));
+    fits.push_back(fit);
   }
   return {Profile(std::move(spec)), std::move(fits)};
 }

@@ -48,7 +48,8 @@ public:
     const double tokens = (budget_ - fixed_) / per_token_;
     if (!(tokens >= static_cast<double>(granularity_))) return 0;
     const double blocks = std::floor(tokens / static_cast<double>(granularity_));
-    return static_cast<std::int64_t>(std::min(blocks, static_cast<double>(max_tokens / granularity_))) * granularity_;
+    const std::int64_t most_blocks = max_tokens / granularity_;
+    return static_cast<std::int64_t>(std::min(blocks, static_cast<double>(most_blocks))) * granularity_;
   }
 
   friend bool operator==(const LinearMemory&, const LinearMemory&) = default;

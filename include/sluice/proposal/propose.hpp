@@ -182,7 +182,7 @@ inline std::vector<cost::SchemeCost> undominated(std::vector<cost::SchemeCost> u
   }
   std::vector<cost::SchemeCost> kept;
   for (std::size_t k = 0; k < usable.size(); ++k)
-    if (!dominated[k]) kept.push_back(std::move(usable[k]));
+    if (!dominated[k]) kept.push_back(usable[k]);
   return kept;
 }
 
@@ -304,8 +304,9 @@ inline void add_best_homogeneous(Entries& entries, std::span<const SchemeTable> 
   std::optional<std::size_t> best;
   double best_estimate = infinity;
   for (std::size_t k = 0; k < tables.size() && tables[k].max_len >= max_len; ++k) {
+    const std::int64_t copies = gpus / tables[k].gpus;  // whole copies of the scheme on the GPUs
     const double estimate = tables[k].interval(0, bins, axis.last_nonempty[static_cast<std::size_t>(bins)]) /
-                            static_cast<double>(gpus / tables[k].gpus);
+                            static_cast<double>(copies);
     if (estimate < best_estimate) {
       best = k;
       best_estimate = estimate;

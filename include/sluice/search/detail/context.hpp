@@ -60,12 +60,12 @@ inline void check(const SearchOptions& options, const ClusterSpec& cluster, std:
   check(options);
   sluice::require(options.memory_bytes <= cluster.memory_bytes, "search: memory_bytes ", options.memory_bytes,
                   " exceeds the device memory of cluster ", cluster.name, " (", cluster.memory_bytes, ")");
-  sluice::require(budget(options, cluster) / options.granularity_bytes <= max_memory_units,
-                  "search: memory / granularity_bytes must be <= ", max_memory_units, ", got ",
-                  budget(options, cluster) / options.granularity_bytes);
-  const double sweeps =
-      options.global_batch > 0 ? 1.0 : static_cast<double>(options.max_batch / options.batch_step);
-  const double units = static_cast<double>(budget(options, cluster) / options.granularity_bytes);
+  const auto memory_units = budget(options, cluster) / options.granularity_bytes;  // whole units of the budget
+  sluice::require(memory_units <= max_memory_units, "search: memory / granularity_bytes must be <= ",
+                  max_memory_units, ", got ", memory_units);
+  const auto batch_sizes = options.max_batch / options.batch_step;  // the sweep's steps
+  const double sweeps = options.global_batch > 0 ? 1.0 : static_cast<double>(batch_sizes);
+  const double units = static_cast<double>(memory_units);
   sluice::require(sweeps * static_cast<double>(layers) * units <= max_search_work, "search: ", sweeps,
                   " batch sizes x ", layers, " layers x ", units, " memory units is more than the ", max_search_work,
                   " a search may take (use a coarser --granularity, a fixed --batch or a larger --batch-step)");
@@ -277,15 +277,16 @@ class Context {
   }
   [[nodiscard]] double initial_memory(int index, int first, int count) const {
     const auto a = static_cast<std::size_t>(first);
-    const auto b = static_cast<std::size_t>(first + count);
+    const auto b = a + static_cast<std::size_t>(count);
     return prefix_state_[b] - prefix_state_[a] +
            in_flight(options_.schedule, index, pp_, micro_batches_) * (prefix_forward_[b] - prefix_forward_[a]) +
            initial_extra_[static_cast<std::size_t>(index)].bytes;
   }
   [[nodiscard]] double initial_time(int index, int first, int count) const {
     const double p2p = index + 1 < pp_ ? estimator_.p2p(first + count - 1, group_, micro_batch_) : 0.0;
-    return prefix_time_[static_cast<std::size_t>(first + count)] - prefix_time_[static_cast<std::size_t>(first)] + p2p +
-           initial_extra_[static_cast<std::size_t>(index)].time_nosync;
+    const auto a = static_cast<std::size_t>(first);
+    const auto b = a + static_cast<std::size_t>(count);
+    return prefix_time_[b] - prefix_time_[a] + p2p + initial_extra_[static_cast<std::size_t>(index)].time_nosync;
   }
 
  private:
