@@ -61,8 +61,8 @@ std::optional<std::int64_t> peak_memory(Call&& call) {
 // Reads a file from disk (the page cache after the first read), as `sluice inspect --lengths` does. The counter
 // peak_memory is one read's peak (see peak_memory), file_size the file's size, for comparison.
 void BM_ReadLengthsText(benchmark::State& state) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("sluice-bench-lengths-" + std::to_string(state.range(0)) + ".txt");
+  const auto path =
+      std::filesystem::temp_directory_path() / ("sluice-bench-lengths-" + std::to_string(state.range(0)) + ".txt");
   std::int64_t file_size = 0;
   {
     std::ofstream out(path, std::ios::binary);
@@ -82,8 +82,8 @@ void BM_ReadLengthsText(benchmark::State& state) {
 BENCHMARK(BM_ReadLengthsText)->Arg(100'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond);
 
 void BM_ReadLengthsNpy(benchmark::State& state) {
-  const std::string header = "{'descr': '<i4', 'fortran_order': False, 'shape': (" + std::to_string(state.range(0)) +
-                             ",), }";
+  const std::string header =
+      "{'descr': '<i4', 'fortran_order': False, 'shape': (" + std::to_string(state.range(0)) + ",), }";
   std::string file = "\x93NUMPY\x01";
   file.push_back('\0');
   const std::string padded = header + std::string(63 - (10 + header.size()) % 64, ' ') + "\n";

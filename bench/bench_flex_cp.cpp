@@ -20,14 +20,14 @@ namespace {
 // long-context scenario at 64 GPUs: 800K tokens).
 sluice::assign::FlexCpProblem long_context_problem(int gpus, const char* lengths_name = "debian-changelogs",
                                                    std::int64_t context = 262'144) {
-  const auto profile = sluice::io::read_document<sluice::cost::Profile>(
-                           sluice::io::resolve_data_file("llama2-7b", "profiles"))
-                           .with_gpus(gpus);
+  const auto profile =
+      sluice::io::read_document<sluice::cost::Profile>(sluice::io::resolve_data_file("llama2-7b", "profiles"))
+          .with_gpus(gpus);
   sluice::cost::SchemeSpace space;
   for (int degree = 2; degree <= gpus; degree *= 2) space.cp_degrees.push_back(degree);
   const sluice::cost::Profile derived(sluice::cost::with_scheme_space(profile.spec(), space));
-  const auto dataset = sluice::data::LengthDataset::load(sluice::io::resolve_data_file(lengths_name, "lengths"))
-                           .truncated(context);
+  const auto dataset =
+      sluice::data::LengthDataset::load(sluice::io::resolve_data_file(lengths_name, "lengths")).truncated(context);
   sluice::data::BatchSampler sampler(dataset, {.tokens_per_batch = 12'500 * std::int64_t{gpus}, .seed = 1});
   std::vector<std::int64_t> lengths;
   for (const sluice::Sequence& sequence : sampler.next().sequences) lengths.push_back(sequence.length());

@@ -65,8 +65,8 @@ void BM_PackFullMicroBatches(benchmark::State& state) {
   std::int64_t tokens = 0;
   for (const sluice::Sequence& sequence : batch) tokens += sequence.length();
   state.counters["sequences"] = static_cast<double>(batch.size());
-  state.counters["fill"] = static_cast<double>(tokens) / static_cast<double>(max_len * static_cast<std::int64_t>(
-                                                                                          packing.micro_batches.size()));
+  state.counters["fill"] = static_cast<double>(tokens) /
+                           static_cast<double>(max_len * static_cast<std::int64_t>(packing.micro_batches.size()));
   state.counters["micro_batches"] = static_cast<double>(packing.micro_batches.size());
 }
 BENCHMARK(BM_PackFullMicroBatches)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);

@@ -38,8 +38,8 @@ void BM_PlannerOverlap(benchmark::State& state) {
   std::int64_t steps = 0;
   std::atomic<std::int64_t> planning_ns{0};
   for (auto _ : state) {
-    data::BatchSampler sampler(dataset, {.tokens_per_batch = bench::scenario_tokens_per_64_gpus * (gpus / 64),
-                                         .seed = 1});
+    data::BatchSampler sampler(dataset,
+                               {.tokens_per_batch = bench::scenario_tokens_per_64_gpus * (gpus / 64), .seed = 1});
     int pulled = 0;
     schedule::Planner<schedule::SimulatedIteration> planner(
         [&]() -> std::optional<std::vector<Sequence>> {
@@ -49,8 +49,8 @@ void BM_PlannerOverlap(benchmark::State& state) {
         [&](std::int64_t, std::span<const Sequence> batch) {
           const auto begin = std::chrono::steady_clock::now();
           auto planned = sluice_plan.plan(batch);
-          planning_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - begin)
-                             .count();
+          planning_ns +=
+              std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - begin).count();
           return planned;
         },
         options);

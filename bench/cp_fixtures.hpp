@@ -23,8 +23,7 @@ inline cost::SchemeSpace wide_space() {
 inline std::vector<Strategy> scenario_cp_candidates(int gpus) {
   const int scale = gpus / 64;
   const Scheme ring = Scheme::parse("tp8cp2ringpp1");
-  return {Strategy({{ring, scale}, {Scheme(8, 1), 6 * scale}}),
-          Strategy({{Scheme::parse("tp4cp4ringpp1"), 4 * scale}}),
+  return {Strategy({{ring, scale}, {Scheme(8, 1), 6 * scale}}), Strategy({{Scheme::parse("tp4cp4ringpp1"), 4 * scale}}),
           Strategy({{Scheme(16, 1), 2 * scale}, {Scheme::parse("tp8pp1ac"), 4 * scale}}),
           Strategy({{ring, 3 * scale}, {Scheme::parse("tp1cp4hybrid2pp4"), scale}})};
 }

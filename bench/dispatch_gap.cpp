@@ -62,9 +62,9 @@ void local_search_gain(int gpus, int batches, bool longest_first) {
     plain_gap += plain.objective / plain.lower_bound - 1;
     searched_gap += searched.objective / searched.lower_bound - 1;
   }
-  std::printf("| %d | %s | %d | %d | %.3f%% | %.3f%% | %.3f%% | %.3f%% | %d |\n", gpus,
-              longest_first ? "yes" : "no", batches, improved, 100 * gain_sum / batches, 100 * gain_max,
-              100 * plain_gap / batches, 100 * searched_gap / batches, at_bound);
+  std::printf("| %d | %s | %d | %d | %.3f%% | %.3f%% | %.3f%% | %.3f%% | %d |\n", gpus, longest_first ? "yes" : "no",
+              batches, improved, 100 * gain_sum / batches, 100 * gain_max, 100 * plain_gap / batches,
+              100 * searched_gap / batches, at_bound);
 }
 
 // The slowest packed pipeline of a dispatch: what a plan of it reports.
@@ -99,8 +99,8 @@ void near_max_len(double cbc_seconds, int iterations) {
     const assign::ExactDispatch exact = assign::dispatch_exact(batch, pipelines, {.time_limit_seconds = cbc_seconds});
     const double cbc = packed(batch, pipelines, exact.dispatch.pipeline_of);
     std::printf("| %d | %zu | %lld | %.4f | %.4f | %.4f | %s | %.2f%% |\n", b, batch.size(),
-                static_cast<long long>(longest_length(batch)), plan.estimate, cbc,
-                exact.dispatch.objective, status_name(exact.status), 100 * (plan.estimate / cbc - 1));
+                static_cast<long long>(longest_length(batch)), plan.estimate, cbc, exact.dispatch.objective,
+                status_name(exact.status), 100 * (plan.estimate / cbc - 1));
     std::fflush(stdout);
   }
 }
@@ -117,16 +117,18 @@ int main(int argc, char** argv) {
   }
 
   std::printf("Local search over the best of 100 greedy trials (seed 0), batches 1..%d:\n\n", batches);
-  std::printf("| GPUs | longest-first trial | batches | improved | mean gain | max gain | greedy / bound − 1 "
-              "| + local search / bound − 1 | at the bound |\n");
+  std::printf(
+      "| GPUs | longest-first trial | batches | improved | mean gain | max gain | greedy / bound − 1 "
+      "| + local search / bound − 1 | at the bound |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const int gpus : {64, 1024}) {
     for (const bool longest_first : {false, true}) local_search_gain(gpus, batches, longest_first);
   }
 
   std::printf("\nGreedy + local search vs CBC (%g s limit), 64-GPU scenario:\n\n", cbc_seconds);
-  std::printf("| batch | sequences | greedy | CBC | CBC bound | status | greedy / CBC − 1 | CBC gap "
-              "| greedy / bound − 1 | lower bound | CBC s |\n");
+  std::printf(
+      "| batch | sequences | greedy | CBC | CBC bound | status | greedy / CBC − 1 | CBC gap "
+      "| greedy / bound − 1 | lower bound | CBC s |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int b = 1; b <= iterations; ++b) {
     const sluice::bench::AssignScenario scenario = sluice::bench::scenario(64, b);
@@ -142,8 +144,10 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
-  std::printf("\nPlans where the V step matters: 4*tp16pp1 (LLaMA-32B, 64 GPUs), cpython-stdlib batches with a "
-              "sequence of at least 29,000 tokens, CBC %g s:\n\n", cbc_seconds);
+  std::printf(
+      "\nPlans where the V step matters: 4*tp16pp1 (LLaMA-32B, 64 GPUs), cpython-stdlib batches with a "
+      "sequence of at least 29,000 tokens, CBC %g s:\n\n",
+      cbc_seconds);
   near_max_len(cbc_seconds, iterations);
   return 0;
 }

@@ -73,8 +73,8 @@ void study(const std::string& title, const data::LengthDataset& lengths, const c
       homogeneous_name = strategy.name();
     }
   }
-  std::cout << std::fixed << std::setprecision(3) << "| best homogeneous: " << homogeneous_name << " | "
-            << homogeneous << " | 1.000 |\n";
+  std::cout << std::fixed << std::setprecision(3) << "| best homogeneous: " << homogeneous_name << " | " << homogeneous
+            << " | 1.000 |\n";
 
   for (const auto& [constant, relaxed] : {std::pair{true, false}, {true, true}, {false, false}, {false, true}}) {
     options.sequence_constant = constant;

@@ -93,8 +93,8 @@ struct Result {
 
 constexpr std::initializer_list<System> megatron_and_hotspa = {System::megatron, System::hotspa};
 constexpr std::initializer_list<System> three_baselines = {System::megatron, System::hotspa, System::dynapipe};
-constexpr std::initializer_list<System> cp_baselines = {System::megatron, System::megatron_cp, System::deepspeed,
-                                                        System::dynamic_cp, System::flexsp, System::hotspa,
+constexpr std::initializer_list<System> cp_baselines = {System::megatron,   System::megatron_cp, System::deepspeed,
+                                                        System::dynamic_cp, System::flexsp,      System::hotspa,
                                                         System::dynapipe};
 
 // The CP and AC schemes of the scenarios with CP: degrees 2, 4 and 8 of Ulysses and of the ring, each with and
@@ -207,9 +207,7 @@ std::string speedup_cell(const Result& result, std::optional<System> s) {
   return fixed(*result.summaries[*s].speedup, 2) + "×";
 }
 
-std::string label(const Scenario& scenario) {
-  return scenario.cross_node_tp ? "TP across nodes" : "TP within a node";
-}
+std::string label(const Scenario& scenario) { return scenario.cross_node_tp ? "TP across nodes" : "TP within a node"; }
 
 // Every speedup of sluice over the best of `baselines`, over the scenarios where both ran.
 struct Range {
@@ -312,8 +310,8 @@ void layout_moves() {
     std::cout << " | " << fixed(summary.layout_move, 3) << " | " << fixed(summary.switching, 3) << " | "
               << fixed(summary.seconds, 2) << " | " << fixed(speedup(with), 2) << "× | "
               << fixed(summary.seconds - summary.switching, 2) << " | " << fixed(speedup(without), 2) << "× | "
-              << fixed(summary.seconds - summary.switching + summary.layout_move, 2) << " | "
-              << fixed(speedup(all), 2) << "× |\n";
+              << fixed(summary.seconds - summary.switching + summary.layout_move, 2) << " | " << fixed(speedup(all), 2)
+              << "× |\n";
     charged.values.push_back(speedup(with));
     free.values.push_back(speedup(without));
     exposed.values.push_back(speedup(all));
@@ -377,8 +375,7 @@ void balance() {
         continue;
       }
       std::cout << fixed(result.summaries[s].imbalance, 2);
-      if (result.summaries[s].idle >= 0.005)
-        std::cout << " (" << fixed(result.summaries[s].idle * 100, 0) << "% idle)";
+      if (result.summaries[s].idle >= 0.005) std::cout << " (" << fixed(result.summaries[s].idle * 100, 0) << "% idle)";
     }
     std::cout << " |\n";
   }
@@ -418,7 +415,6 @@ void chosen(const Scenario& scenario) {
               << "` for lengths up to " << result.comparison.bounds[b];
   std::cout << "; DynaPipe `" << result.comparison.systems[System::dynapipe].strategies.front().name() << "`.\n";
 }
-
 
 // How every number is made.
 void method_section() {
@@ -689,7 +685,8 @@ its own table below, with CP schemes.
       const compare::Options setup = setup_of(scenario);
       for (std::size_t range = 0; range < paper.hotspa.size() && range < hotspa.size(); ++range) {
         ++hotspa_ranges;
-        if (hotspa[range] == paper.hotspa[range]) ++hotspa_same;
+        if (hotspa[range] == paper.hotspa[range])
+          ++hotspa_same;
         else if (const std::vector<Strategy> holding =
                      compare::homogeneous_strategies(setup, result.comparison.bounds[range]);
                  std::ranges::find(holding, Strategy::parse(paper.hotspa[range])) == holding.end())
@@ -702,16 +699,16 @@ its own table below, with CP schemes.
         std::cout << "cannot run: " << *theirs.failure << " | | |";
       } else {
         const double ratio = theirs.seconds / mine.seconds;
-        std::cout << fixed(theirs.seconds, 2) << " | " << fixed(theirs.micro_batches, 1) << " | "
-                  << fixed(ratio, 2) << " |";
+        std::cout << fixed(theirs.seconds, 2) << " | " << fixed(theirs.micro_batches, 1) << " | " << fixed(ratio, 2)
+                  << " |";
         if (ours.strategies.front() != strategy) slower.values.push_back(ratio);
       }
       Scenario larger = scenario;
       larger.tokens = 400'000;
       const Strategy at_400k = megatron_choice(larger);
       if (ours.strategies.front() != strategy && at_400k == strategy) ++same_at_400k;
-      std::cout << " `" << at_400k.name() << "` | " << strategies_cell(hotspa) << " | "
-                << strategies_cell(paper.hotspa) << " |\n";
+      std::cout << " `" << at_400k.name() << "` | " << strategies_cell(hotspa) << " | " << strategies_cell(paper.hotspa)
+                << " |\n";
     }
   std::cout << "\nMegatron-LM here picks the paper's configuration in " << same << " of " << rows
             << " rows. Where it does not, the paper's runs " << slower.text()
@@ -724,7 +721,8 @@ half the time of ⟨TP, 1⟩ on the same sequence (7B at 16K: )"
             << fixed(stage_seconds("7b", 8, Scheme(2, 1), 16384), 2)
             << R"( s), so two pipelines of ⟨TP, 1⟩ match one of ⟨TP, 2⟩
 in throughput without 1F1B's bubble of PP − 1 stage times, and whenever ⟨TP, 1⟩ holds the context (it does in
-)" << shallower_holds << R"( of those rows) pipelining only adds the bubble. More tokens per iteration do not
+)" << shallower_holds
+            << R"( of those rows) pipelining only adds the bubble. More tokens per iteration do not
 change that: with 400K the choice moves to more and narrower pipelines, not deeper ones, and is the paper's in )"
             << same_at_400k << R"( of the rows where it
 differs at 100K. The authors tuned on measured runs, where a deeper pipeline also frees memory that this model
@@ -739,7 +737,6 @@ authors' 7B profile has no fit for ⟨1, 1⟩, the scheme of the paper's DP8 and
 rest are available, and the best by simulated mean for the range's sequences is another, for the reasons above.
 )";
 }
-
 
 // Every system with CP and AC on the scenarios given (each with its TP-across-nodes variant where needed): seconds,
 // sluice over the best of the seven baselines, and the best system of the same scenario without CP.
@@ -840,9 +837,9 @@ std::string slower_anywhere(const std::vector<std::vector<Scenario>>& groups) {
           slower += sluice::concat(slower.empty() ? "" : ", ", scenario.model, " on ", scenario.gpus, " GPUs at ",
                                    k_tokens(scenario.context), " on ", scenario.lengths, " (", paper_name(s), ")");
     }
-  return slower.empty() ? sluice::concat("sluice's mean iteration is at most every baseline's in all ", scenarios,
-                                         " of them")
-                        : sluice::concat("a baseline's mean iteration is shorter than sluice's in ", slower);
+  return slower.empty()
+             ? sluice::concat("sluice's mean iteration is at most every baseline's in all ", scenarios, " of them")
+             : sluice::concat("a baseline's mean iteration is shorter than sluice's in ", slower);
 }
 
 // Which system wins with CP where another won without it, and the share of sluice's iterations on CP schemes.
@@ -867,10 +864,9 @@ std::string cp_winners(const std::vector<Scenario>& scenarios) {
       }
     }
   }
-  return sluice::concat("the best baseline changes with CP in ", changed, " of ", rows,
-                        " rows, and of its ", sluice_iterations, " iterations sluice runs a strategy with a CP or AC ",
-                        "pipeline in ", sluice_cp, " and a flex CP domain in ", sluice_flex, " (FlexSP's in ",
-                        sluice_flexsp, ")");
+  return sluice::concat("the best baseline changes with CP in ", changed, " of ", rows, " rows, and of its ",
+                        sluice_iterations, " iterations sluice runs a strategy with a CP or AC ", "pipeline in ",
+                        sluice_cp, " and a flex CP domain in ", sluice_flex, " (FlexSP's in ", sluice_flexsp, ")");
 }
 
 std::vector<Scenario> long_context_scenarios() {
@@ -911,7 +907,8 @@ flex CP domains beside them, run on a batch where one is faster: FlexSP's, and o
 and one with CP groups of every kind and of mixed degrees, charged the base's layout move (its pipelines keep their
 CP degree for the iteration). The last column gives
 the same scenario without CP (the first table), to show where CP changes which system wins. Each scenario with CP
-runs its first )" << cp_iterations << R"( iterations, the same batches as the first ones above.
+runs its first )"
+            << cp_iterations << R"( iterations, the same batches as the first ones above.
 
 **The paper's Fig. 10 scenarios.**
 
@@ -938,8 +935,8 @@ iteration, on `debian-changelogs` (the changelogs and release notes of a Debian 
             << count_longer("debian-changelogs", 131072) << " documents longer than 128K tokens and "
             << count_longer("debian-changelogs", 262144)
             << R"( longer than 256K, [data/lengths](../data/lengths/README.md))
-and, for contrast, `man-pages`, whose tail past 128K is thin ()" << count_longer("man-pages", 131072)
-            << R"( documents).
+and, for contrast, `man-pages`, whose tail past 128K is thin ()"
+            << count_longer("man-pages", 131072) << R"( documents).
 
 )";
   Range long_range;
@@ -994,8 +991,7 @@ std::string deepspeed_unavailable(const Scenario& scenario, const Scheme& scheme
   if (spec.model.heads % scheme.ulysses() != 0)
     return sluice::concat("SP", scheme.ulysses(), " splits the ", spec.model.heads,
                           " heads unevenly, which this model does not charge");
-  const std::int64_t holds =
-      spec.memory->for_scheme(scheme, scenario.gpus, cost::StateSharding::zero3).max_len();
+  const std::int64_t holds = spec.memory->for_scheme(scheme, scenario.gpus, cost::StateSharding::zero3).max_len();
   return sluice::concat("holds ", holds, " tokens under ZeRO-3 here");
 }
 
@@ -1025,8 +1021,8 @@ slower the paper's is.
       }
       const Strategy& ours = result.comparison.systems[System::deepspeed].strategies.front();
       if (ours == strategy) ++same;
-      std::cout << " | `" << ours.name() << "` | " << fixed(result.summaries[System::deepspeed].seconds, 2)
-                << " | `" << strategy.name() << "` | ";
+      std::cout << " | `" << ours.name() << "` | " << fixed(result.summaries[System::deepspeed].seconds, 2) << " | `"
+                << strategy.name() << "` | ";
       const FixedRun theirs = deepspeed_on(scenario, strategy);
       if (theirs.failure) {
         ++unavailable;
@@ -1038,8 +1034,8 @@ slower the paper's is.
       std::cout << fixed(theirs.seconds, 2) << " | " << fixed(ratio, 2) << " |\n";
     }
   std::cout << "\nDeepSpeed here picks the paper's configuration in " << same << " of " << rows << " rows; in "
-            << unavailable << R"( the paper's cannot run here, and where it can but differs, it runs )"
-            << slower.text() << R"( slower.
+            << unavailable << R"( the paper's cannot run here, and where it can but differs, it runs )" << slower.text()
+            << R"( slower.
 The differences come from three places. Heads: LLaMA-32B has 52 heads, which SP 8 does not divide; DeepSpeed
 later allowed uneven heads, and this model refuses them rather than guess their cost. Memory: with every state
 sharded by ZeRO-3, a single GPU's activations decide MaxLen, and the model's recomputation keeps only each
@@ -1141,8 +1137,8 @@ int main() {
   discussion_section(totals, sweeps);
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   std::cout << "\nThis study simulated " << iterations << " iterations of every scenario without CP and "
-            << cp_iterations << " of every scenario with CP in "
-            << fixed(elapsed.count(), 0) << " s on one core. None of its " << bound_check.iterations
+            << cp_iterations << " of every scenario with CP in " << fixed(elapsed.count(), 0)
+            << " s on one core. None of its " << bound_check.iterations
             << " simulated iterations (every system's, in every scenario) beat its batch's lower bound; the closest "
             << "took " << fixed(bound_check.closest, 3) << "× the bound.\n";
   return bound_check.closest >= 1 ? 0 : 1;

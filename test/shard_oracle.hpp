@@ -72,7 +72,7 @@ inline void batch(std::vector<RawPiece>& raw, std::int64_t gpus, const Model& mo
     }
     for (std::size_t p = message.first_piece; p < pieces.size(); ++p)
       message.bytes += lib::piece_bytes(model, bytes_per_element, blocks[static_cast<std::size_t>(pieces[p].block)],
-                                   pieces[p].begin, pieces[p].end);
+                                        pieces[p].begin, pieces[p].end);
     (src == dst ? local_bytes : send_bytes) += message.bytes;
     (src == dst ? local_moves : sends).push_back(message);
   }
@@ -124,20 +124,22 @@ inline PullPlan plan_pull(const Placement& placement, const OptimizerLayout& lay
         const std::int64_t need_begin = t * (m / tp);
         const std::int64_t need_end = need_begin + m / tp;
         for (std::int64_t r = need_begin / step; r * step < need_end; ++r)
-          raw.push_back({owners[static_cast<std::size_t>(r)], dst,
+          raw.push_back({owners[static_cast<std::size_t>(r)],
+                         dst,
                          {static_cast<int>(b), std::max(r * step, need_begin), std::min((r + 1) * step, need_end)}});
       }
     }
   }
   batch(raw, plan.gpus, model, model.param_bytes, plan.blocks, plan.pieces, plan.sends, plan.local_moves,
-                plan.send_bytes, plan.local_bytes);
+        plan.send_bytes, plan.local_bytes);
   share_pieces(plan);
   return plan;
 }
 
 // Orders one RS group's pieces: result[i] = the member that receives piece i.
-inline std::vector<int> order_pieces(std::span<const int> members, std::int64_t first_piece, std::int64_t pieces_per_block,
-                                     std::span<const int> owners, std::vector<int>& position_of_rank, bool match) {
+inline std::vector<int> order_pieces(std::span<const int> members, std::int64_t first_piece,
+                                     std::int64_t pieces_per_block, std::span<const int> owners,
+                                     std::vector<int>& position_of_rank, bool match) {
   if (!match) return {members.begin(), members.end()};
   const std::size_t d = members.size();
   std::vector<int> result(d, -1);
@@ -221,7 +223,8 @@ inline PushPlan plan_push(const Placement& placement, const OptimizerLayout& lay
     const std::int64_t owner_step = m / n;
     for (std::int64_t position = 0, h = 0, r = 0; position < m;) {
       const std::int64_t end = std::min((h + 1) * piece_step, (r + 1) * owner_step);
-      raw.push_back({holder[static_cast<std::size_t>(h)], owners[static_cast<std::size_t>(r)],
+      raw.push_back({holder[static_cast<std::size_t>(h)],
+                     owners[static_cast<std::size_t>(r)],
                      {static_cast<int>(b), position, end}});
       position = end;
       if (end == (h + 1) * piece_step) ++h;
@@ -229,7 +232,7 @@ inline PushPlan plan_push(const Placement& placement, const OptimizerLayout& lay
     }
   }
   batch(raw, plan.gpus, model, model.grad_bytes, plan.blocks, plan.pieces, plan.sends, plan.local_moves,
-                plan.send_bytes, plan.local_bytes);
+        plan.send_bytes, plan.local_bytes);
   return plan;
 }
 
@@ -294,8 +297,7 @@ inline Placement place_before_cp(const Strategy& strategy, std::int64_t gpus, in
   return placement;
 }
 
-inline ProcessGroups process_groups_before_cp(const Placement& placement,
-                                              const std::vector<std::size_t>& order) {
+inline ProcessGroups process_groups_before_cp(const Placement& placement, const std::vector<std::size_t>& order) {
   ProcessGroups groups;
   for (const std::size_t p : order) {
     const PipelinePlacement& pipeline = placement.pipelines[p];

@@ -57,8 +57,8 @@ TEST_CASE("cli: inspect --cp derives every scheme with context parallelism") {
   CHECK(table.out.find("tp2cp4ringpp1") != std::string::npos);
   CHECK(table.out.find("not derived") != std::string::npos);  // tp8cp4ringpp2 needs 64 of the 16 GPUs
 
-  const auto result = run_cli({"inspect", "--cp", "8", "--cp-kind", "ulysses", "--heads", "32", "--kv-heads", "8",
-                               "--recompute", "--json"});
+  const auto result = run_cli(
+      {"inspect", "--cp", "8", "--cp-kind", "ulysses", "--heads", "32", "--kv-heads", "8", "--recompute", "--json"});
   REQUIRE(result.code == 0);
   const sluice::io::json document = sluice::io::json::parse(result.out);
   const sluice::io::json& derived = document.at("context_parallel");
@@ -114,7 +114,7 @@ TEST_CASE("cli: inspect --cp refuses what it cannot derive, with one line") {
 
 TEST_CASE("cli: inspect --json is one parseable document") {
   const auto result = run_cli({"inspect", "--profile", "llama2-32b", "--gpus=64", "--lengths", "cpython-stdlib",
-                           "--context", "32768", "--bin-width", "4096", "--json"});
+                               "--context", "32768", "--bin-width", "4096", "--json"});
   REQUIRE(result.code == 0);
   const auto document = sluice::io::json::parse(result.out);
   CHECK(document.at("format") == "sluice.inspect");
@@ -135,7 +135,7 @@ TEST_CASE("cli: plan over inline candidates, text and JSON") {
   CHECK(text.err.empty());
   CHECK(text.out.find("tokens/s") != std::string::npos);
   const auto result = run_cli({"plan", "--profile", "llama2-32b", "--gpus", "64", "--tokens", "100000", "--iterations",
-                           "3", "--strategies", "1*tp16pp1+6*tp8pp1,4*tp16pp1", "--seed", "0", "--json"});
+                               "3", "--strategies", "1*tp16pp1+6*tp8pp1,4*tp16pp1", "--seed", "0", "--json"});
   REQUIRE(result.code == 0);
   const auto document = sluice::io::json::parse(result.out);
   CHECK(document.at("format") == "sluice.plan_run");

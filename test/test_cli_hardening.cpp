@@ -123,7 +123,7 @@ TEST_CASE("cli: a run that fails late leaves no file or directory it made, and k
   std::ostringstream err;
   const std::string svg = existing.string();
   const std::vector<std::string_view> args = {"plan", "--strategies", "4*tp4pp1", "--iterations", "2", "--tokens",
-                                              "8000", "--svg", svg};
+                                              "8000", "--svg",        svg};
   CHECK(sluice::cli::run(args, broken, err) == 1);
   CHECK(read(existing) == "old\n");
   CHECK(scratch.entries() == 1);
@@ -208,11 +208,31 @@ TEST_CASE("cli: generated numeric option values keep the contract") {
       {{"trace", "--tokens", "4000", "--trials", "2"},
        {"iteration", "gpus", "tokens", "context", "seed", "trials", "bandwidth", "latency"}},
   };
-  const std::vector<std::string> garbage = {"x",          "",          "1.5x", "nan",  "inf",  "-inf", "1e999",
-                                            "0x10",       " 1",        "1 ",   "+1",   "--",   "\n",   "1e3",
-                                            "2147483648", "-1",        "0",    "1",    "2",    "1e-3", "4.9e-324",
-                                            "9223372036854775807",     "9223372036854775808",
-                                            "18446744073709551616",    "-9223372036854775809"};
+  const std::vector<std::string> garbage = {"x",
+                                            "",
+                                            "1.5x",
+                                            "nan",
+                                            "inf",
+                                            "-inf",
+                                            "1e999",
+                                            "0x10",
+                                            " 1",
+                                            "1 ",
+                                            "+1",
+                                            "--",
+                                            "\n",
+                                            "1e3",
+                                            "2147483648",
+                                            "-1",
+                                            "0",
+                                            "1",
+                                            "2",
+                                            "1e-3",
+                                            "4.9e-324",
+                                            "9223372036854775807",
+                                            "9223372036854775808",
+                                            "18446744073709551616",
+                                            "-9223372036854775809"};
   std::size_t runs = 0;
   for (const Command& command : commands) {
     for (const std::string_view option : command.options) {
@@ -253,10 +273,10 @@ TEST_CASE("cli: generated numeric option values keep the contract") {
 // Text options and file names: empty, control characters, very long, odd paths, malformed strategies and sizes.
 TEST_CASE("cli: generated text option values keep the contract") {
   sluice::Rng rng(20261123);
-  std::vector<std::string> values = {"",       "\n",     "\x1b[2J", "a\nb",         std::string(5000, 'a'),
-                                     "/",      "/dev/null", "-1",   "1*tp0pp1",     "99999999999*tp1pp1",
-                                     "{}",     "[[[[",   "0GiB",    "1e400GiB",     "16GiB\n",
-                                     "cyclic\n", "padded ", "1*tp1pp1+", "4*tp4pp1,,", "\xff\xfe"};
+  std::vector<std::string> values = {"",         "\n",        "\x1b[2J",   "a\nb",       std::string(5000, 'a'),
+                                     "/",        "/dev/null", "-1",        "1*tp0pp1",   "99999999999*tp1pp1",
+                                     "{}",       "[[[[",      "0GiB",      "1e400GiB",   "16GiB\n",
+                                     "cyclic\n", "padded ",   "1*tp1pp1+", "4*tp4pp1,,", "\xff\xfe"};
   for (int k = 0; k < 40; ++k) {
     std::string random;
     const auto length = 1 + rng.uniform_int(0, 40);

@@ -153,8 +153,7 @@ TEST_CASE("cli: simulate and trace --batch run the given batch") {
 }
 
 TEST_CASE("cli: plan --json gives each iteration the chosen strategy's ranks and process groups") {
-  const auto result =
-      run_cli({"plan", "--strategies", candidates, "--iterations", "3", "--tokens", "30000", "--json"});
+  const auto result = run_cli({"plan", "--strategies", candidates, "--iterations", "3", "--tokens", "30000", "--json"});
   REQUIRE(result.code == 0);
   const auto document = sluice::io::json::parse(result.out);
   const sluice::cost::Profile profile = sluice::io::read_document<sluice::cost::Profile>(
@@ -227,8 +226,8 @@ TEST_CASE("cli: --context defaults by one rule in propose, plan, simulate and tr
     CHECK(sluice::io::json::parse(result.out).at("context") == 5000);
   }
   // --context still wins.
-  const auto explicit_context = run_cli({"plan", "--strategies", file.text(), "--context", "8192", "--iterations", "1",
-                                         "--tokens", "20000", "--json"});
+  const auto explicit_context = run_cli(
+      {"plan", "--strategies", file.text(), "--context", "8192", "--iterations", "1", "--tokens", "20000", "--json"});
   REQUIRE(explicit_context.code == 0);
   CHECK(sluice::io::json::parse(explicit_context.out).at("context") == 8192);
 }
@@ -236,8 +235,8 @@ TEST_CASE("cli: --context defaults by one rule in propose, plan, simulate and tr
 TEST_CASE("cli: plan over the CP and AC scheme space: valid plans, CP groups, the version that says so") {
   // LLaMA-2 7B on 16 GPUs, one candidate of each kind and one with recomputation beside a ⟨TP, PP⟩ one.
   const std::string_view wide = "1*tp2cp4ringpp2,2*tp1cp4ulyssespp2,1*tp1cp8hybrid2pp2,2*tp8pp1ac,2*tp8pp1";
-  const auto result = run_cli({"plan", "--cp", "4,8", "--cp-kinds", "ring,ulysses,hybrid", "--ac", "--strategies",
-                               wide, "--iterations", "2", "--tokens", "60000", "--json"});
+  const auto result = run_cli({"plan", "--cp", "4,8", "--cp-kinds", "ring,ulysses,hybrid", "--ac", "--strategies", wide,
+                               "--iterations", "2", "--tokens", "60000", "--json"});
   REQUIRE(result.code == 0);
   const auto document = sluice::io::json::parse(result.out);
   CHECK(document.at("version") == 6);
@@ -246,9 +245,8 @@ TEST_CASE("cli: plan over the CP and AC scheme space: valid plans, CP groups, th
     const auto placement = iteration.at("placement").get<sluice::shard::RankPlacement>();
     for (const auto& pipeline : placement.placement.pipelines)
       for (const auto& stage : pipeline.stages) CHECK(stage.ranks.size() == pipeline.scheme.stage_gpus());
-    const bool has_cp = std::ranges::any_of(strategy.parts(), [](const StrategyPart& part) {
-      return part.scheme.cp() > 1;
-    });
+    const bool has_cp =
+        std::ranges::any_of(strategy.parts(), [](const StrategyPart& part) { return part.scheme.cp() > 1; });
     CHECK(placement.groups.cp.empty() == !has_cp);
   }
   // Without the space, those schemes are not in the profile; and ⟨TP, PP⟩ plans keep version 5.
@@ -257,8 +255,8 @@ TEST_CASE("cli: plan over the CP and AC scheme space: valid plans, CP groups, th
   CHECK(sluice::io::json::parse(plain.out).at("version") == 5);
   // The same ⟨TP, PP⟩ candidates with the space on: their plans are the same, and the flex CP domains that the space
   // gives ride beside them, in version 6, each iteration's total the faster of the two.
-  const auto spaced = run_cli({"plan", "--strategies", "2*tp8pp1", "--iterations", "1", "--tokens", "20000", "--cp",
-                               "2,4", "--ac", "--json"});
+  const auto spaced = run_cli(
+      {"plan", "--strategies", "2*tp8pp1", "--iterations", "1", "--tokens", "20000", "--cp", "2,4", "--ac", "--json"});
   REQUIRE(spaced.code == 0);
   const auto with_flex = sluice::io::json::parse(spaced.out);
   const auto without_flex = sluice::io::json::parse(plain.out);

@@ -14,7 +14,7 @@ using sluice::test::run_cli;
 
 TEST_CASE("cli: propose --json is one sluice.proposal document") {
   const auto result = run_cli({"propose", "--profile", "llama2-32b", "--gpus", "64", "--lengths", "cpython-stdlib",
-                           "--length-step", "1024", "--tokens", "200000", "--cross-node-tp", "--json"});
+                               "--length-step", "1024", "--tokens", "200000", "--cross-node-tp", "--json"});
   REQUIRE(result.code == 0);
   CHECK(result.err.empty());
   const auto document = sluice::io::json::parse(result.out);
@@ -31,8 +31,8 @@ TEST_CASE("cli: propose --json is one sluice.proposal document") {
 
 TEST_CASE("cli: propose prints a table, relaxed with a fractional step") {
   const auto result = run_cli({"propose", "--profile", "llama2-32b", "--gpus", "64", "--lengths", "cpython-stdlib",
-                           "--context", "16384", "--relaxed", "--step", "0.5", "--length-step", "1024", "--candidates",
-                           "4", "--eq2-cost", "--no-fill"});
+                               "--context", "16384", "--relaxed", "--step", "0.5", "--length-step", "1024",
+                               "--candidates", "4", "--eq2-cost", "--no-fill"});
   REQUIRE(result.code == 0);
   CHECK(result.out.find("relaxed optimum") != std::string::npos);
   CHECK(result.out.find("4 candidates of") != std::string::npos);
@@ -45,7 +45,7 @@ TEST_CASE("cli: propose prints a table, relaxed with a fractional step") {
 
 TEST_CASE("cli: plan takes a proposal, from a file or with --propose") {
   const auto proposed = run_cli({"propose", "--profile", "llama2-32b", "--gpus", "64", "--lengths", "cpython-stdlib",
-                             "--length-step", "1024", "--tokens", "200000", "--json"});
+                                 "--length-step", "1024", "--tokens", "200000", "--json"});
   REQUIRE(proposed.code == 0);
   const auto path = std::filesystem::temp_directory_path() / "sluice_test_cli_propose.json";
   {
@@ -63,7 +63,7 @@ TEST_CASE("cli: plan takes a proposal, from a file or with --propose") {
   CHECK(plan_run.at("candidates").at("strategies").get<std::vector<sluice::Strategy>>() == proposal.strategies());
 
   const auto direct = run_cli({"plan", "--propose", "--profile", "llama2-32b", "--gpus", "64", "--lengths",
-                           "cpython-stdlib", "--tokens", "200000", "--iterations", "2", "--trials", "4", "--json"});
+                               "cpython-stdlib", "--tokens", "200000", "--iterations", "2", "--trials", "4", "--json"});
   REQUIRE(direct.code == 0);
   CHECK(sluice::io::json::parse(direct.out).at("iterations").size() == 2);
 }
@@ -77,7 +77,8 @@ TEST_CASE("cli: propose and plan --propose reject bad input with exit 2 and one 
       {{"propose", "--step", "abc"}, "got 'abc'"},
       {{"propose", "--step", "1.5"}, "gpu_step must be whole GPUs"},
       {{"propose", "--relaxed", "--step", "0.3"}, "or 1, 2 or 5 tenths when relaxed, got 3"},
-      {{"propose", "--context", "64"}, "--context 64 is shorter than the length grid's step 128 that strategies are proposed on"},
+      {{"propose", "--context", "64"},
+       "--context 64 is shorter than the length grid's step 128 that strategies are proposed on"},
       {{"propose", "--tokens", "0"}, "--tokens: expected an integer from 1 to"},
       {{"propose", "--candidates", "-1"}, "--candidates: expected an integer from 1 to"},
       {{"propose", "--relaxed=1"}, "--relaxed takes no value"},
@@ -92,9 +93,9 @@ TEST_CASE("cli: propose and plan --propose reject bad input with exit 2 and one 
 
 TEST_CASE("cli: propose --sampled chooses by planned time; plan takes its document") {
   // Small and quick: 13 batches of 20K tokens on 8 GPUs.
-  const std::vector<std::string_view> base = {"propose", "--sampled", "--gpus", "8", "--context", "8192",
-                                              "--length-step", "512", "--tokens", "20000", "--candidates", "3",
-                                              "--batches", "8", "--held-out", "5", "--trials", "2", "--seed", "3"};
+  const std::vector<std::string_view> base = {
+      "propose",      "--sampled", "--gpus",    "8", "--context",  "8192", "--length-step", "512", "--tokens", "20000",
+      "--candidates", "3",         "--batches", "8", "--held-out", "5",    "--trials",      "2",   "--seed",   "3"};
   const auto text = run_cli(base);
   REQUIRE(text.code == 0);
   CHECK(text.err.empty());
@@ -166,9 +167,9 @@ TEST_CASE("cli: --cp auto takes the CP degrees the context needs; without --cp t
   CHECK(automatic.out ==
         run_cli({"propose", "--gpus", "32", "--context", "131072", "--cp", "2", "--cp-kinds", "ring,ulysses", "--json"})
             .out);
-  CHECK(run_cli({"propose", "--gpus", "32", "--context", "131072", "--cp", "auto", "--cp-kinds", "ring", "--json"})
-            .out ==
-        run_cli({"propose", "--gpus", "32", "--context", "131072", "--cp", "2", "--json"}).out);
+  CHECK(
+      run_cli({"propose", "--gpus", "32", "--context", "131072", "--cp", "auto", "--cp-kinds", "ring", "--json"}).out ==
+      run_cli({"propose", "--gpus", "32", "--context", "131072", "--cp", "2", "--json"}).out);
   // A context no degree holds is bad input naming the option.
   const auto past = run_cli({"propose", "--gpus", "32", "--context", "1048576", "--cp", "auto"});
   CHECK(past.code == 2);

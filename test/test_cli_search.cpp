@@ -128,9 +128,9 @@ TEST_CASE("cli: search --galvatron on the authors' LLaMA2-7B profiles") {
   CHECK(costed.at("plan").at("method") == "galvatron");
   CHECK(costed.at("plan").at("throughput").get<double>() <= compared.at("best").at("throughput").get<double>());
   // Galvatron's zero2 setting (ZeRO-2 in place of DDP), as its plan file names it, and its PP limit.
-  const auto zero2 = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--memory", "36GiB",
-                              "--batch", "16", "--dp-types", "zero2,zero3", "--max-pp", "2", "--galvatron-plan", plan,
-                              "--json"});
+  const auto zero2 =
+      run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--memory", "36GiB", "--batch", "16",
+               "--dp-types", "zero2,zero3", "--max-pp", "2", "--galvatron-plan", plan, "--json"});
   REQUIRE(zero2.code == 0);
   const auto zero2_document = sluice::io::json::parse(zero2.out);
   const auto& zero2_best = zero2_document.at("best");
@@ -139,8 +139,8 @@ TEST_CASE("cli: search --galvatron on the authors' LLaMA2-7B profiles") {
   bool uses_zero2 = false;
   for (const auto& stage : zero2_best.at("stages"))
     for (const auto& strategy : stage.at("strategies")) {
-      CHECK_FALSE((strategy.at("dp").get<int>() > 1 && !strategy.at("sdp").get<bool>() &&
-                   !strategy.value("zero2", false)));
+      CHECK_FALSE(
+          (strategy.at("dp").get<int>() > 1 && !strategy.at("sdp").get<bool>() && !strategy.value("zero2", false)));
       uses_zero2 = uses_zero2 || strategy.value("zero2", false);
     }
   CHECK(uses_zero2);
@@ -154,7 +154,6 @@ TEST_CASE("cli: search --galvatron on the authors' LLaMA2-7B profiles") {
     for (const auto& strategy : stage.at("strategies")) {
       CHECK(strategy.at("tp") == 1);
       uses_sp = uses_sp || strategy.value("sp", 1) > 1;
-
     }
   CHECK(uses_sp);
   const auto side = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--memory", "36GiB",
@@ -166,8 +165,8 @@ TEST_CASE("cli: search --galvatron on the authors' LLaMA2-7B profiles") {
   CHECK(wrong.err.find("tp_sizes_enc: expected 48 entries") != std::string::npos);
 
   // Without --memory, Galvatron's default of 24 GB.
-  const auto text = run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--batch", "8",
-                             "--granularity", "64MiB"});
+  const auto text =
+      run_cli({"search", "--model", "llama2-7b", "--galvatron", "llama2-7b", "--batch", "8", "--granularity", "64MiB"});
   CHECK(text.code == 0);
   CHECK(text.out.find("llama2-7b (32 layers) on galvatron-1x8 (8 GPUs), 24.00 GiB per device") != std::string::npos);
 

@@ -124,8 +124,10 @@ TEST_CASE("cli: simulate with CP and AC: Megatron-LM's CP, DeepSpeed, dynamic CP
   // The flex CP systems: ring groups on a ⟨TP, PP⟩ domain, and ZeRO-3 Ulysses groups on ⟨1, 1⟩.
   CHECK(scheme_of(3).cp() == 1);
   CHECK(scheme_of(4) == sluice::Scheme(1, 1));
-  CHECK(document.at("systems")[4].at("configuration").get<std::string>().find(
-            "Ulysses groups of 2, 4, 8 GPUs formed per micro-batch with every GPU busy") != std::string::npos);
+  CHECK(document.at("systems")[4]
+            .at("configuration")
+            .get<std::string>()
+            .find("Ulysses groups of 2, 4, 8 GPUs formed per micro-batch with every GPU busy") != std::string::npos);
 }
 
 TEST_CASE("cli: simulate writes well-formed pictures and a Chrome trace") {
@@ -136,9 +138,8 @@ TEST_CASE("cli: simulate writes well-formed pictures and a Chrome trace") {
   std::filesystem::create_directories(dir);
   const auto result = run_cli(with({"simulate", "--svg", pictures, "--trace", trace}, small));
   REQUIRE(result.code == 0);
-  for (const std::string_view name :
-       {"lengths.svg", "loads-megatron.svg", "loads-sluice.svg", "timeline-megatron.svg", "timeline-hotspa.svg",
-        "timeline-dynapipe.svg", "timeline-sluice.svg"}) {
+  for (const std::string_view name : {"lengths.svg", "loads-megatron.svg", "loads-sluice.svg", "timeline-megatron.svg",
+                                      "timeline-hotspa.svg", "timeline-dynapipe.svg", "timeline-sluice.svg"}) {
     CAPTURE(name);
     const std::string svg = sluice::io::read_text_file(std::filesystem::path(pictures) / name);
     CHECK(xml_problem(svg) == "");
@@ -209,9 +210,9 @@ TEST_CASE("cli: trace plans one iteration and writes its timeline") {
 }
 
 TEST_CASE("cli: with CP, trace gives the flex CP plan that simulate ran for sluice where it ran one") {
-  const std::vector<std::string_view> scenario = {"--tokens", "40000", "--trials", "4", "--seed", "3", "--gpus", "8",
-                                                  "--cp", "2,4,8", "--cp-kinds", "ulysses,ring", "--context", "16384",
-                                                  "--json"};
+  const std::vector<std::string_view> scenario = {"--tokens",   "40000",        "--trials",  "4",     "--seed",
+                                                  "3",          "--gpus",       "8",         "--cp",  "2,4,8",
+                                                  "--cp-kinds", "ulysses,ring", "--context", "16384", "--json"};
   const auto simulated = run_cli(with({"simulate", "--iterations", "3"}, scenario));
   REQUIRE(simulated.code == 0);
   const auto comparison = sluice::io::json::parse(simulated.out);
@@ -252,8 +253,7 @@ TEST_CASE("cli: trace --iteration k draws the plan simulate ran for sluice at it
     CHECK(document.at("candidates").size() == comparison.at("candidates").at("strategies").size());
     CHECK(document.at("plan").at("strategy").get<sluice::Strategy>().name() == ran.at("strategy"));
     // simulate charges the makespan plus the part of the kept candidate's layout move that it leaves exposed.
-    CHECK(document.at("makespan").get<double>() + ran.at("switching").get<double>() ==
-          ran.at("seconds").get<double>());
+    CHECK(document.at("makespan").get<double>() + ran.at("switching").get<double>() == ran.at("seconds").get<double>());
     CHECK(document.at("layout_moves") == "exposed");
   }
 }

@@ -53,7 +53,9 @@ sluice::compare::Options small_options() {
   return {.profile = bundled_profile("llama2-7b").with_gpus(8),
           .context = 16384,
           .tokens = 30000,
-          .problem = {.hidden = 4096, .element_bytes = 2, .link = {.latency = 1e-5, .bandwidth = 1e11},
+          .problem = {.hidden = 4096,
+                      .element_bytes = 2,
+                      .link = {.latency = 1e-5, .bandwidth = 1e11},
                       .backward_ratio = 2},
           .dispatch = {.trials = 4},
           .seed = 1};
@@ -63,9 +65,10 @@ sluice::compare::Options small_options() {
 sluice::compare::Options wide_options() {
   sluice::compare::Options options = small_options();
   options.profile = sluice::cost::Profile(sluice::cost::with_scheme_space(
-      options.profile.spec(),
-      {.cp_degrees = {2, 4}, .cp_kinds = {sluice::CpKind::ulysses, sluice::CpKind::ring}, .recompute = true,
-       .links = {}}));
+      options.profile.spec(), {.cp_degrees = {2, 4},
+                               .cp_kinds = {sluice::CpKind::ulysses, sluice::CpKind::ring},
+                               .recompute = true,
+                               .links = {}}));
   return options;
 }
 
@@ -125,9 +128,9 @@ TEST_CASE("compare: the systems' plans, progress and choices") {
   // Each Megatron-LM's strategy is the fastest homogeneous one of its schemes by mean: none of the others, run
   // alone, beats it. ⟨TP, PP⟩ keeps to CP 1; with CP, the ring; the space gives both more than one to choose from.
   using Admits = bool (*)(const sluice::Scheme&);
-  for (const auto& [system, admits] : {std::pair<System, Admits>{System::megatron, sluice::compare::megatron_scheme},
-                                       std::pair<System, Admits>{System::megatron_cp,
-                                                                 sluice::compare::megatron_cp_scheme}}) {
+  for (const auto& [system, admits] :
+       {std::pair<System, Admits>{System::megatron, sluice::compare::megatron_scheme},
+        std::pair<System, Admits>{System::megatron_cp, sluice::compare::megatron_cp_scheme}}) {
     const sluice::compare::SystemRun& chosen = comparison.systems[system];
     CHECK(admits(chosen.strategies.front().parts().front().scheme));
     const double chosen_mean = sluice::compare::mean(chosen.seconds());
@@ -193,16 +196,17 @@ TEST_CASE("lower bound: every term by hand") {
   sluice::compare::Options options{.profile = sluice::cost::Profile(spec)};
   const auto batch = [](std::vector<std::int64_t> lengths) {
     std::vector<sluice::Sequence> sequences;
-    for (const std::int64_t length : lengths) sequences.emplace_back(static_cast<std::int64_t>(sequences.size()), length);
+    for (const std::int64_t length : lengths)
+      sequences.emplace_back(static_cast<std::int64_t>(sequences.size()), length);
     return sequences;
   };
   const auto near = [](double value) { return doctest::Approx(value).epsilon(1e-12); };
   // Per sequence, GPUs × (a·l² + b·l + c·l/MaxLen) on its cheapest scheme; the ⟨2, 2⟩ pipeline's fill and drain
   // are its stage's 2 GPUs × (0 + 1) stages waiting × T(1000) = 2 × 0.0083, as 10000 tokens need it.
   const std::vector<sluice::Sequence> mixed = batch({1000, 3000, 10000, 1000});
-  const double one = 1e-3 + 1e-2 + 2.5e-3;                  // 1000 on ⟨1, 1⟩ (⟨2, 2⟩: 4 × 0.0036125)
-  const double three = 9e-3 + 3e-2 + 7.5e-3;                // 3000 on ⟨1, 1⟩ (⟨2, 2⟩: 4 × 0.0126375)
-  const double ten = 4 * (3e-2 + 3e-2 + 3.125e-3);          // 10000 on ⟨2, 2⟩ only
+  const double one = 1e-3 + 1e-2 + 2.5e-3;          // 1000 on ⟨1, 1⟩ (⟨2, 2⟩: 4 × 0.0036125)
+  const double three = 9e-3 + 3e-2 + 7.5e-3;        // 3000 on ⟨1, 1⟩ (⟨2, 2⟩: 4 × 0.0126375)
+  const double ten = 4 * (3e-2 + 3e-2 + 3.125e-3);  // 10000 on ⟨2, 2⟩ only
   const double fill = 2 * (3e-4 + 3e-3 + 5e-3);
   auto bound = sluice::compare::iteration_bound(options, mixed);
   REQUIRE(bound.has_value());

@@ -29,8 +29,7 @@ TEST_CASE("messages: each part written as a stream writes it, doubles to 17 digi
   CHECK_NOTHROW(require(true, "never built: ", std::string(1000, 'x')));
   CHECK_THROWS_WITH_AS(fail("bad ", 7, " of ", 8), "bad 7 of 8", invalid_input);
   const PlanCheck check("plan: ");
-  CHECK_THROWS_WITH_AS(check.part("pipeline ", 3, " ")(false, "stage ", 1), "plan: pipeline 3 stage 1",
-                       invalid_plan);
+  CHECK_THROWS_WITH_AS(check.part("pipeline ", 3, " ")(false, "stage ", 1), "plan: pipeline 3 stage 1", invalid_plan);
 }
 
 TEST_CASE("scheme: degrees, GPU count, names and parsing") {

@@ -62,8 +62,7 @@ std::vector<LatencySample> samples_of(const QuadraticLatency& truth, double nois
   Rng rng(seed);
   std::vector<LatencySample> samples;
   for (std::int64_t length = 256; length <= 65536; length *= 2)
-    for (int repeat = 0; repeat < 3; ++repeat)
-      samples.push_back({length, truth(length) * (1 + noise * rng.normal())});
+    for (int repeat = 0; repeat < 3; ++repeat) samples.push_back({length, truth(length) * (1 + noise * rng.normal())});
   return samples;
 }
 double relative_rms(const QuadraticLatency& model, const std::vector<LatencySample>& samples) {

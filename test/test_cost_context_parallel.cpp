@@ -66,8 +66,7 @@ TEST_CASE("context parallelism: Ulysses' all-to-alls against a hand count") {
   CHECK(time.ring == 0);
   CHECK(time.compute == doctest::Approx((1e-9 * 4096.0 * 4096 + 1e-5 * 4096) / 4 + 1e-3).epsilon(1e-12));
   // Recomputation repeats the forward's four.
-  const CpStageTime recomputed =
-      cp_stage_time(setup, with_cp(1, 4, CpKind::ulysses, 0, Recompute::full), 4096);
+  const CpStageTime recomputed = cp_stage_time(setup, with_cp(1, 4, CpKind::ulysses, 0, Recompute::full), 4096);
   CHECK(recomputed.all_to_all == doctest::Approx(3 * 2 * per_pass).epsilon(1e-12));
 }
 
@@ -78,8 +77,7 @@ TEST_CASE("context parallelism: the ring hides its exchanges under long sequence
   // exposed, α + 2 blocks a layer.
   const auto block = [](double length) { return length / 4 * 256 * 2 / 1e11; };
   const double long_length = 65536;
-  CHECK(cp_stage_time(setup, ring, 65536).ring ==
-        doctest::Approx(2 * (1e-5 + 2 * block(long_length))).epsilon(1e-12));
+  CHECK(cp_stage_time(setup, ring, 65536).ring == doctest::Approx(2 * (1e-5 + 2 * block(long_length))).epsilon(1e-12));
   // At 256 tokens a forward step computes 1e-9 · 256² / 4 / 2 layers / 3 / 4 steps ≈ 6.8e-7 s against
   // 1e-5 + 2 blocks ≈ 1.0066e-5 s of exchange: 3 steps exposed forward, and backward (4 blocks) likewise.
   const double l = 256;
@@ -169,8 +167,8 @@ TEST_CASE("DeepSpeed's configurations in the Hydraulis paper (Table 3): recomput
     int sp;
     bool recompute;
   };
-  const Row rows[] = {{"7b", 8, 16384, 4, false},  {"7b", 8, 32768, 8, false},  {"7b", 16, 16384, 4, false},
-                      {"7b", 16, 32768, 8, false}, {"13b", 16, 16384, 4, false}, {"13b", 16, 32768, 8, false},
+  const Row rows[] = {{"7b", 8, 16384, 4, false},   {"7b", 8, 32768, 8, false},   {"7b", 16, 16384, 4, false},
+                      {"7b", 16, 32768, 8, false},  {"13b", 16, 16384, 4, false}, {"13b", 16, 32768, 8, false},
                       {"13b", 32, 16384, 4, false}, {"13b", 32, 32768, 8, false}, {"32b", 32, 16384, 4, true},
                       {"32b", 32, 32768, 8, true},  {"32b", 64, 16384, 4, true},  {"32b", 64, 32768, 8, true}};
   for (const Row& row : rows) {
@@ -201,8 +199,8 @@ TEST_CASE("schemes with CP and AC: spelling, order, GPUs and JSON, in documents 
   CHECK(Scheme::parse("tp2cp4ulyssespp2").ulysses() == 4);
   CHECK(Scheme(4, 2) < Scheme::parse("tp4cp2ringpp2"));
   CHECK(Scheme::parse("tp4cp2ringpp2").base() == Scheme(4, 2));
-  for (const char* bad : {"tp1cp8hybridpp1", "tp1cp8hybrid8pp1", "tp1cp8hybrid3pp1", "tp1cp0ringpp1",
-                          "tp1cp2stripepp1", "tp1pp1acx", "tp1cp2ulysses2pp1"})
+  for (const char* bad : {"tp1cp8hybridpp1", "tp1cp8hybrid8pp1", "tp1cp8hybrid3pp1", "tp1cp0ringpp1", "tp1cp2stripepp1",
+                          "tp1pp1acx", "tp1cp2ulysses2pp1"})
     CHECK_THROWS_AS(Scheme::parse(bad), invalid_input);
 
   CHECK(io::json(Scheme(4, 2)) == io::json::parse(R"({"tp": 4, "pp": 2})"));
@@ -296,8 +294,8 @@ TEST_CASE("the smallest CP degree that holds a context, and --cp auto's degrees 
         return true;
     return false;
   };
-  for (const std::int64_t context : {std::int64_t{65536}, std::int64_t{131072}, std::int64_t{262144},
-                                     std::int64_t{524288}, std::int64_t{1} << 20}) {
+  for (const std::int64_t context :
+       {std::int64_t{65536}, std::int64_t{131072}, std::int64_t{262144}, std::int64_t{524288}, std::int64_t{1} << 20}) {
     CAPTURE(context);
     // Against every degree tried in turn: the smallest that holds it, none smaller holding it.
     std::optional<int> expected;

@@ -90,13 +90,13 @@ cost::ProfileSpec random_spec(Rng& rng, int index) {
   for (int tp = 1; tp <= spec.gpus; tp *= 2)
     for (int pp = 1; tp * pp <= spec.gpus; pp *= 2) {
       if (rng.uniform() < 0.3) continue;
-      cost::SchemeEntry entry{Scheme(tp, pp),
-                              cost::QuadraticLatency(coefficient(rng, 1e-9), coefficient(rng, 5e-5),
-                                                     coefficient(rng, 1e-2)),
-                              std::nullopt, std::nullopt};
+      cost::SchemeEntry entry{
+          Scheme(tp, pp),
+          cost::QuadraticLatency(coefficient(rng, 1e-9), coefficient(rng, 5e-5), coefficient(rng, 1e-2)), std::nullopt,
+          std::nullopt};
       if (!memory_model || rng.uniform() < 0.2)
         entry.max_len = pick(rng, std::array<std::int64_t, 8>{0, 1, 128, 4096, 32768, 1 << 20, std::int64_t{1} << 40,
-                                                               std::int64_t{1} << 62});
+                                                              std::int64_t{1} << 62});
       if (rng.uniform() < 0.3) entry.util_len = pick(rng, std::array<std::int64_t, 3>{1, 512, std::int64_t{1} << 40});
       spec.schemes.push_back(entry);
     }
@@ -114,8 +114,7 @@ std::vector<Sequence> random_batch(Rng& rng, std::int64_t context, std::int64_t 
         std::min<std::int64_t>(context, std::int64_t{1} << static_cast<int>(rng.uniform_int(0, 40)));
     batch.emplace_back(i, rng.uniform_int(1, std::max<std::int64_t>(top, 1)));
   }
-  if (rng.uniform() < 0.1 && widest < std::numeric_limits<std::int64_t>::max())
-    batch.emplace_back(count, widest + 1);
+  if (rng.uniform() < 0.1 && widest < std::numeric_limits<std::int64_t>::max()) batch.emplace_back(count, widest + 1);
   return batch;
 }
 
@@ -211,11 +210,11 @@ TEST_CASE("cost fuzz: extreme profiles plan, schedule and simulate, or are refus
       plan_pipeline_case(rng, setup.model, setup.memory_limit, scheme.scheme.pp(), batch, problem);
     });
   }
-  MESSAGE("profiles: ", profiles.succeeded, " accepted, ", profiles.refused, " refused; plan_iteration: ",
-          plans.succeeded, " planned, ", plans.refused, " refused, ", plans.infeasible, " infeasible; simulated: ",
-          simulated.succeeded, "/", simulated.refused, "/", simulated.infeasible, "; plan_pipeline: ",
-          pipelines.succeeded, "/", pipelines.refused, "/", pipelines.infeasible, "; pack (raw): ", packings.succeeded,
-          "/", packings.refused, "/", packings.infeasible);
+  MESSAGE("profiles: ", profiles.succeeded, " accepted, ", profiles.refused,
+          " refused; plan_iteration: ", plans.succeeded, " planned, ", plans.refused, " refused, ", plans.infeasible,
+          " infeasible; simulated: ", simulated.succeeded, "/", simulated.refused, "/", simulated.infeasible,
+          "; plan_pipeline: ", pipelines.succeeded, "/", pipelines.refused, "/", pipelines.infeasible,
+          "; pack (raw): ", packings.succeeded, "/", packings.refused, "/", packings.infeasible);
   // The generator reaches both outcomes of every stage.
   CHECK(profiles.succeeded > 0);
   CHECK(profiles.refused > 0);

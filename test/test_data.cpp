@@ -163,9 +163,7 @@ Bytes mutate(const Bytes& valid, Rng& rng) {
     case 0:
       for (std::uint64_t flips = 1 + rng.below(4); flips > 0; --flips) out[position(out.size())] = random_byte();
       break;
-    case 1:
-      out.resize(static_cast<std::size_t>(rng.below(out.size())));
-      break;
+    case 1: out.resize(static_cast<std::size_t>(rng.below(out.size()))); break;
     case 2: {
       const std::size_t at = static_cast<std::size_t>(rng.below(out.size() + 1));
       Bytes chunk(static_cast<std::size_t>(1 + rng.below(16)));
@@ -174,8 +172,24 @@ Bytes mutate(const Bytes& valid, Rng& rng) {
       break;
     }
     case 3: {  // a garbage line after a line end (or first): signs, words, control and high bytes
-      constexpr std::string_view pieces[] = {"-", "+", ".", "e", "nan", "NaN", "inf", "0x", "#", " ", "\t", "\r",
-                                             "\x1b[2J", "\x7f", "\x85", "\xe2\x80\xa8", "9223372036854775808", "0"};
+      constexpr std::string_view pieces[] = {"-",
+                                             "+",
+                                             ".",
+                                             "e",
+                                             "nan",
+                                             "NaN",
+                                             "inf",
+                                             "0x",
+                                             "#",
+                                             " ",
+                                             "\t",
+                                             "\r",
+                                             "\x1b[2J",
+                                             "\x7f",
+                                             "\x85",
+                                             "\xe2\x80\xa8",
+                                             "9223372036854775808",
+                                             "0"};
       std::string line;
       for (std::uint64_t parts = rng.below(6); parts > 0; --parts) {
         line += rng.below(3) == 0 ? std::string(1, static_cast<char>(rng.below(256)))
@@ -413,8 +427,7 @@ TEST_CASE("text lengths: zero, negative, past int64, NaN and other non-numbers n
       {"7\n0\n", "bad.txt: line 2: length must be >= 1, got 0"},
       {"-0\n", "bad.txt: line 1: length must be >= 1, got 0"},
       {"-9223372036854775808\n", "bad.txt: line 1: length must be >= 1, got -9223372036854775808"},
-      {"9223372036854775807\n",
-       "bad.txt: line 1: length 9223372036854775807 exceeds the plausible maximum 4294967296"},
+      {"9223372036854775807\n", "bad.txt: line 1: length 9223372036854775807 exceeds the plausible maximum 4294967296"},
       {"9223372036854775808\n", "bad.txt: line 1: '9223372036854775808' is out of range"},
       {"-9223372036854775809\n", "bad.txt: line 1: '-9223372036854775809' is out of range"},
       {"nan\n", "bad.txt: line 1: 'nan' is not an integer length"},
@@ -448,11 +461,14 @@ TEST_CASE("text lengths: a bad line is reported before the rest of a 4 GiB strea
       // No line end at all, or garbage after a value: rejected once the value passes 40 characters.
       {"", "7", "huge.txt: line 1: '" + std::string(40, '7') + "...' is not an integer length"},
       {"5 ", "x", "huge.txt: line 1: '5 " + std::string(38, 'x') + "...' is not an integer length"},
-      {"", std::string(1, '\0'), "huge.txt: line 1: '" + [] {
-         std::string zeros;
-         for (int i = 0; i < 40; ++i) zeros += "\\x00";
-         return zeros;
-       }() + "...' is not an integer length"},
+      {"", std::string(1, '\0'),
+       "huge.txt: line 1: '" +
+           [] {
+             std::string zeros;
+             for (int i = 0; i < 40; ++i) zeros += "\\x00";
+             return zeros;
+           }() +
+           "...' is not an integer length"},
   };
   for (const Case& bad : cases) {
     CAPTURE(bad.message);
@@ -528,7 +544,9 @@ TEST_CASE("lengths: control characters from the content or the file name are esc
       {std::string_view("1\n2\r\n3\0\n", 8), "bad.txt: line 3: '3\\x00' is not an integer length"},
       {"5\v6\n", "bad.txt: line 1: '5\\x0b6' is not an integer length"},
       {"5\r6\n", "bad.txt: line 1: '5\\x0d6' is not an integer length"},
-      {"\xe2\x80\xa8" "7\n", "bad.txt: line 1: '\\xe2\\x80\\xa87' is not an integer length"},
+      {"\xe2\x80\xa8"
+       "7\n",
+       "bad.txt: line 1: '\\xe2\\x80\\xa87' is not an integer length"},
       {"\x7f\x85\n", "bad.txt: line 1: '\\x7f\\x85' is not an integer length"},
   };
   for (const auto& [text, message] : text_cases) {
@@ -565,8 +583,8 @@ TEST_CASE("npy lengths: every accepted dtype and version") {
         std::vector<std::int64_t>{4294967296, 9});
   for (const int major : {1, 2, 3}) {
     CAPTURE(major);
-    CHECK(parse_lengths_npy(make_npy(npy_dict("<i4", "(3,)"), encode<std::int32_t>({1, 300, 32767}), major),
-                            "a.npy") == expected);
+    CHECK(parse_lengths_npy(make_npy(npy_dict("<i4", "(3,)"), encode<std::int32_t>({1, 300, 32767}), major), "a.npy") ==
+          expected);
   }
 }
 
@@ -690,8 +708,7 @@ TEST_CASE("npy lengths: counts past the file or the limit, absurd headers, value
       {make_npy(npy_dict("<u8", "(3,)"), three), "unsupported dtype '<u8'"},
       {make_npy(npy_dict("<f8", "(3,)"), three), "unsupported dtype '<f8'"},
       {make_npy(npy_dict("<i4", "(1, 3)"), three), "shape must be one-dimensional"},
-      {make_npy(npy_dict("<i4", "(3,)") + std::string(70000, ' '), three, 2),
-       "exceeds the limit of 65535 bytes"},
+      {make_npy(npy_dict("<i4", "(3,)") + std::string(70000, ' '), three, 2), "exceeds the limit of 65535 bytes"},
       {make_npy(npy_dict("<i8", "(3,)"), encode<std::int64_t>({5, std::numeric_limits<std::int64_t>::min(), 1})),
        ": index 1: length must be >= 1, got -9223372036854775808"},
       {make_npy(npy_dict("<i8", "(1,)"), encode<std::int64_t>({std::numeric_limits<std::int64_t>::max()})),
@@ -831,7 +848,9 @@ TEST_CASE("dataset: validation names the source and the index") {
   CHECK(contains(error_of([] { LengthDataset({}, "mem"); }), "mem: no lengths"));
   CHECK(contains(error_of([] { LengthDataset({4, 0}, "mem"); }), "mem: index 1: length must be >= 1, got 0"));
   CHECK(contains(error_of([] { LengthDataset({-1}, "mem"); }), "mem: index 0: length must be >= 1"));
-  CHECK(contains(error_of([] { LengthDataset({1, 2, max_plausible_length + 1}, "mem"); }),
+  CHECK(contains(error_of([] {
+                   LengthDataset({1, 2, max_plausible_length + 1}, "mem");
+                 }),
                  "mem: index 2: length 4294967297 exceeds the plausible maximum"));
   CHECK_NOTHROW(LengthDataset({max_plausible_length}, "mem"));
 }
@@ -843,8 +862,10 @@ TEST_CASE("dataset: stats by nearest rank") {
   CHECK(dataset.source() == "mem");
   CHECK_FALSE(dataset.context().has_value());
   const LengthStats stats = dataset.stats();
-  CHECK(stats == LengthStats{.count = 10, .tokens = 55, .min = 1, .max = 10, .p50 = 5, .p90 = 9, .p99 = 10,
-                             .truncated = 0, .mean = 5.5});
+  CHECK(
+      stats ==
+      LengthStats{
+          .count = 10, .tokens = 55, .min = 1, .max = 10, .p50 = 5, .p90 = 9, .p99 = 10, .truncated = 0, .mean = 5.5});
   CHECK(std::ranges::equal(dataset.lengths(), std::vector<std::int64_t>{5, 1, 9, 3, 7, 2, 8, 10, 4, 6}));
 
   // 1..200 shuffled: rank ceil(p * 200 / 100) is the value itself.
@@ -857,8 +878,15 @@ TEST_CASE("dataset: stats by nearest rank") {
   CHECK(big.p99 == 198);
   CHECK(big.mean == doctest::Approx(100.5));
   const LengthStats one = LengthDataset({42}, "mem").stats();
-  CHECK(one == LengthStats{.count = 1, .tokens = 42, .min = 42, .max = 42, .p50 = 42, .p90 = 42, .p99 = 42,
-                           .truncated = 0, .mean = 42.0});
+  CHECK(one == LengthStats{.count = 1,
+                           .tokens = 42,
+                           .min = 42,
+                           .max = 42,
+                           .p50 = 42,
+                           .p90 = 42,
+                           .p99 = 42,
+                           .truncated = 0,
+                           .mean = 42.0});
 }
 
 TEST_CASE("dataset: truncation to a context") {
@@ -897,7 +925,9 @@ TEST_CASE("dataset: histogram bins are (lower, upper]") {
   const auto wide = LengthDataset({1, max_plausible_length}, "mem").histogram(std::numeric_limits<std::int64_t>::max());
   CHECK(wide.bins == std::vector<HistogramBin>{{0, std::numeric_limits<std::int64_t>::max(), 2}});
   CHECK(contains(error_of([&] { (void)dataset.histogram(0); }), "mem: histogram bin width must be >= 1, got 0"));
-  CHECK(contains(error_of([] { (void)LengthDataset({1, max_plausible_length}, "mem").histogram(1); }),
+  CHECK(contains(error_of([] {
+                   (void)LengthDataset({1, max_plausible_length}, "mem").histogram(1);
+                 }),
                  "use a wider bin"));
 }
 
@@ -1091,8 +1121,7 @@ TEST_CASE("data JSON round trips") {
 
   const SamplerOptions sampler{.tokens_per_batch = 4096, .seed = 0xffffffffffffffffULL, .drop_last = true};
   CHECK(io::json(sampler).get<SamplerOptions>() == sampler);
-  CHECK(io::json::parse(R"({"tokens_per_batch": 8})").get<SamplerOptions>() ==
-        SamplerOptions{.tokens_per_batch = 8});
+  CHECK(io::json::parse(R"({"tokens_per_batch": 8})").get<SamplerOptions>() == SamplerOptions{.tokens_per_batch = 8});
 
   const SyntheticOptions synthetic{.count = 7, .median = 2.5, .tail_fraction = 0.125, .seed = 99};
   CHECK(io::json(synthetic).get<SyntheticOptions>() == synthetic);

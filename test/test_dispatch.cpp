@@ -454,14 +454,14 @@ TEST_CASE("dispatch: local search leaves no move or swap that lowers the slowest
     CAPTURE(k);
     Instance instance = random_instance(rng, 80);
     repeat_pipelines(instance, rng.uniform_int(1, 4));
-    const DispatchOptions options{.trials = 1, .threads = 1, .seed = static_cast<std::uint64_t>(k),
-                                  .local_search = true, .longest_first = false};
+    const DispatchOptions options{
+        .trials = 1, .threads = 1, .seed = static_cast<std::uint64_t>(k), .local_search = true, .longest_first = false};
     const Dispatch dispatch = assign::dispatch_greedy(instance.batch, instance.pipelines, options);
     assign::validate(dispatch, instance.batch, instance.pipelines);
     if (dispatch.objective <= dispatch.lower_bound * (1 + 1e-9)) continue;  // certified: no search ran
     ++searched;
-    const auto p = static_cast<int>(std::ranges::max_element(dispatch.pipeline_bounds) -
-                                    dispatch.pipeline_bounds.begin());
+    const auto p =
+        static_cast<int>(std::ranges::max_element(dispatch.pipeline_bounds) - dispatch.pipeline_bounds.begin());
     const double current = dispatch.pipeline_bounds[static_cast<std::size_t>(p)];
     const auto fits = [&](std::size_t i, int q) {
       return instance.pipelines[static_cast<std::size_t>(q)].max_len >= instance.batch[i].length();
@@ -727,9 +727,9 @@ TEST_CASE("dispatch: validate catches a broken dispatch") {
                        doctest::Contains("pipeline_bounds has 1 entries"), invalid_plan);
   CHECK_THROWS_WITH_AS(assign::validate(broken([](Dispatch& d) { d.objective *= 0.9; }), batch, pipelines),
                        doctest::Contains("objective"), invalid_plan);
-  CHECK_THROWS_WITH_AS(assign::validate(broken([](Dispatch& d) { d.lower_bound = d.objective * 1.01; }), batch,
-                                        pipelines),
-                       doctest::Contains("exceeds the objective"), invalid_plan);
+  CHECK_THROWS_WITH_AS(
+      assign::validate(broken([](Dispatch& d) { d.lower_bound = d.objective * 1.01; }), batch, pipelines),
+      doctest::Contains("exceeds the objective"), invalid_plan);
   CHECK_THROWS_WITH_AS(
       assign::validate(broken([](Dispatch& d) { d.lower_bound = std::numeric_limits<double>::quiet_NaN(); }), batch,
                        pipelines),

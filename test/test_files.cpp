@@ -119,7 +119,9 @@ TEST_CASE("output files: a symbolic link is written through and stays a link") {
   CHECK(read_file(scratch.path / "missing.svg") == "created");
 }
 
-TEST_CASE("output files: a directory, a loop of links, a missing directory and an empty path are bad input that changes nothing") {
+TEST_CASE(
+    "output files: a directory, a loop of links, a missing directory and an empty path are bad input that changes "
+    "nothing") {
   const ScratchDirectory scratch;
   fs::create_directory(scratch.path / "dir");
   CHECK_THROWS_WITH_AS(write_text_file(scratch.path / "dir", "x"), doctest::Contains("dir: is a directory"),

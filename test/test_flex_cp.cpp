@@ -58,8 +58,8 @@ public:
     std::ranges::stable_sort(order, std::greater{}, [&](std::size_t g) { return best_groups_[g].degree_index; });
     for (const std::size_t g : order) {
       const Group& group = best_groups_[g];
-      FlexCpGroup placed{.degree_index = group.degree_index, .first_unit = next_unit[group.batch],
-                         .sequences = group.sequences};
+      FlexCpGroup placed{
+          .degree_index = group.degree_index, .first_unit = next_unit[group.batch], .sequences = group.sequences};
       next_unit[group.batch] += problem_.degrees[static_cast<std::size_t>(group.degree_index)].degree;
       batches[group.batch].groups.push_back(std::move(placed));
     }
@@ -116,16 +116,18 @@ private:
     for (std::size_t k = 0; k < problem_.degrees.size(); ++k) {
       if (!assign::flex_cp_holds(problem_, k, length)) continue;
       const int width = problem_.degrees[k].degree;
-      const Group group{.degree_index = static_cast<int>(k), .batch = 0,
+      const Group group{.degree_index = static_cast<int>(k),
+                        .batch = 0,
                         .load = problem_.degrees[k].latency.c() + assign::flex_cp_sequence_seconds(problem_, k, length),
-                        .tokens = assign::flex_cp_charged(problem_, k, length), .sequences = {static_cast<int>(s)}};
+                        .tokens = assign::flex_cp_charged(problem_, k, length),
+                        .sequences = {static_cast<int>(s)}};
       for (std::size_t m = 0; m <= batches_.size(); ++m) {
         const bool fresh = m == batches_.size();
         if (fresh) batches_.push_back({});
         Batch& batch = batches_[m];
         const Batch saved = batch;
-        const bool degree_ok = !problem_.one_degree_per_micro_batch || batch.degree_index < 0 ||
-                               batch.degree_index == static_cast<int>(k);
+        const bool degree_ok =
+            !problem_.one_degree_per_micro_batch || batch.degree_index < 0 || batch.degree_index == static_cast<int>(k);
         if (batch.units + width <= problem_.units && degree_ok) {
           batch.units += width;
           batch.degree_index = static_cast<int>(k);
@@ -162,14 +164,8 @@ FlexCpProblem tiny_problem(std::uint64_t seed) {
   }
   const std::int64_t longest = std::ranges::max(problem.lengths);
   // Units and degrees; the full chain on 4 units twice, as the case with most choice.
-  static const std::array<std::pair<int, std::vector<int>>, 8> chains = {{{1, {1}},
-                                                                          {2, {1, 2}},
-                                                                          {2, {2}},
-                                                                          {4, {1, 2, 4}},
-                                                                          {4, {1, 2}},
-                                                                          {4, {1, 4}},
-                                                                          {4, {2, 4}},
-                                                                          {4, {1, 2, 4}}}};
+  static const std::array<std::pair<int, std::vector<int>>, 8> chains = {
+      {{1, {1}}, {2, {1, 2}}, {2, {2}}, {4, {1, 2, 4}}, {4, {1, 2}}, {4, {1, 4}}, {4, {2, 4}}, {4, {1, 2, 4}}}};
   const auto& [units, widths] = chains[rng.below(chains.size())];
   problem.units = units;
   problem.pp = static_cast<int>(1 + rng.below(3));
@@ -205,9 +201,8 @@ FlexCpProblem small_problem(bool one_degree = false) {
   problem.units = 4;
   problem.pp = 2;
   problem.one_degree_per_micro_batch = one_degree;
-  problem.degrees = {{1, {0, 1.0 / 1024, 0.125}, 512, 1},
-                     {2, {0, 1.0 / 2048, 0.125}, 1024, 1},
-                     {4, {0, 1.0 / 4096, 0.125}, 2048, 1}};
+  problem.degrees = {
+      {1, {0, 1.0 / 1024, 0.125}, 512, 1}, {2, {0, 1.0 / 2048, 0.125}, 1024, 1}, {4, {0, 1.0 / 4096, 0.125}, 2048, 1}};
   return problem;
 }
 
@@ -308,12 +303,18 @@ TEST_CASE("flex CP: the checker names the broken invariant") {
     CHECK_THROWS_WITH_AS(assign::validate(plan, p), doctest::Contains(message), std::logic_error);
   };
   auto groups = [](FlexCpPlan& plan) -> std::vector<FlexCpGroup>& { return plan.micro_batches[0].groups; };
-  broken(problem, good, [&](FlexCpPlan& p) { groups(p)[1].sequences.push_back(0); }, "sequence 0 runs 2 times");
-  broken(problem, good, [&](FlexCpPlan& p) { groups(p)[2].sequences = {1}; }, "sequence 0 runs 0 times");
-  broken(problem, good, [&](FlexCpPlan& p) { groups(p)[2].first_unit = 1; }, "uses unit 1 twice");
-  broken(problem, good, [&](FlexCpPlan& p) { groups(p)[0].first_unit = 1; }, "places a group of CP 2 at unit 1");
-  broken(problem, good, [&](FlexCpPlan& p) { groups(p)[2].first_unit = 4; }, "places a group of CP 1 at unit 4");
-  broken(problem, good, [&](FlexCpPlan& p) { groups(p)[0].degree_index = 3; }, "names degree index 3");
+  broken(
+      problem, good, [&](FlexCpPlan& p) { groups(p)[1].sequences.push_back(0); }, "sequence 0 runs 2 times");
+  broken(
+      problem, good, [&](FlexCpPlan& p) { groups(p)[2].sequences = {1}; }, "sequence 0 runs 0 times");
+  broken(
+      problem, good, [&](FlexCpPlan& p) { groups(p)[2].first_unit = 1; }, "uses unit 1 twice");
+  broken(
+      problem, good, [&](FlexCpPlan& p) { groups(p)[0].first_unit = 1; }, "places a group of CP 2 at unit 1");
+  broken(
+      problem, good, [&](FlexCpPlan& p) { groups(p)[2].first_unit = 4; }, "places a group of CP 1 at unit 4");
+  broken(
+      problem, good, [&](FlexCpPlan& p) { groups(p)[0].degree_index = 3; }, "names degree index 3");
   // 300 + 400 tokens exceed CP 1's 512.
   broken(
       problem, good,
@@ -322,15 +323,22 @@ TEST_CASE("flex CP: the checker names the broken invariant") {
         groups(p).erase(groups(p).begin());
       },
       "overfills a group of CP 1 (capacity 512)");
-  broken(problem, good, [&](FlexCpPlan& p) { p.seconds += 1e-6; }, "states");
-  broken(problem, good, [&](FlexCpPlan& p) { groups(p)[2].sequences.clear(); }, "has an empty group");
-  broken(problem, good, [&](FlexCpPlan& p) { p.micro_batches.push_back({}); }, "micro-batch 1 has no group");
-  broken(problem, good, [&](FlexCpPlan& p) { groups(p)[2].sequences = {0, 1, 7}; }, "no sequence 7");
+  broken(
+      problem, good, [&](FlexCpPlan& p) { p.seconds += 1e-6; }, "states");
+  broken(
+      problem, good, [&](FlexCpPlan& p) { groups(p)[2].sequences.clear(); }, "has an empty group");
+  broken(
+      problem, good, [&](FlexCpPlan& p) { p.micro_batches.push_back({}); }, "micro-batch 1 has no group");
+  broken(
+      problem, good,
+      [&](FlexCpPlan& p) {
+        groups(p)[2].sequences = {0, 1, 7};
+      },
+      "no sequence 7");
 
   // The same plan mixes degrees 2 and 1, which Megatron-LM's one CP size per micro-batch forbids.
   const FlexCpProblem one_degree = small_problem(true);
-  CHECK_THROWS_WITH_AS(assign::validate(good, one_degree), doctest::Contains("mixes CP degrees"),
-                       std::logic_error);
+  CHECK_THROWS_WITH_AS(assign::validate(good, one_degree), doctest::Contains("mixes CP degrees"), std::logic_error);
   FlexCpPlan uniform;
   uniform.micro_batches = {{{{1, 0, {3}}, {1, 2, {0, 1, 2}}}}};
   uniform.seconds = assign::flex_cp_iteration_seconds(one_degree, uniform.micro_batches);
@@ -403,8 +411,8 @@ TEST_CASE("flex CP: a packing below its target-free height is the same at every 
   FlexCpProblem bundled{.lengths = {}, .units = 16, .pp = 2, .degrees = {}, .one_degree_per_micro_batch = false};
   for (int s = 0; s < 300; ++s) bundled.lengths.push_back(all[rng.below(all.size())]);
   for (const int width : {1, 2, 4, 8, 16})
-    bundled.degrees.push_back({width, {3e-10 / width, 2e-6 / width, 0.002 * (1 + width / 16.0)},
-                               std::int64_t{32768} * width, 2 * width});
+    bundled.degrees.push_back(
+        {width, {3e-10 / width, 2e-6 / width, 0.002 * (1 + width / 16.0)}, std::int64_t{32768} * width, 2 * width});
   problems.push_back(bundled);
   for (std::size_t p = 0; p < problems.size(); ++p) {
     CAPTURE(p);
@@ -450,8 +458,8 @@ TEST_CASE("flex CP: exact on the largest instances it accepts") {
     problem.one_degree_per_micro_batch = seed % 2 == 1;
     for (int s = 0; s < 12; ++s) problem.lengths.push_back(rng.uniform_int(256, 16384));
     for (const int width : {1, 2, 4, 8})
-      problem.degrees.push_back({width, {2e-9 / width, 4e-6 / width + (width > 1 ? 1e-6 : 0.0), 0.01}, 8192 * width,
-                                 2 * width});
+      problem.degrees.push_back(
+          {width, {2e-9 / width, 4e-6 / width + (width > 1 ? 1e-6 : 0.0), 0.01}, 8192 * width, 2 * width});
     const FlexCpPlan heuristic = assign::solve_flex_cp(problem);
     const auto exact = assign::solve_flex_cp_exact(problem, {.time_limit_seconds = 3});
     assign::validate(exact.plan, problem);
@@ -474,9 +482,10 @@ TEST_CASE("flex CP: 2,000 bundled lengths on 64 units") {
   problem.units = 64;
   problem.pp = 4;
   for (const int width : {1, 2, 4, 8, 16})
-    problem.degrees.push_back(
-        {width, {3e-10 / width, 2e-6 / width + (width > 1 ? 5e-7 : 0.0), 0.002 * (1 + width / 16.0)},
-         std::int64_t{32768} * width, 2 * width});
+    problem.degrees.push_back({width,
+                               {3e-10 / width, 2e-6 / width + (width > 1 ? 5e-7 : 0.0), 0.002 * (1 + width / 16.0)},
+                               std::int64_t{32768} * width,
+                               2 * width});
   for (const bool one_degree : {false, true}) {
     CAPTURE(one_degree);
     problem.one_degree_per_micro_batch = one_degree;
@@ -484,7 +493,7 @@ TEST_CASE("flex CP: 2,000 bundled lengths on 64 units") {
     assign::validate(plan, problem);
     CHECK(plan.lower_bound == assign::flex_cp_lower_bound(problem));
     CHECK(plan.seconds >= plan.lower_bound);
-    MESSAGE(plan.micro_batches.size(), " micro-batches, ", plan.seconds, " s, lower bound ", plan.lower_bound,
-            " s (", (plan.seconds / plan.lower_bound - 1) * 100, "% above)");
+    MESSAGE(plan.micro_batches.size(), " micro-batches, ", plan.seconds, " s, lower bound ", plan.lower_bound, " s (",
+            (plan.seconds / plan.lower_bound - 1) * 100, "% above)");
   }
 }

@@ -111,8 +111,8 @@ private:
     for (std::size_t k = 0; k < problem_.degrees.size(); ++k) {
       const int width = problem_.degrees[k].degree;
       if (used_ + width > problem_.units || !assign::flex_cp_holds(problem_, k, length)) continue;
-      blocks_.push_back({k, assign::flex_cp_sequence_seconds(problem_, k, length),
-                         assign::flex_cp_charged(problem_, k, length)});
+      blocks_.push_back(
+          {k, assign::flex_cp_sequence_seconds(problem_, k, length), assign::flex_cp_charged(problem_, k, length)});
       used_ += width;
       search(i + 1);
       used_ -= width;
@@ -244,10 +244,9 @@ TEST_CASE("FlexSP: collectives outlast a short micro-batch's passes") {
   CHECK(assign::flex_cp_exposed_seconds(problem, 4.5) == 4.5);
   problem.collectives.backward_ratio = 1;
   CHECK(assign::flex_cp_exposed_seconds(problem, 3) == 3.5);  // forward 1.5 hides 1; backward 1.5 of 2
-  for (const assign::FlexCpCollectives bad : {assign::FlexCpCollectives{.seconds = -1},
-                                              assign::FlexCpCollectives{.seconds = std::nan("")},
-                                              assign::FlexCpCollectives{.seconds = 1, .backward_ratio = 0},
-                                              assign::FlexCpCollectives{.seconds = inf}}) {
+  for (const assign::FlexCpCollectives bad :
+       {assign::FlexCpCollectives{.seconds = -1}, assign::FlexCpCollectives{.seconds = std::nan("")},
+        assign::FlexCpCollectives{.seconds = 1, .backward_ratio = 0}, assign::FlexCpCollectives{.seconds = inf}}) {
     problem.collectives = bad;
     CHECK_THROWS_WITH_AS(assign::require_valid(problem), doctest::Contains("collectives"), invalid_input);
   }
@@ -273,8 +272,10 @@ TEST_CASE("FlexSP: token sums past int64's range neither overflow nor lose a seq
   problem.lengths.assign(8, huge);  // 2^64 tokens in all
   problem.units = 4;
   problem.degrees = {FlexCpDegree{.degree = 2, .latency = {0, 1e-18, 0}, .capacity = 2 * huge, .length_multiple = 1},
-                     FlexCpDegree{.degree = 4, .latency = {0, 5e-19, 0},
-                                  .capacity = std::numeric_limits<std::int64_t>::max(), .length_multiple = 1}};
+                     FlexCpDegree{.degree = 4,
+                                  .latency = {0, 5e-19, 0},
+                                  .capacity = std::numeric_limits<std::int64_t>::max(),
+                                  .length_multiple = 1}};
   const std::vector<std::size_t> ends = assign::detail::flexsp_sorted_split(problem.lengths, 2);
   REQUIRE(ends.size() == 2);  // two non-empty runs that cover every sequence
   CHECK((ends[0] >= 1 && ends[0] < 8 && ends[1] == 8));

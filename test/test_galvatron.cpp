@@ -213,8 +213,8 @@ TEST_CASE("galvatron: the per-micro-batch time enters forward and backward once 
     CHECK(near(with.layer(0, alone, b).time_nosync - without.layer(0, alone, b).time_nosync, 3e-3, 1e-12));
     sluice::search::LayerStrategy checkpointed = alone;
     checkpointed.ckpt = true;
-    CHECK(near(with.layer(0, checkpointed, b).time_nosync - without.layer(0, checkpointed, b).time_nosync, 4e-3,
-               1e-12));
+    CHECK(
+        near(with.layer(0, checkpointed, b).time_nosync - without.layer(0, checkpointed, b).time_nosync, 4e-3, 1e-12));
   }
   // Under TP the samples' time splits and the micro-batch's does not (Galvatron's m·b/tp + c).
   const sluice::search::LayerStrategy tensor{.tp = 2, .dp = 1};
@@ -232,9 +232,9 @@ TEST_CASE("galvatron: profiled activations stand in for the count, by TP degree"
   const auto cluster = a100();
   const sluice::search::AnalyticEstimator estimator(shape, cluster);
   CHECK(estimator.activation_bytes(0, 2) == 600.0);
-  CHECK(estimator.activation_bytes(0, 4) == 300.0);  // from TP 2's, halved
+  CHECK(estimator.activation_bytes(0, 4) == 300.0);   // from TP 2's, halved
   CHECK(estimator.activation_bytes(0, 16) == 100.0);  // from TP 8's
-  CHECK(estimator.checkpoint_bytes(0, 8) == 12.5);  // from TP 2's
+  CHECK(estimator.checkpoint_bytes(0, 8) == 12.5);    // from TP 2's
   // Four samples on each of 2 DP replicas: a micro-batch of 8.
   const auto whole = estimator.layer(0, {.tp = 2, .dp = 2}, 8);
   CHECK(whole.forward_bytes == 4 * 600.0);
@@ -268,8 +268,8 @@ TEST_CASE("galvatron: the vocabulary layers' time and activations on the first a
   // The gradient all-reduce of the embedding over the 4 replicas overlaps the backward on the last micro-batch.
   const double q = shape.dtype_bytes;
   const double embedding_sync = 2.0 * 3 / 4 * static_cast<double>(shape.embedding_params) * q / cluster.bandwidth(4);
-  CHECK(near(estimator.stage_extra(0, 2, ddp, 16, 1, 1).time_sync,
-             4.5e-3 + estimator.overlap(9e-3, embedding_sync), 1e-12));
+  CHECK(near(estimator.stage_extra(0, 2, ddp, 16, 1, 1).time_sync, 4.5e-3 + estimator.overlap(9e-3, embedding_sync),
+             1e-12));
   // ZeRO-3 gathers the parameters in forward and backward: DP's volume over 2 each.
   CHECK(near(estimator.stage_extra(0, 2, zero3, 16, 1, 1).time_nosync, 1.5 * 9e-3 + embedding_sync, 1e-12));
   // Ulysses SP 2 splits each of a micro-batch of 2's samples: forward 2 ms · 1/2 + 1 ms, and no collective.
@@ -412,18 +412,16 @@ TEST_CASE("galvatron: measured collective times replace volume over bandwidth fo
   REQUIRE(!profile.hardware.all_to_all_ms.empty());
   const auto& [size, by_message] = *profile.hardware.all_to_all_ms.rbegin();
   const auto& [mib, milliseconds] = *by_message.begin();
-  CHECK(std::ranges::find(from_profile.all_to_all_times,
-                          CollectiveTime{size, mib * 1048576.0, milliseconds / 1e3}) !=
+  CHECK(std::ranges::find(from_profile.all_to_all_times, CollectiveTime{size, mib * 1048576.0, milliseconds / 1e3}) !=
         from_profile.all_to_all_times.end());
   REQUIRE(!profile.hardware.p2p_mib_per_ms.empty());
   const auto& [pp, mib_per_ms] = *profile.hardware.p2p_mib_per_ms.rbegin();
   CHECK(from_profile.pipeline_bandwidth(pp, 8 / pp) == mib_per_ms * 1048576.0 * 1e3);
-  CHECK(from_profile.all_reduce_times.size() ==
-        [&] {
-          std::size_t count = 0;
-          for (const auto& [group, entries] : profile.hardware.allreduce_ms) count += group >= 2 ? entries.size() : 0;
-          return count;
-        }());
+  CHECK(from_profile.all_reduce_times.size() == [&] {
+    std::size_t count = 0;
+    for (const auto& [group, entries] : profile.hardware.allreduce_ms) count += group >= 2 ? entries.size() : 0;
+    return count;
+  }());
 }
 
 TEST_CASE("galvatron: sluice search runs on the authors' profiles, and every plan validates") {
@@ -521,8 +519,9 @@ TEST_CASE("galvatron: the plan Galvatron's search wrote, costed by sluice's esti
   CHECK(refused("1,1,1,1\"", "1,1,1\"", 32, 8).find("tp_sizes_enc: expected 32 entries") != std::string::npos);
   CHECK(refused("\"vtp\": 2", "\"vtp\": 3", 32, 8).find("vtp 3 does not divide the stage's 8 GPUs") !=
         std::string::npos);
-  CHECK(refused("\"tp_sizes_enc\": \"1,", "\"tp_sizes_enc\": \"3,", 32, 8)
-            .find("layer 0: TP degree 3 does not divide") != std::string::npos);
+  CHECK(
+      refused("\"tp_sizes_enc\": \"1,", "\"tp_sizes_enc\": \"3,", 32, 8).find("layer 0: TP degree 3 does not divide") !=
+      std::string::npos);
   // Under default_dp_type zero2, a layer not on ZeRO-3 is on ZeRO-2.
   {
     std::string zero2 = text;
@@ -639,8 +638,8 @@ TEST_CASE("galvatron: thousands of mutated profiles either read or fail with one
     for (int e = 0; e < edits; ++e) {
       const std::size_t at = random() % text.size();
       switch (random() % 4) {
-        case 0: text[at] = static_cast<char>(random() % 128); break;                  // flip a byte
-        case 1: text.resize(at); break;                                               // truncate
+        case 0: text[at] = static_cast<char>(random() % 128); break;                   // flip a byte
+        case 1: text.resize(at); break;                                                // truncate
         case 2: text.insert(at, std::string(1, "{}[]\",:-e9"[random() % 10])); break;  // insert structure
         default: text.erase(at, 1 + random() % 8); break;                              // delete a run
       }

@@ -287,8 +287,7 @@ TEST_CASE("interpreter: compute groups that wait for each other are a deadlock, 
   CHECK_THROWS_WITH_AS(dry_run(two, {{{{0, 9}, {2, 0}}}}), doctest::Contains("names micro-batch 9 of rank 0"),
                        invalid_plan);
   CHECK_THROWS_WITH_AS(dry_run({{&plan, {{0}, {0}}}}, {}), doctest::Contains("rank 0 runs two stages"), invalid_plan);
-  CHECK_THROWS_WITH_AS(dry_run({{&plan, {{0, 1}, {2}}}}, {}), doctest::Contains("different lane counts"),
-                       invalid_plan);
+  CHECK_THROWS_WITH_AS(dry_run({{&plan, {{0, 1}, {2}}}}, {}), doctest::Contains("different lane counts"), invalid_plan);
   CHECK_THROWS_WITH_AS(dry_run({{&plan, {{0}}}}, {}), doctest::Contains("names ranks of 1 stages for 2"), invalid_plan);
   CHECK_THROWS_WITH_AS(dry_run({{&plan, {{-1}, {0}}}}, {}), doctest::Contains("rank -1 outside"), invalid_plan);
 }

@@ -26,9 +26,7 @@ using namespace sluice;
 using namespace sluice::cost;
 
 namespace {
-Profile bundled(std::string_view name) {
-  return io::read_document<Profile>(io::resolve_data_file(name, "profiles"));
-}
+Profile bundled(std::string_view name) { return io::read_document<Profile>(io::resolve_data_file(name, "profiles")); }
 
 // A strategy_pool file in the Hetu/Hydraulis layout (milliseconds, MiB).
 const char* const strategy_pool_text = R"({
@@ -368,8 +366,7 @@ TEST_CASE("JSON nesting: 100k objects or 1M arrays in any document are rejected 
         "sluice.shard_model", "sluice.execution_plan"}) {
     CAPTURE(format);
     for (const std::string* deep : {&objects, &arrays}) {
-      const std::string text =
-          R"({"format": ")" + std::string(format) + R"(", "version": 1, "parts": )" + *deep + "}";
+      const std::string text = R"({"format": ")" + std::string(format) + R"(", "version": 1, "parts": )" + *deep + "}";
       CHECK_THROWS_WITH_AS(io::parse(text, "deep.json"),
                            doctest::Contains("deep.json: JSON nested deeper than 256 levels"), invalid_input);
     }
@@ -398,13 +395,16 @@ TEST_CASE("JSON inputs: a file past the size limit or not starting like JSON is 
                        doctest::Contains("pipe: more than 999 bytes"), invalid_input);
 
   // A first byte no JSON value starts with is refused after the first 64 KiB, however long the input.
-  std::istringstream binary("\x7f" "ELF" + std::string(1 << 20, 'x'));
+  std::istringstream binary(
+      "\x7f"
+      "ELF" +
+      std::string(1 << 20, 'x'));
   CHECK_THROWS_WITH_AS(io::read_text(binary, "model.bin", io::TextKind::json_text),
                        doctest::Contains("model.bin: not JSON: it starts with '\\x7fELF"), invalid_input);
   CHECK(binary.tellg() == 1 << 16);
   // White space, a byte-order mark and every kind of value still read.
   for (const std::string& text : {std::string("  \n{}"), std::string("\xEF\xBB\xBF[1]"), std::string("\"s\""),
-                                 std::string("-1"), std::string("true"), std::string("null")}) {
+                                  std::string("-1"), std::string("true"), std::string("null")}) {
     std::istringstream in(text);
     CHECK(io::read_text(in, "ok", io::TextKind::json_text) == text);
   }
@@ -430,8 +430,8 @@ TEST_CASE("JSON nesting: the limit is 256 levels, the document object being the 
                  }),
                  "at.json: strategy: field 'parts'[0]"));
   // A value built in memory, not parsed by io::parse, is checked too; so is a strategy_pool file.
-  const io::json deep = io::json::parse(R"({"format": "sluice.strategy", "version": 1, "parts": )" +
-                                        nested_arrays(300) + "}");
+  const io::json deep =
+      io::json::parse(R"({"format": "sluice.strategy", "version": 1, "parts": )" + nested_arrays(300) + "}");
   CHECK_THROWS_WITH_AS(io::from_document<Strategy>(deep, "memory"), doctest::Contains("memory: JSON nested deeper"),
                        invalid_input);
   CHECK_THROWS_WITH_AS(io::import_strategy_pool(deep, "pool.json", 8), doctest::Contains("pool.json: JSON nested"),
@@ -466,14 +466,14 @@ TEST_CASE("JSON numbers: integers are integers of their type's range, never narr
   CHECK(contains(read_error<Profile>(profile, "/name", "5"), "field 'name': expected a string, got 5"));
   CHECK(contains(read_error<Profile>(profile, "/memory/activation_bytes/8", "true"), "value for \"8\""));
   CHECK(read_error<Profile>(profile, "/memory/alpha", "1") == "(no error)");  // an integer is a number
-  CHECK(contains(error_of([] { (void)io::json::parse(R"({"tokens_per_batch": 8, "drop_last": 1})")
-                                     .get<data::SamplerOptions>(); }),
-                 "field 'drop_last': expected true or false, got 1"));
+  CHECK(contains(
+      error_of([] { (void)io::json::parse(R"({"tokens_per_batch": 8, "drop_last": 1})").get<data::SamplerOptions>(); }),
+      "field 'drop_last': expected true or false, got 1"));
   CHECK(io::json::parse(R"({"tokens_per_batch": 8, "seed": 18446744073709551615})").get<data::SamplerOptions>().seed ==
         std::numeric_limits<std::uint64_t>::max());
-  CHECK(contains(error_of([] { (void)io::json::parse(R"({"tokens_per_batch": 8, "seed": -1})")
-                                     .get<data::SamplerOptions>(); }),
-                 "expected an integer in [0, 18446744073709551615], got -1"));
+  CHECK(contains(
+      error_of([] { (void)io::json::parse(R"({"tokens_per_batch": 8, "seed": -1})").get<data::SamplerOptions>(); }),
+      "expected an integer in [0, 18446744073709551615], got -1"));
 
   // Element by element: vectors, nested vectors, arrays, optionals, TP-keyed maps, pieces and MILP terms.
   CHECK(contains(error_of([] { (void)io::as<std::vector<int>>(io::json::parse("[1, 2.5]"), "list"); }),
@@ -490,8 +490,10 @@ TEST_CASE("JSON numbers: integers are integers of their type's range, never narr
   CHECK(contains(read_error<schedule::ExecutionPlan>(plan, "/ranks/0/0/shape/1", "16.5"), "field 'shape'[1]"));
   CHECK(contains(read_error<schedule::ExecutionPlan>(plan, "/ranks/0/0/shape", "[64]"),
                  "expected an array of 2 elements, got 1 elements"));
-  CHECK(contains(error_of([] { (void)io::json::parse(R"({"max_len": 8, "integer": 1, "relaxed": true, "share": 1})")
-                                     .get<proposal::LengthOptimum>(); }),
+  CHECK(contains(error_of([] {
+                   (void)io::json::parse(R"({"max_len": 8, "integer": 1, "relaxed": true, "share": 1})")
+                       .get<proposal::LengthOptimum>();
+                 }),
                  "field 'relaxed': expected a number, got true"));
   CHECK_FALSE(io::json::parse(R"({"max_len": 8, "integer": 1, "relaxed": null, "share": 1})")
                   .get<proposal::LengthOptimum>()
@@ -554,8 +556,9 @@ TEST_CASE("JSON numbers: errors quote the value as written, not as converted") {
   // Errors from the memory and latency models name the profile and the scheme.
   profile = io::to_document(bundled("llama2-7b"));
   profile["memory"]["activation_bytes"].erase("8");
-  CHECK(contains(read_error<Profile>(profile, "/name", "\"p7\""), "doc.json: profile p7: tp8pp1: memory model: no "
-                                                                   "activation constant A for tp 8"));
+  CHECK(contains(read_error<Profile>(profile, "/name", "\"p7\""),
+                 "doc.json: profile p7: tp8pp1: memory model: no "
+                 "activation constant A for tp 8"));
 }
 
 TEST_CASE("JSON errors stay on one line whatever the strings in the file hold") {

@@ -35,9 +35,7 @@ using sluice::test::rejects_document;
 
 namespace {
 
-cost::Profile llama2_7b() {
-  return io::read_document<cost::Profile>(io::resolve_data_file("llama2-7b", "profiles"));
-}
+cost::Profile llama2_7b() { return io::read_document<cost::Profile>(io::resolve_data_file("llama2-7b", "profiles")); }
 
 std::string golden_text(const char* name) {
   return io::read_text_file(std::filesystem::path(SLUICE_BUNDLED_DATA_DIR) / ".." / "test" / "golden" / name);
@@ -106,17 +104,17 @@ io::TraceRun small_trace_run() {
 io::Inspect inspect_with_context_parallel() {
   const cost::Profile profile = llama2_7b();
   const data::LengthDataset dataset = data::LengthDataset({5, 1, 9, 3, 700, 64, 300}, "mem").truncated(600);
-  io::InspectContextParallel derived{.degree = 2,
-                                     .kind = CpKind::ring,
-                                     .ulysses = 1,
-                                     .recompute = false,
-                                     .heads = profile.spec().model.heads,
-                                     // 0 in a profile: as many as the heads, which the tool writes out
-                                     .kv_heads = profile.spec().model.kv_heads > 0 ? profile.spec().model.kv_heads
-                                                                                  : profile.spec().model.heads,
-                                     .links = {},
-                                     .schemes = {},
-                                     .not_derived = {}};
+  io::InspectContextParallel derived{
+      .degree = 2,
+      .kind = CpKind::ring,
+      .ulysses = 1,
+      .recompute = false,
+      .heads = profile.spec().model.heads,
+      // 0 in a profile: as many as the heads, which the tool writes out
+      .kv_heads = profile.spec().model.kv_heads > 0 ? profile.spec().model.kv_heads : profile.spec().model.heads,
+      .links = {},
+      .schemes = {},
+      .not_derived = {}};
   for (const cost::SchemeCost& base : profile.schemes()) {
     const Scheme scheme({.tp = base.scheme.tp(), .pp = base.scheme.pp(), .cp = 2});
     if (const auto cp = cost::derive_cp_scheme(profile, base, scheme)) {

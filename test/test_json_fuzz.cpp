@@ -207,12 +207,10 @@ std::vector<Subject> microbatch_and_schedule_subjects() {
   subjects.push_back(make_subject<schedule::ExecutionPlan>(
       "execution_plan", chosen.plan,
       [problem](const schedule::ExecutionPlan& read) { schedule::validate(read, problem); }));
-  subjects.push_back(make_subject<schedule::Problem>("scheduling_problem", problem, [](const schedule::Problem& read) {
-    schedule::require_problem(read);
-  }));
-  subjects.push_back(make_subject<schedule::Order>("schedule_order", chosen.order, [](const schedule::Order& read) {
-    schedule::validate(read, 3, 2);
-  }));
+  subjects.push_back(make_subject<schedule::Problem>(
+      "scheduling_problem", problem, [](const schedule::Problem& read) { schedule::require_problem(read); }));
+  subjects.push_back(make_subject<schedule::Order>(
+      "schedule_order", chosen.order, [](const schedule::Order& read) { schedule::validate(read, 3, 2); }));
   subjects.push_back(make_subject<schedule::Simulation>(
       "schedule_simulation", chosen.simulation,
       [problem, order = chosen.order](const schedule::Simulation& read) { schedule::validate(read, problem, order); }));
@@ -281,8 +279,8 @@ std::vector<Subject> compare_subjects() {
   data::BatchSampler sampler(dataset, {.tokens_per_batch = options.tokens, .seed = 1});
   const std::vector<std::vector<Sequence>> batches{sampler.next().sequences};
   // Not written back in place: the runs' strategies are, in canonical order, as the strategy subject's.
-  return {make_subject<compare::Comparison>("comparison", compare::compare_systems(options, dataset, batches), {},
-                                            false)};
+  return {
+      make_subject<compare::Comparison>("comparison", compare::compare_systems(options, dataset, batches), {}, false)};
 }
 
 std::vector<Subject> search_subjects() {
@@ -415,11 +413,39 @@ std::size_t depth_of(const json::json_pointer& path) {
 // Values put in place of a field, as JSON text: every JSON type, integers at and past the bounds of int,
 // int64 and uint64, floats at zero, denormal and near the double range, and strings that look like numbers.
 const std::vector<std::string>& replacements() {
-  static const std::vector<std::string> values = {
-      "null", "true", "false", R"("text")", R"("")", "[]", "{}", "[1]", R"({"a": 1})", "7", "1.5", "16.0", "1e3",
-      "0", "-1", "2147483647", "2147483648", "-2147483649", "4294967298", "9223372036854775807",
-      "9223372036854775808", "-9223372036854775808", "18446744073709551615", "18446744073709551616", "0.0", "-0.0",
-      "4.9e-324", "1e308", "-1e308", R"("NaN")", R"("inf")", R"("-inf")", R"("1")"};
+  static const std::vector<std::string> values = {"null",
+                                                  "true",
+                                                  "false",
+                                                  R"("text")",
+                                                  R"("")",
+                                                  "[]",
+                                                  "{}",
+                                                  "[1]",
+                                                  R"({"a": 1})",
+                                                  "7",
+                                                  "1.5",
+                                                  "16.0",
+                                                  "1e3",
+                                                  "0",
+                                                  "-1",
+                                                  "2147483647",
+                                                  "2147483648",
+                                                  "-2147483649",
+                                                  "4294967298",
+                                                  "9223372036854775807",
+                                                  "9223372036854775808",
+                                                  "-9223372036854775808",
+                                                  "18446744073709551615",
+                                                  "18446744073709551616",
+                                                  "0.0",
+                                                  "-0.0",
+                                                  "4.9e-324",
+                                                  "1e308",
+                                                  "-1e308",
+                                                  R"("NaN")",
+                                                  R"("inf")",
+                                                  R"("-inf")",
+                                                  R"("1")"};
   return values;
 }
 
@@ -523,8 +549,8 @@ Tally fuzz(const Subject& subject, std::uint64_t seed, std::size_t fields) {
     // The node's value sits at level depth + 1 (the document object is level 1).
     const std::size_t level = depth_of(path);
     run_case(subject, with_literal(document, path, nested_arrays(256 - level)), where + " nested to the limit", tally);
-    run_case(subject, with_literal(document, path, nested_arrays(257 - level)), where + " nested past the limit",
-             tally, Expect::too_deep);
+    run_case(subject, with_literal(document, path, nested_arrays(257 - level)), where + " nested past the limit", tally,
+             Expect::too_deep);
     run_case(subject, with_literal(document, path, nested_objects(257 - level)), where + " objects past the limit",
              tally, Expect::too_deep);
   }
@@ -578,8 +604,9 @@ TEST_CASE("JSON fuzz: length statistics, candidates, iteration plans and proposa
   fuzz_all(data_and_assign_subjects());
 }
 
-TEST_CASE("JSON fuzz: micro-batch partitions, replica assignments, scheduling problems, orders, simulations, "
-          "execution plans, pipeline schedules and run plans") {
+TEST_CASE(
+    "JSON fuzz: micro-batch partitions, replica assignments, scheduling problems, orders, simulations, "
+    "execution plans, pipeline schedules and run plans") {
   fuzz_all(microbatch_and_schedule_subjects());
 }
 

@@ -351,8 +351,8 @@ TEST_CASE("partition DP equals brute force over all cuts of <= 10 ordered sample
   for (int trial = 0; trial < 1200; ++trial) {
     const std::size_t n = 1 + static_cast<std::size_t>(rng.below(10));
     const bool encoder_decoder = rng.below(3) == 0;
-    const auto ordering = encoder_decoder ? (rng.below(2) == 0 ? Ordering::path : Ordering::input_target)
-                                          : Ordering::length;
+    const auto ordering =
+        encoder_decoder ? (rng.below(2) == 0 ? Ordering::path : Ordering::input_target) : Ordering::length;
     const bool grid = rng.below(3) == 0;
     const auto ordered = order_samples(random_samples(rng, n, encoder_decoder, grid ? 1500 : 2000), ordering);
     PartitionOptions options;
@@ -412,8 +412,8 @@ TEST_CASE("banded DP = the dense DP it replaced, bit for bit, on seeded random b
     const int kind = static_cast<int>(rng.below(6));
     const bool encoder_decoder = kind < 2 && rng.below(3) == 0;
     const std::int64_t longest = kind >= 3 ? 1500 : 1 + static_cast<std::int64_t>(rng.below(4) == 0 ? 8192 : 600);
-    const auto ordering = encoder_decoder ? (rng.below(2) == 0 ? Ordering::path : Ordering::input_target)
-                                          : Ordering::length;
+    const auto ordering =
+        encoder_decoder ? (rng.below(2) == 0 ? Ordering::path : Ordering::input_target) : Ordering::length;
     auto samples = random_samples(rng, n, encoder_decoder, longest);
     if (rng.below(4) == 0)
       for (Sample& sample : samples) sample.input = 1 + sample.input % 4;  // many equal run times
@@ -536,8 +536,8 @@ TEST_CASE("thinned tmax vs exact on random mini-batches: within (c - 1) * interv
       equal += gap <= 1e-12 ? 1 : 0;
     }
   }
-  MESSAGE("thinned = exact in ", equal, " of ", 3 * trials, " runs; worst gap ", worst_gap, " s = ",
-          worst_bound_use, " of the bound (c - 1) * interval");
+  MESSAGE("thinned = exact in ", equal, " of ", 3 * trials, " runs; worst gap ", worst_gap, " s = ", worst_bound_use,
+          " of the bound (c - 1) * interval");
 }
 
 TEST_CASE("thinning never loses feasibility (the authors' thinning does)") {
@@ -660,8 +660,8 @@ TEST_CASE("baselines: token-based and fixed-length packing, and the DP is never 
     const Partition packed =
         fixed_length_packing(std::span<const Sample>(samples), model, FixedRows{8192, 0, 2}, context);
     validate(packed, std::span<const Sample>(samples), model, context);
-    PartitionOptions options{.stages = 4, .replicas = 2, .memory_limit = inf, .layout = Layout::padded,
-                             .tmax_interval = 0};
+    PartitionOptions options{
+        .stages = 4, .replicas = 2, .memory_limit = inf, .layout = Layout::padded, .tmax_interval = 0};
     const Partition dp = partition(std::span<const Sample>(ordered), model, options);
     CHECK(dp.objective <= tokens.objective * (1 + 1e-12));
   }
@@ -812,10 +812,16 @@ TEST_CASE("bad input raises invalid_input naming the field") {
   const PartitionContext context{1, 1, inf};
   raises([&] { (void)token_based(std::span<const Sample>(good), model, 0, context); }, "tokens_per_micro_batch");
   raises([&] { (void)token_based(std::span<const Sample>(good), model, 10, PartitionContext{0, 1, inf}); }, "stages");
-  raises([&] { (void)fixed_length_packing(std::span<const Sample>(good), model, FixedRows{15, 0, 1}, context); },
-         "longer than a row");
-  raises([&] { (void)fixed_length_packing(std::span<const Sample>(good), model, FixedRows{64, 0, 0}, context); },
-         "rows per micro-batch");
+  raises(
+      [&] {
+        (void)fixed_length_packing(std::span<const Sample>(good), model, FixedRows{15, 0, 1}, context);
+      },
+      "longer than a row");
+  raises(
+      [&] {
+        (void)fixed_length_packing(std::span<const Sample>(good), model, FixedRows{64, 0, 0}, context);
+      },
+      "rows per micro-batch");
   raises([&] { (void)QuadraticStageCost({1, 1, 1}, 0); }, "bytes_per_token");
   raises([&] { (void)layout_from("rows"); }, "layout");
 }

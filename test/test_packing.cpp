@@ -114,7 +114,8 @@ private:
   std::vector<std::int64_t> tokens_;
 };
 
-// The V range of Hydraulis App. C as the authors' code rounds it (ceil, floor, at least the lower bound), computed independently of the library.
+// The V range of Hydraulis App. C as the authors' code rounds it (ceil, floor, at least the lower bound), computed
+// independently of the library.
 assign::MicroBatchRange spec_range(std::span<const Sequence> sequences, const cost::SchemeCost& scheme) {
   std::int64_t total = 0;
   for (const Sequence& sequence : sequences) total += sequence.length();
@@ -330,7 +331,8 @@ bool improvable(const assign::detail::PackHeuristic& heuristic, std::span<const 
   std::vector<std::size_t> partners;
   for (std::size_t q = 0; q < bins; ++q)
     if (q != p) partners.push_back(q);
-  std::ranges::sort(partners, [&](std::size_t x, std::size_t y) { return load[x] != load[y] ? load[x] < load[y] : x < y; });
+  std::ranges::sort(partners,
+                    [&](std::size_t x, std::size_t y) { return load[x] != load[y] ? load[x] < load[y] : x < y; });
   // Subsets of at most `most` members of a micro-batch (as index lists), the empty one included when `empty`.
   const auto subsets = [&](std::size_t bin, std::size_t most, bool empty) {
     std::vector<std::vector<std::size_t>> result;
@@ -379,8 +381,8 @@ TEST_CASE("packing: on full micro-batches the descent's skips miss no improving 
       total += lengths.back();
     }
     const auto bins = rng.uniform_int(2, 5);
-    const std::int64_t capacity = std::max((total + bins - 1) / bins + rng.uniform_int(0, 60),
-                                           *std::ranges::max_element(lengths));
+    const std::int64_t capacity =
+        std::max((total + bins - 1) / bins + rng.uniform_int(0, 60), *std::ranges::max_element(lengths));
     const double a = instance % 2 == 0 ? 1e-9 : 1e-7;
     const cost::SchemeCost scheme = make_scheme(1 + instance % 2, {a, 1e-5, 1e-3}, capacity, 1);
     const std::vector<Sequence> sequences = make_sequences(lengths);

@@ -34,9 +34,8 @@ std::vector<Sequence> batch_of(std::uint64_t seed, std::int64_t tokens, std::int
 }
 
 const std::vector<Strategy>& candidates64() {
-  static const std::vector<Strategy> candidates = {
-      Strategy::parse("1*tp16pp1+6*tp8pp1"), Strategy::parse("4*tp16pp1"), Strategy::parse("8*tp8pp1"),
-      Strategy::parse("2*tp16pp1+4*tp8pp1")};
+  static const std::vector<Strategy> candidates = {Strategy::parse("1*tp16pp1+6*tp8pp1"), Strategy::parse("4*tp16pp1"),
+                                                   Strategy::parse("8*tp8pp1"), Strategy::parse("2*tp16pp1+4*tp8pp1")};
   return candidates;
 }
 

@@ -65,8 +65,8 @@ std::shared_ptr<const plan::FlexDomain> scaled_domain(double scale) {
                                 .degrees = {{.degree = 1, .latency = latency, .capacity = 4096, .length_multiple = 1},
                                             {.degree = 2, .latency = latency, .capacity = 8192, .length_multiple = 1}},
                                 .one_degree_per_micro_batch = false};
-  return std::make_shared<const plan::FlexDomain>(
-      std::vector<Scheme>{Scheme(1, 1), Scheme::parse("tp1cp2ulyssespp1")}, std::move(problem));
+  return std::make_shared<const plan::FlexDomain>(std::vector<Scheme>{Scheme(1, 1), Scheme::parse("tp1cp2ulyssespp1")},
+                                                  std::move(problem));
 }
 
 const std::vector<Strategy>& candidates8() {
@@ -142,9 +142,9 @@ TEST_CASE("flex domain: bad domains are rejected, naming the input") {
                        invalid_input);
   CHECK_THROWS_WITH_AS(plan::FlexDomain({Scheme(1, 1), Scheme::parse("tp1cp4ulyssespp1")}, problem),
                        doctest::Contains("degree 2 runs tp1cp4ulyssespp1"), invalid_input);
-  CHECK_THROWS_WITH_AS(plan::FlexDomain({Scheme::parse("tp1cp2ulyssespp1"), Scheme::parse("tp1cp2ulyssespp1")},
-                                        problem),
-                       doctest::Contains("degree 1 runs tp1cp2ulyssespp1"), invalid_input);
+  CHECK_THROWS_WITH_AS(
+      plan::FlexDomain({Scheme::parse("tp1cp2ulyssespp1"), Scheme::parse("tp1cp2ulyssespp1")}, problem),
+      doctest::Contains("degree 1 runs tp1cp2ulyssespp1"), invalid_input);
   problem.units = 3;
   CHECK_THROWS_WITH_AS(plan::FlexDomain({Scheme(1, 1), Scheme::parse("tp1cp2ulyssespp1")}, problem),
                        doctest::Contains("divide the 3 units"), invalid_input);
@@ -172,8 +172,8 @@ TEST_CASE("flex domain: a plan that carries one reads back from its document, at
 TEST_CASE("flex domains: the fastest kept, and the validator names a slower one") {
   const auto fast = scaled_domain(1e-3);
   const auto slow = scaled_domain(1e-2);
-  const auto domains = std::make_shared<const plan::FlexDomains>(
-      std::vector<std::shared_ptr<const plan::FlexDomain>>{slow, fast, fast});
+  const auto domains =
+      std::make_shared<const plan::FlexDomains>(std::vector<std::shared_ptr<const plan::FlexDomain>>{slow, fast, fast});
   const plan::IterationPlanner planner(profile8(), candidates8(), cheap, domains);
   const std::vector<Sequence> batch = batches(8192, 30000, 1).front();
   const schedule::SimulatedIteration planned = planner.plan(batch);
@@ -198,8 +198,7 @@ TEST_CASE("flex domains: the fastest kept, and the validator names a slower one"
   const schedule::SimulatedIteration planned_with_charge = with_charge.plan(batch);
   CHECK(planned_with_charge.flex->domain == 1);
   CHECK_THROWS_WITH_AS(plan::FlexDomains({}), doctest::Contains("none given"), invalid_input);
-  CHECK_THROWS_WITH_AS(plan::FlexDomain({Scheme(1, 1), Scheme::parse("tp1cp2ulyssespp1")}, fast->problem_of(batch),
-                                        -1),
+  CHECK_THROWS_WITH_AS(plan::FlexDomain({Scheme(1, 1), Scheme::parse("tp1cp2ulyssespp1")}, fast->problem_of(batch), -1),
                        doctest::Contains("overhead must be finite and >= 0"), invalid_input);
 }
 
@@ -210,7 +209,9 @@ compare::Options comparison_options(std::vector<int> degrees, std::vector<CpKind
   compare::Options options{.profile = profile8(),
                            .context = 16384,
                            .tokens = 40000,
-                           .problem = {.hidden = 4096, .element_bytes = 2, .link = {.latency = 1e-5, .bandwidth = 1e11},
+                           .problem = {.hidden = 4096,
+                                       .element_bytes = 2,
+                                       .link = {.latency = 1e-5, .bandwidth = 1e11},
                                        .backward_ratio = 2},
                            .dispatch = {.trials = 4},
                            .seed = 3};

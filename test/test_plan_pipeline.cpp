@@ -71,8 +71,7 @@ TEST_CASE("plan_pipeline: valid, every sample once, makespan of the slowest repl
       std::size_t scheduled = 0;
       for (const schedule::ReplicaSchedule& replica : plan.replicas) {
         scheduled += replica.micro_batches.size();
-        if (!replica.micro_batches.empty())
-          CHECK(replica.schedule.plan.ranks.size() == static_cast<std::size_t>(pp));
+        if (!replica.micro_batches.empty()) CHECK(replica.schedule.plan.ranks.size() == static_cast<std::size_t>(pp));
       }
       CHECK(scheduled == plan.partition.micro_batches.size());
       CHECK(plan == schedule::plan_pipeline(std::span<const microbatch::Sample>(samples), setup.model, options));

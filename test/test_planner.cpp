@@ -110,8 +110,7 @@ TEST_CASE("planner: results in iteration order equal a synchronous loop, whateve
       CAPTURE(threads);
       CAPTURE(lookahead);
       CountingSource counting{.batches = all};
-      auto planner = plan::plan_ahead(planner16(), counting.source(),
-                                          {.lookahead = lookahead, .threads = threads});
+      auto planner = plan::plan_ahead(planner16(), counting.source(), {.lookahead = lookahead, .threads = threads});
       for (std::size_t k = 0; k < all.size(); ++k) {
         auto planned = planner.next();
         REQUIRE(planned.has_value());
@@ -191,8 +190,7 @@ TEST_CASE("planner: the window fills to `lookahead` and no further while the con
   for (const int threads : {1, 4}) {
     CAPTURE(threads);
     CountingSource counting{.batches = all};
-    auto planner = plan::plan_ahead(planner16(), counting.source(),
-                                        {.lookahead = 3, .threads = threads});
+    auto planner = plan::plan_ahead(planner16(), counting.source(), {.lookahead = 3, .threads = threads});
     REQUIRE(eventually([&] { return counting.pulled.load() == 3; }));
     std::this_thread::sleep_for(30ms);
     CHECK(counting.pulled.load() == 3);
@@ -212,8 +210,7 @@ TEST_CASE("planner: a planning error reaches the consumer at its iteration, and 
   for (const int threads : {1, 3}) {
     CAPTURE(threads);
     CountingSource counting{.batches = all};
-    auto planner = plan::plan_ahead(planner16(), counting.source(),
-                                        {.lookahead = 4, .threads = threads});
+    auto planner = plan::plan_ahead(planner16(), counting.source(), {.lookahead = 4, .threads = threads});
     for (std::int64_t k = 0; k < bad; ++k) {
       auto planned = planner.next();
       REQUIRE(planned.has_value());
@@ -248,8 +245,8 @@ TEST_CASE("planner: an error of the source is raised at its iteration and ends t
 }
 
 TEST_CASE("planner: an empty source ends at once") {
-  auto planner = plan::plan_ahead(
-      planner16(), [] { return std::optional<std::vector<Sequence>>(); }, {.lookahead = 2, .threads = 3});
+  auto planner = plan::plan_ahead(planner16(), [] { return std::optional<std::vector<Sequence>>(); },
+                                  {.lookahead = 2, .threads = 3});
   CHECK_FALSE(planner.next().has_value());
   CHECK_FALSE(planner.next().has_value());
 }
@@ -259,8 +256,7 @@ TEST_CASE("planner: destruction mid-run terminates, with a slow consumer or one 
   SUBCASE("never consumes") {
     CountingSource counting{.batches = all};
     {
-      auto planner = plan::plan_ahead(planner16(), counting.source(),
-                                          {.lookahead = 2, .threads = 2});
+      auto planner = plan::plan_ahead(planner16(), counting.source(), {.lookahead = 2, .threads = 2});
       REQUIRE(eventually([&] { return counting.pulled.load() == 2; }));
     }
     CHECK(counting.pulled.load() == 2);
@@ -268,8 +264,7 @@ TEST_CASE("planner: destruction mid-run terminates, with a slow consumer or one 
   SUBCASE("slow consumer") {
     CountingSource counting{.batches = all};
     {
-      auto planner = plan::plan_ahead(planner16(), counting.source(),
-                                          {.lookahead = 3, .threads = 4});
+      auto planner = plan::plan_ahead(planner16(), counting.source(), {.lookahead = 3, .threads = 4});
       for (int k = 0; k < 3; ++k) {
         REQUIRE(planner.next().has_value());
         std::this_thread::sleep_for(10ms);
@@ -280,13 +275,12 @@ TEST_CASE("planner: destruction mid-run terminates, with a slow consumer or one 
   SUBCASE("stop() from another thread wakes a waiting next()") {
     // The only plan finishes after next() has returned, so next() can return only because of stop().
     std::atomic<bool> returned{false};
-    Planner<int> planner(
-        [] { return std::optional<std::vector<Sequence>>(std::vector<Sequence>{Sequence(0, 1)}); },
-        [&](std::int64_t, std::span<const Sequence>) {
-          returned.wait(false);
-          return 1;
-        },
-        {.lookahead = 1, .threads = 1});
+    Planner<int> planner([] { return std::optional<std::vector<Sequence>>(std::vector<Sequence>{Sequence(0, 1)}); },
+                         [&](std::int64_t, std::span<const Sequence>) {
+                           returned.wait(false);
+                           return 1;
+                         },
+                         {.lookahead = 1, .threads = 1});
     std::jthread stopper([&] {
       std::this_thread::sleep_for(20ms);
       planner.stop();
@@ -334,8 +328,8 @@ TEST_CASE("layout moves: a candidate pays its pull and push beyond the all-gathe
   for (std::size_t k = 0; k < candidates.size(); ++k) {
     CAPTURE(candidates[k].name());
     const double moved = plan::pull_and_push(shard::iteration_cost(sharded, candidates[k], model, cluster, placing));
-    const double own = plan::pull_and_push(shard::switching_cost(candidates[k], candidates[k], 16, model, cluster,
-                                                                 placing));
+    const double own =
+        plan::pull_and_push(shard::switching_cost(candidates[k], candidates[k], 16, model, cluster, placing));
     CHECK(moves[k] == moved - own);
     CHECK(moves[k] < moved);
   }

@@ -98,8 +98,8 @@ std::vector<std::vector<double>> exhaustive(const cost::Profile& profile, const 
         std::int64_t longest = 0;
         for (const std::int64_t length : dataset.lengths())
           if (length > i * step && length <= j * step) {
-            sum += weight * (options.sequence_constant ? schemes[k].latency(length)
-                                                       : schemes[k].latency.sequence_time(length));
+            sum += weight *
+                   (options.sequence_constant ? schemes[k].latency(length) : schemes[k].latency.sequence_time(length));
             longest = std::max(longest, length);
           }
         if (options.fill_term && longest > 0) sum += (schemes[k].scheme.pp() - 1) * schemes[k].latency(longest);
@@ -125,15 +125,15 @@ std::vector<std::vector<double>> exhaustive(const cost::Profile& profile, const 
         // Interval ends e[0] < ... < e[m − 1] = last, each cut chosen recursively.
         std::vector<std::int64_t> ends(m);
         std::function<void(std::size_t, std::int64_t, double)> cut = [&](std::size_t g, std::int64_t from,
-                                                                          double worst) {
+                                                                         double worst) {
           const GroupType& type = types[static_cast<std::size_t>(order[g])];
           const std::int64_t lowest = g + 1 == m ? last : from + 1;
           const std::int64_t highest = g + 1 == m ? last : last - static_cast<std::int64_t>(m - g - 1);
           for (std::int64_t end = lowest; end <= highest; ++end) {
             if (schemes[type.scheme].max_len < end * step) break;
-            const double value = std::max(
-                worst, cost[type.scheme][static_cast<std::size_t>(from)][static_cast<std::size_t>(end)] /
-                           static_cast<double>(type.replicas));
+            const double value =
+                std::max(worst, cost[type.scheme][static_cast<std::size_t>(from)][static_cast<std::size_t>(end)] /
+                                    static_cast<double>(type.replicas));
             if (g + 1 == m) {
               double& slot = best[static_cast<std::size_t>(used)][static_cast<std::size_t>(last)];
               slot = std::min(slot, value);
@@ -266,9 +266,8 @@ TEST_CASE("proposal: the relaxation is never worse than the integer DP") {
   CHECK(*result.relaxed_optimum < result.integer_optimum);
   for (const auto& point : result.by_length) CHECK(*point.relaxed <= point.integer);
   check_valid(result, profile32b());
-  CHECK(std::ranges::any_of(result.candidates, [](const auto& candidate) {
-    return candidate.origin == proposal::Origin::relaxed_rounding;
-  }));
+  CHECK(std::ranges::any_of(
+      result.candidates, [](const auto& candidate) { return candidate.origin == proposal::Origin::relaxed_rounding; }));
 }
 
 TEST_CASE("proposal: candidates on the bundled 32B profile") {
@@ -341,8 +340,7 @@ TEST_CASE("proposal: normalisation and the fill term") {
   // Without the fill term and with c = 0 the objective is linear in the counts, so the argmin is
   // scale-invariant and the optimum scales with the tokens per iteration.
   cost::ProfileSpec spec = small_profile().spec();
-  for (auto& entry : spec.schemes)
-    entry.latency = cost::QuadraticLatency(entry.latency.a(), entry.latency.b(), 0);
+  for (auto& entry : spec.schemes) entry.latency = cost::QuadraticLatency(entry.latency.a(), entry.latency.b(), 0);
   const cost::Profile profile(spec);
   ProposeOptions options = small_options(8);
   options.fill_term = false;

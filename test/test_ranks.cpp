@@ -263,8 +263,7 @@ TEST_CASE("rank placement: JSON in plan order round-trips") {
 TEST_CASE("batch reader: text, JSON lengths and JSON objects; every bad batch names its source") {
   CHECK(io::parse_batch("10\n# comment\n 20 \n", "b") == std::vector<Sequence>{{0, 10}, {1, 20}});
   CHECK(io::parse_batch(" [5, 6]", "b") == std::vector<Sequence>{{0, 5}, {1, 6}});
-  CHECK(io::parse_batch(R"([{"id": 9, "length": 5}, {"length": 6}])", "b") ==
-        std::vector<Sequence>{{9, 5}, {1, 6}});
+  CHECK(io::parse_batch(R"([{"id": 9, "length": 5}, {"length": 6}])", "b") == std::vector<Sequence>{{9, 5}, {1, 6}});
   std::istringstream in("[7]");
   CHECK(io::read_batch("-", in) == std::vector<Sequence>{{0, 7}});
   const auto fails = [](const std::string& content, const char* expected) {

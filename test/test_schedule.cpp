@@ -161,14 +161,17 @@ TEST_CASE("Algorithm 1 on a hand-checked case") {
   const Problem problem = uniform_problem(3, 3, 1, 1);
   const Order order = adaptive_cyclic(problem, identity_injection(3), std::vector<double>(3, inf));
   using P = Pass;
-  CHECK(order.stages[2] == std::vector<Op>{{0, P::forward}, {0, P::backward}, {1, P::forward},
-                                           {1, P::backward}, {2, P::forward}, {2, P::backward}});
-  CHECK(order.stages[0] == std::vector<Op>{{0, P::forward}, {1, P::forward}, {2, P::forward},
-                                           {0, P::backward}, {1, P::backward}, {2, P::backward}});
+  CHECK(order.stages[2] ==
+        std::vector<Op>{
+            {0, P::forward}, {0, P::backward}, {1, P::forward}, {1, P::backward}, {2, P::forward}, {2, P::backward}});
+  CHECK(order.stages[0] ==
+        std::vector<Op>{
+            {0, P::forward}, {1, P::forward}, {2, P::forward}, {0, P::backward}, {1, P::backward}, {2, P::backward}});
   // A limit of one micro-batch per stage: stage 0 waits for each backward before the next forward.
   const Order tight = adaptive_cyclic(problem, identity_injection(3), std::vector<double>(3, 1.0));
-  CHECK(tight.stages[0] == std::vector<Op>{{0, P::forward}, {0, P::backward}, {1, P::forward},
-                                           {1, P::backward}, {2, P::forward}, {2, P::backward}});
+  CHECK(tight.stages[0] ==
+        std::vector<Op>{
+            {0, P::forward}, {0, P::backward}, {1, P::forward}, {1, P::backward}, {2, P::forward}, {2, P::backward}});
   for (const double peak : simulate(problem, tight).peak_memory) CHECK(peak == 1);
 }
 
@@ -212,10 +215,9 @@ TEST_CASE("the planner keeps a schedule that fits and is never slower than 1F1B 
       problem.memory_limit[j] = max_activation(problem, j) * (1 + static_cast<double>(c) * rng.uniform());
     const ScheduleOptions options{ScheduleKind::cyclic, static_cast<std::uint64_t>(t), 0};
     const Simulation baseline = simulate(problem, one_f_one_b(identity_injection(problem.micro_batches.size()), c));
-    const bool baseline_fits = std::ranges::all_of(std::views::iota(std::size_t{0}, problem.memory_limit.size()),
-                                                   [&](std::size_t j) {
-                                                     return baseline.peak_memory[j] <= problem.memory_limit[j];
-                                                   });
+    const bool baseline_fits =
+        std::ranges::all_of(std::views::iota(std::size_t{0}, problem.memory_limit.size()),
+                            [&](std::size_t j) { return baseline.peak_memory[j] <= problem.memory_limit[j]; });
     PipelineSchedule chosen;
     try {
       chosen = schedule_pipeline(problem, options);
@@ -342,22 +344,20 @@ TEST_CASE("10,000 random plans finish under NCCL's point-to-point rules") {
 TEST_CASE("the deadlock checker catches hand-made deadlocks") {
   SUBCASE("DynaPipe Fig. 8b: act(0), act(1) against grad(7)") {
     ExecutionPlan plan{2, 8, 1, {}};
-    plan.ranks = {{comm(K::send_act_start, 0, 0, 1), comm(K::send_act_start, 0, 1, 1),
-                   comm(K::recv_grad_start, 0, 7, 1), comm(K::send_act_wait, 0, 0, 1),
-                   comm(K::send_act_wait, 0, 1, 1), comm(K::recv_grad_wait, 0, 7, 1)},
-                  {comm(K::send_grad_start, 1, 7, 0), comm(K::recv_act_start, 1, 0, 0),
-                   comm(K::recv_act_start, 1, 1, 0), comm(K::send_grad_wait, 1, 7, 0),
-                   comm(K::recv_act_wait, 1, 0, 0), comm(K::recv_act_wait, 1, 1, 0)}};
+    plan.ranks = {
+        {comm(K::send_act_start, 0, 0, 1), comm(K::send_act_start, 0, 1, 1), comm(K::recv_grad_start, 0, 7, 1),
+         comm(K::send_act_wait, 0, 0, 1), comm(K::send_act_wait, 0, 1, 1), comm(K::recv_grad_wait, 0, 7, 1)},
+        {comm(K::send_grad_start, 1, 7, 0), comm(K::recv_act_start, 1, 0, 0), comm(K::recv_act_start, 1, 1, 0),
+         comm(K::send_grad_wait, 1, 7, 0), comm(K::recv_act_wait, 1, 0, 0), comm(K::recv_act_wait, 1, 1, 0)}};
     const DeadlockReport report = check_deadlock(plan);
     CHECK(report.outcome == CommOutcome::deadlock);
     CHECK(report.cycle == std::vector<int>{0, 1});
     // Posting the receive of grad(7) first (the planner's order: both ends in one order) resolves it.
-    plan.ranks = {{comm(K::recv_grad_start, 0, 7, 1), comm(K::send_act_start, 0, 0, 1),
-                   comm(K::send_act_start, 0, 1, 1), comm(K::send_act_wait, 0, 0, 1),
-                   comm(K::send_act_wait, 0, 1, 1), comm(K::recv_grad_wait, 0, 7, 1)},
-                  {comm(K::send_grad_start, 1, 7, 0), comm(K::recv_act_start, 1, 0, 0),
-                   comm(K::recv_act_start, 1, 1, 0), comm(K::send_grad_wait, 1, 7, 0),
-                   comm(K::recv_act_wait, 1, 0, 0), comm(K::recv_act_wait, 1, 1, 0)}};
+    plan.ranks = {
+        {comm(K::recv_grad_start, 0, 7, 1), comm(K::send_act_start, 0, 0, 1), comm(K::send_act_start, 0, 1, 1),
+         comm(K::send_act_wait, 0, 0, 1), comm(K::send_act_wait, 0, 1, 1), comm(K::recv_grad_wait, 0, 7, 1)},
+        {comm(K::send_grad_start, 1, 7, 0), comm(K::recv_act_start, 1, 0, 0), comm(K::recv_act_start, 1, 1, 0),
+         comm(K::send_grad_wait, 1, 7, 0), comm(K::recv_act_wait, 1, 0, 0), comm(K::recv_act_wait, 1, 1, 0)}};
     CHECK(check_deadlock(plan).ok());
   }
   SUBCASE("naive send-on-produce, receive-before-use plans deadlock; the planner's do not") {
@@ -372,8 +372,8 @@ TEST_CASE("the deadlock checker catches hand-made deadlocks") {
     Rng rng(77);
     int naive_deadlocks = 0;
     for (int t = 0; t < 200; ++t) {
-      const Problem random = random_problem(rng, static_cast<int>(rng.uniform_int(2, 8)),
-                                            static_cast<int>(rng.uniform_int(2, 5)), false);
+      const Problem random =
+          random_problem(rng, static_cast<int>(rng.uniform_int(2, 8)), static_cast<int>(rng.uniform_int(2, 5)), false);
       const Order cyclic = adaptive_cyclic(random, identity_injection(random.micro_batches.size()),
                                            std::vector<double>(static_cast<std::size_t>(random.stages), inf));
       naive_deadlocks += check_deadlock(naive_plan(cyclic, static_cast<int>(random.micro_batches.size()))).outcome ==
@@ -387,8 +387,8 @@ TEST_CASE("the deadlock checker catches hand-made deadlocks") {
     ExecutionPlan plan{2, 2, 1, {}};
     plan.ranks = {{comm(K::recv_grad_start, 0, 0, 1), comm(K::recv_grad_wait, 0, 0, 1),
                    comm(K::send_act_start, 0, 1, 1), comm(K::send_act_wait, 0, 1, 1)},
-                  {comm(K::recv_act_start, 1, 1, 0), comm(K::recv_act_wait, 1, 1, 0),
-                   comm(K::send_grad_start, 1, 0, 0), comm(K::send_grad_wait, 1, 0, 0)}};
+                  {comm(K::recv_act_start, 1, 1, 0), comm(K::recv_act_wait, 1, 1, 0), comm(K::send_grad_start, 1, 0, 0),
+                   comm(K::send_grad_wait, 1, 0, 0)}};
     const DeadlockReport report = check_deadlock(plan);
     CHECK(report.outcome == CommOutcome::deadlock);
     CHECK(report.cycle == std::vector<int>{0, 1});
@@ -435,15 +435,15 @@ TEST_CASE("communication plans: layout of a two-stage plan") {
   for (const Instruction& in : plan.ranks[0]) rank0.push_back(in.kind);
   for (const Instruction& in : plan.ranks[1]) rank1.push_back(in.kind);
   // Stage 0: F0 [0,1], F1 [1,2], B0 [4,6], B1 [7,9]; stage 1: F0 [1,2], B0 [2,4], F1 [4,5], B1 [5,7].
-  CHECK(rank0 == std::vector<K>{K::load_input, K::forward, K::send_act_start, K::send_act_wait, K::load_input,
-                                K::forward, K::send_act_start, K::send_act_wait, K::recv_grad_start,
-                                K::recv_grad_wait, K::backward, K::free_buffer, K::free_buffer, K::free_buffer,
-                                K::recv_grad_start, K::recv_grad_wait, K::backward, K::free_buffer, K::free_buffer,
-                                K::free_buffer});
+  CHECK(rank0 == std::vector<K>{K::load_input,      K::forward,        K::send_act_start,  K::send_act_wait,
+                                K::load_input,      K::forward,        K::send_act_start,  K::send_act_wait,
+                                K::recv_grad_start, K::recv_grad_wait, K::backward,        K::free_buffer,
+                                K::free_buffer,     K::free_buffer,    K::recv_grad_start, K::recv_grad_wait,
+                                K::backward,        K::free_buffer,    K::free_buffer,     K::free_buffer});
   CHECK(rank1 == std::vector<K>{K::recv_act_start, K::recv_act_wait, K::forward, K::recv_act_start, K::backward,
-                                K::free_buffer, K::send_grad_start, K::send_grad_wait, K::free_buffer,
-                                K::recv_act_wait, K::forward, K::backward, K::free_buffer, K::send_grad_start,
-                                K::send_grad_wait, K::free_buffer});
+                                K::free_buffer, K::send_grad_start, K::send_grad_wait, K::free_buffer, K::recv_act_wait,
+                                K::forward, K::backward, K::free_buffer, K::send_grad_start, K::send_grad_wait,
+                                K::free_buffer});
   // Rank 0 at t = 4: both inputs, both outputs (kept for the backward) and the first gradient.
   CHECK(plan.buffer_slots == 5);
   CHECK(plan.ranks[0][0].shape == TensorShape{64, 1});

@@ -151,8 +151,9 @@ TEST_CASE("search space: Ulysses SP takes TP's place in a tree, never beside it"
   CHECK(pure[0].name() == "sp8");
 }
 
-TEST_CASE("search: ZeRO-2, Ulysses SP, gradient accumulation and micro-batches DP divides, against brute force on "
-          "one stage") {
+TEST_CASE(
+    "search: ZeRO-2, Ulysses SP, gradient accumulation and micro-batches DP divides, against brute force on "
+    "one stage") {
   // Every plan of one stage: m micro-batches dividing B, and per layer every strategy whose DP degree divides B / m.
   const auto model = small_model(3, 1024, 2048);
   const auto cluster = node(4, 16 * GiB);
@@ -202,8 +203,8 @@ TEST_CASE("search: ZeRO-2, Ulysses SP, gradient accumulation and micro-batches D
         for (const search::StageExtra& extra : extras) {
           const double sync = stage.time_sync - extras.front().time_sync + extra.time_sync;
           const double nosync = stage.time_nosync - extras.front().time_nosync + extra.time_nosync;
-          candidates.push_back({12 / ((m - 1) * nosync + sync),
-                                stage.memory_bytes - extras.front().bytes + extra.bytes, m});
+          candidates.push_back(
+              {12 / ((m - 1) * nosync + sync), stage.memory_bytes - extras.front().bytes + extra.bytes, m});
         }
       }
     }
@@ -224,9 +225,9 @@ TEST_CASE("search: ZeRO-2, Ulysses SP, gradient accumulation and micro-batches D
     REQUIRE(fewest < fewest_whole - 64 * MiB);
     bool accumulated = false;
     bool extra_chosen = false;
-    for (const std::int64_t budget : {granules(fewest) - 4 * MiB, granules(fewest) + 8 * MiB,
-                                      granules((fewest + fewest_whole) / 2), granules(fewest_whole) + 8 * MiB,
-                                      16 * GiB}) {
+    for (const std::int64_t budget :
+         {granules(fewest) - 4 * MiB, granules(fewest) + 8 * MiB, granules((fewest + fewest_whole) / 2),
+          granules(fewest_whole) + 8 * MiB, 16 * GiB}) {
       CAPTURE(budget);
       options.memory_bytes = budget;
       const double exact = brute_force(static_cast<double>(budget));

@@ -95,10 +95,8 @@ Strategy random_strategy(Rng& rng, std::int64_t gpus, int layers, bool powers_of
 // A random layout: fully sharded, another strategy's aligned layout, or random owner groups (with repeats).
 OptimizerLayout random_layout(Rng& rng, std::int64_t gpus, int layers) {
   switch (rng.below(3)) {
-    case 0:
-      return sharded_layout(gpus, layers);
-    case 1:
-      return aligned_layout(place(random_strategy(rng, gpus, layers, true), gpus, layers));
+    case 0: return sharded_layout(gpus, layers);
+    case 1: return aligned_layout(place(random_strategy(rng, gpus, layers, true), gpus, layers));
     default: {
       OptimizerLayout layout{gpus, layers, {}};
       int begin = 0;
@@ -202,10 +200,10 @@ TEST_CASE("shard: strategies without CP are placed and grouped exactly as before
     const int layers = static_cast<int>(rng.uniform_int(1, 6));
     const Strategy strategy = random_strategy(rng, gpus, layers, rng.below(2) == 0);
     CAPTURE(strategy.name());
-    const PlacementOptions options{.gpus_per_node = static_cast<int>(rng.uniform_int(1, 8)),
-                                   .tp_within_node = rng.below(2) == 0,
-                                   .order = rng.below(2) == 0 ? PipelineOrder::tp_ascending
-                                                              : PipelineOrder::tp_descending};
+    const PlacementOptions options{
+        .gpus_per_node = static_cast<int>(rng.uniform_int(1, 8)),
+        .tp_within_node = rng.below(2) == 0,
+        .order = rng.below(2) == 0 ? PipelineOrder::tp_ascending : PipelineOrder::tp_descending};
     Placement before;
     try {
       before = test::shard_oracle::place_before_cp(strategy, gpus, layers, options);
@@ -370,10 +368,10 @@ TEST_CASE("shard: plans and costs match the previous planner bit for bit") {
       model.tensors.push_back({std::to_string(p), rng.uniform_int(1, 100'000)});
     const Strategy strategy = random_strategy(rng, gpus, layers, rng.below(2) == 0);
     CAPTURE(strategy.name());
-    const PlacementOptions placement_options{.gpus_per_node = static_cast<int>(rng.uniform_int(1, 8)),
-                                             .tp_within_node = false,
-                                             .order = rng.below(2) == 0 ? PipelineOrder::tp_ascending
-                                                                        : PipelineOrder::tp_descending};
+    const PlacementOptions placement_options{
+        .gpus_per_node = static_cast<int>(rng.uniform_int(1, 8)),
+        .tp_within_node = false,
+        .order = rng.below(2) == 0 ? PipelineOrder::tp_ascending : PipelineOrder::tp_descending};
     Placement placement = place(strategy, gpus, layers, placement_options);
     const bool permuted = rng.below(2) == 0;
     if (permuted) {
@@ -477,9 +475,9 @@ TEST_CASE("shard: switching between CP and non-CP strategies moves every element
   // push sums every holder's gradients once (it moves the model once). The planner on a CP placement is the
   // previous planner on its replicas, and the host checker reads the CP placement's ranks on its own.
   const Model model = small_model(4);
-  const std::vector<const char*> strategies = {"1*tp2cp2ringpp2+2*tp1pp2", "1*tp2pp2+2*tp1pp2",
-                                               "1*tp4cp2ulyssespp1+2*tp2pp1", "1*tp1cp4hybrid2pp1+1*tp2cp2ringpp2",
-                                               "3*tp4pp1", "12*tp1pp1"};
+  const std::vector<const char*> strategies = {
+      "1*tp2cp2ringpp2+2*tp1pp2",           "1*tp2pp2+2*tp1pp2", "1*tp4cp2ulyssespp1+2*tp2pp1",
+      "1*tp1cp4hybrid2pp1+1*tp2cp2ringpp2", "3*tp4pp1",          "12*tp1pp1"};
   std::uint64_t seed = 100;
   for (const char* to : strategies) {
     const Placement placement = place(Strategy::parse(to), 12, model.layers);

@@ -162,8 +162,7 @@ TEST_CASE("milp: bad variables are rejected, naming the field and value") {
   CHECK_THROWS_WITH_AS(model.add_variable(0, 1, VarType::continuous, inf), doctest::Contains("objective coefficient"),
                        invalid_input);
   CHECK_THROWS_AS(model.add_variable(0, 1, VarType::continuous, not_a_number), invalid_input);
-  CHECK_THROWS_WITH_AS(model.add_variable(0, 2, VarType::binary, 0), doctest::Contains("inside [0, 1]"),
-                       invalid_input);
+  CHECK_THROWS_WITH_AS(model.add_variable(0, 2, VarType::binary, 0), doctest::Contains("inside [0, 1]"), invalid_input);
   CHECK_THROWS_AS(model.add_variable(-1, 1, VarType::binary, 0), invalid_input);
   CHECK_THROWS_AS(model.add_variable(-inf, inf, VarType::binary, 0), invalid_input);
   CHECK(model.add_variable(1, 1, VarType::binary, 0) == 1);  // a fixed binary is fine
@@ -268,12 +267,12 @@ TEST_CASE("milp: evaluate_objective and is_feasible on hand examples") {
   CHECK(model.is_feasible(std::vector<double>{4, 1, 1}, 1e-9));
   CHECK(model.is_feasible(std::vector<double>{2, -1, 0}, 1e-9));
   CHECK(model.is_feasible(std::vector<double>{1, 0, 0}, 0.0));
-  CHECK_FALSE(model.is_feasible(std::vector<double>{2, 0.5, 1}, 1e-9));    // z = 1 with x < 4
-  CHECK_FALSE(model.is_feasible(std::vector<double>{0, 0, 0}, 1e-9));      // first row below 1
-  CHECK_FALSE(model.is_feasible(std::vector<double>{4, 3, 0}, 1e-9));      // first row above 5
-  CHECK_FALSE(model.is_feasible(std::vector<double>{1.5, 0, 0}, 1e-9));    // x fractional
-  CHECK_FALSE(model.is_feasible(std::vector<double>{5, -1, 0}, 1e-9));     // x above its bound
-  CHECK_FALSE(model.is_feasible(std::vector<double>{1, 0, 0.5}, 1e-9));    // z fractional
+  CHECK_FALSE(model.is_feasible(std::vector<double>{2, 0.5, 1}, 1e-9));  // z = 1 with x < 4
+  CHECK_FALSE(model.is_feasible(std::vector<double>{0, 0, 0}, 1e-9));    // first row below 1
+  CHECK_FALSE(model.is_feasible(std::vector<double>{4, 3, 0}, 1e-9));    // first row above 5
+  CHECK_FALSE(model.is_feasible(std::vector<double>{1.5, 0, 0}, 1e-9));  // x fractional
+  CHECK_FALSE(model.is_feasible(std::vector<double>{5, -1, 0}, 1e-9));   // x above its bound
+  CHECK_FALSE(model.is_feasible(std::vector<double>{1, 0, 0.5}, 1e-9));  // z fractional
   CHECK_FALSE(model.is_feasible(std::vector<double>{1, not_a_number, 0}, 1e-9));
   CHECK_FALSE(model.is_feasible(std::vector<double>{1, -inf, 0}, 1e-9));
   // Tolerances: absolute near zero, and integrality within the tolerance.

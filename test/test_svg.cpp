@@ -94,8 +94,8 @@ TEST_CASE("svg: pipeline timeline, one row per rank") {
   single.stages = 1;
   single.micro_batches = {{{0.3}, {0.6}, {1}, 500}};
   single.memory_limit = {1e9};
-  const std::vector<sluice::schedule::Simulation> pipelines = {
-      sluice::schedule::schedule_pipeline(problem).simulation, sluice::schedule::schedule_pipeline(single).simulation};
+  const std::vector<sluice::schedule::Simulation> pipelines = {sluice::schedule::schedule_pipeline(problem).simulation,
+                                                               sluice::schedule::schedule_pipeline(single).simulation};
   const std::vector<std::string> names = {"pipeline 0 (tp1pp3)", "pipeline 1 <tp2pp1>"};
   const std::string svg = io::timeline_svg(pipelines, names, "timeline & more");
   CAPTURE(svg);

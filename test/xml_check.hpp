@@ -60,7 +60,8 @@ inline std::string text_outside(const std::string& svg) {
   std::smatch size;
   if (!std::regex_search(svg, size, picture)) return "no width";
   const double width = std::stod(size[1]);
-  const std::regex text(R"re(<text x="([-0-9.]+)" y="[-0-9.]+" font-size="(\d+)" text-anchor="(\w+)"([^>]*)>([^<]*)</text>)re");
+  const std::regex text(
+      R"re(<text x="([-0-9.]+)" y="[-0-9.]+" font-size="(\d+)" text-anchor="(\w+)"([^>]*)>([^<]*)</text>)re");
   for (auto it = std::sregex_iterator(svg.begin(), svg.end(), text); it != std::sregex_iterator(); ++it) {
     const std::smatch& match = *it;
     if (match[4].str().find("rotate") != std::string::npos) continue;
@@ -79,6 +80,5 @@ inline std::size_t count(std::string_view text, std::string_view needle) {
   for (std::size_t at = text.find(needle); at != std::string_view::npos; at = text.find(needle, at + 1)) ++n;
   return n;
 }
-
 
 }  // namespace sluice::test

@@ -9,7 +9,6 @@
 namespace sluice::cli {
 
 // `terminal`: stderr when it is a terminal, for progress bars of long runs; nullptr otherwise.
-int run(std::span<const std::string_view> args, std::ostream& out, std::ostream& err,
-        std::ostream* terminal = nullptr);
+int run(std::span<const std::string_view> args, std::ostream& out, std::ostream& err, std::ostream* terminal = nullptr);
 
 }  // namespace sluice::cli

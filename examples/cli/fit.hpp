@@ -74,7 +74,8 @@ inline void print_table(std::ostream& out, const cost::ProfileFit& fit, const st
       << std::left << std::setw(10) << "  scheme" << std::right << std::setw(8) << "samples" << std::setw(13) << "a"
       << std::setw(13) << "b" << std::setw(11) << "c" << std::setw(9) << "error" << std::setw(10) << "fixed GB"
       << std::setw(12) << "bytes/tok" << std::setw(9) << "error" << std::setw(9) << "MaxLen" << std::setw(9)
-      << "UtilLen" << "\n";
+      << "UtilLen"
+      << "\n";
   for (const cost::SchemeFit& scheme : fit.schemes) {
     const cost::SchemeCost* cost = profile.find(scheme.scheme);
     const cost::QuadraticLatency& t = scheme.latency.model;

@@ -61,9 +61,8 @@ inline cost::Profile load_planning_profile(const Options& options, const data::L
     return text ? std::optional<std::string_view>(*text) : std::nullopt;
   };
   // "auto" is read as one degree so that --cp-kinds is checked as with any --cp; the degrees are chosen below.
-  cost::SchemeSpace space =
-      command_line::scheme_space(automatic ? std::optional<std::string_view>("2") : view(cp), view(kinds),
-                                 options.flag("ac"));
+  cost::SchemeSpace space = command_line::scheme_space(automatic ? std::optional<std::string_view>("2") : view(cp),
+                                                       view(kinds), options.flag("ac"));
   if (automatic) {
     if (!kinds) space.cp_kinds = {CpKind::ring, CpKind::ulysses};
     const std::int64_t context = options.integer("context").value_or(std::ranges::max(lengths.lengths()));

@@ -82,8 +82,8 @@ inline std::optional<ContextParallelReport> context_parallel_report(const Option
   sluice::require(report.model.heads >= 1, "option --cp needs --heads: profile ", profile.name(),
                   " does not give the attention heads");
   if (report.model.kv_heads == 0) report.model.kv_heads = report.model.heads;
-  sluice::require(report.model.kv_heads >= 1 && report.model.heads % report.model.kv_heads == 0, "option --kv-heads: ",
-                  report.model.kv_heads, " must divide the ", report.model.heads, " heads");
+  sluice::require(report.model.kv_heads >= 1 && report.model.heads % report.model.kv_heads == 0,
+                  "option --kv-heads: ", report.model.kv_heads, " must divide the ", report.model.heads, " heads");
   sluice::require(profile.spec().memory.has_value(), "option --cp: profile ", profile.name(),
                   " has no memory model to derive MaxLen from");
   sluice::require(*degree >= 2 && *degree <= 1024, "option --cp: the degree must be in [2, 1024], got ", *degree);
@@ -93,16 +93,20 @@ inline std::optional<ContextParallelReport> context_parallel_report(const Option
   sluice::require(!ulysses || report.kind == CpKind::hybrid, "option --ulysses is for --cp-kind hybrid");
   sluice::require(ulysses || report.kind != CpKind::hybrid, "option --cp-kind hybrid needs --ulysses");
   report.ulysses = static_cast<int>(ulysses.value_or(0));
-  sluice::require(!ulysses || (*ulysses > 1 && *ulysses < *degree && *degree % *ulysses == 0), "option --ulysses: ",
-                  *ulysses, " must divide --cp ", *degree, " and lie strictly between 1 and it");
+  sluice::require(!ulysses || (*ulysses > 1 && *ulysses < *degree && *degree % *ulysses == 0),
+                  "option --ulysses: ", *ulysses, " must divide --cp ", *degree, " and lie strictly between 1 and it");
   report.recompute = options.flag("recompute") ? Recompute::full : Recompute::none;
   cost::ProfileSpec spec = profile.spec();
   spec.model = report.model;
   const cost::Profile with_heads(std::move(spec));
   for (const cost::SchemeCost& base : with_heads.schemes()) {
     if (!base.scheme.is_base()) continue;
-    const Scheme scheme({.tp = base.scheme.tp(), .pp = base.scheme.pp(), .cp = report.degree, .cp_kind = report.kind,
-                         .ulysses = report.ulysses, .recompute = report.recompute});
+    const Scheme scheme({.tp = base.scheme.tp(),
+                         .pp = base.scheme.pp(),
+                         .cp = report.degree,
+                         .cp_kind = report.kind,
+                         .ulysses = report.ulysses,
+                         .recompute = report.recompute});
     if (auto derived = cost::derive_cp_scheme(with_heads, base, scheme))
       report.schemes.push_back(std::move(*derived));
     else
@@ -113,16 +117,17 @@ inline std::optional<ContextParallelReport> context_parallel_report(const Option
 
 // The schemes derived with context parallelism as the document holds them: their times, not their setup.
 inline io::InspectContextParallel context_parallel_document(const ContextParallelReport& report) {
-  io::InspectContextParallel document{
-      report.degree,
-      report.kind,
-      report.kind == CpKind::hybrid ? report.ulysses : report.kind == CpKind::ulysses ? report.degree : 1,
-      report.recompute == Recompute::full,
-      report.model.heads,
-      report.model.kv_heads,
-      {},
-      {},
-      report.not_derived};
+  io::InspectContextParallel document{report.degree,
+                                      report.kind,
+                                      report.kind == CpKind::hybrid    ? report.ulysses
+                                      : report.kind == CpKind::ulysses ? report.degree
+                                                                       : 1,
+                                      report.recompute == Recompute::full,
+                                      report.model.heads,
+                                      report.model.kv_heads,
+                                      {},
+                                      {},
+                                      report.not_derived};
   for (const cost::CpScheme& derived : report.schemes)
     document.schemes.push_back(
         {derived.scheme, derived.max_len, derived.fit.model, derived.fit.relative_rms_error,
@@ -147,8 +152,7 @@ inline void print_context_parallel(std::ostream& out, const ContextParallelRepor
     std::ostringstream error;
     error << std::fixed << std::setprecision(1) << derived.fit.relative_rms_error * 100 << "%";
     out << "  " << std::left << std::setw(18) << derived.scheme.name() << std::right << std::setw(6)
-        << derived.scheme.gpus()
-        << std::setw(9) << derived.max_len << std::setw(9) << error.str();
+        << derived.scheme.gpus() << std::setw(9) << derived.max_len << std::setw(9) << error.str();
     for (const std::int64_t length : inspect_lengths) {
       std::ostringstream cell;
       cell << std::fixed << std::setprecision(1) << derived.seconds(length) * 1e3
@@ -169,9 +173,9 @@ inline void print_tables(std::ostream& out, const data::LengthDataset& dataset, 
                          const cost::Profile& profile) {
   const data::LengthStats stats = dataset.stats();
   out << "dataset " << dataset.source() << "\n";
-  out << "  sequences " << stats.count << "  tokens " << stats.tokens << "  mean " << std::fixed
-      << std::setprecision(1) << stats.mean << "  min " << stats.min << "  p50 " << stats.p50 << "  p90 " << stats.p90
-      << "  p99 " << stats.p99 << "  max " << stats.max << "\n";
+  out << "  sequences " << stats.count << "  tokens " << stats.tokens << "  mean " << std::fixed << std::setprecision(1)
+      << stats.mean << "  min " << stats.min << "  p50 " << stats.p50 << "  p90 " << stats.p90 << "  p99 " << stats.p99
+      << "  max " << stats.max << "\n";
   if (dataset.context())
     out << "  truncated to " << *dataset.context() << " tokens: " << stats.truncated << " sequences\n";
 
@@ -209,9 +213,10 @@ inline void print_tables(std::ostream& out, const data::LengthDataset& dataset, 
 }  // namespace inspect_report
 
 inline int inspect(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs) {
-  const Options options(args, {"profile", "lengths", "context", "gpus", "bin-width", "svg", "cp", "heads", "kv-heads",
-                                "cp-kind", "ulysses"},
-                        {"json", "help", "recompute"});
+  const Options options(
+      args,
+      {"profile", "lengths", "context", "gpus", "bin-width", "svg", "cp", "heads", "kv-heads", "cp-kind", "ulysses"},
+      {"json", "help", "recompute"});
   if (options.flag("help")) {
     out << inspect_usage;
     return 0;
@@ -228,9 +233,9 @@ inline int inspect(std::span<const std::string_view> args, std::ostream& out, Ou
     outputs.write(*svg, io::histogram_svg(histogram, "sequence lengths: " + name, true));
   }
   if (options.flag("json")) {
-    out << io::document_text(io::inspect(
-        dataset, histogram, profile,
-        derived ? std::optional(inspect_report::context_parallel_document(*derived)) : std::nullopt));
+    out << io::document_text(
+        io::inspect(dataset, histogram, profile,
+                    derived ? std::optional(inspect_report::context_parallel_document(*derived)) : std::nullopt));
   } else {
     inspect_report::print_tables(out, dataset, histogram, profile);
     if (derived) inspect_report::print_context_parallel(out, *derived);

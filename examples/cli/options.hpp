@@ -24,14 +24,14 @@ struct OptionLimit {
 };
 
 inline const std::map<std::string, OptionLimit, std::less<>> option_limits = {
-    {"bandwidth", {1e-3, 1e4}},         // GB/s: schedule::Link's physical range (1e6 to 1e13 bytes/s)
-    {"batch", {1, 1 << 20}},            // samples per global batch (search)
+    {"bandwidth", {1e-3, 1e4}},  // GB/s: schedule::Link's physical range (1e6 to 1e13 bytes/s)
+    {"batch", {1, 1 << 20}},     // samples per global batch (search)
     {"batch-step", {1, 1 << 20}},
-    {"batches", {1, 1024}},             // choosing batches (propose --sampled): one plan per pool strategy each
-    {"bin-width", {1, 1 << 30}},        // tokens
+    {"batches", {1, 1024}},       // choosing batches (propose --sampled): one plan per pool strategy each
+    {"bin-width", {1, 1 << 30}},  // tokens
     {"candidates", {1, 1024}},
-    {"context", {1, 1 << 20}},          // tokens
-    {"cp", {1, 1024}},                  // context-parallel degree (inspect)
+    {"context", {1, 1 << 20}},  // tokens
+    {"cp", {1, 1024}},          // context-parallel degree (inspect)
     {"gpus", {1, 1 << 16}},
     {"gpus-per-node", {1, 1024}},
     {"heads", {1, 1 << 16}},            // attention heads (inspect --cp)
@@ -39,20 +39,20 @@ inline const std::map<std::string, OptionLimit, std::less<>> option_limits = {
     {"iteration", {0, (1 << 20) - 1}},  // which sampled iteration (trace)
     {"iterations", {1, 10'000}},
     {"kv-heads", {1, 1 << 16}},
-    {"interval", {0, 1}},               // seconds (schedule's tmax thinning)
-    {"latency", {0, 1}},                // seconds: schedule::Link::max_latency
-    {"length-step", {1, 1 << 20}},      // tokens
+    {"interval", {0, 1}},           // seconds (schedule's tmax thinning)
+    {"latency", {0, 1}},            // seconds: schedule::Link::max_latency
+    {"length-step", {1, 1 << 20}},  // tokens
     {"max-batch", {1, 1 << 20}},
-    {"max-error", {1e-6, 1}},           // relative RMS error a fit may leave (fit)
-    {"max-pp", {1, 1 << 20}},           // pipeline degree (search)
+    {"max-error", {1e-6, 1}},  // relative RMS error a fit may leave (fit)
+    {"max-pp", {1, 1 << 20}},  // pipeline degree (search)
     {"replicas", {1, 1 << 16}},
-    {"seed", {0, 0x1p63}},              // any non-negative 64-bit integer
+    {"seed", {0, 0x1p63}},  // any non-negative 64-bit integer
     {"stages", {1, 1024}},
     {"threads", {1, 256}},
-    {"tokens", {1, 1 << 24}},           // per iteration
+    {"tokens", {1, 1 << 24}},  // per iteration
     {"tp", {1, 1024}},
     {"trials", {1, 10'000}},
-    {"ulysses", {1, 1024}},             // the Ulysses degree of a hybrid CP (inspect)
+    {"ulysses", {1, 1024}},  // the Ulysses degree of a hybrid CP (inspect)
 };
 
 class Options {
@@ -60,8 +60,9 @@ public:
   // `valued` options take a value, `flags` do not; anything else is an error.
   Options(std::span<const std::string_view> args, const std::set<std::string, std::less<>>& valued,
           const std::set<std::string, std::less<>>& flags)
-      : values_(command_line::parse_options(args, {.flags = flags, .valued = valued, .others_valued = false,
-                                               .inline_values = true, .repeats = false})) {
+      : values_(command_line::parse_options(
+            args,
+            {.flags = flags, .valued = valued, .others_valued = false, .inline_values = true, .repeats = false})) {
     // An output path is checked before any work: found empty only when the outputs are written, it would fail late.
     for (const std::string_view output : {"out", "svg", "trace"})
       if (const auto path = text(output)) sluice::require(!path->empty(), "option --", output, ": an empty path");

@@ -102,7 +102,6 @@ inline Candidates candidates_of(const Options& options, const cost::Profile& pro
   return {proposal::propose(loaded.truncated(*settings.max_len), profile, settings).strategies(), settings.max_len};
 }
 
-
 // The sluice plan's options: this command's dispatch, links and layout-move policy, the adaptive cyclic search
 // seeded with --seed.
 inline plan::Options planner_options_of(const Options& options, const cost::Profile& profile) {
@@ -180,8 +179,8 @@ inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json
   if (json) {
     document.close_array();
     document.member("profile", profile.name());
-    document.member("summary", io::plan_run_summary(tally.totals, tally.planning, tally.lower_bounds, tally.chosen,
-                                                    tally.tokens));
+    document.member("summary",
+                    io::plan_run_summary(tally.totals, tally.planning, tally.lower_bounds, tally.chosen, tally.tokens));
     // Every plan's schemes are its candidates' or, with flex CP domains, CP schemes, so they decide the version,
     // as io::to_document would.
     const assign::CandidateSet candidates{{planner.candidates().begin(), planner.candidates().end()}};
@@ -192,8 +191,7 @@ inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json
   }
   out << std::setprecision(3) << "\nsimulated + layout move " << compare::mean(tally.totals) << " ± "
       << compare::deviation(tally.totals) << " s per iteration, " << std::setprecision(0) << tally.tokens / seconds
-      << " tokens/s; planning " << std::setprecision(2) << compare::mean(tally.planning) * 1e3
-      << " ms per iteration\n";
+      << " tokens/s; planning " << std::setprecision(2) << compare::mean(tally.planning) * 1e3 << " ms per iteration\n";
   const io::PlanRunSummary bounded =
       io::plan_run_summary(tally.totals, tally.planning, tally.lower_bounds, tally.chosen, tally.tokens);
   if (bounded.mean_lower_bound)
@@ -210,8 +208,8 @@ inline void summary(io::JsonObjectStream& document, std::ostream& out, bool json
 inline int plan(std::span<const std::string_view> args, std::ostream& out, Outputs& outputs,
                 std::ostream* terminal = nullptr) {
   const Options options(args,
-                        {"strategies", "profile", "lengths", "gpus", "tokens", "iterations", "batch", "context",
-                         "seed", "trials", "threads", "bandwidth", "latency", "layout-moves", "svg", "cp", "cp-kinds"},
+                        {"strategies", "profile", "lengths", "gpus", "tokens", "iterations", "batch", "context", "seed",
+                         "trials", "threads", "bandwidth", "latency", "layout-moves", "svg", "cp", "cp-kinds"},
                         {"propose", "cross-node-tp", "ac", "json", "help"});
   if (options.flag("help")) {
     out << plan_usage;
@@ -238,7 +236,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
       dataset, {.tokens_per_batch = options.integer("tokens").value_or(100'000), .seed = seed_of(options)});
   const std::optional<data::Batch> trainer_batch =
       batch_file ? std::optional(given_batch(*batch_file, widest,
-                                              sluice::concat("any candidate holds (widest MaxLen ", widest, ")")))
+                                             sluice::concat("any candidate holds (widest MaxLen ", widest, ")")))
                  : std::nullopt;
   const plan::Options planning = plan_inputs::planner_options_of(options, profile);
   // The flex CP domains `simulate` offers sluice, on this command's profile, context and links.

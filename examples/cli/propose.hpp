@@ -94,10 +94,10 @@ inline void print(std::ostream& out, const proposal::Proposal& result, const dat
   out << "propose: " << result.profile << " on " << *options.gpus << " GPUs, " << dataset.source() << ", lengths up to "
       << *options.max_len << " (step " << options.length_step << ")";
   if (dataset.truncated_count() > 0) out << ", " << dataset.truncated_count() << " sequences truncated";
-  out << "\n" << std::fixed << std::setprecision(0) << "  " << options.tokens_per_iteration
+  out << "\n"
+      << std::fixed << std::setprecision(0) << "  " << options.tokens_per_iteration
       << " tokens per iteration = " << std::setprecision(1) << result.sequences_per_iteration << " sequences; GPU step "
-      << static_cast<double>(options.gpu_step) / 10
-      << (options.relaxed ? ", relaxed (replica step 0.1)" : "") << "\n";
+      << static_cast<double>(options.gpu_step) / 10 << (options.relaxed ? ", relaxed (replica step 0.1)" : "") << "\n";
   out << std::setprecision(3) << "  integer optimum at max length " << result.integer_optimum << " s";
   if (result.relaxed_optimum) out << ", relaxed optimum " << *result.relaxed_optimum << " s";
   out << "\n\n  " << result.candidates.size() << " candidates of " << result.considered << " distinct strategies\n";
@@ -123,9 +123,10 @@ inline void print_sampled(std::ostream& out, const proposal::SampledProposal& re
   out << "propose --sampled: " << result.paper.profile << " on " << *options.gpus << " GPUs, " << dataset.source()
       << ", lengths up to " << *options.max_len;
   if (dataset.truncated_count() > 0) out << ", " << dataset.truncated_count() << " sequences truncated";
-  out << "\n" << std::fixed << std::setprecision(0) << "  batches of " << options.tokens_per_iteration
-      << " tokens: chosen on " << result.choosing_batches << ", measured on the next " << result.held_out_batches
-      << " (seed " << result.seed << ", " << result.trials << " dispatch trials per plan)\n"
+  out << "\n"
+      << std::fixed << std::setprecision(0) << "  batches of " << options.tokens_per_iteration << " tokens: chosen on "
+      << result.choosing_batches << ", measured on the next " << result.held_out_batches << " (seed " << result.seed
+      << ", " << result.trials << " dispatch trials per plan)\n"
       << "  pool of " << result.pool_size << " strategies after " << result.rounds << " neighbour rounds, "
       << result.plans << " plans\n\n";
   out << "  " << result.candidates.size() << " candidates\n     #  GPUs  wins  source       strategy\n";
@@ -142,8 +143,8 @@ inline void print_sampled(std::ostream& out, const proposal::SampledProposal& re
       << "    the DP's " << std::left << std::setw(23)
       << (std::to_string(result.paper.candidates.size()) + " candidates") << std::right << std::setw(8)
       << result.paper_choosing_mean << std::setw(10) << result.paper_held_out_mean << "\n"
-      << "    best homogeneous, " << std::left << std::setw(14) << result.best_homogeneous << std::right
-      << std::setw(8) << "-" << std::setw(10) << result.best_homogeneous_held_out_mean << "\n"
+      << "    best homogeneous, " << std::left << std::setw(14) << result.best_homogeneous << std::right << std::setw(8)
+      << "-" << std::setw(10) << result.best_homogeneous_held_out_mean << "\n"
       << "  held out: " << std::setprecision(2) << result.paper_held_out_mean / result.held_out_mean
       << "x faster than the DP's candidates, " << result.best_homogeneous_held_out_mean / result.held_out_mean
       << "x than the best homogeneous strategy\n"
@@ -170,8 +171,8 @@ inline proposal::ProposeOptions propose_options(const Options& options, const co
 
 // Strategies are proposed on a grid of lengths up to the context: it must hold one step.
 inline void require_context_on_grid(std::int64_t context, std::int64_t length_step) {
-  sluice::require(context >= length_step, "--context ", context, " is shorter than the length grid's step ", length_step,
-                  " that strategies are proposed on");
+  sluice::require(context >= length_step, "--context ", context, " is shorter than the length grid's step ",
+                  length_step, " that strategies are proposed on");
 }
 
 // A context no usable scheme holds is refused before proposing, naming what would hold it: TP across nodes or a CP

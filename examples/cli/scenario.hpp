@@ -25,12 +25,12 @@ namespace sluice::cli {
 
 // The options simulate and trace share.
 inline const std::set<std::string, std::less<>> scenario_options = {
-    "profile", "lengths", "gpus", "tokens", "context", "seed", "trials", "threads", "bandwidth", "latency", "batch",
-    "cp",      "cp-kinds"};
+    "profile", "lengths",   "gpus",    "tokens", "context", "seed",    "trials",
+    "threads", "bandwidth", "latency", "batch",  "cp",      "cp-kinds"};
 
 struct Scenario {
   compare::Options settings;
-  data::LengthDataset dataset;  // truncated to the context
+  data::LengthDataset dataset;       // truncated to the context
   std::optional<data::Batch> batch;  // --batch: the one batch to run, as given (no longer than the context)
   // The seeded sampler of the scenario's iterations, one batch at a time.
   [[nodiscard]] data::BatchSampler sampler() const {

@@ -123,9 +123,9 @@ inline void print(std::ostream& out, const Run& run) {
       << run.context << "\n";
   out << std::fixed << std::setprecision(3);
   out << "batch: " << run.batch.sequences.size() << " sequences, " << run.batch.tokens << " tokens; "
-      << run.plan.partition.micro_batches.size() << " micro-batches ("
-      << microbatch::name(run.plan.partition.layout) << "), DP objective " << run.plan.partition.objective
-      << " s, limit " << run.memory_limit / 0x1p30 << " GiB per micro-batch\n\n";
+      << run.plan.partition.micro_batches.size() << " micro-batches (" << microbatch::name(run.plan.partition.layout)
+      << "), DP objective " << run.plan.partition.objective << " s, limit " << run.memory_limit / 0x1p30
+      << " GiB per micro-batch\n\n";
   schedule_report::print_replicas(out, run.plan, run.scheme.pp());
   out << "\niteration " << run.plan.makespan << " s (slowest replica), " << std::setprecision(0)
       << static_cast<double>(run.batch.tokens) / run.plan.makespan << " tokens/s\n\n";
@@ -203,8 +203,8 @@ inline int schedule_command(std::span<const std::string_view> args, std::ostream
   const Candidates only{{Strategy::parse("1*" + scheme.name())}, std::nullopt};
   const std::int64_t context = context_of(options, loaded, profile, &only);
   const data::LengthDataset dataset = loaded.truncated(context);
-  data::BatchSampler sampler(dataset, {.tokens_per_batch = options.integer("tokens").value_or(65'536),
-                                       .seed = plan_options.schedule.seed});
+  data::BatchSampler sampler(
+      dataset, {.tokens_per_batch = options.integer("tokens").value_or(65'536), .seed = plan_options.schedule.seed});
   const data::Batch batch = sampler.next();
   const std::vector<microbatch::Sample> samples = microbatch::samples_of(batch.sequences);
   const std::span<const microbatch::Sample> span(samples);

@@ -35,7 +35,8 @@ inline constexpr std::string_view search_usage =
     "\n"
     "  --model M        sluice.model JSON file or bundled name (gpt-48, bert-huge-32, vit-huge-32, ...)\n"
     "  --cluster C      sluice.cluster JSON file or bundled name (titan-8, a100-8, a100-64)\n"
-    "  --galvatron DIR  Galvatron's profiles of the model and the cluster (its computation_profiling_, memory_profiling_\n"
+    "  --galvatron DIR  Galvatron's profiles of the model and the cluster (its computation_profiling_, "
+    "memory_profiling_\n"
     "                   and hardware files; a directory or a bundled set: llama2-7b) in place of --cluster: profiled\n"
     "                   times and parameters replace the model's, the hardware profile gives the cluster\n"
     "  --time-mode X    how Galvatron's computation profile gives a layer's time: batch (default; a line over batch\n"
@@ -139,8 +140,8 @@ inline bool same_plan(const search::Plan& x, const search::Plan& y) {
 
 inline int search_command(std::span<const std::string_view> args, std::ostream& out, std::ostream* terminal = nullptr) {
   const Options options(args,
-                        {"model", "cluster", "galvatron", "time-mode", "galvatron-plan", "memory", "granularity", "batch",
-                         "batch-step", "max-batch", "schedule", "dp-types", "split-types", "max-pp"},
+                        {"model", "cluster", "galvatron", "time-mode", "galvatron-plan", "memory", "granularity",
+                         "batch", "batch-step", "max-batch", "schedule", "dp-types", "split-types", "max-pp"},
                         {"json", "help"});
   if (options.flag("help")) {
     out << search_usage;
@@ -154,8 +155,7 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
                   "give one of --cluster and --galvatron (see sluice search --help)");
   sluice::require(galvatron_dir.has_value() || !options.text("time-mode"), "option --time-mode needs --galvatron");
   search::SearchOptions settings;
-  if (const auto memory = options.text("memory"))
-    settings.memory_bytes = search_inputs::parse_bytes("memory", *memory);
+  if (const auto memory = options.text("memory")) settings.memory_bytes = search_inputs::parse_bytes("memory", *memory);
   auto model = io::read_document<search::ModelSpec>(io::resolve_data_file(*model_name, "models"));
   search::ClusterSpec cluster;
   if (galvatron_dir) {
@@ -183,10 +183,9 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
     settings.schedule = *schedule == "gpipe" ? search::Schedule::gpipe : search::Schedule::one_f_one_b;
   }
   if (const auto kinds = options.text("dp-types"))
-    search_inputs::select_kinds("dp-types", *kinds,
-                                {{"ddp", &settings.space.dp},
-                                 {"zero2", &settings.space.zero2},
-                                 {"zero3", &settings.space.sdp}});
+    search_inputs::select_kinds(
+        "dp-types", *kinds,
+        {{"ddp", &settings.space.dp}, {"zero2", &settings.space.zero2}, {"zero3", &settings.space.sdp}});
   if (const auto kinds = options.text("split-types"))
     search_inputs::select_kinds("split-types", *kinds,
                                 {{"tp", &settings.space.tp}, {"ulysses", &settings.space.ulysses}});
@@ -208,9 +207,11 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
   }
   const double budget = static_cast<double>(settings.memory_bytes > 0 ? settings.memory_bytes : cluster.memory_bytes);
   auto fits = [&](const search::Plan& plan) {
-    return std::ranges::all_of(plan.stages, [&](const search::StagePlan& stage) { return stage.memory_bytes <= budget; });
+    return std::ranges::all_of(plan.stages,
+                               [&](const search::StagePlan& stage) { return stage.memory_bytes <= budget; });
   };
-  const bool at_sweep_limit = settings.global_batch == 0 && report.best.global_batch + settings.batch_step > settings.max_batch;
+  const bool at_sweep_limit =
+      settings.global_batch == 0 && report.best.global_batch + settings.batch_step > settings.max_batch;
 
   if (options.flag("json")) {
     io::json document = io::to_document(report);
@@ -272,8 +273,8 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
     search_report::print_plan(out, "galvatron", *galvatron_plan);
     double peak = 0;
     for (const search::StagePlan& stage : galvatron_plan->stages) peak = std::max(peak, stage.memory_bytes);
-    out << "    (Galvatron's plan costed by sluice's estimator: " << search_report::gib(peak) << " on its fullest stage, "
-        << (fits(*galvatron_plan) ? "within" : "over") << " the budget)\n";
+    out << "    (Galvatron's plan costed by sluice's estimator: " << search_report::gib(peak)
+        << " on its fullest stage, " << (fits(*galvatron_plan) ? "within" : "over") << " the budget)\n";
   }
   return 0;
 }

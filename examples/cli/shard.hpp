@@ -96,8 +96,7 @@ inline int shard(std::span<const std::string_view> args, std::ostream& out) {
   sluice::require(strategy_text.has_value(), "option --strategy is required (see sluice shard --help)");
   sluice::require(!options.flag("plans") || options.flag("json"), "option --plans needs --json");
   const Strategy strategy = shard_inputs::read_strategy(*strategy_text);
-  const shard::Model model =
-      shard_inputs::read_model(options.text("model").value_or(std::string(io::default_profile)));
+  const shard::Model model = shard_inputs::read_model(options.text("model").value_or(std::string(io::default_profile)));
   const std::int64_t per_node = options.integer("gpus-per-node").value_or(8);
   sluice::require(per_node <= *gpus, "option --gpus-per-node: ", per_node, " exceeds --gpus ", *gpus);
   const shard::PlacementOptions placement_options{.gpus_per_node = static_cast<int>(per_node)};

@@ -112,8 +112,8 @@ inline std::vector<std::string> write_pictures(Outputs& outputs, const std::file
       write("loads-" + run.name + ".svg",
             io::pipeline_loads_svg(run.plans, run.name + ": pipeline loads of the first iterations, " + where));
     if (!run.first.pipelines.empty())  // the flex CP systems simulate no pipelines
-      write("timeline-" + run.name + ".svg", io::timeline_svg(run.first.pipelines, run.first.names,
-                                                              run.name + ": iteration 0, " + where));
+      write("timeline-" + run.name + ".svg",
+            io::timeline_svg(run.first.pipelines, run.first.names, run.name + ": iteration 0, " + where));
   }
   return written;
 }
@@ -149,14 +149,15 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
     const compare::Summary& summary = summaries[system];
     out << std::left << std::setw(19) << plus_minus(summary.seconds, summary.seconds_stddev, 3) << std::setw(21)
         << plus_minus(summary.tokens_per_second, summary.tokens_per_second_stddev, 0) << std::setw(18)
-        << (summary.speedup ? plus_minus(*summary.speedup, *summary.speedup_stddev, 3) : std::string("-"))
-        << std::right << std::fixed << std::setprecision(3) << std::setw(9) << summary.imbalance << std::setw(7)
+        << (summary.speedup ? plus_minus(*summary.speedup, *summary.speedup_stddev, 3) : std::string("-")) << std::right
+        << std::fixed << std::setprecision(3) << std::setw(9) << summary.imbalance << std::setw(7)
         << std::setprecision(0) << summary.idle * 100 << "%" << std::setprecision(3) << std::setw(8)
         << summary.micro_batch_imbalance << std::setprecision(2) << std::setw(6);
     if (summary.over_bound)
       out << *summary.over_bound << "×";
     else
-      out << "-" << " ";
+      out << "-"
+          << " ";
     out << std::setprecision(1) << std::setw(11) << summary.planning_seconds * 1e3 << "\n";
   }
   out << "\n";
@@ -186,10 +187,11 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
     out << std::setprecision(3) << "  hotspa's switching: " << hotspa.switching << " s per iteration on average\n";
   if (!sluice.failure) {
     const compare::Summary& charged = summaries[compare::System::sluice];
-    out << std::setprecision(3) << "  sluice's pull and push beyond its strategies' own all-gather: "
-        << charged.layout_move << " s per iteration before overlap, " << charged.switching
-        << " s exposed; sluice without them " << charged.seconds - charged.switching
-        << " s, with none of them overlapped " << charged.seconds - charged.switching + charged.layout_move << " s\n";
+    out << std::setprecision(3)
+        << "  sluice's pull and push beyond its strategies' own all-gather: " << charged.layout_move
+        << " s per iteration before overlap, " << charged.switching << " s exposed; sluice without them "
+        << charged.seconds - charged.switching << " s, with none of them overlapped "
+        << charged.seconds - charged.switching + charged.layout_move << " s\n";
   }
   out << "\n  imbalance: slowest / fastest busy pipeline, mean over iterations; idle: pipelines without work;\n"
       << "  degree: WLB-LLM's imbalance degree, slowest micro-batch forward x micro-batches / their total forward,\n"
@@ -213,15 +215,15 @@ inline int simulate(std::span<const std::string_view> args, std::ostream& out, O
   const Scenario scenario = read_scenario(options);
   data::BatchSampler sampler = scenario.sampler();
   Progress progress(terminal, "simulate", 0);
-  const auto iterations = scenario.batch ? std::size_t{1}
-                                         : static_cast<std::size_t>(options.integer("iterations").value_or(10));
+  const auto iterations =
+      scenario.batch ? std::size_t{1} : static_cast<std::size_t>(options.integer("iterations").value_or(10));
   const compare::Comparison comparison = compare::compare_systems(
       scenario.settings, scenario.dataset, iterations,
       [&] { return scenario.batch ? scenario.batch->sequences : sampler.next().sequences; }, progress.callback());
   if (!comparison.any_ran())
-    throw infeasible("simulate: no system can run this scenario: " +
-                     *comparison.systems[compare::System::sluice].failure +
-                     cp_advice(scenario.settings.profile, scenario.settings.context, scenario.settings.cross_node_tp));
+    throw infeasible(
+        "simulate: no system can run this scenario: " + *comparison.systems[compare::System::sluice].failure +
+        cp_advice(scenario.settings.profile, scenario.settings.context, scenario.settings.cross_node_tp));
 
   const compare::BySystem<compare::Summary> summaries = compare::summarize(comparison);
   std::vector<std::string> pictures;

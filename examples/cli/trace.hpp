@@ -112,8 +112,7 @@ inline void print_flex(std::ostream& out, const schedule::FlexIteration& flex, b
   for (std::size_t m = 0; m < flex.plan.micro_batches.size(); ++m) {
     out << "  micro-batch " << m << ":";
     for (const assign::FlexCpGroup& group : flex.plan.micro_batches[m].groups)
-      out << " " << flex.schemes[static_cast<std::size_t>(group.degree_index)].name() << "×"
-          << group.sequences.size();
+      out << " " << flex.schemes[static_cast<std::size_t>(group.degree_index)].name() << "×" << group.sequences.size();
     out << "\n";
   }
 }
@@ -121,9 +120,8 @@ inline void print_flex(std::ostream& out, const schedule::FlexIteration& flex, b
 inline void print(std::ostream& out, const Scenario& scenario, std::int64_t index, const data::Batch& batch,
                   const plan::IterationPlanner& planner, const schedule::SimulatedIteration& iteration) {
   const std::span<const Strategy> candidates = planner.candidates();
-  out << "trace: " << describe(scenario) << "; iteration " << index << ": " << batch.sequences.size()
-      << " sequences, " << batch.tokens << " tokens; layout moves charged: "
-      << plan::name(planner.options().layout_moves) << "\n\n";
+  out << "trace: " << describe(scenario) << "; iteration " << index << ": " << batch.sequences.size() << " sequences, "
+      << batch.tokens << " tokens; layout moves charged: " << plan::name(planner.options().layout_moves) << "\n\n";
   out << "  candidate  simulated (s)  layout move (s)  strategy\n" << std::fixed << std::setprecision(3);
   bool unplanned = false;
   for (std::size_t k = 0; k < candidates.size(); ++k) {
@@ -153,7 +151,9 @@ inline void print(std::ostream& out, const Scenario& scenario, std::int64_t inde
     double peak = 0;
     for (const double bytes : s.simulation.peak_memory) peak = std::max(peak, bytes);
     out << "  " << std::left << std::setw(21)
-        << (s.kind == schedule::ScheduleKind::one_f_one_b ? "1F1B" : s.memory_aware ? "cyclic, memory-aware" : "cyclic")
+        << (s.kind == schedule::ScheduleKind::one_f_one_b ? "1F1B"
+            : s.memory_aware                              ? "cyclic, memory-aware"
+                                                          : "cyclic")
         << std::right << std::setw(14) << s.simulation.makespan << std::setw(14) << pipeline.estimate << std::setw(10)
         << peak / 0x1p30 << "\n";
   }

@@ -23,8 +23,10 @@ inline cost::SchemeSpace scheme_space(std::optional<std::string_view> cp, std::o
   if (cp)
     for (const std::string_view item : comma_items(*cp)) {
       const auto degree = parse_number<std::int64_t>(item);
-      sluice::require(degree && *degree >= 2 && *degree <= 1024, "option --cp: expected degrees from 2 to 1024, "
-                      "separated by commas, got '", *cp, "'");
+      sluice::require(degree && *degree >= 2 && *degree <= 1024,
+                      "option --cp: expected degrees from 2 to 1024, "
+                      "separated by commas, got '",
+                      *cp, "'");
       if (std::ranges::find(space.cp_degrees, *degree) == space.cp_degrees.end())
         space.cp_degrees.push_back(static_cast<int>(*degree));
     }

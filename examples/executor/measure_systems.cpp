@@ -143,7 +143,8 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   const bool on_gpu = backend == "cuda";
   sluice::require(on_gpu || !profile_path.empty(), "--backend host needs --profile (only a GPU can be profiled)");
   examples::require_process_backend(processes, on_gpu);
-  sluice::require(!processes.mpi || !profile_path.empty(), "one process per rank needs --profile FILE: each "
+  sluice::require(!processes.mpi || !profile_path.empty(),
+                  "one process per rank needs --profile FILE: each "
                   "process would profile its own GPU, and their plans could differ");
   const sluice::data::LengthDataset dataset =
       sluice::data::LengthDataset::load(sluice::io::resolve_data_file(lengths, "lengths")).truncated(context);
@@ -154,14 +155,14 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   examples::note_one_cpu("sluice_measure_systems", processes, on_gpu);
 
   const auto profiling = std::chrono::steady_clock::now();
-  sluice::compare::Options options{.profile = examples::with_space(examples::load_profile(profile_path, model, gpus),
-                                                                   space, model),
-                                   .context = context,
-                                   .tokens = tokens,
-                                   .cross_node_tp = false,
-                                   .problem = {.hidden = model.hidden},
-                                   .dispatch = {},
-                                   .seed = seed};
+  sluice::compare::Options options{
+      .profile = examples::with_space(examples::load_profile(profile_path, model, gpus), space, model),
+      .context = context,
+      .tokens = tokens,
+      .cross_node_tp = false,
+      .problem = {.hidden = model.hidden},
+      .dispatch = {},
+      .seed = seed};
   if (progress && profile_path.empty())
     std::cerr << "sluice_measure_systems: profiled on the GPU in " << seconds_since(profiling) << " s\n";
   sluice::data::BatchSampler sampler(dataset, {.tokens_per_batch = tokens, .seed = seed});
@@ -178,7 +179,8 @@ int run(int argc, char** argv, const examples::Processes& processes) {
       // Every process takes part in every plan's run (those beyond its ranks wait) and gets the whole report.
       if (processes.mpi) return examples::run_own_rank(job, on_gpu, 60);
 #endif
-      return on_gpu ? ex::cuda::run_local(job, {.warmup = 1, .serialize = true, .device = 0}) : ex::host::run_local(job);
+      return on_gpu ? ex::cuda::run_local(job, {.warmup = 1, .serialize = true, .device = 0})
+                    : ex::host::run_local(job);
     }();
     if (progress && processes.rank == 0)
       std::cerr << "sluice_measure_systems: plan " << ++plans_run << " (" << job.pipelines.size()
@@ -189,9 +191,8 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   if (processes.rank != 0) return 0;
   if (!json_path.empty())
     sluice::io::write_text_file(json_path, document(measured, model, options, lengths, device).dump(2) + "\n");
-  std::cout << iterations << " iterations of " << lengths << " (" << tokens << " tokens, context " << context
-            << ") on " << options.profile.gpus() << " GPUs of profile " << options.profile.name() << ", run on "
-            << device << "\n"
+  std::cout << iterations << " iterations of " << lengths << " (" << tokens << " tokens, context " << context << ") on "
+            << options.profile.gpus() << " GPUs of profile " << options.profile.name() << ", run on " << device << "\n"
             << table(measured);
   return 0;
 }

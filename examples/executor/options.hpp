@@ -26,9 +26,9 @@ public:
     flags.insert("help");
     flags.insert("version");
     const std::vector<std::string_view> words(argv + 1, argv + argc);
-    values_ = sluice::command_line::parse_options(words, {.flags = std::move(flags), .valued = {},
-                                                          .others_valued = true, .inline_values = false,
-                                                          .repeats = true});
+    values_ = sluice::command_line::parse_options(
+        words,
+        {.flags = std::move(flags), .valued = {}, .others_valued = true, .inline_values = false, .repeats = true});
   }
 
   [[nodiscard]] bool flag(const std::string& name) { return take(name).has_value(); }

@@ -67,7 +67,8 @@ inline void require_process_backend(const Processes& processes, bool on_gpu) {
   static_cast<void>(processes);
   static_cast<void>(on_gpu);
 #else
-  sluice::require(!processes.mpi || !on_gpu, "this build runs one process per rank on the host backend only "
+  sluice::require(!processes.mpi || !on_gpu,
+                  "this build runs one process per rank on the host backend only "
                   "(--backend host): it has no NCCL");
 #endif
 }

@@ -88,7 +88,8 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   sluice::require(on_gpu || !profile_from_gpu, "--backend host needs --profile (only a GPU can be profiled)");
   sluice::require(on_gpu || !serialize, "--serialize is for the CUDA backend, which runs every rank on one GPU");
   examples::require_process_backend(processes, on_gpu);
-  sluice::require(!processes.mpi || !profile_from_gpu, "one process per rank needs --profile FILE: each process "
+  sluice::require(!processes.mpi || !profile_from_gpu,
+                  "one process per rank needs --profile FILE: each process "
                   "would profile its own GPU, and their plans could differ");
   sluice::require(!processes.mpi || !serialize, "--serialize runs every rank in one process, not one per rank");
   sluice::require(timeout >= 1 && timeout <= 86400, "--timeout must be in [1, 86400] seconds, got ", timeout);

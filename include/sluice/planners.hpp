@@ -61,4 +61,3 @@
 #include "sluice/plan/iteration.hpp"
 #include "sluice/plan/layout_moves.hpp"
 #include "sluice/plan/planner.hpp"
-

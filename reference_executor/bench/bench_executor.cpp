@@ -233,8 +233,9 @@ void BM_GemmLt(benchmark::State& state) {
   const cu::DeviceBuffer workspace(workspace_bytes);
 
   // Owned so that a failed call frees them: each deleter is the library's destroy function.
-  const auto owned = [](auto* object, auto destroy) { return std::unique_ptr<std::remove_pointer_t<decltype(object)>,
-                                                                            decltype(destroy)>(object, destroy); };
+  const auto owned = [](auto* object, auto destroy) {
+    return std::unique_ptr<std::remove_pointer_t<decltype(object)>, decltype(destroy)>(object, destroy);
+  };
   cublasLtHandle_t raw_handle = nullptr;
   SLUICE_CUBLAS_CHECK(cublasLtCreate(&raw_handle));
   const auto handle = owned(raw_handle, &cublasLtDestroy);

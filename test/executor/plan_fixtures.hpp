@@ -119,13 +119,23 @@ inline sluice::cost::Profile small_profile() {
     return sluice::cost::SchemeEntry{Scheme::parse(name),
                                      QuadraticLatency(2e-6 / speed, 1e-4 / speed, 1e-3 / std::sqrt(speed)), max_len, 1};
   };
-  spec.schemes = {scheme("tp1pp1", 1, 40),          scheme("tp1pp2", 2, 48),          scheme("tp1pp3", 2.8, 56),
-                  scheme("tp1pp4", 4, 64),          scheme("tp2pp1", 1.8, 44),        scheme("tp2pp2", 3.4, 52),
-                  scheme("tp4pp1", 3.2, 48),        scheme("tp1pp2ac", 1.5, 60),      scheme("tp2pp1ac", 1.4, 56),
-                  scheme("tp1cp2ringpp1", 1.9, 80), scheme("tp1cp2ulyssespp1", 1.9, 80),
-                  scheme("tp1cp4ringpp1", 3.5, 128), scheme("tp1cp4ulyssespp1", 3.6, 128),
-                  scheme("tp1cp4hybrid2pp1", 3.6, 128), scheme("tp2cp2ringpp1", 3.4, 96),
-                  scheme("tp2cp2ulyssespp1", 3.5, 96), scheme("tp1cp2ringpp2", 3.6, 96),
+  spec.schemes = {scheme("tp1pp1", 1, 40),
+                  scheme("tp1pp2", 2, 48),
+                  scheme("tp1pp3", 2.8, 56),
+                  scheme("tp1pp4", 4, 64),
+                  scheme("tp2pp1", 1.8, 44),
+                  scheme("tp2pp2", 3.4, 52),
+                  scheme("tp4pp1", 3.2, 48),
+                  scheme("tp1pp2ac", 1.5, 60),
+                  scheme("tp2pp1ac", 1.4, 56),
+                  scheme("tp1cp2ringpp1", 1.9, 80),
+                  scheme("tp1cp2ulyssespp1", 1.9, 80),
+                  scheme("tp1cp4ringpp1", 3.5, 128),
+                  scheme("tp1cp4ulyssespp1", 3.6, 128),
+                  scheme("tp1cp4hybrid2pp1", 3.6, 128),
+                  scheme("tp2cp2ringpp1", 3.4, 96),
+                  scheme("tp2cp2ulyssespp1", 3.5, 96),
+                  scheme("tp1cp2ringpp2", 3.6, 96),
                   scheme("tp1cp2ulyssespp1ac", 1.5, 100)};
   return sluice::cost::Profile(spec);
 }
@@ -133,11 +143,11 @@ inline sluice::cost::Profile small_profile() {
 // Heterogeneous strategies of at most 8 GPUs mixing TP 1/2/4, CP 2/4 of every kind, recompute and PP 1 to 4.
 inline std::vector<sluice::Strategy> strategies() {
   std::vector<sluice::Strategy> result;
-  for (const char* name : {"1*tp2pp2+1*tp1cp2ringpp1+2*tp1pp1", "1*tp1cp4hybrid2pp1+1*tp2pp1ac+1*tp1pp2",
-                           "1*tp4pp1+1*tp1cp2ulyssespp1+1*tp1pp1", "1*tp2cp2ulyssespp1+2*tp1pp2ac",
-                           "1*tp1cp4ringpp1+1*tp1pp3+1*tp1pp1", "2*tp2pp1+1*tp1cp2ringpp2",
-                           "1*tp1cp4ulyssespp1+1*tp2cp2ringpp1", "1*tp1pp4+1*tp1pp2+2*tp1pp1",
-                           "1*tp1cp2ulyssespp1ac+1*tp4pp1+1*tp1pp2"})
+  for (const char* name :
+       {"1*tp2pp2+1*tp1cp2ringpp1+2*tp1pp1", "1*tp1cp4hybrid2pp1+1*tp2pp1ac+1*tp1pp2",
+        "1*tp4pp1+1*tp1cp2ulyssespp1+1*tp1pp1", "1*tp2cp2ulyssespp1+2*tp1pp2ac", "1*tp1cp4ringpp1+1*tp1pp3+1*tp1pp1",
+        "2*tp2pp1+1*tp1cp2ringpp2", "1*tp1cp4ulyssespp1+1*tp2cp2ringpp1", "1*tp1pp4+1*tp1pp2+2*tp1pp1",
+        "1*tp1cp2ulyssespp1ac+1*tp4pp1+1*tp1pp2"})
     result.push_back(sluice::Strategy::parse(name));
   return result;
 }
@@ -190,8 +200,8 @@ inline ex::Job megatron_job(const ex::ModelConfig& model, std::span<const sluice
       sluice::assign::plan_fixed_length(batch, strategy, profile, profile.at(scheme).max_len);
   sluice::schedule::ProblemOptions problem;
   problem.hidden = model.hidden;
-  const sluice::schedule::IterationSchedule schedule = sluice::schedule::schedule_iteration(
-      plan, profile, {sluice::schedule::ScheduleKind::one_f_one_b, 1, 0}, problem);
+  const sluice::schedule::IterationSchedule schedule =
+      sluice::schedule::schedule_iteration(plan, profile, {sluice::schedule::ScheduleKind::one_f_one_b, 1, 0}, problem);
   return ex::job_from_iteration(model, ex::make_tokens(batch, model.vocab, token_seed), plan, schedule);
 }
 
@@ -201,17 +211,16 @@ inline std::shared_ptr<const sluice::plan::FlexDomain> flex_domain(const sluice:
                                                                    std::optional<sluice::CpKind> kind,
                                                                    bool one_degree) {
   return sluice::plan::flex_domain(
-      small_profile(), base, units,
-      [kind](const sluice::Scheme& scheme) { return !kind || scheme.cp_kind() == *kind; }, one_degree);
+      small_profile(), base, units, [kind](const sluice::Scheme& scheme) { return !kind || scheme.cp_kind() == *kind; },
+      one_degree);
 }
 
 // The domain's plan of the batch as a job: every unit a pipeline, each group of a micro-batch a CP group.
-inline ex::Job flex_job(const ex::ModelConfig& model, std::span<const sluice::Sequence> batch,
-                        std::uint64_t token_seed, const sluice::plan::FlexDomain& domain) {
+inline ex::Job flex_job(const ex::ModelConfig& model, std::span<const sluice::Sequence> batch, std::uint64_t token_seed,
+                        const sluice::plan::FlexDomain& domain) {
   const sluice::schedule::FlexIteration iteration = domain.plan(batch);
   domain.validate(iteration, batch);
-  return ex::job_from_flex(model, ex::make_tokens(batch, model.vocab, token_seed), iteration,
-                           domain.problem_of(batch));
+  return ex::job_from_flex(model, ex::make_tokens(batch, model.vocab, token_seed), iteration, domain.problem_of(batch));
 }
 
 // One pipeline of `stages` stages over micro-batches of the given sequences, scheduled by schedule_pipeline.
@@ -291,11 +300,10 @@ inline std::pair<ex::Job, std::string> seeded_job(int k, sluice::Rng& rng) {
   switch (k % 8) {
     case 0: return {hydraulis_job(model, batch, seed, candidates, ScheduleKind::cyclic), "hydraulis cyclic"};
     case 1:
-      return {hydraulis_job(model, batch, seed, candidates, ScheduleKind::one_f_one_b, true),
-              "hydraulis 1f1b, placed"};
+      return {hydraulis_job(model, batch, seed, candidates, ScheduleKind::one_f_one_b, true), "hydraulis 1f1b, placed"};
     case 2: {
       const sluice::plan::IterationPlanner planner(small_profile(), all, {},
-                                                  flex_domain(Scheme(1, 1), 4, std::nullopt, false));
+                                                   flex_domain(Scheme(1, 1), 4, std::nullopt, false));
       const sluice::schedule::SimulatedIteration iteration = planner.plan(batch);
       if (iteration.runs_flex()) {
         const auto domain = flex_domain(Scheme(1, 1), 4, std::nullopt, false);
@@ -303,13 +311,13 @@ inline std::pair<ex::Job, std::string> seeded_job(int k, sluice::Rng& rng) {
                                   domain->problem_of(batch)),
                 "sluice plan"};
       }
-      return {ex::job_from_iteration(model, ex::make_tokens(batch, model.vocab, seed), iteration.plan,
-                                     iteration.schedule),
-              "sluice plan"};
+      return {
+          ex::job_from_iteration(model, ex::make_tokens(batch, model.vocab, seed), iteration.plan, iteration.schedule),
+          "sluice plan"};
     }
     case 3: {
-      const Scheme scheme = pick({"tp2pp1", "tp1cp2ringpp1", "tp1cp2ulyssespp1ac", "tp4pp1", "tp1cp4hybrid2pp1",
-                                  "tp2cp2ulyssespp1"});
+      const Scheme scheme =
+          pick({"tp2pp1", "tp1cp2ringpp1", "tp1cp2ulyssespp1ac", "tp4pp1", "tp1cp4hybrid2pp1", "tp2cp2ulyssespp1"});
       const int stages = static_cast<int>(std::clamp<std::int64_t>(8 / (2 * scheme.stage_gpus()), 1, 3));
       return {dynapipe_job(model, batch, seed, stages, 2,
                            k % 16 < 8 ? sluice::microbatch::Layout::packed : sluice::microbatch::Layout::padded,
@@ -322,22 +330,20 @@ inline std::pair<ex::Job, std::string> seeded_job(int k, sluice::Rng& rng) {
               "megatron"};
     case 5: {
       const bool wide = rng.uniform() < 0.5;
-      return {flex_job(model, batch, seed, *flex_domain(wide ? Scheme(1, 1) : Scheme(2, 1), wide ? 4 : 2,
-                                                        CpKind::ulysses, false)),
+      return {flex_job(model, batch, seed,
+                       *flex_domain(wide ? Scheme(1, 1) : Scheme(2, 1), wide ? 4 : 2, CpKind::ulysses, false)),
               "flexsp"};
     }
     case 6: {
       const bool deep = rng.uniform() < 0.5;
-      return {flex_job(model, batch, seed,
-                       *flex_domain(deep ? Scheme(1, 2) : Scheme(1, 1), 4, CpKind::ring, true)),
+      return {flex_job(model, batch, seed, *flex_domain(deep ? Scheme(1, 2) : Scheme(1, 1), 4, CpKind::ring, true)),
               "dynamic cp"};
     }
     default: {
       const char* const names[] = {"tp2pp1", "tp1cp2ringpp1", "tp1cp2ulyssespp1ac", "tp2cp2ringpp1"};
       const Scheme scheme = Scheme::parse(names[(k / 8) % 4]);
       const auto stages = static_cast<int>(std::min<std::int64_t>(1 + (k / 32) % 4, 8 / scheme.stage_gpus()));
-      return {single_pipeline_job(model, batch, seed, stages, ScheduleKind::cyclic, scheme.degrees()),
-              "one pipeline"};
+      return {single_pipeline_job(model, batch, seed, stages, ScheduleKind::cyclic, scheme.degrees()), "one pipeline"};
     }
   }
 }

@@ -67,9 +67,8 @@ TEST_CASE("executor cuda: models the kernels cannot run and missing devices are 
   if (cuda::nccl_available())
     CHECK_THROWS_WITH_AS(cuda::run_nccl(job), doctest::Contains("head dimension"), invalid_input);
   // TP and CP run on the host backend; the CUDA backend refuses them by name, before it looks for a device.
-  const Job tensor_parallel =
-      fixtures::single_pipeline_job(fixtures::gpu_model(), batch, 1, 1, ScheduleKind::one_f_one_b,
-                                    Scheme::parse("tp2pp1").degrees());
+  const Job tensor_parallel = fixtures::single_pipeline_job(
+      fixtures::gpu_model(), batch, 1, 1, ScheduleKind::one_f_one_b, Scheme::parse("tp2pp1").degrees());
   CHECK_THROWS_WITH_AS(cuda::run_local(tensor_parallel), doctest::Contains("runs tp2pp1, and the CUDA backend"),
                        invalid_input);
   if (cuda::device_count() == 0) {

@@ -148,8 +148,8 @@ TEST_CASE("executor host: broken TP, CP and recompute code is caught by the equa
   const std::vector<Sequence> batch = fixtures::random_batch(rng);
   const ModelResult reference = run_unpacked(model, make_tokens(batch, model.vocab, 9));
   const auto broken = [&](const char* scheme, host::Mutation mutation) {
-    const Job job = fixtures::single_pipeline_job(model, batch, 9, 2, ScheduleKind::one_f_one_b,
-                                                  Scheme::parse(scheme).degrees());
+    const Job job =
+        fixtures::single_pipeline_job(model, batch, 9, 2, ScheduleKind::one_f_one_b, Scheme::parse(scheme).degrees());
     CHECK(fixtures::worst_difference(host::run_local(job).result, reference) <= 1e-12);
     return fixtures::worst_difference(host::run_local(job, {}, mutation).result, reference);
   };
@@ -249,8 +249,8 @@ TEST_CASE("executor host: schemes the model cannot run and placements the plan f
   wide.heads = 2;
   wide.ffn = 8;
   wide.vocab = 12;
-  Job job = fixtures::single_pipeline_job(wide, batch, 1, 1, ScheduleKind::one_f_one_b,
-                                          Scheme::parse("tp2pp1").degrees());
+  Job job =
+      fixtures::single_pipeline_job(wide, batch, 1, 1, ScheduleKind::one_f_one_b, Scheme::parse("tp2pp1").degrees());
   job.pipelines[0].ranks = {{3, 4}};
   job.gpus_per_node = 4;
   CHECK_THROWS_WITH_AS(validate(job), doctest::Contains("splits a TP group across nodes (ranks 3 and 4"),
@@ -460,8 +460,8 @@ TEST_CASE("executor host: measured stages become a valid sluice profile") {
   // Stages as the profiler would measure them: 30 activation bytes per token, hidden unit and layer, and a
   // recomputing stage of PP 2 that takes 4/3 the time and holds a tenth of the activations.
   std::vector<cuda::StageProfile> stages;
-  for (const auto& [pp, recompute] : {std::pair{1, Recompute::none}, std::pair{2, Recompute::none},
-                                      std::pair{2, Recompute::full}}) {
+  for (const auto& [pp, recompute] :
+       {std::pair{1, Recompute::none}, std::pair{2, Recompute::none}, std::pair{2, Recompute::full}}) {
     cuda::StageProfile stage;
     stage.pp = pp;
     stage.recompute = recompute;

@@ -252,8 +252,8 @@ void check_attention_backward(int head_dim, kernels::AttentionKernel kernel) {
     kernels::attention_backward(batch.varlen, {2, head_dim}, device_qkv.get(), device_qkv.get() + hidden,
                                 device_qkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), device_out.get(),
                                 device_dout.get(), device_lse.get(), device_dqkv.get(), device_dqkv.get() + hidden,
-                                device_dqkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), delta.get(),
-                                nullptr, kernel);
+                                device_dqkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), delta.get(), nullptr,
+                                kernel);
     return device_dqkv.download();
   };
   const std::vector<bf16> first = run();

@@ -79,12 +79,12 @@ int equal_runs(int process, int processes) {
       continue;
     }
     const ex::RunReport alone = ex::host::run_local(job);
-    const bool close = fixtures::worst_difference(report.result, ex::run_unpacked(job.model, job.sequences)) <=
-                       float64_tolerance;
+    const bool close =
+        fixtures::worst_difference(report.result, ex::run_unpacked(job.model, job.sequences)) <= float64_tolerance;
     if (!same_bits(report.result, alone.result) || !close || report.instructions.size() != alone.instructions.size()) {
       ++failures;
-      std::cerr << "FAIL: job " << made - 1 << " (" << planner << ", " << ranks << " ranks): "
-                << (same_bits(report.result, alone.result) ? "" : "differs from the one-process run; ")
+      std::cerr << "FAIL: job " << made - 1 << " (" << planner << ", " << ranks
+                << " ranks): " << (same_bits(report.result, alone.result) ? "" : "differs from the one-process run; ")
                 << (close ? "" : "differs from the unpacked reference; ") << "\n";
     }
   }
@@ -224,9 +224,10 @@ ex::Job broken_job(std::string_view kind) {
     const std::size_t received = find(first, InstructionKind::recv_grad_wait);
     first.insert(first.begin() + static_cast<std::ptrdiff_t>(received) + 1, {send, sent});
   } else if (kind != "peer_exits") {
-    throw sluice::invalid_input(sluice::concat("--broken: expected missing_receive, mismatched_size, cycle or "
-                                               "peer_exits, got '",
-                                               kind, "'"));
+    throw sluice::invalid_input(
+        sluice::concat("--broken: expected missing_receive, mismatched_size, cycle or "
+                       "peer_exits, got '",
+                       kind, "'"));
   }
   return job;
 }

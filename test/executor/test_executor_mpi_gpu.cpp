@@ -72,8 +72,8 @@ int equal_runs(int process, int processes) {
     const bool close = close_to(report.result, host);
     std::cout << name << ": loss " << report.result.loss << " (one process " << alone.result.loss << ", float64 "
               << host.loss << ")" << (same ? ", equal bit for bit" : ", DIFFERS from the one-process run")
-              << (close ? "" : ", NOT within bf16 tolerance of float64") << ", makespan " << report.makespan
-              << " s on " << report.device << "\n";
+              << (close ? "" : ", NOT within bf16 tolerance of float64") << ", makespan " << report.makespan << " s on "
+              << report.device << "\n";
     if (!same || !close) ++failures;
   }
   MPI_Bcast(&failures, 1, MPI_INT, 0, MPI_COMM_WORLD);

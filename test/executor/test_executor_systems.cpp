@@ -78,8 +78,8 @@ TEST_CASE("measure_systems plans as the comparison does and every plan computes 
   const data::LengthDataset dataset = long_tailed();
   const auto batches = batches_of(dataset, 3);
   const MeasureOptions padded{.dynapipe_layout = microbatch::Layout::padded, .token_seed = 9};
-  const SystemsMeasurement measured =
-      measure_systems(options, model, dataset, batches, [](const Job& job) { return host::run_local(job); }, padded);
+  const SystemsMeasurement measured = measure_systems(
+      options, model, dataset, batches, [](const Job& job) { return host::run_local(job); }, padded);
   const compare::Comparison comparison = compare::compare_systems(options, dataset, std::span(batches));
 
   CHECK(measured.batches == comparison.batches);

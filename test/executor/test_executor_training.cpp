@@ -177,8 +177,10 @@ TEST_CASE("training: optimizer states aligned to a strategy's placement train th
     const double expected = reference.step(batches[k]);
     CHECK(std::abs(result.loss - expected) <= training_tolerance * std::abs(expected));
     // On the placement its states are aligned to, the push is the reduce-scatter alone: no LNK message leaves a rank.
-    if (k == 0) CHECK(result.predicted_move.push.bytes.intra_node + result.predicted_move.push.bytes.inter_node == 0);
-    else CHECK(result.predicted_move.push.bytes.total() > 0);
+    if (k == 0)
+      CHECK(result.predicted_move.push.bytes.intra_node + result.predicted_move.push.bytes.inter_node == 0);
+    else
+      CHECK(result.predicted_move.push.bytes.total() > 0);
   }
   CHECK(worst_parameter_difference(trainer.parameters(), reference.parameters()) <= training_tolerance);
   // Its checkpoint resumes in Hydraulis' sharded layout with the same parameters.

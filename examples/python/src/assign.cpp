@@ -26,7 +26,8 @@ void bind_flex_cp(py::module_& module) {
 
   py::class_<assign::FlexCpGroup>(module, "FlexCpGroup", "One CP group of a micro-batch and its sequences.")
       .def_readonly("degree_index", &assign::FlexCpGroup::degree_index, "Index into the problem's degrees")
-      .def_readonly("first_unit", &assign::FlexCpGroup::first_unit, "Its units are first_unit … first_unit + degree − 1")
+      .def_readonly("first_unit", &assign::FlexCpGroup::first_unit,
+                    "Its units are first_unit … first_unit + degree − 1")
       .def_property_readonly(
           "sequences",
           [](const py::object& self) { return view_of<int>(self.cast<const assign::FlexCpGroup&>().sequences, self); },
@@ -45,13 +46,13 @@ void bind_flex_cp(py::module_& module) {
                                     "into CP groups per micro-batch.")
       .def(py::init([](const py::handle& lengths, int units, int pp, std::vector<assign::FlexCpDegree> degrees,
                        bool one_degree_per_micro_batch, double collective_seconds, double backward_ratio) {
-             assign::FlexCpProblem problem{.lengths = integers_from(lengths, "lengths"),
-                                           .units = units,
-                                           .pp = pp,
-                                           .degrees = std::move(degrees),
-                                           .one_degree_per_micro_batch = one_degree_per_micro_batch,
-                                           .collectives = {.seconds = collective_seconds,
-                                                           .backward_ratio = backward_ratio}};
+             assign::FlexCpProblem problem{
+                 .lengths = integers_from(lengths, "lengths"),
+                 .units = units,
+                 .pp = pp,
+                 .degrees = std::move(degrees),
+                 .one_degree_per_micro_batch = one_degree_per_micro_batch,
+                 .collectives = {.seconds = collective_seconds, .backward_ratio = backward_ratio}};
              assign::require_valid(problem);
              return problem;
            }),
@@ -81,18 +82,18 @@ void bind_flex_cp(py::module_& module) {
       .def("lower_bound", &assign::flex_cp_lower_bound, "No plan of the problem is faster (s)");
 
   py::class_<assign::FlexCpPlan>(module, "FlexCpPlan", "One iteration's micro-batches of CP groups.")
-      .def_property_readonly("micro_batches",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const assign::FlexCpPlan&>().micro_batches, self);
-                             },
-                             "Slowest first")
+      .def_property_readonly(
+          "micro_batches",
+          [](const py::object& self) {
+            return internal_list(self.cast<const assign::FlexCpPlan&>().micro_batches, self);
+          },
+          "Slowest first")
       .def_readonly("seconds", &assign::FlexCpPlan::seconds,
                     "The iteration: Σ over micro-batches + (PP − 1) × the slowest")
       .def_readonly("lower_bound", &assign::FlexCpPlan::lower_bound)
       .def(
-          "check", [](const assign::FlexCpPlan& plan, const assign::FlexCpProblem& problem) {
-            assign::validate(plan, problem);
-          },
+          "check",
+          [](const assign::FlexCpPlan& plan, const assign::FlexCpProblem& problem) { assign::validate(plan, problem); },
           py::arg("problem"), "Raises InvalidPlan naming the first broken invariant against the problem.")
       .def(py::self == py::self);
 
@@ -156,14 +157,15 @@ void bind_assign(py::module_& module) {
                              [](const py::object& self) {
                                return internal_list(self.cast<const assign::PipelinePlan&>().micro_batches, self);
                              })
-      .def_property_readonly("sequence_ids",
-                             [](const assign::PipelinePlan& pipeline) {
-                               py::list list;
-                               for (const auto& micro_batch : pipeline.micro_batches)
-                                 list.append(array_of<std::int64_t>(micro_batch.sequence_ids));
-                               return list;
-                             },
-                             "Per micro-batch, its sequence ids (copies; micro_batches[k].sequence_ids are views).")
+      .def_property_readonly(
+          "sequence_ids",
+          [](const assign::PipelinePlan& pipeline) {
+            py::list list;
+            for (const auto& micro_batch : pipeline.micro_batches)
+              list.append(array_of<std::int64_t>(micro_batch.sequence_ids));
+            return list;
+          },
+          "Per micro-batch, its sequence ids (copies; micro_batches[k].sequence_ids are views).")
       .def_readonly("estimate", &assign::PipelinePlan::estimate)
       .def(py::self == py::self);
 

@@ -46,8 +46,8 @@ std::vector<Sequence> batch_of_item(const py::handle& item);
 // A read-only 1-D NumPy view of `values`, which `owner` keeps alive.
 template <class T>
 py::array_t<T> view_of(std::span<const T> values, const py::handle& owner) {
-  py::array_t<T> array({static_cast<py::ssize_t>(values.size())}, {static_cast<py::ssize_t>(sizeof(T))},
-                       values.data(), owner);
+  py::array_t<T> array({static_cast<py::ssize_t>(values.size())}, {static_cast<py::ssize_t>(sizeof(T))}, values.data(),
+                       owner);
   py::detail::array_proxy(array.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
   return array;
 }
@@ -102,8 +102,9 @@ void def_document(py::class_<T>& cls) {
           "InvalidInput for a directory or a missing one, OSError when the write fails.")
       .def_static(
           "load", [](const std::filesystem::path& path) { return io::read_document<T>(path); }, py::arg("path"))
-      .def(py::pickle([](const T& value) { return io::to_document(value).dump(); },
-                      [](const std::string& text) { return io::from_document<T>(io::parse(text, "pickle"), "pickle"); }));
+      .def(py::pickle(
+          [](const T& value) { return io::to_document(value).dump(); },
+          [](const std::string& text) { return io::from_document<T>(io::parse(text, "pickle"), "pickle"); }));
   if constexpr (std::equality_comparable<T>) cls.def(py::self == py::self);
 }
 

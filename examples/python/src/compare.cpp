@@ -50,21 +50,20 @@ void bind_compare(py::module_& module) {
       .def_readonly("configuration", &compare::SystemRun::configuration, "What it was configured with, in words")
       .def_readonly("strategies", &compare::SystemRun::strategies,
                     "Its static strategies (HotSPa: one per length range; sluice: its candidates)")
-      .def_property_readonly("layout_moves",
-                             [](const py::object& self) {
-                               return view_of<double>(self.cast<const compare::SystemRun&>().layout_moves, self);
-                             },
-                             "sluice: each candidate's pull and push beyond its own layout's all-gather, before "
-                             "overlap (a read-only view)")
-      .def_property_readonly("iterations",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const compare::SystemRun&>().iterations, self);
-                             })
-      .def_property_readonly("plans",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const compare::SystemRun&>().plans, self);
-                             },
-                             "The first few iterations' plans, where the system makes them")
+      .def_property_readonly(
+          "layout_moves",
+          [](const py::object& self) {
+            return view_of<double>(self.cast<const compare::SystemRun&>().layout_moves, self);
+          },
+          "sluice: each candidate's pull and push beyond its own layout's all-gather, before "
+          "overlap (a read-only view)")
+      .def_property_readonly(
+          "iterations",
+          [](const py::object& self) { return internal_list(self.cast<const compare::SystemRun&>().iterations, self); })
+      .def_property_readonly(
+          "plans",
+          [](const py::object& self) { return internal_list(self.cast<const compare::SystemRun&>().plans, self); },
+          "The first few iterations' plans, where the system makes them")
       .def_property_readonly(
           "first",
           [](const py::object& self) {
@@ -141,15 +140,14 @@ void bind_compare(py::module_& module) {
       .def_readonly("idle", &compare::Summary::idle)
       .def_readonly("micro_batch_imbalance", &compare::Summary::micro_batch_imbalance, "Mean imbalance degree")
       .def_readonly("switching", &compare::Summary::switching, "Mean seconds charged for layout moves")
-      .def_readonly("layout_move", &compare::Summary::layout_move,
-                    "Mean α–β seconds of those moves before overlap")
+      .def_readonly("layout_move", &compare::Summary::layout_move, "Mean α–β seconds of those moves before overlap")
       .def_readonly("over_bound", &compare::Summary::over_bound,
                     "Mean seconds over the mean lower bound; None when a batch has no bound")
       .def_readonly("planning_seconds", &compare::Summary::planning_seconds,
                     "Mean measured wall-clock seconds spent planning an iteration");
 
   py::class_<compare::Comparison> comparison_class(module, "Comparison",
-                                                  "The systems on the same batches, in system_names() order.");
+                                                   "The systems on the same batches, in system_names() order.");
   comparison_class
       .def_property_readonly("systems",
                              [](const py::object& self) {
@@ -184,11 +182,12 @@ void bind_compare(py::module_& module) {
           "Per iteration, a lower bound no plan of its batch beats (IterationBound; None where no scheme holds one "
           "of its sequences)")
       .def_readonly("candidates", &compare::Comparison::candidates, "sluice's candidate strategies")
-      .def_property_readonly("bounds",
-                             [](const py::object& self) {
-                               return view_of<std::int64_t>(self.cast<const compare::Comparison&>().bounds, self);
-                             },
-                             "HotSPa's length ranges' upper bounds: (0, b0], (b0, b1], … (a read-only view)")
+      .def_property_readonly(
+          "bounds",
+          [](const py::object& self) {
+            return view_of<std::int64_t>(self.cast<const compare::Comparison&>().bounds, self);
+          },
+          "HotSPa's length ranges' upper bounds: (0, b0], (b0, b1], … (a read-only view)")
       .def_property_readonly("any_ran", &compare::Comparison::any_ran)
       .def(
           "summarize",
@@ -221,12 +220,13 @@ void bind_compare(py::module_& module) {
                     "FlexDomains for IterationPlanner(flex=) or Planner(flex=); None where no domain holds the context")
       .def_readonly("names", &compare::SluiceFlex::names,
                     "Per domain, its name in the comparison (SimulatedIteration.flex.domain indexes it)")
-      .def_property_readonly("layout_moves",
-                             [](const py::object& self) {
-                               return view_of<double>(self.cast<const compare::SluiceFlex&>().layout_moves, self);
-                             },
-                             "Per domain, its layout move's seconds beyond its base's own all-gather, before overlap "
-                             "(a read-only view)")
+      .def_property_readonly(
+          "layout_moves",
+          [](const py::object& self) {
+            return view_of<double>(self.cast<const compare::SluiceFlex&>().layout_moves, self);
+          },
+          "Per domain, its layout move's seconds beyond its base's own all-gather, before overlap "
+          "(a read-only view)")
       .def_readonly("flexsp", &compare::SluiceFlex::flexsp, "Whether the first domain is FlexSP's (ZeRO-3, Ulysses)");
   module.def(
       "sluice_flex_domains",
@@ -288,12 +288,12 @@ void bind_compare(py::module_& module) {
           return compare::compare_systems(options, truncated, std::span<const std::vector<Sequence>>(given));
         data::BatchSampler sampler(truncated, {.tokens_per_batch = tokens, .seed = seed});
         return compare::compare_systems(options, truncated, static_cast<std::size_t>(count),
-                                [&] { return sampler.next().sequences; });
+                                        [&] { return sampler.next().sequences; });
       },
       py::arg("profile"), py::arg("dataset"), py::kw_only(), py::arg("tokens"), py::arg("iterations") = py::none(),
-      py::arg("batches") = py::none(), py::arg("context") = py::none(),
-      py::arg("cross_node_tp") = false, py::arg("problem") = schedule::ProblemOptions{},
-      py::arg("dispatch") = py::none(), py::arg("seed") = std::uint64_t{0},
+      py::arg("batches") = py::none(), py::arg("context") = py::none(), py::arg("cross_node_tp") = false,
+      py::arg("problem") = schedule::ProblemOptions{}, py::arg("dispatch") = py::none(),
+      py::arg("seed") = std::uint64_t{0},
       "Megatron-LM, HotSPa, DynaPipe and sluice on the same batches of `dataset` (truncated to `context`; default: "
       "its longest sequence, or the longest MaxLen of a usable scheme when shorter), each iteration simulated. The "
       "batches are `iterations` (default 10) batches of at most `tokens` tokens sampled with `seed`, as `sluice "

@@ -9,8 +9,12 @@ void bind_core(py::module_& module) {
                      "parallelism (cp ranks of kind 'ring', 'ulysses' or 'hybrid', the hybrid with `ulysses` of them "
                      "in Ulysses groups) and full activation recomputation.")
       .def(py::init([](int tp, int pp, int cp, std::string_view cp_kind, int ulysses, bool recompute) {
-             return Scheme({.tp = tp, .pp = pp, .cp = cp, .cp_kind = value_in(cp_kind_names, cp_kind, "cp_kind"),
-                            .ulysses = ulysses, .recompute = recompute ? Recompute::full : Recompute::none});
+             return Scheme({.tp = tp,
+                            .pp = pp,
+                            .cp = cp,
+                            .cp_kind = value_in(cp_kind_names, cp_kind, "cp_kind"),
+                            .ulysses = ulysses,
+                            .recompute = recompute ? Recompute::full : Recompute::none});
            }),
            py::arg("tp"), py::arg("pp"), py::kw_only(), py::arg("cp") = 1, py::arg("cp_kind") = "ring",
            py::arg("ulysses") = 0, py::arg("recompute") = false)
@@ -20,8 +24,7 @@ void bind_core(py::module_& module) {
       .def_property_readonly("cp", &Scheme::cp)
       .def_property_readonly("cp_kind", [](const Scheme& scheme) { return name_in(cp_kind_names, scheme.cp_kind()); })
       .def_property_readonly("ulysses", &Scheme::ulysses)
-      .def_property_readonly("recompute",
-                             [](const Scheme& scheme) { return scheme.recompute() == Recompute::full; })
+      .def_property_readonly("recompute", [](const Scheme& scheme) { return scheme.recompute() == Recompute::full; })
       .def_property_readonly("gpus", &Scheme::gpus)
       .def_property_readonly("name", &Scheme::name)
       .def(py::self == py::self)
@@ -33,8 +36,10 @@ void bind_core(py::module_& module) {
                       [](const py::tuple& state) { return Scheme::parse(state[0].cast<std::string>()); }));
 
   py::class_<StrategyPart>(module, "StrategyPart", "`pipelines` copies of one scheme.")
-      .def(py::init([](Scheme scheme, int pipelines) { return StrategyPart{scheme, pipelines}; }), py::arg("scheme"),
-           py::arg("pipelines"))
+      .def(py::init([](Scheme scheme, int pipelines) {
+             return StrategyPart{scheme, pipelines};
+           }),
+           py::arg("scheme"), py::arg("pipelines"))
       .def_readonly("scheme", &StrategyPart::scheme)
       .def_readonly("pipelines", &StrategyPart::pipelines)
       .def(py::self == py::self)
@@ -48,10 +53,9 @@ void bind_core(py::module_& module) {
       .def_readonly("max_len", &Pipeline::max_len)
       .def(py::self == py::self);
 
-  py::class_<Strategy> strategy(module, "Strategy",
-                                "A heterogeneous strategy: a multiset of schemes, e.g. Strategy.parse('1*tp8pp1+2*tp2pp2').");
-  strategy
-      .def(py::init([](const std::vector<StrategyPart>& parts) { return Strategy(parts); }), py::arg("parts"))
+  py::class_<Strategy> strategy(
+      module, "Strategy", "A heterogeneous strategy: a multiset of schemes, e.g. Strategy.parse('1*tp8pp1+2*tp2pp2').");
+  strategy.def(py::init([](const std::vector<StrategyPart>& parts) { return Strategy(parts); }), py::arg("parts"))
       .def(py::init([](std::string_view text) { return Strategy::parse(text); }), py::arg("text"))
       .def_static("parse", &Strategy::parse, py::arg("text"))
       .def_static("homogeneous", &Strategy::homogeneous, py::arg("scheme"), py::arg("pipelines"))
@@ -113,10 +117,9 @@ void bind_data(py::module_& module) {
           "bundled",
           [](std::string_view name) { return data::LengthDataset::load(io::resolve_data_file(name, "lengths")); },
           py::arg("name") = std::string(io::default_lengths), "A bundled length file by name ('man-pages'), or a path.")
-      .def_property_readonly("lengths",
-                             [](const py::object& self) {
-                               return view_of(self.cast<const data::LengthDataset&>().lengths(), self);
-                             })
+      .def_property_readonly(
+          "lengths",
+          [](const py::object& self) { return view_of(self.cast<const data::LengthDataset&>().lengths(), self); })
       .def("__len__", &data::LengthDataset::size)
       .def_property_readonly("tokens", &data::LengthDataset::tokens)
       .def_property_readonly("source", &data::LengthDataset::source)
@@ -136,16 +139,17 @@ void bind_data(py::module_& module) {
       .def("__len__", [](const data::Batch& batch) { return batch.sequences.size(); })
       .def(py::self == py::self);
 
-  py::class_<data::BatchSampler>(module, "BatchSampler",
-                                 "Shuffled batches of at most tokens_per_batch tokens; epoch e depends only on (seed, e). "
-                                 "Iterating never ends: take as many batches as the run needs.")
+  py::class_<data::BatchSampler>(
+      module, "BatchSampler",
+      "Shuffled batches of at most tokens_per_batch tokens; epoch e depends only on (seed, e). "
+      "Iterating never ends: take as many batches as the run needs.")
       .def(py::init([](const data::LengthDataset& dataset, std::int64_t tokens_per_batch, std::uint64_t seed,
                        bool drop_last) {
-             return data::BatchSampler(
-                 dataset, {.tokens_per_batch = tokens_per_batch, .seed = seed, .drop_last = drop_last});
+             return data::BatchSampler(dataset,
+                                       {.tokens_per_batch = tokens_per_batch, .seed = seed, .drop_last = drop_last});
            }),
-           py::arg("dataset"), py::kw_only(), py::arg("tokens_per_batch"), py::arg("seed") = data::SamplerOptions{}.seed,
-           py::arg("drop_last") = data::SamplerOptions{}.drop_last)
+           py::arg("dataset"), py::kw_only(), py::arg("tokens_per_batch"),
+           py::arg("seed") = data::SamplerOptions{}.seed, py::arg("drop_last") = data::SamplerOptions{}.drop_last)
       .def("next", &data::BatchSampler::next)
       .def("__iter__", [](const py::object& self) { return self; })
       .def("__next__", &data::BatchSampler::next);

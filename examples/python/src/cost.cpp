@@ -44,8 +44,9 @@ void bind_cost(py::module_& module) {
       .def_property_readonly("a", &cost::QuadraticLatency::a)
       .def_property_readonly("b", &cost::QuadraticLatency::b)
       .def_property_readonly("c", &cost::QuadraticLatency::c)
-      .def("__call__", [](const cost::QuadraticLatency& latency, std::int64_t length) { return latency(length); },
-           py::arg("length"))
+      .def(
+          "__call__", [](const cost::QuadraticLatency& latency, std::int64_t length) { return latency(length); },
+          py::arg("length"))
       .def(
           "__call__",
           [](const cost::QuadraticLatency& latency, const py::array& lengths) {
@@ -74,7 +75,8 @@ void bind_cost(py::module_& module) {
           py::arg("name") = std::string(io::default_profile), py::arg("gpus") = py::none(),
           "A bundled profile by name ('llama2-7b', …) or a path, resolved for `gpus` GPUs (default: its own).")
       .def_static(
-          "read", [](const std::filesystem::path& path, std::optional<std::int64_t> gpus) {
+          "read",
+          [](const std::filesystem::path& path, std::optional<std::int64_t> gpus) {
             return io::read_profile(path, gpus);
           },
           py::arg("path"), py::arg("gpus") = py::none(), "A sluice profile or a Hetu strategy_pool JSON file.")
@@ -83,8 +85,9 @@ void bind_cost(py::module_& module) {
       .def_property_readonly("gpus_per_node", [](const cost::Profile& value) { return value.spec().gpus_per_node; })
       .def_property_readonly("model", [](const cost::Profile& value) { return value.spec().model.name; })
       .def_property_readonly("layers", [](const cost::Profile& value) { return value.spec().model.layers; })
-      .def_property_readonly("hidden", [](const cost::Profile& value) { return value.spec().model.hidden; },
-                             "The model's hidden size, which the schedule functions take for activation transfers")
+      .def_property_readonly(
+          "hidden", [](const cost::Profile& value) { return value.spec().model.hidden; },
+          "The model's hidden size, which the schedule functions take for activation transfers")
       .def_property_readonly("vocab", [](const cost::Profile& value) { return value.spec().model.vocab; })
       .def_property_readonly("schemes",
                              [](const py::object& self) {
@@ -94,8 +97,9 @@ void bind_cost(py::module_& module) {
                                return list;
                              })
       .def("with_gpus", &cost::Profile::with_gpus, py::arg("gpus"))
-      .def("max_len", [](const cost::Profile& value, const Scheme& scheme) { return value.max_len(scheme); },
-           py::arg("scheme"))
+      .def(
+          "max_len", [](const cost::Profile& value, const Scheme& scheme) { return value.max_len(scheme); },
+          py::arg("scheme"))
       .def("at", &cost::Profile::at, py::arg("scheme"), py::return_value_policy::reference_internal)
       .def("pipelines", &cost::Profile::pipelines, py::arg("strategy"),
            "The strategy's pipelines in MaxLen order, as plans index them.")
@@ -151,11 +155,16 @@ void bind_cost(py::module_& module) {
   module.def(
       "derive_context_parallel",
       [](const cost::Profile& base, int cp, std::optional<int> heads, std::optional<int> kv_heads,
-         std::string_view kind, std::optional<int> ulysses, bool recompute, double node_latency,
-         double node_bandwidth, double cross_latency, double cross_bandwidth) {
+         std::string_view kind, std::optional<int> ulysses, bool recompute, double node_latency, double node_bandwidth,
+         double cross_latency, double cross_bandwidth) {
         cost::ProfileSpec spec = base.spec();
-        if (heads) spec.model = {.name = spec.model.name, .layers = spec.model.layers, .hidden = spec.model.hidden,
-                                 .vocab = spec.model.vocab, .heads = *heads, .kv_heads = 0};
+        if (heads)
+          spec.model = {.name = spec.model.name,
+                        .layers = spec.model.layers,
+                        .hidden = spec.model.hidden,
+                        .vocab = spec.model.vocab,
+                        .heads = *heads,
+                        .kv_heads = 0};
         if (kv_heads) spec.model.kv_heads = *kv_heads;
         const cost::Profile with_heads(std::move(spec));
         const CpKind cp_kind = value_in(cp_kind_names, kind, "kind");
@@ -165,7 +174,10 @@ void bind_cost(py::module_& module) {
         std::vector<cost::CpScheme> derived;
         for (const cost::SchemeCost& scheme : with_heads.schemes()) {
           if (!scheme.scheme.is_base()) continue;
-          const Scheme with_cp({.tp = scheme.scheme.tp(), .pp = scheme.scheme.pp(), .cp = cp, .cp_kind = cp_kind,
+          const Scheme with_cp({.tp = scheme.scheme.tp(),
+                                .pp = scheme.scheme.pp(),
+                                .cp = cp,
+                                .cp_kind = cp_kind,
                                 .ulysses = ulysses.value_or(0),
                                 .recompute = recompute ? Recompute::full : Recompute::none});
           if (auto one = cost::derive_cp_scheme(with_heads, scheme, with_cp, chosen))

@@ -145,11 +145,11 @@ std::string order_name(shard::PipelineOrder order) {
 // knows.
 shard::PlacementOptions make_placement(int gpus_per_node, bool tp_within_node, std::string_view order,
                                        std::optional<std::map<int, std::vector<int>>> stage_layers) {
-  shard::PlacementOptions options{.gpus_per_node = gpus_per_node,
-                                  .tp_within_node = tp_within_node,
-                                  .order = order_from(order),
-                                  .stage_layers = stage_layers ? std::move(*stage_layers)
-                                                               : std::map<int, std::vector<int>>{}};
+  shard::PlacementOptions options{
+      .gpus_per_node = gpus_per_node,
+      .tp_within_node = tp_within_node,
+      .order = order_from(order),
+      .stage_layers = stage_layers ? std::move(*stage_layers) : std::map<int, std::vector<int>>{}};
   sluice::require(options.gpus_per_node >= 1, "shard placement: gpus_per_node must be >= 1, got ",
                   options.gpus_per_node);
   for (const auto& [pp, counts] : options.stage_layers) {
@@ -175,9 +175,9 @@ search::Schedule search_schedule_from(std::string_view schedule) {
   throw invalid_input(sluice::concat("schedule: expected '1f1b' or 'gpipe', got '", schedule, "'"));
 }
 
-search::SearchOptions make_search(std::int64_t memory_bytes, std::int64_t granularity_bytes,
-                                  std::int64_t global_batch, std::int64_t batch_step, std::int64_t max_batch,
-                                  std::string_view schedule, search::SpaceOptions space) {
+search::SearchOptions make_search(std::int64_t memory_bytes, std::int64_t granularity_bytes, std::int64_t global_batch,
+                                  std::int64_t batch_step, std::int64_t max_batch, std::string_view schedule,
+                                  search::SpaceOptions space) {
   search::SearchOptions options{.memory_bytes = memory_bytes,
                                 .granularity_bytes = granularity_bytes,
                                 .global_batch = global_batch,
@@ -194,9 +194,9 @@ auto space_fields(const search::SpaceOptions& o) {
 }
 
 auto search_fields(const search::SearchOptions& o) {
-  return std::tuple_cat(std::tie(o.memory_bytes, o.granularity_bytes, o.global_batch, o.batch_step, o.max_batch,
-                                 o.schedule),
-                        space_fields(o.space));
+  return std::tuple_cat(
+      std::tie(o.memory_bytes, o.granularity_bytes, o.global_batch, o.batch_step, o.max_batch, o.schedule),
+      space_fields(o.space));
 }
 
 void bind_dispatch(py::module_& module) {
@@ -293,8 +293,8 @@ void bind_problem_options(py::module_& module) {
             return py::make_tuple(o.hidden, o.element_bytes, o.link.latency, o.link.bandwidth, o.backward_ratio);
           },
           [](const py::tuple& t) {
-            return make_problem(t[0].cast<std::int64_t>(), t[1].cast<int>(), t[2].cast<double>(),
-                                t[3].cast<double>(), t[4].cast<double>());
+            return make_problem(t[0].cast<std::int64_t>(), t[1].cast<int>(), t[2].cast<double>(), t[3].cast<double>(),
+                                t[4].cast<double>());
           }));
 }
 
@@ -332,8 +332,7 @@ void bind_plan_options(py::module_& module) {
           },
           [](const py::tuple& t) {
             return make_plan(t[0].cast<assign::DispatchOptions>(), t[1].cast<schedule::ScheduleOptions>(),
-                             t[2].cast<schedule::ProblemOptions>(), t[3].cast<std::string>(),
-                             t[4].cast<std::string>());
+                             t[2].cast<schedule::ProblemOptions>(), t[3].cast<std::string>(), t[4].cast<std::string>());
           }));
 }
 
@@ -410,12 +409,13 @@ void bind_sampled_options(py::module_& module) {
       .def_readonly("dispatch", &Sampled::dispatch, "How every (strategy, batch) is planned")
       .def_readonly("max_pool", &Sampled::max_pool, "Pool cap, >= max_candidates")
       // paper and overhead are not part of the Python object (always their defaults), so they are not compared.
-      .def("__eq__",
-           [](const Sampled& x, const Sampled& y) {
-             return std::tie(x.choosing_batches, x.held_out_batches, x.seed, x.dispatch, x.max_pool) ==
-                    std::tie(y.choosing_batches, y.held_out_batches, y.seed, y.dispatch, y.max_pool);
-           },
-           py::is_operator())
+      .def(
+          "__eq__",
+          [](const Sampled& x, const Sampled& y) {
+            return std::tie(x.choosing_batches, x.held_out_batches, x.seed, x.dispatch, x.max_pool) ==
+                   std::tie(y.choosing_batches, y.held_out_batches, y.seed, y.dispatch, y.max_pool);
+          },
+          py::is_operator())
       .def("__repr__",
            [](const Sampled& o) {
              return repr_of("SampledOptions", {{"choosing_batches", py::int_(o.choosing_batches)},
@@ -479,7 +479,8 @@ void bind_space_options(py::module_& module) {
   const Space defaults;
   py::class_<Space>(module, "SpaceOptions",
                     "Which paradigms the per-layer search may use (zero2: ZeRO-2 data parallelism, ulysses: Ulysses "
-                    "SP in TP's place); pp_degrees [] means every power of 2, max_tp and max_pp 0 no limit. Immutable; raises InvalidInput on a bad value (the search checks pp_degrees against the "
+                    "SP in TP's place); pp_degrees [] means every power of 2, max_tp and max_pp 0 no limit. Immutable; "
+                    "raises InvalidInput on a bad value (the search checks pp_degrees against the "
                     "cluster).")
       .def(py::init(&make_space), py::kw_only(), py::arg("dp") = defaults.dp, py::arg("sdp") = defaults.sdp,
            py::arg("tp") = defaults.tp, py::arg("ckpt") = defaults.ckpt, py::arg("tp_outer") = defaults.tp_outer,

@@ -33,8 +33,8 @@ public:
       }
       return batch_of_item(py::reinterpret_steal<py::object>(item));
     };
-    holder_ = std::make_unique<PlannerHolder>(
-        [&] { return plan::plan_ahead(std::move(planner), std::move(pull), options); });
+    holder_ =
+        std::make_unique<PlannerHolder>([&] { return plan::plan_ahead(std::move(planner), std::move(pull), options); });
   }
   PythonPlanner(const PythonPlanner&) = delete;
   PythonPlanner& operator=(const PythonPlanner&) = delete;
@@ -92,8 +92,7 @@ void bind_planner(py::module_& module) {
       "Several flex CP domains: each batch planned on every one that holds it, the fastest kept.")
       .def(py::init<std::vector<std::shared_ptr<const plan::FlexDomain>>>(), py::arg("domains"))
       .def_property_readonly("domains", [](const plan::FlexDomains& domains) {
-        return std::vector<std::shared_ptr<const plan::FlexDomain>>(domains.domains().begin(),
-                                                                    domains.domains().end());
+        return std::vector<std::shared_ptr<const plan::FlexDomain>>(domains.domains().begin(), domains.domains().end());
       });
 
   const plan::Options defaults;
@@ -103,12 +102,12 @@ void bind_planner(py::module_& module) {
       "every candidate that holds the batch is dispatched and packed (two-stage assignment), its pipelines "
       "scheduled and it is charged its layout move; the lowest simulated makespan plus that charge is kept. The "
       "candidates' layout moves are computed once, when it is made.")
-      .def(py::init<cost::Profile, std::vector<Strategy>, plan::Options,
-                    std::shared_ptr<const plan::FlexAlternative>>(),
-           py::arg("profile"), py::arg("candidates"), py::arg("options") = defaults, py::kw_only(),
-           py::arg("flex") = nullptr,
-           "`flex`, a FlexDomain or FlexDomains, is planned beside the candidates on every batch it holds and runs "
-           "where faster.")
+      .def(
+          py::init<cost::Profile, std::vector<Strategy>, plan::Options, std::shared_ptr<const plan::FlexAlternative>>(),
+          py::arg("profile"), py::arg("candidates"), py::arg("options") = defaults, py::kw_only(),
+          py::arg("flex") = nullptr,
+          "`flex`, a FlexDomain or FlexDomains, is planned beside the candidates on every batch it holds and runs "
+          "where faster.")
       .def(
           "plan",
           [](const plan::IterationPlanner& planner, const py::handle& lengths, const py::handle& ids) {

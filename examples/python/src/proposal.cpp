@@ -59,16 +59,13 @@ void bind_proposal(py::module_& module) {
       .def_readonly("sequences_per_iteration", &proposal::Proposal::sequences_per_iteration)
       .def_readonly("integer_optimum", &proposal::Proposal::integer_optimum)
       .def_readonly("relaxed_optimum", &proposal::Proposal::relaxed_optimum)
-      .def_readonly("considered", &proposal::Proposal::considered,
-                    "Distinct strategies before the max_candidates cap.")
-      .def_property_readonly("candidates",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const proposal::Proposal&>().candidates, self);
-                             })
-      .def_property_readonly("by_length",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const proposal::Proposal&>().by_length, self);
-                             })
+      .def_readonly("considered", &proposal::Proposal::considered, "Distinct strategies before the max_candidates cap.")
+      .def_property_readonly(
+          "candidates",
+          [](const py::object& self) { return internal_list(self.cast<const proposal::Proposal&>().candidates, self); })
+      .def_property_readonly(
+          "by_length",
+          [](const py::object& self) { return internal_list(self.cast<const proposal::Proposal&>().by_length, self); })
       .def("strategies", &proposal::Proposal::strategies, "The candidates' strategies, as plan_iteration takes them.")
       .def(
           "validate",
@@ -108,8 +105,7 @@ void bind_proposal(py::module_& module) {
       .def_readonly("pool_size", &proposal::SampledProposal::pool_size)
       .def_readonly("plans", &proposal::SampledProposal::plans)
       .def_readonly("rounds", &proposal::SampledProposal::rounds)
-      .def("strategies", &proposal::SampledProposal::strategies,
-           "The chosen strategies, as plan_iteration takes them.")
+      .def("strategies", &proposal::SampledProposal::strategies, "The chosen strategies, as plan_iteration takes them.")
       .def(
           "validate",
           [](const proposal::SampledProposal& value, const cost::Profile& profile) {

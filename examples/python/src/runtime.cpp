@@ -21,8 +21,12 @@ public:
   static constexpr bool pairs_itself = true;
 
   explicit PythonRunner(py::object runner)
-      : runner_(std::move(runner)), load_input_(runner_.attr("load_input")), forward_(runner_.attr("forward")),
-        backward_(runner_.attr("backward")), post_(runner_.attr("post")), wait_(runner_.attr("wait")) {}
+      : runner_(std::move(runner)),
+        load_input_(runner_.attr("load_input")),
+        forward_(runner_.attr("forward")),
+        backward_(runner_.attr("backward")),
+        post_(runner_.attr("post")),
+        wait_(runner_.attr("wait")) {}
 
   void load_input(int, int micro_batch, int slot) { load_input_(micro_batch, slot); }
   void forward(int, int micro_batch, int input, int output) { forward_(micro_batch, input, output); }
@@ -79,10 +83,9 @@ void bind_runtime(py::module_& module) {
       .def_readonly("send", &schedule::Transfer::send)
       .def_readonly("activation", &schedule::Transfer::activation, "An activation (else a gradient)")
       .def_readonly("micro_batch", &schedule::Transfer::micro_batch)
-      .def_property_readonly("shape",
-                             [](const schedule::Transfer& transfer) {
-                               return std::pair(transfer.shape.rows, transfer.shape.cols);
-                             })
+      .def_property_readonly(
+          "shape",
+          [](const schedule::Transfer& transfer) { return std::pair(transfer.shape.rows, transfer.shape.cols); })
       .def("__repr__", [](const schedule::Transfer& transfer) {
         return sluice::concat("<Transfer ", transfer.send ? "send " : "receive ",
                               transfer.activation ? "act " : "grad ", transfer.micro_batch, " rank=", transfer.rank,
@@ -110,10 +113,9 @@ void bind_runtime(py::module_& module) {
           while (!interpreter.finished(rank)) interpreter.step(rank);
         } catch (py::error_already_set& error) {
           // The runner's exception (a peer gone, a kernel's error) chained to one naming the rank and instruction.
-          const std::string where =
-              sluice::concat("sluice.runtime: ", interpreter.where(rank), ": ",
-                             py::str(error.type().attr("__name__")).cast<std::string>(), ": ",
-                             py::str(error.value()).cast<std::string>());
+          const std::string where = sluice::concat("sluice.runtime: ", interpreter.where(rank), ": ",
+                                                   py::str(error.type().attr("__name__")).cast<std::string>(), ": ",
+                                                   py::str(error.value()).cast<std::string>());
           py::raise_from(error, PyExc_RuntimeError, where.c_str());
           throw py::error_already_set();
         }

@@ -17,8 +17,8 @@ constexpr double infinity = std::numeric_limits<double>::infinity();
 std::vector<int> ints_from(const py::handle& values, std::string_view what) {
   std::vector<int> result;
   for (const std::int64_t value : integers_from(values, what)) {
-    sluice::require(value >= std::numeric_limits<int>::min() && value <= std::numeric_limits<int>::max(), what,
-                    ": ", value, " is past the int range");
+    sluice::require(value >= std::numeric_limits<int>::min() && value <= std::numeric_limits<int>::max(), what, ": ",
+                    value, " is past the int range");
     result.push_back(static_cast<int>(value));
   }
   return result;
@@ -44,11 +44,11 @@ std::vector<microbatch::QuadraticStageCost> models_from(const py::handle& models
 }
 
 // The samples in `ordering`, or as given for None.
-std::vector<microbatch::Sample> ordered(std::vector<microbatch::Sample> samples, const std::optional<std::string>& ordering) {
+std::vector<microbatch::Sample> ordered(std::vector<microbatch::Sample> samples,
+                                        const std::optional<std::string>& ordering) {
   if (!ordering) return samples;
   return microbatch::order_samples(samples, microbatch::ordering_from(*ordering));
 }
-
 
 // Optional values of a vector as Python objects referring into `owner`, None where empty.
 template <class T>
@@ -87,8 +87,7 @@ void bind_microbatch(py::module_& module) {
           },
           py::arg("rows"), py::arg("input"), py::arg("target") = 0);
 
-  py::class_<microbatch::StageCostSetup>(module, "StageCostSetup",
-                                         "A profile's scheme as the micro-batch DP sees it.")
+  py::class_<microbatch::StageCostSetup>(module, "StageCostSetup", "A profile's scheme as the micro-batch DP sees it.")
       .def_readonly("model", &microbatch::StageCostSetup::model)
       .def_readonly("memory_limit", &microbatch::StageCostSetup::memory_limit,
                     "Activation bytes per micro-batch under 1F1B: (budget − model states) / PP.");
@@ -121,10 +120,8 @@ void bind_microbatch(py::module_& module) {
   py::class_<microbatch::Partition> partition(module, "MicroBatchPartition",
                                               "A mini-batch cut into micro-batches (DynaPipe §4).");
   partition
-      .def_property_readonly("layout",
-                             [](const microbatch::Partition& value) {
-                               return std::string(microbatch::name(value.layout));
-                             })
+      .def_property_readonly(
+          "layout", [](const microbatch::Partition& value) { return std::string(microbatch::name(value.layout)); })
       .def_property_readonly("micro_batches",
                              [](const py::object& self) {
                                return internal_list(self.cast<const microbatch::Partition&>().micro_batches, self);
@@ -252,7 +249,8 @@ void bind_microbatch(py::module_& module) {
 }
 
 void bind_pipeline(py::module_& module) {
-  py::class_<schedule::Link>(module, "Link", "A stage-to-stage link: a transfer of b bytes takes latency + b / bandwidth.")
+  py::class_<schedule::Link>(module, "Link",
+                             "A stage-to-stage link: a transfer of b bytes takes latency + b / bandwidth.")
       .def(py::init([](double latency, double bandwidth) {
              const schedule::Link link{.latency = latency, .bandwidth = bandwidth};
              schedule::validate(link);
@@ -280,13 +278,14 @@ void bind_pipeline(py::module_& module) {
       .def_readonly("tokens", &schedule::MicroBatchCost::tokens)
       .def(py::self == py::self);
 
-  py::class_<schedule::Problem> problem_class(module, "SchedulingProblem",
+  py::class_<schedule::Problem> problem_class(
+      module, "SchedulingProblem",
       "One pipeline's scheduling problem: per micro-batch and stage its costs, per stage its activation memory "
       "limit, and the link between stages.");
   problem_class
       .def(py::init([](const py::handle& forward, const py::handle& backward, const py::handle& activation,
-                       const py::handle& tokens, const py::handle& memory_limit, std::int64_t hidden,
-                       int element_bytes, double latency, double bandwidth) {
+                       const py::handle& tokens, const py::handle& memory_limit, std::int64_t hidden, int element_bytes,
+                       double latency, double bandwidth) {
              const py::array_t<double> f = reals_from(forward, "forward", 2);
              const py::array_t<double> b = reals_from(backward, "backward", 2);
              const py::array_t<double> a = reals_from(activation, "activation", 2);
@@ -329,8 +328,8 @@ void bind_pipeline(py::module_& module) {
       .def_readonly("link", &schedule::Problem::link);
   def_document(problem_class);
 
-  py::class_<schedule::Order> order_class(module, "ScheduleOrder",
-      "Per stage, the order of its ops: (micro_batch, 'forward' | 'backward') pairs.");
+  py::class_<schedule::Order> order_class(
+      module, "ScheduleOrder", "Per stage, the order of its ops: (micro_batch, 'forward' | 'backward') pairs.");
   order_class
       .def(py::init([](const std::vector<std::vector<std::pair<int, std::string>>>& stages) {
              schedule::Order order;
@@ -363,18 +362,21 @@ void bind_pipeline(py::module_& module) {
   def_document(order_class);
   module.def(
       "one_f_one_b_order",
-      [](const py::handle& injection, int stages) { return schedule::one_f_one_b(ints_from(injection, "injection"), stages); },
+      [](const py::handle& injection, int stages) {
+        return schedule::one_f_one_b(ints_from(injection, "injection"), stages);
+      },
       py::arg("injection"), py::arg("stages"), "1F1B with the micro-batches injected in `injection` order.");
   module.def(
       "gpipe_order",
-      [](const py::handle& injection, int stages) { return schedule::gpipe(ints_from(injection, "injection"), stages); },
+      [](const py::handle& injection, int stages) {
+        return schedule::gpipe(ints_from(injection, "injection"), stages);
+      },
       py::arg("injection"), py::arg("stages"), "All forwards in injection order, then all backwards in reverse.");
   module.def(
       "adaptive_cyclic_order",
       [](const schedule::Problem& problem, const py::handle& injection, const py::handle& limits) {
         const std::vector<int> order = ints_from(injection, "injection");
-        const std::vector<double> bounds =
-            limits.is_none() ? problem.memory_limit : real_vector_from(limits, "limits");
+        const std::vector<double> bounds = limits.is_none() ? problem.memory_limit : real_vector_from(limits, "limits");
         const py::gil_scoped_release release;
         return schedule::adaptive_cyclic(problem, order, bounds);
       },
@@ -383,8 +385,9 @@ void bind_pipeline(py::module_& module) {
 
   py::class_<schedule::OpTiming>(module, "OpTiming", "One simulated op: when it ran and when its output arrived.")
       .def_readonly("micro_batch", &schedule::OpTiming::micro_batch)
-      .def_property_readonly("kind", [](const schedule::OpTiming& op) { return std::string(schedule::name(op.pass)); },
-                             "'forward' or 'backward'.")
+      .def_property_readonly(
+          "kind", [](const schedule::OpTiming& op) { return std::string(schedule::name(op.pass)); },
+          "'forward' or 'backward'.")
       .def_readonly("start", &schedule::OpTiming::start)
       .def_readonly("end", &schedule::OpTiming::end)
       .def_readonly("send_start", &schedule::OpTiming::send_start)
@@ -392,21 +395,19 @@ void bind_pipeline(py::module_& module) {
       .def(py::self == py::self);
 
   py::class_<schedule::Simulation> simulation_class(module, "ScheduleSimulation",
-      "Per-stage timelines of an order, simulated.");
+                                                    "Per-stage timelines of an order, simulated.");
   simulation_class
-      .def_property_readonly("stages",
-                             [](const py::object& self) {
-                               return nested_list(self.cast<const schedule::Simulation&>().stages, self);
-                             })
+      .def_property_readonly(
+          "stages",
+          [](const py::object& self) { return nested_list(self.cast<const schedule::Simulation&>().stages, self); })
       .def_readonly("makespan", &schedule::Simulation::makespan)
       .def_property_readonly("peak_memory",
                              [](const py::object& self) {
                                return view_of<double>(self.cast<const schedule::Simulation&>().peak_memory, self);
                              })
-      .def_property_readonly("idle",
-                             [](const py::object& self) {
-                               return view_of<double>(self.cast<const schedule::Simulation&>().idle, self);
-                             })
+      .def_property_readonly(
+          "idle",
+          [](const py::object& self) { return view_of<double>(self.cast<const schedule::Simulation&>().idle, self); })
       .def(
           "validate",
           [](const schedule::Simulation& simulation, const schedule::Problem& problem, const schedule::Order& order) {
@@ -425,16 +426,17 @@ void bind_pipeline(py::module_& module) {
       "Event-driven simulation of the stage orders: per stage its ops' times, the makespan and peak memory.");
 
   py::class_<schedule::Instruction>(module, "Instruction", "One instruction of a rank's list.")
-      .def_property_readonly("kind", [](const schedule::Instruction& in) { return std::string(schedule::name(in.kind)); },
-                             "'load_input', 'forward', 'backward', 'free_buffer', or a send/recv start/wait.")
+      .def_property_readonly(
+          "kind", [](const schedule::Instruction& in) { return std::string(schedule::name(in.kind)); },
+          "'load_input', 'forward', 'backward', 'free_buffer', or a send/recv start/wait.")
       .def_readonly("micro_batch", &schedule::Instruction::micro_batch)
       .def_readonly("stage", &schedule::Instruction::stage)
       .def_readonly("peer", &schedule::Instruction::peer, "-1 unless it communicates.")
       .def_readonly("buffer", &schedule::Instruction::buffer)
       .def_readonly("output", &schedule::Instruction::output)
-      .def_property_readonly("shape",
-                             [](const schedule::Instruction& in) { return py::make_tuple(in.shape.rows, in.shape.cols); },
-                             "(rows, cols) of the tensor it moves, computes or frees.")
+      .def_property_readonly(
+          "shape", [](const schedule::Instruction& in) { return py::make_tuple(in.shape.rows, in.shape.cols); },
+          "(rows, cols) of the tensor it moves, computes or frees.")
       .def("__repr__",
            [](const schedule::Instruction& in) {
              return sluice::concat("<sluice.Instruction ", schedule::name(in.kind), " micro_batch=", in.micro_batch,
@@ -447,10 +449,9 @@ void bind_pipeline(py::module_& module) {
   plan.def_readonly("stages", &schedule::ExecutionPlan::stages)
       .def_readonly("micro_batches", &schedule::ExecutionPlan::micro_batches)
       .def_readonly("buffer_slots", &schedule::ExecutionPlan::buffer_slots)
-      .def_property_readonly("ranks",
-                             [](const py::object& self) {
-                               return nested_list(self.cast<const schedule::ExecutionPlan&>().ranks, self);
-                             })
+      .def_property_readonly(
+          "ranks",
+          [](const py::object& self) { return nested_list(self.cast<const schedule::ExecutionPlan&>().ranks, self); })
       .def(
           "validate",
           [](const schedule::ExecutionPlan& value, const schedule::Problem& problem) {
@@ -462,12 +463,12 @@ void bind_pipeline(py::module_& module) {
   def_document(plan);
 
   py::class_<schedule::DeadlockReport>(module, "DeadlockReport", "What a dry run of a plan's communication found.")
-      .def_property_readonly("outcome",
-                             [](const schedule::DeadlockReport& report) {
-                               static constexpr std::string_view names[] = {"completes", "deadlock", "mismatch",
-                                                                            "unmatched"};
-                               return std::string(names[static_cast<std::size_t>(report.outcome)]);
-                             })
+      .def_property_readonly(
+          "outcome",
+          [](const schedule::DeadlockReport& report) {
+            static constexpr std::string_view names[] = {"completes", "deadlock", "mismatch", "unmatched"};
+            return std::string(names[static_cast<std::size_t>(report.outcome)]);
+          })
       .def_readonly("cycle", &schedule::DeadlockReport::cycle, "For a deadlock: ranks each waiting on the next.")
       .def_readonly("message", &schedule::DeadlockReport::message)
       .def_property_readonly("ok", &schedule::DeadlockReport::ok);
@@ -480,11 +481,12 @@ void bind_pipeline(py::module_& module) {
       py::arg("plan"),
       "Dry-runs the plan's sends and receives under NCCL's rules. Raises InvalidPlan for a plan it cannot run at all.");
 
-  py::class_<schedule::PipelineSchedule> pipeline_schedule_class(module, "PipelineSchedule",
-      "One pipeline's schedule: order, simulation and per-rank instructions.");
+  py::class_<schedule::PipelineSchedule> pipeline_schedule_class(
+      module, "PipelineSchedule", "One pipeline's schedule: order, simulation and per-rank instructions.");
   pipeline_schedule_class
-      .def_property_readonly("kind", [](const schedule::PipelineSchedule& value) { return std::string(schedule::name(value.kind)); },
-                             "'cyclic' or '1f1b': the kind of the order kept.")
+      .def_property_readonly(
+          "kind", [](const schedule::PipelineSchedule& value) { return std::string(schedule::name(value.kind)); },
+          "'cyclic' or '1f1b': the kind of the order kept.")
       .def_readonly("memory_aware", &schedule::PipelineSchedule::memory_aware)
       .def_property_readonly("injection",
                              [](const py::object& self) {
@@ -518,20 +520,19 @@ void bind_pipeline_planners(py::module_& module) {
   const schedule::PipelinePlanOptions defaults;
 
   py::class_<schedule::ReplicaSchedule>(module, "ReplicaSchedule", "One data-parallel replica's pipeline.")
-      .def_property_readonly("micro_batches",
-                             [](const py::object& self) {
-                               return view_of<std::size_t>(
-                                   self.cast<const schedule::ReplicaSchedule&>().micro_batches, self);
-                             },
-                             "Indices into the partition, in the schedule's micro-batch ids.")
+      .def_property_readonly(
+          "micro_batches",
+          [](const py::object& self) {
+            return view_of<std::size_t>(self.cast<const schedule::ReplicaSchedule&>().micro_batches, self);
+          },
+          "Indices into the partition, in the schedule's micro-batch ids.")
       .def_readonly("problem", &schedule::ReplicaSchedule::problem)
       .def_readonly("schedule", &schedule::ReplicaSchedule::schedule, "Empty when the replica got no micro-batch.")
       .def(py::self == py::self);
 
-  py::class_<schedule::PipelineRunPlan> run_plan_class(module, "PipelineRunPlan",
-      "DynaPipe's plan of one mini-batch: partition, replicas, their schedules.");
-  run_plan_class
-      .def_readonly("partition", &schedule::PipelineRunPlan::partition)
+  py::class_<schedule::PipelineRunPlan> run_plan_class(
+      module, "PipelineRunPlan", "DynaPipe's plan of one mini-batch: partition, replicas, their schedules.");
+  run_plan_class.def_readonly("partition", &schedule::PipelineRunPlan::partition)
       .def_readonly("assignment", &schedule::PipelineRunPlan::assignment)
       .def_property_readonly("replicas",
                              [](const py::object& self) {
@@ -556,9 +557,9 @@ void bind_pipeline_planners(py::module_& module) {
                                std::span<const microbatch::QuadraticStageCost>(costs), options);
           },
           py::arg("lengths"), py::arg("models"), py::kw_only(), py::arg("ids") = py::none(),
-          py::arg("targets") = py::none(), py::arg("stages") = defaults.stages,
-          py::arg("replicas") = defaults.replicas, py::arg("micro_batch_memory") = defaults.micro_batch_memory,
-          py::arg("stage_memory") = defaults.stage_memory, py::arg("problem") = defaults.problem,
+          py::arg("targets") = py::none(), py::arg("stages") = defaults.stages, py::arg("replicas") = defaults.replicas,
+          py::arg("micro_batch_memory") = defaults.micro_batch_memory, py::arg("stage_memory") = defaults.stage_memory,
+          py::arg("problem") = defaults.problem,
           "Raises InvalidPlan naming the first broken invariant against the samples, models and options.");
   def_document(run_plan_class);
 
@@ -570,16 +571,15 @@ void bind_pipeline_planners(py::module_& module) {
          const schedule::ProblemOptions& problem) {
         const std::vector<microbatch::Sample> samples = samples_from(lengths, ids, targets);
         const std::vector<microbatch::QuadraticStageCost> costs = models_from(models);
-        const schedule::PipelinePlanOptions options{
-            .stages = stages,
-            .replicas = replicas,
-            .micro_batch_memory = micro_batch_memory,
-            .stage_memory = stage_memory,
-            .ordering = microbatch::ordering_from(ordering),
-            .layout = microbatch::layout_from(layout, "layout"),
-            .tmax_interval = tmax_interval,
-            .schedule = scheduling,
-            .problem = problem};
+        const schedule::PipelinePlanOptions options{.stages = stages,
+                                                    .replicas = replicas,
+                                                    .micro_batch_memory = micro_batch_memory,
+                                                    .stage_memory = stage_memory,
+                                                    .ordering = microbatch::ordering_from(ordering),
+                                                    .layout = microbatch::layout_from(layout, "layout"),
+                                                    .tmax_interval = tmax_interval,
+                                                    .schedule = scheduling,
+                                                    .problem = problem};
         const py::gil_scoped_release release;
         return schedule::plan_pipeline(std::span<const microbatch::Sample>(samples),
                                        std::span<const microbatch::QuadraticStageCost>(costs), options);
@@ -599,8 +599,8 @@ void bind_pipeline_planners(py::module_& module) {
       .def_readonly("schedule", &schedule::ScheduledPipeline::schedule)
       .def(py::self == py::self);
 
-  py::class_<schedule::IterationSchedule> iteration_schedule_class(module, "IterationSchedule",
-      "Every pipeline of an iteration plan scheduled; None for an idle one.");
+  py::class_<schedule::IterationSchedule> iteration_schedule_class(
+      module, "IterationSchedule", "Every pipeline of an iteration plan scheduled; None for an idle one.");
   iteration_schedule_class
       .def_property_readonly("pipelines",
                              [](const py::object& self) {
@@ -649,8 +649,8 @@ void bind_pipeline_planners(py::module_& module) {
         }();
         std::vector<std::pair<std::vector<int>, std::optional<schedule::ExecutionPlan>>> result;
         for (const std::vector<int>& kept : units.kept)
-          result.emplace_back(kept, kept.empty() ? std::nullopt
-                                                 : std::optional(schedule::restrict_plan(units.schedule.plan, kept)));
+          result.emplace_back(
+              kept, kept.empty() ? std::nullopt : std::optional(schedule::restrict_plan(units.schedule.plan, kept)));
         return result;
       },
       py::arg("iteration"), py::arg("problem"), py::kw_only(), py::arg("problem_options") = schedule::ProblemOptions{},
@@ -659,10 +659,9 @@ void bind_pipeline_planners(py::module_& module) {
       "micro-batches with the unit's absent ones removed, so that a CP group's units meet at each pass in the same "
       "order. `problem`: the batch's FlexCpProblem on the iteration's domain (FlexDomain.problem_of).");
 
-  py::class_<schedule::SimulatedIteration> simulated_class(module, "SimulatedIteration",
-      "One iteration planned with the simulator judging the candidates.");
-  simulated_class
-      .def_readonly("plan", &schedule::SimulatedIteration::plan, "The kept candidate, planned alone.")
+  py::class_<schedule::SimulatedIteration> simulated_class(
+      module, "SimulatedIteration", "One iteration planned with the simulator judging the candidates.");
+  simulated_class.def_readonly("plan", &schedule::SimulatedIteration::plan, "The kept candidate, planned alone.")
       .def_readonly("schedule", &schedule::SimulatedIteration::schedule)
       .def_readonly("chosen", &schedule::SimulatedIteration::chosen)
       .def_readonly("makespans", &schedule::SimulatedIteration::makespans,
@@ -689,7 +688,6 @@ void bind_pipeline_planners(py::module_& module) {
           py::arg("candidate_overhead") = py::none(), py::arg("problem") = schedule::ProblemOptions{},
           "Raises InvalidPlan naming the first broken invariant against the batch, candidates and profile.");
   def_document(simulated_class);
-
 }
 
 }  // namespace

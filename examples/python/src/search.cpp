@@ -37,9 +37,9 @@ void bind_search(py::module_& module) {
       .def(py::init([](std::string type, std::int64_t hidden, std::int64_t heads, std::int64_t ffn,
                        std::int64_t sequence, std::int64_t window, std::int64_t params, bool decoder,
                        double forward_seconds, double micro_batch_seconds) {
-             return search::LayerSpec{std::move(type), hidden,  heads,           ffn,
-                                      sequence,        window,  params,          decoder,
-                                      forward_seconds, micro_batch_seconds};
+             return search::LayerSpec{
+                 std::move(type),    hidden, heads, ffn, sequence, window, params, decoder, forward_seconds,
+                 micro_batch_seconds};
            }),
            py::kw_only(), py::arg("type") = layer_defaults.type, py::arg("hidden") = layer_defaults.hidden,
            py::arg("heads") = layer_defaults.heads, py::arg("ffn") = layer_defaults.ffn,
@@ -70,8 +70,8 @@ void bind_search(py::module_& module) {
   model
       .def(py::init([](std::string name, std::vector<search::LayerSpec> layers, std::int64_t embedding_params,
                        std::int64_t head_params, int dtype_bytes, double state_bytes_per_param) {
-             search::ModelSpec value{std::move(name), std::move(layers), embedding_params, head_params, dtype_bytes,
-                                     state_bytes_per_param};
+             search::ModelSpec value{std::move(name), std::move(layers), embedding_params,
+                                     head_params,     dtype_bytes,       state_bytes_per_param};
              value.validate();
              return value;
            }),
@@ -104,7 +104,9 @@ void bind_search(py::module_& module) {
 
   py::class_<search::LinkLevel>(module, "LinkLevel",
                                 "Every aligned block of `size` consecutive ranks talks at `bandwidth` bytes/s.")
-      .def(py::init([](std::int64_t size, double bandwidth) { return search::LinkLevel{size, bandwidth}; }),
+      .def(py::init([](std::int64_t size, double bandwidth) {
+             return search::LinkLevel{size, bandwidth};
+           }),
            py::arg("size"), py::arg("bandwidth"))
       .def_readwrite("size", &search::LinkLevel::size)
       .def_readwrite("bandwidth", &search::LinkLevel::bandwidth)
@@ -176,8 +178,8 @@ void bind_search(py::module_& module) {
                                     "consecutive ranks, ckpt recomputes activations.")
       .def(py::init([](int tp, int dp, bool sdp, bool tp_inner, bool ckpt, bool zero2, int sp) {
              sluice::require(!(sdp && zero2), "LayerStrategy: sdp and zero2 are exclusive");
-             sluice::require(tp >= 1 && dp >= 1 && sp >= 1, "LayerStrategy: tp, dp and sp must be >= 1, got ", tp,
-                             ", ", dp, ", ", sp);
+             sluice::require(tp >= 1 && dp >= 1 && sp >= 1, "LayerStrategy: tp, dp and sp must be >= 1, got ", tp, ", ",
+                             dp, ", ", sp);
              sluice::require(tp == 1 || sp == 1, "LayerStrategy: tp and sp are exclusive, got tp ", tp, " and sp ", sp);
              return search::LayerStrategy{tp, dp, sdp, tp_inner, ckpt, zero2, sp};
            }),
@@ -201,8 +203,8 @@ void bind_search(py::module_& module) {
       .def("__repr__",
            [](const search::LayerStrategy& value) { return "<sluice.LayerStrategy " + value.name() + ">"; });
 
-  module.def("stage_strategies", &search::stage_strategies, py::arg("group"),
-             py::arg("space") = search::SpaceOptions{}, py::arg("heads_gcd") = 0,
+  module.def("stage_strategies", &search::stage_strategies, py::arg("group"), py::arg("space") = search::SpaceOptions{},
+             py::arg("heads_gcd") = 0,
              "The strategies a stage of `group` GPUs may use under `space` (TP dividing heads_gcd when > 0), in "
              "decision-tree order, CKPT variants after.");
   module.def("count_strategies", &search::count_strategies, py::arg("gpus"), py::arg("takeaway3"),
@@ -218,13 +220,11 @@ void bind_search(py::module_& module) {
   // ---- plans and the search ---------------------------------------------------------------------------------
   py::class_<search::StagePlan>(module, "SearchStagePlan", "One pipeline stage of a search plan.")
       .def_readonly("first_layer", &search::StagePlan::first_layer)
-      .def_property_readonly("strategies",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const search::StagePlan&>().strategies, self);
-                             },
-                             "One per layer of the stage.")
-      .def_readonly("time_sync", &search::StagePlan::time_sync,
-                    "One micro-batch with the gradient synchronisation (s)")
+      .def_property_readonly(
+          "strategies",
+          [](const py::object& self) { return internal_list(self.cast<const search::StagePlan&>().strategies, self); },
+          "One per layer of the stage.")
+      .def_readonly("time_sync", &search::StagePlan::time_sync, "One micro-batch with the gradient synchronisation (s)")
       .def_readonly("time_nosync", &search::StagePlan::time_nosync, "One micro-batch without it (s)")
       .def_readonly("memory_bytes", &search::StagePlan::memory_bytes, "Peak per device")
       .def(py::self == py::self);
@@ -238,10 +238,8 @@ void bind_search(py::module_& module) {
       .def_readonly("pp", &search::Plan::pp)
       .def_readonly("global_batch", &search::Plan::global_batch)
       .def_readonly("micro_batches", &search::Plan::micro_batches)
-      .def_property_readonly("stages",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const search::Plan&>().stages, self);
-                             })
+      .def_property_readonly(
+          "stages", [](const py::object& self) { return internal_list(self.cast<const search::Plan&>().stages, self); })
       .def_readonly("iteration_seconds", &search::Plan::iteration_seconds, "Eq. 9")
       .def_readonly("throughput", &search::Plan::throughput, "Samples per second")
       .def_property_readonly("partition", &search::Plan::partition, "Layers per stage.")
@@ -326,10 +324,9 @@ void bind_search(py::module_& module) {
                                    "moves and the best partition seen.")
       .def_readonly("memory_balanced", &search::BalanceTrace::memory_balanced)
       .def_readonly("time_balanced", &search::BalanceTrace::time_balanced)
-      .def_property_readonly("accepted",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const search::BalanceTrace&>().accepted, self);
-                             })
+      .def_property_readonly(
+          "accepted",
+          [](const py::object& self) { return internal_list(self.cast<const search::BalanceTrace&>().accepted, self); })
       .def_readonly("best", &search::BalanceTrace::best, "None: no partition fits")
       .def_readonly("best_iteration", &search::BalanceTrace::best_iteration);
 
@@ -370,8 +367,7 @@ void bind_search(py::module_& module) {
                                 "A plan Galvatron's search wrote, as sluice's search expresses it.")
       .def_readonly("plan", &io::GalvatronPlan::plan)
       .def_property_readonly(
-          "schedule",
-          [](const io::GalvatronPlan& read) { return search_schedule_name(read.schedule); },
+          "schedule", [](const io::GalvatronPlan& read) { return search_schedule_name(read.schedule); },
           "'1f1b' (Galvatron's pipedream_flush) or 'gpipe'.");
   module.def(
       "read_galvatron_plan",

@@ -36,7 +36,9 @@ void bind_shard(py::module_& module) {
 
   // ---- the model and the cluster ----------------------------------------------------------------------------
   py::class_<shard::Tensor>(module, "ShardTensor", "One parameter tensor of a layer: its elements per layer.")
-      .def(py::init([](std::string name, std::int64_t elements) { return shard::Tensor{std::move(name), elements}; }),
+      .def(py::init([](std::string name, std::int64_t elements) {
+             return shard::Tensor{std::move(name), elements};
+           }),
            py::arg("name"), py::arg("elements"))
       .def_readwrite("name", &shard::Tensor::name)
       .def_readwrite("elements", &shard::Tensor::elements)
@@ -49,12 +51,12 @@ void bind_shard(py::module_& module) {
   py::class_<shard::Model> model(module, "ShardModel",
                                  "The parameters pull and push move: `layers` identical layers of `tensors`.");
   model
-      .def(py::init([](std::string name, int layers, std::vector<shard::Tensor> tensors, int param_bytes,
-                       int grad_bytes) {
-             shard::Model value{std::move(name), layers, std::move(tensors), param_bytes, grad_bytes};
-             value.validate();
-             return value;
-           }),
+      .def(py::init(
+               [](std::string name, int layers, std::vector<shard::Tensor> tensors, int param_bytes, int grad_bytes) {
+                 shard::Model value{std::move(name), layers, std::move(tensors), param_bytes, grad_bytes};
+                 value.validate();
+                 return value;
+               }),
            py::arg("name"), py::arg("layers"), py::arg("tensors"), py::kw_only(),
            py::arg("param_bytes") = model_defaults.param_bytes, py::arg("grad_bytes") = model_defaults.grad_bytes,
            "Raises InvalidInput for a bad model.")
@@ -74,7 +76,9 @@ void bind_shard(py::module_& module) {
   def_document(model);
 
   py::class_<shard::Link>(module, "ShardLink", "A message of b bytes costs latency + b / bandwidth seconds.")
-      .def(py::init([](double latency, double bandwidth) { return shard::Link{latency, bandwidth}; }),
+      .def(py::init([](double latency, double bandwidth) {
+             return shard::Link{latency, bandwidth};
+           }),
            py::arg("latency"), py::arg("bandwidth"))
       .def_readwrite("latency", &shard::Link::latency)
       .def_readwrite("bandwidth", &shard::Link::bandwidth)
@@ -101,8 +105,7 @@ void bind_shard(py::module_& module) {
       .def("to_json", &embedded_json<shard::Cluster>, py::arg("indent") = 2,
            "As `sluice shard --json` writes it under 'cluster'.")
       .def_static(
-          "from_json",
-          [](std::string_view text) { return io::parse(text, "JSON text").get<shard::Cluster>(); },
+          "from_json", [](std::string_view text) { return io::parse(text, "JSON text").get<shard::Cluster>(); },
           py::arg("text"))
       .def(py::self == py::self);
 
@@ -129,10 +132,9 @@ void bind_shard(py::module_& module) {
       module, "Placement", "Where a strategy runs: per pipeline, per stage, the GPU of every (CP rank, TP rank).");
   placement.def_readonly("gpus", &shard::Placement::gpus)
       .def_readonly("layers", &shard::Placement::layers)
-      .def_property_readonly("pipelines",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const shard::Placement&>().pipelines, self);
-                             })
+      .def_property_readonly(
+          "pipelines",
+          [](const py::object& self) { return internal_list(self.cast<const shard::Placement&>().pipelines, self); })
       .def(
           "validate", [](const shard::Placement& value) { shard::validate(value); },
           "Raises InvalidPlan: every pipeline has pp stages of tp*cp ranks tiling the layers, no rank used twice.");
@@ -161,10 +163,9 @@ void bind_shard(py::module_& module) {
            py::arg("gpus"), py::arg("layers"), py::arg("groups"))
       .def_readonly("gpus", &shard::OptimizerLayout::gpus)
       .def_readonly("layers", &shard::OptimizerLayout::layers)
-      .def_property_readonly("groups",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const shard::OptimizerLayout&>().groups, self);
-                             })
+      .def_property_readonly(
+          "groups",
+          [](const py::object& self) { return internal_list(self.cast<const shard::OptimizerLayout&>().groups, self); })
       .def(
           "validate", [](const shard::OptimizerLayout& value) { shard::validate(value); },
           "Raises InvalidPlan: groups tile [0, layers) in order, every owner a rank of the cluster.");
@@ -232,10 +233,9 @@ void bind_shard(py::module_& module) {
   py::class_<shard::PullPlan> pull(module, "PullPlan",
                                    "16-bit parameters from the optimizer layout into the propagation placement.");
   pull.def_readonly("gpus", &shard::PullPlan::gpus)
-      .def_property_readonly("blocks",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const shard::PullPlan&>().blocks, self);
-                             })
+      .def_property_readonly(
+          "blocks",
+          [](const py::object& self) { return internal_list(self.cast<const shard::PullPlan&>().blocks, self); })
       .def_property_readonly(
           "pieces",
           [](const py::object& self) {
@@ -273,14 +273,12 @@ void bind_shard(py::module_& module) {
   push.def_readonly("gpus", &shard::PushPlan::gpus)
       .def_readonly("grid", &shard::PushPlan::grid, "G: the LCM of the TP degrees")
       .def_readonly("pipelines", &shard::PushPlan::pipelines)
-      .def_property_readonly("blocks",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const shard::PushPlan&>().blocks, self);
-                             })
-      .def_property_readonly("rs_groups",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const shard::PushPlan&>().rs_groups, self);
-                             })
+      .def_property_readonly(
+          "blocks",
+          [](const py::object& self) { return internal_list(self.cast<const shard::PushPlan&>().blocks, self); })
+      .def_property_readonly(
+          "rs_groups",
+          [](const py::object& self) { return internal_list(self.cast<const shard::PushPlan&>().rs_groups, self); })
       .def_property_readonly(
           "pieces",
           [](const py::object& self) {
@@ -323,8 +321,7 @@ void bind_shard(py::module_& module) {
   const shard::PushOptions push_defaults;
   module.def(
       "plan_push",
-      [](const shard::Placement& where, const shard::OptimizerLayout& to, shard::Model shard_model,
-         bool match_owners) {
+      [](const shard::Placement& where, const shard::OptimizerLayout& to, shard::Model shard_model, bool match_owners) {
         const py::gil_scoped_release release;
         return shard::plan_push(where, to, shard_model, {.match_owners = match_owners});
       },
@@ -392,8 +389,8 @@ void bind_shard(py::module_& module) {
         const py::gil_scoped_release release;
         return shard::iteration_cost(from, candidate, shard_model, cluster, options);
       },
-      py::arg("layout"), py::arg("candidate"), py::arg("model"), cluster_arg,
-      py::kw_only(), py::arg("options") = placement_defaults,
+      py::arg("layout"), py::arg("candidate"), py::arg("model"), cluster_arg, py::kw_only(),
+      py::arg("options") = placement_defaults,
       "plan_cost of the candidate's pull and push against `layout`, without storing the pull's messages.");
   module.def(
       "iteration_costs",
@@ -406,8 +403,8 @@ void bind_shard(py::module_& module) {
         }
         return array_of<double>(seconds);
       },
-      py::arg("layout"), py::arg("candidates"), py::arg("model"), cluster_arg,
-      py::kw_only(), py::arg("options") = placement_defaults,
+      py::arg("layout"), py::arg("candidates"), py::arg("model"), cluster_arg, py::kw_only(),
+      py::arg("options") = placement_defaults,
       "Per candidate, iteration_cost(...).seconds: what plan_iteration's candidate_overhead takes (as sluice plan "
       "--lnk).");
   module.def(
@@ -417,8 +414,8 @@ void bind_shard(py::module_& module) {
         const py::gil_scoped_release release;
         return shard::switching_cost(previous, candidate, gpus, shard_model, cluster, options);
       },
-      py::arg("previous"), py::arg("candidate"), py::arg("gpus"), py::arg("model"),
-      cluster_arg, py::kw_only(), py::arg("options") = placement_defaults,
+      py::arg("previous"), py::arg("candidate"), py::arg("gpus"), py::arg("model"), cluster_arg, py::kw_only(),
+      py::arg("options") = placement_defaults,
       "iteration_cost when the optimizer states follow `previous`'s aligned layout instead of the sharded one.");
 
   // ---- ranks and process groups -----------------------------------------------------------------------------
@@ -436,8 +433,7 @@ void bind_shard(py::module_& module) {
       .def(py::self == py::self);
 
   py::class_<shard::RankPlacement> ranks(
-      module, "RankPlacement",
-      "The global rank of every (pipeline, stage, CP rank, TP shard) and the process groups.");
+      module, "RankPlacement", "The global rank of every (pipeline, stage, CP rank, TP shard) and the process groups.");
   ranks.def_readonly("placement", &shard::RankPlacement::placement, "shard placement: pipelines in canonical order")
       .def_readonly("gpus_per_node", &shard::RankPlacement::gpus_per_node)
       .def_readonly("tp_within_node", &shard::RankPlacement::tp_within_node)

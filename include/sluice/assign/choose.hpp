@@ -74,9 +74,9 @@ inline std::vector<cost::SchemeCost> pipeline_costs(const Strategy& strategy, co
 // to an iteration: PlanOptions::candidate_overhead). Raises invalid_input on a bad batch or overheads, or when
 // no candidate holds the batch's longest sequence.
 template <class Judge>
-  requires std::invocable<Judge&, std::size_t, std::span<const cost::SchemeCost>, double>
-auto choose_candidate(std::span<const Sequence> batch, std::span<const Strategy> candidates,
-                      const cost::Profile& profile, std::span<const double> overheads, Judge&& judge) {
+requires std::invocable < Judge&, std::size_t, std::span<const cost::SchemeCost>,
+double > auto choose_candidate(std::span<const Sequence> batch, std::span<const Strategy> candidates,
+                               const cost::Profile& profile, std::span<const double> overheads, Judge&& judge) {
   using Plan = decltype(judge(std::size_t{}, std::span<const cost::SchemeCost>{}, 0.0).plan);
   detail::require_batch(batch);
   sluice::require(!candidates.empty(), "plan: no candidate strategies");

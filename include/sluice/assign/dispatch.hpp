@@ -65,7 +65,7 @@ inline void require_valid(const DispatchOptions& options) {
 
 // A lower bound on the optimum of Eq. 3, computed without a solver (derivation: detail/dispatch_lower_bound.hpp).
 [[nodiscard]] inline double dispatch_lower_bound(std::span<const Sequence> batch, PipelineCosts pipelines,
-                                                bool v_step = true) {
+                                                 bool v_step = true) {
   const detail::DispatchProblem problem(batch, pipelines, v_step);
   return detail::DispatchLowerBound(problem).compute();
 }
@@ -138,9 +138,8 @@ inline void validate(const Dispatch& dispatch, std::span<const Sequence> batch, 
         " entries for a batch of ", batch.size(), " sequences");
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const int p = dispatch.pipeline_of[i];
-    check(p >= 0 && p < problem.limit(static_cast<int>(i)), "sequence ", batch[i].id(), " (length ",
-          batch[i].length(), ") is on pipeline ", p, ", but only pipelines 0..", problem.limit(static_cast<int>(i)) - 1,
-          " can hold it");
+    check(p >= 0 && p < problem.limit(static_cast<int>(i)), "sequence ", batch[i].id(), " (length ", batch[i].length(),
+          ") is on pipeline ", p, ", but only pipelines 0..", problem.limit(static_cast<int>(i)) - 1, " can hold it");
   }
   const std::vector<double> bounds = problem.bounds(dispatch.pipeline_of);
   check(dispatch.pipeline_bounds.size() == bounds.size(), "pipeline_bounds has ", dispatch.pipeline_bounds.size(),

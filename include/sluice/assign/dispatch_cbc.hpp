@@ -20,10 +20,10 @@
 namespace sluice::assign {
 
 struct ExactDispatch {
-  Dispatch dispatch;  // lower_bound is the solver-free dispatch_lower_bound
+  Dispatch dispatch;                                              // lower_bound is the solver-free dispatch_lower_bound
   solver::SolveStatus status = solver::SolveStatus::no_solution;  // optimal: proven within relative_gap
-  double best_bound = 0;  // the bound CBC proved on the optimum of Eq. 3
-  double seconds = 0;     // wall clock of the whole call: greedy warm start, model and search
+  double best_bound = 0;                                          // the bound CBC proved on the optimum of Eq. 3
+  double seconds = 0;  // wall clock of the whole call: greedy warm start, model and search
 };
 
 namespace detail {

@@ -19,8 +19,8 @@
 namespace sluice::assign {
 
 struct FlexCpOptions {
-  int targets = 32;           // micro-batch heights tried, spread over the micro-batch counts
-  int improvement_rounds = 8; // passes of moving a sequence out of each micro-batch's slowest group
+  int targets = 32;            // micro-batch heights tried, spread over the micro-batch counts
+  int improvement_rounds = 8;  // passes of moving a sequence out of each micro-batch's slowest group
 };
 
 inline void require_valid(const FlexCpOptions& options) {
@@ -77,8 +77,8 @@ inline FlexCpPlan solve_flex_cp(const FlexCpProblem& problem, const FlexCpOption
   for (int floor = 0; floor < static_cast<int>(problem.degrees.size()); ++floor) {
     if (packer.area_per_unit(floor) > 2 * least_area.value) continue;
     Start& start = starts.emplace_back();
-    for (const double target : {area, area / 2, area / 4, least_area.target, least_area.target * 2,
-                                least_area.target / 2})
+    for (const double target :
+         {area, area / 2, area / 4, least_area.target, least_area.target * 2, least_area.target / 2})
       consider(start, target, floor);
   }
   // Each start improved (least area first, then each floor's), but one packing as good as an earlier start's,
@@ -95,9 +95,8 @@ inline FlexCpPlan solve_flex_cp(const FlexCpProblem& problem, const FlexCpOption
     packer.improve(options.improvement_rounds,
                    detail::FlexCpPacker::improvement_budget / static_cast<std::int64_t>(starts.size()));
     // The packer prices groups alone; collectives that outlast short micro-batches are priced here.
-    const double value = problem.collectives.seconds == 0
-                             ? packer.objective()
-                             : flex_cp_iteration_seconds(problem, packer.micro_batches());
+    const double value = problem.collectives.seconds == 0 ? packer.objective()
+                                                          : flex_cp_iteration_seconds(problem, packer.micro_batches());
     if (value < best_value) {
       best_value = value;
       best = packer.micro_batches();

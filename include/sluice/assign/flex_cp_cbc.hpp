@@ -65,9 +65,8 @@ inline FlexCpModel flex_cp_model(const FlexCpProblem& problem, double scale, dou
   FlexCpModel built;
   built.order.resize(n);
   std::iota(built.order.begin(), built.order.end(), std::size_t{0});
-  std::stable_sort(built.order.begin(), built.order.end(), [&](std::size_t a, std::size_t b) {
-    return problem.lengths[a] > problem.lengths[b];
-  });
+  std::stable_sort(built.order.begin(), built.order.end(),
+                   [&](std::size_t a, std::size_t b) { return problem.lengths[a] > problem.lengths[b]; });
   auto length = [&](std::size_t i) { return problem.lengths[built.order[i]]; };
   auto slots = [&](std::size_t m, std::size_t k) {
     return std::min(static_cast<std::size_t>(problem.units / problem.degrees[k].degree), n - m);
@@ -115,8 +114,8 @@ inline FlexCpModel flex_cp_model(const FlexCpProblem& problem, double scale, dou
           by_batch[m][i].push_back(var);
           by_batch_entries[m][i].push_back(built.assigns.size());
           by_sequence[i].push_back(var);
-          built.assigns.push_back({static_cast<int>(i), static_cast<int>(m), static_cast<int>(k),
-                                   static_cast<int>(j), var});
+          built.assigns.push_back(
+              {static_cast<int>(i), static_cast<int>(m), static_cast<int>(k), static_cast<int>(j), var});
         }
       }
 
@@ -283,8 +282,8 @@ inline ExactFlexCp solve_flex_cp_exact(const FlexCpProblem& problem, const solve
         for (int k = 0; k < entry.k; ++k) group += built.open[m][static_cast<std::size_t>(k)].size();
         batches[m][group].sequences.push_back(static_cast<int>(built.order[static_cast<std::size_t>(entry.i)]));
       }
-      FlexCpPlan plan{.micro_batches = detail::flex_cp_canonical(problem, std::move(batches)), .seconds = 0,
-                      .lower_bound = 0};
+      FlexCpPlan plan{
+          .micro_batches = detail::flex_cp_canonical(problem, std::move(batches)), .seconds = 0, .lower_bound = 0};
       plan.seconds = flex_cp_iteration_seconds(problem, plan.micro_batches);
       if (plan.seconds < heuristic) result.plan = std::move(plan);
     }

@@ -71,10 +71,10 @@ inline void require_valid(const FlexCpProblem& problem) {
     const FlexCpDegree& degree = problem.degrees[k];
     sluice::require(degree.degree >= 1 && problem.units % degree.degree == 0, "flex CP: CP degree ", degree.degree,
                     " must be >= 1 and divide the ", problem.units, " units");
-    sluice::require(k == 0 || (degree.degree % problem.degrees[k - 1].degree == 0 &&
-                                   degree.degree > problem.degrees[k - 1].degree),
-                    "flex CP: the CP degrees must ascend, each a multiple of the one before (", degree.degree,
-                    " after ", k == 0 ? 0 : problem.degrees[k - 1].degree, ")");
+    sluice::require(
+        k == 0 || (degree.degree % problem.degrees[k - 1].degree == 0 && degree.degree > problem.degrees[k - 1].degree),
+        "flex CP: the CP degrees must ascend, each a multiple of the one before (", degree.degree, " after ",
+        k == 0 ? 0 : problem.degrees[k - 1].degree, ")");
     sluice::require(degree.capacity >= 0 && degree.length_multiple >= 1, "flex CP: CP degree ", degree.degree,
                     " needs a capacity >= 0 and a length multiple >= 1");
   }
@@ -208,9 +208,8 @@ std::vector<const cost::SchemeCost*> flex_cp_schemes(const cost::Profile& profil
     if (scheme.tp() != base.tp() || scheme.pp() != base.pp() || scheme.recompute() != base.recompute() ||
         cost.max_len == 0 || (scheme.cp() > 1 && !admits(scheme)) || units % scheme.cp() != 0)
       continue;
-    const auto same = std::ranges::find_if(chosen, [&](const cost::SchemeCost* kept) {
-      return kept->scheme.cp() == scheme.cp();
-    });
+    const auto same =
+        std::ranges::find_if(chosen, [&](const cost::SchemeCost* kept) { return kept->scheme.cp() == scheme.cp(); });
     if (same == chosen.end()) {
       chosen.push_back(&cost);
     } else if (std::pair(cost.latency.a(), cost.latency.b()) < std::pair((*same)->latency.a(), (*same)->latency.b())) {
@@ -230,12 +229,17 @@ std::vector<const cost::SchemeCost*> flex_cp_schemes(const cost::Profile& profil
 template <class Admits>
 FlexCpProblem flex_cp_problem(const cost::Profile& profile, const Scheme& base, int units,
                               std::span<const std::int64_t> lengths, Admits admits) {
-  FlexCpProblem problem{.lengths = {lengths.begin(), lengths.end()}, .units = units, .pp = base.pp(), .degrees = {},
+  FlexCpProblem problem{.lengths = {lengths.begin(), lengths.end()},
+                        .units = units,
+                        .pp = base.pp(),
+                        .degrees = {},
                         .one_degree_per_micro_batch = false};
   for (const cost::SchemeCost* cost : flex_cp_schemes(profile, base, units, admits)) {
     const int degree = cost->scheme.cp();
     const bool ring = degree > 1 && cost->scheme.ring() > 1;
-    problem.degrees.push_back({.degree = degree, .latency = cost->latency, .capacity = cost->max_len,
+    problem.degrees.push_back({.degree = degree,
+                               .latency = cost->latency,
+                               .capacity = cost->max_len,
                                .length_multiple = ring ? 2 * cost->scheme.ring() : 1});
   }
   return problem;

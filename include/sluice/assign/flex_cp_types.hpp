@@ -14,10 +14,10 @@ inline constexpr std::size_t flex_cp_max_sequences = std::size_t{1} << 22;
 
 // One group size the pool offers.
 struct FlexCpDegree {
-  int degree = 1;                 // units sharing each sequence of the group
-  cost::QuadraticLatency latency; // one stage's time of one sequence in such a group
-  std::int64_t capacity = 0;      // MaxLen: the most (charged) tokens one group holds in a micro-batch
-  int length_multiple = 1;        // lengths are charged rounded up to this: 2·R for a ring of R's causal chunks
+  int degree = 1;                  // units sharing each sequence of the group
+  cost::QuadraticLatency latency;  // one stage's time of one sequence in such a group
+  std::int64_t capacity = 0;       // MaxLen: the most (charged) tokens one group holds in a micro-batch
+  int length_multiple = 1;         // lengths are charged rounded up to this: 2·R for a ring of R's causal chunks
 };
 
 // Collectives that every micro-batch runs over all units beside its compute, each overlapping one pass (ZeRO-3:
@@ -34,15 +34,15 @@ struct FlexCpProblem {
   std::vector<std::int64_t> lengths;  // the iteration's sequences
   int units = 1;
   int pp = 1;
-  std::vector<FlexCpDegree> degrees;     // ascending, each dividing the next and the units
+  std::vector<FlexCpDegree> degrees;        // ascending, each dividing the next and the units
   bool one_degree_per_micro_batch = false;  // Megatron-LM's dynamic CP: one CP size per micro-batch
   FlexCpCollectives collectives{};
 };
 
 struct FlexCpGroup {
   int degree_index = 0;
-  int first_unit = 0;              // a multiple of the degree
-  std::vector<int> sequences;      // indices into FlexCpProblem::lengths, ascending
+  int first_unit = 0;          // a multiple of the degree
+  std::vector<int> sequences;  // indices into FlexCpProblem::lengths, ascending
   friend bool operator==(const FlexCpGroup&, const FlexCpGroup&) = default;
 };
 
@@ -53,8 +53,8 @@ struct FlexCpMicroBatch {
 
 struct FlexCpPlan {
   std::vector<FlexCpMicroBatch> micro_batches;  // slowest first
-  double seconds = 0;      // the iteration's time
-  double lower_bound = 0;  // flex_cp_lower_bound: no plan of the problem is faster
+  double seconds = 0;                           // the iteration's time
+  double lower_bound = 0;                       // flex_cp_lower_bound: no plan of the problem is faster
   friend bool operator==(const FlexCpPlan&, const FlexCpPlan&) = default;
 };
 

@@ -117,8 +117,10 @@ public:
       double top = std::max(*high, low);
       for (int step = 0; step < bisection_steps && top > low * (1 + 1e-6); ++step) {
         const double middle = (low + top) / 2;
-        if (try_height(middle)) top = middle;
-        else low = middle;
+        if (try_height(middle))
+          top = middle;
+        else
+          low = middle;
       }
     }
     std::vector<std::vector<Group>> candidates;
@@ -247,8 +249,7 @@ private:
             const int o = other.sequences[j];
             if (length(o) >= length(s)) continue;  // only a shorter one lowers the slowest group
             const double here = constant(from.degree) + without + work(o, from.degree);
-            const double there =
-                constant(other.degree) + other.load - work(o, other.degree) + work(s, other.degree);
+            const double there = constant(other.degree) + other.load - work(o, other.degree) + work(s, other.degree);
             if (std::max(here, there) < best && swap_fits(from, i, other, j))
               std::tie(best, to, moved, swapped) = std::tuple(std::max(here, there), g, i, j);
           }
@@ -294,9 +295,8 @@ private:
       const int free = problem_.units - used;
       std::vector<std::size_t> slowest_first(groups.size());
       std::iota(slowest_first.begin(), slowest_first.end(), std::size_t{0});
-      std::ranges::stable_sort(slowest_first, [&](std::size_t x, std::size_t y) {
-        return time(groups[x]) > time(groups[y]);
-      });
+      std::ranges::stable_sort(slowest_first,
+                               [&](std::size_t x, std::size_t y) { return time(groups[x]) > time(groups[y]); });
       bool changed = false;
       for (const std::size_t g : slowest_first) {
         Group& group = groups[g];
@@ -333,8 +333,7 @@ private:
   [[nodiscard]] FlexCpMicroBatch micro_batch(const std::vector<Group>& groups) const {
     FlexCpMicroBatch built;
     for (const Group& group : groups) {
-      FlexCpGroup out{.degree_index = static_cast<int>(group.degree), .first_unit = 0,
-                              .sequences = group.sequences};
+      FlexCpGroup out{.degree_index = static_cast<int>(group.degree), .first_unit = 0, .sequences = group.sequences};
       std::ranges::sort(out.sequences);
       built.groups.push_back(std::move(out));
     }
@@ -353,9 +352,7 @@ private:
   [[nodiscard]] std::int64_t length(int s) const { return problem_.lengths[static_cast<std::size_t>(s)]; }
   [[nodiscard]] double width(std::size_t k) const { return problem_.degrees[k].degree; }
   [[nodiscard]] double constant(std::size_t k) const { return problem_.degrees[k].latency.microbatch_overhead(); }
-  [[nodiscard]] double work(int s, std::size_t k) const {
-    return flex_cp_sequence_seconds(problem_, k, length(s));
-  }
+  [[nodiscard]] double work(int s, std::size_t k) const { return flex_cp_sequence_seconds(problem_, k, length(s)); }
   [[nodiscard]] double alone(int s, std::size_t k) const { return constant(k) + work(s, k); }
   [[nodiscard]] double time(const Group& group) const { return constant(group.degree) + group.load; }
   [[nodiscard]] double time_with(const Group& group, std::size_t k, int s) const {
@@ -433,10 +430,9 @@ inline std::optional<FlexCpPlan> solve_flexsp(const FlexCpProblem& problem) {
   // a split of least largest run stays below it from that count on; where one sequence alone reaches it, the count
   // the tokens need.
   const std::size_t fewest =
-      sorted.front() < cluster
-          ? detail::flexsp_fewest_runs(sorted, cluster - 1)
-          : static_cast<std::size_t>(std::clamp<std::int64_t>(
-                tokens / std::max<std::int64_t>(cluster, 1) + 1, 1, static_cast<std::int64_t>(n)));
+      sorted.front() < cluster ? detail::flexsp_fewest_runs(sorted, cluster - 1)
+                               : static_cast<std::size_t>(std::clamp<std::int64_t>(
+                                     tokens / std::max<std::int64_t>(cluster, 1) + 1, 1, static_cast<std::int64_t>(n)));
 
   std::optional<FlexCpPlan> best;
   for (std::size_t count = fewest; count <= n && count < fewest + flexsp_most_counts; ++count) {

@@ -95,7 +95,6 @@ inline Packing pack_fixed_length(std::span<const Sequence> sequences, const cost
   return items.to_packing(bin_of, bins);
 }
 
-
 // Checks a Packing against its sequences and scheme; raises invalid_plan naming the first broken invariant:
 // at least one micro-batch, every sequence exactly once and nothing else, each micro-batch as
 // detail::check_micro_batches requires, and the estimate.

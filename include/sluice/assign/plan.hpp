@@ -44,7 +44,7 @@ struct PipelinePlan {
   Scheme scheme;
   std::int64_t max_len = 0;
   std::vector<MicroBatch> micro_batches{};  // in execution order
-  double estimate = 0;                    // (max micro-batch time)·(PP − 1 + V); 0 when idle
+  double estimate = 0;                      // (max micro-batch time)·(PP − 1 + V); 0 when idle
   friend bool operator==(const PipelinePlan&, const PipelinePlan&) = default;
 };
 
@@ -74,9 +74,8 @@ namespace detail {
 inline IterationPlan plan_candidate(std::span<const Sequence> batch, const Strategy& strategy,
                                     std::span<const cost::SchemeCost> costs, const PlanOptions& options) {
   const Dispatch dispatch = dispatch_greedy(batch, costs, options.dispatch);
-  IterationPlan plan{.strategy = strategy,
-                     .dispatch_objective = dispatch.objective,
-                     .dispatch_lower_bound = dispatch.lower_bound};
+  IterationPlan plan{
+      .strategy = strategy, .dispatch_objective = dispatch.objective, .dispatch_lower_bound = dispatch.lower_bound};
   std::vector<std::vector<Sequence>> assigned(costs.size());
   for (std::size_t i = 0; i < batch.size(); ++i)
     assigned[static_cast<std::size_t>(dispatch.pipeline_of[i])].push_back(batch[i]);

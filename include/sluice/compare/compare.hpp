@@ -35,7 +35,7 @@
 namespace sluice::compare {
 
 struct Comparison {
-  std::vector<BatchSize> batches;    // per iteration
+  std::vector<BatchSize> batches;  // per iteration
   BySystem<SystemRun> systems;
   std::vector<Strategy> candidates;  // sluice's proposed strategies
   std::vector<std::int64_t> bounds;  // HotSPa's length ranges (0, b0], (b0, b1], ...
@@ -60,8 +60,8 @@ struct ChosenPlans {
 
 // `chosen`, if given, gets the systems' plans; a system that cannot run leaves its list empty.
 inline Comparison compare_systems(const Options& options, const data::LengthDataset& dataset, std::size_t iterations,
-                          const std::function<std::vector<Sequence>()>& next_batch, const Progress& progress = {},
-                          ChosenPlans* chosen = nullptr) {
+                                  const std::function<std::vector<Sequence>()>& next_batch,
+                                  const Progress& progress = {}, ChosenPlans* chosen = nullptr) {
   sluice::require(iterations > 0, "compare: no iterations to compare");
   Comparison comparison;
   SluiceCandidates candidates = propose_candidates(options, dataset);
@@ -121,10 +121,11 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
 
 // The systems on given batches.
 inline Comparison compare_systems(const Options& options, const data::LengthDataset& dataset,
-                          std::span<const std::vector<Sequence>> batches, const Progress& progress = {},
-                          ChosenPlans* chosen = nullptr) {
+                                  std::span<const std::vector<Sequence>> batches, const Progress& progress = {},
+                                  ChosenPlans* chosen = nullptr) {
   std::size_t next = 0;
-  return compare_systems(options, dataset, batches.size(), [&] { return batches[next++]; }, progress, chosen);
+  return compare_systems(
+      options, dataset, batches.size(), [&] { return batches[next++]; }, progress, chosen);
 }
 
 // Each system's summary over the comparison's iterations (a failed system's is left empty), speedups of sluice's

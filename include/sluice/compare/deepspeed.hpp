@@ -72,8 +72,9 @@ inline Zero3Options zero3_options(const Options& options, std::int64_t holds, bo
   const cost::ProfileSpec& spec = options.profile.spec();
   Zero3Options result;
   if (!spec.memory || !spec.memory->activation_bytes.contains(1)) {
-    result.failure = sluice::concat("profile ", spec.name, " has no memory model with an activation constant for "
-                                      "TP 1 to derive ZeRO-3's MaxLen from");
+    result.failure = sluice::concat("profile ", spec.name,
+                                    " has no memory model with an activation constant for "
+                                    "TP 1 to derive ZeRO-3's MaxLen from");
     return result;
   }
   const std::int64_t gpus = options.profile.gpus();
@@ -83,15 +84,14 @@ inline Zero3Options zero3_options(const Options& options, std::int64_t holds, bo
     if (!deepspeed_scheme(cost.scheme) || gpus % cost.scheme.gpus() != 0) continue;
     if (spec.memory->for_scheme(cost.scheme, gpus, cost::StateSharding::zero3).max_len() < holds) continue;
     const cost::QuadraticLatency& t = cost.latency;
-    const double exposed =
-        exposed_in_constants
-            ? zero3_exposed_seconds(result.collective_seconds, t, options.context, options.problem.backward_ratio)
-            : 0.0;
+    const double exposed = exposed_in_constants ? zero3_exposed_seconds(result.collective_seconds, t, options.context,
+                                                                        options.problem.backward_ratio)
+                                                : 0.0;
     entries.push_back({cost.scheme, {t.a(), t.b(), t.c() + exposed}, std::nullopt, cost.util_len});
   }
   if (entries.empty()) {
-    result.failure = sluice::concat("no ZeRO-3 × Ulysses strategy of ", spec.name, " on ", gpus, " GPUs holds ",
-                                    holds, " tokens (the scheme space's Ulysses degrees: --cp with the "
+    result.failure = sluice::concat("no ZeRO-3 × Ulysses strategy of ", spec.name, " on ", gpus, " GPUs holds ", holds,
+                                    " tokens (the scheme space's Ulysses degrees: --cp with the "
                                     "ulysses kind; recomputation: --ac)");
     return result;
   }

@@ -38,11 +38,14 @@ public:
   // The fastest strategy's run; a failure when no homogeneous strategy holds the context.
   [[nodiscard]] SystemRun result() && {
     const std::string_view layout = microbatch::name(runs_.options().dynapipe_layout);
-    return std::move(runs_).best(System::dynapipe, [&](const Strategy& strategy, std::size_t considered) {
-      return sluice::concat(strategy.name(), ", the fastest of ", considered,
-                            " homogeneous strategies under DynaPipe; micro-batch DP (", layout, "), ",
-                            "Karmarkar-Karp over its pipelines, adaptive schedule");
-    }, [this] { return detail::no_homogeneous(runs_.options(), runs_.options().context); });
+    return std::move(runs_).best(
+        System::dynapipe,
+        [&](const Strategy& strategy, std::size_t considered) {
+          return sluice::concat(strategy.name(), ", the fastest of ", considered,
+                                " homogeneous strategies under DynaPipe; micro-batch DP (", layout, "), ",
+                                "Karmarkar-Karp over its pipelines, adaptive schedule");
+        },
+        [this] { return detail::no_homogeneous(runs_.options(), runs_.options().context); });
   }
 
 private:

@@ -54,8 +54,7 @@ inline assign::FlexCpCollectives zero3_collectives(const Options& options, const
 // Ulysses degree.
 // With `also_flexsp`, sluice's: each batch also planned as FlexSP plans it, the faster kept.
 inline std::shared_ptr<const plan::FlexDomain> zero3_flex_domain(const Options& options,
-                                                                 const detail::Zero3Options& zero3,
-                                                                 bool also_flexsp) {
+                                                                 const detail::Zero3Options& zero3, bool also_flexsp) {
   const std::int64_t gpus = options.profile.gpus();
   if (!zero3.options || gpus > assign::flex_cp_max_units) return nullptr;
   return plan::flex_domain(zero3.options->profile, Scheme(1, 1), static_cast<int>(gpus), flexsp_scheme, false, 0,
@@ -104,7 +103,8 @@ inline SluiceFlex sluice_flex_domains(const Options& options, const plan::Option
     const double charged = plan::charged_layout_move(planning.layout_moves, move, layers);
     add(plan::flex_domain(options.profile, base, units, dynamic_cp_scheme, true, charged),
         homogeneous.name() + " dynamic CP", move);
-    add(plan::flex_domain(options.profile, base, units, [](const Scheme&) { return true; }, false, charged),
+    add(plan::flex_domain(
+            options.profile, base, units, [](const Scheme&) { return true; }, false, charged),
         homogeneous.name() + " flex CP", move);
   }
   if (!domains.empty()) flex.domains = std::make_shared<const plan::FlexDomains>(std::move(domains));
@@ -130,11 +130,11 @@ public:
                                        dynamic_cp_scheme, true));
     }
     if (domains_.empty())
-      no_domain_ = sluice::concat("no ", system == System::flexsp ? "ZeRO-3 × Ulysses" : "⟨TP, PP⟩ × ring CP",
-                                  " domain of ", options.profile.name(), " on ", options.profile.gpus(),
-                                  " GPUs has CP groups and holds ", options.context,
-                                  " tokens in one (the scheme space's ", system == System::flexsp ? "Ulysses" : "ring",
-                                  " degrees: --cp with that kind)");
+      no_domain_ =
+          sluice::concat("no ", system == System::flexsp ? "ZeRO-3 × Ulysses" : "⟨TP, PP⟩ × ring CP", " domain of ",
+                         options.profile.name(), " on ", options.profile.gpus(), " GPUs has CP groups and holds ",
+                         options.context, " tokens in one (the scheme space's ",
+                         system == System::flexsp ? "Ulysses" : "ring", " degrees: --cp with that kind)");
   }
 
   // Plans the next iteration on every domain. Raises invalid_input on an empty batch.
@@ -146,8 +146,7 @@ public:
       const std::optional<assign::FlexCpPlan> plan =
           system_ == System::flexsp ? assign::solve_flexsp(problem) : assign::solve_flex_cp(problem);
       if (plan)
-        domain.run.iterations.push_back(
-            detail::flex_cp_outcome(problem, *plan, domain.run.strategies.front().name()));
+        domain.run.iterations.push_back(detail::flex_cp_outcome(problem, *plan, domain.run.strategies.front().name()));
       else
         failure_ = sluice::concat("FlexSP keeps every GPU busy in each micro-batch, and no split of iteration ",
                                   domain.run.iterations.size() + 1, "'s ", batch.size(), " sequences into up to ",
@@ -173,8 +172,8 @@ public:
                              " s each, exposed where a micro-batch computes less), Ulysses groups of ", degrees,
                              " GPUs formed per micro-batch with every GPU busy; sequences sorted longest first and "
                              "split into micro-batches of least largest token count, for the fewest valid count and "
-                             "the next ", assign::flexsp_micro_batch_counts - 1,
-                             ", each micro-batch grouped on its own")
+                             "the next ",
+                             assign::flexsp_micro_batch_counts - 1, ", each micro-batch grouped on its own")
             : sluice::concat(run.strategies.front().name(), ", the fastest of ", runs.size(),
                              " ⟨TP, PP⟩ domains; one ring CP size per micro-batch (", degrees,
                              "), micro-batches packed and balanced by the flex CP solver; 1F1B");

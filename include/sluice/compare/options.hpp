@@ -37,10 +37,10 @@ struct Options {
 // The homogeneous strategies every GPU of `options`' cluster runs that hold `length` tokens, of the schemes
 // `admits` takes (all by default).
 template <class Admits = bool (*)(const Scheme&)>
-std::vector<Strategy> homogeneous_strategies(const Options& options, std::int64_t length,
-                                             Admits admits = [](const Scheme&) { return true; }) {
-  std::vector<Strategy> strategies = proposal::homogeneous_strategies(
-      options.profile, {.holds = length, .tp_within_node = !options.cross_node_tp});
+std::vector<Strategy> homogeneous_strategies(
+    const Options& options, std::int64_t length, Admits admits = [](const Scheme&) { return true; }) {
+  std::vector<Strategy> strategies =
+      proposal::homogeneous_strategies(options.profile, {.holds = length, .tp_within_node = !options.cross_node_tp});
   std::erase_if(strategies, [&](const Strategy& strategy) { return !admits(strategy.parts().front().scheme); });
   return strategies;
 }
@@ -48,9 +48,7 @@ std::vector<Strategy> homogeneous_strategies(const Options& options, std::int64_
 // The schemes Megatron-LM runs: ⟨TP, PP⟩ as the Hydraulis paper configured it, and with its context parallelism,
 // ring attention with the causal load balance (and either with full recomputation where the space allows it).
 inline bool megatron_scheme(const Scheme& scheme) { return scheme.cp() == 1; }
-inline bool megatron_cp_scheme(const Scheme& scheme) {
-  return scheme.cp() == 1 || scheme.cp_kind() == CpKind::ring;
-}
+inline bool megatron_cp_scheme(const Scheme& scheme) { return scheme.cp() == 1 || scheme.cp_kind() == CpKind::ring; }
 
 // The compared systems, in the order reports list them.
 enum class System { megatron, megatron_cp, deepspeed, dynamic_cp, flexsp, hotspa, dynapipe, sluice };

@@ -16,12 +16,12 @@
 namespace sluice::compare {
 
 struct IterationOutcome {
-  double seconds = 0;    // simulated iteration time; HotSPa: its length ranges' times and switching, summed
-  double switching = 0;  // share of `seconds` spent moving parameters and gradients between layouts (HotSPa's
-                         // switches; sluice's pull and push, the part not overlapped)
+  double seconds = 0;      // simulated iteration time; HotSPa: its length ranges' times and switching, summed
+  double switching = 0;    // share of `seconds` spent moving parameters and gradients between layouts (HotSPa's
+                           // switches; sluice's pull and push, the part not overlapped)
   double layout_move = 0;  // the α–β time of those moves before any overlap (switching <= layout_move)
-  double imbalance = 1;  // slowest / fastest busy pipeline (HotSPa: weighted by each range's time)
-  double idle = 0;       // share of pipelines without work (HotSPa: weighted likewise)
+  double imbalance = 1;    // slowest / fastest busy pipeline (HotSPa: weighted by each range's time)
+  double idle = 0;         // share of pipelines without work (HotSPa: weighted likewise)
   // WLB-LLM's imbalance degree (Wang et al., OSDI'25, §3): the slowest micro-batch's forward time times the
   // number of micro-batches over their total forward time; 1 when every micro-batch takes as long. The worst
   // busy pipeline's (HotSPa: weighted by each range's time).

@@ -86,8 +86,8 @@ public:
   Sluice(const Options& options, std::span<const Strategy> candidates,
          std::vector<schedule::SimulatedIteration>* chosen = nullptr)
       : flex_(sluice_flex_domains(options, planner_options(options))),
-        planner_(options.profile, std::vector<Strategy>(candidates.begin(), candidates.end()),
-                 planner_options(options), flex_.domains),
+        planner_(options.profile, std::vector<Strategy>(candidates.begin(), candidates.end()), planner_options(options),
+                 flex_.domains),
         chosen_(chosen) {
     run_.name = name(System::sluice);
     std::string flex;
@@ -97,11 +97,11 @@ public:
                             "on each ⟨TP, PP⟩ base, dynamic CP's and CP groups of mixed degrees), groups re-formed ",
                             "per micro-batch");
     }
-    run_.configuration = sluice::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
-                                        "strategies holding the context); two-stage assignment, adaptive ",
-                                        "schedule; the fastest simulated candidate per iteration; pull and ",
-                                        "push beyond each strategy's own all-gather charged, less the ",
-                                        "modelled overlap", flex);
+    run_.configuration =
+        sluice::concat(candidates.size(), " candidates (proposed, and the homogeneous ",
+                       "strategies holding the context); two-stage assignment, adaptive ",
+                       "schedule; the fastest simulated candidate per iteration; pull and ",
+                       "push beyond each strategy's own all-gather charged, less the ", "modelled overlap", flex);
     run_.strategies.assign(candidates.begin(), candidates.end());
     run_.layout_moves.assign(planner_.layout_moves().begin(), planner_.layout_moves().end());
   }

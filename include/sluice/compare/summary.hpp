@@ -18,8 +18,8 @@ struct Summary {
   std::optional<double> speedup, speedup_stddev;  // sluice over this system; empty when either failed
   double imbalance = 0, idle = 0;
   double micro_batch_imbalance = 0;  // mean imbalance degree
-  double switching = 0;    // mean seconds charged for layout moves (included in `seconds`)
-  double layout_move = 0;  // mean α–β seconds of those moves before overlap
+  double switching = 0;              // mean seconds charged for layout moves (included in `seconds`)
+  double layout_move = 0;            // mean α–β seconds of those moves before overlap
   // Mean seconds over the mean of the batches' lower bounds (compare/bound.hpp); empty when a batch has none.
   std::optional<double> over_bound;
   double planning_seconds = 0;  // mean wall-clock planning time per iteration (measured)

@@ -42,8 +42,8 @@ namespace detail {
 template <class Part, class = void>
 struct streamable : std::false_type {};
 template <class Part>
-struct streamable<Part, std::void_t<decltype(std::declval<std::ostream&>() << std::declval<Part>())>>
-    : std::true_type {};
+struct streamable<Part, std::void_t<decltype(std::declval<std::ostream&>() << std::declval<Part>())>> : std::true_type {
+};
 
 // One part of a message, written only if the message is built. Writing through a function per part type (not
 // per call's list of types) keeps the hundreds of checks from each instantiating a stream insertion.
@@ -61,7 +61,9 @@ public:
 private:
   static void write_text(std::ostream& out, const void* text) { out << static_cast<const char*>(text); }
   template <class Part>
-  static void write_part(std::ostream& out, const void* part) { out << *static_cast<const Part*>(part); }
+  static void write_part(std::ostream& out, const void* part) {
+    out << *static_cast<const Part*>(part);
+  }
 
   const void* object_;
   void (*write_)(std::ostream&, const void*);

@@ -50,8 +50,10 @@ public:
     sluice::require(recompute_ == Recompute::none || recompute_ == Recompute::full, "scheme: unknown recompute");
     if (kind_ == CpKind::hybrid) {
       sluice::require(degrees.ulysses > 1 && degrees.ulysses < cp_ && cp_ % degrees.ulysses == 0,
-                      "scheme: a hybrid CP of degree ", cp_, " needs a Ulysses degree that divides it, strictly "
-                      "between 1 and ", cp_, ", got ", degrees.ulysses);
+                      "scheme: a hybrid CP of degree ", cp_,
+                      " needs a Ulysses degree that divides it, strictly "
+                      "between 1 and ",
+                      cp_, ", got ", degrees.ulysses);
       ulysses_ = degrees.ulysses;
     } else {
       sluice::require(degrees.ulysses == 0, "scheme: only a hybrid CP takes a Ulysses degree");
@@ -74,7 +76,11 @@ public:
   [[nodiscard]] int ring() const noexcept { return cp_ / ulysses_; }
   [[nodiscard]] Recompute recompute() const noexcept { return recompute_; }
   [[nodiscard]] Degrees degrees() const noexcept {
-    return {.tp = tp_, .pp = pp_, .cp = cp_, .cp_kind = kind_, .ulysses = kind_ == CpKind::hybrid ? ulysses_ : 0,
+    return {.tp = tp_,
+            .pp = pp_,
+            .cp = cp_,
+            .cp_kind = kind_,
+            .ulysses = kind_ == CpKind::hybrid ? ulysses_ : 0,
             .recompute = recompute_};
   }
   // The ranks of one stage, TP·C, and of the pipeline, TP·C·PP.
@@ -102,7 +108,8 @@ public:
   // ⟨TP, PP⟩.
   static Scheme parse(std::string_view text) {
     const auto malformed = [&] {
-      return sluice::concat("scheme: cannot parse '", text, "' (expected tpNppM, tpNcpC{ring|ulysses|hybridU}ppM, "
+      return sluice::concat("scheme: cannot parse '", text,
+                            "' (expected tpNppM, tpNcpC{ring|ulysses|hybridU}ppM, "
                             "either with 'ac' last, or <N,M>)");
     };
     auto number = [&](std::string_view& rest) {

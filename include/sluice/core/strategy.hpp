@@ -105,7 +105,7 @@ public:
   // Every pipeline, ordered by MaxLen descending (ties keep the canonical scheme order), as the
   // dispatch stage needs them: pipeline 0 can hold every sequence any pipeline can.
   template <class MaxLenOf>
-    requires std::convertible_to<std::invoke_result_t<MaxLenOf&, const Scheme&>, std::int64_t>
+  requires std::convertible_to<std::invoke_result_t<MaxLenOf&, const Scheme&>, std::int64_t>
   [[nodiscard]] std::vector<Pipeline> pipelines(MaxLenOf&& max_len_of) const {
     std::vector<Pipeline> result;
     result.reserve(static_cast<std::size_t>(pipeline_count_));

@@ -46,12 +46,12 @@ struct CpSetup {
                     "context parallelism: stage layers, hidden and element bytes must be >= 1");
     sluice::require(std::isfinite(backward_ratio) && backward_ratio > 0,
                     "context parallelism: the backward ratio must be finite and > 0, got ", backward_ratio);
-    sluice::require(std::isfinite(link_latency) && link_latency >= 0 && std::isfinite(link_bandwidth) &&
-                        link_bandwidth > 0,
-                    "context parallelism: the link needs a finite latency >= 0 and bandwidth > 0");
+    sluice::require(
+        std::isfinite(link_latency) && link_latency >= 0 && std::isfinite(link_bandwidth) && link_bandwidth > 0,
+        "context parallelism: the link needs a finite latency >= 0 and bandwidth > 0");
     if (scheme.cp() == 1) return;  // the heads matter only to CP
-    sluice::require(heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0, "context parallelism: ", heads,
-                    " heads and ", kv_heads, " key/value heads: the heads must be >= 1 and a multiple of the KV heads");
+    sluice::require(heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0, "context parallelism: ", heads, " heads and ",
+                    kv_heads, " key/value heads: the heads must be >= 1 and a multiple of the KV heads");
     // Ulysses gives each of TP·U ranks whole heads; KV heads replicated to fill them are not modelled.
     sluice::require(splits_heads(scheme), "context parallelism: ", scheme.name(), " splits the heads ",
                     scheme.tp() * scheme.ulysses(), " ways (TP × the Ulysses degree), which must divide the ", kv_heads,
@@ -66,9 +66,9 @@ struct CpSetup {
 
 // One stage's time of one sequence of `length` tokens under `scheme`'s CP and AC, split as the model derives it.
 struct CpStageTime {
-  double compute = 0;    // the base's (a·l² + b·l)/C + c, times 1 + 1/(1 + r) with AC (one more forward)
-  double all_to_all = 0; // Ulysses: exposed, the all-to-alls block the layer
-  double ring = 0;       // the ring's exchanges not hidden under a block of attention
+  double compute = 0;     // the base's (a·l² + b·l)/C + c, times 1 + 1/(1 + r) with AC (one more forward)
+  double all_to_all = 0;  // Ulysses: exposed, the all-to-alls block the layer
+  double ring = 0;        // the ring's exchanges not hidden under a block of attention
   [[nodiscard]] double total() const noexcept { return compute + all_to_all + ring; }
 };
 
@@ -108,8 +108,8 @@ inline CpStageTime cp_stage_time(const CpSetup& setup, const Scheme& scheme, std
     const double step_forward = attention * forward_share / r;
     const double step_backward = attention * (1 - forward_share) / r;
     const double exposed_forward = (r - 1) * std::max(0.0, setup.link_latency + 2 * block - step_forward);
-    const double exposed_backward = (r - 1) * std::max(0.0, setup.link_latency + 4 * block - step_backward) +
-                                    setup.link_latency + 2 * block;
+    const double exposed_backward =
+        (r - 1) * std::max(0.0, setup.link_latency + 4 * block - step_backward) + setup.link_latency + 2 * block;
     time.ring = layers * (exposed_forward * forwards + exposed_backward);
   }
   return time;
@@ -119,14 +119,16 @@ inline CpStageTime cp_stage_time(const CpSetup& setup, const Scheme& scheme, std
 // derived time at lengths from `shortest` to `longest`, and how far it strays: the ring's exposed time is piecewise,
 // so the fit's error says how well a quadratic stands for it.
 inline FitResult cp_latency(const CpSetup& setup, const Scheme& scheme, std::int64_t shortest, std::int64_t longest) {
-  sluice::require(shortest >= 1 && longest > shortest, "context parallelism: the fitted lengths need 1 <= shortest < "
-                  "longest, got ", shortest, " and ", longest);
+  sluice::require(shortest >= 1 && longest > shortest,
+                  "context parallelism: the fitted lengths need 1 <= shortest < "
+                  "longest, got ",
+                  shortest, " and ", longest);
   std::vector<LatencySample> samples;
   constexpr int points = 32;  // geometric, so short sequences weigh as much as long ones
   for (int k = 0; k < points; ++k) {
     const double ratio = static_cast<double>(longest) / static_cast<double>(shortest);
-    const auto length = static_cast<std::int64_t>(std::llround(static_cast<double>(shortest) *
-                                                               std::pow(ratio, k / (points - 1.0))));
+    const auto length =
+        static_cast<std::int64_t>(std::llround(static_cast<double>(shortest) * std::pow(ratio, k / (points - 1.0))));
     if (samples.empty() || samples.back().length != length)
       samples.push_back({length, cp_stage_time(setup, scheme, length).total()});
   }
@@ -171,10 +173,10 @@ inline std::optional<CpScheme> derive_cp_scheme(const Profile& profile, const Sc
 
 // Which CP and AC schemes a planner may choose from besides the profile's own.
 struct SchemeSpace {
-  std::vector<int> cp_degrees;                     // C > 1 each
+  std::vector<int> cp_degrees;  // C > 1 each
   // A hybrid of C ranks takes every Ulysses degree 1 < U < C that divides C.
   std::vector<CpKind> cp_kinds = {CpKind::ring};
-  bool recompute = false;                          // also each scheme with full recomputation
+  bool recompute = false;  // also each scheme with full recomputation
   CpLinks links;
   [[nodiscard]] bool empty() const noexcept { return cp_degrees.empty() && !recompute; }
 };

@@ -94,8 +94,7 @@ inline FitResult fit_quadratic(std::span<const LatencySample> samples) {
     design.row(r) << l * l / t, l / t, 1.0 / t;
   }
   const auto [coefficients, mean_square] = detail::relative_nnls<3>(design);
-  return {QuadraticLatency(coefficients[0], coefficients[1], coefficients[2]), std::sqrt(mean_square),
-          samples.size()};
+  return {QuadraticLatency(coefficients[0], coefficients[1], coefficients[2]), std::sqrt(mean_square), samples.size()};
 }
 
 // Peak bytes = fixed + per_token·l on the relative error, both >= 0. Needs samples at 2 or more distinct lengths.
@@ -178,9 +177,9 @@ inline ProfileFit fit_profile(std::span<const ProfileSample> samples, const Prof
     if (fit.latency.model.b() == 0 && fit.latency.model.c() > 0) entry.util_len = longest;
     if (!peaks.empty()) {
       fit.memory = named([&] { return fit_linear_memory(peaks); });
-      sluice::require(fit.memory->relative_rms_error <= options.max_error, where,
-                      ": memory fit's relative RMS error ", percent(fit.memory->relative_rms_error),
-                      " exceeds the limit ", percent(options.max_error), " (peak bytes are not fixed + per_token·l)");
+      sluice::require(fit.memory->relative_rms_error <= options.max_error, where, ": memory fit's relative RMS error ",
+                      percent(fit.memory->relative_rms_error), " exceeds the limit ", percent(options.max_error),
+                      " (peak bytes are not fixed + per_token·l)");
       sluice::require(fit.memory->bytes_per_token > 0, where,
                       ": peak bytes do not grow with the length (fitted bytes per token 0)");
       sluice::require(base.memory.has_value(), where, ": the base profile ", base.name,

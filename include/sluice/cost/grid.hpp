@@ -56,8 +56,8 @@ public:
                         axis.front(), ", ", axis.back(), "]");
       // Cell whose lower corner is the last point <= x, clamped to the first/last cell (which extrapolates linearly).
       const auto upper = std::upper_bound(axis.begin(), axis.end(), x);
-      const auto lower = std::clamp<std::ptrdiff_t>(upper - axis.begin() - 1, 0,
-                                                    static_cast<std::ptrdiff_t>(axis.size()) - 2);
+      const auto lower =
+          std::clamp<std::ptrdiff_t>(upper - axis.begin() - 1, 0, static_cast<std::ptrdiff_t>(axis.size()) - 2);
       cell[d] = static_cast<std::size_t>(lower);
       weight[d] = (x - axis[cell[d]]) / (axis[cell[d] + 1] - axis[cell[d]]);
     }

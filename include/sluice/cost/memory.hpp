@@ -157,8 +157,8 @@ struct TransformerMemorySpec {
   [[nodiscard]] double activation_bytes_per_token(const Scheme& scheme) const {
     const double in_flight_layers = static_cast<double>(stage_layers(scheme) * scheme.pp());
     const double a = activation_constant(scheme.tp());
-    if (scheme.recompute() == Recompute::none) return in_flight_layers * static_cast<double>(hidden) / scheme.tp() /
-                                                      scheme.cp() * a;
+    if (scheme.recompute() == Recompute::none)
+      return in_flight_layers * static_cast<double>(hidden) / scheme.tp() / scheme.cp() * a;
     constexpr double input_bytes = 2;
     return static_cast<double>(hidden) / scheme.tp() / scheme.cp() * (in_flight_layers * input_bytes + a);
   }
@@ -177,8 +177,7 @@ struct TransformerMemorySpec {
     return for_scheme(scheme, cluster_gpus, state_sharding);
   }
 
-  [[nodiscard]] LinearMemory for_scheme(const Scheme& scheme, std::int64_t cluster_gpus,
-                                        StateSharding sharding) const {
+  [[nodiscard]] LinearMemory for_scheme(const Scheme& scheme, std::int64_t cluster_gpus, StateSharding sharding) const {
     const double states = sharding == StateSharding::hydraulis
                               ? model_state_bytes(scheme, cluster_gpus) + embedding_bytes(scheme, cluster_gpus)
                               : zero3_state_bytes(scheme, cluster_gpus);

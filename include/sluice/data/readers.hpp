@@ -46,8 +46,7 @@ inline std::vector<std::int64_t> parse_lengths_npy(std::istream& in, std::string
 }
 
 // Megatron-LM indexed dataset index (.idx), version 1: returns the sequence lengths.
-inline std::vector<std::int64_t> parse_lengths_megatron_idx(std::span<const std::byte> bytes,
-                                                            std::string_view source) {
+inline std::vector<std::int64_t> parse_lengths_megatron_idx(std::span<const std::byte> bytes, std::string_view source) {
   detail::SpanBytes pieces(bytes);
   return detail::megatron_idx_lengths(pieces, detail::source_name(source));
 }

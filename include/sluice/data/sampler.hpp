@@ -21,8 +21,8 @@ struct SamplerOptions {
 
 struct Batch {
   std::int64_t epoch = 0;
-  std::int64_t index = 0;              // position within the epoch
-  std::vector<Sequence> sequences;     // id = index in the dataset
+  std::int64_t index = 0;           // position within the epoch
+  std::vector<Sequence> sequences;  // id = index in the dataset
   std::int64_t tokens = 0;
   friend bool operator==(const Batch&, const Batch&) = default;
 };

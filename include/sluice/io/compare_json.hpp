@@ -3,12 +3,13 @@
 // 3 and 4 six, before Megatron-LM's dynamic CP and FlexSP, 5 and 6 no imbalance degree, 7 and 8 no lower bound,
 // 9 and 10 no planning times,
 // and are refused by their version):
-// `batches[{sequences, tokens, lower_bound (null or {seconds, area_seconds, critical_path_seconds})}]`, `systems` (one per system in compare::all_systems order, each {name, failure
-// (null or why it cannot run), configuration, strategies, layout_moves, iterations[{seconds, switching,
-// layout_move, imbalance, idle, micro_batch_imbalance, strategy, planning_seconds (measured)}], plans (sluice.iteration_plan payloads), first{names, pipelines}}),
-// `candidates` (strategies) and `bounds`. A pipeline of `first` is its simulation, a sluice.schedule_simulation
-// payload (schedule_json.hpp). Every time is finite (an unlimited bandwidth leaves a transfer its latency), so
-// numbers are read strictly.
+// `batches[{sequences, tokens, lower_bound (null or {seconds, area_seconds, critical_path_seconds})}]`, `systems` (one
+// per system in compare::all_systems order, each {name, failure (null or why it cannot run), configuration, strategies,
+// layout_moves, iterations[{seconds, switching, layout_move, imbalance, idle, micro_batch_imbalance, strategy,
+// planning_seconds (measured)}], plans (sluice.iteration_plan payloads), first{names, pipelines}}), `candidates`
+// (strategies) and `bounds`. A pipeline of `first` is its simulation, a sluice.schedule_simulation payload
+// (schedule_json.hpp). Every time is finite (an unlimited bandwidth leaves a transfer its latency), so numbers are read
+// strictly.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -50,9 +51,9 @@ struct adl_serializer<sluice::compare::IterationOutcome> {
     using sluice::io::field;
     constexpr std::string_view where = "iteration outcome";
     sluice::compare::IterationOutcome outcome{
-        field<double>(in, "seconds", where),   field<double>(in, "switching", where),
-        field<double>(in, "layout_move", where), field<double>(in, "imbalance", where),
-        field<double>(in, "idle", where),      field<double>(in, "micro_batch_imbalance", where),
+        field<double>(in, "seconds", where),       field<double>(in, "switching", where),
+        field<double>(in, "layout_move", where),   field<double>(in, "imbalance", where),
+        field<double>(in, "idle", where),          field<double>(in, "micro_batch_imbalance", where),
         field<std::string>(in, "strategy", where), field<double>(in, "planning_seconds", where)};
     sluice::require(outcome.planning_seconds >= 0, where, ": 'planning_seconds' must be >= 0, got ",
                     outcome.planning_seconds);

@@ -34,11 +34,12 @@ struct adl_serializer<sluice::Scheme> {
   static sluice::Scheme from_json(const json& in) {
     using sluice::io::field_or;
     // Degrees absent from the document default to 1, so older documents stay readable as degrees are added.
-    sluice::Degrees degrees{.tp = field_or<int>(in, "tp", 1, "scheme"), .pp = field_or<int>(in, "pp", 1, "scheme"),
+    sluice::Degrees degrees{.tp = field_or<int>(in, "tp", 1, "scheme"),
+                            .pp = field_or<int>(in, "pp", 1, "scheme"),
                             .cp = field_or<int>(in, "cp", 1, "scheme")};
     if (in.contains("cp_kind"))
-      degrees.cp_kind = sluice::value_in(sluice::cp_kind_names, field_or<std::string>(in, "cp_kind", "", "scheme"),
-                                         "scheme.cp_kind");
+      degrees.cp_kind =
+          sluice::value_in(sluice::cp_kind_names, field_or<std::string>(in, "cp_kind", "", "scheme"), "scheme.cp_kind");
     degrees.ulysses = field_or<int>(in, "ulysses", 0, "scheme");
     if (in.contains("recompute"))
       degrees.recompute = sluice::value_in(sluice::recompute_names,

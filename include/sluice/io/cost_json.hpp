@@ -91,9 +91,10 @@ struct adl_serializer<sluice::cost::ModelInfo> {
   static sluice::cost::ModelInfo from_json(const json& in) {
     using sluice::io::field;
     using sluice::io::field_or;
-    sluice::cost::ModelInfo model{field_or<std::string>(in, "name", "", "model"), field<int>(in, "layers", "model"),
-                                  field<std::int64_t>(in, "hidden", "model"), field<std::int64_t>(in, "vocab", "model"),
-                                  field_or<int>(in, "heads", 0, "model"), field_or<int>(in, "kv_heads", 0, "model")};
+    sluice::cost::ModelInfo model{
+        field_or<std::string>(in, "name", "", "model"), field<int>(in, "layers", "model"),
+        field<std::int64_t>(in, "hidden", "model"),     field<std::int64_t>(in, "vocab", "model"),
+        field_or<int>(in, "heads", 0, "model"),         field_or<int>(in, "kv_heads", 0, "model")};
     sluice::require(model.heads >= 0 && model.kv_heads >= 0 && (model.kv_heads == 0 || model.heads > 0),
                     "model: heads and kv_heads must be >= 1 when given, and kv_heads only with heads");
     sluice::require(model.kv_heads == 0 || model.heads % model.kv_heads == 0, "model: the ", model.heads,

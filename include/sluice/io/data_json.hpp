@@ -38,9 +38,9 @@ namespace nlohmann {
 template <>
 struct adl_serializer<sluice::data::LengthStats> {
   static void to_json(json& out, const sluice::data::LengthStats& stats) {
-    out = {{"count", stats.count}, {"tokens", stats.tokens}, {"min", stats.min},
-           {"max", stats.max},     {"p50", stats.p50},       {"p90", stats.p90},
-           {"p99", stats.p99},     {"truncated", stats.truncated}, {"mean", stats.mean}};
+    out = {{"count", stats.count}, {"tokens", stats.tokens}, {"min", stats.min}, {"max", stats.max},
+           {"p50", stats.p50},     {"p90", stats.p90},       {"p99", stats.p99}, {"truncated", stats.truncated},
+           {"mean", stats.mean}};
   }
   static sluice::data::LengthStats from_json(const json& in) {
     using sluice::io::field;

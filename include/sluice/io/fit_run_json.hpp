@@ -31,7 +31,7 @@ struct FitRunScheme {
   Scheme scheme;
   std::size_t samples = 0;
   cost::QuadraticLatency latency;
-  double latency_error = 0;  // relative RMS error
+  double latency_error = 0;            // relative RMS error
   std::optional<FitRunMemory> memory;  // when the samples carry peak bytes
   std::optional<std::int64_t> max_len;
   std::optional<std::int64_t> util_len;
@@ -125,14 +125,13 @@ struct adl_serializer<sluice::io::FitRun> {
   static sluice::io::FitRun from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "fit run";
-    sluice::io::FitRun run{
-        field<std::string>(in, "samples", where),
-        field<std::string>(in, "base", where),
-        field<double>(in, "max_error", where),
-        field<std::vector<sluice::io::FitRunScheme>>(in, "schemes", where),
-        sluice::io::from_document<sluice::cost::Profile>(field<json>(in, "profile", where),
-                                                         sluice::concat(where, ": field 'profile'")),
-        field<std::optional<std::string>>(in, "out", where)};
+    sluice::io::FitRun run{field<std::string>(in, "samples", where),
+                           field<std::string>(in, "base", where),
+                           field<double>(in, "max_error", where),
+                           field<std::vector<sluice::io::FitRunScheme>>(in, "schemes", where),
+                           sluice::io::from_document<sluice::cost::Profile>(field<json>(in, "profile", where),
+                                                                            sluice::concat(where, ": field 'profile'")),
+                           field<std::optional<std::string>>(in, "out", where)};
     sluice::require(run.max_error > 0 && run.max_error <= 1, where, ": field 'max_error' must be in (0, 1], got ",
                     run.max_error);
     // Each fit within the bound, and usable exactly when the profile keeps the scheme, with the profile's lengths.
@@ -144,7 +143,8 @@ struct adl_serializer<sluice::io::FitRun> {
       sluice::require(fit.usable() == (kept != nullptr), where, ": field 'schemes'[", k, "]: ", fit.scheme.name(),
                       fit.usable() ? " is usable but not in the profile" : " is in the profile but not usable");
       sluice::require(!kept || (kept->max_len == *fit.max_len && kept->util_len == *fit.util_len), where,
-                      ": field 'schemes'[", k, "]: ", fit.scheme.name(), "'s max_len and util_len are not the "
+                      ": field 'schemes'[", k, "]: ", fit.scheme.name(),
+                      "'s max_len and util_len are not the "
                       "profile's");
     }
     return run;

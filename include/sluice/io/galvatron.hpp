@@ -39,9 +39,8 @@ inline constexpr int max_layer_types = 1024;
 inline constexpr std::int64_t max_sequence = std::int64_t{1} << 24;
 
 inline std::int64_t integer(const std::string& digits, std::int64_t low, std::int64_t high, std::string_view where) {
-  sluice::require(!digits.empty() && digits.size() <= 12 && std::ranges::all_of(digits, [](char c) {
-                    return c >= '0' && c <= '9';
-                  }),
+  sluice::require(!digits.empty() && digits.size() <= 12 &&
+                      std::ranges::all_of(digits, [](char c) { return c >= '0' && c <= '9'; }),
                   where, ": '", digits.substr(0, 40), "' is not a number in [", low, ", ", high, "]");
   const std::int64_t value = std::stoll(digits);
   sluice::require(value >= low && value <= high, where, ": ", value, " is outside [", low, ", ", high, "]");
@@ -157,8 +156,9 @@ inline void memory(const json& document, std::string_view file, search::Galvatro
         sequence_key(sequence, inner);
         object(entry, inner);
         require_fields(entry, {"model_states", "activation"}, inner);
-        target.other[concat(match[1].str(), "/", sequence)] = {by_degree(entry.at("model_states"), inner + ".model_states"),
-                                                        by_degree(entry.at("activation"), inner + ".activation")};
+        target.other[concat(match[1].str(), "/", sequence)] = {
+            by_degree(entry.at("model_states"), inner + ".model_states"),
+            by_degree(entry.at("activation"), inner + ".activation")};
       }
     } else {
       sluice::require(std::regex_match(key, match, raw), where,
@@ -204,8 +204,7 @@ inline void collective_times(const json& document, std::string_view file, search
   std::smatch match;
   for (const auto& [key, value] : object(document, file).items()) {
     const std::string where = key_where(file, key);
-    sluice::require(std::regex_match(key, match, pattern), where,
-                    ": not <allreduce|all2all>_size_<n>_<m>MB_time");
+    sluice::require(std::regex_match(key, match, pattern), where, ": not <allreduce|all2all>_size_<n>_<m>MB_time");
     auto& table = match[1] == "allreduce" ? hardware.allreduce_ms : hardware.all_to_all_ms;
     table[degree(match[2], where)][static_cast<int>(integer(match[3], 1, 1 << 30, where))] =
         number(value, 0, where, true);
@@ -214,8 +213,9 @@ inline void collective_times(const json& document, std::string_view file, search
 
 // The one file of `dir` whose name matches `pattern`, and the pattern's captures in its name.
 inline std::pair<std::filesystem::path, std::vector<std::string>> one_file(const std::filesystem::path& dir,
-                                                                          const std::regex& pattern,
-                                                                          std::string_view what, std::string_view hint) {
+                                                                           const std::regex& pattern,
+                                                                           std::string_view what,
+                                                                           std::string_view hint) {
   std::vector<std::filesystem::path> found;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error))
@@ -251,9 +251,9 @@ inline search::GalvatronProfile read_galvatron(std::filesystem::path dir, const 
       std::filesystem::is_directory(bundled_data_dir() / "galvatron" / dir, error))
     dir = bundled_data_dir() / "galvatron" / dir;
   sluice::require(std::filesystem::is_directory(dir, error), dir.string(), ": not a directory of Galvatron profiles");
-  sluice::require(files.precision.empty() || files.precision == "fp32" || files.precision == "fp16" ||
-                      files.precision == "bf16",
-                  "galvatron: precision must be fp32, fp16 or bf16, got '", files.precision, "'");
+  sluice::require(
+      files.precision.empty() || files.precision == "fp32" || files.precision == "fp16" || files.precision == "bf16",
+      "galvatron: precision must be fp32, fp16 or bf16, got '", files.precision, "'");
   sluice::require(files.nodes >= 0 && files.gpus_per_node >= 0 && files.nodes <= 65536 && files.gpus_per_node <= 1024,
                   "galvatron: nodes must be in [1, 65536] and GPUs per node in [1, 1024]");
   search::GalvatronProfile profile;
@@ -334,8 +334,8 @@ inline GalvatronPlan read_galvatron_plan(const std::filesystem::path& path, int 
   const json document = read_json_file(path);
   g::object(document, file);
   static constexpr std::string_view known[] = {
-      "pp_deg",      "tp_sizes_enc", "tp_consecutive_flags", "dp_types_enc",  "use_sp",    "checkpoint", "global_bsz",
-      "chunks",      "pp_division",  "pipeline_type",        "default_dp_type", "vtp",     "vsp",        "embed_sdp",
+      "pp_deg",    "tp_sizes_enc", "tp_consecutive_flags", "dp_types_enc",    "use_sp", "checkpoint", "global_bsz",
+      "chunks",    "pp_division",  "pipeline_type",        "default_dp_type", "vtp",    "vsp",        "embed_sdp",
       "world_size"};
   for (const auto& item : document.items())
     sluice::require(std::ranges::find(known, item.key()) != std::end(known), file, ": unknown field '",

@@ -182,10 +182,9 @@ struct adl_serializer<sluice::io::InspectProfile> {
   static sluice::io::InspectProfile from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "profile";
-    sluice::io::InspectProfile profile{field<std::string>(in, "name", where),
-                                       field<sluice::cost::ModelInfo>(in, "model", where),
-                                       field<std::int64_t>(in, "gpus", where),
-                                       field<std::vector<sluice::io::InspectScheme>>(in, "schemes", where)};
+    sluice::io::InspectProfile profile{
+        field<std::string>(in, "name", where), field<sluice::cost::ModelInfo>(in, "model", where),
+        field<std::int64_t>(in, "gpus", where), field<std::vector<sluice::io::InspectScheme>>(in, "schemes", where)};
     sluice::require(profile.gpus >= 1, where, ": field 'gpus' must be >= 1, got ", profile.gpus);
     return profile;
   }
@@ -249,19 +248,18 @@ struct adl_serializer<sluice::io::InspectContextParallel> {
     constexpr std::string_view where = "context parallel";
     const auto link = field<json>(in, "link", where);
     const auto cross = field<json>(in, "cross_node_link", where);
-    sluice::io::InspectContextParallel report{
-        field<int>(in, "degree", where),
-        sluice::io::name_field(in, "kind", sluice::cp_kind_names, where),
-        field<int>(in, "ulysses", where),
-        field<bool>(in, "recompute", where),
-        field<int>(in, "heads", where),
-        field<int>(in, "kv_heads", where),
-        {field<double>(link, "latency", "context parallel: link"),
-         field<double>(link, "bandwidth", "context parallel: link"),
-         field<double>(cross, "latency", "context parallel: cross_node_link"),
-         field<double>(cross, "bandwidth", "context parallel: cross_node_link")},
-        field<std::vector<sluice::io::InspectCpScheme>>(in, "schemes", where),
-        field<std::vector<std::string>>(in, "not_derived", where)};
+    sluice::io::InspectContextParallel report{field<int>(in, "degree", where),
+                                              sluice::io::name_field(in, "kind", sluice::cp_kind_names, where),
+                                              field<int>(in, "ulysses", where),
+                                              field<bool>(in, "recompute", where),
+                                              field<int>(in, "heads", where),
+                                              field<int>(in, "kv_heads", where),
+                                              {field<double>(link, "latency", "context parallel: link"),
+                                               field<double>(link, "bandwidth", "context parallel: link"),
+                                               field<double>(cross, "latency", "context parallel: cross_node_link"),
+                                               field<double>(cross, "bandwidth", "context parallel: cross_node_link")},
+                                              field<std::vector<sluice::io::InspectCpScheme>>(in, "schemes", where),
+                                              field<std::vector<std::string>>(in, "not_derived", where)};
     sluice::require(report.degree >= 2 && report.degree <= 1024, where, ": field 'degree' must be in [2, 1024], got ",
                     report.degree);
     sluice::require(report.ulysses >= 1 && report.degree % report.ulysses == 0, where, ": field 'ulysses' ",

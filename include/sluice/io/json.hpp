@@ -208,8 +208,7 @@ T field_or(const json& object, std::string_view key, T fallback, std::string_vie
 
 // A required field holding one of `table`'s names, read as its value; errors name the field and list the names.
 template <class Enum, std::size_t Size>
-Enum name_field(const json& object, std::string_view key, const NameTable<Enum, Size>& table,
-                std::string_view where) {
+Enum name_field(const json& object, std::string_view key, const NameTable<Enum, Size>& table, std::string_view where) {
   const auto text = field<std::string>(object, key, where);
   std::string names;
   for (std::size_t k = 0; k < Size; ++k) {
@@ -358,7 +357,8 @@ T from_document(const json& document, std::string_view source = "JSON document")
   const auto version = field<int>(document, "version", source);
   sluice::require(version == document_traits<T>::version || version == document_traits<T>::version + 1, source,
                   ": unsupported ", format, " version ", version, " (this build reads versions ",
-                  document_traits<T>::version, " and ", document_traits<T>::version + 1, ", the latter with context "
+                  document_traits<T>::version, " and ", document_traits<T>::version + 1,
+                  ", the latter with context "
                   "parallel or recomputing schemes)");
   json payload = document;
   payload.erase("format");

@@ -1,7 +1,8 @@
 #pragma once
 // JSON for what `sluice plan --json` prints ("sluice.plan_run", version 5, its CP variant 6; 3 and 4 had no lower
-// bound, 1 and 2 chose plans by their packing estimate; all are refused by their version). The tool streams the document, an iteration at a
-// time (io::JsonObjectStream), from the same pieces PlanRun is written from, so PlanRun's reader reads it whole.
+// bound, 1 and 2 chose plans by their packing estimate; all are refused by their version). The tool streams the
+// document, an iteration at a time (io::JsonObjectStream), from the same pieces PlanRun is written from, so PlanRun's
+// reader reads it whole.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -61,7 +62,7 @@ struct PlanRunSummary {
   double stddev_total = 0;
   double tokens_per_second = 0;
   double mean_planning_seconds = 0;
-  std::map<std::string, int> chosen;  // iterations per strategy name (io::ran_name)
+  std::map<std::string, int> chosen;         // iterations per strategy name (io::ran_name)
   std::optional<double> mean_lower_bound{};  // the iterations' lower bounds' mean; empty where one has none
   std::optional<double> over_bound{};        // mean_total / mean_lower_bound
 };
@@ -126,18 +127,18 @@ struct adl_serializer<sluice::io::PlanRunIteration> {
   static sluice::io::PlanRunIteration from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "planned iteration";
-    sluice::io::PlanRunIteration iteration{field<std::int64_t>(in, "iteration", where),
-                                           field<std::int64_t>(in, "epoch", where),
-                                           field<std::size_t>(in, "sequences", where),
-                                           field<std::int64_t>(in, "tokens", where),
-                                           field<double>(in, "makespan", where),
-                                           field<double>(in, "planning_seconds", where),
-                                           field<sluice::assign::IterationPlan>(in, "plan", where),
-                                           field<sluice::shard::RankPlacement>(in, "placement", where),
-                                           std::nullopt,
-                                           std::nullopt,
-                                           field<std::optional<sluice::compare::IterationBound>>(in, "lower_bound",
-                                                                                                 where)};
+    sluice::io::PlanRunIteration iteration{
+        field<std::int64_t>(in, "iteration", where),
+        field<std::int64_t>(in, "epoch", where),
+        field<std::size_t>(in, "sequences", where),
+        field<std::int64_t>(in, "tokens", where),
+        field<double>(in, "makespan", where),
+        field<double>(in, "planning_seconds", where),
+        field<sluice::assign::IterationPlan>(in, "plan", where),
+        field<sluice::shard::RankPlacement>(in, "placement", where),
+        std::nullopt,
+        std::nullopt,
+        field<std::optional<sluice::compare::IterationBound>>(in, "lower_bound", where)};
     if (in.contains("flex")) iteration.flex = field<sluice::schedule::FlexIteration>(in, "flex", where);
     if (in.contains("flex_placement"))
       iteration.flex_placement = field<sluice::shard::RankPlacement>(in, "flex_placement", where);
@@ -167,9 +168,9 @@ struct adl_serializer<sluice::io::PlanRunIteration> {
     const auto total = field<double>(in, "total", where);
     sluice::require(layout_move == iteration.plan.overhead && estimate == iteration.plan.estimate, where,
                     ": 'layout_move' and 'estimate' must be the plan's overhead and estimate");
-    sluice::require(total == iteration.total(), where, ": field 'total' is ", total,
-                    iteration.runs_flex() ? ", not the flex CP plan's " : ", not makespan + layout_move = ",
-                    iteration.total());
+    sluice::require(
+        total == iteration.total(), where, ": field 'total' is ", total,
+        iteration.runs_flex() ? ", not the flex CP plan's " : ", not makespan + layout_move = ", iteration.total());
     sluice::require(iteration.placement.plan_order.size() == iteration.plan.pipelines.size(), where,
                     ": the placement has ", iteration.placement.plan_order.size(), " pipelines, the plan ",
                     iteration.plan.pipelines.size());

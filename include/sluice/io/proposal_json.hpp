@@ -107,15 +107,18 @@ struct adl_serializer<sluice::proposal::ProposedCandidate> {
   // "name" repeats the strategy in its short spelling, for readers; it is not read back.
   static void to_json(json& out, const sluice::proposal::ProposedCandidate& candidate) {
     out = {{"strategy", candidate.strategy}, {"name", candidate.strategy.name()}, {"estimate", candidate.estimate},
-           {"min_len", candidate.min_len},   {"max_len", candidate.max_len},        {"share", candidate.share},
+           {"min_len", candidate.min_len},   {"max_len", candidate.max_len},      {"share", candidate.share},
            {"origin", candidate.origin}};
   }
   static sluice::proposal::ProposedCandidate from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "proposal candidate";
-    return {field<sluice::Strategy>(in, "strategy", where),   field<double>(in, "estimate", where),
-            field<std::int64_t>(in, "min_len", where),        field<std::int64_t>(in, "max_len", where),
-            field<double>(in, "share", where),                field<sluice::proposal::Origin>(in, "origin", where)};
+    return {field<sluice::Strategy>(in, "strategy", where),
+            field<double>(in, "estimate", where),
+            field<std::int64_t>(in, "min_len", where),
+            field<std::int64_t>(in, "max_len", where),
+            field<double>(in, "share", where),
+            field<sluice::proposal::Origin>(in, "origin", where)};
   }
 };
 

@@ -199,7 +199,7 @@ struct ScheduleRunSchedule {
 };
 
 struct ScheduleRunReplica {
-  std::vector<std::size_t> micro_batches;  // indices into the partition
+  std::vector<std::size_t> micro_batches;       // indices into the partition
   std::optional<ScheduleRunSchedule> schedule;  // none: the replica got no micro-batch
   friend bool operator==(const ScheduleRunReplica&, const ScheduleRunReplica&) = default;
 };
@@ -254,18 +254,12 @@ inline ScheduleRun schedule_run(Scheme scheme, const schedule::PipelinePlanOptio
     ScheduleRunReplica& added = run.replica_schedules.emplace_back(ScheduleRunReplica{replica.micro_batches, {}});
     if (replica.micro_batches.empty()) continue;
     const schedule::PipelineSchedule& s = replica.schedule;
-    added.schedule = ScheduleRunSchedule{s.kind,
-                                         s.memory_aware,
-                                         s.injection,
-                                         s.simulation.makespan,
-                                         s.simulation.peak_memory,
-                                         s.simulation.idle,
-                                         s.candidates,
-                                         s.plan};
+    added.schedule = ScheduleRunSchedule{
+        s.kind,       s.memory_aware, s.injection, s.simulation.makespan, s.simulation.peak_memory, s.simulation.idle,
+        s.candidates, s.plan};
   }
   for (const compare::MicrobatchingBaseline& baseline : baselines)
-    run.baselines.push_back({baseline.name,
-                             baseline.plan ? std::optional(baseline.plan->makespan) : std::nullopt,
+    run.baselines.push_back({baseline.name, baseline.plan ? std::optional(baseline.plan->makespan) : std::nullopt,
                              baseline.plan ? baseline.plan->partition.micro_batches.size() : 0, baseline.failure});
   return run;
 }
@@ -400,16 +394,15 @@ struct adl_serializer<sluice::io::ScheduleRunReplica> {
     constexpr std::string_view where = "replica schedule";
     sluice::io::ScheduleRunReplica replica{field<std::vector<std::size_t>>(in, "micro_batches", where), {}};
     if (replica.micro_batches.empty()) return replica;
-    sluice::io::ScheduleRunSchedule s{
-        sluice::io::name_field(in, "kind", sluice::schedule::schedule_kind_names, where),
-        field<bool>(in, "memory_aware", where),
-        field<std::vector<int>>(in, "injection", where),
-        field<double>(in, "makespan", where),
-        field<std::vector<double>>(in, "peak_memory", where),
-        field<std::vector<double>>(in, "idle", where),
-        field<int>(in, "candidates", where),
-        sluice::io::from_document<sluice::schedule::ExecutionPlan>(field<json>(in, "plan", where),
-                                                                   sluice::concat(where, ": field 'plan'"))};
+    sluice::io::ScheduleRunSchedule s{sluice::io::name_field(in, "kind", sluice::schedule::schedule_kind_names, where),
+                                      field<bool>(in, "memory_aware", where),
+                                      field<std::vector<int>>(in, "injection", where),
+                                      field<double>(in, "makespan", where),
+                                      field<std::vector<double>>(in, "peak_memory", where),
+                                      field<std::vector<double>>(in, "idle", where),
+                                      field<int>(in, "candidates", where),
+                                      sluice::io::from_document<sluice::schedule::ExecutionPlan>(
+                                          field<json>(in, "plan", where), sluice::concat(where, ": field 'plan'"))};
     require_non_negative(s.makespan, "makespan", where);
     for (const double bytes : s.peak_memory) require_non_negative(bytes, "peak_memory", where);
     for (const double seconds : s.idle) require_non_negative(seconds, "idle", where);
@@ -432,10 +425,9 @@ struct adl_serializer<sluice::io::ScheduleRunBaseline> {
   static sluice::io::ScheduleRunBaseline from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "micro-batching baseline";
-    sluice::io::ScheduleRunBaseline baseline{field<std::string>(in, "name", where),
-                                             field<std::optional<double>>(in, "makespan", where),
-                                             field<std::size_t>(in, "micro_batches", where),
-                                             field<std::string>(in, "failure", where)};
+    sluice::io::ScheduleRunBaseline baseline{
+        field<std::string>(in, "name", where), field<std::optional<double>>(in, "makespan", where),
+        field<std::size_t>(in, "micro_batches", where), field<std::string>(in, "failure", where)};
     if (baseline.makespan) {
       sluice::io::detail::require_non_negative(*baseline.makespan, "makespan", where);
     } else {
@@ -488,8 +480,8 @@ struct adl_serializer<sluice::io::ScheduleRun> {
                     run.micro_batch_memory);
     sluice::require(run.makespan > 0, where, ": field 'makespan' must be > 0, got ", run.makespan);
     const auto replicas = static_cast<std::size_t>(run.replicas);
-    sluice::require(run.replica_schedules.size() == replicas && run.assignment.replicas.size() == replicas, where,
-                    ": ", run.replicas, " replicas, but ", run.replica_schedules.size(), " replica schedules and ",
+    sluice::require(run.replica_schedules.size() == replicas && run.assignment.replicas.size() == replicas, where, ": ",
+                    run.replicas, " replicas, but ", run.replica_schedules.size(), " replica schedules and ",
                     run.assignment.replicas.size(), " assigned");
     // The slowest replica sets the makespan; every micro-batch index points into the partition.
     double slowest = 0;
@@ -544,9 +536,9 @@ struct adl_serializer<sluice::compare::Summary> {
     summary.over_bound = field<std::optional<double>>(in, "over_bound", where);
     summary.planning_seconds = field<double>(in, "mean_planning_seconds", where);
     sluice::require(!summary.over_bound || *summary.over_bound > 0, where, ": 'over_bound' must be > 0");
-    for (const double value : {summary.seconds, summary.seconds_stddev, summary.tokens_per_second,
-                               summary.tokens_per_second_stddev, summary.switching, summary.layout_move,
-                               summary.planning_seconds})
+    for (const double value :
+         {summary.seconds, summary.seconds_stddev, summary.tokens_per_second, summary.tokens_per_second_stddev,
+          summary.switching, summary.layout_move, summary.planning_seconds})
       sluice::require(value >= 0, where, ": times, rates and their deviations must be >= 0, got ", value);
     sluice::require(summary.speedup.has_value() == summary.speedup_stddev.has_value(), where,
                     ": 'speedup' and 'speedup_stddev' are both numbers or both null");
@@ -605,22 +597,21 @@ struct adl_serializer<sluice::io::SimulateRun> {
     using sluice::io::field;
     constexpr std::string_view where = "simulate run";
     const auto link = field<json>(in, "link", where);
-    sluice::io::SimulateRun run{
-        .profile = field<std::string>(in, "profile", where),
-        .gpus = field<std::int64_t>(in, "gpus", where),
-        .lengths = field<std::string>(in, "lengths", where),
-        .context = field<std::int64_t>(in, "context", where),
-        .tokens = field<std::int64_t>(in, "tokens", where),
-        .seed = field<std::uint64_t>(in, "seed", where),
-        .cross_node_tp = field<bool>(in, "cross_node_tp", where),
-        .link = {field<double>(link, "latency_seconds", "simulate run: link"),
-                 field<double>(link, "bandwidth_bytes_per_second", "simulate run: link")},
-        .backward_ratio = field<double>(in, "backward_ratio", where),
-        .batches = field<std::vector<sluice::compare::BatchSize>>(in, "batches", where),
-        .length_ranges = field<std::vector<std::int64_t>>(in, "length_ranges", where),
-        .candidates = field<sluice::assign::CandidateSet>(in, "candidates", where).strategies,
-        .systems = field<std::vector<sluice::io::SimulateRunSystem>>(in, "systems", where),
-        .pictures = field<std::vector<std::string>>(in, "pictures", where)};
+    sluice::io::SimulateRun run{.profile = field<std::string>(in, "profile", where),
+                                .gpus = field<std::int64_t>(in, "gpus", where),
+                                .lengths = field<std::string>(in, "lengths", where),
+                                .context = field<std::int64_t>(in, "context", where),
+                                .tokens = field<std::int64_t>(in, "tokens", where),
+                                .seed = field<std::uint64_t>(in, "seed", where),
+                                .cross_node_tp = field<bool>(in, "cross_node_tp", where),
+                                .link = {field<double>(link, "latency_seconds", "simulate run: link"),
+                                         field<double>(link, "bandwidth_bytes_per_second", "simulate run: link")},
+                                .backward_ratio = field<double>(in, "backward_ratio", where),
+                                .batches = field<std::vector<sluice::compare::BatchSize>>(in, "batches", where),
+                                .length_ranges = field<std::vector<std::int64_t>>(in, "length_ranges", where),
+                                .candidates = field<sluice::assign::CandidateSet>(in, "candidates", where).strategies,
+                                .systems = field<std::vector<sluice::io::SimulateRunSystem>>(in, "systems", where),
+                                .pictures = field<std::vector<std::string>>(in, "pictures", where)};
     sluice::require(run.gpus >= 1, where, ": field 'gpus' must be >= 1, got ", run.gpus);
     sluice::require(run.context >= 1, where, ": field 'context' must be >= 1, got ", run.context);
     sluice::require(run.tokens >= 1, where, ": field 'tokens' must be >= 1, got ", run.tokens);
@@ -638,9 +629,8 @@ struct adl_serializer<sluice::io::SimulateRun> {
       sluice::require(system.name == sluice::compare::name(systems[s]), where, ": field 'systems'[", s,
                       "]: expected system '", sluice::compare::name(systems[s]), "', got ",
                       sluice::io::detail::describe(system.name));
-      sluice::require(system.failure || system.iterations.size() == run.batches.size(), where,
-                      ": field 'systems'[", s, "]: ", system.iterations.size(), " iterations for ",
-                      run.batches.size(), " batches");
+      sluice::require(system.failure || system.iterations.size() == run.batches.size(), where, ": field 'systems'[", s,
+                      "]: ", system.iterations.size(), " iterations for ", run.batches.size(), " batches");
     }
     return run;
   }
@@ -659,10 +649,11 @@ struct adl_serializer<sluice::io::ShardRunBlock> {
     const auto [begin, end] = sluice::io::detail::layer_range(in, where);
     sluice::io::ShardRunBlock block{begin, end, field<std::int64_t>(in, "pull_granularity", where),
                                     field<std::int64_t>(in, "push_granularity", where)};
-    sluice::require(0 <= begin && begin < end, where, ": field 'layers' must be [begin, end) with 0 <= begin < end, "
-                    "got [", begin, ", ", end, "]");
-    sluice::require(block.pull_granularity >= 1 && block.push_granularity >= 1, where,
-                    ": granularities must be >= 1");
+    sluice::require(0 <= begin && begin < end, where,
+                    ": field 'layers' must be [begin, end) with 0 <= begin < end, "
+                    "got [",
+                    begin, ", ", end, "]");
+    sluice::require(block.pull_granularity >= 1 && block.push_granularity >= 1, where, ": granularities must be >= 1");
     return block;
   }
 };
@@ -714,10 +705,10 @@ struct adl_serializer<sluice::io::ShardRun> {
                              .push = nested_document<sluice::shard::PushPlan>(in, "push", where)};
     sluice::require(run.gpus >= 1 && run.gpus <= sluice::shard::max_gpus, where, ": field 'gpus' must be in [1, ",
                     sluice::shard::max_gpus, "], got ", run.gpus);
-    sluice::require(run.cluster.gpus_per_node <= run.gpus, where, ": cluster.gpus_per_node ",
-                    run.cluster.gpus_per_node, " exceeds gpus ", run.gpus);
-    sluice::require(run.grid >= 1 && run.grid <= run.gpus, where, ": field 'grid' must be in [1, ", run.gpus,
-                    "], got ", run.grid);
+    sluice::require(run.cluster.gpus_per_node <= run.gpus, where, ": cluster.gpus_per_node ", run.cluster.gpus_per_node,
+                    " exceeds gpus ", run.gpus);
+    sluice::require(run.grid >= 1 && run.grid <= run.gpus, where, ": field 'grid' must be in [1, ", run.gpus, "], got ",
+                    run.grid);
     sluice::require(run.pipelines >= 1 && run.pipelines <= run.gpus, where, ": field 'pipelines' must be in [1, ",
                     run.gpus, "], got ", run.pipelines);
     // The blocks cut the model's layers in order, without gaps.

@@ -41,8 +41,8 @@ namespace detail {
 inline void check_sample(const cost::ProfileSample& sample, const std::string& where) {
   sluice::require(sample.tokens >= 1 && sample.tokens <= (std::int64_t{1} << 32), where,
                   ": tokens must be in [1, 2^32], got ", sample.tokens);
-  sluice::require(std::isfinite(sample.seconds) && sample.seconds > 0, where,
-                  ": seconds must be finite and > 0, got ", sample.seconds);
+  sluice::require(std::isfinite(sample.seconds) && sample.seconds > 0, where, ": seconds must be finite and > 0, got ",
+                  sample.seconds);
   if (sample.peak_bytes)
     sluice::require(std::isfinite(*sample.peak_bytes) && *sample.peak_bytes > 0, where,
                     ": peak_bytes must be finite and > 0, got ", *sample.peak_bytes);
@@ -119,8 +119,7 @@ inline cost::ProfileSamples parse_profile_samples_csv(std::string_view text, std
       width = cells.size();
       continue;
     }
-    sluice::require(cells.size() == width, where, ": expected ", width, " comma-separated values, got ",
-                    cells.size());
+    sluice::require(cells.size() == width, where, ": expected ", width, " comma-separated values, got ", cells.size());
     sluice::require(result.samples.size() < max_profile_samples, where, ": more than ", max_profile_samples,
                     " samples");
     auto cell = [&](std::string_view column) { return cells[columns.find(column)->second]; };
@@ -132,10 +131,8 @@ inline cost::ProfileSamples parse_profile_samples_csv(std::string_view text, std
                                                     detail::csv_value<int>(cell("pp"), where, "pp"));
                                     },
                                     where);
-    cost::ProfileSample sample{
-        scheme,
-        detail::csv_value<std::int64_t>(cell("tokens"), where, "tokens"),
-        detail::csv_value<double>(cell("seconds"), where, "seconds"), std::nullopt};
+    cost::ProfileSample sample{scheme, detail::csv_value<std::int64_t>(cell("tokens"), where, "tokens"),
+                               detail::csv_value<double>(cell("seconds"), where, "seconds"), std::nullopt};
     if (columns.contains("peak_bytes") && !cell("peak_bytes").empty())
       sample.peak_bytes = detail::csv_value<double>(cell("peak_bytes"), where, "peak_bytes");
     detail::check_sample(sample, where);
@@ -153,8 +150,7 @@ inline std::string profile_samples_csv(std::span<const cost::ProfileSample> samp
   std::string text = by_name ? "scheme,tokens,seconds,peak_bytes\n" : "tp,pp,tokens,seconds,peak_bytes\n";
   for (const cost::ProfileSample& sample : samples)
     text += sluice::concat(by_name ? sample.scheme.name() : sluice::concat(sample.scheme.tp(), ",", sample.scheme.pp()),
-                           ",", sample.tokens, ",",
-                           sluice::shortest(sample.seconds), ",",
+                           ",", sample.tokens, ",", sluice::shortest(sample.seconds), ",",
                            sample.peak_bytes ? sluice::shortest(*sample.peak_bytes) : "", "\n");
   return text;
 }
@@ -183,9 +179,7 @@ struct adl_serializer<sluice::cost::ProfileSample> {
 
 template <>
 struct adl_serializer<sluice::cost::ProfileSamples> {
-  static void to_json(json& out, const sluice::cost::ProfileSamples& samples) {
-    out = {{"samples", samples.samples}};
-  }
+  static void to_json(json& out, const sluice::cost::ProfileSamples& samples) { out = {{"samples", samples.samples}}; }
   static sluice::cost::ProfileSamples from_json(const json& in) {
     using sluice::io::field;
     auto samples = field<std::vector<sluice::cost::ProfileSample>>(in, "samples", "profile_samples");

@@ -177,12 +177,8 @@ struct adl_serializer<sluice::schedule::Problem> {
   static void to_json(json& out, const sluice::schedule::Problem& problem) {
     json limits = json::array();
     for (const double limit : problem.memory_limit) limits.push_back(sluice::io::detail::extended_number(limit));
-    out = {{"stages", problem.stages},
-           {"micro_batches", problem.micro_batches},
-           {"memory_limit", std::move(limits)},
-           {"hidden", problem.hidden},
-           {"element_bytes", problem.element_bytes},
-           {"link", problem.link}};
+    out = {{"stages", problem.stages}, {"micro_batches", problem.micro_batches}, {"memory_limit", std::move(limits)},
+           {"hidden", problem.hidden}, {"element_bytes", problem.element_bytes}, {"link", problem.link}};
   }
   static sluice::schedule::Problem from_json(const json& in) {
     using sluice::io::field;
@@ -228,12 +224,9 @@ struct adl_serializer<sluice::schedule::OpTiming> {
   static sluice::schedule::OpTiming from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "op timing";
-    return {field<int>(in, "micro_batch", where),
-            sluice::io::detail::pass_field(in, where),
-            field<double>(in, "start", where),
-            field<double>(in, "end", where),
-            field<double>(in, "send_start", where),
-            field<double>(in, "arrival", where)};
+    return {field<int>(in, "micro_batch", where),   sluice::io::detail::pass_field(in, where),
+            field<double>(in, "start", where),      field<double>(in, "end", where),
+            field<double>(in, "send_start", where), field<double>(in, "arrival", where)};
   }
 };
 
@@ -356,9 +349,7 @@ struct adl_serializer<sluice::assign::FlexCpPlan> {
   static void to_json(json& out, const sluice::assign::FlexCpPlan& plan) {
     json micro_batches = json::array();
     for (const auto& micro_batch : plan.micro_batches) micro_batches.push_back(micro_batch.groups);
-    out = {{"micro_batches", std::move(micro_batches)},
-           {"seconds", plan.seconds},
-           {"lower_bound", plan.lower_bound}};
+    out = {{"micro_batches", std::move(micro_batches)}, {"seconds", plan.seconds}, {"lower_bound", plan.lower_bound}};
   }
   static sluice::assign::FlexCpPlan from_json(const json& in) {
     using sluice::io::field;
@@ -405,11 +396,11 @@ struct adl_serializer<sluice::schedule::SimulatedIteration> {
   static sluice::schedule::SimulatedIteration from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "simulated iteration";
-    return {field<sluice::assign::IterationPlan>(in, "plan", where),
-            field<sluice::schedule::IterationSchedule>(in, "schedule", where), field<std::size_t>(in, "chosen", where),
-            field<std::vector<std::optional<double>>>(in, "makespans", where),
-            in.contains("flex") ? std::optional(field<sluice::schedule::FlexIteration>(in, "flex", where))
-                                : std::nullopt};
+    return {
+        field<sluice::assign::IterationPlan>(in, "plan", where),
+        field<sluice::schedule::IterationSchedule>(in, "schedule", where), field<std::size_t>(in, "chosen", where),
+        field<std::vector<std::optional<double>>>(in, "makespans", where),
+        in.contains("flex") ? std::optional(field<sluice::schedule::FlexIteration>(in, "flex", where)) : std::nullopt};
   }
 };
 

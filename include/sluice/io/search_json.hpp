@@ -88,8 +88,8 @@ struct adl_serializer<sluice::search::ModelSpec> {
                     sluice::io::detail::describe(in));
     std::map<int, double> out;
     for (const auto& [key, value] : in.items()) {
-      const bool digits = !key.empty() && key.size() <= 7 &&
-                          std::ranges::all_of(key, [](char c) { return c >= '0' && c <= '9'; });
+      const bool digits =
+          !key.empty() && key.size() <= 7 && std::ranges::all_of(key, [](char c) { return c >= '0' && c <= '9'; });
       sluice::require(digits, where, ": key '", key.substr(0, 40), "' is not a TP degree");
       out[std::stoi(key)] = sluice::io::field<double>(in, key, where);
     }
@@ -224,8 +224,10 @@ struct adl_serializer<sluice::search::LayerStrategy> {
   }
   static sluice::search::LayerStrategy from_json(const json& in) {
     using sluice::io::field;
-    sluice::search::LayerStrategy strategy{field<int>(in, "tp", "strategy"), field<int>(in, "dp", "strategy"),
-                                           field<bool>(in, "sdp", "strategy"), field<bool>(in, "tp_inner", "strategy"),
+    sluice::search::LayerStrategy strategy{field<int>(in, "tp", "strategy"),
+                                           field<int>(in, "dp", "strategy"),
+                                           field<bool>(in, "sdp", "strategy"),
+                                           field<bool>(in, "tp_inner", "strategy"),
                                            field<bool>(in, "ckpt", "strategy"),
                                            sluice::io::field_or<bool>(in, "zero2", false, "strategy"),
                                            sluice::io::field_or<int>(in, "sp", 1, "strategy")};
@@ -281,8 +283,8 @@ struct adl_serializer<sluice::search::Plan> {
     plan.iteration_seconds = field<double>(in, "iteration_seconds", "plan");
     plan.throughput = field<double>(in, "throughput", "plan");
     plan.stages = field<std::vector<sluice::search::StagePlan>>(in, "stages", "plan");
-    plan.vocabulary = sluice::io::field_or<std::optional<sluice::search::LayerStrategy>>(in, "vocabulary",
-                                                                                         std::nullopt, "plan");
+    plan.vocabulary =
+        sluice::io::field_or<std::optional<sluice::search::LayerStrategy>>(in, "vocabulary", std::nullopt, "plan");
     return plan;
   }
 };

@@ -194,8 +194,12 @@ struct adl_serializer<sluice::shard::Message> {
 template <>
 struct adl_serializer<sluice::shard::PullPlan> {
   static void to_json(json& out, const sluice::shard::PullPlan& plan) {
-    out = {{"gpus", plan.gpus},         {"blocks", plan.blocks},         {"pieces", plan.pieces},
-           {"sends", plan.sends},       {"local_moves", plan.local_moves}, {"send_bytes", plan.send_bytes},
+    out = {{"gpus", plan.gpus},
+           {"blocks", plan.blocks},
+           {"pieces", plan.pieces},
+           {"sends", plan.sends},
+           {"local_moves", plan.local_moves},
+           {"send_bytes", plan.send_bytes},
            {"local_bytes", plan.local_bytes}};
   }
   static sluice::shard::PullPlan from_json(const json& in) {
@@ -372,8 +376,7 @@ struct adl_serializer<sluice::shard::RankPlacement> {
     std::vector<char> seen(pipelines.size(), 0);
     for (const json& pipeline : pipelines) {
       const auto p = field<std::size_t>(pipeline, "placement_index", where);
-      sluice::require(p < pipelines.size() && !seen[p], where, ": placement_index ", p,
-                      " is out of range or repeated");
+      sluice::require(p < pipelines.size() && !seen[p], where, ": placement_index ", p, " is out of range or repeated");
       seen[p] = 1;
       ranks.placement.pipelines[p] = pipeline.get<sluice::shard::PipelinePlacement>();
       ranks.plan_order.push_back(p);

@@ -56,9 +56,7 @@ struct adl_serializer<sluice::solver::VarType> {
 template <>
 struct adl_serializer<sluice::solver::SolveStatus> {
   static constexpr std::string_view names[] = {"optimal", "feasible", "infeasible", "unbounded", "no_solution"};
-  static void to_json(json& out, sluice::solver::SolveStatus status) {
-    out = names[static_cast<std::size_t>(status)];
-  }
+  static void to_json(json& out, sluice::solver::SolveStatus status) { out = names[static_cast<std::size_t>(status)]; }
   static sluice::solver::SolveStatus from_json(const json& in) {
     for (std::size_t i = 0; i < std::size(names); ++i)
       if (in == names[i]) return static_cast<sluice::solver::SolveStatus>(i);

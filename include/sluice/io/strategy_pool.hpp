@@ -53,8 +53,8 @@ inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view
   memory_spec.layers = spec.model.layers;
   memory_spec.hidden = spec.model.hidden;
   memory_spec.vocab = spec.model.vocab;
-  memory_spec.activation_bytes = detail::tp_map(field<json>(memory, "A", where + ".memory_regression"),
-                                                     where + ".memory_regression.A");
+  memory_spec.activation_bytes =
+      detail::tp_map(field<json>(memory, "A", where + ".memory_regression"), where + ".memory_regression.A");
   memory_spec.state_bytes = field<double>(memory, "B", where + ".memory_regression");
   memory_spec.alpha = field<double>(memory, "alpha", where + ".memory_regression");
   memory_spec.context_overhead_bytes = field<double>(memory, "gap", where + ".memory_regression") * mib;
@@ -65,12 +65,11 @@ inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view
 
   std::map<int, std::int64_t> util_by_tp;
   if (cluster.contains("utilization_seqlen"))
-    util_by_tp = detail::tp_map<std::int64_t>(cluster.at("utilization_seqlen"),
-                                                   where + ".cluster_config.utilization_seqlen");
+    util_by_tp =
+        detail::tp_map<std::int64_t>(cluster.at("utilization_seqlen"), where + ".cluster_config.utilization_seqlen");
 
   const auto strategies = field<json>(pool, "strategies", where);
-  sluice::require(strategies.is_array(), where, ": 'strategies' must be an array, got ",
-                  detail::describe(strategies));
+  sluice::require(strategies.is_array(), where, ": 'strategies' must be an array, got ", detail::describe(strategies));
   for (std::size_t i = 0; i < strategies.size(); ++i) {
     const json& item = strategies[i];
     const std::string item_where = where + ".strategies[" + std::to_string(i) + "]";
@@ -80,8 +79,8 @@ inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view
     const double b = field<double>(item, "b", item_where) * ms;
     const double c = field<double>(item, "c", item_where) * ms;
     cost::SchemeEntry entry{detail::located(item_where, [&] { return Scheme(tp, pp); }),
-                            detail::located(item_where, [&] { return cost::QuadraticLatency(a, b, c); }),
-                            std::nullopt, std::nullopt};
+                            detail::located(item_where, [&] { return cost::QuadraticLatency(a, b, c); }), std::nullopt,
+                            std::nullopt};
     if (const auto it = util_by_tp.find(entry.scheme.tp()); it != util_by_tp.end()) {
       sluice::require(it->second >= 1, item_where, ": utilization_seqlen must be >= 1, got ", it->second);
       entry.util_len = it->second;

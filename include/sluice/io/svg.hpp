@@ -83,7 +83,10 @@ public:
     return printf_string(R"(<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" )"
                          R"(viewBox="0 0 %.0f %.0f" font-family="sans-serif">)",
                          width_, height_, width_, height_) +
-           "\n" R"(<rect width="100%" height="100%" fill="white"/>)" "\n" + body_ + "</svg>\n";
+           "\n"
+           R"(<rect width="100%" height="100%" fill="white"/>)"
+           "\n" +
+           body_ + "</svg>\n";
   }
 
 private:
@@ -110,9 +113,7 @@ inline std::string tick_label(double value) {
 // An upper estimate of `text`'s width at font size `size` in sans-serif: 0.6 em per byte is wider than common
 // sans fonts' average glyph, and counts a multi-byte character more than once. Pictures size their margins with
 // it so that no title or label is cut at the picture's edge.
-inline double text_width(std::string_view text, int size) {
-  return 0.6 * size * static_cast<double>(text.size());
-}
+inline double text_width(std::string_view text, int size) { return 0.6 * size * static_cast<double>(text.size()); }
 
 // The picture's width: the plot's and its margins', widened where the centred title would not fit.
 inline double picture_width(double left, double plot_w, double right, std::string_view title) {
@@ -251,7 +252,9 @@ inline std::string timeline_svg(std::span<const schedule::Simulation> pipelines,
   sluice::require(pipelines.size() == names.size(), "timeline_svg: ", pipelines.size(), " pipelines, ", names.size(),
                   " names");
   constexpr double right = 20, top = 56, compute_h = 14, send_h = 4, row_gap = 5, pipeline_gap = 10, plot_w = 810;
-  auto row_label = [&](std::size_t k, std::size_t j) { return detail::printf_string("%s, stage %zu", names[k].c_str(), j); };
+  auto row_label = [&](std::size_t k, std::size_t j) {
+    return detail::printf_string("%s, stage %zu", names[k].c_str(), j);
+  };
   constexpr const char* forward_colour = "#4c72b0";
   constexpr const char* backward_colour = "#dd8452";
   constexpr const char* activation_colour = "#55a868";
@@ -275,8 +278,10 @@ inline std::string timeline_svg(std::span<const schedule::Simulation> pipelines,
   detail::SvgCanvas svg(width, height);
   svg.text(width / 2, 22, title, "middle", 14);
   double legend_x = left;
-  for (const auto& [colour, label] : {std::pair{forward_colour, "forward"}, {backward_colour, "backward"},
-                                      {activation_colour, "send activation"}, {gradient_colour, "send gradient"}}) {
+  for (const auto& [colour, label] : {std::pair{forward_colour, "forward"},
+                                      {backward_colour, "backward"},
+                                      {activation_colour, "send activation"},
+                                      {gradient_colour, "send gradient"}}) {
     svg.rect(legend_x, 32, 10, 10, colour);
     svg.text(legend_x + 14, 41, label);
     legend_x += 130;

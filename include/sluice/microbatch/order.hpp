@@ -86,8 +86,7 @@ inline void path_order(std::vector<Sample>& points) {
       // Reversing points[i+1..j] replaces edges (i, i+1) and (j, j+1) by (i, j) and (i+1, j+1); at the open
       // end (j = n − 1) only the first edge changes.
       for (std::size_t j = i + 2; j < n; ++j) {
-        const std::int64_t before =
-            l1(points[i], points[i + 1]) + (j + 1 < n ? l1(points[j], points[j + 1]) : 0);
+        const std::int64_t before = l1(points[i], points[i + 1]) + (j + 1 < n ? l1(points[j], points[j + 1]) : 0);
         const std::int64_t after = l1(points[i], points[j]) + (j + 1 < n ? l1(points[i + 1], points[j + 1]) : 0);
         if (after < before) {
           std::reverse(points.begin() + static_cast<std::ptrdiff_t>(i) + 1,

@@ -89,8 +89,8 @@ void validate(const Partition& partition, std::span<const Sample> samples, const
     std::int64_t max_target = 0;
     for (std::size_t r = 0; r < mb.row_sizes.size(); ++r) {
       const std::int64_t size = mb.row_sizes[r];
-      check(size >= 1 && static_cast<std::size_t>(size) <= mb.sample_ids.size() - next, "micro-batch ", m, " row ",
-            r, " has size ", size, ", which its sample list cannot fill");
+      check(size >= 1 && static_cast<std::size_t>(size) <= mb.sample_ids.size() - next, "micro-batch ", m, " row ", r,
+            " has size ", size, ", which its sample list cannot fill");
       std::int64_t row_input = 0;
       std::int64_t row_target = 0;
       for (std::int64_t i = 0; i < size; ++i, ++next) {
@@ -112,11 +112,11 @@ void validate(const Partition& partition, std::span<const Sample> samples, const
     if (partition.layout == Layout::padded)
       check(std::ranges::all_of(mb.row_sizes, [](std::int64_t size) { return size == 1; }), "micro-batch ", m,
             " is padded but a row holds several samples");
-    if (partition.layout == Layout::packed) check(mb.shape.rows == 1, "micro-batch ", m, " is packed into ",
-                                                  mb.shape.rows, " rows");
+    if (partition.layout == Layout::packed)
+      check(mb.shape.rows == 1, "micro-batch ", m, " is packed into ", mb.shape.rows, " rows");
     if (partition.layout != Layout::fixed_rows)
-      check(max_input == mb.shape.input && max_target == mb.shape.target, "micro-batch ", m, " shape (",
-            mb.shape.input, ", ", mb.shape.target, ") is not its samples' (", max_input, ", ", max_target, ")");
+      check(max_input == mb.shape.input && max_target == mb.shape.target, "micro-batch ", m, " shape (", mb.shape.input,
+            ", ", mb.shape.target, ") is not its samples' (", max_input, ", ", max_target, ")");
     const double seconds = model.seconds(mb.shape);
     const double bytes = model.bytes(mb.shape);
     check(std::isfinite(seconds) && nearly_equal(seconds, mb.seconds), "micro-batch ", m, " says ", mb.seconds,

@@ -12,11 +12,11 @@ namespace sluice::microbatch {
 inline constexpr std::size_t max_run_table_cells = std::size_t{1} << 25;
 
 struct PartitionOptions {
-  int stages = 1;                                                // c >= 1
-  int replicas = 1;                                              // |D| >= 1
+  int stages = 1;                                                 // c >= 1
+  int replicas = 1;                                               // |D| >= 1
   double memory_limit = std::numeric_limits<double>::infinity();  // bytes per micro-batch, > 0 (may be +inf)
-  Layout layout = Layout::padded;                                // padded or packed
-  double tmax_interval = 5e-6;                                   // seconds, >= 0; 0 = exact enumeration
+  Layout layout = Layout::padded;                                 // padded or packed
+  double tmax_interval = 5e-6;                                    // seconds, >= 0; 0 = exact enumeration
 };
 
 }  // namespace sluice::microbatch

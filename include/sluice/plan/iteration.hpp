@@ -48,9 +48,9 @@ inline VStep v_step_from(std::string_view text, std::string_view what = "V step"
 }
 
 struct Options {
-  assign::DispatchOptions dispatch{};     // trials, threads, seed, local search; its v_step is set by `v_step`
-  schedule::ScheduleOptions schedule{};   // how each pipeline is scheduled (cyclic search, or 1F1B)
-  schedule::ProblemOptions problem{};     // hidden size and stage-to-stage link of every simulated pipeline
+  assign::DispatchOptions dispatch{};    // trials, threads, seed, local search; its v_step is set by `v_step`
+  schedule::ScheduleOptions schedule{};  // how each pipeline is scheduled (cyclic search, or 1F1B)
+  schedule::ProblemOptions problem{};    // hidden size and stage-to-stage link of every simulated pipeline
   LayoutMoves layout_moves = LayoutMoves::exposed;
   VStep v_step = VStep::best;
   friend bool operator==(const Options&, const Options&) = default;

@@ -63,8 +63,8 @@ inline std::vector<double> layout_move_seconds(const cost::Profile& profile, std
   seconds.reserve(candidates.size());
   for (const Strategy& candidate : candidates) {
     const double moved = pull_and_push(shard::iteration_cost(layout, candidate, model, cluster, placing));
-    const double own = pull_and_push(shard::switching_cost(candidate, candidate, profile.gpus(), model, cluster,
-                                                           placing));
+    const double own =
+        pull_and_push(shard::switching_cost(candidate, candidate, profile.gpus(), model, cluster, placing));
     seconds.push_back(std::max(0.0, moved - own));
   }
   return seconds;

@@ -13,8 +13,8 @@
 namespace sluice::plan {
 
 inline schedule::Planner<schedule::SimulatedIteration> plan_ahead(IterationPlanner planner,
-                                                                   schedule::BatchSource source,
-                                                                   schedule::PlannerOptions options = {}) {
+                                                                  schedule::BatchSource source,
+                                                                  schedule::PlannerOptions options = {}) {
   return schedule::Planner<schedule::SimulatedIteration>(
       std::move(source),
       [planner = std::move(planner)](std::int64_t, std::span<const Sequence> batch) { return planner.plan(batch); },

@@ -108,8 +108,7 @@ public:
         double best = row[j - stride_];
         Choice choice{};
         const std::int64_t last = axis.last_nonempty[at(j)];
-        for (std::size_t k = 0; k < allowed[at(j)]; ++k)
-          relax(schemes[k], k, n, j, last, reach[k], best, choice);
+        for (std::size_t k = 0; k < allowed[at(j)]; ++k) relax(schemes[k], k, n, j, last, reach[k], best, choice);
         row[j] = best;
         chosen[j] = choice;
       }

@@ -11,8 +11,8 @@
 namespace sluice::proposal {
 
 struct HomogeneousOptions {
-  std::int64_t holds = 0;       // the scheme's MaxLen must reach this many tokens
-  bool tp_within_node = true;   // only schemes with TP <= the profile's gpus_per_node
+  std::int64_t holds = 0;      // the scheme's MaxLen must reach this many tokens
+  bool tp_within_node = true;  // only schemes with TP <= the profile's gpus_per_node
 };
 
 // In the profile's canonical order: every usable scheme whose GPU count divides the profile's, whose MaxLen

@@ -20,7 +20,7 @@ struct LengthAxis {
   std::vector<double> count;
   std::vector<double> sum;
   std::vector<double> sum_squares;
-  std::vector<double> cdf;                  // share of the sequences with length <= L_j
+  std::vector<double> cdf;  // share of the sequences with length <= L_j
   std::int64_t first_nonempty = 0;
 
   // Lengths must lie in [1, max_len].

@@ -26,17 +26,17 @@
 namespace sluice::proposal {
 
 struct ProposeOptions {
-  std::optional<std::int64_t> gpus{};   // N (>= 1, <= the profile's cluster); default: the profile's cluster
+  std::optional<std::int64_t> gpus{};     // N (>= 1, <= the profile's cluster); default: the profile's cluster
   std::optional<std::int64_t> max_len{};  // Lmax (>= length_step); default: the dataset's longest sequence
-  std::int64_t length_step = 128;       // Δl, the length grid (>= 1)
-  std::int64_t gpu_step = 10;           // budget step n, tenths of a GPU: a multiple of 10, or 1, 2, 5 when relaxed
-  bool relaxed = false;                 // also run the continuous relaxation and round its solutions
-  std::int64_t replica_step = 1;        // replica step d of the relaxation, tenths of a pipeline: 1, 2, 5 or 10
+  std::int64_t length_step = 128;         // Δl, the length grid (>= 1)
+  std::int64_t gpu_step = 10;             // budget step n, tenths of a GPU: a multiple of 10, or 1, 2, 5 when relaxed
+  bool relaxed = false;                   // also run the continuous relaxation and round its solutions
+  std::int64_t replica_step = 1;          // replica step d of the relaxation, tenths of a pipeline: 1, 2, 5 or 10
   double tokens_per_iteration = 100'000;  // scales the dataset's counts to one iteration (finite, > 0)
-  bool sequence_constant = true;        // charge c per sequence, as the authors' code does (else as Eq. 2 does)
-  bool fill_term = true;                // charge (PP − 1)·T(longest) per interval, as the authors' code does
-  bool tp_within_node = true;           // only schemes with TP <= the profile's gpus_per_node
-  std::int64_t max_candidates = 8;      // at most this many candidates (>= 1)
+  bool sequence_constant = true;          // charge c per sequence, as the authors' code does (else as Eq. 2 does)
+  bool fill_term = true;                  // charge (PP − 1)·T(longest) per interval, as the authors' code does
+  bool tp_within_node = true;             // only schemes with TP <= the profile's gpus_per_node
+  std::int64_t max_candidates = 8;        // at most this many candidates (>= 1)
   friend bool operator==(const ProposeOptions&, const ProposeOptions&) = default;
 };
 
@@ -45,30 +45,30 @@ enum class Origin { integer_dp, relaxed_rounding, homogeneous };
 
 struct ProposedCandidate {
   Strategy strategy;
-  double estimate = 0;        // the interval objective at max_len (seconds per iteration)
-  std::int64_t min_len = 0;   // it was proposed for the grid lengths L in [min_len, max_len]
+  double estimate = 0;       // the interval objective at max_len (seconds per iteration)
+  std::int64_t min_len = 0;  // it was proposed for the grid lengths L in [min_len, max_len]
   std::int64_t max_len = 0;
-  double share = 0;           // estimated share of iterations whose longest sequence falls in those L
+  double share = 0;  // estimated share of iterations whose longest sequence falls in those L
   Origin origin = Origin::integer_dp;
   friend bool operator==(const ProposedCandidate&, const ProposedCandidate&) = default;
 };
 
 // The optimum of the DP for every grid length from the shortest sequence's bin up to Lmax.
 struct LengthOptimum {
-  std::int64_t max_len = 0;              // L
-  double integer = 0;                    // t[N][L] of the integer DP
-  std::optional<double> relaxed;         // t[N][L] of the relaxation (relaxed runs only)
-  double share = 0;                      // estimated share of iterations whose longest sequence is in (L − Δl, L]
+  std::int64_t max_len = 0;       // L
+  double integer = 0;             // t[N][L] of the integer DP
+  std::optional<double> relaxed;  // t[N][L] of the relaxation (relaxed runs only)
+  double share = 0;               // estimated share of iterations whose longest sequence is in (L − Δl, L]
   friend bool operator==(const LengthOptimum&, const LengthOptimum&) = default;
 };
 
 struct Proposal {
-  ProposeOptions options;          // as used: gpus and max_len resolved
-  std::string profile;             // profile name
+  ProposeOptions options;  // as used: gpus and max_len resolved
+  std::string profile;     // profile name
   double sequences_per_iteration = 0;
-  double integer_optimum = 0;      // t[N][Lmax] of the integer DP
-  std::optional<double> relaxed_optimum;  // t[N][Lmax] of the relaxation (relaxed runs only)
-  std::int64_t considered = 0;     // distinct strategies before the max_candidates cap
+  double integer_optimum = 0;                 // t[N][Lmax] of the integer DP
+  std::optional<double> relaxed_optimum;      // t[N][Lmax] of the relaxation (relaxed runs only)
+  std::int64_t considered = 0;                // distinct strategies before the max_candidates cap
   std::vector<ProposedCandidate> candidates;  // best at Lmax first, then the best homogeneous, then by share
   std::vector<LengthOptimum> by_length;
 
@@ -88,8 +88,8 @@ inline void require_valid(const ProposeOptions& options) {
   if (options.gpus) require(*options.gpus >= 1, "proposal: gpus must be >= 1, got ", *options.gpus);
   require(options.length_step >= 1, "proposal: length_step must be >= 1, got ", options.length_step);
   if (options.max_len)
-    require(*options.max_len >= options.length_step, "proposal: max_len must be >= length_step = ",
-            options.length_step, ", got ", *options.max_len);
+    require(*options.max_len >= options.length_step, "proposal: max_len must be >= length_step = ", options.length_step,
+            ", got ", *options.max_len);
   require(options.gpu_step >= 1, "proposal: gpu_step must be >= 1 (tenths of a GPU), got ", options.gpu_step);
   // These keep every integer solution on the relaxed grid, so the relaxation is never worse.
   require(options.gpu_step % 10 == 0 || (options.relaxed && 10 % options.gpu_step == 0),
@@ -152,8 +152,7 @@ inline bool nowhere_positive(double a, double b, double c, double longest) {
 // (a budget never does worse with more left) and no more stages, holding whatever y holds up to the DP's
 // `max_len`, and a per-sequence term (with c where `sequence_constant`) and a fill term no larger at any of those
 // lengths.
-inline bool covers(const cost::SchemeCost& x, const cost::SchemeCost& y, bool sequence_constant,
-                   std::int64_t max_len) {
+inline bool covers(const cost::SchemeCost& x, const cost::SchemeCost& y, bool sequence_constant, std::int64_t max_len) {
   const std::int64_t reach = std::min(y.max_len, max_len);
   if (x.scheme.gpus() > y.scheme.gpus() || x.scheme.pp() > y.scheme.pp() || x.max_len < reach) return false;
   const cost::QuadraticLatency& p = x.latency;
@@ -176,8 +175,7 @@ inline std::vector<cost::SchemeCost> undominated(std::vector<cost::SchemeCost> u
   for (std::size_t k = 0; k < usable.size(); ++k) {
     if (usable[k].scheme.is_base()) continue;
     for (std::size_t other = 0; other < usable.size() && !dominated[k]; ++other)
-      dominated[k] = other != k && !dominated[other] &&
-                     covers(usable[other], usable[k], sequence_constant, max_len) &&
+      dominated[k] = other != k && !dominated[other] && covers(usable[other], usable[k], sequence_constant, max_len) &&
                      (other < k || !covers(usable[k], usable[other], sequence_constant, max_len));
   }
   std::vector<cost::SchemeCost> kept;
@@ -210,10 +208,10 @@ inline std::vector<std::int64_t> aggregate(const Dp& dp, std::int64_t j, std::si
   return units;
 }
 
-// The integer strategies near a relaxed solution (Hydraulis §7, which leaves the details open): per scheme the floor or the
-// ceiling of its replica count, every combination; those that fit N GPUs get the leftover GPUs filled
-// (first with pipelines of the solution's schemes, largest deficit first, then with the largest usable
-// scheme that fits), and are kept when they hold L_j.
+// The integer strategies near a relaxed solution (Hydraulis §7, which leaves the details open): per scheme the floor or
+// the ceiling of its replica count, every combination; those that fit N GPUs get the leftover GPUs filled (first with
+// pipelines of the solution's schemes, largest deficit first, then with the largest usable scheme that fits), and are
+// kept when they hold L_j.
 inline std::vector<std::vector<std::int64_t>> roundings(std::span<const SchemeTable> tables,
                                                         std::span<const std::int64_t> tenths, std::int64_t gpus,
                                                         std::int64_t length) {
@@ -305,8 +303,8 @@ inline void add_best_homogeneous(Entries& entries, std::span<const SchemeTable> 
   double best_estimate = infinity;
   for (std::size_t k = 0; k < tables.size() && tables[k].max_len >= max_len; ++k) {
     const std::int64_t copies = gpus / tables[k].gpus;  // whole copies of the scheme on the GPUs
-    const double estimate = tables[k].interval(0, bins, axis.last_nonempty[static_cast<std::size_t>(bins)]) /
-                            static_cast<double>(copies);
+    const double estimate =
+        tables[k].interval(0, bins, axis.last_nonempty[static_cast<std::size_t>(bins)]) / static_cast<double>(copies);
     if (estimate < best_estimate) {
       best = k;
       best_estimate = estimate;
@@ -397,8 +395,7 @@ inline Proposal propose(const data::LengthDataset& dataset, const cost::Profile&
   for (const cost::SchemeCost& scheme : usable) common = std::gcd(common, scheme.scheme.gpus());
   const detail::Grid integer_grid = detail::Grid::make(common, gpus, (options.gpu_step + 9) / 10 * 10, 10, bins);
   std::optional<detail::Grid> relaxed_grid;
-  if (options.relaxed)
-    relaxed_grid = detail::Grid::make(common, gpus, options.gpu_step, options.replica_step, bins);
+  if (options.relaxed) relaxed_grid = detail::Grid::make(common, gpus, options.gpu_step, options.replica_step, bins);
 
   const auto lengths = dataset.lengths();
   const detail::LengthAxis axis(lengths, options.length_step, *options.max_len);

@@ -32,10 +32,10 @@ namespace sluice::proposal {
 
 // Bounds that keep the work bounded (docs/limits.md): at most (max_pool + usable schemes) × choosing_batches plans
 // choose the set.
-inline constexpr int max_sampled_batches = 1024;          // choosing_batches and held_out_batches each
-inline constexpr std::int64_t max_sampled_pool = 4096;    // max_pool
+inline constexpr int max_sampled_batches = 1024;            // choosing_batches and held_out_batches each
+inline constexpr std::int64_t max_sampled_pool = 4096;      // max_pool
 inline constexpr std::int64_t max_sampled_candidates = 64;  // K = paper.max_candidates
-inline constexpr double max_sampled_tokens = 1 << 24;     // paper.tokens_per_iteration, the batch budget
+inline constexpr double max_sampled_tokens = 1 << 24;       // paper.tokens_per_iteration, the batch budget
 
 struct SampledOptions {
   // The proposal DP whose candidates (at every grid max length) seed the pool. Its max_candidates is K, the size
@@ -132,8 +132,9 @@ inline void require_sampled_options(const SampledOptions& options) {
   require(options.paper.max_candidates >= 1 && options.paper.max_candidates <= max_sampled_candidates,
           "sampled proposal: max_candidates must be in [1, ", max_sampled_candidates, "], got ",
           options.paper.max_candidates);
-  require(options.max_pool >= options.paper.max_candidates, "sampled proposal: max_pool must be >= max_candidates = ",
-          options.paper.max_candidates, ", got ", options.max_pool);
+  require(options.max_pool >= options.paper.max_candidates,
+          "sampled proposal: max_pool must be >= max_candidates = ", options.paper.max_candidates, ", got ",
+          options.max_pool);
   require(options.paper.tokens_per_iteration >= 1 && options.paper.tokens_per_iteration <= max_sampled_tokens,
           "sampled proposal: tokens_per_iteration must be in [1, ", max_sampled_tokens, "], got ",
           options.paper.tokens_per_iteration);
@@ -166,7 +167,9 @@ inline SampledProposal start_result(const Proposal& full, const SampledOptions& 
 class SampledPlanner {
 public:
   SampledPlanner(const cost::Profile& profile, const SampledOptions& options, std::int64_t& plans)
-      : profile_(profile), options_(options), plan_options_{.dispatch = options.dispatch, .candidate_overhead = {}},
+      : profile_(profile),
+        options_(options),
+        plan_options_{.dispatch = options.dispatch, .candidate_overhead = {}},
         plans_(plans) {}
 
   // Planned time of a strategy on each batch: its estimate + overhead, or +inf when it cannot hold the batch.
@@ -209,7 +212,7 @@ private:
 struct PoolEntry {
   Strategy strategy;
   PoolSource source;
-  bool holds = false;  // holds max_len
+  bool holds = false;         // holds max_len
   std::vector<double> times;  // on the choosing batches
 };
 
@@ -351,8 +354,7 @@ public:
   // Mean over the held-out batches of the set's lowest time per batch.
   double mean(const std::vector<Strategy>& set) {
     for (const Strategy& strategy : set)
-      if (!times_.contains(strategy.name()))
-        times_.emplace(strategy.name(), planner_.plan_times(strategy, batches_));
+      if (!times_.contains(strategy.name())) times_.emplace(strategy.name(), planner_.plan_times(strategy, batches_));
     double sum = 0;
     for (std::size_t b = 0; b < batches_.size(); ++b) {
       double best = infinity;
@@ -445,10 +447,10 @@ inline void validate(const SampledProposal& proposal, const cost::Profile& profi
     } catch (const invalid_input& error) {
       check(false, "candidate ", c, " (", name, ") does not fit the profile: ", error.what());
     }
-    check(c > 0 || pipelines.front().max_len >= max_len, "the first candidate (", name, ") does not hold max_len = ",
-          max_len);
-    check(candidate.wins >= 0 && (candidate.wins > 0 || c == 0), "candidate ", c, " (", name, ") wins ",
-          candidate.wins, " batches");
+    check(c > 0 || pipelines.front().max_len >= max_len, "the first candidate (", name,
+          ") does not hold max_len = ", max_len);
+    check(candidate.wins >= 0 && (candidate.wins > 0 || c == 0), "candidate ", c, " (", name, ") wins ", candidate.wins,
+          " batches");
     wins += candidate.wins;
   }
   check(wins == proposal.choosing_batches, "the candidates win ", wins, " of ", proposal.choosing_batches,

@@ -45,8 +45,10 @@ public:
   int take() {
     const auto it = std::find(used_.begin(), used_.end(), char{0});
     const auto slot = static_cast<std::size_t>(it - used_.begin());
-    if (it == used_.end()) used_.push_back(1);
-    else *it = 1;
+    if (it == used_.end())
+      used_.push_back(1);
+    else
+      *it = 1;
     ++in_use_;
     peak_ = std::max(peak_, in_use_);
     return static_cast<int>(slot);
@@ -178,7 +180,7 @@ inline void validate(const ExecutionPlan& plan, const Problem& problem) {
       const TensorShape act = detail::activation_shape(problem, in.micro_batch);
       const TensorShape ids{act.rows, 1};
       // A free's shape is the tensor's it frees, which the dry run compares.
-      const bool shaped = in.kind == InstructionKind::load_input ? in.shape == ids
+      const bool shaped = in.kind == InstructionKind::load_input    ? in.shape == ids
                           : in.kind == InstructionKind::free_buffer ? in.shape == act || (rank == 0 && in.shape == ids)
                                                                     : in.shape == act;
       check(shaped, detail::InstructionAt{rank, k, &in}, " has shape ", in.shape.rows, "x", in.shape.cols,

@@ -38,8 +38,8 @@ inline ExecutionPlan restrict_plan(const ExecutionPlan& plan, std::span<const in
 }
 
 struct FlexUnits {
-  PipelineSchedule schedule;            // one 1F1B pipeline of every micro-batch of the plan
-  std::vector<std::vector<int>> kept;   // per unit, the plan's micro-batches it takes part in, ascending
+  PipelineSchedule schedule;           // one 1F1B pipeline of every micro-batch of the plan
+  std::vector<std::vector<int>> kept;  // per unit, the plan's micro-batches it takes part in, ascending
 };
 
 // `problem`: the batch's flex CP problem on the iteration's domain (plan::FlexDomain::problem_of); micro-batch m

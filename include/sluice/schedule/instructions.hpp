@@ -113,9 +113,8 @@ enum class InstructionKind : std::uint8_t {
 };
 
 inline constexpr std::string_view instruction_names[] = {
-    "load_input",     "forward",        "backward",        "free_buffer",
-    "send_act_start", "send_act_wait",  "recv_act_start",  "recv_act_wait",
-    "send_grad_start", "send_grad_wait", "recv_grad_start", "recv_grad_wait"};
+    "load_input",     "forward",       "backward",        "free_buffer",    "send_act_start",  "send_act_wait",
+    "recv_act_start", "recv_act_wait", "send_grad_start", "send_grad_wait", "recv_grad_start", "recv_grad_wait"};
 
 inline constexpr std::string_view name(InstructionKind kind) {
   return instruction_names[static_cast<std::size_t>(kind)];
@@ -207,8 +206,8 @@ inline void require_problem(const Problem& problem) {
               "] must be finite and > 0, got ", mb.forward[j]);
       require(std::isfinite(mb.backward[j]) && mb.backward[j] > 0, "schedule: micro-batch ", i, " backward[", j,
               "] must be finite and > 0, got ", mb.backward[j]);
-      require(std::isfinite(mb.activation[j]) && mb.activation[j] >= 0, "schedule: micro-batch ", i,
-              " activation[", j, "] must be finite and >= 0, got ", mb.activation[j]);
+      require(std::isfinite(mb.activation[j]) && mb.activation[j] >= 0, "schedule: micro-batch ", i, " activation[", j,
+              "] must be finite and >= 0, got ", mb.activation[j]);
     }
   }
   // No time in a simulation exceeds the sum of every op and transfer (a timestamp is the end of a chain of

@@ -97,8 +97,10 @@ concept Backend = requires(B& backend, const B& finished, int rank, int micro_ba
 // the plan beforehand with a dry run).
 template <class T>
 constexpr bool pairs_itself() {
-  if constexpr (requires { T::pairs_itself; }) return T::pairs_itself;
-  else return false;
+  if constexpr (requires { T::pairs_itself; })
+    return T::pairs_itself;
+  else
+    return false;
 }
 
 // post(transfer) at a Start; transfer(send, receive) when the two pair (unless it pairs itself); wait(transfer) at
@@ -107,9 +109,9 @@ template <class T>
 concept Transport = requires(T& transport, const Transfer& transfer) {
   transport.post(transfer);
   transport.wait(transfer);
-} && (pairs_itself<T>() || requires(T& transport, const Transfer& send, const Transfer& receive) {
-  transport.transfer(send, receive);
-});
+}
+&&(pairs_itself<T>() ||
+   requires(T & transport, const Transfer& send, const Transfer& receive) { transport.transfer(send, receive); });
 
 // The largest global rank a pipeline's rank table may name.
 inline constexpr int max_rank = 1 << 24;
@@ -166,8 +168,8 @@ public:
                                           table.size(), " stages for ", stages));
       for (const std::vector<int>& lanes : table) {
         if (lanes.empty() || lanes.size() != table.front().size())
-          throw invalid_plan(sluice::concat(options_.context, ": pipeline ", tables_.size(),
-                                            " has stages of different lane counts"));
+          throw invalid_plan(
+              sluice::concat(options_.context, ": pipeline ", tables_.size(), " has stages of different lane counts"));
         for (const int rank : lanes) {
           if (rank < 0 || rank > max_rank)
             throw invalid_plan(sluice::concat(options_.context, ": rank ", rank, " outside [0, ", max_rank, "]"));
@@ -206,8 +208,7 @@ public:
     for (std::size_t g = 0; g < groups_.size(); ++g)
       for (const ComputeGroup::Member& member : groups_[g].members) {
         if (member.rank < 0 || member.rank >= rank_count() || at(member.rank).list == &no_instructions_ ||
-            member.micro_batch < 0 ||
-            static_cast<std::size_t>(member.micro_batch) >= at(member.rank).progress.size())
+            member.micro_batch < 0 || static_cast<std::size_t>(member.micro_batch) >= at(member.rank).progress.size())
           throw invalid_plan(sluice::concat(options_.context, ": compute group ", g, " names micro-batch ",
                                             member.micro_batch, " of rank ", member.rank, ", which runs no such"));
         int& slot_group = at(member.rank).group[static_cast<std::size_t>(member.micro_batch)];
@@ -341,16 +342,12 @@ private:
     using K = InstructionKind;
     switch (kind) {
       case K::send_act_start:
-      case K::send_act_wait:
-        return 0;
+      case K::send_act_wait: return 0;
       case K::recv_act_start:
-      case K::recv_act_wait:
-        return 1;
+      case K::recv_act_wait: return 1;
       case K::send_grad_start:
-      case K::send_grad_wait:
-        return 2;
-      default:
-        return 3;
+      case K::send_grad_wait: return 2;
+      default: return 3;
     }
   }
 
@@ -391,8 +388,7 @@ private:
       fail(rank, "names micro-batch ", in.micro_batch, " outside [0, ", state.progress.size(), ")");
     const bool comm = is_send(in.kind) || is_recv(in.kind);
     if (!options_.data_flow) {
-      if (comm && (in.peer < 0 || in.peer >= state.stages || in.peer == state.stage))
-        fail(rank, "has peer ", in.peer);
+      if (comm && (in.peer < 0 || in.peer >= state.stages || in.peer == state.stage)) fail(rank, "has peer ", in.peer);
       return;
     }
     if (in.stage != state.stage) fail(rank, "is for stage ", in.stage);
@@ -413,9 +409,12 @@ private:
     if (is_comm_wait(in.kind)) return wait(rank, in, progress);
     if constexpr (!pairs_itself<T>())
       if (absent_member(rank, in) >= 0) return false;
-    if (options_.data_flow) compute(rank, in, progress);
-    else if (in.kind == InstructionKind::forward) progress.forwarded = true;
-    else if (in.kind == InstructionKind::backward) progress.backwarded = true;
+    if (options_.data_flow)
+      compute(rank, in, progress);
+    else if (in.kind == InstructionKind::forward)
+      progress.forwarded = true;
+    else if (in.kind == InstructionKind::backward)
+      progress.backwarded = true;
     return true;
   }
 
@@ -491,8 +490,10 @@ private:
     const bool send = is_send(in.kind);
     const bool activation = carries_activation(in.kind);
     if (options_.data_flow) {
-      if (send) read(rank, in.buffer, activation ? Content::act_out : Content::grad_out, in);
-      else write(rank, in.buffer, activation ? Content::act_in : Content::grad_in, in);
+      if (send)
+        read(rank, in.buffer, activation ? Content::act_out : Content::grad_out, in);
+      else
+        write(rank, in.buffer, activation ? Content::act_in : Content::grad_in, in);
     }
     RankState& state = at(rank);
     const int peer = (*state.table)[static_cast<std::size_t>(in.peer)][static_cast<std::size_t>(state.lane)];
@@ -536,8 +537,8 @@ private:
       Transfer& received = a.send ? b : a;
       if (sent.activation != received.activation || sent.micro_batch != received.micro_batch ||
           sent.shape != received.shape)
-        fail_comm(CommOutcome::mismatch, {}, where(rank), ": mismatch: the ", describe(sent),
-                  " would pair with the ", describe(received));
+        fail_comm(CommOutcome::mismatch, {}, where(rank), ": mismatch: the ", describe(sent), " would pair with the ",
+                  describe(received));
       transport_.transfer(sent, received);
       sent.complete = received.complete = true;
       ++mine.head;

@@ -114,8 +114,7 @@ struct SimulatedIteration {
 
 // Raises invalid_input as plan_iteration does (no candidate holds the batch, bad options).
 inline SimulatedIteration plan_simulated_iteration(std::span<const Sequence> batch,
-                                                   std::span<const Strategy> candidates,
-                                                   const cost::Profile& profile,
+                                                   std::span<const Strategy> candidates, const cost::Profile& profile,
                                                    const assign::PlanOptions& plan_options = {},
                                                    const ScheduleOptions& schedule = {},
                                                    const ProblemOptions& problem = {}) {

@@ -131,8 +131,7 @@ inline Order adaptive_cyclic(const Problem& problem, std::span<const int> inject
       unlocked_f[j].clear();
       unlocked_b[j].clear();
     }
-    if (remaining == before)
-      throw infeasible("schedule: the adaptive cyclic schedule made no progress in a cycle");
+    if (remaining == before) throw infeasible("schedule: the adaptive cyclic schedule made no progress in a cycle");
   }
   return order;
 }

@@ -68,8 +68,8 @@ inline PipelineRunPlan schedule_partition(microbatch::Partition partition, const
   for (const std::vector<std::size_t>& indices : plan.assignment.replicas) {
     ReplicaSchedule replica{indices, {}, {}};
     if (!indices.empty()) {
-      replica.problem = problem_for(plan.partition, indices, options.stages, detail::stage_memory(options),
-                                    options.problem);
+      replica.problem =
+          problem_for(plan.partition, indices, options.stages, detail::stage_memory(options), options.problem);
       replica.schedule = schedule_pipeline(replica.problem, options.schedule);
       plan.makespan = std::max(plan.makespan, replica.schedule.simulation.makespan);
     }
@@ -103,8 +103,7 @@ template <microbatch::MicroBatchCostModel Model>
 void validate(const PipelineRunPlan& plan, std::span<const microbatch::Sample> samples, std::span<const Model> models,
               const PipelinePlanOptions& options) {
   const PlanCheck check("pipeline plan: ");
-  microbatch::validate(plan.partition, samples, models,
-                       {options.stages, options.replicas, options.micro_batch_memory});
+  microbatch::validate(plan.partition, samples, models, {options.stages, options.replicas, options.micro_batch_memory});
   microbatch::validate(plan.assignment, microbatch::micro_batch_times(plan.partition), options.replicas);
   check(plan.replicas.size() == plan.assignment.replicas.size(), "has ", plan.replicas.size(),
         " replica schedules for ", plan.assignment.replicas.size(), " replicas");

@@ -17,10 +17,10 @@
 namespace sluice::schedule {
 
 struct ProblemOptions {
-  std::int64_t hidden = 1;     // elements per token of a boundary tensor
-  int element_bytes = 2;       // bf16 activations
-  Link link{};                 // between neighbouring stages
-  double backward_ratio = 2;   // backward seconds = ratio × forward seconds (2: no recomputation)
+  std::int64_t hidden = 1;    // elements per token of a boundary tensor
+  int element_bytes = 2;      // bf16 activations
+  Link link{};                // between neighbouring stages
+  double backward_ratio = 2;  // backward seconds = ratio × forward seconds (2: no recomputation)
   friend bool operator==(const ProblemOptions&, const ProblemOptions&) = default;
 };
 

@@ -133,12 +133,12 @@ inline void validate(const Simulation& simulation, const Problem& problem, const
           " ops, its order ", order.stages[j].size());
     for (std::size_t k = 0; k < order.stages[j].size(); ++k) {
       const OpTiming& t = simulation.stages[j][k];
-      check(t.micro_batch == order.stages[j][k].micro_batch && t.pass == order.stages[j][k].pass, "stage ", j,
-            " op ", k, " is not the order's op");
+      check(t.micro_batch == order.stages[j][k].micro_batch && t.pass == order.stages[j][k].pass, "stage ", j, " op ",
+            k, " is not the order's op");
       const MicroBatchCost& mb = problem.micro_batches[static_cast<std::size_t>(t.micro_batch)];
       const double cost = t.pass == Pass::forward ? mb.forward[j] : mb.backward[j];
-      check(t.start >= 0 && close_at(t.end - t.start, cost, t.end), "stage ", j, " op ", k, " runs ",
-            t.end - t.start, " s, its cost is ", cost);
+      check(t.start >= 0 && close_at(t.end - t.start, cost, t.end), "stage ", j, " op ", k, " runs ", t.end - t.start,
+            " s, its cost is ", cost);
       check(k == 0 || t.start >= simulation.stages[j][k - 1].end * (1 - tolerance), "stage ", j, " op ", k,
             " starts before the previous op ends");
       const bool sends = t.pass == Pass::forward ? j + 1 < c : j > 0;
@@ -156,12 +156,11 @@ inline void validate(const Simulation& simulation, const Problem& problem, const
     double down = 0, up = 0;
     for (const OpTiming& t : simulation.stages[j]) {
       const auto i = static_cast<std::size_t>(t.micro_batch);
-      const double ready = t.pass == Pass::forward ? (j == 0 ? 0.0 : forward_arrival[(j - 1) * m + i])
-                                                   : (j + 1 == c ? forward_arrival[j * m + i]
-                                                                 : backward_arrival[(j + 1) * m + i]);
-      check(t.start >= ready * (1 - tolerance), "stage ", j, " starts ",
-            name(t.pass), " of micro-batch ", i, " at ", t.start,
-            " before its input arrives at ", ready);
+      const double ready = t.pass == Pass::forward
+                               ? (j == 0 ? 0.0 : forward_arrival[(j - 1) * m + i])
+                               : (j + 1 == c ? forward_arrival[j * m + i] : backward_arrival[(j + 1) * m + i]);
+      check(t.start >= ready * (1 - tolerance), "stage ", j, " starts ", name(t.pass), " of micro-batch ", i, " at ",
+            t.start, " before its input arrives at ", ready);
       if (t.send_start != t.end || t.arrival != t.end) {
         double& link = t.pass == Pass::forward ? down : up;
         check(t.send_start >= link * (1 - tolerance), "stage ", j, " micro-batch ", i,

@@ -44,8 +44,8 @@ inline ModelSpec at_length(ModelSpec model, std::int64_t length) {
 }  // namespace detail
 
 // Stage time of one sequence of `length` tokens for ⟨tp, pp⟩: the slowest stage of the even partition.
-inline double analytic_stage_time(const ModelSpec& model, const ClusterSpec& cluster,
-                                  const Scheme& scheme, std::int64_t length) {
+inline double analytic_stage_time(const ModelSpec& model, const ClusterSpec& cluster, const Scheme& scheme,
+                                  std::int64_t length) {
   const AnalyticEstimator estimator(detail::at_length(model, length), cluster);
   const LayerStrategy strategy{.tp = scheme.tp(), .dp = 1};
   const std::vector<int> sizes = even_partition(estimator.layers(), scheme.pp());
@@ -61,8 +61,8 @@ inline double analytic_stage_time(const ModelSpec& model, const ClusterSpec& clu
 }
 
 // First-stage memory of one sequence of `length` tokens for ⟨tp, pp⟩, with PP sequences in flight.
-inline double analytic_stage_memory(const ModelSpec& model, const ClusterSpec& cluster,
-                                    const Scheme& scheme, std::int64_t length) {
+inline double analytic_stage_memory(const ModelSpec& model, const ClusterSpec& cluster, const Scheme& scheme,
+                                    std::int64_t length) {
   const AnalyticEstimator estimator(detail::at_length(model, length), cluster);
   const LayerStrategy strategy{.tp = scheme.tp(), .dp = 1};
   const int count = even_partition(estimator.layers(), scheme.pp()).front();
@@ -79,7 +79,7 @@ inline double analytic_stage_memory(const ModelSpec& model, const ClusterSpec& c
 }
 
 inline cost::ProfileSpec analytic_profile_spec(const ModelSpec& model, const ClusterSpec& cluster,
-                                         const AnalyticProfileOptions& options = {}) {
+                                               const AnalyticProfileOptions& options = {}) {
   model.validate();
   cluster.validate();
   sluice::require(options.memory_bytes >= 0 && options.memory_bytes <= cluster.memory_bytes,
@@ -126,7 +126,7 @@ inline cost::ProfileSpec analytic_profile_spec(const ModelSpec& model, const Clu
 }
 
 inline cost::Profile analytic_profile(const ModelSpec& model, const ClusterSpec& cluster,
-                                const AnalyticProfileOptions& options = {}) {
+                                      const AnalyticProfileOptions& options = {}) {
   return cost::Profile(analytic_profile_spec(model, cluster, options));
 }
 

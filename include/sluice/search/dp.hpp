@@ -104,7 +104,7 @@ inline double plan_memory(const StageProblem& problem, const std::vector<int>& c
 
 // Buffers of the discretised DP, kept across calls so that a search allocates them once.
 class StageWorkspace {
- public:
+public:
   std::vector<double> current;
   std::vector<double> previous;
   std::vector<double> by_layout;
@@ -125,7 +125,7 @@ class StageWorkspace {
     grow(weight, layers * strategies);
   }
 
- private:
+private:
   template <class T>
   static void grow(std::vector<T>& buffer, std::size_t size) {
     if (buffer.size() < size) buffer.resize(size);

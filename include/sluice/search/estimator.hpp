@@ -34,9 +34,8 @@ struct StageExtra {
 };
 
 class AnalyticEstimator {
- public:
-  AnalyticEstimator(ModelSpec model, ClusterSpec cluster)
-      : model_(std::move(model)), cluster_(std::move(cluster)) {
+public:
+  AnalyticEstimator(ModelSpec model, ClusterSpec cluster) : model_(std::move(model)), cluster_(std::move(cluster)) {
     model_.validate();
     cluster_.validate();
     for (const LayerSpec& layer : model_.layers) {
@@ -116,8 +115,8 @@ class AnalyticEstimator {
   // vtp/vsp/embed_sdp, never checkpointed): their model states, their profiled activations of the `in_flight`
   // micro-batches, and their forward and backward (half the profiled time on each end stage, all on a lone one)
   // with TP's all-reduce of the hidden state per pass (SP's sequence is already split) and the gradient sync.
-  [[nodiscard]] StageExtra stage_extra(int stage, int stages, const LayerStrategy& vocabulary,
-                                       std::int64_t micro_batch, int micro_batches, double in_flight) const {
+  [[nodiscard]] StageExtra stage_extra(int stage, int stages, const LayerStrategy& vocabulary, std::int64_t micro_batch,
+                                       int micro_batches, double in_flight) const {
     StageExtra extra;
     extra.bytes = static_cast<double>(cluster_.reserved_bytes);
     const bool first = stage == 0;
@@ -179,7 +178,7 @@ class AnalyticEstimator {
     return cluster_.overlap_slowdown * std::min(compute, communication) + std::abs(compute - communication);
   }
 
- private:
+private:
   // Model states per device of `params` parameters (already split by TP): sharded over the data ranks by ZeRO-3; by
   // ZeRO-2 all but the parameters, and the gradients while micro-batches accumulate (Galvatron's ZeRO-2 ratios).
   [[nodiscard]] double state_bytes(double params, const LayerStrategy& strategy, int micro_batches) const noexcept {
@@ -203,7 +202,8 @@ class AnalyticEstimator {
   // else volume over bandwidth.
   [[nodiscard]] double all_reduce_seconds(const LayerStrategy& strategy, double bytes, double count) const noexcept {
     if (strategy.tp_inner)
-      if (const auto time = detail::measured_seconds(cluster_.all_reduce_times, strategy.tp, bytes)) return count * *time;
+      if (const auto time = detail::measured_seconds(cluster_.all_reduce_times, strategy.tp, bytes))
+        return count * *time;
     const auto split = static_cast<double>(strategy.tp);
     return count * 2.0 * (split - 1) / split * bytes / model_bandwidth(strategy);
   }
@@ -230,7 +230,7 @@ class AnalyticEstimator {
     const auto data = static_cast<double>(strategy.data_degree());
     const double bytes = params * model_.dtype_bytes;
     const double gather = strategy.sdp ? (data - 1) / data * bytes / sync_bandwidth(strategy) : 0.0;
-    const double gradient = data == 1       ? 0.0
+    const double gradient = data == 1      ? 0.0
                             : strategy.sdp ? gather
                                            : 2.0 * (data - 1) / data * bytes / sync_bandwidth(strategy);
     cost.time_nosync = forward + gather + backward + gather;

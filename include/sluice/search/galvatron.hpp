@@ -72,7 +72,7 @@ struct GalvatronHardware {
   int nodes = 0;
   int gpus_per_node = 0;
   std::map<std::pair<int, bool>, double> allreduce_mib_per_ms;  // (group size, consecutive ranks) → bus bandwidth
-  std::map<int, double> p2p_mib_per_ms;                          // by PP degree
+  std::map<int, double> p2p_mib_per_ms;                         // by PP degree
   double overlap_coefficient = 1;                               // slowdown of compute and communication overlapped
   std::map<int, std::map<int, double>> allreduce_ms;            // group size → message MiB → milliseconds
   std::map<int, std::map<int, double>> all_to_all_ms;           // the same for all-to-all (Ulysses)
@@ -164,7 +164,8 @@ inline GalvatronLineTime galvatron_line(const std::vector<GalvatronTimeEntry>& e
   sluice::require(std::isfinite(line.per_sample_seconds) && std::isfinite(line.per_micro_batch_seconds) &&
                       line.per_sample_seconds > 0 && line.per_micro_batch_seconds >= 0,
                   "galvatron profile: ", what, ": the fitted time is ", line.per_sample_seconds, " s per sample and ",
-                  line.per_micro_batch_seconds, " s per micro-batch; both must be >= 0 and the first > 0 (try "
+                  line.per_micro_batch_seconds,
+                  " s per micro-batch; both must be >= 0 and the first > 0 (try "
                   "another time mode)");
   return line;
 }
@@ -176,15 +177,14 @@ inline GalvatronLineTime galvatron_forward_time(const GalvatronProfile& profile,
                                                 std::int64_t sequence) {
   if (type < 0) return detail::galvatron_line(profile.other_times, mode, sequence, "layertype_other");
   const auto found = profile.layer_times.find(type);
-  sluice::require(found != profile.layer_times.end(), "galvatron profile: no computation profile of layer type ",
-                  type);
+  sluice::require(found != profile.layer_times.end(), "galvatron profile: no computation profile of layer type ", type);
   return detail::galvatron_line(found->second, mode, sequence, "layertype_" + std::to_string(type));
 }
 
 // Which of the profile's readings the search uses.
 struct GalvatronSettings {
   GalvatronTimeMode time_mode = GalvatronTimeMode::batch;
-  bool sequence_parallel = true;  // read the "_sp" memory keys (Galvatron's default)
+  bool sequence_parallel = true;           // read the "_sp" memory keys (Galvatron's default)
   std::int64_t memory_bytes = 24LL << 30;  // per device (Galvatron's memory_constraint, 24 GB by default)
 };
 

@@ -96,9 +96,9 @@ struct ModelSpec {
                       ": forward_seconds must be finite and >= 0, got ", layer.forward_seconds);
       sluice::require(std::isfinite(layer.micro_batch_seconds) && layer.micro_batch_seconds >= 0, where,
                       ": micro_batch_seconds must be finite and >= 0, got ", layer.micro_batch_seconds);
-      for (const auto& [field, table] : {std::pair<std::string_view, const std::map<int, double>*>{
-                                             "activation_bytes", &layer.activation_bytes},
-                                         {"checkpoint_bytes", &layer.checkpoint_bytes}})
+      for (const auto& [field, table] :
+           {std::pair<std::string_view, const std::map<int, double>*>{"activation_bytes", &layer.activation_bytes},
+            {"checkpoint_bytes", &layer.checkpoint_bytes}})
         for (const auto& [degree, bytes] : *table)
           sluice::require(degree >= 1 && degree <= (1 << 20) && (degree & (degree - 1)) == 0 && std::isfinite(bytes) &&
                               bytes > 0 && bytes < 0x1p50,
@@ -230,7 +230,8 @@ struct ClusterSpec {
                           level.bandwidth > 0,
                       "cluster ", name, ": pipeline level ", i,
                       ": size must be a power of 2 in [2, gpus], larger than the one before, and bandwidth finite "
-                      "and > 0, got ", level.size, ", ", level.bandwidth);
+                      "and > 0, got ",
+                      level.size, ", ", level.bandwidth);
     }
     detail::validate_collectives(all_reduce_times, "all_reduce_times", name, gpus);
     detail::validate_collectives(all_to_all_times, "all_to_all_times", name, gpus);

@@ -101,8 +101,7 @@ inline SearchReport search(const ModelSpec& model, const ClusterSpec& cluster, c
     Baseline baseline{name, searcher.sweep(space, false, name)};
     advance();
     // A baseline outside a restricted search space is compared, never adopted.
-    if (baseline.plan && detail::within(*baseline.plan, options.space, model))
-      detail::keep_better(base, baseline.plan);
+    if (baseline.plan && detail::within(*baseline.plan, options.space, model)) detail::keep_better(base, baseline.plan);
     report.baselines.push_back(std::move(baseline));
   }
   report.base = base;
@@ -111,8 +110,8 @@ inline SearchReport search(const ModelSpec& model, const ClusterSpec& cluster, c
   detail::keep_better(best, base);
   if (!best)
     throw infeasible(sluice::concat("search: no strategy fits ", model.name, " on the ", cluster.gpus,
-                                    " GPUs of cluster ", cluster.name, " within ",
-                                    detail::budget(options, cluster), " bytes per device"));
+                                    " GPUs of cluster ", cluster.name, " within ", detail::budget(options, cluster),
+                                    " bytes per device"));
   report.best = std::move(*best);
   return report;
 }
@@ -125,8 +124,9 @@ inline SearchReport search(const ModelSpec& model, const ClusterSpec& cluster, c
 inline Plan evaluate(Plan plan, const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options) {
   const AnalyticEstimator estimator(model, cluster);
   const int layers = estimator.layers();
-  sluice::require(plan.pp >= 1 && cluster.gpus % plan.pp == 0 && plan.stages.size() == static_cast<std::size_t>(plan.pp),
-                  "evaluate: ", plan.stages.size(), " stages for pp ", plan.pp, " on ", cluster.gpus, " GPUs");
+  sluice::require(
+      plan.pp >= 1 && cluster.gpus % plan.pp == 0 && plan.stages.size() == static_cast<std::size_t>(plan.pp),
+      "evaluate: ", plan.stages.size(), " stages for pp ", plan.pp, " on ", cluster.gpus, " GPUs");
   sluice::require(plan.global_batch >= 1 && plan.micro_batches >= 1 && plan.global_batch % plan.micro_batches == 0,
                   "evaluate: global batch ", plan.global_batch, " is not a multiple of ", plan.micro_batches,
                   " micro-batches");
@@ -177,8 +177,8 @@ inline Plan evaluate(Plan plan, const ModelSpec& model, const ClusterSpec& clust
   std::vector<LayerStrategy> candidates;
   if (plan.vocabulary) {
     sluice::require(fits_a_stage(*plan.vocabulary) && !plan.vocabulary->ckpt, "evaluate: vocabulary strategy ",
-                    plan.vocabulary->name(), " does not use the ", group, " GPUs of a stage, divide its ",
-                    micro_batch, "-sample micro-batch, or is checkpointed");
+                    plan.vocabulary->name(), " does not use the ", group, " GPUs of a stage, divide its ", micro_batch,
+                    "-sample micro-batch, or is checkpointed");
     candidates.push_back(*plan.vocabulary);
   } else {
     for (const LayerStrategy& strategy :
@@ -256,8 +256,9 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
     for (std::size_t k = 0; k < stage.strategies.size(); ++k)
       if (std::ranges::find(allowed, stage.strategies[k]) == allowed.end())
         check.fail("stage ", i, " layer ", stage.first_layer + static_cast<int>(k), ": strategy ",
-                   stage.strategies[k].name(), " is not in the space of a ", group, "-GPU stage or does not divide its ",
-                   plan.global_batch / std::max(plan.micro_batches, 1), "-sample micro-batch");
+                   stage.strategies[k].name(), " is not in the space of a ", group,
+                   "-GPU stage or does not divide its ", plan.global_batch / std::max(plan.micro_batches, 1),
+                   "-sample micro-batch");
   }
   if (next != layers) check.fail("the stages hold ", next, " of ", layers, " layers");
   if (plan.vocabulary && (plan.vocabulary->ckpt || std::ranges::find(allowed, *plan.vocabulary) == allowed.end()))
@@ -279,8 +280,8 @@ inline void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec
   if (!nearly_equal(derived.iteration_seconds, plan.iteration_seconds))
     check.fail("iteration ", plan.iteration_seconds, " != Eq. 9's ", derived.iteration_seconds);
   if (!nearly_equal(plan.throughput, static_cast<double>(plan.global_batch) / derived.iteration_seconds))
-    check.fail("throughput ", plan.throughput, " != B / C = ",
-               static_cast<double>(plan.global_batch) / derived.iteration_seconds);
+    check.fail("throughput ", plan.throughput,
+               " != B / C = ", static_cast<double>(plan.global_batch) / derived.iteration_seconds);
 }
 
 // A report's plans, each against the space that produced it.

@@ -71,12 +71,12 @@ struct SpaceOptions {
   bool sdp = true;
   bool tp = true;
   bool ckpt = true;
-  bool tp_outer = true;         // allow TP (or SP) on the strided (outer) ranks; Megatron keeps TP inner
+  bool tp_outer = true;           // allow TP (or SP) on the strided (outer) ranks; Megatron keeps TP inner
   std::vector<int> pp_degrees{};  // empty: every power of 2 up to min(GPUs, layers)
-  int max_tp = 0;               // 0: no limit; TP must also divide every layer's heads
-  bool zero2 = false;           // ZeRO-2 data parallelism
-  int max_pp = 0;               // 0: no limit
-  bool ulysses = false;         // Ulysses SP in TP's place; max_tp caps its degree too, which must divide the heads
+  int max_tp = 0;                 // 0: no limit; TP must also divide every layer's heads
+  bool zero2 = false;             // ZeRO-2 data parallelism
+  int max_pp = 0;                 // 0: no limit
+  bool ulysses = false;           // Ulysses SP in TP's place; max_tp caps its degree too, which must divide the heads
 };
 
 // The paradigms a tree may use beyond the paper's DP, SDP and TP.
@@ -94,8 +94,8 @@ inline void trees(int remaining, std::vector<std::pair<Paradigm, int>>& prefix, 
     return;
   }
   constexpr unsigned data_bits = (1U << static_cast<unsigned>(Paradigm::dp)) |
-                                  (1U << static_cast<unsigned>(Paradigm::sdp)) |
-                                  (1U << static_cast<unsigned>(Paradigm::zero2));
+                                 (1U << static_cast<unsigned>(Paradigm::sdp)) |
+                                 (1U << static_cast<unsigned>(Paradigm::zero2));
   constexpr unsigned model_bits =
       (1U << static_cast<unsigned>(Paradigm::tp)) | (1U << static_cast<unsigned>(Paradigm::sp));
   for (const Paradigm paradigm : {Paradigm::dp, Paradigm::sdp, Paradigm::tp, Paradigm::zero2, Paradigm::sp}) {

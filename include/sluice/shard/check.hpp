@@ -81,9 +81,7 @@ inline void apply_messages(const char* what, const Model& model, const std::vect
 }
 
 // Values in [-2^20, 2^20]: sums over up to 2^40 pipelines stay exact in 64 bits.
-inline std::int64_t random_value(Rng& rng) {
-  return rng.uniform_int(-(std::int64_t{1} << 20), std::int64_t{1} << 20);
-}
+inline std::int64_t random_value(Rng& rng) { return rng.uniform_int(-(std::int64_t{1} << 20), std::int64_t{1} << 20); }
 
 // Calls visit(rank, layer, tensor, begin, end) for the elements each owner holds.
 template <class Visit>
@@ -196,29 +194,28 @@ inline void check_push(const PushPlan& plan, const Placement& placement, const O
   const auto d = static_cast<std::int64_t>(plan.pipelines);
   for (const RsGroup& group : plan.rs_groups) {
     detail::check_plan(group.block >= 0 && static_cast<std::size_t>(group.block) < plan.blocks.size() &&
-                   static_cast<std::int64_t>(group.members.size()) == d,
-               "push: reduce-scatter group of block ", group.block, " segment ", group.segment, " is malformed");
+                           static_cast<std::int64_t>(group.members.size()) == d,
+                       "push: reduce-scatter group of block ", group.block, " segment ", group.segment,
+                       " is malformed");
     const SliceBlock& block = plan.blocks[static_cast<std::size_t>(group.block)];
     const std::int64_t step = block.granularity / (d * plan.grid);
     for (std::int64_t i = 0; i < d; ++i) {
       const std::int64_t piece = group.segment * d + i;
       const int receiver = group.members[static_cast<std::size_t>(i)];
-      detail::for_each_element(model, block, piece * step, (piece + 1) * step,
-                               [&](int layer, std::size_t p, std::int64_t e) {
-                                 std::int64_t sum = 0;
-                                 for (const int member : group.members) {
-                                   const std::size_t source = gradients.index(member, layer, p, e);
-                                   detail::check_plan(gradients.present(source), "push: rank ", member,
-                                                      " reduces element ", e, " of ", model.tensors[p].name,
-                                                      " in layer ", layer, ", for which it has no gradient");
-                                   sum += gradients.value(source);
-                                 }
-                                 const std::size_t target = reduced.index(receiver, layer, p, e);
-                                 detail::check_plan(!reduced.present(target), "push: rank ", receiver,
-                                                    " is given element ", e, " of ", model.tensors[p].name,
-                                                    " in layer ", layer, " by two reduce-scatters");
-                                 reduced.set(target, sum);
-                               });
+      detail::for_each_element(
+          model, block, piece * step, (piece + 1) * step, [&](int layer, std::size_t p, std::int64_t e) {
+            std::int64_t sum = 0;
+            for (const int member : group.members) {
+              const std::size_t source = gradients.index(member, layer, p, e);
+              detail::check_plan(gradients.present(source), "push: rank ", member, " reduces element ", e, " of ",
+                                 model.tensors[p].name, " in layer ", layer, ", for which it has no gradient");
+              sum += gradients.value(source);
+            }
+            const std::size_t target = reduced.index(receiver, layer, p, e);
+            detail::check_plan(!reduced.present(target), "push: rank ", receiver, " is given element ", e, " of ",
+                               model.tensors[p].name, " in layer ", layer, " by two reduce-scatters");
+            reduced.set(target, sum);
+          });
     }
   }
   HostBuffers owners(model, plan.gpus);

@@ -74,14 +74,13 @@ inline PullPlan plan_pull(const Placement& placement, const OptimizerLayout& lay
   plan.sends.reserve(static_cast<std::size_t>(setup.pieces_before_merging));
   plan.local_moves.reserve(static_cast<std::size_t>(std::min(setup.pieces_before_merging, replicated.gpus)));
   detail::SharedPieces shared;
-  detail::for_each_pull_message(
-      replicated, layout, model, setup,
-      [&](int src, int dst, std::span<const detail::SliceRun> runs, std::int64_t bytes) {
-        const std::uint32_t first = shared.find_or_add(src, runs, plan.pieces);
-        (src == dst ? plan.local_moves : plan.sends)
-            .push_back({src, dst, first, static_cast<std::uint32_t>(runs.size()), bytes});
-        (src == dst ? plan.local_bytes : plan.send_bytes) += bytes;
-      });
+  detail::for_each_pull_message(replicated, layout, model, setup,
+                                [&](int src, int dst, std::span<const detail::SliceRun> runs, std::int64_t bytes) {
+                                  const std::uint32_t first = shared.find_or_add(src, runs, plan.pieces);
+                                  (src == dst ? plan.local_moves : plan.sends)
+                                      .push_back({src, dst, first, static_cast<std::uint32_t>(runs.size()), bytes});
+                                  (src == dst ? plan.local_bytes : plan.send_bytes) += bytes;
+                                });
   return plan;
 }
 
@@ -180,7 +179,8 @@ inline PushPlan plan_push(const Placement& placement, const OptimizerLayout& lay
     const std::int64_t owner_step = m / n;
     for (std::int64_t position = 0, h = 0, r = 0; position < m;) {
       const std::int64_t end = std::min((h + 1) * piece_step, (r + 1) * owner_step);
-      raw.push_back({holder[static_cast<std::size_t>(h)], owners[static_cast<std::size_t>(r)],
+      raw.push_back({holder[static_cast<std::size_t>(h)],
+                     owners[static_cast<std::size_t>(r)],
                      {static_cast<int>(b), position, end}});
       position = end;
       if (end == (h + 1) * piece_step) ++h;
@@ -227,26 +227,26 @@ inline void validate(const PullPlan& plan, const Placement& placement, const Opt
   for (std::size_t b = 0; b < blocks.size(); ++b)
     owner_step.push_back(plan.blocks[b].granularity /
                          static_cast<std::int64_t>(layout.groups[blocks[b].group].owners.size()));
-  detail::check_messages(
-      "pull", plan.gpus, plan.blocks, plan.pieces, plan.sends, plan.local_moves, plan.send_bytes, plan.local_bytes,
-      model, model.param_bytes, [&](int src, int dst, const Piece& piece) {
-        const auto b = static_cast<std::size_t>(piece.block);
-        const auto& owners = layout.groups[blocks[b].group].owners;
-        check_plan(detail::held_by(src, piece.begin, piece.end, owner_step[b],
-                                   [&](std::int64_t s) { return owners[static_cast<std::size_t>(s)]; }),
-                   "pull: rank ", src, " sends slices [", piece.begin, ", ", piece.end, ") of block ", b,
-                   " that it does not own");
-        const Seat& seat = seats[static_cast<std::size_t>(dst)];
-        check_plan(seat.stage != nullptr && blocks[b].stages[seat.pipeline] == seat.stage, "pull: rank ", dst,
-                   " receives slices of block ", b, " that it does not hold");
-        // Within [t·M/TP, (t+1)·M/TP), multiplied out: M ≤ 2^40 and TP ≤ 2^16.
-        const auto tp = static_cast<std::int64_t>(seat.stage->ranks.size());
-        const std::int64_t m = plan.blocks[b].granularity;
-        check_plan(piece.begin * tp >= seat.tp_rank * m && piece.end * tp <= (seat.tp_rank + 1) * m, "pull: rank ", dst,
-                   " receives slices [", piece.begin, ", ", piece.end, ") of block ", b, " outside its TP fraction ",
-                   seat.tp_rank, " of ", tp);
-        received[b * holders + seat.counter] += piece.end - piece.begin;
-      });
+  detail::check_messages("pull", plan.gpus, plan.blocks, plan.pieces, plan.sends, plan.local_moves, plan.send_bytes,
+                         plan.local_bytes, model, model.param_bytes, [&](int src, int dst, const Piece& piece) {
+                           const auto b = static_cast<std::size_t>(piece.block);
+                           const auto& owners = layout.groups[blocks[b].group].owners;
+                           check_plan(
+                               detail::held_by(src, piece.begin, piece.end, owner_step[b],
+                                               [&](std::int64_t s) { return owners[static_cast<std::size_t>(s)]; }),
+                               "pull: rank ", src, " sends slices [", piece.begin, ", ", piece.end, ") of block ", b,
+                               " that it does not own");
+                           const Seat& seat = seats[static_cast<std::size_t>(dst)];
+                           check_plan(seat.stage != nullptr && blocks[b].stages[seat.pipeline] == seat.stage,
+                                      "pull: rank ", dst, " receives slices of block ", b, " that it does not hold");
+                           // Within [t·M/TP, (t+1)·M/TP), multiplied out: M ≤ 2^40 and TP ≤ 2^16.
+                           const auto tp = static_cast<std::int64_t>(seat.stage->ranks.size());
+                           const std::int64_t m = plan.blocks[b].granularity;
+                           check_plan(piece.begin * tp >= seat.tp_rank * m && piece.end * tp <= (seat.tp_rank + 1) * m,
+                                      "pull: rank ", dst, " receives slices [", piece.begin, ", ", piece.end,
+                                      ") of block ", b, " outside its TP fraction ", seat.tp_rank, " of ", tp);
+                           received[b * holders + seat.counter] += piece.end - piece.begin;
+                         });
   for (std::size_t b = 0; b < blocks.size(); ++b)
     for (std::size_t j = 0; j < blocks[b].stages.size(); ++j)
       for (const int rank : blocks[b].stages[j]->ranks) {

@@ -132,8 +132,8 @@ inline RankPlacement rank_placement(const Strategy& strategy, const cost::Profil
 // model's layers and how the placement splits them into stages and nodes.
 inline RankPlacement flex_domain_ranks(const Strategy& domain, const cost::Profile& profile, int layers,
                                        const PlacementOptions& options) {
-  sluice::require(domain.parts().size() == 1 && domain.parts().front().scheme.is_base(), "flex domain ranks: ",
-                  domain.name(), " is not replicas of one ⟨TP, PP⟩ scheme");
+  sluice::require(domain.parts().size() == 1 && domain.parts().front().scheme.is_base(),
+                  "flex domain ranks: ", domain.name(), " is not replicas of one ⟨TP, PP⟩ scheme");
   const Scheme& base = domain.parts().front().scheme;
   const int units = domain.parts().front().pipelines;
   const Scheme stage_wide = units == 1 ? base
@@ -171,8 +171,8 @@ inline void validate(const RankPlacement& ranks, const Strategy& strategy, const
              ranks.placement.pipelines.size(), " pipelines, strategy ", strategy.name(), " has ", expected.size());
   for (std::size_t p = 0; p < expected.size(); ++p)
     check_plan(ranks.placement.pipelines[p].scheme == expected[p], "rank placement: pipeline ", p, " is ",
-               ranks.placement.pipelines[p].scheme.name(), ", strategy ", strategy.name(), " has ",
-               expected[p].name(), " there");
+               ranks.placement.pipelines[p].scheme.name(), ", strategy ", strategy.name(), " has ", expected[p].name(),
+               " there");
   const std::vector<Pipeline> planned = profile.pipelines(strategy);
   check_plan(ranks.plan_order == detail::plan_order(ranks.placement, planned),
              "rank placement: plan_order does not map the plan's MaxLen order onto the placement");
@@ -186,8 +186,8 @@ inline void validate(const RankPlacement& ranks, const Strategy& strategy, const
         for (std::size_t i = 0; i < stage.ranks.size(); ++i) {
           const int first = stage.ranks[i - i % group];
           check_plan(stage.ranks[i] / ranks.gpus_per_node == first / ranks.gpus_per_node, "rank placement: pipeline ",
-                     p, " has a ", group == tp ? "TP group" : "stage", " with ranks ", first, " and ",
-                     stage.ranks[i], " on different nodes of ", ranks.gpus_per_node, " GPUs");
+                     p, " has a ", group == tp ? "TP group" : "stage", " with ranks ", first, " and ", stage.ranks[i],
+                     " on different nodes of ", ranks.gpus_per_node, " GPUs");
         }
       }
   check_plan(ranks.groups == detail::process_groups(ranks.placement, ranks.plan_order),

@@ -78,8 +78,8 @@ inline std::vector<double> cbc_integral(const solver::Model& model, std::span<co
     if (model.types()[j] == solver::VarType::continuous) continue;
     const double rounded = std::round(result[j]);
     if (std::abs(result[j] - rounded) > 1e-6) {
-      throw std::runtime_error(concat("cbc: integer variable ", j, " has value ", result[j],
-                                      ", not within 1e-6 of an integer"));
+      throw std::runtime_error(
+          concat("cbc: integer variable ", j, " has value ", result[j], ", not within 1e-6 of an integer"));
     }
     result[j] = rounded + 0.0;  // + 0.0 turns -0.0 into 0.0
   }
@@ -112,8 +112,8 @@ inline OsiClpSolverInterface cbc_problem(const solver::Model& model) {
     row_lower[r] = cbc_bound(model.row_lower_bounds()[r], inf);
     row_upper[r] = cbc_bound(model.row_upper_bounds()[r], inf);
   }
-  lp.loadProblem(matrix, col_lower.data(), col_upper.data(), model.objective_coefficients().data(),
-                 row_lower.data(), row_upper.data());
+  lp.loadProblem(matrix, col_lower.data(), col_upper.data(), model.objective_coefficients().data(), row_lower.data(),
+                 row_upper.data());
   lp.setObjSense(model.sense() == solver::Sense::maximize ? -1.0 : 1.0);
   for (int j = 0; j < n; ++j) {
     if (model.types()[j] != solver::VarType::continuous) lp.setInteger(j);
@@ -156,7 +156,8 @@ inline CbcSearch cbc_search(const OsiClpSolverInterface& lp, const solver::CbcOp
   }
   if (!mip_start.empty()) cbc.setMIPStart(mip_start);
   try {
-    CbcMain1(static_cast<int>(argv.size()), argv.data(), cbc, [](CbcModel*, int) { return 0; }, data);
+    CbcMain1(
+        static_cast<int>(argv.size()), argv.data(), cbc, [](CbcModel*, int) { return 0; }, data);
   } catch (const CoinError& error) {
     throw std::runtime_error("cbc: " + error.className() + "::" + error.methodName() + ": " + error.message());
   }
@@ -265,8 +266,7 @@ inline Solution solve_with_cbc(const Model& model, const CbcOptions& options = {
   }
   // A time limit can end the search before CBC looks at the MIP start; the caller still gets at least the
   // (checked) warm start back.
-  if (options.warm_start &&
-      (solution.status == SolveStatus::no_solution || solution.status == SolveStatus::feasible)) {
+  if (options.warm_start && (solution.status == SolveStatus::no_solution || solution.status == SolveStatus::feasible)) {
     std::vector<double> warm = detail::cbc_integral(model, *options.warm_start);
     const double objective = model.evaluate_objective(warm);
     const bool better =

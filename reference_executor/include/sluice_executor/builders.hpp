@@ -61,8 +61,9 @@ inline Job job_from_iteration(const ModelConfig& model, std::vector<SequenceToke
                               const shard::RankPlacement* placement = nullptr) {
   sluice::require(schedule.pipelines.size() == plan.pipelines.size(), "job: the schedule has ",
                   schedule.pipelines.size(), " pipelines, the plan ", plan.pipelines.size());
-  sluice::require(placement == nullptr || placement->plan_order.size() == plan.pipelines.size(), "job: the placement has ",
-                  placement ? placement->plan_order.size() : 0, " pipelines, the plan ", plan.pipelines.size());
+  sluice::require(placement == nullptr || placement->plan_order.size() == plan.pipelines.size(),
+                  "job: the placement has ", placement ? placement->plan_order.size() : 0, " pipelines, the plan ",
+                  plan.pipelines.size());
   Job job{model, std::move(sequences), {}};
   const auto index = detail::sequence_index(job.sequences);
   for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {

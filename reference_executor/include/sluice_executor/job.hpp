@@ -140,10 +140,10 @@ struct LaneWork {
 
 // What every backend derives from a validated job.
 struct JobLayout {
-  std::vector<RankInfo> ranks;                             // by global rank
-  std::vector<std::vector<std::vector<int>>> lane_ranks;   // [pipeline][stage][lane]: global ranks
+  std::vector<RankInfo> ranks;                               // by global rank
+  std::vector<std::vector<std::vector<int>>> lane_ranks;     // [pipeline][stage][lane]: global ranks
   std::vector<std::vector<PackedMicroBatch>> micro_batches;  // [pipeline][micro-batch]
-  std::vector<CpSplit> cp_splits;                          // each micro-batch's (a flex group's members share one)
+  std::vector<CpSplit> cp_splits;                            // each micro-batch's (a flex group's members share one)
   // [pipeline][micro-batch][stage·lanes + lane]
   std::vector<std::vector<std::vector<LaneWork>>> work;
   // Every group of ranks that exchange data inside a forward or backward, members in order, and its family: the
@@ -151,7 +151,7 @@ struct JobLayout {
   std::vector<std::vector<int>> groups;
   std::vector<int> group_family;
   std::vector<schedule::ComputeGroup> compute_groups;  // for the interpreter
-  std::int64_t total_targets = 0;  // the loss is the sum of cross-entropies over these
+  std::int64_t total_targets = 0;                      // the loss is the sum of cross-entropies over these
   // Largest tensor a slot of the pipeline's ranks holds, in elements (a whole packed micro-batch × hidden bounds
   // every lane's share).
   std::vector<std::int64_t> slot_elements;
@@ -386,8 +386,7 @@ inline std::vector<std::vector<std::vector<int>>> lane_ranks(const Job& job) {
   for (std::size_t p = 0; p < tables.size(); ++p)
     for (const std::vector<int>& stage : tables[p])
       for (const int rank : stage) {
-        if (rank < 0 || rank > schedule::max_rank)
-          broken_plan("pipeline ", p, " names rank ", rank);
+        if (rank < 0 || rank > schedule::max_rank) broken_plan("pipeline ", p, " names rank ", rank);
         if (!owner.emplace(rank, p).second)
           broken_plan("rank ", rank, " runs two lanes (pipelines ", owner[rank], " and ", p, ")");
       }
@@ -559,8 +558,8 @@ inline JobLayout layout(const Job& job, JobChecks checks = JobChecks::all) {
       if (split_of[p][i] < 0) {
         const PackedMicroBatch& packed = result.micro_batches[p][i];
         result.cp_splits.push_back(cp_split(packed.cu_seqlens, cp_scheme.ulysses(), cp_scheme.ring()));
-        result.total_targets += static_cast<std::int64_t>(packed.tokens.size()) -
-                                static_cast<std::int64_t>(packed.cu_seqlens.size() - 1);
+        result.total_targets +=
+            static_cast<std::int64_t>(packed.tokens.size()) - static_cast<std::int64_t>(packed.cu_seqlens.size() - 1);
         const int split = static_cast<int>(result.cp_splits.size()) - 1;
         if (g >= 0)
           for (const auto& [member, mb] : members) split_of[member][mb] = split;

@@ -1,10 +1,10 @@
 #pragma once
 // The optimization–propagation disaggregation of Hydraulis (§5.2–5.3), executed: the fp32 master parameters and
 // Adam's states of every tensor stay sharded over all N ranks in one fixed layout (shard::sharded_layout: segment r
-// of every tensor's view on rank r, views.hpp; or a strategy's own, shard::aligned_layout); each iteration *pulls* the parameters into the placement of the
-// strategy it runs by executing shard::PullPlan's messages, and *pushes* the gradients back by executing
-// shard::PushPlan (the reduce-scatter across the replicas, then the LNK's sends and local moves on mutual slices),
-// after which every owner steps Adam on its segments.
+// of every tensor's view on rank r, views.hpp; or a strategy's own, shard::aligned_layout); each iteration *pulls* the
+// parameters into the placement of the strategy it runs by executing shard::PullPlan's messages, and *pushes* the
+// gradients back by executing shard::PushPlan (the reduce-scatter across the replicas, then the LNK's sends and local
+// moves on mutual slices), after which every owner steps Adam on its segments.
 //
 // shard:: plans a stack of identical layers whose tensors split over TP; the model has tensors outside the layers
 // and tensors every TP rank holds whole, so its parameters move as five groups, each one shard:: problem: the layers'
@@ -105,8 +105,8 @@ inline std::size_t group_tensor(const ModelConfig& model, const ParameterGroup& 
 // The group as shard:: sees it: its layers and tensors, `bytes` per element pulled and pushed.
 inline shard::Model group_model(const ModelConfig& model, const ParameterGroup& group, int bytes) {
   const std::vector<ParameterTensor> tensors = parameter_tensors(model);
-  shard::Model result{sluice::concat("group ", static_cast<int>(group.kind)), group.per_layer() ? model.layers : 1,
-                      {}, bytes, bytes};
+  shard::Model result{
+      sluice::concat("group ", static_cast<int>(group.kind)), group.per_layer() ? model.layers : 1, {}, bytes, bytes};
   for (std::size_t k = 0; k < group.tensors.size(); ++k) {
     const ParameterTensor& tensor = tensors[group_tensor(model, group, 0, k)];
     result.tensors.push_back({tensor.name(), static_cast<std::int64_t>(tensor.size())});
@@ -117,8 +117,8 @@ inline shard::Model group_model(const ModelConfig& model, const ParameterGroup& 
 // Where the group's tensors are held in a strategy's placement (shard::holder_placement).
 inline shard::Placement group_placement(const shard::Placement& placement, const ParameterGroup& group) {
   const shard::HeldBy held_by = group.kind == GroupKind::embedding ? shard::HeldBy::first_stage
-                                : group.per_layer()                 ? shard::HeldBy::every_stage
-                                                                    : shard::HeldBy::last_stage;
+                                : group.per_layer()                ? shard::HeldBy::every_stage
+                                                                   : shard::HeldBy::last_stage;
   return shard::holder_placement(placement, held_by, group.replicated());
 }
 
@@ -154,10 +154,10 @@ public:
 // Deliberate defects the tests inject to show that their equality checks catch a broken layout move.
 enum class MoveMutation : std::uint8_t {
   none,
-  dropped_pull_message,  // the pull's first send is never delivered
-  slice_off_by_one,      // a pull piece is read one element past where it starts
-  push_skips_replica,    // a reduce-scatter leaves out its last member's gradients
-  adam_on_wrong_segment, // an owner steps its first segment with the gradient of the element after each
+  dropped_pull_message,   // the pull's first send is never delivered
+  slice_off_by_one,       // a pull piece is read one element past where it starts
+  push_skips_replica,     // a reduce-scatter leaves out its last member's gradients
+  adam_on_wrong_segment,  // an owner steps its first segment with the gradient of the element after each
 };
 
 // What one rank keeps of the fixed layout: per canonical tensor, the segments of the view it owns (masters, Adam's
@@ -169,11 +169,11 @@ struct RankShards {
     std::vector<double> master, m, v, gradient;
     [[nodiscard]] std::int64_t end() const noexcept { return begin + static_cast<std::int64_t>(master.size()); }
   };
-  std::vector<std::vector<Segment>> owned;         // by canonical tensor, in view order
-  std::vector<RowRange> held;                      // by canonical tensor: the view range the lane holds; empty if none
-  std::vector<std::vector<double>> parameters;     // by canonical tensor: the pulled fraction
-  std::vector<std::vector<double>> gradients;      // by canonical tensor: the run's gradient of the fraction
-  std::vector<std::vector<double>> reduced;        // by canonical tensor: view-indexed sums of the pieces it holds
+  std::vector<std::vector<Segment>> owned;      // by canonical tensor, in view order
+  std::vector<RowRange> held;                   // by canonical tensor: the view range the lane holds; empty if none
+  std::vector<std::vector<double>> parameters;  // by canonical tensor: the pulled fraction
+  std::vector<std::vector<double>> gradients;   // by canonical tensor: the run's gradient of the fraction
+  std::vector<std::vector<double>> reduced;     // by canonical tensor: view-indexed sums of the pieces it holds
 };
 
 // The fixed layout of every group (parameter_groups' order) over `gpus` ranks: Hydraulis' sharded layout, or, with
@@ -257,8 +257,8 @@ public:
       for (const auto* list : {&planned.pull.sends, &planned.pull.local_moves})
         for (const shard::Message& message : *list) {
           messages.push_back(&message);
-          routes.push_back({message.src, message.dst, elements(planned, planned.pull.blocks, planned.pull.pieces,
-                                                               message)});
+          routes.push_back(
+              {message.src, message.dst, elements(planned, planned.pull.blocks, planned.pull.pieces, message)});
         }
       const bool drop = mutation == MoveMutation::dropped_pull_message && &planned == &groups_.front();
       const std::int64_t shift = mutation == MoveMutation::slice_off_by_one && &planned == &groups_.front() ? 1 : 0;
@@ -318,9 +318,9 @@ public:
       for (const shard::RsGroup& group : plan.rs_groups) {
         const shard::SliceBlock& block = plan.blocks[static_cast<std::size_t>(group.block)];
         const std::int64_t step = block.granularity / (d * plan.grid);
-        const std::size_t members =
-            mutation == MoveMutation::push_skips_replica && group.members.size() > 1 ? group.members.size() - 1
-                                                                                     : group.members.size();
+        const std::size_t members = mutation == MoveMutation::push_skips_replica && group.members.size() > 1
+                                        ? group.members.size() - 1
+                                        : group.members.size();
         for (std::int64_t i = 0; i < d; ++i) {
           const std::int64_t piece = group.segment * d + i;
           const std::size_t count = block_elements(planned, block, piece * step, (piece + 1) * step);
@@ -359,7 +359,8 @@ public:
                                  if (reduced.empty()) reduced.assign(tensors_[tensor].size(), 0.0);
                                  for (std::int64_t e = begin; e < end; ++e, ++at)
                                    reduced[static_cast<std::size_t>(e)] =
-                                       part.member == 0 ? values[at] : reduced[static_cast<std::size_t>(e)] + values[at];
+                                       part.member == 0 ? values[at]
+                                                        : reduced[static_cast<std::size_t>(e)] + values[at];
                                });
           });
       // The LNK: every piece from the member that keeps it to its owner.
@@ -390,10 +391,10 @@ public:
             std::size_t at = 0;
             for_each_run(planned, plan.blocks, plan.pieces, message,
                          [&](std::size_t tensor, std::int64_t begin, std::int64_t end) {
-                           for_each_owned(shards.owned[tensor], begin, end,
-                                          [&](RankShards::Segment& segment, std::int64_t e) {
-                                            segment.gradient[static_cast<std::size_t>(e - segment.begin)] = values[at++];
-                                          });
+                           for_each_owned(
+                               shards.owned[tensor], begin, end, [&](RankShards::Segment& segment, std::int64_t e) {
+                                 segment.gradient[static_cast<std::size_t>(e - segment.begin)] = values[at++];
+                               });
                          });
           });
     }
@@ -451,8 +452,8 @@ private:
   // Calls visit(tensor, begin, end) for the view elements of slices [begin, end) of every tensor of every layer of
   // `block`, in the order a message lays them out.
   template <class Visit>
-  void for_each_block_run(const Planned& planned, const shard::SliceBlock& block, std::int64_t begin,
-                          std::int64_t end, Visit visit) const {
+  void for_each_block_run(const Planned& planned, const shard::SliceBlock& block, std::int64_t begin, std::int64_t end,
+                          Visit visit) const {
     for (int layer = block.layer_begin; layer < block.layer_end; ++layer)
       for (std::size_t k = 0; k < planned.model.tensors.size(); ++k) {
         const std::int64_t elements = planned.model.tensors[k].elements;
@@ -472,10 +473,9 @@ private:
   std::size_t block_elements(const Planned& planned, const shard::SliceBlock& block, std::int64_t begin,
                              std::int64_t end) const {
     std::size_t count = 0;
-    for_each_block_run(planned, block, begin, end,
-                       [&](std::size_t, std::int64_t first, std::int64_t last) {
-                         count += static_cast<std::size_t>(last - first);
-                       });
+    for_each_block_run(planned, block, begin, end, [&](std::size_t, std::int64_t first, std::int64_t last) {
+      count += static_cast<std::size_t>(last - first);
+    });
     return count;
   }
 

@@ -50,16 +50,11 @@ inline TensorSplit tensor_split(ParameterKind kind) {
   switch (kind) {
     case ParameterKind::embedding:
     case ParameterKind::attention_output:
-    case ParameterKind::down:
-      return {Axis::rows, 1};
-    case ParameterKind::qkv:
-      return {Axis::columns, 3};
-    case ParameterKind::gate_up:
-      return {Axis::columns, 2};
-    case ParameterKind::lm_head:
-      return {Axis::columns, 1};
-    default:
-      return {Axis::replicated, 1};
+    case ParameterKind::down: return {Axis::rows, 1};
+    case ParameterKind::qkv: return {Axis::columns, 3};
+    case ParameterKind::gate_up: return {Axis::columns, 2};
+    case ParameterKind::lm_head: return {Axis::columns, 1};
+    default: return {Axis::replicated, 1};
   }
 }
 
@@ -76,12 +71,9 @@ inline void require_tp(const ModelConfig& model, int tp) {
 // The [rows, cols] of TP rank r's shard of a tensor.
 inline std::pair<std::int64_t, std::int64_t> shard_shape(const ParameterTensor& tensor, int tp) {
   switch (tensor_split(tensor.kind).axis) {
-    case TensorSplit::Axis::rows:
-      return {tensor.rows / tp, tensor.cols};
-    case TensorSplit::Axis::columns:
-      return {tensor.rows, tensor.cols / tp};
-    default:
-      return {tensor.rows, tensor.cols};
+    case TensorSplit::Axis::rows: return {tensor.rows / tp, tensor.cols};
+    case TensorSplit::Axis::columns: return {tensor.rows, tensor.cols / tp};
+    default: return {tensor.rows, tensor.cols};
   }
 }
 
@@ -111,7 +103,8 @@ inline std::vector<double> shard_of(const ParameterTensor& tensor, std::span<con
   const auto [rows, cols] = shard_shape(tensor, tp);
   std::vector<double> shard(static_cast<std::size_t>(rows * cols));
   for_each_shard_run(tensor, tp, r, [&](std::size_t from, std::size_t to, std::size_t count) {
-    std::copy_n(full.begin() + static_cast<std::ptrdiff_t>(from), count, shard.begin() + static_cast<std::ptrdiff_t>(to));
+    std::copy_n(full.begin() + static_cast<std::ptrdiff_t>(from), count,
+                shard.begin() + static_cast<std::ptrdiff_t>(to));
   });
   return shard;
 }

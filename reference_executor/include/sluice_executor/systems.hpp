@@ -59,14 +59,13 @@ private:
   [[nodiscard]] double mean(double MeasuredIteration::*field) const {
     double sum = 0;
     for (const MeasuredIteration& iteration : iterations) sum += iteration.*field;
-    return iterations.empty() ? std::numeric_limits<double>::quiet_NaN()
-                              : sum / static_cast<double>(iterations.size());
+    return iterations.empty() ? std::numeric_limits<double>::quiet_NaN() : sum / static_cast<double>(iterations.size());
   }
 };
 
 struct SystemsMeasurement {
   std::vector<compare::BatchSize> batches;
-  std::vector<Strategy> candidates;    // sluice's
+  std::vector<Strategy> candidates;     // sluice's
   std::vector<MeasuredSystem> systems;  // Megatron-LM, DynaPipe, sluice
 };
 
@@ -82,10 +81,10 @@ MeasuredIteration measure(const Job& job, Runner& run, std::string strategy, dou
           .replayed = table.replayed,
           .measured = table.measured,
           .layout_move = 0,
-          .activation_peak_bytes = report.activation_peak_bytes.empty()
-                                       ? 0.0
-                                       : *std::max_element(report.activation_peak_bytes.begin(),
-                                                           report.activation_peak_bytes.end()),
+          .activation_peak_bytes =
+              report.activation_peak_bytes.empty()
+                  ? 0.0
+                  : *std::max_element(report.activation_peak_bytes.begin(), report.activation_peak_bytes.end()),
           .loss = report.result.loss};
 }
 
@@ -128,18 +127,17 @@ SystemsMeasurement measure_systems(const compare::Options& options, const ModelC
         detail::measure(job_from_iteration(model, tokens[k], megatron.plan, megatron.schedule), run,
                         megatron.plan.strategy.name(), megatron.schedule.makespan));
     const schedule::PipelineRunPlan& dynapipe = chosen.dynapipe[k];
-    result.systems[1].iterations.push_back(
-        detail::measure(job_from_pipeline_plan(model, tokens[k], dynapipe,
-                                               dynapipe_strategy.parts().front().scheme.degrees()),
-                        run, dynapipe_strategy.name(), dynapipe.makespan));
+    result.systems[1].iterations.push_back(detail::measure(
+        job_from_pipeline_plan(model, tokens[k], dynapipe, dynapipe_strategy.parts().front().scheme.degrees()), run,
+        dynapipe_strategy.name(), dynapipe.makespan));
     const schedule::SimulatedIteration& sluice = chosen.sluice[k];
     MeasuredIteration measured;
     if (sluice.runs_flex()) {
       const schedule::FlexIteration& iteration = *sluice.flex;
       const assign::FlexCpProblem problem = flex.domains->domains()[iteration.domain]->problem_of(batches[k]);
-      measured = detail::measure(job_from_flex(model, tokens[k], iteration, problem), run,
-                                 comparison.systems[compare::System::sluice].iterations[k].strategy,
-                                 iteration.plan.seconds);
+      measured =
+          detail::measure(job_from_flex(model, tokens[k], iteration, problem), run,
+                          comparison.systems[compare::System::sluice].iterations[k].strategy, iteration.plan.seconds);
     } else {
       measured = detail::measure(job_from_iteration(model, tokens[k], sluice.plan, sluice.schedule), run,
                                  sluice.plan.strategy.name(), sluice.schedule.makespan);

@@ -44,13 +44,14 @@ inline io::json chrome_trace(const Job& job, const RunReport& report) {
     sluice::require(report.instructions[r].size() == list.size(), "trace: rank ", r, " has ",
                     report.instructions[r].size(), " timings for ", list.size(), " instructions");
     const int compute = 2 * (info.stage * lanes + info.lane);
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", info.pipeline},
-                      {"tid", compute},
-                      {"args", {{"name", lanes == 1 ? sluice::concat("rank ", r, " (stage ", info.stage, ")")
-                                                    : sluice::concat("rank ", r, " (stage ", info.stage, " lane ",
-                                                                     info.lane, ")")}}}});
+    events.push_back(
+        {{"name", "thread_name"},
+         {"ph", "M"},
+         {"pid", info.pipeline},
+         {"tid", compute},
+         {"args",
+          {{"name", lanes == 1 ? sluice::concat("rank ", r, " (stage ", info.stage, ")")
+                               : sluice::concat("rank ", r, " (stage ", info.stage, " lane ", info.lane, ")")}}}});
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},
                       {"pid", info.pipeline},

@@ -38,8 +38,8 @@ namespace sluice::executor {
 struct TrainingOptions {
   AdamOptions adam{};
   RunOptions run{};
-  shard::Cluster cluster{};  // what the layout move's predicted time is priced on
-  int move_bytes = 8;        // bytes per element moved, as priced: the host backend's float64
+  shard::Cluster cluster{};                    // what the layout move's predicted time is priced on
+  int move_bytes = 8;                          // bytes per element moved, as priced: the host backend's float64
   MoveMutation mutation = MoveMutation::none;  // for the tests that inject defects into the layout move
   // The fixed layout of the optimizer states: Hydraulis' sharded one, or, when set, this placement's own
   // (shard::aligned_layout), as a static strategy keeps its states.
@@ -106,8 +106,9 @@ inline PlacedIteration place_iteration(const ModelConfig& model, std::vector<Seq
                     " of ", flex->domains().size());
     return place_iteration(model, std::move(tokens), plan, *flex->domains()[plan.domain], profile);
   }
-  const shard::RankPlacement placement = shard::rank_placement(
-      iteration.plan.strategy, profile, model.layers, detail::placement_options(model, iteration.plan.strategy, profile));
+  const shard::RankPlacement placement =
+      shard::rank_placement(iteration.plan.strategy, profile, model.layers,
+                            detail::placement_options(model, iteration.plan.strategy, profile));
   Job job = job_from_iteration(model, std::move(tokens), iteration.plan, iteration.schedule, &placement);
   return {std::move(job), placement.placement, iteration.plan.strategy.name(), iteration.schedule.makespan};
 }
@@ -115,10 +116,10 @@ inline PlacedIteration place_iteration(const ModelConfig& model, std::vector<Seq
 struct TrainedIteration {
   std::string strategy;
   double loss = 0;
-  double predicted = 0;      // the plan's simulated time of the propagation
-  double measured = 0;       // the run's wall-clock makespan
-  double pull_seconds = 0;   // measured
-  double push_seconds = 0;   // measured: reduce-scatter, LNK and Adam
+  double predicted = 0;             // the plan's simulated time of the propagation
+  double measured = 0;              // the run's wall-clock makespan
+  double pull_seconds = 0;          // measured
+  double push_seconds = 0;          // measured: reduce-scatter, LNK and Adam
   shard::ShardCost predicted_move;  // the cost model's pull, reduce-scatter and push on the options' cluster
 };
 
@@ -228,16 +229,16 @@ public:
                     " ranks, the layout has ", gpus_);
     std::vector<std::vector<double>> loss_sums(static_cast<std::size_t>(gpus_));
     std::vector<std::vector<double>> times(static_cast<std::size_t>(gpus_));
-    cohort_->run(iteration.job, job_layout, [&](int rank) { return lane_shards(job_layout, rank); }, options_.run,
-                 [&](int rank, const host::Stage& stage, std::span<const double> sums,
-                     std::vector<InstructionTiming> timings) {
-                   take_gradients(job_layout, rank, stage);
-                   loss_sums[static_cast<std::size_t>(rank)].assign(sums.begin(), sums.end());
-                   for (const InstructionTiming& timing : timings) {
-                     times[static_cast<std::size_t>(rank)].push_back(timing.start);
-                     times[static_cast<std::size_t>(rank)].push_back(timing.end);
-                   }
-                 });
+    cohort_->run(
+        iteration.job, job_layout, [&](int rank) { return lane_shards(job_layout, rank); }, options_.run,
+        [&](int rank, const host::Stage& stage, std::span<const double> sums, std::vector<InstructionTiming> timings) {
+          take_gradients(job_layout, rank, stage);
+          loss_sums[static_cast<std::size_t>(rank)].assign(sums.begin(), sums.end());
+          for (const InstructionTiming& timing : timings) {
+            times[static_cast<std::size_t>(rank)].push_back(timing.start);
+            times[static_cast<std::size_t>(rank)].push_back(timing.end);
+          }
+        });
     // Added in rank order on every process, so that every process has the one-process run's loss bit for bit.
     for (const std::vector<double>& sums : cohort_->share(std::move(loss_sums)))
       for (const double sum : sums) result.loss += sum;
@@ -467,10 +468,9 @@ inline void from_json(const io::json& in, TrainingCheckpoint& checkpoint) {
   checkpoint.tensors.clear();
   for (std::size_t t = 0; t < tensors.size(); ++t) {
     const std::string name = sluice::concat("tensor ", t);
-    TrainingCheckpoint::Tensor tensor{io::field<std::string>(tensors[t], "name", name),
-                                      io::field<std::vector<double>>(tensors[t], "master", name),
-                                      io::field<std::vector<double>>(tensors[t], "m", name),
-                                      io::field<std::vector<double>>(tensors[t], "v", name)};
+    TrainingCheckpoint::Tensor tensor{
+        io::field<std::string>(tensors[t], "name", name), io::field<std::vector<double>>(tensors[t], "master", name),
+        io::field<std::vector<double>>(tensors[t], "m", name), io::field<std::vector<double>>(tensors[t], "v", name)};
     sluice::require(tensor.name == shapes[t].name(), where, ": ", name, " is '", tensor.name, "', expected '",
                     shapes[t].name(), "'");
     for (const std::vector<double>* values : {&tensor.master, &tensor.m, &tensor.v})

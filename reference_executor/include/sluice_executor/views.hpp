@@ -69,8 +69,8 @@ inline RowRange view_fraction(const ParameterTensor& tensor, int tp, int t) {
 inline std::vector<double> shard_from_fraction(const ParameterTensor& tensor, int tp, int t,
                                                std::span<const double> fraction) {
   const RowRange range = view_fraction(tensor, tp, t);
-  sluice::require(fraction.size() == static_cast<std::size_t>(range.size()), "views: a fraction of ",
-                  fraction.size(), " values for ", range.size(), " of ", tensor.name());
+  sluice::require(fraction.size() == static_cast<std::size_t>(range.size()), "views: a fraction of ", fraction.size(),
+                  " values for ", range.size(), " of ", tensor.name());
   std::vector<double> shard(fraction.size());
   for (std::size_t i = 0; i < fraction.size(); ++i)
     shard[shard_index(tensor, tp, t, full_index(tensor, static_cast<std::size_t>(range.begin) + i))] = fraction[i];

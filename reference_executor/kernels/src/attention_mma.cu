@@ -36,13 +36,13 @@ constexpr unsigned kFullMask = 0xffffffffu;
 template <int kHeadDim>
 struct Shape {
   static_assert(kHeadDim % 16 == 0);
-  static constexpr int ld = kHeadDim + kPad;      // shared row length in bf16
-  static constexpr int tile = kTile * ld;         // bf16 per shared tile
-  static constexpr int k_steps = kHeadDim / 16;   // 16-wide steps over the head dimension
-  static constexpr int n_tiles = kHeadDim / 8;    // 8-wide accumulator tiles over the head dimension
+  static constexpr int ld = kHeadDim + kPad;     // shared row length in bf16
+  static constexpr int tile = kTile * ld;        // bf16 per shared tile
+  static constexpr int k_steps = kHeadDim / 16;  // 16-wide steps over the head dimension
+  static constexpr int n_tiles = kHeadDim / 8;   // 8-wide accumulator tiles over the head dimension
   static constexpr std::size_t tile_bytes = tile * sizeof(bf16);
-  static constexpr std::size_t forward_bytes = 5 * tile_bytes;  // Q, K×2, V×2
-  static constexpr std::size_t dq_bytes = 6 * tile_bytes;       // Q, dO, K×2, V×2
+  static constexpr std::size_t forward_bytes = 5 * tile_bytes;                           // Q, K×2, V×2
+  static constexpr std::size_t dq_bytes = 6 * tile_bytes;                                // Q, dO, K×2, V×2
   static constexpr std::size_t dkdv_bytes = 6 * tile_bytes + 4 * kTile * sizeof(float);  // + lse, delta ×2
 };
 
@@ -140,7 +140,6 @@ __device__ void await_tile(bool has_next, CopyNext copy_next) {
   }
   __syncthreads();
 }
-
 
 // A fragment of rows [row0, row0 + 16) and columns [col0, col0 + 16) of a row-major shared tile.
 __device__ void load_a(std::uint32_t (&a)[4], const bf16* tile, int ld, int row0, int col0) {
@@ -257,9 +256,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs args) {
   float row_sum[2] = {0.0f, 0.0f};            // this thread's columns only; the quad's are added at the end
 
   for (int tile = 0; tile < key_tiles; ++tile) {
-    await_tile(tile + 1 < key_tiles, [&] {
-      copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.qkv_row_stride, sequence, tile + 1);
-    });
+    await_tile(tile + 1 < key_tiles,
+               [&] { copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.qkv_row_stride, sequence, tile + 1); });
     const bf16* k_tile = k_tiles + (tile & 1) * S::tile;
     const bf16* v_tile = v_tiles + (tile & 1) * S::tile;
 
@@ -362,9 +360,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(BackwardArgs args) {
   float dq[S::n_tiles][4] = {};
 
   for (int tile = 0; tile < key_tiles; ++tile) {
-    await_tile(tile + 1 < key_tiles, [&] {
-      copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.qkv_row_stride, sequence, tile + 1);
-    });
+    await_tile(tile + 1 < key_tiles,
+               [&] { copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.qkv_row_stride, sequence, tile + 1); });
     const bf16* k_tile = k_tiles + (tile & 1) * S::tile;
     const bf16* v_tile = v_tiles + (tile & 1) * S::tile;
 
@@ -379,9 +376,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(BackwardArgs args) {
       for (int e = 0; e < 4; ++e) {
         const int key = first_key + n * 8 + 2 * (lane % 4) + (e & 1);
         const int query = query0 + 8 * (e >> 1);
-        const float p = key <= query && query < sequence.length
-                            ? exp2f(scores[n][e] * scale_log2 - lse_log2[e >> 1])
-                            : 0.0f;
+        const float p =
+            key <= query && query < sequence.length ? exp2f(scores[n][e] * scale_log2 - lse_log2[e >> 1]) : 0.0f;
         scores[n][e] = p * (dprobs[n][e] - delta[e >> 1]);  // dS
       }
     accumulate_products<kHeadDim>(dq, scores, k_tile);
@@ -408,7 +404,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
   extern __shared__ __align__(128) unsigned char shared[];
   bf16* k_tile = reinterpret_cast<bf16*>(shared);
   bf16* v_tile = k_tile + S::tile;
-  bf16* q_tiles = v_tile + S::tile;     // two buffers each
+  bf16* q_tiles = v_tile + S::tile;  // two buffers each
   bf16* dout_tiles = q_tiles + 2 * S::tile;
   float* lse_rows = reinterpret_cast<float*>(dout_tiles + 2 * S::tile);  // [2][kTile], log2 domain
   float* delta_rows = lse_rows + 2 * kTile;                              // [2][kTile]
@@ -455,8 +451,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
         const int col = n * 8 + 2 * (lane % 4) + (e & 1);
         const int query = first_query + col;
         const int key = key0 + 8 * (e >> 1);
-        const float p = key <= query && query < sequence.length ? exp2f(probs[n][e] * scale_log2 - lse_tile[col])
-                                                                : 0.0f;
+        const float p =
+            key <= query && query < sequence.length ? exp2f(probs[n][e] * scale_log2 - lse_tile[col]) : 0.0f;
         probs[n][e] = p;
         dprobs[n][e] = p * (dprobs[n][e] - delta_tile[col]);
       }
@@ -494,8 +490,7 @@ void mma_attention_forward(const VarlenBatch& batch, int head_dim, const Forward
 void mma_attention_backward(const VarlenBatch& batch, int head_dim, const BackwardArgs& args, cudaStream_t stream) {
   if (head_dim == 64) {
     launch(dq_kernel<64>, Shape<64>::dq_bytes, batch, args.num_heads, args, stream, "attention_backward (dq)");
-    launch(dkdv_kernel<64>, Shape<64>::dkdv_bytes, batch, args.num_heads, args, stream,
-           "attention_backward (dk, dv)");
+    launch(dkdv_kernel<64>, Shape<64>::dkdv_bytes, batch, args.num_heads, args, stream, "attention_backward (dk, dv)");
   } else {
     launch(dq_kernel<128>, Shape<128>::dq_bytes, batch, args.num_heads, args, stream, "attention_backward (dq)");
     launch(dkdv_kernel<128>, Shape<128>::dkdv_bytes, batch, args.num_heads, args, stream,

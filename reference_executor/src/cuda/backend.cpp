@@ -125,8 +125,7 @@ Backend::~Backend() {
   // Each rank's memory, events and streams belong to its device; a rank's members go in reverse order, so its
   // stream-ordered memory before the allocator and the stage that hand it out.
   while (!ranks_.empty()) {
-    if (ranks_.back().device >= 0)
-      detail::report_in_destructor(cudaSetDevice(ranks_.back().device), "cudaSetDevice");
+    if (ranks_.back().device >= 0) detail::report_in_destructor(cudaSetDevice(ranks_.back().device), "cudaSetDevice");
     ranks_.pop_back();
   }
   while (!streams_.empty()) {

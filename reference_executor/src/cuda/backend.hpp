@@ -55,9 +55,7 @@ public:
   // A last stage's sums of its micro-batches' cross-entropies, in micro-batch order.
   [[nodiscard]] std::vector<double> loss_sums(int rank) const;
   // The most bytes of stream-ordered memory (activations and workspaces) the rank held at once since its reset.
-  [[nodiscard]] double activation_peak_bytes(int rank) const {
-    return static_cast<double>(at(rank).allocator->peak());
-  }
+  [[nodiscard]] double activation_peak_bytes(int rank) const { return static_cast<double>(at(rank).allocator->peak()); }
   // Every rank's, 0 where this backend holds none.
   [[nodiscard]] std::vector<double> activation_peaks() const {
     std::vector<double> peaks;

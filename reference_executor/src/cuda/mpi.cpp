@@ -48,7 +48,7 @@ RunReport run_nccl(const Job& job, MPI_Comm comm, const RunOptions& options) {
   if (process == 0)
     for (ncclUniqueId& id : ids) SLUICE_NCCL_CHECK(ncclGetUniqueId(&id));
   results::check(MPI_Bcast(ids.data(), static_cast<int>(ids.size() * sizeof(ncclUniqueId)), MPI_BYTE, 0, comm),
-                "MPI_Bcast");
+                 "MPI_Bcast");
 
   results::RankValues own;
   if (runs) {
@@ -90,7 +90,7 @@ RunReport run_nccl(const Job& job, MPI_Comm comm, const RunOptions& options) {
     const RankInfo& info = job_layout.ranks[static_cast<std::size_t>(process)];
     const std::vector<double> loss_sums = info.last ? backend.loss_sums(process) : std::vector<double>();
     own = results::rank_values(job, job_layout, process, timings, loss_sums, backend.activation_peak_bytes(process),
-                              [&](std::size_t tensor) { return backend.download_gradient(process, tensor); });
+                               [&](std::size_t tensor) { return backend.download_gradient(process, tensor); });
     MPI_Comm_free(&ranks_comm);
   }
   // After the all-reduce every holder of a tensor has the sum: its first holder's is taken, as run_nccl takes it.

@@ -65,7 +65,7 @@ RunReport run_nccl(const Job& job, const RunOptions& options) {
   Backend backend(job, job_layout, devices, false);
   Communicators communicators(job_layout, devices);
 
-  std::vector<std::unique_ptr<GradientAllReduce>> reductions(static_cast<std::size_t>(ranks));
+  std::vector<std::unique_ptr<GradientAllReduce> > reductions(static_cast<std::size_t>(ranks));
   for (const int rank : running) {
     const DeviceScope scope(devices[static_cast<std::size_t>(rank)]);
     reductions[static_cast<std::size_t>(rank)] = std::make_unique<GradientAllReduce>(job.model);

@@ -35,7 +35,8 @@ inline std::vector<std::pair<int, int>> lane_links(const JobLayout& layout) {
   std::vector<std::pair<int, int>> links;
   for (const auto& stages : layout.lane_ranks)
     for (std::size_t j = 0; j + 1 < stages.size(); ++j)
-      for (std::size_t lane = 0; lane < stages[j].size(); ++lane) links.emplace_back(stages[j][lane], stages[j + 1][lane]);
+      for (std::size_t lane = 0; lane < stages[j].size(); ++lane)
+        links.emplace_back(stages[j][lane], stages[j + 1][lane]);
   return links;
 }
 
@@ -155,8 +156,10 @@ public:
     const auto count = static_cast<std::size_t>(transfer.shape.rows * transfer.shape.cols);
     const ncclComm_t comm = communicators_.link(transfer.rank, transfer.peer);
     const int peer = communicators_.peer_index(transfer.rank, transfer.peer);
-    if (transfer.send) SLUICE_NCCL_CHECK(ncclSend(data, count, ncclBfloat16, peer, comm, stream));
-    else SLUICE_NCCL_CHECK(ncclRecv(data, count, ncclBfloat16, peer, comm, stream));
+    if (transfer.send)
+      SLUICE_NCCL_CHECK(ncclSend(data, count, ncclBfloat16, peer, comm, stream));
+    else
+      SLUICE_NCCL_CHECK(ncclRecv(data, count, ncclBfloat16, peer, comm, stream));
     record.done.record(stream);
   }
 
@@ -214,8 +217,8 @@ public:
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
       const bool holds = stage.tensors().contains(t);
       SLUICE_NCCL_CHECK(ncclAllReduce(holds ? stage.gradient(t) : zeros_.as<float>(),
-                                      holds ? stage.gradient(t) : scratch_.as<float>(), tensors_[t].size(),
-                                      ncclFloat32, ncclSum, all, stream));
+                                      holds ? stage.gradient(t) : scratch_.as<float>(), tensors_[t].size(), ncclFloat32,
+                                      ncclSum, all, stream));
     }
   }
 

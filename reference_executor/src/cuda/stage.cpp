@@ -192,8 +192,10 @@ void DeviceStage::forward(const DeviceMicroBatch& micro_batch, const void* input
       x = layer_forward(l, micro_batch, std::move(x), layer);
     }
   }
-  if (last_) head_forward(micro_batch, std::move(x), loss_scale, loss_sum, saved);
-  else copy_device(output, x.get(), elements * bf16_bytes, stream());
+  if (last_)
+    head_forward(micro_batch, std::move(x), loss_scale, loss_sum, saved);
+  else
+    copy_device(output, x.get(), elements * bf16_bytes, stream());
 }
 
 void DeviceStage::backward(const DeviceMicroBatch& micro_batch, const bf16* grad_output, bf16* grad_input,

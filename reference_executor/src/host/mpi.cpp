@@ -118,8 +118,8 @@ public:
     for (int found = 0; !found;) {
       check(MPI_Iprobe(from, shift_tag, comm, &found, &status), "MPI_Iprobe");
       if (!found && std::chrono::steady_clock::now() > deadline)
-        throw transport_error(sluice::concat("timed out after ", timeout_, " s waiting for ",
-                                             describe(group, "a ring step")));
+        throw transport_error(
+            sluice::concat("timed out after ", timeout_, " s waiting for ", describe(group, "a ring step")));
       if (!found) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
     int values = 0;
@@ -190,8 +190,8 @@ public:
       if (code != MPI_SUCCESS) {
         // A message longer than the receive: the sender's tensor is not the one expected.
         if (!transfer.send)
-          throw transport_error(sluice::concat("mismatch: the ", describe(transfer),
-                                               " met a longer message from rank ", transfer.peer));
+          throw transport_error(
+              sluice::concat("mismatch: the ", describe(transfer), " met a longer message from rank ", transfer.peer));
         check(code, "MPI_Test");
       }
       if (done) break;
@@ -212,8 +212,8 @@ public:
         throw transport_error(sluice::concat(
             "mismatch: the ", describe(transfer), " [", transfer.shape.rows, ", ", transfer.shape.cols, "] got ",
             received >= static_cast<int>(header) ? received - static_cast<int>(header) : 0, " values of ",
-            received >= static_cast<int>(header) ? describe_received(operation, received) : "no tensor",
-            ", expected ", count));
+            received >= static_cast<int>(header) ? describe_received(operation, received) : "no tensor", ", expected ",
+            count));
       std::copy_n(operation.buffer.begin(), count, backend_.data(transfer.rank, transfer.slot).begin());
     }
     operation.buffer = {};
@@ -290,13 +290,12 @@ RunReport run_mpi(const Job& job, MPI_Comm comm, const RunOptions& options) {
   const JobLayout job_layout = layout(job, options.checks);
   const int process = mpi::detail::process_for(job_layout, comm);
   mpi::detail::RankValues own;
-  run_own_rank(job, job_layout, comm, options, {},
-               [&](const Backend& backend, const std::vector<InstructionTiming>& timings) {
-                 own = mpi::detail::rank_values(
-                     job, job_layout, process, timings, backend.loss_sums(process),
-                     backend.activation_peak_bytes(process),
-                     [&](std::size_t tensor) { return backend.stage(process).gradients()[tensor]; });
-               });
+  run_own_rank(
+      job, job_layout, comm, options, {}, [&](const Backend& backend, const std::vector<InstructionTiming>& timings) {
+        own = mpi::detail::rank_values(job, job_layout, process, timings, backend.loss_sums(process),
+                                       backend.activation_peak_bytes(process),
+                                       [&](std::size_t tensor) { return backend.stage(process).gradients()[tensor]; });
+      });
   // Added as a one-process run adds them, so that the two are equal bit for bit.
   RunReport report =
       mpi::detail::share_run(job, job_layout, comm, std::move(own), [&](mpi::detail::GatheredRanks& gathered) {
@@ -320,15 +319,15 @@ void MpiMover::move(std::span<const Route> routes, const std::function<std::vect
                     const std::function<void(std::size_t, std::vector<double>)>& apply) {
   // This process's routes, each peer's in route order concatenated into one message each way.
   std::map<int, std::vector<double>> outgoing;
-  std::map<int, std::size_t> incoming;  // values expected from each peer
+  std::map<int, std::size_t> incoming;              // values expected from each peer
   std::map<std::size_t, std::vector<double>> kept;  // local routes' values, by route
   for (std::size_t i = 0; i < routes.size(); ++i) {
     const Route& route = routes[i];
     if (route.src == process_) {
       std::vector<double> values = fill(i);
       if (values.size() != route.count)
-        throw transport_error(sluice::concat("layout move: route ", i, " to rank ", route.dst, " fills ",
-                                             values.size(), " values for ", route.count));
+        throw transport_error(sluice::concat("layout move: route ", i, " to rank ", route.dst, " fills ", values.size(),
+                                             " values for ", route.count));
       if (route.dst == process_) {
         kept.emplace(i, std::move(values));
       } else {
@@ -395,9 +394,9 @@ void MpiCohort::run(const Job& job, const JobLayout& job_layout, const Backend::
 
 std::vector<std::vector<double>> MpiCohort::share(std::vector<std::vector<double>> held) {
   // Every process holds one rank: its own values go to every process, in rank order.
-  std::vector<double> mine = process_ < static_cast<int>(held.size()) ? std::move(held[static_cast<std::size_t>(
-                                                                             process_)])
-                                                                       : std::vector<double>();
+  std::vector<double> mine = process_ < static_cast<int>(held.size())
+                                 ? std::move(held[static_cast<std::size_t>(process_)])
+                                 : std::vector<double>();
   int count = static_cast<int>(mine.size());
   std::vector<int> counts(static_cast<std::size_t>(processes_)), offsets(static_cast<std::size_t>(processes_));
   check(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");

@@ -18,8 +18,7 @@ constexpr std::size_t piece = std::size_t{1} << 30;
 
 std::size_t instruction_count(const Job& job, const RankInfo& info) {
   if (!info.runs) return 0;
-  return job.pipelines[static_cast<std::size_t>(info.pipeline)].plan.ranks[static_cast<std::size_t>(info.stage)]
-      .size();
+  return job.pipelines[static_cast<std::size_t>(info.pipeline)].plan.ranks[static_cast<std::size_t>(info.stage)].size();
 }
 
 std::size_t loss_sum_count(const JobLayout& layout, const RankInfo& info) {
@@ -68,9 +67,8 @@ int process_for(const JobLayout& layout, MPI_Comm comm) {
   return process;
 }
 
-RankValues rank_values(const Job& job, const JobLayout& layout, int rank,
-                       const std::vector<InstructionTiming>& timings, std::span<const double> loss_sums,
-                       double activation_peak_bytes,
+RankValues rank_values(const Job& job, const JobLayout& layout, int rank, const std::vector<InstructionTiming>& timings,
+                       std::span<const double> loss_sums, double activation_peak_bytes,
                        const std::function<std::vector<double>(std::size_t tensor)>& gradient) {
   const RankInfo& info = layout.ranks[static_cast<std::size_t>(rank)];
   const TensorRange range = stage_tensors(job.model, info.first_layer, info.end_layer, info.first, info.last);

@@ -28,9 +28,8 @@ struct RankValues {
   std::vector<double> times_and_sums;
   std::vector<std::vector<double>> gradients;
 };
-RankValues rank_values(const Job& job, const JobLayout& layout, int rank,
-                       const std::vector<InstructionTiming>& timings, std::span<const double> loss_sums,
-                       double activation_peak_bytes,
+RankValues rank_values(const Job& job, const JobLayout& layout, int rank, const std::vector<InstructionTiming>& timings,
+                       std::span<const double> loss_sums, double activation_peak_bytes,
                        const std::function<std::vector<double>(std::size_t tensor)>& gradient);
 
 // Every rank's results on process 0.

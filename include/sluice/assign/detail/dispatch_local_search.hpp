@@ -230,7 +230,7 @@ private:
   Shorter shorter_{&problem_};
   std::vector<std::vector<int>> by_length_;  // per pipeline, its sequences by Shorter
   std::vector<Load> loads_;
-  std::vector<int> length_class_;  // per sequence, the rank of its length among the batch's distinct lengths
+  std::vector<int> length_class_;          // per sequence, the rank of its length among the batch's distinct lengths
   std::vector<std::uint64_t> moved_seen_;  // per length class, the stamp it was last seen under
   std::uint64_t moved_stamp_ = 0;
 };

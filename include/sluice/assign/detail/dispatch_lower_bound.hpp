@@ -90,8 +90,8 @@ private:
       for (int g = 0; g < problem_.feasible_groups(longest); ++g) {
         const auto column = static_cast<std::size_t>(g);
         const double sum = time_prefix_[end * tier + column] - time_prefix_[first * tier + column];
-        cheapest = std::min(cheapest, problem_.bound(g, sum, token_prefix_[end] - token_prefix_[first],
-                                                     problem_.time(longest, g)));
+        cheapest = std::min(
+            cheapest, problem_.bound(g, sum, token_prefix_[end] - token_prefix_[first], problem_.time(longest, g)));
       }
       return cheapest;
     };
@@ -142,8 +142,8 @@ private:
       work_.assign(members_.size() * static_cast<std::size_t>(tier), 0.0);
       for (int g = 0; g < tier; ++g) {
         const DispatchGroup& group = problem_.group(g);
-        fill_[g] = theta * group.overhead +
-                   group.pp_minus_1 * (problem_.latency(g).sequence_time(shortest) + group.overhead);
+        fill_[g] =
+            theta * group.overhead + group.pp_minus_1 * (problem_.latency(g).sequence_time(shortest) + group.overhead);
       }
       for (std::size_t k = 0; k < members_.size(); ++k) {
         const int i = members_[k];
@@ -264,8 +264,8 @@ private:
   }
 
   [[nodiscard]] double demand_along(double y) const {
-    const auto split = static_cast<std::size_t>(
-        std::ranges::upper_bound(pieces_, y, {}, &Piece::breakpoint) - pieces_.begin());
+    const auto split =
+        static_cast<std::size_t>(std::ranges::upper_bound(pieces_, y, {}, &Piece::breakpoint) - pieces_.begin());
     return fixed_demand_ + below_[split] + y * above_[split];
   }
 

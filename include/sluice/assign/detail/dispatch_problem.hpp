@@ -102,8 +102,8 @@ public:
       const double worst = bound_of(static_cast<int>(g), sum, static_cast<std::int64_t>(n), longest);
       const Scheme& scheme = pipelines[static_cast<std::size_t>(groups_[g].first)].scheme;
       require(std::isfinite(worst), "dispatch: pipeline ", groups_[g].first, " (", scheme.name(),
-              "): the batch's Eq. 2 bound overflows (", worst, " s; latency a = ", latency_[g].a(), ", b = ",
-              latency_[g].b(), ", c = ", latency_[g].c(), ")");
+              "): the batch's Eq. 2 bound overflows (", worst, " s; latency a = ", latency_[g].a(),
+              ", b = ", latency_[g].b(), ", c = ", latency_[g].c(), ")");
     }
   }
 

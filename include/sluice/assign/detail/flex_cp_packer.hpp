@@ -176,7 +176,8 @@ public:
       if (micro_batch.groups.empty()) continue;
       std::vector<FlexCpGroup> groups;
       for (const int c : micro_batch.groups) {
-        FlexCpGroup group{.degree_index = groups_[std::size_t(c)].degree, .first_unit = 0,
+        FlexCpGroup group{.degree_index = groups_[std::size_t(c)].degree,
+                          .first_unit = 0,
                           .sequences = groups_[std::size_t(c)].sequences};
         std::sort(group.sequences.begin(), group.sequences.end());
         groups.push_back(std::move(group));
@@ -216,17 +217,29 @@ private:
 
   // Sequence and degree indices come as int (the plan's type) or std::size_t (loop counters).
   template <class S, class K>
-  [[nodiscard]] double work(S s, K k) const { return work_[std::size_t(s) * degrees_ + std::size_t(k)]; }
+  [[nodiscard]] double work(S s, K k) const {
+    return work_[std::size_t(s) * degrees_ + std::size_t(k)];
+  }
   template <class K>
-  [[nodiscard]] std::int64_t charged(int s, K k) const { return charged_[std::size_t(s) * degrees_ + std::size_t(k)]; }
+  [[nodiscard]] std::int64_t charged(int s, K k) const {
+    return charged_[std::size_t(s) * degrees_ + std::size_t(k)];
+  }
   template <class K>
-  [[nodiscard]] double constant(K k) const { return problem_.degrees[std::size_t(k)].latency.microbatch_overhead(); }
+  [[nodiscard]] double constant(K k) const {
+    return problem_.degrees[std::size_t(k)].latency.microbatch_overhead();
+  }
   template <class K>
-  [[nodiscard]] double width(K k) const { return problem_.degrees[std::size_t(k)].degree; }
+  [[nodiscard]] double width(K k) const {
+    return problem_.degrees[std::size_t(k)].degree;
+  }
   template <class K>
-  [[nodiscard]] int units_of(K k) const { return problem_.degrees[std::size_t(k)].degree; }
+  [[nodiscard]] int units_of(K k) const {
+    return problem_.degrees[std::size_t(k)].degree;
+  }
   template <class K>
-  [[nodiscard]] std::int64_t capacity(K k) const { return problem_.degrees[std::size_t(k)].capacity; }
+  [[nodiscard]] std::int64_t capacity(K k) const {
+    return problem_.degrees[std::size_t(k)].capacity;
+  }
   [[nodiscard]] bool fits(const Group& group, int s) const {
     return charged(s, group.degree) <= capacity(group.degree) - group.tokens;
   }
@@ -411,7 +424,6 @@ private:
     int other = -1;
   };
 
-
   // Moves a sequence of micro-batch m's slowest group into another group or a new one, or swaps it with another
   // group's sequence, where that shortens the iteration most, if anything does.
   bool relieve(std::size_t m, Heights& now) {
@@ -470,8 +482,7 @@ private:
           const int free = micro_batches_[t].free_units + freed;
           const bool same_degree =
               micro_batches_[t].degree < 0 || micro_batches_[t].degree == int(k) || (t == m && alone);
-          if (free < units_of(int(k)) || !same_degree || !std::isfinite(work(s, k)) ||
-              charged(s, int(k)) > capacity(k))
+          if (free < units_of(int(k)) || !same_degree || !std::isfinite(work(s, k)) || charged(s, int(k)) > capacity(k))
             continue;
           offer(t, constant(k) + work(s, k), {.group = -1, .micro_batch = t, .degree = int(k)});
         }
@@ -529,7 +540,8 @@ private:
           const double to_load = to.load - work(other, to.degree) + work(s, to.degree);
           const double value = swapped(t, rest_of_t, from_load, to_load);
           if (value < best.value)
-            best = {.value = value, .sequence = s, .to = {.group = int(c), .micro_batch = 0, .degree = 0}, .other = other};
+            best = {
+                .value = value, .sequence = s, .to = {.group = int(c), .micro_batch = 0, .degree = 0}, .other = other};
         }
       }
   }
@@ -579,8 +591,11 @@ private:
     std::vector<int> existing;  // tentative group → groups_ index, or −1 for a new one
     for (std::size_t c = 0; c < groups_.size(); ++c)
       if (groups_[c].micro_batch != int(m) && !groups_[c].sequences.empty()) {
-        tentative.push_back({.micro_batch = groups_[c].micro_batch, .degree = groups_[c].degree,
-                             .load = groups_[c].load, .tokens = groups_[c].tokens, .sequences = {}});
+        tentative.push_back({.micro_batch = groups_[c].micro_batch,
+                             .degree = groups_[c].degree,
+                             .load = groups_[c].load,
+                             .tokens = groups_[c].tokens,
+                             .sequences = {}});
         existing.push_back(int(c));
       }
     std::vector<int> free(micro_batches_.size());
@@ -690,8 +705,9 @@ private:
         const std::size_t m = order[j];  // the taller keeps the pool
         const std::size_t t = order[i];
         double bound = 0;
-        if (!highest_paying(now.of[m], now.of[m] + now.of[t], current,
-                            [&](double height) { return now.with(m, height, t, 0); }, bound))
+        if (!highest_paying(
+                now.of[m], now.of[m] + now.of[t], current, [&](double height) { return now.with(m, height, t, 0); },
+                bound))
           continue;
         std::vector<int> pooled = sequences_of(m);
         const std::vector<int> other = sequences_of(t);
@@ -726,8 +742,7 @@ private:
       const int fastest = packing_degree(std::size_t(s), -std::numeric_limits<double>::infinity(), -1);
       const double alone = constant(fastest) + work(s, fastest);
       const auto with_split = [&](double rest_height) {
-        return now.total - now.of[m] + rest_height + alone +
-               (problem_.pp - 1) * std::max({others, rest_height, alone});
+        return now.total - now.of[m] + rest_height + alone + (problem_.pp - 1) * std::max({others, rest_height, alone});
       };
       double bound = 0;
       if (!highest_paying(0, now.of[m], current, with_split, bound)) continue;
@@ -797,7 +812,7 @@ private:
       // Groups [0, count) are of the wide degree, the rest of the narrow one.
       const std::size_t wide_end = std::min(size, std::size_t(layout.count));
       const std::array<std::pair<std::size_t, std::size_t>, 2> ranges{std::pair{std::size_t{0}, wide_end},
-                                                                        std::pair{wide_end, size}};
+                                                                      std::pair{wide_end, size}};
       const std::array<int, 2> degree_of_range{layout.wide, layout.narrow};
       loads.assign(size, constant(layout.narrow));
       std::fill_n(loads.begin(), wide_end, constant(layout.wide));
@@ -891,9 +906,13 @@ private:
   // Sequence s in a group of degree k: its time alone, busy time and tokens; infinite where the group cannot hold
   // it.
   template <class K>
-  [[nodiscard]] double bound_alone(std::size_t s, K k) const { return constant(k) + work(s, k); }
+  [[nodiscard]] double bound_alone(std::size_t s, K k) const {
+    return constant(k) + work(s, k);
+  }
   template <class K>
-  [[nodiscard]] double bound_area(std::size_t s, K k) const { return width(k) * work(s, k); }
+  [[nodiscard]] double bound_area(std::size_t s, K k) const {
+    return width(k) * work(s, k);
+  }
   template <class K>
   [[nodiscard]] double bound_tokens(std::size_t s, K k) const {
     return std::isfinite(work(s, k)) ? static_cast<double>(charged(int(s), k))
@@ -905,9 +924,9 @@ private:
   // micro-batch of hundreds of short sequences are skipped for O(1) instead of priced for O(sequences × groups).
   [[nodiscard]] bool cannot_beat(const LayoutBounds& bounds, const Layout& layout, double bound) const {
     const std::size_t groups = layout.groups(*this);
-    const double held = static_cast<double>(capacity(layout.wide)) * layout.count +
-                        static_cast<double>(capacity(layout.narrow)) *
-                            static_cast<double>(groups - std::size_t(layout.count));
+    const double held =
+        static_cast<double>(capacity(layout.wide)) * layout.count +
+        static_cast<double>(capacity(layout.narrow)) * static_cast<double>(groups - std::size_t(layout.count));
     return bounds.tokens > held ||
            std::max(bounds.height, bounds.area + constants_busy(layout) / problem_.units) > bound * (1 + 1e-9);
   }
@@ -956,21 +975,21 @@ private:
 
   const FlexCpProblem& problem_;
   std::size_t degrees_;
-  std::vector<double> work_;           // per sequence and degree; infinite where the degree cannot hold it
+  std::vector<double> work_;  // per sequence and degree; infinite where the degree cannot hold it
   std::vector<std::int64_t> charged_;
-  std::vector<int> longest_first_rank_;  // per sequence, its place longest first (ties by index)
-  std::vector<std::vector<int>> slowest_first_;  // per degree, the sequences it holds, slowest alone first
-  std::vector<int> packing_degree_of_;           // pack()'s working array
+  std::vector<int> longest_first_rank_;            // per sequence, its place longest first (ties by index)
+  std::vector<std::vector<int>> slowest_first_;    // per degree, the sequences it holds, slowest alone first
+  std::vector<int> packing_degree_of_;             // pack()'s working array
   std::vector<std::vector<int>> spare_sequences_;  // cleared groups' lists, reused by open_group
   std::vector<Group> groups_;
   std::vector<MicroBatch> micro_batches_;
   using OpenGroups = std::pmr::set<std::pair<double, int>>;  // (slack, group)
-  std::pmr::monotonic_buffer_resource open_memory_;  // open_'s nodes, contiguous for the packing's lookups and
-                                                     // freed at once
-  std::vector<OpenGroups> open_;                    // per degree
-  std::vector<std::size_t> first_admitting_;           // per degree: no micro-batch before it has room for one
-  std::int64_t budget_ = 0;                            // candidate moves improve() may still price
-  std::vector<double> greedy_loads_;                   // grouped()'s working arrays, kept to spare allocations
+  std::pmr::monotonic_buffer_resource open_memory_;          // open_'s nodes, contiguous for the packing's lookups and
+                                                             // freed at once
+  std::vector<OpenGroups> open_;                             // per degree
+  std::vector<std::size_t> first_admitting_;                 // per degree: no micro-batch before it has room for one
+  std::int64_t budget_ = 0;                                  // candidate moves improve() may still price
+  std::vector<double> greedy_loads_;                         // grouped()'s working arrays, kept to spare allocations
   std::vector<std::int64_t> greedy_tokens_;
   std::vector<int> greedy_group_of_;
   std::vector<double> greedy_rest_area_;

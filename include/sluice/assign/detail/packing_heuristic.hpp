@@ -262,9 +262,8 @@ private:
       partners_.clear();
       for (std::size_t q = 0; q < bins; ++q)
         if (q != p) partners_.push_back(q);
-      std::sort(partners_.begin(), partners_.end(), [this](std::size_t x, std::size_t y) {
-        return load_[x] != load_[y] ? load_[x] < load_[y] : x < y;
-      });
+      std::sort(partners_.begin(), partners_.end(),
+                [this](std::size_t x, std::size_t y) { return load_[x] != load_[y] ? load_[x] < load_[y] : x < y; });
       Exchange best{.peak = load_[p] - tolerance};
       simple_exchanges(p, best);
       if (best.to == none) compound_exchanges(p, best);
@@ -307,8 +306,8 @@ private:
   // peak or past its cap (lighter outs may help), open otherwise. A margin far above rounding keeps every skipped
   // exchange one that consider() would refuse, so skipping changes no result.
   enum class Fit { too_light, too_heavy, open };
-  [[nodiscard]] Fit fit(std::size_t p, std::size_t q, double out_weight, std::int64_t out_tokens,
-                        InRange in, const Exchange& best) const noexcept {
+  [[nodiscard]] Fit fit(std::size_t p, std::size_t q, double out_weight, std::int64_t out_tokens, InRange in,
+                        const Exchange& best) const noexcept {
     if (out_weight - in.min_weight <= load_[p] - best.peak - skip_margin_ ||
         tokens_[p] - out_tokens + in.min_tokens > capacity_)
       return Fit::too_light;

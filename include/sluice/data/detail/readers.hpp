@@ -286,8 +286,8 @@ private:
   std::string_view source_;
   LengthCollector lengths_;
   std::uint64_t line_ = 1;
-  std::string value_;          // from the first to the last non-space character before any '#'
-  std::string spaces_;         // whitespace after value_, up to max_text_value_chars + 1 characters
+  std::string value_;   // from the first to the last non-space character before any '#'
+  std::string spaces_;  // whitespace after value_, up to max_text_value_chars + 1 characters
   std::uint64_t space_count_ = 0;
   bool in_comment_ = false;
 };
@@ -358,12 +358,10 @@ private:
     }
     return false;
   }
-  void expect(char c) {
-    require(consume(c), source_, ": header: expected '", c, "' at offset ", pos_);
-  }
+  void expect(char c) { require(consume(c), source_, ": header: expected '", c, "' at offset ", pos_); }
   std::string_view string_literal(std::string_view what) {
-    require(pos_ < text_.size() && (text_[pos_] == '\'' || text_[pos_] == '"'), source_, ": header: expected ",
-            what, " as a quoted string at offset ", pos_);
+    require(pos_ < text_.size() && (text_[pos_] == '\'' || text_[pos_] == '"'), source_, ": header: expected ", what,
+            " as a quoted string at offset ", pos_);
     const char quote = text_[pos_++];
     const std::size_t end = text_.find(quote, pos_);
     require(end != std::string_view::npos, source_, ": header: unterminated string at offset ", pos_);
@@ -410,8 +408,7 @@ private:
 };
 
 template <class T>
-void append_values(std::span<const std::byte> data, std::string_view where, std::uint64_t first,
-                   LengthCollector& out) {
+void append_values(std::span<const std::byte> data, std::string_view where, std::uint64_t first, LengthCollector& out) {
   for (std::size_t i = 0; i < data.size(); i += sizeof(T)) {
     out.push(static_cast<std::int64_t>(load_le<T>(data.data() + i)), where, first + i / sizeof(T));
   }
@@ -498,8 +495,8 @@ std::vector<std::int64_t> megatron_idx_lengths(Bytes& bytes, std::string_view so
   const auto version = load_le<std::uint64_t>(header.data() + 9);
   require(version == 1, source, ": unsupported .idx version ", version, " (expected 1)");
   const auto dtype_code = std::to_integer<std::size_t>(header[17]);
-  require(dtype_code >= 1 && dtype_code < std::size(megatron_dtype_sizes), source, ": unknown dtype code ",
-          dtype_code, " (expected 1 to 8)");
+  require(dtype_code >= 1 && dtype_code < std::size(megatron_dtype_sizes), source, ": unknown dtype code ", dtype_code,
+          " (expected 1 to 8)");
   const auto dtype_size = static_cast<std::int64_t>(megatron_dtype_sizes[dtype_code]);
   const auto sequences = load_le<std::uint64_t>(header.data() + 18);
   const auto documents = load_le<std::uint64_t>(header.data() + 26);

@@ -61,8 +61,8 @@ inline void check(const SearchOptions& options, const ClusterSpec& cluster, std:
   sluice::require(options.memory_bytes <= cluster.memory_bytes, "search: memory_bytes ", options.memory_bytes,
                   " exceeds the device memory of cluster ", cluster.name, " (", cluster.memory_bytes, ")");
   const auto memory_units = budget(options, cluster) / options.granularity_bytes;  // whole units of the budget
-  sluice::require(memory_units <= max_memory_units, "search: memory / granularity_bytes must be <= ",
-                  max_memory_units, ", got ", memory_units);
+  sluice::require(memory_units <= max_memory_units, "search: memory / granularity_bytes must be <= ", max_memory_units,
+                  ", got ", memory_units);
   const auto batch_sizes = options.max_batch / options.batch_step;  // the sweep's steps
   const double sweeps = options.global_batch > 0 ? 1.0 : static_cast<double>(batch_sizes);
   const double units = static_cast<double>(memory_units);
@@ -158,7 +158,7 @@ struct Evaluation {
 // the vocabulary layers: their DPs are solved once for the budget each vocabulary strategy leaves (the non-CKPT
 // strategies of the space), and a partition takes the vocabulary strategy that makes it fastest.
 class Context {
- public:
+public:
   Context(const AnalyticEstimator& estimator, const SearchOptions& options, std::vector<LayerStrategy> strategies,
           int pp, std::int64_t batch, int micro_batches, StageWorkspace& work)
       : estimator_(estimator),
@@ -289,7 +289,7 @@ class Context {
     return prefix_time_[b] - prefix_time_[a] + p2p + initial_extra_[static_cast<std::size_t>(index)].time_nosync;
   }
 
- private:
+private:
   std::vector<StageResult> solve(int index, int first, int count) {
     const auto S = strategies_.size();
     const std::size_t K = representative_.size();
@@ -341,8 +341,8 @@ class Context {
         if (l > 0) {
           const auto from = static_cast<std::size_t>(
               layout_[static_cast<std::size_t>(solution.choice[static_cast<std::size_t>(l - 1)])]);
-          const double move = transition_[(static_cast<std::size_t>(first + l) * K + from) * K +
-                                          static_cast<std::size_t>(layout_[s])];
+          const double move =
+              transition_[(static_cast<std::size_t>(first + l) * K + from) * K + static_cast<std::size_t>(layout_[s])];
           result.time_sync += move;
           result.time_nosync += move;
         }
@@ -365,7 +365,7 @@ class Context {
   StageWorkspace& work_;
   std::vector<std::size_t> representative_;
   std::vector<int> layout_;
-  std::vector<std::size_t> vocabulary_;  // the strategies the vocabulary layers may take
+  std::vector<std::size_t> vocabulary_;          // the strategies the vocabulary layers may take
   std::vector<std::vector<StageExtra>> extras_;  // per stage, per vocabulary candidate
   std::vector<LayerCost> costs_;
   std::vector<double> transition_;

@@ -81,7 +81,7 @@ inline BalanceTrace balance_partition(Context& context, int layers) {
 }
 
 class Searcher {
- public:
+public:
   Searcher(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options)
       : estimator_(model, cluster), options_(options), heads_(heads_gcd(model)) {
     check(options_, estimator_.cluster(), model.layers.size());
@@ -132,7 +132,7 @@ class Searcher {
 
   [[nodiscard]] const SearchOptions& options() const noexcept { return options_; }
 
- private:
+private:
   AnalyticEstimator estimator_;
   SearchOptions options_;
   std::int64_t heads_;

@@ -79,7 +79,7 @@ inline Ownership ownership(const OptimizerLayout& layout) {
 // An open-addressing table keyed by a hash of the list; entries of earlier sources count as empty, so the
 // table is never cleared. O(pieces) time; memory O(the most distinct lists of one source).
 class SharedPieces {
- public:
+public:
   std::uint32_t find_or_add(int src, std::span<const SliceRun> runs, std::vector<Piece>& pieces) {
     if (src != src_) {
       src_ = src;
@@ -106,7 +106,7 @@ class SharedPieces {
     return first;
   }
 
- private:
+private:
   struct Slot {
     std::uint64_t hash = 0;
     int src = -1;

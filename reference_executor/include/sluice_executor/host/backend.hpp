@@ -74,17 +74,16 @@ public:
       if (!info.runs || (!ranks.empty() && std::ranges::find(ranks, static_cast<int>(r)) == ranks.end())) continue;
       const PipelineJob& pipeline = job.pipelines[static_cast<std::size_t>(info.pipeline)];
       const auto elements = static_cast<std::size_t>(layout.slot_elements[static_cast<std::size_t>(info.pipeline)]);
-      const LaneSpec spec{info.first_layer, info.end_layer, info.first, info.last, info.tp, info.tp_rank,
-                          info.recompute, mutation};
+      const LaneSpec spec{info.first_layer, info.end_layer, info.first,     info.last,
+                          info.tp,          info.tp_rank,   info.recompute, mutation};
       const std::vector<std::vector<double>> shards =
           parameters ? parameters(static_cast<int>(r)) : std::vector<std::vector<double>>();
-      ranks_[r].emplace(RankState{
-          Stage(job.model, spec, group_of(layout, info.tp_group, static_cast<int>(r)), Collectives(&exchange), shards,
-                Stage::Given::shards),
-          std::vector<std::vector<double>>(static_cast<std::size_t>(pipeline.plan.buffer_slots),
-                                           std::vector<double>(elements)),
-          std::vector<StageActivations>(pipeline.micro_batches.size()),
-          std::vector<double>(pipeline.micro_batches.size(), 0.0), 0, 0});
+      ranks_[r].emplace(RankState{Stage(job.model, spec, group_of(layout, info.tp_group, static_cast<int>(r)),
+                                        Collectives(&exchange), shards, Stage::Given::shards),
+                                  std::vector<std::vector<double>>(static_cast<std::size_t>(pipeline.plan.buffer_slots),
+                                                                   std::vector<double>(elements)),
+                                  std::vector<StageActivations>(pipeline.micro_batches.size()),
+                                  std::vector<double>(pipeline.micro_batches.size(), 0.0), 0, 0});
     }
   }
 
@@ -98,18 +97,17 @@ public:
     const CpShard& own = batch.shard();
     fill(own, own.rows.size());
     if (mutation_ != Mutation::cp_chunk_on_wrong_rank) return;
-    const CpShard& next =
-        batch.split->shards[static_cast<std::size_t>((batch.cp_rank + 1) % batch.split->degree())];
+    const CpShard& next = batch.split->shards[static_cast<std::size_t>((batch.cp_rank + 1) % batch.split->degree())];
     fill(next, std::min(own.rows.size(), next.rows.size()));
   }
 
   void forward(int rank, int micro_batch, int input_slot, int output_slot) {
     RankState& state = at(rank);
     const auto i = static_cast<std::size_t>(micro_batch);
-    const double loss = state.stage.forward(
-        lane_batch(rank, micro_batch), data(rank, input_slot),
-        output_slot >= 0 ? std::span<double>(data(rank, output_slot)) : std::span<double>(),
-        1.0 / static_cast<double>(layout_.total_targets), state.saved[i]);
+    const double loss =
+        state.stage.forward(lane_batch(rank, micro_batch), data(rank, input_slot),
+                            output_slot >= 0 ? std::span<double>(data(rank, output_slot)) : std::span<double>(),
+                            1.0 / static_cast<double>(layout_.total_targets), state.saved[i]);
     if (layout_.ranks[static_cast<std::size_t>(rank)].last) state.loss_sums[i] = loss;
     state.held += state.saved[i].values();
     state.peak = std::max(state.peak, state.held);
@@ -178,8 +176,8 @@ private:
 
   [[nodiscard]] LaneBatch lane_batch(int rank, int micro_batch) const {
     const LaneWork& work = layout_.lane_work(rank, micro_batch);
-    return {&layout_.packed(rank, micro_batch), &layout_.cp_splits[static_cast<std::size_t>(work.split)],
-            work.cp_rank, group_of(layout_, work.ulysses_group, rank), group_of(layout_, work.ring_group, rank)};
+    return {&layout_.packed(rank, micro_batch), &layout_.cp_splits[static_cast<std::size_t>(work.split)], work.cp_rank,
+            group_of(layout_, work.ulysses_group, rank), group_of(layout_, work.ring_group, rank)};
   }
 
   const Job& job_;

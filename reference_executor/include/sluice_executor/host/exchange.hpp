@@ -72,14 +72,14 @@ public:
   // The element-wise sum over members, in member order.
   std::vector<double> all_reduce_sum(const Group& group, std::vector<double> mine) const {
     if (group.size() == 1) return mine;
-    return sum(exchange_->all_to_all(group, std::vector<std::vector<double>>(static_cast<std::size_t>(group.size()),
-                                                                             mine)));
+    return sum(
+        exchange_->all_to_all(group, std::vector<std::vector<double>>(static_cast<std::size_t>(group.size()), mine)));
   }
 
   std::vector<double> all_reduce_max(const Group& group, std::vector<double> mine) const {
     if (group.size() == 1) return mine;
-    std::vector<std::vector<double>> all = exchange_->all_to_all(
-        group, std::vector<std::vector<double>>(static_cast<std::size_t>(group.size()), mine));
+    std::vector<std::vector<double>> all =
+        exchange_->all_to_all(group, std::vector<std::vector<double>>(static_cast<std::size_t>(group.size()), mine));
     std::vector<double> result = std::move(all.front());
     for (std::size_t j = 1; j < all.size(); ++j)
       for (std::size_t i = 0; i < result.size(); ++i) result[i] = std::max(result[i], all[j][i]);

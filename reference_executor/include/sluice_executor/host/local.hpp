@@ -91,9 +91,8 @@ public:
                         {std::move(parts[static_cast<std::size_t>(j)]), tag(group, all_to_all_op)});
     for (int j = 0; j < group.size(); ++j)
       if (j != group.index)
-        parts[static_cast<std::size_t>(j)] =
-            checked(mailboxes_.receive(group.ranks[static_cast<std::size_t>(j)], me, collective_channel), group,
-                    all_to_all_op);
+        parts[static_cast<std::size_t>(j)] = checked(
+            mailboxes_.receive(group.ranks[static_cast<std::size_t>(j)], me, collective_channel), group, all_to_all_op);
     return parts;
   }
 
@@ -112,8 +111,8 @@ private:
   static int tag(const Group& group, int op) { return 2 * group.id + op; }
   static std::vector<double> checked(Mailboxes::Message message, const Group& group, int op) {
     if (message.tag != tag(group, op))
-      throw transport_error(sluice::concat("mismatch: a collective of group ", group.id,
-                                           " met a message of another collective"));
+      throw transport_error(
+          sluice::concat("mismatch: a collective of group ", group.id, " met a message of another collective"));
     return std::move(message.values);
   }
 

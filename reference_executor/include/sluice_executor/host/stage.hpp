@@ -89,8 +89,7 @@ inline void add(std::span<const double> a, std::span<const double> b, std::span<
 inline std::vector<double> columns(std::span<const double> x, std::size_t rows, std::size_t cols, std::size_t first,
                                    std::size_t count) {
   std::vector<double> result(rows * count);
-  for (std::size_t r = 0; r < rows; ++r)
-    std::copy_n(&x[r * cols + first], count, &result[r * count]);
+  for (std::size_t r = 0; r < rows; ++r) std::copy_n(&x[r * cols + first], count, &result[r * count]);
   return result;
 }
 
@@ -126,8 +125,8 @@ struct LayerActivations {
   AttentionActivations cp;
   [[nodiscard]] std::size_t values() const {
     std::size_t total = cp.q.size() + cp.k.size() + cp.v.size() + cp.out.size() + cp.lse.size();
-    for (const std::vector<double>* x : {&input, &rstd1, &normed1, &qkv, &attention, &middle, &rstd2, &normed2,
-                                         &gate_up, &swiglu})
+    for (const std::vector<double>* x :
+         {&input, &rstd1, &normed1, &qkv, &attention, &middle, &rstd2, &normed2, &gate_up, &swiglu})
       total += x->size();
     return total;
   }
@@ -247,8 +246,10 @@ public:
                        const StageActivations& saved) {
     const std::size_t h = hidden();
     std::vector<double> dx;
-    if (spec_.last) dx = head_backward(batch, saved);
-    else dx.assign(grad_output.begin(), grad_output.begin() + static_cast<std::ptrdiff_t>(lane_rows(batch) * h));
+    if (spec_.last)
+      dx = head_backward(batch, saved);
+    else
+      dx.assign(grad_output.begin(), grad_output.begin() + static_cast<std::ptrdiff_t>(lane_rows(batch) * h));
     std::size_t transient = 0;
     for (int l = spec_.end_layer - 1; l >= spec_.first_layer; --l) {
       const LayerActivations& layer = saved.layers[static_cast<std::size_t>(l - spec_.first_layer)];
@@ -262,8 +263,10 @@ public:
         layer_backward(l, batch, layer, dx);
       }
     }
-    if (spec_.first) embed_backward(batch, dx, saved);
-    else std::copy(dx.begin(), dx.end(), grad_input.begin());
+    if (spec_.first)
+      embed_backward(batch, dx, saved);
+    else
+      std::copy(dx.begin(), dx.end(), grad_input.begin());
     return transient;
   }
 
@@ -304,8 +307,7 @@ private:
     for (std::size_t t = 0; t < n; ++t) {
       saved.ids[t] = static_cast<std::int32_t>(input[t]);
       const std::int32_t row = saved.ids[t] - first_id;
-      if (row >= 0 && row < vocab_part)
-        std::copy_n(&table[static_cast<std::size_t>(row) * h], h, &partial[t * h]);
+      if (row >= 0 && row < vocab_part) std::copy_n(&table[static_cast<std::size_t>(row) * h], h, &partial[t * h]);
     }
     return scatter(partial, n);
   }
@@ -350,8 +352,10 @@ private:
     std::vector<double> attention_rows =
         spec_.mutation == Mutation::missing_tp_reduce ? own_rows(projected, n) : scatter(projected, n);
     a.middle.resize(s * h);
-    if (recomputing && spec_.mutation == Mutation::recompute_drops_residual) a.middle = attention_rows;
-    else detail::add(a.input, attention_rows, a.middle);
+    if (recomputing && spec_.mutation == Mutation::recompute_drops_residual)
+      a.middle = attention_rows;
+    else
+      detail::add(a.input, attention_rows, a.middle);
     normed.assign(s * h, 0.0);
     a.rstd2.resize(s);
     reference::rmsnorm_forward(a.middle, weight(layer, ParameterKind::mlp_norm), model_.norm_eps, normed, a.rstd2);
@@ -390,23 +394,22 @@ private:
     detail::matmul_transposed(dgate_up, weight(layer, ParameterKind::gate_up), dnormed, n, 2 * f_t, h);
     detail::accumulate_transposed(a.normed2, dgate_up, gradient(layer, ParameterKind::gate_up), n, h, 2 * f_t);
     std::vector<double> dmiddle(s * h);
-    reference::rmsnorm_backward(a.middle, weight(layer, ParameterKind::mlp_norm), a.rstd2, scatter(dnormed, n),
-                                dmiddle, gradient(layer, ParameterKind::mlp_norm));
+    reference::rmsnorm_backward(a.middle, weight(layer, ParameterKind::mlp_norm), a.rstd2, scatter(dnormed, n), dmiddle,
+                                gradient(layer, ParameterKind::mlp_norm));
     detail::add(dmiddle, dx, dmiddle);
     // Attention branch: middle = input + attention(rope(norm(input)·Wqkv))·Wo.
     const std::vector<double> dprojected = gather(dmiddle);
     std::vector<double> dattention(n * h_t);
     detail::matmul_transposed(dprojected, weight(layer, ParameterKind::attention_output), dattention, n, h, h_t);
-    detail::accumulate_transposed(a.attention, dprojected, gradient(layer, ParameterKind::attention_output), n, h_t,
-                                  h);
+    detail::accumulate_transposed(a.attention, dprojected, gradient(layer, ParameterKind::attention_output), n, h_t, h);
     std::vector<double> dqkv = attention_backward(batch, a, dattention);
     std::span<double> dq(dqkv);
     const reference::HeadShape heads{lane_heads(), static_cast<int>(head_dimension())};
     reference::rope_backward_at(batch.shard().positions, heads, dq, dq.subspan(h_t), 3 * h_t, model_.rope_theta);
     detail::matmul_transposed(dqkv, weight(layer, ParameterKind::qkv), dnormed, n, 3 * h_t, h);
     detail::accumulate_transposed(a.normed1, dqkv, gradient(layer, ParameterKind::qkv), n, h, 3 * h_t);
-    reference::rmsnorm_backward(a.input, weight(layer, ParameterKind::attention_norm), a.rstd1, scatter(dnormed, n),
-                                dx, gradient(layer, ParameterKind::attention_norm));
+    reference::rmsnorm_backward(a.input, weight(layer, ParameterKind::attention_norm), a.rstd1, scatter(dnormed, n), dx,
+                                gradient(layer, ParameterKind::attention_norm));
     detail::add(dx, dmiddle, dx);
   }
 
@@ -474,7 +477,8 @@ private:
     std::vector<double> delta(heads * m);  // rowsum(dO ∘ O) per head and query
     for (std::size_t i = 0; i < m; ++i)
       for (std::size_t head = 0; head < heads; ++head)
-        delta[head * m + i] = reference::detail::dot(&block_dout[i * width + head * d], &a.cp.out[i * width + head * d], d);
+        delta[head * m + i] =
+            reference::detail::dot(&block_dout[i * width + head * d], &a.cp.out[i * width + head * d], d);
     std::vector<double> dq(m * width, 0.0);
     const int ring = batch.split->ring;
     const int rho = batch.ring_rank();
@@ -679,8 +683,7 @@ private:
 
   // The final norm, the column-parallel LM head and the vocab-parallel cross-entropy of the CP rank's tokens; returns
   // the sum over the lane's rows.
-  double head_forward(const LaneBatch& batch, std::vector<double> x, double loss_scale,
-                      StageActivations& saved) const {
+  double head_forward(const LaneBatch& batch, std::vector<double> x, double loss_scale, StageActivations& saved) const {
     const std::size_t s = x.size() / hidden();
     const std::size_t n = static_cast<std::size_t>(batch.shard().size());
     const std::size_t h = hidden();
