@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages sluice needs to build, test and benchmark, skipping those present.
 # Usage: scripts/install-deps.sh [--tests]   (as root, or with sudo available)
-#   --tests also installs what only the test suite uses: PyTorch (CPU), for sluice.torch and the training example,
-#   and matplotlib, for the comparison script's plot.
+#   --tests also installs what only the test suite uses: PyTorch (CPU), for sluice.torch and the training example;
+#   matplotlib, for the comparison script's plot; clang-format, clang-tidy and flake8, for scripts/lint.sh.
 set -euo pipefail
 
 packages=(
@@ -12,7 +12,7 @@ packages=(
   python3-dev pybind11-dev python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
   libopenmpi-dev openmpi-bin
 )
-if [ "${1:-}" = "--tests" ]; then packages+=(python3-torch python3-matplotlib); fi
+if [ "${1:-}" = "--tests" ]; then packages+=(python3-torch python3-matplotlib clang-format clang-tidy-16 flake8); fi
 
 missing=()
 for package in "${packages[@]}"; do
