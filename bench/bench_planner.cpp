@@ -1,5 +1,5 @@
 // Planning ahead while the trainer trains: the trainer's step is emulated by sleeping the simulated iteration time
-// of its plan, while schedule::Planner plans the next iterations on worker threads. The target: after the first
+// of its plan, while plan::Planner plans the next iterations on worker threads. The target: after the first
 // iteration, next() never waits.
 #include <benchmark/benchmark.h>
 
@@ -13,8 +13,8 @@
 
 #include "assign_fixtures.hpp"
 #include "sluice/plan/iteration.hpp"
-#include "sluice/schedule/iteration.hpp"
-#include "sluice/schedule/planner.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
+#include "sluice/plan/planner.hpp"
 
 namespace {
 
@@ -30,7 +30,7 @@ void BM_PlannerOverlap(benchmark::State& state) {
   const data::LengthDataset dataset = bench::scenario_dataset();
   // The candidates have PP = 1: no stage boundaries, so the default ProblemOptions are exact.
   const plan::IterationPlanner sluice_plan(scenario.profile, candidates);
-  const schedule::PlannerOptions options{.lookahead = 2, .threads = 2};
+  const plan::PlannerOptions options{.lookahead = 2, .threads = 2};
   double waited_seconds = 0;  // after the first iteration
   double first_wait = 0;
   double trained = 0;
@@ -41,7 +41,7 @@ void BM_PlannerOverlap(benchmark::State& state) {
     data::BatchSampler sampler(dataset,
                                {.tokens_per_batch = bench::scenario_tokens_per_64_gpus * (gpus / 64), .seed = 1});
     int pulled = 0;
-    schedule::Planner<schedule::SimulatedIteration> planner(
+    plan::Planner<plan::SimulatedIteration> planner(
         [&]() -> std::optional<std::vector<Sequence>> {
           if (pulled++ == overlap_iterations) return std::nullopt;
           return sampler.next().sequences;
@@ -56,7 +56,7 @@ void BM_PlannerOverlap(benchmark::State& state) {
         options);
     std::int64_t waited_before = 0;
     while (auto planned = planner.next()) {
-      const schedule::PlannerWaits waits = planner.waits();
+      const plan::PlannerWaits waits = planner.waits();
       if (planned->iteration == 0) {
         first_wait += waits.last_seconds;
       } else {

@@ -264,7 +264,7 @@ TEST_CASE("cli: plan over the CP and AC scheme space: valid plans, CP groups, th
   const auto& flexed = with_flex.at("iterations").at(0);
   const auto& candidate = without_flex.at("iterations").at(0);
   for (const char* key : {"plan", "makespan", "layout_move", "placement"}) CHECK(flexed.at(key) == candidate.at(key));
-  const auto flex = flexed.at("flex").get<sluice::schedule::FlexIteration>();
+  const auto flex = flexed.at("flex").get<sluice::plan::FlexIteration>();
   CHECK(flexed.at("total").get<double>() == std::min(candidate.at("total").get<double>(), flex.total()));
   CHECK_NOTHROW(sluice::io::from_document<sluice::io::PlanRun>(with_flex));
   // The domain's ranks ride beside its plan, placed as the one CP pipeline of its units; a document that drops or

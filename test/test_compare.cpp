@@ -145,7 +145,7 @@ TEST_CASE("compare: the systems' plans, progress and choices") {
   CHECK(sluice::compare::mean(comparison.systems[System::megatron_cp].seconds()) <=
         sluice::compare::mean(comparison.systems[System::megatron].seconds()));
   const sluice::Scheme deepspeed = comparison.systems[System::deepspeed].strategies.front().parts().front().scheme;
-  CHECK(sluice::compare::deepspeed_scheme(deepspeed));
+  CHECK(sluice::cost::zero3_scheme(deepspeed));
   const double megatron_mean = sluice::compare::mean(comparison.systems[System::megatron].seconds());
   // sluice keeps, per iteration, the fastest simulated of its candidates: no candidate alone beats it.
   const sluice::compare::SystemRun& sluice_run = comparison.systems[System::sluice];
@@ -463,14 +463,14 @@ TEST_CASE("compare: DeepSpeed's ZeRO-3 collectives, by hand") {
   CHECK(bytes == 2 * 7'297'040'384.0);
   const sluice::cost::CpLinks links;
   // 16 GPUs span two nodes: InfiniBand; 8 stay on NVLink.
-  CHECK(sluice::compare::zero3_collective_seconds(memory, 16, 8, links) ==
+  CHECK(sluice::cost::zero3_collective_seconds(memory, 16, 8, links) ==
         doctest::Approx(15 * 2e-5 + 15.0 / 16 * bytes / 25e9));
-  CHECK(sluice::compare::zero3_collective_seconds(memory, 8, 8, links) ==
+  CHECK(sluice::cost::zero3_collective_seconds(memory, 8, 8, links) ==
         doctest::Approx(7 * 1e-5 + 7.0 / 8 * bytes / 200e9));
   // A full bin of 3 s (1 s forward, 2 s backward) hides collectives of 1 s; of 2 s it leaves 1 s + 2 s exposed.
   const sluice::cost::QuadraticLatency three_seconds(0, 0, 3);
-  CHECK(sluice::compare::zero3_exposed_seconds(1, three_seconds, 1024, 2) == 0);
-  CHECK(sluice::compare::zero3_exposed_seconds(2, three_seconds, 1024, 2) == doctest::Approx(3));
+  CHECK(sluice::cost::zero3_exposed_seconds(1, three_seconds, 1024, 2) == 0);
+  CHECK(sluice::cost::zero3_exposed_seconds(2, three_seconds, 1024, 2) == doctest::Approx(3));
 }
 
 TEST_CASE("compare: DeepSpeed runs ZeRO-3 × Ulysses, holds more than the Hydraulis memory model, and says why not") {
@@ -481,7 +481,7 @@ TEST_CASE("compare: DeepSpeed runs ZeRO-3 × Ulysses, holds more than the Hydrau
   CHECK(narrowed.spec().memory->state_sharding == sluice::cost::StateSharding::zero3);
   for (const sluice::cost::SchemeCost& cost : narrowed.schemes()) {
     CAPTURE(cost.scheme.name());
-    CHECK(sluice::compare::deepspeed_scheme(cost.scheme));
+    CHECK(sluice::cost::zero3_scheme(cost.scheme));
     CHECK(cost.max_len >= options.context);
     // ZeRO-3 shards the 16-bit weights too: never less room than Hydraulis' states leave.
     CHECK(cost.max_len >= options.profile.at(cost.scheme).max_len);

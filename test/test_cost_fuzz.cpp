@@ -23,7 +23,7 @@
 #include "sluice/core/random.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/microbatch/cost.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 
 using namespace sluice;
@@ -200,9 +200,9 @@ TEST_CASE("cost fuzz: extreme profiles plan, schedule and simulate, or are refus
     });
     const schedule::ProblemOptions problem = random_problem_options(rng);
     expect_clean("plan_simulated_iteration", simulated, [&] {
-      const schedule::SimulatedIteration iteration =
-          schedule::plan_simulated_iteration(batch, candidates, *profile, plan_options, {}, problem);
-      schedule::validate(iteration, batch, candidates, *profile, plan_options, problem);
+      const plan::SimulatedIteration iteration =
+          plan::plan_simulated_iteration(batch, candidates, *profile, plan_options, {}, problem);
+      plan::validate(iteration, batch, candidates, *profile, plan_options, problem);
     });
     const cost::SchemeCost& scheme = profile->schemes()[rng.below(profile->schemes().size())];
     expect_clean("plan_pipeline", pipelines, [&] {

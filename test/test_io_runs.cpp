@@ -89,7 +89,7 @@ io::TraceRun small_trace_run() {
   data::BatchSampler sampler(lengths.truncated(16384), {.tokens_per_batch = 20'000, .seed = 5});
   const data::Batch batch = sampler.next();
   const plan::IterationPlanner planner(profile, {Strategy::parse("2*tp8pp1"), Strategy::parse("4*tp2pp2")});
-  const schedule::SimulatedIteration iteration = planner.plan(batch.sequences);
+  const plan::SimulatedIteration iteration = planner.plan(batch.sequences);
   io::TraceRun run = io::trace_run(planner, iteration);
   run.profile = profile.name();
   run.gpus = profile.gpus();

@@ -54,7 +54,7 @@
 #include "sluice/plan/iteration.hpp"
 #include "sluice/proposal/propose.hpp"
 #include "sluice/schedule/comm.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice/search/search.hpp"
@@ -238,16 +238,14 @@ std::vector<Subject> iteration_schedule_subjects() {
   const data::LengthDataset lengths(data::synthetic_lengths({.count = 200, .seed = 5}), "synthetic");
   data::BatchSampler sampler(lengths.truncated(16384), {.tokens_per_batch = 20'000, .seed = 5});
   const std::vector<Sequence> batch = sampler.next().sequences;
-  const schedule::SimulatedIteration iteration = schedule::plan_simulated_iteration(batch, candidates, profile);
+  const plan::SimulatedIteration iteration = plan::plan_simulated_iteration(batch, candidates, profile);
   std::vector<Subject> subjects;
-  subjects.push_back(make_subject<schedule::IterationSchedule>(
+  subjects.push_back(make_subject<plan::IterationSchedule>(
       "iteration_schedule", iteration.schedule,
-      [plan = iteration.plan, profile](const schedule::IterationSchedule& read) {
-        schedule::validate(read, plan, profile);
-      }));
-  subjects.push_back(make_subject<schedule::SimulatedIteration>(
-      "simulated_iteration", iteration, [batch, candidates, profile](const schedule::SimulatedIteration& read) {
-        schedule::validate(read, batch, candidates, profile);
+      [plan = iteration.plan, profile](const plan::IterationSchedule& read) { plan::validate(read, plan, profile); }));
+  subjects.push_back(make_subject<plan::SimulatedIteration>(
+      "simulated_iteration", iteration, [batch, candidates, profile](const plan::SimulatedIteration& read) {
+        plan::validate(read, batch, candidates, profile);
       }));
   // With a flex CP domain beside the candidates, its plan rides in the document.
   const assign::FlexCpProblem flex_problem{
@@ -261,9 +259,9 @@ std::vector<Subject> iteration_schedule_subjects() {
       profile, candidates, {.dispatch = {.trials = 4}},
       std::make_shared<const plan::FlexDomain>(std::vector<Scheme>{Scheme(1, 1), Scheme::parse("tp1cp2ulyssespp1")},
                                                flex_problem));
-  subjects.push_back(make_subject<schedule::SimulatedIteration>(
+  subjects.push_back(make_subject<plan::SimulatedIteration>(
       "simulated_iteration_flex", planner.plan(batch),
-      [batch, planner](const schedule::SimulatedIteration& read) { planner.validate(read, batch); }));
+      [batch, planner](const plan::SimulatedIteration& read) { planner.validate(read, batch); }));
   return subjects;
 }
 

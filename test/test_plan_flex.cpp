@@ -84,11 +84,11 @@ TEST_CASE("flex domain: runs exactly where faster than the kept candidate, and i
     const plan::IterationPlanner with(profile8(), candidates8(), cheap, domain);
     const plan::IterationPlanner without(profile8(), candidates8(), cheap);
     for (const std::vector<Sequence>& batch : drawn) {
-      const schedule::SimulatedIteration iteration = with.plan(batch);
+      const plan::SimulatedIteration iteration = with.plan(batch);
       REQUIRE(iteration.flex.has_value());
       CHECK_NOTHROW(with.validate(iteration, batch));
       // The candidates' side is the plan without the domain.
-      schedule::SimulatedIteration alone = without.plan(batch);
+      plan::SimulatedIteration alone = without.plan(batch);
       CHECK(alone.total() == iteration.candidate_total());
       alone.flex = iteration.flex;
       CHECK(alone == iteration);
@@ -106,10 +106,10 @@ TEST_CASE("flex domain: the validator names what was tampered with") {
   const plan::IterationPlanner with(profile8(), candidates8(), cheap, domain);
   const plan::IterationPlanner without(profile8(), candidates8(), cheap);
   const std::vector<Sequence> batch = batches(8192, 30000, 1).front();
-  const schedule::SimulatedIteration planned = with.plan(batch);
+  const plan::SimulatedIteration planned = with.plan(batch);
   REQUIRE(planned.runs_flex());
 
-  schedule::SimulatedIteration broken = planned;
+  plan::SimulatedIteration broken = planned;
   broken.flex.reset();
   CHECK_THROWS_WITH_AS(with.validate(broken, batch), doctest::Contains("lacks the flex CP domain's plan"),
                        invalid_plan);
@@ -131,7 +131,7 @@ TEST_CASE("flex domain: the validator names what was tampered with") {
   // A batch with a sequence no group of the domain holds is planned on the candidates alone.
   std::vector<Sequence> longer = batch;
   longer.push_back(Sequence(static_cast<std::int64_t>(batch.size()), 12000));
-  const schedule::SimulatedIteration without_flex = with.plan(longer);
+  const plan::SimulatedIteration without_flex = with.plan(longer);
   CHECK_FALSE(without_flex.flex.has_value());
   CHECK_NOTHROW(with.validate(without_flex, longer));
 }
@@ -153,17 +153,17 @@ TEST_CASE("flex domain: bad domains are rejected, naming the input") {
 TEST_CASE("flex domain: a plan that carries one reads back from its document, at the CP version") {
   const plan::IterationPlanner with(profile8(), candidates8(), cheap, scaled_domain(1e-3));
   const std::vector<Sequence> batch = batches(8192, 30000, 1).front();
-  const schedule::SimulatedIteration planned = with.plan(batch);
+  const plan::SimulatedIteration planned = with.plan(batch);
   const io::json document = io::to_document(planned);
   CHECK(document.at("version") == 2);  // its Ulysses scheme needs a build that reads CP
-  CHECK(io::from_document<schedule::SimulatedIteration>(document) == planned);
+  CHECK(io::from_document<plan::SimulatedIteration>(document) == planned);
   io::json broken = document;
   broken["flex"].erase("schemes");
-  CHECK_THROWS_WITH_AS(io::from_document<schedule::SimulatedIteration>(broken),
+  CHECK_THROWS_WITH_AS(io::from_document<plan::SimulatedIteration>(broken),
                        doctest::Contains("flex CP iteration: missing field 'schemes'"), invalid_input);
   broken = document;
   broken["flex"]["plan"]["micro_batches"][0][0]["first_unit"] = "zero";
-  CHECK_THROWS_AS(io::from_document<schedule::SimulatedIteration>(broken), invalid_input);
+  CHECK_THROWS_AS(io::from_document<plan::SimulatedIteration>(broken), invalid_input);
   // Without a domain the document is the one it always was.
   const plan::IterationPlanner without(profile8(), candidates8(), cheap);
   CHECK_FALSE(io::to_document(without.plan(batch)).contains("flex"));
@@ -176,12 +176,12 @@ TEST_CASE("flex domains: the fastest kept, and the validator names a slower one"
       std::make_shared<const plan::FlexDomains>(std::vector<std::shared_ptr<const plan::FlexDomain>>{slow, fast, fast});
   const plan::IterationPlanner planner(profile8(), candidates8(), cheap, domains);
   const std::vector<Sequence> batch = batches(8192, 30000, 1).front();
-  const schedule::SimulatedIteration planned = planner.plan(batch);
+  const plan::SimulatedIteration planned = planner.plan(batch);
   REQUIRE(planned.flex.has_value());
   CHECK(planned.flex->domain == 1);  // the faster, and of two equal ones the earlier
   CHECK(planned.flex->plan == fast->plan(batch).plan);
   CHECK_NOTHROW(planner.validate(planned, batch));
-  schedule::SimulatedIteration broken = planned;
+  plan::SimulatedIteration broken = planned;
   broken.flex = slow->plan(batch);
   CHECK_THROWS_WITH_AS(planner.validate(broken, batch), doctest::Contains("domain 1 plans faster"), invalid_plan);
   broken.flex = fast->plan(batch);
@@ -195,7 +195,7 @@ TEST_CASE("flex domains: the fastest kept, and the validator names a slower one"
   const plan::IterationPlanner with_charge(
       profile8(), candidates8(), cheap,
       std::make_shared<const plan::FlexDomains>(std::vector<std::shared_ptr<const plan::FlexDomain>>{charged, slow}));
-  const schedule::SimulatedIteration planned_with_charge = with_charge.plan(batch);
+  const plan::SimulatedIteration planned_with_charge = with_charge.plan(batch);
   CHECK(planned_with_charge.flex->domain == 1);
   CHECK_THROWS_WITH_AS(plan::FlexDomains({}), doctest::Contains("none given"), invalid_input);
   CHECK_THROWS_WITH_AS(plan::FlexDomain({Scheme(1, 1), Scheme::parse("tp1cp2ulyssespp1")}, fast->problem_of(batch), -1),
@@ -225,7 +225,8 @@ compare::Options comparison_options(std::vector<int> degrees, std::vector<CpKind
 
 TEST_CASE("flex domains: sluice, offering FlexSP's and dynamic CP's domains, is never slower than FlexSP") {
   const compare::Options options = comparison_options({2, 4, 8}, {CpKind::ulysses, CpKind::ring});
-  const compare::SluiceFlex flex = compare::sluice_flex_domains(options, compare::planner_options(options));
+  const plan::OfferedFlex flex =
+      plan::offered_flex_domains(options.profile, compare::flex_scope(options), compare::planner_options(options));
   REQUIRE(flex.domains != nullptr);
   const auto domains = flex.domains->domains();
   REQUIRE(domains.size() >= 3);
@@ -234,8 +235,8 @@ TEST_CASE("flex domains: sluice, offering FlexSP's and dynamic CP's domains, is 
   compare::Options ring_only = options;
   ring_only.profile = cost::Profile(cost::with_scheme_space(
       profile8().spec(), {.cp_degrees = {2, 4, 8}, .cp_kinds = {CpKind::ring}, .recompute = false, .links = {}}));
-  const compare::SluiceFlex without_ulysses =
-      compare::sluice_flex_domains(ring_only, compare::planner_options(ring_only));
+  const plan::OfferedFlex without_ulysses = plan::offered_flex_domains(
+      ring_only.profile, compare::flex_scope(ring_only), compare::planner_options(ring_only));
   REQUIRE(without_ulysses.domains != nullptr);
   CHECK_FALSE(without_ulysses.flexsp);  // FlexSP's groups are Ulysses'
   CHECK(without_ulysses.names.front().ends_with(" dynamic CP"));
@@ -265,7 +266,7 @@ TEST_CASE("flex domains: sluice, offering FlexSP's and dynamic CP's domains, is 
   std::size_t runs_flex = 0;
   for (std::size_t k = 0; k < drawn.size(); ++k) {
     CAPTURE(k);
-    const schedule::SimulatedIteration& iteration = chosen.sluice[k];
+    const plan::SimulatedIteration& iteration = chosen.sluice[k];
     REQUIRE(iteration.flex.has_value());
     // FlexSP's domain is among sluice's, uncharged: sluice's choice is at most FlexSP's time.
     CHECK(iteration.total() <= flexsp.iterations[k].seconds);

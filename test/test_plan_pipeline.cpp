@@ -22,7 +22,7 @@
 #include "sluice/io/schedule_json.hpp"
 #include "sluice/microbatch/baselines.hpp"
 #include "sluice/microbatch/cost.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/schedule/orders.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice/schedule/simulate.hpp"
@@ -140,8 +140,8 @@ TEST_CASE("schedule_iteration: every pipeline of a Hydraulis plan scheduled; 1F1
     for (const auto kind : {schedule::ScheduleKind::one_f_one_b, schedule::ScheduleKind::cyclic}) {
       // Free links: the estimate (max micro-batch time)·(PP − 1 + V) bounds 1F1B, whose makespan is a longest path
       // that only grows when every micro-batch takes the slowest one's time.
-      const schedule::IterationSchedule scheduled = schedule::schedule_iteration(plan, profile, {.kind = kind});
-      CHECK_NOTHROW(schedule::validate(scheduled, plan, profile));
+      const plan::IterationSchedule scheduled = plan::schedule_iteration(plan, profile, {.kind = kind});
+      CHECK_NOTHROW(plan::validate(scheduled, plan, profile));
       REQUIRE(scheduled.pipelines.size() == plan.pipelines.size());
       for (std::size_t j = 0; j < plan.pipelines.size(); ++j) {
         if (!scheduled.pipelines[j]) continue;
@@ -191,38 +191,37 @@ TEST_CASE("plan_simulated_iteration: the fastest simulated candidate, valid and 
     CAPTURE(seed);
     auto batch = batch_of(seed, 80'000, 16384);
     batch.emplace_back(1'000'000, 16000);  // longer than the last candidate holds
-    const schedule::SimulatedIteration iteration =
-        schedule::plan_simulated_iteration(batch, candidates, profile, {}, {}, problem);
-    CHECK_NOTHROW(schedule::validate(iteration, batch, candidates, profile, {}, problem));
+    const plan::SimulatedIteration iteration =
+        plan::plan_simulated_iteration(batch, candidates, profile, {}, {}, problem);
+    CHECK_NOTHROW(plan::validate(iteration, batch, candidates, profile, {}, problem));
     REQUIRE(iteration.makespans.size() == candidates.size());
     CHECK_FALSE(iteration.makespans.back().has_value());
     // Each candidate planned and scheduled alone simulates no faster than the one kept.
     for (std::size_t k = 0; k + 1 < candidates.size(); ++k) {
       const assign::IterationPlan alone = assign::plan_iteration(batch, std::span(&candidates[k], 1), profile);
-      const double makespan = schedule::schedule_iteration(alone, profile, {}, problem).makespan;
+      const double makespan = plan::schedule_iteration(alone, profile, {}, problem).makespan;
       CHECK(iteration.makespans[k] == makespan);
       CHECK(makespan >= iteration.schedule.makespan);
     }
-    CHECK(schedule::plan_simulated_iteration(batch, candidates, profile, {}, {}, problem).schedule ==
-          iteration.schedule);
+    CHECK(plan::plan_simulated_iteration(batch, candidates, profile, {}, {}, problem).schedule == iteration.schedule);
     // An overhead large enough moves the choice to another candidate.
     assign::PlanOptions penalised;
     penalised.candidate_overhead.assign(candidates.size(), 0.0);
     penalised.candidate_overhead[iteration.chosen] = 1e3;
-    const auto moved = schedule::plan_simulated_iteration(batch, candidates, profile, penalised, {}, problem);
+    const auto moved = plan::plan_simulated_iteration(batch, candidates, profile, penalised, {}, problem);
     CHECK(moved.chosen != iteration.chosen);
-    CHECK_NOTHROW(schedule::validate(moved, batch, candidates, profile, penalised, problem));
+    CHECK_NOTHROW(plan::validate(moved, batch, candidates, profile, penalised, problem));
     // A broken choice is caught.
-    schedule::SimulatedIteration broken = iteration;
+    plan::SimulatedIteration broken = iteration;
     broken.makespans[(iteration.chosen + 1) % 3] = iteration.schedule.makespan / 2;
-    CHECK_THROWS_AS(schedule::validate(broken, batch, candidates, profile, {}, problem), invalid_plan);
+    CHECK_THROWS_AS(plan::validate(broken, batch, candidates, profile, {}, problem), invalid_plan);
   }
   auto batch = batch_of(1, 80'000, 16384);
   batch.emplace_back(1'000'000, 16000);
   const std::vector<Strategy> short_only = {Strategy::parse("2*tp1pp8")};
-  CHECK_THROWS_WITH_AS(schedule::plan_simulated_iteration(batch, short_only, profile), doctest::Contains("MaxLen"),
+  CHECK_THROWS_WITH_AS(plan::plan_simulated_iteration(batch, short_only, profile), doctest::Contains("MaxLen"),
                        invalid_input);
-  CHECK_THROWS_AS(schedule::plan_simulated_iteration(batch, std::span<const Strategy>{}, profile), invalid_input);
+  CHECK_THROWS_AS(plan::plan_simulated_iteration(batch, std::span<const Strategy>{}, profile), invalid_input);
 }
 
 using sluice::test::read_back;
@@ -271,40 +270,40 @@ TEST_CASE("iteration schedule and simulated iteration JSON: exact round trips, s
   const schedule::ProblemOptions problem{.hidden = 4096, .element_bytes = 2, .link = {1e-5, 1e11}, .backward_ratio = 2};
   auto batch = batch_of(3, 40'000, 16384);
   batch.emplace_back(1'000'000, 16000);  // longer than the last candidate holds: its makespan is null
-  const schedule::SimulatedIteration iteration =
-      schedule::plan_simulated_iteration(batch, candidates, profile, {}, {}, problem);
+  const plan::SimulatedIteration iteration =
+      plan::plan_simulated_iteration(batch, candidates, profile, {}, {}, problem);
   REQUIRE_FALSE(iteration.makespans.back().has_value());
   const io::json document = io::to_document(iteration);
   CHECK(document.at("format") == "sluice.simulated_iteration");
   CHECK(document.at("makespans").back().is_null());
-  const schedule::SimulatedIteration back = read_back(iteration);
+  const plan::SimulatedIteration back = read_back(iteration);
   CHECK(back == iteration);
-  CHECK_NOTHROW(schedule::validate(back, batch, candidates, profile, {}, problem));
+  CHECK_NOTHROW(plan::validate(back, batch, candidates, profile, {}, problem));
 
   // An idle pipeline is null.
-  schedule::IterationSchedule with_idle = iteration.schedule;
+  plan::IterationSchedule with_idle = iteration.schedule;
   with_idle.pipelines.emplace_back();
   CHECK(io::to_document(with_idle).at("format") == "sluice.iteration_schedule");
   CHECK(io::to_document(with_idle).at("pipelines").back().is_null());
   CHECK(read_back(with_idle) == with_idle);
   CHECK(read_back(iteration.schedule) == iteration.schedule);
-  CHECK_NOTHROW(schedule::validate(read_back(iteration.schedule), iteration.plan, profile, problem));
+  CHECK_NOTHROW(plan::validate(read_back(iteration.schedule), iteration.plan, profile, problem));
 
   io::json broken = document;
   broken["makespans"][0] = "fast";
-  rejects_document<schedule::SimulatedIteration>(broken, "field 'makespans'[0]: expected a number");
+  rejects_document<plan::SimulatedIteration>(broken, "field 'makespans'[0]: expected a number");
   broken = document;
   broken["chosen"] = -1;
-  rejects_document<schedule::SimulatedIteration>(broken, "field 'chosen'");
+  rejects_document<plan::SimulatedIteration>(broken, "field 'chosen'");
   broken = document;
   broken.erase("plan");
-  rejects_document<schedule::SimulatedIteration>(broken, "missing field 'plan'");
+  rejects_document<plan::SimulatedIteration>(broken, "missing field 'plan'");
   broken = document;
   broken["schedule"]["pipelines"][0] = 3;
-  rejects_document<schedule::SimulatedIteration>(broken, "field 'pipelines'[0]");
+  rejects_document<plan::SimulatedIteration>(broken, "field 'pipelines'[0]");
   broken = io::to_document(iteration.schedule);
   broken["pipelines"][0].erase("schedule");
-  rejects_document<schedule::IterationSchedule>(broken, "missing field 'schedule'");
+  rejects_document<plan::IterationSchedule>(broken, "missing field 'schedule'");
   rejects_truncated(document);
   rejects_truncated(io::to_document(iteration.schedule));
 }

@@ -18,17 +18,17 @@
 #include "sluice/plan/iteration.hpp"
 #include "sluice/plan/layout_moves.hpp"
 #include "sluice/plan/planner.hpp"
-#include "sluice/schedule/iteration.hpp"
-#include "sluice/schedule/planner.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
+#include "sluice/plan/planner.hpp"
 #include "sluice/shard/cost.hpp"
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
 
 using namespace sluice;
 using namespace std::chrono_literals;
-using schedule::Planned;
-using schedule::Planner;
-using schedule::PlannerOptions;
+using plan::Planned;
+using plan::Planner;
+using plan::PlannerOptions;
 
 namespace {
 
@@ -74,7 +74,7 @@ struct CountingSource {
   std::atomic<std::int64_t> consumed{0};  // the consumer's count of next() calls returned
   std::atomic<std::int64_t> lead{0};      // the largest (pulled − consumed) seen inside the source
 
-  schedule::BatchSource source() {
+  plan::BatchSource source() {
     return [this]() -> std::optional<std::vector<Sequence>> {
       const std::int64_t index = pulled.load();
       const std::int64_t ahead = index + 1 - consumed.load();
@@ -88,8 +88,8 @@ struct CountingSource {
   }
 };
 
-std::vector<schedule::SimulatedIteration> synchronous(const std::vector<std::vector<Sequence>>& all) {
-  std::vector<schedule::SimulatedIteration> plans;
+std::vector<plan::SimulatedIteration> synchronous(const std::vector<std::vector<Sequence>>& all) {
+  std::vector<plan::SimulatedIteration> plans;
   for (const auto& batch : all) plans.push_back(planner16().plan(batch));
   return plans;
 }
@@ -126,7 +126,7 @@ TEST_CASE("planner: results in iteration order equal a synchronous loop, whateve
       CHECK_FALSE(planner.next().has_value());
       // Inside the source, next() may have delivered one more than the consumer has counted.
       CHECK(counting.lead.load() <= lookahead + 1);
-      const schedule::PlannerWaits waits = planner.waits();
+      const plan::PlannerWaits waits = planner.waits();
       CHECK(waits.calls == static_cast<std::int64_t>(all.size()) + 2);
       CHECK(waits.waited <= waits.calls);
       CHECK(waits.seconds >= waits.max_seconds);
@@ -305,7 +305,7 @@ TEST_CASE("planner: bad options and inputs raise invalid_input naming them") {
                        "planner: threads must be in [1, 256], got 0", invalid_input);
   CHECK_THROWS_WITH_AS(Planner<int>(source, plan, {.lookahead = 1, .threads = 257}),
                        "planner: threads must be in [1, 256], got 257", invalid_input);
-  CHECK_THROWS_WITH_AS(Planner<int>(schedule::BatchSource(), plan, {}), "planner: the batch source is empty",
+  CHECK_THROWS_WITH_AS(Planner<int>(plan::BatchSource(), plan, {}), "planner: the batch source is empty",
                        invalid_input);
   CHECK_THROWS_WITH_AS(Planner<int>(source, Planner<int>::PlanFunction(), {}), "planner: the plan function is empty",
                        invalid_input);

@@ -24,7 +24,6 @@
 #include "scenario.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/compare/bound.hpp"
-#include "sluice/compare/flex_cp.hpp"
 #include "sluice/compare/statistics.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
@@ -38,8 +37,9 @@
 #include "sluice/io/proposal_json.hpp"
 #include "sluice/io/shard_json.hpp"
 #include "sluice/io/svg.hpp"
+#include "sluice/plan/flex_domain.hpp"
 #include "sluice/plan/iteration.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/shard/ranks.hpp"
 
 namespace sluice::cli {
@@ -146,14 +146,14 @@ inline void begin(io::JsonObjectStream& document, std::ostream& out, bool json, 
   out << std::fixed;
 }
 
-inline std::string chosen_name(const schedule::SimulatedIteration& iteration) {
+inline std::string chosen_name(const plan::SimulatedIteration& iteration) {
   return io::ran_name(iteration.plan.strategy, iteration.runs_flex() ? &*iteration.flex : nullptr);
 }
 
 // `total`: what the plan was chosen by, the simulated makespan plus the charged layout move (or the flex CP plan's
 // time plus its charge, where that runs).
 inline void iteration(io::JsonObjectStream& document, std::ostream& out, bool json, std::int64_t k,
-                      const data::Batch& batch, const schedule::SimulatedIteration& iteration, double seconds,
+                      const data::Batch& batch, const plan::SimulatedIteration& iteration, double seconds,
                       const shard::RankPlacement* ranks, const cost::Profile& profile,
                       const std::optional<compare::IterationBound>& lower_bound) {
   const assign::IterationPlan& plan = iteration.plan;
@@ -239,9 +239,10 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
                                              sluice::concat("any candidate holds (widest MaxLen ", widest, ")")))
                  : std::nullopt;
   const plan::Options planning = plan_inputs::planner_options_of(options, profile);
-  // The flex CP domains `simulate` offers sluice, on this command's profile, context and links.
-  const compare::Options setup = comparison_options(options, profile, context);
-  const compare::SluiceFlex flex = compare::sluice_flex_domains(setup, planning);
+  // The flex CP domains `simulate` offers sluice, on this command's profile and context.
+  const bool cross_node_tp = options.flag("cross-node-tp");
+  const plan::OfferedFlex flex =
+      plan::offered_flex_domains(profile, {.context = context, .cross_node_tp = cross_node_tp}, planning);
   const plan::IterationPlanner planner(profile, chosen.strategies, planning, flex.domains);
 
   const std::int64_t iterations = trainer_batch ? 1 : options.integer("iterations").value_or(10);
@@ -255,7 +256,7 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
   for (std::int64_t k = 0; k < iterations; ++k) {
     const data::Batch batch = trainer_batch ? *trainer_batch : sampler.next();
     const auto start = std::chrono::steady_clock::now();
-    schedule::SimulatedIteration iteration = planner.plan(batch.sequences);
+    plan::SimulatedIteration iteration = planner.plan(batch.sequences);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     planner.validate(iteration, batch.sequences);
     std::optional<shard::RankPlacement> ranks;
@@ -267,7 +268,8 @@ inline int plan(std::span<const std::string_view> args, std::ostream& out, Outpu
     tally.planning.push_back(elapsed.count());
     ++tally.chosen[plan_report::chosen_name(iteration)];
     tally.tokens += static_cast<double>(batch.tokens);
-    const std::optional<compare::IterationBound> bound = compare::iteration_bound(setup, batch.sequences);
+    const std::optional<compare::IterationBound> bound =
+        compare::iteration_bound(profile, cross_node_tp, batch.sequences);
     tally.lower_bounds.push_back(bound ? std::optional(bound->seconds) : std::nullopt);
     plan_report::iteration(document, out, json, k, batch, iteration, elapsed.count(), ranks ? &*ranks : nullptr,
                            profile, bound);

@@ -38,8 +38,7 @@ struct Scenario {
   }
 };
 
-// The comparison's settings that these options give, on `profile` and `context`: `plan` builds its flex CP
-// domains from them as `simulate` and `trace` do (compare::sluice_flex_domains).
+// The comparison's settings that these options give, on `profile` and `context`.
 inline compare::Options comparison_options(const Options& options, cost::Profile profile, std::int64_t context) {
   const std::int64_t hidden = std::max<std::int64_t>(profile.spec().model.hidden, 1);
   return {.profile = std::move(profile),

@@ -26,7 +26,7 @@
 #include "sluice/io/svg.hpp"
 #include "sluice/plan/iteration.hpp"
 #include "sluice/plan/layout_moves.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 
 namespace sluice::cli {
 
@@ -92,7 +92,7 @@ inline double charged(const plan::IterationPlanner& planner, std::size_t k) {
 }
 
 inline io::TraceRun run(const Scenario& scenario, std::int64_t index, const data::Batch& batch,
-                        const plan::IterationPlanner& planner, const schedule::SimulatedIteration& iteration) {
+                        const plan::IterationPlanner& planner, const plan::SimulatedIteration& iteration) {
   io::TraceRun run = io::trace_run(planner, iteration);
   run.profile = scenario.settings.profile.name();
   run.gpus = scenario.settings.profile.gpus();
@@ -105,7 +105,7 @@ inline io::TraceRun run(const Scenario& scenario, std::int64_t index, const data
 }
 
 // The fastest flex CP domain's plan: each micro-batch's groups as "CP degree × sequences".
-inline void print_flex(std::ostream& out, const schedule::FlexIteration& flex, bool runs) {
+inline void print_flex(std::ostream& out, const plan::FlexIteration& flex, bool runs) {
   out << "flex CP domain " << flex.domain << ", " << flex.strategy.name() << ": " << flex.plan.seconds << " s in "
       << flex.plan.micro_batches.size() << " micro-batches + " << flex.overhead << " s layout move = " << flex.total()
       << " s" << (runs ? "  <- runs" : "") << "\n";
@@ -118,7 +118,7 @@ inline void print_flex(std::ostream& out, const schedule::FlexIteration& flex, b
 }
 
 inline void print(std::ostream& out, const Scenario& scenario, std::int64_t index, const data::Batch& batch,
-                  const plan::IterationPlanner& planner, const schedule::SimulatedIteration& iteration) {
+                  const plan::IterationPlanner& planner, const plan::SimulatedIteration& iteration) {
   const std::span<const Strategy> candidates = planner.candidates();
   out << "trace: " << describe(scenario) << "; iteration " << index << ": " << batch.sequences.size() << " sequences, "
       << batch.tokens << " tokens; layout moves charged: " << plan::name(planner.options().layout_moves) << "\n\n";
@@ -193,9 +193,10 @@ inline int trace(std::span<const std::string_view> args, std::ostream& out, Outp
   plan::Options planning = compare::planner_options(setup);
   planning.schedule.kind = schedule_kind_of(options);
   planning.layout_moves = layout_moves_of(options);
-  const plan::IterationPlanner planner(setup.profile, trace_inputs::candidates_of(given, scenario), planning,
-                                       compare::sluice_flex_domains(setup, planning).domains);
-  const schedule::SimulatedIteration iteration = planner.plan(batch.sequences);
+  const plan::IterationPlanner planner(
+      setup.profile, trace_inputs::candidates_of(given, scenario), planning,
+      plan::offered_flex_domains(setup.profile, compare::flex_scope(setup), planning).domains);
+  const plan::SimulatedIteration iteration = planner.plan(batch.sequences);
   planner.validate(iteration, batch.sequences);
   const compare::Timeline timeline = compare::timeline_of(iteration.plan, iteration.schedule);
   const std::string title =

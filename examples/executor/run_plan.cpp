@@ -125,7 +125,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
     sluice::plan::Options options;
     options.problem.hidden = model.hidden;
     const sluice::plan::IterationPlanner planner(profile, homogeneous_strategies(profile, gpus), options);
-    const sluice::schedule::SimulatedIteration iteration = planner.plan(batch);
+    const sluice::plan::SimulatedIteration iteration = planner.plan(batch);
     job = ex::job_from_iteration(model, std::move(sequences), iteration.plan, iteration.schedule);
     if (processes.rank == 0) std::cout << "strategy " << iteration.plan.strategy.name() << "\n";
   }

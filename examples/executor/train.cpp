@@ -126,8 +126,8 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   // The sluice plan as `sluice simulate` makes it: proposed candidates, and the flex CP domains it offers.
   const sluice::compare::SluiceCandidates candidates = sluice::compare::propose_candidates(options, dataset);
   if (candidates.failure) sluice::fail(*candidates.failure);
-  const sluice::compare::SluiceFlex flex =
-      sluice::compare::sluice_flex_domains(options, sluice::compare::planner_options(options));
+  const sluice::plan::OfferedFlex flex = sluice::plan::offered_flex_domains(
+      options.profile, sluice::compare::flex_scope(options), sluice::compare::planner_options(options));
   const sluice::plan::IterationPlanner planner(options.profile, candidates.strategies,
                                                sluice::compare::planner_options(options), flex.domains);
 
@@ -144,7 +144,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   const std::int64_t first_step = trainer.steps();
   for (int k = 0; k < iterations; ++k) {
     const std::vector<sluice::Sequence> batch = sampler.next().sequences;
-    const sluice::schedule::SimulatedIteration plan = planner.plan(batch);
+    const sluice::plan::SimulatedIteration plan = planner.plan(batch);
     const ex::PlacedIteration placed = ex::place_iteration(
         model, ex::make_tokens(batch, model.vocab, seed + static_cast<std::uint64_t>(trainer.steps())), plan,
         options.profile, flex.domains.get());

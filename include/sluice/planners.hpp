@@ -43,11 +43,9 @@
 #include "sluice/schedule/deadlock.hpp"
 #include "sluice/schedule/instructions.hpp"
 #include "sluice/schedule/interpreter.hpp"
-#include "sluice/schedule/iteration.hpp"
 #include "sluice/schedule/orders.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
-#include "sluice/schedule/planner.hpp"
 #include "sluice/schedule/problems.hpp"
 #include "sluice/schedule/simulate.hpp"
 
@@ -61,3 +59,4 @@
 #include "sluice/plan/iteration.hpp"
 #include "sluice/plan/layout_moves.hpp"
 #include "sluice/plan/planner.hpp"
+#include "sluice/plan/simulated_iteration.hpp"

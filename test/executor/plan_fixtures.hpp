@@ -24,7 +24,7 @@
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/plan/flex_domain.hpp"
 #include "sluice/plan/iteration.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice/shard/ranks.hpp"
 #include "sluice_executor/builders.hpp"
@@ -162,9 +162,9 @@ inline ex::Job hydraulis_job(const ex::ModelConfig& model, std::span<const sluic
   sluice::assign::validate(plan, batch, profile);
   sluice::schedule::ProblemOptions problem;
   problem.hidden = model.hidden;
-  const sluice::schedule::IterationSchedule schedule =
-      sluice::schedule::schedule_iteration(plan, profile, {kind, 1, 0}, problem);
-  sluice::schedule::validate(schedule, plan, profile, problem);
+  const sluice::plan::IterationSchedule schedule =
+      sluice::plan::schedule_iteration(plan, profile, {kind, 1, 0}, problem);
+  sluice::plan::validate(schedule, plan, profile, problem);
   if (!placed) return ex::job_from_iteration(model, ex::make_tokens(batch, model.vocab, token_seed), plan, schedule);
   const sluice::shard::RankPlacement placement = sluice::shard::rank_placement(plan.strategy, profile);
   return ex::job_from_iteration(model, ex::make_tokens(batch, model.vocab, token_seed), plan, schedule, &placement);
@@ -200,8 +200,8 @@ inline ex::Job megatron_job(const ex::ModelConfig& model, std::span<const sluice
       sluice::assign::plan_fixed_length(batch, strategy, profile, profile.at(scheme).max_len);
   sluice::schedule::ProblemOptions problem;
   problem.hidden = model.hidden;
-  const sluice::schedule::IterationSchedule schedule =
-      sluice::schedule::schedule_iteration(plan, profile, {sluice::schedule::ScheduleKind::one_f_one_b, 1, 0}, problem);
+  const sluice::plan::IterationSchedule schedule =
+      sluice::plan::schedule_iteration(plan, profile, {sluice::schedule::ScheduleKind::one_f_one_b, 1, 0}, problem);
   return ex::job_from_iteration(model, ex::make_tokens(batch, model.vocab, token_seed), plan, schedule);
 }
 
@@ -218,7 +218,7 @@ inline std::shared_ptr<const sluice::plan::FlexDomain> flex_domain(const sluice:
 // The domain's plan of the batch as a job: every unit a pipeline, each group of a micro-batch a CP group.
 inline ex::Job flex_job(const ex::ModelConfig& model, std::span<const sluice::Sequence> batch, std::uint64_t token_seed,
                         const sluice::plan::FlexDomain& domain) {
-  const sluice::schedule::FlexIteration iteration = domain.plan(batch);
+  const sluice::plan::FlexIteration iteration = domain.plan(batch);
   domain.validate(iteration, batch);
   return ex::job_from_flex(model, ex::make_tokens(batch, model.vocab, token_seed), iteration, domain.problem_of(batch));
 }
@@ -304,7 +304,7 @@ inline std::pair<ex::Job, std::string> seeded_job(int k, sluice::Rng& rng) {
     case 2: {
       const sluice::plan::IterationPlanner planner(small_profile(), all, {},
                                                    flex_domain(Scheme(1, 1), 4, std::nullopt, false));
-      const sluice::schedule::SimulatedIteration iteration = planner.plan(batch);
+      const sluice::plan::SimulatedIteration iteration = planner.plan(batch);
       if (iteration.runs_flex()) {
         const auto domain = flex_domain(Scheme(1, 1), 4, std::nullopt, false);
         return {ex::job_from_flex(model, ex::make_tokens(batch, model.vocab, seed), *iteration.flex,

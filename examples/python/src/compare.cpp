@@ -214,41 +214,6 @@ void bind_compare(py::module_& module) {
       },
       "The compared systems' names, in the order results list them.");
 
-  py::class_<compare::SluiceFlex>(module, "SluiceFlexDomains",
-                                  "The flex CP domains `sluice plan` and the comparison offer the sluice plan.")
-      .def_readonly("domains", &compare::SluiceFlex::domains,
-                    "FlexDomains for IterationPlanner(flex=) or Planner(flex=); None where no domain holds the context")
-      .def_readonly("names", &compare::SluiceFlex::names,
-                    "Per domain, its name in the comparison (SimulatedIteration.flex.domain indexes it)")
-      .def_property_readonly(
-          "layout_moves",
-          [](const py::object& self) {
-            return view_of<double>(self.cast<const compare::SluiceFlex&>().layout_moves, self);
-          },
-          "Per domain, its layout move's seconds beyond its base's own all-gather, before overlap "
-          "(a read-only view)")
-      .def_readonly("flexsp", &compare::SluiceFlex::flexsp, "Whether the first domain is FlexSP's (ZeRO-3, Ulysses)");
-  module.def(
-      "sluice_flex_domains",
-      [](const cost::Profile& profile, std::int64_t context, const plan::Options& planning, bool cross_node_tp) {
-        sluice::require(context >= 1, "sluice_flex_domains: context must be >= 1, got ", context);
-        const compare::Options options{.profile = profile,
-                                       .context = context,
-                                       .tokens = 0,
-                                       .cross_node_tp = cross_node_tp,
-                                       .problem = planning.problem,
-                                       .dispatch = planning.dispatch,
-                                       .seed = planning.schedule.seed};
-        const py::gil_scoped_release release;
-        return compare::sluice_flex_domains(options, planning);
-      },
-      py::arg("profile"), py::kw_only(), py::arg("context"), py::arg("planning") = plan::Options{},
-      py::arg("cross_node_tp") = false,
-      "The flex CP domains `sluice plan` offers beside its candidates on `profile` (with its CP schemes) for "
-      "sequences up to `context` tokens: FlexSP's ZeRO-3 domain, and on every ⟨TP, PP⟩ base Megatron-LM's dynamic "
-      "CP domain and sluice's mixed-degree one, charged their layout move under `planning`'s policy. Pass "
-      "`.domains` to IterationPlanner(flex=) with the same `planning` for the plan the tool makes.");
-
   // compare::Options' defaults (it has no default constructor: its profile has none): its own fields' are false
   // and 0, its problem's that of its struct, its dispatch's seeded with `seed` as `sluice simulate --seed` seeds it.
   module.def(

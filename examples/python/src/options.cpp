@@ -40,22 +40,6 @@ std::uint64_t seed_from(const py::int_& value, std::string_view what) {
   return static_cast<std::uint64_t>(seed);
 }
 
-// What the library checks only once a problem is built (hidden, element_bytes, the link) is checked when the
-// options are made, so that a bad value is reported where it was given.
-void require_valid(const schedule::ProblemOptions& options) {
-  schedule::detail::require_options(options);
-  sluice::require(options.hidden >= 1, "schedule problem: hidden must be >= 1, got ", options.hidden);
-  sluice::require(options.element_bytes >= 1, "schedule problem: element_bytes must be >= 1, got ",
-                  options.element_bytes);
-  schedule::validate(options.link);
-}
-
-// schedule_pipeline's range for clusters, checked when the options are made.
-void require_valid(const schedule::ScheduleOptions& options) {
-  sluice::require(options.clusters >= 0 && options.clusters <= 6, "schedule: clusters must be in [0, 6], got ",
-                  options.clusters);
-}
-
 assign::DispatchOptions make_dispatch(int trials, int threads, const py::int_& seed, bool local_search,
                                       bool longest_first, bool v_step) {
   const assign::DispatchOptions options{.trials = trials,
@@ -71,7 +55,7 @@ assign::DispatchOptions make_dispatch(int trials, int threads, const py::int_& s
 schedule::ScheduleOptions make_schedule(std::string_view kind, const py::int_& seed, int clusters) {
   const schedule::ScheduleOptions options{
       .kind = schedule::schedule_kind_from(kind, "kind"), .seed = seed_from(seed, "seed"), .clusters = clusters};
-  require_valid(options);
+  schedule::require_valid(options);
   return options;
 }
 
@@ -81,7 +65,7 @@ schedule::ProblemOptions make_problem(std::int64_t hidden, int element_bytes, do
                                          .element_bytes = element_bytes,
                                          .link = {.latency = latency, .bandwidth = bandwidth},
                                          .backward_ratio = backward_ratio};
-  require_valid(options);
+  schedule::require_valid(options);
   return options;
 }
 

@@ -9,8 +9,8 @@ namespace sluice::python {
 
 namespace {
 
-using SluicePlanner = schedule::Planner<schedule::SimulatedIteration>;
-using Planned = schedule::Planned<schedule::SimulatedIteration>;
+using SluicePlanner = plan::Planner<plan::SimulatedIteration>;
+using Planned = plan::Planned<plan::SimulatedIteration>;
 
 // A planner is neither copied nor moved: this holds the one plan_ahead returns, built in place.
 struct PlannerHolder {
@@ -22,9 +22,9 @@ struct PlannerHolder {
 // Owns the C++ planner; every wait on its threads happens without the GIL, which the source's thread needs.
 class PythonPlanner {
 public:
-  PythonPlanner(plan::IterationPlanner planner, const py::handle& source, schedule::PlannerOptions options) {
+  PythonPlanner(plan::IterationPlanner planner, const py::handle& source, plan::PlannerOptions options) {
     auto iterator = std::make_shared<py::object>(py::iter(source));
-    schedule::BatchSource pull = [iterator]() -> std::optional<std::vector<Sequence>> {
+    plan::BatchSource pull = [iterator]() -> std::optional<std::vector<Sequence>> {
       const py::gil_scoped_acquire acquire;
       PyObject* item = PyIter_Next(iterator->ptr());
       if (item == nullptr) {
@@ -53,7 +53,7 @@ public:
     holder_->planner.stop();
   }
 
-  [[nodiscard]] schedule::PlannerWaits waits() const { return holder_->planner.waits(); }
+  [[nodiscard]] plan::PlannerWaits waits() const { return holder_->planner.waits(); }
   [[nodiscard]] bool closed() const noexcept { return closed_; }
 
 private:
@@ -119,7 +119,7 @@ void bind_planner(py::module_& module) {
           "The batch's plan (SimulatedIteration); raises InvalidInput when no candidate holds a sequence.")
       .def(
           "validate",
-          [](const plan::IterationPlanner& planner, const schedule::SimulatedIteration& iteration,
+          [](const plan::IterationPlanner& planner, const plan::SimulatedIteration& iteration,
              const py::handle& lengths, const py::handle& ids) {
             const std::vector<Sequence> batch = batch_from(lengths, ids);
             const py::gil_scoped_release release;
@@ -151,14 +151,14 @@ void bind_planner(py::module_& module) {
       .def_readonly("simulated", &Planned::plan, py::return_value_policy::reference_internal,
                     "The whole SimulatedIteration: the plan, its schedule and every candidate's makespan.");
 
-  py::class_<schedule::PlannerWaits>(module, "PlannerWaits", "How long the consumer waited for plans.")
-      .def_readonly("calls", &schedule::PlannerWaits::calls)
-      .def_readonly("waited", &schedule::PlannerWaits::waited)
-      .def_readonly("seconds", &schedule::PlannerWaits::seconds)
-      .def_readonly("last_seconds", &schedule::PlannerWaits::last_seconds)
-      .def_readonly("max_seconds", &schedule::PlannerWaits::max_seconds);
+  py::class_<plan::PlannerWaits>(module, "PlannerWaits", "How long the consumer waited for plans.")
+      .def_readonly("calls", &plan::PlannerWaits::calls)
+      .def_readonly("waited", &plan::PlannerWaits::waited)
+      .def_readonly("seconds", &plan::PlannerWaits::seconds)
+      .def_readonly("last_seconds", &plan::PlannerWaits::last_seconds)
+      .def_readonly("max_seconds", &plan::PlannerWaits::max_seconds);
 
-  const schedule::PlannerOptions planner;
+  const plan::PlannerOptions planner;
   py::class_<PythonPlanner>(
       module, "Planner",
       "Plans iterations i+1 … i+lookahead on worker threads while the trainer runs iteration i. Iterating yields "
@@ -171,7 +171,7 @@ void bind_planner(py::module_& module) {
                        std::shared_ptr<const plan::FlexAlternative> flex) {
              return std::make_unique<PythonPlanner>(
                  plan::IterationPlanner(profile, candidates, options, std::move(flex)), source,
-                 schedule::PlannerOptions{.lookahead = lookahead, .threads = threads});
+                 plan::PlannerOptions{.lookahead = lookahead, .threads = threads});
            }),
            py::arg("profile"), py::arg("candidates"), py::arg("source"), py::arg("options") = defaults, py::kw_only(),
            py::arg("lookahead") = planner.lookahead, py::arg("threads") = planner.threads, py::arg("flex") = nullptr)
@@ -187,6 +187,34 @@ void bind_planner(py::module_& module) {
       .def_property_readonly("waits", &PythonPlanner::waits)
       .def("__enter__", [](const py::object& self) { return self; })
       .def("__exit__", [](PythonPlanner& self, const py::args&) { self.close(); });
+
+  py::class_<plan::OfferedFlex>(module, "SluiceFlexDomains",
+                                "The flex CP domains `sluice plan` and the comparison offer the sluice plan.")
+      .def_readonly("domains", &plan::OfferedFlex::domains,
+                    "FlexDomains for IterationPlanner(flex=) or Planner(flex=); None where no domain holds the context")
+      .def_readonly("names", &plan::OfferedFlex::names,
+                    "Per domain, its name in the comparison (SimulatedIteration.flex.domain indexes it)")
+      .def_property_readonly(
+          "layout_moves",
+          [](const py::object& self) {
+            return view_of<double>(self.cast<const plan::OfferedFlex&>().layout_moves, self);
+          },
+          "Per domain, its layout move's seconds beyond its base's own all-gather, before overlap "
+          "(a read-only view)")
+      .def_readonly("flexsp", &plan::OfferedFlex::flexsp, "Whether the first domain is FlexSP's (ZeRO-3, Ulysses)");
+  module.def(
+      "sluice_flex_domains",
+      [](const cost::Profile& profile, std::int64_t context, const plan::Options& planning, bool cross_node_tp) {
+        sluice::require(context >= 1, "sluice_flex_domains: context must be >= 1, got ", context);
+        const py::gil_scoped_release release;
+        return plan::offered_flex_domains(profile, {.context = context, .cross_node_tp = cross_node_tp}, planning);
+      },
+      py::arg("profile"), py::kw_only(), py::arg("context"), py::arg("planning") = plan::Options{},
+      py::arg("cross_node_tp") = false,
+      "The flex CP domains `sluice plan` offers beside its candidates on `profile` (with its CP schemes) for "
+      "sequences up to `context` tokens: FlexSP's ZeRO-3 domain, and on every ⟨TP, PP⟩ base Megatron-LM's dynamic "
+      "CP domain and sluice's mixed-degree one, charged their layout move under `planning`'s policy. Pass "
+      "`.domains` to IterationPlanner(flex=) with the same `planning` for the plan the tool makes.");
 }
 
 }  // namespace sluice::python

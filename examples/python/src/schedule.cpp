@@ -594,25 +594,25 @@ void bind_pipeline_planners(py::module_& module) {
       "micro-batches, balance those over the replicas (Karmarkar–Karp) and schedule every replica's pipeline. "
       "stage_memory 0: stages × micro_batch_memory.");
 
-  py::class_<schedule::ScheduledPipeline>(module, "ScheduledPipeline", "A busy pipeline's problem and schedule.")
-      .def_readonly("problem", &schedule::ScheduledPipeline::problem)
-      .def_readonly("schedule", &schedule::ScheduledPipeline::schedule)
+  py::class_<plan::ScheduledPipeline>(module, "ScheduledPipeline", "A busy pipeline's problem and schedule.")
+      .def_readonly("problem", &plan::ScheduledPipeline::problem)
+      .def_readonly("schedule", &plan::ScheduledPipeline::schedule)
       .def(py::self == py::self);
 
-  py::class_<schedule::IterationSchedule> iteration_schedule_class(
+  py::class_<plan::IterationSchedule> iteration_schedule_class(
       module, "IterationSchedule", "Every pipeline of an iteration plan scheduled; None for an idle one.");
   iteration_schedule_class
       .def_property_readonly("pipelines",
                              [](const py::object& self) {
-                               return optional_list(self.cast<const schedule::IterationSchedule&>().pipelines, self);
+                               return optional_list(self.cast<const plan::IterationSchedule&>().pipelines, self);
                              })
-      .def_readonly("makespan", &schedule::IterationSchedule::makespan)
+      .def_readonly("makespan", &plan::IterationSchedule::makespan)
       .def(
           "validate",
-          [](const schedule::IterationSchedule& value, const assign::IterationPlan& plan, const cost::Profile& profile,
+          [](const plan::IterationSchedule& value, const assign::IterationPlan& plan, const cost::Profile& profile,
              const schedule::ProblemOptions& problem) {
             const py::gil_scoped_release release;
-            schedule::validate(value, plan, profile, problem);
+            plan::validate(value, plan, profile, problem);
           },
           py::arg("plan"), py::arg("profile"), py::kw_only(), py::arg("problem") = schedule::ProblemOptions{},
           "Raises InvalidPlan naming the first broken invariant against the plan and profile.");
@@ -623,29 +623,29 @@ void bind_pipeline_planners(py::module_& module) {
       [](const assign::IterationPlan& plan, const cost::Profile& profile, const schedule::ScheduleOptions& scheduling,
          const schedule::ProblemOptions& problem) {
         const py::gil_scoped_release release;
-        return schedule::schedule_iteration(plan, profile, scheduling, problem);
+        return plan::schedule_iteration(plan, profile, scheduling, problem);
       },
       py::arg("plan"), py::arg("profile"), py::kw_only(), py::arg("schedule") = schedule::ScheduleOptions{},
       py::arg("problem") = schedule::ProblemOptions{},
       "Every pipeline of an iteration plan scheduled on its scheme (schedule_pipeline).");
 
-  py::class_<schedule::FlexIteration>(module, "FlexIteration",
-                                      "The batch planned on a flex CP domain: its replicas re-form CP groups per "
-                                      "micro-batch.")
-      .def_readonly("domain", &schedule::FlexIteration::domain, "Which of the planner's domains (FlexDomains)")
-      .def_readonly("strategy", &schedule::FlexIteration::strategy, "The domain: replicas of one ⟨TP, PP⟩ scheme")
-      .def_readonly("schemes", &schedule::FlexIteration::schemes, "Per degree of the plan, the scheme its groups run")
-      .def_readonly("plan", &schedule::FlexIteration::plan)
-      .def_readonly("overhead", &schedule::FlexIteration::overhead, "What the domain is charged besides its groups")
-      .def_property_readonly("total", &schedule::FlexIteration::total, "plan.seconds + overhead");
+  py::class_<plan::FlexIteration>(module, "FlexIteration",
+                                  "The batch planned on a flex CP domain: its replicas re-form CP groups per "
+                                  "micro-batch.")
+      .def_readonly("domain", &plan::FlexIteration::domain, "Which of the planner's domains (FlexDomains)")
+      .def_readonly("strategy", &plan::FlexIteration::strategy, "The domain: replicas of one ⟨TP, PP⟩ scheme")
+      .def_readonly("schemes", &plan::FlexIteration::schemes, "Per degree of the plan, the scheme its groups run")
+      .def_readonly("plan", &plan::FlexIteration::plan)
+      .def_readonly("overhead", &plan::FlexIteration::overhead, "What the domain is charged besides its groups")
+      .def_property_readonly("total", &plan::FlexIteration::total, "plan.seconds + overhead");
 
   module.def(
       "flex_unit_plans",
-      [](const schedule::FlexIteration& iteration, const assign::FlexCpProblem& problem,
+      [](const plan::FlexIteration& iteration, const assign::FlexCpProblem& problem,
          const schedule::ProblemOptions& options) {
         const schedule::FlexUnits units = [&] {
           const py::gil_scoped_release release;
-          return schedule::flex_units(iteration, problem, options);
+          return schedule::flex_units(iteration.plan, iteration.strategy, iteration.schemes, problem, options);
         }();
         std::vector<std::pair<std::vector<int>, std::optional<schedule::ExecutionPlan>>> result;
         for (const std::vector<int>& kept : units.kept)
@@ -659,30 +659,30 @@ void bind_pipeline_planners(py::module_& module) {
       "micro-batches with the unit's absent ones removed, so that a CP group's units meet at each pass in the same "
       "order. `problem`: the batch's FlexCpProblem on the iteration's domain (FlexDomain.problem_of).");
 
-  py::class_<schedule::SimulatedIteration> simulated_class(
+  py::class_<plan::SimulatedIteration> simulated_class(
       module, "SimulatedIteration", "One iteration planned with the simulator judging the candidates.");
-  simulated_class.def_readonly("plan", &schedule::SimulatedIteration::plan, "The kept candidate, planned alone.")
-      .def_readonly("schedule", &schedule::SimulatedIteration::schedule)
-      .def_readonly("chosen", &schedule::SimulatedIteration::chosen)
-      .def_readonly("makespans", &schedule::SimulatedIteration::makespans,
+  simulated_class.def_readonly("plan", &plan::SimulatedIteration::plan, "The kept candidate, planned alone.")
+      .def_readonly("schedule", &plan::SimulatedIteration::schedule)
+      .def_readonly("chosen", &plan::SimulatedIteration::chosen)
+      .def_readonly("makespans", &plan::SimulatedIteration::makespans,
                     "Per candidate its simulated makespan; None where it cannot hold the batch.")
-      .def_readonly("flex", &schedule::SimulatedIteration::flex,
+      .def_readonly("flex", &plan::SimulatedIteration::flex,
                     "The fastest flex CP domain's plan, where the planner offers domains that hold the batch; "
                     "else None.")
-      .def_property_readonly("candidate_total", &schedule::SimulatedIteration::candidate_total,
+      .def_property_readonly("candidate_total", &plan::SimulatedIteration::candidate_total,
                              "The kept candidate's makespan plus its layout move.")
-      .def_property_readonly("runs_flex", &schedule::SimulatedIteration::runs_flex,
+      .def_property_readonly("runs_flex", &plan::SimulatedIteration::runs_flex,
                              "Whether the flex CP plan runs: it is faster than the kept candidate.")
-      .def_property_readonly("total", &schedule::SimulatedIteration::total)
+      .def_property_readonly("total", &plan::SimulatedIteration::total)
       .def(
           "validate",
-          [](const schedule::SimulatedIteration& value, const py::handle& lengths,
-             const std::vector<Strategy>& candidates, const cost::Profile& profile, const py::handle& ids,
-             const py::handle& candidate_overhead, const schedule::ProblemOptions& problem) {
+          [](const plan::SimulatedIteration& value, const py::handle& lengths, const std::vector<Strategy>& candidates,
+             const cost::Profile& profile, const py::handle& ids, const py::handle& candidate_overhead,
+             const schedule::ProblemOptions& problem) {
             const std::vector<Sequence> batch = batch_from(lengths, ids);
             const assign::PlanOptions plan = plan_options(assign::DispatchOptions{}, candidate_overhead);
             const py::gil_scoped_release release;
-            schedule::validate(value, batch, candidates, profile, plan, problem);
+            plan::validate(value, batch, candidates, profile, plan, problem);
           },
           py::arg("lengths"), py::arg("candidates"), py::arg("profile"), py::kw_only(), py::arg("ids") = py::none(),
           py::arg("candidate_overhead") = py::none(), py::arg("problem") = schedule::ProblemOptions{},

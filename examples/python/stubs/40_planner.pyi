@@ -97,3 +97,28 @@ class Planner(Iterator[Planned]):
     def waits(self) -> PlannerWaits: ...
     def __enter__(self) -> Planner: ...
     def __exit__(self, *args: object) -> None: ...
+
+class SluiceFlexDomains:
+    """The flex CP domains `sluice plan` and the comparison offer the sluice plan."""
+    @property
+    def domains(self) -> Optional[FlexDomains]:
+        """FlexDomains for IterationPlanner(flex=) or Planner(flex=); None where no domain holds the context."""
+    @property
+    def names(self) -> list[str]:
+        """Per domain, its name in the comparison (SimulatedIteration.flex.domain indexes it)."""
+    @property
+    def layout_moves(self) -> npt.NDArray[np.float64]:
+        """Per domain, its layout move's seconds beyond its base's own all-gather, before overlap (a read-only
+        view)."""
+    @property
+    def flexsp(self) -> bool:
+        """Whether the first domain is FlexSP's (ZeRO-3, Ulysses)."""
+
+def sluice_flex_domains(
+    profile: Profile, *, context: int, planning: PlanOptions = ..., cross_node_tp: bool = False
+) -> SluiceFlexDomains:
+    """The flex CP domains `sluice plan` offers beside its candidates on `profile` for sequences up to `context`.
+
+    FlexSP's ZeRO-3 domain, and on every ⟨TP, PP⟩ base Megatron-LM's dynamic CP domain and sluice's mixed-degree
+    one, charged their layout move under `planning`'s policy. Pass `.domains` to IterationPlanner(flex=) with the
+    same `planning` for the plan the tool makes."""

@@ -2,7 +2,7 @@
 // Hydraulis' per-iteration choice among candidate strategies (Fig. 6, step 4), whatever judges them: every
 // candidate whose longest-MaxLen pipeline holds the batch's longest sequence is judged, and the one with the
 // lowest score + overhead is kept (ties to the earlier). assign::plan_iteration judges by the packing estimate;
-// schedule::plan_simulated_iteration by the simulated makespan.
+// plan::plan_simulated_iteration by the simulated makespan.
 #include <algorithm>
 #include <cmath>
 #include <concepts>

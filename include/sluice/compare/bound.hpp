@@ -20,37 +20,41 @@
 #include <span>
 #include <vector>
 
-#include "sluice/compare/deepspeed.hpp"
 #include "sluice/compare/options.hpp"
 #include "sluice/compare/results.hpp"
 #include "sluice/core/sequence.hpp"
 #include "sluice/cost/profile.hpp"
+#include "sluice/cost/zero3.hpp"
 
 namespace sluice::compare {
 
 namespace detail {
 
-// The schemes any compared system may run a sequence on under `options`.
-inline std::vector<cost::SchemeCost> bound_schemes(const Options& options) {
+// The schemes any compared system may run a sequence on: `profile`'s, with TP within a node unless
+// `cross_node_tp`, at most the cluster's GPUs, also under ZeRO-3.
+inline std::vector<cost::SchemeCost> bound_schemes(const cost::Profile& profile, bool cross_node_tp) {
   std::vector<cost::SchemeCost> schemes;
-  const auto admit = [&](const cost::Profile& profile) {
-    for (const cost::SchemeCost& cost : profile.schemes())
-      if (cost.max_len > 0 && cost.scheme.gpus() <= options.profile.gpus() &&
-          (options.cross_node_tp || cost.scheme.tp() <= options.profile.spec().gpus_per_node))
+  const auto admit = [&](const cost::Profile& admitted) {
+    for (const cost::SchemeCost& cost : admitted.schemes())
+      if (cost.max_len > 0 && cost.scheme.gpus() <= profile.gpus() &&
+          (cross_node_tp || cost.scheme.tp() <= profile.spec().gpus_per_node))
         schemes.push_back(cost);
   };
-  admit(options.profile);
-  if (const Zero3Options zero3 = zero3_options(options, 1, false); zero3.options) admit(zero3.options->profile);
+  admit(profile);
+  // The links time only the collectives, which the bound leaves out.
+  if (const cost::Zero3Profile zero3 = cost::zero3_profile(profile, {}, 1); zero3.profile) admit(*zero3.profile);
   return schemes;
 }
 
 }  // namespace detail
 
-// The bound of `batch` on the schemes of `options`; nullopt when no scheme holds one of its sequences (no system
-// runs it). Raises invalid_input on an empty batch.
-inline std::optional<IterationBound> iteration_bound(const Options& options, std::span<const Sequence> batch) {
+// The bound of `batch` on the schemes of `profile` that the comparison's systems may run (TP across nodes only with
+// `cross_node_tp`); nullopt when no scheme holds one of its sequences (no system runs it). Raises invalid_input on
+// an empty batch.
+inline std::optional<IterationBound> iteration_bound(const cost::Profile& profile, bool cross_node_tp,
+                                                     std::span<const Sequence> batch) {
   sluice::require(!batch.empty(), "lower bound: an empty batch");
-  const std::vector<cost::SchemeCost> schemes = detail::bound_schemes(options);
+  const std::vector<cost::SchemeCost> schemes = detail::bound_schemes(profile, cross_node_tp);
   std::vector<std::int64_t> lengths;
   lengths.reserve(batch.size());
   for (const Sequence& sequence : batch) lengths.push_back(sequence.length());
@@ -90,10 +94,15 @@ inline std::optional<IterationBound> iteration_bound(const Options& options, std
   }
   const double busy = std::min(one_stage, any_depth + fill_and_drain);
   IterationBound bound;
-  bound.area_seconds = busy / static_cast<double>(options.profile.gpus());
+  bound.area_seconds = busy / static_cast<double>(profile.gpus());
   bound.critical_path_seconds = critical_path;
   bound.seconds = std::max(bound.area_seconds, bound.critical_path_seconds);
   return bound;
+}
+
+// The bound of `batch` on the comparison's cluster and scheme space.
+inline std::optional<IterationBound> iteration_bound(const Options& options, std::span<const Sequence> batch) {
+  return iteration_bound(options.profile, options.cross_node_tp, batch);
 }
 
 }  // namespace sluice::compare

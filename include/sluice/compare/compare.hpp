@@ -29,7 +29,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
 #include "sluice/data/dataset.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 
 namespace sluice::compare {
@@ -55,7 +55,7 @@ struct Comparison {
 struct ChosenPlans {
   std::vector<ScheduledPlan> megatron;
   std::vector<schedule::PipelineRunPlan> dynapipe;
-  std::vector<schedule::SimulatedIteration> sluice;
+  std::vector<plan::SimulatedIteration> sluice;
 };
 
 // `chosen`, if given, gets the systems' plans; a system that cannot run leaves its list empty.

@@ -22,7 +22,6 @@
 
 #include "sluice/assign/flex_cp.hpp"
 #include "sluice/assign/flexsp.hpp"
-#include "sluice/compare/deepspeed.hpp"
 #include "sluice/compare/detail/iterations.hpp"
 #include "sluice/compare/options.hpp"
 #include "sluice/compare/results.hpp"
@@ -31,85 +30,10 @@
 #include "sluice/core/sequence.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
+#include "sluice/cost/zero3.hpp"
 #include "sluice/plan/flex_domain.hpp"
-#include "sluice/plan/iteration.hpp"
-#include "sluice/plan/layout_moves.hpp"
-#include "sluice/shard/model.hpp"
 
 namespace sluice::compare {
-
-// Whether a flex CP system forms groups of `scheme` (a CP scheme; ⟨TP, PP⟩ itself is always degree 1).
-inline bool flexsp_scheme(const Scheme& scheme) { return scheme.cp_kind() == CpKind::ulysses; }
-inline bool dynamic_cp_scheme(const Scheme& scheme) {
-  return scheme.cp_kind() == CpKind::ring && (scheme.cp() & (scheme.cp() - 1)) == 0;
-}
-
-// The collectives ZeRO-3 runs over every GPU in each micro-batch (zero3: from zero3_options).
-inline assign::FlexCpCollectives zero3_collectives(const Options& options, const detail::Zero3Options& zero3) {
-  return {.seconds = zero3.collective_seconds, .backward_ratio = options.problem.backward_ratio};
-}
-
-// The flex CP domain that FlexSP runs: ZeRO-3 over every GPU (as the deepspeed baseline, with its memory and
-// collectives) and ⟨1, 1⟩ units in Ulysses groups formed per micro-batch; nullptr where the scheme space gives it no
-// Ulysses degree.
-// With `also_flexsp`, sluice's: each batch also planned as FlexSP plans it, the faster kept.
-inline std::shared_ptr<const plan::FlexDomain> zero3_flex_domain(const Options& options,
-                                                                 const detail::Zero3Options& zero3, bool also_flexsp) {
-  const std::int64_t gpus = options.profile.gpus();
-  if (!zero3.options || gpus > assign::flex_cp_max_units) return nullptr;
-  return plan::flex_domain(zero3.options->profile, Scheme(1, 1), static_cast<int>(gpus), flexsp_scheme, false, 0,
-                           zero3_collectives(options, zero3), also_flexsp);
-}
-
-// The flex CP domains sluice's plan offers beside its candidates, with how the comparison names each and the
-// layout move it pulls and pushes (before overlap).
-struct SluiceFlex {
-  std::shared_ptr<const plan::FlexDomains> domains;  // null where there is none
-  std::vector<std::string> names;
-  std::vector<double> layout_moves;
-  bool flexsp = false;  // whether the first domain is FlexSP's
-};
-
-// FlexSP's domain (zero3_flex_domain), and on every ⟨TP, PP⟩ base that dynamic_cp considers, Megatron-LM's dynamic CP
-// domain (ring degrees that are powers of two, one per micro-batch) and sluice's own (the base's CP schemes of every
-// kind, groups of mixed degrees side by side in a micro-batch). A base's domains are charged, as `planning`'s
-// policy charges a candidate, the layout move of the homogeneous strategy on it; FlexSP's nothing, as its
-// collectives are in its problem.
-inline SluiceFlex sluice_flex_domains(const Options& options, const plan::Options& planning) {
-  SluiceFlex flex;
-  std::vector<std::shared_ptr<const plan::FlexDomain>> domains;
-  const auto add = [&](std::shared_ptr<const plan::FlexDomain> domain, std::string name, double move) {
-    if (!domain || !domain->holds_length(options.context)) return false;
-    domains.push_back(std::move(domain));
-    flex.names.push_back(std::move(name));
-    flex.layout_moves.push_back(move);
-    return true;
-  };
-  if (const auto zero3 = zero3_flex_domain(options, detail::zero3_options(options, 1, false), true))
-    flex.flexsp = add(zero3, zero3->strategy().name() + " flex CP (ZeRO-3)", 0);
-  const std::int64_t gpus = options.profile.gpus();
-  const std::int64_t per_node = options.profile.spec().gpus_per_node;
-  const int layers = shard::llama_like(options.profile.spec().model).layers;
-  for (const cost::SchemeCost& cost : options.profile.schemes()) {
-    const Scheme& base = cost.scheme;
-    if (!base.is_base() || (!options.cross_node_tp && base.tp() > per_node) || gpus % base.gpus() != 0 ||
-        gpus / base.gpus() > assign::flex_cp_max_units)
-      continue;
-    const int units = static_cast<int>(gpus / base.gpus());
-    const Strategy homogeneous({{base, units}});
-    const double move = planning.layout_moves == plan::LayoutMoves::none
-                            ? 0.0
-                            : plan::layout_move_seconds(options.profile, std::span(&homogeneous, 1)).front();
-    const double charged = plan::charged_layout_move(planning.layout_moves, move, layers);
-    add(plan::flex_domain(options.profile, base, units, dynamic_cp_scheme, true, charged),
-        homogeneous.name() + " dynamic CP", move);
-    add(plan::flex_domain(
-            options.profile, base, units, [](const Scheme&) { return true; }, false, charged),
-        homogeneous.name() + " flex CP", move);
-  }
-  if (!domains.empty()) flex.domains = std::make_shared<const plan::FlexDomains>(std::move(domains));
-  return flex;
-}
 
 class FlexCp {
 public:
@@ -118,8 +42,8 @@ public:
     sluice::require(system == System::flexsp || system == System::dynamic_cp, "compare: ", name(system),
                     " is not a flex CP system");
     if (system == System::flexsp) {
-      zero3_ = detail::zero3_options(options, 1, false);
-      add_domain(zero3_flex_domain(options, *zero3_, false));
+      zero3_ = cost::zero3_profile(options.profile, options.links, 1);
+      add_domain(plan::zero3_flex_domain(*zero3_, options.problem.backward_ratio, false));
     } else {
       const std::int64_t gpus = options.profile.gpus();
       const std::int64_t per_node = options.profile.spec().gpus_per_node;
@@ -127,7 +51,7 @@ public:
         if (cost.scheme.is_base() && (options.cross_node_tp || cost.scheme.tp() <= per_node) &&
             gpus % cost.scheme.gpus() == 0)
           add_domain(plan::flex_domain(options.profile, cost.scheme, static_cast<int>(gpus / cost.scheme.gpus()),
-                                       dynamic_cp_scheme, true));
+                                       plan::dynamic_cp_scheme, true));
     }
     if (domains_.empty())
       no_domain_ =
@@ -206,7 +130,7 @@ private:
 
   const Options* options_;
   System system_;
-  std::optional<detail::Zero3Options> zero3_;
+  std::optional<cost::Zero3Profile> zero3_;
   std::vector<Domain> domains_;
   std::string no_domain_;  // why there is no domain
   std::string failure_;    // why FlexSP could not plan a batch

@@ -14,7 +14,7 @@
 #include "sluice/core/strategy.hpp"
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/microbatch/types.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 
 namespace sluice::compare {
@@ -22,7 +22,7 @@ namespace sluice::compare {
 // An iteration plan with its simulated schedule.
 struct ScheduledPlan {
   assign::IterationPlan plan;
-  schedule::IterationSchedule schedule;
+  plan::IterationSchedule schedule;
 };
 
 // Megatron-LM (and each HotSPa length range): `batch` (not empty) packed best-fit-decreasing into `capacity`-token
@@ -33,8 +33,8 @@ inline ScheduledPlan plan_fixed_length_iteration(const Options& options, std::sp
       .kind = schedule::ScheduleKind::one_f_one_b, .seed = options.seed, .clusters = 0};
   ScheduledPlan result{assign::plan_fixed_length(batch, strategy, options.profile, capacity), {}};
   assign::validate(result.plan, batch, options.profile);
-  result.schedule = schedule::schedule_iteration(result.plan, options.profile, one_f_one_b, options.problem);
-  schedule::validate(result.schedule, result.plan, options.profile, options.problem);
+  result.schedule = plan::schedule_iteration(result.plan, options.profile, one_f_one_b, options.problem);
+  plan::validate(result.schedule, result.plan, options.profile, options.problem);
   return result;
 }
 

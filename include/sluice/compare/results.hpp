@@ -10,7 +10,7 @@
 
 #include "sluice/assign/plan.hpp"
 #include "sluice/core/strategy.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/schedule/simulate.hpp"
 
 namespace sluice::compare {
@@ -81,7 +81,7 @@ inline std::string pipeline_name(std::size_t index, const Scheme& scheme) {
 }
 
 // The busy pipelines of a scheduled iteration plan, named by index and scheme.
-inline Timeline timeline_of(const assign::IterationPlan& plan, const schedule::IterationSchedule& schedule) {
+inline Timeline timeline_of(const assign::IterationPlan& plan, const plan::IterationSchedule& schedule) {
   Timeline timeline;
   for (std::size_t j = 0; j < schedule.pipelines.size(); ++j)
     if (schedule.pipelines[j]) {

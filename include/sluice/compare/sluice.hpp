@@ -79,13 +79,18 @@ inline plan::Options planner_options(const Options& options) {
           .v_step = plan::VStep::best};
 }
 
+// What the comparison's cluster allows the flex CP domains offered to sluice's plan.
+inline plan::FlexScope flex_scope(const Options& options) {
+  return {.context = options.context, .cross_node_tp = options.cross_node_tp, .links = options.links};
+}
+
 class Sluice {
 public:
   // Chooses among `candidates` (not empty) every iteration. `chosen`, if given, gets every iteration's plan and
   // must outlive the system.
   Sluice(const Options& options, std::span<const Strategy> candidates,
-         std::vector<schedule::SimulatedIteration>* chosen = nullptr)
-      : flex_(sluice_flex_domains(options, planner_options(options))),
+         std::vector<plan::SimulatedIteration>* chosen = nullptr)
+      : flex_(plan::offered_flex_domains(options.profile, flex_scope(options), planner_options(options))),
         planner_(options.profile, std::vector<Strategy>(candidates.begin(), candidates.end()), planner_options(options),
                  flex_.domains),
         chosen_(chosen) {
@@ -108,8 +113,7 @@ public:
 
   // Plans every candidate on the next iteration and keeps the fastest simulated.
   void add(std::span<const Sequence> batch) {
-    schedule::SimulatedIteration iteration =
-        detail::sluice_iteration(planner_, flex_, batch, run_.iterations.size(), run_);
+    plan::SimulatedIteration iteration = detail::sluice_iteration(planner_, flex_, batch, run_.iterations.size(), run_);
     if (chosen_) chosen_->push_back(std::move(iteration));
   }
 
@@ -117,9 +121,9 @@ public:
   [[nodiscard]] const plan::IterationPlanner& planner() const noexcept { return planner_; }
 
 private:
-  SluiceFlex flex_;
+  plan::OfferedFlex flex_;
   plan::IterationPlanner planner_;
-  std::vector<schedule::SimulatedIteration>* chosen_;
+  std::vector<plan::SimulatedIteration>* chosen_;
   SystemRun run_;
 };
 

@@ -16,7 +16,7 @@
 #include "sluice/compare/statistics.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/strategy.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/compare_json.hpp"
 #include "sluice/io/core_json.hpp"
@@ -29,7 +29,7 @@ namespace sluice::io {
 
 // What an iteration ran, as a plan run's summary counts it: the kept candidate, or the flex CP domain whose plan
 // runs.
-inline std::string ran_name(const Strategy& candidate, const schedule::FlexIteration* running_flex) {
+inline std::string ran_name(const Strategy& candidate, const plan::FlexIteration* running_flex) {
   if (!running_flex) return candidate.name();
   return sluice::concat(running_flex->strategy.name(), " (flex CP domain ", running_flex->domain, ")");
 }
@@ -46,14 +46,14 @@ struct PlanRunIteration {
   double planning_seconds = 0;  // measured
   assign::IterationPlan plan;
   shard::RankPlacement placement;
-  std::optional<schedule::FlexIteration> flex{};  // where the planner offers flex CP domains
+  std::optional<plan::FlexIteration> flex{};  // where the planner offers flex CP domains
   // With `flex`: its domain's ranks (shard::flex_domain_ranks), which a trainer places the flex plan's groups on.
   std::optional<shard::RankPlacement> flex_placement{};
   // No plan of the batch is faster, on any scheme of the profile's space (compare/bound.hpp); empty where no
   // scheme holds one of its sequences.
   std::optional<compare::IterationBound> lower_bound{};
-  [[nodiscard]] bool runs_flex() const noexcept { return schedule::flex_plan_runs(flex, makespan + plan.overhead); }
-  [[nodiscard]] double total() const noexcept { return schedule::iteration_total(flex, makespan + plan.overhead); }
+  [[nodiscard]] bool runs_flex() const noexcept { return plan::flex_plan_runs(flex, makespan + plan.overhead); }
+  [[nodiscard]] double total() const noexcept { return plan::iteration_total(flex, makespan + plan.overhead); }
   [[nodiscard]] std::string ran() const { return ran_name(plan.strategy, runs_flex() ? &*flex : nullptr); }
 };
 
@@ -139,7 +139,7 @@ struct adl_serializer<sluice::io::PlanRunIteration> {
         std::nullopt,
         std::nullopt,
         field<std::optional<sluice::compare::IterationBound>>(in, "lower_bound", where)};
-    if (in.contains("flex")) iteration.flex = field<sluice::schedule::FlexIteration>(in, "flex", where);
+    if (in.contains("flex")) iteration.flex = field<sluice::plan::FlexIteration>(in, "flex", where);
     if (in.contains("flex_placement"))
       iteration.flex_placement = field<sluice::shard::RankPlacement>(in, "flex_placement", where);
     sluice::require(iteration.flex_placement.has_value() == iteration.flex.has_value(), where,

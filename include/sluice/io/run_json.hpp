@@ -30,7 +30,7 @@
 #include "sluice/io/shard_json.hpp"
 #include "sluice/plan/iteration.hpp"
 #include "sluice/plan/layout_moves.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice/shard/cost.hpp"
@@ -147,13 +147,13 @@ struct TraceRun {
   double total = 0;  // makespan + layout_move, or the flex CP plan's time where it runs
   assign::IterationPlan plan;
   std::vector<TraceRunPipeline> pipelines;
-  std::optional<schedule::FlexIteration> flex{};  // where the planner offers a flex CP domain
+  std::optional<plan::FlexIteration> flex{};  // where the planner offers a flex CP domain
   friend bool operator==(const TraceRun&, const TraceRun&) = default;
 };
 
 // The candidates, the choice and the pipelines of `iteration` as `planner` planned it; the caller fills in the
 // setup (profile, lengths, context, batch).
-inline TraceRun trace_run(const plan::IterationPlanner& planner, const schedule::SimulatedIteration& iteration) {
+inline TraceRun trace_run(const plan::IterationPlanner& planner, const plan::SimulatedIteration& iteration) {
   TraceRun run{.profile = {},
                .gpus = 0,
                .lengths = {},
@@ -827,8 +827,8 @@ struct adl_serializer<sluice::io::TraceRun> {
         .total = field<double>(in, "total", where),
         .plan = field<sluice::assign::IterationPlan>(in, "plan", where),
         .pipelines = field<std::vector<sluice::io::TraceRunPipeline>>(in, "pipelines", where),
-        .flex = in.contains("flex") ? std::optional(field<sluice::schedule::FlexIteration>(in, "flex", where))
-                                    : std::nullopt};
+        .flex =
+            in.contains("flex") ? std::optional(field<sluice::plan::FlexIteration>(in, "flex", where)) : std::nullopt};
     sluice::require(run.gpus >= 1, where, ": field 'gpus' must be >= 1, got ", run.gpus);
     sluice::require(run.context >= 1, where, ": field 'context' must be >= 1, got ", run.context);
     sluice::require(run.iteration >= 0, where, ": field 'iteration' must be >= 0, got ", run.iteration);
@@ -836,8 +836,8 @@ struct adl_serializer<sluice::io::TraceRun> {
     require_non_negative(run.makespan, "makespan", where);
     require_non_negative(run.layout_move, "layout_move", where);
     const double candidate_total = run.makespan + run.layout_move;
-    const bool runs_flex = sluice::schedule::flex_plan_runs(run.flex, candidate_total);
-    const double total = sluice::schedule::iteration_total(run.flex, candidate_total);
+    const bool runs_flex = sluice::plan::flex_plan_runs(run.flex, candidate_total);
+    const double total = sluice::plan::iteration_total(run.flex, candidate_total);
     sluice::require(run.total == total, where, ": field 'total' is ", run.total,
                     runs_flex ? ", not the flex CP plan's " : ", not makespan + layout_move = ", total);
     sluice::require(run.chosen < run.candidates.size(), where, ": field 'chosen' is ", run.chosen, " of ",

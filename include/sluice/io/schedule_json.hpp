@@ -31,7 +31,7 @@
 #include "sluice/io/json.hpp"
 #include "sluice/io/microbatch_json.hpp"
 #include "sluice/schedule/instructions.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice/schedule/simulate.hpp"
@@ -68,12 +68,12 @@ struct document_traits<schedule::PipelineRunPlan> {
   static constexpr int version = 1;
 };
 template <>
-struct document_traits<schedule::IterationSchedule> {
+struct document_traits<plan::IterationSchedule> {
   static constexpr std::string_view format = "sluice.iteration_schedule";
   static constexpr int version = 1;
 };
 template <>
-struct document_traits<schedule::SimulatedIteration> {
+struct document_traits<plan::SimulatedIteration> {
   static constexpr std::string_view format = "sluice.simulated_iteration";
   static constexpr int version = 1;
 };
@@ -304,11 +304,11 @@ struct adl_serializer<sluice::schedule::PipelineRunPlan> {
 };
 
 template <>
-struct adl_serializer<sluice::schedule::ScheduledPipeline> {
-  static void to_json(json& out, const sluice::schedule::ScheduledPipeline& pipeline) {
+struct adl_serializer<sluice::plan::ScheduledPipeline> {
+  static void to_json(json& out, const sluice::plan::ScheduledPipeline& pipeline) {
     out = {{"problem", pipeline.problem}, {"schedule", pipeline.schedule}};
   }
-  static sluice::schedule::ScheduledPipeline from_json(const json& in) {
+  static sluice::plan::ScheduledPipeline from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "scheduled pipeline";
     return {field<sluice::schedule::Problem>(in, "problem", where),
@@ -317,16 +317,16 @@ struct adl_serializer<sluice::schedule::ScheduledPipeline> {
 };
 
 template <>
-struct adl_serializer<sluice::schedule::IterationSchedule> {
-  static void to_json(json& out, const sluice::schedule::IterationSchedule& schedule) {
+struct adl_serializer<sluice::plan::IterationSchedule> {
+  static void to_json(json& out, const sluice::plan::IterationSchedule& schedule) {
     json pipelines = json::array();
     for (const auto& pipeline : schedule.pipelines) pipelines.push_back(pipeline ? json(*pipeline) : json(nullptr));
     out = {{"pipelines", std::move(pipelines)}, {"makespan", schedule.makespan}};
   }
-  static sluice::schedule::IterationSchedule from_json(const json& in) {
+  static sluice::plan::IterationSchedule from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "iteration schedule";
-    return {field<std::vector<std::optional<sluice::schedule::ScheduledPipeline>>>(in, "pipelines", where),
+    return {field<std::vector<std::optional<sluice::plan::ScheduledPipeline>>>(in, "pipelines", where),
             field<double>(in, "makespan", where)};
   }
 };
@@ -364,15 +364,15 @@ struct adl_serializer<sluice::assign::FlexCpPlan> {
 };
 
 template <>
-struct adl_serializer<sluice::schedule::FlexIteration> {
-  static void to_json(json& out, const sluice::schedule::FlexIteration& iteration) {
+struct adl_serializer<sluice::plan::FlexIteration> {
+  static void to_json(json& out, const sluice::plan::FlexIteration& iteration) {
     out = {{"domain", iteration.domain},
            {"strategy", iteration.strategy},
            {"schemes", iteration.schemes},
            {"plan", iteration.plan},
            {"overhead", iteration.overhead}};
   }
-  static sluice::schedule::FlexIteration from_json(const json& in) {
+  static sluice::plan::FlexIteration from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "flex CP iteration";
     return {field<std::size_t>(in, "domain", where), field<sluice::Strategy>(in, "strategy", where),
@@ -382,9 +382,9 @@ struct adl_serializer<sluice::schedule::FlexIteration> {
 };
 
 template <>
-struct adl_serializer<sluice::schedule::SimulatedIteration> {
+struct adl_serializer<sluice::plan::SimulatedIteration> {
   // "flex" only where the planner offered a flex CP domain, so that other plans keep the text they always had.
-  static void to_json(json& out, const sluice::schedule::SimulatedIteration& iteration) {
+  static void to_json(json& out, const sluice::plan::SimulatedIteration& iteration) {
     json makespans = json::array();
     for (const auto& makespan : iteration.makespans) makespans.push_back(makespan ? json(*makespan) : json(nullptr));
     out = {{"plan", iteration.plan},
@@ -393,14 +393,13 @@ struct adl_serializer<sluice::schedule::SimulatedIteration> {
            {"makespans", std::move(makespans)}};
     if (iteration.flex) out["flex"] = *iteration.flex;
   }
-  static sluice::schedule::SimulatedIteration from_json(const json& in) {
+  static sluice::plan::SimulatedIteration from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "simulated iteration";
-    return {
-        field<sluice::assign::IterationPlan>(in, "plan", where),
-        field<sluice::schedule::IterationSchedule>(in, "schedule", where), field<std::size_t>(in, "chosen", where),
-        field<std::vector<std::optional<double>>>(in, "makespans", where),
-        in.contains("flex") ? std::optional(field<sluice::schedule::FlexIteration>(in, "flex", where)) : std::nullopt};
+    return {field<sluice::assign::IterationPlan>(in, "plan", where),
+            field<sluice::plan::IterationSchedule>(in, "schedule", where), field<std::size_t>(in, "chosen", where),
+            field<std::vector<std::optional<double>>>(in, "makespans", where),
+            in.contains("flex") ? std::optional(field<sluice::plan::FlexIteration>(in, "flex", where)) : std::nullopt};
   }
 };
 

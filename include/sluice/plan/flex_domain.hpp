@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -20,9 +21,13 @@
 #include "sluice/core/scheme.hpp"
 #include "sluice/core/sequence.hpp"
 #include "sluice/core/strategy.hpp"
+#include "sluice/cost/links.hpp"
 #include "sluice/cost/profile.hpp"
+#include "sluice/cost/zero3.hpp"
 #include "sluice/plan/iteration.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/layout_moves.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
+#include "sluice/shard/model.hpp"
 
 namespace sluice::plan {
 
@@ -56,7 +61,7 @@ public:
     problem_.lengths.clear();
   }
 
-  [[nodiscard]] schedule::FlexIteration plan(std::span<const Sequence> batch) const override {
+  [[nodiscard]] plan::FlexIteration plan(std::span<const Sequence> batch) const override {
     const assign::FlexCpProblem problem = problem_of(batch);
     assign::FlexCpPlan plan = assign::solve_flex_cp(problem);
     if (also_flexsp_) {
@@ -67,7 +72,7 @@ public:
   }
 
   // The domain index is the caller's to check (FlexDomains).
-  void validate(const schedule::FlexIteration& iteration, std::span<const Sequence> batch) const override {
+  void validate(const plan::FlexIteration& iteration, std::span<const Sequence> batch) const override {
     const PlanCheck check("flex CP iteration: ");
     check(iteration.strategy == strategy_, "runs ", iteration.strategy.name(), ", the domain is ", strategy_.name());
     check(iteration.schemes == schemes_, "its degrees run other schemes than the domain's");
@@ -114,11 +119,11 @@ public:
     for (const auto& domain : domains_) sluice::require(domain != nullptr, "flex CP domains: a null domain");
   }
 
-  [[nodiscard]] schedule::FlexIteration plan(std::span<const Sequence> batch) const override {
-    std::optional<schedule::FlexIteration> kept;
+  [[nodiscard]] plan::FlexIteration plan(std::span<const Sequence> batch) const override {
+    std::optional<plan::FlexIteration> kept;
     for (std::size_t k = 0; k < domains_.size(); ++k) {
       if (!domains_[k]->holds(batch)) continue;
-      schedule::FlexIteration iteration = domains_[k]->plan(batch);
+      plan::FlexIteration iteration = domains_[k]->plan(batch);
       iteration.domain = k;
       if (!kept || iteration.total() < kept->total()) kept = std::move(iteration);
     }
@@ -127,7 +132,7 @@ public:
   }
 
   // Re-plans the other domains (the solver is deterministic) to check that none is faster.
-  void validate(const schedule::FlexIteration& iteration, std::span<const Sequence> batch) const override {
+  void validate(const plan::FlexIteration& iteration, std::span<const Sequence> batch) const override {
     const PlanCheck check("flex CP iteration: ");
     check(iteration.domain < domains_.size() && domains_[iteration.domain]->holds(batch), "names domain ",
           iteration.domain, " of ", domains_.size(), ", which does not hold the batch");
@@ -168,6 +173,81 @@ std::shared_ptr<const FlexDomain> flex_domain(const cost::Profile& profile, cons
   problem.one_degree_per_micro_batch = one_degree_per_micro_batch;
   problem.collectives = collectives;
   return std::make_shared<const FlexDomain>(std::move(schemes), std::move(problem), overhead, also_flexsp);
+}
+
+// Whether FlexSP forms groups of `scheme` (a CP scheme; ⟨TP, PP⟩ itself is always degree 1): Ulysses of any degree.
+inline bool flexsp_scheme(const Scheme& scheme) { return scheme.cp_kind() == CpKind::ulysses; }
+// Whether Megatron-LM's dynamic CP does: ring degrees that are powers of two.
+inline bool dynamic_cp_scheme(const Scheme& scheme) {
+  return scheme.cp_kind() == CpKind::ring && (scheme.cp() & (scheme.cp() - 1)) == 0;
+}
+
+// The flex CP domain that FlexSP runs: ZeRO-3 over every GPU (`zero3`, from cost::zero3_profile, with its memory and
+// collectives, each micro-batch's compute hiding or exposing them) and ⟨1, 1⟩ units in Ulysses groups formed per
+// micro-batch; nullptr where there is no ZeRO-3 profile, or its scheme space gives it no Ulysses degree. With
+// `also_flexsp`, sluice's: each batch also planned as FlexSP plans it, the faster kept.
+inline std::shared_ptr<const FlexDomain> zero3_flex_domain(const cost::Zero3Profile& zero3, double backward_ratio,
+                                                           bool also_flexsp) {
+  if (!zero3.profile || zero3.profile->gpus() > assign::flex_cp_max_units) return nullptr;
+  return flex_domain(*zero3.profile, Scheme(1, 1), static_cast<int>(zero3.profile->gpus()), flexsp_scheme, false, 0,
+                     {.seconds = zero3.collective_seconds, .backward_ratio = backward_ratio}, also_flexsp);
+}
+
+// What the cluster allows the flex CP domains that the sluice plan is offered.
+struct FlexScope {
+  std::int64_t context = 0;    // every domain holds a sequence of this length in some group
+  bool cross_node_tp = false;  // bases whose TP exceeds a node
+  cost::CpLinks links{};       // what ZeRO-3's collectives run on
+};
+
+// The flex CP domains the sluice plan offers beside its candidates, with a name for each and the layout move it
+// pulls and pushes (before overlap).
+struct OfferedFlex {
+  std::shared_ptr<const FlexDomains> domains;  // null where there is none
+  std::vector<std::string> names;
+  std::vector<double> layout_moves;
+  bool flexsp = false;  // whether the first domain is FlexSP's
+};
+
+// FlexSP's domain (zero3_flex_domain), and on every ⟨TP, PP⟩ base within `scope`, Megatron-LM's dynamic CP domain
+// (ring degrees that are powers of two, one per micro-batch) and sluice's own (the base's CP schemes of every kind,
+// groups of mixed degrees side by side in a micro-batch). A base's domains are charged, as `planning`'s policy
+// charges a candidate, the layout move of the homogeneous strategy on it; FlexSP's nothing, as its collectives are
+// in its problem.
+inline OfferedFlex offered_flex_domains(const cost::Profile& profile, const FlexScope& scope, const Options& planning) {
+  OfferedFlex flex;
+  std::vector<std::shared_ptr<const FlexDomain>> domains;
+  const auto add = [&](std::shared_ptr<const FlexDomain> domain, std::string name, double move) {
+    if (!domain || !domain->holds_length(scope.context)) return false;
+    domains.push_back(std::move(domain));
+    flex.names.push_back(std::move(name));
+    flex.layout_moves.push_back(move);
+    return true;
+  };
+  if (const auto zero3 =
+          zero3_flex_domain(cost::zero3_profile(profile, scope.links, 1), planning.problem.backward_ratio, true))
+    flex.flexsp = add(zero3, zero3->strategy().name() + " flex CP (ZeRO-3)", 0);
+  const std::int64_t gpus = profile.gpus();
+  const std::int64_t per_node = profile.spec().gpus_per_node;
+  const int layers = shard::llama_like(profile.spec().model).layers;
+  for (const cost::SchemeCost& cost : profile.schemes()) {
+    const Scheme& base = cost.scheme;
+    if (!base.is_base() || (!scope.cross_node_tp && base.tp() > per_node) || gpus % base.gpus() != 0 ||
+        gpus / base.gpus() > assign::flex_cp_max_units)
+      continue;
+    const int units = static_cast<int>(gpus / base.gpus());
+    const Strategy homogeneous({{base, units}});
+    const double move = planning.layout_moves == LayoutMoves::none
+                            ? 0.0
+                            : layout_move_seconds(profile, std::span(&homogeneous, 1)).front();
+    const double charged = charged_layout_move(planning.layout_moves, move, layers);
+    add(flex_domain(profile, base, units, dynamic_cp_scheme, true, charged), homogeneous.name() + " dynamic CP", move);
+    add(flex_domain(
+            profile, base, units, [](const Scheme&) { return true; }, false, charged),
+        homogeneous.name() + " flex CP", move);
+  }
+  if (!domains.empty()) flex.domains = std::make_shared<const FlexDomains>(std::move(domains));
+  return flex;
 }
 
 }  // namespace sluice::plan

@@ -4,7 +4,7 @@
 // executor. Hydraulis §6's two-stage assignment of the batch to each candidate strategy (dispatch, then packing),
 // every candidate's pipelines scheduled (DynaPipe §5's adaptive cyclic search by default), each candidate charged
 // its parameter pull and gradient push as the LayoutMoves policy says, and the candidate with the lowest simulated
-// makespan plus that charge kept (schedule::plan_simulated_iteration). The dispatch may charge the V step (packing's
+// makespan plus that charge kept (plan::plan_simulated_iteration). The dispatch may charge the V step (packing's
 // 1F1B estimate) or not (closer to a schedule that overlaps unequal micro-batches); VStep::best tries both and
 // keeps the faster simulated plan.
 #include <cstddef>
@@ -24,7 +24,7 @@
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/plan/layout_moves.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/problems.hpp"
 #include "sluice/shard/model.hpp"
@@ -63,9 +63,9 @@ class FlexAlternative {
 public:
   virtual ~FlexAlternative() = default;
   // Raises invalid_input when no group of the domain holds a sequence of `batch`.
-  [[nodiscard]] virtual schedule::FlexIteration plan(std::span<const Sequence> batch) const = 0;
+  [[nodiscard]] virtual plan::FlexIteration plan(std::span<const Sequence> batch) const = 0;
   // Raises invalid_plan unless `iteration` is a valid plan of `batch` on this domain, timed as its groups take.
-  virtual void validate(const schedule::FlexIteration& iteration, std::span<const Sequence> batch) const = 0;
+  virtual void validate(const plan::FlexIteration& iteration, std::span<const Sequence> batch) const = 0;
   // Whether the domain's groups hold every sequence of `batch`.
   [[nodiscard]] virtual bool holds(std::span<const Sequence> batch) const = 0;
 };
@@ -81,7 +81,7 @@ public:
       : profile_(std::move(profile)), candidates_(std::move(candidates)), options_(options), flex_(std::move(flex)) {
     sluice::require(!candidates_.empty(), "plan: no candidate strategies");
     assign::require_valid(options_.dispatch);
-    schedule::detail::require_options(options_.problem);
+    schedule::require_valid(options_.problem);
     if (options_.layout_moves == LayoutMoves::none) return;
     moves_ = layout_move_seconds(profile_, candidates_);
     const int layers = shard::llama_like(profile_.spec().model).layers;
@@ -90,14 +90,14 @@ public:
 
   // The kept candidate's plan and schedule. Raises invalid_input as assign::plan_iteration does (an empty batch,
   // a sequence no candidate holds) and infeasible when no schedule fits a pipeline's memory.
-  [[nodiscard]] schedule::SimulatedIteration plan(std::span<const Sequence> batch) const {
+  [[nodiscard]] plan::SimulatedIteration plan(std::span<const Sequence> batch) const {
     assign::PlanOptions plan_options{.dispatch = options_.dispatch, .candidate_overhead = overheads_};
-    std::optional<schedule::SimulatedIteration> kept;
+    std::optional<plan::SimulatedIteration> kept;
     for (const bool v_step : {true, false}) {
       if ((options_.v_step == VStep::on && !v_step) || (options_.v_step == VStep::off && v_step)) continue;
       plan_options.dispatch.v_step = v_step;
-      schedule::SimulatedIteration candidate = schedule::plan_simulated_iteration(
-          batch, candidates_, profile_, plan_options, options_.schedule, options_.problem);
+      plan::SimulatedIteration candidate = plan::plan_simulated_iteration(batch, candidates_, profile_, plan_options,
+                                                                          options_.schedule, options_.problem);
       if (!kept || candidate.total() < kept->total()) kept = std::move(candidate);
     }
     if (flex_ && flex_->holds(batch)) kept->flex = flex_->plan(batch);
@@ -106,9 +106,9 @@ public:
 
   // Raises invalid_plan unless `iteration` is a valid plan of `batch` over the candidates, charged as planned,
   // with no candidate simulating faster.
-  void validate(const schedule::SimulatedIteration& iteration, std::span<const Sequence> batch) const {
+  void validate(const plan::SimulatedIteration& iteration, std::span<const Sequence> batch) const {
     const assign::PlanOptions plan_options{.dispatch = options_.dispatch, .candidate_overhead = overheads_};
-    schedule::validate(iteration, batch, candidates_, profile_, plan_options, options_.problem);
+    plan::validate(iteration, batch, candidates_, profile_, plan_options, options_.problem);
     const bool planned = flex_ && flex_->holds(batch);
     const PlanCheck check("simulated iteration: ");
     check(iteration.flex.has_value() == planned,

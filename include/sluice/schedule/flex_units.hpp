@@ -1,9 +1,9 @@
 #pragma once
-// The instruction lists of a flex CP iteration (iteration.hpp's FlexIteration): every unit of the domain (a replica of
-// its ⟨TP, PP⟩ scheme) runs the plan's micro-batches it takes part in, in the plan's order, scheduled as one 1F1B
-// pipeline of all of them with the unit's absent ones removed, so that the units of a CP group meet at each of its
-// passes in the same order (a 1F1B of a unit's own micro-batches would interleave them otherwise). The timeline is
-// that pipeline's, whose iteration is the plan's Σ T_m + (PP − 1)·max T_m.
+// The instruction lists of a flex CP plan on a domain (plan::FlexIteration's `plan`, `strategy` and `schemes`): every
+// unit of the domain (a replica of its ⟨TP, PP⟩ scheme) runs the plan's micro-batches it takes part in, in the plan's
+// order, scheduled as one 1F1B pipeline of all of them with the unit's absent ones removed, so that the units of a CP
+// group meet at each of its passes in the same order (a 1F1B of a unit's own micro-batches would interleave them
+// otherwise). The timeline is that pipeline's, whose iteration is the plan's Σ T_m + (PP − 1)·max T_m.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +13,8 @@
 
 #include "sluice/assign/flex_cp_problem.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/core/scheme.hpp"
+#include "sluice/core/strategy.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/problems.hpp"
 
@@ -44,24 +45,24 @@ struct FlexUnits {
 
 // `problem`: the batch's flex CP problem on the iteration's domain (plan::FlexDomain::problem_of); micro-batch m
 // lasts its slowest group, and carries its tokens for the activation shapes (`options.hidden`).
-inline FlexUnits flex_units(const FlexIteration& iteration, const assign::FlexCpProblem& problem,
-                            const ProblemOptions& options = {}) {
-  assign::validate(iteration.plan, problem);
-  sluice::require(iteration.strategy.parts().size() == 1 && iteration.schemes.size() == problem.degrees.size(),
-                  "flex units: the flex CP iteration's strategy ", iteration.strategy.name(),
+inline FlexUnits flex_units(const assign::FlexCpPlan& plan, const Strategy& strategy, std::span<const Scheme> schemes,
+                            const assign::FlexCpProblem& problem, const ProblemOptions& options = {}) {
+  assign::validate(plan, problem);
+  sluice::require(strategy.parts().size() == 1 && schemes.size() == problem.degrees.size(),
+                  "flex units: the flex CP iteration's strategy ", strategy.name(),
                   " is not one domain of its degrees");
-  const Scheme base = iteration.strategy.parts().front().scheme;
-  const int units = iteration.strategy.parts().front().pipelines;
+  const Scheme base = strategy.parts().front().scheme;
+  const int units = strategy.parts().front().pipelines;
   sluice::require(units == problem.units && base.pp() == problem.pp, "flex units: the flex CP iteration runs ",
-                  iteration.strategy.name(), ", its problem ", problem.units, " units of PP ", problem.pp);
+                  strategy.name(), ", its problem ", problem.units, " units of PP ", problem.pp);
   Problem whole = detail::empty_problem(base.pp(), std::numeric_limits<double>::infinity(), options);
   FlexUnits result{{}, std::vector<std::vector<int>>(static_cast<std::size_t>(units))};
-  for (std::size_t m = 0; m < iteration.plan.micro_batches.size(); ++m) {
-    const assign::FlexCpMicroBatch& micro_batch = iteration.plan.micro_batches[m];
+  for (std::size_t m = 0; m < plan.micro_batches.size(); ++m) {
+    const assign::FlexCpMicroBatch& micro_batch = plan.micro_batches[m];
     std::int64_t tokens = 0;
     for (const assign::FlexCpGroup& group : micro_batch.groups) {
       for (const int s : group.sequences) tokens += problem.lengths[static_cast<std::size_t>(s)];
-      const int degree = iteration.schemes[static_cast<std::size_t>(group.degree_index)].cp();
+      const int degree = schemes[static_cast<std::size_t>(group.degree_index)].cp();
       for (int unit = group.first_unit; unit < group.first_unit + degree; ++unit)
         result.kept[static_cast<std::size_t>(unit)].push_back(static_cast<int>(m));
     }

@@ -41,6 +41,12 @@ struct ScheduleOptions {
   friend bool operator==(const ScheduleOptions&, const ScheduleOptions&) = default;
 };
 
+// Raises invalid_input unless clusters is in [0, 6] (6! injection orders at most).
+inline void require_valid(const ScheduleOptions& options) {
+  sluice::require(options.clusters >= 0 && options.clusters <= 6, "schedule: clusters must be in [0, 6], got ",
+                  options.clusters);
+}
+
 struct PipelineSchedule {
   ScheduleKind kind = ScheduleKind::cyclic;  // the kind of the order kept (cyclic may keep a 1F1B order)
   bool memory_aware = false;                 // a cyclic order built under the memory limits (Alg. 1's check)
@@ -137,8 +143,7 @@ inline std::vector<std::vector<int>> cluster_micro_batches(const Problem& proble
 // every permutation of the micro-batches when there are at most k of them. Duplicates are dropped.
 inline std::vector<std::vector<int>> injection_candidates(const Problem& problem, const ScheduleOptions& options) {
   require_problem(problem);
-  sluice::require(options.clusters >= 0 && options.clusters <= 6, "schedule: clusters must be in [0, 6], got ",
-                  options.clusters);
+  require_valid(options);
   const std::size_t m = problem.micro_batches.size();
   const int k = options.clusters > 0 ? options.clusters : (m > 20 ? 3 : 4);
   std::vector<std::vector<int>> candidates{identity_injection(m)};

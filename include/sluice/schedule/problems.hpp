@@ -24,12 +24,18 @@ struct ProblemOptions {
   friend bool operator==(const ProblemOptions&, const ProblemOptions&) = default;
 };
 
-namespace detail {
-
-inline void require_options(const ProblemOptions& options) {
+// Raises invalid_input unless hidden and element_bytes are >= 1, the link is in its physical ranges and the backward
+// ratio is finite and > 0.
+inline void require_valid(const ProblemOptions& options) {
   sluice::require(std::isfinite(options.backward_ratio) && options.backward_ratio > 0,
                   "schedule problem: backward_ratio must be finite and > 0, got ", options.backward_ratio);
+  sluice::require(options.hidden >= 1, "schedule problem: hidden must be >= 1, got ", options.hidden);
+  sluice::require(options.element_bytes >= 1, "schedule problem: element_bytes must be >= 1, got ",
+                  options.element_bytes);
+  validate(options.link);
 }
+
+namespace detail {
 
 // A micro-batch that costs the same on every stage (the planners' stage models are per stage).
 inline MicroBatchCost uniform_micro_batch(int stages, double seconds, double activation_bytes, std::int64_t tokens,
@@ -41,7 +47,7 @@ inline MicroBatchCost uniform_micro_batch(int stages, double seconds, double act
 }
 
 inline Problem empty_problem(int stages, double stage_memory_limit, const ProblemOptions& options) {
-  require_options(options);
+  require_valid(options);
   sluice::require(stages >= 1, "schedule problem: stages must be >= 1, got ", stages);
   Problem problem;
   problem.stages = stages;

@@ -1,6 +1,6 @@
 #pragma once
 // sluice's plans as executor jobs: a Hydraulis iteration plan (assign::plan_iteration, scheduled by
-// schedule::schedule_iteration), a DynaPipe pipeline plan (schedule::plan_pipeline) and a flex CP iteration (a
+// plan::schedule_iteration), a DynaPipe pipeline plan (schedule::plan_pipeline) and a flex CP iteration (a
 // plan::FlexDomain's, FlexSP's groups or Megatron-LM's dynamic CP). Each pipeline keeps its scheme's TP, CP and
 // recompute; ranks are numbered pipeline by pipeline unless a shard::RankPlacement of the plan's strategy places
 // them.
@@ -17,7 +17,7 @@
 #include "sluice/core/scheme.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/schedule/flex_units.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice/schedule/problems.hpp"
@@ -57,7 +57,7 @@ inline schedule::Simulation restrict_simulation(const schedule::Simulation& simu
 // the model's hidden size. Idle pipelines get no ranks; `placement` (shard::rank_placement of the plan's strategy),
 // where given, places every lane, idle pipelines' GPUs left out.
 inline Job job_from_iteration(const ModelConfig& model, std::vector<SequenceTokens> sequences,
-                              const assign::IterationPlan& plan, const schedule::IterationSchedule& schedule,
+                              const assign::IterationPlan& plan, const plan::IterationSchedule& schedule,
                               const shard::RankPlacement* placement = nullptr) {
   sluice::require(schedule.pipelines.size() == plan.pipelines.size(), "job: the schedule has ",
                   schedule.pipelines.size(), " pipelines, the plan ", plan.pipelines.size());
@@ -103,7 +103,7 @@ inline Job job_from_iteration(const ModelConfig& model, std::vector<SequenceToke
   schedule::ProblemOptions problem;
   problem.hidden = model.hidden;
   return job_from_iteration(model, std::move(sequences), plan,
-                            schedule::schedule_iteration(plan, profile, options, problem));
+                            plan::schedule_iteration(plan, profile, options, problem));
 }
 
 // A job for the replicas of a DynaPipe pipeline plan that got micro-batches, each on `degrees`' TP, CP and
@@ -147,12 +147,13 @@ inline Job job_from_pipeline_plan(const ModelConfig& model, std::vector<Sequence
 // `placement` (shard::flex_domain_ranks of the domain), where given, places unit u's stage j TP rank t on its stage
 // j's rank u·TP + t.
 inline Job job_from_flex(const ModelConfig& model, std::vector<SequenceTokens> sequences,
-                         const schedule::FlexIteration& iteration, const assign::FlexCpProblem& problem,
+                         const plan::FlexIteration& iteration, const assign::FlexCpProblem& problem,
                          const shard::RankPlacement* placement = nullptr) {
   require_valid(model);
   schedule::ProblemOptions options;
   options.hidden = model.hidden;
-  const schedule::FlexUnits flex_units = schedule::flex_units(iteration, problem, options);
+  const schedule::FlexUnits flex_units =
+      schedule::flex_units(iteration.plan, iteration.strategy, iteration.schemes, problem, options);
   sluice::require(sequences.size() == problem.lengths.size(), "job: ", sequences.size(), " sequences of tokens for ",
                   problem.lengths.size(), " in the flex CP problem");
   for (std::size_t s = 0; s < sequences.size(); ++s)

@@ -120,7 +120,8 @@ SystemsMeasurement measure_systems(const compare::Options& options, const ModelC
   }
   const Strategy& dynapipe_strategy = comparison.systems[compare::System::dynapipe].strategies.front();
   // sluice's flex CP domains, made as its planner made them, for the problems of the iterations that run one.
-  const compare::SluiceFlex flex = compare::sluice_flex_domains(settings, compare::planner_options(settings));
+  const plan::OfferedFlex flex =
+      plan::offered_flex_domains(settings.profile, compare::flex_scope(settings), compare::planner_options(settings));
   for (std::size_t k = 0; k < batches.size(); ++k) {
     const compare::ScheduledPlan& megatron = chosen.megatron[k];
     result.systems[0].iterations.push_back(
@@ -130,10 +131,10 @@ SystemsMeasurement measure_systems(const compare::Options& options, const ModelC
     result.systems[1].iterations.push_back(detail::measure(
         job_from_pipeline_plan(model, tokens[k], dynapipe, dynapipe_strategy.parts().front().scheme.degrees()), run,
         dynapipe_strategy.name(), dynapipe.makespan));
-    const schedule::SimulatedIteration& sluice = chosen.sluice[k];
+    const plan::SimulatedIteration& sluice = chosen.sluice[k];
     MeasuredIteration measured;
     if (sluice.runs_flex()) {
-      const schedule::FlexIteration& iteration = *sluice.flex;
+      const plan::FlexIteration& iteration = *sluice.flex;
       const assign::FlexCpProblem problem = flex.domains->domains()[iteration.domain]->problem_of(batches[k]);
       measured =
           detail::measure(job_from_flex(model, tokens[k], iteration, problem), run,

@@ -21,7 +21,7 @@
 #include "sluice/cost/profile.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/plan/flex_domain.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/shard/cost.hpp"
 #include "sluice/shard/ranks.hpp"
 #include "sluice_executor/builders.hpp"
@@ -82,7 +82,7 @@ inline shard::PlacementOptions placement_options(const ModelConfig& model, const
 // A flex CP domain's plan of a batch (`domain`'s, over `profile`'s cluster) as a training iteration: its units placed
 // by shard::flex_domain_ranks, stages split as the jobs split them. tokens[i] holds the batch's sequence i.
 inline PlacedIteration place_iteration(const ModelConfig& model, std::vector<SequenceTokens> tokens,
-                                       const schedule::FlexIteration& plan, const plan::FlexDomain& domain,
+                                       const plan::FlexIteration& plan, const plan::FlexDomain& domain,
                                        const cost::Profile& profile) {
   std::vector<Sequence> batch;
   for (const SequenceTokens& sequence : tokens)
@@ -97,11 +97,11 @@ inline PlacedIteration place_iteration(const ModelConfig& model, std::vector<Seq
 // kept candidate's plan placed by shard::rank_placement, or, where the iteration runs a flex CP domain of `flex`
 // (the planner's domains), as above; stages split as the jobs split them. tokens[i] holds the batch's sequence i.
 inline PlacedIteration place_iteration(const ModelConfig& model, std::vector<SequenceTokens> tokens,
-                                       const schedule::SimulatedIteration& iteration, const cost::Profile& profile,
+                                       const plan::SimulatedIteration& iteration, const cost::Profile& profile,
                                        const plan::FlexDomains* flex = nullptr) {
   if (iteration.runs_flex()) {
     sluice::require(flex != nullptr, "training: the iteration runs a flex CP domain, and no domains were given");
-    const schedule::FlexIteration& plan = *iteration.flex;
+    const plan::FlexIteration& plan = *iteration.flex;
     sluice::require(plan.domain < flex->domains().size(), "training: the iteration runs flex CP domain ", plan.domain,
                     " of ", flex->domains().size());
     return place_iteration(model, std::move(tokens), plan, *flex->domains()[plan.domain], profile);

@@ -20,11 +20,12 @@
 #include "sluice/compare/results.hpp"
 #include "sluice/compare/statistics.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/plan/flex_domain.hpp"
 #include "sluice/plan/iteration.hpp"
 #include "sluice/plan/layout_moves.hpp"
 #include "sluice/proposal/homogeneous.hpp"
 #include "sluice/schedule/instructions.hpp"
-#include "sluice/schedule/iteration.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/shard/model.hpp"
 
 namespace sluice::compare::detail {
@@ -61,7 +62,7 @@ inline double micro_batch_imbalance(const schedule::Problem& problem) {
 
 // The busy pipelines' makespans, their imbalance, the worst pipeline's imbalance degree and the idle share, of a
 // scheduled iteration plan.
-inline IterationOutcome outcome_of(const schedule::IterationSchedule& schedule, const Strategy& strategy) {
+inline IterationOutcome outcome_of(const plan::IterationSchedule& schedule, const Strategy& strategy) {
   std::vector<double> busy;
   double degree = 1;
   for (const auto& pipeline : schedule.pipelines)
@@ -204,11 +205,10 @@ inline IterationOutcome flex_cp_outcome(const assign::FlexCpProblem& problem, co
 
 // Iteration k of sluice, planned by `planner` over its candidates (run.strategies): the iteration is charged its
 // simulated makespan plus the share of the kept candidate's layout move that the makespan leaves exposed; or, where
-// it runs, the plan of one of `flex`'s domains (compare::SluiceFlex: the planner's), charged as a candidate is.
-template <class Flex>
-schedule::SimulatedIteration sluice_iteration(const plan::IterationPlanner& planner, const Flex& flex,
-                                              std::span<const Sequence> batch, std::size_t k, SystemRun& run) {
-  schedule::SimulatedIteration iteration = planner.plan(batch);
+// it runs, the plan of one of `flex`'s domains (plan::OfferedFlex: the planner's), charged as a candidate is.
+inline plan::SimulatedIteration sluice_iteration(const plan::IterationPlanner& planner, const plan::OfferedFlex& flex,
+                                                 std::span<const Sequence> batch, std::size_t k, SystemRun& run) {
+  plan::SimulatedIteration iteration = planner.plan(batch);
   planner.validate(iteration, batch);
   const int layers = shard::llama_like(planner.profile().spec().model).layers;
   if (iteration.runs_flex()) {

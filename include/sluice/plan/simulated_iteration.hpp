@@ -1,7 +1,8 @@
 #pragma once
-// Scheduling every pipeline of a Hydraulis iteration plan: each pipeline's packed micro-batches become a
-// scheduling problem on its scheme, scheduled by schedule_pipeline (1F1B, or the adaptive cyclic search);
-// and the per-iteration choice among candidate strategies judged by that simulation.
+// The sluice plan of one iteration and its choice: every pipeline of a Hydraulis iteration plan scheduled (its packed
+// micro-batches a scheduling problem on its scheme, scheduled by schedule::schedule_pipeline: 1F1B, or the adaptive
+// cyclic search), the per-iteration choice among candidate strategies judged by that simulation, and the flex CP
+// plan that runs instead where it is faster.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -19,11 +20,11 @@
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/problems.hpp"
 
-namespace sluice::schedule {
+namespace sluice::plan {
 
 struct ScheduledPipeline {
-  Problem problem;
-  PipelineSchedule schedule;
+  schedule::Problem problem;
+  schedule::PipelineSchedule schedule;
   friend bool operator==(const ScheduledPipeline&, const ScheduledPipeline&) = default;
 };
 
@@ -35,15 +36,16 @@ struct IterationSchedule {
 
 // Raises sluice::infeasible when a pipeline's micro-batches fit no schedule within its memory.
 inline IterationSchedule schedule_iteration(const assign::IterationPlan& plan, const cost::Profile& profile,
-                                            const ScheduleOptions& schedule = {}, const ProblemOptions& problem = {}) {
+                                            const schedule::ScheduleOptions& schedule = {},
+                                            const schedule::ProblemOptions& problem = {}) {
   IterationSchedule result;
   for (const assign::PipelinePlan& pipeline : plan.pipelines) {
     if (pipeline.micro_batches.empty()) {
       result.pipelines.emplace_back();
       continue;
     }
-    ScheduledPipeline scheduled{problem_for(pipeline, profile.at(pipeline.scheme), problem), {}};
-    scheduled.schedule = schedule_pipeline(scheduled.problem, schedule);
+    ScheduledPipeline scheduled{schedule::problem_for(pipeline, profile.at(pipeline.scheme), problem), {}};
+    scheduled.schedule = schedule::schedule_pipeline(scheduled.problem, schedule);
     result.makespan = std::max(result.makespan, scheduled.schedule.simulation.makespan);
     result.pipelines.emplace_back(std::move(scheduled));
   }
@@ -53,7 +55,7 @@ inline IterationSchedule schedule_iteration(const assign::IterationPlan& plan, c
 // Raises invalid_plan unless every busy pipeline's problem is its micro-batches' and its schedule valid, idle
 // pipelines have none, and the makespan is the slowest pipeline's.
 inline void validate(const IterationSchedule& schedule, const assign::IterationPlan& plan, const cost::Profile& profile,
-                     const ProblemOptions& problem = {}) {
+                     const schedule::ProblemOptions& problem = {}) {
   const PlanCheck check("iteration schedule: ");
   check(schedule.pipelines.size() == plan.pipelines.size(), "has ", schedule.pipelines.size(), " pipelines, the plan ",
         plan.pipelines.size());
@@ -63,9 +65,9 @@ inline void validate(const IterationSchedule& schedule, const assign::IterationP
     check(scheduled.has_value() != plan.pipelines[j].micro_batches.empty(), "pipeline ", j,
           scheduled ? " is scheduled but idle" : " has micro-batches but no schedule");
     if (!scheduled) continue;
-    check(scheduled->problem == problem_for(plan.pipelines[j], profile.at(plan.pipelines[j].scheme), problem),
+    check(scheduled->problem == schedule::problem_for(plan.pipelines[j], profile.at(plan.pipelines[j].scheme), problem),
           "pipeline ", j, " problem is not its micro-batches'");
-    validate(scheduled->schedule, scheduled->problem);
+    schedule::validate(scheduled->schedule, scheduled->problem);
     makespan = std::max(makespan, scheduled->schedule.simulation.makespan);
   }
   check(makespan == schedule.makespan, "makespan ", schedule.makespan, " s, its pipelines give ", makespan);
@@ -116,8 +118,8 @@ struct SimulatedIteration {
 inline SimulatedIteration plan_simulated_iteration(std::span<const Sequence> batch,
                                                    std::span<const Strategy> candidates, const cost::Profile& profile,
                                                    const assign::PlanOptions& plan_options = {},
-                                                   const ScheduleOptions& schedule = {},
-                                                   const ProblemOptions& problem = {}) {
+                                                   const schedule::ScheduleOptions& schedule = {},
+                                                   const schedule::ProblemOptions& problem = {}) {
   auto choice = assign::choose_candidate(
       batch, candidates, profile, plan_options.candidate_overhead,
       [&](std::size_t k, std::span<const cost::SchemeCost>, double overhead) {
@@ -141,7 +143,7 @@ inline SimulatedIteration plan_simulated_iteration(std::span<const Sequence> bat
 // candidate, and no other candidate's simulated makespan + overhead is lower.
 inline void validate(const SimulatedIteration& iteration, std::span<const Sequence> batch,
                      std::span<const Strategy> candidates, const cost::Profile& profile,
-                     const assign::PlanOptions& plan_options = {}, const ProblemOptions& problem = {}) {
+                     const assign::PlanOptions& plan_options = {}, const schedule::ProblemOptions& problem = {}) {
   const PlanCheck check("simulated iteration: ");
   assign::validate(iteration.plan, batch, profile);
   validate(iteration.schedule, iteration.plan, profile, problem);
@@ -162,4 +164,4 @@ inline void validate(const SimulatedIteration& iteration, std::span<const Sequen
   }
 }
 
-}  // namespace sluice::schedule
+}  // namespace sluice::plan
