@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The library's layers, as docs/architecture.md draws them: each folder of include/sluice/ may include only the
+# The library's layers, as docs/architecture.md draws them, and its naming rule for checks: each folder of include/sluice/ may include only the
 # folders listed for it, so that no arrow points back up (and nothing below io/ needs the JSON layer). With the
 # examples folder too: the tools (the CLI, the executor programs, the Python bindings) include the library, the
 # executor's public headers (the executor programs only), examples/common/ and their own folder's files, never
@@ -55,5 +55,11 @@ if [ -n "$examples" ]; then
     done < <(grep -nE '^#include "' "$examples/$tool"/*.hpp "$examples/$tool"/*.cpp 2> /dev/null)
   done
 fi
-[ "$failures" -eq 0 ] && echo "layering holds" || echo "$failures includes break the layering"
+# The naming rule (docs/architecture.md): `validate` checks a plan against its inputs; options, configurations and
+# other inputs are checked by a free require_valid, never by a member that validates its own object.
+while IFS= read -r hit; do
+  echo "FAIL: ${hit#"$root"/}: an input checks itself with validate(); name it require_valid(input)"
+  failures=$((failures + 1))
+done < <(grep -rnE 'void validate\(\) const' "$root")
+[ "$failures" -eq 0 ] && echo "layering holds" || echo "$failures includes or names break the layering"
 exit $((failures > 0))

@@ -162,7 +162,7 @@ TransformerMemorySpec tiny_spec() {
 
 TEST_CASE("memory: Hydraulis B.1 terms against hand-computed values") {
   const auto spec = tiny_spec();
-  spec.validate();
+  require_valid(spec);
   const Scheme tp2pp2(2, 2);
   // states: 4·100/4·5·0.5 + (4/2)·100/2·5·0.5 = 250 + 250
   CHECK(spec.model_state_bytes(tp2pp2, 4) == 500.0);
@@ -232,19 +232,19 @@ TEST_CASE("memory: bad input") {
   CHECK_THROWS_AS(spec.for_scheme(Scheme(1, 1), 0), invalid_input);
   auto bad = spec;
   bad.alpha = 1.5;
-  CHECK_THROWS_AS(bad.validate(), invalid_input);
+  CHECK_THROWS_AS(require_valid(bad), invalid_input);
   bad = spec;
   bad.state_bytes = std::nan("");
-  CHECK_THROWS_AS(bad.validate(), invalid_input);
+  CHECK_THROWS_AS(require_valid(bad), invalid_input);
   bad = spec;
   bad.activation_bytes[2] = -1;
-  CHECK_THROWS_AS(bad.validate(), invalid_input);
+  CHECK_THROWS_AS(require_valid(bad), invalid_input);
   bad = spec;
   bad.layers = 0;
-  CHECK_THROWS_AS(bad.validate(), invalid_input);
+  CHECK_THROWS_AS(require_valid(bad), invalid_input);
   bad = spec;
   bad.safety_margin_bytes = -1;
-  CHECK_THROWS_AS(bad.validate(), invalid_input);
+  CHECK_THROWS_AS(require_valid(bad), invalid_input);
   CHECK_THROWS_AS(LinearMemory(0, 0, 10, 1), invalid_input);
   CHECK_THROWS_AS(LinearMemory(-1, 1, 10, 1), invalid_input);
   CHECK_THROWS_AS(LinearMemory(0, 1, 10, 0), invalid_input);

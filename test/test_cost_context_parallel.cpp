@@ -32,8 +32,7 @@ CpSetup small_setup() {
           .kv_heads = 4,
           .element_bytes = 2,
           .backward_ratio = 2,
-          .link_latency = 1e-5,
-          .link_bandwidth = 1e11};
+          .link = {.latency = 1e-5, .bandwidth = 1e11}};
 }
 
 // ⟨TP, C, 1⟩ with CP of `kind` (and the hybrid's Ulysses degree), optionally recomputing.

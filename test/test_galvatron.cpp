@@ -301,18 +301,18 @@ TEST_CASE("galvatron: the vocabulary layers' time and activations on the first a
   const auto again = sluice::io::from_document<sluice::search::ModelSpec>(sluice::io::to_document(shape));
   CHECK(again == shape);
   shape.head_activation_bytes = -1;
-  CHECK_THROWS_WITH_AS(shape.validate(),
+  CHECK_THROWS_WITH_AS(require_valid(shape),
                        "model llama2-7b: head_activation_bytes must be finite and in [0, 2^60), got -1",
                        sluice::invalid_input);
   shape.head_activation_bytes = 0;
   shape.layers[3].activation_bytes = {{3, 10.0}};
-  CHECK_THROWS_WITH_AS(shape.validate(),
+  CHECK_THROWS_WITH_AS(require_valid(shape),
                        "model llama2-7b: layer 3: activation_bytes needs power-of-2 degrees in [1, 2^20] and bytes in "
                        "(0, 2^50), got 3: 10",
                        sluice::invalid_input);
   shape.layers[3].activation_bytes.clear();
   shape.layers[3].checkpoint_bytes = {{1, 10.0}};
-  CHECK_THROWS_WITH_AS(shape.validate(), "model llama2-7b: layer 3: checkpoint_bytes needs activation_bytes",
+  CHECK_THROWS_WITH_AS(require_valid(shape), "model llama2-7b: layer 3: checkpoint_bytes needs activation_bytes",
                        sluice::invalid_input);
   auto document = sluice::io::to_document(again);
   document["layers"][0]["activation_bytes"] = {{"two", 1.0}};
@@ -347,7 +347,7 @@ TEST_CASE("galvatron: strided groups communicate at their measured bandwidth, ot
   // Documents carry the levels; bad ones are refused.
   CHECK(sluice::io::from_document<sluice::search::ClusterSpec>(sluice::io::to_document(cluster)) == cluster);
   cluster.strided_levels = {{4, 1e9}, {2, 1e9}};
-  CHECK_THROWS_WITH_AS(cluster.validate(),
+  CHECK_THROWS_WITH_AS(require_valid(cluster),
                        "cluster a100-8: strided level 1: size must be a power of 2 in [2, gpus], larger than the one "
                        "before, got 2",
                        sluice::invalid_input);
@@ -368,7 +368,7 @@ TEST_CASE("galvatron: measured collective times replace volume over bandwidth fo
   const sluice::search::AnalyticEstimator plain(shape, cluster);
   cluster.all_reduce_times = table;
   cluster.all_to_all_times = table;
-  cluster.validate();
+  require_valid(cluster);
   const sluice::search::AnalyticEstimator measured(shape, cluster);
   // TP 2 on one sample (2048 x 4096 x 2 bytes = 16.8 MB on each rank), past the largest measured message: 2e-4 s ·
   // 16.8 / 3 per all-reduce, two per pass, four in all.
@@ -388,13 +388,13 @@ TEST_CASE("galvatron: measured collective times replace volume over bandwidth fo
   // The tables travel in sluice.cluster documents; bad entries are refused naming the field.
   CHECK(sluice::io::from_document<sluice::search::ClusterSpec>(sluice::io::to_document(cluster)) == cluster);
   cluster.all_to_all_times.push_back({2, 1e6, 3e-4});
-  CHECK_THROWS_WITH_AS(cluster.validate(),
+  CHECK_THROWS_WITH_AS(require_valid(cluster),
                        "cluster a100-8: all_to_all_times 3: a second time for 2 ranks and 1000000 bytes",
                        sluice::invalid_input);
   cluster.all_to_all_times.back() = {3, 1e6, 3e-4};
-  CHECK_THROWS_AS(cluster.validate(), sluice::invalid_input);
+  CHECK_THROWS_AS(require_valid(cluster), sluice::invalid_input);
   cluster.all_to_all_times.back() = {2, 2e6, 0};
-  CHECK_THROWS_AS(cluster.validate(), sluice::invalid_input);
+  CHECK_THROWS_AS(require_valid(cluster), sluice::invalid_input);
   // Pipelines of a listed PP degree send at its measured bandwidth; others at the span of two stages.
   cluster.all_to_all_times.pop_back();
   const double p2p = measured.p2p(3, 2, 8);
@@ -405,7 +405,7 @@ TEST_CASE("galvatron: measured collective times replace volume over bandwidth fo
   CHECK(near(p2p, 2.0 * 8 * message / 2 / cluster.bandwidth(4), 1e-12));
   CHECK(sluice::io::from_document<sluice::search::ClusterSpec>(sluice::io::to_document(cluster)) == cluster);
   cluster.pipeline_levels = {{4, 1e9}, {2, 1e9}};
-  CHECK_THROWS_AS(cluster.validate(), sluice::invalid_input);
+  CHECK_THROWS_AS(require_valid(cluster), sluice::invalid_input);
   // Galvatron's sp_time_ profile, in seconds and bytes of each rank's message; its p2p bandwidths by PP degree.
   const auto profile = sluice::io::read_galvatron(fixture());
   const auto from_profile = sluice::search::galvatron_cluster(profile, {});

@@ -62,7 +62,7 @@ Problem random_problem(Rng& rng, int m, int c, bool free_links) {
   }
   problem.memory_limit.assign(stages, inf);
   problem.hidden = 1024;
-  problem.link = free_links ? Link{0, inf} : Link{2e-5 * rng.uniform(), 2e9 + 1e11 * rng.uniform()};
+  problem.link = free_links ? cost::Link{0, inf} : cost::Link{2e-5 * rng.uniform(), 2e9 + 1e11 * rng.uniform()};
   return problem;
 }
 
@@ -679,7 +679,7 @@ TEST_CASE("timelines of large timestamps validate: durations are checked relativ
     Problem problem = uniform_problem(4, c, 0.0655720812, 2 * 0.0655720812);
     for (MicroBatchCost& mb : problem.micro_batches) mb.tokens = 1 << 20;
     problem.hidden = std::int64_t{1} << 26;
-    problem.link = {1, Link::min_bandwidth};
+    problem.link = {1, cost::Link::min_bandwidth};
     const Order order = one_f_one_b(identity_injection(4), c);
     const Simulation simulation = simulate(problem, order);
     CHECK(simulation.makespan > 1e8);
@@ -710,15 +710,16 @@ TEST_CASE("an op too short for its timeline is bad input, not a misordered plan"
 }
 
 TEST_CASE("links: latency in [0, 1] s, bandwidth in [1e6, 1e13] bytes/s or +inf") {
-  CHECK_NOTHROW(validate(Link{}));
-  CHECK_NOTHROW(validate(Link{0, Link::min_bandwidth}));
-  CHECK_NOTHROW(validate(Link{Link::max_latency, Link::max_bandwidth}));
-  CHECK_THROWS_WITH_AS(validate(Link{1.5, 1e9}), "schedule: link latency must be in [0, 1] s, got 1.5", invalid_input);
-  CHECK_THROWS_AS(validate(Link{std::nan(""), 1e9}), invalid_input);
-  CHECK_THROWS_WITH_AS(validate(Link{0, 1}),
+  CHECK_NOTHROW(cost::require_valid(cost::Link{}));
+  CHECK_NOTHROW(cost::require_valid(cost::Link{0, cost::Link::min_bandwidth}));
+  CHECK_NOTHROW(cost::require_valid(cost::Link{cost::Link::max_latency, cost::Link::max_bandwidth}));
+  CHECK_THROWS_WITH_AS(cost::require_valid(cost::Link{1.5, 1e9}, "schedule: link"),
+                       "schedule: link latency must be in [0, 1] s, got 1.5", invalid_input);
+  CHECK_THROWS_AS(cost::require_valid(cost::Link{std::nan(""), 1e9}), invalid_input);
+  CHECK_THROWS_WITH_AS(cost::require_valid(cost::Link{0, 1}, "schedule: link"),
                        "schedule: link bandwidth must be in [1e+06, 1e+13] bytes/s or +inf, got 1", invalid_input);
-  CHECK_THROWS_AS(validate(Link{0, 2e13}), invalid_input);
-  CHECK_THROWS_AS(validate(Link{0, std::nan("")}), invalid_input);
+  CHECK_THROWS_AS(cost::require_valid(cost::Link{0, 2e13}), invalid_input);
+  CHECK_THROWS_AS(cost::require_valid(cost::Link{0, std::nan("")}), invalid_input);
   Problem problem = uniform_problem(3, 2, 1, 2);
   problem.link = {0, 1e3};
   CHECK_THROWS_WITH_AS(schedule_pipeline(problem), doctest::Contains("link bandwidth"), invalid_input);

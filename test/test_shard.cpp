@@ -576,7 +576,7 @@ TEST_CASE("shard: costs per link class and α–β times") {
   const Model model{"m", 1, {{"w", 8}}, 2, 2};
   const Placement placement = place(Strategy::parse("1*tp2pp1"), 4, 1, {.gpus_per_node = 2});
   const OptimizerLayout layout = sharded_layout(4, 1);
-  const Cluster cluster{2, {1e-6, 1000}, {2e-6, 100}, {3e-6, 10}};
+  const Cluster cluster{2, {{1e-6, 1e9}, {2e-6, 1e8}, {3e-6, 1e7}}};
   const PullPlan pull = plan_pull(placement, layout, model);
   const PushPlan push = plan_push(placement, layout, model);
   const ShardCost cost = plan_cost(pull, push, cluster);
@@ -584,14 +584,14 @@ TEST_CASE("shard: costs per link class and α–β times") {
   CHECK(cost.pull.bytes.intra_node == 4);
   CHECK(cost.pull.bytes.inter_node == 8);
   CHECK(cost.pull.messages == 4);
-  // Rank 1 receives two inter-node messages of 4 bytes back to back: 2·(3e-6 + 0.4).
-  CHECK(cost.pull.seconds == doctest::Approx(2 * (3e-6 + 0.4)));
+  // Rank 1 receives two inter-node messages of 4 bytes back to back: 2·(3e-6 + 4e-7).
+  CHECK(cost.pull.seconds == doctest::Approx(2 * (3e-6 + 4e-7)));
   CHECK(cost.reduce_scatter.seconds == 0);
   CHECK(cost.reduce_scatter.bytes.total() == 0);
   // Push: rank 0 keeps quarter 0 and sends quarter 1 to rank 1; rank 1 sends quarters 2, 3 to ranks 2, 3.
   CHECK(cost.push.bytes.intra_node == 4);
   CHECK(cost.push.bytes.inter_node == 8);
-  CHECK(cost.push.seconds == doctest::Approx(2 * (3e-6 + 0.4)));
+  CHECK(cost.push.seconds == doctest::Approx(2 * (3e-6 + 4e-7)));
   CHECK(cost.seconds() == doctest::Approx(cost.pull.seconds + cost.push.seconds));
 
   // Two tp1 pipelines on ranks 0 and 1 (one node): a 2-member ring, one step of half the 16-byte layer.
@@ -599,7 +599,7 @@ TEST_CASE("shard: costs per link class and α–β times") {
   const OptimizerLayout pair_layout = sharded_layout(2, 1);
   const ShardCost pair_cost =
       plan_cost(plan_pull(pair, pair_layout, model), plan_push(pair, pair_layout, model), cluster);
-  CHECK(pair_cost.reduce_scatter.seconds == doctest::Approx(2e-6 + 8.0 / 100));
+  CHECK(pair_cost.reduce_scatter.seconds == doctest::Approx(2e-6 + 8.0 / 1e8));
   CHECK(pair_cost.reduce_scatter.bytes.intra_node == 16);
   CHECK(pair_cost.reduce_scatter.messages == 2);
 
@@ -706,7 +706,7 @@ TEST_CASE("shard: bad input names the field and the value") {
     Model copy = model;
     edit(copy);
     CAPTURE(fragment);
-    CHECK_THROWS_WITH_AS(copy.validate(), doctest::Contains(fragment), invalid_input);
+    CHECK_THROWS_WITH_AS(require_valid(copy), doctest::Contains(fragment), invalid_input);
   };
   bad_model([](Model& m) { m.layers = 0; }, "layers must be in [1, 65536], got 0");
   bad_model([](Model& m) { m.tensors.clear(); }, "has no tensors");
@@ -732,13 +732,18 @@ TEST_CASE("shard: bad input names the field and the value") {
     Cluster cluster;
     edit(cluster);
     CAPTURE(fragment);
-    CHECK_THROWS_WITH_AS(cluster.validate(), doctest::Contains(fragment), invalid_input);
+    CHECK_THROWS_WITH_AS(require_valid(cluster), doctest::Contains(fragment), invalid_input);
   };
   bad_cluster([](Cluster& c) { c.gpus_per_node = 0; }, "gpus_per_node must be >= 1, got 0");
-  bad_cluster([](Cluster& c) { c.intra_node.bandwidth = 0; }, "intra_node bandwidth must be finite and > 0, got 0");
-  bad_cluster([](Cluster& c) { c.inter_node.latency = -1; }, "inter_node latency must be finite and >= 0, got -1");
-  bad_cluster([](Cluster& c) { c.local.bandwidth = std::numeric_limits<double>::infinity(); },
-              "local bandwidth must be finite and > 0");
+  bad_cluster([](Cluster& c) { c.links.intra_node.bandwidth = 0; }, "intra-node link bandwidth must be in [");
+  bad_cluster([](Cluster& c) { c.links.inter_node.latency = -1; },
+              "inter-node link latency must be in [0, 1] s, got -1");
+  bad_cluster([](Cluster& c) { c.links.local.bandwidth = std::numeric_limits<double>::quiet_NaN(); },
+              "local link bandwidth must be in [");
+  // A free link is a link: every message costs its latency alone.
+  Cluster free_local;
+  free_local.links.local = {};
+  CHECK_NOTHROW(require_valid(free_local));
 }
 
 TEST_CASE("shard: the LLaMA-like model from a profile's model description") {

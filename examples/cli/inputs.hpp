@@ -106,8 +106,8 @@ inline data::Batch given_batch(const std::string& file, std::int64_t longest, st
   return batch;
 }
 
-// --latency in seconds and --bandwidth in GB/s, within schedule::Link's physical ranges (option_limits).
-inline schedule::Link link_of(const Options& options) {
+// --latency in seconds and --bandwidth in GB/s, within cost::Link's physical ranges (option_limits).
+inline cost::Link link_of(const Options& options) {
   return {options.real("latency").value_or(1e-5), options.real("bandwidth").value_or(100) * 1e9};
 }
 

@@ -136,13 +136,13 @@ inline io::InspectContextParallel context_parallel_document(const ContextParalle
 }
 
 inline void print_context_parallel(std::ostream& out, const ContextParallelReport& report) {
-  const cost::CpLinks links;
+  const cost::Links links;
   out << "\ncontext parallelism: CP " << report.degree << " " << name_in(cp_kind_names, report.kind);
   if (report.kind == CpKind::hybrid) out << " (Ulysses " << report.ulysses << ")";
   if (report.recompute == Recompute::full) out << ", full recomputation";
   out << ", " << report.model.heads << " heads (" << report.model.kv_heads << " KV), links "
-      << links.node_bandwidth / 1e9 << " GB/s and " << links.node_latency * 1e6 << " us in a node ("
-      << links.cross_bandwidth / 1e9 << " GB/s and " << links.cross_latency * 1e6
+      << links.intra_node.bandwidth / 1e9 << " GB/s and " << links.intra_node.latency * 1e6 << " us in a node ("
+      << links.inter_node.bandwidth / 1e9 << " GB/s and " << links.inter_node.latency * 1e6
       << " us across), derived from each scheme\n";
   out << "  scheme              GPUs   MaxLen  fit err";
   for (const std::int64_t length : inspect_lengths)

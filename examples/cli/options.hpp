@@ -24,7 +24,7 @@ struct OptionLimit {
 };
 
 inline const std::map<std::string, OptionLimit, std::less<>> option_limits = {
-    {"bandwidth", {1e-3, 1e4}},  // GB/s: schedule::Link's physical range (1e6 to 1e13 bytes/s)
+    {"bandwidth", {1e-3, 1e4}},  // GB/s: cost::Link's physical range (1e6 to 1e13 bytes/s)
     {"batch", {1, 1 << 20}},     // samples per global batch (search)
     {"batch-step", {1, 1 << 20}},
     {"batches", {1, 1024}},       // choosing batches (propose --sampled): one plan per pool strategy each
@@ -40,7 +40,7 @@ inline const std::map<std::string, OptionLimit, std::less<>> option_limits = {
     {"iterations", {1, 10'000}},
     {"kv-heads", {1, 1 << 16}},
     {"interval", {0, 1}},           // seconds (schedule's tmax thinning)
-    {"latency", {0, 1}},            // seconds: schedule::Link::max_latency
+    {"latency", {0, 1}},            // seconds: cost::Link::max_latency
     {"length-step", {1, 1 << 20}},  // tokens
     {"max-batch", {1, 1 << 20}},
     {"max-error", {1e-6, 1}},  // relative RMS error a fit may leave (fit)

@@ -75,6 +75,11 @@ py::list internal_list(const std::vector<T>& values, const py::handle& owner) {
 // A search schedule's Python name: '1f1b' or 'gpipe'.
 std::string search_schedule_name(search::Schedule schedule);
 
+// How a link shows in repr() and in signatures' defaults: Link(latency, bandwidth).
+inline std::string link_text(const cost::Link& link) {
+  return "Link(" + sluice::shortest(link.latency) + ", " + sluice::shortest(link.bandwidth) + ")";
+}
+
 // plan_iteration's options: the dispatch, and one overhead per candidate (None: none).
 assign::PlanOptions plan_options(const assign::DispatchOptions& dispatch, const py::handle& candidate_overhead);
 

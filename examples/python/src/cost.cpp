@@ -39,6 +39,19 @@ std::vector<cost::ProfileSample> samples_from(const std::vector<std::string>& sc
 }  // namespace
 
 void bind_cost(py::module_& module) {
+  py::class_<cost::Link>(module, "Link",
+                         "An α–β link: a message of b bytes takes latency + b / bandwidth seconds; free by default.")
+      .def(py::init([](double latency, double bandwidth) {
+             const cost::Link link{.latency = latency, .bandwidth = bandwidth};
+             cost::require_valid(link);
+             return link;
+           }),
+           py::arg("latency") = 0.0, py::arg("bandwidth") = std::numeric_limits<double>::infinity())
+      .def_readonly("latency", &cost::Link::latency)
+      .def_readonly("bandwidth", &cost::Link::bandwidth)
+      .def(py::self == py::self)
+      .def("__repr__", &link_text);
+
   py::class_<cost::QuadraticLatency>(module, "QuadraticLatency", "T(l) = a·l² + b·l + c seconds for one stage.")
       .def(py::init<double, double, double>(), py::arg("a"), py::arg("b"), py::arg("c"))
       .def_property_readonly("a", &cost::QuadraticLatency::a)
@@ -151,12 +164,12 @@ void bind_cost(py::module_& module) {
       .def_readonly("fit", &cost::CpScheme::fit)
       .def("seconds", &cost::CpScheme::seconds, py::arg("length"),
            "The derived forward + backward time of one sequence on one stage (not the fitted quadratic).");
-  const cost::CpLinks links;
+  const cost::Links links;
   module.def(
       "derive_context_parallel",
       [](const cost::Profile& base, int cp, std::optional<int> heads, std::optional<int> kv_heads,
-         std::string_view kind, std::optional<int> ulysses, bool recompute, double node_latency, double node_bandwidth,
-         double cross_latency, double cross_bandwidth) {
+         std::string_view kind, std::optional<int> ulysses, bool recompute, const cost::Link& intra_node,
+         const cost::Link& inter_node) {
         cost::ProfileSpec spec = base.spec();
         if (heads)
           spec.model = {.name = spec.model.name,
@@ -169,7 +182,9 @@ void bind_cost(py::module_& module) {
         const cost::Profile with_heads(std::move(spec));
         const CpKind cp_kind = value_in(cp_kind_names, kind, "kind");
         sluice::require(!ulysses || cp_kind == CpKind::hybrid, "ulysses is for kind 'hybrid'");
-        const cost::CpLinks chosen{node_latency, node_bandwidth, cross_latency, cross_bandwidth};
+        cost::Links chosen;
+        chosen.intra_node = intra_node;
+        chosen.inter_node = inter_node;
         const py::gil_scoped_release release;
         std::vector<cost::CpScheme> derived;
         for (const cost::SchemeCost& scheme : with_heads.schemes()) {
@@ -187,12 +202,13 @@ void bind_cost(py::module_& module) {
       },
       py::arg("profile"), py::arg("cp"), py::kw_only(), py::arg("heads") = py::none(), py::arg("kv_heads") = py::none(),
       py::arg("kind") = "ring", py::arg("ulysses") = py::none(), py::arg("recompute") = false,
-      py::arg("node_latency") = links.node_latency, py::arg("node_bandwidth") = links.node_bandwidth,
-      py::arg("cross_latency") = links.cross_latency, py::arg("cross_bandwidth") = links.cross_bandwidth,
+      py::arg_v("intra_node", links.intra_node, link_text(links.intra_node).c_str()),
+      py::arg_v("inter_node", links.inter_node, link_text(links.inter_node).c_str()),
       "Every scheme of the profile derived with context parallelism of degree `cp` (what `sluice inspect --cp` "
       "prints): kind 'ring', 'ulysses' or 'hybrid' (with `ulysses` of the cp ranks in Ulysses groups), and with "
       "`recompute` full activation recomputation. `heads` (and `kv_heads` for grouped-query attention) default to "
-      "the profile's model. CP groups within a node use the node links, wider ones the cross-node links. Schemes "
+      "the profile's model. CP groups within a node use the `intra_node` link, wider ones the `inter_node` link. "
+      "Schemes "
       "wider than the cluster, or whose heads do not split over TP × the Ulysses degree, are left out.");
   module.def(
       "with_scheme_space",

@@ -249,18 +249,6 @@ void bind_microbatch(py::module_& module) {
 }
 
 void bind_pipeline(py::module_& module) {
-  py::class_<schedule::Link>(module, "Link",
-                             "A stage-to-stage link: a transfer of b bytes takes latency + b / bandwidth.")
-      .def(py::init([](double latency, double bandwidth) {
-             const schedule::Link link{.latency = latency, .bandwidth = bandwidth};
-             schedule::validate(link);
-             return link;
-           }),
-           py::arg("latency") = 0.0, py::arg("bandwidth") = infinity)
-      .def_readonly("latency", &schedule::Link::latency)
-      .def_readonly("bandwidth", &schedule::Link::bandwidth)
-      .def(py::self == py::self);
-
   py::class_<schedule::MicroBatchCost>(module, "MicroBatchCost",
                                        "One micro-batch per stage: forward and backward seconds, activation bytes.")
       .def_property_readonly("forward",

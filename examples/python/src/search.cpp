@@ -72,7 +72,7 @@ void bind_search(py::module_& module) {
                        std::int64_t head_params, int dtype_bytes, double state_bytes_per_param) {
              search::ModelSpec value{std::move(name), std::move(layers), embedding_params,
                                      head_params,     dtype_bytes,       state_bytes_per_param};
-             value.validate();
+             require_valid(value);
              return value;
            }),
            py::arg("name"), py::arg("layers"), py::kw_only(),
@@ -99,7 +99,9 @@ void bind_search(py::module_& module) {
       .def_readwrite("single_stage_vocabulary_state_bytes", &search::ModelSpec::single_stage_vocabulary_state_bytes)
       .def_readwrite("single_stage_vocabulary_activation_bytes",
                      &search::ModelSpec::single_stage_vocabulary_activation_bytes)
-      .def("validate", &search::ModelSpec::validate, "Raises InvalidInput for a bad model.");
+      .def(
+          "validate", [](const search::ModelSpec& spec) { search::require_valid(spec); },
+          "Raises InvalidInput for a bad model.");
   def_document(model);
 
   py::class_<search::LinkLevel>(module, "LinkLevel",
@@ -132,7 +134,7 @@ void bind_search(py::module_& module) {
                        double overlap_slowdown) {
              search::ClusterSpec value{std::move(name), gpus,       memory_bytes,     reserved_bytes,
                                        flops,           efficiency, overlap_slowdown, std::move(levels)};
-             value.validate();
+             require_valid(value);
              return value;
            }),
            py::arg("name"), py::arg("gpus"), py::arg("memory_bytes"), py::arg("flops"), py::arg("levels"),
@@ -166,7 +168,9 @@ void bind_search(py::module_& module) {
                      "Measured all-to-alls, for Ulysses SP likewise. A copy: assign the whole list to change it.")
       .def("bandwidth", &search::ClusterSpec::bandwidth, py::arg("span"),
            "Bandwidth of a group spanning `span` consecutive ranks: the innermost level holding it.")
-      .def("validate", &search::ClusterSpec::validate, "Raises InvalidInput for a bad cluster.");
+      .def(
+          "validate", [](const search::ClusterSpec& spec) { search::require_valid(spec); },
+          "Raises InvalidInput for a bad cluster.");
   def_document(cluster);
 
   // ---- the search space -------------------------------------------------------------------------------------

@@ -1,7 +1,6 @@
 // Optimization–propagation disaggregation (Hydraulis §5): placements, optimizer layouts, the pull and push
 // plans between them, their α–β cost, and the ranks and process groups a trainer creates.
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,13 +12,6 @@
 namespace sluice::python {
 
 namespace {
-
-// How a default link shows in signatures.
-std::string link_text(const shard::Link& link) {
-  std::ostringstream out;
-  out << "ShardLink(" << link.latency << ", " << link.bandwidth << ")";
-  return out.str();
-}
 
 // JSON for the types the library writes only inside other documents (no format header, no file of their own).
 template <class T>
@@ -54,7 +46,7 @@ void bind_shard(py::module_& module) {
       .def(py::init(
                [](std::string name, int layers, std::vector<shard::Tensor> tensors, int param_bytes, int grad_bytes) {
                  shard::Model value{std::move(name), layers, std::move(tensors), param_bytes, grad_bytes};
-                 value.validate();
+                 shard::require_valid(value);
                  return value;
                }),
            py::arg("name"), py::arg("layers"), py::arg("tensors"), py::kw_only(),
@@ -72,36 +64,36 @@ void bind_shard(py::module_& module) {
       .def_readwrite("grad_bytes", &shard::Model::grad_bytes)
       .def_property_readonly("layer_elements", &shard::Model::layer_elements)
       .def_property_readonly("max_tensor_elements", &shard::Model::max_tensor_elements)
-      .def("validate", &shard::Model::validate, "Raises InvalidInput for a bad model.");
+      .def(
+          "validate", [](const shard::Model& spec) { shard::require_valid(spec); },
+          "Raises InvalidInput for a bad model.");
   def_document(model);
 
-  py::class_<shard::Link>(module, "ShardLink", "A message of b bytes costs latency + b / bandwidth seconds.")
-      .def(py::init([](double latency, double bandwidth) {
-             return shard::Link{latency, bandwidth};
-           }),
-           py::arg("latency"), py::arg("bandwidth"))
-      .def_readwrite("latency", &shard::Link::latency)
-      .def_readwrite("bandwidth", &shard::Link::bandwidth)
-      .def(py::self == py::self);
-
   const shard::Cluster cluster_defaults;
+  const cost::Links& default_links = cluster_defaults.links;
   py::class_<shard::Cluster>(module, "ShardCluster",
                              "Nodes of gpus_per_node GPUs; local, intra-node and inter-node links (default: A800 "
                              "nodes with one 200 Gb/s NIC per GPU).")
-      .def(py::init([](int gpus_per_node, shard::Link local, shard::Link intra_node, shard::Link inter_node) {
-             shard::Cluster value{gpus_per_node, local, intra_node, inter_node};
-             value.validate();
+      .def(py::init([](int gpus_per_node, cost::Link local, cost::Link intra_node, cost::Link inter_node) {
+             shard::Cluster value{gpus_per_node, {local, intra_node, inter_node}};
+             shard::require_valid(value);
              return value;
            }),
            py::kw_only(), py::arg("gpus_per_node") = cluster_defaults.gpus_per_node,
-           py::arg_v("local", cluster_defaults.local, link_text(cluster_defaults.local).c_str()),
-           py::arg_v("intra_node", cluster_defaults.intra_node, link_text(cluster_defaults.intra_node).c_str()),
-           py::arg_v("inter_node", cluster_defaults.inter_node, link_text(cluster_defaults.inter_node).c_str()))
+           py::arg_v("local", default_links.local, link_text(default_links.local).c_str()),
+           py::arg_v("intra_node", default_links.intra_node, link_text(default_links.intra_node).c_str()),
+           py::arg_v("inter_node", default_links.inter_node, link_text(default_links.inter_node).c_str()))
       .def_readwrite("gpus_per_node", &shard::Cluster::gpus_per_node)
-      .def_readwrite("local", &shard::Cluster::local)
-      .def_readwrite("intra_node", &shard::Cluster::intra_node)
-      .def_readwrite("inter_node", &shard::Cluster::inter_node)
-      .def("validate", &shard::Cluster::validate)
+      .def_property(
+          "local", [](const shard::Cluster& cluster) { return cluster.links.local; },
+          [](shard::Cluster& cluster, const cost::Link& link) { cluster.links.local = link; })
+      .def_property(
+          "intra_node", [](const shard::Cluster& cluster) { return cluster.links.intra_node; },
+          [](shard::Cluster& cluster, const cost::Link& link) { cluster.links.intra_node = link; })
+      .def_property(
+          "inter_node", [](const shard::Cluster& cluster) { return cluster.links.inter_node; },
+          [](shard::Cluster& cluster, const cost::Link& link) { cluster.links.inter_node = link; })
+      .def("validate", [](const shard::Cluster& cluster) { shard::require_valid(cluster); })
       .def("to_json", &embedded_json<shard::Cluster>, py::arg("indent") = 2,
            "As `sluice shard --json` writes it under 'cluster'.")
       .def_static(

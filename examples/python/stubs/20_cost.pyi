@@ -1,6 +1,15 @@
 
 # ---- profiles: bundled, read, fitted ----------------------------------------------------------------------------
 
+class Link:
+    """An α–β link: a message of b bytes takes latency + b / bandwidth seconds; free by default."""
+    def __init__(self, latency: float = 0.0, bandwidth: float = ...) -> None: ...
+    @property
+    def latency(self) -> float: ...
+    @property
+    def bandwidth(self) -> float: ...
+    def __eq__(self, other: object) -> bool: ...
+
 class QuadraticLatency:
     """T(l) = a·l² + b·l + c seconds for one stage."""
     def __init__(self, a: float, b: float, c: float) -> None: ...
@@ -120,10 +129,8 @@ def derive_context_parallel(
     kind: str = "ring",
     ulysses: Optional[int] = None,
     recompute: bool = False,
-    node_latency: float = 1e-05,
-    node_bandwidth: float = 200000000000.0,
-    cross_latency: float = 2e-05,
-    cross_bandwidth: float = 25000000000.0,
+    intra_node: Link = ...,
+    inter_node: Link = ...,
 ) -> list[CpScheme]:
     """Every scheme of the profile derived with context parallelism of degree `cp` (what `sluice inspect --cp`
     prints); `heads` and `kv_heads` default to the profile's model; schemes wider than the cluster, or whose heads

@@ -153,15 +153,6 @@ def fixed_length_packing(
 ) -> MicroBatchPartition:
     """The Megatron-LM-style baseline: samples packed into fixed rows, `rows` rows per micro-batch."""
 
-class Link:
-    """A stage-to-stage link: a transfer of b bytes takes latency + b / bandwidth."""
-    def __init__(self, latency: float = 0.0, bandwidth: float = ...) -> None: ...
-    @property
-    def latency(self) -> float: ...
-    @property
-    def bandwidth(self) -> float: ...
-    def __eq__(self, other: object) -> bool: ...
-
 class MicroBatchCost:
     """One micro-batch per stage: forward and backward seconds, activation bytes."""
     @property

@@ -223,7 +223,7 @@ def test_documents_round_trip(model, profile_64, tmp_path):
         assert pickle.loads(pickle.dumps(value)) == value
         value.save(tmp_path / "document.json")
         assert cls.load(tmp_path / "document.json") == value
-    cluster = sluice.ShardCluster(gpus_per_node=4, inter_node=sluice.ShardLink(2e-5, 12.5e9))
+    cluster = sluice.ShardCluster(gpus_per_node=4, inter_node=sluice.Link(2e-5, 12.5e9))
     assert sluice.ShardCluster.from_json(cluster.to_json()) == cluster
 
 
@@ -259,7 +259,7 @@ def test_bad_inputs(model):
     with pytest.raises(sluice.InvalidInput):
         sluice.ShardCluster(gpus_per_node=0)
     with pytest.raises(sluice.InvalidInput):
-        sluice.ShardCluster(local=sluice.ShardLink(float("nan"), 1e9))
+        sluice.ShardCluster(local=sluice.Link(float("nan"), 1e9))
     placement = sluice.place("2*tp4pp1", 8, model.layers)
     with pytest.raises(sluice.InvalidInput, match="layers"):
         sluice.plan_pull(placement, sluice.sharded_layout(8, model.layers + 1), model)

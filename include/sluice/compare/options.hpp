@@ -31,7 +31,7 @@ struct Options {
   // The shape DynaPipe's micro-batches are charged for: padded, as DynaPipe runs them; packed, as the reference
   // executor runs every micro-batch.
   microbatch::Layout dynapipe_layout = microbatch::Layout::padded;
-  cost::CpLinks links{};  // what ZeRO-3's collectives run on (DeepSpeed)
+  cost::Links links{};  // what ZeRO-3's collectives run on (DeepSpeed, FlexSP)
 };
 
 // The homogeneous strategies every GPU of `options`' cluster runs that hold `length` tokens, of the schemes

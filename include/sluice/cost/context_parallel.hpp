@@ -37,32 +37,32 @@ struct CpSetup {
   int heads = 0;
   int kv_heads = 0;  // grouped-query attention: K and V have kv_heads heads
   int element_bytes = 2;
-  double backward_ratio = 2;  // backward over forward time, as the simulator splits a stage's time
-  double link_latency = 1e-5;
-  double link_bandwidth = 200e9;  // bytes per second and direction, per GPU
-
-  void validate(const Scheme& scheme) const {
-    sluice::require(stage_layers >= 1 && hidden >= 1 && element_bytes >= 1,
-                    "context parallelism: stage layers, hidden and element bytes must be >= 1");
-    sluice::require(std::isfinite(backward_ratio) && backward_ratio > 0,
-                    "context parallelism: the backward ratio must be finite and > 0, got ", backward_ratio);
-    sluice::require(
-        std::isfinite(link_latency) && link_latency >= 0 && std::isfinite(link_bandwidth) && link_bandwidth > 0,
-        "context parallelism: the link needs a finite latency >= 0 and bandwidth > 0");
-    if (scheme.cp() == 1) return;  // the heads matter only to CP
-    sluice::require(heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0, "context parallelism: ", heads, " heads and ",
-                    kv_heads, " key/value heads: the heads must be >= 1 and a multiple of the KV heads");
-    // Ulysses gives each of TP·U ranks whole heads; KV heads replicated to fill them are not modelled.
-    sluice::require(splits_heads(scheme), "context parallelism: ", scheme.name(), " splits the heads ",
-                    scheme.tp() * scheme.ulysses(), " ways (TP × the Ulysses degree), which must divide the ", kv_heads,
-                    " key/value heads (and so the ", heads, " heads)");
-  }
+  double backward_ratio = 2;       // backward over forward time, as the simulator splits a stage's time
+  Link link = Links{}.intra_node;  // per GPU and direction
 
   // Only Ulysses splits heads further: how TP splits them is the measured base scheme's own business.
   [[nodiscard]] bool splits_heads(const Scheme& scheme) const noexcept {
     return scheme.ulysses() == 1 || (kv_heads >= 1 && kv_heads % (scheme.tp() * scheme.ulysses()) == 0);
   }
 };
+
+// Raises invalid_input unless `setup` can derive `scheme`: sizes >= 1, a finite positive backward ratio, a link in
+// the physical ranges, and for CP heads that split over TP × the Ulysses degree.
+inline void require_valid(const CpSetup& setup, const Scheme& scheme) {
+  sluice::require(setup.stage_layers >= 1 && setup.hidden >= 1 && setup.element_bytes >= 1,
+                  "context parallelism: stage layers, hidden and element bytes must be >= 1");
+  sluice::require(std::isfinite(setup.backward_ratio) && setup.backward_ratio > 0,
+                  "context parallelism: the backward ratio must be finite and > 0, got ", setup.backward_ratio);
+  require_valid(setup.link, "context parallelism: the link");
+  if (scheme.cp() == 1) return;  // the heads matter only to CP
+  sluice::require(setup.heads >= 1 && setup.kv_heads >= 1 && setup.heads % setup.kv_heads == 0,
+                  "context parallelism: ", setup.heads, " heads and ", setup.kv_heads,
+                  " key/value heads: the heads must be >= 1 and a multiple of the KV heads");
+  // Ulysses gives each of TP·U ranks whole heads; KV heads replicated to fill them are not modelled.
+  sluice::require(setup.splits_heads(scheme), "context parallelism: ", scheme.name(), " splits the heads ",
+                  scheme.tp() * scheme.ulysses(), " ways (TP × the Ulysses degree), which must divide the ",
+                  setup.kv_heads, " key/value heads (and so the ", setup.heads, " heads)");
+}
 
 // One stage's time of one sequence of `length` tokens under `scheme`'s CP and AC, split as the model derives it.
 struct CpStageTime {
@@ -73,7 +73,7 @@ struct CpStageTime {
 };
 
 inline CpStageTime cp_stage_time(const CpSetup& setup, const Scheme& scheme, std::int64_t length) {
-  setup.validate(scheme);
+  require_valid(setup, scheme);
   const double l = static_cast<double>(length);
   const double c = scheme.cp();
   const double u = scheme.ulysses();
@@ -94,8 +94,8 @@ inline CpStageTime cp_stage_time(const CpSetup& setup, const Scheme& scheme, std
     // Per layer, forward: q, k, v to heads and the output back; backward: their gradients. Each rank holds l/C
     // tokens of a tensor of width/TP elements and sends the (U − 1)/U of it that other ranks' heads need, as U − 1
     // pairwise exchanges (a latency each).
-    const double share = (u - 1) / u * (l / c) * e / tp / setup.link_bandwidth;
-    const double per_pass = 4 * (u - 1) * setup.link_latency + share * (2 * hidden + 2 * kv_hidden);
+    const double share = (u - 1) / u * (l / c) * e / tp / setup.link.bandwidth;
+    const double per_pass = 4 * (u - 1) * setup.link.latency + share * (2 * hidden + 2 * kv_hidden);
     time.all_to_all = layers * per_pass * (forwards + 1);
   }
   if (r > 1) {
@@ -103,13 +103,13 @@ inline CpStageTime cp_stage_time(const CpSetup& setup, const Scheme& scheme, std
     // its queries against the block it holds: with the causal balance each step is 1/R of the rank's attention, whose
     // forward and backward are a·l²/C split by the backward ratio. The backward passes dK and dV along too, and
     // after its last step sends them home.
-    const double block = (l / r) * kv_hidden / (tp * u) * e / setup.link_bandwidth;
+    const double block = (l / r) * kv_hidden / (tp * u) * e / setup.link.bandwidth;
     const double attention = t.a() * l * l / c / layers;  // one layer's on this rank, forward + backward
     const double step_forward = attention * forward_share / r;
     const double step_backward = attention * (1 - forward_share) / r;
-    const double exposed_forward = (r - 1) * std::max(0.0, setup.link_latency + 2 * block - step_forward);
+    const double exposed_forward = (r - 1) * std::max(0.0, setup.link.latency + 2 * block - step_forward);
     const double exposed_backward =
-        (r - 1) * std::max(0.0, setup.link_latency + 4 * block - step_backward) + setup.link_latency + 2 * block;
+        (r - 1) * std::max(0.0, setup.link.latency + 4 * block - step_backward) + setup.link.latency + 2 * block;
     time.ring = layers * (exposed_forward * forwards + exposed_backward);
   }
   return time;
@@ -149,7 +149,7 @@ struct CpScheme {
 // it cannot be: wider than the cluster, no memory model or activation constant for its TP, or heads that do not
 // split over TP × the Ulysses degree. The heads come from the profile's model.
 inline std::optional<CpScheme> derive_cp_scheme(const Profile& profile, const SchemeCost& base, const Scheme& scheme,
-                                                const CpLinks& links = {}) {
+                                                const Links& links = {}) {
   sluice::require(base.scheme == scheme.base(), "context parallelism: ", scheme.name(), " is not derived from ",
                   base.scheme.name());
   const ModelInfo& model = profile.spec().model;
@@ -163,10 +163,9 @@ inline std::optional<CpScheme> derive_cp_scheme(const Profile& profile, const Sc
                       .hidden = memory->hidden,
                       .heads = model.heads,
                       .kv_heads = model.kv_heads > 0 ? model.kv_heads : model.heads,
-                      .link_latency = links.latency(scheme.stage_gpus(), per_node),
-                      .link_bandwidth = links.bandwidth(scheme.stage_gpus(), per_node)};
+                      .link = links.of_group(scheme.stage_gpus(), per_node)};
   if (!setup.splits_heads(scheme)) return std::nullopt;
-  setup.validate(scheme);
+  require_valid(setup, scheme);
   const std::int64_t max_len = memory->for_scheme(scheme, profile.gpus()).max_len();
   return CpScheme{scheme, max_len, setup, cp_latency(setup, scheme, 256, std::max<std::int64_t>(max_len, 512))};
 }
@@ -177,7 +176,7 @@ struct SchemeSpace {
   // A hybrid of C ranks takes every Ulysses degree 1 < U < C that divides C.
   std::vector<CpKind> cp_kinds = {CpKind::ring};
   bool recompute = false;  // also each scheme with full recomputation
-  CpLinks links;
+  Links links;
   [[nodiscard]] bool empty() const noexcept { return cp_degrees.empty() && !recompute; }
 };
 

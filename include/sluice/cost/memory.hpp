@@ -102,33 +102,16 @@ struct TransformerMemorySpec {
   std::int64_t granularity = 128;
   StateSharding state_sharding = StateSharding::hydraulis;  // how for_scheme keeps the states unless told
 
-  void validate() const {
-    sluice::require(layers >= 1, "memory model: layers must be >= 1, got ", layers);
-    sluice::require(hidden >= 1, "memory model: hidden must be >= 1, got ", hidden);
-    sluice::require(vocab >= 1, "memory model: vocab must be >= 1, got ", vocab);
-    sluice::require(!activation_bytes.empty(), "memory model: activation constants A are missing");
-    for (const auto& [tp, a] : activation_bytes) {
-      sluice::require(tp >= 1, "memory model: A is given for tp ", tp, ", which is not a TP degree");
-      sluice::require(std::isfinite(a) && a > 0, "memory model: A for tp ", tp, " must be finite and > 0, got ", a);
-    }
-    sluice::require(std::isfinite(state_bytes) && state_bytes > 0, "memory model: B must be finite and > 0, got ",
-                    state_bytes);
-    sluice::require(std::isfinite(alpha) && alpha >= 0 && alpha <= 1, "memory model: alpha must be in [0, 1], got ",
-                    alpha);
-    sluice::require(std::isfinite(gpu_memory_bytes) && gpu_memory_bytes > 0,
-                    "memory model: GPU memory must be finite and > 0, got ", gpu_memory_bytes);
-    sluice::require(std::isfinite(context_overhead_bytes) && context_overhead_bytes >= 0,
-                    "memory model: context overhead must be finite and >= 0, got ", context_overhead_bytes);
-    sluice::require(std::isfinite(safety_margin_bytes) && safety_margin_bytes >= 0,
-                    "memory model: safety margin must be finite and >= 0, got ", safety_margin_bytes);
-    sluice::require(granularity >= 1 && granularity <= LinearMemory::max_tokens,
-                    "memory model: granularity must be in [1, 2^52], got ", granularity);
-  }
-
   [[nodiscard]] double activation_constant(int tp) const {
     const auto it = activation_bytes.find(tp);
     sluice::require(it != activation_bytes.end(), "memory model: no activation constant A for tp ", tp);
     return it->second;
+  }
+
+  // The parameters the model states count: layers·H²·B/16 (B is 16 bytes per parameter) and the H·V embedding.
+  [[nodiscard]] double parameters() const noexcept {
+    const auto h = static_cast<double>(hidden);
+    return layers * h * h * state_bytes / 16 + h * static_cast<double>(vocab);
   }
 
   [[nodiscard]] double budget_bytes() const noexcept {
@@ -168,9 +151,7 @@ struct TransformerMemorySpec {
   [[nodiscard]] double zero3_state_bytes(const Scheme& scheme, std::int64_t cluster_gpus) const {
     check(scheme, cluster_gpus);
     const double h2 = static_cast<double>(hidden) * static_cast<double>(hidden);
-    const double gpus = static_cast<double>(cluster_gpus);
-    return (layers * h2 * state_bytes + static_cast<double>(hidden) * static_cast<double>(vocab) * 16) / gpus +
-           h2 / scheme.tp() * state_bytes * (1 - alpha);
+    return parameters() * 16 / static_cast<double>(cluster_gpus) + h2 / scheme.tp() * state_bytes * (1 - alpha);
   }
 
   [[nodiscard]] LinearMemory for_scheme(const Scheme& scheme, std::int64_t cluster_gpus) const {
@@ -197,5 +178,30 @@ private:
                     " layers");
   }
 };
+
+// Raises invalid_input unless the sizes are >= 1, every activation constant and B finite and > 0, alpha in [0, 1],
+// the memory sizes finite (GPU memory > 0, the overhead and margin >= 0) and the granularity in [1, 2^52].
+inline void require_valid(const TransformerMemorySpec& spec) {
+  sluice::require(spec.layers >= 1, "memory model: layers must be >= 1, got ", spec.layers);
+  sluice::require(spec.hidden >= 1, "memory model: hidden must be >= 1, got ", spec.hidden);
+  sluice::require(spec.vocab >= 1, "memory model: vocab must be >= 1, got ", spec.vocab);
+  sluice::require(!spec.activation_bytes.empty(), "memory model: activation constants A are missing");
+  for (const auto& [tp, a] : spec.activation_bytes) {
+    sluice::require(tp >= 1, "memory model: A is given for tp ", tp, ", which is not a TP degree");
+    sluice::require(std::isfinite(a) && a > 0, "memory model: A for tp ", tp, " must be finite and > 0, got ", a);
+  }
+  sluice::require(std::isfinite(spec.state_bytes) && spec.state_bytes > 0,
+                  "memory model: B must be finite and > 0, got ", spec.state_bytes);
+  sluice::require(std::isfinite(spec.alpha) && spec.alpha >= 0 && spec.alpha <= 1,
+                  "memory model: alpha must be in [0, 1], got ", spec.alpha);
+  sluice::require(std::isfinite(spec.gpu_memory_bytes) && spec.gpu_memory_bytes > 0,
+                  "memory model: GPU memory must be finite and > 0, got ", spec.gpu_memory_bytes);
+  sluice::require(std::isfinite(spec.context_overhead_bytes) && spec.context_overhead_bytes >= 0,
+                  "memory model: context overhead must be finite and >= 0, got ", spec.context_overhead_bytes);
+  sluice::require(std::isfinite(spec.safety_margin_bytes) && spec.safety_margin_bytes >= 0,
+                  "memory model: safety margin must be finite and >= 0, got ", spec.safety_margin_bytes);
+  sluice::require(spec.granularity >= 1 && spec.granularity <= LinearMemory::max_tokens,
+                  "memory model: granularity must be in [1, 2^52], got ", spec.granularity);
+}
 
 }  // namespace sluice::cost

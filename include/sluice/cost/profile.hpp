@@ -81,7 +81,7 @@ public:
     sluice::require(std::isfinite(spec_.util_threshold) && spec_.util_threshold > 0 && spec_.util_threshold < 1,
                     "profile ", spec_.name, ": util_threshold must be in (0, 1), got ", spec_.util_threshold);
     sluice::require(!spec_.schemes.empty(), "profile ", spec_.name, ": has no schemes");
-    if (spec_.memory) named([&] { spec_.memory->validate(); });
+    if (spec_.memory) named([&] { require_valid(*spec_.memory); });
     std::vector<Scheme> seen;
     for (const SchemeEntry& entry : spec_.schemes) {
       sluice::require(std::ranges::find(seen, entry.scheme) == seen.end(), "profile ", spec_.name, ": scheme ",

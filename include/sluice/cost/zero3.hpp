@@ -26,16 +26,14 @@ inline bool zero3_scheme(const Scheme& scheme) {
   return scheme.tp() == 1 && scheme.pp() == 1 && (scheme.cp() == 1 || scheme.cp_kind() == CpKind::ulysses);
 }
 
-// One ZeRO-3 collective of the model's 16-bit weights (2 bytes × layers·H²·B/16 + 2·H·V parameters: B is 16 bytes
-// per parameter) over `gpus` GPUs, as a ring: (N − 1) steps of α, and (N − 1)/N of the bytes through each GPU's
-// link.
+// One ZeRO-3 collective of the model's 16-bit weights (2 bytes × the parameters its states count,
+// TransformerMemorySpec::parameters) over `gpus` GPUs, as a ring: (N − 1) steps of α, and (N − 1)/N of the bytes
+// through each GPU's link.
 inline double zero3_collective_seconds(const TransformerMemorySpec& memory, std::int64_t gpus,
-                                       std::int64_t gpus_per_node, const CpLinks& links) {
-  const double h = static_cast<double>(memory.hidden);
-  const double parameters = memory.layers * h * h * memory.state_bytes / 16 + 2 * h * static_cast<double>(memory.vocab);
+                                       std::int64_t gpus_per_node, const Links& links) {
   const double n = static_cast<double>(gpus);
-  return (n - 1) * links.latency(gpus, gpus_per_node) +
-         (n - 1) / n * 2 * parameters / links.bandwidth(gpus, gpus_per_node);
+  const Link& link = links.of_group(gpus, gpus_per_node);
+  return (n - 1) * link.latency + (n - 1) / n * 2 * memory.parameters() / link.bandwidth;
 }
 
 // The ZeRO-3 collectives' time per micro-batch that a full bin's compute (one sequence of `context` tokens on
@@ -66,7 +64,7 @@ struct Zero3Profile {
 // and divide the cluster: memory with every state sharded over the cluster, and, with `exposed_at`, the collectives'
 // exposed time at that full bin added to each scheme's constant (flex CP charges each micro-batch its own instead:
 // assign::FlexCpCollectives).
-inline Zero3Profile zero3_profile(const Profile& profile, const CpLinks& links, std::int64_t holds,
+inline Zero3Profile zero3_profile(const Profile& profile, const Links& links, std::int64_t holds,
                                   std::optional<FullBin> exposed_at = std::nullopt) {
   const ProfileSpec& spec = profile.spec();
   Zero3Profile result;

@@ -8,6 +8,7 @@
 
 #include "sluice/cost/grid.hpp"
 #include "sluice/cost/latency.hpp"
+#include "sluice/cost/links.hpp"
 #include "sluice/cost/memory.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/io/core_json.hpp"
@@ -54,6 +55,18 @@ std::map<int, Value> tp_map(const json& in, std::string_view where) {
 }  // namespace sluice::io
 
 namespace nlohmann {
+
+// {latency, bandwidth}; a free link's bandwidth is "inf" (an extended number).
+template <>
+struct adl_serializer<sluice::cost::Link> {
+  static void to_json(json& out, const sluice::cost::Link& link) {
+    out = {{"latency", link.latency}, {"bandwidth", sluice::io::detail::extended_number(link.bandwidth)}};
+  }
+  static sluice::cost::Link from_json(const json& in) {
+    using sluice::io::field;
+    return {field<double>(in, "latency", "link"), sluice::io::detail::extended_field(in, "bandwidth", "link")};
+  }
+};
 
 template <>
 struct adl_serializer<sluice::cost::QuadraticLatency> {

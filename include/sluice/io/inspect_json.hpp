@@ -69,7 +69,7 @@ struct InspectContextParallel {
   bool recompute = false;
   int heads = 0;
   int kv_heads = 0;
-  cost::CpLinks links;
+  cost::Links links;
   std::vector<InspectCpScheme> schemes;
   std::vector<std::string> not_derived;  // schemes whose heads do not split, or too wide for the cluster
 };
@@ -232,32 +232,25 @@ struct adl_serializer<sluice::io::InspectCpScheme> {
 template <>
 struct adl_serializer<sluice::io::InspectContextParallel> {
   static void to_json(json& out, const sluice::io::InspectContextParallel& report) {
-    out = {{"degree", report.degree},
-           {"kind", std::string(sluice::name_in(sluice::cp_kind_names, report.kind))},
-           {"ulysses", report.ulysses},
-           {"recompute", report.recompute},
-           {"heads", report.heads},
-           {"kv_heads", report.kv_heads},
-           {"link", {{"latency", report.links.node_latency}, {"bandwidth", report.links.node_bandwidth}}},
-           {"cross_node_link", {{"latency", report.links.cross_latency}, {"bandwidth", report.links.cross_bandwidth}}},
-           {"schemes", report.schemes},
-           {"not_derived", report.not_derived}};
+    out = {
+        {"degree", report.degree},         {"kind", std::string(sluice::name_in(sluice::cp_kind_names, report.kind))},
+        {"ulysses", report.ulysses},       {"recompute", report.recompute},
+        {"heads", report.heads},           {"kv_heads", report.kv_heads},
+        {"link", report.links.intra_node}, {"cross_node_link", report.links.inter_node},
+        {"schemes", report.schemes},       {"not_derived", report.not_derived}};
   }
   static sluice::io::InspectContextParallel from_json(const json& in) {
     using sluice::io::field;
     constexpr std::string_view where = "context parallel";
-    const auto link = field<json>(in, "link", where);
-    const auto cross = field<json>(in, "cross_node_link", where);
     sluice::io::InspectContextParallel report{field<int>(in, "degree", where),
                                               sluice::io::name_field(in, "kind", sluice::cp_kind_names, where),
                                               field<int>(in, "ulysses", where),
                                               field<bool>(in, "recompute", where),
                                               field<int>(in, "heads", where),
                                               field<int>(in, "kv_heads", where),
-                                              {field<double>(link, "latency", "context parallel: link"),
-                                               field<double>(link, "bandwidth", "context parallel: link"),
-                                               field<double>(cross, "latency", "context parallel: cross_node_link"),
-                                               field<double>(cross, "bandwidth", "context parallel: cross_node_link")},
+                                              {.local = sluice::cost::Links{}.local,
+                                               .intra_node = field<sluice::cost::Link>(in, "link", where),
+                                               .inter_node = field<sluice::cost::Link>(in, "cross_node_link", where)},
                                               field<std::vector<sluice::io::InspectCpScheme>>(in, "schemes", where),
                                               field<std::vector<std::string>>(in, "not_derived", where)};
     sluice::require(report.degree >= 2 && report.degree <= 1024, where, ": field 'degree' must be in [2, 1024], got ",

@@ -28,10 +28,11 @@
 #include <vector>
 
 #include "sluice/io/assign_json.hpp"
+#include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/io/microbatch_json.hpp"
-#include "sluice/schedule/instructions.hpp"
 #include "sluice/plan/simulated_iteration.hpp"
+#include "sluice/schedule/instructions.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 #include "sluice/schedule/simulate.hpp"
@@ -162,17 +163,6 @@ struct adl_serializer<sluice::schedule::MicroBatchCost> {
 };
 
 template <>
-struct adl_serializer<sluice::schedule::Link> {
-  static void to_json(json& out, const sluice::schedule::Link& link) {
-    out = {{"latency", link.latency}, {"bandwidth", sluice::io::detail::extended_number(link.bandwidth)}};
-  }
-  static sluice::schedule::Link from_json(const json& in) {
-    using sluice::io::field;
-    return {field<double>(in, "latency", "link"), sluice::io::detail::extended_field(in, "bandwidth", "link")};
-  }
-};
-
-template <>
 struct adl_serializer<sluice::schedule::Problem> {
   static void to_json(json& out, const sluice::schedule::Problem& problem) {
     json limits = json::array();
@@ -188,7 +178,7 @@ struct adl_serializer<sluice::schedule::Problem> {
             sluice::io::detail::extended_numbers(in, "memory_limit", where),
             field<std::int64_t>(in, "hidden", where),
             field<int>(in, "element_bytes", where),
-            field<sluice::schedule::Link>(in, "link", where)};
+            field<sluice::cost::Link>(in, "link", where)};
   }
 };
 

@@ -115,7 +115,7 @@ struct adl_serializer<sluice::search::ModelSpec> {
       layer.type = field_or<std::string>(runs[r], "type", layer.type, where);
       layer.hidden = field<std::int64_t>(runs[r], "hidden", where);
       layer.heads = field<std::int64_t>(runs[r], "heads", where);
-      // 4·hidden when absent, formed only where it cannot overflow (validate() rejects such a hidden size anyway).
+      // 4·hidden when absent, formed only where it cannot overflow (require_valid rejects such a hidden size anyway).
       const bool widenable = layer.hidden >= 1 && layer.hidden <= std::numeric_limits<std::int64_t>::max() / 4;
       layer.ffn = field_or<std::int64_t>(runs[r], "ffn", widenable ? 4 * layer.hidden : 0, where);
       layer.sequence = field<std::int64_t>(runs[r], "sequence", where);
@@ -131,7 +131,7 @@ struct adl_serializer<sluice::search::ModelSpec> {
       sluice::require(model.layers.size() + static_cast<std::size_t>(count) <= 65536, "model: more than 65536 layers");
       model.layers.insert(model.layers.end(), static_cast<std::size_t>(count), layer);
     }
-    model.validate();
+    sluice::search::require_valid(model);
     return model;
   }
 };
@@ -209,7 +209,7 @@ struct adl_serializer<sluice::search::ClusterSpec> {
                       " entries");
       *table = field<std::vector<sluice::search::CollectiveTime>>(in, key, "cluster");
     }
-    cluster.validate();
+    sluice::search::require_valid(cluster);
     return cluster;
   }
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sluice/io/core_json.hpp"
+#include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/shard/cost.hpp"
 #include "sluice/shard/model.hpp"
@@ -89,7 +90,7 @@ struct adl_serializer<sluice::shard::Model> {
         field_or<std::string>(in, "name", "", "shard model"), field<int>(in, "layers", "shard model"),
         field<std::vector<sluice::shard::Tensor>>(in, "tensors", "shard model"),
         field_or<int>(in, "param_bytes", 2, "shard model"), field_or<int>(in, "grad_bytes", 2, "shard model")};
-    model.validate();
+    sluice::shard::require_valid(model);
     return model;
   }
 };
@@ -259,32 +260,22 @@ struct adl_serializer<sluice::shard::PushPlan> {
 };
 
 template <>
-struct adl_serializer<sluice::shard::Link> {
-  static void to_json(json& out, const sluice::shard::Link& link) {
-    out = {{"latency", link.latency}, {"bandwidth", link.bandwidth}};
-  }
-  static sluice::shard::Link from_json(const json& in) {
-    using sluice::io::field;
-    return {field<double>(in, "latency", "link"), field<double>(in, "bandwidth", "link")};
-  }
-};
-
-template <>
 struct adl_serializer<sluice::shard::Cluster> {
   static void to_json(json& out, const sluice::shard::Cluster& cluster) {
     out = {{"gpus_per_node", cluster.gpus_per_node},
-           {"local", cluster.local},
-           {"intra_node", cluster.intra_node},
-           {"inter_node", cluster.inter_node}};
+           {"local", cluster.links.local},
+           {"intra_node", cluster.links.intra_node},
+           {"inter_node", cluster.links.inter_node}};
   }
   static sluice::shard::Cluster from_json(const json& in) {
     using sluice::io::field_or;
     const sluice::shard::Cluster defaults;
+    const sluice::cost::Links& links = defaults.links;
     sluice::shard::Cluster cluster{field_or<int>(in, "gpus_per_node", defaults.gpus_per_node, "cluster"),
-                                   field_or<sluice::shard::Link>(in, "local", defaults.local, "cluster"),
-                                   field_or<sluice::shard::Link>(in, "intra_node", defaults.intra_node, "cluster"),
-                                   field_or<sluice::shard::Link>(in, "inter_node", defaults.inter_node, "cluster")};
-    cluster.validate();
+                                   {field_or<sluice::cost::Link>(in, "local", links.local, "cluster"),
+                                    field_or<sluice::cost::Link>(in, "intra_node", links.intra_node, "cluster"),
+                                    field_or<sluice::cost::Link>(in, "inter_node", links.inter_node, "cluster")}};
+    sluice::shard::require_valid(cluster);
     return cluster;
   }
 };

@@ -60,7 +60,7 @@ inline cost::ProfileSpec import_strategy_pool(const json& pool, std::string_view
   memory_spec.context_overhead_bytes = field<double>(memory, "gap", where + ".memory_regression") * mib;
   memory_spec.safety_margin_bytes = field<double>(memory, "safe_bound", where + ".memory_regression") * mib;
   memory_spec.gpu_memory_bytes = field<double>(cluster, "gpu_memory_bound", where + ".cluster_config") * mib;
-  detail::located(where, [&] { memory_spec.validate(); });
+  detail::located(where, [&] { cost::require_valid(memory_spec); });
   spec.memory = memory_spec;
 
   std::map<int, std::int64_t> util_by_tp;

@@ -197,7 +197,7 @@ inline std::shared_ptr<const FlexDomain> zero3_flex_domain(const cost::Zero3Prof
 struct FlexScope {
   std::int64_t context = 0;    // every domain holds a sequence of this length in some group
   bool cross_node_tp = false;  // bases whose TP exceeds a node
-  cost::CpLinks links{};       // what ZeRO-3's collectives run on
+  cost::Links links{};         // what ZeRO-3's collectives run on
 };
 
 // The flex CP domains the sluice plan offers beside its candidates, with a name for each and the layout move it

@@ -37,7 +37,7 @@ inline LayoutMoves layout_moves_from(std::string_view text, std::string_view wha
   return value_in(layout_moves_names, text, what);
 }
 
-// The links of the profile's cluster: its GPUs per node, shard::Cluster's default bandwidths.
+// The links of the profile's cluster: its GPUs per node, cost::Links' defaults.
 inline shard::Cluster cluster_of(const cost::Profile& profile) {
   shard::Cluster cluster;
   cluster.gpus_per_node = profile.spec().gpus_per_node;

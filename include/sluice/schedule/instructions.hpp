@@ -12,6 +12,7 @@
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/names.hpp"
+#include "sluice/cost/links.hpp"
 
 namespace sluice::schedule {
 
@@ -26,36 +27,6 @@ struct MicroBatchCost {
   friend bool operator==(const MicroBatchCost&, const MicroBatchCost&) = default;
 };
 
-// A point-to-point link between neighbouring stages: a transfer of b bytes takes latency + b / bandwidth.
-// Free communication is {0, +inf}.
-struct Link {
-  // Physical ranges (validate(Link)): latency up to a second, 1e5 times a cross-node RDMA round trip; bandwidth
-  // from 1 MB/s, below any interconnect a GPU trains over, to 10 TB/s, above NVLink's 1.8 TB/s per GPU; or
-  // +inf. Outside them a transfer would dwarf every stage's compute (or round to nothing), which no schedule
-  // is meaningfully planned for.
-  static constexpr double max_latency = 1;
-  static constexpr double min_bandwidth = 1e6;
-  static constexpr double max_bandwidth = 1e13;
-
-  double latency = 0;
-  double bandwidth = std::numeric_limits<double>::infinity();  // bytes per second
-  friend bool operator==(const Link&, const Link&) = default;
-};
-
-// Raises invalid_input unless latency is in [0, max_latency] s and bandwidth in [min_bandwidth, max_bandwidth]
-// bytes/s or +inf.
-inline void validate(const Link& link) {
-  // The messages are formatted only on failure: simulate() checks its link on every call.
-  using sluice::shortest;
-  if (!(link.latency >= 0 && link.latency <= Link::max_latency))
-    sluice::fail("schedule: link latency must be in [0, ", shortest(Link::max_latency), "] s, got ",
-                 shortest(link.latency));
-  if (!((link.bandwidth >= Link::min_bandwidth && link.bandwidth <= Link::max_bandwidth) ||
-        link.bandwidth == std::numeric_limits<double>::infinity()))
-    sluice::fail("schedule: link bandwidth must be in [", shortest(Link::min_bandwidth), ", ",
-                 shortest(Link::max_bandwidth), "] bytes/s or +inf, got ", shortest(link.bandwidth));
-}
-
 // One pipeline's scheduling problem. memory_limit[j] is the activation budget of stage j in bytes (+inf for
 // none); a boundary tensor is tokens × hidden elements of element_bytes each.
 struct Problem {
@@ -64,7 +35,7 @@ struct Problem {
   std::vector<double> memory_limit;
   std::int64_t hidden = 1;
   int element_bytes = 2;
-  Link link;
+  cost::Link link;  // between neighbouring stages; free by default
   friend bool operator==(const Problem&, const Problem&) = default;
 };
 
@@ -194,7 +165,7 @@ inline void require_problem(const Problem& problem) {
             "] must be > 0, got ", problem.memory_limit[j]);
   require(problem.hidden >= 1, "schedule: hidden must be >= 1, got ", problem.hidden);
   require(problem.element_bytes >= 1, "schedule: element_bytes must be >= 1, got ", problem.element_bytes);
-  validate(problem.link);
+  cost::require_valid(problem.link, "schedule: link");
   for (std::size_t i = 0; i < problem.micro_batches.size(); ++i) {
     const MicroBatchCost& mb = problem.micro_batches[i];
     require(mb.forward.size() == stages && mb.backward.size() == stages && mb.activation.size() == stages,

@@ -19,7 +19,7 @@ namespace sluice::schedule {
 struct ProblemOptions {
   std::int64_t hidden = 1;    // elements per token of a boundary tensor
   int element_bytes = 2;      // bf16 activations
-  Link link{};                // between neighbouring stages
+  cost::Link link{};          // between neighbouring stages
   double backward_ratio = 2;  // backward seconds = ratio × forward seconds (2: no recomputation)
   friend bool operator==(const ProblemOptions&, const ProblemOptions&) = default;
 };
@@ -32,7 +32,7 @@ inline void require_valid(const ProblemOptions& options) {
   sluice::require(options.hidden >= 1, "schedule problem: hidden must be >= 1, got ", options.hidden);
   sluice::require(options.element_bytes >= 1, "schedule problem: element_bytes must be >= 1, got ",
                   options.element_bytes);
-  validate(options.link);
+  cost::require_valid(options.link, "schedule: link");
 }
 
 namespace detail {

@@ -80,8 +80,8 @@ inline double analytic_stage_memory(const ModelSpec& model, const ClusterSpec& c
 
 inline cost::ProfileSpec analytic_profile_spec(const ModelSpec& model, const ClusterSpec& cluster,
                                                const AnalyticProfileOptions& options = {}) {
-  model.validate();
-  cluster.validate();
+  require_valid(model);
+  require_valid(cluster);
   sluice::require(options.memory_bytes >= 0 && options.memory_bytes <= cluster.memory_bytes,
                   "analytic profile: memory_bytes must be in [0, the device memory ", cluster.memory_bytes, "], got ",
                   options.memory_bytes);

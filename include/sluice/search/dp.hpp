@@ -43,32 +43,35 @@ struct StageProblem {
                           k +
                       static_cast<std::size_t>(layout[static_cast<std::size_t>(to)])];
   }
-
-  void validate() const {
-    sluice::require(layers >= 1, "stage problem: layers must be >= 1, got ", layers);
-    sluice::require(strategies >= 1 && strategies <= 65535, "stage problem: strategies must be in [1, 65535], got ",
-                    strategies);
-    sluice::require(layouts >= 1 && layouts <= strategies, "stage problem: layouts must be in [1, strategies], got ",
-                    layouts);
-    const auto cells = static_cast<std::size_t>(layers) * static_cast<std::size_t>(strategies);
-    sluice::require(layout.size() == static_cast<std::size_t>(strategies), "stage problem: layout has ", layout.size(),
-                    " entries, expected ", strategies);
-    for (const int k : layout) sluice::require(k >= 0 && k < layouts, "stage problem: layout id ", k, " out of range");
-    for (const auto* table : {&forward_bytes, &backward_bytes, &state_bytes, &time}) {
-      sluice::require(table->size() == cells, "stage problem: a cost table has ", table->size(), " entries, expected ",
-                      cells);
-      for (const double value : *table)
-        sluice::require(std::isfinite(value) && value >= 0, "stage problem: costs must be finite and >= 0, got ",
-                        value);
-    }
-    sluice::require(transition.size() == static_cast<std::size_t>(layers) * static_cast<std::size_t>(layouts * layouts),
-                    "stage problem: transition has ", transition.size(), " entries");
-    for (const double value : transition)
-      sluice::require(std::isfinite(value) && value >= 0, "stage problem: transitions must be finite and >= 0, got ",
-                      value);
-    sluice::require(std::isfinite(budget), "stage problem: budget must be finite, got ", budget);
-  }
 };
+
+// Raises invalid_input unless the sizes are in range, the layout ids index the layouts and every table has a
+// finite entry per layer and strategy.
+inline void require_valid(const StageProblem& problem) {
+  sluice::require(problem.layers >= 1, "stage problem: layers must be >= 1, got ", problem.layers);
+  sluice::require(problem.strategies >= 1 && problem.strategies <= 65535,
+                  "stage problem: strategies must be in [1, 65535], got ", problem.strategies);
+  sluice::require(problem.layouts >= 1 && problem.layouts <= problem.strategies,
+                  "stage problem: layouts must be in [1, strategies], got ", problem.layouts);
+  const auto cells = static_cast<std::size_t>(problem.layers) * static_cast<std::size_t>(problem.strategies);
+  sluice::require(problem.layout.size() == static_cast<std::size_t>(problem.strategies), "stage problem: layout has ",
+                  problem.layout.size(), " entries, expected ", problem.strategies);
+  for (const int k : problem.layout)
+    sluice::require(k >= 0 && k < problem.layouts, "stage problem: layout id ", k, " out of range");
+  for (const auto* table : {&problem.forward_bytes, &problem.backward_bytes, &problem.state_bytes, &problem.time}) {
+    sluice::require(table->size() == cells, "stage problem: a cost table has ", table->size(), " entries, expected ",
+                    cells);
+    for (const double value : *table)
+      sluice::require(std::isfinite(value) && value >= 0, "stage problem: costs must be finite and >= 0, got ", value);
+  }
+  sluice::require(problem.transition.size() == static_cast<std::size_t>(problem.layers) *
+                                                   static_cast<std::size_t>(problem.layouts * problem.layouts),
+                  "stage problem: transition has ", problem.transition.size(), " entries");
+  for (const double value : problem.transition)
+    sluice::require(std::isfinite(value) && value >= 0, "stage problem: transitions must be finite and >= 0, got ",
+                    value);
+  sluice::require(std::isfinite(problem.budget), "stage problem: budget must be finite, got ", problem.budget);
+}
 
 struct StageSolution {
   bool feasible = false;
@@ -292,7 +295,7 @@ inline std::vector<StageSolution> solve_stage(const StageProblem& problem, const
   sluice::require(!budgets.empty(), "layer DP: no budget");
   for (const double budget : budgets)
     sluice::require(std::isfinite(budget), "stage problem: budget must be finite, got ", budget);
-  problem.validate();
+  require_valid(problem);
   std::vector<StageSolution> out(budgets.size());
   const double largest = *std::ranges::max_element(budgets);
   if (largest < 0) return out;
@@ -321,7 +324,7 @@ inline StageSolution solve_stage(const StageProblem& problem, double granularity
 // The exact optimum of min Σ c + Σ R subject to Eq. 2's E_all <= budget: labels (Σ O_f, Σ O_ms, peak so
 // far, time) per last strategy, dominated labels dropped. Exponential in the worst case; for checks.
 inline StageSolution solve_stage_exact(const StageProblem& problem) {
-  problem.validate();
+  require_valid(problem);
   struct Label {
     double forward, states, peak, time;
     int strategy;

@@ -36,8 +36,8 @@ struct StageExtra {
 class AnalyticEstimator {
 public:
   AnalyticEstimator(ModelSpec model, ClusterSpec cluster) : model_(std::move(model)), cluster_(std::move(cluster)) {
-    model_.validate();
-    cluster_.validate();
+    require_valid(model_);
+    require_valid(cluster_);
     for (const LayerSpec& layer : model_.layers) {
       const auto s = static_cast<double>(layer.sequence);
       const auto h = static_cast<double>(layer.hidden);

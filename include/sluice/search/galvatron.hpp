@@ -207,7 +207,7 @@ inline std::int64_t galvatron_params(double mib, double bytes_per_param) {
 // vocabulary model states at TP 1 (state_bytes_per_param each) and their activations per sample, a lone stage its
 // own (other_memory_pp_off); the vocabulary layers' time is the profile's layertype_other fit.
 inline ModelSpec galvatron_model(const GalvatronProfile& profile, ModelSpec shape, const GalvatronSettings& settings) {
-  shape.validate();
+  require_valid(shape);
   const GalvatronMemory& memory = detail::galvatron_memory(profile, settings);
   std::vector<std::string> types;
   for (LayerSpec& layer : shape.layers) {
@@ -254,7 +254,7 @@ inline ModelSpec galvatron_model(const GalvatronProfile& profile, ModelSpec shap
     shape.vocabulary_forward_seconds = time.per_sample_seconds;
     shape.vocabulary_micro_batch_seconds = time.per_micro_batch_seconds;
   }
-  shape.validate();
+  require_valid(shape);
   return shape;
 }
 
@@ -287,7 +287,7 @@ inline ClusterSpec galvatron_cluster(const GalvatronProfile& profile, const Galv
                   "galvatron profile: no consecutive all-reduce bandwidth over all ", cluster.gpus, " GPUs");
   sluice::require(cluster.memory_bytes > cluster.reserved_bytes, "galvatron: memory ", cluster.memory_bytes,
                   " bytes is not more than the 1 GiB context Galvatron reserves");
-  cluster.validate();
+  require_valid(cluster);
   return cluster;
 }
 

@@ -61,54 +61,57 @@ struct ModelSpec {
   double single_stage_vocabulary_state_bytes = 0;
   double single_stage_vocabulary_activation_bytes = 0;
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
-
-  void validate() const {
-    sluice::require(!layers.empty(), "model ", name, ": has no layers");
-    sluice::require(dtype_bytes >= 1 && dtype_bytes <= 8, "model ", name, ": dtype_bytes must be in [1, 8], got ",
-                    dtype_bytes);
-    sluice::require(std::isfinite(state_bytes_per_param) && state_bytes_per_param > 0, "model ", name,
-                    ": state_bytes_per_param must be finite and > 0, got ", state_bytes_per_param);
-    sluice::require(embedding_params >= 0, "model ", name, ": embedding_params must be >= 0, got ", embedding_params);
-    sluice::require(head_params >= 0, "model ", name, ": head_params must be >= 0, got ", head_params);
-    for (const auto& [field, value] :
-         {std::pair<std::string_view, double>{"vocabulary_forward_seconds", vocabulary_forward_seconds},
-          {"vocabulary_micro_batch_seconds", vocabulary_micro_batch_seconds},
-          {"embedding_activation_bytes", embedding_activation_bytes},
-          {"head_activation_bytes", head_activation_bytes},
-          {"single_stage_vocabulary_state_bytes", single_stage_vocabulary_state_bytes},
-          {"single_stage_vocabulary_activation_bytes", single_stage_vocabulary_activation_bytes}})
-      sluice::require(std::isfinite(value) && value >= 0 && value < 0x1p60, "model ", name, ": ", field,
-                      " must be finite and in [0, 2^60), got ", value);
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-      const LayerSpec& layer = layers[i];
-      const auto where = sluice::concat("model ", name, ": layer ", i);
-      sluice::require(layer.hidden >= 1 && layer.hidden <= (1 << 20), where, ": hidden must be in [1, 2^20], got ",
-                      layer.hidden);
-      sluice::require(layer.heads >= 1 && layer.hidden % layer.heads == 0, where,
-                      ": heads must be >= 1 and divide hidden, got ", layer.heads);
-      sluice::require(layer.ffn >= 1 && layer.ffn <= (1 << 22), where, ": ffn must be in [1, 2^22], got ", layer.ffn);
-      sluice::require(layer.sequence >= 1 && layer.sequence <= (1 << 24), where,
-                      ": sequence must be in [1, 2^24], got ", layer.sequence);
-      sluice::require(layer.window >= 0 && layer.window <= layer.sequence, where,
-                      ": window must be in [0, sequence], got ", layer.window);
-      sluice::require(layer.params >= 0, where, ": params must be >= 0, got ", layer.params);
-      sluice::require(std::isfinite(layer.forward_seconds) && layer.forward_seconds >= 0, where,
-                      ": forward_seconds must be finite and >= 0, got ", layer.forward_seconds);
-      sluice::require(std::isfinite(layer.micro_batch_seconds) && layer.micro_batch_seconds >= 0, where,
-                      ": micro_batch_seconds must be finite and >= 0, got ", layer.micro_batch_seconds);
-      for (const auto& [field, table] :
-           {std::pair<std::string_view, const std::map<int, double>*>{"activation_bytes", &layer.activation_bytes},
-            {"checkpoint_bytes", &layer.checkpoint_bytes}})
-        for (const auto& [degree, bytes] : *table)
-          sluice::require(degree >= 1 && degree <= (1 << 20) && (degree & (degree - 1)) == 0 && std::isfinite(bytes) &&
-                              bytes > 0 && bytes < 0x1p50,
-                          where, ": ", field, " needs power-of-2 degrees in [1, 2^20] and bytes in (0, 2^50), got ",
-                          degree, ": ", bytes);
-      sluice::require(layer.checkpoint_bytes.empty() || !layer.activation_bytes.empty(), where,
-                      ": checkpoint_bytes needs activation_bytes");
-    }
-  }
 };
+
+// Raises invalid_input unless the model has layers, each of sizes in range and finite non-negative costs, and its
+// vocabulary layers' costs are finite and non-negative.
+inline void require_valid(const ModelSpec& model) {
+  sluice::require(!model.layers.empty(), "model ", model.name, ": has no layers");
+  sluice::require(model.dtype_bytes >= 1 && model.dtype_bytes <= 8, "model ", model.name,
+                  ": dtype_bytes must be in [1, 8], got ", model.dtype_bytes);
+  sluice::require(std::isfinite(model.state_bytes_per_param) && model.state_bytes_per_param > 0, "model ", model.name,
+                  ": state_bytes_per_param must be finite and > 0, got ", model.state_bytes_per_param);
+  sluice::require(model.embedding_params >= 0, "model ", model.name, ": embedding_params must be >= 0, got ",
+                  model.embedding_params);
+  sluice::require(model.head_params >= 0, "model ", model.name, ": head_params must be >= 0, got ", model.head_params);
+  for (const auto& [field, value] :
+       {std::pair<std::string_view, double>{"vocabulary_forward_seconds", model.vocabulary_forward_seconds},
+        {"vocabulary_micro_batch_seconds", model.vocabulary_micro_batch_seconds},
+        {"embedding_activation_bytes", model.embedding_activation_bytes},
+        {"head_activation_bytes", model.head_activation_bytes},
+        {"single_stage_vocabulary_state_bytes", model.single_stage_vocabulary_state_bytes},
+        {"single_stage_vocabulary_activation_bytes", model.single_stage_vocabulary_activation_bytes}})
+    sluice::require(std::isfinite(value) && value >= 0 && value < 0x1p60, "model ", model.name, ": ", field,
+                    " must be finite and in [0, 2^60), got ", value);
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    const LayerSpec& layer = model.layers[i];
+    const auto where = sluice::concat("model ", model.name, ": layer ", i);
+    sluice::require(layer.hidden >= 1 && layer.hidden <= (1 << 20), where, ": hidden must be in [1, 2^20], got ",
+                    layer.hidden);
+    sluice::require(layer.heads >= 1 && layer.hidden % layer.heads == 0, where,
+                    ": heads must be >= 1 and divide hidden, got ", layer.heads);
+    sluice::require(layer.ffn >= 1 && layer.ffn <= (1 << 22), where, ": ffn must be in [1, 2^22], got ", layer.ffn);
+    sluice::require(layer.sequence >= 1 && layer.sequence <= (1 << 24), where, ": sequence must be in [1, 2^24], got ",
+                    layer.sequence);
+    sluice::require(layer.window >= 0 && layer.window <= layer.sequence, where,
+                    ": window must be in [0, sequence], got ", layer.window);
+    sluice::require(layer.params >= 0, where, ": params must be >= 0, got ", layer.params);
+    sluice::require(std::isfinite(layer.forward_seconds) && layer.forward_seconds >= 0, where,
+                    ": forward_seconds must be finite and >= 0, got ", layer.forward_seconds);
+    sluice::require(std::isfinite(layer.micro_batch_seconds) && layer.micro_batch_seconds >= 0, where,
+                    ": micro_batch_seconds must be finite and >= 0, got ", layer.micro_batch_seconds);
+    for (const auto& [field, table] :
+         {std::pair<std::string_view, const std::map<int, double>*>{"activation_bytes", &layer.activation_bytes},
+          {"checkpoint_bytes", &layer.checkpoint_bytes}})
+      for (const auto& [degree, bytes] : *table)
+        sluice::require(degree >= 1 && degree <= (1 << 20) && (degree & (degree - 1)) == 0 && std::isfinite(bytes) &&
+                            bytes > 0 && bytes < 0x1p50,
+                        where, ": ", field, " needs power-of-2 degrees in [1, 2^20] and bytes in (0, 2^50), got ",
+                        degree, ": ", bytes);
+    sluice::require(layer.checkpoint_bytes.empty() || !layer.activation_bytes.empty(), where,
+                    ": checkpoint_bytes needs activation_bytes");
+  }
+}
 
 // GPUs [0, size) of every aligned block of `size` consecutive ranks talk over links of `bandwidth`
 // bytes/s; the levels nest (NVLink inside a node, then the network across nodes).
@@ -190,53 +193,6 @@ struct ClusterSpec {
   std::vector<LinkLevel> pipeline_levels{};
   friend bool operator==(const ClusterSpec&, const ClusterSpec&) = default;
 
-  void validate() const {
-    sluice::require(gpus >= 1 && gpus <= (1 << 20) && (gpus & (gpus - 1)) == 0, "cluster ", name,
-                    ": gpus must be a power of 2 in [1, 2^20], got ", gpus);
-    sluice::require(memory_bytes >= 1, "cluster ", name, ": memory_bytes must be >= 1, got ", memory_bytes);
-    sluice::require(reserved_bytes >= 0 && reserved_bytes < memory_bytes, "cluster ", name,
-                    ": reserved_bytes must be in [0, memory_bytes), got ", reserved_bytes);
-    sluice::require(std::isfinite(flops) && flops > 0, "cluster ", name, ": flops must be finite and > 0, got ", flops);
-    sluice::require(std::isfinite(efficiency) && efficiency > 0 && efficiency <= 1, "cluster ", name,
-                    ": efficiency must be in (0, 1], got ", efficiency);
-    sluice::require(std::isfinite(overlap_slowdown) && overlap_slowdown >= 1, "cluster ", name,
-                    ": overlap_slowdown must be finite and >= 1, got ", overlap_slowdown);
-    sluice::require(!levels.empty(), "cluster ", name, ": has no link levels");
-    std::int64_t inner = 1;
-    for (std::size_t i = 0; i < levels.size(); ++i) {
-      const LinkLevel& level = levels[i];
-      sluice::require(level.size > inner && level.size % inner == 0 && (level.size & (level.size - 1)) == 0, "cluster ",
-                      name, ": level ", i, ": size must be a power of 2 larger than the level inside it, got ",
-                      level.size);
-      sluice::require(std::isfinite(level.bandwidth) && level.bandwidth > 0, "cluster ", name, ": level ", i,
-                      ": bandwidth must be finite and > 0, got ", level.bandwidth);
-      inner = level.size;
-    }
-    sluice::require(inner >= gpus, "cluster ", name, ": the outermost link level spans ", inner,
-                    " GPUs, fewer than the cluster's ", gpus);
-    for (std::size_t i = 0; i < strided_levels.size(); ++i) {
-      const LinkLevel& level = strided_levels[i];
-      sluice::require(level.size >= 2 && level.size <= gpus && (level.size & (level.size - 1)) == 0 &&
-                          (i == 0 || level.size > strided_levels[i - 1].size),
-                      "cluster ", name, ": strided level ", i,
-                      ": size must be a power of 2 in [2, gpus], larger than the one before, got ", level.size);
-      sluice::require(std::isfinite(level.bandwidth) && level.bandwidth > 0, "cluster ", name, ": strided level ", i,
-                      ": bandwidth must be finite and > 0, got ", level.bandwidth);
-    }
-    for (std::size_t i = 0; i < pipeline_levels.size(); ++i) {
-      const LinkLevel& level = pipeline_levels[i];
-      sluice::require(level.size >= 2 && level.size <= gpus && (level.size & (level.size - 1)) == 0 &&
-                          (i == 0 || level.size > pipeline_levels[i - 1].size) && std::isfinite(level.bandwidth) &&
-                          level.bandwidth > 0,
-                      "cluster ", name, ": pipeline level ", i,
-                      ": size must be a power of 2 in [2, gpus], larger than the one before, and bandwidth finite "
-                      "and > 0, got ",
-                      level.size, ", ", level.bandwidth);
-    }
-    detail::validate_collectives(all_reduce_times, "all_reduce_times", name, gpus);
-    detail::validate_collectives(all_to_all_times, "all_to_all_times", name, gpus);
-  }
-
   // Bandwidth of a communication group whose ranks span `span` consecutive ranks (a group of g ranks at
   // stride t spans g·t): the innermost level that holds the whole span.
   [[nodiscard]] double bandwidth(std::int64_t span) const noexcept {
@@ -259,5 +215,56 @@ struct ClusterSpec {
     return bandwidth(span);
   }
 };
+
+// Raises invalid_input unless the sizes are powers of 2 in range, the link levels nest and span the cluster, and
+// every bandwidth, rate and measured collective is finite and positive.
+inline void require_valid(const ClusterSpec& cluster) {
+  sluice::require(cluster.gpus >= 1 && cluster.gpus <= (1 << 20) && (cluster.gpus & (cluster.gpus - 1)) == 0,
+                  "cluster ", cluster.name, ": gpus must be a power of 2 in [1, 2^20], got ", cluster.gpus);
+  sluice::require(cluster.memory_bytes >= 1, "cluster ", cluster.name, ": memory_bytes must be >= 1, got ",
+                  cluster.memory_bytes);
+  sluice::require(cluster.reserved_bytes >= 0 && cluster.reserved_bytes < cluster.memory_bytes, "cluster ",
+                  cluster.name, ": reserved_bytes must be in [0, memory_bytes), got ", cluster.reserved_bytes);
+  sluice::require(std::isfinite(cluster.flops) && cluster.flops > 0, "cluster ", cluster.name,
+                  ": flops must be finite and > 0, got ", cluster.flops);
+  sluice::require(std::isfinite(cluster.efficiency) && cluster.efficiency > 0 && cluster.efficiency <= 1, "cluster ",
+                  cluster.name, ": efficiency must be in (0, 1], got ", cluster.efficiency);
+  sluice::require(std::isfinite(cluster.overlap_slowdown) && cluster.overlap_slowdown >= 1, "cluster ", cluster.name,
+                  ": overlap_slowdown must be finite and >= 1, got ", cluster.overlap_slowdown);
+  sluice::require(!cluster.levels.empty(), "cluster ", cluster.name, ": has no link levels");
+  std::int64_t inner = 1;
+  for (std::size_t i = 0; i < cluster.levels.size(); ++i) {
+    const LinkLevel& level = cluster.levels[i];
+    sluice::require(level.size > inner && level.size % inner == 0 && (level.size & (level.size - 1)) == 0, "cluster ",
+                    cluster.name, ": level ", i, ": size must be a power of 2 larger than the level inside it, got ",
+                    level.size);
+    sluice::require(std::isfinite(level.bandwidth) && level.bandwidth > 0, "cluster ", cluster.name, ": level ", i,
+                    ": bandwidth must be finite and > 0, got ", level.bandwidth);
+    inner = level.size;
+  }
+  sluice::require(inner >= cluster.gpus, "cluster ", cluster.name, ": the outermost link level spans ", inner,
+                  " GPUs, fewer than the cluster's ", cluster.gpus);
+  for (std::size_t i = 0; i < cluster.strided_levels.size(); ++i) {
+    const LinkLevel& level = cluster.strided_levels[i];
+    sluice::require(level.size >= 2 && level.size <= cluster.gpus && (level.size & (level.size - 1)) == 0 &&
+                        (i == 0 || level.size > cluster.strided_levels[i - 1].size),
+                    "cluster ", cluster.name, ": strided level ", i,
+                    ": size must be a power of 2 in [2, gpus], larger than the one before, got ", level.size);
+    sluice::require(std::isfinite(level.bandwidth) && level.bandwidth > 0, "cluster ", cluster.name, ": strided level ",
+                    i, ": bandwidth must be finite and > 0, got ", level.bandwidth);
+  }
+  for (std::size_t i = 0; i < cluster.pipeline_levels.size(); ++i) {
+    const LinkLevel& level = cluster.pipeline_levels[i];
+    sluice::require(level.size >= 2 && level.size <= cluster.gpus && (level.size & (level.size - 1)) == 0 &&
+                        (i == 0 || level.size > cluster.pipeline_levels[i - 1].size) &&
+                        std::isfinite(level.bandwidth) && level.bandwidth > 0,
+                    "cluster ", cluster.name, ": pipeline level ", i,
+                    ": size must be a power of 2 in [2, gpus], larger than the one before, and bandwidth finite "
+                    "and > 0, got ",
+                    level.size, ", ", level.bandwidth);
+  }
+  detail::validate_collectives(cluster.all_reduce_times, "all_reduce_times", cluster.name, cluster.gpus);
+  detail::validate_collectives(cluster.all_to_all_times, "all_to_all_times", cluster.name, cluster.gpus);
+}
 
 }  // namespace sluice::search

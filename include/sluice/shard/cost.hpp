@@ -10,6 +10,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/strategy.hpp"
+#include "sluice/cost/links.hpp"
 #include "sluice/shard/detail/pull_messages.hpp"
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
@@ -17,35 +18,18 @@
 
 namespace sluice::shard {
 
-// A message of b bytes over the link costs latency + b / bandwidth seconds.
-struct Link {
-  double latency = 0;    // α, seconds per message
-  double bandwidth = 0;  // β, bytes per second
-  friend bool operator==(const Link&, const Link&) = default;
-};
-
-// A two-level hierarchy: GPUs of one node share fast links, nodes talk over the network. The defaults are
-// an A800 node (NVLink, about 200 GB/s per direction) with one 200 Gb/s NIC per GPU, and device-memory copies.
+// A two-level hierarchy: GPUs of one node share fast links, nodes talk over the network (cost::Links' defaults).
 struct Cluster {
   int gpus_per_node = 8;
-  Link local{2e-6, 1e12};
-  Link intra_node{5e-6, 200e9};
-  Link inter_node{1e-5, 25e9};
-
-  void validate() const {
-    sluice::require(gpus_per_node >= 1, "shard cluster: gpus_per_node must be >= 1, got ", gpus_per_node);
-    auto check = [](const Link& link, const char* name) {
-      sluice::require(std::isfinite(link.latency) && link.latency >= 0, "shard cluster: ", name,
-                      " latency must be finite and >= 0, got ", link.latency);
-      sluice::require(std::isfinite(link.bandwidth) && link.bandwidth > 0, "shard cluster: ", name,
-                      " bandwidth must be finite and > 0, got ", link.bandwidth);
-    };
-    check(local, "local");
-    check(intra_node, "intra_node");
-    check(inter_node, "inter_node");
-  }
+  cost::Links links{};
   friend bool operator==(const Cluster&, const Cluster&) = default;
 };
+
+// Raises invalid_input unless gpus_per_node >= 1 and every link is in the physical ranges.
+inline void require_valid(const Cluster& cluster) {
+  sluice::require(cluster.gpus_per_node >= 1, "shard cluster: gpus_per_node must be >= 1, got ", cluster.gpus_per_node);
+  require_valid(cluster.links);
+}
 
 enum class LinkClass { local, intra_node, inter_node };
 
@@ -80,8 +64,9 @@ inline LinkClass link_class(int a, int b, int gpus_per_node) noexcept {
 
 namespace detail {
 
-inline const Link& link(const Cluster& cluster, LinkClass c) noexcept {
-  return c == LinkClass::local ? cluster.local : c == LinkClass::intra_node ? cluster.intra_node : cluster.inter_node;
+inline const cost::Link& link(const Cluster& cluster, LinkClass c) noexcept {
+  const cost::Links& links = cluster.links;
+  return c == LinkClass::local ? links.local : c == LinkClass::intra_node ? links.intra_node : links.inter_node;
 }
 
 inline void add(LinkBytes& bytes, LinkClass c, std::int64_t amount) noexcept {
@@ -98,7 +83,7 @@ public:
 
   void add(int src, int dst, std::int64_t bytes) {
     const LinkClass c = link_class(src, dst, cluster_.gpus_per_node);
-    const Link& l = link(cluster_, c);
+    const cost::Link& l = link(cluster_, c);
     const double seconds = l.latency + static_cast<double>(bytes) / l.bandwidth;
     const auto slot = static_cast<std::size_t>(c) * 2;
     busy_[static_cast<std::size_t>(src) * 6 + slot] += seconds;
@@ -159,7 +144,7 @@ inline PhaseCost reduce_scatter_cost(const PushPlan& plan, const Cluster& cluste
 }  // namespace detail
 
 inline ShardCost plan_cost(const PullPlan& pull, const PushPlan& push, const Cluster& cluster) {
-  cluster.validate();
+  require_valid(cluster);
   return {detail::message_cost(pull.gpus, pull.sends, pull.local_moves, cluster),
           detail::reduce_scatter_cost(push, cluster),
           detail::message_cost(push.gpus, push.sends, push.local_moves, cluster)};
@@ -175,7 +160,7 @@ inline ShardCost iteration_cost(const OptimizerLayout& layout, const Strategy& c
   const Placement replicated = detail::replicas(placement);
   const detail::PullSetup pull = detail::pull_setup(replicated, layout, model);
   const PushPlan push = plan_push(placement, layout, model);
-  cluster.validate();
+  require_valid(cluster);
   detail::MessageCosts pull_costs(placement.gpus, cluster);
   detail::for_each_pull_message(replicated, layout, model, pull,
                                 [&](int src, int dst, std::span<const detail::SliceRun>, std::int64_t bytes) {

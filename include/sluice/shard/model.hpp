@@ -30,24 +30,6 @@ struct Model {
   int param_bytes = 2;  // bytes per pulled element (16-bit parameters after the fp32 -> 16-bit cast)
   int grad_bytes = 2;   // bytes per pushed gradient element
 
-  void validate() const {
-    sluice::require(layers >= 1 && layers <= max_layers, "shard model ", name, ": layers must be in [1, ", max_layers,
-                    "], got ", layers);
-    sluice::require(!tensors.empty(), "shard model ", name, ": has no tensors");
-    std::set<std::string, std::less<>> seen;
-    for (const Tensor& tensor : tensors) {
-      sluice::require(!tensor.name.empty(), "shard model ", name, ": a tensor has an empty name");
-      sluice::require(seen.insert(tensor.name).second, "shard model ", name, ": tensor '", tensor.name,
-                      "' is listed twice");
-      sluice::require(tensor.elements >= 1 && tensor.elements <= max_elements, "shard model ", name, ": tensor '",
-                      tensor.name, "' elements must be in [1, ", max_elements, "], got ", tensor.elements);
-    }
-    sluice::require(param_bytes >= 1 && param_bytes <= 16, "shard model ", name,
-                    ": param_bytes must be in [1, 16], got ", param_bytes);
-    sluice::require(grad_bytes >= 1 && grad_bytes <= 16, "shard model ", name, ": grad_bytes must be in [1, 16], got ",
-                    grad_bytes);
-  }
-
   [[nodiscard]] std::int64_t layer_elements() const noexcept {
     std::int64_t total = 0;
     for (const Tensor& tensor : tensors) total += tensor.elements;
@@ -63,6 +45,27 @@ struct Model {
   friend bool operator==(const Model&, const Model&) = default;
 };
 
+// Raises invalid_input unless the model has 1 to max_layers layers, named tensors of 1 to max_elements elements
+// each, and 1 to 16 bytes per parameter and gradient.
+inline void require_valid(const Model& model) {
+  sluice::require(model.layers >= 1 && model.layers <= Model::max_layers, "shard model ", model.name,
+                  ": layers must be in [1, ", Model::max_layers, "], got ", model.layers);
+  sluice::require(!model.tensors.empty(), "shard model ", model.name, ": has no tensors");
+  std::set<std::string, std::less<>> seen;
+  for (const Tensor& tensor : model.tensors) {
+    sluice::require(!tensor.name.empty(), "shard model ", model.name, ": a tensor has an empty name");
+    sluice::require(seen.insert(tensor.name).second, "shard model ", model.name, ": tensor '", tensor.name,
+                    "' is listed twice");
+    sluice::require(tensor.elements >= 1 && tensor.elements <= Model::max_elements, "shard model ", model.name,
+                    ": tensor '", tensor.name, "' elements must be in [1, ", Model::max_elements, "], got ",
+                    tensor.elements);
+  }
+  sluice::require(model.param_bytes >= 1 && model.param_bytes <= 16, "shard model ", model.name,
+                  ": param_bytes must be in [1, 16], got ", model.param_bytes);
+  sluice::require(model.grad_bytes >= 1 && model.grad_bytes <= 16, "shard model ", model.name,
+                  ": grad_bytes must be in [1, 16], got ", model.grad_bytes);
+}
+
 // A LLaMA-style layer from a profile's model description: fused QKV (3H x H), attention output (H x H),
 // fused gate and up projections (2F x H) and down projection (F x H), with F = 8H/3 rounded up to a
 // multiple of 256 (LLaMA's rule: 11008 for H = 4096, 17920 for H = 6656). Norm weights (2H per layer) are
@@ -77,7 +80,7 @@ inline Model llama_like(const cost::ModelInfo& info) {
               {{"qkv", 3 * h * h}, {"attn_out", h * h}, {"mlp_gate_up", 2 * ffn * h}, {"mlp_down", ffn * h}},
               2,
               2};
-  model.validate();
+  require_valid(model);
   return model;
 }
 

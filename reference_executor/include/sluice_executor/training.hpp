@@ -49,7 +49,7 @@ struct TrainingOptions {
 inline void require_valid(const TrainingOptions& options) {
   require_valid(options.adam);
   require_valid(options.run);
-  options.cluster.validate();
+  sluice::shard::require_valid(options.cluster);
   sluice::require(options.move_bytes >= 1 && options.move_bytes <= 16, "training: move_bytes must be in [1, 16], got ",
                   options.move_bytes);
 }

@@ -132,7 +132,7 @@ inline void batch(std::vector<RawPiece>& raw, std::int64_t gpus, const Model& mo
 }
 
 inline void require_compatible(const Placement& placement, const OptimizerLayout& layout, const Model& model) {
-  model.validate();
+  require_valid(model);
   validate(placement);
   validate(layout);
   sluice::require(placement.gpus == layout.gpus, "shard: the placement has ", placement.gpus,
