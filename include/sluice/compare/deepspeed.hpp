@@ -29,21 +29,17 @@ namespace sluice::compare {
 
 namespace detail {
 
-// `options` with its profile narrowed to ZeRO-3 (cost::zero3_profile) holding `holds` tokens, and, with
-// `exposed_in_constants`, the collectives' exposed time at a full bin of the context in each scheme's constant;
-// nullopt with why when there is none.
+// `options` with its profile narrowed to ZeRO-3 (cost::zero3_profile) holding `holds` tokens, the collectives'
+// exposed time at a full bin of the context in each scheme's constant; nullopt with why when there is none.
 struct Zero3Options {
   std::optional<Options> options;
   std::string failure;
   double collective_seconds = 0;
 };
 
-inline Zero3Options zero3_options(const Options& options, std::int64_t holds, bool exposed_in_constants = true) {
-  cost::Zero3Profile narrowed = cost::zero3_profile(
-      options.profile, options.links, holds,
-      exposed_in_constants
-          ? std::optional<cost::FullBin>({.tokens = options.context, .backward_ratio = options.problem.backward_ratio})
-          : std::nullopt);
+inline Zero3Options zero3_options(const Options& options, std::int64_t holds) {
+  const cost::FullBin full_bin{.tokens = options.context, .backward_ratio = options.problem.backward_ratio};
+  cost::Zero3Profile narrowed = cost::zero3_profile(options.profile, options.links, holds, full_bin);
   Zero3Options result{.options = std::nullopt,
                       .failure = std::move(narrowed.failure),
                       .collective_seconds = narrowed.collective_seconds};

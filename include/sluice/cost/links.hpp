@@ -3,6 +3,7 @@
 // the sharded optimizer's pull and push, and a pipeline's stage-to-stage transfers.
 #include <cstdint>
 #include <limits>
+#include <string_view>
 
 #include "sluice/core/error.hpp"
 
