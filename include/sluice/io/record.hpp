@@ -1,0 +1,155 @@
+#pragma once
+// A record's JSON described once: a field table (key, member, whether a document may leave it out, and how its
+// value is spelled) from which both the writer and the strict reader are made. A type opts in by specialising
+// io::record with
+//   static constexpr std::string_view name;   // names the record in errors ("dispatch options: field 'seed': ...")
+//   static constexpr auto fields = std::tuple{io::member(...), ...};
+// and, where a record must hold together after reading, static void check(const T&). Fields are read in table
+// order, so the first missing or bad one is the one an error names. A default-constructible type starts from its
+// default, so a defaulted field a document leaves out keeps the default's value; any other type must be an
+// aggregate whose table lists every member in declaration order, and a left-out field is value-initialised.
+#include <concepts>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "sluice/core/names.hpp"
+#include "sluice/io/json.hpp"
+
+namespace sluice::io {
+
+template <class T>
+struct record;
+
+template <class T>
+concept Described = (std::default_initializable<T> || std::is_aggregate_v<T>) && requires {
+  { record<T>::name } -> std::convertible_to<std::string_view>;
+  record<T>::fields;
+};
+
+enum class Presence { required, defaulted };
+
+// How a field's value is spelled: as nlohmann writes the member (an optional as null when empty), as a name from
+// the enumeration's table, or as an extended number (infinity written "inf").
+struct AsValue {};
+template <class Enum, std::size_t Size>
+struct AsName {
+  const NameTable<Enum, Size>* table;
+};
+struct AsExtendedNumber {};
+
+template <class Record, class Member, class Spelling = AsValue>
+struct Field {
+  std::string_view key;
+  Member Record::*member;
+  Presence presence = Presence::required;
+  Spelling spelling = {};
+};
+
+template <class Record, class Member>
+constexpr Field<Record, Member> member(std::string_view key, Member Record::*pointer,
+                                       Presence presence = Presence::required) {
+  return {key, pointer, presence};
+}
+
+template <class Record, class Enum, std::size_t Size>
+constexpr Field<Record, Enum, AsName<Enum, Size>> named_member(std::string_view key, Enum Record::*pointer,
+                                                               const NameTable<Enum, Size>& table,
+                                                               Presence presence = Presence::required) {
+  return {key, pointer, presence, {&table}};
+}
+
+template <class Record>
+constexpr Field<Record, double, AsExtendedNumber> extended_member(std::string_view key, double Record::*pointer,
+                                                                  Presence presence = Presence::required) {
+  return {key, pointer, presence, {}};
+}
+
+namespace detail {
+
+template <class Member>
+json spell(const Member& value, AsValue) {
+  if constexpr (is_optional<Member>::value) {
+    return value ? json(*value) : json(nullptr);
+  } else {
+    return json(value);
+  }
+}
+template <class Enum, std::size_t Size>
+json spell(Enum value, AsName<Enum, Size> spelling) {
+  return std::string(name_in(*spelling.table, value));
+}
+inline json spell(double value, AsExtendedNumber) { return extended_number(value); }
+
+template <class Member>
+Member read_spelled(const json& object, std::string_view key, std::string_view where, AsValue) {
+  return field<Member>(object, key, where);
+}
+template <class Member, class Enum, std::size_t Size>
+Member read_spelled(const json& object, std::string_view key, std::string_view where, AsName<Enum, Size> spelling) {
+  return name_field(object, key, *spelling.table, where);
+}
+template <class Member>
+Member read_spelled(const json& object, std::string_view key, std::string_view where, AsExtendedNumber) {
+  return extended_field(object, key, where);
+}
+
+}  // namespace detail
+
+template <Described T>
+json record_to_json(const T& value) {
+  json out = json::object();
+  std::apply([&](const auto&... field) { ((out[field.key] = detail::spell(value.*field.member, field.spelling)), ...); },
+             record<T>::fields);
+  return out;
+}
+
+template <Described T>
+T record_from_json(const json& in) {
+  constexpr std::string_view where = record<T>::name;
+  sluice::require(in.is_object(), where, ": expected a JSON object, got ", detail::describe(in));
+  const auto present = [&](const auto& field) { return field.presence == Presence::required || in.contains(field.key); };
+  const auto read = [&](const auto& field) {
+    using Member = std::remove_cvref_t<decltype(std::declval<T&>().*field.member)>;
+    return detail::read_spelled<Member>(in, field.key, where, field.spelling);
+  };
+  // A member without a default value is read whether or not its field is marked defaulted.
+  const auto value_or_blank = [&](const auto& field) {
+    using Member = decltype(read(field));
+    if constexpr (std::default_initializable<Member>) {
+      return present(field) ? read(field) : Member{};
+    } else {
+      return read(field);
+    }
+  };
+  T out = std::apply(
+      [&](const auto&... field) {
+        if constexpr (std::default_initializable<T>) {
+          T value{};
+          ((present(field) ? void(value.*field.member = read(field)) : void()), ...);
+          return value;
+        } else {
+          // Braced initialisation evaluates left to right: the fields are still read in table order.
+          return T{value_or_blank(field)...};
+        }
+      },
+      record<T>::fields);
+  if constexpr (requires { record<T>::check(out); }) record<T>::check(out);
+  return out;
+}
+
+}  // namespace sluice::io
+
+namespace nlohmann {
+
+template <class T>
+  requires sluice::io::Described<T>
+struct adl_serializer<T, void> {
+  static void to_json(json& out, const T& value) { out = sluice::io::record_to_json(value); }
+  static T from_json(const json& in) { return sluice::io::record_from_json<T>(in); }
+};
+
+}  // namespace nlohmann
