@@ -10,7 +10,7 @@
 
 #include "cli_harness.hpp"
 #include "sluice/io/assign_json.hpp"
-#include "sluice/io/run_json.hpp"
+#include "sluice/io/trace_run_json.hpp"
 #include "xml_check.hpp"
 
 using sluice::test::one_line;

@@ -63,6 +63,16 @@ struct record<assign::CandidateSet> {
   static constexpr auto fields = std::tuple{member("strategies", &assign::CandidateSet::strategies)};
 };
 
+// The scheme's own fields, with the pipeline's beside them.
+template <>
+struct record<assign::PipelinePlan> {
+  using T = assign::PipelinePlan;
+  static constexpr std::string_view name = "pipeline plan";
+  static constexpr auto fields =
+      std::tuple{member("index", &T::index), inline_member(&T::scheme), member("max_len", &T::max_len),
+                 member("micro_batches", &T::micro_batches), member("estimate", &T::estimate)};
+};
+
 template <>
 struct record<assign::CandidateEstimate> {
   using T = assign::CandidateEstimate;
@@ -87,25 +97,3 @@ struct record<assign::IterationPlan> {
 };
 
 }  // namespace sluice::io
-
-namespace nlohmann {
-
-template <>
-struct adl_serializer<sluice::assign::PipelinePlan> {
-  static void to_json(json& out, const sluice::assign::PipelinePlan& pipeline) {
-    out = json(pipeline.scheme);
-    out["index"] = pipeline.index;
-    out["max_len"] = pipeline.max_len;
-    out["micro_batches"] = pipeline.micro_batches;
-    out["estimate"] = pipeline.estimate;
-  }
-  static sluice::assign::PipelinePlan from_json(const json& in) {
-    using sluice::io::field;
-    return {field<int>(in, "index", "pipeline plan"), in.get<sluice::Scheme>(),
-            field<std::int64_t>(in, "max_len", "pipeline plan"),
-            field<std::vector<sluice::assign::MicroBatch>>(in, "micro_batches", "pipeline plan"),
-            field<double>(in, "estimate", "pipeline plan")};
-  }
-};
-
-}  // namespace nlohmann

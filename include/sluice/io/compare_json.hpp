@@ -9,21 +9,21 @@
 // planning_seconds (measured)}], plans (sluice.iteration_plan payloads), first{names, pipelines}}), `candidates`
 // (strategies) and `bounds`. A pipeline of `first` is its simulation, a sluice.schedule_simulation payload
 // (schedule_json.hpp). Every time is finite (an unlimited bandwidth leaves a transfer its latency), so numbers are read
-// strictly.
+// strictly. Also a system's summary over its iterations (compare::Summary), which a sluice.simulate_run holds.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
-#include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "sluice/compare/compare.hpp"
+#include "sluice/compare/summary.hpp"
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
 #include "sluice/io/schedule_json.hpp"
-#include "sluice/schedule/simulate.hpp"
 
 namespace sluice::io {
 template <>
@@ -31,112 +31,103 @@ struct document_traits<compare::Comparison> {
   static constexpr std::string_view format = "sluice.comparison";
   static constexpr int version = 11;
 };
+
+template <>
+struct record<compare::IterationOutcome> {
+  using T = compare::IterationOutcome;
+  static constexpr std::string_view name = "iteration outcome";
+  static constexpr auto fields = std::tuple{member("seconds", &T::seconds),
+                                            member("switching", &T::switching),
+                                            member("layout_move", &T::layout_move),
+                                            member("imbalance", &T::imbalance),
+                                            member("idle", &T::idle),
+                                            member("micro_batch_imbalance", &T::micro_batch_imbalance),
+                                            member("strategy", &T::strategy),
+                                            member("planning_seconds", &T::planning_seconds)};
+  static void check(const T& outcome) {
+    sluice::require(outcome.planning_seconds >= 0, name, ": 'planning_seconds' must be >= 0, got ",
+                    outcome.planning_seconds);
+  }
+};
+
+template <>
+struct record<compare::Timeline> {
+  using T = compare::Timeline;
+  static constexpr std::string_view name = "timeline";
+  static constexpr auto fields = std::tuple{member("pipelines", &T::pipelines), member("names", &T::names)};
+  static void check(const T& timeline) {
+    sluice::require(timeline.names.size() == timeline.pipelines.size(), name, ": ", timeline.names.size(),
+                    " names for ", timeline.pipelines.size(), " pipelines");
+  }
+};
+
+template <>
+struct record<compare::SystemRun> {
+  using T = compare::SystemRun;
+  static constexpr std::string_view name = "system run";
+  static constexpr auto fields = std::tuple{member("name", &T::name),
+                                            member("failure", &T::failure),
+                                            member("configuration", &T::configuration),
+                                            member("strategies", &T::strategies),
+                                            member("layout_moves", &T::layout_moves),
+                                            member("iterations", &T::iterations),
+                                            member("plans", &T::plans),
+                                            member("first", &T::first)};
+};
+
+template <>
+struct record<compare::IterationBound> {
+  using T = compare::IterationBound;
+  static constexpr std::string_view name = "lower bound";
+  static constexpr auto fields = std::tuple{member("seconds", &T::seconds), member("area_seconds", &T::area_seconds),
+                                            member("critical_path_seconds", &T::critical_path_seconds)};
+  static void check(const T& bound) {
+    sluice::require(bound.area_seconds > 0 && bound.critical_path_seconds > 0, name,
+                    ": 'area_seconds' and 'critical_path_seconds' must be > 0");
+    sluice::require(bound.seconds == std::max(bound.area_seconds, bound.critical_path_seconds), name,
+                    ": 'seconds' must be the larger of 'area_seconds' and 'critical_path_seconds'");
+  }
+};
+
+template <>
+struct record<compare::BatchSize> {
+  using T = compare::BatchSize;
+  static constexpr std::string_view name = "batch";
+  static constexpr auto fields = std::tuple{member("sequences", &T::sequences), member("tokens", &T::tokens),
+                                            member("lower_bound", &T::lower_bound)};
+};
+
+template <>
+struct record<compare::Summary> {
+  using T = compare::Summary;
+  static constexpr std::string_view name = "summary";
+  static constexpr auto fields = std::tuple{member("mean_seconds", &T::seconds),
+                                            member("stddev_seconds", &T::seconds_stddev),
+                                            member("mean_tokens_per_second", &T::tokens_per_second),
+                                            member("stddev_tokens_per_second", &T::tokens_per_second_stddev),
+                                            member("speedup", &T::speedup),
+                                            member("speedup_stddev", &T::speedup_stddev),
+                                            member("imbalance", &T::imbalance),
+                                            member("idle", &T::idle),
+                                            member("micro_batch_imbalance", &T::micro_batch_imbalance),
+                                            member("switching_seconds", &T::switching),
+                                            member("layout_move_seconds", &T::layout_move),
+                                            member("over_bound", &T::over_bound),
+                                            member("mean_planning_seconds", &T::planning_seconds)};
+  static void check(const T& summary) {
+    sluice::require(!summary.over_bound || *summary.over_bound > 0, name, ": 'over_bound' must be > 0");
+    for (const double value :
+         {summary.seconds, summary.seconds_stddev, summary.tokens_per_second, summary.tokens_per_second_stddev,
+          summary.switching, summary.layout_move, summary.planning_seconds})
+      sluice::require(value >= 0, name, ": times, rates and their deviations must be >= 0, got ", value);
+    sluice::require(summary.speedup.has_value() == summary.speedup_stddev.has_value(), name,
+                    ": 'speedup' and 'speedup_stddev' are both numbers or both null");
+  }
+};
+
 }  // namespace sluice::io
 
 namespace nlohmann {
-
-template <>
-struct adl_serializer<sluice::compare::IterationOutcome> {
-  static void to_json(json& out, const sluice::compare::IterationOutcome& outcome) {
-    out = {{"seconds", outcome.seconds},
-           {"switching", outcome.switching},
-           {"layout_move", outcome.layout_move},
-           {"imbalance", outcome.imbalance},
-           {"idle", outcome.idle},
-           {"micro_batch_imbalance", outcome.micro_batch_imbalance},
-           {"strategy", outcome.strategy},
-           {"planning_seconds", outcome.planning_seconds}};
-  }
-  static sluice::compare::IterationOutcome from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "iteration outcome";
-    sluice::compare::IterationOutcome outcome{
-        field<double>(in, "seconds", where),       field<double>(in, "switching", where),
-        field<double>(in, "layout_move", where),   field<double>(in, "imbalance", where),
-        field<double>(in, "idle", where),          field<double>(in, "micro_batch_imbalance", where),
-        field<std::string>(in, "strategy", where), field<double>(in, "planning_seconds", where)};
-    sluice::require(outcome.planning_seconds >= 0, where, ": 'planning_seconds' must be >= 0, got ",
-                    outcome.planning_seconds);
-    return outcome;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::compare::Timeline> {
-  static void to_json(json& out, const sluice::compare::Timeline& timeline) {
-    out = {{"names", timeline.names}, {"pipelines", timeline.pipelines}};
-  }
-  static sluice::compare::Timeline from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "timeline";
-    sluice::compare::Timeline timeline{field<std::vector<sluice::schedule::Simulation>>(in, "pipelines", where),
-                                       field<std::vector<std::string>>(in, "names", where)};
-    sluice::require(timeline.names.size() == timeline.pipelines.size(), where, ": ", timeline.names.size(),
-                    " names for ", timeline.pipelines.size(), " pipelines");
-    return timeline;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::compare::SystemRun> {
-  static void to_json(json& out, const sluice::compare::SystemRun& run) {
-    out = {{"name", run.name},
-           {"failure", run.failure ? json(*run.failure) : json(nullptr)},
-           {"configuration", run.configuration},
-           {"strategies", run.strategies},
-           {"layout_moves", run.layout_moves},
-           {"iterations", run.iterations},
-           {"plans", run.plans},
-           {"first", run.first}};
-  }
-  static sluice::compare::SystemRun from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "system run";
-    return {field<std::string>(in, "name", where),
-            field<std::optional<std::string>>(in, "failure", where),
-            field<std::string>(in, "configuration", where),
-            field<std::vector<sluice::Strategy>>(in, "strategies", where),
-            field<std::vector<double>>(in, "layout_moves", where),
-            field<std::vector<sluice::compare::IterationOutcome>>(in, "iterations", where),
-            field<std::vector<sluice::assign::IterationPlan>>(in, "plans", where),
-            field<sluice::compare::Timeline>(in, "first", where)};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::compare::IterationBound> {
-  static void to_json(json& out, const sluice::compare::IterationBound& bound) {
-    out = {{"seconds", bound.seconds},
-           {"area_seconds", bound.area_seconds},
-           {"critical_path_seconds", bound.critical_path_seconds}};
-  }
-  static sluice::compare::IterationBound from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "lower bound";
-    const sluice::compare::IterationBound bound{field<double>(in, "seconds", where),
-                                                field<double>(in, "area_seconds", where),
-                                                field<double>(in, "critical_path_seconds", where)};
-    sluice::require(bound.area_seconds > 0 && bound.critical_path_seconds > 0, where,
-                    ": 'area_seconds' and 'critical_path_seconds' must be > 0");
-    sluice::require(bound.seconds == std::max(bound.area_seconds, bound.critical_path_seconds), where,
-                    ": 'seconds' must be the larger of 'area_seconds' and 'critical_path_seconds'");
-    return bound;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::compare::BatchSize> {
-  static void to_json(json& out, const sluice::compare::BatchSize& batch) {
-    out = {{"sequences", batch.sequences},
-           {"tokens", batch.tokens},
-           {"lower_bound", batch.lower_bound ? json(*batch.lower_bound) : json(nullptr)}};
-  }
-  static sluice::compare::BatchSize from_json(const json& in) {
-    using sluice::io::field;
-    return {field<std::size_t>(in, "sequences", "batch"), field<std::int64_t>(in, "tokens", "batch"),
-            field<std::optional<sluice::compare::IterationBound>>(in, "lower_bound", "batch")};
-  }
-};
 
 template <>
 struct adl_serializer<sluice::compare::Comparison> {

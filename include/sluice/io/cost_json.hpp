@@ -4,6 +4,8 @@
 #include <charconv>
 #include <map>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "sluice/cost/grid.hpp"
@@ -13,6 +15,7 @@
 #include "sluice/cost/profile.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
 
 namespace sluice::io {
 template <>
@@ -52,21 +55,41 @@ std::map<int, Value> tp_map(const json& in, std::string_view where) {
   return out;
 }
 }  // namespace detail
-}  // namespace sluice::io
-
-namespace nlohmann {
 
 // {latency, bandwidth}; a free link's bandwidth is "inf" (an extended number).
 template <>
-struct adl_serializer<sluice::cost::Link> {
-  static void to_json(json& out, const sluice::cost::Link& link) {
-    out = {{"latency", link.latency}, {"bandwidth", sluice::io::detail::extended_number(link.bandwidth)}};
-  }
-  static sluice::cost::Link from_json(const json& in) {
-    using sluice::io::field;
-    return {field<double>(in, "latency", "link"), sluice::io::detail::extended_field(in, "bandwidth", "link")};
-  }
+struct record<cost::Link> {
+  static constexpr std::string_view name = "link";
+  static constexpr auto fields =
+      std::tuple{member("latency", &cost::Link::latency), extended_member("bandwidth", &cost::Link::bandwidth)};
 };
+
+template <>
+struct record<cost::LatencySample> {
+  static constexpr std::string_view name = "sample";
+  static constexpr auto fields =
+      std::tuple{member("length", &cost::LatencySample::length), member("seconds", &cost::LatencySample::seconds)};
+};
+
+template <>
+struct record<cost::FitResult> {
+  using T = cost::FitResult;
+  static constexpr std::string_view name = "fit";
+  static constexpr auto fields =
+      std::tuple{member("latency", &T::model), member("relative_rms_error", &T::relative_rms_error),
+                 member("samples", &T::samples)};
+};
+
+template <std::size_t D>
+struct record<cost::GridCostModel<D>> {
+  using T = cost::GridCostModel<D>;
+  static constexpr std::string_view name = "grid cost model";
+  static constexpr auto fields = std::tuple{member("time", &T::time), member("memory", &T::memory)};
+};
+
+}  // namespace sluice::io
+
+namespace nlohmann {
 
 template <>
 struct adl_serializer<sluice::cost::QuadraticLatency> {
@@ -229,29 +252,6 @@ struct adl_serializer<sluice::cost::Profile> {
   }
 };
 
-template <>
-struct adl_serializer<sluice::cost::LatencySample> {
-  static void to_json(json& out, const sluice::cost::LatencySample& sample) {
-    out = {{"length", sample.length}, {"seconds", sample.seconds}};
-  }
-  static sluice::cost::LatencySample from_json(const json& in) {
-    return {sluice::io::field<std::int64_t>(in, "length", "sample"),
-            sluice::io::field<double>(in, "seconds", "sample")};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::cost::FitResult> {
-  static void to_json(json& out, const sluice::cost::FitResult& fit) {
-    out = {{"latency", fit.model}, {"relative_rms_error", fit.relative_rms_error}, {"samples", fit.samples}};
-  }
-  static sluice::cost::FitResult from_json(const json& in) {
-    using sluice::io::field;
-    return {field<sluice::cost::QuadraticLatency>(in, "latency", "fit"), field<double>(in, "relative_rms_error", "fit"),
-            field<std::size_t>(in, "samples", "fit")};
-  }
-};
-
 template <std::size_t D>
 struct adl_serializer<sluice::cost::RectilinearGrid<D>> {
   static void to_json(json& out, const sluice::cost::RectilinearGrid<D>& grid) {
@@ -261,18 +261,6 @@ struct adl_serializer<sluice::cost::RectilinearGrid<D>> {
     using sluice::io::field;
     return {field<std::array<std::vector<double>, D>>(in, "axes", "grid"),
             field<std::vector<double>>(in, "values", "grid")};
-  }
-};
-
-template <std::size_t D>
-struct adl_serializer<sluice::cost::GridCostModel<D>> {
-  static void to_json(json& out, const sluice::cost::GridCostModel<D>& model) {
-    out = {{"time", model.time}, {"memory", model.memory}};
-  }
-  static sluice::cost::GridCostModel<D> from_json(const json& in) {
-    using sluice::io::field;
-    return {field<sluice::cost::RectilinearGrid<D>>(in, "time", "grid cost model"),
-            field<sluice::cost::RectilinearGrid<D>>(in, "memory", "grid cost model")};
   }
 };
 

@@ -7,6 +7,7 @@
 #include <istream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_set>
 #include <limits>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "sluice/data/synthetic.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
 
 namespace sluice::io {
 template <>
@@ -31,56 +33,34 @@ struct document_traits<data::LengthHistogram> {
   static constexpr std::string_view format = "sluice.length_histogram";
   static constexpr int version = 1;
 };
-}  // namespace sluice::io
-
-namespace nlohmann {
 
 template <>
-struct adl_serializer<sluice::data::LengthStats> {
-  static void to_json(json& out, const sluice::data::LengthStats& stats) {
-    out = {{"count", stats.count}, {"tokens", stats.tokens}, {"min", stats.min}, {"max", stats.max},
-           {"p50", stats.p50},     {"p90", stats.p90},       {"p99", stats.p99}, {"truncated", stats.truncated},
-           {"mean", stats.mean}};
-  }
-  static sluice::data::LengthStats from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "length stats";
-    return {.count = field<std::int64_t>(in, "count", where),
-            .tokens = field<std::int64_t>(in, "tokens", where),
-            .min = field<std::int64_t>(in, "min", where),
-            .max = field<std::int64_t>(in, "max", where),
-            .p50 = field<std::int64_t>(in, "p50", where),
-            .p90 = field<std::int64_t>(in, "p90", where),
-            .p99 = field<std::int64_t>(in, "p99", where),
-            .truncated = field<std::int64_t>(in, "truncated", where),
-            .mean = field<double>(in, "mean", where)};
-  }
+struct record<data::LengthStats> {
+  using T = data::LengthStats;
+  static constexpr std::string_view name = "length stats";
+  static constexpr auto fields = std::tuple{member("count", &T::count), member("tokens", &T::tokens),
+                                            member("min", &T::min),     member("max", &T::max),
+                                            member("p50", &T::p50),     member("p90", &T::p90),
+                                            member("p99", &T::p99),     member("truncated", &T::truncated),
+                                            member("mean", &T::mean)};
 };
 
 template <>
-struct adl_serializer<sluice::data::HistogramBin> {
-  static void to_json(json& out, const sluice::data::HistogramBin& bin) {
-    out = {{"lower", bin.lower}, {"upper", bin.upper}, {"count", bin.count}};
-  }
-  static sluice::data::HistogramBin from_json(const json& in) {
-    using sluice::io::field;
-    return {.lower = field<std::int64_t>(in, "lower", "histogram bin"),
-            .upper = field<std::int64_t>(in, "upper", "histogram bin"),
-            .count = field<std::int64_t>(in, "count", "histogram bin")};
-  }
+struct record<data::HistogramBin> {
+  using T = data::HistogramBin;
+  static constexpr std::string_view name = "histogram bin";
+  static constexpr auto fields =
+      std::tuple{member("lower", &T::lower), member("upper", &T::upper), member("count", &T::count)};
 };
 
 template <>
-struct adl_serializer<sluice::data::LengthHistogram> {
-  static void to_json(json& out, const sluice::data::LengthHistogram& histogram) {
-    out = {{"bin_width", histogram.bin_width}, {"bins", histogram.bins}};
-  }
+struct record<data::LengthHistogram> {
+  using T = data::LengthHistogram;
+  static constexpr std::string_view name = "length histogram";
+  static constexpr auto fields = std::tuple{member("bin_width", &T::bin_width), member("bins", &T::bins)};
+
   // Consumers index bins by position, so a read histogram must have the shape LengthDataset makes.
-  static sluice::data::LengthHistogram from_json(const json& in) {
-    using sluice::io::field;
-    sluice::data::LengthHistogram histogram{
-        .bin_width = field<std::int64_t>(in, "bin_width", "length histogram"),
-        .bins = field<std::vector<sluice::data::HistogramBin>>(in, "bins", "length histogram")};
+  static void check(const T& histogram) {
     const std::int64_t width = histogram.bin_width;
     sluice::require(width >= 1, "length histogram: bin_width must be >= 1, got ", width);
     for (std::size_t i = 0; i < histogram.bins.size(); ++i) {
@@ -93,73 +73,41 @@ struct adl_serializer<sluice::data::LengthHistogram> {
                       "] is not the next bin of width ", width);
       sluice::require(bin.count >= 0, "length histogram: bin ", i, ": count must be >= 0, got ", bin.count);
     }
-    return histogram;
   }
 };
 
 template <>
-struct adl_serializer<sluice::data::SamplerOptions> {
-  static void to_json(json& out, const sluice::data::SamplerOptions& options) {
-    out = {{"tokens_per_batch", options.tokens_per_batch}, {"seed", options.seed}, {"drop_last", options.drop_last}};
-  }
-  static sluice::data::SamplerOptions from_json(const json& in) {
-    using sluice::io::field_or;
-    const sluice::data::SamplerOptions defaults;
-    constexpr std::string_view where = "sampler options";
-    return {.tokens_per_batch = sluice::io::field<std::int64_t>(in, "tokens_per_batch", where),
-            .seed = field_or<std::uint64_t>(in, "seed", defaults.seed, where),
-            .drop_last = field_or<bool>(in, "drop_last", defaults.drop_last, where)};
-  }
+struct record<data::SamplerOptions> {
+  using T = data::SamplerOptions;
+  static constexpr std::string_view name = "sampler options";
+  static constexpr auto fields =
+      std::tuple{member("tokens_per_batch", &T::tokens_per_batch), member("seed", &T::seed, Presence::defaulted),
+                 member("drop_last", &T::drop_last, Presence::defaulted)};
+};
+
+// Absent fields take their defaults, so a document can name only what it changes.
+template <>
+struct record<data::SyntheticOptions> {
+  using T = data::SyntheticOptions;
+  static constexpr std::string_view name = "synthetic options";
+  static constexpr auto fields = std::tuple{member("count", &T::count, Presence::defaulted),
+                                            member("median", &T::median, Presence::defaulted),
+                                            member("sigma", &T::sigma, Presence::defaulted),
+                                            member("tail_fraction", &T::tail_fraction, Presence::defaulted),
+                                            member("tail_alpha", &T::tail_alpha, Presence::defaulted),
+                                            member("tail_min", &T::tail_min, Presence::defaulted),
+                                            member("min_length", &T::min_length, Presence::defaulted),
+                                            member("max_length", &T::max_length, Presence::defaulted),
+                                            member("seed", &T::seed, Presence::defaulted)};
 };
 
 template <>
-struct adl_serializer<sluice::data::SyntheticOptions> {
-  static void to_json(json& out, const sluice::data::SyntheticOptions& options) {
-    out = {{"count", options.count},
-           {"median", options.median},
-           {"sigma", options.sigma},
-           {"tail_fraction", options.tail_fraction},
-           {"tail_alpha", options.tail_alpha},
-           {"tail_min", options.tail_min},
-           {"min_length", options.min_length},
-           {"max_length", options.max_length},
-           {"seed", options.seed}};
-  }
-  // Absent fields take their defaults, so a document can name only what it changes.
-  static sluice::data::SyntheticOptions from_json(const json& in) {
-    using sluice::io::field_or;
-    const sluice::data::SyntheticOptions defaults;
-    constexpr std::string_view where = "synthetic options";
-    return {.count = field_or(in, "count", defaults.count, where),
-            .median = field_or(in, "median", defaults.median, where),
-            .sigma = field_or(in, "sigma", defaults.sigma, where),
-            .tail_fraction = field_or(in, "tail_fraction", defaults.tail_fraction, where),
-            .tail_alpha = field_or(in, "tail_alpha", defaults.tail_alpha, where),
-            .tail_min = field_or(in, "tail_min", defaults.tail_min, where),
-            .min_length = field_or(in, "min_length", defaults.min_length, where),
-            .max_length = field_or(in, "max_length", defaults.max_length, where),
-            .seed = field_or(in, "seed", defaults.seed, where)};
-  }
+struct record<data::Batch> {
+  using T = data::Batch;
+  static constexpr std::string_view name = "batch";
+  static constexpr auto fields = std::tuple{member("epoch", &T::epoch), member("index", &T::index),
+                                            member("sequences", &T::sequences), member("tokens", &T::tokens)};
 };
-
-template <>
-struct adl_serializer<sluice::data::Batch> {
-  static void to_json(json& out, const sluice::data::Batch& batch) {
-    out = {{"epoch", batch.epoch}, {"index", batch.index}, {"tokens", batch.tokens}, {"sequences", batch.sequences}};
-  }
-  static sluice::data::Batch from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "batch";
-    return {.epoch = field<std::int64_t>(in, "epoch", where),
-            .index = field<std::int64_t>(in, "index", where),
-            .sequences = field<std::vector<sluice::Sequence>>(in, "sequences", where),
-            .tokens = field<std::int64_t>(in, "tokens", where)};
-  }
-};
-
-}  // namespace nlohmann
-
-namespace sluice::io {
 
 // One batch is planned at once; 2^20 sequences is about 2^20 x (shortest sequence) tokens, far past any
 // iteration a trainer runs, and bounds the planning time of one batch.

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "sluice/core/scheme.hpp"
@@ -15,6 +16,7 @@
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
 
 namespace sluice::io {
 
@@ -54,30 +56,24 @@ struct document_traits<FitRun> {
   static constexpr int version = 1;
 };
 
+template <>
+struct record<FitRunMemory> {
+  using T = FitRunMemory;
+  static constexpr std::string_view name = "memory fit";
+  static constexpr auto fields =
+      std::tuple{member("fixed_bytes", &T::fixed_bytes), member("bytes_per_token", &T::bytes_per_token),
+                 member("relative_rms_error", &T::relative_rms_error)};
+  static void check(const T& value) {
+    sluice::require(value.bytes_per_token > 0, name, ": field 'bytes_per_token' must be > 0, got ",
+                    value.bytes_per_token);
+    sluice::require(value.relative_rms_error >= 0, name, ": field 'relative_rms_error' must be >= 0, got ",
+                    value.relative_rms_error);
+  }
+};
+
 }  // namespace sluice::io
 
 namespace nlohmann {
-
-template <>
-struct adl_serializer<sluice::io::FitRunMemory> {
-  static void to_json(json& out, const sluice::io::FitRunMemory& memory) {
-    out = {{"fixed_bytes", memory.fixed_bytes},
-           {"bytes_per_token", memory.bytes_per_token},
-           {"relative_rms_error", memory.relative_rms_error}};
-  }
-  static sluice::io::FitRunMemory from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "memory fit";
-    sluice::io::FitRunMemory memory{field<double>(in, "fixed_bytes", where),
-                                    field<double>(in, "bytes_per_token", where),
-                                    field<double>(in, "relative_rms_error", where)};
-    sluice::require(memory.bytes_per_token > 0, where, ": field 'bytes_per_token' must be > 0, got ",
-                    memory.bytes_per_token);
-    sluice::require(memory.relative_rms_error >= 0, where, ": field 'relative_rms_error' must be >= 0, got ",
-                    memory.relative_rms_error);
-    return memory;
-  }
-};
 
 // The scheme's members, then its fit's, side by side in one object.
 template <>

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "sluice/core/scheme.hpp"
@@ -19,6 +20,7 @@
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/data_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
 
 namespace sluice::io {
 
@@ -106,6 +108,40 @@ struct document_traits<Inspect> {
   static constexpr int version = 1;
 };
 
+// Described before detail::inspect_times reads it.
+// "context" only where the sequences were truncated.
+template <>
+struct record<InspectDataset> {
+  using T = InspectDataset;
+  static constexpr std::string_view name = "dataset";
+  static constexpr auto fields =
+      std::tuple{member("source", &T::source), member("context", &T::context, Presence::omitted_when_empty),
+                 member("stats", &T::stats), member("histogram", &T::histogram)};
+  static void check(const T& dataset) {
+    sluice::require(!dataset.context || *dataset.context >= 1, name, ": field 'context' must be >= 1, got ",
+                    dataset.context.value_or(0));
+  }
+};
+
+template <>
+struct record<InspectTime> {
+  static constexpr std::string_view name = "time";
+  static constexpr auto fields =
+      std::tuple{member("length", &InspectTime::length), member("seconds", &InspectTime::seconds),
+                 member("fits", &InspectTime::fits)};
+};
+
+template <>
+struct record<InspectProfile> {
+  using T = InspectProfile;
+  static constexpr std::string_view name = "profile";
+  static constexpr auto fields = std::tuple{member("name", &T::name), member("model", &T::model),
+                                            member("gpus", &T::gpus), member("schemes", &T::schemes)};
+  static void check(const T& value) {
+    sluice::require(value.gpus >= 1, name, ": field 'gpus' must be >= 1, got ", value.gpus);
+  }
+};
+
 namespace detail {
 
 // Times at inspect_lengths, each fitting exactly when its length is at most `max_len`.
@@ -129,18 +165,6 @@ inline std::vector<InspectTime> inspect_times(const json& in, std::int64_t max_l
 
 namespace nlohmann {
 
-template <>
-struct adl_serializer<sluice::io::InspectTime> {
-  static void to_json(json& out, const sluice::io::InspectTime& time) {
-    out = {{"length", time.length}, {"seconds", time.seconds}, {"fits", time.fits}};
-  }
-  static sluice::io::InspectTime from_json(const json& in) {
-    using sluice::io::field;
-    return {field<std::int64_t>(in, "length", "time"), field<double>(in, "seconds", "time"),
-            field<bool>(in, "fits", "time")};
-  }
-};
-
 // The scheme's cost as a profile writes it, with its times beside.
 template <>
 struct adl_serializer<sluice::io::InspectScheme> {
@@ -151,42 +175,6 @@ struct adl_serializer<sluice::io::InspectScheme> {
   static sluice::io::InspectScheme from_json(const json& in) {
     const auto cost = in.get<sluice::cost::SchemeCost>();
     return {cost, sluice::io::detail::inspect_times(in, cost.max_len, "inspected scheme")};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::io::InspectDataset> {
-  static void to_json(json& out, const sluice::io::InspectDataset& dataset) {
-    out = {{"source", dataset.source}, {"stats", dataset.stats}, {"histogram", dataset.histogram}};
-    if (dataset.context) out["context"] = *dataset.context;
-  }
-  static sluice::io::InspectDataset from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "dataset";
-    sluice::io::InspectDataset dataset{
-        field<std::string>(in, "source", where),
-        sluice::io::field_or<std::optional<std::int64_t>>(in, "context", std::nullopt, where),
-        field<sluice::data::LengthStats>(in, "stats", where),
-        field<sluice::data::LengthHistogram>(in, "histogram", where)};
-    sluice::require(!dataset.context || *dataset.context >= 1, where, ": field 'context' must be >= 1, got ",
-                    dataset.context.value_or(0));
-    return dataset;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::io::InspectProfile> {
-  static void to_json(json& out, const sluice::io::InspectProfile& profile) {
-    out = {{"name", profile.name}, {"model", profile.model}, {"gpus", profile.gpus}, {"schemes", profile.schemes}};
-  }
-  static sluice::io::InspectProfile from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "profile";
-    sluice::io::InspectProfile profile{
-        field<std::string>(in, "name", where), field<sluice::cost::ModelInfo>(in, "model", where),
-        field<std::int64_t>(in, "gpus", where), field<std::vector<sluice::io::InspectScheme>>(in, "schemes", where)};
-    sluice::require(profile.gpus >= 1, where, ": field 'gpus' must be >= 1, got ", profile.gpus);
-    return profile;
   }
 };
 

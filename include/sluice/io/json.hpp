@@ -384,3 +384,12 @@ void write_document(const std::filesystem::path& path, const T& value) {
 }
 
 }  // namespace sluice::io
+
+namespace sluice::io::detail {
+
+// A number a report requires to be non-negative (a time, a size), checked after reading.
+inline void require_non_negative(double value, std::string_view key, std::string_view where) {
+  sluice::require(value >= 0, where, ": field '", key, "' must be >= 0, got ", value);
+}
+
+}  // namespace sluice::io::detail

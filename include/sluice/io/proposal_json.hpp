@@ -7,10 +7,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
+#include <tuple>
 
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
 #include "sluice/proposal/propose.hpp"
 #include "sluice/proposal/sampled.hpp"
 
@@ -47,6 +48,55 @@ inline std::int64_t tenths_field(const json& object, std::string_view key, std::
   return static_cast<std::int64_t>(tenths);
 }
 }  // namespace detail
+
+template <>
+struct record<proposal::LengthOptimum> {
+  using T = proposal::LengthOptimum;
+  static constexpr std::string_view name = "proposal by_length";
+  static constexpr auto fields =
+      std::tuple{member("max_len", &T::max_len), member("integer", &T::integer),
+                 member("relaxed", &T::relaxed, Presence::defaulted), member("share", &T::share)};
+};
+
+template <>
+struct record<proposal::Proposal> {
+  using T = proposal::Proposal;
+  static constexpr std::string_view name = "proposal";
+  static constexpr auto fields = std::tuple{member("profile", &T::profile),
+                                            member("options", &T::options),
+                                            member("sequences_per_iteration", &T::sequences_per_iteration),
+                                            member("integer_optimum", &T::integer_optimum),
+                                            member("relaxed_optimum", &T::relaxed_optimum, Presence::defaulted),
+                                            member("considered", &T::considered),
+                                            member("candidates", &T::candidates),
+                                            member("by_length", &T::by_length)};
+  static void check(const T& value) { sluice::require(!value.candidates.empty(), name, ": has no candidates"); }
+};
+
+// The paper's proposal is nested as a sluice.proposal document's fields.
+template <>
+struct record<proposal::SampledProposal> {
+  using T = proposal::SampledProposal;
+  static constexpr std::string_view name = "sampled proposal";
+  static constexpr auto fields =
+      std::tuple{member("paper", &T::paper),
+                 member("choosing_batches", &T::choosing_batches),
+                 member("held_out_batches", &T::held_out_batches),
+                 member("seed", &T::seed),
+                 member("trials", &T::trials),
+                 member("candidates", &T::candidates),
+                 member("choosing_mean", &T::choosing_mean),
+                 member("held_out_mean", &T::held_out_mean),
+                 member("paper_choosing_mean", &T::paper_choosing_mean),
+                 member("paper_held_out_mean", &T::paper_held_out_mean),
+                 member("best_homogeneous", &T::best_homogeneous),
+                 member("best_homogeneous_held_out_mean", &T::best_homogeneous_held_out_mean),
+                 member("pool_size", &T::pool_size),
+                 member("plans", &T::plans),
+                 member("rounds", &T::rounds)};
+  static void check(const T& value) { sluice::require(!value.candidates.empty(), name, ": has no candidates"); }
+};
+
 }  // namespace sluice::io
 
 namespace nlohmann {
@@ -123,51 +173,6 @@ struct adl_serializer<sluice::proposal::ProposedCandidate> {
 };
 
 template <>
-struct adl_serializer<sluice::proposal::LengthOptimum> {
-  static void to_json(json& out, const sluice::proposal::LengthOptimum& point) {
-    out = {{"max_len", point.max_len},
-           {"integer", point.integer},
-           {"relaxed", sluice::io::detail::optional_value(point.relaxed)},
-           {"share", point.share}};
-  }
-  static sluice::proposal::LengthOptimum from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "proposal by_length";
-    return {field<std::int64_t>(in, "max_len", where), field<double>(in, "integer", where),
-            sluice::io::detail::optional_field<double>(in, "relaxed", where), field<double>(in, "share", where)};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::proposal::Proposal> {
-  static void to_json(json& out, const sluice::proposal::Proposal& proposal) {
-    out = {{"profile", proposal.profile},
-           {"options", proposal.options},
-           {"sequences_per_iteration", proposal.sequences_per_iteration},
-           {"integer_optimum", proposal.integer_optimum},
-           {"relaxed_optimum", sluice::io::detail::optional_value(proposal.relaxed_optimum)},
-           {"considered", proposal.considered},
-           {"candidates", proposal.candidates},
-           {"by_length", proposal.by_length}};
-  }
-  static sluice::proposal::Proposal from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "proposal";
-    sluice::proposal::Proposal proposal;
-    proposal.profile = field<std::string>(in, "profile", where);
-    proposal.options = field<sluice::proposal::ProposeOptions>(in, "options", where);
-    proposal.sequences_per_iteration = field<double>(in, "sequences_per_iteration", where);
-    proposal.integer_optimum = field<double>(in, "integer_optimum", where);
-    proposal.relaxed_optimum = sluice::io::detail::optional_field<double>(in, "relaxed_optimum", where);
-    proposal.considered = field<std::int64_t>(in, "considered", where);
-    proposal.candidates = field<std::vector<sluice::proposal::ProposedCandidate>>(in, "candidates", where);
-    proposal.by_length = field<std::vector<sluice::proposal::LengthOptimum>>(in, "by_length", where);
-    sluice::require(!proposal.candidates.empty(), where, ": has no candidates");
-    return proposal;
-  }
-};
-
-template <>
 struct adl_serializer<sluice::proposal::PoolSource> {
   static constexpr std::string_view names[] = {"proposal_dp", "homogeneous", "neighbour"};
   static void to_json(json& out, sluice::proposal::PoolSource source) { out = names[static_cast<std::size_t>(source)]; }
@@ -194,50 +199,6 @@ struct adl_serializer<sluice::proposal::SampledCandidate> {
     constexpr std::string_view where = "sampled proposal candidate";
     return {field<sluice::Strategy>(in, "strategy", where), field<std::int64_t>(in, "wins", where),
             field<sluice::proposal::PoolSource>(in, "source", where)};
-  }
-};
-
-// The paper's proposal is nested as a sluice.proposal document's fields.
-template <>
-struct adl_serializer<sluice::proposal::SampledProposal> {
-  static void to_json(json& out, const sluice::proposal::SampledProposal& result) {
-    out = {{"paper", result.paper},
-           {"choosing_batches", result.choosing_batches},
-           {"held_out_batches", result.held_out_batches},
-           {"seed", result.seed},
-           {"trials", result.trials},
-           {"candidates", result.candidates},
-           {"choosing_mean", result.choosing_mean},
-           {"held_out_mean", result.held_out_mean},
-           {"paper_choosing_mean", result.paper_choosing_mean},
-           {"paper_held_out_mean", result.paper_held_out_mean},
-           {"best_homogeneous", result.best_homogeneous},
-           {"best_homogeneous_held_out_mean", result.best_homogeneous_held_out_mean},
-           {"pool_size", result.pool_size},
-           {"plans", result.plans},
-           {"rounds", result.rounds}};
-  }
-  static sluice::proposal::SampledProposal from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "sampled proposal";
-    sluice::proposal::SampledProposal result;
-    result.paper = field<sluice::proposal::Proposal>(in, "paper", where);
-    result.choosing_batches = field<int>(in, "choosing_batches", where);
-    result.held_out_batches = field<int>(in, "held_out_batches", where);
-    result.seed = field<std::uint64_t>(in, "seed", where);
-    result.trials = field<int>(in, "trials", where);
-    result.candidates = field<std::vector<sluice::proposal::SampledCandidate>>(in, "candidates", where);
-    result.choosing_mean = field<double>(in, "choosing_mean", where);
-    result.held_out_mean = field<double>(in, "held_out_mean", where);
-    result.paper_choosing_mean = field<double>(in, "paper_choosing_mean", where);
-    result.paper_held_out_mean = field<double>(in, "paper_held_out_mean", where);
-    result.best_homogeneous = field<std::string>(in, "best_homogeneous", where);
-    result.best_homogeneous_held_out_mean = field<double>(in, "best_homogeneous_held_out_mean", where);
-    result.pool_size = field<std::int64_t>(in, "pool_size", where);
-    result.plans = field<std::int64_t>(in, "plans", where);
-    result.rounds = field<std::int64_t>(in, "rounds", where);
-    sluice::require(!result.candidates.empty(), where, ": has no candidates");
-    return result;
   }
 };
 

@@ -25,16 +25,21 @@ template <class T>
 struct record;
 
 template <class T>
-concept Described = (std::default_initializable<T> || std::is_aggregate_v<T>) && requires {
+concept Described = requires {
   { record<T>::name } -> std::convertible_to<std::string_view>;
   record<T>::fields;
+  requires std::default_initializable<T> || std::is_aggregate_v<T>;
 };
 
-enum class Presence { required, defaulted };
+// Whether a document must hold a field; an optional member may instead be written only when it holds a value, and
+// is then read as a defaulted field is.
+enum class Presence { required, defaulted, omitted_when_empty };
 
 // How a field's value is spelled: as nlohmann writes the member (an optional as null when empty), as a name from
-// the enumeration's table, or as an extended number (infinity written "inf").
+// the enumeration's table, as an extended number (infinity written "inf"), or inline: the member's own object
+// merged into the record's (a scheme beside the fields that qualify it).
 struct AsValue {};
+struct AsInline {};
 template <class Enum, std::size_t Size>
 struct AsName {
   const NameTable<Enum, Size>* table;
@@ -68,6 +73,11 @@ constexpr Field<Record, double, AsExtendedNumber> extended_member(std::string_vi
   return {key, pointer, presence, {}};
 }
 
+template <class Record, class Member>
+constexpr Field<Record, Member, AsInline> inline_member(Member Record::*pointer) {
+  return {{}, pointer, Presence::required, {}};
+}
+
 namespace detail {
 
 template <class Member>
@@ -96,14 +106,28 @@ template <class Member>
 Member read_spelled(const json& object, std::string_view key, std::string_view where, AsExtendedNumber) {
   return extended_field(object, key, where);
 }
+template <class Member>
+Member read_spelled(const json& object, std::string_view /*key*/, std::string_view /*where*/, AsInline) {
+  return object.template get<Member>();
+}
 
 }  // namespace detail
 
 template <Described T>
 json record_to_json(const T& value) {
   json out = json::object();
-  std::apply([&](const auto&... field) { ((out[field.key] = detail::spell(value.*field.member, field.spelling)), ...); },
-             record<T>::fields);
+  const auto write = [&](const auto& field) {
+    const auto& member = value.*field.member;
+    using Member = std::remove_cvref_t<decltype(member)>;
+    if constexpr (std::same_as<std::remove_cvref_t<decltype(field.spelling)>, AsInline>) {
+      out.update(json(member));
+    } else {
+      if constexpr (detail::is_optional<Member>::value)
+        if (field.presence == Presence::omitted_when_empty && !member) return;
+      out[field.key] = detail::spell(member, field.spelling);
+    }
+  };
+  std::apply([&](const auto&... field) { (write(field), ...); }, record<T>::fields);
   return out;
 }
 
@@ -111,7 +135,9 @@ template <Described T>
 T record_from_json(const json& in) {
   constexpr std::string_view where = record<T>::name;
   sluice::require(in.is_object(), where, ": expected a JSON object, got ", detail::describe(in));
-  const auto present = [&](const auto& field) { return field.presence == Presence::required || in.contains(field.key); };
+  const auto present = [&](const auto& field) {
+    return field.presence == Presence::required || in.contains(field.key);
+  };
   const auto read = [&](const auto& field) {
     using Member = std::remove_cvref_t<decltype(std::declval<T&>().*field.member)>;
     return detail::read_spelled<Member>(in, field.key, where, field.spelling);
@@ -146,7 +172,7 @@ T record_from_json(const json& in) {
 namespace nlohmann {
 
 template <class T>
-  requires sluice::io::Described<T>
+requires sluice::io::Described<T>
 struct adl_serializer<T, void> {
   static void to_json(json& out, const T& value) { out = sluice::io::record_to_json(value); }
   static T from_json(const json& in) { return sluice::io::record_from_json<T>(in); }

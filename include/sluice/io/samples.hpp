@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "sluice/data/readers.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
 
 namespace sluice::io {
 
@@ -177,22 +179,21 @@ struct adl_serializer<sluice::cost::ProfileSample> {
   }
 };
 
-template <>
-struct adl_serializer<sluice::cost::ProfileSamples> {
-  static void to_json(json& out, const sluice::cost::ProfileSamples& samples) { out = {{"samples", samples.samples}}; }
-  static sluice::cost::ProfileSamples from_json(const json& in) {
-    using sluice::io::field;
-    auto samples = field<std::vector<sluice::cost::ProfileSample>>(in, "samples", "profile_samples");
-    sluice::require(!samples.empty(), "profile_samples: field 'samples' is empty");
-    sluice::require(samples.size() <= sluice::io::max_profile_samples, "profile_samples: more than ",
-                    sluice::io::max_profile_samples, " samples");
-    return {std::move(samples)};
-  }
-};
-
 }  // namespace nlohmann
 
 namespace sluice::io {
+
+template <>
+struct record<cost::ProfileSamples> {
+  static constexpr std::string_view name = "profile_samples";
+  static constexpr auto fields = std::tuple{member("samples", &cost::ProfileSamples::samples)};
+
+  static void check(const cost::ProfileSamples& value) {
+    sluice::require(!value.samples.empty(), "profile_samples: field 'samples' is empty");
+    sluice::require(value.samples.size() <= max_profile_samples, "profile_samples: more than ", max_profile_samples,
+                    " samples");
+  }
+};
 
 // A samples file, CSV or sluice.profile_samples JSON (see the top of this file).
 inline cost::ProfileSamples read_profile_samples(const std::filesystem::path& path) {

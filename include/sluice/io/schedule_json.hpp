@@ -25,12 +25,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/io/microbatch_json.hpp"
+#include "sluice/io/record.hpp"
 #include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/schedule/instructions.hpp"
 #include "sluice/schedule/pipeline.hpp"
@@ -81,10 +83,6 @@ struct document_traits<plan::SimulatedIteration> {
 
 namespace detail {
 
-inline schedule::Pass pass_field(const json& in, std::string_view where) {
-  return name_field(in, "pass", schedule::pass_names, where);
-}
-
 // An array field of extended numbers (finite numbers, "inf" or "-inf").
 inline std::vector<double> extended_numbers(const json& object, std::string_view key, std::string_view where) {
   const auto values = field<std::vector<json>>(object, key, where);
@@ -96,10 +94,117 @@ inline std::vector<double> extended_numbers(const json& object, std::string_view
 }
 
 }  // namespace detail
+
+template <>
+struct record<schedule::ExecutionPlan> {
+  using T = schedule::ExecutionPlan;
+  static constexpr std::string_view name = "execution plan";
+  static constexpr auto fields = std::tuple{member("stages", &T::stages), member("micro_batches", &T::micro_batches),
+                                            member("buffer_slots", &T::buffer_slots), member("ranks", &T::ranks)};
+};
+
+template <>
+struct record<schedule::MicroBatchCost> {
+  using T = schedule::MicroBatchCost;
+  static constexpr std::string_view name = "micro-batch cost";
+  static constexpr auto fields = std::tuple{member("forward", &T::forward), member("backward", &T::backward),
+                                            member("activation", &T::activation), member("tokens", &T::tokens)};
+};
+
+template <>
+struct record<schedule::Op> {
+  using T = schedule::Op;
+  static constexpr std::string_view name = "op";
+  static constexpr auto fields =
+      std::tuple{member("micro_batch", &T::micro_batch), named_member("pass", &T::pass, schedule::pass_names)};
+};
+
+template <>
+struct record<schedule::Order> {
+  static constexpr std::string_view name = "schedule order";
+  static constexpr auto fields = std::tuple{member("stages", &schedule::Order::stages)};
+};
+
+template <>
+struct record<schedule::OpTiming> {
+  using T = schedule::OpTiming;
+  static constexpr std::string_view name = "op timing";
+  static constexpr auto fields = std::tuple{member("micro_batch", &T::micro_batch),
+                                            named_member("pass", &T::pass, schedule::pass_names),
+                                            member("start", &T::start),
+                                            member("end", &T::end),
+                                            member("send_start", &T::send_start),
+                                            member("arrival", &T::arrival)};
+};
+
+template <>
+struct record<schedule::Simulation> {
+  using T = schedule::Simulation;
+  static constexpr std::string_view name = "simulation";
+  static constexpr auto fields = std::tuple{member("stages", &T::stages), member("makespan", &T::makespan),
+                                            member("peak_memory", &T::peak_memory), member("idle", &T::idle)};
+};
+
+template <>
+struct record<schedule::PipelineSchedule> {
+  using T = schedule::PipelineSchedule;
+  static constexpr std::string_view name = "pipeline schedule";
+  static constexpr auto fields = std::tuple{named_member("kind", &T::kind, schedule::schedule_kind_names),
+                                            member("memory_aware", &T::memory_aware),
+                                            member("injection", &T::injection),
+                                            member("order", &T::order),
+                                            member("simulation", &T::simulation),
+                                            member("plan", &T::plan),
+                                            member("candidates", &T::candidates)};
+};
+
+template <>
+struct record<schedule::ReplicaSchedule> {
+  using T = schedule::ReplicaSchedule;
+  static constexpr std::string_view name = "replica schedule";
+  static constexpr auto fields = std::tuple{member("micro_batches", &T::micro_batches), member("problem", &T::problem),
+                                            member("schedule", &T::schedule)};
+};
+
+template <>
+struct record<schedule::PipelineRunPlan> {
+  using T = schedule::PipelineRunPlan;
+  static constexpr std::string_view name = "pipeline run plan";
+  static constexpr auto fields =
+      std::tuple{member("partition", &T::partition), member("assignment", &T::assignment),
+                 member("replica_schedules", &T::replicas), member("makespan", &T::makespan)};
+};
+
+template <>
+struct record<plan::ScheduledPipeline> {
+  using T = plan::ScheduledPipeline;
+  static constexpr std::string_view name = "scheduled pipeline";
+  static constexpr auto fields = std::tuple{member("problem", &T::problem), member("schedule", &T::schedule)};
+};
+
+template <>
+struct record<assign::FlexCpGroup> {
+  using T = assign::FlexCpGroup;
+  static constexpr std::string_view name = "flex CP group";
+  static constexpr auto fields = std::tuple{member("degree_index", &T::degree_index),
+                                            member("first_unit", &T::first_unit), member("sequences", &T::sequences)};
+};
+
+// A Strategy has no default: the table lists every member, in declaration order.
+template <>
+struct record<plan::FlexIteration> {
+  using T = plan::FlexIteration;
+  static constexpr std::string_view name = "flex CP iteration";
+  static constexpr auto fields =
+      std::tuple{member("domain", &T::domain), member("strategy", &T::strategy), member("schemes", &T::schemes),
+                 member("plan", &T::plan), member("overhead", &T::overhead)};
+};
+
 }  // namespace sluice::io
 
 namespace nlohmann {
 
+// The op is a name from instruction_names (no NameTable) and the shape is written as an array.
 template <>
 struct adl_serializer<sluice::schedule::Instruction> {
   static void to_json(json& out, const sluice::schedule::Instruction& in) {
@@ -129,39 +234,7 @@ struct adl_serializer<sluice::schedule::Instruction> {
   }
 };
 
-template <>
-struct adl_serializer<sluice::schedule::ExecutionPlan> {
-  static void to_json(json& out, const sluice::schedule::ExecutionPlan& plan) {
-    out = {{"stages", plan.stages},
-           {"micro_batches", plan.micro_batches},
-           {"buffer_slots", plan.buffer_slots},
-           {"ranks", plan.ranks}};
-  }
-  static sluice::schedule::ExecutionPlan from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "execution plan";
-    return {field<int>(in, "stages", where), field<int>(in, "micro_batches", where),
-            field<int>(in, "buffer_slots", where),
-            field<std::vector<std::vector<sluice::schedule::Instruction>>>(in, "ranks", where)};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::schedule::MicroBatchCost> {
-  static void to_json(json& out, const sluice::schedule::MicroBatchCost& cost) {
-    out = {{"forward", cost.forward},
-           {"backward", cost.backward},
-           {"activation", cost.activation},
-           {"tokens", cost.tokens}};
-  }
-  static sluice::schedule::MicroBatchCost from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "micro-batch cost";
-    return {field<std::vector<double>>(in, "forward", where), field<std::vector<double>>(in, "backward", where),
-            field<std::vector<double>>(in, "activation", where), field<std::int64_t>(in, "tokens", where)};
-  }
-};
-
+// The memory limits are an array of extended numbers.
 template <>
 struct adl_serializer<sluice::schedule::Problem> {
   static void to_json(json& out, const sluice::schedule::Problem& problem) {
@@ -182,130 +255,7 @@ struct adl_serializer<sluice::schedule::Problem> {
   }
 };
 
-template <>
-struct adl_serializer<sluice::schedule::Op> {
-  static void to_json(json& out, const sluice::schedule::Op& op) {
-    out = {{"micro_batch", op.micro_batch}, {"pass", std::string(sluice::schedule::name(op.pass))}};
-  }
-  static sluice::schedule::Op from_json(const json& in) {
-    constexpr std::string_view where = "op";
-    return {sluice::io::field<int>(in, "micro_batch", where), sluice::io::detail::pass_field(in, where)};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::schedule::Order> {
-  static void to_json(json& out, const sluice::schedule::Order& order) { out = {{"stages", order.stages}}; }
-  static sluice::schedule::Order from_json(const json& in) {
-    return {sluice::io::field<std::vector<std::vector<sluice::schedule::Op>>>(in, "stages", "schedule order")};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::schedule::OpTiming> {
-  static void to_json(json& out, const sluice::schedule::OpTiming& op) {
-    out = {{"micro_batch", op.micro_batch},
-           {"pass", std::string(sluice::schedule::name(op.pass))},
-           {"start", op.start},
-           {"end", op.end},
-           {"send_start", op.send_start},
-           {"arrival", op.arrival}};
-  }
-  static sluice::schedule::OpTiming from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "op timing";
-    return {field<int>(in, "micro_batch", where),   sluice::io::detail::pass_field(in, where),
-            field<double>(in, "start", where),      field<double>(in, "end", where),
-            field<double>(in, "send_start", where), field<double>(in, "arrival", where)};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::schedule::Simulation> {
-  static void to_json(json& out, const sluice::schedule::Simulation& simulation) {
-    out = {{"stages", simulation.stages},
-           {"makespan", simulation.makespan},
-           {"peak_memory", simulation.peak_memory},
-           {"idle", simulation.idle}};
-  }
-  static sluice::schedule::Simulation from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "simulation";
-    return {field<std::vector<std::vector<sluice::schedule::OpTiming>>>(in, "stages", where),
-            field<double>(in, "makespan", where), field<std::vector<double>>(in, "peak_memory", where),
-            field<std::vector<double>>(in, "idle", where)};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::schedule::PipelineSchedule> {
-  static void to_json(json& out, const sluice::schedule::PipelineSchedule& schedule) {
-    out = {{"kind", std::string(sluice::schedule::name(schedule.kind))},
-           {"memory_aware", schedule.memory_aware},
-           {"injection", schedule.injection},
-           {"order", schedule.order},
-           {"simulation", schedule.simulation},
-           {"plan", schedule.plan},
-           {"candidates", schedule.candidates}};
-  }
-  static sluice::schedule::PipelineSchedule from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "pipeline schedule";
-    return {sluice::io::name_field(in, "kind", sluice::schedule::schedule_kind_names, where),
-            field<bool>(in, "memory_aware", where),
-            field<std::vector<int>>(in, "injection", where),
-            field<sluice::schedule::Order>(in, "order", where),
-            field<sluice::schedule::Simulation>(in, "simulation", where),
-            field<sluice::schedule::ExecutionPlan>(in, "plan", where),
-            field<int>(in, "candidates", where)};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::schedule::ReplicaSchedule> {
-  static void to_json(json& out, const sluice::schedule::ReplicaSchedule& replica) {
-    out = {{"micro_batches", replica.micro_batches}, {"problem", replica.problem}, {"schedule", replica.schedule}};
-  }
-  static sluice::schedule::ReplicaSchedule from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "replica schedule";
-    return {field<std::vector<std::size_t>>(in, "micro_batches", where),
-            field<sluice::schedule::Problem>(in, "problem", where),
-            field<sluice::schedule::PipelineSchedule>(in, "schedule", where)};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::schedule::PipelineRunPlan> {
-  static void to_json(json& out, const sluice::schedule::PipelineRunPlan& plan) {
-    out = {{"partition", plan.partition},
-           {"assignment", plan.assignment},
-           {"replica_schedules", plan.replicas},
-           {"makespan", plan.makespan}};
-  }
-  static sluice::schedule::PipelineRunPlan from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "pipeline run plan";
-    return {field<sluice::microbatch::Partition>(in, "partition", where),
-            field<sluice::microbatch::ReplicaAssignment>(in, "assignment", where),
-            field<std::vector<sluice::schedule::ReplicaSchedule>>(in, "replica_schedules", where),
-            field<double>(in, "makespan", where)};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::plan::ScheduledPipeline> {
-  static void to_json(json& out, const sluice::plan::ScheduledPipeline& pipeline) {
-    out = {{"problem", pipeline.problem}, {"schedule", pipeline.schedule}};
-  }
-  static sluice::plan::ScheduledPipeline from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "scheduled pipeline";
-    return {field<sluice::schedule::Problem>(in, "problem", where),
-            field<sluice::schedule::PipelineSchedule>(in, "schedule", where)};
-  }
-};
-
+// An idle pipeline is written null, element by element (nlohmann writes no std::optional).
 template <>
 struct adl_serializer<sluice::plan::IterationSchedule> {
   static void to_json(json& out, const sluice::plan::IterationSchedule& schedule) {
@@ -321,19 +271,7 @@ struct adl_serializer<sluice::plan::IterationSchedule> {
   }
 };
 
-template <>
-struct adl_serializer<sluice::assign::FlexCpGroup> {
-  static void to_json(json& out, const sluice::assign::FlexCpGroup& group) {
-    out = {{"degree_index", group.degree_index}, {"first_unit", group.first_unit}, {"sequences", group.sequences}};
-  }
-  static sluice::assign::FlexCpGroup from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "flex CP group";
-    return {field<int>(in, "degree_index", where), field<int>(in, "first_unit", where),
-            field<std::vector<int>>(in, "sequences", where)};
-  }
-};
-
+// A micro-batch is written as its list of groups.
 template <>
 struct adl_serializer<sluice::assign::FlexCpPlan> {
   static void to_json(json& out, const sluice::assign::FlexCpPlan& plan) {
@@ -350,24 +288,6 @@ struct adl_serializer<sluice::assign::FlexCpPlan> {
     plan.seconds = field<double>(in, "seconds", where);
     plan.lower_bound = field<double>(in, "lower_bound", where);
     return plan;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::plan::FlexIteration> {
-  static void to_json(json& out, const sluice::plan::FlexIteration& iteration) {
-    out = {{"domain", iteration.domain},
-           {"strategy", iteration.strategy},
-           {"schemes", iteration.schemes},
-           {"plan", iteration.plan},
-           {"overhead", iteration.overhead}};
-  }
-  static sluice::plan::FlexIteration from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "flex CP iteration";
-    return {field<std::size_t>(in, "domain", where), field<sluice::Strategy>(in, "strategy", where),
-            field<std::vector<sluice::Scheme>>(in, "schemes", where),
-            field<sluice::assign::FlexCpPlan>(in, "plan", where), field<double>(in, "overhead", where)};
   }
 };
 

@@ -10,10 +10,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
 #include "sluice/search/model.hpp"
 #include "sluice/search/search.hpp"
 
@@ -33,6 +35,24 @@ struct document_traits<search::SearchReport> {
   static constexpr std::string_view format = "sluice.search";
   static constexpr int version = 1;
 };
+
+template <>
+struct record<search::CollectiveTime> {
+  using T = search::CollectiveTime;
+  static constexpr std::string_view name = "collective time";
+  static constexpr auto fields =
+      std::tuple{member("size", &T::size), member("bytes", &T::bytes), member("seconds", &T::seconds)};
+};
+
+template <>
+struct record<search::StagePlan> {
+  using T = search::StagePlan;
+  static constexpr std::string_view name = "stage";
+  static constexpr auto fields = std::tuple{
+      member("first_layer", &T::first_layer), member("strategies", &T::strategies), member("time_sync", &T::time_sync),
+      member("time_nosync", &T::time_nosync), member("memory_bytes", &T::memory_bytes)};
+};
+
 }  // namespace sluice::io
 
 namespace nlohmann {
@@ -137,18 +157,6 @@ struct adl_serializer<sluice::search::ModelSpec> {
 };
 
 template <>
-struct adl_serializer<sluice::search::CollectiveTime> {
-  static void to_json(json& out, const sluice::search::CollectiveTime& entry) {
-    out = {{"size", entry.size}, {"bytes", entry.bytes}, {"seconds", entry.seconds}};
-  }
-  static sluice::search::CollectiveTime from_json(const json& in) {
-    using sluice::io::field;
-    return {field<std::int64_t>(in, "size", "collective time"), field<double>(in, "bytes", "collective time"),
-            field<double>(in, "seconds", "collective time")};
-  }
-};
-
-template <>
 struct adl_serializer<sluice::search::ClusterSpec> {
   static void to_json(json& out, const sluice::search::ClusterSpec& cluster) {
     json levels = json::array();
@@ -237,24 +245,6 @@ struct adl_serializer<sluice::search::LayerStrategy> {
                       "' must be a power of 2 in [1, 2^20], got ", degree);
     sluice::require(strategy.tp == 1 || strategy.sp == 1, "strategy: 'tp' and 'sp' are both above 1");
     return strategy;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::search::StagePlan> {
-  static void to_json(json& out, const sluice::search::StagePlan& stage) {
-    out = {{"first_layer", stage.first_layer},
-           {"time_sync", stage.time_sync},
-           {"time_nosync", stage.time_nosync},
-           {"memory_bytes", stage.memory_bytes},
-           {"strategies", stage.strategies}};
-  }
-  static sluice::search::StagePlan from_json(const json& in) {
-    using sluice::io::field;
-    return {field<int>(in, "first_layer", "stage"),
-            field<std::vector<sluice::search::LayerStrategy>>(in, "strategies", "stage"),
-            field<double>(in, "time_sync", "stage"), field<double>(in, "time_nosync", "stage"),
-            field<double>(in, "memory_bytes", "stage")};
   }
 };
 

@@ -5,12 +5,14 @@
 // documents.
 #include <array>
 #include <cstdint>
-#include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
 #include "sluice/shard/cost.hpp"
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
@@ -59,41 +61,114 @@ inline std::pair<int, int> layer_range(const json& in, std::string_view where) {
 }
 
 }  // namespace detail
+
+template <>
+struct record<shard::Tensor> {
+  using T = shard::Tensor;
+  static constexpr std::string_view name = "tensor";
+  static constexpr auto fields = std::tuple{member("name", &T::name), member("elements", &T::elements)};
+};
+
+template <>
+struct record<shard::Model> {
+  using T = shard::Model;
+  static constexpr std::string_view name = "shard model";
+  static constexpr auto fields =
+      std::tuple{member("name", &T::name, Presence::defaulted), member("layers", &T::layers),
+                 member("tensors", &T::tensors), member("param_bytes", &T::param_bytes, Presence::defaulted),
+                 member("grad_bytes", &T::grad_bytes, Presence::defaulted)};
+  static void check(const T& model) { shard::require_valid(model); }
+};
+
+template <>
+struct record<shard::Placement> {
+  using T = shard::Placement;
+  static constexpr std::string_view name = "placement";
+  static constexpr auto fields =
+      std::tuple{member("gpus", &T::gpus), member("layers", &T::layers), member("pipelines", &T::pipelines)};
+};
+
+template <>
+struct record<shard::OptimizerLayout> {
+  using T = shard::OptimizerLayout;
+  static constexpr std::string_view name = "optimizer layout";
+  static constexpr auto fields =
+      std::tuple{member("gpus", &T::gpus), member("layers", &T::layers), member("groups", &T::groups)};
+};
+
+template <>
+struct record<shard::Message> {
+  using T = shard::Message;
+  static constexpr std::string_view name = "message";
+  static constexpr auto fields =
+      std::tuple{member("src", &T::src), member("dst", &T::dst), member("first_piece", &T::first_piece),
+                 member("piece_count", &T::piece_count), member("bytes", &T::bytes)};
+};
+
+template <>
+struct record<shard::PullPlan> {
+  using T = shard::PullPlan;
+  static constexpr std::string_view name = "pull plan";
+  static constexpr auto fields = std::tuple{member("gpus", &T::gpus),
+                                            member("blocks", &T::blocks),
+                                            member("pieces", &T::pieces),
+                                            member("sends", &T::sends),
+                                            member("local_moves", &T::local_moves),
+                                            member("send_bytes", &T::send_bytes),
+                                            member("local_bytes", &T::local_bytes)};
+};
+
+template <>
+struct record<shard::RsGroup> {
+  using T = shard::RsGroup;
+  static constexpr std::string_view name = "reduce-scatter group";
+  static constexpr auto fields = std::tuple{member("block", &T::block), member("segment", &T::segment),
+                                            member("members", &T::members), member("bytes", &T::bytes)};
+};
+
+template <>
+struct record<shard::PushPlan> {
+  using T = shard::PushPlan;
+  static constexpr std::string_view name = "push plan";
+  static constexpr auto fields = std::tuple{member("gpus", &T::gpus),
+                                            member("grid", &T::grid),
+                                            member("pipelines", &T::pipelines),
+                                            member("blocks", &T::blocks),
+                                            member("rs_groups", &T::rs_groups),
+                                            member("pieces", &T::pieces),
+                                            member("sends", &T::sends),
+                                            member("local_moves", &T::local_moves),
+                                            member("send_bytes", &T::send_bytes),
+                                            member("local_bytes", &T::local_bytes)};
+};
+
+template <>
+struct record<shard::LinkBytes> {
+  using T = shard::LinkBytes;
+  static constexpr std::string_view name = "link bytes";
+  static constexpr auto fields = std::tuple{member("local", &T::local), member("intra_node", &T::intra_node),
+                                            member("inter_node", &T::inter_node)};
+  static void check(const T& bytes) {
+    sluice::require(bytes.local >= 0 && bytes.intra_node >= 0 && bytes.inter_node >= 0, name,
+                    ": byte counts must be >= 0");
+  }
+};
+
+template <>
+struct record<shard::PhaseCost> {
+  using T = shard::PhaseCost;
+  static constexpr std::string_view name = "phase cost";
+  static constexpr auto fields =
+      std::tuple{member("bytes", &T::bytes), member("messages", &T::messages), member("seconds", &T::seconds)};
+  static void check(const T& phase) {
+    sluice::require(phase.messages >= 0, name, ": field 'messages' must be >= 0, got ", phase.messages);
+    sluice::require(phase.seconds >= 0, name, ": field 'seconds' must be >= 0, got ", phase.seconds);
+  }
+};
+
 }  // namespace sluice::io
 
 namespace nlohmann {
-
-template <>
-struct adl_serializer<sluice::shard::Tensor> {
-  static void to_json(json& out, const sluice::shard::Tensor& tensor) {
-    out = {{"name", tensor.name}, {"elements", tensor.elements}};
-  }
-  static sluice::shard::Tensor from_json(const json& in) {
-    using sluice::io::field;
-    return {field<std::string>(in, "name", "tensor"), field<std::int64_t>(in, "elements", "tensor")};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::shard::Model> {
-  static void to_json(json& out, const sluice::shard::Model& model) {
-    out = {{"name", model.name},
-           {"layers", model.layers},
-           {"param_bytes", model.param_bytes},
-           {"grad_bytes", model.grad_bytes},
-           {"tensors", model.tensors}};
-  }
-  static sluice::shard::Model from_json(const json& in) {
-    using sluice::io::field;
-    using sluice::io::field_or;
-    sluice::shard::Model model{
-        field_or<std::string>(in, "name", "", "shard model"), field<int>(in, "layers", "shard model"),
-        field<std::vector<sluice::shard::Tensor>>(in, "tensors", "shard model"),
-        field_or<int>(in, "param_bytes", 2, "shard model"), field_or<int>(in, "grad_bytes", 2, "shard model")};
-    sluice::shard::require_valid(model);
-    return model;
-  }
-};
 
 template <>
 struct adl_serializer<sluice::shard::Stage> {
@@ -118,18 +193,6 @@ struct adl_serializer<sluice::shard::PipelinePlacement> {
 };
 
 template <>
-struct adl_serializer<sluice::shard::Placement> {
-  static void to_json(json& out, const sluice::shard::Placement& placement) {
-    out = {{"gpus", placement.gpus}, {"layers", placement.layers}, {"pipelines", placement.pipelines}};
-  }
-  static sluice::shard::Placement from_json(const json& in) {
-    using sluice::io::field;
-    return {field<std::int64_t>(in, "gpus", "placement"), field<int>(in, "layers", "placement"),
-            field<std::vector<sluice::shard::PipelinePlacement>>(in, "pipelines", "placement")};
-  }
-};
-
-template <>
 struct adl_serializer<sluice::shard::OwnerGroup> {
   static void to_json(json& out, const sluice::shard::OwnerGroup& group) {
     out = {{"layers", {group.layer_begin, group.layer_end}}, {"owners", group.owners}};
@@ -137,18 +200,6 @@ struct adl_serializer<sluice::shard::OwnerGroup> {
   static sluice::shard::OwnerGroup from_json(const json& in) {
     const auto [begin, end] = sluice::io::detail::layer_range(in, "owner group");
     return {begin, end, sluice::io::field<std::vector<int>>(in, "owners", "owner group")};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::shard::OptimizerLayout> {
-  static void to_json(json& out, const sluice::shard::OptimizerLayout& layout) {
-    out = {{"gpus", layout.gpus}, {"layers", layout.layers}, {"groups", layout.groups}};
-  }
-  static sluice::shard::OptimizerLayout from_json(const json& in) {
-    using sluice::io::field;
-    return {field<std::int64_t>(in, "gpus", "optimizer layout"), field<int>(in, "layers", "optimizer layout"),
-            field<std::vector<sluice::shard::OwnerGroup>>(in, "groups", "optimizer layout")};
   }
 };
 
@@ -176,90 +227,6 @@ struct adl_serializer<sluice::shard::Piece> {
 };
 
 template <>
-struct adl_serializer<sluice::shard::Message> {
-  static void to_json(json& out, const sluice::shard::Message& message) {
-    out = {{"src", message.src},
-           {"dst", message.dst},
-           {"first_piece", message.first_piece},
-           {"piece_count", message.piece_count},
-           {"bytes", message.bytes}};
-  }
-  static sluice::shard::Message from_json(const json& in) {
-    using sluice::io::field;
-    return {field<int>(in, "src", "message"), field<int>(in, "dst", "message"),
-            field<std::uint32_t>(in, "first_piece", "message"), field<std::uint32_t>(in, "piece_count", "message"),
-            field<std::int64_t>(in, "bytes", "message")};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::shard::PullPlan> {
-  static void to_json(json& out, const sluice::shard::PullPlan& plan) {
-    out = {{"gpus", plan.gpus},
-           {"blocks", plan.blocks},
-           {"pieces", plan.pieces},
-           {"sends", plan.sends},
-           {"local_moves", plan.local_moves},
-           {"send_bytes", plan.send_bytes},
-           {"local_bytes", plan.local_bytes}};
-  }
-  static sluice::shard::PullPlan from_json(const json& in) {
-    using sluice::io::field;
-    using sluice::shard::Message;
-    return {field<std::int64_t>(in, "gpus", "pull plan"),
-            field<std::vector<sluice::shard::SliceBlock>>(in, "blocks", "pull plan"),
-            field<std::vector<sluice::shard::Piece>>(in, "pieces", "pull plan"),
-            field<std::vector<Message>>(in, "sends", "pull plan"),
-            field<std::vector<Message>>(in, "local_moves", "pull plan"),
-            field<std::int64_t>(in, "send_bytes", "pull plan"),
-            field<std::int64_t>(in, "local_bytes", "pull plan")};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::shard::RsGroup> {
-  static void to_json(json& out, const sluice::shard::RsGroup& group) {
-    out = {{"block", group.block}, {"segment", group.segment}, {"members", group.members}, {"bytes", group.bytes}};
-  }
-  static sluice::shard::RsGroup from_json(const json& in) {
-    using sluice::io::field;
-    return {field<int>(in, "block", "reduce-scatter group"), field<std::int64_t>(in, "segment", "reduce-scatter group"),
-            field<std::vector<int>>(in, "members", "reduce-scatter group"),
-            field<std::int64_t>(in, "bytes", "reduce-scatter group")};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::shard::PushPlan> {
-  static void to_json(json& out, const sluice::shard::PushPlan& plan) {
-    out = {{"gpus", plan.gpus},
-           {"grid", plan.grid},
-           {"pipelines", plan.pipelines},
-           {"blocks", plan.blocks},
-           {"rs_groups", plan.rs_groups},
-           {"pieces", plan.pieces},
-           {"sends", plan.sends},
-           {"local_moves", plan.local_moves},
-           {"send_bytes", plan.send_bytes},
-           {"local_bytes", plan.local_bytes}};
-  }
-  static sluice::shard::PushPlan from_json(const json& in) {
-    using sluice::io::field;
-    using sluice::shard::Message;
-    return {field<std::int64_t>(in, "gpus", "push plan"),
-            field<std::int64_t>(in, "grid", "push plan"),
-            field<int>(in, "pipelines", "push plan"),
-            field<std::vector<sluice::shard::SliceBlock>>(in, "blocks", "push plan"),
-            field<std::vector<sluice::shard::RsGroup>>(in, "rs_groups", "push plan"),
-            field<std::vector<sluice::shard::Piece>>(in, "pieces", "push plan"),
-            field<std::vector<Message>>(in, "sends", "push plan"),
-            field<std::vector<Message>>(in, "local_moves", "push plan"),
-            field<std::int64_t>(in, "send_bytes", "push plan"),
-            field<std::int64_t>(in, "local_bytes", "push plan")};
-  }
-};
-
-template <>
 struct adl_serializer<sluice::shard::Cluster> {
   static void to_json(json& out, const sluice::shard::Cluster& cluster) {
     out = {{"gpus_per_node", cluster.gpus_per_node},
@@ -277,39 +244,6 @@ struct adl_serializer<sluice::shard::Cluster> {
                                     field_or<sluice::cost::Link>(in, "inter_node", links.inter_node, "cluster")}};
     sluice::shard::require_valid(cluster);
     return cluster;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::shard::LinkBytes> {
-  static void to_json(json& out, const sluice::shard::LinkBytes& bytes) {
-    out = {{"local", bytes.local}, {"intra_node", bytes.intra_node}, {"inter_node", bytes.inter_node}};
-  }
-  static sluice::shard::LinkBytes from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "link bytes";
-    sluice::shard::LinkBytes bytes{field<std::int64_t>(in, "local", where),
-                                   field<std::int64_t>(in, "intra_node", where),
-                                   field<std::int64_t>(in, "inter_node", where)};
-    sluice::require(bytes.local >= 0 && bytes.intra_node >= 0 && bytes.inter_node >= 0, where,
-                    ": byte counts must be >= 0");
-    return bytes;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::shard::PhaseCost> {
-  static void to_json(json& out, const sluice::shard::PhaseCost& phase) {
-    out = {{"bytes", phase.bytes}, {"messages", phase.messages}, {"seconds", phase.seconds}};
-  }
-  static sluice::shard::PhaseCost from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "phase cost";
-    sluice::shard::PhaseCost phase{field<sluice::shard::LinkBytes>(in, "bytes", where),
-                                   field<std::int64_t>(in, "messages", where), field<double>(in, "seconds", where)};
-    sluice::require(phase.messages >= 0, where, ": field 'messages' must be >= 0, got ", phase.messages);
-    sluice::require(phase.seconds >= 0, where, ": field 'seconds' must be >= 0, got ", phase.seconds);
-    return phase;
   }
 };
 

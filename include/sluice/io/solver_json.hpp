@@ -5,9 +5,11 @@
 #include <array>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
 #include "sluice/solver/milp.hpp"
 
 namespace sluice::io {
@@ -20,6 +22,15 @@ template <>
 struct document_traits<solver::Solution> {
   static constexpr std::string_view format = "sluice.milp_solution";
   static constexpr int version = 1;
+};
+
+template <>
+struct record<solver::Solution> {
+  using T = solver::Solution;
+  static constexpr std::string_view name = "milp solution";
+  static constexpr auto fields = std::tuple{member("status", &T::status), extended_member("objective", &T::objective),
+                                            extended_member("best_bound", &T::best_bound), member("values", &T::values),
+                                            member("seconds", &T::seconds)};
 };
 
 }  // namespace sluice::io
@@ -119,25 +130,6 @@ struct adl_serializer<sluice::solver::Model> {
                            field_or<std::string>(constraint, "name", "", "milp constraint"));
     }
     return model;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::solver::Solution> {
-  static void to_json(json& out, const sluice::solver::Solution& solution) {
-    using sluice::io::detail::extended_number;
-    out = {{"status", solution.status},
-           {"objective", extended_number(solution.objective)},
-           {"best_bound", extended_number(solution.best_bound)},
-           {"values", solution.values},
-           {"seconds", solution.seconds}};
-  }
-  static sluice::solver::Solution from_json(const json& in) {
-    using sluice::io::field;
-    using sluice::io::detail::extended_field;
-    return {field<sluice::solver::SolveStatus>(in, "status", "milp solution"),
-            extended_field(in, "objective", "milp solution"), extended_field(in, "best_bound", "milp solution"),
-            field<std::vector<double>>(in, "values", "milp solution"), field<double>(in, "seconds", "milp solution")};
   }
 };
 

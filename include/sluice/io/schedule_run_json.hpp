@@ -1,0 +1,239 @@
+#pragma once
+// JSON for what `sluice schedule --json` prints: "sluice.schedule_run" (version 1, its CP variant 2), a ScheduleRun
+// built by schedule_run and written with io::to_document; each busy replica's execution plan is a whole
+// "sluice.execution_plan" document. Its reader, io::from_document, checks every member and the invariants between
+// members that cost nothing to check.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "sluice/compare/microbatching.hpp"
+#include "sluice/core/strategy.hpp"
+#include "sluice/io/core_json.hpp"
+#include "sluice/io/json.hpp"
+#include "sluice/io/microbatch_json.hpp"
+#include "sluice/io/record.hpp"
+#include "sluice/io/schedule_json.hpp"
+#include "sluice/schedule/pipeline.hpp"
+#include "sluice/schedule/plan_pipeline.hpp"
+
+namespace sluice::io {
+
+// A busy replica's schedule in a schedule run.
+struct ScheduleRunSchedule {
+  schedule::ScheduleKind kind = schedule::ScheduleKind::cyclic;
+  bool memory_aware = false;
+  std::vector<int> injection;
+  double makespan = 0;
+  std::vector<double> peak_memory;  // bytes per stage
+  std::vector<double> idle;         // seconds per stage
+  int candidates = 0;               // orders simulated
+  schedule::ExecutionPlan plan;
+  friend bool operator==(const ScheduleRunSchedule&, const ScheduleRunSchedule&) = default;
+};
+
+struct ScheduleRunReplica {
+  std::vector<std::size_t> micro_batches;       // indices into the partition
+  std::optional<ScheduleRunSchedule> schedule;  // none: the replica got no micro-batch
+  friend bool operator==(const ScheduleRunReplica&, const ScheduleRunReplica&) = default;
+};
+
+// A micro-batching baseline of a schedule run: its makespan, or why it cannot run.
+struct ScheduleRunBaseline {
+  std::string name;
+  std::optional<double> makespan;
+  std::size_t micro_batches = 0;
+  std::string failure;  // empty when it runs
+  friend bool operator==(const ScheduleRunBaseline&, const ScheduleRunBaseline&) = default;
+};
+
+// What `sluice schedule` reports: one batch partitioned, balanced over a scheme's replicas and scheduled.
+struct ScheduleRun {
+  std::string profile;
+  Scheme scheme;
+  int replicas = 0;
+  schedule::ScheduleKind schedule = schedule::ScheduleKind::cyclic;
+  std::int64_t context = 0;
+  std::size_t sequences = 0;
+  std::int64_t tokens = 0;
+  double micro_batch_memory = 0;
+  microbatch::Partition partition;
+  microbatch::ReplicaAssignment assignment;
+  std::vector<ScheduleRunReplica> replica_schedules;
+  double makespan = 0;
+  std::vector<ScheduleRunBaseline> baselines;
+  [[nodiscard]] double tokens_per_second() const noexcept { return static_cast<double>(tokens) / makespan; }
+  friend bool operator==(const ScheduleRun&, const ScheduleRun&) = default;
+};
+
+// The report of `plan`, run on the replicas of `scheme`, beside the micro-batching baselines; the caller fills
+// in the setup (profile, context, batch).
+inline ScheduleRun schedule_run(Scheme scheme, const schedule::PipelinePlanOptions& options,
+                                const schedule::PipelineRunPlan& plan,
+                                std::span<const compare::MicrobatchingBaseline> baselines) {
+  ScheduleRun run{.profile = {},
+                  .scheme = scheme,
+                  .replicas = options.replicas,
+                  .schedule = options.schedule.kind,
+                  .context = 0,
+                  .sequences = 0,
+                  .tokens = 0,
+                  .micro_batch_memory = options.micro_batch_memory,
+                  .partition = plan.partition,
+                  .assignment = plan.assignment,
+                  .replica_schedules = {},
+                  .makespan = plan.makespan,
+                  .baselines = {}};
+  for (const schedule::ReplicaSchedule& replica : plan.replicas) {
+    ScheduleRunReplica& added = run.replica_schedules.emplace_back(ScheduleRunReplica{replica.micro_batches, {}});
+    if (replica.micro_batches.empty()) continue;
+    const schedule::PipelineSchedule& s = replica.schedule;
+    added.schedule = ScheduleRunSchedule{
+        s.kind,       s.memory_aware, s.injection, s.simulation.makespan, s.simulation.peak_memory, s.simulation.idle,
+        s.candidates, s.plan};
+  }
+  for (const compare::MicrobatchingBaseline& baseline : baselines)
+    run.baselines.push_back({baseline.name, baseline.plan ? std::optional(baseline.plan->makespan) : std::nullopt,
+                             baseline.plan ? baseline.plan->partition.micro_batches.size() : 0, baseline.failure});
+  return run;
+}
+
+template <>
+struct document_traits<ScheduleRun> {
+  static constexpr std::string_view format = "sluice.schedule_run";
+  static constexpr int version = 1;
+};
+
+template <>
+struct record<ScheduleRunBaseline> {
+  using T = ScheduleRunBaseline;
+  static constexpr std::string_view name = "micro-batching baseline";
+  static constexpr auto fields = std::tuple{member("name", &T::name), member("makespan", &T::makespan),
+                                            member("micro_batches", &T::micro_batches), member("failure", &T::failure)};
+  static void check(const T& baseline) {
+    if (baseline.makespan) {
+      detail::require_non_negative(*baseline.makespan, "makespan", name);
+    } else {
+      sluice::require(!baseline.failure.empty() && baseline.micro_batches == 0, name,
+                      ": a baseline without a makespan has a failure and no micro-batches");
+    }
+  }
+};
+
+}  // namespace sluice::io
+
+namespace nlohmann {
+
+// A busy replica's object holds its micro-batches and its schedule side by side; an idle one only the former.
+template <>
+struct adl_serializer<sluice::io::ScheduleRunReplica> {
+  static void to_json(json& out, const sluice::io::ScheduleRunReplica& replica) {
+    out = {{"micro_batches", replica.micro_batches}};
+    if (!replica.schedule) return;
+    const sluice::io::ScheduleRunSchedule& s = *replica.schedule;
+    out.update({{"kind", std::string(sluice::schedule::name(s.kind))},
+                {"memory_aware", s.memory_aware},
+                {"injection", s.injection},
+                {"makespan", s.makespan},
+                {"peak_memory", s.peak_memory},
+                {"idle", s.idle},
+                {"candidates", s.candidates},
+                {"plan", sluice::io::to_document(s.plan)}});
+  }
+  static sluice::io::ScheduleRunReplica from_json(const json& in) {
+    using sluice::io::field;
+    using sluice::io::detail::require_non_negative;
+    constexpr std::string_view where = "replica schedule";
+    sluice::io::ScheduleRunReplica replica{field<std::vector<std::size_t>>(in, "micro_batches", where), {}};
+    if (replica.micro_batches.empty()) return replica;
+    sluice::io::ScheduleRunSchedule s{sluice::io::name_field(in, "kind", sluice::schedule::schedule_kind_names, where),
+                                      field<bool>(in, "memory_aware", where),
+                                      field<std::vector<int>>(in, "injection", where),
+                                      field<double>(in, "makespan", where),
+                                      field<std::vector<double>>(in, "peak_memory", where),
+                                      field<std::vector<double>>(in, "idle", where),
+                                      field<int>(in, "candidates", where),
+                                      sluice::io::from_document<sluice::schedule::ExecutionPlan>(
+                                          field<json>(in, "plan", where), sluice::concat(where, ": field 'plan'"))};
+    require_non_negative(s.makespan, "makespan", where);
+    for (const double bytes : s.peak_memory) require_non_negative(bytes, "peak_memory", where);
+    for (const double seconds : s.idle) require_non_negative(seconds, "idle", where);
+    sluice::require(s.candidates >= 1, where, ": field 'candidates' must be >= 1, got ", s.candidates);
+    sluice::require(s.injection.size() == replica.micro_batches.size(), where, ": field 'injection' orders ",
+                    s.injection.size(), " micro-batches, the replica has ", replica.micro_batches.size());
+    replica.schedule = std::move(s);
+    return replica;
+  }
+};
+
+template <>
+struct adl_serializer<sluice::io::ScheduleRun> {
+  static void to_json(json& out, const sluice::io::ScheduleRun& run) {
+    out = {{"profile", run.profile},
+           {"scheme", run.scheme},
+           {"replicas", run.replicas},
+           {"schedule", std::string(sluice::schedule::name(run.schedule))},
+           {"context", run.context},
+           {"sequences", run.sequences},
+           {"tokens", run.tokens},
+           {"micro_batch_memory", run.micro_batch_memory},
+           {"partition", run.partition},
+           {"assignment", run.assignment},
+           {"replica_schedules", run.replica_schedules},
+           {"makespan", run.makespan},
+           {"tokens_per_second", run.tokens_per_second()},
+           {"baselines", run.baselines}};
+  }
+  static sluice::io::ScheduleRun from_json(const json& in) {
+    using sluice::io::field;
+    constexpr std::string_view where = "schedule run";
+    sluice::io::ScheduleRun run{
+        .profile = field<std::string>(in, "profile", where),
+        .scheme = field<sluice::Scheme>(in, "scheme", where),
+        .replicas = field<int>(in, "replicas", where),
+        .schedule = sluice::io::name_field(in, "schedule", sluice::schedule::schedule_kind_names, where),
+        .context = field<std::int64_t>(in, "context", where),
+        .sequences = field<std::size_t>(in, "sequences", where),
+        .tokens = field<std::int64_t>(in, "tokens", where),
+        .micro_batch_memory = field<double>(in, "micro_batch_memory", where),
+        .partition = field<sluice::microbatch::Partition>(in, "partition", where),
+        .assignment = field<sluice::microbatch::ReplicaAssignment>(in, "assignment", where),
+        .replica_schedules = field<std::vector<sluice::io::ScheduleRunReplica>>(in, "replica_schedules", where),
+        .makespan = field<double>(in, "makespan", where),
+        .baselines = field<std::vector<sluice::io::ScheduleRunBaseline>>(in, "baselines", where)};
+    sluice::require(run.replicas >= 1, where, ": field 'replicas' must be >= 1, got ", run.replicas);
+    sluice::require(run.context >= 1, where, ": field 'context' must be >= 1, got ", run.context);
+    sluice::require(run.tokens >= 1, where, ": field 'tokens' must be >= 1, got ", run.tokens);
+    sluice::require(run.micro_batch_memory > 0, where, ": field 'micro_batch_memory' must be > 0, got ",
+                    run.micro_batch_memory);
+    sluice::require(run.makespan > 0, where, ": field 'makespan' must be > 0, got ", run.makespan);
+    const auto replicas = static_cast<std::size_t>(run.replicas);
+    sluice::require(run.replica_schedules.size() == replicas && run.assignment.replicas.size() == replicas, where, ": ",
+                    run.replicas, " replicas, but ", run.replica_schedules.size(), " replica schedules and ",
+                    run.assignment.replicas.size(), " assigned");
+    // The slowest replica sets the makespan; every micro-batch index points into the partition.
+    double slowest = 0;
+    for (std::size_t r = 0; r < replicas; ++r) {
+      const sluice::io::ScheduleRunReplica& replica = run.replica_schedules[r];
+      if (replica.schedule) slowest = std::max(slowest, replica.schedule->makespan);
+      for (const std::size_t m : replica.micro_batches)
+        sluice::require(m < run.partition.micro_batches.size(), where, ": field 'replica_schedules'[", r,
+                        "]: micro-batch ", m, " of ", run.partition.micro_batches.size());
+    }
+    sluice::require(slowest == run.makespan, where, ": field 'makespan' is ", run.makespan,
+                    ", the slowest replica's is ", slowest);
+    const auto rate = field<double>(in, "tokens_per_second", where);
+    sluice::require(rate == run.tokens_per_second(), where, ": field 'tokens_per_second' is ", rate,
+                    ", not tokens / makespan = ", run.tokens_per_second());
+    return run;
+  }
+};
+
+}  // namespace nlohmann

@@ -1,0 +1,220 @@
+#pragma once
+// JSON for what `sluice trace --json` prints: "sluice.trace_run" (version 2, its CP variant 3; 1 had no layout moves
+// and is refused by its version), a TraceRun built by trace_run and written with io::to_document. Its reader,
+// io::from_document, checks every member and the invariants between members that cost nothing to check.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "sluice/assign/plan.hpp"
+#include "sluice/core/strategy.hpp"
+#include "sluice/io/assign_json.hpp"
+#include "sluice/io/core_json.hpp"
+#include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
+#include "sluice/io/schedule_json.hpp"
+#include "sluice/plan/iteration.hpp"
+#include "sluice/plan/layout_moves.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
+#include "sluice/schedule/pipeline.hpp"
+
+namespace sluice::io {
+
+// One candidate of a trace run: its simulated makespan (none: no pipeline holds the batch's longest sequence)
+// and the layout move it is charged.
+struct TraceRunCandidate {
+  Strategy strategy;
+  std::optional<double> makespan;
+  double layout_move = 0;
+  friend bool operator==(const TraceRunCandidate&, const TraceRunCandidate&) = default;
+};
+
+// One busy pipeline of the chosen plan, as scheduled.
+struct TraceRunPipeline {
+  std::size_t index = 0;  // into the plan's pipelines
+  std::size_t micro_batches = 0;
+  schedule::ScheduleKind kind = schedule::ScheduleKind::cyclic;
+  bool memory_aware = false;
+  double makespan = 0;
+  double estimate = 0;
+  std::vector<double> peak_memory;  // bytes per stage
+  friend bool operator==(const TraceRunPipeline&, const TraceRunPipeline&) = default;
+};
+
+// What `sluice trace` reports: one iteration planned over every candidate, the fastest kept.
+struct TraceRun {
+  std::string profile;
+  std::int64_t gpus = 0;
+  std::string lengths;  // the dataset's source
+  std::int64_t context = 0;
+  std::int64_t iteration = 0;
+  std::size_t sequences = 0;
+  std::int64_t tokens = 0;
+  schedule::ScheduleKind schedule = schedule::ScheduleKind::cyclic;
+  plan::LayoutMoves layout_moves = plan::LayoutMoves::exposed;
+  std::vector<TraceRunCandidate> candidates;
+  std::size_t chosen = 0;
+  double makespan = 0;
+  double layout_move = 0;
+  double total = 0;  // makespan + layout_move, or the flex CP plan's time where it runs
+  assign::IterationPlan plan;
+  std::vector<TraceRunPipeline> pipelines;
+  std::optional<plan::FlexIteration> flex{};  // where the planner offers a flex CP domain
+  friend bool operator==(const TraceRun&, const TraceRun&) = default;
+};
+
+// The candidates, the choice and the pipelines of `iteration` as `planner` planned it; the caller fills in the
+// setup (profile, lengths, context, batch).
+inline TraceRun trace_run(const plan::IterationPlanner& planner, const plan::SimulatedIteration& iteration) {
+  TraceRun run{.profile = {},
+               .gpus = 0,
+               .lengths = {},
+               .context = 0,
+               .iteration = 0,
+               .sequences = 0,
+               .tokens = 0,
+               .schedule = planner.options().schedule.kind,
+               .layout_moves = planner.options().layout_moves,
+               .candidates = {},
+               .chosen = iteration.chosen,
+               .makespan = iteration.schedule.makespan,
+               .layout_move = iteration.plan.overhead,
+               .total = iteration.total(),
+               .plan = iteration.plan,
+               .pipelines = {},
+               .flex = iteration.flex};
+  const std::span<const Strategy> candidates = planner.candidates();
+  for (std::size_t k = 0; k < candidates.size(); ++k)
+    run.candidates.push_back(
+        {candidates[k], iteration.makespans[k], planner.charged().empty() ? 0.0 : planner.charged()[k]});
+  for (std::size_t j = 0; j < iteration.schedule.pipelines.size(); ++j) {
+    const auto& scheduled = iteration.schedule.pipelines[j];
+    if (!scheduled) continue;
+    const schedule::PipelineSchedule& s = scheduled->schedule;
+    run.pipelines.push_back({j, iteration.plan.pipelines[j].micro_batches.size(), s.kind, s.memory_aware,
+                             s.simulation.makespan, iteration.plan.pipelines[j].estimate, s.simulation.peak_memory});
+  }
+  return run;
+}
+
+template <>
+struct document_traits<TraceRun> {
+  static constexpr std::string_view format = "sluice.trace_run";
+  static constexpr int version = 2;
+};
+
+template <>
+struct record<TraceRunCandidate> {
+  using T = TraceRunCandidate;
+  static constexpr std::string_view name = "trace run candidate";
+  static constexpr auto fields = std::tuple{member("strategy", &T::strategy), member("makespan", &T::makespan),
+                                            member("layout_move", &T::layout_move)};
+  static void check(const T& candidate) {
+    if (candidate.makespan) detail::require_non_negative(*candidate.makespan, "makespan", name);
+    detail::require_non_negative(candidate.layout_move, "layout_move", name);
+  }
+};
+
+template <>
+struct record<TraceRunPipeline> {
+  using T = TraceRunPipeline;
+  static constexpr std::string_view name = "trace run pipeline";
+  static constexpr auto fields = std::tuple{member("index", &T::index),
+                                            member("micro_batches", &T::micro_batches),
+                                            named_member("kind", &T::kind, schedule::schedule_kind_names),
+                                            member("memory_aware", &T::memory_aware),
+                                            member("makespan", &T::makespan),
+                                            member("estimate", &T::estimate),
+                                            member("peak_memory", &T::peak_memory)};
+  static void check(const T& pipeline) {
+    detail::require_non_negative(pipeline.makespan, "makespan", name);
+    detail::require_non_negative(pipeline.estimate, "estimate", name);
+    for (const double bytes : pipeline.peak_memory) detail::require_non_negative(bytes, "peak_memory", name);
+  }
+};
+
+}  // namespace sluice::io
+
+namespace nlohmann {
+
+template <>
+struct adl_serializer<sluice::io::TraceRun> {
+  static void to_json(json& out, const sluice::io::TraceRun& run) {
+    out = {{"profile", run.profile},
+           {"gpus", run.gpus},
+           {"lengths", run.lengths},
+           {"context", run.context},
+           {"iteration", run.iteration},
+           {"sequences", run.sequences},
+           {"tokens", run.tokens},
+           {"schedule", std::string(sluice::schedule::name(run.schedule))},
+           {"layout_moves", sluice::plan::name(run.layout_moves)},
+           {"candidates", run.candidates},
+           {"chosen", run.chosen},
+           {"makespan", run.makespan},
+           {"layout_move", run.layout_move},
+           {"total", run.total},
+           {"plan", run.plan},
+           {"pipelines", run.pipelines}};
+    if (run.flex) out["flex"] = *run.flex;
+  }
+  static sluice::io::TraceRun from_json(const json& in) {
+    using sluice::io::field;
+    using sluice::io::detail::require_non_negative;
+    constexpr std::string_view where = "trace run";
+    sluice::io::TraceRun run{
+        .profile = field<std::string>(in, "profile", where),
+        .gpus = field<std::int64_t>(in, "gpus", where),
+        .lengths = field<std::string>(in, "lengths", where),
+        .context = field<std::int64_t>(in, "context", where),
+        .iteration = field<std::int64_t>(in, "iteration", where),
+        .sequences = field<std::size_t>(in, "sequences", where),
+        .tokens = field<std::int64_t>(in, "tokens", where),
+        .schedule = sluice::io::name_field(in, "schedule", sluice::schedule::schedule_kind_names, where),
+        .layout_moves = sluice::io::name_field(in, "layout_moves", sluice::plan::layout_moves_names, where),
+        .candidates = field<std::vector<sluice::io::TraceRunCandidate>>(in, "candidates", where),
+        .chosen = field<std::size_t>(in, "chosen", where),
+        .makespan = field<double>(in, "makespan", where),
+        .layout_move = field<double>(in, "layout_move", where),
+        .total = field<double>(in, "total", where),
+        .plan = field<sluice::assign::IterationPlan>(in, "plan", where),
+        .pipelines = field<std::vector<sluice::io::TraceRunPipeline>>(in, "pipelines", where),
+        .flex =
+            in.contains("flex") ? std::optional(field<sluice::plan::FlexIteration>(in, "flex", where)) : std::nullopt};
+    sluice::require(run.gpus >= 1, where, ": field 'gpus' must be >= 1, got ", run.gpus);
+    sluice::require(run.context >= 1, where, ": field 'context' must be >= 1, got ", run.context);
+    sluice::require(run.iteration >= 0, where, ": field 'iteration' must be >= 0, got ", run.iteration);
+    sluice::require(run.tokens >= 0, where, ": field 'tokens' must be >= 0, got ", run.tokens);
+    require_non_negative(run.makespan, "makespan", where);
+    require_non_negative(run.layout_move, "layout_move", where);
+    const double candidate_total = run.makespan + run.layout_move;
+    const bool runs_flex = sluice::plan::flex_plan_runs(run.flex, candidate_total);
+    const double total = sluice::plan::iteration_total(run.flex, candidate_total);
+    sluice::require(run.total == total, where, ": field 'total' is ", run.total,
+                    runs_flex ? ", not the flex CP plan's " : ", not makespan + layout_move = ", total);
+    sluice::require(run.chosen < run.candidates.size(), where, ": field 'chosen' is ", run.chosen, " of ",
+                    run.candidates.size(), " candidates");
+    sluice::require(run.candidates[run.chosen].makespan.has_value(), where, ": the chosen candidate ", run.chosen,
+                    " was not planned");
+    sluice::require(run.candidates[run.chosen].strategy == run.plan.strategy, where,
+                    ": the plan's strategy is not the chosen candidate's");
+    // Busy pipelines of the plan, in its order.
+    for (std::size_t k = 0; k < run.pipelines.size(); ++k) {
+      const sluice::io::TraceRunPipeline& pipeline = run.pipelines[k];
+      const bool in_order = k == 0 || pipeline.index > run.pipelines[k - 1].index;
+      sluice::require(pipeline.index < run.plan.pipelines.size() && in_order, where, ": field 'pipelines'[", k,
+                      "]: index ", pipeline.index, " is out of the plan's range or out of order");
+      sluice::require(pipeline.micro_batches == run.plan.pipelines[pipeline.index].micro_batches.size(), where,
+                      ": field 'pipelines'[", k, "]: ", pipeline.micro_batches, " micro-batches, the plan has ",
+                      run.plan.pipelines[pipeline.index].micro_batches.size());
+    }
+    return run;
+  }
+};
+
+}  // namespace nlohmann
