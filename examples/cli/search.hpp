@@ -178,9 +178,7 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
   settings.batch_step = options.integer("batch-step").value_or(settings.batch_step);
   settings.max_batch = options.integer("max-batch").value_or(settings.max_batch);
   if (const auto schedule = options.text("schedule")) {
-    sluice::require(*schedule == "1f1b" || *schedule == "gpipe", "option --schedule: expected 1f1b or gpipe, got '",
-                    *schedule, "'");
-    settings.schedule = *schedule == "gpipe" ? search::Schedule::gpipe : search::Schedule::one_f_one_b;
+    settings.schedule = value_in(search::schedule_names, *schedule, "option --schedule");
   }
   if (const auto kinds = options.text("dp-types"))
     search_inputs::select_kinds(

@@ -72,9 +72,6 @@ py::list internal_list(const std::vector<T>& values, const py::handle& owner) {
   return list;
 }
 
-// A search schedule's Python name: '1f1b' or 'gpipe'.
-std::string search_schedule_name(search::Schedule schedule);
-
 // How a link shows in repr() and in signatures' defaults: Link(latency, bandwidth).
 inline std::string link_text(const cost::Link& link) {
   return "Link(" + sluice::shortest(link.latency) + ", " + sluice::shortest(link.bandwidth) + ")";

@@ -371,7 +371,8 @@ void bind_search(py::module_& module) {
                                 "A plan Galvatron's search wrote, as sluice's search expresses it.")
       .def_readonly("plan", &io::GalvatronPlan::plan)
       .def_property_readonly(
-          "schedule", [](const io::GalvatronPlan& read) { return search_schedule_name(read.schedule); },
+          "schedule",
+          [](const io::GalvatronPlan& read) { return std::string(name_in(search::schedule_names, read.schedule)); },
           "'1f1b' (Galvatron's pipedream_flush) or 'gpipe'.");
   module.def(
       "read_galvatron_plan",

@@ -2,7 +2,9 @@
 # ---- option structs shared by several functions: immutable, compared by value, picklable -----------------------------
 
 class DispatchOptions:
-    """How a batch is dispatched across pipelines: orders tried, threads, seed, local search, LPT order, V step."""
+    """How a batch is dispatched across pipelines (Hydraulis' Alg. 1): random orders tried, worker threads, seed, local
+    search, the longest-first order and whether the V step is charged. Immutable; raises InvalidInput on a bad
+    value."""
     def __init__(
         self,
         *,
@@ -20,7 +22,8 @@ class DispatchOptions:
     def threads(self) -> int:
         """Workers sharing the trials; the result does not depend on it"""
     @property
-    def seed(self) -> int: ...
+    def seed(self) -> int:
+        """Trial t orders the batch with a stream of this seed"""
     @property
     def local_search(self) -> bool:
         """Improve the best trial with moves and swaps"""
@@ -33,18 +36,25 @@ class DispatchOptions:
     def __eq__(self, other: object) -> bool: ...
 
 class ScheduleOptions:
-    """How a pipeline is scheduled: kind ('cyclic' or '1f1b'), the k-means seed and clusters (0 to 6; 0: auto)."""
+    """How a pipeline is scheduled: kind (cyclic: DynaPipe's search over injection orders, which may keep 1F1B; or
+    1f1b), the k-means seed and clusters (injection-order groups, 0 to 6; 0: 3 when there are more than 20
+    micro-batches, else 4). Immutable; raises InvalidInput on a bad value."""
     def __init__(self, *, kind: str = "cyclic", seed: int = 1, clusters: int = 0) -> None: ...
     @property
-    def kind(self) -> str: ...
+    def kind(self) -> str:
+        """'cyclic' or '1f1b'"""
     @property
-    def seed(self) -> int: ...
+    def seed(self) -> int:
+        """The k-means seed"""
     @property
-    def clusters(self) -> int: ...
+    def clusters(self) -> int:
+        """Injection-order groups, 0 to 6; 0: chosen by the batch"""
     def __eq__(self, other: object) -> bool: ...
 
 class ProblemOptions:
-    """How a simulated pipeline moves activations: hidden, element bytes, the link, the backward ratio."""
+    """How a simulated pipeline moves activations: hidden (elements per token of a boundary tensor), element_bytes, the
+    stage-to-stage link's latency (s) and bandwidth (bytes/s; inf: free) and backward_ratio (backward seconds per
+    forward second). Immutable; raises InvalidInput on a bad value."""
     def __init__(
         self,
         *,
@@ -55,19 +65,27 @@ class ProblemOptions:
         backward_ratio: float = 2.0,
     ) -> None: ...
     @property
-    def hidden(self) -> int: ...
+    def hidden(self) -> int:
+        """Elements per token of a boundary tensor"""
     @property
-    def element_bytes(self) -> int: ...
+    def element_bytes(self) -> int:
+        """Bytes per element"""
     @property
-    def latency(self) -> float: ...
+    def latency(self) -> float:
+        """The stage-to-stage link's latency, seconds"""
     @property
-    def bandwidth(self) -> float: ...
+    def bandwidth(self) -> float:
+        """The stage-to-stage link's bandwidth, bytes/s; inf: free"""
     @property
-    def backward_ratio(self) -> float: ...
+    def backward_ratio(self) -> float:
+        """Backward seconds per forward second"""
     def __eq__(self, other: object) -> bool: ...
 
 class PlanOptions:
-    """How the sluice plan is made: dispatch, schedule, problem, layout moves charged and V step."""
+    """How the sluice plan is made: the dispatch (its v_step left at its default: `v_step` chooses), how pipelines are
+    scheduled, how activations move between stages, what each candidate is charged for its parameter pull and
+    gradient push (layout_moves: none, exposed or all) and whether the dispatch charges the V step (v_step: best, on
+    or off). Immutable; raises InvalidInput on a bad value."""
     def __init__(
         self,
         *,
@@ -78,19 +96,28 @@ class PlanOptions:
         v_step: str = "best",
     ) -> None: ...
     @property
-    def dispatch(self) -> DispatchOptions: ...
+    def dispatch(self) -> DispatchOptions:
+        """How each candidate's dispatch is made"""
     @property
-    def schedule(self) -> ScheduleOptions: ...
+    def schedule(self) -> ScheduleOptions:
+        """How pipelines are scheduled"""
     @property
-    def problem(self) -> ProblemOptions: ...
+    def problem(self) -> ProblemOptions:
+        """How activations move between stages"""
     @property
-    def layout_moves(self) -> str: ...
+    def layout_moves(self) -> str:
+        """What a candidate is charged for its pull and push: 'none', 'exposed' or 'all'"""
     @property
-    def v_step(self) -> str: ...
+    def v_step(self) -> str:
+        """Whether the dispatch charges the V step: 'best', 'on' or 'off'"""
     def __eq__(self, other: object) -> bool: ...
 
 class ProposeOptions:
-    """How the proposal is made: gpus, max_len (None: resolved by propose), grid and steps (tenths), cost terms."""
+    """How Hydraulis' proposal is made: gpus (default: the profile's cluster), max_len (Lmax; default: the dataset's
+    longest sequence), the length grid, the GPU budget and replica steps (tenths), the relaxation, tokens per
+    iteration, the cost model's terms, TP within a node and the candidates kept. A proposal's own has gpus and
+    max_len resolved. Immutable; raises InvalidInput on a bad value (propose checks the rest against the dataset and
+    profile)."""
     def __init__(
         self,
         *,
@@ -107,33 +134,44 @@ class ProposeOptions:
         max_candidates: int = 8,
     ) -> None: ...
     @property
-    def gpus(self) -> Optional[int]: ...
+    def gpus(self) -> Optional[int]:
+        """N; None: the profile's cluster"""
     @property
-    def max_len(self) -> Optional[int]: ...
+    def max_len(self) -> Optional[int]:
+        """Lmax; None: the dataset's longest sequence"""
     @property
-    def length_step(self) -> int: ...
+    def length_step(self) -> int:
+        """The length grid's step"""
     @property
     def gpu_step(self) -> int:
-        """Tenths of a GPU."""
+        """Tenths of a GPU"""
     @property
-    def relaxed(self) -> bool: ...
+    def relaxed(self) -> bool:
+        """Also run the continuous relaxation and round its solutions"""
     @property
     def replica_step(self) -> int:
-        """Tenths of a pipeline."""
+        """Tenths of a pipeline"""
     @property
-    def tokens_per_iteration(self) -> float: ...
+    def tokens_per_iteration(self) -> float:
+        """Scales the dataset's counts to one iteration"""
     @property
-    def sequence_constant(self) -> bool: ...
+    def sequence_constant(self) -> bool:
+        """Charge c per sequence (else as Eq. 2 does)"""
     @property
-    def fill_term(self) -> bool: ...
+    def fill_term(self) -> bool:
+        """Charge (PP - 1)·T(longest) per interval"""
     @property
-    def tp_within_node(self) -> bool: ...
+    def tp_within_node(self) -> bool:
+        """Only schemes with TP <= the profile's gpus_per_node"""
     @property
-    def max_candidates(self) -> int: ...
+    def max_candidates(self) -> int:
+        """At most this many candidates"""
     def __eq__(self, other: object) -> bool: ...
 
 class SampledOptions:
-    """How the sampled proposal judges its pool: choosing and held-out batches, seed, dispatch, pool cap."""
+    """How the sampled proposal judges its pool: batches it chooses on and held-out batches it only measures (each of
+    the ProposeOptions' tokens_per_iteration tokens, drawn with `seed`), the dispatch each (strategy, batch) is
+    planned with, and the pool's cap (>= max_candidates). Immutable; raises InvalidInput on a bad value."""
     def __init__(
         self,
         *,
@@ -161,29 +199,35 @@ class SampledOptions:
     def __eq__(self, other: object) -> bool: ...
 
 class PlacementOptions:
-    """How pipelines are placed on ranks: GPUs per node, TP within a node, block order, layers per stage."""
+    """How pipelines are placed on ranks: GPUs per node, TP within a node, the order of the pipelines' rank blocks
+    ('tp_descending' or 'tp_ascending') and stage_layers (a PP degree to its layers per stage; absent degrees split
+    evenly). Immutable; raises InvalidInput on a bad value (place checks the stage sums against the model's layers)."""
     def __init__(
         self,
         *,
         gpus_per_node: int = 8,
         tp_within_node: bool = True,
         order: str = "tp_descending",
-        stage_layers: Optional[dict[int, Sequence[int]]] = None,
+        stage_layers: dict[int, Sequence[int]] = {},
     ) -> None: ...
     @property
-    def gpus_per_node(self) -> int: ...
+    def gpus_per_node(self) -> int:
+        """GPUs in a node"""
     @property
-    def tp_within_node(self) -> bool: ...
+    def tp_within_node(self) -> bool:
+        """Keep each TP group within a node"""
     @property
     def order(self) -> str:
-        """'tp_descending' or 'tp_ascending'."""
+        """'tp_descending' or 'tp_ascending'"""
     @property
-    def stage_layers(self) -> dict[int, list[int]]: ...
+    def stage_layers(self) -> dict[int, list[int]]:
+        """A PP degree to its layers per stage; absent degrees split evenly"""
     def __eq__(self, other: object) -> bool: ...
 
 class SpaceOptions:
     """Which paradigms the per-layer search may use (zero2: ZeRO-2 data parallelism, ulysses: Ulysses SP in TP's
-    place); pp_degrees [] means every power of 2, max_tp and max_pp 0 no limit."""
+    place); pp_degrees [] means every power of 2, max_tp and max_pp 0 no limit. Immutable; raises InvalidInput on a
+    bad value (the search checks pp_degrees against the cluster)."""
     def __init__(
         self,
         *,
@@ -199,13 +243,17 @@ class SpaceOptions:
         ulysses: bool = False,
     ) -> None: ...
     @property
-    def dp(self) -> bool: ...
+    def dp(self) -> bool:
+        """Data parallelism"""
     @property
-    def sdp(self) -> bool: ...
+    def sdp(self) -> bool:
+        """Sharded data parallelism"""
     @property
-    def tp(self) -> bool: ...
+    def tp(self) -> bool:
+        """Tensor parallelism"""
     @property
-    def ckpt(self) -> bool: ...
+    def ckpt(self) -> bool:
+        """Activation checkpointing"""
     @property
     def tp_outer(self) -> bool:
         """Allow TP (or SP) on the strided (outer) ranks"""
@@ -227,7 +275,10 @@ class SpaceOptions:
     def __eq__(self, other: object) -> bool: ...
 
 class SearchOptions:
-    """How Galvatron-BMW searches: memory per device, DP memory step, global batch or sweep, schedule, space."""
+    """How Galvatron-BMW searches: memory_bytes per device (0: the device memory), the layer DP's memory step, the
+    global batch (0: the sweep batch_step, 2·batch_step, … up to max_batch), the schedule ('1f1b' or 'gpipe') and
+    the space. Immutable; raises InvalidInput on a bad value (the search checks the rest against the model and
+    cluster)."""
     def __init__(
         self,
         *,
@@ -249,12 +300,15 @@ class SearchOptions:
     def global_batch(self) -> int:
         """0: sweep batch_step, 2·batch_step, … up to max_batch"""
     @property
-    def batch_step(self) -> int: ...
+    def batch_step(self) -> int:
+        """The sweep's step"""
     @property
-    def max_batch(self) -> int: ...
+    def max_batch(self) -> int:
+        """The sweep's largest batch"""
     @property
     def schedule(self) -> str:
-        """'1f1b' or 'gpipe'."""
+        """'1f1b' or 'gpipe'"""
     @property
-    def space(self) -> SpaceOptions: ...
+    def space(self) -> SpaceOptions:
+        """Which paradigms the per-layer search may use"""
     def __eq__(self, other: object) -> bool: ...

@@ -101,3 +101,35 @@ def test_module_functions_have_their_parameters(name):
 def test_the_package_ships_the_stub_and_marker():
     assert STUB.is_file() and STUB.with_name("py.typed").is_file()
     assert sluice.__version__ == _sluice.__version__
+
+
+def property_docs(node):
+    def is_property(item):
+        return any(isinstance(decorator, ast.Name) and decorator.id == "property" for decorator in item.decorator_list)
+    return {item.name: ast.get_docstring(item) for item in node.body
+            if isinstance(item, ast.FunctionDef) and is_property(item)}
+
+
+def one_line(text):
+    return " ".join((text or "").split())
+
+
+@pytest.mark.parametrize("name", [n for n in public_names() if hasattr(getattr(_sluice, n), "__match_args__")])
+def test_an_option_class_stub_is_its_field_table(name):
+    """An option class is made from one table of its fields: its stub lists them, in order, as the constructor's
+    keywords and as properties, with the module's docstrings and defaults."""
+    tree = ast.parse(STUB.read_text())
+    node = next(item for item in tree.body if isinstance(item, ast.ClassDef) and item.name == name)
+    cls = getattr(_sluice, name)
+    fields = list(cls.__match_args__)
+    assert one_line(ast.get_docstring(node)) == one_line(cls.__doc__)
+    init = next(item for item in node.body if isinstance(item, ast.FunctionDef) and item.name == "__init__")
+    assert [arg.arg for arg in init.args.kwonlyargs] == fields
+    defaults = cls()
+    for arg, default in zip(init.args.kwonlyargs, init.args.kw_defaults):
+        if not (isinstance(default, ast.Constant) and default.value is Ellipsis):
+            assert ast.literal_eval(default) == getattr(defaults, arg.arg), f"{name}.{arg.arg}"
+    docs = property_docs(node)
+    assert list(docs) == fields
+    assert {field: one_line(doc) for field, doc in docs.items()} == {
+        field: one_line(getattr(cls, field).__doc__) for field in fields}

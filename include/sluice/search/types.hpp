@@ -7,11 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "sluice/core/error.hpp"
+#include "sluice/core/names.hpp"
 #include "sluice/search/space.hpp"
 
 namespace sluice::search {
 
 enum class Schedule { one_f_one_b, gpipe };
+inline constexpr NameTable<Schedule, 2> schedule_names{{{Schedule::one_f_one_b, "1f1b"}, {Schedule::gpipe, "gpipe"}}};
 
 struct SearchOptions {
   std::int64_t memory_bytes = 0;                // per-device budget E; 0 = the cluster's device memory
@@ -22,6 +25,23 @@ struct SearchOptions {
   Schedule schedule = Schedule::one_f_one_b;
   SpaceOptions space{};
 };
+
+// The checks that need neither model nor cluster; the search makes them with the cluster's.
+inline void require_valid(const SpaceOptions& space) {
+  sluice::require(space.max_tp >= 0, "search: space.max_tp must be >= 0, got ", space.max_tp);
+  sluice::require(space.max_pp >= 0, "search: space.max_pp must be >= 0, got ", space.max_pp);
+}
+
+inline void require_valid(const SearchOptions& options) {
+  sluice::require(options.memory_bytes >= 0, "search: memory_bytes must be >= 0, got ", options.memory_bytes);
+  sluice::require(options.granularity_bytes >= 1, "search: granularity_bytes must be >= 1, got ",
+                  options.granularity_bytes);
+  sluice::require(options.global_batch >= 0, "search: global_batch must be >= 0, got ", options.global_batch);
+  sluice::require(options.batch_step >= 1, "search: batch_step must be >= 1, got ", options.batch_step);
+  sluice::require(options.max_batch >= options.batch_step && options.max_batch <= (1 << 24),
+                  "search: max_batch must be in [batch_step, 2^24], got ", options.max_batch);
+  require_valid(options.space);
+}
 
 struct StagePlan {
   int first_layer = 0;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/names.hpp"
 #include "sluice/core/strategy.hpp"
 
 namespace sluice::shard {
@@ -45,6 +46,8 @@ struct Placement {
 };
 
 enum class PipelineOrder { tp_descending, tp_ascending };
+inline constexpr NameTable<PipelineOrder, 2> pipeline_order_names{
+    {{PipelineOrder::tp_descending, "tp_descending"}, {PipelineOrder::tp_ascending, "tp_ascending"}}};
 
 struct PlacementOptions {
   int gpus_per_node = 8;
@@ -58,6 +61,18 @@ struct PlacementOptions {
   std::map<int, std::vector<int>> stage_layers = {};
 };
 
+// The checks that need no model: place checks the stage sums against its layers.
+inline void require_valid(const PlacementOptions& options) {
+  sluice::require(options.gpus_per_node >= 1, "shard placement: gpus_per_node must be >= 1, got ",
+                  options.gpus_per_node);
+  for (const auto& [pp, counts] : options.stage_layers) {
+    sluice::require(static_cast<int>(counts.size()) == pp, "shard placement: stage_layers for pp ", pp, " has ",
+                    counts.size(), " entries");
+    for (const int count : counts)
+      sluice::require(count >= 1, "shard placement: stage_layers for pp ", pp, " has a stage of ", count, " layers");
+  }
+}
+
 // Pipelines take contiguous rank blocks in `order` of their stages' width (ties keep the strategy's canonical
 // order), stage after
 // stage, CP rank after CP rank, TP rank after TP rank; only tp_within_node skips ranks. Raises invalid_input
@@ -65,17 +80,10 @@ struct PlacementOptions {
 inline Placement place(const Strategy& strategy, std::int64_t gpus, int layers, const PlacementOptions& options = {}) {
   sluice::require(gpus >= 1 && gpus <= max_gpus, "shard placement: gpus must be in [1, ", max_gpus, "], got ", gpus);
   sluice::require(layers >= 1, "shard placement: layers must be >= 1, got ", layers);
-  sluice::require(options.gpus_per_node >= 1, "shard placement: gpus_per_node must be >= 1, got ",
-                  options.gpus_per_node);
+  require_valid(options);
   strategy.require_fits(gpus);
   for (const auto& [pp, counts] : options.stage_layers) {
-    sluice::require(static_cast<int>(counts.size()) == pp, "shard placement: stage_layers for pp ", pp, " has ",
-                    counts.size(), " entries");
-    std::int64_t total = 0;
-    for (const int count : counts) {
-      sluice::require(count >= 1, "shard placement: stage_layers for pp ", pp, " has a stage of ", count, " layers");
-      total += count;
-    }
+    const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
     sluice::require(total == layers, "shard placement: stage_layers for pp ", pp, " sum to ", total, ", the model has ",
                     layers, " layers");
   }

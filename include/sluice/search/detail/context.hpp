@@ -40,24 +40,8 @@ inline constexpr double max_search_work = 0x1p26;
 
 // The checks that need neither the model nor the cluster: the full check below makes them first, and the Python
 // binding when the options are made.
-inline void check(const SpaceOptions& space) {
-  sluice::require(space.max_tp >= 0, "search: space.max_tp must be >= 0, got ", space.max_tp);
-  sluice::require(space.max_pp >= 0, "search: space.max_pp must be >= 0, got ", space.max_pp);
-}
-
-inline void check(const SearchOptions& options) {
-  sluice::require(options.memory_bytes >= 0, "search: memory_bytes must be >= 0, got ", options.memory_bytes);
-  sluice::require(options.granularity_bytes >= 1, "search: granularity_bytes must be >= 1, got ",
-                  options.granularity_bytes);
-  sluice::require(options.global_batch >= 0, "search: global_batch must be >= 0, got ", options.global_batch);
-  sluice::require(options.batch_step >= 1, "search: batch_step must be >= 1, got ", options.batch_step);
-  sluice::require(options.max_batch >= options.batch_step && options.max_batch <= (1 << 24),
-                  "search: max_batch must be in [batch_step, 2^24], got ", options.max_batch);
-  check(options.space);
-}
-
 inline void check(const SearchOptions& options, const ClusterSpec& cluster, std::size_t layers) {
-  check(options);
+  require_valid(options);
   sluice::require(options.memory_bytes <= cluster.memory_bytes, "search: memory_bytes ", options.memory_bytes,
                   " exceeds the device memory of cluster ", cluster.name, " (", cluster.memory_bytes, ")");
   const auto memory_units = budget(options, cluster) / options.granularity_bytes;  // whole units of the budget
