@@ -38,8 +38,7 @@ inline std::int64_t budget(const SearchOptions& options, const ClusterSpec& clus
 // (docs/limits.md gives the time at the bound).
 inline constexpr double max_search_work = 0x1p26;
 
-// The checks that need neither the model nor the cluster: the full check below makes them first, and the Python
-// binding when the options are made.
+// The options' own checks (search::require_valid), then those against the cluster and the model's layers.
 inline void check(const SearchOptions& options, const ClusterSpec& cluster, std::size_t layers) {
   require_valid(options);
   sluice::require(options.memory_bytes <= cluster.memory_bytes, "search: memory_bytes ", options.memory_bytes,
