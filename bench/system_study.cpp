@@ -1141,5 +1141,6 @@ int main() {
             << " s on one core. None of its " << bound_check.iterations
             << " simulated iterations (every system's, in every scenario) beat its batch's lower bound; the closest "
             << "took " << fixed(bound_check.closest, 3) << "× the bound.\n";
-  return bound_check.closest >= 1 ? 0 : 1;
+  // The critical-path bound and a makespan that meets it are the same sum in another order: a few ulps apart.
+  return bound_check.closest >= 1 - 1e-12 ? 0 : 1;
 }

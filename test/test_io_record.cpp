@@ -53,10 +53,11 @@ template <>
 struct sluice::io::record<Settings> {
   using T = Settings;
   static constexpr std::string_view name = "settings";
-  static constexpr auto fields = std::tuple{member("count", &T::count, Presence::defaulted),
-                                            named_member("colour", &T::colour, colour_names, Presence::defaulted),
-                                            extended_member("limit", &T::limit, Presence::defaulted),
-                                            member("scale", &T::scale, Presence::defaulted), member("sizes", &T::sizes)};
+  static constexpr auto fields =
+      std::tuple{member("count", &T::count, Presence::defaulted),
+                 named_member("colour", &T::colour, colour_names, Presence::defaulted),
+                 extended_member("limit", &T::limit, Presence::defaulted),
+                 member("scale", &T::scale, Presence::defaulted), member("sizes", &T::sizes)};
   static void check(const T& value) { sluice::require(value.count >= 1, "settings: count must be >= 1"); }
 };
 
