@@ -47,7 +47,42 @@ struct Labelled {
   friend bool operator==(const Labelled&, const Labelled&) = default;
 };
 
+// A document of its own, and a report that holds one (and perhaps a draft) and a key derived from its members.
+struct Sheet {
+  int rows = 0;
+  std::string title;
+  friend bool operator==(const Sheet&, const Sheet&) = default;
+};
+
+struct Report {
+  int total = 0;
+  int spare = 1;
+  Sheet sheet;
+  std::optional<Sheet> draft;
+  [[nodiscard]] int doubled() const { return 2 * total; }
+  friend bool operator==(const Report&, const Report&) = default;
+};
+
 }  // namespace
+
+namespace sluice::io {
+SLUICE_IO_DOCUMENT(Sheet, "test.sheet", 4);
+SLUICE_IO_RECORD(Sheet, "sheet", SLUICE_IO_MEMBERS(rows, title));
+
+template <>
+struct record<Report> {
+  using T = Report;
+  static constexpr std::string_view name = "report";
+  static constexpr auto fields =
+      std::tuple{SLUICE_IO_MEMBERS(total), SLUICE_IO_DEFAULTED(spare), document_member("sheet", &T::sheet),
+                 document_member("draft", &T::draft, Presence::omitted_when_empty)};
+  static void write_derived(json& out, const T& report) { out["doubled"] = report.doubled(); }
+  static void check(const T& report, const json& document) {
+    sluice::require(field<int>(document, "doubled", name) == report.doubled(), name,
+                    ": field 'doubled' is not twice 'total'");
+  }
+};
+}  // namespace sluice::io
 
 template <>
 struct sluice::io::record<Settings> {
@@ -139,4 +174,26 @@ TEST_CASE("record: an inline member's fields sit beside the record's; an empty o
   CHECK(json(labelled).get<Labelled>() == labelled);
   CHECK_THROWS_WITH_AS(sluice::io::as<Labelled>(json::parse(R"({"count": 2})"), "input"),
                        "input: settings: missing field 'sizes'", sluice::invalid_input);
+}
+
+TEST_CASE("record: the one-line forms key fields by their members' names; a nested document keeps its own header") {
+  Report report{.total = 3, .spare = 5, .sheet = {.rows = 2, .title = "t"}, .draft = std::nullopt};
+  const json text = report;
+  CHECK(text == json::parse(R"({"total": 3, "spare": 5, "doubled": 6,
+                                "sheet": {"format": "test.sheet", "version": 4, "rows": 2, "title": "t"}})"));
+  CHECK(text.get<Report>() == report);
+  report.draft = Sheet{.rows = 1, .title = "d"};
+  CHECK(json(report).at("draft") == json::parse(R"({"format": "test.sheet", "version": 4, "rows": 1, "title": "d"})"));
+  CHECK(json(report).get<Report>() == report);
+
+  const auto read = [](const std::string& document) { return sluice::io::as<Report>(json::parse(document), "input"); };
+  const std::string sheet = R"("sheet": {"format": "test.sheet", "version": 4, "rows": 2, "title": "t"})";
+  CHECK(read(R"({"total": 1, "doubled": 2, "draft": null, )" + sheet + "}").spare == 1);
+  CHECK_THROWS_WITH_AS(read(R"({"doubled": 2, )" + sheet + "}"), "input: report: missing field 'total'",
+                       sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(read(R"({"total": 1, "doubled": 3, )" + sheet + "}"),
+                       "input: report: field 'doubled' is not twice 'total'", sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(read(R"({"total": 1, "doubled": 2, "sheet": {"format": "test.page", "version": 4}})"),
+                       "input: report: field 'sheet': expected format 'test.sheet', got \"test.page\"",
+                       sluice::invalid_input);
 }

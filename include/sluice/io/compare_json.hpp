@@ -26,24 +26,14 @@
 #include "sluice/io/schedule_json.hpp"
 
 namespace sluice::io {
-template <>
-struct document_traits<compare::Comparison> {
-  static constexpr std::string_view format = "sluice.comparison";
-  static constexpr int version = 11;
-};
+SLUICE_IO_DOCUMENT(compare::Comparison, "sluice.comparison", 11);
 
 template <>
 struct record<compare::IterationOutcome> {
   using T = compare::IterationOutcome;
   static constexpr std::string_view name = "iteration outcome";
-  static constexpr auto fields = std::tuple{member("seconds", &T::seconds),
-                                            member("switching", &T::switching),
-                                            member("layout_move", &T::layout_move),
-                                            member("imbalance", &T::imbalance),
-                                            member("idle", &T::idle),
-                                            member("micro_batch_imbalance", &T::micro_batch_imbalance),
-                                            member("strategy", &T::strategy),
-                                            member("planning_seconds", &T::planning_seconds)};
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(seconds, switching, layout_move, imbalance, idle,
+                                                              micro_batch_imbalance, strategy, planning_seconds)};
   static void check(const T& outcome) {
     sluice::require(outcome.planning_seconds >= 0, name, ": 'planning_seconds' must be >= 0, got ",
                     outcome.planning_seconds);
@@ -54,33 +44,21 @@ template <>
 struct record<compare::Timeline> {
   using T = compare::Timeline;
   static constexpr std::string_view name = "timeline";
-  static constexpr auto fields = std::tuple{member("pipelines", &T::pipelines), member("names", &T::names)};
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(pipelines, names)};
   static void check(const T& timeline) {
     sluice::require(timeline.names.size() == timeline.pipelines.size(), name, ": ", timeline.names.size(),
                     " names for ", timeline.pipelines.size(), " pipelines");
   }
 };
 
-template <>
-struct record<compare::SystemRun> {
-  using T = compare::SystemRun;
-  static constexpr std::string_view name = "system run";
-  static constexpr auto fields = std::tuple{member("name", &T::name),
-                                            member("failure", &T::failure),
-                                            member("configuration", &T::configuration),
-                                            member("strategies", &T::strategies),
-                                            member("layout_moves", &T::layout_moves),
-                                            member("iterations", &T::iterations),
-                                            member("plans", &T::plans),
-                                            member("first", &T::first)};
-};
+SLUICE_IO_RECORD(compare::SystemRun, "system run",
+                 SLUICE_IO_MEMBERS(name, failure, configuration, strategies, layout_moves, iterations, plans, first));
 
 template <>
 struct record<compare::IterationBound> {
   using T = compare::IterationBound;
   static constexpr std::string_view name = "lower bound";
-  static constexpr auto fields = std::tuple{member("seconds", &T::seconds), member("area_seconds", &T::area_seconds),
-                                            member("critical_path_seconds", &T::critical_path_seconds)};
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(seconds, area_seconds, critical_path_seconds)};
   static void check(const T& bound) {
     sluice::require(bound.area_seconds > 0 && bound.critical_path_seconds > 0, name,
                     ": 'area_seconds' and 'critical_path_seconds' must be > 0");
@@ -89,31 +67,22 @@ struct record<compare::IterationBound> {
   }
 };
 
-template <>
-struct record<compare::BatchSize> {
-  using T = compare::BatchSize;
-  static constexpr std::string_view name = "batch";
-  static constexpr auto fields = std::tuple{member("sequences", &T::sequences), member("tokens", &T::tokens),
-                                            member("lower_bound", &T::lower_bound)};
-};
+SLUICE_IO_RECORD(compare::BatchSize, "batch", SLUICE_IO_MEMBERS(sequences, tokens, lower_bound));
 
 template <>
 struct record<compare::Summary> {
   using T = compare::Summary;
   static constexpr std::string_view name = "summary";
-  static constexpr auto fields = std::tuple{member("mean_seconds", &T::seconds),
-                                            member("stddev_seconds", &T::seconds_stddev),
-                                            member("mean_tokens_per_second", &T::tokens_per_second),
-                                            member("stddev_tokens_per_second", &T::tokens_per_second_stddev),
-                                            member("speedup", &T::speedup),
-                                            member("speedup_stddev", &T::speedup_stddev),
-                                            member("imbalance", &T::imbalance),
-                                            member("idle", &T::idle),
-                                            member("micro_batch_imbalance", &T::micro_batch_imbalance),
-                                            member("switching_seconds", &T::switching),
-                                            member("layout_move_seconds", &T::layout_move),
-                                            member("over_bound", &T::over_bound),
-                                            member("mean_planning_seconds", &T::planning_seconds)};
+  static constexpr auto fields =
+      std::tuple{member("mean_seconds", &T::seconds),
+                 member("stddev_seconds", &T::seconds_stddev),
+                 member("mean_tokens_per_second", &T::tokens_per_second),
+                 member("stddev_tokens_per_second", &T::tokens_per_second_stddev),
+                 SLUICE_IO_MEMBERS(speedup, speedup_stddev, imbalance, idle, micro_batch_imbalance),
+                 member("switching_seconds", &T::switching),
+                 member("layout_move_seconds", &T::layout_move),
+                 SLUICE_IO_MEMBERS(over_bound),
+                 member("mean_planning_seconds", &T::planning_seconds)};
   static void check(const T& summary) {
     sluice::require(!summary.over_bound || *summary.over_bound > 0, name, ": 'over_bound' must be > 0");
     for (const double value :

@@ -9,11 +9,7 @@
 #include "sluice/io/json.hpp"
 
 namespace sluice::io {
-template <>
-struct document_traits<Strategy> {
-  static constexpr std::string_view format = "sluice.strategy";
-  static constexpr int version = 1;
-};
+SLUICE_IO_DOCUMENT(Strategy, "sluice.strategy", 1);
 }  // namespace sluice::io
 
 namespace nlohmann {

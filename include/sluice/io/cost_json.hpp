@@ -18,18 +18,10 @@
 #include "sluice/io/record.hpp"
 
 namespace sluice::io {
-template <>
-struct document_traits<cost::Profile> {
-  static constexpr std::string_view format = "sluice.profile";
-  static constexpr int version = 1;
-};
+SLUICE_IO_DOCUMENT(cost::Profile, "sluice.profile", 1);
 template <>
 struct document_traits<cost::ProfileSpec> : document_traits<cost::Profile> {};
-template <>
-struct document_traits<cost::FitResult> {
-  static constexpr std::string_view format = "sluice.latency_fit";
-  static constexpr int version = 1;
-};
+SLUICE_IO_DOCUMENT(cost::FitResult, "sluice.latency_fit", 1);
 
 namespace detail {
 // JSON object keys must be strings; TP degrees are written as "1", "2", ...
@@ -57,28 +49,11 @@ std::map<int, Value> tp_map(const json& in, std::string_view where) {
 }  // namespace detail
 
 // {latency, bandwidth}; a free link's bandwidth is "inf" (an extended number).
-template <>
-struct record<cost::Link> {
-  static constexpr std::string_view name = "link";
-  static constexpr auto fields =
-      std::tuple{member("latency", &cost::Link::latency), extended_member("bandwidth", &cost::Link::bandwidth)};
-};
+SLUICE_IO_RECORD(cost::Link, "link", SLUICE_IO_MEMBERS(latency), extended_member("bandwidth", &T::bandwidth));
 
-template <>
-struct record<cost::LatencySample> {
-  static constexpr std::string_view name = "sample";
-  static constexpr auto fields =
-      std::tuple{member("length", &cost::LatencySample::length), member("seconds", &cost::LatencySample::seconds)};
-};
+SLUICE_IO_RECORD(cost::LatencySample, "sample", SLUICE_IO_MEMBERS(length, seconds));
 
-template <>
-struct record<cost::FitResult> {
-  using T = cost::FitResult;
-  static constexpr std::string_view name = "fit";
-  static constexpr auto fields =
-      std::tuple{member("latency", &T::model), member("relative_rms_error", &T::relative_rms_error),
-                 member("samples", &T::samples)};
-};
+SLUICE_IO_RECORD(cost::FitResult, "fit", member("latency", &T::model), SLUICE_IO_MEMBERS(relative_rms_error, samples));
 
 template <std::size_t D>
 struct record<cost::GridCostModel<D>> {

@@ -22,43 +22,20 @@
 #include "sluice/io/record.hpp"
 
 namespace sluice::io {
-template <>
-struct document_traits<data::LengthStats> {
-  static constexpr std::string_view format = "sluice.length_stats";
-  static constexpr int version = 1;
-};
+SLUICE_IO_DOCUMENT(data::LengthStats, "sluice.length_stats", 1);
 
-template <>
-struct document_traits<data::LengthHistogram> {
-  static constexpr std::string_view format = "sluice.length_histogram";
-  static constexpr int version = 1;
-};
+SLUICE_IO_DOCUMENT(data::LengthHistogram, "sluice.length_histogram", 1);
 
-template <>
-struct record<data::LengthStats> {
-  using T = data::LengthStats;
-  static constexpr std::string_view name = "length stats";
-  static constexpr auto fields = std::tuple{member("count", &T::count), member("tokens", &T::tokens),
-                                            member("min", &T::min),     member("max", &T::max),
-                                            member("p50", &T::p50),     member("p90", &T::p90),
-                                            member("p99", &T::p99),     member("truncated", &T::truncated),
-                                            member("mean", &T::mean)};
-};
+SLUICE_IO_RECORD(data::LengthStats, "length stats",
+                 SLUICE_IO_MEMBERS(count, tokens, min, max, p50, p90, p99, truncated, mean));
 
-template <>
-struct record<data::HistogramBin> {
-  using T = data::HistogramBin;
-  static constexpr std::string_view name = "histogram bin";
-  static constexpr auto fields =
-      std::tuple{member("lower", &T::lower), member("upper", &T::upper), member("count", &T::count)};
-};
+SLUICE_IO_RECORD(data::HistogramBin, "histogram bin", SLUICE_IO_MEMBERS(lower, upper, count));
 
 template <>
 struct record<data::LengthHistogram> {
   using T = data::LengthHistogram;
   static constexpr std::string_view name = "length histogram";
-  static constexpr auto fields = std::tuple{member("bin_width", &T::bin_width), member("bins", &T::bins)};
-
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(bin_width, bins)};
   // Consumers index bins by position, so a read histogram must have the shape LengthDataset makes.
   static void check(const T& histogram) {
     const std::int64_t width = histogram.bin_width;
@@ -76,38 +53,15 @@ struct record<data::LengthHistogram> {
   }
 };
 
-template <>
-struct record<data::SamplerOptions> {
-  using T = data::SamplerOptions;
-  static constexpr std::string_view name = "sampler options";
-  static constexpr auto fields =
-      std::tuple{member("tokens_per_batch", &T::tokens_per_batch), member("seed", &T::seed, Presence::defaulted),
-                 member("drop_last", &T::drop_last, Presence::defaulted)};
-};
+SLUICE_IO_RECORD(data::SamplerOptions, "sampler options", SLUICE_IO_MEMBERS(tokens_per_batch),
+                 SLUICE_IO_DEFAULTED(seed, drop_last));
 
 // Absent fields take their defaults, so a document can name only what it changes.
-template <>
-struct record<data::SyntheticOptions> {
-  using T = data::SyntheticOptions;
-  static constexpr std::string_view name = "synthetic options";
-  static constexpr auto fields = std::tuple{member("count", &T::count, Presence::defaulted),
-                                            member("median", &T::median, Presence::defaulted),
-                                            member("sigma", &T::sigma, Presence::defaulted),
-                                            member("tail_fraction", &T::tail_fraction, Presence::defaulted),
-                                            member("tail_alpha", &T::tail_alpha, Presence::defaulted),
-                                            member("tail_min", &T::tail_min, Presence::defaulted),
-                                            member("min_length", &T::min_length, Presence::defaulted),
-                                            member("max_length", &T::max_length, Presence::defaulted),
-                                            member("seed", &T::seed, Presence::defaulted)};
-};
+SLUICE_IO_RECORD(data::SyntheticOptions, "synthetic options",
+                 SLUICE_IO_DEFAULTED(count, median, sigma, tail_fraction, tail_alpha, tail_min, min_length, max_length,
+                                     seed));
 
-template <>
-struct record<data::Batch> {
-  using T = data::Batch;
-  static constexpr std::string_view name = "batch";
-  static constexpr auto fields = std::tuple{member("epoch", &T::epoch), member("index", &T::index),
-                                            member("sequences", &T::sequences), member("tokens", &T::tokens)};
-};
+SLUICE_IO_RECORD(data::Batch, "batch", SLUICE_IO_MEMBERS(epoch, index, sequences, tokens));
 
 // One batch is planned at once; 2^20 sequences is about 2^20 x (shortest sequence) tokens, far past any
 // iteration a trainer runs, and bounds the planning time of one batch.

@@ -50,24 +50,43 @@ struct FitRun {
   std::optional<std::string> out;  // where the profile was written
 };
 
-template <>
-struct document_traits<FitRun> {
-  static constexpr std::string_view format = "sluice.fit_run";
-  static constexpr int version = 1;
-};
+SLUICE_IO_DOCUMENT(FitRun, "sluice.fit_run", 1);
 
 template <>
 struct record<FitRunMemory> {
   using T = FitRunMemory;
   static constexpr std::string_view name = "memory fit";
-  static constexpr auto fields =
-      std::tuple{member("fixed_bytes", &T::fixed_bytes), member("bytes_per_token", &T::bytes_per_token),
-                 member("relative_rms_error", &T::relative_rms_error)};
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(fixed_bytes, bytes_per_token, relative_rms_error)};
   static void check(const T& value) {
     sluice::require(value.bytes_per_token > 0, name, ": field 'bytes_per_token' must be > 0, got ",
                     value.bytes_per_token);
     sluice::require(value.relative_rms_error >= 0, name, ": field 'relative_rms_error' must be >= 0, got ",
                     value.relative_rms_error);
+  }
+};
+
+// The profile is a whole document of its own, so that it can be cut out and read alone.
+template <>
+struct record<FitRun> {
+  using T = FitRun;
+  static constexpr std::string_view name = "fit run";
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(samples, base, max_error, schemes),
+                                            document_member("profile", &T::profile), SLUICE_IO_MEMBERS(out)};
+  static void check(const T& run) {
+    sluice::require(run.max_error > 0 && run.max_error <= 1, name, ": field 'max_error' must be in (0, 1], got ",
+                    run.max_error);
+    // Each fit within the bound, and usable exactly when the profile keeps the scheme, with the profile's lengths.
+    for (std::size_t k = 0; k < run.schemes.size(); ++k) {
+      const FitRunScheme& fit = run.schemes[k];
+      sluice::require(fit.latency_error <= run.max_error, name, ": field 'schemes'[", k, "]: latency error ",
+                      fit.latency_error, " exceeds max_error ", run.max_error);
+      const cost::SchemeCost* kept = run.profile.find(fit.scheme);
+      sluice::require(fit.usable() == (kept != nullptr), name, ": field 'schemes'[", k, "]: ", fit.scheme.name(),
+                      fit.usable() ? " is usable but not in the profile" : " is in the profile but not usable");
+      sluice::require(!kept || (kept->max_len == *fit.max_len && kept->util_len == *fit.util_len), name,
+                      ": field 'schemes'[", k, "]: ", fit.scheme.name(),
+                      "'s max_len and util_len are not the profile's");
+    }
   }
 };
 
@@ -105,45 +124,6 @@ struct adl_serializer<sluice::io::FitRunScheme> {
                     ": field 'usable' is ", usable ? "true" : "false", ", so 'max_len' and 'util_len' must be ",
                     usable ? "numbers" : "null");
     return fit;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::io::FitRun> {
-  static void to_json(json& out, const sluice::io::FitRun& run) {
-    out = {{"samples", run.samples},
-           {"base", run.base},
-           {"max_error", run.max_error},
-           {"schemes", run.schemes},
-           {"profile", sluice::io::to_document(run.profile)},
-           {"out", run.out ? json(*run.out) : json(nullptr)}};
-  }
-  static sluice::io::FitRun from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "fit run";
-    sluice::io::FitRun run{field<std::string>(in, "samples", where),
-                           field<std::string>(in, "base", where),
-                           field<double>(in, "max_error", where),
-                           field<std::vector<sluice::io::FitRunScheme>>(in, "schemes", where),
-                           sluice::io::from_document<sluice::cost::Profile>(field<json>(in, "profile", where),
-                                                                            sluice::concat(where, ": field 'profile'")),
-                           field<std::optional<std::string>>(in, "out", where)};
-    sluice::require(run.max_error > 0 && run.max_error <= 1, where, ": field 'max_error' must be in (0, 1], got ",
-                    run.max_error);
-    // Each fit within the bound, and usable exactly when the profile keeps the scheme, with the profile's lengths.
-    for (std::size_t k = 0; k < run.schemes.size(); ++k) {
-      const sluice::io::FitRunScheme& fit = run.schemes[k];
-      sluice::require(fit.latency_error <= run.max_error, where, ": field 'schemes'[", k, "]: latency error ",
-                      fit.latency_error, " exceeds max_error ", run.max_error);
-      const sluice::cost::SchemeCost* kept = run.profile.find(fit.scheme);
-      sluice::require(fit.usable() == (kept != nullptr), where, ": field 'schemes'[", k, "]: ", fit.scheme.name(),
-                      fit.usable() ? " is usable but not in the profile" : " is in the profile but not usable");
-      sluice::require(!kept || (kept->max_len == *fit.max_len && kept->util_len == *fit.util_len), where,
-                      ": field 'schemes'[", k, "]: ", fit.scheme.name(),
-                      "'s max_len and util_len are not the "
-                      "profile's");
-    }
-    return run;
   }
 };
 

@@ -102,11 +102,7 @@ inline Inspect inspect(const data::LengthDataset& dataset, const data::LengthHis
   return report;
 }
 
-template <>
-struct document_traits<Inspect> {
-  static constexpr std::string_view format = "sluice.inspect";
-  static constexpr int version = 1;
-};
+SLUICE_IO_DOCUMENT(Inspect, "sluice.inspect", 1);
 
 // Described before detail::inspect_times reads it.
 // "context" only where the sequences were truncated.
@@ -115,28 +111,21 @@ struct record<InspectDataset> {
   using T = InspectDataset;
   static constexpr std::string_view name = "dataset";
   static constexpr auto fields =
-      std::tuple{member("source", &T::source), member("context", &T::context, Presence::omitted_when_empty),
-                 member("stats", &T::stats), member("histogram", &T::histogram)};
+      std::tuple{SLUICE_IO_MEMBERS(source), member("context", &T::context, Presence::omitted_when_empty),
+                 SLUICE_IO_MEMBERS(stats, histogram)};
   static void check(const T& dataset) {
     sluice::require(!dataset.context || *dataset.context >= 1, name, ": field 'context' must be >= 1, got ",
                     dataset.context.value_or(0));
   }
 };
 
-template <>
-struct record<InspectTime> {
-  static constexpr std::string_view name = "time";
-  static constexpr auto fields =
-      std::tuple{member("length", &InspectTime::length), member("seconds", &InspectTime::seconds),
-                 member("fits", &InspectTime::fits)};
-};
+SLUICE_IO_RECORD(InspectTime, "time", SLUICE_IO_MEMBERS(length, seconds, fits));
 
 template <>
 struct record<InspectProfile> {
   using T = InspectProfile;
   static constexpr std::string_view name = "profile";
-  static constexpr auto fields = std::tuple{member("name", &T::name), member("model", &T::model),
-                                            member("gpus", &T::gpus), member("schemes", &T::schemes)};
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(name, model, gpus, schemes)};
   static void check(const T& value) {
     sluice::require(value.gpus >= 1, name, ": field 'gpus' must be >= 1, got ", value.gpus);
   }

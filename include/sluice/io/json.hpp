@@ -42,8 +42,16 @@ using json = nlohmann::json;
 inline constexpr int max_json_depth = 256;
 
 // Specialised next to each top-level type: static constexpr std::string_view format; static constexpr int version.
+// SLUICE_IO_DOCUMENT(Type, format, version) writes the specialisation (inside namespace sluice::io).
 template <class T>
 struct document_traits;
+
+#define SLUICE_IO_DOCUMENT(Type, format_name, format_version) \
+  template <>                                                 \
+  struct document_traits<Type> {                              \
+    static constexpr std::string_view format = format_name;   \
+    static constexpr int version = format_version;            \
+  }
 
 template <class T>
 concept Document = requires {

@@ -9,57 +9,20 @@
 #include "sluice/microbatch/types.hpp"
 
 namespace sluice::io {
-template <>
-struct document_traits<microbatch::Partition> {
-  static constexpr std::string_view format = "sluice.micro_batches";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<microbatch::ReplicaAssignment> {
-  static constexpr std::string_view format = "sluice.replica_assignment";
-  static constexpr int version = 1;
-};
+SLUICE_IO_DOCUMENT(microbatch::Partition, "sluice.micro_batches", 1);
+SLUICE_IO_DOCUMENT(microbatch::ReplicaAssignment, "sluice.replica_assignment", 1);
 
-template <>
-struct record<microbatch::Sample> {
-  using T = microbatch::Sample;
-  static constexpr std::string_view name = "sample";
-  static constexpr auto fields =
-      std::tuple{member("id", &T::id), member("input", &T::input), member("target", &T::target, Presence::defaulted)};
-};
+SLUICE_IO_RECORD(microbatch::Sample, "sample", SLUICE_IO_MEMBERS(id, input), SLUICE_IO_DEFAULTED(target));
 
-template <>
-struct record<microbatch::Shape> {
-  using T = microbatch::Shape;
-  static constexpr std::string_view name = "shape";
-  static constexpr auto fields =
-      std::tuple{member("rows", &T::rows), member("input", &T::input), member("target", &T::target)};
-};
+SLUICE_IO_RECORD(microbatch::Shape, "shape", SLUICE_IO_MEMBERS(rows, input, target));
 
-template <>
-struct record<microbatch::ShapedMicroBatch> {
-  using T = microbatch::ShapedMicroBatch;
-  static constexpr std::string_view name = "micro-batch";
-  static constexpr auto fields =
-      std::tuple{member("samples", &T::sample_ids), member("row_sizes", &T::row_sizes), member("shape", &T::shape),
-                 member("seconds", &T::seconds), member("bytes", &T::bytes)};
-};
+SLUICE_IO_RECORD(microbatch::ShapedMicroBatch, "micro-batch", member("samples", &T::sample_ids),
+                 SLUICE_IO_MEMBERS(row_sizes, shape, seconds, bytes));
 
-template <>
-struct record<microbatch::Partition> {
-  using T = microbatch::Partition;
-  static constexpr std::string_view name = "micro-batch partition";
-  static constexpr auto fields = std::tuple{named_member("layout", &T::layout, microbatch::layout_names),
-                                            member("micro_batches", &T::micro_batches),
-                                            member("objective", &T::objective), member("cost_model", &T::cost_model)};
-};
+SLUICE_IO_RECORD(microbatch::Partition, "micro-batch partition",
+                 named_member("layout", &T::layout, microbatch::layout_names),
+                 SLUICE_IO_MEMBERS(micro_batches, objective, cost_model));
 
-template <>
-struct record<microbatch::ReplicaAssignment> {
-  using T = microbatch::ReplicaAssignment;
-  static constexpr std::string_view name = "replica assignment";
-  static constexpr auto fields =
-      std::tuple{member("replicas", &T::replicas), member("loads", &T::loads), member("max_load", &T::max_load)};
-};
+SLUICE_IO_RECORD(microbatch::ReplicaAssignment, "replica assignment", SLUICE_IO_MEMBERS(replicas, loads, max_load));
 
 }  // namespace sluice::io

@@ -95,11 +95,7 @@ inline PlanRunSummary plan_run_summary(const std::vector<double>& totals, const 
   return summary;
 }
 
-template <>
-struct document_traits<PlanRun> {
-  static constexpr std::string_view format = "sluice.plan_run";
-  static constexpr int version = 5;
-};
+SLUICE_IO_DOCUMENT(PlanRun, "sluice.plan_run", 5);
 
 }  // namespace sluice::io
 

@@ -16,16 +16,8 @@
 #include "sluice/proposal/sampled.hpp"
 
 namespace sluice::io {
-template <>
-struct document_traits<proposal::Proposal> {
-  static constexpr std::string_view format = "sluice.proposal";
-  static constexpr int version = 2;
-};
-template <>
-struct document_traits<proposal::SampledProposal> {
-  static constexpr std::string_view format = "sluice.sampled_proposal";
-  static constexpr int version = 2;
-};
+SLUICE_IO_DOCUMENT(proposal::Proposal, "sluice.proposal", 2);
+SLUICE_IO_DOCUMENT(proposal::SampledProposal, "sluice.sampled_proposal", 2);
 
 namespace detail {
 // Optional values are written as null and read from null or absence.
@@ -49,27 +41,16 @@ inline std::int64_t tenths_field(const json& object, std::string_view key, std::
 }
 }  // namespace detail
 
-template <>
-struct record<proposal::LengthOptimum> {
-  using T = proposal::LengthOptimum;
-  static constexpr std::string_view name = "proposal by_length";
-  static constexpr auto fields =
-      std::tuple{member("max_len", &T::max_len), member("integer", &T::integer),
-                 member("relaxed", &T::relaxed, Presence::defaulted), member("share", &T::share)};
-};
+SLUICE_IO_RECORD(proposal::LengthOptimum, "proposal by_length", SLUICE_IO_MEMBERS(max_len, integer),
+                 SLUICE_IO_DEFAULTED(relaxed), SLUICE_IO_MEMBERS(share));
 
 template <>
 struct record<proposal::Proposal> {
   using T = proposal::Proposal;
   static constexpr std::string_view name = "proposal";
-  static constexpr auto fields = std::tuple{member("profile", &T::profile),
-                                            member("options", &T::options),
-                                            member("sequences_per_iteration", &T::sequences_per_iteration),
-                                            member("integer_optimum", &T::integer_optimum),
-                                            member("relaxed_optimum", &T::relaxed_optimum, Presence::defaulted),
-                                            member("considered", &T::considered),
-                                            member("candidates", &T::candidates),
-                                            member("by_length", &T::by_length)};
+  static constexpr auto fields =
+      std::tuple{SLUICE_IO_MEMBERS(profile, options, sequences_per_iteration, integer_optimum),
+                 SLUICE_IO_DEFAULTED(relaxed_optimum), SLUICE_IO_MEMBERS(considered, candidates, by_length)};
   static void check(const T& value) { sluice::require(!value.candidates.empty(), name, ": has no candidates"); }
 };
 
@@ -79,21 +60,9 @@ struct record<proposal::SampledProposal> {
   using T = proposal::SampledProposal;
   static constexpr std::string_view name = "sampled proposal";
   static constexpr auto fields =
-      std::tuple{member("paper", &T::paper),
-                 member("choosing_batches", &T::choosing_batches),
-                 member("held_out_batches", &T::held_out_batches),
-                 member("seed", &T::seed),
-                 member("trials", &T::trials),
-                 member("candidates", &T::candidates),
-                 member("choosing_mean", &T::choosing_mean),
-                 member("held_out_mean", &T::held_out_mean),
-                 member("paper_choosing_mean", &T::paper_choosing_mean),
-                 member("paper_held_out_mean", &T::paper_held_out_mean),
-                 member("best_homogeneous", &T::best_homogeneous),
-                 member("best_homogeneous_held_out_mean", &T::best_homogeneous_held_out_mean),
-                 member("pool_size", &T::pool_size),
-                 member("plans", &T::plans),
-                 member("rounds", &T::rounds)};
+      std::tuple{SLUICE_IO_MEMBERS(paper, choosing_batches, held_out_batches, seed, trials, candidates, choosing_mean,
+                                   held_out_mean, paper_choosing_mean, paper_held_out_mean, best_homogeneous,
+                                   best_homogeneous_held_out_mean, pool_size, plans, rounds)};
   static void check(const T& value) { sluice::require(!value.candidates.empty(), name, ": has no candidates"); }
 };
 

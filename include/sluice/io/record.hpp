@@ -4,11 +4,16 @@
 // io::record with
 //   static constexpr std::string_view name;   // names the record in errors ("dispatch options: field 'seed': ...")
 //   static constexpr auto fields = std::tuple{io::member(...), ...};
-// and, where a record must hold together after reading, static void check(const T&). Fields are read in table
-// order, so the first missing or bad one is the one an error names. A default-constructible type starts from its
-// default, so a defaulted field a document leaves out keeps the default's value; any other type must be an
-// aggregate whose table lists every member in declaration order, and a left-out field is value-initialised.
+// and, where a record must hold together after reading, static void check(const T&). A key derived from the
+// members (a rate, a partition) is written by static void write_derived(json&, const T&) after the fields; the
+// reader leaves it alone unless the record checks it with static void check(const T&, const json& document).
+// Fields are read in table order, so the first missing or bad one is the one an error names. A
+// default-constructible type starts from its default, so a defaulted field a document leaves out keeps the
+// default's value; any other type must be an aggregate whose table lists every member in declaration order, and a
+// left-out field is value-initialised.
 #include <concepts>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -18,6 +23,31 @@
 
 #include "sluice/core/names.hpp"
 #include "sluice/io/json.hpp"
+
+// A record without a check in one statement (inside namespace sluice::io), its fields any of the field makers
+// below with T naming the type; SLUICE_IO_MEMBERS(a, b) are required fields keyed by the members' own names,
+// SLUICE_IO_DEFAULTED(c) defaulted ones:
+//   SLUICE_IO_RECORD(shard::Tensor, "tensor", SLUICE_IO_MEMBERS(name, elements));
+#define SLUICE_IO_RECORD(Type, error_name, ...)             \
+  template <>                                               \
+  struct record<Type> {                                     \
+    using T = Type;                                         \
+    static constexpr std::string_view name = error_name;    \
+    static constexpr auto fields = std::tuple{__VA_ARGS__}; \
+  }
+#define SLUICE_IO_MEMBERS(...) __VA_OPT__(SLUICE_IO_EXPAND(SLUICE_IO_MEMBERS_FROM(required, __VA_ARGS__)))
+#define SLUICE_IO_DEFAULTED(...) __VA_OPT__(SLUICE_IO_EXPAND(SLUICE_IO_MEMBERS_FROM(defaulted, __VA_ARGS__)))
+
+// A preprocessor loop: each rescan of SLUICE_IO_EXPAND expands one more SLUICE_IO_MEMBERS_AGAIN (up to 64 members).
+#define SLUICE_IO_MEMBERS_FROM(presence, first, ...)                        \
+  ::sluice::io::member(#first, &T::first, ::sluice::io::Presence::presence) \
+      __VA_OPT__(, SLUICE_IO_MEMBERS_AGAIN SLUICE_IO_PARENS(presence, __VA_ARGS__))
+#define SLUICE_IO_MEMBERS_AGAIN() SLUICE_IO_MEMBERS_FROM
+#define SLUICE_IO_PARENS ()
+#define SLUICE_IO_EXPAND(...) SLUICE_IO_EXPAND4(SLUICE_IO_EXPAND4(SLUICE_IO_EXPAND4(SLUICE_IO_EXPAND4(__VA_ARGS__))))
+#define SLUICE_IO_EXPAND4(...) SLUICE_IO_EXPAND2(SLUICE_IO_EXPAND2(SLUICE_IO_EXPAND2(SLUICE_IO_EXPAND2(__VA_ARGS__))))
+#define SLUICE_IO_EXPAND2(...) SLUICE_IO_EXPAND1(SLUICE_IO_EXPAND1(SLUICE_IO_EXPAND1(SLUICE_IO_EXPAND1(__VA_ARGS__))))
+#define SLUICE_IO_EXPAND1(...) __VA_ARGS__
 
 namespace sluice::io {
 
@@ -36,10 +66,12 @@ concept Described = requires {
 enum class Presence { required, defaulted, omitted_when_empty };
 
 // How a field's value is spelled: as nlohmann writes the member (an optional as null when empty), as a name from
-// the enumeration's table, as an extended number (infinity written "inf"), or inline: the member's own object
-// merged into the record's (a scheme beside the fields that qualify it).
+// the enumeration's table, as an extended number (infinity written "inf"), as a whole document with its own format
+// and version (a plan inside a report, to be cut out and read alone; an optional one null when empty), or inline:
+// the member's own object merged into the record's (a scheme beside the fields that qualify it).
 struct AsValue {};
 struct AsInline {};
+struct AsDocument {};
 template <class Enum, std::size_t Size>
 struct AsName {
   const NameTable<Enum, Size>* table;
@@ -74,25 +106,35 @@ constexpr Field<Record, double, AsExtendedNumber> extended_member(std::string_vi
 }
 
 template <class Record, class Member>
+constexpr Field<Record, Member, AsDocument> document_member(std::string_view key, Member Record::*pointer,
+                                                            Presence presence = Presence::required) {
+  return {key, pointer, presence, {}};
+}
+
+template <class Record, class Member>
 constexpr Field<Record, Member, AsInline> inline_member(Member Record::*pointer) {
   return {{}, pointer, Presence::required, {}};
 }
 
 namespace detail {
 
-template <class Member>
-json spell(const Member& value, AsValue) {
-  if constexpr (is_optional<Member>::value) {
-    return value ? json(*value) : json(nullptr);
-  } else {
-    return json(value);
-  }
-}
+inline json spell_present(const auto& value, AsValue) { return json(value); }
 template <class Enum, std::size_t Size>
-json spell(Enum value, AsName<Enum, Size> spelling) {
+json spell_present(Enum value, AsName<Enum, Size> spelling) {
   return std::string(name_in(*spelling.table, value));
 }
-inline json spell(double value, AsExtendedNumber) { return extended_number(value); }
+inline json spell_present(double value, AsExtendedNumber) { return extended_number(value); }
+inline json spell_present(const auto& value, AsDocument) { return to_document(value); }
+
+// An empty optional is null, whatever the spelling of its value.
+template <class Member, class Spelling>
+json spell(const Member& value, Spelling spelling) {
+  if constexpr (is_optional<Member>::value) {
+    return value ? spell_present(*value, spelling) : json(nullptr);
+  } else {
+    return spell_present(value, spelling);
+  }
+}
 
 template <class Member>
 Member read_spelled(const json& object, std::string_view key, std::string_view where, AsValue) {
@@ -105,6 +147,17 @@ Member read_spelled(const json& object, std::string_view key, std::string_view w
 template <class Member>
 Member read_spelled(const json& object, std::string_view key, std::string_view where, AsExtendedNumber) {
   return extended_field(object, key, where);
+}
+template <class Member>
+Member read_spelled(const json& object, std::string_view key, std::string_view where, AsDocument) {
+  const auto nested = field<json>(object, key, where);
+  const std::string source = sluice::concat(where, ": field '", key, "'");
+  if constexpr (is_optional<Member>::value) {
+    if (nested.is_null()) return std::nullopt;
+    return from_document<typename Member::value_type>(nested, source);
+  } else {
+    return from_document<Member>(nested, source);
+  }
 }
 template <class Member>
 Member read_spelled(const json& object, std::string_view /*key*/, std::string_view /*where*/, AsInline) {
@@ -128,6 +181,7 @@ json record_to_json(const T& value) {
     }
   };
   std::apply([&](const auto&... field) { (write(field), ...); }, record<T>::fields);
+  if constexpr (requires { record<T>::write_derived(out, value); }) record<T>::write_derived(out, value);
   return out;
 }
 
@@ -164,6 +218,7 @@ T record_from_json(const json& in) {
       },
       record<T>::fields);
   if constexpr (requires { record<T>::check(out); }) record<T>::check(out);
+  if constexpr (requires { record<T>::check(out, in); }) record<T>::check(out, in);
   return out;
 }
 

@@ -29,11 +29,7 @@
 
 namespace sluice::io {
 
-template <>
-struct document_traits<cost::ProfileSamples> {
-  static constexpr std::string_view format = "sluice.profile_samples";
-  static constexpr int version = 1;
-};
+SLUICE_IO_DOCUMENT(cost::ProfileSamples, "sluice.profile_samples", 1);
 
 // More samples than any sweep takes (schemes × lengths × repetitions); bounds what a file can make sluice hold.
 inline constexpr std::size_t max_profile_samples = std::size_t{1} << 20;
@@ -185,9 +181,9 @@ namespace sluice::io {
 
 template <>
 struct record<cost::ProfileSamples> {
+  using T = cost::ProfileSamples;
   static constexpr std::string_view name = "profile_samples";
-  static constexpr auto fields = std::tuple{member("samples", &cost::ProfileSamples::samples)};
-
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(samples)};
   static void check(const cost::ProfileSamples& value) {
     sluice::require(!value.samples.empty(), "profile_samples: field 'samples' is empty");
     sluice::require(value.samples.size() <= max_profile_samples, "profile_samples: more than ", max_profile_samples,

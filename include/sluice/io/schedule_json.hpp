@@ -40,46 +40,14 @@
 #include "sluice/schedule/simulate.hpp"
 
 namespace sluice::io {
-template <>
-struct document_traits<schedule::ExecutionPlan> {
-  static constexpr std::string_view format = "sluice.execution_plan";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<schedule::Problem> {
-  static constexpr std::string_view format = "sluice.scheduling_problem";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<schedule::Order> {
-  static constexpr std::string_view format = "sluice.schedule_order";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<schedule::Simulation> {
-  static constexpr std::string_view format = "sluice.schedule_simulation";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<schedule::PipelineSchedule> {
-  static constexpr std::string_view format = "sluice.pipeline_schedule";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<schedule::PipelineRunPlan> {
-  static constexpr std::string_view format = "sluice.pipeline_run_plan";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<plan::IterationSchedule> {
-  static constexpr std::string_view format = "sluice.iteration_schedule";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<plan::SimulatedIteration> {
-  static constexpr std::string_view format = "sluice.simulated_iteration";
-  static constexpr int version = 1;
-};
+SLUICE_IO_DOCUMENT(schedule::ExecutionPlan, "sluice.execution_plan", 1);
+SLUICE_IO_DOCUMENT(schedule::Problem, "sluice.scheduling_problem", 1);
+SLUICE_IO_DOCUMENT(schedule::Order, "sluice.schedule_order", 1);
+SLUICE_IO_DOCUMENT(schedule::Simulation, "sluice.schedule_simulation", 1);
+SLUICE_IO_DOCUMENT(schedule::PipelineSchedule, "sluice.pipeline_schedule", 1);
+SLUICE_IO_DOCUMENT(schedule::PipelineRunPlan, "sluice.pipeline_run_plan", 1);
+SLUICE_IO_DOCUMENT(plan::IterationSchedule, "sluice.iteration_schedule", 1);
+SLUICE_IO_DOCUMENT(plan::SimulatedIteration, "sluice.simulated_iteration", 1);
 
 namespace detail {
 
@@ -95,110 +63,39 @@ inline std::vector<double> extended_numbers(const json& object, std::string_view
 
 }  // namespace detail
 
-template <>
-struct record<schedule::ExecutionPlan> {
-  using T = schedule::ExecutionPlan;
-  static constexpr std::string_view name = "execution plan";
-  static constexpr auto fields = std::tuple{member("stages", &T::stages), member("micro_batches", &T::micro_batches),
-                                            member("buffer_slots", &T::buffer_slots), member("ranks", &T::ranks)};
-};
+SLUICE_IO_RECORD(schedule::ExecutionPlan, "execution plan",
+                 SLUICE_IO_MEMBERS(stages, micro_batches, buffer_slots, ranks));
 
-template <>
-struct record<schedule::MicroBatchCost> {
-  using T = schedule::MicroBatchCost;
-  static constexpr std::string_view name = "micro-batch cost";
-  static constexpr auto fields = std::tuple{member("forward", &T::forward), member("backward", &T::backward),
-                                            member("activation", &T::activation), member("tokens", &T::tokens)};
-};
+SLUICE_IO_RECORD(schedule::MicroBatchCost, "micro-batch cost",
+                 SLUICE_IO_MEMBERS(forward, backward, activation, tokens));
 
-template <>
-struct record<schedule::Op> {
-  using T = schedule::Op;
-  static constexpr std::string_view name = "op";
-  static constexpr auto fields =
-      std::tuple{member("micro_batch", &T::micro_batch), named_member("pass", &T::pass, schedule::pass_names)};
-};
+SLUICE_IO_RECORD(schedule::Op, "op", SLUICE_IO_MEMBERS(micro_batch),
+                 named_member("pass", &T::pass, schedule::pass_names));
 
-template <>
-struct record<schedule::Order> {
-  static constexpr std::string_view name = "schedule order";
-  static constexpr auto fields = std::tuple{member("stages", &schedule::Order::stages)};
-};
+SLUICE_IO_RECORD(schedule::Order, "schedule order", SLUICE_IO_MEMBERS(stages));
 
-template <>
-struct record<schedule::OpTiming> {
-  using T = schedule::OpTiming;
-  static constexpr std::string_view name = "op timing";
-  static constexpr auto fields = std::tuple{member("micro_batch", &T::micro_batch),
-                                            named_member("pass", &T::pass, schedule::pass_names),
-                                            member("start", &T::start),
-                                            member("end", &T::end),
-                                            member("send_start", &T::send_start),
-                                            member("arrival", &T::arrival)};
-};
+SLUICE_IO_RECORD(schedule::OpTiming, "op timing", SLUICE_IO_MEMBERS(micro_batch),
+                 named_member("pass", &T::pass, schedule::pass_names),
+                 SLUICE_IO_MEMBERS(start, end, send_start, arrival));
 
-template <>
-struct record<schedule::Simulation> {
-  using T = schedule::Simulation;
-  static constexpr std::string_view name = "simulation";
-  static constexpr auto fields = std::tuple{member("stages", &T::stages), member("makespan", &T::makespan),
-                                            member("peak_memory", &T::peak_memory), member("idle", &T::idle)};
-};
+SLUICE_IO_RECORD(schedule::Simulation, "simulation", SLUICE_IO_MEMBERS(stages, makespan, peak_memory, idle));
 
-template <>
-struct record<schedule::PipelineSchedule> {
-  using T = schedule::PipelineSchedule;
-  static constexpr std::string_view name = "pipeline schedule";
-  static constexpr auto fields = std::tuple{named_member("kind", &T::kind, schedule::schedule_kind_names),
-                                            member("memory_aware", &T::memory_aware),
-                                            member("injection", &T::injection),
-                                            member("order", &T::order),
-                                            member("simulation", &T::simulation),
-                                            member("plan", &T::plan),
-                                            member("candidates", &T::candidates)};
-};
+SLUICE_IO_RECORD(schedule::PipelineSchedule, "pipeline schedule",
+                 named_member("kind", &T::kind, schedule::schedule_kind_names),
+                 SLUICE_IO_MEMBERS(memory_aware, injection, order, simulation, plan, candidates));
 
-template <>
-struct record<schedule::ReplicaSchedule> {
-  using T = schedule::ReplicaSchedule;
-  static constexpr std::string_view name = "replica schedule";
-  static constexpr auto fields = std::tuple{member("micro_batches", &T::micro_batches), member("problem", &T::problem),
-                                            member("schedule", &T::schedule)};
-};
+SLUICE_IO_RECORD(schedule::ReplicaSchedule, "replica schedule", SLUICE_IO_MEMBERS(micro_batches, problem, schedule));
 
-template <>
-struct record<schedule::PipelineRunPlan> {
-  using T = schedule::PipelineRunPlan;
-  static constexpr std::string_view name = "pipeline run plan";
-  static constexpr auto fields =
-      std::tuple{member("partition", &T::partition), member("assignment", &T::assignment),
-                 member("replica_schedules", &T::replicas), member("makespan", &T::makespan)};
-};
+SLUICE_IO_RECORD(schedule::PipelineRunPlan, "pipeline run plan", SLUICE_IO_MEMBERS(partition, assignment),
+                 member("replica_schedules", &T::replicas), SLUICE_IO_MEMBERS(makespan));
 
-template <>
-struct record<plan::ScheduledPipeline> {
-  using T = plan::ScheduledPipeline;
-  static constexpr std::string_view name = "scheduled pipeline";
-  static constexpr auto fields = std::tuple{member("problem", &T::problem), member("schedule", &T::schedule)};
-};
+SLUICE_IO_RECORD(plan::ScheduledPipeline, "scheduled pipeline", SLUICE_IO_MEMBERS(problem, schedule));
 
-template <>
-struct record<assign::FlexCpGroup> {
-  using T = assign::FlexCpGroup;
-  static constexpr std::string_view name = "flex CP group";
-  static constexpr auto fields = std::tuple{member("degree_index", &T::degree_index),
-                                            member("first_unit", &T::first_unit), member("sequences", &T::sequences)};
-};
+SLUICE_IO_RECORD(assign::FlexCpGroup, "flex CP group", SLUICE_IO_MEMBERS(degree_index, first_unit, sequences));
 
 // A Strategy has no default: the table lists every member, in declaration order.
-template <>
-struct record<plan::FlexIteration> {
-  using T = plan::FlexIteration;
-  static constexpr std::string_view name = "flex CP iteration";
-  static constexpr auto fields =
-      std::tuple{member("domain", &T::domain), member("strategy", &T::strategy), member("schemes", &T::schemes),
-                 member("plan", &T::plan), member("overhead", &T::overhead)};
-};
+SLUICE_IO_RECORD(plan::FlexIteration, "flex CP iteration",
+                 SLUICE_IO_MEMBERS(domain, strategy, schemes, plan, overhead));
 
 }  // namespace sluice::io
 

@@ -105,18 +105,30 @@ inline ScheduleRun schedule_run(Scheme scheme, const schedule::PipelinePlanOptio
   return run;
 }
 
+SLUICE_IO_DOCUMENT(ScheduleRun, "sluice.schedule_run", 1);
+
+// The execution plan is a whole document of its own, so that it can be cut out and read alone.
 template <>
-struct document_traits<ScheduleRun> {
-  static constexpr std::string_view format = "sluice.schedule_run";
-  static constexpr int version = 1;
+struct record<ScheduleRunSchedule> {
+  using T = ScheduleRunSchedule;
+  static constexpr std::string_view name = "replica schedule";
+  static constexpr auto fields =
+      std::tuple{named_member("kind", &T::kind, schedule::schedule_kind_names),
+                 SLUICE_IO_MEMBERS(memory_aware, injection, makespan, peak_memory, idle, candidates),
+                 document_member("plan", &T::plan)};
+  static void check(const T& s) {
+    detail::require_non_negative(s.makespan, "makespan", name);
+    for (const double bytes : s.peak_memory) detail::require_non_negative(bytes, "peak_memory", name);
+    for (const double seconds : s.idle) detail::require_non_negative(seconds, "idle", name);
+    sluice::require(s.candidates >= 1, name, ": field 'candidates' must be >= 1, got ", s.candidates);
+  }
 };
 
 template <>
 struct record<ScheduleRunBaseline> {
   using T = ScheduleRunBaseline;
   static constexpr std::string_view name = "micro-batching baseline";
-  static constexpr auto fields = std::tuple{member("name", &T::name), member("makespan", &T::makespan),
-                                            member("micro_batches", &T::micro_batches), member("failure", &T::failure)};
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(name, makespan, micro_batches, failure)};
   static void check(const T& baseline) {
     if (baseline.makespan) {
       detail::require_non_negative(*baseline.makespan, "makespan", name);
@@ -124,6 +136,43 @@ struct record<ScheduleRunBaseline> {
       sluice::require(!baseline.failure.empty() && baseline.micro_batches == 0, name,
                       ": a baseline without a makespan has a failure and no micro-batches");
     }
+  }
+};
+
+template <>
+struct record<ScheduleRun> {
+  using T = ScheduleRun;
+  static constexpr std::string_view name = "schedule run";
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(profile, scheme, replicas),
+                                            named_member("schedule", &T::schedule, schedule::schedule_kind_names),
+                                            SLUICE_IO_MEMBERS(context, sequences, tokens, micro_batch_memory, partition,
+                                                              assignment, replica_schedules, makespan, baselines)};
+  static void write_derived(json& out, const T& run) { out["tokens_per_second"] = run.tokens_per_second(); }
+  static void check(const T& run, const json& document) {
+    sluice::require(run.replicas >= 1, name, ": field 'replicas' must be >= 1, got ", run.replicas);
+    sluice::require(run.context >= 1, name, ": field 'context' must be >= 1, got ", run.context);
+    sluice::require(run.tokens >= 1, name, ": field 'tokens' must be >= 1, got ", run.tokens);
+    sluice::require(run.micro_batch_memory > 0, name, ": field 'micro_batch_memory' must be > 0, got ",
+                    run.micro_batch_memory);
+    sluice::require(run.makespan > 0, name, ": field 'makespan' must be > 0, got ", run.makespan);
+    const auto replicas = static_cast<std::size_t>(run.replicas);
+    sluice::require(run.replica_schedules.size() == replicas && run.assignment.replicas.size() == replicas, name, ": ",
+                    run.replicas, " replicas, but ", run.replica_schedules.size(), " replica schedules and ",
+                    run.assignment.replicas.size(), " assigned");
+    // The slowest replica sets the makespan; every micro-batch index points into the partition.
+    double slowest = 0;
+    for (std::size_t r = 0; r < replicas; ++r) {
+      const ScheduleRunReplica& replica = run.replica_schedules[r];
+      if (replica.schedule) slowest = std::max(slowest, replica.schedule->makespan);
+      for (const std::size_t m : replica.micro_batches)
+        sluice::require(m < run.partition.micro_batches.size(), name, ": field 'replica_schedules'[", r,
+                        "]: micro-batch ", m, " of ", run.partition.micro_batches.size());
+    }
+    sluice::require(slowest == run.makespan, name, ": field 'makespan' is ", run.makespan,
+                    ", the slowest replica's is ", slowest);
+    const auto rate = field<double>(document, "tokens_per_second", name);
+    sluice::require(rate == run.tokens_per_second(), name, ": field 'tokens_per_second' is ", rate,
+                    ", not tokens / makespan = ", run.tokens_per_second());
   }
 };
 
@@ -136,103 +185,18 @@ template <>
 struct adl_serializer<sluice::io::ScheduleRunReplica> {
   static void to_json(json& out, const sluice::io::ScheduleRunReplica& replica) {
     out = {{"micro_batches", replica.micro_batches}};
-    if (!replica.schedule) return;
-    const sluice::io::ScheduleRunSchedule& s = *replica.schedule;
-    out.update({{"kind", std::string(sluice::schedule::name(s.kind))},
-                {"memory_aware", s.memory_aware},
-                {"injection", s.injection},
-                {"makespan", s.makespan},
-                {"peak_memory", s.peak_memory},
-                {"idle", s.idle},
-                {"candidates", s.candidates},
-                {"plan", sluice::io::to_document(s.plan)}});
+    if (replica.schedule) out.update(json(*replica.schedule));
   }
   static sluice::io::ScheduleRunReplica from_json(const json& in) {
     using sluice::io::field;
-    using sluice::io::detail::require_non_negative;
     constexpr std::string_view where = "replica schedule";
     sluice::io::ScheduleRunReplica replica{field<std::vector<std::size_t>>(in, "micro_batches", where), {}};
     if (replica.micro_batches.empty()) return replica;
-    sluice::io::ScheduleRunSchedule s{sluice::io::name_field(in, "kind", sluice::schedule::schedule_kind_names, where),
-                                      field<bool>(in, "memory_aware", where),
-                                      field<std::vector<int>>(in, "injection", where),
-                                      field<double>(in, "makespan", where),
-                                      field<std::vector<double>>(in, "peak_memory", where),
-                                      field<std::vector<double>>(in, "idle", where),
-                                      field<int>(in, "candidates", where),
-                                      sluice::io::from_document<sluice::schedule::ExecutionPlan>(
-                                          field<json>(in, "plan", where), sluice::concat(where, ": field 'plan'"))};
-    require_non_negative(s.makespan, "makespan", where);
-    for (const double bytes : s.peak_memory) require_non_negative(bytes, "peak_memory", where);
-    for (const double seconds : s.idle) require_non_negative(seconds, "idle", where);
-    sluice::require(s.candidates >= 1, where, ": field 'candidates' must be >= 1, got ", s.candidates);
+    auto s = in.get<sluice::io::ScheduleRunSchedule>();
     sluice::require(s.injection.size() == replica.micro_batches.size(), where, ": field 'injection' orders ",
                     s.injection.size(), " micro-batches, the replica has ", replica.micro_batches.size());
     replica.schedule = std::move(s);
     return replica;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::io::ScheduleRun> {
-  static void to_json(json& out, const sluice::io::ScheduleRun& run) {
-    out = {{"profile", run.profile},
-           {"scheme", run.scheme},
-           {"replicas", run.replicas},
-           {"schedule", std::string(sluice::schedule::name(run.schedule))},
-           {"context", run.context},
-           {"sequences", run.sequences},
-           {"tokens", run.tokens},
-           {"micro_batch_memory", run.micro_batch_memory},
-           {"partition", run.partition},
-           {"assignment", run.assignment},
-           {"replica_schedules", run.replica_schedules},
-           {"makespan", run.makespan},
-           {"tokens_per_second", run.tokens_per_second()},
-           {"baselines", run.baselines}};
-  }
-  static sluice::io::ScheduleRun from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "schedule run";
-    sluice::io::ScheduleRun run{
-        .profile = field<std::string>(in, "profile", where),
-        .scheme = field<sluice::Scheme>(in, "scheme", where),
-        .replicas = field<int>(in, "replicas", where),
-        .schedule = sluice::io::name_field(in, "schedule", sluice::schedule::schedule_kind_names, where),
-        .context = field<std::int64_t>(in, "context", where),
-        .sequences = field<std::size_t>(in, "sequences", where),
-        .tokens = field<std::int64_t>(in, "tokens", where),
-        .micro_batch_memory = field<double>(in, "micro_batch_memory", where),
-        .partition = field<sluice::microbatch::Partition>(in, "partition", where),
-        .assignment = field<sluice::microbatch::ReplicaAssignment>(in, "assignment", where),
-        .replica_schedules = field<std::vector<sluice::io::ScheduleRunReplica>>(in, "replica_schedules", where),
-        .makespan = field<double>(in, "makespan", where),
-        .baselines = field<std::vector<sluice::io::ScheduleRunBaseline>>(in, "baselines", where)};
-    sluice::require(run.replicas >= 1, where, ": field 'replicas' must be >= 1, got ", run.replicas);
-    sluice::require(run.context >= 1, where, ": field 'context' must be >= 1, got ", run.context);
-    sluice::require(run.tokens >= 1, where, ": field 'tokens' must be >= 1, got ", run.tokens);
-    sluice::require(run.micro_batch_memory > 0, where, ": field 'micro_batch_memory' must be > 0, got ",
-                    run.micro_batch_memory);
-    sluice::require(run.makespan > 0, where, ": field 'makespan' must be > 0, got ", run.makespan);
-    const auto replicas = static_cast<std::size_t>(run.replicas);
-    sluice::require(run.replica_schedules.size() == replicas && run.assignment.replicas.size() == replicas, where, ": ",
-                    run.replicas, " replicas, but ", run.replica_schedules.size(), " replica schedules and ",
-                    run.assignment.replicas.size(), " assigned");
-    // The slowest replica sets the makespan; every micro-batch index points into the partition.
-    double slowest = 0;
-    for (std::size_t r = 0; r < replicas; ++r) {
-      const sluice::io::ScheduleRunReplica& replica = run.replica_schedules[r];
-      if (replica.schedule) slowest = std::max(slowest, replica.schedule->makespan);
-      for (const std::size_t m : replica.micro_batches)
-        sluice::require(m < run.partition.micro_batches.size(), where, ": field 'replica_schedules'[", r,
-                        "]: micro-batch ", m, " of ", run.partition.micro_batches.size());
-    }
-    sluice::require(slowest == run.makespan, where, ": field 'makespan' is ", run.makespan,
-                    ", the slowest replica's is ", slowest);
-    const auto rate = field<double>(in, "tokens_per_second", where);
-    sluice::require(rate == run.tokens_per_second(), where, ": field 'tokens_per_second' is ", rate,
-                    ", not tokens / makespan = ", run.tokens_per_second());
-    return run;
   }
 };
 

@@ -20,37 +20,24 @@
 #include "sluice/search/search.hpp"
 
 namespace sluice::io {
-template <>
-struct document_traits<search::ModelSpec> {
-  static constexpr std::string_view format = "sluice.model";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<search::ClusterSpec> {
-  static constexpr std::string_view format = "sluice.cluster";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<search::SearchReport> {
-  static constexpr std::string_view format = "sluice.search";
-  static constexpr int version = 1;
-};
+SLUICE_IO_DOCUMENT(search::ModelSpec, "sluice.model", 1);
+SLUICE_IO_DOCUMENT(search::ClusterSpec, "sluice.cluster", 1);
+SLUICE_IO_DOCUMENT(search::SearchReport, "sluice.search", 1);
 
-template <>
-struct record<search::CollectiveTime> {
-  using T = search::CollectiveTime;
-  static constexpr std::string_view name = "collective time";
-  static constexpr auto fields =
-      std::tuple{member("size", &T::size), member("bytes", &T::bytes), member("seconds", &T::seconds)};
-};
+SLUICE_IO_RECORD(search::CollectiveTime, "collective time", SLUICE_IO_MEMBERS(size, bytes, seconds));
 
+SLUICE_IO_RECORD(search::StagePlan, "stage",
+                 SLUICE_IO_MEMBERS(first_layer, strategies, time_sync, time_nosync, memory_bytes));
+
+// The stage sizes (partition) are written for readers; the stages hold them.
 template <>
-struct record<search::StagePlan> {
-  using T = search::StagePlan;
-  static constexpr std::string_view name = "stage";
+struct record<search::Plan> {
+  using T = search::Plan;
+  static constexpr std::string_view name = "plan";
   static constexpr auto fields = std::tuple{
-      member("first_layer", &T::first_layer), member("strategies", &T::strategies), member("time_sync", &T::time_sync),
-      member("time_nosync", &T::time_nosync), member("memory_bytes", &T::memory_bytes)};
+      SLUICE_IO_MEMBERS(method, gpus, pp, global_batch, micro_batches, iteration_seconds, throughput, stages),
+      member("vocabulary", &T::vocabulary, Presence::omitted_when_empty)};
+  static void write_derived(json& out, const T& plan) { out["partition"] = plan.partition(); }
 };
 
 }  // namespace sluice::io
@@ -245,37 +232,6 @@ struct adl_serializer<sluice::search::LayerStrategy> {
                       "' must be a power of 2 in [1, 2^20], got ", degree);
     sluice::require(strategy.tp == 1 || strategy.sp == 1, "strategy: 'tp' and 'sp' are both above 1");
     return strategy;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::search::Plan> {
-  static void to_json(json& out, const sluice::search::Plan& plan) {
-    out = {{"method", plan.method},
-           {"gpus", plan.gpus},
-           {"pp", plan.pp},
-           {"global_batch", plan.global_batch},
-           {"micro_batches", plan.micro_batches},
-           {"partition", plan.partition()},
-           {"iteration_seconds", plan.iteration_seconds},
-           {"throughput", plan.throughput},
-           {"stages", plan.stages}};
-    if (plan.vocabulary) out["vocabulary"] = *plan.vocabulary;
-  }
-  static sluice::search::Plan from_json(const json& in) {
-    using sluice::io::field;
-    sluice::search::Plan plan;
-    plan.method = field<std::string>(in, "method", "plan");
-    plan.gpus = field<std::int64_t>(in, "gpus", "plan");
-    plan.pp = field<int>(in, "pp", "plan");
-    plan.global_batch = field<std::int64_t>(in, "global_batch", "plan");
-    plan.micro_batches = field<int>(in, "micro_batches", "plan");
-    plan.iteration_seconds = field<double>(in, "iteration_seconds", "plan");
-    plan.throughput = field<double>(in, "throughput", "plan");
-    plan.stages = field<std::vector<sluice::search::StagePlan>>(in, "stages", "plan");
-    plan.vocabulary =
-        sluice::io::field_or<std::optional<sluice::search::LayerStrategy>>(in, "vocabulary", std::nullopt, "plan");
-    return plan;
   }
 };
 

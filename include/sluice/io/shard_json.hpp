@@ -20,36 +20,13 @@
 #include "sluice/shard/ranks.hpp"
 
 namespace sluice::io {
-template <>
-struct document_traits<shard::Model> {
-  static constexpr std::string_view format = "sluice.shard_model";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<shard::Placement> {
-  static constexpr std::string_view format = "sluice.placement";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<shard::RankPlacement> {
-  static constexpr std::string_view format = "sluice.rank_placement";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<shard::OptimizerLayout> {
-  static constexpr std::string_view format = "sluice.optimizer_layout";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<shard::PullPlan> {
-  static constexpr std::string_view format = "sluice.pull_plan";
-  static constexpr int version = 3;  // 1: every piece in one message; messages now share equal piece lists
-};
-template <>
-struct document_traits<shard::PushPlan> {
-  static constexpr std::string_view format = "sluice.push_plan";
-  static constexpr int version = 1;
-};
+SLUICE_IO_DOCUMENT(shard::Model, "sluice.shard_model", 1);
+SLUICE_IO_DOCUMENT(shard::Placement, "sluice.placement", 1);
+SLUICE_IO_DOCUMENT(shard::RankPlacement, "sluice.rank_placement", 1);
+SLUICE_IO_DOCUMENT(shard::OptimizerLayout, "sluice.optimizer_layout", 1);
+// Version 1 sent every piece in one message; messages now share equal piece lists.
+SLUICE_IO_DOCUMENT(shard::PullPlan, "sluice.pull_plan", 3);
+SLUICE_IO_DOCUMENT(shard::PushPlan, "sluice.push_plan", 1);
 
 namespace detail {
 
@@ -62,92 +39,37 @@ inline std::pair<int, int> layer_range(const json& in, std::string_view where) {
 
 }  // namespace detail
 
-template <>
-struct record<shard::Tensor> {
-  using T = shard::Tensor;
-  static constexpr std::string_view name = "tensor";
-  static constexpr auto fields = std::tuple{member("name", &T::name), member("elements", &T::elements)};
-};
+SLUICE_IO_RECORD(shard::Tensor, "tensor", SLUICE_IO_MEMBERS(name, elements));
 
 template <>
 struct record<shard::Model> {
   using T = shard::Model;
   static constexpr std::string_view name = "shard model";
-  static constexpr auto fields =
-      std::tuple{member("name", &T::name, Presence::defaulted), member("layers", &T::layers),
-                 member("tensors", &T::tensors), member("param_bytes", &T::param_bytes, Presence::defaulted),
-                 member("grad_bytes", &T::grad_bytes, Presence::defaulted)};
+  static constexpr auto fields = std::tuple{SLUICE_IO_DEFAULTED(name), SLUICE_IO_MEMBERS(layers, tensors),
+                                            SLUICE_IO_DEFAULTED(param_bytes, grad_bytes)};
   static void check(const T& model) { shard::require_valid(model); }
 };
 
-template <>
-struct record<shard::Placement> {
-  using T = shard::Placement;
-  static constexpr std::string_view name = "placement";
-  static constexpr auto fields =
-      std::tuple{member("gpus", &T::gpus), member("layers", &T::layers), member("pipelines", &T::pipelines)};
-};
+SLUICE_IO_RECORD(shard::Placement, "placement", SLUICE_IO_MEMBERS(gpus, layers, pipelines));
 
-template <>
-struct record<shard::OptimizerLayout> {
-  using T = shard::OptimizerLayout;
-  static constexpr std::string_view name = "optimizer layout";
-  static constexpr auto fields =
-      std::tuple{member("gpus", &T::gpus), member("layers", &T::layers), member("groups", &T::groups)};
-};
+SLUICE_IO_RECORD(shard::OptimizerLayout, "optimizer layout", SLUICE_IO_MEMBERS(gpus, layers, groups));
 
-template <>
-struct record<shard::Message> {
-  using T = shard::Message;
-  static constexpr std::string_view name = "message";
-  static constexpr auto fields =
-      std::tuple{member("src", &T::src), member("dst", &T::dst), member("first_piece", &T::first_piece),
-                 member("piece_count", &T::piece_count), member("bytes", &T::bytes)};
-};
+SLUICE_IO_RECORD(shard::Message, "message", SLUICE_IO_MEMBERS(src, dst, first_piece, piece_count, bytes));
 
-template <>
-struct record<shard::PullPlan> {
-  using T = shard::PullPlan;
-  static constexpr std::string_view name = "pull plan";
-  static constexpr auto fields = std::tuple{member("gpus", &T::gpus),
-                                            member("blocks", &T::blocks),
-                                            member("pieces", &T::pieces),
-                                            member("sends", &T::sends),
-                                            member("local_moves", &T::local_moves),
-                                            member("send_bytes", &T::send_bytes),
-                                            member("local_bytes", &T::local_bytes)};
-};
+SLUICE_IO_RECORD(shard::PullPlan, "pull plan",
+                 SLUICE_IO_MEMBERS(gpus, blocks, pieces, sends, local_moves, send_bytes, local_bytes));
 
-template <>
-struct record<shard::RsGroup> {
-  using T = shard::RsGroup;
-  static constexpr std::string_view name = "reduce-scatter group";
-  static constexpr auto fields = std::tuple{member("block", &T::block), member("segment", &T::segment),
-                                            member("members", &T::members), member("bytes", &T::bytes)};
-};
+SLUICE_IO_RECORD(shard::RsGroup, "reduce-scatter group", SLUICE_IO_MEMBERS(block, segment, members, bytes));
 
-template <>
-struct record<shard::PushPlan> {
-  using T = shard::PushPlan;
-  static constexpr std::string_view name = "push plan";
-  static constexpr auto fields = std::tuple{member("gpus", &T::gpus),
-                                            member("grid", &T::grid),
-                                            member("pipelines", &T::pipelines),
-                                            member("blocks", &T::blocks),
-                                            member("rs_groups", &T::rs_groups),
-                                            member("pieces", &T::pieces),
-                                            member("sends", &T::sends),
-                                            member("local_moves", &T::local_moves),
-                                            member("send_bytes", &T::send_bytes),
-                                            member("local_bytes", &T::local_bytes)};
-};
+SLUICE_IO_RECORD(shard::PushPlan, "push plan",
+                 SLUICE_IO_MEMBERS(gpus, grid, pipelines, blocks, rs_groups, pieces, sends, local_moves, send_bytes,
+                                   local_bytes));
 
 template <>
 struct record<shard::LinkBytes> {
   using T = shard::LinkBytes;
   static constexpr std::string_view name = "link bytes";
-  static constexpr auto fields = std::tuple{member("local", &T::local), member("intra_node", &T::intra_node),
-                                            member("inter_node", &T::inter_node)};
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(local, intra_node, inter_node)};
   static void check(const T& bytes) {
     sluice::require(bytes.local >= 0 && bytes.intra_node >= 0 && bytes.inter_node >= 0, name,
                     ": byte counts must be >= 0");
@@ -158,8 +80,7 @@ template <>
 struct record<shard::PhaseCost> {
   using T = shard::PhaseCost;
   static constexpr std::string_view name = "phase cost";
-  static constexpr auto fields =
-      std::tuple{member("bytes", &T::bytes), member("messages", &T::messages), member("seconds", &T::seconds)};
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(bytes, messages, seconds)};
   static void check(const T& phase) {
     sluice::require(phase.messages >= 0, name, ": field 'messages' must be >= 0, got ", phase.messages);
     sluice::require(phase.seconds >= 0, name, ": field 'seconds' must be >= 0, got ", phase.seconds);

@@ -12,6 +12,7 @@
 #include "sluice/core/strategy.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
 #include "sluice/io/shard_json.hpp"
 #include "sluice/shard/cost.hpp"
 #include "sluice/shard/model.hpp"
@@ -88,23 +89,52 @@ inline ShardRun shard_run(std::int64_t gpus, const Strategy& strategy, const std
   return run;
 }
 
+SLUICE_IO_DOCUMENT(ShardRun, "sluice.shard_run", 1);
+
+// Plans are whole documents of their own, so that each can be cut out and read alone.
 template <>
-struct document_traits<ShardRun> {
-  static constexpr std::string_view format = "sluice.shard_run";
-  static constexpr int version = 1;
+struct record<ShardRun> {
+  using T = ShardRun;
+  static constexpr std::string_view name = "shard run";
+  static constexpr auto fields =
+      std::tuple{SLUICE_IO_MEMBERS(gpus, strategy, previous, model, cluster, grid, pipelines, blocks, pull_sends,
+                                   pull_local_moves, push_sends, push_local_moves, rs_groups, cost),
+                 document_member("placement", &T::placement, Presence::omitted_when_empty),
+                 document_member("layout", &T::layout, Presence::omitted_when_empty),
+                 document_member("pull", &T::pull, Presence::omitted_when_empty),
+                 document_member("push", &T::push, Presence::omitted_when_empty)};
+  static void check(const T& run) {
+    sluice::require(run.gpus >= 1 && run.gpus <= sluice::shard::max_gpus, name, ": field 'gpus' must be in [1, ",
+                    sluice::shard::max_gpus, "], got ", run.gpus);
+    sluice::require(run.cluster.gpus_per_node <= run.gpus, name, ": cluster.gpus_per_node ", run.cluster.gpus_per_node,
+                    " exceeds gpus ", run.gpus);
+    sluice::require(run.grid >= 1 && run.grid <= run.gpus, name, ": field 'grid' must be in [1, ", run.gpus, "], got ",
+                    run.grid);
+    sluice::require(run.pipelines >= 1 && run.pipelines <= run.gpus, name, ": field 'pipelines' must be in [1, ",
+                    run.gpus, "], got ", run.pipelines);
+    // The blocks cut the model's layers in order, without gaps.
+    int layer = 0;
+    for (std::size_t b = 0; b < run.blocks.size(); ++b) {
+      sluice::require(run.blocks[b].layer_begin == layer, name, ": field 'blocks'[", b, "] starts at layer ",
+                      run.blocks[b].layer_begin, ", expected ", layer);
+      layer = run.blocks[b].layer_end;
+    }
+    sluice::require(layer == run.model.layers, name, ": field 'blocks' cover ", layer, " layers, the model has ",
+                    run.model.layers);
+    const int plans = int{run.placement.has_value()} + int{run.layout.has_value()} + int{run.pull.has_value()} +
+                      int{run.push.has_value()};
+    sluice::require(plans == 0 || plans == 4, name, ": 'placement', 'layout', 'pull' and 'push' go together, got ",
+                    plans, " of them");
+    if (run.pull) {
+      sluice::require(run.pull->sends.size() == run.pull_sends && run.pull->local_moves.size() == run.pull_local_moves,
+                      name, ": field 'pull' does not hold the counted sends and local moves");
+      sluice::require(run.push->sends.size() == run.push_sends &&
+                          run.push->local_moves.size() == run.push_local_moves &&
+                          run.push->rs_groups.size() == run.rs_groups,
+                      name, ": field 'push' does not hold the counted sends, local moves and groups");
+    }
+  }
 };
-
-namespace detail {
-
-// A document nested in a report (a plan with its own format and version), read when present.
-template <Document T>
-std::optional<T> nested_document(const json& in, std::string_view key, std::string_view where) {
-  const auto nested = field_or<json>(in, key, json(nullptr), where);
-  if (nested.is_null()) return std::nullopt;
-  return from_document<T>(nested, sluice::concat(where, ": field '", key, "'"));
-}
-
-}  // namespace detail
 }  // namespace sluice::io
 
 namespace nlohmann {
@@ -128,84 +158,6 @@ struct adl_serializer<sluice::io::ShardRunBlock> {
                     begin, ", ", end, "]");
     sluice::require(block.pull_granularity >= 1 && block.push_granularity >= 1, where, ": granularities must be >= 1");
     return block;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::io::ShardRun> {
-  static void to_json(json& out, const sluice::io::ShardRun& run) {
-    out = {{"gpus", run.gpus},
-           {"strategy", run.strategy},
-           {"previous", run.previous ? json(*run.previous) : json(nullptr)},
-           {"model", run.model},
-           {"cluster", run.cluster},
-           {"grid", run.grid},
-           {"pipelines", run.pipelines},
-           {"blocks", run.blocks},
-           {"pull_sends", run.pull_sends},
-           {"pull_local_moves", run.pull_local_moves},
-           {"push_sends", run.push_sends},
-           {"push_local_moves", run.push_local_moves},
-           {"rs_groups", run.rs_groups},
-           {"cost", run.cost}};
-    // Plans are whole documents of their own, so that each can be cut out and read alone.
-    if (run.placement) out["placement"] = sluice::io::to_document(*run.placement);
-    if (run.layout) out["layout"] = sluice::io::to_document(*run.layout);
-    if (run.pull) out["pull"] = sluice::io::to_document(*run.pull);
-    if (run.push) out["push"] = sluice::io::to_document(*run.push);
-  }
-  static sluice::io::ShardRun from_json(const json& in) {
-    using sluice::io::field;
-    using sluice::io::detail::nested_document;
-    constexpr std::string_view where = "shard run";
-    sluice::io::ShardRun run{.gpus = field<std::int64_t>(in, "gpus", where),
-                             .strategy = field<sluice::Strategy>(in, "strategy", where),
-                             .previous = field<std::optional<sluice::Strategy>>(in, "previous", where),
-                             .model = field<sluice::shard::Model>(in, "model", where),
-                             .cluster = field<sluice::shard::Cluster>(in, "cluster", where),
-                             .grid = field<std::int64_t>(in, "grid", where),
-                             .pipelines = field<int>(in, "pipelines", where),
-                             .blocks = field<std::vector<sluice::io::ShardRunBlock>>(in, "blocks", where),
-                             .pull_sends = field<std::size_t>(in, "pull_sends", where),
-                             .pull_local_moves = field<std::size_t>(in, "pull_local_moves", where),
-                             .push_sends = field<std::size_t>(in, "push_sends", where),
-                             .push_local_moves = field<std::size_t>(in, "push_local_moves", where),
-                             .rs_groups = field<std::size_t>(in, "rs_groups", where),
-                             .cost = field<sluice::shard::ShardCost>(in, "cost", where),
-                             .placement = nested_document<sluice::shard::Placement>(in, "placement", where),
-                             .layout = nested_document<sluice::shard::OptimizerLayout>(in, "layout", where),
-                             .pull = nested_document<sluice::shard::PullPlan>(in, "pull", where),
-                             .push = nested_document<sluice::shard::PushPlan>(in, "push", where)};
-    sluice::require(run.gpus >= 1 && run.gpus <= sluice::shard::max_gpus, where, ": field 'gpus' must be in [1, ",
-                    sluice::shard::max_gpus, "], got ", run.gpus);
-    sluice::require(run.cluster.gpus_per_node <= run.gpus, where, ": cluster.gpus_per_node ", run.cluster.gpus_per_node,
-                    " exceeds gpus ", run.gpus);
-    sluice::require(run.grid >= 1 && run.grid <= run.gpus, where, ": field 'grid' must be in [1, ", run.gpus, "], got ",
-                    run.grid);
-    sluice::require(run.pipelines >= 1 && run.pipelines <= run.gpus, where, ": field 'pipelines' must be in [1, ",
-                    run.gpus, "], got ", run.pipelines);
-    // The blocks cut the model's layers in order, without gaps.
-    int layer = 0;
-    for (std::size_t b = 0; b < run.blocks.size(); ++b) {
-      sluice::require(run.blocks[b].layer_begin == layer, where, ": field 'blocks'[", b, "] starts at layer ",
-                      run.blocks[b].layer_begin, ", expected ", layer);
-      layer = run.blocks[b].layer_end;
-    }
-    sluice::require(layer == run.model.layers, where, ": field 'blocks' cover ", layer, " layers, the model has ",
-                    run.model.layers);
-    const int plans = int{run.placement.has_value()} + int{run.layout.has_value()} + int{run.pull.has_value()} +
-                      int{run.push.has_value()};
-    sluice::require(plans == 0 || plans == 4, where, ": 'placement', 'layout', 'pull' and 'push' go together, got ",
-                    plans, " of them");
-    if (run.pull) {
-      sluice::require(run.pull->sends.size() == run.pull_sends && run.pull->local_moves.size() == run.pull_local_moves,
-                      where, ": field 'pull' does not hold the counted sends and local moves");
-      sluice::require(run.push->sends.size() == run.push_sends &&
-                          run.push->local_moves.size() == run.push_local_moves &&
-                          run.push->rs_groups.size() == run.rs_groups,
-                      where, ": field 'push' does not hold the counted sends, local moves and groups");
-    }
-    return run;
   }
 };
 

@@ -17,6 +17,7 @@
 #include "sluice/io/compare_json.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
 
 namespace sluice::io {
 
@@ -94,36 +95,22 @@ struct document_traits<SimulateRun> {
   static constexpr int version = simulate_run_version;
 };
 
+// A system that ran has a summary; one that failed has none.
+template <>
+struct record<SimulateRunSystem> {
+  using T = SimulateRunSystem;
+  static constexpr std::string_view name = "system";
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(name, failure, configuration, strategies, iterations),
+                                            member("summary", &T::summary, Presence::omitted_when_empty)};
+  static void check(const T& system) {
+    sluice::require(system.failure.has_value() != system.summary.has_value(), name, " ", system.name,
+                    system.failure ? ": a failed system has no 'summary'" : ": missing field 'summary'");
+  }
+};
+
 }  // namespace sluice::io
 
 namespace nlohmann {
-
-// A system that ran has a summary; one that failed has none.
-template <>
-struct adl_serializer<sluice::io::SimulateRunSystem> {
-  static void to_json(json& out, const sluice::io::SimulateRunSystem& system) {
-    out = {{"name", system.name},
-           {"failure", system.failure ? json(*system.failure) : json(nullptr)},
-           {"configuration", system.configuration},
-           {"strategies", system.strategies},
-           {"iterations", system.iterations}};
-    if (system.summary) out["summary"] = *system.summary;
-  }
-  static sluice::io::SimulateRunSystem from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "system";
-    sluice::io::SimulateRunSystem system{
-        field<std::string>(in, "name", where),
-        field<std::optional<std::string>>(in, "failure", where),
-        field<std::string>(in, "configuration", where),
-        field<std::vector<sluice::Strategy>>(in, "strategies", where),
-        field<std::vector<sluice::compare::IterationOutcome>>(in, "iterations", where),
-        sluice::io::field_or<std::optional<sluice::compare::Summary>>(in, "summary", std::nullopt, where)};
-    sluice::require(system.failure.has_value() != system.summary.has_value(), where, " ", system.name,
-                    system.failure ? ": a failed system has no 'summary'" : ": missing field 'summary'");
-    return system;
-  }
-};
 
 template <>
 struct adl_serializer<sluice::io::SimulateRun> {

@@ -13,25 +13,12 @@
 #include "sluice/solver/milp.hpp"
 
 namespace sluice::io {
-template <>
-struct document_traits<solver::Model> {
-  static constexpr std::string_view format = "sluice.milp";
-  static constexpr int version = 1;
-};
-template <>
-struct document_traits<solver::Solution> {
-  static constexpr std::string_view format = "sluice.milp_solution";
-  static constexpr int version = 1;
-};
+SLUICE_IO_DOCUMENT(solver::Model, "sluice.milp", 1);
+SLUICE_IO_DOCUMENT(solver::Solution, "sluice.milp_solution", 1);
 
-template <>
-struct record<solver::Solution> {
-  using T = solver::Solution;
-  static constexpr std::string_view name = "milp solution";
-  static constexpr auto fields = std::tuple{member("status", &T::status), extended_member("objective", &T::objective),
-                                            extended_member("best_bound", &T::best_bound), member("values", &T::values),
-                                            member("seconds", &T::seconds)};
-};
+SLUICE_IO_RECORD(solver::Solution, "milp solution", SLUICE_IO_MEMBERS(status),
+                 extended_member("objective", &T::objective), extended_member("best_bound", &T::best_bound),
+                 SLUICE_IO_MEMBERS(values, seconds));
 
 }  // namespace sluice::io
 

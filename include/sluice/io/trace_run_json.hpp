@@ -102,18 +102,13 @@ inline TraceRun trace_run(const plan::IterationPlanner& planner, const plan::Sim
   return run;
 }
 
-template <>
-struct document_traits<TraceRun> {
-  static constexpr std::string_view format = "sluice.trace_run";
-  static constexpr int version = 2;
-};
+SLUICE_IO_DOCUMENT(TraceRun, "sluice.trace_run", 2);
 
 template <>
 struct record<TraceRunCandidate> {
   using T = TraceRunCandidate;
   static constexpr std::string_view name = "trace run candidate";
-  static constexpr auto fields = std::tuple{member("strategy", &T::strategy), member("makespan", &T::makespan),
-                                            member("layout_move", &T::layout_move)};
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(strategy, makespan, layout_move)};
   static void check(const T& candidate) {
     if (candidate.makespan) detail::require_non_negative(*candidate.makespan, "makespan", name);
     detail::require_non_negative(candidate.layout_move, "layout_move", name);
@@ -124,13 +119,9 @@ template <>
 struct record<TraceRunPipeline> {
   using T = TraceRunPipeline;
   static constexpr std::string_view name = "trace run pipeline";
-  static constexpr auto fields = std::tuple{member("index", &T::index),
-                                            member("micro_batches", &T::micro_batches),
-                                            named_member("kind", &T::kind, schedule::schedule_kind_names),
-                                            member("memory_aware", &T::memory_aware),
-                                            member("makespan", &T::makespan),
-                                            member("estimate", &T::estimate),
-                                            member("peak_memory", &T::peak_memory)};
+  static constexpr auto fields =
+      std::tuple{SLUICE_IO_MEMBERS(index, micro_batches), named_member("kind", &T::kind, schedule::schedule_kind_names),
+                 SLUICE_IO_MEMBERS(memory_aware, makespan, estimate, peak_memory)};
   static void check(const T& pipeline) {
     detail::require_non_negative(pipeline.makespan, "makespan", name);
     detail::require_non_negative(pipeline.estimate, "estimate", name);
