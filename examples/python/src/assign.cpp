@@ -108,12 +108,7 @@ void bind_flex_cp(py::module_& module) {
       py::arg("improvement_rounds") = defaults.improvement_rounds,
       "The fast flex CP solver: micro-batches of CP groups minimising the iteration, with its lower bound.");
   module.def(
-      "solve_flexsp",
-      [](const assign::FlexCpProblem& problem) {
-        const py::gil_scoped_release release;
-        return assign::solve_flexsp(problem);
-      },
-      py::arg("problem"),
+      "solve_flexsp", &assign::solve_flexsp, without_gil, py::arg("problem"),
       "The problem planned as FlexSP's authors plan it: sorted split into micro-batches for the fewest valid count "
       "and the next four, each grouped on every unit in degrees from 2 up; None when no count can be grouped so.");
   module.def(

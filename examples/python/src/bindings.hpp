@@ -26,6 +26,10 @@ namespace sluice::python {
 
 namespace py = pybind11;
 
+// The GIL rule for a call that is pure C++: released while the library runs, its arguments converted before and its
+// result after (pybind11's call guard).
+inline constexpr py::call_guard<py::gil_scoped_release> without_gil{};
+
 // Integers out of a 1-D array (or a list): NumPy integer dtypes only, C-contiguous, within int64. Raises
 // InvalidInput naming `what` otherwise (a float array, NaN, booleans, 2-D, a strided view, values past int64).
 std::vector<std::int64_t> integers_from(const py::handle& values, std::string_view what);
@@ -108,6 +112,32 @@ void def_document(py::class_<T>& cls) {
           [](const T& value) { return io::to_document(value).dump(); },
           [](const std::string& text) { return io::from_document<T>(io::parse(text, "pickle"), "pickle"); }));
   if constexpr (std::equality_comparable<T>) cls.def(py::self == py::self);
+}
+
+namespace detail {
+
+// A field's key is a string literal (io/record.hpp), so its view is a NUL-terminated name.
+template <class Class, class Record, class Member, class Spelling>
+void def_field_property(Class& cls, const io::Field<Record, Member, Spelling>& field) {
+  if constexpr (requires { field.spelling.table; }) {
+    cls.def_property_readonly(field.key.data(),
+                              [member = field.member, table = field.spelling.table](const Record& value) {
+                                return std::string(name_in(*table, value.*member));
+                              });
+  } else {
+    static_assert(!std::same_as<Spelling, io::AsInline>, "an inline member has no key to name its property");
+    cls.def_readonly(field.key.data(), field.member);
+  }
+}
+
+}  // namespace detail
+
+// A read-only property per field of the type's io::record table, named as its JSON key: a value as pybind11
+// converts the member, an enumeration by its name. One description of the record serves JSON and Python alike.
+template <class T>
+py::class_<T>& def_record_properties(py::class_<T>& cls) {
+  std::apply([&](const auto&... field) { (detail::def_field_property(cls, field), ...); }, io::record<T>::fields);
+  return cls;
 }
 
 void bind_core(py::module_& module);

@@ -2,6 +2,7 @@
 // DynaPipe and sluice on the same batches, every iteration simulated; per-system runs and summaries.
 #include <cstddef>
 #include <optional>
+#include <tuple>
 
 #include "bindings.hpp"
 
@@ -43,9 +44,9 @@ void bind_compare(py::module_& module) {
       .def_readonly("planning_seconds", &compare::IterationOutcome::planning_seconds,
                     "Measured wall-clock seconds spent planning the iteration for the system");
 
-  py::class_<compare::SystemRun>(module, "SystemRun",
-                                 "One system over the comparison's iterations, or why it cannot run the scenario.")
-      .def_readonly("name", &compare::SystemRun::name)
+  py::class_<compare::SystemRun> system_run(
+      module, "SystemRun", "One system over the comparison's iterations, or why it cannot run the scenario.");
+  system_run.def_readonly("name", &compare::SystemRun::name)
       .def_readonly("failure", &compare::SystemRun::failure, "None when the system ran")
       .def_readonly("configuration", &compare::SystemRun::configuration, "What it was configured with, in words")
       .def_readonly("strategies", &compare::SystemRun::strategies,
@@ -75,34 +76,26 @@ void bind_compare(py::module_& module) {
             return pipelines;
           },
           "Iteration 0's busy pipelines as (name, ScheduleSimulation) pairs (empty when the system failed)")
-      .def_property_readonly(
-          "seconds", [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::seconds); },
-          "Per iteration, its simulated time")
-      .def_property_readonly(
-          "switching", [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::switching); },
-          "Per iteration, the seconds charged for layout moves")
-      .def_property_readonly(
-          "layout_move",
-          [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::layout_move); },
-          "Per iteration, the layout moves' seconds before overlap")
-      .def_property_readonly(
-          "imbalance", [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::imbalance); },
-          "Per iteration, slowest / fastest busy pipeline")
-      .def_property_readonly(
-          "idle", [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::idle); },
-          "Per iteration, the share of pipelines without work")
-      .def_property_readonly(
-          "micro_batch_imbalance",
-          [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::micro_batch_imbalance); },
-          "Per iteration, WLB-LLM's imbalance degree between micro-batches")
-      .def_property_readonly(
-          "planning_seconds",
-          [](const compare::SystemRun& run) { return series(run, &compare::IterationOutcome::planning_seconds); },
-          "Per iteration, the measured wall-clock seconds spent planning it")
       .def("__repr__", [](const compare::SystemRun& run) {
         return "<sluice.SystemRun " + run.name + ": " +
                (run.failure ? "failed" : std::to_string(run.iterations.size()) + " iterations") + ">";
       });
+  // One NumPy array per iteration outcome measure, an entry per iteration.
+  for (const auto& [name, measure, doc] :
+       {std::tuple{"seconds", &compare::IterationOutcome::seconds, "Per iteration, its simulated time"},
+        std::tuple{"switching", &compare::IterationOutcome::switching,
+                   "Per iteration, the seconds charged for layout moves"},
+        std::tuple{"layout_move", &compare::IterationOutcome::layout_move,
+                   "Per iteration, the layout moves' seconds before overlap"},
+        std::tuple{"imbalance", &compare::IterationOutcome::imbalance,
+                   "Per iteration, slowest / fastest busy pipeline"},
+        std::tuple{"idle", &compare::IterationOutcome::idle, "Per iteration, the share of pipelines without work"},
+        std::tuple{"micro_batch_imbalance", &compare::IterationOutcome::micro_batch_imbalance,
+                   "Per iteration, WLB-LLM's imbalance degree between micro-batches"},
+        std::tuple{"planning_seconds", &compare::IterationOutcome::planning_seconds,
+                   "Per iteration, the measured wall-clock seconds spent planning it"}})
+    system_run.def_property_readonly(
+        name, [measure = measure](const compare::SystemRun& run) { return series(run, measure); }, doc);
 
   py::class_<compare::IterationBound>(module, "IterationBound",
                                       "A lower bound on any plan's iteration time of one batch under the cost model.")

@@ -72,17 +72,8 @@ void bind_core(py::module_& module) {
 }
 
 void bind_data(py::module_& module) {
-  py::class_<data::LengthStats>(module, "LengthStats")
-      .def_readonly("count", &data::LengthStats::count)
-      .def_readonly("tokens", &data::LengthStats::tokens)
-      .def_readonly("min", &data::LengthStats::min)
-      .def_readonly("max", &data::LengthStats::max)
-      .def_readonly("p50", &data::LengthStats::p50)
-      .def_readonly("p90", &data::LengthStats::p90)
-      .def_readonly("p99", &data::LengthStats::p99)
-      .def_readonly("truncated", &data::LengthStats::truncated)
-      .def_readonly("mean", &data::LengthStats::mean)
-      .def(py::self == py::self);
+  py::class_<data::LengthStats> stats(module, "LengthStats");
+  def_record_properties(stats).def(py::self == py::self);
 
   py::class_<data::LengthHistogram>(module, "LengthHistogram", "Bin k holds the lengths in (lower[k], upper[k]].")
       .def_readonly("bin_width", &data::LengthHistogram::bin_width)

@@ -67,13 +67,9 @@ void bind_proposal(py::module_& module) {
           "by_length",
           [](const py::object& self) { return internal_list(self.cast<const proposal::Proposal&>().by_length, self); })
       .def("strategies", &proposal::Proposal::strategies, "The candidates' strategies, as plan_iteration takes them.")
-      .def(
-          "validate",
-          [](const proposal::Proposal& value, const cost::Profile& profile) {
-            const py::gil_scoped_release release;
-            proposal::validate(value, profile);
-          },
-          py::arg("profile"), "Raises InvalidPlan naming the first broken invariant against the profile.");
+      .def("validate", py::overload_cast<const proposal::Proposal&, const cost::Profile&>(&proposal::validate),
+           without_gil, py::arg("profile"),
+           "Raises InvalidPlan naming the first broken invariant against the profile.");
   def_document(proposal_class);
 
   py::class_<proposal::SampledCandidate>(module, "SampledCandidate", "A member of the sampled proposal's set.")
@@ -106,25 +102,16 @@ void bind_proposal(py::module_& module) {
       .def_readonly("plans", &proposal::SampledProposal::plans)
       .def_readonly("rounds", &proposal::SampledProposal::rounds)
       .def("strategies", &proposal::SampledProposal::strategies, "The chosen strategies, as plan_iteration takes them.")
-      .def(
-          "validate",
-          [](const proposal::SampledProposal& value, const cost::Profile& profile) {
-            const py::gil_scoped_release release;
-            proposal::validate(value, profile);
-          },
-          py::arg("profile"), "Raises InvalidPlan naming the first broken invariant against the profile.");
+      .def("validate", py::overload_cast<const proposal::SampledProposal&, const cost::Profile&>(&proposal::validate),
+           without_gil, py::arg("profile"),
+           "Raises InvalidPlan naming the first broken invariant against the profile.");
   def_document(sampled_class);
 
   const proposal::ProposeOptions defaults;
-  module.def(
-      "propose",
-      [](const data::LengthDataset& dataset, const cost::Profile& profile, const proposal::ProposeOptions& options) {
-        const py::gil_scoped_release release;
-        return proposal::propose(dataset, profile, options);
-      },
-      py::arg("dataset"), py::arg("profile"), py::kw_only(), py::arg("options") = defaults,
-      "Hydraulis' strategy proposal: the DP over GPU budgets and grid lengths up to max_len (default: the "
-      "dataset's longest sequence) from the dataset's length distribution.");
+  module.def("propose", &proposal::propose, without_gil, py::arg("dataset"), py::arg("profile"), py::kw_only(),
+             py::arg("options") = defaults,
+             "Hydraulis' strategy proposal: the DP over GPU budgets and grid lengths up to max_len (default: the "
+             "dataset's longest sequence) from the dataset's length distribution.");
 
   const proposal::SampledOptions sampled;
   module.def(

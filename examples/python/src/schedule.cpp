@@ -94,11 +94,8 @@ void bind_microbatch(py::module_& module) {
   module.def("stage_cost", &microbatch::stage_cost, py::arg("scheme"),
              "The stage cost and per-micro-batch memory limit of a profile's scheme (Profile.at(scheme)).");
 
-  py::class_<microbatch::Shape>(module, "MicroBatchShape", "`rows` rows of `input` + `target` tokens each.")
-      .def_readonly("rows", &microbatch::Shape::rows)
-      .def_readonly("input", &microbatch::Shape::input)
-      .def_readonly("target", &microbatch::Shape::target)
-      .def(py::self == py::self);
+  py::class_<microbatch::Shape> shape(module, "MicroBatchShape", "`rows` rows of `input` + `target` tokens each.");
+  def_record_properties(shape).def(py::self == py::self);
 
   py::class_<microbatch::ShapedMicroBatch>(module, "ShapedMicroBatch",
                                            "One of DynaPipe's micro-batches: samples in rows, padded to a shape.")
@@ -396,22 +393,14 @@ void bind_pipeline(py::module_& module) {
       .def_property_readonly(
           "idle",
           [](const py::object& self) { return view_of<double>(self.cast<const schedule::Simulation&>().idle, self); })
-      .def(
-          "validate",
-          [](const schedule::Simulation& simulation, const schedule::Problem& problem, const schedule::Order& order) {
-            const py::gil_scoped_release release;
-            schedule::validate(simulation, problem, order);
-          },
-          py::arg("problem"), py::arg("order"), "Raises InvalidPlan naming the first broken invariant.");
+      // schedule::validate has function templates among its overloads, which py::overload_cast cannot pick from.
+      .def("validate",
+           static_cast<void (*)(const schedule::Simulation&, const schedule::Problem&, const schedule::Order&)>(
+               &schedule::validate),
+           without_gil, py::arg("problem"), py::arg("order"), "Raises InvalidPlan naming the first broken invariant.");
   def_document(simulation_class);
-  module.def(
-      "simulate_schedule",
-      [](const schedule::Problem& problem, const schedule::Order& order) {
-        const py::gil_scoped_release release;
-        return schedule::simulate(problem, order);
-      },
-      py::arg("problem"), py::arg("order"),
-      "Event-driven simulation of the stage orders: per stage its ops' times, the makespan and peak memory.");
+  module.def("simulate_schedule", &schedule::simulate, without_gil, py::arg("problem"), py::arg("order"),
+             "Event-driven simulation of the stage orders: per stage its ops' times, the makespan and peak memory.");
 
   py::class_<schedule::Instruction>(module, "Instruction", "One instruction of a rank's list.")
       .def_property_readonly(
@@ -440,14 +429,10 @@ void bind_pipeline(py::module_& module) {
       .def_property_readonly(
           "ranks",
           [](const py::object& self) { return nested_list(self.cast<const schedule::ExecutionPlan&>().ranks, self); })
-      .def(
-          "validate",
-          [](const schedule::ExecutionPlan& value, const schedule::Problem& problem) {
-            const py::gil_scoped_release release;
-            schedule::validate(value, problem);
-          },
-          py::arg("problem"),
-          "Raises InvalidPlan naming the first broken invariant (shapes, slots, NCCL pairing, memory).");
+      .def("validate",
+           static_cast<void (*)(const schedule::ExecutionPlan&, const schedule::Problem&)>(&schedule::validate),
+           without_gil, py::arg("problem"),
+           "Raises InvalidPlan naming the first broken invariant (shapes, slots, NCCL pairing, memory).");
   def_document(plan);
 
   py::class_<schedule::DeadlockReport>(module, "DeadlockReport", "What a dry run of a plan's communication found.")
@@ -461,12 +446,7 @@ void bind_pipeline(py::module_& module) {
       .def_readonly("message", &schedule::DeadlockReport::message)
       .def_property_readonly("ok", &schedule::DeadlockReport::ok);
   module.def(
-      "check_deadlock",
-      [](const schedule::ExecutionPlan& value) {
-        const py::gil_scoped_release release;
-        return schedule::check_deadlock(value);
-      },
-      py::arg("plan"),
+      "check_deadlock", &schedule::check_deadlock, without_gil, py::arg("plan"),
       "Dry-runs the plan's sends and receives under NCCL's rules. Raises InvalidPlan for a plan it cannot run at all.");
 
   py::class_<schedule::PipelineSchedule> pipeline_schedule_class(
@@ -484,22 +464,15 @@ void bind_pipeline(py::module_& module) {
       .def_readonly("simulation", &schedule::PipelineSchedule::simulation)
       .def_readonly("plan", &schedule::PipelineSchedule::plan)
       .def_readonly("candidates", &schedule::PipelineSchedule::candidates, "Orders simulated.")
-      .def(
-          "validate",
-          [](const schedule::PipelineSchedule& value, const schedule::Problem& problem) {
-            const py::gil_scoped_release release;
-            schedule::validate(value, problem);
-          },
-          py::arg("problem"), "Raises InvalidPlan naming the first broken invariant against the problem.");
+      .def("validate",
+           static_cast<void (*)(const schedule::PipelineSchedule&, const schedule::Problem&)>(&schedule::validate),
+           without_gil, py::arg("problem"),
+           "Raises InvalidPlan naming the first broken invariant against the problem.");
   def_document(pipeline_schedule_class);
 
   module.def(
-      "schedule_pipeline",
-      [](const schedule::Problem& problem, const schedule::ScheduleOptions& options) {
-        const py::gil_scoped_release release;
-        return schedule::schedule_pipeline(problem, options);
-      },
-      py::arg("problem"), py::kw_only(), py::arg("schedule") = schedule::ScheduleOptions{},
+      "schedule_pipeline", &schedule::schedule_pipeline, without_gil, py::arg("problem"), py::kw_only(),
+      py::arg("schedule") = schedule::ScheduleOptions{},
       "DynaPipe's scheduler: injection orders searched for the adaptive cyclic schedule ('cyclic') and 1F1B, each "
       "simulated, the fastest that fits memory kept, its communication planned.");
 }
@@ -582,10 +555,8 @@ void bind_pipeline_planners(py::module_& module) {
       "micro-batches, balance those over the replicas (Karmarkar–Karp) and schedule every replica's pipeline. "
       "stage_memory 0: stages × micro_batch_memory.");
 
-  py::class_<plan::ScheduledPipeline>(module, "ScheduledPipeline", "A busy pipeline's problem and schedule.")
-      .def_readonly("problem", &plan::ScheduledPipeline::problem)
-      .def_readonly("schedule", &plan::ScheduledPipeline::schedule)
-      .def(py::self == py::self);
+  py::class_<plan::ScheduledPipeline> scheduled(module, "ScheduledPipeline", "A busy pipeline's problem and schedule.");
+  def_record_properties(scheduled).def(py::self == py::self);
 
   py::class_<plan::IterationSchedule> iteration_schedule_class(
       module, "IterationSchedule", "Every pipeline of an iteration plan scheduled; None for an idle one.");
@@ -595,27 +566,18 @@ void bind_pipeline_planners(py::module_& module) {
                                return optional_list(self.cast<const plan::IterationSchedule&>().pipelines, self);
                              })
       .def_readonly("makespan", &plan::IterationSchedule::makespan)
-      .def(
-          "validate",
-          [](const plan::IterationSchedule& value, const assign::IterationPlan& plan, const cost::Profile& profile,
-             const schedule::ProblemOptions& problem) {
-            const py::gil_scoped_release release;
-            plan::validate(value, plan, profile, problem);
-          },
-          py::arg("plan"), py::arg("profile"), py::kw_only(), py::arg("problem") = schedule::ProblemOptions{},
-          "Raises InvalidPlan naming the first broken invariant against the plan and profile.");
+      .def("validate",
+           py::overload_cast<const plan::IterationSchedule&, const assign::IterationPlan&, const cost::Profile&,
+                             const schedule::ProblemOptions&>(&plan::validate),
+           without_gil, py::arg("plan"), py::arg("profile"), py::kw_only(),
+           py::arg("problem") = schedule::ProblemOptions{},
+           "Raises InvalidPlan naming the first broken invariant against the plan and profile.");
   def_document(iteration_schedule_class);
 
-  module.def(
-      "schedule_iteration",
-      [](const assign::IterationPlan& plan, const cost::Profile& profile, const schedule::ScheduleOptions& scheduling,
-         const schedule::ProblemOptions& problem) {
-        const py::gil_scoped_release release;
-        return plan::schedule_iteration(plan, profile, scheduling, problem);
-      },
-      py::arg("plan"), py::arg("profile"), py::kw_only(), py::arg("schedule") = schedule::ScheduleOptions{},
-      py::arg("problem") = schedule::ProblemOptions{},
-      "Every pipeline of an iteration plan scheduled on its scheme (schedule_pipeline).");
+  module.def("schedule_iteration", &plan::schedule_iteration, without_gil, py::arg("plan"), py::arg("profile"),
+             py::kw_only(), py::arg("schedule") = schedule::ScheduleOptions{},
+             py::arg("problem") = schedule::ProblemOptions{},
+             "Every pipeline of an iteration plan scheduled on its scheme (schedule_pipeline).");
 
   py::class_<plan::FlexIteration>(module, "FlexIteration",
                                   "The batch planned on a flex CP domain: its replicas re-form CP groups per "

@@ -273,15 +273,11 @@ void bind_search(py::module_& module) {
                              [](const py::object& self) {
                                return internal_list(self.cast<const search::SearchReport&>().baselines, self);
                              })
-      .def(
-          "validate",
-          [](const search::SearchReport& value, search::ModelSpec spec, search::ClusterSpec gpus,
-             const search::SearchOptions& options) {
-            const py::gil_scoped_release release;
-            search::validate(value, spec, gpus, options);
-          },
-          py::arg("model"), py::arg("cluster"), py::kw_only(), py::arg("options") = search_defaults,
-          "Raises InvalidPlan: every plan against the space that produced it, and BMW >= Base >= the baselines.");
+      .def("validate",
+           py::overload_cast<const search::SearchReport&, const search::ModelSpec&, const search::ClusterSpec&,
+                             const search::SearchOptions&>(&search::validate),
+           without_gil, py::arg("model"), py::arg("cluster"), py::kw_only(), py::arg("options") = search_defaults,
+           "Raises InvalidPlan: every plan against the space that produced it, and BMW >= Base >= the baselines.");
   def_document(report);
 
   // search and search_base take the same options; only the search run and the result differ.
@@ -416,22 +412,12 @@ void bind_search(py::module_& module) {
       "A Profile from the analytic estimator: per scheme ⟨tp, pp⟩, T(l) fitted over lengths min_length, "
       "2·min_length, …, max_length, and MaxLen the longest multiple of `granularity` whose first-stage memory "
       "fits.");
-  module.def(
-      "analytic_stage_time",
-      [](search::ModelSpec spec, search::ClusterSpec gpus, const Scheme& scheme, std::int64_t length) {
-        const py::gil_scoped_release release;
-        return search::analytic_stage_time(spec, gpus, scheme, length);
-      },
-      py::arg("model"), py::arg("cluster"), py::arg("scheme"), py::arg("length"),
-      "Seconds of one sequence of `length` tokens on the slowest stage of the even partition.");
-  module.def(
-      "analytic_stage_memory",
-      [](search::ModelSpec spec, search::ClusterSpec gpus, const Scheme& scheme, std::int64_t length) {
-        const py::gil_scoped_release release;
-        return search::analytic_stage_memory(spec, gpus, scheme, length);
-      },
-      py::arg("model"), py::arg("cluster"), py::arg("scheme"), py::arg("length"),
-      "First-stage bytes of one sequence of `length` tokens, with pp sequences in flight.");
+  module.def("analytic_stage_time", &search::analytic_stage_time, without_gil, py::arg("model"), py::arg("cluster"),
+             py::arg("scheme"), py::arg("length"),
+             "Seconds of one sequence of `length` tokens on the slowest stage of the even partition.");
+  module.def("analytic_stage_memory", &search::analytic_stage_memory, without_gil, py::arg("model"), py::arg("cluster"),
+             py::arg("scheme"), py::arg("length"),
+             "First-stage bytes of one sequence of `length` tokens, with pp sequences in flight.");
 }
 
 }  // namespace sluice::python

@@ -19,6 +19,33 @@ std::string embedded_json(const T& value, int indent) {
   return io::json(value).dump(indent);
 }
 
+// What a pull and a push plan share: GPUs, slice blocks, pieces and messages (structured NumPy views: a pull has
+// about N²/TP of them), byte counts and the validator.
+template <class Plan>
+void def_transfer_plan(py::class_<Plan>& cls) {
+  const char* messages_doc =
+      "Structured view (src, dst, first_piece, piece_count, bytes): pieces[first_piece:first_piece + piece_count] "
+      "from src to dst; messages of one source with equal pieces share them.";
+  const auto messages = [](std::vector<shard::Message> Plan::*member) {
+    return [member](const py::object& self) { return view_of<shard::Message>(self.cast<const Plan&>().*member, self); };
+  };
+  cls.def_readonly("gpus", &Plan::gpus)
+      .def_property_readonly(
+          "blocks", [](const py::object& self) { return internal_list(self.cast<const Plan&>().blocks, self); })
+      .def_property_readonly(
+          "pieces", [](const py::object& self) { return view_of<shard::Piece>(self.cast<const Plan&>().pieces, self); },
+          "Structured view (block, begin, end): mutual slices [begin, end) of block `block`.")
+      .def_property_readonly("sends", messages(&Plan::sends), messages_doc)
+      .def_property_readonly("local_moves", messages(&Plan::local_moves), messages_doc)
+      .def_readonly("send_bytes", &Plan::send_bytes)
+      .def_readonly("local_bytes", &Plan::local_bytes)
+      .def("validate",
+           py::overload_cast<const Plan&, const shard::Placement&, const shard::OptimizerLayout&, const shard::Model&>(
+               &shard::validate),
+           without_gil, py::arg("placement"), py::arg("layout"), py::arg("model"),
+           "Raises InvalidPlan naming the first broken invariant against the placement, layout and model.");
+}
+
 }  // namespace
 
 void bind_shard(py::module_& module) {
@@ -165,24 +192,14 @@ void bind_shard(py::module_& module) {
 
   const shard::PlacementOptions placement_defaults;
   module.def(
-      "place",
-      [](const Strategy& strategy, std::int64_t gpus, int layers, const shard::PlacementOptions& options) {
-        const py::gil_scoped_release release;
-        return shard::place(strategy, gpus, layers, options);
-      },
-      py::arg("strategy"), py::arg("gpus"), py::arg("layers"), py::kw_only(), py::arg("options") = placement_defaults,
+      "place", &shard::place, without_gil, py::arg("strategy"), py::arg("gpus"), py::arg("layers"), py::kw_only(),
+      py::arg("options") = placement_defaults,
       "Pipelines on contiguous rank blocks in options.order, stage after stage, options.stage_layers giving a PP "
       "degree's layers per stage (default: even). Raises Infeasible when the strategy does not fit.");
   module.def("sharded_layout", &shard::sharded_layout, py::arg("gpus"), py::arg("layers"),
              "Hydraulis' layout: every parameter sharded over all GPUs, segment r on GPU r.");
-  module.def(
-      "aligned_layout",
-      [](const shard::Placement& value) {
-        const py::gil_scoped_release release;
-        return shard::aligned_layout(value);
-      },
-      py::arg("placement"),
-      "The layout a push under `placement` leaves: pulling from it for the same placement is an all-gather.");
+  module.def("aligned_layout", &shard::aligned_layout, without_gil, py::arg("placement"),
+             "The layout a push under `placement` leaves: pulling from it for the same placement is an all-gather.");
   module.def(
       "holder_placement",
       [](const shard::Placement& value, std::string_view held_by, bool replicated) {
@@ -209,106 +226,29 @@ void bind_shard(py::module_& module) {
       .def_readonly("granularity", &shard::SliceBlock::granularity)
       .def(py::self == py::self);
 
-  py::class_<shard::RsGroup>(module, "RsGroup",
-                             "The reduce-scatter of one TP-grid segment of a block over one rank per pipeline and CP "
-                             "rank.")
-      .def_readonly("block", &shard::RsGroup::block)
-      .def_readonly("segment", &shard::RsGroup::segment)
-      .def_readonly("members", &shard::RsGroup::members)
-      .def_readonly("bytes", &shard::RsGroup::bytes)
-      .def(py::self == py::self);
+  py::class_<shard::RsGroup> rs_group(
+      module, "RsGroup",
+      "The reduce-scatter of one TP-grid segment of a block over one rank per pipeline and CP rank.");
+  def_record_properties(rs_group).def(py::self == py::self);
 
-  const char* pieces_doc = "Structured view (block, begin, end): mutual slices [begin, end) of block `block`.";
-  const char* messages_doc =
-      "Structured view (src, dst, first_piece, piece_count, bytes): pieces[first_piece:first_piece + piece_count] "
-      "from src to dst; messages of one source with equal pieces share them.";
   py::class_<shard::PullPlan> pull(module, "PullPlan",
                                    "16-bit parameters from the optimizer layout into the propagation placement.");
-  pull.def_readonly("gpus", &shard::PullPlan::gpus)
-      .def_property_readonly(
-          "blocks",
-          [](const py::object& self) { return internal_list(self.cast<const shard::PullPlan&>().blocks, self); })
-      .def_property_readonly(
-          "pieces",
-          [](const py::object& self) {
-            return view_of<shard::Piece>(self.cast<const shard::PullPlan&>().pieces, self);
-          },
-          pieces_doc)
-      .def_property_readonly(
-          "sends",
-          [](const py::object& self) {
-            return view_of<shard::Message>(self.cast<const shard::PullPlan&>().sends, self);
-          },
-          messages_doc)
-      .def_property_readonly(
-          "local_moves",
-          [](const py::object& self) {
-            return view_of<shard::Message>(self.cast<const shard::PullPlan&>().local_moves, self);
-          },
-          messages_doc)
-      .def_readonly("send_bytes", &shard::PullPlan::send_bytes)
-      .def_readonly("local_bytes", &shard::PullPlan::local_bytes)
-      .def(
-          "validate",
-          [](const shard::PullPlan& value, const shard::Placement& where, const shard::OptimizerLayout& from,
-             shard::Model shard_model) {
-            const py::gil_scoped_release release;
-            shard::validate(value, where, from, shard_model);
-          },
-          py::arg("placement"), py::arg("layout"), py::arg("model"),
-          "Raises InvalidPlan naming the first broken invariant against the placement, layout and model.");
+  def_transfer_plan(pull);
   def_document(pull);
 
   py::class_<shard::PushPlan> push(module, "PushPlan",
                                    "Gradients reduce-scattered across the pipelines, then sent to their optimizer "
                                    "owners.");
-  push.def_readonly("gpus", &shard::PushPlan::gpus)
-      .def_readonly("grid", &shard::PushPlan::grid, "G: the LCM of the TP degrees")
+  def_transfer_plan(push);
+  push.def_readonly("grid", &shard::PushPlan::grid, "G: the LCM of the TP degrees")
       .def_readonly("pipelines", &shard::PushPlan::pipelines)
-      .def_property_readonly(
-          "blocks",
-          [](const py::object& self) { return internal_list(self.cast<const shard::PushPlan&>().blocks, self); })
-      .def_property_readonly(
-          "rs_groups",
-          [](const py::object& self) { return internal_list(self.cast<const shard::PushPlan&>().rs_groups, self); })
-      .def_property_readonly(
-          "pieces",
-          [](const py::object& self) {
-            return view_of<shard::Piece>(self.cast<const shard::PushPlan&>().pieces, self);
-          },
-          pieces_doc)
-      .def_property_readonly(
-          "sends",
-          [](const py::object& self) {
-            return view_of<shard::Message>(self.cast<const shard::PushPlan&>().sends, self);
-          },
-          messages_doc)
-      .def_property_readonly(
-          "local_moves",
-          [](const py::object& self) {
-            return view_of<shard::Message>(self.cast<const shard::PushPlan&>().local_moves, self);
-          },
-          messages_doc)
-      .def_readonly("send_bytes", &shard::PushPlan::send_bytes)
-      .def_readonly("local_bytes", &shard::PushPlan::local_bytes)
-      .def(
-          "validate",
-          [](const shard::PushPlan& value, const shard::Placement& where, const shard::OptimizerLayout& to,
-             shard::Model shard_model) {
-            const py::gil_scoped_release release;
-            shard::validate(value, where, to, shard_model);
-          },
-          py::arg("placement"), py::arg("layout"), py::arg("model"),
-          "Raises InvalidPlan naming the first broken invariant against the placement, layout and model.");
+      .def_property_readonly("rs_groups", [](const py::object& self) {
+        return internal_list(self.cast<const shard::PushPlan&>().rs_groups, self);
+      });
   def_document(push);
 
   module.def(
-      "plan_pull",
-      [](const shard::Placement& where, const shard::OptimizerLayout& from, shard::Model shard_model) {
-        const py::gil_scoped_release release;
-        return shard::plan_pull(where, from, shard_model);
-      },
-      py::arg("placement"), py::arg("layout"), py::arg("model"),
+      "plan_pull", &shard::plan_pull, without_gil, py::arg("placement"), py::arg("layout"), py::arg("model"),
       "Per block, M = LCM(owner segments, TP degrees) mutual slices; TP rank t takes its fraction from the owners.");
   const shard::PushOptions push_defaults;
   module.def(
@@ -321,40 +261,23 @@ void bind_shard(py::module_& module) {
       py::arg("match_owners") = push_defaults.match_owners,
       "Reduce-scatter per TP-grid segment over the pipelines, then every summed piece to its optimizer owner; "
       "match_owners gives each piece to the member owning most of it.");
+  module.def("check_pull", &shard::check_pull, without_gil, py::arg("plan"), py::arg("placement"), py::arg("layout"),
+             py::arg("model"), py::kw_only(), py::arg("seed") = 0,
+             "Runs the pull on host buffers of random integers and raises InvalidPlan at the first misplaced element. "
+             "For tiny models only: it allocates about 27 · gpus · layers · layer_elements bytes.");
   module.def(
-      "check_pull",
-      [](const shard::PullPlan& plan, const shard::Placement& where, const shard::OptimizerLayout& from,
-         shard::Model shard_model, std::uint64_t seed) {
-        const py::gil_scoped_release release;
-        shard::check_pull(plan, where, from, shard_model, seed);
-      },
-      py::arg("plan"), py::arg("placement"), py::arg("layout"), py::arg("model"), py::kw_only(), py::arg("seed") = 0,
-      "Runs the pull on host buffers of random integers and raises InvalidPlan at the first misplaced element. "
-      "For tiny models only: it allocates about 27 · gpus · layers · layer_elements bytes.");
-  module.def(
-      "check_push",
-      [](const shard::PushPlan& plan, const shard::Placement& where, const shard::OptimizerLayout& to,
-         shard::Model shard_model, std::uint64_t seed) {
-        const py::gil_scoped_release release;
-        shard::check_push(plan, where, to, shard_model, seed);
-      },
-      py::arg("plan"), py::arg("placement"), py::arg("layout"), py::arg("model"), py::kw_only(), py::arg("seed") = 0,
+      "check_push", &shard::check_push, without_gil, py::arg("plan"), py::arg("placement"), py::arg("layout"),
+      py::arg("model"), py::kw_only(), py::arg("seed") = 0,
       "Runs the reduce-scatters and the push on host buffers of random integers and raises InvalidPlan at the first "
       "wrong sum. For tiny models only: it allocates about 45 · gpus · layers · layer_elements bytes.");
 
   // ---- costs ------------------------------------------------------------------------------------------------
-  py::class_<shard::LinkBytes>(module, "LinkBytes", "Bytes moved per link class.")
-      .def_readonly("local", &shard::LinkBytes::local)
-      .def_readonly("intra_node", &shard::LinkBytes::intra_node)
-      .def_readonly("inter_node", &shard::LinkBytes::inter_node)
-      .def_property_readonly("total", &shard::LinkBytes::total)
-      .def(py::self == py::self);
+  py::class_<shard::LinkBytes> link_bytes(module, "LinkBytes", "Bytes moved per link class.");
+  def_record_properties(link_bytes).def_property_readonly("total", &shard::LinkBytes::total).def(py::self == py::self);
 
-  py::class_<shard::PhaseCost>(module, "PhaseCost", "One phase: bytes per link class, messages, α–β seconds.")
-      .def_readonly("bytes", &shard::PhaseCost::bytes)
-      .def_readonly("messages", &shard::PhaseCost::messages)
-      .def_readonly("seconds", &shard::PhaseCost::seconds)
-      .def(py::self == py::self);
+  py::class_<shard::PhaseCost> phase_cost(module, "PhaseCost",
+                                          "One phase: bytes per link class, messages, α–β seconds.");
+  def_record_properties(phase_cost).def(py::self == py::self);
 
   py::class_<shard::ShardCost>(module, "ShardCost", "The pull, the push's reduce-scatter and the push's LNK.")
       .def_readonly("pull", &shard::ShardCost::pull)
@@ -367,23 +290,14 @@ void bind_shard(py::module_& module) {
       .def(py::self == py::self);
 
   module.def(
-      "plan_cost",
-      [](const shard::PullPlan& pull_plan, const shard::PushPlan& push_plan, shard::Cluster cluster) {
-        const py::gil_scoped_release release;
-        return shard::plan_cost(pull_plan, push_plan, cluster);
-      },
-      py::arg("pull"), py::arg("push"), cluster_arg,
+      "plan_cost", &shard::plan_cost, without_gil, py::arg("pull"), py::arg("push"), cluster_arg,
       "Bytes per link class and α–β time of each phase: a phase lasts as long as its busiest rank and link class.");
-  module.def(
-      "iteration_cost",
-      [](const shard::OptimizerLayout& from, const Strategy& candidate, shard::Model shard_model,
-         shard::Cluster cluster, const shard::PlacementOptions& options) {
-        const py::gil_scoped_release release;
-        return shard::iteration_cost(from, candidate, shard_model, cluster, options);
-      },
-      py::arg("layout"), py::arg("candidate"), py::arg("model"), cluster_arg, py::kw_only(),
-      py::arg("options") = placement_defaults,
-      "plan_cost of the candidate's pull and push against `layout`, without storing the pull's messages.");
+  module.def("iteration_cost",
+             py::overload_cast<const shard::OptimizerLayout&, const Strategy&, const shard::Model&,
+                               const shard::Cluster&, const shard::PlacementOptions&>(&shard::iteration_cost),
+             without_gil, py::arg("layout"), py::arg("candidate"), py::arg("model"), cluster_arg, py::kw_only(),
+             py::arg("options") = placement_defaults,
+             "plan_cost of the candidate's pull and push against `layout`, without storing the pull's messages.");
   module.def(
       "iteration_costs",
       [](const shard::OptimizerLayout& from, const std::vector<Strategy>& candidates, shard::Model shard_model,
@@ -399,16 +313,9 @@ void bind_shard(py::module_& module) {
       py::arg("options") = placement_defaults,
       "Per candidate, iteration_cost(...).seconds: what plan_iteration's candidate_overhead takes (as sluice plan "
       "--lnk).");
-  module.def(
-      "switching_cost",
-      [](const Strategy& previous, const Strategy& candidate, std::int64_t gpus, shard::Model shard_model,
-         shard::Cluster cluster, const shard::PlacementOptions& options) {
-        const py::gil_scoped_release release;
-        return shard::switching_cost(previous, candidate, gpus, shard_model, cluster, options);
-      },
-      py::arg("previous"), py::arg("candidate"), py::arg("gpus"), py::arg("model"), cluster_arg, py::kw_only(),
-      py::arg("options") = placement_defaults,
-      "iteration_cost when the optimizer states follow `previous`'s aligned layout instead of the sharded one.");
+  module.def("switching_cost", &shard::switching_cost, without_gil, py::arg("previous"), py::arg("candidate"),
+             py::arg("gpus"), py::arg("model"), cluster_arg, py::kw_only(), py::arg("options") = placement_defaults,
+             "iteration_cost when the optimizer states follow `previous`'s aligned layout instead of the sharded one.");
 
   // ---- ranks and process groups -----------------------------------------------------------------------------
   py::class_<shard::ProcessGroups>(module, "ProcessGroups",
@@ -432,23 +339,15 @@ void bind_shard(py::module_& module) {
       .def_readonly("plan_order", &shard::RankPlacement::plan_order,
                     "plan_order[j]: the placement pipeline that runs pipeline j of an IterationPlan.")
       .def_readonly("groups", &shard::RankPlacement::groups)
-      .def(
-          "validate",
-          [](const shard::RankPlacement& value, const Strategy& strategy, const cost::Profile& profile) {
-            const py::gil_scoped_release release;
-            shard::validate(value, strategy, profile);
-          },
-          py::arg("strategy"), py::arg("profile"),
-          "Raises InvalidPlan naming the first broken invariant against the strategy and profile.");
+      .def("validate",
+           py::overload_cast<const shard::RankPlacement&, const Strategy&, const cost::Profile&>(&shard::validate),
+           without_gil, py::arg("strategy"), py::arg("profile"),
+           "Raises InvalidPlan naming the first broken invariant against the strategy and profile.");
   def_document(ranks);
 
   module.def(
-      "rank_placement",
-      [](const Strategy& strategy, const cost::Profile& profile, bool tp_within_node) {
-        const py::gil_scoped_release release;
-        return shard::rank_placement(strategy, profile, tp_within_node);
-      },
-      py::arg("strategy"), py::arg("profile"), py::kw_only(), py::arg("tp_within_node") = true,
+      "rank_placement", py::overload_cast<const Strategy&, const cost::Profile&, bool>(&shard::rank_placement),
+      without_gil, py::arg("strategy"), py::arg("profile"), py::kw_only(), py::arg("tp_within_node") = true,
       "The strategy's ranks on the profile's cluster (shard placement, nodes of the profile's gpus_per_node) and "
       "the process groups, as `sluice plan --json` gives them per iteration.");
   module.def(
