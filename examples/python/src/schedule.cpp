@@ -1,12 +1,11 @@
 // DynaPipe's micro-batch partition and replica balancing, pipeline schedules (orders, the simulator, per-rank
-// instruction lists, the deadlock check), DynaPipe's whole pipeline planner and the simulated iteration.
+// instruction lists, the deadlock check) and DynaPipe's whole pipeline planner.
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
 
 #include "bindings.hpp"
-#include "sluice/schedule/flex_units.hpp"
 
 namespace sluice::python {
 
@@ -48,15 +47,6 @@ std::vector<microbatch::Sample> ordered(std::vector<microbatch::Sample> samples,
                                         const std::optional<std::string>& ordering) {
   if (!ordering) return samples;
   return microbatch::order_samples(samples, microbatch::ordering_from(*ordering));
-}
-
-// Optional values of a vector as Python objects referring into `owner`, None where empty.
-template <class T>
-py::list optional_list(const std::vector<std::optional<T>>& values, const py::handle& owner) {
-  py::list list;
-  for (const auto& value : values)
-    list.append(value ? py::cast(&*value, py::return_value_policy::reference_internal, owner) : py::none());
-  return list;
 }
 
 template <class T>
@@ -554,90 +544,6 @@ void bind_pipeline_planners(py::module_& module) {
       "DynaPipe's per-iteration planner (what `sluice schedule` runs): order the samples, cut them into "
       "micro-batches, balance those over the replicas (Karmarkar–Karp) and schedule every replica's pipeline. "
       "stage_memory 0: stages × micro_batch_memory.");
-
-  py::class_<plan::ScheduledPipeline> scheduled(module, "ScheduledPipeline", "A busy pipeline's problem and schedule.");
-  def_record_properties(scheduled).def(py::self == py::self);
-
-  py::class_<plan::IterationSchedule> iteration_schedule_class(
-      module, "IterationSchedule", "Every pipeline of an iteration plan scheduled; None for an idle one.");
-  iteration_schedule_class
-      .def_property_readonly("pipelines",
-                             [](const py::object& self) {
-                               return optional_list(self.cast<const plan::IterationSchedule&>().pipelines, self);
-                             })
-      .def_readonly("makespan", &plan::IterationSchedule::makespan)
-      .def("validate",
-           py::overload_cast<const plan::IterationSchedule&, const assign::IterationPlan&, const cost::Profile&,
-                             const schedule::ProblemOptions&>(&plan::validate),
-           without_gil, py::arg("plan"), py::arg("profile"), py::kw_only(),
-           py::arg("problem") = schedule::ProblemOptions{},
-           "Raises InvalidPlan naming the first broken invariant against the plan and profile.");
-  def_document(iteration_schedule_class);
-
-  module.def("schedule_iteration", &plan::schedule_iteration, without_gil, py::arg("plan"), py::arg("profile"),
-             py::kw_only(), py::arg("schedule") = schedule::ScheduleOptions{},
-             py::arg("problem") = schedule::ProblemOptions{},
-             "Every pipeline of an iteration plan scheduled on its scheme (schedule_pipeline).");
-
-  py::class_<plan::FlexIteration>(module, "FlexIteration",
-                                  "The batch planned on a flex CP domain: its replicas re-form CP groups per "
-                                  "micro-batch.")
-      .def_readonly("domain", &plan::FlexIteration::domain, "Which of the planner's domains (FlexDomains)")
-      .def_readonly("strategy", &plan::FlexIteration::strategy, "The domain: replicas of one ⟨TP, PP⟩ scheme")
-      .def_readonly("schemes", &plan::FlexIteration::schemes, "Per degree of the plan, the scheme its groups run")
-      .def_readonly("plan", &plan::FlexIteration::plan)
-      .def_readonly("overhead", &plan::FlexIteration::overhead, "What the domain is charged besides its groups")
-      .def_property_readonly("total", &plan::FlexIteration::total, "plan.seconds + overhead");
-
-  module.def(
-      "flex_unit_plans",
-      [](const plan::FlexIteration& iteration, const assign::FlexCpProblem& problem,
-         const schedule::ProblemOptions& options) {
-        const schedule::FlexUnits units = [&] {
-          const py::gil_scoped_release release;
-          return schedule::flex_units(iteration.plan, iteration.strategy, iteration.schemes, problem, options);
-        }();
-        std::vector<std::pair<std::vector<int>, std::optional<schedule::ExecutionPlan>>> result;
-        for (const std::vector<int>& kept : units.kept)
-          result.emplace_back(
-              kept, kept.empty() ? std::nullopt : std::optional(schedule::restrict_plan(units.schedule.plan, kept)));
-        return result;
-      },
-      py::arg("iteration"), py::arg("problem"), py::kw_only(), py::arg("problem_options") = schedule::ProblemOptions{},
-      "Per unit of a flex CP iteration's domain: the plan's micro-batches it takes part in (ascending) and its "
-      "instruction lists for them (None when it takes part in none): one 1F1B pipeline of all the plan's "
-      "micro-batches with the unit's absent ones removed, so that a CP group's units meet at each pass in the same "
-      "order. `problem`: the batch's FlexCpProblem on the iteration's domain (FlexDomain.problem_of).");
-
-  py::class_<plan::SimulatedIteration> simulated_class(
-      module, "SimulatedIteration", "One iteration planned with the simulator judging the candidates.");
-  simulated_class.def_readonly("plan", &plan::SimulatedIteration::plan, "The kept candidate, planned alone.")
-      .def_readonly("schedule", &plan::SimulatedIteration::schedule)
-      .def_readonly("chosen", &plan::SimulatedIteration::chosen)
-      .def_readonly("makespans", &plan::SimulatedIteration::makespans,
-                    "Per candidate its simulated makespan; None where it cannot hold the batch.")
-      .def_readonly("flex", &plan::SimulatedIteration::flex,
-                    "The fastest flex CP domain's plan, where the planner offers domains that hold the batch; "
-                    "else None.")
-      .def_property_readonly("candidate_total", &plan::SimulatedIteration::candidate_total,
-                             "The kept candidate's makespan plus its layout move.")
-      .def_property_readonly("runs_flex", &plan::SimulatedIteration::runs_flex,
-                             "Whether the flex CP plan runs: it is faster than the kept candidate.")
-      .def_property_readonly("total", &plan::SimulatedIteration::total)
-      .def(
-          "validate",
-          [](const plan::SimulatedIteration& value, const py::handle& lengths, const std::vector<Strategy>& candidates,
-             const cost::Profile& profile, const py::handle& ids, const py::handle& candidate_overhead,
-             const schedule::ProblemOptions& problem) {
-            const std::vector<Sequence> batch = batch_from(lengths, ids);
-            const assign::PlanOptions plan = plan_options(assign::DispatchOptions{}, candidate_overhead);
-            const py::gil_scoped_release release;
-            plan::validate(value, batch, candidates, profile, plan, problem);
-          },
-          py::arg("lengths"), py::arg("candidates"), py::arg("profile"), py::kw_only(), py::arg("ids") = py::none(),
-          py::arg("candidate_overhead") = py::none(), py::arg("problem") = schedule::ProblemOptions{},
-          "Raises InvalidPlan naming the first broken invariant against the batch, candidates and profile.");
-  def_document(simulated_class);
 }
 
 }  // namespace
