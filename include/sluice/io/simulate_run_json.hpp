@@ -89,11 +89,7 @@ inline SimulateRun simulate_run(const compare::Options& setup, const std::string
   return run;
 }
 
-template <>
-struct document_traits<SimulateRun> {
-  static constexpr std::string_view format = "sluice.simulate_run";
-  static constexpr int version = simulate_run_version;
-};
+SLUICE_IO_DOCUMENT(SimulateRun, "sluice.simulate_run", simulate_run_version);
 
 // A system that ran has a summary; one that failed has none.
 template <>
