@@ -63,9 +63,16 @@ struct Report {
   friend bool operator==(const Report&, const Report&) = default;
 };
 
+// Per run its time, none where it failed: nlohmann has no conversion of std::optional.
+struct Runs {
+  std::vector<std::optional<double>> seconds;
+  friend bool operator==(const Runs&, const Runs&) = default;
+};
+
 }  // namespace
 
 namespace sluice::io {
+SLUICE_IO_RECORD(Runs, "runs", SLUICE_IO_MEMBERS(seconds));
 SLUICE_IO_DOCUMENT(Sheet, "test.sheet", 4);
 SLUICE_IO_RECORD(Sheet, "sheet", SLUICE_IO_MEMBERS(rows, title));
 
@@ -196,4 +203,13 @@ TEST_CASE("record: the one-line forms key fields by their members' names; a nest
   CHECK_THROWS_WITH_AS(read(R"({"total": 1, "doubled": 2, "sheet": {"format": "test.page", "version": 4}})"),
                        "input: report: field 'sheet': expected format 'test.sheet', got \"test.page\"",
                        sluice::invalid_input);
+}
+
+TEST_CASE("record: a list of optionals is written with null for an empty one and read back equal") {
+  const Runs runs{{1.5, std::nullopt, 2.0}};
+  CHECK(json(runs) == json::parse(R"({"seconds": [1.5, null, 2.0]})"));
+  CHECK(json(runs).get<Runs>() == runs);
+  CHECK(json(Runs{}) == json::parse(R"({"seconds": []})"));
+  CHECK_THROWS_WITH_AS(sluice::io::as<Runs>(json::parse(R"({"seconds": [1, "x"]})"), "input"),
+                       doctest::Contains("seconds"), sluice::invalid_input);
 }

@@ -238,7 +238,7 @@ TEST_CASE("sampled proposal: JSON round trip") {
   CHECK(read == result);
   io::json bad = document;
   bad["candidates"][0]["source"] = "guessed";
-  CHECK_THROWS_WITH_AS(io::from_document<proposal::SampledProposal>(bad), doctest::Contains("unknown source 'guessed'"),
+  CHECK_THROWS_WITH_AS(io::from_document<proposal::SampledProposal>(bad), doctest::Contains("field 'source': expected"),
                        invalid_input);
   bad["candidates"] = io::json::array();
   CHECK_THROWS_WITH_AS(io::from_document<proposal::SampledProposal>(bad), doctest::Contains("no candidates"),

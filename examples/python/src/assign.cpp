@@ -28,17 +28,12 @@ void bind_flex_cp(py::module_& module) {
       .def_readonly("degree_index", &assign::FlexCpGroup::degree_index, "Index into the problem's degrees")
       .def_readonly("first_unit", &assign::FlexCpGroup::first_unit,
                     "Its units are first_unit … first_unit + degree − 1")
-      .def_property_readonly(
-          "sequences",
-          [](const py::object& self) { return view_of<int>(self.cast<const assign::FlexCpGroup&>().sequences, self); },
-          "Indices into the problem's lengths, ascending (a read-only view)")
+      .def_property_readonly("sequences", member_getter(&assign::FlexCpGroup::sequences),
+                             "Indices into the problem's lengths, ascending (a read-only view)")
       .def(py::self == py::self);
 
   py::class_<assign::FlexCpMicroBatch>(module, "FlexCpMicroBatch", "One micro-batch's groups, widest first.")
-      .def_property_readonly("groups",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const assign::FlexCpMicroBatch&>().groups, self);
-                             })
+      .def_property_readonly("groups", member_getter(&assign::FlexCpMicroBatch::groups))
       .def(py::self == py::self);
 
   py::class_<assign::FlexCpProblem>(module, "FlexCpProblem",
@@ -59,12 +54,8 @@ void bind_flex_cp(py::module_& module) {
            py::arg("lengths"), py::arg("units"), py::arg("pp"), py::arg("degrees"), py::kw_only(),
            py::arg("one_degree_per_micro_batch") = false, py::arg("collective_seconds") = 0.0,
            py::arg("backward_ratio") = 2.0, "Raises InvalidInput unless the problem is well formed.")
-      .def_property_readonly(
-          "lengths",
-          [](const py::object& self) {
-            return view_of<std::int64_t>(self.cast<const assign::FlexCpProblem&>().lengths, self);
-          },
-          "The iteration's sequences (a read-only view)")
+      .def_property_readonly("lengths", member_getter(&assign::FlexCpProblem::lengths),
+                             "The iteration's sequences (a read-only view)")
       .def_readonly("units", &assign::FlexCpProblem::units)
       .def_readonly("pp", &assign::FlexCpProblem::pp)
       .def_readonly("degrees", &assign::FlexCpProblem::degrees, "Ascending, each dividing the next and the units")
@@ -82,12 +73,7 @@ void bind_flex_cp(py::module_& module) {
       .def("lower_bound", &assign::flex_cp_lower_bound, "No plan of the problem is faster (s)");
 
   py::class_<assign::FlexCpPlan>(module, "FlexCpPlan", "One iteration's micro-batches of CP groups.")
-      .def_property_readonly(
-          "micro_batches",
-          [](const py::object& self) {
-            return internal_list(self.cast<const assign::FlexCpPlan&>().micro_batches, self);
-          },
-          "Slowest first")
+      .def_property_readonly("micro_batches", member_getter(&assign::FlexCpPlan::micro_batches), "Slowest first")
       .def_readonly("seconds", &assign::FlexCpPlan::seconds,
                     "The iteration: Σ over micro-batches + (PP − 1) × the slowest")
       .def_readonly("lower_bound", &assign::FlexCpPlan::lower_bound)
@@ -136,10 +122,7 @@ void bind_flex_cp(py::module_& module) {
 
 void bind_assign(py::module_& module) {
   py::class_<assign::MicroBatch>(module, "MicroBatch", "A packed micro-batch: its sequences' ids, tokens, seconds.")
-      .def_property_readonly("sequence_ids",
-                             [](const py::object& self) {
-                               return view_of<std::int64_t>(self.cast<const assign::MicroBatch&>().sequence_ids, self);
-                             })
+      .def_property_readonly("sequence_ids", member_getter(&assign::MicroBatch::sequence_ids))
       .def_readonly("tokens", &assign::MicroBatch::tokens)
       .def_readonly("seconds", &assign::MicroBatch::seconds)
       .def(py::self == py::self);
@@ -148,10 +131,7 @@ void bind_assign(py::module_& module) {
       .def_readonly("index", &assign::PipelinePlan::index)
       .def_readonly("scheme", &assign::PipelinePlan::scheme)
       .def_readonly("max_len", &assign::PipelinePlan::max_len)
-      .def_property_readonly("micro_batches",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const assign::PipelinePlan&>().micro_batches, self);
-                             })
+      .def_property_readonly("micro_batches", member_getter(&assign::PipelinePlan::micro_batches))
       .def_property_readonly(
           "sequence_ids",
           [](const assign::PipelinePlan& pipeline) {
@@ -164,28 +144,13 @@ void bind_assign(py::module_& module) {
       .def_readonly("estimate", &assign::PipelinePlan::estimate)
       .def(py::self == py::self);
 
-  py::class_<assign::CandidateEstimate>(module, "CandidateEstimate")
-      .def_readonly("strategy", &assign::CandidateEstimate::strategy)
-      .def_readonly("estimate", &assign::CandidateEstimate::estimate, "None: cannot hold the batch's longest sequence")
-      .def_readonly("overhead", &assign::CandidateEstimate::overhead);
+  py::class_<assign::CandidateEstimate> candidate(module, "CandidateEstimate");
+  def_record_properties(candidate, {{"estimate", "None: cannot hold the batch's longest sequence"}});
 
   py::class_<assign::IterationPlan> plan(module, "IterationPlan",
                                          "One iteration: the chosen strategy and, per pipeline, its micro-batches.");
-  plan.def_readonly("strategy", &assign::IterationPlan::strategy)
-      .def_property_readonly("pipelines",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const assign::IterationPlan&>().pipelines, self);
-                             })
-      .def_readonly("estimate", &assign::IterationPlan::estimate, "Propagation time of the slowest pipeline (s)")
-      .def_readonly("overhead", &assign::IterationPlan::overhead)
+  def_record_properties(plan, {{"estimate", "Propagation time of the slowest pipeline (s)"}})
       .def_property_readonly("total", &assign::IterationPlan::total)
-      .def_readonly("dispatch_objective", &assign::IterationPlan::dispatch_objective)
-      .def_readonly("dispatch_lower_bound", &assign::IterationPlan::dispatch_lower_bound)
-      .def_readonly("chosen", &assign::IterationPlan::chosen)
-      .def_property_readonly("candidates",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const assign::IterationPlan&>().candidates, self);
-                             })
       .def(
           "validate",
           [](const assign::IterationPlan& value, const py::handle& lengths, const cost::Profile& profile,

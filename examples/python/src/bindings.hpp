@@ -9,9 +9,15 @@
 #include <concepts>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <initializer_list>
+#include <map>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <pybind11/numpy.h>
@@ -84,9 +90,24 @@ inline std::string link_text(const cost::Link& link) {
 // plan_iteration's options: the dispatch, and one overhead per candidate (None: none).
 assign::PlanOptions plan_options(const assign::DispatchOptions& dispatch, const py::handle& candidate_overhead);
 
-// to_json / from_json / save / load and == for a type with an io document format.
+// The reader of each document format that has a Python class, by format: def_document adds each, and
+// sluice.read_document picks one by a document's "format".
+using DocumentReader = py::object (*)(const io::json& document, std::string_view source);
+std::map<std::string, DocumentReader, std::less<>>& document_readers();
+
+// The document at `path` as its format's Python class (sluice.read_document).
+py::object read_document(const std::filesystem::path& path);
+
+// to_json / from_json / save / load and == for a type with an io document format, and its reader for read_document.
 template <class T>
 void def_document(py::class_<T>& cls) {
+  document_readers().emplace(io::document_traits<T>::format, [](const io::json& document, std::string_view source) {
+    T value = [&] {
+      const py::gil_scoped_release unlocked;
+      return io::from_document<T>(document, source);
+    }();
+    return py::cast(std::move(value));
+  });
   cls.def(
          "to_json", [](const T& value, int indent) { return io::to_document(value).dump(indent); },
          py::arg("indent") = 2, "The sluice JSON document, as the command-line tool writes it.")
@@ -114,29 +135,64 @@ void def_document(py::class_<T>& cls) {
   if constexpr (std::equality_comparable<T>) cls.def(py::self == py::self);
 }
 
+// A getter for a vector member that keeps its owner alive: numbers as a read-only NumPy view, objects of bound
+// classes as a list of references into the owner. No copies either way.
+template <class Owner, class Element>
+requires(std::is_arithmetic_v<Element> &&
+         !std::same_as<Element, bool>) auto member_getter(std::vector<Element> Owner::*member) {
+  return [member](const py::object& self) { return view_of<Element>(self.cast<const Owner&>().*member, self); };
+}
+template <class Owner, class Element>
+requires std::derived_from<py::detail::make_caster<Element>, py::detail::type_caster_generic>
+auto member_getter(std::vector<Element> Owner::*member) {
+  return [member](const py::object& self) { return internal_list(self.cast<const Owner&>().*member, self); };
+}
+
 namespace detail {
 
 // A field's key is a string literal (io/record.hpp), so its view is a NUL-terminated name.
 template <class Class, class Record, class Member, class Spelling>
-void def_field_property(Class& cls, const io::Field<Record, Member, Spelling>& field) {
-  if constexpr (requires { field.spelling.table; }) {
-    cls.def_property_readonly(field.key.data(),
-                              [member = field.member, table = field.spelling.table](const Record& value) {
-                                return std::string(name_in(*table, value.*member));
-                              });
-  } else {
-    static_assert(!std::same_as<Spelling, io::AsInline>, "an inline member has no key to name its property");
-    cls.def_readonly(field.key.data(), field.member);
-  }
+void def_field_property(Class& cls, const io::Field<Record, Member, Spelling>& field, const char* doc) {
+  static_assert(!std::same_as<Spelling, io::AsInline>, "an inline member has no key to name its property");
+  const auto member = field.member;
+  if constexpr (requires { field.spelling.table; })
+    cls.def_property_readonly(
+        field.key.data(),
+        [member, table = field.spelling.table](const Record& value) {
+          return std::string(name_in(*table, value.*member));
+        },
+        doc);
+  else if constexpr (requires { member_getter(member); })
+    cls.def_property_readonly(field.key.data(), member_getter(member), doc);
+  else
+    cls.def_readonly(field.key.data(), member, doc);
 }
 
 }  // namespace detail
 
-// A read-only property per field of the type's io::record table, named as its JSON key: a value as pybind11
-// converts the member, an enumeration by its name. One description of the record serves JSON and Python alike.
+// A field's docstring, by its key.
+struct FieldDoc {
+  std::string_view key;
+  const char* doc;
+};
+
+// A read-only property per field of the type's io::record table, named as its JSON key: an enumeration by its name,
+// a vector as member_getter gives it, anything else as pybind11 converts the member (a nested object by reference). One
+// description of the record serves JSON and Python alike; `docs` documents fields by key, and naming a key the table
+// lacks is an error.
 template <class T>
-py::class_<T>& def_record_properties(py::class_<T>& cls) {
-  std::apply([&](const auto&... field) { (detail::def_field_property(cls, field), ...); }, io::record<T>::fields);
+py::class_<T>& def_record_properties(py::class_<T>& cls, std::initializer_list<FieldDoc> docs = {}) {
+  const auto doc_of = [&](std::string_view key) -> const char* {
+    for (const FieldDoc& entry : docs)
+      if (entry.key == key) return entry.doc;
+    return nullptr;
+  };
+  for (const FieldDoc& entry : docs)
+    if (std::apply([&](const auto&... field) { return ((field.key != entry.key) && ...); }, io::record<T>::fields))
+      throw std::logic_error(
+          sluice::concat("def_record_properties: ", io::record<T>::name, " has no field '", entry.key, "'"));
+  std::apply([&](const auto&... field) { (detail::def_field_property(cls, field, doc_of(field.key)), ...); },
+             io::record<T>::fields);
   return cls;
 }
 
@@ -151,6 +207,7 @@ void bind_schedule(py::module_& module);
 void bind_compare(py::module_& module);
 void bind_shard(py::module_& module);
 void bind_search(py::module_& module);
+void bind_io(py::module_& module);
 void bind_runtime(py::module_& module);
 
 }  // namespace sluice::python

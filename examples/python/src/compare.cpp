@@ -29,42 +29,28 @@ py::array_t<std::int64_t> batch_column(const compare::Comparison& comparison, Fi
 }  // namespace
 
 void bind_compare(py::module_& module) {
-  py::class_<compare::IterationOutcome>(module, "IterationOutcome", "One system's simulated iteration.")
-      .def_readonly("seconds", &compare::IterationOutcome::seconds,
-                    "Simulated iteration time (HotSPa: its length ranges' times and switches, summed)")
-      .def_readonly("switching", &compare::IterationOutcome::switching,
-                    "Share of `seconds` spent moving parameters and gradients between layouts")
-      .def_readonly("layout_move", &compare::IterationOutcome::layout_move,
-                    "The α–β time of those moves before any overlap")
-      .def_readonly("imbalance", &compare::IterationOutcome::imbalance, "Slowest / fastest busy pipeline")
-      .def_readonly("idle", &compare::IterationOutcome::idle, "Share of pipelines without work")
-      .def_readonly("micro_batch_imbalance", &compare::IterationOutcome::micro_batch_imbalance,
-                    "WLB-LLM's imbalance degree (max forward × micro-batches / total), the worst pipeline's")
-      .def_readonly("strategy", &compare::IterationOutcome::strategy, "What ran, by name")
-      .def_readonly("planning_seconds", &compare::IterationOutcome::planning_seconds,
-                    "Measured wall-clock seconds spent planning the iteration for the system");
+  py::class_<compare::IterationOutcome> outcome(module, "IterationOutcome", "One system's simulated iteration.");
+  def_record_properties(
+      outcome, {{"seconds", "Simulated iteration time (HotSPa: its length ranges' times and switches, summed)"},
+                {"switching", "Share of `seconds` spent moving parameters and gradients between layouts"},
+                {"layout_move", "The α–β time of those moves before any overlap"},
+                {"imbalance", "Slowest / fastest busy pipeline"},
+                {"idle", "Share of pipelines without work"},
+                {"micro_batch_imbalance",
+                 "WLB-LLM's imbalance degree (max forward × micro-batches / total), the worst pipeline's"},
+                {"strategy", "What ran, by name"},
+                {"planning_seconds", "Measured wall-clock seconds spent planning the iteration for the system"}});
 
   py::class_<compare::SystemRun> system_run(
       module, "SystemRun", "One system over the comparison's iterations, or why it cannot run the scenario.");
-  system_run.def_readonly("name", &compare::SystemRun::name)
-      .def_readonly("failure", &compare::SystemRun::failure, "None when the system ran")
-      .def_readonly("configuration", &compare::SystemRun::configuration, "What it was configured with, in words")
-      .def_readonly("strategies", &compare::SystemRun::strategies,
-                    "Its static strategies (HotSPa: one per length range; sluice: its candidates)")
-      .def_property_readonly(
-          "layout_moves",
-          [](const py::object& self) {
-            return view_of<double>(self.cast<const compare::SystemRun&>().layout_moves, self);
-          },
-          "sluice: each candidate's pull and push beyond its own layout's all-gather, before "
-          "overlap (a read-only view)")
-      .def_property_readonly(
-          "iterations",
-          [](const py::object& self) { return internal_list(self.cast<const compare::SystemRun&>().iterations, self); })
-      .def_property_readonly(
-          "plans",
-          [](const py::object& self) { return internal_list(self.cast<const compare::SystemRun&>().plans, self); },
-          "The first few iterations' plans, where the system makes them")
+  def_record_properties(
+      system_run,
+      {{"failure", "None when the system ran"},
+       {"configuration", "What it was configured with, in words"},
+       {"strategies", "Its static strategies (HotSPa: one per length range; sluice: its candidates)"},
+       {"layout_moves",
+        "sluice: each candidate's pull and push beyond its own layout's all-gather, before overlap (a read-only view)"},
+       {"plans", "The first few iterations' plans, where the system makes them"}})
       .def_property_readonly(
           "first",
           [](const py::object& self) {
@@ -97,14 +83,13 @@ void bind_compare(py::module_& module) {
     system_run.def_property_readonly(
         name, [measure = measure](const compare::SystemRun& run) { return series(run, measure); }, doc);
 
-  py::class_<compare::IterationBound>(module, "IterationBound",
-                                      "A lower bound on any plan's iteration time of one batch under the cost model.")
-      .def_readonly("seconds", &compare::IterationBound::seconds,
-                    "No plan of the batch is faster: the larger of area_seconds and critical_path_seconds")
-      .def_readonly("area_seconds", &compare::IterationBound::area_seconds,
-                    "Every sequence's least GPU-time (with micro-batch constants, fill and drain) over the GPUs")
-      .def_readonly("critical_path_seconds", &compare::IterationBound::critical_path_seconds,
-                    "The slowest sequence's least trip through a pipeline")
+  py::class_<compare::IterationBound> bound_class(
+      module, "IterationBound", "A lower bound on any plan's iteration time of one batch under the cost model.");
+  def_record_properties(
+      bound_class,
+      {{"seconds", "No plan of the batch is faster: the larger of area_seconds and critical_path_seconds"},
+       {"area_seconds", "Every sequence's least GPU-time (with micro-batch constants, fill and drain) over the GPUs"},
+       {"critical_path_seconds", "The slowest sequence's least trip through a pipeline"}})
       .def("__repr__", [](const compare::IterationBound& bound) {
         return sluice::concat("<sluice.IterationBound ", bound.seconds, " s>");
       });
@@ -175,12 +160,8 @@ void bind_compare(py::module_& module) {
           "Per iteration, a lower bound no plan of its batch beats (IterationBound; None where no scheme holds one "
           "of its sequences)")
       .def_readonly("candidates", &compare::Comparison::candidates, "sluice's candidate strategies")
-      .def_property_readonly(
-          "bounds",
-          [](const py::object& self) {
-            return view_of<std::int64_t>(self.cast<const compare::Comparison&>().bounds, self);
-          },
-          "HotSPa's length ranges' upper bounds: (0, b0], (b0, b1], … (a read-only view)")
+      .def_property_readonly("bounds", member_getter(&compare::Comparison::bounds),
+                             "HotSPa's length ranges' upper bounds: (0, b0], (b0, b1], … (a read-only view)")
       .def_property_readonly("any_ran", &compare::Comparison::any_ran)
       .def(
           "summarize",

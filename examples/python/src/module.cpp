@@ -3,6 +3,28 @@
 
 namespace sluice::python {
 
+std::map<std::string, DocumentReader, std::less<>>& document_readers() {
+  static std::map<std::string, DocumentReader, std::less<>> readers;
+  return readers;
+}
+
+py::object read_document(const std::filesystem::path& path) {
+  const std::string source = path.string();
+  const io::json document = [&] {
+    const py::gil_scoped_release unlocked;
+    return io::read_json_file(path);
+  }();
+  const auto format = io::field<std::string>(document, "format", source);
+  const auto& readers = document_readers();
+  const auto reader = readers.find(format);
+  if (reader == readers.end()) {
+    std::string formats;
+    for (const auto& entry : readers) formats += (formats.empty() ? "" : ", ") + entry.first;
+    sluice::fail(source, ": format '", format, "' has no Python class; read_document reads ", formats);
+  }
+  return reader->second(document, source);
+}
+
 std::vector<std::int64_t> integers_from(const py::handle& values, std::string_view what) {
   const py::module_ numpy = py::module_::import("numpy");
   const py::array array = py::isinstance<py::array>(values) ? py::reinterpret_borrow<py::array>(values)
@@ -117,16 +139,14 @@ PYBIND11_MODULE(_sluice, module) {
       PyErr_SetString(PyExc_OSError, e.what());
     }
   });
-  sp::bind_core(module);
-  sp::bind_data(module);
-  sp::bind_cost(module);
-  sp::bind_options(module);
-  sp::bind_assign(module);
-  sp::bind_proposal(module);
-  sp::bind_schedule(module);
-  sp::bind_planner(module);
-  sp::bind_compare(module);
-  sp::bind_shard(module);
-  sp::bind_search(module);
-  sp::bind_runtime(module);
+  // In this order: a class is registered before any signature's default value or type names it.
+  for (const auto bind : {sp::bind_core, sp::bind_data, sp::bind_cost, sp::bind_options, sp::bind_assign,
+                          sp::bind_proposal, sp::bind_schedule, sp::bind_planner, sp::bind_compare, sp::bind_shard,
+                          sp::bind_search, sp::bind_io, sp::bind_runtime})
+    bind(module);
+
+  module.def("read_document", &sp::read_document, py::arg("path"),
+             "The sluice document at `path` (a file the command-line tool or a save() wrote) as the object of its "
+             "format's class: a sluice.iteration_plan as an IterationPlan, a sluice.proposal as a Proposal, and so on. "
+             "Raises InvalidInput naming the file for a malformed document or a format without a Python class.");
 }

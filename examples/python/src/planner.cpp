@@ -101,14 +101,13 @@ void bind_plan_results(py::module_& module) {
              py::arg("problem") = schedule::ProblemOptions{},
              "Every pipeline of an iteration plan scheduled on its scheme (schedule_pipeline).");
 
-  py::class_<plan::FlexIteration>(module, "FlexIteration",
-                                  "The batch planned on a flex CP domain: its replicas re-form CP groups per "
-                                  "micro-batch.")
-      .def_readonly("domain", &plan::FlexIteration::domain, "Which of the planner's domains (FlexDomains)")
-      .def_readonly("strategy", &plan::FlexIteration::strategy, "The domain: replicas of one ⟨TP, PP⟩ scheme")
-      .def_readonly("schemes", &plan::FlexIteration::schemes, "Per degree of the plan, the scheme its groups run")
-      .def_readonly("plan", &plan::FlexIteration::plan)
-      .def_readonly("overhead", &plan::FlexIteration::overhead, "What the domain is charged besides its groups")
+  py::class_<plan::FlexIteration> flex_iteration(
+      module, "FlexIteration",
+      "The batch planned on a flex CP domain: its replicas re-form CP groups per micro-batch.");
+  def_record_properties(flex_iteration, {{"domain", "Which of the planner's domains (FlexDomains)"},
+                                         {"strategy", "The domain: replicas of one ⟨TP, PP⟩ scheme"},
+                                         {"schemes", "Per degree of the plan, the scheme its groups run"},
+                                         {"overhead", "What the domain is charged besides its groups"}})
       .def_property_readonly("total", &plan::FlexIteration::total, "plan.seconds + overhead");
 
   module.def(
@@ -133,14 +132,11 @@ void bind_plan_results(py::module_& module) {
 
   py::class_<plan::SimulatedIteration> simulated_class(
       module, "SimulatedIteration", "One iteration planned with the simulator judging the candidates.");
-  simulated_class.def_readonly("plan", &plan::SimulatedIteration::plan, "The kept candidate, planned alone.")
-      .def_readonly("schedule", &plan::SimulatedIteration::schedule)
-      .def_readonly("chosen", &plan::SimulatedIteration::chosen)
-      .def_readonly("makespans", &plan::SimulatedIteration::makespans,
-                    "Per candidate its simulated makespan; None where it cannot hold the batch.")
-      .def_readonly("flex", &plan::SimulatedIteration::flex,
-                    "The fastest flex CP domain's plan, where the planner offers domains that hold the batch; "
-                    "else None.")
+  def_record_properties(
+      simulated_class,
+      {{"plan", "The kept candidate, planned alone."},
+       {"makespans", "Per candidate its simulated makespan; None where it cannot hold the batch."},
+       {"flex", "The fastest flex CP domain's plan, where the planner offers domains that hold the batch; else None."}})
       .def_property_readonly("candidate_total", &plan::SimulatedIteration::candidate_total,
                              "The kept candidate's makespan plus its layout move.")
       .def_property_readonly("runs_flex", &plan::SimulatedIteration::runs_flex,
@@ -296,13 +292,9 @@ void bind_planner(py::module_& module) {
                     "FlexDomains for IterationPlanner(flex=) or Planner(flex=); None where no domain holds the context")
       .def_readonly("names", &plan::OfferedFlex::names,
                     "Per domain, its name in the comparison (SimulatedIteration.flex.domain indexes it)")
-      .def_property_readonly(
-          "layout_moves",
-          [](const py::object& self) {
-            return view_of<double>(self.cast<const plan::OfferedFlex&>().layout_moves, self);
-          },
-          "Per domain, its layout move's seconds beyond its base's own all-gather, before overlap "
-          "(a read-only view)")
+      .def_property_readonly("layout_moves", member_getter(&plan::OfferedFlex::layout_moves),
+                             "Per domain, its layout move's seconds beyond its base's own all-gather, before overlap "
+                             "(a read-only view)")
       .def_readonly("flexsp", &plan::OfferedFlex::flexsp, "Whether the first domain is FlexSP's (ZeRO-3, Ulysses)");
   module.def(
       "sluice_flex_domains",

@@ -9,12 +9,6 @@ namespace sluice::python {
 
 namespace {
 
-// The name an enum has in the JSON documents ("integer_dp", "neighbour", …).
-template <class Enum>
-std::string json_name(Enum value) {
-  return io::json(value).template get<std::string>();
-}
-
 // A Python callable as the sampled proposal's overhead: called from planning threads, so it takes the GIL.
 std::function<double(const Strategy&)> overhead_from(const py::handle& overhead) {
   if (overhead.is_none()) return {};
@@ -31,76 +25,36 @@ std::function<double(const Strategy&)> overhead_from(const py::handle& overhead)
 }  // namespace
 
 void bind_proposal(py::module_& module) {
-  py::class_<proposal::ProposedCandidate>(module, "ProposedCandidate",
-                                          "A proposed strategy and the grid lengths it was proposed for.")
-      .def_readonly("strategy", &proposal::ProposedCandidate::strategy)
-      .def_readonly("estimate", &proposal::ProposedCandidate::estimate,
-                    "The interval objective at max_len (seconds per iteration).")
-      .def_readonly("min_len", &proposal::ProposedCandidate::min_len)
-      .def_readonly("max_len", &proposal::ProposedCandidate::max_len)
-      .def_readonly("share", &proposal::ProposedCandidate::share,
-                    "Estimated share of iterations whose longest sequence is in [min_len, max_len].")
-      .def_property_readonly(
-          "origin", [](const proposal::ProposedCandidate& value) { return json_name(value.origin); },
-          "'integer_dp', 'relaxed_rounding' or 'homogeneous'.")
+  py::class_<proposal::ProposedCandidate> proposed(module, "ProposedCandidate",
+                                                   "A proposed strategy and the grid lengths it was proposed for.");
+  def_record_properties(proposed,
+                        {{"estimate", "The interval objective at max_len (seconds per iteration)."},
+                         {"share", "Estimated share of iterations whose longest sequence is in [min_len, max_len]."},
+                         {"origin", "'integer_dp', 'relaxed_rounding' or 'homogeneous'."}})
       .def(py::self == py::self);
 
-  py::class_<proposal::LengthOptimum>(module, "LengthOptimum", "The DP's optimum for one grid length L.")
-      .def_readonly("max_len", &proposal::LengthOptimum::max_len)
-      .def_readonly("integer", &proposal::LengthOptimum::integer)
-      .def_readonly("relaxed", &proposal::LengthOptimum::relaxed, "None unless the proposal is relaxed.")
-      .def_readonly("share", &proposal::LengthOptimum::share)
-      .def(py::self == py::self);
+  py::class_<proposal::LengthOptimum> optimum(module, "LengthOptimum", "The DP's optimum for one grid length L.");
+  def_record_properties(optimum, {{"relaxed", "None unless the proposal is relaxed."}}).def(py::self == py::self);
 
   py::class_<proposal::Proposal> proposal_class(module, "Proposal",
                                                 "The candidate strategies worth considering (Hydraulis §7).");
-  proposal_class.def_readonly("options", &proposal::Proposal::options)
-      .def_readonly("profile", &proposal::Proposal::profile, "The profile's name.")
-      .def_readonly("sequences_per_iteration", &proposal::Proposal::sequences_per_iteration)
-      .def_readonly("integer_optimum", &proposal::Proposal::integer_optimum)
-      .def_readonly("relaxed_optimum", &proposal::Proposal::relaxed_optimum)
-      .def_readonly("considered", &proposal::Proposal::considered, "Distinct strategies before the max_candidates cap.")
-      .def_property_readonly(
-          "candidates",
-          [](const py::object& self) { return internal_list(self.cast<const proposal::Proposal&>().candidates, self); })
-      .def_property_readonly(
-          "by_length",
-          [](const py::object& self) { return internal_list(self.cast<const proposal::Proposal&>().by_length, self); })
+  def_record_properties(proposal_class, {{"profile", "The profile's name."},
+                                         {"considered", "Distinct strategies before the max_candidates cap."}})
       .def("strategies", &proposal::Proposal::strategies, "The candidates' strategies, as plan_iteration takes them.")
       .def("validate", py::overload_cast<const proposal::Proposal&, const cost::Profile&>(&proposal::validate),
            without_gil, py::arg("profile"),
            "Raises InvalidPlan naming the first broken invariant against the profile.");
   def_document(proposal_class);
 
-  py::class_<proposal::SampledCandidate>(module, "SampledCandidate", "A member of the sampled proposal's set.")
-      .def_readonly("strategy", &proposal::SampledCandidate::strategy)
-      .def_readonly("wins", &proposal::SampledCandidate::wins,
-                    "Choosing batches on which it has the lowest planned time.")
-      .def_property_readonly(
-          "source", [](const proposal::SampledCandidate& value) { return json_name(value.source); },
-          "'proposal_dp', 'homogeneous' or 'neighbour'.")
+  py::class_<proposal::SampledCandidate> sampled_candidate(module, "SampledCandidate",
+                                                           "A member of the sampled proposal's set.");
+  def_record_properties(sampled_candidate, {{"wins", "Choosing batches on which it has the lowest planned time."},
+                                            {"source", "'proposal_dp', 'homogeneous' or 'neighbour'."}})
       .def(py::self == py::self);
 
   py::class_<proposal::SampledProposal> sampled_class(
       module, "SampledProposal", "Candidates chosen by the mean planned time of batches sampled from the data.");
-  sampled_class.def_readonly("paper", &proposal::SampledProposal::paper, "The DP's own proposal.")
-      .def_readonly("choosing_batches", &proposal::SampledProposal::choosing_batches)
-      .def_readonly("held_out_batches", &proposal::SampledProposal::held_out_batches)
-      .def_readonly("seed", &proposal::SampledProposal::seed)
-      .def_readonly("trials", &proposal::SampledProposal::trials)
-      .def_property_readonly("candidates",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const proposal::SampledProposal&>().candidates, self);
-                             })
-      .def_readonly("choosing_mean", &proposal::SampledProposal::choosing_mean)
-      .def_readonly("held_out_mean", &proposal::SampledProposal::held_out_mean)
-      .def_readonly("paper_choosing_mean", &proposal::SampledProposal::paper_choosing_mean)
-      .def_readonly("paper_held_out_mean", &proposal::SampledProposal::paper_held_out_mean)
-      .def_readonly("best_homogeneous", &proposal::SampledProposal::best_homogeneous)
-      .def_readonly("best_homogeneous_held_out_mean", &proposal::SampledProposal::best_homogeneous_held_out_mean)
-      .def_readonly("pool_size", &proposal::SampledProposal::pool_size)
-      .def_readonly("plans", &proposal::SampledProposal::plans)
-      .def_readonly("rounds", &proposal::SampledProposal::rounds)
+  def_record_properties(sampled_class, {{"paper", "The DP's own proposal."}})
       .def("strategies", &proposal::SampledProposal::strategies, "The chosen strategies, as plan_iteration takes them.")
       .def("validate", py::overload_cast<const proposal::SampledProposal&, const cost::Profile&>(&proposal::validate),
            without_gil, py::arg("profile"),

@@ -89,16 +89,8 @@ void bind_microbatch(py::module_& module) {
 
   py::class_<microbatch::ShapedMicroBatch>(module, "ShapedMicroBatch",
                                            "One of DynaPipe's micro-batches: samples in rows, padded to a shape.")
-      .def_property_readonly("sample_ids",
-                             [](const py::object& self) {
-                               return view_of<std::int64_t>(self.cast<const microbatch::ShapedMicroBatch&>().sample_ids,
-                                                            self);
-                             })
-      .def_property_readonly("row_sizes",
-                             [](const py::object& self) {
-                               return view_of<std::int64_t>(self.cast<const microbatch::ShapedMicroBatch&>().row_sizes,
-                                                            self);
-                             })
+      .def_property_readonly("sample_ids", member_getter(&microbatch::ShapedMicroBatch::sample_ids))
+      .def_property_readonly("row_sizes", member_getter(&microbatch::ShapedMicroBatch::row_sizes))
       .def_readonly("shape", &microbatch::ShapedMicroBatch::shape)
       .def_readonly("seconds", &microbatch::ShapedMicroBatch::seconds)
       .def_readonly("bytes", &microbatch::ShapedMicroBatch::bytes)
@@ -109,10 +101,7 @@ void bind_microbatch(py::module_& module) {
   partition
       .def_property_readonly(
           "layout", [](const microbatch::Partition& value) { return std::string(microbatch::name(value.layout)); })
-      .def_property_readonly("micro_batches",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const microbatch::Partition&>().micro_batches, self);
-                             })
+      .def_property_readonly("micro_batches", member_getter(&microbatch::Partition::micro_batches))
       .def_readonly("objective", &microbatch::Partition::objective,
                     "(stages − 1)·max t + Σ t / replicas over the micro-batches.")
       .def_readonly("cost_model", &microbatch::Partition::cost_model, "Index of the cost model it was planned with.")
@@ -147,10 +136,7 @@ void bind_microbatch(py::module_& module) {
                                  list.append(view_of<std::size_t>(indices, self));
                                return list;
                              })
-      .def_property_readonly("loads",
-                             [](const py::object& self) {
-                               return view_of<double>(self.cast<const microbatch::ReplicaAssignment&>().loads, self);
-                             })
+      .def_property_readonly("loads", member_getter(&microbatch::ReplicaAssignment::loads))
       .def_readonly("max_load", &microbatch::ReplicaAssignment::max_load)
       .def(
           "validate",
@@ -236,22 +222,9 @@ void bind_microbatch(py::module_& module) {
 }
 
 void bind_pipeline(py::module_& module) {
-  py::class_<schedule::MicroBatchCost>(module, "MicroBatchCost",
-                                       "One micro-batch per stage: forward and backward seconds, activation bytes.")
-      .def_property_readonly("forward",
-                             [](const py::object& self) {
-                               return view_of<double>(self.cast<const schedule::MicroBatchCost&>().forward, self);
-                             })
-      .def_property_readonly("backward",
-                             [](const py::object& self) {
-                               return view_of<double>(self.cast<const schedule::MicroBatchCost&>().backward, self);
-                             })
-      .def_property_readonly("activation",
-                             [](const py::object& self) {
-                               return view_of<double>(self.cast<const schedule::MicroBatchCost&>().activation, self);
-                             })
-      .def_readonly("tokens", &schedule::MicroBatchCost::tokens)
-      .def(py::self == py::self);
+  py::class_<schedule::MicroBatchCost> micro_batch_cost(
+      module, "MicroBatchCost", "One micro-batch per stage: forward and backward seconds, activation bytes.");
+  def_record_properties(micro_batch_cost).def(py::self == py::self);
 
   py::class_<schedule::Problem> problem_class(
       module, "SchedulingProblem",
@@ -290,14 +263,8 @@ void bind_pipeline(py::module_& module) {
            "forward, backward, activation: micro-batches × stages arrays; tokens: the rows of each micro-batch's "
            "boundary tensor (of `hidden` elements of element_bytes each); memory_limit: bytes per stage.")
       .def_readonly("stages", &schedule::Problem::stages)
-      .def_property_readonly("micro_batches",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const schedule::Problem&>().micro_batches, self);
-                             })
-      .def_property_readonly("memory_limit",
-                             [](const py::object& self) {
-                               return view_of<double>(self.cast<const schedule::Problem&>().memory_limit, self);
-                             })
+      .def_property_readonly("micro_batches", member_getter(&schedule::Problem::micro_batches))
+      .def_property_readonly("memory_limit", member_getter(&schedule::Problem::memory_limit))
       .def_readonly("hidden", &schedule::Problem::hidden)
       .def_readonly("element_bytes", &schedule::Problem::element_bytes)
       .def_readonly("link", &schedule::Problem::link);
@@ -376,13 +343,8 @@ void bind_pipeline(py::module_& module) {
           "stages",
           [](const py::object& self) { return nested_list(self.cast<const schedule::Simulation&>().stages, self); })
       .def_readonly("makespan", &schedule::Simulation::makespan)
-      .def_property_readonly("peak_memory",
-                             [](const py::object& self) {
-                               return view_of<double>(self.cast<const schedule::Simulation&>().peak_memory, self);
-                             })
-      .def_property_readonly(
-          "idle",
-          [](const py::object& self) { return view_of<double>(self.cast<const schedule::Simulation&>().idle, self); })
+      .def_property_readonly("peak_memory", member_getter(&schedule::Simulation::peak_memory))
+      .def_property_readonly("idle", member_getter(&schedule::Simulation::idle))
       // schedule::validate has function templates among its overloads, which py::overload_cast cannot pick from.
       .def("validate",
            static_cast<void (*)(const schedule::Simulation&, const schedule::Problem&, const schedule::Order&)>(
@@ -413,9 +375,7 @@ void bind_pipeline(py::module_& module) {
 
   py::class_<schedule::ExecutionPlan> plan(module, "ExecutionPlan",
                                            "Per-rank instruction lists of one pipeline; rank j runs stage j.");
-  plan.def_readonly("stages", &schedule::ExecutionPlan::stages)
-      .def_readonly("micro_batches", &schedule::ExecutionPlan::micro_batches)
-      .def_readonly("buffer_slots", &schedule::ExecutionPlan::buffer_slots)
+  def_record_properties(plan)
       .def_property_readonly(
           "ranks",
           [](const py::object& self) { return nested_list(self.cast<const schedule::ExecutionPlan&>().ranks, self); })
@@ -441,19 +401,8 @@ void bind_pipeline(py::module_& module) {
 
   py::class_<schedule::PipelineSchedule> pipeline_schedule_class(
       module, "PipelineSchedule", "One pipeline's schedule: order, simulation and per-rank instructions.");
-  pipeline_schedule_class
-      .def_property_readonly(
-          "kind", [](const schedule::PipelineSchedule& value) { return std::string(schedule::name(value.kind)); },
-          "'cyclic' or '1f1b': the kind of the order kept.")
-      .def_readonly("memory_aware", &schedule::PipelineSchedule::memory_aware)
-      .def_property_readonly("injection",
-                             [](const py::object& self) {
-                               return view_of<int>(self.cast<const schedule::PipelineSchedule&>().injection, self);
-                             })
-      .def_readonly("order", &schedule::PipelineSchedule::order)
-      .def_readonly("simulation", &schedule::PipelineSchedule::simulation)
-      .def_readonly("plan", &schedule::PipelineSchedule::plan)
-      .def_readonly("candidates", &schedule::PipelineSchedule::candidates, "Orders simulated.")
+  def_record_properties(pipeline_schedule_class, {{"kind", "'cyclic' or '1f1b': the kind of the order kept."},
+                                                  {"candidates", "Orders simulated."}})
       .def("validate",
            static_cast<void (*)(const schedule::PipelineSchedule&, const schedule::Problem&)>(&schedule::validate),
            without_gil, py::arg("problem"),
@@ -471,12 +420,8 @@ void bind_pipeline_planners(py::module_& module) {
   const schedule::PipelinePlanOptions defaults;
 
   py::class_<schedule::ReplicaSchedule>(module, "ReplicaSchedule", "One data-parallel replica's pipeline.")
-      .def_property_readonly(
-          "micro_batches",
-          [](const py::object& self) {
-            return view_of<std::size_t>(self.cast<const schedule::ReplicaSchedule&>().micro_batches, self);
-          },
-          "Indices into the partition, in the schedule's micro-batch ids.")
+      .def_property_readonly("micro_batches", member_getter(&schedule::ReplicaSchedule::micro_batches),
+                             "Indices into the partition, in the schedule's micro-batch ids.")
       .def_readonly("problem", &schedule::ReplicaSchedule::problem)
       .def_readonly("schedule", &schedule::ReplicaSchedule::schedule, "Empty when the replica got no micro-batch.")
       .def(py::self == py::self);
@@ -485,10 +430,7 @@ void bind_pipeline_planners(py::module_& module) {
       module, "PipelineRunPlan", "DynaPipe's plan of one mini-batch: partition, replicas, their schedules.");
   run_plan_class.def_readonly("partition", &schedule::PipelineRunPlan::partition)
       .def_readonly("assignment", &schedule::PipelineRunPlan::assignment)
-      .def_property_readonly("replicas",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const schedule::PipelineRunPlan&>().replicas, self);
-                             })
+      .def_property_readonly("replicas", member_getter(&schedule::PipelineRunPlan::replicas))
       .def_readonly("makespan", &schedule::PipelineRunPlan::makespan, "The slowest replica's simulated iteration.")
       .def(
           "validate",

@@ -222,33 +222,23 @@ void bind_search(py::module_& module) {
       py::arg("gpus"), "The limited spaces of the baselines (dp, sdp, tp, pp, dp+tp, dp+pp), as (name, space).");
 
   // ---- plans and the search ---------------------------------------------------------------------------------
-  py::class_<search::StagePlan>(module, "SearchStagePlan", "One pipeline stage of a search plan.")
-      .def_readonly("first_layer", &search::StagePlan::first_layer)
-      .def_property_readonly(
-          "strategies",
-          [](const py::object& self) { return internal_list(self.cast<const search::StagePlan&>().strategies, self); },
-          "One per layer of the stage.")
-      .def_readonly("time_sync", &search::StagePlan::time_sync, "One micro-batch with the gradient synchronisation (s)")
-      .def_readonly("time_nosync", &search::StagePlan::time_nosync, "One micro-batch without it (s)")
-      .def_readonly("memory_bytes", &search::StagePlan::memory_bytes, "Peak per device")
+  py::class_<search::StagePlan> stage(module, "SearchStagePlan", "One pipeline stage of a search plan.");
+  def_record_properties(stage, {{"strategies", "One per layer of the stage."},
+                                {"time_sync", "One micro-batch with the gradient synchronisation (s)"},
+                                {"time_nosync", "One micro-batch without it (s)"},
+                                {"memory_bytes", "Peak per device"}})
       .def(py::self == py::self);
 
   const search::SearchOptions search_defaults;
   py::class_<search::Plan> plan(module, "SearchPlan",
                                 "A hybrid-parallel plan: PP degree, global batch, micro-batches and per-stage layer "
                                 "strategies; `method` names the search that found it.");
-  plan.def_readonly("method", &search::Plan::method)
-      .def_readonly("gpus", &search::Plan::gpus)
-      .def_readonly("pp", &search::Plan::pp)
-      .def_readonly("global_batch", &search::Plan::global_batch)
-      .def_readonly("micro_batches", &search::Plan::micro_batches)
-      .def_property_readonly(
-          "stages", [](const py::object& self) { return internal_list(self.cast<const search::Plan&>().stages, self); })
-      .def_readonly("iteration_seconds", &search::Plan::iteration_seconds, "Eq. 9")
-      .def_readonly("throughput", &search::Plan::throughput, "Samples per second")
+  def_record_properties(
+      plan,
+      {{"iteration_seconds", "Eq. 9"},
+       {"throughput", "Samples per second"},
+       {"vocabulary", "The embedding's and the LM head's strategy; None: evaluation picks the fastest of the space."}})
       .def_property_readonly("partition", &search::Plan::partition, "Layers per stage.")
-      .def_readonly("vocabulary", &search::Plan::vocabulary,
-                    "The embedding's and the LM head's strategy; None: evaluation picks the fastest of the space.")
       .def(
           "validate",
           [](const search::Plan& value, search::ModelSpec spec, search::ClusterSpec gpus,
@@ -269,10 +259,7 @@ void bind_search(py::module_& module) {
                                           "Galvatron-BMW's plan, Galvatron-Base's and every baseline's.");
   report.def_readonly("best", &search::SearchReport::best, "BMW's plan, never below Base")
       .def_readonly("base", &search::SearchReport::base, "Base's plan, never below a baseline within the space")
-      .def_property_readonly("baselines",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const search::SearchReport&>().baselines, self);
-                             })
+      .def_property_readonly("baselines", member_getter(&search::SearchReport::baselines))
       .def("validate",
            py::overload_cast<const search::SearchReport&, const search::ModelSpec&, const search::ClusterSpec&,
                              const search::SearchOptions&>(&search::validate),
@@ -313,22 +300,13 @@ void bind_search(py::module_& module) {
       "schedule: every stage's times and memory, the iteration time and the throughput, whoever chose it. Raises "
       "InvalidInput when its partition or strategies do not fit the model and cluster.");
 
-  py::class_<search::Adjustment>(module, "PartitionAdjustment",
-                                 "One accepted BMW partition move, with Eq. 6's balance degrees.")
-      .def_readonly("sizes", &search::Adjustment::sizes)
-      .def_readonly("alpha_time", &search::Adjustment::alpha_time)
-      .def_readonly("alpha_memory", &search::Adjustment::alpha_memory);
-
-  py::class_<search::BalanceTrace>(module, "BalanceTrace",
-                                   "BMW's partition search of one (batch, pp, micro-batches): p_m, p_t, the accepted "
-                                   "moves and the best partition seen.")
-      .def_readonly("memory_balanced", &search::BalanceTrace::memory_balanced)
-      .def_readonly("time_balanced", &search::BalanceTrace::time_balanced)
-      .def_property_readonly(
-          "accepted",
-          [](const py::object& self) { return internal_list(self.cast<const search::BalanceTrace&>().accepted, self); })
-      .def_readonly("best", &search::BalanceTrace::best, "None: no partition fits")
-      .def_readonly("best_iteration", &search::BalanceTrace::best_iteration);
+  py::class_<search::Adjustment> adjustment(module, "PartitionAdjustment",
+                                            "One accepted BMW partition move, with Eq. 6's balance degrees.");
+  def_record_properties(adjustment);
+  py::class_<search::BalanceTrace> trace(module, "BalanceTrace",
+                                         "BMW's partition search of one (batch, pp, micro-batches): p_m, p_t, the "
+                                         "accepted moves and the best partition seen.");
+  def_record_properties(trace, {{"best", "None: no partition fits"}});
 
   module.def(
       "balance_trace",

@@ -30,8 +30,7 @@ void def_transfer_plan(py::class_<Plan>& cls) {
     return [member](const py::object& self) { return view_of<shard::Message>(self.cast<const Plan&>().*member, self); };
   };
   cls.def_readonly("gpus", &Plan::gpus)
-      .def_property_readonly(
-          "blocks", [](const py::object& self) { return internal_list(self.cast<const Plan&>().blocks, self); })
+      .def_property_readonly("blocks", member_getter(&Plan::blocks))
       .def_property_readonly(
           "pieces", [](const py::object& self) { return view_of<shard::Piece>(self.cast<const Plan&>().pieces, self); },
           "Structured view (block, begin, end): mutual slices [begin, end) of block `block`.")
@@ -141,22 +140,14 @@ void bind_shard(py::module_& module) {
 
   py::class_<shard::PipelinePlacement>(module, "PipelinePlacement", "One pipeline: its scheme and pp stages.")
       .def_readonly("scheme", &shard::PipelinePlacement::scheme)
-      .def_property_readonly("stages",
-                             [](const py::object& self) {
-                               return internal_list(self.cast<const shard::PipelinePlacement&>().stages, self);
-                             })
+      .def_property_readonly("stages", member_getter(&shard::PipelinePlacement::stages))
       .def(py::self == py::self);
 
   py::class_<shard::Placement> placement(
       module, "Placement", "Where a strategy runs: per pipeline, per stage, the GPU of every (CP rank, TP rank).");
-  placement.def_readonly("gpus", &shard::Placement::gpus)
-      .def_readonly("layers", &shard::Placement::layers)
-      .def_property_readonly(
-          "pipelines",
-          [](const py::object& self) { return internal_list(self.cast<const shard::Placement&>().pipelines, self); })
-      .def(
-          "validate", [](const shard::Placement& value) { shard::validate(value); },
-          "Raises InvalidPlan: every pipeline has pp stages of tp*cp ranks tiling the layers, no rank used twice.");
+  def_record_properties(placement).def(
+      "validate", [](const shard::Placement& value) { shard::validate(value); },
+      "Raises InvalidPlan: every pipeline has pp stages of tp*cp ranks tiling the layers, no rank used twice.");
   def_document(placement);
 
   py::class_<shard::OwnerGroup>(module, "OwnerGroup",
@@ -167,27 +158,18 @@ void bind_shard(py::module_& module) {
            py::arg("layer_begin"), py::arg("layer_end"), py::arg("owners"))
       .def_readonly("layer_begin", &shard::OwnerGroup::layer_begin)
       .def_readonly("layer_end", &shard::OwnerGroup::layer_end)
-      .def_property_readonly(
-          "owners",
-          [](const py::object& self) { return view_of<int>(self.cast<const shard::OwnerGroup&>().owners, self); },
-          "A read-only int32 view (no copy).")
+      .def_property_readonly("owners", member_getter(&shard::OwnerGroup::owners), "A read-only int32 view (no copy).")
       .def(py::self == py::self);
 
   py::class_<shard::OptimizerLayout> layout(module, "OptimizerLayout",
                                             "Where the optimizer states live: owner groups tiling the layers.");
-  layout
-      .def(py::init([](std::int64_t gpus, int layers, std::vector<shard::OwnerGroup> groups) {
-             return shard::OptimizerLayout{gpus, layers, std::move(groups)};
-           }),
-           py::arg("gpus"), py::arg("layers"), py::arg("groups"))
-      .def_readonly("gpus", &shard::OptimizerLayout::gpus)
-      .def_readonly("layers", &shard::OptimizerLayout::layers)
-      .def_property_readonly(
-          "groups",
-          [](const py::object& self) { return internal_list(self.cast<const shard::OptimizerLayout&>().groups, self); })
-      .def(
-          "validate", [](const shard::OptimizerLayout& value) { shard::validate(value); },
-          "Raises InvalidPlan: groups tile [0, layers) in order, every owner a rank of the cluster.");
+  layout.def(py::init([](std::int64_t gpus, int layers, std::vector<shard::OwnerGroup> groups) {
+               return shard::OptimizerLayout{gpus, layers, std::move(groups)};
+             }),
+             py::arg("gpus"), py::arg("layers"), py::arg("groups"));
+  def_record_properties(layout).def(
+      "validate", [](const shard::OptimizerLayout& value) { shard::validate(value); },
+      "Raises InvalidPlan: groups tile [0, layers) in order, every owner a rank of the cluster.");
   def_document(layout);
 
   const shard::PlacementOptions placement_defaults;
@@ -242,9 +224,7 @@ void bind_shard(py::module_& module) {
   def_transfer_plan(push);
   push.def_readonly("grid", &shard::PushPlan::grid, "G: the LCM of the TP degrees")
       .def_readonly("pipelines", &shard::PushPlan::pipelines)
-      .def_property_readonly("rs_groups", [](const py::object& self) {
-        return internal_list(self.cast<const shard::PushPlan&>().rs_groups, self);
-      });
+      .def_property_readonly("rs_groups", member_getter(&shard::PushPlan::rs_groups));
   def_document(push);
 
   module.def(

@@ -328,8 +328,8 @@ def test_search_options_give_what_the_defaults_give(cli, tmp_path):
     assert sluice.search_base(model, cluster, options=sluice.SearchOptions()) == sluice.search_base(model, cluster)
     trace = sluice.balance_trace(model, cluster, 2, 32, 4)
     same = sluice.balance_trace(model, cluster, 2, 32, 4, options=sluice.SearchOptions())
-    assert (same.memory_balanced, same.time_balanced, same.best, same.best_iteration) == (
-        trace.memory_balanced, trace.time_balanced, trace.best, trace.best_iteration)
+    assert (list(same.memory_balanced), list(same.time_balanced), same.best, same.best_iteration) == (
+        list(trace.memory_balanced), list(trace.time_balanced), trace.best, trace.best_iteration)
 
 
 def test_each_search_option_reaches_the_search():

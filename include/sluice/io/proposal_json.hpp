@@ -41,6 +41,25 @@ inline std::int64_t tenths_field(const json& object, std::string_view key, std::
 }
 }  // namespace detail
 
+// "name" repeats the strategy in its short spelling, for readers; it is not read back.
+template <>
+struct record<proposal::ProposedCandidate> {
+  using T = proposal::ProposedCandidate;
+  static constexpr std::string_view name = "proposal candidate";
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(strategy, estimate, min_len, max_len, share),
+                                            named_member("origin", &T::origin, proposal::origin_names)};
+  static void write_derived(json& out, const T& candidate) { out["name"] = candidate.strategy.name(); }
+};
+
+template <>
+struct record<proposal::SampledCandidate> {
+  using T = proposal::SampledCandidate;
+  static constexpr std::string_view name = "sampled proposal candidate";
+  static constexpr auto fields =
+      std::tuple{SLUICE_IO_MEMBERS(strategy, wins), named_member("source", &T::source, proposal::pool_source_names)};
+  static void write_derived(json& out, const T& candidate) { out["name"] = candidate.strategy.name(); }
+};
+
 SLUICE_IO_RECORD(proposal::LengthOptimum, "proposal by_length", SLUICE_IO_MEMBERS(max_len, integer),
                  SLUICE_IO_DEFAULTED(relaxed), SLUICE_IO_MEMBERS(share));
 
@@ -69,19 +88,6 @@ struct record<proposal::SampledProposal> {
 }  // namespace sluice::io
 
 namespace nlohmann {
-
-template <>
-struct adl_serializer<sluice::proposal::Origin> {
-  static constexpr std::string_view names[] = {"integer_dp", "relaxed_rounding", "homogeneous"};
-  static void to_json(json& out, sluice::proposal::Origin origin) { out = names[static_cast<std::size_t>(origin)]; }
-  static sluice::proposal::Origin from_json(const json& in) {
-    const auto text = sluice::io::as<std::string>(in, "proposal candidate: origin");
-    for (std::size_t i = 0; i < std::size(names); ++i)
-      if (text == names[i]) return static_cast<sluice::proposal::Origin>(i);
-    sluice::fail("proposal candidate: unknown origin '", text,
-                 "' (expected integer_dp, relaxed_rounding or homogeneous)");
-  }
-};
 
 template <>
 struct adl_serializer<sluice::proposal::ProposeOptions> {
@@ -118,56 +124,6 @@ struct adl_serializer<sluice::proposal::ProposeOptions> {
             .fill_term = field_or(in, "fill_term", defaults.fill_term, where),
             .tp_within_node = field_or(in, "tp_within_node", defaults.tp_within_node, where),
             .max_candidates = field_or(in, "max_candidates", defaults.max_candidates, where)};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::proposal::ProposedCandidate> {
-  // "name" repeats the strategy in its short spelling, for readers; it is not read back.
-  static void to_json(json& out, const sluice::proposal::ProposedCandidate& candidate) {
-    out = {{"strategy", candidate.strategy}, {"name", candidate.strategy.name()}, {"estimate", candidate.estimate},
-           {"min_len", candidate.min_len},   {"max_len", candidate.max_len},      {"share", candidate.share},
-           {"origin", candidate.origin}};
-  }
-  static sluice::proposal::ProposedCandidate from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "proposal candidate";
-    return {field<sluice::Strategy>(in, "strategy", where),
-            field<double>(in, "estimate", where),
-            field<std::int64_t>(in, "min_len", where),
-            field<std::int64_t>(in, "max_len", where),
-            field<double>(in, "share", where),
-            field<sluice::proposal::Origin>(in, "origin", where)};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::proposal::PoolSource> {
-  static constexpr std::string_view names[] = {"proposal_dp", "homogeneous", "neighbour"};
-  static void to_json(json& out, sluice::proposal::PoolSource source) { out = names[static_cast<std::size_t>(source)]; }
-  static sluice::proposal::PoolSource from_json(const json& in) {
-    const auto text = sluice::io::as<std::string>(in, "sampled proposal candidate: source");
-    for (std::size_t i = 0; i < std::size(names); ++i)
-      if (text == names[i]) return static_cast<sluice::proposal::PoolSource>(i);
-    sluice::fail("sampled proposal candidate: unknown source '", text,
-                 "' (expected proposal_dp, homogeneous or neighbour)");
-  }
-};
-
-template <>
-struct adl_serializer<sluice::proposal::SampledCandidate> {
-  // "name" is for readers; it is not read back.
-  static void to_json(json& out, const sluice::proposal::SampledCandidate& candidate) {
-    out = {{"strategy", candidate.strategy},
-           {"name", candidate.strategy.name()},
-           {"wins", candidate.wins},
-           {"source", candidate.source}};
-  }
-  static sluice::proposal::SampledCandidate from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "sampled proposal candidate";
-    return {field<sluice::Strategy>(in, "strategy", where), field<std::int64_t>(in, "wins", where),
-            field<sluice::proposal::PoolSource>(in, "source", where)};
   }
 };
 

@@ -118,7 +118,17 @@ constexpr Field<Record, Member, AsInline> inline_member(Member Record::*pointer)
 
 namespace detail {
 
-inline json spell_present(const auto& value, AsValue) { return json(value); }
+// nlohmann has no conversion of std::optional: a list of optionals is written with null for an empty one.
+inline json spell_present(const auto& value, AsValue) {
+  using Value = std::remove_cvref_t<decltype(value)>;
+  if constexpr (requires { requires is_optional<typename Value::value_type>::value; }) {
+    json items = json::array();
+    for (const auto& item : value) items.push_back(item ? json(*item) : json(nullptr));
+    return items;
+  } else {
+    return json(value);
+  }
+}
 template <class Enum, std::size_t Size>
 json spell_present(Enum value, AsName<Enum, Size> spelling) {
   return std::string(name_in(*spelling.table, value));

@@ -97,6 +97,10 @@ SLUICE_IO_RECORD(assign::FlexCpGroup, "flex CP group", SLUICE_IO_MEMBERS(degree_
 SLUICE_IO_RECORD(plan::FlexIteration, "flex CP iteration",
                  SLUICE_IO_MEMBERS(domain, strategy, schemes, plan, overhead));
 
+// "flex" only where the planner offered a flex CP domain, so that other plans keep the text they always had.
+SLUICE_IO_RECORD(plan::SimulatedIteration, "simulated iteration", SLUICE_IO_MEMBERS(plan, schedule, chosen, makespans),
+                 member("flex", &T::flex, Presence::omitted_when_empty));
+
 }  // namespace sluice::io
 
 namespace nlohmann {
@@ -185,28 +189,6 @@ struct adl_serializer<sluice::assign::FlexCpPlan> {
     plan.seconds = field<double>(in, "seconds", where);
     plan.lower_bound = field<double>(in, "lower_bound", where);
     return plan;
-  }
-};
-
-template <>
-struct adl_serializer<sluice::plan::SimulatedIteration> {
-  // "flex" only where the planner offered a flex CP domain, so that other plans keep the text they always had.
-  static void to_json(json& out, const sluice::plan::SimulatedIteration& iteration) {
-    json makespans = json::array();
-    for (const auto& makespan : iteration.makespans) makespans.push_back(makespan ? json(*makespan) : json(nullptr));
-    out = {{"plan", iteration.plan},
-           {"schedule", iteration.schedule},
-           {"chosen", iteration.chosen},
-           {"makespans", std::move(makespans)}};
-    if (iteration.flex) out["flex"] = *iteration.flex;
-  }
-  static sluice::plan::SimulatedIteration from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "simulated iteration";
-    return {field<sluice::assign::IterationPlan>(in, "plan", where),
-            field<sluice::plan::IterationSchedule>(in, "schedule", where), field<std::size_t>(in, "chosen", where),
-            field<std::vector<std::optional<double>>>(in, "makespans", where),
-            in.contains("flex") ? std::optional(field<sluice::plan::FlexIteration>(in, "flex", where)) : std::nullopt};
   }
 };
 

@@ -26,6 +26,13 @@ SLUICE_IO_DOCUMENT(search::SearchReport, "sluice.search", 1);
 
 SLUICE_IO_RECORD(search::CollectiveTime, "collective time", SLUICE_IO_MEMBERS(size, bytes, seconds));
 
+// BMW's partition search of one (B, P, m), as balance_trace reports it; best_iteration is infinite when no
+// partition fits.
+SLUICE_IO_RECORD(search::Adjustment, "partition adjustment", SLUICE_IO_MEMBERS(sizes, alpha_time, alpha_memory));
+SLUICE_IO_RECORD(search::BalanceTrace, "balance trace",
+                 SLUICE_IO_MEMBERS(memory_balanced, time_balanced, accepted, best),
+                 extended_member("best_iteration", &T::best_iteration));
+
 SLUICE_IO_RECORD(search::StagePlan, "stage",
                  SLUICE_IO_MEMBERS(first_layer, strategies, time_sync, time_nosync, memory_bytes));
 

@@ -17,6 +17,7 @@
 
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/core/names.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
@@ -42,6 +43,9 @@ struct ProposeOptions {
 
 // Where a candidate came from, by priority when several sources proposed it.
 enum class Origin { integer_dp, relaxed_rounding, homogeneous };
+inline constexpr NameTable<Origin, 3> origin_names{{{Origin::integer_dp, "integer_dp"},
+                                                    {Origin::relaxed_rounding, "relaxed_rounding"},
+                                                    {Origin::homogeneous, "homogeneous"}}};
 
 struct ProposedCandidate {
   Strategy strategy;

@@ -18,6 +18,7 @@
 #include "sluice/assign/dispatch.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/core/check.hpp"
+#include "sluice/core/names.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
 #include "sluice/core/strategy.hpp"
@@ -57,6 +58,9 @@ struct SampledOptions {
 // Where a pool strategy came from (proposal_dp: the DP under either per-sequence cost), by priority when several
 // sources give it.
 enum class PoolSource { proposal_dp, homogeneous, neighbour };
+inline constexpr NameTable<PoolSource, 3> pool_source_names{{{PoolSource::proposal_dp, "proposal_dp"},
+                                                             {PoolSource::homogeneous, "homogeneous"},
+                                                             {PoolSource::neighbour, "neighbour"}}};
 
 struct SampledCandidate {
   Strategy strategy;

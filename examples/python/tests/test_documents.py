@@ -1,0 +1,70 @@
+"""sluice.read_document: any sluice document, the command-line tool's reports included, read as its format's class;
+a format without a class, or a malformed file, is InvalidInput naming the file."""
+import json
+import pathlib
+
+import pytest
+
+import sluice
+
+GOLDEN = pathlib.Path(__file__).resolve().parents[3] / "test" / "golden"
+REPORT_CLASSES = {"fit": sluice.FitRun, "propose": sluice.Proposal, "propose_sampled": sluice.SampledProposal,
+                  "schedule": sluice.ScheduleRun, "search": sluice.SearchReport, "shard": sluice.ShardRun}
+UNREAD_REPORTS = ["inspect", "plan", "simulate", "trace"]
+# What `sluice search` adds to the library's report: its inputs' names and the sweep's limit.
+TOOL_ONLY = {"search": {"at_sweep_limit", "cluster", "memory_bytes", "model"}}
+
+
+@pytest.mark.parametrize("name", sorted(REPORT_CLASSES))
+def test_a_report_reads_as_its_class_and_writes_back_the_same_document(name):
+    path = GOLDEN / f"{name}.json"
+    report = sluice.read_document(path)
+    assert type(report) is REPORT_CLASSES[name]
+    written = {key: value for key, value in json.loads(path.read_text()).items()
+               if key not in TOOL_ONLY.get(name, set())}
+    assert json.loads(report.to_json()) == written
+    assert type(report).load(path).to_json() == report.to_json()
+
+
+@pytest.mark.parametrize("name", UNREAD_REPORTS)
+def test_a_report_without_a_class_is_invalid_input_naming_its_format(name):
+    path = GOLDEN / f"{name}.json"
+    document_format = json.loads(path.read_text())["format"]
+    with pytest.raises(sluice.InvalidInput, match=f"{path}: format '{document_format}' has no Python class"):
+        sluice.read_document(path)
+
+
+def test_a_saved_object_reads_back_equal(tmp_path):
+    profile = sluice.Profile.bundled("llama2-7b", gpus=8)
+    profile.save(tmp_path / "profile.json")
+    assert sluice.read_document(tmp_path / "profile.json").to_json() == profile.to_json()
+    run = sluice.read_document(GOLDEN / "shard.json")
+    run.save(tmp_path / "shard.json")
+    assert sluice.read_document(tmp_path / "shard.json") == run
+
+
+def test_report_properties_come_from_the_document():
+    run = sluice.read_document(GOLDEN / "schedule.json")
+    document = json.loads((GOLDEN / "schedule.json").read_text())
+    assert (run.replicas, run.schedule, run.makespan) == (document["replicas"], document["schedule"],
+                                                          document["makespan"])
+    assert run.tokens_per_second == pytest.approx(document["tokens_per_second"])
+    scheduled = [replica for replica in run.replica_schedules if replica.schedule is not None]
+    assert scheduled and list(scheduled[0].schedule.injection) == document["replica_schedules"][0]["injection"]
+    fit = sluice.read_document(GOLDEN / "fit.json")
+    assert [scheme.usable for scheme in fit.schemes] == [scheme["usable"] for scheme in json.loads(
+        (GOLDEN / "fit.json").read_text())["schemes"]]
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"version": 1}', "field 'format'"),
+    ('{"format": "sluice.nothing", "version": 1}', "format 'sluice.nothing' has no Python class"),
+    ('{"format": "sluice.shard_run", "version": 99}', "unsupported sluice.shard_run version 99"),
+    ('[1, 2', ""),
+])
+def test_a_malformed_document_is_invalid_input_naming_the_file(tmp_path, text, message):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(sluice.InvalidInput, match=str(path)) as error:
+        sluice.read_document(path)
+    assert message in str(error.value)
