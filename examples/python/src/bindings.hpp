@@ -148,50 +148,60 @@ auto member_getter(std::vector<Element> Owner::*member) {
   return [member](const py::object& self) { return internal_list(self.cast<const Owner&>().*member, self); };
 }
 
+// A field's documentation for Python, by its JSON key: its docstring and, where Python names it otherwise (an older
+// name kept for callers), the property's name.
+struct FieldDoc {
+  std::string_view key;
+  const char* doc = nullptr;
+  const char* name = nullptr;
+};
+
 namespace detail {
 
 // A field's key is a string literal (io/record.hpp), so its view is a NUL-terminated name.
 template <class Class, class Record, class Member, class Spelling>
-void def_field_property(Class& cls, const io::Field<Record, Member, Spelling>& field, const char* doc) {
+void def_field_property(Class& cls, const io::Field<Record, Member, Spelling>& field, const FieldDoc& entry) {
   static_assert(!std::same_as<Spelling, io::AsInline>, "an inline member has no key to name its property");
   const auto member = field.member;
+  const char* name = entry.name != nullptr ? entry.name : field.key.data();
   if constexpr (requires { field.spelling.table; })
     cls.def_property_readonly(
-        field.key.data(),
+        name,
         [member, table = field.spelling.table](const Record& value) {
           return std::string(name_in(*table, value.*member));
         },
-        doc);
+        entry.doc);
   else if constexpr (requires { member_getter(member); })
-    cls.def_property_readonly(field.key.data(), member_getter(member), doc);
+    cls.def_property_readonly(name, member_getter(member), entry.doc);
   else
-    cls.def_readonly(field.key.data(), member, doc);
+    cls.def_readonly(name, member, entry.doc);
+}
+
+// A range's ends are properties of their own, named as their members.
+template <class Class, class Record>
+void def_field_property(Class& cls, const io::RangeField<Record>& field, const FieldDoc& entry) {
+  cls.def_readonly(field.begin_name.data(), field.begin, entry.doc)
+      .def_readonly(field.end_name.data(), field.end, entry.doc);
 }
 
 }  // namespace detail
 
-// A field's docstring, by its key.
-struct FieldDoc {
-  std::string_view key;
-  const char* doc;
-};
-
-// A read-only property per field of the type's io::record table, named as its JSON key: an enumeration by its name,
-// a vector as member_getter gives it, anything else as pybind11 converts the member (a nested object by reference). One
-// description of the record serves JSON and Python alike; `docs` documents fields by key, and naming a key the table
-// lacks is an error.
+// A read-only property per field of the type's io::record table, named as its JSON key unless `docs` renames it: an
+// enumeration by its name, a vector as member_getter gives it, a range as its two ends, anything else as pybind11
+// converts the member (a nested object by reference). One description of the record serves JSON and Python alike;
+// naming a key in `docs` that the table lacks is an error.
 template <class T>
 py::class_<T>& def_record_properties(py::class_<T>& cls, std::initializer_list<FieldDoc> docs = {}) {
-  const auto doc_of = [&](std::string_view key) -> const char* {
+  const auto entry_of = [&](std::string_view key) {
     for (const FieldDoc& entry : docs)
-      if (entry.key == key) return entry.doc;
-    return nullptr;
+      if (entry.key == key) return entry;
+    return FieldDoc{key};
   };
   for (const FieldDoc& entry : docs)
     if (std::apply([&](const auto&... field) { return ((field.key != entry.key) && ...); }, io::record<T>::fields))
       throw std::logic_error(
           sluice::concat("def_record_properties: ", io::record<T>::name, " has no field '", entry.key, "'"));
-  std::apply([&](const auto&... field) { (detail::def_field_property(cls, field, doc_of(field.key)), ...); },
+  std::apply([&](const auto&... field) { (detail::def_field_property(cls, field, entry_of(field.key)), ...); },
              io::record<T>::fields);
   return cls;
 }

@@ -106,23 +106,20 @@ void bind_compare(py::module_& module) {
       "schemes (with its CP and AC schemes, and the same under ZeRO-3), as `sluice simulate` and `sluice plan` "
       "report it; None when no scheme holds one of its sequences.");
 
-  py::class_<compare::Summary>(module, "Summary",
-                               "A system's statistics over the iterations: means and sample standard deviations.")
-      .def_readonly("seconds", &compare::Summary::seconds)
-      .def_readonly("seconds_stddev", &compare::Summary::seconds_stddev)
-      .def_readonly("tokens_per_second", &compare::Summary::tokens_per_second)
-      .def_readonly("tokens_per_second_stddev", &compare::Summary::tokens_per_second_stddev)
-      .def_readonly("speedup", &compare::Summary::speedup, "sluice over this system; None when either failed")
-      .def_readonly("speedup_stddev", &compare::Summary::speedup_stddev)
-      .def_readonly("imbalance", &compare::Summary::imbalance)
-      .def_readonly("idle", &compare::Summary::idle)
-      .def_readonly("micro_batch_imbalance", &compare::Summary::micro_batch_imbalance, "Mean imbalance degree")
-      .def_readonly("switching", &compare::Summary::switching, "Mean seconds charged for layout moves")
-      .def_readonly("layout_move", &compare::Summary::layout_move, "Mean α–β seconds of those moves before overlap")
-      .def_readonly("over_bound", &compare::Summary::over_bound,
-                    "Mean seconds over the mean lower bound; None when a batch has no bound")
-      .def_readonly("planning_seconds", &compare::Summary::planning_seconds,
-                    "Mean measured wall-clock seconds spent planning an iteration");
+  py::class_<compare::Summary> summary(
+      module, "Summary", "A system's statistics over the iterations: means and sample standard deviations.");
+  def_record_properties(
+      summary,
+      {{"mean_seconds", nullptr, "seconds"},
+       {"stddev_seconds", nullptr, "seconds_stddev"},
+       {"mean_tokens_per_second", nullptr, "tokens_per_second"},
+       {"stddev_tokens_per_second", nullptr, "tokens_per_second_stddev"},
+       {"speedup", "sluice over this system; None when either failed"},
+       {"micro_batch_imbalance", "Mean imbalance degree"},
+       {"switching_seconds", "Mean seconds charged for layout moves", "switching"},
+       {"layout_move_seconds", "Mean α–β seconds of those moves before overlap", "layout_move"},
+       {"over_bound", "Mean seconds over the mean lower bound; None when a batch has no bound"},
+       {"mean_planning_seconds", "Mean measured wall-clock seconds spent planning an iteration", "planning_seconds"}});
 
   py::class_<compare::Comparison> comparison_class(module, "Comparison",
                                                    "The systems on the same batches, in system_names() order.");

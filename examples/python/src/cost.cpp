@@ -121,10 +121,8 @@ void bind_cost(py::module_& module) {
       });
   def_document(profile);
 
-  py::class_<cost::FitResult>(module, "FitResult")
-      .def_readonly("model", &cost::FitResult::model)
-      .def_readonly("relative_rms_error", &cost::FitResult::relative_rms_error)
-      .def_readonly("samples", &cost::FitResult::samples);
+  py::class_<cost::FitResult> fit_result(module, "FitResult");
+  def_record_properties(fit_result, {{"latency", nullptr, "model"}});
   py::class_<cost::MemoryFit>(module, "MemoryFit")
       .def_readonly("fixed_bytes", &cost::MemoryFit::fixed_bytes)
       .def_readonly("bytes_per_token", &cost::MemoryFit::bytes_per_token)

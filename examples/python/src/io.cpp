@@ -50,12 +50,9 @@ void bind_io(py::module_& module) {
   def_document(schedule_run);
 
   // ---- sluice shard ----------------------------------------------------------------------------------------
-  py::class_<io::ShardRunBlock>(module, "ShardRunBlock", "Layers whose tensors are cut into the same slices.")
-      .def_readonly("layer_begin", &io::ShardRunBlock::layer_begin)
-      .def_readonly("layer_end", &io::ShardRunBlock::layer_end)
-      .def_readonly("pull_granularity", &io::ShardRunBlock::pull_granularity)
-      .def_readonly("push_granularity", &io::ShardRunBlock::push_granularity)
-      .def(py::self == py::self);
+  py::class_<io::ShardRunBlock> shard_run_block(module, "ShardRunBlock",
+                                                "Layers whose tensors are cut into the same slices.");
+  def_record_properties(shard_run_block).def(py::self == py::self);
 
   py::class_<io::ShardRun> shard_run(
       module, "ShardRun",

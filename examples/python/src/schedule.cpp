@@ -87,14 +87,9 @@ void bind_microbatch(py::module_& module) {
   py::class_<microbatch::Shape> shape(module, "MicroBatchShape", "`rows` rows of `input` + `target` tokens each.");
   def_record_properties(shape).def(py::self == py::self);
 
-  py::class_<microbatch::ShapedMicroBatch>(module, "ShapedMicroBatch",
-                                           "One of DynaPipe's micro-batches: samples in rows, padded to a shape.")
-      .def_property_readonly("sample_ids", member_getter(&microbatch::ShapedMicroBatch::sample_ids))
-      .def_property_readonly("row_sizes", member_getter(&microbatch::ShapedMicroBatch::row_sizes))
-      .def_readonly("shape", &microbatch::ShapedMicroBatch::shape)
-      .def_readonly("seconds", &microbatch::ShapedMicroBatch::seconds)
-      .def_readonly("bytes", &microbatch::ShapedMicroBatch::bytes)
-      .def(py::self == py::self);
+  py::class_<microbatch::ShapedMicroBatch> shaped(
+      module, "ShapedMicroBatch", "One of DynaPipe's micro-batches: samples in rows, padded to a shape.");
+  def_record_properties(shaped, {{"samples", nullptr, "sample_ids"}}).def(py::self == py::self);
 
   py::class_<microbatch::Partition> partition(module, "MicroBatchPartition",
                                               "A mini-batch cut into micro-batches (DynaPipe §4).");
@@ -325,16 +320,10 @@ void bind_pipeline(py::module_& module) {
       py::arg("problem"), py::arg("injection"), py::arg("limits") = py::none(),
       "DynaPipe's adaptive cyclic order (Alg. 1) under per-stage activation limits (default: the problem's).");
 
-  py::class_<schedule::OpTiming>(module, "OpTiming", "One simulated op: when it ran and when its output arrived.")
-      .def_readonly("micro_batch", &schedule::OpTiming::micro_batch)
-      .def_property_readonly(
-          "kind", [](const schedule::OpTiming& op) { return std::string(schedule::name(op.pass)); },
-          "'forward' or 'backward'.")
-      .def_readonly("start", &schedule::OpTiming::start)
-      .def_readonly("end", &schedule::OpTiming::end)
-      .def_readonly("send_start", &schedule::OpTiming::send_start)
-      .def_readonly("arrival", &schedule::OpTiming::arrival)
-      .def(py::self == py::self);
+  // The JSON's "pass" is a Python keyword.
+  py::class_<schedule::OpTiming> op_timing(module, "OpTiming",
+                                           "One simulated op: when it ran and when its output arrived.");
+  def_record_properties(op_timing, {{"pass", "'forward' or 'backward'.", "kind"}}).def(py::self == py::self);
 
   py::class_<schedule::Simulation> simulation_class(module, "ScheduleSimulation",
                                                     "Per-stage timelines of an order, simulated.");
@@ -428,10 +417,8 @@ void bind_pipeline_planners(py::module_& module) {
 
   py::class_<schedule::PipelineRunPlan> run_plan_class(
       module, "PipelineRunPlan", "DynaPipe's plan of one mini-batch: partition, replicas, their schedules.");
-  run_plan_class.def_readonly("partition", &schedule::PipelineRunPlan::partition)
-      .def_readonly("assignment", &schedule::PipelineRunPlan::assignment)
-      .def_property_readonly("replicas", member_getter(&schedule::PipelineRunPlan::replicas))
-      .def_readonly("makespan", &schedule::PipelineRunPlan::makespan, "The slowest replica's simulated iteration.")
+  def_record_properties(run_plan_class, {{"replica_schedules", nullptr, "replicas"},
+                                         {"makespan", "The slowest replica's simulated iteration."}})
       .def(
           "validate",
           [](const schedule::PipelineRunPlan& value, const py::handle& lengths, const py::handle& models,

@@ -150,15 +150,13 @@ void bind_shard(py::module_& module) {
       "Raises InvalidPlan: every pipeline has pp stages of tp*cp ranks tiling the layers, no rank used twice.");
   def_document(placement);
 
-  py::class_<shard::OwnerGroup>(module, "OwnerGroup",
-                                "For layers [layer_begin, layer_end), segment r of every parameter lives on owners[r].")
+  py::class_<shard::OwnerGroup> owner_group(
+      module, "OwnerGroup", "For layers [layer_begin, layer_end), segment r of every parameter lives on owners[r].");
+  def_record_properties(owner_group, {{"owners", "A read-only int32 view (no copy)."}})
       .def(py::init([](int layer_begin, int layer_end, std::vector<int> owners) {
              return shard::OwnerGroup{layer_begin, layer_end, std::move(owners)};
            }),
            py::arg("layer_begin"), py::arg("layer_end"), py::arg("owners"))
-      .def_readonly("layer_begin", &shard::OwnerGroup::layer_begin)
-      .def_readonly("layer_end", &shard::OwnerGroup::layer_end)
-      .def_property_readonly("owners", member_getter(&shard::OwnerGroup::owners), "A read-only int32 view (no copy).")
       .def(py::self == py::self);
 
   py::class_<shard::OptimizerLayout> layout(module, "OptimizerLayout",
@@ -201,12 +199,9 @@ void bind_shard(py::module_& module) {
       "replica of TP 1.");
 
   // ---- pull and push plans ----------------------------------------------------------------------------------
-  py::class_<shard::SliceBlock>(module, "SliceBlock",
-                                "Layers [layer_begin, layer_end), every tensor cut into `granularity` mutual slices.")
-      .def_readonly("layer_begin", &shard::SliceBlock::layer_begin)
-      .def_readonly("layer_end", &shard::SliceBlock::layer_end)
-      .def_readonly("granularity", &shard::SliceBlock::granularity)
-      .def(py::self == py::self);
+  py::class_<shard::SliceBlock> slice_block(
+      module, "SliceBlock", "Layers [layer_begin, layer_end), every tensor cut into `granularity` mutual slices.");
+  def_record_properties(slice_block).def(py::self == py::self);
 
   py::class_<shard::RsGroup> rs_group(
       module, "RsGroup",

@@ -10,7 +10,7 @@
 // Fields are read in table order, so the first missing or bad one is the one an error names. A
 // default-constructible type starts from its default, so a defaulted field a document leaves out keeps the
 // default's value; any other type must be an aggregate whose table lists every member in declaration order, and a
-// left-out field is value-initialised.
+// left-out field is value-initialised; a range field (SLUICE_IO_RANGE) needs a default-constructible type.
 #include <concepts>
 #include <optional>
 #include <string>
@@ -18,6 +18,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -116,6 +117,19 @@ constexpr Field<Record, Member, AsInline> inline_member(Member Record::*pointer)
   return {{}, pointer, Presence::required, {}};
 }
 
+// Two members spelled as one required [begin, end] array, a half-open range such as "layers": [0, 4]. The members'
+// own names are kept for bindings that show them apart.
+template <class Record>
+struct RangeField {
+  std::string_view key;
+  int Record::*begin;
+  int Record::*end;
+  std::string_view begin_name;
+  std::string_view end_name;
+};
+#define SLUICE_IO_RANGE(key, begin, end) \
+  ::sluice::io::RangeField<T> { #key, &T::begin, &T::end, #begin, #end }
+
 namespace detail {
 
 // nlohmann has no conversion of std::optional: a list of optionals is written with null for an empty one.
@@ -176,16 +190,30 @@ Member read_spelled(const json& object, std::string_view /*key*/, std::string_vi
 
 }  // namespace detail
 
+namespace detail {
+
+template <class Spec, class T>
+concept IsRange = std::same_as<Spec, RangeField<T>>;
+
+inline std::pair<int, int> read_range(const json& object, std::string_view key, std::string_view where) {
+  const auto range = field<std::vector<int>>(object, key, where);
+  sluice::require(range.size() == 2, where, ": field '", key, "' must be [begin, end], got ", range.size(), " numbers");
+  return {range[0], range[1]};
+}
+
+}  // namespace detail
+
 template <Described T>
 json record_to_json(const T& value) {
   json out = json::object();
-  const auto write = [&](const auto& field) {
-    const auto& member = value.*field.member;
-    using Member = std::remove_cvref_t<decltype(member)>;
-    if constexpr (std::same_as<std::remove_cvref_t<decltype(field.spelling)>, AsInline>) {
-      out.update(json(member));
+  const auto write = [&]<class Spec>(const Spec& field) {
+    if constexpr (detail::IsRange<Spec, T>) {
+      out[field.key] = {value.*field.begin, value.*field.end};
+    } else if constexpr (std::same_as<std::remove_cvref_t<decltype(field.spelling)>, AsInline>) {
+      out.update(json(value.*field.member));
     } else {
-      if constexpr (detail::is_optional<Member>::value)
+      const auto& member = value.*field.member;
+      if constexpr (detail::is_optional<std::remove_cvref_t<decltype(member)>>::value)
         if (field.presence == Presence::omitted_when_empty && !member) return;
       out[field.key] = detail::spell(member, field.spelling);
     }
@@ -206,6 +234,13 @@ T record_from_json(const json& in) {
     using Member = std::remove_cvref_t<decltype(std::declval<T&>().*field.member)>;
     return detail::read_spelled<Member>(in, field.key, where, field.spelling);
   };
+  const auto read_into = [&]<class Spec>(T& value, const Spec& field) {
+    if constexpr (detail::IsRange<Spec, T>) {
+      std::tie(value.*field.begin, value.*field.end) = detail::read_range(in, field.key, where);
+    } else if (present(field)) {
+      value.*field.member = read(field);
+    }
+  };
   // A member without a default value is read whether or not its field is marked defaulted.
   const auto value_or_blank = [&](const auto& field) {
     using Member = decltype(read(field));
@@ -219,7 +254,7 @@ T record_from_json(const json& in) {
       [&](const auto&... field) {
         if constexpr (std::default_initializable<T>) {
           T value{};
-          ((present(field) ? void(value.*field.member = read(field)) : void()), ...);
+          (read_into(value, field), ...);
           return value;
         } else {
           // Braced initialisation evaluates left to right: the fields are still read in table order.

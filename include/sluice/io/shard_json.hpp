@@ -28,18 +28,13 @@ SLUICE_IO_DOCUMENT(shard::OptimizerLayout, "sluice.optimizer_layout", 1);
 SLUICE_IO_DOCUMENT(shard::PullPlan, "sluice.pull_plan", 3);
 SLUICE_IO_DOCUMENT(shard::PushPlan, "sluice.push_plan", 1);
 
-namespace detail {
-
-// A layer range [begin, end) as a two-element array.
-inline std::pair<int, int> layer_range(const json& in, std::string_view where) {
-  const auto range = field<std::vector<int>>(in, "layers", where);
-  sluice::require(range.size() == 2, where, ": field 'layers' must be [begin, end], got ", range.size(), " numbers");
-  return {range[0], range[1]};
-}
-
-}  // namespace detail
-
 SLUICE_IO_RECORD(shard::Tensor, "tensor", SLUICE_IO_MEMBERS(name, elements));
+SLUICE_IO_RECORD(shard::Stage, "stage", SLUICE_IO_RANGE(layers, layer_begin, layer_end), SLUICE_IO_MEMBERS(ranks));
+SLUICE_IO_RECORD(shard::OwnerGroup, "owner group", SLUICE_IO_RANGE(layers, layer_begin, layer_end),
+                 SLUICE_IO_MEMBERS(owners));
+SLUICE_IO_RECORD(shard::SliceBlock, "slice block", SLUICE_IO_RANGE(layers, layer_begin, layer_end),
+                 SLUICE_IO_MEMBERS(granularity));
+SLUICE_IO_RECORD(shard::PipelinePlacement, "pipeline", inline_member(&T::scheme), SLUICE_IO_MEMBERS(stages));
 
 template <>
 struct record<shard::Model> {
@@ -90,50 +85,6 @@ struct record<shard::PhaseCost> {
 }  // namespace sluice::io
 
 namespace nlohmann {
-
-template <>
-struct adl_serializer<sluice::shard::Stage> {
-  static void to_json(json& out, const sluice::shard::Stage& stage) {
-    out = {{"layers", {stage.layer_begin, stage.layer_end}}, {"ranks", stage.ranks}};
-  }
-  static sluice::shard::Stage from_json(const json& in) {
-    const auto [begin, end] = sluice::io::detail::layer_range(in, "stage");
-    return {begin, end, sluice::io::field<std::vector<int>>(in, "ranks", "stage")};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::shard::PipelinePlacement> {
-  static void to_json(json& out, const sluice::shard::PipelinePlacement& pipeline) {
-    out = json(pipeline.scheme);
-    out["stages"] = pipeline.stages;
-  }
-  static sluice::shard::PipelinePlacement from_json(const json& in) {
-    return {in.get<sluice::Scheme>(), sluice::io::field<std::vector<sluice::shard::Stage>>(in, "stages", "pipeline")};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::shard::OwnerGroup> {
-  static void to_json(json& out, const sluice::shard::OwnerGroup& group) {
-    out = {{"layers", {group.layer_begin, group.layer_end}}, {"owners", group.owners}};
-  }
-  static sluice::shard::OwnerGroup from_json(const json& in) {
-    const auto [begin, end] = sluice::io::detail::layer_range(in, "owner group");
-    return {begin, end, sluice::io::field<std::vector<int>>(in, "owners", "owner group")};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::shard::SliceBlock> {
-  static void to_json(json& out, const sluice::shard::SliceBlock& block) {
-    out = {{"layers", {block.layer_begin, block.layer_end}}, {"granularity", block.granularity}};
-  }
-  static sluice::shard::SliceBlock from_json(const json& in) {
-    const auto [begin, end] = sluice::io::detail::layer_range(in, "slice block");
-    return {begin, end, sluice::io::field<std::int64_t>(in, "granularity", "slice block")};
-  }
-};
 
 // A piece as [block, begin, end].
 template <>

@@ -91,6 +91,20 @@ inline ShardRun shard_run(std::int64_t gpus, const Strategy& strategy, const std
 
 SLUICE_IO_DOCUMENT(ShardRun, "sluice.shard_run", 1);
 
+template <>
+struct record<ShardRunBlock> {
+  using T = ShardRunBlock;
+  static constexpr std::string_view name = "shard run block";
+  static constexpr auto fields = std::tuple{SLUICE_IO_RANGE(layers, layer_begin, layer_end),
+                                            SLUICE_IO_MEMBERS(pull_granularity, push_granularity)};
+  static void check(const T& block) {
+    sluice::require(0 <= block.layer_begin && block.layer_begin < block.layer_end, name,
+                    ": field 'layers' must be [begin, end) with 0 <= begin < end, got [", block.layer_begin, ", ",
+                    block.layer_end, "]");
+    sluice::require(block.pull_granularity >= 1 && block.push_granularity >= 1, name, ": granularities must be >= 1");
+  }
+};
+
 // Plans are whole documents of their own, so that each can be cut out and read alone.
 template <>
 struct record<ShardRun> {
@@ -136,29 +150,3 @@ struct record<ShardRun> {
   }
 };
 }  // namespace sluice::io
-
-namespace nlohmann {
-
-template <>
-struct adl_serializer<sluice::io::ShardRunBlock> {
-  static void to_json(json& out, const sluice::io::ShardRunBlock& block) {
-    out = {{"layers", {block.layer_begin, block.layer_end}},
-           {"pull_granularity", block.pull_granularity},
-           {"push_granularity", block.push_granularity}};
-  }
-  static sluice::io::ShardRunBlock from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "shard run block";
-    const auto [begin, end] = sluice::io::detail::layer_range(in, where);
-    sluice::io::ShardRunBlock block{begin, end, field<std::int64_t>(in, "pull_granularity", where),
-                                    field<std::int64_t>(in, "push_granularity", where)};
-    sluice::require(0 <= begin && begin < end, where,
-                    ": field 'layers' must be [begin, end) with 0 <= begin < end, "
-                    "got [",
-                    begin, ", ", end, "]");
-    sluice::require(block.pull_granularity >= 1 && block.push_granularity >= 1, where, ": granularities must be >= 1");
-    return block;
-  }
-};
-
-}  // namespace nlohmann
