@@ -60,7 +60,7 @@ inline void require_valid(const DispatchOptions& options) {
 [[nodiscard]] inline double dispatch_objective(std::span<const Sequence> batch, PipelineCosts pipelines,
                                                std::span<const int> pipeline_of, bool v_step = true) {
   const std::vector<double> bounds = dispatch_pipeline_bounds(batch, pipelines, pipeline_of, v_step);
-  return *std::ranges::max_element(bounds);
+  return *std::max_element(bounds.begin(), bounds.end());
 }
 
 // A lower bound on the optimum of Eq. 3, computed without a solver (derivation: detail/dispatch_lower_bound.hpp).
@@ -116,13 +116,13 @@ inline void require_valid(const DispatchOptions& options) {
     if (!x.certified() && x.best_objective() != y.best_objective()) return x.best_objective() < y.best_objective();
     return x.best_trial() < y.best_trial();
   };
-  const auto best = std::ranges::min_element(greedy, before);
+  const auto best = std::min_element(greedy.begin(), greedy.end(), before);
 
   Dispatch result;
   result.pipeline_of = best->best_assignment();
   if (options.local_search && !best->certified()) detail::DispatchLocalSearch(problem, result.pipeline_of).run();
   result.pipeline_bounds = problem.bounds(result.pipeline_of);
-  result.objective = *std::ranges::max_element(result.pipeline_bounds);
+  result.objective = *std::max_element(result.pipeline_bounds.begin(), result.pipeline_bounds.end());
   result.lower_bound = lower_bound;
   result.v_step = options.v_step;
   return result;
@@ -148,7 +148,7 @@ inline void validate(const Dispatch& dispatch, std::span<const Sequence> batch, 
     check(nearly_equal(dispatch.pipeline_bounds[p], bounds[p]), "pipeline ", p, " bound ", dispatch.pipeline_bounds[p],
           " s, Eq. 2 gives ", bounds[p]);
   }
-  const double objective = *std::ranges::max_element(bounds);
+  const double objective = *std::max_element(bounds.begin(), bounds.end());
   check(nearly_equal(dispatch.objective, objective), "objective ", dispatch.objective, " s, Eq. 3 gives ", objective);
   check(std::isfinite(dispatch.lower_bound) && dispatch.lower_bound >= 0, "lower_bound ", dispatch.lower_bound,
         " is not finite and >= 0");

@@ -84,8 +84,8 @@ public:
     if (spec_.memory) named([&] { require_valid(*spec_.memory); });
     std::vector<Scheme> seen;
     for (const SchemeEntry& entry : spec_.schemes) {
-      sluice::require(std::ranges::find(seen, entry.scheme) == seen.end(), "profile ", spec_.name, ": scheme ",
-                      entry.scheme.name(), " is listed twice");
+      sluice::require(std::find(seen.begin(), seen.end(), entry.scheme) == seen.end(), "profile ", spec_.name,
+                      ": scheme ", entry.scheme.name(), " is listed twice");
       seen.push_back(entry.scheme);
       if (entry.max_len)
         sluice::require(*entry.max_len >= 0, "profile ", spec_.name, ": ", entry.scheme.name(),
@@ -119,7 +119,8 @@ public:
   [[nodiscard]] std::span<const SchemeCost> schemes() const noexcept { return schemes_; }
 
   [[nodiscard]] const SchemeCost* find(const Scheme& scheme) const noexcept {
-    const auto it = std::ranges::find(schemes_, scheme, &SchemeCost::scheme);
+    const auto it =
+        std::find_if(schemes_.begin(), schemes_.end(), [&](const SchemeCost& entry) { return entry.scheme == scheme; });
     return it == schemes_.end() ? nullptr : &*it;
   }
 

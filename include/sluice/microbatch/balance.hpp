@@ -120,7 +120,7 @@ inline ReplicaAssignment balance_lpt(std::span<const double> times, int replicas
   std::vector<std::vector<std::size_t>> assignment(static_cast<std::size_t>(replicas));
   std::vector<double> load(assignment.size(), 0.0);
   for (const std::size_t i : order) {
-    const auto least = static_cast<std::size_t>(std::ranges::min_element(load) - load.begin());
+    const auto least = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
     assignment[least].push_back(i);
     load[least] += times[i];
   }
@@ -159,7 +159,7 @@ inline void validate(const ReplicaAssignment& assignment, std::span<const double
           ", its micro-batches give ", load);
     max_load = std::max(max_load, load);
   }
-  check(std::ranges::all_of(seen, [](bool x) { return x; }), "some micro-batch is on no replica");
+  check(std::all_of(seen.begin(), seen.end(), [](bool x) { return x; }), "some micro-batch is on no replica");
   check(nearly_equal(max_load, assignment.max_load), "max_load ", assignment.max_load, ", its replicas give ",
         max_load);
 }

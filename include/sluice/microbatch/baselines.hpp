@@ -111,7 +111,7 @@ Partition fixed_length_packing(std::span<const Sample> samples, const Model& mod
     sluice::require(sample.input <= rows.input && sample.target <= rows.target, "fixed_length_packing: sample ",
                     sample.id, " (input ", sample.input, ", target ", sample.target, ") is longer than a row (",
                     rows.input, ", ", rows.target, ")");
-    const auto fit = std::ranges::find_if(packed, [&](const Row& row) {
+    const auto fit = std::find_if(packed.begin(), packed.end(), [&](const Row& row) {
       return row.input + sample.input <= rows.input && row.target + sample.target <= rows.target;
     });
     Row& row = fit == packed.end() ? packed.emplace_back() : *fit;

@@ -110,8 +110,8 @@ void validate(const Partition& partition, std::span<const Sample> samples, const
     check(next == mb.sample_ids.size(), "micro-batch ", m, " rows hold ", next, " of its ", mb.sample_ids.size(),
           " samples");
     if (partition.layout == Layout::padded)
-      check(std::ranges::all_of(mb.row_sizes, [](std::int64_t size) { return size == 1; }), "micro-batch ", m,
-            " is padded but a row holds several samples");
+      check(std::all_of(mb.row_sizes.begin(), mb.row_sizes.end(), [](std::int64_t size) { return size == 1; }),
+            "micro-batch ", m, " is padded but a row holds several samples");
     if (partition.layout == Layout::packed)
       check(mb.shape.rows == 1, "micro-batch ", m, " is packed into ", mb.shape.rows, " rows");
     if (partition.layout != Layout::fixed_rows)

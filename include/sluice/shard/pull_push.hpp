@@ -170,7 +170,7 @@ inline PushPlan plan_push(const Placement& placement, const OptimizerLayout& lay
       }
       std::vector<int> order =
           detail::order_pieces(members, u * d, pieces_per_block, owners, position_of_rank, options.match_owners);
-      std::ranges::copy(order, holder.begin() + u * d);
+      std::copy(order.begin(), order.end(), holder.begin() + u * d);
       const std::int64_t step = m / grid;
       plan.rs_groups.push_back({static_cast<int>(b), u, std::move(order),
                                 detail::piece_bytes(model, model.grad_bytes, slices, u * step, (u + 1) * step)});

@@ -58,7 +58,7 @@ public:
       if (!run_trial(seed, trial, objective) || objective >= best_objective_) continue;
       best_objective_ = objective;
       best_trial_ = trial;
-      std::ranges::copy(assignment_, best_assignment_.begin());
+      std::copy(assignment_.begin(), assignment_.end(), best_assignment_.begin());
       if (objective <= certain) {
         certified_ = true;
         int known = certified.load(std::memory_order_relaxed);
@@ -92,12 +92,12 @@ private:
     const bool random = trial >= 0;
     Rng rng = Rng::stream(seed, static_cast<std::uint64_t>(random ? trial : 0));
     if (random) {
-      std::ranges::copy(pinned_, order_.begin());
-      std::ranges::copy(rest_, order_.begin() + static_cast<std::ptrdiff_t>(pinned_.size()));
+      std::copy(pinned_.begin(), pinned_.end(), order_.begin());
+      std::copy(rest_.begin(), rest_.end(), order_.begin() + static_cast<std::ptrdiff_t>(pinned_.size()));
     } else {
-      std::ranges::copy(longest_first_, order_.begin());
+      std::copy(longest_first_.begin(), longest_first_.end(), order_.begin());
     }
-    std::ranges::fill(used_, 0);
+    std::fill(used_.begin(), used_.end(), 0);
     const std::size_t split = pinned_.size();
     const std::size_t n = order_.size();
     double maximum = 0.0;

@@ -35,14 +35,15 @@ public:
     for (int i = 0; i < problem.sequences(); ++i) members_[pipeline_of[i]].push_back(i);
     for (int p = 0; p < problem.pipelines(); ++p) {
       by_length_[p] = members_[p];
-      std::ranges::sort(by_length_[p], shorter_);
+      std::sort(by_length_[p].begin(), by_length_[p].end(), shorter_);
     }
     std::vector<std::int64_t> lengths;
     for (int i = 0; i < problem.sequences(); ++i) lengths.push_back(problem.length(i));
     std::sort(lengths.begin(), lengths.end());
     lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
     for (int i = 0; i < problem.sequences(); ++i)
-      length_class_[i] = static_cast<int>(std::ranges::lower_bound(lengths, problem.length(i)) - lengths.begin());
+      length_class_[i] =
+          static_cast<int>(std::lower_bound(lengths.begin(), lengths.end(), problem.length(i)) - lengths.begin());
     moved_seen_.assign(lengths.size(), 0);
     for (int p = 0; p < problem.pipelines(); ++p) recompute(p);
   }
@@ -125,22 +126,23 @@ private:
   void consider_swaps(int p, int i, int q, Step& step) const {
     const std::vector<int>& partners = by_length_[q];
     const std::int64_t length = problem_.length(i);
-    const auto eligible_end = std::ranges::partition_point(
-        partners, [&](int k) { return problem_.length(k) < length && problem_.limit(k) > p; });
+    const auto eligible_end = std::partition_point(
+        partners.begin(), partners.end(), [&](int k) { return problem_.length(k) < length && problem_.limit(k) > p; });
     const std::span<const int> eligible(partners.begin(), eligible_end);
     if (eligible.empty()) return;
     const auto on_p = [&](int k) { return bound_after(p, i, k); };
     const auto on_q = [&](int k) { return bound_after(q, k, i); };
     // p's least is at the shortest partner and q's at the longest: a swap beats neither where their max does not.
     if (std::max(on_p(eligible.front()), on_q(eligible.back())) >= step.value) return;
-    const auto crossing = std::ranges::partition_point(eligible, [&](int k) { return on_p(k) < on_q(k); });
+    const auto crossing =
+        std::partition_point(eligible.begin(), eligible.end(), [&](int k) { return on_p(k) < on_q(k); });
     double least = std::numeric_limits<double>::infinity();
     if (crossing != eligible.begin()) least = on_q(*std::prev(crossing));
     if (crossing != eligible.end()) least = std::min(least, on_p(*crossing));
     if (!(least < step.value)) return;
-    const auto first = std::ranges::partition_point(eligible, [&](int k) { return on_q(k) > least; });
-    const auto last = std::ranges::partition_point(eligible, [&](int k) { return on_p(k) <= least; });
-    const int partner = *std::ranges::min_element(first, last);
+    const auto first = std::partition_point(eligible.begin(), eligible.end(), [&](int k) { return on_q(k) > least; });
+    const auto last = std::partition_point(eligible.begin(), eligible.end(), [&](int k) { return on_p(k) <= least; });
+    const int partner = *std::min_element(first, last);
     step = {least, i, q, partner};
   }
 
@@ -190,15 +192,15 @@ private:
 
   void erase(int p, int i) {
     std::vector<int>& list = members_[p];
-    list.erase(std::ranges::lower_bound(list, i));
+    list.erase(std::lower_bound(list.begin(), list.end(), i));
     std::vector<int>& sorted = by_length_[p];
-    sorted.erase(std::ranges::lower_bound(sorted, i, shorter_));
+    sorted.erase(std::lower_bound(sorted.begin(), sorted.end(), i, shorter_));
   }
   void insert(int p, int i) {
     std::vector<int>& list = members_[p];
-    list.insert(std::ranges::lower_bound(list, i), i);
+    list.insert(std::lower_bound(list.begin(), list.end(), i), i);
     std::vector<int>& sorted = by_length_[p];
-    sorted.insert(std::ranges::lower_bound(sorted, i, shorter_), i);
+    sorted.insert(std::lower_bound(sorted.begin(), sorted.end(), i, shorter_), i);
   }
 
   // Sums in batch order, as DispatchProblem::bounds does.

@@ -264,8 +264,10 @@ private:
   }
 
   [[nodiscard]] double demand_along(double y) const {
-    const auto split =
-        static_cast<std::size_t>(std::ranges::upper_bound(pieces_, y, {}, &Piece::breakpoint) - pieces_.begin());
+    const auto split = static_cast<std::size_t>(
+        std::upper_bound(pieces_.begin(), pieces_.end(), y,
+                         [](double value, const Piece& piece) { return value < piece.breakpoint; }) -
+        pieces_.begin());
     return fixed_demand_ + below_[split] + y * above_[split];
   }
 

@@ -84,8 +84,9 @@ public:
               "dispatch: the batch's total tokens overflow");
       total += sequence.length();
       length_[i] = sequence.length();
-      const auto fits = std::ranges::partition_point(
-          groups_, [&](const DispatchGroup& group) { return group.max_len >= sequence.length(); });
+      const auto fits = std::partition_point(groups_.begin(), groups_.end(), [&](const DispatchGroup& group) {
+        return group.max_len >= sequence.length();
+      });
       feasible_groups_[i] = static_cast<int>(fits - groups_.begin());
       for (std::size_t g = 0; g < g_count; ++g) time_[i * g_count + g] = latency_[g].sequence_time(sequence.length());
     }

@@ -141,12 +141,12 @@ public:
       fill_empty(bins);
       descend(bins, bound);
       // Exact sums in item order: the same numbers the Packing reports.
-      std::ranges::fill(load_, 0.0);
+      std::fill(load_.begin(), load_.end(), 0.0);
       for (std::size_t i = 0; i < size(); ++i) load_[bin_of_[i]] += weight_[i];
-      const double peak = std::ranges::max(load_);
+      const double peak = *std::max_element(load_.begin(), load_.end());
       if (!packed || peak < max_load_) {
         max_load_ = peak;
-        std::ranges::copy(bin_of_, result_.begin());
+        std::copy(bin_of_.begin(), bin_of_.end(), result_.begin());
         packed = true;
       }
       if (max_load_ <= bound * (1 + 1e-3)) break;
@@ -240,7 +240,8 @@ private:
   void fill_empty(std::size_t bins) {
     for (std::size_t empty = 0; empty < bins; ++empty) {
       if (count_[empty] != 0) continue;
-      const std::size_t fullest = static_cast<std::size_t>(std::ranges::max_element(count_) - count_.begin());
+      const std::size_t fullest =
+          static_cast<std::size_t>(std::max_element(count_.begin(), count_.end()) - count_.begin());
       std::size_t shortest = 0;
       for (std::size_t i = 0; i < size(); ++i)
         if (bin_of_[i] == fullest) shortest = i;
@@ -256,7 +257,7 @@ private:
   void descend(std::size_t bins, double bound) {
     const double tolerance = 1e-12 * prefix_.back();
     while (true) {
-      const std::size_t p = static_cast<std::size_t>(std::ranges::max_element(load_) - load_.begin());
+      const std::size_t p = static_cast<std::size_t>(std::max_element(load_.begin(), load_.end()) - load_.begin());
       if (load_[p] <= bound * (1 + near_bound)) return;
       index_members(bins);
       partners_.clear();

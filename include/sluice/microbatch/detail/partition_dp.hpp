@@ -320,7 +320,7 @@ private:
   }
   [[nodiscard]] std::size_t origin(double needed) const noexcept {
     const auto& values = candidates_.values;
-    return static_cast<std::size_t>(std::ranges::lower_bound(values, needed) - values.begin());
+    return static_cast<std::size_t>(std::lower_bound(values.begin(), values.end(), needed) - values.begin());
   }
 
   // The least objective a partition first met at candidate `first` can have, below a probe with Σ t sum_above.
@@ -401,7 +401,7 @@ Partition build_partition(std::span<const Sample> ordered, const Model& model, L
                           int stages, int replicas) {
   std::vector<std::size_t> ends;
   for (std::size_t e = ordered.size(); e > 0; e -= runs[e]) ends.push_back(e);
-  std::ranges::reverse(ends);
+  std::reverse(ends.begin(), ends.end());
   Partition partition{layout, {}, 0, cost_model};
   partition.micro_batches.reserve(ends.size());
   std::size_t start = 0;

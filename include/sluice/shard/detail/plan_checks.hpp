@@ -98,7 +98,8 @@ void check_messages(const char* what, std::int64_t gpus, const std::vector<Slice
     check_plan(total == (local ? local_bytes : send_bytes), what, ": ", local ? "local" : "send", " bytes say ",
                local ? local_bytes : send_bytes, ", the messages hold ", total);
   }
-  check_plan(std::ranges::all_of(used, [](char u) { return u != 0; }), what, ": a piece belongs to no message");
+  check_plan(std::all_of(used.begin(), used.end(), [](char u) { return u != 0; }), what,
+             ": a piece belongs to no message");
 }
 
 // Every slice of [k0, k1) lies in a segment (of `step` slices each) that `holder_of` maps to `rank`.

@@ -85,7 +85,8 @@ public:
       src_ = src;
       distinct_ = 0;
     } else if (runs.size() == last_.count &&
-               std::ranges::equal(runs, std::span(pieces).subspan(last_.first, last_.count), same_slices)) {
+               std::equal(runs.begin(), runs.end(), pieces.begin() + static_cast<std::ptrdiff_t>(last_.first),
+                          same_slices)) {
       return last_.first;  // the common case: the destinations of one TP degree come one after another
     }
     if (2 * (distinct_ + 1) > slots_.size()) grow();
@@ -94,7 +95,8 @@ public:
     for (; slots_[slot].src == src_; slot = (slot + 1) & (slots_.size() - 1)) {
       const Slot& entry = slots_[slot];
       if (entry.hash == hash && entry.count == runs.size() &&
-          std::ranges::equal(runs, std::span(pieces).subspan(entry.first, entry.count), same_slices)) {
+          std::equal(runs.begin(), runs.end(), pieces.begin() + static_cast<std::ptrdiff_t>(entry.first),
+                     same_slices)) {
         last_ = entry;
         return entry.first;
       }
@@ -194,7 +196,7 @@ void for_each_pull_message(const Placement& placement, const OptimizerLayout& la
   std::vector<std::size_t> holder_offset(pipelines + 1, 0);
   for (std::size_t j = 0; j < pipelines; ++j) {
     const std::int64_t tp = placement.pipelines[j].scheme.tp();
-    kind[j] = static_cast<std::size_t>(std::ranges::lower_bound(degrees, tp) - degrees.begin());
+    kind[j] = static_cast<std::size_t>(std::lower_bound(degrees.begin(), degrees.end(), tp) - degrees.begin());
     holder_offset[j + 1] = holder_offset[j] + static_cast<std::size_t>(tp);
   }
   const std::size_t holders = holder_offset.back();

@@ -98,7 +98,7 @@ inline void batch(std::vector<RawPiece>& raw, std::int64_t gpus, const Model& mo
   std::vector<RawPiece> sorted(raw.size());
   std::vector<std::size_t> start(static_cast<std::size_t>(gpus) + 1);
   auto pass = [&](std::vector<RawPiece>& from, std::vector<RawPiece>& to, auto key) {
-    std::ranges::fill(start, 0);
+    std::fill(start.begin(), start.end(), 0);
     for (const RawPiece& item : from) ++start[static_cast<std::size_t>(key(item)) + 1];
     std::partial_sum(start.begin(), start.end(), start.begin());
     for (const RawPiece& item : from) to[start[static_cast<std::size_t>(key(item))]++] = item;
