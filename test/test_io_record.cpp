@@ -69,10 +69,18 @@ struct Runs {
   friend bool operator==(const Runs&, const Runs&) = default;
 };
 
+struct Span {
+  int first = 0;
+  int last = 0;
+  std::string name;
+  friend bool operator==(const Span&, const Span&) = default;
+};
+
 }  // namespace
 
 namespace sluice::io {
 SLUICE_IO_RECORD(Runs, "runs", SLUICE_IO_MEMBERS(seconds));
+SLUICE_IO_RECORD(Span, "span", SLUICE_IO_RANGE(layers, first, last), SLUICE_IO_MEMBERS(name));
 SLUICE_IO_DOCUMENT(Sheet, "test.sheet", 4);
 SLUICE_IO_RECORD(Sheet, "sheet", SLUICE_IO_MEMBERS(rows, title));
 
@@ -212,4 +220,16 @@ TEST_CASE("record: a list of optionals is written with null for an empty one and
   CHECK(json(Runs{}) == json::parse(R"({"seconds": []})"));
   CHECK_THROWS_WITH_AS(sluice::io::as<Runs>(json::parse(R"({"seconds": [1, "x"]})"), "input"),
                        doctest::Contains("seconds"), sluice::invalid_input);
+}
+
+TEST_CASE("record: a range field is one [begin, end] array, required, of exactly two numbers") {
+  const Span span{.first = 2, .last = 5, .name = "s"};
+  CHECK(json(span) == json::parse(R"({"layers": [2, 5], "name": "s"})"));
+  CHECK(json(span).get<Span>() == span);
+  const auto read = [](const std::string& document) { return sluice::io::as<Span>(json::parse(document), "input"); };
+  CHECK_THROWS_WITH_AS(read(R"({"name": "s"})"), "input: span: missing field 'layers'", sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(read(R"({"layers": [1, 2, 3], "name": "s"})"),
+                       "input: span: field 'layers' must be [begin, end], got 3 numbers", sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(read(R"({"layers": [1, "x"], "name": "s"})"), doctest::Contains("layers"),
+                       sluice::invalid_input);
 }

@@ -188,10 +188,6 @@ Member read_spelled(const json& object, std::string_view /*key*/, std::string_vi
   return object.template get<Member>();
 }
 
-}  // namespace detail
-
-namespace detail {
-
 template <class Spec, class T>
 concept IsRange = std::same_as<Spec, RangeField<T>>;
 
