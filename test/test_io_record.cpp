@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -76,10 +77,18 @@ struct Span {
   friend bool operator==(const Span&, const Span&) = default;
 };
 
+// A tally by name, and the lines it came from as a Runs record holds them.
+struct Tally {
+  std::map<std::string, int> counts;
+  std::vector<std::optional<double>> lines;
+  friend bool operator==(const Tally&, const Tally&) = default;
+};
+
 }  // namespace
 
 namespace sluice::io {
 SLUICE_IO_RECORD(Runs, "runs", SLUICE_IO_MEMBERS(seconds));
+SLUICE_IO_RECORD(Tally, "tally", SLUICE_IO_MEMBERS(counts), wrapped_member<Runs>("lines", &T::lines));
 SLUICE_IO_RECORD(Span, "span", SLUICE_IO_RANGE(layers, first, last), SLUICE_IO_MEMBERS(name));
 SLUICE_IO_DOCUMENT(Sheet, "test.sheet", 4);
 SLUICE_IO_RECORD(Sheet, "sheet", SLUICE_IO_MEMBERS(rows, title));
@@ -232,4 +241,17 @@ TEST_CASE("record: a range field is one [begin, end] array, required, of exactly
                        "input: span: field 'layers' must be [begin, end], got 3 numbers", sluice::invalid_input);
   CHECK_THROWS_WITH_AS(read(R"({"layers": [1, "x"], "name": "s"})"), doctest::Contains("layers"),
                        sluice::invalid_input);
+}
+
+TEST_CASE("record: a map by string is an object read key by key; a wrapped member is spelled as its wrapper") {
+  const Tally tally{{{"a", 2}, {"b", 1}}, {0.5, std::nullopt}};
+  CHECK(json(tally) == json::parse(R"({"counts": {"a": 2, "b": 1}, "lines": {"seconds": [0.5, null]}})"));
+  CHECK(json(tally).get<Tally>() == tally);
+  const auto read = [](const std::string& document) { return sluice::io::as<Tally>(json::parse(document), "input"); };
+  CHECK_THROWS_WITH_AS(read(R"({"counts": {"a": "2"}, "lines": {"seconds": []}})"),
+                       doctest::Contains("tally: field 'counts'.a: expected an integer"), sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(read(R"({"counts": [], "lines": {"seconds": []}})"),
+                       doctest::Contains("tally: field 'counts': expected an object, got"), sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(read(R"({"counts": {}, "lines": [0.5]})"),
+                       doctest::Contains("tally: field 'lines': runs: expected a JSON object"), sluice::invalid_input);
 }

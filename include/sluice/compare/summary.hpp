@@ -23,6 +23,7 @@ struct Summary {
   // Mean seconds over the mean of the batches' lower bounds (compare/bound.hpp); empty when a batch has none.
   std::optional<double> over_bound;
   double planning_seconds = 0;  // mean wall-clock planning time per iteration (measured)
+  friend bool operator==(const Summary&, const Summary&) = default;
 };
 
 // The mean of the batches' lower bounds; empty when one has none.

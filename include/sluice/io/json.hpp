@@ -17,6 +17,7 @@
 #include <fstream>
 #include <istream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -126,6 +127,10 @@ struct is_array : std::false_type {};
 template <class T, std::size_t N>
 struct is_array<std::array<T, N>> : std::true_type {};
 template <class T>
+struct is_string_map : std::false_type {};
+template <class Value, class Compare, class Allocator>
+struct is_string_map<std::map<std::string, Value, Compare, Allocator>> : std::true_type {};
+template <class T>
 struct is_optional : std::false_type {};
 template <class T>
 struct is_optional<std::optional<T>> : std::true_type {};
@@ -133,8 +138,9 @@ struct is_optional<std::optional<T>> : std::true_type {};
 }  // namespace detail
 
 // `value` as a T, strictly (see the top of this file). `context()` names the value in errors; it is called
-// only when one is raised. Vectors, arrays and optionals (null = empty) convert element by element, naming
-// the element's index; other types go through their adl_serializer, whose errors are prefixed with the context.
+// only when one is raised. Vectors, arrays, maps keyed by string and optionals (null = empty) convert element by
+// element, naming the element's index or key; other types go through their adl_serializer, whose errors are
+// prefixed with the context.
 template <class T, class Context>
 T convert(const json& value, const Context& context) {
   using detail::describe;
@@ -176,6 +182,12 @@ T convert(const json& value, const Context& context) {
     T out;
     for (std::size_t i = 0; i < size; ++i)
       out[i] = convert<typename T::value_type>(value[i], [&] { return sluice::concat(context(), "[", i, "]"); });
+    return out;
+  } else if constexpr (detail::is_string_map<T>::value) {
+    sluice::require(value.is_object(), context(), ": expected an object, got ", describe(value));
+    T out;
+    for (const auto& [key, item] : value.items())
+      out.emplace(key, convert<typename T::mapped_type>(item, [&] { return sluice::concat(context(), ".", key); }));
     return out;
   } else if constexpr (detail::is_optional<T>::value) {
     if (value.is_null()) return std::nullopt;

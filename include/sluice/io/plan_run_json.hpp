@@ -21,6 +21,7 @@
 #include "sluice/io/compare_json.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/json.hpp"
+#include "sluice/io/record.hpp"
 #include "sluice/io/schedule_json.hpp"
 #include "sluice/io/shard_json.hpp"
 #include "sluice/shard/ranks.hpp"
@@ -55,6 +56,7 @@ struct PlanRunIteration {
   [[nodiscard]] bool runs_flex() const noexcept { return plan::flex_plan_runs(flex, makespan + plan.overhead); }
   [[nodiscard]] double total() const noexcept { return plan::iteration_total(flex, makespan + plan.overhead); }
   [[nodiscard]] std::string ran() const { return ran_name(plan.strategy, runs_flex() ? &*flex : nullptr); }
+  friend bool operator==(const PlanRunIteration&, const PlanRunIteration&) = default;
 };
 
 struct PlanRunSummary {
@@ -65,6 +67,7 @@ struct PlanRunSummary {
   std::map<std::string, int> chosen;         // iterations per strategy name (io::ran_name)
   std::optional<double> mean_lower_bound{};  // the iterations' lower bounds' mean; empty where one has none
   std::optional<double> over_bound{};        // mean_total / mean_lower_bound
+  friend bool operator==(const PlanRunSummary&, const PlanRunSummary&) = default;
 };
 
 struct PlanRun {
@@ -75,6 +78,7 @@ struct PlanRun {
   std::vector<PlanRunIteration> iterations;
   std::string profile;
   PlanRunSummary summary;
+  friend bool operator==(const PlanRun&, const PlanRun&) = default;
 };
 
 // The summary of iterations whose totals, planning times, lower bounds (nullopt where an iteration has none) and
@@ -97,148 +101,88 @@ inline PlanRunSummary plan_run_summary(const std::vector<double>& totals, const 
 
 SLUICE_IO_DOCUMENT(PlanRun, "sluice.plan_run", 5);
 
-}  // namespace sluice::io
-
-namespace nlohmann {
-
+// The strategy, layout move, estimate and total are the plan's (or the flex CP plan's), written beside it and
+// checked against it when read.
 template <>
-struct adl_serializer<sluice::io::PlanRunIteration> {
-  static void to_json(json& out, const sluice::io::PlanRunIteration& iteration) {
-    out = {{"iteration", iteration.iteration},
-           {"epoch", iteration.epoch},
-           {"sequences", iteration.sequences},
-           {"tokens", iteration.tokens},
-           {"strategy", iteration.plan.strategy.name()},
-           {"makespan", iteration.makespan},
-           {"layout_move", iteration.plan.overhead},
-           {"total", iteration.total()},
-           {"estimate", iteration.plan.estimate},
-           {"planning_seconds", iteration.planning_seconds},
-           {"plan", iteration.plan},
-           {"placement", iteration.placement},
-           {"lower_bound", iteration.lower_bound ? json(*iteration.lower_bound) : json(nullptr)}};
-    if (iteration.flex) out["flex"] = *iteration.flex;
-    if (iteration.flex_placement) out["flex_placement"] = *iteration.flex_placement;
+struct record<PlanRunIteration> {
+  using T = PlanRunIteration;
+  static constexpr std::string_view name = "planned iteration";
+  static constexpr auto fields = std::tuple{
+      SLUICE_IO_MEMBERS(iteration, epoch, sequences, tokens, makespan, planning_seconds, plan, placement),
+      member("flex", &T::flex, Presence::omitted_when_empty),
+      member("flex_placement", &T::flex_placement, Presence::omitted_when_empty), SLUICE_IO_MEMBERS(lower_bound)};
+  static void write_derived(json& out, const T& iteration) {
+    out["strategy"] = iteration.plan.strategy.name();
+    out["layout_move"] = iteration.plan.overhead;
+    out["total"] = iteration.total();
+    out["estimate"] = iteration.plan.estimate;
   }
-  static sluice::io::PlanRunIteration from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "planned iteration";
-    sluice::io::PlanRunIteration iteration{
-        field<std::int64_t>(in, "iteration", where),
-        field<std::int64_t>(in, "epoch", where),
-        field<std::size_t>(in, "sequences", where),
-        field<std::int64_t>(in, "tokens", where),
-        field<double>(in, "makespan", where),
-        field<double>(in, "planning_seconds", where),
-        field<sluice::assign::IterationPlan>(in, "plan", where),
-        field<sluice::shard::RankPlacement>(in, "placement", where),
-        std::nullopt,
-        std::nullopt,
-        field<std::optional<sluice::compare::IterationBound>>(in, "lower_bound", where)};
-    if (in.contains("flex")) iteration.flex = field<sluice::plan::FlexIteration>(in, "flex", where);
-    if (in.contains("flex_placement"))
-      iteration.flex_placement = field<sluice::shard::RankPlacement>(in, "flex_placement", where);
-    sluice::require(iteration.flex_placement.has_value() == iteration.flex.has_value(), where,
+  static void check(const T& iteration, const json& document) {
+    sluice::require(iteration.flex_placement.has_value() == iteration.flex.has_value(), name,
                     iteration.flex ? ": 'flex' has no 'flex_placement'" : ": 'flex_placement' without 'flex'");
     if (iteration.flex) {
       // The domain placed as its one CP pipeline: ⟨TP, CP = units, PP⟩ of the domain's base.
-      const sluice::StrategyPart& domain = iteration.flex->strategy.parts().front();
+      const StrategyPart& domain = iteration.flex->strategy.parts().front();
       const auto& placed = iteration.flex_placement->placement.pipelines;
       sluice::require(iteration.flex->strategy.parts().size() == 1 && placed.size() == 1 &&
                           placed.front().scheme.tp() == domain.scheme.tp() &&
                           placed.front().scheme.pp() == domain.scheme.pp() &&
                           placed.front().scheme.cp() == domain.pipelines,
-                      where, ": 'flex_placement' does not place the domain ", iteration.flex->strategy.name(),
+                      name, ": 'flex_placement' does not place the domain ", iteration.flex->strategy.name(),
                       " as one CP pipeline of its units");
     }
-    sluice::require(iteration.iteration >= 0 && iteration.epoch >= 0 && iteration.tokens >= 0, where,
+    sluice::require(iteration.iteration >= 0 && iteration.epoch >= 0 && iteration.tokens >= 0, name,
                     ": 'iteration', 'epoch' and 'tokens' must be >= 0");
-    sluice::require(iteration.makespan >= 0 && iteration.planning_seconds >= 0, where,
+    sluice::require(iteration.makespan >= 0 && iteration.planning_seconds >= 0, name,
                     ": 'makespan' and 'planning_seconds' must be >= 0");
-    // The members derived from the plan must be the plan's.
-    const auto strategy = field<std::string>(in, "strategy", where);
-    sluice::require(strategy == iteration.plan.strategy.name(), where, ": field 'strategy' is ",
-                    sluice::io::detail::describe(strategy), ", the plan's is ", iteration.plan.strategy.name());
-    const auto layout_move = field<double>(in, "layout_move", where);
-    const auto estimate = field<double>(in, "estimate", where);
-    const auto total = field<double>(in, "total", where);
-    sluice::require(layout_move == iteration.plan.overhead && estimate == iteration.plan.estimate, where,
+    const auto strategy = field<std::string>(document, "strategy", name);
+    sluice::require(strategy == iteration.plan.strategy.name(), name, ": field 'strategy' is ",
+                    detail::describe(strategy), ", the plan's is ", iteration.plan.strategy.name());
+    const auto layout_move = field<double>(document, "layout_move", name);
+    const auto estimate = field<double>(document, "estimate", name);
+    const auto total = field<double>(document, "total", name);
+    sluice::require(layout_move == iteration.plan.overhead && estimate == iteration.plan.estimate, name,
                     ": 'layout_move' and 'estimate' must be the plan's overhead and estimate");
     sluice::require(
-        total == iteration.total(), where, ": field 'total' is ", total,
+        total == iteration.total(), name, ": field 'total' is ", total,
         iteration.runs_flex() ? ", not the flex CP plan's " : ", not makespan + layout_move = ", iteration.total());
-    sluice::require(iteration.placement.plan_order.size() == iteration.plan.pipelines.size(), where,
+    sluice::require(iteration.placement.plan_order.size() == iteration.plan.pipelines.size(), name,
                     ": the placement has ", iteration.placement.plan_order.size(), " pipelines, the plan ",
                     iteration.plan.pipelines.size());
-    return iteration;
   }
 };
 
 template <>
-struct adl_serializer<sluice::io::PlanRunSummary> {
-  static void to_json(json& out, const sluice::io::PlanRunSummary& summary) {
-    out = {{"mean_total", summary.mean_total},
-           {"stddev_total", summary.stddev_total},
-           {"tokens_per_second", summary.tokens_per_second},
-           {"mean_planning_seconds", summary.mean_planning_seconds},
-           {"chosen", summary.chosen},
-           {"mean_lower_bound", summary.mean_lower_bound ? json(*summary.mean_lower_bound) : json(nullptr)},
-           {"over_bound", summary.over_bound ? json(*summary.over_bound) : json(nullptr)}};
-  }
-  static sluice::io::PlanRunSummary from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "plan summary";
-    sluice::io::PlanRunSummary summary{field<double>(in, "mean_total", where),
-                                       field<double>(in, "stddev_total", where),
-                                       field<double>(in, "tokens_per_second", where),
-                                       field<double>(in, "mean_planning_seconds", where),
-                                       {},
-                                       field<std::optional<double>>(in, "mean_lower_bound", where),
-                                       field<std::optional<double>>(in, "over_bound", where)};
-    sluice::require(summary.mean_lower_bound.has_value() == summary.over_bound.has_value(), where,
+struct record<PlanRunSummary> {
+  using T = PlanRunSummary;
+  static constexpr std::string_view name = "plan summary";
+  static constexpr auto fields = std::tuple{SLUICE_IO_MEMBERS(
+      mean_total, stddev_total, tokens_per_second, mean_planning_seconds, chosen, mean_lower_bound, over_bound)};
+  static void check(const T& summary) {
+    sluice::require(summary.mean_lower_bound.has_value() == summary.over_bound.has_value(), name,
                     ": 'mean_lower_bound' and 'over_bound' are both numbers or both null");
-    sluice::require(!summary.mean_lower_bound || (*summary.mean_lower_bound > 0 && *summary.over_bound > 0), where,
+    sluice::require(!summary.mean_lower_bound || (*summary.mean_lower_bound > 0 && *summary.over_bound > 0), name,
                     ": 'mean_lower_bound' and 'over_bound' must be > 0");
-    const auto chosen = field<json>(in, "chosen", where);
-    sluice::require(chosen.is_object(), where, ": field 'chosen': expected an object, got ",
-                    sluice::io::detail::describe(chosen));
-    for (const auto& [name, count] : chosen.items())
-      summary.chosen[name] = sluice::io::as<int>(count, sluice::concat(where, ": field 'chosen'.", name));
-    return summary;
   }
 };
 
 template <>
-struct adl_serializer<sluice::io::PlanRun> {
-  static void to_json(json& out, const sluice::io::PlanRun& run) {
-    out = {{"candidates", sluice::assign::CandidateSet{run.candidates}},
-           {"context", run.context},
-           {"gpus", run.gpus},
-           {"iterations", run.iterations},
-           {"profile", run.profile},
-           {"summary", run.summary}};
-    if (run.batch) out["batch"] = *run.batch;
-  }
-  static sluice::io::PlanRun from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "plan run";
-    sluice::io::PlanRun run{sluice::io::field_or<std::optional<std::string>>(in, "batch", std::nullopt, where),
-                            field<sluice::assign::CandidateSet>(in, "candidates", where).strategies,
-                            field<std::int64_t>(in, "context", where),
-                            field<std::int64_t>(in, "gpus", where),
-                            field<std::vector<sluice::io::PlanRunIteration>>(in, "iterations", where),
-                            field<std::string>(in, "profile", where),
-                            field<sluice::io::PlanRunSummary>(in, "summary", where)};
-    sluice::require(run.context >= 1, where, ": field 'context' must be >= 1, got ", run.context);
-    sluice::require(run.gpus >= 1, where, ": field 'gpus' must be >= 1, got ", run.gpus);
-    sluice::require(!run.candidates.empty(), where, ": field 'candidates' holds no strategy");
+struct record<PlanRun> {
+  using T = PlanRun;
+  static constexpr std::string_view name = "plan run";
+  static constexpr auto fields = std::tuple{member("batch", &T::batch, Presence::omitted_when_empty),
+                                            wrapped_member<assign::CandidateSet>("candidates", &T::candidates),
+                                            SLUICE_IO_MEMBERS(context, gpus, iterations, profile, summary)};
+  static void check(const T& run) {
+    sluice::require(run.context >= 1, name, ": field 'context' must be >= 1, got ", run.context);
+    sluice::require(run.gpus >= 1, name, ": field 'gpus' must be >= 1, got ", run.gpus);
+    sluice::require(!run.candidates.empty(), name, ": field 'candidates' holds no strategy");
     // The summary counts what each iteration ran once.
     std::map<std::string, int> chosen;
-    for (const sluice::io::PlanRunIteration& iteration : run.iterations) ++chosen[iteration.ran()];
-    sluice::require(chosen == run.summary.chosen, where,
+    for (const PlanRunIteration& iteration : run.iterations) ++chosen[iteration.ran()];
+    sluice::require(chosen == run.summary.chosen, name,
                     ": field 'summary'.chosen does not count the iterations' strategies");
-    return run;
   }
 };
 
-}  // namespace nlohmann
+}  // namespace sluice::io

@@ -68,11 +68,14 @@ enum class Presence { required, defaulted, omitted_when_empty };
 
 // How a field's value is spelled: as nlohmann writes the member (an optional as null when empty), as a name from
 // the enumeration's table, as an extended number (infinity written "inf"), as a whole document with its own format
-// and version (a plan inside a report, to be cut out and read alone; an optional one null when empty), or inline:
-// the member's own object merged into the record's (a scheme beside the fields that qualify it).
+// and version (a plan inside a report, to be cut out and read alone; an optional one null when empty), inline:
+// the member's own object merged into the record's (a scheme beside the fields that qualify it), or wrapped: as
+// the one-member record that holds it, and checked as that record is (a candidate list as {"strategies": [...]}).
 struct AsValue {};
 struct AsInline {};
 struct AsDocument {};
+template <class Wrapper>
+struct AsWrapped {};
 template <class Enum, std::size_t Size>
 struct AsName {
   const NameTable<Enum, Size>* table;
@@ -109,6 +112,12 @@ constexpr Field<Record, double, AsExtendedNumber> extended_member(std::string_vi
 template <class Record, class Member>
 constexpr Field<Record, Member, AsDocument> document_member(std::string_view key, Member Record::*pointer,
                                                             Presence presence = Presence::required) {
+  return {key, pointer, presence, {}};
+}
+
+template <class Wrapper, class Record, class Member>
+constexpr Field<Record, Member, AsWrapped<Wrapper>> wrapped_member(std::string_view key, Member Record::*pointer,
+                                                                   Presence presence = Presence::required) {
   return {key, pointer, presence, {}};
 }
 
@@ -149,6 +158,10 @@ json spell_present(Enum value, AsName<Enum, Size> spelling) {
 }
 inline json spell_present(double value, AsExtendedNumber) { return extended_number(value); }
 inline json spell_present(const auto& value, AsDocument) { return to_document(value); }
+template <class Wrapper>
+json spell_present(const auto& value, AsWrapped<Wrapper>) {
+  return json(Wrapper{value});
+}
 
 // An empty optional is null, whatever the spelling of its value.
 template <class Member, class Spelling>
@@ -182,6 +195,11 @@ Member read_spelled(const json& object, std::string_view key, std::string_view w
   } else {
     return from_document<Member>(nested, source);
   }
+}
+template <class Member, class Wrapper>
+Member read_spelled(const json& object, std::string_view key, std::string_view where, AsWrapped<Wrapper>) {
+  auto [wrapped] = field<Wrapper>(object, key, where);
+  return std::move(wrapped);
 }
 template <class Member>
 Member read_spelled(const json& object, std::string_view /*key*/, std::string_view /*where*/, AsInline) {

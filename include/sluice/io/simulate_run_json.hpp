@@ -29,6 +29,7 @@ struct SimulateRunSystem {
   std::vector<Strategy> strategies;
   std::vector<compare::IterationOutcome> iterations;
   std::optional<compare::Summary> summary;  // exactly when the system ran
+  friend bool operator==(const SimulateRunSystem&, const SimulateRunSystem&) = default;
 };
 
 // The stage-to-stage link of a simulate run, in the units its members name.
@@ -54,6 +55,7 @@ struct SimulateRun {
   std::vector<Strategy> candidates;
   std::vector<SimulateRunSystem> systems;  // in compare::all_systems order
   std::vector<std::string> pictures;       // the SVG files written
+  friend bool operator==(const SimulateRun&, const SimulateRun&) = default;
 };
 
 // 12: each iteration's and system's measured planning time added (10 had none; 10: each batch's lower bound and
@@ -104,71 +106,37 @@ struct record<SimulateRunSystem> {
   }
 };
 
-}  // namespace sluice::io
+SLUICE_IO_RECORD(SimulateRunLink, "link", SLUICE_IO_MEMBERS(latency_seconds, bandwidth_bytes_per_second));
 
-namespace nlohmann {
-
+// Systems by position, as in a comparison; each that ran, once per batch.
 template <>
-struct adl_serializer<sluice::io::SimulateRun> {
-  static void to_json(json& out, const sluice::io::SimulateRun& run) {
-    out = {{"profile", run.profile},
-           {"gpus", run.gpus},
-           {"lengths", run.lengths},
-           {"context", run.context},
-           {"tokens", run.tokens},
-           {"seed", run.seed},
-           {"cross_node_tp", run.cross_node_tp},
-           {"link",
-            {{"latency_seconds", run.link.latency_seconds},
-             {"bandwidth_bytes_per_second", run.link.bandwidth_bytes_per_second}}},
-           {"backward_ratio", run.backward_ratio},
-           {"batches", run.batches},
-           {"length_ranges", run.length_ranges},
-           {"candidates", sluice::assign::CandidateSet{run.candidates}},
-           {"systems", run.systems},
-           {"pictures", run.pictures}};
-  }
-  static sluice::io::SimulateRun from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "simulate run";
-    const auto link = field<json>(in, "link", where);
-    sluice::io::SimulateRun run{.profile = field<std::string>(in, "profile", where),
-                                .gpus = field<std::int64_t>(in, "gpus", where),
-                                .lengths = field<std::string>(in, "lengths", where),
-                                .context = field<std::int64_t>(in, "context", where),
-                                .tokens = field<std::int64_t>(in, "tokens", where),
-                                .seed = field<std::uint64_t>(in, "seed", where),
-                                .cross_node_tp = field<bool>(in, "cross_node_tp", where),
-                                .link = {field<double>(link, "latency_seconds", "simulate run: link"),
-                                         field<double>(link, "bandwidth_bytes_per_second", "simulate run: link")},
-                                .backward_ratio = field<double>(in, "backward_ratio", where),
-                                .batches = field<std::vector<sluice::compare::BatchSize>>(in, "batches", where),
-                                .length_ranges = field<std::vector<std::int64_t>>(in, "length_ranges", where),
-                                .candidates = field<sluice::assign::CandidateSet>(in, "candidates", where).strategies,
-                                .systems = field<std::vector<sluice::io::SimulateRunSystem>>(in, "systems", where),
-                                .pictures = field<std::vector<std::string>>(in, "pictures", where)};
-    sluice::require(run.gpus >= 1, where, ": field 'gpus' must be >= 1, got ", run.gpus);
-    sluice::require(run.context >= 1, where, ": field 'context' must be >= 1, got ", run.context);
-    sluice::require(run.tokens >= 1, where, ": field 'tokens' must be >= 1, got ", run.tokens);
-    sluice::require(run.link.latency_seconds >= 0 && run.link.bandwidth_bytes_per_second > 0, where,
+struct record<SimulateRun> {
+  using T = SimulateRun;
+  static constexpr std::string_view name = "simulate run";
+  static constexpr auto fields = std::tuple{
+      SLUICE_IO_MEMBERS(profile, gpus, lengths, context, tokens, seed, cross_node_tp, link, backward_ratio, batches,
+                        length_ranges),
+      wrapped_member<assign::CandidateSet>("candidates", &T::candidates), SLUICE_IO_MEMBERS(systems, pictures)};
+  static void check(const T& run) {
+    sluice::require(run.gpus >= 1, name, ": field 'gpus' must be >= 1, got ", run.gpus);
+    sluice::require(run.context >= 1, name, ": field 'context' must be >= 1, got ", run.context);
+    sluice::require(run.tokens >= 1, name, ": field 'tokens' must be >= 1, got ", run.tokens);
+    sluice::require(run.link.latency_seconds >= 0 && run.link.bandwidth_bytes_per_second > 0, name,
                     ": field 'link': latency must be >= 0 and bandwidth > 0");
-    sluice::require(run.backward_ratio > 0, where, ": field 'backward_ratio' must be > 0, got ", run.backward_ratio);
-    for (const sluice::compare::BatchSize& batch : run.batches)
-      sluice::require(batch.tokens >= 0, where, ": field 'batches': a batch of ", batch.tokens, " tokens");
-    // Systems by position, as in a comparison; each that ran, once per batch.
-    const auto& systems = sluice::compare::all_systems;
-    sluice::require(run.systems.size() == systems.size(), where, ": field 'systems': expected ", systems.size(),
+    sluice::require(run.backward_ratio > 0, name, ": field 'backward_ratio' must be > 0, got ", run.backward_ratio);
+    for (const compare::BatchSize& batch : run.batches)
+      sluice::require(batch.tokens >= 0, name, ": field 'batches': a batch of ", batch.tokens, " tokens");
+    const auto& systems = compare::all_systems;
+    sluice::require(run.systems.size() == systems.size(), name, ": field 'systems': expected ", systems.size(),
                     " systems, got ", run.systems.size());
     for (std::size_t s = 0; s < systems.size(); ++s) {
-      const sluice::io::SimulateRunSystem& system = run.systems[s];
-      sluice::require(system.name == sluice::compare::name(systems[s]), where, ": field 'systems'[", s,
-                      "]: expected system '", sluice::compare::name(systems[s]), "', got ",
-                      sluice::io::detail::describe(system.name));
-      sluice::require(system.failure || system.iterations.size() == run.batches.size(), where, ": field 'systems'[", s,
+      const SimulateRunSystem& system = run.systems[s];
+      sluice::require(system.name == compare::name(systems[s]), name, ": field 'systems'[", s, "]: expected system '",
+                      compare::name(systems[s]), "', got ", detail::describe(system.name));
+      sluice::require(system.failure || system.iterations.size() == run.batches.size(), name, ": field 'systems'[", s,
                       "]: ", system.iterations.size(), " iterations for ", run.batches.size(), " batches");
     }
-    return run;
   }
 };
 
-}  // namespace nlohmann
+}  // namespace sluice::io

@@ -129,83 +129,46 @@ struct record<TraceRunPipeline> {
   }
 };
 
-}  // namespace sluice::io
-
-namespace nlohmann {
-
+// The total is the chosen plan's (or the flex CP plan's, where it runs); the busy pipelines are the plan's, in its
+// order.
 template <>
-struct adl_serializer<sluice::io::TraceRun> {
-  static void to_json(json& out, const sluice::io::TraceRun& run) {
-    out = {{"profile", run.profile},
-           {"gpus", run.gpus},
-           {"lengths", run.lengths},
-           {"context", run.context},
-           {"iteration", run.iteration},
-           {"sequences", run.sequences},
-           {"tokens", run.tokens},
-           {"schedule", std::string(sluice::schedule::name(run.schedule))},
-           {"layout_moves", sluice::plan::name(run.layout_moves)},
-           {"candidates", run.candidates},
-           {"chosen", run.chosen},
-           {"makespan", run.makespan},
-           {"layout_move", run.layout_move},
-           {"total", run.total},
-           {"plan", run.plan},
-           {"pipelines", run.pipelines}};
-    if (run.flex) out["flex"] = *run.flex;
-  }
-  static sluice::io::TraceRun from_json(const json& in) {
-    using sluice::io::field;
-    using sluice::io::detail::require_non_negative;
-    constexpr std::string_view where = "trace run";
-    sluice::io::TraceRun run{
-        .profile = field<std::string>(in, "profile", where),
-        .gpus = field<std::int64_t>(in, "gpus", where),
-        .lengths = field<std::string>(in, "lengths", where),
-        .context = field<std::int64_t>(in, "context", where),
-        .iteration = field<std::int64_t>(in, "iteration", where),
-        .sequences = field<std::size_t>(in, "sequences", where),
-        .tokens = field<std::int64_t>(in, "tokens", where),
-        .schedule = sluice::io::name_field(in, "schedule", sluice::schedule::schedule_kind_names, where),
-        .layout_moves = sluice::io::name_field(in, "layout_moves", sluice::plan::layout_moves_names, where),
-        .candidates = field<std::vector<sluice::io::TraceRunCandidate>>(in, "candidates", where),
-        .chosen = field<std::size_t>(in, "chosen", where),
-        .makespan = field<double>(in, "makespan", where),
-        .layout_move = field<double>(in, "layout_move", where),
-        .total = field<double>(in, "total", where),
-        .plan = field<sluice::assign::IterationPlan>(in, "plan", where),
-        .pipelines = field<std::vector<sluice::io::TraceRunPipeline>>(in, "pipelines", where),
-        .flex =
-            in.contains("flex") ? std::optional(field<sluice::plan::FlexIteration>(in, "flex", where)) : std::nullopt};
-    sluice::require(run.gpus >= 1, where, ": field 'gpus' must be >= 1, got ", run.gpus);
-    sluice::require(run.context >= 1, where, ": field 'context' must be >= 1, got ", run.context);
-    sluice::require(run.iteration >= 0, where, ": field 'iteration' must be >= 0, got ", run.iteration);
-    sluice::require(run.tokens >= 0, where, ": field 'tokens' must be >= 0, got ", run.tokens);
-    require_non_negative(run.makespan, "makespan", where);
-    require_non_negative(run.layout_move, "layout_move", where);
+struct record<TraceRun> {
+  using T = TraceRun;
+  static constexpr std::string_view name = "trace run";
+  static constexpr auto fields =
+      std::tuple{SLUICE_IO_MEMBERS(profile, gpus, lengths, context, iteration, sequences, tokens),
+                 named_member("schedule", &T::schedule, schedule::schedule_kind_names),
+                 named_member("layout_moves", &T::layout_moves, plan::layout_moves_names),
+                 SLUICE_IO_MEMBERS(candidates, chosen, makespan, layout_move, total, plan, pipelines),
+                 member("flex", &T::flex, Presence::omitted_when_empty)};
+  static void check(const T& run) {
+    sluice::require(run.gpus >= 1, name, ": field 'gpus' must be >= 1, got ", run.gpus);
+    sluice::require(run.context >= 1, name, ": field 'context' must be >= 1, got ", run.context);
+    sluice::require(run.iteration >= 0, name, ": field 'iteration' must be >= 0, got ", run.iteration);
+    sluice::require(run.tokens >= 0, name, ": field 'tokens' must be >= 0, got ", run.tokens);
+    detail::require_non_negative(run.makespan, "makespan", name);
+    detail::require_non_negative(run.layout_move, "layout_move", name);
     const double candidate_total = run.makespan + run.layout_move;
-    const bool runs_flex = sluice::plan::flex_plan_runs(run.flex, candidate_total);
-    const double total = sluice::plan::iteration_total(run.flex, candidate_total);
-    sluice::require(run.total == total, where, ": field 'total' is ", run.total,
+    const bool runs_flex = plan::flex_plan_runs(run.flex, candidate_total);
+    const double total = plan::iteration_total(run.flex, candidate_total);
+    sluice::require(run.total == total, name, ": field 'total' is ", run.total,
                     runs_flex ? ", not the flex CP plan's " : ", not makespan + layout_move = ", total);
-    sluice::require(run.chosen < run.candidates.size(), where, ": field 'chosen' is ", run.chosen, " of ",
+    sluice::require(run.chosen < run.candidates.size(), name, ": field 'chosen' is ", run.chosen, " of ",
                     run.candidates.size(), " candidates");
-    sluice::require(run.candidates[run.chosen].makespan.has_value(), where, ": the chosen candidate ", run.chosen,
+    sluice::require(run.candidates[run.chosen].makespan.has_value(), name, ": the chosen candidate ", run.chosen,
                     " was not planned");
-    sluice::require(run.candidates[run.chosen].strategy == run.plan.strategy, where,
+    sluice::require(run.candidates[run.chosen].strategy == run.plan.strategy, name,
                     ": the plan's strategy is not the chosen candidate's");
-    // Busy pipelines of the plan, in its order.
     for (std::size_t k = 0; k < run.pipelines.size(); ++k) {
-      const sluice::io::TraceRunPipeline& pipeline = run.pipelines[k];
+      const TraceRunPipeline& pipeline = run.pipelines[k];
       const bool in_order = k == 0 || pipeline.index > run.pipelines[k - 1].index;
-      sluice::require(pipeline.index < run.plan.pipelines.size() && in_order, where, ": field 'pipelines'[", k,
+      sluice::require(pipeline.index < run.plan.pipelines.size() && in_order, name, ": field 'pipelines'[", k,
                       "]: index ", pipeline.index, " is out of the plan's range or out of order");
-      sluice::require(pipeline.micro_batches == run.plan.pipelines[pipeline.index].micro_batches.size(), where,
+      sluice::require(pipeline.micro_batches == run.plan.pipelines[pipeline.index].micro_batches.size(), name,
                       ": field 'pipelines'[", k, "]: ", pipeline.micro_batches, " micro-batches, the plan has ",
                       run.plan.pipelines[pipeline.index].micro_batches.size());
     }
-    return run;
   }
 };
 
-}  // namespace nlohmann
+}  // namespace sluice::io
