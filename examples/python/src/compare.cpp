@@ -41,6 +41,11 @@ void bind_compare(py::module_& module) {
                 {"strategy", "What ran, by name"},
                 {"planning_seconds", "Measured wall-clock seconds spent planning the iteration for the system"}});
 
+  py::class_<compare::BatchSize> batch_size(module, "BatchSize",
+                                            "What a compared batch held, and how fast any plan of it could run.");
+  def_record_properties(batch_size, {{"lower_bound", "None where no scheme holds one of its sequences"}})
+      .def(py::self == py::self);
+
   py::class_<compare::SystemRun> system_run(
       module, "SystemRun", "One system over the comparison's iterations, or why it cannot run the scenario.");
   def_record_properties(

@@ -1,6 +1,6 @@
-// The command-line tool's reports whose fields are described by io::record tables (`sluice fit`, `sluice schedule`,
-// `sluice shard`), as classes that sluice.read_document returns: properties from the tables, the documents' own
-// readers and writers.
+// The command-line tool's reports whose fields are described by io::record tables (`sluice fit`, `sluice plan`,
+// `sluice simulate`, `sluice trace`, `sluice schedule`, `sluice shard`), as classes that sluice.read_document
+// returns: properties from the tables, the documents' own readers and writers.
 #include "bindings.hpp"
 
 namespace sluice::python {
@@ -26,6 +26,79 @@ void bind_io(py::module_& module) {
                                   {"base", "The base profile's name"},
                                   {"out", "Where the profile was written; None: not written"}});
   def_document(fit_run);
+
+  // ---- sluice plan -----------------------------------------------------------------------------------------
+  py::class_<io::PlanRunIteration> plan_iteration(
+      module, "PlanRunIteration",
+      "One iteration of a `sluice plan` report: its batch, the plan kept and its ranks, and the flex CP domains' "
+      "plan where the planner offers them.");
+  def_record_properties(plan_iteration,
+                        {{"sequences", "Sequences in the batch"},
+                         {"makespan", "The kept plan's simulated seconds"},
+                         {"planning_seconds", "Measured seconds to plan the batch"},
+                         {"placement", "The kept plan's global ranks"},
+                         {"flex", "The flex CP domains' plan; None unless the planner offers domains"},
+                         {"flex_placement", "The flex domain's ranks; None without flex"},
+                         {"lower_bound", "No plan of the batch is faster; None where no scheme holds a sequence"}})
+      .def_property_readonly("total", &io::PlanRunIteration::total,
+                             "What the plan was chosen by: makespan + layout move, or the flex CP plan's total")
+      .def_property_readonly("runs_flex", &io::PlanRunIteration::runs_flex, "Whether the flex CP plan runs")
+      .def_property_readonly("ran", &io::PlanRunIteration::ran, "The name of what ran, as the summary counts it")
+      .def(py::self == py::self);
+
+  py::class_<io::PlanRunSummary> plan_summary(module, "PlanRunSummary", "The iterations of a `sluice plan` report.");
+  def_record_properties(plan_summary, {{"chosen", "Iterations per name of what ran"},
+                                       {"mean_lower_bound", "The lower bounds' mean; None where one has none"},
+                                       {"over_bound", "mean_total / mean_lower_bound; None without bounds"}})
+      .def(py::self == py::self);
+
+  py::class_<io::PlanRun> plan_run(module, "PlanRun",
+                                   "The report of `sluice plan`: per iteration its batch's plan, and their summary.");
+  def_record_properties(plan_run, {{"batch", "The batch file planned; None: batches drawn from the data"}});
+  def_document(plan_run);
+
+  // ---- sluice simulate -------------------------------------------------------------------------------------
+  py::class_<io::SimulateRunSystem> simulate_system(
+      module, "SimulateRunSystem", "One system of a `sluice simulate` report: its iterations and their summary.");
+  def_record_properties(simulate_system, {{"failure", "Why the system cannot run the scenario; None when it ran"},
+                                          {"configuration", "How the system was set up"},
+                                          {"strategies", "The strategies it ran"},
+                                          {"summary", "None when the system failed"}})
+      .def(py::self == py::self);
+
+  py::class_<io::SimulateRunLink> simulate_link(module, "SimulateRunLink", "The stage-to-stage link: α and 1/β.");
+  def_record_properties(simulate_link).def(py::self == py::self);
+
+  py::class_<io::SimulateRun> simulate_run(
+      module, "SimulateRun",
+      "The report of `sluice simulate`: every system on the same batches, in system_names() order.");
+  def_record_properties(simulate_run,
+                        {{"lengths", "The dataset's source"},
+                         {"length_ranges", "HotSPa's length ranges (0, b0], (b0, b1], ...: their upper ends"},
+                         {"pictures", "The SVG files written"}});
+  def_document(simulate_run);
+
+  // ---- sluice trace ----------------------------------------------------------------------------------------
+  py::class_<io::TraceRunCandidate> trace_candidate(module, "TraceRunCandidate",
+                                                    "One candidate of a `sluice trace` report.");
+  def_record_properties(trace_candidate,
+                        {{"makespan", "Simulated seconds; None: no pipeline holds the batch's longest sequence"},
+                         {"layout_move", "The layout move it is charged"}})
+      .def(py::self == py::self);
+
+  py::class_<io::TraceRunPipeline> trace_pipeline(module, "TraceRunPipeline",
+                                                  "One busy pipeline of the kept plan, as scheduled.");
+  def_record_properties(trace_pipeline, {{"index", "Into the plan's pipelines"}, {"peak_memory", "Bytes per stage"}})
+      .def(py::self == py::self);
+
+  py::class_<io::TraceRun> trace_run(
+      module, "TraceRun",
+      "The report of `sluice trace`: one iteration planned over every candidate, the fastest kept.");
+  def_record_properties(trace_run, {{"lengths", "The dataset's source"},
+                                    {"chosen", "The kept candidate's index"},
+                                    {"total", "makespan + layout_move, or the flex CP plan's time where it runs"},
+                                    {"flex", "The flex CP domain's plan; None unless the planner offers one"}});
+  def_document(trace_run);
 
   // ---- sluice schedule -------------------------------------------------------------------------------------
   py::class_<io::ScheduleRunSchedule> schedule(module, "ScheduleRunSchedule",

@@ -28,6 +28,17 @@ class IterationOutcome:
     def planning_seconds(self) -> float:
         """Measured wall-clock seconds spent planning the iteration for the system."""
 
+class BatchSize:
+    """What a compared batch held, and how fast any plan of it could run."""
+    @property
+    def sequences(self) -> int: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def lower_bound(self) -> Optional[IterationBound]:
+        """None where no scheme holds one of its sequences"""
+    def __eq__(self, other: object) -> bool: ...
+
 class SystemRun:
     """One system over the comparison's iterations, or why it cannot run the scenario."""
     @property

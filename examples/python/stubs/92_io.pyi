@@ -56,6 +56,243 @@ class FitRun:
     @staticmethod
     def load(path: PathLike) -> FitRun: ...
 
+class PlanRunIteration:
+    """One iteration of a `sluice plan` report: its batch, the plan kept and its ranks, and the flex CP domains' plan where the planner offers them."""
+    @property
+    def iteration(self) -> int: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def sequences(self) -> int:
+        """Sequences in the batch"""
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def makespan(self) -> float:
+        """The kept plan's simulated seconds"""
+    @property
+    def planning_seconds(self) -> float:
+        """Measured seconds to plan the batch"""
+    @property
+    def plan(self) -> IterationPlan: ...
+    @property
+    def placement(self) -> RankPlacement:
+        """The kept plan's global ranks"""
+    @property
+    def flex(self) -> Optional[FlexIteration]:
+        """The flex CP domains' plan; None unless the planner offers domains"""
+    @property
+    def flex_placement(self) -> Optional[RankPlacement]:
+        """The flex domain's ranks; None without flex"""
+    @property
+    def lower_bound(self) -> Optional[IterationBound]:
+        """No plan of the batch is faster; None where no scheme holds a sequence"""
+    @property
+    def total(self) -> float:
+        """What the plan was chosen by: makespan + layout move, or the flex CP plan's total"""
+    @property
+    def runs_flex(self) -> bool:
+        """Whether the flex CP plan runs"""
+    @property
+    def ran(self) -> str:
+        """The name of what ran, as the summary counts it"""
+    def __eq__(self, other: object) -> bool: ...
+
+class PlanRunSummary:
+    """The iterations of a `sluice plan` report."""
+    @property
+    def mean_total(self) -> float: ...
+    @property
+    def stddev_total(self) -> float: ...
+    @property
+    def tokens_per_second(self) -> float: ...
+    @property
+    def mean_planning_seconds(self) -> float: ...
+    @property
+    def chosen(self) -> dict[str, int]:
+        """Iterations per name of what ran"""
+    @property
+    def mean_lower_bound(self) -> Optional[float]:
+        """The lower bounds' mean; None where one has none"""
+    @property
+    def over_bound(self) -> Optional[float]:
+        """mean_total / mean_lower_bound; None without bounds"""
+    def __eq__(self, other: object) -> bool: ...
+
+class PlanRun:
+    """The report of `sluice plan`: per iteration its batch's plan, and their summary."""
+    @property
+    def batch(self) -> Optional[str]:
+        """The batch file planned; None: batches drawn from the data"""
+    @property
+    def candidates(self) -> list[Strategy]: ...
+    @property
+    def context(self) -> int: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def iterations(self) -> list[PlanRunIteration]: ...
+    @property
+    def profile(self) -> str: ...
+    @property
+    def summary(self) -> PlanRunSummary: ...
+    def to_json(self, indent: int = 2) -> str: ...
+    @staticmethod
+    def from_json(text: str) -> PlanRun: ...
+    def save(self, path: PathLike) -> None: ...
+    @staticmethod
+    def load(path: PathLike) -> PlanRun: ...
+    def __eq__(self, other: object) -> bool: ...
+
+class SimulateRunSystem:
+    """One system of a `sluice simulate` report: its iterations and their summary."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def failure(self) -> Optional[str]:
+        """Why the system cannot run the scenario; None when it ran"""
+    @property
+    def configuration(self) -> str:
+        """How the system was set up"""
+    @property
+    def strategies(self) -> list[Strategy]:
+        """The strategies it ran"""
+    @property
+    def iterations(self) -> list[IterationOutcome]: ...
+    @property
+    def summary(self) -> Optional[Summary]:
+        """None when the system failed"""
+    def __eq__(self, other: object) -> bool: ...
+
+class SimulateRunLink:
+    """The stage-to-stage link: α and 1/β."""
+    @property
+    def latency_seconds(self) -> float: ...
+    @property
+    def bandwidth_bytes_per_second(self) -> float: ...
+    def __eq__(self, other: object) -> bool: ...
+
+class SimulateRun:
+    """The report of `sluice simulate`: every system on the same batches, in system_names() order."""
+    @property
+    def profile(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def lengths(self) -> str:
+        """The dataset's source"""
+    @property
+    def context(self) -> int: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def cross_node_tp(self) -> bool: ...
+    @property
+    def link(self) -> SimulateRunLink: ...
+    @property
+    def backward_ratio(self) -> float: ...
+    @property
+    def batches(self) -> list[BatchSize]: ...
+    @property
+    def length_ranges(self) -> npt.NDArray[np.int64]:
+        """HotSPa's length ranges (0, b0], (b0, b1], ...: their upper ends"""
+    @property
+    def candidates(self) -> list[Strategy]: ...
+    @property
+    def systems(self) -> list[SimulateRunSystem]: ...
+    @property
+    def pictures(self) -> list[str]:
+        """The SVG files written"""
+    def to_json(self, indent: int = 2) -> str: ...
+    @staticmethod
+    def from_json(text: str) -> SimulateRun: ...
+    def save(self, path: PathLike) -> None: ...
+    @staticmethod
+    def load(path: PathLike) -> SimulateRun: ...
+    def __eq__(self, other: object) -> bool: ...
+
+class TraceRunCandidate:
+    """One candidate of a `sluice trace` report."""
+    @property
+    def strategy(self) -> Strategy: ...
+    @property
+    def makespan(self) -> Optional[float]:
+        """Simulated seconds; None: no pipeline holds the batch's longest sequence"""
+    @property
+    def layout_move(self) -> float:
+        """The layout move it is charged"""
+    def __eq__(self, other: object) -> bool: ...
+
+class TraceRunPipeline:
+    """One busy pipeline of the kept plan, as scheduled."""
+    @property
+    def index(self) -> int:
+        """Into the plan's pipelines"""
+    @property
+    def micro_batches(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def memory_aware(self) -> bool: ...
+    @property
+    def makespan(self) -> float: ...
+    @property
+    def estimate(self) -> float: ...
+    @property
+    def peak_memory(self) -> FloatArray:
+        """Bytes per stage"""
+    def __eq__(self, other: object) -> bool: ...
+
+class TraceRun:
+    """The report of `sluice trace`: one iteration planned over every candidate, the fastest kept."""
+    @property
+    def profile(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def lengths(self) -> str:
+        """The dataset's source"""
+    @property
+    def context(self) -> int: ...
+    @property
+    def iteration(self) -> int: ...
+    @property
+    def sequences(self) -> int: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def schedule(self) -> str: ...
+    @property
+    def layout_moves(self) -> str: ...
+    @property
+    def candidates(self) -> list[TraceRunCandidate]: ...
+    @property
+    def chosen(self) -> int:
+        """The kept candidate's index"""
+    @property
+    def makespan(self) -> float: ...
+    @property
+    def layout_move(self) -> float: ...
+    @property
+    def total(self) -> float:
+        """makespan + layout_move, or the flex CP plan's time where it runs"""
+    @property
+    def plan(self) -> IterationPlan: ...
+    @property
+    def pipelines(self) -> list[TraceRunPipeline]: ...
+    @property
+    def flex(self) -> Optional[FlexIteration]:
+        """The flex CP domain's plan; None unless the planner offers one"""
+    def to_json(self, indent: int = 2) -> str: ...
+    @staticmethod
+    def from_json(text: str) -> TraceRun: ...
+    def save(self, path: PathLike) -> None: ...
+    @staticmethod
+    def load(path: PathLike) -> TraceRun: ...
+    def __eq__(self, other: object) -> bool: ...
+
 class ScheduleRunSchedule:
     """One replica's schedule in a `sluice schedule` report."""
     @property

@@ -1,5 +1,6 @@
 """sluice.read_document: any sluice document, the command-line tool's reports included, read as its format's class;
 a format without a class, or a malformed file, is InvalidInput naming the file."""
+import collections
 import json
 import pathlib
 
@@ -8,16 +9,25 @@ import pytest
 import sluice
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[3] / "test" / "golden"
-REPORT_CLASSES = {"fit": sluice.FitRun, "propose": sluice.Proposal, "propose_sampled": sluice.SampledProposal,
-                  "schedule": sluice.ScheduleRun, "search": sluice.SearchReport, "shard": sluice.ShardRun}
-UNREAD_REPORTS = ["inspect", "plan", "simulate", "trace"]
+REPORT_CLASSES = {"fit": sluice.FitRun, "plan": sluice.PlanRun, "propose": sluice.Proposal,
+                  "propose_sampled": sluice.SampledProposal, "schedule": sluice.ScheduleRun,
+                  "search": sluice.SearchReport, "shard": sluice.ShardRun, "simulate": sluice.SimulateRun,
+                  "trace": sluice.TraceRun}
+UNREAD_REPORTS = ["inspect"]
 # What `sluice search` adds to the library's report: its inputs' names and the sweep's limit.
 TOOL_ONLY = {"search": {"at_sweep_limit", "cluster", "memory_bytes", "model"}}
 
 
+def recorded(name, directory):
+    """A recorded report, its measured planning times (blanked in the recording) put back as numbers."""
+    path = directory / f"{name}.json"
+    path.write_text((GOLDEN / f"{name}.json").read_text().replace('"measured"', "0.25"))
+    return path
+
+
 @pytest.mark.parametrize("name", sorted(REPORT_CLASSES))
-def test_a_report_reads_as_its_class_and_writes_back_the_same_document(name):
-    path = GOLDEN / f"{name}.json"
+def test_a_report_reads_as_its_class_and_writes_back_the_same_document(name, tmp_path):
+    path = recorded(name, tmp_path)
     report = sluice.read_document(path)
     assert type(report) is REPORT_CLASSES[name]
     written = {key: value for key, value in json.loads(path.read_text()).items()
@@ -54,6 +64,42 @@ def test_report_properties_come_from_the_document():
     fit = sluice.read_document(GOLDEN / "fit.json")
     assert [scheme.usable for scheme in fit.schemes] == [scheme["usable"] for scheme in json.loads(
         (GOLDEN / "fit.json").read_text())["schemes"]]
+
+
+def test_a_plan_report_holds_each_iterations_plan_and_the_summary_counts_them(tmp_path):
+    run = sluice.read_document(recorded("plan", tmp_path))
+    document = json.loads((tmp_path / "plan.json").read_text())
+    read_parts = [[(part.scheme.tp, part.scheme.pp, part.pipelines) for part in strategy.parts]
+                  for strategy in run.candidates]
+    assert read_parts == [[(part["tp"], part["pp"], part["pipelines"]) for part in strategy["parts"]]
+                          for strategy in document["candidates"]["strategies"]]
+    assert [(iteration.plan.strategy.name, iteration.total) for iteration in run.iterations] == [
+        (iteration["strategy"], iteration["total"]) for iteration in document["iterations"]]
+    assert all(len(iteration.placement.plan_order) == len(iteration.plan.pipelines) for iteration in run.iterations)
+    assert run.summary.chosen == dict(collections.Counter(iteration.ran for iteration in run.iterations))
+    assert run.summary.over_bound == pytest.approx(run.summary.mean_total / run.summary.mean_lower_bound)
+    assert sluice.PlanRun.from_json(run.to_json()) == run
+
+
+def test_a_simulate_report_holds_every_system_by_name(tmp_path):
+    run = sluice.read_document(recorded("simulate", tmp_path))
+    document = json.loads((tmp_path / "simulate.json").read_text())
+    assert [system.name for system in run.systems] == list(sluice.system_names())
+    assert [(system.failure is None, system.summary is None) for system in run.systems] == [
+        (system["failure"] is None, "summary" not in system) for system in document["systems"]]
+    assert [batch.tokens for batch in run.batches] == [batch["tokens"] for batch in document["batches"]]
+    assert list(run.length_ranges) == document["length_ranges"]
+    assert run.link.bandwidth_bytes_per_second == document["link"]["bandwidth_bytes_per_second"]
+
+
+def test_a_trace_report_keeps_the_fastest_planned_candidate(tmp_path):
+    run = sluice.read_document(recorded("trace", tmp_path))
+    planned = [candidate for candidate in run.candidates if candidate.makespan is not None]
+    kept = run.candidates[run.chosen]
+    assert kept.strategy == run.plan.strategy
+    assert kept == min(planned, key=lambda candidate: candidate.makespan + candidate.layout_move)
+    assert run.flex is None and run.total == run.makespan + run.layout_move
+    assert [pipeline.index for pipeline in run.pipelines] == sorted({pipeline.index for pipeline in run.pipelines})
 
 
 @pytest.mark.parametrize("text, message", [
