@@ -44,12 +44,50 @@ public:
     });
     longest_first_rank_.resize(n);
     for (std::size_t r = 0; r < n; ++r) longest_first_rank_[std::size_t(order[r])] = int(r);
+    longest_first_ = std::move(order);
+    rank_marks_.assign(n, 0);
     slowest_first_.resize(degrees_);
+    slowest_first_place_.assign(degrees_ * n, 0);
+    slowest_first_alone_.resize(degrees_);
     for (std::size_t k = 0; k < degrees_; ++k) {
-      std::vector<int>& sorted = slowest_first_[k];
-      for (std::size_t s = 0; s < n; ++s)
-        if (std::isfinite(work(s, k))) sorted.push_back(int(s));
-      std::ranges::stable_sort(sorted, std::ranges::greater{}, [&](int s) { return constant(k) + work(s, k); });
+      // (time alone, sequence), slowest first, ties by index: taken longest first, where time grows with length
+      // and only runs of equal times need sorting.
+      std::vector<std::pair<double, int>> timed;
+      for (const int s : longest_first_)
+        if (std::isfinite(work(s, k))) timed.emplace_back(constant(k) + work(s, k), s);
+      const auto slower = [](const auto& x, const auto& y) {
+        return x.first != y.first ? x.first > y.first : x.second < y.second;
+      };
+      if (!std::ranges::is_sorted(timed, std::ranges::greater{}, &std::pair<double, int>::first)) {
+        std::ranges::sort(timed, slower);
+      } else {
+        for (auto run = timed.begin(); run != timed.end();) {
+          const auto run_end = std::find_if(run, timed.end(), [&](const auto& x) { return x.first != run->first; });
+          std::sort(run, run_end, slower);
+          run = run_end;
+        }
+      }
+      for (const auto& [alone, s] : timed) {
+        slowest_first_place_[k * n + std::size_t(s)] = int(slowest_first_[k].size());
+        slowest_first_[k].push_back(s);
+        slowest_first_alone_[k].push_back(alone);
+      }
+    }
+    // Per sequence, its fastest degree (ties to the narrower) and the degrees that hold it by least area (ties
+    // likewise): packing_degree's choices without a pass over every degree.
+    fastest_.assign(n, -1);
+    least_area_first_.assign(n * degrees_, -1);
+    for (std::size_t s = 0; s < n; ++s) {
+      int* const by_area = &least_area_first_[s * degrees_];
+      int held = 0;
+      for (std::size_t k = 0; k < degrees_; ++k) {
+        if (!std::isfinite(work(s, k))) continue;
+        if (fastest_[s] < 0 || constant(k) + work(s, k) < constant(fastest_[s]) + work(s, fastest_[s]))
+          fastest_[s] = int(k);
+        by_area[held++] = int(k);
+      }
+      std::stable_sort(by_area, by_area + held,
+                       [&](int x, int y) { return width(x) * work(s, x) < width(y) * work(s, y); });
     }
     least_alone_.assign(n, std::numeric_limits<double>::infinity());
     least_area_.assign(n, std::numeric_limits<double>::infinity());
@@ -95,42 +133,60 @@ public:
   // else a new micro-batch.
   double pack(double target, int floor = -1) {
     reset();
+    const std::size_t n = problem_.lengths.size();
     std::vector<int>& degree_of = packing_degree_of_;
-    degree_of.resize(problem_.lengths.size());
-    std::vector<int> used(degrees_, 0);
-    for (std::size_t s = 0; s < degree_of.size(); ++s) {
-      degree_of[s] = packing_degree(s, target, floor);
-      ++used[std::size_t(degree_of[s])];
+    degree_of.resize(n);
+    // Each degree's sequences as their places in its slowest-first order: filtered from the whole order where the
+    // degree has many, sorted where it has few.
+    std::vector<std::vector<int>>& chose = packing_places_;
+    chose.resize(degrees_);
+    for (std::vector<int>& places : chose) places.clear();
+    lightest_.assign(degrees_, std::numeric_limits<double>::infinity());
+    for (std::size_t s = 0; s < n; ++s) {
+      const auto k = std::size_t(packing_degree(s, target, floor));
+      degree_of[s] = int(k);
+      chose[k].push_back(slowest_first_place_[k * n + s]);
+      lightest_[k] = std::min(lightest_[k], work(s, k));
     }
-    // Slowest alone first (ties by index): each degree's sequences in its precomputed order, merged.
+    for (std::size_t k = 0; k < degrees_; ++k) {
+      std::vector<int>& places = chose[k];
+      if (places.size() * 16 < n) {
+        std::ranges::sort(places);
+        continue;
+      }
+      places.clear();
+      for (std::size_t place = 0; place < slowest_first_[k].size(); ++place)
+        if (degree_of[std::size_t(slowest_first_[k][place])] == int(k)) places.push_back(int(place));
+    }
+    // Slowest alone first (ties by index): each degree's sequences merged.
     struct Head {
       std::size_t k;
-      std::size_t next;
+      std::size_t next = 0;
+      int sequence = -1;  // at chose[k][next], and its time alone
+      double alone = 0;
     };
     std::vector<Head> heads;
-    for (std::size_t k = 0; k < degrees_; ++k)
-      if (used[k] > 0) heads.push_back({k, 0});
     const auto advance = [&](Head& head) {
-      const std::vector<int>& sorted = slowest_first_[head.k];
-      while (head.next < sorted.size() && degree_of[std::size_t(sorted[head.next])] != int(head.k)) ++head.next;
+      const auto place = std::size_t(chose[head.k][head.next]);
+      head.sequence = slowest_first_[head.k][place];
+      head.alone = slowest_first_alone_[head.k][place];
     };
-    for (Head& head : heads) advance(head);
-    const auto ahead = [&](const Head& x, const Head& y) {  // x's sequence goes before y's
-      const int sx = slowest_first_[x.k][x.next];
-      const int sy = slowest_first_[y.k][y.next];
-      const double tx = constant(x.k) + work(sx, x.k);
-      const double ty = constant(y.k) + work(sy, y.k);
-      return tx != ty ? tx > ty : sx < sy;
+    for (std::size_t k = 0; k < degrees_; ++k)
+      if (!chose[k].empty()) advance(heads.emplace_back(Head{.k = k}));
+    const auto ahead = [](const Head& x, const Head& y) {  // x's sequence goes before y's
+      return x.alone != y.alone ? x.alone > y.alone : x.sequence < y.sequence;
     };
     while (!heads.empty()) {
       std::size_t first = 0;
       for (std::size_t h = 1; h < heads.size(); ++h)
         if (ahead(heads[h], heads[first])) first = h;
       Head& head = heads[first];
-      place(slowest_first_[head.k][head.next], int(head.k), target);
-      ++head.next;
-      advance(head);
-      if (head.next == slowest_first_[head.k].size()) heads.erase(heads.begin() + std::ptrdiff_t(first));
+      place(head.sequence, int(head.k), target);
+      if (++head.next == chose[head.k].size()) {
+        heads.erase(heads.begin() + std::ptrdiff_t(first));
+      } else {
+        advance(head);
+      }
     }
     return objective();
   }
@@ -251,9 +307,19 @@ private:
                        groups_[std::size_t(c)].sequences.end());
     return sequences;
   }
-  // Longest first, ties by index.
-  void sort_longest_first(std::vector<int>& sequences) const {
-    std::ranges::sort(sequences, {}, [&](int s) { return longest_first_rank_[std::size_t(s)]; });
+  // Longest first, ties by index: a large share of the batch by marking ranks, O(batch), a small one by sorting.
+  void sort_longest_first(std::vector<int>& sequences) {
+    if (sequences.size() * 16 < longest_first_.size()) {
+      std::ranges::sort(sequences, {}, [&](int s) { return longest_first_rank_[std::size_t(s)]; });
+      return;
+    }
+    for (const int s : sequences) rank_marks_[std::size_t(longest_first_rank_[std::size_t(s)])] = 1;
+    sequences.clear();
+    for (std::size_t r = 0; r < rank_marks_.size(); ++r)
+      if (rank_marks_[r] != 0) {
+        rank_marks_[r] = 0;
+        sequences.push_back(longest_first_[r]);
+      }
   }
   [[nodiscard]] double height_of(const MicroBatch& micro_batch) const {
     double height = 0;
@@ -271,19 +337,16 @@ private:
   // pack()'s degree for sequence s: the least-area degree whose time alone stays under `target`, or with a `floor`
   // the narrowest from the floor up that holds it; else its fastest.
   [[nodiscard]] int packing_degree(std::size_t s, double target, int floor) const {
-    int chosen = -1;
-    int fastest = -1;
-    for (std::size_t k = 0; k < degrees_; ++k) {
-      const double alone = constant(k) + work(s, k);
-      if (!std::isfinite(alone)) continue;
-      if (fastest < 0 || alone < constant(fastest) + work(s, fastest)) fastest = int(k);
-      if (floor >= 0) {
-        if (chosen < 0 && int(k) >= floor) chosen = int(k);
-      } else if (alone <= target && (chosen < 0 || width(k) * work(s, k) < width(chosen) * work(s, chosen))) {
-        chosen = int(k);
-      }
+    if (floor >= 0) {
+      for (auto k = std::size_t(floor); k < degrees_; ++k)
+        if (std::isfinite(work(s, k))) return int(k);
+      return fastest_[s];
     }
-    return chosen >= 0 ? chosen : fastest;
+    for (std::size_t i = s * degrees_; i < (s + 1) * degrees_ && least_area_first_[i] >= 0; ++i) {
+      const int k = least_area_first_[i];
+      if (constant(k) + work(s, k) <= target) return k;
+    }
+    return fastest_[s];
   }
 
   void reset() {
@@ -327,9 +390,11 @@ private:
     const double w = work(s, k);
     int chosen = -1;
     int scanned = 0;
-    for (auto it = open.lower_bound({w, -1}); it != open.end() && scanned < 8; ++it, ++scanned)
-      if (fits(groups_[std::size_t(it->second)], s)) {
-        chosen = it->second;
+    const std::int64_t most_tokens = capacity(k) - charged(s, k);  // a group's tokens for s to fit
+    for (auto it = open.lower_bound({.slack = w, .group = -1, .tokens = 0}); it != open.end() && scanned < 8;
+         ++it, ++scanned)
+      if (it->tokens <= most_tokens) {
+        chosen = it->group;
         open.erase(it);
         break;
       }
@@ -347,7 +412,9 @@ private:
       }
     }
     add(chosen, s);
-    open.insert({slack(chosen), chosen});
+    // A group without room for the lightest sequence of its degree is never chosen again.
+    if (slack(chosen) >= lightest_[std::size_t(k)])
+      open.insert({.slack = slack(chosen), .group = chosen, .tokens = groups_[std::size_t(chosen)].tokens});
   }
 
   // Keeps `top` the tallest items seen, tallest first (ties to the earlier), `none` in places not yet filled.
@@ -598,22 +665,51 @@ private:
                              .sequences = {}});
         existing.push_back(int(c));
       }
+    // Each degree's tentative groups by the height left above their load, then index: the group with least room for
+    // a sequence is a lower bound away, not a scan of every group.
+    const auto height_left = [&](const Group& group) { return now.of[std::size_t(group.micro_batch)] - group.load; };
+    std::vector<std::set<std::pair<double, int>>> by_height_left(degrees_);
+    for (std::size_t c = 0; c < tentative.size(); ++c)
+      by_height_left[std::size_t(tentative[c].degree)].emplace(height_left(tentative[c]), int(c));
     std::vector<int> free(micro_batches_.size());
     std::vector<int> degree(micro_batches_.size());
     for (std::size_t t = 0; t < micro_batches_.size(); ++t) {
       free[t] = micro_batches_[t].free_units;
       degree[t] = micro_batches_[t].degree;
     }
-    for (const auto& entry : sequences) {
-      const int s = entry.first;
+    // Per position and degree, the fewest tokens a sequence from there on is charged: a group with no room for
+    // that many leaves its set for good.
+    std::vector<std::int64_t> fewest_charged((sequences.size() + 1) * degrees_,
+                                             std::numeric_limits<std::int64_t>::max());
+    for (std::size_t i = sequences.size(); i-- > 0;)
+      for (std::size_t k = 0; k < degrees_; ++k) {
+        const int s = sequences[i].first;
+        fewest_charged[i * degrees_ + k] =
+            std::min(fewest_charged[(i + 1) * degrees_ + k],
+                     std::isfinite(work(s, k)) ? charged(s, k) : std::numeric_limits<std::int64_t>::max());
+      }
+    for (std::size_t i = 0; i < sequences.size(); ++i) {
+      const int s = sequences[i].first;
+      // The group s fits that it leaves with least room under its micro-batch's height (ties to the first group).
       int target = -1;
       double least = std::numeric_limits<double>::infinity();
-      for (std::size_t c = 0; c < tentative.size(); ++c) {
-        const Group& group = tentative[c];
-        const double room = now.of[std::size_t(group.micro_batch)] - group.load - work(s, group.degree);
-        if (room >= 0 && room < least && fits(group, s)) {
-          least = room;
-          target = int(c);
+      for (std::size_t k = 0; k < degrees_; ++k) {
+        const double w = work(s, k);
+        if (!std::isfinite(w)) continue;
+        auto& ordered = by_height_left[k];
+        for (auto it = ordered.lower_bound({w, -1}); it != ordered.end();) {
+          const double room = it->first - w;  // grows along the set
+          if (room > least) break;
+          const Group& group = tentative[std::size_t(it->second)];
+          if (group.tokens > capacity(k) - fewest_charged[i * degrees_ + k]) {
+            it = ordered.erase(it);
+            continue;
+          }
+          if ((room < least || it->second < target) && fits(group, s)) {
+            least = room;
+            target = it->second;
+          }
+          ++it;
         }
       }
       if (target < 0) {
@@ -635,12 +731,16 @@ private:
         if (problem_.one_degree_per_micro_batch) degree[t] = k;
         target = int(tentative.size());
         tentative.push_back({.micro_batch = int(t), .degree = k, .load = constant(k), .tokens = 0, .sequences = {}});
+        by_height_left[std::size_t(k)].emplace(height_left(tentative.back()), target);
         existing.push_back(-1);
       }
       Group& group = tentative[std::size_t(target)];
+      auto& ordered = by_height_left[std::size_t(group.degree)];
+      ordered.erase({height_left(group), target});
       group.load += work(s, group.degree);
       group.tokens += charged(s, group.degree);
       group.sequences.push_back(s);
+      ordered.emplace(height_left(group), target);
     }
     remove_groups(m);
     for (std::size_t c = 0; c < tentative.size(); ++c) {
@@ -830,12 +930,13 @@ private:
           const double w = work(s, k);
           if (!std::isfinite(w)) continue;
           const std::int64_t most_tokens = capacity(k) - charged(s, k);  // a group's tokens for s to fit
-          // Branch-free: the first group of least load among those with room.
-          for (std::size_t g = ranges[r].first; g < ranges[r].second; ++g) {
-            const double finish = tokens[g] <= most_tokens ? loads[g] + w : infinity;
-            const bool sooner = finish < soonest;
-            soonest = sooner ? finish : soonest;
-            chosen = sooner ? g : chosen;
+          // The first group of least finish among those with room.
+          const auto [finish, g] = first_least(ranges[r].first, ranges[r].second, [&](std::size_t group) {
+            return tokens[group] <= most_tokens ? loads[group] + w : infinity;
+          });
+          if (finish < soonest) {
+            soonest = finish;
+            chosen = g;
           }
         }
         if (chosen == size) {
@@ -875,6 +976,33 @@ private:
       group.sequences.push_back(sequences[i]);
     }
     return groups;
+  }
+
+  // The first index in [begin, end) of least value(i), as (value, index); (infinity, end) if every value is
+  // infinite. Branch-free, in two lanes of their own minima so that the greedy's scan, where the improvement spends
+  // its time, does not wait on one chain of comparisons.
+  template <class Value>
+  static std::pair<double, std::size_t> first_least(std::size_t begin, std::size_t end, Value value) {
+    constexpr double infinity = std::numeric_limits<double>::infinity();
+    double even = infinity;
+    double odd = infinity;
+    std::size_t even_at = end;
+    std::size_t odd_at = end;
+    std::size_t i = begin;
+    for (; i + 2 <= end; i += 2) {
+      const double even_value = value(i);
+      const double odd_value = value(i + 1);
+      even_at = even_value < even ? i : even_at;
+      even = std::min(even_value, even);
+      odd_at = odd_value < odd ? i + 1 : odd_at;
+      odd = std::min(odd_value, odd);
+    }
+    if (i < end) {
+      const double last = value(i);
+      even_at = last < even ? i : even_at;
+      even = std::min(last, even);
+    }
+    return odd < even || (odd == even && odd_at < even_at) ? std::pair(odd, odd_at) : std::pair(even, even_at);
   }
 
   // What no grouping of `sequences` into groups of degrees `wide` and `narrow` (both -1: any degrees) beats: the
@@ -977,19 +1105,36 @@ private:
   std::size_t degrees_;
   std::vector<double> work_;  // per sequence and degree; infinite where the degree cannot hold it
   std::vector<std::int64_t> charged_;
-  std::vector<int> longest_first_rank_;            // per sequence, its place longest first (ties by index)
-  std::vector<std::vector<int>> slowest_first_;    // per degree, the sequences it holds, slowest alone first
-  std::vector<int> packing_degree_of_;             // pack()'s working array
+  std::vector<int> longest_first_rank_;                   // per sequence, its place longest first (ties by index)
+  std::vector<int> longest_first_;                        // the sequences longest first: rank → sequence
+  std::vector<char> rank_marks_;                          // sort_longest_first's working array, all zero between calls
+  std::vector<std::vector<int>> slowest_first_;           // per degree, the sequences it holds, slowest alone first
+  std::vector<int> slowest_first_place_;                  // per degree and sequence, its place in slowest_first_
+  std::vector<std::vector<double>> slowest_first_alone_;  // per degree and place, the sequence's time alone
+  std::vector<int> fastest_;                              // per sequence, its fastest degree
+  std::vector<int> least_area_first_;   // per sequence, the degrees holding it by least area, then -1s
+  std::vector<int> packing_degree_of_;  // pack()'s working arrays
+  std::vector<std::vector<int>> packing_places_;
+  std::vector<double> lightest_;                   // per degree, the least work of the sequences pack() gives it
   std::vector<std::vector<int>> spare_sequences_;  // cleared groups' lists, reused by open_group
   std::vector<Group> groups_;
   std::vector<MicroBatch> micro_batches_;
-  using OpenGroups = std::pmr::set<std::pair<double, int>>;  // (slack, group)
-  std::pmr::monotonic_buffer_resource open_memory_;          // open_'s nodes, contiguous for the packing's lookups and
-                                                             // freed at once
-  std::vector<OpenGroups> open_;                             // per degree
-  std::vector<std::size_t> first_admitting_;                 // per degree: no micro-batch before it has room for one
-  std::int64_t budget_ = 0;                                  // candidate moves improve() may still price
-  std::vector<double> greedy_loads_;                         // grouped()'s working arrays, kept to spare allocations
+  // A group open to more sequences while packing, by slack: its tokens kept beside it, where the search reads them.
+  struct OpenGroup {
+    double slack = 0;
+    int group = 0;
+    std::int64_t tokens = 0;
+    [[nodiscard]] bool operator<(const OpenGroup& other) const {
+      return slack != other.slack ? slack < other.slack : group < other.group;
+    }
+  };
+  using OpenGroups = std::pmr::set<OpenGroup>;
+  std::pmr::monotonic_buffer_resource open_memory_;  // open_'s nodes, contiguous for the packing's lookups and freed at
+                                                     // once
+  std::vector<OpenGroups> open_;                     // per degree
+  std::vector<std::size_t> first_admitting_;         // per degree: no micro-batch before it has room for one
+  std::int64_t budget_ = 0;                          // candidate moves improve() may still price
+  std::vector<double> greedy_loads_;                 // grouped()'s working arrays, kept to spare allocations
   std::vector<std::int64_t> greedy_tokens_;
   std::vector<int> greedy_group_of_;
   std::vector<double> greedy_rest_area_;
