@@ -155,14 +155,8 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   examples::note_one_cpu("sluice_measure_systems", processes, on_gpu);
 
   const auto profiling = std::chrono::steady_clock::now();
-  sluice::compare::Options options{
-      .profile = examples::with_space(examples::load_profile(profile_path, model, gpus), space, model),
-      .context = context,
-      .tokens = tokens,
-      .cross_node_tp = false,
-      .problem = {.hidden = model.hidden},
-      .dispatch = {},
-      .seed = seed};
+  const sluice::compare::Options options =
+      examples::compare_options(profile_path, model, space, gpus, context, tokens, seed);
   if (progress && profile_path.empty())
     std::cerr << "sluice_measure_systems: profiled on the GPU in " << seconds_since(profiling) << " s\n";
   sluice::data::BatchSampler sampler(dataset, {.tokens_per_batch = tokens, .seed = seed});

@@ -55,6 +55,21 @@ inline sluice::cost::Profile with_space(const sluice::cost::Profile& profile, co
   return sluice::cost::Profile(sluice::cost::with_scheme_space(spec, space));
 }
 
+// The comparison's options for the executed model on `gpus` GPUs: load_profile's profile widened by `space`, the
+// model's hidden size for every simulated pipeline, TP within a node.
+inline sluice::compare::Options compare_options(const std::string& profile_path,
+                                                const sluice::executor::ModelConfig& model,
+                                                const sluice::cost::SchemeSpace& space, std::int64_t gpus,
+                                                std::int64_t context, std::int64_t tokens, std::uint64_t seed) {
+  return {.profile = with_space(load_profile(profile_path, model, gpus), space, model),
+          .context = context,
+          .tokens = tokens,
+          .cross_node_tp = false,
+          .problem = {.hidden = model.hidden},
+          .dispatch = {},
+          .seed = seed};
+}
+
 // What a program's JSON document says of the run it describes: the model, the profile and the batches' source.
 inline sluice::io::json run_description(const sluice::executor::ModelConfig& model,
                                         const sluice::compare::Options& options, const std::string& lengths) {

@@ -115,14 +115,8 @@ int run(int argc, char** argv, const examples::Processes& processes) {
 
   const sluice::data::LengthDataset dataset =
       sluice::data::LengthDataset::load(sluice::io::resolve_data_file(lengths, "lengths")).truncated(context);
-  sluice::compare::Options options{
-      .profile = examples::with_space(examples::load_profile(profile_path, model, gpus), space, model),
-      .context = context,
-      .tokens = tokens,
-      .cross_node_tp = false,
-      .problem = {.hidden = model.hidden},
-      .dispatch = {},
-      .seed = seed};
+  const sluice::compare::Options options =
+      examples::compare_options(profile_path, model, space, gpus, context, tokens, seed);
   // The sluice plan as `sluice simulate` makes it: proposed candidates, and the flex CP domains it offers.
   const sluice::compare::SluiceCandidates candidates = sluice::compare::propose_candidates(options, dataset);
   if (candidates.failure) sluice::fail(*candidates.failure);
