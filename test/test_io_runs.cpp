@@ -112,14 +112,15 @@ io::Inspect inspect_with_context_parallel() {
       .heads = profile.spec().model.heads,
       // 0 in a profile: as many as the heads, which the tool writes out
       .kv_heads = profile.spec().model.kv_heads > 0 ? profile.spec().model.kv_heads : profile.spec().model.heads,
-      .links = {},
       .schemes = {},
       .not_derived = {}};
   for (const cost::SchemeCost& base : profile.schemes()) {
     const Scheme scheme({.tp = base.scheme.tp(), .pp = base.scheme.pp(), .cp = 2});
     if (const auto cp = cost::derive_cp_scheme(profile, base, scheme)) {
       derived.schemes.push_back(
-          {cp->scheme, cp->max_len, cp->fit.model, cp->fit.relative_rms_error,
+          {cp->scheme,
+           cp->max_len,
+           {cp->fit.model, cp->fit.relative_rms_error},
            io::inspect_times(cp->max_len, [&](std::int64_t length) { return cp->seconds(length); })});
     } else {
       derived.not_derived.push_back(scheme.name());
@@ -171,6 +172,11 @@ TEST_CASE("inspect: broken documents name the member") {
   broken([](io::json& bad) { bad["context_parallel"]["schemes"][0]["gpus"] = 3; }, "field 'gpus' is 3");
   broken([](io::json& bad) { bad["context_parallel"]["schemes"][0]["max_len"] = -1; }, "'max_len' must be >= 0");
   broken([](io::json& bad) { bad["context_parallel"]["schemes"][0]["fit"].erase("b"); }, "missing field 'b'");
+  broken([](io::json& bad) { bad["context_parallel"]["schemes"][0]["fit"]["relative_rms_error"] = -0.5; },
+         "fit: field 'relative_rms_error' must be >= 0");
+  broken([](io::json& bad) { bad["context_parallel"]["schemes"][0]["times"][2]["seconds"] = -1; },
+         "derived scheme: field 'times'[2]: seconds must be >= 0");
+  broken([](io::json& bad) { bad["context_parallel"]["link"] = 5; }, "field 'link'");
   broken([](io::json& bad) { bad["context_parallel"]["kind"] = "ulysses"; }, "is not of CP 2 ulysses");
 }
 

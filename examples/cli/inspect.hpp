@@ -125,12 +125,15 @@ inline io::InspectContextParallel context_parallel_document(const ContextParalle
                                       report.recompute == Recompute::full,
                                       report.model.heads,
                                       report.model.kv_heads,
-                                      {},
+                                      cost::Links{}.intra_node,
+                                      cost::Links{}.inter_node,
                                       {},
                                       report.not_derived};
   for (const cost::CpScheme& derived : report.schemes)
     document.schemes.push_back(
-        {derived.scheme, derived.max_len, derived.fit.model, derived.fit.relative_rms_error,
+        {derived.scheme,
+         derived.max_len,
+         {derived.fit.model, derived.fit.relative_rms_error},
          io::inspect_times(derived.max_len, [&](std::int64_t length) { return derived.seconds(length); })});
   return document;
 }

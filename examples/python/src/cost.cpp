@@ -71,11 +71,21 @@ void bind_cost(py::module_& module) {
           py::arg("lengths"))
       .def(py::self == py::self);
 
+  py::class_<cost::ModelInfo>(module, "ModelInfo", "The model a profile describes.")
+      .def_readonly("name", &cost::ModelInfo::name)
+      .def_readonly("layers", &cost::ModelInfo::layers)
+      .def_readonly("hidden", &cost::ModelInfo::hidden)
+      .def_readonly("vocab", &cost::ModelInfo::vocab)
+      .def_readonly("heads", &cost::ModelInfo::heads, "Attention heads; 0: not given")
+      .def_readonly("kv_heads", &cost::ModelInfo::kv_heads, "Key/value heads; 0: as many as the heads")
+      .def(py::self == py::self);
+
   py::class_<cost::SchemeCost>(module, "SchemeCost", "A scheme of a profile, ready for planning.")
       .def_readonly("scheme", &cost::SchemeCost::scheme)
       .def_readonly("latency", &cost::SchemeCost::latency)
       .def_readonly("max_len", &cost::SchemeCost::max_len)
-      .def_readonly("util_len", &cost::SchemeCost::util_len);
+      .def_readonly("util_len", &cost::SchemeCost::util_len)
+      .def(py::self == py::self);
 
   py::class_<cost::Profile> profile(module, "Profile",
                                     "The parallel schemes of one model on one cluster with their cost models.");

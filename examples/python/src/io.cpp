@@ -1,6 +1,6 @@
-// The command-line tool's reports whose fields are described by io::record tables (`sluice fit`, `sluice plan`,
-// `sluice simulate`, `sluice trace`, `sluice schedule`, `sluice shard`), as classes that sluice.read_document
-// returns: properties from the tables, the documents' own readers and writers.
+// The command-line tool's reports whose fields are described by io::record tables (`sluice fit`, `sluice inspect`,
+// `sluice plan`, `sluice simulate`, `sluice trace`, `sluice schedule`, `sluice shard`), as classes that
+// sluice.read_document returns: properties from the tables, the documents' own readers and writers.
 #include "bindings.hpp"
 
 namespace sluice::python {
@@ -26,6 +26,49 @@ void bind_io(py::module_& module) {
                                   {"base", "The base profile's name"},
                                   {"out", "Where the profile was written; None: not written"}});
   def_document(fit_run);
+
+  // ---- sluice inspect --------------------------------------------------------------------------------------
+  py::class_<io::InspectTime> inspect_time(
+      module, "InspectTime", "A scheme's forward+backward time of one stage at a length, and whether it fits.");
+  def_record_properties(inspect_time, {{"fits", "Whether a micro-batch of the length fits (length <= MaxLen)"}})
+      .def(py::self == py::self);
+
+  py::class_<io::InspectScheme>(module, "InspectScheme", "A scheme of the profile and its times at inspect lengths.")
+      .def_readonly("cost", &io::InspectScheme::cost)
+      .def_property_readonly("times", member_getter(&io::InspectScheme::times))
+      .def(py::self == py::self);
+
+  py::class_<io::InspectDataset> inspect_dataset(module, "InspectDataset", "The dataset's statistics and histogram.");
+  def_record_properties(inspect_dataset, {{"source", "The dataset's source"},
+                                          {"context", "The length sequences were truncated to; None: not truncated"}})
+      .def(py::self == py::self);
+
+  py::class_<io::InspectProfile> inspect_profile(module, "InspectProfile", "The profile's model and schemes.");
+  def_record_properties(inspect_profile).def(py::self == py::self);
+
+  py::class_<io::InspectFit>(module, "InspectFit", "The quadratic fitted to a derived scheme's times.")
+      .def_readonly("latency", &io::InspectFit::latency)
+      .def_readonly("relative_rms_error", &io::InspectFit::relative_rms_error)
+      .def(py::self == py::self);
+
+  py::class_<io::InspectCpScheme> inspect_cp_scheme(module, "InspectCpScheme",
+                                                    "A scheme derived with context parallelism.");
+  def_record_properties(inspect_cp_scheme).def(py::self == py::self);
+
+  py::class_<io::InspectContextParallel> inspect_cp(
+      module, "InspectContextParallel", "The schemes `sluice inspect --cp` derived with context parallelism.");
+  def_record_properties(inspect_cp, {{"ulysses", "The Ulysses degree: the hybrid's, C for Ulysses alone, 1 for ring"},
+                                     {"link", "The link in a node the derivation used"},
+                                     {"cross_node_link", "The link across nodes"},
+                                     {"not_derived", "Schemes whose heads do not split, or too wide for the cluster"}})
+      .def(py::self == py::self);
+
+  py::class_<io::Inspect> inspect(
+      module, "Inspect",
+      "The report of `sluice inspect --json`: the dataset's statistics, the profile's schemes with their times, and "
+      "with --cp each scheme derived with context parallelism.");
+  def_record_properties(inspect, {{"context_parallel", "None without --cp"}});
+  def_document(inspect);
 
   // ---- sluice plan -----------------------------------------------------------------------------------------
   py::class_<io::PlanRunIteration> plan_iteration(

@@ -9,11 +9,21 @@ import pytest
 import sluice
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[3] / "test" / "golden"
-REPORT_CLASSES = {"fit": sluice.FitRun, "plan": sluice.PlanRun, "propose": sluice.Proposal,
+REPORT_CLASSES = {"fit": sluice.FitRun, "inspect": sluice.Inspect, "plan": sluice.PlanRun, "propose": sluice.Proposal,
                   "propose_sampled": sluice.SampledProposal, "schedule": sluice.ScheduleRun,
                   "search": sluice.SearchReport, "shard": sluice.ShardRun, "simulate": sluice.SimulateRun,
                   "trace": sluice.TraceRun}
-UNREAD_REPORTS = ["inspect"]
+# One derived scheme as `sluice inspect --cp 2 --json` writes it.
+CONTEXT_PARALLEL = {
+    "degree": 2, "kind": "ring", "ulysses": 1, "recompute": False, "heads": 32, "kv_heads": 32,
+    "link": {"latency": 1e-5, "bandwidth": 1.5e11}, "cross_node_link": {"latency": 2e-5, "bandwidth": 5e10},
+    "schemes": [{"scheme": "tp1cp2ringpp1", "gpus": 2, "max_len": 8192,
+                 "fit": {"a": 1e-9, "b": 1e-6, "c": 1e-3, "relative_rms_error": 0.01},
+                 "times": [{"length": 1024, "seconds": 0.1, "fits": True},
+                           {"length": 4096, "seconds": 0.2, "fits": True},
+                           {"length": 16384, "seconds": 0.4, "fits": False},
+                           {"length": 32768, "seconds": 0.8, "fits": False}]}],
+    "not_derived": []}
 # What `sluice search` adds to the library's report: its inputs' names and the sweep's limit.
 TOOL_ONLY = {"search": {"at_sweep_limit", "cluster", "memory_bytes", "model"}}
 
@@ -36,12 +46,30 @@ def test_a_report_reads_as_its_class_and_writes_back_the_same_document(name, tmp
     assert type(report).load(path).to_json() == report.to_json()
 
 
-@pytest.mark.parametrize("name", UNREAD_REPORTS)
-def test_a_report_without_a_class_is_invalid_input_naming_its_format(name):
-    path = GOLDEN / f"{name}.json"
-    document_format = json.loads(path.read_text())["format"]
-    with pytest.raises(sluice.InvalidInput, match=f"{path}: format '{document_format}' has no Python class"):
+def test_a_format_without_a_class_is_invalid_input_naming_it(tmp_path):
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps({"format": "sluice.milp", "version": 1}))
+    with pytest.raises(sluice.InvalidInput, match=f"{path}: format 'sluice.milp' has no Python class"):
         sluice.read_document(path)
+
+
+def test_an_inspect_report_holds_the_profile_and_the_derived_schemes(tmp_path):
+    report = sluice.read_document(GOLDEN / "inspect.json")
+    document = json.loads((GOLDEN / "inspect.json").read_text())
+    assert report.context_parallel is None and report.dataset.context is None
+    assert report.profile.model.layers == document["profile"]["model"]["layers"]
+    assert [(scheme.cost.scheme.tp, [time.fits for time in scheme.times]) for scheme in report.profile.schemes] == [
+        (scheme["tp"], [time["fits"] for time in scheme["times"]]) for scheme in document["profile"]["schemes"]]
+    cp = tmp_path / "inspect_cp.json"
+    cp.write_text(json.dumps(dict(document, context_parallel=CONTEXT_PARALLEL)))
+    derived = sluice.read_document(cp).context_parallel
+    assert (derived.degree, derived.kind, derived.link, derived.cross_node_link.bandwidth) == (
+        2, "ring", sluice.Link(1e-5, 1.5e11), 5e10)
+    scheme = derived.schemes[0]
+    assert (scheme.scheme.cp, scheme.max_len, scheme.fit.relative_rms_error, scheme.fit.latency.a) == (
+        2, 8192, 0.01, 1e-9)
+    assert [time.fits for time in scheme.times] == [True, True, False, False]
+    assert sluice.Inspect.from_json(sluice.read_document(cp).to_json()) == sluice.read_document(cp)
 
 
 def test_a_saved_object_reads_back_equal(tmp_path):

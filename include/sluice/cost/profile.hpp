@@ -38,6 +38,7 @@ struct SchemeCost {
   std::int64_t max_len = 0;   // longest sequence one micro-batch may hold; 0 = the scheme does not fit
   std::int64_t util_len = 1;  // length at which GEMMs reach the utilisation threshold
   std::optional<LinearMemory> memory;
+  friend bool operator==(const SchemeCost&, const SchemeCost&) = default;
 };
 
 // The range a usable scheme's latency must stay in, so that every time a planner derives from it is finite and

@@ -38,6 +38,7 @@ struct InspectTime {
 struct InspectScheme {
   cost::SchemeCost cost;
   std::vector<InspectTime> times;
+  friend bool operator==(const InspectScheme&, const InspectScheme&) = default;
 };
 
 struct InspectDataset {
@@ -45,6 +46,7 @@ struct InspectDataset {
   std::optional<std::int64_t> context;  // sequences truncated to it
   data::LengthStats stats;
   data::LengthHistogram histogram;
+  friend bool operator==(const InspectDataset&, const InspectDataset&) = default;
 };
 
 struct InspectProfile {
@@ -52,14 +54,21 @@ struct InspectProfile {
   cost::ModelInfo model;
   std::int64_t gpus = 0;
   std::vector<InspectScheme> schemes;
+  friend bool operator==(const InspectProfile&, const InspectProfile&) = default;
+};
+
+// The quadratic fitted to a derived scheme's times, and its relative RMS error.
+struct InspectFit {
+  cost::QuadraticLatency latency;
+  double relative_rms_error = 0;
+  friend bool operator==(const InspectFit&, const InspectFit&) = default;
 };
 
 // A scheme derived with context parallelism: its MaxLen, the quadratic fitted to its derived times and its times.
 struct InspectCpScheme {
   Scheme scheme;
   std::int64_t max_len = 0;
-  cost::QuadraticLatency fit;
-  double fit_error = 0;  // the fit's relative RMS error
+  InspectFit fit;
   std::vector<InspectTime> times;
   friend bool operator==(const InspectCpScheme&, const InspectCpScheme&) = default;
 };
@@ -71,15 +80,18 @@ struct InspectContextParallel {
   bool recompute = false;
   int heads = 0;
   int kv_heads = 0;
-  cost::Links links;
+  cost::Link link = cost::Links{}.intra_node;             // the derivation's link in a node
+  cost::Link cross_node_link = cost::Links{}.inter_node;  // and across nodes
   std::vector<InspectCpScheme> schemes;
   std::vector<std::string> not_derived;  // schemes whose heads do not split, or too wide for the cluster
+  friend bool operator==(const InspectContextParallel&, const InspectContextParallel&) = default;
 };
 
 struct Inspect {
   InspectDataset dataset;
   InspectProfile profile;
   std::optional<InspectContextParallel> context_parallel;  // with --cp only
+  friend bool operator==(const Inspect&, const Inspect&) = default;
 };
 
 template <class Seconds>
@@ -104,7 +116,24 @@ inline Inspect inspect(const data::LengthDataset& dataset, const data::LengthHis
 
 SLUICE_IO_DOCUMENT(Inspect, "sluice.inspect", 1);
 
-// Described before detail::inspect_times reads it.
+namespace detail {
+
+// Times at inspect_lengths, each fitting exactly when its length is at most `max_len`.
+inline void check_inspect_times(const std::vector<InspectTime>& times, std::int64_t max_len, std::string_view where) {
+  sluice::require(times.size() == inspect_lengths.size(), where, ": field 'times': expected ", inspect_lengths.size(),
+                  " times, got ", times.size());
+  for (std::size_t k = 0; k < times.size(); ++k) {
+    sluice::require(times[k].length == inspect_lengths[k], where, ": field 'times'[", k, "]: expected length ",
+                    inspect_lengths[k], ", got ", times[k].length);
+    sluice::require(times[k].fits == (times[k].length <= max_len), where, ": field 'times'[", k, "]: 'fits' is ",
+                    times[k].fits ? "true" : "false", " at length ", times[k].length, " for MaxLen ", max_len);
+    sluice::require(times[k].seconds >= 0, where, ": field 'times'[", k, "]: seconds must be >= 0, got ",
+                    times[k].seconds);
+  }
+}
+
+}  // namespace detail
+
 // "context" only where the sequences were truncated.
 template <>
 struct record<InspectDataset> {
@@ -121,6 +150,15 @@ struct record<InspectDataset> {
 
 SLUICE_IO_RECORD(InspectTime, "time", SLUICE_IO_MEMBERS(length, seconds, fits));
 
+// The scheme's cost as a profile writes it, with its times beside.
+template <>
+struct record<InspectScheme> {
+  using T = InspectScheme;
+  static constexpr std::string_view name = "inspected scheme";
+  static constexpr auto fields = std::tuple{inline_member(&T::cost), SLUICE_IO_MEMBERS(times)};
+  static void check(const T& value) { detail::check_inspect_times(value.times, value.cost.max_len, name); }
+};
+
 template <>
 struct record<InspectProfile> {
   using T = InspectProfile;
@@ -131,136 +169,58 @@ struct record<InspectProfile> {
   }
 };
 
-namespace detail {
-
-// Times at inspect_lengths, each fitting exactly when its length is at most `max_len`.
-inline std::vector<InspectTime> inspect_times(const json& in, std::int64_t max_len, std::string_view where) {
-  const auto times = field<std::vector<InspectTime>>(in, "times", where);
-  sluice::require(times.size() == inspect_lengths.size(), where, ": field 'times': expected ", inspect_lengths.size(),
-                  " times, got ", times.size());
-  for (std::size_t k = 0; k < times.size(); ++k) {
-    sluice::require(times[k].length == inspect_lengths[k], where, ": field 'times'[", k, "]: expected length ",
-                    inspect_lengths[k], ", got ", times[k].length);
-    sluice::require(times[k].fits == (times[k].length <= max_len), where, ": field 'times'[", k, "]: 'fits' is ",
-                    times[k].fits ? "true" : "false", " at length ", times[k].length, " for MaxLen ", max_len);
-    sluice::require(times[k].seconds >= 0, where, ": field 'times'[", k, "]: seconds must be >= 0, got ",
-                    times[k].seconds);
-  }
-  return times;
-}
-
-}  // namespace detail
-}  // namespace sluice::io
-
-namespace nlohmann {
-
-// The scheme's cost as a profile writes it, with its times beside.
+// The coefficients as a latency writes them, the error beside.
 template <>
-struct adl_serializer<sluice::io::InspectScheme> {
-  static void to_json(json& out, const sluice::io::InspectScheme& scheme) {
-    out = scheme.cost;
-    out["times"] = scheme.times;
-  }
-  static sluice::io::InspectScheme from_json(const json& in) {
-    const auto cost = in.get<sluice::cost::SchemeCost>();
-    return {cost, sluice::io::detail::inspect_times(in, cost.max_len, "inspected scheme")};
+struct record<InspectFit> {
+  using T = InspectFit;
+  static constexpr std::string_view name = "fit";
+  static constexpr auto fields = std::tuple{inline_member(&T::latency), SLUICE_IO_MEMBERS(relative_rms_error)};
+  static void check(const T& value) {
+    sluice::require(value.relative_rms_error >= 0, name, ": field 'relative_rms_error' must be >= 0, got ",
+                    value.relative_rms_error);
   }
 };
 
 // Written by name, with its GPUs beside.
 template <>
-struct adl_serializer<sluice::io::InspectCpScheme> {
-  static void to_json(json& out, const sluice::io::InspectCpScheme& derived) {
-    out = {{"scheme", derived.scheme.name()},
-           {"gpus", derived.scheme.gpus()},
-           {"max_len", derived.max_len},
-           {"fit",
-            {{"a", derived.fit.a()},
-             {"b", derived.fit.b()},
-             {"c", derived.fit.c()},
-             {"relative_rms_error", derived.fit_error}}},
-           {"times", derived.times}};
-  }
-  static sluice::io::InspectCpScheme from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "derived scheme";
-    const auto name = field<std::string>(in, "scheme", where);
-    const sluice::Scheme scheme = [&] {
-      try {
-        return sluice::Scheme::parse(name);
-      } catch (const sluice::invalid_input& error) {
-        sluice::fail(where, ": field 'scheme': ", error.what());
-      }
-    }();
-    const auto gpus = field<std::int64_t>(in, "gpus", where);
-    sluice::require(gpus == scheme.gpus(), where, ": field 'gpus' is ", gpus, ", ", name, " runs on ", scheme.gpus());
-    const auto fit = field<json>(in, "fit", where);
-    const auto max_len = field<std::int64_t>(in, "max_len", where);
-    sluice::require(max_len >= 0, where, ": field 'max_len' must be >= 0, got ", max_len);
-    sluice::io::InspectCpScheme derived{scheme, max_len, fit.get<sluice::cost::QuadraticLatency>(),
-                                        field<double>(fit, "relative_rms_error", "derived scheme: fit"),
-                                        sluice::io::detail::inspect_times(in, max_len, where)};
-    sluice::require(derived.fit_error >= 0, where, ": the fit's relative_rms_error must be >= 0, got ",
-                    derived.fit_error);
-    return derived;
+struct record<InspectCpScheme> {
+  using T = InspectCpScheme;
+  static constexpr std::string_view name = "derived scheme";
+  static constexpr auto fields = std::tuple{text_member("scheme", &T::scheme), SLUICE_IO_MEMBERS(max_len, fit, times)};
+  static void write_derived(json& out, const T& value) { out["gpus"] = value.scheme.gpus(); }
+  static void check(const T& value, const json& document) {
+    const auto gpus = field<std::int64_t>(document, "gpus", name);
+    sluice::require(gpus == value.scheme.gpus(), name, ": field 'gpus' is ", gpus, ", ", value.scheme.name(),
+                    " runs on ", value.scheme.gpus());
+    sluice::require(value.max_len >= 0, name, ": field 'max_len' must be >= 0, got ", value.max_len);
+    detail::check_inspect_times(value.times, value.max_len, name);
   }
 };
 
 template <>
-struct adl_serializer<sluice::io::InspectContextParallel> {
-  static void to_json(json& out, const sluice::io::InspectContextParallel& report) {
-    out = {
-        {"degree", report.degree},         {"kind", std::string(sluice::name_in(sluice::cp_kind_names, report.kind))},
-        {"ulysses", report.ulysses},       {"recompute", report.recompute},
-        {"heads", report.heads},           {"kv_heads", report.kv_heads},
-        {"link", report.links.intra_node}, {"cross_node_link", report.links.inter_node},
-        {"schemes", report.schemes},       {"not_derived", report.not_derived}};
-  }
-  static sluice::io::InspectContextParallel from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "context parallel";
-    sluice::io::InspectContextParallel report{field<int>(in, "degree", where),
-                                              sluice::io::name_field(in, "kind", sluice::cp_kind_names, where),
-                                              field<int>(in, "ulysses", where),
-                                              field<bool>(in, "recompute", where),
-                                              field<int>(in, "heads", where),
-                                              field<int>(in, "kv_heads", where),
-                                              {.local = sluice::cost::Links{}.local,
-                                               .intra_node = field<sluice::cost::Link>(in, "link", where),
-                                               .inter_node = field<sluice::cost::Link>(in, "cross_node_link", where)},
-                                              field<std::vector<sluice::io::InspectCpScheme>>(in, "schemes", where),
-                                              field<std::vector<std::string>>(in, "not_derived", where)};
-    sluice::require(report.degree >= 2 && report.degree <= 1024, where, ": field 'degree' must be in [2, 1024], got ",
+struct record<InspectContextParallel> {
+  using T = InspectContextParallel;
+  static constexpr std::string_view name = "context parallel";
+  static constexpr auto fields =
+      std::tuple{SLUICE_IO_MEMBERS(degree), named_member("kind", &T::kind, cp_kind_names),
+                 SLUICE_IO_MEMBERS(ulysses, recompute, heads, kv_heads, link, cross_node_link, schemes, not_derived)};
+  static void check(const T& report) {
+    sluice::require(report.degree >= 2 && report.degree <= 1024, name, ": field 'degree' must be in [2, 1024], got ",
                     report.degree);
-    sluice::require(report.ulysses >= 1 && report.degree % report.ulysses == 0, where, ": field 'ulysses' ",
+    sluice::require(report.ulysses >= 1 && report.degree % report.ulysses == 0, name, ": field 'ulysses' ",
                     report.ulysses, " must divide the degree ", report.degree);
-    sluice::require(report.heads >= 1 && report.kv_heads >= 1 && report.heads % report.kv_heads == 0, where,
+    sluice::require(report.heads >= 1 && report.kv_heads >= 1 && report.heads % report.kv_heads == 0, name,
                     ": the kv_heads ", report.kv_heads, " must divide the heads ", report.heads);
     for (std::size_t k = 0; k < report.schemes.size(); ++k) {
-      const sluice::Scheme& scheme = report.schemes[k].scheme;
-      sluice::require(scheme.cp() == report.degree && scheme.cp_kind() == report.kind, where, ": field 'schemes'[", k,
-                      "]: ", scheme.name(), " is not of CP ", report.degree, " ",
-                      sluice::name_in(sluice::cp_kind_names, report.kind));
+      const Scheme& scheme = report.schemes[k].scheme;
+      sluice::require(scheme.cp() == report.degree && scheme.cp_kind() == report.kind, name, ": field 'schemes'[", k,
+                      "]: ", scheme.name(), " is not of CP ", report.degree, " ", name_in(cp_kind_names, report.kind));
     }
-    return report;
   }
 };
 
-template <>
-struct adl_serializer<sluice::io::Inspect> {
-  static void to_json(json& out, const sluice::io::Inspect& report) {
-    out = {{"dataset", report.dataset}, {"profile", report.profile}};
-    // Absent without --cp, so that such a document is the one it always was.
-    if (report.context_parallel) out["context_parallel"] = *report.context_parallel;
-  }
-  static sluice::io::Inspect from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "inspect";
-    return {field<sluice::io::InspectDataset>(in, "dataset", where),
-            field<sluice::io::InspectProfile>(in, "profile", where),
-            sluice::io::field_or<std::optional<sluice::io::InspectContextParallel>>(in, "context_parallel",
-                                                                                    std::nullopt, where)};
-  }
-};
+// "context_parallel" only with --cp, so that a document without it is the one it always was.
+SLUICE_IO_RECORD(Inspect, "inspect", SLUICE_IO_MEMBERS(dataset, profile),
+                 member("context_parallel", &T::context_parallel, Presence::omitted_when_empty));
 
-}  // namespace nlohmann
+}  // namespace sluice::io

@@ -70,8 +70,10 @@ enum class Presence { required, defaulted, omitted_when_empty };
 // the enumeration's table, as an extended number (infinity written "inf"), as a whole document with its own format
 // and version (a plan inside a report, to be cut out and read alone; an optional one null when empty), inline:
 // the member's own object merged into the record's (a scheme beside the fields that qualify it), or wrapped: as
-// the one-member record that holds it, and checked as that record is (a candidate list as {"strategies": [...]}).
+// the one-member record that holds it, and checked as that record is (a candidate list as {"strategies": [...]}),
+// or as text: the value's name(), read back by its type's parse() (a scheme as "tp2pp1cp2").
 struct AsValue {};
+struct AsText {};
 struct AsInline {};
 struct AsDocument {};
 template <class Wrapper>
@@ -122,6 +124,12 @@ constexpr Field<Record, Member, AsWrapped<Wrapper>> wrapped_member(std::string_v
 }
 
 template <class Record, class Member>
+constexpr Field<Record, Member, AsText> text_member(std::string_view key, Member Record::*pointer,
+                                                    Presence presence = Presence::required) {
+  return {key, pointer, presence, {}};
+}
+
+template <class Record, class Member>
 constexpr Field<Record, Member, AsInline> inline_member(Member Record::*pointer) {
   return {{}, pointer, Presence::required, {}};
 }
@@ -158,6 +166,7 @@ json spell_present(Enum value, AsName<Enum, Size> spelling) {
 }
 inline json spell_present(double value, AsExtendedNumber) { return extended_number(value); }
 inline json spell_present(const auto& value, AsDocument) { return to_document(value); }
+inline json spell_present(const auto& value, AsText) { return value.name(); }
 template <class Wrapper>
 json spell_present(const auto& value, AsWrapped<Wrapper>) {
   return json(Wrapper{value});
@@ -194,6 +203,15 @@ Member read_spelled(const json& object, std::string_view key, std::string_view w
     return from_document<typename Member::value_type>(nested, source);
   } else {
     return from_document<Member>(nested, source);
+  }
+}
+template <class Member>
+Member read_spelled(const json& object, std::string_view key, std::string_view where, AsText) {
+  const auto text = field<std::string>(object, key, where);
+  try {
+    return Member::parse(text);
+  } catch (const invalid_input& error) {
+    sluice::fail(where, ": field '", key, "': ", error.what());
   }
 }
 template <class Member, class Wrapper>
