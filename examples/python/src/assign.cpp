@@ -122,7 +122,8 @@ void bind_flex_cp(py::module_& module) {
 
 void bind_assign(py::module_& module) {
   py::class_<assign::MicroBatch>(module, "MicroBatch", "A packed micro-batch: its sequences' ids, tokens, seconds.")
-      .def_property_readonly("sequence_ids", member_getter(&assign::MicroBatch::sequence_ids))
+      .def_property_readonly("sequence_ids", member_getter(&assign::MicroBatch::sequence_ids),
+                             "A read-only view into the plan (no copy).")
       .def_readonly("tokens", &assign::MicroBatch::tokens)
       .def_readonly("seconds", &assign::MicroBatch::seconds)
       .def(py::self == py::self);

@@ -110,7 +110,8 @@ void bind_data(py::module_& module) {
           py::arg("name") = std::string(io::default_lengths), "A bundled length file by name ('man-pages'), or a path.")
       .def_property_readonly(
           "lengths",
-          [](const py::object& self) { return view_of(self.cast<const data::LengthDataset&>().lengths(), self); })
+          [](const py::object& self) { return view_of(self.cast<const data::LengthDataset&>().lengths(), self); },
+          "A read-only view of the lengths (no copy).")
       .def("__len__", &data::LengthDataset::size)
       .def_property_readonly("tokens", &data::LengthDataset::tokens)
       .def_property_readonly("source", &data::LengthDataset::source)

@@ -89,13 +89,15 @@ void bind_microbatch(py::module_& module) {
 
   py::class_<microbatch::ShapedMicroBatch> shaped(
       module, "ShapedMicroBatch", "One of DynaPipe's micro-batches: samples in rows, padded to a shape.");
-  def_record_properties(shaped, {{"samples", nullptr, "sample_ids"}}).def(py::self == py::self);
+  def_record_properties(shaped, {{"samples", "A read-only view (no copy), row by row.", "sample_ids"}})
+      .def(py::self == py::self);
 
   py::class_<microbatch::Partition> partition(module, "MicroBatchPartition",
                                               "A mini-batch cut into micro-batches (DynaPipe §4).");
   partition
       .def_property_readonly(
-          "layout", [](const microbatch::Partition& value) { return std::string(microbatch::name(value.layout)); })
+          "layout", [](const microbatch::Partition& value) { return std::string(microbatch::name(value.layout)); },
+          "'padded', 'packed' or 'fixed_rows'.")
       .def_property_readonly("micro_batches", member_getter(&microbatch::Partition::micro_batches))
       .def_readonly("objective", &microbatch::Partition::objective,
                     "(stages − 1)·max t + Σ t / replicas over the micro-batches.")
@@ -380,7 +382,8 @@ void bind_pipeline(py::module_& module) {
           [](const schedule::DeadlockReport& report) {
             static constexpr std::string_view names[] = {"completes", "deadlock", "mismatch", "unmatched"};
             return std::string(names[static_cast<std::size_t>(report.outcome)]);
-          })
+          },
+          "'completes', 'deadlock', 'mismatch' or 'unmatched'.")
       .def_readonly("cycle", &schedule::DeadlockReport::cycle, "For a deadlock: ranks each waiting on the next.")
       .def_readonly("message", &schedule::DeadlockReport::message)
       .def_property_readonly("ok", &schedule::DeadlockReport::ok);

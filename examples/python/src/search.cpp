@@ -126,8 +126,8 @@ void bind_search(py::module_& module) {
       .def(py::self == py::self);
 
   const search::ClusterSpec cluster_defaults;
-  py::class_<search::ClusterSpec> cluster(module, "ClusterSpec",
-                                          "The GPUs of the search: memory, FLOP/s and nested link levels.");
+  py::class_<search::ClusterSpec> cluster(
+      module, "ClusterSpec", "The GPUs of the search: memory, FLOP/s and nested link levels (innermost first).");
   cluster
       .def(py::init([](std::string name, std::int64_t gpus, std::int64_t memory_bytes, double flops,
                        std::vector<search::LinkLevel> levels, std::int64_t reserved_bytes, double efficiency,

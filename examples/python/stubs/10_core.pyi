@@ -154,7 +154,8 @@ class Batch:
     def __eq__(self, other: object) -> bool: ...
 
 class BatchSampler(Iterator[Batch]):
-    """Shuffled batches of at most tokens_per_batch tokens; epoch e depends only on (seed, e). Never ends."""
+    """Shuffled batches of at most tokens_per_batch tokens; epoch e depends only on (seed, e). Iterating never ends:
+    take as many batches as the run needs."""
     def __init__(
         self, dataset: LengthDataset, *, tokens_per_batch: int, seed: int = 0, drop_last: bool = False
     ) -> None: ...

@@ -75,7 +75,7 @@ class Profile:
     def layers(self) -> int: ...
     @property
     def hidden(self) -> int:
-        """The model's hidden size, which the schedule functions take for activation transfers."""
+        """The model's hidden size, which the schedule functions take for activation transfers"""
     @property
     def vocab(self) -> int: ...
     @property

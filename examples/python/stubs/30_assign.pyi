@@ -34,7 +34,7 @@ class CandidateEstimate:
     def strategy(self) -> Strategy: ...
     @property
     def estimate(self) -> Optional[float]:
-        """None: cannot hold the batch's longest sequence."""
+        """None: cannot hold the batch's longest sequence"""
     @property
     def overhead(self) -> float: ...
 
@@ -46,7 +46,7 @@ class IterationPlan:
     def pipelines(self) -> list[PipelinePlan]: ...
     @property
     def estimate(self) -> float:
-        """Propagation time of the slowest pipeline (s)."""
+        """Propagation time of the slowest pipeline (s)"""
     @property
     def overhead(self) -> float: ...
     @property
@@ -97,28 +97,28 @@ class FlexCpDegree:
     def __init__(self, degree: int, latency: QuadraticLatency, capacity: int, length_multiple: int = 1) -> None: ...
     @property
     def degree(self) -> int:
-        """Units sharing each sequence of such a group."""
+        """Units sharing each sequence of such a group"""
     @property
     def latency(self) -> QuadraticLatency:
-        """One stage's time of one sequence in such a group."""
+        """One stage's time of one sequence in such a group"""
     @property
     def capacity(self) -> int:
-        """The most charged tokens one group holds."""
+        """The most charged tokens one group holds"""
     @property
     def length_multiple(self) -> int:
-        """Lengths are charged rounded up to this (2·R for a ring of R)."""
+        """Lengths are charged rounded up to this (2·R for a ring of R)"""
 
 class FlexCpGroup:
     """One CP group of a micro-batch and its sequences."""
     @property
     def degree_index(self) -> int:
-        """Index into the problem's degrees."""
+        """Index into the problem's degrees"""
     @property
     def first_unit(self) -> int:
-        """Its units are first_unit … first_unit + degree − 1."""
+        """Its units are first_unit … first_unit + degree − 1"""
     @property
     def sequences(self) -> npt.NDArray[np.int32]:
-        """Indices into the problem's lengths, ascending (a read-only view)."""
+        """Indices into the problem's lengths, ascending (a read-only view)"""
     def __eq__(self, other: object) -> bool: ...
 
 class FlexCpMicroBatch:
@@ -128,7 +128,8 @@ class FlexCpMicroBatch:
     def __eq__(self, other: object) -> bool: ...
 
 class FlexCpProblem:
-    """An iteration's sequences on `units` replicas of one ⟨TP, PP⟩ pipeline, re-formed into CP groups per micro-batch."""
+    """An iteration's sequences on `units` replicas of one ⟨TP, PP⟩ pipeline, re-formed into CP groups per
+    micro-batch."""
     def __init__(
         self,
         lengths: npt.ArrayLike,
@@ -143,23 +144,23 @@ class FlexCpProblem:
         """Raises InvalidInput unless the problem is well formed."""
     @property
     def lengths(self) -> IntArray:
-        """The iteration's sequences (a read-only view)."""
+        """The iteration's sequences (a read-only view)"""
     @property
     def units(self) -> int: ...
     @property
     def pp(self) -> int: ...
     @property
     def degrees(self) -> list[FlexCpDegree]:
-        """Ascending, each dividing the next and the units."""
+        """Ascending, each dividing the next and the units"""
     @property
     def one_degree_per_micro_batch(self) -> bool:
-        """Megatron-LM's dynamic CP: one CP size per micro-batch."""
+        """Megatron-LM's dynamic CP: one CP size per micro-batch"""
     @property
     def collective_seconds(self) -> float:
-        """C: one collective every micro-batch runs over all units beside its compute (ZeRO-3's); 0 for none."""
+        """C: one collective every micro-batch runs over all units beside its compute (ZeRO-3's); 0 for none"""
     @property
     def backward_ratio(self) -> float:
-        """Backward over forward compute: how a micro-batch's time splits between the passes."""
+        """Backward over forward compute: how a micro-batch's time splits between the passes"""
     def group_seconds(self, group: FlexCpGroup) -> float:
         """c_d + Σ a_d·l² + b_d·l."""
     def micro_batch_seconds(self, micro_batch: FlexCpMicroBatch) -> float:
@@ -171,10 +172,10 @@ class FlexCpPlan:
     """One iteration's micro-batches of CP groups."""
     @property
     def micro_batches(self) -> list[FlexCpMicroBatch]:
-        """Slowest first."""
+        """Slowest first"""
     @property
     def seconds(self) -> float:
-        """The iteration: Σ over micro-batches + (PP − 1) × the slowest."""
+        """The iteration: Σ over micro-batches + (PP − 1) × the slowest"""
     @property
     def lower_bound(self) -> float: ...
     def check(self, problem: FlexCpProblem) -> None:

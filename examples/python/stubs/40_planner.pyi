@@ -5,7 +5,8 @@ class FlexAlternative:
     """A domain offered to the sluice plan beside its candidates."""
 
 class FlexDomain(FlexAlternative):
-    """Replicas of one ⟨TP, PP⟩ scheme whose CP groups re-form per micro-batch."""
+    """Replicas of one ⟨TP, PP⟩ scheme whose CP groups re-form per micro-batch, offered to IterationPlanner beside its
+    candidates; each batch solved by the flex CP solver."""
     def __init__(self, schemes: Sequence[Scheme], problem: FlexCpProblem, *, overhead: float = 0.0) -> None: ...
     @property
     def strategy(self) -> Strategy: ...
@@ -23,7 +24,10 @@ class FlexDomains(FlexAlternative):
     def domains(self) -> list[FlexDomain]: ...
 
 class IterationPlanner:
-    """The sluice plan of one iteration, the one the tool and Planner give."""
+    """The sluice plan of one iteration, the one `sluice plan`, `sluice trace`, `sluice simulate` and Planner give:
+    every candidate that holds the batch is dispatched and packed (two-stage assignment), its pipelines scheduled and it
+    is charged its layout move; the lowest simulated makespan plus that charge is kept. The candidates' layout moves are
+    computed once, when it is made."""
     def __init__(
         self,
         profile: Profile,
@@ -44,9 +48,12 @@ class IterationPlanner:
     @property
     def options(self) -> PlanOptions: ...
     @property
-    def layout_moves(self) -> FloatArray: ...
+    def layout_moves(self) -> FloatArray:
+        """Per candidate, the seconds of its parameter pull and gradient push beyond its own layout's all-gather, before
+        overlap (empty for none)."""
     @property
-    def charged(self) -> FloatArray: ...
+    def charged(self) -> FloatArray:
+        """Per candidate, what its plans are charged for its layout move (empty for none)."""
 
 class Planned:
     """One iteration delivered by a Planner: its index, batch and plan."""
@@ -57,9 +64,11 @@ class Planned:
     @property
     def lengths(self) -> IntArray: ...
     @property
-    def plan(self) -> IterationPlan: ...
+    def plan(self) -> IterationPlan:
+        """The kept candidate's plan: its pipelines' micro-batches."""
     @property
-    def simulated(self) -> SimulatedIteration: ...
+    def simulated(self) -> SimulatedIteration:
+        """The whole SimulatedIteration: the plan, its schedule and every candidate's makespan."""
 
 class PlannerWaits:
     """How long the consumer waited for plans."""
@@ -75,7 +84,11 @@ class PlannerWaits:
     def max_seconds(self) -> float: ...
 
 class Planner(Iterator[Planned]):
-    """Plans iterations i+1 … i+lookahead on worker threads while the trainer runs iteration i."""
+    """Plans iterations i+1 … i+lookahead on worker threads while the trainer runs iteration i. Iterating yields Planned
+    items in the source's order, each the sluice plan IterationPlanner(profile, candidates, options, flex=flex) gives
+    its batch; a batch's planning error is raised at its iteration. `source` is an iterable of sluice.Batch, lengths
+    arrays or (ids, lengths) pairs; it is called from a planner thread, one item at a time. close() (or leaving a `with`
+    block) stops the threads at any point."""
     def __init__(
         self,
         profile: Profile,
@@ -102,17 +115,16 @@ class SluiceFlexDomains:
     """The flex CP domains `sluice plan` and the comparison offer the sluice plan."""
     @property
     def domains(self) -> Optional[FlexDomains]:
-        """FlexDomains for IterationPlanner(flex=) or Planner(flex=); None where no domain holds the context."""
+        """FlexDomains for IterationPlanner(flex=) or Planner(flex=); None where no domain holds the context"""
     @property
     def names(self) -> list[str]:
-        """Per domain, its name in the comparison (SimulatedIteration.flex.domain indexes it)."""
+        """Per domain, its name in the comparison (SimulatedIteration.flex.domain indexes it)"""
     @property
     def layout_moves(self) -> npt.NDArray[np.float64]:
-        """Per domain, its layout move's seconds beyond its base's own all-gather, before overlap (a read-only
-        view)."""
+        """Per domain, its layout move's seconds beyond its base's own all-gather, before overlap (a read-only view)"""
     @property
     def flexsp(self) -> bool:
-        """Whether the first domain is FlexSP's (ZeRO-3, Ulysses)."""
+        """Whether the first domain is FlexSP's (ZeRO-3, Ulysses)"""
 
 def sluice_flex_domains(
     profile: Profile, *, context: int, planning: PlanOptions = ..., cross_node_tp: bool = False

@@ -4,7 +4,8 @@
 Models = Union["StageCost", Sequence["StageCost"]]
 
 class StageCost:
-    """A micro-batch's time on one stage, rows·(a·L² + b·L) + c with L = input + target, and its activation bytes."""
+    """A micro-batch's time on one stage, rows·(a·L² + b·L) + c with L = input + target, and its activation bytes,
+    bytes_per_token per row token."""
     def __init__(self, latency: QuadraticLatency, bytes_per_token: float) -> None: ...
     @property
     def latency(self) -> QuadraticLatency: ...
@@ -166,7 +167,8 @@ class MicroBatchCost:
     def __eq__(self, other: object) -> bool: ...
 
 class SchedulingProblem:
-    """One pipeline's scheduling problem: per micro-batch and stage its costs, per stage its memory limit."""
+    """One pipeline's scheduling problem: per micro-batch and stage its costs, per stage its activation memory limit,
+    and the link between stages."""
     def __init__(
         self,
         forward: npt.ArrayLike,

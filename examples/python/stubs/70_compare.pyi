@@ -5,28 +5,28 @@ class IterationOutcome:
     """One system's simulated iteration."""
     @property
     def seconds(self) -> float:
-        """Simulated iteration time (HotSPa: its length ranges' times and switches, summed)."""
+        """Simulated iteration time (HotSPa: its length ranges' times and switches, summed)"""
     @property
     def switching(self) -> float:
-        """Share of `seconds` spent moving parameters and gradients between layouts."""
+        """Share of `seconds` spent moving parameters and gradients between layouts"""
     @property
     def layout_move(self) -> float:
-        """The α–β time of those moves before any overlap."""
+        """The α–β time of those moves before any overlap"""
     @property
     def imbalance(self) -> float:
-        """Slowest / fastest busy pipeline."""
+        """Slowest / fastest busy pipeline"""
     @property
     def idle(self) -> float:
-        """Share of pipelines without work."""
+        """Share of pipelines without work"""
     @property
     def micro_batch_imbalance(self) -> float:
-        """WLB-LLM's imbalance degree (max forward × micro-batches / total), the worst pipeline's."""
+        """WLB-LLM's imbalance degree (max forward × micro-batches / total), the worst pipeline's"""
     @property
     def strategy(self) -> str:
-        """What ran, by name."""
+        """What ran, by name"""
     @property
     def planning_seconds(self) -> float:
-        """Measured wall-clock seconds spent planning the iteration for the system."""
+        """Measured wall-clock seconds spent planning the iteration for the system"""
 
 class BatchSize:
     """What a compared batch held, and how fast any plan of it could run."""
@@ -45,46 +45,46 @@ class SystemRun:
     def name(self) -> str: ...
     @property
     def failure(self) -> Optional[str]:
-        """None when the system ran."""
+        """None when the system ran"""
     @property
     def configuration(self) -> str:
-        """What it was configured with, in words."""
+        """What it was configured with, in words"""
     @property
     def strategies(self) -> list[Strategy]:
-        """Its static strategies (HotSPa: one per length range; sluice: its candidates)."""
+        """Its static strategies (HotSPa: one per length range; sluice: its candidates)"""
     @property
     def layout_moves(self) -> FloatArray:
-        """sluice: each candidate's pull and push beyond its own layout's all-gather, before overlap (a
-        read-only view)."""
+        """sluice: each candidate's pull and push beyond its own layout's all-gather, before overlap (a read-only
+        view)"""
     @property
     def iterations(self) -> list[IterationOutcome]: ...
     @property
     def plans(self) -> list[IterationPlan]:
-        """The first few iterations' plans, where the system makes them."""
+        """The first few iterations' plans, where the system makes them"""
     @property
     def first(self) -> list[tuple[str, ScheduleSimulation]]:
-        """Iteration 0's busy pipelines as (name, ScheduleSimulation) pairs (empty when the system failed)."""
+        """Iteration 0's busy pipelines as (name, ScheduleSimulation) pairs (empty when the system failed)"""
     @property
     def seconds(self) -> FloatArray:
-        """Per iteration, its simulated time."""
+        """Per iteration, its simulated time"""
     @property
     def switching(self) -> FloatArray:
-        """Per iteration, the seconds charged for layout moves."""
+        """Per iteration, the seconds charged for layout moves"""
     @property
     def layout_move(self) -> FloatArray:
-        """Per iteration, the layout moves' seconds before overlap."""
+        """Per iteration, the layout moves' seconds before overlap"""
     @property
     def imbalance(self) -> FloatArray:
-        """Per iteration, slowest / fastest busy pipeline."""
+        """Per iteration, slowest / fastest busy pipeline"""
     @property
     def idle(self) -> FloatArray:
-        """Per iteration, the share of pipelines without work."""
+        """Per iteration, the share of pipelines without work"""
     @property
     def micro_batch_imbalance(self) -> FloatArray:
-        """Per iteration, WLB-LLM's imbalance degree between micro-batches."""
+        """Per iteration, WLB-LLM's imbalance degree between micro-batches"""
     @property
     def planning_seconds(self) -> FloatArray:
-        """Per iteration, the measured wall-clock seconds spent planning it."""
+        """Per iteration, the measured wall-clock seconds spent planning it"""
 
 class Summary:
     """A system's statistics over the iterations: means and sample standard deviations."""
@@ -98,7 +98,7 @@ class Summary:
     def tokens_per_second_stddev(self) -> float: ...
     @property
     def speedup(self) -> Optional[float]:
-        """sluice over this system; None when either failed."""
+        """sluice over this system; None when either failed"""
     @property
     def speedup_stddev(self) -> Optional[float]: ...
     @property
@@ -107,31 +107,31 @@ class Summary:
     def idle(self) -> float: ...
     @property
     def micro_batch_imbalance(self) -> float:
-        """Mean imbalance degree."""
+        """Mean imbalance degree"""
     @property
     def switching(self) -> float:
-        """Mean seconds charged for layout moves."""
+        """Mean seconds charged for layout moves"""
     @property
     def layout_move(self) -> float:
-        """Mean α–β seconds of those moves before overlap."""
+        """Mean α–β seconds of those moves before overlap"""
     @property
     def over_bound(self) -> Optional[float]:
-        """Mean seconds over the mean lower bound; None when a batch has no bound."""
+        """Mean seconds over the mean lower bound; None when a batch has no bound"""
     @property
     def planning_seconds(self) -> float:
-        """Mean measured wall-clock seconds spent planning an iteration."""
+        """Mean measured wall-clock seconds spent planning an iteration"""
 
 class IterationBound:
     """A lower bound on any plan's iteration time of one batch under the cost model."""
     @property
     def seconds(self) -> float:
-        """No plan of the batch is faster: the larger of area_seconds and critical_path_seconds."""
+        """No plan of the batch is faster: the larger of area_seconds and critical_path_seconds"""
     @property
     def area_seconds(self) -> float:
-        """Every sequence's least GPU-time (with micro-batch constants, fill and drain) over the GPUs."""
+        """Every sequence's least GPU-time (with micro-batch constants, fill and drain) over the GPUs"""
     @property
     def critical_path_seconds(self) -> float:
-        """The slowest sequence's least trip through a pipeline."""
+        """The slowest sequence's least trip through a pipeline"""
 
 def lower_bound(profile: Profile, batch: BatchLike, *, cross_node_tp: bool = False) -> Optional[IterationBound]:
     """A time no plan of `batch` beats on `profile`'s schemes, as `sluice simulate` and `sluice plan` report it.
@@ -147,20 +147,20 @@ class Comparison:
         """The run of a system by name (one of system_names())."""
     @property
     def batch_sequences(self) -> IntArray:
-        """Per iteration, the batch's sequence count."""
+        """Per iteration, the batch's sequence count"""
     @property
     def batch_tokens(self) -> IntArray:
-        """Per iteration, the batch's tokens."""
+        """Per iteration, the batch's tokens"""
     @property
     def lower_bounds(self) -> list[Optional[IterationBound]]:
-        """Per iteration, a lower bound no plan of its batch beats (None where no scheme holds one of its
-        sequences)."""
+        """Per iteration, a lower bound no plan of its batch beats (IterationBound; None where no scheme holds one of
+        its sequences)"""
     @property
     def candidates(self) -> list[Strategy]:
-        """sluice's candidate strategies."""
+        """sluice's candidate strategies"""
     @property
     def bounds(self) -> IntArray:
-        """HotSPa's length ranges' upper bounds: (0, b0], (b0, b1], … (a read-only view)."""
+        """HotSPa's length ranges' upper bounds: (0, b0], (b0, b1], … (a read-only view)"""
     @property
     def any_ran(self) -> bool: ...
     def summarize(self) -> dict[str, Summary]:

@@ -64,7 +64,8 @@ class ShardModel:
     def load(path: PathLike) -> ShardModel: ...
 
 class ShardCluster:
-    """Nodes of gpus_per_node GPUs; local, intra-node and inter-node links (default: A800 nodes)."""
+    """Nodes of gpus_per_node GPUs; local, intra-node and inter-node links (default: A800 nodes with one 200 Gb/s NIC
+    per GPU)."""
     def __init__(self, *, gpus_per_node: int = 8, local: Link = ..., intra_node: Link = ...,
                  inter_node: Link = ...) -> None: ...
     @property
@@ -91,7 +92,8 @@ class ShardCluster:
     def __eq__(self, other: object) -> bool: ...
 
 class PlacementStage:
-    """Layers [layer_begin, layer_end); CP rank c's TP rank t is GPU ranks[c*TP + t]."""
+    """Layers [layer_begin, layer_end); CP rank c's TP rank t is GPU ranks[c*TP + t] and holds the fraction [t/TP,
+    (t+1)/TP) of every parameter."""
     @property
     def layer_begin(self) -> int: ...
     @property
@@ -135,7 +137,7 @@ class OwnerGroup:
     def layer_end(self) -> int: ...
     @property
     def owners(self) -> npt.NDArray[np.int32]:
-        """A read-only view (no copy)."""
+        """A read-only int32 view (no copy)."""
     def __eq__(self, other: object) -> bool: ...
 
 class OptimizerLayout:
@@ -207,12 +209,15 @@ class PullPlan:
     def blocks(self) -> list[SliceBlock]: ...
     @property
     def pieces(self) -> StructArray:
-        """Read-only structured view (block, begin, end)."""
+        """Structured view (block, begin, end): mutual slices [begin, end) of block `block`."""
     @property
     def sends(self) -> StructArray:
-        """Read-only structured view (src, dst, first_piece, piece_count, bytes)."""
+        """Structured view (src, dst, first_piece, piece_count, bytes): pieces[first_piece:first_piece + piece_count]
+        from src to dst; messages of one source with equal pieces share them."""
     @property
-    def local_moves(self) -> StructArray: ...
+    def local_moves(self) -> StructArray:
+        """Structured view (src, dst, first_piece, piece_count, bytes): pieces[first_piece:first_piece + piece_count]
+        from src to dst; messages of one source with equal pieces share them."""
     @property
     def send_bytes(self) -> int: ...
     @property
@@ -233,7 +238,7 @@ class PushPlan:
     def gpus(self) -> int: ...
     @property
     def grid(self) -> int:
-        """G: the LCM of the TP degrees."""
+        """G: the LCM of the TP degrees"""
     @property
     def pipelines(self) -> int: ...
     @property
@@ -241,11 +246,16 @@ class PushPlan:
     @property
     def rs_groups(self) -> list[RsGroup]: ...
     @property
-    def pieces(self) -> StructArray: ...
+    def pieces(self) -> StructArray:
+        """Structured view (block, begin, end): mutual slices [begin, end) of block `block`."""
     @property
-    def sends(self) -> StructArray: ...
+    def sends(self) -> StructArray:
+        """Structured view (src, dst, first_piece, piece_count, bytes): pieces[first_piece:first_piece + piece_count]
+        from src to dst; messages of one source with equal pieces share them."""
     @property
-    def local_moves(self) -> StructArray: ...
+    def local_moves(self) -> StructArray:
+        """Structured view (src, dst, first_piece, piece_count, bytes): pieces[first_piece:first_piece + piece_count]
+        from src to dst; messages of one source with equal pieces share them."""
     @property
     def send_bytes(self) -> int: ...
     @property
@@ -307,7 +317,7 @@ class ShardCost:
     def push(self) -> PhaseCost: ...
     @property
     def seconds(self) -> float:
-        """The three phases back to back."""
+        """The three phases back to back: what the LNK adds when none of it overlaps computation."""
     def to_json(self, indent: int = 2) -> str:
         """As `sluice shard --json` writes it under 'cost'."""
     def __eq__(self, other: object) -> bool: ...
@@ -349,11 +359,14 @@ def switching_cost(
 class ProcessGroups:
     """The groups every rank joins, as lists of global ranks; pipelines in plan order."""
     @property
-    def tp(self) -> list[list[int]]: ...
+    def tp(self) -> list[list[int]]:
+        """Per (plan pipeline, stage, CP rank): its TP group, shard 0 first."""
     @property
-    def pp(self) -> list[list[int]]: ...
+    def pp(self) -> list[list[int]]:
+        """Per (plan pipeline, CP rank, TP shard): its ranks, stage 0 first (the send/recv neighbours)."""
     @property
-    def dp(self) -> list[list[int]]: ...
+    def dp(self) -> list[list[int]]:
+        """Per (scheme, stage, TP shard): the ranks of that shard in every pipeline and CP rank of the scheme."""
     @property
     def cp(self) -> list[list[int]]:
         """Per (plan pipeline with CP, stage, TP shard): the ranks sharing its sequences; empty without CP."""
@@ -362,7 +375,8 @@ class ProcessGroups:
 class RankPlacement:
     """The global rank of every (pipeline, stage, CP rank, TP shard) and the process groups."""
     @property
-    def placement(self) -> Placement: ...
+    def placement(self) -> Placement:
+        """shard placement: pipelines in canonical order"""
     @property
     def gpus_per_node(self) -> int: ...
     @property

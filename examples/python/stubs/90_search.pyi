@@ -2,8 +2,8 @@
 # ---- the hybrid-parallel search (Galvatron-BMW) ------------------------------------------------------------------
 
 class LayerSpec:
-    """One Transformer layer; params 0 means the dense layer's count, forward_seconds 0 means analytic from FLOPs;
-    micro_batch_seconds is the forward time a micro-batch adds beyond its samples'."""
+    """One Transformer layer; params 0 means the dense layer's 4h² + 2h·ffn + 9h + ffn, forward_seconds 0 means analytic
+    from FLOPs; micro_batch_seconds is the forward time a micro-batch adds beyond its samples'."""
     def __init__(self, *, type: str = "encoder", hidden: int = 0, heads: int = 0, ffn: int = 0, sequence: int = 0,
                  window: int = 0, params: int = 0, decoder: bool = False, forward_seconds: float = 0.0,
                  micro_batch_seconds: float = 0.0) -> None: ...
@@ -237,7 +237,9 @@ class ClusterSpec:
     def load(path: PathLike) -> ClusterSpec: ...
 
 class LayerStrategy:
-    """One layer's strategy inside a stage of tp·sp·dp GPUs."""
+    """One layer's strategy inside a stage of tp·sp·dp GPUs: sdp shards model states (ZeRO-3), zero2 gradients and
+    optimizer states (ZeRO-2), sp > 1 splits each sample's sequence by Ulysses SP (tp then 1), tp_inner puts TP (or SP)
+    on consecutive ranks, ckpt recomputes activations."""
     def __init__(self, *, tp: int = 1, dp: int = 1, sdp: bool = False, tp_inner: bool = True,
                  ckpt: bool = False, zero2: bool = False, sp: int = 1) -> None: ...
     @property
@@ -276,17 +278,22 @@ class SearchStagePlan:
     @property
     def first_layer(self) -> int: ...
     @property
-    def strategies(self) -> list[LayerStrategy]: ...
+    def strategies(self) -> list[LayerStrategy]:
+        """One per layer of the stage."""
     @property
-    def time_sync(self) -> float: ...
+    def time_sync(self) -> float:
+        """One micro-batch with the gradient synchronisation (s)"""
     @property
-    def time_nosync(self) -> float: ...
+    def time_nosync(self) -> float:
+        """One micro-batch without it (s)"""
     @property
-    def memory_bytes(self) -> float: ...
+    def memory_bytes(self) -> float:
+        """Peak per device"""
     def __eq__(self, other: object) -> bool: ...
 
 class SearchPlan:
-    """A hybrid-parallel plan; `method` names the search that found it."""
+    """A hybrid-parallel plan: PP degree, global batch, micro-batches and per-stage layer strategies; `method` names the
+    search that found it."""
     @property
     def method(self) -> str: ...
     @property
@@ -300,11 +307,14 @@ class SearchPlan:
     @property
     def stages(self) -> list[SearchStagePlan]: ...
     @property
-    def iteration_seconds(self) -> float: ...
+    def iteration_seconds(self) -> float:
+        """Eq. 9"""
     @property
-    def throughput(self) -> float: ...
+    def throughput(self) -> float:
+        """Samples per second"""
     @property
-    def partition(self) -> list[int]: ...
+    def partition(self) -> list[int]:
+        """Layers per stage."""
     @property
     def vocabulary(self) -> LayerStrategy | None:
         """The embedding's and the LM head's strategy; None: evaluation picks the fastest of the space."""
@@ -331,9 +341,11 @@ class SearchBaseline:
 class SearchReport:
     """Galvatron-BMW's plan, Galvatron-Base's and every baseline's."""
     @property
-    def best(self) -> SearchPlan: ...
+    def best(self) -> SearchPlan:
+        """BMW's plan, never below Base"""
     @property
-    def base(self) -> Optional[SearchPlan]: ...
+    def base(self) -> Optional[SearchPlan]:
+        """Base's plan, never below a baseline within the space"""
     @property
     def baselines(self) -> list[SearchBaseline]: ...
     def validate(

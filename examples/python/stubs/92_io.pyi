@@ -168,7 +168,8 @@ class Inspect:
     def __eq__(self, other: object) -> bool: ...
 
 class PlanRunIteration:
-    """One iteration of a `sluice plan` report: its batch, the plan kept and its ranks, and the flex CP domains' plan where the planner offers them."""
+    """One iteration of a `sluice plan` report: its batch, the plan kept and its ranks, and the flex CP domains' plan
+    where the planner offers them."""
     @property
     def iteration(self) -> int: ...
     @property

@@ -4,17 +4,21 @@
 class Transfer:
     """One point-to-point operation of a rank's instruction list, as its rank issues it."""
     @property
-    def rank(self) -> int: ...
+    def rank(self) -> int:
+        """The global rank that issues it"""
     @property
-    def peer(self) -> int: ...
+    def peer(self) -> int:
+        """The global rank at the other end"""
     @property
-    def index(self) -> int: ...
+    def index(self) -> int:
+        """Among the rank's transfers, in issue order"""
     @property
     def slot(self) -> int: ...
     @property
     def send(self) -> bool: ...
     @property
-    def activation(self) -> bool: ...
+    def activation(self) -> bool:
+        """An activation (else a gradient)"""
     @property
     def micro_batch(self) -> int: ...
     @property

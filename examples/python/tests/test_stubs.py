@@ -133,3 +133,17 @@ def test_an_option_class_stub_is_its_field_table(name):
     assert list(docs) == fields
     assert {field: one_line(doc) for field, doc in docs.items()} == {
         field: one_line(getattr(cls, field).__doc__) for field in fields}
+
+
+@pytest.mark.parametrize("name", [n for n in public_names() if isinstance(getattr(_sluice, n), type)
+                                  and not issubclass(getattr(_sluice, n), Exception)])
+def test_a_class_stub_carries_the_modules_docstrings(name):
+    """What an editor shows for a class and its properties is what help() shows: one text, written in the bindings."""
+    tree = ast.parse(STUB.read_text())
+    node = next(item for item in tree.body if isinstance(item, ast.ClassDef) and item.name == name)
+    cls = getattr(_sluice, name)
+    assert one_line(ast.get_docstring(node)) == one_line(cls.__doc__)
+    module_docs = {attribute: one_line(value.__doc__) for attribute, value in vars(cls).items()
+                   if isinstance(value, property)}
+    assert {attribute: one_line(doc) for attribute, doc in property_docs(node).items()} == {
+        attribute: module_docs[attribute] for attribute in property_docs(node)}
