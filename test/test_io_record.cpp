@@ -48,6 +48,24 @@ struct Labelled {
   friend bool operator==(const Labelled&, const Labelled&) = default;
 };
 
+// A name spelled as text (name() written, parse() read), and a count written only where it is not 0.
+struct Code {
+  int value = 0;
+  [[nodiscard]] std::string name() const { return "c" + std::to_string(value); }
+  static Code parse(std::string_view text) {
+    sluice::require(text.size() == 2 && text[0] == 'c' && text[1] >= '0' && text[1] <= '9', "code: cannot parse '",
+                    text, "'");
+    return {text[1] - '0'};
+  }
+  friend bool operator==(const Code&, const Code&) = default;
+};
+
+struct Coded {
+  Code code;
+  int copies = 0;
+  friend bool operator==(const Coded&, const Coded&) = default;
+};
+
 // A document of its own, and a report that holds one (and perhaps a draft) and a key derived from its members.
 struct Sheet {
   int rows = 0;
@@ -141,6 +159,14 @@ struct sluice::io::record<Labelled> {
   static constexpr std::string_view name = "labelled";
   static constexpr auto fields =
       std::tuple{inline_member(&T::settings), member("note", &T::note, Presence::omitted_when_empty)};
+};
+
+template <>
+struct sluice::io::record<Coded> {
+  using T = Coded;
+  static constexpr std::string_view name = "coded";
+  static constexpr auto fields =
+      std::tuple{text_member("code", &T::code), member("copies", &T::copies, Presence::omitted_when_zero)};
 };
 
 using sluice::io::json;
@@ -254,4 +280,17 @@ TEST_CASE("record: a map by string is an object read key by key; a wrapped membe
                        doctest::Contains("tally: field 'counts': expected an object, got"), sluice::invalid_input);
   CHECK_THROWS_WITH_AS(read(R"({"counts": {}, "lines": [0.5]})"),
                        doctest::Contains("tally: field 'lines': runs: expected a JSON object"), sluice::invalid_input);
+}
+
+TEST_CASE("record: a text field is its value's name; a zero count may be left out and reads as zero") {
+  const Coded plain{.code = {.value = 4}};
+  CHECK(json(plain) == json::parse(R"({"code": "c4"})"));
+  CHECK(json(plain).get<Coded>() == plain);
+  const Coded copied{.code = {.value = 5}, .copies = 3};
+  CHECK(json(copied) == json::parse(R"({"code": "c5", "copies": 3})"));
+  CHECK(json(copied).get<Coded>() == copied);
+  CHECK_THROWS_WITH_AS(sluice::io::as<Coded>(json::parse(R"({"code": "d4"})"), "input"),
+                       "input: coded: field 'code': code: cannot parse 'd4'", sluice::invalid_input);
+  CHECK_THROWS_WITH_AS(sluice::io::as<Coded>(json::parse(R"({"code": 4})"), "input"),
+                       doctest::Contains("coded: field 'code'"), sluice::invalid_input);
 }

@@ -71,13 +71,9 @@ void bind_cost(py::module_& module) {
           py::arg("lengths"))
       .def(py::self == py::self);
 
-  py::class_<cost::ModelInfo>(module, "ModelInfo", "The model a profile describes.")
-      .def_readonly("name", &cost::ModelInfo::name)
-      .def_readonly("layers", &cost::ModelInfo::layers)
-      .def_readonly("hidden", &cost::ModelInfo::hidden)
-      .def_readonly("vocab", &cost::ModelInfo::vocab)
-      .def_readonly("heads", &cost::ModelInfo::heads, "Attention heads; 0: not given")
-      .def_readonly("kv_heads", &cost::ModelInfo::kv_heads, "Key/value heads; 0: as many as the heads")
+  py::class_<cost::ModelInfo> model_info(module, "ModelInfo", "The model a profile describes.");
+  def_record_properties(model_info, {{"heads", "Attention heads; 0: not given"},
+                                     {"kv_heads", "Key/value heads; 0: as many as the heads"}})
       .def(py::self == py::self);
 
   py::class_<cost::SchemeCost>(module, "SchemeCost", "A scheme of a profile, ready for planning.")

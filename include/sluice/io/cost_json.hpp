@@ -53,6 +53,22 @@ SLUICE_IO_RECORD(cost::Link, "link", SLUICE_IO_MEMBERS(latency), extended_member
 
 SLUICE_IO_RECORD(cost::LatencySample, "sample", SLUICE_IO_MEMBERS(length, seconds));
 
+// heads and kv_heads only where given (0: not given).
+template <>
+struct record<cost::ModelInfo> {
+  using T = cost::ModelInfo;
+  static constexpr std::string_view name = "model";
+  static constexpr auto fields = std::tuple{SLUICE_IO_DEFAULTED(name), SLUICE_IO_MEMBERS(layers, hidden, vocab),
+                                            member("heads", &T::heads, Presence::omitted_when_zero),
+                                            member("kv_heads", &T::kv_heads, Presence::omitted_when_zero)};
+  static void check(const T& model) {
+    sluice::require(model.heads >= 0 && model.kv_heads >= 0 && (model.kv_heads == 0 || model.heads > 0),
+                    "model: heads and kv_heads must be >= 1 when given, and kv_heads only with heads");
+    sluice::require(model.kv_heads == 0 || model.heads % model.kv_heads == 0, "model: the ", model.heads,
+                    " heads must be a multiple of the ", model.kv_heads, " kv_heads");
+  }
+};
+
 SLUICE_IO_RECORD(cost::FitResult, "fit", member("latency", &T::model), SLUICE_IO_MEMBERS(relative_rms_error, samples));
 
 template <std::size_t D>
@@ -89,28 +105,6 @@ struct adl_serializer<sluice::cost::LinearMemory> {
     using sluice::io::field;
     return {field<double>(in, "fixed_bytes", "memory"), field<double>(in, "bytes_per_token", "memory"),
             field<double>(in, "budget_bytes", "memory"), field<std::int64_t>(in, "granularity", "memory")};
-  }
-};
-
-template <>
-struct adl_serializer<sluice::cost::ModelInfo> {
-  static void to_json(json& out, const sluice::cost::ModelInfo& model) {
-    out = {{"name", model.name}, {"layers", model.layers}, {"hidden", model.hidden}, {"vocab", model.vocab}};
-    if (model.heads > 0) out["heads"] = model.heads;
-    if (model.kv_heads > 0) out["kv_heads"] = model.kv_heads;
-  }
-  static sluice::cost::ModelInfo from_json(const json& in) {
-    using sluice::io::field;
-    using sluice::io::field_or;
-    sluice::cost::ModelInfo model{
-        field_or<std::string>(in, "name", "", "model"), field<int>(in, "layers", "model"),
-        field<std::int64_t>(in, "hidden", "model"),     field<std::int64_t>(in, "vocab", "model"),
-        field_or<int>(in, "heads", 0, "model"),         field_or<int>(in, "kv_heads", 0, "model")};
-    sluice::require(model.heads >= 0 && model.kv_heads >= 0 && (model.kv_heads == 0 || model.heads > 0),
-                    "model: heads and kv_heads must be >= 1 when given, and kv_heads only with heads");
-    sluice::require(model.kv_heads == 0 || model.heads % model.kv_heads == 0, "model: the ", model.heads,
-                    " heads must be a multiple of the ", model.kv_heads, " kv_heads");
-    return model;
   }
 };
 

@@ -63,8 +63,9 @@ concept Described = requires {
 };
 
 // Whether a document must hold a field; an optional member may instead be written only when it holds a value, and
-// is then read as a defaulted field is.
-enum class Presence { required, defaulted, omitted_when_empty };
+// any member only when it is not its type's value-initialised one (a count whose 0 means "not given"); either is
+// then read as a defaulted field is.
+enum class Presence { required, defaulted, omitted_when_empty, omitted_when_zero };
 
 // How a field's value is spelled: as nlohmann writes the member (an optional as null when empty), as a name from
 // the enumeration's table, as an extended number (infinity written "inf"), as a whole document with its own format
@@ -245,8 +246,11 @@ json record_to_json(const T& value) {
       out.update(json(value.*field.member));
     } else {
       const auto& member = value.*field.member;
-      if constexpr (detail::is_optional<std::remove_cvref_t<decltype(member)>>::value)
+      using Member = std::remove_cvref_t<decltype(member)>;
+      if constexpr (detail::is_optional<Member>::value)
         if (field.presence == Presence::omitted_when_empty && !member) return;
+      if constexpr (std::default_initializable<Member> && std::equality_comparable<Member>)
+        if (field.presence == Presence::omitted_when_zero && member == Member{}) return;
       out[field.key] = detail::spell(member, field.spelling);
     }
   };
