@@ -72,7 +72,7 @@ enum class Presence { required, defaulted, omitted_when_empty, omitted_when_zero
 // and version (a plan inside a report, to be cut out and read alone; an optional one null when empty), inline:
 // the member's own object merged into the record's (a scheme beside the fields that qualify it), or wrapped: as
 // the one-member record that holds it, and checked as that record is (a candidate list as {"strategies": [...]}),
-// or as text: the value's name(), read back by its type's parse() (a scheme as "tp2pp1cp2").
+// or as text: the value's name(), read back by its type's parse() (a scheme as "tp2cp2ringpp1").
 struct AsValue {};
 struct AsText {};
 struct AsInline {};
