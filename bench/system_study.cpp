@@ -221,9 +221,9 @@ struct Range {
     std::sort(result.begin(), result.end());
     return result;
   }
-  [[nodiscard]] std::string median() const {
-    return values.empty() ? "–" : fixed(sorted()[values.size() / 2], 2) + "×";
-  }
+  // The upper of the two middle values of an even count.
+  [[nodiscard]] double median_value() const { return sorted()[values.size() / 2]; }
+  [[nodiscard]] std::string median() const { return values.empty() ? "–" : fixed(median_value(), 2) + "×"; }
   [[nodiscard]] std::string text() const {
     if (values.empty()) return "none";
     return fixed(sorted().front(), 2) + "–" + fixed(sorted().back(), 2) + "× (median " + median() + ", " +
@@ -793,22 +793,21 @@ void degree_table(const std::vector<Scenario>& scenarios) {
 }
 
 // Per scenario, the best baseline and sluice beside the mean of compare::iteration_bound over its batches (the
-// comparison keeps it per batch) and which of its two terms decided it; returns the best baseline's and sluice's
-// ratios to the bound.
+// comparison keeps it per batch) and the mean of the larger of its two arguments alone; returns the best
+// baseline's and sluice's ratios to the bound.
 std::pair<Range, Range> bound_table(const std::vector<Scenario>& scenarios) {
   Range baselines, ours;
   std::cout << "| model | GPUs | context | lengths | TP | best baseline (s) | sluice (s) | no plan faster than (s) | "
-               "decided by the longest sequence | best baseline over the bound | sluice over the bound |\n"
+               "the larger argument alone (s) | best baseline over the bound | sluice over the bound |\n"
                "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Scenario& scenario : with_cp(scenarios)) {
     const Result& result = run(scenario);
     const std::optional<System> best = result.best_of(cp_baselines);
     if (!best) continue;
-    std::vector<double> bounds;
-    int decided_by_path = 0;
+    std::vector<double> bounds, alone;
     for (const compare::BatchSize& batch : result.comparison.batches) {
       bounds.push_back(batch.lower_bound->seconds);
-      if (batch.lower_bound->critical_path_seconds > batch.lower_bound->area_seconds) ++decided_by_path;
+      alone.push_back(std::max(batch.lower_bound->area_seconds, batch.lower_bound->critical_path_seconds));
     }
     const double bound = compare::mean(bounds);
     const double baseline = result.summaries[*best].seconds;
@@ -817,8 +816,8 @@ std::pair<Range, Range> bound_table(const std::vector<Scenario>& scenarios) {
     ours.values.push_back(sluice / bound);
     scenario_cells(scenario);
     std::cout << " | " << paper_name(*best) << " " << fixed(baseline, 2) << " | " << fixed(sluice, 2) << " | "
-              << fixed(bound, 2) << " | " << decided_by_path << " of " << bounds.size() << " iterations | "
-              << fixed(baseline / bound, 2) << "× | " << fixed(sluice / bound, 2) << "× |\n";
+              << fixed(bound, 2) << " | " << fixed(compare::mean(alone), 2) << " | " << fixed(baseline / bound, 2)
+              << "× | " << fixed(sluice / bound, 2) << "× |\n";
   }
   return {baselines, ours};
 }
@@ -953,19 +952,26 @@ its slowest group's, forward and backward together.
   degree_table(long_context_scenarios());
   std::cout << R"(
 **How much faster any plan could be at long contexts.** A bound under this cost model that no system's iteration
-beats (`compare::iteration_bound`, reported by `sluice simulate` and `sluice plan`), the larger of two: every
-sequence's least GPU-time over all the GPUs — (TP·CP·PP)·(a·l² + b·l) on the cheapest scheme of the space that
-holds it (with the profile's memory, or under ZeRO-3's), plus its share c·l/MaxLen of the micro-batch constants
-its scheme's micro-batches must pay, plus the least fill and drain of a pipeline where a plan needs more than one
-stage — and the longest sequence's fastest trip through a pipeline, PP·T(l) forward and back; mean over the
-iterations. Layout moves, ZeRO-3's collectives, links, the memory a micro-batch's sequences share and the
-imbalance between pipelines only add to an iteration. A system can lead the best baseline by 1.2× only where that
-baseline runs more than 1.2× above the bound.
+beats (`compare::iteration_bound`, reported by `sluice simulate` and `sluice plan`), from two arguments: every
+sequence's GPU-time over all the GPUs — (TP·CP·PP)·(a·l² + b·l) on a scheme of the space that holds it (with the
+profile's memory, or under ZeRO-3's), plus its share c·l/MaxLen of the micro-batch constants its scheme's
+micro-batches must pay, plus the least fill and drain of a pipeline where a plan needs more than one stage — and
+every sequence's trip through its scheme's pipeline, PP·T(l) forward and back, which no iteration undercuts. Each
+alone takes every sequence's cheapest scheme, or its fastest; together, an iteration of T seconds runs each
+sequence on a scheme whose trip is at most T, so the bound is the least T at which the cheapest such schemes'
+GPU-time fits in N·T (a sweep over the trips; the test suite checks it against every assignment of small batches
+to schemes). Mean over the iterations. Layout moves, ZeRO-3's collectives, links, the memory a micro-batch's
+sequences share and the imbalance between pipelines only add to an iteration. A system can lead the best baseline
+by 1.2× only where that baseline runs more than 1.2× above the bound. The goal sluice is held to: within 1.10× of
+the bound in the median of these scenarios.
 
 )";
   const auto [bound_ratios, sluice_ratios] = bound_table(long_context_scenarios());
+  constexpr double bound_goal = 1.10;
+  const bool within_goal = !sluice_ratios.values.empty() && sluice_ratios.median_value() <= bound_goal;
   std::cout << "\nThe best baseline runs " << bound_ratios.text() << " above the bound at long contexts; sluice "
-            << sluice_ratios.text() << ".\n";
+            << sluice_ratios.text() << ", " << (within_goal ? "within" : "not within") << " the goal of "
+            << fixed(bound_goal, 2) << "×.\n";
   Range all = fig10;
   all.values.insert(all.values.end(), sweep_range.values.begin(), sweep_range.values.end());
   all.values.insert(all.values.end(), long_range.values.begin(), long_range.values.end());

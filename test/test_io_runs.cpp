@@ -411,7 +411,7 @@ TEST_CASE("plan_run: broken documents name the member") {
   broken([](io::json& bad) { bad["summary"]["over_bound"] = nullptr; }, "both numbers or both null");
   broken([](io::json& bad) { bad["summary"]["mean_lower_bound"] = -1.0; }, "must be > 0");
   broken([](io::json& bad) { bad["iterations"][0].erase("lower_bound"); }, "missing field 'lower_bound'");
-  broken([](io::json& bad) { bad["iterations"][0]["lower_bound"]["seconds"] = 1e9; }, "must be the larger");
+  broken([](io::json& bad) { bad["iterations"][0]["lower_bound"]["seconds"] = 1e-9; }, "at least");
   broken([](io::json& bad) { bad["iterations"][0]["lower_bound"]["area_seconds"] = 0.0; }, "must be > 0");
 }
 

@@ -57,8 +57,9 @@ inline constexpr std::string_view simulate_usage =
     "               layer\n"
     "and reports each one's iteration time, tokens per second, sluice's speedup over it and the load imbalance\n"
     "(slowest / fastest busy pipeline), mean ± standard deviation over the iterations, and how far each is above\n"
-    "a lower bound that no plan of the batches beats (the least GPU-time of every sequence over the GPUs, or the\n"
-    "longest sequence's fastest trip through a pipeline, whichever is larger).\n"
+    "a lower bound that no plan of the batches beats (the least GPU-time of every sequence over the GPUs, and the\n"
+    "longest sequence's fastest trip through a pipeline, together: the least T at which every sequence's\n"
+    "cheapest scheme whose trip fits in T leaves the GPUs' time for the rest).\n"
     "\n"
     "  --profile P      profile JSON file or bundled name (default llama2-7b)\n"
     "  --lengths F      length file or bundled name (default man-pages)\n"
@@ -171,7 +172,8 @@ inline void print(std::ostream& out, const Scenario& scenario, const compare::Co
   if (!bounds.empty() && bounds.size() == comparison.batches.size())
     out << std::setprecision(3) << "  no plan faster than " << compare::mean(bounds)
         << " s per iteration (lower bound, mean: the least GPU-time over the GPUs " << compare::mean(areas)
-        << " s, the longest sequence's fastest trip " << compare::mean(paths) << " s); bound: each system over it\n\n";
+        << " s, the longest sequence's fastest trip " << compare::mean(paths)
+        << " s, and the two together); bound: each system over it\n\n";
   for (const compare::SystemRun& run : comparison.systems)
     if (!run.failure) out << "  " << std::left << std::setw(12) << run.name << std::right << run.configuration << "\n";
   const compare::SystemRun& sluice = comparison.systems[compare::System::sluice];

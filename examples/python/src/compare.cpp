@@ -92,7 +92,7 @@ void bind_compare(py::module_& module) {
       module, "IterationBound", "A lower bound on any plan's iteration time of one batch under the cost model.");
   def_record_properties(
       bound_class,
-      {{"seconds", "No plan of the batch is faster: the larger of area_seconds and critical_path_seconds"},
+      {{"seconds", "No plan of the batch is faster: the two arguments together, at least either alone"},
        {"area_seconds", "Every sequence's least GPU-time (with micro-batch constants, fill and drain) over the GPUs"},
        {"critical_path_seconds", "The slowest sequence's least trip through a pipeline"}})
       .def("__repr__", [](const compare::IterationBound& bound) {

@@ -125,7 +125,7 @@ class IterationBound:
     """A lower bound on any plan's iteration time of one batch under the cost model."""
     @property
     def seconds(self) -> float:
-        """No plan of the batch is faster: the larger of area_seconds and critical_path_seconds"""
+        """No plan of the batch is faster: the two arguments together, at least either alone"""
     @property
     def area_seconds(self) -> float:
         """Every sequence's least GPU-time (with micro-batch constants, fill and drain) over the GPUs"""

@@ -197,7 +197,7 @@ def test_result_structure(comparison):
         assert summaries[run.name].over_bound == pytest.approx(
             run.seconds.mean() / np.mean([bound.seconds for bound in bounds]), rel=1e-12)
     for bound in bounds:
-        assert bound.seconds == max(bound.area_seconds, bound.critical_path_seconds) > 0
+        assert bound.seconds >= max(bound.area_seconds, bound.critical_path_seconds) > 0
     moves = comparison["sluice"].layout_moves
     assert len(moves) == len(comparison["sluice"].strategies) and not moves.flags.writeable
     assert not comparison.bounds.flags.writeable and comparison.bounds.dtype == np.int64

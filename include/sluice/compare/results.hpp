@@ -59,7 +59,7 @@ struct SystemRun {
 
 // A lower bound on any plan's iteration time of one batch (compare/bound.hpp makes it).
 struct IterationBound {
-  double seconds = 0;                // no plan of the batch is faster: max(area_seconds, critical_path_seconds)
+  double seconds = 0;                // no plan of the batch is faster: the two arguments together, at least either
   double area_seconds = 0;           // every sequence's least GPU-time over the GPUs, with fill and drain
   double critical_path_seconds = 0;  // the slowest sequence's least trip through a pipeline
   friend bool operator==(const IterationBound&, const IterationBound&) = default;

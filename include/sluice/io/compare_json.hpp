@@ -11,6 +11,7 @@
 // (schedule_json.hpp). Every time is finite (an unlimited bandwidth leaves a transfer its latency), so numbers are read
 // strictly. Also a system's summary over its iterations (compare::Summary), which a sluice.simulate_run holds.
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -62,8 +63,9 @@ struct record<compare::IterationBound> {
   static void check(const T& bound) {
     sluice::require(bound.area_seconds > 0 && bound.critical_path_seconds > 0, name,
                     ": 'area_seconds' and 'critical_path_seconds' must be > 0");
-    sluice::require(bound.seconds == std::max(bound.area_seconds, bound.critical_path_seconds), name,
-                    ": 'seconds' must be the larger of 'area_seconds' and 'critical_path_seconds'");
+    sluice::require(
+        std::isfinite(bound.seconds) && bound.seconds >= std::max(bound.area_seconds, bound.critical_path_seconds),
+        name, ": 'seconds' must be finite and at least 'area_seconds' and 'critical_path_seconds'");
   }
 };
 
