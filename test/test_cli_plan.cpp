@@ -96,6 +96,30 @@ TEST_CASE("cli: plan --batch plans exactly the given batch, once, with its ids")
   CHECK(sluice::io::json::parse(from_stdin.out).at("iterations")[0].at("plan") == text_iteration.at("plan"));
 }
 
+TEST_CASE("cli: plan --json places a CP scheme before narrower stages; simulate --batch names the batch it ran") {
+  // tp1cp4ringpp1's stages (4 GPUs) are wider than tp2pp1's, so the placement puts it first of the two, though the
+  // strategy lists schemes by TP: its rank placement must still validate.
+  const TempFile batch("batch.txt", "12000\n900\n3100\n250\n7000\n");
+  const auto planned = run_cli({"plan", "--gpus", "16", "--strategies", "1*tp8pp1+2*tp2pp1+1*tp1cp4ringpp1", "--cp",
+                                "4", "--context", "16384", "--batch", batch.text(), "--json"});
+  REQUIRE(planned.code == 0);
+  const auto document = sluice::io::json::parse(planned.out);
+  const auto& pipelines = document.at("iterations")[0].at("placement").at("pipelines");
+  REQUIRE(pipelines.size() == 4);
+  for (const auto& pipeline : pipelines) {
+    CAPTURE(pipeline.dump());
+    const bool cp = pipeline.contains("cp");
+    const int index = pipeline.at("index").get<int>();
+    CHECK(pipeline.at("placement_index").get<int>() == (pipeline.at("tp") == 8 ? 0 : cp ? 1 : index));
+    if (cp) CHECK(pipeline.at("stages")[0].at("ranks") == sluice::io::json({8, 9, 10, 11}));
+  }
+
+  const auto simulated =
+      run_cli({"simulate", "--gpus", "16", "--context", "16384", "--trials", "2", "--batch", batch.text()});
+  REQUIRE(simulated.code == 0);
+  CHECK(simulated.out.find("; the given batch of 5 sequences, 23250 tokens (seed 0)") != std::string::npos);
+}
+
 TEST_CASE("cli: plan, simulate and trace refuse a bad --batch with one line naming it") {
   const TempFile empty("empty.txt", "# nothing\n");
   const TempFile zero("zero.json", "[100, 0]");

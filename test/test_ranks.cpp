@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sluice/assign/plan.hpp"
@@ -162,6 +163,35 @@ TEST_CASE("rank placement: CP ranks get their own groups and join the TP, PP and
                        doctest::Contains("has a TP group with ranks 0 and 2 on different nodes"), invalid_plan);
 }
 
+TEST_CASE("rank placement: a CP scheme wider per stage than the strategy's first scheme is placed first") {
+  // tp2pp2 comes first in the strategy (TP descending), tp1cp4ringpp1 first in the placement (stage width 4 > 2).
+  cost::ProfileSpec spec{.name = "wide cp",
+                         .source = "test",
+                         .model = {.name = "m", .layers = 4, .hidden = 1024, .vocab = 32000},
+                         .gpus = 12,
+                         .gpus_per_node = 8,
+                         .memory = std::nullopt,
+                         .schemes = {}};
+  for (const auto& [scheme, max_len] : {std::pair{"tp2pp2", 4000}, std::pair{"tp1cp4ringpp1", 16000}})
+    spec.schemes.push_back({Scheme::parse(scheme), cost::QuadraticLatency(1e-10, 1e-6, 1e-3), max_len, std::nullopt});
+  const cost::Profile profile(spec);
+  const Strategy strategy = Strategy::parse("2*tp2pp2+1*tp1cp4ringpp1");
+  REQUIRE(strategy.parts().front().scheme == Scheme::parse("tp2pp2"));
+  const shard::RankPlacement ranks = shard::rank_placement(strategy, profile);
+  REQUIRE(ranks.placement.pipelines.size() == 3);
+  CHECK(ranks.placement.pipelines[0].scheme == Scheme::parse("tp1cp4ringpp1"));
+  CHECK(ranks.placement.pipelines[0].stages[0].ranks == std::vector<int>{0, 1, 2, 3});
+  CHECK(ranks.plan_order == std::vector<std::size_t>{0, 1, 2});
+  shard::validate(ranks, strategy, profile);
+
+  auto split = ranks;  // the two tp2pp2 copies apart
+  std::swap(split.placement.pipelines[0], split.placement.pipelines[1]);
+  split.plan_order = shard::detail::plan_order(split.placement, profile.pipelines(strategy));
+  split.groups = shard::detail::process_groups(split.placement, split.plan_order);
+  CHECK_THROWS_WITH_AS(shard::validate(split, strategy, profile),
+                       doctest::Contains("pipeline 0 is tp2pp2, the first of 1 side by side"), invalid_plan);
+}
+
 TEST_CASE("flex domain ranks: each stage's units side by side, so that an aligned CP group stays in a node") {
   cost::ProfileSpec spec = mixed_profile(16, 8).spec();
   spec.schemes.push_back({Scheme(2, 2), cost::QuadraticLatency(1e-10, 1e-6, 1e-3), 4000, std::nullopt});
@@ -238,9 +268,9 @@ TEST_CASE("rank placement: a corrupted placement fails validation") {
     fails(bad, "process groups differ");
   }
   {
-    auto bad = good;  // pipelines out of the strategy's order
+    auto bad = good;  // a scheme's copies apart
     std::swap(bad.placement.pipelines[0], bad.placement.pipelines[1]);
-    fails(bad, "rank placement: pipeline 0 is tp2pp1");
+    fails(bad, "rank placement: pipeline 0 is tp2pp1, the first of 1 side by side");
   }
   CHECK_THROWS_AS(shard::validate(good, Strategy::parse("1*tp4pp1+2*tp2pp1+1*tp1pp4"), profile), invalid_plan);
 }

@@ -133,8 +133,13 @@ inline void write_trace(Outputs& outputs, const std::filesystem::path& path, con
 inline void print(std::ostream& out, const Scenario& scenario, const compare::Comparison& comparison,
                   const compare::BySystem<compare::Summary>& summaries) {
   const compare::Options& setup = scenario.settings;
-  out << "simulate: " << describe(scenario) << "; " << comparison.batches.size() << " iterations of about "
-      << setup.tokens << " tokens (seed " << setup.seed << ")\n";
+  out << "simulate: " << describe(scenario) << "; ";
+  if (scenario.batch)
+    out << "the given batch of " << scenario.batch->sequences.size() << " sequences, " << scenario.batch->tokens
+        << " tokens";
+  else
+    out << comparison.batches.size() << " iterations of about " << setup.tokens << " tokens";
+  out << " (seed " << setup.seed << ")\n";
   out << "each iteration: the simulated makespan of its slowest pipeline; stage-to-stage links "
       << setup.problem.link.bandwidth / 1e9 << " GB/s, " << setup.problem.link.latency << " s; backward "
       << setup.problem.backward_ratio << " x forward\n\n";

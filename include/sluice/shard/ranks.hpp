@@ -21,7 +21,7 @@ struct ProcessGroups {
   // Per (plan pipeline, CP rank, TP shard): the ranks of that shard, stage 0 first; consecutive ranks are the
   // send/recv neighbour pairs of pipeline parallelism.
   std::vector<std::vector<int>> pp;
-  // Per (scheme, stage, TP shard), schemes in the strategy's canonical order: the ranks holding that stage and
+  // Per (scheme, stage, TP shard), schemes in placement order: the ranks holding that stage and
   // shard in every pipeline of the scheme and every CP rank, pipeline by pipeline, which all-reduce their
   // gradients together, as Megatron-LM does over DP × CP (one rank when the scheme has one pipeline and no CP).
   std::vector<std::vector<int>> dp;
@@ -32,7 +32,7 @@ struct ProcessGroups {
 };
 
 struct RankPlacement {
-  Placement placement;  // shard::place's: pipelines in the strategy's canonical order
+  Placement placement;  // shard::place's: by stage width, each scheme's copies side by side
   int gpus_per_node = 8;
   bool tp_within_node = true;
   // plan_order[j]: the placement pipeline that runs pipeline j of an IterationPlan (MaxLen order, as
@@ -83,7 +83,7 @@ inline ProcessGroups process_groups(const Placement& placement, const std::vecto
       groups.pp.push_back(std::move(ranks));
     }
   }
-  // Placement order is canonical, so each scheme's pipelines are adjacent.
+  // place() keeps each scheme's pipelines side by side.
   for (std::size_t first = 0; first < placement.pipelines.size();) {
     const Scheme& scheme = placement.pipelines[first].scheme;
     std::size_t last = first;
@@ -156,23 +156,33 @@ inline RankPlacement flex_domain_ranks(const Strategy& domain, const cost::Profi
                            {.gpus_per_node = profile.spec().gpus_per_node, .tp_within_node = tp_within_node});
 }
 
-// Every GPU holds at most one (pipeline, stage, CP rank, TP shard); the placement runs `strategy` (its pipelines
-// in canonical order); plan_order maps the profile's MaxLen order onto it; when tp_within_node, a stage of at most
-// gpus_per_node GPUs sits inside one node, and in a larger one each TP group of at most gpus_per_node does; the
-// groups are the placement's. Raises invalid_plan.
+// Every GPU holds at most one (pipeline, stage, CP rank, TP shard); the placement runs `strategy` (every copy of
+// a scheme beside the others); plan_order maps the profile's MaxLen order onto it; when tp_within_node, a stage of
+// at most gpus_per_node GPUs sits inside one node, and in a larger one each TP group of at most gpus_per_node does;
+// the groups are the placement's. Raises invalid_plan.
 inline void validate(const RankPlacement& ranks, const Strategy& strategy, const cost::Profile& profile) {
   using detail::check_plan;
   validate(ranks.placement);
   check_plan(ranks.gpus_per_node >= 1, "rank placement: gpus_per_node ", ranks.gpus_per_node, " must be >= 1");
-  std::vector<Scheme> expected;
-  for (const StrategyPart& part : strategy.parts())
-    for (int copy = 0; copy < part.pipelines; ++copy) expected.push_back(part.scheme);
-  check_plan(ranks.placement.pipelines.size() == expected.size(), "rank placement: has ",
-             ranks.placement.pipelines.size(), " pipelines, strategy ", strategy.name(), " has ", expected.size());
-  for (std::size_t p = 0; p < expected.size(); ++p)
-    check_plan(ranks.placement.pipelines[p].scheme == expected[p], "rank placement: pipeline ", p, " is ",
-               ranks.placement.pipelines[p].scheme.name(), ", strategy ", strategy.name(), " has ", expected[p].name(),
-               " there");
+  const std::vector<PipelinePlacement>& pipelines = ranks.placement.pipelines;
+  check_plan(static_cast<std::int64_t>(pipelines.size()) == strategy.pipeline_count(), "rank placement: has ",
+             pipelines.size(), " pipelines, strategy ", strategy.name(), " has ", strategy.pipeline_count());
+  // place() orders the schemes by stage width, which may differ from the strategy's order; what the groups need
+  // is every copy of a scheme beside the others.
+  std::map<Scheme, int> unplaced;
+  for (const StrategyPart& part : strategy.parts()) unplaced[part.scheme] = part.pipelines;
+  for (std::size_t first = 0; first < pipelines.size();) {
+    const Scheme& scheme = pipelines[first].scheme;
+    std::size_t last = first;
+    while (last < pipelines.size() && pipelines[last].scheme == scheme) ++last;
+    const auto it = unplaced.find(scheme);
+    check_plan(it != unplaced.end() && static_cast<std::size_t>(it->second) == last - first,
+               "rank placement: pipeline ", first, " is ", scheme.name(), ", the first of ", last - first,
+               " side by side; strategy ", strategy.name(), " has ", it == unplaced.end() ? 0 : it->second,
+               " of it, each copy beside the others");
+    unplaced.erase(it);
+    first = last;
+  }
   const std::vector<Pipeline> planned = profile.pipelines(strategy);
   check_plan(ranks.plan_order == detail::plan_order(ranks.placement, planned),
              "rank placement: plan_order does not map the plan's MaxLen order onto the placement");
