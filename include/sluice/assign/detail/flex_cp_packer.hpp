@@ -413,8 +413,8 @@ private:
     }
     add(chosen, s);
     // A group without room for the lightest sequence of its degree is never chosen again.
-    if (slack(chosen) >= lightest_[std::size_t(k)])
-      open.insert({.slack = slack(chosen), .group = chosen, .tokens = groups_[std::size_t(chosen)].tokens});
+    if (const double room = slack(chosen); room >= lightest_[std::size_t(k)])
+      open.insert({.slack = room, .group = chosen, .tokens = groups_[std::size_t(chosen)].tokens});
   }
 
   // Keeps `top` the tallest items seen, tallest first (ties to the earlier), `none` in places not yet filled.
