@@ -117,18 +117,17 @@ inline std::optional<ContextParallelReport> context_parallel_report(const Option
 
 // The schemes derived with context parallelism as the document holds them: their times, not their setup.
 inline io::InspectContextParallel context_parallel_document(const ContextParallelReport& report) {
-  io::InspectContextParallel document{report.degree,
-                                      report.kind,
-                                      report.kind == CpKind::hybrid    ? report.ulysses
-                                      : report.kind == CpKind::ulysses ? report.degree
-                                                                       : 1,
-                                      report.recompute == Recompute::full,
-                                      report.model.heads,
-                                      report.model.kv_heads,
-                                      cost::Links{}.intra_node,
-                                      cost::Links{}.inter_node,
-                                      {},
-                                      report.not_derived};
+  // The links are the document's defaults: inspect derives with the default links.
+  io::InspectContextParallel document{.degree = report.degree,
+                                      .kind = report.kind,
+                                      .ulysses = report.kind == CpKind::hybrid    ? report.ulysses
+                                                 : report.kind == CpKind::ulysses ? report.degree
+                                                                                  : 1,
+                                      .recompute = report.recompute == Recompute::full,
+                                      .heads = report.model.heads,
+                                      .kv_heads = report.model.kv_heads,
+                                      .schemes = {},
+                                      .not_derived = report.not_derived};
   for (const cost::CpScheme& derived : report.schemes)
     document.schemes.push_back(
         {derived.scheme,
