@@ -73,6 +73,17 @@ sluice::compare::Options wide_options() {
   return options;
 }
 
+// A hand-made profile of 8 GPUs without a memory model (so no ZeRO-3 schemes), for the lower bound's tests.
+sluice::cost::Profile bound_profile(int gpus_per_node, std::vector<sluice::cost::SchemeEntry> schemes) {
+  return sluice::cost::Profile({.name = "bound",
+                                .source = "test",
+                                .model = {.name = "m", .layers = 4, .hidden = 1024, .vocab = 32000},
+                                .gpus = 8,
+                                .gpus_per_node = gpus_per_node,
+                                .memory = std::nullopt,
+                                .schemes = std::move(schemes)});
+}
+
 }  // namespace
 
 TEST_CASE("compare: names, length ranges and homogeneous strategies") {
@@ -184,17 +195,11 @@ TEST_CASE("compare: the systems' plans, progress and choices") {
 
 TEST_CASE("lower bound: every term by hand") {
   // 8 GPUs in nodes of 2: ⟨1, 1⟩, ⟨2, 2⟩ and ⟨4, 1⟩, whose TP spans nodes; no memory model, so no ZeRO-3 schemes.
-  sluice::cost::ProfileSpec spec{.name = "bound",
-                                 .source = "test",
-                                 .model = {.name = "m", .layers = 4, .hidden = 1024, .vocab = 32000},
-                                 .gpus = 8,
-                                 .gpus_per_node = 2,
-                                 .memory = std::nullopt,
-                                 .schemes = {}};
-  spec.schemes = {{sluice::Scheme(1, 1), sluice::cost::QuadraticLatency(1e-9, 1e-5, 1e-2), 4000, std::nullopt},
-                  {sluice::Scheme(2, 2), sluice::cost::QuadraticLatency(3e-10, 3e-6, 5e-3), 16000, std::nullopt},
-                  {sluice::Scheme(4, 1), sluice::cost::QuadraticLatency(1e-10, 1e-6, 1e-3), 32000, std::nullopt}};
-  sluice::compare::Options options{.profile = sluice::cost::Profile(spec)};
+  sluice::compare::Options options{
+      .profile = bound_profile(
+          2, {{sluice::Scheme(1, 1), sluice::cost::QuadraticLatency(1e-9, 1e-5, 1e-2), 4000, std::nullopt},
+              {sluice::Scheme(2, 2), sluice::cost::QuadraticLatency(3e-10, 3e-6, 5e-3), 16000, std::nullopt},
+              {sluice::Scheme(4, 1), sluice::cost::QuadraticLatency(1e-10, 1e-6, 1e-3), 32000, std::nullopt}})};
   const auto batch = [](std::vector<std::int64_t> lengths) {
     std::vector<sluice::Sequence> sequences;
     for (const std::int64_t length : lengths)
@@ -242,18 +247,11 @@ TEST_CASE("lower bound: every term by hand") {
 
 TEST_CASE("lower bound: equals the best assignment of sequences to schemes, found by brute force") {
   // 8 GPUs in nodes of 4: the slow, cheap ⟨1, 1⟩, the pipelined ⟨2, 2⟩, and ⟨4, 1⟩ and ⟨8, 1⟩, fast and dear.
-  sluice::cost::ProfileSpec spec{.name = "bound",
-                                 .source = "test",
-                                 .model = {.name = "m", .layers = 4, .hidden = 1024, .vocab = 32000},
-                                 .gpus = 8,
-                                 .gpus_per_node = 4,
-                                 .memory = std::nullopt,
-                                 .schemes = {}};
-  spec.schemes = {{sluice::Scheme(1, 1), sluice::cost::QuadraticLatency(1e-9, 1e-5, 1e-2), 8000, std::nullopt},
-                  {sluice::Scheme(2, 2), sluice::cost::QuadraticLatency(3e-10, 3e-6, 5e-3), 16000, std::nullopt},
-                  {sluice::Scheme(4, 1), sluice::cost::QuadraticLatency(2e-10, 2e-6, 1e-3), 24000, std::nullopt},
-                  {sluice::Scheme(8, 1), sluice::cost::QuadraticLatency(1.5e-10, 1.5e-6, 1e-3), 32000, std::nullopt}};
-  const sluice::cost::Profile profile(spec);
+  const sluice::cost::Profile profile = bound_profile(
+      4, {{sluice::Scheme(1, 1), sluice::cost::QuadraticLatency(1e-9, 1e-5, 1e-2), 8000, std::nullopt},
+          {sluice::Scheme(2, 2), sluice::cost::QuadraticLatency(3e-10, 3e-6, 5e-3), 16000, std::nullopt},
+          {sluice::Scheme(4, 1), sluice::cost::QuadraticLatency(2e-10, 2e-6, 1e-3), 24000, std::nullopt},
+          {sluice::Scheme(8, 1), sluice::cost::QuadraticLatency(1.5e-10, 1.5e-6, 1e-3), 32000, std::nullopt}});
   // Any plan runs each sequence on one scheme: its makespan is at least every chosen trip (PP · T(l)) and the
   // chosen GPU-seconds (with the constants' share, and one fill and drain where a scheme has stages) over 8 GPUs.
   const auto brute_force = [&](const std::vector<std::int64_t>& lengths, bool cross_node_tp) {
