@@ -4,8 +4,10 @@
 #include <array>
 #include <numeric>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "sluice/core/check.hpp"
@@ -13,6 +15,7 @@
 #include "sluice/core/random.hpp"
 #include "sluice/core/scheme.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/io/core_json.hpp"
 
@@ -30,6 +33,42 @@ TEST_CASE("messages: each part written as a stream writes it, doubles to 17 digi
   CHECK_THROWS_WITH_AS(fail("bad ", 7, " of ", 8), "bad 7 of 8", invalid_input);
   const PlanCheck check("plan: ");
   CHECK_THROWS_WITH_AS(check.part("pipeline ", 3, " ")(false, "stage ", 1), "plan: pipeline 3 stage 1", invalid_plan);
+}
+
+TEST_CASE("span: a view of what every contiguous container holds, and of std::span both ways") {
+  std::vector<int> values{1, 2, 3, 4, 5};
+  const std::array<int, 3> fixed{7, 8, 9};
+  int plain[2] = {10, 11};
+  const Span<const int> of_vector = values;
+  CHECK(of_vector.data() == values.data());
+  CHECK(of_vector.size() == 5);
+  CHECK(Span<const int>(fixed).back() == 9);
+  CHECK(Span<int>(plain).front() == 10);
+  CHECK(Span<const int>(values.begin() + 1, values.end() - 1).size() == 3);
+  CHECK(Span<const int>(values.end(), values.end()).empty());
+  CHECK(Span<const int>().empty());
+  // Class template argument deduction keeps the container's constness.
+  Span mutable_view(values);
+  static_assert(std::is_same_v<decltype(mutable_view), Span<int>>);
+  mutable_view[0] = 6;
+  CHECK(values[0] == 6);
+  static_assert(std::is_same_v<decltype(Span(fixed)), Span<const int>>);
+  const Span<const int> from_mutable = mutable_view;
+  CHECK(std::vector<int>(from_mutable.begin(), from_mutable.end()) == std::vector<int>{6, 2, 3, 4, 5});
+  CHECK(std::vector<int>(from_mutable.rbegin(), from_mutable.rend()) == std::vector<int>{5, 4, 3, 2, 6});
+  CHECK(from_mutable.first(2).back() == 2);
+  CHECK(from_mutable.last(2).front() == 4);
+  CHECK(from_mutable.subspan(3).size() == 2);
+  CHECK(from_mutable.subspan(1, 2).back() == 3);
+  // To and from std::span, the elements shared, not copied.
+  const std::span<int> standard = mutable_view;
+  CHECK(standard.data() == values.data());
+  const Span<const int> back = standard;
+  CHECK((back.data() == values.data() && back.size() == values.size()));
+  const std::span<int> from_temporary = Span<int>(values);
+  CHECK(from_temporary.size() == 5);
+  static_assert(!std::is_convertible_v<Span<const int>, Span<int>>);
+  static_assert(!std::is_convertible_v<const std::vector<int>&, Span<int>>);
 }
 
 TEST_CASE("scheme: degrees, GPU count, names and parsing") {

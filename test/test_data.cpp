@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "sluice/core/random.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/readers.hpp"
 #include "sluice/data/sampler.hpp"
@@ -235,12 +236,12 @@ Outcome outcome_of(Read&& read) {
 // The three ways into a format's reader: bytes in memory and a file (sizes known in advance), and a stream (size
 // unknown, so that counts are checked as the data arrives).
 struct Reader {
-  std::vector<std::int64_t> (*bytes)(std::span<const std::byte>, std::string_view);
+  std::vector<std::int64_t> (*bytes)(Span<const std::byte>, std::string_view);
   std::vector<std::int64_t> (*stream)(std::istream&, std::string_view);
   std::string extension;
 };
 
-std::vector<std::int64_t> text_from_bytes(std::span<const std::byte> bytes, std::string_view source) {
+std::vector<std::int64_t> text_from_bytes(Span<const std::byte> bytes, std::string_view source) {
   return parse_lengths_text(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), source);
 }
 

@@ -88,11 +88,11 @@ struct Runs {
   friend bool operator==(const Runs&, const Runs&) = default;
 };
 
-struct Span {
+struct LayerRange {
   int first = 0;
   int last = 0;
   std::string name;
-  friend bool operator==(const Span&, const Span&) = default;
+  friend bool operator==(const LayerRange&, const LayerRange&) = default;
 };
 
 // A tally by name, and the lines it came from as a Runs record holds them.
@@ -107,7 +107,7 @@ struct Tally {
 namespace sluice::io {
 SLUICE_IO_RECORD(Runs, "runs", SLUICE_IO_MEMBERS(seconds));
 SLUICE_IO_RECORD(Tally, "tally", SLUICE_IO_MEMBERS(counts), wrapped_member<Runs>("lines", &T::lines));
-SLUICE_IO_RECORD(Span, "span", SLUICE_IO_RANGE(layers, first, last), SLUICE_IO_MEMBERS(name));
+SLUICE_IO_RECORD(LayerRange, "span", SLUICE_IO_RANGE(layers, first, last), SLUICE_IO_MEMBERS(name));
 SLUICE_IO_DOCUMENT(Sheet, "test.sheet", 4);
 SLUICE_IO_RECORD(Sheet, "sheet", SLUICE_IO_MEMBERS(rows, title));
 
@@ -258,10 +258,12 @@ TEST_CASE("record: a list of optionals is written with null for an empty one and
 }
 
 TEST_CASE("record: a range field is one [begin, end] array, required, of exactly two numbers") {
-  const Span span{.first = 2, .last = 5, .name = "s"};
+  const LayerRange span{.first = 2, .last = 5, .name = "s"};
   CHECK(json(span) == json::parse(R"({"layers": [2, 5], "name": "s"})"));
-  CHECK(json(span).get<Span>() == span);
-  const auto read = [](const std::string& document) { return sluice::io::as<Span>(json::parse(document), "input"); };
+  CHECK(json(span).get<LayerRange>() == span);
+  const auto read = [](const std::string& document) {
+    return sluice::io::as<LayerRange>(json::parse(document), "input");
+  };
   CHECK_THROWS_WITH_AS(read(R"({"name": "s"})"), "input: span: missing field 'layers'", sluice::invalid_input);
   CHECK_THROWS_WITH_AS(read(R"({"layers": [1, 2, 3], "name": "s"})"),
                        "input: span: field 'layers' must be [begin, end], got 3 numbers", sluice::invalid_input);

@@ -6,11 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <span>
 #include <vector>
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/microbatch_json.hpp"
@@ -54,7 +54,7 @@ QuadraticStageCost random_model(Rng& rng) {
 // Every way to cut the ordered samples into consecutive runs (2^(n−1) patterns): the least objective
 // (c − 1)·max t + Σ t / |D| over those whose runs all fit the memory limit; inf if none fits.
 template <class Model>
-double brute_force(std::span<const Sample> ordered, const Model& model, const PartitionOptions& options) {
+double brute_force(Span<const Sample> ordered, const Model& model, const PartitionOptions& options) {
   const std::size_t n = ordered.size();
   double best = inf;
   for (std::uint64_t cuts = 0; cuts < (std::uint64_t{1} << (n - 1)); ++cuts) {
@@ -88,7 +88,7 @@ double brute_force(std::span<const Sample> ordered, const Model& model, const Pa
 
 // The authors' thinning (dp_helper.cpp): sort the feasible run times, keep a value only if it is at least
 // `interval` above the last kept one, and try those. True when one of them admits a partition.
-bool authors_thinning_feasible(std::span<const Sample> ordered, const QuadraticStageCost& model, double limit,
+bool authors_thinning_feasible(Span<const Sample> ordered, const QuadraticStageCost& model, double limit,
                                double interval) {
   std::vector<double> times;
   for (std::size_t s = 0; s < ordered.size(); ++s) {
@@ -118,7 +118,7 @@ namespace dense {
 class RunTable {
 public:
   template <class Model>
-  RunTable(std::span<const Sample> ordered, const Model& model, Layout layout, double memory_limit)
+  RunTable(Span<const Sample> ordered, const Model& model, Layout layout, double memory_limit)
       : n_(ordered.size()), time_(n_ * n_), reach_(n_) {
     for (std::size_t e = 0; e < n_; ++e) {
       std::int64_t max_input = 0;
@@ -220,7 +220,7 @@ std::vector<double> tmax_candidates(const RunTable& table, double lo, double hi,
 }
 
 template <class Model>
-Partition build_partition(std::span<const Sample> ordered, const Model& model, Layout layout,
+Partition build_partition(Span<const Sample> ordered, const Model& model, Layout layout,
                           const std::vector<std::size_t>& runs, const RunTable& table, int stages, int replicas) {
   std::vector<std::size_t> ends;
   for (std::size_t e = ordered.size(); e > 0; e -= runs[e]) ends.push_back(e);
@@ -255,7 +255,7 @@ Partition build_partition(std::span<const Sample> ordered, const Model& model, L
 
 // One cost model; raises sluice::infeasible when a sample does not fit alone.
 template <class Model>
-Partition partition(std::span<const Sample> ordered, const Model& model, const PartitionOptions& options) {
+Partition partition(Span<const Sample> ordered, const Model& model, const PartitionOptions& options) {
   const RunTable table(ordered, model, options.layout, options.memory_limit);
   if (table.first_unfit() != table.size()) throw sluice::infeasible("dense: a sample does not fit alone");
   const double c1 = options.stages - 1;
@@ -363,25 +363,25 @@ TEST_CASE("partition DP equals brute force over all cuts of <= 10 ordered sample
     options.tmax_interval = 0;
     const double thinning = rng.uniform() * 0.2;
     auto check_model = [&](const auto& model) {
-      const double expected = brute_force(std::span<const Sample>(ordered), model, options);
+      const double expected = brute_force(Span<const Sample>(ordered), model, options);
       const PartitionContext context{options.stages, options.replicas, options.memory_limit};
       if (expected == inf) {
-        CHECK_THROWS_AS(partition(std::span<const Sample>(ordered), model, options), sluice::infeasible);
+        CHECK_THROWS_AS(partition(Span<const Sample>(ordered), model, options), sluice::infeasible);
         ++infeasible_cases;
         return;
       }
-      const Partition exact = partition(std::span<const Sample>(ordered), model, options);
-      validate(exact, std::span<const Sample>(ordered), model, context);
+      const Partition exact = partition(Span<const Sample>(ordered), model, options);
+      validate(exact, Span<const Sample>(ordered), model, context);
       CHECK(close(exact.objective, expected));
-      CHECK(exact == dense::partition(std::span<const Sample>(ordered), model, options));
+      CHECK(exact == dense::partition(Span<const Sample>(ordered), model, options));
       // Thinned: never infeasible, and within (c − 1)·interval of the exact objective.
       PartitionOptions thinned_options = options;
       thinned_options.tmax_interval = thinning;
-      const Partition thinned = partition(std::span<const Sample>(ordered), model, thinned_options);
-      validate(thinned, std::span<const Sample>(ordered), model, context);
+      const Partition thinned = partition(Span<const Sample>(ordered), model, thinned_options);
+      validate(thinned, Span<const Sample>(ordered), model, context);
       CHECK(thinned.objective >= exact.objective * (1 - 1e-12));
       CHECK(thinned.objective <= exact.objective + (options.stages - 1) * thinning + 1e-12);
-      CHECK(thinned == dense::partition(std::span<const Sample>(ordered), model, thinned_options));
+      CHECK(thinned == dense::partition(Span<const Sample>(ordered), model, thinned_options));
       ++instances;
     };
     if (grid) {
@@ -435,12 +435,12 @@ TEST_CASE("banded DP = the dense DP it replaced, bit for bit, on seeded random b
       bool banded_fits = true;
       bool oracle_fits = true;
       try {
-        banded = partition(std::span<const Sample>(ordered), model, options);
+        banded = partition(Span<const Sample>(ordered), model, options);
       } catch (const sluice::infeasible&) {
         banded_fits = false;
       }
       try {
-        oracle = dense::partition(std::span<const Sample>(ordered), model, options);
+        oracle = dense::partition(Span<const Sample>(ordered), model, options);
       } catch (const sluice::infeasible&) {
         oracle_fits = false;
       }
@@ -478,8 +478,8 @@ TEST_CASE("the run table is a band: large batches of short samples fit, past max
   const QuadraticStageCost model(cost::QuadraticLatency(9.555e-10, 4.552e-05, 0.01427), 1.0);
   const auto ordered = order_samples(samples, Ordering::length);
   const PartitionOptions options{.stages = 4, .replicas = 2, .memory_limit = 64};
-  const Partition result = partition(std::span<const Sample>(ordered), model, options);
-  validate(result, std::span<const Sample>(ordered), model, PartitionContext{4, 2, 64});
+  const Partition result = partition(Span<const Sample>(ordered), model, options);
+  validate(result, Span<const Sample>(ordered), model, PartitionContext{4, 2, 64});
   CHECK(std::ranges::all_of(result.micro_batches,
                             [](const ShapedMicroBatch& mb) { return mb.shape.rows * mb.shape.input <= 64; }));
   MESSAGE("30,000 samples of 1-8 tokens: ", result.micro_batches.size(), " micro-batches, objective ",
@@ -489,12 +489,12 @@ TEST_CASE("the run table is a band: large batches of short samples fit, past max
   cost::RectilinearGrid<2> memory({std::vector<double>{1, 4}, std::vector<double>{32, 128}}, {1, 4, 4, 16});
   const GridStageCost<2> grid(cost::GridCostModel<2>{time, memory});
   std::vector<Sample> gridded(samples.begin(), samples.begin() + 20'000);
-  const Partition on_grid = partition(std::span<const Sample>(gridded), grid, PartitionOptions{.stages = 4});
-  validate(on_grid, std::span<const Sample>(gridded), grid, PartitionContext{4, 1, inf});
+  const Partition on_grid = partition(Span<const Sample>(gridded), grid, PartitionOptions{.stages = 4});
+  validate(on_grid, Span<const Sample>(gridded), grid, PartitionContext{4, 1, inf});
   // Without a memory limit every prefix is a feasible run: 9,000 samples need 9,000 · 9,001 / 2 > 2^25 cells.
   std::vector<Sample> unlimited(samples.begin(), samples.begin() + 9'000);
   try {
-    (void)partition(std::span<const Sample>(unlimited), model, PartitionOptions{.stages = 4});
+    (void)partition(Span<const Sample>(unlimited), model, PartitionOptions{.stages = 4});
     FAIL("no exception for 9,000 samples without a memory limit");
   } catch (const sluice::invalid_input& error) {
     CHECK_MESSAGE(std::string(error.what()).find("max_run_table_cells") != std::string::npos, error.what());
@@ -520,13 +520,13 @@ TEST_CASE("thinned tmax vs exact on random mini-batches: within (c - 1) * interv
     options.replicas = 1 + static_cast<int>(rng.below(4));
     options.memory_limit = 16384.0 + rng.uniform() * 60000.0;
     options.tmax_interval = 0;
-    const Partition exact = partition(std::span<const Sample>(ordered), model, options);
+    const Partition exact = partition(Span<const Sample>(ordered), model, options);
     const PartitionContext context{options.stages, options.replicas, options.memory_limit};
-    validate(exact, std::span<const Sample>(ordered), model, context);
+    validate(exact, Span<const Sample>(ordered), model, context);
     for (const double interval : {5e-6, 1e-3, 2e-2}) {
       options.tmax_interval = interval;
-      const Partition thinned = partition(std::span<const Sample>(ordered), model, options);
-      validate(thinned, std::span<const Sample>(ordered), model, context);
+      const Partition thinned = partition(Span<const Sample>(ordered), model, options);
+      validate(thinned, Span<const Sample>(ordered), model, context);
       const double gap = thinned.objective - exact.objective;
       const double bound = (options.stages - 1) * interval;
       CHECK(gap >= -1e-12);
@@ -554,8 +554,8 @@ TEST_CASE("thinning never loses feasibility (the authors' thinning does)") {
     options.memory_limit = 4096.0 + rng.uniform() * 20000.0;
     // An interval as coarse as the largest run times: the authors' thinning keeps only the smallest.
     options.tmax_interval = 0.05 + rng.uniform() * 10.0;
-    const Partition thinned = partition(std::span<const Sample>(ordered), model, options);
-    validate(thinned, std::span<const Sample>(ordered), model,
+    const Partition thinned = partition(Span<const Sample>(ordered), model, options);
+    validate(thinned, Span<const Sample>(ordered), model,
              PartitionContext{options.stages, options.replicas, options.memory_limit});
     if (!authors_thinning_feasible(ordered, model, options.memory_limit, options.tmax_interval)) ++authors_lost;
   }
@@ -572,13 +572,11 @@ TEST_CASE("recomputation escalation and infeasibility") {
   options.stages = 2;
   options.memory_limit = 60;
   const auto ordered = order_samples(samples, Ordering::length);
-  const Partition result =
-      partition(std::span<const Sample>(ordered), std::span<const QuadraticStageCost>(models), options);
+  const Partition result = partition(Span<const Sample>(ordered), Span<const QuadraticStageCost>(models), options);
   CHECK(result.cost_model == 1);
-  validate(result, std::span<const Sample>(ordered), std::span<const QuadraticStageCost>(models),
-           PartitionContext{2, 1, 60});
+  validate(result, Span<const Sample>(ordered), Span<const QuadraticStageCost>(models), PartitionContext{2, 1, 60});
   options.memory_limit = 20;  // sample 0 needs 25 bytes alone even with recomputation
-  CHECK_THROWS_AS(partition(std::span<const Sample>(ordered), std::span<const QuadraticStageCost>(models), options),
+  CHECK_THROWS_AS(partition(Span<const Sample>(ordered), Span<const QuadraticStageCost>(models), options),
                   sluice::infeasible);
   // A grid stage cost forbids shapes beyond its largest point.
   cost::RectilinearGrid<2> time({std::vector<double>{1, 4}, std::vector<double>{32, 128}}, {1, 2, 4, 8});
@@ -587,11 +585,11 @@ TEST_CASE("recomputation escalation and infeasibility") {
   CHECK(grid.seconds({5, 32, 0}) == inf);
   CHECK(grid.seconds({1, 16, 0}) == 1);
   const std::vector<Sample> short_ones = {{0, 100, 0}, {1, 90, 0}, {2, 80, 0}, {3, 70, 0}, {4, 60, 0}};
-  const Partition on_grid = partition(std::span<const Sample>(short_ones), grid, PartitionOptions{.stages = 2});
-  validate(on_grid, std::span<const Sample>(short_ones), grid, PartitionContext{2, 1, inf});
+  const Partition on_grid = partition(Span<const Sample>(short_ones), grid, PartitionOptions{.stages = 2});
+  validate(on_grid, Span<const Sample>(short_ones), grid, PartitionContext{2, 1, inf});
   for (const ShapedMicroBatch& mb : on_grid.micro_batches) CHECK(mb.shape.rows <= 4);
   const std::vector<Sample> too_long = {{0, 200, 0}};
-  CHECK_THROWS_AS(partition(std::span<const Sample>(too_long), grid, PartitionOptions{}), sluice::infeasible);
+  CHECK_THROWS_AS(partition(Span<const Sample>(too_long), grid, PartitionOptions{}), sluice::infeasible);
 }
 
 TEST_CASE("Karmarkar-Karp and LPT vs brute force on <= 10 items") {
@@ -653,24 +651,22 @@ TEST_CASE("baselines: token-based and fixed-length packing, and the DP is never 
     const auto ordered = order_samples(samples, Ordering::length);
     const PartitionContext context{4, 2, inf};
     const std::int64_t budget = 8192 * (1 + static_cast<std::int64_t>(rng.below(4)));
-    const Partition tokens = token_based(std::span<const Sample>(ordered), model, budget, context);
-    validate(tokens, std::span<const Sample>(ordered), model, context);
+    const Partition tokens = token_based(Span<const Sample>(ordered), model, budget, context);
+    validate(tokens, Span<const Sample>(ordered), model, context);
     for (const ShapedMicroBatch& mb : tokens.micro_batches)
       CHECK((mb.shape.rows == 1 || mb.shape.rows * (mb.shape.input + mb.shape.target) <= budget));
-    const Partition packed =
-        fixed_length_packing(std::span<const Sample>(samples), model, FixedRows{8192, 0, 2}, context);
-    validate(packed, std::span<const Sample>(samples), model, context);
+    const Partition packed = fixed_length_packing(Span<const Sample>(samples), model, FixedRows{8192, 0, 2}, context);
+    validate(packed, Span<const Sample>(samples), model, context);
     PartitionOptions options{
         .stages = 4, .replicas = 2, .memory_limit = inf, .layout = Layout::padded, .tmax_interval = 0};
-    const Partition dp = partition(std::span<const Sample>(ordered), model, options);
+    const Partition dp = partition(Span<const Sample>(ordered), model, options);
     CHECK(dp.objective <= tokens.objective * (1 + 1e-12));
   }
   // Out of memory: the baselines raise infeasible rather than return a plan that cannot run.
   const std::vector<Sample> two = {{0, 100, 0}, {1, 100, 0}};
-  CHECK_THROWS_AS(token_based(std::span<const Sample>(two), model, 1000, PartitionContext{1, 1, 150}),
-                  sluice::infeasible);
+  CHECK_THROWS_AS(token_based(Span<const Sample>(two), model, 1000, PartitionContext{1, 1, 150}), sluice::infeasible);
   CHECK_THROWS_AS(
-      fixed_length_packing(std::span<const Sample>(two), model, FixedRows{200, 0, 1}, PartitionContext{1, 1, 150}),
+      fixed_length_packing(Span<const Sample>(two), model, FixedRows{200, 0, 1}, PartitionContext{1, 1, 150}),
       sluice::infeasible);
 }
 
@@ -678,12 +674,12 @@ TEST_CASE("validators reject broken results") {
   const std::vector<Sample> samples = {{0, 100, 0}, {1, 80, 0}, {2, 60, 0}, {3, 40, 0}, {4, 20, 0}};
   const QuadraticStageCost model({1e-6, 1e-3, 0.05}, 1.0);
   const PartitionContext context{3, 2, 1000};
-  const Partition good = partition(std::span<const Sample>(samples), model,
-                                   PartitionOptions{.stages = 3, .replicas = 2, .memory_limit = 1000});
+  const Partition good =
+      partition(Span<const Sample>(samples), model, PartitionOptions{.stages = 3, .replicas = 2, .memory_limit = 1000});
   REQUIRE(good.micro_batches.size() >= 2);
-  validate(good, std::span<const Sample>(samples), model, context);
+  validate(good, Span<const Sample>(samples), model, context);
   auto rejects = [&](Partition broken) {
-    CHECK_THROWS_AS(validate(broken, std::span<const Sample>(samples), model, context), sluice::invalid_plan);
+    CHECK_THROWS_AS(validate(broken, Span<const Sample>(samples), model, context), sluice::invalid_plan);
   };
   Partition p = good;
   p.micro_batches.clear();
@@ -715,12 +711,12 @@ TEST_CASE("validators reject broken results") {
   p = good;
   p.micro_batches[0].row_sizes.assign(p.micro_batches[0].row_sizes.size(), 2);
   rejects(p);
-  CHECK_THROWS_AS(validate(good, std::span<const Sample>(samples), model, PartitionContext{3, 2, 99}),
+  CHECK_THROWS_AS(validate(good, Span<const Sample>(samples), model, PartitionContext{3, 2, 99}),
                   sluice::invalid_plan);  // over a tighter memory limit
   const std::vector<QuadraticStageCost> one = {model};
   p = good;
   p.cost_model = 1;
-  CHECK_THROWS_AS(validate(p, std::span<const Sample>(samples), std::span<const QuadraticStageCost>(one), context),
+  CHECK_THROWS_AS(validate(p, Span<const Sample>(samples), Span<const QuadraticStageCost>(one), context),
                   sluice::invalid_plan);
 
   const std::vector<double> times = {3, 2, 2, 1};
@@ -765,42 +761,38 @@ TEST_CASE("bad input raises invalid_input naming the field") {
     }
   };
   const std::vector<Sample> empty;
-  raises([&] { (void)partition(std::span<const Sample>(empty), model, PartitionOptions{}); }, "no samples");
+  raises([&] { (void)partition(Span<const Sample>(empty), model, PartitionOptions{}); }, "no samples");
   const std::vector<Sample> zero = {{0, 0, 0}};
-  raises([&] { (void)partition(std::span<const Sample>(zero), model, PartitionOptions{}); }, "input length");
+  raises([&] { (void)partition(Span<const Sample>(zero), model, PartitionOptions{}); }, "input length");
   const std::vector<Sample> negative = {{0, -5, 0}};
   raises([&] { (void)order_samples(negative, Ordering::length); }, "input length");
   const std::vector<Sample> negative_target = {{0, 5, -1}};
   raises([&] { (void)order_samples(negative_target, Ordering::path); }, "target length");
   const std::vector<Sample> twice = {{0, 5, 0}, {0, 6, 0}};
-  raises([&] { (void)partition(std::span<const Sample>(twice), model, PartitionOptions{}); }, "appears twice");
+  raises([&] { (void)partition(Span<const Sample>(twice), model, PartitionOptions{}); }, "appears twice");
   const std::vector<Sample> bad_id = {{-1, 5, 0}};
-  raises([&] { (void)partition(std::span<const Sample>(bad_id), model, PartitionOptions{}); }, "sample id");
+  raises([&] { (void)partition(Span<const Sample>(bad_id), model, PartitionOptions{}); }, "sample id");
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  raises([&] { (void)partition(std::span<const Sample>(good), ConstantCost{nan, 1}, PartitionOptions{}); }, "seconds");
-  raises([&] { (void)partition(std::span<const Sample>(good), ConstantCost{1, nan}, PartitionOptions{}); }, "bytes");
-  raises([&] { (void)partition(std::span<const Sample>(good), ConstantCost{-1, 1}, PartitionOptions{}); }, "seconds");
-  raises([&] { (void)partition(std::span<const Sample>(good), model, PartitionOptions{.stages = 0}); }, "stages");
-  raises([&] { (void)partition(std::span<const Sample>(good), model, PartitionOptions{.replicas = 0}); }, "replicas");
-  raises([&] { (void)partition(std::span<const Sample>(good), model, PartitionOptions{.memory_limit = 0}); },
+  raises([&] { (void)partition(Span<const Sample>(good), ConstantCost{nan, 1}, PartitionOptions{}); }, "seconds");
+  raises([&] { (void)partition(Span<const Sample>(good), ConstantCost{1, nan}, PartitionOptions{}); }, "bytes");
+  raises([&] { (void)partition(Span<const Sample>(good), ConstantCost{-1, 1}, PartitionOptions{}); }, "seconds");
+  raises([&] { (void)partition(Span<const Sample>(good), model, PartitionOptions{.stages = 0}); }, "stages");
+  raises([&] { (void)partition(Span<const Sample>(good), model, PartitionOptions{.replicas = 0}); }, "replicas");
+  raises([&] { (void)partition(Span<const Sample>(good), model, PartitionOptions{.memory_limit = 0}); },
          "memory_limit");
-  raises([&] { (void)partition(std::span<const Sample>(good), model, PartitionOptions{.memory_limit = nan}); },
+  raises([&] { (void)partition(Span<const Sample>(good), model, PartitionOptions{.memory_limit = nan}); },
          "memory_limit");
-  raises([&] { (void)partition(std::span<const Sample>(good), model, PartitionOptions{.tmax_interval = -1}); },
+  raises([&] { (void)partition(Span<const Sample>(good), model, PartitionOptions{.tmax_interval = -1}); },
          "tmax_interval");
-  raises([&] { (void)partition(std::span<const Sample>(good), model, PartitionOptions{.tmax_interval = nan}); },
+  raises([&] { (void)partition(Span<const Sample>(good), model, PartitionOptions{.tmax_interval = nan}); },
          "tmax_interval");
-  raises([&] { (void)partition(std::span<const Sample>(good), model, PartitionOptions{.layout = Layout::fixed_rows}); },
+  raises([&] { (void)partition(Span<const Sample>(good), model, PartitionOptions{.layout = Layout::fixed_rows}); },
          "layout");
   const std::vector<QuadraticStageCost> none;
-  raises(
-      [&] {
-        (void)partition(std::span<const Sample>(good), std::span<const QuadraticStageCost>(none), PartitionOptions{});
-      },
-      "no cost models");
+  raises([&] { (void)partition(Span<const Sample>(good), Span<const QuadraticStageCost>(none), PartitionOptions{}); },
+         "no cost models");
   // A memory limit below any single sample is a well-formed problem without a solution.
-  CHECK_THROWS_AS(partition(std::span<const Sample>(good), model, PartitionOptions{.memory_limit = 5}),
-                  sluice::infeasible);
+  CHECK_THROWS_AS(partition(Span<const Sample>(good), model, PartitionOptions{.memory_limit = 5}), sluice::infeasible);
 
   const std::vector<double> times = {1, 2};
   const std::vector<double> nan_times = {1, nan};
@@ -810,16 +802,16 @@ TEST_CASE("bad input raises invalid_input naming the field") {
   raises([&] { (void)balance_kk(nan_times, 2); }, "time of micro-batch 1");
   raises([&] { (void)balance_lpt(no_times, 2); }, "no micro-batch times");
   const PartitionContext context{1, 1, inf};
-  raises([&] { (void)token_based(std::span<const Sample>(good), model, 0, context); }, "tokens_per_micro_batch");
-  raises([&] { (void)token_based(std::span<const Sample>(good), model, 10, PartitionContext{0, 1, inf}); }, "stages");
+  raises([&] { (void)token_based(Span<const Sample>(good), model, 0, context); }, "tokens_per_micro_batch");
+  raises([&] { (void)token_based(Span<const Sample>(good), model, 10, PartitionContext{0, 1, inf}); }, "stages");
   raises(
       [&] {
-        (void)fixed_length_packing(std::span<const Sample>(good), model, FixedRows{15, 0, 1}, context);
+        (void)fixed_length_packing(Span<const Sample>(good), model, FixedRows{15, 0, 1}, context);
       },
       "longer than a row");
   raises(
       [&] {
-        (void)fixed_length_packing(std::span<const Sample>(good), model, FixedRows{64, 0, 0}, context);
+        (void)fixed_length_packing(Span<const Sample>(good), model, FixedRows{64, 0, 0}, context);
       },
       "rows per micro-batch");
   raises([&] { (void)QuadraticStageCost({1, 1, 1}, 0); }, "bytes_per_token");
@@ -834,8 +826,8 @@ TEST_CASE("JSON round trip of partitions and replica assignments; the bundled 7B
   const std::vector<Sample> samples = random_samples(rng, 40, false, 8192);
   const auto ordered = order_samples(samples, Ordering::length);
   const PartitionOptions options{.stages = 4, .replicas = 4, .memory_limit = setup.memory_limit};
-  const Partition result = partition(std::span<const Sample>(ordered), setup.model, options);
-  validate(result, std::span<const Sample>(samples), setup.model, PartitionContext{4, 4, setup.memory_limit});
+  const Partition result = partition(Span<const Sample>(ordered), setup.model, options);
+  validate(result, Span<const Sample>(samples), setup.model, PartitionContext{4, 4, setup.memory_limit});
   // Every micro-batch fits the 1F1B per-micro-batch limit.
   CHECK(std::ranges::all_of(result.micro_batches,
                             [&](const ShapedMicroBatch& mb) { return mb.bytes <= setup.memory_limit; }));
@@ -845,7 +837,7 @@ TEST_CASE("JSON round trip of partitions and replica assignments; the bundled 7B
   const ReplicaAssignment replicas = balance_kk(micro_batch_times(result), 4);
   validate(replicas, micro_batch_times(result), 4);
   CHECK(io::from_document<ReplicaAssignment>(io::to_document(replicas)) == replicas);
-  const Partition packed = fixed_length_packing(std::span<const Sample>(samples), setup.model, FixedRows{8192, 0, 1},
+  const Partition packed = fixed_length_packing(Span<const Sample>(samples), setup.model, FixedRows{8192, 0, 1},
                                                 PartitionContext{4, 4, setup.memory_limit});
   CHECK(io::from_document<Partition>(io::to_document(packed)) == packed);
   MESSAGE("7B, c = 4, |D| = 4, 40 samples: DP objective ", result.objective, " s over ", result.micro_batches.size(),

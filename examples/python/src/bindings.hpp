@@ -12,7 +12,6 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -26,6 +25,7 @@
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
+#include "sluice/core/span.hpp"
 #include "sluice/sluice.hpp"
 
 namespace sluice::python {
@@ -55,7 +55,7 @@ std::vector<Sequence> batch_of_item(const py::handle& item);
 
 // A read-only 1-D NumPy view of `values`, which `owner` keeps alive.
 template <class T>
-py::array_t<T> view_of(std::span<const T> values, const py::handle& owner) {
+py::array_t<T> view_of(Span<const T> values, const py::handle& owner) {
   py::array_t<T> array({static_cast<py::ssize_t>(values.size())}, {static_cast<py::ssize_t>(sizeof(T))}, values.data(),
                        owner);
   py::detail::array_proxy(array.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
@@ -64,15 +64,15 @@ py::array_t<T> view_of(std::span<const T> values, const py::handle& owner) {
 
 // A fresh array that owns a copy (for values computed on the fly, not held by any result).
 template <class T>
-py::array_t<T> array_of(std::span<const T> values) {
+py::array_t<T> array_of(Span<const T> values) {
   py::array_t<T> array(static_cast<py::ssize_t>(values.size()));
   std::copy(values.begin(), values.end(), array.mutable_data());
   return array;
 }
 
 // The batch's ids and its lengths, each as a fresh int64 array.
-py::array_t<std::int64_t> ids_of(std::span<const Sequence> batch);
-py::array_t<std::int64_t> lengths_of(std::span<const Sequence> batch);
+py::array_t<std::int64_t> ids_of(Span<const Sequence> batch);
+py::array_t<std::int64_t> lengths_of(Span<const Sequence> batch);
 
 // Elements of a vector member as Python objects that refer into `owner` (no copies; `owner` stays alive).
 template <class T>

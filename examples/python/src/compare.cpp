@@ -225,8 +225,7 @@ void bind_compare(py::module_& module) {
         usable.tp_within_node = !cross_node_tp;
         options.context = context ? *context : proposal::default_max_len(dataset, profile, usable);
         const data::LengthDataset truncated = dataset.truncated(options.context);
-        if (!sampled)
-          return compare::compare_systems(options, truncated, std::span<const std::vector<Sequence>>(given));
+        if (!sampled) return compare::compare_systems(options, truncated, Span<const std::vector<Sequence>>(given));
         data::BatchSampler sampler(truncated, {.tokens_per_batch = tokens, .seed = seed});
         return compare::compare_systems(options, truncated, static_cast<std::size_t>(count),
                                         [&] { return sampler.next().sequences; });

@@ -102,13 +102,13 @@ std::vector<Sequence> batch_of_item(const py::handle& item) {
   return batch_from(item, py::none());
 }
 
-py::array_t<std::int64_t> ids_of(std::span<const Sequence> batch) {
+py::array_t<std::int64_t> ids_of(Span<const Sequence> batch) {
   std::vector<std::int64_t> ids(batch.size());
   std::ranges::transform(batch, ids.begin(), &Sequence::id);
   return array_of<std::int64_t>(ids);
 }
 
-py::array_t<std::int64_t> lengths_of(std::span<const Sequence> batch) {
+py::array_t<std::int64_t> lengths_of(Span<const Sequence> batch) {
   std::vector<std::int64_t> lengths(batch.size());
   std::ranges::transform(batch, lengths.begin(), &Sequence::length);
   return array_of<std::int64_t>(lengths);

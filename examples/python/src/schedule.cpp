@@ -113,8 +113,8 @@ void bind_microbatch(py::module_& module) {
             const std::vector<microbatch::Sample> samples = samples_from(lengths, ids, targets);
             const std::vector<microbatch::QuadraticStageCost> costs = models_from(models);
             const py::gil_scoped_release release;
-            microbatch::validate(value, std::span<const microbatch::Sample>(samples),
-                                 std::span<const microbatch::QuadraticStageCost>(costs),
+            microbatch::validate(value, Span<const microbatch::Sample>(samples),
+                                 Span<const microbatch::QuadraticStageCost>(costs),
                                  {.stages = stages, .replicas = replicas, .memory_limit = memory_limit});
           },
           py::arg("lengths"), py::arg("models"), py::kw_only(), py::arg("ids") = py::none(),
@@ -175,8 +175,8 @@ void bind_microbatch(py::module_& module) {
                                                     .layout = microbatch::layout_from(layout, "layout"),
                                                     .tmax_interval = tmax_interval};
         const py::gil_scoped_release release;
-        return microbatch::partition(std::span<const microbatch::Sample>(samples),
-                                     std::span<const microbatch::QuadraticStageCost>(costs), settings);
+        return microbatch::partition(Span<const microbatch::Sample>(samples),
+                                     Span<const microbatch::QuadraticStageCost>(costs), settings);
       },
       py::arg("lengths"), py::arg("models"), py::kw_only(), py::arg("ids") = py::none(),
       py::arg("targets") = py::none(), py::arg("ordering") = "length", py::arg("stages") = options.stages,
@@ -193,7 +193,7 @@ void bind_microbatch(py::module_& module) {
          int replicas, double memory_limit) {
         const std::vector<microbatch::Sample> samples = ordered(samples_from(lengths, ids, targets), ordering);
         const py::gil_scoped_release release;
-        return microbatch::token_based(std::span<const microbatch::Sample>(samples), model, tokens_per_micro_batch,
+        return microbatch::token_based(Span<const microbatch::Sample>(samples), model, tokens_per_micro_batch,
                                        {.stages = stages, .replicas = replicas, .memory_limit = memory_limit});
       },
       py::arg("lengths"), py::arg("model"), py::kw_only(), py::arg("tokens_per_micro_batch"),
@@ -207,7 +207,7 @@ void bind_microbatch(py::module_& module) {
          int replicas, double memory_limit) {
         const std::vector<microbatch::Sample> samples = samples_from(lengths, ids, targets);
         const py::gil_scoped_release release;
-        return microbatch::fixed_length_packing(std::span<const microbatch::Sample>(samples), model,
+        return microbatch::fixed_length_packing(Span<const microbatch::Sample>(samples), model,
                                                 {.input = row_input, .target = row_target, .rows = rows},
                                                 {.stages = stages, .replicas = replicas, .memory_limit = memory_limit});
       },
@@ -436,8 +436,8 @@ void bind_pipeline_planners(py::module_& module) {
             options.stage_memory = stage_memory;
             options.problem = problem;
             const py::gil_scoped_release release;
-            schedule::validate(value, std::span<const microbatch::Sample>(samples),
-                               std::span<const microbatch::QuadraticStageCost>(costs), options);
+            schedule::validate(value, Span<const microbatch::Sample>(samples),
+                               Span<const microbatch::QuadraticStageCost>(costs), options);
           },
           py::arg("lengths"), py::arg("models"), py::kw_only(), py::arg("ids") = py::none(),
           py::arg("targets") = py::none(), py::arg("stages") = defaults.stages, py::arg("replicas") = defaults.replicas,
@@ -464,8 +464,8 @@ void bind_pipeline_planners(py::module_& module) {
                                                     .schedule = scheduling,
                                                     .problem = problem};
         const py::gil_scoped_release release;
-        return schedule::plan_pipeline(std::span<const microbatch::Sample>(samples),
-                                       std::span<const microbatch::QuadraticStageCost>(costs), options);
+        return schedule::plan_pipeline(Span<const microbatch::Sample>(samples),
+                                       Span<const microbatch::QuadraticStageCost>(costs), options);
       },
       py::arg("lengths"), py::arg("models"), py::kw_only(), py::arg("ids") = py::none(),
       py::arg("targets") = py::none(), py::arg("stages") = defaults.stages, py::arg("replicas") = defaults.replicas,

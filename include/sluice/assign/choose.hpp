@@ -9,13 +9,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 
@@ -41,7 +41,7 @@ struct Choice {
 
 namespace detail {
 
-inline void require_batch(std::span<const Sequence> batch) {
+inline void require_batch(Span<const Sequence> batch) {
   sluice::require(!batch.empty(), "plan: the batch is empty");
   sluice::require(batch.size() <= max_batch_sequences, "plan: the batch has ", batch.size(),
                   " sequences, more than the ", max_batch_sequences, " a plan may hold");
@@ -52,7 +52,7 @@ inline void require_batch(std::span<const Sequence> batch) {
                     " appears twice in the batch");
 }
 
-inline void require_overheads(std::span<const double> overheads, std::size_t candidates) {
+inline void require_overheads(Span<const double> overheads, std::size_t candidates) {
   sluice::require(overheads.empty() || overheads.size() == candidates, "plan: candidate_overhead has ",
                   overheads.size(), " entries for ", candidates, " candidates");
   for (std::size_t k = 0; k < overheads.size(); ++k)
@@ -74,10 +74,10 @@ inline std::vector<cost::SchemeCost> pipeline_costs(const Strategy& strategy, co
 // to an iteration: PlanOptions::candidate_overhead). Raises invalid_input on a bad batch or overheads, or when
 // no candidate holds the batch's longest sequence.
 template <class Judge>
-requires std::invocable < Judge&, std::size_t, std::span<const cost::SchemeCost>,
-double > auto choose_candidate(std::span<const Sequence> batch, std::span<const Strategy> candidates,
-                               const cost::Profile& profile, std::span<const double> overheads, Judge&& judge) {
-  using Plan = decltype(judge(std::size_t{}, std::span<const cost::SchemeCost>{}, 0.0).plan);
+requires std::invocable < Judge&, std::size_t, Span<const cost::SchemeCost>,
+double > auto choose_candidate(Span<const Sequence> batch, Span<const Strategy> candidates,
+                               const cost::Profile& profile, Span<const double> overheads, Judge&& judge) {
+  using Plan = decltype(judge(std::size_t{}, Span<const cost::SchemeCost>{}, 0.0).plan);
   detail::require_batch(batch);
   sluice::require(!candidates.empty(), "plan: no candidate strategies");
   detail::require_overheads(overheads, candidates.size());
@@ -95,7 +95,7 @@ double > auto choose_candidate(std::span<const Sequence> batch, std::span<const 
       continue;
     }
     const double overhead = overheads.empty() ? 0 : overheads[k];
-    Judged<Plan> judged = judge(k, std::span<const cost::SchemeCost>(costs), overhead);
+    Judged<Plan> judged = judge(k, Span<const cost::SchemeCost>(costs), overhead);
     scores.emplace_back(judged.score);
     const double total = judged.score + overhead;
     if (!best || total < best_total) {

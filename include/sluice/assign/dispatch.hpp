@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
-#include <span>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/cost/profile.hpp"
 
 namespace sluice::assign {
@@ -49,22 +49,20 @@ inline void require_valid(const DispatchOptions& options) {
 
 // Eq. 2 of every pipeline for `pipeline_of` (pipeline of batch[i], batch order); empty pipelines are 0.
 // Raises invalid_input if the input is malformed or a sequence sits on a pipeline that cannot hold it.
-[[nodiscard]] inline std::vector<double> dispatch_pipeline_bounds(std::span<const Sequence> batch,
-                                                                  PipelineCosts pipelines,
-                                                                  std::span<const int> pipeline_of,
-                                                                  bool v_step = true) {
+[[nodiscard]] inline std::vector<double> dispatch_pipeline_bounds(Span<const Sequence> batch, PipelineCosts pipelines,
+                                                                  Span<const int> pipeline_of, bool v_step = true) {
   return detail::DispatchProblem(batch, pipelines, v_step).bounds(pipeline_of);
 }
 
 // Eq. 3: the largest Eq. 2 bound over the pipelines.
-[[nodiscard]] inline double dispatch_objective(std::span<const Sequence> batch, PipelineCosts pipelines,
-                                               std::span<const int> pipeline_of, bool v_step = true) {
+[[nodiscard]] inline double dispatch_objective(Span<const Sequence> batch, PipelineCosts pipelines,
+                                               Span<const int> pipeline_of, bool v_step = true) {
   const std::vector<double> bounds = dispatch_pipeline_bounds(batch, pipelines, pipeline_of, v_step);
   return *std::max_element(bounds.begin(), bounds.end());
 }
 
 // A lower bound on the optimum of Eq. 3, computed without a solver (derivation: detail/dispatch_lower_bound.hpp).
-[[nodiscard]] inline double dispatch_lower_bound(std::span<const Sequence> batch, PipelineCosts pipelines,
+[[nodiscard]] inline double dispatch_lower_bound(Span<const Sequence> batch, PipelineCosts pipelines,
                                                  bool v_step = true) {
   const detail::DispatchProblem problem(batch, pipelines, v_step);
   return detail::DispatchLowerBound(problem).compute();
@@ -76,7 +74,7 @@ inline void require_valid(const DispatchOptions& options) {
 // pipelines of the largest MaxLen can hold are placed first in each random trial, as the authors' code does.
 // Deterministic for a seed, whatever the thread count. Raises invalid_input on an empty batch, no pipelines,
 // pipelines out of MaxLen order, a sequence longer than every MaxLen, or bad options.
-[[nodiscard]] inline Dispatch dispatch_greedy(std::span<const Sequence> batch, PipelineCosts pipelines,
+[[nodiscard]] inline Dispatch dispatch_greedy(Span<const Sequence> batch, PipelineCosts pipelines,
                                               const DispatchOptions& options = {}) {
   require_valid(options);
   const detail::DispatchProblem problem(batch, pipelines, options.v_step);
@@ -131,7 +129,7 @@ inline void require_valid(const DispatchOptions& options) {
 // Checks a Dispatch against its batch and pipelines; raises invalid_plan naming the first broken invariant:
 // one pipeline per sequence, each able to hold it (J_i); per-pipeline bounds, objective (their maximum)
 // agreeing with Eq. 2–3 (relative tolerance 1e-9); 0 ≤ lower_bound ≤ objective.
-inline void validate(const Dispatch& dispatch, std::span<const Sequence> batch, PipelineCosts pipelines) {
+inline void validate(const Dispatch& dispatch, Span<const Sequence> batch, PipelineCosts pipelines) {
   const PlanCheck check("dispatch: ");
   const detail::DispatchProblem problem(batch, pipelines, dispatch.v_step);
   check(dispatch.pipeline_of.size() == batch.size(), "pipeline_of has ", dispatch.pipeline_of.size(),

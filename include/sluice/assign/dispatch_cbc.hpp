@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <utility>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "sluice/assign/types.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/solver/cbc.hpp"
 #include "sluice/solver/milp.hpp"
 
@@ -117,7 +117,7 @@ public:
   }
 
   // The pipeline of every sequence in a solution's values.
-  [[nodiscard]] std::vector<int> pipeline_of(std::span<const double> values) const {
+  [[nodiscard]] std::vector<int> pipeline_of(Span<const double> values) const {
     std::vector<int> result(static_cast<std::size_t>(problem_.sequences()), -1);
     for (int i = 0; i < problem_.sequences(); ++i)
       for (int p = 0; p < problem_.limit(i); ++p)
@@ -184,7 +184,7 @@ private:
 
 // Eq. 3 solved exactly: detail::DispatchMilp solved by CBC from the greedy dispatch. `options.warm_start` must
 // be empty (the model's variables are internal).
-[[nodiscard]] inline ExactDispatch dispatch_exact(std::span<const Sequence> batch, PipelineCosts pipelines,
+[[nodiscard]] inline ExactDispatch dispatch_exact(Span<const Sequence> batch, PipelineCosts pipelines,
                                                   const solver::CbcOptions& options = {.time_limit_seconds = 30}) {
   const auto start = std::chrono::steady_clock::now();
   sluice::require(!options.warm_start.has_value(),

@@ -15,7 +15,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <span>
 #include <utility>
 #include <vector>
 
@@ -23,6 +22,7 @@
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/scheme.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/cost/latency.hpp"
 #include "sluice/cost/profile.hpp"
 
@@ -228,7 +228,7 @@ std::vector<const cost::SchemeCost*> flex_cp_schemes(const cost::Profile& profil
 // causal chunks.
 template <class Admits>
 FlexCpProblem flex_cp_problem(const cost::Profile& profile, const Scheme& base, int units,
-                              std::span<const std::int64_t> lengths, Admits admits) {
+                              Span<const std::int64_t> lengths, Admits admits) {
   FlexCpProblem problem{.lengths = {lengths.begin(), lengths.end()},
                         .units = units,
                         .pp = base.pp(),

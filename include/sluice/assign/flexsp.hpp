@@ -16,7 +16,6 @@
 #include <numeric>
 #include <optional>
 #include <set>
-#include <span>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -24,6 +23,7 @@
 #include "sluice/assign/flex_cp_problem.hpp"
 #include "sluice/assign/flex_cp_types.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice::assign {
 
@@ -41,7 +41,7 @@ inline std::int64_t flexsp_add(std::int64_t x, std::int64_t y) {
 
 // The fewest consecutive runs of `lengths` whose token sums stay at or below `most` (each length at most it): the
 // greedy from the front.
-inline std::size_t flexsp_fewest_runs(std::span<const std::int64_t> lengths, std::int64_t most) {
+inline std::size_t flexsp_fewest_runs(Span<const std::int64_t> lengths, std::int64_t most) {
   std::size_t runs = 1;
   std::int64_t sum = 0;
   for (const std::int64_t length : lengths) {
@@ -57,7 +57,7 @@ inline std::size_t flexsp_fewest_runs(std::span<const std::int64_t> lengths, std
 // Splits `lengths` (longest first) into `count` consecutive, non-empty runs (1 <= count <= size) whose largest token
 // sum is the least any such split has; returns where each run ends. Of the splits that reach it, the one whose runs
 // from the last backwards each start as early as they can, as the authors' dynamic program picks.
-inline std::vector<std::size_t> flexsp_sorted_split(std::span<const std::int64_t> lengths, std::size_t count) {
+inline std::vector<std::size_t> flexsp_sorted_split(Span<const std::int64_t> lengths, std::size_t count) {
   const std::size_t n = lengths.size();
   sluice::require(count >= 1 && count <= n, "FlexSP: ", count, " micro-batches of ", n, " sequences");
   const auto runs_within = [&](std::int64_t most) { return flexsp_fewest_runs(lengths, most); };
@@ -91,7 +91,7 @@ inline std::size_t flexsp_first_degree(const FlexCpProblem& problem) {
 // One micro-batch's SP groups under FlexSP's rules, built at a height limit.
 class FlexSpGrouper {
 public:
-  FlexSpGrouper(const FlexCpProblem& problem, std::span<const int> sequences)
+  FlexSpGrouper(const FlexCpProblem& problem, Span<const int> sequences)
       : problem_(problem), sequences_(sequences.begin(), sequences.end()), first_(flexsp_first_degree(problem)) {
     std::ranges::sort(sequences_, [&](int x, int y) {
       const std::int64_t lx = length(x), ly = length(y);
@@ -394,7 +394,7 @@ private:
 
 // One micro-batch of `sequences` (indices into problem.lengths) grouped as FlexSP groups it: every unit in a group
 // with at least one sequence; nullopt when none is found (too few sequences for the units, or too many tokens).
-inline std::optional<FlexCpMicroBatch> flexsp_group(const FlexCpProblem& problem, std::span<const int> sequences) {
+inline std::optional<FlexCpMicroBatch> flexsp_group(const FlexCpProblem& problem, Span<const int> sequences) {
   sluice::require(!sequences.empty(), "FlexSP: a micro-batch without sequences");
   return detail::FlexSpGrouper(problem, sequences).solve();
 }
@@ -440,7 +440,7 @@ inline std::optional<FlexCpPlan> solve_flexsp(const FlexCpProblem& problem) {
     std::vector<FlexCpMicroBatch> batches;
     std::size_t start = 0;
     for (const std::size_t end : detail::flexsp_sorted_split(sorted, count)) {
-      std::optional<FlexCpMicroBatch> grouped = flexsp_group(problem, std::span(order).subspan(start, end - start));
+      std::optional<FlexCpMicroBatch> grouped = flexsp_group(problem, Span(order).subspan(start, end - start));
       if (!grouped) break;
       batches.push_back(*std::move(grouped));
       start = end;

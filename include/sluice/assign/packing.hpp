@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <limits>
 #include <set>
-#include <span>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -19,17 +18,18 @@
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/cost/profile.hpp"
 
 namespace sluice::assign {
 
-inline MicroBatchRange micro_batch_range(std::span<const Sequence> sequences, const cost::SchemeCost& scheme) {
+inline MicroBatchRange micro_batch_range(Span<const Sequence> sequences, const cost::SchemeCost& scheme) {
   return detail::PackHeuristic(sequences, scheme).range();
 }
 
 // The heuristic for one fixed number of micro-batches v in [1, U]; raises sluice::infeasible when it finds
 // no packing of v micro-batches within MaxLen (one may still exist: bin packing is NP-hard).
-inline Packing pack_with_v(std::span<const Sequence> sequences, const cost::SchemeCost& scheme, std::int64_t v) {
+inline Packing pack_with_v(Span<const Sequence> sequences, const cost::SchemeCost& scheme, std::int64_t v) {
   detail::PackHeuristic heuristic(sequences, scheme);
   sluice::require(v >= 1 && v <= static_cast<std::int64_t>(heuristic.size()), "pack: v must be in [1, ",
                   heuristic.size(), "] (the sequence count), got ", v);
@@ -42,7 +42,7 @@ inline Packing pack_with_v(std::span<const Sequence> sequences, const cost::Sche
 // Eq. 1 over every V of micro_batch_range, by the heuristic; ties go to the smaller V. A V whose lower bound
 // cannot beat the best estimate so far is skipped. If the heuristic packs no V of the range, V goes on
 // upward from hi + 1 to the first it packs (V = U always packs: one sequence per micro-batch).
-inline Packing pack(std::span<const Sequence> sequences, const cost::SchemeCost& scheme) {
+inline Packing pack(Span<const Sequence> sequences, const cost::SchemeCost& scheme) {
   detail::PackHeuristic heuristic(sequences, scheme);
   const MicroBatchRange range = heuristic.range();
   const auto count = static_cast<std::int64_t>(heuristic.size());
@@ -70,7 +70,7 @@ inline Packing pack(std::span<const Sequence> sequences, const cost::SchemeCost&
 // Megatron-LM-style baseline: best-fit decreasing by tokens into bins of `capacity_tokens` (the context
 // length or MaxLen; the longest sequence <= capacity_tokens <= MaxLen), one micro-batch per bin. Free room
 // is kept in an ordered set, so each sequence finds its bin in O(log U).
-inline Packing pack_fixed_length(std::span<const Sequence> sequences, const cost::SchemeCost& scheme,
+inline Packing pack_fixed_length(Span<const Sequence> sequences, const cost::SchemeCost& scheme,
                                  std::int64_t capacity_tokens) {
   sluice::require(capacity_tokens >= 1 && capacity_tokens <= scheme.max_len,
                   "pack_fixed_length: capacity_tokens must be in [1, max_len = ", scheme.max_len, "] of ",
@@ -98,7 +98,7 @@ inline Packing pack_fixed_length(std::span<const Sequence> sequences, const cost
 // Checks a Packing against its sequences and scheme; raises invalid_plan naming the first broken invariant:
 // at least one micro-batch, every sequence exactly once and nothing else, each micro-batch as
 // detail::check_micro_batches requires, and the estimate.
-inline void validate(const Packing& packing, std::span<const Sequence> sequences, const cost::SchemeCost& scheme) {
+inline void validate(const Packing& packing, Span<const Sequence> sequences, const cost::SchemeCost& scheme) {
   const PlanCheck check("packing: ");
   check(!packing.micro_batches.empty(), "has no micro-batches");
   const auto length_of = detail::length_by_id(sequences);

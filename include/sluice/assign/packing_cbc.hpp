@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <span>
 #include <vector>
 
 #include "sluice/assign/detail/packing_heuristic.hpp"
@@ -14,6 +13,7 @@
 #include "sluice/assign/types.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/solver/cbc.hpp"
 #include "sluice/solver/milp.hpp"
@@ -77,7 +77,7 @@ inline PackModel pack_model(const PackHeuristic& items, std::int64_t v, double c
 }
 
 // The heuristic's packing as a point of the model: micro-batches renumbered by their longest sequence.
-inline std::vector<double> pack_warm_start(const PackModel& built, std::span<const std::size_t> bins, double max_load) {
+inline std::vector<double> pack_warm_start(const PackModel& built, Span<const std::size_t> bins, double max_load) {
   std::vector<double> values(static_cast<std::size_t>(built.model.num_variables()), 0.0);
   std::vector<std::size_t> label(bins.size(), std::numeric_limits<std::size_t>::max());
   std::size_t next = 0;
@@ -97,7 +97,7 @@ inline std::vector<double> pack_warm_start(const PackModel& built, std::span<con
 // `options` per V (time limit 0.5 s per V by default, like the authors' code), warm-started from the
 // heuristic. A V is skipped when its lower bound cannot beat the best estimate so far; z is capped so that
 // CBC only looks for packings that beat it. Ties go to the smaller V. `options.warm_start` must be empty.
-inline ExactPacking pack_exact(std::span<const Sequence> sequences, const cost::SchemeCost& scheme,
+inline ExactPacking pack_exact(Span<const Sequence> sequences, const cost::SchemeCost& scheme,
                                const solver::CbcOptions& options = {.time_limit_seconds = 0.5}) {
   const auto start = std::chrono::steady_clock::now();
   sluice::require(!options.warm_start.has_value(),
@@ -112,7 +112,7 @@ inline ExactPacking pack_exact(std::span<const Sequence> sequences, const cost::
   double best = inf;
   std::vector<std::size_t> best_bins;
   std::size_t best_count = 0;
-  auto keep = [&](std::span<const std::size_t> bins, std::int64_t v) {
+  auto keep = [&](Span<const std::size_t> bins, std::int64_t v) {
     Packing packing = heuristic.to_packing(bins, static_cast<std::size_t>(v));
     if (packing.estimate < best) {
       best = packing.estimate;

@@ -3,10 +3,10 @@
 // (packing.hpp).
 #include <algorithm>
 #include <cstdint>
-#include <span>
 
 #include "sluice/assign/types.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice::assign {
 
@@ -19,7 +19,7 @@ struct MicroBatchRange {
 };
 
 // (max micro-batch time)·(PP − 1 + V), V = the number of micro-batches.
-inline double packing_estimate(std::span<const MicroBatch> micro_batches, int pp) {
+inline double packing_estimate(Span<const MicroBatch> micro_batches, int pp) {
   sluice::require(pp >= 1, "packing: pp must be >= 1, got ", pp);
   sluice::require(!micro_batches.empty(), "packing: no micro-batches");
   double slowest = 0;

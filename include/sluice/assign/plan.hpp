@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 
@@ -71,8 +71,8 @@ struct IterationPlan {
 namespace detail {
 
 // One candidate fully planned: dispatch, then pack every pipeline.
-inline IterationPlan plan_candidate(std::span<const Sequence> batch, const Strategy& strategy,
-                                    std::span<const cost::SchemeCost> costs, const PlanOptions& options) {
+inline IterationPlan plan_candidate(Span<const Sequence> batch, const Strategy& strategy,
+                                    Span<const cost::SchemeCost> costs, const PlanOptions& options) {
   const Dispatch dispatch = dispatch_greedy(batch, costs, options.dispatch);
   IterationPlan plan{
       .strategy = strategy, .dispatch_objective = dispatch.objective, .dispatch_lower_bound = dispatch.lower_bound};
@@ -96,10 +96,10 @@ inline IterationPlan plan_candidate(std::span<const Sequence> batch, const Strat
 
 // Hydraulis' choice judged by the packing estimate (choose.hpp): candidates that cannot hold the batch's longest
 // sequence are reported with no estimate; ties between estimate + overhead go to the earlier candidate.
-inline IterationPlan plan_iteration(std::span<const Sequence> batch, std::span<const Strategy> candidates,
+inline IterationPlan plan_iteration(Span<const Sequence> batch, Span<const Strategy> candidates,
                                     const cost::Profile& profile, const PlanOptions& options = {}) {
   auto choice = choose_candidate(batch, candidates, profile, options.candidate_overhead,
-                                 [&](std::size_t k, std::span<const cost::SchemeCost> costs, double overhead) {
+                                 [&](std::size_t k, Span<const cost::SchemeCost> costs, double overhead) {
                                    IterationPlan plan = detail::plan_candidate(batch, candidates[k], costs, options);
                                    plan.overhead = overhead;
                                    const double estimate = plan.estimate;
@@ -118,7 +118,7 @@ inline IterationPlan plan_iteration(std::span<const Sequence> batch, std::span<c
 // fixed-length bins of `capacity_tokens` (the context length, or MaxLen), bins dealt round-robin to the
 // pipelines. (The other baseline, a homogeneous strategy with sluice's two-stage assignment, is
 // plan_iteration with that single candidate.)
-inline IterationPlan plan_fixed_length(std::span<const Sequence> batch, const Strategy& strategy,
+inline IterationPlan plan_fixed_length(Span<const Sequence> batch, const Strategy& strategy,
                                        const cost::Profile& profile, std::int64_t capacity_tokens) {
   detail::require_batch(batch);
   sluice::require(strategy.is_homogeneous(), "plan: the fixed-length baseline needs a homogeneous strategy, got ",
@@ -152,7 +152,7 @@ inline IterationPlan plan_fixed_length(std::span<const Sequence> batch, const St
 
 // Checks every invariant of an iteration plan against its batch and profile; raises invalid_plan naming
 // the first broken one.
-inline void validate(const IterationPlan& plan, std::span<const Sequence> batch, const cost::Profile& profile) {
+inline void validate(const IterationPlan& plan, Span<const Sequence> batch, const cost::Profile& profile) {
   const PlanCheck check("plan: ");
   constexpr double tolerance = 1e-9;
 

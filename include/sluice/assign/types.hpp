@@ -2,17 +2,17 @@
 // Vocabulary of the two-stage sequence assignment (Hydraulis §6): which pipeline runs each sequence
 // (dispatch), and how a pipeline packs its sequences into micro-batches (packing).
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/cost/profile.hpp"
 
 namespace sluice::assign {
 
 // Pipelines as the assignment sees them: the cost of their scheme, ordered by MaxLen descending
 // (Profile::pipelines order), so that a sequence of length l may go to pipelines 0..J(l)-1.
-using PipelineCosts = std::span<const cost::SchemeCost>;
+using PipelineCosts = Span<const cost::SchemeCost>;
 
 // Stage 1 result. `pipeline_of[i]` is the pipeline of batch[i] (batch order, not sequence id).
 struct Dispatch {

@@ -20,12 +20,12 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <span>
 #include <vector>
 
 #include "sluice/compare/options.hpp"
 #include "sluice/compare/results.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/cost/zero3.hpp"
 
@@ -79,8 +79,8 @@ inline void keep_pareto_options(std::vector<BoundOption>& options, std::size_t f
 
 // The least GPU-seconds of the batch when no sequence's trip exceeds `trip`: every sequence on its cheapest such
 // scheme, either all of one stage or paying the least fill and drain once.
-inline double least_busy(std::span<const double> counts, std::span<const BoundOption> options,
-                         std::span<const std::size_t> first_option, double trip, double fill_and_drain) {
+inline double least_busy(Span<const double> counts, Span<const BoundOption> options,
+                         Span<const std::size_t> first_option, double trip, double fill_and_drain) {
   constexpr double unheld = std::numeric_limits<double>::infinity();
   double any_depth = 0, one_stage = 0;
   for (std::size_t i = 0; i < counts.size(); ++i) {
@@ -99,8 +99,8 @@ inline double least_busy(std::span<const double> counts, std::span<const BoundOp
 // The trip t >= `critical_path` at which max(t, least_busy(t) / gpus) is least: one sweep over the options by
 // trip, each distinct length's least GPU-seconds kept as the trips allow cheaper schemes. The sums are kept
 // incrementally only to choose the trip; the caller computes the bound at it afresh.
-inline double least_makespan_trip(std::span<const double> counts, std::vector<BoundOption> options,
-                                  double critical_path, double gpus, double fill_and_drain) {
+inline double least_makespan_trip(Span<const double> counts, std::vector<BoundOption> options, double critical_path,
+                                  double gpus, double fill_and_drain) {
   constexpr double unheld = std::numeric_limits<double>::infinity();
   std::sort(options.begin(), options.end(), [](const BoundOption& x, const BoundOption& y) {
     return x.trip != y.trip ? x.trip < y.trip : x.length < y.length;
@@ -141,7 +141,7 @@ inline double least_makespan_trip(std::span<const double> counts, std::vector<Bo
 // `cross_node_tp`); nullopt when no scheme holds one of its sequences (no system runs it). Raises invalid_input on
 // an empty batch.
 inline std::optional<IterationBound> iteration_bound(const cost::Profile& profile, bool cross_node_tp,
-                                                     std::span<const Sequence> batch) {
+                                                     Span<const Sequence> batch) {
   sluice::require(!batch.empty(), "lower bound: an empty batch");
   const std::vector<cost::SchemeCost> schemes = detail::bound_schemes(profile, cross_node_tp);
   std::vector<std::int64_t> lengths;
@@ -203,7 +203,7 @@ inline std::optional<IterationBound> iteration_bound(const cost::Profile& profil
 }
 
 // The bound of `batch` on the comparison's cluster and scheme space.
-inline std::optional<IterationBound> iteration_bound(const Options& options, std::span<const Sequence> batch) {
+inline std::optional<IterationBound> iteration_bound(const Options& options, Span<const Sequence> batch) {
   return iteration_bound(options.profile, options.cross_node_tp, batch);
 }
 

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +27,7 @@
 #include "sluice/compare/summary.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
@@ -79,7 +79,7 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
   comparison.bounds = hotspa.bounds();
   // Each system's planning time per iteration, measured around its planner (the iterations' records get it below).
   BySystem<std::vector<double>> planning;
-  auto timed = [&](System system, auto& planner, std::span<const Sequence> batch) {
+  auto timed = [&](System system, auto& planner, Span<const Sequence> batch) {
     const auto start = std::chrono::steady_clock::now();
     planner.add(batch);
     planning[system].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -121,7 +121,7 @@ inline Comparison compare_systems(const Options& options, const data::LengthData
 
 // The systems on given batches.
 inline Comparison compare_systems(const Options& options, const data::LengthDataset& dataset,
-                                  std::span<const std::vector<Sequence>> batches, const Progress& progress = {},
+                                  Span<const std::vector<Sequence>> batches, const Progress& progress = {},
                                   ChosenPlans* chosen = nullptr) {
   std::size_t next = 0;
   return compare_systems(

@@ -9,7 +9,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/scheme.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/cost/zero3.hpp"
 
@@ -56,16 +56,16 @@ class DeepSpeed {
 public:
   // Chooses among every DeepSpeed strategy holding the context, or only among those of them in `only` (the
   // paper's configuration, for one). `options` must outlive the system.
-  explicit DeepSpeed(const Options& options, std::optional<std::span<const Strategy>> only = std::nullopt)
+  explicit DeepSpeed(const Options& options, std::optional<Span<const Strategy>> only = std::nullopt)
       : zero3_(detail::zero3_options(options, options.context)),
         runs_(zero3_.options ? *zero3_.options : options, strategies(options.context, only), nullptr) {}
   DeepSpeed(const DeepSpeed&) = delete;  // runs_ points into zero3_
   DeepSpeed& operator=(const DeepSpeed&) = delete;
 
   // Packs, schedules and measures the next iteration on every strategy. Raises invalid_input on an empty batch.
-  void add(std::span<const Sequence> batch) {
+  void add(Span<const Sequence> batch) {
     sluice::require(!batch.empty(), "compare: an empty batch");
-    runs_.add(batch, [](const Options& options, std::span<const Sequence> sequences, std::size_t k, SystemRun& run) {
+    runs_.add(batch, [](const Options& options, Span<const Sequence> sequences, std::size_t k, SystemRun& run) {
       detail::fixed_length_iteration(options, sequences, k, options.context, run);
       return 0;
     });
@@ -87,8 +87,7 @@ public:
   }
 
 private:
-  [[nodiscard]] std::vector<Strategy> strategies(std::int64_t context,
-                                                 std::optional<std::span<const Strategy>> only) const {
+  [[nodiscard]] std::vector<Strategy> strategies(std::int64_t context, std::optional<Span<const Strategy>> only) const {
     if (!zero3_.options) return {};
     std::vector<Strategy> all = homogeneous_strategies(*zero3_.options, context);
     if (only)

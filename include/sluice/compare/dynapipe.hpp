@@ -5,7 +5,6 @@
 // strategy's pipelines as data-parallel replicas (Karmarkar–Karp), and every replica scheduled by the adaptive
 // cyclic search (1F1B kept when faster).
 #include <cstddef>
-#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "sluice/compare/results.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/microbatch/types.hpp"
 #include "sluice/schedule/plan_pipeline.hpp"
 
@@ -28,12 +28,12 @@ public:
   explicit DynaPipe(const Options& options, std::vector<schedule::PipelineRunPlan>* chosen = nullptr)
       : DynaPipe(options, homogeneous_strategies(options, options.context), chosen) {}
   // Chooses among `strategies` (homogeneous, each holding the context).
-  DynaPipe(const Options& options, std::span<const Strategy> strategies,
+  DynaPipe(const Options& options, Span<const Strategy> strategies,
            std::vector<schedule::PipelineRunPlan>* chosen = nullptr)
       : runs_(options, strategies, chosen) {}
 
   // Micro-batches, balances, schedules and measures the next iteration on every strategy.
-  void add(std::span<const Sequence> batch) { runs_.add(batch, detail::dynapipe_iteration); }
+  void add(Span<const Sequence> batch) { runs_.add(batch, detail::dynapipe_iteration); }
 
   // The fastest strategy's run; a failure when no homogeneous strategy holds the context.
   [[nodiscard]] SystemRun result() && {

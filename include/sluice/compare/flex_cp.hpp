@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +27,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/scheme.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/cost/zero3.hpp"
@@ -62,7 +62,7 @@ public:
   }
 
   // Plans the next iteration on every domain. Raises invalid_input on an empty batch.
-  void add(std::span<const Sequence> batch) {
+  void add(Span<const Sequence> batch) {
     sluice::require(!batch.empty(), "compare: an empty batch");
     if (!failure_.empty()) return;
     for (Domain& domain : domains_) {

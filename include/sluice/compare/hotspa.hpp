@@ -6,7 +6,6 @@
 // a range on another strategy pays the switch there and back (switching_seconds).
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "sluice/compare/results.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice::compare {
 
@@ -30,7 +30,7 @@ inline std::vector<std::int64_t> bucket_bounds(std::int64_t context) {
 }
 
 // The sequences of `batch` in the length range (lower, upper].
-inline std::vector<Sequence> bucket(std::span<const Sequence> batch, std::int64_t lower, std::int64_t upper) {
+inline std::vector<Sequence> bucket(Span<const Sequence> batch, std::int64_t lower, std::int64_t upper) {
   std::vector<Sequence> result;
   for (const Sequence& sequence : batch)
     if (sequence.length() > lower && sequence.length() <= upper) result.push_back(sequence);
@@ -49,7 +49,7 @@ public:
   [[nodiscard]] const std::vector<std::int64_t>& bounds() const { return bounds_; }
 
   // Buckets the next iteration and runs every range's bucket on each of the range's strategies.
-  void add(std::span<const Sequence> batch) {
+  void add(Span<const Sequence> batch) {
     std::int64_t lower = 0;
     for (std::size_t b = 0; b < ranges_.size(); ++b) {
       const std::vector<Sequence> range = bucket(batch, lower, bounds_[b]);
@@ -74,7 +74,7 @@ namespace detail {
 
 // Iteration k of HotSPa: its ranges' runs one after another, each switch charged; imbalance, idle and the
 // imbalance degree weighted by each range's time.
-inline IterationOutcome hotspa_iteration(std::span<const SystemRun> ranges, std::span<const double> switch_seconds,
+inline IterationOutcome hotspa_iteration(Span<const SystemRun> ranges, Span<const double> switch_seconds,
                                          std::size_t k) {
   IterationOutcome total;
   double weighted_imbalance = 0, weighted_idle = 0, weighted_degree = 0, busy_seconds = 0;

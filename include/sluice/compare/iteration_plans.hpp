@@ -4,13 +4,13 @@
 // sluice's own plan is plan::IterationPlanner's.
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "sluice/assign/plan.hpp"
 #include "sluice/compare/options.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/microbatch/types.hpp"
@@ -27,7 +27,7 @@ struct ScheduledPlan {
 
 // Megatron-LM (and each HotSPa length range): `batch` (not empty) packed best-fit-decreasing into `capacity`-token
 // bins on one homogeneous strategy, bins dealt round-robin to its pipelines, 1F1B.
-inline ScheduledPlan plan_fixed_length_iteration(const Options& options, std::span<const Sequence> batch,
+inline ScheduledPlan plan_fixed_length_iteration(const Options& options, Span<const Sequence> batch,
                                                  const Strategy& strategy, std::int64_t capacity) {
   const schedule::ScheduleOptions one_f_one_b{
       .kind = schedule::ScheduleKind::one_f_one_b, .seed = options.seed, .clusters = 0};
@@ -41,7 +41,7 @@ inline ScheduledPlan plan_fixed_length_iteration(const Options& options, std::sp
 // DynaPipe on one homogeneous strategy, whose pipelines are the data-parallel replicas: the batch ordered, cut into
 // micro-batches by the DP under the scheme's per-micro-batch memory limit, balanced over the replicas, each replica
 // scheduled by the adaptive cyclic search, its micro-batches charged in options.dynapipe_layout.
-inline schedule::PipelineRunPlan plan_dynapipe_iteration(const Options& options, std::span<const Sequence> batch,
+inline schedule::PipelineRunPlan plan_dynapipe_iteration(const Options& options, Span<const Sequence> batch,
                                                          const Strategy& strategy) {
   sluice::require(strategy.is_homogeneous(), "compare: DynaPipe runs a homogeneous strategy, not ", strategy.name());
   const StrategyPart& part = strategy.parts().front();
@@ -54,7 +54,7 @@ inline schedule::PipelineRunPlan plan_dynapipe_iteration(const Options& options,
   pipeline.schedule = {.kind = schedule::ScheduleKind::cyclic, .seed = options.seed, .clusters = 0};
   pipeline.problem = options.problem;
   const std::vector<microbatch::Sample> samples = microbatch::samples_of(batch);
-  const std::span<const microbatch::Sample> span(samples);
+  const Span<const microbatch::Sample> span(samples);
   schedule::PipelineRunPlan plan = schedule::plan_pipeline(span, cost.model, pipeline);
   schedule::validate(plan, span, cost.model, pipeline);
   return plan;

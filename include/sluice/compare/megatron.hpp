@@ -6,7 +6,6 @@
 // attention with the causal load balance, the static strategy a user of long contexts runs today.
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,6 +18,7 @@
 #include "sluice/compare/results.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice::compare {
 
@@ -32,13 +32,13 @@ public:
     system_ = system;
   }
   // Chooses among `strategies` (homogeneous, each holding the context).
-  Megatron(const Options& options, std::span<const Strategy> strategies, std::vector<ScheduledPlan>* chosen = nullptr)
+  Megatron(const Options& options, Span<const Strategy> strategies, std::vector<ScheduledPlan>* chosen = nullptr)
       : runs_(options, strategies, chosen) {}
 
   // Packs, schedules and measures the next iteration on every strategy. Raises invalid_input on an empty batch.
-  void add(std::span<const Sequence> batch) {
+  void add(Span<const Sequence> batch) {
     sluice::require(!batch.empty(), "compare: an empty batch");
-    runs_.add(batch, [](const Options& options, std::span<const Sequence> sequences, std::size_t k, SystemRun& run) {
+    runs_.add(batch, [](const Options& options, Span<const Sequence> sequences, std::size_t k, SystemRun& run) {
       return *detail::fixed_length_iteration(options, sequences, k, options.context, run);
     });
   }

@@ -5,12 +5,12 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/microbatch/baselines.hpp"
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/microbatch/order.hpp"
@@ -28,7 +28,7 @@ struct MicrobatchingBaseline {
 // Token-based micro-batching and fixed-length packing of `samples` on the pipeline of `options`, each with the most
 // tokens a micro-batch may hold (the context, or fewer when the memory limit allows fewer), each under the same
 // schedule search as schedule::plan_pipeline.
-inline std::vector<MicrobatchingBaseline> microbatching_baselines(std::span<const microbatch::Sample> samples,
+inline std::vector<MicrobatchingBaseline> microbatching_baselines(Span<const microbatch::Sample> samples,
                                                                   const microbatch::QuadraticStageCost& model,
                                                                   const schedule::PipelinePlanOptions& options,
                                                                   std::int64_t context) {
@@ -49,7 +49,7 @@ inline std::vector<MicrobatchingBaseline> microbatching_baselines(std::span<cons
     result.push_back(std::move(baseline));
   };
   run("token-based", [&] {
-    return microbatch::token_based(std::span<const microbatch::Sample>(ordered), model, capacity, partition_context);
+    return microbatch::token_based(Span<const microbatch::Sample>(ordered), model, capacity, partition_context);
   });
   run("fixed-length packing", [&] {
     const microbatch::FixedRows rows{.input = capacity, .target = 0, .rows = 1};

@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "sluice/compare/results.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/plan/iteration.hpp"
 #include "sluice/proposal/propose.hpp"
@@ -88,7 +88,7 @@ class Sluice {
 public:
   // Chooses among `candidates` (not empty) every iteration. `chosen`, if given, gets every iteration's plan and
   // must outlive the system.
-  Sluice(const Options& options, std::span<const Strategy> candidates,
+  Sluice(const Options& options, Span<const Strategy> candidates,
          std::vector<plan::SimulatedIteration>* chosen = nullptr)
       : flex_(plan::offered_flex_domains(options.profile, flex_scope(options), planner_options(options))),
         planner_(options.profile, std::vector<Strategy>(candidates.begin(), candidates.end()), planner_options(options),
@@ -112,7 +112,7 @@ public:
   }
 
   // Plans every candidate on the next iteration and keeps the fastest simulated.
-  void add(std::span<const Sequence> batch) {
+  void add(Span<const Sequence> batch) {
     plan::SimulatedIteration iteration = detail::sluice_iteration(planner_, flex_, batch, run_.iterations.size(), run_);
     if (chosen_) chosen_->push_back(std::move(iteration));
   }

@@ -4,11 +4,11 @@
 // and WLB-LLM's imbalance degree between micro-batches.
 #include <cstddef>
 #include <optional>
-#include <span>
 #include <vector>
 
 #include "sluice/compare/results.hpp"
 #include "sluice/compare/statistics.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice::compare {
 
@@ -27,7 +27,7 @@ struct Summary {
 };
 
 // The mean of the batches' lower bounds; empty when one has none.
-inline std::optional<double> mean_lower_bound(std::span<const BatchSize> batches) {
+inline std::optional<double> mean_lower_bound(Span<const BatchSize> batches) {
   std::vector<double> bounds;
   for (const BatchSize& batch : batches) {
     if (!batch.lower_bound) return std::nullopt;
@@ -38,7 +38,7 @@ inline std::optional<double> mean_lower_bound(std::span<const BatchSize> batches
 }
 
 // The summary of `run` (not failed) over `batches`, its speedups those of `sluice` over it, iteration by iteration.
-inline Summary summarize(const SystemRun& run, std::span<const BatchSize> batches, const SystemRun& sluice) {
+inline Summary summarize(const SystemRun& run, Span<const BatchSize> batches, const SystemRun& sluice) {
   Summary summary;
   std::vector<double> seconds, throughput, speedups, imbalances, idle, degrees, switching, layout_move, planning;
   for (std::size_t k = 0; k < run.iterations.size(); ++k) {

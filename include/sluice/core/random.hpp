@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice {
 
@@ -87,11 +88,15 @@ public:
 
   // Fisher–Yates with this engine's own bounded integers.
   template <class T>
-  void shuffle(std::span<T> items) {
+  void shuffle(Span<T> items) {
     for (std::size_t i = items.size(); i > 1; --i) {
       const auto j = static_cast<std::size_t>(below(i));
       std::swap(items[i - 1], items[j]);
     }
+  }
+  template <class T, std::size_t Extent>
+  void shuffle(std::span<T, Extent> items) {
+    shuffle(Span<T>(items.data(), items.size()));
   }
 
 private:

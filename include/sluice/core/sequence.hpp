@@ -2,9 +2,9 @@
 // One training sequence: an identifier (its index in the dataset or batch) and its length in tokens.
 #include <algorithm>
 #include <cstdint>
-#include <span>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice {
 
@@ -26,7 +26,7 @@ private:
 };
 
 // The length of a batch's longest sequence, 0 for an empty batch: what every scheme a batch may run on must hold.
-[[nodiscard]] inline std::int64_t longest_length(std::span<const Sequence> batch) noexcept {
+[[nodiscard]] inline std::int64_t longest_length(Span<const Sequence> batch) noexcept {
   std::int64_t longest = 0;
   for (const Sequence& sequence : batch) longest = std::max(longest, sequence.length());
   return longest;

@@ -11,7 +11,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -21,6 +20,7 @@
 #include <Eigen/QR>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/cost/latency.hpp"
 #include "sluice/cost/memory.hpp"
 #include "sluice/cost/profile.hpp"
@@ -65,7 +65,7 @@ std::pair<Eigen::Matrix<double, N, 1>, double> relative_nnls(const Eigen::Matrix
 
 // Every sample's length > 0 and value finite and > 0, at `lengths` or more distinct lengths (one per coefficient).
 template <class Sample>
-void check_samples(std::span<const Sample> samples, double Sample::*value, std::string_view fit, std::string_view name,
+void check_samples(Span<const Sample> samples, double Sample::*value, std::string_view fit, std::string_view name,
                    std::size_t lengths) {
   std::set<std::int64_t> distinct;
   for (std::size_t i = 0; i < samples.size(); ++i) {
@@ -83,7 +83,7 @@ void check_samples(std::span<const Sample> samples, double Sample::*value, std::
 
 // Minimises the *relative* squared error, so that short sequences (milliseconds) weigh as much as long ones
 // (seconds).
-inline FitResult fit_quadratic(std::span<const LatencySample> samples) {
+inline FitResult fit_quadratic(Span<const LatencySample> samples) {
   detail::check_samples(samples, &LatencySample::seconds, "fit", "seconds", 3);
 
   const auto rows = static_cast<Eigen::Index>(samples.size());
@@ -98,7 +98,7 @@ inline FitResult fit_quadratic(std::span<const LatencySample> samples) {
 }
 
 // Peak bytes = fixed + per_token·l on the relative error, both >= 0. Needs samples at 2 or more distinct lengths.
-inline MemoryFit fit_linear_memory(std::span<const MemorySample> samples) {
+inline MemoryFit fit_linear_memory(Span<const MemorySample> samples) {
   detail::check_samples(samples, &MemorySample::bytes, "memory fit", "bytes", 2);
   const auto rows = static_cast<Eigen::Index>(samples.size());
   Eigen::MatrixXd design(rows, 2);
@@ -135,7 +135,7 @@ struct ProfileFit {
 // memory less context overhead and safety margin, rounded down to its granularity). Schemes without peak bytes
 // derive MaxLen from the base's memory model. Raises invalid_input naming the scheme for too few lengths, a fit
 // whose relative RMS error exceeds options.max_error, or memory that does not grow with length.
-inline ProfileFit fit_profile(std::span<const ProfileSample> samples, const ProfileSpec& base,
+inline ProfileFit fit_profile(Span<const ProfileSample> samples, const ProfileSpec& base,
                               const FitProfileOptions& options) {
   sluice::require(std::isfinite(options.max_error) && options.max_error > 0 && options.max_error <= 1,
                   "fit: max_error must be in (0, 1], got ", options.max_error);

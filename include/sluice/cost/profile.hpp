@@ -5,12 +5,12 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/scheme.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/concepts.hpp"
 #include "sluice/cost/latency.hpp"
@@ -117,7 +117,7 @@ public:
   }
 
   // Usable schemes, in canonical order (TP, then PP, descending).
-  [[nodiscard]] std::span<const SchemeCost> schemes() const noexcept { return schemes_; }
+  [[nodiscard]] Span<const SchemeCost> schemes() const noexcept { return schemes_; }
 
   [[nodiscard]] const SchemeCost* find(const Scheme& scheme) const noexcept {
     const auto it =

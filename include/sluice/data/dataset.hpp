@@ -6,12 +6,12 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/data/readers.hpp"
 
 namespace sluice::data {
@@ -86,7 +86,7 @@ public:
     return result;
   }
 
-  [[nodiscard]] std::span<const std::int64_t> lengths() const noexcept { return lengths_; }
+  [[nodiscard]] Span<const std::int64_t> lengths() const noexcept { return lengths_; }
   [[nodiscard]] std::size_t size() const noexcept { return lengths_.size(); }
   [[nodiscard]] std::int64_t tokens() const noexcept { return tokens_; }
   [[nodiscard]] const std::string& source() const noexcept { return source_; }

@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <istream>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "sluice/core/span.hpp"
 #include "sluice/data/detail/readers.hpp"
 #include "sluice/data/read_limits.hpp"
 
@@ -21,7 +21,7 @@ namespace sluice::data {
 
 // One length per line; '#' starts a comment; blank lines and surrounding whitespace are ignored.
 inline std::vector<std::int64_t> parse_lengths_text(std::string_view content, std::string_view source) {
-  detail::SpanBytes bytes(std::as_bytes(std::span(content.data(), content.size())));
+  detail::SpanBytes bytes(Span(reinterpret_cast<const std::byte*>(content.data()), content.size()));
   return detail::text_lengths(bytes, detail::source_name(source));
 }
 
@@ -33,7 +33,7 @@ inline std::vector<std::int64_t> parse_lengths_text(std::istream& in, std::strin
 }
 
 // NumPy .npy, versions 1.0, 2.0 and 3.0; a 1-D array of dtype <i2, <i4, <i8, <u2 or <u4.
-inline std::vector<std::int64_t> parse_lengths_npy(std::span<const std::byte> bytes, std::string_view source) {
+inline std::vector<std::int64_t> parse_lengths_npy(Span<const std::byte> bytes, std::string_view source) {
   detail::SpanBytes pieces(bytes);
   return detail::npy_lengths(pieces, detail::source_name(source));
 }
@@ -46,7 +46,7 @@ inline std::vector<std::int64_t> parse_lengths_npy(std::istream& in, std::string
 }
 
 // Megatron-LM indexed dataset index (.idx), version 1: returns the sequence lengths.
-inline std::vector<std::int64_t> parse_lengths_megatron_idx(std::span<const std::byte> bytes, std::string_view source) {
+inline std::vector<std::int64_t> parse_lengths_megatron_idx(Span<const std::byte> bytes, std::string_view source) {
   detail::SpanBytes pieces(bytes);
   return detail::megatron_idx_lengths(pieces, detail::source_name(source));
 }

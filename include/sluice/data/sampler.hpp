@@ -2,12 +2,12 @@
 // Token-budget batches over a shuffled dataset, epoch after epoch, as a trainer's data loader draws them.
 #include <cstdint>
 #include <numeric>
-#include <span>
 #include <vector>
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/data/dataset.hpp"
 
 namespace sluice::data {
@@ -72,7 +72,7 @@ private:
     batch_index_ = 0;
     position_ = 0;
     std::iota(order_.begin(), order_.end(), std::int64_t{0});
-    Rng::stream(options_.seed, static_cast<std::uint64_t>(epoch)).shuffle(std::span(order_));
+    Rng::stream(options_.seed, static_cast<std::uint64_t>(epoch)).shuffle(Span(order_));
   }
 
   std::vector<std::int64_t> lengths_;

@@ -4,11 +4,11 @@
 // events in microseconds.
 #include <algorithm>
 #include <cstddef>
-#include <span>
 #include <string>
 #include <string_view>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/schedule/simulate.hpp"
 
@@ -55,7 +55,7 @@ inline void append_chrome_trace(json& events, const schedule::Simulation& simula
 }
 
 // Pipelines side by side (names[k] names pipelines[k]); the makespan is the slowest pipeline's.
-inline json chrome_trace(std::span<const schedule::Simulation> pipelines, std::span<const std::string> names) {
+inline json chrome_trace(Span<const schedule::Simulation> pipelines, Span<const std::string> names) {
   sluice::require(pipelines.size() == names.size(), "chrome trace: ", pipelines.size(), " pipelines, ", names.size(),
                   " names");
   json events = json::array();
@@ -69,7 +69,7 @@ inline json chrome_trace(std::span<const schedule::Simulation> pipelines, std::s
 
 inline json chrome_trace(const schedule::Simulation& simulation) {
   const std::string name = "pipeline";
-  return chrome_trace(std::span<const schedule::Simulation>(&simulation, 1), std::span<const std::string>(&name, 1));
+  return chrome_trace(Span<const schedule::Simulation>(&simulation, 1), Span<const std::string>(&name, 1));
 }
 
 }  // namespace sluice::io

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -21,6 +20,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/scheme.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/cost/samples.hpp"
 #include "sluice/data/readers.hpp"
 #include "sluice/io/core_json.hpp"
@@ -143,7 +143,7 @@ inline cost::ProfileSamples parse_profile_samples_csv(std::string_view text, std
 
 // The CSV that parse_profile_samples_csv reads back exactly (numbers in their shortest round-trip form).
 // Schemes go by tp and pp while all are ⟨TP, PP⟩, by name otherwise.
-inline std::string profile_samples_csv(std::span<const cost::ProfileSample> samples) {
+inline std::string profile_samples_csv(Span<const cost::ProfileSample> samples) {
   const bool by_name = std::ranges::any_of(samples, [](const cost::ProfileSample& x) { return !x.scheme.is_base(); });
   std::string text = by_name ? "scheme,tokens,seconds,peak_bytes\n" : "tp,pp,tokens,seconds,peak_bytes\n";
   for (const cost::ProfileSample& sample : samples)

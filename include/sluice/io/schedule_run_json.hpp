@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "sluice/compare/microbatching.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/io/core_json.hpp"
 #include "sluice/io/json.hpp"
@@ -77,7 +77,7 @@ struct ScheduleRun {
 // in the setup (profile, context, batch).
 inline ScheduleRun schedule_run(Scheme scheme, const schedule::PipelinePlanOptions& options,
                                 const schedule::PipelineRunPlan& plan,
-                                std::span<const compare::MicrobatchingBaseline> baselines) {
+                                Span<const compare::MicrobatchingBaseline> baselines) {
   ScheduleRun run{.profile = {},
                   .scheme = scheme,
                   .replicas = options.replicas,

@@ -7,12 +7,12 @@
 #include <cstdint>
 #include <cstdarg>
 #include <cstdio>
-#include <span>
 #include <string>
 #include <string_view>
 
 #include "sluice/assign/plan.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/schedule/simulate.hpp"
 
@@ -178,7 +178,7 @@ inline std::string histogram_svg(const data::LengthHistogram& histogram, std::st
 
 // One panel per iteration: a bar per pipeline, split into its micro-batches (each Σ T' + c), with the
 // pipeline's estimate (max micro-batch · (PP − 1 + V)) marked and the iteration's estimate as a dashed line.
-inline std::string pipeline_loads_svg(std::span<const assign::IterationPlan> iterations, std::string_view title) {
+inline std::string pipeline_loads_svg(Span<const assign::IterationPlan> iterations, std::string_view title) {
   sluice::require(!iterations.empty(), "pipeline_loads_svg: no iterations");
   constexpr double right = 30, top = 36, bar = 14, gap = 4, panel_gap = 26, plot_w = 580;
   auto panel_label = [](std::size_t k, const assign::IterationPlan& plan) {
@@ -247,7 +247,7 @@ inline std::string pipeline_loads_svg(std::span<const assign::IterationPlan> ite
 // One row per rank (stage j of pipeline k, named names[k]): its forward (blue) and backward (orange) passes
 // labelled with their micro-batch ids, and under them the transfers it sends, activations (green) and
 // gradients (purple), from send start to arrival at the neighbour. Every box's tooltip gives its exact times.
-inline std::string timeline_svg(std::span<const schedule::Simulation> pipelines, std::span<const std::string> names,
+inline std::string timeline_svg(Span<const schedule::Simulation> pipelines, Span<const std::string> names,
                                 std::string_view title) {
   sluice::require(pipelines.size() == names.size(), "timeline_svg: ", pipelines.size(), " pipelines, ", names.size(),
                   " names");

@@ -5,13 +5,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <vector>
 
 #include "sluice/assign/plan.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/io/assign_json.hpp"
 #include "sluice/io/core_json.hpp"
@@ -88,7 +88,7 @@ inline TraceRun trace_run(const plan::IterationPlanner& planner, const plan::Sim
                .plan = iteration.plan,
                .pipelines = {},
                .flex = iteration.flex};
-  const std::span<const Strategy> candidates = planner.candidates();
+  const Span<const Strategy> candidates = planner.candidates();
   for (std::size_t k = 0; k < candidates.size(); ++k)
     run.candidates.push_back(
         {candidates[k], iteration.makespans[k], planner.charged().empty() ? 0.0 : planner.charged()[k]});

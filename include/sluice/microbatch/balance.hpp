@@ -7,20 +7,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <queue>
-#include <span>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/microbatch/types.hpp"
 
 namespace sluice::microbatch {
 
 namespace detail {
 
-inline void check_balance_input(std::span<const double> times, int replicas, const char* where) {
+inline void check_balance_input(Span<const double> times, int replicas, const char* where) {
   sluice::require(replicas >= 1, where, ": replicas must be >= 1, got ", replicas);
   sluice::require(!times.empty(), where, ": no micro-batch times");
   for (std::size_t i = 0; i < times.size(); ++i)
@@ -30,7 +30,7 @@ inline void check_balance_input(std::span<const double> times, int replicas, con
 
 // Canonical form: each replica's micro-batches ascending, replicas ordered by their first micro-batch
 // (empty ones last), loads summed in that order.
-inline ReplicaAssignment canonical(std::vector<std::vector<std::size_t>> replicas, std::span<const double> times) {
+inline ReplicaAssignment canonical(std::vector<std::vector<std::size_t>> replicas, Span<const double> times) {
   for (auto& items : replicas) std::sort(items.begin(), items.end());
   std::sort(replicas.begin(), replicas.end(), [](const auto& x, const auto& y) {
     if (x.empty() || y.empty()) return !x.empty() && y.empty();
@@ -48,7 +48,7 @@ inline ReplicaAssignment canonical(std::vector<std::vector<std::size_t>> replica
 
 }  // namespace detail
 
-inline ReplicaAssignment balance_kk(std::span<const double> times, int replicas) {
+inline ReplicaAssignment balance_kk(Span<const double> times, int replicas) {
   detail::check_balance_input(times, replicas, "balance_kk");
   const std::size_t m = times.size();
   const auto d = static_cast<std::size_t>(replicas);
@@ -112,7 +112,7 @@ inline ReplicaAssignment balance_kk(std::span<const double> times, int replicas)
   return detail::canonical(std::move(assignment), times);
 }
 
-inline ReplicaAssignment balance_lpt(std::span<const double> times, int replicas) {
+inline ReplicaAssignment balance_lpt(Span<const double> times, int replicas) {
   detail::check_balance_input(times, replicas, "balance_lpt");
   std::vector<std::size_t> order(times.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -137,7 +137,7 @@ inline std::vector<double> micro_batch_times(const Partition& partition) {
 
 // Raises invalid_plan unless there are `replicas` lists, every micro-batch index appears exactly once, each
 // list ascending, and loads and max_load recompute (relative 1e-9).
-inline void validate(const ReplicaAssignment& assignment, std::span<const double> times, int replicas) {
+inline void validate(const ReplicaAssignment& assignment, Span<const double> times, int replicas) {
   sluice::require(replicas >= 1, "replica assignment: replicas must be >= 1, got ", replicas);
   const PlanCheck check("replica assignment: ");
   const auto d = static_cast<std::size_t>(replicas);

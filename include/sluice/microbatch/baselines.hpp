@@ -9,11 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <span>
 #include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/microbatch/order.hpp"
 #include "sluice/microbatch/partition.hpp"
 #include "sluice/microbatch/types.hpp"
@@ -56,7 +56,7 @@ void price(ShapedMicroBatch& micro_batch, const Model& model, const PartitionCon
 // Greedy in the given order: a micro-batch grows while rows × (longest input + longest target) stays within
 // `tokens_per_micro_batch`; a sample over the budget alone forms its own micro-batch. Layout padded.
 template <MicroBatchCostModel Model>
-Partition token_based(std::span<const Sample> ordered, const Model& model, std::int64_t tokens_per_micro_batch,
+Partition token_based(Span<const Sample> ordered, const Model& model, std::int64_t tokens_per_micro_batch,
                       const PartitionContext& context) {
   check_samples(ordered, "token_based");
   detail::check_context(context, "token_based");
@@ -93,7 +93,7 @@ Partition token_based(std::span<const Sample> ordered, const Model& model, std::
 // `rows` at a time. Every row is charged at full capacity (padding fills what the samples leave). Raises
 // invalid_input if a sample is longer than a row.
 template <MicroBatchCostModel Model>
-Partition fixed_length_packing(std::span<const Sample> samples, const Model& model, const FixedRows& rows,
+Partition fixed_length_packing(Span<const Sample> samples, const Model& model, const FixedRows& rows,
                                const PartitionContext& context) {
   check_samples(samples, "fixed_length_packing");
   detail::check_context(context, "fixed_length_packing");

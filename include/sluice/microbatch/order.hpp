@@ -6,13 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <span>
 #include <string_view>
 #include <unordered_set>
 #include <vector>
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/names.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/microbatch/types.hpp"
 
 namespace sluice::microbatch {
@@ -33,7 +33,7 @@ inline Ordering ordering_from(std::string_view text, std::string_view what = "or
 
 // Raises invalid_input unless there is at least one sample, ids are >= 0 and distinct, every input is >= 1,
 // every target >= 0, and the total token count fits in int64.
-inline void check_samples(std::span<const Sample> samples, std::string_view where) {
+inline void check_samples(Span<const Sample> samples, std::string_view where) {
   sluice::require(!samples.empty(), where, ": no samples");
   std::unordered_set<std::int64_t> ids;
   ids.reserve(samples.size());
@@ -108,13 +108,13 @@ inline void path_order(std::vector<Sample>& points) {
 }  // namespace detail
 
 // Sum of L1 distances between neighbours: what the path ordering shortens.
-inline std::int64_t path_length(std::span<const Sample> ordered) noexcept {
+inline std::int64_t path_length(Span<const Sample> ordered) noexcept {
   std::int64_t total = 0;
   for (std::size_t i = 1; i < ordered.size(); ++i) total += detail::l1(ordered[i - 1], ordered[i]);
   return total;
 }
 
-inline std::vector<Sample> order_samples(std::span<const Sample> samples, Ordering ordering) {
+inline std::vector<Sample> order_samples(Span<const Sample> samples, Ordering ordering) {
   check_samples(samples, "order_samples");
   std::vector<Sample> ordered(samples.begin(), samples.end());
   if (ordering == Ordering::length) {

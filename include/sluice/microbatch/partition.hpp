@@ -12,12 +12,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/microbatch/detail/partition_dp.hpp"
 #include "sluice/microbatch/order.hpp"
 #include "sluice/microbatch/partition_options.hpp"
@@ -42,7 +42,7 @@ inline void require_valid(const PartitionOptions& options) {
 // options or cost values (NaN, negative, or times whose sum overflows) or a batch whose run table would pass
 // max_run_table_cells, and sluice::infeasible when some sample exceeds the limit under every model.
 template <MicroBatchCostModel Model>
-Partition partition(std::span<const Sample> ordered, std::span<const Model> models, const PartitionOptions& options) {
+Partition partition(Span<const Sample> ordered, Span<const Model> models, const PartitionOptions& options) {
   check_samples(ordered, "partition");
   require_valid(options);
   sluice::require(!models.empty(), "partition: no cost models");
@@ -58,8 +58,8 @@ Partition partition(std::span<const Sample> ordered, std::span<const Model> mode
 }
 
 template <MicroBatchCostModel Model>
-Partition partition(std::span<const Sample> ordered, const Model& model, const PartitionOptions& options) {
-  return partition(ordered, std::span<const Model>(&model, 1), options);
+Partition partition(Span<const Sample> ordered, const Model& model, const PartitionOptions& options) {
+  return partition(ordered, Span<const Model>(&model, 1), options);
 }
 
 // Checks a partition against its samples, cost model and context; raises invalid_plan naming the first broken
@@ -68,7 +68,7 @@ Partition partition(std::span<const Sample> ordered, const Model& model, const P
 // sums; fixed_rows: each row within the shape), seconds and bytes equal to the model's (relative 1e-9), bytes
 // within the memory limit, and the objective recomputed.
 template <MicroBatchCostModel Model>
-void validate(const Partition& partition, std::span<const Sample> samples, const Model& model,
+void validate(const Partition& partition, Span<const Sample> samples, const Model& model,
               const PartitionContext& context) {
   sluice::require(context.stages >= 1, "partition context: stages must be >= 1, got ", context.stages);
   sluice::require(context.replicas >= 1, "partition context: replicas must be >= 1, got ", context.replicas);
@@ -133,7 +133,7 @@ void validate(const Partition& partition, std::span<const Sample> samples, const
 
 // As above with the partition's own cost model among several (recomputation levels).
 template <MicroBatchCostModel Model>
-void validate(const Partition& partition, std::span<const Sample> samples, std::span<const Model> models,
+void validate(const Partition& partition, Span<const Sample> samples, Span<const Model> models,
               const PartitionContext& context) {
   if (partition.cost_model >= models.size())
     throw invalid_plan(sluice::concat("partition: cost model ", partition.cost_model, " of ", models.size()));

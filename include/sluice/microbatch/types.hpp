@@ -4,13 +4,13 @@
 // are templates over. Algorithms: docs/microbatch.md.
 #include <concepts>
 #include <cstdint>
-#include <span>
 #include <string_view>
 #include <vector>
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/names.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice::microbatch {
 
@@ -24,7 +24,7 @@ struct Sample {
 };
 
 // A decoder-only batch as samples: each sequence's id and its whole length as the input.
-inline std::vector<Sample> samples_of(std::span<const Sequence> sequences) {
+inline std::vector<Sample> samples_of(Span<const Sequence> sequences) {
   std::vector<Sample> samples;
   samples.reserve(sequences.size());
   for (const Sequence& sequence : sequences) samples.push_back({.id = sequence.id(), .input = sequence.length()});

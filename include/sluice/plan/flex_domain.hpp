@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/scheme.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/links.hpp"
 #include "sluice/cost/profile.hpp"
@@ -61,7 +61,7 @@ public:
     problem_.lengths.clear();
   }
 
-  [[nodiscard]] plan::FlexIteration plan(std::span<const Sequence> batch) const override {
+  [[nodiscard]] plan::FlexIteration plan(Span<const Sequence> batch) const override {
     const assign::FlexCpProblem problem = problem_of(batch);
     assign::FlexCpPlan plan = assign::solve_flex_cp(problem);
     if (also_flexsp_) {
@@ -72,7 +72,7 @@ public:
   }
 
   // The domain index is the caller's to check (FlexDomains).
-  void validate(const plan::FlexIteration& iteration, std::span<const Sequence> batch) const override {
+  void validate(const plan::FlexIteration& iteration, Span<const Sequence> batch) const override {
     const PlanCheck check("flex CP iteration: ");
     check(iteration.strategy == strategy_, "runs ", iteration.strategy.name(), ", the domain is ", strategy_.name());
     check(iteration.schemes == schemes_, "its degrees run other schemes than the domain's");
@@ -80,7 +80,7 @@ public:
     assign::validate(iteration.plan, problem_of(batch));
   }
 
-  [[nodiscard]] bool holds(std::span<const Sequence> batch) const override {
+  [[nodiscard]] bool holds(Span<const Sequence> batch) const override {
     return !batch.empty() &&
            std::ranges::all_of(batch, [&](const Sequence& sequence) { return holds_length(sequence.length()); });
   }
@@ -89,7 +89,7 @@ public:
   [[nodiscard]] bool holds_length(std::int64_t length) const { return assign::flex_cp_holds(problem_, length); }
 
   // The flex CP problem of `batch` on this domain.
-  [[nodiscard]] assign::FlexCpProblem problem_of(std::span<const Sequence> batch) const {
+  [[nodiscard]] assign::FlexCpProblem problem_of(Span<const Sequence> batch) const {
     assign::FlexCpProblem problem = problem_;
     problem.lengths.reserve(batch.size());
     for (const Sequence& sequence : batch) problem.lengths.push_back(sequence.length());
@@ -97,7 +97,7 @@ public:
   }
 
   [[nodiscard]] const Strategy& strategy() const noexcept { return strategy_; }
-  [[nodiscard]] std::span<const Scheme> schemes() const noexcept { return schemes_; }
+  [[nodiscard]] Span<const Scheme> schemes() const noexcept { return schemes_; }
   [[nodiscard]] bool one_degree_per_micro_batch() const noexcept { return problem_.one_degree_per_micro_batch; }
   [[nodiscard]] double overhead() const noexcept { return overhead_; }
 
@@ -119,7 +119,7 @@ public:
     for (const auto& domain : domains_) sluice::require(domain != nullptr, "flex CP domains: a null domain");
   }
 
-  [[nodiscard]] plan::FlexIteration plan(std::span<const Sequence> batch) const override {
+  [[nodiscard]] plan::FlexIteration plan(Span<const Sequence> batch) const override {
     std::optional<plan::FlexIteration> kept;
     for (std::size_t k = 0; k < domains_.size(); ++k) {
       if (!domains_[k]->holds(batch)) continue;
@@ -132,7 +132,7 @@ public:
   }
 
   // Re-plans the other domains (the solver is deterministic) to check that none is faster.
-  void validate(const plan::FlexIteration& iteration, std::span<const Sequence> batch) const override {
+  void validate(const plan::FlexIteration& iteration, Span<const Sequence> batch) const override {
     const PlanCheck check("flex CP iteration: ");
     check(iteration.domain < domains_.size() && domains_[iteration.domain]->holds(batch), "names domain ",
           iteration.domain, " of ", domains_.size(), ", which does not hold the batch");
@@ -145,11 +145,11 @@ public:
     }
   }
 
-  [[nodiscard]] bool holds(std::span<const Sequence> batch) const override {
+  [[nodiscard]] bool holds(Span<const Sequence> batch) const override {
     return std::ranges::any_of(domains_, [&](const auto& domain) { return domain->holds(batch); });
   }
 
-  [[nodiscard]] std::span<const std::shared_ptr<const FlexDomain>> domains() const noexcept { return domains_; }
+  [[nodiscard]] Span<const std::shared_ptr<const FlexDomain>> domains() const noexcept { return domains_; }
 
 private:
   std::vector<std::shared_ptr<const FlexDomain>> domains_;
@@ -237,9 +237,8 @@ inline OfferedFlex offered_flex_domains(const cost::Profile& profile, const Flex
       continue;
     const int units = static_cast<int>(gpus / base.gpus());
     const Strategy homogeneous({{base, units}});
-    const double move = planning.layout_moves == LayoutMoves::none
-                            ? 0.0
-                            : layout_move_seconds(profile, std::span(&homogeneous, 1)).front();
+    const double move =
+        planning.layout_moves == LayoutMoves::none ? 0.0 : layout_move_seconds(profile, Span(&homogeneous, 1)).front();
     const double charged = charged_layout_move(planning.layout_moves, move, layers);
     add(flex_domain(profile, base, units, dynamic_cp_scheme, true, charged), homogeneous.name() + " dynamic CP", move);
     add(flex_domain(

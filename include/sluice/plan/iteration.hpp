@@ -10,7 +10,6 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/names.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/plan/layout_moves.hpp"
@@ -63,11 +63,11 @@ class FlexAlternative {
 public:
   virtual ~FlexAlternative() = default;
   // Raises invalid_input when no group of the domain holds a sequence of `batch`.
-  [[nodiscard]] virtual plan::FlexIteration plan(std::span<const Sequence> batch) const = 0;
+  [[nodiscard]] virtual plan::FlexIteration plan(Span<const Sequence> batch) const = 0;
   // Raises invalid_plan unless `iteration` is a valid plan of `batch` on this domain, timed as its groups take.
-  virtual void validate(const plan::FlexIteration& iteration, std::span<const Sequence> batch) const = 0;
+  virtual void validate(const plan::FlexIteration& iteration, Span<const Sequence> batch) const = 0;
   // Whether the domain's groups hold every sequence of `batch`.
-  [[nodiscard]] virtual bool holds(std::span<const Sequence> batch) const = 0;
+  [[nodiscard]] virtual bool holds(Span<const Sequence> batch) const = 0;
 };
 
 // Plans iterations over fixed candidates: the candidates' layout moves are computed once, here.
@@ -90,7 +90,7 @@ public:
 
   // The kept candidate's plan and schedule. Raises invalid_input as assign::plan_iteration does (an empty batch,
   // a sequence no candidate holds) and infeasible when no schedule fits a pipeline's memory.
-  [[nodiscard]] plan::SimulatedIteration plan(std::span<const Sequence> batch) const {
+  [[nodiscard]] plan::SimulatedIteration plan(Span<const Sequence> batch) const {
     assign::PlanOptions plan_options{.dispatch = options_.dispatch, .candidate_overhead = overheads_};
     std::optional<plan::SimulatedIteration> kept;
     for (const bool v_step : {true, false}) {
@@ -106,7 +106,7 @@ public:
 
   // Raises invalid_plan unless `iteration` is a valid plan of `batch` over the candidates, charged as planned,
   // with no candidate simulating faster.
-  void validate(const plan::SimulatedIteration& iteration, std::span<const Sequence> batch) const {
+  void validate(const plan::SimulatedIteration& iteration, Span<const Sequence> batch) const {
     const assign::PlanOptions plan_options{.dispatch = options_.dispatch, .candidate_overhead = overheads_};
     plan::validate(iteration, batch, candidates_, profile_, plan_options, options_.problem);
     const bool planned = flex_ && flex_->holds(batch);
@@ -117,14 +117,14 @@ public:
   }
 
   [[nodiscard]] const cost::Profile& profile() const noexcept { return profile_; }
-  [[nodiscard]] std::span<const Strategy> candidates() const noexcept { return candidates_; }
+  [[nodiscard]] Span<const Strategy> candidates() const noexcept { return candidates_; }
   [[nodiscard]] const Options& options() const noexcept { return options_; }
   [[nodiscard]] const FlexAlternative* flex() const noexcept { return flex_.get(); }
   // Per candidate, its pull and push beyond its own layout's all-gather, before any overlap; empty when the
   // policy is none.
-  [[nodiscard]] std::span<const double> layout_moves() const noexcept { return moves_; }
+  [[nodiscard]] Span<const double> layout_moves() const noexcept { return moves_; }
   // Per candidate, what its plans are charged for it (assign::PlanOptions::candidate_overhead); empty for none.
-  [[nodiscard]] std::span<const double> charged() const noexcept { return overheads_; }
+  [[nodiscard]] Span<const double> charged() const noexcept { return overheads_; }
 
 private:
   cost::Profile profile_;

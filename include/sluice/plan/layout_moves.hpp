@@ -7,12 +7,12 @@
 // choice, LayoutMoves.
 #include <algorithm>
 #include <limits>
-#include <span>
 #include <string_view>
 #include <vector>
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/names.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/shard/cost.hpp"
@@ -54,7 +54,7 @@ inline double pull_and_push(const shard::ShardCost& cost) { return cost.pull.sec
 // states does after its step and none is charged, as it is part of synchronising gradients. Hydraulis (§8,
 // Table 1) weighs its pull and push the same way, against a homogeneous strategy's all-gather and
 // reduce-scatter. The profile's model as LLaMA-like layers.
-inline std::vector<double> layout_move_seconds(const cost::Profile& profile, std::span<const Strategy> candidates) {
+inline std::vector<double> layout_move_seconds(const cost::Profile& profile, Span<const Strategy> candidates) {
   const shard::Model model = shard::llama_like(profile.spec().model);
   const shard::OptimizerLayout layout = shard::sharded_layout(profile.gpus(), model.layers);
   const shard::Cluster cluster = cluster_of(profile);

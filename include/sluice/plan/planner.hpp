@@ -14,13 +14,13 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/plan/iteration.hpp"
 #include "sluice/plan/simulated_iteration.hpp"
 
@@ -78,7 +78,7 @@ struct PlannerWaits {
 template <class Plan>
 class Planner {
 public:
-  using PlanFunction = std::function<Plan(std::int64_t iteration, std::span<const Sequence> batch)>;
+  using PlanFunction = std::function<Plan(std::int64_t iteration, Span<const Sequence> batch)>;
 
   Planner(BatchSource source, PlanFunction plan, PlannerOptions options)
       : source_(std::move(source)), plan_(std::move(plan)), options_(options) {
@@ -198,7 +198,7 @@ private:
       std::optional<Plan> plan;
       std::exception_ptr error;
       try {
-        plan.emplace(plan_(iteration, std::span<const Sequence>(batch)));
+        plan.emplace(plan_(iteration, Span<const Sequence>(batch)));
       } catch (...) {
         error = std::current_exception();
       }
@@ -243,7 +243,7 @@ inline Planner<SimulatedIteration> plan_ahead(IterationPlanner planner, BatchSou
                                               PlannerOptions options = {}) {
   return Planner<SimulatedIteration>(
       std::move(source),
-      [planner = std::move(planner)](std::int64_t, std::span<const Sequence> batch) { return planner.plan(batch); },
+      [planner = std::move(planner)](std::int64_t, Span<const Sequence> batch) { return planner.plan(batch); },
       options);
 }
 

@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <vector>
 
 #include "sluice/assign/choose.hpp"
@@ -15,6 +14,7 @@
 #include "sluice/assign/plan.hpp"
 #include "sluice/core/check.hpp"
 #include "sluice/core/scheme.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/schedule/pipeline.hpp"
@@ -115,21 +115,20 @@ struct SimulatedIteration {
 };
 
 // Raises invalid_input as plan_iteration does (no candidate holds the batch, bad options).
-inline SimulatedIteration plan_simulated_iteration(std::span<const Sequence> batch,
-                                                   std::span<const Strategy> candidates, const cost::Profile& profile,
+inline SimulatedIteration plan_simulated_iteration(Span<const Sequence> batch, Span<const Strategy> candidates,
+                                                   const cost::Profile& profile,
                                                    const assign::PlanOptions& plan_options = {},
                                                    const schedule::ScheduleOptions& schedule = {},
                                                    const schedule::ProblemOptions& problem = {}) {
   auto choice = assign::choose_candidate(
       batch, candidates, profile, plan_options.candidate_overhead,
-      [&](std::size_t k, std::span<const cost::SchemeCost>, double overhead) {
+      [&](std::size_t k, Span<const cost::SchemeCost>, double overhead) {
         assign::PlanOptions alone = plan_options;
         if (!alone.candidate_overhead.empty()) alone.candidate_overhead = {overhead};
-        SimulatedIteration candidate{
-            .plan = assign::plan_iteration(batch, std::span(&candidates[k], 1), profile, alone),
-            .schedule = {},
-            .chosen = k,
-            .makespans = {}};
+        SimulatedIteration candidate{.plan = assign::plan_iteration(batch, Span(&candidates[k], 1), profile, alone),
+                                     .schedule = {},
+                                     .chosen = k,
+                                     .makespans = {}};
         candidate.schedule = schedule_iteration(candidate.plan, profile, schedule, problem);
         const double makespan = candidate.schedule.makespan;
         return assign::Judged<SimulatedIteration>{.plan = std::move(candidate), .score = makespan};
@@ -141,9 +140,9 @@ inline SimulatedIteration plan_simulated_iteration(std::span<const Sequence> bat
 
 // Raises invalid_plan unless the plan and its schedule are valid for the batch, the plan runs the chosen
 // candidate, and no other candidate's simulated makespan + overhead is lower.
-inline void validate(const SimulatedIteration& iteration, std::span<const Sequence> batch,
-                     std::span<const Strategy> candidates, const cost::Profile& profile,
-                     const assign::PlanOptions& plan_options = {}, const schedule::ProblemOptions& problem = {}) {
+inline void validate(const SimulatedIteration& iteration, Span<const Sequence> batch, Span<const Strategy> candidates,
+                     const cost::Profile& profile, const assign::PlanOptions& plan_options = {},
+                     const schedule::ProblemOptions& problem = {}) {
   const PlanCheck check("simulated iteration: ");
   assign::validate(iteration.plan, batch, profile);
   validate(iteration.schedule, iteration.plan, profile, problem);

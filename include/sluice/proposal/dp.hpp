@@ -17,11 +17,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <span>
 #include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/proposal/intervals.hpp"
 
 namespace sluice::proposal::detail {
@@ -64,7 +64,7 @@ struct Group {
 class Dp {
 public:
   // `schemes` ordered by MaxLen descending, so the schemes allowed at L_j are a prefix.
-  Dp(std::span<const SchemeTable> schemes, const LengthAxis& axis, const Grid& grid)
+  Dp(Span<const SchemeTable> schemes, const LengthAxis& axis, const Grid& grid)
       : stride_(axis.bins + 1), top_(grid.top) {
     const std::int64_t states = (top_ + 1) * stride_;
     const std::int64_t replica_step = grid.replica_step;
@@ -209,9 +209,8 @@ private:
 // schemes in any order, a scheme possibly idle. Merging two adjacent groups of one scheme never raises
 // the objective (the pooled interval pays the fill term once), so this equals the best assignment of
 // Eq. 4 unless the optimum interleaves schemes (A below B below A). Subset DP: O(2^m·m·J·log J).
-inline std::vector<double> pooled_objective(std::span<const SchemeTable> schemes, const LengthAxis& axis,
-                                            std::span<const std::pair<std::size_t, std::int64_t>> parts,
-                                            std::int64_t last) {
+inline std::vector<double> pooled_objective(Span<const SchemeTable> schemes, const LengthAxis& axis,
+                                            Span<const std::pair<std::size_t, std::int64_t>> parts, std::int64_t last) {
   const std::size_t masks = std::size_t{1} << parts.size();
   const auto stride = static_cast<std::size_t>(last + 1);
   std::vector<double> value(masks * stride, infinity);

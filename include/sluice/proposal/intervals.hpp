@@ -3,9 +3,9 @@
 // (Hydraulis §7, Eq. 4), each evaluated in O(1) from per-scheme prefix sums.
 #include <algorithm>
 #include <cstdint>
-#include <span>
 #include <vector>
 
+#include "sluice/core/span.hpp"
 #include "sluice/cost/profile.hpp"
 
 namespace sluice::proposal::detail {
@@ -24,7 +24,7 @@ struct LengthAxis {
   std::int64_t first_nonempty = 0;
 
   // Lengths must lie in [1, max_len].
-  LengthAxis(std::span<const std::int64_t> lengths, std::int64_t step, std::int64_t max_len)
+  LengthAxis(Span<const std::int64_t> lengths, std::int64_t step, std::int64_t max_len)
       : bins((max_len + step - 1) / step),
         upper(static_cast<std::size_t>(bins + 1)),
         last_nonempty(upper.size()),

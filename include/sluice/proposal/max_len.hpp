@@ -4,8 +4,8 @@
 // strategy can hold every (truncated) sequence.
 #include <algorithm>
 #include <cstdint>
-#include <span>
 
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
@@ -37,7 +37,7 @@ inline std::int64_t default_max_len(const data::LengthDataset& dataset, const co
 // The same rule when the candidates are already chosen: the dataset's longest sequence, or the longest MaxLen among
 // the candidates' pipelines when that is shorter, so that some candidate holds every truncated sequence.
 inline std::int64_t default_max_len(const data::LengthDataset& dataset, const cost::Profile& profile,
-                                    std::span<const Strategy> candidates) {
+                                    Span<const Strategy> candidates) {
   const std::int64_t longest = std::ranges::max(dataset.lengths());
   std::int64_t widest = 0;
   for (const Strategy& strategy : candidates) widest = std::max(widest, profile.pipelines(strategy).front().max_len);

@@ -9,7 +9,6 @@
 #include <map>
 #include <numeric>
 #include <optional>
-#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -18,6 +17,7 @@
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/names.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
@@ -198,7 +198,7 @@ struct Entry {
   double homogeneous_estimate = 0;
 };
 
-inline Strategy to_strategy(std::span<const SchemeTable> tables, std::span<const std::int64_t> pipelines) {
+inline Strategy to_strategy(Span<const SchemeTable> tables, Span<const std::int64_t> pipelines) {
   std::vector<StrategyPart> parts;
   for (std::size_t k = 0; k < tables.size(); ++k)
     if (pipelines[k] > 0) parts.push_back({tables[k].scheme, static_cast<int>(pipelines[k])});
@@ -216,9 +216,8 @@ inline std::vector<std::int64_t> aggregate(const Dp& dp, std::int64_t j, std::si
 // the ceiling of its replica count, every combination; those that fit N GPUs get the leftover GPUs filled (first with
 // pipelines of the solution's schemes, largest deficit first, then with the largest usable scheme that fits), and are
 // kept when they hold L_j.
-inline std::vector<std::vector<std::int64_t>> roundings(std::span<const SchemeTable> tables,
-                                                        std::span<const std::int64_t> tenths, std::int64_t gpus,
-                                                        std::int64_t length) {
+inline std::vector<std::vector<std::int64_t>> roundings(Span<const SchemeTable> tables, Span<const std::int64_t> tenths,
+                                                        std::int64_t gpus, std::int64_t length) {
   std::vector<std::size_t> fractional;
   std::vector<std::int64_t> floor(tenths.size());
   for (std::size_t k = 0; k < tenths.size(); ++k) {
@@ -278,8 +277,8 @@ inline std::vector<double> longest_in_bin_shares(const LengthAxis& axis, std::in
 }
 
 // The relaxed optimum at every bin rounded to whole pipelines, each rounding with its pooled estimate (§4.2).
-inline void add_roundings(Entries& entries, const Dp& relaxed, std::span<const SchemeTable> tables,
-                          const LengthAxis& axis, std::int64_t bins, std::int64_t gpus, std::int64_t replica_step) {
+inline void add_roundings(Entries& entries, const Dp& relaxed, Span<const SchemeTable> tables, const LengthAxis& axis,
+                          std::int64_t bins, std::int64_t gpus, std::int64_t replica_step) {
   std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> rounded;  // pipelines → bins
   for (std::int64_t j = axis.first_nonempty; j <= bins; ++j) {
     std::vector<std::int64_t> tenths = aggregate(relaxed, j, tables.size());
@@ -301,7 +300,7 @@ inline void add_roundings(Entries& entries, const Dp& relaxed, std::span<const S
 }
 
 // The best homogeneous strategy for Lmax (all GPUs as copies of one scheme holding Lmax) is always a candidate.
-inline void add_best_homogeneous(Entries& entries, std::span<const SchemeTable> tables, const LengthAxis& axis,
+inline void add_best_homogeneous(Entries& entries, Span<const SchemeTable> tables, const LengthAxis& axis,
                                  std::int64_t bins, std::int64_t gpus, std::int64_t max_len) {
   std::optional<std::size_t> best;
   double best_estimate = infinity;
@@ -329,8 +328,8 @@ struct Ranked {
 };
 
 // Every entry as a candidate: the bins it serves, its estimate at the highest of them, its share of iterations.
-inline std::vector<Ranked> rank(const Entries& entries, const Dp& integer, std::span<const SchemeTable> tables,
-                                const LengthAxis& axis, std::int64_t bins, std::span<const double> bin_share) {
+inline std::vector<Ranked> rank(const Entries& entries, const Dp& integer, Span<const SchemeTable> tables,
+                                const LengthAxis& axis, std::int64_t bins, Span<const double> bin_share) {
   std::vector<Ranked> ranked;
   for (const auto& [key, found] : entries.all()) {
     std::vector<std::int64_t> served = found.integer_bins;

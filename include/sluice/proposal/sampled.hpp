@@ -11,16 +11,16 @@
 #include <limits>
 #include <map>
 #include <set>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "sluice/assign/dispatch.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/core/check.hpp"
-#include "sluice/core/names.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/core/names.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/data/dataset.hpp"
@@ -177,7 +177,7 @@ public:
         plans_(plans) {}
 
   // Planned time of a strategy on each batch: its estimate + overhead, or +inf when it cannot hold the batch.
-  std::vector<double> plan_times(const Strategy& strategy, std::span<const data::Batch> sample) {
+  std::vector<double> plan_times(const Strategy& strategy, Span<const data::Batch> sample) {
     const double overhead = overhead_of(strategy);
     const std::int64_t widest = profile_.pipelines(strategy).front().max_len;
     std::vector<double> times;
@@ -187,7 +187,7 @@ public:
         continue;
       }
       const double estimate =
-          assign::plan_iteration(batch.sequences, std::span(&strategy, 1), profile_, plan_options_).estimate;
+          assign::plan_iteration(batch.sequences, Span(&strategy, 1), profile_, plan_options_).estimate;
       times.push_back(estimate + overhead);
       ++plans_;
     }
@@ -223,8 +223,7 @@ struct PoolEntry {
 // The strategies planned on every choosing batch, up to max_pool of them but the uncapped homogeneous ones.
 class SampledPool {
 public:
-  SampledPool(SampledPlanner& planner, std::span<const data::Batch> choosing, std::int64_t max_len,
-              std::int64_t max_pool)
+  SampledPool(SampledPlanner& planner, Span<const data::Batch> choosing, std::int64_t max_len, std::int64_t max_pool)
       : planner_(planner), choosing_(choosing), max_len_(max_len), max_pool_(max_pool) {}
 
   // Plans a strategy not in the pool yet; a `capped` one only while the pool holds fewer than max_pool.
@@ -241,7 +240,7 @@ public:
 
 private:
   SampledPlanner& planner_;
-  std::span<const data::Batch> choosing_;
+  Span<const data::Batch> choosing_;
   std::int64_t max_len_;
   std::int64_t max_pool_;
   std::map<std::string, PoolEntry> pool_;  // by name: the selection's ties go to the earlier name
@@ -250,7 +249,7 @@ private:
 // Seeds the pool with the DP's strategies and every homogeneous one; returns the homogeneous ones.
 inline std::vector<Strategy> seed_pool(SampledPool& pool, const Proposal& full, const data::LengthDataset& dataset,
                                        const cost::Profile& profile, ProposeOptions all,
-                                       std::span<const cost::SchemeCost> usable, std::int64_t gpus) {
+                                       Span<const cost::SchemeCost> usable, std::int64_t gpus) {
   // The DP's candidates in its order: the paper's K first, so the cap never drops them. Then the DP's under the
   // other per-sequence cost (sequence_constant flipped): neither interval cost predicts the planned time well.
   for (const ProposedCandidate& candidate : full.candidates) pool.add(candidate.strategy, PoolSource::proposal_dp);
@@ -352,7 +351,7 @@ inline double choosing_mean(const SampledPool& pool, const std::vector<Strategy>
 // Times on the held-out batches, which only measure: a strategy is planned on them once, when a set needs it.
 class HeldOutTimes {
 public:
-  HeldOutTimes(SampledPlanner& planner, std::span<const data::Batch> batches, int count)
+  HeldOutTimes(SampledPlanner& planner, Span<const data::Batch> batches, int count)
       : planner_(planner), batches_(batches), count_(count) {}
 
   // Mean over the held-out batches of the set's lowest time per batch.
@@ -370,7 +369,7 @@ public:
 
 private:
   SampledPlanner& planner_;
-  std::span<const data::Batch> batches_;
+  Span<const data::Batch> batches_;
   int count_;
   std::map<std::string, std::vector<double>> times_;
 };

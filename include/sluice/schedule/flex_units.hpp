@@ -8,12 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <span>
 #include <vector>
 
 #include "sluice/assign/flex_cp_problem.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/scheme.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/problems.hpp"
@@ -21,7 +21,7 @@
 namespace sluice::schedule {
 
 // The plan with only the micro-batches `kept` (ascending), renumbered in that order, and as many slots as they use.
-inline ExecutionPlan restrict_plan(const ExecutionPlan& plan, std::span<const int> kept) {
+inline ExecutionPlan restrict_plan(const ExecutionPlan& plan, Span<const int> kept) {
   std::vector<int> renumbered(static_cast<std::size_t>(plan.micro_batches), -1);
   for (std::size_t k = 0; k < kept.size(); ++k) renumbered[static_cast<std::size_t>(kept[k])] = static_cast<int>(k);
   ExecutionPlan result{plan.stages, static_cast<int>(kept.size()), 0, {}};
@@ -45,7 +45,7 @@ struct FlexUnits {
 
 // `problem`: the batch's flex CP problem on the iteration's domain (plan::FlexDomain::problem_of); micro-batch m
 // lasts its slowest group, and carries its tokens for the activation shapes (`options.hidden`).
-inline FlexUnits flex_units(const assign::FlexCpPlan& plan, const Strategy& strategy, std::span<const Scheme> schemes,
+inline FlexUnits flex_units(const assign::FlexCpPlan& plan, const Strategy& strategy, Span<const Scheme> schemes,
                             const assign::FlexCpProblem& problem, const ProblemOptions& options = {}) {
   assign::validate(plan, problem);
   sluice::require(strategy.parts().size() == 1 && schemes.size() == problem.degrees.size(),

@@ -5,17 +5,17 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
-#include <span>
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/schedule/instructions.hpp"
 
 namespace sluice::schedule {
 
 namespace detail {
 
-inline void require_injection(std::span<const int> injection, std::size_t micro_batches, int stages) {
+inline void require_injection(Span<const int> injection, std::size_t micro_batches, int stages) {
   sluice::require(stages >= 1, "schedule: stages must be >= 1, got ", stages);
   sluice::require(injection.size() == micro_batches, "schedule: injection order has ", injection.size(),
                   " entries for ", micro_batches, " micro-batches");
@@ -38,7 +38,7 @@ inline std::vector<int> identity_injection(std::size_t micro_batches) {
 }
 
 // All forwards in injection order, then all backwards in reverse.
-inline Order gpipe(std::span<const int> injection, int stages) {
+inline Order gpipe(Span<const int> injection, int stages) {
   detail::require_injection(injection, injection.size(), stages);
   Order order;
   order.stages.resize(static_cast<std::size_t>(stages));
@@ -50,7 +50,7 @@ inline Order gpipe(std::span<const int> injection, int stages) {
 }
 
 // 1F1B: stage j runs min(c − 1 − j, m) warm-up forwards, then alternates forward and backward, then drains.
-inline Order one_f_one_b(std::span<const int> injection, int stages) {
+inline Order one_f_one_b(Span<const int> injection, int stages) {
   detail::require_injection(injection, injection.size(), stages);
   const std::size_t m = injection.size();
   Order order;
@@ -72,7 +72,7 @@ inline Order one_f_one_b(std::span<const int> injection, int stages) {
 // ops unlocked in a cycle become usable in the next. A forward waits (FIFO kept) while it would raise the
 // stage's held activation above its limit, unless the stage holds nothing. Raises sluice::infeasible when a
 // single micro-batch's activation exceeds a stage's limit.
-inline Order adaptive_cyclic(const Problem& problem, std::span<const int> injection, std::span<const double> limits) {
+inline Order adaptive_cyclic(const Problem& problem, Span<const int> injection, Span<const double> limits) {
   require_problem(problem);
   detail::require_injection(injection, problem.micro_batches.size(), problem.stages);
   const auto c = static_cast<std::size_t>(problem.stages);

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <span>
 #include <string_view>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/names.hpp"
 #include "sluice/core/random.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/schedule/comm.hpp"
 #include "sluice/schedule/instructions.hpp"
 #include "sluice/schedule/orders.hpp"

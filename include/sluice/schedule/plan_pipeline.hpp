@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
-#include <span>
 #include <vector>
 
 #include "sluice/core/check.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/microbatch/balance.hpp"
 #include "sluice/microbatch/order.hpp"
 #include "sluice/microbatch/partition.hpp"
@@ -82,25 +82,25 @@ inline PipelineRunPlan schedule_partition(microbatch::Partition partition, const
 // under every model or no schedule of a replica fits its stages' memory. `models` are tried in order
 // (recomputation escalation, see microbatch::partition).
 template <microbatch::MicroBatchCostModel Model>
-PipelineRunPlan plan_pipeline(std::span<const microbatch::Sample> samples, std::span<const Model> models,
+PipelineRunPlan plan_pipeline(Span<const microbatch::Sample> samples, Span<const Model> models,
                               const PipelinePlanOptions& options) {
   const std::vector<microbatch::Sample> ordered = microbatch::order_samples(samples, options.ordering);
-  return schedule_partition(microbatch::partition(std::span<const microbatch::Sample>(ordered), models,
+  return schedule_partition(microbatch::partition(Span<const microbatch::Sample>(ordered), models,
                                                   {options.stages, options.replicas, options.micro_batch_memory,
                                                    options.layout, options.tmax_interval}),
                             options);
 }
 
 template <microbatch::MicroBatchCostModel Model>
-PipelineRunPlan plan_pipeline(std::span<const microbatch::Sample> samples, const Model& model,
+PipelineRunPlan plan_pipeline(Span<const microbatch::Sample> samples, const Model& model,
                               const PipelinePlanOptions& options) {
-  return plan_pipeline(samples, std::span<const Model>(&model, 1), options);
+  return plan_pipeline(samples, Span<const Model>(&model, 1), options);
 }
 
 // Checks the partition against the samples and the model it names, the replica assignment, every replica's
 // problem (rebuilt from the partition) and schedule, and the makespan. Raises invalid_plan.
 template <microbatch::MicroBatchCostModel Model>
-void validate(const PipelineRunPlan& plan, std::span<const microbatch::Sample> samples, std::span<const Model> models,
+void validate(const PipelineRunPlan& plan, Span<const microbatch::Sample> samples, Span<const Model> models,
               const PipelinePlanOptions& options) {
   const PlanCheck check("pipeline plan: ");
   microbatch::validate(plan.partition, samples, models, {options.stages, options.replicas, options.micro_batch_memory});
@@ -123,9 +123,9 @@ void validate(const PipelineRunPlan& plan, std::span<const microbatch::Sample> s
 }
 
 template <microbatch::MicroBatchCostModel Model>
-void validate(const PipelineRunPlan& plan, std::span<const microbatch::Sample> samples, const Model& model,
+void validate(const PipelineRunPlan& plan, Span<const microbatch::Sample> samples, const Model& model,
               const PipelinePlanOptions& options) {
-  validate(plan, samples, std::span<const Model>(&model, 1), options);
+  validate(plan, samples, Span<const Model>(&model, 1), options);
 }
 
 }  // namespace sluice::schedule

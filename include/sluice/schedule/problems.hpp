@@ -5,11 +5,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "sluice/assign/plan.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/microbatch/types.hpp"
 #include "sluice/schedule/instructions.hpp"
@@ -63,7 +63,7 @@ inline Problem empty_problem(int stages, double stage_memory_limit, const Proble
 // The micro-batches `indices` of a partition (in that order) on a pipeline of `stages` stages whose stages may
 // each hold `stage_memory_limit` activation bytes. A micro-batch's boundary tensor has rows × (input + target)
 // tokens; its time and memory are the partition's, which are per stage.
-inline Problem problem_for(const microbatch::Partition& partition, std::span<const std::size_t> indices, int stages,
+inline Problem problem_for(const microbatch::Partition& partition, Span<const std::size_t> indices, int stages,
                            double stage_memory_limit, const ProblemOptions& options) {
   Problem problem = detail::empty_problem(stages, stage_memory_limit, options);
   for (const std::size_t index : indices) {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <span>
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice::search {
 
@@ -55,7 +55,7 @@ std::vector<int> min_max_partition(int layers, int stages, Cost&& cost) {
 }
 
 // Eq. 6: α = 1 − max / Σ, in [0, 1 − 1/P]; 1 − 1/P is perfect balance.
-inline double balance(std::span<const double> values) {
+inline double balance(Span<const double> values) {
   double total = 0;
   double peak = 0;
   for (const double value : values) {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/cost/links.hpp"
 #include "sluice/shard/detail/pull_messages.hpp"
@@ -162,17 +162,16 @@ inline ShardCost iteration_cost(const OptimizerLayout& layout, const Strategy& c
   const PushPlan push = plan_push(placement, layout, model);
   require_valid(cluster);
   detail::MessageCosts pull_costs(placement.gpus, cluster);
-  detail::for_each_pull_message(replicated, layout, model, pull,
-                                [&](int src, int dst, std::span<const detail::SliceRun>, std::int64_t bytes) {
-                                  pull_costs.add(src, dst, bytes);
-                                });
+  detail::for_each_pull_message(
+      replicated, layout, model, pull,
+      [&](int src, int dst, Span<const detail::SliceRun>, std::int64_t bytes) { pull_costs.add(src, dst, bytes); });
   return {pull_costs.finish(), detail::reduce_scatter_cost(push, cluster),
           detail::message_cost(push.gpus, push.sends, push.local_moves, cluster)};
 }
 
 // Per candidate, the seconds iteration_cost adds to an iteration: what assign::PlanOptions::candidate_overhead
 // takes, so that the per-iteration choice accounts for pulling and pushing each candidate's layout.
-inline std::vector<double> iteration_costs(const OptimizerLayout& layout, std::span<const Strategy> candidates,
+inline std::vector<double> iteration_costs(const OptimizerLayout& layout, Span<const Strategy> candidates,
                                            const Model& model, const Cluster& cluster,
                                            const PlacementOptions& options = {}) {
   std::vector<double> seconds;

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <utility>
 #include <vector>
 
+#include "sluice/core/span.hpp"
 #include "sluice/shard/detail/plan_checks.hpp"
 #include "sluice/shard/detail/pull_messages.hpp"
 #include "sluice/shard/detail/slicing.hpp"
@@ -75,7 +75,7 @@ inline PullPlan plan_pull(const Placement& placement, const OptimizerLayout& lay
   plan.local_moves.reserve(static_cast<std::size_t>(std::min(setup.pieces_before_merging, replicated.gpus)));
   detail::SharedPieces shared;
   detail::for_each_pull_message(replicated, layout, model, setup,
-                                [&](int src, int dst, std::span<const detail::SliceRun> runs, std::int64_t bytes) {
+                                [&](int src, int dst, Span<const detail::SliceRun> runs, std::int64_t bytes) {
                                   const std::uint32_t first = shared.find_or_add(src, runs, plan.pieces);
                                   (src == dst ? plan.local_moves : plan.sends)
                                       .push_back({src, dst, first, static_cast<std::uint32_t>(runs.size()), bytes});
@@ -87,9 +87,8 @@ inline PullPlan plan_pull(const Placement& placement, const OptimizerLayout& lay
 namespace detail {
 
 // Orders one RS group's pieces: result[i] = the member that receives piece i.
-inline std::vector<int> order_pieces(std::span<const int> members, std::int64_t first_piece,
-                                     std::int64_t pieces_per_block, std::span<const int> owners,
-                                     std::vector<int>& position_of_rank, bool match) {
+inline std::vector<int> order_pieces(Span<const int> members, std::int64_t first_piece, std::int64_t pieces_per_block,
+                                     Span<const int> owners, std::vector<int>& position_of_rank, bool match) {
   if (!match) return {members.begin(), members.end()};
   const std::size_t d = members.size();
   std::vector<int> result(d, -1);

@@ -11,7 +11,6 @@
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -35,6 +34,7 @@
 #pragma GCC diagnostic pop
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/solver/milp.hpp"
 
 namespace sluice::solver {
@@ -72,7 +72,7 @@ inline double cbc_bound(double value, double solver_infinity) {
 }
 
 // Integer variables rounded to the nearest integer, after checking that they are within 1e-6 of it.
-inline std::vector<double> cbc_integral(const solver::Model& model, std::span<const double> values) {
+inline std::vector<double> cbc_integral(const solver::Model& model, Span<const double> values) {
   std::vector<double> result(values.begin(), values.end());
   for (std::size_t j = 0; j < result.size(); ++j) {
     if (model.types()[j] == solver::VarType::continuous) continue;

@@ -8,12 +8,12 @@
 #include <initializer_list>
 #include <limits>
 #include <numeric>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice::solver {
 
@@ -50,8 +50,8 @@ public:
     coefs_.clear();
   }
 
-  [[nodiscard]] std::span<const int> vars() const noexcept { return vars_; }
-  [[nodiscard]] std::span<const double> coefs() const noexcept { return coefs_; }
+  [[nodiscard]] Span<const int> vars() const noexcept { return vars_; }
+  [[nodiscard]] Span<const double> coefs() const noexcept { return coefs_; }
   [[nodiscard]] std::size_t size() const noexcept { return vars_.size(); }
   [[nodiscard]] bool empty() const noexcept { return vars_.empty(); }
 
@@ -62,8 +62,8 @@ private:
 
 // One row of a model, viewed in place: lower <= sum(coefs[k] * x[vars[k]]) <= upper.
 struct RowView {
-  std::span<const int> vars;
-  std::span<const double> coefs;
+  Span<const int> vars;
+  Span<const double> coefs;
   double lower;
   double upper;
 };
@@ -91,7 +91,7 @@ public:
 
   // lower <= sum(coefs[k] * x[vars[k]]) <= upper; use +-infinity for a one-sided row. Repeated variables
   // are summed and zero coefficients dropped, so each stored row lists every variable once, in index order.
-  int add_constraint(std::span<const int> vars, std::span<const double> coefs, double lower, double upper,
+  int add_constraint(Span<const int> vars, Span<const double> coefs, double lower, double upper,
                      std::string name = {}) {
     const int row = num_constraints();
     sluice::require(vars.size() == coefs.size(), "milp: ", describe_row(row, name), " has ", vars.size(),
@@ -169,10 +169,10 @@ public:
   [[nodiscard]] Sense sense() const noexcept { return sense_; }
   [[nodiscard]] double objective_offset() const noexcept { return offset_; }
 
-  [[nodiscard]] std::span<const double> lower_bounds() const noexcept { return lower_; }
-  [[nodiscard]] std::span<const double> upper_bounds() const noexcept { return upper_; }
-  [[nodiscard]] std::span<const VarType> types() const noexcept { return type_; }
-  [[nodiscard]] std::span<const double> objective_coefficients() const noexcept { return objective_; }
+  [[nodiscard]] Span<const double> lower_bounds() const noexcept { return lower_; }
+  [[nodiscard]] Span<const double> upper_bounds() const noexcept { return upper_; }
+  [[nodiscard]] Span<const VarType> types() const noexcept { return type_; }
+  [[nodiscard]] Span<const double> objective_coefficients() const noexcept { return objective_; }
   [[nodiscard]] bool is_integral(int var) const {
     check_var(var, "is_integral");
     return type_[var] != VarType::continuous;
@@ -183,16 +183,16 @@ public:
   }
 
   // Compressed sparse rows: row r holds entries [row_starts()[r], row_starts()[r + 1]).
-  [[nodiscard]] std::span<const std::size_t> row_starts() const noexcept { return row_start_; }
-  [[nodiscard]] std::span<const int> row_vars() const noexcept { return row_vars_; }
-  [[nodiscard]] std::span<const double> row_coefs() const noexcept { return row_coefs_; }
-  [[nodiscard]] std::span<const double> row_lower_bounds() const noexcept { return row_lower_; }
-  [[nodiscard]] std::span<const double> row_upper_bounds() const noexcept { return row_upper_; }
+  [[nodiscard]] Span<const std::size_t> row_starts() const noexcept { return row_start_; }
+  [[nodiscard]] Span<const int> row_vars() const noexcept { return row_vars_; }
+  [[nodiscard]] Span<const double> row_coefs() const noexcept { return row_coefs_; }
+  [[nodiscard]] Span<const double> row_lower_bounds() const noexcept { return row_lower_; }
+  [[nodiscard]] Span<const double> row_upper_bounds() const noexcept { return row_upper_; }
   [[nodiscard]] RowView row(int r) const {
     check_row(r, "row");
     const std::size_t begin = row_start_[r];
     const std::size_t count = row_start_[r + 1] - begin;
-    return {std::span(row_vars_).subspan(begin, count), std::span(row_coefs_).subspan(begin, count), row_lower_[r],
+    return {Span(row_vars_).subspan(begin, count), Span(row_coefs_).subspan(begin, count), row_lower_[r],
             row_upper_[r]};
   }
   [[nodiscard]] const std::string& constraint_name(int r) const {
@@ -201,7 +201,7 @@ public:
   }
 
   // offset + sum(objective[j] * x[j]), in the model's own sense.
-  [[nodiscard]] double evaluate_objective(std::span<const double> x) const {
+  [[nodiscard]] double evaluate_objective(Span<const double> x) const {
     check_point(x, "evaluate_objective");
     double value = offset_;
     for (std::size_t j = 0; j < x.size(); ++j) value += objective_[j] * x[j];
@@ -212,7 +212,7 @@ public:
   // magnitude is the bound's for a variable and the largest |coef * x| term's for a row: absolute near zero,
   // relative for large values (a makespan row over token counts). Integrality is within tolerance, absolute.
   // A point with a NaN or infinite value is not feasible.
-  [[nodiscard]] bool is_feasible(std::span<const double> x, double tolerance) const {
+  [[nodiscard]] bool is_feasible(Span<const double> x, double tolerance) const {
     check_size(x, "is_feasible");
     sluice::require(std::isfinite(tolerance) && tolerance >= 0.0,
                     "milp: is_feasible tolerance must be finite and >= 0, got ", tolerance);
@@ -268,11 +268,11 @@ private:
     sluice::require(row >= 0 && row < num_constraints(), "milp: ", where, ": unknown constraint ", row,
                     " (the model has ", num_constraints(), ")");
   }
-  void check_size(std::span<const double> x, const char* where) const {
+  void check_size(Span<const double> x, const char* where) const {
     sluice::require(x.size() == lower_.size(), "milp: ", where, ": expected ", lower_.size(), " values, got ",
                     x.size());
   }
-  void check_point(std::span<const double> x, const char* where) const {
+  void check_point(Span<const double> x, const char* where) const {
     check_size(x, where);
     for (std::size_t j = 0; j < x.size(); ++j) {
       sluice::require(std::isfinite(x[j]), "milp: ", where, ": value of ", describe(static_cast<int>(j), var_name_[j]),

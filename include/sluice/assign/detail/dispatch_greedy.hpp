@@ -5,12 +5,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <span>
 #include <utility>
 #include <vector>
 
 #include "sluice/assign/detail/dispatch_problem.hpp"
 #include "sluice/core/random.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice::assign::detail {
 
@@ -34,8 +34,8 @@ namespace sluice::assign::detail {
 // best single order, and its objective makes the random trials stop early. No allocation after construction.
 class DispatchGreedy {
 public:
-  DispatchGreedy(const DispatchProblem& problem, std::span<const int> pinned, std::span<const int> rest,
-                 std::span<const int> longest_first)
+  DispatchGreedy(const DispatchProblem& problem, Span<const int> pinned, Span<const int> rest,
+                 Span<const int> longest_first)
       : problem_(problem),
         pinned_(pinned),
         rest_(rest),
@@ -183,9 +183,9 @@ private:
   }
 
   const DispatchProblem& problem_;
-  std::span<const int> pinned_;
-  std::span<const int> rest_;
-  std::span<const int> longest_first_;
+  Span<const int> pinned_;
+  Span<const int> rest_;
+  Span<const int> longest_first_;
   std::vector<Entry> entries_;  // per group, its non-empty pipelines sorted by bound, at the group's offset
   std::vector<State> states_;   // per pipeline
   std::vector<int> used_;       // per group, how many of its pipelines are non-empty

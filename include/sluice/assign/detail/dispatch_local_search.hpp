@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
-#include <span>
 #include <vector>
 
 #include "sluice/assign/detail/dispatch_problem.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice::assign::detail {
 
@@ -128,7 +128,7 @@ private:
     const std::int64_t length = problem_.length(i);
     const auto eligible_end = std::partition_point(
         partners.begin(), partners.end(), [&](int k) { return problem_.length(k) < length && problem_.limit(k) > p; });
-    const std::span<const int> eligible(partners.begin(), eligible_end);
+    const Span<const int> eligible(partners.begin(), eligible_end);
     if (eligible.empty()) return;
     const auto on_p = [&](int k) { return bound_after(p, i, k); };
     const auto on_q = [&](int k) { return bound_after(q, k, i); };

@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
-#include <span>
 #include <vector>
 
 #include "sluice/assign/detail/dispatch_problem.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice::assign::detail {
 

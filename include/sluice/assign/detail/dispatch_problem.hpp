@@ -6,12 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <span>
 #include <vector>
 
 #include "sluice/assign/types.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/cost/profile.hpp"
 
 namespace sluice::assign::detail {
@@ -42,7 +42,7 @@ struct DispatchGroup {
 // and T'(l) of every sequence on every group.
 class DispatchProblem {
 public:
-  DispatchProblem(std::span<const Sequence> batch, PipelineCosts pipelines, bool v_step = true) : v_step_(v_step) {
+  DispatchProblem(Span<const Sequence> batch, PipelineCosts pipelines, bool v_step = true) : v_step_(v_step) {
     using sluice::require;
     require(!batch.empty(), "dispatch: the batch is empty");
     require(!pipelines.empty(), "dispatch: no pipelines");
@@ -145,7 +145,7 @@ public:
 
   // Eq. 2 of every pipeline for an assignment, summing T' in batch order (the canonical value every
   // function here reports). Checks the assignment.
-  [[nodiscard]] std::vector<double> bounds(std::span<const int> pipeline_of) const {
+  [[nodiscard]] std::vector<double> bounds(Span<const int> pipeline_of) const {
     using sluice::require;
     const int n = sequences();
     require(pipeline_of.size() == length_.size(), "dispatch: the assignment has ", pipeline_of.size(),

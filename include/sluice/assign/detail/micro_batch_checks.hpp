@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "sluice/assign/types.hpp"
 #include "sluice/core/check.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/cost/profile.hpp"
 
 namespace sluice::assign::detail {
@@ -18,7 +18,7 @@ namespace sluice::assign::detail {
 // The checks a Packing and an IterationPlan share, over one pipeline's micro-batches: none empty, each
 // sequence from `length_of` and not in `placed` yet, tokens right and within `max_len`, seconds Σ T'(l) + c
 // (relative tolerance 1e-9). Returns the slowest micro-batch's recomputed seconds.
-inline double check_micro_batches(const PlanCheck& check, std::span<const MicroBatch> micro_batches,
+inline double check_micro_batches(const PlanCheck& check, Span<const MicroBatch> micro_batches,
                                   const std::unordered_map<std::int64_t, std::int64_t>& length_of,
                                   std::unordered_set<std::int64_t>& placed, const cost::SchemeCost& scheme,
                                   std::int64_t max_len) {
@@ -45,7 +45,7 @@ inline double check_micro_batches(const PlanCheck& check, std::span<const MicroB
   return slowest;
 }
 
-inline std::unordered_map<std::int64_t, std::int64_t> length_by_id(std::span<const Sequence> sequences) {
+inline std::unordered_map<std::int64_t, std::int64_t> length_by_id(Span<const Sequence> sequences) {
   std::unordered_map<std::int64_t, std::int64_t> length_of;
   for (const Sequence& sequence : sequences) length_of.emplace(sequence.id(), sequence.length());
   return length_of;

@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <span>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -17,13 +16,14 @@
 #include "sluice/assign/types.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/cost/profile.hpp"
 
 namespace sluice::assign::detail {
 
 // Checks what every packer needs and returns the total tokens: a usable scheme, at least one sequence,
 // distinct ids, and every sequence within `capacity` (MaxLen, or a smaller fixed bin size).
-inline std::int64_t pack_check_input(std::span<const Sequence> sequences, const cost::SchemeCost& scheme,
+inline std::int64_t pack_check_input(Span<const Sequence> sequences, const cost::SchemeCost& scheme,
                                      std::int64_t capacity) {
   using sluice::require;
   const std::string name = scheme.scheme.name();
@@ -49,11 +49,11 @@ inline std::int64_t pack_check_input(std::span<const Sequence> sequences, const 
 // Buffers are sized once; solving a V allocates nothing.
 class PackHeuristic {
 public:
-  PackHeuristic(std::span<const Sequence> sequences, const cost::SchemeCost& scheme)
+  PackHeuristic(Span<const Sequence> sequences, const cost::SchemeCost& scheme)
       : PackHeuristic(sequences, scheme, scheme.max_len) {}
 
   // Sequences checked against `capacity` (<= MaxLen) instead of MaxLen: the fixed-length baseline's bins.
-  PackHeuristic(std::span<const Sequence> sequences, const cost::SchemeCost& scheme, std::int64_t capacity)
+  PackHeuristic(Span<const Sequence> sequences, const cost::SchemeCost& scheme, std::int64_t capacity)
       : total_tokens_(pack_check_input(sequences, scheme, capacity)),
         capacity_(scheme.max_len),
         overhead_(scheme.latency.microbatch_overhead()),
@@ -155,12 +155,12 @@ public:
   }
 
   // After a successful solve: the micro-batch of each sorted sequence, and the slowest micro-batch's Σ T'.
-  [[nodiscard]] std::span<const std::size_t> bins() const noexcept { return result_; }
+  [[nodiscard]] Span<const std::size_t> bins() const noexcept { return result_; }
   [[nodiscard]] double max_load() const noexcept { return max_load_; }
 
   // A Packing from a micro-batch index per sorted sequence (indices < bin_count; empty ones are dropped):
   // sequence ids ascending within a micro-batch, micro-batches by time descending, then by first id.
-  [[nodiscard]] Packing to_packing(std::span<const std::size_t> bin_of, std::size_t bin_count) const {
+  [[nodiscard]] Packing to_packing(Span<const std::size_t> bin_of, std::size_t bin_count) const {
     std::vector<MicroBatch> micro_batches(bin_count);
     for (std::size_t i = 0; i < size(); ++i) {
       MicroBatch& micro_batch = micro_batches[bin_of[i]];

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,17 +19,18 @@
 #include "sluice/compare/results.hpp"
 #include "sluice/compare/statistics.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/plan/flex_domain.hpp"
 #include "sluice/plan/iteration.hpp"
 #include "sluice/plan/layout_moves.hpp"
+#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/proposal/homogeneous.hpp"
 #include "sluice/schedule/instructions.hpp"
-#include "sluice/plan/simulated_iteration.hpp"
 #include "sluice/shard/model.hpp"
 
 namespace sluice::compare::detail {
 
-inline double imbalance(std::span<const double> busy_seconds) {
+inline double imbalance(Span<const double> busy_seconds) {
   double slowest = 0, fastest = std::numeric_limits<double>::infinity();
   for (const double seconds : busy_seconds) {
     slowest = std::max(slowest, seconds);
@@ -40,7 +40,7 @@ inline double imbalance(std::span<const double> busy_seconds) {
 }
 
 // WLB-LLM's imbalance degree of one pipeline's micro-batches, given their times (max · count / sum).
-inline double micro_batch_imbalance(std::span<const double> micro_batch_seconds) {
+inline double micro_batch_imbalance(Span<const double> micro_batch_seconds) {
   double slowest = 0, total = 0;
   for (const double seconds : micro_batch_seconds) {
     slowest = std::max(slowest, seconds);
@@ -105,14 +105,14 @@ inline std::string no_homogeneous(const Options& options, std::int64_t length) {
 
 // Every system runs iteration by iteration (so that a long run streams its batches): a SystemRun per strategy
 // accumulates the iterations, and the system's choice among its strategies is made once all have run.
-inline std::vector<SystemRun> runs_of(std::span<const Strategy> strategies) {
+inline std::vector<SystemRun> runs_of(Span<const Strategy> strategies) {
   std::vector<SystemRun> runs(strategies.size());
   for (std::size_t s = 0; s < strategies.size(); ++s) runs[s].strategies = {strategies[s]};
   return runs;
 }
 
 // The index of the run with the lowest mean iteration (ties to the earlier); nullopt when there is none.
-inline std::optional<std::size_t> best_index(std::span<const SystemRun> runs) {
+inline std::optional<std::size_t> best_index(Span<const SystemRun> runs) {
   std::optional<std::size_t> best;
   double best_mean = std::numeric_limits<double>::infinity();
   for (std::size_t r = 0; r < runs.size(); ++r) {
@@ -134,7 +134,7 @@ inline std::optional<SystemRun> best_of(std::vector<SystemRun> runs) {
 
 // Iteration k of one homogeneous strategy (run.strategies[0]): fixed-length packing into `capacity`-token bins, 1F1B.
 // Returns the plan; nullopt for an empty batch (a length range this batch has nothing in).
-inline std::optional<ScheduledPlan> fixed_length_iteration(const Options& options, std::span<const Sequence> batch,
+inline std::optional<ScheduledPlan> fixed_length_iteration(const Options& options, Span<const Sequence> batch,
                                                            std::size_t k, std::int64_t capacity, SystemRun& run) {
   const Strategy& strategy = run.strategies.front();
   if (batch.empty()) {
@@ -150,8 +150,8 @@ inline std::optional<ScheduledPlan> fixed_length_iteration(const Options& option
 
 // Iteration k of DynaPipe on one homogeneous strategy (run.strategies[0]): its pipelines are the data-parallel
 // replicas.
-inline schedule::PipelineRunPlan dynapipe_iteration(const Options& options, std::span<const Sequence> batch,
-                                                    std::size_t k, SystemRun& run) {
+inline schedule::PipelineRunPlan dynapipe_iteration(const Options& options, Span<const Sequence> batch, std::size_t k,
+                                                    SystemRun& run) {
   const Strategy& strategy = run.strategies.front();
   schedule::PipelineRunPlan plan = plan_dynapipe_iteration(options, batch, strategy);
   const Scheme& scheme = strategy.parts().front().scheme;
@@ -207,7 +207,7 @@ inline IterationOutcome flex_cp_outcome(const assign::FlexCpProblem& problem, co
 // simulated makespan plus the share of the kept candidate's layout move that the makespan leaves exposed; or, where
 // it runs, the plan of one of `flex`'s domains (plan::OfferedFlex: the planner's), charged as a candidate is.
 inline plan::SimulatedIteration sluice_iteration(const plan::IterationPlanner& planner, const plan::OfferedFlex& flex,
-                                                 std::span<const Sequence> batch, std::size_t k, SystemRun& run) {
+                                                 Span<const Sequence> batch, std::size_t k, SystemRun& run) {
   plan::SimulatedIteration iteration = planner.plan(batch);
   planner.validate(iteration, batch);
   const int layers = shard::llama_like(planner.profile().spec().model).layers;

@@ -4,7 +4,6 @@
 // callers: megatron.hpp and dynapipe.hpp are made of it.
 #include <cstddef>
 #include <optional>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "sluice/compare/options.hpp"
 #include "sluice/compare/results.hpp"
 #include "sluice/core/sequence.hpp"
+#include "sluice/core/span.hpp"
 
 namespace sluice::compare::detail {
 
@@ -22,7 +22,7 @@ template <class Plan>
 class StrategyRuns {
 public:
   // `options` (and `chosen`) must outlive the runs.
-  StrategyRuns(const Options& options, std::span<const Strategy> strategies, std::vector<Plan>* chosen)
+  StrategyRuns(const Options& options, Span<const Strategy> strategies, std::vector<Plan>* chosen)
       : options_(&options), runs_(runs_of(strategies)), chosen_(chosen) {
     if (chosen_) plans_.resize(runs_.size());
   }
@@ -31,7 +31,7 @@ public:
 
   // `iteration(options, batch, k, run)` adds iteration k of the batch to each strategy's run and returns its plan.
   template <class Iteration>
-  void add(std::span<const Sequence> batch, Iteration iteration) {
+  void add(Span<const Sequence> batch, Iteration iteration) {
     for (std::size_t s = 0; s < runs_.size(); ++s) {
       Plan plan = iteration(*options_, batch, iterations_, runs_[s]);
       if (chosen_) plans_[s].push_back(std::move(plan));

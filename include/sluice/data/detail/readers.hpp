@@ -10,7 +10,6 @@
 #include <istream>
 #include <limits>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/data/read_limits.hpp"
 
 namespace sluice::data::detail {
@@ -74,16 +74,16 @@ inline std::string excerpt(std::string_view text) {
   return quoted;
 }
 
-inline std::string_view as_chars(std::span<const std::byte> bytes) noexcept {
+inline std::string_view as_chars(Span<const std::byte> bytes) noexcept {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
 // Bytes in memory, handed out in pieces as a stream's are.
 class SpanBytes {
 public:
-  explicit SpanBytes(std::span<const std::byte> bytes) noexcept : rest_(bytes) {}
+  explicit SpanBytes(Span<const std::byte> bytes) noexcept : rest_(bytes) {}
   // Up to `count` bytes; fewer only at the end.
-  std::span<const std::byte> next(std::size_t count) noexcept {
+  Span<const std::byte> next(std::size_t count) noexcept {
     const auto piece = rest_.first(std::min(count, rest_.size()));
     rest_ = rest_.subspan(piece.size());
     return piece;
@@ -91,7 +91,7 @@ public:
   [[nodiscard]] std::optional<std::uint64_t> left() const noexcept { return rest_.size(); }
 
 private:
-  std::span<const std::byte> rest_;
+  Span<const std::byte> rest_;
 };
 
 // A stream read through one buffer: a piece is valid until the next call. `size` is the stream's length where
@@ -100,11 +100,11 @@ class StreamBytes {
 public:
   StreamBytes(std::istream& in, std::string_view source, std::optional<std::uint64_t> size)
       : in_(in), source_(source), size_(size) {}
-  std::span<const std::byte> next(std::size_t count) {
+  Span<const std::byte> next(std::size_t count) {
     if (buffer_.size() < count) buffer_.resize(count);
     in_.read(reinterpret_cast<char*>(buffer_.data()), static_cast<std::streamsize>(count));
     require(!in_.bad(), source_, ": cannot read file");
-    const auto piece = std::span<const std::byte>(buffer_).first(static_cast<std::size_t>(in_.gcount()));
+    const auto piece = Span<const std::byte>(buffer_).first(static_cast<std::size_t>(in_.gcount()));
     read_ += piece.size();
     return piece;
   }
@@ -408,7 +408,7 @@ private:
 };
 
 template <class T>
-void append_values(std::span<const std::byte> data, std::string_view where, std::uint64_t first, LengthCollector& out) {
+void append_values(Span<const std::byte> data, std::string_view where, std::uint64_t first, LengthCollector& out) {
   for (std::size_t i = 0; i < data.size(); i += sizeof(T)) {
     out.push(static_cast<std::int64_t>(load_le<T>(data.data() + i)), where, first + i / sizeof(T));
   }
@@ -417,7 +417,7 @@ void append_values(std::span<const std::byte> data, std::string_view where, std:
 struct NpyDtype {
   std::string_view descr;
   std::size_t size;
-  void (*append)(std::span<const std::byte>, std::string_view, std::uint64_t, LengthCollector&);
+  void (*append)(Span<const std::byte>, std::string_view, std::uint64_t, LengthCollector&);
 };
 
 inline constexpr NpyDtype npy_dtypes[] = {{"<i2", 2, append_values<std::int16_t>},
@@ -474,7 +474,7 @@ std::vector<std::int64_t> npy_lengths(Bytes& bytes, std::string_view source) {
   LengthCollector lengths(source, left ? count : 0);
   read_items(
       bytes, count, dtype->size,
-      [&](std::span<const std::byte> chunk, std::uint64_t first) { dtype->append(chunk, "index", first, lengths); },
+      [&](Span<const std::byte> chunk, std::uint64_t first) { dtype->append(chunk, "index", first, lengths); },
       [&](std::uint64_t read) { truncated(read / dtype->size); });
   trailing(skip_rest(bytes));
   return lengths.take();
@@ -522,7 +522,7 @@ std::vector<std::int64_t> megatron_idx_lengths(Bytes& bytes, std::string_view so
   LengthCollector collector(source, left ? sequences : 0);
   read_items(
       bytes, sequences, 4,
-      [&](std::span<const std::byte> chunk, std::uint64_t first) {
+      [&](Span<const std::byte> chunk, std::uint64_t first) {
         append_values<std::int32_t>(chunk, "sequence", first, collector);
       },
       truncated);
@@ -532,7 +532,7 @@ std::vector<std::int64_t> megatron_idx_lengths(Bytes& bytes, std::string_view so
   std::int64_t expected = 0;
   read_items(
       bytes, sequences, 8,
-      [&](std::span<const std::byte> chunk, std::uint64_t first) {
+      [&](Span<const std::byte> chunk, std::uint64_t first) {
         for (std::size_t at = 0; at < chunk.size(); at += 8) {
           const std::uint64_t i = first + at / 8;
           const auto pointer = load_le<std::int64_t>(chunk.data() + at);
@@ -547,7 +547,7 @@ std::vector<std::int64_t> megatron_idx_lengths(Bytes& bytes, std::string_view so
   std::int64_t previous = 0;
   read_items(
       bytes, documents, 8,
-      [&](std::span<const std::byte> chunk, std::uint64_t first) {
+      [&](Span<const std::byte> chunk, std::uint64_t first) {
         for (std::size_t at = 0; at < chunk.size(); at += 8) {
           const std::uint64_t i = first + at / 8;
           const auto index = load_le<std::int64_t>(chunk.data() + at);

@@ -9,11 +9,11 @@
 #include <limits>
 #include <map>
 #include <queue>
-#include <span>
 #include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/span.hpp"
 #include "sluice/microbatch/partition_options.hpp"
 #include "sluice/microbatch/types.hpp"
 
@@ -34,7 +34,7 @@ inline double checked_cost(double value, const char* what, const Shape& shape) {
 
 // The first sample that does not fit the limit alone (over it, or a forbidden shape), or ordered.size().
 template <MicroBatchCostModel Model>
-std::size_t first_unfit(std::span<const Sample> ordered, const Model& model, Layout layout, double memory_limit) {
+std::size_t first_unfit(Span<const Sample> ordered, const Model& model, Layout layout, double memory_limit) {
   for (std::size_t e = 0; e < ordered.size(); ++e) {
     const Sample& sample = ordered[e];
     const Shape shape = run_shape(layout, 1, sample.input, sample.target, sample.input, sample.target);
@@ -53,8 +53,7 @@ std::size_t first_unfit(std::span<const Sample> ordered, const Model& model, Lay
 class RunTable {
 public:
   template <MicroBatchCostModel Model>
-  RunTable(std::span<const Sample> ordered, const Model& model, Layout layout, double memory_limit)
-      : n_(ordered.size()) {
+  RunTable(Span<const Sample> ordered, const Model& model, Layout layout, double memory_limit) : n_(ordered.size()) {
     if (n_ > max_run_table_cells)
       sluice::fail("partition: ", n_, " samples exceed max_run_table_cells (", max_run_table_cells,
                    " run-table cells, at least one per sample)");
@@ -114,7 +113,7 @@ public:
 private:
   // Calls take(shape of samples e−k..e, k) for k = 0, 1, …, e while it returns true; the number of trues.
   template <class Take>
-  static std::size_t extend(std::span<const Sample> ordered, Layout layout, std::size_t e, Take take) {
+  static std::size_t extend(Span<const Sample> ordered, Layout layout, std::size_t e, Take take) {
     std::int64_t max_input = 0;
     std::int64_t max_target = 0;
     std::int64_t sum_input = 0;
@@ -396,7 +395,7 @@ private:
 };
 
 template <MicroBatchCostModel Model>
-Partition build_partition(std::span<const Sample> ordered, const Model& model, Layout layout,
+Partition build_partition(Span<const Sample> ordered, const Model& model, Layout layout,
                           const std::vector<std::size_t>& runs, const RunTable& table, std::size_t cost_model,
                           int stages, int replicas) {
   std::vector<std::size_t> ends;
@@ -433,8 +432,8 @@ Partition build_partition(std::span<const Sample> ordered, const Model& model, L
 
 // The outer tmax search for one cost model; false when some sample does not fit alone.
 template <MicroBatchCostModel Model>
-bool partition_with(std::span<const Sample> ordered, const Model& model, std::size_t index,
-                    const PartitionOptions& options, Partition& result) {
+bool partition_with(Span<const Sample> ordered, const Model& model, std::size_t index, const PartitionOptions& options,
+                    Partition& result) {
   if (first_unfit(ordered, model, options.layout, options.memory_limit) != ordered.size()) return false;
   const RunTable table(ordered, model, options.layout, options.memory_limit);
   PartitionDp dp(table);

@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <span>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "sluice/core/span.hpp"
 #include "sluice/core/strategy.hpp"
 #include "sluice/proposal/dp.hpp"
 
@@ -22,7 +22,7 @@ struct Selection {
   double total = 0;
 };
 
-inline double set_total(const std::vector<std::vector<double>>& times, std::span<const std::size_t> rows) {
+inline double set_total(const std::vector<std::vector<double>>& times, Span<const std::size_t> rows) {
   double total = 0;
   for (std::size_t b = 0; b < times.front().size(); ++b) {
     double best = infinity;
@@ -123,7 +123,7 @@ inline Selection select_set(const std::vector<std::vector<double>>& times, std::
                             const std::vector<bool>& holds, const std::vector<std::size_t>& start = {}) {
   std::vector<std::pair<double, std::size_t>> alone;
   for (std::size_t r = 0; r < times.size(); ++r)
-    if (holds[r]) alone.emplace_back(set_total(times, std::span(&r, 1)), r);
+    if (holds[r]) alone.emplace_back(set_total(times, Span(&r, 1)), r);
   std::sort(alone.begin(), alone.end());
   std::vector<std::vector<std::size_t>> starts;
   if (!start.empty()) starts.push_back(start);
@@ -139,7 +139,7 @@ inline Selection select_set(const std::vector<std::vector<double>>& times, std::
 // Neighbours of a strategy within N GPUs: for every part and every other scheme of `schemes`, trade the fewest
 // pipelines of the part that (with the idle GPUs) free one pipeline of the scheme for as many of it as fit; and
 // fill idle GPUs with as many pipelines of one scheme as fit.
-inline std::vector<Strategy> neighbours(const Strategy& strategy, std::span<const Scheme> schemes, std::int64_t gpus) {
+inline std::vector<Strategy> neighbours(const Strategy& strategy, Span<const Scheme> schemes, std::int64_t gpus) {
   std::vector<Strategy> result;
   const std::int64_t idle = gpus - strategy.gpus();
   for (const Scheme& target : schemes) {

@@ -5,9 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
-#include <span>
 #include <vector>
 
+#include "sluice/core/span.hpp"
 #include "sluice/shard/detail/slicing.hpp"
 #include "sluice/shard/model.hpp"
 #include "sluice/shard/placement.hpp"
@@ -80,7 +80,7 @@ inline Ownership ownership(const OptimizerLayout& layout) {
 // table is never cleared. O(pieces) time; memory O(the most distinct lists of one source).
 class SharedPieces {
 public:
-  std::uint32_t find_or_add(int src, std::span<const SliceRun> runs, std::vector<Piece>& pieces) {
+  std::uint32_t find_or_add(int src, Span<const SliceRun> runs, std::vector<Piece>& pieces) {
     if (src != src_) {
       src_ = src;
       distinct_ = 0;
@@ -120,7 +120,7 @@ private:
     return run.block == piece.block && run.begin == piece.begin && run.end == piece.end;
   }
 
-  static std::uint64_t hash_of(std::span<const SliceRun> runs) {
+  static std::uint64_t hash_of(Span<const SliceRun> runs) {
     std::uint64_t hash = 0x9e3779b97f4a7c15ULL;
     const auto mix = [&](std::uint64_t value) {
       hash ^= value + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2);
@@ -271,7 +271,7 @@ void for_each_pull_message(const Placement& placement, const OptimizerLayout& la
         bytes +=
             (items[i].prefix_end - items[i].prefix_begin) * (block.layer_end - block.layer_begin) * model.param_bytes;
       }
-      emit(static_cast<int>(src), items[first].rank, std::span<const SliceRun>(items.data() + first, i - first), bytes);
+      emit(static_cast<int>(src), items[first].rank, Span<const SliceRun>(items.data() + first, i - first), bytes);
     }
   }
 }
