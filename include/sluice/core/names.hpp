@@ -6,14 +6,21 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
-#include <utility>
 
 #include "sluice/core/error.hpp"
 
 namespace sluice {
 
+// One entry of a table: an aggregate, not a std::pair, whose constructors' constraints the compiler would check for
+// every enumeration.
+template <class Enum>
+struct NamedValue {
+  Enum value;
+  std::string_view name;
+};
+
 template <class Enum, std::size_t Size>
-using NameTable = std::array<std::pair<Enum, std::string_view>, Size>;
+using NameTable = std::array<NamedValue<Enum>, Size>;
 
 // The name of `value` in `table` (empty if it has none, which a complete table rules out).
 template <class Enum, std::size_t Size>
@@ -29,7 +36,7 @@ std::string names_of(const NameTable<Enum, Size>& table) {
   std::string names;
   for (std::size_t k = 0; k < Size; ++k) {
     if (k > 0) names += k + 1 == Size ? " or " : ", ";
-    names += table[k].second;
+    names += table[k].name;
   }
   return names;
 }

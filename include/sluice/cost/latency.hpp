@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <ranges>
 
 #include "sluice/core/error.hpp"
 
@@ -36,7 +35,8 @@ public:
   // T(l): one sequence run alone as a micro-batch.
   [[nodiscard]] double operator()(std::int64_t length) const noexcept { return sequence_time(length) + c_; }
 
-  template <std::ranges::input_range Lengths>
+  // Lengths: any range of integers, such as a vector or a Span.
+  template <class Lengths>
   [[nodiscard]] double microbatch_time(const Lengths& lengths) const {
     double total = c_;
     for (const auto length : lengths) total += sequence_time(static_cast<std::int64_t>(length));

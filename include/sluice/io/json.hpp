@@ -232,9 +232,9 @@ Enum name_field(const json& object, std::string_view key, const NameTable<Enum, 
   const auto text = field<std::string>(object, key, where);
   std::string names;
   for (std::size_t k = 0; k < Size; ++k) {
-    if (table[k].second == text) return table[k].first;
+    if (table[k].name == text) return table[k].value;
     if (k > 0) names += k + 1 == Size ? " or " : ", ";
-    names += detail::describe(std::string(table[k].second));
+    names += detail::describe(std::string(table[k].name));
   }
   sluice::fail(where, ": field '", key, "': expected ", names, ", got ", detail::describe(text));
 }

@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <queue>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -58,10 +57,13 @@ inline ReplicaAssignment balance_kk(Span<const double> times, int replicas) {
   std::vector<std::ptrdiff_t> head(m * d, -1);
   std::vector<std::ptrdiff_t> tail(m * d, -1);
   std::vector<std::ptrdiff_t> next(m, -1);
-  using Entry =
-      std::tuple<double, std::size_t>;  // (max − min, solution); the largest difference first, then the lowest id
+  struct Entry {
+    double spread;  // max − min of the solution's sums
+    std::size_t solution;
+  };
+  // The largest spread first, then the lowest solution.
   auto later = [](const Entry& x, const Entry& y) {
-    return std::get<0>(x) != std::get<0>(y) ? std::get<0>(x) < std::get<0>(y) : std::get<1>(x) > std::get<1>(y);
+    return x.spread != y.spread ? x.spread < y.spread : x.solution > y.solution;
   };
   std::vector<Entry> storage;
   storage.reserve(m);
@@ -69,16 +71,16 @@ inline ReplicaAssignment balance_kk(Span<const double> times, int replicas) {
   for (std::size_t i = 0; i < m; ++i) {
     sum[i * d] = times[i];
     head[i * d] = tail[i * d] = static_cast<std::ptrdiff_t>(i);
-    heap.emplace(times[i], i);
+    heap.push({times[i], i});
   }
   std::vector<std::size_t> slot(d);
   std::vector<double> merged_sum(d);
   std::vector<std::ptrdiff_t> merged_head(d);
   std::vector<std::ptrdiff_t> merged_tail(d);
   while (heap.size() > 1) {
-    const std::size_t a = std::get<1>(heap.top());
+    const std::size_t a = heap.top().solution;
     heap.pop();
-    const std::size_t b = std::get<1>(heap.top());
+    const std::size_t b = heap.top().solution;
     heap.pop();
     // Largest subset of one with the smallest of the other, and so on.
     for (std::size_t k = 0; k < d; ++k) {
@@ -102,9 +104,9 @@ inline ReplicaAssignment balance_kk(Span<const double> times, int replicas) {
       head[a * d + k] = merged_head[slot[k]];
       tail[a * d + k] = merged_tail[slot[k]];
     }
-    heap.emplace(sum[a * d] - sum[a * d + d - 1], a);
+    heap.push({sum[a * d] - sum[a * d + d - 1], a});
   }
-  const std::size_t root = std::get<1>(heap.top());
+  const std::size_t root = heap.top().solution;
   std::vector<std::vector<std::size_t>> assignment(d);
   for (std::size_t k = 0; k < d; ++k)
     for (std::ptrdiff_t i = head[root * d + k]; i >= 0; i = next[static_cast<std::size_t>(i)])

@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
-#include <tuple>
 #include <vector>
 
 #include "sluice/core/check.hpp"
@@ -34,8 +33,11 @@ struct CommEvent {
   Pass pass = Pass::forward;
   int micro_batch = 0;
   friend bool operator<(const CommEvent& a, const CommEvent& b) {
-    return std::tie(a.time, a.kind, a.stage, a.pass, a.micro_batch) <
-           std::tie(b.time, b.kind, b.stage, b.pass, b.micro_batch);
+    if (a.time != b.time) return a.time < b.time;
+    if (a.kind != b.kind) return a.kind < b.kind;
+    if (a.stage != b.stage) return a.stage < b.stage;
+    if (a.pass != b.pass) return a.pass < b.pass;
+    return a.micro_batch < b.micro_batch;
   }
 };
 

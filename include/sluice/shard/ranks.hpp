@@ -169,17 +169,16 @@ inline void validate(const RankPlacement& ranks, const Strategy& strategy, const
              pipelines.size(), " pipelines, strategy ", strategy.name(), " has ", strategy.pipeline_count());
   // place() orders the schemes by stage width, which may differ from the strategy's order; what the groups need
   // is every copy of a scheme beside the others.
-  std::map<Scheme, int> unplaced;
-  for (const StrategyPart& part : strategy.parts()) unplaced[part.scheme] = part.pipelines;
+  std::map<Scheme, std::size_t> unplaced;
+  for (const StrategyPart& part : strategy.parts()) unplaced[part.scheme] = static_cast<std::size_t>(part.pipelines);
   for (std::size_t first = 0; first < pipelines.size();) {
     const Scheme& scheme = pipelines[first].scheme;
     std::size_t last = first;
     while (last < pipelines.size() && pipelines[last].scheme == scheme) ++last;
     const auto it = unplaced.find(scheme);
-    check_plan(it != unplaced.end() && static_cast<std::size_t>(it->second) == last - first,
-               "rank placement: pipeline ", first, " is ", scheme.name(), ", the first of ", last - first,
-               " side by side; strategy ", strategy.name(), " has ", it == unplaced.end() ? 0 : it->second,
-               " of it, each copy beside the others");
+    check_plan(it != unplaced.end() && it->second == last - first, "rank placement: pipeline ", first, " is ",
+               scheme.name(), ", the first of ", last - first, " side by side; strategy ", strategy.name(), " has ",
+               it == unplaced.end() ? 0 : it->second, " of it, each copy beside the others");
     unplaced.erase(it);
     first = last;
   }
