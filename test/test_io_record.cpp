@@ -95,6 +95,14 @@ struct LayerRange {
   friend bool operator==(const LayerRange&, const LayerRange&) = default;
 };
 
+// Records whose words name a field the table lacks, or one field twice: never written, which would not compile.
+struct Misnamed {
+  int count = 0;
+};
+struct Twice {
+  int count = 0;
+};
+
 // A tally by name, and the lines it came from as a Runs record holds them.
 struct Tally {
   std::map<std::string, int> counts;
@@ -108,6 +116,11 @@ namespace sluice::io {
 SLUICE_IO_RECORD(Runs, "runs", SLUICE_IO_MEMBERS(seconds));
 SLUICE_IO_RECORD(Tally, "tally", SLUICE_IO_MEMBERS(counts), wrapped_member<Runs>("lines", &T::lines));
 SLUICE_IO_RECORD(LayerRange, "span", SLUICE_IO_RANGE(layers, first, last), SLUICE_IO_MEMBERS(name));
+SLUICE_IO_DOCS(LayerRange, {"layers", "Half-open: [first, last)"}, {"name", "What the range is called"});
+SLUICE_IO_RECORD(Misnamed, "misnamed", SLUICE_IO_MEMBERS(count));
+SLUICE_IO_DOCS(Misnamed, {"counts", "A key the table does not have"});
+SLUICE_IO_RECORD(Twice, "twice", SLUICE_IO_MEMBERS(count));
+SLUICE_IO_DOCS(Twice, {"count", "Said once"}, {"count", "and again"});
 SLUICE_IO_DOCUMENT(Sheet, "test.sheet", 4);
 SLUICE_IO_RECORD(Sheet, "sheet", SLUICE_IO_MEMBERS(rows, title));
 
@@ -295,4 +308,15 @@ TEST_CASE("record: a text field is its value's name; a zero count may be left ou
                        "input: coded: field 'code': code: cannot parse 'd4'", sluice::invalid_input);
   CHECK_THROWS_WITH_AS(sluice::io::as<Coded>(json::parse(R"({"code": 4})"), "input"),
                        doctest::Contains("coded: field 'code'"), sluice::invalid_input);
+}
+
+TEST_CASE("record: a field's words are found by its key, and words for a key the table lacks do not compile") {
+  using sluice::io::docs_name_fields_once;
+  using sluice::io::field_doc;
+  static_assert(docs_name_fields_once<LayerRange>() && docs_name_fields_once<Runs>());
+  static_assert(!docs_name_fields_once<Misnamed>() && !docs_name_fields_once<Twice>());
+  CHECK(field_doc<LayerRange>("layers") == "Half-open: [first, last)");
+  CHECK(field_doc<LayerRange>("name") == "What the range is called");
+  CHECK(field_doc<LayerRange>("first").empty());
+  CHECK(field_doc<Runs>("seconds").empty());
 }

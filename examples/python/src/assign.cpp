@@ -24,13 +24,8 @@ void bind_flex_cp(py::module_& module) {
       .def_readonly("length_multiple", &assign::FlexCpDegree::length_multiple,
                     "Lengths are charged rounded up to this (2·R for a ring of R)");
 
-  py::class_<assign::FlexCpGroup>(module, "FlexCpGroup", "One CP group of a micro-batch and its sequences.")
-      .def_readonly("degree_index", &assign::FlexCpGroup::degree_index, "Index into the problem's degrees")
-      .def_readonly("first_unit", &assign::FlexCpGroup::first_unit,
-                    "Its units are first_unit … first_unit + degree − 1")
-      .def_property_readonly("sequences", member_getter(&assign::FlexCpGroup::sequences),
-                             "Indices into the problem's lengths, ascending (a read-only view)")
-      .def(py::self == py::self);
+  py::class_<assign::FlexCpGroup> flex_group(module, "FlexCpGroup", "One CP group of a micro-batch and its sequences.");
+  def_record_properties(flex_group).def(py::self == py::self);
 
   py::class_<assign::FlexCpMicroBatch>(module, "FlexCpMicroBatch", "One micro-batch's groups, widest first.")
       .def_property_readonly("groups", member_getter(&assign::FlexCpMicroBatch::groups))
@@ -121,12 +116,9 @@ void bind_flex_cp(py::module_& module) {
 }
 
 void bind_assign(py::module_& module) {
-  py::class_<assign::MicroBatch>(module, "MicroBatch", "A packed micro-batch: its sequences' ids, tokens, seconds.")
-      .def_property_readonly("sequence_ids", member_getter(&assign::MicroBatch::sequence_ids),
-                             "A read-only view into the plan (no copy).")
-      .def_readonly("tokens", &assign::MicroBatch::tokens)
-      .def_readonly("seconds", &assign::MicroBatch::seconds)
-      .def(py::self == py::self);
+  py::class_<assign::MicroBatch> micro_batch_class(module, "MicroBatch",
+                                                   "A packed micro-batch: its sequences' ids, tokens, seconds.");
+  def_record_properties(micro_batch_class, {{"sequences", "sequence_ids"}}).def(py::self == py::self);
 
   py::class_<assign::PipelinePlan>(module, "PipelinePlan", "One pipeline's micro-batches, in execution order.")
       .def_readonly("index", &assign::PipelinePlan::index)
@@ -145,12 +137,14 @@ void bind_assign(py::module_& module) {
       .def_readonly("estimate", &assign::PipelinePlan::estimate)
       .def(py::self == py::self);
 
-  py::class_<assign::CandidateEstimate> candidate(module, "CandidateEstimate");
-  def_record_properties(candidate, {{"estimate", "None: cannot hold the batch's longest sequence"}});
+  py::class_<assign::CandidateEstimate> candidate(module, "CandidateEstimate",
+                                                  "One candidate strategy of an iteration plan: its estimated seconds "
+                                                  "for the batch and the overhead it is charged.");
+  def_record_properties(candidate);
 
   py::class_<assign::IterationPlan> plan(module, "IterationPlan",
                                          "One iteration: the chosen strategy and, per pipeline, its micro-batches.");
-  def_record_properties(plan, {{"estimate", "Propagation time of the slowest pipeline (s)"}})
+  def_record_properties(plan)
       .def_property_readonly("total", &assign::IterationPlan::total)
       .def(
           "validate",

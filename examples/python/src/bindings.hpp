@@ -74,10 +74,17 @@ py::array_t<T> array_of(Span<const T> values) {
 py::array_t<std::int64_t> ids_of(Span<const Sequence> batch);
 py::array_t<std::int64_t> lengths_of(Span<const Sequence> batch);
 
+// A Python list whose signature names its elements (List[Stage]), so that the generated type stubs can say so.
+template <class T>
+class ListOf : public py::list {
+public:
+  using py::list::list;
+};
+
 // Elements of a vector member as Python objects that refer into `owner` (no copies; `owner` stays alive).
 template <class T>
-py::list internal_list(const std::vector<T>& values, const py::handle& owner) {
-  py::list list;
+ListOf<T> internal_list(const std::vector<T>& values, const py::handle& owner) {
+  ListOf<T> list;
   for (const T& value : values) list.append(py::cast(&value, py::return_value_policy::reference_internal, owner));
   return list;
 }
@@ -148,61 +155,84 @@ auto member_getter(std::vector<Element> Owner::*member) {
   return [member](const py::object& self) { return internal_list(self.cast<const Owner&>().*member, self); };
 }
 
-// A field's documentation for Python, by its JSON key: its docstring and, where Python names it otherwise (an older
-// name kept for callers), the property's name.
-struct FieldDoc {
+// Python's name for a field where it is not the JSON key: an older name kept for callers.
+struct FieldRename {
   std::string_view key;
-  const char* doc = nullptr;
-  const char* name = nullptr;
+  const char* name;
 };
 
 namespace detail {
 
+// A property's docstring: the record's words for the field (SLUICE_IO_DOCS), none where it has none.
+template <class T>
+const char* field_docstring(std::string_view key) {
+  const std::string_view text = io::field_doc<T>(key);
+  return text.empty() ? nullptr : text.data();  // a string literal, so NUL-terminated
+}
+
 // A field's key is a string literal (io/record.hpp), so its view is a NUL-terminated name.
-template <class Class, class Record, class Member, class Spelling>
-void def_field_property(Class& cls, const io::Field<Record, Member, Spelling>& field, const FieldDoc& entry) {
+template <class T, class Record, class Member, class Spelling>
+void def_field_property(py::class_<T>& cls, const io::Field<Record, Member, Spelling>& field, const char* name) {
   static_assert(!std::same_as<Spelling, io::AsInline>, "an inline member has no key to name its property");
   const auto member = field.member;
-  const char* name = entry.name != nullptr ? entry.name : field.key.data();
+  const char* doc = field_docstring<T>(field.key);
   if constexpr (requires { field.spelling.table; })
     cls.def_property_readonly(
         name,
         [member, table = field.spelling.table](const Record& value) {
           return std::string(name_in(*table, value.*member));
         },
-        entry.doc);
+        doc);
   else if constexpr (requires { member_getter(member); })
-    cls.def_property_readonly(name, member_getter(member), entry.doc);
+    cls.def_property_readonly(name, member_getter(member), doc);
   else
-    cls.def_readonly(name, member, entry.doc);
+    cls.def_readonly(name, member, doc);
 }
 
 // A range's ends are properties of their own, named as their members.
-template <class Class, class Record>
-void def_field_property(Class& cls, const io::RangeField<Record>& field, const FieldDoc& entry) {
-  cls.def_readonly(field.begin_name.data(), field.begin, entry.doc)
-      .def_readonly(field.end_name.data(), field.end, entry.doc);
+template <class T, class Record>
+void def_field_property(py::class_<T>& cls, const io::RangeField<Record>& field, const char* /*name*/) {
+  const char* doc = field_docstring<T>(field.key);
+  cls.def_readonly(field.begin_name.data(), field.begin, doc).def_readonly(field.end_name.data(), field.end, doc);
+}
+
+inline void add_property_name(py::list& names, const auto& field, const char* name) {
+  if constexpr (requires { field.begin_name; }) {
+    names.append(field.begin_name.data());
+    names.append(field.end_name.data());
+  } else {
+    names.append(name);
+  }
 }
 
 }  // namespace detail
 
-// A read-only property per field of the type's io::record table, named as its JSON key unless `docs` renames it: an
-// enumeration by its name, a vector as member_getter gives it, a range as its two ends, anything else as pybind11
-// converts the member (a nested object by reference). One description of the record serves JSON and Python alike;
-// naming a key in `docs` that the table lacks is an error.
+// A read-only property per field of the type's io::record table, named as its JSON key unless `renames` names it
+// otherwise, with the record's words for it as its docstring: an enumeration by its name, a vector as
+// member_getter gives it, a range as its two ends, anything else as pybind11 converts the member (a nested object
+// by reference). __match_args__ lists the properties in table order, for `match` and for the generated stubs
+// (make_stubs.py), which type each from its getter's signature. Renaming a key the table lacks is an error.
 template <class T>
-py::class_<T>& def_record_properties(py::class_<T>& cls, std::initializer_list<FieldDoc> docs = {}) {
-  const auto entry_of = [&](std::string_view key) {
-    for (const FieldDoc& entry : docs)
-      if (entry.key == key) return entry;
-    return FieldDoc{key};
+py::class_<T>& def_record_properties(py::class_<T>& cls, std::initializer_list<FieldRename> renames = {}) {
+  const auto name_of = [&](std::string_view key) {
+    for (const FieldRename& rename : renames)
+      if (rename.key == key) return rename.name;
+    return key.data();
   };
-  for (const FieldDoc& entry : docs)
-    if (std::apply([&](const auto&... field) { return ((field.key != entry.key) && ...); }, io::record<T>::fields))
+  for (const FieldRename& rename : renames)
+    if (std::apply([&](const auto&... field) { return ((field.key != rename.key) && ...); }, io::record<T>::fields))
       throw std::logic_error(
-          sluice::concat("def_record_properties: ", io::record<T>::name, " has no field '", entry.key, "'"));
-  std::apply([&](const auto&... field) { (detail::def_field_property(cls, field, entry_of(field.key)), ...); },
-             io::record<T>::fields);
+          sluice::concat("def_record_properties: ", io::record<T>::name, " has no field '", rename.key, "'"));
+  static_assert(io::docs_name_fields_once<T>(), "SLUICE_IO_DOCS names a key the fields lack, or one twice");
+  py::list names;
+  std::apply(
+      [&](const auto&... field) {
+        ((detail::def_field_property(cls, field, name_of(field.key)),
+          detail::add_property_name(names, field, name_of(field.key))),
+         ...);
+      },
+      io::record<T>::fields);
+  cls.attr("__match_args__") = py::tuple(names);
   return cls;
 }
 
@@ -221,3 +251,9 @@ void bind_io(py::module_& module);
 void bind_runtime(py::module_& module);
 
 }  // namespace sluice::python
+
+// ListOf<T>'s name in signatures: List[T], as pybind11 names a converted std::vector<T>.
+template <class T>
+struct pybind11::detail::handle_type_name<sluice::python::ListOf<T>> {
+  static constexpr auto name = const_name("List[") + make_caster<T>::name + const_name("]");
+};

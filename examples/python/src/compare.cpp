@@ -30,37 +30,27 @@ py::array_t<std::int64_t> batch_column(const compare::Comparison& comparison, Fi
 
 void bind_compare(py::module_& module) {
   py::class_<compare::IterationOutcome> outcome(module, "IterationOutcome", "One system's simulated iteration.");
-  def_record_properties(
-      outcome, {{"seconds", "Simulated iteration time (HotSPa: its length ranges' times and switches, summed)"},
-                {"switching", "Share of `seconds` spent moving parameters and gradients between layouts"},
-                {"layout_move", "The α–β time of those moves before any overlap"},
-                {"imbalance", "Slowest / fastest busy pipeline"},
-                {"idle", "Share of pipelines without work"},
-                {"micro_batch_imbalance",
-                 "WLB-LLM's imbalance degree (max forward × micro-batches / total), the worst pipeline's"},
-                {"strategy", "What ran, by name"},
-                {"planning_seconds", "Measured wall-clock seconds spent planning the iteration for the system"}});
+  def_record_properties(outcome);
+
+  // Before the records that hold one, so that their signatures name its class.
+  py::class_<compare::IterationBound> bound_class(
+      module, "IterationBound", "A lower bound on any plan's iteration time of one batch under the cost model.");
+  def_record_properties(bound_class).def("__repr__", [](const compare::IterationBound& bound) {
+    return sluice::concat("<sluice.IterationBound ", bound.seconds, " s>");
+  });
 
   py::class_<compare::BatchSize> batch_size(module, "BatchSize",
                                             "What a compared batch held, and how fast any plan of it could run.");
-  def_record_properties(batch_size, {{"lower_bound", "None where no scheme holds one of its sequences"}})
-      .def(py::self == py::self);
+  def_record_properties(batch_size).def(py::self == py::self);
 
   py::class_<compare::SystemRun> system_run(
       module, "SystemRun", "One system over the comparison's iterations, or why it cannot run the scenario.");
-  def_record_properties(
-      system_run,
-      {{"failure", "None when the system ran"},
-       {"configuration", "What it was configured with, in words"},
-       {"strategies", "Its static strategies (HotSPa: one per length range; sluice: its candidates)"},
-       {"layout_moves",
-        "sluice: each candidate's pull and push beyond its own layout's all-gather, before overlap (a read-only view)"},
-       {"plans", "The first few iterations' plans, where the system makes them"}})
+  def_record_properties(system_run)
       .def_property_readonly(
           "first",
           [](const py::object& self) {
             const compare::Timeline& first = self.cast<const compare::SystemRun&>().first;
-            py::list pipelines;
+            ListOf<std::tuple<std::string, schedule::Simulation>> pipelines;
             for (std::size_t j = 0; j < first.pipelines.size(); ++j)
               pipelines.append(py::make_tuple(
                   first.names[j], py::cast(&first.pipelines[j], py::return_value_policy::reference_internal, self)));
@@ -88,16 +78,6 @@ void bind_compare(py::module_& module) {
     system_run.def_property_readonly(
         name, [measure = measure](const compare::SystemRun& run) { return series(run, measure); }, doc);
 
-  py::class_<compare::IterationBound> bound_class(
-      module, "IterationBound", "A lower bound on any plan's iteration time of one batch under the cost model.");
-  def_record_properties(
-      bound_class,
-      {{"seconds", "No plan of the batch is faster: the two arguments together, at least either alone"},
-       {"area_seconds", "Every sequence's least GPU-time (with micro-batch constants, fill and drain) over the GPUs"},
-       {"critical_path_seconds", "The slowest sequence's least trip through a pipeline"}})
-      .def("__repr__", [](const compare::IterationBound& bound) {
-        return sluice::concat("<sluice.IterationBound ", bound.seconds, " s>");
-      });
   module.def(
       "lower_bound",
       [](const cost::Profile& profile, const py::handle& batch, bool cross_node_tp) {
@@ -113,18 +93,13 @@ void bind_compare(py::module_& module) {
 
   py::class_<compare::Summary> summary(
       module, "Summary", "A system's statistics over the iterations: means and sample standard deviations.");
-  def_record_properties(
-      summary,
-      {{"mean_seconds", nullptr, "seconds"},
-       {"stddev_seconds", nullptr, "seconds_stddev"},
-       {"mean_tokens_per_second", nullptr, "tokens_per_second"},
-       {"stddev_tokens_per_second", nullptr, "tokens_per_second_stddev"},
-       {"speedup", "sluice over this system; None when either failed"},
-       {"micro_batch_imbalance", "Mean imbalance degree"},
-       {"switching_seconds", "Mean seconds charged for layout moves", "switching"},
-       {"layout_move_seconds", "Mean α–β seconds of those moves before overlap", "layout_move"},
-       {"over_bound", "Mean seconds over the mean lower bound; None when a batch has no bound"},
-       {"mean_planning_seconds", "Mean measured wall-clock seconds spent planning an iteration", "planning_seconds"}});
+  def_record_properties(summary, {{"mean_seconds", "seconds"},
+                                  {"stddev_seconds", "seconds_stddev"},
+                                  {"mean_tokens_per_second", "tokens_per_second"},
+                                  {"stddev_tokens_per_second", "tokens_per_second_stddev"},
+                                  {"switching_seconds", "switching"},
+                                  {"layout_move_seconds", "layout_move"},
+                                  {"mean_planning_seconds", "planning_seconds"}});
 
   py::class_<compare::Comparison> comparison_class(module, "Comparison",
                                                    "The systems on the same batches, in system_names() order.");

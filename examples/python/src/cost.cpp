@@ -72,9 +72,7 @@ void bind_cost(py::module_& module) {
       .def(py::self == py::self);
 
   py::class_<cost::ModelInfo> model_info(module, "ModelInfo", "The model a profile describes.");
-  def_record_properties(model_info, {{"heads", "Attention heads; 0: not given"},
-                                     {"kv_heads", "Key/value heads; 0: as many as the heads"}})
-      .def(py::self == py::self);
+  def_record_properties(model_info).def(py::self == py::self);
 
   py::class_<cost::SchemeCost>(module, "SchemeCost", "A scheme of a profile, ready for planning.")
       .def_readonly("scheme", &cost::SchemeCost::scheme)
@@ -127,8 +125,10 @@ void bind_cost(py::module_& module) {
       });
   def_document(profile);
 
-  py::class_<cost::FitResult> fit_result(module, "FitResult");
-  def_record_properties(fit_result, {{"latency", nullptr, "model"}});
+  py::class_<cost::FitResult> fit_result(module, "FitResult",
+                                         "A latency model fitted to measured samples: the quadratic, its relative RMS "
+                                         "error and how many samples it used.");
+  def_record_properties(fit_result, {{"latency", "model"}});
   py::class_<cost::MemoryFit>(module, "MemoryFit")
       .def_readonly("fixed_bytes", &cost::MemoryFit::fixed_bytes)
       .def_readonly("bytes_per_token", &cost::MemoryFit::bytes_per_token)

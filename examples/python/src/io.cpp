@@ -22,16 +22,13 @@ void bind_io(py::module_& module) {
       .def(py::self == py::self);
 
   py::class_<io::FitRun> fit_run(module, "FitRun", "The report of `sluice fit`: per scheme its fit, and the profile.");
-  def_record_properties(fit_run, {{"samples", "The samples file"},
-                                  {"base", "The base profile's name"},
-                                  {"out", "Where the profile was written; None: not written"}});
+  def_record_properties(fit_run);
   def_document(fit_run);
 
   // ---- sluice inspect --------------------------------------------------------------------------------------
   py::class_<io::InspectTime> inspect_time(
       module, "InspectTime", "A scheme's forward+backward time of one stage at a length, and whether it fits.");
-  def_record_properties(inspect_time, {{"fits", "Whether a micro-batch of the length fits (length <= MaxLen)"}})
-      .def(py::self == py::self);
+  def_record_properties(inspect_time).def(py::self == py::self);
 
   py::class_<io::InspectScheme>(module, "InspectScheme", "A scheme of the profile and its times at inspect lengths.")
       .def_readonly("cost", &io::InspectScheme::cost)
@@ -39,9 +36,7 @@ void bind_io(py::module_& module) {
       .def(py::self == py::self);
 
   py::class_<io::InspectDataset> inspect_dataset(module, "InspectDataset", "The dataset's statistics and histogram.");
-  def_record_properties(inspect_dataset, {{"source", "The dataset's source"},
-                                          {"context", "The length sequences were truncated to; None: not truncated"}})
-      .def(py::self == py::self);
+  def_record_properties(inspect_dataset).def(py::self == py::self);
 
   py::class_<io::InspectProfile> inspect_profile(module, "InspectProfile", "The profile's model and schemes.");
   def_record_properties(inspect_profile).def(py::self == py::self);
@@ -57,17 +52,13 @@ void bind_io(py::module_& module) {
 
   py::class_<io::InspectContextParallel> inspect_cp(
       module, "InspectContextParallel", "The schemes `sluice inspect --cp` derived with context parallelism.");
-  def_record_properties(inspect_cp, {{"ulysses", "The Ulysses degree: the hybrid's, C for Ulysses alone, 1 for ring"},
-                                     {"link", "The link in a node the derivation used"},
-                                     {"cross_node_link", "The link across nodes"},
-                                     {"not_derived", "Schemes whose heads do not split, or too wide for the cluster"}})
-      .def(py::self == py::self);
+  def_record_properties(inspect_cp).def(py::self == py::self);
 
   py::class_<io::Inspect> inspect(
       module, "Inspect",
       "The report of `sluice inspect --json`: the dataset's statistics, the profile's schemes with their times, and "
       "with --cp each scheme derived with context parallelism.");
-  def_record_properties(inspect, {{"context_parallel", "None without --cp"}});
+  def_record_properties(inspect);
   def_document(inspect);
 
   // ---- sluice plan -----------------------------------------------------------------------------------------
@@ -75,14 +66,7 @@ void bind_io(py::module_& module) {
       module, "PlanRunIteration",
       "One iteration of a `sluice plan` report: its batch, the plan kept and its ranks, and the flex CP domains' "
       "plan where the planner offers them.");
-  def_record_properties(plan_iteration,
-                        {{"sequences", "Sequences in the batch"},
-                         {"makespan", "The kept plan's simulated seconds"},
-                         {"planning_seconds", "Measured seconds to plan the batch"},
-                         {"placement", "The kept plan's global ranks"},
-                         {"flex", "The flex CP domains' plan; None unless the planner offers domains"},
-                         {"flex_placement", "The flex domain's ranks; None without flex"},
-                         {"lower_bound", "No plan of the batch is faster; None where no scheme holds a sequence"}})
+  def_record_properties(plan_iteration)
       .def_property_readonly("total", &io::PlanRunIteration::total,
                              "What the plan was chosen by: makespan + layout move, or the flex CP plan's total")
       .def_property_readonly("runs_flex", &io::PlanRunIteration::runs_flex, "Whether the flex CP plan runs")
@@ -90,24 +74,17 @@ void bind_io(py::module_& module) {
       .def(py::self == py::self);
 
   py::class_<io::PlanRunSummary> plan_summary(module, "PlanRunSummary", "The iterations of a `sluice plan` report.");
-  def_record_properties(plan_summary, {{"chosen", "Iterations per name of what ran"},
-                                       {"mean_lower_bound", "The lower bounds' mean; None where one has none"},
-                                       {"over_bound", "mean_total / mean_lower_bound; None without bounds"}})
-      .def(py::self == py::self);
+  def_record_properties(plan_summary).def(py::self == py::self);
 
   py::class_<io::PlanRun> plan_run(module, "PlanRun",
                                    "The report of `sluice plan`: per iteration its batch's plan, and their summary.");
-  def_record_properties(plan_run, {{"batch", "The batch file planned; None: batches drawn from the data"}});
+  def_record_properties(plan_run);
   def_document(plan_run);
 
   // ---- sluice simulate -------------------------------------------------------------------------------------
   py::class_<io::SimulateRunSystem> simulate_system(
       module, "SimulateRunSystem", "One system of a `sluice simulate` report: its iterations and their summary.");
-  def_record_properties(simulate_system, {{"failure", "Why the system cannot run the scenario; None when it ran"},
-                                          {"configuration", "How the system was set up"},
-                                          {"strategies", "The strategies it ran"},
-                                          {"summary", "None when the system failed"}})
-      .def(py::self == py::self);
+  def_record_properties(simulate_system).def(py::self == py::self);
 
   py::class_<io::SimulateRunLink> simulate_link(module, "SimulateRunLink", "The stage-to-stage link: α and 1/β.");
   def_record_properties(simulate_link).def(py::self == py::self);
@@ -115,40 +92,28 @@ void bind_io(py::module_& module) {
   py::class_<io::SimulateRun> simulate_run(
       module, "SimulateRun",
       "The report of `sluice simulate`: every system on the same batches, in system_names() order.");
-  def_record_properties(simulate_run,
-                        {{"lengths", "The dataset's source"},
-                         {"length_ranges", "HotSPa's length ranges (0, b0], (b0, b1], ...: their upper ends"},
-                         {"pictures", "The SVG files written"}});
+  def_record_properties(simulate_run);
   def_document(simulate_run);
 
   // ---- sluice trace ----------------------------------------------------------------------------------------
   py::class_<io::TraceRunCandidate> trace_candidate(module, "TraceRunCandidate",
                                                     "One candidate of a `sluice trace` report.");
-  def_record_properties(trace_candidate,
-                        {{"makespan", "Simulated seconds; None: no pipeline holds the batch's longest sequence"},
-                         {"layout_move", "The layout move it is charged"}})
-      .def(py::self == py::self);
+  def_record_properties(trace_candidate).def(py::self == py::self);
 
   py::class_<io::TraceRunPipeline> trace_pipeline(module, "TraceRunPipeline",
                                                   "One busy pipeline of the kept plan, as scheduled.");
-  def_record_properties(trace_pipeline, {{"index", "Into the plan's pipelines"}, {"peak_memory", "Bytes per stage"}})
-      .def(py::self == py::self);
+  def_record_properties(trace_pipeline).def(py::self == py::self);
 
   py::class_<io::TraceRun> trace_run(
       module, "TraceRun",
       "The report of `sluice trace`: one iteration planned over every candidate, the fastest kept.");
-  def_record_properties(trace_run, {{"lengths", "The dataset's source"},
-                                    {"chosen", "The kept candidate's index"},
-                                    {"total", "makespan + layout_move, or the flex CP plan's time where it runs"},
-                                    {"flex", "The flex CP domain's plan; None unless the planner offers one"}});
+  def_record_properties(trace_run);
   def_document(trace_run);
 
   // ---- sluice schedule -------------------------------------------------------------------------------------
   py::class_<io::ScheduleRunSchedule> schedule(module, "ScheduleRunSchedule",
                                                "One replica's schedule in a `sluice schedule` report.");
-  def_record_properties(
-      schedule, {{"peak_memory", "Bytes per stage"}, {"idle", "Seconds per stage"}, {"candidates", "Orders simulated"}})
-      .def(py::self == py::self);
+  def_record_properties(schedule).def(py::self == py::self);
 
   py::class_<io::ScheduleRunReplica>(module, "ScheduleRunReplica", "One data-parallel replica and its schedule.")
       .def_property_readonly("micro_batches", member_getter(&io::ScheduleRunReplica::micro_batches),
@@ -158,7 +123,7 @@ void bind_io(py::module_& module) {
 
   py::class_<io::ScheduleRunBaseline> baseline(module, "ScheduleRunBaseline",
                                                "A baseline schedule of the same mini-batch, or why it cannot run.");
-  def_record_properties(baseline, {{"failure", "Empty when it runs"}}).def(py::self == py::self);
+  def_record_properties(baseline).def(py::self == py::self);
 
   py::class_<io::ScheduleRun> schedule_run(
       module, "ScheduleRun", "The report of `sluice schedule`: DynaPipe's plan of one mini-batch and baselines.");
@@ -174,8 +139,7 @@ void bind_io(py::module_& module) {
       module, "ShardRun",
       "The report of `sluice shard`: a strategy's placement, its optimizer layout, the pull and push plans' sizes "
       "and cost, and the plans themselves where the report holds them.");
-  def_record_properties(shard_run, {{"previous", "The strategy whose layout the optimizer keeps; None: fully sharded"},
-                                    {"placement", "None unless the report holds the full plans (all four or none)"}});
+  def_record_properties(shard_run);
   def_document(shard_run);
 }
 

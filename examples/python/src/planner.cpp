@@ -104,10 +104,7 @@ void bind_plan_results(py::module_& module) {
   py::class_<plan::FlexIteration> flex_iteration(
       module, "FlexIteration",
       "The batch planned on a flex CP domain: its replicas re-form CP groups per micro-batch.");
-  def_record_properties(flex_iteration, {{"domain", "Which of the planner's domains (FlexDomains)"},
-                                         {"strategy", "The domain: replicas of one ⟨TP, PP⟩ scheme"},
-                                         {"schemes", "Per degree of the plan, the scheme its groups run"},
-                                         {"overhead", "What the domain is charged besides its groups"}})
+  def_record_properties(flex_iteration)
       .def_property_readonly("total", &plan::FlexIteration::total, "plan.seconds + overhead");
 
   module.def(
@@ -132,11 +129,7 @@ void bind_plan_results(py::module_& module) {
 
   py::class_<plan::SimulatedIteration> simulated_class(
       module, "SimulatedIteration", "One iteration planned with the simulator judging the candidates.");
-  def_record_properties(
-      simulated_class,
-      {{"plan", "The kept candidate, planned alone."},
-       {"makespans", "Per candidate its simulated makespan; None where it cannot hold the batch."},
-       {"flex", "The fastest flex CP domain's plan, where the planner offers domains that hold the batch; else None."}})
+  def_record_properties(simulated_class)
       .def_property_readonly("candidate_total", &plan::SimulatedIteration::candidate_total,
                              "The kept candidate's makespan plus its layout move.")
       .def_property_readonly("runs_flex", &plan::SimulatedIteration::runs_flex,

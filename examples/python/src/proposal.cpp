@@ -27,19 +27,14 @@ std::function<double(const Strategy&)> overhead_from(const py::handle& overhead)
 void bind_proposal(py::module_& module) {
   py::class_<proposal::ProposedCandidate> proposed(module, "ProposedCandidate",
                                                    "A proposed strategy and the grid lengths it was proposed for.");
-  def_record_properties(proposed,
-                        {{"estimate", "The interval objective at max_len (seconds per iteration)."},
-                         {"share", "Estimated share of iterations whose longest sequence is in [min_len, max_len]."},
-                         {"origin", "'integer_dp', 'relaxed_rounding' or 'homogeneous'."}})
-      .def(py::self == py::self);
+  def_record_properties(proposed).def(py::self == py::self);
 
   py::class_<proposal::LengthOptimum> optimum(module, "LengthOptimum", "The DP's optimum for one grid length L.");
-  def_record_properties(optimum, {{"relaxed", "None unless the proposal is relaxed."}}).def(py::self == py::self);
+  def_record_properties(optimum).def(py::self == py::self);
 
   py::class_<proposal::Proposal> proposal_class(module, "Proposal",
                                                 "The candidate strategies worth considering (Hydraulis §7).");
-  def_record_properties(proposal_class, {{"profile", "The profile's name."},
-                                         {"considered", "Distinct strategies before the max_candidates cap."}})
+  def_record_properties(proposal_class)
       .def("strategies", &proposal::Proposal::strategies, "The candidates' strategies, as plan_iteration takes them.")
       .def("validate", py::overload_cast<const proposal::Proposal&, const cost::Profile&>(&proposal::validate),
            without_gil, py::arg("profile"),
@@ -48,13 +43,11 @@ void bind_proposal(py::module_& module) {
 
   py::class_<proposal::SampledCandidate> sampled_candidate(module, "SampledCandidate",
                                                            "A member of the sampled proposal's set.");
-  def_record_properties(sampled_candidate, {{"wins", "Choosing batches on which it has the lowest planned time."},
-                                            {"source", "'proposal_dp', 'homogeneous' or 'neighbour'."}})
-      .def(py::self == py::self);
+  def_record_properties(sampled_candidate).def(py::self == py::self);
 
   py::class_<proposal::SampledProposal> sampled_class(
       module, "SampledProposal", "Candidates chosen by the mean planned time of batches sampled from the data.");
-  def_record_properties(sampled_class, {{"paper", "The DP's own proposal."}})
+  def_record_properties(sampled_class)
       .def("strategies", &proposal::SampledProposal::strategies, "The chosen strategies, as plan_iteration takes them.")
       .def("validate", py::overload_cast<const proposal::SampledProposal&, const cost::Profile&>(&proposal::validate),
            without_gil, py::arg("profile"),

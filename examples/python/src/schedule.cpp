@@ -50,8 +50,8 @@ std::vector<microbatch::Sample> ordered(std::vector<microbatch::Sample> samples,
 }
 
 template <class T>
-py::list nested_list(const std::vector<std::vector<T>>& values, const py::handle& owner) {
-  py::list list;
+ListOf<ListOf<T>> nested_list(const std::vector<std::vector<T>>& values, const py::handle& owner) {
+  ListOf<ListOf<T>> list;
   for (const auto& inner : values) list.append(internal_list(inner, owner));
   return list;
 }
@@ -89,8 +89,7 @@ void bind_microbatch(py::module_& module) {
 
   py::class_<microbatch::ShapedMicroBatch> shaped(
       module, "ShapedMicroBatch", "One of DynaPipe's micro-batches: samples in rows, padded to a shape.");
-  def_record_properties(shaped, {{"samples", "A read-only view (no copy), row by row.", "sample_ids"}})
-      .def(py::self == py::self);
+  def_record_properties(shaped, {{"samples", "sample_ids"}}).def(py::self == py::self);
 
   py::class_<microbatch::Partition> partition(module, "MicroBatchPartition",
                                               "A mini-batch cut into micro-batches (DynaPipe §4).");
@@ -325,7 +324,7 @@ void bind_pipeline(py::module_& module) {
   // The JSON's "pass" is a Python keyword.
   py::class_<schedule::OpTiming> op_timing(module, "OpTiming",
                                            "One simulated op: when it ran and when its output arrived.");
-  def_record_properties(op_timing, {{"pass", "'forward' or 'backward'.", "kind"}}).def(py::self == py::self);
+  def_record_properties(op_timing, {{"pass", "kind"}}).def(py::self == py::self);
 
   py::class_<schedule::Simulation> simulation_class(module, "ScheduleSimulation",
                                                     "Per-stage timelines of an order, simulated.");
@@ -393,8 +392,7 @@ void bind_pipeline(py::module_& module) {
 
   py::class_<schedule::PipelineSchedule> pipeline_schedule_class(
       module, "PipelineSchedule", "One pipeline's schedule: order, simulation and per-rank instructions.");
-  def_record_properties(pipeline_schedule_class, {{"kind", "'cyclic' or '1f1b': the kind of the order kept."},
-                                                  {"candidates", "Orders simulated."}})
+  def_record_properties(pipeline_schedule_class)
       .def("validate",
            static_cast<void (*)(const schedule::PipelineSchedule&, const schedule::Problem&)>(&schedule::validate),
            without_gil, py::arg("problem"),
@@ -411,17 +409,13 @@ void bind_pipeline(py::module_& module) {
 void bind_pipeline_planners(py::module_& module) {
   const schedule::PipelinePlanOptions defaults;
 
-  py::class_<schedule::ReplicaSchedule>(module, "ReplicaSchedule", "One data-parallel replica's pipeline.")
-      .def_property_readonly("micro_batches", member_getter(&schedule::ReplicaSchedule::micro_batches),
-                             "Indices into the partition, in the schedule's micro-batch ids.")
-      .def_readonly("problem", &schedule::ReplicaSchedule::problem)
-      .def_readonly("schedule", &schedule::ReplicaSchedule::schedule, "Empty when the replica got no micro-batch.")
-      .def(py::self == py::self);
+  py::class_<schedule::ReplicaSchedule> replica_schedule(module, "ReplicaSchedule",
+                                                         "One data-parallel replica's pipeline.");
+  def_record_properties(replica_schedule).def(py::self == py::self);
 
   py::class_<schedule::PipelineRunPlan> run_plan_class(
       module, "PipelineRunPlan", "DynaPipe's plan of one mini-batch: partition, replicas, their schedules.");
-  def_record_properties(run_plan_class, {{"replica_schedules", nullptr, "replicas"},
-                                         {"makespan", "The slowest replica's simulated iteration."}})
+  def_record_properties(run_plan_class, {{"replica_schedules", "replicas"}})
       .def(
           "validate",
           [](const schedule::PipelineRunPlan& value, const py::handle& lengths, const py::handle& models,

@@ -223,21 +223,13 @@ void bind_search(py::module_& module) {
 
   // ---- plans and the search ---------------------------------------------------------------------------------
   py::class_<search::StagePlan> stage(module, "SearchStagePlan", "One pipeline stage of a search plan.");
-  def_record_properties(stage, {{"strategies", "One per layer of the stage."},
-                                {"time_sync", "One micro-batch with the gradient synchronisation (s)"},
-                                {"time_nosync", "One micro-batch without it (s)"},
-                                {"memory_bytes", "Peak per device"}})
-      .def(py::self == py::self);
+  def_record_properties(stage).def(py::self == py::self);
 
   const search::SearchOptions search_defaults;
   py::class_<search::Plan> plan(module, "SearchPlan",
                                 "A hybrid-parallel plan: PP degree, global batch, micro-batches and per-stage layer "
                                 "strategies; `method` names the search that found it.");
-  def_record_properties(
-      plan,
-      {{"iteration_seconds", "Eq. 9"},
-       {"throughput", "Samples per second"},
-       {"vocabulary", "The embedding's and the LM head's strategy; None: evaluation picks the fastest of the space."}})
+  def_record_properties(plan)
       .def_property_readonly("partition", &search::Plan::partition, "Layers per stage.")
       .def(
           "validate",
@@ -306,7 +298,7 @@ void bind_search(py::module_& module) {
   py::class_<search::BalanceTrace> trace(module, "BalanceTrace",
                                          "BMW's partition search of one (batch, pp, micro-batches): p_m, p_t, the "
                                          "accepted moves and the best partition seen.");
-  def_record_properties(trace, {{"best", "None: no partition fits"}});
+  def_record_properties(trace);
 
   module.def(
       "balance_trace",

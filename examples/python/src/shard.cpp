@@ -152,7 +152,7 @@ void bind_shard(py::module_& module) {
 
   py::class_<shard::OwnerGroup> owner_group(
       module, "OwnerGroup", "For layers [layer_begin, layer_end), segment r of every parameter lives on owners[r].");
-  def_record_properties(owner_group, {{"owners", "A read-only int32 view (no copy)."}})
+  def_record_properties(owner_group)
       .def(py::init([](int layer_begin, int layer_end, std::vector<int> owners) {
              return shard::OwnerGroup{layer_begin, layer_end, std::move(owners)};
            }),

@@ -27,20 +27,6 @@ class QuadraticLatency:
 
 class ModelInfo:
     """The model a profile describes."""
-    @property
-    def name(self) -> str: ...
-    @property
-    def layers(self) -> int: ...
-    @property
-    def hidden(self) -> int: ...
-    @property
-    def vocab(self) -> int: ...
-    @property
-    def heads(self) -> int:
-        """Attention heads; 0: not given"""
-    @property
-    def kv_heads(self) -> int:
-        """Key/value heads; 0: as many as the heads"""
     def __eq__(self, other: object) -> bool: ...
 
 class SchemeCost:
@@ -93,12 +79,7 @@ class Profile:
     def load(path: PathLike) -> Profile: ...
 
 class FitResult:
-    @property
-    def model(self) -> QuadraticLatency: ...
-    @property
-    def relative_rms_error(self) -> float: ...
-    @property
-    def samples(self) -> int: ...
+    """A latency model fitted to measured samples: the quadratic, its relative RMS error and how many samples it used."""
 
 class MemoryFit:
     @property

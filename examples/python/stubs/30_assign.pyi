@@ -3,13 +3,6 @@
 
 class MicroBatch:
     """A packed micro-batch: its sequences' ids, tokens, seconds."""
-    @property
-    def sequence_ids(self) -> IntArray:
-        """A read-only view into the plan (no copy)."""
-    @property
-    def tokens(self) -> int: ...
-    @property
-    def seconds(self) -> float: ...
     def __eq__(self, other: object) -> bool: ...
 
 class PipelinePlan:
@@ -30,35 +23,12 @@ class PipelinePlan:
     def __eq__(self, other: object) -> bool: ...
 
 class CandidateEstimate:
-    @property
-    def strategy(self) -> Strategy: ...
-    @property
-    def estimate(self) -> Optional[float]:
-        """None: cannot hold the batch's longest sequence"""
-    @property
-    def overhead(self) -> float: ...
+    """One candidate strategy of an iteration plan: its estimated seconds for the batch and the overhead it is charged."""
 
 class IterationPlan:
     """One iteration: the chosen strategy and, per pipeline, its micro-batches."""
     @property
-    def strategy(self) -> Strategy: ...
-    @property
-    def pipelines(self) -> list[PipelinePlan]: ...
-    @property
-    def estimate(self) -> float:
-        """Propagation time of the slowest pipeline (s)"""
-    @property
-    def overhead(self) -> float: ...
-    @property
     def total(self) -> float: ...
-    @property
-    def dispatch_objective(self) -> float: ...
-    @property
-    def dispatch_lower_bound(self) -> float: ...
-    @property
-    def chosen(self) -> int: ...
-    @property
-    def candidates(self) -> list[CandidateEstimate]: ...
     def validate(self, lengths: npt.ArrayLike, profile: Profile, *, ids: Optional[npt.ArrayLike] = None) -> None:
         """Raises InvalidPlan naming the first broken invariant against the batch and profile."""
     def __eq__(self, other: object) -> bool: ...
@@ -110,15 +80,6 @@ class FlexCpDegree:
 
 class FlexCpGroup:
     """One CP group of a micro-batch and its sequences."""
-    @property
-    def degree_index(self) -> int:
-        """Index into the problem's degrees"""
-    @property
-    def first_unit(self) -> int:
-        """Its units are first_unit … first_unit + degree − 1"""
-    @property
-    def sequences(self) -> npt.NDArray[np.int32]:
-        """Indices into the problem's lengths, ascending (a read-only view)"""
     def __eq__(self, other: object) -> bool: ...
 
 class FlexCpMicroBatch:

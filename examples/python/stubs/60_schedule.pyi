@@ -27,27 +27,10 @@ def stage_cost(scheme: SchemeCost) -> StageCostSetup:
 
 class MicroBatchShape:
     """`rows` rows of `input` + `target` tokens each."""
-    @property
-    def rows(self) -> int: ...
-    @property
-    def input(self) -> int: ...
-    @property
-    def target(self) -> int: ...
     def __eq__(self, other: object) -> bool: ...
 
 class ShapedMicroBatch:
     """One of DynaPipe's micro-batches: samples in rows, padded to a shape."""
-    @property
-    def sample_ids(self) -> IntArray:
-        """A read-only view (no copy), row by row."""
-    @property
-    def row_sizes(self) -> IntArray: ...
-    @property
-    def shape(self) -> MicroBatchShape: ...
-    @property
-    def seconds(self) -> float: ...
-    @property
-    def bytes(self) -> float: ...
     def __eq__(self, other: object) -> bool: ...
 
 class MicroBatchPartition:
@@ -156,14 +139,6 @@ def fixed_length_packing(
 
 class MicroBatchCost:
     """One micro-batch per stage: forward and backward seconds, activation bytes."""
-    @property
-    def forward(self) -> FloatArray: ...
-    @property
-    def backward(self) -> FloatArray: ...
-    @property
-    def activation(self) -> FloatArray: ...
-    @property
-    def tokens(self) -> int: ...
     def __eq__(self, other: object) -> bool: ...
 
 class SchedulingProblem:
@@ -231,19 +206,6 @@ def adaptive_cyclic_order(
 
 class OpTiming:
     """One simulated op: when it ran and when its output arrived."""
-    @property
-    def micro_batch(self) -> int: ...
-    @property
-    def kind(self) -> str:
-        """'forward' or 'backward'."""
-    @property
-    def start(self) -> float: ...
-    @property
-    def end(self) -> float: ...
-    @property
-    def send_start(self) -> float: ...
-    @property
-    def arrival(self) -> float: ...
     def __eq__(self, other: object) -> bool: ...
 
 class ScheduleSimulation:
@@ -292,14 +254,6 @@ class Instruction:
 
 class ExecutionPlan:
     """Per-rank instruction lists of one pipeline; rank j runs stage j."""
-    @property
-    def stages(self) -> int: ...
-    @property
-    def micro_batches(self) -> int: ...
-    @property
-    def buffer_slots(self) -> int: ...
-    @property
-    def ranks(self) -> list[list[Instruction]]: ...
     def validate(self, problem: SchedulingProblem) -> None:
         """Raises InvalidPlan naming the first broken invariant (shapes, slots, NCCL pairing, memory)."""
     def __eq__(self, other: object) -> bool: ...
@@ -328,22 +282,6 @@ def check_deadlock(plan: ExecutionPlan) -> DeadlockReport:
 
 class PipelineSchedule:
     """One pipeline's schedule: order, simulation and per-rank instructions."""
-    @property
-    def kind(self) -> str:
-        """'cyclic' or '1f1b': the kind of the order kept."""
-    @property
-    def memory_aware(self) -> bool: ...
-    @property
-    def injection(self) -> npt.NDArray[np.int32]: ...
-    @property
-    def order(self) -> ScheduleOrder: ...
-    @property
-    def simulation(self) -> ScheduleSimulation: ...
-    @property
-    def plan(self) -> ExecutionPlan: ...
-    @property
-    def candidates(self) -> int:
-        """Orders simulated."""
     def validate(self, problem: SchedulingProblem) -> None:
         """Raises InvalidPlan naming the first broken invariant against the problem."""
     def __eq__(self, other: object) -> bool: ...
@@ -361,27 +299,10 @@ def schedule_pipeline(
 
 class ReplicaSchedule:
     """One data-parallel replica's pipeline."""
-    @property
-    def micro_batches(self) -> npt.NDArray[np.uint64]:
-        """Indices into the partition, in the schedule's micro-batch ids."""
-    @property
-    def problem(self) -> SchedulingProblem: ...
-    @property
-    def schedule(self) -> PipelineSchedule:
-        """Empty when the replica got no micro-batch."""
     def __eq__(self, other: object) -> bool: ...
 
 class PipelineRunPlan:
     """DynaPipe's plan of one mini-batch: partition, replicas, their schedules."""
-    @property
-    def partition(self) -> MicroBatchPartition: ...
-    @property
-    def assignment(self) -> ReplicaAssignment: ...
-    @property
-    def replicas(self) -> list[ReplicaSchedule]: ...
-    @property
-    def makespan(self) -> float:
-        """The slowest replica's simulated iteration."""
     def validate(
         self,
         lengths: npt.ArrayLike,
@@ -424,10 +345,6 @@ def plan_pipeline(
 
 class ScheduledPipeline:
     """A busy pipeline's problem and schedule."""
-    @property
-    def problem(self) -> SchedulingProblem: ...
-    @property
-    def schedule(self) -> PipelineSchedule: ...
     def __eq__(self, other: object) -> bool: ...
 
 class IterationSchedule:
@@ -464,20 +381,6 @@ def schedule_iteration(
 class FlexIteration:
     """The batch planned on a flex CP domain: its replicas re-form CP groups per micro-batch."""
     @property
-    def domain(self) -> int:
-        """Which of the planner's domains (FlexDomains)"""
-    @property
-    def strategy(self) -> Strategy:
-        """The domain: replicas of one ⟨TP, PP⟩ scheme"""
-    @property
-    def schemes(self) -> list[Scheme]:
-        """Per degree of the plan, the scheme its groups run"""
-    @property
-    def plan(self) -> FlexCpPlan: ...
-    @property
-    def overhead(self) -> float:
-        """What the domain is charged besides its groups"""
-    @property
     def total(self) -> float:
         """plan.seconds + overhead"""
 
@@ -490,19 +393,6 @@ def flex_unit_plans(
 
 class SimulatedIteration:
     """One iteration planned with the simulator judging the candidates."""
-    @property
-    def plan(self) -> IterationPlan:
-        """The kept candidate, planned alone."""
-    @property
-    def schedule(self) -> IterationSchedule: ...
-    @property
-    def chosen(self) -> int: ...
-    @property
-    def makespans(self) -> list[Optional[float]]:
-        """Per candidate its simulated makespan; None where it cannot hold the batch."""
-    @property
-    def flex(self) -> Optional[FlexIteration]:
-        """The fastest flex CP domain's plan, where the planner offers domains that hold the batch; else None."""
     @property
     def candidate_total(self) -> float:
         """The kept candidate's makespan plus its layout move."""

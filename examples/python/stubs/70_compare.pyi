@@ -3,67 +3,13 @@
 
 class IterationOutcome:
     """One system's simulated iteration."""
-    @property
-    def seconds(self) -> float:
-        """Simulated iteration time (HotSPa: its length ranges' times and switches, summed)"""
-    @property
-    def switching(self) -> float:
-        """Share of `seconds` spent moving parameters and gradients between layouts"""
-    @property
-    def layout_move(self) -> float:
-        """The α–β time of those moves before any overlap"""
-    @property
-    def imbalance(self) -> float:
-        """Slowest / fastest busy pipeline"""
-    @property
-    def idle(self) -> float:
-        """Share of pipelines without work"""
-    @property
-    def micro_batch_imbalance(self) -> float:
-        """WLB-LLM's imbalance degree (max forward × micro-batches / total), the worst pipeline's"""
-    @property
-    def strategy(self) -> str:
-        """What ran, by name"""
-    @property
-    def planning_seconds(self) -> float:
-        """Measured wall-clock seconds spent planning the iteration for the system"""
 
 class BatchSize:
     """What a compared batch held, and how fast any plan of it could run."""
-    @property
-    def sequences(self) -> int: ...
-    @property
-    def tokens(self) -> int: ...
-    @property
-    def lower_bound(self) -> Optional[IterationBound]:
-        """None where no scheme holds one of its sequences"""
     def __eq__(self, other: object) -> bool: ...
 
 class SystemRun:
     """One system over the comparison's iterations, or why it cannot run the scenario."""
-    @property
-    def name(self) -> str: ...
-    @property
-    def failure(self) -> Optional[str]:
-        """None when the system ran"""
-    @property
-    def configuration(self) -> str:
-        """What it was configured with, in words"""
-    @property
-    def strategies(self) -> list[Strategy]:
-        """Its static strategies (HotSPa: one per length range; sluice: its candidates)"""
-    @property
-    def layout_moves(self) -> FloatArray:
-        """sluice: each candidate's pull and push beyond its own layout's all-gather, before overlap (a read-only
-        view)"""
-    @property
-    def iterations(self) -> list[IterationOutcome]: ...
-    @property
-    def plans(self) -> list[IterationPlan]:
-        """The first few iterations' plans, where the system makes them"""
-    @property
-    def first(self) -> list[tuple[str, ScheduleSimulation]]:
-        """Iteration 0's busy pipelines as (name, ScheduleSimulation) pairs (empty when the system failed)"""
     @property
     def seconds(self) -> FloatArray:
         """Per iteration, its simulated time"""
@@ -88,50 +34,9 @@ class SystemRun:
 
 class Summary:
     """A system's statistics over the iterations: means and sample standard deviations."""
-    @property
-    def seconds(self) -> float: ...
-    @property
-    def seconds_stddev(self) -> float: ...
-    @property
-    def tokens_per_second(self) -> float: ...
-    @property
-    def tokens_per_second_stddev(self) -> float: ...
-    @property
-    def speedup(self) -> Optional[float]:
-        """sluice over this system; None when either failed"""
-    @property
-    def speedup_stddev(self) -> Optional[float]: ...
-    @property
-    def imbalance(self) -> float: ...
-    @property
-    def idle(self) -> float: ...
-    @property
-    def micro_batch_imbalance(self) -> float:
-        """Mean imbalance degree"""
-    @property
-    def switching(self) -> float:
-        """Mean seconds charged for layout moves"""
-    @property
-    def layout_move(self) -> float:
-        """Mean α–β seconds of those moves before overlap"""
-    @property
-    def over_bound(self) -> Optional[float]:
-        """Mean seconds over the mean lower bound; None when a batch has no bound"""
-    @property
-    def planning_seconds(self) -> float:
-        """Mean measured wall-clock seconds spent planning an iteration"""
 
 class IterationBound:
     """A lower bound on any plan's iteration time of one batch under the cost model."""
-    @property
-    def seconds(self) -> float:
-        """No plan of the batch is faster: the two arguments together, at least either alone"""
-    @property
-    def area_seconds(self) -> float:
-        """Every sequence's least GPU-time (with micro-batch constants, fill and drain) over the GPUs"""
-    @property
-    def critical_path_seconds(self) -> float:
-        """The slowest sequence's least trip through a pipeline"""
 
 def lower_bound(profile: Profile, batch: BatchLike, *, cross_node_tp: bool = False) -> Optional[IterationBound]:
     """A time no plan of `batch` beats on `profile`'s schemes, as `sluice simulate` and `sluice plan` report it.

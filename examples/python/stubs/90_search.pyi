@@ -275,49 +275,14 @@ def baseline_spaces(gpus: int) -> list[tuple[str, SpaceOptions]]:
 
 class SearchStagePlan:
     """One pipeline stage of a search plan."""
-    @property
-    def first_layer(self) -> int: ...
-    @property
-    def strategies(self) -> list[LayerStrategy]:
-        """One per layer of the stage."""
-    @property
-    def time_sync(self) -> float:
-        """One micro-batch with the gradient synchronisation (s)"""
-    @property
-    def time_nosync(self) -> float:
-        """One micro-batch without it (s)"""
-    @property
-    def memory_bytes(self) -> float:
-        """Peak per device"""
     def __eq__(self, other: object) -> bool: ...
 
 class SearchPlan:
     """A hybrid-parallel plan: PP degree, global batch, micro-batches and per-stage layer strategies; `method` names the
     search that found it."""
     @property
-    def method(self) -> str: ...
-    @property
-    def gpus(self) -> int: ...
-    @property
-    def pp(self) -> int: ...
-    @property
-    def global_batch(self) -> int: ...
-    @property
-    def micro_batches(self) -> int: ...
-    @property
-    def stages(self) -> list[SearchStagePlan]: ...
-    @property
-    def iteration_seconds(self) -> float:
-        """Eq. 9"""
-    @property
-    def throughput(self) -> float:
-        """Samples per second"""
-    @property
     def partition(self) -> list[int]:
         """Layers per stage."""
-    @property
-    def vocabulary(self) -> LayerStrategy | None:
-        """The embedding's and the LM head's strategy; None: evaluation picks the fastest of the space."""
     def validate(
         self,
         model: ModelSpec,
@@ -392,27 +357,10 @@ def evaluate_search_plan(
 
 class PartitionAdjustment:
     """One accepted BMW partition move, with Eq. 6's balance degrees."""
-    @property
-    def sizes(self) -> npt.NDArray[np.int32]: ...
-    @property
-    def alpha_time(self) -> float: ...
-    @property
-    def alpha_memory(self) -> float: ...
 
 class BalanceTrace:
     """BMW's partition search of one (batch, pp, micro-batches): p_m, p_t, the accepted moves and the best partition
     seen."""
-    @property
-    def memory_balanced(self) -> npt.NDArray[np.int32]: ...
-    @property
-    def time_balanced(self) -> npt.NDArray[np.int32]: ...
-    @property
-    def accepted(self) -> list[PartitionAdjustment]: ...
-    @property
-    def best(self) -> Optional[list[int]]:
-        """None: no partition fits"""
-    @property
-    def best_iteration(self) -> float: ...
 
 def balance_trace(
     model: ModelSpec,

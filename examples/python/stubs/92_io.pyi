@@ -1,11 +1,5 @@
 class FitRunMemory:
     """A scheme's fitted peak memory: fixed + per token."""
-    @property
-    def fixed_bytes(self) -> float: ...
-    @property
-    def bytes_per_token(self) -> float: ...
-    @property
-    def relative_rms_error(self) -> float: ...
     def __eq__(self, other: object) -> bool: ...
 
 class FitRunScheme:
@@ -34,21 +28,6 @@ class FitRunScheme:
 
 class FitRun:
     """The report of `sluice fit`: per scheme its fit, and the profile."""
-    @property
-    def samples(self) -> str:
-        """The samples file"""
-    @property
-    def base(self) -> str:
-        """The base profile's name"""
-    @property
-    def max_error(self) -> float: ...
-    @property
-    def schemes(self) -> list[FitRunScheme]: ...
-    @property
-    def profile(self) -> Profile: ...
-    @property
-    def out(self) -> Optional[str]:
-        """Where the profile was written; None: not written"""
     def to_json(self, indent: int = 2) -> str: ...
     @staticmethod
     def from_json(text: str) -> FitRun: ...
@@ -58,13 +37,6 @@ class FitRun:
 
 class InspectTime:
     """A scheme's forward+backward time of one stage at a length, and whether it fits."""
-    @property
-    def length(self) -> int: ...
-    @property
-    def seconds(self) -> float: ...
-    @property
-    def fits(self) -> bool:
-        """Whether a micro-batch of the length fits (length <= MaxLen)"""
     def __eq__(self, other: object) -> bool: ...
 
 class InspectScheme:
@@ -77,28 +49,10 @@ class InspectScheme:
 
 class InspectDataset:
     """The dataset's statistics and histogram."""
-    @property
-    def source(self) -> str:
-        """The dataset's source"""
-    @property
-    def context(self) -> Optional[int]:
-        """The length sequences were truncated to; None: not truncated"""
-    @property
-    def stats(self) -> LengthStats: ...
-    @property
-    def histogram(self) -> LengthHistogram: ...
     def __eq__(self, other: object) -> bool: ...
 
 class InspectProfile:
     """The profile's model and schemes."""
-    @property
-    def name(self) -> str: ...
-    @property
-    def model(self) -> ModelInfo: ...
-    @property
-    def gpus(self) -> int: ...
-    @property
-    def schemes(self) -> list[InspectScheme]: ...
     def __eq__(self, other: object) -> bool: ...
 
 class InspectFit:
@@ -111,54 +65,15 @@ class InspectFit:
 
 class InspectCpScheme:
     """A scheme derived with context parallelism."""
-    @property
-    def scheme(self) -> Scheme: ...
-    @property
-    def max_len(self) -> int: ...
-    @property
-    def fit(self) -> InspectFit: ...
-    @property
-    def times(self) -> list[InspectTime]: ...
     def __eq__(self, other: object) -> bool: ...
 
 class InspectContextParallel:
     """The schemes `sluice inspect --cp` derived with context parallelism."""
-    @property
-    def degree(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def ulysses(self) -> int:
-        """The Ulysses degree: the hybrid's, C for Ulysses alone, 1 for ring"""
-    @property
-    def recompute(self) -> bool: ...
-    @property
-    def heads(self) -> int: ...
-    @property
-    def kv_heads(self) -> int: ...
-    @property
-    def link(self) -> Link:
-        """The link in a node the derivation used"""
-    @property
-    def cross_node_link(self) -> Link:
-        """The link across nodes"""
-    @property
-    def schemes(self) -> list[InspectCpScheme]: ...
-    @property
-    def not_derived(self) -> list[str]:
-        """Schemes whose heads do not split, or too wide for the cluster"""
     def __eq__(self, other: object) -> bool: ...
 
 class Inspect:
     """The report of `sluice inspect --json`: the dataset's statistics, the profile's schemes with their times, and with
     --cp each scheme derived with context parallelism."""
-    @property
-    def dataset(self) -> InspectDataset: ...
-    @property
-    def profile(self) -> InspectProfile: ...
-    @property
-    def context_parallel(self) -> Optional[InspectContextParallel]:
-        """None without --cp"""
     def to_json(self, indent: int = 2) -> str: ...
     @staticmethod
     def from_json(text: str) -> Inspect: ...
@@ -170,35 +85,6 @@ class Inspect:
 class PlanRunIteration:
     """One iteration of a `sluice plan` report: its batch, the plan kept and its ranks, and the flex CP domains' plan
     where the planner offers them."""
-    @property
-    def iteration(self) -> int: ...
-    @property
-    def epoch(self) -> int: ...
-    @property
-    def sequences(self) -> int:
-        """Sequences in the batch"""
-    @property
-    def tokens(self) -> int: ...
-    @property
-    def makespan(self) -> float:
-        """The kept plan's simulated seconds"""
-    @property
-    def planning_seconds(self) -> float:
-        """Measured seconds to plan the batch"""
-    @property
-    def plan(self) -> IterationPlan: ...
-    @property
-    def placement(self) -> RankPlacement:
-        """The kept plan's global ranks"""
-    @property
-    def flex(self) -> Optional[FlexIteration]:
-        """The flex CP domains' plan; None unless the planner offers domains"""
-    @property
-    def flex_placement(self) -> Optional[RankPlacement]:
-        """The flex domain's ranks; None without flex"""
-    @property
-    def lower_bound(self) -> Optional[IterationBound]:
-        """No plan of the batch is faster; None where no scheme holds a sequence"""
     @property
     def total(self) -> float:
         """What the plan was chosen by: makespan + layout move, or the flex CP plan's total"""
@@ -212,42 +98,10 @@ class PlanRunIteration:
 
 class PlanRunSummary:
     """The iterations of a `sluice plan` report."""
-    @property
-    def mean_total(self) -> float: ...
-    @property
-    def stddev_total(self) -> float: ...
-    @property
-    def tokens_per_second(self) -> float: ...
-    @property
-    def mean_planning_seconds(self) -> float: ...
-    @property
-    def chosen(self) -> dict[str, int]:
-        """Iterations per name of what ran"""
-    @property
-    def mean_lower_bound(self) -> Optional[float]:
-        """The lower bounds' mean; None where one has none"""
-    @property
-    def over_bound(self) -> Optional[float]:
-        """mean_total / mean_lower_bound; None without bounds"""
     def __eq__(self, other: object) -> bool: ...
 
 class PlanRun:
     """The report of `sluice plan`: per iteration its batch's plan, and their summary."""
-    @property
-    def batch(self) -> Optional[str]:
-        """The batch file planned; None: batches drawn from the data"""
-    @property
-    def candidates(self) -> list[Strategy]: ...
-    @property
-    def context(self) -> int: ...
-    @property
-    def gpus(self) -> int: ...
-    @property
-    def iterations(self) -> list[PlanRunIteration]: ...
-    @property
-    def profile(self) -> str: ...
-    @property
-    def summary(self) -> PlanRunSummary: ...
     def to_json(self, indent: int = 2) -> str: ...
     @staticmethod
     def from_json(text: str) -> PlanRun: ...
@@ -258,65 +112,14 @@ class PlanRun:
 
 class SimulateRunSystem:
     """One system of a `sluice simulate` report: its iterations and their summary."""
-    @property
-    def name(self) -> str: ...
-    @property
-    def failure(self) -> Optional[str]:
-        """Why the system cannot run the scenario; None when it ran"""
-    @property
-    def configuration(self) -> str:
-        """How the system was set up"""
-    @property
-    def strategies(self) -> list[Strategy]:
-        """The strategies it ran"""
-    @property
-    def iterations(self) -> list[IterationOutcome]: ...
-    @property
-    def summary(self) -> Optional[Summary]:
-        """None when the system failed"""
     def __eq__(self, other: object) -> bool: ...
 
 class SimulateRunLink:
     """The stage-to-stage link: α and 1/β."""
-    @property
-    def latency_seconds(self) -> float: ...
-    @property
-    def bandwidth_bytes_per_second(self) -> float: ...
     def __eq__(self, other: object) -> bool: ...
 
 class SimulateRun:
     """The report of `sluice simulate`: every system on the same batches, in system_names() order."""
-    @property
-    def profile(self) -> str: ...
-    @property
-    def gpus(self) -> int: ...
-    @property
-    def lengths(self) -> str:
-        """The dataset's source"""
-    @property
-    def context(self) -> int: ...
-    @property
-    def tokens(self) -> int: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def cross_node_tp(self) -> bool: ...
-    @property
-    def link(self) -> SimulateRunLink: ...
-    @property
-    def backward_ratio(self) -> float: ...
-    @property
-    def batches(self) -> list[BatchSize]: ...
-    @property
-    def length_ranges(self) -> npt.NDArray[np.int64]:
-        """HotSPa's length ranges (0, b0], (b0, b1], ...: their upper ends"""
-    @property
-    def candidates(self) -> list[Strategy]: ...
-    @property
-    def systems(self) -> list[SimulateRunSystem]: ...
-    @property
-    def pictures(self) -> list[str]:
-        """The SVG files written"""
     def to_json(self, indent: int = 2) -> str: ...
     @staticmethod
     def from_json(text: str) -> SimulateRun: ...
@@ -327,76 +130,14 @@ class SimulateRun:
 
 class TraceRunCandidate:
     """One candidate of a `sluice trace` report."""
-    @property
-    def strategy(self) -> Strategy: ...
-    @property
-    def makespan(self) -> Optional[float]:
-        """Simulated seconds; None: no pipeline holds the batch's longest sequence"""
-    @property
-    def layout_move(self) -> float:
-        """The layout move it is charged"""
     def __eq__(self, other: object) -> bool: ...
 
 class TraceRunPipeline:
     """One busy pipeline of the kept plan, as scheduled."""
-    @property
-    def index(self) -> int:
-        """Into the plan's pipelines"""
-    @property
-    def micro_batches(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def memory_aware(self) -> bool: ...
-    @property
-    def makespan(self) -> float: ...
-    @property
-    def estimate(self) -> float: ...
-    @property
-    def peak_memory(self) -> FloatArray:
-        """Bytes per stage"""
     def __eq__(self, other: object) -> bool: ...
 
 class TraceRun:
     """The report of `sluice trace`: one iteration planned over every candidate, the fastest kept."""
-    @property
-    def profile(self) -> str: ...
-    @property
-    def gpus(self) -> int: ...
-    @property
-    def lengths(self) -> str:
-        """The dataset's source"""
-    @property
-    def context(self) -> int: ...
-    @property
-    def iteration(self) -> int: ...
-    @property
-    def sequences(self) -> int: ...
-    @property
-    def tokens(self) -> int: ...
-    @property
-    def schedule(self) -> str: ...
-    @property
-    def layout_moves(self) -> str: ...
-    @property
-    def candidates(self) -> list[TraceRunCandidate]: ...
-    @property
-    def chosen(self) -> int:
-        """The kept candidate's index"""
-    @property
-    def makespan(self) -> float: ...
-    @property
-    def layout_move(self) -> float: ...
-    @property
-    def total(self) -> float:
-        """makespan + layout_move, or the flex CP plan's time where it runs"""
-    @property
-    def plan(self) -> IterationPlan: ...
-    @property
-    def pipelines(self) -> list[TraceRunPipeline]: ...
-    @property
-    def flex(self) -> Optional[FlexIteration]:
-        """The flex CP domain's plan; None unless the planner offers one"""
     def to_json(self, indent: int = 2) -> str: ...
     @staticmethod
     def from_json(text: str) -> TraceRun: ...
@@ -407,25 +148,6 @@ class TraceRun:
 
 class ScheduleRunSchedule:
     """One replica's schedule in a `sluice schedule` report."""
-    @property
-    def kind(self) -> str: ...
-    @property
-    def memory_aware(self) -> bool: ...
-    @property
-    def injection(self) -> npt.NDArray[np.int32]: ...
-    @property
-    def makespan(self) -> float: ...
-    @property
-    def peak_memory(self) -> FloatArray:
-        """Bytes per stage"""
-    @property
-    def idle(self) -> FloatArray:
-        """Seconds per stage"""
-    @property
-    def candidates(self) -> int:
-        """Orders simulated"""
-    @property
-    def plan(self) -> ExecutionPlan: ...
     def __eq__(self, other: object) -> bool: ...
 
 class ScheduleRunReplica:
@@ -440,45 +162,10 @@ class ScheduleRunReplica:
 
 class ScheduleRunBaseline:
     """A baseline schedule of the same mini-batch, or why it cannot run."""
-    @property
-    def name(self) -> str: ...
-    @property
-    def makespan(self) -> Optional[float]: ...
-    @property
-    def micro_batches(self) -> int: ...
-    @property
-    def failure(self) -> str:
-        """Empty when it runs"""
     def __eq__(self, other: object) -> bool: ...
 
 class ScheduleRun:
     """The report of `sluice schedule`: DynaPipe's plan of one mini-batch and baselines."""
-    @property
-    def profile(self) -> str: ...
-    @property
-    def scheme(self) -> Scheme: ...
-    @property
-    def replicas(self) -> int: ...
-    @property
-    def schedule(self) -> str: ...
-    @property
-    def context(self) -> int: ...
-    @property
-    def sequences(self) -> int: ...
-    @property
-    def tokens(self) -> int: ...
-    @property
-    def micro_batch_memory(self) -> float: ...
-    @property
-    def partition(self) -> MicroBatchPartition: ...
-    @property
-    def assignment(self) -> ReplicaAssignment: ...
-    @property
-    def replica_schedules(self) -> list[ScheduleRunReplica]: ...
-    @property
-    def makespan(self) -> float: ...
-    @property
-    def baselines(self) -> list[ScheduleRunBaseline]: ...
     @property
     def tokens_per_second(self) -> float: ...
     def __eq__(self, other: object) -> bool: ...
@@ -491,57 +178,11 @@ class ScheduleRun:
 
 class ShardRunBlock:
     """Layers whose tensors are cut into the same slices."""
-    @property
-    def layer_begin(self) -> int: ...
-    @property
-    def layer_end(self) -> int: ...
-    @property
-    def pull_granularity(self) -> int: ...
-    @property
-    def push_granularity(self) -> int: ...
     def __eq__(self, other: object) -> bool: ...
 
 class ShardRun:
     """The report of `sluice shard`: a strategy's placement, its optimizer layout, the pull and push plans' sizes
     and cost, and the plans themselves where the report holds them."""
-    @property
-    def gpus(self) -> int: ...
-    @property
-    def strategy(self) -> Strategy: ...
-    @property
-    def previous(self) -> Optional[Strategy]:
-        """The strategy whose layout the optimizer keeps; None: fully sharded"""
-    @property
-    def model(self) -> ShardModel: ...
-    @property
-    def cluster(self) -> ShardCluster: ...
-    @property
-    def grid(self) -> int: ...
-    @property
-    def pipelines(self) -> int: ...
-    @property
-    def blocks(self) -> list[ShardRunBlock]: ...
-    @property
-    def pull_sends(self) -> int: ...
-    @property
-    def pull_local_moves(self) -> int: ...
-    @property
-    def push_sends(self) -> int: ...
-    @property
-    def push_local_moves(self) -> int: ...
-    @property
-    def rs_groups(self) -> int: ...
-    @property
-    def cost(self) -> ShardCost: ...
-    @property
-    def placement(self) -> Optional[Placement]:
-        """None unless the report holds the full plans (all four or none)"""
-    @property
-    def layout(self) -> Optional[OptimizerLayout]: ...
-    @property
-    def pull(self) -> Optional[PullPlan]: ...
-    @property
-    def push(self) -> Optional[PushPlan]: ...
     def __eq__(self, other: object) -> bool: ...
     def to_json(self, indent: int = 2) -> str: ...
     @staticmethod

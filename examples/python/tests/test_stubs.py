@@ -114,25 +114,44 @@ def one_line(text):
     return " ".join((text or "").split())
 
 
+def is_option_class(cls):
+    """An option class takes its fields as keyword-only constructor arguments; a record is made by the library."""
+    return "*," in (cls.__init__.__doc__ or "").split("\n")[0]
+
+
 @pytest.mark.parametrize("name", [n for n in public_names() if hasattr(getattr(_sluice, n), "__match_args__")])
-def test_an_option_class_stub_is_its_field_table(name):
-    """An option class is made from one table of its fields: its stub lists them, in order, as the constructor's
-    keywords and as properties, with the module's docstrings and defaults."""
+def test_a_field_table_class_stub_is_its_table(name):
+    """A class made from one table of fields (an option class, or a record of the io tables): its stub lists the
+    fields, in order, as properties with the module's docstrings, and an option class's as the constructor's
+    keywords with the module's defaults."""
     tree = ast.parse(STUB.read_text())
     node = next(item for item in tree.body if isinstance(item, ast.ClassDef) and item.name == name)
     cls = getattr(_sluice, name)
     fields = list(cls.__match_args__)
     assert one_line(ast.get_docstring(node)) == one_line(cls.__doc__)
+    docs = property_docs(node)
+    assert [field for field in docs if field in fields] == fields
+    assert {field: one_line(docs[field]) for field in fields} == {
+        field: one_line(getattr(cls, field).__doc__) for field in fields}
+    if not is_option_class(cls):
+        return
     init = next(item for item in node.body if isinstance(item, ast.FunctionDef) and item.name == "__init__")
     assert [arg.arg for arg in init.args.kwonlyargs] == fields
     defaults = cls()
     for arg, default in zip(init.args.kwonlyargs, init.args.kw_defaults):
         if not (isinstance(default, ast.Constant) and default.value is Ellipsis):
             assert ast.literal_eval(default) == getattr(defaults, arg.arg), f"{name}.{arg.arg}"
-    docs = property_docs(node)
-    assert list(docs) == fields
-    assert {field: one_line(doc) for field, doc in docs.items()} == {
-        field: one_line(getattr(cls, field).__doc__) for field in fields}
+
+
+def test_a_record_matches_by_its_fields():
+    """A record's __match_args__ are its table's fields, so `match` takes it apart positionally."""
+    group = sluice.OwnerGroup(2, 4, [0, 1])
+    match group:
+        case sluice.OwnerGroup(begin, end, owners):
+            assert (begin, end, list(owners)) == (2, 4, [0, 1])
+        case _:
+            pytest.fail("OwnerGroup did not match its fields")
+    assert sluice.FitRun.__match_args__ == ("samples", "base", "max_error", "schemes", "profile", "out")
 
 
 @pytest.mark.parametrize("name", [n for n in public_names() if isinstance(getattr(_sluice, n), type)

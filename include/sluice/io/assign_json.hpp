@@ -15,6 +15,7 @@ SLUICE_IO_DOCUMENT(assign::IterationPlan, "sluice.iteration_plan", 1);
 
 SLUICE_IO_RECORD(assign::MicroBatch, "micro-batch", member("sequences", &T::sequence_ids),
                  SLUICE_IO_MEMBERS(tokens, seconds));
+SLUICE_IO_DOCS(assign::MicroBatch, {"sequences", "Its sequences' ids"});
 
 SLUICE_IO_RECORD(assign::Packing, "packing", SLUICE_IO_MEMBERS(micro_batches, estimate));
 
@@ -32,10 +33,13 @@ SLUICE_IO_RECORD(assign::PipelinePlan, "pipeline plan", SLUICE_IO_MEMBERS(index)
 
 SLUICE_IO_RECORD(assign::CandidateEstimate, "candidate", SLUICE_IO_MEMBERS(strategy),
                  SLUICE_IO_DEFAULTED(estimate, overhead));
+SLUICE_IO_DOCS(assign::CandidateEstimate,
+               {"estimate", "Its estimated seconds; empty when it cannot hold the batch's longest sequence"});
 
 SLUICE_IO_RECORD(assign::IterationPlan, "plan",
                  SLUICE_IO_MEMBERS(strategy, pipelines, estimate, dispatch_objective, dispatch_lower_bound, chosen,
                                    candidates),
                  SLUICE_IO_DEFAULTED(overhead));
+SLUICE_IO_DOCS(assign::IterationPlan, {"estimate", "Propagation time of the slowest pipeline (s)"});
 
 }  // namespace sluice::io

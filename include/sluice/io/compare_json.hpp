@@ -40,6 +40,15 @@ struct record<compare::IterationOutcome> {
                     outcome.planning_seconds);
   }
 };
+SLUICE_IO_DOCS(compare::IterationOutcome,
+               {"seconds", "Simulated iteration time (HotSPa: its length ranges' times and switches, summed)"},
+               {"switching", "Share of `seconds` spent moving parameters and gradients between layouts"},
+               {"layout_move", "The α–β time of those moves before any overlap"},
+               {"imbalance", "Slowest / fastest busy pipeline"}, {"idle", "Share of pipelines without work"},
+               {"micro_batch_imbalance",
+                "WLB-LLM's imbalance degree (max forward × micro-batches / total), the worst pipeline's"},
+               {"strategy", "What ran, by name"},
+               {"planning_seconds", "Measured wall-clock seconds spent planning the iteration for the system"});
 
 template <>
 struct record<compare::Timeline> {
@@ -54,6 +63,12 @@ struct record<compare::Timeline> {
 
 SLUICE_IO_RECORD(compare::SystemRun, "system run",
                  SLUICE_IO_MEMBERS(name, failure, configuration, strategies, layout_moves, iterations, plans, first));
+SLUICE_IO_DOCS(compare::SystemRun, {"failure", "Why the system cannot run; empty when it ran"},
+               {"configuration", "What it was configured with, in words"},
+               {"strategies", "Its static strategies (HotSPa: one per length range; sluice: its candidates)"},
+               {"layout_moves",
+                "sluice: each candidate's pull and push beyond its own layout's all-gather, before overlap"},
+               {"plans", "The first few iterations' plans, where the system makes them"});
 
 template <>
 struct record<compare::IterationBound> {
@@ -68,8 +83,14 @@ struct record<compare::IterationBound> {
         name, ": 'seconds' must be finite and at least 'area_seconds' and 'critical_path_seconds'");
   }
 };
+SLUICE_IO_DOCS(compare::IterationBound,
+               {"seconds", "No plan of the batch is faster: the two arguments together, at least either alone"},
+               {"area_seconds",
+                "Every sequence's least GPU-time (with micro-batch constants, fill and drain) over the GPUs"},
+               {"critical_path_seconds", "The slowest sequence's least trip through a pipeline"});
 
 SLUICE_IO_RECORD(compare::BatchSize, "batch", SLUICE_IO_MEMBERS(sequences, tokens, lower_bound));
+SLUICE_IO_DOCS(compare::BatchSize, {"lower_bound", "Empty where no scheme holds one of its sequences"});
 
 template <>
 struct record<compare::Summary> {
@@ -95,6 +116,12 @@ struct record<compare::Summary> {
                     ": 'speedup' and 'speedup_stddev' are both numbers or both null");
   }
 };
+SLUICE_IO_DOCS(compare::Summary, {"speedup", "sluice over this system; empty when either failed"},
+               {"micro_batch_imbalance", "Mean imbalance degree"},
+               {"switching_seconds", "Mean seconds charged for layout moves"},
+               {"layout_move_seconds", "Mean α–β seconds of those moves before overlap"},
+               {"over_bound", "Mean seconds over the mean lower bound; empty when a batch has no bound"},
+               {"mean_planning_seconds", "Mean measured wall-clock seconds spent planning an iteration"});
 
 }  // namespace sluice::io
 

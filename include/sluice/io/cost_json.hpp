@@ -68,6 +68,8 @@ struct record<cost::ModelInfo> {
                     " heads must be a multiple of the ", model.kv_heads, " kv_heads");
   }
 };
+SLUICE_IO_DOCS(cost::ModelInfo, {"heads", "Attention heads; 0: not given"},
+               {"kv_heads", "Key/value heads; 0: as many as the heads"});
 
 SLUICE_IO_RECORD(cost::FitResult, "fit", member("latency", &T::model), SLUICE_IO_MEMBERS(relative_rms_error, samples));
 

@@ -42,12 +42,12 @@ struct FitRunScheme {
 };
 
 struct FitRun {
-  std::string samples;  // the samples file
-  std::string base;     // the base profile's name
+  std::string samples;
+  std::string base;
   double max_error = 0;
   std::vector<FitRunScheme> schemes;
   cost::Profile profile;
-  std::optional<std::string> out;  // where the profile was written
+  std::optional<std::string> out;
 };
 
 SLUICE_IO_DOCUMENT(FitRun, "sluice.fit_run", 1);
@@ -89,6 +89,8 @@ struct record<FitRun> {
     }
   }
 };
+SLUICE_IO_DOCS(FitRun, {"samples", "The samples file"}, {"base", "The base profile's name"},
+               {"out", "Where the profile was written; empty: not written"});
 
 }  // namespace sluice::io
 

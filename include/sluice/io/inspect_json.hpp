@@ -43,7 +43,7 @@ struct InspectScheme {
 
 struct InspectDataset {
   std::string source;
-  std::optional<std::int64_t> context;  // sequences truncated to it
+  std::optional<std::int64_t> context;
   data::LengthStats stats;
   data::LengthHistogram histogram;
   friend bool operator==(const InspectDataset&, const InspectDataset&) = default;
@@ -76,21 +76,21 @@ struct InspectCpScheme {
 struct InspectContextParallel {
   int degree = 2;
   CpKind kind = CpKind::ring;
-  int ulysses = 1;  // the Ulysses degree: the hybrid's, C for Ulysses alone, 1 for the ring
+  int ulysses = 1;
   bool recompute = false;
   int heads = 0;
   int kv_heads = 0;
-  cost::Link link = cost::Links{}.intra_node;             // the derivation's link in a node
-  cost::Link cross_node_link = cost::Links{}.inter_node;  // and across nodes
+  cost::Link link = cost::Links{}.intra_node;
+  cost::Link cross_node_link = cost::Links{}.inter_node;
   std::vector<InspectCpScheme> schemes;
-  std::vector<std::string> not_derived;  // schemes whose heads do not split, or too wide for the cluster
+  std::vector<std::string> not_derived;
   friend bool operator==(const InspectContextParallel&, const InspectContextParallel&) = default;
 };
 
 struct Inspect {
   InspectDataset dataset;
   InspectProfile profile;
-  std::optional<InspectContextParallel> context_parallel;  // with --cp only
+  std::optional<InspectContextParallel> context_parallel;
   friend bool operator==(const Inspect&, const Inspect&) = default;
 };
 
@@ -147,8 +147,11 @@ struct record<InspectDataset> {
                     dataset.context.value_or(0));
   }
 };
+SLUICE_IO_DOCS(InspectDataset, {"source", "The dataset's source"},
+               {"context", "The length sequences were truncated to; empty: not truncated"});
 
 SLUICE_IO_RECORD(InspectTime, "time", SLUICE_IO_MEMBERS(length, seconds, fits));
+SLUICE_IO_DOCS(InspectTime, {"fits", "Whether a micro-batch of the length fits (length <= MaxLen)"});
 
 // The scheme's cost as a profile writes it, with its times beside.
 template <>
@@ -218,9 +221,13 @@ struct record<InspectContextParallel> {
     }
   }
 };
+SLUICE_IO_DOCS(InspectContextParallel, {"ulysses", "The Ulysses degree: the hybrid's, C for Ulysses alone, 1 for ring"},
+               {"link", "The link in a node the derivation used"}, {"cross_node_link", "The link across nodes"},
+               {"not_derived", "Schemes whose heads do not split, or too wide for the cluster"});
 
 // "context_parallel" only with --cp, so that a document without it is the one it always was.
 SLUICE_IO_RECORD(Inspect, "inspect", SLUICE_IO_MEMBERS(dataset, profile),
                  member("context_parallel", &T::context_parallel, Presence::omitted_when_empty));
+SLUICE_IO_DOCS(Inspect, {"context_parallel", "The schemes derived with context parallelism; empty without --cp"});
 
 }  // namespace sluice::io

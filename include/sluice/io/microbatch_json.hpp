@@ -18,6 +18,7 @@ SLUICE_IO_RECORD(microbatch::Shape, "shape", SLUICE_IO_MEMBERS(rows, input, targ
 
 SLUICE_IO_RECORD(microbatch::ShapedMicroBatch, "micro-batch", member("samples", &T::sample_ids),
                  SLUICE_IO_MEMBERS(row_sizes, shape, seconds, bytes));
+SLUICE_IO_DOCS(microbatch::ShapedMicroBatch, {"samples", "Sample ids, row by row."});
 
 SLUICE_IO_RECORD(microbatch::Partition, "micro-batch partition",
                  named_member("layout", &T::layout, microbatch::layout_names),

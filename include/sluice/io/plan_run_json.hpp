@@ -43,8 +43,8 @@ struct PlanRunIteration {
   std::int64_t epoch = 0;
   std::size_t sequences = 0;
   std::int64_t tokens = 0;
-  double makespan = 0;          // simulated
-  double planning_seconds = 0;  // measured
+  double makespan = 0;
+  double planning_seconds = 0;
   assign::IterationPlan plan;
   shard::RankPlacement placement;
   std::optional<plan::FlexIteration> flex{};  // where the planner offers flex CP domains
@@ -64,14 +64,14 @@ struct PlanRunSummary {
   double stddev_total = 0;
   double tokens_per_second = 0;
   double mean_planning_seconds = 0;
-  std::map<std::string, int> chosen;         // iterations per strategy name (io::ran_name)
+  std::map<std::string, int> chosen;
   std::optional<double> mean_lower_bound{};  // the iterations' lower bounds' mean; empty where one has none
   std::optional<double> over_bound{};        // mean_total / mean_lower_bound
   friend bool operator==(const PlanRunSummary&, const PlanRunSummary&) = default;
 };
 
 struct PlanRun {
-  std::optional<std::string> batch;  // the batch file planned, if one was given
+  std::optional<std::string> batch;
   std::vector<Strategy> candidates;
   std::int64_t context = 0;
   std::int64_t gpus = 0;
@@ -151,6 +151,13 @@ struct record<PlanRunIteration> {
                     iteration.plan.pipelines.size());
   }
 };
+SLUICE_IO_DOCS(PlanRunIteration, {"sequences", "Sequences in the batch"},
+               {"makespan", "The kept plan's simulated seconds"},
+               {"planning_seconds", "Measured seconds to plan the batch"},
+               {"placement", "The kept plan's global ranks"},
+               {"flex", "The flex CP domains' plan; empty unless the planner offers domains"},
+               {"flex_placement", "The flex domain's ranks; empty without flex"},
+               {"lower_bound", "No plan of the batch is faster; empty where no scheme holds a sequence"});
 
 template <>
 struct record<PlanRunSummary> {
@@ -165,6 +172,9 @@ struct record<PlanRunSummary> {
                     ": 'mean_lower_bound' and 'over_bound' must be > 0");
   }
 };
+SLUICE_IO_DOCS(PlanRunSummary, {"chosen", "Iterations per name of what ran"},
+               {"mean_lower_bound", "The lower bounds' mean; empty where one has none"},
+               {"over_bound", "mean_total / mean_lower_bound; empty without bounds"});
 
 template <>
 struct record<PlanRun> {
@@ -184,5 +194,6 @@ struct record<PlanRun> {
                     ": field 'summary'.chosen does not count the iterations' strategies");
   }
 };
+SLUICE_IO_DOCS(PlanRun, {"batch", "The batch file planned; empty: batches drawn from the data"});
 
 }  // namespace sluice::io

@@ -50,6 +50,9 @@ struct record<proposal::ProposedCandidate> {
                                             named_member("origin", &T::origin, proposal::origin_names)};
   static void write_derived(json& out, const T& candidate) { out["name"] = candidate.strategy.name(); }
 };
+SLUICE_IO_DOCS(proposal::ProposedCandidate, {"estimate", "The interval objective at max_len (seconds per iteration)."},
+               {"share", "Estimated share of iterations whose longest sequence is in [min_len, max_len]."},
+               {"origin", "'integer_dp', 'relaxed_rounding' or 'homogeneous'."});
 
 template <>
 struct record<proposal::SampledCandidate> {
@@ -59,9 +62,12 @@ struct record<proposal::SampledCandidate> {
       std::tuple{SLUICE_IO_MEMBERS(strategy, wins), named_member("source", &T::source, proposal::pool_source_names)};
   static void write_derived(json& out, const T& candidate) { out["name"] = candidate.strategy.name(); }
 };
+SLUICE_IO_DOCS(proposal::SampledCandidate, {"wins", "Choosing batches on which it has the lowest planned time."},
+               {"source", "'proposal_dp', 'homogeneous' or 'neighbour'."});
 
 SLUICE_IO_RECORD(proposal::LengthOptimum, "proposal by_length", SLUICE_IO_MEMBERS(max_len, integer),
                  SLUICE_IO_DEFAULTED(relaxed), SLUICE_IO_MEMBERS(share));
+SLUICE_IO_DOCS(proposal::LengthOptimum, {"relaxed", "The relaxed optimum; empty unless the proposal is relaxed."});
 
 template <>
 struct record<proposal::Proposal> {
@@ -72,6 +78,8 @@ struct record<proposal::Proposal> {
                  SLUICE_IO_DEFAULTED(relaxed_optimum), SLUICE_IO_MEMBERS(considered, candidates, by_length)};
   static void check(const T& value) { sluice::require(!value.candidates.empty(), name, ": has no candidates"); }
 };
+SLUICE_IO_DOCS(proposal::Proposal, {"profile", "The profile's name."},
+               {"considered", "Distinct strategies before the max_candidates cap."});
 
 // The paper's proposal is nested as a sluice.proposal document's fields.
 template <>
@@ -84,6 +92,7 @@ struct record<proposal::SampledProposal> {
                                    best_homogeneous_held_out_mean, pool_size, plans, rounds)};
   static void check(const T& value) { sluice::require(!value.candidates.empty(), name, ": has no candidates"); }
 };
+SLUICE_IO_DOCS(proposal::SampledProposal, {"paper", "The DP's own proposal."});
 
 }  // namespace sluice::io
 

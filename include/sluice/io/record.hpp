@@ -4,14 +4,17 @@
 // io::record with
 //   static constexpr std::string_view name;   // names the record in errors ("dispatch options: field 'seed': ...")
 //   static constexpr auto fields = std::tuple{io::member(...), ...};
-// and, where a record must hold together after reading, static void check(const T&). A key derived from the
-// members (a rate, a partition) is written by static void write_derived(json&, const T&) after the fields; the
-// reader leaves it alone unless the record checks it with static void check(const T&, const json& document).
+// and, where a record must hold together after reading, static void check(const T&). Where its fields need words
+// (a unit, what an empty value means), SLUICE_IO_DOCS(Type, {"key", "text"}, ...) beside the table gives them, for
+// the Python properties and the type stubs. A key derived from the members (a rate, a partition) is written by
+// static void write_derived(json&, const T&) after the fields; the reader leaves it alone unless the record checks
+// it with static void check(const T&, const json& document).
 // Fields are read in table order, so the first missing or bad one is the one an error names. A
 // default-constructible type starts from its default, so a defaulted field a document leaves out keeps the
 // default's value; any other type must be an aggregate whose table lists every member in declaration order, and a
 // left-out field is value-initialised; a range field (SLUICE_IO_RANGE) needs a default-constructible type.
 #include <concepts>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +39,11 @@
     static constexpr std::string_view name = error_name;    \
     static constexpr auto fields = std::tuple{__VA_ARGS__}; \
   }
+#define SLUICE_IO_DOCS(Type, ...)                     \
+  template <>                                         \
+  struct record_docs<Type> {                          \
+    static constexpr FieldDoc docs[] = {__VA_ARGS__}; \
+  }
 #define SLUICE_IO_MEMBERS(...) __VA_OPT__(SLUICE_IO_EXPAND(SLUICE_IO_MEMBERS_FROM(required, __VA_ARGS__)))
 #define SLUICE_IO_DEFAULTED(...) __VA_OPT__(SLUICE_IO_EXPAND(SLUICE_IO_MEMBERS_FROM(defaulted, __VA_ARGS__)))
 
@@ -54,6 +62,8 @@ namespace sluice::io {
 
 template <class T>
 struct record;
+template <class T>
+struct record_docs;
 
 template <class T>
 concept Described = requires {
@@ -148,6 +158,37 @@ struct RangeField {
 #define SLUICE_IO_RANGE(key, begin, end) \
   ::sluice::io::RangeField<T> { #key, &T::begin, &T::end, #begin, #end }
 
+// A field's description, by its JSON key. The text is a string literal, so its view is NUL-terminated.
+struct FieldDoc {
+  std::string_view key;
+  std::string_view text;
+};
+
+// Whether every entry of record_docs<T>::docs names a field of the table, each at most once: checked wherever the
+// record is written, so a renamed field cannot leave its words behind.
+template <Described T>
+consteval bool docs_name_fields_once() {
+  if constexpr (requires { record_docs<T>::docs; }) {
+    const auto& docs = record_docs<T>::docs;
+    for (std::size_t k = 0; k < std::size(docs); ++k) {
+      const auto names_it = [&](const auto&... field) { return ((field.key == docs[k].key) || ...); };
+      if (docs[k].key.empty() || !std::apply(names_it, record<T>::fields)) return false;
+      for (std::size_t j = 0; j < k; ++j)
+        if (docs[j].key == docs[k].key) return false;
+    }
+  }
+  return true;
+}
+
+// The words SLUICE_IO_DOCS gives the field with this key; empty where it gives none.
+template <Described T>
+constexpr std::string_view field_doc(std::string_view key) {
+  if constexpr (requires { record_docs<T>::docs; })
+    for (const FieldDoc& doc : record_docs<T>::docs)
+      if (doc.key == key) return doc.text;
+  return {};
+}
+
 namespace detail {
 
 // nlohmann has no conversion of std::optional: a list of optionals is written with null for an empty one.
@@ -238,6 +279,7 @@ inline std::pair<int, int> read_range(const json& object, std::string_view key, 
 
 template <Described T>
 json record_to_json(const T& value) {
+  static_assert(docs_name_fields_once<T>(), "SLUICE_IO_DOCS names a key the fields lack, or one twice");
   json out = json::object();
   const auto write = [&]<class Spec>(const Spec& field) {
     if constexpr (detail::IsRange<Spec, T>) {

@@ -77,29 +77,47 @@ SLUICE_IO_RECORD(schedule::Order, "schedule order", SLUICE_IO_MEMBERS(stages));
 SLUICE_IO_RECORD(schedule::OpTiming, "op timing", SLUICE_IO_MEMBERS(micro_batch),
                  named_member("pass", &T::pass, schedule::pass_names),
                  SLUICE_IO_MEMBERS(start, end, send_start, arrival));
+SLUICE_IO_DOCS(schedule::OpTiming, {"pass", "'forward' or 'backward'."});
 
 SLUICE_IO_RECORD(schedule::Simulation, "simulation", SLUICE_IO_MEMBERS(stages, makespan, peak_memory, idle));
 
 SLUICE_IO_RECORD(schedule::PipelineSchedule, "pipeline schedule",
                  named_member("kind", &T::kind, schedule::schedule_kind_names),
                  SLUICE_IO_MEMBERS(memory_aware, injection, order, simulation, plan, candidates));
+SLUICE_IO_DOCS(schedule::PipelineSchedule, {"kind", "'cyclic' or '1f1b': the kind of the order kept."},
+               {"candidates", "Orders simulated."});
 
 SLUICE_IO_RECORD(schedule::ReplicaSchedule, "replica schedule", SLUICE_IO_MEMBERS(micro_batches, problem, schedule));
+SLUICE_IO_DOCS(schedule::ReplicaSchedule,
+               {"micro_batches", "Indices into the partition, in the schedule's micro-batch ids."},
+               {"schedule", "Empty when the replica got no micro-batch."});
 
 SLUICE_IO_RECORD(schedule::PipelineRunPlan, "pipeline run plan", SLUICE_IO_MEMBERS(partition, assignment),
                  member("replica_schedules", &T::replicas), SLUICE_IO_MEMBERS(makespan));
+SLUICE_IO_DOCS(schedule::PipelineRunPlan, {"makespan", "The slowest replica's simulated iteration."});
 
 SLUICE_IO_RECORD(plan::ScheduledPipeline, "scheduled pipeline", SLUICE_IO_MEMBERS(problem, schedule));
 
 SLUICE_IO_RECORD(assign::FlexCpGroup, "flex CP group", SLUICE_IO_MEMBERS(degree_index, first_unit, sequences));
+SLUICE_IO_DOCS(assign::FlexCpGroup, {"degree_index", "Index into the problem's degrees"},
+               {"first_unit", "Its units are first_unit … first_unit + degree − 1"},
+               {"sequences", "Indices into the problem's lengths, ascending"});
 
 // A Strategy has no default: the table lists every member, in declaration order.
 SLUICE_IO_RECORD(plan::FlexIteration, "flex CP iteration",
                  SLUICE_IO_MEMBERS(domain, strategy, schemes, plan, overhead));
+SLUICE_IO_DOCS(plan::FlexIteration, {"domain", "Which of the planner's domains (FlexDomains)"},
+               {"strategy", "The domain: replicas of one ⟨TP, PP⟩ scheme"},
+               {"schemes", "Per degree of the plan, the scheme its groups run"},
+               {"overhead", "What the domain is charged besides its groups"});
 
 // "flex" only where the planner offered a flex CP domain, so that other plans keep the text they always had.
 SLUICE_IO_RECORD(plan::SimulatedIteration, "simulated iteration", SLUICE_IO_MEMBERS(plan, schedule, chosen, makespans),
                  member("flex", &T::flex, Presence::omitted_when_empty));
+SLUICE_IO_DOCS(
+    plan::SimulatedIteration, {"plan", "The kept candidate, planned alone."},
+    {"makespans", "Per candidate its simulated makespan; empty where it cannot hold the batch."},
+    {"flex", "The fastest flex CP domain's plan, where the planner offers domains that hold the batch; else empty."});
 
 }  // namespace sluice::io
 

@@ -32,9 +32,9 @@ struct ScheduleRunSchedule {
   bool memory_aware = false;
   std::vector<int> injection;
   double makespan = 0;
-  std::vector<double> peak_memory;  // bytes per stage
-  std::vector<double> idle;         // seconds per stage
-  int candidates = 0;               // orders simulated
+  std::vector<double> peak_memory;
+  std::vector<double> idle;
+  int candidates = 0;
   schedule::ExecutionPlan plan;
   friend bool operator==(const ScheduleRunSchedule&, const ScheduleRunSchedule&) = default;
 };
@@ -50,7 +50,7 @@ struct ScheduleRunBaseline {
   std::string name;
   std::optional<double> makespan;
   std::size_t micro_batches = 0;
-  std::string failure;  // empty when it runs
+  std::string failure;
   friend bool operator==(const ScheduleRunBaseline&, const ScheduleRunBaseline&) = default;
 };
 
@@ -123,6 +123,8 @@ struct record<ScheduleRunSchedule> {
     sluice::require(s.candidates >= 1, name, ": field 'candidates' must be >= 1, got ", s.candidates);
   }
 };
+SLUICE_IO_DOCS(ScheduleRunSchedule, {"peak_memory", "Bytes per stage"}, {"idle", "Seconds per stage"},
+               {"candidates", "Orders simulated"});
 
 template <>
 struct record<ScheduleRunBaseline> {
@@ -138,6 +140,7 @@ struct record<ScheduleRunBaseline> {
     }
   }
 };
+SLUICE_IO_DOCS(ScheduleRunBaseline, {"failure", "Why it cannot run; empty when it runs"});
 
 template <>
 struct record<ScheduleRun> {

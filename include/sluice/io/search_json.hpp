@@ -32,9 +32,13 @@ SLUICE_IO_RECORD(search::Adjustment, "partition adjustment", SLUICE_IO_MEMBERS(s
 SLUICE_IO_RECORD(search::BalanceTrace, "balance trace",
                  SLUICE_IO_MEMBERS(memory_balanced, time_balanced, accepted, best),
                  extended_member("best_iteration", &T::best_iteration));
+SLUICE_IO_DOCS(search::BalanceTrace, {"best", "The best partition; empty: no partition fits"});
 
 SLUICE_IO_RECORD(search::StagePlan, "stage",
                  SLUICE_IO_MEMBERS(first_layer, strategies, time_sync, time_nosync, memory_bytes));
+SLUICE_IO_DOCS(search::StagePlan, {"strategies", "One per layer of the stage."},
+               {"time_sync", "One micro-batch with the gradient synchronisation (s)"},
+               {"time_nosync", "One micro-batch without it (s)"}, {"memory_bytes", "Peak per device"});
 
 // The stage sizes (partition) are written for readers; the stages hold them.
 template <>
@@ -46,6 +50,9 @@ struct record<search::Plan> {
       member("vocabulary", &T::vocabulary, Presence::omitted_when_empty)};
   static void write_derived(json& out, const T& plan) { out["partition"] = plan.partition(); }
 };
+SLUICE_IO_DOCS(search::Plan, {"iteration_seconds", "Eq. 9"}, {"throughput", "Samples per second"},
+               {"vocabulary",
+                "The embedding's and the LM head's strategy; empty: evaluation picks the fastest of the space."});
 
 }  // namespace sluice::io
 

@@ -32,6 +32,7 @@ SLUICE_IO_RECORD(shard::Tensor, "tensor", SLUICE_IO_MEMBERS(name, elements));
 SLUICE_IO_RECORD(shard::Stage, "stage", SLUICE_IO_RANGE(layers, layer_begin, layer_end), SLUICE_IO_MEMBERS(ranks));
 SLUICE_IO_RECORD(shard::OwnerGroup, "owner group", SLUICE_IO_RANGE(layers, layer_begin, layer_end),
                  SLUICE_IO_MEMBERS(owners));
+SLUICE_IO_DOCS(shard::OwnerGroup, {"owners", "Per segment of the layers' parameters, the rank that owns it"});
 SLUICE_IO_RECORD(shard::SliceBlock, "slice block", SLUICE_IO_RANGE(layers, layer_begin, layer_end),
                  SLUICE_IO_MEMBERS(granularity));
 SLUICE_IO_RECORD(shard::PipelinePlacement, "pipeline", inline_member(&T::scheme), SLUICE_IO_MEMBERS(stages));

@@ -34,7 +34,7 @@ struct ShardRunBlock {
 struct ShardRun {
   std::int64_t gpus = 0;
   Strategy strategy;
-  std::optional<Strategy> previous;  // the strategy whose layout the optimizer keeps; none: fully sharded
+  std::optional<Strategy> previous;
   shard::Model model;
   shard::Cluster cluster;
   std::int64_t grid = 0;
@@ -149,4 +149,6 @@ struct record<ShardRun> {
     }
   }
 };
+SLUICE_IO_DOCS(ShardRun, {"previous", "The strategy whose layout the optimizer keeps; empty: fully sharded"},
+               {"placement", "Empty unless the report holds the full plans (all four or none)"});
 }  // namespace sluice::io

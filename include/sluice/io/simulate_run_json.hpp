@@ -24,11 +24,11 @@ namespace sluice::io {
 // One system of a simulate run: its outcome per iteration and, when it ran, their summary.
 struct SimulateRunSystem {
   std::string name;
-  std::optional<std::string> failure;  // why the system cannot run the scenario
+  std::optional<std::string> failure;
   std::string configuration;
   std::vector<Strategy> strategies;
   std::vector<compare::IterationOutcome> iterations;
-  std::optional<compare::Summary> summary;  // exactly when the system ran
+  std::optional<compare::Summary> summary;
   friend bool operator==(const SimulateRunSystem&, const SimulateRunSystem&) = default;
 };
 
@@ -43,7 +43,7 @@ struct SimulateRunLink {
 struct SimulateRun {
   std::string profile;
   std::int64_t gpus = 0;
-  std::string lengths;  // the dataset's source
+  std::string lengths;
   std::int64_t context = 0;
   std::int64_t tokens = 0;
   std::uint64_t seed = 0;
@@ -54,7 +54,7 @@ struct SimulateRun {
   std::vector<std::int64_t> length_ranges;
   std::vector<Strategy> candidates;
   std::vector<SimulateRunSystem> systems;  // in compare::all_systems order
-  std::vector<std::string> pictures;       // the SVG files written
+  std::vector<std::string> pictures;
   friend bool operator==(const SimulateRun&, const SimulateRun&) = default;
 };
 
@@ -105,6 +105,9 @@ struct record<SimulateRunSystem> {
                     system.failure ? ": a failed system has no 'summary'" : ": missing field 'summary'");
   }
 };
+SLUICE_IO_DOCS(SimulateRunSystem, {"failure", "Why the system cannot run the scenario; empty when it ran"},
+               {"configuration", "How the system was set up"}, {"strategies", "The strategies it ran"},
+               {"summary", "Its iterations summed up; empty when the system failed"});
 
 SLUICE_IO_RECORD(SimulateRunLink, "link", SLUICE_IO_MEMBERS(latency_seconds, bandwidth_bytes_per_second));
 
@@ -138,5 +141,8 @@ struct record<SimulateRun> {
     }
   }
 };
+SLUICE_IO_DOCS(SimulateRun, {"lengths", "The dataset's source"},
+               {"length_ranges", "HotSPa's length ranges (0, b0], (b0, b1], ...: their upper ends"},
+               {"pictures", "The SVG files written"});
 
 }  // namespace sluice::io

@@ -36,13 +36,13 @@ struct TraceRunCandidate {
 
 // One busy pipeline of the chosen plan, as scheduled.
 struct TraceRunPipeline {
-  std::size_t index = 0;  // into the plan's pipelines
+  std::size_t index = 0;
   std::size_t micro_batches = 0;
   schedule::ScheduleKind kind = schedule::ScheduleKind::cyclic;
   bool memory_aware = false;
   double makespan = 0;
   double estimate = 0;
-  std::vector<double> peak_memory;  // bytes per stage
+  std::vector<double> peak_memory;
   friend bool operator==(const TraceRunPipeline&, const TraceRunPipeline&) = default;
 };
 
@@ -50,7 +50,7 @@ struct TraceRunPipeline {
 struct TraceRun {
   std::string profile;
   std::int64_t gpus = 0;
-  std::string lengths;  // the dataset's source
+  std::string lengths;
   std::int64_t context = 0;
   std::int64_t iteration = 0;
   std::size_t sequences = 0;
@@ -61,7 +61,7 @@ struct TraceRun {
   std::size_t chosen = 0;
   double makespan = 0;
   double layout_move = 0;
-  double total = 0;  // makespan + layout_move, or the flex CP plan's time where it runs
+  double total = 0;
   assign::IterationPlan plan;
   std::vector<TraceRunPipeline> pipelines;
   std::optional<plan::FlexIteration> flex{};  // where the planner offers a flex CP domain
@@ -114,6 +114,9 @@ struct record<TraceRunCandidate> {
     detail::require_non_negative(candidate.layout_move, "layout_move", name);
   }
 };
+SLUICE_IO_DOCS(TraceRunCandidate,
+               {"makespan", "Simulated seconds; empty: no pipeline holds the batch's longest sequence"},
+               {"layout_move", "The layout move it is charged"});
 
 template <>
 struct record<TraceRunPipeline> {
@@ -128,6 +131,7 @@ struct record<TraceRunPipeline> {
     for (const double bytes : pipeline.peak_memory) detail::require_non_negative(bytes, "peak_memory", name);
   }
 };
+SLUICE_IO_DOCS(TraceRunPipeline, {"index", "Into the plan's pipelines"}, {"peak_memory", "Bytes per stage"});
 
 // The total is the chosen plan's (or the flex CP plan's, where it runs); the busy pipelines are the plan's, in its
 // order.
@@ -170,5 +174,8 @@ struct record<TraceRun> {
     }
   }
 };
+SLUICE_IO_DOCS(TraceRun, {"lengths", "The dataset's source"}, {"chosen", "The kept candidate's index"},
+               {"total", "makespan + layout_move, or the flex CP plan's time where it runs"},
+               {"flex", "The flex CP domain's plan; empty unless the planner offers one"});
 
 }  // namespace sluice::io
