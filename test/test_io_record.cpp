@@ -121,6 +121,7 @@ SLUICE_IO_RECORD(Misnamed, "misnamed", SLUICE_IO_MEMBERS(count));
 SLUICE_IO_DOCS(Misnamed, {"counts", "A key the table does not have"});
 SLUICE_IO_RECORD(Twice, "twice", SLUICE_IO_MEMBERS(count));
 SLUICE_IO_DOCS(Twice, {"count", "Said once"}, {"count", "and again"});
+SLUICE_IO_DOCS(Labelled, {"settings", "The settings, their keys beside the note"});
 SLUICE_IO_DOCUMENT(Sheet, "test.sheet", 4);
 SLUICE_IO_RECORD(Sheet, "sheet", SLUICE_IO_MEMBERS(rows, title));
 
@@ -171,7 +172,7 @@ struct sluice::io::record<Labelled> {
   using T = Labelled;
   static constexpr std::string_view name = "labelled";
   static constexpr auto fields =
-      std::tuple{inline_member(&T::settings), member("note", &T::note, Presence::omitted_when_empty)};
+      std::tuple{SLUICE_IO_INLINE(settings), member("note", &T::note, Presence::omitted_when_empty)};
 };
 
 template <>
@@ -237,6 +238,8 @@ TEST_CASE("record: an inline member's fields sit beside the record's; an empty o
   CHECK(json(labelled).get<Labelled>() == labelled);
   CHECK_THROWS_WITH_AS(sluice::io::as<Labelled>(json::parse(R"({"count": 2})"), "input"),
                        "input: settings: missing field 'sizes'", sluice::invalid_input);
+  // Its key names it only for the words (and Python): the JSON has no "settings".
+  CHECK(sluice::io::field_doc<Labelled>("settings") == "The settings, their keys beside the note");
 }
 
 TEST_CASE("record: the one-line forms key fields by their members' names; a nested document keeps its own header") {

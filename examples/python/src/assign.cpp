@@ -120,11 +120,9 @@ void bind_assign(py::module_& module) {
                                                    "A packed micro-batch: its sequences' ids, tokens, seconds.");
   def_record_properties(micro_batch_class, {{"sequences", "sequence_ids"}}).def(py::self == py::self);
 
-  py::class_<assign::PipelinePlan>(module, "PipelinePlan", "One pipeline's micro-batches, in execution order.")
-      .def_readonly("index", &assign::PipelinePlan::index)
-      .def_readonly("scheme", &assign::PipelinePlan::scheme)
-      .def_readonly("max_len", &assign::PipelinePlan::max_len)
-      .def_property_readonly("micro_batches", member_getter(&assign::PipelinePlan::micro_batches))
+  py::class_<assign::PipelinePlan> pipeline_plan(module, "PipelinePlan",
+                                                 "One pipeline's micro-batches, in execution order.");
+  def_record_properties(pipeline_plan)
       .def_property_readonly(
           "sequence_ids",
           [](const assign::PipelinePlan& pipeline) {
@@ -134,7 +132,6 @@ void bind_assign(py::module_& module) {
             return list;
           },
           "Per micro-batch, its sequence ids (copies; micro_batches[k].sequence_ids are views).")
-      .def_readonly("estimate", &assign::PipelinePlan::estimate)
       .def(py::self == py::self);
 
   py::class_<assign::CandidateEstimate> candidate(module, "CandidateEstimate",

@@ -170,10 +170,11 @@ const char* field_docstring(std::string_view key) {
   return text.empty() ? nullptr : text.data();  // a string literal, so NUL-terminated
 }
 
-// A field's key is a string literal (io/record.hpp), so its view is a NUL-terminated name.
+// Defines a field's property (a range's two) and appends its name to `names`. A field's key is a string literal
+// (io/record.hpp), so its view is a NUL-terminated name.
 template <class T, class Record, class Member, class Spelling>
-void def_field_property(py::class_<T>& cls, const io::Field<Record, Member, Spelling>& field, const char* name) {
-  static_assert(!std::same_as<Spelling, io::AsInline>, "an inline member has no key to name its property");
+void def_field_property(py::class_<T>& cls, const io::Field<Record, Member, Spelling>& field, const char* name,
+                        py::list& names) {
   const auto member = field.member;
   const char* doc = field_docstring<T>(field.key);
   if constexpr (requires { field.spelling.table; })
@@ -187,31 +188,27 @@ void def_field_property(py::class_<T>& cls, const io::Field<Record, Member, Spel
     cls.def_property_readonly(name, member_getter(member), doc);
   else
     cls.def_readonly(name, member, doc);
+  names.append(name);
 }
 
 // A range's ends are properties of their own, named as their members.
 template <class T, class Record>
-void def_field_property(py::class_<T>& cls, const io::RangeField<Record>& field, const char* /*name*/) {
+void def_field_property(py::class_<T>& cls, const io::RangeField<Record>& field, const char* /*name*/,
+                        py::list& names) {
   const char* doc = field_docstring<T>(field.key);
   cls.def_readonly(field.begin_name.data(), field.begin, doc).def_readonly(field.end_name.data(), field.end, doc);
-}
-
-inline void add_property_name(py::list& names, const auto& field, const char* name) {
-  if constexpr (requires { field.begin_name; }) {
-    names.append(field.begin_name.data());
-    names.append(field.end_name.data());
-  } else {
-    names.append(name);
-  }
+  names.append(field.begin_name.data());
+  names.append(field.end_name.data());
 }
 
 }  // namespace detail
 
 // A read-only property per field of the type's io::record table, named as its JSON key unless `renames` names it
 // otherwise, with the record's words for it as its docstring: an enumeration by its name, a vector as
-// member_getter gives it, a range as its two ends, anything else as pybind11 converts the member (a nested object
-// by reference). __match_args__ lists the properties in table order, for `match` and for the generated stubs
-// (make_stubs.py), which type each from its getter's signature. Renaming a key the table lacks is an error.
+// member_getter gives it, a range as its two ends, anything else (an inline member too, under its table key) as
+// pybind11 converts the member (a nested object by reference). __match_args__ lists the properties in table order, for
+// `match` and for the generated stubs (make_stubs.py), which type each from its getter's signature. Renaming a key the
+// table lacks is an error.
 template <class T>
 py::class_<T>& def_record_properties(py::class_<T>& cls, std::initializer_list<FieldRename> renames = {}) {
   const auto name_of = [&](std::string_view key) {
@@ -223,15 +220,9 @@ py::class_<T>& def_record_properties(py::class_<T>& cls, std::initializer_list<F
     if (std::apply([&](const auto&... field) { return ((field.key != rename.key) && ...); }, io::record<T>::fields))
       throw std::logic_error(
           sluice::concat("def_record_properties: ", io::record<T>::name, " has no field '", rename.key, "'"));
-  static_assert(io::docs_name_fields_once<T>(), "SLUICE_IO_DOCS names a key the fields lack, or one twice");
   py::list names;
-  std::apply(
-      [&](const auto&... field) {
-        ((detail::def_field_property(cls, field, name_of(field.key)),
-          detail::add_property_name(names, field, name_of(field.key))),
-         ...);
-      },
-      io::record<T>::fields);
+  std::apply([&](const auto&... field) { (detail::def_field_property(cls, field, name_of(field.key), names), ...); },
+             io::record<T>::fields);
   cls.attr("__match_args__") = py::tuple(names);
   return cls;
 }

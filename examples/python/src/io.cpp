@@ -10,15 +10,9 @@ void bind_io(py::module_& module) {
   py::class_<io::FitRunMemory> memory(module, "FitRunMemory", "A scheme's fitted peak memory: fixed + per token.");
   def_record_properties(memory).def(py::self == py::self);
 
-  py::class_<io::FitRunScheme>(module, "FitRunScheme", "One scheme's fit in a `sluice fit` report.")
-      .def_readonly("scheme", &io::FitRunScheme::scheme)
-      .def_readonly("samples", &io::FitRunScheme::samples)
-      .def_readonly("latency", &io::FitRunScheme::latency)
-      .def_readonly("latency_error", &io::FitRunScheme::latency_error, "The latency fit's relative RMS error")
-      .def_readonly("memory", &io::FitRunScheme::memory, "None when the samples carry no peak bytes")
-      .def_readonly("max_len", &io::FitRunScheme::max_len, "None when the scheme is not usable")
-      .def_readonly("util_len", &io::FitRunScheme::util_len, "None when the scheme is not usable")
-      .def_property_readonly("usable", &io::FitRunScheme::usable)
+  py::class_<io::FitRunScheme> fit_scheme(module, "FitRunScheme", "One scheme's fit in a `sluice fit` report.");
+  def_record_properties(fit_scheme)
+      .def_property_readonly("usable", &io::FitRunScheme::usable, "Whether the fitted profile keeps the scheme")
       .def(py::self == py::self);
 
   py::class_<io::FitRun> fit_run(module, "FitRun", "The report of `sluice fit`: per scheme its fit, and the profile.");
@@ -30,10 +24,9 @@ void bind_io(py::module_& module) {
       module, "InspectTime", "A scheme's forward+backward time of one stage at a length, and whether it fits.");
   def_record_properties(inspect_time).def(py::self == py::self);
 
-  py::class_<io::InspectScheme>(module, "InspectScheme", "A scheme of the profile and its times at inspect lengths.")
-      .def_readonly("cost", &io::InspectScheme::cost)
-      .def_property_readonly("times", member_getter(&io::InspectScheme::times))
-      .def(py::self == py::self);
+  py::class_<io::InspectScheme> inspect_scheme(module, "InspectScheme",
+                                               "A scheme of the profile and its times at inspect lengths.");
+  def_record_properties(inspect_scheme).def(py::self == py::self);
 
   py::class_<io::InspectDataset> inspect_dataset(module, "InspectDataset", "The dataset's statistics and histogram.");
   def_record_properties(inspect_dataset).def(py::self == py::self);
@@ -41,10 +34,8 @@ void bind_io(py::module_& module) {
   py::class_<io::InspectProfile> inspect_profile(module, "InspectProfile", "The profile's model and schemes.");
   def_record_properties(inspect_profile).def(py::self == py::self);
 
-  py::class_<io::InspectFit>(module, "InspectFit", "The quadratic fitted to a derived scheme's times.")
-      .def_readonly("latency", &io::InspectFit::latency)
-      .def_readonly("relative_rms_error", &io::InspectFit::relative_rms_error)
-      .def(py::self == py::self);
+  py::class_<io::InspectFit> inspect_fit(module, "InspectFit", "The quadratic fitted to a derived scheme's times.");
+  def_record_properties(inspect_fit).def(py::self == py::self);
 
   py::class_<io::InspectCpScheme> inspect_cp_scheme(module, "InspectCpScheme",
                                                     "A scheme derived with context parallelism.");

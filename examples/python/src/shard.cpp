@@ -138,10 +138,9 @@ void bind_shard(py::module_& module) {
       .def_readonly("ranks", &shard::Stage::ranks)
       .def(py::self == py::self);
 
-  py::class_<shard::PipelinePlacement>(module, "PipelinePlacement", "One pipeline: its scheme and pp stages.")
-      .def_readonly("scheme", &shard::PipelinePlacement::scheme)
-      .def_property_readonly("stages", member_getter(&shard::PipelinePlacement::stages))
-      .def(py::self == py::self);
+  py::class_<shard::PipelinePlacement> pipeline_placement(module, "PipelinePlacement",
+                                                          "One pipeline: its scheme and pp stages.");
+  def_record_properties(pipeline_placement).def(py::self == py::self);
 
   py::class_<shard::Placement> placement(
       module, "Placement", "Where a strategy runs: per pipeline, per stage, the GPU of every (CP rank, TP rank).");

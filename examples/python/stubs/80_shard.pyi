@@ -104,10 +104,6 @@ class PlacementStage:
 
 class PipelinePlacement:
     """One pipeline: its scheme and pp stages."""
-    @property
-    def scheme(self) -> Scheme: ...
-    @property
-    def stages(self) -> list[PlacementStage]: ...
     def __eq__(self, other: object) -> bool: ...
 
 class Placement:

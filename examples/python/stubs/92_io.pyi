@@ -5,25 +5,8 @@ class FitRunMemory:
 class FitRunScheme:
     """One scheme's fit in a `sluice fit` report."""
     @property
-    def scheme(self) -> Scheme: ...
-    @property
-    def samples(self) -> int: ...
-    @property
-    def latency(self) -> QuadraticLatency: ...
-    @property
-    def latency_error(self) -> float:
-        """The latency fit's relative RMS error"""
-    @property
-    def memory(self) -> Optional[FitRunMemory]:
-        """None when the samples carry no peak bytes"""
-    @property
-    def max_len(self) -> Optional[int]:
-        """None when the scheme is not usable"""
-    @property
-    def util_len(self) -> Optional[int]:
-        """None when the scheme is not usable"""
-    @property
-    def usable(self) -> bool: ...
+    def usable(self) -> bool:
+        """Whether the fitted profile keeps the scheme"""
     def __eq__(self, other: object) -> bool: ...
 
 class FitRun:
@@ -41,10 +24,6 @@ class InspectTime:
 
 class InspectScheme:
     """A scheme of the profile and its times at inspect lengths."""
-    @property
-    def cost(self) -> SchemeCost: ...
-    @property
-    def times(self) -> list[InspectTime]: ...
     def __eq__(self, other: object) -> bool: ...
 
 class InspectDataset:
@@ -57,10 +36,6 @@ class InspectProfile:
 
 class InspectFit:
     """The quadratic fitted to a derived scheme's times."""
-    @property
-    def latency(self) -> QuadraticLatency: ...
-    @property
-    def relative_rms_error(self) -> float: ...
     def __eq__(self, other: object) -> bool: ...
 
 class InspectCpScheme:

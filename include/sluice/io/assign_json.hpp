@@ -28,7 +28,7 @@ SLUICE_IO_RECORD(assign::DispatchOptions, "dispatch options", SLUICE_IO_DEFAULTE
 SLUICE_IO_RECORD(assign::CandidateSet, "candidates", SLUICE_IO_MEMBERS(strategies));
 
 // The scheme's own fields, with the pipeline's beside them.
-SLUICE_IO_RECORD(assign::PipelinePlan, "pipeline plan", SLUICE_IO_MEMBERS(index), inline_member(&T::scheme),
+SLUICE_IO_RECORD(assign::PipelinePlan, "pipeline plan", SLUICE_IO_MEMBERS(index), SLUICE_IO_INLINE(scheme),
                  SLUICE_IO_MEMBERS(max_len, micro_batches, estimate));
 
 SLUICE_IO_RECORD(assign::CandidateEstimate, "candidate", SLUICE_IO_MEMBERS(strategy),

@@ -33,8 +33,8 @@ struct FitRunScheme {
   Scheme scheme;
   std::size_t samples = 0;
   cost::QuadraticLatency latency;
-  double latency_error = 0;            // relative RMS error
-  std::optional<FitRunMemory> memory;  // when the samples carry peak bytes
+  double latency_error = 0;
+  std::optional<FitRunMemory> memory;
   std::optional<std::int64_t> max_len;
   std::optional<std::int64_t> util_len;
   [[nodiscard]] bool usable() const noexcept { return max_len.has_value(); }
@@ -65,6 +65,31 @@ struct record<FitRunMemory> {
   }
 };
 
+// The scheme's keys, then its fit's, side by side in one object; "usable" is written for readers and checked when
+// read.
+template <>
+struct record<FitRunScheme> {
+  using T = FitRunScheme;
+  static constexpr std::string_view name = "scheme fit";
+  static constexpr auto fields = std::tuple{
+      SLUICE_IO_INLINE(scheme), SLUICE_IO_MEMBERS(samples, latency, latency_error, memory, max_len, util_len)};
+  static void check(const T& fit) {
+    sluice::require(fit.samples >= 1, name, ": field 'samples' must be >= 1, got ", fit.samples);
+    sluice::require(fit.latency_error >= 0, name, ": field 'latency_error' must be >= 0, got ", fit.latency_error);
+  }
+  static void write_derived(json& out, const T& fit) { out["usable"] = fit.usable(); }
+  static void check(const T& fit, const json& document) {
+    const auto usable = field<bool>(document, "usable", name);
+    sluice::require(usable == fit.max_len.has_value() && usable == fit.util_len.has_value(), name,
+                    ": field 'usable' is ", usable ? "true" : "false", ", so 'max_len' and 'util_len' must be ",
+                    usable ? "numbers" : "null");
+  }
+};
+SLUICE_IO_DOCS(FitRunScheme, {"samples", "How many samples the fit was made from"},
+               {"latency_error", "The latency fit's relative RMS error"},
+               {"memory", "The peak memory's fit; empty when the samples carry no peak bytes"},
+               {"max_len", "Empty when the scheme is not usable"}, {"util_len", "Empty when the scheme is not usable"});
+
 // The profile is a whole document of its own, so that it can be cut out and read alone.
 template <>
 struct record<FitRun> {
@@ -93,40 +118,3 @@ SLUICE_IO_DOCS(FitRun, {"samples", "The samples file"}, {"base", "The base profi
                {"out", "Where the profile was written; empty: not written"});
 
 }  // namespace sluice::io
-
-namespace nlohmann {
-
-// The scheme's members, then its fit's, side by side in one object.
-template <>
-struct adl_serializer<sluice::io::FitRunScheme> {
-  static void to_json(json& out, const sluice::io::FitRunScheme& fit) {
-    out = json(fit.scheme);
-    out["samples"] = fit.samples;
-    out["latency"] = fit.latency;
-    out["latency_error"] = fit.latency_error;
-    out["memory"] = fit.memory ? json(*fit.memory) : json(nullptr);
-    out["usable"] = fit.usable();
-    out["max_len"] = fit.max_len ? json(*fit.max_len) : json(nullptr);
-    out["util_len"] = fit.util_len ? json(*fit.util_len) : json(nullptr);
-  }
-  static sluice::io::FitRunScheme from_json(const json& in) {
-    using sluice::io::field;
-    constexpr std::string_view where = "scheme fit";
-    sluice::io::FitRunScheme fit{in.get<sluice::Scheme>(),
-                                 field<std::size_t>(in, "samples", where),
-                                 field<sluice::cost::QuadraticLatency>(in, "latency", where),
-                                 field<double>(in, "latency_error", where),
-                                 field<std::optional<sluice::io::FitRunMemory>>(in, "memory", where),
-                                 field<std::optional<std::int64_t>>(in, "max_len", where),
-                                 field<std::optional<std::int64_t>>(in, "util_len", where)};
-    sluice::require(fit.samples >= 1, where, ": field 'samples' must be >= 1, got ", fit.samples);
-    sluice::require(fit.latency_error >= 0, where, ": field 'latency_error' must be >= 0, got ", fit.latency_error);
-    const auto usable = field<bool>(in, "usable", where);
-    sluice::require(usable == fit.max_len.has_value() && usable == fit.util_len.has_value(), where,
-                    ": field 'usable' is ", usable ? "true" : "false", ", so 'max_len' and 'util_len' must be ",
-                    usable ? "numbers" : "null");
-    return fit;
-  }
-};
-
-}  // namespace nlohmann

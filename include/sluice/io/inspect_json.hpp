@@ -158,7 +158,7 @@ template <>
 struct record<InspectScheme> {
   using T = InspectScheme;
   static constexpr std::string_view name = "inspected scheme";
-  static constexpr auto fields = std::tuple{inline_member(&T::cost), SLUICE_IO_MEMBERS(times)};
+  static constexpr auto fields = std::tuple{SLUICE_IO_INLINE(cost), SLUICE_IO_MEMBERS(times)};
   static void check(const T& value) { detail::check_inspect_times(value.times, value.cost.max_len, name); }
 };
 
@@ -177,7 +177,7 @@ template <>
 struct record<InspectFit> {
   using T = InspectFit;
   static constexpr std::string_view name = "fit";
-  static constexpr auto fields = std::tuple{inline_member(&T::latency), SLUICE_IO_MEMBERS(relative_rms_error)};
+  static constexpr auto fields = std::tuple{SLUICE_IO_INLINE(latency), SLUICE_IO_MEMBERS(relative_rms_error)};
   static void check(const T& value) {
     sluice::require(value.relative_rms_error >= 0, name, ": field 'relative_rms_error' must be >= 0, got ",
                     value.relative_rms_error);

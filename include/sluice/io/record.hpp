@@ -140,10 +140,12 @@ constexpr Field<Record, Member, AsText> text_member(std::string_view key, Member
   return {key, pointer, presence, {}};
 }
 
+// The key names the member for the Python property and SLUICE_IO_DOCS only: the JSON holds the member's own keys.
 template <class Record, class Member>
-constexpr Field<Record, Member, AsInline> inline_member(Member Record::*pointer) {
-  return {{}, pointer, Presence::required, {}};
+constexpr Field<Record, Member, AsInline> inline_member(std::string_view key, Member Record::*pointer) {
+  return {key, pointer, Presence::required, {}};
 }
+#define SLUICE_IO_INLINE(member) ::sluice::io::inline_member(#member, &T::member)
 
 // Two members spelled as one required [begin, end] array, a half-open range such as "layers": [0, 4]. The members'
 // own names are kept for bindings that show them apart.
@@ -165,7 +167,7 @@ struct FieldDoc {
 };
 
 // Whether every entry of record_docs<T>::docs names a field of the table, each at most once: checked wherever the
-// record is written, so a renamed field cannot leave its words behind.
+// record is written and wherever its words are read, so a renamed field cannot leave its words behind.
 template <Described T>
 consteval bool docs_name_fields_once() {
   if constexpr (requires { record_docs<T>::docs; }) {
@@ -183,6 +185,7 @@ consteval bool docs_name_fields_once() {
 // The words SLUICE_IO_DOCS gives the field with this key; empty where it gives none.
 template <Described T>
 constexpr std::string_view field_doc(std::string_view key) {
+  static_assert(docs_name_fields_once<T>(), "SLUICE_IO_DOCS names a key the fields lack, or one twice");
   if constexpr (requires { record_docs<T>::docs; })
     for (const FieldDoc& doc : record_docs<T>::docs)
       if (doc.key == key) return doc.text;

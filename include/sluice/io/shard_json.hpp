@@ -35,7 +35,7 @@ SLUICE_IO_RECORD(shard::OwnerGroup, "owner group", SLUICE_IO_RANGE(layers, layer
 SLUICE_IO_DOCS(shard::OwnerGroup, {"owners", "Per segment of the layers' parameters, the rank that owns it"});
 SLUICE_IO_RECORD(shard::SliceBlock, "slice block", SLUICE_IO_RANGE(layers, layer_begin, layer_end),
                  SLUICE_IO_MEMBERS(granularity));
-SLUICE_IO_RECORD(shard::PipelinePlacement, "pipeline", inline_member(&T::scheme), SLUICE_IO_MEMBERS(stages));
+SLUICE_IO_RECORD(shard::PipelinePlacement, "pipeline", SLUICE_IO_INLINE(scheme), SLUICE_IO_MEMBERS(stages));
 
 template <>
 struct record<shard::Model> {
