@@ -640,6 +640,28 @@ TEST_CASE("search: BMW >= Base >= every baseline, every plan valid, more memory 
   }
 }
 
+TEST_CASE("search: the plans do not depend on the thread count") {
+  // A sweep that ends when a batch no longer fits (4 GiB), and one that runs to a max_batch that no thread count
+  // here divides into whole rounds.
+  const auto model = small_model(8, 1024, 512);
+  const auto cluster = node(8, 16 * GiB);
+  for (const std::int64_t memory : {4 * GiB, 8 * GiB}) {
+    auto options = quick_options(memory);
+    options.max_batch = 8 * 13;
+    const search::SearchReport one = search::search(model, cluster, options);
+    for (const int threads : {2, 3, 5, 16}) {
+      CAPTURE(memory);
+      CAPTURE(threads);
+      options.threads = threads;
+      const search::SearchReport many = search::search(model, cluster, options);
+      CHECK(many.best == one.best);
+      CHECK(many.base == one.base);
+      REQUIRE(many.baselines.size() == one.baselines.size());
+      for (std::size_t k = 0; k < one.baselines.size(); ++k) CHECK(many.baselines[k].plan == one.baselines[k].plan);
+    }
+  }
+}
+
 TEST_CASE("search: BMW's accepted adjustments keep Eq. 7/8") {
   const auto model = small_model(16, 1024, 1024);
   const auto cluster = node(8, 16 * GiB);
@@ -745,6 +767,12 @@ TEST_CASE("search: bad input and infeasible problems") {
   bad = options;
   bad.global_batch = -1;
   CHECK_THROWS_AS(search::search(model, cluster, bad), invalid_input);
+  for (const int threads : {0, search::max_search_threads + 1}) {
+    bad = options;
+    bad.threads = threads;
+    CHECK_THROWS_WITH_AS(search::search(model, cluster, bad), doctest::Contains("search: threads must be in [1, 256]"),
+                         invalid_input);
+  }
   bad = options;
   bad.space.pp_degrees = {3};
   CHECK_THROWS_AS(search::search(model, cluster, bad), invalid_input);

@@ -27,7 +27,8 @@ namespace sluice::cli {
 inline constexpr std::string_view search_usage =
     "usage: sluice search --model M (--cluster C | --galvatron DIR [--time-mode fixed|batch|sequence]) [--memory E]\n"
     "                     [--galvatron-plan F] [--granularity G] [--batch B] [--batch-step S] [--max-batch B]\n"
-    "                     [--schedule 1f1b|gpipe] [--dp-types T] [--split-types T] [--max-pp P] [--json]\n"
+    "                     [--schedule 1f1b|gpipe] [--dp-types T] [--split-types T] [--max-pp P] [--threads N]\n"
+    "                     [--json]\n"
     "\n"
     "Searches per-layer hybrid strategies (DP, sharded DP, TP or Ulysses SP, PP, checkpointing) and the pipeline\n"
     "partition that maximise the estimated throughput under a per-device memory budget (Galvatron-BMW), and the\n"
@@ -57,6 +58,7 @@ inline constexpr std::string_view search_usage =
     "                   parallelism), ulysses (Ulysses sequence parallelism) (default tp; Galvatron's sp_space tp+sp\n"
     "                   is tp,ulysses)\n"
     "  --max-pp P       the deepest pipeline searched (default: as deep as the GPUs and layers allow)\n"
+    "  --threads N      batches of the sweep searched side by side (default 1; the result does not depend on it)\n"
     "  --json           print one sluice.search JSON document\n";
 
 namespace search_inputs {
@@ -139,10 +141,11 @@ inline bool same_plan(const search::Plan& x, const search::Plan& y) {
 }  // namespace search_report
 
 inline int search_command(std::span<const std::string_view> args, std::ostream& out, std::ostream* terminal = nullptr) {
-  const Options options(args,
-                        {"model", "cluster", "galvatron", "time-mode", "galvatron-plan", "memory", "granularity",
-                         "batch", "batch-step", "max-batch", "schedule", "dp-types", "split-types", "max-pp"},
-                        {"json", "help"});
+  const Options options(
+      args,
+      {"model", "cluster", "galvatron", "time-mode", "galvatron-plan", "memory", "granularity", "batch", "batch-step",
+       "max-batch", "schedule", "dp-types", "split-types", "max-pp", "threads"},
+      {"json", "help"});
   if (options.flag("help")) {
     out << search_usage;
     return 0;
@@ -188,6 +191,7 @@ inline int search_command(std::span<const std::string_view> args, std::ostream& 
     search_inputs::select_kinds("split-types", *kinds,
                                 {{"tp", &settings.space.tp}, {"ulysses", &settings.space.ulysses}});
   if (const auto max_pp = options.integer("max-pp")) settings.space.max_pp = static_cast<int>(*max_pp);
+  settings.threads = static_cast<int>(options.integer("threads").value_or(settings.threads));
 
   search::SearchReport report;
   {

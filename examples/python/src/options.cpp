@@ -266,8 +266,9 @@ void bind_search_options(py::module_& module) {
   bind_option_class<Search>(
       module, "SearchOptions",
       "How Galvatron-BMW searches: memory_bytes per device (0: the device memory), the layer DP's memory step, the "
-      "global batch (0: the sweep batch_step, 2·batch_step, … up to max_batch), the schedule ('1f1b' or 'gpipe') "
-      "and the space. Immutable; raises InvalidInput on a bad value (the search checks the rest against the model "
+      "global batch (0: the sweep batch_step, 2·batch_step, … up to max_batch), the schedule ('1f1b' or 'gpipe'), "
+      "the space and the sweep's threads. Immutable; raises InvalidInput on a bad value (the search checks the rest "
+      "against the model "
       "and cluster).",
       [](const Search& options) { search::require_valid(options); },
       plain_field("memory_bytes", &Search::memory_bytes, "Per-device budget; 0: the cluster's device memory"),
@@ -276,7 +277,9 @@ void bind_search_options(py::module_& module) {
       plain_field("batch_step", &Search::batch_step, "The sweep's step"),
       plain_field("max_batch", &Search::max_batch, "The sweep's largest batch"),
       named_field("schedule", &Search::schedule, search::schedule_names, "'1f1b' or 'gpipe'"),
-      plain_field("space", &Search::space, "Which paradigms the per-layer search may use"));
+      plain_field("space", &Search::space, "Which paradigms the per-layer search may use"),
+      plain_field("threads", &Search::threads,
+                  "Batches of the sweep searched side by side; the result does not depend on it"));
 }
 
 }  // namespace

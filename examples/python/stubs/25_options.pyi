@@ -54,7 +54,7 @@ class SpaceOptions:
 
 class SearchOptions:
     """How Galvatron-BMW searches: memory_bytes per device (0: the device memory), the layer DP's memory step, the
-    global batch (0: the sweep batch_step, 2·batch_step, … up to max_batch), the schedule ('1f1b' or 'gpipe') and
-    the space. Immutable; raises InvalidInput on a bad value (the search checks the rest against the model and
-    cluster)."""
+    global batch (0: the sweep batch_step, 2·batch_step, … up to max_batch), the schedule ('1f1b' or 'gpipe'), the
+    space and the sweep's threads. Immutable; raises InvalidInput on a bad value (the search checks the rest against
+    the model and cluster)."""
     def __eq__(self, other: object) -> bool: ...

@@ -25,7 +25,8 @@ PROPOSE = ("gpus", "max_len", "length_step", "gpu_step", "relaxed", "replica_ste
 SAMPLED = ("choosing_batches", "held_out_batches", "seed", "dispatch", "max_pool")
 PLACEMENT = ("gpus_per_node", "tp_within_node", "order", "stage_layers")
 SPACE = ("dp", "sdp", "tp", "ckpt", "tp_outer", "pp_degrees", "max_tp", "zero2", "max_pp", "ulysses")
-SEARCH = ("memory_bytes", "granularity_bytes", "global_batch", "batch_step", "max_batch", "schedule", "space")
+SEARCH = ("memory_bytes", "granularity_bytes", "global_batch", "batch_step", "max_batch", "schedule", "space",
+          "threads")
 
 
 def test_defaults_are_the_old_keywords_defaults():
@@ -41,7 +42,7 @@ def test_defaults_are_the_old_keywords_defaults():
     assert fields(sluice.SampledOptions(), SAMPLED) == (48, 32, 0, sluice.DispatchOptions(trials=4), 256)
     assert fields(sluice.PlacementOptions(), PLACEMENT) == (8, True, "tp_descending", {})
     assert fields(sluice.SpaceOptions(), SPACE) == (True, True, True, True, True, [], 0, False, 0, False)
-    assert fields(sluice.SearchOptions(), SEARCH) == (0, 16 << 20, 0, 8, 1024, "1f1b", sluice.SpaceOptions())
+    assert fields(sluice.SearchOptions(), SEARCH) == (0, 16 << 20, 0, 8, 1024, "1f1b", sluice.SpaceOptions(), 1)
 
 
 @pytest.mark.parametrize("function, default", [
@@ -113,6 +114,7 @@ def test_functions_default_to_the_default_options(function, default):
     (sluice.SearchOptions, dict(memory_bytes=-1), "memory_bytes must be >= 0, got -1"),
     (sluice.SearchOptions, dict(granularity_bytes=0), "granularity_bytes must be >= 1, got 0"),
     (sluice.SearchOptions, dict(global_batch=-1), "global_batch must be >= 0, got -1"),
+    (sluice.SearchOptions, dict(threads=0), r"threads must be in \[1, 256\], got 0"),
     (sluice.SearchOptions, dict(batch_step=0), "batch_step must be >= 1, got 0"),
     (sluice.SearchOptions, dict(max_batch=4), r"max_batch must be in \[batch_step, 2\^24\], got 4"),
     (sluice.SearchOptions, dict(max_batch=2**24 + 1), r"max_batch must be in \[batch_step, 2\^24\], got 16777217"),
@@ -148,7 +150,8 @@ EXAMPLES = [
     sluice.SpaceOptions(dp=False, sdp=True, tp=False, ckpt=False, tp_outer=False, pp_degrees=[1, 2], max_tp=2,
                         zero2=True, max_pp=2, ulysses=True),
     sluice.SearchOptions(memory_bytes=4 << 30, granularity_bytes=64 << 20, global_batch=32, batch_step=16,
-                         max_batch=64, schedule="gpipe", space=sluice.SpaceOptions(ckpt=False, pp_degrees=[2])),
+                         max_batch=64, schedule="gpipe", space=sluice.SpaceOptions(ckpt=False, pp_degrees=[2]),
+                         threads=3),
 ]
 
 
@@ -305,7 +308,7 @@ def test_reprs_of_the_search_options():
     assert repr(sluice.SearchOptions(schedule="gpipe")) == (
         "SearchOptions(memory_bytes=0, granularity_bytes=16777216, global_batch=0, batch_step=8, max_batch=1024, "
         "schedule='gpipe', space=SpaceOptions(dp=True, sdp=True, tp=True, ckpt=True, tp_outer=True, pp_degrees=[], "
-        "max_tp=0, zero2=False, max_pp=0, ulysses=False))")
+        "max_tp=0, zero2=False, max_pp=0, ulysses=False), threads=1)")
     assert sluice.SearchOptions(space=sluice.SpaceOptions(max_tp=2)) != sluice.SearchOptions()
 
 

@@ -16,6 +16,9 @@ namespace sluice::search {
 enum class Schedule { one_f_one_b, gpipe };
 inline constexpr NameTable<Schedule, 2> schedule_names{{{Schedule::one_f_one_b, "1f1b"}, {Schedule::gpipe, "gpipe"}}};
 
+// Each search thread keeps its own DP buffers (tens of MB on a large budget).
+inline constexpr int max_search_threads = 256;
+
 struct SearchOptions {
   std::int64_t memory_bytes = 0;                // per-device budget E; 0 = the cluster's device memory
   std::int64_t granularity_bytes = 16LL << 20;  // memory step of the layer DP
@@ -24,6 +27,7 @@ struct SearchOptions {
   std::int64_t max_batch = 1024;
   Schedule schedule = Schedule::one_f_one_b;
   SpaceOptions space{};
+  int threads = 1;  // batches of the sweep searched side by side; the result does not depend on it
 };
 
 // The checks that need neither model nor cluster; the search makes them with the cluster's.
@@ -40,6 +44,8 @@ inline void require_valid(const SearchOptions& options) {
   sluice::require(options.batch_step >= 1, "search: batch_step must be >= 1, got ", options.batch_step);
   sluice::require(options.max_batch >= options.batch_step && options.max_batch <= (1 << 24),
                   "search: max_batch must be in [batch_step, 2^24], got ", options.max_batch);
+  sluice::require(options.threads >= 1 && options.threads <= max_search_threads, "search: threads must be in [1, ",
+                  max_search_threads, "], got ", options.threads);
   require_valid(options.space);
 }
 

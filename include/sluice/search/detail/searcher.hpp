@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -85,25 +87,26 @@ public:
   Searcher(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options)
       : estimator_(model, cluster), options_(options), heads_(heads_gcd(model)) {
     check(options_, estimator_.cluster(), model.layers.size());
+    work_.resize(static_cast<std::size_t>(options_.threads));
   }
 
   [[nodiscard]] const AnalyticEstimator& estimator() const noexcept { return estimator_; }
 
   Context context(const SpaceOptions& space, int pp, std::int64_t batch, int micro_batches) {
-    const auto group = static_cast<int>(estimator_.cluster().gpus / pp);
-    return Context(estimator_, options_, micro_batch_strategies(group, space, heads_, batch / micro_batches), pp, batch,
-                   micro_batches, work_);
+    return context(space, pp, batch, micro_batches, work_.front());
   }
 
-  // Every (P, m) of one batch: `bmw` runs the partition balance, otherwise the even split.
-  std::optional<Plan> at_batch(const SpaceOptions& space, std::int64_t batch, bool bmw, const std::string& method) {
+  // Every (P, m) of one batch: `bmw` runs the partition balance, otherwise the even split. `work`: the calling
+  // thread's DP buffers, so that batches may be searched side by side.
+  std::optional<Plan> at_batch(const SpaceOptions& space, std::int64_t batch, bool bmw, const std::string& method,
+                               StageWorkspace& work) const {
     std::optional<Plan> best;
     const std::int64_t gpus = estimator_.cluster().gpus;
     for (const int pp : pp_degrees(space, gpus, estimator_.layers())) {
       const auto group = static_cast<int>(gpus / pp);
       for (const int m : micro_batch_counts(batch, pp, accumulates(options_))) {
         if (micro_batch_strategies(group, space, heads_, batch / m).empty()) continue;
-        Context ctx = context(space, pp, batch, m);
+        Context ctx = context(space, pp, batch, m, work);
         std::optional<std::vector<int>> sizes;
         if (bmw) {
           sizes = balance_partition(ctx, estimator_.layers()).best;
@@ -118,14 +121,36 @@ public:
     return best;
   }
 
-  // The batch sweep: a fixed B, or B = step, 2·step, ... until a B fits nowhere (Alg. 1 and 2).
+  // The batch sweep: a fixed B, or B = step, 2·step, ... until a B fits nowhere (Alg. 1 and 2). With several
+  // threads, each searches one of the next batches; the results are then taken in batch order, as one thread takes
+  // them, so the plan (and the first error) does not depend on the thread count.
   std::optional<Plan> sweep(const SpaceOptions& space, bool bmw, const std::string& method) {
-    if (options_.global_batch > 0) return at_batch(space, options_.global_batch, bmw, method);
+    if (options_.global_batch > 0) return at_batch(space, options_.global_batch, bmw, method, work_.front());
     std::optional<Plan> best;
-    for (std::int64_t batch = options_.batch_step; batch <= options_.max_batch; batch += options_.batch_step) {
-      std::optional<Plan> found = at_batch(space, batch, bmw, method);
-      if (!found) break;
-      keep_better(best, std::move(found));
+    const std::int64_t step = options_.batch_step;
+    const auto threads = static_cast<std::int64_t>(work_.size());
+    for (std::int64_t first = step; first <= options_.max_batch; first += step * threads) {
+      const std::int64_t count = std::min(threads, (options_.max_batch - first) / step + 1);
+      std::vector<std::optional<Plan>> found(static_cast<std::size_t>(count));
+      std::vector<std::exception_ptr> failed(static_cast<std::size_t>(count));
+      const auto search_one = [&](std::int64_t k) {
+        const auto slot = static_cast<std::size_t>(k);
+        try {
+          found[slot] = at_batch(space, first + k * step, bmw, method, work_[slot]);
+        } catch (...) {
+          failed[slot] = std::current_exception();
+        }
+      };
+      {
+        std::vector<std::jthread> helpers;
+        for (std::int64_t k = 1; k < count; ++k) helpers.emplace_back(search_one, k);
+        search_one(0);
+      }
+      for (std::size_t k = 0; k < static_cast<std::size_t>(count); ++k) {
+        if (failed[k]) std::rethrow_exception(failed[k]);
+        if (!found[k]) return best;
+        keep_better(best, std::move(found[k]));
+      }
     }
     return best;
   }
@@ -133,10 +158,17 @@ public:
   [[nodiscard]] const SearchOptions& options() const noexcept { return options_; }
 
 private:
+  Context context(const SpaceOptions& space, int pp, std::int64_t batch, int micro_batches,
+                  StageWorkspace& work) const {
+    const auto group = static_cast<int>(estimator_.cluster().gpus / pp);
+    return Context(estimator_, options_, micro_batch_strategies(group, space, heads_, batch / micro_batches), pp, batch,
+                   micro_batches, work);
+  }
+
   AnalyticEstimator estimator_;
   SearchOptions options_;
   std::int64_t heads_;
-  StageWorkspace work_;
+  std::vector<StageWorkspace> work_;  // one per thread
 };
 
 }  // namespace sluice::search::detail
