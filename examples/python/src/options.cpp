@@ -268,8 +268,7 @@ void bind_search_options(py::module_& module) {
       "How Galvatron-BMW searches: memory_bytes per device (0: the device memory), the layer DP's memory step, the "
       "global batch (0: the sweep batch_step, 2·batch_step, … up to max_batch), the schedule ('1f1b' or 'gpipe'), "
       "the space and the sweep's threads. Immutable; raises InvalidInput on a bad value (the search checks the rest "
-      "against the model "
-      "and cluster).",
+      "against the model and cluster).",
       [](const Search& options) { search::require_valid(options); },
       plain_field("memory_bytes", &Search::memory_bytes, "Per-device budget; 0: the cluster's device memory"),
       plain_field("granularity_bytes", &Search::granularity_bytes, "Memory step of the layer DP"),
