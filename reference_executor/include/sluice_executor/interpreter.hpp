@@ -4,8 +4,10 @@
 // and what a run reports.
 #include <algorithm>
 #include <cstddef>
+#include <exception>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sluice/schedule/interpreter.hpp"
@@ -38,6 +40,31 @@ struct ModelResult {
   std::vector<std::vector<double>> gradients;
 };
 
+// The loss and the parameter gradients of a run, from every rank's per-micro-batch cross-entropy sums
+// (`loss_sums(rank)`, empty off the last stages) and its TP shards of the gradients of the tensors it holds
+// (`gradient(rank, tensor)`): the loss summed in rank and micro-batch order, each tensor's gradient the sum over
+// ranks in rank order of their shards placed in it (over DP, CP and, for the replicated norms, TP). One function,
+// so that a run gathered from many processes adds exactly as a run in one process does.
+template <class LossSums, class Gradient>
+ModelResult combine(const Job& job, const JobLayout& layout, LossSums loss_sums, Gradient gradient) {
+  ModelResult result;
+  for (int r = 0; r < layout.rank_count(); ++r)
+    if (layout.ranks[static_cast<std::size_t>(r)].runs)
+      for (const double sum : loss_sums(r)) result.loss += sum;
+  result.loss /= static_cast<double>(layout.total_targets);
+  const std::vector<ParameterTensor> tensors = parameter_tensors(job.model);
+  result.gradients.resize(tensors.size());
+  for (std::size_t t = 0; t < tensors.size(); ++t) result.gradients[t].assign(tensors[t].size(), 0.0);
+  for (int r = 0; r < layout.rank_count(); ++r) {
+    const RankInfo& info = layout.ranks[static_cast<std::size_t>(r)];
+    if (!info.runs) continue;
+    const TensorRange range = stage_tensors(job.model, info.first_layer, info.end_layer, info.first, info.last);
+    for (std::size_t t = range.begin; t < range.end; ++t)
+      add_shard(tensors[t], gradient(r, t), info.tp, info.tp_rank, result.gradients[t]);
+  }
+  return result;
+}
+
 struct RunReport {
   ModelResult result;
   std::vector<std::vector<InstructionTiming>> instructions;  // [global rank][instruction]; empty where none runs
@@ -56,6 +83,46 @@ template <schedule::Backend B, schedule::Transport T>
 schedule::Interpreter<B, T> make_interpreter(const Job& job, const JobLayout& layout, B& backend, T& transport) {
   return schedule::Interpreter<B, T>(layout.pipeline_ranks(job.pipelines), layout.compute_groups, backend, transport,
                                      {.context = "executor"});
+}
+
+// Steps every rank that `runs(rank)` on a thread of its own, each calling `prepare()` first (to bind its device);
+// a transport's failure is reported with the rank's place in its list, and any failure calls `stop()` so that the
+// other ranks stop waiting. Rethrows the first failure that is not another rank's having stopped this one.
+template <class Interpreter, class Runs, class Stop, class Prepare>
+void step_on_threads(Interpreter& interpreter, int ranks, Runs runs, Stop stop, Prepare prepare) {
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
+  {
+    std::vector<std::jthread> threads;
+    for (int rank = 0; rank < ranks; ++rank) {
+      if (!runs(rank)) continue;
+      threads.emplace_back([&, rank] {
+        try {
+          prepare();
+          try {
+            while (!interpreter.finished(rank)) interpreter.step(rank);
+          } catch (const transport_error& error) {
+            throw invalid_plan(sluice::concat("executor: ", interpreter.where(rank), ": ", error.what()));
+          }
+        } catch (...) {
+          errors[static_cast<std::size_t>(rank)] = std::current_exception();
+          stop();
+        }
+      });
+    }
+  }
+  std::exception_ptr stopped;
+  for (const std::exception_ptr& error : errors) {
+    if (!error) continue;
+    try {
+      std::rethrow_exception(error);
+    } catch (const invalid_plan& failure) {
+      if (std::string(failure.what()).find("another rank failed") == std::string::npos) std::rethrow_exception(error);
+      if (!stopped) stopped = error;
+    } catch (...) {
+      std::rethrow_exception(error);
+    }
+  }
+  if (stopped) std::rethrow_exception(stopped);
 }
 
 // Pipeline makespans from instruction timings: each pipeline's last end minus its first start.

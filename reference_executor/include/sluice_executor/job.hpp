@@ -183,6 +183,23 @@ struct JobLayout {
   }
 };
 
+// A group of ranks exchanging data: its id (JobLayout::groups), its global ranks in member order and this rank's
+// index among them. A default Group is this rank alone.
+struct Group {
+  int id = -1;
+  std::span<const int> ranks{};
+  int index = 0;
+  [[nodiscard]] int size() const noexcept { return ranks.empty() ? 1 : static_cast<int>(ranks.size()); }
+  [[nodiscard]] int rank() const noexcept { return ranks.empty() ? -1 : ranks[static_cast<std::size_t>(index)]; }
+};
+
+// A lane's groups as the stage sees them: the layout's group `id` with this rank's place in it.
+inline Group group_of(const JobLayout& layout, int id, int rank) {
+  if (id < 0) return {};
+  const std::vector<int>& ranks = layout.groups[static_cast<std::size_t>(id)];
+  return {id, ranks, static_cast<int>(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin())};
+}
+
 namespace detail {
 
 [[noreturn]] inline void broken_plan(auto&&... parts) { throw invalid_plan(sluice::concat("job: ", parts...)); }

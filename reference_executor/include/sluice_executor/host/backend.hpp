@@ -23,38 +23,6 @@
 
 namespace sluice::executor::host {
 
-// The loss and the parameter gradients of a run, from every rank's per-micro-batch cross-entropy sums
-// (`loss_sums(rank)`, empty off the last stages) and its TP shards of the gradients of the tensors it holds
-// (`gradient(rank, tensor)`): the loss summed in rank and micro-batch order, each tensor's gradient the sum over
-// ranks in rank order of their shards placed in it (over DP, CP and, for the replicated norms, TP). One function,
-// so that a run gathered from many processes adds exactly as a run in one process does.
-template <class LossSums, class Gradient>
-ModelResult combine(const Job& job, const JobLayout& layout, LossSums loss_sums, Gradient gradient) {
-  ModelResult result;
-  for (int r = 0; r < layout.rank_count(); ++r)
-    if (layout.ranks[static_cast<std::size_t>(r)].runs)
-      for (const double sum : loss_sums(r)) result.loss += sum;
-  result.loss /= static_cast<double>(layout.total_targets);
-  const std::vector<ParameterTensor> tensors = parameter_tensors(job.model);
-  result.gradients.resize(tensors.size());
-  for (std::size_t t = 0; t < tensors.size(); ++t) result.gradients[t].assign(tensors[t].size(), 0.0);
-  for (int r = 0; r < layout.rank_count(); ++r) {
-    const RankInfo& info = layout.ranks[static_cast<std::size_t>(r)];
-    if (!info.runs) continue;
-    const TensorRange range = stage_tensors(job.model, info.first_layer, info.end_layer, info.first, info.last);
-    for (std::size_t t = range.begin; t < range.end; ++t)
-      add_shard(tensors[t], gradient(r, t), info.tp, info.tp_rank, result.gradients[t]);
-  }
-  return result;
-}
-
-// A lane's groups as the stage sees them: the layout's group `id` with this rank's place in it.
-inline Group group_of(const JobLayout& layout, int id, int rank) {
-  if (id < 0) return {};
-  const std::vector<int>& ranks = layout.groups[static_cast<std::size_t>(id)];
-  return {id, ranks, static_cast<int>(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin())};
-}
-
 // The stages, static slots and saved activations of the ranks it runs, on the host.
 class Backend {
 public:

@@ -11,19 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include "sluice_executor/job.hpp"
 #include "sluice_executor/shards.hpp"
 
 namespace sluice::executor::host {
-
-// A group of ranks exchanging data: its id (JobLayout::groups), its global ranks in member order and this rank's
-// index among them. A default Group is this rank alone.
-struct Group {
-  int id = -1;
-  std::span<const int> ranks{};
-  int index = 0;
-  [[nodiscard]] int size() const noexcept { return ranks.empty() ? 1 : static_cast<int>(ranks.size()); }
-  [[nodiscard]] int rank() const noexcept { return ranks.empty() ? -1 : ranks[static_cast<std::size_t>(index)]; }
-};
 
 class Exchange {
 public:

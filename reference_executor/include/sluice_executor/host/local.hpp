@@ -8,12 +8,10 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
-#include <exception>
 #include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -164,38 +162,10 @@ inline std::vector<std::vector<InstructionTiming>> run_ranks(const Job& job, con
                                                              Backend& backend, Mailboxes& mailboxes) {
   LocalTransport transport(backend, mailboxes);
   auto interpreter = make_interpreter(job, job_layout, backend, transport);
-  std::vector<std::exception_ptr> errors(job_layout.ranks.size());
-  {
-    std::vector<std::jthread> threads;
-    for (int rank = 0; rank < job_layout.rank_count(); ++rank) {
-      if (!job_layout.ranks[static_cast<std::size_t>(rank)].runs) continue;
-      threads.emplace_back([&, rank] {
-        try {
-          try {
-            while (!interpreter.finished(rank)) interpreter.step(rank);
-          } catch (const transport_error& error) {
-            throw invalid_plan(sluice::concat("executor: ", interpreter.where(rank), ": ", error.what()));
-          }
-        } catch (...) {
-          errors[static_cast<std::size_t>(rank)] = std::current_exception();
-          mailboxes.stop();
-        }
-      });
-    }
-  }
-  std::exception_ptr first;
-  for (const std::exception_ptr& error : errors) {
-    if (!error) continue;
-    try {
-      std::rethrow_exception(error);
-    } catch (const invalid_plan& failure) {
-      if (std::string(failure.what()).find("another rank failed") == std::string::npos) std::rethrow_exception(error);
-      if (!first) first = error;
-    } catch (...) {
-      std::rethrow_exception(error);
-    }
-  }
-  if (first) std::rethrow_exception(first);
+  step_on_threads(
+      interpreter, job_layout.rank_count(),
+      [&](int rank) { return job_layout.ranks[static_cast<std::size_t>(rank)].runs; }, [&] { mailboxes.stop(); },
+      [] {});
   return interpreter.timings();
 }
 
