@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <span>
 #include <stdexcept>
@@ -499,6 +500,141 @@ TEST_CASE("cross-entropy kernel matches the reference" * doctest::test_suite("gp
   check_within_rounding(to_double(device_dlogits.download()), dlogits, 1e-6 * scale);
 }
 
+TEST_CASE("vocab-parallel cross-entropy over four parts matches the reference" * doctest::test_suite("gpu")) {
+  sluice::Rng rng(710);
+  const int rows = 13;
+  const int vocab = 1000;
+  const int parts = 4;
+  const int part = vocab / parts;
+  const Bf16Values logits = random_bf16(rng, static_cast<std::size_t>(rows * vocab), 2.0);
+  std::vector<std::int32_t> targets(static_cast<std::size_t>(rows));
+  for (std::size_t r = 0; r < targets.size(); ++r) targets[r] = static_cast<std::int32_t>(rng.below(vocab));
+  targets[0] = 0;
+  targets[1] = vocab - 1;
+  targets[2] = part;  // the first column of the second part
+  targets[7] = -1;
+  const double scale = 1.0 / 12.0;
+  std::vector<double> row_loss(targets.size());
+  std::vector<double> dlogits(logits.exact.size());
+  const double loss_sum =
+      ref::cross_entropy(logits.exact, targets, static_cast<std::size_t>(vocab), scale, row_loss, dlogits);
+
+  // Each part's columns on the device; the host reduces between the passes as the all-reduces would.
+  const DeviceBuffer<std::int32_t> device_targets(targets);
+  std::vector<std::vector<bf16>> slices(parts);
+  for (int p = 0; p < parts; ++p)
+    for (int r = 0; r < rows; ++r)
+      slices[static_cast<std::size_t>(p)].insert(slices[static_cast<std::size_t>(p)].end(),
+                                                 logits.rounded.begin() + r * vocab + p * part,
+                                                 logits.rounded.begin() + r * vocab + (p + 1) * part);
+  std::vector<std::unique_ptr<DeviceBuffer<bf16>>> device_logits;
+  for (const std::vector<bf16>& slice : slices) device_logits.push_back(std::make_unique<DeviceBuffer<bf16>>(slice));
+  std::vector<float> row_max(static_cast<std::size_t>(rows), -INFINITY);
+  for (int p = 0; p < parts; ++p) {
+    DeviceBuffer<float> part_max(static_cast<std::size_t>(rows));
+    kernels::vocab_parallel_max(device_logits[static_cast<std::size_t>(p)]->get(), rows, part, part_max.get(), nullptr);
+    const std::vector<float> values = part_max.download();
+    for (int r = 0; r < rows; ++r)
+      row_max[static_cast<std::size_t>(r)] =
+          std::max(row_max[static_cast<std::size_t>(r)], values[static_cast<std::size_t>(r)]);
+  }
+  const DeviceBuffer<float> device_max(row_max);
+  std::vector<float> sums(2 * static_cast<std::size_t>(rows), 0.0f);
+  for (int p = 0; p < parts; ++p) {
+    DeviceBuffer<float> part_sums(sums.size());
+    kernels::vocab_parallel_sums(device_logits[static_cast<std::size_t>(p)]->get(), device_targets.get(), rows, part,
+                                 p * part, device_max.get(), part_sums.get(), nullptr);
+    const std::vector<float> values = part_sums.download();
+    for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += values[i];
+  }
+  const DeviceBuffer<float> device_sums(sums);
+  double device_loss_sum = 0;
+  for (int p = 0; p < parts; ++p) {
+    const int own_begin = p * rows / parts;
+    const int own_end = (p + 1) * rows / parts;
+    DeviceBuffer<float> part_row_loss(static_cast<std::size_t>(rows));
+    DeviceBuffer<bf16> part_dlogits(static_cast<std::size_t>(rows * part));
+    DeviceBuffer<float> part_loss_sum(std::vector<float>{0.0f});
+    kernels::vocab_parallel_loss(device_logits[static_cast<std::size_t>(p)]->get(), device_targets.get(), rows, part,
+                                 p * part, device_max.get(), device_sums.get(), static_cast<float>(scale), own_begin,
+                                 own_end, part_row_loss.get(), part_dlogits.get(), part_loss_sum.get(), nullptr);
+    const std::vector<double> losses = to_double(part_row_loss.download());
+    for (int r = 0; r < rows; ++r) {
+      CAPTURE(r);
+      const bool own = r >= own_begin && r < own_end;
+      CHECK(std::abs(losses[static_cast<std::size_t>(r)] - (own ? row_loss[static_cast<std::size_t>(r)] : 0.0)) <=
+            1e-4);
+    }
+    device_loss_sum += static_cast<double>(part_loss_sum.download()[0]);
+    std::vector<double> expected;
+    for (int r = 0; r < rows; ++r)
+      expected.insert(expected.end(), dlogits.begin() + r * vocab + p * part,
+                      dlogits.begin() + r * vocab + (p + 1) * part);
+    check_within_rounding(to_double(part_dlogits.download()), expected, 1e-6 * scale);
+  }
+  CHECK(device_loss_sum == doctest::Approx(loss_sum).epsilon(1e-5));
+}
+
+TEST_CASE("sum_parts and max_parts reduce in part order, as fp32 on the host does" * doctest::test_suite("gpu")) {
+  sluice::Rng rng(720);
+  const int members = 3;
+  const std::size_t count = 10'007;
+  const Bf16Values values = random_bf16(rng, count * members);
+  std::vector<float> floats(count * members);
+  for (float& value : floats) value = static_cast<float>(rng.normal());
+  std::vector<bf16> bf16_sum(count);
+  std::vector<float> float_sum(count), float_max(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    float sum = __bfloat162float(values.rounded[i]);
+    float total = floats[i];
+    float largest = floats[i];
+    for (std::size_t j = 1; j < members; ++j) {
+      sum += __bfloat162float(values.rounded[j * count + i]);
+      total += floats[j * count + i];
+      largest = std::max(largest, floats[j * count + i]);
+    }
+    bf16_sum[i] = __float2bfloat16(sum);
+    float_sum[i] = total;
+    float_max[i] = largest;
+  }
+  const DeviceBuffer<bf16> device_values(values.rounded);
+  const DeviceBuffer<float> device_floats(floats);
+  DeviceBuffer<bf16> bf16_out(count);
+  DeviceBuffer<float> sum_out(count), max_out(count);
+  const auto n = static_cast<std::int64_t>(count);
+  kernels::sum_parts(device_values.get(), members, n, bf16_out.get(), nullptr);
+  kernels::sum_parts(device_floats.get(), members, n, sum_out.get(), nullptr);
+  kernels::max_parts(device_floats.get(), members, n, max_out.get(), nullptr);
+  const std::vector<bf16> sums = bf16_out.download();
+  CHECK(std::memcmp(sums.data(), bf16_sum.data(), count * sizeof(bf16)) == 0);
+  CHECK(sum_out.download() == float_sum);
+  CHECK(max_out.download() == float_max);
+}
+
+TEST_CASE("gather_rows and scatter_rows move rows by an index, and undo each other" * doctest::test_suite("gpu")) {
+  sluice::Rng rng(730);
+  const int rows = 37;
+  const int cols = 200;
+  const Bf16Values values = random_bf16(rng, static_cast<std::size_t>(rows * cols));
+  std::vector<std::int32_t> index(static_cast<std::size_t>(rows));
+  std::iota(index.begin(), index.end(), 0);
+  for (std::size_t i = index.size() - 1; i > 0; --i)
+    std::swap(index[i], index[static_cast<std::size_t>(rng.below(i + 1))]);
+  std::vector<bf16> gathered(values.rounded.size());
+  for (int i = 0; i < rows; ++i)
+    std::copy_n(values.rounded.begin() + index[static_cast<std::size_t>(i)] * cols, cols, gathered.begin() + i * cols);
+  const DeviceBuffer<bf16> device_values(values.rounded);
+  const DeviceBuffer<std::int32_t> device_index(index);
+  DeviceBuffer<bf16> device_gathered(gathered.size());
+  DeviceBuffer<bf16> device_back(gathered.size());
+  kernels::gather_rows(device_values.get(), device_index.get(), rows, cols, device_gathered.get(), nullptr);
+  kernels::scatter_rows(device_gathered.get(), device_index.get(), rows, cols, device_back.get(), nullptr);
+  const std::vector<bf16> out = device_gathered.download();
+  const std::vector<bf16> back = device_back.download();
+  CHECK(std::memcmp(out.data(), gathered.data(), out.size() * sizeof(bf16)) == 0);
+  CHECK(std::memcmp(back.data(), values.rounded.data(), back.size() * sizeof(bf16)) == 0);
+}
+
 TEST_CASE("kernel wrappers name bad arguments before touching the device") {
   // Plausible non-null device addresses: the wrappers reject the arguments before any CUDA call.
   auto* fake = reinterpret_cast<bf16*>(std::uintptr_t{1} << 20);
@@ -543,5 +679,14 @@ TEST_CASE("kernel wrappers name bad arguments before touching the device") {
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(kernels::cross_entropy(fake, fake_offsets, 4, 0, 1.0f, fake_floats, fake, fake_floats, nullptr),
                        doctest::Contains("vocab"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::vocab_parallel_max(fake, 4, 0, fake_floats, nullptr), doctest::Contains("part"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::vocab_parallel_loss(fake, fake_offsets, 4, 8, 0, fake_floats, fake_floats, 1.0f, 3, 5,
+                                                    fake_floats, fake, fake_floats, nullptr),
+                       doctest::Contains("own rows"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::sum_parts(fake_floats, 0, 10, fake_floats, nullptr), doctest::Contains("members"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::gather_rows(fake, nullptr, 4, 8, fake, nullptr), doctest::Contains("index"),
+                       std::invalid_argument);
   CHECK(kernels::rmsnorm_backward_workspace_floats(1000) >= 1000);
 }

@@ -51,15 +51,6 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-// *accum += Σ values, one block, fixed summation order.
-__global__ void __launch_bounds__(kSumThreads) sum_into_kernel(const float* values, int count, float* accum) {
-  __shared__ float scratch[32];
-  float local = 0.0f;
-  for (int i = threadIdx.x; i < count; i += kSumThreads) local += values[i];
-  const float total = block_sum(local, scratch);
-  if (threadIdx.x == 0) *accum += total;
-}
-
 }  // namespace
 
 void cross_entropy(const bf16* logits, const std::int32_t* targets, int rows, int vocab, float scale, float* row_loss,
@@ -75,7 +66,7 @@ void cross_entropy(const bf16* logits, const std::int32_t* targets, int rows, in
   cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(logits, targets, vocab, scale,
                                                                                     row_loss, dlogits);
   SLUICE_LAUNCH_CHECK("cross_entropy");
-  sum_into_kernel<<<1, kSumThreads, 0, stream>>>(row_loss, rows, loss_sum_accum);
+  detail::sum_into_kernel<kSumThreads><<<1, kSumThreads, 0, stream>>>(row_loss, rows, loss_sum_accum);
   SLUICE_LAUNCH_CHECK("cross_entropy (loss sum)");
 }
 

@@ -42,4 +42,14 @@ __device__ inline float block_max(float value, float* scratch) {
   return warp_max(lane < blockDim.x / 32 ? scratch[lane] : -INFINITY);
 }
 
+// *accum += Σ values[i < count], one block of kThreads, in a fixed order (a loss sum, deterministic).
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) sum_into_kernel(const float* values, int count, float* accum) {
+  __shared__ float scratch[32];
+  float local = 0.0f;
+  for (int i = threadIdx.x; i < count; i += kThreads) local += values[i];
+  const float total = block_sum(local, scratch);
+  if (threadIdx.x == 0) *accum += total;
+}
+
 }  // namespace sluice::executor::kernels::detail

@@ -123,4 +123,38 @@ void fill_zero(float* data, std::int64_t count, cudaStream_t stream);
 void cross_entropy(const bf16* logits, const std::int32_t* targets, int rows, int vocab, float scale, float* row_loss,
                    bf16* dlogits, float* loss_sum_accum, cudaStream_t stream);
 
+// ---- Tensor and context parallelism ----
+
+// The vocab-parallel cross-entropy of Megatron-LM (Shoeybi et al., "Megatron-LM", §3): each TP rank holds logits
+// [rows, part] of the vocabulary's columns [first_id, first_id + part), and the full logits are never gathered. The
+// caller all-reduces between the passes: the maxima of vocab_parallel_max (max), then the sums of
+// vocab_parallel_sums (sum). Targets as cross_entropy's (-1 = ignored row).
+
+// row_max[r]: the row's largest logit among this rank's columns.
+void vocab_parallel_max(const bf16* logits, int rows, int part, float* row_max, cudaStream_t stream);
+
+// Given every rank's maxima reduced: sums[r] = Σ exp(logit - row_max[r]) over this rank's columns, and
+// sums[rows + r] the target's logit where this rank holds its column, else 0 (so the sum over ranks is the target's
+// logit). sums: 2 * rows floats.
+void vocab_parallel_sums(const bf16* logits, const std::int32_t* targets, int rows, int part, int first_id,
+                         const float* row_max, float* sums, cudaStream_t stream);
+
+// Given the sums reduced: dlogits = (softmax - onehot(target)) * scale over this rank's columns (zero rows for
+// ignored ones); row_loss[r] = row_max + log(sum) - target logit for the rows [own_begin, own_end) with a target, 0
+// elsewhere (each row's loss is counted by the one rank that owns it); *loss_sum_accum += Σ row_loss in a fixed order.
+void vocab_parallel_loss(const bf16* logits, const std::int32_t* targets, int rows, int part, int first_id,
+                         const float* row_max, const float* sums, float scale, int own_begin, int own_end,
+                         float* row_loss, bf16* dlogits, float* loss_sum_accum, cudaStream_t stream);
+
+// The end of a reduce-scatter or an all-reduce: parts holds `members` arrays of `count` values back to back, and
+// out[i] is their sum in part order (fp32 arithmetic) or their maximum. out may be parts (the first array).
+void sum_parts(const bf16* parts, int members, std::int64_t count, bf16* out, cudaStream_t stream);
+void sum_parts(const float* parts, int members, std::int64_t count, float* out, cudaStream_t stream);
+void max_parts(const float* parts, int members, std::int64_t count, float* out, cudaStream_t stream);
+
+// Rows [*, cols] moved by a device int32 index of `rows` entries (distinct, within the other side's rows):
+// gather_rows: out[i] = in[index[i]]; scatter_rows: out[index[i]] = in[i].
+void gather_rows(const bf16* in, const std::int32_t* index, int rows, int cols, bf16* out, cudaStream_t stream);
+void scatter_rows(const bf16* in, const std::int32_t* index, int rows, int cols, bf16* out, cudaStream_t stream);
+
 }  // namespace sluice::executor::kernels
