@@ -1,7 +1,7 @@
-// The CUDA backend: sluice's plans on the local transport (streams per rank, and serialized) and on NCCL give the
-// float64 host backend's loss and gradients within bf16 tolerance; the profiler yields a valid profile; the trace
-// is valid JSON. Cases that need a GPU (the suite "gpu") or four ("gpus:4") are skipped where they are missing
-// (gpu_test_main.cpp); the checks of bad input run everywhere.
+// The CUDA backend: sluice's plans, TP, Ulysses CP and recompute among them, on the local transport (streams per rank,
+// and serialized) and on NCCL give the float64 host backend's loss and gradients within bf16 tolerance; the profiler
+// yields a valid profile; the trace is valid JSON. Cases that need a GPU (the suite "gpu") or four ("gpus:4") are
+// skipped where they are missing (gpu_test_main.cpp); the checks of bad input run everywhere.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -56,6 +56,21 @@ std::vector<Job> gpu_jobs() {
           fixtures::dynapipe_job(model, batch, 5, 2, 2, microbatch::Layout::padded, ScheduleKind::cyclic)};
 }
 
+// Plans with TP 2 and Ulysses CP 2 (the GPU model's two heads allow no more), beside TP 1 pipelines and with
+// recompute.
+std::vector<Job> parallel_jobs() {
+  const ModelConfig model = fixtures::gpu_model();
+  Rng rng(7);
+  const std::vector<Sequence> batch = fixtures::random_batch(rng);
+  return {fixtures::hydraulis_job(model, batch, 7, std::vector{Strategy::parse("1*tp2pp2+2*tp1pp1")},
+                                  ScheduleKind::one_f_one_b),
+          fixtures::hydraulis_job(model, batch, 7, std::vector{Strategy::parse("1*tp2pp1+1*tp1cp2ulyssespp1")},
+                                  ScheduleKind::one_f_one_b),
+          fixtures::single_pipeline_job(model, batch, 7, 2, ScheduleKind::cyclic, Scheme::parse("tp2pp2ac").degrees()),
+          fixtures::single_pipeline_job(model, batch, 7, 2, ScheduleKind::one_f_one_b,
+                                        Scheme::parse("tp1cp2ulyssespp2").degrees())};
+}
+
 }  // namespace
 
 TEST_CASE("executor cuda: models the kernels cannot run and missing devices are reported") {
@@ -66,14 +81,37 @@ TEST_CASE("executor cuda: models the kernels cannot run and missing devices are 
   CHECK_THROWS_WITH_AS(cuda::run_local(job), doctest::Contains("head dimension"), invalid_input);
   if (cuda::nccl_available())
     CHECK_THROWS_WITH_AS(cuda::run_nccl(job), doctest::Contains("head dimension"), invalid_input);
-  // TP and CP run on the host backend; the CUDA backend refuses them by name, before it looks for a device.
-  const Job tensor_parallel = fixtures::single_pipeline_job(
-      fixtures::gpu_model(), batch, 1, 1, ScheduleKind::one_f_one_b, Scheme::parse("tp2pp1").degrees());
-  CHECK_THROWS_WITH_AS(cuda::run_local(tensor_parallel), doctest::Contains("runs tp2pp1, and the CUDA backend"),
+  // Ring CP runs on the host backend; the CUDA backend refuses it by name, before it looks for a device, and a TP
+  // the model does not divide by as the host backend does.
+  const Job context_parallel = fixtures::single_pipeline_job(
+      fixtures::gpu_model(), batch, 1, 1, ScheduleKind::one_f_one_b, Scheme::parse("tp1cp2ringpp1").degrees());
+  CHECK_THROWS_WITH_AS(cuda::run_local(context_parallel),
+                       doctest::Contains("and the CUDA backend runs Ulysses CP, not ring CP"), invalid_input);
+  ModelConfig wide = fixtures::gpu_model();
+  wide.hidden = 192;  // head dimension 96 with two heads, 64 with three
+  Job indivisible =
+      fixtures::single_pipeline_job(wide, batch, 1, 1, ScheduleKind::one_f_one_b, Scheme::parse("tp2pp1").degrees());
+  indivisible.model.heads = 3;
+  CHECK_THROWS_WITH_AS(cuda::run_local(indivisible), doctest::Contains("does not divide the model's 3 heads"),
+                       invalid_input);
+  ModelConfig narrow_ffn = fixtures::gpu_model();
+  narrow_ffn.ffn = 200;  // a multiple of 8, but not each of two TP ranks' 100 columns
+  const Job uneven = fixtures::single_pipeline_job(narrow_ffn, batch, 1, 1, ScheduleKind::one_f_one_b,
+                                                   Scheme::parse("tp2pp1").degrees());
+  CHECK_THROWS_WITH_AS(cuda::run_local(uneven), doctest::Contains("FFN columns (100) to be a multiple of 8"),
                        invalid_input);
   if (cuda::device_count() == 0) {
     const Job runnable = fixtures::single_pipeline_job(fixtures::gpu_model(), batch, 1, 1, ScheduleKind::one_f_one_b);
     CHECK_THROWS_AS(cuda::run_local(runnable), std::runtime_error);
+  }
+}
+
+TEST_CASE("executor cuda: the TP and CP plans the GPU cases run have such pipelines, and the host backend runs them") {
+  for (const Job& job : parallel_jobs()) {
+    CHECK(std::ranges::any_of(job.pipelines, [](const PipelineJob& pipeline) {
+      return pipeline.scheme.tp() == 2 || pipeline.scheme.ulysses() == 2;
+    }));
+    CHECK(std::isfinite(host::run_local(job).result.loss));
   }
 }
 
@@ -89,17 +127,28 @@ TEST_CASE("executor cuda: plans on the local transport match the float64 host ba
   }
 }
 
+TEST_CASE("executor cuda: TP and Ulysses plans on one GPU, a thread per lane, match the float64 host backend" *
+          doctest::test_suite("gpu")) {
+  for (const Job& job : parallel_jobs()) {
+    const ModelResult host = host::run_local(job).result;
+    for (const bool serialize : {false, true}) {
+      CAPTURE(serialize);
+      check_close(job.model, cuda::run_local(job, {.serialize = serialize}).result, host);
+    }
+  }
+}
+
 TEST_CASE("executor cuda: a pipeline on NCCL, one GPU per rank, matches the float64 host backend" *
           doctest::test_suite("gpus:4")) {
   if (!cuda::nccl_available()) {
     MESSAGE("skipped: this build has no NCCL transport");
     return;
   }
-  const Job job = gpu_jobs().back();
-  std::size_t ranks = 0;
-  for (const PipelineJob& pipeline : job.pipelines) ranks += static_cast<std::size_t>(pipeline.plan.stages);
-  REQUIRE(ranks <= static_cast<std::size_t>(cuda::device_count()));
-  check_close(job.model, cuda::run_nccl(job).result, host::run_local(job).result);
+  const std::vector<Job> parallel = parallel_jobs();
+  for (const Job& job : {gpu_jobs().back(), parallel[2], parallel[3]}) {
+    REQUIRE(layout(job).rank_count() <= cuda::device_count());
+    check_close(job.model, cuda::run_nccl(job).result, host::run_local(job).result);
+  }
 }
 
 TEST_CASE("executor cuda: the profiler fits a valid profile of a tiny model" * doctest::test_suite("gpu")) {

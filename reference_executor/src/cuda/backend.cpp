@@ -1,6 +1,5 @@
 #include "backend.hpp"
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -35,8 +35,9 @@ std::string device_name(int device) {
   return properties.name;
 }
 
-Backend::Backend(const Job& job, const JobLayout& layout, const std::vector<int>& devices, bool serialize)
-    : layout_(layout) {
+Backend::Backend(const Job& job, const JobLayout& layout, const std::vector<int>& devices, bool serialize,
+                 DeviceExchange* exchange)
+    : job_(job), layout_(layout) {
   sluice::require(devices.size() == layout.ranks.size(), "CUDA backend: ", devices.size(), " devices for ",
                   layout.ranks.size(), " ranks");
   require_gpu_job(job);
@@ -62,8 +63,10 @@ Backend::Backend(const Job& job, const JobLayout& layout, const std::vector<int>
     rank.stream = streams_.back()->get();
     rank.origin_rank = static_cast<int>(std::find(devices.begin(), devices.end(), devices[r]) - devices.begin());
     rank.allocator = std::make_unique<StreamAllocator>(rank.stream);
+    const TensorParallelLane lane{info.tp, info.tp_rank, group_of(layout, info.tp_group, static_cast<int>(r)),
+                                  exchange};
     rank.stage = std::make_unique<DeviceStage>(job.model, info.first_layer, info.end_layer, info.first, info.last,
-                                               info.recompute, *rank.allocator);
+                                               info.recompute, *rank.allocator, lane);
     const auto pipeline = static_cast<std::size_t>(info.pipeline);
     const auto elements = static_cast<std::size_t>(layout.slot_elements[pipeline]);
     // A slot holds bf16 activations or int32 ids (tokens ≤ elements / hidden of them); 256-byte aligned slots.
@@ -72,8 +75,12 @@ Backend::Backend(const Job& job, const JobLayout& layout, const std::vector<int>
                        255) /
                       256 * 256;
     rank.slots = DeviceBuffer(rank.slot_bytes * static_cast<std::size_t>(job.pipelines[pipeline].plan.buffer_slots));
-    for (const PackedMicroBatch& micro_batch : layout.micro_batches[pipeline])
-      rank.micro_batches.push_back(upload_micro_batch(micro_batch, rank.stream));
+    for (std::size_t i = 0; i < layout.micro_batches[pipeline].size(); ++i) {
+      const LaneWork& work = layout.lane_work(static_cast<int>(r), static_cast<int>(i));
+      rank.micro_batches.push_back(
+          upload_micro_batch(layout.micro_batches[pipeline][i], layout.cp_splits[static_cast<std::size_t>(work.split)],
+                             work.cp_rank, group_of(layout, work.ulysses_group, static_cast<int>(r)), rank.stream));
+    }
     rank.losses = DeviceBuffer(layout.micro_batches[pipeline].size() * sizeof(float));
     rank.saved.resize(layout.micro_batches[pipeline].size());
     ranks_.push_back(std::move(rank));
@@ -83,6 +90,10 @@ Backend::Backend(const Job& job, const JobLayout& layout, const std::vector<int>
 void* Backend::slot(int rank, int slot) const {
   const Rank& state = at(rank);
   return state.slots.as<std::byte>() + static_cast<std::size_t>(slot) * state.slot_bytes;
+}
+
+std::size_t Backend::payload_bytes(int rank, int micro_batch) const {
+  return static_cast<std::size_t>(layout_.sequence_rows(rank, micro_batch).size() * job_.model.hidden) * sizeof(bf16);
 }
 
 void Backend::load_input(int rank, int micro_batch, int slot_id) {
@@ -164,14 +175,6 @@ std::vector<double> Backend::loss_sums(int rank) const {
   return {sums.begin(), sums.end()};
 }
 
-double Backend::loss() const {
-  double sum = 0;
-  for (std::size_t r = 0; r < ranks_.size(); ++r)
-    if (layout_.ranks[r].runs && layout_.ranks[r].last && holds(static_cast<int>(r)))
-      for (const double value : loss_sums(static_cast<int>(r))) sum += value;
-  return sum / static_cast<double>(layout_.total_targets);
-}
-
 std::vector<double> Backend::download_gradient(int rank, std::size_t tensor) const {
   const Rank& state = at(rank);
   std::vector<float> values(state.stage->tensor_size(tensor));
@@ -181,42 +184,14 @@ std::vector<double> Backend::download_gradient(int rank, std::size_t tensor) con
   return {values.begin(), values.end()};
 }
 
-namespace {
-
-// The ranks holding each tensor, in rank (so pipeline) order.
-std::vector<std::vector<int>> holders(const Job& job, const Backend& backend) {
-  std::vector<std::vector<int>> result(tensor_count(job.model));
-  for (int r = 0; r < static_cast<int>(backend.ranks()); ++r) {
-    if (!backend.holds(r)) continue;
-    const TensorRange range = backend.stage(r).tensors();
-    for (std::size_t t = range.begin; t < range.end; ++t) result[t].push_back(r);
-  }
-  return result;
-}
-
-}  // namespace
-
-ModelResult collect_result(const Job& job, const Backend& backend) {
-  ModelResult result;
-  result.loss = backend.loss();
-  for (const std::vector<int>& ranks : holders(job, backend))
-    result.gradients.push_back(backend.download_gradient(ranks.front(), result.gradients.size()));
-  return result;
-}
-
-ModelResult reduce_on_device(const Job& job, Backend& backend) {
-  const std::vector<std::vector<int>> ranks_of = holders(job, backend);
-  for (std::size_t t = 0; t < ranks_of.size(); ++t) {
-    const int target = ranks_of[t].front();
-    const DeviceStage& stage = backend.stage(target);
-    const DeviceScope scope(backend.device(target));
-    const float one = 1.0f;
-    for (std::size_t k = 1; k < ranks_of[t].size(); ++k)
-      SLUICE_CUBLAS_CHECK(cublasSaxpy_64(stage.cublas(), static_cast<std::int64_t>(stage.tensor_size(t)), &one,
-                                         backend.stage(ranks_of[t][k]).gradient(t), 1, stage.gradient(t), 1));
-    SLUICE_CUDA_CHECK(cudaStreamSynchronize(stage.stream()));
-  }
-  return collect_result(job, backend);
+ModelResult collect_result(const Job& job, const JobLayout& layout, const Backend& backend) {
+  std::vector<std::vector<double>> loss_sums(backend.ranks());
+  for (int r = 0; r < static_cast<int>(backend.ranks()); ++r)
+    if (backend.holds(r) && layout.ranks[static_cast<std::size_t>(r)].last)
+      loss_sums[static_cast<std::size_t>(r)] = backend.loss_sums(r);
+  return combine(
+      job, layout, [&](int rank) { return std::span<const double>(loss_sums[static_cast<std::size_t>(rank)]); },
+      [&](int rank, std::size_t tensor) { return backend.download_gradient(rank, tensor); });
 }
 
 }  // namespace sluice::executor::cuda

@@ -23,8 +23,10 @@ public:
   };
 
   // devices[r]: the device of global rank r, or -1 when another process runs it (the backend then holds nothing
-  // of it). `serialize` (all ranks on one device): one stream for every rank.
-  Backend(const Job& job, const JobLayout& layout, const std::vector<int>& devices, bool serialize);
+  // of it). `serialize` (all ranks on one device): one stream for every rank. `exchange` moves the data of the
+  // collectives inside passes (needed with TP > 1).
+  Backend(const Job& job, const JobLayout& layout, const std::vector<int>& devices, bool serialize,
+          DeviceExchange* exchange);
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
   ~Backend();
@@ -44,14 +46,14 @@ public:
   [[nodiscard]] int device(int rank) const { return at(rank).device; }
   [[nodiscard]] cudaStream_t stream(int rank) const { return at(rank).stream; }
   [[nodiscard]] void* slot(int rank, int slot) const;
+  // The bytes a rank sends of a micro-batch's activation or gradient: its lane's rows × hidden.
+  [[nodiscard]] std::size_t payload_bytes(int rank, int micro_batch) const;
   [[nodiscard]] const Event& origin(int rank) const;
   [[nodiscard]] DeviceStage& stage(int rank) const { return *at(rank).stage; }
   [[nodiscard]] std::size_t ranks() const noexcept { return ranks_.size(); }
 
   [[nodiscard]] bool holds(int rank) const { return at(rank).stage != nullptr; }
 
-  // After the run has finished on every device: the loss, summed over micro-batches in pipeline order.
-  [[nodiscard]] double loss() const;
   // A last stage's sums of its micro-batches' cross-entropies, in micro-batch order.
   [[nodiscard]] std::vector<double> loss_sums(int rank) const;
   // The most bytes of stream-ordered memory (activations and workspaces) the rank held at once since its reset.
@@ -62,7 +64,7 @@ public:
     for (int r = 0; r < static_cast<int>(ranks()); ++r) peaks.push_back(holds(r) ? activation_peak_bytes(r) : 0.0);
     return peaks;
   }
-  // The rank's fp32 gradient of a tensor it holds, as doubles.
+  // The rank's fp32 gradient of its shard of a tensor it holds, as doubles.
   [[nodiscard]] std::vector<double> download_gradient(int rank, std::size_t tensor) const;
 
 private:
@@ -84,17 +86,16 @@ private:
   Rank& at(int rank) { return ranks_[static_cast<std::size_t>(rank)]; }
   [[nodiscard]] const Rank& at(int rank) const { return ranks_[static_cast<std::size_t>(rank)]; }
 
+  const Job& job_;
   const JobLayout& layout_;
   std::vector<std::unique_ptr<Stream>> streams_;  // outlive the ranks' stream-ordered memory
   std::vector<int> stream_devices_;
   std::vector<Rank> ranks_;
 };
 
-// The data-parallel reduction when all ranks share one device: each tensor's gradients added over the pipelines
-// that hold it, in pipeline order, then the loss and the gradients downloaded. Every stream must be idle.
-ModelResult reduce_on_device(const Job& job, Backend& backend);
-
-// The loss and every tensor's gradient as its first holder has it (after an all-reduce every holder has the sum).
-ModelResult collect_result(const Job& job, const Backend& backend);
+// The loss and the gradients of the run, once every device has finished: every rank's shards downloaded and added
+// on the host as the host backend adds them (combine: over DP, and over TP for the replicated norms), in float64.
+// Every rank must be held.
+ModelResult collect_result(const Job& job, const JobLayout& layout, const Backend& backend);
 
 }  // namespace sluice::executor::cuda

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,9 +60,9 @@ RunReport run_nccl(const Job& job, MPI_Comm comm, const RunOptions& options) {
     SLUICE_CUDA_CHECK(cudaSetDevice(device));
     std::vector<int> devices(static_cast<std::size_t>(ranks), -1);
     devices[static_cast<std::size_t>(process)] = device;
-    Backend backend(job, job_layout, devices, false);
     Communicators communicators(job_layout, process, ids);
-    const GradientAllReduce reduction(job.model);
+    NcclExchange exchange(communicators);
+    Backend backend(job, job_layout, devices, false, &exchange);
     const double timeout = options.timeout_seconds * (1 + 0.1 * process);
     std::vector<InstructionTiming> timings;
     try {
@@ -72,7 +73,6 @@ RunReport run_nccl(const Job& job, MPI_Comm comm, const RunOptions& options) {
         results::check(MPI_Barrier(ranks_comm), "MPI_Barrier");
         backend.mark_origin(process);
         while (!interpreter.finished(process)) interpreter.step(process);
-        reduction.enqueue(backend.stage(process), communicators.all(process), backend.stream(process));
         const Event done;
         done.record(backend.stream(process));
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
@@ -93,21 +93,14 @@ RunReport run_nccl(const Job& job, MPI_Comm comm, const RunOptions& options) {
                                [&](std::size_t tensor) { return backend.download_gradient(process, tensor); });
     MPI_Comm_free(&ranks_comm);
   }
-  // After the all-reduce every holder of a tensor has the sum: its first holder's is taken, as run_nccl takes it.
+  // Added as a one-process run adds them (collect_result).
   RunReport report = results::share_run(job, job_layout, comm, std::move(own), [&](results::GatheredRanks& gathered) {
-    ModelResult result;
-    double loss = 0;
-    for (const std::vector<double>& sums : gathered.loss_sums)
-      for (const double sum : sums) loss += sum;
-    result.loss = loss / static_cast<double>(job_layout.total_targets);
-    for (std::size_t t = 0; t < parameter_tensors(job.model).size(); ++t) {
-      std::size_t holder = 0;
-      while (holder + 1 < gathered.gradients.size() &&
-             (gathered.gradients[holder].size() <= t || gathered.gradients[holder][t].empty()))
-        ++holder;
-      result.gradients.push_back(std::move(gathered.gradients[holder][t]));
-    }
-    return result;
+    return combine(
+        job, job_layout,
+        [&](int rank) { return std::span<const double>(gathered.loss_sums[static_cast<std::size_t>(rank)]); },
+        [&](int rank, std::size_t tensor) {
+          return std::span<const double>(gathered.gradients[static_cast<std::size_t>(rank)][tensor]);
+        });
   });
   report.device = sluice::concat(ranks, ranks == 1 ? " MPI process" : " MPI processes", " × ",
                                  runs ? device_name(device) : "GPU", " (NCCL)");

@@ -1,5 +1,6 @@
 // One GPU per rank: a host thread per rank runs the rank's instructions; sends and receives are NCCL
-// point-to-point operations on a communicator per neighbouring pair of stages, issued on a stream per (rank, peer).
+// point-to-point operations on a communicator per neighbouring pair of stages, issued on a stream per (rank, peer),
+// and the collectives inside passes run on a communicator per TP or Ulysses group.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -62,14 +63,9 @@ RunReport run_nccl(const Job& job, const RunOptions& options) {
   for (int r = 0; r < ranks; ++r)
     if (!job_layout.ranks[static_cast<std::size_t>(r)].runs) devices[static_cast<std::size_t>(r)] = -1;
   const std::vector<int> running = running_ranks(job_layout);
-  Backend backend(job, job_layout, devices, false);
   Communicators communicators(job_layout, devices);
-
-  std::vector<std::unique_ptr<GradientAllReduce> > reductions(static_cast<std::size_t>(ranks));
-  for (const int rank : running) {
-    const DeviceScope scope(devices[static_cast<std::size_t>(rank)]);
-    reductions[static_cast<std::size_t>(rank)] = std::make_unique<GradientAllReduce>(job.model);
-  }
+  NcclExchange exchange(communicators);
+  Backend backend(job, job_layout, devices, false, &exchange);
 
   RunReport report;
   for (int iteration = 0; iteration <= options.warmup; ++iteration) {
@@ -88,7 +84,6 @@ RunReport run_nccl(const Job& job, const RunOptions& options) {
         start_line.arrive_and_wait();
         backend.mark_origin(rank);
         while (!interpreter.finished(rank)) interpreter.step(rank);
-        reductions[r]->enqueue(backend.stage(rank), communicators.all(rank), backend.stream(rank));
         const Event done;
         done.record(backend.stream(rank));
         wait_polling(done, [&] {
@@ -113,7 +108,7 @@ RunReport run_nccl(const Job& job, const RunOptions& options) {
       report.transfers = transport.timings();
     }
   }
-  report.result = collect_result(job, backend);
+  report.result = collect_result(job, job_layout, backend);
   report.activation_peak_bytes = backend.activation_peaks();
   fill_makespans(job_layout, report);
   report.device = std::to_string(running.size()) + " × " + device_name(first_device) + " (NCCL)";

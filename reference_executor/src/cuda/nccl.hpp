@@ -1,7 +1,7 @@
 #pragma once
 // NCCL's side of the executor, shared by the run of every rank in one process (run_nccl, a thread per rank) and the
-// run of one process per rank (mpi::run_on_gpu): the communicators, the transport and the gradients' all-reduce.
-// Only in builds with NCCL (SLUICE_EXECUTOR_HAVE_NCCL).
+// run of one process per rank (run_nccl over MPI): the communicators, the transport and the exchange of the
+// collectives inside passes. Only in builds with NCCL (SLUICE_EXECUTOR_HAVE_NCCL).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "collectives.hpp"
 #include "device.hpp"
 #include "sluice_executor/cuda_check.hpp"
 #include "sluice_executor/interpreter.hpp"
@@ -40,7 +41,7 @@ inline std::vector<std::pair<int, int>> lane_links(const JobLayout& layout) {
   return links;
 }
 
-// The ranks that run, in rank order: the members of the communicator over all of them.
+// The ranks that run, in rank order.
 inline std::vector<int> running_ranks(const JobLayout& layout) {
   std::vector<int> ranks;
   for (int r = 0; r < layout.rank_count(); ++r)
@@ -49,12 +50,12 @@ inline std::vector<int> running_ranks(const JobLayout& layout) {
 }
 
 // A two-rank communicator for every link between neighbouring lanes (so the operations of a link run in the order
-// both ends issue them, as the plan's deadlock-freedom assumes) and one over all running ranks for the gradients.
+// both ends issue them, as the plan's deadlock-freedom assumes), one for every group of lanes that exchange data
+// inside passes (JobLayout::groups: a TP or a Ulysses group).
 class Communicators {
 public:
   // Every rank in this process, rank r on devices[r] (-1 for a rank that runs nothing).
-  Communicators(const JobLayout& layout, const std::vector<int>& devices)
-      : links_(lane_links(layout)), members_(running_ranks(layout)) {
+  Communicators(const JobLayout& layout, const std::vector<int>& devices) : links_(lane_links(layout)) {
     for (const auto& [lower, upper] : links_) {
       std::array<ncclComm_t, 2> pair{nullptr, nullptr};
       const int pair_devices[2] = {devices[static_cast<std::size_t>(lower)], devices[static_cast<std::size_t>(upper)]};
@@ -62,18 +63,21 @@ public:
       ends_[{lower, upper}] = pair[0];
       ends_[{upper, lower}] = pair[1];
     }
-    std::vector<int> member_devices;
-    for (const int rank : members_) member_devices.push_back(devices[static_cast<std::size_t>(rank)]);
-    std::vector<ncclComm_t> all(members_.size(), nullptr);
-    SLUICE_NCCL_CHECK(ncclCommInitAll(all.data(), static_cast<int>(all.size()), member_devices.data()));
-    for (std::size_t i = 0; i < members_.size(); ++i) all_[members_[i]] = all[i];
+    for (std::size_t g = 0; g < layout.groups.size(); ++g) {
+      const std::vector<int>& ranks = layout.groups[g];
+      std::vector<int> group_devices;
+      for (const int rank : ranks) group_devices.push_back(devices[static_cast<std::size_t>(rank)]);
+      std::vector<ncclComm_t> comms(ranks.size(), nullptr);
+      SLUICE_NCCL_CHECK(ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), group_devices.data()));
+      for (std::size_t i = 0; i < ranks.size(); ++i) groups_[{static_cast<int>(g), ranks[i]}] = comms[i];
+    }
   }
 
   // Only `rank`, on the current device, joining the other processes' ranks by the ids they were all given: ids[k]
-  // for lane_links(layout)[k], ids.back() for all ranks. Each rank joins its links toward the stage before it first,
-  // so the chains of blocking joins complete from the first stages on.
-  Communicators(const JobLayout& layout, int rank, std::span<const ncclUniqueId> ids)
-      : links_(lane_links(layout)), members_(running_ranks(layout)) {
+  // for lane_links(layout)[k], then one per group. Each rank joins its links toward the
+  // stage before it first, so the chains of blocking joins complete from the first stages on, and then its groups in
+  // group order, so that no two ranks wait for each other's joins.
+  Communicators(const JobLayout& layout, int rank, std::span<const ncclUniqueId> ids) : links_(lane_links(layout)) {
     for (const bool toward_previous : {true, false})
       for (std::size_t k = 0; k < links_.size(); ++k) {
         const auto [lower, upper] = links_[k];
@@ -82,10 +86,15 @@ public:
         SLUICE_NCCL_CHECK(ncclCommInitRank(&comm, 2, ids[k], toward_previous ? 1 : 0));
         ends_[toward_previous ? std::pair(upper, lower) : std::pair(lower, upper)] = comm;
       }
-    const auto index = std::find(members_.begin(), members_.end(), rank) - members_.begin();
-    ncclComm_t all = nullptr;
-    SLUICE_NCCL_CHECK(ncclCommInitRank(&all, static_cast<int>(members_.size()), ids.back(), static_cast<int>(index)));
-    all_[rank] = all;
+    for (std::size_t g = 0; g < layout.groups.size(); ++g) {
+      const std::vector<int>& ranks = layout.groups[g];
+      const auto member = std::find(ranks.begin(), ranks.end(), rank);
+      if (member == ranks.end()) continue;
+      ncclComm_t comm = nullptr;
+      SLUICE_NCCL_CHECK(ncclCommInitRank(&comm, static_cast<int>(ranks.size()), ids[links_.size() + g],
+                                         static_cast<int>(member - ranks.begin())));
+      groups_[{static_cast<int>(g), rank}] = comm;
+    }
   }
 
   Communicators(const Communicators&) = delete;
@@ -98,13 +107,13 @@ public:
         std::fprintf(stderr, "sluice executor: ncclCommDestroy failed: %s\n", ncclGetErrorString(status));
     };
     for (const auto& [ends, comm] : ends_) release(comm);
-    for (const auto& [rank, comm] : all_) release(comm);
+    for (const auto& [member, comm] : groups_) release(comm);
   }
 
   // After a failure: unblocks and frees every communicator.
   void abort() noexcept {
     for (const auto& [ends, comm] : ends_) static_cast<void>(ncclCommAbort(comm));  // nothing is left to report to
-    for (const auto& [rank, comm] : all_) static_cast<void>(ncclCommAbort(comm));
+    for (const auto& [member, comm] : groups_) static_cast<void>(ncclCommAbort(comm));
     aborted_ = true;
   }
 
@@ -113,15 +122,17 @@ public:
   [[nodiscard]] int peer_index(int rank, int peer) const {
     return std::find(links_.begin(), links_.end(), std::pair(rank, peer)) != links_.end() ? 1 : 0;
   }
-  [[nodiscard]] ncclComm_t all(int rank) const { return all_.at(rank); }
-  // The number of links, whose ids the multi-process constructor takes first.
-  [[nodiscard]] static std::size_t id_count(const JobLayout& layout) { return lane_links(layout).size() + 1; }
+  // The rank's communicator of group `group` (JobLayout::groups), whose members are numbered in group order.
+  [[nodiscard]] ncclComm_t group(int group, int rank) const { return groups_.at({group, rank}); }
+  // The ids the multi-process constructor takes.
+  [[nodiscard]] static std::size_t id_count(const JobLayout& layout) {
+    return lane_links(layout).size() + layout.groups.size();
+  }
 
 private:
   std::vector<std::pair<int, int>> links_;
-  std::vector<int> members_;
-  std::map<std::pair<int, int>, ncclComm_t> ends_;  // (rank, peer) -> the rank's end of their link
-  std::map<int, ncclComm_t> all_;                   // by rank
+  std::map<std::pair<int, int>, ncclComm_t> ends_;    // (rank, peer) -> the rank's end of their link
+  std::map<std::pair<int, int>, ncclComm_t> groups_;  // (group, rank) -> the rank's member of the group's
   bool aborted_ = false;
 };
 
@@ -153,7 +164,7 @@ public:
     SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream, record.ready.get(), 0));
     record.start.record(stream);
     void* data = backend_.slot(transfer.rank, transfer.slot);
-    const auto count = static_cast<std::size_t>(transfer.shape.rows * transfer.shape.cols);
+    const std::size_t count = backend_.payload_bytes(transfer.rank, transfer.micro_batch) / sizeof(bf16);
     const ncclComm_t comm = communicators_.link(transfer.rank, transfer.peer);
     const int peer = communicators_.peer_index(transfer.rank, transfer.peer);
     if (transfer.send)
@@ -200,31 +211,32 @@ private:
   std::vector<RankState> ranks_;
 };
 
-// The data-parallel reduction: every tensor's gradients all-reduced over all ranks, in tensor order. A rank
-// without the tensor adds zeros into a scratch buffer, so every rank joins every tensor's all-reduce.
-class GradientAllReduce {
+// The collectives inside passes: grouped sends and receives on the group's communicator, the part a member keeps
+// copied on its stream. Parts of no bytes move nothing (both ends know their sizes).
+class NcclExchange final : public DeviceExchange {
 public:
-  // On the current device.
-  explicit GradientAllReduce(const ModelConfig& model) : tensors_(parameter_tensors(model)) {
-    std::size_t largest = 0;
-    for (const ParameterTensor& tensor : tensors_) largest = std::max(largest, tensor.size());
-    zeros_ = DeviceBuffer(largest * sizeof(float));
-    scratch_ = DeviceBuffer(largest * sizeof(float));
-    SLUICE_CUDA_CHECK(cudaMemset(zeros_.as<void>(), 0, zeros_.bytes()));
-  }
+  explicit NcclExchange(const Communicators& communicators) : communicators_(communicators) {}
 
-  void enqueue(const DeviceStage& stage, ncclComm_t all, cudaStream_t stream) const {
-    for (std::size_t t = 0; t < tensors_.size(); ++t) {
-      const bool holds = stage.tensors().contains(t);
-      SLUICE_NCCL_CHECK(ncclAllReduce(holds ? stage.gradient(t) : zeros_.as<float>(),
-                                      holds ? stage.gradient(t) : scratch_.as<float>(), tensors_[t].size(), ncclFloat32,
-                                      ncclSum, all, stream));
+  void all_to_all(const Group& group, std::span<const SendPart> sends, std::span<const ReceivePart> receives,
+                  cudaStream_t stream) override {
+    const ncclComm_t comm = communicators_.group(group.id, group.rank());
+    SLUICE_NCCL_CHECK(ncclGroupStart());
+    for (int j = 0; j < group.size(); ++j) {
+      if (j == group.index) continue;
+      const SendPart& send = sends[static_cast<std::size_t>(j)];
+      const ReceivePart& receive = receives[static_cast<std::size_t>(j)];
+      if (send.bytes > 0) SLUICE_NCCL_CHECK(ncclSend(send.data, send.bytes, ncclChar, j, comm, stream));
+      if (receive.bytes > 0) SLUICE_NCCL_CHECK(ncclRecv(receive.data, receive.bytes, ncclChar, j, comm, stream));
     }
+    SLUICE_NCCL_CHECK(ncclGroupEnd());
+    const SendPart& own = sends[static_cast<std::size_t>(group.index)];
+    if (own.bytes > 0)
+      SLUICE_CUDA_CHECK(cudaMemcpyAsync(receives[static_cast<std::size_t>(group.index)].data, own.data, own.bytes,
+                                        cudaMemcpyDeviceToDevice, stream));
   }
 
 private:
-  std::vector<ParameterTensor> tensors_;
-  DeviceBuffer zeros_, scratch_;
+  const Communicators& communicators_;
 };
 
 // Waits for `done`, calling `give_up()` between polls: it throws to stop waiting, as when another rank has failed

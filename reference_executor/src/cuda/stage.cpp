@@ -15,6 +15,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice_executor/kernels.hpp"
 #include "sluice_executor/launch.hpp"
+#include "sluice_executor/shards.hpp"
 
 namespace sluice::executor::cuda {
 
@@ -28,10 +29,12 @@ void copy_device(void* to, const void* from, std::size_t bytes, cudaStream_t str
   SLUICE_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
-// The initial values of the tensors in `range`, as floats, computed on all host cores: each tensor draws from its
-// own random stream, so the values do not depend on the thread count. Four LLaMA-7B-shaped layers (a billion
-// values) take tens of seconds on one core: a process its launcher bound to one core pays that per plan.
-std::vector<std::vector<float>> initial_parameters(const ModelConfig& model, TensorRange range) {
+// TP rank `tp_rank`'s shards of the initial values of the tensors in `range`, as floats, computed on all host
+// cores: each tensor draws from its own random stream, so the values do not depend on the thread count. Four
+// LLaMA-7B-shaped layers (a billion values) take tens of seconds on one core: a process its launcher bound to one
+// core pays that per plan.
+std::vector<std::vector<float>> initial_parameters(const ModelConfig& model, TensorRange range, int tp, int tp_rank) {
+  const std::vector<ParameterTensor> shapes = parameter_tensors(model);
   std::vector<std::vector<float>> values(range.end - range.begin);
   std::atomic<std::size_t> next{range.begin};
   std::exception_ptr failure;
@@ -39,7 +42,7 @@ std::vector<std::vector<float>> initial_parameters(const ModelConfig& model, Ten
   const auto work = [&] {
     for (std::size_t tensor = next++; tensor < range.end; tensor = next++) {
       try {
-        const std::vector<double> exact = initial_values(model, tensor);
+        const std::vector<double> exact = shard_of(shapes[tensor], initial_values(model, tensor), tp, tp_rank);
         values[tensor - range.begin].assign(exact.begin(), exact.end());
       } catch (...) {
         const std::lock_guard lock(failure_mutex);
@@ -60,20 +63,35 @@ std::vector<std::vector<float>> initial_parameters(const ModelConfig& model, Ten
 }  // namespace
 
 DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, cudaStream_t stream) {
+  return upload_micro_batch(micro_batch, cp_split(micro_batch.cu_seqlens, 1, 1), 0, Group{}, stream);
+}
+
+DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, const CpSplit& split, int cp_rank,
+                                    Group ulysses, cudaStream_t stream) {
+  sluice::require(split.ring == 1 && ulysses.size() == split.ulysses, "micro-batch: the CUDA backend runs Ulysses CP ",
+                  "(ring degree 1), got ring ", split.ring, " and a Ulysses group of ", ulysses.size());
+  const CpShard& shard = split.shards[static_cast<std::size_t>(cp_rank)];
   DeviceMicroBatch result;
-  result.tokens = static_cast<int>(micro_batch.size());
+  result.tokens = static_cast<int>(shard.size());
+  result.attention_tokens = static_cast<int>(micro_batch.size());
   result.sequences = static_cast<int>(micro_batch.cu_seqlens.size()) - 1;
   result.max_seqlen = micro_batch.max_seqlen;
-  // Positions grouped by token id (stable, so each group is in position order): the embedding backward sums each
-  // group in that fixed order.
-  std::vector<std::int32_t> positions(micro_batch.tokens.size());
+  result.ulysses = ulysses;
+  std::vector<std::int32_t> ids, targets;
+  for (const std::int32_t row : shard.rows) {
+    ids.push_back(micro_batch.tokens[static_cast<std::size_t>(row)]);
+    targets.push_back(micro_batch.targets[static_cast<std::size_t>(row)]);
+  }
+  // The CP rank's positions grouped by token id (stable, so each group is in position order): the embedding
+  // backward sums each group in that fixed order.
+  std::vector<std::int32_t> positions(ids.size());
   std::iota(positions.begin(), positions.end(), 0);
   std::stable_sort(positions.begin(), positions.end(), [&](std::int32_t x, std::int32_t y) {
-    return micro_batch.tokens[static_cast<std::size_t>(x)] < micro_batch.tokens[static_cast<std::size_t>(y)];
+    return ids[static_cast<std::size_t>(x)] < ids[static_cast<std::size_t>(y)];
   });
   std::vector<std::int32_t> unique_ids, offsets;
   for (std::size_t k = 0; k < positions.size(); ++k) {
-    const std::int32_t token = micro_batch.tokens[static_cast<std::size_t>(positions[k])];
+    const std::int32_t token = ids[static_cast<std::size_t>(positions[k])];
     if (unique_ids.empty() || unique_ids.back() != token) {
       unique_ids.push_back(token);
       offsets.push_back(static_cast<std::int32_t>(k));
@@ -81,12 +99,20 @@ DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, cudaStr
   }
   offsets.push_back(static_cast<std::int32_t>(positions.size()));
   result.unique_tokens = static_cast<int>(unique_ids.size());
+  std::vector<std::int32_t> order;
+  const int first = cp_rank - cp_rank % split.ulysses;  // the Ulysses group's first CP rank
+  for (int u = 0; u < split.ulysses; ++u) {
+    const CpShard& member = split.shards[static_cast<std::size_t>(first + u)];
+    result.ulysses_tokens.push_back(static_cast<int>(member.size()));
+    order.insert(order.end(), member.rows.begin(), member.rows.end());
+  }
   result.cu_seqlens = upload(micro_batch.cu_seqlens, stream);
-  result.ids = upload(micro_batch.tokens, stream);
-  result.targets = upload(micro_batch.targets, stream);
+  result.ids = upload(ids, stream);
+  result.targets = upload(targets, stream);
   result.unique_ids = upload(unique_ids, stream);
   result.offsets = upload(offsets, stream);
   result.positions = upload(positions, stream);
+  result.order = upload(order, stream);
   // The host vectors die at return: finish the copies from them first.
   SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream));
   return result;
@@ -106,29 +132,39 @@ void require_gpu_job(const Job& job) {
   require_gpu_model(job.model);
   for (std::size_t p = 0; p < job.pipelines.size(); ++p) {
     const Scheme& scheme = job.pipelines[p].scheme;
-    sluice::require(scheme.tp() == 1 && scheme.cp() == 1, "job: pipeline ", p, " runs ", scheme.name(),
-                    ", and the CUDA backend runs TP 1 and CP 1 (the host backend runs every degree)");
+    sluice::require(scheme.ring() == 1, "job: pipeline ", p, " runs ", scheme.name(),
+                    ", and the CUDA backend runs Ulysses CP, not ring CP (the host backend runs every kind)");
+    require_tp(job.model, scheme.tp());
+    sluice::require(job.model.ffn / scheme.tp() % 8 == 0, "job: pipeline ", p, " runs ", scheme.name(),
+                    ", and the CUDA kernels need each TP rank's FFN columns (", job.model.ffn / scheme.tp(),
+                    ") to be a multiple of 8");
   }
   sluice::require(job.cp_groups.empty(), "job: the CUDA backend does not run CP groups across pipelines (the host ",
                   "backend does)");
 }
 
 DeviceStage::DeviceStage(const ModelConfig& model, int first_layer, int end_layer, bool first, bool last,
-                         Recompute recompute, StreamAllocator& allocator)
+                         Recompute recompute, StreamAllocator& allocator, TensorParallelLane lane)
     : model_(model),
       first_layer_(first_layer),
       end_layer_(end_layer),
       first_(first),
       last_(last),
       recompute_(recompute),
+      lane_(lane),
       tensors_(stage_tensors(model, first_layer, end_layer, first, last)),
       allocator_(allocator),
-      cublas_(allocator.stream()) {
+      cublas_(allocator.stream()),
+      collectives_(lane.exchange, allocator) {
   require_gpu_model(model);
+  require_tp(model, lane.tp);
+  sluice::require(lane.tp_rank >= 0 && lane.tp_rank < lane.tp && lane.group.size() == lane.tp &&
+                      (lane.tp == 1 || lane.exchange != nullptr),
+                  "stage: TP rank ", lane.tp_rank, " of ", lane.tp, " in a group of ", lane.group.size());
   const std::vector<ParameterTensor> shapes = parameter_tensors(model);
   parameters_.resize(shapes.size());
   gradients_.resize(shapes.size());
-  std::vector<std::vector<float>> initial = initial_parameters(model, tensors_);
+  std::vector<std::vector<float>> initial = initial_parameters(model, tensors_, lane.tp, lane.tp_rank);
   for (std::size_t t = tensors_.begin; t < tensors_.end; ++t) {
     std::vector<float>& values = initial[t - tensors_.begin];
     const DeviceBuffer staged = upload(values, stream());
@@ -143,7 +179,80 @@ DeviceStage::DeviceStage(const ModelConfig& model, int first_layer, int end_laye
   zero_gradients();
 }
 
-kernels::HeadShape DeviceStage::heads() const noexcept { return {model_.heads, static_cast<int>(head_dim(model_))}; }
+kernels::HeadShape DeviceStage::heads(int ulysses) const noexcept {
+  return {model_.heads / lane_.tp / ulysses, static_cast<int>(head_dim(model_))};
+}
+
+Scratch<bf16> DeviceStage::to_heads(const DeviceMicroBatch& micro_batch, const bf16* x, int parts) const {
+  const int members = micro_batch.ulysses.size();
+  const int h_t = static_cast<int>(model_.hidden) / lane_.tp;
+  const int width = h_t / members;
+  const std::size_t row_bytes = static_cast<std::size_t>(parts * width) * bf16_bytes;
+  const auto rows = static_cast<std::size_t>(micro_batch.tokens);
+  // Member u's columns of every block, side by side: [tokens, parts · width] for each member in turn.
+  const Scratch<bf16> sends(allocator_,
+                            static_cast<std::size_t>(members) * rows * static_cast<std::size_t>(parts * width));
+  if (rows > 0)
+    for (int u = 0; u < members; ++u)
+      for (int p = 0; p < parts; ++p)
+        SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(
+            sends.get() + static_cast<std::size_t>(u) * rows * static_cast<std::size_t>(parts * width) + p * width,
+            row_bytes, x + p * h_t + u * width, static_cast<std::size_t>(parts * h_t) * bf16_bytes,
+            static_cast<std::size_t>(width) * bf16_bytes, rows, cudaMemcpyDeviceToDevice, stream()));
+  const auto all = static_cast<std::size_t>(micro_batch.attention_tokens);
+  const Scratch<bf16> received(allocator_, all * static_cast<std::size_t>(parts * width));
+  std::vector<SendPart> send_parts;
+  std::vector<ReceivePart> receive_parts;
+  std::size_t offset = 0;
+  for (int u = 0; u < members; ++u) {
+    send_parts.push_back(
+        {sends.get() + static_cast<std::size_t>(u) * rows * static_cast<std::size_t>(parts * width), rows * row_bytes});
+    const auto held = static_cast<std::size_t>(micro_batch.ulysses_tokens[static_cast<std::size_t>(u)]);
+    receive_parts.push_back({received.get() + offset * static_cast<std::size_t>(parts * width), held * row_bytes});
+    offset += held;
+  }
+  lane_.exchange->all_to_all(micro_batch.ulysses, send_parts, receive_parts, stream());
+  Scratch<bf16> ordered(allocator_, all * static_cast<std::size_t>(parts * width));
+  kernels::scatter_rows(received.get(), micro_batch.order.as<const std::int32_t>(), micro_batch.attention_tokens,
+                        parts * width, ordered.get(), stream());
+  return ordered;
+}
+
+Scratch<bf16> DeviceStage::from_heads(const DeviceMicroBatch& micro_batch, const bf16* heads, int parts) const {
+  const int members = micro_batch.ulysses.size();
+  const int h_t = static_cast<int>(model_.hidden) / lane_.tp;
+  const int width = h_t / members;
+  const std::size_t row_bytes = static_cast<std::size_t>(parts * width) * bf16_bytes;
+  const auto rows = static_cast<std::size_t>(micro_batch.tokens);
+  const auto all = static_cast<std::size_t>(micro_batch.attention_tokens);
+  const Scratch<bf16> held_order(allocator_, all * static_cast<std::size_t>(parts * width));
+  kernels::gather_rows(heads, micro_batch.order.as<const std::int32_t>(), micro_batch.attention_tokens, parts * width,
+                       held_order.get(), stream());
+  const Scratch<bf16> received(allocator_,
+                               static_cast<std::size_t>(members) * rows * static_cast<std::size_t>(parts * width));
+  std::vector<SendPart> send_parts;
+  std::vector<ReceivePart> receive_parts;
+  std::size_t offset = 0;
+  for (int u = 0; u < members; ++u) {
+    const auto held = static_cast<std::size_t>(micro_batch.ulysses_tokens[static_cast<std::size_t>(u)]);
+    send_parts.push_back({held_order.get() + offset * static_cast<std::size_t>(parts * width), held * row_bytes});
+    offset += held;
+    receive_parts.push_back(
+        {received.get() + static_cast<std::size_t>(u) * rows * static_cast<std::size_t>(parts * width),
+         rows * row_bytes});
+  }
+  lane_.exchange->all_to_all(micro_batch.ulysses, send_parts, receive_parts, stream());
+  // Member u's [tokens, parts · width] back into its columns of each block.
+  Scratch<bf16> result(allocator_, rows * static_cast<std::size_t>(parts * h_t));
+  if (rows > 0)
+    for (int u = 0; u < members; ++u)
+      for (int p = 0; p < parts; ++p)
+        SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(
+            result.get() + p * h_t + u * width, static_cast<std::size_t>(parts * h_t) * bf16_bytes,
+            received.get() + static_cast<std::size_t>(u) * rows * static_cast<std::size_t>(parts * width) + p * width,
+            row_bytes, static_cast<std::size_t>(width) * bf16_bytes, rows, cudaMemcpyDeviceToDevice, stream()));
+  return result;
+}
 
 void DeviceStage::zero_gradients() {
   for (std::size_t t = tensors_.begin; t < tensors_.end; ++t)
@@ -162,22 +271,53 @@ void DeviceStage::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, 
                                    CUDA_R_16BF, lda, &beta, c, c_type, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// A lane with no rows of a short micro-batch (fewer tokens than TP) has nothing to normalise.
+void DeviceStage::rmsnorm_forward(const bf16* x, const bf16* weight, int rows, bf16* y, float* rstd) const {
+  if (rows == 0) return;
+  kernels::rmsnorm_forward(x, weight, rows, static_cast<int>(model_.hidden), static_cast<float>(model_.norm_eps), y,
+                           rstd, stream());
+}
+
 void DeviceStage::rmsnorm_backward(const bf16* x, const bf16* weight, const float* rstd, const bf16* dy, int rows,
                                    bf16* dx, float* dweight) const {
+  if (rows == 0) return;
   const int hidden = static_cast<int>(model_.hidden);
   Scratch<float> workspace(allocator_, kernels::rmsnorm_backward_workspace_floats(hidden));
   kernels::rmsnorm_backward(x, weight, rstd, dy, rows, hidden, dx, dweight, workspace.get(), stream());
 }
 
+Scratch<bf16> DeviceStage::gathered(const bf16* mine, int tokens, int cols) const {
+  Scratch<bf16> all(allocator_, count(tokens, cols));
+  collectives_.all_gather(lane_.group, mine, tokens, cols, all.get());
+  return all;
+}
+
+Scratch<bf16> DeviceStage::gather(Scratch<bf16> mine, int tokens, int cols) const {
+  if (lane_.tp == 1) return mine;
+  return gathered(mine.get(), tokens, cols);
+}
+
+Scratch<bf16> DeviceStage::scatter(Scratch<bf16> partial, int tokens, int cols) const {
+  if (lane_.tp == 1) return partial;
+  Scratch<bf16> mine(allocator_, count(lane_rows(tokens).size(), cols));
+  collectives_.reduce_scatter(lane_.group, partial.get(), tokens, cols, mine.get());
+  return mine;
+}
+
 void DeviceStage::forward(const DeviceMicroBatch& micro_batch, const void* input, bf16* output, float loss_scale,
                           float* loss_sum, StageSaved& saved) {
-  const std::int64_t tokens = micro_batch.tokens;
-  const std::size_t elements = count(tokens, model_.hidden);
-  Scratch<bf16> x(allocator_, elements);
+  const int tokens = micro_batch.tokens;
+  const int h = static_cast<int>(model_.hidden);
+  const std::size_t elements = count(lane_rows(tokens).size(), h);
+  Scratch<bf16> x;
   if (first_) {
-    embedding_forward(weight(embedding_tensor()), static_cast<const std::int32_t*>(input), micro_batch.tokens,
-                      static_cast<int>(model_.hidden), x.get(), stream());
+    const auto vocab_part = static_cast<int>(model_.vocab / lane_.tp);
+    Scratch<bf16> looked_up(allocator_, count(tokens, h));
+    embedding_forward(weight(embedding_tensor()), vocab_part * lane_.tp_rank, vocab_part,
+                      static_cast<const std::int32_t*>(input), tokens, h, looked_up.get(), stream());
+    x = scatter(std::move(looked_up), tokens, h);
   } else {
+    x = Scratch<bf16>(allocator_, elements);
     copy_device(x.get(), input, elements * bf16_bytes, stream());
   }
   saved.layers.resize(static_cast<std::size_t>(end_layer_ - first_layer_));
@@ -200,7 +340,9 @@ void DeviceStage::forward(const DeviceMicroBatch& micro_batch, const void* input
 
 void DeviceStage::backward(const DeviceMicroBatch& micro_batch, const bf16* grad_output, bf16* grad_input,
                            StageSaved& saved) {
-  const std::size_t elements = count(micro_batch.tokens, model_.hidden);
+  const int tokens = micro_batch.tokens;
+  const int h = static_cast<int>(model_.hidden);
+  const std::size_t elements = count(lane_rows(tokens).size(), h);
   Scratch<bf16> dx;
   if (last_) {
     dx = head_backward(micro_batch, saved);
@@ -221,10 +363,13 @@ void DeviceStage::backward(const DeviceMicroBatch& micro_batch, const bf16* grad
     }
   }
   if (first_) {
-    embedding_backward(dx.get(), micro_batch.unique_ids.as<const std::int32_t>(),
+    // The lookup's reduce-scatter turns back into an all-gather: every lane adds the rows of its vocabulary part.
+    const Scratch<bf16> all = gather(std::move(dx), tokens, h);
+    const auto vocab_part = static_cast<int>(model_.vocab / lane_.tp);
+    embedding_backward(all.get(), micro_batch.unique_ids.as<const std::int32_t>(),
                        micro_batch.offsets.as<const std::int32_t>(), micro_batch.positions.as<const std::int32_t>(),
-                       micro_batch.unique_tokens, static_cast<int>(model_.hidden), gradient(embedding_tensor()),
-                       stream());
+                       micro_batch.unique_tokens, h, vocab_part * lane_.tp_rank, vocab_part,
+                       gradient(embedding_tensor()), stream());
   } else {
     copy_device(grad_input, dx.get(), elements * bf16_bytes, stream());
   }
@@ -234,80 +379,114 @@ void DeviceStage::backward(const DeviceMicroBatch& micro_batch, const bf16* grad
 Scratch<bf16> DeviceStage::layer_forward(int layer, const DeviceMicroBatch& micro_batch, Scratch<bf16> x,
                                          LayerSaved& s) {
   const int t = micro_batch.tokens;
+  const int rows = static_cast<int>(lane_rows(t).size());
   const int h = static_cast<int>(model_.hidden);
-  const int f = static_cast<int>(model_.ffn);
-  const auto eps = static_cast<float>(model_.norm_eps);
+  const int h_t = h / lane_.tp;  // the lane's heads' columns
+  const int f_t = static_cast<int>(model_.ffn) / lane_.tp;
   const kernels::VarlenBatch batch = micro_batch.varlen();
   s.input = std::move(x);
-  s.normed1 = Scratch<bf16>(allocator_, count(t, h));
-  s.rstd1 = Scratch<float>(allocator_, static_cast<std::size_t>(t));
-  kernels::rmsnorm_forward(s.input.get(), weight(layer, ParameterKind::attention_norm), t, h, eps, s.normed1.get(),
-                           s.rstd1.get(), stream());
-  s.qkv = Scratch<bf16>(allocator_, count(t, 3 * h));
-  gemm(false, false, t, 3 * h, h, s.normed1.get(), weight(layer, ParameterKind::qkv), s.qkv.get(), CUDA_R_16BF, 0);
+  Scratch<bf16> normed(allocator_, count(rows, h));
+  s.rstd1 = Scratch<float>(allocator_, static_cast<std::size_t>(rows));
+  rmsnorm_forward(s.input.get(), weight(layer, ParameterKind::attention_norm), rows, normed.get(), s.rstd1.get());
+  s.normed1 = gather(std::move(normed), t, h);
+  Scratch<bf16> qkv(allocator_, count(t, 3 * h_t));
+  gemm(false, false, t, 3 * h_t, h, s.normed1.get(), weight(layer, ParameterKind::qkv), qkv.get(), CUDA_R_16BF, 0);
+  // With Ulysses CP, attention runs on this Ulysses rank's heads of every token of the micro-batch.
+  const int ulysses = micro_batch.ulysses.size();
+  const int width = h_t / ulysses;
+  const int all = micro_batch.attention_tokens;
+  s.qkv = ulysses == 1 ? std::move(qkv) : to_heads(micro_batch, qkv.get(), 3);
   bf16* q = s.qkv.get();
-  kernels::rope_forward(batch, heads(), q, q + h, 3 * h, model_.rope_theta, stream());
-  s.attention = Scratch<bf16>(allocator_, count(t, h));
-  s.lse = Scratch<float>(allocator_, count(model_.heads, t));
-  kernels::attention_forward(batch, heads(), q, q + h, q + 2 * h, 3 * h, s.attention.get(), s.lse.get(), stream());
-  Scratch<bf16> projected(allocator_, count(t, h));
-  gemm(false, false, t, h, h, s.attention.get(), weight(layer, ParameterKind::attention_output), projected.get(),
+  kernels::rope_forward(batch, heads(ulysses), q, q + width, 3 * width, model_.rope_theta, stream());
+  Scratch<bf16> attended(allocator_, count(all, width));
+  s.lse = Scratch<float>(allocator_, count(heads(ulysses).num_heads, all));
+  kernels::attention_forward(batch, heads(ulysses), q, q + width, q + 2 * width, 3 * width, attended.get(), s.lse.get(),
+                             stream());
+  if (ulysses == 1) {
+    s.attention = std::move(attended);
+  } else {
+    s.attention = from_heads(micro_batch, attended.get(), 1);
+    s.heads_out = std::move(attended);
+  }
+  Scratch<bf16> partial(allocator_, count(t, h));
+  gemm(false, false, t, h, h_t, s.attention.get(), weight(layer, ParameterKind::attention_output), partial.get(),
        CUDA_R_16BF, 0);
-  s.middle = Scratch<bf16>(allocator_, count(t, h));
-  kernels::add(s.input.get(), projected.get(), s.middle.get(), count(t, h), stream());
-  s.normed2 = Scratch<bf16>(allocator_, count(t, h));
-  s.rstd2 = Scratch<float>(allocator_, static_cast<std::size_t>(t));
-  kernels::rmsnorm_forward(s.middle.get(), weight(layer, ParameterKind::mlp_norm), t, h, eps, s.normed2.get(),
-                           s.rstd2.get(), stream());
-  s.gate_up = Scratch<bf16>(allocator_, count(t, 2 * f));
-  gemm(false, false, t, 2 * f, h, s.normed2.get(), weight(layer, ParameterKind::gate_up), s.gate_up.get(), CUDA_R_16BF,
-       0);
-  s.swiglu = Scratch<bf16>(allocator_, count(t, f));
-  kernels::swiglu_forward(s.gate_up.get(), t, f, s.swiglu.get(), stream());
-  gemm(false, false, t, h, f, s.swiglu.get(), weight(layer, ParameterKind::down), projected.get(), CUDA_R_16BF, 0);
-  Scratch<bf16> out(allocator_, count(t, h));
-  kernels::add(s.middle.get(), projected.get(), out.get(), count(t, h), stream());
+  const Scratch<bf16> projected = scatter(std::move(partial), t, h);
+  s.middle = Scratch<bf16>(allocator_, count(rows, h));
+  kernels::add(s.input.get(), projected.get(), s.middle.get(), count(rows, h), stream());
+  normed = Scratch<bf16>(allocator_, count(rows, h));
+  s.rstd2 = Scratch<float>(allocator_, static_cast<std::size_t>(rows));
+  rmsnorm_forward(s.middle.get(), weight(layer, ParameterKind::mlp_norm), rows, normed.get(), s.rstd2.get());
+  s.normed2 = gather(std::move(normed), t, h);
+  s.gate_up = Scratch<bf16>(allocator_, count(t, 2 * f_t));
+  gemm(false, false, t, 2 * f_t, h, s.normed2.get(), weight(layer, ParameterKind::gate_up), s.gate_up.get(),
+       CUDA_R_16BF, 0);
+  s.swiglu = Scratch<bf16>(allocator_, count(t, f_t));
+  if (t > 0) kernels::swiglu_forward(s.gate_up.get(), t, f_t, s.swiglu.get(), stream());
+  partial = Scratch<bf16>(allocator_, count(t, h));
+  gemm(false, false, t, h, f_t, s.swiglu.get(), weight(layer, ParameterKind::down), partial.get(), CUDA_R_16BF, 0);
+  const Scratch<bf16> down = scatter(std::move(partial), t, h);
+  Scratch<bf16> out(allocator_, count(rows, h));
+  kernels::add(s.middle.get(), down.get(), out.get(), count(rows, h), stream());
   return out;
 }
 
 Scratch<bf16> DeviceStage::layer_backward(int layer, const DeviceMicroBatch& micro_batch, LayerSaved& s,
                                           Scratch<bf16> dy) {
   const int t = micro_batch.tokens;
+  const int rows = static_cast<int>(lane_rows(t).size());
   const int h = static_cast<int>(model_.hidden);
-  const int f = static_cast<int>(model_.ffn);
+  const int h_t = h / lane_.tp;
+  const int f_t = static_cast<int>(model_.ffn) / lane_.tp;
   const kernels::VarlenBatch batch = micro_batch.varlen();
-  // MLP branch: out = middle + swiglu(norm(middle)·Wgu)·Wdown.
-  Scratch<bf16> dswiglu(allocator_, count(t, f));
-  gemm(false, true, t, f, h, dy.get(), weight(layer, ParameterKind::down), dswiglu.get(), CUDA_R_16BF, 0);
-  gemm(true, false, f, h, t, s.swiglu.get(), dy.get(), gradient(layer, ParameterKind::down), CUDA_R_32F, 1);
-  Scratch<bf16> dgate_up(allocator_, count(t, 2 * f));
-  kernels::swiglu_backward(s.gate_up.get(), dswiglu.get(), t, f, dgate_up.get(), stream());
-  Scratch<bf16> dnormed(allocator_, count(t, h));
-  gemm(false, true, t, h, 2 * f, dgate_up.get(), weight(layer, ParameterKind::gate_up), dnormed.get(), CUDA_R_16BF, 0);
-  gemm(true, false, h, 2 * f, t, s.normed2.get(), dgate_up.get(), gradient(layer, ParameterKind::gate_up), CUDA_R_32F,
+  // MLP branch: out = middle + swiglu(norm(middle)·Wgu)·Wdown. A reduce-scatter's gradient is an all-gather of the
+  // rows' gradients, an all-gather's a reduce-scatter of the partial ones.
+  const Scratch<bf16> dy_gathered = lane_.tp == 1 ? Scratch<bf16>() : gathered(dy.get(), t, h);
+  const bf16* dy_all = lane_.tp == 1 ? dy.get() : dy_gathered.get();
+  Scratch<bf16> dswiglu(allocator_, count(t, f_t));
+  gemm(false, true, t, f_t, h, dy_all, weight(layer, ParameterKind::down), dswiglu.get(), CUDA_R_16BF, 0);
+  gemm(true, false, f_t, h, t, s.swiglu.get(), dy_all, gradient(layer, ParameterKind::down), CUDA_R_32F, 1);
+  Scratch<bf16> dgate_up(allocator_, count(t, 2 * f_t));
+  if (t > 0) kernels::swiglu_backward(s.gate_up.get(), dswiglu.get(), t, f_t, dgate_up.get(), stream());
+  Scratch<bf16> dpartial(allocator_, count(t, h));
+  gemm(false, true, t, h, 2 * f_t, dgate_up.get(), weight(layer, ParameterKind::gate_up), dpartial.get(), CUDA_R_16BF,
+       0);
+  gemm(true, false, h, 2 * f_t, t, s.normed2.get(), dgate_up.get(), gradient(layer, ParameterKind::gate_up), CUDA_R_32F,
        1);
-  Scratch<bf16> dmiddle(allocator_, count(t, h));
-  rmsnorm_backward(s.middle.get(), weight(layer, ParameterKind::mlp_norm), s.rstd2.get(), dnormed.get(), t,
+  Scratch<bf16> dnormed = scatter(std::move(dpartial), t, h);
+  Scratch<bf16> dmiddle(allocator_, count(rows, h));
+  rmsnorm_backward(s.middle.get(), weight(layer, ParameterKind::mlp_norm), s.rstd2.get(), dnormed.get(), rows,
                    dmiddle.get(), gradient(layer, ParameterKind::mlp_norm));
-  kernels::add_inplace(dmiddle.get(), dy.get(), count(t, h), stream());
+  kernels::add_inplace(dmiddle.get(), dy.get(), count(rows, h), stream());
   // Attention branch: middle = input + attention(rope(norm(input)·Wqkv))·Wo.
-  Scratch<bf16> dattention(allocator_, count(t, h));
-  gemm(false, true, t, h, h, dmiddle.get(), weight(layer, ParameterKind::attention_output), dattention.get(),
+  const Scratch<bf16> dmiddle_gathered = lane_.tp == 1 ? Scratch<bf16>() : gathered(dmiddle.get(), t, h);
+  const bf16* dmiddle_all = lane_.tp == 1 ? dmiddle.get() : dmiddle_gathered.get();
+  Scratch<bf16> dattention(allocator_, count(t, h_t));
+  gemm(false, true, t, h_t, h, dmiddle_all, weight(layer, ParameterKind::attention_output), dattention.get(),
        CUDA_R_16BF, 0);
-  gemm(true, false, h, h, t, s.attention.get(), dmiddle.get(), gradient(layer, ParameterKind::attention_output),
+  gemm(true, false, h_t, h, t, s.attention.get(), dmiddle_all, gradient(layer, ParameterKind::attention_output),
        CUDA_R_32F, 1);
-  Scratch<bf16> dqkv(allocator_, count(t, 3 * h));
-  Scratch<float> delta(allocator_, count(model_.heads, t));
+  const int ulysses = micro_batch.ulysses.size();
+  const int width = h_t / ulysses;
+  const int all = micro_batch.attention_tokens;
+  const Scratch<bf16> dout_heads = ulysses == 1 ? Scratch<bf16>() : to_heads(micro_batch, dattention.get(), 1);
+  Scratch<bf16> dheads(allocator_, count(all, 3 * width));
+  Scratch<float> delta(allocator_, count(heads(ulysses).num_heads, all));
   const bf16* q = s.qkv.get();
-  bf16* dq = dqkv.get();
-  kernels::attention_backward(batch, heads(), q, q + h, q + 2 * h, 3 * h, s.attention.get(), dattention.get(),
-                              s.lse.get(), dq, dq + h, dq + 2 * h, 3 * h, delta.get(), stream());
-  kernels::rope_backward(batch, heads(), dq, dq + h, 3 * h, model_.rope_theta, stream());
-  gemm(false, true, t, h, 3 * h, dqkv.get(), weight(layer, ParameterKind::qkv), dnormed.get(), CUDA_R_16BF, 0);
-  gemm(true, false, h, 3 * h, t, s.normed1.get(), dqkv.get(), gradient(layer, ParameterKind::qkv), CUDA_R_32F, 1);
-  rmsnorm_backward(s.input.get(), weight(layer, ParameterKind::attention_norm), s.rstd1.get(), dnormed.get(), t,
+  bf16* dq = dheads.get();
+  kernels::attention_backward(batch, heads(ulysses), q, q + width, q + 2 * width, 3 * width,
+                              ulysses == 1 ? s.attention.get() : s.heads_out.get(),
+                              ulysses == 1 ? dattention.get() : dout_heads.get(), s.lse.get(), dq, dq + width,
+                              dq + 2 * width, 3 * width, delta.get(), stream());
+  kernels::rope_backward(batch, heads(ulysses), dq, dq + width, 3 * width, model_.rope_theta, stream());
+  const Scratch<bf16> dqkv = ulysses == 1 ? std::move(dheads) : from_heads(micro_batch, dheads.get(), 3);
+  dpartial = Scratch<bf16>(allocator_, count(t, h));
+  gemm(false, true, t, h, 3 * h_t, dqkv.get(), weight(layer, ParameterKind::qkv), dpartial.get(), CUDA_R_16BF, 0);
+  gemm(true, false, h, 3 * h_t, t, s.normed1.get(), dqkv.get(), gradient(layer, ParameterKind::qkv), CUDA_R_32F, 1);
+  dnormed = scatter(std::move(dpartial), t, h);
+  rmsnorm_backward(s.input.get(), weight(layer, ParameterKind::attention_norm), s.rstd1.get(), dnormed.get(), rows,
                    dy.get(), gradient(layer, ParameterKind::attention_norm));
-  kernels::add_inplace(dy.get(), dmiddle.get(), count(t, h), stream());
+  kernels::add_inplace(dy.get(), dmiddle.get(), count(rows, h), stream());
   s = {};
   return dy;
 }
@@ -315,33 +494,52 @@ Scratch<bf16> DeviceStage::layer_backward(int layer, const DeviceMicroBatch& mic
 void DeviceStage::head_forward(const DeviceMicroBatch& micro_batch, Scratch<bf16> x, float loss_scale, float* loss_sum,
                                StageSaved& saved) {
   const int t = micro_batch.tokens;
+  const RowRange own = lane_rows(t);
+  const auto rows = static_cast<int>(own.size());
   const int h = static_cast<int>(model_.hidden);
-  const int v = static_cast<int>(model_.vocab);
+  const int v_t = static_cast<int>(model_.vocab) / lane_.tp;
   saved.head_input = std::move(x);
-  saved.head_normed = Scratch<bf16>(allocator_, count(t, h));
-  saved.head_rstd = Scratch<float>(allocator_, static_cast<std::size_t>(t));
-  kernels::rmsnorm_forward(saved.head_input.get(), weight(final_norm_tensor(model_)), t, h,
-                           static_cast<float>(model_.norm_eps), saved.head_normed.get(), saved.head_rstd.get(),
-                           stream());
-  Scratch<bf16> logits(allocator_, count(t, v));
-  gemm(false, false, t, v, h, saved.head_normed.get(), weight(lm_head_tensor(model_)), logits.get(), CUDA_R_16BF, 0);
+  Scratch<bf16> normed(allocator_, count(rows, h));
+  saved.head_rstd = Scratch<float>(allocator_, static_cast<std::size_t>(rows));
+  rmsnorm_forward(saved.head_input.get(), weight(final_norm_tensor(model_)), rows, normed.get(), saved.head_rstd.get());
+  saved.head_normed = gather(std::move(normed), t, h);
+  Scratch<bf16> logits(allocator_, count(t, v_t));
+  gemm(false, false, t, v_t, h, saved.head_normed.get(), weight(lm_head_tensor(model_)), logits.get(), CUDA_R_16BF, 0);
   Scratch<float> row_loss(allocator_, static_cast<std::size_t>(t));
-  saved.dlogits = Scratch<bf16>(allocator_, count(t, v));
-  kernels::cross_entropy(logits.get(), micro_batch.targets.as<const std::int32_t>(), t, v, loss_scale, row_loss.get(),
-                         saved.dlogits.get(), loss_sum, stream());
+  saved.dlogits = Scratch<bf16>(allocator_, count(t, v_t));
+  const auto* targets = micro_batch.targets.as<const std::int32_t>();
+  if (t == 0) return;  // a CP rank without tokens of the micro-batch (its TP group's lanes all skip alike)
+  if (lane_.tp == 1) {
+    kernels::cross_entropy(logits.get(), targets, t, v_t, loss_scale, row_loss.get(), saved.dlogits.get(), loss_sum,
+                           stream());
+    return;
+  }
+  // Each row's maximum, exp-sum and target logit over the whole vocabulary, every lane holding a part of it.
+  const int first_id = v_t * lane_.tp_rank;
+  Scratch<float> row_max(allocator_, static_cast<std::size_t>(t));
+  kernels::vocab_parallel_max(logits.get(), t, v_t, row_max.get(), stream());
+  collectives_.all_reduce_max(lane_.group, row_max.get(), t);
+  Scratch<float> sums(allocator_, 2 * static_cast<std::size_t>(t));
+  kernels::vocab_parallel_sums(logits.get(), targets, t, v_t, first_id, row_max.get(), sums.get(), stream());
+  collectives_.all_reduce_sum(lane_.group, sums.get(), 2 * static_cast<std::int64_t>(t));
+  kernels::vocab_parallel_loss(logits.get(), targets, t, v_t, first_id, row_max.get(), sums.get(), loss_scale,
+                               static_cast<int>(own.begin), static_cast<int>(own.end), row_loss.get(),
+                               saved.dlogits.get(), loss_sum, stream());
 }
 
 Scratch<bf16> DeviceStage::head_backward(const DeviceMicroBatch& micro_batch, StageSaved& saved) {
   const int t = micro_batch.tokens;
+  const int rows = static_cast<int>(lane_rows(t).size());
   const int h = static_cast<int>(model_.hidden);
-  const int v = static_cast<int>(model_.vocab);
-  Scratch<bf16> dnormed(allocator_, count(t, h));
-  gemm(false, true, t, h, v, saved.dlogits.get(), weight(lm_head_tensor(model_)), dnormed.get(), CUDA_R_16BF, 0);
-  gemm(true, false, h, v, t, saved.head_normed.get(), saved.dlogits.get(), gradient(lm_head_tensor(model_)), CUDA_R_32F,
-       1);
-  Scratch<bf16> dx(allocator_, count(t, h));
-  rmsnorm_backward(saved.head_input.get(), weight(final_norm_tensor(model_)), saved.head_rstd.get(), dnormed.get(), t,
-                   dx.get(), gradient(final_norm_tensor(model_)));
+  const int v_t = static_cast<int>(model_.vocab) / lane_.tp;
+  Scratch<bf16> dpartial(allocator_, count(t, h));
+  gemm(false, true, t, h, v_t, saved.dlogits.get(), weight(lm_head_tensor(model_)), dpartial.get(), CUDA_R_16BF, 0);
+  gemm(true, false, h, v_t, t, saved.head_normed.get(), saved.dlogits.get(), gradient(lm_head_tensor(model_)),
+       CUDA_R_32F, 1);
+  const Scratch<bf16> dnormed = scatter(std::move(dpartial), t, h);
+  Scratch<bf16> dx(allocator_, count(rows, h));
+  rmsnorm_backward(saved.head_input.get(), weight(final_norm_tensor(model_)), saved.head_rstd.get(), dnormed.get(),
+                   rows, dx.get(), gradient(final_norm_tensor(model_)));
   return dx;
 }
 

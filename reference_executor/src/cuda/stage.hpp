@@ -1,7 +1,11 @@
 #pragma once
-// One pipeline stage of the model on a GPU: bf16 parameters, fp32 gradients accumulated over micro-batches,
-// activations in bf16 with fp32 accumulation inside every GEMM (cuBLAS, CUBLAS_COMPUTE_32F) and kernel. The same
-// layers as the host backend's host::Stage, op for op.
+// One lane of a pipeline stage of the model on a GPU: bf16 parameters (the lane's TP shards, shards.hpp), fp32
+// gradients accumulated over micro-batches, activations in bf16 with fp32 accumulation inside every GEMM (cuBLAS,
+// CUBLAS_COMPUTE_32F) and kernel. The same layers as the host backend's host::Stage, op for op, and with TP the same
+// Megatron-LM tensor parallelism with sequence parallelism: between layers the lane holds its TP rank's rows of the
+// micro-batch; an all-gather precedes each column-parallel GEMM and a reduce-scatter follows each row-parallel one;
+// the embedding and the LM head are vocab-parallel, the cross-entropy too (kernels.hpp). With Ulysses CP the lane
+// computes with its CP rank's tokens, and attention with its Ulysses rank's heads of all the micro-batch's tokens.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -9,31 +13,45 @@
 #include <cstdint>
 #include <vector>
 
+#include "collectives.hpp"
 #include "device.hpp"
 #include "sluice_executor/job.hpp"
 #include "sluice_executor/kernels.hpp"
 #include "sluice_executor/model.hpp"
+#include "sluice_executor/shards.hpp"
 
 namespace sluice::executor::cuda {
 
-// A packed micro-batch's metadata on the device, and the CSR of its token positions grouped by token id for the
-// embedding's backward.
+// What a lane computes with of a packed micro-batch, on the device: its CP rank's tokens (ids, targets, and the CSR
+// of their positions grouped by token id for the embedding's backward), and the tokens its Ulysses group's attention
+// covers in sequence order (the whole micro-batch: the CUDA backend runs Ulysses CP, ring degree 1) with the order
+// in which the Ulysses ranks hold them.
 struct DeviceMicroBatch {
-  int tokens = 0;
+  int tokens = 0;            // the CP rank's
+  int attention_tokens = 0;  // the micro-batch's
   int sequences = 0;
   int max_seqlen = 0;
   int unique_tokens = 0;
   DeviceBuffer cu_seqlens, ids, targets, unique_ids, offsets, positions;  // int32
+  Group ulysses{};
+  std::vector<int> ulysses_tokens;  // by Ulysses rank: how many tokens it holds
+  DeviceBuffer order;               // int32: the packed position of every Ulysses rank's tokens, rank after rank
   [[nodiscard]] kernels::VarlenBatch varlen() const {
-    return {cu_seqlens.as<const std::int32_t>(), sequences, max_seqlen, tokens};
+    return {cu_seqlens.as<const std::int32_t>(), sequences, max_seqlen, attention_tokens};
   }
 };
 
+// The whole micro-batch (CP 1).
 DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, cudaStream_t stream);
+// CP rank `cp_rank`'s tokens of the micro-batch split as `split` (ring degree 1), in the Ulysses group `ulysses`.
+DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, const CpSplit& split, int cp_rank,
+                                    Group ulysses, cudaStream_t stream);
 
 // What one layer's backward needs from its forward.
+// With Ulysses CP, qkv is the attention's side: this Ulysses rank's heads of every token, in sequence order, and
+// heads_out the attention's output there.
 struct LayerSaved {
-  Scratch<bf16> input, normed1, qkv, attention, middle, normed2, gate_up, swiglu;
+  Scratch<bf16> input, normed1, qkv, attention, heads_out, middle, normed2, gate_up, swiglu;
   Scratch<float> rstd1, lse, rstd2;
 };
 
@@ -46,39 +64,63 @@ struct StageSaved {
 
 // Raises invalid_input when the attention kernels cannot run the model (head_dim must be 64 or 128).
 void require_gpu_model(const ModelConfig& model);
-// Raises invalid_input for the model, and for a job whose degrees the CUDA backend does not run: it runs TP 1 and
-// CP 1, with or without full recompute.
+// Raises invalid_input for the model, and for a job whose degrees the CUDA backend does not run: it runs every TP
+// the model divides by, Ulysses CP, and full recompute; not ring CP (or the hybrid) and not flex CP groups.
 void require_gpu_job(const Job& job);
+
+// A lane's TP rank in its group, and the collectives of the group (unused with TP 1).
+struct TensorParallelLane {
+  int tp = 1;
+  int tp_rank = 0;
+  Group group{};
+  DeviceExchange* exchange = nullptr;
+};
 
 class DeviceStage {
 public:
-  // Parameters get the model's initial values; gradients start at zero. Runs on `allocator`'s stream, on the
-  // current device. With full recompute, the forward keeps each layer's input alone and the backward recomputes the
-  // layer from it.
+  // Parameters get the lane's shards of the model's initial values; gradients start at zero. Runs on `allocator`'s
+  // stream, on the current device. With full recompute, the forward keeps each layer's input alone and the backward
+  // recomputes the layer from it, collectives included.
   DeviceStage(const ModelConfig& model, int first_layer, int end_layer, bool first, bool last, Recompute recompute,
-              StreamAllocator& allocator);
+              StreamAllocator& allocator, TensorParallelLane lane = {});
 
-  // input: int32 token ids on a first stage, else bf16 hidden states [tokens, hidden]. Writes the stage's output
-  // into `output` [tokens, hidden], or on a last stage adds the sum of the micro-batch's cross-entropies to
-  // *loss_sum and keeps dlogits (scaled by loss_scale) for the backward.
+  // input: int32 token ids of the CP rank's tokens on a first stage, else the lane's rows of the bf16 hidden states
+  // [lane_rows, hidden]. Writes the lane's rows of the stage's output into `output`, or on a last stage adds the sum
+  // of the cross-entropies of the lane's rows to *loss_sum and keeps dlogits (scaled by loss_scale) for the
+  // backward.
   void forward(const DeviceMicroBatch& micro_batch, const void* input, bf16* output, float loss_scale, float* loss_sum,
                StageSaved& saved);
-  // grad_output: the gradient of the stage's output (unused on a last stage); writes the gradient of its input
-  // into grad_input (on a first stage the embedding's gradient is accumulated instead). Releases `saved`.
+  // grad_output: the gradient of the lane's rows of the stage's output (unused on a last stage); writes that of its
+  // input rows into grad_input (on a first stage the embedding's gradient is accumulated instead). Releases `saved`.
   void backward(const DeviceMicroBatch& micro_batch, const bf16* grad_output, bf16* grad_input, StageSaved& saved);
+
+  // The lane's rows between layers of its CP rank's `tokens` tokens.
+  [[nodiscard]] RowRange lane_rows(int tokens) const noexcept { return even_part(tokens, lane_.tp, lane_.tp_rank); }
 
   void zero_gradients();
   [[nodiscard]] TensorRange tensors() const noexcept { return tensors_; }
   [[nodiscard]] float* gradient(std::size_t tensor) const { return gradients_[tensor].as<float>(); }
+  // The values of the lane's shard of a tensor it holds.
   [[nodiscard]] std::size_t tensor_size(std::size_t tensor) const { return gradients_[tensor].bytes() / sizeof(float); }
   [[nodiscard]] cudaStream_t stream() const noexcept { return allocator_.stream(); }
-  [[nodiscard]] cublasHandle_t cublas() const noexcept { return cublas_.get(); }
 
 private:
   [[nodiscard]] const bf16* weight(std::size_t tensor) const { return parameters_[tensor].as<const bf16>(); }
   [[nodiscard]] const bf16* weight(int layer, ParameterKind kind) const { return weight(layer_tensor(layer, kind)); }
   [[nodiscard]] float* gradient(int layer, ParameterKind kind) const { return gradient(layer_tensor(layer, kind)); }
-  [[nodiscard]] kernels::HeadShape heads() const noexcept;
+  // The heads of the lane's attention: its TP rank's, divided by the Ulysses degree.
+  [[nodiscard]] kernels::HeadShape heads(int ulysses) const noexcept;
+  // Ulysses' all-to-alls (Jacobs et al., arXiv 2309.14509, §3). to_heads: x [tokens, parts · h_t] (`parts` blocks
+  // of the lane's heads' columns) to this Ulysses rank's columns of each block for every token of the micro-batch,
+  // in sequence order [attention_tokens, parts · h_t / U]; from_heads the reverse.
+  [[nodiscard]] Scratch<bf16> to_heads(const DeviceMicroBatch& micro_batch, const bf16* x, int parts) const;
+  [[nodiscard]] Scratch<bf16> from_heads(const DeviceMicroBatch& micro_batch, const bf16* heads, int parts) const;
+  // With TP 1 these return their input: the CP rank's [tokens, cols] from every lane's rows of it, and the lane's
+  // rows of the sum over the group of [tokens, cols] partial sums.
+  [[nodiscard]] Scratch<bf16> gather(Scratch<bf16> mine, int tokens, int cols) const;
+  [[nodiscard]] Scratch<bf16> gathered(const bf16* mine, int tokens, int cols) const;  // TP > 1
+  [[nodiscard]] Scratch<bf16> scatter(Scratch<bf16> partial, int tokens, int cols) const;
+  void rmsnorm_forward(const bf16* x, const bf16* weight, int rows, bf16* y, float* rstd) const;
 
   Scratch<bf16> layer_forward(int layer, const DeviceMicroBatch& micro_batch, Scratch<bf16> x, LayerSaved& saved);
   Scratch<bf16> layer_backward(int layer, const DeviceMicroBatch& micro_batch, LayerSaved& saved, Scratch<bf16> dy);
@@ -97,9 +139,11 @@ private:
   bool first_;
   bool last_;
   Recompute recompute_;
+  TensorParallelLane lane_;
   TensorRange tensors_;
   StreamAllocator& allocator_;
   CublasHandle cublas_;
+  DeviceCollectives collectives_;
   std::vector<DeviceBuffer> parameters_;  // bf16, by canonical tensor; empty outside tensors_
   std::vector<DeviceBuffer> gradients_;   // fp32
 };

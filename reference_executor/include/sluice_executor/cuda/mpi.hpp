@@ -15,8 +15,8 @@ namespace sluice::executor::cuda {
 // Collective over `comm`, whose size is more than the job's largest rank: process r runs global rank r on one GPU
 // (options.device, or by default its rank among its node's processes; two on one device is an error), processes
 // without a rank only wait for the end. The plan is first checked by the interpreter's dry run, which rejects any
-// plan NCCL would deadlock on. After the gradients' all-reduce, process 0 gathers the loss sums, every tensor's
-// gradient from its first holder and every rank's instruction times. Process 0 returns the whole run, as
+// plan NCCL would deadlock on. Process 0 gathers the loss sums, every rank's shards of the gradients and every
+// rank's instruction times, and adds them as run_nccl adds them in one process. Process 0 returns the whole run, as
 // run_nccl(job, options) returns it in one process; the others return it without the gradients. Failures throw; run
 // it inside mpi::run_or_abort so that every process ends.
 RunReport run_nccl(const Job& job, MPI_Comm comm, const RunOptions& options = {});
