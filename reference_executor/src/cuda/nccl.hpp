@@ -74,9 +74,9 @@ public:
   }
 
   // Only `rank`, on the current device, joining the other processes' ranks by the ids they were all given: ids[k]
-  // for lane_links(layout)[k], then one per group. Each rank joins its links toward the
-  // stage before it first, so the chains of blocking joins complete from the first stages on, and then its groups in
-  // group order, so that no two ranks wait for each other's joins.
+  // for lane_links(layout)[k], then one per group. Each rank joins its links toward the stage before it first, so
+  // the chains of blocking joins complete from the first stages on, and then its groups in group order, so that no
+  // two ranks wait for each other's joins.
   Communicators(const JobLayout& layout, int rank, std::span<const ncclUniqueId> ids) : links_(lane_links(layout)) {
     for (const bool toward_previous : {true, false})
       for (std::size_t k = 0; k < links_.size(); ++k) {

@@ -68,7 +68,8 @@ void require_gpu_model(const ModelConfig& model);
 // the model divides by, Ulysses CP, and full recompute; not ring CP (or the hybrid) and not flex CP groups.
 void require_gpu_job(const Job& job);
 
-// A lane's TP rank in its group, and the collectives of the group (unused with TP 1).
+// A lane's TP rank in its TP group, and the exchange that moves the data of its collectives (TP's, and Ulysses'
+// all-to-alls in the groups its micro-batches name); a lane of TP 1 and CP 1 needs none.
 struct TensorParallelLane {
   int tp = 1;
   int tp_rank = 0;
