@@ -1,9 +1,9 @@
 #pragma once
 // How the CUDA backend's lanes move data inside a forward or backward (TP's all-gathers, reduce-scatters and
-// all-reduces, Ulysses' all-to-alls): a DeviceExchange between the members of a group, which the local transport implements with device
-// copies between the threads of one process (every lane on one GPU) and the NCCL transport with grouped sends and
-// receives on a communicator per group (nccl.hpp). The collectives built on it add in member order, as the host
-// backend's do (sluice_executor/host/exchange.hpp), so every member of a group gets the same bits.
+// all-reduces, Ulysses' all-to-alls): a DeviceExchange between the members of a group, which the local transport
+// implements with device copies between the threads of one process (every lane on one GPU) and the NCCL transport with
+// grouped sends and receives on a communicator per group (nccl.hpp). The collectives built on it add in member order,
+// as the host backend's do (sluice_executor/host/exchange.hpp), so every member of a group gets the same bits.
 #include <cuda_runtime_api.h>
 
 #include <condition_variable>
