@@ -134,7 +134,7 @@ if [ -f "${out}/executor_profile.json" ]; then
   step run_dynapipe 60 "${measure_build}/examples/executor/sluice_run_plan" --profile "${out}/executor_profile.json" \
     --dynapipe --pp 2 --replicas 2 --serialize --trace "${out}/run_trace_dynapipe.json"
 fi
-# TP and Ulysses CP on the GPU, end to end: the test profile's TP 2 schemes plan a 2*tp2pp1 strategy at context
+# TP and CP on the GPU, end to end: the test profile's TP 2 schemes plan a 2*tp2pp1 strategy at context
 # 256 and a Ulysses CP 2 strategy with recompute at context 1024 (the host backend plans the same).
 for context in 256 1024; do
   step "run_parallel_${context}" 60 "${measure_build}/examples/executor/sluice_run_plan" \
@@ -142,6 +142,14 @@ for context in 256 1024; do
     --vocab 128 --cp 2 --cp-kinds ulysses --ac --tokens 2048 --context "${context}" --gpus 4 \
     --trace "${out}/run_trace_parallel_${context}.json"
 done
+# Ring CP and the hybrid at context 1024: the same profile plans 1*tp2cp2ringpp1 and 1*tp1cp4hybrid2pp1ac.
+step run_ring_1024 60 "${measure_build}/examples/executor/sluice_run_plan" \
+  --profile "${repository}/test/executor/host_profile_tp.json" --layers 4 --hidden 128 --heads 2 --ffn 256 \
+  --vocab 128 --cp 2 --cp-kinds ring --ac --tokens 2048 --context 1024 --gpus 4 --trace "${out}/run_trace_ring.json"
+step run_hybrid_1024 60 "${measure_build}/examples/executor/sluice_run_plan" \
+  --profile "${repository}/test/executor/host_profile_tp.json" --layers 4 --hidden 128 --heads 2 --ffn 256 \
+  --vocab 128 --cp 4 --cp-kinds hybrid --ac --tokens 2048 --context 1024 --gpus 4 \
+  --trace "${out}/run_trace_hybrid.json"
 # One MPI process per rank over NCCL, where the bundle carries Open MPI (scripts/gpu-bundle.sh): the equality test
 # with one process per GPU; plans of one rank alone and under mpirun -n 2 (rank 0 on the GPU over NCCL, process 1
 # waiting; mpirun -n 1 would run them alone), with the same losses, also for LLaMA-7B-shaped layers; two ranks on

@@ -41,9 +41,7 @@ constexpr std::string_view usage =
     "same plan, their error and the measured speedups. The model defaults to LLaMA-7B-shaped layers; the profile is\n"
     "fitted on the GPU first unless --profile is given. --backend host runs the float64 host backend instead (small\n"
     "models, needs --profile). --cp, --cp-kinds and --ac add the profile's CP and recompute schemes as the sluice\n"
-    "tool does (the host backend runs them; the CUDA backend runs TP and Ulysses CP). --json FILE also writes the "
-    "results\n"
-    "as a sluice.measured_systems document.\n"
+    "tool does (both backends run them). --json FILE also writes the results as a sluice.measured_systems document.\n"
     "--progress prints on stderr how long the profile and each executed plan took.\n"
     "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n"
     "--help prints this; --version prints the version.\n";

@@ -1,4 +1,5 @@
-// The CUDA backend: sluice's plans, TP, Ulysses CP and recompute among them, on the local transport (streams per rank,
+// The CUDA backend: sluice's plans, TP, CP of every kind, flex CP groups and recompute among them, on the local
+// transport (streams per rank,
 // and serialized) and on NCCL give the float64 host backend's loss and gradients within bf16 tolerance; the profiler
 // yields a valid profile; the trace is valid JSON. Cases that need a GPU (the suite "gpu") or four ("gpus:4") are
 // skipped where they are missing (gpu_test_main.cpp); the checks of bad input run everywhere.
@@ -56,8 +57,9 @@ std::vector<Job> gpu_jobs() {
           fixtures::dynapipe_job(model, batch, 5, 2, 2, microbatch::Layout::padded, ScheduleKind::cyclic)};
 }
 
-// Plans with TP 2 and Ulysses CP 2 (the GPU model's two heads allow no more), beside TP 1 pipelines and with
-// recompute.
+// Plans with TP 2, Ulysses CP 2 (the GPU model's two heads allow no more), ring CP 2 and 4, the hybrid of both and
+// Megatron-LM's dynamic CP groups of ring CP across pipelines, beside TP 1 pipelines and with recompute. The batch
+// has sequences shorter than 2·CP and of odd length.
 std::vector<Job> parallel_jobs() {
   const ModelConfig model = fixtures::gpu_model();
   Rng rng(7);
@@ -68,7 +70,14 @@ std::vector<Job> parallel_jobs() {
                                   ScheduleKind::one_f_one_b),
           fixtures::single_pipeline_job(model, batch, 7, 2, ScheduleKind::cyclic, Scheme::parse("tp2pp2ac").degrees()),
           fixtures::single_pipeline_job(model, batch, 7, 2, ScheduleKind::one_f_one_b,
-                                        Scheme::parse("tp1cp2ulyssespp2").degrees())};
+                                        Scheme::parse("tp1cp2ulyssespp2").degrees()),
+          fixtures::single_pipeline_job(model, batch, 7, 1, ScheduleKind::one_f_one_b,
+                                        Scheme::parse("tp1cp4ringpp1ac").degrees()),
+          fixtures::single_pipeline_job(model, batch, 7, 2, ScheduleKind::cyclic,
+                                        Scheme::parse("tp1cp4hybrid2pp2").degrees()),
+          fixtures::hydraulis_job(model, batch, 7, std::vector{Strategy::parse("1*tp2cp2ringpp1+2*tp1pp1")},
+                                  ScheduleKind::one_f_one_b),
+          fixtures::flex_job(model, batch, 7, *fixtures::flex_domain(Scheme(1, 1), 4, CpKind::ring, true))};
 }
 
 }  // namespace
@@ -81,12 +90,7 @@ TEST_CASE("executor cuda: models the kernels cannot run and missing devices are 
   CHECK_THROWS_WITH_AS(cuda::run_local(job), doctest::Contains("head dimension"), invalid_input);
   if (cuda::nccl_available())
     CHECK_THROWS_WITH_AS(cuda::run_nccl(job), doctest::Contains("head dimension"), invalid_input);
-  // Ring CP runs on the host backend; the CUDA backend refuses it by name, before it looks for a device, and a TP
-  // the model does not divide by as the host backend does.
-  const Job context_parallel = fixtures::single_pipeline_job(
-      fixtures::gpu_model(), batch, 1, 1, ScheduleKind::one_f_one_b, Scheme::parse("tp1cp2ringpp1").degrees());
-  CHECK_THROWS_WITH_AS(cuda::run_local(context_parallel),
-                       doctest::Contains("and the CUDA backend runs Ulysses CP, not ring CP"), invalid_input);
+  // A TP the model does not divide by is refused as the host backend refuses it, before looking for a device.
   ModelConfig wide = fixtures::gpu_model();
   wide.hidden = 192;  // head dimension 96 with two heads, 64 with three
   Job indivisible =
@@ -107,16 +111,31 @@ TEST_CASE("executor cuda: models the kernels cannot run and missing devices are 
 }
 
 TEST_CASE("executor cuda: the TP and CP plans the GPU cases run give such pipelines work, and the host runs them") {
+  std::size_t rings = 0, hybrids = 0;
   for (const Job& job : parallel_jobs()) {
-    std::size_t parallel = 0;
+    std::size_t parallel = job.cp_groups.size();
     for (const PipelineJob& pipeline : job.pipelines) {
-      if (pipeline.scheme.tp() == 1 && pipeline.scheme.ulysses() == 1) continue;
+      if (pipeline.scheme.stage_gpus() == 1) continue;
       ++parallel;
       CHECK(!pipeline.micro_batches.empty());
+      rings += pipeline.scheme.ring() > 1;
+      hybrids += pipeline.scheme.ring() > 1 && pipeline.scheme.ulysses() > 1;
     }
     CHECK(parallel > 0);
     CHECK(std::isfinite(host::run_local(job).result.loss));
   }
+  CHECK(rings >= 3);
+  CHECK(hybrids == 1);
+  // Some ring block holds no token of a sequence: the batch has one shorter than 2·CP.
+  const std::vector<Job> jobs = parallel_jobs();
+  const JobLayout ring4 = layout(jobs[4]);
+  CHECK(std::any_of(ring4.cp_splits.begin(), ring4.cp_splits.end(), [](const CpSplit& split) {
+    return std::any_of(split.blocks.begin(), split.blocks.end(), [](const CpShard& block) {
+      for (std::size_t s = 0; s + 1 < block.cu_seqlens.size(); ++s)
+        if (block.cu_seqlens[s] == block.cu_seqlens[s + 1]) return true;
+      return false;
+    });
+  }));
 }
 
 TEST_CASE("executor cuda: plans on the local transport match the float64 host backend" * doctest::test_suite("gpu")) {
@@ -131,7 +150,7 @@ TEST_CASE("executor cuda: plans on the local transport match the float64 host ba
   }
 }
 
-TEST_CASE("executor cuda: TP and Ulysses plans on one GPU, a thread per lane, match the float64 host backend" *
+TEST_CASE("executor cuda: TP and CP plans on one GPU, a thread per lane, match the float64 host backend" *
           doctest::test_suite("gpu")) {
   for (const Job& job : parallel_jobs()) {
     const ModelResult host = host::run_local(job).result;
@@ -149,7 +168,7 @@ TEST_CASE("executor cuda: a pipeline on NCCL, one GPU per rank, matches the floa
     return;
   }
   const std::vector<Job> parallel = parallel_jobs();
-  for (const Job& job : {gpu_jobs().back(), parallel[2], parallel[3]}) {
+  for (const Job& job : {gpu_jobs().back(), parallel[2], parallel[3], parallel[4], parallel.back()}) {
     REQUIRE(layout(job).rank_count() <= cuda::device_count());
     check_close(job.model, cuda::run_nccl(job).result, host::run_local(job).result);
   }

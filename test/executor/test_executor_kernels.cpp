@@ -287,6 +287,198 @@ void check_attention_backward(int head_dim, kernels::AttentionKernel kernel) {
   CHECK(std::memcmp(first.data(), second.data(), first.size() * sizeof(bf16)) == 0);
 }
 
+// Ring attention's blocks of a packed batch: ring rank r holds chunks r and 2R−1−r of every sequence cut into 2R
+// (Liu et al.'s causal balance), its rows ascending.
+struct RingBlock {
+  std::vector<std::int32_t> rows;  // packed rows of the batch
+  std::vector<std::int32_t> positions;
+  std::vector<std::int32_t> cu_seqlens{0};
+};
+
+std::vector<RingBlock> ring_blocks(const std::vector<int>& lengths, int ring) {
+  std::vector<RingBlock> blocks(static_cast<std::size_t>(ring));
+  int start = 0;
+  for (const int length : lengths) {
+    const int chunks = 2 * ring;
+    for (int r = 0; r < ring; ++r) {
+      RingBlock& block = blocks[static_cast<std::size_t>(r)];
+      for (const int chunk : {r, chunks - 1 - r})
+        for (int p = length * chunk / chunks; p < length * (chunk + 1) / chunks; ++p) {
+          block.rows.push_back(start + p);
+          block.positions.push_back(p);
+        }
+      block.cu_seqlens.push_back(static_cast<std::int32_t>(block.rows.size()));
+    }
+    start += length;
+  }
+  return blocks;
+}
+
+// `columns` values per row of `values` at the given rows.
+template <class T>
+std::vector<T> take_rows(const std::vector<T>& values, std::size_t columns, const std::vector<std::int32_t>& rows) {
+  std::vector<T> taken;
+  for (const std::int32_t row : rows) {
+    const auto first = values.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(row) * columns);
+    taken.insert(taken.end(), first, first + static_cast<std::ptrdiff_t>(columns));
+  }
+  return taken;
+}
+
+// [heads, tokens] statistics at the given rows, as [heads, rows].
+std::vector<double> take_stats(const std::vector<double>& stats, std::size_t heads, std::size_t tokens,
+                               const std::vector<std::int32_t>& rows) {
+  std::vector<double> taken;
+  for (std::size_t head = 0; head < heads; ++head)
+    for (const std::int32_t row : rows) taken.push_back(stats[head * tokens + static_cast<std::size_t>(row)]);
+  return taken;
+}
+
+// One ring block on the device: its rows of q | k | v and where they sit.
+struct DeviceRingBlock {
+  DeviceBuffer<std::int32_t> cu_seqlens, positions;
+  DeviceBuffer<bf16> qkv;
+  kernels::PositionedBatch batch;
+  std::size_t tokens;
+
+  DeviceRingBlock(const RingBlock& block, const std::vector<bf16>& qkv_rows, int num_seqs)
+      : cu_seqlens(block.cu_seqlens), positions(block.positions), qkv(qkv_rows), tokens(block.rows.size()) {
+    int longest = 0;
+    for (std::size_t s = 0; s + 1 < block.cu_seqlens.size(); ++s)
+      longest = std::max(longest, block.cu_seqlens[s + 1] - block.cu_seqlens[s]);
+    batch = {{cu_seqlens.get(), num_seqs, longest, static_cast<int>(tokens)}, positions.get()};
+  }
+};
+
+// The causal attention of a batch computed as ring attention's steps: every block's queries against every block's
+// keys, merged by log-sum-exp (forward), and each step's gradients summed (backward), against the reference of the
+// whole batch. Also: a block whose keys all come after some queries leaves those at lse -inf and zeros.
+void check_block_attention(int head_dim, kernels::AttentionKernel kernel) {
+  CAPTURE(head_dim);
+  CAPTURE(name_of(kernel));
+  sluice::Rng rng(static_cast<std::uint64_t>(400 + head_dim));
+  const std::vector<int>& lengths = kAttentionLengths;
+  const auto num_seqs = static_cast<int>(lengths.size());
+  const Batch batch(lengths);
+  const ref::HeadShape heads{2, head_dim};
+  const std::size_t tokens = batch.tokens();
+  const auto hidden = static_cast<std::size_t>(2 * head_dim);
+  const std::size_t stride = 3 * hidden;
+  const Bf16Values qkv = random_bf16(rng, tokens * stride);
+  const Bf16Values dout = random_bf16(rng, tokens * hidden);
+  std::vector<double> out(tokens * hidden);
+  std::vector<double> lse(2 * tokens);
+  const std::span<const double> all(qkv.exact);
+  ref::attention_forward(batch.cu_seqlens, heads, all, all.subspan(hidden), all.subspan(2 * hidden), stride, out, lse);
+  const std::vector<bf16> stored_out = to_bf16(out);
+  std::vector<double> dqkv(tokens * stride);
+  const std::span<double> gradient(dqkv);
+  ref::attention_backward(batch.cu_seqlens, heads, all, all.subspan(hidden), all.subspan(2 * hidden), stride,
+                          to_double(stored_out), dout.exact, lse, gradient, gradient.subspan(hidden),
+                          gradient.subspan(2 * hidden), stride);
+
+  const std::vector<RingBlock> blocks = ring_blocks(lengths, 2);
+  std::vector<std::unique_ptr<DeviceRingBlock>> device;
+  for (const RingBlock& block : blocks)
+    device.push_back(std::make_unique<DeviceRingBlock>(block, take_rows(qkv.rounded, stride, block.rows), num_seqs));
+  const auto step_forward = [&](const DeviceRingBlock& queries, const DeviceRingBlock& keys, bf16* block_out,
+                                float* block_lse) {
+    kernels::block_attention_forward(queries.batch, keys.batch, {2, head_dim}, queries.qkv.get(),
+                                     static_cast<std::int64_t>(stride), keys.qkv.get() + hidden,
+                                     keys.qkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), block_out,
+                                     block_lse, nullptr, kernel);
+  };
+  for (std::size_t a = 0; a < blocks.size(); ++a) {
+    CAPTURE(a);
+    const DeviceRingBlock& queries = *device[a];
+    DeviceBuffer<float> merged(queries.tokens * hidden);
+    DeviceBuffer<float> merged_lse(2 * queries.tokens);
+    kernels::fill_zero(merged.get(), static_cast<std::int64_t>(queries.tokens * hidden), nullptr);
+    kernels::fill(merged_lse.get(), -INFINITY, static_cast<std::int64_t>(2 * queries.tokens), nullptr);
+    DeviceBuffer<bf16> block_out(queries.tokens * hidden);
+    DeviceBuffer<float> block_lse(2 * queries.tokens);
+    for (std::size_t b = 0; b < blocks.size(); ++b) {
+      step_forward(queries, *device[b], block_out.get(), block_lse.get());
+      if (a == 0 && b == 1) {
+        // Block 0's first chunk comes before all of block 1: its queries see none of those keys.
+        const std::vector<float> step_lse = block_lse.download();
+        const std::vector<bf16> step_out = block_out.download();
+        std::size_t unseen = 0;
+        for (std::size_t i = 0; i < queries.tokens; ++i) {
+          const std::size_t s = static_cast<std::size_t>(
+              std::upper_bound(blocks[0].cu_seqlens.begin(), blocks[0].cu_seqlens.end(), static_cast<std::int32_t>(i)) -
+              blocks[0].cu_seqlens.begin() - 1);
+          const int length = lengths[s];
+          if (blocks[0].positions[i] >= length / 4) continue;  // chunk 0 of four
+          ++unseen;
+          for (std::size_t head = 0; head < 2; ++head) CHECK(step_lse[head * queries.tokens + i] == -INFINITY);
+          for (std::size_t c = 0; c < hidden; ++c) CHECK(__bfloat162float(step_out[i * hidden + c]) == 0.0f);
+        }
+        CHECK(unseen > 0);
+      }
+      kernels::attention_merge(block_out.get(), block_lse.get(), static_cast<int>(queries.tokens), {2, head_dim},
+                               merged.get(), merged_lse.get(), nullptr);
+    }
+    const Errors out_errors = compare(to_double(merged.download()), take_rows(out, hidden, blocks[a].rows));
+    const Errors lse_errors = compare(to_double(merged_lse.download()), take_stats(lse, 2, tokens, blocks[a].rows));
+    MESSAGE(name_of(kernel) << " ring forward, head_dim " << head_dim << ", block " << a << ": out relative L2 "
+                            << out_errors.relative_l2 << "; lse max abs " << lse_errors.max_abs);
+    CHECK(out_errors.relative_l2 <= 1e-2);
+    CHECK(out_errors.max_abs <= 2 * kBf16Rounding * max_abs(qkv.exact));
+    CHECK(lse_errors.max_abs <= 1e-3);
+  }
+
+  // Backward: every step from the whole attention's out and lse; dq summed over key blocks, dk and dv over query
+  // blocks.
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> dq, dkv;
+  for (const auto& block : device) {
+    dq.push_back(std::make_unique<DeviceBuffer<float>>(block->tokens * hidden));
+    dkv.push_back(std::make_unique<DeviceBuffer<float>>(block->tokens * 2 * hidden));
+    kernels::fill_zero(dq.back()->get(), static_cast<std::int64_t>(block->tokens * hidden), nullptr);
+    kernels::fill_zero(dkv.back()->get(), static_cast<std::int64_t>(block->tokens * 2 * hidden), nullptr);
+  }
+  for (std::size_t a = 0; a < blocks.size(); ++a) {
+    const DeviceRingBlock& queries = *device[a];
+    const DeviceBuffer<bf16> block_out(take_rows(stored_out, hidden, blocks[a].rows));
+    const DeviceBuffer<bf16> block_dout(take_rows(dout.rounded, hidden, blocks[a].rows));
+    const DeviceBuffer<float> block_lse(to_float(take_stats(lse, 2, tokens, blocks[a].rows)));
+    DeviceBuffer<float> delta(2 * queries.tokens);
+    DeviceBuffer<bf16> step_dq(queries.tokens * hidden);
+    for (std::size_t b = 0; b < blocks.size(); ++b) {
+      const DeviceRingBlock& keys = *device[b];
+      DeviceBuffer<bf16> step_dkv(keys.tokens * 2 * hidden);
+      kernels::block_attention_backward(
+          queries.batch, keys.batch, {2, head_dim}, queries.qkv.get(), static_cast<std::int64_t>(stride),
+          keys.qkv.get() + hidden, keys.qkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), block_out.get(),
+          block_dout.get(), block_lse.get(), step_dq.get(), static_cast<std::int64_t>(hidden), step_dkv.get(),
+          step_dkv.get() + hidden, static_cast<std::int64_t>(2 * hidden), delta.get(), nullptr, kernel);
+      kernels::add_inplace(dq[a]->get(), step_dq.get(), static_cast<std::int64_t>(queries.tokens * hidden), nullptr);
+      kernels::add_inplace(dkv[b]->get(), step_dkv.get(), static_cast<std::int64_t>(keys.tokens * 2 * hidden), nullptr);
+      SLUICE_CUDA_CHECK(cudaDeviceSynchronize());  // step_dkv is freed at the end of this iteration
+    }
+  }
+  for (std::size_t part = 0; part < 3; ++part) {
+    CAPTURE(part);  // 0 dq, 1 dk, 2 dv
+    std::vector<double> actual_part, expected_part;
+    for (std::size_t a = 0; a < blocks.size(); ++a) {
+      const std::vector<float> values = part == 0 ? dq[a]->download() : dkv[a]->download();
+      const std::size_t columns = part == 0 ? hidden : 2 * hidden;
+      const std::size_t offset = part == 0 ? 0 : (part - 1) * hidden;
+      for (std::size_t i = 0; i < blocks[a].rows.size(); ++i)
+        for (std::size_t c = 0; c < hidden; ++c) {
+          actual_part.push_back(values[i * columns + offset + c]);
+          expected_part.push_back(dqkv[static_cast<std::size_t>(blocks[a].rows[i]) * stride + part * hidden + c]);
+        }
+    }
+    const Errors errors = compare(actual_part, expected_part);
+    const std::string part_name = part == 0 ? "dq" : part == 1 ? "dk" : "dv";
+    MESSAGE(name_of(kernel) << " ring backward, head_dim " << head_dim << ": " << part_name << " relative L2 "
+                            << errors.relative_l2 << ", max abs " << errors.max_abs << " of "
+                            << max_abs(expected_part));
+    CHECK(errors.relative_l2 <= 2e-2);
+    CHECK(errors.max_abs <= 5e-2 * max_abs(expected_part));
+  }
+}
 }  // namespace
 
 constexpr kernels::AttentionKernel kAttentionKernels[] = {kernels::AttentionKernel::mma,
@@ -305,6 +497,14 @@ TEST_CASE("attention backward kernels match the reference (mma and wmma, head_di
   for (const kernels::AttentionKernel kernel : kAttentionKernels) {
     check_attention_backward(64, kernel);
     check_attention_backward(128, kernel);
+  }
+}
+
+TEST_CASE("ring attention's block steps, merged, match the reference (mma and wmma, head_dim 64 and 128)" *
+          doctest::test_suite("gpu")) {
+  for (const kernels::AttentionKernel kernel : kAttentionKernels) {
+    check_block_attention(64, kernel);
+    check_block_attention(128, kernel);
   }
 }
 
@@ -663,6 +863,25 @@ TEST_CASE("kernel wrappers name bad arguments before touching the device") {
   CHECK_THROWS_WITH_AS(kernels::attention_backward(batch, heads, fake, fake, fake, stride, fake, fake, fake_floats,
                                                    fake, fake, fake, stride, nullptr, nullptr),
                        doctest::Contains("delta"), std::invalid_argument);
+  const kernels::PositionedBatch queries{batch, fake_offsets};
+  CHECK_THROWS_WITH_AS(kernels::block_attention_forward(queries, {batch, nullptr}, heads, fake, stride, fake, fake,
+                                                        stride, fake, fake_floats, nullptr),
+                       doctest::Contains("keys.positions"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::block_attention_forward(queries, {{fake_offsets, 3, 300, 400}, fake_offsets}, heads,
+                                                        fake, stride, fake, fake, stride, fake, fake_floats, nullptr),
+                       doctest::Contains("keys.num_seqs"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::block_attention_forward(queries, queries, heads, fake, stride, fake, fake, 2 * 256 + 4,
+                                                        fake, fake_floats, nullptr),
+                       doctest::Contains("kv_row_stride"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      kernels::block_attention_backward(queries, queries, heads, fake, stride, fake, fake, stride, fake, fake,
+                                        fake_floats, fake, 100, fake, fake, stride, fake_floats, nullptr),
+      doctest::Contains("dq_row_stride"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::attention_merge(nullptr, fake_floats, 4, heads, fake_floats, fake_floats, nullptr),
+                       doctest::Contains("block_out"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::fill(nullptr, 1.0f, 4, nullptr), doctest::Contains("data"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::add_inplace(fake_floats, nullptr, 4, nullptr), doctest::Contains("b:"),
+                       std::invalid_argument);
   CHECK_THROWS_WITH_AS(kernels::rmsnorm_forward(fake, fake, 0, 16, 1e-5f, fake, fake_floats, nullptr),
                        doctest::Contains("rows"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(

@@ -5,8 +5,8 @@
 // GEMMs run through cuBLAS with fp32 accumulation, attention, RMSNorm, RoPE, SwiGLU and the loss through the
 // kernels of reference_executor/kernels. The model's head dimension must be 64 or 128 (the attention kernels'),
 // hidden and ffn multiples of 8; it runs every TP that divides the heads, the vocabulary and the FFN width (each TP
-// rank's FFN columns a multiple of 8), Ulysses CP, and full recompute; not ring CP, its hybrid with Ulysses or flex
-// CP groups (the host backend runs them); anything else raises sluice::invalid_input. Every CUDA, cuBLAS and NCCL
+// rank's FFN columns a multiple of 8), CP of every kind (ring, Ulysses and their hybrid), flex CP groups, and full
+// recompute; anything else raises sluice::invalid_input. Every CUDA, cuBLAS and NCCL
 // failure raises std::runtime_error naming the call, file and line; a plan the interpreter rejects raises invalid_plan.
 #include <string>
 

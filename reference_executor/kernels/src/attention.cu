@@ -1,9 +1,10 @@
 // Variable-length causal attention, forward and backward, in the manner of FlashAttention-2: each block
 // owns one (tile of 64 rows, head, sequence), walks the other operand's tiles up to the causal diagonal,
-// and never holds more than one 64×64 block of scores. Products run on the tensor cores through wmma
-// (bf16 16×16×16 fragments, fp32 accumulators); the softmax, its rescaling and its gradient run in fp32
-// on shared memory. Accumulators (O, dQ, dK, dV) live in shared memory as fp32, so that the per-row
-// softmax rescaling can address them by row, which wmma's opaque fragments do not allow.
+// and never holds more than one 64×64 block of scores. The same kernels run ring attention's block steps, the
+// keys in a layout of their own and the mask by position (attention_args.hpp). Products run on the tensor cores through
+// wmma (bf16 16×16×16 fragments, fp32 accumulators); the softmax, its rescaling and its gradient run in fp32 on shared
+// memory. Accumulators (O, dQ, dK, dV) live in shared memory as fp32, so that the per-row softmax rescaling can address
+// them by row, which wmma's opaque fragments do not allow.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
@@ -11,9 +12,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "attention_args.hpp"
+#include "attention_rows.cuh"
 #include "device_reduce.cuh"
 #include "host_checks.hpp"
 #include "sluice_executor/cuda_check.hpp"
@@ -23,8 +26,14 @@ namespace sluice::executor::kernels {
 namespace {
 
 namespace wmma = nvcuda::wmma;
+using detail::attends;
 using detail::BackwardArgs;
+using detail::first_seeing_query;
 using detail::ForwardArgs;
+using detail::key_rows;
+using detail::query_rows;
+using detail::SideRows;
+using detail::tile_key_end;
 using detail::warp_max;
 using detail::warp_sum;
 
@@ -83,26 +92,12 @@ private:
   unsigned char* next_;
 };
 
-// The packed rows of the sequence a block works on.
-struct SequenceRows {
-  int begin;   // first token of the sequence in the batch
-  int length;  // tokens in the sequence
-};
-
-__device__ SequenceRows sequence_rows(const std::int32_t* cu_seqlens) {
-  const int begin = cu_seqlens[blockIdx.z];
-  return {begin, cu_seqlens[blockIdx.z + 1] - begin};
-}
-
-// Causal mask within a sequence; rows past the sequence's end attend nothing.
-__device__ bool attends(int query, int key, int seq_len) { return key <= query && query < seq_len; }
-
 // Copies rows [first_row, first_row + kTile) of one head of a sequence into a shared [kTile][ld_head] tile,
 // 16 bytes per access. `source` points at the head's first column; row r of the sequence starts at
 // source[(sequence.begin + r) * row_stride]. Rows at or past the sequence's end become zeros, so partial
 // tiles compute on zeros and never read another sequence's tokens.
 template <int kHeadDim>
-__device__ void load_head_tile(bf16* tile, const bf16* source, std::int64_t row_stride, SequenceRows sequence,
+__device__ void load_head_tile(bf16* tile, const bf16* source, std::int64_t row_stride, SideRows sequence,
                                int first_row) {
   constexpr int kChunksPerRow = kHeadDim / 8;
   for (int i = threadIdx.x; i < kTile * kChunksPerRow; i += kThreads) {
@@ -119,7 +114,7 @@ __device__ void load_head_tile(bf16* tile, const bf16* source, std::int64_t row_
 
 // lse and delta ([num_heads, total_tokens]) of the tile's query rows; rows past the sequence's end get 0.
 __device__ void load_row_stats(float* lse_rows, float* delta_rows, const BackwardArgs& args, int head,
-                               SequenceRows sequence, int first_query) {
+                               SideRows sequence, int first_query) {
   for (int row = threadIdx.x; row < kTile; row += kThreads) {
     const int query = first_query + row;
     const std::int64_t index = static_cast<std::int64_t>(head) * args.total_tokens + sequence.begin + query;
@@ -175,7 +170,8 @@ __device__ void block_mma(const bf16* a, int lda, const bf16* b, int ldb, float*
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads) attention_forward_kernel(ForwardArgs args) {
   using T = Tiles<kHeadDim>;
-  const SequenceRows sequence = sequence_rows(args.cu_seqlens);
+  const SideRows sequence = query_rows(args.rows);
+  const SideRows keys = key_rows(args.rows);
   const int first_query = static_cast<int>(blockIdx.x) * kTile;
   if (first_query >= sequence.length) return;
   const int head = static_cast<int>(blockIdx.y);
@@ -190,7 +186,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(ForwardArgs
   bf16* probs = arena.take<bf16>(T::probs_bytes);
   float* out_accum = arena.take<float>(T::accum_bytes);
 
-  load_head_tile<kHeadDim>(q_tile, args.q + column, args.qkv_row_stride, sequence, first_query);
+  load_head_tile<kHeadDim>(q_tile, args.q + column, args.q_row_stride, sequence, first_query);
   zero_fill(out_accum, kTile * T::ld_accum);
 
   const int warp = static_cast<int>(threadIdx.x / 32);
@@ -204,12 +200,12 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(ForwardArgs
     row_sum[i] = 0.0f;
   }
 
-  // Keys past the tile's last query are masked for every row: the loop ends with the diagonal tile.
-  const int key_end = min(sequence.length, first_query + kTile);
+  // Keys the tile's last query does not see are masked for every row: the loop ends with the diagonal tile.
+  const int key_end = tile_key_end(sequence, first_query, kTile, keys);
   for (int first_key = 0; first_key < key_end; first_key += kTile) {
     __syncthreads();  // the previous P·V product has finished with k_tile, v_tile and probs
-    load_head_tile<kHeadDim>(k_tile, args.k + column, args.qkv_row_stride, sequence, first_key);
-    load_head_tile<kHeadDim>(v_tile, args.v + column, args.qkv_row_stride, sequence, first_key);
+    load_head_tile<kHeadDim>(k_tile, args.k + column, args.kv_row_stride, keys, first_key);
+    load_head_tile<kHeadDim>(v_tile, args.v + column, args.kv_row_stride, keys, first_key);
     __syncthreads();
     block_mma<kTile, kTile, kHeadDim, wmma::row_major, wmma::col_major>(q_tile, T::ld_head, k_tile, T::ld_head, scores,
                                                                         T::ld_scores, false);
@@ -222,8 +218,8 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(ForwardArgs
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int col = lane + 32 * half;
-        score[half] = attends(query, first_key + col, sequence.length) ? scores[row * T::ld_scores + col] * args.scale
-                                                                       : -INFINITY;
+        score[half] =
+            attends(sequence, query, keys, first_key + col) ? scores[row * T::ld_scores + col] * args.scale : -INFINITY;
       }
       const float new_max = fmaxf(row_max[i], warp_max(fmaxf(score[0], score[1])));
       // new_max is -inf only while no key of the row has been allowed yet: nothing to rescale, every p is 0.
@@ -252,12 +248,15 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(ForwardArgs
     const int query = first_query + row;
     if (query >= sequence.length) continue;
     const std::int64_t token = sequence.begin + query;
-    const float inverse_sum = 1.0f / row_sum[i];
+    // A ring block may hold no key the row sees: zeros, and lse -inf so that merging ignores it.
+    const bool seen = row_sum[i] > 0.0f;
+    const float inverse_sum = seen ? 1.0f / row_sum[i] : 0.0f;
     for (int col = lane; col < kHeadDim; col += 32) {
       args.out[token * hidden + column + col] = __float2bfloat16(out_accum[row * T::ld_accum + col] * inverse_sum);
     }
     if (lane == 0)
-      args.lse[static_cast<std::int64_t>(head) * args.total_tokens + token] = row_max[i] + logf(row_sum[i]);
+      args.lse[static_cast<std::int64_t>(head) * args.total_tokens + token] =
+          seen ? row_max[i] + logf(row_sum[i]) : -INFINITY;
   }
 }
 
@@ -281,15 +280,15 @@ __global__ void attention_delta_kernel(const bf16* out, const bf16* dout, int to
 // mma operands (probs may be null when only dS is needed).
 template <int kHeadDim>
 __device__ void softmax_gradient_tile(const float* scores, const float* dprobs, const float* lse_rows,
-                                      const float* delta_rows, int first_query, int first_key, int seq_len, float scale,
-                                      bf16* probs, bf16* dscores) {
+                                      const float* delta_rows, const SideRows& queries, int first_query,
+                                      const SideRows& keys, int first_key, float scale, bf16* probs, bf16* dscores) {
   using T = Tiles<kHeadDim>;
   for (int i = threadIdx.x; i < kTile * kTile; i += kThreads) {
     const int row = i / kTile;
     const int col = i % kTile;
     float p = 0.0f;
     float ds = 0.0f;
-    if (attends(first_query + row, first_key + col, seq_len)) {
+    if (attends(queries, first_query + row, keys, first_key + col)) {
       p = expf(scores[row * T::ld_scores + col] * scale - lse_rows[row]);
       ds = p * (dprobs[row * T::ld_scores + col] - delta_rows[row]);
     }
@@ -302,7 +301,8 @@ __device__ void softmax_gradient_tile(const float* scores, const float* dprobs, 
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(BackwardArgs args) {
   using T = Tiles<kHeadDim>;
-  const SequenceRows sequence = sequence_rows(args.cu_seqlens);
+  const SideRows sequence = query_rows(args.rows);
+  const SideRows keys = key_rows(args.rows);
   const int first_query = static_cast<int>(blockIdx.x) * kTile;
   if (first_query >= sequence.length) return;
   const int head = static_cast<int>(blockIdx.y);
@@ -322,23 +322,23 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Backwar
   float* lse_rows = arena.take<float>(T::rows_bytes);
   float* delta_rows = arena.take<float>(T::rows_bytes);
 
-  load_head_tile<kHeadDim>(q_tile, args.q + column, args.qkv_row_stride, sequence, first_query);
+  load_head_tile<kHeadDim>(q_tile, args.q + column, args.q_row_stride, sequence, first_query);
   load_head_tile<kHeadDim>(dout_tile, args.dout + column, hidden, sequence, first_query);
   load_row_stats(lse_rows, delta_rows, args, head, sequence, first_query);
   zero_fill(dq_accum, kTile * T::ld_accum);
 
-  const int key_end = min(sequence.length, first_query + kTile);
+  const int key_end = tile_key_end(sequence, first_query, kTile, keys);
   for (int first_key = 0; first_key < key_end; first_key += kTile) {
     __syncthreads();  // the previous dS·K product has finished with k_tile and dscores
-    load_head_tile<kHeadDim>(k_tile, args.k + column, args.qkv_row_stride, sequence, first_key);
-    load_head_tile<kHeadDim>(v_tile, args.v + column, args.qkv_row_stride, sequence, first_key);
+    load_head_tile<kHeadDim>(k_tile, args.k + column, args.kv_row_stride, keys, first_key);
+    load_head_tile<kHeadDim>(v_tile, args.v + column, args.kv_row_stride, keys, first_key);
     __syncthreads();
     block_mma<kTile, kTile, kHeadDim, wmma::row_major, wmma::col_major>(q_tile, T::ld_head, k_tile, T::ld_head, scores,
                                                                         T::ld_scores, false);
     block_mma<kTile, kTile, kHeadDim, wmma::row_major, wmma::col_major>(dout_tile, T::ld_head, v_tile, T::ld_head,
                                                                         dprobs, T::ld_scores, false);
     __syncthreads();
-    softmax_gradient_tile<kHeadDim>(scores, dprobs, lse_rows, delta_rows, first_query, first_key, sequence.length,
+    softmax_gradient_tile<kHeadDim>(scores, dprobs, lse_rows, delta_rows, sequence, first_query, keys, first_key,
                                     args.scale, nullptr, dscores);
     __syncthreads();
     block_mma<kTile, kHeadDim, kTile, wmma::row_major, wmma::row_major>(dscores, T::ld_probs, k_tile, T::ld_head,
@@ -351,7 +351,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Backwar
     const int col = i % kHeadDim;
     if (first_query + row >= sequence.length) continue;
     const std::int64_t token = sequence.begin + first_query + row;
-    args.dq[token * args.dqkv_row_stride + column + col] =
+    args.dq[token * args.dq_row_stride + column + col] =
         __float2bfloat16(dq_accum[row * T::ld_accum + col] * args.scale);
   }
 }
@@ -361,7 +361,8 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Backwar
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads) attention_backward_dkdv_kernel(BackwardArgs args) {
   using T = Tiles<kHeadDim>;
-  const SequenceRows sequence = sequence_rows(args.cu_seqlens);
+  const SideRows queries = query_rows(args.rows);
+  const SideRows sequence = key_rows(args.rows);
   const int first_key = static_cast<int>(blockIdx.x) * kTile;
   if (first_key >= sequence.length) return;
   const int head = static_cast<int>(blockIdx.y);
@@ -383,24 +384,26 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dkdv_kernel(Backw
   float* lse_rows = arena.take<float>(T::rows_bytes);
   float* delta_rows = arena.take<float>(T::rows_bytes);
 
-  load_head_tile<kHeadDim>(k_tile, args.k + column, args.qkv_row_stride, sequence, first_key);
-  load_head_tile<kHeadDim>(v_tile, args.v + column, args.qkv_row_stride, sequence, first_key);
+  load_head_tile<kHeadDim>(k_tile, args.k + column, args.kv_row_stride, sequence, first_key);
+  load_head_tile<kHeadDim>(v_tile, args.v + column, args.kv_row_stride, sequence, first_key);
   zero_fill(dk_accum, kTile * T::ld_accum);
   zero_fill(dv_accum, kTile * T::ld_accum);
 
-  // Queries before first_key attend none of this tile's keys: the loop starts with the diagonal tile.
-  for (int first_query = first_key; first_query < sequence.length; first_query += kTile) {
+  // Queries before the first that sees the tile's first key attend none of its keys: the loop starts with the
+  // diagonal tile.
+  for (int first_query = first_seeing_query(queries, sequence.position(first_key)); first_query < queries.length;
+       first_query += kTile) {
     __syncthreads();  // the previous products have finished with q_tile, dout_tile, probs and dscores
-    load_head_tile<kHeadDim>(q_tile, args.q + column, args.qkv_row_stride, sequence, first_query);
-    load_head_tile<kHeadDim>(dout_tile, args.dout + column, hidden, sequence, first_query);
-    load_row_stats(lse_rows, delta_rows, args, head, sequence, first_query);
+    load_head_tile<kHeadDim>(q_tile, args.q + column, args.q_row_stride, queries, first_query);
+    load_head_tile<kHeadDim>(dout_tile, args.dout + column, hidden, queries, first_query);
+    load_row_stats(lse_rows, delta_rows, args, head, queries, first_query);
     __syncthreads();
     block_mma<kTile, kTile, kHeadDim, wmma::row_major, wmma::col_major>(q_tile, T::ld_head, k_tile, T::ld_head, scores,
                                                                         T::ld_scores, false);
     block_mma<kTile, kTile, kHeadDim, wmma::row_major, wmma::col_major>(dout_tile, T::ld_head, v_tile, T::ld_head,
                                                                         dprobs, T::ld_scores, false);
     __syncthreads();
-    softmax_gradient_tile<kHeadDim>(scores, dprobs, lse_rows, delta_rows, first_query, first_key, sequence.length,
+    softmax_gradient_tile<kHeadDim>(scores, dprobs, lse_rows, delta_rows, queries, first_query, sequence, first_key,
                                     args.scale, probs, dscores);
     __syncthreads();
     // Pᵀ and dSᵀ: the row-major [query][key] tiles read as column-major [key][query] operands.
@@ -415,10 +418,34 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dkdv_kernel(Backw
     const int row = i / kHeadDim;
     const int col = i % kHeadDim;
     if (first_key + row >= sequence.length) continue;
-    const std::int64_t offset = (sequence.begin + first_key + row) * args.dqkv_row_stride + column + col;
+    const std::int64_t offset = (sequence.begin + first_key + row) * args.dkv_row_stride + column + col;
     args.dk[offset] = __float2bfloat16(dk_accum[row * T::ld_accum + col] * args.scale);
     args.dv[offset] = __float2bfloat16(dv_accum[row * T::ld_accum + col]);
   }
+}
+
+// One warp per (token, head): folds a block's output into the running one by their log-sum-exp. Every lane reads
+// both lse values before lane 0 writes the merged one.
+__global__ void attention_merge_kernel(const bf16* block_out, const float* block_lse, int tokens, int num_heads,
+                                       int head_dim, float* out, float* lse) {
+  const std::int64_t warp_index = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (warp_index >= static_cast<std::int64_t>(tokens) * num_heads) return;  // whole warps leave together
+  const std::int64_t token = warp_index / num_heads;
+  const int head = static_cast<int>(warp_index % num_heads);
+  const std::int64_t stat = static_cast<std::int64_t>(head) * tokens + token;
+  const float held = lse[stat];
+  const float added = block_lse[stat];
+  if (added == -INFINITY) return;  // the block holds no key the row sees
+  const float top = fmaxf(held, added);
+  const float merged = top + logf(expf(held - top) + expf(added - top));
+  const float keep = expf(held - merged);
+  const float weight = expf(added - merged);
+  const std::int64_t offset = (token * num_heads + head) * head_dim;
+  for (int d = lane; d < head_dim; d += 32)
+    out[offset + d] = out[offset + d] * keep + __bfloat162float(block_out[offset + d]) * weight;
+  __syncwarp();
+  if (lane == 0) lse[stat] = merged;
 }
 
 template <typename Kernel, typename Args>
@@ -433,16 +460,35 @@ void launch_tiled(Kernel kernel, std::size_t shared_bytes, const VarlenBatch& ba
   SLUICE_LAUNCH_CHECK(name);
 }
 
-void check_shapes(const VarlenBatch& batch, const HeadShape& heads) {
-  detail::require_pointer(batch.cu_seqlens, "cu_seqlens");
-  // Sequences and heads index the grid's z and y dimensions, at most 65535 each.
-  sluice::require(batch.num_seqs >= 1 && batch.num_seqs <= 65535, "num_seqs: must be in [1, 65535], got ",
-                  batch.num_seqs);
-  detail::require_positive(batch.max_seqlen, "max_seqlen");
-  detail::require_positive(batch.total_tokens, "total_tokens");
+void require_heads(const HeadShape& heads) {
   sluice::require(heads.num_heads >= 1 && heads.num_heads <= 65535, "num_heads: must be in [1, 65535], got ",
                   heads.num_heads);
   sluice::require(heads.head_dim == 64 || heads.head_dim == 128, "head_dim: must be 64 or 128, got ", heads.head_dim);
+}
+
+// `side` prefixes the names in errors ("" for self-attention's one batch, "queries." or "keys." for a block step's).
+void check_batch(const VarlenBatch& batch, const std::string& side) {
+  detail::require_pointer(batch.cu_seqlens, (side + "cu_seqlens").c_str());
+  // Sequences and heads index the grid's z and y dimensions, at most 65535 each.
+  sluice::require(batch.num_seqs >= 1 && batch.num_seqs <= 65535, side, "num_seqs: must be in [1, 65535], got ",
+                  batch.num_seqs);
+  detail::require_positive(batch.max_seqlen, (side + "max_seqlen").c_str());
+  detail::require_positive(batch.total_tokens, (side + "total_tokens").c_str());
+}
+
+void check_shapes(const VarlenBatch& batch, const HeadShape& heads) {
+  check_batch(batch, "");
+  require_heads(heads);
+}
+
+void check_blocks(const PositionedBatch& queries, const PositionedBatch& keys, const HeadShape& heads) {
+  check_batch(queries.rows, "queries.");
+  check_batch(keys.rows, "keys.");
+  sluice::require(queries.rows.num_seqs == keys.rows.num_seqs, "keys.num_seqs: must equal queries.num_seqs (",
+                  queries.rows.num_seqs, "), got ", keys.rows.num_seqs);
+  detail::require_pointer(queries.positions, "queries.positions");
+  detail::require_pointer(keys.positions, "keys.positions");
+  require_heads(heads);
 }
 
 void check_row_stride(std::int64_t row_stride, const HeadShape& heads, const char* name) {
@@ -460,39 +506,141 @@ float softmax_scale(const HeadShape& heads) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(heads.head_dim)));
 }
 
+// The forward's pointers and strides, checked, in args (rows and total_tokens are the caller's).
+void set_forward(const HeadShape& heads, const bf16* q, std::int64_t q_row_stride, const bf16* k, const bf16* v,
+                 std::int64_t kv_row_stride, bf16* out, float* lse, ForwardArgs& args) {
+  detail::require_aligned16(q, "q");
+  detail::require_aligned16(k, "k");
+  detail::require_aligned16(v, "v");
+  check_vector_row_stride(q_row_stride, heads, q_row_stride == kv_row_stride ? "qkv_row_stride" : "q_row_stride");
+  check_vector_row_stride(kv_row_stride, heads, q_row_stride == kv_row_stride ? "qkv_row_stride" : "kv_row_stride");
+  detail::require_pointer(out, "out");
+  detail::require_pointer(lse, "lse");
+  args.q = q;
+  args.q_row_stride = q_row_stride;
+  args.k = k;
+  args.v = v;
+  args.kv_row_stride = kv_row_stride;
+  args.out = out;
+  args.lse = lse;
+  args.num_heads = heads.num_heads;
+  args.scale = softmax_scale(heads);
+}
+
+void run_forward(const VarlenBatch& queries, const HeadShape& heads, const ForwardArgs& args, cudaStream_t stream,
+                 AttentionKernel kernel) {
+  if (kernel == AttentionKernel::mma) {
+    detail::mma_attention_forward(queries, heads.head_dim, args, stream);
+  } else if (heads.head_dim == 64) {
+    launch_tiled(attention_forward_kernel<64>, Tiles<64>::forward_bytes, queries, heads, args, stream,
+                 "attention_forward");
+  } else {
+    launch_tiled(attention_forward_kernel<128>, Tiles<128>::forward_bytes, queries, heads, args, stream,
+                 "attention_forward");
+  }
+}
+
+// The backward's pointers and strides, checked, in args; delta filled from out and dout.
+struct BackwardBuffers {
+  const bf16* q;
+  std::int64_t q_row_stride;
+  const bf16* k;
+  const bf16* v;
+  std::int64_t kv_row_stride;
+  const bf16* out;
+  const bf16* dout;
+  const float* lse;
+  bf16* dq;
+  std::int64_t dq_row_stride;
+  bf16* dk;
+  bf16* dv;
+  std::int64_t dkv_row_stride;
+  float* delta;
+};
+
+void run_backward(const VarlenBatch& queries, const VarlenBatch& keys, const HeadShape& heads,
+                  const detail::RowLayout& rows, const BackwardBuffers& buffers, cudaStream_t stream,
+                  AttentionKernel kernel) {
+  const bool one_stride =
+      buffers.q_row_stride == buffers.kv_row_stride && buffers.dq_row_stride == buffers.dkv_row_stride;
+  detail::require_aligned16(buffers.q, "q");
+  detail::require_aligned16(buffers.k, "k");
+  detail::require_aligned16(buffers.v, "v");
+  check_vector_row_stride(buffers.q_row_stride, heads, one_stride ? "qkv_row_stride" : "q_row_stride");
+  check_vector_row_stride(buffers.kv_row_stride, heads, one_stride ? "qkv_row_stride" : "kv_row_stride");
+  detail::require_pointer(buffers.out, "out");
+  detail::require_aligned16(buffers.dout, "dout");
+  detail::require_pointer(buffers.lse, "lse");
+  detail::require_pointer(buffers.dq, "dq");
+  detail::require_pointer(buffers.dk, "dk");
+  detail::require_pointer(buffers.dv, "dv");
+  check_row_stride(buffers.dq_row_stride, heads, one_stride ? "dqkv_row_stride" : "dq_row_stride");
+  check_row_stride(buffers.dkv_row_stride, heads, one_stride ? "dqkv_row_stride" : "dkv_row_stride");
+  detail::require_pointer(buffers.delta, "delta");
+
+  constexpr int kDeltaThreads = 256;
+  const std::int64_t delta_warps = static_cast<std::int64_t>(queries.total_tokens) * heads.num_heads;
+  attention_delta_kernel<<<static_cast<unsigned int>(detail::ceil_div(delta_warps * 32, kDeltaThreads)), kDeltaThreads,
+                           0, stream>>>(buffers.out, buffers.dout, queries.total_tokens, heads.num_heads,
+                                        heads.head_dim, buffers.delta);
+  SLUICE_LAUNCH_CHECK("attention_backward (delta)");
+
+  BackwardArgs args{};
+  args.rows = rows;
+  args.q = buffers.q;
+  args.q_row_stride = buffers.q_row_stride;
+  args.k = buffers.k;
+  args.v = buffers.v;
+  args.kv_row_stride = buffers.kv_row_stride;
+  args.dout = buffers.dout;
+  args.lse = buffers.lse;
+  args.delta = buffers.delta;
+  args.dq = buffers.dq;
+  args.dq_row_stride = buffers.dq_row_stride;
+  args.dk = buffers.dk;
+  args.dv = buffers.dv;
+  args.dkv_row_stride = buffers.dkv_row_stride;
+  args.total_tokens = queries.total_tokens;
+  args.num_heads = heads.num_heads;
+  args.scale = softmax_scale(heads);
+  if (kernel == AttentionKernel::mma) {
+    detail::mma_attention_backward(queries, keys, heads.head_dim, args, stream);
+  } else if (heads.head_dim == 64) {
+    launch_tiled(attention_backward_dq_kernel<64>, Tiles<64>::dq_bytes, queries, heads, args, stream,
+                 "attention_backward (dq)");
+    launch_tiled(attention_backward_dkdv_kernel<64>, Tiles<64>::dkdv_bytes, keys, heads, args, stream,
+                 "attention_backward (dk, dv)");
+  } else {
+    launch_tiled(attention_backward_dq_kernel<128>, Tiles<128>::dq_bytes, queries, heads, args, stream,
+                 "attention_backward (dq)");
+    launch_tiled(attention_backward_dkdv_kernel<128>, Tiles<128>::dkdv_bytes, keys, heads, args, stream,
+                 "attention_backward (dk, dv)");
+  }
+}
+
 }  // namespace
 
 void attention_forward(const VarlenBatch& batch, const HeadShape& heads, const bf16* q, const bf16* k, const bf16* v,
                        std::int64_t qkv_row_stride, bf16* out, float* lse, cudaStream_t stream,
                        AttentionKernel kernel) {
   check_shapes(batch, heads);
-  detail::require_aligned16(q, "q");
-  detail::require_aligned16(k, "k");
-  detail::require_aligned16(v, "v");
-  check_vector_row_stride(qkv_row_stride, heads, "qkv_row_stride");
-  detail::require_pointer(out, "out");
-  detail::require_pointer(lse, "lse");
-
   ForwardArgs args{};
-  args.cu_seqlens = batch.cu_seqlens;
-  args.q = q;
-  args.k = k;
-  args.v = v;
-  args.qkv_row_stride = qkv_row_stride;
-  args.out = out;
-  args.lse = lse;
+  set_forward(heads, q, qkv_row_stride, k, v, qkv_row_stride, out, lse, args);
+  args.rows = {batch.cu_seqlens, batch.cu_seqlens, nullptr, nullptr};
   args.total_tokens = batch.total_tokens;
-  args.num_heads = heads.num_heads;
-  args.scale = softmax_scale(heads);
-  if (kernel == AttentionKernel::mma) {
-    detail::mma_attention_forward(batch, heads.head_dim, args, stream);
-  } else if (heads.head_dim == 64) {
-    launch_tiled(attention_forward_kernel<64>, Tiles<64>::forward_bytes, batch, heads, args, stream,
-                 "attention_forward");
-  } else {
-    launch_tiled(attention_forward_kernel<128>, Tiles<128>::forward_bytes, batch, heads, args, stream,
-                 "attention_forward");
-  }
+  run_forward(batch, heads, args, stream, kernel);
+}
+
+void block_attention_forward(const PositionedBatch& queries, const PositionedBatch& keys, const HeadShape& heads,
+                             const bf16* q, std::int64_t q_row_stride, const bf16* k, const bf16* v,
+                             std::int64_t kv_row_stride, bf16* out, float* lse, cudaStream_t stream,
+                             AttentionKernel kernel) {
+  check_blocks(queries, keys, heads);
+  ForwardArgs args{};
+  set_forward(heads, q, q_row_stride, k, v, kv_row_stride, out, lse, args);
+  args.rows = {queries.rows.cu_seqlens, keys.rows.cu_seqlens, queries.positions, keys.positions};
+  args.total_tokens = queries.rows.total_tokens;
+  run_forward(queries.rows, heads, args, stream, kernel);
 }
 
 void attention_backward(const VarlenBatch& batch, const HeadShape& heads, const bf16* q, const bf16* k, const bf16* v,
@@ -500,54 +648,38 @@ void attention_backward(const VarlenBatch& batch, const HeadShape& heads, const 
                         bf16* dk, bf16* dv, std::int64_t dqkv_row_stride, float* delta, cudaStream_t stream,
                         AttentionKernel kernel) {
   check_shapes(batch, heads);
-  detail::require_aligned16(q, "q");
-  detail::require_aligned16(k, "k");
-  detail::require_aligned16(v, "v");
-  check_vector_row_stride(qkv_row_stride, heads, "qkv_row_stride");
+  run_backward(
+      batch, batch, heads, {batch.cu_seqlens, batch.cu_seqlens, nullptr, nullptr},
+      {q, qkv_row_stride, k, v, qkv_row_stride, out, dout, lse, dq, dqkv_row_stride, dk, dv, dqkv_row_stride, delta},
+      stream, kernel);
+}
+
+void block_attention_backward(const PositionedBatch& queries, const PositionedBatch& keys, const HeadShape& heads,
+                              const bf16* q, std::int64_t q_row_stride, const bf16* k, const bf16* v,
+                              std::int64_t kv_row_stride, const bf16* out, const bf16* dout, const float* lse, bf16* dq,
+                              std::int64_t dq_row_stride, bf16* dk, bf16* dv, std::int64_t dkv_row_stride, float* delta,
+                              cudaStream_t stream, AttentionKernel kernel) {
+  check_blocks(queries, keys, heads);
+  run_backward(queries.rows, keys.rows, heads,
+               {queries.rows.cu_seqlens, keys.rows.cu_seqlens, queries.positions, keys.positions},
+               {q, q_row_stride, k, v, kv_row_stride, out, dout, lse, dq, dq_row_stride, dk, dv, dkv_row_stride, delta},
+               stream, kernel);
+}
+
+void attention_merge(const bf16* block_out, const float* block_lse, int tokens, const HeadShape& heads, float* out,
+                     float* lse, cudaStream_t stream) {
+  detail::require_pointer(block_out, "block_out");
+  detail::require_pointer(block_lse, "block_lse");
+  detail::require_positive(tokens, "tokens");
+  detail::require_positive(heads.num_heads, "num_heads");
+  detail::require_positive(heads.head_dim, "head_dim");
   detail::require_pointer(out, "out");
-  detail::require_aligned16(dout, "dout");
   detail::require_pointer(lse, "lse");
-  detail::require_pointer(dq, "dq");
-  detail::require_pointer(dk, "dk");
-  detail::require_pointer(dv, "dv");
-  check_row_stride(dqkv_row_stride, heads, "dqkv_row_stride");
-  detail::require_pointer(delta, "delta");
-
-  constexpr int kDeltaThreads = 256;
-  const std::int64_t delta_warps = static_cast<std::int64_t>(batch.total_tokens) * heads.num_heads;
-  attention_delta_kernel<<<static_cast<unsigned int>(detail::ceil_div(delta_warps * 32, kDeltaThreads)), kDeltaThreads,
-                           0, stream>>>(out, dout, batch.total_tokens, heads.num_heads, heads.head_dim, delta);
-  SLUICE_LAUNCH_CHECK("attention_backward (delta)");
-
-  BackwardArgs args{};
-  args.cu_seqlens = batch.cu_seqlens;
-  args.q = q;
-  args.k = k;
-  args.v = v;
-  args.qkv_row_stride = qkv_row_stride;
-  args.dout = dout;
-  args.lse = lse;
-  args.delta = delta;
-  args.dq = dq;
-  args.dk = dk;
-  args.dv = dv;
-  args.dqkv_row_stride = dqkv_row_stride;
-  args.total_tokens = batch.total_tokens;
-  args.num_heads = heads.num_heads;
-  args.scale = softmax_scale(heads);
-  if (kernel == AttentionKernel::mma) {
-    detail::mma_attention_backward(batch, heads.head_dim, args, stream);
-  } else if (heads.head_dim == 64) {
-    launch_tiled(attention_backward_dq_kernel<64>, Tiles<64>::dq_bytes, batch, heads, args, stream,
-                 "attention_backward (dq)");
-    launch_tiled(attention_backward_dkdv_kernel<64>, Tiles<64>::dkdv_bytes, batch, heads, args, stream,
-                 "attention_backward (dk, dv)");
-  } else {
-    launch_tiled(attention_backward_dq_kernel<128>, Tiles<128>::dq_bytes, batch, heads, args, stream,
-                 "attention_backward (dq)");
-    launch_tiled(attention_backward_dkdv_kernel<128>, Tiles<128>::dkdv_bytes, batch, heads, args, stream,
-                 "attention_backward (dk, dv)");
-  }
+  constexpr int kMergeThreads = 256;
+  const std::int64_t warps = static_cast<std::int64_t>(tokens) * heads.num_heads;
+  attention_merge_kernel<<<static_cast<unsigned int>(detail::ceil_div(warps * 32, kMergeThreads)), kMergeThreads, 0,
+                           stream>>>(block_out, block_lse, tokens, heads.num_heads, heads.head_dim, out, lse);
+  SLUICE_LAUNCH_CHECK("attention_merge");
 }
 
 }  // namespace sluice::executor::kernels

@@ -4,7 +4,8 @@
 // accumulators stay in registers, where the accumulator layout of one product is the operand layout of the next
 // (a 16×16 block of P or dS in C fragments is an A fragment once packed to bf16). The next K/V (or Q/dO) tile is
 // copied with cp.async while the current one is multiplied. The backward keeps attention.cu's deterministic split:
-// dQ in one kernel over key tiles, dK and dV in another over query tiles, no atomics.
+// dQ in one kernel over key tiles, dK and dV in another over query tiles, no atomics. The kernels also run ring
+// attention's block steps (attention_args.hpp): keys in a packed layout of their own and the mask by row position.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16; lane = 4·g + t):
 //   A 16×16: reg 0 (row g, k 2t..2t+1), reg 1 (row g+8, same k), reg 2 (row g, k 2t+8..), reg 3 (row g+8, k 2t+8..)
@@ -19,6 +20,7 @@
 #include <cstdint>
 
 #include "attention_args.hpp"
+#include "attention_rows.cuh"
 #include "host_checks.hpp"
 #include "sluice_executor/cuda_check.hpp"
 
@@ -45,16 +47,6 @@ struct Shape {
   static constexpr std::size_t dq_bytes = 6 * tile_bytes;                                // Q, dO, K×2, V×2
   static constexpr std::size_t dkdv_bytes = 6 * tile_bytes + 4 * kTile * sizeof(float);  // + lse, delta ×2
 };
-
-struct Rows {
-  int begin;   // first token of the block's sequence
-  int length;  // its tokens
-};
-
-__device__ Rows sequence_rows(const std::int32_t* cu_seqlens) {
-  const int begin = cu_seqlens[blockIdx.z];
-  return {begin, cu_seqlens[blockIdx.z + 1] - begin};
-}
 
 __device__ std::uint32_t shared_address(const void* pointer) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
@@ -101,10 +93,10 @@ __device__ void wait_copies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
-// Starts copying rows [first_row, first_row + kTile) of one head into a shared tile; rows at or past the sequence's
-// end become zeros (never another sequence's tokens). `source` points at the head's first column.
+// Starts copying rows [first_row, first_row + kTile) of one side's sequence and one head into a shared tile; rows at
+// or past its end become zeros (nothing is read for them). `source` points at the head's first column.
 template <int kHeadDim>
-__device__ void copy_tile(bf16* tile, const bf16* source, std::int64_t row_stride, Rows sequence, int first_row) {
+__device__ void copy_tile(bf16* tile, const bf16* source, std::int64_t row_stride, SideRows sequence, int first_row) {
   constexpr int kChunks = kHeadDim / 8;
   for (int i = static_cast<int>(threadIdx.x); i < kTile * kChunks; i += kThreads) {
     const int row = i / kChunks;
@@ -121,7 +113,7 @@ __device__ int lane_id() { return static_cast<int>(threadIdx.x % 32); }
 // k_tiles and v_tiles; k and v point at the head's first column.
 template <int kHeadDim>
 __device__ void copy_key_tile(bf16* k_tiles, bf16* v_tiles, const bf16* k, const bf16* v, std::int64_t row_stride,
-                              Rows sequence, int tile) {
+                              SideRows sequence, int tile) {
   const int buffer = (tile & 1) * Shape<kHeadDim>::tile;
   copy_tile<kHeadDim>(k_tiles + buffer, k, row_stride, sequence, tile * kTile);
   copy_tile<kHeadDim>(v_tiles + buffer, v, row_stride, sequence, tile * kTile);
@@ -208,7 +200,7 @@ __device__ void accumulate_products(float (&accumulator)[Shape<kHeadDim>::n_tile
 // `destination` (row stride `row_stride`, the head's first column), rows past the sequence's end skipped.
 template <int kHeadDim>
 __device__ void store_rows(const float (&accumulator)[Shape<kHeadDim>::n_tiles][4], const float (&factor)[2],
-                           bf16* destination, std::int64_t row_stride, Rows sequence, int first_row) {
+                           bf16* destination, std::int64_t row_stride, SideRows sequence, int first_row) {
   const int lane = lane_id();
   const int row0 = first_row + static_cast<int>(threadIdx.x / 32) * 16 + lane / 4;
 #pragma unroll
@@ -229,9 +221,10 @@ __device__ void store_rows(const float (&accumulator)[Shape<kHeadDim>::n_tiles][
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs args) {
   using S = Shape<kHeadDim>;
-  const Rows sequence = sequence_rows(args.cu_seqlens);
+  const SideRows queries = query_rows(args.rows);
   const int first_query = static_cast<int>(blockIdx.x) * kTile;
-  if (first_query >= sequence.length) return;
+  if (first_query >= queries.length) return;
+  const SideRows keys = key_rows(args.rows);
   const int column = static_cast<int>(blockIdx.y) * kHeadDim;
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int lane = lane_id();
@@ -241,15 +234,26 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs args) {
   bf16* k_tiles = q_tile + S::tile;  // two buffers each
   bf16* v_tiles = k_tiles + 2 * S::tile;
 
-  // Keys past the tile's last query are masked for every row: the loop ends with the diagonal tile.
-  const int key_tiles = (min(sequence.length, first_query + kTile) + kTile - 1) / kTile;
+  // Keys past those the tile's last query sees are masked for every row: the loop ends with the tile of the last.
+  const int key_tiles = (tile_key_end(queries, first_query, kTile, keys) + kTile - 1) / kTile;
   const bf16* k = args.k + column;
   const bf16* v = args.v + column;
-  copy_tile<kHeadDim>(q_tile, args.q + column, args.qkv_row_stride, sequence, first_query);
-  copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.qkv_row_stride, sequence, 0);
-  commit_copies();
+  if (key_tiles > 0) {  // else no query of the tile sees a key: no copy to issue (nor to leave in flight)
+    copy_tile<kHeadDim>(q_tile, args.q + column, args.q_row_stride, queries, first_query);
+    copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.kv_row_stride, keys, 0);
+    commit_copies();
+  }
 
   const int query0 = first_query + warp * 16 + lane / 4;  // this thread's rows: query0 and query0 + 8
+  int key_end[2];                                         // the keys (a prefix of the sequence's) each row sees
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int query = query0 + 8 * half;
+    key_end[half] = query < queries.length ? visible_keys(keys, queries.position(query)) : 0;
+  }
+  // Positions ascend, so the warp's first row sees the fewest keys: tiles wholly before that count need no mask (in
+  // self-attention, those before the diagonal).
+  const int unmasked_keys = __shfl_sync(kFullMask, key_end[0], 0);
   const float scale_log2 = args.scale * kLog2e;
   float out[S::n_tiles][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY};  // of scale·log2(e)·score
@@ -257,31 +261,33 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs args) {
 
   for (int tile = 0; tile < key_tiles; ++tile) {
     await_tile(tile + 1 < key_tiles,
-               [&] { copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.qkv_row_stride, sequence, tile + 1); });
+               [&] { copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.kv_row_stride, keys, tile + 1); });
     const bf16* k_tile = k_tiles + (tile & 1) * S::tile;
     const bf16* v_tile = v_tiles + (tile & 1) * S::tile;
 
     float scores[8][4];
     row_products<kHeadDim>(scores, q_tile, warp * 16, k_tile);
     const int first_key = tile * kTile;
-    const bool diagonal = first_key + kTile > first_query;
+    const bool masked = first_key + kTile > unmasked_keys;
     float tile_max[2] = {row_max[0], row_max[1]};
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = first_key + n * 8 + 2 * (lane % 4) + (e & 1);
-        const int query = query0 + 8 * (e >> 1);
-        scores[n][e] = diagonal && key > query ? -INFINITY : scores[n][e] * scale_log2;
+        scores[n][e] = masked && key >= key_end[e >> 1] ? -INFINITY : scores[n][e] * scale_log2;
         tile_max[e >> 1] = fmaxf(tile_max[e >> 1], scores[n][e]);
       }
-    // Key 0 precedes every query, so after the first tile every row's maximum is finite.
+    // A row that has seen no key yet keeps the maximum -inf; its exponents are taken from 0 instead, giving 0 rather
+    // than the NaN of -inf - -inf. Its sum and output stay 0, so its later rescale exp2(-inf) = 0 loses nothing.
     float rescale[2];
+    float shift[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(kFullMask, tile_max[half], 1));
       tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(kFullMask, tile_max[half], 2));
-      rescale[half] = exp2f(row_max[half] - tile_max[half]);
+      shift[half] = tile_max[half] == -INFINITY ? 0.0f : tile_max[half];
+      rescale[half] = exp2f(row_max[half] - shift[half]);
       row_max[half] = tile_max[half];
       row_sum[half] *= rescale[half];
     }
@@ -289,7 +295,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs args) {
     for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        scores[n][e] = exp2f(scores[n][e] - row_max[e >> 1]);
+        scores[n][e] = exp2f(scores[n][e] - shift[e >> 1]);
         row_sum[e >> 1] += scores[n][e];
       }
 #pragma unroll
@@ -300,32 +306,34 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs args) {
     __syncthreads();  // every warp is done with this buffer before the next iteration refills it
   }
 
+  // A row that saw no key has maximum -inf and sum 0: it gets out 0 and lse -inf + log2(0) = -inf.
   float inverse[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     row_sum[half] += __shfl_xor_sync(kFullMask, row_sum[half], 1);
     row_sum[half] += __shfl_xor_sync(kFullMask, row_sum[half], 2);
-    inverse[half] = 1.0f / row_sum[half];
+    inverse[half] = row_sum[half] > 0.0f ? 1.0f / row_sum[half] : 0.0f;
   }
   const std::int64_t hidden = static_cast<std::int64_t>(args.num_heads) * kHeadDim;
-  store_rows<kHeadDim>(out, inverse, args.out + column, hidden, sequence, first_query);
+  store_rows<kHeadDim>(out, inverse, args.out + column, hidden, queries, first_query);
   if (lane % 4 == 0)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int query = query0 + 8 * half;
-      if (query < sequence.length)
-        args.lse[static_cast<std::int64_t>(blockIdx.y) * args.total_tokens + sequence.begin + query] =
+      if (query < queries.length)
+        args.lse[static_cast<std::int64_t>(blockIdx.y) * args.total_tokens + queries.begin + query] =
             (row_max[half] + log2f(row_sum[half])) * kLn2;
     }
 }
 
-// dQ = scale · Σ over key tiles up to the diagonal of dS · K, dS = P ∘ (dO·Vᵀ − delta), P = exp(scale·Q·Kᵀ − lse).
+// dQ = scale · Σ over the key tiles the query tile sees of dS · K, dS = P ∘ (dO·Vᵀ − delta), P = exp(scale·Q·Kᵀ − lse).
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads) dq_kernel(BackwardArgs args) {
   using S = Shape<kHeadDim>;
-  const Rows sequence = sequence_rows(args.cu_seqlens);
+  const SideRows queries = query_rows(args.rows);
   const int first_query = static_cast<int>(blockIdx.x) * kTile;
-  if (first_query >= sequence.length) return;
+  if (first_query >= queries.length) return;
+  const SideRows keys = key_rows(args.rows);
   const int head = static_cast<int>(blockIdx.y);
   const int column = head * kHeadDim;
   const std::int64_t hidden = static_cast<std::int64_t>(args.num_heads) * kHeadDim;
@@ -338,30 +346,34 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(BackwardArgs args) {
   bf16* k_tiles = dout_tile + S::tile;
   bf16* v_tiles = k_tiles + 2 * S::tile;
 
-  const int key_tiles = (min(sequence.length, first_query + kTile) + kTile - 1) / kTile;
+  const int key_tiles = (tile_key_end(queries, first_query, kTile, keys) + kTile - 1) / kTile;
   const bf16* k = args.k + column;
   const bf16* v = args.v + column;
-  copy_tile<kHeadDim>(q_tile, args.q + column, args.qkv_row_stride, sequence, first_query);
-  copy_tile<kHeadDim>(dout_tile, args.dout + column, hidden, sequence, first_query);
-  copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.qkv_row_stride, sequence, 0);
-  commit_copies();
+  if (key_tiles > 0) {  // else dQ is 0
+    copy_tile<kHeadDim>(q_tile, args.q + column, args.q_row_stride, queries, first_query);
+    copy_tile<kHeadDim>(dout_tile, args.dout + column, hidden, queries, first_query);
+    copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.kv_row_stride, keys, 0);
+    commit_copies();
+  }
 
   const int query0 = first_query + warp * 16 + lane / 4;
   float lse_log2[2];
   float delta[2];
+  int key_end[2];  // the keys (a prefix of the sequence's) each row sees
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int query = query0 + 8 * half;
-    const std::int64_t index = static_cast<std::int64_t>(head) * args.total_tokens + sequence.begin + query;
-    lse_log2[half] = query < sequence.length ? args.lse[index] * kLog2e : 0.0f;
-    delta[half] = query < sequence.length ? args.delta[index] : 0.0f;
+    const std::int64_t index = static_cast<std::int64_t>(head) * args.total_tokens + queries.begin + query;
+    lse_log2[half] = query < queries.length ? args.lse[index] * kLog2e : 0.0f;
+    delta[half] = query < queries.length ? args.delta[index] : 0.0f;
+    key_end[half] = query < queries.length ? visible_keys(keys, queries.position(query)) : 0;
   }
   const float scale_log2 = args.scale * kLog2e;
   float dq[S::n_tiles][4] = {};
 
   for (int tile = 0; tile < key_tiles; ++tile) {
     await_tile(tile + 1 < key_tiles,
-               [&] { copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.qkv_row_stride, sequence, tile + 1); });
+               [&] { copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.kv_row_stride, keys, tile + 1); });
     const bf16* k_tile = k_tiles + (tile & 1) * S::tile;
     const bf16* v_tile = v_tiles + (tile & 1) * S::tile;
 
@@ -375,26 +387,25 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(BackwardArgs args) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = first_key + n * 8 + 2 * (lane % 4) + (e & 1);
-        const int query = query0 + 8 * (e >> 1);
-        const float p =
-            key <= query && query < sequence.length ? exp2f(scores[n][e] * scale_log2 - lse_log2[e >> 1]) : 0.0f;
+        const float p = key < key_end[e >> 1] ? exp2f(scores[n][e] * scale_log2 - lse_log2[e >> 1]) : 0.0f;
         scores[n][e] = p * (dprobs[n][e] - delta[e >> 1]);  // dS
       }
     accumulate_products<kHeadDim>(dq, scores, k_tile);
     __syncthreads();
   }
   const float factor[2] = {args.scale, args.scale};
-  store_rows<kHeadDim>(dq, factor, args.dq + column, args.dqkv_row_stride, sequence, first_query);
+  store_rows<kHeadDim>(dq, factor, args.dq + column, args.dq_row_stride, queries, first_query);
 }
 
-// dV = Σ over query tiles from the diagonal of Pᵀ · dO and dK = scale · Σ dSᵀ · Q, the warp's rows being keys:
-// Pᵀ = exp(scale·K·Qᵀ − lse) and dSᵀ = Pᵀ ∘ (V·dOᵀ − delta), lse and delta per query (column).
+// dV = Σ over the query tiles that see the key tile of Pᵀ · dO and dK = scale · Σ dSᵀ · Q, the warp's rows being
+// keys: Pᵀ = exp(scale·K·Qᵀ − lse) and dSᵀ = Pᵀ ∘ (V·dOᵀ − delta), lse and delta per query (column).
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
   using S = Shape<kHeadDim>;
-  const Rows sequence = sequence_rows(args.cu_seqlens);
+  const SideRows keys = key_rows(args.rows);
   const int first_key = static_cast<int>(blockIdx.x) * kTile;
-  if (first_key >= sequence.length) return;
+  if (first_key >= keys.length) return;
+  const SideRows queries = query_rows(args.rows);
   const int head = static_cast<int>(blockIdx.y);
   const int column = head * kHeadDim;
   const std::int64_t hidden = static_cast<std::int64_t>(args.num_heads) * kHeadDim;
@@ -409,31 +420,41 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
   float* lse_rows = reinterpret_cast<float*>(dout_tiles + 2 * S::tile);  // [2][kTile], log2 domain
   float* delta_rows = lse_rows + 2 * kTile;                              // [2][kTile]
 
-  // Queries before first_key attend none of this tile's keys: the loop starts with the diagonal tile.
-  const int query_tiles = (sequence.length - first_key + kTile - 1) / kTile;
+  // Queries before the first that sees the tile's first key (its earliest) attend none of its keys: the loop starts
+  // there (in self-attention, at the diagonal), with tiles [query_start + i·kTile, ...).
+  const int query_start = first_seeing_query(queries, keys.position(first_key));
+  const int query_tiles = (queries.length - query_start + kTile - 1) / kTile;
   const auto fetch = [&](int buffer, int first_query) {
-    copy_tile<kHeadDim>(q_tiles + buffer * S::tile, args.q + column, args.qkv_row_stride, sequence, first_query);
-    copy_tile<kHeadDim>(dout_tiles + buffer * S::tile, args.dout + column, hidden, sequence, first_query);
+    copy_tile<kHeadDim>(q_tiles + buffer * S::tile, args.q + column, args.q_row_stride, queries, first_query);
+    copy_tile<kHeadDim>(dout_tiles + buffer * S::tile, args.dout + column, hidden, queries, first_query);
     for (int row = static_cast<int>(threadIdx.x); row < kTile; row += kThreads) {
       const int query = first_query + row;
-      const std::int64_t index = static_cast<std::int64_t>(head) * args.total_tokens + sequence.begin + query;
-      lse_rows[buffer * kTile + row] = query < sequence.length ? args.lse[index] * kLog2e : 0.0f;
-      delta_rows[buffer * kTile + row] = query < sequence.length ? args.delta[index] : 0.0f;
+      const std::int64_t index = static_cast<std::int64_t>(head) * args.total_tokens + queries.begin + query;
+      lse_rows[buffer * kTile + row] = query < queries.length ? args.lse[index] * kLog2e : 0.0f;
+      delta_rows[buffer * kTile + row] = query < queries.length ? args.delta[index] : 0.0f;
     }
   };
-  copy_tile<kHeadDim>(k_tile, args.k + column, args.qkv_row_stride, sequence, first_key);
-  copy_tile<kHeadDim>(v_tile, args.v + column, args.qkv_row_stride, sequence, first_key);
-  fetch(0, first_key);
-  commit_copies();
+  if (query_tiles > 0) {  // else dK and dV are 0
+    copy_tile<kHeadDim>(k_tile, args.k + column, args.kv_row_stride, keys, first_key);
+    copy_tile<kHeadDim>(v_tile, args.v + column, args.kv_row_stride, keys, first_key);
+    fetch(0, query_start);
+    commit_copies();
+  }
 
   const int key0 = first_key + warp * 16 + lane / 4;  // this thread's rows: key0 and key0 + 8
+  int query_begin[2];                                 // the first query that sees each row (queries.length if none)
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int key = key0 + 8 * half;
+    query_begin[half] = key < keys.length ? first_seeing_query(queries, keys.position(key)) : queries.length;
+  }
   const float scale_log2 = args.scale * kLog2e;
   float dk[S::n_tiles][4] = {};
   float dv[S::n_tiles][4] = {};
 
   for (int tile = 0; tile < query_tiles; ++tile) {
     const int buffer = tile & 1;
-    const int first_query = first_key + tile * kTile;
+    const int first_query = query_start + tile * kTile;
     await_tile(tile + 1 < query_tiles, [&] { fetch(buffer ^ 1, first_query + kTile); });
     const bf16* q_tile = q_tiles + buffer * S::tile;
     const bf16* dout_tile = dout_tiles + buffer * S::tile;
@@ -450,9 +471,9 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
       for (int e = 0; e < 4; ++e) {
         const int col = n * 8 + 2 * (lane % 4) + (e & 1);
         const int query = first_query + col;
-        const int key = key0 + 8 * (e >> 1);
-        const float p =
-            key <= query && query < sequence.length ? exp2f(probs[n][e] * scale_log2 - lse_tile[col]) : 0.0f;
+        const float p = query >= query_begin[e >> 1] && query < queries.length
+                            ? exp2f(probs[n][e] * scale_log2 - lse_tile[col])
+                            : 0.0f;
         probs[n][e] = p;
         dprobs[n][e] = p * (dprobs[n][e] - delta_tile[col]);
       }
@@ -462,8 +483,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
   }
   const float dk_factor[2] = {args.scale, args.scale};
   const float dv_factor[2] = {1.0f, 1.0f};
-  store_rows<kHeadDim>(dk, dk_factor, args.dk + column, args.dqkv_row_stride, sequence, first_key);
-  store_rows<kHeadDim>(dv, dv_factor, args.dv + column, args.dqkv_row_stride, sequence, first_key);
+  store_rows<kHeadDim>(dk, dk_factor, args.dk + column, args.dkv_row_stride, keys, first_key);
+  store_rows<kHeadDim>(dv, dv_factor, args.dv + column, args.dkv_row_stride, keys, first_key);
 }
 
 template <typename Kernel, typename Args>
@@ -479,22 +500,23 @@ void launch(Kernel kernel, std::size_t shared_bytes, const VarlenBatch& batch, i
 
 }  // namespace
 
-void mma_attention_forward(const VarlenBatch& batch, int head_dim, const ForwardArgs& args, cudaStream_t stream) {
+void mma_attention_forward(const VarlenBatch& queries, int head_dim, const ForwardArgs& args, cudaStream_t stream) {
   if (head_dim == 64) {
-    launch(forward_kernel<64>, Shape<64>::forward_bytes, batch, args.num_heads, args, stream, "attention_forward");
+    launch(forward_kernel<64>, Shape<64>::forward_bytes, queries, args.num_heads, args, stream, "attention_forward");
   } else {
-    launch(forward_kernel<128>, Shape<128>::forward_bytes, batch, args.num_heads, args, stream, "attention_forward");
+    launch(forward_kernel<128>, Shape<128>::forward_bytes, queries, args.num_heads, args, stream, "attention_forward");
   }
 }
 
-void mma_attention_backward(const VarlenBatch& batch, int head_dim, const BackwardArgs& args, cudaStream_t stream) {
+// dQ's grid covers the query rows, dK and dV's the key rows (the sequences are the same on both sides).
+void mma_attention_backward(const VarlenBatch& queries, const VarlenBatch& keys, int head_dim, const BackwardArgs& args,
+                            cudaStream_t stream) {
   if (head_dim == 64) {
-    launch(dq_kernel<64>, Shape<64>::dq_bytes, batch, args.num_heads, args, stream, "attention_backward (dq)");
-    launch(dkdv_kernel<64>, Shape<64>::dkdv_bytes, batch, args.num_heads, args, stream, "attention_backward (dk, dv)");
+    launch(dq_kernel<64>, Shape<64>::dq_bytes, queries, args.num_heads, args, stream, "attention_backward (dq)");
+    launch(dkdv_kernel<64>, Shape<64>::dkdv_bytes, keys, args.num_heads, args, stream, "attention_backward (dk, dv)");
   } else {
-    launch(dq_kernel<128>, Shape<128>::dq_bytes, batch, args.num_heads, args, stream, "attention_backward (dq)");
-    launch(dkdv_kernel<128>, Shape<128>::dkdv_bytes, batch, args.num_heads, args, stream,
-           "attention_backward (dk, dv)");
+    launch(dq_kernel<128>, Shape<128>::dq_bytes, queries, args.num_heads, args, stream, "attention_backward (dq)");
+    launch(dkdv_kernel<128>, Shape<128>::dkdv_bytes, keys, args.num_heads, args, stream, "attention_backward (dk, dv)");
   }
 }
 

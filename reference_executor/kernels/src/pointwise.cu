@@ -1,4 +1,4 @@
-// Elementwise kernels: SwiGLU forward and backward, bf16 addition, conversions, zero fill. Grid-stride
+// Elementwise kernels: SwiGLU forward and backward, additions, conversions, fills. Grid-stride
 // loops over 64-bit indices, so any tensor size works with a bounded grid.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -49,6 +49,14 @@ __global__ void add_kernel(const bf16* a, const bf16* b, bf16* out, std::int64_t
   for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
     out[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
   }
+}
+
+__global__ void accumulate_kernel(float* accum, const bf16* b, std::int64_t count) {
+  for (std::int64_t i = first_index(); i < count; i += grid_stride()) accum[i] += __bfloat162float(b[i]);
+}
+
+__global__ void fill_kernel(float* data, float value, std::int64_t count) {
+  for (std::int64_t i = first_index(); i < count; i += grid_stride()) data[i] = value;
 }
 
 __global__ void float_to_bf16_kernel(const float* in, bf16* out, std::int64_t count) {
@@ -107,6 +115,15 @@ void add_inplace(bf16* accum, const bf16* b, std::int64_t count, cudaStream_t st
   SLUICE_LAUNCH_CHECK("add_inplace");
 }
 
+void add_inplace(float* accum, const bf16* b, std::int64_t count, cudaStream_t stream) {
+  check_count(count);
+  detail::require_pointer(accum, "accum");
+  detail::require_pointer(b, "b");
+  if (count == 0) return;
+  accumulate_kernel<<<detail::grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(accum, b, count);
+  SLUICE_LAUNCH_CHECK("add_inplace");
+}
+
 void convert(const float* in, bf16* out, std::int64_t count, cudaStream_t stream) {
   check_count(count);
   detail::require_pointer(in, "in");
@@ -136,6 +153,14 @@ void fill_zero(float* data, std::int64_t count, cudaStream_t stream) {
   check_count(count);
   detail::require_pointer(data, "data");
   SLUICE_CUDA_CHECK(cudaMemsetAsync(data, 0, static_cast<std::size_t>(count) * sizeof(float), stream));
+}
+
+void fill(float* data, float value, std::int64_t count, cudaStream_t stream) {
+  check_count(count);
+  detail::require_pointer(data, "data");
+  if (count == 0) return;
+  fill_kernel<<<detail::grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(data, value, count);
+  SLUICE_LAUNCH_CHECK("fill");
 }
 
 }  // namespace sluice::executor::kernels

@@ -20,6 +20,7 @@ struct RopeArgs {
   bf16* k;
   std::int64_t row_stride;
   const std::int32_t* cu_seqlens;
+  const std::int32_t* positions;  // null: the index within the sequence
   int num_seqs;
   int num_heads;
   int head_dim;
@@ -52,7 +53,8 @@ __device__ void rotate_pair(bf16* head, int i, int half, float cos_angle, float 
 
 __global__ void __launch_bounds__(kThreads) rope_kernel(RopeArgs args) {
   const int token = static_cast<int>(blockIdx.x);
-  const double position = position_in_sequence(args.cu_seqlens, args.num_seqs, token);
+  const double position =
+      args.positions != nullptr ? args.positions[token] : position_in_sequence(args.cu_seqlens, args.num_seqs, token);
   const int half = args.head_dim / 2;
   const std::int64_t row = static_cast<std::int64_t>(token) * args.row_stride;
   for (int i = threadIdx.x; i < half; i += kThreads) {
@@ -69,8 +71,8 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(RopeArgs args) {
 }
 
 void launch_rope(const VarlenBatch& batch, const HeadShape& heads, bf16* q, bf16* k, std::int64_t row_stride,
-                 double theta, double direction, cudaStream_t stream, const char* name, const char* q_name,
-                 const char* k_name) {
+                 double theta, const std::int32_t* positions, double direction, cudaStream_t stream, const char* name,
+                 const char* q_name, const char* k_name) {
   detail::require_pointer(batch.cu_seqlens, "cu_seqlens");
   detail::require_positive(batch.num_seqs, "num_seqs");
   detail::require_positive(batch.total_tokens, "total_tokens");
@@ -87,6 +89,7 @@ void launch_rope(const VarlenBatch& batch, const HeadShape& heads, bf16* q, bf16
   args.k = k;
   args.row_stride = row_stride;
   args.cu_seqlens = batch.cu_seqlens;
+  args.positions = positions;
   args.num_seqs = batch.num_seqs;
   args.num_heads = heads.num_heads;
   args.head_dim = heads.head_dim;
@@ -99,13 +102,13 @@ void launch_rope(const VarlenBatch& batch, const HeadShape& heads, bf16* q, bf16
 }  // namespace
 
 void rope_forward(const VarlenBatch& batch, const HeadShape& heads, bf16* q, bf16* k, std::int64_t row_stride,
-                  double theta, cudaStream_t stream) {
-  launch_rope(batch, heads, q, k, row_stride, theta, 1.0, stream, "rope_forward", "q", "k");
+                  double theta, cudaStream_t stream, const std::int32_t* positions) {
+  launch_rope(batch, heads, q, k, row_stride, theta, positions, 1.0, stream, "rope_forward", "q", "k");
 }
 
 void rope_backward(const VarlenBatch& batch, const HeadShape& heads, bf16* dq, bf16* dk, std::int64_t row_stride,
-                   double theta, cudaStream_t stream) {
-  launch_rope(batch, heads, dq, dk, row_stride, theta, -1.0, stream, "rope_backward", "dq", "dk");
+                   double theta, cudaStream_t stream, const std::int32_t* positions) {
+  launch_rope(batch, heads, dq, dk, row_stride, theta, positions, -1.0, stream, "rope_backward", "dq", "dk");
 }
 
 }  // namespace sluice::executor::kernels

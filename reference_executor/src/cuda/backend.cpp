@@ -79,7 +79,8 @@ Backend::Backend(const Job& job, const JobLayout& layout, const std::vector<int>
       const LaneWork& work = layout.lane_work(static_cast<int>(r), static_cast<int>(i));
       rank.micro_batches.push_back(
           upload_micro_batch(layout.micro_batches[pipeline][i], layout.cp_splits[static_cast<std::size_t>(work.split)],
-                             work.cp_rank, group_of(layout, work.ulysses_group, static_cast<int>(r)), rank.stream));
+                             work.cp_rank, group_of(layout, work.ulysses_group, static_cast<int>(r)),
+                             group_of(layout, work.ring_group, static_cast<int>(r)), rank.stream));
     }
     rank.losses = DeviceBuffer(layout.micro_batches[pipeline].size() * sizeof(float));
     rank.saved.resize(layout.micro_batches[pipeline].size());

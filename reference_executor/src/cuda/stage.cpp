@@ -1,6 +1,7 @@
 #include "stage.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -63,20 +64,43 @@ std::vector<std::vector<float>> initial_parameters(const ModelConfig& model, Ten
 }  // namespace
 
 DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, cudaStream_t stream) {
-  return upload_micro_batch(micro_batch, cp_split(micro_batch.cu_seqlens, 1, 1), 0, Group{}, stream);
+  return upload_micro_batch(micro_batch, cp_split(micro_batch.cu_seqlens, 1, 1), 0, Group{}, Group{}, stream);
 }
 
 DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, const CpSplit& split, int cp_rank,
-                                    Group ulysses, cudaStream_t stream) {
-  sluice::require(split.ring == 1 && ulysses.size() == split.ulysses, "micro-batch: the CUDA backend runs Ulysses CP ",
-                  "(ring degree 1), got ring ", split.ring, " and a Ulysses group of ", ulysses.size());
+                                    Group ulysses, Group ring, cudaStream_t stream) {
+  sluice::require(ulysses.size() == split.ulysses && ring.size() == split.ring, "micro-batch: a split of Ulysses ",
+                  split.ulysses, " and ring ", split.ring, " in groups of ", ulysses.size(), " and ", ring.size());
   const CpShard& shard = split.shards[static_cast<std::size_t>(cp_rank)];
   DeviceMicroBatch result;
   result.tokens = static_cast<int>(shard.size());
-  result.attention_tokens = static_cast<int>(micro_batch.size());
   result.sequences = static_cast<int>(micro_batch.cu_seqlens.size()) - 1;
-  result.max_seqlen = micro_batch.max_seqlen;
   result.ulysses = ulysses;
+  result.ring = ring;
+  result.ring_rank = cp_rank / split.ulysses;
+  // Each block's packed rows in sequence and position order; without ring CP the block is the micro-batch, whose
+  // rows are their own positions.
+  std::vector<std::vector<std::int32_t>> block_rows;
+  for (const CpShard& block : split.blocks) {
+    std::vector<std::int32_t> rows = block.rows;
+    std::sort(rows.begin(), rows.end());
+    DeviceBlock device;
+    device.tokens = static_cast<int>(rows.size());
+    std::vector<std::int32_t> cu_seqlens{0}, positions;
+    for (std::size_t s = 0; s + 1 < micro_batch.cu_seqlens.size(); ++s) {
+      const auto first = std::lower_bound(rows.begin(), rows.end(), micro_batch.cu_seqlens[s]);
+      const auto end = std::lower_bound(first, rows.end(), micro_batch.cu_seqlens[s + 1]);
+      for (auto row = first; row != end; ++row) positions.push_back(*row - micro_batch.cu_seqlens[s]);
+      cu_seqlens.push_back(static_cast<std::int32_t>(end - rows.begin()));
+      device.max_seqlen = std::max(device.max_seqlen, static_cast<int>(end - first));
+    }
+    device.cu_seqlens = upload(cu_seqlens, stream);
+    if (split.ring > 1) device.positions = upload(positions, stream);
+    SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host vectors die with this iteration
+    result.blocks.push_back(std::move(device));
+    block_rows.push_back(std::move(rows));
+  }
+  result.attention_tokens = result.own_block().tokens;
   std::vector<std::int32_t> ids, targets;
   for (const std::int32_t row : shard.rows) {
     ids.push_back(micro_batch.tokens[static_cast<std::size_t>(row)]);
@@ -101,12 +125,14 @@ DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, const C
   result.unique_tokens = static_cast<int>(unique_ids.size());
   std::vector<std::int32_t> order;
   const int first = cp_rank - cp_rank % split.ulysses;  // the Ulysses group's first CP rank
+  const std::vector<std::int32_t>& own_rows = block_rows[static_cast<std::size_t>(result.ring_rank)];
   for (int u = 0; u < split.ulysses; ++u) {
     const CpShard& member = split.shards[static_cast<std::size_t>(first + u)];
     result.ulysses_tokens.push_back(static_cast<int>(member.size()));
-    order.insert(order.end(), member.rows.begin(), member.rows.end());
+    for (const std::int32_t row : member.rows)
+      order.push_back(
+          static_cast<std::int32_t>(std::lower_bound(own_rows.begin(), own_rows.end(), row) - own_rows.begin()));
   }
-  result.cu_seqlens = upload(micro_batch.cu_seqlens, stream);
   result.ids = upload(ids, stream);
   result.targets = upload(targets, stream);
   result.unique_ids = upload(unique_ids, stream);
@@ -132,15 +158,11 @@ void require_gpu_job(const Job& job) {
   require_gpu_model(job.model);
   for (std::size_t p = 0; p < job.pipelines.size(); ++p) {
     const Scheme& scheme = job.pipelines[p].scheme;
-    sluice::require(scheme.ring() == 1, "job: pipeline ", p, " runs ", scheme.name(),
-                    ", and the CUDA backend runs Ulysses CP, not ring CP (the host backend runs every kind)");
     require_tp(job.model, scheme.tp());
     sluice::require(job.model.ffn / scheme.tp() % 8 == 0, "job: pipeline ", p, " runs ", scheme.name(),
                     ", and the CUDA kernels need each TP rank's FFN columns (", job.model.ffn / scheme.tp(),
                     ") to be a multiple of 8");
   }
-  sluice::require(job.cp_groups.empty(), "job: the CUDA backend does not run CP groups across pipelines (the host ",
-                  "backend does)");
 }
 
 DeviceStage::DeviceStage(const ModelConfig& model, int first_layer, int end_layer, bool first, bool last,
@@ -397,11 +419,17 @@ Scratch<bf16> DeviceStage::layer_forward(int layer, const DeviceMicroBatch& micr
   const int all = micro_batch.attention_tokens;
   s.qkv = ulysses == 1 ? std::move(qkv) : to_heads(micro_batch, qkv.get(), 3);
   bf16* q = s.qkv.get();
-  kernels::rope_forward(batch, heads(ulysses), q, q + width, 3 * width, model_.rope_theta, stream());
+  const std::int32_t* positions = micro_batch.own_block().positions.as<const std::int32_t>();
+  if (all > 0)
+    kernels::rope_forward(batch, heads(ulysses), q, q + width, 3 * width, model_.rope_theta, stream(), positions);
   Scratch<bf16> attended(allocator_, count(all, width));
   s.lse = Scratch<float>(allocator_, count(heads(ulysses).num_heads, all));
-  kernels::attention_forward(batch, heads(ulysses), q, q + width, q + 2 * width, 3 * width, attended.get(), s.lse.get(),
-                             stream());
+  if (micro_batch.ring.size() > 1) {
+    ring_forward(micro_batch, q, width, attended.get(), s.lse.get());
+  } else {
+    kernels::attention_forward(batch, heads(ulysses), q, q + width, q + 2 * width, 3 * width, attended.get(),
+                               s.lse.get(), stream());
+  }
   if (ulysses == 1) {
     s.attention = std::move(attended);
   } else {
@@ -470,15 +498,23 @@ Scratch<bf16> DeviceStage::layer_backward(int layer, const DeviceMicroBatch& mic
   const int width = h_t / ulysses;
   const int all = micro_batch.attention_tokens;
   const Scratch<bf16> dout_heads = ulysses == 1 ? Scratch<bf16>() : to_heads(micro_batch, dattention.get(), 1);
-  Scratch<bf16> dheads(allocator_, count(all, 3 * width));
-  Scratch<float> delta(allocator_, count(heads(ulysses).num_heads, all));
   const bf16* q = s.qkv.get();
+  const bf16* out = ulysses == 1 ? s.attention.get() : s.heads_out.get();
+  const bf16* dout = ulysses == 1 ? dattention.get() : dout_heads.get();
+  Scratch<bf16> dheads;
+  if (micro_batch.ring.size() > 1) {
+    dheads = ring_backward(micro_batch, q, out, dout, s.lse.get(), width);
+  } else {
+    dheads = Scratch<bf16>(allocator_, count(all, 3 * width));
+    Scratch<float> delta(allocator_, count(heads(ulysses).num_heads, all));
+    bf16* dq = dheads.get();
+    kernels::attention_backward(batch, heads(ulysses), q, q + width, q + 2 * width, 3 * width, out, dout, s.lse.get(),
+                                dq, dq + width, dq + 2 * width, 3 * width, delta.get(), stream());
+  }
   bf16* dq = dheads.get();
-  kernels::attention_backward(batch, heads(ulysses), q, q + width, q + 2 * width, 3 * width,
-                              ulysses == 1 ? s.attention.get() : s.heads_out.get(),
-                              ulysses == 1 ? dattention.get() : dout_heads.get(), s.lse.get(), dq, dq + width,
-                              dq + 2 * width, 3 * width, delta.get(), stream());
-  kernels::rope_backward(batch, heads(ulysses), dq, dq + width, 3 * width, model_.rope_theta, stream());
+  const std::int32_t* positions = micro_batch.own_block().positions.as<const std::int32_t>();
+  if (all > 0)
+    kernels::rope_backward(batch, heads(ulysses), dq, dq + width, 3 * width, model_.rope_theta, stream(), positions);
   const Scratch<bf16> dqkv = ulysses == 1 ? std::move(dheads) : from_heads(micro_batch, dheads.get(), 3);
   dpartial = Scratch<bf16>(allocator_, count(t, h));
   gemm(false, true, t, h, 3 * h_t, dqkv.get(), weight(layer, ParameterKind::qkv), dpartial.get(), CUDA_R_16BF, 0);
@@ -489,6 +525,116 @@ Scratch<bf16> DeviceStage::layer_backward(int layer, const DeviceMicroBatch& mic
   kernels::add_inplace(dy.get(), dmiddle.get(), count(rows, h), stream());
   s = {};
   return dy;
+}
+
+namespace {
+
+// Sends `count` values to the next ring rank and returns the `received_count` the previous one sends.
+template <class T>
+Scratch<T> pass_on(DeviceExchange& exchange, StreamAllocator& allocator, const Group& ring, const T* values,
+                   std::size_t count, std::size_t received_count) {
+  const int size = ring.size();
+  Scratch<T> received(allocator, received_count);
+  std::vector<SendPart> sends(static_cast<std::size_t>(size));
+  std::vector<ReceivePart> receives(static_cast<std::size_t>(size));
+  sends[static_cast<std::size_t>((ring.index + 1) % size)] = {values, count * sizeof(T)};
+  receives[static_cast<std::size_t>((ring.index + size - 1) % size)] = {received.get(), received_count * sizeof(T)};
+  exchange.all_to_all(ring, sends, receives, allocator.stream());
+  return received;
+}
+
+// K | V [rows, 2 · width] side by side, from the qkv [rows, 3 · width] of a block.
+Scratch<bf16> keys_and_values(StreamAllocator& allocator, const bf16* qkv, int rows, int width) {
+  Scratch<bf16> result(allocator, count(rows, 2 * width));
+  if (rows > 0)
+    SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(result.get(), count(2, width) * bf16_bytes, qkv + width,
+                                        count(3, width) * bf16_bytes, count(2, width) * bf16_bytes,
+                                        static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, allocator.stream()));
+  return result;
+}
+
+}  // namespace
+
+void DeviceStage::ring_forward(const DeviceMicroBatch& micro_batch, const bf16* qkv, int width, bf16* out,
+                               float* lse) const {
+  const kernels::HeadShape shape = heads(micro_batch.ulysses.size());
+  const int ring = micro_batch.ring.size();
+  const int rows = micro_batch.attention_tokens;
+  const std::size_t stats = count(shape.num_heads, rows);
+  Scratch<float> merged(allocator_, count(rows, width));
+  kernels::fill_zero(merged.get(), count(rows, width), stream());
+  kernels::fill(lse, -INFINITY, static_cast<std::int64_t>(stats), stream());
+  const Scratch<bf16> block_out(allocator_, count(rows, width));
+  const Scratch<float> block_lse(allocator_, stats);
+  Scratch<bf16> keys = keys_and_values(allocator_, qkv, rows, width);
+  int owner = micro_batch.ring_rank;
+  for (int step = 0; step < ring; ++step) {
+    const int held = micro_batch.blocks[static_cast<std::size_t>(owner)].tokens;
+    if (rows > 0 && held > 0) {
+      kernels::block_attention_forward(micro_batch.positioned(micro_batch.ring_rank), micro_batch.positioned(owner),
+                                       shape, qkv, 3 * width, keys.get(), keys.get() + width, 2 * width,
+                                       block_out.get(), block_lse.get(), stream());
+      kernels::attention_merge(block_out.get(), block_lse.get(), rows, shape, merged.get(), lse, stream());
+    }
+    if (step + 1 == ring) break;
+    owner = (owner + ring - 1) % ring;
+    keys = pass_on(*lane_.exchange, allocator_, micro_batch.ring, keys.get(), count(held, 2 * width),
+                   count(micro_batch.blocks[static_cast<std::size_t>(owner)].tokens, 2 * width));
+  }
+  kernels::convert(merged.get(), out, static_cast<std::int64_t>(count(rows, width)), stream());
+}
+
+Scratch<bf16> DeviceStage::ring_backward(const DeviceMicroBatch& micro_batch, const bf16* qkv, const bf16* out,
+                                         const bf16* dout, const float* lse, int width) const {
+  const kernels::HeadShape shape = heads(micro_batch.ulysses.size());
+  const int ring = micro_batch.ring.size();
+  const int rows = micro_batch.attention_tokens;
+  Scratch<float> dq(allocator_, count(rows, width));
+  kernels::fill_zero(dq.get(), count(rows, width), stream());
+  const Scratch<bf16> block_dq(allocator_, count(rows, width));
+  const Scratch<float> delta(allocator_, count(shape.num_heads, rows));
+  Scratch<bf16> keys = keys_and_values(allocator_, qkv, rows, width);
+  // The dK | dV partial sums of the block in hand, in fp32: they travel with it.
+  Scratch<float> dkv(allocator_, count(rows, 2 * width));
+  kernels::fill_zero(dkv.get(), count(rows, 2 * width), stream());
+  int owner = micro_batch.ring_rank;
+  for (int step = 0; step < ring; ++step) {
+    const int held = micro_batch.blocks[static_cast<std::size_t>(owner)].tokens;
+    if (rows > 0 && held > 0) {
+      const Scratch<bf16> block_dkv(allocator_, count(held, 2 * width));
+      kernels::block_attention_backward(micro_batch.positioned(micro_batch.ring_rank), micro_batch.positioned(owner),
+                                        shape, qkv, 3 * width, keys.get(), keys.get() + width, 2 * width, out, dout,
+                                        lse, block_dq.get(), width, block_dkv.get(), block_dkv.get() + width, 2 * width,
+                                        delta.get(), stream());
+      kernels::add_inplace(dq.get(), block_dq.get(), static_cast<std::int64_t>(count(rows, width)), stream());
+      kernels::add_inplace(dkv.get(), block_dkv.get(), static_cast<std::int64_t>(count(held, 2 * width)), stream());
+    }
+    // The block and its partial sums move on; after the last step only the sums travel, home to their owner.
+    const int next_owner = (owner + ring - 1) % ring;
+    const int arriving = micro_batch.blocks[static_cast<std::size_t>(next_owner)].tokens;
+    dkv = pass_on(*lane_.exchange, allocator_, micro_batch.ring, dkv.get(), count(held, 2 * width),
+                  count(arriving, 2 * width));
+    if (step + 1 < ring)
+      keys = pass_on(*lane_.exchange, allocator_, micro_batch.ring, keys.get(), count(held, 2 * width),
+                     count(arriving, 2 * width));
+    owner = next_owner;
+  }
+  // dq | dk | dv of the block's tokens, side by side.
+  Scratch<bf16> result(allocator_, count(rows, 3 * width));
+  if (rows > 0) {
+    const Scratch<bf16> dq_bf16(allocator_, count(rows, width));
+    const Scratch<bf16> dkv_bf16(allocator_, count(rows, 2 * width));
+    kernels::convert(dq.get(), dq_bf16.get(), static_cast<std::int64_t>(count(rows, width)), stream());
+    kernels::convert(dkv.get(), dkv_bf16.get(), static_cast<std::int64_t>(count(rows, 2 * width)), stream());
+    const std::size_t pitch = count(3, width) * bf16_bytes;
+    SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(result.get(), pitch, dq_bf16.get(), count(1, width) * bf16_bytes,
+                                        count(1, width) * bf16_bytes, static_cast<std::size_t>(rows),
+                                        cudaMemcpyDeviceToDevice, stream()));
+    SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(result.get() + width, pitch, dkv_bf16.get(), count(2, width) * bf16_bytes,
+                                        count(2, width) * bf16_bytes, static_cast<std::size_t>(rows),
+                                        cudaMemcpyDeviceToDevice, stream()));
+  }
+  return result;
 }
 
 void DeviceStage::head_forward(const DeviceMicroBatch& micro_batch, Scratch<bf16> x, float loss_scale, float* loss_sum,

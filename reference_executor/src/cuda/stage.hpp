@@ -22,34 +22,52 @@
 
 namespace sluice::executor::cuda {
 
+// A ring rank's block of a micro-batch as attention sees it: its tokens (the whole micro-batch without ring CP),
+// sequence by sequence in position order.
+struct DeviceBlock {
+  int tokens = 0;
+  int max_seqlen = 0;       // most tokens of one sequence
+  DeviceBuffer cu_seqlens;  // int32, sequences + 1 offsets
+  DeviceBuffer positions;   // int32, each token's position in its sequence; empty without ring CP
+};
+
 // What a lane computes with of a packed micro-batch, on the device: its CP rank's tokens (ids, targets, and the CSR
-// of their positions grouped by token id for the embedding's backward), and the tokens its Ulysses group's attention
-// covers in sequence order (the whole micro-batch: the CUDA backend runs Ulysses CP, ring degree 1) with the order
-// in which the Ulysses ranks hold them.
+// of their positions grouped by token id for the embedding's backward); every ring rank's block, its own being the
+// tokens its Ulysses group's attention covers; and the order in which the Ulysses ranks hold those.
 struct DeviceMicroBatch {
   int tokens = 0;            // the CP rank's
-  int attention_tokens = 0;  // the micro-batch's
+  int attention_tokens = 0;  // its ring rank's block's
   int sequences = 0;
-  int max_seqlen = 0;
   int unique_tokens = 0;
-  DeviceBuffer cu_seqlens, ids, targets, unique_ids, offsets, positions;  // int32
+  DeviceBuffer ids, targets, unique_ids, offsets, positions;  // int32
   Group ulysses{};
   std::vector<int> ulysses_tokens;  // by Ulysses rank: how many tokens it holds
-  DeviceBuffer order;               // int32: the packed position of every Ulysses rank's tokens, rank after rank
+  DeviceBuffer order;               // int32: where every Ulysses rank's tokens go in the block, rank after rank
+  Group ring{};
+  int ring_rank = 0;
+  std::vector<DeviceBlock> blocks;  // by ring rank
+  [[nodiscard]] const DeviceBlock& own_block() const { return blocks[static_cast<std::size_t>(ring_rank)]; }
   [[nodiscard]] kernels::VarlenBatch varlen() const {
-    return {cu_seqlens.as<const std::int32_t>(), sequences, max_seqlen, attention_tokens};
+    const DeviceBlock& block = own_block();
+    return {block.cu_seqlens.as<const std::int32_t>(), sequences, block.max_seqlen, block.tokens};
+  }
+  [[nodiscard]] kernels::PositionedBatch positioned(int ring_rank_of_block) const {
+    const DeviceBlock& block = blocks[static_cast<std::size_t>(ring_rank_of_block)];
+    return {{block.cu_seqlens.as<const std::int32_t>(), sequences, block.max_seqlen, block.tokens},
+            block.positions.as<const std::int32_t>()};
   }
 };
 
 // The whole micro-batch (CP 1).
 DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, cudaStream_t stream);
-// CP rank `cp_rank`'s tokens of the micro-batch split as `split` (ring degree 1), in the Ulysses group `ulysses`.
+// CP rank `cp_rank`'s tokens of the micro-batch split as `split`, in the Ulysses group `ulysses` and the ring group
+// `ring` (their sizes the split's degrees).
 DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, const CpSplit& split, int cp_rank,
-                                    Group ulysses, cudaStream_t stream);
+                                    Group ulysses, Group ring, cudaStream_t stream);
 
 // What one layer's backward needs from its forward.
-// With Ulysses CP, qkv is the attention's side: this Ulysses rank's heads of every token, in sequence order, and
-// heads_out the attention's output there.
+// With Ulysses CP, qkv is the attention's side: this Ulysses rank's heads of its ring rank's block, and heads_out the
+// attention's output there.
 struct LayerSaved {
   Scratch<bf16> input, normed1, qkv, attention, heads_out, middle, normed2, gate_up, swiglu;
   Scratch<float> rstd1, lse, rstd2;
@@ -64,12 +82,12 @@ struct StageSaved {
 
 // Raises invalid_input when the attention kernels cannot run the model (head_dim must be 64 or 128).
 void require_gpu_model(const ModelConfig& model);
-// Raises invalid_input for the model, and for a job whose degrees the CUDA backend does not run: it runs every TP
-// the model divides by, Ulysses CP, and full recompute; not ring CP (or the hybrid) and not flex CP groups.
+// Raises invalid_input for the model, and for a job whose TP the kernels cannot run: each TP rank's FFN columns must
+// be a multiple of 8. Every CP kind, flex CP groups and full recompute run.
 void require_gpu_job(const Job& job);
 
-// A lane's TP rank in its TP group, and the exchange that moves the data of its collectives (TP's, and Ulysses'
-// all-to-alls in the groups its micro-batches name); a lane of TP 1 and CP 1 needs none.
+// A lane's TP rank in its TP group, and the exchange that moves the data of its collectives (TP's, Ulysses'
+// all-to-alls and the ring's passes in the groups its micro-batches name); a lane of TP 1 and CP 1 needs none.
 struct TensorParallelLane {
   int tp = 1;
   int tp_rank = 0;
@@ -112,10 +130,17 @@ private:
   // The heads of the lane's attention: its TP rank's, divided by the Ulysses degree.
   [[nodiscard]] kernels::HeadShape heads(int ulysses) const noexcept;
   // Ulysses' all-to-alls (Jacobs et al., arXiv 2309.14509, §3). to_heads: x [tokens, parts · h_t] (`parts` blocks
-  // of the lane's heads' columns) to this Ulysses rank's columns of each block for every token of the micro-batch,
-  // in sequence order [attention_tokens, parts · h_t / U]; from_heads the reverse.
+  // of the lane's heads' columns) to this Ulysses rank's columns of each block for every token of its ring rank's
+  // block, in block order [attention_tokens, parts · h_t / U]; from_heads the reverse.
   [[nodiscard]] Scratch<bf16> to_heads(const DeviceMicroBatch& micro_batch, const bf16* x, int parts) const;
   [[nodiscard]] Scratch<bf16> from_heads(const DeviceMicroBatch& micro_batch, const bf16* heads, int parts) const;
+  // Ring attention (Liu et al., arXiv 2310.01889, §3) over the block's qkv [attention_tokens, 3 · width] (the
+  // lane's heads' q | k | v, roped): K and V pass around the ring, each step's block merged by log-sum-exp into out
+  // [attention_tokens, width] and lse. The backward passes K and V round again with their dK and dV partial sums,
+  // which end on the ring rank that holds the block; returns dq | dk | dv [attention_tokens, 3 · width].
+  void ring_forward(const DeviceMicroBatch& micro_batch, const bf16* qkv, int width, bf16* out, float* lse) const;
+  [[nodiscard]] Scratch<bf16> ring_backward(const DeviceMicroBatch& micro_batch, const bf16* qkv, const bf16* out,
+                                            const bf16* dout, const float* lse, int width) const;
   // With TP 1 these return their input: the CP rank's [tokens, cols] from every lane's rows of it, and the lane's
   // rows of the sum over the group of [tokens, cols] partial sums.
   [[nodiscard]] Scratch<bf16> gather(Scratch<bf16> mine, int tokens, int cols) const;

@@ -66,6 +66,39 @@ void attention_backward(const VarlenBatch& batch, const HeadShape& heads, const 
                         bf16* dk, bf16* dv, std::int64_t dqkv_row_stride, float* delta, cudaStream_t stream,
                         AttentionKernel kernel = kDefaultAttentionKernel);
 
+// ---- Ring attention's block steps (Liu et al., "Ring Attention with Blockwise Transformers", arXiv 2310.01889) ----
+// The queries of one block against the keys and values of another: each side packed as a VarlenBatch over the same
+// sequences (a sequence may have no rows on a side), every row with its position in its sequence (`positions`, device
+// int32, ascending within each sequence). A key is visible to the queries of its sequence whose position is not
+// before its own. q has row stride q_row_stride, k and v (and dk, dv) kv_row_stride / dkv_row_stride, out and dout
+// num_heads * head_dim; alignment and head_dim as attention_forward's.
+struct PositionedBatch {
+  VarlenBatch rows;
+  const std::int32_t* positions = nullptr;  // device, rows.total_tokens entries
+};
+
+// out [queries, hidden] and lse [num_heads, queries]: this block's attention alone; a query that sees none of its
+// keys gets zeros and lse -inf. attention_merge folds the blocks together.
+void block_attention_forward(const PositionedBatch& queries, const PositionedBatch& keys, const HeadShape& heads,
+                             const bf16* q, std::int64_t q_row_stride, const bf16* k, const bf16* v,
+                             std::int64_t kv_row_stride, bf16* out, float* lse, cudaStream_t stream,
+                             AttentionKernel kernel = kDefaultAttentionKernel);
+
+// This block's share of the gradients, given the whole attention's out, lse (merged over every block) and dout:
+// dq [queries] and dk, dv [keys] are overwritten (zeros where no pair of the block is visible); delta as
+// attention_backward's.
+void block_attention_backward(const PositionedBatch& queries, const PositionedBatch& keys, const HeadShape& heads,
+                              const bf16* q, std::int64_t q_row_stride, const bf16* k, const bf16* v,
+                              std::int64_t kv_row_stride, const bf16* out, const bf16* dout, const float* lse, bf16* dq,
+                              std::int64_t dq_row_stride, bf16* dk, bf16* dv, std::int64_t dkv_row_stride, float* delta,
+                              cudaStream_t stream, AttentionKernel kernel = kDefaultAttentionKernel);
+
+// Folds one block's out [tokens, hidden] and lse [num_heads, tokens] into the running out (fp32) and lse by their
+// log-sum-exp: out = out·e^(lse − new) + block_out·e^(block_lse − new), new = log(e^lse + e^block_lse). Start
+// from out = 0, lse = -inf (fill); rows at -inf on both sides stay so.
+void attention_merge(const bf16* block_out, const float* block_lse, int tokens, const HeadShape& heads, float* out,
+                     float* lse, cudaStream_t stream);
+
 // ---- RMSNorm ----
 
 // y = x / sqrt(mean(x^2) + eps) * weight; x, y: [rows, cols]; weight: [cols]; rstd: [rows] fp32.
@@ -84,14 +117,15 @@ void rmsnorm_backward(const bf16* x, const bf16* weight, const float* rstd, cons
 // ---- Rotary embedding ("rotate_half", LLaMA) ----
 // In every head, the pair (x_i, x_{i + head_dim/2}) turns by position * theta^(-2i / head_dim), where a
 // token's position is its index within its own sequence. In place on the first hidden columns of each of
-// the batch.total_tokens rows of q and of k (which share row_stride); head_dim must be even.
+// the batch.total_tokens rows of q and of k (which share row_stride); head_dim must be even. `positions` (device
+// int32, a position per row) overrides the index for rows that are not a sequence's prefix (a ring block).
 
 void rope_forward(const VarlenBatch& batch, const HeadShape& heads, bf16* q, bf16* k, std::int64_t row_stride,
-                  double theta, cudaStream_t stream);
+                  double theta, cudaStream_t stream, const std::int32_t* positions = nullptr);
 
 // The gradient: rotation by the negative angle, in place on dq and dk.
 void rope_backward(const VarlenBatch& batch, const HeadShape& heads, bf16* dq, bf16* dk, std::int64_t row_stride,
-                   double theta, cudaStream_t stream);
+                   double theta, cudaStream_t stream, const std::int32_t* positions = nullptr);
 
 // ---- SwiGLU ----
 
@@ -107,11 +141,13 @@ void swiglu_backward(const bf16* gate_up, const bf16* dout, int rows, int ffn, b
 void add(const bf16* a, const bf16* b, bf16* out, std::int64_t count, cudaStream_t stream);
 // accum += b.
 void add_inplace(bf16* accum, const bf16* b, std::int64_t count, cudaStream_t stream);
+void add_inplace(float* accum, const bf16* b, std::int64_t count, cudaStream_t stream);
 // Round to nearest even.
 void convert(const float* in, bf16* out, std::int64_t count, cudaStream_t stream);
 void convert(const bf16* in, float* out, std::int64_t count, cudaStream_t stream);
 void fill_zero(bf16* data, std::int64_t count, cudaStream_t stream);
 void fill_zero(float* data, std::int64_t count, cudaStream_t stream);
+void fill(float* data, float value, std::int64_t count, cudaStream_t stream);
 
 // ---- Loss ----
 
