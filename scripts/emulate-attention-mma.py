@@ -1,13 +1,23 @@
 #!/usr/bin/env python3
 """Emulates attention_mma.cu's warp-level algorithm lane by lane with the PTX ISA's semantics of ldmatrix (.trans)
 and mma.m16n8k16 (which lane holds which element of A, B and C), in float64, and compares forward, dQ, dK and dV
-with dense attention: a check of the kernels' index math (operand addresses, accumulator-to-operand packing, causal
-and length masks, tile loops, online softmax) made without a GPU. It mirrors the kernels' code function by function;
-it does not model cp.async, synchronisation or several sequences in one batch. Prints the largest errors (~1e-15)
-and exits 1 past 1e-12."""
+with dense causal attention: a check of the kernels' index math (operand addresses, accumulator-to-operand packing,
+the mask by row position, tile loops and their bounds, online softmax) made without a GPU. It mirrors the kernels'
+code function by function, attention_rows.cuh's row layout included (positions None: a row's position is its index),
+for one sequence per side. Self-attention runs on a whole sequence; ring attention's block steps (ring degree R, the
+sequence cut in 2R chunks, rank r holding chunks r and 2R-1-r) run every pair of blocks, whose forward outputs are
+merged as attention_merge does and whose gradients are summed. Shared tiles start as NaN and the outputs too, so a
+read of a tile never copied or a row never stored shows. It does not model cp.async timing, bf16 rounding or several
+sequences in one batch. Prints the largest errors (~1e-15) and the kernel paths taken; asserts that the queries
+seeing none of a block's keys (and only they) get exactly out 0 and lse -inf, and that a block step whose keys all
+follow its queries, where every loop has no tile, gives zeros; exits 1 past 1e-12 or if a path was never taken."""
 import sys
+from collections import Counter
 
 import numpy as np
+
+seen = Counter()  # which kernel paths ran: each must, or the check proves less than it says
+
 
 def ldmatrix(tile, addr, trans=False):
     """addr(lane) -> (row, col) of the 8-element row that lane provides. Returns regs[lane][j] = (lo, hi)."""
@@ -77,134 +87,285 @@ def accumulate(acc, p, tile, D):
             mma_into(acc, 2*n, a, b, 0)
             mma_into(acc, 2*n+1, a, b, 1)
 
-def tile_of(x, first, length):
-    t = np.zeros((64, x.shape[1]))
-    for r in range(64):
-        if first + r < length: t[r] = x[first + r]
-    return t
+class Rows:
+    """attention_rows.cuh's SideRows of one sequence (begin 0); positions None: a row's position is its index."""
+    def __init__(self, length, positions=None):
+        self.length, self.positions = length, positions
 
-def store_rows(acc, factor, out, first_row, warp, length, D):
+    def position(self, index):
+        return index if self.positions is None else int(self.positions[index])
+
+def visible_keys(keys, position):
+    if keys.positions is None: return min(keys.length, position + 1)
+    low, high = 0, keys.length  # first key whose position is past `position`
+    while low < high:
+        middle = (low + high) // 2
+        if keys.positions[middle] <= position: low = middle + 1
+        else: high = middle
+    return low
+
+def first_seeing_query(queries, position):
+    if queries.positions is None: return min(queries.length, position)
+    low, high = 0, queries.length
+    while low < high:
+        middle = (low + high) // 2
+        if queries.positions[middle] < position: low = middle + 1
+        else: high = middle
+    return low
+
+def tile_key_end(queries, first_query, tile, keys):
+    last = min(queries.length, first_query + tile) - 1
+    return 0 if last < 0 else visible_keys(keys, queries.position(last))
+
+def shared(D):
+    return np.full((64, D), np.nan)  # uninitialised: a product that reads it before a copy turns NaN
+
+def copy_tile(tile, x, rows, first_row):
+    for r in range(64):
+        tile[r] = x[first_row + r] if first_row + r < rows.length else 0
+
+def copy_key_tile(k_tiles, v_tiles, k, v, keys, tile):
+    copy_tile(k_tiles[tile & 1], k, keys, tile * 64); copy_tile(v_tiles[tile & 1], v, keys, tile * 64)
+
+def quad(x, op):
+    """The two __shfl_xor_sync steps (lane masks 1, 2) over x[lane][half]."""
+    lanes = np.arange(32)
+    x = op(x, x[lanes ^ 1])
+    return op(x, x[lanes ^ 2])
+
+def store_rows(acc, factor, out, first_row, warp, rows, D):
     for L in range(32):
         for half in range(2):
             row = first_row + warp * 16 + L // 4 + 8 * half
-            if row >= length: continue
+            if row >= rows.length: continue
             for n in range(D // 8):
                 out[row, 8*n + 2*(L % 4)] = acc[L][n][2*half] * factor[L][half]
                 out[row, 8*n + 2*(L % 4) + 1] = acc[L][n][2*half+1] * factor[L][half]
 
-def forward(q, k, v, scale, D):
-    length = q.shape[0]
-    out = np.zeros_like(q); lse = np.zeros(length)
+def per_row(first_row, f):
+    """[warp][lane][half] = f(row) for each thread's rows first_row + warp·16 + lane/4 (+ 8)."""
+    return [[[f(first_row + warp * 16 + L // 4 + 8 * half) for half in range(2)] for L in range(32)]
+            for warp in range(4)]
+
+def forward(q, k, v, queries, keys, scale, D):
+    out = np.full((queries.length, D), np.nan); lse = np.full(queries.length, np.nan)
     log2e = 1 / np.log(2)
-    for first_query in range(0, length, 64):
-        q_tile = tile_of(q, first_query, length)
-        key_tiles = (min(length, first_query + 64) + 63) // 64
-        for warp in range(4):
-            acc = np.zeros((32, D // 8, 4)); row_max = np.full((32, 2), -np.inf); row_sum = np.zeros((32, 2))
-            for tile in range(key_tiles):
-                k_tile = tile_of(k, tile * 64, length); v_tile = tile_of(v, tile * 64, length)
+    for first_query in range(0, queries.length, 64):  # the grid's blocks; those past the sequence return
+        key_tiles = (tile_key_end(queries, first_query, 64, keys) + 63) // 64
+        q_tile = shared(D); k_tiles = [shared(D), shared(D)]; v_tiles = [shared(D), shared(D)]
+        if key_tiles > 0:
+            copy_tile(q_tile, q, queries, first_query); copy_key_tile(k_tiles, v_tiles, k, v, keys, 0)
+        else: seen["forward tiles seeing no key"] += 1
+        key_end = per_row(first_query, lambda query: visible_keys(keys, queries.position(query))
+                          if query < queries.length else 0)
+        unmasked_keys = [key_end[warp][0][0] for warp in range(4)]  # __shfl_sync from lane 0
+        scale_log2 = scale * log2e
+        acc = np.zeros((4, 32, D // 8, 4)); row_max = np.full((4, 32, 2), -np.inf); row_sum = np.zeros((4, 32, 2))
+        for tile in range(key_tiles):
+            if tile + 1 < key_tiles: copy_key_tile(k_tiles, v_tiles, k, v, keys, tile + 1)
+            k_tile = k_tiles[tile & 1]; v_tile = v_tiles[tile & 1]
+            first_key = tile * 64
+            for warp in range(4):
                 s = row_products(q_tile, warp * 16, k_tile, D)
-                first_key = tile * 64; diagonal = first_key + 64 > first_query
-                tmax = row_max.copy()
+                masked = first_key + 64 > unmasked_keys[warp]
+                seen["forward tiles unmasked" if not masked else "forward tiles masked"] += 1
+                tmax = row_max[warp].copy()
                 for L in range(32):
-                    q0 = first_query + warp * 16 + L // 4
                     for n in range(8):
                         for e in range(4):
-                            key = first_key + n * 8 + 2 * (L % 4) + (e & 1); query = q0 + 8 * (e >> 1)
-                            s[L][n][e] = -np.inf if diagonal and key > query else s[L][n][e] * scale * log2e
+                            key = first_key + n * 8 + 2 * (L % 4) + (e & 1)
+                            hidden = masked and key >= key_end[warp][L][e >> 1]
+                            s[L][n][e] = -np.inf if hidden else s[L][n][e] * scale_log2
                             tmax[L][e >> 1] = max(tmax[L][e >> 1], s[L][n][e])
-                # the quad's shuffles: the 4 lanes of a row group share its maximum
-                red = np.array([[max(tmax[4*(L//4)+i][h] for i in range(4)) for h in range(2)] for L in range(32)])
-                rescale = np.exp2(row_max - red); row_max = red; row_sum *= rescale
+                tmax = quad(tmax, np.maximum)
+                shift = np.where(tmax == -np.inf, 0.0, tmax)  # a row that has seen no key yet: exponents from 0
+                rescale = np.exp2(row_max[warp] - shift); row_max[warp] = tmax; row_sum[warp] *= rescale
                 for L in range(32):
                     for n in range(8):
                         for e in range(4):
-                            s[L][n][e] = np.exp2(s[L][n][e] - row_max[L][e >> 1]); row_sum[L][e >> 1] += s[L][n][e]
+                            s[L][n][e] = np.exp2(s[L][n][e] - shift[L][e >> 1])
+                            row_sum[warp][L][e >> 1] += s[L][n][e]
                 for L in range(32):
                     for n in range(D // 8):
-                        for e in range(4): acc[L][n][e] *= rescale[L][e >> 1]
-                accumulate(acc, s, v_tile, D)
-            total = np.array([[sum(row_sum[4*(L//4)+i][h] for i in range(4)) for h in range(2)] for L in range(32)])
-            store_rows(acc, 1 / total, out, first_query, warp, length, D)
+                        for e in range(4): acc[warp][L][n][e] *= rescale[L][e >> 1]
+                accumulate(acc[warp], s, v_tile, D)
+        for warp in range(4):
+            total = quad(row_sum[warp], np.add)
+            inverse = [[1 / t if t > 0 else 0 for t in lane] for lane in total]
+            store_rows(acc[warp], inverse, out, first_query, warp, queries, D)
             for L in range(32):
                 if L % 4 == 0:
                     for h in range(2):
                         query = first_query + warp * 16 + L // 4 + 8 * h
-                        if query < length: lse[query] = (row_max[L][h] + np.log2(total[L][h])) * np.log(2)
+                        if query < queries.length:
+                            with np.errstate(divide="ignore"):  # log2(0) = -inf for a row that saw no key
+                                lse[query] = (row_max[warp][L][h] + np.log2(total[L][h])) * np.log(2)
     return out, lse
 
-def reference(q, k, v, scale):
+def backward_dq(q, k, v, do, lse, delta, queries, keys, scale, D):
+    dq = np.full((queries.length, D), np.nan); log2e = 1 / np.log(2)
+    for first_query in range(0, queries.length, 64):
+        key_tiles = (tile_key_end(queries, first_query, 64, keys) + 63) // 64
+        q_tile = shared(D); do_tile = shared(D); k_tiles = [shared(D), shared(D)]; v_tiles = [shared(D), shared(D)]
+        if key_tiles > 0:
+            copy_tile(q_tile, q, queries, first_query); copy_tile(do_tile, do, queries, first_query)
+            copy_key_tile(k_tiles, v_tiles, k, v, keys, 0)
+        else: seen["dq tiles seeing no key"] += 1
+        lse_log2 = per_row(first_query, lambda query: lse[query] * log2e if query < queries.length else 0)
+        row_delta = per_row(first_query, lambda query: delta[query] if query < queries.length else 0)
+        key_end = per_row(first_query, lambda query: visible_keys(keys, queries.position(query))
+                          if query < queries.length else 0)
+        scale_log2 = scale * log2e
+        acc = np.zeros((4, 32, D // 8, 4))
+        for tile in range(key_tiles):
+            if tile + 1 < key_tiles: copy_key_tile(k_tiles, v_tiles, k, v, keys, tile + 1)
+            k_tile = k_tiles[tile & 1]; v_tile = v_tiles[tile & 1]
+            first_key = tile * 64
+            for warp in range(4):
+                s = row_products(q_tile, warp * 16, k_tile, D); dp = row_products(do_tile, warp * 16, v_tile, D)
+                for L in range(32):
+                    for n in range(8):
+                        for e in range(4):
+                            key = first_key + n * 8 + 2 * (L % 4) + (e & 1); h = e >> 1
+                            visible = key < key_end[warp][L][h]
+                            p = np.exp2(s[L][n][e] * scale_log2 - lse_log2[warp][L][h]) if visible else 0
+                            s[L][n][e] = p * (dp[L][n][e] - row_delta[warp][L][h])
+                accumulate(acc[warp], s, k_tile, D)
+        for warp in range(4): store_rows(acc[warp], np.full((32, 2), scale), dq, first_query, warp, queries, D)
+    return dq
+
+def backward_dkdv(q, k, v, do, lse, delta, queries, keys, scale, D):
+    dk = np.full((keys.length, D), np.nan); dv = np.full((keys.length, D), np.nan); log2e = 1 / np.log(2)
+    for first_key in range(0, keys.length, 64):
+        query_start = first_seeing_query(queries, keys.position(first_key))
+        query_tiles = (queries.length - query_start + 63) // 64
+        k_tile = shared(D); v_tile = shared(D); q_tiles = [shared(D), shared(D)]; do_tiles = [shared(D), shared(D)]
+        lse_rows = np.full((2, 64), np.nan); delta_rows = np.full((2, 64), np.nan)
+
+        def fetch(buffer, first_query):
+            copy_tile(q_tiles[buffer], q, queries, first_query); copy_tile(do_tiles[buffer], do, queries, first_query)
+            for row in range(64):
+                query = first_query + row
+                lse_rows[buffer][row] = lse[query] * log2e if query < queries.length else 0
+                delta_rows[buffer][row] = delta[query] if query < queries.length else 0
+        if query_tiles > 0:
+            copy_tile(k_tile, k, keys, first_key); copy_tile(v_tile, v, keys, first_key); fetch(0, query_start)
+        else: seen["dkdv tiles seen by no query"] += 1
+        if query_start % 64 and query_tiles > 1: seen["dkdv loops from an unaligned query, several tiles"] += 1
+        query_begin = per_row(first_key, lambda key: first_seeing_query(queries, keys.position(key))
+                              if key < keys.length else queries.length)
+        scale_log2 = scale * log2e
+        adk = np.zeros((4, 32, D // 8, 4)); adv = np.zeros((4, 32, D // 8, 4))
+        for tile in range(query_tiles):
+            buffer = tile & 1; first_query = query_start + tile * 64
+            if tile + 1 < query_tiles: fetch(buffer ^ 1, first_query + 64)
+            q_tile, do_tile = q_tiles[buffer], do_tiles[buffer]
+            lse_tile, delta_tile = lse_rows[buffer], delta_rows[buffer]
+            for warp in range(4):
+                p = row_products(k_tile, warp * 16, q_tile, D); dp = row_products(v_tile, warp * 16, do_tile, D)
+                for L in range(32):
+                    for n in range(8):
+                        for e in range(4):
+                            col = n * 8 + 2 * (L % 4) + (e & 1); query = first_query + col
+                            visible = query >= query_begin[warp][L][e >> 1] and query < queries.length
+                            pv = np.exp2(p[L][n][e] * scale_log2 - lse_tile[col]) if visible else 0
+                            p[L][n][e] = pv
+                            dp[L][n][e] = pv * (dp[L][n][e] - delta_tile[col])
+                accumulate(adv[warp], p, do_tile, D); accumulate(adk[warp], dp, q_tile, D)
+        for warp in range(4):
+            store_rows(adk[warp], np.full((32, 2), scale), dk, first_key, warp, keys, D)
+            store_rows(adv[warp], np.full((32, 2), 1.0), dv, first_key, warp, keys, D)
+    return dk, dv
+
+def dense(q, k, v, do, scale):
+    """Causal attention over the whole sequence and its gradients."""
     length = q.shape[0]
     s = q @ k.T * scale
     s[np.triu(np.ones((length, length), bool), 1)] = -np.inf
     lse = np.log(np.exp(s - s.max(1, keepdims=True)).sum(1)) + s.max(1)
     p = np.exp(s - lse[:, None])
-    return p @ v, lse, p
+    out = p @ v
+    delta = (do * out).sum(1)
+    ds = p * (do @ v.T - delta[:, None])
+    return out, lse, delta, ds @ k * scale, ds.T @ q * scale, p.T @ do
 
-def backward_dq(q, k, v, do, lse, delta, scale, D):
-    length = q.shape[0]; dq = np.zeros_like(q); log2e = 1 / np.log(2)
-    for first_query in range(0, length, 64):
-        q_tile = tile_of(q, first_query, length); do_tile = tile_of(do, first_query, length)
-        key_tiles = (min(length, first_query + 64) + 63) // 64
-        for warp in range(4):
-            acc = np.zeros((32, D // 8, 4))
-            for tile in range(key_tiles):
-                k_tile = tile_of(k, tile * 64, length); v_tile = tile_of(v, tile * 64, length)
-                s = row_products(q_tile, warp * 16, k_tile, D); dp = row_products(do_tile, warp * 16, v_tile, D)
-                for L in range(32):
-                    q0 = first_query + warp * 16 + L // 4
-                    for n in range(8):
-                        for e in range(4):
-                            key = tile * 64 + n * 8 + 2 * (L % 4) + (e & 1); query = q0 + 8 * (e >> 1)
-                            if key <= query < length:
-                                p = np.exp2(s[L][n][e] * scale * log2e - lse[query] * log2e)
-                                s[L][n][e] = p * (dp[L][n][e] - delta[query])
-                            else: s[L][n][e] = 0
-                accumulate(acc, s, k_tile, D)
-            store_rows(acc, np.full((32, 2), scale), dq, first_query, warp, length, D)
-    return dq
+def merge(out, lse, block_out, block_lse):
+    """attention_merge, row by row."""
+    for row in range(len(lse)):
+        held, added = lse[row], block_lse[row]
+        if added == -np.inf: continue  # the block holds no key the row sees
+        top = max(held, added)
+        merged = top + np.log(np.exp(held - top) + np.exp(added - top))
+        out[row] = out[row] * np.exp(held - merged) + block_out[row] * np.exp(added - merged); lse[row] = merged
 
-def backward_dkdv(q, k, v, do, lse, delta, scale, D):
-    length = q.shape[0]; dk = np.zeros_like(q); dv = np.zeros_like(q); log2e = 1 / np.log(2)
-    for first_key in range(0, length, 64):
-        k_tile = tile_of(k, first_key, length); v_tile = tile_of(v, first_key, length)
-        query_tiles = (length - first_key + 63) // 64
-        for warp in range(4):
-            adk = np.zeros((32, D // 8, 4)); adv = np.zeros((32, D // 8, 4))
-            for tile in range(query_tiles):
-                first_query = first_key + tile * 64
-                q_tile = tile_of(q, first_query, length); do_tile = tile_of(do, first_query, length)
-                p = row_products(k_tile, warp * 16, q_tile, D); dp = row_products(v_tile, warp * 16, do_tile, D)
-                for L in range(32):
-                    k0 = first_key + warp * 16 + L // 4
-                    for n in range(8):
-                        for e in range(4):
-                            col = n * 8 + 2 * (L % 4) + (e & 1); query = first_query + col; key = k0 + 8 * (e >> 1)
-                            if key <= query < length:
-                                pv = np.exp2(p[L][n][e] * scale * log2e - lse[query] * log2e)
-                            else: pv = 0
-                            p[L][n][e] = pv
-                            dp[L][n][e] = pv * (dp[L][n][e] - (delta[query] if query < length else 0))
-                accumulate(adv, p, do_tile, D); accumulate(adk, dp, q_tile, D)
-            store_rows(adk, np.full((32, 2), scale), dk, first_key, warp, length, D)
-            store_rows(adv, np.full((32, 2), 1.0), dv, first_key, warp, length, D)
-    return dk, dv
+def blind_rows(block_out, block_lse, query_positions, key_positions):
+    """Asserts that the queries seeing none of the block's keys, and only they, get exactly out 0 and lse -inf."""
+    blind = np.array([not any(kp <= qp for kp in key_positions) for qp in query_positions], bool)
+    assert (block_out[blind] == 0).all() and (block_lse[blind] == -np.inf).all(), "a blind row is not 0, -inf"
+    assert np.isfinite(block_lse[~blind]).all(), "a row that sees a key has lse -inf"
+    seen["blind query rows"] += int(blind.sum())
+
+def errors_line(name, errors):
+    print(name + ": " + ", ".join(f"{key} {error:.1e}" for key, error in errors.items()))
+    return list(errors.values())
 
 rng = np.random.default_rng(1)
-worst = 0.0
+errors = []
 for length, D in [(150, 64), (65, 128), (7, 64)]:
     q, k, v, do = (rng.uniform(-1, 1, (length, D)) for _ in range(4))
     scale = 1 / np.sqrt(D)
-    out, lse = forward(q, k, v, scale, D)
-    ro, rl, p = reference(q, k, v, scale)
-    delta = (do * ro).sum(1)
-    dp = do @ v.T
-    ds = p * (dp - delta[:, None])
-    dq = backward_dq(q, k, v, do, rl, delta, scale, D)
-    dk, dv = backward_dkdv(q, k, v, do, rl, delta, scale, D)
-    errors = {"out": np.abs(out - ro).max(), "lse": np.abs(lse - rl).max(), "dq": np.abs(dq - ds @ k * scale).max(),
-              "dk": np.abs(dk - ds.T @ q * scale).max(), "dv": np.abs(dv - p.T @ do).max()}
-    print(f"length {length}, head_dim {D}: " + ", ".join(f"{name} {error:.1e}" for name, error in errors.items()))
-    worst = max(worst, *errors.values())
-# float64 sums in another order: anything past 1e-12 is an indexing error, not rounding.
-sys.exit(0 if worst <= 1e-12 else 1)
+    rows = Rows(length)  # null positions: self-attention
+    ro, rl, delta, rdq, rdk, rdv = dense(q, k, v, do, scale)
+    out, lse = forward(q, k, v, rows, rows, scale, D)
+    dq = backward_dq(q, k, v, do, rl, delta, rows, rows, scale, D)
+    dk, dv = backward_dkdv(q, k, v, do, rl, delta, rows, rows, scale, D)
+    errors += errors_line(f"self-attention, length {length}, head_dim {D}", {
+        "out": np.abs(out - ro).max(), "lse": np.abs(lse - rl).max(), "dq": np.abs(dq - rdq).max(),
+        "dk": np.abs(dk - rdk).max(), "dv": np.abs(dv - rdv).max()})
+
+# Ring attention: rank r holds chunks r and 2R-1-r of 2R; its queries meet every rank's keys, one block per step.
+for length, D, R in [(300, 64, 2), (150, 64, 2), (65, 128, 2), (100, 64, 3), (5, 64, 4)]:
+    q, k, v, do = (rng.uniform(-1, 1, (length, D)) for _ in range(4))
+    scale = 1 / np.sqrt(D)
+    ro, rl, delta, rdq, rdk, rdv = dense(q, k, v, do, scale)
+    bounds = [length * c // (2 * R) for c in range(2 * R + 1)]
+    blocks = [np.r_[bounds[r]:bounds[r + 1], bounds[2 * R - 1 - r]:bounds[2 * R - r]] for r in range(R)]
+    out = np.full((length, D), np.nan); lse = np.full(length, np.nan)
+    dq = np.zeros((length, D)); dk = np.zeros((length, D)); dv = np.zeros((length, D))
+    for a in range(R):
+        qa = blocks[a]; queries = Rows(len(qa), qa)
+        merged = np.zeros((len(qa), D)); merged_lse = np.full(len(qa), -np.inf)
+        for step in range(R):  # the order ring_forward meets the blocks in
+            kb = blocks[(a - step) % R]; keys = Rows(len(kb), kb)
+            block_out, block_lse = forward(q[qa], k[kb], v[kb], queries, keys, scale, D)
+            blind_rows(block_out, block_lse, qa, kb)
+            merge(merged, merged_lse, block_out, block_lse)
+            dq[qa] += backward_dq(q[qa], k[kb], v[kb], do[qa], rl[qa], delta[qa], queries, keys, scale, D)
+            block_dk, block_dv = backward_dkdv(q[qa], k[kb], v[kb], do[qa], rl[qa], delta[qa], queries, keys, scale, D)
+            dk[kb] += block_dk; dv[kb] += block_dv
+        out[qa] = merged; lse[qa] = merged_lse
+    errors += errors_line(f"ring of {R}, length {length}, head_dim {D}, blocks of {[len(b) for b in blocks]}", {
+        "out": np.abs(out - ro).max(), "lse": np.abs(lse - rl).max(), "dq": np.abs(dq - rdq).max(),
+        "dk": np.abs(dk - rdk).max(), "dv": np.abs(dv - rdv).max()})
+
+# A block step whose keys all follow its queries (chunk 0's queries, chunk 1's keys of 4): every loop has no tile.
+length, D = 300, 64
+q, k, v, do = (rng.uniform(-1, 1, (length, D)) for _ in range(4))
+scale = 1 / np.sqrt(D)
+ro, rl, delta, *_ = dense(q, k, v, do, scale)
+qa, kb = np.arange(0, 75), np.arange(75, 150)
+queries, keys = Rows(len(qa), qa), Rows(len(kb), kb)
+out, lse = forward(q[qa], k[kb], v[kb], queries, keys, scale, D)
+dq = backward_dq(q[qa], k[kb], v[kb], do[qa], rl[qa], delta[qa], queries, keys, scale, D)
+dk, dv = backward_dkdv(q[qa], k[kb], v[kb], do[qa], rl[qa], delta[qa], queries, keys, scale, D)
+assert (out == 0).all() and (lse == -np.inf).all() and (dq == 0).all() and (dk == 0).all() and (dv == 0).all(), \
+    "a block step whose keys follow every query does not give zeros and lse -inf"
+print("keys after every query: out 0, lse -inf, dq dk dv 0")
+
+print("paths: " + ", ".join(f"{name} {count}" for name, count in sorted(seen.items())))
+missing = {"forward tiles unmasked", "forward tiles masked", "forward tiles seeing no key", "dq tiles seeing no key",
+           "dkdv tiles seen by no query", "dkdv loops from an unaligned query, several tiles",
+           "blind query rows"} - set(seen)
+if missing: print("paths never taken: " + ", ".join(sorted(missing)))
+# float64 sums in another order: anything past 1e-12 (or NaN: a row never stored) is an indexing error, not rounding.
+sys.exit(0 if all(error <= 1e-12 for error in errors) and not missing else 1)
