@@ -113,6 +113,10 @@ if [ -n "${python_package}" ]; then
 fi
 step profile 150 "${measure_build}/examples/executor/sluice_profile_gpu" --out "${out}/executor_profile.json" \
   --samples "${out}/executor_samples.csv"
+# Stages of TP 2, ring and Ulysses CP 2 and their hybrid at CP 4, their lanes serialized on the GPU.
+step profile_parallel 150 "${measure_build}/examples/executor/sluice_profile_gpu" \
+  --schemes tp1pp1,tp2pp1,tp1cp2ringpp1,tp1cp2ulyssespp1,tp1cp4hybrid2pp1ac --lengths 512,1024,2048,4096 \
+  --out "${out}/executor_profile_parallel.json" --samples "${out}/executor_samples_parallel.csv"
 if [ -f "${out}/executor_profile.json" ]; then
   step run_streams 60 "${measure_build}/examples/executor/sluice_run_plan" --profile "${out}/executor_profile.json" \
     --trace "${out}/run_trace.json"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "options.hpp"
+#include "sluice/core/scheme.hpp"
 #include "sluice/cost/profile.hpp"
 #include "sluice/io/cost_json.hpp"
 #include "sluice/io/json.hpp"
@@ -23,10 +24,11 @@ namespace {
 constexpr std::string_view usage =
     "usage: sluice_profile_gpu [--layers 8 --hidden 1024 --heads 8 --ffn 2816 --vocab 32000 --model-seed 1]\n"
     "                          [--pp 1,2,4] [--lengths 256,512,1024,2048,4096,8192] [--repetitions 5] [--device 0]\n"
-    "                          [--gpus 8] [--ac] [--out executor_profile.json] [--samples F]\n"
+    "                          [--gpus 8] [--ac] [--schemes S1,S2] [--out executor_profile.json] [--samples F]\n"
     "Profiles the executor's model on this GPU and writes a sluice profile (sluice.profile v1); --ac also profiles\n"
-    "every PP with full recompute (schemes tp1ppNac); --samples F also writes the measured samples as the CSV\n"
-    "`sluice fit` reads (docs/profiling.md).\n"
+    "every PP with full recompute (schemes tp1ppNac); --schemes profiles the schemes named instead (tp2pp1,\n"
+    "tp1cp4ringpp2ac, ...: a stage's TP·CP lanes serialized on this GPU, a sample their time over the lanes);\n"
+    "--samples F also writes the measured samples as the CSV `sluice fit` reads (docs/profiling.md).\n"
     "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n"
     "--help prints this; --version prints the version.\n";
 
@@ -43,13 +45,22 @@ int run(int argc, char** argv) {
   const std::string out = arguments.text("out", "executor_profile.json");
   const std::string samples = arguments.text("samples", "");
   const bool recompute = arguments.flag("ac");
+  const std::string named = arguments.text("schemes", "");
   arguments.require_all_used();
+  std::vector<sluice::Scheme> schemes;
+  if (named.empty()) {
+    schemes = ex::cuda::pipeline_schemes(pps, recompute);
+  } else {
+    for (const std::string_view name : sluice::command_line::comma_items(named))
+      schemes.push_back(sluice::Scheme::parse(name));
+  }
+  ex::cuda::require_profilable(model, schemes, options);
   if (ex::cuda::device_count() == 0) {
     std::cerr << "sluice_profile_gpu: no CUDA device\n";
     return 2;
   }
   std::vector<ex::cuda::StageProfile> stages;
-  const sluice::cost::Profile profile(ex::cuda::profile_gpu(model, pps, options, &stages, recompute));
+  const sluice::cost::Profile profile(ex::cuda::profile_gpu(model, schemes, options, &stages));
   sluice::io::write_document(out, profile);
   if (!samples.empty())
     sluice::io::write_text_file(samples, sluice::io::profile_samples_csv(ex::cuda::profile_samples(stages)));

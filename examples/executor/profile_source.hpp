@@ -31,7 +31,8 @@ inline sluice::cost::Profile load_profile(const std::string& path, const sluice:
       if (pp <= model.layers) pps.push_back(pp);
     sluice::executor::cuda::ProfilerOptions options;
     options.cluster_gpus = gpus;
-    return sluice::cost::Profile(sluice::executor::cuda::profile_gpu(model, pps, options));
+    return sluice::cost::Profile(
+        sluice::executor::cuda::profile_gpu(model, sluice::executor::cuda::pipeline_schemes(pps, false), options));
   }
   return sluice::io::read_profile(sluice::io::resolve_data_file(path, "profiles"), gpus);
 }

@@ -23,6 +23,11 @@ expect_bad_input("needs --profile" ${MEASURE_SYSTEMS} --backend host)
 expect_bad_input("--iterations must be in" ${MEASURE_SYSTEMS} --iterations 0)
 expect_bad_input("--tokens must be" ${MEASURE_SYSTEMS} --tokens -5)
 expect_bad_input("no-such-lengths" ${MEASURE_SYSTEMS} --lengths no-such-lengths)
+# sluice_profile_gpu's schemes: named, runnable by the model, given tokens on every lane.
+expect_bad_input("cannot parse 'tp2xx'" ${PROFILE_GPU} --schemes tp1pp1,tp2xx)
+expect_bad_input("TP 3 does not divide" ${PROFILE_GPU} --schemes tp3pp1)
+expect_bad_input("leaves lanes of tp2cp4ringpp1 without tokens" ${PROFILE_GPU} --schemes tp2cp4ringpp1
+                 --lengths 8,16,32)
 
 # sluice_train: its options, and checkpoints that do not fit.
 expect_bad_input("give --profile" ${TRAIN})

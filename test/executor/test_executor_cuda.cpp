@@ -181,13 +181,21 @@ TEST_CASE("executor cuda: the profiler fits a valid profile of a tiny model" * d
   options.lengths = {64, 128, 256, 512};
   options.repetitions = 3;
   options.warmup = 1;
-  const std::vector<int> pps{1, 2};
-  const cost::Profile profile(cuda::profile_gpu(model, pps, options));
-  CHECK(profile.schemes().size() == 2);
+  // <1, PP> and stages of TP 2, ring CP 2 and Ulysses CP 2 with recompute, their lanes serialized on the GPU.
+  std::vector<Scheme> schemes = cuda::pipeline_schemes(std::vector{1, 2}, false);
+  for (const char* name : {"tp2pp1", "tp1cp2ringpp1", "tp1cp2ulyssespp1ac"}) schemes.push_back(Scheme::parse(name));
+  std::vector<cuda::StageProfile> stages;
+  const cost::Profile profile(cuda::profile_gpu(model, schemes, options, &stages));
+  CHECK(profile.schemes().size() == schemes.size());
   for (const cost::SchemeCost& scheme : profile.schemes()) {
+    CAPTURE(scheme.scheme.name());
     CHECK(scheme.max_len > 0);
     CHECK(scheme.latency(512) > 0);
   }
+  REQUIRE(profile.spec().memory.has_value());
+  CHECK(profile.spec().memory->activation_bytes.count(2) == 1);
+  // A lane of TP 2 holds about half the activations of the whole stage at TP 1.
+  CHECK(stages[2].activation_bytes_per_token < stages[0].activation_bytes_per_token);
   const auto document = io::to_document(profile);
   CHECK(io::from_document<cost::Profile>(io::parse(document.dump(), "profile")).spec().schemes ==
         profile.spec().schemes);

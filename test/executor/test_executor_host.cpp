@@ -460,12 +460,12 @@ TEST_CASE("executor host: measured stages become a valid sluice profile") {
   // Stages as the profiler would measure them: 30 activation bytes per token, hidden unit and layer, and a
   // recomputing stage of PP 2 that takes 4/3 the time and holds a tenth of the activations.
   std::vector<cuda::StageProfile> stages;
-  for (const auto& [pp, recompute] :
-       {std::pair{1, Recompute::none}, std::pair{2, Recompute::none}, std::pair{2, Recompute::full}}) {
+  for (const Scheme& scheme : cuda::pipeline_schemes(std::vector{1, 2}, true)) {
+    if (scheme == Scheme::parse("tp1pp1ac")) continue;
+    const Recompute recompute = scheme.recompute();
     cuda::StageProfile stage;
-    stage.pp = pp;
-    stage.recompute = recompute;
-    stage.layers = model.layers / pp;
+    stage.scheme = scheme;
+    stage.layers = model.layers / scheme.pp();
     const double slower = recompute == Recompute::full ? 4.0 / 3 : 1;
     const double bytes = recompute == Recompute::full ? 3.0 : 30.0;
     std::vector<cost::LatencySample> latencies;
@@ -498,6 +498,23 @@ TEST_CASE("executor host: measured stages become a valid sluice profile") {
       io::from_document<cost::Profile>(io::parse(io::to_document(profile).dump(), "profile"), "profile");
   CHECK(read.spec().schemes == spec.schemes);
   CHECK_THROWS_AS(cuda::profile_spec(model, {}, {80e9, 1e9}, {}, "test GPU"), invalid_input);
+  // A stage of <TP 2, ring CP 2>: a lane holds a quarter of the stage's activations, so A for TP 2 is its bytes per
+  // token times TP·CP over layers·hidden; the profile is resolved for the stage's 4 GPUs (of 8 GB, so that this tiny
+  // model's MaxLen stays within the latencies a profile accepts).
+  cuda::StageProfile wide = stages.front();
+  wide.scheme = Scheme::parse("tp2cp2ringpp1");
+  wide.activation_bytes_per_token = 24.0 * wide.layers * 128 / 4;
+  stages.push_back(wide);
+  const cost::ProfileSpec wide_spec = cuda::profile_spec(model, stages, {8e9, 1e9}, {}, "test GPU");
+  REQUIRE(wide_spec.memory.has_value());
+  CHECK(wide_spec.memory->activation_bytes.at(2) == doctest::Approx(24.0));
+  CHECK(wide_spec.memory->activation_bytes.at(1) == doctest::Approx(30.0));
+  CHECK(wide_spec.gpus == 4);
+  CHECK(cost::Profile(wide_spec).at(wide.scheme).max_len > 0);
+  // A TP profiled only with recompute leaves the memory model without its activation constant.
+  stages.back().scheme = Scheme::parse("tp2pp1ac");
+  CHECK_THROWS_WITH_AS(cuda::profile_spec(model, stages, {8e9, 1e9}, {}, "test GPU"), doctest::Contains("at TP 2"),
+                       invalid_input);
 }
 
 TEST_CASE("executor host: the launch environment is read from each launcher's variables") {

@@ -194,11 +194,13 @@ struct Group {
 };
 
 // A lane's groups as the stage sees them: the layout's group `id` with this rank's place in it.
-inline Group group_of(const JobLayout& layout, int id, int rank) {
+inline Group group_of(std::span<const std::vector<int>> groups, int id, int rank) {
   if (id < 0) return {};
-  const std::vector<int>& ranks = layout.groups[static_cast<std::size_t>(id)];
+  const std::vector<int>& ranks = groups[static_cast<std::size_t>(id)];
   return {id, ranks, static_cast<int>(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin())};
 }
+
+inline Group group_of(const JobLayout& layout, int id, int rank) { return group_of(layout.groups, id, rank); }
 
 namespace detail {
 
@@ -602,11 +604,10 @@ inline JobLayout layout(const Job& job, JobChecks checks = JobChecks::all) {
         for (std::size_t lane = 0; lane < lanes; ++lane) {
           const int t = static_cast<int>(lane) % tp;
           const int c = g >= 0 ? cp_index : static_cast<int>(lane) / tp;
-          const int rho = c / ulysses;
-          const int u = c % ulysses;
+          const CpGroupMembers cp_members = cp_group_members(c, ulysses, ring);
           std::vector<int> ulysses_ranks, ring_ranks;
-          for (int v = 0; v < ulysses; ++v) ulysses_ranks.push_back(rank_of(j, rho * ulysses + v, t));
-          for (int r = 0; r < ring; ++r) ring_ranks.push_back(rank_of(j, r * ulysses + u, t));
+          for (const int member : cp_members.ulysses) ulysses_ranks.push_back(rank_of(j, member, t));
+          for (const int member : cp_members.ring) ring_ranks.push_back(rank_of(j, member, t));
           work[j * lanes + lane] = {split_of[p][i], c, groups.id(std::move(ulysses_ranks)),
                                     groups.id(std::move(ring_ranks))};
         }

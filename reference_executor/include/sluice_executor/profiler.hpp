@@ -1,14 +1,18 @@
 #pragma once
-// Profiling the executor's model on a GPU to close the cost-model loop: for each scheme <1, PP> (and, asked, its
-// full-recompute scheme), one stage of ceil(layers / PP) layers runs forward and backward on single sequences over a
-// sweep of lengths (median of several repetitions, timed with CUDA events), its activation memory read from the
-// stage allocator's high-water mark. The
-// samples are fitted by cost::fit_quadratic and assembled into a sluice profile (profile_spec), which the planners
-// read like any other (io::write_document writes it as sluice.profile JSON).
+// Profiling the executor's model on a GPU to close the cost-model loop: for each scheme <TP, CP, PP> (with or without
+// full recompute), one stage of ceil(layers / PP) layers runs forward and backward on single sequences over a sweep
+// of lengths (median of several repetitions, timed with CUDA events), its activation memory read from the stage
+// allocators' high-water marks. A stage of TP·CP lanes runs them all on the one GPU, serialized on one stream with
+// their collectives as device copies: a sample is the GPU time of every lane divided by the lanes, the time a lane
+// takes on a GPU of its own when the lanes are balanced (TP's even shards, CP's causal balance), without the time
+// its collectives would spend on links. The samples are fitted by cost::fit_quadratic and assembled into a sluice
+// profile (profile_spec), which the planners read like any other (io::write_document writes it as sluice.profile
+// JSON).
 //
 // profile_stage and profile_gpu need sluice::executor (CUDA); profile_spec is plain C++.
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -40,19 +44,29 @@ struct StageSample {
 };
 
 struct StageProfile {
-  int pp = 1;
-  Recompute recompute = Recompute::none;
-  int layers = 0;  // layers of the profiled stage: ceil(model layers / pp)
+  Scheme scheme;
+  int layers = 0;  // layers of the profiled stage: ceil(model layers / PP)
   std::vector<StageSample> samples;
   cost::FitResult fit;
-  double activation_bytes_per_token = 0;  // the largest bytes / length over the samples
-  [[nodiscard]] Scheme scheme() const { return Scheme({.tp = 1, .pp = pp, .recompute = recompute}); }
+  double activation_bytes_per_token = 0;  // a lane's, the largest bytes / length over the samples
 };
 
-// Measures one stage of the <1, pp> scheme, recomputing its layers in the backward with Recompute::full; raises
-// invalid_input for bad options or a model the CUDA kernels cannot run, std::runtime_error without a device.
-StageProfile profile_stage(const ModelConfig& model, int pp, const ProfilerOptions& options,
-                           Recompute recompute = Recompute::none);
+// Raises invalid_input for bad options, a model the CUDA kernels cannot run, or a scheme the model cannot (job.hpp's
+// require_scheme) or whose lanes some length leaves without tokens; needs no device.
+void require_profilable(const ModelConfig& model, std::span<const Scheme> schemes, const ProfilerOptions& options);
+
+// Measures one stage of `scheme`; raises invalid_input as require_profilable does, std::runtime_error without a
+// device.
+StageProfile profile_stage(const ModelConfig& model, const Scheme& scheme, const ProfilerOptions& options);
+
+// <1, PP> for every PP, and with `recompute` each of them recomputing too.
+inline std::vector<Scheme> pipeline_schemes(std::span<const int> pps, bool recompute) {
+  std::vector<Scheme> schemes;
+  for (const int pp : pps) schemes.emplace_back(1, pp);
+  if (recompute)
+    for (const int pp : pps) schemes.push_back(Scheme({.tp = 1, .pp = pp, .recompute = Recompute::full}));
+  return schemes;
+}
 
 // What the memory model needs from the device: its memory, and what the CUDA context and libraries take.
 struct DeviceMemory {
@@ -60,11 +74,12 @@ struct DeviceMemory {
   double context_bytes = 0;
 };
 
-// The sluice profile of the measured stages: a <1, PP> scheme (with "ac" for a recomputing stage) per stage with
-// its fitted latency, and the Hydraulis memory model with A (activation bytes per token, hidden unit and layer) the
-// largest measured without recompute (the memory model derives a recomputing stage's from it) and B the
-// mixed-precision Adam states (16 bytes per parameter) of a layer. When a fit has no linear term the
-// UtilLen is stated as the longest length profiled (the fixed cost never amortises within the sweep).
+// The sluice profile of the measured stages: each stage's scheme with its fitted latency, and the Hydraulis memory
+// model with A for each TP degree (activation bytes per token, hidden unit and layer, the lane's bytes times TP·CP:
+// the model divides by them) the largest measured without recompute (the memory model derives a recomputing stage's
+// from it; every TP profiled needs a stage without recompute) and B the mixed-precision Adam states (16 bytes per
+// parameter) of a layer. When a fit has no linear term the UtilLen is stated as the longest length profiled (the
+// fixed cost never amortises within the sweep).
 inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const StageProfile> stages,
                                       const DeviceMemory& memory, const ProfilerOptions& options,
                                       const std::string& device) {
@@ -83,24 +98,27 @@ inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const 
                 " runs per length; activation bytes from the stage "
                 "allocator's high-water mark";
   spec.model = {"executor decoder", model.layers, model.hidden, model.vocab};
-  int deepest = 1;
-  double activation_constant = 0;
+  std::int64_t widest = 1;
+  std::map<int, double> activation_constants;  // by TP
   std::int64_t longest = 1;
   for (const StageProfile& stage : stages) {
-    sluice::require(stage.layers >= 1 && !stage.samples.empty(), "profile: stage of pp ", stage.pp,
+    sluice::require(stage.layers >= 1 && !stage.samples.empty(), "profile: stage of ", stage.scheme.name(),
                     " has no layers or samples");
-    deepest = std::max(deepest, stage.pp);
-    if (stage.recompute == Recompute::none)
-      activation_constant = std::max(activation_constant, stage.activation_bytes_per_token / (stage.layers * h));
+    widest = std::max(widest, stage.scheme.gpus());
+    double& constant = activation_constants[stage.scheme.tp()];
+    if (stage.scheme.recompute() == Recompute::none)
+      constant = std::max(constant, stage.activation_bytes_per_token * static_cast<double>(stage.scheme.stage_gpus()) /
+                                        (stage.layers * h));
     for (const StageSample& sample : stage.samples) longest = std::max(longest, sample.length);
   }
-  sluice::require(activation_constant > 0, "profile: no activation memory was measured without recompute");
-  spec.gpus = options.cluster_gpus > 0 ? options.cluster_gpus : deepest;
+  for (const auto& [tp, constant] : activation_constants)
+    sluice::require(constant > 0, "profile: no activation memory was measured without recompute at TP ", tp);
+  spec.gpus = options.cluster_gpus > 0 ? options.cluster_gpus : widest;
   cost::TransformerMemorySpec memory_model;
   memory_model.layers = model.layers;
   memory_model.hidden = model.hidden;
   memory_model.vocab = model.vocab;
-  memory_model.activation_bytes = {{1, activation_constant}};
+  memory_model.activation_bytes = activation_constants;
   // Per layer: 4H² (q, k, v, output) + 3HF (gate, up, down) + 2H (norms) parameters, 16 bytes each.
   memory_model.state_bytes = 16 * (4 * h * h + 3 * h * f + 2 * h) / (h * h);
   memory_model.gpu_memory_bytes = memory.total_bytes;
@@ -110,7 +128,7 @@ inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const 
   for (const StageProfile& stage : stages) {
     std::optional<std::int64_t> util_len;
     if (stage.fit.model.b() == 0 && stage.fit.model.c() > 0) util_len = longest;
-    spec.schemes.push_back({stage.scheme(), stage.fit.model, std::nullopt, util_len});
+    spec.schemes.push_back({stage.scheme, stage.fit.model, std::nullopt, util_len});
   }
   return spec;
 }
@@ -121,13 +139,13 @@ inline std::vector<cost::ProfileSample> profile_samples(std::span<const StagePro
   std::vector<cost::ProfileSample> samples;
   for (const StageProfile& stage : stages)
     for (const StageSample& sample : stage.samples)
-      samples.push_back({stage.scheme(), sample.length, sample.seconds, std::nullopt});
+      samples.push_back({stage.scheme, sample.length, sample.seconds, std::nullopt});
   return samples;
 }
 
-// profile_stage for every PP (and with `recompute`, every PP recomputing too), and the profile of them on that
-// device; the stages measured go to `measured` when given.
-cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const int> pps, const ProfilerOptions& options,
-                              std::vector<StageProfile>* measured = nullptr, bool recompute = false);
+// profile_stage for every scheme, and the profile of them on that device; the stages measured go to `measured` when
+// given.
+cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const Scheme> schemes, const ProfilerOptions& options,
+                              std::vector<StageProfile>* measured = nullptr);
 
 }  // namespace sluice::executor::cuda

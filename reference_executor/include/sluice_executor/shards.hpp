@@ -181,4 +181,18 @@ inline CpSplit cp_split(std::span<const std::int32_t> cu_seqlens, int ulysses, i
   return split;
 }
 
+// The CP ranks in CP rank `cp_rank`'s Ulysses group and in its ring group, in member order (cp_split's numbering:
+// CP rank c is Ulysses rank c mod U of ring rank c / U).
+struct CpGroupMembers {
+  std::vector<int> ulysses;
+  std::vector<int> ring;
+};
+
+inline CpGroupMembers cp_group_members(int cp_rank, int ulysses, int ring) {
+  CpGroupMembers members;
+  for (int u = 0; u < ulysses; ++u) members.ulysses.push_back(cp_rank / ulysses * ulysses + u);
+  for (int r = 0; r < ring; ++r) members.ring.push_back(r * ulysses + cp_rank % ulysses);
+  return members;
+}
+
 }  // namespace sluice::executor

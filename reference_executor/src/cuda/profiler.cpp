@@ -5,35 +5,34 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "sluice_executor/cuda_check.hpp"
+#include "collectives.hpp"
 #include "device.hpp"
 #include "stage.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/cost/fit.hpp"
 #include "sluice_executor/cuda.hpp"
+#include "sluice_executor/job.hpp"
 #include "sluice_executor/kernels.hpp"
+#include "sluice_executor/shards.hpp"
 
 namespace sluice::executor::cuda {
 
 namespace {
 
-void require_options(const ModelConfig& model, int pp, const ProfilerOptions& options) {
-  using sluice::require;
-  require_gpu_model(model);
-  require(pp >= 1 && pp <= model.layers, "profiler: pp must be in [1, layers = ", model.layers, "], got ", pp);
-  require(options.repetitions >= 1, "profiler: repetitions must be >= 1, got ", options.repetitions);
-  require(options.warmup >= 0, "profiler: warmup must be >= 0, got ", options.warmup);
-  const std::set<std::int64_t> distinct(options.lengths.begin(), options.lengths.end());
-  require(distinct.size() >= 3, "profiler: lengths must hold 3 or more distinct values (the fit has 3 coefficients)");
-  for (const std::int64_t length : options.lengths)
-    require(length >= 1 && length <= (std::int64_t{1} << 30), "profiler: length ", length, " outside [1, 2^30]");
+void require_device(const ProfilerOptions& options) {
   const int devices = device_count();
   if (options.device < 0 || options.device >= devices)
     throw std::runtime_error("profiler: no CUDA device " + std::to_string(options.device) + " (" +
@@ -51,19 +50,109 @@ DeviceBuffer random_tensor(Rng& rng, std::size_t elements, cudaStream_t stream) 
   return tensor;
 }
 
+// The groups of one stage's lanes (lane c·TP + t is CP rank c's TP rank t), numbered as a job's layout numbers them:
+// each lane's TP group, and its Ulysses and ring groups.
+struct StageGroups {
+  std::vector<std::vector<int>> members;  // by group id
+  std::vector<int> tp, ulysses, ring;     // by lane: its group's id (-1 for a degree of 1)
+
+  explicit StageGroups(const Scheme& scheme) {
+    const int tp_degree = scheme.tp();
+    executor::detail::GroupTable table;
+    for (int lane = 0; lane < tp_degree * scheme.cp(); ++lane) {
+      const int c = lane / tp_degree;
+      const int t = lane % tp_degree;
+      std::vector<int> tp_lanes, ulysses_lanes, ring_lanes;
+      for (int k = 0; k < tp_degree; ++k) tp_lanes.push_back(c * tp_degree + k);
+      const CpGroupMembers cp_members = cp_group_members(c, scheme.ulysses(), scheme.ring());
+      for (const int member : cp_members.ulysses) ulysses_lanes.push_back(member * tp_degree + t);
+      for (const int member : cp_members.ring) ring_lanes.push_back(member * tp_degree + t);
+      tp.push_back(table.id(std::move(tp_lanes)));
+      ulysses.push_back(table.id(std::move(ulysses_lanes)));
+      ring.push_back(table.id(std::move(ring_lanes)));
+    }
+    members = table.take();
+  }
+
+  [[nodiscard]] Group group(int id, int lane) const { return group_of(members, id, lane); }
+};
+
+// Runs body(lane) for every lane on a thread of its own (their collectives meet across threads); the first failure
+// stops the exchange, so that the other lanes stop waiting, and is rethrown.
+void on_lane_threads(int lanes, LocalExchange& exchange, const std::function<void(int)>& body) {
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  {
+    std::vector<std::jthread> threads;
+    for (int lane = 0; lane < lanes; ++lane)
+      threads.emplace_back([&, lane] {
+        try {
+          body(lane);
+        } catch (...) {
+          const std::lock_guard lock(failure_mutex);
+          if (!failure) failure = std::current_exception();
+          exchange.stop();
+        }
+      });
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+// One lane of the profiled stage: its layers' TP shards, on the shared stream through an allocator of its own.
+struct ProfiledLane {
+  std::unique_ptr<StreamAllocator> allocator;
+  std::unique_ptr<DeviceStage> stage;
+};
+
 }  // namespace
 
-StageProfile profile_stage(const ModelConfig& model, int pp, const ProfilerOptions& options, Recompute recompute) {
-  require_options(model, pp, options);
+void require_profilable(const ModelConfig& model, std::span<const Scheme> schemes, const ProfilerOptions& options) {
+  using sluice::require;
+  require_gpu_model(model);
+  require(!schemes.empty(), "profiler: no schemes to profile");
+  require(options.repetitions >= 1, "profiler: repetitions must be >= 1, got ", options.repetitions);
+  require(options.warmup >= 0, "profiler: warmup must be >= 0, got ", options.warmup);
+  const std::set<std::int64_t> distinct(options.lengths.begin(), options.lengths.end());
+  require(distinct.size() >= 3, "profiler: lengths must hold 3 or more distinct values (the fit has 3 coefficients)");
+  for (const Scheme& scheme : schemes) {
+    require(scheme.pp() <= model.layers, "profiler: ", scheme.name(), " has more stages than the model's ",
+            model.layers, " layers");
+    executor::detail::require_scheme(model, scheme, "profiler");
+    require(model.ffn / scheme.tp() % 8 == 0, "profiler: ", scheme.name(),
+            " leaves each TP rank FFN columns the CUDA kernels cannot run (", model.ffn / scheme.tp(),
+            ", not a multiple of 8)");
+    for (const std::int64_t length : options.lengths) {
+      require(length >= 1 && length <= (std::int64_t{1} << 30), "profiler: length ", length, " outside [1, 2^30]");
+      // Every lane holds rows of the sequence: each CP rank at least two of its 2·CP chunks, each TP rank its part.
+      require(length >= 2 * scheme.stage_gpus(), "profiler: length ", length, " leaves lanes of ", scheme.name(),
+              " without tokens (it needs 2·TP·CP = ", 2 * scheme.stage_gpus(), " or more)");
+    }
+  }
+}
+
+StageProfile profile_stage(const ModelConfig& model, const Scheme& scheme, const ProfilerOptions& options) {
+  require_profilable(model, std::span(&scheme, 1), options);
+  require_device(options);
   const DeviceScope scope(options.device);
   const Stream stream;
-  StreamAllocator allocator(stream.get());
   StageProfile profile;
-  profile.pp = pp;
-  profile.recompute = recompute;
-  profile.layers = (model.layers + pp - 1) / pp;
-  // A middle stage: its layers only, hidden states in and gradients in from the neighbours.
-  DeviceStage stage(model, 0, profile.layers, false, false, recompute, allocator);
+  profile.scheme = scheme;
+  profile.layers = (model.layers + scheme.pp() - 1) / scheme.pp();
+  const int lanes = static_cast<int>(scheme.stage_gpus());
+  const StageGroups groups(scheme);
+  // Each lane waits for its collectives' peers; a minute covers any stage a GPU runs.
+  LocalExchange exchange(60.0);
+  std::vector<ProfiledLane> stage_lanes;
+  for (int lane = 0; lane < lanes; ++lane) {
+    ProfiledLane profiled;
+    profiled.allocator = std::make_unique<StreamAllocator>(stream.get());
+    const TensorParallelLane tensor_parallel{scheme.tp(), lane % scheme.tp(),
+                                             groups.group(groups.tp[static_cast<std::size_t>(lane)], lane), &exchange};
+    // A middle stage: its layers only, hidden states in and gradients in from the neighbours.
+    profiled.stage = std::make_unique<DeviceStage>(model, 0, profile.layers, false, false, scheme.recompute(),
+                                                   *profiled.allocator, tensor_parallel);
+    stage_lanes.push_back(std::move(profiled));
+  }
   Rng rng(model.seed);
   const Event start, end;
   for (const std::int64_t length : options.lengths) {
@@ -72,31 +161,51 @@ StageProfile profile_stage(const ModelConfig& model, int pp, const ProfilerOptio
                                     std::vector<std::int32_t>(static_cast<std::size_t>(length), 0),
                                     std::vector<std::int32_t>(static_cast<std::size_t>(length), -1),
                                     tokens};
-    const DeviceMicroBatch micro_batch = upload_micro_batch(sequence, stream.get());
-    const auto elements = static_cast<std::size_t>(length * model.hidden);
-    const DeviceBuffer input = random_tensor(rng, elements, stream.get());
-    const DeviceBuffer grad_output = random_tensor(rng, elements, stream.get());
-    const DeviceBuffer output(elements * sizeof(bf16));
-    const DeviceBuffer grad_input(elements * sizeof(bf16));
-    auto forward_backward = [&] {
-      StageSaved saved;
-      stage.forward(micro_batch, input.as<const void>(), output.as<bf16>(), 0, nullptr, saved);
-      stage.backward(micro_batch, grad_output.as<const bf16>(), grad_input.as<bf16>(), saved);
+    const CpSplit split = cp_split(sequence.cu_seqlens, scheme.ulysses(), scheme.ring());
+    std::vector<DeviceMicroBatch> micro_batches;
+    std::vector<DeviceBuffer> inputs, grad_outputs, outputs, grad_inputs;
+    for (int lane = 0; lane < lanes; ++lane) {
+      const auto l = static_cast<std::size_t>(lane);
+      micro_batches.push_back(upload_micro_batch(sequence, split, lane / scheme.tp(),
+                                                 groups.group(groups.ulysses[l], lane),
+                                                 groups.group(groups.ring[l], lane), stream.get()));
+      const std::size_t elements =
+          static_cast<std::size_t>(stage_lanes[l].stage->lane_rows(micro_batches.back().tokens).size()) *
+          static_cast<std::size_t>(model.hidden);
+      inputs.push_back(random_tensor(rng, elements, stream.get()));
+      grad_outputs.push_back(random_tensor(rng, elements, stream.get()));
+      outputs.emplace_back(elements * sizeof(bf16));
+      grad_inputs.emplace_back(elements * sizeof(bf16));
+    }
+    const auto forward_backward = [&] {
+      on_lane_threads(lanes, exchange, [&](int lane) {
+        const auto l = static_cast<std::size_t>(lane);
+        const DeviceScope lane_scope(options.device);
+        StageSaved saved;
+        DeviceStage& stage = *stage_lanes[l].stage;
+        stage.forward(micro_batches[l], inputs[l].as<const void>(), outputs[l].as<bf16>(), 0, nullptr, saved);
+        stage.backward(micro_batches[l], grad_outputs[l].as<const bf16>(), grad_inputs[l].as<bf16>(), saved);
+      });
     };
     for (int w = 0; w < options.warmup; ++w) forward_backward();
     SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-    allocator.reset_peak();
-    const std::size_t baseline = allocator.in_use();
+    std::vector<std::size_t> baselines;
+    for (ProfiledLane& lane : stage_lanes) {
+      lane.allocator->reset_peak();
+      baselines.push_back(lane.allocator->in_use());
+    }
     std::vector<double> times;
     for (int r = 0; r < options.repetitions; ++r) {
       start.record(stream.get());
       forward_backward();
       end.record(stream.get());
       SLUICE_CUDA_CHECK(cudaEventSynchronize(end.get()));
-      times.push_back(seconds_between(start, end));
+      times.push_back(seconds_between(start, end) / lanes);
     }
     std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-    const double bytes = static_cast<double>(allocator.peak() - baseline);
+    double bytes = 0;
+    for (std::size_t l = 0; l < stage_lanes.size(); ++l)
+      bytes = std::max(bytes, static_cast<double>(stage_lanes[l].allocator->peak() - baselines[l]));
     profile.samples.push_back({length, times[times.size() / 2], bytes});
     profile.activation_bytes_per_token =
         std::max(profile.activation_bytes_per_token, bytes / static_cast<double>(length));
@@ -107,10 +216,10 @@ StageProfile profile_stage(const ModelConfig& model, int pp, const ProfilerOptio
   return profile;
 }
 
-cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const int> pps, const ProfilerOptions& options,
-                              std::vector<StageProfile>* measured, bool recompute) {
-  sluice::require(!pps.empty(), "profiler: no PP degrees to profile");
-  require_options(model, pps.front(), options);
+cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const Scheme> schemes, const ProfilerOptions& options,
+                              std::vector<StageProfile>* measured) {
+  require_profilable(model, schemes, options);
+  require_device(options);
   DeviceMemory memory;
   {
     const DeviceScope scope(options.device);
@@ -120,9 +229,7 @@ cost::ProfileSpec profile_gpu(const ModelConfig& model, std::span<const int> pps
     memory = {static_cast<double>(total_bytes), static_cast<double>(total_bytes - free_bytes)};
   }
   std::vector<StageProfile> stages;
-  for (const int pp : pps) stages.push_back(profile_stage(model, pp, options));
-  if (recompute)
-    for (const int pp : pps) stages.push_back(profile_stage(model, pp, options, Recompute::full));
+  for (const Scheme& scheme : schemes) stages.push_back(profile_stage(model, scheme, options));
   cost::ProfileSpec spec = profile_spec(model, stages, memory, options, device_name(options.device));
   if (measured) *measured = std::move(stages);
   return spec;
