@@ -216,37 +216,54 @@ void check_attention_forward(int head_dim, kernels::AttentionKernel kernel) {
   CHECK(lse_errors.max_abs <= 1e-3);
 }
 
+// The attention test batch with random q | k | v and dO (two heads), and the reference's forward and backward of it.
+// The backward starts from the forward's output rounded to bf16, as the GPU stores it, so that a kernel's backward
+// is checked alone.
+struct AttentionCase {
+  Batch batch{kAttentionLengths};
+  std::size_t tokens = batch.tokens();
+  std::size_t hidden;
+  std::size_t stride;
+  Bf16Values qkv, dout;
+  std::vector<double> out, lse;
+  std::vector<bf16> stored_out;
+  std::vector<double> dqkv;
+
+  AttentionCase(int head_dim, sluice::Rng& rng)
+      : hidden(static_cast<std::size_t>(2 * head_dim)),
+        stride(3 * hidden),
+        qkv(random_bf16(rng, tokens * stride)),
+        dout(random_bf16(rng, tokens * hidden)),
+        out(tokens * hidden),
+        lse(2 * tokens),
+        dqkv(tokens * stride) {
+    const ref::HeadShape heads{2, head_dim};
+    const std::span<const double> all(qkv.exact);
+    ref::attention_forward(batch.cu_seqlens, heads, all, all.subspan(hidden), all.subspan(2 * hidden), stride, out,
+                           lse);
+    stored_out = to_bf16(out);
+    const std::span<double> gradient(dqkv);
+    ref::attention_backward(batch.cu_seqlens, heads, all, all.subspan(hidden), all.subspan(2 * hidden), stride,
+                            to_double(stored_out), dout.exact, lse, gradient, gradient.subspan(hidden),
+                            gradient.subspan(2 * hidden), stride);
+  }
+};
+
 void check_attention_backward(int head_dim, kernels::AttentionKernel kernel) {
   CAPTURE(head_dim);
   CAPTURE(name_of(kernel));
   sluice::Rng rng(static_cast<std::uint64_t>(200 + head_dim));
-  const Batch batch(kAttentionLengths);
-  const ref::HeadShape heads{2, head_dim};
-  const std::size_t tokens = batch.tokens();
-  const auto hidden = static_cast<std::size_t>(2 * head_dim);
-  const std::size_t stride = 3 * hidden;
-  const Bf16Values qkv = random_bf16(rng, tokens * stride);
-  const Bf16Values dout = random_bf16(rng, tokens * hidden);
+  const AttentionCase reference(head_dim, rng);
+  const Batch& batch = reference.batch;
+  const std::size_t tokens = reference.tokens;
+  const std::size_t hidden = reference.hidden;
+  const std::size_t stride = reference.stride;
+  const std::vector<double>& dqkv = reference.dqkv;
 
-  // Both sides start from the reference forward, its output rounded to bf16 as the GPU would store it,
-  // so that this checks the backward alone.
-  std::vector<double> out(tokens * hidden);
-  std::vector<double> lse(2 * tokens);
-  const std::span<const double> all(qkv.exact);
-  ref::attention_forward(batch.cu_seqlens, heads, all, all.subspan(hidden), all.subspan(2 * hidden), stride, out, lse);
-  const std::vector<bf16> stored_out = to_bf16(out);
-  const std::vector<double> stored_out_exact = to_double(stored_out);
-
-  std::vector<double> dqkv(tokens * stride);
-  const std::span<double> gradient(dqkv);
-  ref::attention_backward(batch.cu_seqlens, heads, all, all.subspan(hidden), all.subspan(2 * hidden), stride,
-                          stored_out_exact, dout.exact, lse, gradient, gradient.subspan(hidden),
-                          gradient.subspan(2 * hidden), stride);
-
-  const DeviceBuffer<bf16> device_qkv(qkv.rounded);
-  const DeviceBuffer<bf16> device_out(stored_out);
-  const DeviceBuffer<bf16> device_dout(dout.rounded);
-  const DeviceBuffer<float> device_lse(to_float(lse));
+  const DeviceBuffer<bf16> device_qkv(reference.qkv.rounded);
+  const DeviceBuffer<bf16> device_out(reference.stored_out);
+  const DeviceBuffer<bf16> device_dout(reference.dout.rounded);
+  const DeviceBuffer<float> device_lse(to_float(reference.lse));
   DeviceBuffer<bf16> device_dqkv(tokens * stride);
   DeviceBuffer<float> delta(2 * tokens);
   const auto run = [&] {
@@ -357,25 +374,18 @@ void check_block_attention(int head_dim, kernels::AttentionKernel kernel) {
   CAPTURE(head_dim);
   CAPTURE(name_of(kernel));
   sluice::Rng rng(static_cast<std::uint64_t>(400 + head_dim));
+  const AttentionCase reference(head_dim, rng);
   const std::vector<int>& lengths = kAttentionLengths;
   const auto num_seqs = static_cast<int>(lengths.size());
-  const Batch batch(lengths);
-  const ref::HeadShape heads{2, head_dim};
-  const std::size_t tokens = batch.tokens();
-  const auto hidden = static_cast<std::size_t>(2 * head_dim);
-  const std::size_t stride = 3 * hidden;
-  const Bf16Values qkv = random_bf16(rng, tokens * stride);
-  const Bf16Values dout = random_bf16(rng, tokens * hidden);
-  std::vector<double> out(tokens * hidden);
-  std::vector<double> lse(2 * tokens);
-  const std::span<const double> all(qkv.exact);
-  ref::attention_forward(batch.cu_seqlens, heads, all, all.subspan(hidden), all.subspan(2 * hidden), stride, out, lse);
-  const std::vector<bf16> stored_out = to_bf16(out);
-  std::vector<double> dqkv(tokens * stride);
-  const std::span<double> gradient(dqkv);
-  ref::attention_backward(batch.cu_seqlens, heads, all, all.subspan(hidden), all.subspan(2 * hidden), stride,
-                          to_double(stored_out), dout.exact, lse, gradient, gradient.subspan(hidden),
-                          gradient.subspan(2 * hidden), stride);
+  const std::size_t tokens = reference.tokens;
+  const std::size_t hidden = reference.hidden;
+  const std::size_t stride = reference.stride;
+  const Bf16Values& qkv = reference.qkv;
+  const Bf16Values& dout = reference.dout;
+  const std::vector<double>& out = reference.out;
+  const std::vector<double>& lse = reference.lse;
+  const std::vector<bf16>& stored_out = reference.stored_out;
+  const std::vector<double>& dqkv = reference.dqkv;
 
   const std::vector<RingBlock> blocks = ring_blocks(lengths, 2);
   std::vector<std::unique_ptr<DeviceRingBlock>> device;

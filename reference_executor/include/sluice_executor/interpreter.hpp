@@ -3,13 +3,18 @@
 // defines what a plan means, run over a job's lanes and compute groups with the executor's backends and transports,
 // and what a run reports.
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <exception>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "sluice/core/error.hpp"
 #include "sluice/schedule/interpreter.hpp"
 #include "sluice_executor/job.hpp"
 
@@ -24,6 +29,20 @@ class transport_error : public std::runtime_error {
 public:
   using std::runtime_error::runtime_error;
 };
+
+// The threads of one process waiting for their peers (the local transports and exchanges): waits on `changed` until
+// `ready()`, throwing transport_error once `stopped` is set (another rank failed, so the peer may never come) or
+// after `timeout_seconds`. `peers` names what is awaited ("rank 3").
+template <class Ready>
+void wait_for_peers(std::condition_variable& changed, std::unique_lock<std::mutex>& lock, double timeout_seconds,
+                    const bool& stopped, std::string_view peers, Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+  while (!ready()) {
+    if (stopped) throw transport_error(sluice::concat("stopped waiting for ", peers, ": another rank failed"));
+    if (changed.wait_until(lock, deadline) == std::cv_status::timeout && !ready())
+      throw transport_error(sluice::concat("timed out after ", timeout_seconds, " s waiting for ", peers));
+  }
+}
 
 struct TransferTiming {
   int from_rank = 0;  // global ranks

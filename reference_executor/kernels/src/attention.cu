@@ -540,66 +540,33 @@ void run_forward(const VarlenBatch& queries, const HeadShape& heads, const Forwa
   }
 }
 
-// The backward's pointers and strides, checked, in args; delta filled from out and dout.
-struct BackwardBuffers {
-  const bf16* q;
-  std::int64_t q_row_stride;
-  const bf16* k;
-  const bf16* v;
-  std::int64_t kv_row_stride;
-  const bf16* out;
-  const bf16* dout;
-  const float* lse;
-  bf16* dq;
-  std::int64_t dq_row_stride;
-  bf16* dk;
-  bf16* dv;
-  std::int64_t dkv_row_stride;
-  float* delta;
-};
-
-void run_backward(const VarlenBatch& queries, const VarlenBatch& keys, const HeadShape& heads,
-                  const detail::RowLayout& rows, const BackwardBuffers& buffers, cudaStream_t stream,
-                  AttentionKernel kernel) {
-  const bool one_stride =
-      buffers.q_row_stride == buffers.kv_row_stride && buffers.dq_row_stride == buffers.dkv_row_stride;
-  detail::require_aligned16(buffers.q, "q");
-  detail::require_aligned16(buffers.k, "k");
-  detail::require_aligned16(buffers.v, "v");
-  check_vector_row_stride(buffers.q_row_stride, heads, one_stride ? "qkv_row_stride" : "q_row_stride");
-  check_vector_row_stride(buffers.kv_row_stride, heads, one_stride ? "qkv_row_stride" : "kv_row_stride");
-  detail::require_pointer(buffers.out, "out");
-  detail::require_aligned16(buffers.dout, "dout");
-  detail::require_pointer(buffers.lse, "lse");
-  detail::require_pointer(buffers.dq, "dq");
-  detail::require_pointer(buffers.dk, "dk");
-  detail::require_pointer(buffers.dv, "dv");
-  check_row_stride(buffers.dq_row_stride, heads, one_stride ? "dqkv_row_stride" : "dq_row_stride");
-  check_row_stride(buffers.dkv_row_stride, heads, one_stride ? "dqkv_row_stride" : "dkv_row_stride");
-  detail::require_pointer(buffers.delta, "delta");
+// The backward of `args`, whose rows, pointers and strides the caller set: checks them, fills delta from out and
+// dout, and launches.
+void run_backward(const VarlenBatch& queries, const VarlenBatch& keys, const HeadShape& heads, BackwardArgs args,
+                  cudaStream_t stream, AttentionKernel kernel) {
+  const bool one_stride = args.q_row_stride == args.kv_row_stride && args.dq_row_stride == args.dkv_row_stride;
+  detail::require_aligned16(args.q, "q");
+  detail::require_aligned16(args.k, "k");
+  detail::require_aligned16(args.v, "v");
+  check_vector_row_stride(args.q_row_stride, heads, one_stride ? "qkv_row_stride" : "q_row_stride");
+  check_vector_row_stride(args.kv_row_stride, heads, one_stride ? "qkv_row_stride" : "kv_row_stride");
+  detail::require_pointer(args.out, "out");
+  detail::require_aligned16(args.dout, "dout");
+  detail::require_pointer(args.lse, "lse");
+  detail::require_pointer(args.dq, "dq");
+  detail::require_pointer(args.dk, "dk");
+  detail::require_pointer(args.dv, "dv");
+  check_row_stride(args.dq_row_stride, heads, one_stride ? "dqkv_row_stride" : "dq_row_stride");
+  check_row_stride(args.dkv_row_stride, heads, one_stride ? "dqkv_row_stride" : "dkv_row_stride");
+  detail::require_pointer(args.delta, "delta");
 
   constexpr int kDeltaThreads = 256;
   const std::int64_t delta_warps = static_cast<std::int64_t>(queries.total_tokens) * heads.num_heads;
   attention_delta_kernel<<<static_cast<unsigned int>(detail::ceil_div(delta_warps * 32, kDeltaThreads)), kDeltaThreads,
-                           0, stream>>>(buffers.out, buffers.dout, queries.total_tokens, heads.num_heads,
-                                        heads.head_dim, buffers.delta);
+                           0, stream>>>(args.out, args.dout, queries.total_tokens, heads.num_heads, heads.head_dim,
+                                        args.delta);
   SLUICE_LAUNCH_CHECK("attention_backward (delta)");
 
-  BackwardArgs args{};
-  args.rows = rows;
-  args.q = buffers.q;
-  args.q_row_stride = buffers.q_row_stride;
-  args.k = buffers.k;
-  args.v = buffers.v;
-  args.kv_row_stride = buffers.kv_row_stride;
-  args.dout = buffers.dout;
-  args.lse = buffers.lse;
-  args.delta = buffers.delta;
-  args.dq = buffers.dq;
-  args.dq_row_stride = buffers.dq_row_stride;
-  args.dk = buffers.dk;
-  args.dv = buffers.dv;
-  args.dkv_row_stride = buffers.dkv_row_stride;
   args.total_tokens = queries.total_tokens;
   args.num_heads = heads.num_heads;
   args.scale = softmax_scale(heads);
@@ -648,10 +615,26 @@ void attention_backward(const VarlenBatch& batch, const HeadShape& heads, const 
                         bf16* dk, bf16* dv, std::int64_t dqkv_row_stride, float* delta, cudaStream_t stream,
                         AttentionKernel kernel) {
   check_shapes(batch, heads);
-  run_backward(
-      batch, batch, heads, {batch.cu_seqlens, batch.cu_seqlens, nullptr, nullptr},
-      {q, qkv_row_stride, k, v, qkv_row_stride, out, dout, lse, dq, dqkv_row_stride, dk, dv, dqkv_row_stride, delta},
-      stream, kernel);
+  run_backward(batch, batch, heads,
+               {{batch.cu_seqlens, batch.cu_seqlens, nullptr, nullptr},
+                q,
+                qkv_row_stride,
+                k,
+                v,
+                qkv_row_stride,
+                out,
+                dout,
+                lse,
+                delta,
+                dq,
+                dqkv_row_stride,
+                dk,
+                dv,
+                dqkv_row_stride,
+                0,
+                0,
+                0.0f},
+               stream, kernel);
 }
 
 void block_attention_backward(const PositionedBatch& queries, const PositionedBatch& keys, const HeadShape& heads,
@@ -661,8 +644,24 @@ void block_attention_backward(const PositionedBatch& queries, const PositionedBa
                               cudaStream_t stream, AttentionKernel kernel) {
   check_blocks(queries, keys, heads);
   run_backward(queries.rows, keys.rows, heads,
-               {queries.rows.cu_seqlens, keys.rows.cu_seqlens, queries.positions, keys.positions},
-               {q, q_row_stride, k, v, kv_row_stride, out, dout, lse, dq, dq_row_stride, dk, dv, dkv_row_stride, delta},
+               {{queries.rows.cu_seqlens, keys.rows.cu_seqlens, queries.positions, keys.positions},
+                q,
+                q_row_stride,
+                k,
+                v,
+                kv_row_stride,
+                out,
+                dout,
+                lse,
+                delta,
+                dq,
+                dq_row_stride,
+                dk,
+                dv,
+                dkv_row_stride,
+                0,
+                0,
+                0.0f},
                stream, kernel);
 }
 

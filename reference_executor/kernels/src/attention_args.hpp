@@ -44,9 +44,10 @@ struct BackwardArgs {
   const bf16* k;
   const bf16* v;
   std::int64_t kv_row_stride;
+  const bf16* out;  // the forward's output, from which the caller fills delta before the launch
   const bf16* dout;
-  const float* lse;    // the whole attention's (finite for every query row)
-  const float* delta;  // filled by the caller before the launch
+  const float* lse;  // the whole attention's (finite for every query row)
+  float* delta;
   bf16* dq;
   std::int64_t dq_row_stride;
   bf16* dk;

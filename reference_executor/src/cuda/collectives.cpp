@@ -1,9 +1,9 @@
 #include "collectives.hpp"
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -12,17 +12,6 @@
 #include "sluice_executor/shards.hpp"
 
 namespace sluice::executor::cuda {
-
-template <class Condition>
-void LocalExchange::wait(std::unique_lock<std::mutex>& lock, const Group& group, Condition condition) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
-  while (!condition()) {
-    if (stopped_) throw transport_error(sluice::concat("stopped waiting in group ", group.id, ": another rank failed"));
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && !condition())
-      throw transport_error(
-          sluice::concat("timed out after ", timeout_, " s waiting for the members of group ", group.id));
-  }
-}
 
 void LocalExchange::all_to_all(const Group& group, std::span<const SendPart> sends,
                                std::span<const ReceivePart> receives, cudaStream_t stream) {
@@ -37,7 +26,8 @@ void LocalExchange::all_to_all(const Group& group, std::span<const SendPart> sen
   round->ready[static_cast<std::size_t>(me)].record(stream);
   ++round->posted;
   changed_.notify_all();
-  wait(lock, group, [&] { return round->posted == size; });
+  const std::string members = sluice::concat("the members of group ", group.id);
+  wait_for_peers(changed_, lock, timeout_, stopped_, members, [&] { return round->posted == size; });
   for (int j = 0; j < size; ++j) {
     const SendPart& part = round->sends[static_cast<std::size_t>(j)][static_cast<std::size_t>(me)];
     const ReceivePart& into = receives[static_cast<std::size_t>(j)];
@@ -51,7 +41,7 @@ void LocalExchange::all_to_all(const Group& group, std::span<const SendPart> sen
   round->done[static_cast<std::size_t>(me)].record(stream);
   ++round->copied;
   changed_.notify_all();
-  wait(lock, group, [&] { return round->copied == size; });
+  wait_for_peers(changed_, lock, timeout_, stopped_, members, [&] { return round->copied == size; });
   for (int j = 0; j < size; ++j)
     if (j != me) SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream, round->done[static_cast<std::size_t>(j)].get(), 0));
   if (++round->left == size) rounds_.erase({group.id, call});

@@ -69,9 +69,6 @@ private:
     int copied = 0;
     int left = 0;
   };
-  template <class Condition>
-  void wait(std::unique_lock<std::mutex>& lock, const Group& group, Condition condition);
-
   double timeout_;
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -61,14 +60,9 @@ public:
 
   void wait(const Transfer& transfer) {
     std::unique_lock lock(mutex_);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
     const std::pair<int, int> key{transfer.rank, transfer.index};
-    while (!copy_of_.contains(key)) {
-      if (stopped_)
-        throw transport_error(sluice::concat("stopped waiting for rank ", transfer.peer, ": another rank failed"));
-      if (paired_.wait_until(lock, deadline) == std::cv_status::timeout && !copy_of_.contains(key))
-        throw transport_error(sluice::concat("timed out after ", timeout_, " s waiting for rank ", transfer.peer));
-    }
+    wait_for_peers(paired_, lock, timeout_, stopped_, sluice::concat("rank ", transfer.peer),
+                   [&] { return copy_of_.contains(key); });
     const Copy& copy = copies_[copy_of_.at(key)];
     if (!copy.error.empty()) throw transport_error(copy.error);
     SLUICE_CUDA_CHECK(cudaStreamWaitEvent(backend_.stream(transfer.rank), copy.done.get(), 0));

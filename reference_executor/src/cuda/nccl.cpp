@@ -4,15 +4,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <barrier>
-#include <chrono>
 #include <cstddef>
-#include <cstdint>
-#include <cstdio>
 #include <exception>
-#include <map>
 #include <numeric>
 #include <stdexcept>
 #include <string>

@@ -1,8 +1,8 @@
 #include "stage.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -123,16 +123,18 @@ DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, const C
   }
   offsets.push_back(static_cast<std::int32_t>(positions.size()));
   result.unique_tokens = static_cast<int>(unique_ids.size());
+  // Without Ulysses the lane's tokens are its block's, in its order: no all-to-all, no order.
   std::vector<std::int32_t> order;
   const int first = cp_rank - cp_rank % split.ulysses;  // the Ulysses group's first CP rank
   const std::vector<std::int32_t>& own_rows = block_rows[static_cast<std::size_t>(result.ring_rank)];
-  for (int u = 0; u < split.ulysses; ++u) {
-    const CpShard& member = split.shards[static_cast<std::size_t>(first + u)];
-    result.ulysses_tokens.push_back(static_cast<int>(member.size()));
-    for (const std::int32_t row : member.rows)
-      order.push_back(
-          static_cast<std::int32_t>(std::lower_bound(own_rows.begin(), own_rows.end(), row) - own_rows.begin()));
-  }
+  if (split.ulysses > 1)
+    for (int u = 0; u < split.ulysses; ++u) {
+      const CpShard& member = split.shards[static_cast<std::size_t>(first + u)];
+      result.ulysses_tokens.push_back(static_cast<int>(member.size()));
+      for (const std::int32_t row : member.rows)
+        order.push_back(
+            static_cast<std::int32_t>(std::lower_bound(own_rows.begin(), own_rows.end(), row) - own_rows.begin()));
+    }
   result.ids = upload(ids, stream);
   result.targets = upload(targets, stream);
   result.unique_ids = upload(unique_ids, stream);
@@ -205,74 +207,86 @@ kernels::HeadShape DeviceStage::heads(int ulysses) const noexcept {
   return {model_.heads / lane_.tp / ulysses, static_cast<int>(head_dim(model_))};
 }
 
+namespace {
+
+// Ulysses' shares of a lane's rows: x [rows, parts · h_t] holds `parts` blocks of the lane's heads' columns, and
+// member u's share is columns [u · width, (u + 1) · width) of each block, packed [rows, parts · width] at
+// u · rows · parts · width of `shares`. Copies every share out of x (to_shares), or back into it.
+void copy_shares(const bf16* from, bf16* to, bool to_shares, int members, int h_t, int parts, std::size_t rows,
+                 cudaStream_t stream) {
+  if (rows == 0) return;
+  const int width = h_t / members;
+  const std::size_t share_pitch = count(parts, width) * bf16_bytes;
+  const std::size_t lane_pitch = count(parts, h_t) * bf16_bytes;
+  for (int u = 0; u < members; ++u)
+    for (int p = 0; p < parts; ++p) {
+      const std::size_t share = static_cast<std::size_t>(u) * rows * count(parts, width) + count(p, width);
+      const std::size_t lane = count(p, h_t) + count(u, width);
+      SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(to + (to_shares ? share : lane), to_shares ? share_pitch : lane_pitch,
+                                          from + (to_shares ? lane : share), to_shares ? lane_pitch : share_pitch,
+                                          count(1, width) * bf16_bytes, rows, cudaMemcpyDeviceToDevice, stream));
+    }
+}
+
+// Ulysses' all-to-all between the lane's side (each member's share of the lane's rows, as copy_shares packs them)
+// and the block's side (the rows every member holds of the ring rank's block, member after member): to_block sends
+// the lane's side and receives the block's, else the reverse. Rows hold `row_elements` values.
+void exchange_shares(DeviceExchange& exchange, const DeviceMicroBatch& micro_batch, const bf16* sends, bf16* receives,
+                     bool to_block, std::size_t row_elements, cudaStream_t stream) {
+  const auto lane_rows = static_cast<std::size_t>(micro_batch.tokens);
+  const std::size_t row_bytes = row_elements * bf16_bytes;
+  std::vector<SendPart> send_parts;
+  std::vector<ReceivePart> receive_parts;
+  std::size_t block_row = 0;
+  for (std::size_t u = 0; u < micro_batch.ulysses_tokens.size(); ++u) {
+    const auto held = static_cast<std::size_t>(micro_batch.ulysses_tokens[u]);
+    const std::size_t lane_offset = u * lane_rows * row_elements;
+    const std::size_t block_offset = block_row * row_elements;
+    if (to_block) {
+      send_parts.push_back({sends + lane_offset, lane_rows * row_bytes});
+      receive_parts.push_back({receives + block_offset, held * row_bytes});
+    } else {
+      send_parts.push_back({sends + block_offset, held * row_bytes});
+      receive_parts.push_back({receives + lane_offset, lane_rows * row_bytes});
+    }
+    block_row += held;
+  }
+  exchange.all_to_all(micro_batch.ulysses, send_parts, receive_parts, stream);
+}
+
+}  // namespace
+
 Scratch<bf16> DeviceStage::to_heads(const DeviceMicroBatch& micro_batch, const bf16* x, int parts) const {
   const int members = micro_batch.ulysses.size();
   const int h_t = static_cast<int>(model_.hidden) / lane_.tp;
-  const int width = h_t / members;
-  const std::size_t row_bytes = static_cast<std::size_t>(parts * width) * bf16_bytes;
+  const std::size_t row_elements = count(parts, h_t / members);
   const auto rows = static_cast<std::size_t>(micro_batch.tokens);
-  // Member u's columns of every block, side by side: [tokens, parts · width] for each member in turn.
-  const Scratch<bf16> sends(allocator_,
-                            static_cast<std::size_t>(members) * rows * static_cast<std::size_t>(parts * width));
-  if (rows > 0)
-    for (int u = 0; u < members; ++u)
-      for (int p = 0; p < parts; ++p)
-        SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(
-            sends.get() + static_cast<std::size_t>(u) * rows * static_cast<std::size_t>(parts * width) + p * width,
-            row_bytes, x + p * h_t + u * width, static_cast<std::size_t>(parts * h_t) * bf16_bytes,
-            static_cast<std::size_t>(width) * bf16_bytes, rows, cudaMemcpyDeviceToDevice, stream()));
+  const Scratch<bf16> sends(allocator_, static_cast<std::size_t>(members) * rows * row_elements);
+  copy_shares(x, sends.get(), true, members, h_t, parts, rows, stream());
   const auto all = static_cast<std::size_t>(micro_batch.attention_tokens);
-  const Scratch<bf16> received(allocator_, all * static_cast<std::size_t>(parts * width));
-  std::vector<SendPart> send_parts;
-  std::vector<ReceivePart> receive_parts;
-  std::size_t offset = 0;
-  for (int u = 0; u < members; ++u) {
-    send_parts.push_back(
-        {sends.get() + static_cast<std::size_t>(u) * rows * static_cast<std::size_t>(parts * width), rows * row_bytes});
-    const auto held = static_cast<std::size_t>(micro_batch.ulysses_tokens[static_cast<std::size_t>(u)]);
-    receive_parts.push_back({received.get() + offset * static_cast<std::size_t>(parts * width), held * row_bytes});
-    offset += held;
-  }
-  lane_.exchange->all_to_all(micro_batch.ulysses, send_parts, receive_parts, stream());
-  Scratch<bf16> ordered(allocator_, all * static_cast<std::size_t>(parts * width));
-  kernels::scatter_rows(received.get(), micro_batch.order.as<const std::int32_t>(), micro_batch.attention_tokens,
-                        parts * width, ordered.get(), stream());
+  const Scratch<bf16> received(allocator_, all * row_elements);
+  exchange_shares(*lane_.exchange, micro_batch, sends.get(), received.get(), true, row_elements, stream());
+  Scratch<bf16> ordered(allocator_, all * row_elements);
+  if (all > 0)  // a ring rank's block may hold no token of a short micro-batch
+    kernels::scatter_rows(received.get(), micro_batch.order.as<const std::int32_t>(), micro_batch.attention_tokens,
+                          static_cast<int>(row_elements), ordered.get(), stream());
   return ordered;
 }
 
 Scratch<bf16> DeviceStage::from_heads(const DeviceMicroBatch& micro_batch, const bf16* heads, int parts) const {
   const int members = micro_batch.ulysses.size();
   const int h_t = static_cast<int>(model_.hidden) / lane_.tp;
-  const int width = h_t / members;
-  const std::size_t row_bytes = static_cast<std::size_t>(parts * width) * bf16_bytes;
+  const std::size_t row_elements = count(parts, h_t / members);
   const auto rows = static_cast<std::size_t>(micro_batch.tokens);
   const auto all = static_cast<std::size_t>(micro_batch.attention_tokens);
-  const Scratch<bf16> held_order(allocator_, all * static_cast<std::size_t>(parts * width));
-  kernels::gather_rows(heads, micro_batch.order.as<const std::int32_t>(), micro_batch.attention_tokens, parts * width,
-                       held_order.get(), stream());
-  const Scratch<bf16> received(allocator_,
-                               static_cast<std::size_t>(members) * rows * static_cast<std::size_t>(parts * width));
-  std::vector<SendPart> send_parts;
-  std::vector<ReceivePart> receive_parts;
-  std::size_t offset = 0;
-  for (int u = 0; u < members; ++u) {
-    const auto held = static_cast<std::size_t>(micro_batch.ulysses_tokens[static_cast<std::size_t>(u)]);
-    send_parts.push_back({held_order.get() + offset * static_cast<std::size_t>(parts * width), held * row_bytes});
-    offset += held;
-    receive_parts.push_back(
-        {received.get() + static_cast<std::size_t>(u) * rows * static_cast<std::size_t>(parts * width),
-         rows * row_bytes});
-  }
-  lane_.exchange->all_to_all(micro_batch.ulysses, send_parts, receive_parts, stream());
-  // Member u's [tokens, parts · width] back into its columns of each block.
-  Scratch<bf16> result(allocator_, rows * static_cast<std::size_t>(parts * h_t));
-  if (rows > 0)
-    for (int u = 0; u < members; ++u)
-      for (int p = 0; p < parts; ++p)
-        SLUICE_CUDA_CHECK(cudaMemcpy2DAsync(
-            result.get() + p * h_t + u * width, static_cast<std::size_t>(parts * h_t) * bf16_bytes,
-            received.get() + static_cast<std::size_t>(u) * rows * static_cast<std::size_t>(parts * width) + p * width,
-            row_bytes, static_cast<std::size_t>(width) * bf16_bytes, rows, cudaMemcpyDeviceToDevice, stream()));
+  const Scratch<bf16> held_order(allocator_, all * row_elements);
+  if (all > 0)
+    kernels::gather_rows(heads, micro_batch.order.as<const std::int32_t>(), micro_batch.attention_tokens,
+                         static_cast<int>(row_elements), held_order.get(), stream());
+  const Scratch<bf16> received(allocator_, static_cast<std::size_t>(members) * rows * row_elements);
+  exchange_shares(*lane_.exchange, micro_batch, held_order.get(), received.get(), false, row_elements, stream());
+  Scratch<bf16> result(allocator_, rows * count(parts, h_t));
+  copy_shares(received.get(), result.get(), false, members, h_t, parts, rows, stream());
   return result;
 }
 

@@ -41,8 +41,10 @@ struct DeviceMicroBatch {
   int unique_tokens = 0;
   DeviceBuffer ids, targets, unique_ids, offsets, positions;  // int32
   Group ulysses{};
-  std::vector<int> ulysses_tokens;  // by Ulysses rank: how many tokens it holds
-  DeviceBuffer order;               // int32: where every Ulysses rank's tokens go in the block, rank after rank
+  // With Ulysses CP: by Ulysses rank, how many tokens it holds, and where each goes in the block (int32, rank after
+  // rank); empty without.
+  std::vector<int> ulysses_tokens;
+  DeviceBuffer order;
   Group ring{};
   int ring_rank = 0;
   std::vector<DeviceBlock> blocks;  // by ring rank

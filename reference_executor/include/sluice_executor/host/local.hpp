@@ -4,7 +4,6 @@
 // collectives inside their passes through the same mailboxes. Deterministic: the arithmetic and every sum's order
 // are fixed, whatever the threads' timing, so two runs are equal bit for bit, and equal to a run of one MPI process
 // per rank (mpi.hpp).
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -49,12 +48,7 @@ public:
   Message receive(int from, int to, int channel) {
     std::unique_lock lock(mutex_);
     std::deque<Message>& queue = queues_[{from, to, channel}];
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
-    while (queue.empty()) {
-      if (stopped_) throw transport_error(sluice::concat("stopped waiting for rank ", from, ": another rank failed"));
-      if (arrived_.wait_until(lock, deadline) == std::cv_status::timeout && queue.empty())
-        throw transport_error(sluice::concat("timed out after ", timeout_, " s waiting for rank ", from));
-    }
+    wait_for_peers(arrived_, lock, timeout_, stopped_, sluice::concat("rank ", from), [&] { return !queue.empty(); });
     Message message = std::move(queue.front());
     queue.pop_front();
     return message;
