@@ -123,6 +123,9 @@ if [ -f "${out}/executor_profile.json" ]; then
 fi
 step measure_systems 240 "${measure_build}/examples/executor/sluice_measure_systems" --iterations 2 --progress \
   --json "${out}/measured_systems.json"
+# The same comparison with the CP schemes (ring and Ulysses CP 2) and recompute in every system's scheme space.
+step measure_systems_cp 240 "${measure_build}/examples/executor/sluice_measure_systems" --iterations 1 --progress \
+  --cp 2 --cp-kinds ring,ulysses --ac --json "${out}/measured_systems_cp.json"
 if python3 -c "import torch" 2> /dev/null; then
   # Ring attention's FlashAttention blocks, every CP rank serialized on this GPU.
   # and one rank's share of the flex CP plans that scripts/gpu-bundle.sh planned, against static CP 8.
