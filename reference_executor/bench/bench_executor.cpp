@@ -10,6 +10,10 @@
 //   BM_AttentionMmaForward/<tokens>, BM_AttentionMmaBackward/<tokens>
 //                                         BM_AttentionMma's two halves alone, to show which one falls short:
 //       forward 2·tokens²·hidden FLOPs, backward 5·tokens²·hidden (the useful products, not the recomputed ones).
+//   BM_RingAttentionSteps/<tokens>        one causal sequence as ring CP 4 computes it, serialized on this GPU: every
+//       ring rank's queries against every block (block_attention_forward and attention_merge, then
+//       block_attention_backward), the steps' dK, dV and dQ left unsummed; TFLOP/s counted as the whole
+//       sequence's causal attention, so that BM_AttentionMma at the same tokens shows what the blocking costs.
 //   BM_Gemm/8192                          bf16 × bf16 → bf16 with fp32 accumulation through cublasGemmEx,
 //       2·n³ FLOPs: the device's GEMM rate to compare attention with.
 //   BM_GemmLt/8192                        the same through cuBLASLt (heuristic's first algorithm, 32 MiB workspace).
@@ -24,6 +28,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -40,6 +45,7 @@
 #include "sluice_executor/kernels.hpp"
 #include "sluice_executor/launch.hpp"
 #include "sluice_executor/model.hpp"
+#include "sluice_executor/shards.hpp"
 
 namespace ex = sluice::executor;
 namespace cu = sluice::executor::cuda;
@@ -198,6 +204,74 @@ void BM_AttentionMmaVarlen(benchmark::State& state) {
   time_attention(state, varlen_offsets(static_cast<std::int32_t>(state.range(0))), kn::AttentionKernel::mma);
 }
 BENCHMARK(BM_AttentionMmaVarlen)->Arg(16384)->Arg(65536)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// One ring rank's block of a sequence on the device: its rows of q | k | v, dO, and what its steps write.
+struct RingBlock {
+  std::size_t rows = 0;
+  cu::DeviceBuffer cu_seqlens, positions, qkv, out, dout, lse, delta, dq, dkv, merged;
+  kn::PositionedBatch batch;
+};
+
+void BM_RingAttentionSteps(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  constexpr int ring = 4;
+  const cu::Stream stream;
+  const auto tokens = static_cast<std::int32_t>(state.range(0));
+  const ex::CpSplit split = ex::cp_split(std::vector<std::int32_t>{0, tokens}, 1, ring);
+  std::vector<RingBlock> blocks(ring);
+  for (std::size_t r = 0; r < blocks.size(); ++r) {
+    RingBlock& block = blocks[r];
+    const ex::CpShard& shard = split.blocks[r];
+    block.rows = static_cast<std::size_t>(shard.size());
+    block.cu_seqlens = cu::upload(std::vector<std::int32_t>{0, static_cast<std::int32_t>(block.rows)}, stream.get());
+    block.positions = cu::upload(shard.positions, stream.get());
+    block.qkv = cu::DeviceBuffer(block.rows * 3 * hidden * sizeof(cu::bf16));
+    block.out = cu::DeviceBuffer(block.rows * hidden * sizeof(cu::bf16));
+    block.dout = cu::DeviceBuffer(block.rows * hidden * sizeof(cu::bf16));
+    block.lse = cu::DeviceBuffer(block.rows * heads * sizeof(float));
+    block.delta = cu::DeviceBuffer(block.rows * heads * sizeof(float));
+    block.dq = cu::DeviceBuffer(block.rows * hidden * sizeof(cu::bf16));
+    block.dkv = cu::DeviceBuffer(block.rows * 2 * hidden * sizeof(cu::bf16));
+    block.merged = cu::DeviceBuffer(block.rows * hidden * sizeof(float));
+    fill_bf16(block.qkv.as<void>(), block.rows * 3 * hidden, stream.get());
+    fill_bf16(block.dout.as<void>(), block.rows * hidden, stream.get());
+    const auto rows = static_cast<int>(block.rows);
+    block.batch = {{block.cu_seqlens.as<const std::int32_t>(), 1, rows, rows},
+                   block.positions.as<const std::int32_t>()};
+  }
+  const kn::HeadShape shape{heads, head_dim};
+  std::size_t largest = 0;
+  for (const RingBlock& block : blocks) largest = std::max(largest, block.rows);
+  const cu::DeviceBuffer step_out(largest * hidden * sizeof(cu::bf16)), step_lse(largest * heads * sizeof(float));
+  const auto run = [&] {
+    for (RingBlock& queries : blocks) {
+      const auto rows = static_cast<std::int64_t>(queries.rows);
+      kn::fill_zero(queries.merged.as<float>(), rows * hidden, stream.get());
+      kn::fill(queries.lse.as<float>(), -INFINITY, rows * heads, stream.get());
+      const cu::bf16* q = queries.qkv.as<const cu::bf16>();
+      for (const RingBlock& keys : blocks) {
+        const cu::bf16* k = keys.qkv.as<const cu::bf16>() + hidden;
+        kn::block_attention_forward(queries.batch, keys.batch, shape, q, 3 * hidden, k, k + hidden, 3 * hidden,
+                                    step_out.as<cu::bf16>(), step_lse.as<float>(), stream.get());
+        kn::attention_merge(step_out.as<const cu::bf16>(), step_lse.as<const float>(), static_cast<int>(rows), shape,
+                            queries.merged.as<float>(), queries.lse.as<float>(), stream.get());
+      }
+      kn::convert(queries.merged.as<const float>(), queries.out.as<cu::bf16>(), rows * hidden, stream.get());
+      for (const RingBlock& keys : blocks) {
+        const cu::bf16* k = keys.qkv.as<const cu::bf16>() + hidden;
+        cu::bf16* dk = keys.dkv.as<cu::bf16>();
+        kn::block_attention_backward(queries.batch, keys.batch, shape, q, 3 * hidden, k, k + hidden, 3 * hidden,
+                                     queries.out.as<const cu::bf16>(), queries.dout.as<const cu::bf16>(),
+                                     queries.lse.as<const float>(), queries.dq.as<cu::bf16>(), hidden, dk, dk + hidden,
+                                     2 * hidden, queries.delta.as<float>(), stream.get());
+      }
+    }
+  };
+  time_on_stream(state, stream.get(), run);
+  const double flops = static_cast<double>(AttentionPhase::both) * static_cast<double>(tokens) * tokens * hidden;
+  state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_RingAttentionSteps)->Arg(16384)->Arg(32768)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_Gemm(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
