@@ -28,6 +28,7 @@
 #include "sluice/data/sampler.hpp"
 #include "sluice/data/synthetic.hpp"
 #include "sluice/io/data_json.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 using namespace sluice::data;
@@ -115,18 +116,6 @@ Bytes make_idx(const Idx& spec) {
   out.resize(out.size() + spec.trailer, std::byte{1});
   return out;
 }
-
-// The message of the invalid_input that `action` raises; any other exception fails the test case.
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const invalid_input& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
-
-bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
 
 class TempDir {
 public:

@@ -23,6 +23,7 @@
 #include "sluice/data/synthetic.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 using assign::Dispatch;
@@ -112,10 +113,6 @@ double brute_force(const Instance& instance) {
     best = std::min(best, reference_objective(instance, pipeline_of));
   });
   return best;
-}
-
-bool close(double x, double y, double tolerance) {
-  return std::abs(x - y) <= tolerance * std::max({1.0, std::abs(x), std::abs(y)});
 }
 
 bool same(const Dispatch& x, const Dispatch& y) {

@@ -19,6 +19,7 @@
 #include "sluice/core/random.hpp"
 #include "sluice/data/readers.hpp"
 #include "sluice/io/bundled.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 using assign::FlexCpDegree;
@@ -32,16 +33,15 @@ using solver::SolveStatus;
 
 namespace {
 
-constexpr double inf = std::numeric_limits<double>::infinity();
-constexpr double tolerance = 1e-9;
+constexpr double flex_tolerance = 1e-9;
 
 // Every plan of a tiny problem, by depth-first search over the sequences in index order: each joins a group
 // already open, or opens a group of some degree in a micro-batch already open (if its units allow) or in a new
 // one. Groups and micro-batches are numbered by their first sequence, so each plan (a set partition of the
 // sequences into groups, a degree per group, a set partition of the groups into micro-batches) comes once.
-class BruteForce {
+class FlexCpBruteForce {
 public:
-  explicit BruteForce(const FlexCpProblem& problem) : problem_(problem) {
+  explicit FlexCpBruteForce(const FlexCpProblem& problem) : problem_(problem) {
     search(0);
     REQUIRE(best_ < inf);
   }
@@ -245,11 +245,11 @@ TEST_CASE("flex CP: heuristic, lower bound and exact against brute force over ev
   for (int k = 0; k < instances; ++k) {
     CAPTURE(k);
     const FlexCpProblem problem = tiny_problem(static_cast<std::uint64_t>(k));
-    const BruteForce brute(problem);
+    const FlexCpBruteForce brute(problem);
     const double optimum = brute.optimum();
     const FlexCpPlan best = brute.plan();
     assign::validate(best, problem);
-    CHECK(best.seconds == doctest::Approx(optimum).epsilon(tolerance));
+    CHECK(best.seconds == doctest::Approx(optimum).epsilon(flex_tolerance));
     for (const std::int64_t length : problem.lengths)
       if (!assign::flex_cp_holds(problem, 0, length)) {
         ++memory_binds;
@@ -257,17 +257,17 @@ TEST_CASE("flex CP: heuristic, lower bound and exact against brute force over ev
       }
 
     const double lower = assign::flex_cp_lower_bound(problem);
-    CHECK(lower <= optimum * (1 + tolerance));
+    CHECK(lower <= optimum * (1 + flex_tolerance));
 
     const FlexCpPlan heuristic = assign::solve_flex_cp(problem);
     assign::validate(heuristic, problem);
     CHECK(heuristic.lower_bound == lower);
-    CHECK(heuristic.seconds >= optimum * (1 - tolerance));
+    CHECK(heuristic.seconds >= optimum * (1 - flex_tolerance));
     const double gap = heuristic.seconds / optimum - 1;
     gap_sum += std::max(gap, 0.0);
     gap_max = std::max(gap_max, gap);
     if (gap <= 0.02) ++within_two;
-    if (gap <= tolerance) ++optimal;
+    if (gap <= flex_tolerance) ++optimal;
 
 #if SLUICE_HAVE_CBC
     if (k % cbc_step != 0) continue;

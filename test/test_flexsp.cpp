@@ -13,14 +13,13 @@
 #include "sluice/assign/flexsp.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 using assign::FlexCpDegree;
 using assign::FlexCpProblem;
 
 namespace {
-
-constexpr double inf = std::numeric_limits<double>::infinity();
 
 // The authors' chunking: a dynamic program over split points of the longest-first lengths, the least largest run
 // sum for i sequences in k runs, ties to the earliest last split.

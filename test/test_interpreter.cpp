@@ -15,13 +15,13 @@
 #include "sluice/schedule/instructions.hpp"
 #include "sluice/schedule/interpreter.hpp"
 #include "sluice/schedule/pipeline.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 using namespace sluice::schedule;
 
 namespace {
 
-constexpr double inf = std::numeric_limits<double>::infinity();
 using K = InstructionKind;
 
 Problem problem_of(Rng& rng, int m, int c) {
@@ -66,7 +66,9 @@ void move_after(std::vector<Instruction>& list, std::size_t from, std::size_t af
   list.insert(list.begin() + static_cast<std::ptrdiff_t>(after) + 1, moved);
 }
 
-Instruction comm(K kind, int rank, int micro_batch, int peer) { return {kind, micro_batch, rank, peer, 0, -1, {4, 4}}; }
+Instruction comm_instruction(K kind, int rank, int micro_batch, int peer) {
+  return {kind, micro_batch, rank, peer, 0, -1, {4, 4}};
+}
 
 // The outcome of a dry run that must fail on communication.
 CommOutcome comm_outcome(const ExecutionPlan& plan, bool data_flow, const std::string& expected_text) {
@@ -166,7 +168,7 @@ TEST_CASE("interpreter: the dry-run validator rejects each class of broken plan"
   ExecutionPlan plan = good;
 
   SUBCASE("an unpaired send: its receiver never posts the receive") {
-    plan = {2, 1, 1, {{comm(K::send_act_start, 0, 0, 1), comm(K::send_act_wait, 0, 0, 1)}, {}}};
+    plan = {2, 1, 1, {{comm_instruction(K::send_act_start, 0, 0, 1), comm_instruction(K::send_act_wait, 0, 0, 1)}, {}}};
     CHECK(comm_outcome(plan, false, "which has finished without matching it") == CommOutcome::unmatched);
     plan.ranks[0].pop_back();
     CHECK(comm_outcome(plan, false, "is never matched") == CommOutcome::unmatched);
@@ -230,8 +232,10 @@ TEST_CASE("interpreter: the dry-run validator rejects each class of broken plan"
   SUBCASE("a cycle of blocked ranks") {
     plan = {3, 1, 1, {}};
     for (int r = 0; r < 3; ++r)
-      plan.ranks.push_back({comm(K::recv_act_start, r, 0, (r + 2) % 3), comm(K::recv_act_wait, r, 0, (r + 2) % 3),
-                            comm(K::send_act_start, r, 0, (r + 1) % 3), comm(K::send_act_wait, r, 0, (r + 1) % 3)});
+      plan.ranks.push_back({comm_instruction(K::recv_act_start, r, 0, (r + 2) % 3),
+                            comm_instruction(K::recv_act_wait, r, 0, (r + 2) % 3),
+                            comm_instruction(K::send_act_start, r, 0, (r + 1) % 3),
+                            comm_instruction(K::send_act_wait, r, 0, (r + 1) % 3)});
     CHECK(comm_outcome(plan, false, "the ranks wait on each other forever: rank 0") == CommOutcome::deadlock);
     CHECK(check_deadlock(plan).cycle == std::vector<int>{0, 2, 1});
   }

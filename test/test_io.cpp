@@ -21,6 +21,7 @@
 #include "sluice/io/shard_json.hpp"
 #include "sluice/io/solver_json.hpp"
 #include "sluice/io/strategy_pool.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 using namespace sluice::cost;
@@ -323,24 +324,6 @@ TEST_CASE("MILP JSON: bad documents") {
 
 namespace {
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const invalid_input& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
-
-std::string nested_arrays(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
-
-std::string nested_objects(std::size_t depth) {
-  std::string text;
-  for (std::size_t i = 0; i < depth; ++i) text += R"({"a":)";
-  text += "0";
-  return text + std::string(depth, '}');
-}
-
 io::json bundled_json(std::string_view kind, std::string_view file) {
   return io::read_json_file(io::bundled_data_dir() / kind / file);
 }
@@ -353,8 +336,6 @@ std::string read_error(io::json document, const std::string& pointer, std::strin
   text.replace(text.find("\"@slot@\""), 8, literal);
   return error_of([&] { (void)io::from_document<T>(io::parse(text, "doc.json"), "doc.json"); });
 }
-
-bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
 
 }  // namespace
 

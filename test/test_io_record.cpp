@@ -104,17 +104,17 @@ struct Twice {
 };
 
 // A tally by name, and the lines it came from as a Runs record holds them.
-struct Tally {
+struct RecordTally {
   std::map<std::string, int> counts;
   std::vector<std::optional<double>> lines;
-  friend bool operator==(const Tally&, const Tally&) = default;
+  friend bool operator==(const RecordTally&, const RecordTally&) = default;
 };
 
 }  // namespace
 
 namespace sluice::io {
 SLUICE_IO_RECORD(Runs, "runs", SLUICE_IO_MEMBERS(seconds));
-SLUICE_IO_RECORD(Tally, "tally", SLUICE_IO_MEMBERS(counts), wrapped_member<Runs>("lines", &T::lines));
+SLUICE_IO_RECORD(RecordTally, "tally", SLUICE_IO_MEMBERS(counts), wrapped_member<Runs>("lines", &T::lines));
 SLUICE_IO_RECORD(LayerRange, "span", SLUICE_IO_RANGE(layers, first, last), SLUICE_IO_MEMBERS(name));
 SLUICE_IO_DOCS(LayerRange, {"layers", "Half-open: [first, last)"}, {"name", "What the range is called"});
 SLUICE_IO_RECORD(Misnamed, "misnamed", SLUICE_IO_MEMBERS(count));
@@ -288,10 +288,12 @@ TEST_CASE("record: a range field is one [begin, end] array, required, of exactly
 }
 
 TEST_CASE("record: a map by string is an object read key by key; a wrapped member is spelled as its wrapper") {
-  const Tally tally{{{"a", 2}, {"b", 1}}, {0.5, std::nullopt}};
+  const RecordTally tally{{{"a", 2}, {"b", 1}}, {0.5, std::nullopt}};
   CHECK(json(tally) == json::parse(R"({"counts": {"a": 2, "b": 1}, "lines": {"seconds": [0.5, null]}})"));
-  CHECK(json(tally).get<Tally>() == tally);
-  const auto read = [](const std::string& document) { return sluice::io::as<Tally>(json::parse(document), "input"); };
+  CHECK(json(tally).get<RecordTally>() == tally);
+  const auto read = [](const std::string& document) {
+    return sluice::io::as<RecordTally>(json::parse(document), "input");
+  };
   CHECK_THROWS_WITH_AS(read(R"({"counts": {"a": "2"}, "lines": {"seconds": []}})"),
                        doctest::Contains("tally: field 'counts'.a: expected an integer"), sluice::invalid_input);
   CHECK_THROWS_WITH_AS(read(R"({"counts": [], "lines": {"seconds": []}})"),

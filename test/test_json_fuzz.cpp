@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fixtures.hpp"
 #include "run_documents.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/compare/compare.hpp"
@@ -60,6 +61,7 @@
 #include "sluice/search/search.hpp"
 #include "sluice/shard/placement.hpp"
 #include "sluice/shard/pull_push.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 
@@ -110,7 +112,7 @@ json bundled(std::string_view kind, std::string_view file) {
 }
 
 // A strategy_pool file in the Hetu/Hydraulis layout (milliseconds, MiB).
-const char* const strategy_pool_text = R"({
+const char* const small_pool_text = R"({
   "strategies": [
     {"tp": 1, "pp": 2, "a": 1.372e-6, "b": 0.09465, "c": 15.05},
     {"tp": 4, "pp": 1, "a": 1.030e-6, "b": 0.05648, "c": 56.70}
@@ -120,11 +122,6 @@ const char* const strategy_pool_text = R"({
   "cluster_config": {"gpus_per_node": 8, "gpu_memory_bound": 81252, "utilization_seqlen": {"tp1": 384, "tp4": 768}},
   "comm_cost": {"hetero_dp": 0.1}
 })";
-
-const cost::Profile& profile7b() {
-  static const cost::Profile profile = io::read_document<cost::Profile>(io::resolve_data_file("llama2-7b", "profiles"));
-  return profile;
-}
 
 std::vector<Subject> core_and_cost_subjects() {
   std::vector<Subject> subjects;
@@ -137,7 +134,7 @@ std::vector<Subject> core_and_cost_subjects() {
                     {Scheme(2, 2), cost::QuadraticLatency(2e-9, 2e-5, 1e-2), 16384, std::nullopt}};
   subjects.push_back(make_subject("profile_stated", cost::Profile(stated)));
   subjects.push_back(make_subject("latency_fit", cost::FitResult{cost::QuadraticLatency(1e-9, 2e-5, 3e-2), 0.01, 12}));
-  subjects.push_back({"strategy_pool", io::parse(strategy_pool_text, "strategy_pool"),
+  subjects.push_back({"strategy_pool", io::parse(small_pool_text, "strategy_pool"),
                       [](const std::string& text, const std::string& source) -> std::optional<json> {
                         const cost::ProfileSpec spec = io::import_strategy_pool(io::parse(text, source), source, 8);
                         return json(cost::Profile(spec));
@@ -458,18 +455,7 @@ std::string with_literal(const json& document, const json::json_pointer& path, s
   return text;
 }
 
-std::string nested_arrays(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
-
-std::string nested_objects(std::size_t depth) {
-  std::string text;
-  text.reserve(depth * 6 + 1);
-  for (std::size_t i = 0; i < depth; ++i) text += "{\"a\":";
-  text += "0";
-  text.append(depth, '}');
-  return text;
-}
-
-struct Tally {
+struct FuzzTally {
   int cases = 0;
   int accepted = 0;     // read, and the validator agreed
   int invalidated = 0;  // read, and the validator rejected it
@@ -480,7 +466,7 @@ enum class Expect { anything, too_deep, not_json };
 
 // One case: `text` must be read or rejected cleanly. `replaced` is the literal put at `path`, if any, so that
 // a value read can be compared with the value written back.
-void run_case(const Subject& subject, const std::string& text, std::string_view what, Tally& tally,
+void run_case(const Subject& subject, const std::string& text, std::string_view what, FuzzTally& tally,
               Expect expect = Expect::anything, const json::json_pointer* path = nullptr,
               std::string_view replaced = {}) {
   ++tally.cases;
@@ -514,8 +500,8 @@ void run_case(const Subject& subject, const std::string& text, std::string_view 
   }
 }
 
-Tally fuzz(const Subject& subject, std::uint64_t seed, std::size_t fields) {
-  Tally tally;
+FuzzTally fuzz(const Subject& subject, std::uint64_t seed, std::size_t fields) {
+  FuzzTally tally;
   Rng rng(seed);
   const json& document = subject.document;
   const std::string text = document.dump();
@@ -583,7 +569,7 @@ constexpr std::size_t fields_per_document = 12;
 void fuzz_all(const std::vector<Subject>& subjects) {
   for (std::size_t k = 0; k < subjects.size(); ++k) {
     CAPTURE(subjects[k].name);
-    const Tally tally = fuzz(subjects[k], 0x5eed + k, fields_per_document);
+    const FuzzTally tally = fuzz(subjects[k], 0x5eed + k, fields_per_document);
     MESSAGE(subjects[k].name, ": ", tally.cases, " cases, ", tally.accepted, " read and valid, ", tally.invalidated,
             " read and invalid, ", tally.rejected, " rejected");
     // Truncations, past-limit nesting and most wrong types are rejected; some edits leave a valid document.

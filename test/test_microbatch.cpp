@@ -19,17 +19,12 @@
 #include "sluice/microbatch/cost.hpp"
 #include "sluice/microbatch/order.hpp"
 #include "sluice/microbatch/partition.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 using namespace sluice::microbatch;
 
 namespace {
-
-constexpr double inf = std::numeric_limits<double>::infinity();
-
-bool close(double x, double y, double tolerance = 1e-9) {
-  return std::abs(x - y) <= tolerance * std::max({1.0, std::abs(x), std::abs(y)});
-}
 
 // A cost model that returns a fixed value for every shape (NaN, negative) to test input checks.
 struct ConstantCost {

@@ -21,6 +21,7 @@
 #include "sluice/data/synthetic.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 using assign::MicroBatch;
@@ -31,7 +32,6 @@ using solver::SolveStatus;
 
 namespace {
 
-constexpr double inf = std::numeric_limits<double>::infinity();
 constexpr double tolerance = 1e-9;
 
 cost::SchemeCost make_scheme(int pp, cost::QuadraticLatency latency, std::int64_t max_len, std::int64_t util_len) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fixtures.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/data/dataset.hpp"
 #include "sluice/data/sampler.hpp"
@@ -24,13 +25,6 @@ const cost::Profile& profile64() {
   static const cost::Profile profile =
       io::read_document<cost::Profile>(io::resolve_data_file("llama2-32b", "profiles")).with_gpus(64);
   return profile;
-}
-
-std::vector<Sequence> batch_of(std::uint64_t seed, std::int64_t tokens, std::int64_t context = 32768) {
-  const data::LengthDataset dataset =
-      data::LengthDataset(data::synthetic_lengths({.count = 5000, .seed = seed}), "synthetic").truncated(context);
-  data::BatchSampler sampler(dataset, {.tokens_per_batch = tokens, .seed = seed});
-  return sampler.next().sequences;
 }
 
 const std::vector<Strategy>& candidates64() {

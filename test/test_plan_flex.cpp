@@ -48,11 +48,11 @@ std::vector<std::vector<Sequence>> batches(std::int64_t context, std::int64_t to
   return result;
 }
 
-const plan::Options cheap{.dispatch = {.trials = 4, .seed = 7},
-                          .schedule = {.kind = schedule::ScheduleKind::one_f_one_b, .seed = 1, .clusters = 0},
-                          .problem = {},
-                          .layout_moves = plan::LayoutMoves::none,
-                          .v_step = plan::VStep::on};
+const plan::Options cheap_flex{.dispatch = {.trials = 4, .seed = 7},
+                               .schedule = {.kind = schedule::ScheduleKind::one_f_one_b, .seed = 1, .clusters = 0},
+                               .problem = {},
+                               .layout_moves = plan::LayoutMoves::none,
+                               .v_step = plan::VStep::on};
 
 // A hand-made domain of 8 ⟨1, 1⟩ units with Ulysses groups of 2: each group costs `scale` times ⟨2, 1⟩'s
 // quadratic; its groups hold 4,096 tokens (degree 1) and 8,192 (degree 2).
@@ -81,8 +81,8 @@ TEST_CASE("flex domain: runs exactly where faster than the kept candidate, and i
   for (const double scale : {1e-3, 1e3}) {
     CAPTURE(scale);
     const auto domain = scaled_domain(scale);
-    const plan::IterationPlanner with(profile8(), candidates8(), cheap, domain);
-    const plan::IterationPlanner without(profile8(), candidates8(), cheap);
+    const plan::IterationPlanner with(profile8(), candidates8(), cheap_flex, domain);
+    const plan::IterationPlanner without(profile8(), candidates8(), cheap_flex);
     for (const std::vector<Sequence>& batch : drawn) {
       const plan::SimulatedIteration iteration = with.plan(batch);
       REQUIRE(iteration.flex.has_value());
@@ -103,8 +103,8 @@ TEST_CASE("flex domain: runs exactly where faster than the kept candidate, and i
 
 TEST_CASE("flex domain: the validator names what was tampered with") {
   const auto domain = scaled_domain(1e-3);
-  const plan::IterationPlanner with(profile8(), candidates8(), cheap, domain);
-  const plan::IterationPlanner without(profile8(), candidates8(), cheap);
+  const plan::IterationPlanner with(profile8(), candidates8(), cheap_flex, domain);
+  const plan::IterationPlanner without(profile8(), candidates8(), cheap_flex);
   const std::vector<Sequence> batch = batches(8192, 30000, 1).front();
   const plan::SimulatedIteration planned = with.plan(batch);
   REQUIRE(planned.runs_flex());
@@ -151,7 +151,7 @@ TEST_CASE("flex domain: bad domains are rejected, naming the input") {
 }
 
 TEST_CASE("flex domain: a plan that carries one reads back from its document, at the CP version") {
-  const plan::IterationPlanner with(profile8(), candidates8(), cheap, scaled_domain(1e-3));
+  const plan::IterationPlanner with(profile8(), candidates8(), cheap_flex, scaled_domain(1e-3));
   const std::vector<Sequence> batch = batches(8192, 30000, 1).front();
   const plan::SimulatedIteration planned = with.plan(batch);
   const io::json document = io::to_document(planned);
@@ -165,7 +165,7 @@ TEST_CASE("flex domain: a plan that carries one reads back from its document, at
   broken["flex"]["plan"]["micro_batches"][0][0]["first_unit"] = "zero";
   CHECK_THROWS_AS(io::from_document<plan::SimulatedIteration>(broken), invalid_input);
   // Without a domain the document is the one it always was.
-  const plan::IterationPlanner without(profile8(), candidates8(), cheap);
+  const plan::IterationPlanner without(profile8(), candidates8(), cheap_flex);
   CHECK_FALSE(io::to_document(without.plan(batch)).contains("flex"));
 }
 
@@ -174,7 +174,7 @@ TEST_CASE("flex domains: the fastest kept, and the validator names a slower one"
   const auto slow = scaled_domain(1e-2);
   const auto domains =
       std::make_shared<const plan::FlexDomains>(std::vector<std::shared_ptr<const plan::FlexDomain>>{slow, fast, fast});
-  const plan::IterationPlanner planner(profile8(), candidates8(), cheap, domains);
+  const plan::IterationPlanner planner(profile8(), candidates8(), cheap_flex, domains);
   const std::vector<Sequence> batch = batches(8192, 30000, 1).front();
   const plan::SimulatedIteration planned = planner.plan(batch);
   REQUIRE(planned.flex.has_value());
@@ -193,7 +193,7 @@ TEST_CASE("flex domains: the fastest kept, and the validator names a slower one"
   const auto charged = std::make_shared<const plan::FlexDomain>(
       std::vector<Scheme>(fast->schemes().begin(), fast->schemes().end()), fast->problem_of(batch), 1e3);
   const plan::IterationPlanner with_charge(
-      profile8(), candidates8(), cheap,
+      profile8(), candidates8(), cheap_flex,
       std::make_shared<const plan::FlexDomains>(std::vector<std::shared_ptr<const plan::FlexDomain>>{charged, slow}));
   const plan::SimulatedIteration planned_with_charge = with_charge.plan(batch);
   CHECK(planned_with_charge.flex->domain == 1);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "document_checks.hpp"
+#include "fixtures.hpp"
 #include "sluice/assign/plan.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
@@ -30,18 +31,6 @@
 using namespace sluice;
 
 namespace {
-
-const cost::Profile& profile7b() {
-  static const cost::Profile profile = io::read_document<cost::Profile>(io::resolve_data_file("llama2-7b", "profiles"));
-  return profile;
-}
-
-std::vector<Sequence> batch_of(std::uint64_t seed, std::int64_t tokens, std::int64_t context) {
-  const data::LengthDataset dataset =
-      data::LengthDataset(data::synthetic_lengths({.count = 5000, .seed = seed}), "synthetic").truncated(context);
-  data::BatchSampler sampler(dataset, {.tokens_per_batch = tokens, .seed = seed});
-  return sampler.next().sequences;
-}
 
 schedule::PipelinePlanOptions options_for(const microbatch::StageCostSetup& setup, int stages, int replicas) {
   schedule::PipelinePlanOptions options;

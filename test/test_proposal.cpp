@@ -17,15 +17,12 @@
 #include "sluice/io/proposal_json.hpp"
 #include "sluice/proposal/max_len.hpp"
 #include "sluice/proposal/propose.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 using proposal::ProposeOptions;
 
 namespace {
-
-constexpr double inf = std::numeric_limits<double>::infinity();
-
-bool close(double x, double y) { return std::abs(x - y) <= 1e-12 * std::max(1.0, std::abs(y)); }
 
 // Four schemes of 1, 2, 2 and 4 GPUs with stated MaxLen, one of them pipelined (so the fill term matters).
 cost::Profile small_profile(std::int64_t gpus = 8) {
@@ -201,7 +198,7 @@ TEST_CASE("proposal: the integer DP equals exhaustive enumeration of all strateg
       for (std::size_t j = 0; j < result.by_length.size(); ++j) {
         CAPTURE(j);
         CHECK(result.by_length[j].max_len == 100 * static_cast<std::int64_t>(j + 1));
-        CHECK(close(result.by_length[j].integer, best[static_cast<std::size_t>(gpus)][j + 1]));
+        CHECK(close(result.by_length[j].integer, best[static_cast<std::size_t>(gpus)][j + 1], 1e-12));
       }
       CHECK(result.integer_optimum == result.by_length.back().integer);
       CHECK(result.candidates.front().estimate == result.integer_optimum);
@@ -243,7 +240,7 @@ TEST_CASE("proposal: CP and AC schemes another matches on every count leave the 
     options.gpus = gpus;
     const proposal::Proposal result = proposal::propose(dataset, profile, options);
     for (std::size_t j = 0; j < result.by_length.size(); ++j)
-      CHECK(close(result.by_length[j].integer, best[static_cast<std::size_t>(gpus)][j + 1]));
+      CHECK(close(result.by_length[j].integer, best[static_cast<std::size_t>(gpus)][j + 1], 1e-12));
     check_valid(result, profile);
   }
 }

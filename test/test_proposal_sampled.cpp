@@ -13,16 +13,15 @@
 #include "sluice/data/dataset.hpp"
 #include "sluice/io/proposal_json.hpp"
 #include "sluice/proposal/sampled.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 using proposal::SampledOptions;
 
 namespace {
 
-constexpr double inf = std::numeric_limits<double>::infinity();
-
 // Four schemes of 1, 2, 2 and 4 GPUs; only the 2- and 4-GPU TP schemes hold 500 tokens.
-cost::Profile small_profile() {
+cost::Profile sampled_profile() {
   cost::ProfileSpec spec;
   spec.name = "small";
   spec.model = {"toy", 8, 1024, 1000};
@@ -36,7 +35,7 @@ cost::Profile small_profile() {
 }
 
 // Long-tailed lengths up to 500: many short, a few long.
-data::LengthDataset small_dataset() {
+data::LengthDataset sampled_dataset() {
   std::vector<std::int64_t> lengths;
   Rng rng(11);
   for (int i = 0; i < 4000; ++i) {
@@ -46,7 +45,7 @@ data::LengthDataset small_dataset() {
   return {lengths, "small"};
 }
 
-SampledOptions small_options() {
+SampledOptions sampled_options() {
   SampledOptions options;
   options.paper.gpus = 8;
   options.paper.max_len = 500;
@@ -81,8 +80,6 @@ double planned_mean(std::span<const data::Batch> batches, const std::vector<Stra
   }
   return sum / static_cast<double>(batches.size());
 }
-
-bool close(double x, double y) { return std::abs(x - y) <= 1e-9 * std::max(1.0, std::abs(y)); }
 
 }  // namespace
 
@@ -153,8 +150,8 @@ TEST_CASE("sampled proposal: the set selection against brute force over every su
 }
 
 TEST_CASE("sampled proposal: choosing and held-out batches are distinct draws") {
-  const data::LengthDataset dataset = small_dataset();
-  const SampledOptions options = small_options();
+  const data::LengthDataset dataset = sampled_dataset();
+  const SampledOptions options = sampled_options();
   const auto batches = proposal::detail::draw_batches(dataset, options);
   CHECK(std::ssize(batches.choosing) == options.choosing_batches);
   CHECK(std::ssize(batches.held_out) == options.held_out_batches);
@@ -171,9 +168,9 @@ TEST_CASE("sampled proposal: choosing and held-out batches are distinct draws") 
 }
 
 TEST_CASE("sampled proposal: never worse than the paper's set or a homogeneous strategy on its batches") {
-  const cost::Profile profile = small_profile();
-  const data::LengthDataset dataset = small_dataset();
-  const SampledOptions options = small_options();
+  const cost::Profile profile = sampled_profile();
+  const data::LengthDataset dataset = sampled_dataset();
+  const SampledOptions options = sampled_options();
   const proposal::SampledProposal result = proposal::propose_sampled(dataset, profile, options);
   proposal::validate(result, profile);
 
@@ -205,9 +202,9 @@ TEST_CASE("sampled proposal: never worse than the paper's set or a homogeneous s
 }
 
 TEST_CASE("sampled proposal: deterministic for a seed at every thread count; overheads count") {
-  const cost::Profile profile = small_profile();
-  const data::LengthDataset dataset = small_dataset();
-  SampledOptions options = small_options();
+  const cost::Profile profile = sampled_profile();
+  const data::LengthDataset dataset = sampled_dataset();
+  SampledOptions options = sampled_options();
   const proposal::SampledProposal once = proposal::propose_sampled(dataset, profile, options);
   CHECK(proposal::propose_sampled(dataset, profile, options) == once);
   options.dispatch.threads = 3;
@@ -216,7 +213,7 @@ TEST_CASE("sampled proposal: deterministic for a seed at every thread count; ove
   CHECK(proposal::propose_sampled(dataset, profile, options).choosing_mean != once.choosing_mean);
 
   // A constant overhead adds to every planned time alike.
-  options = small_options();
+  options = sampled_options();
   options.overhead = [](const Strategy&) { return 0.5; };
   const proposal::SampledProposal shifted = proposal::propose_sampled(dataset, profile, options);
   CHECK(close(shifted.choosing_mean, once.choosing_mean + 0.5));
@@ -228,8 +225,8 @@ TEST_CASE("sampled proposal: deterministic for a seed at every thread count; ove
 }
 
 TEST_CASE("sampled proposal: JSON round trip") {
-  const cost::Profile profile = small_profile();
-  const proposal::SampledProposal result = proposal::propose_sampled(small_dataset(), profile, small_options());
+  const cost::Profile profile = sampled_profile();
+  const proposal::SampledProposal result = proposal::propose_sampled(sampled_dataset(), profile, sampled_options());
   const io::json document = io::to_document(result);
   CHECK(document.at("format") == "sluice.sampled_proposal");
   CHECK(document.at("candidates").at(0).at("name") == result.candidates.front().strategy.name());
@@ -246,15 +243,15 @@ TEST_CASE("sampled proposal: JSON round trip") {
 }
 
 TEST_CASE("sampled proposal: bad options name the option") {
-  const cost::Profile profile = small_profile();
-  const data::LengthDataset dataset = small_dataset();
+  const cost::Profile profile = sampled_profile();
+  const data::LengthDataset dataset = sampled_dataset();
   auto fails = [&](SampledOptions options, const char* fragment) {
     CAPTURE(fragment);
     CHECK_THROWS_WITH_AS(proposal::propose_sampled(dataset, profile, options), doctest::Contains(fragment),
                          invalid_input);
   };
   auto with = [&](auto change) {
-    SampledOptions options = small_options();
+    SampledOptions options = sampled_options();
     change(options);
     return options;
   };

@@ -22,13 +22,13 @@
 #include "sluice/schedule/orders.hpp"
 #include "sluice/schedule/pipeline.hpp"
 #include "sluice/schedule/simulate.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 using namespace sluice::schedule;
 
 namespace {
 
-constexpr double inf = std::numeric_limits<double>::infinity();
 using K = InstructionKind;
 
 Problem uniform_problem(int m, int c, double forward, double backward, double activation = 1, double limit = inf) {

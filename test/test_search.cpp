@@ -17,17 +17,17 @@
 #include "sluice/search/partition.hpp"
 #include "sluice/search/search.hpp"
 #include "sluice/search/space.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 using search::LayerStrategy;
 
 namespace {
 
-constexpr double inf = std::numeric_limits<double>::infinity();
 constexpr std::int64_t GiB = std::int64_t{1} << 30;
 constexpr std::int64_t MiB = std::int64_t{1} << 20;
 
-search::ModelSpec small_model(int layers, std::int64_t hidden = 1024, std::int64_t sequence = 512) {
+search::ModelSpec small_model_spec(int layers, std::int64_t hidden = 1024, std::int64_t sequence = 512) {
   search::ModelSpec model;
   model.name = "test";
   model.embedding_params = 50'000 * hidden;
@@ -155,7 +155,7 @@ TEST_CASE(
     "search: ZeRO-2, Ulysses SP, gradient accumulation and micro-batches DP divides, against brute force on "
     "one stage") {
   // Every plan of one stage: m micro-batches dividing B, and per layer every strategy whose DP degree divides B / m.
-  const auto model = small_model(3, 1024, 2048);
+  const auto model = small_model_spec(3, 1024, 2048);
   const auto cluster = node(4, 16 * GiB);
   for (const bool ulysses : {false, true}) {
     CAPTURE(ulysses);
@@ -495,7 +495,7 @@ TEST_CASE("partition: min-max split equals brute force") {
 }
 
 TEST_CASE("estimator: memory and time follow the strategies") {
-  const search::AnalyticEstimator estimator(small_model(4), node(8));
+  const search::AnalyticEstimator estimator(small_model_spec(4), node(8));
   const auto dp = estimator.layer(0, {.tp = 1, .dp = 8}, 64);
   const auto sdp = estimator.layer(0, {.tp = 1, .dp = 8, .sdp = true}, 64);
   const auto tp = estimator.layer(0, {.tp = 8, .dp = 1}, 64);
@@ -555,7 +555,7 @@ TEST_CASE("estimator: memory and time follow the strategies") {
   // With a faster inner link (4 GPUs), TP on the consecutive ranks beats TP across them.
   auto islands = node(8);
   islands.levels = {{.size = 4, .bandwidth = 100e9}, {.size = 8, .bandwidth = 10e9}};
-  const search::AnalyticEstimator split(small_model(4), islands);
+  const search::AnalyticEstimator split(small_model_spec(4), islands);
   CHECK(split.layer(0, {.tp = 2, .dp = 4}, 64).time_nosync <
         split.layer(0, {.tp = 2, .dp = 4, .tp_inner = false}, 64).time_nosync);
 }
@@ -596,7 +596,7 @@ TEST_CASE("search: BMW >= Base >= every baseline, every plan valid, more memory 
   const std::vector<std::int64_t> budgets = {4 * GiB, 6 * GiB, 8 * GiB, 12 * GiB};
 #endif
   for (const Case& c : cases) {
-    const auto model = small_model(c.layers, c.hidden, c.sequence);
+    const auto model = small_model_spec(c.layers, c.hidden, c.sequence);
     auto cluster = node(c.gpus, 16 * GiB);
     if (c.islands) cluster.levels = {{.size = 4, .bandwidth = 100e9}, {.size = 8, .bandwidth = 10e9}};
     double previous_best = 0;
@@ -643,7 +643,7 @@ TEST_CASE("search: BMW >= Base >= every baseline, every plan valid, more memory 
 TEST_CASE("search: the plans do not depend on the thread count") {
   // A sweep that ends when a batch no longer fits (4 GiB), and one that runs to a max_batch that no thread count
   // here divides into whole rounds.
-  const auto model = small_model(8, 1024, 512);
+  const auto model = small_model_spec(8, 1024, 512);
   const auto cluster = node(8, 16 * GiB);
   for (const std::int64_t memory : {4 * GiB, 8 * GiB}) {
     auto options = quick_options(memory);
@@ -663,7 +663,7 @@ TEST_CASE("search: the plans do not depend on the thread count") {
 }
 
 TEST_CASE("search: BMW's accepted adjustments keep Eq. 7/8") {
-  const auto model = small_model(16, 1024, 1024);
+  const auto model = small_model_spec(16, 1024, 1024);
   const auto cluster = node(8, 16 * GiB);
   auto options = quick_options(6 * GiB);
   options.global_batch = 64;
@@ -706,7 +706,7 @@ TEST_CASE("search: BMW's accepted adjustments keep Eq. 7/8") {
 }
 
 TEST_CASE("search: a fixed batch and GPipe") {
-  const auto model = small_model(8);
+  const auto model = small_model_spec(8);
   const auto cluster = node(8, 16 * GiB);
   auto options = quick_options(8 * GiB);
   options.global_batch = 32;
@@ -737,7 +737,7 @@ TEST_CASE("search: a fixed batch and GPipe") {
 TEST_CASE("search: a baseline's plan is inside a space only with its vocabulary layers") {
   // Base adopts a baseline's plan only inside the options' space: a DP+TP plan of pure TP layers is, unless its
   // embedding runs DDP in a space without it.
-  const auto model = small_model(4);
+  const auto model = small_model_spec(4);
   search::Plan plan;
   plan.gpus = 8;
   plan.pp = 1;
@@ -752,7 +752,7 @@ TEST_CASE("search: a baseline's plan is inside a space only with its vocabulary 
 }
 
 TEST_CASE("search: bad input and infeasible problems") {
-  const auto model = small_model(4);
+  const auto model = small_model_spec(4);
   const auto cluster = node(8, 16 * GiB);
   auto options = quick_options(8 * GiB);
   options.global_batch = 16;
@@ -828,7 +828,7 @@ TEST_CASE("search: bad input and infeasible problems") {
 }
 
 TEST_CASE("analytic profile: T(l) fitted to the estimator, MaxLen from its memory") {
-  const auto model = small_model(8, 2048, 1024);
+  const auto model = small_model_spec(8, 2048, 1024);
   const auto cluster = node(16, 40 * GiB);
   search::AnalyticProfileOptions options;
   options.memory_bytes = 24 * GiB;

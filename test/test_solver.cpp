@@ -15,22 +15,21 @@
 #include "sluice/io/solver_json.hpp"
 #include "sluice/solver/cbc.hpp"
 #include "sluice/solver/milp.hpp"
+#include "support.hpp"
 
 using namespace sluice;
 using solver::LinearExpr;
-using solver::Model;
 using solver::Sense;
 using solver::SolveStatus;
 using solver::VarType;
 
 namespace {
 
-constexpr double inf = solver::infinity;
 constexpr double not_a_number = std::numeric_limits<double>::quiet_NaN();
 
 // max 3x + 2y  s.t.  x + y <= 4,  x + 3y <= 6,  0 <= x <= 3,  y >= 0;  optimum x = 3, y = 1, value 11.
-Model small_lp(Sense sense) {
-  Model model;
+solver::Model small_lp(Sense sense) {
+  solver::Model model;
   const double sign = sense == Sense::maximize ? 1.0 : -1.0;
   const int x = model.add_variable(0, 3, VarType::continuous, 3 * sign, "x");
   const int y = model.add_variable(0, inf, VarType::continuous, 2 * sign, "y");
@@ -49,8 +48,8 @@ struct Makespan {
   int machines = 1;
 };
 
-Model makespan_model(const Makespan& instance) {
-  Model model;
+solver::Model makespan_model(const Makespan& instance) {
+  solver::Model model;
   const int jobs = static_cast<int>(instance.times.size());
   for (int i = 0; i < jobs; ++i) {
     for (int j = 0; j < instance.machines; ++j) model.add_binary(0.0);
@@ -139,7 +138,7 @@ long stdout_bytes_during(Body&& body) {
   body();
   std::fflush(stdout);
   dup2(saved, STDOUT_FILENO);
-  close(saved);
+  ::close(saved);
   std::fseek(capture, 0, SEEK_END);
   const long bytes = std::ftell(capture);
   std::fclose(capture);
@@ -149,7 +148,7 @@ long stdout_bytes_during(Body&& body) {
 }  // namespace
 
 TEST_CASE("milp: bad variables are rejected, naming the field and value") {
-  Model model;
+  solver::Model model;
   const int x = model.add_variable(-inf, inf, VarType::continuous, 1.0, "x");
   CHECK(x == 0);
   CHECK_THROWS_WITH_AS(model.add_variable(not_a_number, 1, VarType::continuous, 0), doctest::Contains("NaN bound"),
@@ -185,7 +184,7 @@ TEST_CASE("milp: bad variables are rejected, naming the field and value") {
 }
 
 TEST_CASE("milp: bad constraints are rejected and leave the model unchanged") {
-  Model model;
+  solver::Model model;
   const int x = model.add_binary(1.0, "x");
   const int y = model.add_variable(0, 10, VarType::integer, 1.0);
   const std::vector<int> vars = {x, y};
@@ -216,7 +215,7 @@ TEST_CASE("milp: bad constraints are rejected and leave the model unchanged") {
 }
 
 TEST_CASE("milp: rows are stored sparse, merged and in variable order") {
-  Model model;
+  solver::Model model;
   const int a = model.add_variable(0, 5, VarType::integer, 1.0, "a");
   const int b = model.add_variable(0, 5, VarType::continuous, 2.0, "b");
   const int c = model.add_binary(3.0, "c");
@@ -250,7 +249,7 @@ TEST_CASE("milp: rows are stored sparse, merged and in variable order") {
 }
 
 TEST_CASE("milp: evaluate_objective and is_feasible on hand examples") {
-  Model model;
+  solver::Model model;
   const int x = model.add_variable(0, 4, VarType::integer, 2.0, "x");
   const int y = model.add_variable(-inf, 3, VarType::continuous, -1.0, "y");
   const int z = model.add_binary(10.0, "z");
@@ -284,7 +283,7 @@ TEST_CASE("milp: evaluate_objective and is_feasible on hand examples") {
   CHECK_THROWS_AS((void)model.is_feasible(std::vector<double>{1, 0}, 1e-6), invalid_input);
 
   // Row tolerance is relative to the row's largest term: a 1e-3 miss on a 1e4-token row passes at 1e-6.
-  Model big;
+  solver::Model big;
   const int t = big.add_variable(0, inf, VarType::continuous, 0);
   big.add_less_equal({{t, 1e4}}, 1e8);
   CHECK(big.is_feasible(std::vector<double>{1e4 + 1e-4}, 1e-6));
@@ -292,8 +291,8 @@ TEST_CASE("milp: evaluate_objective and is_feasible on hand examples") {
 }
 
 TEST_CASE("cbc: bad input is rejected") {
-  CHECK_THROWS_WITH_AS(solver::solve_with_cbc(Model{}), doctest::Contains("empty"), invalid_input);
-  const Model model = small_lp(Sense::maximize);
+  CHECK_THROWS_WITH_AS(solver::solve_with_cbc(solver::Model{}), doctest::Contains("empty"), invalid_input);
+  const solver::Model model = small_lp(Sense::maximize);
   CHECK_THROWS_WITH_AS(solver::solve_with_cbc(model, {.time_limit_seconds = -1}),
                        doctest::Contains("time_limit_seconds must be > 0"), invalid_input);
   CHECK_THROWS_AS(solver::solve_with_cbc(model, {.time_limit_seconds = 0}), invalid_input);
@@ -312,7 +311,7 @@ TEST_CASE("cbc: bad input is rejected") {
 TEST_CASE("cbc: a small LP, either sense, with an objective offset") {
   for (const Sense sense : {Sense::minimize, Sense::maximize}) {
     CAPTURE(static_cast<int>(sense));
-    Model model = small_lp(sense);
+    solver::Model model = small_lp(sense);
     model.set_objective_offset(5.0);
     const auto solution = solver::solve_with_cbc(model);
     const double expected = sense == Sense::maximize ? 11.0 + 5.0 : -11.0 + 5.0;
@@ -331,7 +330,7 @@ TEST_CASE("cbc: a knapsack, maximised, and the same with integer copies") {
   // weights 12 2 1 1 4, values 4 2 1 2 10, capacity 15: take the last four for 15.
   const std::vector<double> weight = {12, 2, 1, 1, 4};
   const std::vector<double> value = {4, 2, 1, 2, 10};
-  Model model;
+  solver::Model model;
   LinearExpr load;
   for (std::size_t i = 0; i < weight.size(); ++i) load.add(model.add_binary(value[i]), weight[i]);
   model.add_less_equal(load, 15);
@@ -343,7 +342,7 @@ TEST_CASE("cbc: a knapsack, maximised, and the same with integer copies") {
   CHECK(solution.best_bound == doctest::Approx(15.0));
 
   // Up to 3 copies of each: 3 of item 4 (weight 3, value 6) and 3 of item 5 (weight 12, value 30) = 36.
-  Model copies;
+  solver::Model copies;
   LinearExpr used;
   for (std::size_t i = 0; i < weight.size(); ++i) {
     used.add(copies.add_variable(0, 3, VarType::integer, value[i]), weight[i]);
@@ -362,7 +361,7 @@ TEST_CASE("cbc: random small binary programs agree with brute force") {
   for (int trial = 0; trial < 30; ++trial) {
     CAPTURE(trial);
     const int n = static_cast<int>(rng.uniform_int(8, 12));
-    Model model;
+    solver::Model model;
     for (int j = 0; j < n; ++j) model.add_binary(std::round(rng.uniform() * 2000.0 - 1000.0) / 100.0);
     const int rows = static_cast<int>(rng.uniform_int(1, 4));
     for (int r = 0; r < rows; ++r) {
@@ -416,7 +415,7 @@ TEST_CASE("cbc: min-max makespan assignment agrees with brute force") {
     const int jobs = static_cast<int>(rng.uniform_int(3, 8));
     const int machines = static_cast<int>(rng.uniform_int(2, 3));
     const Makespan instance = random_makespan(rng, jobs, machines, trial % 2 == 1);
-    const Model model = makespan_model(instance);
+    const solver::Model model = makespan_model(instance);
     const auto expected = brute_force_makespan(instance);
     const auto solution = solver::solve_with_cbc(model);
     if (!expected) {
@@ -435,7 +434,7 @@ TEST_CASE("cbc: min-max makespan assignment agrees with brute force") {
 
 TEST_CASE("cbc: infeasible and unbounded models report so") {
   SUBCASE("infeasible rows") {
-    Model model;
+    solver::Model model;
     const int x = model.add_binary(1.0);
     const int y = model.add_binary(1.0);
     model.add_greater_equal({{x, 1}, {y, 1}}, 3);
@@ -445,7 +444,7 @@ TEST_CASE("cbc: infeasible and unbounded models report so") {
     CHECK(solution.objective == inf);
   }
   SUBCASE("integer infeasible, LP feasible") {
-    Model model;
+    solver::Model model;
     const int x = model.add_variable(0, 5, VarType::integer, 1.0);
     const int y = model.add_variable(0, 5, VarType::integer, 1.0);
     model.add_equal({{x, 2}, {y, 2}}, 3);
@@ -455,13 +454,13 @@ TEST_CASE("cbc: infeasible and unbounded models report so") {
     CHECK(solution.objective == -inf);
   }
   SUBCASE("infeasible LP") {
-    Model model;
+    solver::Model model;
     const int x = model.add_variable(0, inf, VarType::continuous, 1.0);
     model.add_less_equal({{x, 1}}, -1);
     CHECK(solver::solve_with_cbc(model).status == SolveStatus::infeasible);
   }
   SUBCASE("unbounded LP") {
-    Model model;
+    solver::Model model;
     const int x = model.add_variable(0, inf, VarType::continuous, -1.0);
     const int y = model.add_variable(0, inf, VarType::continuous, 0.0);
     model.add_less_equal({{x, 1}, {y, -1}}, 2);
@@ -471,7 +470,7 @@ TEST_CASE("cbc: infeasible and unbounded models report so") {
     CHECK(solution.objective == -inf);
   }
   SUBCASE("unbounded MILP") {
-    Model model;
+    solver::Model model;
     const int x = model.add_variable(0, inf, VarType::integer, 1.0);
     const int y = model.add_variable(-inf, inf, VarType::integer, 0.0);
     model.add_less_equal({{x, 1}, {y, -2}}, 1);
@@ -487,7 +486,7 @@ TEST_CASE("cbc: a short time limit on a hard instance stops with or without an i
   for (const int jobs : {40, 200}) {
     CAPTURE(jobs);
     const Makespan instance = random_makespan(rng, jobs, 13, false);
-    const Model model = makespan_model(instance);
+    const solver::Model model = makespan_model(instance);
     const auto solution = solver::solve_with_cbc(model, {.time_limit_seconds = 0.05});
     CAPTURE(static_cast<int>(solution.status));
     CHECK((solution.status == SolveStatus::feasible || solution.status == SolveStatus::no_solution));
@@ -505,7 +504,7 @@ TEST_CASE("cbc: a short time limit on a hard instance stops with or without an i
 TEST_CASE("cbc: the same model gives the same solution") {
   Rng rng(9);
   const Makespan instance = random_makespan(rng, 9, 3, true);  // many optimal assignments to choose from
-  const Model model = makespan_model(instance);
+  const solver::Model model = makespan_model(instance);
   const auto first = solver::solve_with_cbc(model);
   const auto second = solver::solve_with_cbc(model);
   REQUIRE(first.status == SolveStatus::optimal);
@@ -515,7 +514,7 @@ TEST_CASE("cbc: the same model gives the same solution") {
   CHECK(second.best_bound == first.best_bound);
 
   // A model saved as JSON and read back solves to the same solution.
-  const auto reloaded = sluice::io::from_document<Model>(sluice::io::to_document(model));
+  const auto reloaded = sluice::io::from_document<solver::Model>(sluice::io::to_document(model));
   CHECK(solver::solve_with_cbc(reloaded).values == first.values);
 
   // CBC's deterministic parallel mode: repeatable, and the same optimum.
@@ -528,7 +527,7 @@ TEST_CASE("cbc: the same model gives the same solution") {
 
 TEST_CASE("cbc: a relative gap stops the search early and is reported as optimal") {
   Rng rng(12);
-  const Model model = makespan_model(random_makespan(rng, 14, 4, false));
+  const solver::Model model = makespan_model(random_makespan(rng, 14, 4, false));
   const auto solution = solver::solve_with_cbc(model, {.relative_gap = 0.05});
   REQUIRE(solution.status == SolveStatus::optimal);
   CHECK(model.is_feasible(solution.values, 1e-6));
@@ -541,7 +540,7 @@ TEST_CASE("cbc: a feasible warm start is used and never made worse") {
   for (int trial = 0; trial < 2; ++trial) {
     CAPTURE(trial);
     const Makespan instance = random_makespan(rng, 8, 3, false);
-    const Model model = makespan_model(instance);
+    const solver::Model model = makespan_model(instance);
     const std::vector<double> warm = round_robin(instance);
     REQUIRE(model.is_feasible(warm, 1e-9));
     const auto solution = solver::solve_with_cbc(model, {.warm_start = warm});
@@ -553,7 +552,7 @@ TEST_CASE("cbc: a feasible warm start is used and never made worse") {
   }
   // With a warm start and no time to improve it (CBC may not even reach it), the warm start comes back.
   const Makespan hard = random_makespan(rng, 200, 13, false);
-  const Model model = makespan_model(hard);
+  const solver::Model model = makespan_model(hard);
   const std::vector<double> warm = round_robin(hard);
   const auto solution = solver::solve_with_cbc(model, {.time_limit_seconds = 0.05, .warm_start = warm});
   REQUIRE(solution.status == SolveStatus::feasible);
@@ -563,7 +562,7 @@ TEST_CASE("cbc: a feasible warm start is used and never made worse") {
 
 TEST_CASE("cbc: silent unless asked to log") {
   Rng rng(9);
-  const Model model = makespan_model(random_makespan(rng, 8, 3, true));
+  const solver::Model model = makespan_model(random_makespan(rng, 8, 3, true));
   CHECK(stdout_bytes_during([&] { (void)solver::solve_with_cbc(model); }) == 0);
   CHECK(stdout_bytes_during([&] { (void)solver::solve_with_cbc(model, {.log = true}); }) > 0);
 }
