@@ -1,13 +1,16 @@
 #pragma once
 // Profiling the executor's model on a GPU to close the cost-model loop: for each scheme <TP, CP, PP> (with or without
-// full recompute), one stage of ceil(layers / PP) layers runs forward and backward on single sequences over a sweep
-// of lengths (median of several repetitions, timed with CUDA events), its activation memory read from the stage
-// allocators' high-water marks. A stage of TP·CP lanes runs them all on the one GPU, serialized on one stream with
-// their collectives as device copies: a sample is the GPU time of every lane divided by the lanes, the time a lane
-// takes on a GPU of its own when the lanes are balanced (TP's even shards, CP's causal balance), without the time
-// its collectives would spend on links. The samples are fitted by cost::fit_quadratic and assembled into a sluice
-// profile (profile_spec), which the planners read like any other (io::write_document writes it as sluice.profile
-// JSON).
+// full recompute), the pipeline's last stage of ceil(layers / PP) layers, with the final norm, the LM head and the
+// loss (and the embedding when PP is 1), runs forward and backward on single sequences over a sweep of lengths
+// (median of several repetitions, timed with CUDA events). The cost model prices every stage alike, and under 1F1B
+// the last stage's work sets the iteration (DynaPipe, EuroSys'24, §4 and Fig. 10), so its time is the stage's. The
+// activation memory is read from the allocators' high-water marks of a middle stage of as many layers (the memory
+// model's A is per layer, and the logits live for one micro-batch only). A stage of TP·CP lanes runs them all on the
+// one GPU, serialized on one stream with their collectives as device copies: a sample is the GPU time of every lane
+// divided by the lanes, the time a lane takes on a GPU of its own when the lanes are balanced (TP's even shards, CP's
+// causal balance), without the time its collectives would spend on links. The samples are fitted by
+// cost::fit_quadratic and assembled into a sluice profile (profile_spec), which the planners read like any other
+// (io::write_document writes it as sluice.profile JSON).
 //
 // profile_stage and profile_gpu need sluice::executor (CUDA); profile_spec is plain C++.
 #include <algorithm>
@@ -40,12 +43,12 @@ struct ProfilerOptions {
 struct StageSample {
   std::int64_t length = 0;
   double seconds = 0;           // forward + backward
-  double activation_bytes = 0;  // the stage's peak allocation during forward + backward
+  double activation_bytes = 0;  // a middle stage's peak allocation during forward + backward
 };
 
 struct StageProfile {
   Scheme scheme;
-  int layers = 0;  // layers of the profiled stage: ceil(model layers / PP)
+  int layers = 0;  // layers of the profiled stages: ceil(model layers / PP)
   std::vector<StageSample> samples;
   cost::FitResult fit;
   double activation_bytes_per_token = 0;  // a lane's, the largest bytes / length over the samples
@@ -92,11 +95,11 @@ inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const 
   cost::ProfileSpec spec;
   spec.name = "executor";
   spec.source = "sluice reference executor profiler on " + device +
-                ": forward + backward of one sequence through ceil(layers / PP) decoder layers (bf16, cuBLAS GEMMs, "
+                ": forward + backward of one sequence through a pipeline's last stage: ceil(layers / PP) decoder "
+                "layers, the final norm, the LM head and the loss, and the embedding with PP 1 (bf16, cuBLAS GEMMs, "
                 "the executor's attention kernels), median of " +
                 std::to_string(options.repetitions) +
-                " runs per length; activation bytes from the stage "
-                "allocator's high-water mark";
+                " runs per length; activation bytes from a middle stage's allocator high-water mark";
   spec.model = {"executor decoder", model.layers, model.hidden, model.vocab};
   std::int64_t widest = 1;
   std::map<int, double> activation_constants;  // by TP

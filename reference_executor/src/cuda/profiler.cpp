@@ -98,11 +98,42 @@ void on_lane_threads(int lanes, LocalExchange& exchange, const std::function<voi
   if (failure) std::rethrow_exception(failure);
 }
 
-// One lane of the profiled stage: its layers' TP shards, on the shared stream through an allocator of its own.
+// One lane of a profiled stage: its layers' TP shards, on the shared stream through an allocator of its own.
 struct ProfiledLane {
   std::unique_ptr<StreamAllocator> allocator;
   std::unique_ptr<DeviceStage> stage;
 };
+
+// Every lane of one stage of `scheme` holding layers [first_layer, end_layer).
+struct ProfiledStage {
+  bool first = false;
+  bool last = false;
+  std::vector<ProfiledLane> lanes;
+
+  ProfiledStage(const ModelConfig& model, const Scheme& scheme, const StageGroups& groups, LocalExchange& exchange,
+                cudaStream_t stream, int first_layer, int end_layer, bool first_stage, bool last_stage)
+      : first(first_stage), last(last_stage) {
+    for (int lane = 0; lane < static_cast<int>(scheme.stage_gpus()); ++lane) {
+      ProfiledLane profiled;
+      profiled.allocator = std::make_unique<StreamAllocator>(stream);
+      const TensorParallelLane tensor_parallel{
+          scheme.tp(), lane % scheme.tp(), groups.group(groups.tp[static_cast<std::size_t>(lane)], lane), &exchange};
+      profiled.stage = std::make_unique<DeviceStage>(model, first_layer, end_layer, first, last, scheme.recompute(),
+                                                     *profiled.allocator, tensor_parallel);
+      lanes.push_back(std::move(profiled));
+    }
+  }
+};
+
+// One sequence of `length` token ids uniform in [0, vocab), packed with its next-token targets.
+PackedMicroBatch random_sequence(std::int64_t length, std::int64_t vocab, Rng& rng) {
+  PackedMicroBatch sequence{{0, static_cast<std::int32_t>(length)}, {}, {}, static_cast<std::int32_t>(length)};
+  for (std::int64_t t = 0; t < length; ++t)
+    sequence.tokens.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocab))));
+  for (std::int64_t t = 0; t < length; ++t)
+    sequence.targets.push_back(t + 1 < length ? sequence.tokens[static_cast<std::size_t>(t + 1)] : -1);
+  return sequence;
+}
 
 }  // namespace
 
@@ -142,25 +173,21 @@ StageProfile profile_stage(const ModelConfig& model, const Scheme& scheme, const
   const StageGroups groups(scheme);
   // Each lane waits for its collectives' peers; a minute covers any stage a GPU runs.
   LocalExchange exchange(60.0);
-  std::vector<ProfiledLane> stage_lanes;
+  // Timed: the pipeline's last stage, whose work sets a 1F1B iteration, with the most layers a stage holds, the
+  // final norm, the LM head and the loss (and the embedding with PP 1). Its memory is not the model's A (the logits
+  // live for one micro-batch only): that comes from a middle stage of as many layers.
+  ProfiledStage timed(model, scheme, groups, exchange, stream.get(), model.layers - profile.layers, model.layers,
+                      scheme.pp() == 1, true);
+  ProfiledStage middle(model, scheme, groups, exchange, stream.get(), 0, profile.layers, false, false);
+  std::vector<DeviceBuffer> loss_sums;
   for (int lane = 0; lane < lanes; ++lane) {
-    ProfiledLane profiled;
-    profiled.allocator = std::make_unique<StreamAllocator>(stream.get());
-    const TensorParallelLane tensor_parallel{scheme.tp(), lane % scheme.tp(),
-                                             groups.group(groups.tp[static_cast<std::size_t>(lane)], lane), &exchange};
-    // A middle stage: its layers only, hidden states in and gradients in from the neighbours.
-    profiled.stage = std::make_unique<DeviceStage>(model, 0, profile.layers, false, false, scheme.recompute(),
-                                                   *profiled.allocator, tensor_parallel);
-    stage_lanes.push_back(std::move(profiled));
+    loss_sums.emplace_back(sizeof(float));
+    kernels::fill_zero(loss_sums.back().as<float>(), 1, stream.get());
   }
   Rng rng(model.seed);
   const Event start, end;
   for (const std::int64_t length : options.lengths) {
-    const auto tokens = static_cast<std::int32_t>(length);
-    const PackedMicroBatch sequence{{0, tokens},
-                                    std::vector<std::int32_t>(static_cast<std::size_t>(length), 0),
-                                    std::vector<std::int32_t>(static_cast<std::size_t>(length), -1),
-                                    tokens};
+    const PackedMicroBatch sequence = random_sequence(length, model.vocab, rng);
     const CpSplit split = cp_split(sequence.cu_seqlens, scheme.ulysses(), scheme.ring());
     std::vector<DeviceMicroBatch> micro_batches;
     std::vector<DeviceBuffer> inputs, grad_outputs, outputs, grad_inputs;
@@ -170,42 +197,50 @@ StageProfile profile_stage(const ModelConfig& model, const Scheme& scheme, const
                                                  groups.group(groups.ulysses[l], lane),
                                                  groups.group(groups.ring[l], lane), stream.get()));
       const std::size_t elements =
-          static_cast<std::size_t>(stage_lanes[l].stage->lane_rows(micro_batches.back().tokens).size()) *
+          static_cast<std::size_t>(middle.lanes[l].stage->lane_rows(micro_batches.back().tokens).size()) *
           static_cast<std::size_t>(model.hidden);
       inputs.push_back(random_tensor(rng, elements, stream.get()));
       grad_outputs.push_back(random_tensor(rng, elements, stream.get()));
       outputs.emplace_back(elements * sizeof(bf16));
       grad_inputs.emplace_back(elements * sizeof(bf16));
     }
-    const auto forward_backward = [&] {
+    const auto loss_scale = static_cast<float>(1.0 / static_cast<double>(length));
+    const auto forward_backward = [&](ProfiledStage& stage) {
       on_lane_threads(lanes, exchange, [&](int lane) {
         const auto l = static_cast<std::size_t>(lane);
         const DeviceScope lane_scope(options.device);
+        const DeviceMicroBatch& micro_batch = micro_batches[l];
         StageSaved saved;
-        DeviceStage& stage = *stage_lanes[l].stage;
-        stage.forward(micro_batches[l], inputs[l].as<const void>(), outputs[l].as<bf16>(), 0, nullptr, saved);
-        stage.backward(micro_batches[l], grad_outputs[l].as<const bf16>(), grad_inputs[l].as<bf16>(), saved);
+        DeviceStage& lane_stage = *stage.lanes[l].stage;
+        lane_stage.forward(micro_batch, stage.first ? micro_batch.ids.as<const void>() : inputs[l].as<const void>(),
+                           stage.last ? nullptr : outputs[l].as<bf16>(), loss_scale,
+                           stage.last ? loss_sums[l].as<float>() : nullptr, saved);
+        lane_stage.backward(micro_batch, stage.last ? nullptr : grad_outputs[l].as<const bf16>(),
+                            stage.first ? nullptr : grad_inputs[l].as<bf16>(), saved);
       });
     };
-    for (int w = 0; w < options.warmup; ++w) forward_backward();
+    for (int w = 0; w < options.warmup; ++w) forward_backward(middle);
     SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
     std::vector<std::size_t> baselines;
-    for (ProfiledLane& lane : stage_lanes) {
+    for (ProfiledLane& lane : middle.lanes) {
       lane.allocator->reset_peak();
       baselines.push_back(lane.allocator->in_use());
     }
+    forward_backward(middle);
+    SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    double bytes = 0;
+    for (std::size_t l = 0; l < middle.lanes.size(); ++l)
+      bytes = std::max(bytes, static_cast<double>(middle.lanes[l].allocator->peak() - baselines[l]));
+    for (int w = 0; w < options.warmup; ++w) forward_backward(timed);
     std::vector<double> times;
     for (int r = 0; r < options.repetitions; ++r) {
       start.record(stream.get());
-      forward_backward();
+      forward_backward(timed);
       end.record(stream.get());
       SLUICE_CUDA_CHECK(cudaEventSynchronize(end.get()));
       times.push_back(seconds_between(start, end) / lanes);
     }
     std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-    double bytes = 0;
-    for (std::size_t l = 0; l < stage_lanes.size(); ++l)
-      bytes = std::max(bytes, static_cast<double>(stage_lanes[l].allocator->peak() - baselines[l]));
     profile.samples.push_back({length, times[times.size() / 2], bytes});
     profile.activation_bytes_per_token =
         std::max(profile.activation_bytes_per_token, bytes / static_cast<double>(length));
