@@ -302,6 +302,21 @@ TEST_CASE("executor host: initial weights depend only on the seed and the tensor
   CHECK(round_to_bf16(1.0 + 0x1p-8 + 0x1p-9) == 1.0 + 0x1p-7);
 }
 
+TEST_CASE("executor host: a TP shard's initial values drawn alone are the full tensor's shard") {
+  const ModelConfig model{.layers = 2, .hidden = 16, .heads = 4, .ffn = 32, .vocab = 24, .seed = 9};
+  const std::vector<ParameterTensor> shapes = parameter_tensors(model);
+  for (std::size_t t = 0; t < shapes.size(); ++t)
+    for (const int tp : {1, 2, 4})
+      for (int r = 0; r < tp; ++r) {
+        CAPTURE(shapes[t].name());
+        CAPTURE(tp);
+        CAPTURE(r);
+        const std::vector<double> expected = shard_of(shapes[t], initial_values(model, t), tp, r);
+        CHECK(initial_shard(model, t, tp, r) == expected);
+        CHECK(initial_shard<float>(model, t, tp, r) == std::vector<float>(expected.begin(), expected.end()));
+      }
+}
+
 TEST_CASE("executor host: a run is deterministic and reports a trace and a timing table") {
   Rng rng(77);
   const ModelConfig model = fixtures::random_model(rng);

@@ -134,18 +134,37 @@ inline double round_to_bf16(double value) {
 
 // Initial values of tensor `index` (canonical order), row-major, each exactly representable in bf16:
 // projections N(0, 1/fan_in) so activations stay O(1) through the layers, the embedding N(0, 1), norm weights
-// uniform in [0.9, 1.1] (not all ones, so that their gradients are exercised).
+// uniform in [0.9, 1.1] (not all ones, so that their gradients are exercised). Drawn one at a time from the
+// tensor's own random stream, so that a TP shard can be drawn without the values around it (shards.hpp).
+class InitialValueStream {
+public:
+  InitialValueStream(const ModelConfig& model, std::size_t index) : rng_(Rng::stream(model.seed, index)) {
+    const std::vector<ParameterTensor> tensors = parameter_tensors(model);
+    sluice::require(index < tensors.size(), "model: tensor index ", index, " outside [0, ", tensors.size(), ")");
+    tensor_ = tensors[index];
+    norm_ = tensor_.kind == ParameterKind::attention_norm || tensor_.kind == ParameterKind::mlp_norm ||
+            tensor_.kind == ParameterKind::final_norm;
+    scale_ = tensor_.kind == ParameterKind::embedding ? 1.0 : 1.0 / std::sqrt(static_cast<double>(tensor_.rows));
+  }
+
+  [[nodiscard]] const ParameterTensor& tensor() const noexcept { return tensor_; }
+  double next() noexcept { return round_to_bf16(norm_ ? 0.9 + 0.2 * rng_.uniform() : scale_ * rng_.normal()); }
+  // Passes over `count` values: their draws without their arithmetic (a uniform takes one, a normal two).
+  void skip(std::size_t count) noexcept {
+    for (std::size_t k = 0; k < (norm_ ? count : 2 * count); ++k) rng_();
+  }
+
+private:
+  Rng rng_;
+  ParameterTensor tensor_;
+  bool norm_ = false;
+  double scale_ = 1;
+};
+
 inline std::vector<double> initial_values(const ModelConfig& model, std::size_t index) {
-  const std::vector<ParameterTensor> tensors = parameter_tensors(model);
-  sluice::require(index < tensors.size(), "model: tensor index ", index, " outside [0, ", tensors.size(), ")");
-  const ParameterTensor& tensor = tensors[index];
-  Rng rng = Rng::stream(model.seed, index);
-  std::vector<double> values(tensor.size());
-  const bool norm = tensor.kind == ParameterKind::attention_norm || tensor.kind == ParameterKind::mlp_norm ||
-                    tensor.kind == ParameterKind::final_norm;
-  const double scale =
-      tensor.kind == ParameterKind::embedding ? 1.0 : 1.0 / std::sqrt(static_cast<double>(tensor.rows));
-  for (double& value : values) value = round_to_bf16(norm ? 0.9 + 0.2 * rng.uniform() : scale * rng.normal());
+  InitialValueStream stream(model, index);
+  std::vector<double> values(stream.tensor().size());
+  for (double& value : values) value = stream.next();
   return values;
 }
 

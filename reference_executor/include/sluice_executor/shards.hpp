@@ -109,6 +109,22 @@ inline std::vector<double> shard_of(const ParameterTensor& tensor, std::span<con
   return shard;
 }
 
+// TP rank r's shard of tensor `index`'s initial values (model.hpp), as shard_of(initial_values) gives them, drawn
+// straight into the shard: no full tensor is held, and the values between the shard's runs cost only their draws.
+template <class Value = double>
+std::vector<Value> initial_shard(const ModelConfig& model, std::size_t index, int tp, int r) {
+  InitialValueStream stream(model, index);
+  const auto [rows, cols] = shard_shape(stream.tensor(), tp);
+  std::vector<Value> shard(static_cast<std::size_t>(rows * cols));
+  std::size_t drawn = 0;  // values of the full tensor drawn so far; the runs come in row-major order
+  for_each_shard_run(stream.tensor(), tp, r, [&](std::size_t from, std::size_t to, std::size_t count) {
+    stream.skip(from - drawn);
+    for (std::size_t k = 0; k < count; ++k) shard[to + k] = static_cast<Value>(stream.next());
+    drawn = from + count;
+  });
+  return shard;
+}
+
 // Adds TP rank r's shard into the full tensor's values.
 inline void add_shard(const ParameterTensor& tensor, std::span<const double> shard, int tp, int r,
                       std::span<double> full) {

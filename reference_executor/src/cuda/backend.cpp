@@ -10,6 +10,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -63,10 +64,6 @@ Backend::Backend(const Job& job, const JobLayout& layout, const std::vector<int>
     rank.stream = streams_.back()->get();
     rank.origin_rank = static_cast<int>(std::find(devices.begin(), devices.end(), devices[r]) - devices.begin());
     rank.allocator = std::make_unique<StreamAllocator>(rank.stream);
-    const TensorParallelLane lane{info.tp, info.tp_rank, group_of(layout, info.tp_group, static_cast<int>(r)),
-                                  exchange};
-    rank.stage = std::make_unique<DeviceStage>(job.model, info.first_layer, info.end_layer, info.first, info.last,
-                                               info.recompute, *rank.allocator, lane);
     const auto pipeline = static_cast<std::size_t>(info.pipeline);
     const auto elements = static_cast<std::size_t>(layout.slot_elements[pipeline]);
     // A slot holds bf16 activations or int32 ids (tokens ≤ elements / hidden of them); 256-byte aligned slots.
@@ -85,6 +82,30 @@ Backend::Backend(const Job& job, const JobLayout& layout, const std::vector<int>
     rank.losses = DeviceBuffer(layout.micro_batches[pipeline].size() * sizeof(float));
     rank.saved.resize(layout.micro_batches[pipeline].size());
     ranks_.push_back(std::move(rank));
+  }
+  // The stages: the lanes that hold the same shards (replicas, CP ranks) share one draw of their initial values, a
+  // billion of them for four LLaMA-7B-shaped layers; one set is held at a time.
+  using Shards = std::tuple<int, int, bool, bool, int, int>;  // layers, first, last, TP degree and rank
+  std::map<Shards, std::vector<std::size_t>> holders;
+  for (std::size_t r = 0; r < layout.ranks.size(); ++r) {
+    const RankInfo& info = layout.ranks[r];
+    if (ranks_[r].device >= 0)
+      holders[{info.first_layer, info.end_layer, info.first, info.last, info.tp, info.tp_rank}].push_back(r);
+  }
+  for (const auto& [shards, members] : holders) {
+    const RankInfo& held = layout.ranks[members.front()];
+    const InitialShards initial =
+        initial_shards(job.model, stage_tensors(job.model, held.first_layer, held.end_layer, held.first, held.last),
+                       held.tp, held.tp_rank);
+    for (const std::size_t r : members) {
+      const RankInfo& info = layout.ranks[r];
+      Rank& rank = ranks_[r];
+      const DeviceScope scope(rank.device);
+      const TensorParallelLane lane{info.tp, info.tp_rank, group_of(layout, info.tp_group, static_cast<int>(r)),
+                                    exchange};
+      rank.stage = std::make_unique<DeviceStage>(job.model, info.first_layer, info.end_layer, info.first, info.last,
+                                                 info.recompute, *rank.allocator, lane, initial);
+    }
   }
 }
 

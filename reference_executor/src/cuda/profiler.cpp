@@ -104,22 +104,26 @@ struct ProfiledLane {
   std::unique_ptr<DeviceStage> stage;
 };
 
-// Every lane of one stage of `scheme` holding layers [first_layer, end_layer).
+// Every lane of one stage of `scheme` holding layers [first_layer, end_layer), its initial values from `initial` (by
+// TP rank).
 struct ProfiledStage {
   bool first = false;
   bool last = false;
   std::vector<ProfiledLane> lanes;
 
   ProfiledStage(const ModelConfig& model, const Scheme& scheme, const StageGroups& groups, LocalExchange& exchange,
-                cudaStream_t stream, int first_layer, int end_layer, bool first_stage, bool last_stage)
+                cudaStream_t stream, int first_layer, int end_layer, bool first_stage, bool last_stage,
+                const std::vector<InitialShards>& initial)
       : first(first_stage), last(last_stage) {
     for (int lane = 0; lane < static_cast<int>(scheme.stage_gpus()); ++lane) {
       ProfiledLane profiled;
       profiled.allocator = std::make_unique<StreamAllocator>(stream);
+      const int tp_rank = lane % scheme.tp();
       const TensorParallelLane tensor_parallel{
-          scheme.tp(), lane % scheme.tp(), groups.group(groups.tp[static_cast<std::size_t>(lane)], lane), &exchange};
+          scheme.tp(), tp_rank, groups.group(groups.tp[static_cast<std::size_t>(lane)], lane), &exchange};
       profiled.stage = std::make_unique<DeviceStage>(model, first_layer, end_layer, first, last, scheme.recompute(),
-                                                     *profiled.allocator, tensor_parallel);
+                                                     *profiled.allocator, tensor_parallel,
+                                                     initial[static_cast<std::size_t>(tp_rank)]);
       lanes.push_back(std::move(profiled));
     }
   }
@@ -175,10 +179,17 @@ StageProfile profile_stage(const ModelConfig& model, const Scheme& scheme, const
   LocalExchange exchange(60.0);
   // Timed: the pipeline's last stage, whose work sets a 1F1B iteration, with the most layers a stage holds, the
   // final norm, the LM head and the loss (and the embedding with PP 1). Its memory is not the model's A (the logits
-  // live for one micro-batch only): that comes from a middle stage of as many layers.
-  ProfiledStage timed(model, scheme, groups, exchange, stream.get(), model.layers - profile.layers, model.layers,
-                      scheme.pp() == 1, true);
-  ProfiledStage middle(model, scheme, groups, exchange, stream.get(), 0, profile.layers, false, false);
+  // live for one micro-batch only): that comes from a middle stage of the same layers, whose initial values are the
+  // timed stage's.
+  const int first_layer = model.layers - profile.layers;
+  const bool first = scheme.pp() == 1;
+  std::vector<InitialShards> initial;
+  for (int tp_rank = 0; tp_rank < scheme.tp(); ++tp_rank)
+    initial.push_back(
+        initial_shards(model, stage_tensors(model, first_layer, model.layers, first, true), scheme.tp(), tp_rank));
+  ProfiledStage timed(model, scheme, groups, exchange, stream.get(), first_layer, model.layers, first, true, initial);
+  ProfiledStage middle(model, scheme, groups, exchange, stream.get(), first_layer, model.layers, false, false, initial);
+  initial.clear();
   std::vector<DeviceBuffer> loss_sums;
   for (int lane = 0; lane < lanes; ++lane) {
     loss_sums.emplace_back(sizeof(float));

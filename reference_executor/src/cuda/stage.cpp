@@ -30,37 +30,6 @@ void copy_device(void* to, const void* from, std::size_t bytes, cudaStream_t str
   SLUICE_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
-// TP rank `tp_rank`'s shards of the initial values of the tensors in `range`, as floats, computed on all host
-// cores: each tensor draws from its own random stream, so the values do not depend on the thread count. Four
-// LLaMA-7B-shaped layers (a billion values) take tens of seconds on one core: a process its launcher bound to one
-// core pays that per plan.
-std::vector<std::vector<float>> initial_parameters(const ModelConfig& model, TensorRange range, int tp, int tp_rank) {
-  const std::vector<ParameterTensor> shapes = parameter_tensors(model);
-  std::vector<std::vector<float>> values(range.end - range.begin);
-  std::atomic<std::size_t> next{range.begin};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  const auto work = [&] {
-    for (std::size_t tensor = next++; tensor < range.end; tensor = next++) {
-      try {
-        const std::vector<double> exact = shard_of(shapes[tensor], initial_values(model, tensor), tp, tp_rank);
-        values[tensor - range.begin].assign(exact.begin(), exact.end());
-      } catch (...) {
-        const std::lock_guard lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-      }
-    }
-  };
-  {
-    const std::size_t threads = std::min<std::size_t>(usable_cpus(), values.size());
-    std::vector<std::jthread> helpers;
-    for (std::size_t k = 1; k < threads; ++k) helpers.emplace_back(work);
-    work();
-  }
-  if (failure) std::rethrow_exception(failure);
-  return values;
-}
-
 }  // namespace
 
 DeviceMicroBatch upload_micro_batch(const PackedMicroBatch& micro_batch, cudaStream_t stream) {
@@ -167,8 +136,37 @@ void require_gpu_job(const Job& job) {
   }
 }
 
+InitialShards initial_shards(const ModelConfig& model, TensorRange range, int tp, int tp_rank) {
+  require_tp(model, tp);
+  sluice::require(range.begin <= range.end && range.end <= tensor_count(model), "initial shards: tensors [",
+                  range.begin, ", ", range.end, ") outside [0, ", tensor_count(model), ")");
+  InitialShards shards{range, tp, tp_rank, std::vector<std::vector<float>>(range.end - range.begin)};
+  std::atomic<std::size_t> next{range.begin};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  const auto work = [&] {
+    for (std::size_t tensor = next++; tensor < range.end; tensor = next++) {
+      try {
+        shards.values[tensor - range.begin] = initial_shard<float>(model, tensor, tp, tp_rank);
+      } catch (...) {
+        const std::lock_guard lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  };
+  {
+    const std::size_t threads = std::min<std::size_t>(usable_cpus(), shards.values.size());
+    std::vector<std::jthread> helpers;
+    for (std::size_t k = 1; k < threads; ++k) helpers.emplace_back(work);
+    work();
+  }
+  if (failure) std::rethrow_exception(failure);
+  return shards;
+}
+
 DeviceStage::DeviceStage(const ModelConfig& model, int first_layer, int end_layer, bool first, bool last,
-                         Recompute recompute, StreamAllocator& allocator, TensorParallelLane lane)
+                         Recompute recompute, StreamAllocator& allocator, TensorParallelLane lane,
+                         const InitialShards& initial)
     : model_(model),
       first_layer_(first_layer),
       end_layer_(end_layer),
@@ -185,12 +183,20 @@ DeviceStage::DeviceStage(const ModelConfig& model, int first_layer, int end_laye
   sluice::require(lane.tp_rank >= 0 && lane.tp_rank < lane.tp && lane.group.size() == lane.tp &&
                       (lane.tp == 1 || lane.exchange != nullptr),
                   "stage: TP rank ", lane.tp_rank, " of ", lane.tp, " in a group of ", lane.group.size());
+  sluice::require(initial.tp == lane.tp && initial.tp_rank == lane.tp_rank && initial.range.begin <= tensors_.begin &&
+                      tensors_.end <= initial.range.end &&
+                      initial.values.size() == initial.range.end - initial.range.begin,
+                  "stage: initial values of TP rank ", initial.tp_rank, " of ", initial.tp, " for tensors [",
+                  initial.range.begin, ", ", initial.range.end, ") do not cover TP rank ", lane.tp_rank, " of ",
+                  lane.tp, "'s tensors [", tensors_.begin, ", ", tensors_.end, ")");
   const std::vector<ParameterTensor> shapes = parameter_tensors(model);
   parameters_.resize(shapes.size());
   gradients_.resize(shapes.size());
-  std::vector<std::vector<float>> initial = initial_parameters(model, tensors_, lane.tp, lane.tp_rank);
   for (std::size_t t = tensors_.begin; t < tensors_.end; ++t) {
-    std::vector<float>& values = initial[t - tensors_.begin];
+    const std::vector<float>& values = initial.values[t - initial.range.begin];
+    const auto [rows, cols] = shard_shape(shapes[t], lane.tp);
+    sluice::require(values.size() == count(rows, cols), "stage: initial values of tensor ", t, " hold ", values.size(),
+                    " values, its shard ", rows, " x ", cols);
     const DeviceBuffer staged = upload(values, stream());
     parameters_[t] = DeviceBuffer(values.size() * bf16_bytes);
     kernels::convert(staged.as<const float>(), parameters_[t].as<bf16>(), static_cast<std::int64_t>(values.size()),
@@ -198,10 +204,15 @@ DeviceStage::DeviceStage(const ModelConfig& model, int first_layer, int end_laye
     gradients_[t] = DeviceBuffer(values.size() * sizeof(float));
     // `staged` is freed at the end of this iteration: the conversion must have read it.
     SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    std::vector<float>().swap(values);
   }
   zero_gradients();
 }
+
+DeviceStage::DeviceStage(const ModelConfig& model, int first_layer, int end_layer, bool first, bool last,
+                         Recompute recompute, StreamAllocator& allocator, TensorParallelLane lane)
+    : DeviceStage(
+          model, first_layer, end_layer, first, last, recompute, allocator, lane,
+          initial_shards(model, stage_tensors(model, first_layer, end_layer, first, last), lane.tp, lane.tp_rank)) {}
 
 kernels::HeadShape DeviceStage::heads(int ulysses) const noexcept {
   return {model_.heads / lane_.tp / ulysses, static_cast<int>(head_dim(model_))};

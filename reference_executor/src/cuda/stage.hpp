@@ -97,11 +97,28 @@ struct TensorParallelLane {
   DeviceExchange* exchange = nullptr;
 };
 
+// TP rank `tp_rank`'s shards of the initial values (model.hpp) of the tensors in `range`, as floats.
+struct InitialShards {
+  TensorRange range;
+  int tp = 1;
+  int tp_rank = 0;
+  std::vector<std::vector<float>> values;  // by tensor - range.begin
+};
+
+// Drawn on every CPU the process may use, each tensor from its own random stream, so that the values do not depend
+// on the thread count. Four LLaMA-7B-shaped layers (a billion values) take tens of seconds on one core: a backend
+// draws once for all the lanes that hold the same shards (replicas, CP ranks).
+InitialShards initial_shards(const ModelConfig& model, TensorRange range, int tp, int tp_rank);
+
 class DeviceStage {
 public:
-  // Parameters get the lane's shards of the model's initial values; gradients start at zero. Runs on `allocator`'s
-  // stream, on the current device. With full recompute, the forward keeps each layer's input alone and the backward
-  // recomputes the layer from it, collectives included.
+  // Parameters get the lane's shards of the model's initial values, taken from `initial` (which must hold the lane's
+  // TP shards of every tensor of the stage); gradients start at zero. Runs on `allocator`'s stream, on the current
+  // device. With full recompute, the forward keeps each layer's input alone and the backward recomputes the layer
+  // from it, collectives included.
+  DeviceStage(const ModelConfig& model, int first_layer, int end_layer, bool first, bool last, Recompute recompute,
+              StreamAllocator& allocator, TensorParallelLane lane, const InitialShards& initial);
+  // The same, drawing the initial values itself.
   DeviceStage(const ModelConfig& model, int first_layer, int end_layer, bool first, bool last, Recompute recompute,
               StreamAllocator& allocator, TensorParallelLane lane = {});
 

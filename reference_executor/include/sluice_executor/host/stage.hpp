@@ -189,16 +189,12 @@ public:
         sluice::require(parameters[t].size() == static_cast<std::size_t>(rows * cols), "stage: the shard of tensor ",
                         shapes[t].name(), " has ", parameters[t].size(), " values, expected ", rows * cols);
         parameters_[t] = parameters[t];
+      } else if (parameters.empty()) {
+        parameters_[t] = initial_shard(model, t, spec.tp, spec.tp_rank);
       } else {
-        std::vector<double> full;
-        if (parameters.empty()) {
-          full = initial_values(model, t);
-        } else {
-          sluice::require(parameters[t].size() == shapes[t].size(), "stage: tensor ", shapes[t].name(), " has ",
-                          parameters[t].size(), " values, expected ", shapes[t].size());
-          full = parameters[t];
-        }
-        parameters_[t] = shard_of(shapes[t], full, spec.tp, spec.tp_rank);
+        sluice::require(parameters[t].size() == shapes[t].size(), "stage: tensor ", shapes[t].name(), " has ",
+                        parameters[t].size(), " values, expected ", shapes[t].size());
+        parameters_[t] = shard_of(shapes[t], parameters[t], spec.tp, spec.tp_rank);
       }
       gradients_[t].assign(parameters_[t].size(), 0.0);
     }
