@@ -167,13 +167,14 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   int plans_run = 0;
   const auto runner = [&](const ex::Job& job) {
     const auto began = std::chrono::steady_clock::now();
+    // The measurement needs the loss and the times: the gradients stay on the ranks.
     ex::RunReport report = [&] {
 #ifdef SLUICE_EXECUTOR_HAVE_MPI
       // Every process takes part in every plan's run (those beyond its ranks wait) and gets the whole report.
-      if (processes.mpi) return examples::run_own_rank(job, on_gpu, 60);
+      if (processes.mpi) return examples::run_own_rank(job, on_gpu, {.timeout_seconds = 60, .gradients = false});
 #endif
-      return on_gpu ? ex::cuda::run_local(job, {.warmup = 1, .serialize = true, .device = 0})
-                    : ex::host::run_local(job);
+      return on_gpu ? ex::cuda::run_local(job, {.warmup = 1, .serialize = true, .device = 0, .gradients = false})
+                    : ex::host::run_local(job, {.gradients = false});
     }();
     if (progress && processes.rank == 0)
       std::cerr << "sluice_measure_systems: plan " << ++plans_run << " (" << job.pipelines.size()

@@ -87,12 +87,13 @@ inline void note_one_cpu(std::string_view program, const Processes& processes, b
 #ifdef SLUICE_EXECUTOR_HAVE_MPI
 // This process's part of a run of one process per rank over MPI_COMM_WORLD: its rank on one GPU of its node over
 // NCCL, or on the float64 host backend. Process 0 returns the whole run, the others its loss and times.
-inline sluice::executor::RunReport run_own_rank(const sluice::executor::Job& job, bool on_gpu, double timeout) {
+inline sluice::executor::RunReport run_own_rank(const sluice::executor::Job& job, bool on_gpu,
+                                                const sluice::executor::RunOptions& options) {
 #ifdef SLUICE_EXECUTOR_MPI_GPU
-  if (on_gpu) return sluice::executor::cuda::run_nccl(job, MPI_COMM_WORLD, {.timeout_seconds = timeout});
+  if (on_gpu) return sluice::executor::cuda::run_nccl(job, MPI_COMM_WORLD, options);
 #endif
   sluice::require(!on_gpu, "this build runs one process per rank on the host backend only");
-  return sluice::executor::host::run_mpi(job, MPI_COMM_WORLD, {.timeout_seconds = timeout});
+  return sluice::executor::host::run_mpi(job, MPI_COMM_WORLD, options);
 }
 #endif
 

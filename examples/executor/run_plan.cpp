@@ -132,7 +132,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
 
   const ex::RunReport report = [&] {
 #ifdef SLUICE_EXECUTOR_HAVE_MPI
-    if (processes.mpi) return examples::run_own_rank(job, on_gpu, static_cast<double>(timeout));
+    if (processes.mpi) return examples::run_own_rank(job, on_gpu, {.timeout_seconds = static_cast<double>(timeout)});
 #endif
     if (!on_gpu) return ex::host::run_local(job);
     return ex::cuda::run_local(job, {.serialize = serialize});

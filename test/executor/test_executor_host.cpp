@@ -327,6 +327,10 @@ TEST_CASE("executor host: a run is deterministic and reports a trace and a timin
   const RunReport second = host::run_local(job);
   CHECK(first.result.loss == second.result.loss);
   CHECK(first.result.gradients == second.result.gradients);
+  REQUIRE(!first.result.gradients.empty());
+  const RunReport loss_only = host::run_local(job, {.gradients = false});  // the measurements' runs
+  CHECK(loss_only.result.loss == first.result.loss);
+  CHECK(loss_only.result.gradients.empty());
 
   std::size_t instructions = 0;  // every lane runs its stage's list
   for (const PipelineJob& pipeline : job.pipelines)

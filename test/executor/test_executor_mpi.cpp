@@ -3,7 +3,8 @@
 //     packing, FlexSP's and dynamic CP's flex domains, single pipelines) with TP, CP of every kind and recompute,
 //     each of 2 to 8 ranks and run by as many processes: process 0's loss and gradients equal the one-process run's
 //     (a thread per rank) bit for bit, and the unpacked reference's within 1e-12; the other processes return the
-//     same loss and every rank's times, no gradients;
+//     same loss and every rank's times, no gradients; asked for the loss alone, every process returns it, no
+//     gradients;
 //   - five steps of training with the strategy changing every step (sluice_executor/training.hpp, host::MpiCohort):
 //     every loss and the final parameters equal the one-process trainer's bit for bit and the single-device
 //     reference's within 1e-10;
@@ -66,6 +67,13 @@ int equal_runs(int process, int processes) {
     MPI_Comm_split(MPI_COMM_WORLD, process < ranks ? 0 : MPI_UNDEFINED, process, &comm);
     if (comm == MPI_COMM_NULL) continue;
     const ex::RunReport report = ex::host::run_mpi(job, comm);
+    if (made % 6 == 1) {  // asked for the loss alone: the same loss, and no process sends or returns gradients
+      const ex::RunReport loss_only = ex::host::run_mpi(job, comm, {.gradients = false});
+      if (loss_only.result.loss != report.result.loss || !loss_only.result.gradients.empty()) {
+        ++failures;
+        std::cerr << "FAIL: job " << made - 1 << ": process " << process << "'s run for the loss alone differs\n";
+      }
+    }
     // Every process has the loss and the ranks' times; the gradients stay with process 0, which writes them.
     double loss = report.result.loss;
     MPI_Bcast(&loss, 1, MPI_DOUBLE, 0, comm);

@@ -56,21 +56,24 @@ struct TransferTiming {
 // The model's loss and its parameter gradients (canonical tensor order, summed over pipelines).
 struct ModelResult {
   double loss = 0;
-  std::vector<std::vector<double>> gradients;
+  std::vector<std::vector<double>> gradients;  // empty when the run was asked for the loss alone
 };
 
 // The loss and the parameter gradients of a run, from every rank's per-micro-batch cross-entropy sums
 // (`loss_sums(rank)`, empty off the last stages) and its TP shards of the gradients of the tensors it holds
 // (`gradient(rank, tensor)`): the loss summed in rank and micro-batch order, each tensor's gradient the sum over
 // ranks in rank order of their shards placed in it (over DP, CP and, for the replicated norms, TP). One function,
-// so that a run gathered from many processes adds exactly as a run in one process does.
+// so that a run gathered from many processes adds exactly as a run in one process does. Without `gradients`, the
+// loss alone (RunOptions::gradients).
 template <class LossSums, class Gradient>
-ModelResult combine(const Job& job, const JobLayout& layout, LossSums loss_sums, Gradient gradient) {
+ModelResult combine(const Job& job, const JobLayout& layout, LossSums loss_sums, Gradient gradient,
+                    bool gradients = true) {
   ModelResult result;
   for (int r = 0; r < layout.rank_count(); ++r)
     if (layout.ranks[static_cast<std::size_t>(r)].runs)
       for (const double sum : loss_sums(r)) result.loss += sum;
   result.loss /= static_cast<double>(layout.total_targets);
+  if (!gradients) return result;
   const std::vector<ParameterTensor> tensors = parameter_tensors(job.model);
   result.gradients.resize(tensors.size());
   for (std::size_t t = 0; t < tensors.size(); ++t) result.gradients[t].assign(tensors[t].size(), 0.0);

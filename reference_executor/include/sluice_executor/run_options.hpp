@@ -24,6 +24,9 @@ struct RunOptions {
   // cuda::run_local: the GPU; cuda::run_nccl: the first of the ranks' GPUs (rank r on device + r); over MPI: the GPU
   // this process binds. -1: device 0, or under MPI the process's rank among its node's processes.
   int device = -1;
+  // false: the report's result holds the loss alone, the gradients left where the ranks computed them (a
+  // billion-parameter model's take seconds to download, send and add up, and measuring plans needs none).
+  bool gradients = true;
   friend bool operator==(const RunOptions&, const RunOptions&) = default;
 };
 

@@ -206,14 +206,14 @@ std::vector<double> Backend::download_gradient(int rank, std::size_t tensor) con
   return {values.begin(), values.end()};
 }
 
-ModelResult collect_result(const Job& job, const JobLayout& layout, const Backend& backend) {
+ModelResult collect_result(const Job& job, const JobLayout& layout, const Backend& backend, bool gradients) {
   std::vector<std::vector<double>> loss_sums(backend.ranks());
   for (int r = 0; r < static_cast<int>(backend.ranks()); ++r)
     if (backend.holds(r) && layout.ranks[static_cast<std::size_t>(r)].last)
       loss_sums[static_cast<std::size_t>(r)] = backend.loss_sums(r);
   return combine(
       job, layout, [&](int rank) { return std::span<const double>(loss_sums[static_cast<std::size_t>(rank)]); },
-      [&](int rank, std::size_t tensor) { return backend.download_gradient(rank, tensor); });
+      [&](int rank, std::size_t tensor) { return backend.download_gradient(rank, tensor); }, gradients);
 }
 
 }  // namespace sluice::executor::cuda

@@ -94,8 +94,8 @@ private:
 };
 
 // The loss and the gradients of the run, once every device has finished: every rank's shards downloaded and added
-// on the host as the host backend adds them (combine: over DP, and over TP for the replicated norms), in float64.
-// Every rank must be held.
-ModelResult collect_result(const Job& job, const JobLayout& layout, const Backend& backend);
+// on the host as the host backend adds them (combine: over DP, and over TP for the replicated norms), in float64;
+// without `gradients`, the loss alone. Every rank must be held.
+ModelResult collect_result(const Job& job, const JobLayout& layout, const Backend& backend, bool gradients);
 
 }  // namespace sluice::executor::cuda

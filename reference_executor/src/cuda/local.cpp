@@ -180,7 +180,7 @@ RunReport run_local(const Job& job, const RunOptions& options) {
       report.transfers = transport.timings();
     }
   }
-  report.result = collect_result(job, job_layout, backend);
+  report.result = collect_result(job, job_layout, backend, options.gradients);
   report.activation_peak_bytes = backend.activation_peaks();
   fill_makespans(job_layout, report);
   report.device = device_name(device) + (options.serialize ? " (local, serialized)" : " (local)");

@@ -90,18 +90,12 @@ RunReport run_nccl(const Job& job, MPI_Comm comm, const RunOptions& options) {
     const RankInfo& info = job_layout.ranks[static_cast<std::size_t>(process)];
     const std::vector<double> loss_sums = info.last ? backend.loss_sums(process) : std::vector<double>();
     own = results::rank_values(job, job_layout, process, timings, loss_sums, backend.activation_peak_bytes(process),
+                               options.gradients,
                                [&](std::size_t tensor) { return backend.download_gradient(process, tensor); });
     MPI_Comm_free(&ranks_comm);
   }
   // Added as a one-process run adds them (collect_result).
-  RunReport report = results::share_run(job, job_layout, comm, std::move(own), [&](results::GatheredRanks& gathered) {
-    return combine(
-        job, job_layout,
-        [&](int rank) { return std::span<const double>(gathered.loss_sums[static_cast<std::size_t>(rank)]); },
-        [&](int rank, std::size_t tensor) {
-          return std::span<const double>(gathered.gradients[static_cast<std::size_t>(rank)][tensor]);
-        });
-  });
+  RunReport report = results::share_run(job, job_layout, comm, std::move(own), options.gradients);
   report.device = sluice::concat(ranks, ranks == 1 ? " MPI process" : " MPI processes", " × ",
                                  runs ? device_name(device) : "GPU", " (NCCL)");
   return report;

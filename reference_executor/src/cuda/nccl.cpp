@@ -103,7 +103,7 @@ RunReport run_nccl(const Job& job, const RunOptions& options) {
       report.transfers = transport.timings();
     }
   }
-  report.result = collect_result(job, job_layout, backend);
+  report.result = collect_result(job, job_layout, backend, options.gradients);
   report.activation_peak_bytes = backend.activation_peaks();
   fill_makespans(job_layout, report);
   report.device = std::to_string(running.size()) + " × " + device_name(first_device) + " (NCCL)";

@@ -293,19 +293,11 @@ RunReport run_mpi(const Job& job, MPI_Comm comm, const RunOptions& options) {
   run_own_rank(
       job, job_layout, comm, options, {}, [&](const Backend& backend, const std::vector<InstructionTiming>& timings) {
         own = mpi::detail::rank_values(job, job_layout, process, timings, backend.loss_sums(process),
-                                       backend.activation_peak_bytes(process),
+                                       backend.activation_peak_bytes(process), options.gradients,
                                        [&](std::size_t tensor) { return backend.stage(process).gradients()[tensor]; });
       });
   // Added as a one-process run adds them, so that the two are equal bit for bit.
-  RunReport report =
-      mpi::detail::share_run(job, job_layout, comm, std::move(own), [&](mpi::detail::GatheredRanks& gathered) {
-        return combine(
-            job, job_layout,
-            [&](int rank) { return std::span<const double>(gathered.loss_sums[static_cast<std::size_t>(rank)]); },
-            [&](int rank, std::size_t tensor) {
-              return std::span<const double>(gathered.gradients[static_cast<std::size_t>(rank)][tensor]);
-            });
-      });
+  RunReport report = mpi::detail::share_run(job, job_layout, comm, std::move(own), options.gradients);
   report.device = sluice::concat("host (float64), ", job_layout.rank_count(), " MPI processes");
   return report;
 }

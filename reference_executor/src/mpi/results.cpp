@@ -16,6 +16,12 @@ constexpr int gather_tag = 2;
 // MPI counts are ints: a stage's gradients (a billion values for four LLaMA-7B-shaped layers) go in pieces.
 constexpr std::size_t piece = std::size_t{1} << 30;
 
+// Every rank's results on process 0.
+struct GatheredRanks {
+  std::vector<std::vector<double>> loss_sums;               // by rank: a last stage's, per micro-batch
+  std::vector<std::vector<std::vector<double>>> gradients;  // [rank][tensor], empty where the rank lacks it
+};
+
 std::size_t instruction_count(const Job& job, const RankInfo& info) {
   if (!info.runs) return 0;
   return job.pipelines[static_cast<std::size_t>(info.pipeline)].plan.ranks[static_cast<std::size_t>(info.stage)].size();
@@ -68,7 +74,7 @@ int process_for(const JobLayout& layout, MPI_Comm comm) {
 }
 
 RankValues rank_values(const Job& job, const JobLayout& layout, int rank, const std::vector<InstructionTiming>& timings,
-                       std::span<const double> loss_sums, double activation_peak_bytes,
+                       std::span<const double> loss_sums, double activation_peak_bytes, bool gradients,
                        const std::function<std::vector<double>(std::size_t tensor)>& gradient) {
   const RankInfo& info = layout.ranks[static_cast<std::size_t>(rank)];
   const TensorRange range = stage_tensors(job.model, info.first_layer, info.end_layer, info.first, info.last);
@@ -80,12 +86,12 @@ RankValues rank_values(const Job& job, const JobLayout& layout, int rank, const 
   values.times_and_sums.insert(values.times_and_sums.end(), loss_sums.begin(),
                                loss_sums.begin() + static_cast<std::ptrdiff_t>(loss_sum_count(layout, info)));
   values.times_and_sums.push_back(activation_peak_bytes);
-  for (std::size_t t = range.begin; t < range.end; ++t) values.gradients.push_back(gradient(t));
+  if (gradients)
+    for (std::size_t t = range.begin; t < range.end; ++t) values.gradients.push_back(gradient(t));
   return values;
 }
 
-RunReport share_run(const Job& job, const JobLayout& layout, MPI_Comm comm, RankValues own,
-                    const std::function<ModelResult(GatheredRanks&)>& combine) {
+RunReport share_run(const Job& job, const JobLayout& layout, MPI_Comm comm, RankValues own, bool gradients) {
   int process = 0;
   MPI_Comm_rank(comm, &process);
   const int ranks = layout.rank_count();
@@ -113,16 +119,23 @@ RunReport share_run(const Job& job, const JobLayout& layout, MPI_Comm comm, Rank
       timings.insert(timings.end(), times_and_sums.begin(), sums_begin);
       timings.push_back(times_and_sums.back());
       gathered.loss_sums[static_cast<std::size_t>(r)].assign(sums_begin, times_and_sums.end() - 1);
+      if (!gradients) continue;
       // Each tensor lands in its own vector once: a model's gradients are gigabytes, and fresh pages cost.
-      std::vector<std::vector<double>>& gradients = gathered.gradients[static_cast<std::size_t>(r)];
-      gradients.resize(tensors.size());
+      std::vector<std::vector<double>>& rank_gradients = gathered.gradients[static_cast<std::size_t>(r)];
+      rank_gradients.resize(tensors.size());
       for (std::size_t t = range.begin; t < range.end; ++t) {
         const auto [rows, cols] = shard_shape(tensors[t], info.tp);
-        gradients[t] = r == 0 ? std::move(own.gradients[t - range.begin])
-                              : receive_values(r, static_cast<std::size_t>(rows * cols), comm);
+        rank_gradients[t] = r == 0 ? std::move(own.gradients[t - range.begin])
+                                   : receive_values(r, static_cast<std::size_t>(rows * cols), comm);
       }
     }
-    report.result = combine(gathered);
+    report.result = combine(
+        job, layout,
+        [&](int rank) { return std::span<const double>(gathered.loss_sums[static_cast<std::size_t>(rank)]); },
+        [&](int rank, std::size_t tensor) {
+          return std::span<const double>(gathered.gradients[static_cast<std::size_t>(rank)][tensor]);
+        },
+        gradients);
     shared.push_back(report.result.loss);
     shared.insert(shared.end(), timings.begin(), timings.end());
   } else if (process < ranks && layout.ranks[static_cast<std::size_t>(process)].runs) {

@@ -22,27 +22,21 @@ void check(int code, const char* call);
 int process_for(const JobLayout& layout, MPI_Comm comm);
 
 // What rank `rank` sends process 0 at the end: its instruction times (start, end pairs), a last stage's
-// cross-entropy sums by micro-batch and its activation peak, then its TP shards of the gradients of the tensors it
-// holds, in tensor order, one message each.
+// cross-entropy sums by micro-batch and its activation peak, then, with `gradients`, its TP shards of the
+// gradients of the tensors it holds, in tensor order, one message each.
 struct RankValues {
   std::vector<double> times_and_sums;
   std::vector<std::vector<double>> gradients;
 };
 RankValues rank_values(const Job& job, const JobLayout& layout, int rank, const std::vector<InstructionTiming>& timings,
-                       std::span<const double> loss_sums, double activation_peak_bytes,
+                       std::span<const double> loss_sums, double activation_peak_bytes, bool gradients,
                        const std::function<std::vector<double>(std::size_t tensor)>& gradient);
 
-// Every rank's results on process 0.
-struct GatheredRanks {
-  std::vector<std::vector<double>> loss_sums;               // by rank: a last stage's, per micro-batch
-  std::vector<std::vector<std::vector<double>>> gradients;  // [rank][tensor], empty where the rank lacks it
-};
-
 // Collective over `comm`: process 0 receives every rank's rank_values (`own` is its own, moved, not copied;
-// processes without a rank pass none) and combines them into the model result (`combine` may move the gradients
-// out); every process returns the loss and every rank's instruction times and activation peak, and process 0 alone
-// the gradients too, since a model's gradients are gigabytes that only the writer needs.
-RunReport share_run(const Job& job, const JobLayout& layout, MPI_Comm comm, RankValues own,
-                    const std::function<ModelResult(GatheredRanks&)>& combine);
+// processes without a rank pass none) and adds them up as a run in one process does (interpreter.hpp's combine), so
+// that the two are equal bit for bit; every process returns the loss and every rank's instruction times and
+// activation peak, and process 0 alone the gradients too, since a model's gradients are gigabytes that only the
+// writer needs. Without `gradients` no rank sends any (every process must pass the same).
+RunReport share_run(const Job& job, const JobLayout& layout, MPI_Comm comm, RankValues own, bool gradients);
 
 }  // namespace sluice::executor::mpi::detail

@@ -106,10 +106,11 @@ public:
   }
 
   // The loss and gradients of the whole run (combine); every rank must be held.
-  [[nodiscard]] ModelResult result() const {
+  [[nodiscard]] ModelResult result(bool gradients = true) const {
     return combine(
         job_, layout_, [this](int rank) { return loss_sums(rank); },
-        [this](int rank, std::size_t tensor) -> std::span<const double> { return stage(rank).gradients()[tensor]; });
+        [this](int rank, std::size_t tensor) -> std::span<const double> { return stage(rank).gradients()[tensor]; },
+        gradients);
   }
 
   // A held rank's stage, with its gradients.

@@ -173,7 +173,7 @@ inline RunReport run_local(const Job& job, const RunOptions& options = {}, Mutat
   Backend backend(job, job_layout, exchange, {}, mutation);
   RunReport report;
   report.instructions = run_ranks(job, job_layout, backend, mailboxes);
-  report.result = backend.result();
+  report.result = backend.result(options.gradients);
   for (int rank = 0; rank < job_layout.rank_count(); ++rank)
     report.activation_peak_bytes.push_back(
         job_layout.ranks[static_cast<std::size_t>(rank)].runs ? backend.activation_peak_bytes(rank) : 0.0);
