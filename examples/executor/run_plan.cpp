@@ -130,12 +130,14 @@ int run(int argc, char** argv, const examples::Processes& processes) {
     if (processes.rank == 0) std::cout << "strategy " << iteration.plan.strategy.name() << "\n";
   }
 
+  // It prints the loss and the times: the gradients stay on the ranks.
   const ex::RunReport report = [&] {
 #ifdef SLUICE_EXECUTOR_HAVE_MPI
-    if (processes.mpi) return examples::run_own_rank(job, on_gpu, {.timeout_seconds = static_cast<double>(timeout)});
+    if (processes.mpi)
+      return examples::run_own_rank(job, on_gpu, {.timeout_seconds = static_cast<double>(timeout), .gradients = false});
 #endif
-    if (!on_gpu) return ex::host::run_local(job);
-    return ex::cuda::run_local(job, {.serialize = serialize});
+    if (!on_gpu) return ex::host::run_local(job, {.gradients = false});
+    return ex::cuda::run_local(job, {.serialize = serialize, .gradients = false});
   }();
   if (processes.rank != 0) return 0;
   sluice::io::write_text_file(trace_path, ex::chrome_trace(job, report).dump());
