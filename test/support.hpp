@@ -39,7 +39,7 @@ inline std::string nested_arrays(std::size_t depth) { return std::string(depth, 
 
 inline std::string nested_objects(std::size_t depth) {
   std::string text;
-  text.reserve(depth * 5 + 1 + depth);
+  text.reserve(depth * 6 + 1);  // {"a": and } per level, and the 0
   for (std::size_t i = 0; i < depth; ++i) text += R"({"a":)";
   text += "0";
   return text + std::string(depth, '}');
