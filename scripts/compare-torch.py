@@ -14,17 +14,20 @@ Runs sluice_executor_bench (its JSON output), then the same work in PyTorch, and
               rotary embedding, causal attention within each 2048-token sequence) on 8192 and 16384 tokens, eager and
               torch.compile; tokens/s
 
-PyTorch is needed only here, on the GPU machine; sluice never builds against it. Times are CUDA-event times, the
-median of --repetitions runs after warm-up, as the bench's are.
+PyTorch is needed only here, on the GPU machine; sluice never builds against it. Times are CUDA-event times taken as
+Google Benchmark takes the bench's: after warm-up, runs back to back for --min-time seconds (default 0.5, the bench's
+default minimum time) and their mean, the median of --repetitions such windows: a few runs alone would time the GPU
+at its boost clock, and the bench at the clock it sustains.
 
   scripts/compare-torch.py [--bench build/release/reference_executor/sluice_executor_bench] [--repetitions 5]
-                           [--json compare-torch.json] [--only attention,varlen,gemm,layers]
+                           [--min-time 0.5] [--json compare-torch.json] [--only attention,varlen,gemm,layers]
                            [--bench-json [LABEL=]REPORT ...]
 
 --bench-json reads reports the bench already wrote (--benchmark_out, JSON) instead of running it; the rows of a
 report given as LABEL=REPORT are labelled "LABEL ..." (a build with other attention kernels, say).
 """
 import argparse
+import collections
 import json
 import os
 import statistics
@@ -43,6 +46,9 @@ HIDDEN = HEADS * HEAD_DIM
 FFN = 11008
 LAYERS = 4
 SEQUENCE = 2048
+MIN_SECONDS = 0.5  # Google Benchmark's default --benchmark_min_time, which the bench runs with
+MAX_RUNS = 100000  # a window's cap, should a run report no time
+Timing = collections.namedtuple("Timing", "repetitions min_seconds")
 
 
 def attention_flops(tokens):
@@ -85,23 +91,39 @@ def bench_medians(report):
     return medians
 
 
-def timed(torch, work, repetitions, warmup=3):
-    """Median CUDA-event seconds of work() over `repetitions` runs after `warmup` untimed ones."""
+def sustained(time_one, repetitions, min_seconds):
+    """The median over `repetitions` windows of the mean time of runs done back to back until their times add up to
+    `min_seconds`: as Google Benchmark takes the bench's manual times (iterations until --benchmark_min_time, their
+    mean). A few runs alone time the GPU at its boost clock, runs kept up for seconds at the clock it sustains under
+    its power limit, so both sides are timed the same way."""
+    means = []
+    for _ in range(repetitions):
+        total, runs = 0.0, 0
+        while total < min_seconds and runs < MAX_RUNS:
+            total += time_one()
+            runs += 1
+        means.append(total / runs)
+    return statistics.median(means)
+
+
+def timed(torch, work, timing, warmup=3):
+    """CUDA-event seconds of work(), sustained() over timing's windows after `warmup` untimed runs."""
     for _ in range(warmup):
         work()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(repetitions):
+
+    def time_one():
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         work()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3)
-    return statistics.median(times)
+        return start.elapsed_time(end) * 1e-3
+
+    return sustained(time_one, timing.repetitions, timing.min_seconds)
 
 
-def torch_attention(torch, repetitions):
+def torch_attention(torch, timing):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
     backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -120,7 +142,7 @@ def torch_attention(torch, repetitions):
                     out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
                 out.backward(dout)
             try:
-                seconds = timed(torch, work, repetitions)
+                seconds = timed(torch, work, timing)
             except RuntimeError as error:  # the backend does not run this shape on this GPU
                 print(f"  attention {tokens} {name}: not run ({str(error).splitlines()[0]})", file=sys.stderr)
                 continue
@@ -131,7 +153,7 @@ def torch_attention(torch, repetitions):
     return figures
 
 
-def torch_varlen(torch, repetitions):
+def torch_varlen(torch, timing):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
     figures = {}
@@ -167,7 +189,7 @@ def torch_varlen(torch, repetitions):
                     "jagged_efficient": jagged(SDPBackend.EFFICIENT_ATTENTION)}
         for name, forward in variants.items():
             try:
-                seconds = timed(torch, lambda: forward().backward(dout), repetitions)
+                seconds = timed(torch, lambda: forward().backward(dout), timing)
             except (RuntimeError, ImportError, TypeError) as error:  # not in this release, or not for this shape
                 print(f"  varlen {tokens} {name}: not run ({str(error).splitlines()[0]})", file=sys.stderr)
                 continue
@@ -177,11 +199,11 @@ def torch_varlen(torch, repetitions):
     return figures
 
 
-def torch_gemm(torch, repetitions):
+def torch_gemm(torch, timing):
     generator = torch.Generator(device="cuda").manual_seed(GEMM_N)
     a, b = (torch.rand((GEMM_N, GEMM_N), device="cuda", generator=generator, dtype=torch.bfloat16) * 2 - 1
             for _ in range(2))
-    seconds = timed(torch, lambda: torch.matmul(a, b), repetitions)
+    seconds = timed(torch, lambda: torch.matmul(a, b), timing)
     return {f"gemm/{GEMM_N}": {"seconds": seconds, "TFLOP/s": 2.0 * GEMM_N ** 3 / seconds * 1e-12}}
 
 
@@ -243,7 +265,7 @@ def decoder_layers(torch):
     return Stack().to(device="cuda", dtype=torch.bfloat16)
 
 
-def torch_layers(torch, repetitions):
+def torch_layers(torch, timing):
     figures = {}
     eager = decoder_layers(torch)
     compiled = torch.compile(eager)
@@ -253,7 +275,7 @@ def torch_layers(torch, repetitions):
         x = (torch.rand(shape, device="cuda", generator=generator, dtype=torch.bfloat16) * 2 - 1).requires_grad_(True)
         dout = torch.rand(shape, device="cuda", generator=generator, dtype=torch.bfloat16) * 2 - 1
         for name, model in (("eager", eager), ("compiled", compiled)):
-            seconds = timed(torch, lambda: model(x).backward(dout), repetitions)
+            seconds = timed(torch, lambda: model(x).backward(dout), timing)
             figures[f"layers/{tokens}/{name}"] = {"seconds": seconds, "tokens/s": tokens / seconds}
         x = dout = None
         torch.cuda.empty_cache()
@@ -315,13 +337,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bench", default="build/release/reference_executor/sluice_executor_bench")
     parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--min-time", type=float, default=MIN_SECONDS)
     parser.add_argument("--json", default="compare-torch.json")
     parser.add_argument("--only", default="attention,varlen,gemm,layers")
     parser.add_argument("--bench-json", action="append", default=[], metavar="[LABEL=]REPORT")
     args = parser.parse_args()
     parts = set(args.only.split(","))
-    if not parts <= {"attention", "varlen", "gemm", "layers"} or args.repetitions < 1:
-        parser.error("--only takes attention, varlen, gemm and layers; --repetitions must be >= 1")
+    if not parts <= {"attention", "varlen", "gemm", "layers"} or args.repetitions < 1 or not args.min_time > 0:
+        parser.error("--only takes attention, varlen, gemm and layers; --repetitions must be >= 1 and --min-time > 0")
+    timing = Timing(args.repetitions, args.min_time)
 
     import torch
     if not torch.cuda.is_available():
@@ -331,13 +355,13 @@ def main():
                else [("", run_bench(args.bench, args.repetitions))])
     figures = {}
     if "attention" in parts:
-        figures.update(torch_attention(torch, args.repetitions))
+        figures.update(torch_attention(torch, timing))
     if "varlen" in parts:
-        figures.update(torch_varlen(torch, args.repetitions))
+        figures.update(torch_varlen(torch, timing))
     if "gemm" in parts:
-        figures.update(torch_gemm(torch, args.repetitions))
+        figures.update(torch_gemm(torch, timing))
     if "layers" in parts:
-        figures.update(torch_layers(torch, args.repetitions))
+        figures.update(torch_layers(torch, timing))
     rows = [((label + " " if label else "") + name, *rest)
             for label, sluice in reports for name, *rest in ratios(sluice, figures)]
     sluice = {(label + " " if label else "") + name: value

@@ -60,6 +60,14 @@ with tempfile.TemporaryDirectory() as scratch:
         assert f.read() == "new" and os.path.islink(link) and os.stat(target).st_mode & 0o777 == 0o600
     assert sorted(os.listdir(scratch)) == ["link.json", "target.json"], os.listdir(scratch)
 
+# PyTorch is timed as Google Benchmark times the bench: windows of runs back to back until min_seconds, each its
+# mean, the median of the windows.
+run_times = iter([0.375, 0.375, 0.125, 0.125, 0.125, 0.125, 0.25, 0.25])
+assert script.sustained(lambda: next(run_times), 3, 0.5) == 0.25
+assert next(run_times, None) is None  # every window stopped once its runs added up to 0.5 s
+assert script.sustained(lambda: 0.0, 1, 0.5) == 0.0  # a run reporting no time ends its window at the cap
+assert script.Timing(3, 0.5).min_seconds == 0.5
+
 assert script.attention_flops(4096) == 7.0 * 4096 * 4096 * 4096
 # BM_AttentionVarlen's packing: the mix sums to 16384, longer batches repeat it, the last length is cut to fit.
 assert script.varlen_lengths(16384) == list(script.VARLEN_LENGTHS)
