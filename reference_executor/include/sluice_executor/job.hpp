@@ -425,17 +425,20 @@ inline std::vector<std::vector<std::vector<int>>> lane_ranks(const Job& job) {
   return tables;
 }
 
+// Packs one more sequence's tokens, each token's target the next token of the same sequence.
+inline void append_sequence(PackedMicroBatch& mb, std::span<const std::int32_t> tokens) {
+  if (mb.cu_seqlens.empty()) mb.cu_seqlens.push_back(0);
+  mb.tokens.insert(mb.tokens.end(), tokens.begin(), tokens.end());
+  for (std::size_t t = 0; t < tokens.size(); ++t) mb.targets.push_back(t + 1 < tokens.size() ? tokens[t + 1] : -1);
+  mb.cu_seqlens.push_back(static_cast<std::int32_t>(mb.tokens.size()));
+  mb.max_seqlen = std::max(mb.max_seqlen, static_cast<std::int32_t>(tokens.size()));
+}
+
 inline PackedMicroBatch pack(const Job& job, const std::unordered_map<std::int64_t, std::size_t>& index,
                              std::span<const std::int64_t> ids) {
   PackedMicroBatch mb;
   mb.cu_seqlens.push_back(0);
-  for (const std::int64_t id : ids) {
-    const std::vector<std::int32_t>& tokens = job.sequences[index.at(id)].tokens;
-    mb.tokens.insert(mb.tokens.end(), tokens.begin(), tokens.end());
-    for (std::size_t t = 0; t < tokens.size(); ++t) mb.targets.push_back(t + 1 < tokens.size() ? tokens[t + 1] : -1);
-    mb.cu_seqlens.push_back(static_cast<std::int32_t>(mb.tokens.size()));
-    mb.max_seqlen = std::max(mb.max_seqlen, static_cast<std::int32_t>(tokens.size()));
-  }
+  for (const std::int64_t id : ids) append_sequence(mb, job.sequences[index.at(id)].tokens);
   return mb;
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "stage.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
+#include "sluice/core/sequence.hpp"
 #include "sluice/cost/fit.hpp"
 #include "sluice_executor/cuda.hpp"
 #include "sluice_executor/job.hpp"
@@ -129,16 +131,6 @@ struct ProfiledStage {
   }
 };
 
-// One sequence of `length` token ids uniform in [0, vocab), packed with its next-token targets.
-PackedMicroBatch random_sequence(std::int64_t length, std::int64_t vocab, Rng& rng) {
-  PackedMicroBatch sequence{{0, static_cast<std::int32_t>(length)}, {}, {}, static_cast<std::int32_t>(length)};
-  for (std::int64_t t = 0; t < length; ++t)
-    sequence.tokens.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocab))));
-  for (std::int64_t t = 0; t < length; ++t)
-    sequence.targets.push_back(t + 1 < length ? sequence.tokens[static_cast<std::size_t>(t + 1)] : -1);
-  return sequence;
-}
-
 }  // namespace
 
 void require_profilable(const ModelConfig& model, std::span<const Scheme> schemes, const ProfilerOptions& options) {
@@ -198,7 +190,11 @@ StageProfile profile_stage(const ModelConfig& model, const Scheme& scheme, const
   Rng rng(model.seed);
   const Event start, end;
   for (const std::int64_t length : options.lengths) {
-    const PackedMicroBatch sequence = random_sequence(length, model.vocab, rng);
+    // One sequence of random token ids, each token's target the next.
+    const Sequence one(0, length);
+    PackedMicroBatch sequence;
+    executor::detail::append_sequence(sequence,
+                                      make_tokens(std::span(&one, 1), model.vocab, model.seed).front().tokens);
     const CpSplit split = cp_split(sequence.cu_seqlens, scheme.ulysses(), scheme.ring());
     std::vector<DeviceMicroBatch> micro_batches;
     std::vector<DeviceBuffer> inputs, grad_outputs, outputs, grad_inputs;
