@@ -17,6 +17,7 @@
 #include "sluice/cost/fit.hpp"
 #include "sluice/io/bundled.hpp"
 #include "sluice/io/cost_json.hpp"
+#include "sluice/io/fit_run_json.hpp"
 #include "sluice/io/samples.hpp"
 #include "sluice/io/strategy_pool.hpp"
 
@@ -55,7 +56,8 @@ std::vector<cost::ProfileSample> exact_samples() {
   for (const Truth& truth : truths)
     for (const std::int64_t length : lengths) {
       const auto l = static_cast<double>(length);
-      cost::ProfileSample sample{truth.scheme, length, truth.a * l * l + truth.b * l + truth.c, std::nullopt};
+      cost::ProfileSample sample{truth.scheme, length, truth.a * l * l + truth.b * l + truth.c, std::nullopt,
+                                 std::nullopt};
       if (truth.per_token > 0) sample.peak_bytes = truth.fixed + truth.per_token * l;
       samples.push_back(sample);
     }
@@ -164,7 +166,7 @@ TEST_CASE("cli: fit reads the executor profiler's samples (no peak bytes) to the
     for (const std::int64_t length : {256, 512, 1024, 2048, 4096, 8192}) {
       const auto l = static_cast<double>(length);
       const double seconds = (2e-10 * l * l + 3e-6 * l + 4e-4) / pp * (1 + 0.02 * (2 * rng.uniform() - 1));
-      samples.push_back({sluice::Scheme(1, pp), length, seconds, std::nullopt});
+      samples.push_back({sluice::Scheme(1, pp), length, seconds, std::nullopt, std::nullopt});
       if (pp == 2) latencies.push_back({length, seconds});
     }
   const std::string csv = write("executor.csv", io::profile_samples_csv(samples));
@@ -173,6 +175,48 @@ TEST_CASE("cli: fit reads the executor profiler's samples (no peak bytes) to the
   const auto result = run_cli({"fit", "--samples", csv, "--base", "llama2-7b", "--out", out});
   REQUIRE(result.code == 0);
   CHECK(io::read_profile(out).at(sluice::Scheme(1, 2)).latency == cost::fit_quadratic(latencies).model);
+}
+
+TEST_CASE("cli: fit takes a middle stage's inner seconds as the last stage's own work") {
+  // A ⟨1, 2⟩ stage of known layers, and the last stage with a head linear in the tokens besides: the profiler's CSV.
+  const cost::QuadraticLatency inner(1.1e-9, 5e-5, 3e-3);
+  const cost::LastStageWork head(2e-5, 1.5e-3);
+  std::vector<cost::ProfileSample> samples;
+  std::vector<cost::LatencySample> inner_latencies;
+  for (const std::int64_t length : lengths) {
+    samples.push_back(
+        {sluice::Scheme(1, 2), length, inner(length) + head.seconds(length), std::nullopt, inner(length)});
+    inner_latencies.push_back({length, inner(length)});
+  }
+  const std::string text = io::profile_samples_csv(samples);
+  CHECK(text.starts_with("tp,pp,tokens,seconds,peak_bytes,inner_seconds\n"));
+  const std::string csv = write("inner.csv", text);
+  CHECK(io::parse_profile_samples_csv(io::read_text_file(csv), csv).samples == samples);
+  const io::json document = io::to_document(cost::ProfileSamples{samples});
+  CHECK(io::from_document<cost::ProfileSamples>(document).samples == samples);
+  const std::string out = (scratch() / "inner_fitted.json").string();
+  REQUIRE(run_cli({"fit", "--samples", csv, "--base", "llama2-7b", "--out", out}).code == 0);
+  const cost::LastStageWork work = io::read_profile(out).at(sluice::Scheme(1, 2)).last_stage;
+  CHECK(near(work.b(), head.b(), 1e-9));
+  CHECK(near(work.c(), head.c(), 1e-9));
+  const auto table = run_cli({"fit", "--samples", csv, "--base", "llama2-7b"});
+  CHECK(table.out.find("last stage's own work b*tokens + c") != std::string::npos);
+  const auto report = run_cli({"fit", "--samples", csv, "--base", "llama2-7b", "--json"});
+  REQUIRE(report.code == 0);
+  const auto run = io::from_document<io::FitRun>(io::json::parse(report.out));
+  REQUIRE(run.schemes.size() == 1);
+  CHECK(run.schemes.front().inner_latency == cost::fit_quadratic(inner_latencies).model);
+  CHECK(run.profile.at(sluice::Scheme(1, 2)).last_stage == work);
+  const std::string header = "tp,pp,tokens,seconds,inner_seconds\n";
+  check_bad_input({
+      {{"fit", "--samples", write("inner_nan.csv", header + "1,2,512,0.1,nan\n"), "--base", "llama2-7b"},
+       "inner_nan.csv: line 2: inner_seconds must be finite and > 0"},
+      {{"fit", "--samples", write("inner_text.csv", header + "1,2,512,0.1,fast\n"), "--base", "llama2-7b"},
+       "inner_text.csv: line 2: inner_seconds: 'fast' is not a number"},
+      {{"fit", "--samples", write("inner_one.csv", header + "1,1,512,0.1,0.1\n1,1,1024,0.2,0.2\n1,1,2048,0.4,0.4\n"),
+        "--base", "llama2-7b"},
+       "fit: scheme tp1pp1: inner seconds are given but the pipeline has one stage"},
+  });
 }
 
 TEST_CASE("cli: fit refuses a fit that does not explain the samples") {
@@ -300,7 +344,8 @@ TEST_CASE("cli: fit takes samples of CP and AC schemes, named in a scheme column
   for (const char* name : {"tp2cp4ringpp1", "tp1cp2ulyssespp2ac"})
     for (const std::int64_t length : lengths) {
       const auto l = static_cast<double>(length);
-      samples.push_back({sluice::Scheme::parse(name), length, 3e-10 * l * l + 2e-5 * l + 0.02, std::nullopt});
+      samples.push_back(
+          {sluice::Scheme::parse(name), length, 3e-10 * l * l + 2e-5 * l + 0.02, std::nullopt, std::nullopt});
     }
   const std::string text = io::profile_samples_csv(samples);
   CHECK(text.starts_with("scheme,tokens,seconds,peak_bytes\n"));

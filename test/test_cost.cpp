@@ -355,3 +355,70 @@ TEST_CASE("profile: a memory model that derives an absurd MaxLen, or overflows, 
   // The same memory model with realistic constants resolves.
   CHECK(Profile(one_scheme({0, 1e-4, 1e-2}, std::nullopt)).max_len(Scheme(1, 2)) > 0);
 }
+
+TEST_CASE("profile: last-stage work must leave the other stages time, and only a pipeline has other stages") {
+  ProfileSpec spec = one_scheme({1e-9, 1e-4, 1e-2});
+  spec.schemes[0].last_stage = LastStageWork(4e-5, 2e-3);
+  CHECK(Profile(spec).at(Scheme(1, 2)).last_stage == LastStageWork(4e-5, 2e-3));
+  CHECK(Profile(spec).with_gpus(8).at(Scheme(1, 2)).last_stage == LastStageWork(4e-5, 2e-3));
+  spec.schemes[0].last_stage = LastStageWork(2e-4, 0);
+  CHECK_THROWS_WITH_AS(Profile{spec}, doctest::Contains("profile p: tp1pp2: last_stage work (b = "), invalid_input);
+  CHECK_THROWS_WITH_AS(Profile{spec}, doctest::Contains(") exceeds the stage's own (a = 1e-09"), invalid_input);
+  // All of b and c leaves the other stages a·l² alone: a nanosecond at one token is enough, less is refused.
+  spec.schemes[0].last_stage = LastStageWork(1e-4, 1e-2);
+  CHECK_NOTHROW(Profile{spec});
+  ProfileSpec faint_attention = one_scheme({1e-12, 1e-4, 1e-2});
+  faint_attention.schemes[0].last_stage = LastStageWork(1e-4, 1e-2);
+  CHECK_THROWS_WITH_AS(Profile{faint_attention}, doctest::Contains("T(1) less the last stage's work is below 1e-09 s"),
+                       invalid_input);
+  spec.schemes[0].scheme = Scheme(1, 1);
+  spec.schemes[0].last_stage = LastStageWork(1e-5, 0);
+  CHECK_THROWS_WITH_AS(Profile{spec}, "profile p: tp1pp1: last_stage work is given but the pipeline has one stage",
+                       invalid_input);
+  CHECK_THROWS_AS(LastStageWork(-1e-9, 0), invalid_input);
+  CHECK_THROWS_AS(LastStageWork(0, std::nan("")), invalid_input);
+  CHECK_THROWS_AS(LastStageWork(std::numeric_limits<double>::infinity(), 0), invalid_input);
+  CHECK(LastStageWork(2e-6, 1e-3).seconds(1000) == 2e-6 * 1000 + 1e-3);
+}
+
+TEST_CASE("fit: inner seconds give the last stage's own work, the difference of the two fits' b and c") {
+  // The last stage: the other stages' layers (same attention term) plus a head linear in the tokens.
+  const QuadraticLatency inner(1.5e-9, 6e-5, 4e-3);
+  const LastStageWork head(2.5e-5, 1e-3);
+  std::vector<ProfileSample> samples;
+  for (const std::int64_t length : {256, 512, 1024, 2048, 4096, 8192}) {
+    const double seconds = inner(length) + head.seconds(length);
+    samples.push_back({Scheme(1, 2), length, seconds, std::nullopt, inner(length)});
+    samples.push_back({Scheme(1, 1), length, 2 * seconds, std::nullopt, std::nullopt});
+  }
+  const ProfileSpec base = one_scheme({1e-9, 1e-4, 1e-2});
+  const ProfileFit fit = fit_profile(samples, base, {});
+  REQUIRE(fit.schemes.size() == 2);
+  REQUIRE(fit.schemes[1].inner.has_value());
+  CHECK_FALSE(fit.schemes[0].inner.has_value());
+  const LastStageWork& work = fit.profile.at(Scheme(1, 2)).last_stage;
+  CHECK(work == last_stage_work(fit.schemes[1].latency.model, fit.schemes[1].inner->model));
+  CHECK(work.b() == doctest::Approx(head.b()).epsilon(1e-9));
+  CHECK(work.c() == doctest::Approx(head.c()).epsilon(1e-9));
+  CHECK(fit.profile.at(Scheme(1, 1)).last_stage.is_zero());
+  // Each term at least 0: an inner fit above the last stage's leaves no work.
+  CHECK(last_stage_work({1e-9, 1e-5, 1e-3}, {1e-9, 2e-5, 5e-4}) == LastStageWork(0, 5e-4));
+
+  std::vector<ProfileSample> partial = samples;
+  partial[0].inner_seconds.reset();
+  CHECK_THROWS_WITH_AS(fit_profile(partial, base, {}),
+                       "fit: scheme tp1pp2: inner seconds are given for 5 of its 6 samples (all or none)",
+                       invalid_input);
+  std::vector<ProfileSample> one_stage = samples;
+  one_stage[1].inner_seconds = 1.0;
+  CHECK_THROWS_AS(fit_profile(one_stage, base, {}), invalid_input);
+  one_stage[1].inner_seconds.reset();
+  for (ProfileSample& sample : one_stage)
+    if (sample.scheme == Scheme(1, 1)) sample.inner_seconds = sample.seconds;
+  CHECK_THROWS_WITH_AS(fit_profile(one_stage, base, {}),
+                       "fit: scheme tp1pp1: inner seconds are given but the pipeline has one stage", invalid_input);
+  std::vector<ProfileSample> noisy = samples;
+  for (std::size_t i = 0; i < noisy.size(); i += 4) *noisy[i].inner_seconds *= 2;
+  CHECK_THROWS_WITH_AS(fit_profile(noisy, base, {}), doctest::Contains("tp1pp2: inner latency fit's relative RMS"),
+                       invalid_input);
+}

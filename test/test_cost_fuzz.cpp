@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <typeinfo>
 #include <vector>
 
@@ -49,9 +51,10 @@ struct Tally {
   int infeasible = 0;  // sluice::infeasible
 };
 
-// Runs `work`; a success, invalid_input or infeasible with a one-line message passes, anything else fails.
+// Runs `work`; a success, invalid_input or infeasible with a one-line message passes, anything else fails, and so
+// does an invalid_input whose message holds `never` (what a vetted profile must rule out).
 template <class Work>
-void expect_clean(const char* what, Tally& tally, Work&& work) {
+void expect_clean(const char* what, Tally& tally, Work&& work, std::string_view never = {}) {
   CAPTURE(what);
   try {
     work();
@@ -59,6 +62,7 @@ void expect_clean(const char* what, Tally& tally, Work&& work) {
   } catch (const invalid_input& error) {
     const std::string message = error.what();
     CHECK_MESSAGE((!message.empty() && message.find('\n') == std::string::npos), message);
+    CHECK_MESSAGE((never.empty() || message.find(never) == std::string::npos), message);
     ++tally.refused;
   } catch (const infeasible& error) {
     const std::string message = error.what();
@@ -98,6 +102,12 @@ cost::ProfileSpec random_spec(Rng& rng, int index) {
         entry.max_len = pick(rng, std::array<std::int64_t, 8>{0, 1, 128, 4096, 32768, 1 << 20, std::int64_t{1} << 40,
                                                               std::int64_t{1} << 62});
       if (rng.uniform() < 0.3) entry.util_len = pick(rng, std::array<std::int64_t, 3>{1, 512, std::int64_t{1} << 40});
+      // Last-stage work from none of b and c to more than all of them, on pipelines and (refused) on one stage.
+      if (rng.uniform() < 0.3) {
+        const double share = pick(rng, std::array{0.0, 0.25, 1.0, 4.0});
+        const double b = entry.latency.b() * share, c = entry.latency.c() * share;
+        if (std::isfinite(b) && std::isfinite(c)) entry.last_stage = cost::LastStageWork(b, c);
+      }
       spec.schemes.push_back(entry);
     }
   if (spec.schemes.empty())
@@ -142,11 +152,13 @@ schedule::ProblemOptions random_problem_options(Rng& rng) {
 }
 
 // DynaPipe on one scheme: the micro-batch DP, replica balancing, a schedule per replica.
-void plan_pipeline_case(Rng& rng, const microbatch::QuadraticStageCost& model, double memory_limit, int stages,
-                        std::span<const Sequence> batch, const schedule::ProblemOptions& problem) {
+void plan_pipeline_case(Rng& rng, const microbatch::QuadraticStageCost& model, const cost::LastStageWork& last_stage,
+                        double memory_limit, int stages, std::span<const Sequence> batch,
+                        const schedule::ProblemOptions& problem) {
   const std::vector<microbatch::Sample> samples = microbatch::samples_of(batch);
   schedule::PipelinePlanOptions options;
   options.stages = stages;
+  options.last_stage = last_stage;
   options.replicas = static_cast<int>(rng.uniform_int(1, 3));
   options.micro_batch_memory = memory_limit;
   options.problem = problem;
@@ -182,8 +194,8 @@ TEST_CASE("cost fuzz: extreme profiles plan, schedule and simulate, or are refus
         assign::validate(packing, batch, raw);
       });
       expect_clean("plan_pipeline (raw)", pipelines, [&] {
-        plan_pipeline_case(rng, microbatch::QuadraticStageCost(entry.latency, 2.0), 1e12, entry.scheme.pp(), batch,
-                           random_problem_options(rng));
+        plan_pipeline_case(rng, microbatch::QuadraticStageCost(entry.latency, 2.0), entry.last_stage, 1e12,
+                           entry.scheme.pp(), batch, random_problem_options(rng));
       });
     }
     if (!profile) continue;
@@ -199,16 +211,25 @@ TEST_CASE("cost fuzz: extreme profiles plan, schedule and simulate, or are refus
       assign::validate(plan, batch, *profile);
     });
     const schedule::ProblemOptions problem = random_problem_options(rng);
-    expect_clean("plan_simulated_iteration", simulated, [&] {
-      const plan::SimulatedIteration iteration =
-          plan::plan_simulated_iteration(batch, candidates, *profile, plan_options, {}, problem);
-      plan::validate(iteration, batch, candidates, *profile, plan_options, problem);
-    });
+    // A profile's last-stage work always leaves the other stages time.
+    constexpr std::string_view no_time_left = "no more than that stage's own work";
+    expect_clean(
+        "plan_simulated_iteration", simulated,
+        [&] {
+          const plan::SimulatedIteration iteration =
+              plan::plan_simulated_iteration(batch, candidates, *profile, plan_options, {}, problem);
+          plan::validate(iteration, batch, candidates, *profile, plan_options, problem);
+        },
+        no_time_left);
     const cost::SchemeCost& scheme = profile->schemes()[rng.below(profile->schemes().size())];
-    expect_clean("plan_pipeline", pipelines, [&] {
-      const microbatch::StageCostSetup setup = microbatch::stage_cost(scheme);
-      plan_pipeline_case(rng, setup.model, setup.memory_limit, scheme.scheme.pp(), batch, problem);
-    });
+    expect_clean(
+        "plan_pipeline", pipelines,
+        [&] {
+          const microbatch::StageCostSetup setup = microbatch::stage_cost(scheme);
+          plan_pipeline_case(rng, setup.model, setup.last_stage, setup.memory_limit, scheme.scheme.pp(), batch,
+                             problem);
+        },
+        no_time_left);
   }
   MESSAGE("profiles: ", profiles.succeeded, " accepted, ", profiles.refused,
           " refused; plan_iteration: ", plans.succeeded, " planned, ", plans.refused, " refused, ", plans.infeasible,

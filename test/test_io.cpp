@@ -192,6 +192,39 @@ TEST_CASE("profile: bad documents name the problem") {
                        invalid_input);
 }
 
+TEST_CASE("profile JSON: last-stage work round-trips, is written only when given, and bad values are named") {
+  auto document = io::to_document(bundled("llama2-7b"));
+  std::size_t pipelined = 0;
+  while (document["schemes"][pipelined].value("pp", 1) == 1) ++pipelined;
+  for (const auto& scheme : document["schemes"]) CHECK_FALSE(scheme.contains("last_stage"));
+  const double b = document["schemes"][pipelined]["latency"]["b"];
+  const double c = document["schemes"][pipelined]["latency"]["c"];
+  document["schemes"][pipelined]["last_stage"] = {{"b", b / 4}, {"c", c / 2}};
+  const Profile profile = io::from_document<Profile>(document);
+  const auto scheme = document["schemes"][pipelined].get<Scheme>();
+  CHECK(profile.at(scheme).last_stage == LastStageWork(b / 4, c / 2));
+  CHECK(io::to_document(profile) == document);
+  CHECK(io::json(profile.at(scheme)).get<SchemeCost>() == profile.at(scheme));
+  auto expect_error = [&](io::json bad, const char* fragment) {
+    CAPTURE(fragment);
+    CHECK_THROWS_WITH_AS(io::from_document<Profile>(bad, "p.json"), doctest::Contains(fragment), invalid_input);
+  };
+  auto bad = document;
+  bad["schemes"][pipelined]["last_stage"]["b"] = -1.0;
+  expect_error(bad, "last stage work: coefficient b must be finite and >= 0, got -1");
+  bad = document;
+  bad["schemes"][pipelined]["last_stage"].erase("c");
+  expect_error(bad, "missing field 'c'");
+  bad = document;
+  bad["schemes"][pipelined]["last_stage"]["b"] = 2 * b;
+  expect_error(bad, "exceeds the stage's own");
+  bad = document;
+  std::size_t unpipelined = 0;
+  while (bad["schemes"][unpipelined].value("pp", 1) != 1) ++unpipelined;
+  bad["schemes"][unpipelined]["last_stage"] = {{"b", 0}, {"c", 1e-6}};
+  expect_error(bad, "last_stage work is given but the pipeline has one stage");
+}
+
 TEST_CASE("bundled data: a SLUICE_DATA_DIR without the data is named in the error") {
   const std::string empty = (std::filesystem::temp_directory_path() / "sluice-test-empty-data-dir").string();
   std::filesystem::create_directories(empty);

@@ -3,9 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "document_checks.hpp"
 #include "fixtures.hpp"
 #include "sluice/assign/plan.hpp"
+#include "sluice/compare/bound.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/data/dataset.hpp"
@@ -167,7 +170,83 @@ TEST_CASE("schedule problems: bad input") {
                   invalid_input);
   const microbatch::Partition partition{microbatch::Layout::packed, {}, 0, 0};
   const std::vector<std::size_t> outside = {0};
-  CHECK_THROWS_AS(schedule::problem_for(partition, outside, 2, 1e9, {}), invalid_input);
+  CHECK_THROWS_AS(schedule::problem_for(partition, outside, 2, 1e9, {}, {}), invalid_input);
+}
+
+namespace {
+
+// The 7B profile with every pipelined scheme's last stage doing a quarter of b and half of c on its own.
+cost::Profile with_last_stage_work(const cost::Profile& profile) {
+  cost::ProfileSpec spec = profile.spec();
+  for (cost::SchemeEntry& entry : spec.schemes)
+    if (entry.scheme.pp() > 1) entry.last_stage = cost::LastStageWork(entry.latency.b() / 4, entry.latency.c() / 2);
+  return cost::Profile(spec);
+}
+
+bool same_seconds(double x, double y) { return std::abs(x - y) <= 1e-12 * std::abs(y); }
+
+}  // namespace
+
+TEST_CASE("schedule problems: the last stage runs T, the others T less the last stage's own work") {
+  const cost::Profile uniform = profile7b().with_gpus(16);
+  const cost::Profile profile = with_last_stage_work(uniform);
+  const std::vector<Strategy> candidates = {Strategy::parse("4*tp1pp4")};
+  const auto batch = batch_of(3, 60'000, 8192);
+  // The planners price a micro-batch at the last stage's T, so the work changes the schedule, not the plan.
+  const assign::IterationPlan plan = assign::plan_iteration(batch, candidates, profile);
+  REQUIRE(plan == assign::plan_iteration(batch, candidates, uniform));
+  const cost::SchemeCost& scheme = profile.at(Scheme(1, 4));
+  const cost::LastStageWork& work = scheme.last_stage;
+  REQUIRE(!work.is_zero());
+  for (const assign::PipelinePlan& pipeline : plan.pipelines) {
+    if (pipeline.micro_batches.empty()) continue;
+    const schedule::Problem problem = schedule::problem_for(pipeline, scheme, {});
+    const schedule::Problem alike = schedule::problem_for(pipeline, uniform.at(Scheme(1, 4)), {});
+    for (std::size_t m = 0; m < problem.micro_batches.size(); ++m) {
+      const schedule::MicroBatchCost& cost = problem.micro_batches[m];
+      const double seconds = pipeline.micro_batches[m].seconds;
+      for (std::size_t stage = 0; stage < 4; ++stage) {
+        const double expected = stage == 3 ? seconds : seconds - work.seconds(pipeline.micro_batches[m].tokens);
+        CHECK(same_seconds(cost.forward[stage] + cost.backward[stage], expected));
+        CHECK(same_seconds(cost.backward[stage], 2 * cost.forward[stage]));
+      }
+      CHECK(cost.activation == alike.micro_batches[m].activation);
+      CHECK(alike.micro_batches[m].forward.back() == cost.forward.back());
+    }
+    // One micro-batch on free links runs every stage's forward, then every backward: (PP − 1)·(T − work) + T.
+    schedule::Problem one = problem;
+    one.micro_batches.resize(1);
+    const double seconds = pipeline.micro_batches.front().seconds;
+    const schedule::Simulation simulation =
+        schedule::simulate(one, schedule::one_f_one_b(schedule::identity_injection(1), 4));
+    CHECK(same_seconds(simulation.makespan,
+                       3 * (seconds - work.seconds(pipeline.micro_batches.front().tokens)) + seconds));
+  }
+  const plan::IterationSchedule scheduled = plan::schedule_iteration(plan, profile, {});
+  CHECK_NOTHROW(plan::validate(scheduled, plan, profile));
+  CHECK(scheduled.makespan < plan::schedule_iteration(plan, uniform, {}).makespan);
+  // No plan beats the lower bound, which prices the lighter stages too.
+  const std::optional<compare::IterationBound> bound = compare::iteration_bound(profile, false, batch);
+  REQUIRE(bound.has_value());
+  CHECK(bound->seconds <= scheduled.makespan);
+  CHECK(bound->seconds <= compare::iteration_bound(uniform, false, batch)->seconds);
+  // DynaPipe's partitions: the scheme's work rides in the options, and the validator rebuilds the problems with it.
+  const microbatch::StageCostSetup setup = microbatch::stage_cost(scheme);
+  CHECK(setup.last_stage == work);
+  const auto samples = microbatch::samples_of(batch);
+  const std::span<const microbatch::Sample> span(samples);
+  schedule::PipelinePlanOptions options = options_for(setup, 4, 2);
+  options.last_stage = setup.last_stage;
+  const schedule::PipelineRunPlan run = schedule::plan_pipeline(span, setup.model, options);
+  CHECK_NOTHROW(schedule::validate(run, span, setup.model, options));
+  const schedule::MicroBatchCost& first = run.replicas.front().problem.micro_batches.front();
+  CHECK(first.forward.front() < first.forward.back());
+  options.last_stage = {};
+  CHECK_THROWS_AS(schedule::validate(run, span, setup.model, options), invalid_plan);
+  // Work no shorter than a micro-batch leaves the other stages nothing: refused, not scheduled.
+  options.last_stage = cost::LastStageWork(0, 1e6);
+  CHECK_THROWS_WITH_AS(schedule::plan_pipeline(span, setup.model, options),
+                       doctest::Contains("no more than that stage's own work"), invalid_input);
 }
 
 TEST_CASE("plan_simulated_iteration: the fastest simulated candidate, valid and deterministic") {

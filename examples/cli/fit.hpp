@@ -1,6 +1,7 @@
 #pragma once
 // `sluice fit`: measured samples of one's own model and cluster → a sluice profile (cost::fit_profile), with the
 // fit's error per scheme.
+#include <algorithm>
 #include <filesystem>
 #include <iomanip>
 #include <optional>
@@ -59,7 +60,9 @@ inline io::FitRun fit_run(const cost::ProfileFit& fit, const std::string& sample
          scheme.memory ? std::optional(io::FitRunMemory{scheme.memory->fixed_bytes, scheme.memory->bytes_per_token,
                                                         scheme.memory->relative_rms_error})
                        : std::nullopt,
-         cost ? std::optional(cost->max_len) : std::nullopt, cost ? std::optional(cost->util_len) : std::nullopt});
+         cost ? std::optional(cost->max_len) : std::nullopt, cost ? std::optional(cost->util_len) : std::nullopt,
+         scheme.inner ? std::optional(scheme.inner->model) : std::nullopt,
+         scheme.inner ? std::optional(scheme.inner->relative_rms_error) : std::nullopt});
   }
   return run;
 }
@@ -93,6 +96,18 @@ inline void print_table(std::ostream& out, const cost::ProfileFit& fit, const st
       out << std::setw(9) << cost->max_len << std::setw(9) << cost->util_len << "\n";
     } else {
       out << "  needs more GPUs than the cluster\n";
+    }
+  }
+  if (std::ranges::any_of(fit.schemes, [](const cost::SchemeFit& scheme) { return scheme.inner.has_value(); })) {
+    out << "\n  last stage's own work b*tokens + c, from the inner seconds (error: the inner fit's)\n"
+        << std::left << std::setw(10) << "  scheme" << std::right << std::setw(13) << "b" << std::setw(11) << "c"
+        << std::setw(9) << "error\n";
+    for (const cost::SchemeFit& scheme : fit.schemes) {
+      if (!scheme.inner) continue;
+      const cost::LastStageWork work = cost::last_stage_work(scheme.latency.model, scheme.inner->model);
+      out << "  " << std::left << std::setw(8) << scheme.scheme.name() << std::right << std::setprecision(4)
+          << std::setw(13) << work.b() << std::setw(11) << work.c() << std::setw(9)
+          << percent(scheme.inner->relative_rms_error) << "\n";
     }
   }
   out << "  T(l) = a*l^2 + b*l + c seconds per stage; error: relative RMS error; memory '-': MaxLen from the base's\n"

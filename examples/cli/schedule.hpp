@@ -166,6 +166,7 @@ inline schedule::PipelinePlanOptions plan_options_of(const Options& options, con
   plan_options.stages = scheme.pp();
   plan_options.replicas = static_cast<int>(options.integer("replicas").value_or(1));
   plan_options.micro_batch_memory = setup.memory_limit;
+  plan_options.last_stage = setup.last_stage;
   plan_options.schedule.kind = schedule_kind_of(options);
   plan_options.schedule.seed = seed_of(options);
   plan_options.layout = microbatch::layout_from(options.text("layout").value_or("padded"), "option --layout");

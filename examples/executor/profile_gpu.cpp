@@ -64,9 +64,13 @@ int run(int argc, char** argv) {
   sluice::io::write_document(out, profile);
   if (!samples.empty())
     sluice::io::write_text_file(samples, sluice::io::profile_samples_csv(ex::cuda::profile_samples(stages)));
-  for (const sluice::cost::SchemeCost& scheme : profile.schemes())
+  for (const sluice::cost::SchemeCost& scheme : profile.schemes()) {
     std::cout << scheme.scheme.name() << ": T(l) = " << scheme.latency.a() << " l^2 + " << scheme.latency.b() << " l + "
-              << scheme.latency.c() << " s, MaxLen " << scheme.max_len << "\n";
+              << scheme.latency.c() << " s, MaxLen " << scheme.max_len;
+    if (scheme.scheme.pp() > 1)
+      std::cout << ", last stage's own work " << scheme.last_stage.b() << " tokens + " << scheme.last_stage.c() << " s";
+    std::cout << "\n";
+  }
   std::cout << "profile: " << out << "\n";
   if (!samples.empty()) std::cout << "samples: " << samples << "\n";
   return 0;

@@ -116,6 +116,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
     options.stages = pp;
     options.replicas = replicas;
     options.micro_batch_memory = setup.memory_limit;
+    options.last_stage = setup.last_stage;
     options.layout = sluice::microbatch::Layout::packed;
     options.problem.hidden = model.hidden;
     const auto plan =

@@ -476,8 +476,10 @@ TEST_CASE("executor host: measured stages become a valid sluice profile") {
   model.heads = 2;
   model.ffn = 256;
   model.vocab = 1000;
-  // Stages as the profiler would measure them: 30 activation bytes per token, hidden unit and layer, and a
-  // recomputing stage of PP 2 that takes 4/3 the time and holds a tenth of the activations.
+  // Stages as the profiler would measure them: 30 activation bytes per token, hidden unit and layer, a recomputing
+  // stage of PP 2 that takes 4/3 the time and holds a tenth of the activations, and with PP 2 a middle stage without
+  // the last stage's head (2e-7·l + 5e-5 s).
+  const cost::LastStageWork head(2e-7, 5e-5);
   std::vector<cuda::StageProfile> stages;
   for (const Scheme& scheme : cuda::pipeline_schemes(std::vector{1, 2}, true)) {
     if (scheme == Scheme::parse("tp1pp1ac")) continue;
@@ -487,14 +489,17 @@ TEST_CASE("executor host: measured stages become a valid sluice profile") {
     stage.layers = model.layers / scheme.pp();
     const double slower = recompute == Recompute::full ? 4.0 / 3 : 1;
     const double bytes = recompute == Recompute::full ? 3.0 : 30.0;
-    std::vector<cost::LatencySample> latencies;
+    std::vector<cost::LatencySample> latencies, inner_latencies;
     for (const std::int64_t length : {256, 512, 1024, 2048}) {
       const auto l = static_cast<double>(length);
       const double seconds = slower * stage.layers * (1e-9 * l * l + 1e-6 * l + 1e-4);
-      stage.samples.push_back({length, seconds, bytes * stage.layers * 128 * l});
+      const double inner = scheme.pp() > 1 ? seconds - head.seconds(length) : 0.0;
+      stage.samples.push_back({length, seconds, bytes * stage.layers * 128 * l, inner});
       latencies.push_back({length, seconds});
+      inner_latencies.push_back({length, inner});
     }
     stage.fit = cost::fit_quadratic(latencies);
+    if (scheme.pp() > 1) stage.inner_fit = cost::fit_quadratic(inner_latencies);
     stage.activation_bytes_per_token = bytes * stage.layers * 128;
     stages.push_back(stage);
   }
@@ -510,9 +515,17 @@ TEST_CASE("executor host: measured stages become a valid sluice profile") {
     const double layers = model.layers / scheme.scheme.pp();
     const double slower = scheme.scheme.recompute() == Recompute::full ? 4.0 / 3 : 1;
     CHECK(scheme.latency(1024) == doctest::Approx(slower * layers * (1e-9 * 1024 * 1024 + 1e-6 * 1024 + 1e-4)));
+    CHECK(scheme.last_stage.b() == doctest::Approx(scheme.scheme.pp() > 1 ? head.b() : 0.0));
+    CHECK(scheme.last_stage.c() == doctest::Approx(scheme.scheme.pp() > 1 ? head.c() : 0.0));
   }
   CHECK(profile.at(Scheme::parse("tp1pp2ac")).max_len > profile.at(Scheme(1, 2)).max_len);
-  CHECK(cuda::profile_samples(stages).back().scheme == Scheme::parse("tp1pp2ac"));
+  const std::vector<cost::ProfileSample> samples = cuda::profile_samples(stages);
+  CHECK(samples.back().scheme == Scheme::parse("tp1pp2ac"));
+  CHECK(samples.back().inner_seconds == stages.back().samples.back().inner_seconds);
+  CHECK_FALSE(samples.front().inner_seconds.has_value());
+  // `sluice fit` on the samples gives the profiler's own last-stage work.
+  CHECK(cost::fit_profile(samples, spec, {}).profile.at(Scheme(1, 2)).last_stage ==
+        profile.at(Scheme(1, 2)).last_stage);
   const cost::Profile read =
       io::from_document<cost::Profile>(io::parse(io::to_document(profile).dump(), "profile"), "profile");
   CHECK(read.spec().schemes == spec.schemes);

@@ -1,6 +1,8 @@
 // Profiles: bundled, from JSON files (sluice's or Hetu's strategy_pool), and fitted from measured samples.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "bindings.hpp"
 #include "sluice/cost/context_parallel.hpp"
@@ -9,27 +11,36 @@ namespace sluice::python {
 
 namespace {
 
+// An optional per-sample column: None, or as many values as tokens, NaN where a sample has none.
+std::optional<std::vector<double>> optional_column(const py::handle& values, const char* name, std::size_t count) {
+  if (values.is_none()) return std::nullopt;
+  std::vector<double> column = real_vector_from(values, name);
+  sluice::require(column.size() == count, name, ": expected ", count, " values, as many as tokens, got ",
+                  column.size());
+  return column;
+}
+
 std::vector<cost::ProfileSample> samples_from(const std::vector<std::string>& schemes, const py::handle& tokens,
-                                              const py::handle& seconds, const py::handle& peak_bytes) {
+                                              const py::handle& seconds, const py::handle& peak_bytes,
+                                              const py::handle& inner_seconds) {
   const std::vector<std::int64_t> token_values = integers_from(tokens, "tokens");
   const std::vector<double> second_values = real_vector_from(seconds, "seconds");
   sluice::require(schemes.size() == token_values.size() && second_values.size() == token_values.size(),
                   "fit: schemes, tokens and seconds need the same length, got ", schemes.size(), ", ",
                   token_values.size(), " and ", second_values.size());
-  std::optional<std::vector<double>> peak_values;
-  if (!peak_bytes.is_none()) {
-    peak_values = real_vector_from(peak_bytes, "peak_bytes");
-    sluice::require(peak_values->size() == token_values.size(), "peak_bytes: expected ", token_values.size(),
-                    " values, as many as tokens, got ", peak_values->size());
-  }
+  const auto peak_values = optional_column(peak_bytes, "peak_bytes", token_values.size());
+  const auto inner_values = optional_column(inner_seconds, "inner_seconds", token_values.size());
+  // NaN marks a sample measured without the value, as read_profile_samples gives it.
+  const auto value_at = [](const std::optional<std::vector<double>>& column, std::size_t i) {
+    return column && !std::isnan((*column)[i]) ? std::optional((*column)[i]) : std::nullopt;
+  };
   std::vector<cost::ProfileSample> samples;
   for (std::size_t i = 0; i < schemes.size(); ++i) {
-    cost::ProfileSample sample{.scheme = Scheme::parse(schemes[i]),
-                               .tokens = token_values[i],
-                               .seconds = second_values[i],
-                               .peak_bytes = std::nullopt};
-    // NaN marks a sample measured without its peak memory, as read_profile_samples gives it.
-    if (peak_values && !std::isnan((*peak_values)[i])) sample.peak_bytes = (*peak_values)[i];
+    const cost::ProfileSample sample{.scheme = Scheme::parse(schemes[i]),
+                                     .tokens = token_values[i],
+                                     .seconds = second_values[i],
+                                     .peak_bytes = value_at(peak_values, i),
+                                     .inner_seconds = value_at(inner_values, i)};
     io::detail::check_sample(sample, "sample " + std::to_string(i));
     samples.push_back(sample);
   }
@@ -74,11 +85,22 @@ void bind_cost(py::module_& module) {
   py::class_<cost::ModelInfo> model_info(module, "ModelInfo", "The model a profile describes.");
   def_record_properties(model_info).def(py::self == py::self);
 
+  py::class_<cost::LastStageWork>(
+      module, "LastStageWork",
+      "The last pipeline stage's own work (final norm, LM head, loss): b·tokens + c seconds per micro-batch, which "
+      "the schedules take off the other stages; zero prices every stage alike.")
+      .def(py::init<double, double>(), py::arg("b") = 0.0, py::arg("c") = 0.0)
+      .def_property_readonly("b", &cost::LastStageWork::b)
+      .def_property_readonly("c", &cost::LastStageWork::c)
+      .def("seconds", &cost::LastStageWork::seconds, py::arg("tokens"))
+      .def(py::self == py::self);
+
   py::class_<cost::SchemeCost>(module, "SchemeCost", "A scheme of a profile, ready for planning.")
       .def_readonly("scheme", &cost::SchemeCost::scheme)
       .def_readonly("latency", &cost::SchemeCost::latency)
       .def_readonly("max_len", &cost::SchemeCost::max_len)
       .def_readonly("util_len", &cost::SchemeCost::util_len)
+      .def_readonly("last_stage", &cost::SchemeCost::last_stage)
       .def(py::self == py::self);
 
   py::class_<cost::Profile> profile(module, "Profile",
@@ -136,7 +158,8 @@ void bind_cost(py::module_& module) {
   py::class_<cost::SchemeFit>(module, "SchemeFit")
       .def_readonly("scheme", &cost::SchemeFit::scheme)
       .def_readonly("latency", &cost::SchemeFit::latency)
-      .def_readonly("memory", &cost::SchemeFit::memory);
+      .def_readonly("memory", &cost::SchemeFit::memory)
+      .def_readonly("inner", &cost::SchemeFit::inner);
   py::class_<cost::ProfileFit>(module, "ProfileFit")
       .def_readonly("profile", &cost::ProfileFit::profile)
       .def_readonly("schemes", &cost::ProfileFit::schemes);
@@ -145,19 +168,21 @@ void bind_cost(py::module_& module) {
   module.def(
       "fit_profile",
       [](const std::vector<std::string>& schemes, const py::handle& tokens, const py::handle& seconds,
-         const cost::Profile& base, const py::handle& peak_bytes, std::string name, std::string source,
-         double max_error) {
-        const std::vector<cost::ProfileSample> samples = samples_from(schemes, tokens, seconds, peak_bytes);
+         const cost::Profile& base, const py::handle& peak_bytes, const py::handle& inner_seconds, std::string name,
+         std::string source, double max_error) {
+        const std::vector<cost::ProfileSample> samples =
+            samples_from(schemes, tokens, seconds, peak_bytes, inner_seconds);
         const py::gil_scoped_release release;
         return cost::fit_profile(samples, base.spec(),
                                  {.name = std::move(name), .source = std::move(source), .max_error = max_error});
       },
       py::arg("schemes"), py::arg("tokens"), py::arg("seconds"), py::kw_only(), py::arg("base"),
-      py::arg("peak_bytes") = py::none(), py::arg("name") = fit.name, py::arg("source") = fit.source,
-      py::arg("max_error") = fit.max_error,
-      "A profile from measured (scheme, tokens, seconds[, peak bytes]) samples: T(l) = a·l² + b·l + c fitted per "
-      "scheme by non-negative least squares; `base` gives the model, cluster and memory budget. A NaN peak_bytes "
-      "marks a sample measured without its peak memory.");
+      py::arg("peak_bytes") = py::none(), py::arg("inner_seconds") = py::none(), py::arg("name") = fit.name,
+      py::arg("source") = fit.source, py::arg("max_error") = fit.max_error,
+      "A profile from measured (scheme, tokens, seconds[, peak bytes][, inner seconds]) samples: T(l) = a·l² + b·l + "
+      "c fitted per scheme by non-negative least squares, and from another stage's inner seconds the last stage's "
+      "own work; `base` gives the model, cluster and memory budget. A NaN peak_bytes or inner_seconds marks a "
+      "sample measured without it.");
   py::class_<cost::CpScheme>(module, "CpScheme",
                              "A scheme of a profile derived with context parallelism (and recomputation).")
       .def_readonly("scheme", &cost::CpScheme::scheme)
@@ -238,22 +263,26 @@ void bind_cost(py::module_& module) {
         py::list schemes;
         std::vector<std::int64_t> tokens;
         std::vector<double> seconds;
-        std::vector<double> peaks;
-        bool any_peak = false;
+        std::vector<double> peaks, inners;
         for (const cost::ProfileSample& sample : read.samples) {
           schemes.append(sample.scheme.name());
           tokens.push_back(sample.tokens);
           seconds.push_back(sample.seconds);
           peaks.push_back(sample.peak_bytes.value_or(std::numeric_limits<double>::quiet_NaN()));
-          any_peak = any_peak || sample.peak_bytes.has_value();
+          inners.push_back(sample.inner_seconds.value_or(std::numeric_limits<double>::quiet_NaN()));
         }
-        py::object peak = any_peak ? py::object(array_of<double>(peaks)) : py::object(py::none());
+        const auto column = [](const std::vector<double>& values) {
+          return std::ranges::all_of(values, [](double value) { return std::isnan(value); })
+                     ? py::object(py::none())
+                     : py::object(array_of<double>(values));
+        };
         return py::dict(py::arg("schemes") = schemes, py::arg("tokens") = array_of<std::int64_t>(tokens),
-                        py::arg("seconds") = array_of<double>(seconds), py::arg("peak_bytes") = peak);
+                        py::arg("seconds") = array_of<double>(seconds), py::arg("peak_bytes") = column(peaks),
+                        py::arg("inner_seconds") = column(inners));
       },
       py::arg("path"),
-      "Samples from a CSV or sluice.profile_samples JSON file, as keyword arguments of fit_profile (peak_bytes: "
-      "NaN where a sample has none; None when none has).");
+      "Samples from a CSV or sluice.profile_samples JSON file, as keyword arguments of fit_profile (peak_bytes and "
+      "inner_seconds: NaN where a sample has none; None when none has).");
 }
 
 }  // namespace sluice::python

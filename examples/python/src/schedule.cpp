@@ -80,7 +80,9 @@ void bind_microbatch(py::module_& module) {
   py::class_<microbatch::StageCostSetup>(module, "StageCostSetup", "A profile's scheme as the micro-batch DP sees it.")
       .def_readonly("model", &microbatch::StageCostSetup::model)
       .def_readonly("memory_limit", &microbatch::StageCostSetup::memory_limit,
-                    "Activation bytes per micro-batch under 1F1B: (budget − model states) / PP.");
+                    "Activation bytes per micro-batch under 1F1B: (budget − model states) / PP.")
+      .def_readonly("last_stage", &microbatch::StageCostSetup::last_stage,
+                    "The scheme's last-stage work, plan_pipeline's last_stage.");
   module.def("stage_cost", &microbatch::stage_cost, py::arg("scheme"),
              "The stage cost and per-micro-batch memory limit of a profile's scheme (Profile.at(scheme)).");
 
@@ -420,7 +422,7 @@ void bind_pipeline_planners(py::module_& module) {
           "validate",
           [](const schedule::PipelineRunPlan& value, const py::handle& lengths, const py::handle& models,
              const py::handle& ids, const py::handle& targets, int stages, int replicas, double micro_batch_memory,
-             double stage_memory, const schedule::ProblemOptions& problem) {
+             double stage_memory, const schedule::ProblemOptions& problem, const cost::LastStageWork& last_stage) {
             const std::vector<microbatch::Sample> samples = samples_from(lengths, ids, targets);
             const std::vector<microbatch::QuadraticStageCost> costs = models_from(models);
             schedule::PipelinePlanOptions options;
@@ -429,6 +431,7 @@ void bind_pipeline_planners(py::module_& module) {
             options.micro_batch_memory = micro_batch_memory;
             options.stage_memory = stage_memory;
             options.problem = problem;
+            options.last_stage = last_stage;
             const py::gil_scoped_release release;
             schedule::validate(value, Span<const microbatch::Sample>(samples),
                                Span<const microbatch::QuadraticStageCost>(costs), options);
@@ -436,7 +439,7 @@ void bind_pipeline_planners(py::module_& module) {
           py::arg("lengths"), py::arg("models"), py::kw_only(), py::arg("ids") = py::none(),
           py::arg("targets") = py::none(), py::arg("stages") = defaults.stages, py::arg("replicas") = defaults.replicas,
           py::arg("micro_batch_memory") = defaults.micro_batch_memory, py::arg("stage_memory") = defaults.stage_memory,
-          py::arg("problem") = defaults.problem,
+          py::arg("problem") = defaults.problem, py::arg("last_stage") = defaults.last_stage,
           "Raises InvalidPlan naming the first broken invariant against the samples, models and options.");
   def_document(run_plan_class);
 
@@ -445,7 +448,7 @@ void bind_pipeline_planners(py::module_& module) {
       [](const py::handle& lengths, const py::handle& models, const py::handle& ids, const py::handle& targets,
          int stages, int replicas, double micro_batch_memory, double stage_memory, std::string_view ordering,
          std::string_view layout, double tmax_interval, const schedule::ScheduleOptions& scheduling,
-         const schedule::ProblemOptions& problem) {
+         const schedule::ProblemOptions& problem, const cost::LastStageWork& last_stage) {
         const std::vector<microbatch::Sample> samples = samples_from(lengths, ids, targets);
         const std::vector<microbatch::QuadraticStageCost> costs = models_from(models);
         const schedule::PipelinePlanOptions options{.stages = stages,
@@ -456,7 +459,8 @@ void bind_pipeline_planners(py::module_& module) {
                                                     .layout = microbatch::layout_from(layout, "layout"),
                                                     .tmax_interval = tmax_interval,
                                                     .schedule = scheduling,
-                                                    .problem = problem};
+                                                    .problem = problem,
+                                                    .last_stage = last_stage};
         const py::gil_scoped_release release;
         return schedule::plan_pipeline(Span<const microbatch::Sample>(samples),
                                        Span<const microbatch::QuadraticStageCost>(costs), options);
@@ -466,10 +470,11 @@ void bind_pipeline_planners(py::module_& module) {
       py::arg("micro_batch_memory") = defaults.micro_batch_memory, py::arg("stage_memory") = defaults.stage_memory,
       py::arg("ordering") = "length", py::arg("layout") = std::string(microbatch::name(defaults.layout)),
       py::arg("tmax_interval") = defaults.tmax_interval, py::arg("schedule") = defaults.schedule,
-      py::arg("problem") = defaults.problem,
+      py::arg("problem") = defaults.problem, py::arg("last_stage") = defaults.last_stage,
       "DynaPipe's per-iteration planner (what `sluice schedule` runs): order the samples, cut them into "
       "micro-batches, balance those over the replicas (Karmarkar–Karp) and schedule every replica's pipeline. "
-      "stage_memory 0: stages × micro_batch_memory.");
+      "stage_memory 0: stages × micro_batch_memory; last_stage: the scheme's (StageCostSetup.last_stage), which "
+      "the stages before the last run without.");
 }
 
 }  // namespace

@@ -29,6 +29,17 @@ class ModelInfo:
     """The model a profile describes."""
     def __eq__(self, other: object) -> bool: ...
 
+class LastStageWork:
+    """The last pipeline stage's own work (final norm, LM head, loss): b·tokens + c seconds per micro-batch, which
+    the schedules take off the other stages; zero prices every stage alike."""
+    def __init__(self, b: float = 0.0, c: float = 0.0) -> None: ...
+    @property
+    def b(self) -> float: ...
+    @property
+    def c(self) -> float: ...
+    def seconds(self, tokens: int) -> float: ...
+    def __eq__(self, other: object) -> bool: ...
+
 class SchemeCost:
     """A scheme of a profile, ready for planning."""
     @property
@@ -39,6 +50,8 @@ class SchemeCost:
     def max_len(self) -> int: ...
     @property
     def util_len(self) -> int: ...
+    @property
+    def last_stage(self) -> LastStageWork: ...
     def __eq__(self, other: object) -> bool: ...
 
 class Profile:
@@ -96,6 +109,8 @@ class SchemeFit:
     def latency(self) -> FitResult: ...
     @property
     def memory(self) -> Optional[MemoryFit]: ...
+    @property
+    def inner(self) -> Optional[FitResult]: ...
 
 class ProfileFit:
     @property
@@ -150,13 +165,15 @@ def fit_profile(
     *,
     base: Profile,
     peak_bytes: Optional[npt.ArrayLike] = None,
+    inner_seconds: Optional[npt.ArrayLike] = None,
     name: str = "fitted",
     source: str = "",
     max_error: float = 0.05,
 ) -> ProfileFit:
-    """A profile from measured (scheme, tokens, seconds[, peak bytes]) samples, T(l) fitted per scheme.
+    """A profile from measured (scheme, tokens, seconds[, peak bytes][, inner seconds]) samples, T(l) fitted per
+    scheme, and from another stage's inner seconds the last stage's own work.
 
-    A NaN in peak_bytes marks a sample measured without its peak memory."""
+    A NaN in peak_bytes or inner_seconds marks a sample measured without it."""
 
 def read_profile_samples(path: PathLike) -> dict[str, Any]:
     """Samples from a CSV or sluice.profile_samples JSON file, as keyword arguments of fit_profile."""

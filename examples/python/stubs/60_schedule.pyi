@@ -21,6 +21,9 @@ class StageCostSetup:
     @property
     def memory_limit(self) -> float:
         """Activation bytes per micro-batch under 1F1B: (budget − model states) / PP."""
+    @property
+    def last_stage(self) -> LastStageWork:
+        """The scheme's last-stage work, plan_pipeline's last_stage."""
 
 def stage_cost(scheme: SchemeCost) -> StageCostSetup:
     """The stage cost and per-micro-batch memory limit of a profile's scheme (Profile.at(scheme))."""
@@ -315,6 +318,7 @@ class PipelineRunPlan:
         micro_batch_memory: float = ...,
         stage_memory: float = 0.0,
         problem: ProblemOptions = ...,
+        last_stage: LastStageWork = ...,
     ) -> None:
         """Raises InvalidPlan naming the first broken invariant against the samples, models and options."""
     def __eq__(self, other: object) -> bool: ...
@@ -340,6 +344,7 @@ def plan_pipeline(
     tmax_interval: float = 5e-06,
     schedule: ScheduleOptions = ...,
     problem: ProblemOptions = ...,
+    last_stage: LastStageWork = ...,
 ) -> PipelineRunPlan:
     """DynaPipe's per-iteration planner (`sluice schedule`): order, partition, balance, schedule every replica."""
 

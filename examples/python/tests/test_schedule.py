@@ -286,6 +286,32 @@ def test_validators_catch_tampered_documents(run_pp4, batch_7b, setup_pp4):
         sluice.ExecutionPlan.from_json(json.dumps(document)).validate(replica.problem)
 
 
+def test_last_stage_work_comes_from_inner_seconds_and_lightens_the_other_stages(batch_7b, profile_7b):
+    # A <1, 4> stage whose last stage adds a head of 2e-5 s per token and 1 ms: fitted from the inner seconds.
+    tokens = np.array([256, 512, 1024, 2048, 4096, 8192])
+    inner = 1e-9 * tokens ** 2 + 6e-5 * tokens + 4e-3
+    seconds = inner + 2e-5 * tokens + 1e-3
+    fit = sluice.fit_profile(["tp1pp4"] * 6 + ["tp1pp1"] * 6, np.concatenate([tokens, tokens]),
+                             np.concatenate([seconds, 4 * seconds]), base=profile_7b,
+                             inner_seconds=np.concatenate([inner, np.full(6, np.nan)]))
+    work = fit.profile.at(sluice.Scheme(1, 4)).last_stage
+    assert (work.b, work.c) == (pytest.approx(2e-5, rel=1e-9), pytest.approx(1e-3, rel=1e-9))
+    assert fit.schemes[-1].inner is not None and fit.schemes[0].inner is None
+    assert fit.profile.at(sluice.Scheme(1, 1)).last_stage == sluice.LastStageWork()
+    assert work.seconds(1000) == pytest.approx(2e-5 * 1000 + 1e-3)
+    setup = sluice.stage_cost(fit.profile.at(sluice.Scheme(1, 4)))
+    assert setup.last_stage == work
+    options = dict(stages=4, replicas=2, micro_batch_memory=setup.memory_limit)
+    lightened = sluice.plan_pipeline(batch_7b.lengths, setup.model, last_stage=setup.last_stage, **options)
+    lightened.validate(batch_7b.lengths, setup.model, last_stage=setup.last_stage, **options)
+    alike = sluice.plan_pipeline(batch_7b.lengths, setup.model, **options)
+    assert lightened.makespan < alike.makespan
+    with pytest.raises(sluice.InvalidPlan):
+        lightened.validate(batch_7b.lengths, setup.model, **options)
+    with pytest.raises(sluice.InvalidInput, match="finite and >= 0"):
+        sluice.LastStageWork(-1.0, 0.0)
+
+
 def test_deadlock_is_reported():
     def instruction(op, peer):
         return {"op": op, "micro_batch": 0, "stage": 0 if peer == 1 else 1, "peer": peer, "buffer": 0, "output": -1,

@@ -7,8 +7,10 @@
 //   tokens. A pipeline of p > 1 stages also idles in its fill and drain: stage j waits for j forwards before its
 //   first and j backwards after its last, each at least the batch's shortest sequence alone, Σ_j j·T(l_min) over
 //   the stages' g/p GPUs each. Either a plan runs only one-stage schemes, or it pays the least such charge once.
+//   With last-stage work w (cost::LastStageWork) the p − 1 stages before the last run T − w: a sequence costs
+//   g·(T − (p − 1)/p·w) and the fill and drain wait T(l_min) − w(l_min) per step.
 // - critical path: the micro-batch that holds the longest sequences goes through the p stages forward and back,
-//   p·T(l) on the scheme that does so fastest.
+//   p·T(l) − (p − 1)·w(l) on the scheme that does so fastest.
 // - together: an iteration of T seconds runs every sequence on a scheme whose trip p·T(l) is at most T, so its
 //   GPUs are busy at least the area of those schemes alone, which must fit in N·T. The bound is the least such T;
 //   a sequence that is cheap on a slow scheme and fast only on a dear one raises it above both arguments.
@@ -161,11 +163,17 @@ inline std::optional<IterationBound> iteration_bound(const cost::Profile& profil
     for (const cost::SchemeCost& cost : schemes) {
       if (cost.max_len < length) continue;
       const double gpus = static_cast<double>(cost.scheme.gpus());
-      const double constant_share = cost.latency.microbatch_overhead() * l / static_cast<double>(cost.max_len);
-      options.push_back({.trip = cost.scheme.pp() * cost.latency(length),
-                         .gpu_seconds = gpus * (cost.latency.sequence_time(length) + constant_share),
-                         .one_stage = cost.scheme.pp() == 1,
-                         .length = counts.size()});
+      const double stages = cost.scheme.pp();
+      // The stages before the last run without the last stage's own work: a stage's mean is T less (p − 1)/p of it.
+      const cost::LastStageWork& work = cost.last_stage;
+      const double others_share = (stages - 1) / stages;
+      const double constant_share =
+          (cost.latency.microbatch_overhead() - others_share * work.c()) * l / static_cast<double>(cost.max_len);
+      options.push_back(
+          {.trip = stages * cost.latency(length) - (stages - 1) * work.seconds(length),
+           .gpu_seconds = gpus * (cost.latency.sequence_time(length) - others_share * work.b() * l + constant_share),
+           .one_stage = cost.scheme.pp() == 1,
+           .length = counts.size()});
     }
     if (options.size() == first_option.back()) return std::nullopt;
     detail::keep_pareto_options(options, first_option.back());
@@ -179,7 +187,8 @@ inline std::optional<IterationBound> iteration_bound(const cost::Profile& profil
     if (stages == 1 || cost.max_len < lengths.front()) continue;
     const std::int64_t gpus_per_stage = cost.scheme.gpus() / stages;  // exact: PP divides the scheme's GPUs
     const double stage_gpus = static_cast<double>(gpus_per_stage);
-    fill_and_drain = std::min(fill_and_drain, stage_gpus * stages * (stages - 1) / 2.0 * cost.latency(lengths.front()));
+    const double lightest_stage = cost.latency(lengths.front()) - cost.last_stage.seconds(lengths.front());
+    fill_and_drain = std::min(fill_and_drain, stage_gpus * stages * (stages - 1) / 2.0 * lightest_stage);
   }
   const auto gpus = static_cast<double>(profile.gpus());
   const auto busy_within = [&](double trip) {

@@ -53,6 +53,7 @@ inline schedule::PipelineRunPlan plan_dynapipe_iteration(const Options& options,
   pipeline.layout = options.dynapipe_layout;
   pipeline.schedule = {.kind = schedule::ScheduleKind::cyclic, .seed = options.seed, .clusters = 0};
   pipeline.problem = options.problem;
+  pipeline.last_stage = cost.last_stage;
   const std::vector<microbatch::Sample> samples = microbatch::samples_of(batch);
   const Span<const microbatch::Sample> span(samples);
   schedule::PipelineRunPlan plan = schedule::plan_pipeline(span, cost.model, pipeline);

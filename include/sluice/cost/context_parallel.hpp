@@ -204,8 +204,8 @@ inline std::vector<Scheme> space_schemes(const Scheme& base, const SchemeSpace& 
 
 // The ⟨TP, 1⟩ schemes `spec` does not measure, each from its shallowest measured ⟨TP, PP⟩ scaled by the layer
 // ratio layers / ceil(layers / PP): a stage's time is its layers' (the bundled profiles' ⟨2, 1⟩, ⟨2, 2⟩, ⟨2, 4⟩ and
-// ⟨2, 8⟩ halve as their layers do). DeepSpeed's ZeRO-3 and Ulysses run on ⟨1, 1⟩, which the Hydraulis authors'
-// 7B and 32B fits lack.
+// ⟨2, 8⟩ halve as their layers do), and its last-stage work once. DeepSpeed's ZeRO-3 and Ulysses run on ⟨1, 1⟩, which
+// the Hydraulis authors' 7B and 32B fits lack.
 inline std::vector<SchemeEntry> unpipelined_schemes(const ProfileSpec& spec, int layers) {
   std::map<int, const SchemeEntry*> shallowest;  // by TP
   for (const SchemeEntry& entry : spec.schemes) {
@@ -219,8 +219,14 @@ inline std::vector<SchemeEntry> unpipelined_schemes(const ProfileSpec& spec, int
     if (pp == 1 || pp > layers) continue;
     const int fullest_stage = (layers + pp - 1) / pp;  // layers of the fullest stage
     const double ratio = static_cast<double>(layers) / fullest_stage;
+    // The layers scale; the last stage's own work (the head and the loss) is in the one stage once.
     const QuadraticLatency& t = entry->latency;
-    derived.push_back({Scheme(tp, 1), {t.a() * ratio, t.b() * ratio, t.c() * ratio}, std::nullopt, std::nullopt});
+    const LastStageWork& head = entry->last_stage;
+    derived.push_back({Scheme(tp, 1),
+                       {t.a() * ratio, (t.b() - head.b()) * ratio + head.b(), (t.c() - head.c()) * ratio + head.c()},
+                       std::nullopt,
+                       std::nullopt,
+                       {}});
   }
   return derived;
 }
@@ -258,7 +264,7 @@ inline ProfileSpec with_scheme_space(ProfileSpec spec, const SchemeSpace& space)
                        spec.memory->for_scheme(scheme, profile.gpus(), StateSharding::zero3).max_len() == 0))
         continue;
       degree[2] = true;
-      added.push_back({scheme, derived->fit.model, std::nullopt, std::nullopt});
+      added.push_back({scheme, derived->fit.model, std::nullopt, std::nullopt, {}});
     }
   }
   for (const int degree : space.cp_degrees) {

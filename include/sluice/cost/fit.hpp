@@ -110,6 +110,13 @@ inline MemoryFit fit_linear_memory(Span<const MemorySample> samples) {
   return {coefficients[0], coefficients[1], std::sqrt(mean_square), samples.size()};
 }
 
+// The last stage's own work from the fit of the last stage and that of another stage of the same layers: the
+// difference of their linear and of their constant terms, each at least 0 (the attention term a·l² is the layers',
+// the same on both).
+inline LastStageWork last_stage_work(const QuadraticLatency& last, const QuadraticLatency& other) {
+  return {std::max(0.0, last.b() - other.b()), std::max(0.0, last.c() - other.c())};
+}
+
 struct FitProfileOptions {
   std::string name = "fitted";
   std::string source;
@@ -122,6 +129,7 @@ struct SchemeFit {
   Scheme scheme;
   FitResult latency;
   std::optional<MemoryFit> memory;  // when the samples carry peak bytes
+  std::optional<FitResult> inner;   // another stage's latency, when the samples carry its seconds
 };
 
 struct ProfileFit {
@@ -132,9 +140,11 @@ struct ProfileFit {
 // The profile of `base` (model, cluster, memory budget, util_threshold) with its schemes replaced by those
 // measured in `samples`: each scheme's latency fitted by fit_quadratic, and, where its samples carry peak bytes,
 // MaxLen stated as the longest length whose fitted peak fixed + per_token·l fits the base's memory budget (GPU
-// memory less context overhead and safety margin, rounded down to its granularity). Schemes without peak bytes
-// derive MaxLen from the base's memory model. Raises invalid_input naming the scheme for too few lengths, a fit
-// whose relative RMS error exceeds options.max_error, or memory that does not grow with length.
+// memory less context overhead and safety margin, rounded down to its granularity), and, where they carry inner
+// seconds, the last stage's own work (last_stage_work of the two fits). Schemes without peak bytes derive MaxLen
+// from the base's memory model. Raises invalid_input naming the scheme for too few lengths, a fit whose relative
+// RMS error exceeds options.max_error, memory that does not grow with length, or inner seconds on some samples
+// only or on a pipeline of one stage.
 inline ProfileFit fit_profile(Span<const ProfileSample> samples, const ProfileSpec& base,
                               const FitProfileOptions& options) {
   sluice::require(std::isfinite(options.max_error) && options.max_error > 0 && options.max_error <= 1,
@@ -159,20 +169,35 @@ inline ProfileFit fit_profile(Span<const ProfileSample> samples, const ProfileSp
       }
     };
     std::vector<LatencySample> latencies;
+    std::vector<LatencySample> inner_latencies;
     std::vector<MemorySample> peaks;
     std::int64_t longest = 0;
     for (const ProfileSample* sample : group) {
       latencies.push_back({sample->tokens, sample->seconds});
+      if (sample->inner_seconds) inner_latencies.push_back({sample->tokens, *sample->inner_seconds});
       if (sample->peak_bytes) peaks.push_back({sample->tokens, *sample->peak_bytes});
       longest = std::max(longest, sample->tokens);
     }
     sluice::require(peaks.empty() || peaks.size() == group.size(), where, ": peak bytes are given for ", peaks.size(),
                     " of its ", group.size(), " samples (all or none)");
-    SchemeFit fit{scheme, named([&] { return fit_quadratic(latencies); }), std::nullopt};
-    sluice::require(fit.latency.relative_rms_error <= options.max_error, where, ": latency fit's relative RMS error ",
-                    percent(fit.latency.relative_rms_error), " exceeds the limit ", percent(options.max_error),
-                    " (the samples are not a·l² + b·l + c)");
-    SchemeEntry entry{scheme, fit.latency.model, std::nullopt, std::nullopt};
+    sluice::require(inner_latencies.empty() || inner_latencies.size() == group.size(), where,
+                    ": inner seconds are given for ", inner_latencies.size(), " of its ", group.size(),
+                    " samples (all or none)");
+    sluice::require(inner_latencies.empty() || scheme.pp() > 1, where,
+                    ": inner seconds are given but the pipeline has one stage");
+    SchemeFit fit{scheme, named([&] { return fit_quadratic(latencies); }), std::nullopt, std::nullopt};
+    const auto require_close = [&](const FitResult& result, std::string_view what) {
+      sluice::require(result.relative_rms_error <= options.max_error, where, ": ", what, " fit's relative RMS error ",
+                      percent(result.relative_rms_error), " exceeds the limit ", percent(options.max_error),
+                      " (the samples are not a·l² + b·l + c)");
+    };
+    require_close(fit.latency, "latency");
+    SchemeEntry entry{scheme, fit.latency.model, std::nullopt, std::nullopt, {}};
+    if (!inner_latencies.empty()) {
+      fit.inner = named([&] { return fit_quadratic(inner_latencies); });
+      require_close(*fit.inner, "inner latency");
+      entry.last_stage = last_stage_work(fit.latency.model, fit.inner->model);
+    }
     // No linear term: the fixed cost never amortises within the samples, so UtilLen is the longest length measured.
     if (fit.latency.model.b() == 0 && fit.latency.model.c() > 0) entry.util_len = longest;
     if (!peaks.empty()) {

@@ -64,6 +64,31 @@ private:
   double c_ = 0;
 };
 
+// The last pipeline stage's work beyond any other stage's (the final norm, the LM head and the loss over the
+// vocabulary): b·tokens + c seconds per micro-batch, forward + backward. A profile's T(l) is the last stage's, whose
+// work sets a 1F1B iteration (DynaPipe, EuroSys'24, §4); a pipeline's other stages run T less this. Linear in the
+// tokens: the head is a GEMM over the micro-batch's tokens, with no attention. Zero (the default) prices every
+// stage alike.
+class LastStageWork {
+public:
+  LastStageWork() = default;
+  LastStageWork(double b, double c) : b_(b), c_(c) {
+    sluice::require(std::isfinite(b) && b >= 0, "last stage work: coefficient b must be finite and >= 0, got ", b);
+    sluice::require(std::isfinite(c) && c >= 0, "last stage work: coefficient c must be finite and >= 0, got ", c);
+  }
+
+  [[nodiscard]] double b() const noexcept { return b_; }
+  [[nodiscard]] double c() const noexcept { return c_; }
+  [[nodiscard]] bool is_zero() const noexcept { return b_ == 0 && c_ == 0; }
+  [[nodiscard]] double seconds(std::int64_t tokens) const noexcept { return b_ * static_cast<double>(tokens) + c_; }
+
+  friend bool operator==(const LastStageWork&, const LastStageWork&) = default;
+
+private:
+  double b_ = 0;
+  double c_ = 0;
+};
+
 // A measured (length, seconds) pair and the fit made from such samples (cost/fit.hpp). They live here, not
 // beside the fit, so that reading and writing them needs no Eigen.
 struct LatencySample {

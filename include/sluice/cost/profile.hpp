@@ -28,6 +28,7 @@ struct SchemeEntry {
   QuadraticLatency latency;
   std::optional<std::int64_t> max_len;
   std::optional<std::int64_t> util_len;
+  LastStageWork last_stage{};  // PP > 1 only: a pipeline of one stage has no other stage
   friend bool operator==(const SchemeEntry&, const SchemeEntry&) = default;
 };
 
@@ -38,6 +39,7 @@ struct SchemeCost {
   std::int64_t max_len = 0;   // longest sequence one micro-batch may hold; 0 = the scheme does not fit
   std::int64_t util_len = 1;  // length at which GEMMs reach the utilisation threshold
   std::optional<LinearMemory> memory;
+  LastStageWork last_stage{};
   friend bool operator==(const SchemeCost&, const SchemeCost&) = default;
 };
 
@@ -154,7 +156,7 @@ private:
   }
 
   [[nodiscard]] SchemeCost resolve(const SchemeEntry& entry) const {
-    SchemeCost cost{entry.scheme, entry.latency, 0, 1, std::nullopt};
+    SchemeCost cost{entry.scheme, entry.latency, 0, 1, std::nullopt, entry.last_stage};
     // A stated MaxLen needs no memory model, so a missing activation constant for its TP is no error.
     if (spec_.memory && (!entry.max_len || spec_.memory->activation_bytes.contains(entry.scheme.tp())))
       cost.memory = spec_.memory->for_scheme(entry.scheme, spec_.gpus);
@@ -173,6 +175,16 @@ private:
       sluice::fail("latency T(max_len = ", longest, ") = ", shortest(t(longest)), " s is above ",
                    shortest(max_stage_seconds), " s ", coefficients(),
                    ": the coefficients or max_len are out of range");
+    // The stages before the last run T less the last stage's work, which must leave each micro-batch at least
+    // min_stage_seconds there: its b and c at most T's, and T(1) less it no shorter.
+    const LastStageWork& work = entry.last_stage;
+    if (!work.is_zero()) {
+      sluice::require(entry.scheme.pp() > 1, "last_stage work is given but the pipeline has one stage");
+      sluice::require(work.b() <= t.b() && work.c() <= t.c(), "last_stage work (b = ", shortest(work.b()),
+                      ", c = ", shortest(work.c()), ") exceeds the stage's own ", coefficients());
+      sluice::require(t(1) - work.seconds(1) >= min_stage_seconds, "latency T(1) less the last stage's work is below ",
+                      shortest(min_stage_seconds), " s ", coefficients());
+    }
     return cost;
   }
 

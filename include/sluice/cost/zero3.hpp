@@ -84,7 +84,7 @@ inline Zero3Profile zero3_profile(const Profile& profile, const Links& links, st
     const double exposed =
         exposed_at ? zero3_exposed_seconds(result.collective_seconds, t, exposed_at->tokens, exposed_at->backward_ratio)
                    : 0.0;
-    entries.push_back({cost.scheme, {t.a(), t.b(), t.c() + exposed}, std::nullopt, cost.util_len});
+    entries.push_back({cost.scheme, {t.a(), t.b(), t.c() + exposed}, std::nullopt, cost.util_len, cost.last_stage});
   }
   if (entries.empty()) {
     result.failure = sluice::concat("no ZeRO-3 × Ulysses strategy of ", spec.name, " on ", gpus, " GPUs holds ", holds,

@@ -96,6 +96,15 @@ struct adl_serializer<sluice::cost::QuadraticLatency> {
 };
 
 template <>
+struct adl_serializer<sluice::cost::LastStageWork> {
+  static void to_json(json& out, const sluice::cost::LastStageWork& work) { out = {{"b", work.b()}, {"c", work.c()}}; }
+  static sluice::cost::LastStageWork from_json(const json& in) {
+    using sluice::io::field;
+    return {field<double>(in, "b", "last_stage"), field<double>(in, "c", "last_stage")};
+  }
+};
+
+template <>
 struct adl_serializer<sluice::cost::LinearMemory> {
   static void to_json(json& out, const sluice::cost::LinearMemory& memory) {
     out = {{"fixed_bytes", memory.fixed_bytes()},
@@ -150,14 +159,19 @@ struct adl_serializer<sluice::cost::SchemeEntry> {
     out["latency"] = entry.latency;
     if (entry.max_len) out["max_len"] = *entry.max_len;
     if (entry.util_len) out["util_len"] = *entry.util_len;
+    // Written only when given, so that a profile pricing every stage alike reads as it was written.
+    if (!entry.last_stage.is_zero()) out["last_stage"] = entry.last_stage;
   }
   static sluice::cost::SchemeEntry from_json(const json& in) {
     using sluice::io::field;
     sluice::cost::SchemeEntry entry{in.get<sluice::Scheme>(),
-                                    field<sluice::cost::QuadraticLatency>(in, "latency", "scheme"), std::nullopt,
-                                    std::nullopt};
+                                    field<sluice::cost::QuadraticLatency>(in, "latency", "scheme"),
+                                    std::nullopt,
+                                    std::nullopt,
+                                    {}};
     if (in.contains("max_len")) entry.max_len = field<std::int64_t>(in, "max_len", "scheme");
     if (in.contains("util_len")) entry.util_len = field<std::int64_t>(in, "util_len", "scheme");
+    if (in.contains("last_stage")) entry.last_stage = field<sluice::cost::LastStageWork>(in, "last_stage", "scheme");
     return entry;
   }
 };
@@ -170,13 +184,18 @@ struct adl_serializer<sluice::cost::SchemeCost> {
     out["max_len"] = cost.max_len;
     out["util_len"] = cost.util_len;
     if (cost.memory) out["memory"] = *cost.memory;
+    if (!cost.last_stage.is_zero()) out["last_stage"] = cost.last_stage;
   }
   static sluice::cost::SchemeCost from_json(const json& in) {
     using sluice::io::field;
-    sluice::cost::SchemeCost cost{
-        in.get<sluice::Scheme>(), field<sluice::cost::QuadraticLatency>(in, "latency", "scheme"),
-        field<std::int64_t>(in, "max_len", "scheme"), field<std::int64_t>(in, "util_len", "scheme"), std::nullopt};
+    sluice::cost::SchemeCost cost{in.get<sluice::Scheme>(),
+                                  field<sluice::cost::QuadraticLatency>(in, "latency", "scheme"),
+                                  field<std::int64_t>(in, "max_len", "scheme"),
+                                  field<std::int64_t>(in, "util_len", "scheme"),
+                                  std::nullopt,
+                                  {}};
     if (in.contains("memory")) cost.memory = field<sluice::cost::LinearMemory>(in, "memory", "scheme");
+    if (in.contains("last_stage")) cost.last_stage = field<sluice::cost::LastStageWork>(in, "last_stage", "scheme");
     return cost;
   }
 };

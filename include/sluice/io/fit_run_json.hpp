@@ -37,6 +37,9 @@ struct FitRunScheme {
   std::optional<FitRunMemory> memory;
   std::optional<std::int64_t> max_len;
   std::optional<std::int64_t> util_len;
+  // Another stage's latency, when the samples carry inner seconds (the last stage's work is the profile's).
+  std::optional<cost::QuadraticLatency> inner_latency;
+  std::optional<double> inner_error;
   [[nodiscard]] bool usable() const noexcept { return max_len.has_value(); }
   friend bool operator==(const FitRunScheme&, const FitRunScheme&) = default;
 };
@@ -72,10 +75,16 @@ struct record<FitRunScheme> {
   using T = FitRunScheme;
   static constexpr std::string_view name = "scheme fit";
   static constexpr auto fields = std::tuple{
-      SLUICE_IO_INLINE(scheme), SLUICE_IO_MEMBERS(samples, latency, latency_error, memory, max_len, util_len)};
+      SLUICE_IO_INLINE(scheme), SLUICE_IO_MEMBERS(samples, latency, latency_error, memory, max_len, util_len),
+      member("inner_latency", &T::inner_latency, Presence::omitted_when_empty),
+      member("inner_error", &T::inner_error, Presence::omitted_when_empty)};
   static void check(const T& fit) {
     sluice::require(fit.samples >= 1, name, ": field 'samples' must be >= 1, got ", fit.samples);
     sluice::require(fit.latency_error >= 0, name, ": field 'latency_error' must be >= 0, got ", fit.latency_error);
+    sluice::require(fit.inner_latency.has_value() == fit.inner_error.has_value(), name,
+                    ": fields 'inner_latency' and 'inner_error' come together");
+    sluice::require(fit.inner_error.value_or(0) >= 0, name, ": field 'inner_error' must be >= 0, got ",
+                    fit.inner_error.value_or(0));
   }
   static void write_derived(json& out, const T& fit) { out["usable"] = fit.usable(); }
   static void check(const T& fit, const json& document) {
@@ -88,7 +97,9 @@ struct record<FitRunScheme> {
 SLUICE_IO_DOCS(FitRunScheme, {"samples", "How many samples the fit was made from"},
                {"latency_error", "The latency fit's relative RMS error"},
                {"memory", "The peak memory's fit; empty when the samples carry no peak bytes"},
-               {"max_len", "Empty when the scheme is not usable"}, {"util_len", "Empty when the scheme is not usable"});
+               {"max_len", "Empty when the scheme is not usable"}, {"util_len", "Empty when the scheme is not usable"},
+               {"inner_latency", "Another stage's fitted latency; absent when the samples carry no inner seconds"},
+               {"inner_error", "The inner latency fit's relative RMS error; absent with inner_latency"});
 
 // The profile is a whole document of its own, so that it can be cut out and read alone.
 template <>
@@ -103,8 +114,9 @@ struct record<FitRun> {
     // Each fit within the bound, and usable exactly when the profile keeps the scheme, with the profile's lengths.
     for (std::size_t k = 0; k < run.schemes.size(); ++k) {
       const FitRunScheme& fit = run.schemes[k];
-      sluice::require(fit.latency_error <= run.max_error, name, ": field 'schemes'[", k, "]: latency error ",
-                      fit.latency_error, " exceeds max_error ", run.max_error);
+      sluice::require(fit.latency_error <= run.max_error && fit.inner_error.value_or(0) <= run.max_error, name,
+                      ": field 'schemes'[", k, "]: latency error ", fit.latency_error, " or inner error ",
+                      fit.inner_error.value_or(0), " exceeds max_error ", run.max_error);
       const cost::SchemeCost* kept = run.profile.find(fit.scheme);
       sluice::require(fit.usable() == (kept != nullptr), name, ": field 'schemes'[", k, "]: ", fit.scheme.name(),
                       fit.usable() ? " is usable but not in the profile" : " is in the profile but not usable");

@@ -16,6 +16,7 @@
 #include <system_error>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -44,6 +45,9 @@ inline void check_sample(const cost::ProfileSample& sample, const std::string& w
   if (sample.peak_bytes)
     sluice::require(std::isfinite(*sample.peak_bytes) && *sample.peak_bytes > 0, where,
                     ": peak_bytes must be finite and > 0, got ", *sample.peak_bytes);
+  if (sample.inner_seconds)
+    sluice::require(std::isfinite(*sample.inner_seconds) && *sample.inner_seconds > 0, where,
+                    ": inner_seconds must be finite and > 0, got ", *sample.inner_seconds);
 }
 
 inline std::string_view trimmed(std::string_view text) {
@@ -76,12 +80,13 @@ Scheme scheme_at(Make&& make, std::string_view where) {
 }  // namespace detail
 
 // CSV: a header naming the columns tp, pp (or instead scheme, spelt as Scheme::name, for schemes with context
-// parallelism or recomputation), tokens, seconds and optionally peak_bytes (any order), then one sample per line.
-// Blank lines and lines starting with '#' are skipped; blanks around a cell are ignored; an empty peak_bytes cell
-// means not measured. Errors name the source, the 1-based line and the column.
+// parallelism or recomputation), tokens, seconds and optionally peak_bytes and inner_seconds (any order), then one
+// sample per line. Blank lines and lines starting with '#' are skipped; blanks around a cell are ignored; an empty
+// peak_bytes or inner_seconds cell means not measured. Errors name the source, the 1-based line and the column.
 inline cost::ProfileSamples parse_profile_samples_csv(std::string_view text, std::string_view source) {
   const std::string name = data::detail::source_name(source);
-  static constexpr std::string_view known[] = {"tp", "pp", "scheme", "tokens", "seconds", "peak_bytes"};
+  static constexpr std::string_view known[] = {"tp",      "pp",         "scheme",       "tokens",
+                                               "seconds", "peak_bytes", "inner_seconds"};
   std::map<std::string, std::size_t, std::less<>> columns;
   std::size_t width = 0;
   cost::ProfileSamples result;
@@ -103,7 +108,8 @@ inline cost::ProfileSamples parse_profile_samples_csv(std::string_view text, std
     if (columns.empty()) {  // the header
       for (std::size_t i = 0; i < cells.size(); ++i) {
         sluice::require(std::ranges::find(known, cells[i]) != std::end(known), where, ": unknown column ",
-                        data::detail::excerpt(cells[i]), " (expected tp, pp, scheme, tokens, seconds, peak_bytes)");
+                        data::detail::excerpt(cells[i]),
+                        " (expected tp, pp, scheme, tokens, seconds, peak_bytes, inner_seconds)");
         sluice::require(columns.emplace(std::string(cells[i]), i).second, where, ": column ", cells[i],
                         " is named twice");
       }
@@ -130,26 +136,34 @@ inline cost::ProfileSamples parse_profile_samples_csv(std::string_view text, std
                                     },
                                     where);
     cost::ProfileSample sample{scheme, detail::csv_value<std::int64_t>(cell("tokens"), where, "tokens"),
-                               detail::csv_value<double>(cell("seconds"), where, "seconds"), std::nullopt};
-    if (columns.contains("peak_bytes") && !cell("peak_bytes").empty())
-      sample.peak_bytes = detail::csv_value<double>(cell("peak_bytes"), where, "peak_bytes");
+                               detail::csv_value<double>(cell("seconds"), where, "seconds"), std::nullopt,
+                               std::nullopt};
+    for (const auto& [column, value] :
+         {std::pair{"peak_bytes", &sample.peak_bytes}, std::pair{"inner_seconds", &sample.inner_seconds}})
+      if (columns.contains(column) && !cell(column).empty())
+        *value = detail::csv_value<double>(cell(column), where, column);
     detail::check_sample(sample, where);
     result.samples.push_back(sample);
   }
-  sluice::require(!columns.empty(), name, ": no header line (expected tp,pp,tokens,seconds[,peak_bytes])");
+  sluice::require(!columns.empty(), name,
+                  ": no header line (expected tp,pp,tokens,seconds[,peak_bytes][,inner_seconds])");
   sluice::require(!result.samples.empty(), name, ": no samples after the header");
   return result;
 }
 
 // The CSV that parse_profile_samples_csv reads back exactly (numbers in their shortest round-trip form).
-// Schemes go by tp and pp while all are ⟨TP, PP⟩, by name otherwise.
+// Schemes go by tp and pp while all are ⟨TP, PP⟩, by name otherwise; inner_seconds is a column when a sample has it.
 inline std::string profile_samples_csv(Span<const cost::ProfileSample> samples) {
   const bool by_name = std::ranges::any_of(samples, [](const cost::ProfileSample& x) { return !x.scheme.is_base(); });
-  std::string text = by_name ? "scheme,tokens,seconds,peak_bytes\n" : "tp,pp,tokens,seconds,peak_bytes\n";
+  const bool inner =
+      std::ranges::any_of(samples, [](const cost::ProfileSample& x) { return x.inner_seconds.has_value(); });
+  const auto optional = [](const std::optional<double>& value) { return value ? sluice::shortest(*value) : ""; };
+  std::string text =
+      sluice::concat(by_name ? "scheme" : "tp,pp", ",tokens,seconds,peak_bytes", inner ? ",inner_seconds" : "", "\n");
   for (const cost::ProfileSample& sample : samples)
     text += sluice::concat(by_name ? sample.scheme.name() : sluice::concat(sample.scheme.tp(), ",", sample.scheme.pp()),
-                           ",", sample.tokens, ",", sluice::shortest(sample.seconds), ",",
-                           sample.peak_bytes ? sluice::shortest(*sample.peak_bytes) : "", "\n");
+                           ",", sample.tokens, ",", sluice::shortest(sample.seconds), ",", optional(sample.peak_bytes),
+                           inner ? "," + optional(sample.inner_seconds) : "", "\n");
   return text;
 }
 
@@ -164,12 +178,14 @@ struct adl_serializer<sluice::cost::ProfileSample> {
     out["tokens"] = sample.tokens;
     out["seconds"] = sample.seconds;
     if (sample.peak_bytes) out["peak_bytes"] = *sample.peak_bytes;
+    if (sample.inner_seconds) out["inner_seconds"] = *sample.inner_seconds;
   }
   static sluice::cost::ProfileSample from_json(const json& in) {
     using sluice::io::field;
     sluice::cost::ProfileSample sample{in.get<sluice::Scheme>(), field<std::int64_t>(in, "tokens", "sample"),
-                                       field<double>(in, "seconds", "sample"), std::nullopt};
+                                       field<double>(in, "seconds", "sample"), std::nullopt, std::nullopt};
     if (in.contains("peak_bytes")) sample.peak_bytes = field<double>(in, "peak_bytes", "sample");
+    if (in.contains("inner_seconds")) sample.inner_seconds = field<double>(in, "inner_seconds", "sample");
     sluice::io::detail::check_sample(sample, "sample");
     return sample;
   }

@@ -42,11 +42,13 @@ private:
   double bytes_per_token_;
 };
 
-// A scheme of a profile as the micro-batch DP sees it: its stage cost, and the per-micro-batch memory limit
-// under 1F1B, (budget − model states) / PP (DynaPipe §4: 1/c of the memory left for activations).
+// A scheme of a profile as the micro-batch DP sees it: its stage cost, the per-micro-batch memory limit under 1F1B,
+// (budget − model states) / PP (DynaPipe §4: 1/c of the memory left for activations), and the last stage's own work,
+// which the schedule takes off the other stages (schedule::PipelinePlanOptions::last_stage).
 struct StageCostSetup {
   QuadraticStageCost model;
   double memory_limit = 0;
+  cost::LastStageWork last_stage{};
 };
 
 inline StageCostSetup stage_cost(const cost::SchemeCost& scheme) {
@@ -58,7 +60,7 @@ inline StageCostSetup stage_cost(const cost::SchemeCost& scheme) {
   sluice::require(limit > 0, "stage cost: scheme ", scheme.scheme.name(),
                   " leaves no memory for activations (model states ", memory.fixed_bytes(), " bytes, budget ",
                   memory.budget_bytes(), " bytes)");
-  return {QuadraticStageCost(scheme.latency, memory.bytes_per_token() / pp), limit};
+  return {QuadraticStageCost(scheme.latency, memory.bytes_per_token() / pp), limit, scheme.last_stage};
 }
 
 // A profiled grid with axes (micro-batch size, length) for D = 2 or (micro-batch size, input, target) for

@@ -66,8 +66,8 @@ inline FlexUnits flex_units(const assign::FlexCpPlan& plan, const Strategy& stra
       for (int unit = group.first_unit; unit < group.first_unit + degree; ++unit)
         result.kept[static_cast<std::size_t>(unit)].push_back(static_cast<int>(m));
     }
-    whole.micro_batches.push_back(detail::uniform_micro_batch(
-        base.pp(), assign::flex_cp_micro_batch_seconds(problem, micro_batch), 0, tokens, options.backward_ratio));
+    whole.micro_batches.push_back(detail::staged_micro_batch(
+        base.pp(), assign::flex_cp_micro_batch_seconds(problem, micro_batch), {}, 0, tokens, options.backward_ratio));
   }
   result.schedule = schedule_pipeline(whole, {.kind = ScheduleKind::one_f_one_b, .seed = 1, .clusters = 0});
   return result;

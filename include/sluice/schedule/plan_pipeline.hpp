@@ -32,6 +32,9 @@ struct PipelinePlanOptions {
   double tmax_interval = 5e-6;
   ScheduleOptions schedule{};
   ProblemOptions problem{};
+  // The last stage's own work per micro-batch (a profile scheme's, microbatch::stage_cost); zero prices every stage
+  // alike.
+  cost::LastStageWork last_stage{};
 };
 
 struct ReplicaSchedule {
@@ -68,8 +71,8 @@ inline PipelineRunPlan schedule_partition(microbatch::Partition partition, const
   for (const std::vector<std::size_t>& indices : plan.assignment.replicas) {
     ReplicaSchedule replica{indices, {}, {}};
     if (!indices.empty()) {
-      replica.problem =
-          problem_for(plan.partition, indices, options.stages, detail::stage_memory(options), options.problem);
+      replica.problem = problem_for(plan.partition, indices, options.stages, detail::stage_memory(options),
+                                    options.last_stage, options.problem);
       replica.schedule = schedule_pipeline(replica.problem, options.schedule);
       plan.makespan = std::max(plan.makespan, replica.schedule.simulation.makespan);
     }
@@ -114,7 +117,7 @@ void validate(const PipelineRunPlan& plan, Span<const microbatch::Sample> sample
           " schedules other micro-batches than it was assigned");
     if (replica.micro_batches.empty()) continue;
     check(replica.problem == problem_for(plan.partition, replica.micro_batches, options.stages,
-                                         detail::stage_memory(options), options.problem),
+                                         detail::stage_memory(options), options.last_stage, options.problem),
           "replica ", r, " problem is not its micro-batches'");
     validate(replica.schedule, replica.problem);
     makespan = std::max(makespan, replica.schedule.simulation.makespan);

@@ -1,7 +1,7 @@
 #pragma once
 // Scheduling problems for the micro-batches sluice's planners produce: DynaPipe's micro-batch DP (any
 // MicroBatchCostModel) and Hydraulis' packing of one pipeline of an iteration plan (a profile's scheme).
-// The cost models charge forward + backward together; the scheduler needs them apart.
+// The cost models charge forward + backward together; the scheduler needs them apart, and per stage.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -37,13 +37,21 @@ inline void require_valid(const ProblemOptions& options) {
 
 namespace detail {
 
-// A micro-batch that costs the same on every stage (the planners' stage models are per stage).
-inline MicroBatchCost uniform_micro_batch(int stages, double seconds, double activation_bytes, std::int64_t tokens,
-                                          double backward_ratio) {
-  const double forward = seconds / (1 + backward_ratio);
+// A micro-batch on `stages` stages: `seconds` on the last, and on every other stage `seconds` less the last stage's
+// own work on its tokens (zero work: the same on every stage); `activation_bytes` on each.
+inline MicroBatchCost staged_micro_batch(int stages, double seconds, const cost::LastStageWork& last_stage,
+                                         double activation_bytes, std::int64_t tokens, double backward_ratio) {
+  const double other = stages > 1 ? seconds - last_stage.seconds(tokens) : seconds;
+  sluice::require(other > 0, "schedule problem: a micro-batch of ", tokens, " tokens lasts ", seconds,
+                  " s on the last stage, no more than that stage's own work ", last_stage.seconds(tokens), " s");
   const auto c = static_cast<std::size_t>(stages);
-  return {std::vector<double>(c, forward), std::vector<double>(c, seconds - forward),
-          std::vector<double>(c, activation_bytes), tokens};
+  MicroBatchCost cost{{}, {}, std::vector<double>(c, activation_bytes), tokens};
+  for (std::size_t stage = 0; stage < c; ++stage) {
+    const double total = stage + 1 == c ? seconds : other;
+    cost.forward.push_back(total / (1 + backward_ratio));
+    cost.backward.push_back(total - cost.forward.back());
+  }
+  return cost;
 }
 
 inline Problem empty_problem(int stages, double stage_memory_limit, const ProblemOptions& options) {
@@ -62,24 +70,28 @@ inline Problem empty_problem(int stages, double stage_memory_limit, const Proble
 
 // The micro-batches `indices` of a partition (in that order) on a pipeline of `stages` stages whose stages may
 // each hold `stage_memory_limit` activation bytes. A micro-batch's boundary tensor has rows × (input + target)
-// tokens; its time and memory are the partition's, which are per stage.
+// tokens; its time is the partition's on the last stage (less `last_stage` work on the others), its memory the
+// partition's on each stage.
 inline Problem problem_for(const microbatch::Partition& partition, Span<const std::size_t> indices, int stages,
-                           double stage_memory_limit, const ProblemOptions& options) {
+                           double stage_memory_limit, const cost::LastStageWork& last_stage,
+                           const ProblemOptions& options) {
   Problem problem = detail::empty_problem(stages, stage_memory_limit, options);
   for (const std::size_t index : indices) {
     sluice::require(index < partition.micro_batches.size(), "schedule problem: micro-batch index ", index,
                     " outside the partition's ", partition.micro_batches.size());
     const microbatch::ShapedMicroBatch& mb = partition.micro_batches[index];
-    problem.micro_batches.push_back(detail::uniform_micro_batch(
-        stages, mb.seconds, mb.bytes, mb.shape.rows * (mb.shape.input + mb.shape.target), options.backward_ratio));
+    problem.micro_batches.push_back(detail::staged_micro_batch(stages, mb.seconds, last_stage, mb.bytes,
+                                                               mb.shape.rows * (mb.shape.input + mb.shape.target),
+                                                               options.backward_ratio));
   }
   require_problem(problem);
   return problem;
 }
 
-// One pipeline of a Hydraulis iteration plan on its scheme: every stage runs the packed micro-batch's time;
-// its activation is the scheme's memory per token divided by PP (LinearMemory charges the PP micro-batches the
-// first stage holds under 1F1B), and a stage may hold what the budget leaves after the model states.
+// One pipeline of a Hydraulis iteration plan on its scheme: the last stage runs the packed micro-batch's time, the
+// others that less the scheme's last-stage work; its activation is the scheme's memory per token divided by PP
+// (LinearMemory charges the PP micro-batches the first stage holds under 1F1B), and a stage may hold what the
+// budget leaves after the model states.
 inline Problem problem_for(const assign::PipelinePlan& pipeline, const cost::SchemeCost& scheme,
                            const ProblemOptions& options) {
   sluice::require(pipeline.scheme == scheme.scheme, "schedule problem: pipeline ", pipeline.index, " runs ",
@@ -97,8 +109,9 @@ inline Problem problem_for(const assign::PipelinePlan& pipeline, const cost::Sch
   Problem problem = detail::empty_problem(stages, activation_budget, options);
   const double bytes_per_token = memory.bytes_per_token() / stages;
   for (const assign::MicroBatch& mb : pipeline.micro_batches)
-    problem.micro_batches.push_back(detail::uniform_micro_batch(
-        stages, mb.seconds, bytes_per_token * static_cast<double>(mb.tokens), mb.tokens, options.backward_ratio));
+    problem.micro_batches.push_back(detail::staged_micro_batch(stages, mb.seconds, scheme.last_stage,
+                                                               bytes_per_token * static_cast<double>(mb.tokens),
+                                                               mb.tokens, options.backward_ratio));
   require_problem(problem);
   return problem;
 }

@@ -2,15 +2,16 @@
 // Profiling the executor's model on a GPU to close the cost-model loop: for each scheme <TP, CP, PP> (with or without
 // full recompute), the pipeline's last stage of ceil(layers / PP) layers, with the final norm, the LM head and the
 // loss (and the embedding when PP is 1), runs forward and backward on single sequences over a sweep of lengths
-// (median of several repetitions, timed with CUDA events). The cost model prices every stage alike, and under 1F1B
-// the last stage's work sets the iteration (DynaPipe, EuroSys'24, §4 and Fig. 10), so its time is the stage's. The
-// activation memory is read from the allocators' high-water marks of a middle stage of as many layers (the memory
-// model's A is per layer, and the logits live for one micro-batch only). A stage of TP·CP lanes runs them all on the
-// one GPU, serialized on one stream with their collectives as device copies: a sample is the GPU time of every lane
-// divided by the lanes, the time a lane takes on a GPU of its own when the lanes are balanced (TP's even shards, CP's
-// causal balance), without the time its collectives would spend on links. The samples are fitted by
-// cost::fit_quadratic and assembled into a sluice profile (profile_spec), which the planners read like any other
-// (io::write_document writes it as sluice.profile JSON).
+// (median of several repetitions, timed with CUDA events). Under 1F1B the last stage's work sets the iteration
+// (DynaPipe, EuroSys'24, §4 and Fig. 10), so its time is the scheme's T(l); with PP > 1 a middle stage of as many
+// layers is timed too, and the difference of the two fits is the last stage's own work, which the schedule takes
+// off the other stages (cost::LastStageWork). The activation memory is read from the allocators' high-water marks of a
+// middle stage of as many layers (the memory model's A is per layer, and the logits live for one micro-batch only). A
+// stage of TP·CP lanes runs them all on the one GPU, serialized on one stream with their collectives as device copies:
+// a sample is the GPU time of every lane divided by the lanes, the time a lane takes on a GPU of its own when the lanes
+// are balanced (TP's even shards, CP's causal balance), without the time its collectives would spend on links. The
+// samples are fitted by cost::fit_quadratic and assembled into a sluice profile (profile_spec), which the planners read
+// like any other (io::write_document writes it as sluice.profile JSON).
 //
 // profile_stage and profile_gpu need sluice::executor (CUDA); profile_spec is plain C++.
 #include <algorithm>
@@ -42,16 +43,18 @@ struct ProfilerOptions {
 
 struct StageSample {
   std::int64_t length = 0;
-  double seconds = 0;           // forward + backward
+  double seconds = 0;           // forward + backward of the last stage
   double activation_bytes = 0;  // a middle stage's peak allocation during forward + backward
+  double inner_seconds = 0;     // forward + backward of the middle stage; 0 (not timed) with PP 1
 };
 
 struct StageProfile {
   Scheme scheme;
   int layers = 0;  // layers of the profiled stages: ceil(model layers / PP)
   std::vector<StageSample> samples;
-  cost::FitResult fit;
-  double activation_bytes_per_token = 0;  // a lane's, the largest bytes / length over the samples
+  cost::FitResult fit;                       // the last stage's
+  std::optional<cost::FitResult> inner_fit;  // the middle stage's, with PP > 1
+  double activation_bytes_per_token = 0;     // a lane's, the largest bytes / length over the samples
 };
 
 // Raises invalid_input for bad options, a model the CUDA kernels cannot run, or a scheme the model cannot (job.hpp's
@@ -77,12 +80,12 @@ struct DeviceMemory {
   double context_bytes = 0;
 };
 
-// The sluice profile of the measured stages: each stage's scheme with its fitted latency, and the Hydraulis memory
-// model with A for each TP degree (activation bytes per token, hidden unit and layer, the lane's bytes times TP·CP:
-// the model divides by them) the largest measured without recompute (the memory model derives a recomputing stage's
-// from it; every TP profiled needs a stage without recompute) and B the mixed-precision Adam states (16 bytes per
-// parameter) of a layer. When a fit has no linear term the UtilLen is stated as the longest length profiled (the
-// fixed cost never amortises within the sweep).
+// The sluice profile of the measured stages: each stage's scheme with its fitted latency (and last-stage work), and the
+// Hydraulis memory model with A for each TP degree (activation bytes per token, hidden unit and layer, the lane's bytes
+// times TP·CP: the model divides by them) the largest measured without recompute (the memory model derives a
+// recomputing stage's from it; every TP profiled needs a stage without recompute) and B the mixed-precision Adam states
+// (16 bytes per parameter) of a layer. When a fit has no linear term the UtilLen is stated as the longest length
+// profiled (the fixed cost never amortises within the sweep).
 inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const StageProfile> stages,
                                       const DeviceMemory& memory, const ProfilerOptions& options,
                                       const std::string& device) {
@@ -94,12 +97,14 @@ inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const 
   const auto f = static_cast<double>(model.ffn);
   cost::ProfileSpec spec;
   spec.name = "executor";
-  spec.source = "sluice reference executor profiler on " + device +
-                ": forward + backward of one sequence through a pipeline's last stage: ceil(layers / PP) decoder "
-                "layers, the final norm, the LM head and the loss, and the embedding with PP 1 (bf16, cuBLAS GEMMs, "
-                "the executor's attention kernels), median of " +
-                std::to_string(options.repetitions) +
-                " runs per length; activation bytes from a middle stage's allocator high-water mark";
+  spec.source =
+      "sluice reference executor profiler on " + device +
+      ": forward + backward of one sequence through a pipeline's last stage: ceil(layers / PP) decoder "
+      "layers, the final norm, the LM head and the loss, and the embedding with PP 1 (bf16, cuBLAS GEMMs, "
+      "the executor's attention kernels), median of " +
+      std::to_string(options.repetitions) +
+      " runs per length; with PP > 1 a middle stage too, for the last stage's own work; activation bytes from "
+      "a middle stage's allocator high-water mark";
   spec.model = {"executor decoder", model.layers, model.hidden, model.vocab};
   std::int64_t widest = 1;
   std::map<int, double> activation_constants;  // by TP
@@ -131,18 +136,22 @@ inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const 
   for (const StageProfile& stage : stages) {
     std::optional<std::int64_t> util_len;
     if (stage.fit.model.b() == 0 && stage.fit.model.c() > 0) util_len = longest;
-    spec.schemes.push_back({stage.scheme, stage.fit.model, std::nullopt, util_len});
+    spec.schemes.push_back(
+        {stage.scheme, stage.fit.model, std::nullopt, util_len,
+         stage.inner_fit ? cost::last_stage_work(stage.fit.model, stage.inner_fit->model) : cost::LastStageWork{}});
   }
   return spec;
 }
 
-// The stages' (length, seconds) as the samples `sluice fit` reads (docs/profiling.md). Peak bytes are left out:
-// one stage's activations are not the training iteration's peak that the memory fit needs.
+// The stages' (length, seconds, and the middle stage's seconds with PP > 1) as the samples `sluice fit` reads
+// (docs/profiling.md). Peak bytes are left out: one stage's activations are not the training iteration's peak that
+// the memory fit needs.
 inline std::vector<cost::ProfileSample> profile_samples(std::span<const StageProfile> stages) {
   std::vector<cost::ProfileSample> samples;
   for (const StageProfile& stage : stages)
     for (const StageSample& sample : stage.samples)
-      samples.push_back({stage.scheme, sample.length, sample.seconds, std::nullopt});
+      samples.push_back({stage.scheme, sample.length, sample.seconds, std::nullopt,
+                         sample.inner_seconds > 0 ? std::optional(sample.inner_seconds) : std::nullopt});
   return samples;
 }
 

@@ -172,7 +172,7 @@ StageProfile profile_stage(const ModelConfig& model, const Scheme& scheme, const
   // Timed: the pipeline's last stage, whose work sets a 1F1B iteration, with the most layers a stage holds, the
   // final norm, the LM head and the loss (and the embedding with PP 1). Its memory is not the model's A (the logits
   // live for one micro-batch only): that comes from a middle stage of the same layers, whose initial values are the
-  // timed stage's.
+  // timed stage's. With PP > 1 the middle stage is timed too: the other stages' time.
   const int first_layer = model.layers - profile.layers;
   const bool first = scheme.pp() == 1;
   std::vector<InitialShards> initial;
@@ -238,23 +238,32 @@ StageProfile profile_stage(const ModelConfig& model, const Scheme& scheme, const
     double bytes = 0;
     for (std::size_t l = 0; l < middle.lanes.size(); ++l)
       bytes = std::max(bytes, static_cast<double>(middle.lanes[l].allocator->peak() - baselines[l]));
-    for (int w = 0; w < options.warmup; ++w) forward_backward(timed);
-    std::vector<double> times;
-    for (int r = 0; r < options.repetitions; ++r) {
-      start.record(stream.get());
-      forward_backward(timed);
-      end.record(stream.get());
-      SLUICE_CUDA_CHECK(cudaEventSynchronize(end.get()));
-      times.push_back(seconds_between(start, end) / lanes);
-    }
-    std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-    profile.samples.push_back({length, times[times.size() / 2], bytes});
+    // The median over the repetitions of a lane's share of the stage's GPU time.
+    const auto median_seconds = [&](ProfiledStage& stage) {
+      for (int w = 0; w < options.warmup; ++w) forward_backward(stage);
+      std::vector<double> times;
+      for (int r = 0; r < options.repetitions; ++r) {
+        start.record(stream.get());
+        forward_backward(stage);
+        end.record(stream.get());
+        SLUICE_CUDA_CHECK(cudaEventSynchronize(end.get()));
+        times.push_back(seconds_between(start, end) / lanes);
+      }
+      std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+      return times[times.size() / 2];
+    };
+    const double seconds = median_seconds(timed);
+    profile.samples.push_back({length, seconds, bytes, scheme.pp() > 1 ? median_seconds(middle) : 0.0});
     profile.activation_bytes_per_token =
         std::max(profile.activation_bytes_per_token, bytes / static_cast<double>(length));
   }
-  std::vector<cost::LatencySample> latencies;
-  for (const StageSample& sample : profile.samples) latencies.push_back({sample.length, sample.seconds});
+  std::vector<cost::LatencySample> latencies, inner_latencies;
+  for (const StageSample& sample : profile.samples) {
+    latencies.push_back({sample.length, sample.seconds});
+    if (scheme.pp() > 1) inner_latencies.push_back({sample.length, sample.inner_seconds});
+  }
   profile.fit = cost::fit_quadratic(latencies);
+  if (!inner_latencies.empty()) profile.inner_fit = cost::fit_quadratic(inner_latencies);
   return profile;
 }
 
