@@ -328,6 +328,13 @@ TEST_CASE("fit_run: broken documents name the member") {
   broken([](io::json& bad) { bad["out"] = 3; }, "field 'out'");
   broken([](io::json& bad) { bad["schemes"][0]["samples"] = -1; }, "field 'samples'");
   broken([](io::json& bad) { bad["schemes"][0]["latency_error"] = 0.5; }, "exceeds max_error");
+  broken([](io::json& bad) { bad["schemes"][0]["inner_error"] = 0.01; }, "'inner_latency' and 'inner_error' come");
+  broken(
+      [](io::json& bad) {
+        bad["schemes"][0]["inner_latency"] = bad["schemes"][0]["latency"];
+        bad["schemes"][0]["inner_error"] = 0.5;
+      },
+      "]: inner error 0.5 exceeds max_error");
   broken([](io::json& bad) { bad["schemes"][0]["usable"] = false; }, "field 'usable' is false");
   broken([](io::json& bad) { bad["schemes"][0]["max_len"] = 17; }, "are not the profile's");
   broken([](io::json& bad) { bad["schemes"][0]["memory"]["bytes_per_token"] = -2.0; }, "'bytes_per_token' must be");

@@ -114,8 +114,9 @@ struct record<FitRun> {
     // Each fit within the bound, and usable exactly when the profile keeps the scheme, with the profile's lengths.
     for (std::size_t k = 0; k < run.schemes.size(); ++k) {
       const FitRunScheme& fit = run.schemes[k];
-      sluice::require(fit.latency_error <= run.max_error && fit.inner_error.value_or(0) <= run.max_error, name,
-                      ": field 'schemes'[", k, "]: latency error ", fit.latency_error, " or inner error ",
+      sluice::require(fit.latency_error <= run.max_error, name, ": field 'schemes'[", k, "]: latency error ",
+                      fit.latency_error, " exceeds max_error ", run.max_error);
+      sluice::require(fit.inner_error.value_or(0) <= run.max_error, name, ": field 'schemes'[", k, "]: inner error ",
                       fit.inner_error.value_or(0), " exceeds max_error ", run.max_error);
       const cost::SchemeCost* kept = run.profile.find(fit.scheme);
       sluice::require(fit.usable() == (kept != nullptr), name, ": field 'schemes'[", k, "]: ", fit.scheme.name(),
