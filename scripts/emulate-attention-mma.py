@@ -68,24 +68,29 @@ def mma_into(acc, column, a, b, half):
     mma(c, a, [b[L][2*half] for L in range(32)], [b[L][2*half+1] for L in range(32)])
     acc[:, column, :] = c
 
-def row_products(a_tile, a_row, b_tile, D):
-    s = np.zeros((32, 8, 4))
+def row_products(a_tile, a_row, b_tile, D, M=1):
+    """[m][lane][n][e]: M mma tiles of rows a_row + 16·m, each B fragment feeding the M products of its k step."""
+    s = np.zeros((M, 32, 8, 4))
     for k in range(D // 16):
-        a = load_a(a_tile, a_row, k * 16)
+        a = [load_a(a_tile, a_row + 16 * m, k * 16) for m in range(M)]
         for n in range(4):
             b = load_b_rows_n(b_tile, n * 16, k * 16)
-            mma_into(s, 2*n, a, b, 0)
-            mma_into(s, 2*n+1, a, b, 1)
+            for m in range(M):
+                mma_into(s[m], 2*n, a[m], b, 0)
+                mma_into(s[m], 2*n+1, a[m], b, 1)
     return s
 
 def accumulate(acc, p, tile, D):
+    """acc[m] += p[m] · tile for each of the M mma tiles, each B fragment feeding the M products of its step."""
     for k in range(4):
-        a = [((p[L][2*k][0], p[L][2*k][1]), (p[L][2*k][2], p[L][2*k][3]),
-              (p[L][2*k+1][0], p[L][2*k+1][1]), (p[L][2*k+1][2], p[L][2*k+1][3])) for L in range(32)]
+        a = [[((pm[L][2*k][0], pm[L][2*k][1]), (pm[L][2*k][2], pm[L][2*k][3]),
+               (pm[L][2*k+1][0], pm[L][2*k+1][1]), (pm[L][2*k+1][2], pm[L][2*k+1][3])) for L in range(32)]
+             for pm in p]
         for n in range(D // 16):
             b = load_b_rows_k(tile, k * 16, n * 16)
-            mma_into(acc, 2*n, a, b, 0)
-            mma_into(acc, 2*n+1, a, b, 1)
+            for m in range(len(p)):
+                mma_into(acc[m], 2*n, a[m], b, 0)
+                mma_into(acc[m], 2*n+1, a[m], b, 1)
 
 class Rows:
     """attention_rows.cuh's SideRows of one sequence (begin 0); positions None: a row's position is its index."""
@@ -117,11 +122,11 @@ def tile_key_end(queries, first_query, tile, keys):
     last = min(queries.length, first_query + tile) - 1
     return 0 if last < 0 else visible_keys(keys, queries.position(last))
 
-def shared(D):
-    return np.full((64, D), np.nan)  # uninitialised: a product that reads it before a copy turns NaN
+def shared(D, rows=64):
+    return np.full((rows, D), np.nan)  # uninitialised: a product that reads it before a copy turns NaN
 
 def copy_tile(tile, x, rows, first_row):
-    for r in range(64):
+    for r in range(len(tile)):
         tile[r] = x[first_row + r] if first_row + r < rows.length else 0
 
 def copy_key_tile(k_tiles, v_tiles, k, v, keys, tile):
@@ -133,10 +138,10 @@ def quad(x, op):
     x = op(x, x[lanes ^ 1])
     return op(x, x[lanes ^ 2])
 
-def store_rows(acc, factor, out, first_row, warp, rows, D):
+def store_rows(acc, factor, out, mma_row, rows, D):
     for L in range(32):
         for half in range(2):
-            row = first_row + warp * 16 + L // 4 + 8 * half
+            row = mma_row + L // 4 + 8 * half
             if row >= rows.length: continue
             for n in range(D // 8):
                 out[row, 8*n + 2*(L % 4)] = acc[L][n][2*half] * factor[L][half]
@@ -147,59 +152,71 @@ def per_row(first_row, f):
     return [[[f(first_row + warp * 16 + L // 4 + 8 * half) for half in range(2)] for L in range(32)]
             for warp in range(4)]
 
+FORWARD_TILE, M = 128, 2  # the forward's query rows per block, and 16-row mma tiles per warp (32 rows)
+
 def forward(q, k, v, queries, keys, scale, D):
     out = np.full((queries.length, D), np.nan); lse = np.full(queries.length, np.nan)
     log2e = 1 / np.log(2)
-    for first_query in range(0, queries.length, 64):  # the grid's blocks; those past the sequence return
-        key_tiles = (tile_key_end(queries, first_query, 64, keys) + 63) // 64
-        q_tile = shared(D); k_tiles = [shared(D), shared(D)]; v_tiles = [shared(D), shared(D)]
+    for first_query in range(0, queries.length, FORWARD_TILE):  # the grid's blocks; those past the sequence return
+        key_tiles = (tile_key_end(queries, first_query, FORWARD_TILE, keys) + 63) // 64
+        q_tile = shared(D, FORWARD_TILE); k_tiles = [shared(D), shared(D)]; v_tiles = [shared(D), shared(D)]
         if key_tiles > 0:
             copy_tile(q_tile, q, queries, first_query); copy_key_tile(k_tiles, v_tiles, k, v, keys, 0)
         else: seen["forward tiles seeing no key"] += 1
-        key_end = per_row(first_query, lambda query: visible_keys(keys, queries.position(query))
-                          if query < queries.length else 0)
-        unmasked_keys = [key_end[warp][0][0] for warp in range(4)]  # __shfl_sync from lane 0
+        warp_row = [first_query + warp * 16 * M for warp in range(4)]
+        # [warp][m][lane][half]: this thread's rows warp_row + 16·m + lane/4 (+ 8)
+        key_end = [[[[visible_keys(keys, queries.position(query)) if query < queries.length else 0
+                      for query in (warp_row[warp] + 16 * m + L // 4, warp_row[warp] + 16 * m + L // 4 + 8)]
+                     for L in range(32)] for m in range(M)] for warp in range(4)]
+        unmasked_keys = [key_end[warp][0][0][0] for warp in range(4)]  # __shfl_sync from lane 0
+        warp_keys = [tile_key_end(queries, warp_row[warp], 16 * M, keys) for warp in range(4)]
         scale_log2 = scale * log2e
-        acc = np.zeros((4, 32, D // 8, 4)); row_max = np.full((4, 32, 2), -np.inf); row_sum = np.zeros((4, 32, 2))
+        acc = np.zeros((4, M, 32, D // 8, 4))
+        row_max = np.full((4, M, 32, 2), -np.inf); row_sum = np.zeros((4, M, 32, 2))
         for tile in range(key_tiles):
             if tile + 1 < key_tiles: copy_key_tile(k_tiles, v_tiles, k, v, keys, tile + 1)
             k_tile = k_tiles[tile & 1]; v_tile = v_tiles[tile & 1]
             first_key = tile * 64
             for warp in range(4):
-                s = row_products(q_tile, warp * 16, k_tile, D)
+                if first_key >= warp_keys[warp]:
+                    seen["forward tiles a warp skips"] += 1
+                    continue
+                s = row_products(q_tile, warp_row[warp] - first_query, k_tile, D, M)
                 masked = first_key + 64 > unmasked_keys[warp]
                 seen["forward tiles unmasked" if not masked else "forward tiles masked"] += 1
-                tmax = row_max[warp].copy()
-                for L in range(32):
-                    for n in range(8):
-                        for e in range(4):
-                            key = first_key + n * 8 + 2 * (L % 4) + (e & 1)
-                            hidden = masked and key >= key_end[warp][L][e >> 1]
-                            s[L][n][e] = -np.inf if hidden else s[L][n][e] * scale_log2
-                            tmax[L][e >> 1] = max(tmax[L][e >> 1], s[L][n][e])
-                tmax = quad(tmax, np.maximum)
-                shift = np.where(tmax == -np.inf, 0.0, tmax)  # a row that has seen no key yet: exponents from 0
-                rescale = np.exp2(row_max[warp] - shift); row_max[warp] = tmax; row_sum[warp] *= rescale
-                for L in range(32):
-                    for n in range(8):
-                        for e in range(4):
-                            s[L][n][e] = np.exp2(s[L][n][e] - shift[L][e >> 1])
-                            row_sum[warp][L][e >> 1] += s[L][n][e]
-                for L in range(32):
-                    for n in range(D // 8):
-                        for e in range(4): acc[warp][L][n][e] *= rescale[L][e >> 1]
+                for m in range(M):
+                    tmax = row_max[warp][m].copy()
+                    for L in range(32):
+                        for n in range(8):
+                            for e in range(4):
+                                key = first_key + n * 8 + 2 * (L % 4) + (e & 1)
+                                hidden = masked and key >= key_end[warp][m][L][e >> 1]
+                                s[m][L][n][e] = -np.inf if hidden else s[m][L][n][e] * scale_log2
+                                tmax[L][e >> 1] = max(tmax[L][e >> 1], s[m][L][n][e])
+                    tmax = quad(tmax, np.maximum)
+                    shift = np.where(tmax == -np.inf, 0.0, tmax)  # a row that has seen no key yet: exponents from 0
+                    rescale = np.exp2(row_max[warp][m] - shift); row_max[warp][m] = tmax; row_sum[warp][m] *= rescale
+                    for L in range(32):
+                        for n in range(8):
+                            for e in range(4):
+                                s[m][L][n][e] = np.exp2(s[m][L][n][e] - shift[L][e >> 1])
+                                row_sum[warp][m][L][e >> 1] += s[m][L][n][e]
+                    for L in range(32):
+                        for n in range(D // 8):
+                            for e in range(4): acc[warp][m][L][n][e] *= rescale[L][e >> 1]
                 accumulate(acc[warp], s, v_tile, D)
         for warp in range(4):
-            total = quad(row_sum[warp], np.add)
-            inverse = [[1 / t if t > 0 else 0 for t in lane] for lane in total]
-            store_rows(acc[warp], inverse, out, first_query, warp, queries, D)
-            for L in range(32):
-                if L % 4 == 0:
-                    for h in range(2):
-                        query = first_query + warp * 16 + L // 4 + 8 * h
-                        if query < queries.length:
-                            with np.errstate(divide="ignore"):  # log2(0) = -inf for a row that saw no key
-                                lse[query] = (row_max[warp][L][h] + np.log2(total[L][h])) * np.log(2)
+            for m in range(M):
+                total = quad(row_sum[warp][m], np.add)
+                inverse = [[1 / t if t > 0 else 0 for t in lane] for lane in total]
+                store_rows(acc[warp][m], inverse, out, warp_row[warp] + 16 * m, queries, D)
+                for L in range(32):
+                    if L % 4 == 0:
+                        for h in range(2):
+                            query = warp_row[warp] + 16 * m + L // 4 + 8 * h
+                            if query < queries.length:
+                                with np.errstate(divide="ignore"):  # log2(0) = -inf for a row that saw no key
+                                    lse[query] = (row_max[warp][m][L][h] + np.log2(total[L][h])) * np.log(2)
     return out, lse
 
 def backward_dq(q, k, v, do, lse, delta, queries, keys, scale, D):
@@ -216,13 +233,13 @@ def backward_dq(q, k, v, do, lse, delta, queries, keys, scale, D):
         key_end = per_row(first_query, lambda query: visible_keys(keys, queries.position(query))
                           if query < queries.length else 0)
         scale_log2 = scale * log2e
-        acc = np.zeros((4, 32, D // 8, 4))
+        acc = np.zeros((4, 1, 32, D // 8, 4))
         for tile in range(key_tiles):
             if tile + 1 < key_tiles: copy_key_tile(k_tiles, v_tiles, k, v, keys, tile + 1)
             k_tile = k_tiles[tile & 1]; v_tile = v_tiles[tile & 1]
             first_key = tile * 64
             for warp in range(4):
-                s = row_products(q_tile, warp * 16, k_tile, D); dp = row_products(do_tile, warp * 16, v_tile, D)
+                s, = row_products(q_tile, warp * 16, k_tile, D); dp, = row_products(do_tile, warp * 16, v_tile, D)
                 for L in range(32):
                     for n in range(8):
                         for e in range(4):
@@ -230,8 +247,9 @@ def backward_dq(q, k, v, do, lse, delta, queries, keys, scale, D):
                             visible = key < key_end[warp][L][h]
                             p = np.exp2(s[L][n][e] * scale_log2 - lse_log2[warp][L][h]) if visible else 0
                             s[L][n][e] = p * (dp[L][n][e] - row_delta[warp][L][h])
-                accumulate(acc[warp], s, k_tile, D)
-        for warp in range(4): store_rows(acc[warp], np.full((32, 2), scale), dq, first_query, warp, queries, D)
+                accumulate(acc[warp], [s], k_tile, D)
+        for warp in range(4):
+            store_rows(acc[warp][0], np.full((32, 2), scale), dq, first_query + warp * 16, queries, D)
     return dq
 
 def backward_dkdv(q, k, v, do, lse, delta, queries, keys, scale, D):
@@ -255,14 +273,14 @@ def backward_dkdv(q, k, v, do, lse, delta, queries, keys, scale, D):
         query_begin = per_row(first_key, lambda key: first_seeing_query(queries, keys.position(key))
                               if key < keys.length else queries.length)
         scale_log2 = scale * log2e
-        adk = np.zeros((4, 32, D // 8, 4)); adv = np.zeros((4, 32, D // 8, 4))
+        adk = np.zeros((4, 1, 32, D // 8, 4)); adv = np.zeros((4, 1, 32, D // 8, 4))
         for tile in range(query_tiles):
             buffer = tile & 1; first_query = query_start + tile * 64
             if tile + 1 < query_tiles: fetch(buffer ^ 1, first_query + 64)
             q_tile, do_tile = q_tiles[buffer], do_tiles[buffer]
             lse_tile, delta_tile = lse_rows[buffer], delta_rows[buffer]
             for warp in range(4):
-                p = row_products(k_tile, warp * 16, q_tile, D); dp = row_products(v_tile, warp * 16, do_tile, D)
+                p, = row_products(k_tile, warp * 16, q_tile, D); dp, = row_products(v_tile, warp * 16, do_tile, D)
                 for L in range(32):
                     for n in range(8):
                         for e in range(4):
@@ -271,10 +289,10 @@ def backward_dkdv(q, k, v, do, lse, delta, queries, keys, scale, D):
                             pv = np.exp2(p[L][n][e] * scale_log2 - lse_tile[col]) if visible else 0
                             p[L][n][e] = pv
                             dp[L][n][e] = pv * (dp[L][n][e] - delta_tile[col])
-                accumulate(adv[warp], p, do_tile, D); accumulate(adk[warp], dp, q_tile, D)
+                accumulate(adv[warp], [p], do_tile, D); accumulate(adk[warp], [dp], q_tile, D)
         for warp in range(4):
-            store_rows(adk[warp], np.full((32, 2), scale), dk, first_key, warp, keys, D)
-            store_rows(adv[warp], np.full((32, 2), 1.0), dv, first_key, warp, keys, D)
+            store_rows(adk[warp][0], np.full((32, 2), scale), dk, first_key + warp * 16, keys, D)
+            store_rows(adv[warp][0], np.full((32, 2), 1.0), dv, first_key + warp * 16, keys, D)
     return dk, dv
 
 def dense(q, k, v, do, scale):
@@ -363,9 +381,9 @@ assert (out == 0).all() and (lse == -np.inf).all() and (dq == 0).all() and (dk =
 print("keys after every query: out 0, lse -inf, dq dk dv 0")
 
 print("paths: " + ", ".join(f"{name} {count}" for name, count in sorted(seen.items())))
-missing = {"forward tiles unmasked", "forward tiles masked", "forward tiles seeing no key", "dq tiles seeing no key",
-           "dkdv tiles seen by no query", "dkdv loops from an unaligned query, several tiles",
-           "blind query rows"} - set(seen)
+missing = {"forward tiles unmasked", "forward tiles masked", "forward tiles seeing no key",
+           "forward tiles a warp skips", "dq tiles seeing no key", "dkdv tiles seen by no query",
+           "dkdv loops from an unaligned query, several tiles", "blind query rows"} - set(seen)
 if missing: print("paths never taken: " + ", ".join(sorted(missing)))
 # float64 sums in another order: anything past 1e-12 (or NaN: a row never stored) is an indexing error, not rounding.
 sys.exit(0 if all(error <= 1e-12 for error in errors) and not missing else 1)

@@ -173,8 +173,9 @@ struct Batch {
   [[nodiscard]] std::size_t tokens() const { return static_cast<std::size_t>(cu_seqlens.back()); }
 };
 
-// Lengths 1, 7 and 300, tile edges (64, 65, 128) and an empty sequence.
-const std::vector<int> kAttentionLengths{7, 0, 300, 1, 65, 128, 64};
+// Lengths 1, 7 and 300, tile edges (the backward's 64-row tiles: 64, 65; the forward's 128-row tiles: 128, 129) and
+// an empty sequence.
+const std::vector<int> kAttentionLengths{7, 0, 300, 1, 65, 128, 64, 129};
 
 std::string name_of(kernels::AttentionKernel kernel) {
   return kernel == kernels::AttentionKernel::mma ? "mma" : "wmma";

@@ -1,11 +1,13 @@
 // Variable-length causal attention with register-resident accumulators (FlashAttention-2's structure on mma.sync):
-// a block of 4 warps owns a 64-row tile, each warp 16 rows. Products are mma.sync.m16n8k16 (bf16 in, fp32
-// accumulate) with operands loaded from shared memory by ldmatrix; scores, probabilities and the output or gradient
-// accumulators stay in registers, where the accumulator layout of one product is the operand layout of the next
-// (a 16×16 block of P or dS in C fragments is an A fragment once packed to bf16). The next K/V (or Q/dO) tile is
-// copied with cp.async while the current one is multiplied. The backward keeps attention.cu's deterministic split:
-// dQ in one kernel over key tiles, dK and dV in another over query tiles, no atomics. The kernels also run ring
-// attention's block steps (attention_args.hpp): keys in a packed layout of their own and the mask by row position.
+// a block of 4 warps owns a 128-row query tile in the forward, each warp 32 rows as two 16-row mma tiles (so each K
+// or V fragment loaded feeds two products), and a 64-row tile in the backward, each warp 16 rows. Products are
+// mma.sync.m16n8k16 (bf16 in, fp32 accumulate) with operands loaded from shared memory by ldmatrix; scores,
+// probabilities and the output or gradient accumulators stay in registers, where the accumulator layout of one product
+// is the operand layout of the next (a 16×16 block of P or dS in C fragments is an A fragment once packed to bf16). The
+// next K/V (or Q/dO) tile is copied with cp.async while the current one is multiplied. The backward keeps
+// attention.cu's deterministic split: dQ in one kernel over key tiles, dK and dV in another over query tiles, no
+// atomics. The kernels also run ring attention's block steps (attention_args.hpp): keys in a packed layout of their own
+// and the mask by row position.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16; lane = 4·g + t):
 //   A 16×16: reg 0 (row g, k 2t..2t+1), reg 1 (row g+8, same k), reg 2 (row g, k 2t+8..), reg 3 (row g+8, k 2t+8..)
@@ -27,9 +29,11 @@
 namespace sluice::executor::kernels::detail {
 namespace {
 
-constexpr int kTile = 64;  // rows of a query or key tile
-constexpr int kWarps = 4;  // each owns 16 rows of the block's tile
+constexpr int kTile = 64;  // rows of a key tile, and of a query tile in the backward
+constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
+constexpr int kForwardMmaTiles = 2;                           // 16-row mma tiles per warp in the forward
+constexpr int kForwardTile = kWarps * kForwardMmaTiles * 16;  // query rows of a forward block
 constexpr int kPad = 8;  // bf16 per shared row: 16-byte aligned rows, and the 8 rows of an ldmatrix in distinct banks
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -43,7 +47,7 @@ struct Shape {
   static constexpr int k_steps = kHeadDim / 16;  // 16-wide steps over the head dimension
   static constexpr int n_tiles = kHeadDim / 8;   // 8-wide accumulator tiles over the head dimension
   static constexpr std::size_t tile_bytes = tile * sizeof(bf16);
-  static constexpr std::size_t forward_bytes = 5 * tile_bytes;                           // Q, K×2, V×2
+  static constexpr std::size_t forward_bytes = (kForwardTile / kTile + 4) * tile_bytes;  // Q, K×2, V×2
   static constexpr std::size_t dq_bytes = 6 * tile_bytes;                                // Q, dO, K×2, V×2
   static constexpr std::size_t dkdv_bytes = 6 * tile_bytes + 4 * kTile * sizeof(float);  // + lse, delta ×2
 };
@@ -93,12 +97,12 @@ __device__ void wait_copies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
-// Starts copying rows [first_row, first_row + kTile) of one side's sequence and one head into a shared tile; rows at
+// Starts copying rows [first_row, first_row + kRows) of one side's sequence and one head into a shared tile; rows at
 // or past its end become zeros (nothing is read for them). `source` points at the head's first column.
-template <int kHeadDim>
+template <int kHeadDim, int kRows = kTile>
 __device__ void copy_tile(bf16* tile, const bf16* source, std::int64_t row_stride, SideRows sequence, int first_row) {
   constexpr int kChunks = kHeadDim / 8;
-  for (int i = static_cast<int>(threadIdx.x); i < kTile * kChunks; i += kThreads) {
+  for (int i = static_cast<int>(threadIdx.x); i < kRows * kChunks; i += kThreads) {
     const int row = i / kChunks;
     const int col = (i % kChunks) * 8;
     const bool valid = first_row + row < sequence.length;
@@ -155,54 +159,71 @@ __device__ void load_b_rows_k(std::uint32_t (&b)[4], const bf16* tile, int ld, i
   ldmatrix_x4_trans(b, tile + (k0 + (matrix & 1) * 8 + (lane & 7)) * ld + n0 + (matrix >> 1) * 8);
 }
 
-// scores (16 × 64, C fragments) = A (16 rows of `a_tile` from a_row) · Bᵀ, B the 64 rows of `b_tile` (both [row][d]).
-template <int kHeadDim>
-__device__ void row_products(float (&scores)[8][4], const bf16* a_tile, int a_row, const bf16* b_tile) {
+// scores[m] (16 × 64, C fragments) = A (rows a_row + 16·m.. of `a_tile`) · Bᵀ, B the 64 rows of `b_tile` (both
+// [row][d]); each B fragment feeds the kMmaTiles products of its k step.
+template <int kHeadDim, int kMmaTiles>
+__device__ void row_products(float (&scores)[kMmaTiles][8][4], const bf16* a_tile, int a_row, const bf16* b_tile) {
   constexpr int ld = Shape<kHeadDim>::ld;
 #pragma unroll
-  for (int n = 0; n < 8; ++n)
+  for (int m = 0; m < kMmaTiles; ++m)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) scores[n][e] = 0.0f;
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) scores[m][n][e] = 0.0f;
 #pragma unroll
   for (int k = 0; k < Shape<kHeadDim>::k_steps; ++k) {
-    std::uint32_t a[4];
-    load_a(a, a_tile, ld, a_row, k * 16);
+    std::uint32_t a[kMmaTiles][4];
+#pragma unroll
+    for (int m = 0; m < kMmaTiles; ++m) load_a(a[m], a_tile, ld, a_row + 16 * m, k * 16);
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
       std::uint32_t b[4];
       load_b_rows_n(b, b_tile, ld, n * 16, k * 16);
-      mma(scores[2 * n], a, b[0], b[1]);
-      mma(scores[2 * n + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int m = 0; m < kMmaTiles; ++m) {
+        mma(scores[m][2 * n], a[m], b[0], b[1]);
+        mma(scores[m][2 * n + 1], a[m], b[2], b[3]);
+      }
     }
   }
 }
 
-// accumulator (16 × head_dim) += P (16 × 64, C fragments, packed to bf16 here) · the 64 rows of `tile` ([row][d]).
-template <int kHeadDim>
-__device__ void accumulate_products(float (&accumulator)[Shape<kHeadDim>::n_tiles][4], const float (&p)[8][4],
-                                    const bf16* tile) {
+// accumulator[m] (16 × head_dim) += P[m] (16 × 64, C fragments, packed to bf16 here) · the 64 rows of `tile`
+// ([row][d]); each B fragment feeds the kMmaTiles products of its step.
+template <int kHeadDim, int kMmaTiles>
+__device__ void accumulate_products(float (&accumulator)[kMmaTiles][Shape<kHeadDim>::n_tiles][4],
+                                    const float (&p)[kMmaTiles][8][4], const bf16* tile) {
   constexpr int ld = Shape<kHeadDim>::ld;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    const std::uint32_t a[4] = {pack(p[2 * k][0], p[2 * k][1]), pack(p[2 * k][2], p[2 * k][3]),
-                                pack(p[2 * k + 1][0], p[2 * k + 1][1]), pack(p[2 * k + 1][2], p[2 * k + 1][3])};
+    std::uint32_t a[kMmaTiles][4];
+#pragma unroll
+    for (int m = 0; m < kMmaTiles; ++m) {
+      a[m][0] = pack(p[m][2 * k][0], p[m][2 * k][1]);
+      a[m][1] = pack(p[m][2 * k][2], p[m][2 * k][3]);
+      a[m][2] = pack(p[m][2 * k + 1][0], p[m][2 * k + 1][1]);
+      a[m][3] = pack(p[m][2 * k + 1][2], p[m][2 * k + 1][3]);
+    }
 #pragma unroll
     for (int n = 0; n < Shape<kHeadDim>::k_steps; ++n) {
       std::uint32_t b[4];
       load_b_rows_k(b, tile, ld, k * 16, n * 16);
-      mma(accumulator[2 * n], a, b[0], b[1]);
-      mma(accumulator[2 * n + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int m = 0; m < kMmaTiles; ++m) {
+        mma(accumulator[m][2 * n], a[m], b[0], b[1]);
+        mma(accumulator[m][2 * n + 1], a[m], b[2], b[3]);
+      }
     }
   }
 }
 
-// Writes a 16 × head_dim accumulator times `factor` (per row half) as bf16 to rows first_row + warp·16 + g (+ 8) of
+// Writes a 16 × head_dim accumulator times `factor` (per row half) as bf16 to rows mma_row + g (+ 8) of
 // `destination` (row stride `row_stride`, the head's first column), rows past the sequence's end skipped.
 template <int kHeadDim>
 __device__ void store_rows(const float (&accumulator)[Shape<kHeadDim>::n_tiles][4], const float (&factor)[2],
-                           bf16* destination, std::int64_t row_stride, SideRows sequence, int first_row) {
+                           bf16* destination, std::int64_t row_stride, SideRows sequence, int mma_row) {
   const int lane = lane_id();
-  const int row0 = first_row + static_cast<int>(threadIdx.x / 32) * 16 + lane / 4;
+  const int row0 = mma_row + lane / 4;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = row0 + 8 * half;
@@ -217,12 +238,14 @@ __device__ void store_rows(const float (&accumulator)[Shape<kHeadDim>::n_tiles][
   }
 }
 
-// Grid (query tiles of max_seqlen, heads, sequences).
+// Grid (forward tiles of max_seqlen, heads, sequences). Warp w owns query rows [32w, 32w + 32) of the block's tile,
+// mma tile m rows 32w + 16m.. of them; each thread holds rows g and g + 8 of each mma tile.
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs args) {
   using S = Shape<kHeadDim>;
+  constexpr int kM = kForwardMmaTiles;
   const SideRows queries = query_rows(args.rows);
-  const int first_query = static_cast<int>(blockIdx.x) * kTile;
+  const int first_query = static_cast<int>(blockIdx.x) * kForwardTile;
   if (first_query >= queries.length) return;
   const SideRows keys = key_rows(args.rows);
   const int column = static_cast<int>(blockIdx.y) * kHeadDim;
@@ -230,100 +253,118 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs args) {
   const int lane = lane_id();
 
   extern __shared__ __align__(128) unsigned char shared[];
-  bf16* q_tile = reinterpret_cast<bf16*>(shared);
-  bf16* k_tiles = q_tile + S::tile;  // two buffers each
+  bf16* q_tile = reinterpret_cast<bf16*>(shared);  // kForwardTile rows
+  bf16* k_tiles = q_tile + kForwardTile * S::ld;   // two buffers each
   bf16* v_tiles = k_tiles + 2 * S::tile;
 
   // Keys past those the tile's last query sees are masked for every row: the loop ends with the tile of the last.
-  const int key_tiles = (tile_key_end(queries, first_query, kTile, keys) + kTile - 1) / kTile;
+  const int key_tiles = (tile_key_end(queries, first_query, kForwardTile, keys) + kTile - 1) / kTile;
   const bf16* k = args.k + column;
   const bf16* v = args.v + column;
   if (key_tiles > 0) {  // else no query of the tile sees a key: no copy to issue (nor to leave in flight)
-    copy_tile<kHeadDim>(q_tile, args.q + column, args.q_row_stride, queries, first_query);
+    copy_tile<kHeadDim, kForwardTile>(q_tile, args.q + column, args.q_row_stride, queries, first_query);
     copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.kv_row_stride, keys, 0);
     commit_copies();
   }
 
-  const int query0 = first_query + warp * 16 + lane / 4;  // this thread's rows: query0 and query0 + 8
-  int key_end[2];                                         // the keys (a prefix of the sequence's) each row sees
+  const int warp_row = first_query + warp * kM * 16;  // the warp's first row
+  int key_end[kM][2];  // the keys (a prefix of the sequence's) each of this thread's rows sees
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int query = query0 + 8 * half;
-    key_end[half] = query < queries.length ? visible_keys(keys, queries.position(query)) : 0;
-  }
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int query = warp_row + 16 * m + lane / 4 + 8 * half;
+      key_end[m][half] = query < queries.length ? visible_keys(keys, queries.position(query)) : 0;
+    }
   // Positions ascend, so the warp's first row sees the fewest keys: tiles wholly before that count need no mask (in
-  // self-attention, those before the diagonal).
-  const int unmasked_keys = __shfl_sync(kFullMask, key_end[0], 0);
+  // self-attention, those before the diagonal). Its last row sees the most: tiles from there on the warp skips.
+  const int unmasked_keys = __shfl_sync(kFullMask, key_end[0][0], 0);
+  const int warp_keys = tile_key_end(queries, warp_row, kM * 16, keys);
   const float scale_log2 = args.scale * kLog2e;
-  float out[S::n_tiles][4] = {};
-  float row_max[2] = {-INFINITY, -INFINITY};  // of scale·log2(e)·score
-  float row_sum[2] = {0.0f, 0.0f};            // this thread's columns only; the quad's are added at the end
+  float out[kM][S::n_tiles][4] = {};
+  float row_max[kM][2];  // of scale·log2(e)·score
+  float row_sum[kM][2];  // this thread's columns only; the quad's are added at the end
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      row_max[m][half] = -INFINITY;
+      row_sum[m][half] = 0.0f;
+    }
 
   for (int tile = 0; tile < key_tiles; ++tile) {
     await_tile(tile + 1 < key_tiles,
                [&] { copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.kv_row_stride, keys, tile + 1); });
-    const bf16* k_tile = k_tiles + (tile & 1) * S::tile;
-    const bf16* v_tile = v_tiles + (tile & 1) * S::tile;
-
-    float scores[8][4];
-    row_products<kHeadDim>(scores, q_tile, warp * 16, k_tile);
     const int first_key = tile * kTile;
-    const bool masked = first_key + kTile > unmasked_keys;
-    float tile_max[2] = {row_max[0], row_max[1]};
+    if (first_key < warp_keys) {  // warp-uniform: no __syncthreads inside
+      const bf16* k_tile = k_tiles + (tile & 1) * S::tile;
+      const bf16* v_tile = v_tiles + (tile & 1) * S::tile;
+      float scores[kM][8][4];
+      row_products<kHeadDim, kM>(scores, q_tile, warp_row - first_query, k_tile);
+      const bool masked = first_key + kTile > unmasked_keys;
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+      for (int m = 0; m < kM; ++m) {
+        float tile_max[2] = {row_max[m][0], row_max[m][1]};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = first_key + n * 8 + 2 * (lane % 4) + (e & 1);
-        scores[n][e] = masked && key >= key_end[e >> 1] ? -INFINITY : scores[n][e] * scale_log2;
-        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], scores[n][e]);
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = first_key + n * 8 + 2 * (lane % 4) + (e & 1);
+            scores[m][n][e] = masked && key >= key_end[m][e >> 1] ? -INFINITY : scores[m][n][e] * scale_log2;
+            tile_max[e >> 1] = fmaxf(tile_max[e >> 1], scores[m][n][e]);
+          }
+        // A row that has seen no key yet keeps the maximum -inf; its exponents are taken from 0 instead, giving 0
+        // rather than the NaN of -inf - -inf. Its sum and output stay 0, so its later rescale exp2(-inf) = 0 loses
+        // nothing.
+        float rescale[2];
+        float shift[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(kFullMask, tile_max[half], 1));
+          tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(kFullMask, tile_max[half], 2));
+          shift[half] = tile_max[half] == -INFINITY ? 0.0f : tile_max[half];
+          rescale[half] = exp2f(row_max[m][half] - shift[half]);
+          row_max[m][half] = tile_max[half];
+          row_sum[m][half] *= rescale[half];
+        }
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            scores[m][n][e] = exp2f(scores[m][n][e] - shift[e >> 1]);
+            row_sum[m][e >> 1] += scores[m][n][e];
+          }
+#pragma unroll
+        for (int n = 0; n < S::n_tiles; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) out[m][n][e] *= rescale[e >> 1];
       }
-    // A row that has seen no key yet keeps the maximum -inf; its exponents are taken from 0 instead, giving 0 rather
-    // than the NaN of -inf - -inf. Its sum and output stay 0, so its later rescale exp2(-inf) = 0 loses nothing.
-    float rescale[2];
-    float shift[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(kFullMask, tile_max[half], 1));
-      tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(kFullMask, tile_max[half], 2));
-      shift[half] = tile_max[half] == -INFINITY ? 0.0f : tile_max[half];
-      rescale[half] = exp2f(row_max[half] - shift[half]);
-      row_max[half] = tile_max[half];
-      row_sum[half] *= rescale[half];
+      accumulate_products<kHeadDim, kM>(out, scores, v_tile);
     }
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        scores[n][e] = exp2f(scores[n][e] - shift[e >> 1]);
-        row_sum[e >> 1] += scores[n][e];
-      }
-#pragma unroll
-    for (int n = 0; n < S::n_tiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) out[n][e] *= rescale[e >> 1];
-    accumulate_products<kHeadDim>(out, scores, v_tile);
     __syncthreads();  // every warp is done with this buffer before the next iteration refills it
   }
 
   // A row that saw no key has maximum -inf and sum 0: it gets out 0 and lse -inf + log2(0) = -inf.
-  float inverse[2];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    row_sum[half] += __shfl_xor_sync(kFullMask, row_sum[half], 1);
-    row_sum[half] += __shfl_xor_sync(kFullMask, row_sum[half], 2);
-    inverse[half] = row_sum[half] > 0.0f ? 1.0f / row_sum[half] : 0.0f;
-  }
   const std::int64_t hidden = static_cast<std::int64_t>(args.num_heads) * kHeadDim;
-  store_rows<kHeadDim>(out, inverse, args.out + column, hidden, queries, first_query);
-  if (lane % 4 == 0)
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+    float inverse[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int query = query0 + 8 * half;
-      if (query < queries.length)
-        args.lse[static_cast<std::int64_t>(blockIdx.y) * args.total_tokens + queries.begin + query] =
-            (row_max[half] + log2f(row_sum[half])) * kLn2;
+      row_sum[m][half] += __shfl_xor_sync(kFullMask, row_sum[m][half], 1);
+      row_sum[m][half] += __shfl_xor_sync(kFullMask, row_sum[m][half], 2);
+      inverse[half] = row_sum[m][half] > 0.0f ? 1.0f / row_sum[m][half] : 0.0f;
     }
+    store_rows<kHeadDim>(out[m], inverse, args.out + column, hidden, queries, warp_row + 16 * m);
+    if (lane % 4 == 0)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int query = warp_row + 16 * m + lane / 4 + 8 * half;
+        if (query < queries.length)
+          args.lse[static_cast<std::int64_t>(blockIdx.y) * args.total_tokens + queries.begin + query] =
+              (row_max[m][half] + log2f(row_sum[m][half])) * kLn2;
+      }
+  }
 }
 
 // dQ = scale · Σ over the key tiles the query tile sees of dS · K, dS = P ∘ (dO·Vᵀ − delta), P = exp(scale·Q·Kᵀ − lse).
@@ -369,7 +410,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(BackwardArgs args) {
     key_end[half] = query < queries.length ? visible_keys(keys, queries.position(query)) : 0;
   }
   const float scale_log2 = args.scale * kLog2e;
-  float dq[S::n_tiles][4] = {};
+  float dq[1][S::n_tiles][4] = {};
 
   for (int tile = 0; tile < key_tiles; ++tile) {
     await_tile(tile + 1 < key_tiles,
@@ -377,24 +418,24 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(BackwardArgs args) {
     const bf16* k_tile = k_tiles + (tile & 1) * S::tile;
     const bf16* v_tile = v_tiles + (tile & 1) * S::tile;
 
-    float scores[8][4];
-    float dprobs[8][4];
-    row_products<kHeadDim>(scores, q_tile, warp * 16, k_tile);
-    row_products<kHeadDim>(dprobs, dout_tile, warp * 16, v_tile);
+    float scores[1][8][4];
+    float dprobs[1][8][4];
+    row_products<kHeadDim, 1>(scores, q_tile, warp * 16, k_tile);
+    row_products<kHeadDim, 1>(dprobs, dout_tile, warp * 16, v_tile);
     const int first_key = tile * kTile;
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = first_key + n * 8 + 2 * (lane % 4) + (e & 1);
-        const float p = key < key_end[e >> 1] ? exp2f(scores[n][e] * scale_log2 - lse_log2[e >> 1]) : 0.0f;
-        scores[n][e] = p * (dprobs[n][e] - delta[e >> 1]);  // dS
+        const float p = key < key_end[e >> 1] ? exp2f(scores[0][n][e] * scale_log2 - lse_log2[e >> 1]) : 0.0f;
+        scores[0][n][e] = p * (dprobs[0][n][e] - delta[e >> 1]);  // dS
       }
-    accumulate_products<kHeadDim>(dq, scores, k_tile);
+    accumulate_products<kHeadDim, 1>(dq, scores, k_tile);
     __syncthreads();
   }
   const float factor[2] = {args.scale, args.scale};
-  store_rows<kHeadDim>(dq, factor, args.dq + column, args.dq_row_stride, queries, first_query);
+  store_rows<kHeadDim>(dq[0], factor, args.dq + column, args.dq_row_stride, queries, first_query + warp * 16);
 }
 
 // dV = Σ over the query tiles that see the key tile of Pᵀ · dO and dK = scale · Σ dSᵀ · Q, the warp's rows being
@@ -449,8 +490,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
     query_begin[half] = key < keys.length ? first_seeing_query(queries, keys.position(key)) : queries.length;
   }
   const float scale_log2 = args.scale * kLog2e;
-  float dk[S::n_tiles][4] = {};
-  float dv[S::n_tiles][4] = {};
+  float dk[1][S::n_tiles][4] = {};
+  float dv[1][S::n_tiles][4] = {};
 
   for (int tile = 0; tile < query_tiles; ++tile) {
     const int buffer = tile & 1;
@@ -461,10 +502,10 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
     const float* lse_tile = lse_rows + buffer * kTile;
     const float* delta_tile = delta_rows + buffer * kTile;
 
-    float probs[8][4];   // Pᵀ
-    float dprobs[8][4];  // dPᵀ, then dSᵀ
-    row_products<kHeadDim>(probs, k_tile, warp * 16, q_tile);
-    row_products<kHeadDim>(dprobs, v_tile, warp * 16, dout_tile);
+    float probs[1][8][4];   // Pᵀ
+    float dprobs[1][8][4];  // dPᵀ, then dSᵀ
+    row_products<kHeadDim, 1>(probs, k_tile, warp * 16, q_tile);
+    row_products<kHeadDim, 1>(dprobs, v_tile, warp * 16, dout_tile);
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
@@ -472,28 +513,28 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
         const int col = n * 8 + 2 * (lane % 4) + (e & 1);
         const int query = first_query + col;
         const float p = query >= query_begin[e >> 1] && query < queries.length
-                            ? exp2f(probs[n][e] * scale_log2 - lse_tile[col])
+                            ? exp2f(probs[0][n][e] * scale_log2 - lse_tile[col])
                             : 0.0f;
-        probs[n][e] = p;
-        dprobs[n][e] = p * (dprobs[n][e] - delta_tile[col]);
+        probs[0][n][e] = p;
+        dprobs[0][n][e] = p * (dprobs[0][n][e] - delta_tile[col]);
       }
-    accumulate_products<kHeadDim>(dv, probs, dout_tile);
-    accumulate_products<kHeadDim>(dk, dprobs, q_tile);
+    accumulate_products<kHeadDim, 1>(dv, probs, dout_tile);
+    accumulate_products<kHeadDim, 1>(dk, dprobs, q_tile);
     __syncthreads();
   }
   const float dk_factor[2] = {args.scale, args.scale};
   const float dv_factor[2] = {1.0f, 1.0f};
-  store_rows<kHeadDim>(dk, dk_factor, args.dk + column, args.dkv_row_stride, keys, first_key);
-  store_rows<kHeadDim>(dv, dv_factor, args.dv + column, args.dkv_row_stride, keys, first_key);
+  store_rows<kHeadDim>(dk[0], dk_factor, args.dk + column, args.dkv_row_stride, keys, first_key + warp * 16);
+  store_rows<kHeadDim>(dv[0], dv_factor, args.dv + column, args.dkv_row_stride, keys, first_key + warp * 16);
 }
 
 template <typename Kernel, typename Args>
-void launch(Kernel kernel, std::size_t shared_bytes, const VarlenBatch& batch, int num_heads, const Args& args,
-            cudaStream_t stream, const char* name) {
+void launch(Kernel kernel, std::size_t shared_bytes, int block_rows, const VarlenBatch& batch, int num_heads,
+            const Args& args, cudaStream_t stream, const char* name) {
   SLUICE_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
-  const dim3 grid(static_cast<unsigned int>(ceil_div(batch.max_seqlen, kTile)), static_cast<unsigned int>(num_heads),
-                  static_cast<unsigned int>(batch.num_seqs));
+  const dim3 grid(static_cast<unsigned int>(ceil_div(batch.max_seqlen, block_rows)),
+                  static_cast<unsigned int>(num_heads), static_cast<unsigned int>(batch.num_seqs));
   kernel<<<grid, kThreads, shared_bytes, stream>>>(args);
   SLUICE_LAUNCH_CHECK(name);
 }
@@ -502,9 +543,11 @@ void launch(Kernel kernel, std::size_t shared_bytes, const VarlenBatch& batch, i
 
 void mma_attention_forward(const VarlenBatch& queries, int head_dim, const ForwardArgs& args, cudaStream_t stream) {
   if (head_dim == 64) {
-    launch(forward_kernel<64>, Shape<64>::forward_bytes, queries, args.num_heads, args, stream, "attention_forward");
+    launch(forward_kernel<64>, Shape<64>::forward_bytes, kForwardTile, queries, args.num_heads, args, stream,
+           "attention_forward");
   } else {
-    launch(forward_kernel<128>, Shape<128>::forward_bytes, queries, args.num_heads, args, stream, "attention_forward");
+    launch(forward_kernel<128>, Shape<128>::forward_bytes, kForwardTile, queries, args.num_heads, args, stream,
+           "attention_forward");
   }
 }
 
@@ -512,11 +555,14 @@ void mma_attention_forward(const VarlenBatch& queries, int head_dim, const Forwa
 void mma_attention_backward(const VarlenBatch& queries, const VarlenBatch& keys, int head_dim, const BackwardArgs& args,
                             cudaStream_t stream) {
   if (head_dim == 64) {
-    launch(dq_kernel<64>, Shape<64>::dq_bytes, queries, args.num_heads, args, stream, "attention_backward (dq)");
-    launch(dkdv_kernel<64>, Shape<64>::dkdv_bytes, keys, args.num_heads, args, stream, "attention_backward (dk, dv)");
+    launch(dq_kernel<64>, Shape<64>::dq_bytes, kTile, queries, args.num_heads, args, stream, "attention_backward (dq)");
+    launch(dkdv_kernel<64>, Shape<64>::dkdv_bytes, kTile, keys, args.num_heads, args, stream,
+           "attention_backward (dk, dv)");
   } else {
-    launch(dq_kernel<128>, Shape<128>::dq_bytes, queries, args.num_heads, args, stream, "attention_backward (dq)");
-    launch(dkdv_kernel<128>, Shape<128>::dkdv_bytes, keys, args.num_heads, args, stream, "attention_backward (dk, dv)");
+    launch(dq_kernel<128>, Shape<128>::dq_bytes, kTile, queries, args.num_heads, args, stream,
+           "attention_backward (dq)");
+    launch(dkdv_kernel<128>, Shape<128>::dkdv_bytes, kTile, keys, args.num_heads, args, stream,
+           "attention_backward (dk, dv)");
   }
 }
 
