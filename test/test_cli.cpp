@@ -76,6 +76,44 @@ TEST_CASE("cli: inspect --cp derives every scheme with context parallelism") {
   CHECK(scheme.at("max_len").get<std::int64_t>() > 8 * base_max_len);
   CHECK(scheme.at("fit").at("relative_rms_error").get<double>() < 0.05);
   for (const sluice::io::json& time : scheme.at("times")) CHECK(time.at("seconds").get<double>() > 0);
+  CHECK_FALSE(scheme.contains("last_stage"));
+}
+
+TEST_CASE("cli: inspect --cp shows the last stage's own work a derived scheme carries") {
+  // ⟨1, 2⟩ with a head of a quarter of its b and half its c: its CP 2 ranks share the b over their tokens.
+  const auto path = std::filesystem::temp_directory_path() / "sluice_test_cli_last_stage.json";
+  sluice::io::json document = sluice::io::read_json_file(sluice::io::resolve_data_file("llama2-7b", "profiles"));
+  double b = 0;
+  double c = 0;
+  for (auto& scheme : document.at("schemes"))
+    if (scheme.at("tp") == 1 && scheme.at("pp") == 2) {
+      b = scheme.at("latency").at("b").get<double>() / 4;
+      c = scheme.at("latency").at("c").get<double>() / 2;
+      scheme["last_stage"] = {{"b", b}, {"c", c}};
+    }
+  REQUIRE(b > 0);
+  sluice::io::write_text_file(path, document.dump());
+  const std::string profile = path.string();
+  const auto result = run_cli({"inspect", "--profile", profile, "--cp", "2", "--heads", "32", "--json"});
+  REQUIRE(result.code == 0);
+  const sluice::io::json derived = sluice::io::json::parse(result.out);
+  int with_work = 0;
+  for (const sluice::io::json& scheme : derived.at("context_parallel").at("schemes")) {
+    CAPTURE(scheme.at("scheme"));
+    if (scheme.at("scheme") != "tp1cp2ringpp2") {
+      CHECK_FALSE(scheme.contains("last_stage"));
+      continue;
+    }
+    ++with_work;
+    CHECK(scheme.at("last_stage").at("b").get<double>() == doctest::Approx(b / 2).epsilon(1e-12));
+    CHECK(scheme.at("last_stage").at("c").get<double>() == doctest::Approx(c).epsilon(1e-12));
+    CHECK(scheme.at("fit").at("c").get<double>() >= c);
+  }
+  CHECK(with_work == 1);
+  const auto table = run_cli({"inspect", "--profile", profile, "--cp", "2", "--heads", "32"});
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("last stage's own work") != std::string::npos);
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("cli: inspect --cp refuses what it cannot derive, with one line") {

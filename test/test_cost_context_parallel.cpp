@@ -4,6 +4,7 @@
 // DeepSpeed configurations (Table 3) on 80 GB: recomputation needed for 32B and not for 7B or 13B.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -248,6 +249,54 @@ TEST_CASE("the scheme space: CP and AC schemes derived from every measured ⟨TP
   // AC alone doubles the schemes, ⟨1, 1⟩ among them: the one ⟨TP, 1⟩ this profile does not measure.
   CHECK(Profile(with_scheme_space(headless, space_of({}, {}, true))).schemes().size() ==
         2 * (profile.schemes().size() + 1));
+}
+
+TEST_CASE("the last stage's own work: shared over the CP ranks' tokens, not recomputed, carried by derived schemes") {
+  CpSetup setup = small_setup();
+  const CpSetup plain = setup;
+  setup.last_stage = LastStageWork(4e-6, 2e-4);
+  const QuadraticLatency& t = setup.base;
+  const double l = 4096;
+  // Each of 2 ring ranks runs the layers on half the tokens and the head on its half; AC repeats the layers' forward
+  // third, not the head's.
+  const double layers = (t.a() * l * l + (t.b() - 4e-6) * l) / 2 + t.c() - 2e-4;
+  const double head = 4e-6 * l / 2 + 2e-4;
+  const Scheme ring = with_cp(1, 2);
+  CHECK(cp_stage_time(setup, ring, 4096).compute == doctest::Approx(layers + head).epsilon(1e-12));
+  CHECK(cp_stage_time(setup, with_cp(1, 2, CpKind::ring, 0, Recompute::full), 4096).compute ==
+        doctest::Approx(layers * 4 / 3 + head).epsilon(1e-12));
+  // Without CP or AC the base's time is the stage's; the exchanges do not depend on the work.
+  CHECK(cp_stage_time(setup, Scheme(1, 1), 4096).total() == doctest::Approx(t(4096)).epsilon(1e-12));
+  CHECK(cp_stage_time(setup, ring, 4096).ring == cp_stage_time(plain, ring, 4096).ring);
+  CHECK(cp_stage_time(setup, ring, 4096).compute < cp_stage_time(plain, ring, 4096).compute);
+  CHECK(setup.last_stage_work(ring) == LastStageWork(2e-6, 2e-4));
+  CHECK(plain.last_stage_work(ring).is_zero());
+  // The fit holds the work whole: T less it is the other stages' fit, never below zero.
+  const FitResult fit = cp_latency(setup, ring, 256, 65536);
+  CHECK(fit.model.b() >= 2e-6);
+  CHECK(fit.model.c() >= 2e-4);
+  for (const std::int64_t length : {256, 4096, 65536})
+    CHECK(fit.model(length) == doctest::Approx(cp_stage_time(setup, ring, length).total()).epsilon(0.05));
+
+  // Through the scheme space: 7B's ⟨1, 2⟩ with a head of a quarter of its b and half its c.
+  ProfileSpec spec = io::read_profile(io::resolve_data_file("llama2-7b", "profiles")).spec();
+  const auto pipelined = std::ranges::find(spec.schemes, Scheme(1, 2), &SchemeEntry::scheme);
+  REQUIRE(pipelined != spec.schemes.end());
+  const LastStageWork work(pipelined->latency.b() / 4, pipelined->latency.c() / 2);
+  pipelined->last_stage = work;
+  const Profile wide(with_scheme_space(spec, space_of({2, 4}, {CpKind::ring, CpKind::ulysses}, true)));
+  const Scheme ring_four({.tp = 1, .pp = 2, .cp = 4, .cp_kind = CpKind::ring});
+  CHECK(wide.at(ring_four).last_stage == LastStageWork(work.b() / 4, work.c()));
+  CHECK(wide.at(Scheme({.tp = 1, .pp = 2, .cp = 2, .cp_kind = CpKind::ulysses, .recompute = Recompute::full}))
+            .last_stage == LastStageWork(work.b() / 2, work.c()));
+  CHECK(wide.at(Scheme({.tp = 1, .pp = 2, .recompute = Recompute::full})).last_stage == work);
+  // Schemes of one stage carry none, and every scheme of another base none either.
+  for (const SchemeCost& cost : wide.schemes())
+    if (cost.scheme.base() != Scheme(1, 2)) CHECK(cost.last_stage.is_zero());
+  // Without the work, the derived schemes are what they were: none carries any.
+  spec.schemes = io::read_profile(io::resolve_data_file("llama2-7b", "profiles")).spec().schemes;
+  for (const SchemeCost& cost : Profile(with_scheme_space(spec, space_of({2, 4}))).schemes())
+    CHECK(cost.last_stage.is_zero());
 }
 
 TEST_CASE("the scheme space derives ⟨TP, 1⟩ from the shallowest measured ⟨TP, PP⟩ by the layer ratio") {

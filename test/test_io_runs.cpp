@@ -100,7 +100,8 @@ io::TraceRun small_trace_run() {
   return run;
 }
 
-// sluice inspect --cp 2 on a small dataset: every scheme of llama2-7b, and each derived with ring CP of degree 2.
+// sluice inspect --cp 2 on a small dataset: every scheme of llama2-7b, and each derived with ring CP of degree 2, the
+// first with half its fit's b and c as the last stage's work (7B's fits state none) to carry that field too.
 io::Inspect inspect_with_context_parallel() {
   const cost::Profile profile = llama2_7b();
   const data::LengthDataset dataset = data::LengthDataset({5, 1, 9, 3, 700, 64, 300}, "mem").truncated(600);
@@ -121,11 +122,15 @@ io::Inspect inspect_with_context_parallel() {
           {cp->scheme,
            cp->max_len,
            {cp->fit.model, cp->fit.relative_rms_error},
-           io::inspect_times(cp->max_len, [&](std::int64_t length) { return cp->seconds(length); })});
+           io::inspect_times(cp->max_len, [&](std::int64_t length) { return cp->seconds(length); }),
+           std::nullopt});
     } else {
       derived.not_derived.push_back(scheme.name());
     }
   }
+  REQUIRE(!derived.schemes.empty());
+  const cost::QuadraticLatency& fit = derived.schemes.front().fit.latency;
+  derived.schemes.front().last_stage = cost::LastStageWork(fit.b() / 2, fit.c() / 2);
   return io::inspect(dataset, dataset.histogram(100), profile, derived);
 }
 
@@ -176,6 +181,10 @@ TEST_CASE("inspect: broken documents name the member") {
          "fit: field 'relative_rms_error' must be >= 0");
   broken([](io::json& bad) { bad["context_parallel"]["schemes"][0]["times"][2]["seconds"] = -1; },
          "derived scheme: field 'times'[2]: seconds must be >= 0");
+  broken([](io::json& bad) { bad["context_parallel"]["schemes"][0]["last_stage"]["b"] = -1; },
+         "coefficient b must be finite and >= 0");
+  broken([](io::json& bad) { bad["context_parallel"]["schemes"][0]["last_stage"]["c"] = 1e9; },
+         "derived scheme: field 'last_stage' exceeds the fit's b and c");
   broken([](io::json& bad) { bad["context_parallel"]["link"] = 5; }, "field 'link'");
   broken([](io::json& bad) { bad["context_parallel"]["kind"] = "ulysses"; }, "is not of CP 2 ulysses");
 }

@@ -133,7 +133,8 @@ inline io::InspectContextParallel context_parallel_document(const ContextParalle
         {derived.scheme,
          derived.max_len,
          {derived.fit.model, derived.fit.relative_rms_error},
-         io::inspect_times(derived.max_len, [&](std::int64_t length) { return derived.seconds(length); })});
+         io::inspect_times(derived.max_len, [&](std::int64_t length) { return derived.seconds(length); }),
+         derived.last_stage.is_zero() ? std::nullopt : std::optional(derived.last_stage)});
   return document;
 }
 
@@ -162,6 +163,14 @@ inline void print_context_parallel(std::ostream& out, const ContextParallelRepor
       out << std::setw(10) << cell.str();
     }
     out << "\n";
+  }
+  if (std::ranges::any_of(report.schemes,
+                          [](const cost::CpScheme& derived) { return !derived.last_stage.is_zero(); })) {
+    out << "  last stage's own work b*tokens + c (the other stages run T less it)\n";
+    for (const cost::CpScheme& derived : report.schemes)
+      if (!derived.last_stage.is_zero())
+        out << "    " << std::left << std::setw(18) << derived.scheme.name() << std::right << std::defaultfloat
+            << std::setprecision(4) << " b " << derived.last_stage.b() << ", c " << derived.last_stage.c() << "\n";
   }
   if (!report.not_derived.empty()) {
     out << "  not derived (wider than the cluster, or heads that do not split):";

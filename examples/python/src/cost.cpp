@@ -191,8 +191,11 @@ void bind_cost(py::module_& module) {
       .def_property_readonly("gpus", [](const cost::CpScheme& derived) { return derived.scheme.gpus(); })
       .def_readonly("max_len", &cost::CpScheme::max_len)
       .def_readonly("fit", &cost::CpScheme::fit)
+      .def_readonly("last_stage", &cost::CpScheme::last_stage,
+                    "The last stage's own work: the base's, its linear term shared over the CP ranks' tokens.")
       .def("seconds", &cost::CpScheme::seconds, py::arg("length"),
-           "The derived forward + backward time of one sequence on one stage (not the fitted quadratic).");
+           "The derived forward + backward time of one sequence on the last stage (not the fitted quadratic; the "
+           "other stages take last_stage off it).");
   const cost::Links links;
   module.def(
       "derive_context_parallel",

@@ -132,8 +132,11 @@ class CpScheme:
     def max_len(self) -> int: ...
     @property
     def fit(self) -> FitResult: ...
+    @property
+    def last_stage(self) -> LastStageWork:
+        """The last stage's own work: the base's, its linear term shared over the CP ranks' tokens."""
     def seconds(self, length: int) -> float:
-        """The derived forward + backward time of one sequence on one stage (not the fitted quadratic)."""
+        """The derived forward + backward time of one sequence on the last stage (not the fitted quadratic; the other stages take last_stage off it)."""
 
 def derive_context_parallel(
     profile: Profile,

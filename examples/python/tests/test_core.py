@@ -1,4 +1,5 @@
 """Schemes, strategies, length data, profiles and fits: against the command-line tool and the rules of the API."""
+import json
 import pickle
 from pathlib import Path
 
@@ -194,6 +195,20 @@ def test_context_parallel_matches_the_tool(cli):
         for time in expected["times"]:
             assert scheme.seconds(time["length"]) == pytest.approx(time["seconds"], rel=1e-12)
         assert scheme.base.gpus * 4 == scheme.gpus
+        assert scheme.last_stage == sluice.LastStageWork()  # the bundled fits state no last-stage work
+
+
+def test_context_parallel_shares_the_last_stage_work():
+    document = json.loads(sluice.Profile.bundled("llama2-7b").to_json())
+    for scheme in document["schemes"]:
+        if (scheme["tp"], scheme["pp"]) == (1, 2):
+            scheme["last_stage"] = {"b": scheme["latency"]["b"] / 4, "c": scheme["latency"]["c"] / 2}
+            head = scheme["last_stage"]
+    derived = {scheme.name: scheme for scheme in
+               sluice.derive_context_parallel(sluice.Profile.from_json(json.dumps(document)), 2, heads=32)}
+    work = derived["tp1cp2ringpp2"].last_stage
+    assert work.b == pytest.approx(head["b"] / 2, rel=1e-12) and work.c == pytest.approx(head["c"], rel=1e-12)
+    assert derived["tp2cp2ringpp1"].last_stage == sluice.LastStageWork()
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,8 @@ namespace sluice::cost {
 // What the derivation needs besides the scheme: the base ⟨TP, PP⟩ scheme's fit, the model's shape, and the CP
 // group's links (placed within a node first).
 struct CpSetup {
-  QuadraticLatency base;  // one stage's forward + backward time of one sequence on ⟨TP, PP⟩
+  QuadraticLatency base;       // one stage's forward + backward time of one sequence on ⟨TP, PP⟩
+  LastStageWork last_stage{};  // the base's: the head and the loss, on the last stage's tokens
   int stage_layers = 1;
   std::int64_t hidden = 0;
   int heads = 0;
@@ -39,6 +40,11 @@ struct CpSetup {
   int element_bytes = 2;
   double backward_ratio = 2;       // backward over forward time, as the simulator splits a stage's time
   Link link = Links{}.intra_node;  // per GPU and direction
+
+  // The last stage's own work under `scheme`: every rank runs the head and the loss on its l/C tokens.
+  [[nodiscard]] LastStageWork last_stage_work(const Scheme& scheme) const {
+    return {last_stage.b() / scheme.cp(), last_stage.c()};
+  }
 
   // Only Ulysses splits heads further: how TP splits them is the measured base scheme's own business.
   [[nodiscard]] bool splits_heads(const Scheme& scheme) const noexcept {
@@ -66,7 +72,9 @@ inline void require_valid(const CpSetup& setup, const Scheme& scheme) {
 
 // One stage's time of one sequence of `length` tokens under `scheme`'s CP and AC, split as the model derives it.
 struct CpStageTime {
-  double compute = 0;     // the base's (a·l² + b·l)/C + c, times 1 + 1/(1 + r) with AC (one more forward)
+  // The base's (a·l² + b·l)/C + c, times 1 + 1/(1 + r) with AC (one more forward), but for the last stage's own work
+  // w, which AC does not recompute: (a·l² + (b − w_b)·l)/C + c − w_c, times that, plus w_b·l/C + w_c.
+  double compute = 0;
   double all_to_all = 0;  // Ulysses: exposed, the all-to-alls block the layer
   double ring = 0;        // the ring's exchanges not hidden under a block of attention
   [[nodiscard]] double total() const noexcept { return compute + all_to_all + ring; }
@@ -83,8 +91,10 @@ inline CpStageTime cp_stage_time(const CpSetup& setup, const Scheme& scheme, std
   const double passes = recompute ? 1 + forward_share : 1;  // AC runs each forward twice
   const double forwards = recompute ? 2 : 1;
   const QuadraticLatency& t = setup.base;
+  const LastStageWork& head = setup.last_stage;
   CpStageTime time;
-  time.compute = ((t.a() * l * l + t.b() * l) / c + t.c()) * passes;
+  time.compute =
+      ((t.a() * l * l + (t.b() - head.b()) * l) / c + (t.c() - head.c())) * passes + (head.b() * l / c + head.c());
   const double layers = setup.stage_layers;
   const double e = setup.element_bytes;
   const double tp = scheme.tp();
@@ -117,12 +127,15 @@ inline CpStageTime cp_stage_time(const CpSetup& setup, const Scheme& scheme, std
 
 // The quadratic T(l) = a·l² + b·l + c the planners take, fitted (relative least squares, as `sluice fit`) to the
 // derived time at lengths from `shortest` to `longest`, and how far it strays: the ring's exposed time is piecewise,
-// so the fit's error says how well a quadratic stands for it.
+// so the fit's error says how well a quadratic stands for it. With last-stage work the fit is of the other stages'
+// time (the derived time less the work), and T adds the work's linear and constant terms back, so that T less the
+// work is that fit, never below the work, as a valid profile needs.
 inline FitResult cp_latency(const CpSetup& setup, const Scheme& scheme, std::int64_t shortest, std::int64_t longest) {
   sluice::require(shortest >= 1 && longest > shortest,
                   "context parallelism: the fitted lengths need 1 <= shortest < "
                   "longest, got ",
                   shortest, " and ", longest);
+  const LastStageWork work = setup.last_stage_work(scheme);
   std::vector<LatencySample> samples;
   constexpr int points = 32;  // geometric, so short sequences weigh as much as long ones
   for (int k = 0; k < points; ++k) {
@@ -130,18 +143,22 @@ inline FitResult cp_latency(const CpSetup& setup, const Scheme& scheme, std::int
     const auto length =
         static_cast<std::int64_t>(std::llround(static_cast<double>(shortest) * std::pow(ratio, k / (points - 1.0))));
     if (samples.empty() || samples.back().length != length)
-      samples.push_back({length, cp_stage_time(setup, scheme, length).total()});
+      samples.push_back({length, cp_stage_time(setup, scheme, length).total() - work.seconds(length)});
   }
-  return fit_quadratic(samples);
+  FitResult fit = fit_quadratic(samples);
+  const QuadraticLatency& other = fit.model;
+  fit.model = QuadraticLatency(other.a(), other.b() + work.b(), other.c() + work.c());
+  return fit;
 }
 
 // A scheme of a profile derived from its base ⟨TP, PP⟩ scheme: GPUs (TP·C·PP), MaxLen by the profile's memory
-// model, the derived time and the quadratic fitted to it from 256 tokens to MaxLen.
+// model, the derived time, the quadratic fitted to it from 256 tokens to MaxLen, and the last stage's own work.
 struct CpScheme {
   Scheme scheme;
   std::int64_t max_len = 0;
   CpSetup setup;
   FitResult fit;
+  LastStageWork last_stage;
   [[nodiscard]] double seconds(std::int64_t length) const { return cp_stage_time(setup, scheme, length).total(); }
 };
 
@@ -159,6 +176,7 @@ inline std::optional<CpScheme> derive_cp_scheme(const Profile& profile, const Sc
   if (!memory || scheme.gpus() > profile.gpus() || !memory->activation_bytes.contains(scheme.tp())) return std::nullopt;
   const std::int64_t per_node = profile.spec().gpus_per_node;
   const CpSetup setup{.base = base.latency,
+                      .last_stage = base.last_stage,
                       .stage_layers = (memory->layers + scheme.pp() - 1) / scheme.pp(),
                       .hidden = memory->hidden,
                       .heads = model.heads,
@@ -167,7 +185,8 @@ inline std::optional<CpScheme> derive_cp_scheme(const Profile& profile, const Sc
   if (!setup.splits_heads(scheme)) return std::nullopt;
   require_valid(setup, scheme);
   const std::int64_t max_len = memory->for_scheme(scheme, profile.gpus()).max_len();
-  return CpScheme{scheme, max_len, setup, cp_latency(setup, scheme, 256, std::max<std::int64_t>(max_len, 512))};
+  return CpScheme{scheme, max_len, setup, cp_latency(setup, scheme, 256, std::max<std::int64_t>(max_len, 512)),
+                  setup.last_stage_work(scheme)};
 }
 
 // Which CP and AC schemes a planner may choose from besides the profile's own.
@@ -264,7 +283,7 @@ inline ProfileSpec with_scheme_space(ProfileSpec spec, const SchemeSpace& space)
                        spec.memory->for_scheme(scheme, profile.gpus(), StateSharding::zero3).max_len() == 0))
         continue;
       degree[2] = true;
-      added.push_back({scheme, derived->fit.model, std::nullopt, std::nullopt, {}});
+      added.push_back({scheme, derived->fit.model, std::nullopt, std::nullopt, derived->last_stage});
     }
   }
   for (const int degree : space.cp_degrees) {

@@ -64,12 +64,14 @@ struct InspectFit {
   friend bool operator==(const InspectFit&, const InspectFit&) = default;
 };
 
-// A scheme derived with context parallelism: its MaxLen, the quadratic fitted to its derived times and its times.
+// A scheme derived with context parallelism: its MaxLen, the quadratic fitted to its derived times, its times, and the
+// last stage's own work when its base states some.
 struct InspectCpScheme {
   Scheme scheme;
   std::int64_t max_len = 0;
   InspectFit fit;
   std::vector<InspectTime> times;
+  std::optional<cost::LastStageWork> last_stage{};
   friend bool operator==(const InspectCpScheme&, const InspectCpScheme&) = default;
 };
 
@@ -189,7 +191,8 @@ template <>
 struct record<InspectCpScheme> {
   using T = InspectCpScheme;
   static constexpr std::string_view name = "derived scheme";
-  static constexpr auto fields = std::tuple{text_member("scheme", &T::scheme), SLUICE_IO_MEMBERS(max_len, fit, times)};
+  static constexpr auto fields = std::tuple{text_member("scheme", &T::scheme), SLUICE_IO_MEMBERS(max_len, fit, times),
+                                            member("last_stage", &T::last_stage, Presence::omitted_when_empty)};
   static void write_derived(json& out, const T& value) { out["gpus"] = value.scheme.gpus(); }
   static void check(const T& value, const json& document) {
     const auto gpus = field<std::int64_t>(document, "gpus", name);
@@ -197,8 +200,15 @@ struct record<InspectCpScheme> {
                     " runs on ", value.scheme.gpus());
     sluice::require(value.max_len >= 0, name, ": field 'max_len' must be >= 0, got ", value.max_len);
     detail::check_inspect_times(value.times, value.max_len, name);
+    const cost::QuadraticLatency& fit = value.fit.latency;
+    sluice::require(!value.last_stage || (value.last_stage->b() <= fit.b() && value.last_stage->c() <= fit.c()), name,
+                    ": field 'last_stage' exceeds the fit's b and c");
   }
 };
+
+SLUICE_IO_DOCS(InspectCpScheme, {"last_stage",
+                                 "The last stage's own work, b·tokens + c seconds (the other stages run T less it); "
+                                 "absent when the base scheme states none"});
 
 template <>
 struct record<InspectContextParallel> {
