@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/assign/flex_cp_problem.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/cost/context_parallel.hpp"
 #include "sluice/cost/profile.hpp"
@@ -290,6 +291,12 @@ TEST_CASE("the last stage's own work: shared over the CP ranks' tokens, not reco
   CHECK(wide.at(Scheme({.tp = 1, .pp = 2, .cp = 2, .cp_kind = CpKind::ulysses, .recompute = Recompute::full}))
             .last_stage == LastStageWork(work.b() / 2, work.c()));
   CHECK(wide.at(Scheme({.tp = 1, .pp = 2, .recompute = Recompute::full})).last_stage == work);
+  // A flex CP domain of 4 ⟨1, 2⟩ pipelines groups with each degree's scheme and its work.
+  const assign::FlexCpProblem flex = assign::flex_cp_problem(
+      wide, Scheme(1, 2), 4, {}, [](const Scheme& scheme) { return scheme.cp_kind() == CpKind::ring; });
+  REQUIRE(flex.degrees.size() == 3);
+  CHECK(flex.degrees[0].last_stage == work);
+  CHECK(flex.degrees[2].last_stage == LastStageWork(work.b() / 4, work.c()));
   // Schemes of one stage carry none, and every scheme of another base none either.
   for (const SchemeCost& cost : wide.schemes())
     if (cost.scheme.base() != Scheme(1, 2)) CHECK(cost.last_stage.is_zero());

@@ -19,6 +19,7 @@
 #include "sluice/core/random.hpp"
 #include "sluice/data/readers.hpp"
 #include "sluice/io/bundled.hpp"
+#include "sluice/schedule/flex_units.hpp"
 #include "support.hpp"
 
 using namespace sluice;
@@ -223,6 +224,51 @@ TEST_CASE("flex CP: the hand-made plan's time") {
   // Groups: 0.125 + 400/2048, 0.125 + 300/1024, 0.125 + 300/1024; slowest 0.125 + 300/1024, twice for PP = 2.
   CHECK(plan.seconds == 2 * (0.125 + 300.0 / 1024));
   CHECK(assign::flex_cp_lower_bound(problem) <= plan.seconds);
+}
+
+TEST_CASE("flex CP: the last stage's own work lightens the stages before it, not the planners' price") {
+  FlexCpProblem problem = small_problem();
+  const double untouched = small_plan(problem).seconds;
+  // Each degree's head: a quarter of its b and 1/16 s; exact in binary.
+  for (assign::FlexCpDegree& degree : problem.degrees)
+    degree.last_stage = cost::LastStageWork(degree.latency.b() / 4, 1.0 / 16);
+  const FlexCpPlan plan = small_plan(problem);
+  assign::validate(plan, problem);
+  CHECK(plan.seconds == untouched);
+  const assign::FlexCpMicroBatch& micro_batch = plan.micro_batches.front();
+  // Groups before the last stage: CP 2 on 400, CP 1 on 300, and CP 1 on 100 and 200, each less its head.
+  CHECK(assign::flex_cp_group_inner_seconds(problem, micro_batch.groups[0]) ==
+        0.125 + 400.0 / 2048 - 100.0 / 2048 - 1.0 / 16);
+  CHECK(assign::flex_cp_group_inner_seconds(problem, micro_batch.groups[2]) ==
+        0.125 + 300.0 / 1024 - 75.0 / 1024 - 1.0 / 16);
+  CHECK(assign::flex_cp_micro_batch_inner_seconds(problem, micro_batch) ==
+        0.125 + 300.0 / 1024 - 75.0 / 1024 - 1.0 / 16);
+  CHECK(assign::flex_cp_micro_batch_seconds(problem, micro_batch) == 0.125 + 300.0 / 1024);
+
+  // The schedule of the units: one micro-batch through 2 stages, the first at the inner time, the last at T.
+  const std::vector<Scheme> schemes = {Scheme(1, 2), Scheme({.tp = 1, .pp = 2, .cp = 2}),
+                                       Scheme({.tp = 1, .pp = 2, .cp = 4})};
+  const schedule::FlexUnits units = schedule::flex_units(plan, Strategy::parse("4*tp1pp2"), schemes, problem);
+  const std::vector<std::vector<schedule::OpTiming>>& stages = units.schedule.simulation.stages;
+  REQUIRE(stages.size() == 2);
+  const auto seconds = [](const std::vector<schedule::OpTiming>& ops) {
+    double total = 0;
+    for (const schedule::OpTiming& op : ops) total += op.end - op.start;
+    return total;
+  };
+  CHECK(seconds(stages[0]) == doctest::Approx(0.125 + 300.0 / 1024 - 75.0 / 1024 - 1.0 / 16).epsilon(1e-12));
+  CHECK(seconds(stages[1]) == doctest::Approx(0.125 + 300.0 / 1024).epsilon(1e-12));
+
+  // Work is refused on one stage, above the latency's terms, or leaving no time at one token.
+  auto refused = [&](auto&& edit, const char* message) {
+    FlexCpProblem bad = problem;
+    edit(bad);
+    CHECK_THROWS_WITH_AS(assign::require_valid(bad), doctest::Contains(message), invalid_input);
+  };
+  refused([](FlexCpProblem& p) { p.pp = 1; }, "CP degree 1's last-stage work");
+  refused([](FlexCpProblem& p) { p.degrees[1].last_stage = cost::LastStageWork(1, 0); }, "needs PP > 1, at most");
+  refused([](FlexCpProblem& p) { p.degrees[2].last_stage = cost::LastStageWork(1.0 / 4096, 0.125); },
+          "T(1) less it >= 1e-09 s");
 }
 
 TEST_CASE("flex CP: heuristic, lower bound and exact against brute force over every plan") {

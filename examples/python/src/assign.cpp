@@ -13,16 +13,24 @@ assign::PlanOptions plan_options(const assign::DispatchOptions& dispatch, const 
 // Context-parallel groups per micro-batch (assign/flex_cp.hpp).
 void bind_flex_cp(py::module_& module) {
   py::class_<assign::FlexCpDegree>(module, "FlexCpDegree", "One group size of a flex CP domain's pool.")
-      .def(py::init([](int degree, const cost::QuadraticLatency& latency, std::int64_t capacity, int length_multiple) {
-             return assign::FlexCpDegree{
-                 .degree = degree, .latency = latency, .capacity = capacity, .length_multiple = length_multiple};
+      .def(py::init([](int degree, const cost::QuadraticLatency& latency, std::int64_t capacity, int length_multiple,
+                       const cost::LastStageWork& last_stage) {
+             return assign::FlexCpDegree{.degree = degree,
+                                         .latency = latency,
+                                         .capacity = capacity,
+                                         .length_multiple = length_multiple,
+                                         .last_stage = last_stage};
            }),
-           py::arg("degree"), py::arg("latency"), py::arg("capacity"), py::arg("length_multiple") = 1)
+           py::arg("degree"), py::arg("latency"), py::arg("capacity"), py::arg("length_multiple") = 1,
+           py::arg("last_stage") = cost::LastStageWork{})
       .def_readonly("degree", &assign::FlexCpDegree::degree, "Units sharing each sequence of such a group")
       .def_readonly("latency", &assign::FlexCpDegree::latency, "One stage's time of one sequence in such a group")
       .def_readonly("capacity", &assign::FlexCpDegree::capacity, "The most charged tokens one group holds")
       .def_readonly("length_multiple", &assign::FlexCpDegree::length_multiple,
-                    "Lengths are charged rounded up to this (2·R for a ring of R)");
+                    "Lengths are charged rounded up to this (2·R for a ring of R)")
+      .def_readonly("last_stage", &assign::FlexCpDegree::last_stage,
+                    "The last stage's own work on a group's charged tokens; the other stages run the group's time "
+                    "less it");
 
   py::class_<assign::FlexCpGroup> flex_group(module, "FlexCpGroup", "One CP group of a micro-batch and its sequences.");
   def_record_properties(flex_group).def(py::self == py::self);

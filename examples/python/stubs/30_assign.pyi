@@ -54,7 +54,8 @@ def plan_fixed_length(
 
 class FlexCpDegree:
     """One group size of a flex CP domain's pool."""
-    def __init__(self, degree: int, latency: QuadraticLatency, capacity: int, length_multiple: int = 1) -> None: ...
+    def __init__(self, degree: int, latency: QuadraticLatency, capacity: int, length_multiple: int = 1,
+                 last_stage: LastStageWork = ...) -> None: ...
     @property
     def degree(self) -> int:
         """Units sharing each sequence of such a group"""
@@ -67,6 +68,9 @@ class FlexCpDegree:
     @property
     def length_multiple(self) -> int:
         """Lengths are charged rounded up to this (2·R for a ring of R)"""
+    @property
+    def last_stage(self) -> LastStageWork:
+        """The last stage's own work on a group's charged tokens; the other stages run the group's time less it"""
 
 class FlexCpGroup:
     """One CP group of a micro-batch and its sequences."""

@@ -115,6 +115,19 @@ def test_bad_degrees_and_kinds_are_refused():
         sluice.flex_cp_problem(profile, sluice.Scheme(2, 1, cp=2), 8, [100])
 
 
+def test_a_degrees_last_stage_work_needs_a_pipeline_and_fits_its_latency():
+    head = sluice.LastStageWork(0.25e-4, 1e-3)
+    with_head = sluice.FlexCpDegree(1, sluice.QuadraticLatency(1e-6, 1e-4, 1e-3), 40, last_stage=head)
+    assert with_head.last_stage == head and degrees()[0].last_stage == sluice.LastStageWork()
+    sluice.FlexCpProblem([5, 30], 4, 2, [with_head] + degrees()[1:])
+    with pytest.raises(sluice.InvalidInput, match="CP degree 1's last-stage work .* needs PP > 1"):
+        sluice.FlexCpProblem([5, 30], 4, 1, [with_head] + degrees()[1:])
+    too_much = sluice.FlexCpDegree(1, sluice.QuadraticLatency(1e-6, 1e-4, 1e-3), 40,
+                                   last_stage=sluice.LastStageWork(2e-4, 0))
+    with pytest.raises(sluice.InvalidInput, match="at most the latency's b and c"):
+        sluice.FlexCpProblem([5, 30], 4, 2, [too_much] + degrees()[1:])
+
+
 def test_the_gpu_checks_flex_plans_are_valid_and_each_as_its_system_forms_groups(tmp_path):
     """scripts/flex-cp-gpu-plans.py, which plans what scripts/cp-gpu-check.py times on a GPU."""
     script = pathlib.Path(__file__).resolve().parents[3] / "scripts" / "flex-cp-gpu-plans.py"

@@ -77,6 +77,13 @@ inline void require_valid(const FlexCpProblem& problem) {
         k == 0 ? 0 : problem.degrees[k - 1].degree, ")");
     sluice::require(degree.capacity >= 0 && degree.length_multiple >= 1, "flex CP: CP degree ", degree.degree,
                     " needs a capacity >= 0 and a length multiple >= 1");
+    const cost::LastStageWork& work = degree.last_stage;
+    const cost::QuadraticLatency& t = degree.latency;
+    sluice::require(work.is_zero() || (problem.pp > 1 && work.b() <= t.b() && work.c() <= t.c() &&
+                                       t(1) - work.seconds(1) >= cost::min_stage_seconds),
+                    "flex CP: CP degree ", degree.degree, "'s last-stage work (b = ", shortest(work.b()),
+                    ", c = ", shortest(work.c()), ") needs PP > 1, at most the latency's b and c, ",
+                    "and T(1) less it >= ", shortest(cost::min_stage_seconds), " s");
   }
   for (std::size_t s = 0; s < problem.lengths.size(); ++s) {
     const std::int64_t length = problem.lengths[s];
@@ -96,6 +103,18 @@ inline double flex_cp_group_seconds(const FlexCpProblem& problem, const FlexCpGr
   return seconds;
 }
 
+// A group's time on the pipeline's stages before the last: its time less the last stage's own work on its charged
+// tokens (the same time with PP 1 or no work).
+inline double flex_cp_group_inner_seconds(const FlexCpProblem& problem, const FlexCpGroup& group) {
+  const auto k = static_cast<std::size_t>(group.degree_index);
+  const cost::LastStageWork& work = problem.degrees[k].last_stage;
+  if (problem.pp == 1 || work.is_zero()) return flex_cp_group_seconds(problem, group);
+  std::int64_t tokens = 0;
+  for (const int s : group.sequences)
+    tokens += flex_cp_charged(problem, k, problem.lengths[static_cast<std::size_t>(s)]);
+  return flex_cp_group_seconds(problem, group) - work.seconds(tokens);
+}
+
 // A micro-batch's time when its slowest group computes `compute`: that, or longer where the problem's collectives
 // outlast a pass.
 inline double flex_cp_exposed_seconds(const FlexCpProblem& problem, double compute) {
@@ -109,6 +128,14 @@ inline double flex_cp_micro_batch_seconds(const FlexCpProblem& problem, const Fl
   double slowest = 0;
   for (const FlexCpGroup& group : micro_batch.groups)
     slowest = std::max(slowest, flex_cp_group_seconds(problem, group));
+  return flex_cp_exposed_seconds(problem, slowest);
+}
+
+// The same on the pipeline's stages before the last, whose groups run their inner time.
+inline double flex_cp_micro_batch_inner_seconds(const FlexCpProblem& problem, const FlexCpMicroBatch& micro_batch) {
+  double slowest = 0;
+  for (const FlexCpGroup& group : micro_batch.groups)
+    slowest = std::max(slowest, flex_cp_group_inner_seconds(problem, group));
   return flex_cp_exposed_seconds(problem, slowest);
 }
 
@@ -240,7 +267,8 @@ FlexCpProblem flex_cp_problem(const cost::Profile& profile, const Scheme& base, 
     problem.degrees.push_back({.degree = degree,
                                .latency = cost->latency,
                                .capacity = cost->max_len,
-                               .length_multiple = ring ? 2 * cost->scheme.ring() : 1});
+                               .length_multiple = ring ? 2 * cost->scheme.ring() : 1,
+                               .last_stage = cost->last_stage});
   }
   return problem;
 }

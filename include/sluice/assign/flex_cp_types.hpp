@@ -18,6 +18,9 @@ struct FlexCpDegree {
   cost::QuadraticLatency latency;  // one stage's time of one sequence in such a group
   std::int64_t capacity = 0;       // MaxLen: the most (charged) tokens one group holds in a micro-batch
   int length_multiple = 1;         // lengths are charged rounded up to this: 2·R for a ring of R's causal chunks
+  // The pipeline's last stage's own work (head and loss) on a group's charged tokens: the other stages run the
+  // group's time less it. Zero: every stage alike.
+  cost::LastStageWork last_stage{};
 };
 
 // Collectives that every micro-batch runs over all units beside its compute, each overlapping one pass (ZeRO-3:

@@ -44,7 +44,8 @@ struct FlexUnits {
 };
 
 // `problem`: the batch's flex CP problem on the iteration's domain (plan::FlexDomain::problem_of); micro-batch m
-// lasts its slowest group, and carries its tokens for the activation shapes (`options.hidden`).
+// lasts its slowest group (on the stages before the last, its slowest group less the degree's last-stage work), and
+// carries its tokens for the activation shapes (`options.hidden`).
 inline FlexUnits flex_units(const assign::FlexCpPlan& plan, const Strategy& strategy, Span<const Scheme> schemes,
                             const assign::FlexCpProblem& problem, const ProblemOptions& options = {}) {
   assign::validate(plan, problem);
@@ -66,8 +67,9 @@ inline FlexUnits flex_units(const assign::FlexCpPlan& plan, const Strategy& stra
       for (int unit = group.first_unit; unit < group.first_unit + degree; ++unit)
         result.kept[static_cast<std::size_t>(unit)].push_back(static_cast<int>(m));
     }
-    whole.micro_batches.push_back(detail::staged_micro_batch(
-        base.pp(), assign::flex_cp_micro_batch_seconds(problem, micro_batch), {}, 0, tokens, options.backward_ratio));
+    whole.micro_batches.push_back(detail::micro_batch_on_stages(
+        base.pp(), assign::flex_cp_micro_batch_seconds(problem, micro_batch),
+        assign::flex_cp_micro_batch_inner_seconds(problem, micro_batch), 0, tokens, options.backward_ratio));
   }
   result.schedule = schedule_pipeline(whole, {.kind = ScheduleKind::one_f_one_b, .seed = 1, .clusters = 0});
   return result;

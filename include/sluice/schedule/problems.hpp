@@ -37,21 +37,28 @@ inline void require_valid(const ProblemOptions& options) {
 
 namespace detail {
 
-// A micro-batch on `stages` stages: `seconds` on the last, and on every other stage `seconds` less the last stage's
-// own work on its tokens (zero work: the same on every stage); `activation_bytes` on each.
+// A micro-batch on `stages` stages: `last_seconds` on the last, `inner_seconds` on every other, `activation_bytes`
+// on each.
+inline MicroBatchCost micro_batch_on_stages(int stages, double last_seconds, double inner_seconds,
+                                            double activation_bytes, std::int64_t tokens, double backward_ratio) {
+  const auto c = static_cast<std::size_t>(stages);
+  MicroBatchCost cost{{}, {}, std::vector<double>(c, activation_bytes), tokens};
+  for (std::size_t stage = 0; stage < c; ++stage) {
+    const double total = stage + 1 == c ? last_seconds : inner_seconds;
+    cost.forward.push_back(total / (1 + backward_ratio));
+    cost.backward.push_back(total - cost.forward.back());
+  }
+  return cost;
+}
+
+// The same with `seconds` on the last stage and, on every other, `seconds` less the last stage's own work on its
+// tokens (zero work: the same on every stage).
 inline MicroBatchCost staged_micro_batch(int stages, double seconds, const cost::LastStageWork& last_stage,
                                          double activation_bytes, std::int64_t tokens, double backward_ratio) {
   const double other = stages > 1 ? seconds - last_stage.seconds(tokens) : seconds;
   sluice::require(other > 0, "schedule problem: a micro-batch of ", tokens, " tokens lasts ", seconds,
                   " s on the last stage, no more than that stage's own work ", last_stage.seconds(tokens), " s");
-  const auto c = static_cast<std::size_t>(stages);
-  MicroBatchCost cost{{}, {}, std::vector<double>(c, activation_bytes), tokens};
-  for (std::size_t stage = 0; stage < c; ++stage) {
-    const double total = stage + 1 == c ? seconds : other;
-    cost.forward.push_back(total / (1 + backward_ratio));
-    cost.backward.push_back(total - cost.forward.back());
-  }
-  return cost;
+  return micro_batch_on_stages(stages, seconds, other, activation_bytes, tokens, backward_ratio);
 }
 
 inline Problem empty_problem(int stages, double stage_memory_limit, const ProblemOptions& options) {
