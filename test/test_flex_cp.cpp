@@ -265,10 +265,11 @@ TEST_CASE("flex CP: the last stage's own work lightens the stages before it, not
     edit(bad);
     CHECK_THROWS_WITH_AS(assign::require_valid(bad), doctest::Contains(message), invalid_input);
   };
-  refused([](FlexCpProblem& p) { p.pp = 1; }, "CP degree 1's last-stage work");
-  refused([](FlexCpProblem& p) { p.degrees[1].last_stage = cost::LastStageWork(1, 0); }, "needs PP > 1, at most");
+  refused([](FlexCpProblem& p) { p.pp = 1; }, "CP degree 1 states last-stage work but the pipeline has one stage");
+  refused([](FlexCpProblem& p) { p.degrees[1].last_stage = cost::LastStageWork(1, 0); },
+          "CP degree 2's last-stage work (b = 1, c = 0) exceeds its latency's b and c");
   refused([](FlexCpProblem& p) { p.degrees[2].last_stage = cost::LastStageWork(1.0 / 4096, 0.125); },
-          "T(1) less it >= 1e-09 s");
+          "CP degree 4's latency T(1) less its last-stage work is below 1e-09 s");
 }
 
 TEST_CASE("flex CP: heuristic, lower bound and exact against brute force over every plan") {

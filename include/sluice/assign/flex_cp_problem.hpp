@@ -78,12 +78,15 @@ inline void require_valid(const FlexCpProblem& problem) {
     sluice::require(degree.capacity >= 0 && degree.length_multiple >= 1, "flex CP: CP degree ", degree.degree,
                     " needs a capacity >= 0 and a length multiple >= 1");
     const cost::LastStageWork& work = degree.last_stage;
+    if (work.is_zero()) continue;
     const cost::QuadraticLatency& t = degree.latency;
-    sluice::require(work.is_zero() || (problem.pp > 1 && work.b() <= t.b() && work.c() <= t.c() &&
-                                       t(1) - work.seconds(1) >= cost::min_stage_seconds),
-                    "flex CP: CP degree ", degree.degree, "'s last-stage work (b = ", shortest(work.b()),
-                    ", c = ", shortest(work.c()), ") needs PP > 1, at most the latency's b and c, ",
-                    "and T(1) less it >= ", shortest(cost::min_stage_seconds), " s");
+    sluice::require(problem.pp > 1, "flex CP: CP degree ", degree.degree,
+                    " states last-stage work but the pipeline has one stage");
+    sluice::require(work.b() <= t.b() && work.c() <= t.c(), "flex CP: CP degree ", degree.degree,
+                    "'s last-stage work (b = ", shortest(work.b()), ", c = ", shortest(work.c()),
+                    ") exceeds its latency's b and c");
+    sluice::require(t(1) - work.seconds(1) >= cost::min_stage_seconds, "flex CP: CP degree ", degree.degree,
+                    "'s latency T(1) less its last-stage work is below ", shortest(cost::min_stage_seconds), " s");
   }
   for (std::size_t s = 0; s < problem.lengths.size(); ++s) {
     const std::int64_t length = problem.lengths[s];

@@ -128,8 +128,8 @@ inline CpStageTime cp_stage_time(const CpSetup& setup, const Scheme& scheme, std
 // The quadratic T(l) = a·l² + b·l + c the planners take, fitted (relative least squares, as `sluice fit`) to the
 // derived time at lengths from `shortest` to `longest`, and how far it strays: the ring's exposed time is piecewise,
 // so the fit's error says how well a quadratic stands for it. With last-stage work the fit is of the other stages'
-// time (the derived time less the work), and T adds the work's linear and constant terms back, so that T less the
-// work is that fit, never below the work, as a valid profile needs.
+// time (the derived time less the work) and T adds the work's b and c back: T less the work is then that fit, and
+// T's b and c are at least the work's, as a valid profile needs.
 inline FitResult cp_latency(const CpSetup& setup, const Scheme& scheme, std::int64_t shortest, std::int64_t longest) {
   sluice::require(shortest >= 1 && longest > shortest,
                   "context parallelism: the fitted lengths need 1 <= shortest < "
@@ -158,7 +158,7 @@ struct CpScheme {
   std::int64_t max_len = 0;
   CpSetup setup;
   FitResult fit;
-  LastStageWork last_stage;
+  LastStageWork last_stage{};
   [[nodiscard]] double seconds(std::int64_t length) const { return cp_stage_time(setup, scheme, length).total(); }
 };
 
