@@ -302,8 +302,8 @@ TEST_CASE("the last stage's own work: shared over the CP ranks' tokens, not reco
     if (cost.scheme.base() != Scheme(1, 2)) CHECK(cost.last_stage.is_zero());
   // Without the work, the derived schemes are what they were: none carries any.
   spec.schemes = io::read_profile(io::resolve_data_file("llama2-7b", "profiles")).spec().schemes;
-  for (const SchemeCost& cost : Profile(with_scheme_space(spec, space_of({2, 4}))).schemes())
-    CHECK(cost.last_stage.is_zero());
+  const Profile plain_space(with_scheme_space(spec, space_of({2, 4})));
+  for (const SchemeCost& cost : plain_space.schemes()) CHECK(cost.last_stage.is_zero());
 }
 
 TEST_CASE("the scheme space derives ⟨TP, 1⟩ from the shallowest measured ⟨TP, PP⟩ by the layer ratio") {
