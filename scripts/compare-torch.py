@@ -9,7 +9,10 @@ Runs sluice_executor_bench (its JSON output), then the same work in PyTorch, and
   varlen      the same over 16K and 64K tokens packed from BM_AttentionVarlen's mix of sequence lengths, through
               torch.nn.attention.varlen.varlen_attn (FlashAttention-2 over cu_seqlens) and through
               scaled_dot_product_attention on jagged nested tensors with each backend that runs it
-  gemm        bf16 8192^3 matmul with fp32 accumulation on random data; TFLOP/s = 2 n^3 / time
+  gemm        bf16 8192^3 matmul with fp32 accumulation on random data; TFLOP/s = 2 n^3 / time; and the 12 products
+              of one LLaMA-7B-shaped layer's forward and backward on 8192 tokens (y = x W, dx = dy W^T, dW = x^T dy
+              for QKV, attention output, gate|up and down), dW in bf16 as autograd computes it; the bench's
+              BM_GemmLayer runs them as the executor does, dW accumulated in fp32 (and in bf16 beside it)
   layers      forward + backward of 4 LLaMA-7B-shaped decoder layers (hidden 4096, 32 heads, SwiGLU 11008; RMSNorm,
               rotary embedding, causal attention within each 2048-token sequence) on 8192 and 16384 tokens, eager and
               torch.compile; tokens/s
@@ -40,6 +43,7 @@ VARLEN_TOKENS = (16384, 65536)
 # BM_AttentionVarlen's sequence lengths, repeated (the last cut) up to the token count.
 VARLEN_LENGTHS = (4096, 1024, 256, 2048, 512, 128, 3072, 768, 1536, 384, 2560)
 GEMM_N = 8192
+GEMM_LAYER_TOKENS = 8192
 LAYER_TOKENS = (8192, 16384)
 HEADS, HEAD_DIM = 32, 128
 HIDDEN = HEADS * HEAD_DIM
@@ -207,6 +211,36 @@ def torch_gemm(torch, timing):
     return {f"gemm/{GEMM_N}": {"seconds": seconds, "TFLOP/s": 2.0 * GEMM_N ** 3 / seconds * 1e-12}}
 
 
+def layer_products():
+    """(n, k) of one decoder layer's projections y[tokens x n] = x[tokens x k] W[k x n], as BM_GemmLayer has them."""
+    return [(3 * HIDDEN, HIDDEN), (HIDDEN, HIDDEN), (2 * FFN, HIDDEN), (HIDDEN, FFN)]
+
+
+def gemm_layer_flops(tokens):
+    """Forward and both backward products of every projection: 3 * 2 * tokens * n * k each."""
+    return sum(6.0 * tokens * n * k for n, k in layer_products())
+
+
+def torch_gemm_layer(torch, timing):
+    tokens = GEMM_LAYER_TOKENS
+    generator = torch.Generator(device="cuda").manual_seed(tokens)
+
+    def uniform(*shape):
+        return torch.rand(shape, device="cuda", generator=generator, dtype=torch.bfloat16) * 2 - 1
+
+    operands = [(uniform(tokens, k), uniform(k, n), uniform(tokens, n)) for n, k in layer_products()]
+
+    def work():
+        for x, w, _ in operands:
+            torch.matmul(x, w)
+        for x, w, dy in operands:
+            torch.matmul(dy, w.t())
+            torch.matmul(x.t(), dy)
+
+    seconds = timed(torch, work, timing)
+    return {f"gemm_layer/{tokens}": {"seconds": seconds, "TFLOP/s": gemm_layer_flops(tokens) / seconds * 1e-12}}
+
+
 def decoder_layers(torch):
     """LLaMA's decoder layer as the executor runs it: RMSNorm, fused QKV, rotary embedding (rotate_half), causal
     attention within each sequence, output projection and residual; RMSNorm, SwiGLU (fused gate | up), down
@@ -324,6 +358,9 @@ def ratios(sluice, torch_figures):
                   for t in VARLEN_TOKENS for v in ("varlen_attn", "jagged_flash", "jagged_cudnn", "jagged_efficient")]
     pairs.append((f"BM_Gemm/{GEMM_N}/manual_time", f"gemm/{GEMM_N}", "TFLOP/s", ""))
     pairs.append((f"BM_GemmLt/{GEMM_N}/manual_time", f"gemm/{GEMM_N}", "TFLOP/s", "cublaslt "))
+    pairs.append((f"BM_GemmLayer/{GEMM_LAYER_TOKENS}/1/manual_time", f"gemm_layer/{GEMM_LAYER_TOKENS}", "TFLOP/s", ""))
+    pairs.append((f"BM_GemmLayer/{GEMM_LAYER_TOKENS}/0/manual_time", f"gemm_layer/{GEMM_LAYER_TOKENS}", "TFLOP/s",
+                  "bf16 dW "))
     pairs += [(f"BM_LayerStack/{t}/manual_time", f"layers/{t}/{m}", "tokens/s", "")
               for t in LAYER_TOKENS for m in ("eager", "compiled")]
     for bench_name, torch_name, unit, kernel in pairs:
@@ -360,6 +397,7 @@ def main():
         figures.update(torch_varlen(torch, timing))
     if "gemm" in parts:
         figures.update(torch_gemm(torch, timing))
+        figures.update(torch_gemm_layer(torch, timing))
     if "layers" in parts:
         figures.update(torch_layers(torch, timing))
     rows = [((label + " " if label else "") + name, *rest)

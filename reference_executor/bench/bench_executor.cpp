@@ -31,9 +31,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "sluice_executor/cuda_check.hpp"
@@ -344,6 +346,69 @@ void BM_GemmLt(benchmark::State& state) {
   state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_GemmLt)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// BM_GemmLayer's operands on `tokens` tokens (0.74 G values drawn on the host's cores): built once per process and
+// size.
+struct GemmLayerOperands {
+  struct Product {  // y[tokens × n] = x[tokens × k]·w[k × n]; dw holds fp32 or bf16
+    int n, k;
+    cu::DeviceBuffer x, w, dy, y, dx, dw;
+  };
+  explicit GemmLayerOperands(int tokens) {
+    constexpr int ffn = 11008;
+    constexpr std::array<std::pair<int, int>, 4> shapes{
+        {{3 * hidden, hidden}, {hidden, hidden}, {2 * ffn, hidden}, {hidden, ffn}}};
+    for (const auto& [n, k] : shapes) {
+      const auto rows = static_cast<std::size_t>(tokens);
+      const auto in = rows * static_cast<std::size_t>(k), out = rows * static_cast<std::size_t>(n);
+      const auto weights = static_cast<std::size_t>(k) * static_cast<std::size_t>(n);
+      Product& p = products.emplace_back(
+          Product{n, k, cu::DeviceBuffer(in * sizeof(cu::bf16)), cu::DeviceBuffer(weights * sizeof(cu::bf16)),
+                  cu::DeviceBuffer(out * sizeof(cu::bf16)), cu::DeviceBuffer(out * sizeof(cu::bf16)),
+                  cu::DeviceBuffer(in * sizeof(cu::bf16)), cu::DeviceBuffer(weights * sizeof(float))});
+      fill_bf16(p.x.as<void>(), in, stream.get());
+      fill_bf16(p.w.as<void>(), weights, stream.get());
+      fill_bf16(p.dy.as<void>(), out, stream.get());
+    }
+  }
+  cu::Stream stream;
+  cu::CublasHandle cublas{stream.get()};
+  std::vector<Product> products;
+};
+
+// The GEMMs of one LLaMA-7B-shaped layer's forward and backward (QKV, attention output, gate|up, down: y = x·W, then
+// dx = dy·Wᵀ and dW = xᵀ·dy) on the executor's shapes, through the call every stage makes (row_major_gemm). The
+// second argument says how dW is written: 1, accumulated in fp32 (beta 1) as the executor keeps its gradients; 0, in
+// bf16 (beta 0) as autograd writes it for bf16 parameters. The two measure what the fp32 accumulation costs.
+void BM_GemmLayer(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const auto tokens = static_cast<int>(state.range(0));
+  const bool fp32_gradients = state.range(1) != 0;
+  // Never destroyed: freeing device memory after the CUDA runtime has shut down at exit would fail.
+  static std::map<int, GemmLayerOperands*> built;
+  GemmLayerOperands*& operands = built[tokens];
+  if (operands == nullptr) operands = new GemmLayerOperands(tokens);
+  const cudaStream_t stream = operands->stream.get();
+  const cublasHandle_t cublas = operands->cublas.get();
+  double flops = 0;
+  for (const GemmLayerOperands::Product& p : operands->products) {
+    flops += 3 * 2.0 * tokens * p.n * p.k;
+    SLUICE_CUDA_CHECK(cudaMemsetAsync(p.dw.as<void>(), 0, p.dw.bytes(), stream));  // the other variant's dW
+  }
+  time_on_stream(state, stream, [&] {
+    for (const GemmLayerOperands::Product& p : operands->products)
+      cu::row_major_gemm(cublas, false, false, tokens, p.n, p.k, p.x.as<const cu::bf16>(), p.w.as<const cu::bf16>(),
+                         p.y.as<void>(), CUDA_R_16BF, 0);
+    for (const GemmLayerOperands::Product& p : operands->products) {
+      cu::row_major_gemm(cublas, false, true, tokens, p.k, p.n, p.dy.as<const cu::bf16>(), p.w.as<const cu::bf16>(),
+                         p.dx.as<void>(), CUDA_R_16BF, 0);
+      cu::row_major_gemm(cublas, true, false, p.k, p.n, tokens, p.x.as<const cu::bf16>(), p.dy.as<const cu::bf16>(),
+                         p.dw.as<void>(), fp32_gradients ? CUDA_R_32F : CUDA_R_16BF, fp32_gradients ? 1.0f : 0.0f);
+    }
+  });
+  state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemmLayer)->Args({8192, 1})->Args({8192, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // 4 LLaMA-7B-shaped layers (0.8 G parameters, initialised on the host's cores): built once per process.
 struct LayerStack {

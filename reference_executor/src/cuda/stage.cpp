@@ -308,14 +308,19 @@ void DeviceStage::zero_gradients() {
 
 // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLAS gets B first, with each operand's row length as its leading
 // dimension.
-void DeviceStage::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, const bf16* a, const bf16* b, void* c,
-                       cudaDataType_t c_type, float beta) const {
+void row_major_gemm(cublasHandle_t cublas, bool transpose_a, bool transpose_b, int m, int n, int k, const bf16* a,
+                    const bf16* b, void* c, cudaDataType_t c_type, float beta) {
   const float alpha = 1.0f;
   const int lda = transpose_a ? m : k;
   const int ldb = transpose_b ? k : n;
-  SLUICE_CUBLAS_CHECK(cublasGemmEx(cublas_.get(), transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+  SLUICE_CUBLAS_CHECK(cublasGemmEx(cublas, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                    transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, ldb, a,
                                    CUDA_R_16BF, lda, &beta, c, c_type, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void DeviceStage::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, const bf16* a, const bf16* b, void* c,
+                       cudaDataType_t c_type, float beta) const {
+  row_major_gemm(cublas_.get(), transpose_a, transpose_b, m, n, k, a, b, c, c_type, beta);
 }
 
 // A lane with no rows of a short micro-batch (fewer tokens than TP) has nothing to normalise.

@@ -22,6 +22,11 @@
 
 namespace sluice::executor::cuda {
 
+// C[m×n] = op(A)·op(B) (+ beta·C) on `cublas`'s stream, row-major bf16 operands, C bf16 or fp32, fp32 accumulation:
+// every GEMM of a stage, and the bench's GEMMs on the executor's shapes.
+void row_major_gemm(cublasHandle_t cublas, bool transpose_a, bool transpose_b, int m, int n, int k, const bf16* a,
+                    const bf16* b, void* c, cudaDataType_t c_type, float beta);
+
 // A ring rank's block of a micro-batch as attention sees it: its tokens (the whole micro-batch without ring CP),
 // sequence by sequence in position order.
 struct DeviceBlock {
