@@ -9,7 +9,8 @@ Runs sluice_executor_bench (its JSON output), then the same work in PyTorch, and
   varlen      the same over 16K and 64K tokens packed from BM_AttentionVarlen's mix of sequence lengths, through
               torch.nn.attention.varlen.varlen_attn (FlashAttention-2 over cu_seqlens) and through
               scaled_dot_product_attention on jagged nested tensors with each backend that runs it
-  gemm        bf16 8192^3 matmul with fp32 accumulation on random data; TFLOP/s = 2 n^3 / time; and the 12 products
+  gemm        bf16 8192^3 matmul with fp32 accumulation on random data; TFLOP/s = 2 n^3 / time (paired with the bench's
+              cublasGemmEx, cuBLASLt's first algorithm and its heuristic's first 8 one by one); and the 12 products
               of one LLaMA-7B-shaped layer's forward and backward on 8192 tokens (y = x W, dx = dy W^T, dW = x^T dy
               for QKV, attention output, gate|up and down), dW in bf16 as autograd computes it; the bench's
               BM_GemmLayer runs them as the executor does, dW accumulated in fp32 (and in bf16 beside it)
@@ -43,6 +44,7 @@ VARLEN_TOKENS = (16384, 65536)
 # BM_AttentionVarlen's sequence lengths, repeated (the last cut) up to the token count.
 VARLEN_LENGTHS = (4096, 1024, 256, 2048, 512, 128, 3072, 768, 1536, 384, 2560)
 GEMM_N = 8192
+GEMM_LT_RANKS = 8  # BM_GemmLtRanked's algorithms, by the rank cuBLASLt's heuristic gives them
 GEMM_LAYER_TOKENS = 8192
 LAYER_TOKENS = (8192, 16384)
 HEADS, HEAD_DIM = 32, 128
@@ -358,6 +360,8 @@ def ratios(sluice, torch_figures):
                   for t in VARLEN_TOKENS for v in ("varlen_attn", "jagged_flash", "jagged_cudnn", "jagged_efficient")]
     pairs.append((f"BM_Gemm/{GEMM_N}/manual_time", f"gemm/{GEMM_N}", "TFLOP/s", ""))
     pairs.append((f"BM_GemmLt/{GEMM_N}/manual_time", f"gemm/{GEMM_N}", "TFLOP/s", "cublaslt "))
+    pairs += [(f"BM_GemmLtRanked/{GEMM_N}/{rank}/manual_time", f"gemm/{GEMM_N}", "TFLOP/s", f"cublaslt #{rank} ")
+              for rank in range(GEMM_LT_RANKS)]
     pairs.append((f"BM_GemmLayer/{GEMM_LAYER_TOKENS}/1/manual_time", f"gemm_layer/{GEMM_LAYER_TOKENS}", "TFLOP/s", ""))
     pairs.append((f"BM_GemmLayer/{GEMM_LAYER_TOKENS}/0/manual_time", f"gemm_layer/{GEMM_LAYER_TOKENS}", "TFLOP/s",
                   "bf16 dW "))

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -295,9 +296,9 @@ void BM_Gemm(benchmark::State& state) {
 }
 BENCHMARK(BM_Gemm)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
 
-// The same product through cuBLASLt: its heuristic's first algorithm with a 32 MiB workspace (what a
-// framework's matmul gets), to measure whether moving the executor's GEMMs to cuBLASLt pays.
-void BM_GemmLt(benchmark::State& state) {
+// BM_Gemm's product through cuBLASLt with a 32 MiB workspace (what a framework's matmul gets): the algorithm its
+// heuristic ranks `rank`th (0: the first, which a framework takes), labelled with its algorithm, tile and stages ids.
+void time_gemm_lt(benchmark::State& state, int rank) {
   if (skip_without_gpu(state)) return;
   const auto n = static_cast<std::uint64_t>(state.range(0));
   const cu::Stream stream;
@@ -326,15 +327,26 @@ void BM_GemmLt(benchmark::State& state) {
   const auto preference = owned(raw_preference, &cublasLtMatmulPreferenceDestroy);
   SLUICE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                            &workspace_bytes, sizeof(workspace_bytes)));
-  cublasLtMatmulHeuristicResult_t heuristic{};
+  std::vector<cublasLtMatmulHeuristicResult_t> ranked(static_cast<std::size_t>(rank) + 1);
   int found = 0;
   SLUICE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle.get(), operation.get(), layout.get(), layout.get(),
-                                                     layout.get(), layout.get(), preference.get(), 1, &heuristic,
-                                                     &found));
-  if (found == 0) {
-    state.SkipWithError("cuBLASLt has no algorithm for this product");
+                                                     layout.get(), layout.get(), preference.get(), rank + 1,
+                                                     ranked.data(), &found));
+  if (found <= rank || ranked.back().state != CUBLAS_STATUS_SUCCESS) {
+    state.SkipWithError("cuBLASLt's heuristic has no algorithm of this rank for this product");
     return;
   }
+  const cublasLtMatmulHeuristicResult_t& heuristic = ranked.back();
+  std::int32_t algorithm = 0;
+  std::uint32_t tile = 0, stages = 0;
+  SLUICE_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&heuristic.algo, CUBLASLT_ALGO_CONFIG_ID, &algorithm,
+                                                           sizeof(algorithm), nullptr));
+  SLUICE_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&heuristic.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                                           sizeof(tile), nullptr));
+  SLUICE_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&heuristic.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
+                                                           sizeof(stages), nullptr));
+  state.SetLabel("algorithm " + std::to_string(algorithm) + ", tile " + std::to_string(tile) + ", stages " +
+                 std::to_string(stages));
   const float alpha = 1.0f, beta = 0.0f;
   time_on_stream(state, stream.get(), [&] {
     SLUICE_CUBLAS_CHECK(cublasLtMatmul(handle.get(), operation.get(), &alpha, a.as<const void>(), layout.get(),
@@ -345,7 +357,16 @@ void BM_GemmLt(benchmark::State& state) {
   const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
   state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
 }
+
+void BM_GemmLt(benchmark::State& state) { time_gemm_lt(state, 0); }
 BENCHMARK(BM_GemmLt)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The heuristic's first 8 algorithms one by one: whether another than the first reaches torch.matmul's rate.
+void BM_GemmLtRanked(benchmark::State& state) { time_gemm_lt(state, static_cast<int>(state.range(1))); }
+BENCHMARK(BM_GemmLtRanked)
+    ->ArgsProduct({{8192}, benchmark::CreateDenseRange(0, 7, 1)})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 // BM_GemmLayer's operands on `tokens` tokens (0.74 G values drawn on the host's cores): built once per process and
 // size.

@@ -19,6 +19,9 @@ report = {"benchmarks": [
      "real_time": 2.0, "time_unit": "ms", "TFLOP/s": 500.0},
     {"name": "BM_Gemm/8192/manual_time_median", "run_name": "BM_Gemm/8192/manual_time", "aggregate_name": "median",
      "real_time": 1.5, "time_unit": "ms", "TFLOP/s": 700.0},
+    {"name": "BM_GemmLtRanked/8192/3/manual_time_median", "run_name": "BM_GemmLtRanked/8192/3/manual_time",
+     "aggregate_name": "median", "real_time": 1.25, "time_unit": "ms", "TFLOP/s": 880.0,
+     "label": "algorithm 66, tile 18, stages 22"},
     {"name": "BM_GemmLayer/8192/1/manual_time_median", "run_name": "BM_GemmLayer/8192/1/manual_time",
      "aggregate_name": "median", "real_time": 20.0, "time_unit": "ms", "TFLOP/s": 600.0},
     {"name": "BM_GemmLayer/8192/0/manual_time_median", "run_name": "BM_GemmLayer/8192/0/manual_time",
@@ -34,6 +37,7 @@ report = {"benchmarks": [
 medians = script.bench_medians(report)
 assert sorted(medians) == ["BM_AttentionMma/4096/manual_time", "BM_Gemm/8192/manual_time",
                            "BM_GemmLayer/8192/0/manual_time", "BM_GemmLayer/8192/1/manual_time",
+                           "BM_GemmLtRanked/8192/3/manual_time",
                            "BM_LayerStack/8192/manual_time"], medians
 assert medians["BM_Gemm/8192/manual_time"] == {"seconds": 1.5 * 1e-3, "TFLOP/s": 700.0}, medians
 assert medians["BM_LayerStack/8192/manual_time"] == {"seconds": 100000.0 * 1e-6, "tokens/s": 81920.0}, medians
@@ -45,6 +49,7 @@ pytorch = {"gemm/8192": {"seconds": 1.4e-3, "TFLOP/s": 800.0},
 rows = script.ratios(medians, pytorch)
 assert rows == [("mma attention/4096/flash", 240.0, 300.0, "TFLOP/s", 0.8),
                 ("gemm/8192", 700.0, 800.0, "TFLOP/s", 0.875),
+                ("cublaslt #3 gemm/8192", 880.0, 800.0, "TFLOP/s", 1.1),
                 ("gemm_layer/8192", 600.0, 750.0, "TFLOP/s", 0.8),
                 ("bf16 dW gemm_layer/8192", 660.0, 750.0, "TFLOP/s", 0.88),
                 ("layers/8192/eager", 81920.0, 102400.0, "tokens/s", 0.8)], rows
