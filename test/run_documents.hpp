@@ -2,13 +2,18 @@
 // Values of the CLI's reports built as the CLI builds them, shared by the io and fuzz suites.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "sluice/compare/microbatching.hpp"
+#include "sluice/core/error.hpp"
 #include "sluice/core/random.hpp"
+#include "sluice/cost/context_parallel.hpp"
 #include "sluice/cost/profile.hpp"
+#include "sluice/data/dataset.hpp"
+#include "sluice/io/inspect_json.hpp"
 #include "sluice/io/json.hpp"
 #include "sluice/io/run_json.hpp"
 #include "sluice/microbatch/cost.hpp"
@@ -45,6 +50,41 @@ inline io::ScheduleRun small_schedule_run(const cost::Profile& profile, std::uin
   run.sequences = samples.size();
   for (const microbatch::Sample& sample : samples) run.tokens += sample.input;
   return run;
+}
+
+// sluice inspect --cp 2 on a small dataset: every scheme of `profile` (llama2-7b in the suites), and each derived with
+// ring CP of degree 2, the first with half its fit's b and c as the last stage's work (7B's fits state none) to carry
+// that field too.
+inline io::Inspect inspect_with_context_parallel(const cost::Profile& profile) {
+  const data::LengthDataset dataset = data::LengthDataset({5, 1, 9, 3, 700, 64, 300}, "mem").truncated(600);
+  io::InspectContextParallel derived{
+      .degree = 2,
+      .kind = CpKind::ring,
+      .ulysses = 1,
+      .recompute = false,
+      .heads = profile.spec().model.heads,
+      // 0 in a profile: as many as the heads, which the tool writes out
+      .kv_heads = profile.spec().model.kv_heads > 0 ? profile.spec().model.kv_heads : profile.spec().model.heads,
+      .schemes = {},
+      .not_derived = {}};
+  for (const cost::SchemeCost& base : profile.schemes()) {
+    const Scheme scheme({.tp = base.scheme.tp(), .pp = base.scheme.pp(), .cp = 2});
+    if (const auto cp = cost::derive_cp_scheme(profile, base, scheme)) {
+      derived.schemes.push_back(
+          {cp->scheme,
+           cp->max_len,
+           {cp->fit.model, cp->fit.relative_rms_error},
+           io::inspect_times(cp->max_len, [&](std::int64_t length) { return cp->seconds(length); }),
+           std::nullopt});
+    } else {
+      derived.not_derived.push_back(scheme.name());
+    }
+  }
+  sluice::require(!derived.schemes.empty(), "inspect_with_context_parallel: no scheme of ", profile.name(),
+                  " derives with CP 2");
+  const cost::QuadraticLatency& fit = derived.schemes.front().fit.latency;
+  derived.schemes.front().last_stage = cost::LastStageWork(fit.b() / 2, fit.c() / 2);
+  return io::inspect(dataset, dataset.histogram(100), profile, derived);
 }
 
 }  // namespace sluice::test

@@ -100,40 +100,6 @@ io::TraceRun small_trace_run() {
   return run;
 }
 
-// sluice inspect --cp 2 on a small dataset: every scheme of llama2-7b, and each derived with ring CP of degree 2, the
-// first with half its fit's b and c as the last stage's work (7B's fits state none) to carry that field too.
-io::Inspect inspect_with_context_parallel() {
-  const cost::Profile profile = llama2_7b();
-  const data::LengthDataset dataset = data::LengthDataset({5, 1, 9, 3, 700, 64, 300}, "mem").truncated(600);
-  io::InspectContextParallel derived{
-      .degree = 2,
-      .kind = CpKind::ring,
-      .ulysses = 1,
-      .recompute = false,
-      .heads = profile.spec().model.heads,
-      // 0 in a profile: as many as the heads, which the tool writes out
-      .kv_heads = profile.spec().model.kv_heads > 0 ? profile.spec().model.kv_heads : profile.spec().model.heads,
-      .schemes = {},
-      .not_derived = {}};
-  for (const cost::SchemeCost& base : profile.schemes()) {
-    const Scheme scheme({.tp = base.scheme.tp(), .pp = base.scheme.pp(), .cp = 2});
-    if (const auto cp = cost::derive_cp_scheme(profile, base, scheme)) {
-      derived.schemes.push_back(
-          {cp->scheme,
-           cp->max_len,
-           {cp->fit.model, cp->fit.relative_rms_error},
-           io::inspect_times(cp->max_len, [&](std::int64_t length) { return cp->seconds(length); }),
-           std::nullopt});
-    } else {
-      derived.not_derived.push_back(scheme.name());
-    }
-  }
-  REQUIRE(!derived.schemes.empty());
-  const cost::QuadraticLatency& fit = derived.schemes.front().fit.latency;
-  derived.schemes.front().last_stage = cost::LastStageWork(fit.b() / 2, fit.c() / 2);
-  return io::inspect(dataset, dataset.histogram(100), profile, derived);
-}
-
 }  // namespace
 
 TEST_CASE("inspect: the recorded output reads and writes back byte for byte") {
@@ -144,7 +110,7 @@ TEST_CASE("inspect: the recorded output reads and writes back byte for byte") {
 }
 
 TEST_CASE("inspect: with schemes derived with context parallelism, round trip") {
-  const io::Inspect report = inspect_with_context_parallel();
+  const io::Inspect report = test::inspect_with_context_parallel(llama2_7b());
   REQUIRE(report.context_parallel.has_value());
   REQUIRE(!report.context_parallel->schemes.empty());
   const std::string text = io::document_text(report);
@@ -155,7 +121,7 @@ TEST_CASE("inspect: with schemes derived with context parallelism, round trip") 
 }
 
 TEST_CASE("inspect: broken documents name the member") {
-  const io::json document = io::to_document(inspect_with_context_parallel());
+  const io::json document = io::to_document(test::inspect_with_context_parallel(llama2_7b()));
   rejects_broken_envelope<io::Inspect>(document);
   auto broken = [&](auto&& edit, const char* fragment) {
     io::json bad = document;

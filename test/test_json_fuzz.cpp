@@ -380,6 +380,8 @@ std::vector<Subject> run_subjects() {
   const auto recorded = [](const char* name) { return io::parse(test::recorded_output(name), name); };
   subjects.push_back(make_subject<io::SimulateRun>("simulate_run", recorded("simulate.json"), {}, false));
   subjects.push_back(make_subject<io::Inspect>("inspect", io::read_json_file(golden / "inspect.json"), {}, false));
+  subjects.push_back(
+      make_subject<io::Inspect>("inspect_cp", test::inspect_with_context_parallel(profile7b()), {}, false));
   subjects.push_back(make_subject<io::PlanRun>("plan_run", recorded("plan.json"), {}, false));
   return subjects;
 }
