@@ -182,10 +182,11 @@ TEST_CASE("cli: fit takes a middle stage's inner seconds as the last stage's own
   const cost::QuadraticLatency inner(1.1e-9, 5e-5, 3e-3);
   const cost::LastStageWork head(2e-5, 1.5e-3);
   std::vector<cost::ProfileSample> samples;
-  std::vector<cost::LatencySample> inner_latencies;
+  std::vector<cost::LatencySample> last_latencies, inner_latencies;
   for (const std::int64_t length : lengths) {
     samples.push_back(
         {sluice::Scheme(1, 2), length, inner(length) + head.seconds(length), std::nullopt, inner(length)});
+    last_latencies.push_back({length, samples.back().seconds});
     inner_latencies.push_back({length, inner(length)});
   }
   const std::string text = io::profile_samples_csv(samples);
@@ -205,7 +206,8 @@ TEST_CASE("cli: fit takes a middle stage's inner seconds as the last stage's own
   REQUIRE(report.code == 0);
   const auto run = io::from_document<io::FitRun>(io::json::parse(report.out));
   REQUIRE(run.schemes.size() == 1);
-  CHECK(run.schemes.front().inner_latency == cost::fit_quadratic(inner_latencies).model);
+  CHECK(run.schemes.front().inner_latency ==
+        cost::fit_last_and_other_stage(last_latencies, inner_latencies).other.model);
   CHECK(run.profile.at(sluice::Scheme(1, 2)).last_stage == work);
   const std::string header = "tp,pp,tokens,seconds,inner_seconds\n";
   check_bad_input({

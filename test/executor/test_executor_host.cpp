@@ -498,8 +498,13 @@ TEST_CASE("executor host: measured stages become a valid sluice profile") {
       latencies.push_back({length, seconds});
       inner_latencies.push_back({length, inner});
     }
-    stage.fit = cost::fit_quadratic(latencies);
-    if (scheme.pp() > 1) stage.inner_fit = cost::fit_quadratic(inner_latencies);
+    if (scheme.pp() > 1) {
+      const cost::StageFits fits = cost::fit_last_and_other_stage(latencies, inner_latencies);
+      stage.fit = fits.last;
+      stage.inner_fit = fits.other;
+    } else {
+      stage.fit = cost::fit_quadratic(latencies);
+    }
     stage.activation_bytes_per_token = bytes * stage.layers * 128;
     stages.push_back(stage);
   }

@@ -31,9 +31,9 @@ namespace sluice::cost {
 namespace detail {
 
 // The non-negative least-squares solution of design·x ≈ 1 (each row already divided by its measured value, so the
-// residual is the relative error), and its mean squared residual. Non-negativity is exact: with at most three
-// coefficients the optimum is the unconstrained least-squares solution on one of the 2^N − 1 supports, so every
-// support is solved and the best non-negative one kept (the KKT conditions make this the NNLS optimum).
+// residual is the relative error), and its mean squared residual. Non-negativity is exact: the optimum is the
+// unconstrained least-squares solution on one of the 2^N − 1 supports, so with few coefficients (at most 5 here)
+// every support is solved and the best non-negative one kept (the KKT conditions make this the NNLS optimum).
 template <int N>
 std::pair<Eigen::Matrix<double, N, 1>, double> relative_nnls(const Eigen::MatrixXd& design) {
   const Eigen::Index rows = design.rows();
@@ -117,6 +117,43 @@ inline LastStageWork last_stage_work(const QuadraticLatency& last, const Quadrat
   return {std::max(0.0, last.b() - other.b()), std::max(0.0, last.c() - other.c())};
 }
 
+struct StageFits {
+  FitResult last;   // a·l² + (b + w_b)·l + c + w_c, its error over the last stage's samples
+  FitResult other;  // a·l² + b·l + c, its error over the other stage's samples
+};
+
+// The last stage's and another stage's latencies fitted together, as the model has them: one attention term a·l²
+// (the layers' own, the same on both stages) and the last stage's linear and constant terms the other's plus its
+// own work (w_b, w_c), all >= 0, on the relative squared errors of both sets of samples. last_stage_work of the two
+// is then (w_b, w_c), and no noise in either fit's a leaks into it, as it would with two fits apart.
+inline StageFits fit_last_and_other_stage(Span<const LatencySample> last, Span<const LatencySample> other) {
+  detail::check_samples(last, &LatencySample::seconds, "fit", "seconds", 3);
+  detail::check_samples(other, &LatencySample::seconds, "fit of the other stage", "seconds", 3);
+  const auto last_rows = static_cast<Eigen::Index>(last.size());
+  Eigen::MatrixXd design(last_rows + static_cast<Eigen::Index>(other.size()), 5);  // a, b, c, w_b, w_c
+  for (Eigen::Index r = 0; r < design.rows(); ++r) {
+    const bool on_last = r < last_rows;
+    const LatencySample& sample =
+        on_last ? last[static_cast<std::size_t>(r)] : other[static_cast<std::size_t>(r - last_rows)];
+    const auto l = static_cast<double>(sample.length);
+    const double t = sample.seconds;
+    design.row(r) << l * l / t, l / t, 1.0 / t, on_last ? l / t : 0.0, on_last ? 1.0 / t : 0.0;
+  }
+  const Eigen::Matrix<double, 5, 1> x = detail::relative_nnls<5>(design).first;
+  const auto relative_rms_error = [](Span<const LatencySample> samples, const QuadraticLatency& model) {
+    double squares = 0;
+    for (const LatencySample& sample : samples) {
+      const double residual = model(sample.length) / sample.seconds - 1;
+      squares += residual * residual;
+    }
+    return std::sqrt(squares / static_cast<double>(samples.size()));
+  };
+  const QuadraticLatency on_last(x[0], x[1] + x[3], x[2] + x[4]);
+  const QuadraticLatency on_other(x[0], x[1], x[2]);
+  return {{on_last, relative_rms_error(last, on_last), last.size()},
+          {on_other, relative_rms_error(other, on_other), other.size()}};
+}
+
 struct FitProfileOptions {
   std::string name = "fitted";
   std::string source;
@@ -141,10 +178,10 @@ struct ProfileFit {
 // measured in `samples`: each scheme's latency fitted by fit_quadratic, and, where its samples carry peak bytes,
 // MaxLen stated as the longest length whose fitted peak fixed + per_token·l fits the base's memory budget (GPU
 // memory less context overhead and safety margin, rounded down to its granularity), and, where they carry inner
-// seconds, the last stage's own work (last_stage_work of the two fits). Schemes without peak bytes derive MaxLen
-// from the base's memory model. Raises invalid_input naming the scheme for too few lengths, a fit whose relative
-// RMS error exceeds options.max_error, memory that does not grow with length, or inner seconds on some samples
-// only or on a pipeline of one stage.
+// seconds, the last stage's own work (both stages fitted together by fit_last_and_other_stage). Schemes without peak
+// bytes derive MaxLen from the base's memory model. Raises invalid_input naming the scheme for too few lengths, a
+// fit whose relative RMS error exceeds options.max_error, memory that does not grow with length, or inner seconds on
+// some samples only or on a pipeline of one stage.
 inline ProfileFit fit_profile(Span<const ProfileSample> samples, const ProfileSpec& base,
                               const FitProfileOptions& options) {
   sluice::require(std::isfinite(options.max_error) && options.max_error > 0 && options.max_error <= 1,
@@ -185,7 +222,14 @@ inline ProfileFit fit_profile(Span<const ProfileSample> samples, const ProfileSp
                     " samples (all or none)");
     sluice::require(inner_latencies.empty() || scheme.pp() > 1, where,
                     ": inner seconds are given but the pipeline has one stage");
-    SchemeFit fit{scheme, named([&] { return fit_quadratic(latencies); }), std::nullopt, std::nullopt};
+    SchemeFit fit{scheme, {}, std::nullopt, std::nullopt};
+    if (inner_latencies.empty()) {
+      fit.latency = named([&] { return fit_quadratic(latencies); });
+    } else {
+      const StageFits both = named([&] { return fit_last_and_other_stage(latencies, inner_latencies); });
+      fit.latency = both.last;
+      fit.inner = both.other;
+    }
     const auto require_close = [&](const FitResult& result, std::string_view what) {
       sluice::require(result.relative_rms_error <= options.max_error, where, ": ", what, " fit's relative RMS error ",
                       percent(result.relative_rms_error), " exceeds the limit ", percent(options.max_error),
@@ -193,8 +237,7 @@ inline ProfileFit fit_profile(Span<const ProfileSample> samples, const ProfileSp
     };
     require_close(fit.latency, "latency");
     SchemeEntry entry{scheme, fit.latency.model, std::nullopt, std::nullopt, {}};
-    if (!inner_latencies.empty()) {
-      fit.inner = named([&] { return fit_quadratic(inner_latencies); });
+    if (fit.inner) {
       require_close(*fit.inner, "inner latency");
       entry.last_stage = last_stage_work(fit.latency.model, fit.inner->model);
     }

@@ -1,17 +1,18 @@
 #pragma once
 // Profiling the executor's model on a GPU to close the cost-model loop: for each scheme <TP, CP, PP> (with or without
-// full recompute), the pipeline's last stage of ceil(layers / PP) layers, with the final norm, the LM head and the
-// loss (and the embedding when PP is 1), runs forward and backward on single sequences over a sweep of lengths
-// (median of several repetitions, timed with CUDA events). Under 1F1B the last stage's work sets the iteration
-// (DynaPipe, EuroSys'24, §4 and Fig. 10), so its time is the scheme's T(l); with PP > 1 a middle stage of as many
-// layers is timed too, and the difference of the two fits is the last stage's own work, which the schedule takes
-// off the other stages (cost::LastStageWork). The activation memory is read from the allocators' high-water marks of a
-// middle stage of as many layers (the memory model's A is per layer, and the logits live for one micro-batch only). A
-// stage of TP·CP lanes runs them all on the one GPU, serialized on one stream with their collectives as device copies:
-// a sample is the GPU time of every lane divided by the lanes, the time a lane takes on a GPU of its own when the lanes
-// are balanced (TP's even shards, CP's causal balance), without the time its collectives would spend on links. The
-// samples are fitted by cost::fit_quadratic and assembled into a sluice profile (profile_spec), which the planners read
-// like any other (io::write_document writes it as sluice.profile JSON).
+// full recompute), the pipeline's last stage of ceil(layers / PP) layers, with the final norm, the LM head and the loss
+// (and the embedding when PP is 1), runs forward and backward on single sequences over a sweep of lengths (median of
+// several repetitions, timed with CUDA events). Under 1F1B the last stage's work sets the iteration (DynaPipe,
+// EuroSys'24, §4 and Fig. 10), so its time is the scheme's T(l); with PP > 1 a middle stage of as many layers is timed
+// too, and the two are fitted together (one attention term): the last stage's b and c above the other's are its own
+// work, which the schedule takes off the other stages (cost::LastStageWork). The activation memory is read from the
+// allocators' high-water marks of a middle stage of as many layers (the memory model's A is per layer, and the logits
+// live for one micro-batch only). A stage of TP·CP lanes runs them all on the one GPU, serialized on one stream with
+// their collectives as device copies: a sample is the GPU time of every lane divided by the lanes, the time a lane
+// takes on a GPU of its own when the lanes are balanced (TP's even shards, CP's causal balance), without the time its
+// collectives would spend on links. The samples are fitted by cost::fit_quadratic (by cost::fit_last_and_other_stage
+// with PP > 1) and assembled into a sluice profile (profile_spec), which the planners read like any other
+// (io::write_document writes it as sluice.profile JSON).
 //
 // profile_stage and profile_gpu need sluice::executor (CUDA); profile_spec is plain C++.
 #include <algorithm>

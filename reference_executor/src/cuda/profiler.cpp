@@ -262,8 +262,13 @@ StageProfile profile_stage(const ModelConfig& model, const Scheme& scheme, const
     latencies.push_back({sample.length, sample.seconds});
     if (scheme.pp() > 1) inner_latencies.push_back({sample.length, sample.inner_seconds});
   }
-  profile.fit = cost::fit_quadratic(latencies);
-  if (!inner_latencies.empty()) profile.inner_fit = cost::fit_quadratic(inner_latencies);
+  if (inner_latencies.empty()) {
+    profile.fit = cost::fit_quadratic(latencies);
+  } else {
+    const cost::StageFits fits = cost::fit_last_and_other_stage(latencies, inner_latencies);
+    profile.fit = fits.last;
+    profile.inner_fit = fits.other;
+  }
   return profile;
 }
 
