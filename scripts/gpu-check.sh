@@ -249,10 +249,11 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
             continue
         rate = entry.get("TFLOP/s") or entry.get("tokens/s")
         print(f"{entry['run_name']:44} {entry['real_time']:10.3f} {entry['time_unit']}"
-              + (f" {rate:14.1f}" if rate else "") + (" ERROR" if entry.get("error_occurred") else ""))
+              + (f" {rate:14.1f}" if rate else "") + (" ERROR" if entry.get("error_occurred") else "")
+              + (f"  {entry['label']}" if entry.get("label") else ""))
 EOF
 fi
 for name in compare_torch measure_systems python_tests train_llama profile ncu_mma; do
-  [ -f "${out}/${name}.log" ] && { echo "--- ${name}"; tail -n 30 "${out}/${name}.log" | cut -c1-200; }
+  [ -f "${out}/${name}.log" ] && { echo "--- ${name}"; tail -n 60 "${out}/${name}.log" | cut -c1-200; }
 done
 exit "${status}"
