@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""Emulates attention_mma.cu's warp-level algorithm lane by lane with the PTX ISA's semantics of ldmatrix (.trans)
-and mma.m16n8k16 (which lane holds which element of A, B and C), in float64, and compares forward, dQ, dK and dV
-with dense causal attention: a check of the kernels' index math (operand addresses, accumulator-to-operand packing,
-the mask by row position, tile loops and their bounds, online softmax) made without a GPU. It mirrors the kernels'
-code function by function, attention_rows.cuh's row layout included (positions None: a row's position is its index),
-for one sequence per side. Self-attention runs on a whole sequence; ring attention's block steps (ring degree R, the
-sequence cut in 2R chunks, rank r holding chunks r and 2R-1-r) run every pair of blocks, whose forward outputs are
-merged as attention_merge does and whose gradients are summed. Shared tiles start as NaN and the outputs too, so a
-read of a tile never copied or a row never stored shows. It does not model cp.async timing, bf16 rounding or several
-sequences in one batch. Prints the largest errors (~1e-15) and the kernel paths taken; asserts that the queries
-seeing none of a block's keys (and only they) get exactly out 0 and lse -inf, and that a block step whose keys all
-follow its queries, where every loop has no tile, gives zeros; exits 1 past 1e-12 or if a path was never taken."""
+"""Emulates attention_mma.cu's warp-level algorithm lane by lane with the PTX ISA's semantics of ldmatrix (.trans) and
+mma.m16n8k16 (which lane holds which element of A, B and C), in float64, and compares forward, dQ, dK and dV with
+dense causal attention: a check of the kernels' index math (operand addresses, accumulator-to-operand packing, the
+mask by row position, tile loops and their bounds, online softmax) made without a GPU. It mirrors the kernels' code
+function by function, attention_rows.cuh's row layout included (positions None: a row's position is its index), for
+one sequence per side. Self-attention runs on a whole sequence, the forward with 128- and 64-row blocks; ring
+attention's block steps (ring degree R, the sequence cut in 2R chunks, rank r holding chunks r and 2R-1-r) run every
+pair of blocks, whose forward outputs are merged as attention_merge does and whose gradients are summed. Shared tiles
+start as NaN and the outputs too, so a read of a tile never copied or a row never stored shows. It does not model
+cp.async timing, bf16 rounding or several sequences in one batch. Prints the largest errors (~1e-15) and the kernel
+paths taken; asserts that the queries seeing none of a block's keys (and only they) get exactly out 0 and lse -inf,
+and that a block step whose keys all follow its queries, where every loop has no tile, gives zeros; exits 1 past
+1e-12 or if a path was never taken."""
 import sys
 from collections import Counter
 
@@ -152,11 +153,11 @@ def per_row(first_row, f):
     return [[[f(first_row + warp * 16 + L // 4 + 8 * half) for half in range(2)] for L in range(32)]
             for warp in range(4)]
 
-FORWARD_TILE, M = 128, 2  # the forward's query rows per block, and 16-row mma tiles per warp (32 rows)
-
-def forward(q, k, v, queries, keys, scale, D):
+def forward(q, k, v, queries, keys, scale, D, M=2):
+    """M: 16-row mma tiles per warp, 2 for AttentionKernel::mma (128-row blocks), 1 for mma64 (64-row blocks)."""
     out = np.full((queries.length, D), np.nan); lse = np.full(queries.length, np.nan)
     log2e = 1 / np.log(2)
+    FORWARD_TILE = 4 * 16 * M
     for first_query in range(0, queries.length, FORWARD_TILE):  # the grid's blocks; those past the sequence return
         key_tiles = (tile_key_end(queries, first_query, FORWARD_TILE, keys) + 63) // 64
         q_tile = shared(D, FORWARD_TILE); k_tiles = [shared(D), shared(D)]; v_tiles = [shared(D), shared(D)]
@@ -335,14 +336,18 @@ for length, D in [(150, 64), (65, 128), (7, 64)]:
     rows = Rows(length)  # null positions: self-attention
     ro, rl, delta, rdq, rdk, rdv = dense(q, k, v, do, scale)
     out, lse = forward(q, k, v, rows, rows, scale, D)
+    out64, lse64 = forward(q, k, v, rows, rows, scale, D, M=1)
     dq = backward_dq(q, k, v, do, rl, delta, rows, rows, scale, D)
     dk, dv = backward_dkdv(q, k, v, do, rl, delta, rows, rows, scale, D)
     errors += errors_line(f"self-attention, length {length}, head_dim {D}", {
-        "out": np.abs(out - ro).max(), "lse": np.abs(lse - rl).max(), "dq": np.abs(dq - rdq).max(),
-        "dk": np.abs(dk - rdk).max(), "dv": np.abs(dv - rdv).max()})
+        "out": np.abs(out - ro).max(), "lse": np.abs(lse - rl).max(), "out (mma64)": np.abs(out64 - ro).max(),
+        "lse (mma64)": np.abs(lse64 - rl).max(), "dq": np.abs(dq - rdq).max(), "dk": np.abs(dk - rdk).max(),
+        "dv": np.abs(dv - rdv).max()})
 
 # Ring attention: rank r holds chunks r and 2R-1-r of 2R; its queries meet every rank's keys, one block per step.
-for length, D, R in [(300, 64, 2), (150, 64, 2), (65, 128, 2), (100, 64, 3), (5, 64, 4)]:
+# M: the forward's mma tiles per warp (1 for mma64's 64-row blocks).
+for length, D, R, M in [(300, 64, 2, 2), (150, 64, 2, 2), (65, 128, 2, 2), (100, 64, 3, 2), (300, 64, 3, 1),
+                        (5, 64, 4, 2)]:
     q, k, v, do = (rng.uniform(-1, 1, (length, D)) for _ in range(4))
     scale = 1 / np.sqrt(D)
     ro, rl, delta, rdq, rdk, rdv = dense(q, k, v, do, scale)
@@ -355,14 +360,16 @@ for length, D, R in [(300, 64, 2), (150, 64, 2), (65, 128, 2), (100, 64, 3), (5,
         merged = np.zeros((len(qa), D)); merged_lse = np.full(len(qa), -np.inf)
         for step in range(R):  # the order ring_forward meets the blocks in
             kb = blocks[(a - step) % R]; keys = Rows(len(kb), kb)
-            block_out, block_lse = forward(q[qa], k[kb], v[kb], queries, keys, scale, D)
+            block_out, block_lse = forward(q[qa], k[kb], v[kb], queries, keys, scale, D, M)
             blind_rows(block_out, block_lse, qa, kb)
             merge(merged, merged_lse, block_out, block_lse)
             dq[qa] += backward_dq(q[qa], k[kb], v[kb], do[qa], rl[qa], delta[qa], queries, keys, scale, D)
             block_dk, block_dv = backward_dkdv(q[qa], k[kb], v[kb], do[qa], rl[qa], delta[qa], queries, keys, scale, D)
             dk[kb] += block_dk; dv[kb] += block_dv
         out[qa] = merged; lse[qa] = merged_lse
-    errors += errors_line(f"ring of {R}, length {length}, head_dim {D}, blocks of {[len(b) for b in blocks]}", {
+    kernel = "mma" if M == 2 else "mma64"
+    sizes = [len(b) for b in blocks]
+    errors += errors_line(f"{kernel} ring of {R}, length {length}, head_dim {D}, blocks of {sizes}", {
         "out": np.abs(out - ro).max(), "lse": np.abs(lse - rl).max(), "dq": np.abs(dq - rdq).max(),
         "dk": np.abs(dk - rdk).max(), "dv": np.abs(dv - rdv).max()})
 

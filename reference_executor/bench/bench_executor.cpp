@@ -10,6 +10,8 @@
 //   BM_AttentionMmaForward/<tokens>, BM_AttentionMmaBackward/<tokens>
 //                                         BM_AttentionMma's two halves alone, to show which one falls short:
 //       forward 2·tokens²·hidden FLOPs, backward 5·tokens²·hidden (the useful products, not the recomputed ones).
+//   BM_AttentionMma64Forward/<tokens>     BM_AttentionMmaForward with the earlier 64-row query tiles (16 rows a
+//       warp, AttentionKernel::mma64): what the 128-row tiles give, measured in the same run.
 //   BM_RingAttentionSteps/<tokens>        one causal sequence as ring CP 4 computes it, serialized on this GPU: every
 //       ring rank's queries against every block (block_attention_forward and attention_merge, then
 //       block_attention_backward), the steps' dK, dV and dQ left unsummed; TFLOP/s counted as the whole
@@ -194,6 +196,13 @@ void BM_AttentionMmaForward(benchmark::State& state) {
                  AttentionPhase::forward);
 }
 BENCHMARK(BM_AttentionMmaForward)->Arg(4096)->Arg(16384)->Arg(32768)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+void BM_AttentionMma64Forward(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  time_attention(state, {0, static_cast<std::int32_t>(state.range(0))}, kn::AttentionKernel::mma64,
+                 AttentionPhase::forward);
+}
+BENCHMARK(BM_AttentionMma64Forward)->Arg(4096)->Arg(16384)->Arg(32768)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_AttentionMmaBackward(benchmark::State& state) {
   if (skip_without_gpu(state)) return;

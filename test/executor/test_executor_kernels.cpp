@@ -178,7 +178,12 @@ struct Batch {
 const std::vector<int> kAttentionLengths{7, 0, 300, 1, 65, 128, 64, 129};
 
 std::string name_of(kernels::AttentionKernel kernel) {
-  return kernel == kernels::AttentionKernel::mma ? "mma" : "wmma";
+  switch (kernel) {
+    case kernels::AttentionKernel::mma: return "mma";
+    case kernels::AttentionKernel::mma64: return "mma64";
+    case kernels::AttentionKernel::wmma: return "wmma";
+  }
+  return "unknown";
 }
 
 void check_attention_forward(int head_dim, kernels::AttentionKernel kernel) {
@@ -492,10 +497,10 @@ void check_block_attention(int head_dim, kernels::AttentionKernel kernel) {
 }
 }  // namespace
 
-constexpr kernels::AttentionKernel kAttentionKernels[] = {kernels::AttentionKernel::mma,
-                                                          kernels::AttentionKernel::wmma};
+constexpr kernels::AttentionKernel kAttentionKernels[] = {
+    kernels::AttentionKernel::mma, kernels::AttentionKernel::mma64, kernels::AttentionKernel::wmma};
 
-TEST_CASE("attention forward kernels match the reference (mma and wmma, head_dim 64 and 128)" *
+TEST_CASE("attention forward kernels match the reference (mma, mma64 and wmma, head_dim 64 and 128)" *
           doctest::test_suite("gpu")) {
   for (const kernels::AttentionKernel kernel : kAttentionKernels) {
     check_attention_forward(64, kernel);
@@ -503,7 +508,7 @@ TEST_CASE("attention forward kernels match the reference (mma and wmma, head_dim
   }
 }
 
-TEST_CASE("attention backward kernels match the reference (mma and wmma, head_dim 64 and 128)" *
+TEST_CASE("attention backward kernels match the reference (mma, mma64 and wmma, head_dim 64 and 128)" *
           doctest::test_suite("gpu")) {
   for (const kernels::AttentionKernel kernel : kAttentionKernels) {
     check_attention_backward(64, kernel);
@@ -511,7 +516,7 @@ TEST_CASE("attention backward kernels match the reference (mma and wmma, head_di
   }
 }
 
-TEST_CASE("ring attention's block steps, merged, match the reference (mma and wmma, head_dim 64 and 128)" *
+TEST_CASE("ring attention's block steps, merged, match the reference (mma, mma64 and wmma, head_dim 64 and 128)" *
           doctest::test_suite("gpu")) {
   for (const kernels::AttentionKernel kernel : kAttentionKernels) {
     check_block_attention(64, kernel);

@@ -529,8 +529,8 @@ void set_forward(const HeadShape& heads, const bf16* q, std::int64_t q_row_strid
 
 void run_forward(const VarlenBatch& queries, const HeadShape& heads, const ForwardArgs& args, cudaStream_t stream,
                  AttentionKernel kernel) {
-  if (kernel == AttentionKernel::mma) {
-    detail::mma_attention_forward(queries, heads.head_dim, args, stream);
+  if (kernel != AttentionKernel::wmma) {
+    detail::mma_attention_forward(queries, heads.head_dim, kernel == AttentionKernel::mma64 ? 64 : 128, args, stream);
   } else if (heads.head_dim == 64) {
     launch_tiled(attention_forward_kernel<64>, Tiles<64>::forward_bytes, queries, heads, args, stream,
                  "attention_forward");
@@ -570,7 +570,7 @@ void run_backward(const VarlenBatch& queries, const VarlenBatch& keys, const Hea
   args.total_tokens = queries.total_tokens;
   args.num_heads = heads.num_heads;
   args.scale = softmax_scale(heads);
-  if (kernel == AttentionKernel::mma) {
+  if (kernel != AttentionKernel::wmma) {
     detail::mma_attention_backward(queries, keys, heads.head_dim, args, stream);
   } else if (heads.head_dim == 64) {
     launch_tiled(attention_backward_dq_kernel<64>, Tiles<64>::dq_bytes, queries, heads, args, stream,

@@ -59,8 +59,10 @@ struct BackwardArgs {
 };
 
 // The register-resident kernels: checked arguments, head_dim 64 or 128. The forward's and dQ's grids cover the
-// query rows, dK and dV's the key rows (for self-attention, keys is queries).
-void mma_attention_forward(const VarlenBatch& queries, int head_dim, const ForwardArgs& args, cudaStream_t stream);
+// query rows, dK and dV's the key rows (for self-attention, keys is queries). The forward's blocks own 128 query rows
+// (32 a warp), or 64 (16 a warp) when query_tile_rows is 64.
+void mma_attention_forward(const VarlenBatch& queries, int head_dim, int query_tile_rows, const ForwardArgs& args,
+                           cudaStream_t stream);
 void mma_attention_backward(const VarlenBatch& queries, const VarlenBatch& keys, int head_dim, const BackwardArgs& args,
                             cudaStream_t stream);
 

@@ -1,6 +1,7 @@
 // Variable-length causal attention with register-resident accumulators (FlashAttention-2's structure on mma.sync):
 // a block of 4 warps owns a 128-row query tile in the forward, each warp 32 rows as two 16-row mma tiles (so each K
-// or V fragment loaded feeds two products), and a 64-row tile in the backward, each warp 16 rows. Products are
+// or V fragment loaded feeds two products; AttentionKernel::mma64 keeps the earlier 64-row tiles, one mma tile a
+// warp, to measure what the second gives), and a 64-row tile in the backward, each warp 16 rows. Products are
 // mma.sync.m16n8k16 (bf16 in, fp32 accumulate) with operands loaded from shared memory by ldmatrix; scores,
 // probabilities and the output or gradient accumulators stay in registers, where the accumulator layout of one product
 // is the operand layout of the next (a 16×16 block of P or dS in C fragments is an A fragment once packed to bf16). The
@@ -32,8 +33,6 @@ namespace {
 constexpr int kTile = 64;  // rows of a key tile, and of a query tile in the backward
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kForwardMmaTiles = 2;                           // 16-row mma tiles per warp in the forward
-constexpr int kForwardTile = kWarps * kForwardMmaTiles * 16;  // query rows of a forward block
 constexpr int kPad = 8;  // bf16 per shared row: 16-byte aligned rows, and the 8 rows of an ldmatrix in distinct banks
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -47,7 +46,6 @@ struct Shape {
   static constexpr int k_steps = kHeadDim / 16;  // 16-wide steps over the head dimension
   static constexpr int n_tiles = kHeadDim / 8;   // 8-wide accumulator tiles over the head dimension
   static constexpr std::size_t tile_bytes = tile * sizeof(bf16);
-  static constexpr std::size_t forward_bytes = (kForwardTile / kTile + 4) * tile_bytes;  // Q, K×2, V×2
   static constexpr std::size_t dq_bytes = 6 * tile_bytes;                                // Q, dO, K×2, V×2
   static constexpr std::size_t dkdv_bytes = 6 * tile_bytes + 4 * kTile * sizeof(float);  // + lse, delta ×2
 };
@@ -109,6 +107,13 @@ __device__ void copy_tile(bf16* tile, const bf16* source, std::int64_t row_strid
     const std::int64_t token = sequence.begin + (valid ? first_row + row : 0);
     copy_async(tile + row * Shape<kHeadDim>::ld + col, source + token * row_stride + col, valid);
   }
+}
+
+// Query rows of a forward block whose warps each own `mma_tiles` 16-row mma tiles, and its shared bytes (Q, K×2, V×2).
+__host__ __device__ constexpr int forward_rows(int mma_tiles) { return kWarps * mma_tiles * 16; }
+template <int kHeadDim>
+constexpr std::size_t forward_bytes(int mma_tiles) {
+  return (forward_rows(mma_tiles) * Shape<kHeadDim>::ld + 4 * Shape<kHeadDim>::tile) * sizeof(bf16);
 }
 
 __device__ int lane_id() { return static_cast<int>(threadIdx.x % 32); }
@@ -238,14 +243,14 @@ __device__ void store_rows(const float (&accumulator)[Shape<kHeadDim>::n_tiles][
   }
 }
 
-// Grid (forward tiles of max_seqlen, heads, sequences). Warp w owns query rows [32w, 32w + 32) of the block's tile,
-// mma tile m rows 32w + 16m.. of them; each thread holds rows g and g + 8 of each mma tile.
-template <int kHeadDim>
+// Grid (forward tiles of max_seqlen, heads, sequences). Warp w owns query rows [16·kM·w, 16·kM·(w + 1)) of the
+// block's tile, mma tile m rows 16·(kM·w + m).. of them; each thread holds rows g and g + 8 of each mma tile.
+template <int kHeadDim, int kM>
 __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs args) {
   using S = Shape<kHeadDim>;
-  constexpr int kM = kForwardMmaTiles;
+  constexpr int kForwardRows = forward_rows(kM);
   const SideRows queries = query_rows(args.rows);
-  const int first_query = static_cast<int>(blockIdx.x) * kForwardTile;
+  const int first_query = static_cast<int>(blockIdx.x) * kForwardRows;
   if (first_query >= queries.length) return;
   const SideRows keys = key_rows(args.rows);
   const int column = static_cast<int>(blockIdx.y) * kHeadDim;
@@ -253,16 +258,16 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs args) {
   const int lane = lane_id();
 
   extern __shared__ __align__(128) unsigned char shared[];
-  bf16* q_tile = reinterpret_cast<bf16*>(shared);  // kForwardTile rows
-  bf16* k_tiles = q_tile + kForwardTile * S::ld;   // two buffers each
+  bf16* q_tile = reinterpret_cast<bf16*>(shared);  // kForwardRows rows
+  bf16* k_tiles = q_tile + kForwardRows * S::ld;   // two buffers each
   bf16* v_tiles = k_tiles + 2 * S::tile;
 
   // Keys past those the tile's last query sees are masked for every row: the loop ends with the tile of the last.
-  const int key_tiles = (tile_key_end(queries, first_query, kForwardTile, keys) + kTile - 1) / kTile;
+  const int key_tiles = (tile_key_end(queries, first_query, kForwardRows, keys) + kTile - 1) / kTile;
   const bf16* k = args.k + column;
   const bf16* v = args.v + column;
   if (key_tiles > 0) {  // else no query of the tile sees a key: no copy to issue (nor to leave in flight)
-    copy_tile<kHeadDim, kForwardTile>(q_tile, args.q + column, args.q_row_stride, queries, first_query);
+    copy_tile<kHeadDim, kForwardRows>(q_tile, args.q + column, args.q_row_stride, queries, first_query);
     copy_key_tile<kHeadDim>(k_tiles, v_tiles, k, v, args.kv_row_stride, keys, 0);
     commit_copies();
   }
@@ -539,15 +544,25 @@ void launch(Kernel kernel, std::size_t shared_bytes, int block_rows, const Varle
   SLUICE_LAUNCH_CHECK(name);
 }
 
+template <int kMmaTiles>
+void launch_forward(const VarlenBatch& queries, int head_dim, const ForwardArgs& args, cudaStream_t stream) {
+  if (head_dim == 64) {
+    launch(forward_kernel<64, kMmaTiles>, forward_bytes<64>(kMmaTiles), forward_rows(kMmaTiles), queries,
+           args.num_heads, args, stream, "attention_forward");
+  } else {
+    launch(forward_kernel<128, kMmaTiles>, forward_bytes<128>(kMmaTiles), forward_rows(kMmaTiles), queries,
+           args.num_heads, args, stream, "attention_forward");
+  }
+}
+
 }  // namespace
 
-void mma_attention_forward(const VarlenBatch& queries, int head_dim, const ForwardArgs& args, cudaStream_t stream) {
-  if (head_dim == 64) {
-    launch(forward_kernel<64>, Shape<64>::forward_bytes, kForwardTile, queries, args.num_heads, args, stream,
-           "attention_forward");
+void mma_attention_forward(const VarlenBatch& queries, int head_dim, int query_tile_rows, const ForwardArgs& args,
+                           cudaStream_t stream) {
+  if (query_tile_rows == forward_rows(1)) {
+    launch_forward<1>(queries, head_dim, args, stream);
   } else {
-    launch(forward_kernel<128>, Shape<128>::forward_bytes, kForwardTile, queries, args.num_heads, args, stream,
-           "attention_forward");
+    launch_forward<2>(queries, head_dim, args, stream);
   }
 }
 

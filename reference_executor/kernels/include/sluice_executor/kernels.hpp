@@ -41,12 +41,14 @@ struct HeadShape {
 // 16-byte aligned and qkv_row_stride a multiple of 8 elements. Row strides are at least hidden.
 
 // The implementation: mma keeps scores and accumulators in registers (mma.sync, ldmatrix, cp.async), wmma keeps
-// them in shared memory (3.5-4x slower; the fallback and the reference mma is tested against). Both need sm_80+.
-enum class AttentionKernel { wmma, mma };
+// them in shared memory (3.5-4x slower; the fallback and the reference mma is tested against). mma64 is mma with
+// the forward's earlier 64-row query tiles (16 rows a warp, not 32), kept to measure what the wider tiles give and
+// as a fallback should they not. All need sm_80+.
+enum class AttentionKernel { wmma, mma, mma64 };
 
 // The executor's choice, fixed when it is built (CMake option SLUICE_EXECUTOR_ATTENTION, default mma).
 #ifndef SLUICE_EXECUTOR_ATTENTION
-#error "SLUICE_EXECUTOR_ATTENTION (wmma or mma) comes from the sluice_executor_kernels target"
+#error "SLUICE_EXECUTOR_ATTENTION (wmma, mma or mma64) comes from the sluice_executor_kernels target"
 #endif
 inline constexpr AttentionKernel kDefaultAttentionKernel = AttentionKernel::SLUICE_EXECUTOR_ATTENTION;
 
