@@ -10,8 +10,9 @@
 # dependencies). The environment may add:
 #   SLUICE_GPU_CHECK_SECONDS  wall-clock budget (default 1200): each step is cut to what is left, and a step that
 #                             finds less than 20 s left is skipped (and reported), so the run ends inside it.
-#   SLUICE_GPU_CHECK_OTHER    LABEL=DIR: a second bundle built with the other attention kernels
-#                             (SLUICE_EXECUTOR_ATTENTION); its CUDA tests and layer stack run too, labelled LABEL.
+#   SLUICE_GPU_CHECK_OTHER    LABEL=DIR: a second bundle built with other attention kernels
+#                             (SLUICE_EXECUTOR_ATTENTION: mma64 or wmma); its CUDA tests and layer stack run too,
+#                             labelled LABEL.
 #                             sluice_measure_systems and the profiler run from BUILD_DIR if its kernels test passed,
 #                             else from DIR.
 #   SLUICE_GPU_CHECK_STEPS    the names of the steps to run (default: all), such as "cuda profile mpi_gpu".
