@@ -499,6 +499,8 @@ void check_block_attention(int head_dim, kernels::AttentionKernel kernel) {
 
 constexpr kernels::AttentionKernel kAttentionKernels[] = {
     kernels::AttentionKernel::mma, kernels::AttentionKernel::mma64, kernels::AttentionKernel::wmma};
+// mma64 differs from mma in the forward alone: its backward runs the same kernels.
+constexpr kernels::AttentionKernel kBackwardKernels[] = {kernels::AttentionKernel::mma, kernels::AttentionKernel::wmma};
 
 TEST_CASE("attention forward kernels match the reference (mma, mma64 and wmma, head_dim 64 and 128)" *
           doctest::test_suite("gpu")) {
@@ -508,9 +510,9 @@ TEST_CASE("attention forward kernels match the reference (mma, mma64 and wmma, h
   }
 }
 
-TEST_CASE("attention backward kernels match the reference (mma, mma64 and wmma, head_dim 64 and 128)" *
+TEST_CASE("attention backward kernels match the reference (mma and wmma, head_dim 64 and 128)" *
           doctest::test_suite("gpu")) {
-  for (const kernels::AttentionKernel kernel : kAttentionKernels) {
+  for (const kernels::AttentionKernel kernel : kBackwardKernels) {
     check_attention_backward(64, kernel);
     check_attention_backward(128, kernel);
   }
