@@ -6,12 +6,14 @@ mask by row position, tile loops and their bounds, online softmax) made without 
 function by function, attention_rows.cuh's row layout included (positions None: a row's position is its index), for
 one sequence per side. Self-attention runs on a whole sequence, the forward with 128- and 64-row blocks; ring
 attention's block steps (ring degree R, the sequence cut in 2R chunks, rank r holding chunks r and 2R-1-r) run every
-pair of blocks, whose forward outputs are merged as attention_merge does and whose gradients are summed. Shared tiles
-start as NaN and the outputs too, so a read of a tile never copied or a row never stored shows. It does not model
-cp.async timing, bf16 rounding or several sequences in one batch. Prints the largest errors (~1e-15) and the kernel
-paths taken; asserts that the queries seeing none of a block's keys (and only they) get exactly out 0 and lse -inf,
-and that a block step whose keys all follow its queries, where every loop has no tile, gives zeros; exits 1 past
-1e-12 or if a path was never taken."""
+pair of blocks, whose forward outputs are merged as attention_merge does and whose gradients are summed. The
+single-pass backward (AttentionKernel::mma_single_pass) runs beside the split one, its blocks as coroutines that
+yield at their dQ turns, under several schedules that must give the same bits (run_grid fails on a deadlock). Shared
+tiles start as NaN and the outputs and dQ's accumulator too, so a read of a tile never copied or a row never stored
+shows. It does not model cp.async timing, memory ordering, bf16 rounding or several sequences in one batch. Prints
+the largest errors (~1e-15) and the kernel paths taken; asserts that the queries seeing none of a block's keys (and
+only they) get exactly out 0 and lse -inf, and that a block step whose keys all follow its queries, where every loop
+has no tile, gives zeros; exits 1 past 1e-12 or if a path was never taken."""
 import sys
 from collections import Counter
 
@@ -55,6 +57,11 @@ def mma(c, a, b0, b1):
 
 def load_a(tile, row0, col0):
     return ldmatrix(tile, lambda lane: (row0 + ((lane // 8) & 1) * 8 + (lane & 7), col0 + ((lane // 8) >> 1) * 8))
+
+def load_a_trans(tile, row0, col0):
+    """load_a's fragment from a tile stored transposed ([k][m])."""
+    return ldmatrix(tile, lambda lane: (col0 + ((lane // 8) >> 1) * 8 + (lane & 7), row0 + ((lane // 8) & 1) * 8),
+                    trans=True)
 
 def load_b_rows_n(tile, n0, k0):
     return ldmatrix(tile, lambda lane: (n0 + ((lane // 8) >> 1) * 8 + (lane & 7), k0 + ((lane // 8) & 1) * 8))
@@ -253,54 +260,136 @@ def backward_dq(q, k, v, do, lse, delta, queries, keys, scale, D):
             store_rows(acc[warp][0], np.full((32, 2), scale), dq, first_query + warp * 16, queries, D)
     return dq
 
-def backward_dkdv(q, k, v, do, lse, delta, queries, keys, scale, D):
-    dk = np.full((keys.length, D), np.nan); dv = np.full((keys.length, D), np.nan); log2e = 1 / np.log(2)
-    for first_key in range(0, keys.length, 64):
-        query_start = first_seeing_query(queries, keys.position(first_key))
-        query_tiles = (queries.length - query_start + 63) // 64
-        k_tile = shared(D); v_tile = shared(D); q_tiles = [shared(D), shared(D)]; do_tiles = [shared(D), shared(D)]
-        lse_rows = np.full((2, 64), np.nan); delta_rows = np.full((2, 64), np.nan)
+def dkdv_block(key_tile, q, k, v, do, lse, delta, queries, keys, scale, D, dk, dv, single_pass=None):
+    """One block of dkdv_kernel: dK and dV of key tile `key_tile` into dk, dv. single_pass (dq, its fp32 accumulator
+    and the turns) for kSinglePass = true: query tiles aligned to 64 rows, dQ's shares added in turn. A generator that
+    yields (query tile, key tile) before each share, the turn it waits for (never without single_pass)."""
+    log2e = 1 / np.log(2)
+    first_key = key_tile * 64
+    query_start = first_seeing_query(queries, keys.position(first_key)) if first_key < keys.length else queries.length
+    loop_start = query_start // 64 * 64 if single_pass else query_start
+    query_tiles = (queries.length - loop_start + 63) // 64 if query_start < queries.length else 0
+    if single_pass and key_tile == 0:
+        reached = loop_start if query_tiles > 0 else queries.length
+        single_pass[0][:reached] = 0
+        if reached: seen["single pass: rows no key tile reaches, zeroed"] += reached
+    if first_key >= keys.length: return
+    k_tile = shared(D); v_tile = shared(D); q_tiles = [shared(D), shared(D)]; do_tiles = [shared(D), shared(D)]
+    lse_rows = np.full((2, 64), np.nan); delta_rows = np.full((2, 64), np.nan); ds_tile = shared(64)
 
-        def fetch(buffer, first_query):
-            copy_tile(q_tiles[buffer], q, queries, first_query); copy_tile(do_tiles[buffer], do, queries, first_query)
-            for row in range(64):
-                query = first_query + row
-                lse_rows[buffer][row] = lse[query] * log2e if query < queries.length else 0
-                delta_rows[buffer][row] = delta[query] if query < queries.length else 0
-        if query_tiles > 0:
-            copy_tile(k_tile, k, keys, first_key); copy_tile(v_tile, v, keys, first_key); fetch(0, query_start)
-        else: seen["dkdv tiles seen by no query"] += 1
-        if query_start % 64 and query_tiles > 1: seen["dkdv loops from an unaligned query, several tiles"] += 1
-        query_begin = per_row(first_key, lambda key: first_seeing_query(queries, keys.position(key))
-                              if key < keys.length else queries.length)
-        scale_log2 = scale * log2e
-        adk = np.zeros((4, 1, 32, D // 8, 4)); adv = np.zeros((4, 1, 32, D // 8, 4))
-        for tile in range(query_tiles):
-            buffer = tile & 1; first_query = query_start + tile * 64
-            if tile + 1 < query_tiles: fetch(buffer ^ 1, first_query + 64)
-            q_tile, do_tile = q_tiles[buffer], do_tiles[buffer]
-            lse_tile, delta_tile = lse_rows[buffer], delta_rows[buffer]
-            for warp in range(4):
-                p, = row_products(k_tile, warp * 16, q_tile, D); dp, = row_products(v_tile, warp * 16, do_tile, D)
-                for L in range(32):
-                    for n in range(8):
-                        for e in range(4):
-                            col = n * 8 + 2 * (L % 4) + (e & 1); query = first_query + col
-                            visible = query >= query_begin[warp][L][e >> 1] and query < queries.length
-                            pv = np.exp2(p[L][n][e] * scale_log2 - lse_tile[col]) if visible else 0
-                            p[L][n][e] = pv
-                            dp[L][n][e] = pv * (dp[L][n][e] - delta_tile[col])
-                accumulate(adv[warp], [p], do_tile, D); accumulate(adk[warp], [dp], q_tile, D)
+    def fetch(buffer, first_query):
+        copy_tile(q_tiles[buffer], q, queries, first_query); copy_tile(do_tiles[buffer], do, queries, first_query)
+        for row in range(64):
+            query = first_query + row
+            lse_rows[buffer][row] = lse[query] * log2e if query < queries.length else 0
+            delta_rows[buffer][row] = delta[query] if query < queries.length else 0
+    if query_tiles > 0:
+        copy_tile(k_tile, k, keys, first_key); copy_tile(v_tile, v, keys, first_key); fetch(0, loop_start)
+    else: seen["dkdv tiles seen by no query"] += 1
+    if query_start % 64 and query_tiles > 1: seen["dkdv loops from an unaligned query, several tiles"] += 1
+    query_begin = per_row(first_key, lambda key: first_seeing_query(queries, keys.position(key))
+                          if key < keys.length else queries.length)
+    scale_log2 = scale * log2e
+    adk = np.zeros((4, 1, 32, D // 8, 4)); adv = np.zeros((4, 1, 32, D // 8, 4))
+    for tile in range(query_tiles):
+        buffer = tile & 1; first_query = loop_start + tile * 64
+        if tile + 1 < query_tiles: fetch(buffer ^ 1, first_query + 64)
+        q_tile, do_tile = q_tiles[buffer], do_tiles[buffer]
+        lse_tile, delta_tile = lse_rows[buffer], delta_rows[buffer]
         for warp in range(4):
-            store_rows(adk[warp][0], np.full((32, 2), scale), dk, first_key + warp * 16, keys, D)
-            store_rows(adv[warp][0], np.full((32, 2), 1.0), dv, first_key + warp * 16, keys, D)
+            p, = row_products(k_tile, warp * 16, q_tile, D); dp, = row_products(v_tile, warp * 16, do_tile, D)
+            for L in range(32):
+                for n in range(8):
+                    for e in range(4):
+                        col = n * 8 + 2 * (L % 4) + (e & 1); query = first_query + col
+                        visible = query >= query_begin[warp][L][e >> 1] and query < queries.length
+                        pv = np.exp2(p[L][n][e] * scale_log2 - lse_tile[col]) if visible else 0
+                        p[L][n][e] = pv
+                        dp[L][n][e] = pv * (dp[L][n][e] - delta_tile[col])
+                        if single_pass: ds_tile[warp * 16 + L // 4 + 8 * (e >> 1), col] = dp[L][n][e]  # dSᵀ
+            accumulate(adv[warp], [p], do_tile, D); accumulate(adk[warp], [dp], q_tile, D)
+        if single_pass:
+            dq, accumulator, turns = single_pass
+            yield first_query // 64, key_tile  # thread 0 spins until the turn is this key tile's
+            reaching = (tile_key_end(queries, first_query, 64, keys) + 63) // 64
+            first, last = key_tile == 0, key_tile + 1 == reaching
+            if first and last: seen["single pass: query tiles one key tile reaches"] += 1
+            elif not first and not last: seen["single pass: shares between the first and the last"] += 1
+            add_dq_share(ds_tile, k_tile, accumulator, dq, queries, first_query, first, last, scale, D)
+            turns[first_query // 64] = key_tile + 1  # store_release
+    for warp in range(4):
+        store_rows(adk[warp][0], np.full((32, 2), scale), dk, first_key + warp * 16, keys, D)
+        store_rows(adv[warp][0], np.full((32, 2), 1.0), dv, first_key + warp * 16, keys, D)
+
+def backward_dkdv(q, k, v, do, lse, delta, queries, keys, scale, D):
+    dk = np.full((keys.length, D), np.nan); dv = np.full((keys.length, D), np.nan)
+    for key_tile in range((keys.length + 63) // 64):
+        for _ in dkdv_block(key_tile, q, k, v, do, lse, delta, queries, keys, scale, D, dk, dv): pass
     return dk, dv
 
-def dense(q, k, v, do, scale):
-    """Causal attention over the whole sequence and its gradients."""
-    length = q.shape[0]
+def add_dq_share(ds_tile, k_tile, accumulator, dq, queries, first_query, first, last, scale, D):
+    """The single pass's dS·K for one query tile, 16 rows a warp, 16 columns at a time (kDqChunk), in turn."""
+    for warp in range(4):
+        for chunk in range(0, D, 16):
+            share = np.zeros((32, 2, 4))
+            for k in range(4):
+                a = load_a_trans(ds_tile, warp * 16, k * 16)
+                b = load_b_rows_k(k_tile, k * 16, chunk)
+                mma_into(share, 0, a, b, 0); mma_into(share, 1, a, b, 1)
+            for L in range(32):
+                for half in range(2):
+                    row = first_query + warp * 16 + L // 4 + 8 * half
+                    if row >= queries.length: continue
+                    for n in range(2):
+                        for e in range(2):
+                            col = chunk + 8 * n + 2 * (L % 4) + e
+                            total = share[L][n][2 * half + e] + (0 if first else accumulator[row, col])
+                            if last: dq[row, col] = total * scale
+                            else: accumulator[row, col] = total
+
+def backward_single_pass(q, k, v, do, lse, delta, queries, keys, scale, D, resident, rng):
+    """dkdv_kernel<kSinglePass = true>: dQ, dK and dV in one pass, its blocks run by run_grid as a GPU may."""
+    dq = np.full((queries.length, D), np.nan); dk = np.full((keys.length, D), np.nan)
+    dv = np.full((keys.length, D), np.nan); accumulator = np.full((queries.length, D), np.nan)
+    turns = [0] * ((queries.length + 63) // 64)  # of the one sequence and head; cudaMemsetAsync zeroes them
+    run_grid([dkdv_block(j, q, k, v, do, lse, delta, queries, keys, scale, D, dk, dv, (dq, accumulator, turns))
+              for j in range(max(1, (keys.length + 63) // 64))], turns, resident, rng)
+    return dq, dk, dv
+
+def run_grid(blocks, turns, resident, rng):
+    """Runs the blocks as a GPU may: dispatched in index order, at most `resident` at once, the running ones advanced
+    in an order rng picks (in index order if None, the latest ready first if "latest"); a block waiting for its turn
+    advances once turns[tile] says so.
+    Fails if every running block waits (a deadlock)."""
+    pending = list(range(len(blocks))); waiting = {}  # running block -> (query tile, key tile) it waits for, or None
+    while pending or waiting:
+        while pending and len(waiting) < resident: waiting[pending.pop(0)] = None
+        ready = [i for i, turn in waiting.items() if turn is None or turns[turn[0]] == turn[1]]
+        assert ready, "single pass deadlock: every running block waits for its turn"
+        i = ready[0] if rng is None else ready[-1] if rng == "latest" else ready[rng.integers(len(ready))]
+        try:
+            waiting[i] = next(blocks[i])
+            if turns[waiting[i][0]] != waiting[i][1]: seen["single pass: a key tile waits for its turn"] += 1
+        except StopIteration:
+            del waiting[i]
+
+# The single pass under four schedules: every block resident, picked at random or the latest ready first (the
+# schedule most eager to run a key tile before the one it waits on); one at a time in index order; two at random.
+SCHEDULES = [(1 << 30, np.random.default_rng(7)), (1 << 30, "latest"), (1, None), (2, np.random.default_rng(8))]
+
+def single_pass_all_schedules(*args):
+    """backward_single_pass under each schedule; asserts they give the same bits (the sums' order is fixed)."""
+    results = [backward_single_pass(*args, resident, rng) for resident, rng in SCHEDULES]
+    for other in results[1:]:
+        assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(results[0], other)), \
+            "the single pass differs between schedules"
+    return results[0]
+
+def dense(q, k, v, do, scale, query_positions=None, key_positions=None):
+    """Causal attention and its gradients: over the whole sequence, or by row positions (every query seeing a key)."""
+    if query_positions is None: query_positions = key_positions = np.arange(q.shape[0])
     s = q @ k.T * scale
-    s[np.triu(np.ones((length, length), bool), 1)] = -np.inf
+    s[key_positions[None, :] > query_positions[:, None]] = -np.inf
     lse = np.log(np.exp(s - s.max(1, keepdims=True)).sum(1)) + s.max(1)
     p = np.exp(s - lse[:, None])
     out = p @ v
@@ -339,10 +428,12 @@ for length, D in [(150, 64), (65, 128), (7, 64)]:
     out64, lse64 = forward(q, k, v, rows, rows, scale, D, M=1)
     dq = backward_dq(q, k, v, do, rl, delta, rows, rows, scale, D)
     dk, dv = backward_dkdv(q, k, v, do, rl, delta, rows, rows, scale, D)
+    dq1, dk1, dv1 = single_pass_all_schedules(q, k, v, do, rl, delta, rows, rows, scale, D)
     errors += errors_line(f"self-attention, length {length}, head_dim {D}", {
         "out": np.abs(out - ro).max(), "lse": np.abs(lse - rl).max(), "out (mma64)": np.abs(out64 - ro).max(),
         "lse (mma64)": np.abs(lse64 - rl).max(), "dq": np.abs(dq - rdq).max(), "dk": np.abs(dk - rdk).max(),
-        "dv": np.abs(dv - rdv).max()})
+        "dv": np.abs(dv - rdv).max(), "single pass dq": np.abs(dq1 - rdq).max(),
+        "single pass dk": np.abs(dk1 - rdk).max(), "single pass dv": np.abs(dv1 - rdv).max()})
 
 # Ring attention: rank r holds chunks r and 2R-1-r of 2R; its queries meet every rank's keys, one block per step.
 # M: the forward's mma tiles per warp (1 for mma64's 64-row blocks).
@@ -355,6 +446,7 @@ for length, D, R, M in [(300, 64, 2, 2), (150, 64, 2, 2), (65, 128, 2, 2), (100,
     blocks = [np.r_[bounds[r]:bounds[r + 1], bounds[2 * R - 1 - r]:bounds[2 * R - r]] for r in range(R)]
     out = np.full((length, D), np.nan); lse = np.full(length, np.nan)
     dq = np.zeros((length, D)); dk = np.zeros((length, D)); dv = np.zeros((length, D))
+    dq1 = np.zeros((length, D)); dk1 = np.zeros((length, D)); dv1 = np.zeros((length, D))  # the single pass's
     for a in range(R):
         qa = blocks[a]; queries = Rows(len(qa), qa)
         merged = np.zeros((len(qa), D)); merged_lse = np.full(len(qa), -np.inf)
@@ -366,12 +458,16 @@ for length, D, R, M in [(300, 64, 2, 2), (150, 64, 2, 2), (65, 128, 2, 2), (100,
             dq[qa] += backward_dq(q[qa], k[kb], v[kb], do[qa], rl[qa], delta[qa], queries, keys, scale, D)
             block_dk, block_dv = backward_dkdv(q[qa], k[kb], v[kb], do[qa], rl[qa], delta[qa], queries, keys, scale, D)
             dk[kb] += block_dk; dv[kb] += block_dv
+            block_dq, block_dk, block_dv = single_pass_all_schedules(q[qa], k[kb], v[kb], do[qa], rl[qa], delta[qa],
+                                                                     queries, keys, scale, D)
+            dq1[qa] += block_dq; dk1[kb] += block_dk; dv1[kb] += block_dv
         out[qa] = merged; lse[qa] = merged_lse
     kernel = "mma" if M == 2 else "mma64"
     sizes = [len(b) for b in blocks]
     errors += errors_line(f"{kernel} ring of {R}, length {length}, head_dim {D}, blocks of {sizes}", {
         "out": np.abs(out - ro).max(), "lse": np.abs(lse - rl).max(), "dq": np.abs(dq - rdq).max(),
-        "dk": np.abs(dk - rdk).max(), "dv": np.abs(dv - rdv).max()})
+        "dk": np.abs(dk - rdk).max(), "dv": np.abs(dv - rdv).max(), "single pass dq": np.abs(dq1 - rdq).max(),
+        "single pass dk": np.abs(dk1 - rdk).max(), "single pass dv": np.abs(dv1 - rdv).max()})
 
 # A block step whose keys all follow its queries (chunk 0's queries, chunk 1's keys of 4): every loop has no tile.
 length, D = 300, 64
@@ -385,12 +481,29 @@ dq = backward_dq(q[qa], k[kb], v[kb], do[qa], rl[qa], delta[qa], queries, keys, 
 dk, dv = backward_dkdv(q[qa], k[kb], v[kb], do[qa], rl[qa], delta[qa], queries, keys, scale, D)
 assert (out == 0).all() and (lse == -np.inf).all() and (dq == 0).all() and (dk == 0).all() and (dv == 0).all(), \
     "a block step whose keys follow every query does not give zeros and lse -inf"
+dq, dk, dv = single_pass_all_schedules(q[qa], k[kb], v[kb], do[qa], rl[qa], delta[qa], queries, keys, scale, D)
+assert (dq == 0).all() and (dk == 0).all() and (dv == 0).all(), "the single pass gives no zeros where no key is seen"
 print("keys after every query: out 0, lse -inf, dq dk dv 0")
+
+# The single pass where a key tile's first query is not on a query tile's edge: 200 queries at positions 10..209, 100
+# keys at 0, 2, .., 198; key tile 1 (positions 128..) is first seen by query 118, inside query tile 1.
+D = 64
+q, k, v, do = (rng.uniform(-1, 1, (n, D)) for n in (200, 100, 100, 200))
+query_positions, key_positions = np.arange(10, 210), np.arange(0, 200, 2)
+scale = 1 / np.sqrt(D)
+_, rl, delta, rdq, rdk, rdv = dense(q, k, v, do, scale, query_positions, key_positions)
+dq, dk, dv = single_pass_all_schedules(q, k, v, do, rl, delta, Rows(200, query_positions), Rows(100, key_positions),
+                                       scale, D)
+errors += errors_line("single pass, a key tile first seen inside a query tile", {
+    "dq": np.abs(dq - rdq).max(), "dk": np.abs(dk - rdk).max(), "dv": np.abs(dv - rdv).max()})
 
 print("paths: " + ", ".join(f"{name} {count}" for name, count in sorted(seen.items())))
 missing = {"forward tiles unmasked", "forward tiles masked", "forward tiles seeing no key",
            "forward tiles a warp skips", "dq tiles seeing no key", "dkdv tiles seen by no query",
-           "dkdv loops from an unaligned query, several tiles", "blind query rows"} - set(seen)
+           "dkdv loops from an unaligned query, several tiles", "blind query rows",
+           "single pass: rows no key tile reaches, zeroed", "single pass: query tiles one key tile reaches",
+           "single pass: shares between the first and the last",
+           "single pass: a key tile waits for its turn"} - set(seen)
 if missing: print("paths never taken: " + ", ".join(sorted(missing)))
 # float64 sums in another order: anything past 1e-12 (or NaN: a row never stored) is an indexing error, not rounding.
 sys.exit(0 if all(error <= 1e-12 for error in errors) and not missing else 1)

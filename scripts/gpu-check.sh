@@ -11,8 +11,8 @@
 #   SLUICE_GPU_CHECK_SECONDS  wall-clock budget (default 1200): each step is cut to what is left, and a step that
 #                             finds less than 20 s left is skipped (and reported), so the run ends inside it.
 #   SLUICE_GPU_CHECK_OTHER    LABEL=DIR: a second bundle built with other attention kernels
-#                             (SLUICE_EXECUTOR_ATTENTION: mma64 or wmma); its CUDA tests and layer stack run too,
-#                             labelled LABEL.
+#                             (SLUICE_EXECUTOR_ATTENTION: mma64, mma_single_pass or wmma); its CUDA tests and layer
+#                             stack run too, labelled LABEL.
 #                             sluice_measure_systems and the profiler run from BUILD_DIR if its kernels test passed,
 #                             else from DIR.
 #   SLUICE_GPU_CHECK_STEPS    the names of the steps to run (default: all), such as "cuda profile mpi_gpu".
@@ -224,6 +224,11 @@ if command -v ncu > /dev/null; then
     -k 'regex:(^|::)(forward|dq|dkdv)_kernel' --launch-count 6 \
     "${build}/reference_executor/sluice_executor_bench" '--benchmark_filter=^BM_AttentionMma/16384/' \
     --benchmark_min_time=0.01
+  # The single-pass backward's kernel at 16K tokens (5·tokens²·hidden FLOPs), turns waited included.
+  step ncu_single_pass 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+    -k 'regex:(^|::)dkdv_kernel' --launch-count 2 \
+    "${build}/reference_executor/sluice_executor_bench" '--benchmark_filter=^BM_AttentionMmaSinglePassBackward/16384/' \
+    --benchmark_min_time=0.01
 fi
 
 echo
@@ -254,7 +259,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
               + (f"  {entry['label']}" if entry.get("label") else ""))
 EOF
 fi
-for name in compare_torch measure_systems python_tests train_llama profile ncu_mma; do
+for name in compare_torch measure_systems python_tests train_llama profile ncu_mma ncu_single_pass; do
   [ -f "${out}/${name}.log" ] && { echo "--- ${name}"; tail -n 60 "${out}/${name}.log" | cut -c1-200; }
 done
 exit "${status}"

@@ -12,6 +12,9 @@
 //       forward 2·tokens²·hidden FLOPs, backward 5·tokens²·hidden (the useful products, not the recomputed ones).
 //   BM_AttentionMma64Forward/<tokens>     BM_AttentionMmaForward with the earlier 64-row query tiles (16 rows a
 //       warp, AttentionKernel::mma64): what the 128-row tiles give, measured in the same run.
+//   BM_AttentionMmaSinglePassBackward/<tokens>, BM_AttentionMmaSinglePassVarlen/<tokens>
+//                                         BM_AttentionMmaBackward and BM_AttentionMmaVarlen with the backward in one
+//       pass (AttentionKernel::mma_single_pass: 5 products, not 7, and dQ's shares added in turn).
 //   BM_RingAttentionSteps/<tokens>        one causal sequence as ring CP 4 computes it, serialized on this GPU: every
 //       ring rank's queries against every block (block_attention_forward and attention_merge, then
 //       block_attention_backward), the steps' dK, dV and dQ left unsummed; TFLOP/s counted as the whole
@@ -130,7 +133,8 @@ void time_attention(benchmark::State& state, const std::vector<std::int32_t>& of
   const auto rows = static_cast<std::size_t>(tokens);
   const cu::DeviceBuffer qkv(rows * 3 * hidden * sizeof(cu::bf16)), dqkv(rows * 3 * hidden * sizeof(cu::bf16));
   const cu::DeviceBuffer out(rows * hidden * sizeof(cu::bf16)), dout(rows * hidden * sizeof(cu::bf16));
-  const cu::DeviceBuffer lse(rows * heads * sizeof(float)), delta(rows * heads * sizeof(float));
+  const cu::DeviceBuffer lse(rows * heads * sizeof(float));
+  const cu::DeviceBuffer workspace(kn::attention_backward_workspace_floats(batch, shape, kernel) * sizeof(float));
   fill_bf16(qkv.as<void>(), rows * 3 * hidden, stream.get());
   fill_bf16(dout.as<void>(), rows * hidden, stream.get());
   const cu::bf16* q = qkv.as<const cu::bf16>();
@@ -142,7 +146,7 @@ void time_attention(benchmark::State& state, const std::vector<std::int32_t>& of
   const auto backward = [&] {
     kn::attention_backward(batch, shape, q, q + hidden, q + 2 * hidden, 3 * hidden, out.as<const cu::bf16>(),
                            dout.as<const cu::bf16>(), lse.as<const float>(), dq, dq + hidden, dq + 2 * hidden,
-                           3 * hidden, delta.as<float>(), stream.get(), kernel);
+                           3 * hidden, workspace.as<float>(), stream.get(), kernel);
   };
   if (phase == AttentionPhase::backward) forward();
   time_on_stream(state, stream.get(), [&] {
@@ -217,10 +221,29 @@ void BM_AttentionMmaVarlen(benchmark::State& state) {
 }
 BENCHMARK(BM_AttentionMmaVarlen)->Arg(16384)->Arg(65536)->UseManualTime()->Unit(benchmark::kMillisecond);
 
+void BM_AttentionMmaSinglePassBackward(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  time_attention(state, {0, static_cast<std::int32_t>(state.range(0))}, kn::AttentionKernel::mma_single_pass,
+                 AttentionPhase::backward);
+}
+BENCHMARK(BM_AttentionMmaSinglePassBackward)
+    ->Arg(4096)
+    ->Arg(16384)
+    ->Arg(32768)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_AttentionMmaSinglePassVarlen(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  time_attention(state, varlen_offsets(static_cast<std::int32_t>(state.range(0))),
+                 kn::AttentionKernel::mma_single_pass);
+}
+BENCHMARK(BM_AttentionMmaSinglePassVarlen)->Arg(16384)->Arg(65536)->UseManualTime()->Unit(benchmark::kMillisecond);
+
 // One ring rank's block of a sequence on the device: its rows of q | k | v, dO, and what its steps write.
 struct RingBlock {
   std::size_t rows = 0;
-  cu::DeviceBuffer cu_seqlens, positions, qkv, out, dout, lse, delta, dq, dkv, merged;
+  cu::DeviceBuffer cu_seqlens, positions, qkv, out, dout, lse, workspace, dq, dkv, merged;
   kn::PositionedBatch batch;
 };
 
@@ -241,7 +264,6 @@ void BM_RingAttentionSteps(benchmark::State& state) {
     block.out = cu::DeviceBuffer(block.rows * hidden * sizeof(cu::bf16));
     block.dout = cu::DeviceBuffer(block.rows * hidden * sizeof(cu::bf16));
     block.lse = cu::DeviceBuffer(block.rows * heads * sizeof(float));
-    block.delta = cu::DeviceBuffer(block.rows * heads * sizeof(float));
     block.dq = cu::DeviceBuffer(block.rows * hidden * sizeof(cu::bf16));
     block.dkv = cu::DeviceBuffer(block.rows * 2 * hidden * sizeof(cu::bf16));
     block.merged = cu::DeviceBuffer(block.rows * hidden * sizeof(float));
@@ -250,6 +272,8 @@ void BM_RingAttentionSteps(benchmark::State& state) {
     const auto rows = static_cast<int>(block.rows);
     block.batch = {{block.cu_seqlens.as<const std::int32_t>(), 1, rows, rows},
                    block.positions.as<const std::int32_t>()};
+    block.workspace =
+        cu::DeviceBuffer(kn::attention_backward_workspace_floats(block.batch.rows, {heads, head_dim}) * sizeof(float));
   }
   const kn::HeadShape shape{heads, head_dim};
   std::size_t largest = 0;
@@ -275,7 +299,7 @@ void BM_RingAttentionSteps(benchmark::State& state) {
         kn::block_attention_backward(queries.batch, keys.batch, shape, q, 3 * hidden, k, k + hidden, 3 * hidden,
                                      queries.out.as<const cu::bf16>(), queries.dout.as<const cu::bf16>(),
                                      queries.lse.as<const float>(), queries.dq.as<cu::bf16>(), hidden, dk, dk + hidden,
-                                     2 * hidden, queries.delta.as<float>(), stream.get());
+                                     2 * hidden, queries.workspace.as<float>(), stream.get());
       }
     }
   };

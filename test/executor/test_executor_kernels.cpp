@@ -181,6 +181,7 @@ std::string name_of(kernels::AttentionKernel kernel) {
   switch (kernel) {
     case kernels::AttentionKernel::mma: return "mma";
     case kernels::AttentionKernel::mma64: return "mma64";
+    case kernels::AttentionKernel::mma_single_pass: return "mma_single_pass";
     case kernels::AttentionKernel::wmma: return "wmma";
   }
   return "unknown";
@@ -271,13 +272,13 @@ void check_attention_backward(int head_dim, kernels::AttentionKernel kernel) {
   const DeviceBuffer<bf16> device_dout(reference.dout.rounded);
   const DeviceBuffer<float> device_lse(to_float(reference.lse));
   DeviceBuffer<bf16> device_dqkv(tokens * stride);
-  DeviceBuffer<float> delta(2 * tokens);
+  DeviceBuffer<float> workspace(kernels::attention_backward_workspace_floats(batch.varlen, {2, head_dim}, kernel));
   const auto run = [&] {
     kernels::attention_backward(batch.varlen, {2, head_dim}, device_qkv.get(), device_qkv.get() + hidden,
                                 device_qkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), device_out.get(),
                                 device_dout.get(), device_lse.get(), device_dqkv.get(), device_dqkv.get() + hidden,
-                                device_dqkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), delta.get(), nullptr,
-                                kernel);
+                                device_dqkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), workspace.get(),
+                                nullptr, kernel);
     return device_dqkv.download();
   };
   const std::vector<bf16> first = run();
@@ -305,7 +306,7 @@ void check_attention_backward(int head_dim, kernels::AttentionKernel kernel) {
     CHECK(errors.relative_l2 <= 2e-2);
     CHECK(errors.max_abs <= 5e-2 * max_abs(expected_part));
   }
-  // No atomics: a second run gives the same bits.
+  // No atomics (the single pass's dQ shares add up in key-tile order): a second run gives the same bits.
   const std::vector<bf16> second = run();
   CHECK(std::memcmp(first.data(), second.data(), first.size() * sizeof(bf16)) == 0);
 }
@@ -458,7 +459,8 @@ void check_block_attention(int head_dim, kernels::AttentionKernel kernel) {
     const DeviceBuffer<bf16> block_out(take_rows(stored_out, hidden, blocks[a].rows));
     const DeviceBuffer<bf16> block_dout(take_rows(dout.rounded, hidden, blocks[a].rows));
     const DeviceBuffer<float> block_lse(to_float(take_stats(lse, 2, tokens, blocks[a].rows)));
-    DeviceBuffer<float> delta(2 * queries.tokens);
+    DeviceBuffer<float> workspace(
+        kernels::attention_backward_workspace_floats(queries.batch.rows, {2, head_dim}, kernel));
     DeviceBuffer<bf16> step_dq(queries.tokens * hidden);
     for (std::size_t b = 0; b < blocks.size(); ++b) {
       const DeviceRingBlock& keys = *device[b];
@@ -467,7 +469,7 @@ void check_block_attention(int head_dim, kernels::AttentionKernel kernel) {
           queries.batch, keys.batch, {2, head_dim}, queries.qkv.get(), static_cast<std::int64_t>(stride),
           keys.qkv.get() + hidden, keys.qkv.get() + 2 * hidden, static_cast<std::int64_t>(stride), block_out.get(),
           block_dout.get(), block_lse.get(), step_dq.get(), static_cast<std::int64_t>(hidden), step_dkv.get(),
-          step_dkv.get() + hidden, static_cast<std::int64_t>(2 * hidden), delta.get(), nullptr, kernel);
+          step_dkv.get() + hidden, static_cast<std::int64_t>(2 * hidden), workspace.get(), nullptr, kernel);
       kernels::add_inplace(dq[a]->get(), step_dq.get(), static_cast<std::int64_t>(queries.tokens * hidden), nullptr);
       kernels::add_inplace(dkv[b]->get(), step_dkv.get(), static_cast<std::int64_t>(keys.tokens * 2 * hidden), nullptr);
       SLUICE_CUDA_CHECK(cudaDeviceSynchronize());  // step_dkv is freed at the end of this iteration
@@ -497,20 +499,25 @@ void check_block_attention(int head_dim, kernels::AttentionKernel kernel) {
 }
 }  // namespace
 
+// mma64 differs from mma in the forward alone, mma_single_pass in the backward alone: each is checked where it differs,
+// and both in ring attention's block steps.
+constexpr kernels::AttentionKernel kForwardKernels[] = {kernels::AttentionKernel::mma, kernels::AttentionKernel::mma64,
+                                                        kernels::AttentionKernel::wmma};
+constexpr kernels::AttentionKernel kBackwardKernels[] = {
+    kernels::AttentionKernel::mma, kernels::AttentionKernel::mma_single_pass, kernels::AttentionKernel::wmma};
 constexpr kernels::AttentionKernel kAttentionKernels[] = {
-    kernels::AttentionKernel::mma, kernels::AttentionKernel::mma64, kernels::AttentionKernel::wmma};
-// mma64 differs from mma in the forward alone: its backward runs the same kernels.
-constexpr kernels::AttentionKernel kBackwardKernels[] = {kernels::AttentionKernel::mma, kernels::AttentionKernel::wmma};
+    kernels::AttentionKernel::mma, kernels::AttentionKernel::mma64, kernels::AttentionKernel::mma_single_pass,
+    kernels::AttentionKernel::wmma};
 
 TEST_CASE("attention forward kernels match the reference (mma, mma64 and wmma, head_dim 64 and 128)" *
           doctest::test_suite("gpu")) {
-  for (const kernels::AttentionKernel kernel : kAttentionKernels) {
+  for (const kernels::AttentionKernel kernel : kForwardKernels) {
     check_attention_forward(64, kernel);
     check_attention_forward(128, kernel);
   }
 }
 
-TEST_CASE("attention backward kernels match the reference (mma and wmma, head_dim 64 and 128)" *
+TEST_CASE("attention backward kernels match the reference (mma, mma_single_pass and wmma, head_dim 64 and 128)" *
           doctest::test_suite("gpu")) {
   for (const kernels::AttentionKernel kernel : kBackwardKernels) {
     check_attention_backward(64, kernel);
@@ -518,7 +525,7 @@ TEST_CASE("attention backward kernels match the reference (mma and wmma, head_di
   }
 }
 
-TEST_CASE("ring attention's block steps, merged, match the reference (mma, mma64 and wmma, head_dim 64 and 128)" *
+TEST_CASE("ring attention's block steps, merged, match the reference (every kernel, head_dim 64 and 128)" *
           doctest::test_suite("gpu")) {
   for (const kernels::AttentionKernel kernel : kAttentionKernels) {
     check_block_attention(64, kernel);
@@ -880,7 +887,7 @@ TEST_CASE("kernel wrappers name bad arguments before touching the device") {
       doctest::Contains("cu_seqlens"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(kernels::attention_backward(batch, heads, fake, fake, fake, stride, fake, fake, fake_floats,
                                                    fake, fake, fake, stride, nullptr, nullptr),
-                       doctest::Contains("delta"), std::invalid_argument);
+                       doctest::Contains("workspace"), std::invalid_argument);
   const kernels::PositionedBatch queries{batch, fake_offsets};
   CHECK_THROWS_WITH_AS(kernels::block_attention_forward(queries, {batch, nullptr}, heads, fake, stride, fake, fake,
                                                         stride, fake, fake_floats, nullptr),

@@ -540,6 +540,29 @@ void run_forward(const VarlenBatch& queries, const HeadShape& heads, const Forwa
   }
 }
 
+// Where the backward's parts of its workspace start, in floats, and its size: delta, then for the single pass dQ's fp32
+// partial sums (from a multiple of 4 floats, for their 8-byte accesses) and the turn counters (int, 4 bytes each).
+struct BackwardWorkspace {
+  std::size_t dq_accumulator = 0;
+  std::size_t dq_turns = 0;
+  std::size_t floats = 0;
+};
+
+BackwardWorkspace backward_workspace(const VarlenBatch& queries, const HeadShape& heads, AttentionKernel kernel) {
+  const auto tokens = static_cast<std::size_t>(queries.total_tokens);
+  const auto num_heads = static_cast<std::size_t>(heads.num_heads);
+  const std::size_t delta = num_heads * tokens;
+  if (kernel != AttentionKernel::mma_single_pass) return {0, 0, delta};
+  static_assert(sizeof(int) == sizeof(float));
+  BackwardWorkspace workspace;
+  workspace.dq_accumulator = (delta + 3) / 4 * 4;
+  workspace.dq_turns = workspace.dq_accumulator + delta * static_cast<std::size_t>(heads.head_dim);
+  workspace.floats =
+      workspace.dq_turns + static_cast<std::size_t>(queries.num_seqs) * num_heads *
+                               static_cast<std::size_t>(detail::ceil_div(queries.max_seqlen, detail::kSinglePassTile));
+  return workspace;
+}
+
 // The backward of `args`, whose rows, pointers and strides the caller set: checks them, fills delta from out and
 // dout, and launches.
 void run_backward(const VarlenBatch& queries, const VarlenBatch& keys, const HeadShape& heads, BackwardArgs args,
@@ -558,7 +581,7 @@ void run_backward(const VarlenBatch& queries, const VarlenBatch& keys, const Hea
   detail::require_pointer(args.dv, "dv");
   check_row_stride(args.dq_row_stride, heads, one_stride ? "dqkv_row_stride" : "dq_row_stride");
   check_row_stride(args.dkv_row_stride, heads, one_stride ? "dqkv_row_stride" : "dkv_row_stride");
-  detail::require_pointer(args.delta, "delta");
+  detail::require_pointer(args.delta, "workspace");
 
   constexpr int kDeltaThreads = 256;
   const std::int64_t delta_warps = static_cast<std::int64_t>(queries.total_tokens) * heads.num_heads;
@@ -570,8 +593,15 @@ void run_backward(const VarlenBatch& queries, const VarlenBatch& keys, const Hea
   args.total_tokens = queries.total_tokens;
   args.num_heads = heads.num_heads;
   args.scale = softmax_scale(heads);
+  const bool single_pass = kernel == AttentionKernel::mma_single_pass;
+  if (single_pass) {
+    const BackwardWorkspace workspace = backward_workspace(queries, heads, kernel);
+    args.dq_accumulator = args.delta + workspace.dq_accumulator;
+    args.dq_turns = reinterpret_cast<int*>(args.delta + workspace.dq_turns);
+    args.dq_turn_tiles = static_cast<int>(detail::ceil_div(queries.max_seqlen, detail::kSinglePassTile));
+  }
   if (kernel != AttentionKernel::wmma) {
-    detail::mma_attention_backward(queries, keys, heads.head_dim, args, stream);
+    detail::mma_attention_backward(queries, keys, heads.head_dim, single_pass, args, stream);
   } else if (heads.head_dim == 64) {
     launch_tiled(attention_backward_dq_kernel<64>, Tiles<64>::dq_bytes, queries, heads, args, stream,
                  "attention_backward (dq)");
@@ -612,7 +642,7 @@ void block_attention_forward(const PositionedBatch& queries, const PositionedBat
 
 void attention_backward(const VarlenBatch& batch, const HeadShape& heads, const bf16* q, const bf16* k, const bf16* v,
                         std::int64_t qkv_row_stride, const bf16* out, const bf16* dout, const float* lse, bf16* dq,
-                        bf16* dk, bf16* dv, std::int64_t dqkv_row_stride, float* delta, cudaStream_t stream,
+                        bf16* dk, bf16* dv, std::int64_t dqkv_row_stride, float* workspace, cudaStream_t stream,
                         AttentionKernel kernel) {
   check_shapes(batch, heads);
   run_backward(batch, batch, heads,
@@ -625,7 +655,7 @@ void attention_backward(const VarlenBatch& batch, const HeadShape& heads, const 
                 out,
                 dout,
                 lse,
-                delta,
+                workspace,
                 dq,
                 dqkv_row_stride,
                 dk,
@@ -640,8 +670,8 @@ void attention_backward(const VarlenBatch& batch, const HeadShape& heads, const 
 void block_attention_backward(const PositionedBatch& queries, const PositionedBatch& keys, const HeadShape& heads,
                               const bf16* q, std::int64_t q_row_stride, const bf16* k, const bf16* v,
                               std::int64_t kv_row_stride, const bf16* out, const bf16* dout, const float* lse, bf16* dq,
-                              std::int64_t dq_row_stride, bf16* dk, bf16* dv, std::int64_t dkv_row_stride, float* delta,
-                              cudaStream_t stream, AttentionKernel kernel) {
+                              std::int64_t dq_row_stride, bf16* dk, bf16* dv, std::int64_t dkv_row_stride,
+                              float* workspace, cudaStream_t stream, AttentionKernel kernel) {
   check_blocks(queries, keys, heads);
   run_backward(queries.rows, keys.rows, heads,
                {{queries.rows.cu_seqlens, keys.rows.cu_seqlens, queries.positions, keys.positions},
@@ -653,7 +683,7 @@ void block_attention_backward(const PositionedBatch& queries, const PositionedBa
                 out,
                 dout,
                 lse,
-                delta,
+                workspace,
                 dq,
                 dq_row_stride,
                 dk,
@@ -663,6 +693,11 @@ void block_attention_backward(const PositionedBatch& queries, const PositionedBa
                 0,
                 0.0f},
                stream, kernel);
+}
+
+std::size_t attention_backward_workspace_floats(const VarlenBatch& queries, const HeadShape& heads,
+                                                AttentionKernel kernel) {
+  return backward_workspace(queries, heads, kernel).floats;
 }
 
 void attention_merge(const bf16* block_out, const float* block_lse, int tokens, const HeadShape& heads, float* out,

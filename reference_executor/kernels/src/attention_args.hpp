@@ -37,6 +37,9 @@ struct ForwardArgs {
   float scale;
 };
 
+// Rows of the single pass's query (and key) tiles, which its workspace counts turns by.
+inline constexpr int kSinglePassTile = 64;
+
 struct BackwardArgs {
   RowLayout rows;
   const bf16* q;
@@ -56,14 +59,21 @@ struct BackwardArgs {
   int total_tokens;  // query rows
   int num_heads;
   float scale;
+  // The single pass's workspace (AttentionKernel::mma_single_pass; null otherwise): dQ's fp32 partial sums
+  // [num_heads][total_tokens][head_dim], and a turn counter per sequence, head and query tile of kSinglePassTile rows
+  // [num_seqs][num_heads][dq_turn_tiles].
+  float* dq_accumulator = nullptr;
+  int* dq_turns = nullptr;
+  int dq_turn_tiles = 0;
 };
 
 // The register-resident kernels: checked arguments, head_dim 64 or 128. The forward's and dQ's grids cover the
 // query rows, dK and dV's the key rows (for self-attention, keys is queries). The forward's blocks own 128 query rows
-// (32 a warp), or 64 (16 a warp) when query_tile_rows is 64.
+// (32 a warp), or 64 (16 a warp) when query_tile_rows is 64. The backward is two kernels (dQ; dK and dV), or one
+// when single_pass (args' dq_accumulator and dq_turns set).
 void mma_attention_forward(const VarlenBatch& queries, int head_dim, int query_tile_rows, const ForwardArgs& args,
                            cudaStream_t stream);
-void mma_attention_backward(const VarlenBatch& queries, const VarlenBatch& keys, int head_dim, const BackwardArgs& args,
-                            cudaStream_t stream);
+void mma_attention_backward(const VarlenBatch& queries, const VarlenBatch& keys, int head_dim, bool single_pass,
+                            const BackwardArgs& args, cudaStream_t stream);
 
 }  // namespace sluice::executor::kernels::detail

@@ -6,9 +6,11 @@
 // probabilities and the output or gradient accumulators stay in registers, where the accumulator layout of one product
 // is the operand layout of the next (a 16×16 block of P or dS in C fragments is an A fragment once packed to bf16). The
 // next K/V (or Q/dO) tile is copied with cp.async while the current one is multiplied. The backward keeps
-// attention.cu's deterministic split: dQ in one kernel over key tiles, dK and dV in another over query tiles, no
-// atomics. The kernels also run ring attention's block steps (attention_args.hpp): keys in a packed layout of their own
-// and the mask by row position.
+// attention.cu's deterministic split by default: dQ in one kernel over key tiles, dK and dV in another over query
+// tiles, no atomics. AttentionKernel::mma_single_pass runs it in one pass instead: the dK/dV kernel also adds each
+// query tile's dQ share to an fp32 accumulator, the key tiles taking turns in their order (so the sums, and the bits,
+// are the same on every run). The kernels also run ring attention's block steps (attention_args.hpp): keys in a packed
+// layout of their own and the mask by row position.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16; lane = 4·g + t):
 //   A 16×16: reg 0 (row g, k 2t..2t+1), reg 1 (row g+8, same k), reg 2 (row g, k 2t+8..), reg 3 (row g+8, k 2t+8..)
@@ -31,6 +33,7 @@ namespace sluice::executor::kernels::detail {
 namespace {
 
 constexpr int kTile = 64;  // rows of a key tile, and of a query tile in the backward
+static_assert(kTile == kSinglePassTile);
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kPad = 8;  // bf16 per shared row: 16-byte aligned rows, and the 8 rows of an ldmatrix in distinct banks
@@ -46,8 +49,9 @@ struct Shape {
   static constexpr int k_steps = kHeadDim / 16;  // 16-wide steps over the head dimension
   static constexpr int n_tiles = kHeadDim / 8;   // 8-wide accumulator tiles over the head dimension
   static constexpr std::size_t tile_bytes = tile * sizeof(bf16);
-  static constexpr std::size_t dq_bytes = 6 * tile_bytes;                                // Q, dO, K×2, V×2
-  static constexpr std::size_t dkdv_bytes = 6 * tile_bytes + 4 * kTile * sizeof(float);  // + lse, delta ×2
+  static constexpr std::size_t dq_bytes = 6 * tile_bytes;                                        // Q, dO, K×2, V×2
+  static constexpr std::size_t dkdv_bytes = 6 * tile_bytes + 4 * kTile * sizeof(float);          // + lse, delta ×2
+  static constexpr std::size_t dqkv_bytes = dkdv_bytes + kTile * (kTile + kPad) * sizeof(bf16);  // + dSᵀ
 };
 
 __device__ std::uint32_t shared_address(const void* pointer) {
@@ -79,6 +83,19 @@ __device__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0
 __device__ std::uint32_t pack(float low, float high) {
   const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
   return *reinterpret_cast<const std::uint32_t*>(&pair);
+}
+
+// The single pass's turns: a counter in global memory that one block releases after its dQ writes and the next
+// acquires before its own (gpu scope, so the writes of the block before are visible to every thread of the next
+// once its thread 0 has seen the count and the block has passed a barrier).
+__device__ int load_acquire(const int* counter) {
+  int value;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(value) : "l"(counter) : "memory");
+  return value;
+}
+
+__device__ void store_release(int* counter, int value) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(counter), "r"(value) : "memory");
 }
 
 // 16 bytes from global to shared memory, asynchronously; zeros when !valid (nothing is read then).
@@ -147,6 +164,13 @@ __device__ void load_a(std::uint32_t (&a)[4], const bf16* tile, int ld, int row0
   const int lane = lane_id();
   const int matrix = lane / 8;
   ldmatrix_x4(a, tile + (row0 + (matrix & 1) * 8 + (lane & 7)) * ld + col0 + (matrix >> 1) * 8);
+}
+
+// The same fragment from a tile stored transposed ([k][m]), transposed by ldmatrix.
+__device__ void load_a_trans(std::uint32_t (&a)[4], const bf16* tile, int ld, int row0, int col0) {
+  const int lane = lane_id();
+  const int matrix = lane / 8;
+  ldmatrix_x4_trans(a, tile + (col0 + (matrix >> 1) * 8 + (lane & 7)) * ld + row0 + (matrix & 1) * 8);
 }
 
 // B fragments of two 8-wide n tiles (n0.., n0 + 8..) over k [k0, k0 + 16) from a tile stored [n][k]:
@@ -443,17 +467,93 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(BackwardArgs args) {
   store_rows<kHeadDim>(dq[0], factor, args.dq + column, args.dq_row_stride, queries, first_query + warp * 16);
 }
 
+// The single pass's share of dQ from one key tile for the query tile [first_query, first_query + kTile): dS·K, dS
+// read from the block's dSᵀ tile, each warp 16 query rows, kDqChunk columns at a time. The key tile's turn: the first
+// (key tile 0) stores its share in the fp32 accumulator, the next ones add theirs, the last writes scale·dQ as bf16.
+constexpr int kDqChunk = 16;
+constexpr int kDsLd = kTile + kPad;  // dSᵀ's shared row length in bf16
+
+template <int kHeadDim>
+__device__ void add_dq_share(const bf16* ds_tile, const bf16* k_tile, const BackwardArgs& args, const SideRows& queries,
+                             int first_query, int head, bool first, bool last) {
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int lane = lane_id();
+  const int row0 = first_query + warp * 16 + lane / 4;
+#pragma unroll
+  for (int chunk = 0; chunk < kHeadDim; chunk += kDqChunk) {
+    float share[kDqChunk / 8][4] = {};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      std::uint32_t a[4];
+      load_a_trans(a, ds_tile, kDsLd, warp * 16, k * 16);
+#pragma unroll
+      for (int n = 0; n < kDqChunk / 16; ++n) {
+        std::uint32_t b[4];
+        load_b_rows_k(b, k_tile, Shape<kHeadDim>::ld, k * 16, chunk + n * 16);
+        mma(share[2 * n], a, b[0], b[1]);
+        mma(share[2 * n + 1], a, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + 8 * half;
+      if (row >= queries.length) continue;
+      const std::int64_t token = queries.begin + static_cast<std::int64_t>(row);
+      const int col = chunk + 2 * (lane % 4);
+      float* accumulator =
+          args.dq_accumulator + (static_cast<std::int64_t>(head) * args.total_tokens + token) * kHeadDim + col;
+      bf16* out = args.dq + token * args.dq_row_stride + head * kHeadDim + col;
+#pragma unroll
+      for (int n = 0; n < kDqChunk / 8; ++n) {
+        float2 sum = make_float2(share[n][2 * half], share[n][2 * half + 1]);
+        if (!first) {  // L2, not L1: the block before wrote it from another SM
+          const float2 held = __ldcg(reinterpret_cast<const float2*>(accumulator + 8 * n));
+          sum.x += held.x;
+          sum.y += held.y;
+        }
+        if (last) {  // element by element: dq's row stride may be odd
+          out[8 * n] = __float2bfloat16(sum.x * args.scale);
+          out[8 * n + 1] = __float2bfloat16(sum.y * args.scale);
+        } else {
+          __stcg(reinterpret_cast<float2*>(accumulator + 8 * n), sum);
+        }
+      }
+    }
+  }
+}
+
 // dV = Σ over the query tiles that see the key tile of Pᵀ · dO and dK = scale · Σ dSᵀ · Q, the warp's rows being
 // keys: Pᵀ = exp(scale·K·Qᵀ − lse) and dSᵀ = Pᵀ ∘ (V·dOᵀ − delta), lse and delta per query (column).
-template <int kHeadDim>
+//
+// kSinglePass: dQ too. Query tiles are then aligned to kTile (tile i is rows [i·kTile, (i + 1)·kTile) for every key
+// tile), the key tiles that reach a query tile are a prefix of the sequence's (0 to the last whose first key its last
+// query sees), and each adds its dS·K in turn: the turn counter of (sequence, head, query tile) counts the key tiles
+// done. A key tile waits only on the one before it, which has a lower block index and so was scheduled first (as in
+// CUTLASS's serial split-K): the wait always ends. Key tile 0 also zeroes the query rows of tiles no key tile reaches.
+template <int kHeadDim, bool kSinglePass>
 __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
   using S = Shape<kHeadDim>;
   const SideRows keys = key_rows(args.rows);
-  const int first_key = static_cast<int>(blockIdx.x) * kTile;
-  if (first_key >= keys.length) return;
   const SideRows queries = query_rows(args.rows);
+  const int key_tile = static_cast<int>(blockIdx.x);
+  const int first_key = key_tile * kTile;
   const int head = static_cast<int>(blockIdx.y);
   const int column = head * kHeadDim;
+  // Queries before the first that sees the tile's first key (its earliest) attend none of its keys: the loop starts
+  // there (in self-attention, at the diagonal), with tiles [loop_start + i·kTile, ...).
+  const int query_start =
+      first_key < keys.length ? first_seeing_query(queries, keys.position(first_key)) : queries.length;
+  const int loop_start = kSinglePass ? query_start / kTile * kTile : query_start;
+  const int query_tiles = query_start < queries.length ? (queries.length - loop_start + kTile - 1) / kTile : 0;
+  if constexpr (kSinglePass) {
+    if (key_tile == 0) {
+      const int reached = query_tiles > 0 ? loop_start : queries.length;  // rows [0, reached) get dQ 0
+      for (int i = static_cast<int>(threadIdx.x); i < reached * kHeadDim; i += kThreads)
+        args.dq[(queries.begin + static_cast<std::int64_t>(i / kHeadDim)) * args.dq_row_stride + column +
+                i % kHeadDim] = __float2bfloat16(0.0f);
+    }
+  }
+  if (first_key >= keys.length) return;
   const std::int64_t hidden = static_cast<std::int64_t>(args.num_heads) * kHeadDim;
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int lane = lane_id();
@@ -465,11 +565,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
   bf16* dout_tiles = q_tiles + 2 * S::tile;
   float* lse_rows = reinterpret_cast<float*>(dout_tiles + 2 * S::tile);  // [2][kTile], log2 domain
   float* delta_rows = lse_rows + 2 * kTile;                              // [2][kTile]
+  bf16* ds_tile = reinterpret_cast<bf16*>(delta_rows + 2 * kTile);       // [key][query], single pass only
 
-  // Queries before the first that sees the tile's first key (its earliest) attend none of its keys: the loop starts
-  // there (in self-attention, at the diagonal), with tiles [query_start + i·kTile, ...).
-  const int query_start = first_seeing_query(queries, keys.position(first_key));
-  const int query_tiles = (queries.length - query_start + kTile - 1) / kTile;
   const auto fetch = [&](int buffer, int first_query) {
     copy_tile<kHeadDim>(q_tiles + buffer * S::tile, args.q + column, args.q_row_stride, queries, first_query);
     copy_tile<kHeadDim>(dout_tiles + buffer * S::tile, args.dout + column, hidden, queries, first_query);
@@ -483,7 +580,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
   if (query_tiles > 0) {  // else dK and dV are 0
     copy_tile<kHeadDim>(k_tile, args.k + column, args.kv_row_stride, keys, first_key);
     copy_tile<kHeadDim>(v_tile, args.v + column, args.kv_row_stride, keys, first_key);
-    fetch(0, query_start);
+    fetch(0, loop_start);
     commit_copies();
   }
 
@@ -500,7 +597,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
 
   for (int tile = 0; tile < query_tiles; ++tile) {
     const int buffer = tile & 1;
-    const int first_query = query_start + tile * kTile;
+    const int first_query = loop_start + tile * kTile;
     await_tile(tile + 1 < query_tiles, [&] { fetch(buffer ^ 1, first_query + kTile); });
     const bf16* q_tile = q_tiles + buffer * S::tile;
     const bf16* dout_tile = dout_tiles + buffer * S::tile;
@@ -523,9 +620,32 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(BackwardArgs args) {
         probs[0][n][e] = p;
         dprobs[0][n][e] = p * (dprobs[0][n][e] - delta_tile[col]);
       }
+    if constexpr (kSinglePass) {  // dSᵀ as bf16, the operand dQ's product reads transposed
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          *reinterpret_cast<std::uint32_t*>(ds_tile + (warp * 16 + lane / 4 + 8 * half) * kDsLd + n * 8 +
+                                            2 * (lane % 4)) = pack(dprobs[0][n][2 * half], dprobs[0][n][2 * half + 1]);
+    }
     accumulate_products<kHeadDim, 1>(dv, probs, dout_tile);
     accumulate_products<kHeadDim, 1>(dk, dprobs, q_tile);
-    __syncthreads();
+    if constexpr (kSinglePass) {
+      int* turn = args.dq_turns + (static_cast<std::int64_t>(blockIdx.z) * args.num_heads + head) * args.dq_turn_tiles +
+                  first_query / kTile;
+      if (threadIdx.x == 0)
+        while (load_acquire(turn) != key_tile) {
+        }
+      __syncthreads();  // dSᵀ is whole, and the turn is this key tile's
+      const int reaching_key_tiles = (tile_key_end(queries, first_query, kTile, keys) + kTile - 1) / kTile;
+      add_dq_share<kHeadDim>(ds_tile, k_tile, args, queries, first_query, head, key_tile == 0,
+                             key_tile + 1 == reaching_key_tiles);
+      __threadfence();  // this block's dQ writes are visible on the GPU before the next key tile's turn
+      __syncthreads();
+      if (threadIdx.x == 0) store_release(turn, key_tile + 1);
+    } else {
+      __syncthreads();
+    }
   }
   const float dk_factor[2] = {args.scale, args.scale};
   const float dv_factor[2] = {1.0f, 1.0f};
@@ -555,6 +675,25 @@ void launch_forward(const VarlenBatch& queries, int head_dim, const ForwardArgs&
   }
 }
 
+template <int kHeadDim>
+void launch_backward(const VarlenBatch& queries, const VarlenBatch& keys, bool single_pass, const BackwardArgs& args,
+                     cudaStream_t stream) {
+  using S = Shape<kHeadDim>;
+  if (single_pass) {
+    SLUICE_CUDA_CHECK(
+        cudaMemsetAsync(args.dq_turns, 0,
+                        static_cast<std::size_t>(queries.num_seqs) * static_cast<std::size_t>(args.num_heads) *
+                            static_cast<std::size_t>(args.dq_turn_tiles) * sizeof(int),
+                        stream));
+    launch(dkdv_kernel<kHeadDim, true>, S::dqkv_bytes, kTile, keys, args.num_heads, args, stream,
+           "attention_backward (dq, dk, dv)");
+    return;
+  }
+  launch(dq_kernel<kHeadDim>, S::dq_bytes, kTile, queries, args.num_heads, args, stream, "attention_backward (dq)");
+  launch(dkdv_kernel<kHeadDim, false>, S::dkdv_bytes, kTile, keys, args.num_heads, args, stream,
+         "attention_backward (dk, dv)");
+}
+
 }  // namespace
 
 void mma_attention_forward(const VarlenBatch& queries, int head_dim, int query_tile_rows, const ForwardArgs& args,
@@ -566,18 +705,14 @@ void mma_attention_forward(const VarlenBatch& queries, int head_dim, int query_t
   }
 }
 
-// dQ's grid covers the query rows, dK and dV's the key rows (the sequences are the same on both sides).
-void mma_attention_backward(const VarlenBatch& queries, const VarlenBatch& keys, int head_dim, const BackwardArgs& args,
-                            cudaStream_t stream) {
+// dQ's grid covers the query rows, dK and dV's (and the single pass's) the key rows (the sequences are the same on
+// both sides).
+void mma_attention_backward(const VarlenBatch& queries, const VarlenBatch& keys, int head_dim, bool single_pass,
+                            const BackwardArgs& args, cudaStream_t stream) {
   if (head_dim == 64) {
-    launch(dq_kernel<64>, Shape<64>::dq_bytes, kTile, queries, args.num_heads, args, stream, "attention_backward (dq)");
-    launch(dkdv_kernel<64>, Shape<64>::dkdv_bytes, kTile, keys, args.num_heads, args, stream,
-           "attention_backward (dk, dv)");
+    launch_backward<64>(queries, keys, single_pass, args, stream);
   } else {
-    launch(dq_kernel<128>, Shape<128>::dq_bytes, kTile, queries, args.num_heads, args, stream,
-           "attention_backward (dq)");
-    launch(dkdv_kernel<128>, Shape<128>::dkdv_bytes, kTile, keys, args.num_heads, args, stream,
-           "attention_backward (dk, dv)");
+    launch_backward<128>(queries, keys, single_pass, args, stream);
   }
 }
 

@@ -536,10 +536,10 @@ Scratch<bf16> DeviceStage::layer_backward(int layer, const DeviceMicroBatch& mic
     dheads = ring_backward(micro_batch, q, out, dout, s.lse.get(), width);
   } else {
     dheads = Scratch<bf16>(allocator_, count(all, 3 * width));
-    Scratch<float> delta(allocator_, count(heads(ulysses).num_heads, all));
+    Scratch<float> workspace(allocator_, kernels::attention_backward_workspace_floats(batch, heads(ulysses)));
     bf16* dq = dheads.get();
     kernels::attention_backward(batch, heads(ulysses), q, q + width, q + 2 * width, 3 * width, out, dout, s.lse.get(),
-                                dq, dq + width, dq + 2 * width, 3 * width, delta.get(), stream());
+                                dq, dq + width, dq + 2 * width, 3 * width, workspace.get(), stream());
   }
   bf16* dq = dheads.get();
   const std::int32_t* positions = micro_batch.own_block().positions.as<const std::int32_t>();
@@ -622,7 +622,7 @@ Scratch<bf16> DeviceStage::ring_backward(const DeviceMicroBatch& micro_batch, co
   Scratch<float> dq(allocator_, count(rows, width));
   kernels::fill_zero(dq.get(), count(rows, width), stream());
   const Scratch<bf16> block_dq(allocator_, count(rows, width));
-  const Scratch<float> delta(allocator_, count(shape.num_heads, rows));
+  const Scratch<float> workspace(allocator_, kernels::attention_backward_workspace_floats(micro_batch.varlen(), shape));
   Scratch<bf16> keys = keys_and_values(allocator_, qkv, rows, width);
   // The dK | dV partial sums of the block in hand, in fp32: they travel with it.
   Scratch<float> dkv(allocator_, count(rows, 2 * width));
@@ -635,7 +635,7 @@ Scratch<bf16> DeviceStage::ring_backward(const DeviceMicroBatch& micro_batch, co
       kernels::block_attention_backward(micro_batch.positioned(micro_batch.ring_rank), micro_batch.positioned(owner),
                                         shape, qkv, 3 * width, keys.get(), keys.get() + width, 2 * width, out, dout,
                                         lse, block_dq.get(), width, block_dkv.get(), block_dkv.get() + width, 2 * width,
-                                        delta.get(), stream());
+                                        workspace.get(), stream());
       kernels::add_inplace(dq.get(), block_dq.get(), static_cast<std::int64_t>(count(rows, width)), stream());
       kernels::add_inplace(dkv.get(), block_dkv.get(), static_cast<std::int64_t>(count(held, 2 * width)), stream());
     }

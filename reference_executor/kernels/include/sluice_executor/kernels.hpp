@@ -43,12 +43,13 @@ struct HeadShape {
 // The implementation: mma keeps scores and accumulators in registers (mma.sync, ldmatrix, cp.async), wmma keeps
 // them in shared memory (3.5-4x slower; the fallback and the reference mma is tested against). mma64 is mma with
 // the forward's earlier 64-row query tiles (16 rows a warp, not 32), kept to measure what the wider tiles give and
-// as a fallback should they not. All need sm_80+.
-enum class AttentionKernel { wmma, mma, mma64 };
+// as a fallback should they not. mma_single_pass is mma with the backward in one pass (5 products instead of 7; dQ
+// summed in a fixed order through an fp32 workspace, so still deterministic). All need sm_80+.
+enum class AttentionKernel { wmma, mma, mma64, mma_single_pass };
 
 // The executor's choice, fixed when it is built (CMake option SLUICE_EXECUTOR_ATTENTION, default mma).
 #ifndef SLUICE_EXECUTOR_ATTENTION
-#error "SLUICE_EXECUTOR_ATTENTION (wmma, mma or mma64) comes from the sluice_executor_kernels target"
+#error "SLUICE_EXECUTOR_ATTENTION (wmma, mma, mma64 or mma_single_pass) comes from the sluice_executor_kernels target"
 #endif
 inline constexpr AttentionKernel kDefaultAttentionKernel = AttentionKernel::SLUICE_EXECUTOR_ATTENTION;
 
@@ -58,14 +59,21 @@ void attention_forward(const VarlenBatch& batch, const HeadShape& heads, const b
                        std::int64_t qkv_row_stride, bf16* out, float* lse, cudaStream_t stream,
                        AttentionKernel kernel = kDefaultAttentionKernel);
 
+// Floats of device workspace attention_backward and block_attention_backward need for these queries (the batch, or
+// the block's query side): num_heads * total_tokens (delta = rowsum(dout ∘ out) per head and token), and for
+// mma_single_pass dQ's fp32 partial sums (num_heads * total_tokens * head_dim more) and a counter per sequence, head
+// and 64-row query tile.
+std::size_t attention_backward_workspace_floats(const VarlenBatch& queries, const HeadShape& heads,
+                                                AttentionKernel kernel = kDefaultAttentionKernel);
+
 // Gradients given dout [total_tokens, hidden] and the forward's out and lse. dq, dk, dv (row stride
 // dqkv_row_stride; they may be the column ranges of one packed buffer, but must not overlap the inputs)
-// are overwritten, not accumulated. delta is a workspace of num_heads * total_tokens floats (rowsum(dout ∘
-// out) per head and token). Deterministic: no atomics (dq is computed in its own pass over key tiles, dk
-// and dv in a pass over query tiles).
+// are overwritten, not accumulated. workspace: attention_backward_workspace_floats(batch, heads, kernel) floats.
+// Deterministic: no atomics. dq is computed in its own pass over key tiles, dk and dv in a pass over query tiles;
+// mma_single_pass computes all three in the second, its key tiles adding their dQ shares in turn.
 void attention_backward(const VarlenBatch& batch, const HeadShape& heads, const bf16* q, const bf16* k, const bf16* v,
                         std::int64_t qkv_row_stride, const bf16* out, const bf16* dout, const float* lse, bf16* dq,
-                        bf16* dk, bf16* dv, std::int64_t dqkv_row_stride, float* delta, cudaStream_t stream,
+                        bf16* dk, bf16* dv, std::int64_t dqkv_row_stride, float* workspace, cudaStream_t stream,
                         AttentionKernel kernel = kDefaultAttentionKernel);
 
 // ---- Ring attention's block steps (Liu et al., "Ring Attention with Blockwise Transformers", arXiv 2310.01889) ----
@@ -87,13 +95,13 @@ void block_attention_forward(const PositionedBatch& queries, const PositionedBat
                              AttentionKernel kernel = kDefaultAttentionKernel);
 
 // This block's share of the gradients, given the whole attention's out, lse (merged over every block) and dout:
-// dq [queries] and dk, dv [keys] are overwritten (zeros where no pair of the block is visible); delta as
-// attention_backward's.
+// dq [queries] and dk, dv [keys] are overwritten (zeros where no pair of the block is visible); workspace:
+// attention_backward_workspace_floats(queries.rows, heads, kernel) floats.
 void block_attention_backward(const PositionedBatch& queries, const PositionedBatch& keys, const HeadShape& heads,
                               const bf16* q, std::int64_t q_row_stride, const bf16* k, const bf16* v,
                               std::int64_t kv_row_stride, const bf16* out, const bf16* dout, const float* lse, bf16* dq,
-                              std::int64_t dq_row_stride, bf16* dk, bf16* dv, std::int64_t dkv_row_stride, float* delta,
-                              cudaStream_t stream, AttentionKernel kernel = kDefaultAttentionKernel);
+                              std::int64_t dq_row_stride, bf16* dk, bf16* dv, std::int64_t dkv_row_stride,
+                              float* workspace, cudaStream_t stream, AttentionKernel kernel = kDefaultAttentionKernel);
 
 // Folds one block's out [tokens, hidden] and lse [num_heads, tokens] into the running out (fp32) and lse by their
 // log-sum-exp: out = out·e^(lse − new) + block_out·e^(block_lse − new), new = log(e^lse + e^block_lse). Start
