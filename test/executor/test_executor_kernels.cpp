@@ -860,6 +860,28 @@ TEST_CASE("gather_rows and scatter_rows move rows by an index, and undo each oth
   CHECK(std::memcmp(back.data(), values.rounded.data(), back.size() * sizeof(bf16)) == 0);
 }
 
+TEST_CASE("the attention backward's workspace: delta, and the single pass's fp32 dQ sums and turn counters") {
+  const auto* fake_offsets = reinterpret_cast<const std::int32_t*>(std::uintptr_t{1} << 22);
+  const kernels::VarlenBatch batch{fake_offsets, 3, 130, 301};  // 3 query tiles of 64 rows in the longest
+  const kernels::HeadShape heads{4, 128};
+  for (const kernels::AttentionKernel kernel :
+       {kernels::AttentionKernel::mma, kernels::AttentionKernel::mma64, kernels::AttentionKernel::wmma}) {
+    CHECK(kernels::attention_backward_workspace_floats(batch, heads, kernel) == 4u * 301u);
+  }
+  // delta's 1204 floats (a multiple of 4 already), dQ's 1204 * 128, then 3 sequences * 4 heads * 3 tiles.
+  CHECK(kernels::attention_backward_workspace_floats(batch, heads, kernels::AttentionKernel::mma_single_pass) ==
+        1204u + 1204u * 128u + 36u);
+  // delta's 3 * 1 floats rounded up to 4, so that dQ's sums start 16-byte aligned.
+  CHECK(kernels::attention_backward_workspace_floats({fake_offsets, 1, 3, 3}, {1, 64},
+                                                     kernels::AttentionKernel::mma_single_pass) == 4u + 3u * 64u + 1u);
+  CHECK_THROWS_WITH_AS(kernels::attention_backward_workspace_floats(batch, {4, 96}), doctest::Contains("head_dim"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::attention_backward_workspace_floats({fake_offsets, 3, 130, -1}, heads),
+                       doctest::Contains("total_tokens"), std::invalid_argument);
+  CHECK(kernels::attention_backward_workspace_floats({fake_offsets, 1, 0, 0}, heads,
+                                                     kernels::AttentionKernel::mma_single_pass) == 0u);
+}
+
 TEST_CASE("kernel wrappers name bad arguments before touching the device") {
   // Plausible non-null device addresses: the wrappers reject the arguments before any CUDA call.
   auto* fake = reinterpret_cast<bf16*>(std::uintptr_t{1} << 20);

@@ -697,6 +697,11 @@ void block_attention_backward(const PositionedBatch& queries, const PositionedBa
 
 std::size_t attention_backward_workspace_floats(const VarlenBatch& queries, const HeadShape& heads,
                                                 AttentionKernel kernel) {
+  // A ring rank may hold no rows: an empty side needs no workspace, and gets none.
+  require_heads(heads);
+  sluice::require(queries.num_seqs >= 0 && queries.max_seqlen >= 0 && queries.total_tokens >= 0,
+                  "num_seqs, max_seqlen, total_tokens: must not be negative, got ", queries.num_seqs, ", ",
+                  queries.max_seqlen, ", ", queries.total_tokens);
   return backward_workspace(queries, heads, kernel).floats;
 }
 
