@@ -546,6 +546,7 @@ struct BackwardWorkspace {
   std::size_t dq_accumulator = 0;
   std::size_t dq_turns = 0;
   std::size_t floats = 0;
+  int turn_tiles = 0;  // query tiles of the longest sequence: the counters are [num_seqs][num_heads][turn_tiles]
 };
 
 BackwardWorkspace backward_workspace(const VarlenBatch& queries, const HeadShape& heads, AttentionKernel kernel) {
@@ -555,11 +556,11 @@ BackwardWorkspace backward_workspace(const VarlenBatch& queries, const HeadShape
   if (kernel != AttentionKernel::mma_single_pass) return {0, 0, delta};
   static_assert(sizeof(int) == sizeof(float));
   BackwardWorkspace workspace;
+  workspace.turn_tiles = static_cast<int>(detail::ceil_div(queries.max_seqlen, detail::kSinglePassTile));
   workspace.dq_accumulator = (delta + 3) / 4 * 4;
   workspace.dq_turns = workspace.dq_accumulator + delta * static_cast<std::size_t>(heads.head_dim);
-  workspace.floats =
-      workspace.dq_turns + static_cast<std::size_t>(queries.num_seqs) * num_heads *
-                               static_cast<std::size_t>(detail::ceil_div(queries.max_seqlen, detail::kSinglePassTile));
+  workspace.floats = workspace.dq_turns + static_cast<std::size_t>(queries.num_seqs) * num_heads *
+                                              static_cast<std::size_t>(workspace.turn_tiles);
   return workspace;
 }
 
@@ -593,15 +594,15 @@ void run_backward(const VarlenBatch& queries, const VarlenBatch& keys, const Hea
   args.total_tokens = queries.total_tokens;
   args.num_heads = heads.num_heads;
   args.scale = softmax_scale(heads);
-  const bool single_pass = kernel == AttentionKernel::mma_single_pass;
-  if (single_pass) {
+  if (kernel == AttentionKernel::mma_single_pass) {
     const BackwardWorkspace workspace = backward_workspace(queries, heads, kernel);
     args.dq_accumulator = args.delta + workspace.dq_accumulator;
     args.dq_turns = reinterpret_cast<int*>(args.delta + workspace.dq_turns);
-    args.dq_turn_tiles = static_cast<int>(detail::ceil_div(queries.max_seqlen, detail::kSinglePassTile));
+    args.dq_turn_tiles = workspace.turn_tiles;
+    SLUICE_CUDA_CHECK(cudaMemsetAsync(args.dq_turns, 0, (workspace.floats - workspace.dq_turns) * sizeof(int), stream));
   }
   if (kernel != AttentionKernel::wmma) {
-    detail::mma_attention_backward(queries, keys, heads.head_dim, single_pass, args, stream);
+    detail::mma_attention_backward(queries, keys, heads.head_dim, args, stream);
   } else if (heads.head_dim == 64) {
     launch_tiled(attention_backward_dq_kernel<64>, Tiles<64>::dq_bytes, queries, heads, args, stream,
                  "attention_backward (dq)");

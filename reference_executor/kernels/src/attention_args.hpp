@@ -69,11 +69,11 @@ struct BackwardArgs {
 
 // The register-resident kernels: checked arguments, head_dim 64 or 128. The forward's and dQ's grids cover the
 // query rows, dK and dV's the key rows (for self-attention, keys is queries). The forward's blocks own 128 query rows
-// (32 a warp), or 64 (16 a warp) when query_tile_rows is 64. The backward is two kernels (dQ; dK and dV), or one
-// when single_pass (args' dq_accumulator and dq_turns set).
+// (32 a warp), or 64 (16 a warp) when query_tile_rows is 64. The backward is two kernels (dQ; dK and dV), or the
+// single pass when args' dq_turns is set (with dq_accumulator, and the counters zeroed before the launch).
 void mma_attention_forward(const VarlenBatch& queries, int head_dim, int query_tile_rows, const ForwardArgs& args,
                            cudaStream_t stream);
-void mma_attention_backward(const VarlenBatch& queries, const VarlenBatch& keys, int head_dim, bool single_pass,
-                            const BackwardArgs& args, cudaStream_t stream);
+void mma_attention_backward(const VarlenBatch& queries, const VarlenBatch& keys, int head_dim, const BackwardArgs& args,
+                            cudaStream_t stream);
 
 }  // namespace sluice::executor::kernels::detail

@@ -676,15 +676,10 @@ void launch_forward(const VarlenBatch& queries, int head_dim, const ForwardArgs&
 }
 
 template <int kHeadDim>
-void launch_backward(const VarlenBatch& queries, const VarlenBatch& keys, bool single_pass, const BackwardArgs& args,
+void launch_backward(const VarlenBatch& queries, const VarlenBatch& keys, const BackwardArgs& args,
                      cudaStream_t stream) {
   using S = Shape<kHeadDim>;
-  if (single_pass) {
-    SLUICE_CUDA_CHECK(
-        cudaMemsetAsync(args.dq_turns, 0,
-                        static_cast<std::size_t>(queries.num_seqs) * static_cast<std::size_t>(args.num_heads) *
-                            static_cast<std::size_t>(args.dq_turn_tiles) * sizeof(int),
-                        stream));
+  if (args.dq_turns != nullptr) {
     launch(dkdv_kernel<kHeadDim, true>, S::dqkv_bytes, kTile, keys, args.num_heads, args, stream,
            "attention_backward (dq, dk, dv)");
     return;
@@ -707,12 +702,12 @@ void mma_attention_forward(const VarlenBatch& queries, int head_dim, int query_t
 
 // dQ's grid covers the query rows, dK and dV's (and the single pass's) the key rows (the sequences are the same on
 // both sides).
-void mma_attention_backward(const VarlenBatch& queries, const VarlenBatch& keys, int head_dim, bool single_pass,
-                            const BackwardArgs& args, cudaStream_t stream) {
+void mma_attention_backward(const VarlenBatch& queries, const VarlenBatch& keys, int head_dim, const BackwardArgs& args,
+                            cudaStream_t stream) {
   if (head_dim == 64) {
-    launch_backward<64>(queries, keys, single_pass, args, stream);
+    launch_backward<64>(queries, keys, args, stream);
   } else {
-    launch_backward<128>(queries, keys, single_pass, args, stream);
+    launch_backward<128>(queries, keys, args, stream);
   }
 }
 
