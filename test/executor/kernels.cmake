@@ -6,6 +6,10 @@
 #   test_executor_kernels    the wrappers' argument checks, and (test_executor_kernels_gpu) every GPU
 #                            kernel against the references; created when sluice_executor_kernels exists.
 #                            Without a CUDA device the GPU test is reported as skipped.
+#   test_executor_kernels_emulated
+#                            the row kernels' GPU cases (test_executor_kernels_rows.cpp) on the CPU: the kernels'
+#                            own sources under the CUDA emulation (emulation/cuda_emulation.hpp), so that they run
+#                            in every build with the CUDA toolkit's headers, sanitized ones included.
 sluice_add_test(test_executor_reference ${CMAKE_CURRENT_LIST_DIR}/test_executor_reference.cpp)
 target_link_libraries(test_executor_reference PRIVATE sluice_executor_reference)
 
@@ -23,6 +27,41 @@ function(sluice_add_gpu_test name)
 endfunction()
 
 if(TARGET sluice_executor_kernels)
-  sluice_add_gpu_test(test_executor_kernels ${CMAKE_CURRENT_LIST_DIR}/test_executor_kernels.cpp)
+  sluice_add_gpu_test(test_executor_kernels ${CMAKE_CURRENT_LIST_DIR}/test_executor_kernels.cpp
+                      ${CMAKE_CURRENT_LIST_DIR}/test_executor_kernels_rows.cpp)
   target_link_libraries(test_executor_kernels PRIVATE sluice_executor_kernels sluice_executor_reference)
+endif()
+
+# The row kernels' cases on the CPU, wherever the CUDA toolkit's headers are, CUDA compiler or not: the sanitized
+# build, which builds no CUDA code, runs them too.
+find_package(CUDAToolkit QUIET)
+if(CUDAToolkit_FOUND)
+  # The row kernels' sources rewritten for the emulation (the attention kernels' tensor-core code cannot run there),
+  # built against the toolkit's headers alone: the emulation defines the runtime calls it needs, in place of cudart.
+  set(kernel_sources ${PROJECT_SOURCE_DIR}/reference_executor/kernels/src)
+  set(emulated_kernels)
+  foreach(kernel rmsnorm pointwise rope cross_entropy parallel)
+    set(emulated ${CMAKE_CURRENT_BINARY_DIR}/emulated/${kernel}.cpp)
+    add_custom_command(OUTPUT ${emulated}
+      COMMAND ${CMAKE_COMMAND} -DIN=${kernel_sources}/${kernel}.cu -DOUT=${emulated}
+              -P ${CMAKE_CURRENT_LIST_DIR}/emulation/rewrite.cmake
+      DEPENDS ${kernel_sources}/${kernel}.cu ${CMAKE_CURRENT_LIST_DIR}/emulation/rewrite.cmake
+      COMMENT "Rewriting ${kernel}.cu for the CUDA emulation")
+    list(APPEND emulated_kernels ${emulated})
+  endforeach()
+  add_executable(test_executor_kernels_emulated ${CMAKE_CURRENT_LIST_DIR}/test_executor_kernels_rows.cpp
+                 ${CMAKE_CURRENT_LIST_DIR}/emulation/cuda_emulation.cpp ${CMAKE_CURRENT_LIST_DIR}/gpu_test_main.cpp
+                 ${emulated_kernels})
+  target_include_directories(test_executor_kernels_emulated PRIVATE ${CMAKE_CURRENT_LIST_DIR}/emulation
+                             ${kernel_sources} ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(test_executor_kernels_emulated PRIVATE sluice_executor_reference sluice::io doctest::doctest
+                        Threads::Threads)
+  # kernels.hpp wants the executor's attention kernel; the emulation runs none, so any is right.
+  target_compile_definitions(test_executor_kernels_emulated PRIVATE SLUICE_EXECUTOR_ATTENTION=mma)
+  sluice_target_defaults(test_executor_kernels_emulated)
+  sluice_test_optimisation(test_executor_kernels_emulated)
+  # The kernels get the warnings nvcc gives them, not the project's C++ ones (#pragma unroll is nvcc's).
+  set_source_files_properties(${emulated_kernels} PROPERTIES COMPILE_OPTIONS
+                              "-Wno-conversion;-Wno-pedantic;-Wno-unknown-pragmas;-Wno-float-conversion")
+  add_test(NAME test_executor_kernels_emulated COMMAND test_executor_kernels_emulated --test-suite=gpu)
 endif()

@@ -1,11 +1,7 @@
-// The executor's GPU kernels against the float64 CPU references, on random inputs with fixed seeds.
-// Inputs are rounded to bf16 first and the references see exactly those values, so every difference
-// comes from the kernels' own arithmetic: fp32 accumulation and the bf16 rounding of intermediates and
-// outputs. bf16 keeps 8 significant bits, so one rounding moves a value by at most u = 2^-8 = 3.9e-3 of
-// itself; the tolerances below are stated in terms of u.
-//
-// The GPU cases are the suite "gpu": without a CUDA device they are skipped (gpu_test_main.cpp), and the
-// wrappers' argument checks run anyway (they throw before touching the device).
+// The executor's attention kernels against the float64 CPU references, on random inputs with fixed seeds
+// (kernel_test_support.hpp says how the tolerances are set; the row kernels' cases are in
+// test_executor_kernels_rows.cpp). The GPU cases are the suite "gpu": without a CUDA device they are skipped
+// (gpu_test_main.cpp), and the wrappers' argument checks run anyway (they throw before touching the device).
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -23,155 +19,16 @@
 #include <string>
 #include <vector>
 
+#include "kernel_test_support.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice_executor/cuda_check.hpp"
 #include "sluice_executor/kernels.hpp"
 #include "sluice_executor/reference.hpp"
 
-namespace kernels = sluice::executor::kernels;
+using namespace sluice::executor::kernel_tests;
 namespace ref = sluice::executor::reference;
-using kernels::bf16;
 
 namespace {
-
-constexpr double kBf16Rounding = 0x1.0p-8;  // u: relative change of one round to nearest bf16
-
-template <class T>
-class DeviceBuffer {
-public:
-  explicit DeviceBuffer(std::size_t count) : count_(count) {
-    SLUICE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<std::size_t>(count, 1) * sizeof(T)));
-  }
-  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(data_); }
-
-  T* get() const { return data_; }
-  void upload(const std::vector<T>& host) {
-    REQUIRE(host.size() == count_);
-    SLUICE_CUDA_CHECK(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  std::vector<T> download() const {
-    SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> host(count_);
-    SLUICE_CUDA_CHECK(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-
-private:
-  T* data_ = nullptr;
-  std::size_t count_;
-};
-
-// Values drawn as scale * N(0, 1) and rounded to bf16, in both forms.
-struct Bf16Values {
-  std::vector<bf16> rounded;
-  std::vector<double> exact;  // the rounded values, exactly
-};
-
-Bf16Values random_bf16(sluice::Rng& rng, std::size_t count, double scale = 1.0, double offset = 0.0) {
-  Bf16Values values;
-  values.rounded.reserve(count);
-  values.exact.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    const bf16 value = __float2bfloat16(static_cast<float>(offset + scale * rng.normal()));
-    values.rounded.push_back(value);
-    values.exact.push_back(static_cast<double>(__bfloat162float(value)));
-  }
-  return values;
-}
-
-std::vector<bf16> to_bf16(std::span<const double> values) {
-  std::vector<bf16> rounded(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) rounded[i] = __float2bfloat16(static_cast<float>(values[i]));
-  return rounded;
-}
-
-std::vector<float> to_float(std::span<const double> values) {
-  std::vector<float> narrowed(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) narrowed[i] = static_cast<float>(values[i]);
-  return narrowed;
-}
-
-std::vector<double> to_double(const std::vector<bf16>& values) {
-  std::vector<double> widened(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) widened[i] = static_cast<double>(__bfloat162float(values[i]));
-  return widened;
-}
-
-std::vector<double> to_double(const std::vector<float>& values) { return {values.begin(), values.end()}; }
-
-double max_abs(std::span<const double> values) {
-  double largest = 0.0;
-  for (double value : values) largest = std::max(largest, std::abs(value));
-  return largest;
-}
-
-// Whole-tensor error measures of actual against expected.
-struct Errors {
-  double relative_l2 = 0.0;  // ||actual - expected|| / ||expected||
-  double max_abs = 0.0;      // max |actual - expected|
-};
-
-Errors compare(std::span<const double> actual, std::span<const double> expected) {
-  REQUIRE(actual.size() == expected.size());
-  double difference_squares = 0.0;
-  double expected_squares = 0.0;
-  Errors errors;
-  for (std::size_t i = 0; i < actual.size(); ++i) {
-    const double difference = actual[i] - expected[i];
-    REQUIRE(std::isfinite(actual[i]));
-    difference_squares += difference * difference;
-    expected_squares += expected[i] * expected[i];
-    errors.max_abs = std::max(errors.max_abs, std::abs(difference));
-  }
-  errors.relative_l2 = std::sqrt(difference_squares / std::max(expected_squares, 1e-300));
-  return errors;
-}
-
-// Every element within one bf16 rounding of the expected value, for kernels that compute in fp32 from
-// exact inputs and round once: |actual - expected| <= u·|expected| + fp32 error. The fp32 error is a few
-// ulps of the result (1e-5 relative leaves a wide margin) plus `cancellation`, the absolute error where
-// the kernel subtracts nearly equal fp32 terms.
-void check_within_rounding(std::span<const double> actual, std::span<const double> expected, double cancellation) {
-  constexpr double kFp32Relative = 1e-5;
-  REQUIRE(actual.size() == expected.size());
-  std::size_t failures = 0;
-  for (std::size_t i = 0; i < actual.size(); ++i) {
-    const double bound = (kBf16Rounding + kFp32Relative) * std::abs(expected[i]) + cancellation;
-    if (!(std::abs(actual[i] - expected[i]) <= bound)) {
-      if (++failures <= 5) {
-        CAPTURE(i);
-        CAPTURE(actual[i]);
-        CAPTURE(expected[i]);
-        FAIL_CHECK("outside one bf16 rounding");
-      }
-    }
-  }
-  CHECK(failures == 0);
-}
-
-std::vector<std::int32_t> offsets_of(const std::vector<int>& lengths) {
-  std::vector<std::int32_t> offsets{0};
-  for (int length : lengths) offsets.push_back(offsets.back() + length);
-  return offsets;
-}
-
-// A packed batch on the device and on the host.
-struct Batch {
-  std::vector<std::int32_t> cu_seqlens;
-  DeviceBuffer<std::int32_t> device_cu_seqlens;
-  kernels::VarlenBatch varlen;
-
-  explicit Batch(const std::vector<int>& lengths)
-      : cu_seqlens(offsets_of(lengths)),
-        device_cu_seqlens(cu_seqlens),
-        varlen{device_cu_seqlens.get(), static_cast<int>(lengths.size()),
-               *std::max_element(lengths.begin(), lengths.end()), cu_seqlens.back()} {}
-
-  [[nodiscard]] std::size_t tokens() const { return static_cast<std::size_t>(cu_seqlens.back()); }
-};
 
 // Lengths 1, 7 and 300, tile edges (the backward's 64-row tiles: 64, 65; the forward's 128-row tiles: 128, 129) and
 // an empty sequence.
@@ -533,333 +390,6 @@ TEST_CASE("ring attention's block steps, merged, match the reference (every kern
   }
 }
 
-TEST_CASE("RMSNorm kernels match the reference" * doctest::test_suite("gpu")) {
-  sluice::Rng rng(300);
-  const int rows = 37;
-  const int cols = 1000;  // not a multiple of the block size
-  const auto count = static_cast<std::size_t>(rows * cols);
-  const float eps = 1e-5f;
-  const Bf16Values x = random_bf16(rng, count);
-  const Bf16Values weight = random_bf16(rng, static_cast<std::size_t>(cols), 0.1, 1.0);
-  const Bf16Values dy = random_bf16(rng, count);
-
-  std::vector<double> y(count);
-  std::vector<double> rstd(static_cast<std::size_t>(rows));
-  ref::rmsnorm_forward(x.exact, weight.exact, static_cast<double>(eps), y, rstd);
-  constexpr double kEarlier = 0.25;  // the weight gradient is added to what the accumulator holds
-  std::vector<double> dx(count);
-  std::vector<double> dweight(static_cast<std::size_t>(cols), kEarlier);
-  ref::rmsnorm_backward(x.exact, weight.exact, rstd, dy.exact, dx, dweight);
-
-  const DeviceBuffer<bf16> device_x(x.rounded);
-  const DeviceBuffer<bf16> device_weight(weight.rounded);
-  const DeviceBuffer<bf16> device_dy(dy.rounded);
-  DeviceBuffer<bf16> device_y(count);
-  DeviceBuffer<float> device_rstd(static_cast<std::size_t>(rows));
-  kernels::rmsnorm_forward(device_x.get(), device_weight.get(), rows, cols, eps, device_y.get(), device_rstd.get(),
-                           nullptr);
-  // y: products only, no cancellation. rstd: fp32 only.
-  check_within_rounding(to_double(device_y.download()), y, 0.0);
-  CHECK(compare(to_double(device_rstd.download()), rstd).relative_l2 <= 1e-5);
-
-  // The backward gets the reference's rstd, so that it is checked alone.
-  const DeviceBuffer<float> reference_rstd(to_float(rstd));
-  DeviceBuffer<bf16> device_dx(count);
-  DeviceBuffer<float> device_dweight(std::vector<float>(static_cast<std::size_t>(cols), static_cast<float>(kEarlier)));
-  DeviceBuffer<float> workspace(kernels::rmsnorm_backward_workspace_floats(cols));
-  kernels::rmsnorm_backward(device_x.get(), device_weight.get(), reference_rstd.get(), device_dy.get(), rows, cols,
-                            device_dx.get(), device_dweight.get(), workspace.get(), nullptr);
-  // dx = rstd (dy∘w - x̂ mean(dy∘w∘x̂)) cancels where the two terms meet: fp32 error there is about
-  // 1e-6 of the terms, well inside 1e-4 of the largest dx.
-  check_within_rounding(to_double(device_dx.download()), dx, 1e-4 * max_abs(dx));
-  // dweight: fp32 sums of 37 products, no rounding to bf16.
-  const Errors dweight_errors = compare(to_double(device_dweight.download()), dweight);
-  CHECK(dweight_errors.max_abs <= 1e-4 * max_abs(dweight));
-}
-
-TEST_CASE("RoPE kernels match the reference and leave the v columns alone" * doctest::test_suite("gpu")) {
-  sluice::Rng rng(400);
-  const Batch batch({7, 0, 300, 1, 64});
-  const int num_heads = 3;
-  const int head_dim = 64;
-  const ref::HeadShape heads{num_heads, head_dim};
-  const auto hidden = static_cast<std::size_t>(num_heads * head_dim);
-  const std::size_t stride = 3 * hidden;
-  const std::size_t tokens = batch.tokens();
-  const double theta = 10000.0;
-
-  for (const bool backward : {false, true}) {
-    CAPTURE(backward);
-    const Bf16Values qkv = random_bf16(rng, tokens * stride);
-    std::vector<double> expected = qkv.exact;
-    const std::span<double> expected_all(expected);
-    DeviceBuffer<bf16> device_qkv(qkv.rounded);
-    if (backward) {
-      ref::rope_backward(batch.cu_seqlens, heads, expected_all, expected_all.subspan(hidden), stride, theta);
-      kernels::rope_backward(batch.varlen, {num_heads, head_dim}, device_qkv.get(), device_qkv.get() + hidden,
-                             static_cast<std::int64_t>(stride), theta, nullptr);
-    } else {
-      ref::rope_forward(batch.cu_seqlens, heads, expected_all, expected_all.subspan(hidden), stride, theta);
-      kernels::rope_forward(batch.varlen, {num_heads, head_dim}, device_qkv.get(), device_qkv.get() + hidden,
-                            static_cast<std::int64_t>(stride), theta, nullptr);
-    }
-    const std::vector<bf16> actual = device_qkv.download();
-    // Each output is x1 cos - x2 sin in fp32 from exact inputs (|x| < 8, so the cancellation error is
-    // below 1e-6), rounded once; the angle is computed in double. v columns must come back bit for bit.
-    check_within_rounding(to_double(actual), expected, 1e-5);
-    std::size_t changed_v = 0;
-    for (std::size_t t = 0; t < tokens; ++t) {
-      changed_v +=
-          static_cast<std::size_t>(std::memcmp(&actual[t * stride + 2 * hidden], &qkv.rounded[t * stride + 2 * hidden],
-                                               hidden * sizeof(bf16)) != 0);
-    }
-    CHECK(changed_v == 0);
-  }
-}
-
-TEST_CASE("SwiGLU kernels match the reference" * doctest::test_suite("gpu")) {
-  sluice::Rng rng(500);
-  const int rows = 19;
-  const int ffn = 300;
-  const auto count = static_cast<std::size_t>(rows * ffn);
-  const Bf16Values gate_up = random_bf16(rng, 2 * count, 2.0);
-  const Bf16Values dout = random_bf16(rng, count);
-  std::vector<double> out(count);
-  ref::swiglu_forward(gate_up.exact, static_cast<std::size_t>(ffn), out);
-  std::vector<double> dgate_up(2 * count);
-  ref::swiglu_backward(gate_up.exact, dout.exact, static_cast<std::size_t>(ffn), dgate_up);
-
-  const DeviceBuffer<bf16> device_gate_up(gate_up.rounded);
-  const DeviceBuffer<bf16> device_dout(dout.rounded);
-  DeviceBuffer<bf16> device_out(count);
-  DeviceBuffer<bf16> device_dgate_up(2 * count);
-  kernels::swiglu_forward(device_gate_up.get(), rows, ffn, device_out.get(), nullptr);
-  kernels::swiglu_backward(device_gate_up.get(), device_dout.get(), rows, ffn, device_dgate_up.get(), nullptr);
-  // fp32 sigmoid and products from exact inputs, one rounding; silu'(gate) = σ(1 + gate(1 - σ)) cancels
-  // near gate = -1.28, where its fp32 error is ~1e-7 of the gradient's scale.
-  check_within_rounding(to_double(device_out.download()), out, 0.0);
-  check_within_rounding(to_double(device_dgate_up.download()), dgate_up, 1e-5 * max_abs(dgate_up));
-}
-
-TEST_CASE("elementwise kernels: add, conversions, zero fill" * doctest::test_suite("gpu")) {
-  sluice::Rng rng(600);
-  const std::size_t count = 100'003;  // not a multiple of the block size
-  const Bf16Values a = random_bf16(rng, count);
-  const Bf16Values b = random_bf16(rng, count, 1e-2);
-  std::vector<bf16> sum(count);
-  for (std::size_t i = 0; i < count; ++i)
-    sum[i] = __float2bfloat16(__bfloat162float(a.rounded[i]) + __bfloat162float(b.rounded[i]));
-  const auto n = static_cast<std::int64_t>(count);
-
-  // Same fp32 sum and the same round to nearest even as on the host: identical bits.
-  DeviceBuffer<bf16> device_a(a.rounded);
-  const DeviceBuffer<bf16> device_b(b.rounded);
-  DeviceBuffer<bf16> device_out(count);
-  kernels::add(device_a.get(), device_b.get(), device_out.get(), n, nullptr);
-  std::vector<bf16> out = device_out.download();
-  CHECK(std::memcmp(out.data(), sum.data(), count * sizeof(bf16)) == 0);
-  kernels::add_inplace(device_a.get(), device_b.get(), n, nullptr);
-  out = device_a.download();
-  CHECK(std::memcmp(out.data(), sum.data(), count * sizeof(bf16)) == 0);
-
-  std::vector<float> floats(count);
-  for (std::size_t i = 0; i < count; ++i) floats[i] = static_cast<float>(rng.normal());
-  const DeviceBuffer<float> device_floats(floats);
-  kernels::convert(device_floats.get(), device_out.get(), n, nullptr);
-  out = device_out.download();
-  std::size_t mismatches = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const bf16 expected = __float2bfloat16(floats[i]);
-    mismatches += static_cast<std::size_t>(std::memcmp(&out[i], &expected, sizeof(bf16)) != 0);
-  }
-  CHECK(mismatches == 0);
-
-  DeviceBuffer<float> widened(count);
-  kernels::convert(device_a.get(), widened.get(), n, nullptr);
-  const std::vector<float> widened_host = widened.download();
-  mismatches = 0;
-  for (std::size_t i = 0; i < count; ++i)
-    mismatches += static_cast<std::size_t>(widened_host[i] != __bfloat162float(sum[i]));
-  CHECK(mismatches == 0);
-
-  kernels::fill_zero(device_a.get(), n, nullptr);
-  kernels::fill_zero(widened.get(), n, nullptr);
-  out = device_a.download();
-  const std::vector<float> zeros = widened.download();
-  CHECK(std::all_of(out.begin(), out.end(), [](bf16 value) { return __bfloat162float(value) == 0.0f; }));
-  CHECK(std::all_of(zeros.begin(), zeros.end(), [](float value) { return value == 0.0f; }));
-}
-
-TEST_CASE("cross-entropy kernel matches the reference" * doctest::test_suite("gpu")) {
-  sluice::Rng rng(700);
-  const int rows = 13;
-  const int vocab = 1000;  // not a multiple of the block size
-  const Bf16Values logits = random_bf16(rng, static_cast<std::size_t>(rows * vocab), 2.0);
-  std::vector<std::int32_t> targets(static_cast<std::size_t>(rows));
-  for (std::size_t r = 0; r < targets.size(); ++r) targets[r] = static_cast<std::int32_t>(rng.below(vocab));
-  targets[0] = 0;
-  targets[1] = vocab - 1;
-  targets[2] = -1;
-  targets[7] = -1;
-  const double scale = 1.0 / 11.0;  // the counted targets
-
-  std::vector<double> row_loss(targets.size());
-  std::vector<double> dlogits(logits.exact.size());
-  const double loss_sum =
-      ref::cross_entropy(logits.exact, targets, static_cast<std::size_t>(vocab), scale, row_loss, dlogits);
-
-  const DeviceBuffer<bf16> device_logits(logits.rounded);
-  const DeviceBuffer<std::int32_t> device_targets(targets);
-  DeviceBuffer<float> device_row_loss(targets.size());
-  DeviceBuffer<bf16> device_dlogits(dlogits.size());
-  constexpr float kEarlier = 1.5f;  // the loss sum is added to the accumulator
-  DeviceBuffer<float> device_loss_sum(std::vector<float>{kEarlier});
-  kernels::cross_entropy(device_logits.get(), device_targets.get(), rows, vocab, static_cast<float>(scale),
-                         device_row_loss.get(), device_dlogits.get(), device_loss_sum.get(), nullptr);
-
-  // Row losses and their sum stay in fp32 (losses of a few units, ~1e-6 relative); dlogits is fp32
-  // softmax rounded once, with slack for the fp32 error of probabilities near 1 minus the one-hot.
-  const Errors loss_errors = compare(to_double(device_row_loss.download()), row_loss);
-  CHECK(loss_errors.max_abs <= 1e-4);
-  CHECK(static_cast<double>(device_loss_sum.download()[0]) == doctest::Approx(kEarlier + loss_sum).epsilon(1e-5));
-  check_within_rounding(to_double(device_dlogits.download()), dlogits, 1e-6 * scale);
-}
-
-TEST_CASE("vocab-parallel cross-entropy over four parts matches the reference" * doctest::test_suite("gpu")) {
-  sluice::Rng rng(710);
-  const int rows = 13;
-  const int vocab = 1000;
-  const int parts = 4;
-  const int part = vocab / parts;
-  const Bf16Values logits = random_bf16(rng, static_cast<std::size_t>(rows * vocab), 2.0);
-  std::vector<std::int32_t> targets(static_cast<std::size_t>(rows));
-  for (std::size_t r = 0; r < targets.size(); ++r) targets[r] = static_cast<std::int32_t>(rng.below(vocab));
-  targets[0] = 0;
-  targets[1] = vocab - 1;
-  targets[2] = part;  // the first column of the second part
-  targets[7] = -1;
-  const double scale = 1.0 / 12.0;
-  std::vector<double> row_loss(targets.size());
-  std::vector<double> dlogits(logits.exact.size());
-  const double loss_sum =
-      ref::cross_entropy(logits.exact, targets, static_cast<std::size_t>(vocab), scale, row_loss, dlogits);
-
-  // Each part's columns on the device; the host reduces between the passes as the all-reduces would.
-  const DeviceBuffer<std::int32_t> device_targets(targets);
-  std::vector<std::vector<bf16>> slices(parts);
-  for (int p = 0; p < parts; ++p)
-    for (int r = 0; r < rows; ++r)
-      slices[static_cast<std::size_t>(p)].insert(slices[static_cast<std::size_t>(p)].end(),
-                                                 logits.rounded.begin() + r * vocab + p * part,
-                                                 logits.rounded.begin() + r * vocab + (p + 1) * part);
-  std::vector<std::unique_ptr<DeviceBuffer<bf16>>> device_logits;
-  for (const std::vector<bf16>& slice : slices) device_logits.push_back(std::make_unique<DeviceBuffer<bf16>>(slice));
-  std::vector<float> row_max(static_cast<std::size_t>(rows), -INFINITY);
-  for (int p = 0; p < parts; ++p) {
-    DeviceBuffer<float> part_max(static_cast<std::size_t>(rows));
-    kernels::vocab_parallel_max(device_logits[static_cast<std::size_t>(p)]->get(), rows, part, part_max.get(), nullptr);
-    const std::vector<float> values = part_max.download();
-    for (int r = 0; r < rows; ++r)
-      row_max[static_cast<std::size_t>(r)] =
-          std::max(row_max[static_cast<std::size_t>(r)], values[static_cast<std::size_t>(r)]);
-  }
-  const DeviceBuffer<float> device_max(row_max);
-  std::vector<float> sums(2 * static_cast<std::size_t>(rows), 0.0f);
-  for (int p = 0; p < parts; ++p) {
-    DeviceBuffer<float> part_sums(sums.size());
-    kernels::vocab_parallel_sums(device_logits[static_cast<std::size_t>(p)]->get(), device_targets.get(), rows, part,
-                                 p * part, device_max.get(), part_sums.get(), nullptr);
-    const std::vector<float> values = part_sums.download();
-    for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += values[i];
-  }
-  const DeviceBuffer<float> device_sums(sums);
-  double device_loss_sum = 0;
-  for (int p = 0; p < parts; ++p) {
-    const int own_begin = p * rows / parts;
-    const int own_end = (p + 1) * rows / parts;
-    DeviceBuffer<float> part_row_loss(static_cast<std::size_t>(rows));
-    DeviceBuffer<bf16> part_dlogits(static_cast<std::size_t>(rows * part));
-    DeviceBuffer<float> part_loss_sum(std::vector<float>{0.0f});
-    kernels::vocab_parallel_loss(device_logits[static_cast<std::size_t>(p)]->get(), device_targets.get(), rows, part,
-                                 p * part, device_max.get(), device_sums.get(), static_cast<float>(scale), own_begin,
-                                 own_end, part_row_loss.get(), part_dlogits.get(), part_loss_sum.get(), nullptr);
-    const std::vector<double> losses = to_double(part_row_loss.download());
-    for (int r = 0; r < rows; ++r) {
-      CAPTURE(r);
-      const bool own = r >= own_begin && r < own_end;
-      CHECK(std::abs(losses[static_cast<std::size_t>(r)] - (own ? row_loss[static_cast<std::size_t>(r)] : 0.0)) <=
-            1e-4);
-    }
-    device_loss_sum += static_cast<double>(part_loss_sum.download()[0]);
-    std::vector<double> expected;
-    for (int r = 0; r < rows; ++r)
-      expected.insert(expected.end(), dlogits.begin() + r * vocab + p * part,
-                      dlogits.begin() + r * vocab + (p + 1) * part);
-    check_within_rounding(to_double(part_dlogits.download()), expected, 1e-6 * scale);
-  }
-  CHECK(device_loss_sum == doctest::Approx(loss_sum).epsilon(1e-5));
-}
-
-TEST_CASE("sum_parts and max_parts reduce in part order, as fp32 on the host does" * doctest::test_suite("gpu")) {
-  sluice::Rng rng(720);
-  const int members = 3;
-  const std::size_t count = 10'007;
-  const Bf16Values values = random_bf16(rng, count * members);
-  std::vector<float> floats(count * members);
-  for (float& value : floats) value = static_cast<float>(rng.normal());
-  std::vector<bf16> bf16_sum(count);
-  std::vector<float> float_sum(count), float_max(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    float sum = __bfloat162float(values.rounded[i]);
-    float total = floats[i];
-    float largest = floats[i];
-    for (std::size_t j = 1; j < members; ++j) {
-      sum += __bfloat162float(values.rounded[j * count + i]);
-      total += floats[j * count + i];
-      largest = std::max(largest, floats[j * count + i]);
-    }
-    bf16_sum[i] = __float2bfloat16(sum);
-    float_sum[i] = total;
-    float_max[i] = largest;
-  }
-  const DeviceBuffer<bf16> device_values(values.rounded);
-  const DeviceBuffer<float> device_floats(floats);
-  DeviceBuffer<bf16> bf16_out(count);
-  DeviceBuffer<float> sum_out(count), max_out(count);
-  const auto n = static_cast<std::int64_t>(count);
-  kernels::sum_parts(device_values.get(), members, n, bf16_out.get(), nullptr);
-  kernels::sum_parts(device_floats.get(), members, n, sum_out.get(), nullptr);
-  kernels::max_parts(device_floats.get(), members, n, max_out.get(), nullptr);
-  const std::vector<bf16> sums = bf16_out.download();
-  CHECK(std::memcmp(sums.data(), bf16_sum.data(), count * sizeof(bf16)) == 0);
-  CHECK(sum_out.download() == float_sum);
-  CHECK(max_out.download() == float_max);
-}
-
-TEST_CASE("gather_rows and scatter_rows move rows by an index, and undo each other" * doctest::test_suite("gpu")) {
-  sluice::Rng rng(730);
-  const int rows = 37;
-  const int cols = 200;
-  const Bf16Values values = random_bf16(rng, static_cast<std::size_t>(rows * cols));
-  std::vector<std::int32_t> index(static_cast<std::size_t>(rows));
-  std::iota(index.begin(), index.end(), 0);
-  for (std::size_t i = index.size() - 1; i > 0; --i)
-    std::swap(index[i], index[static_cast<std::size_t>(rng.below(i + 1))]);
-  std::vector<bf16> gathered(values.rounded.size());
-  for (int i = 0; i < rows; ++i)
-    std::copy_n(values.rounded.begin() + index[static_cast<std::size_t>(i)] * cols, cols, gathered.begin() + i * cols);
-  const DeviceBuffer<bf16> device_values(values.rounded);
-  const DeviceBuffer<std::int32_t> device_index(index);
-  DeviceBuffer<bf16> device_gathered(gathered.size());
-  DeviceBuffer<bf16> device_back(gathered.size());
-  kernels::gather_rows(device_values.get(), device_index.get(), rows, cols, device_gathered.get(), nullptr);
-  kernels::scatter_rows(device_gathered.get(), device_index.get(), rows, cols, device_back.get(), nullptr);
-  const std::vector<bf16> out = device_gathered.download();
-  const std::vector<bf16> back = device_back.download();
-  CHECK(std::memcmp(out.data(), gathered.data(), out.size() * sizeof(bf16)) == 0);
-  CHECK(std::memcmp(back.data(), values.rounded.data(), back.size() * sizeof(bf16)) == 0);
-}
-
 TEST_CASE("the attention backward's workspace: delta, and the single pass's fp32 dQ sums and turn counters") {
   const auto* fake_offsets = reinterpret_cast<const std::int32_t*>(std::uintptr_t{1} << 22);
   const kernels::VarlenBatch batch{fake_offsets, 3, 130, 301};  // 3 query tiles of 64 rows in the longest
@@ -932,10 +462,18 @@ TEST_CASE("kernel wrappers name bad arguments before touching the device") {
   CHECK_THROWS_WITH_AS(kernels::rmsnorm_forward(fake, fake, 0, 16, 1e-5f, fake, fake_floats, nullptr),
                        doctest::Contains("rows"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(
-      kernels::rmsnorm_backward(fake, fake, fake_floats, fake, 4, 16, fake, fake_floats, nullptr, nullptr),
+      kernels::rmsnorm_backward(fake, fake, fake_floats, fake, nullptr, 4, 16, fake, fake_floats, nullptr, nullptr),
       doctest::Contains("workspace"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::rmsnorm_backward(fake, fake, fake_floats, fake, nullptr, 4, 50'000, fake, fake_floats,
+                                                 fake_floats, nullptr),
+                       doctest::Contains("cols: the RMSNorm backward holds at most 49152"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      kernels::add_rmsnorm_forward(fake, fake, fake, 4, 16, 1e-5f, nullptr, fake, fake_floats, nullptr),
+      doctest::Contains("sum"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(kernels::rope_forward(batch, {4, 63}, fake, fake, stride, 10000.0, nullptr),
                        doctest::Contains("even"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::rope_forward(batch, {1, 258}, fake, fake, stride, 10000.0, nullptr),
+                       doctest::Contains("head_dim: rotary embedding takes at most 256"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(kernels::rope_backward(batch, heads, fake, nullptr, stride, 10000.0, nullptr),
                        doctest::Contains("dk"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(kernels::swiglu_forward(fake, 4, 0, fake, nullptr), doctest::Contains("ffn"),
@@ -954,5 +492,11 @@ TEST_CASE("kernel wrappers name bad arguments before touching the device") {
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(kernels::gather_rows(fake, nullptr, 4, 8, fake, nullptr), doctest::Contains("index"),
                        std::invalid_argument);
-  CHECK(kernels::rmsnorm_backward_workspace_floats(1000) >= 1000);
+  // The backward's weight-gradient chunks: a row each up to 1024 rows, then at most 1024 chunks.
+  CHECK(kernels::rmsnorm_backward_workspace_floats(37, 1000) == 37u * 1000u);
+  CHECK(kernels::rmsnorm_backward_workspace_floats(1024, 8) == 1024u * 8u);
+  CHECK(kernels::rmsnorm_backward_workspace_floats(1025, 8) == 513u * 8u);
+  CHECK(kernels::rmsnorm_backward_workspace_floats(8192, 4096) == 1024u * 4096u);
+  CHECK_THROWS_WITH_AS(static_cast<void>(kernels::rmsnorm_backward_workspace_floats(0, 8)), doctest::Contains("rows"),
+                       std::invalid_argument);
 }

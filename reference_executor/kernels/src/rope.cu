@@ -1,6 +1,7 @@
-// Rotary embedding in place on the q and k columns of a packed QKV buffer. One block per token: each
-// thread computes the angle of one rotation pair once (in double, so that positions of long sequences
-// keep their precision) and applies it to that pair in every head of q and of k.
+// Rotary embedding in place on the q and k columns of a packed QKV buffer. One block per token: its threads
+// compute the token's head_dim / 2 angles once (in double, so that positions of long sequences keep their
+// precision) into shared memory, then rotate 8 pairs each at a time, in every head of q and of k, 8 values per
+// access where the rows allow it (vector_access.cuh).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -9,11 +10,17 @@
 #include "host_checks.hpp"
 #include "sluice_executor/cuda_check.hpp"
 #include "sluice_executor/kernels.hpp"
+#include "vector_access.cuh"
 
 namespace sluice::executor::kernels {
 namespace {
 
-constexpr int kThreads = 64;
+using detail::kVector;
+using detail::load_vector;
+using detail::store_vector;
+
+constexpr int kThreads = 128;
+constexpr int kMaxHalf = 128;  // head_dim at most 256: the angles' shared arrays
 
 struct RopeArgs {
   bf16* q;
@@ -44,29 +51,45 @@ __device__ int position_in_sequence(const std::int32_t* cu_seqlens, int num_seqs
   return token - cu_seqlens[low];
 }
 
-__device__ void rotate_pair(bf16* head, int i, int half, float cos_angle, float sin_angle) {
-  const float first = __bfloat162float(head[i]);
-  const float second = __bfloat162float(head[i + half]);
-  head[i] = __float2bfloat16(first * cos_angle - second * sin_angle);
-  head[i + half] = __float2bfloat16(second * cos_angle + first * sin_angle);
-}
-
+template <bool kAligned>
 __global__ void __launch_bounds__(kThreads) rope_kernel(RopeArgs args) {
+  __shared__ float cosines[kMaxHalf];
+  __shared__ float sines[kMaxHalf];
   const int token = static_cast<int>(blockIdx.x);
   const double position =
       args.positions != nullptr ? args.positions[token] : position_in_sequence(args.cu_seqlens, args.num_seqs, token);
   const int half = args.head_dim / 2;
-  const std::int64_t row = static_cast<std::int64_t>(token) * args.row_stride;
   for (int i = threadIdx.x; i < half; i += kThreads) {
     const double angle = args.direction * position * pow(args.theta, -2.0 * i / args.head_dim);
     double sin_angle = 0.0;
     double cos_angle = 0.0;
     sincos(angle, &sin_angle, &cos_angle);
-    for (int head = 0; head < args.num_heads; ++head) {
-      const std::int64_t column = row + static_cast<std::int64_t>(head) * args.head_dim;
-      rotate_pair(args.q + column, i, half, static_cast<float>(cos_angle), static_cast<float>(sin_angle));
-      rotate_pair(args.k + column, i, half, static_cast<float>(cos_angle), static_cast<float>(sin_angle));
+    cosines[i] = static_cast<float>(cos_angle);
+    sines[i] = static_cast<float>(sin_angle);
+  }
+  __syncthreads();
+  // Work items: q's heads, then k's, each in vectors of 8 pairs (x_i, x_{i + half}).
+  const int vectors = (half + kVector - 1) / kVector;
+  const std::int64_t row = static_cast<std::int64_t>(token) * args.row_stride;
+  for (int item = threadIdx.x; item < 2 * args.num_heads * vectors; item += kThreads) {
+    const int head = item / vectors;
+    const int i = item % vectors * kVector;
+    bf16* first_half = (head < args.num_heads ? args.q : args.k) + row +
+                       static_cast<std::int64_t>(head % args.num_heads) * args.head_dim + i;
+    float first[kVector];
+    float second[kVector];
+    load_vector<kAligned>(first_half, half - i, first);
+    load_vector<kAligned>(first_half + half, half - i, second);
+#pragma unroll
+    for (int e = 0; e < kVector; ++e) {
+      const float cos_angle = i + e < half ? cosines[i + e] : 0.0f;
+      const float sin_angle = i + e < half ? sines[i + e] : 0.0f;
+      const float x = first[e];
+      first[e] = x * cos_angle - second[e] * sin_angle;
+      second[e] = second[e] * cos_angle + x * sin_angle;
     }
+    store_vector<kAligned>(first_half, half - i, first);
+    store_vector<kAligned>(first_half + half, half - i, second);
   }
 }
 
@@ -79,6 +102,8 @@ void launch_rope(const VarlenBatch& batch, const HeadShape& heads, bf16* q, bf16
   detail::require_positive(heads.num_heads, "num_heads");
   detail::require_positive(heads.head_dim, "head_dim");
   sluice::require(heads.head_dim % 2 == 0, "head_dim: must be even for rotary embedding, got ", heads.head_dim);
+  sluice::require(heads.head_dim <= 2 * kMaxHalf, "head_dim: rotary embedding takes at most ", 2 * kMaxHalf, ", got ",
+                  heads.head_dim);
   detail::require_pointer(q, q_name);
   detail::require_pointer(k, k_name);
   const std::int64_t hidden = static_cast<std::int64_t>(heads.num_heads) * heads.head_dim;
@@ -95,7 +120,12 @@ void launch_rope(const VarlenBatch& batch, const HeadShape& heads, bf16* q, bf16
   args.head_dim = heads.head_dim;
   args.theta = theta;
   args.direction = direction;
-  rope_kernel<<<static_cast<unsigned int>(batch.total_tokens), kThreads, 0, stream>>>(args);
+  const auto blocks = static_cast<unsigned int>(batch.total_tokens);
+  if (heads.head_dim / 2 % kVector == 0 && detail::rows_aligned(row_stride, {q, k})) {
+    rope_kernel<true><<<blocks, kThreads, 0, stream>>>(args);
+  } else {
+    rope_kernel<false><<<blocks, kThreads, 0, stream>>>(args);
+  }
   SLUICE_LAUNCH_CHECK(name);
 }
 

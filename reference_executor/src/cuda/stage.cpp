@@ -324,18 +324,19 @@ void DeviceStage::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, 
 }
 
 // A lane with no rows of a short micro-batch (fewer tokens than TP) has nothing to normalise.
-void DeviceStage::rmsnorm_forward(const bf16* x, const bf16* weight, int rows, bf16* y, float* rstd) const {
+void DeviceStage::rmsnorm_forward(const bf16* x, const bf16* branch, const bf16* weight, int rows, bf16* sum, bf16* y,
+                                  float* rstd) const {
   if (rows == 0) return;
-  kernels::rmsnorm_forward(x, weight, rows, static_cast<int>(model_.hidden), static_cast<float>(model_.norm_eps), y,
-                           rstd, stream());
+  kernels::add_rmsnorm_forward(x, branch, weight, rows, static_cast<int>(model_.hidden),
+                               static_cast<float>(model_.norm_eps), sum, y, rstd, stream());
 }
 
-void DeviceStage::rmsnorm_backward(const bf16* x, const bf16* weight, const float* rstd, const bf16* dy, int rows,
-                                   bf16* dx, float* dweight) const {
+void DeviceStage::rmsnorm_backward(const bf16* x, const bf16* weight, const float* rstd, const bf16* dy,
+                                   const bf16* skip, int rows, bf16* dx, float* dweight) const {
   if (rows == 0) return;
   const int hidden = static_cast<int>(model_.hidden);
-  Scratch<float> workspace(allocator_, kernels::rmsnorm_backward_workspace_floats(hidden));
-  kernels::rmsnorm_backward(x, weight, rstd, dy, rows, hidden, dx, dweight, workspace.get(), stream());
+  Scratch<float> workspace(allocator_, kernels::rmsnorm_backward_workspace_floats(rows, hidden));
+  kernels::rmsnorm_backward(x, weight, rstd, dy, skip, rows, hidden, dx, dweight, workspace.get(), stream());
 }
 
 Scratch<bf16> DeviceStage::gathered(const bf16* mine, int tokens, int cols) const {
@@ -439,7 +440,8 @@ Scratch<bf16> DeviceStage::layer_forward(int layer, const DeviceMicroBatch& micr
   s.input = std::move(x);
   Scratch<bf16> normed(allocator_, count(rows, h));
   s.rstd1 = Scratch<float>(allocator_, static_cast<std::size_t>(rows));
-  rmsnorm_forward(s.input.get(), weight(layer, ParameterKind::attention_norm), rows, normed.get(), s.rstd1.get());
+  rmsnorm_forward(s.input.get(), nullptr, weight(layer, ParameterKind::attention_norm), rows, nullptr, normed.get(),
+                  s.rstd1.get());
   s.normed1 = gather(std::move(normed), t, h);
   Scratch<bf16> qkv(allocator_, count(t, 3 * h_t));
   gemm(false, false, t, 3 * h_t, h, s.normed1.get(), weight(layer, ParameterKind::qkv), qkv.get(), CUDA_R_16BF, 0);
@@ -471,10 +473,10 @@ Scratch<bf16> DeviceStage::layer_forward(int layer, const DeviceMicroBatch& micr
        CUDA_R_16BF, 0);
   const Scratch<bf16> projected = scatter(std::move(partial), t, h);
   s.middle = Scratch<bf16>(allocator_, count(rows, h));
-  kernels::add(s.input.get(), projected.get(), s.middle.get(), count(rows, h), stream());
   normed = Scratch<bf16>(allocator_, count(rows, h));
   s.rstd2 = Scratch<float>(allocator_, static_cast<std::size_t>(rows));
-  rmsnorm_forward(s.middle.get(), weight(layer, ParameterKind::mlp_norm), rows, normed.get(), s.rstd2.get());
+  rmsnorm_forward(s.input.get(), projected.get(), weight(layer, ParameterKind::mlp_norm), rows, s.middle.get(),
+                  normed.get(), s.rstd2.get());
   s.normed2 = gather(std::move(normed), t, h);
   s.gate_up = Scratch<bf16>(allocator_, count(t, 2 * f_t));
   gemm(false, false, t, 2 * f_t, h, s.normed2.get(), weight(layer, ParameterKind::gate_up), s.gate_up.get(),
@@ -513,9 +515,8 @@ Scratch<bf16> DeviceStage::layer_backward(int layer, const DeviceMicroBatch& mic
        1);
   Scratch<bf16> dnormed = scatter(std::move(dpartial), t, h);
   Scratch<bf16> dmiddle(allocator_, count(rows, h));
-  rmsnorm_backward(s.middle.get(), weight(layer, ParameterKind::mlp_norm), s.rstd2.get(), dnormed.get(), rows,
+  rmsnorm_backward(s.middle.get(), weight(layer, ParameterKind::mlp_norm), s.rstd2.get(), dnormed.get(), dy.get(), rows,
                    dmiddle.get(), gradient(layer, ParameterKind::mlp_norm));
-  kernels::add_inplace(dmiddle.get(), dy.get(), count(rows, h), stream());
   // Attention branch: middle = input + attention(rope(norm(input)·Wqkv))·Wo.
   const Scratch<bf16> dmiddle_gathered = lane_.tp == 1 ? Scratch<bf16>() : gathered(dmiddle.get(), t, h);
   const bf16* dmiddle_all = lane_.tp == 1 ? dmiddle.get() : dmiddle_gathered.get();
@@ -550,9 +551,8 @@ Scratch<bf16> DeviceStage::layer_backward(int layer, const DeviceMicroBatch& mic
   gemm(false, true, t, h, 3 * h_t, dqkv.get(), weight(layer, ParameterKind::qkv), dpartial.get(), CUDA_R_16BF, 0);
   gemm(true, false, h, 3 * h_t, t, s.normed1.get(), dqkv.get(), gradient(layer, ParameterKind::qkv), CUDA_R_32F, 1);
   dnormed = scatter(std::move(dpartial), t, h);
-  rmsnorm_backward(s.input.get(), weight(layer, ParameterKind::attention_norm), s.rstd1.get(), dnormed.get(), rows,
-                   dy.get(), gradient(layer, ParameterKind::attention_norm));
-  kernels::add_inplace(dy.get(), dmiddle.get(), count(rows, h), stream());
+  rmsnorm_backward(s.input.get(), weight(layer, ParameterKind::attention_norm), s.rstd1.get(), dnormed.get(),
+                   dmiddle.get(), rows, dy.get(), gradient(layer, ParameterKind::attention_norm));
   s = {};
   return dy;
 }
@@ -677,7 +677,8 @@ void DeviceStage::head_forward(const DeviceMicroBatch& micro_batch, Scratch<bf16
   saved.head_input = std::move(x);
   Scratch<bf16> normed(allocator_, count(rows, h));
   saved.head_rstd = Scratch<float>(allocator_, static_cast<std::size_t>(rows));
-  rmsnorm_forward(saved.head_input.get(), weight(final_norm_tensor(model_)), rows, normed.get(), saved.head_rstd.get());
+  rmsnorm_forward(saved.head_input.get(), nullptr, weight(final_norm_tensor(model_)), rows, nullptr, normed.get(),
+                  saved.head_rstd.get());
   saved.head_normed = gather(std::move(normed), t, h);
   Scratch<bf16> logits(allocator_, count(t, v_t));
   gemm(false, false, t, v_t, h, saved.head_normed.get(), weight(lm_head_tensor(model_)), logits.get(), CUDA_R_16BF, 0);
@@ -715,7 +716,7 @@ Scratch<bf16> DeviceStage::head_backward(const DeviceMicroBatch& micro_batch, St
   const Scratch<bf16> dnormed = scatter(std::move(dpartial), t, h);
   Scratch<bf16> dx(allocator_, count(rows, h));
   rmsnorm_backward(saved.head_input.get(), weight(final_norm_tensor(model_)), saved.head_rstd.get(), dnormed.get(),
-                   rows, dx.get(), gradient(final_norm_tensor(model_)));
+                   nullptr, rows, dx.get(), gradient(final_norm_tensor(model_)));
   return dx;
 }
 

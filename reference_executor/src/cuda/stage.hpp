@@ -170,7 +170,9 @@ private:
   [[nodiscard]] Scratch<bf16> gather(Scratch<bf16> mine, int tokens, int cols) const;
   [[nodiscard]] Scratch<bf16> gathered(const bf16* mine, int tokens, int cols) const;  // TP > 1
   [[nodiscard]] Scratch<bf16> scatter(Scratch<bf16> partial, int tokens, int cols) const;
-  void rmsnorm_forward(const bf16* x, const bf16* weight, int rows, bf16* y, float* rstd) const;
+  // y = rmsnorm(x + branch), sum = x + branch; with branch null, y = rmsnorm(x) (sum unused).
+  void rmsnorm_forward(const bf16* x, const bf16* branch, const bf16* weight, int rows, bf16* sum, bf16* y,
+                       float* rstd) const;
 
   Scratch<bf16> layer_forward(int layer, const DeviceMicroBatch& micro_batch, Scratch<bf16> x, LayerSaved& saved);
   Scratch<bf16> layer_backward(int layer, const DeviceMicroBatch& micro_batch, LayerSaved& saved, Scratch<bf16> dy);
@@ -180,8 +182,9 @@ private:
   // C[m×n] = op(A)·op(B) (+ beta·C), row-major bf16 operands; C bf16 or fp32.
   void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, const bf16* a, const bf16* b, void* c,
             cudaDataType_t c_type, float beta) const;
-  void rmsnorm_backward(const bf16* x, const bf16* weight, const float* rstd, const bf16* dy, int rows, bf16* dx,
-                        float* dweight) const;
+  // dx = the norm's gradient + skip (null: none), the gradient that reaches x around the norm.
+  void rmsnorm_backward(const bf16* x, const bf16* weight, const float* rstd, const bf16* dy, const bf16* skip,
+                        int rows, bf16* dx, float* dweight) const;
 
   ModelConfig model_;
   int first_layer_;

@@ -111,18 +111,26 @@ void attention_merge(const bf16* block_out, const float* block_lse, int tokens, 
 
 // ---- RMSNorm ----
 
-// y = x / sqrt(mean(x^2) + eps) * weight; x, y: [rows, cols]; weight: [cols]; rstd: [rows] fp32.
+// y = x / sqrt(mean(x^2) + eps) * weight; x, y: [rows, cols]; weight: [cols]; rstd: [rows] fp32. y may be x.
 void rmsnorm_forward(const bf16* x, const bf16* weight, int rows, int cols, float eps, bf16* y, float* rstd,
                      cudaStream_t stream);
 
-// Floats of workspace rmsnorm_backward needs for `cols` columns.
-std::size_t rmsnorm_backward_workspace_floats(int cols);
+// A residual add and the norm after it in one pass: sum = a + b (rounded to bf16), then rmsnorm_forward of sum,
+// with the same bits as add then rmsnorm_forward. sum may be a or b. With b null it is rmsnorm_forward of a (sum
+// unused).
+void add_rmsnorm_forward(const bf16* a, const bf16* b, const bf16* weight, int rows, int cols, float eps, bf16* sum,
+                         bf16* y, float* rstd, cudaStream_t stream);
 
-// dx: [rows, cols] (overwritten); dweight_accum: [cols] fp32, added to (micro-batches accumulate; zero it
-// with fill_zero first for a fresh gradient). The weight gradient is a deterministic two-stage reduction
-// over a fixed number of row chunks through `workspace` (rmsnorm_backward_workspace_floats(cols) floats).
-void rmsnorm_backward(const bf16* x, const bf16* weight, const float* rstd, const bf16* dy, int rows, int cols,
-                      bf16* dx, float* dweight_accum, float* workspace, cudaStream_t stream);
+// Floats of workspace rmsnorm_backward needs for [rows, cols]; cols at most 49,152 (its shared memory).
+std::size_t rmsnorm_backward_workspace_floats(int rows, int cols);
+
+// dx: [rows, cols] (overwritten) = the norm's gradient + residual, where residual (null: none) is the gradient that
+// reaches x around the norm, added before the one rounding to bf16; dx may be x, dy or residual.
+// dweight_accum: [cols] fp32, added to (micro-batches accumulate; zero it with fill_zero first for a fresh
+// gradient). The weight gradient is a deterministic two-stage reduction over row chunks fixed by `rows`, through
+// `workspace` (rmsnorm_backward_workspace_floats(rows, cols) floats).
+void rmsnorm_backward(const bf16* x, const bf16* weight, const float* rstd, const bf16* dy, const bf16* residual,
+                      int rows, int cols, bf16* dx, float* dweight_accum, float* workspace, cudaStream_t stream);
 
 // ---- Rotary embedding ("rotate_half", LLaMA) ----
 // In every head, the pair (x_i, x_{i + head_dim/2}) turns by position * theta^(-2i / head_dim), where a
