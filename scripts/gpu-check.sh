@@ -3,8 +3,9 @@
 # attention kernel's errors printed), the attention and GEMM benchmarks, the CUDA backend tests, the layer stack,
 # the compared systems' plans executed (sluice_measure_systems), the bench against PyTorch (scripts/compare-torch.py),
 # the Python package's CUDA checks, the profiler with its samples and sluice_run_plan, ring attention's blocks and
-# the flex CP plans' attention, one MPI process per rank over NCCL, the other build's CUDA tests and the mma kernels'
-# time per kernel under Nsight Compute. Logs and reports go to OUT_DIR; a summary is printed last.
+# the flex CP plans' attention, one MPI process per rank over NCCL, the other build's CUDA tests, and under Nsight
+# Compute the mma kernels' time and every kernel of the layer stack's. Logs and reports go to OUT_DIR; a summary is
+# printed last.
 #   scripts/gpu-check.sh [BUILD_DIR=build/release] [OUT_DIR=gpu-check]
 # BUILD_DIR may be a folder made by scripts/gpu-bundle.sh (the GPU programs only, for a machine without the build's
 # dependencies). The environment may add:
@@ -98,7 +99,7 @@ step kernels 120 "${build}/test/executor/test_executor_kernels"
 kernels_passed=$?
 bench bench 240 "${build}" '^BM_(Attention|RingAttention|Gemm)'
 step cuda 150 "${build}/test/executor/test_executor_cuda"
-bench layers 120 "${build}" '^BM_LayerStack'
+bench layers 150 "${build}" '^BM_Layer(Stack|Elementwise)/'
 if [ -n "${other_build}" ]; then
   bench "layers_${other_label}" 120 "${other_build}" '^BM_LayerStack'
 fi
@@ -229,6 +230,11 @@ if command -v ncu > /dev/null; then
     -k 'regex:(^|::)dkdv_kernel' --launch-count 2 \
     "${build}/reference_executor/sluice_executor_bench" '--benchmark_filter=^BM_AttentionMmaSinglePassBackward/16384/' \
     --benchmark_min_time=0.01
+  # Every kernel of one iteration of the layer stack at 8K tokens (the bench brackets its first timed iteration
+  # with cudaProfilerStart/Stop), summed per kernel in the summary: where the layer's time goes.
+  step ncu_layers 150 ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv \
+    "${build}/reference_executor/sluice_executor_bench" '--benchmark_filter=^BM_LayerStack/8192/' \
+    --benchmark_min_time=0.01
 fi
 
 echo
@@ -253,7 +259,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     for entry in report["benchmarks"]:
         if entry.get("aggregate_name") != "median":
             continue
-        rate = entry.get("TFLOP/s") or entry.get("tokens/s")
+        rate = entry.get("TFLOP/s") or entry.get("tokens/s") or entry.get("GB/s")
         print(f"{entry['run_name']:44} {entry['real_time']:10.3f} {entry['time_unit']}"
               + (f" {rate:14.1f}" if rate else "") + (" ERROR" if entry.get("error_occurred") else "")
               + (f"  {entry['label']}" if entry.get("label") else ""))
@@ -262,4 +268,8 @@ fi
 for name in compare_torch measure_systems python_tests train_llama profile ncu_mma ncu_single_pass; do
   [ -f "${out}/${name}.log" ] && { echo "--- ${name}"; tail -n 60 "${out}/${name}.log" | cut -c1-200; }
 done
+if [ -f "${out}/ncu_layers.log" ] && command -v python3 > /dev/null; then
+  echo "--- ncu_layers: time per kernel, one iteration of BM_LayerStack/8192"
+  python3 "${repository}/scripts/ncu-kernel-times.py" "${out}/ncu_layers.log"
+fi
 exit "${status}"

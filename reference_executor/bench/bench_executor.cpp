@@ -25,9 +25,14 @@
 //   BM_LayerStack/<tokens>                forward + backward of 4 LLaMA-7B-shaped decoder layers (hidden 4096,
 //       32 heads, ffn 11008) on `tokens` tokens packed from sequences of 2048, with the attention kernels the
 //       executor was built with (SLUICE_EXECUTOR_ATTENTION): tokens/s.
+//   BM_LayerElementwise/<tokens>/<fused>  one such layer's elementwise kernels, forward and backward, as a stage runs
+//       them (the two RMSNorms, RoPE, SwiGLU, the residual adds) on sequences of 2048: GB/s of the bytes they must
+//       read and write, to hold against the HBM's rate. fused 0 runs each residual add as its own pass, as the
+//       stage did before add_rmsnorm_forward and rmsnorm_backward's skip gradient.
 #include <benchmark/benchmark.h>
 #include <cublasLt.h>
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -71,16 +76,22 @@ bool skip_without_gpu(benchmark::State& state) {
   return true;
 }
 
-// Times `work` (enqueued on `stream`) with CUDA events, one benchmark iteration each.
+// Times `work` (enqueued on `stream`) with CUDA events, one benchmark iteration each. The first timed iteration of
+// each benchmark in a process runs between cudaProfilerStart and cudaProfilerStop, so that a profiler started with
+// profiling off (`ncu --profile-from-start off`) sees exactly one iteration; without a profiler they do nothing.
 template <class Work>
 void time_on_stream(benchmark::State& state, cudaStream_t stream, Work&& work) {
   work();  // warm-up: cuBLAS heuristics, the allocator's pool
   SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream));
   const cu::Event start, end;
+  static bool profiled = false;  // one per Work type: per benchmark function
   for (auto _ : state) {
+    const bool profile = !std::exchange(profiled, true);
+    if (profile) SLUICE_CUDA_CHECK(cudaProfilerStart());
     start.record(stream);
     work();
     end.record(stream);
+    if (profile) SLUICE_CUDA_CHECK(cudaProfilerStop());
     SLUICE_CUDA_CHECK(cudaEventSynchronize(end.get()));
     state.SetIterationTime(cu::seconds_between(start, end));
   }
@@ -510,5 +521,76 @@ void BM_LayerStack(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_LayerStack)->Arg(8192)->Arg(16384)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+void BM_LayerElementwise(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const auto tokens = static_cast<int>(state.range(0));
+  const bool fused = state.range(1) != 0;
+  constexpr int ffn = 11008;
+  const cu::Stream stream;
+  std::vector<std::int32_t> offsets{0};
+  while (offsets.back() < tokens) offsets.push_back(std::min(tokens, offsets.back() + 2048));
+  const cu::DeviceBuffer cu_seqlens = cu::upload(offsets, stream.get());
+  const kn::VarlenBatch batch{cu_seqlens.as<const std::int32_t>(), static_cast<int>(offsets.size() - 1),
+                              std::min(tokens, 2048), tokens};
+  const auto rows = static_cast<std::size_t>(tokens);
+  const auto activation = [&] { return cu::DeviceBuffer(rows * hidden * sizeof(cu::bf16)); };
+  // x, the attention's projection and the MLP's down projection; middle, normed; their gradients.
+  const cu::DeviceBuffer x = activation(), projected = activation(), down = activation(), middle = activation();
+  const cu::DeviceBuffer normed = activation(), out = activation(), dy = activation(), dnormed = activation();
+  const cu::DeviceBuffer dmiddle = activation(), dx = activation();
+  const cu::DeviceBuffer qkv(rows * 3 * hidden * sizeof(cu::bf16)), dqkv(rows * 3 * hidden * sizeof(cu::bf16));
+  const cu::DeviceBuffer gate_up(rows * 2 * ffn * sizeof(cu::bf16)), dgate_up(rows * 2 * ffn * sizeof(cu::bf16));
+  const cu::DeviceBuffer swiglu(rows * ffn * sizeof(cu::bf16)), dswiglu(rows * ffn * sizeof(cu::bf16));
+  const cu::DeviceBuffer weight(hidden * sizeof(cu::bf16)), rstd(rows * sizeof(float));
+  const cu::DeviceBuffer dweight(hidden * sizeof(float));
+  const cu::DeviceBuffer workspace(kn::rmsnorm_backward_workspace_floats(tokens, hidden) * sizeof(float));
+  // RoPE's time does not depend on its values: q and k stay zero, and the host draws only the rest.
+  for (const cu::DeviceBuffer* buffer : {&x, &projected, &down, &dy, &dnormed, &weight, &gate_up, &dswiglu})
+    fill_bf16(buffer->as<void>(), buffer->bytes() / sizeof(cu::bf16), stream.get());
+  for (const cu::DeviceBuffer* buffer : {&qkv, &dqkv})
+    kn::fill_zero(buffer->as<cu::bf16>(), static_cast<std::int64_t>(buffer->bytes() / sizeof(cu::bf16)), stream.get());
+  const kn::HeadShape shape{heads, head_dim};
+  const auto elements = static_cast<std::int64_t>(rows * hidden);
+  const auto* w = weight.as<const cu::bf16>();
+  const float eps = 1e-5f;
+  // x + branch into sum, and its norm; unfused, the add's own pass first.
+  const auto add_norm = [&](const cu::bf16* branch, cu::bf16* sum) {
+    if (fused) {
+      kn::add_rmsnorm_forward(x.as<const cu::bf16>(), branch, w, tokens, hidden, eps, sum, normed.as<cu::bf16>(),
+                              rstd.as<float>(), stream.get());
+    } else {
+      kn::add(x.as<const cu::bf16>(), branch, sum, elements, stream.get());
+      kn::rmsnorm_forward(sum, w, tokens, hidden, eps, normed.as<cu::bf16>(), rstd.as<float>(), stream.get());
+    }
+  };
+  // The norm's gradient plus the skip gradient, into dx.
+  const auto norm_backward = [&](const cu::bf16* input, const cu::bf16* skip, cu::bf16* gradient) {
+    kn::rmsnorm_backward(input, w, rstd.as<const float>(), dnormed.as<const cu::bf16>(), fused ? skip : nullptr, tokens,
+                         hidden, gradient, dweight.as<float>(), workspace.as<float>(), stream.get());
+    if (!fused) kn::add_inplace(gradient, skip, elements, stream.get());
+  };
+  cu::bf16* q = qkv.as<cu::bf16>();
+  cu::bf16* dq = dqkv.as<cu::bf16>();
+  time_on_stream(state, stream.get(), [&] {
+    kn::rmsnorm_forward(x.as<const cu::bf16>(), w, tokens, hidden, eps, normed.as<cu::bf16>(), rstd.as<float>(),
+                        stream.get());
+    kn::rope_forward(batch, shape, q, q + hidden, 3 * hidden, 10000.0, stream.get());
+    add_norm(projected.as<const cu::bf16>(), middle.as<cu::bf16>());
+    kn::swiglu_forward(gate_up.as<const cu::bf16>(), tokens, ffn, swiglu.as<cu::bf16>(), stream.get());
+    kn::add(middle.as<const cu::bf16>(), down.as<const cu::bf16>(), out.as<cu::bf16>(), elements, stream.get());
+    kn::swiglu_backward(gate_up.as<const cu::bf16>(), dswiglu.as<const cu::bf16>(), tokens, ffn,
+                        dgate_up.as<cu::bf16>(), stream.get());
+    norm_backward(middle.as<const cu::bf16>(), dy.as<const cu::bf16>(), dmiddle.as<cu::bf16>());
+    kn::rope_backward(batch, shape, dq, dq + hidden, 3 * hidden, 10000.0, stream.get());
+    norm_backward(x.as<const cu::bf16>(), dmiddle.as<const cu::bf16>(), dx.as<cu::bf16>());
+  });
+  // The bytes the fused kernels must move, in [tokens, hidden] and [tokens, ffn] bf16 tensors: forward, the norm
+  // (2), RoPE on q and k (4), the fused add and norm (4), SwiGLU (3 of ffn), the add (3); backward, SwiGLU (5 of
+  // ffn), two norms with their skip gradients (4 each), RoPE (4).
+  const double bytes = 2.0 * static_cast<double>(rows) * (25.0 * hidden + 8.0 * ffn);
+  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_LayerElementwise)->Args({8192, 1})->Args({8192, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
