@@ -30,7 +30,8 @@ using detail::store_vector;
 constexpr int kRowThreads = 256;
 constexpr int kColumnThreads = 256;
 constexpr int kMaxDweightChunks = 1024;
-// The backward keeps a float per column in shared memory; past the default 48 KB it opts in to more.
+// The backward keeps a float per column in shared memory (rounded up to whole vectors of every thread); past the
+// default 48 KB it opts in to more, up to 192 KB.
 constexpr int kMaxBackwardCols = 48 * 1024;
 constexpr int kDefaultSharedBytes = 48 * 1024;
 
@@ -77,16 +78,23 @@ __global__ void __launch_bounds__(kRowThreads)
   if (threadIdx.x == 0) rstd[blockIdx.x] = inverse_rms;
 }
 
+// The backward's weight-gradient sums in shared memory: thread t's value e of its k-th vector at
+// (k · kVector + e) · kRowThreads + t, so that a warp touches 32 consecutive floats at a time (no bank conflicts),
+// ceil(cols / kColumnStep) · kColumnStep floats in all.
+__device__ float& column_sum(float* sums, int k, int e) {
+  return sums[(k * kVector + e) * kRowThreads + static_cast<int>(threadIdx.x)];
+}
+
 // Per row: dx = rstd · (dy∘w − x̂ · mean(dy∘w∘x̂)) (+ residual), x̂ = x · rstd; the block's rows' dy∘x̂ summed per
 // column into workspace[chunk].
 template <bool kAligned>
 __global__ void __launch_bounds__(kRowThreads)
     rmsnorm_backward_kernel(const bf16* x, const bf16* weight, const float* rstd, const bf16* dy, const bf16* residual,
                             int rows, int cols, int rows_per_chunk, bf16* dx, float* workspace) {
-  extern __shared__ float dweight_sums[];  // [cols]; each thread touches only its own columns
+  extern __shared__ float dweight_sums[];  // see column_sum
   __shared__ float scratch[32];
-  for (int c = first_column(); c < cols; c += kColumnStep)
-    for (int e = 0; e < kVector && c + e < cols; ++e) dweight_sums[c + e] = 0.0f;
+  for (int k = 0, c = first_column(); c < cols; ++k, c += kColumnStep)
+    for (int e = 0; e < kVector; ++e) column_sum(dweight_sums, k, e) = 0.0f;
   const int begin = static_cast<int>(blockIdx.x) * rows_per_chunk;
   const int end = min(rows, begin + rows_per_chunk);
   for (int row = begin; row < end; ++row) {
@@ -103,7 +111,7 @@ __global__ void __launch_bounds__(kRowThreads)
         if (c + e < cols) projection += gradient[e] * scale[e] * input[e];
     }
     const float mean_projection = block_sum(projection, scratch) * inverse_rms / static_cast<float>(cols);
-    for (int c = first_column(); c < cols; c += kColumnStep) {
+    for (int k = 0, c = first_column(); c < cols; ++k, c += kColumnStep) {
       float input[kVector], gradient[kVector], scale[kVector], skip[kVector] = {};
       load_vector<kAligned>(x + offset + c, cols - c, input);
       load_vector<kAligned>(dy + offset + c, cols - c, gradient);
@@ -114,14 +122,14 @@ __global__ void __launch_bounds__(kRowThreads)
       for (int e = 0; e < kVector; ++e) {
         const float normalized = input[e] * inverse_rms;
         result[e] = inverse_rms * (gradient[e] * scale[e] - normalized * mean_projection) + skip[e];
-        if (c + e < cols) dweight_sums[c + e] += gradient[e] * normalized;
+        if (c + e < cols) column_sum(dweight_sums, k, e) += gradient[e] * normalized;
       }
       store_vector<kAligned>(dx + offset + c, cols - c, result);
     }
   }
   float* chunk_sums = workspace + static_cast<std::int64_t>(blockIdx.x) * cols;
-  for (int c = first_column(); c < cols; c += kColumnStep)
-    for (int e = 0; e < kVector && c + e < cols; ++e) chunk_sums[c + e] = dweight_sums[c + e];
+  for (int k = 0, c = first_column(); c < cols; ++k, c += kColumnStep)
+    for (int e = 0; e < kVector && c + e < cols; ++e) chunk_sums[c + e] = column_sum(dweight_sums, k, e);
 }
 
 // dweight_accum[col] += Σ_chunk workspace[chunk][col], chunks in order.
@@ -160,7 +168,8 @@ template <bool kAligned>
 void launch_backward(const bf16* x, const bf16* weight, const float* rstd, const bf16* dy, const bf16* residual,
                      int rows, int cols, bf16* dx, float* workspace, cudaStream_t stream) {
   const DweightChunks chunks = dweight_chunks(rows);
-  const int shared_bytes = cols * static_cast<int>(sizeof(float));
+  const auto shared_bytes =
+      static_cast<int>(detail::ceil_div(cols, kColumnStep) * kColumnStep * static_cast<int>(sizeof(float)));
   if (shared_bytes > kDefaultSharedBytes)
     SLUICE_CUDA_CHECK(cudaFuncSetAttribute(rmsnorm_backward_kernel<kAligned>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes));
