@@ -31,6 +31,14 @@ constexpr std::size_t kMaxSharedBytes = 227 * 1024;  // sm_90's most for one blo
   std::abort();
 }
 
+class Grid;
+
+// The emulated thread running on this host thread: its launch, its index in the block, and which of the two shuffle
+// slot sets its next exchange uses.
+thread_local Grid* current_grid = nullptr;
+thread_local unsigned current_thread = 0;
+thread_local unsigned exchange_parity = 0;
+
 // One launch: its threads run the blocks in order. Between blocks (the end barrier's completion, with every thread
 // waiting) the block barriers are made anew, since threads that returned early dropped out of them.
 class Grid {
@@ -60,11 +68,11 @@ public:
       fail("__shfl_xor_sync with a lane outside the block's warp");
     // Two slot sets used in turn: a thread cannot write a set again before every thread of its warp has passed the
     // next exchange's barrier, by which time they have all read it.
-    std::vector<float>& slots = slots_[parity_];
+    std::vector<float>& slots = slots_[exchange_parity];
     slots[thread] = value;
     warp_barriers_[warp]->arrive_and_wait();
     const float result = slots[partner];
-    parity_ ^= 1;
+    exchange_parity ^= 1;
     return result;
   }
 
@@ -101,7 +109,7 @@ private:
       for (unsigned y = 0; y < grid.y; ++y)
         for (unsigned x = 0; x < grid.x; ++x) {
           block_index = dim3(x, y, z);
-          parity_ = 0;
+          exchange_parity = 0;
           body_();
           // Returned: the block's barriers stop waiting for this thread.
           block_barrier_->arrive_and_drop();
@@ -119,27 +127,18 @@ private:
   std::optional<std::barrier<>> block_barrier_;
   std::vector<std::unique_ptr<std::barrier<>>> warp_barriers_;
   std::barrier<BlockEnd> block_end_;
-
-public:
-  static thread_local Grid* current_grid;
-  static thread_local unsigned current_thread;
-  static thread_local unsigned parity_;
 };
 
-thread_local Grid* Grid::current_grid = nullptr;
-thread_local unsigned Grid::current_thread = 0;
-thread_local unsigned Grid::parity_ = 0;
-
 Grid& current() {
-  if (Grid::current_grid == nullptr) fail("a device function called outside a kernel");
-  return *Grid::current_grid;
+  if (current_grid == nullptr) fail("a device function called outside a kernel");
+  return *current_grid;
 }
 
 }  // namespace
 
 void sync_threads() { current().sync(); }
 
-float shuffle_xor(float value, int lane_mask) { return current().shuffle_xor(Grid::current_thread, value, lane_mask); }
+float shuffle_xor(float value, int lane_mask) { return current().shuffle_xor(current_thread, value, lane_mask); }
 
 void* dynamic_shared() { return current().shared(); }
 
