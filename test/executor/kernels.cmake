@@ -64,6 +64,4 @@ if(CUDAToolkit_FOUND)
   set_source_files_properties(${emulated_kernels} PROPERTIES COMPILE_OPTIONS
                               "-Wno-conversion;-Wno-pedantic;-Wno-unknown-pragmas;-Wno-float-conversion")
   add_test(NAME test_executor_kernels_emulated COMMAND test_executor_kernels_emulated --test-suite=gpu)
-  # Its 20-50 s (256 host threads a block) overlap the suite's other long tests when ctest starts it early.
-  set_tests_properties(test_executor_kernels_emulated PROPERTIES COST 100)
 endif()
