@@ -483,8 +483,11 @@ TEST_CASE("kernel wrappers name bad arguments before touching the device") {
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(kernels::cross_entropy(fake, fake_offsets, 4, 0, 1.0f, fake_floats, fake, fake_floats, nullptr),
                        doctest::Contains("vocab"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(kernels::vocab_parallel_max(fake, 4, 0, fake_floats, nullptr), doctest::Contains("part"),
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(kernels::vocab_parallel_normalizer(fake, 4, 0, fake_floats, fake_floats, nullptr),
+                       doctest::Contains("part"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      kernels::vocab_parallel_sums(fake, fake_offsets, 4, 8, 0, nullptr, fake_floats, fake_floats, nullptr),
+      doctest::Contains("local"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(kernels::vocab_parallel_loss(fake, fake_offsets, 4, 8, 0, fake_floats, fake_floats, 1.0f, 3, 5,
                                                     fake_floats, fake, fake_floats, nullptr),
                        doctest::Contains("own rows"), std::invalid_argument);

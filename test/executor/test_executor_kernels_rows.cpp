@@ -328,13 +328,19 @@ TEST_CASE("elementwise kernels: add, conversions, zero fill" * doctest::test_sui
 TEST_CASE("cross-entropy kernel matches the reference" * doctest::test_suite("gpu")) {
   sluice::Rng rng(700);
   const int rows = 13;
-  const int vocab = 1000;  // not a multiple of the block size
-  const Bf16Values logits = random_bf16(rng, static_cast<std::size_t>(rows * vocab), 2.0);
+  const int vocab = 1000;  // not a multiple of the block's columns
+  Bf16Values logits = random_bf16(rng, static_cast<std::size_t>(rows * vocab), 2.0);
+  // Row 3 starts with -inf (a masked word): the online normalizer must add nothing for it, nor for one later.
+  for (const int column : {0, 1, 2, 500}) {
+    logits.rounded[3 * vocab + column] = __float2bfloat16(-INFINITY);
+    logits.exact[3 * vocab + column] = -INFINITY;
+  }
   std::vector<std::int32_t> targets(static_cast<std::size_t>(rows));
   for (std::size_t r = 0; r < targets.size(); ++r) targets[r] = static_cast<std::int32_t>(rng.below(vocab));
   targets[0] = 0;
   targets[1] = vocab - 1;
   targets[2] = -1;
+  targets[3] = 7;
   targets[7] = -1;
   const double scale = 1.0 / 11.0;  // the counted targets
 
@@ -354,24 +360,46 @@ TEST_CASE("cross-entropy kernel matches the reference" * doctest::test_suite("gp
 
   // Row losses and their sum stay in fp32 (losses of a few units, ~1e-6 relative); dlogits is fp32
   // softmax rounded once, with slack for the fp32 error of probabilities near 1 minus the one-hot.
-  const Errors loss_errors = compare(to_double(device_row_loss.download()), row_loss);
+  const std::vector<float> row_loss_values = device_row_loss.download();
+  const Errors loss_errors = compare(to_double(row_loss_values), row_loss);
   CHECK(loss_errors.max_abs <= 1e-4);
   CHECK(static_cast<double>(device_loss_sum.download()[0]) == doctest::Approx(kEarlier + loss_sum).epsilon(1e-5));
-  check_within_rounding(to_double(device_dlogits.download()), dlogits, 1e-6 * scale);
+  const std::vector<bf16> dlogits_bits = device_dlogits.download();
+  check_within_rounding(to_double(dlogits_bits), dlogits, 1e-6 * scale);
+
+  // Unaligned rows (one value at a time) and the gradient written over the logits give the same bits.
+  DeviceBuffer<bf16> shifted_logits = shifted(logits.rounded);
+  DeviceBuffer<float> loss_again(std::vector<float>{kEarlier});
+  kernels::cross_entropy(shifted_logits.get() + 1, device_targets.get(), rows, vocab, static_cast<float>(scale),
+                         device_row_loss.get(), shifted_logits.get() + 1, loss_again.get(), nullptr);
+  CHECK(same_bits(download_shifted(shifted_logits), dlogits_bits));
+  CHECK(device_row_loss.download() == row_loss_values);
+  CHECK(loss_again.download() == device_loss_sum.download());
 }
 
-TEST_CASE("vocab-parallel cross-entropy over four parts matches the reference" * doctest::test_suite("gpu")) {
+namespace {
+
+// Parts of 250 columns move one value at a time, parts of 256 a vector at a time, with the gradient written over
+// the logits.
+void check_vocab_parallel_cross_entropy(int vocab) {
+  CAPTURE(vocab);
   sluice::Rng rng(710);
   const int rows = 13;
-  const int vocab = 1000;
   const int parts = 4;
   const int part = vocab / parts;
-  const Bf16Values logits = random_bf16(rng, static_cast<std::size_t>(rows * vocab), 2.0);
+  const bool in_place = vocab % (parts * 8) == 0;
+  Bf16Values logits = random_bf16(rng, static_cast<std::size_t>(rows * vocab), 2.0);
+  // Row 4's second part is all -inf: that rank's normalizer adds nothing to the row's sum.
+  for (int c = part; c < 2 * part; ++c) {
+    logits.rounded[static_cast<std::size_t>(4 * vocab + c)] = __float2bfloat16(-INFINITY);
+    logits.exact[static_cast<std::size_t>(4 * vocab + c)] = -INFINITY;
+  }
   std::vector<std::int32_t> targets(static_cast<std::size_t>(rows));
   for (std::size_t r = 0; r < targets.size(); ++r) targets[r] = static_cast<std::int32_t>(rng.below(vocab));
   targets[0] = 0;
   targets[1] = vocab - 1;
   targets[2] = part;  // the first column of the second part
+  targets[4] = 3 * part;
   targets[7] = -1;
   const double scale = 1.0 / 12.0;
   std::vector<double> row_loss(targets.size());
@@ -390,9 +418,12 @@ TEST_CASE("vocab-parallel cross-entropy over four parts matches the reference" *
   std::vector<std::unique_ptr<DeviceBuffer<bf16>>> device_logits;
   for (const std::vector<bf16>& slice : slices) device_logits.push_back(std::make_unique<DeviceBuffer<bf16>>(slice));
   std::vector<float> row_max(static_cast<std::size_t>(rows), -INFINITY);
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> local;
   for (int p = 0; p < parts; ++p) {
+    local.push_back(std::make_unique<DeviceBuffer<float>>(2 * static_cast<std::size_t>(rows)));
     DeviceBuffer<float> part_max(static_cast<std::size_t>(rows));
-    kernels::vocab_parallel_max(device_logits[static_cast<std::size_t>(p)]->get(), rows, part, part_max.get(), nullptr);
+    kernels::vocab_parallel_normalizer(device_logits[static_cast<std::size_t>(p)]->get(), rows, part,
+                                       local.back()->get(), part_max.get(), nullptr);
     const std::vector<float> values = part_max.download();
     for (int r = 0; r < rows; ++r)
       row_max[static_cast<std::size_t>(r)] =
@@ -403,7 +434,8 @@ TEST_CASE("vocab-parallel cross-entropy over four parts matches the reference" *
   for (int p = 0; p < parts; ++p) {
     DeviceBuffer<float> part_sums(sums.size());
     kernels::vocab_parallel_sums(device_logits[static_cast<std::size_t>(p)]->get(), device_targets.get(), rows, part,
-                                 p * part, device_max.get(), part_sums.get(), nullptr);
+                                 p * part, local[static_cast<std::size_t>(p)]->get(), device_max.get(), part_sums.get(),
+                                 nullptr);
     const std::vector<float> values = part_sums.download();
     for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += values[i];
   }
@@ -417,7 +449,9 @@ TEST_CASE("vocab-parallel cross-entropy over four parts matches the reference" *
     DeviceBuffer<float> part_loss_sum(std::vector<float>{0.0f});
     kernels::vocab_parallel_loss(device_logits[static_cast<std::size_t>(p)]->get(), device_targets.get(), rows, part,
                                  p * part, device_max.get(), device_sums.get(), static_cast<float>(scale), own_begin,
-                                 own_end, part_row_loss.get(), part_dlogits.get(), part_loss_sum.get(), nullptr);
+                                 own_end, part_row_loss.get(),
+                                 in_place ? device_logits[static_cast<std::size_t>(p)]->get() : part_dlogits.get(),
+                                 part_loss_sum.get(), nullptr);
     const std::vector<double> losses = to_double(part_row_loss.download());
     for (int r = 0; r < rows; ++r) {
       CAPTURE(r);
@@ -430,9 +464,18 @@ TEST_CASE("vocab-parallel cross-entropy over four parts matches the reference" *
     for (int r = 0; r < rows; ++r)
       expected.insert(expected.end(), dlogits.begin() + r * vocab + p * part,
                       dlogits.begin() + r * vocab + (p + 1) * part);
-    check_within_rounding(to_double(part_dlogits.download()), expected, 1e-6 * scale);
+    check_within_rounding(
+        to_double(in_place ? device_logits[static_cast<std::size_t>(p)]->download() : part_dlogits.download()),
+        expected, 1e-6 * scale);
   }
   CHECK(device_loss_sum == doctest::Approx(loss_sum).epsilon(1e-5));
+}
+
+}  // namespace
+
+TEST_CASE("vocab-parallel cross-entropy over four parts matches the reference" * doctest::test_suite("gpu")) {
+  check_vocab_parallel_cross_entropy(1000);
+  check_vocab_parallel_cross_entropy(1024);
 }
 
 TEST_CASE("sum_parts and max_parts reduce in part order, as fp32 on the host does" * doctest::test_suite("gpu")) {

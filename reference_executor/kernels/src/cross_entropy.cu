@@ -1,6 +1,6 @@
-// Cross-entropy over bf16 logits with fp32 softmax. One block per row, three passes over the row (max,
-// sum of exponentials, gradient), then one block sums the row losses in a fixed order into the caller's
-// accumulator, so the loss sum is deterministic.
+// Cross-entropy over bf16 logits with fp32 softmax. One block per row reads the row twice: once for the softmax's
+// maximum and sum together (an online normalizer), once for the gradient, which it writes; then one block sums the
+// row losses in a fixed order into the caller's accumulator, so the loss sum is deterministic.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -11,16 +11,15 @@
 #include "host_checks.hpp"
 #include "sluice_executor/cuda_check.hpp"
 #include "sluice_executor/kernels.hpp"
+#include "softmax_rows.cuh"
 
 namespace sluice::executor::kernels {
 namespace {
 
-using detail::block_max;
-using detail::block_sum;
-
 constexpr int kRowThreads = 256;
 constexpr int kSumThreads = 1024;
 
+template <bool kAligned>
 __global__ void __launch_bounds__(kRowThreads)
     cross_entropy_kernel(const bf16* logits, const std::int32_t* targets, int vocab, float scale, float* row_loss,
                          bf16* dlogits) {
@@ -30,25 +29,19 @@ __global__ void __launch_bounds__(kRowThreads)
   bf16* row_gradient = dlogits + row * vocab;
   const int target = targets[row];
   if (target == -1) {  // the same for the whole block
-    for (int c = threadIdx.x; c < vocab; c += kRowThreads) row_gradient[c] = __float2bfloat16(0.0f);
+    detail::write_zero_row<kAligned, kRowThreads>(vocab, row_gradient);
     if (threadIdx.x == 0) row_loss[row] = 0.0f;
     return;
   }
-  float local_max = -INFINITY;
-  for (int c = threadIdx.x; c < vocab; c += kRowThreads) local_max = fmaxf(local_max, __bfloat162float(row_logits[c]));
-  const float max_logit = block_max(local_max, scratch);
-  float local_sum = 0.0f;
-  for (int c = threadIdx.x; c < vocab; c += kRowThreads) local_sum += expf(__bfloat162float(row_logits[c]) - max_logit);
-  const float sum = block_sum(local_sum, scratch);
-  const float inverse_sum = 1.0f / sum;
-  for (int c = threadIdx.x; c < vocab; c += kRowThreads) {
-    const float probability = expf(__bfloat162float(row_logits[c]) - max_logit) * inverse_sum;
-    row_gradient[c] = __float2bfloat16((probability - (c == target ? 1.0f : 0.0f)) * scale);
-  }
-  if (threadIdx.x == 0) {
-    const bool known_target = target >= 0 && target < vocab;
-    row_loss[row] = known_target ? max_logit + logf(sum) - __bfloat162float(row_logits[target]) : NAN;
-  }
+  const detail::SoftmaxNormalizer normalizer =
+      detail::row_normalizer<kAligned, kRowThreads>(row_logits, vocab, scratch);
+  // Read before the gradient is written: dlogits may be logits.
+  const bool known_target = target >= 0 && target < vocab;
+  const float target_logit = known_target ? __bfloat162float(row_logits[target]) : NAN;
+  __syncthreads();
+  detail::write_softmax_gradient<kAligned, kRowThreads>(row_logits, vocab, normalizer.max, normalizer.sum, target,
+                                                        scale, row_gradient);
+  if (threadIdx.x == 0) row_loss[row] = normalizer.max + logf(normalizer.sum) - target_logit;
 }
 
 }  // namespace
@@ -63,8 +56,11 @@ void cross_entropy(const bf16* logits, const std::int32_t* targets, int rows, in
   detail::require_pointer(row_loss, "row_loss");
   detail::require_pointer(dlogits, "dlogits");
   detail::require_pointer(loss_sum_accum, "loss_sum_accum");
-  cross_entropy_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(logits, targets, vocab, scale,
-                                                                                    row_loss, dlogits);
+  const auto blocks = static_cast<unsigned int>(rows);
+  if (detail::rows_aligned(vocab, {logits, dlogits}))
+    cross_entropy_kernel<true><<<blocks, kRowThreads, 0, stream>>>(logits, targets, vocab, scale, row_loss, dlogits);
+  else
+    cross_entropy_kernel<false><<<blocks, kRowThreads, 0, stream>>>(logits, targets, vocab, scale, row_loss, dlogits);
   SLUICE_LAUNCH_CHECK("cross_entropy");
   detail::sum_into_kernel<kSumThreads><<<1, kSumThreads, 0, stream>>>(row_loss, rows, loss_sum_accum);
   SLUICE_LAUNCH_CHECK("cross_entropy (loss sum)");

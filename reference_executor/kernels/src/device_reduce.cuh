@@ -42,6 +42,32 @@ __device__ inline float block_max(float value, float* scratch) {
   return warp_max(lane < blockDim.x / 32 ? scratch[lane] : -INFINITY);
 }
 
+// The softmax's normalizer over values seen one at a time (Milakov and Gimelshein, "Online normalizer calculation
+// for softmax", 2018, Algorithm 3): the largest value and the sum of exponentials relative to it, rescaled when the
+// largest grows, so that one read of a row gives both. A NaN makes the sum NaN; a +inf beside another +inf too.
+struct SoftmaxNormalizer {
+  float max = -INFINITY;
+  float sum = 0.0f;
+
+  __device__ void add(float value) {
+    if (value > max) {
+      sum = sum * expf(max - value) + 1.0f;
+      max = value;
+    } else if (value != -INFINITY) {  // exp(-inf - max) adds 0, also where max is still -inf
+      sum += expf(value - max);
+    }
+  }
+};
+
+// The block's normalizer: each thread's rescaled to the block's maximum, summed in a fixed order. A thread that saw
+// no value but -inf adds 0, also where the block saw nothing else (a vocab-parallel rank's part may be all -inf).
+__device__ inline SoftmaxNormalizer block_normalizer(SoftmaxNormalizer local, float* scratch) {
+  SoftmaxNormalizer result;
+  result.max = block_max(local.max, scratch);
+  result.sum = block_sum(local.max == -INFINITY ? 0.0f : local.sum * expf(local.max - result.max), scratch);
+  return result;
+}
+
 // *accum += Σ values[i < count], one block of kThreads, in a fixed order (a loss sum, deterministic).
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) sum_into_kernel(const float* values, int count, float* accum) {

@@ -1,6 +1,6 @@
-// The kernels of tensor and context parallelism: the vocab-parallel cross-entropy (three passes around the caller's
-// all-reduces), the member-order sums and maxima that finish a reduce-scatter or an all-reduce, and the rows an
-// index moves (Ulysses' reordering between a CP rank's tokens and a sequence's order).
+// The kernels of tensor and context parallelism: the vocab-parallel cross-entropy (three kernels around the caller's
+// all-reduces, two reads of the logits), the member-order sums and maxima that finish a reduce-scatter or an
+// all-reduce, and the rows an index moves (Ulysses' reordering between a CP rank's tokens and a sequence's order).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -11,6 +11,7 @@
 #include "host_checks.hpp"
 #include "sluice_executor/cuda_check.hpp"
 #include "sluice_executor/kernels.hpp"
+#include "softmax_rows.cuh"
 
 namespace sluice::executor::kernels {
 namespace {
@@ -25,32 +26,31 @@ __device__ int local_column(int target, int first_id, int part) {
   return target >= 0 && column >= 0 && column < part ? column : -1;
 }
 
-__global__ void __launch_bounds__(kRowThreads) vocab_parallel_max_kernel(const bf16* logits, int part, float* row_max) {
-  __shared__ float scratch[32];
-  const std::int64_t row = blockIdx.x;
-  float local = -INFINITY;
-  for (int c = threadIdx.x; c < part; c += kRowThreads) local = fmaxf(local, __bfloat162float(logits[row * part + c]));
-  const float result = detail::block_max(local, scratch);
-  if (threadIdx.x == 0) row_max[row] = result;
-}
-
+template <bool kAligned>
 __global__ void __launch_bounds__(kRowThreads)
-    vocab_parallel_sums_kernel(const bf16* logits, const std::int32_t* targets, int rows, int part, int first_id,
-                               const float* row_max, float* sums) {
+    vocab_parallel_normalizer_kernel(const bf16* logits, int rows, int part, float* local, float* row_max) {
   __shared__ float scratch[32];
   const std::int64_t row = blockIdx.x;
-  const float max_logit = row_max[row];
-  float local = 0.0f;
-  for (int c = threadIdx.x; c < part; c += kRowThreads)
-    local += expf(__bfloat162float(logits[row * part + c]) - max_logit);
-  const float sum = detail::block_sum(local, scratch);
+  const detail::SoftmaxNormalizer normalizer =
+      detail::row_normalizer<kAligned, kRowThreads>(logits + row * part, part, scratch);
   if (threadIdx.x == 0) {
-    const int column = local_column(targets[row], first_id, part);
-    sums[row] = sum;
-    sums[rows + row] = column >= 0 ? __bfloat162float(logits[row * part + column]) : 0.0f;
+    local[row] = normalizer.max;
+    local[rows + row] = normalizer.sum;
+    row_max[row] = normalizer.max;
   }
 }
 
+// A thread per row.
+__global__ void vocab_parallel_sums_kernel(const bf16* logits, const std::int32_t* targets, int rows, int part,
+                                           int first_id, const float* local, const float* row_max, float* sums) {
+  const int row = static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x);
+  if (row >= rows) return;
+  sums[row] = local[rows + row] * expf(local[row] - row_max[row]);  // 0 where this rank saw only -inf
+  const int column = local_column(targets[row], first_id, part);
+  sums[rows + row] = column >= 0 ? __bfloat162float(logits[static_cast<std::int64_t>(row) * part + column]) : 0.0f;
+}
+
+template <bool kAligned>
 __global__ void __launch_bounds__(kRowThreads)
     vocab_parallel_loss_kernel(const bf16* logits, const std::int32_t* targets, int rows, int part, int first_id,
                                const float* row_max, const float* sums, float scale, int own_begin, int own_end,
@@ -59,20 +59,15 @@ __global__ void __launch_bounds__(kRowThreads)
   const int target = targets[row];
   bf16* row_gradient = dlogits + row * part;
   if (target < 0) {  // the same for the whole block
-    for (int c = threadIdx.x; c < part; c += kRowThreads) row_gradient[c] = __float2bfloat16(0.0f);
+    detail::write_zero_row<kAligned, kRowThreads>(part, row_gradient);
     if (threadIdx.x == 0) row_loss[row] = 0.0f;
     return;
   }
-  const float max_logit = row_max[row];
-  const float inverse_sum = 1.0f / sums[row];
-  const int column = local_column(target, first_id, part);
-  for (int c = threadIdx.x; c < part; c += kRowThreads) {
-    const float probability = expf(__bfloat162float(logits[row * part + c]) - max_logit) * inverse_sum;
-    row_gradient[c] = __float2bfloat16((probability - (c == column ? 1.0f : 0.0f)) * scale);
-  }
+  detail::write_softmax_gradient<kAligned, kRowThreads>(logits + row * part, part, row_max[row], sums[row],
+                                                        local_column(target, first_id, part), scale, row_gradient);
   if (threadIdx.x == 0) {
     const bool own = row >= own_begin && row < own_end;
-    row_loss[row] = own ? max_logit + logf(sums[row]) - sums[rows + row] : 0.0f;
+    row_loss[row] = own ? row_max[row] + logf(sums[row]) - sums[rows + row] : 0.0f;
   }
 }
 
@@ -135,21 +130,28 @@ void reduce_parts(const T* parts, int members, std::int64_t count, T* out, cudaS
 
 }  // namespace
 
-void vocab_parallel_max(const bf16* logits, int rows, int part, float* row_max, cudaStream_t stream) {
+void vocab_parallel_normalizer(const bf16* logits, int rows, int part, float* local, float* row_max,
+                               cudaStream_t stream) {
   require_part(rows, part, logits);
+  detail::require_pointer(local, "local");
   detail::require_pointer(row_max, "row_max");
-  vocab_parallel_max_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(logits, part, row_max);
-  SLUICE_LAUNCH_CHECK("vocab_parallel_max");
+  const auto blocks = static_cast<unsigned int>(rows);
+  if (detail::rows_aligned(part, {logits}))
+    vocab_parallel_normalizer_kernel<true><<<blocks, kRowThreads, 0, stream>>>(logits, rows, part, local, row_max);
+  else
+    vocab_parallel_normalizer_kernel<false><<<blocks, kRowThreads, 0, stream>>>(logits, rows, part, local, row_max);
+  SLUICE_LAUNCH_CHECK("vocab_parallel_normalizer");
 }
 
 void vocab_parallel_sums(const bf16* logits, const std::int32_t* targets, int rows, int part, int first_id,
-                         const float* row_max, float* sums, cudaStream_t stream) {
+                         const float* local, const float* row_max, float* sums, cudaStream_t stream) {
   require_part(rows, part, logits);
   detail::require_pointer(targets, "targets");
+  detail::require_pointer(local, "local");
   detail::require_pointer(row_max, "row_max");
   detail::require_pointer(sums, "sums");
-  vocab_parallel_sums_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(logits, targets, rows, part,
-                                                                                          first_id, row_max, sums);
+  vocab_parallel_sums_kernel<<<static_cast<unsigned int>(detail::ceil_div(rows, kThreads)), kThreads, 0, stream>>>(
+      logits, targets, rows, part, first_id, local, row_max, sums);
   SLUICE_LAUNCH_CHECK("vocab_parallel_sums");
 }
 
@@ -166,8 +168,13 @@ void vocab_parallel_loss(const bf16* logits, const std::int32_t* targets, int ro
   detail::require_pointer(row_loss, "row_loss");
   detail::require_pointer(dlogits, "dlogits");
   detail::require_pointer(loss_sum_accum, "loss_sum_accum");
-  vocab_parallel_loss_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
-      logits, targets, rows, part, first_id, row_max, sums, scale, own_begin, own_end, row_loss, dlogits);
+  const auto blocks = static_cast<unsigned int>(rows);
+  if (detail::rows_aligned(part, {logits, dlogits}))
+    vocab_parallel_loss_kernel<true><<<blocks, kRowThreads, 0, stream>>>(
+        logits, targets, rows, part, first_id, row_max, sums, scale, own_begin, own_end, row_loss, dlogits);
+  else
+    vocab_parallel_loss_kernel<false><<<blocks, kRowThreads, 0, stream>>>(
+        logits, targets, rows, part, first_id, row_max, sums, scale, own_begin, own_end, row_loss, dlogits);
   SLUICE_LAUNCH_CHECK("vocab_parallel_loss");
   detail::sum_into_kernel<kSumThreads><<<1, kSumThreads, 0, stream>>>(row_loss, rows, loss_sum_accum);
   SLUICE_LAUNCH_CHECK("vocab_parallel_loss (loss sum)");

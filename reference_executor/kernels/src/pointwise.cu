@@ -20,11 +20,13 @@ constexpr int kThreads = 256;
 __device__ std::int64_t first_index() { return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
 
+using detail::first_vector_column;
 using detail::kVector;
 using detail::load_vector;
 using detail::store_vector;
 
 constexpr int kRowThreads = 128;  // SwiGLU: a block per row (grid-stride over rows), 8 columns per thread
+constexpr int kColumnStep = detail::kVectorColumnStep<kRowThreads>;
 
 __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -33,7 +35,7 @@ __global__ void __launch_bounds__(kRowThreads)
     swiglu_forward_kernel(const bf16* gate_up, std::int64_t rows, int ffn, bf16* out) {
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const bf16* gate_row = gate_up + row * 2 * ffn;
-    for (int c = static_cast<int>(threadIdx.x) * kVector; c < ffn; c += kRowThreads * kVector) {
+    for (int c = first_vector_column(); c < ffn; c += kColumnStep) {
       float gate[kVector], up[kVector];
       load_vector<kAligned>(gate_row + c, ffn - c, gate);
       load_vector<kAligned>(gate_row + ffn + c, ffn - c, up);
@@ -51,7 +53,7 @@ __global__ void __launch_bounds__(kRowThreads)
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const bf16* gate_row = gate_up + row * 2 * ffn;
     bf16* dgate_row = dgate_up + row * 2 * ffn;
-    for (int c = static_cast<int>(threadIdx.x) * kVector; c < ffn; c += kRowThreads * kVector) {
+    for (int c = first_vector_column(); c < ffn; c += kColumnStep) {
       float gate[kVector], up[kVector], gradient[kVector];
       load_vector<kAligned>(gate_row + c, ffn - c, gate);
       load_vector<kAligned>(gate_row + ffn + c, ffn - c, up);

@@ -22,6 +22,7 @@ namespace sluice::executor::kernels {
 namespace {
 
 using detail::block_sum;
+using detail::first_vector_column;
 using detail::kVector;
 using detail::load_vector;
 using detail::store_vector;
@@ -34,12 +35,9 @@ constexpr int kMaxDweightChunks = 1024;
 constexpr int kMaxBackwardCols = 48 * 1024;
 constexpr int kDefaultSharedBytes = 48 * 1024;
 
-// Thread t's columns are the vectors t, t + kRowThreads, ...; every loop over a row walks them in that order, so
-// each thread's partial sums, and thus the block's, come out the same whichever way the values were loaded. A
-// thread reads each of its values before it writes that value's output, and touches no other thread's: outputs may
-// overwrite inputs.
-__device__ int first_column() { return static_cast<int>(threadIdx.x) * kVector; }
-constexpr int kColumnStep = kRowThreads * kVector;
+// Rows are walked in vectors (first_vector_column). A thread reads each of its values before it writes that value's
+// output, and touches no other thread's: outputs may overwrite inputs.
+constexpr int kColumnStep = detail::kVectorColumnStep<kRowThreads>;
 
 // x = a (+ b, rounded to bf16 and stored in sum); y = x · rstd · weight.
 template <bool kAligned>
@@ -50,7 +48,7 @@ __global__ void __launch_bounds__(kRowThreads)
   const std::int64_t offset = static_cast<std::int64_t>(blockIdx.x) * cols;
   const bf16* x = b == nullptr ? a : sum;
   float square_sum = 0.0f;
-  for (int c = first_column(); c < cols; c += kColumnStep) {
+  for (int c = first_vector_column(); c < cols; c += kColumnStep) {
     float values[kVector];
     load_vector<kAligned>(a + offset + c, cols - c, values);
     if (b != nullptr) {
@@ -65,7 +63,7 @@ __global__ void __launch_bounds__(kRowThreads)
       if (c + e < cols) square_sum += values[e] * values[e];
   }
   const float inverse_rms = 1.0f / sqrtf(block_sum(square_sum, scratch) / static_cast<float>(cols) + eps);
-  for (int c = first_column(); c < cols; c += kColumnStep) {
+  for (int c = first_vector_column(); c < cols; c += kColumnStep) {
     float values[kVector];
     float scale[kVector];
     load_vector<kAligned>(x + offset + c, cols - c, values);  // this thread's own sums when fused
@@ -92,7 +90,7 @@ __global__ void __launch_bounds__(kRowThreads)
                             int rows, int cols, int rows_per_chunk, bf16* dx, float* workspace) {
   extern __shared__ float dweight_sums[];  // see column_sum
   __shared__ float scratch[32];
-  for (int k = 0, c = first_column(); c < cols; ++k, c += kColumnStep)
+  for (int k = 0, c = first_vector_column(); c < cols; ++k, c += kColumnStep)
     for (int e = 0; e < kVector; ++e) column_sum(dweight_sums, k, e) = 0.0f;
   const int begin = static_cast<int>(blockIdx.x) * rows_per_chunk;
   const int end = min(rows, begin + rows_per_chunk);
@@ -100,7 +98,7 @@ __global__ void __launch_bounds__(kRowThreads)
     const std::int64_t offset = static_cast<std::int64_t>(row) * cols;
     const float inverse_rms = rstd[row];
     float projection = 0.0f;  // Σ dy∘w∘x
-    for (int c = first_column(); c < cols; c += kColumnStep) {
+    for (int c = first_vector_column(); c < cols; c += kColumnStep) {
       float input[kVector], gradient[kVector], scale[kVector];
       load_vector<kAligned>(x + offset + c, cols - c, input);
       load_vector<kAligned>(dy + offset + c, cols - c, gradient);
@@ -110,7 +108,7 @@ __global__ void __launch_bounds__(kRowThreads)
         if (c + e < cols) projection += gradient[e] * scale[e] * input[e];
     }
     const float mean_projection = block_sum(projection, scratch) * inverse_rms / static_cast<float>(cols);
-    for (int k = 0, c = first_column(); c < cols; ++k, c += kColumnStep) {
+    for (int k = 0, c = first_vector_column(); c < cols; ++k, c += kColumnStep) {
       float input[kVector], gradient[kVector], scale[kVector], skip[kVector] = {};
       load_vector<kAligned>(x + offset + c, cols - c, input);
       load_vector<kAligned>(dy + offset + c, cols - c, gradient);
@@ -127,7 +125,7 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
   float* chunk_sums = workspace + static_cast<std::int64_t>(blockIdx.x) * cols;
-  for (int k = 0, c = first_column(); c < cols; ++k, c += kColumnStep)
+  for (int k = 0, c = first_vector_column(); c < cols; ++k, c += kColumnStep)
     for (int e = 0; e < kVector && c + e < cols; ++e) chunk_sums[c + e] = column_sum(dweight_sums, k, e);
 }
 

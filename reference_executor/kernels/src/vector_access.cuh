@@ -11,6 +11,12 @@ namespace sluice::executor::kernels::detail {
 
 constexpr int kVector = 8;  // bf16 values per 16-byte access
 
+// A block of kThreads walks a row in vectors, thread t taking the vectors t, t + kThreads, ...: every loop over a row
+// visits a thread's values in the same order, so its partial sums come out the same whichever way they were loaded.
+__device__ inline int first_vector_column() { return static_cast<int>(threadIdx.x) * kVector; }
+template <int kThreads>
+constexpr int kVectorColumnStep = kThreads* kVector;
+
 // values[e] = p[e] for e < available (at most kVector); a whole vector in one load where kAligned says p is
 // 16-byte aligned.
 template <bool kAligned>

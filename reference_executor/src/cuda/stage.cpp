@@ -680,28 +680,29 @@ void DeviceStage::head_forward(const DeviceMicroBatch& micro_batch, Scratch<bf16
   rmsnorm_forward(saved.head_input.get(), nullptr, weight(final_norm_tensor(model_)), rows, nullptr, normed.get(),
                   saved.head_rstd.get());
   saved.head_normed = gather(std::move(normed), t, h);
-  Scratch<bf16> logits(allocator_, count(t, v_t));
-  gemm(false, false, t, v_t, h, saved.head_normed.get(), weight(lm_head_tensor(model_)), logits.get(), CUDA_R_16BF, 0);
-  Scratch<float> row_loss(allocator_, static_cast<std::size_t>(t));
+  // The loss writes the logits' gradient over them: they are not needed after it.
   saved.dlogits = Scratch<bf16>(allocator_, count(t, v_t));
+  bf16* logits = saved.dlogits.get();
+  gemm(false, false, t, v_t, h, saved.head_normed.get(), weight(lm_head_tensor(model_)), logits, CUDA_R_16BF, 0);
+  Scratch<float> row_loss(allocator_, static_cast<std::size_t>(t));
   const auto* targets = micro_batch.targets.as<const std::int32_t>();
   if (t == 0) return;  // a CP rank without tokens of the micro-batch (its TP group's lanes all skip alike)
   if (lane_.tp == 1) {
-    kernels::cross_entropy(logits.get(), targets, t, v_t, loss_scale, row_loss.get(), saved.dlogits.get(), loss_sum,
-                           stream());
+    kernels::cross_entropy(logits, targets, t, v_t, loss_scale, row_loss.get(), logits, loss_sum, stream());
     return;
   }
   // Each row's maximum, exp-sum and target logit over the whole vocabulary, every lane holding a part of it.
   const int first_id = v_t * lane_.tp_rank;
+  Scratch<float> local(allocator_, 2 * static_cast<std::size_t>(t));
   Scratch<float> row_max(allocator_, static_cast<std::size_t>(t));
-  kernels::vocab_parallel_max(logits.get(), t, v_t, row_max.get(), stream());
+  kernels::vocab_parallel_normalizer(logits, t, v_t, local.get(), row_max.get(), stream());
   collectives_.all_reduce_max(lane_.group, row_max.get(), t);
   Scratch<float> sums(allocator_, 2 * static_cast<std::size_t>(t));
-  kernels::vocab_parallel_sums(logits.get(), targets, t, v_t, first_id, row_max.get(), sums.get(), stream());
+  kernels::vocab_parallel_sums(logits, targets, t, v_t, first_id, local.get(), row_max.get(), sums.get(), stream());
   collectives_.all_reduce_sum(lane_.group, sums.get(), 2 * static_cast<std::int64_t>(t));
-  kernels::vocab_parallel_loss(logits.get(), targets, t, v_t, first_id, row_max.get(), sums.get(), loss_scale,
-                               static_cast<int>(own.begin), static_cast<int>(own.end), row_loss.get(),
-                               saved.dlogits.get(), loss_sum, stream());
+  kernels::vocab_parallel_loss(logits, targets, t, v_t, first_id, row_max.get(), sums.get(), loss_scale,
+                               static_cast<int>(own.begin), static_cast<int>(own.end), row_loss.get(), logits, loss_sum,
+                               stream());
 }
 
 Scratch<bf16> DeviceStage::head_backward(const DeviceMicroBatch& micro_batch, StageSaved& saved) {

@@ -173,7 +173,7 @@ void fill(float* data, float value, std::int64_t count, cudaStream_t stream);
 // row_loss[r] = logsumexp(logits_r) - logits_r[target] (0 for ignored rows); dlogits = (softmax -
 // onehot(target)) * scale (zero rows for ignored ones); *loss_sum_accum += Σ row_loss, summed in a fixed
 // order (deterministic). A target outside [0, vocab) other than -1 makes that row's loss NaN (so that it
-// shows in the sum) and its dlogits softmax * scale.
+// shows in the sum) and its dlogits softmax * scale. dlogits may be logits (the logits are not needed after).
 void cross_entropy(const bf16* logits, const std::int32_t* targets, int rows, int vocab, float scale, float* row_loss,
                    bf16* dlogits, float* loss_sum_accum, cudaStream_t stream);
 
@@ -181,21 +181,25 @@ void cross_entropy(const bf16* logits, const std::int32_t* targets, int rows, in
 
 // The vocab-parallel cross-entropy of Megatron-LM (Shoeybi et al., "Megatron-LM", §3): each TP rank holds logits
 // [rows, part] of the vocabulary's columns [first_id, first_id + part), and the full logits are never gathered. The
-// caller all-reduces between the passes: the maxima of vocab_parallel_max (max), then the sums of
-// vocab_parallel_sums (sum). Targets as cross_entropy's (-1 = ignored row).
+// caller all-reduces between the kernels: the maxima of vocab_parallel_normalizer (max), then the sums of
+// vocab_parallel_sums (sum). Targets as cross_entropy's (-1 = ignored row). The logits are read twice in all (by
+// the first and the last kernel).
 
-// row_max[r]: the row's largest logit among this rank's columns.
-void vocab_parallel_max(const bf16* logits, int rows, int part, float* row_max, cudaStream_t stream);
+// Each row's softmax normalizer over this rank's columns, in one read: local[r] the largest logit, local[rows + r]
+// Σ exp(logit - local[r]) (local: 2 * rows floats); row_max[r] = local[r], for the caller to all-reduce.
+void vocab_parallel_normalizer(const bf16* logits, int rows, int part, float* local, float* row_max,
+                               cudaStream_t stream);
 
-// Given every rank's maxima reduced: sums[r] = Σ exp(logit - row_max[r]) over this rank's columns, and
-// sums[rows + r] the target's logit where this rank holds its column, else 0 (so the sum over ranks is the target's
-// logit). sums: 2 * rows floats.
+// Given every rank's maxima reduced: sums[r] = Σ exp(logit - row_max[r]) over this rank's columns (local's sum
+// rescaled), and sums[rows + r] the target's logit where this rank holds its column, else 0 (so the sum over ranks
+// is the target's logit). Reads no logit but the targets'. sums: 2 * rows floats.
 void vocab_parallel_sums(const bf16* logits, const std::int32_t* targets, int rows, int part, int first_id,
-                         const float* row_max, float* sums, cudaStream_t stream);
+                         const float* local, const float* row_max, float* sums, cudaStream_t stream);
 
 // Given the sums reduced: dlogits = (softmax - onehot(target)) * scale over this rank's columns (zero rows for
 // ignored ones); row_loss[r] = row_max + log(sum) - target logit for the rows [own_begin, own_end) with a target, 0
 // elsewhere (each row's loss is counted by the one rank that owns it); *loss_sum_accum += Σ row_loss in a fixed order.
+// dlogits may be logits.
 void vocab_parallel_loss(const bf16* logits, const std::int32_t* targets, int rows, int part, int first_id,
                          const float* row_max, const float* sums, float scale, int own_begin, int own_end,
                          float* row_loss, bf16* dlogits, float* loss_sum_accum, cudaStream_t stream);
