@@ -17,6 +17,9 @@ Runs sluice_executor_bench (its JSON output), then the same work in PyTorch, and
   layers      forward + backward of 4 LLaMA-7B-shaped decoder layers (hidden 4096, 32 heads, SwiGLU 11008; RMSNorm,
               rotary embedding, causal attention within each 2048-token sequence) on 8192 and 16384 tokens, eager and
               torch.compile; tokens/s
+  loss        cross-entropy over a 32,000-word vocabulary on 8192 tokens of bf16 logits, forward + backward (the
+              softmax in fp32, the logits' gradient in bf16), eager and torch.compile; GB/s of two reads of the
+              logits and one write of their gradient, as the bench's BM_CrossEntropy counts them
 
 PyTorch is needed only here, on the GPU machine; sluice never builds against it. Times are CUDA-event times taken as
 Google Benchmark takes the bench's: after warm-up, runs back to back for --min-time seconds (default 0.5, the bench's
@@ -24,7 +27,7 @@ default minimum time) and their mean, the median of --repetitions such windows: 
 at its boost clock, and the bench at the clock it sustains.
 
   scripts/compare-torch.py [--bench build/release/reference_executor/sluice_executor_bench] [--repetitions 5]
-                           [--min-time 0.5] [--json compare-torch.json] [--only attention,varlen,gemm,layers]
+                           [--min-time 0.5] [--json compare-torch.json] [--only attention,varlen,gemm,layers,loss]
                            [--bench-json [LABEL=]REPORT ...]
 
 --bench-json reads reports the bench already wrote (--benchmark_out, JSON) instead of running it; the rows of a
@@ -47,6 +50,7 @@ GEMM_N = 8192
 GEMM_LT_RANKS = 8  # BM_GemmLtRanked's algorithms, by the rank cuBLASLt's heuristic gives them
 GEMM_LAYER_TOKENS = 8192
 LAYER_TOKENS = (8192, 16384)
+LOSS_TOKENS, LOSS_VOCAB = 8192, 32000
 HEADS, HEAD_DIM = 32, 128
 HIDDEN = HEADS * HEAD_DIM
 FFN = 11008
@@ -90,7 +94,7 @@ def bench_medians(report):
             continue
         name = entry.get("run_name", entry["name"])
         figures = {"seconds": entry["real_time"] * scale[entry["time_unit"]]}
-        for counter in ("TFLOP/s", "tokens/s"):
+        for counter in ("TFLOP/s", "tokens/s", "GB/s"):
             if counter in entry:
                 figures[counter] = entry[counter]
         medians[name] = figures
@@ -318,6 +322,32 @@ def torch_layers(torch, timing):
     return figures
 
 
+def loss_bytes(tokens, vocab):
+    """Two reads of bf16 logits and one write of their gradient: the least a fused cross-entropy moves."""
+    return 3.0 * 2 * tokens * vocab
+
+
+def torch_loss(torch, timing):
+    import torch.nn.functional as F
+
+    def loss(logits, targets):
+        return F.cross_entropy(logits.float(), targets)
+
+    generator = torch.Generator(device="cuda").manual_seed(LOSS_TOKENS)
+    logits = (torch.randn((LOSS_TOKENS, LOSS_VOCAB), device="cuda", generator=generator) * 2).to(torch.bfloat16)
+    logits.requires_grad_(True)
+    targets = torch.randint(LOSS_VOCAB, (LOSS_TOKENS,), device="cuda", generator=generator)
+    figures = {}
+    for name, function in (("eager", loss), ("compiled", torch.compile(loss))):
+        def work():
+            logits.grad = None
+            function(logits, targets).backward()
+        seconds = timed(torch, work, timing)
+        figures[f"loss/{LOSS_TOKENS}/{name}"] = {"seconds": seconds,
+                                                 "GB/s": loss_bytes(LOSS_TOKENS, LOSS_VOCAB) / seconds * 1e-9}
+    return figures
+
+
 def write_output(path, text):
     """As sluice writes its outputs: a file whole (a temporary renamed over it), through a symbolic link to its
     target, a FIFO or a device directly."""
@@ -367,6 +397,8 @@ def ratios(sluice, torch_figures):
                   "bf16 dW "))
     pairs += [(f"BM_LayerStack/{t}/manual_time", f"layers/{t}/{m}", "tokens/s", "")
               for t in LAYER_TOKENS for m in ("eager", "compiled")]
+    pairs += [(f"BM_CrossEntropy/{LOSS_TOKENS}/1/manual_time", f"loss/{LOSS_TOKENS}/{m}", "GB/s", "")
+              for m in ("eager", "compiled")]
     for bench_name, torch_name, unit, kernel in pairs:
         if bench_name in sluice and torch_name in torch_figures and unit in sluice[bench_name]:
             ours, theirs = sluice[bench_name][unit], torch_figures[torch_name][unit]
@@ -380,12 +412,13 @@ def main():
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--min-time", type=float, default=MIN_SECONDS)
     parser.add_argument("--json", default="compare-torch.json")
-    parser.add_argument("--only", default="attention,varlen,gemm,layers")
+    parser.add_argument("--only", default="attention,varlen,gemm,layers,loss")
     parser.add_argument("--bench-json", action="append", default=[], metavar="[LABEL=]REPORT")
     args = parser.parse_args()
     parts = set(args.only.split(","))
-    if not parts <= {"attention", "varlen", "gemm", "layers"} or args.repetitions < 1 or not args.min_time > 0:
-        parser.error("--only takes attention, varlen, gemm and layers; --repetitions must be >= 1 and --min-time > 0")
+    if not parts <= {"attention", "varlen", "gemm", "layers", "loss"} or args.repetitions < 1 or not args.min_time > 0:
+        parser.error("--only takes attention, varlen, gemm, layers and loss; --repetitions must be >= 1 and "
+                     "--min-time > 0")
     timing = Timing(args.repetitions, args.min_time)
 
     import torch
@@ -404,6 +437,8 @@ def main():
         figures.update(torch_gemm_layer(torch, timing))
     if "layers" in parts:
         figures.update(torch_layers(torch, timing))
+    if "loss" in parts:
+        figures.update(torch_loss(torch, timing))
     rows = [((label + " " if label else "") + name, *rest)
             for label, sluice in reports for name, *rest in ratios(sluice, figures)]
     sluice = {(label + " " if label else "") + name: value

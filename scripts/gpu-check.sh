@@ -99,7 +99,7 @@ step kernels 120 "${build}/test/executor/test_executor_kernels"
 kernels_passed=$?
 bench bench 240 "${build}" '^BM_(Attention|RingAttention|Gemm)'
 step cuda 150 "${build}/test/executor/test_executor_cuda"
-bench layers 150 "${build}" '^BM_Layer(Stack|Elementwise)/'
+bench layers 150 "${build}" '^BM_(Layer(Stack|Elementwise)|CrossEntropy)/'
 if [ -n "${other_build}" ]; then
   bench "layers_${other_label}" 120 "${other_build}" '^BM_LayerStack'
 fi

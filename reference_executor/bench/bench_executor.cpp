@@ -29,6 +29,9 @@
 //       them (the two RMSNorms, RoPE, SwiGLU, the residual adds) on sequences of 2048: GB/s of the bytes they must
 //       read and write, to hold against the HBM's rate. fused 0 runs each residual add as its own pass, as the
 //       stage did before add_rmsnorm_forward and rmsnorm_backward's skip gradient.
+//   BM_CrossEntropy/<tokens>/<tp>         the loss over a 32,000-word vocabulary, its gradient written over the
+//       logits: tp 1 cross_entropy, tp > 1 one rank's vocab-parallel kernels over its 32,000 / tp words (without
+//       the all-reduces between them). GB/s of two reads of the logits and one write.
 #include <benchmark/benchmark.h>
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -475,6 +478,14 @@ void BM_GemmLayer(benchmark::State& state) {
 }
 BENCHMARK(BM_GemmLayer)->Args({8192, 1})->Args({8192, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
 
+// The layer benchmarks' batches: `tokens` packed from sequences of 2048.
+constexpr std::int32_t kLayerSequence = 2048;
+std::vector<std::int32_t> layer_sequence_offsets(std::int32_t tokens) {
+  std::vector<std::int32_t> offsets{0};
+  while (offsets.back() < tokens) offsets.push_back(std::min(tokens, offsets.back() + kLayerSequence));
+  return offsets;
+}
+
 // 4 LLaMA-7B-shaped layers (0.8 G parameters, initialised on the host's cores): built once per process.
 struct LayerStack {
   static ex::ModelConfig config() {
@@ -498,14 +509,11 @@ void BM_LayerStack(benchmark::State& state) {
   static LayerStack* const fixture = new LayerStack;
   const cu::Stream& stream = fixture->stream;
   cu::DeviceStage& stage = fixture->stage;
-  constexpr std::int32_t sequence = 2048;
   ex::PackedMicroBatch packed;
-  packed.cu_seqlens.push_back(0);
-  while (packed.cu_seqlens.back() < tokens)
-    packed.cu_seqlens.push_back(std::min(tokens, packed.cu_seqlens.back() + sequence));
+  packed.cu_seqlens = layer_sequence_offsets(tokens);
   packed.tokens.assign(static_cast<std::size_t>(tokens), 0);
   packed.targets.assign(static_cast<std::size_t>(tokens), -1);
-  packed.max_seqlen = std::min(tokens, sequence);
+  packed.max_seqlen = std::min(tokens, kLayerSequence);
   const cu::DeviceMicroBatch micro_batch = cu::upload_micro_batch(packed, stream.get());
   const auto elements = static_cast<std::size_t>(tokens) * hidden;
   const cu::DeviceBuffer input(elements * sizeof(cu::bf16)), output(elements * sizeof(cu::bf16));
@@ -528,11 +536,10 @@ void BM_LayerElementwise(benchmark::State& state) {
   const bool fused = state.range(1) != 0;
   constexpr int ffn = 11008;
   const cu::Stream stream;
-  std::vector<std::int32_t> offsets{0};
-  while (offsets.back() < tokens) offsets.push_back(std::min(tokens, offsets.back() + 2048));
+  const std::vector<std::int32_t> offsets = layer_sequence_offsets(tokens);
   const cu::DeviceBuffer cu_seqlens = cu::upload(offsets, stream.get());
   const kn::VarlenBatch batch{cu_seqlens.as<const std::int32_t>(), static_cast<int>(offsets.size() - 1),
-                              std::min(tokens, 2048), tokens};
+                              std::min(tokens, kLayerSequence), tokens};
   const auto rows = static_cast<std::size_t>(tokens);
   const auto activation = [&] { return cu::DeviceBuffer(rows * hidden * sizeof(cu::bf16)); };
   // x, the attention's projection and the MLP's down projection; middle, normed; their gradients.
@@ -592,5 +599,44 @@ void BM_LayerElementwise(benchmark::State& state) {
   state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_LayerElementwise)->Args({8192, 1})->Args({8192, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
+
+void BM_CrossEntropy(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const auto tokens = static_cast<int>(state.range(0));
+  const auto tp = static_cast<int>(state.range(1));
+  constexpr int vocab = 32000;
+  const int part = vocab / tp;
+  const cu::Stream stream;
+  const auto rows = static_cast<std::size_t>(tokens);
+  const cu::DeviceBuffer logits(rows * static_cast<std::size_t>(part) * sizeof(cu::bf16));
+  std::vector<std::int32_t> target_ids(rows);
+  for (std::size_t r = 0; r < rows; ++r) target_ids[r] = static_cast<std::int32_t>(r * 7919 % vocab);
+  const cu::DeviceBuffer targets = cu::upload(target_ids, stream.get());
+  const cu::DeviceBuffer row_loss(rows * sizeof(float)), loss_sum(sizeof(float));
+  const cu::DeviceBuffer local(2 * rows * sizeof(float)), row_max(rows * sizeof(float));
+  const cu::DeviceBuffer sums(2 * rows * sizeof(float));
+  auto* values = logits.as<cu::bf16>();
+  const auto* ids = targets.as<const std::int32_t>();
+  const float scale = 1.0f / static_cast<float>(tokens);
+  // The gradient is written over the logits, as a stage does: each iteration starts from the last one's gradient,
+  // whose softmax costs the same. TP > 1 times one rank's three kernels, without the all-reduces between them.
+  fill_bf16(values, rows * static_cast<std::size_t>(part), stream.get());
+  time_on_stream(state, stream.get(), [&] {
+    if (tp == 1) {
+      kn::cross_entropy(values, ids, tokens, vocab, scale, row_loss.as<float>(), values, loss_sum.as<float>(),
+                        stream.get());
+      return;
+    }
+    kn::vocab_parallel_normalizer(values, tokens, part, local.as<float>(), row_max.as<float>(), stream.get());
+    kn::vocab_parallel_sums(values, ids, tokens, part, 0, local.as<const float>(), row_max.as<const float>(),
+                            sums.as<float>(), stream.get());
+    kn::vocab_parallel_loss(values, ids, tokens, part, 0, row_max.as<const float>(), sums.as<const float>(), scale, 0,
+                            tokens, row_loss.as<float>(), values, loss_sum.as<float>(), stream.get());
+  });
+  // Two reads of the logits and one write of their gradient.
+  const double bytes = 3.0 * sizeof(cu::bf16) * static_cast<double>(rows) * part;
+  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_CrossEntropy)->Args({8192, 1})->Args({8192, 4})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace

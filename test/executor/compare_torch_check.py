@@ -28,6 +28,8 @@ report = {"benchmarks": [
      "aggregate_name": "median", "real_time": 18.0, "time_unit": "ms", "TFLOP/s": 660.0},
     {"name": "BM_LayerStack/8192/manual_time_median", "run_name": "BM_LayerStack/8192/manual_time",
      "aggregate_name": "median", "real_time": 100000.0, "time_unit": "us", "tokens/s": 81920.0},
+    {"name": "BM_CrossEntropy/8192/1/manual_time_median", "run_name": "BM_CrossEntropy/8192/1/manual_time",
+     "aggregate_name": "median", "real_time": 0.5, "time_unit": "ms", "GB/s": 3000.0},
     {"name": "BM_AttentionMma/4096/manual_time_median", "run_name": "BM_AttentionMma/4096/manual_time",
      "aggregate_name": "median", "real_time": 2.0, "time_unit": "ms", "TFLOP/s": 240.0},
     {"name": "BM_AttentionForwardBackward/4096/manual_time_median", "aggregate_name": "median",
@@ -35,24 +37,28 @@ report = {"benchmarks": [
      "error_occurred": True, "error_message": "no CUDA device"},
 ]}
 medians = script.bench_medians(report)
-assert sorted(medians) == ["BM_AttentionMma/4096/manual_time", "BM_Gemm/8192/manual_time",
+assert sorted(medians) == ["BM_AttentionMma/4096/manual_time", "BM_CrossEntropy/8192/1/manual_time",
+                           "BM_Gemm/8192/manual_time",
                            "BM_GemmLayer/8192/0/manual_time", "BM_GemmLayer/8192/1/manual_time",
                            "BM_GemmLtRanked/8192/3/manual_time",
                            "BM_LayerStack/8192/manual_time"], medians
 assert medians["BM_Gemm/8192/manual_time"] == {"seconds": 1.5 * 1e-3, "TFLOP/s": 700.0}, medians
 assert medians["BM_LayerStack/8192/manual_time"] == {"seconds": 100000.0 * 1e-6, "tokens/s": 81920.0}, medians
+assert medians["BM_CrossEntropy/8192/1/manual_time"] == {"seconds": 0.5e-3, "GB/s": 3000.0}, medians
 
 pytorch = {"gemm/8192": {"seconds": 1.4e-3, "TFLOP/s": 800.0},
            "gemm_layer/8192": {"seconds": 15e-3, "TFLOP/s": 750.0},
            "layers/8192/eager": {"seconds": 0.08, "tokens/s": 102400.0},
-           "attention/4096/flash": {"seconds": 1e-3, "TFLOP/s": 300.0}}
+           "attention/4096/flash": {"seconds": 1e-3, "TFLOP/s": 300.0},
+           "loss/8192/compiled": {"seconds": 0.625e-3, "GB/s": 2400.0}}
 rows = script.ratios(medians, pytorch)
 assert rows == [("mma attention/4096/flash", 240.0, 300.0, "TFLOP/s", 0.8),
                 ("gemm/8192", 700.0, 800.0, "TFLOP/s", 0.875),
                 ("cublaslt #3 gemm/8192", 880.0, 800.0, "TFLOP/s", 1.1),
                 ("gemm_layer/8192", 600.0, 750.0, "TFLOP/s", 0.8),
                 ("bf16 dW gemm_layer/8192", 660.0, 750.0, "TFLOP/s", 0.88),
-                ("layers/8192/eager", 81920.0, 102400.0, "tokens/s", 0.8)], rows
+                ("layers/8192/eager", 81920.0, 102400.0, "tokens/s", 0.8),
+                ("loss/8192/compiled", 3000.0, 2400.0, "GB/s", 1.25)], rows
 # Reports the bench already wrote, one of them labelled (another build's kernels).
 with tempfile.TemporaryDirectory() as scratch:
     path = os.path.join(scratch, "layers.json")
@@ -82,6 +88,7 @@ assert script.sustained(lambda: 0.0, 1, 0.5) == 0.0  # a run reporting no time e
 assert script.Timing(3, 0.5).min_seconds == 0.5
 
 assert script.attention_flops(4096) == 7.0 * 4096 * 4096 * 4096
+assert script.loss_bytes(8192, 32000) == 6.0 * 8192 * 32000
 # One LLaMA-7B layer's projections, each run forward, for dx and for dW: 6 * tokens * hidden * (4 * hidden + 3 * ffn).
 assert script.gemm_layer_flops(8192) == 6.0 * 8192 * 4096 * (4 * 4096 + 3 * 11008)
 # BM_AttentionVarlen's packing: the mix sums to 16384, longer batches repeat it, the last length is cut to fit.
