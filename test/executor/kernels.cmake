@@ -7,9 +7,10 @@
 #                            kernel against the references; created when sluice_executor_kernels exists.
 #                            Without a CUDA device the GPU test is reported as skipped.
 #   test_executor_kernels_emulated
-#                            the row kernels' GPU cases (test_executor_kernels_rows.cpp) on the CPU: the kernels'
-#                            own sources under the CUDA emulation (emulation/cuda_emulation.hpp), so that they run
-#                            in every build with the CUDA toolkit's headers, sanitized ones included.
+#                            every GPU case of test_executor_kernels on the CPU: the kernels' own sources, the
+#                            attention kernels' tensor-core code included, under the CUDA emulation
+#                            (emulation/cuda_emulation.hpp), so that they run in every build with the CUDA toolkit's
+#                            headers, sanitized ones included.
 sluice_add_test(test_executor_reference ${CMAKE_CURRENT_LIST_DIR}/test_executor_reference.cpp)
 target_link_libraries(test_executor_reference PRIVATE sluice_executor_reference)
 
@@ -32,15 +33,16 @@ if(TARGET sluice_executor_kernels)
   target_link_libraries(test_executor_kernels PRIVATE sluice_executor_kernels sluice_executor_reference)
 endif()
 
-# The row kernels' cases on the CPU, wherever the CUDA toolkit's headers are, CUDA compiler or not: the sanitized
+# The kernels' cases on the CPU, wherever the CUDA toolkit's headers are, CUDA compiler or not: the sanitized
 # build, which builds no CUDA code, runs them too.
 find_package(CUDAToolkit QUIET)
 if(CUDAToolkit_FOUND)
-  # The row kernels' sources rewritten for the emulation (the attention kernels' tensor-core code cannot run there),
-  # built against the toolkit's headers alone: the emulation defines the runtime calls it needs, in place of cudart.
+  # Every kernel source rewritten for the emulation, built against the toolkit's headers alone: the emulation defines
+  # the runtime calls it needs, in place of cudart, and its own attention_ptx.cuh and mma.h (the tensor-core code),
+  # which its include directory, first on the path, puts before the sources' and the toolkit's.
   set(kernel_sources ${PROJECT_SOURCE_DIR}/reference_executor/kernels/src)
   set(emulated_kernels)
-  foreach(kernel rmsnorm pointwise rope cross_entropy parallel)
+  foreach(kernel rmsnorm pointwise rope cross_entropy parallel attention attention_mma)
     set(emulated ${CMAKE_CURRENT_BINARY_DIR}/emulated/${kernel}.cpp)
     add_custom_command(OUTPUT ${emulated}
       COMMAND ${CMAKE_COMMAND} -DIN=${kernel_sources}/${kernel}.cu -DOUT=${emulated}
@@ -49,19 +51,24 @@ if(CUDAToolkit_FOUND)
       COMMENT "Rewriting ${kernel}.cu for the CUDA emulation")
     list(APPEND emulated_kernels ${emulated})
   endforeach()
-  add_executable(test_executor_kernels_emulated ${CMAKE_CURRENT_LIST_DIR}/test_executor_kernels_rows.cpp
+  add_executable(test_executor_kernels_emulated ${CMAKE_CURRENT_LIST_DIR}/test_executor_kernels.cpp
+                 ${CMAKE_CURRENT_LIST_DIR}/test_executor_kernels_rows.cpp
                  ${CMAKE_CURRENT_LIST_DIR}/emulation/cuda_emulation.cpp ${CMAKE_CURRENT_LIST_DIR}/gpu_test_main.cpp
                  ${emulated_kernels})
   target_include_directories(test_executor_kernels_emulated PRIVATE ${CMAKE_CURRENT_LIST_DIR}/emulation
                              ${kernel_sources} ${CUDAToolkit_INCLUDE_DIRS})
-  target_link_libraries(test_executor_kernels_emulated PRIVATE sluice_executor_reference sluice::io doctest::doctest
-                        Threads::Threads)
-  # kernels.hpp wants the executor's attention kernel; the emulation runs none, so any is right.
-  target_compile_definitions(test_executor_kernels_emulated PRIVATE SLUICE_EXECUTOR_ATTENTION=mma)
+  target_link_libraries(test_executor_kernels_emulated PRIVATE sluice_executor_reference sluice::io doctest::doctest)
+  # kernels.hpp wants the executor's default attention kernel; the tests name each one they run.
+  target_compile_definitions(test_executor_kernels_emulated PRIVATE SLUICE_EXECUTOR_ATTENTION=mma
+                             SLUICE_CUDA_EMULATION)
   sluice_target_defaults(test_executor_kernels_emulated)
   sluice_test_optimisation(test_executor_kernels_emulated)
   # The kernels get the warnings nvcc gives them, not the project's C++ ones (#pragma unroll is nvcc's).
   set_source_files_properties(${emulated_kernels} PROPERTIES COMPILE_OPTIONS
                               "-Wno-conversion;-Wno-pedantic;-Wno-unknown-pragmas;-Wno-float-conversion")
+  # The emulated kernels and the emulator optimised in every build, the sanitized one too (whose instrumentation
+  # stays): unoptimised, each emulated mma.sync is some hundred calls of one-line helpers, and the test took minutes.
+  set_property(SOURCE ${emulated_kernels} ${CMAKE_CURRENT_LIST_DIR}/emulation/cuda_emulation.cpp APPEND
+               PROPERTY COMPILE_OPTIONS "-O1")
   add_test(NAME test_executor_kernels_emulated COMMAND test_executor_kernels_emulated --test-suite=gpu)
 endif()

@@ -33,6 +33,12 @@ namespace {
 // Lengths 1, 7 and 300, tile edges (the backward's 64-row tiles: 64, 65; the forward's 128-row tiles: 128, 129) and
 // an empty sequence.
 const std::vector<int> kAttentionLengths{7, 0, 300, 1, 65, 128, 64, 129};
+// Emulated on the CPU (test_executor_kernels_emulated) blocks never overlap: a second run could not differ.
+#ifdef SLUICE_CUDA_EMULATION
+constexpr bool kBlocksOverlap = false;
+#else
+constexpr bool kBlocksOverlap = true;
+#endif
 
 std::string name_of(kernels::AttentionKernel kernel) {
   switch (kernel) {
@@ -164,8 +170,10 @@ void check_attention_backward(int head_dim, kernels::AttentionKernel kernel) {
     CHECK(errors.max_abs <= 5e-2 * max_abs(expected_part));
   }
   // No atomics (the single pass's dQ shares add up in key-tile order): a second run gives the same bits.
-  const std::vector<bf16> second = run();
-  CHECK(std::memcmp(first.data(), second.data(), first.size() * sizeof(bf16)) == 0);
+  if (kBlocksOverlap) {
+    const std::vector<bf16> second = run();
+    CHECK(std::memcmp(first.data(), second.data(), first.size() * sizeof(bf16)) == 0);
+  }
 }
 
 // Ring attention's blocks of a packed batch: ring rank r holds chunks r and 2R−1−r of every sequence cut into 2R

@@ -2,17 +2,25 @@
 // CUDA's execution model on the CPU, for testing kernels where there is no GPU. The kernels' own sources are compiled
 // as C++ (rewrite.cmake turns `kernel<<<grid, block, shared, stream>>>(args)` into `kernel | Config{...}(args)` and
 // `extern __shared__` arrays into the launch's dynamic shared memory) with this header included first. A launch runs
-// its blocks one after another; each block's threads are host threads, so that __syncthreads and the warp shuffles
-// are real barriers, and every access the kernels make goes to host memory, where AddressSanitizer and
-// UndefinedBehaviorSanitizer see it. "Device" memory is host memory, and the runtime calls the kernels and their tests
-// make (cudaMalloc, cudaMemcpy, cudaMemsetAsync, ...) are defined in cuda_emulation.cpp, which replaces libcudart.
+// its blocks one after another on the calling host thread; each CUDA thread is a fiber with a stack of its own, so
+// that __syncthreads and the warp shuffles are real barriers (a fiber waits there while the others run), and every
+// access the kernels make goes to host memory, where AddressSanitizer and UndefinedBehaviorSanitizer see it. "Device"
+// memory is host memory, and the runtime calls the kernels and their tests make (cudaMalloc, cudaMemcpy,
+// cudaMemsetAsync, ...) are defined in cuda_emulation.cpp, which replaces libcudart.
+//
+// The attention kernels' tensor-core code runs too: the PTX wrappers (attention_ptx.cuh) and wmma (mma.h) have
+// versions here, found first on the include path, that exchange the lanes' operands and compute each lane's part of
+// the result as the PTX ISA lays it out.
 //
 // What it cannot show: speed, the GPU's own rounding of fused operations (the host compiler decides where to fuse a
-// multiply-add), races between blocks (they never overlap), and PTX or tensor-core code (the attention kernels).
+// multiply-add) and of the tensor cores' sums, races between blocks (they never overlap), and races on cp.async's
+// copies (they complete at once).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <tuple>
@@ -27,12 +35,42 @@ extern thread_local dim3 block_index;
 extern thread_local dim3 block_dim;
 extern thread_local dim3 grid_dim;
 
+constexpr unsigned kWarpSize = 32;
+// The most bytes a lane hands to one warp exchange (an mma.sync's A and B fragments take 24).
+constexpr std::size_t kExchangeBytes = 32;
+
+// Ends the test program with a message on what CUDA would not do (an abort: a kernel's error has no caller to go to).
+[[noreturn]] void fail(const char* why);
+
 // Waits for every thread of the block still running (CUDA's __syncthreads; a thread that has returned no longer
 // counts).
 void sync_threads();
-// The value `lane_mask` lanes away within the warp: a barrier of the warp's threads around an exchange.
-float shuffle_xor(float value, int lane_mask);
-// The launch's dynamic shared memory, 16-byte aligned, filled with 0xff bytes (NaN as floats) before each block.
+// Waits for every thread of the warp still running (__syncwarp).
+void sync_warp();
+// The running thread's lane in its warp.
+unsigned lane();
+// Every lane's `bytes` of `value`, lane after lane into `lanes` (kWarpSize · bytes; a lane the block lacks gives
+// zeros): a barrier of the warp's threads around an exchange, on which shuffles and the warp-wide PTX are built.
+void warp_exchange(const void* value, std::size_t bytes, void* lanes);
+
+template <class T>
+std::array<T, kWarpSize> warp_values(const T& value) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= kExchangeBytes);
+  std::array<T, kWarpSize> lanes;
+  warp_exchange(&value, sizeof(T), lanes.data());
+  return lanes;
+}
+
+// __shfl_xor_sync and __shfl_sync: the value of lane `lane() ^ lane_mask`, or of lane `source`.
+template <class T>
+T shuffle_xor(T value, int lane_mask) {
+  return warp_values(value)[(lane() ^ static_cast<unsigned>(lane_mask)) % kWarpSize];
+}
+template <class T>
+T shuffle(T value, int source) {
+  return warp_values(value)[static_cast<unsigned>(source) % kWarpSize];
+}
+// The launch's dynamic shared memory, 128-byte aligned, filled with 0xff bytes (NaN as floats) before each block.
 void* dynamic_shared();
 
 struct Config;
@@ -79,6 +117,12 @@ cudaError_t cudaFuncSetAttribute(void (* /*kernel*/)(Params...), cudaFuncAttribu
 #define gridDim (::sluice::executor::emulation::grid_dim)
 #define __syncthreads() ::sluice::executor::emulation::sync_threads()
 #define __shfl_xor_sync(mask, value, lane_mask) ::sluice::executor::emulation::shuffle_xor((value), (lane_mask))
+#define __shfl_sync(mask, value, source) ::sluice::executor::emulation::shuffle((value), (source))
+#define __syncwarp() ::sluice::executor::emulation::sync_warp()
+// Blocks run one at a time: the cache hints are plain accesses, and a fence orders the host thread's own.
+#define __ldcg(pointer) (*(pointer))
+#define __stcg(pointer, value) (*(pointer) = (value))
+#define __threadfence() std::atomic_thread_fence(std::memory_order_seq_cst)
 #define __launch_bounds__(...)
 #undef __shared__
 #define __shared__ static  // one instance for the block's threads; blocks run one at a time
