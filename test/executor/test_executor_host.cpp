@@ -8,12 +8,17 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -77,7 +82,142 @@ std::ptrdiff_t find(const std::vector<schedule::Instruction>& list, InstructionK
   return it - list.begin();
 }
 
+// The host backend with every pass's beginning and end numbered in one sequence with the stamps, as serialized
+// ranks' kernels fall on one stream: a stamp is the next number.
+class SequencedBackend {
+public:
+  using Stamp = int;
+  struct Pass {
+    int rank = 0;
+    int micro_batch = 0;
+    int begin = 0;
+    int end = 0;
+  };
+
+  explicit SequencedBackend(host::Backend& backend) : backend_(backend) {}
+  void load_input(int rank, int micro_batch, int slot) { backend_.load_input(rank, micro_batch, slot); }
+  void forward(int rank, int micro_batch, int input, int output) {
+    pass(rank, micro_batch, [&] { backend_.forward(rank, micro_batch, input, output); });
+  }
+  void backward(int rank, int micro_batch, int grad, int output) {
+    pass(rank, micro_batch, [&] { backend_.backward(rank, micro_batch, grad, output); });
+  }
+  [[nodiscard]] Stamp stamp(int /*rank*/) { return next_++; }
+  [[nodiscard]] double seconds(Stamp stamp) const { return stamp; }
+  [[nodiscard]] const std::vector<Pass>& passes() const { return passes_; }
+
+private:
+  template <class Work>
+  void pass(int rank, int micro_batch, Work work) {
+    const int begin = next_++;
+    work();
+    const int end = next_++;
+    const std::lock_guard lock(mutex_);
+    passes_.push_back({rank, micro_batch, begin, end});
+  }
+
+  host::Backend& backend_;
+  std::atomic<int> next_{0};
+  std::mutex mutex_;
+  std::vector<Pass> passes_;
+};
+
+// The host's local transport with the turns of the serialized CUDA run.
+struct TurnTakingTransport : host::LocalTransport {
+  TurnTakingTransport(host::Backend& backend, host::Mailboxes& mailboxes)
+      : host::LocalTransport(backend, mailboxes), turns(60) {}
+  StageTurns::Turn pass_turn(int key) { return turns.take(key); }
+  StageTurns turns;
+};
+
 }  // namespace
+
+TEST_CASE("executor host: serialized passes take turns, so that no other stage's work falls between their stamps") {
+  Rng rng(2027);
+  int crowded = 0;  // passes that another pass of their own stage or group overlapped: lanes meet inside passes
+  for (int k = 0; k < 24; ++k) {
+    CAPTURE(k);
+    const Job job = fixtures::seeded_job(k, rng).first;
+    const JobLayout job_layout = layout(job);
+    host::Mailboxes mailboxes(60);
+    host::LocalExchange exchange(mailboxes);
+    host::Backend backend(job, job_layout, exchange);
+    SequencedBackend sequenced(backend);
+    TurnTakingTransport transport(backend, mailboxes);
+    auto interpreter = make_interpreter(job, job_layout, sequenced, transport);
+    step_on_threads(
+        interpreter, job_layout.rank_count(),
+        [&](int rank) { return job_layout.ranks[static_cast<std::size_t>(rank)].runs; },
+        [&] {
+          mailboxes.stop();
+          transport.turns.stop();
+        },
+        [] {});
+    CHECK(backend.result(false).loss == host::run_local(job).result.loss);
+    // Each pass's key, as the interpreter gives it: its compute group's, else its stage's first lane.
+    std::map<std::pair<int, int>, int> group_key;
+    for (std::size_t g = 0; g < job_layout.compute_groups.size(); ++g)
+      for (const schedule::ComputeGroup::Member& member : job_layout.compute_groups[g].members)
+        group_key[{member.rank, member.micro_batch}] = -1 - static_cast<int>(g);
+    const auto key = [&](int rank, int micro_batch) {
+      if (const auto it = group_key.find({rank, micro_batch}); it != group_key.end()) return it->second;
+      const RankInfo& info = job_layout.ranks[static_cast<std::size_t>(rank)];
+      return job_layout.lane_ranks[static_cast<std::size_t>(info.pipeline)][static_cast<std::size_t>(info.stage)]
+          .front();
+    };
+    const auto timings = interpreter.timings();
+    for (const SequencedBackend::Pass& pass : sequenced.passes()) {
+      // The pass instruction whose stamps enclose the pass: what the interpreter reports as its time.
+      const RankInfo& info = job_layout.ranks[static_cast<std::size_t>(pass.rank)];
+      const auto& list =
+          job.pipelines[static_cast<std::size_t>(info.pipeline)].plan.ranks[static_cast<std::size_t>(info.stage)];
+      const auto& rank_timings = timings[static_cast<std::size_t>(pass.rank)];
+      const auto at = std::find_if(rank_timings.begin(), rank_timings.end(), [&](const InstructionTiming& timing) {
+        return timing.start < pass.begin && pass.end < timing.end;
+      });
+      REQUIRE(at != rank_timings.end());
+      const InstructionKind kind = list[static_cast<std::size_t>(at - rank_timings.begin())].kind;
+      CHECK((kind == InstructionKind::forward || kind == InstructionKind::backward));
+      for (const SequencedBackend::Pass& other : sequenced.passes()) {
+        if (&other == &pass || other.end < at->start || other.begin > at->end) continue;
+        CAPTURE(pass.rank);
+        CAPTURE(other.rank);
+        CHECK(key(other.rank, other.micro_batch) == key(pass.rank, pass.micro_batch));
+        ++crowded;
+      }
+    }
+  }
+  CHECK(crowded > 0);
+}
+
+TEST_CASE("executor host: a stage's turn is shared by its key, waited for by others, and ends on stop or timeout") {
+  StageTurns turns(60);
+  std::optional<StageTurns::Turn> first(turns.take(3));
+  std::optional<StageTurns::Turn> second(turns.take(3));  // the stage's other lane: no wait
+  std::atomic<bool> taken = false;
+  std::jthread other([&] {
+    const StageTurns::Turn turn = turns.take(-1);
+    taken = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK_FALSE(taken);  // both lanes of stage 3 hold it
+  first.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK_FALSE(taken);  // one lane still does
+  second.reset();
+  other.join();
+  CHECK(taken);
+  const StageTurns::Turn held = turns.take(5);
+  StageTurns short_turns(0.01);
+  const StageTurns::Turn short_held = short_turns.take(1);
+  CHECK_THROWS_WITH_AS((void)short_turns.take(2), doctest::Contains("timed out after 0.01 s waiting for the passes"),
+                       transport_error);
+  std::jthread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    turns.stop();
+  });
+  CHECK_THROWS_WITH_AS((void)turns.take(6), doctest::Contains("another rank failed"), transport_error);
+}
 
 TEST_CASE("executor host: every planner's plans, with TP, CP and recompute, give the unpacked loss and gradients") {
   // The seeded set: Hydraulis (cyclic, 1F1B placed by rank_placement), the sluice plan (its flex CP domain where
@@ -352,6 +492,40 @@ TEST_CASE("executor host: a run is deterministic and reports a trace and a timin
   CHECK(table.measured > 0);
   CHECK(table.replayed > 0);
   CHECK(format(table).find("iteration predicted") != std::string::npos);
+}
+
+TEST_CASE("executor host: serialized, a pass's time is shared by the lanes and group members that met in it") {
+  const std::vector<Sequence> batch = tiny_batch();
+  const std::vector<Sequence> long_batch{Sequence(0, 120), Sequence(1, 30), Sequence(2, 7), Sequence(3, 90)};
+  Rng rng(5);
+  const ModelConfig model = fixtures::random_model(rng);
+  const auto domain = fixtures::flex_domain(Scheme(1, 1), 4, CpKind::ring, false);
+  for (const Job& job : {fixtures::megatron_job(model, batch, 7, Scheme::parse("tp2pp1")),
+                         fixtures::flex_job(model, long_batch, 7, *domain)}) {
+    const JobLayout job_layout = layout(job);
+    RunReport report = host::run_local(job, {.gradients = false});
+    const TimingTable alone = timing_table(job, report);
+    report.serialized = true;
+    const TimingTable serialized = timing_table(job, report);
+    std::map<std::pair<int, int>, std::size_t> met;  // (rank, micro-batch) -> the ranks its passes meet
+    for (const schedule::ComputeGroup& group : job_layout.compute_groups)
+      for (const schedule::ComputeGroup::Member& member : group.members)
+        met[{member.rank, member.micro_batch}] = group.members.size();
+    REQUIRE(serialized.micro_batches.size() == alone.micro_batches.size());
+    std::set<std::size_t> shares;
+    for (std::size_t i = 0; i < alone.micro_batches.size(); ++i) {
+      const MicroBatchTiming& row = alone.micro_batches[i];
+      const std::vector<int>& lanes = job_layout.lane_ranks[static_cast<std::size_t>(row.pipeline)].front();
+      const auto group = met.find({lanes.front(), row.micro_batch});
+      const std::size_t share = group != met.end() ? group->second : lanes.size();
+      shares.insert(share);
+      CHECK(serialized.micro_batches[i].measured_forward ==
+            doctest::Approx(row.measured_forward / static_cast<double>(share)).epsilon(1e-12));
+      CHECK(serialized.micro_batches[i].measured_backward ==
+            doctest::Approx(row.measured_backward / static_cast<double>(share)).epsilon(1e-12));
+    }
+    CHECK(*shares.rbegin() >= 2);  // each job has passes that ranks share
+  }
 }
 
 TEST_CASE("executor host: plans broken by hand are rejected naming the rank and the instruction") {

@@ -104,7 +104,10 @@ constexpr bool pairs_itself() {
 }
 
 // post(transfer) at a Start; transfer(send, receive) when the two pair (unless it pairs itself); wait(transfer) at
-// the Wait of a completed operation.
+// the Wait of a completed operation. A transport whose ranks' work shares one stream may also offer turns:
+// pass_turn(key) returns a guard, and each pass holds one from before its first stamp to after its last, keyed by its
+// stage (the global rank of the stage's first lane) or, for a compute group's micro-batch, by -1 - the group's index.
+// The ranks that meet inside a pass share its key.
 template <class T>
 concept Transport = requires(T& transport, const Transfer& transfer) {
   transport.post(transfer);
@@ -228,6 +231,7 @@ public:
     bool moved = false;
     while (state.next < state.list->size()) {
       const Instruction& in = (*state.list)[state.next];
+      [[maybe_unused]] const auto turn = pass_turn(rank, in);
       if (!state.blocked_since) state.blocked_since = backend_.stamp(rank);
       if (!execute(rank, in)) return moved;
       state.starts[state.next] = *state.blocked_since;
@@ -420,6 +424,21 @@ private:
 
   static bool is_pass(InstructionKind kind) {
     return kind == InstructionKind::forward || kind == InstructionKind::backward;
+  }
+
+  // The transport's turn for a pass (see Transport), or nothing.
+  auto pass_turn(int rank, const Instruction& in) {
+    if constexpr (requires { transport_.pass_turn(rank); }) {
+      using Turn = decltype(transport_.pass_turn(rank));
+      const RankState& state = at(rank);
+      if (!is_pass(in.kind) || in.micro_batch < 0 || static_cast<std::size_t>(in.micro_batch) >= state.group.size())
+        return Turn{};
+      const int group = state.group[static_cast<std::size_t>(in.micro_batch)];
+      return transport_.pass_turn(group >= 0 ? -1 - group
+                                             : (*state.table)[static_cast<std::size_t>(state.stage)].front());
+    } else {
+      return 0;
+    }
   }
 
   // For a forward or backward of a compute group's micro-batch: the first member not yet at or past the same pass

@@ -27,8 +27,10 @@ bool nccl_available() noexcept;
 // sender) pair for copies; a Start records an event on its rank's stream, the second Start of a send and its
 // receive issues the copy on the receiver's copy stream after both events and records a done event, which Waits
 // make compute streams wait for. TP's and Ulysses' collectives copy between the lanes' buffers on each lane's stream.
-// options.serialize puts every rank on one stream, in the order the threads issue their work: ops run one at a
-// time, so their times carry no contention between ranks (for checking per-op costs on one GPU). The loss and the
+// options.serialize puts every rank on one stream, in the order the threads issue their work, and each pass takes
+// its stage's turn (StageTurns): its time is its own stage's work alone, free of contention between ranks (for
+// checking per-op costs on one GPU; the report says serialized, so that the replay divides a stage's time by its
+// lanes). The loss and the
 // gradients are every rank's downloaded and added on the host in float64 (over pipelines, and over TP for the
 // replicated norms), as the host backend adds them.
 RunReport run_local(const Job& job, const RunOptions& options = {});

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -43,6 +44,68 @@ void wait_for_peers(std::condition_variable& changed, std::unique_lock<std::mute
       throw transport_error(sluice::concat("timed out after ", timeout_seconds, " s waiting for ", peers));
   }
 }
+
+// Turns at the passes of ranks whose work goes onto one stream (the serialized CUDA run), for a transport's
+// pass_turn (sluice/schedule/interpreter.hpp): the passes of one key (a stage's lanes, which meet at the collectives
+// inside their passes) run together and exclude every other key's, so that the kernels between a pass's stamps are
+// its own and its measured time is free of the others'. Only passes take turns, never a Wait, so a rank waiting for
+// a peer holds none.
+class StageTurns {
+public:
+  class Turn {
+  public:
+    Turn() = default;
+    Turn(Turn&& other) noexcept : turns_(std::exchange(other.turns_, nullptr)) {}
+    Turn(const Turn&) = delete;
+    Turn& operator=(const Turn&) = delete;
+    Turn& operator=(Turn&&) = delete;
+    ~Turn() {
+      if (turns_) turns_->release();
+    }
+
+  private:
+    friend class StageTurns;
+    explicit Turn(StageTurns* turns) : turns_(turns) {}
+    StageTurns* turns_ = nullptr;
+  };
+
+  explicit StageTurns(double timeout_seconds) : timeout_(timeout_seconds) {}
+
+  // Blocks until no pass of another key is running; throws transport_error after the timeout or once stop() was
+  // called.
+  [[nodiscard]] Turn take(int key) {
+    std::unique_lock lock(mutex_);
+    wait_for_peers(free_, lock, timeout_, stopped_, "the passes of another stage",
+                   [&] { return holders_ == 0 || owner_ == key; });
+    owner_ = key;
+    ++holders_;
+    return Turn(this);
+  }
+
+  void stop() {
+    {
+      const std::lock_guard lock(mutex_);
+      stopped_ = true;
+    }
+    free_.notify_all();
+  }
+
+private:
+  void release() {
+    {
+      const std::lock_guard lock(mutex_);
+      --holders_;
+    }
+    free_.notify_all();
+  }
+
+  double timeout_;
+  std::mutex mutex_;
+  std::condition_variable free_;
+  int owner_ = 0;
+  int holders_ = 0;
+  bool stopped_ = false;
+};
 
 struct TransferTiming {
   int from_rank = 0;  // global ranks
@@ -97,6 +160,7 @@ struct RunReport {
   // the CUDA backend's stream-ordered allocations), where the backend measures them.
   std::vector<double> activation_peak_bytes;
   std::string device;
+  bool serialized = false;  // every rank's work on one stream, its passes taking turns (cuda::run_local)
 };
 
 // The interpreter over the job's lanes (ranks as JobLayout places them) and its compute groups; its errors start

@@ -20,7 +20,7 @@ struct RunOptions {
   // JobChecks::structure meets a broken plan as the ranks run it; JobChecks::all rejects it before any rank starts.
   JobChecks checks = JobChecks::all;
   int warmup = 1;          // GPUs: untimed iterations first (cuBLAS heuristics, the allocator's pool)
-  bool serialize = false;  // cuda::run_local: every rank on one stream, ops one at a time, free of contention
+  bool serialize = false;  // cuda::run_local: every rank on one stream, passes taking turns, free of contention
   // cuda::run_local: the GPU; cuda::run_nccl: the first of the ranks' GPUs (rank r on device + r); over MPI: the GPU
   // this process binds. -1: device 0, or under MPI the process's rank among its node's processes.
   int device = -1;

@@ -7,15 +7,19 @@
 // makespan, the table gives the *replayed* one: the same simulator run on the measured forward and backward times
 // with the plan's compute orders and free links. When ranks share a device (the local transport) the measured
 // makespan includes their contention; the replay is what the cost model's per-op error alone does to the
-// iteration time.
+// iteration time. Serialized, the ranks that meet inside a pass (a stage's lanes, a compute group's members) share
+// its turn, so each one's time holds all their kernels; a GPU of its own would take its share, that time divided by
+// how many met, as the profiler divides its samples.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <iomanip>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -123,6 +127,10 @@ inline TimingTable timing_table(const Job& job, const RunReport& report) {
   constexpr double nan = std::numeric_limits<double>::quiet_NaN();
   // Op times shorter than this are timer noise; the simulator needs positive times.
   constexpr double resolution = 1e-9;
+  std::map<std::pair<int, int>, std::size_t> group_size;  // (rank, micro-batch) of a compute group -> its members
+  for (const schedule::ComputeGroup& group : job_layout.compute_groups)
+    for (const schedule::ComputeGroup::Member& member : group.members)
+      group_size[{member.rank, member.micro_batch}] = group.members.size();
   TimingTable table;
   for (std::size_t p = 0; p < job.pipelines.size(); ++p) {
     const PipelineJob& pipeline = job.pipelines[p];
@@ -147,9 +155,12 @@ inline TimingTable timing_table(const Job& job, const RunReport& report) {
         const bool forward = in.kind == schedule::InstructionKind::forward;
         schedule::MicroBatchCost& cost = replay.micro_batches[static_cast<std::size_t>(in.micro_batch)];
         double& seconds = (forward ? cost.forward : cost.backward)[static_cast<std::size_t>(j)];
-        for (const int rank : job_layout.lane_ranks[p][static_cast<std::size_t>(j)]) {
+        const std::vector<int>& lanes = job_layout.lane_ranks[p][static_cast<std::size_t>(j)];
+        for (const int rank : lanes) {
           const InstructionTiming& t = report.instructions[static_cast<std::size_t>(rank)][k];
-          seconds = std::max({seconds, t.end - t.start, resolution});
+          const auto group = group_size.find({rank, in.micro_batch});
+          const std::size_t met = !report.serialized ? 1 : group != group_size.end() ? group->second : lanes.size();
+          seconds = std::max({seconds, (t.end - t.start) / static_cast<double>(met), resolution});
         }
         order.stages[static_cast<std::size_t>(j)].push_back(
             {in.micro_batch, forward ? schedule::Pass::forward : schedule::Pass::backward});

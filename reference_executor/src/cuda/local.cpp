@@ -34,13 +34,17 @@ int first_held(const Backend& backend) {
 // receiving slot once the send and the receive have both started (whichever Start comes second issues the copy),
 // on a copy stream per (receiver, sender). The copy waits for both Starts on their ranks' compute streams: the sent
 // data is written, and whatever read the receiving slot before has finished. A Wait blocks its thread until its
-// operation has paired, as the plan's dry run assumes, and makes its compute stream wait for the copy.
+// operation has paired, as the plan's dry run assumes, and makes its compute stream wait for the copy. Serialized,
+// every rank's work goes onto one stream, so each pass takes its turn (StageTurns): the kernels between its stamps
+// are its stage's alone, not whatever another thread issued meanwhile.
 class LocalTransport {
 public:
   static constexpr bool pairs_itself = true;
 
   LocalTransport(Backend& backend, bool serialize, double timeout_seconds)
-      : backend_(backend), serialize_(serialize), timeout_(timeout_seconds) {}
+      : backend_(backend), serialize_(serialize), timeout_(timeout_seconds), turns_(timeout_seconds) {}
+
+  StageTurns::Turn pass_turn(int key) { return serialize_ ? turns_.take(key) : StageTurns::Turn{}; }
 
   void post(const Transfer& transfer) {
     const std::lock_guard lock(mutex_);
@@ -75,6 +79,7 @@ public:
       stopped_ = true;
     }
     paired_.notify_all();
+    turns_.stop();
   }
 
   // After the device has finished.
@@ -134,6 +139,7 @@ private:
   Backend& backend_;
   bool serialize_;
   double timeout_;
+  StageTurns turns_;
   std::mutex mutex_;
   std::condition_variable paired_;
   bool stopped_ = false;
@@ -184,6 +190,7 @@ RunReport run_local(const Job& job, const RunOptions& options) {
   report.activation_peak_bytes = backend.activation_peaks();
   fill_makespans(job_layout, report);
   report.device = device_name(device) + (options.serialize ? " (local, serialized)" : " (local)");
+  report.serialized = options.serialize;
   return report;
 }
 
