@@ -97,7 +97,7 @@ torch.backends.cudnn.version())" 2>&1
 
 step kernels 120 "${build}/test/executor/test_executor_kernels"
 kernels_passed=$?
-bench bench 240 "${build}" '^BM_(Attention|RingAttention|Gemm)'
+bench bench 320 "${build}" '^BM_(Attention|RingAttention|Gemm)'
 step cuda 150 "${build}/test/executor/test_executor_cuda"
 bench layers 150 "${build}" '^BM_(Layer(Stack|Elementwise)|CrossEntropy)/'
 if [ -n "${other_build}" ]; then
