@@ -39,9 +39,10 @@ constexpr std::string_view usage =
     "Plans the same sampled batches with the Megatron-LM-style system, DynaPipe and sluice, runs every plan on this\n"
     "GPU (ranks serialized) and prints per system the measured iteration time, the simulator's prediction for the\n"
     "same plan, their error and the measured speedups. The model defaults to LLaMA-7B-shaped layers; the profile is\n"
-    "fitted on the GPU first unless --profile is given. --backend host runs the float64 host backend instead (small\n"
-    "models, needs --profile). --cp, --cp-kinds and --ac add the profile's CP and recompute schemes as the sluice\n"
-    "tool does (both backends run them). --json FILE also writes the results as a sluice.measured_systems document.\n"
+    "fitted on the GPU first, over lengths up to the context, unless --profile is given. --backend host runs the\n"
+    "float64 host backend instead (small models, needs --profile). --cp, --cp-kinds and --ac add the profile's CP and\n"
+    "recompute schemes as the sluice tool does (both backends run them). --json FILE also writes the results as a\n"
+    "sluice.measured_systems document.\n"
     "--progress prints on stderr how long the profile and each executed plan took.\n"
     "Exit codes: 0 success, 2 bad input or no CUDA device (one line on stderr), 1 anything else.\n"
     "--help prints this; --version prints the version.\n";

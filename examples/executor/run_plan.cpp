@@ -99,7 +99,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   }
   examples::note_one_cpu("sluice_run_plan", processes, on_gpu);
   const sluice::cost::Profile profile =
-      examples::with_space(examples::load_profile(profile_path, model, gpus), space, model);
+      examples::with_space(examples::load_profile(profile_path, model, gpus, context), space, model);
 
   const sluice::data::LengthDataset dataset =
       sluice::data::LengthDataset(sluice::data::synthetic_lengths({.count = 5000, .seed = seed}), "synthetic")
