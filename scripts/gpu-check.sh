@@ -113,8 +113,10 @@ if [ -n "${python_package}" ]; then
   step train_llama 150 python3 "${repository}/examples/python/train_llama.py" --steps 4 --device cuda \
     --dtype bfloat16 --check
 fi
+# Lengths up to 16,384, the 8-GPU comparison's context below: a fit that extrapolates past its longest sample
+# predicted a 16K-token sequence 11% slow.
 step profile 150 "${measure_build}/examples/executor/sluice_profile_gpu" --out "${out}/executor_profile.json" \
-  --samples "${out}/executor_samples.csv"
+  --samples "${out}/executor_samples.csv" --lengths 256,512,1024,2048,4096,8192,16384
 # Stages of TP 2, ring and Ulysses CP 2 and their hybrid at CP 4, their lanes serialized on the GPU.
 step profile_parallel 150 "${measure_build}/examples/executor/sluice_profile_gpu" \
   --schemes tp1pp1,tp2pp1,tp1cp2ringpp1,tp1cp2ulyssespp1,tp1cp4hybrid2pp1ac --lengths 512,1024,2048,4096 \
@@ -125,6 +127,16 @@ if [ -f "${out}/executor_profile.json" ]; then
 fi
 step measure_systems 240 "${measure_build}/examples/executor/sluice_measure_systems" --iterations 2 --progress \
   --json "${out}/measured_systems.json"
+# The profiled decoder (8 layers, hidden 1024) on 4 GPUs at context 8,192 and on 8 GPUs at 16,384, 3 iterations:
+# docs/measured.md's prediction tables.
+if [ -f "${out}/executor_profile.json" ]; then
+  for gpus in 4 8; do
+    step "measure_small_${gpus}" 120 "${measure_build}/examples/executor/sluice_measure_systems" --progress \
+      --profile "${out}/executor_profile.json" --layers 8 --hidden 1024 --heads 8 --ffn 2816 --vocab 32000 \
+      --gpus "${gpus}" --tokens $((gpus * 8192)) --context $((gpus * 2048)) --iterations 3 \
+      --json "${out}/measured_small_${gpus}.json"
+  done
+fi
 # The same comparison with the CP schemes (ring and Ulysses CP 2) and recompute in every system's scheme space.
 step measure_systems_cp 240 "${measure_build}/examples/executor/sluice_measure_systems" --iterations 1 --progress \
   --cp 2 --cp-kinds ring,ulysses --ac --json "${out}/measured_systems_cp.json"
@@ -265,7 +277,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
               + (f"  {entry['label']}" if entry.get("label") else ""))
 EOF
 fi
-for name in compare_torch measure_systems python_tests train_llama profile ncu_mma ncu_single_pass; do
+for name in compare_torch measure_systems measure_small_4 measure_small_8 python_tests train_llama profile ncu_mma ncu_single_pass; do
   [ -f "${out}/${name}.log" ] && { echo "--- ${name}"; tail -n 60 "${out}/${name}.log" | cut -c1-200; }
 done
 if [ -f "${out}/ncu_layers.log" ] && command -v python3 > /dev/null; then
