@@ -30,9 +30,8 @@ bool nccl_available() noexcept;
 // options.serialize puts every rank on one stream, in the order the threads issue their work, and each pass takes
 // its stage's turn (StageTurns): its time is its own stage's work alone, free of contention between ranks (for
 // checking per-op costs on one GPU; the report says serialized, so that the replay divides a stage's time by its
-// lanes). The loss and the
-// gradients are every rank's downloaded and added on the host in float64 (over pipelines, and over TP for the
-// replicated norms), as the host backend adds them.
+// lanes). The loss and the gradients are every rank's downloaded and added on the host in float64 (over pipelines,
+// and over TP for the replicated norms), as the host backend adds them.
 RunReport run_local(const Job& job, const RunOptions& options = {});
 
 // The NCCL transport in one process: a GPU and a host thread per rank (rank r on device options.device + r);
