@@ -1,8 +1,9 @@
 // The CUDA backend: sluice's plans, TP, CP of every kind, flex CP groups and recompute among them, on the local
-// transport (streams per rank,
-// and serialized) and on NCCL give the float64 host backend's loss and gradients within bf16 tolerance; the profiler
-// yields a valid profile; the trace is valid JSON. Cases that need a GPU (the suite "gpu") or four ("gpus:4") are
-// skipped where they are missing (gpu_test_main.cpp); the checks of bad input run everywhere.
+// transport (streams per rank, and serialized) and on NCCL give the float64 host backend's loss and gradients within
+// bf16 tolerance; the profiler yields a valid profile; the trace is valid JSON. Cases that need a GPU (the suite "gpu")
+// or four ("gpus:4") are skipped where they are missing (gpu_test_main.cpp); the checks of bad input run everywhere.
+// Without a GPU, test_executor_cuda_emulated runs the GPU cases on the CPU: this file and the backend's sources under
+// the CUDA emulation (emulation/cuda_emulation.hpp), its runtime, cuBLAS and NCCL included.
 #include <doctest/doctest.h>
 
 #include <algorithm>

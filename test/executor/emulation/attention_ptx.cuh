@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -20,13 +21,10 @@ using emulation::kWarpSize;
 
 inline std::uint32_t bits(__nv_bfloat16 value) { return static_cast<__nv_bfloat16_raw>(value).x; }
 
-inline float low_half(std::uint32_t pair) {
-  __nv_bfloat16_raw raw;
-  raw.x = static_cast<unsigned short>(pair & 0xffffu);
-  return __bfloat162float(__nv_bfloat16(raw));
-}
+// A bf16 is a float's upper 16 bits.
+inline float low_half(std::uint32_t pair) { return std::bit_cast<float>(pair << 16); }
 
-inline float high_half(std::uint32_t pair) { return low_half(pair >> 16); }
+inline float high_half(std::uint32_t pair) { return std::bit_cast<float>(pair & 0xffff0000u); }
 
 inline std::uint32_t pair_of(__nv_bfloat16 low, __nv_bfloat16 high) { return bits(low) | bits(high) << 16; }
 
@@ -65,19 +63,28 @@ inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], const __nv_bfloat16* pointe
 // C (rows g, g+8; columns 2t, 2t+1). The products of exact bf16 values are summed in double, then added to c.
 inline void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
   using namespace ptx_emulation;
-  const std::array<MmaOperands, kWarpSize> lanes =
-      emulation::warp_values(MmaOperands{{a[0], a[1], a[2], a[3]}, {b0, b1}});
+  const MmaOperands mine{{a[0], a[1], a[2], a[3]}, {b0, b1}};
+  const std::byte* const slots = emulation::warp_publish(&mine, sizeof(mine));
+  const auto operands = [slots](unsigned source) {
+    MmaOperands of_lane;
+    std::memcpy(&of_lane, slots + source * emulation::kExchangeBytes, sizeof(of_lane));
+    return of_lane;
+  };
   // A's (row, k) is in lane 4·(row % 8) + (k % 8) / 2, register (row / 8) + 2·(k / 8), half k % 2; B's (k, col) in
   // lane 4·col + (k % 8) / 2, register k / 8, half k % 2. This lane's rows of A and columns of B, then their products.
   const unsigned lane = emulation::lane();
   const auto half = [](std::uint32_t pair, unsigned k) { return k % 2 == 0 ? low_half(pair) : high_half(pair); };
   float rows[2][16];
   float cols[2][16];
-  for (unsigned h = 0; h < 2; ++h)
-    for (unsigned k = 0; k < 16; ++k) {
-      rows[h][k] = half(lanes[4 * (lane / 4) + k % 8 / 2].a[h + 2 * (k / 8)], k);
-      cols[h][k] = half(lanes[4 * (2 * (lane % 4) + h) + k % 8 / 2].b[k / 8], k);
-    }
+  for (unsigned quad = 0; quad < 4; ++quad) {  // the lanes holding k = 2·quad, 2·quad + 1 and those + 8
+    const MmaOperands row_lane = operands(4 * (lane / 4) + quad);
+    const MmaOperands col_lanes[2] = {operands(4 * (2 * (lane % 4)) + quad), operands(4 * (2 * (lane % 4) + 1) + quad)};
+    for (unsigned k : {2 * quad, 2 * quad + 1, 2 * quad + 8, 2 * quad + 9})
+      for (unsigned h = 0; h < 2; ++h) {
+        rows[h][k] = half(row_lane.a[h + 2 * (k / 8)], k);
+        cols[h][k] = half(col_lanes[h].b[k / 8], k);
+      }
+  }
   for (unsigned i = 0; i < 4; ++i) {  // c[i]: row lane/4 + 8·(i/2), column 2·(lane%4) + i%2
     double sum = 0.0;
     for (unsigned k = 0; k < 16; ++k) sum += static_cast<double>(rows[i / 2][k]) * cols[i % 2][k];

@@ -1,4 +1,4 @@
-// The emulator's grid runner and the CUDA runtime calls the kernels and their tests make, on host memory.
+// The emulator's grid runner: a launch's threads as fibers on one host thread.
 #include "cuda_emulation.hpp"
 
 #include <ucontext.h>
@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -143,7 +144,7 @@ struct Barrier {
   }
 };
 
-// One launch. Its blocks run one after another on the calling host thread, each CUDA thread a fiber with a stack of
+// One launch. Its blocks run one after another on its stream's host thread, each CUDA thread a fiber with a stack of
 // its own: a fiber runs until it waits at a barrier or returns, then the next one runs, round after round, until the
 // block's threads have all returned. Switching fibers costs far less than waking host threads, and a round in which
 // no thread moves is a deadlock, which fails at once instead of hanging.
@@ -155,12 +156,14 @@ public:
         threads_(config.block.x * config.block.y * config.block.z),
         fibers_(threads_),
         warp_barriers_((threads_ + kWarpSize - 1) / kWarpSize),
-        slots_{std::vector<std::byte>(threads_ * kExchangeBytes), std::vector<std::byte>(threads_ * kExchangeBytes)},
+        // Whole warps, zeros where the block has no lane: those slots are never written.
+        slots_{std::vector<std::byte>(warp_barriers_.size() * kWarpSize * kExchangeBytes),
+               std::vector<std::byte>(warp_barriers_.size() * kWarpSize * kExchangeBytes)},
         shared_(config.shared_bytes > 0 ? new (std::align_val_t{kSharedAlignment}) std::byte[config.shared_bytes]
                                         : nullptr) {
-    // The host thread's stacks serve every launch: allocating and touching fresh ones each time would cost more
-    // than the small kernels' work.
-    thread_local std::vector<std::unique_ptr<std::byte[]>> stacks;
+    // The stacks serve every launch (one runs at a time): allocating and touching fresh ones each time would cost
+    // more than the small kernels' work.
+    static std::vector<std::unique_ptr<std::byte[]>> stacks;
     while (stacks.size() < threads_) stacks.push_back(std::unique_ptr<std::byte[]>(new std::byte[kStackBytes]));
     for (unsigned thread = 0; thread < threads_; ++thread) fibers_[thread].stack = stacks[thread].get();
   }
@@ -183,23 +186,16 @@ public:
 
   void sync_warp(unsigned thread) { wait(warp_barriers_[thread / kWarpSize]); }
 
-  void exchange(unsigned thread, const void* value, std::size_t bytes, void* lanes) {
+  const std::byte* publish(unsigned thread, const void* value, std::size_t bytes) {
     if (bytes > kExchangeBytes) fail("a warp exchange of more bytes than a slot holds");
-    const unsigned first = thread / kWarpSize * kWarpSize;
     // Two slot sets used in turn: a thread cannot write a set again before every thread of its warp has passed the
     // next exchange's barrier, by which time they have all read it.
     unsigned& parity = fibers_[thread].exchange_parity;
-    std::vector<std::byte>& slots = slots_[parity];
-    std::memcpy(slots.data() + thread * kExchangeBytes, value, bytes);
+    std::byte* const slots = slots_[parity].data();
+    std::memcpy(slots + thread * kExchangeBytes, value, bytes);
     sync_warp(thread);
-    auto* out = static_cast<std::byte*>(lanes);
-    for (unsigned lane = 0; lane < kWarpSize; ++lane) {
-      if (first + lane < threads_)
-        std::memcpy(out + lane * bytes, slots.data() + (first + lane) * kExchangeBytes, bytes);
-      else
-        std::memset(out + lane * bytes, 0, bytes);
-    }
     parity ^= 1;
+    return slots + thread / kWarpSize * kWarpSize * kExchangeBytes;
   }
 
   [[nodiscard]] void* shared() const { return shared_.get(); }
@@ -314,62 +310,24 @@ void sync_warp() { current().sync_warp(current_thread); }
 
 unsigned lane() { return current_thread % kWarpSize; }
 
-void warp_exchange(const void* value, std::size_t bytes, void* lanes) {
-  current().exchange(current_thread, value, bytes, lanes);
+const std::byte* warp_publish(const void* value, std::size_t bytes) {
+  return current().publish(current_thread, value, bytes);
 }
 
 void* dynamic_shared() { return current().shared(); }
 
-void run_grid(const Config& config, const std::function<void()>& body) {
+void launch(const Config& config, std::function<void()> body) {
   const std::uint64_t threads = std::uint64_t{config.block.x} * config.block.y * config.block.z;
   if (threads == 0 || threads > kMaxThreads || config.block.z > 64)
     fail("a block of no threads or more than 1024 (or z past 64)");
   if (config.grid.x == 0 || config.grid.y == 0 || config.grid.z == 0 || config.grid.y > 65535 || config.grid.z > 65535)
     fail("a grid with no blocks, or y or z past 65535");
   if (config.shared_bytes > kMaxSharedBytes) fail("more dynamic shared memory than a block may have");
-  Grid(config, body).run();
+  submit(config.stream, [config, body = std::move(body)] {
+    static std::mutex one_launch_at_a_time;
+    const std::lock_guard lock(one_launch_at_a_time);
+    Grid(config, body).run();
+  });
 }
 
 }  // namespace sluice::executor::emulation
-
-// The CUDA runtime calls of the kernels' wrappers and their tests, on host memory. Everything runs in order, at once:
-// streams and synchronisation have nothing to wait for.
-extern "C" {
-
-cudaError_t cudaGetDeviceCount(int* count) {
-  *count = 1;
-  return cudaSuccess;
-}
-
-cudaError_t cudaGetLastError() { return cudaSuccess; }
-
-const char* cudaGetErrorString(cudaError_t /*error*/) { return "cuda emulation: no such error can occur"; }
-
-cudaError_t cudaMalloc(void** pointer, size_t bytes) {
-  // 256-byte aligned, as cudaMalloc's are, and no larger than asked, so that AddressSanitizer sees any access past
-  // the end; a zero-byte request still gets a distinct pointer.
-  return posix_memalign(pointer, 256, std::max<size_t>(bytes, 1)) == 0 ? cudaSuccess : cudaErrorMemoryAllocation;
-}
-
-cudaError_t cudaFree(void* pointer) {
-  std::free(pointer);
-  return cudaSuccess;
-}
-
-cudaError_t cudaMemcpy(void* to, const void* from, size_t bytes, cudaMemcpyKind /*kind*/) {
-  if (bytes > 0) std::memcpy(to, from, bytes);
-  return cudaSuccess;
-}
-
-cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t /*stream*/) {
-  if (bytes > 0) std::memset(pointer, value, bytes);
-  return cudaSuccess;
-}
-
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
-
-cudaError_t cudaFuncSetAttribute(const void* /*function*/, cudaFuncAttribute /*attribute*/, int /*value*/) {
-  return cudaSuccess;
-}
-
-}  // extern "C"

@@ -2,11 +2,12 @@
 // CUDA's execution model on the CPU, for testing kernels where there is no GPU. The kernels' own sources are compiled
 // as C++ (rewrite.cmake turns `kernel<<<grid, block, shared, stream>>>(args)` into `kernel | Config{...}(args)` and
 // `extern __shared__` arrays into the launch's dynamic shared memory) with this header included first. A launch runs
-// its blocks one after another on the calling host thread; each CUDA thread is a fiber with a stack of its own, so
+// its blocks one after another on its stream's host thread; each CUDA thread is a fiber with a stack of its own, so
 // that __syncthreads and the warp shuffles are real barriers (a fiber waits there while the others run), and every
 // access the kernels make goes to host memory, where AddressSanitizer and UndefinedBehaviorSanitizer see it. "Device"
-// memory is host memory, and the runtime calls the kernels and their tests make (cudaMalloc, cudaMemcpy,
-// cudaMemsetAsync, ...) are defined in cuda_emulation.cpp, which replaces libcudart.
+// memory is host memory. cuda_runtime.cpp replaces libcudart: streams are host threads that run their work in
+// order, events mark points in them, and copies and launches are queued as CUDA queues them. libraries.cpp replaces
+// the parts of cuBLAS and NCCL the CUDA backend calls, so that it runs whole plans here as on GPUs.
 //
 // The attention kernels' tensor-core code runs too: the PTX wrappers (attention_ptx.cuh) and wmma (mma.h) have
 // versions here, found first on the include path, that exchange the lanes' operands and compute each lane's part of
@@ -14,7 +15,8 @@
 //
 // What it cannot show: speed, the GPU's own rounding of fused operations (the host compiler decides where to fuse a
 // multiply-add) and of the tensor cores' sums, races between blocks (they never overlap), and races on cp.async's
-// copies (they complete at once).
+// copies (they complete at once). Kernels of different streams never overlap either (one launch runs at a time), but
+// everything else on the streams does: copies, waits, cuBLAS and NCCL.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -22,6 +24,7 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstring>
 #include <functional>
 #include <tuple>
 #include <type_traits>
@@ -49,27 +52,35 @@ void sync_threads();
 void sync_warp();
 // The running thread's lane in its warp.
 unsigned lane();
-// Every lane's `bytes` of `value`, lane after lane into `lanes` (kWarpSize · bytes; a lane the block lacks gives
-// zeros): a barrier of the warp's threads around an exchange, on which shuffles and the warp-wide PTX are built.
-void warp_exchange(const void* value, std::size_t bytes, void* lanes);
+// Publishes the calling lane's `bytes` of `value` and waits at a barrier of the warp's threads for the others':
+// lane l's bytes then lie at the result + l · kExchangeBytes (zeros for a lane the block lacks), readable until the
+// caller's next exchange. The shuffles and the warp-wide PTX are built on it.
+const std::byte* warp_publish(const void* value, std::size_t bytes);
 
+// Every lane's `value`.
 template <class T>
 std::array<T, kWarpSize> warp_values(const T& value) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= kExchangeBytes);
+  const std::byte* const slots = warp_publish(&value, sizeof(T));
   std::array<T, kWarpSize> lanes;
-  warp_exchange(&value, sizeof(T), lanes.data());
+  for (unsigned l = 0; l < kWarpSize; ++l) std::memcpy(&lanes[l], slots + l * kExchangeBytes, sizeof(T));
   return lanes;
 }
 
-// __shfl_xor_sync and __shfl_sync: the value of lane `lane() ^ lane_mask`, or of lane `source`.
-template <class T>
-T shuffle_xor(T value, int lane_mask) {
-  return warp_values(value)[(lane() ^ static_cast<unsigned>(lane_mask)) % kWarpSize];
-}
+// __shfl_sync and __shfl_xor_sync: the value of lane `source`, or of lane `lane() ^ lane_mask`.
 template <class T>
 T shuffle(T value, int source) {
-  return warp_values(value)[static_cast<unsigned>(source) % kWarpSize];
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= kExchangeBytes);
+  const std::byte* const slots = warp_publish(&value, sizeof(T));
+  T result;
+  std::memcpy(&result, slots + static_cast<unsigned>(source) % kWarpSize * kExchangeBytes, sizeof(T));
+  return result;
 }
+template <class T>
+T shuffle_xor(T value, int lane_mask) {
+  return shuffle(value, static_cast<int>(lane() ^ static_cast<unsigned>(lane_mask)));
+}
+
 // The launch's dynamic shared memory, 128-byte aligned, filled with 0xff bytes (NaN as floats) before each block.
 void* dynamic_shared();
 
@@ -94,12 +105,24 @@ struct Config {
   }
 };
 
-// Runs `body` once for every thread of every block of the grid; aborts with a message on a grid CUDA would refuse.
-void run_grid(const Config& config, const std::function<void()>& body);
+// Checks a launch's configuration as CUDA would (aborting with a message on a grid CUDA refuses) and queues it on its
+// stream, where it runs `body` once for every thread of every block of the grid. Launches run one at a time in the
+// process, whatever their stream: a block's __shared__ variables are statics, and the fibers' stacks are shared.
+void launch(const Config& config, std::function<void()> body);
+
+// Runs `work` in `stream`'s order: on the stream's own host thread, after the work queued before it there. On the
+// legacy default stream (null) it runs at once on the calling thread, after the current device's blocking streams
+// have drained, as the legacy stream waits for them.
+void submit(cudaStream_t stream, std::function<void()> work);
+
+// The device current on the calling thread (cudaSetDevice's).
+int current_device();
 
 template <class... Params, class... Args>
-void operator|(void (*kernel)(Params...), const Launch<Args...>& launch) {
-  run_grid(launch.config, [&] { std::apply([&](const Args&... args) { kernel(args...); }, launch.args); });
+void operator|(void (*kernel)(Params...), const Launch<Args...>& launch_with) {
+  launch(launch_with.config, [kernel, args = launch_with.args] {
+    std::apply([kernel](const Args&... values) { kernel(values...); }, args);
+  });
 }
 
 }  // namespace sluice::executor::emulation
