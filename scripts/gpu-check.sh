@@ -140,6 +140,10 @@ fi
 # The same comparison with the CP schemes (ring and Ulysses CP 2) and recompute in every system's scheme space.
 step measure_systems_cp 240 "${measure_build}/examples/executor/sluice_measure_systems" --iterations 1 --progress \
   --cp 2 --cp-kinds ring,ulysses --ac --json "${out}/measured_systems_cp.json"
+# And with TP 2 too: the profile measured on the spot holds <2, PP> (its lanes serialized), so every system may
+# choose TP 2, CP 2 or recompute, and the executed plans run them.
+step measure_systems_tp 300 "${measure_build}/examples/executor/sluice_measure_systems" --iterations 1 --progress \
+  --tp 1,2 --cp 2 --cp-kinds ring,ulysses --ac --json "${out}/measured_systems_tp.json"
 if python3 -c "import torch" 2> /dev/null; then
   # Ring attention's FlashAttention blocks, every CP rank serialized on this GPU.
   # and one rank's share of the flex CP plans that scripts/gpu-bundle.sh planned, against static CP 8.
@@ -277,7 +281,8 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
               + (f"  {entry['label']}" if entry.get("label") else ""))
 EOF
 fi
-for name in compare_torch measure_systems measure_small_4 measure_small_8 python_tests train_llama profile ncu_mma ncu_single_pass; do
+for name in compare_torch measure_systems measure_small_4 measure_small_8 measure_systems_cp measure_systems_tp \
+  python_tests train_llama profile ncu_mma ncu_single_pass; do
   [ -f "${out}/${name}.log" ] && { echo "--- ${name}"; tail -n 60 "${out}/${name}.log" | cut -c1-200; }
 done
 if [ -f "${out}/ncu_layers.log" ] && command -v python3 > /dev/null; then

@@ -35,11 +35,12 @@ constexpr std::string_view usage =
     "usage: sluice_measure_systems [--layers 4 --hidden 4096 --heads 32 --ffn 11008 --vocab 32000 --model-seed 1]\n"
     "                              [--lengths man-pages] [--iterations 3] [--tokens 32768] [--context 8192]\n"
     "                              [--gpus 4] [--seed 0] [--profile FILE|NAME] [--backend cuda|host] [--json FILE]\n"
-    "                              [--cp C1,C2 [--cp-kinds K]] [--ac] [--progress]\n"
+    "                              [--tp T1,T2] [--cp C1,C2 [--cp-kinds K]] [--ac] [--progress]\n"
     "Plans the same sampled batches with the Megatron-LM-style system, DynaPipe and sluice, runs every plan on this\n"
     "GPU (ranks serialized) and prints per system the measured iteration time, the simulator's prediction for the\n"
     "same plan, their error and the measured speedups. The model defaults to LLaMA-7B-shaped layers; the profile is\n"
-    "fitted on the GPU first, over lengths up to the context, unless --profile is given. --backend host runs the\n"
+    "fitted on the GPU first, over lengths up to the context, unless --profile is given: <TP, PP> for PP 1, 2 and 4\n"
+    "and every TP of --tp (default 1; a stage's TP lanes serialized). --backend host runs the\n"
     "float64 host backend instead (small models, needs --profile). --cp, --cp-kinds and --ac add the profile's CP and\n"
     "recompute schemes as the sluice tool does (both backends run them). --json FILE also writes the results as a\n"
     "sluice.measured_systems document.\n"
@@ -133,6 +134,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   const std::string backend = arguments.text("backend", "cuda");
   const std::string json_path = arguments.text("json", "");
   const bool progress = arguments.flag("progress");
+  const std::vector<int> tps = arguments.integers<int>("tp", {1});
   const sluice::cost::SchemeSpace space = examples::scheme_space_from(arguments);
   arguments.require_all_used();
   sluice::require(iterations >= 1 && iterations <= 1000, "--iterations must be in [1, 1000], got ", iterations);
@@ -148,6 +150,8 @@ int run(int argc, char** argv, const examples::Processes& processes) {
                   "process would profile its own GPU, and their plans could differ");
   const sluice::data::LengthDataset dataset =
       sluice::data::LengthDataset::load(sluice::io::resolve_data_file(lengths, "lengths")).truncated(context);
+  examples::require_tps_for(profile_path, tps);
+  if (profile_path.empty()) static_cast<void>(examples::spot_profile(model, tps, gpus, context));  // bad --tp: exit 2
   if (on_gpu && ex::cuda::device_count() == 0) {
     std::cerr << "sluice_measure_systems: no CUDA device\n";
     return 2;
@@ -156,7 +160,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
 
   const auto profiling = std::chrono::steady_clock::now();
   const sluice::compare::Options options =
-      examples::compare_options(profile_path, model, space, gpus, context, tokens, seed);
+      examples::compare_options(profile_path, model, tps, space, gpus, context, tokens, seed);
   if (progress && profile_path.empty())
     std::cerr << "sluice_measure_systems: profiled on the GPU in " << seconds_since(profiling) << " s\n";
   sluice::data::BatchSampler sampler(dataset, {.tokens_per_batch = tokens, .seed = seed});

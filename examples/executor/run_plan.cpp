@@ -40,11 +40,13 @@ namespace {
 constexpr std::string_view usage =
     "usage: sluice_run_plan [--layers 8 --hidden 1024 --heads 8 --ffn 2816 --vocab 32000 --model-seed 1]\n"
     "                       [--tokens 32768] [--context 8192] [--seed 1] [--gpus 4]\n"
-    "                       [--profile FILE|NAME | --profile-from-gpu] [--cp C1,C2 [--cp-kinds K]] [--ac]\n"
+    "                       [--profile FILE|NAME | --profile-from-gpu [--tp T1,T2]] [--cp C1,C2 [--cp-kinds K]]\n"
+    "                       [--ac]\n"
     "                       [--dynapipe --pp 2 --replicas 2]\n"
     "                       [--serialize] [--backend cuda|host] [--timeout 60] [--trace run_trace.json]\n"
     "Plans one batch with sluice, runs it on this GPU (--backend host: the float64 host backend, which needs\n"
     "--profile, and runs every TP, CP and recompute scheme) and prints the predicted against the measured times.\n"
+    "--profile-from-gpu profiles <TP, PP> for PP 1, 2 and 4 and every TP of --tp (default 1) on this GPU first.\n"
     "--cp, --cp-kinds and --ac add the profile's CP and recompute schemes as the sluice tool does. Started by\n"
     "mpirun or srun with one process per rank of the plan (or more), each process runs its rank (on one GPU of its\n"
     "node over NCCL, or on the host backend) and rank 0 reports; a wait longer than --timeout seconds ends the run\n"
@@ -80,6 +82,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   const std::string profile_path = arguments.text("profile", "");
   const std::string backend = arguments.text("backend", "cuda");
   const auto timeout = arguments.integer<int>("timeout", 60);
+  const std::vector<int> tps = arguments.integers<int>("tp", {1});
   const sluice::cost::SchemeSpace space = examples::scheme_space_from(arguments);
   arguments.require_all_used();
   sluice::require(profile_from_gpu != !profile_path.empty(), "give one of --profile FILE and --profile-from-gpu");
@@ -93,13 +96,15 @@ int run(int argc, char** argv, const examples::Processes& processes) {
                   "would profile its own GPU, and their plans could differ");
   sluice::require(!processes.mpi || !serialize, "--serialize runs every rank in one process, not one per rank");
   sluice::require(timeout >= 1 && timeout <= 86400, "--timeout must be in [1, 86400] seconds, got ", timeout);
+  examples::require_tps_for(profile_path, tps);
+  if (profile_from_gpu) static_cast<void>(examples::spot_profile(model, tps, gpus, context));  // bad --tp: exit 2
   if (on_gpu && ex::cuda::device_count() == 0) {
     std::cerr << "sluice_run_plan: no CUDA device\n";
     return 2;
   }
   examples::note_one_cpu("sluice_run_plan", processes, on_gpu);
   const sluice::cost::Profile profile =
-      examples::with_space(examples::load_profile(profile_path, model, gpus, context), space, model);
+      examples::with_space(examples::load_profile(profile_path, model, tps, gpus, context), space, model);
 
   const sluice::data::LengthDataset dataset =
       sluice::data::LengthDataset(sluice::data::synthetic_lengths({.count = 5000, .seed = seed}), "synthetic")

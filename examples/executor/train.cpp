@@ -116,7 +116,7 @@ int run(int argc, char** argv, const examples::Processes& processes) {
   const sluice::data::LengthDataset dataset =
       sluice::data::LengthDataset::load(sluice::io::resolve_data_file(lengths, "lengths")).truncated(context);
   const sluice::compare::Options options =
-      examples::compare_options(profile_path, model, space, gpus, context, tokens, seed);
+      examples::compare_options(profile_path, model, {1}, space, gpus, context, tokens, seed);
   // The sluice plan as `sluice simulate` makes it: proposed candidates, and the flex CP domains it offers.
   const sluice::compare::SluiceCandidates candidates = sluice::compare::propose_candidates(options, dataset);
   if (candidates.failure) sluice::fail(*candidates.failure);

@@ -62,6 +62,13 @@ set(tp_model --layers 4 --hidden 48 --heads 3 --ffn 64 --vocab 64 --tokens 2048 
 expect_bad_input("TP 2 does not divide the model's 3 heads" ${RUN_PLAN} ${tp_model} --profile ${PROFILE_TP})
 expect_bad_input("--cp-kinds needs --cp" ${RUN_PLAN} ${tp_model} --profile ${PROFILE_TP} --cp-kinds ring)
 expect_bad_input("option --cp: expected degrees" ${MEASURE_SYSTEMS} --backend host --profile ${PROFILE_TP} --cp 1)
+# --tp: the TP degrees of the profile measured on the spot, checked against the model and the GPUs before any device
+# is looked for; a profile file has its own schemes.
+expect_bad_input("TP 3 does not divide the model's 32 heads" ${MEASURE_SYSTEMS} --tp 1,3)
+expect_bad_input("--tp 8 is not a TP degree of 4 GPUs" ${MEASURE_SYSTEMS} --tp 8)
+expect_bad_input("--tp names 2 twice" ${RUN_PLAN} --profile-from-gpu --tp 2,2)
+expect_bad_input("a --profile file has its own" ${RUN_PLAN} --profile llama2-7b --tp 2)
+expect_bad_input("a --profile file has its own" ${MEASURE_SYSTEMS} --backend host --profile ${PROFILE_TP} --tp 1,2)
 # Environment variables that say the program is one of several processes, as torchrun sets them: the executor's
 # processes talk over MPI, so this is refused with one line rather than run as a lone process.
 foreach(tool ${RUN_PLAN} ${MEASURE_SYSTEMS})
