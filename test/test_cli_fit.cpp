@@ -367,3 +367,52 @@ TEST_CASE("cli: fit takes samples of CP and AC schemes, named in a scheme column
   check_bad_input({{{"fit", "--samples", both, "--base", "llama2-7b"}, "names the scheme twice"},
                    {{"fit", "--samples", bad, "--base", "llama2-7b"}, "bad_name.csv: line 2: scheme: cannot parse"}});
 }
+
+TEST_CASE("cli: fit takes packed micro-batches in a sequences column") {
+  // The executor profiler's shapes: one sequence of each length, then the longer lengths' tokens as packed sequences
+  // of the shortest (a sample of k sequences of l tokens costs k·(a·l² + b·l) + c).
+  const cost::QuadraticLatency truth(2e-10, 2e-6, 4.5e-3);
+  std::vector<cost::ProfileSample> samples;
+  for (const std::int64_t length : lengths)
+    samples.push_back({sluice::Scheme::parse("tp2cp2ringpp1"), length, truth(length), std::nullopt, std::nullopt});
+  for (std::int64_t sequences = 2; sequences <= 64; sequences *= 2)
+    samples.push_back({sluice::Scheme::parse("tp2cp2ringpp1"), 256, cost::predicted_seconds(truth, {256, 0, sequences}),
+                       std::nullopt, std::nullopt, sequences});
+  const std::string text = io::profile_samples_csv(samples);
+  CHECK(text.starts_with("scheme,tokens,seconds,peak_bytes,sequences\n"));
+  const std::string csv = write("packed.csv", text);
+  CHECK(io::parse_profile_samples_csv(io::read_text_file(csv), csv).samples == samples);
+  const io::json document = io::to_document(cost::ProfileSamples{samples});
+  CHECK_FALSE(document.at("samples").front().contains("sequences"));  // one sequence: the field is left out
+  CHECK(document.at("samples").back().at("sequences") == 64);
+  CHECK(io::from_document<cost::ProfileSamples>(document).samples == samples);
+  const auto result = run_cli({"fit", "--samples", csv, "--base", "llama2-7b", "--json"});
+  REQUIRE(result.code == 0);
+  const cost::Profile fitted = io::from_document<cost::Profile>(io::json::parse(result.out).at("profile"));
+  const cost::QuadraticLatency& fit = fitted.at(sluice::Scheme::parse("tp2cp2ringpp1")).latency;
+  CHECK(near(fit.a(), truth.a(), 1e-6));
+  CHECK(near(fit.b(), truth.b(), 1e-6));
+  CHECK(near(fit.c(), truth.c(), 1e-6));
+  // An empty cell is one sequence, as a CSV without the column has it.
+  const std::string header = "tp,pp,tokens,seconds,sequences\n";
+  CHECK(io::parse_profile_samples_csv(header + "1,1,512,0.1,\n", "empty cell").samples.front().sequences == 1);
+  check_bad_input({
+      {{"fit", "--samples", write("packed_zero.csv", header + "1,1,512,0.1,0\n"), "--base", "llama2-7b"},
+       "packed_zero.csv: line 2: sequences must be in [1, 2^20], got 0"},
+      {{"fit", "--samples", write("packed_negative.csv", header + "1,1,512,0.1,-3\n"), "--base", "llama2-7b"},
+       "packed_negative.csv: line 2: sequences must be in [1, 2^20], got -3"},
+      {{"fit", "--samples", write("packed_huge.csv", header + "1,1,512,0.1,1048577\n"), "--base", "llama2-7b"},
+       "packed_huge.csv: line 2: sequences must be in [1, 2^20], got 1048577"},
+      {{"fit", "--samples", write("packed_past.csv", header + "1,1,4294967296,0.1,2\n"), "--base", "llama2-7b"},
+       "packed_past.csv: line 2: 2 sequences of 4294967296 tokens exceed 2^32 tokens in a micro-batch"},
+      {{"fit", "--samples", write("packed_range.csv", header + "1,1,512,0.1,99999999999999999999\n"), "--base",
+        "llama2-7b"},
+       "packed_range.csv: line 2: sequences: '99999999999999999999' is not an integer"},
+      {{"fit", "--samples", write("packed_text.csv", header + "1,1,512,0.1,two\n"), "--base", "llama2-7b"},
+       "packed_text.csv: line 2: sequences: 'two' is not an integer"},
+      {{"fit", "--samples", write("packed.json", R"({"format": "sluice.profile_samples", "version": 1,
+                                 "samples": [{"tp": 1, "pp": 1, "tokens": 5, "seconds": 1, "sequences": 0}]})"),
+        "--base", "llama2-7b"},
+       "sequences must be in [1, 2^20], got 0"},
+  });
+}

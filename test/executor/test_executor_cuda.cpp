@@ -188,6 +188,10 @@ TEST_CASE("executor cuda: the profiler fits a valid profile of a tiny model" * d
   std::vector<cuda::StageProfile> stages;
   const cost::Profile profile(cuda::profile_gpu(model, schemes, options, &stages));
   CHECK(profile.schemes().size() == schemes.size());
+  // One sequence of each length, then 128, 256 and 512 tokens as 2, 4 and 8 packed sequences of 64.
+  REQUIRE(stages[0].samples.size() == 7);
+  CHECK(stages[0].samples.back().length == 64);
+  CHECK(stages[0].samples.back().sequences == 8);
   for (const cost::SchemeCost& scheme : profile.schemes()) {
     CAPTURE(scheme.scheme.name());
     CHECK(scheme.max_len > 0);

@@ -650,9 +650,13 @@ TEST_CASE("executor host: measured stages become a valid sluice profile") {
   model.heads = 2;
   model.ffn = 256;
   model.vocab = 1000;
-  // Stages as the profiler would measure them: 30 activation bytes per token, hidden unit and layer, a recomputing
-  // stage of PP 2 that takes 4/3 the time and holds a tenth of the activations, and with PP 2 a middle stage without
-  // the last stage's head (2e-7·l + 5e-5 s).
+  // Stages as the profiler would measure them, on its micro-batches of one sequence and of packed ones: 30 activation
+  // bytes per token, hidden unit and layer, a recomputing stage of PP 2 that takes 4/3 the time and holds a tenth of
+  // the activations, and with PP 2 a middle stage without the last stage's head (2e-7·l + 5e-5 s).
+  const std::vector<std::int64_t> lengths{256, 512, 1024, 2048};
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = cuda::sample_shapes(lengths);
+  CHECK(shapes == std::vector<std::pair<std::int64_t, std::int64_t>>{
+                      {256, 1}, {512, 1}, {1024, 1}, {2048, 1}, {256, 2}, {256, 4}, {256, 8}});
   const cost::LastStageWork head(2e-7, 5e-5);
   std::vector<cuda::StageProfile> stages;
   for (const Scheme& scheme : cuda::pipeline_schemes(std::vector{1, 2}, true)) {
@@ -664,13 +668,14 @@ TEST_CASE("executor host: measured stages become a valid sluice profile") {
     const double slower = recompute == Recompute::full ? 4.0 / 3 : 1;
     const double bytes = recompute == Recompute::full ? 3.0 : 30.0;
     std::vector<cost::LatencySample> latencies, inner_latencies;
-    for (const std::int64_t length : {256, 512, 1024, 2048}) {
+    for (const auto& [length, sequences] : shapes) {
       const auto l = static_cast<double>(length);
-      const double seconds = slower * stage.layers * (1e-9 * l * l + 1e-6 * l + 1e-4);
-      const double inner = scheme.pp() > 1 ? seconds - head.seconds(length) : 0.0;
-      stage.samples.push_back({length, seconds, bytes * stage.layers * 128 * l, inner});
-      latencies.push_back({length, seconds});
-      inner_latencies.push_back({length, inner});
+      const auto k = static_cast<double>(sequences);
+      const double seconds = slower * stage.layers * (k * (1e-9 * l * l + 1e-6 * l) + 1e-4);
+      const double inner = scheme.pp() > 1 ? seconds - head.seconds(length * sequences) : 0.0;
+      stage.samples.push_back({length, seconds, bytes * stage.layers * 128 * k * l, inner, sequences});
+      latencies.push_back({length, seconds, sequences});
+      inner_latencies.push_back({length, inner, sequences});
     }
     if (scheme.pp() > 1) {
       const cost::StageFits fits = cost::fit_last_and_other_stage(latencies, inner_latencies);
@@ -701,7 +706,9 @@ TEST_CASE("executor host: measured stages become a valid sluice profile") {
   const std::vector<cost::ProfileSample> samples = cuda::profile_samples(stages);
   CHECK(samples.back().scheme == Scheme::parse("tp1pp2ac"));
   CHECK(samples.back().inner_seconds == stages.back().samples.back().inner_seconds);
+  CHECK(samples.back().sequences == 8);
   CHECK_FALSE(samples.front().inner_seconds.has_value());
+  CHECK(samples.front().sequences == 1);
   // `sluice fit` on the samples gives the profiler's own last-stage work.
   CHECK(cost::fit_profile(samples, spec, {}).profile.at(Scheme(1, 2)).last_stage ==
         profile.at(Scheme(1, 2)).last_stage);

@@ -22,7 +22,7 @@ std::optional<std::vector<double>> optional_column(const py::handle& values, con
 
 std::vector<cost::ProfileSample> samples_from(const std::vector<std::string>& schemes, const py::handle& tokens,
                                               const py::handle& seconds, const py::handle& peak_bytes,
-                                              const py::handle& inner_seconds) {
+                                              const py::handle& inner_seconds, const py::handle& sequences) {
   const std::vector<std::int64_t> token_values = integers_from(tokens, "tokens");
   const std::vector<double> second_values = real_vector_from(seconds, "seconds");
   sluice::require(schemes.size() == token_values.size() && second_values.size() == token_values.size(),
@@ -30,6 +30,10 @@ std::vector<cost::ProfileSample> samples_from(const std::vector<std::string>& sc
                   token_values.size(), " and ", second_values.size());
   const auto peak_values = optional_column(peak_bytes, "peak_bytes", token_values.size());
   const auto inner_values = optional_column(inner_seconds, "inner_seconds", token_values.size());
+  const std::vector<std::int64_t> sequence_counts =
+      sequences.is_none() ? std::vector<std::int64_t>(token_values.size(), 1) : integers_from(sequences, "sequences");
+  sluice::require(sequence_counts.size() == token_values.size(), "sequences: expected ", token_values.size(),
+                  " values, as many as tokens, got ", sequence_counts.size());
   // NaN marks a sample measured without the value, as read_profile_samples gives it.
   const auto value_at = [](const std::optional<std::vector<double>>& column, std::size_t i) {
     return column && !std::isnan((*column)[i]) ? std::optional((*column)[i]) : std::nullopt;
@@ -40,7 +44,8 @@ std::vector<cost::ProfileSample> samples_from(const std::vector<std::string>& sc
                                      .tokens = token_values[i],
                                      .seconds = second_values[i],
                                      .peak_bytes = value_at(peak_values, i),
-                                     .inner_seconds = value_at(inner_values, i)};
+                                     .inner_seconds = value_at(inner_values, i),
+                                     .sequences = sequence_counts[i]};
     io::detail::check_sample(sample, "sample " + std::to_string(i));
     samples.push_back(sample);
   }
@@ -168,21 +173,22 @@ void bind_cost(py::module_& module) {
   module.def(
       "fit_profile",
       [](const std::vector<std::string>& schemes, const py::handle& tokens, const py::handle& seconds,
-         const cost::Profile& base, const py::handle& peak_bytes, const py::handle& inner_seconds, std::string name,
-         std::string source, double max_error) {
+         const cost::Profile& base, const py::handle& peak_bytes, const py::handle& inner_seconds,
+         const py::handle& sequences, std::string name, std::string source, double max_error) {
         const std::vector<cost::ProfileSample> samples =
-            samples_from(schemes, tokens, seconds, peak_bytes, inner_seconds);
+            samples_from(schemes, tokens, seconds, peak_bytes, inner_seconds, sequences);
         const py::gil_scoped_release release;
         return cost::fit_profile(samples, base.spec(),
                                  {.name = std::move(name), .source = std::move(source), .max_error = max_error});
       },
       py::arg("schemes"), py::arg("tokens"), py::arg("seconds"), py::kw_only(), py::arg("base"),
-      py::arg("peak_bytes") = py::none(), py::arg("inner_seconds") = py::none(), py::arg("name") = fit.name,
-      py::arg("source") = fit.source, py::arg("max_error") = fit.max_error,
-      "A profile from measured (scheme, tokens, seconds[, peak bytes][, inner seconds]) samples: T(l) = a·l² + b·l + "
-      "c fitted per scheme by non-negative least squares, and from another stage's inner seconds the last stage's "
-      "own work; `base` gives the model, cluster and memory budget. A NaN peak_bytes or inner_seconds marks a "
-      "sample measured without it.");
+      py::arg("peak_bytes") = py::none(), py::arg("inner_seconds") = py::none(), py::arg("sequences") = py::none(),
+      py::arg("name") = fit.name, py::arg("source") = fit.source, py::arg("max_error") = fit.max_error,
+      "A profile from measured (scheme, tokens, seconds[, peak bytes][, inner seconds][, sequences]) samples: T(l) = "
+      "a·l² + b·l + c fitted per scheme by non-negative least squares (a sample of k packed sequences of l tokens "
+      "as k·(a·l² + b·l) + c), and from another stage's inner seconds the last stage's own work; `base` gives the "
+      "model, cluster and memory budget. A NaN peak_bytes or inner_seconds marks a sample measured without it; "
+      "sequences defaults to 1 per sample.");
   py::class_<cost::CpScheme>(module, "CpScheme",
                              "A scheme of a profile derived with context parallelism (and recomputation).")
       .def_readonly("scheme", &cost::CpScheme::scheme)
@@ -267,12 +273,14 @@ void bind_cost(py::module_& module) {
         std::vector<std::int64_t> tokens;
         std::vector<double> seconds;
         std::vector<double> peaks, inners;
+        std::vector<std::int64_t> sequences;
         for (const cost::ProfileSample& sample : read.samples) {
           schemes.append(sample.scheme.name());
           tokens.push_back(sample.tokens);
           seconds.push_back(sample.seconds);
           peaks.push_back(sample.peak_bytes.value_or(std::numeric_limits<double>::quiet_NaN()));
           inners.push_back(sample.inner_seconds.value_or(std::numeric_limits<double>::quiet_NaN()));
+          sequences.push_back(sample.sequences);
         }
         const auto column = [](const std::vector<double>& values) {
           return std::ranges::all_of(values, [](double value) { return std::isnan(value); })
@@ -281,11 +289,15 @@ void bind_cost(py::module_& module) {
         };
         return py::dict(py::arg("schemes") = schemes, py::arg("tokens") = array_of<std::int64_t>(tokens),
                         py::arg("seconds") = array_of<double>(seconds), py::arg("peak_bytes") = column(peaks),
-                        py::arg("inner_seconds") = column(inners));
+                        py::arg("inner_seconds") = column(inners),
+                        py::arg("sequences") = std::ranges::all_of(sequences, [](std::int64_t k) { return k == 1; })
+                                                   ? py::object(py::none())
+                                                   : py::object(array_of<std::int64_t>(sequences)));
       },
       py::arg("path"),
       "Samples from a CSV or sluice.profile_samples JSON file, as keyword arguments of fit_profile (peak_bytes and "
-      "inner_seconds: NaN where a sample has none; None when none has).");
+      "inner_seconds: NaN where a sample has none; None when none has; sequences None when every sample is one "
+      "sequence).");
 }
 
 }  // namespace sluice::python

@@ -169,14 +169,16 @@ def fit_profile(
     base: Profile,
     peak_bytes: Optional[npt.ArrayLike] = None,
     inner_seconds: Optional[npt.ArrayLike] = None,
+    sequences: Optional[npt.ArrayLike] = None,
     name: str = "fitted",
     source: str = "",
     max_error: float = 0.05,
 ) -> ProfileFit:
-    """A profile from measured (scheme, tokens, seconds[, peak bytes][, inner seconds]) samples, T(l) fitted per
-    scheme, and from another stage's inner seconds the last stage's own work.
+    """A profile from measured (scheme, tokens, seconds[, peak bytes][, inner seconds][, sequences]) samples, T(l)
+    fitted per scheme (a sample of k packed sequences of l tokens as k·(a·l² + b·l) + c), and from another stage's
+    inner seconds the last stage's own work.
 
-    A NaN in peak_bytes or inner_seconds marks a sample measured without it."""
+    A NaN in peak_bytes or inner_seconds marks a sample measured without it; sequences defaults to 1 per sample."""
 
 def read_profile_samples(path: PathLike) -> dict[str, Any]:
     """Samples from a CSV or sluice.profile_samples JSON file, as keyword arguments of fit_profile."""

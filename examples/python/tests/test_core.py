@@ -172,6 +172,27 @@ def test_fit_matches_the_tool(cli):
             assert scheme_fit.memory is None
 
 
+def test_fit_takes_packed_micro_batches(tmp_path):
+    # k packed sequences of l tokens cost k·(a·l² + b·l) + c: the executor profiler's packed shapes.
+    a, b, c = 2e-10, 2e-6, 4.5e-3
+    lengths = [256, 512, 1024, 2048, 4096, 8192, 256, 256, 256, 256, 256]
+    sequences = [1, 1, 1, 1, 1, 1, 2, 4, 8, 16, 32]
+    seconds = [k * (a * n * n + b * n) + c for n, k in zip(lengths, sequences)]
+    rows = "".join(f"tp1pp1,{n},{t!r},{k}\n" for n, t, k in zip(lengths, seconds, sequences))
+    (tmp_path / "packed.csv").write_text("scheme,tokens,seconds,sequences\n" + rows)
+    samples = sluice.read_profile_samples(tmp_path / "packed.csv")
+    assert samples["sequences"].tolist() == sequences and samples["peak_bytes"] is None
+    latency = sluice.fit_profile(**samples, base=sluice.Profile.bundled("llama2-7b")).schemes[0].latency
+    assert latency.model.b == pytest.approx(b, rel=1e-6) and latency.model.a == pytest.approx(a, rel=1e-6)
+    single = sluice.fit_profile(["tp1pp1"] * len(lengths), lengths, seconds, base=sluice.Profile.bundled("llama2-7b"),
+                                max_error=1.0)
+    assert single.schemes[0].latency.relative_rms_error > 0.2  # read as one sequence each, no quadratic fits them
+    with pytest.raises(sluice.InvalidInput, match="sequences must be in"):
+        sluice.fit_profile(**{**samples, "sequences": [0] * len(lengths)}, base=sluice.Profile.bundled("llama2-7b"))
+    with pytest.raises(sluice.InvalidInput, match="sequences"):
+        sluice.fit_profile(**{**samples, "sequences": [1, 2]}, base=sluice.Profile.bundled("llama2-7b"))
+
+
 def test_fit_rejects_bad_samples():
     base = sluice.Profile.bundled("llama2-7b")
     with pytest.raises(sluice.InvalidInput):

@@ -79,20 +79,31 @@ void check_samples(Span<const Sample> samples, double Sample::*value, std::strin
                   distinct.size());
 }
 
+// check_samples for latencies, whose micro-batches also hold 1 to 2^20 packed sequences.
+inline void check_latency_samples(Span<const LatencySample> samples, std::string_view fit) {
+  check_samples(samples, &LatencySample::seconds, fit, "seconds", 3);
+  for (std::size_t i = 0; i < samples.size(); ++i)
+    sluice::require(samples[i].sequences >= 1 && samples[i].sequences <= (std::int64_t{1} << 20), fit, ": sample ", i,
+                    ": sequences must be in [1, 2^20], got ", samples[i].sequences);
+}
+
+// A latency sample's row of the design: its micro-batch's Σ lᵢ², Σ lᵢ and 1, each over its seconds.
+inline Eigen::RowVector3d latency_row(const LatencySample& sample) {
+  const auto l = static_cast<double>(sample.length);
+  const auto k = static_cast<double>(sample.sequences);
+  return Eigen::RowVector3d(k * l * l, k * l, 1.0) / sample.seconds;
+}
+
 }  // namespace detail
 
 // Minimises the *relative* squared error, so that short sequences (milliseconds) weigh as much as long ones
-// (seconds).
+// (seconds). A packed sample counts its micro-batch's Σ lᵢ² and Σ lᵢ (predicted_seconds).
 inline FitResult fit_quadratic(Span<const LatencySample> samples) {
-  detail::check_samples(samples, &LatencySample::seconds, "fit", "seconds", 3);
+  detail::check_latency_samples(samples, "fit");
 
   const auto rows = static_cast<Eigen::Index>(samples.size());
   Eigen::MatrixXd design(rows, 3);
-  for (Eigen::Index r = 0; r < rows; ++r) {
-    const auto l = static_cast<double>(samples[static_cast<std::size_t>(r)].length);
-    const double t = samples[static_cast<std::size_t>(r)].seconds;
-    design.row(r) << l * l / t, l / t, 1.0 / t;
-  }
+  for (Eigen::Index r = 0; r < rows; ++r) design.row(r) = detail::latency_row(samples[static_cast<std::size_t>(r)]);
   const auto [coefficients, mean_square] = detail::relative_nnls<3>(design);
   return {QuadraticLatency(coefficients[0], coefficients[1], coefficients[2]), std::sqrt(mean_square), samples.size()};
 }
@@ -127,23 +138,22 @@ struct StageFits {
 // own work (w_b, w_c), all >= 0, on the relative squared errors of both sets of samples. last_stage_work of the two
 // is then (w_b, w_c), and no noise in either fit's a leaks into it, as it would with two fits apart.
 inline StageFits fit_last_and_other_stage(Span<const LatencySample> last, Span<const LatencySample> other) {
-  detail::check_samples(last, &LatencySample::seconds, "fit", "seconds", 3);
-  detail::check_samples(other, &LatencySample::seconds, "fit of the other stage", "seconds", 3);
+  detail::check_latency_samples(last, "fit");
+  detail::check_latency_samples(other, "fit of the other stage");
   const auto last_rows = static_cast<Eigen::Index>(last.size());
   Eigen::MatrixXd design(last_rows + static_cast<Eigen::Index>(other.size()), 5);  // a, b, c, w_b, w_c
   for (Eigen::Index r = 0; r < design.rows(); ++r) {
     const bool on_last = r < last_rows;
     const LatencySample& sample =
         on_last ? last[static_cast<std::size_t>(r)] : other[static_cast<std::size_t>(r - last_rows)];
-    const auto l = static_cast<double>(sample.length);
-    const double t = sample.seconds;
-    design.row(r) << l * l / t, l / t, 1.0 / t, on_last ? l / t : 0.0, on_last ? 1.0 / t : 0.0;
+    const Eigen::RowVector3d row = detail::latency_row(sample);
+    design.row(r) << row, on_last ? row[1] : 0.0, on_last ? row[2] : 0.0;
   }
   const Eigen::Matrix<double, 5, 1> x = detail::relative_nnls<5>(design).first;
   const auto relative_rms_error = [](Span<const LatencySample> samples, const QuadraticLatency& model) {
     double squares = 0;
     for (const LatencySample& sample : samples) {
-      const double residual = model(sample.length) / sample.seconds - 1;
+      const double residual = predicted_seconds(model, sample) / sample.seconds - 1;
       squares += residual * residual;
     }
     return std::sqrt(squares / static_cast<double>(samples.size()));
@@ -210,9 +220,9 @@ inline ProfileFit fit_profile(Span<const ProfileSample> samples, const ProfileSp
     std::vector<MemorySample> peaks;
     std::int64_t longest = 0;
     for (const ProfileSample* sample : group) {
-      latencies.push_back({sample->tokens, sample->seconds});
-      if (sample->inner_seconds) inner_latencies.push_back({sample->tokens, *sample->inner_seconds});
-      if (sample->peak_bytes) peaks.push_back({sample->tokens, *sample->peak_bytes});
+      latencies.push_back({sample->tokens, sample->seconds, sample->sequences});
+      if (sample->inner_seconds) inner_latencies.push_back({sample->tokens, *sample->inner_seconds, sample->sequences});
+      if (sample->peak_bytes) peaks.push_back({sample->tokens * sample->sequences, *sample->peak_bytes});
       longest = std::max(longest, sample->tokens);
     }
     sluice::require(peaks.empty() || peaks.size() == group.size(), where, ": peak bytes are given for ", peaks.size(),

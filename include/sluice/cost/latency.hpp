@@ -89,16 +89,24 @@ private:
   double c_ = 0;
 };
 
-// A measured (length, seconds) pair and the fit made from such samples (cost/fit.hpp). They live here, not
-// beside the fit, so that reading and writing them needs no Eigen.
+// A measured micro-batch of `sequences` packed sequences of `length` tokens each and its seconds, and the fit made
+// from such samples (cost/fit.hpp). They live here, not beside the fit, so that reading and writing them needs no
+// Eigen. A packed sample's tokens grow while its attention does not, which tells a·l² and b·l apart where single
+// sequences, with a large c, leave them confounded.
 struct LatencySample {
   std::int64_t length = 0;
   double seconds = 0;
+  std::int64_t sequences = 1;
 };
+
+// The latency a model predicts for a sample's micro-batch: Σ (a·lᵢ² + b·lᵢ) + c over its packed sequences.
+inline double predicted_seconds(const QuadraticLatency& model, const LatencySample& sample) {
+  return static_cast<double>(sample.sequences) * model.sequence_time(sample.length) + model.microbatch_overhead();
+}
 
 struct FitResult {
   QuadraticLatency model;
-  double relative_rms_error = 0;  // sqrt(mean(((T(l) - t) / t)²)) over the samples
+  double relative_rms_error = 0;  // sqrt(mean(((predicted - t) / t)²)) over the samples
   std::size_t samples = 0;
 };
 

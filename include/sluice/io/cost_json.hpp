@@ -51,7 +51,7 @@ std::map<int, Value> tp_map(const json& in, std::string_view where) {
 // {latency, bandwidth}; a free link's bandwidth is "inf" (an extended number).
 SLUICE_IO_RECORD(cost::Link, "link", SLUICE_IO_MEMBERS(latency), extended_member("bandwidth", &T::bandwidth));
 
-SLUICE_IO_RECORD(cost::LatencySample, "sample", SLUICE_IO_MEMBERS(length, seconds));
+SLUICE_IO_RECORD(cost::LatencySample, "sample", SLUICE_IO_MEMBERS(length, seconds), SLUICE_IO_DEFAULTED(sequences));
 
 // heads and kv_heads only where given (0: not given).
 template <>

@@ -42,6 +42,10 @@ inline void check_sample(const cost::ProfileSample& sample, const std::string& w
                   ": tokens must be in [1, 2^32], got ", sample.tokens);
   sluice::require(std::isfinite(sample.seconds) && sample.seconds > 0, where, ": seconds must be finite and > 0, got ",
                   sample.seconds);
+  sluice::require(sample.sequences >= 1 && sample.sequences <= (std::int64_t{1} << 20), where,
+                  ": sequences must be in [1, 2^20], got ", sample.sequences);
+  sluice::require(sample.tokens * sample.sequences <= (std::int64_t{1} << 32), where, ": ", sample.sequences,
+                  " sequences of ", sample.tokens, " tokens exceed 2^32 tokens in a micro-batch");
   if (sample.peak_bytes)
     sluice::require(std::isfinite(*sample.peak_bytes) && *sample.peak_bytes > 0, where,
                     ": peak_bytes must be finite and > 0, got ", *sample.peak_bytes);
@@ -80,13 +84,14 @@ Scheme scheme_at(Make&& make, std::string_view where) {
 }  // namespace detail
 
 // CSV: a header naming the columns tp, pp (or instead scheme, spelt as Scheme::name, for schemes with context
-// parallelism or recomputation), tokens, seconds and optionally peak_bytes and inner_seconds (any order), then one
-// sample per line. Blank lines and lines starting with '#' are skipped; blanks around a cell are ignored; an empty
-// peak_bytes or inner_seconds cell means not measured. Errors name the source, the 1-based line and the column.
+// parallelism or recomputation), tokens, seconds and optionally peak_bytes, inner_seconds and sequences (any order),
+// then one sample per line. Blank lines and lines starting with '#' are skipped; blanks around a cell are ignored; an
+// empty peak_bytes or inner_seconds cell means not measured, an empty sequences cell one sequence. Errors name the
+// source, the 1-based line and the column.
 inline cost::ProfileSamples parse_profile_samples_csv(std::string_view text, std::string_view source) {
   const std::string name = data::detail::source_name(source);
-  static constexpr std::string_view known[] = {"tp",      "pp",         "scheme",       "tokens",
-                                               "seconds", "peak_bytes", "inner_seconds"};
+  static constexpr std::string_view known[] = {"tp",      "pp",         "scheme",        "tokens",
+                                               "seconds", "peak_bytes", "inner_seconds", "sequences"};
   std::map<std::string, std::size_t, std::less<>> columns;
   std::size_t width = 0;
   cost::ProfileSamples result;
@@ -109,7 +114,7 @@ inline cost::ProfileSamples parse_profile_samples_csv(std::string_view text, std
       for (std::size_t i = 0; i < cells.size(); ++i) {
         sluice::require(std::ranges::find(known, cells[i]) != std::end(known), where, ": unknown column ",
                         data::detail::excerpt(cells[i]),
-                        " (expected tp, pp, scheme, tokens, seconds, peak_bytes, inner_seconds)");
+                        " (expected tp, pp, scheme, tokens, seconds, peak_bytes, inner_seconds, sequences)");
         sluice::require(columns.emplace(std::string(cells[i]), i).second, where, ": column ", cells[i],
                         " is named twice");
       }
@@ -142,28 +147,33 @@ inline cost::ProfileSamples parse_profile_samples_csv(std::string_view text, std
          {std::pair{"peak_bytes", &sample.peak_bytes}, std::pair{"inner_seconds", &sample.inner_seconds}})
       if (columns.contains(column) && !cell(column).empty())
         *value = detail::csv_value<double>(cell(column), where, column);
+    if (columns.contains("sequences") && !cell("sequences").empty())
+      sample.sequences = detail::csv_value<std::int64_t>(cell("sequences"), where, "sequences");
     detail::check_sample(sample, where);
     result.samples.push_back(sample);
   }
   sluice::require(!columns.empty(), name,
-                  ": no header line (expected tp,pp,tokens,seconds[,peak_bytes][,inner_seconds])");
+                  ": no header line (expected tp,pp,tokens,seconds[,peak_bytes][,inner_seconds][,sequences])");
   sluice::require(!result.samples.empty(), name, ": no samples after the header");
   return result;
 }
 
 // The CSV that parse_profile_samples_csv reads back exactly (numbers in their shortest round-trip form).
-// Schemes go by tp and pp while all are ⟨TP, PP⟩, by name otherwise; inner_seconds is a column when a sample has it.
+// Schemes go by tp and pp while all are ⟨TP, PP⟩, by name otherwise; inner_seconds and sequences are columns when a
+// sample has them.
 inline std::string profile_samples_csv(Span<const cost::ProfileSample> samples) {
   const bool by_name = std::ranges::any_of(samples, [](const cost::ProfileSample& x) { return !x.scheme.is_base(); });
   const bool inner =
       std::ranges::any_of(samples, [](const cost::ProfileSample& x) { return x.inner_seconds.has_value(); });
+  const bool packed = std::ranges::any_of(samples, [](const cost::ProfileSample& x) { return x.sequences > 1; });
   const auto optional = [](const std::optional<double>& value) { return value ? sluice::shortest(*value) : ""; };
-  std::string text =
-      sluice::concat(by_name ? "scheme" : "tp,pp", ",tokens,seconds,peak_bytes", inner ? ",inner_seconds" : "", "\n");
+  std::string text = sluice::concat(by_name ? "scheme" : "tp,pp", ",tokens,seconds,peak_bytes",
+                                    inner ? ",inner_seconds" : "", packed ? ",sequences" : "", "\n");
   for (const cost::ProfileSample& sample : samples)
     text += sluice::concat(by_name ? sample.scheme.name() : sluice::concat(sample.scheme.tp(), ",", sample.scheme.pp()),
                            ",", sample.tokens, ",", sluice::shortest(sample.seconds), ",", optional(sample.peak_bytes),
-                           inner ? "," + optional(sample.inner_seconds) : "", "\n");
+                           inner ? "," + optional(sample.inner_seconds) : "",
+                           packed ? sluice::concat(",", sample.sequences) : "", "\n");
   return text;
 }
 
@@ -179,6 +189,7 @@ struct adl_serializer<sluice::cost::ProfileSample> {
     out["seconds"] = sample.seconds;
     if (sample.peak_bytes) out["peak_bytes"] = *sample.peak_bytes;
     if (sample.inner_seconds) out["inner_seconds"] = *sample.inner_seconds;
+    if (sample.sequences > 1) out["sequences"] = sample.sequences;
   }
   static sluice::cost::ProfileSample from_json(const json& in) {
     using sluice::io::field;
@@ -186,6 +197,7 @@ struct adl_serializer<sluice::cost::ProfileSample> {
                                        field<double>(in, "seconds", "sample"), std::nullopt, std::nullopt};
     if (in.contains("peak_bytes")) sample.peak_bytes = field<double>(in, "peak_bytes", "sample");
     if (in.contains("inner_seconds")) sample.inner_seconds = field<double>(in, "inner_seconds", "sample");
+    if (in.contains("sequences")) sample.sequences = field<std::int64_t>(in, "sequences", "sample");
     sluice::io::detail::check_sample(sample, "sample");
     return sample;
   }

@@ -1,8 +1,9 @@
 #pragma once
 // Profiling the executor's model on a GPU to close the cost-model loop: for each scheme <TP, CP, PP> (with or without
 // full recompute), the pipeline's last stage of ceil(layers / PP) layers, with the final norm, the LM head and the loss
-// (and the embedding when PP is 1), runs forward and backward on single sequences over a sweep of lengths (median of
-// several repetitions, timed with CUDA events). Under 1F1B the last stage's work sets the iteration (DynaPipe,
+// (and the embedding when PP is 1), runs forward and backward on single sequences over a sweep of lengths and on
+// micro-batches packed with sequences of the shortest length (sample_shapes; median of several repetitions, timed with
+// CUDA events). Under 1F1B the last stage's work sets the iteration (DynaPipe,
 // EuroSys'24, §4 and Fig. 10), so its time is the scheme's T(l); with PP > 1 a middle stage of as many layers is timed
 // too, and the two are fitted together (one attention term): the last stage's b and c above the other's are its own
 // work, which the schedule takes off the other stages (cost::LastStageWork). The activation memory is read from the
@@ -21,6 +22,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -43,11 +45,28 @@ struct ProfilerOptions {
 };
 
 struct StageSample {
-  std::int64_t length = 0;
+  std::int64_t length = 0;      // of each sequence of the micro-batch
   double seconds = 0;           // forward + backward of the last stage
   double activation_bytes = 0;  // a middle stage's peak allocation during forward + backward
   double inner_seconds = 0;     // forward + backward of the middle stage; 0 (not timed) with PP 1
+  std::int64_t sequences = 1;   // packed into the micro-batch
 };
+
+// The micro-batches the profiler times, as (length of each sequence, sequences): one sequence of every length, then
+// every length past the shortest again as that many tokens of packed sequences of the shortest length. Attention is
+// quadratic in a sequence's length, the rest linear in the micro-batch's tokens: the packed micro-batches grow the
+// tokens without the attention, so the fit tells b·l from a·l² apart, which single sequences under a large fixed cost
+// (the serialized lanes' launches) confound. On an H200, the single sequences of four LLaMA-7B-shaped layers fitted
+// ⟨TP 2, ring CP 2⟩ a b of 0.55× its per-lane share of ⟨1, 1⟩'s, and a plan packing a batch of short documents onto
+// that scheme ran 30% slower than predicted.
+inline std::vector<std::pair<std::int64_t, std::int64_t>> sample_shapes(std::span<const std::int64_t> lengths) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
+  for (const std::int64_t length : lengths) shapes.emplace_back(length, 1);
+  const std::int64_t shortest = *std::ranges::min_element(lengths);
+  for (const std::int64_t length : lengths)
+    if (length / shortest >= 2) shapes.emplace_back(shortest, length / shortest);
+  return shapes;
+}
 
 struct StageProfile {
   Scheme scheme;
@@ -100,7 +119,8 @@ inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const 
   spec.name = "executor";
   spec.source =
       "sluice reference executor profiler on " + device +
-      ": forward + backward of one sequence through a pipeline's last stage: ceil(layers / PP) decoder "
+      ": forward + backward of one sequence, and of packed sequences of the shortest length, through a "
+      "pipeline's last stage: ceil(layers / PP) decoder "
       "layers, the final norm, the LM head and the loss, and the embedding with PP 1 (bf16, cuBLAS GEMMs, "
       "the executor's attention kernels), median of " +
       std::to_string(options.repetitions) +
@@ -144,15 +164,16 @@ inline cost::ProfileSpec profile_spec(const ModelConfig& model, std::span<const 
   return spec;
 }
 
-// The stages' (length, seconds, and the middle stage's seconds with PP > 1) as the samples `sluice fit` reads
-// (docs/profiling.md). Peak bytes are left out: one stage's activations are not the training iteration's peak that
-// the memory fit needs.
+// The stages' (length, seconds, the middle stage's seconds with PP > 1, and the packed sequences) as the samples
+// `sluice fit` reads (docs/profiling.md). Peak bytes are left out: one stage's activations are not the training
+// iteration's peak that the memory fit needs.
 inline std::vector<cost::ProfileSample> profile_samples(std::span<const StageProfile> stages) {
   std::vector<cost::ProfileSample> samples;
   for (const StageProfile& stage : stages)
     for (const StageSample& sample : stage.samples)
       samples.push_back({stage.scheme, sample.length, sample.seconds, std::nullopt,
-                         sample.inner_seconds > 0 ? std::optional(sample.inner_seconds) : std::nullopt});
+                         sample.inner_seconds > 0 ? std::optional(sample.inner_seconds) : std::nullopt,
+                         sample.sequences});
   return samples;
 }
 

@@ -189,12 +189,14 @@ StageProfile profile_stage(const ModelConfig& model, const Scheme& scheme, const
   }
   Rng rng(model.seed);
   const Event start, end;
-  for (const std::int64_t length : options.lengths) {
-    // One sequence of random token ids, each token's target the next.
-    const Sequence one(0, length);
+  for (const auto& [length, sequences] : sample_shapes(options.lengths)) {
+    // Packed sequences of random token ids, each token's target the next.
+    std::vector<Sequence> packed;
+    for (std::int64_t k = 0; k < sequences; ++k) packed.emplace_back(k, length);
     PackedMicroBatch sequence;
-    executor::detail::append_sequence(sequence,
-                                      make_tokens(std::span(&one, 1), model.vocab, model.seed).front().tokens);
+    for (const SequenceTokens& tokens : make_tokens(packed, model.vocab, model.seed))
+      executor::detail::append_sequence(sequence, tokens.tokens);
+    const std::int64_t tokens = length * sequences;
     const CpSplit split = cp_split(sequence.cu_seqlens, scheme.ulysses(), scheme.ring());
     std::vector<DeviceMicroBatch> micro_batches;
     std::vector<DeviceBuffer> inputs, grad_outputs, outputs, grad_inputs;
@@ -211,7 +213,7 @@ StageProfile profile_stage(const ModelConfig& model, const Scheme& scheme, const
       outputs.emplace_back(elements * sizeof(bf16));
       grad_inputs.emplace_back(elements * sizeof(bf16));
     }
-    const auto loss_scale = static_cast<float>(1.0 / static_cast<double>(length));
+    const auto loss_scale = static_cast<float>(1.0 / static_cast<double>(tokens));
     const auto forward_backward = [&](ProfiledStage& stage) {
       on_lane_threads(lanes, exchange, [&](int lane) {
         const auto l = static_cast<std::size_t>(lane);
@@ -253,14 +255,14 @@ StageProfile profile_stage(const ModelConfig& model, const Scheme& scheme, const
       return times[times.size() / 2];
     };
     const double seconds = median_seconds(timed);
-    profile.samples.push_back({length, seconds, bytes, scheme.pp() > 1 ? median_seconds(middle) : 0.0});
+    profile.samples.push_back({length, seconds, bytes, scheme.pp() > 1 ? median_seconds(middle) : 0.0, sequences});
     profile.activation_bytes_per_token =
-        std::max(profile.activation_bytes_per_token, bytes / static_cast<double>(length));
+        std::max(profile.activation_bytes_per_token, bytes / static_cast<double>(tokens));
   }
   std::vector<cost::LatencySample> latencies, inner_latencies;
   for (const StageSample& sample : profile.samples) {
-    latencies.push_back({sample.length, sample.seconds});
-    if (scheme.pp() > 1) inner_latencies.push_back({sample.length, sample.inner_seconds});
+    latencies.push_back({sample.length, sample.seconds, sample.sequences});
+    if (scheme.pp() > 1) inner_latencies.push_back({sample.length, sample.inner_seconds, sample.sequences});
   }
   if (inner_latencies.empty()) {
     profile.fit = cost::fit_quadratic(latencies);
